@@ -1,0 +1,79 @@
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/string_view.h>
+#include <nanobind/stl/vector.h>
+
+#include "bindings/arrays.h"
+#include "bindings/submodules.h"
+#include "seqflow/balance.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace seqflow::bindings {
+
+namespace {
+
+nb::dict partition_to_dict(balance::Partition&& result) {
+  nb::dict out;
+  nb::list parts;
+  for (auto& part : result.parts) parts.append(to_numpy(std::move(part)));
+  out["parts"] = parts;
+  out["sums"] = to_numpy(std::move(result.sums));
+  out["assignment"] = to_numpy(std::move(result.assignment));
+  out["lower_bound"] = result.lower_bound;
+  out["spread"] = result.spread;
+  out["max_over_mean"] = result.max_over_mean;
+  out["gap"] = result.gap;
+  return out;
+}
+
+}  // namespace
+
+void bind_balance(nb::module_ m) {
+  nb::class_<Workload>(m, "Workload", "Cost model of one sequence of length L.")
+      .def_static("tokens", &Workload::tokens, "cost = L")
+      .def_static("verl", &Workload::verl, "cost = 24576 * L + L * L (verl's model)")
+      .def_static("quadratic", &Workload::quadratic, "a"_a, "b"_a, "cost = a * L + b * L * L")
+      .def_static("parse", &Workload::parse, "spec"_a,
+                  "'tokens', 'verl' or 'quadratic(a,b)'")
+      .def("cost", &Workload::cost, "length"_a)
+      .def_prop_ro("name", &Workload::name)
+      .def("__repr__", [](const Workload& w) { return "Workload(" + w.name() + ")"; })
+      .def("__eq__", [](const Workload& a, const Workload& b) { return a.name() == b.name(); });
+
+  m.def(
+      "_partition",
+      [](const Int64Input& weights, int64_t k, const std::string& cardinality,
+         const Workload& workload, std::optional<Int64Input> groups, const std::string& algorithm) {
+        balance::Options options;
+        options.cardinality = balance::parse_cardinality(cardinality);
+        options.algorithm = balance::parse_algorithm(algorithm);
+        options.workload = workload;
+        if (groups) options.groups = as_span(*groups);
+        balance::Partition result;
+        {
+          nb::gil_scoped_release release;
+          result = balance::partition(as_span(weights), k, options);
+        }
+        return partition_to_dict(std::move(result));
+      },
+      "weights"_a, "k"_a, "cardinality"_a, "workload"_a, "groups"_a.none(), "algorithm"_a);
+
+  m.def(
+      "_karmarkar_karp",
+      [](const Int64Input& seqlens, int64_t k, bool equal_size) {
+        nb::gil_scoped_release release;
+        return balance::karmarkar_karp(as_span(seqlens), k, equal_size);
+      },
+      "seqlen_list"_a, "k_partitions"_a, "equal_size"_a);
+  m.def(
+      "_get_seqlen_balanced_partitions",
+      [](const Int64Input& seqlens, int64_t k, bool equal_size) {
+        nb::gil_scoped_release release;
+        return balance::get_seqlen_balanced_partitions(as_span(seqlens), k, equal_size);
+      },
+      "seqlen_list"_a, "k_partitions"_a, "equal_size"_a);
+}
+
+}  // namespace seqflow::bindings

@@ -1,0 +1,28 @@
+// Moving C++ vectors into numpy arrays without copying.
+#pragma once
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace seqflow::bindings {
+
+using Int64Array = nanobind::ndarray<nanobind::numpy, int64_t, nanobind::ndim<1>>;
+using Int64Input =
+    nanobind::ndarray<const int64_t, nanobind::ndim<1>, nanobind::c_contig, nanobind::device::cpu>;
+
+// The array owns the vector's buffer through a capsule.
+inline Int64Array to_numpy(std::vector<int64_t>&& values) {
+  auto* owned = new std::vector<int64_t>(std::move(values));
+  nanobind::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<int64_t>*>(p); });
+  return Int64Array(owned->data(), {owned->size()}, owner);
+}
+
+inline std::span<const int64_t> as_span(const Int64Input& array) {
+  return {array.data(), array.shape(0)};
+}
+
+}  // namespace seqflow::bindings

@@ -1,0 +1,10 @@
+// Each file in python/bindings binds one layer into its submodule.
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+namespace seqflow::bindings {
+
+void bind_balance(nanobind::module_ m);
+
+}  // namespace seqflow::bindings

@@ -1,0 +1,23 @@
+// The _seqflow extension module: one submodule per C++ layer.
+#include <nanobind/nanobind.h>
+
+#include "bindings/submodules.h"
+#include "seqflow/error.h"
+
+namespace nb = nanobind;
+
+NB_MODULE(_seqflow, m) {
+  nb::register_exception_translator([](const std::exception_ptr& error, void*) {
+    try {
+      std::rethrow_exception(error);
+    } catch (const seqflow::Error& e) {
+      switch (e.code()) {
+        case seqflow::ErrorCode::kInvalidArgument: PyErr_SetString(PyExc_ValueError, e.what()); break;
+        case seqflow::ErrorCode::kNotFound: PyErr_SetString(PyExc_KeyError, e.what()); break;
+        case seqflow::ErrorCode::kTimeout: PyErr_SetString(PyExc_TimeoutError, e.what()); break;
+        case seqflow::ErrorCode::kInternal: PyErr_SetString(PyExc_RuntimeError, e.what()); break;
+      }
+    }
+  });
+  seqflow::bindings::bind_balance(m.def_submodule("balance", "The balancing engine"));
+}

@@ -1,0 +1,6 @@
+"""seqflow: balanced data flow for LLM reinforcement-learning post-training."""
+
+from seqflow import balance
+
+__version__ = "0.1.0"
+__all__ = ["balance", "__version__"]
