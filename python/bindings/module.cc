@@ -19,5 +19,6 @@ NB_MODULE(_seqflow, m) {
       }
     }
   });
+  seqflow::bindings::bind_array_conversion(m);
   seqflow::bindings::bind_balance(m.def_submodule("balance", "The balancing engine"));
 }

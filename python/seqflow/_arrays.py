@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from seqflow import _seqflow
+
 
 def _to_numpy(values, name: str) -> np.ndarray:
     if isinstance(values, np.ndarray):
@@ -23,7 +25,9 @@ def as_int64_array(values, name: str, *, allow_negative: bool = False) -> np.nda
     """A 1-D contiguous int64 view of `values`; copies only when the layout or
     dtype requires it. Rejects non-integers, NaN and (unless allowed) negatives,
     naming the parameter, the index and the value."""
-    array = _to_numpy(values, name)
+    array = _seqflow._exact_int64(values) if isinstance(values, (list, tuple)) else None
+    if array is None:
+        array = _to_numpy(values, name)
     if array.ndim != 1:
         raise ValueError(f"{name} must be one-dimensional, got shape {tuple(array.shape)}")
     kind = array.dtype.kind

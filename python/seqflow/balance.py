@@ -46,6 +46,14 @@ class Partition:
     max_over_mean: float
     gap: float
 
+    def __repr__(self) -> str:
+        sizes = [len(part) for part in self.parts]
+        return (
+            f"Partition(k={self.k}, items={sum(sizes)}, heaviest={self.heaviest}, "
+            f"lower_bound={self.lower_bound}, gap={self.gap:.3g}, spread={self.spread:.3g}, "
+            f"part sizes {min(sizes)}..{max(sizes)})"
+        )
+
     @property
     def k(self) -> int:
         return len(self.parts)

@@ -27,7 +27,10 @@ bool set_less(const WeightedSet& a, const WeightedSet& b) {
   return a.head < b.head;
 }
 
-bool set_greater(const WeightedSet& a, const WeightedSet& b) { return set_less(b, a); }
+// A function object, not a function pointer, so that std::sort inlines it.
+constexpr auto set_greater = [](const WeightedSet& a, const WeightedSet& b) {
+  return set_less(b, a);
+};
 
 // A k-way partial partition. Empty sets are kept implicit so that a state of one
 // item costs O(1), not O(k). In verl's descending order the empties sit after

@@ -1,7 +1,6 @@
 #include "balance/value_order.h"
 
 #include <algorithm>
-#include <array>
 #include <bit>
 #include <numeric>
 
@@ -9,14 +8,18 @@ namespace seqflow::balance::detail {
 
 namespace {
 
-// LSD radix sort of keys on their low `bits` bits, 8 bits per pass.
+constexpr int kDigitBits = 11;
+constexpr uint64_t kDigitMask = (uint64_t{1} << kDigitBits) - 1;
+
+// LSD radix sort of keys on their low `bits` bits.
 void radix_sort(std::vector<uint64_t>& keys, int bits) {
   std::vector<uint64_t> scratch(keys.size());
-  for (int shift = 0; shift < bits; shift += 8) {
-    std::array<size_t, 257> offsets{};
-    for (uint64_t key : keys) ++offsets[((key >> shift) & 0xff) + 1];
+  std::vector<size_t> offsets(kDigitMask + 2);
+  for (int shift = 0; shift < bits; shift += kDigitBits) {
+    std::fill(offsets.begin(), offsets.end(), 0);
+    for (uint64_t key : keys) ++offsets[((key >> shift) & kDigitMask) + 1];
     std::partial_sum(offsets.begin(), offsets.end(), offsets.begin());
-    for (uint64_t key : keys) scratch[offsets[(key >> shift) & 0xff]++] = key;
+    for (uint64_t key : keys) scratch[offsets[(key >> shift) & kDigitMask]++] = key;
     keys.swap(scratch);
   }
 }
