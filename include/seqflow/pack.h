@@ -1,0 +1,153 @@
+// The pack planner and the micro-batch planner.
+//
+// Before an optimizer update, the samples of a global batch are spread over
+// data-parallel ranks, split into gradient-accumulation (optimizer) steps and
+// packed into sequences of at most `pack_max_length` tokens. `plan` does all
+// three with guarantees that hold for every input:
+//   - every sample appears exactly once;
+//   - every rank has exactly `optimizer_steps` steps;
+//   - every pack holds at most `pack_max_length` real tokens (a longer sample
+//     is an error that names it);
+//   - within a step every rank has the same number of packs (padding packs
+//     fill in), so collectives never deadlock;
+//   - a group (e.g. the responses of one prompt) stays on one rank and in one
+//     step.
+// Balance is on the workload model; the token cap is on lengths.
+//
+// `micro_batches` splits each rank's samples into the fewest micro-batches
+// under a token cap, with the same count on every rank.
+//
+// Pure functions over arrays, built on seqflow::balance.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "seqflow/workload.h"
+
+namespace seqflow::pack {
+
+// How packs are padded.
+enum class PadTo {
+  kCap,      // every pack to pack_max_length: static shapes
+  kStepMax,  // every pack to the longest pack in its slot (same step, same
+             // position) across ranks
+  kNone,     // no padding, except that a pack is never empty (see Pack)
+};
+
+PadTo parse_pad_to(std::string_view name);  // "cap", "step_max", "none"
+std::string_view to_string(PadTo pad_to);
+
+struct Options {
+  int64_t dp_size = 1;
+  int64_t optimizer_steps = 1;
+  int64_t pack_max_length = 0;
+  // One group id per sample; a group stays on one rank and in one step.
+  // Empty means every sample is its own group.
+  std::span<const int64_t> groups = {};
+  Workload workload = Workload::tokens();
+  PadTo pad_to = PadTo::kCap;
+  int64_t pad_chunk = 1024;  // no padding sequence is longer than this
+  // The planner uses no randomness; the seed only decides which rank gets
+  // which part where ranks are tied (seed 0 keeps rank order).
+  uint64_t seed = 0;
+};
+
+// One packed sequence: the samples, then `padding` tokens split into padding
+// sequences of at most pad_chunk tokens (see padding_sequences). A pack is
+// never empty: a pack without tokens gets one padding token.
+struct Pack {
+  std::vector<int64_t> samples;  // sample indexes, ascending
+  int64_t tokens = 0;            // real tokens: the sum of the samples' lengths
+  int64_t padding = 0;           // padding tokens
+
+  int64_t padded_length() const { return tokens + padding; }
+};
+
+struct Stats {
+  std::vector<std::vector<int64_t>> tokens;     // [rank][step] real tokens
+  std::vector<std::vector<int64_t>> workloads;  // [rank][step] workload
+  std::vector<double> token_spread;             // per step: (max - min) / mean over ranks
+  std::vector<double> workload_spread;          // per step, likewise for workload
+  std::vector<int64_t> packs_per_step;          // the same on every rank
+  // Per step: max over ranks of ceil(tokens / pack_max_length), at least 1;
+  // no packing of this rank split has fewer packs.
+  std::vector<int64_t> min_packs_per_step;
+  int64_t real_tokens = 0;
+  int64_t padding_tokens = 0;
+  double padding_ratio = 0.0;     // padding / (real + padding)
+  int64_t padding_packs = 0;      // packs without samples
+  int64_t empty_rank_steps = 0;   // (rank, step) pairs without samples
+  int64_t max_pack_tokens = 0;    // real tokens of the fullest pack
+  int64_t packs_over_cap = 0;     // always 0 for plan(); baselines may break the cap
+};
+
+struct Plan {
+  int64_t dp_size = 0;
+  int64_t optimizer_steps = 0;
+  int64_t pack_max_length = 0;
+  PadTo pad_to = PadTo::kCap;
+  int64_t pad_chunk = 0;
+  std::vector<std::vector<std::vector<Pack>>> packs;  // [rank][step][slot]
+  Stats stats;
+  std::vector<std::string> notes;  // things a user should know, e.g. padding-only steps
+};
+
+// Plans the packs of one global batch. Throws seqflow::Error
+// (kInvalidArgument) on bad input, naming the parameter and the value.
+Plan plan(std::span<const int64_t> lengths, const Options& options);
+
+// The lengths of the padding sequences that make up `padding` tokens: full
+// chunks of pad_chunk, then the remainder.
+std::vector<int64_t> padding_sequences(int64_t padding, int64_t pad_chunk);
+
+// Order of the micro-batches of one rank.
+enum class MicroBatchOrder {
+  kInterleave,  // largest, smallest, second largest, ... by workload: shrinks pipeline bubbles
+  kDescending,  // by workload, largest first
+  kNone,        // as planned
+};
+
+MicroBatchOrder parse_micro_batch_order(std::string_view name);  // "interleave", "descending", "none"
+std::string_view to_string(MicroBatchOrder order);
+
+struct MicroBatchOptions {
+  int64_t dp_size = 1;
+  bool same_count_across_ranks = true;
+  int64_t count_multiple = 1;  // every count is a multiple of this (pipeline schedules)
+  Workload workload = Workload::tokens();
+  MicroBatchOrder order = MicroBatchOrder::kInterleave;
+};
+
+struct MicroBatchPlan {
+  // [rank][micro-batch] -> sample indexes, ascending. Indexes are global for
+  // micro_batches and local to the rank for micro_batches_per_rank.
+  std::vector<std::vector<std::vector<int64_t>>> batches;
+  std::vector<std::vector<int64_t>> tokens;     // [rank][micro-batch]
+  std::vector<std::vector<int64_t>> workloads;  // [rank][micro-batch]
+  // Per rank: the fewest micro-batches its samples alone need under the cap.
+  std::vector<int64_t> min_counts;
+  int64_t empty_batches = 0;  // micro-batches without samples (a rank with too few samples)
+};
+
+// Splits all samples over dp_size ranks (balanced), then each rank's samples
+// into micro-batches of at most max_token_len tokens: the fewest such that the
+// cap holds, the same count on every rank if asked, a multiple of
+// count_multiple, balanced by workload.
+MicroBatchPlan micro_batches(std::span<const int64_t> lengths, int64_t max_token_len,
+                             const MicroBatchOptions& options);
+
+// As micro_batches, for samples already placed on ranks: one span per rank
+// (options.dp_size must equal their count).
+MicroBatchPlan micro_batches_per_rank(std::span<const std::span<const int64_t>> lengths_per_rank,
+                                      int64_t max_token_len, const MicroBatchOptions& options);
+
+// inverse[order[i]] = i: applied to outputs laid out in `order`, restores the
+// original order (outputs_in_original_order[j] = outputs[inverse[j]]).
+// `order` must be a permutation of 0..n-1.
+std::vector<int64_t> inverse_permutation(std::span<const int64_t> order);
+
+}  // namespace seqflow::pack

@@ -1,0 +1,50 @@
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "pack/xtuner_baseline.h"
+#include "seqflow/error.h"
+
+namespace seqflow::pack {
+namespace {
+
+TEST(PackXtunerBaseline, FollowsThePipelineAndPadsToTheCap) {
+  std::mt19937_64 rng(1);
+  std::uniform_int_distribution<int64_t> dist(100, 9000);
+  std::vector<int64_t> lengths(256);
+  for (auto& v : lengths) v = dist(rng);
+  Plan plan = baseline::xtuner_pack(lengths, 8, 4, 16384);
+  ASSERT_EQ(plan.packs.size(), 8u);
+  std::vector<int> seen(lengths.size(), 0);
+  for (const auto& rank : plan.packs) {
+    ASSERT_EQ(rank.size(), 4u);
+    for (size_t step = 0; step < 4; ++step) {
+      EXPECT_EQ(rank[step].size(), plan.packs[0][step].size());
+      int64_t samples = 0;
+      for (const Pack& pack : rank[step]) {
+        samples += static_cast<int64_t>(pack.samples.size());
+        for (int64_t s : pack.samples) ++seen[s];
+        EXPECT_EQ(pack.padded_length(), std::max<int64_t>(pack.tokens, 16384));
+      }
+      EXPECT_EQ(samples, 8);  // 256 / 8 ranks / 4 steps: equal-size splits
+    }
+  }
+  for (int count : seen) EXPECT_EQ(count, 1);
+}
+
+TEST(PackXtunerBaseline, FailsWhereThePipelineAsserts) {
+  std::vector<int64_t> lengths(10, 5);
+  EXPECT_THROW(baseline::xtuner_pack(lengths, 4, 1, 100), Error);  // 10 % 4 != 0
+  EXPECT_THROW(baseline::xtuner_pack(lengths, 2, 3, 100), Error);  // 5 % 3 != 0
+}
+
+TEST(PackXtunerBaseline, DoesNotEnforceTheCap) {
+  // Two ranks of {60, 60, 60}: ceil(180 / 100) = 2 packs, KK gives 120 + 60.
+  std::vector<int64_t> lengths(6, 60);
+  Plan plan = baseline::xtuner_pack(lengths, 2, 1, 100);
+  EXPECT_GT(plan.stats.packs_over_cap, 0);
+  EXPECT_EQ(plan.stats.max_pack_tokens, 120);
+}
+
+}  // namespace
+}  // namespace seqflow::pack
