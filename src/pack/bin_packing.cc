@@ -138,10 +138,11 @@ std::optional<Bins> best_fit_decreasing(std::span<const int64_t> tokens, int64_t
 namespace {
 
 std::vector<int64_t> balanced_split(std::span<const int64_t> tokens, int64_t k,
-                                    const Workload& workload) {
+                                    const Workload& workload, balance::Algorithm algorithm) {
   balance::Options options;
   options.cardinality = balance::Cardinality::kFree;
   options.workload = workload;
+  options.algorithm = algorithm;
   return balance::partition(tokens, k, options).assignment;
 }
 
@@ -159,16 +160,21 @@ std::optional<std::vector<int64_t>> fit_into_bins(std::span<const int64_t> token
   if (ceil_div(total, cap) > k) return std::nullopt;
 
   // The engine minimises the heaviest bin; for token workloads that is
-  // exactly what the cap needs.
+  // exactly what the cap needs. Longest-first, evened out under the cap, is
+  // the cheap first try (a plan packs thousands of (rank, step) pairs); the
+  // engine's best effort comes next, then balance on tokens, then the tight
+  // packer.
   std::vector<int64_t> costs = workload.costs(tokens, "lengths");
-  BinLoads bins(tokens, costs, balanced_split(tokens, k, workload), k);
-  if (bins.within(cap)) return std::move(bins.assignment);
-  if (!workload.is_tokens()) {
-    BinLoads by_tokens(tokens, costs, balanced_split(tokens, k, Workload::tokens()), k);
-    if (by_tokens.within(cap)) {
-      refine_under_cap(tokens, costs, cap, by_tokens);
-      return std::move(by_tokens.assignment);
+  const balance::Algorithm tries[] = {balance::Algorithm::kLPT, balance::Algorithm::kAuto};
+  for (const Workload& by : {workload, Workload::tokens()}) {
+    for (balance::Algorithm algorithm : tries) {
+      BinLoads bins(tokens, costs, balanced_split(tokens, k, by, algorithm), k);
+      if (bins.within(cap)) {
+        refine_under_cap(tokens, costs, cap, bins);
+        return std::move(bins.assignment);
+      }
     }
+    if (workload.is_tokens()) break;
   }
   auto packed = best_fit_decreasing(tokens, cap, k);
   if (!packed) return std::nullopt;

@@ -36,7 +36,7 @@ void expect_guarantees(const MicroBatchPlan& plan, std::span<const int64_t> leng
 
 TEST(PackMicroBatches, GuaranteesHoldOnRandomInputs) {
   std::mt19937_64 rng(9);
-  for (int64_t n : {0, 1, 5, 17, 200, 1000}) {
+  for (int64_t n : {0, 1, 5, 17, 200, 400}) {
     for (int64_t dp : {1, 2, 8}) {
       for (int64_t multiple : {1, 4}) {
         for (bool same : {true, false}) {

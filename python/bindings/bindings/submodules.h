@@ -7,5 +7,6 @@ namespace seqflow::bindings {
 
 void bind_array_conversion(nanobind::module_ m);
 void bind_balance(nanobind::module_ m);
+void bind_pack(nanobind::module_ m);
 
 }  // namespace seqflow::bindings
