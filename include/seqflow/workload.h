@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -34,6 +35,7 @@ class Workload {
 
  private:
   Workload(int64_t a, int64_t b, bool verl) : a_(a), b_(b), verl_(verl) {}
+  std::optional<int64_t> checked_cost(int64_t length) const;
   int64_t a_;
   int64_t b_;
   bool verl_;

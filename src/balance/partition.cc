@@ -3,6 +3,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "balance/exact_search.h"
 #include "balance/largest_differencing.h"
 #include "balance/lpt.h"
 #include "balance/refine.h"
@@ -14,6 +15,10 @@
 namespace seqflow::balance {
 
 namespace {
+
+// Small inputs also get a bounded exact search: a few milliseconds at most.
+constexpr size_t kExactSearchMaxUnits = 64;
+constexpr int64_t kExactSearchNodes = 1 << 17;
 
 // Refinement doubles weights when it compares them; keep headroom for that.
 constexpr int64_t kMaxTotalWorkload = INT64_MAX / 4;
@@ -47,11 +52,12 @@ Units build_units(std::vector<int64_t> item_costs, std::span<const int64_t> grou
 
 int64_t checked_total(std::span<const int64_t> costs, const Workload& workload) {
   int64_t total = 0;
-  for (int64_t c : costs) {
-    auto sum = checked_add(total, c);
+  for (size_t i = 0; i < costs.size(); ++i) {
+    auto sum = checked_add(total, costs[i]);
     if (!sum || *sum > kMaxTotalWorkload) {
-      throw_invalid("weights: the total workload under " + workload.name() +
-                    " overflows (exceeds 2^61); use smaller weights or the tokens workload");
+      throw_invalid("weights: the total workload under " + workload.name() + " overflows the supported range, 2^61 (" +
+                    std::to_string(kMaxTotalWorkload) + ") at weights[" + std::to_string(i) +
+                    "]; split the batch or use a cheaper workload model");
     }
     total = *sum;
   }
@@ -132,6 +138,7 @@ std::vector<int64_t> kk_assignment(const Problem& p) {
 // when parts hold many items) and LPT are cheap. Free-start differencing costs
 // up to O(n k log k), so it runs only while the cheap ones leave a gap to the
 // lower bound; a plan at the bound cannot be beaten, by kk or anything else.
+// Small inputs that still have a gap get a bounded branch and bound.
 std::vector<int64_t> auto_assignment(const Problem& p, int64_t lower_bound) {
   std::vector<int64_t> best;
   std::vector<int64_t> best_loads;
@@ -149,6 +156,12 @@ std::vector<int64_t> auto_assignment(const Problem& p, int64_t lower_bound) {
   consider(differencing_assignment(p, detail::DifferencingStart::kSortedChunks));
   if (!at_bound()) consider(detail::longest_first(p.weights, p.ascending, p.k, p.cardinality));
   if (!at_bound() && p.cardinality == Cardinality::kFree) consider(kk_assignment(p));
+  if (!at_bound() && p.weights.size() <= kExactSearchMaxUnits) {
+    const int64_t heaviest = *std::max_element(best_loads.begin(), best_loads.end());
+    auto exact = detail::search_lighter(p.weights, p.ascending, p.k, p.cardinality, heaviest,
+                                        lower_bound, kExactSearchNodes);
+    if (exact) consider(std::move(*exact));
+  }
   return best;
 }
 

@@ -58,12 +58,18 @@ Workload Workload::parse(std::string_view spec) {
                    parse_coefficient(body.substr(comma + 1), spec));
 }
 
+std::optional<int64_t> Workload::checked_cost(int64_t length) const {
+  auto linear = checked_mul(a_, length);
+  if (!linear) return std::nullopt;
+  if (b_ == 0) return linear;
+  auto square = checked_mul(length, length);
+  auto quad = square ? checked_mul(b_, *square) : std::nullopt;
+  return quad ? checked_add(*linear, *quad) : std::nullopt;
+}
+
 int64_t Workload::cost(int64_t length) const {
   if (length < 0) throw_invalid("workload: length " + std::to_string(length) + " is negative");
-  auto linear = checked_mul(a_, length);
-  auto square = checked_mul(length, length);
-  std::optional<int64_t> quad = square ? checked_mul(b_, *square) : std::nullopt;
-  std::optional<int64_t> total = (linear && quad) ? checked_add(*linear, *quad) : std::nullopt;
+  auto total = checked_cost(length);
   if (!total) {
     throw_invalid("workload: cost of length " + std::to_string(length) + " under " + name() +
                   " overflows int64");
@@ -75,11 +81,13 @@ std::vector<int64_t> Workload::costs(std::span<const int64_t> lengths,
                                      std::string_view parameter) const {
   std::vector<int64_t> out(lengths.size());
   for (size_t i = 0; i < lengths.size(); ++i) {
-    if (lengths[i] < 0) {
-      throw_invalid(std::string(parameter) + "[" + std::to_string(i) + "] = " +
-                    std::to_string(lengths[i]) + " is negative; lengths must be >= 0");
-    }
-    out[i] = is_tokens() ? lengths[i] : cost(lengths[i]);
+    auto where = [&] {
+      return std::string(parameter) + "[" + std::to_string(i) + "] = " + std::to_string(lengths[i]);
+    };
+    if (lengths[i] < 0) throw_invalid(where() + " is negative; lengths must be >= 0");
+    auto cost = checked_cost(lengths[i]);
+    if (!cost) throw_invalid(where() + ": its cost under " + name() + " overflows int64");
+    out[i] = *cost;
   }
   return out;
 }

@@ -143,7 +143,9 @@ TEST(PartitionProperty, AutoIsNearTheLowerBoundWithTenOrMoreItemsPerPart) {
                                           << " heaviest=" << p.heaviest()
                                           << " lower_bound=" << p.lower_bound << " bound=" << bound);
         EXPECT_LT(gap, 0.001);
-        if (cardinality == Cardinality::kFree) EXPECT_LT(p.gap, 0.001);
+        if (cardinality == Cardinality::kFree) {
+          EXPECT_LT(p.gap, 0.001);
+        }
       }
     }
   }
