@@ -1,0 +1,95 @@
+// Samplers turn "ready samples" into the batch one caller (one DP rank) gets.
+// Same contract as TransferQueue's: sample(ready, batch_size, ...) returns the
+// samples handed to this caller and the samples to mark consumed for the task.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace seqflow {
+
+// TransferQueue's sampling_config.
+struct SamplingConfig {
+  int64_t dp_rank = 0;
+  int64_t batch_index = 0;
+};
+
+// What a sampler may ask about a sample. Implemented by the controller.
+class SampleInfo {
+ public:
+  virtual ~SampleInfo() = default;
+  // custom_meta["total_lengths"], if set.
+  virtual std::optional<int64_t> length(int64_t global_index) const = 0;
+  // The sample's group for groups of n: custom_meta["group_id"] when set
+  // (any JSON scalar; equal values are one group), otherwise the samples of
+  // one put call, cut into runs of n in the order they were put. Never index
+  // contiguity. Two samples are in one group iff their keys are equal.
+  virtual std::string group_key(int64_t global_index, int64_t n) const = 0;
+  virtual const nlohmann::json& custom_meta(int64_t global_index) const = 0;
+};
+
+struct SampleRequest {
+  std::span<const int64_t> ready;  // ready, not consumed by the task; oldest first
+  int64_t batch_size = 0;          // as the caller asked (per DP rank for DP-aware samplers)
+  std::string partition_id;
+  std::string task_name;
+  SamplingConfig sampling;
+  const SampleInfo* info = nullptr;
+};
+
+struct SampleResult {
+  std::vector<int64_t> sampled;   // handed to this caller, in order
+  std::vector<int64_t> consumed;  // marked consumed for the task (may include
+                                  // samples reserved for other ranks)
+};
+
+// Called with the controller's lock held: implementations need no locking of
+// their own, must not call back into the controller, and must be fast.
+class Sampler {
+ public:
+  virtual ~Sampler() = default;
+  virtual std::string name() const = 0;
+  // An empty `sampled` means "not enough ready yet": polling callers get an
+  // empty batch, blocking callers wait for more data.
+  virtual SampleResult sample(const SampleRequest& request) = 0;
+  // An answer already reserved for this caller: served even when too little is
+  // ready now. Consumption was recorded when it was reserved.
+  virtual std::optional<std::vector<int64_t>> reserved(const std::string& partition_id,
+                                                       const std::string& task_name,
+                                                       const SamplingConfig& sampling) {
+    (void)partition_id, (void)task_name, (void)sampling;
+    return std::nullopt;
+  }
+  // Forget state of a partition (cleared), or of one task (consumption reset).
+  virtual void clear(const std::string& partition_id, const std::string* task_name) {
+    (void)partition_id, (void)task_name;
+  }
+  // Checkpoints.
+  virtual nlohmann::json state() const { return nlohmann::json::object(); }
+  virtual void restore(const nlohmann::json& state) { (void)state; }
+};
+
+// Factories; each sampler lives in src/core/samplers/<name>.cc.
+std::shared_ptr<Sampler> make_sequential_sampler();
+std::shared_ptr<Sampler> make_grpo_group_n_sampler(int64_t n_samples_per_prompt);
+std::shared_ptr<Sampler> make_rank_aware_sampler();
+// algorithm: "auto" or "kk" (exact TransferQueue behaviour).
+// default_length < 0: a sample without total_lengths is an error.
+std::shared_ptr<Sampler> make_seqlen_balanced_sampler(int64_t n_samples_per_prompt, int64_t dp_size,
+                                                      std::string algorithm = "auto",
+                                                      int64_t default_length = -1);
+// Fills each rank's batch up to max_tokens (sum of total_lengths), whole
+// groups, balanced over dp_size ranks.
+std::shared_ptr<Sampler> make_token_budget_sampler(int64_t max_tokens, int64_t n_samples_per_prompt,
+                                                   int64_t dp_size, int64_t default_length = -1);
+// By name, as in config files: "sequential", "grpo_group_n", "rank_aware",
+// "seqlen_balanced", "token_budget", with their arguments in `args`.
+std::shared_ptr<Sampler> make_sampler(const std::string& name, const nlohmann::json& args);
+
+}  // namespace seqflow
