@@ -11,8 +11,11 @@
 //   - within a step every rank has the same number of packs (padding packs
 //     fill in), so collectives never deadlock;
 //   - a group (e.g. the responses of one prompt) stays on one rank and in one
-//     step.
-// Balance is on the workload model; the token cap is on lengths.
+//     step, and steps hold group counts within one of each other.
+// Balance is on the workload model; the token cap is on lengths. Within a
+// step, ranks get even workloads; steps get even workloads too, unless a
+// (rank, step) would hold about one group: then steps are formed from groups
+// of similar workload, so that ranks stay even within a step (notes say so).
 //
 // `micro_batches` splits each rank's samples into the fewest micro-batches
 // under a token cap, with the same count on every rank.

@@ -163,7 +163,10 @@ def plan(
         uses no randomness.
 
     Steps keep group counts within one of each other (a step is a mini-batch of
-    about the same number of prompts); within a step, ranks get even workloads.
+    about the same number of prompts). Within a step, ranks get even
+    workloads; steps get even workloads too, unless a (rank, step) would hold
+    about one group: steps are then formed from groups of similar workload, so
+    that ranks stay even within a step (plan.notes says so).
     """
     values = as_int64_array(lengths, "lengths")
     group_ids = None

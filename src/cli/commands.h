@@ -13,5 +13,6 @@ namespace seqflow::cli {
 
 int run_balance(std::span<const std::string> args);
 int run_demo(std::span<const std::string> args);
+int run_pack(std::span<const std::string> args);
 
 }  // namespace seqflow::cli

@@ -25,6 +25,7 @@ constexpr Command kCommands[] = {
      seqflow::cli::run_balance},
     {"demo", "compare contiguous, verl kk and auto splits of a GRPO batch over DP ranks",
      seqflow::cli::run_demo},
+    {"pack", "plan the packs of a batch over DP ranks and optimizer steps", seqflow::cli::run_pack},
 };
 
 constexpr int kExitBadInput = 2;

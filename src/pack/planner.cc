@@ -1,20 +1,24 @@
 // seqflow::pack::plan: samples -> steps -> ranks -> packs.
 //
-// 1. Split the samples over optimizer steps: groups whole, group counts
-//    differing by at most one (a step is a mini-batch of about the same number
-//    of prompts, as trainers expect), workload even.
-// 2. Split each step's samples over DP ranks, groups whole, any count per
-//    rank: how a step spreads over ranks does not change the gradient, so
-//    only workload matters (a rank holding one huge sample takes few others),
-//    and every rank carries the same workload within the step, which is what
-//    ranks wait on. Parts go to ranks heaviest first onto the rank with the
-//    least workload so far, which also evens out the ranks' totals over steps.
-// 3. Pack each (rank, step) into P bins under the token cap, P being the same
+// 1. Lay samples out over (step, rank), groups whole, two ways:
+//    - balanced steps: split over optimizer steps with group counts differing
+//      by at most one (a step is a mini-batch of about the same number of
+//      prompts, as trainers expect) and even workloads;
+//    - steps by size: groups sorted by workload cut into consecutive runs of
+//      the same counts, so a step holds groups of similar size;
+//    then each step over ranks, any count per rank (how a step spreads over
+//    ranks does not change the gradient, so only workload matters). Parts go
+//    to ranks heaviest first onto the rank with the least workload so far,
+//    which also evens out the ranks' totals over the steps. The plan keeps
+//    balanced steps unless steps by size cut what ranks wait for (the sum
+//    over steps of the heaviest rank) by kUnevenStepsGain: that happens when
+//    a (rank, step) holds about one group.
+// 2. Pack each (rank, step) into P bins under the token cap, P being the same
 //    for every rank of the step and as small as the packer can make it
 //    (starting from the lower bound max over ranks of ceil(tokens / cap)).
 //    Bins are balanced, so packs in the same slot have similar lengths across
 //    ranks and "step_max" padding stays small.
-// 4. Pad, and describe.
+// 3. Pad, and describe.
 #include <algorithm>
 #include <numeric>
 #include <string>
@@ -30,6 +34,10 @@
 namespace seqflow::pack {
 
 namespace {
+
+// Steps of uneven workload (steps by size) are chosen only when they cut the
+// ranks' waiting by at least this fraction.
+constexpr double kUnevenStepsGain = 0.01;
 
 // Keeps the plan's nested vectors within reason.
 constexpr int64_t kMaxRankSteps = int64_t{1} << 24;
@@ -102,14 +110,16 @@ class Planner {
                      std::vector<std::vector<Pack>>(static_cast<size_t>(options_.optimizer_steps)));
     std::vector<int64_t> all(lengths_.size());
     std::iota(all.begin(), all.end(), 0);
-    auto steps = split(all, options_.optimizer_steps, balance::Cardinality::kBalanced);
-    std::vector<int64_t> rank_workload(static_cast<size_t>(options_.dp_size), 0);
     const std::vector<int64_t> tie_order = seeded_rank_order();
-    for (size_t step = 0; step < steps.size(); ++step) {
-      auto parts = split(steps[step], options_.dp_size, balance::Cardinality::kFree);
-      auto per_rank = assign_to_ranks(std::move(parts), rank_workload, tie_order);
-      pack_step(out, step, per_rank);
+    Layout layout = steps_first(all, tie_order);
+    Layout by_size = steps_by_size(all, tie_order);
+    // Steps of uneven workload must buy at least kUnevenStepsGain.
+    const auto balanced_wait = static_cast<double>(slowest_rank_total(layout));
+    if (static_cast<double>(slowest_rank_total(by_size)) < balanced_wait * (1.0 - kUnevenStepsGain)) {
+      layout = std::move(by_size);
+      steps_by_size_ = true;
     }
+    for (size_t step = 0; step < layout.size(); ++step) pack_step(out, step, layout[step]);
     detail::apply_padding(out);
     detail::summarize(out, lengths_, options_.workload);
     add_notes(out);
@@ -128,6 +138,73 @@ class Planner {
   // Splits `samples` into k parts: groups whole, group counts as `cardinality`
   // says, workloads even. With fewer groups than parts, each group gets a part
   // of its own (heaviest first) and the other parts stay empty.
+  // Samples per (step, rank), each list ascending.
+  using Layout = std::vector<std::vector<std::vector<int64_t>>>;
+
+  // Steps first (balanced group counts, even workloads), then each step over
+  // ranks. Best when every (rank, step) holds several groups.
+  Layout steps_first(const std::vector<int64_t>& all, const std::vector<int64_t>& tie_order) const {
+    Layout layout;
+    std::vector<int64_t> rank_workload(static_cast<size_t>(options_.dp_size), 0);
+    for (const auto& step : split(all, options_.optimizer_steps, balance::Cardinality::kBalanced)) {
+      layout.push_back(assign_to_ranks(split(step, options_.dp_size, balance::Cardinality::kFree),
+                                       rank_workload, tie_order));
+    }
+    return layout;
+  }
+
+  // Steps by size: groups sorted by workload, heaviest first, cut into
+  // consecutive runs of balanced counts, one per step; then each step over
+  // ranks. A step then holds groups of similar workload, which ranks can
+  // share evenly even when a (rank, step) gets about one group, where
+  // balanced steps would pair large and small groups and ranks would wait.
+  Layout steps_by_size(const std::vector<int64_t>& all, const std::vector<int64_t>& tie_order) const {
+    auto groups = groups_in(all);
+    const auto steps = static_cast<size_t>(options_.optimizer_steps);
+    Layout layout;
+    std::vector<int64_t> rank_workload(static_cast<size_t>(options_.dp_size), 0);
+    for (size_t step = 0; step < steps; ++step) {
+      std::vector<int64_t> samples;
+      for (size_t g = step * groups.size() / steps; g < (step + 1) * groups.size() / steps; ++g) {
+        samples.insert(samples.end(), groups[g].begin(), groups[g].end());
+      }
+      layout.push_back(assign_to_ranks(split(samples, options_.dp_size, balance::Cardinality::kFree),
+                                       rank_workload, tie_order));
+    }
+    return layout;
+  }
+
+  // The groups among `samples`, heaviest first (ties by first appearance).
+  std::vector<std::vector<int64_t>> groups_in(const std::vector<int64_t>& samples) const {
+    std::unordered_map<int64_t, size_t> index_of_unit;
+    std::vector<std::vector<int64_t>> groups;
+    for (int64_t sample : samples) {
+      auto [it, inserted] = index_of_unit.try_emplace(unit(sample), groups.size());
+      if (inserted) groups.emplace_back();
+      groups[it->second].push_back(sample);
+    }
+    std::vector<int64_t> loads(groups.size());
+    for (size_t g = 0; g < groups.size(); ++g) loads[g] = workload_of(groups[g]);
+    std::vector<size_t> order(groups.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return loads[a] > loads[b]; });
+    std::vector<std::vector<int64_t>> sorted;
+    sorted.reserve(groups.size());
+    for (size_t g : order) sorted.push_back(std::move(groups[g]));
+    return sorted;
+  }
+
+  // What the ranks wait for: the sum over steps of the heaviest rank's workload.
+  int64_t slowest_rank_total(const Layout& layout) const {
+    int64_t total = 0;
+    for (const auto& step : layout) {
+      int64_t slowest = 0;
+      for (const auto& rank : step) slowest = std::max(slowest, workload_of(rank));
+      total += slowest;
+    }
+    return total;
+  }
+
   std::vector<std::vector<int64_t>> split(const std::vector<int64_t>& samples, int64_t k,
                                           balance::Cardinality cardinality) const {
     std::vector<std::vector<int64_t>> parts(static_cast<size_t>(k));
@@ -153,19 +230,8 @@ class Planner {
       return parts;
     }
     // Fewer groups than parts: one group per part.
-    std::unordered_map<int64_t, size_t> index_of_unit;
-    std::vector<std::vector<int64_t>> groups;
-    for (int64_t sample : samples) {
-      auto [it, inserted] = index_of_unit.try_emplace(unit(sample), groups.size());
-      if (inserted) groups.emplace_back();
-      groups[it->second].push_back(sample);
-    }
-    std::vector<int64_t> loads(groups.size());
-    for (size_t g = 0; g < groups.size(); ++g) loads[g] = workload_of(groups[g]);
-    std::vector<size_t> order(groups.size());
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return loads[a] > loads[b]; });
-    for (size_t p = 0; p < order.size(); ++p) parts[p] = std::move(groups[order[p]]);
+    auto groups = groups_in(samples);
+    for (size_t p = 0; p < groups.size(); ++p) parts[p] = std::move(groups[p]);
     return parts;
   }
 
@@ -260,6 +326,11 @@ class Planner {
                           " steps); they run padding packs only, so every rank still takes " +
                           std::to_string(out.optimizer_steps) + " optimizer steps");
     }
+    if (steps_by_size_) {
+      out.notes.push_back(
+          "few groups per (rank, step): steps hold groups of similar workload (heaviest groups "
+          "in step 0), which keeps ranks even within a step; steps differ in workload");
+    }
     for (size_t step = 0; step < stats.packs_per_step.size(); ++step) {
       if (stats.packs_per_step[step] > stats.min_packs_per_step[step]) {
         out.notes.push_back("step " + std::to_string(step) + " has " +
@@ -273,6 +344,7 @@ class Planner {
 
   std::span<const int64_t> lengths_;
   const Options& options_;
+  bool steps_by_size_ = false;  // steps_by_size won
   std::vector<int64_t> costs_;
   std::vector<int64_t> unit_of_;
 };

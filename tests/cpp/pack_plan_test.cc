@@ -79,6 +79,21 @@ void expect_guarantees(const Plan& plan, std::span<const int64_t> lengths, const
     }
   }
   for (size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i], 1) << "sample " << i;
+  // Steps hold group counts within one of each other.
+  std::vector<std::set<int64_t>> groups_per_step(static_cast<size_t>(options.optimizer_steps));
+  for (const auto& rank : plan.packs) {
+    for (size_t step = 0; step < rank.size(); ++step) {
+      for (const Pack& pack : rank[step]) {
+        for (int64_t s : pack.samples) {
+          groups_per_step[step].insert(options.groups.empty() ? s : options.groups[s]);
+        }
+      }
+    }
+  }
+  auto [fewest, most] = std::minmax_element(
+      groups_per_step.begin(), groups_per_step.end(),
+      [](const auto& a, const auto& b) { return a.size() < b.size(); });
+  EXPECT_LE(most->size() - fewest->size(), 1u);
   EXPECT_EQ(plan.stats.padding_tokens, padding);
   EXPECT_EQ(plan.stats.real_tokens, std::accumulate(lengths.begin(), lengths.end(), int64_t{0}));
   EXPECT_EQ(plan.stats.packs_over_cap, 0);
@@ -288,6 +303,28 @@ TEST(PackPlan, GroupsStayTogetherWhenFewerGroupsThanRanks) {
   expect_guarantees(p, lengths, options);
   // The group of two 50-token samples needs two packs on its rank.
   EXPECT_EQ(p.stats.packs_per_step[0], 2);
+}
+
+TEST(PackPlan, AboutOneGroupPerRankStepGroupsStepsBySize) {
+  // 256 prompts x 8 responses over 32 ranks x 8 steps: one group per (rank,
+  // step). Balanced steps would pair large and small groups in every step.
+  std::mt19937_64 rng(11);
+  auto lengths = rollout_lengths(rng, 2048, 16384);
+  std::vector<int64_t> groups(lengths.size());
+  for (size_t i = 0; i < groups.size(); ++i) groups[i] = static_cast<int64_t>(i / 8);
+  Options options{.dp_size = 32, .optimizer_steps = 8, .pack_max_length = 65536, .groups = groups};
+  Plan p = plan(lengths, options);
+  expect_guarantees(p, lengths, options);
+  int64_t waited = 0;
+  for (int64_t step = 0; step < 8; ++step) {
+    int64_t slowest = 0;
+    for (const auto& rank : p.stats.tokens) slowest = std::max(slowest, rank[step]);
+    waited += slowest;
+  }
+  const double ideal = static_cast<double>(p.stats.real_tokens) / 32.0;
+  EXPECT_LE(static_cast<double>(waited), 1.3 * ideal);
+  ASSERT_FALSE(p.notes.empty());
+  EXPECT_NE(p.notes[0].find("similar workload"), std::string::npos) << p.notes[0];
 }
 
 TEST(PackPlan, PaddingSequencesAreChunks) {

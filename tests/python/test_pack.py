@@ -47,6 +47,11 @@ def check_plan(p: pack.PackPlan, lengths, *, dp_size, optimizer_steps, pack_max_
                     if groups is not None:
                         assert place.setdefault(groups[s], (rank, step)) == (rank, step)
     assert (seen == 1).all(), "every sample exactly once"
+    per_step = [
+        {(groups[i] if groups is not None else i) for r in range(dp_size) for pk in p.packs[r][t] for i in pk}
+        for t in range(optimizer_steps)
+    ]
+    assert max(map(len, per_step)) - min(map(len, per_step)) <= 1, "group counts per step"
     s = p.stats
     assert s.tokens.shape == (dp_size, optimizer_steps)
     assert s.tokens.sum() == lengths.sum() == s.real_tokens
