@@ -1,0 +1,217 @@
+// Checkpoint directories: write beside, sync, swap with one rename.
+#include "client/checkpoint_directory.h"
+
+#include <fcntl.h>
+#include <stdio.h>  // renameat2, RENAME_EXCHANGE
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <system_error>
+
+#include <nlohmann/json.hpp>
+
+#include "seqflow/error.h"
+#include "storage/file_io.h"
+
+namespace seqflow {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kManifestName = "manifest.json";
+constexpr const char* kControllerName = "controller.ckpt";
+constexpr const char* kStorageName = "storage.ckpt";
+constexpr const char* kFormat = "seqflow-checkpoint";
+constexpr int kVersion = 1;
+
+std::string in_quotes(const fs::path& path) { return "\"" + path.string() + "\""; }
+
+[[noreturn]] void fail_io(const std::string& what, const fs::path& path, int error_number) {
+  throw Error(ErrorCode::kInternal,
+              "checkpoint: cannot " + what + " " + in_quotes(path) + ": " + std::strerror(error_number));
+}
+
+// "a/b/" and "a/b" name the same directory.
+fs::path normalized(const std::string& directory) {
+  if (directory.empty()) throw_invalid("checkpoint directory is empty; give a path");
+  fs::path path = fs::path(directory).lexically_normal();
+  if (path.filename().empty()) path = path.parent_path();
+  if (path.empty() || path.filename() == "." || path.filename() == "..") {
+    throw_invalid("checkpoint directory " + in_quotes(directory) + " must name a directory of its own");
+  }
+  return path;
+}
+
+fs::path parent_of(const fs::path& path) {
+  return path.has_parent_path() ? path.parent_path() : fs::path(".");
+}
+
+// Durability of renames and new entries: the directory itself must be synced.
+void sync_directory(const fs::path& directory) {
+  const int fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) fail_io("open", directory, errno);
+  const int result = ::fsync(fd);
+  const int error_number = errno;
+  ::close(fd);
+  if (result != 0) fail_io("sync", directory, error_number);
+}
+
+fs::path temporary_sibling(const fs::path& directory, const char* kind) {
+  static std::atomic<uint64_t> counter{0};
+  return parent_of(directory) / ("." + directory.filename().string() + ".seqflow-" + kind + "-" +
+                                 std::to_string(::getpid()) + "-" + std::to_string(counter++));
+}
+
+nlohmann::json file_entry(const fs::path& path) {
+  return {{"name", path.filename().string()}, {"bytes", fs::file_size(path)}};
+}
+
+void write_manifest(const fs::path& directory) {
+  nlohmann::json manifest = {
+      {"format", kFormat},
+      {"version", kVersion},
+      {"files",
+       {{"controller", file_entry(directory / kControllerName)},
+        {"storage", file_entry(directory / kStorageName)}}},
+  };
+  const std::string text = manifest.dump(2) + "\n";
+  AtomicFileWriter writer((directory / kManifestName).string());
+  writer.write(std::as_bytes(std::span(text.data(), text.size())));
+  writer.commit();
+}
+
+// An existing target is replaced only when it is a checkpoint or empty.
+void check_replaceable(const fs::path& directory) {
+  std::error_code error;
+  const fs::file_status status = fs::symlink_status(directory, error);
+  if (!fs::exists(status)) return;
+  if (!fs::is_directory(status)) {
+    throw_invalid("checkpoint directory " + in_quotes(directory) + " exists and is not a directory");
+  }
+  if (fs::exists(directory / kManifestName) || fs::is_empty(directory)) return;
+  throw_invalid("checkpoint directory " + in_quotes(directory) +
+                " exists and is not a seqflow checkpoint (no " + kManifestName +
+                "); refusing to replace it");
+}
+
+// Makes `fresh` the directory `target`, atomically when `target` exists too.
+void swap_into_place(const fs::path& fresh, const fs::path& target) {
+  if (!fs::exists(fs::symlink_status(target))) {
+    if (::rename(fresh.c_str(), target.c_str()) != 0) fail_io("rename into", target, errno);
+    return;
+  }
+  if (::renameat2(AT_FDCWD, fresh.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) == 0) {
+    fs::remove_all(fresh);  // now holds the previous checkpoint
+    return;
+  }
+  const int error_number = errno;
+  if (error_number != EINVAL && error_number != ENOSYS && error_number != ENOTSUP) {
+    fail_io("swap into", target, error_number);
+  }
+  // File systems without an atomic exchange: two renames. A crash between
+  // them leaves the previous checkpoint whole under `previous`.
+  const fs::path previous = temporary_sibling(target, "previous");
+  if (::rename(target.c_str(), previous.c_str()) != 0) fail_io("move aside", target, errno);
+  if (::rename(fresh.c_str(), target.c_str()) != 0) {
+    const int rename_error = errno;
+    ::rename(previous.c_str(), target.c_str());
+    fail_io("rename into", target, rename_error);
+  }
+  fs::remove_all(previous);
+}
+
+void check_file(const fs::path& directory, const nlohmann::json& entry, const char* role,
+                const char* expected_name) {
+  if (!entry.is_object() || !entry.contains("name") || !entry.contains("bytes") ||
+      entry["name"] != expected_name || !entry["bytes"].is_number_unsigned()) {
+    throw_invalid("checkpoint " + in_quotes(directory) + ": manifest entry of the " + role +
+                  " file is malformed");
+  }
+  const fs::path path = directory / expected_name;
+  std::error_code error;
+  const uintmax_t size = fs::file_size(path, error);
+  if (error) {
+    throw_invalid("checkpoint " + in_quotes(directory) + " is incomplete: " + role + " file " +
+                  in_quotes(path) + " is missing or unreadable");
+  }
+  const auto expected = entry["bytes"].get<uint64_t>();
+  if (size != expected) {
+    throw_invalid("checkpoint " + in_quotes(directory) + " is corrupt: " + role + " file " +
+                  in_quotes(path) + " holds " + std::to_string(size) + " bytes, the manifest says " +
+                  std::to_string(expected));
+  }
+}
+
+CheckpointFiles files_in(const fs::path& directory) {
+  return {(directory / kControllerName).string(), (directory / kStorageName).string()};
+}
+
+}  // namespace
+
+void write_checkpoint_directory(const std::string& directory,
+                                const std::function<void(const CheckpointFiles&)>& write) {
+  const fs::path target = normalized(directory);
+  check_replaceable(target);
+  std::error_code error;
+  fs::create_directories(parent_of(target), error);
+  if (error) {
+    throw_invalid("checkpoint directory " + in_quotes(target) + ": cannot create its parent: " +
+                  error.message());
+  }
+  const fs::path fresh = temporary_sibling(target, "saving");
+  if (!fs::create_directory(fresh, error) || error) {
+    throw_invalid("checkpoint directory " + in_quotes(target) + ": cannot create " + in_quotes(fresh) +
+                  ": " + (error ? error.message() : std::string("it exists")));
+  }
+  try {
+    write(files_in(fresh));
+    write_manifest(fresh);  // last: its presence means the directory is whole
+    sync_directory(fresh);
+    swap_into_place(fresh, target);
+    sync_directory(parent_of(target));
+  } catch (...) {
+    fs::remove_all(fresh, error);
+    throw;
+  }
+}
+
+CheckpointFiles open_checkpoint_directory(const std::string& directory) {
+  const fs::path path = normalized(directory);
+  std::error_code error;
+  if (!fs::exists(path, error)) {
+    throw Error(ErrorCode::kNotFound, "checkpoint directory " + in_quotes(path) + " does not exist");
+  }
+  if (!fs::is_directory(path, error)) {
+    throw_invalid("checkpoint " + in_quotes(path) + " is not a directory");
+  }
+  const fs::path manifest_path = path / kManifestName;
+  std::ifstream in(manifest_path);
+  if (!in) {
+    throw_invalid("checkpoint " + in_quotes(path) + " is incomplete or not a seqflow checkpoint: " +
+                  kManifestName + " is missing");
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json manifest = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (manifest.is_discarded() || !manifest.is_object() || manifest.value("format", "") != kFormat ||
+      !manifest.contains("files") || !manifest["files"].is_object()) {
+    throw_invalid("checkpoint " + in_quotes(path) + " is corrupt: " + kManifestName +
+                  " is not a seqflow checkpoint manifest");
+  }
+  if (manifest.value("version", 0) != kVersion) {
+    throw_invalid("checkpoint " + in_quotes(path) + " has format version " +
+                  manifest["version"].dump() + "; this build reads version " +
+                  std::to_string(kVersion));
+  }
+  const nlohmann::json& files = manifest["files"];
+  check_file(path, files.value("controller", nlohmann::json()), "controller", kControllerName);
+  check_file(path, files.value("storage", nlohmann::json()), "storage", kStorageName);
+  return files_in(path);
+}
+
+}  // namespace seqflow

@@ -1,0 +1,31 @@
+// A checkpoint directory: the controller file, the storage file and a
+// manifest naming both, replaced as one unit. A save writes a sibling
+// temporary directory, syncs it and swaps it in with one rename, so a crash
+// at any point leaves the previous checkpoint whole; a directory without its
+// manifest is never taken for a checkpoint.
+#pragma once
+
+#include <functional>
+#include <string>
+
+namespace seqflow {
+
+struct CheckpointFiles {
+  std::string controller;  // paths inside the directory
+  std::string storage;
+};
+
+// Calls `write` with the file paths of a fresh temporary directory, then
+// makes that directory `directory` atomically. An existing `directory` must
+// be a checkpoint (or empty): anything else is refused, never overwritten.
+// On failure the temporary directory is removed and `directory` is untouched.
+void write_checkpoint_directory(const std::string& directory,
+                                const std::function<void(const CheckpointFiles&)>& write);
+
+// The files of the checkpoint in `directory`, after checking that the
+// manifest is valid and both files exist with the sizes it records. Throws
+// kNotFound when there is no checkpoint there, kInvalidArgument when it is
+// incomplete or corrupt.
+CheckpointFiles open_checkpoint_directory(const std::string& directory);
+
+}  // namespace seqflow

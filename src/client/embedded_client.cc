@@ -1,0 +1,399 @@
+// The embedded client: puts write storage first and publish through the
+// controller last, so data, production bits and custom metadata appear
+// together; every failure undoes what the call had done.
+#include "client/embedded_client.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <unordered_set>
+
+#include "client/checkpoint_directory.h"
+#include "seqflow/error.h"
+#include "storage/aligned_buffer.h"
+
+namespace seqflow {
+namespace {
+
+using Json = nlohmann::json;
+using Schemas = std::map<std::string, FieldSchema>;
+
+std::string in_quotes(const std::string& text) { return "\"" + text + "\""; }
+
+size_t sample_count_of(const std::vector<Column>& columns) {
+  if (columns.empty()) throw_invalid("put needs at least one field; the data holds none");
+  const size_t count = columns.front().sample_count();
+  for (const Column& column : columns) {
+    if (column.sample_count() != count) {
+      throw_invalid("field " + in_quotes(column.field) + " holds " + std::to_string(column.sample_count()) +
+                    " samples but field " + in_quotes(columns.front().field) + " holds " +
+                    std::to_string(count) + "; every field needs one value per sample");
+    }
+  }
+  if (count == 0) throw_invalid("put of zero samples; the data must hold at least one sample");
+  return count;
+}
+
+// Validates every column (schema_of does) before anything changes.
+Schemas schemas_of(const std::vector<Column>& columns) {
+  Schemas schemas;
+  for (const Column& column : columns) {
+    if (!schemas.emplace(column.field, schema_of(column)).second) {
+      throw_invalid("field " + in_quotes(column.field) + " appears twice in one put");
+    }
+  }
+  return schemas;
+}
+
+void check_custom_meta(std::span<const Json> custom_meta, size_t samples) {
+  if (custom_meta.empty()) return;
+  if (custom_meta.size() != samples) {
+    throw_invalid("custom_meta holds " + std::to_string(custom_meta.size()) + " entries for " +
+                  std::to_string(samples) + " samples; give one object per sample");
+  }
+  for (size_t i = 0; i < custom_meta.size(); ++i) {
+    if (!custom_meta[i].is_object()) {
+      throw_invalid("custom_meta[" + std::to_string(i) + "] must be an object, got " +
+                    std::string(custom_meta[i].type_name()));
+    }
+  }
+}
+
+std::vector<std::string> field_names(const std::vector<Column>& columns) {
+  std::vector<std::string> names;
+  names.reserve(columns.size());
+  for (const Column& column : columns) names.push_back(column.field);
+  return names;
+}
+
+// `meta` after `fields` were produced with `custom_meta` merged key by key:
+// what a put returns.
+BatchMeta with_produced(BatchMeta meta, const Schemas& fields, std::span<const Json> custom_meta) {
+  const size_t n = meta.size();
+  std::vector<std::string> before;
+  for (const auto& entry : meta.field_schema) before.push_back(entry.first);
+  for (const auto& [field, schema] : fields) meta.field_schema[field] = schema;
+  std::vector<std::vector<bool>> status(n);
+  for (size_t i = 0; i < n; ++i) {
+    const std::vector<bool>* old_row =
+        i < meta.production_status.size() ? &meta.production_status[i] : nullptr;
+    for (const auto& entry : meta.field_schema) {
+      bool produced = fields.count(entry.first) > 0;
+      if (!produced && old_row != nullptr) {
+        auto at = std::lower_bound(before.begin(), before.end(), entry.first);
+        const auto column = static_cast<size_t>(at - before.begin());
+        produced = at != before.end() && *at == entry.first && column < old_row->size() &&
+                   (*old_row)[column];
+      }
+      status[i].push_back(produced);
+    }
+  }
+  meta.production_status = std::move(status);
+  meta.custom_meta.resize(n, Json::object());
+  for (size_t i = 0; i < custom_meta.size() && i < n; ++i) {
+    if (!meta.custom_meta[i].is_object()) meta.custom_meta[i] = Json::object();
+    for (const auto& [key, value] : custom_meta[i].items()) meta.custom_meta[i][key] = value;
+  }
+  return meta;
+}
+
+// One column holding copies of `views` (all of one field), for putting old
+// values back. Nullopt when they cannot share one column.
+std::optional<Column> column_of_views(const std::string& field, const std::vector<SampleView>& views) {
+  if (views.empty()) return std::nullopt;
+  Column column;
+  column.field = field;
+  column.dtype = views.front().dtype;
+  column.is_object = views.front().is_object;
+  size_t total = 0;
+  for (const SampleView& view : views) {
+    if (view.dtype != column.dtype || view.is_object != column.is_object) return std::nullopt;
+    total += view.nbytes;
+  }
+  WritableBuffer out = allocate_buffer(total);
+  column.offsets.reserve(views.size() + 1);
+  column.offsets.push_back(0);
+  size_t at = 0;
+  for (const SampleView& view : views) {
+    if (view.nbytes != 0) std::memcpy(out.data + at, view.bytes().data(), view.nbytes);
+    at += view.nbytes;
+    column.offsets.push_back(at);
+    column.shapes.push_back(view.shape);
+  }
+  column.buffer = std::move(out.buffer);
+  return column;
+}
+
+// The values a put_existing may overwrite: per field, the samples that have
+// it produced (only those hold a value anybody can see).
+struct OverwrittenValues {
+  std::string field;
+  std::vector<int64_t> global_indexes;
+  std::vector<SampleView> views;
+};
+
+}  // namespace
+
+EmbeddedClient::EmbeddedClient(ControllerOptions controller_options, StorageOptions storage_options)
+    : controller_(std::move(controller_options)), storage_(storage_options) {}
+
+BatchMeta EmbeddedClient::put_new(const std::string& partition_id, const std::vector<Column>& columns,
+                                  std::span<const Json> custom_meta) {
+  if (partition_id.empty()) throw_invalid("partition_id is empty; name the partition to put into");
+  const size_t n = sample_count_of(columns);
+  const Schemas schemas = schemas_of(columns);
+  check_custom_meta(custom_meta, n);
+
+  std::shared_lock lock(mutex_);
+  const std::vector<std::string> partitions = controller_.partition_list();
+  const bool partition_is_new =
+      std::find(partitions.begin(), partitions.end(), partition_id) == partitions.end();
+  BatchMeta meta = controller_.insert(partition_id, static_cast<int64_t>(n));
+  try {
+    storage_.put(meta.global_indexes, columns);
+    controller_.mark_produced(partition_id, meta.global_indexes, schemas, custom_meta);
+  } catch (...) {
+    // Storage first: the controller still owns these indexes, so no other
+    // put can have reused them yet.
+    try {
+      storage_.clear(meta.global_indexes);
+      controller_.clear_samples(partition_id, meta.global_indexes);
+    } catch (...) {
+      // The original error is the one to report.
+    }
+    if (partition_is_new) {
+      lock.unlock();
+      std::unique_lock exclusive(mutex_);  // no put in flight: empty stays empty
+      try {
+        if (controller_.production_status({}, partition_id).empty()) {
+          controller_.clear_partition(partition_id);
+        }
+      } catch (...) {
+      }
+    }
+    throw;
+  }
+  return with_produced(std::move(meta), schemas, custom_meta);
+}
+
+BatchMeta EmbeddedClient::put_existing(const BatchMeta& meta, const std::vector<Column>& columns,
+                                       std::span<const Json> custom_meta) {
+  std::shared_lock lock(mutex_);
+  return write_existing(meta, columns, custom_meta);
+}
+
+BatchMeta EmbeddedClient::write_existing(const BatchMeta& meta, const std::vector<Column>& columns,
+                                         std::span<const Json> custom_meta) {
+  const size_t n = sample_count_of(columns);
+  if (n != meta.size()) {
+    throw_invalid("the data holds " + std::to_string(n) + " samples but the metadata " +
+                  std::to_string(meta.size()) + "; give one value per sample of the metadata");
+  }
+  if (meta.partition_ids.size() != n) {
+    throw_invalid("the metadata holds " + std::to_string(meta.partition_ids.size()) +
+                  " partition ids for " + std::to_string(n) + " samples");
+  }
+  const Schemas schemas = schemas_of(columns);
+  check_custom_meta(custom_meta, n);
+
+  // Positions of each partition's samples, and a check that they still exist.
+  std::map<std::string, std::vector<size_t>> positions;
+  for (size_t i = 0; i < n; ++i) positions[meta.partition_ids[i]].push_back(i);
+  const std::vector<std::string> names = field_names(columns);
+  std::vector<OverwrittenValues> overwritten;
+  for (const auto& [partition_id, at] : positions) {
+    std::unordered_set<int64_t> live;
+    std::unordered_set<int64_t> produced;
+    for (const auto& [index, unused] : controller_.production_status({}, partition_id)) {
+      (void)unused;
+      live.insert(index);
+    }
+    for (size_t i : at) {
+      if (!live.count(meta.global_indexes[i])) {
+        throw Error(ErrorCode::kNotFound,
+                    "sample " + std::to_string(meta.global_indexes[i]) + " of partition " +
+                        in_quotes(partition_id) +
+                        " does not exist (cleared?); put without metadata to add new samples");
+      }
+    }
+    for (const std::string& field : names) {
+      OverwrittenValues values{field, {}, {}};
+      const std::string one_field[] = {field};
+      std::unordered_set<int64_t> has_field;
+      for (const auto& [index, done] : controller_.production_status(one_field, partition_id)) {
+        if (done) has_field.insert(index);
+      }
+      for (size_t i : at) {
+        if (has_field.count(meta.global_indexes[i])) values.global_indexes.push_back(meta.global_indexes[i]);
+      }
+      if (values.global_indexes.empty()) continue;
+      try {
+        for (auto& row : storage_.get(values.global_indexes, one_field)) values.views.push_back(row.at(0));
+        overwritten.push_back(std::move(values));
+      } catch (const Error&) {
+        // Produced but not stored: nothing to put back.
+      }
+    }
+  }
+
+  storage_.put(meta.global_indexes, columns);
+  try {
+    for (const auto& [partition_id, at] : positions) {
+      std::vector<int64_t> indexes;
+      std::vector<Json> metas;
+      for (size_t i : at) {
+        indexes.push_back(meta.global_indexes[i]);
+        if (!custom_meta.empty()) metas.push_back(custom_meta[i]);
+      }
+      controller_.mark_produced(partition_id, indexes, schemas, metas);
+    }
+  } catch (...) {
+    try {
+      for (const OverwrittenValues& values : overwritten) {
+        if (auto column = column_of_views(values.field, values.views)) {
+          storage_.put(values.global_indexes, {*column});
+        }
+      }
+    } catch (...) {
+    }
+    throw;
+  }
+  return with_produced(meta, schemas, custom_meta);
+}
+
+BatchMeta EmbeddedClient::get_meta(const MetaRequest& request) {
+  // No client lock: a blocking fetch may wait for puts.
+  return controller_.get_meta(request);
+}
+
+std::vector<std::vector<SampleView>> EmbeddedClient::get_data(const BatchMeta& meta,
+                                                              std::span<const std::string> fields) {
+  // Views keep their buffers alive: a clear after this call does not
+  // invalidate them, so no lock is needed.
+  std::vector<std::vector<SampleView>> per_sample = storage_.get(meta.global_indexes, fields);
+  std::vector<std::vector<SampleView>> per_field(fields.size());
+  for (auto& column : per_field) column.reserve(per_sample.size());
+  for (auto& row : per_sample) {
+    for (size_t f = 0; f < fields.size(); ++f) per_field[f].push_back(std::move(row[f]));
+  }
+  return per_field;
+}
+
+void EmbeddedClient::drop_from_storage(const std::vector<int64_t>& released) {
+  if (!released.empty()) storage_.clear(released);
+}
+
+void EmbeddedClient::clear_samples(const std::string& partition_id,
+                                   std::span<const int64_t> global_indexes) {
+  std::unique_lock lock(mutex_);
+  drop_from_storage(controller_.clear_samples(partition_id, global_indexes));
+}
+
+void EmbeddedClient::clear_partition(const std::string& partition_id) {
+  std::unique_lock lock(mutex_);
+  drop_from_storage(controller_.clear_partition(partition_id));
+}
+
+BatchMeta EmbeddedClient::kv_put(const std::string& partition_id, std::span<const std::string> keys,
+                                 std::span<const Json> tags, const std::vector<Column>& columns) {
+  if (partition_id.empty()) throw_invalid("partition_id is empty; name the partition of the keys");
+  const size_t n = sample_count_of(columns);
+  if (keys.size() != n) {
+    throw_invalid(std::to_string(keys.size()) + " keys for " + std::to_string(n) +
+                  " samples of data; give one key per sample");
+  }
+  if (!tags.empty() && tags.size() != n) {
+    throw_invalid(std::to_string(tags.size()) + " tags for " + std::to_string(n) + " keys");
+  }
+  std::set<std::string> unique;
+  for (const std::string& key : keys) {
+    if (!unique.insert(key).second) throw_invalid("key " + in_quotes(key) + " appears twice in one put");
+  }
+  schemas_of(columns);  // bad data fails before any key is created
+
+  std::shared_lock lock(mutex_);
+  std::set<std::string> known;
+  for (auto& [key, tag] : controller_.kv_list(&partition_id)) {
+    (void)tag;
+    known.insert(key);
+  }
+  BatchMeta meta = controller_.kv_resolve(partition_id, keys, tags);
+  try {
+    return write_existing(meta, columns, {});
+  } catch (...) {
+    std::vector<std::string> created;
+    std::vector<int64_t> created_indexes;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (!known.count(keys[i])) {
+        created.push_back(keys[i]);
+        created_indexes.push_back(meta.global_indexes[i]);
+      }
+    }
+    try {
+      if (!created.empty()) {
+        storage_.clear(created_indexes);
+        controller_.kv_clear(partition_id, created);
+      }
+    } catch (...) {
+    }
+    throw;
+  }
+}
+
+BatchMeta EmbeddedClient::kv_meta(const std::string& partition_id, std::span<const std::string> keys) {
+  return controller_.kv_lookup(partition_id, keys);
+}
+
+void EmbeddedClient::kv_clear(const std::string& partition_id, std::span<const std::string> keys) {
+  std::unique_lock lock(mutex_);
+  drop_from_storage(controller_.kv_clear(partition_id, keys));
+}
+
+void EmbeddedClient::save_checkpoint(const std::string& directory) {
+  std::unique_lock lock(mutex_);
+  write_checkpoint_directory(directory, [this](const CheckpointFiles& files) {
+    controller_.save(files.controller);
+    storage_.save(files.storage);
+  });
+}
+
+void EmbeddedClient::load_checkpoint(const std::string& directory) {
+  namespace fs = std::filesystem;
+  std::unique_lock lock(mutex_);
+  const CheckpointFiles files = open_checkpoint_directory(directory);
+  // The controller is loaded first and can be put back from this copy if the
+  // storage file turns out to be bad; storage loads are all-or-nothing.
+  static std::atomic<uint64_t> counter{0};
+  const fs::path backup = fs::temp_directory_path() /
+                          ("seqflow-controller-" + std::to_string(::getpid()) + "-" +
+                           std::to_string(counter++) + ".ckpt");
+  struct Remover {
+    fs::path path;
+    ~Remover() {
+      std::error_code ignored;
+      fs::remove(path, ignored);
+    }
+  } remover{backup};
+  controller_.save(backup.string());
+  controller_.load(files.controller);
+  try {
+    storage_.load(files.storage);
+  } catch (...) {
+    controller_.load(backup.string());
+    throw;
+  }
+}
+
+std::shared_ptr<Client> make_embedded_client(ControllerOptions controller_options,
+                                             StorageOptions storage_options) {
+  return std::make_shared<EmbeddedClient>(std::move(controller_options), storage_options);
+}
+
+}  // namespace seqflow
