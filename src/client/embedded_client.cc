@@ -304,7 +304,7 @@ void EmbeddedClient::clear_partition(const std::string& partition_id) {
 BatchMeta EmbeddedClient::kv_put(const std::string& partition_id, std::span<const std::string> keys,
                                  std::span<const Json> tags, const std::vector<Column>& columns) {
   if (partition_id.empty()) throw_invalid("partition_id is empty; name the partition of the keys");
-  const size_t n = sample_count_of(columns);
+  const size_t n = columns.empty() ? keys.size() : sample_count_of(columns);
   if (keys.size() != n) {
     throw_invalid(std::to_string(keys.size()) + " keys for " + std::to_string(n) +
                   " samples of data; give one key per sample");
@@ -319,6 +319,7 @@ BatchMeta EmbeddedClient::kv_put(const std::string& partition_id, std::span<cons
   schemas_of(columns);  // bad data fails before any key is created
 
   std::shared_lock lock(mutex_);
+  if (columns.empty()) return controller_.kv_resolve(partition_id, keys, tags);  // tags only
   std::set<std::string> known;
   for (auto& [key, tag] : controller_.kv_list(&partition_id)) {
     (void)tag;

@@ -44,9 +44,10 @@ class EmbeddedClient final : public Client {
 
   // Key-value API. kv_put writes the columns (one sample per key) under the
   // keys, creating samples for unknown keys; on failure the keys it created
-  // are removed again. kv_get reads `fields` of known keys (every produced
-  // field when `fields` is empty); a missing key throws kNotFound naming it.
-  // kv_clear releases the keys' samples in the controller and the storage.
+  // are removed again. Without columns it only creates keys and sets tags.
+  // kv_meta is the metadata of known keys (a missing key throws kNotFound
+  // naming it), for get_data. kv_clear releases the keys' samples in the
+  // controller and the storage.
   BatchMeta kv_put(const std::string& partition_id, std::span<const std::string> keys,
                    std::span<const nlohmann::json> tags, const std::vector<Column>& columns);
   BatchMeta kv_meta(const std::string& partition_id, std::span<const std::string> keys);
