@@ -13,8 +13,6 @@ namespace seqflow::pack::detail {
 
 namespace {
 
-constexpr size_t kMaxSwapPairs = size_t{1} << 14;
-
 // A split under construction: which bin each item is in, and each bin's
 // tokens and workload.
 struct BinLoads {
@@ -40,14 +38,19 @@ struct BinLoads {
 
 // Evens out bin workloads by moving one item, or swapping two, between the
 // heaviest and the lightest bin, only where both bins stay under the cap.
-// Never makes the heaviest bin heavier.
+// Never makes the heaviest bin heavier. Per round it looks at the exchanges
+// whose transferred workload is nearest half the difference: O(bin size).
 void refine_under_cap(std::span<const int64_t> item_tokens, std::span<const int64_t> item_costs,
                       int64_t cap, BinLoads& bins) {
   const auto k = static_cast<int64_t>(bins.costs.size());
-  std::vector<std::vector<int64_t>> members(static_cast<size_t>(k));
+  auto by_cost = [&](int64_t a, int64_t b) {
+    return item_costs[a] != item_costs[b] ? item_costs[a] < item_costs[b] : a < b;
+  };
+  std::vector<std::vector<int64_t>> members(static_cast<size_t>(k));  // by (cost, index)
   for (size_t i = 0; i < bins.assignment.size(); ++i) {
     members[bins.assignment[i]].push_back(static_cast<int64_t>(i));
   }
+  for (auto& bin : members) std::sort(bin.begin(), bin.end(), by_cost);
   const int64_t max_rounds = 4 * static_cast<int64_t>(item_tokens.size()) + 64;
   for (int64_t round = 0; round < max_rounds; ++round) {
     auto [lo, hi] = std::minmax_element(bins.costs.begin(), bins.costs.end());
@@ -57,50 +60,48 @@ void refine_under_cap(std::span<const int64_t> item_tokens, std::span<const int6
     if (diff <= 1) return;
     // Best exchange: transferred workload d in (0, diff), closest to diff / 2.
     int64_t best_score = -1;
-    int64_t best_from = -1;  // position in members[heavy]
-    int64_t best_to = -1;    // position in members[light]; -1 for a move
-    auto consider = [&](int64_t from, int64_t to, int64_t d) {
+    int64_t best_from = -1;
+    int64_t best_to = -1;  // -1 for a move
+    auto consider = [&](int64_t x, int64_t y) {
+      const int64_t d = item_costs[x] - (y >= 0 ? item_costs[y] : 0);
+      const int64_t moved = item_tokens[x] - (y >= 0 ? item_tokens[y] : 0);
       if (d <= 0 || d >= diff) return;
+      if (bins.tokens[light] + moved > cap || bins.tokens[heavy] - moved > cap) return;
       const int64_t score = std::abs(2 * d - diff);
       if (best_score < 0 || score < best_score) {
         best_score = score;
-        best_from = from;
-        best_to = to;
+        best_from = x;
+        best_to = y;
       }
     };
-    const auto& from_items = members[heavy];
-    const auto& to_items = members[light];
-    // Swaps cost |heavy| x |light| to search; bins of many small items even
-    // out by moves alone.
-    const bool swaps = from_items.size() * to_items.size() <= kMaxSwapPairs;
-    for (size_t a = 0; a < from_items.size(); ++a) {
-      const int64_t x = from_items[a];
-      if (bins.tokens[light] + item_tokens[x] <= cap) consider(static_cast<int64_t>(a), -1, item_costs[x]);
-      for (size_t b = 0; swaps && b < to_items.size(); ++b) {
-        const int64_t y = to_items[b];
-        const int64_t delta = item_tokens[x] - item_tokens[y];
-        if (bins.tokens[light] + delta <= cap && bins.tokens[heavy] - delta <= cap) {
-          consider(static_cast<int64_t>(a), static_cast<int64_t>(b), item_costs[x] - item_costs[y]);
-        }
-      }
+    const auto& from = members[heavy];
+    const auto& to = members[light];
+    // A move: the item nearest diff / 2 is next to where 2 * cost crosses diff.
+    auto it = std::partition_point(from.begin(), from.end(),
+                                   [&](int64_t x) { return 2 * item_costs[x] < diff; });
+    if (it != from.end()) consider(*it, -1);
+    if (it != from.begin()) consider(*std::prev(it), -1);
+    // A swap: x's partner should cost about cost(x) - diff / 2, which grows with x.
+    size_t j = 0;
+    for (int64_t x : from) {
+      while (j < to.size() && 2 * item_costs[to[j]] < 2 * item_costs[x] - diff) ++j;
+      if (j < to.size()) consider(x, to[j]);
+      if (j > 0) consider(x, to[j - 1]);
     }
     if (best_score < 0) return;
-    auto transfer = [&](int64_t position, int64_t from, int64_t to) {
-      const int64_t item = members[from][position];
-      members[from].erase(members[from].begin() + position);
-      members[to].push_back(item);
-      bins.assignment[item] = to;
-      bins.tokens[from] -= item_tokens[item];
-      bins.tokens[to] += item_tokens[item];
-      bins.costs[from] -= item_costs[item];
-      bins.costs[to] += item_costs[item];
+    auto transfer = [&](int64_t item, int64_t source, int64_t target) {
+      auto& out = members[source];
+      out.erase(std::lower_bound(out.begin(), out.end(), item, by_cost));
+      auto& in = members[target];
+      in.insert(std::lower_bound(in.begin(), in.end(), item, by_cost), item);
+      bins.assignment[item] = target;
+      bins.tokens[source] -= item_tokens[item];
+      bins.tokens[target] += item_tokens[item];
+      bins.costs[source] -= item_costs[item];
+      bins.costs[target] += item_costs[item];
     };
-    const int64_t moved_back = best_to >= 0 ? members[light][best_to] : -1;
     transfer(best_from, heavy, light);
-    if (moved_back >= 0) {
-      auto& back = members[light];
-      transfer(std::find(back.begin(), back.end(), moved_back) - back.begin(), light, heavy);
-    }
+    if (best_to >= 0) transfer(best_to, light, heavy);
   }
 }
 

@@ -112,12 +112,18 @@ class Planner {
     std::iota(all.begin(), all.end(), 0);
     const std::vector<int64_t> tie_order = seeded_rank_order();
     Layout layout = steps_first(all, tie_order);
-    Layout by_size = steps_by_size(all, tie_order);
-    // Steps of uneven workload must buy at least kUnevenStepsGain.
-    const auto balanced_wait = static_cast<double>(slowest_rank_total(layout));
-    if (static_cast<double>(slowest_rank_total(by_size)) < balanced_wait * (1.0 - kUnevenStepsGain)) {
-      layout = std::move(by_size);
-      steps_by_size_ = true;
+    // Steps of uneven workload must buy at least kUnevenStepsGain. No layout
+    // waits less than total / dp_size, so when balanced steps come close
+    // enough to that, steps by size need not be tried.
+    const int64_t total = std::accumulate(costs_.begin(), costs_.end(), int64_t{0});
+    const double ideal = static_cast<double>(total) / static_cast<double>(options_.dp_size);
+    const auto threshold = static_cast<double>(slowest_rank_total(layout)) * (1.0 - kUnevenStepsGain);
+    if (ideal < threshold) {
+      Layout by_size = steps_by_size(all, tie_order);
+      if (static_cast<double>(slowest_rank_total(by_size)) < threshold) {
+        layout = std::move(by_size);
+        steps_by_size_ = true;
+      }
     }
     for (size_t step = 0; step < layout.size(); ++step) pack_step(out, step, layout[step]);
     detail::apply_padding(out);
