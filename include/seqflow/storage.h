@@ -1,10 +1,10 @@
 // The data plane: a column store keyed by (global index, field).
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <mutex>
-#include <shared_mutex>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -38,8 +38,10 @@ class StorageUnit {
   // amount).
   void put(std::span<const int64_t> global_indexes, const std::vector<Column>& columns);
 
-  // Views of the requested fields, one per global index, in the given order.
-  // A missing (index, field) throws kNotFound naming both.
+  // Views of the requested fields, one row per global index, in the given
+  // order: result[i][f] is fields[f] of global_indexes[i]. The views share
+  // the put's buffer (no copy) and keep it alive after clear(). A missing
+  // (index, field) throws kNotFound naming both.
   std::vector<std::vector<SampleView>> get(std::span<const int64_t> global_indexes,
                                            std::span<const std::string> fields) const;
 
@@ -56,8 +58,32 @@ class StorageUnit {
   void load(const std::string& path);
 
  private:
+  // A phase-fair reader-writer lock: a waiting writer holds back new
+  // readers, and a writer's unlock admits every reader that waited for it
+  // before the next writer. std::shared_mutex (glibc's reader-first rwlock)
+  // starves puts under a stream of gets; a writer-first one starves gets.
+  // Works with std::unique_lock and std::shared_lock.
+  class FairSharedMutex {
+   public:
+    void lock();
+    void unlock();
+    void lock_shared();
+    void unlock_shared();
+
+   private:
+    std::mutex mutex_;
+    std::condition_variable readers_cv_;
+    std::condition_variable writers_cv_;
+    bool writing_ = false;
+    size_t active_readers_ = 0;
+    size_t waiting_readers_ = 0;
+    size_t admitted_readers_ = 0;  // woken by the last unlock, not yet in
+    size_t waiting_writers_ = 0;
+    uint64_t writes_ = 0;          // completed writes: a reader's phase
+  };
+
   StorageOptions options_;
-  mutable std::shared_mutex mutex_;
+  mutable FairSharedMutex mutex_;
   std::unordered_map<int64_t, std::map<std::string, SampleView>> values_;
   StorageStats stats_;
 };

@@ -1,0 +1,36 @@
+// The storage checkpoint file: every stored (global index, field) value.
+//
+// Format (version 1, little-endian):
+//   header   "SEQFSTOR" | u32 version | u32 zero | u64 record count
+//   record   i64 global index | u64 nbytes | u32 field length | u32 rank |
+//            u8 dtype | u8 is_object | 6 zero bytes | field | rank x i64 dims |
+//            zero padding to a 64-byte file offset | nbytes of payload
+//   trailer  u64 checksum of every byte before it
+// Payloads start at 64-byte offsets so that the views of a loaded file are as
+// aligned as those of a fresh put.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "seqflow/tensor.h"
+
+namespace seqflow {
+
+struct StoredValue {
+  int64_t global_index = 0;
+  std::string field;
+  SampleView view;
+};
+
+// Atomic: the file at `path` is the old one or the whole new one.
+void write_checkpoint(const std::string& path, std::span<const StoredValue> values);
+
+// Every record, validated (structure, dtype, shape vs bytes, checksum), as
+// views into one buffer holding the file. Throws kNotFound when the file does
+// not exist and kInvalidArgument naming the path and the first problem.
+std::vector<StoredValue> read_checkpoint(const std::string& path);
+
+}  // namespace seqflow
