@@ -31,7 +31,7 @@ class Client {
                                  std::span<const nlohmann::json> custom_meta) = 0;
 
   virtual BatchMeta get_meta(const MetaRequest& request) = 0;
-  // Views per field (in `fields` order), per sample (in meta order).
+  // result[i][f]: field fields[f] of sample i (meta order); views, not copies.
   virtual std::vector<std::vector<SampleView>> get_data(const BatchMeta& meta,
                                                         std::span<const std::string> fields) = 0;
 
