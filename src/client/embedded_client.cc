@@ -152,9 +152,7 @@ BatchMeta EmbeddedClient::put_new(const std::string& partition_id, const std::ve
   check_custom_meta(custom_meta, n);
 
   std::shared_lock lock(mutex_);
-  const std::vector<std::string> partitions = controller_.partition_list();
-  const bool partition_is_new =
-      std::find(partitions.begin(), partitions.end(), partition_id) == partitions.end();
+  const bool partition_is_new = !has_partition(partition_id);
   BatchMeta meta = controller_.insert(partition_id, static_cast<int64_t>(n));
   try {
     storage_.put(meta.global_indexes, columns);
@@ -168,16 +166,7 @@ BatchMeta EmbeddedClient::put_new(const std::string& partition_id, const std::ve
     } catch (...) {
       // The original error is the one to report.
     }
-    if (partition_is_new) {
-      lock.unlock();
-      std::unique_lock exclusive(mutex_);  // no put in flight: empty stays empty
-      try {
-        if (controller_.production_status({}, partition_id).empty()) {
-          controller_.clear_partition(partition_id);
-        }
-      } catch (...) {
-      }
-    }
+    if (partition_is_new) forget_partition_if_empty(lock, partition_id);
     throw;
   }
   return with_produced(std::move(meta), schemas, custom_meta);
@@ -286,6 +275,22 @@ std::vector<std::vector<SampleView>> EmbeddedClient::get_data(const BatchMeta& m
   return per_field;
 }
 
+bool EmbeddedClient::has_partition(const std::string& partition_id) const {
+  const std::vector<std::string> partitions = controller_.partition_list();
+  return std::find(partitions.begin(), partitions.end(), partition_id) != partitions.end();
+}
+
+void EmbeddedClient::forget_partition_if_empty(std::shared_lock<std::shared_mutex>& lock,
+                                               const std::string& partition_id) {
+  lock.unlock();
+  std::unique_lock exclusive(mutex_);  // no put in flight: empty stays empty
+  try {
+    if (controller_.production_status({}, partition_id).empty()) controller_.clear_partition(partition_id);
+  } catch (...) {
+    // Best effort on a failure path: the caller reports the original error.
+  }
+}
+
 void EmbeddedClient::drop_from_storage(const std::vector<int64_t>& released) {
   if (!released.empty()) storage_.clear(released);
 }
@@ -320,10 +325,13 @@ BatchMeta EmbeddedClient::kv_put(const std::string& partition_id, std::span<cons
 
   std::shared_lock lock(mutex_);
   if (columns.empty()) return controller_.kv_resolve(partition_id, keys, tags);  // tags only
+  const bool partition_is_new = !has_partition(partition_id);
   std::set<std::string> known;
-  for (auto& [key, tag] : controller_.kv_list(&partition_id)) {
-    (void)tag;
-    known.insert(key);
+  if (!partition_is_new) {
+    for (auto& [key, tag] : controller_.kv_list(&partition_id)) {
+      (void)tag;
+      known.insert(key);
+    }
   }
   BatchMeta meta = controller_.kv_resolve(partition_id, keys, tags);
   try {
@@ -344,6 +352,7 @@ BatchMeta EmbeddedClient::kv_put(const std::string& partition_id, std::span<cons
       }
     } catch (...) {
     }
+    if (partition_is_new) forget_partition_if_empty(lock, partition_id);
     throw;
   }
 }

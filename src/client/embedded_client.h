@@ -58,6 +58,11 @@ class EmbeddedClient final : public Client {
   BatchMeta write_existing(const BatchMeta& meta, const std::vector<Column>& columns,
                            std::span<const nlohmann::json> custom_meta);
   void drop_from_storage(const std::vector<int64_t>& released);
+  bool has_partition(const std::string& partition_id) const;
+  // After a failed put that created `partition_id`: removes it if no sample
+  // is left. Trades the shared `lock` for the exclusive one.
+  void forget_partition_if_empty(std::shared_lock<std::shared_mutex>& lock,
+                                 const std::string& partition_id);
 
   Controller controller_;
   StorageUnit storage_;

@@ -1,0 +1,20 @@
+// Python values <-> JSON, for custom metadata, kv tags and sampler state.
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace seqflow::bindings {
+
+// ints, floats, strings, bools, None, lists / tuples and dicts with string
+// keys (numpy integer and float scalars count as ints and floats). Anything
+// else throws kInvalidArgument naming `where` and the key path, e.g.
+// `custom_meta[3]["scores"][1]`.
+nlohmann::json to_json(nanobind::handle value, const std::string& where);
+
+nanobind::object from_json(const nlohmann::json& value);
+
+}  // namespace seqflow::bindings

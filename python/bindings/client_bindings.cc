@@ -1,0 +1,430 @@
+// seqflow.client: the embedded client for Python. Metadata crosses as plain
+// dicts (numpy arrays for indexes and production bits); data crosses as
+// Columns in and as views out (see tensor_conversion.h). Every call into the
+// controller or the storage releases the GIL, so a blocking fetch never stalls
+// other Python threads and samplers written in Python can take the GIL.
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <chrono>
+#include <cmath>
+#include <map>
+
+#include "bindings/arrays.h"
+#include "bindings/json_conversion.h"
+#include "bindings/samplers.h"
+#include "bindings/submodules.h"
+#include "bindings/tensor_conversion.h"
+#include "client/embedded_client.h"
+#include "seqflow/error.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace seqflow::bindings {
+
+namespace {
+
+using Json = nlohmann::json;
+using BoolMatrix = nb::ndarray<nb::numpy, bool, nb::ndim<2>>;
+using BoolArray = nb::ndarray<nb::numpy, bool, nb::ndim<1>>;
+
+// Bools as one byte each, the layout numpy's bool dtype has.
+BoolMatrix bool_matrix(std::vector<uint8_t>&& values, size_t rows, size_t columns) {
+  auto* owned = new std::vector<uint8_t>(std::move(values));
+  nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<uint8_t>*>(p); });
+  return BoolMatrix(reinterpret_cast<bool*>(owned->data()), {rows, columns}, owner);
+}
+
+BoolArray bool_array(const std::vector<bool>& values) {
+  auto* owned = new std::vector<uint8_t>(values.begin(), values.end());
+  nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<uint8_t>*>(p); });
+  return BoolArray(reinterpret_cast<bool*>(owned->data()), {owned->size()}, owner);
+}
+
+nb::dict schema_to_python(const FieldSchema& schema) {
+  nb::dict out;
+  out["dtype"] = std::string(dtype_name(schema.dtype));
+  nb::list shape;
+  for (int64_t d : schema.shape) shape.append(d);
+  out["shape"] = nb::tuple(shape);
+  out["is_nested"] = schema.is_nested;
+  out["is_non_tensor"] = schema.is_object;
+  return out;
+}
+
+FieldSchema schema_from_python(const std::string& field, nb::handle value) {
+  nb::dict entry;
+  if (!nb::try_cast(value, entry)) throw_invalid("field_schema[\"" + field + "\"] must be a dict");
+  FieldSchema schema;
+  if (entry.contains("dtype")) schema.dtype = parse_dtype(nb::cast<std::string>(nb::str(entry["dtype"])));
+  if (entry.contains("shape") && !entry["shape"].is_none()) {
+    for (nb::handle d : entry["shape"]) schema.shape.push_back(nb::cast<int64_t>(d));
+  }
+  if (entry.contains("is_nested")) schema.is_nested = nb::cast<bool>(entry["is_nested"]);
+  if (entry.contains("is_non_tensor")) schema.is_object = nb::cast<bool>(entry["is_non_tensor"]);
+  return schema;
+}
+
+nb::dict meta_to_python(BatchMeta&& meta) {
+  const size_t n = meta.size();
+  const size_t fields = meta.field_schema.size();
+  nb::dict out;
+  out["global_indexes"] = to_numpy(std::move(meta.global_indexes));
+  nb::list partitions;
+  for (const std::string& p : meta.partition_ids) partitions.append(p);
+  out["partition_ids"] = partitions;
+  nb::dict schema;
+  for (const auto& [field, entry] : meta.field_schema) schema[field.c_str()] = schema_to_python(entry);
+  out["field_schema"] = schema;
+  std::vector<uint8_t> status(n * fields, 0);
+  for (size_t i = 0; i < n && i < meta.production_status.size(); ++i) {
+    for (size_t f = 0; f < fields && f < meta.production_status[i].size(); ++f) {
+      status[i * fields + f] = meta.production_status[i][f] ? 1 : 0;
+    }
+  }
+  out["production_status"] = bool_matrix(std::move(status), n, fields);
+  nb::list custom;
+  for (size_t i = 0; i < n; ++i) {
+    custom.append(i < meta.custom_meta.size() && meta.custom_meta[i].is_object()
+                      ? from_json(meta.custom_meta[i])
+                      : nb::object(nb::dict()));
+  }
+  out["custom_meta"] = custom;
+  out["extra_info"] = from_json(meta.extra_info.is_object() ? meta.extra_info : Json::object());
+  return out;
+}
+
+std::vector<Json> custom_meta_from_python(nb::handle value) {
+  std::vector<Json> out;
+  if (value.is_none()) return out;
+  size_t i = 0;
+  for (nb::handle item : value) {
+    const std::string where = "custom_meta[" + std::to_string(i) + "]";
+    if (!PyDict_Check(item.ptr())) {
+      throw_invalid(where + " must be a dict, got " + std::string(nb::type_name(item.type()).c_str()));
+    }
+    out.push_back(to_json(item, where));
+    ++i;
+  }
+  return out;
+}
+
+BatchMeta meta_from_python(nb::dict meta) {
+  BatchMeta out;
+  auto indexes = nb::cast<Int64Input>(meta["global_indexes"]);
+  out.global_indexes.assign(indexes.data(), indexes.data() + indexes.shape(0));
+  for (nb::handle p : meta["partition_ids"]) out.partition_ids.push_back(nb::cast<std::string>(p));
+  if (meta.contains("field_schema")) {
+    for (auto [key, value] : nb::cast<nb::dict>(meta["field_schema"])) {
+      const std::string field = nb::cast<std::string>(key);
+      out.field_schema.emplace(field, schema_from_python(field, value));
+    }
+  }
+  if (meta.contains("production_status") && !meta["production_status"].is_none()) {
+    auto status = nb::cast<nb::ndarray<const bool, nb::ndim<2>, nb::c_contig, nb::device::cpu>>(
+        meta["production_status"]);
+    for (size_t i = 0; i < status.shape(0); ++i) {
+      out.production_status.emplace_back(status.data() + i * status.shape(1),
+                                         status.data() + (i + 1) * status.shape(1));
+    }
+  }
+  if (meta.contains("custom_meta")) out.custom_meta = custom_meta_from_python(meta["custom_meta"]);
+  if (meta.contains("extra_info") && !meta["extra_info"].is_none()) {
+    out.extra_info = to_json(meta["extra_info"], "extra_info");
+  }
+  return out;
+}
+
+std::vector<std::string> strings(nb::handle values) {
+  std::vector<std::string> out;
+  for (nb::handle v : values) out.push_back(nb::cast<std::string>(v));
+  return out;
+}
+
+nb::tuple status_to_python(std::vector<std::pair<int64_t, bool>>&& status) {
+  std::vector<int64_t> indexes;
+  std::vector<bool> flags;
+  indexes.reserve(status.size());
+  flags.reserve(status.size());
+  for (const auto& [index, flag] : status) {
+    indexes.push_back(index);
+    flags.push_back(flag);
+  }
+  return nb::make_tuple(to_numpy(std::move(indexes)), bool_array(flags));
+}
+
+// The client and the polling default its requests inherit.
+struct PyClient {
+  std::shared_ptr<EmbeddedClient> client;
+  bool polling_mode = false;
+};
+
+BatchMeta fetch_meta(PyClient& self, MetaRequest&& request) {
+  nb::gil_scoped_release release;
+  return self.client->get_meta(request);
+}
+
+}  // namespace
+
+void bind_client(nb::module_ m) {
+  bind_samplers(m);
+
+  nb::class_<Column>(m, "Column", "One field's values for a batch, in a buffer the storage will own.")
+      .def_prop_ro("field", [](const Column& c) { return c.field; })
+      .def_prop_ro("sample_count", &Column::sample_count)
+      .def_prop_ro("nbytes", [](const Column& c) { return c.buffer ? c.buffer->size : size_t{0}; })
+      .def_prop_ro("is_object", [](const Column& c) { return c.is_object; });
+  m.def("dense_column", &dense_column, "field"_a, "array"_a);
+  m.def("packed_column", &packed_column, "field"_a, "values"_a, "shapes"_a);
+  m.def("ragged_column", &ragged_column, "field"_a, "arrays"_a);
+  m.def("object_column", &object_column, "field"_a, "items"_a);
+
+  nb::class_<PyClient>(m, "EmbeddedClient", "Controller and storage in this process.")
+      .def(
+          "__init__",
+          [](PyClient* self, std::shared_ptr<Sampler> sampler, bool polling_mode, uint64_t max_bytes,
+             uint64_t max_samples) {
+            ControllerOptions controller_options{std::move(sampler), polling_mode};
+            StorageOptions storage_options{max_bytes, max_samples};
+            new (self) PyClient{std::make_shared<EmbeddedClient>(std::move(controller_options), storage_options),
+                                polling_mode};
+          },
+          "sampler"_a.none(), "polling_mode"_a, "max_bytes"_a, "max_samples"_a)
+      .def_prop_ro("polling_mode", [](const PyClient& self) { return self.polling_mode; })
+      .def(
+          "put_new",
+          [](PyClient& self, const std::string& partition_id, const std::vector<Column>& columns,
+             nb::handle custom_meta) {
+            std::vector<Json> metas = custom_meta_from_python(custom_meta);
+            BatchMeta meta;
+            {
+              nb::gil_scoped_release release;
+              meta = self.client->put_new(partition_id, columns, metas);
+            }
+            return meta_to_python(std::move(meta));
+          },
+          "partition_id"_a, "columns"_a, "custom_meta"_a.none())
+      .def(
+          "put_existing",
+          [](PyClient& self, nb::dict meta, const std::vector<Column>& columns, nb::handle custom_meta) {
+            BatchMeta target = meta_from_python(meta);
+            std::vector<Json> metas = custom_meta_from_python(custom_meta);
+            BatchMeta result;
+            {
+              nb::gil_scoped_release release;
+              result = self.client->put_existing(target, columns, metas);
+            }
+            return meta_to_python(std::move(result));
+          },
+          "meta"_a, "columns"_a, "custom_meta"_a.none())
+      .def(
+          "get_meta",
+          [](PyClient& self, nb::handle fields, int64_t batch_size, const std::string& partition_id,
+             const std::string& mode, const std::string& task_name, int64_t dp_rank, int64_t batch_index,
+             std::optional<bool> polling, std::optional<double> timeout) {
+            MetaRequest request;
+            request.fields = strings(fields);
+            request.batch_size = batch_size;
+            request.partition_id = partition_id;
+            request.mode = parse_meta_mode(mode);
+            request.task_name = task_name;
+            request.sampling = {dp_rank, batch_index};
+            request.polling = polling.value_or(self.polling_mode);
+            if (timeout) {
+              if (!std::isfinite(*timeout) || *timeout < 0) {
+                throw_invalid("timeout must be a finite number of seconds >= 0, got " + std::to_string(*timeout));
+              }
+              request.timeout = std::chrono::milliseconds(static_cast<int64_t>(std::llround(*timeout * 1000.0)));
+            }
+            return meta_to_python(fetch_meta(self, std::move(request)));
+          },
+          "fields"_a, "batch_size"_a, "partition_id"_a, "mode"_a, "task_name"_a, "dp_rank"_a, "batch_index"_a,
+          "polling"_a.none(), "timeout"_a.none())
+      .def(
+          "get_data",
+          [](PyClient& self, const Int64Input& global_indexes, nb::handle fields, nb::handle nested, bool writable) {
+            const std::vector<std::string> names = strings(fields);
+            BatchMeta meta;
+            meta.global_indexes.assign(global_indexes.data(), global_indexes.data() + global_indexes.shape(0));
+            std::vector<std::vector<SampleView>> views;
+            {
+              nb::gil_scoped_release release;
+              views = self.client->get_data(meta, names);
+            }
+            nb::dict out;
+            for (size_t f = 0; f < names.size(); ++f) {
+              const bool is_nested = nb::cast<bool>(nested[nb::int_(f)]);
+              if (!views[f].empty()) out[names[f].c_str()] = field_to_python(views[f], is_nested, writable);
+            }
+            return out;
+          },
+          "global_indexes"_a, "fields"_a, "nested"_a, "writable"_a)
+      .def(
+          "set_custom_meta",
+          [](PyClient& self, nb::handle partition_ids, const Int64Input& global_indexes, nb::handle custom_meta) {
+            const std::vector<std::string> partitions = strings(partition_ids);
+            const std::vector<Json> metas = custom_meta_from_python(custom_meta);
+            const size_t n = global_indexes.shape(0);
+            if (partitions.size() != n || metas.size() != n) {
+              throw_invalid("set_custom_meta: " + std::to_string(n) + " samples, " +
+                            std::to_string(partitions.size()) + " partition ids and " +
+                            std::to_string(metas.size()) + " custom_meta entries; give one of each per sample");
+            }
+            std::map<std::string, std::pair<std::vector<int64_t>, std::vector<Json>>> groups;
+            for (size_t i = 0; i < n; ++i) {
+              groups[partitions[i]].first.push_back(global_indexes.data()[i]);
+              groups[partitions[i]].second.push_back(metas[i]);
+            }
+            nb::gil_scoped_release release;
+            for (const auto& [partition_id, group] : groups) {
+              self.client->controller().set_custom_meta(partition_id, group.first, group.second);
+            }
+          },
+          "partition_ids"_a, "global_indexes"_a, "custom_meta"_a)
+      .def(
+          "clear_samples",
+          [](PyClient& self, const std::string& partition_id, const Int64Input& global_indexes) {
+            nb::gil_scoped_release release;
+            self.client->clear_samples(partition_id, as_span(global_indexes));
+          },
+          "partition_id"_a, "global_indexes"_a)
+      .def(
+          "clear_partition",
+          [](PyClient& self, const std::string& partition_id) {
+            nb::gil_scoped_release release;
+            self.client->clear_partition(partition_id);
+          },
+          "partition_id"_a)
+      .def(
+          "reset_consumption",
+          [](PyClient& self, const std::string& partition_id, std::optional<std::string> task_name) {
+            nb::gil_scoped_release release;
+            self.client->controller().reset_consumption(partition_id, task_name ? &*task_name : nullptr);
+          },
+          "partition_id"_a, "task_name"_a.none())
+      .def(
+          "consumption_status",
+          [](PyClient& self, const std::string& task_name, const std::string& partition_id) {
+            std::vector<std::pair<int64_t, bool>> status;
+            {
+              nb::gil_scoped_release release;
+              status = self.client->controller().consumption_status(task_name, partition_id);
+            }
+            return status_to_python(std::move(status));
+          },
+          "task_name"_a, "partition_id"_a)
+      .def(
+          "production_status",
+          [](PyClient& self, nb::handle fields, const std::string& partition_id) {
+            const std::vector<std::string> names = strings(fields);
+            std::vector<std::pair<int64_t, bool>> status;
+            {
+              nb::gil_scoped_release release;
+              status = self.client->controller().production_status(names, partition_id);
+            }
+            return status_to_python(std::move(status));
+          },
+          "fields"_a, "partition_id"_a)
+      .def(
+          "all_consumed",
+          [](PyClient& self, const std::string& task_name, const std::string& partition_id) {
+            nb::gil_scoped_release release;
+            return self.client->controller().all_consumed(task_name, partition_id);
+          },
+          "task_name"_a, "partition_id"_a)
+      .def(
+          "all_produced",
+          [](PyClient& self, nb::handle fields, const std::string& partition_id) {
+            const std::vector<std::string> names = strings(fields);
+            nb::gil_scoped_release release;
+            return self.client->controller().all_produced(names, partition_id);
+          },
+          "fields"_a, "partition_id"_a)
+      .def("partition_list",
+           [](PyClient& self) {
+             nb::gil_scoped_release release;
+             return self.client->controller().partition_list();
+           })
+      .def(
+          "kv_put",
+          [](PyClient& self, const std::string& partition_id, nb::handle keys, nb::handle tags,
+             const std::vector<Column>& columns) {
+            const std::vector<std::string> names = strings(keys);
+            std::vector<Json> tag_values;
+            if (!tags.is_none()) {
+              size_t i = 0;
+              for (nb::handle tag : tags) tag_values.push_back(to_json(tag, "tags[" + std::to_string(i++) + "]"));
+            }
+            BatchMeta meta;
+            {
+              nb::gil_scoped_release release;
+              meta = self.client->kv_put(partition_id, names, tag_values, columns);
+            }
+            return meta_to_python(std::move(meta));
+          },
+          "partition_id"_a, "keys"_a, "tags"_a.none(), "columns"_a)
+      .def(
+          "kv_meta",
+          [](PyClient& self, const std::string& partition_id, nb::handle keys) {
+            const std::vector<std::string> names = strings(keys);
+            BatchMeta meta;
+            {
+              nb::gil_scoped_release release;
+              meta = self.client->kv_meta(partition_id, names);
+            }
+            return meta_to_python(std::move(meta));
+          },
+          "partition_id"_a, "keys"_a)
+      .def(
+          "kv_list",
+          [](PyClient& self, std::optional<std::string> partition_id) {
+            std::vector<std::pair<std::string, Json>> entries;
+            {
+              nb::gil_scoped_release release;
+              entries = self.client->controller().kv_list(partition_id ? &*partition_id : nullptr);
+            }
+            nb::list out;
+            for (const auto& [key, tag] : entries) out.append(nb::make_tuple(key, from_json(tag)));
+            return out;
+          },
+          "partition_id"_a.none())
+      .def(
+          "kv_clear",
+          [](PyClient& self, const std::string& partition_id, nb::handle keys) {
+            const std::vector<std::string> names = strings(keys);
+            nb::gil_scoped_release release;
+            self.client->kv_clear(partition_id, names);
+          },
+          "partition_id"_a, "keys"_a)
+      .def(
+          "save_checkpoint",
+          [](PyClient& self, const std::string& directory) {
+            nb::gil_scoped_release release;
+            self.client->save_checkpoint(directory);
+          },
+          "directory"_a)
+      .def(
+          "load_checkpoint",
+          [](PyClient& self, const std::string& directory) {
+            nb::gil_scoped_release release;
+            self.client->load_checkpoint(directory);
+          },
+          "directory"_a)
+      .def("storage_stats", [](PyClient& self) {
+        StorageStats stats;
+        {
+          nb::gil_scoped_release release;
+          stats = self.client->storage().stats();
+        }
+        nb::dict out;
+        out["samples"] = stats.samples;
+        out["bytes"] = stats.bytes;
+        return out;
+      });
+}
+
+}  // namespace seqflow::bindings

@@ -1,0 +1,245 @@
+// Samplers in Python. The controller calls a sampler under its own lock, with
+// the GIL released (every binding releases it before calling in), so the
+// adapter below can take the GIL to call Python without a deadlock.
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <unordered_map>
+
+#include "bindings/arrays.h"
+#include "bindings/json_conversion.h"
+#include "bindings/samplers.h"
+#include "seqflow/error.h"
+#include "seqflow/sampler.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace seqflow::bindings {
+
+namespace {
+
+// What a Python sampler may ask about samples, during its call only.
+struct SampleInfoHandle {
+  const SampleInfo* info = nullptr;
+
+  const SampleInfo& get() const {
+    if (info == nullptr) {
+      throw Error(ErrorCode::kInternal, "sample_info is usable only during the sample() call it came with");
+    }
+    return *info;
+  }
+};
+
+ErrorCode code_of(const nb::python_error& error) {
+  if (error.matches(PyExc_ValueError)) return ErrorCode::kInvalidArgument;
+  if (error.matches(PyExc_KeyError)) return ErrorCode::kNotFound;
+  if (error.matches(PyExc_TimeoutError)) return ErrorCode::kTimeout;
+  return ErrorCode::kInternal;
+}
+
+std::vector<int64_t> index_list(nb::handle value, const std::string& what) {
+  std::vector<int64_t> out;
+  if (!nb::try_cast(value, out)) {
+    throw_invalid(what + " must be a sequence of ints, got " + nb::type_name(value.type()).c_str());
+  }
+  return out;
+}
+
+// A seqflow::Sampler that forwards to a Python object: sample(ready_indexes,
+// batch_size, **kwargs) -> (sampled, consumed) as in TransferQueue, and
+// optionally reserved(), clear(), state(), restore().
+class PythonSampler final : public Sampler {
+ public:
+  explicit PythonSampler(nb::object target)
+      : target_(std::move(target)), name_(nb::type_name(target_.type()).c_str()) {}
+
+  ~PythonSampler() override {
+    if (!Py_IsInitialized()) {
+      target_.release();  // the interpreter is gone: nothing left to free
+      return;
+    }
+    nb::gil_scoped_acquire gil;
+    target_.reset();
+  }
+
+  std::string name() const override { return name_; }
+
+  SampleResult sample(const SampleRequest& request) override {
+    nb::gil_scoped_acquire gil;
+    return guarded("sample", [&] {
+      nb::list ready;
+      for (int64_t index : request.ready) ready.append(index);
+      nb::object info = nb::cast(SampleInfoHandle{request.info});
+      struct Invalidate {
+        nb::handle handle;
+        ~Invalidate() { nb::inst_ptr<SampleInfoHandle>(handle)->info = nullptr; }
+      } invalidate{info};
+      nb::object result = target_.attr("sample")(
+          ready, request.batch_size, "dp_rank"_a = request.sampling.dp_rank,
+          "batch_index"_a = request.sampling.batch_index, "task_name"_a = request.task_name,
+          "partition_id"_a = request.partition_id, "sample_info"_a = info);
+      nb::tuple pair;
+      if (!nb::try_cast(result, pair) || pair.size() != 2) {
+        throw_invalid("sampler " + name_ + ".sample must return (sampled, consumed), got " +
+                      nb::type_name(result.type()).c_str());
+      }
+      return SampleResult{index_list(pair[0], "sampler " + name_ + " sampled"),
+                          index_list(pair[1], "sampler " + name_ + " consumed")};
+    });
+  }
+
+  std::optional<std::vector<int64_t>> reserved(const std::string& partition_id,
+                                               const std::string& task_name,
+                                               const SamplingConfig& sampling) override {
+    nb::gil_scoped_acquire gil;
+    return guarded("reserved", [&]() -> std::optional<std::vector<int64_t>> {
+      if (!nb::hasattr(target_, "reserved")) return std::nullopt;
+      nb::dict config;
+      config["dp_rank"] = sampling.dp_rank;
+      config["batch_index"] = sampling.batch_index;
+      nb::object result = target_.attr("reserved")(partition_id, task_name, config);
+      if (result.is_none()) return std::nullopt;
+      return index_list(result, "sampler " + name_ + ".reserved");
+    });
+  }
+
+  void clear(const std::string& partition_id, const std::string* task_name) override {
+    nb::gil_scoped_acquire gil;
+    guarded("clear", [&] {
+      if (!nb::hasattr(target_, "clear")) return 0;
+      target_.attr("clear")(partition_id, task_name ? nb::object(nb::str(task_name->c_str())) : nb::none());
+      return 0;
+    });
+  }
+
+  nlohmann::json state() const override {
+    nb::gil_scoped_acquire gil;
+    return guarded("state", [&]() -> nlohmann::json {
+      if (!nb::hasattr(target_, "state")) return nlohmann::json::object();
+      return to_json(target_.attr("state")(), "sampler " + name_ + " state");
+    });
+  }
+
+  void restore(const nlohmann::json& state) override {
+    nb::gil_scoped_acquire gil;
+    guarded("restore", [&] {
+      if (nb::hasattr(target_, "restore")) target_.attr("restore")(from_json(state));
+      return 0;
+    });
+  }
+
+ private:
+  // Python exceptions become seqflow errors (ValueError stays ValueError on
+  // the way back), so the controller sees one error type.
+  template <typename Fn>
+  auto guarded(const char* method, Fn&& fn) const -> decltype(fn()) {
+    try {
+      return fn();
+    } catch (nb::python_error& error) {
+      throw Error(code_of(error), "sampler " + name_ + "." + method + " raised " +
+                                      nb::type_name(error.type()).c_str() + ": " +
+                                      nb::str(error.value()).c_str());
+    } catch (nb::cast_error&) {
+      throw_invalid("sampler " + name_ + "." + method + " returned a value of the wrong type");
+    }
+  }
+
+  nb::object target_;
+  std::string name_;
+};
+
+// Custom metadata from a dict, for running a sampler outside a controller.
+// Groups without "group_id" are runs of n in the order of `ready`.
+class MapSampleInfo final : public SampleInfo {
+ public:
+  MapSampleInfo(std::unordered_map<int64_t, nlohmann::json> meta, std::span<const int64_t> ready)
+      : meta_(std::move(meta)) {
+    for (size_t i = 0; i < ready.size(); ++i) position_.emplace(ready[i], i);
+  }
+
+  std::optional<int64_t> length(int64_t global_index) const override {
+    const nlohmann::json& meta = custom_meta(global_index);
+    auto it = meta.find("total_lengths");
+    if (it == meta.end() || !it->is_number_integer()) return std::nullopt;
+    return it->get<int64_t>();
+  }
+
+  std::string group_key(int64_t global_index, int64_t n) const override {
+    const nlohmann::json& meta = custom_meta(global_index);
+    if (auto it = meta.find("group_id"); it != meta.end()) return "id:" + it->dump();
+    auto at = position_.find(global_index);
+    const size_t position = at == position_.end() ? 0 : at->second;
+    return "run:" + std::to_string(position / static_cast<size_t>(std::max<int64_t>(n, 1)));
+  }
+
+  const nlohmann::json& custom_meta(int64_t global_index) const override {
+    static const nlohmann::json kEmpty = nlohmann::json::object();
+    auto it = meta_.find(global_index);
+    return it == meta_.end() ? kEmpty : it->second;
+  }
+
+ private:
+  std::unordered_map<int64_t, nlohmann::json> meta_;
+  std::unordered_map<int64_t, size_t> position_;
+};
+
+}  // namespace
+
+void bind_samplers(nb::module_ m) {
+  nb::class_<Sampler>(m, "Sampler", "A C++ sampler, shared by the clients it is given to.")
+      .def_prop_ro("name", &Sampler::name)
+      .def("__repr__", [](const Sampler& s) { return "<seqflow sampler " + s.name() + ">"; });
+
+  nb::class_<SampleInfoHandle>(m, "SampleInfo",
+                               "Per-sample facts a sampler may read, valid during its sample() call.")
+      .def("length", [](const SampleInfoHandle& h, int64_t gi) { return h.get().length(gi); }, "global_index"_a,
+           "custom_meta['total_lengths'] of the sample, or None")
+      .def("group_key", [](const SampleInfoHandle& h, int64_t gi, int64_t n) { return h.get().group_key(gi, n); },
+           "global_index"_a, "n"_a, "the sample's prompt group for groups of n")
+      .def("custom_meta", [](const SampleInfoHandle& h, int64_t gi) { return from_json(h.get().custom_meta(gi)); },
+           "global_index"_a);
+
+  m.def("sequential_sampler", &make_sequential_sampler);
+  m.def("grpo_group_n_sampler", &make_grpo_group_n_sampler, "n_samples_per_prompt"_a);
+  m.def("rank_aware_sampler", &make_rank_aware_sampler);
+  m.def("seqlen_balanced_sampler", &make_seqlen_balanced_sampler, "n_samples_per_prompt"_a, "dp_size"_a,
+        "algorithm"_a, "default_length"_a);
+  m.def("token_budget_sampler", &make_token_budget_sampler, "max_tokens"_a, "n_samples_per_prompt"_a,
+        "dp_size"_a, "default_length"_a);
+  m.def(
+      "sampler_by_name",
+      [](const std::string& name, nb::handle args) { return make_sampler(name, to_json(args, "sampler arguments")); },
+      "name"_a, "args"_a);
+  m.def(
+      "python_sampler",
+      [](nb::object target) -> std::shared_ptr<Sampler> { return std::make_shared<PythonSampler>(std::move(target)); },
+      "target"_a, "A C++ sampler that calls target.sample(ready_indexes, batch_size, **kwargs).");
+
+  m.def(
+      "run_sampler",
+      [](Sampler& sampler, const Int64Input& ready, int64_t batch_size, const std::string& partition_id,
+         const std::string& task_name, int64_t dp_rank, int64_t batch_index, nb::dict custom_meta) {
+        std::unordered_map<int64_t, nlohmann::json> meta;
+        for (auto [key, value] : custom_meta) {
+          meta.emplace(nb::cast<int64_t>(key), to_json(value, "custom_meta[" + std::string(nb::str(key).c_str()) + "]"));
+        }
+        MapSampleInfo info(std::move(meta), as_span(ready));
+        SampleRequest request;
+        request.ready = as_span(ready);
+        request.batch_size = batch_size;
+        request.partition_id = partition_id;
+        request.task_name = task_name;
+        request.sampling = {dp_rank, batch_index};
+        request.info = &info;
+        SampleResult result = sampler.sample(request);
+        return nb::make_tuple(to_numpy(std::move(result.sampled)), to_numpy(std::move(result.consumed)));
+      },
+      "sampler"_a, "ready"_a, "batch_size"_a, "partition_id"_a, "task_name"_a, "dp_rank"_a, "batch_index"_a,
+      "custom_meta"_a,
+      "Runs a sampler outside any controller (for tests and tools); custom_meta maps global index to dict.");
+}
+
+}  // namespace seqflow::bindings

@@ -1,0 +1,325 @@
+// Tensors across the Python boundary: one copy in, views out.
+#include "bindings/tensor_conversion.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <optional>
+
+#include "seqflow/error.h"
+#include "storage/aligned_buffer.h"
+
+namespace nb = nanobind;
+
+namespace seqflow::bindings {
+
+namespace {
+
+using nb::dlpack::dtype_code;
+
+std::string field_name(const std::string& field) { return "field \"" + field + "\""; }
+
+std::string dlpack_name(nb::dlpack::dtype dtype) {
+  const char* kinds[] = {"int", "uint", "float", "?", "bfloat", "complex", "bool"};
+  const std::string kind = dtype.code < 7 ? kinds[dtype.code] : "code" + std::to_string(dtype.code);
+  return kind + std::to_string(dtype.bits) + (dtype.lanes != 1 ? "x" + std::to_string(dtype.lanes) : "");
+}
+
+DType to_dtype(nb::dlpack::dtype dtype, const std::string& field) {
+  if (dtype.lanes == 1) {
+    switch (static_cast<dtype_code>(dtype.code)) {
+      case dtype_code::Bool:
+        if (dtype.bits == 8) return DType::kBool;
+        break;
+      case dtype_code::UInt:
+        if (dtype.bits == 8) return DType::kUInt8;
+        break;
+      case dtype_code::Int:
+        switch (dtype.bits) {
+          case 8: return DType::kInt8;
+          case 16: return DType::kInt16;
+          case 32: return DType::kInt32;
+          case 64: return DType::kInt64;
+          default: break;
+        }
+        break;
+      case dtype_code::Float:
+        switch (dtype.bits) {
+          case 16: return DType::kFloat16;
+          case 32: return DType::kFloat32;
+          case 64: return DType::kFloat64;
+          default: break;
+        }
+        break;
+      case dtype_code::Bfloat:
+        if (dtype.bits == 16) return DType::kBFloat16;
+        break;
+      default: break;
+    }
+  }
+  throw_invalid(field_name(field) + " has dtype " + dlpack_name(dtype) +
+                ", which seqflow does not store; use bool, uint8, int8-64, float16, bfloat16, "
+                "float32 or float64");
+}
+
+// Output dtype; bfloat16 leaves as uint16 bits (numpy has no bfloat16).
+nb::dlpack::dtype to_dlpack(DType dtype) {
+  switch (dtype) {
+    case DType::kBool: return nb::dtype<bool>();
+    case DType::kUInt8: return nb::dtype<uint8_t>();
+    case DType::kInt8: return nb::dtype<int8_t>();
+    case DType::kInt16: return nb::dtype<int16_t>();
+    case DType::kInt32: return nb::dtype<int32_t>();
+    case DType::kInt64: return nb::dtype<int64_t>();
+    case DType::kFloat16: return {static_cast<uint8_t>(dtype_code::Float), 16, 1};
+    case DType::kBFloat16: return nb::dtype<uint16_t>();
+    case DType::kFloat32: return nb::dtype<float>();
+    case DType::kFloat64: return nb::dtype<double>();
+  }
+  return nb::dtype<uint8_t>();
+}
+
+Shape shape_of(const AnyArray& array, size_t first_dim) {
+  Shape shape;
+  for (size_t d = first_dim; d < array.ndim(); ++d) shape.push_back(static_cast<int64_t>(array.shape(d)));
+  return shape;
+}
+
+// Copies `parts` back to back into one fresh buffer, without the GIL.
+struct Part {
+  const void* data;
+  size_t nbytes;
+};
+std::shared_ptr<const Buffer> concatenate(const std::vector<Part>& parts, size_t total) {
+  WritableBuffer out = allocate_buffer(total);
+  nb::gil_scoped_release release;
+  size_t at = 0;
+  for (const Part& part : parts) {
+    if (part.nbytes != 0) std::memcpy(out.data + at, part.data, part.nbytes);
+    at += part.nbytes;
+  }
+  return std::move(out.buffer);
+}
+
+AnyArray as_array(nb::handle item, const std::string& field, size_t index) {
+  AnyArray array;
+  if (!nb::try_cast(item, array)) {
+    throw_invalid(field_name(field) + ", sample " + std::to_string(index) + ": " +
+                  nb::type_name(item.type()).c_str() +
+                  " is not a CPU array or tensor; a list field holds one array per sample");
+  }
+  return array;
+}
+
+// The owner of an output array: a reference to the storage buffer.
+nb::capsule keep_alive(std::shared_ptr<const Buffer> buffer) {
+  auto* held = new std::shared_ptr<const Buffer>(std::move(buffer));
+  return nb::capsule(held, [](void* p) noexcept { delete static_cast<std::shared_ptr<const Buffer>*>(p); });
+}
+
+// A numpy array over buffer bytes. Read-only unless `writable` (torch has no
+// read-only tensors; the caller then shares the stored bytes knowingly).
+nb::object array_over(const std::shared_ptr<const Buffer>& buffer, size_t offset, const Shape& shape,
+                      DType dtype, bool writable) {
+  std::vector<size_t> dims(shape.begin(), shape.end());
+  auto* data = const_cast<std::byte*>(buffer->data + offset);
+  if (writable) {
+    return nb::cast(nb::ndarray<nb::numpy>(data, dims.size(), dims.data(), keep_alive(buffer), nullptr,
+                                           to_dlpack(dtype), nb::device::cpu::value));
+  }
+  return nb::cast(nb::ndarray<nb::numpy, nb::ro>(data, dims.size(), dims.data(), keep_alive(buffer), nullptr,
+                                                 to_dlpack(dtype), nb::device::cpu::value));
+}
+
+// The views as one byte range of one buffer (samples back to back, in
+// order), or a fresh buffer gathering them. Returns the buffer and offset.
+std::pair<std::shared_ptr<const Buffer>, size_t> contiguous(const std::vector<SampleView>& views) {
+  const SampleView& first = views.front();
+  bool run = true;
+  size_t total = first.nbytes;
+  for (size_t i = 1; i < views.size(); ++i) {
+    run = run && views[i].buffer == first.buffer &&
+          views[i].offset == views[i - 1].offset + views[i - 1].nbytes;
+    total += views[i].nbytes;
+  }
+  if (run) return {first.buffer, first.offset};
+  std::vector<Part> parts;
+  parts.reserve(views.size());
+  for (const SampleView& view : views) parts.push_back({view.bytes().data(), view.nbytes});
+  return {concatenate(parts, total), 0};
+}
+
+nb::object decode_object(const SampleView& view, nb::handle loads) {
+  const auto bytes = view.bytes();
+  const char* data = reinterpret_cast<const char*>(bytes.data());
+  if (!bytes.empty() && static_cast<unsigned char>(data[0]) == 0x80) {
+    return loads(nb::bytes(data, bytes.size()));
+  }
+  PyObject* text = PyUnicode_DecodeUTF8(data, static_cast<Py_ssize_t>(bytes.size()), "strict");
+  if (text == nullptr) nb::raise_python_error();
+  return nb::steal(text);
+}
+
+}  // namespace
+
+Column dense_column(const std::string& field, const AnyArray& array) {
+  if (array.ndim() == 0) {
+    throw_invalid(field_name(field) + " is a 0-d value; the first dimension must be the batch");
+  }
+  Column column;
+  column.field = field;
+  column.dtype = to_dtype(array.dtype(), field);
+  column.shapes = {shape_of(array, 1)};
+  const size_t n = array.shape(0);
+  const size_t per_sample = n == 0 ? 0 : array.nbytes() / n;
+  column.offsets.resize(n + 1);
+  for (size_t i = 0; i <= n; ++i) column.offsets[i] = i * per_sample;
+  column.buffer = concatenate({{array.data(), array.nbytes()}}, array.nbytes());
+  return column;
+}
+
+Column packed_column(const std::string& field, const AnyArray& values, const Int64Matrix& shapes) {
+  Column column;
+  column.field = field;
+  column.dtype = to_dtype(values.dtype(), field);
+  const size_t n = shapes.shape(0);
+  const size_t item = dtype_size(column.dtype);
+  column.offsets.reserve(n + 1);
+  column.offsets.push_back(0);
+  column.shapes.reserve(n);
+  size_t total = 0;
+  for (size_t i = 0; i < n; ++i) {
+    Shape shape(shapes.data() + i * shapes.shape(1), shapes.data() + (i + 1) * shapes.shape(1));
+    total += static_cast<size_t>(element_count(shape)) * item;
+    column.shapes.push_back(std::move(shape));
+    column.offsets.push_back(total);
+  }
+  if (total != values.nbytes()) {
+    throw_invalid(field_name(field) + ": the sample shapes cover " + std::to_string(total) +
+                  " bytes but the values hold " + std::to_string(values.nbytes()));
+  }
+  column.buffer = concatenate({{values.data(), values.nbytes()}}, total);
+  return column;
+}
+
+Column ragged_column(const std::string& field, nb::handle arrays) {
+  Column column;
+  column.field = field;
+  std::vector<AnyArray> items;  // keep the inputs alive through the copy
+  for (nb::handle item : arrays) items.push_back(as_array(item, field, items.size()));
+  std::vector<Part> parts;
+  parts.reserve(items.size());
+  column.offsets.reserve(items.size() + 1);
+  column.offsets.push_back(0);
+  size_t total = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const DType dtype = to_dtype(items[i].dtype(), field);
+    if (i == 0) column.dtype = dtype;
+    if (dtype != column.dtype) {
+      throw_invalid(field_name(field) + ", sample " + std::to_string(i) + " has dtype " +
+                    std::string(dtype_name(dtype)) + " but sample 0 has " +
+                    std::string(dtype_name(column.dtype)) + "; one field holds one dtype");
+    }
+    if (items[i].ndim() != items[0].ndim()) {
+      throw_invalid(field_name(field) + ", sample " + std::to_string(i) + " has " +
+                    std::to_string(items[i].ndim()) + " dimensions but sample 0 has " +
+                    std::to_string(items[0].ndim()) + "; shapes within a field must agree in rank");
+    }
+    column.shapes.push_back(shape_of(items[i], 0));
+    parts.push_back({items[i].data(), items[i].nbytes()});
+    total += items[i].nbytes();
+    column.offsets.push_back(total);
+  }
+  column.buffer = concatenate(parts, total);
+  return column;
+}
+
+Column object_column(const std::string& field, nb::handle items) {
+  Column column;
+  column.field = field;
+  column.dtype = DType::kUInt8;
+  column.is_object = true;
+  nb::object dumps = nb::module_::import_("pickle").attr("dumps");
+  std::vector<nb::object> held;  // strings and pickled bytes, alive through the copy
+  std::vector<Part> parts;
+  column.offsets.push_back(0);
+  size_t total = 0;
+  size_t index = 0;
+  for (nb::handle item : items) {
+    Part part{};
+    if (PyUnicode_Check(item.ptr())) {
+      Py_ssize_t size = 0;
+      const char* text = PyUnicode_AsUTF8AndSize(item.ptr(), &size);
+      if (text == nullptr) {
+        PyErr_Clear();
+        throw_invalid(field_name(field) + ", sample " + std::to_string(index) +
+                      ": the string cannot be encoded as UTF-8");
+      }
+      part = {text, static_cast<size_t>(size)};
+      held.push_back(nb::borrow(item));
+    } else {
+      try {
+        held.push_back(dumps(item, 5));
+      } catch (nb::python_error& error) {
+        throw_invalid(field_name(field) + ", sample " + std::to_string(index) + ": cannot pickle " +
+                      nb::type_name(item.type()).c_str() + ": " + error.what());
+      }
+      nb::bytes bytes = nb::borrow<nb::bytes>(held.back());
+      part = {bytes.c_str(), bytes.size()};
+    }
+    parts.push_back(part);
+    total += part.nbytes;
+    column.offsets.push_back(total);
+    column.shapes.push_back({static_cast<int64_t>(part.nbytes)});
+    ++index;
+  }
+  column.buffer = concatenate(parts, total);
+  return column;
+}
+
+nb::tuple field_to_python(const std::vector<SampleView>& views, bool nested, bool writable) {
+  if (views.empty()) throw_invalid("no samples to convert");
+  const SampleView& first = views.front();
+  const nb::str dtype(std::string(dtype_name(first.dtype)).c_str());
+  if (first.is_object) {
+    nb::object loads = nb::module_::import_("pickle").attr("loads");
+    nb::list out;
+    for (const SampleView& view : views) out.append(decode_object(view, loads));
+    return nb::make_tuple("objects", out);
+  }
+  const bool same_shape = std::all_of(views.begin(), views.end(),
+                                      [&first](const SampleView& v) { return v.shape == first.shape; });
+  const bool same_rank = std::all_of(views.begin(), views.end(), [&first](const SampleView& v) {
+    return v.shape.size() == first.shape.size();
+  });
+  for (const SampleView& view : views) {
+    if (view.dtype != first.dtype || view.is_object) {
+      throw Error(ErrorCode::kInternal, "a field holds values of different dtypes");
+    }
+  }
+  if (same_shape && !nested) {
+    auto [buffer, offset] = contiguous(views);
+    Shape shape{static_cast<int64_t>(views.size())};
+    shape.insert(shape.end(), first.shape.begin(), first.shape.end());
+    return nb::make_tuple("dense", array_over(buffer, offset, shape, first.dtype, writable), dtype);
+  }
+  if (!same_rank) {
+    nb::list out;
+    for (const SampleView& view : views) out.append(array_over(view.buffer, view.offset, view.shape, view.dtype, writable));
+    return nb::make_tuple("list", out, dtype);
+  }
+  auto [buffer, offset] = contiguous(views);
+  int64_t elements = 0;
+  const size_t rank = first.shape.size();
+  auto* shapes = new std::vector<int64_t>();
+  shapes->reserve(views.size() * rank);
+  for (const SampleView& view : views) {
+    elements += element_count(view.shape);
+    shapes->insert(shapes->end(), view.shape.begin(), view.shape.end());
+  }
+  nb::capsule owner(shapes, [](void* p) noexcept { delete static_cast<std::vector<int64_t>*>(p); });
+  nb::ndarray<nb::numpy, int64_t, nb::ndim<2>> shape_array(shapes->data(), {views.size(), rank}, owner);
+  return nb::make_tuple("ragged", array_over(buffer, offset, {elements}, first.dtype, writable), shape_array, dtype);
+}
+
+}  // namespace seqflow::bindings

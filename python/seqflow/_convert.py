@@ -1,0 +1,264 @@
+"""Data in and out of the client.
+
+In: a tensordict.TensorDict or a dict of fields. A field is a torch tensor or
+numpy array (samples along the first dimension), a torch nested tensor, a list
+of arrays / tensors of varying length, a list of strings, a list of numbers,
+or a list of any other Python objects (stored pickled). Each field is copied
+once, in C++, into a buffer the storage owns.
+
+Out: a TensorDict when tensordict is installed, otherwise a dict. Fields of
+one shape come back as one array viewing the storage's buffer when the
+samples lie back to back in it (the usual put-then-get case), so no byte is
+copied; variable-length fields come back as torch jagged nested tensors (or a
+list of arrays); strings and objects as lists.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any, Mapping
+
+import numpy as np
+
+from seqflow import _seqflow
+
+_native = _seqflow.client
+
+try:  # optional integrations
+    import torch
+except ImportError:  # pragma: no cover - exercised only without torch
+    torch = None
+try:
+    import tensordict
+    from tensordict import NonTensorData, NonTensorStack, TensorDict
+    from tensordict.utils import is_non_tensor
+except ImportError:
+    tensordict = None
+
+FORMATS = ("auto", "numpy", "torch", "tensordict")
+
+
+def _is_tensor(value) -> bool:
+    return torch is not None and isinstance(value, torch.Tensor)
+
+
+def _cpu_tensor(value, field: str):
+    value = value.detach()
+    if value.device.type != "cpu":
+        value = value.cpu()
+    return value.contiguous()
+
+
+def _plain_array(value, field: str):
+    """A C-contiguous CPU array or tensor that C++ can read through DLPack."""
+    if _is_tensor(value):
+        return _cpu_tensor(value, field)
+    return np.ascontiguousarray(value)
+
+
+def _is_number(item) -> bool:
+    return isinstance(item, (numbers.Number, np.bool_)) and not isinstance(item, complex)
+
+
+def _nested_column(field: str, value):
+    if value.layout == torch.jagged and getattr(value, "_lengths", None) is None:
+        values = _cpu_tensor(value.values(), field)
+        offsets = value.offsets().cpu().numpy().astype(np.int64)
+        rows = np.diff(offsets)
+        inner = list(values.shape[1:])
+        shapes = np.empty((len(rows), 1 + len(inner)), dtype=np.int64)
+        shapes[:, 0] = rows
+        shapes[:, 1:] = inner
+        if offsets[0] != 0:
+            values = values[int(offsets[0]):int(offsets[-1])].contiguous()
+        return _native.packed_column(field, values, shapes)
+    return _native.ragged_column(field, [_cpu_tensor(t, field) for t in value.unbind()])
+
+
+def _list_column(field: str, items: list):
+    if len(items) == 0:
+        raise ValueError(f"field {field!r} is an empty list; a field needs one value per sample")
+    if all(isinstance(i, np.ndarray) or _is_tensor(i) for i in items):
+        return _native.ragged_column(field, [_plain_array(i, field) for i in items])
+    if all(_is_number(i) for i in items):
+        return _native.dense_column(field, np.ascontiguousarray(np.asarray(items)))
+    return _native.object_column(field, items)
+
+
+def _column(field: str, value):
+    if not isinstance(field, str) or not field:
+        raise ValueError(f"field names must be non-empty strings, got {field!r}")
+    if tensordict is not None and is_non_tensor(value):
+        return _list_column(field, value.tolist())
+    if _is_tensor(value):
+        if value.is_nested:
+            return _nested_column(field, value)
+        if value.dim() == 0:
+            raise ValueError(f"field {field!r} is a 0-d tensor; the first dimension must be the batch")
+        return _native.dense_column(field, _cpu_tensor(value, field))
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind in "OUS":
+            return _list_column(field, value.tolist() if value.dtype.kind != "O" else list(value))
+        if value.ndim == 0:
+            raise ValueError(f"field {field!r} is a 0-d array; the first dimension must be the batch")
+        return _native.dense_column(field, np.ascontiguousarray(value))
+    if isinstance(value, (list, tuple)):
+        return _list_column(field, list(value))
+    raise ValueError(
+        f"field {field!r} is a {type(value).__name__}; give a tensor, an array or a list with one value per sample")
+
+
+def fields_of(data) -> list[tuple[str, Any]]:
+    """(name, value) of each field of a TensorDict or a mapping."""
+    if tensordict is not None and isinstance(data, tensordict.TensorDictBase):
+        return [(key, data.get(key)) for key in data.keys()]
+    if isinstance(data, Mapping):
+        return list(data.items())
+    raise ValueError(f"data must be a TensorDict or a dict of fields, got {type(data).__name__}")
+
+
+def to_columns(data) -> list:
+    """One native Column per field (each a copy of the caller's data)."""
+    pairs = fields_of(data)
+    if not pairs:
+        raise ValueError("data holds no fields")
+    return [_column(name, value) for name, value in pairs]
+
+
+def single_sample_columns(fields) -> list:
+    """Columns of one sample from a dict of per-sample values (kv_put)."""
+    if tensordict is not None and isinstance(fields, tensordict.TensorDictBase):
+        return to_columns(fields)
+    columns = []
+    for name, value in fields_of(fields):
+        if _is_tensor(value):
+            if value.is_nested:
+                raise ValueError(f"field {name!r}: a nested tensor holds a batch; use kv_batch_put")
+            columns.append(_column(name, value.unsqueeze(0)))
+        elif isinstance(value, np.ndarray) and value.dtype.kind not in "OUS":
+            columns.append(_column(name, value[np.newaxis]))
+        elif _is_number(value):
+            columns.append(_column(name, [value]))
+        else:
+            columns.append(_native.object_column(name, [value]))
+    return columns
+
+
+# ---- out --------------------------------------------------------------------
+
+def resolve_format(fmt: str) -> str:
+    if fmt not in FORMATS:
+        raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")
+    if fmt == "auto":
+        return "tensordict" if tensordict is not None else "numpy"
+    if fmt in ("torch", "tensordict") and torch is None:
+        raise ValueError(f"format={fmt!r} needs torch, which is not installed")
+    if fmt == "tensordict" and tensordict is None:
+        raise ValueError("format='tensordict' needs tensordict, which is not installed")
+    return fmt
+
+
+def _torch_of(array: np.ndarray, dtype: str):
+    tensor = torch.from_numpy(array)
+    return tensor.view(torch.bfloat16) if dtype == "bfloat16" else tensor
+
+
+def _numpy_of(array: np.ndarray, dtype: str, field: str):
+    if dtype == "bfloat16":
+        raise ValueError(f"field {field!r} is bfloat16, which numpy cannot hold; use format='torch'")
+    return array
+
+
+def _split_ragged(values: np.ndarray, shapes: np.ndarray) -> list[np.ndarray]:
+    counts = np.prod(shapes, axis=1) if shapes.shape[1] else np.ones(len(shapes), dtype=np.int64)
+    bounds = np.concatenate([[0], np.cumsum(counts)])
+    return [values[bounds[i]:bounds[i + 1]].reshape(tuple(shapes[i])) for i in range(len(shapes))]
+
+
+def _field_out(field: str, native: tuple, fmt: str, copy: bool):
+    kind = native[0]
+    if kind == "objects":
+        items = native[1]
+        if fmt == "tensordict":
+            return NonTensorStack(*(NonTensorData(data=item) for item in items))
+        return items
+    dtype = native[-1]
+    if kind == "dense":
+        array = native[1].copy() if copy else native[1]
+        return _torch_of(array, dtype) if fmt != "numpy" else _numpy_of(array, dtype, field)
+    if kind == "ragged":
+        values, shapes = native[1], native[2]
+        if copy:
+            values = values.copy()
+        if fmt == "numpy":
+            return _split_ragged(_numpy_of(values, dtype, field), shapes)
+        if shapes.shape[1] >= 1 and (shapes[:, 1:] == shapes[:1, 1:]).all():
+            rows = shapes[:, 0]
+            tensor = _torch_of(values, dtype).reshape(int(rows.sum()), *shapes[0, 1:].tolist())
+            offsets = torch.from_numpy(np.concatenate([[0], np.cumsum(rows)]).astype(np.int64))
+            return torch.nested.nested_tensor_from_jagged(tensor, offsets)
+        return [_torch_of(a, dtype) for a in _split_ragged(values, shapes)]
+    arrays = native[1]  # "list": samples of differing rank
+    if copy:
+        arrays = [a.copy() for a in arrays]
+    if fmt == "numpy":
+        return [_numpy_of(a, dtype, field) for a in arrays]
+    out = [_torch_of(a, dtype) for a in arrays]
+    return NonTensorStack(*(NonTensorData(data=t) for t in out)) if fmt == "tensordict" else out
+
+
+def _empty_field(schema: dict, fmt: str):
+    if schema.get("is_non_tensor"):
+        return NonTensorStack() if fmt == "tensordict" else []
+    dtype = schema["dtype"]
+    shape = tuple(0 if d < 0 else d for d in schema.get("shape") or ())
+    if schema.get("is_nested") and fmt == "numpy":
+        return []
+    if fmt == "numpy":
+        return np.zeros((0, *shape), dtype=dtype)
+    return torch.zeros((0, *shape), dtype=getattr(torch, dtype))
+
+
+def from_native(fields: list[str], native: dict, meta, fmt: str, copy: bool = False):
+    """Assembles the get_data result: a TensorDict, or a dict of fields."""
+    out = {}
+    for field in fields:
+        if field in native:
+            out[field] = _field_out(field, native[field], fmt, copy)
+        elif field in meta.field_schema:
+            out[field] = _empty_field(meta.field_schema[field], fmt)
+    if fmt != "tensordict":
+        return out
+    td = TensorDict({}, batch_size=[meta.size])
+    for field, value in out.items():
+        if isinstance(value, list):  # samples of differing rank
+            value = NonTensorStack(*(NonTensorData(data=v) for v in value))
+        td.set(field, value)
+    return td
+
+
+def nested_flags(fields: list[str], meta) -> list[bool]:
+    return [bool(meta.field_schema.get(f, {}).get("is_nested", False)) for f in fields]
+
+
+def slice_rows(value, start: int, stop: int):
+    """Rows [start, stop) of one field of get_data's result (arrays, tensors,
+    jagged nested tensors, lists), as views where the type allows."""
+    if torch is not None and isinstance(value, torch.Tensor) and value.is_nested:
+        offsets = value.offsets()
+        lo, hi = int(offsets[start]), int(offsets[stop])
+        return torch.nested.nested_tensor_from_jagged(value.values()[lo:hi], offsets[start:stop + 1] - lo)
+    return value[start:stop]
+
+
+def split_rows(data, sizes) -> list:
+    """Consecutive parts of get_data's result with the given row counts."""
+    parts, start = [], 0
+    for size in sizes:
+        stop = start + size
+        if tensordict is not None and isinstance(data, tensordict.TensorDictBase):
+            parts.append(data[start:stop])
+        else:
+            parts.append({name: slice_rows(value, start, stop) for name, value in data.items()})
+        start = stop
+    return parts

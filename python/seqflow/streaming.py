@@ -1,0 +1,306 @@
+"""StreamingDataset and StreamingDataLoader: a DP rank's stream of batches.
+
+Each rank fetches batch ``batch_index`` through the sampler
+(``get_meta(sampling_config={"dp_rank", "batch_index"})``), reads its data,
+splits it into micro-batches and yields ``(data, batch_meta)`` per
+micro-batch. TransferQueue's modes, without its defects:
+
+- streaming (``should_check_consumption_status=False``): endless; when
+  nothing is ready it sleeps ``empty_batch_sleep`` seconds (default
+  ``TQ_STREAMING_DATASET_EMPTY_BATCH_SLEEP_INTERVAL`` or 1.0), and the setting
+  is honoured.
+- finite (``True``): ends once production is complete (``total_samples``
+  samples hold every data field, or, without ``total_samples``, every sample
+  of the partition does) and the task consumed the whole partition. Every
+  rank ends, including one whose last batch_index never gets data.
+- data and metadata are cut into the same micro-batches (one split rule,
+  ``seqflow.batch_meta.chunk_sizes``).
+- with W workers, worker w handles batch indexes w, w+W, w+2W, ...: no two
+  workers of a rank fetch the same batch. An embedded client lives in this
+  process, so StreamingDataLoader runs its workers as threads (the fetches
+  release the GIL); a plain torch DataLoader with worker processes would give
+  each worker a private copy of the client and is refused.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import queue
+import threading
+import time
+from typing import Any, Callable, Iterator, Optional
+
+from seqflow import _convert
+from seqflow.batch_meta import chunk_sizes
+
+try:
+    import torch
+    from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+except ImportError:  # pragma: no cover - exercised only without torch
+    torch = None
+    DataLoader = IterableDataset = object
+
+    def get_worker_info():
+        return None
+
+__all__ = ["StreamingDataLoader", "StreamingDataset", "default_fetch_batch_fn", "split_batch"]
+
+SLEEP_ENV = "TQ_STREAMING_DATASET_EMPTY_BATCH_SLEEP_INTERVAL"
+
+
+def _require_torch(what: str) -> None:
+    if torch is None:
+        raise ImportError(f"{what} needs torch; install it (pip install torch)")
+
+
+def default_fetch_batch_fn(tq_client, data_fields, batch_size, partition_id, task_name, sampling_config,
+                           batch_index, data_format: str = "auto"):
+    """(data, batch_meta) of one batch, or (None, empty meta) when too little
+    is ready (polling: never blocks)."""
+    config = {**sampling_config, "batch_index": batch_index}
+    meta = tq_client.get_meta(data_fields=data_fields, batch_size=batch_size, partition_id=partition_id,
+                              task_name=task_name, sampling_config=config, polling=True)
+    if meta.size == 0:
+        return None, meta
+    return tq_client.get_data(meta, fields=data_fields, format=data_format), meta
+
+
+def split_batch(data, batch_meta, micro_batch_size: int = 1) -> list[tuple[Any, Any]]:
+    """ceil(n / micro_batch_size) micro-batches of sizes chunk_sizes(n, k),
+    the same cut for data and metadata (7 rows at 3 -> 3, 2, 2)."""
+    if isinstance(micro_batch_size, bool) or not isinstance(micro_batch_size, int) or micro_batch_size < 1:
+        raise ValueError(f"micro_batch_size must be an integer >= 1, got {micro_batch_size!r}")
+    n = batch_meta.size
+    if n == 0:
+        return []
+    sizes = chunk_sizes(n, math.ceil(n / micro_batch_size))
+    return list(zip(_convert.split_rows(data, sizes), batch_meta.split(sizes)))
+
+
+class StreamingDataset(IterableDataset):
+    """One DP rank's stream of (data, batch_meta) micro-batches (see the module docstring).
+
+    config: used to seqflow.init() the default client when `client` is None.
+    batch_size: samples per fetch for this rank (the sampler's per-rank size).
+    dp_rank: ranks with the same dp_rank (TP/PP peers) get the same samples
+        under RankAwareSampler / SeqlenBalancedSampler.
+    fetch_batch_fn(tq_client=, data_fields=, batch_size=, partition_id=,
+        task_name=, sampling_config=, batch_index=) -> (data or None, meta).
+    process_batch_fn(data, meta, micro_batch_size=) -> [(data, meta), ...].
+    keep_batches: keep fetched batches so that reset() replays them.
+    """
+
+    def __init__(self, config=None, batch_size: int = 1, micro_batch_size: int = 1, data_fields=(),
+                 partition_id: str = "", task_name: str = "", dp_rank: int = 0,
+                 should_check_consumption_status: bool = False, fetch_batch_fn: Optional[Callable] = None,
+                 process_batch_fn: Optional[Callable] = None, *, empty_batch_sleep: Optional[float] = None,
+                 total_samples: Optional[int] = None, client=None, data_format: str = "auto",
+                 keep_batches: bool = True):
+        _require_torch("StreamingDataset")
+        super().__init__()
+        for name, value in (("batch_size", batch_size), ("micro_batch_size", micro_batch_size)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        if isinstance(dp_rank, bool) or not isinstance(dp_rank, int) or dp_rank < 0:
+            raise ValueError(f"dp_rank must be an integer >= 0, got {dp_rank!r}")
+        data_fields = [data_fields] if isinstance(data_fields, str) else list(data_fields)
+        if not data_fields:
+            raise ValueError("data_fields must name at least one field")
+        if not partition_id or not task_name:
+            raise ValueError(f"partition_id and task_name are required, got {partition_id!r} and {task_name!r}")
+        if empty_batch_sleep is None:
+            empty_batch_sleep = float(os.environ.get(SLEEP_ENV, 1.0))
+        if not empty_batch_sleep >= 0:
+            raise ValueError(f"empty_batch_sleep must be >= 0 seconds, got {empty_batch_sleep!r}")
+        if total_samples is not None and (isinstance(total_samples, bool) or total_samples < 1):
+            raise ValueError(f"total_samples must be an integer >= 1 or None, got {total_samples!r}")
+        self.config = config
+        self.batch_size = batch_size
+        self.micro_batch_size = micro_batch_size
+        self.data_fields = data_fields
+        self.partition_id = partition_id
+        self.task_name = task_name
+        self.dp_rank = dp_rank
+        self.should_check_consumption_status = should_check_consumption_status
+        self.fetch_batch_fn = fetch_batch_fn or default_fetch_batch_fn
+        self.process_batch_fn = process_batch_fn or split_batch
+        self.empty_batch_sleep = float(empty_batch_sleep)
+        self.total_samples = total_samples
+        self.data_format = data_format
+        self.keep_batches = keep_batches
+        self.sampling_config = {"dp_rank": dp_rank, "task_name": task_name}
+        self._client = client
+        self._owner_pid = os.getpid()
+        self._lock = threading.Lock()
+        self.buffer: dict[int, tuple[Any, Any]] = {}
+        self._cursors: dict[tuple[int, int], int] = {}
+
+    # ---- client -----------------------------------------------------------
+    def _get_client(self):
+        if os.getpid() != self._owner_pid:
+            raise RuntimeError(
+                "StreamingDataset runs in a DataLoader worker process, but its seqflow client is embedded "
+                "in the parent process: a worker would fetch from a private copy. Use "
+                "seqflow.StreamingDataLoader (its workers are threads) or num_workers=0.")
+        if self._client is None:
+            from seqflow.client import init
+
+            self._client = init(self.config)
+        return self._client
+
+    # ---- iteration ----------------------------------------------------------
+    def __iter__(self) -> Iterator[tuple[Any, Any]]:
+        info = get_worker_info()
+        worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
+        for _, data, meta in self.batches(worker, workers):
+            yield from self.process_batch_fn(data, meta, micro_batch_size=self.micro_batch_size)
+
+    def batches(self, worker: int = 0, workers: int = 1, stop: Optional[threading.Event] = None):
+        """(batch_index, data, meta) of the batches worker `worker` of
+        `workers` handles: indexes worker, worker + workers, ..."""
+        client = self._get_client()
+        key = (worker, workers)
+        with self._lock:
+            index = self._cursors.get(key, worker)
+        while stop is None or not stop.is_set():
+            with self._lock:
+                cached = self.buffer.get(index)
+            if cached is None:
+                data, meta = self._fetch(client, index)
+                if data is None:
+                    if self.should_check_consumption_status and self._complete(client):
+                        data, meta = self._fetch(client, index)  # a reservation made meanwhile
+                        if data is None:
+                            return
+                    else:
+                        self._sleep(stop)
+                        continue
+                cached = (data, meta)
+                if self.keep_batches:
+                    with self._lock:
+                        self.buffer[index] = cached
+            with self._lock:
+                self._cursors[key] = index + workers
+            yield (index, *cached)
+            index += workers
+
+    def _fetch(self, client, index: int):
+        kwargs = dict(tq_client=client, data_fields=self.data_fields, batch_size=self.batch_size,
+                      partition_id=self.partition_id, task_name=self.task_name,
+                      sampling_config=self.sampling_config, batch_index=index)
+        if self.fetch_batch_fn is default_fetch_batch_fn:
+            kwargs["data_format"] = self.data_format
+        return self.fetch_batch_fn(**kwargs)
+
+    def _complete(self, client) -> bool:
+        """Production finished and the task consumed the whole partition.
+        Once true, no new reservation can appear, so an empty fetch after it
+        means this rank has nothing left."""
+        try:
+            if self.total_samples is not None:
+                _, produced = client.get_production_status(self.data_fields, self.partition_id)
+                if int(produced.sum()) < self.total_samples:
+                    return False
+            elif not client.check_production_status(self.data_fields, self.partition_id):
+                return False
+            return client.check_consumption_status(self.task_name, self.partition_id)
+        except KeyError:  # the partition does not exist yet
+            return False
+
+    def _sleep(self, stop: Optional[threading.Event]) -> None:
+        if stop is not None:
+            stop.wait(self.empty_batch_sleep)
+        else:
+            time.sleep(self.empty_batch_sleep)
+
+    def reset(self) -> None:
+        """Iterate again from batch 0, replaying the fetched batches."""
+        with self._lock:
+            self._cursors.clear()
+
+    def step(self, partition_id: str) -> None:
+        """Move to another partition: forget the fetched batches, restart at batch 0."""
+        with self._lock:
+            self.buffer = {}
+            self._cursors.clear()
+            self.partition_id = partition_id
+
+
+_DONE = object()
+
+
+class StreamingDataLoader(DataLoader):
+    """A DataLoader over a StreamingDataset that yields (data, batch_meta)
+    micro-batches. With num_workers > 0 the workers are threads (the client
+    is embedded in this process): worker w fetches batch indexes w, w + W, ...
+    ahead of the consumer (prefetch_factor batches each), and batches come out
+    in batch-index order."""
+
+    def __init__(self, dataset: StreamingDataset, num_workers: int = 0, prefetch_factor: Optional[int] = None,
+                 **kwargs):
+        _require_torch("StreamingDataLoader")
+        if not isinstance(dataset, StreamingDataset):
+            raise ValueError(f"StreamingDataLoader needs a StreamingDataset, got {type(dataset).__name__}")
+        self._thread_workers = int(num_workers)
+        self._prefetch = prefetch_factor or 2
+        kwargs.setdefault("collate_fn", _identity)
+        super().__init__(dataset, batch_size=None, num_workers=0, **kwargs)
+
+    @property
+    def workers(self) -> int:
+        return self._thread_workers
+
+    def __iter__(self):
+        if self._thread_workers <= 0:
+            return super().__iter__()
+        return self._threaded()
+
+    def _threaded(self):
+        dataset: StreamingDataset = self.dataset
+        workers = self._thread_workers
+        stop = threading.Event()
+        queues = [queue.Queue(maxsize=self._prefetch) for _ in range(workers)]
+
+        def put(q, item) -> bool:
+            while not stop.is_set():
+                try:
+                    q.put(item, timeout=0.05)
+                    return True
+                except queue.Full:
+                    continue
+            return False
+
+        def work(w: int) -> None:
+            try:
+                for _, data, meta in dataset.batches(w, workers, stop):
+                    parts = dataset.process_batch_fn(data, meta, micro_batch_size=dataset.micro_batch_size)
+                    if not put(queues[w], parts):
+                        return
+                put(queues[w], _DONE)
+            except BaseException as error:  # handed to the consumer
+                put(queues[w], error)
+
+        threads = [threading.Thread(target=work, args=(w,), daemon=True, name=f"seqflow-loader-{w}")
+                   for w in range(workers)]
+        for t in threads:
+            t.start()
+        try:
+            live = list(range(workers))
+            while live:
+                for w in list(live):
+                    item = queues[w].get()
+                    if item is _DONE:
+                        live.remove(w)
+                        continue
+                    if isinstance(item, BaseException):
+                        raise item
+                    yield from item
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(timeout=5)
+
+
+def _identity(x):
+    return x
