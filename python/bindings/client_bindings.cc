@@ -250,15 +250,21 @@ void bind_client(nb::module_ m) {
             const std::vector<std::string> names = strings(fields);
             BatchMeta meta;
             meta.global_indexes.assign(global_indexes.data(), global_indexes.data() + global_indexes.shape(0));
-            std::vector<std::vector<SampleView>> views;
+            std::vector<std::vector<SampleView>> per_field(names.size());
             {
               nb::gil_scoped_release release;
-              views = self.client->get_data(meta, names);
+              std::vector<std::vector<SampleView>> rows = self.client->get_data(meta, names);
+              for (auto& column : per_field) column.reserve(rows.size());
+              for (auto& row : rows) {
+                for (size_t f = 0; f < names.size(); ++f) per_field[f].push_back(std::move(row[f]));
+              }
             }
             nb::dict out;
             for (size_t f = 0; f < names.size(); ++f) {
               const bool is_nested = nb::cast<bool>(nested[nb::int_(f)]);
-              if (!views[f].empty()) out[names[f].c_str()] = field_to_python(views[f], is_nested, writable);
+              if (!per_field[f].empty()) {
+                out[names[f].c_str()] = field_to_python(per_field[f], is_nested, writable);
+              }
             }
             return out;
           },

@@ -266,13 +266,7 @@ std::vector<std::vector<SampleView>> EmbeddedClient::get_data(const BatchMeta& m
                                                               std::span<const std::string> fields) {
   // Views keep their buffers alive: a clear after this call does not
   // invalidate them, so no lock is needed.
-  std::vector<std::vector<SampleView>> per_sample = storage_.get(meta.global_indexes, fields);
-  std::vector<std::vector<SampleView>> per_field(fields.size());
-  for (auto& column : per_field) column.reserve(per_sample.size());
-  for (auto& row : per_sample) {
-    for (size_t f = 0; f < fields.size(); ++f) per_field[f].push_back(std::move(row[f]));
-  }
-  return per_field;
+  return storage_.get(meta.global_indexes, fields);
 }
 
 bool EmbeddedClient::has_partition(const std::string& partition_id) const {

@@ -1,0 +1,338 @@
+// The embedded client: puts are atomic and leave nothing behind on failure,
+// reads are views, clears reach the storage, checkpoints are atomic
+// directories, and concurrent puts, fetches and clears never mix up samples.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "client/embedded_client.h"
+#include "seqflow/client.h"
+#include "storage_test_support.h"
+
+namespace seqflow::test {
+namespace {
+
+using Json = nlohmann::json;
+
+Column int64_column(const std::string& field, const std::vector<int64_t>& values) {
+  std::vector<Bytes> samples;
+  for (int64_t v : values) samples.push_back(bytes_of(std::vector<int64_t>{v}));
+  return column_of(field, DType::kInt64, {{1}}, samples);
+}
+
+Column float_column(const std::string& field, const std::vector<float>& values) {
+  std::vector<Bytes> samples;
+  for (float v : values) samples.push_back(bytes_of(std::vector<float>{v}));
+  return column_of(field, DType::kFloat32, {{1}}, samples);
+}
+
+int64_t value_of(const SampleView& view) {
+  int64_t v = 0;
+  std::memcpy(&v, view.bytes().data(), sizeof v);
+  return v;
+}
+
+std::vector<Json> lengths(std::initializer_list<int64_t> values) {
+  std::vector<Json> out;
+  for (int64_t v : values) out.push_back({{"total_lengths", v}});
+  return out;
+}
+
+MetaRequest fetch(std::vector<std::string> fields, int64_t batch_size, const std::string& partition,
+                  const std::string& task = "train") {
+  MetaRequest request;
+  request.fields = std::move(fields);
+  request.batch_size = batch_size;
+  request.partition_id = partition;
+  request.task_name = task;
+  request.polling = true;
+  return request;
+}
+
+std::shared_ptr<EmbeddedClient> make_client(StorageOptions storage = {}) {
+  return std::make_shared<EmbeddedClient>(ControllerOptions{}, storage);
+}
+
+size_t partition_size(EmbeddedClient& client, const std::string& partition) {
+  return client.controller().production_status({}, partition).size();
+}
+
+bool has_partition(EmbeddedClient& client, const std::string& partition) {
+  const auto list = client.controller().partition_list();
+  return std::find(list.begin(), list.end(), partition) != list.end();
+}
+
+TEST(SchemaOf, FixedNestedAndObjects) {
+  const FieldSchema fixed = schema_of(int64_column("x", {1, 2}));
+  EXPECT_EQ(fixed.dtype, DType::kInt64);
+  EXPECT_EQ(fixed.shape, (Shape{1}));
+  EXPECT_FALSE(fixed.is_nested);
+
+  const FieldSchema nested = schema_of(good_column());  // shapes {2} and {1}
+  EXPECT_TRUE(nested.is_nested);
+  EXPECT_EQ(nested.shape, (Shape{-1}));
+
+  const Column ranks = column_of("r", DType::kUInt8, {{2}, {1, 1}}, {Bytes(2), Bytes(1)});
+  EXPECT_TRUE(schema_of(ranks).is_nested);
+  EXPECT_TRUE(schema_of(ranks).shape.empty());
+
+  const FieldSchema object = schema_of(object_column("s", {"ab", "c"}));
+  EXPECT_TRUE(object.is_object);
+  EXPECT_FALSE(object.is_nested);
+
+  Column bad = good_column();
+  bad.offsets = {0, 8, 4};
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { schema_of(bad); }, {"\"x\"", "decrease"}));
+}
+
+TEST(EmbeddedClient, PutThenFetchSeesDataProductionAndCustomMetaTogether) {
+  auto client = make_client();
+  const BatchMeta put = client->put_new("p", {int64_column("x", {10, 11, 12})}, lengths({5, 6, 7}));
+  ASSERT_EQ(put.size(), 3u);
+  EXPECT_EQ(put.field_schema.at("x").dtype, DType::kInt64);
+  EXPECT_EQ(put.production_status, (std::vector<std::vector<bool>>{{true}, {true}, {true}}));
+  EXPECT_EQ(put.custom_meta[2]["total_lengths"], 7);
+
+  const BatchMeta meta = client->get_meta(fetch({"x"}, 3, "p"));
+  ASSERT_EQ(meta.size(), 3u);
+  EXPECT_EQ(meta.custom_meta[1]["total_lengths"], 6);
+  const std::string fields[] = {"x"};
+  const auto rows = client->get_data(meta, fields);
+  ASSERT_EQ(rows.size(), 3u);
+  std::set<int64_t> seen;
+  for (const auto& row : rows) seen.insert(value_of(row[0]));
+  EXPECT_EQ(seen, (std::set<int64_t>{10, 11, 12}));
+  // Views of one put share its buffer, back to back.
+  EXPECT_EQ(rows[0][0].buffer, rows[1][0].buffer);
+}
+
+TEST(EmbeddedClient, BadPutsChangeNothing) {
+  auto client = make_client();
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { client->put_new("p", {}, {}); }, {"at least one field"}));
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                           [&] { client->put_new("p", {int64_column("x", {1, 2}), int64_column("y", {1})}, {}); },
+                           {"\"y\"", "1 samples", "\"x\""}));
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                           [&] { client->put_new("p", {int64_column("x", {1, 2})}, lengths({1})); },
+                           {"custom_meta holds 1 entries for 2 samples"}));
+  std::vector<Json> not_objects = {Json(1), Json::object()};
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                           [&] { client->put_new("p", {int64_column("x", {1, 2})}, not_objects); },
+                           {"custom_meta[0] must be an object"}));
+  EXPECT_FALSE(has_partition(*client, "p"));
+  EXPECT_EQ(client->storage().stats().samples, 0u);
+}
+
+TEST(EmbeddedClient, DtypeConflictRollsBackTheInsert) {
+  auto client = make_client();
+  client->put_new("p", {int64_column("x", {1, 2})}, {});
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                           [&] { client->put_new("p", {float_column("x", {1.5f})}, {}); }, {"dtype conflict"}));
+  EXPECT_EQ(partition_size(*client, "p"), 2u);
+  EXPECT_EQ(client->storage().stats().samples, 2u);
+}
+
+TEST(EmbeddedClient, FullStorageLeavesNoSampleAndNoNewPartition) {
+  auto client = make_client(StorageOptions{0, 2});
+  client->put_new("a", {int64_column("x", {1, 2})}, {});
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { client->put_new("b", {int64_column("x", {3})}, {}); },
+                           {}));
+  EXPECT_FALSE(has_partition(*client, "b"));
+  EXPECT_EQ(partition_size(*client, "a"), 2u);
+  // The index the failed put had taken is free again.
+  client->clear_partition("a");
+  const BatchMeta again = client->put_new("b", {int64_column("x", {3})}, {});
+  EXPECT_EQ(again.size(), 1u);
+}
+
+TEST(EmbeddedClient, PutExistingAddsFieldsAndRefusesClearedSamples) {
+  auto client = make_client();
+  const BatchMeta put = client->put_new("p", {int64_column("prompt", {1, 2})}, {});
+  const BatchMeta more = client->put_existing(put, {int64_column("response", {10, 20})}, lengths({3, 4}));
+  EXPECT_EQ(more.field_schema.size(), 2u);
+  EXPECT_EQ(more.production_status[1], (std::vector<bool>{true, true}));
+  EXPECT_EQ(more.custom_meta[1]["total_lengths"], 4);
+  const BatchMeta meta = client->get_meta(fetch({"prompt", "response"}, 2, "p"));
+  EXPECT_EQ(meta.size(), 2u);
+
+  const int64_t first[] = {put.global_indexes[0]};
+  client->clear_samples("p", first);
+  EXPECT_EQ(client->storage().stats().samples, 1u);
+  EXPECT_TRUE(throws_error(ErrorCode::kNotFound,
+                           [&] { client->put_existing(put, {int64_column("reward", {1, 2})}, {}); },
+                           {"sample " + std::to_string(put.global_indexes[0]), "does not exist"}));
+  const std::string reward[] = {"reward"};
+  const BatchMeta rest{{put.global_indexes[1]}, {"p"}, {}, {}, {}, Json::object()};
+  EXPECT_TRUE(throws_error(ErrorCode::kNotFound, [&] { client->get_data(rest, reward); }, {"reward"}));
+}
+
+TEST(EmbeddedClient, PutExistingConflictKeepsTheOldValues) {
+  auto client = make_client();
+  const BatchMeta put = client->put_new("p", {int64_column("x", {1, 2})}, {});
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                           [&] { client->put_existing(put, {float_column("x", {9.f, 9.f})}, {}); },
+                           {"dtype conflict"}));
+  const std::string fields[] = {"x"};
+  const auto rows = client->get_data(put, fields);
+  EXPECT_EQ(value_of(rows[0][0]), 1);
+  EXPECT_EQ(value_of(rows[1][0]), 2);
+  EXPECT_EQ(rows[0][0].dtype, DType::kInt64);
+}
+
+TEST(EmbeddedClient, KeyValueCallsTouchBothPlanes) {
+  auto client = make_client();
+  const std::vector<std::string> keys = {"a", "b"};
+  const std::vector<Json> tags = {{{"score", 1}}, {{"score", 2}}};
+  const BatchMeta put = client->kv_put("kv", keys, tags, {int64_column("x", {5, 6})});
+  EXPECT_EQ(put.custom_meta[1]["score"], 2);
+  const BatchMeta meta = client->kv_meta("kv", keys);
+  const std::string fields[] = {"x"};
+  EXPECT_EQ(value_of(client->get_data(meta, fields)[1][0]), 6);
+
+  const std::vector<std::string> missing = {"a", "zz"};
+  EXPECT_TRUE(throws_error(ErrorCode::kNotFound, [&] { client->kv_meta("kv", missing); }, {"'zz'"}));
+
+  // A failing put removes the keys it created and keeps the known ones.
+  const std::vector<std::string> mixed = {"a", "new"};
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                           [&] { client->kv_put("kv", mixed, {}, {float_column("x", {1.f, 2.f})}); },
+                           {"dtype conflict"}));
+  EXPECT_EQ(client->controller().kv_list(nullptr).size(), 2u);
+  EXPECT_EQ(client->storage().stats().samples, 2u);
+
+  const std::vector<std::string> one = {"a"};
+  client->kv_clear("kv", one);
+  EXPECT_EQ(client->storage().stats().samples, 1u);
+  EXPECT_EQ(client->controller().kv_list(nullptr).size(), 1u);
+}
+
+TEST(EmbeddedClient, CheckpointRoundTrip) {
+  TempDir dir;
+  const std::string path = dir.file("ckpt");
+  auto client = make_client();
+  client->put_new("p", {int64_column("x", {1, 2, 3})}, lengths({4, 5, 6}));
+  client->get_meta(fetch({"x"}, 1, "p"));  // one consumed
+  client->save_checkpoint(path);
+  EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(path) / "manifest.json"));
+
+  auto restored = make_client();
+  restored->put_new("other", {int64_column("y", {9})}, {});
+  restored->load_checkpoint(path);
+  EXPECT_FALSE(has_partition(*restored, "other"));
+  const auto consumed = restored->controller().consumption_status("train", "p");
+  EXPECT_EQ(std::count_if(consumed.begin(), consumed.end(), [](auto& e) { return e.second; }), 1);
+  const BatchMeta rest = restored->get_meta(fetch({"x"}, 2, "p"));
+  ASSERT_EQ(rest.size(), 2u);
+  const std::string fields[] = {"x"};
+  const auto rows = restored->get_data(rest, fields);
+  EXPECT_EQ(value_of(rows[0][0]) + value_of(rows[1][0]), 2 + 3);
+  EXPECT_EQ(rest.custom_meta[0]["total_lengths"].get<int64_t>() + rest.custom_meta[1]["total_lengths"].get<int64_t>(),
+            5 + 6);
+
+  // Saving again replaces the directory as a whole.
+  restored->clear_partition("p");
+  restored->save_checkpoint(path);
+  auto empty = make_client();
+  empty->load_checkpoint(path);
+  EXPECT_TRUE(empty->controller().partition_list().empty());
+}
+
+TEST(EmbeddedClient, BadCheckpointsLeaveTheStateUnchanged) {
+  TempDir dir;
+  auto client = make_client();
+  client->put_new("p", {int64_column("x", {1, 2})}, {});
+  const auto check_unchanged = [&] {
+    EXPECT_EQ(partition_size(*client, "p"), 2u);
+    EXPECT_EQ(client->storage().stats().samples, 2u);
+  };
+
+  EXPECT_TRUE(throws_error(ErrorCode::kNotFound, [&] { client->load_checkpoint(dir.file("missing")); },
+                           {"does not exist"}));
+  check_unchanged();
+
+  const std::string good = dir.file("good");
+  auto other = make_client();
+  other->put_new("q", {int64_column("x", {7})}, {});
+  other->save_checkpoint(good);
+
+  // A truncated storage file: caught by the manifest before anything changes.
+  const std::string truncated = dir.file("truncated");
+  std::filesystem::copy(good, truncated);
+  std::filesystem::resize_file(std::filesystem::path(truncated) / "storage.ckpt", 10);
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { client->load_checkpoint(truncated); },
+                           {"corrupt", "storage"}));
+  check_unchanged();
+
+  // Flipped bytes of the same size: the storage file's own check fails after
+  // the controller was loaded, which is then put back.
+  const std::string flipped = dir.file("flipped");
+  std::filesystem::copy(good, flipped);
+  {
+    std::fstream file(std::filesystem::path(flipped) / "storage.ckpt", std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(-3, std::ios::end);
+    file.write("\xff\xfe\xfd", 3);
+  }
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { client->load_checkpoint(flipped); }, {}));
+  check_unchanged();
+  EXPECT_FALSE(has_partition(*client, "q"));
+
+  // No manifest: not a checkpoint; and never overwritten by a save.
+  const std::string foreign = dir.file("foreign");
+  std::filesystem::create_directory(foreign);
+  std::ofstream(std::filesystem::path(foreign) / "notes.txt") << "mine";
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { client->load_checkpoint(foreign); }, {"manifest"}));
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { client->save_checkpoint(foreign); },
+                           {"not a seqflow checkpoint"}));
+  EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(foreign) / "notes.txt"));
+  check_unchanged();
+}
+
+// Producers put while a consumer fetches and clears what it consumed, so
+// global indexes are reused all the time: every fetched sample must still
+// carry its own value.
+TEST(EmbeddedClient, ConcurrentPutsFetchesAndClearsKeepSamplesApart) {
+  auto client = make_client();
+  constexpr int kProducers = 3;
+  constexpr int kBatches = 40;
+  constexpr int kBatch = 4;
+  std::vector<std::thread> producers;
+  for (int p = 0; p < kProducers; ++p) {
+    producers.emplace_back([&, p] {
+      for (int b = 0; b < kBatches; ++b) {
+        std::vector<int64_t> values;
+        std::vector<Json> metas;
+        for (int i = 0; i < kBatch; ++i) {
+          const int64_t id = (p * kBatches + b) * kBatch + i;
+          values.push_back(id);
+          metas.push_back({{"id", id}});
+        }
+        client->put_new("p", {int64_column("x", values)}, metas);
+      }
+    });
+  }
+  std::set<int64_t> seen;
+  const std::string fields[] = {"x"};
+  while (seen.size() < static_cast<size_t>(kProducers * kBatches * kBatch)) {
+    const BatchMeta meta = client->get_meta(fetch({"x"}, 3, "p"));
+    if (meta.size() == 0) {
+      std::this_thread::yield();
+      continue;
+    }
+    const auto rows = client->get_data(meta, fields);
+    for (size_t i = 0; i < meta.size(); ++i) {
+      const int64_t id = meta.custom_meta[i]["id"].get<int64_t>();
+      ASSERT_EQ(value_of(rows[i][0]), id);
+      ASSERT_TRUE(seen.insert(id).second) << "sample " << id << " delivered twice";
+    }
+    client->clear_samples("p", meta.global_indexes);
+  }
+  for (auto& t : producers) t.join();
+  EXPECT_EQ(client->storage().stats().samples, 0u);
+}
+
+}  // namespace
+}  // namespace seqflow::test

@@ -1,0 +1,453 @@
+"""The seqflow client through its Python API: every call (sync and async),
+every kind of data in and out, zero-copy reads, copying puts, atomic custom
+metadata, checkpoints, and bad input that raises and changes nothing. Real
+embedded clients, real threads; no mocks."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import seqflow
+from seqflow import BatchMeta, Client
+
+torch = pytest.importorskip("torch")
+tensordict = pytest.importorskip("tensordict")
+from tensordict import NonTensorStack, TensorDict  # noqa: E402
+
+
+@pytest.fixture
+def client():
+    c = Client()
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def default_client():
+    seqflow.close()
+    yield seqflow.init()
+    seqflow.close()
+
+
+def snapshot(c: Client):
+    """What a failed call must not change."""
+    parts = sorted(c.get_partition_list())
+    produced = {p: [a.tolist() for a in c.get_production_status([], p)] for p in parts}
+    return parts, produced, c.stats(), c.kv_list()
+
+
+# ---- data in and out -----------------------------------------------------------
+
+def test_dense_fields_round_trip_in_every_format(client):
+    data = {
+        "f32": np.arange(12, dtype=np.float32).reshape(4, 3),
+        "i64": torch.arange(4),
+        "bf16": torch.tensor([[1.5, 2.0], [3.0, 4.0], [5.0, 6.0], [7.0, 8.0]], dtype=torch.bfloat16),
+        "flag": np.array([True, False, True, True]),
+        "score": [0.5, 1.5, 2.5, 3.5],
+    }
+    meta = client.put(data, partition_id="p")
+    assert meta.size == 4 and meta.is_ready
+    assert meta.field_schema["bf16"]["dtype"] == "bfloat16"
+    out = client.get_data(meta)
+    assert isinstance(out, TensorDict) and out.batch_size == torch.Size([4])
+    assert torch.equal(out["bf16"], data["bf16"])
+    assert torch.equal(out["i64"], data["i64"])
+    np.testing.assert_array_equal(out["f32"].numpy(), data["f32"])
+    assert out["flag"].dtype == torch.bool
+    np.testing.assert_array_equal(out["score"].numpy(), np.array(data["score"]))
+
+    as_numpy = client.get_data(meta.select_fields(["f32", "flag", "score"]), format="numpy")
+    assert isinstance(as_numpy, dict)
+    np.testing.assert_array_equal(as_numpy["f32"], data["f32"])
+    with pytest.raises(ValueError, match="bfloat16"):
+        client.get_data(meta.select_fields(["bf16"]), format="numpy")
+    as_torch = client.get_data(meta, format="torch")
+    assert isinstance(as_torch, dict) and torch.equal(as_torch["i64"], data["i64"])
+
+
+def test_variable_length_fields_round_trip(client):
+    lists = [torch.arange(n, dtype=torch.int32) for n in (3, 1, 4)]
+    jagged = torch.nested.nested_tensor_from_jagged(torch.arange(14.).reshape(7, 2), torch.tensor([0, 2, 3, 7]))
+    meta = client.put({"ids": lists, "jag": jagged, "arrays": [np.arange(n) for n in (2, 5, 1)]}, partition_id="p")
+    assert meta.field_schema["ids"]["is_nested"] and meta.field_schema["ids"]["shape"] == (-1,)
+    out = client.get_data(meta)
+    assert out["ids"].is_nested
+    for got, want in zip(out["ids"].unbind(), lists):
+        assert torch.equal(got, want)
+    for got, want in zip(out["jag"].unbind(), jagged.unbind()):
+        assert torch.equal(got, want)
+    as_numpy = client.get_data(meta, format="numpy")
+    for got, n in zip(as_numpy["arrays"], (2, 5, 1)):
+        np.testing.assert_array_equal(got, np.arange(n))
+
+
+def test_strings_objects_and_tensordict_input(client):
+    objects = [{"a": 1}, None, (1, 2), b"raw"]
+    td = TensorDict({"x": torch.ones(4, 2)}, batch_size=[4])
+    td.set("text", NonTensorStack("alpha", "β", "", "gamma"))
+    meta = client.put(td, partition_id="p")
+    client.put({"obj": objects}, metadata=meta)
+    full = client.get_meta(["x", "text", "obj"], 4, "p", mode="force_fetch")
+    assert full.field_schema["text"]["is_non_tensor"] and full.field_schema["obj"]["is_non_tensor"]
+    out = client.get_data(full)
+    assert out["text"].tolist() == ["alpha", "β", "", "gamma"]
+    assert out["obj"].tolist() == objects
+    assert client.get_data(full, format="numpy")["obj"] == objects
+
+
+def test_get_is_zero_copy_and_survives_clear(client):
+    source = np.random.default_rng(0).random((64, 128))
+    meta = client.put({"x": source}, partition_id="p")
+    first = client.get_data(meta, format="numpy")["x"]
+    second = client.get_data(meta, format="numpy")["x"]
+    assert np.shares_memory(first, second)
+    assert not np.shares_memory(first, source)
+    assert not first.flags.writeable  # stored bytes cannot be edited through numpy
+    tensor = client.get_data(meta, format="torch")["x"]
+    assert np.shares_memory(tensor.numpy(), first)
+    client.clear_partition("p")
+    np.testing.assert_array_equal(first, source)  # the view keeps the buffer alive
+    assert client.stats()["samples"] == 0
+    # A copy, on request, is private.
+    meta = client.put({"x": source}, partition_id="p")
+    copied = client.get_data(meta, format="numpy", copy=True)["x"]
+    assert copied.flags.writeable and not np.shares_memory(copied, client.get_data(meta, format="numpy")["x"])
+
+
+def test_a_sub_batch_in_order_is_still_a_view_and_out_of_order_is_gathered(client):
+    meta = client.put({"x": np.arange(10)}, partition_id="p")
+    whole = client.get_data(meta, format="numpy")["x"]
+    middle = client.get_data(meta.select_samples([2, 3, 4]), format="numpy")["x"]
+    assert np.shares_memory(whole, middle)
+    shuffled = client.get_data(meta.select_samples([4, 2, 3]), format="numpy")["x"]
+    assert not np.shares_memory(whole, shuffled)
+    np.testing.assert_array_equal(shuffled, [4, 2, 3])
+
+
+def test_put_copies_the_callers_data(client):
+    source = np.arange(6, dtype=np.float64)
+    tensor = torch.arange(6)
+    ragged = [np.arange(3), np.arange(2)]
+    meta = client.put({"a": source, "t": tensor}, partition_id="p")
+    meta2 = client.put({"r": ragged}, partition_id="q")
+    source[:] = -1
+    tensor[:] = -1
+    ragged[0][:] = -1
+    out = client.get_data(meta, format="numpy")
+    np.testing.assert_array_equal(out["a"], np.arange(6))
+    np.testing.assert_array_equal(out["t"], np.arange(6))
+    np.testing.assert_array_equal(client.get_data(meta2, format="numpy")["r"][0], np.arange(3))
+
+
+def test_put_runs_near_memcpy_speed(client):
+    source = np.random.default_rng(1).random((256, 65536)).astype(np.float32)  # 64 MiB
+    target = np.empty_like(source)
+    copy_times, put_times = [], []
+    for i in range(3):
+        start = time.perf_counter()
+        np.copyto(target, source)
+        copy_times.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        client.put({"x": source}, partition_id=f"p{i}")
+        put_times.append(time.perf_counter() - start)
+    # One copy plus bookkeeping: well within a few copies' time.
+    assert min(put_times) < 4 * min(copy_times) + 0.05, (put_times, copy_times)
+
+
+# ---- metadata, custom metadata, modes ---------------------------------------------
+
+def test_custom_meta_is_visible_with_the_data(client):
+    produced = threading.Event()
+    errors = []
+
+    def producer():
+        for i in range(200):
+            client.put({"x": np.full(2, i)}, partition_id="p",
+                       custom_meta=[{"total_lengths": int(i), "tag": "a"}, {"total_lengths": int(i), "tag": "b"}])
+        produced.set()
+
+    thread = threading.Thread(target=producer)
+    thread.start()
+    seen = 0
+    while seen < 400:
+        meta = client.get_meta(["x"], 2, "p", task_name="t", polling=True) if client.get_partition_list() else None
+        if meta is None or meta.size == 0:
+            continue
+        values = client.get_data(meta, format="numpy")["x"]
+        for value, custom in zip(values, meta.custom_meta):
+            if custom.get("total_lengths") != int(value):
+                errors.append((int(value), custom))
+        seen += meta.size
+    thread.join()
+    assert not errors
+
+
+def test_set_custom_meta_and_put_with_meta_custom_meta(client):
+    meta = client.put({"x": np.arange(3)}, partition_id="p")
+    meta.update_custom_meta([{"score": 1}, {"score": 2}, {"score": 3}])
+    client.set_custom_meta(meta)
+    again = client.get_meta(["x"], 3, "p", mode="force_fetch")
+    assert [m["score"] for m in again.custom_meta] == [1, 2, 3]
+    again.update_custom_meta([{"len": 7}] * 3)
+    after = client.put({"y": np.arange(3)}, metadata=again)
+    assert after.custom_meta[0] == {"score": 1, "len": 7}
+    assert set(after.field_names) == {"x", "y"}
+
+
+def test_get_meta_modes_polling_and_timeout(client):
+    inserted = client.get_meta(["x"], 3, "p", mode="insert")
+    assert inserted.size == 3 and inserted.field_names == []
+    assert client.get_meta(["x"], 1, "p", task_name="t", polling=True).size == 0
+    with pytest.raises(TimeoutError, match="timed out"):
+        client.get_meta(["x"], 1, "p", task_name="t", timeout=0.05)
+    client.put({"x": np.arange(3)}, metadata=inserted)
+    assert client.get_meta(["x"], 3, "p", mode="force_fetch").size == 3
+    fetched = client.get_meta(["x"], 2, "p", task_name="t")
+    assert fetched.size == 2
+    assert client.get_meta(["x"], 3, "p", mode="force_fetch").size == 3  # consumes nothing
+
+
+def test_blocking_fetch_waits_for_a_put_from_another_thread(client):
+    client.put({"x": np.arange(1)}, partition_id="p")
+    client.get_meta(["x"], 1, "p", task_name="t")
+    timer = threading.Timer(0.2, lambda: client.put({"x": np.arange(2)}, partition_id="p"))
+    timer.start()
+    start = time.perf_counter()
+    meta = client.get_meta(["x"], 2, "p", task_name="t", timeout=10)
+    assert meta.size == 2 and time.perf_counter() - start >= 0.15
+    timer.join()
+
+
+def test_status_queries_and_reset(client):
+    meta = client.put({"x": np.arange(4)}, partition_id="p")
+    client.put({"y": np.arange(2)}, metadata=meta.select_samples([0, 1]))
+    assert client.get_partition_list() == ["p"]
+    indexes, produced = client.get_production_status(["x", "y"], "p")
+    assert indexes.tolist() == sorted(meta.global_indexes.tolist()) and produced.tolist() == [True, True, False, False]
+    assert client.check_production_status(["x"], "p") and not client.check_production_status(["x", "y"], "p")
+    client.get_meta(["x"], 4, "p", task_name="t")
+    _, consumed = client.get_consumption_status("t", "p")
+    assert consumed.all() and client.check_consumption_status("t", "p")
+    assert not client.check_consumption_status("other", "p")
+    client.reset_consumption("p", "t")
+    assert not client.check_consumption_status("t", "p")
+    assert client.get_meta(["x"], 4, "p", task_name="t").size == 4
+    client.reset_consumption("p")
+    assert client.get_meta(["x"], 4, "p", task_name="t").size == 4
+
+
+def test_clear_samples_and_partition_release_storage(client):
+    meta = client.put({"x": np.arange(4)}, partition_id="p")
+    client.put({"x": np.arange(2)}, partition_id="q")
+    client.clear_samples(meta.select_samples([0, 1]))
+    assert client.stats()["samples"] == 4
+    assert client.get_meta(["x"], 4, "p", mode="force_fetch").size == 2
+    client.clear_partition("p")
+    assert client.get_partition_list() == ["q"]
+    assert client.stats()["samples"] == 2
+
+
+# ---- key-value API --------------------------------------------------------------
+
+def test_kv_calls(client):
+    one = client.kv_put("k1", "kv", {"x": torch.tensor([1, 2, 3]), "text": "hello"}, tag={"score": 0.5})
+    assert one.keys == ["k1"] and set(one.fields) == {"x", "text"} and one.tags[0]["score"] == 0.5
+    batch = client.kv_batch_put(["k2", "k3"], "kv", {"x": torch.tensor([[4, 5, 6], [7, 8, 9]]), "text": ["a", "b"]},
+                                tags=[{"score": 1.0}, {"score": 2.0}])
+    assert batch.size == 2
+    data = client.kv_batch_get(["k3", "k1"], "kv")
+    assert data["x"].tolist() == [[7, 8, 9], [1, 2, 3]] and data["text"].tolist() == ["b", "hello"]
+    only_x = client.kv_batch_get("k2", "kv", select_fields="x")
+    assert list(only_x.keys()) == ["x"]
+    assert client.kv_batch_get_by_meta(batch)["x"].shape == (2, 3)
+    assert client.kv_list() == {"kv": {"k1": {"score": 0.5}, "k2": {"score": 1.0}, "k3": {"score": 2.0}}}
+    client.kv_put("k1", "kv", tag={"score": 0.75})
+    assert client.kv_list("kv")["kv"]["k1"] == {"score": 0.75}
+    with pytest.raises(KeyError, match="nope"):
+        client.kv_batch_get(["k1", "nope"], "kv")
+    client.kv_clear(["k1", "k2"], "kv")
+    assert list(client.kv_list("kv")["kv"]) == ["k3"]
+    assert client.stats()["samples"] == 1
+    with pytest.raises(KeyError, match="k1"):
+        client.kv_clear("k1", "kv")
+
+
+# ---- checkpoints -------------------------------------------------------------------
+
+def test_checkpoint_round_trip(client, tmp_path):
+    client.put({"x": np.arange(6), "s": list("abcdef")}, partition_id="p",
+               custom_meta=[{"total_lengths": i} for i in range(6)])
+    client.kv_put("key", "kv", {"v": np.arange(3)}, tag={"t": 1})
+    client.get_meta(["x"], 2, "p", task_name="t")
+    client.save_checkpoint(tmp_path / "ckpt")
+
+    other = Client()
+    other.put({"z": np.arange(2)}, partition_id="gone")
+    other.load_checkpoint(tmp_path / "ckpt")
+    assert sorted(other.get_partition_list()) == ["kv", "p"]
+    rest = other.get_meta(["x", "s"], 4, "p", task_name="t")
+    assert rest.size == 4
+    data = other.get_data(rest, format="numpy")
+    assert [int(m["total_lengths"]) for m in rest.custom_meta] == data["x"].tolist()
+    assert data["s"] == [chr(ord("a") + int(v)) for v in data["x"]]
+    assert other.kv_batch_get("key", "kv", format="numpy")["v"].tolist() == [[0, 1, 2]]
+
+
+def test_missing_or_corrupt_checkpoint_leaves_state_unchanged(client, tmp_path):
+    client.put({"x": np.arange(3)}, partition_id="p")
+    before = snapshot(client)
+    with pytest.raises(KeyError):
+        client.load_checkpoint(tmp_path / "missing")
+    assert snapshot(client) == before
+
+    source = Client()
+    source.put({"y": np.arange(5)}, partition_id="q")
+    source.save_checkpoint(tmp_path / "good")
+    for name, spoil in [
+        ("truncated", lambda d: os.truncate(d / "storage.ckpt", 16)),
+        ("no-manifest", lambda d: os.remove(d / "manifest.json")),
+        ("no-controller", lambda d: os.remove(d / "controller.ckpt")),
+        ("garbage", lambda d: (d / "controller.ckpt").write_bytes(b"x" * (d / "controller.ckpt").stat().st_size)),
+    ]:
+        broken = tmp_path / name
+        shutil.copytree(tmp_path / "good", broken)
+        spoil(broken)
+        with pytest.raises(ValueError):
+            client.load_checkpoint(broken)
+        assert snapshot(client) == before, name
+
+
+# ---- bad input ----------------------------------------------------------------------
+
+def test_bad_input_raises_clearly_and_changes_nothing(client):
+    meta = client.put({"x": np.arange(4, dtype=np.int64)}, partition_id="p")
+    client.kv_put("k", "kv", {"x": np.arange(2)})
+    before = snapshot(client)
+    cases = [
+        (KeyError, "nowhere", lambda: client.get_meta(["x"], 1, "nowhere", task_name="t")),
+        (KeyError, "missing", lambda: client.get_data(meta, fields=["missing"])),
+        (ValueError, "dtype conflict", lambda: client.put({"x": np.zeros(2, dtype=np.float32)}, partition_id="p")),
+        (ValueError, "dtype conflict", lambda: client.put({"x": np.zeros(4, dtype=np.float32)}, metadata=meta)),
+        (ValueError, "batch_size", lambda: client.get_meta(["x"], 0, "p", task_name="t")),
+        (ValueError, "batch_size", lambda: client.get_meta(["x"], -3, "p", task_name="t")),
+        (ValueError, "rank", lambda: client.put({"r": [np.zeros(2), np.zeros((2, 2))]}, partition_id="new")),
+        (ValueError, "dtype", lambda: client.put({"r": [np.zeros(2), np.zeros(2, np.int32)]}, partition_id="new")),
+        (ValueError, "samples", lambda: client.put({"a": np.arange(2), "b": np.arange(3)}, partition_id="new")),
+        (ValueError, "custom_meta[1]", lambda: client.put({"x": np.arange(2)}, partition_id="new",
+                                                         custom_meta=[{}, {"bad": object()}])),
+        (ValueError, 'custom_meta[0]["k"][1]', lambda: client.put({"x": np.arange(1)}, partition_id="new",
+                                                                      custom_meta=[{"k": [1, {2}]}])),
+        (ValueError, "custom_meta[0] must be a dict", lambda: client.put({"x": np.arange(1)}, partition_id="p",
+                                                                        custom_meta=[[1]])),
+        (ValueError, "entries for 4 samples", lambda: client.put({"x": np.arange(4)}, partition_id="p",
+                                                                 custom_meta=[{}])),
+        (ValueError, "partition_id", lambda: client.put({"x": np.arange(1)})),
+        (ValueError, "0-d", lambda: client.put({"x": np.array(3)}, partition_id="new")),
+        (ValueError, "empty list", lambda: client.put({"x": []}, partition_id="new")),
+        (ValueError, "uint16", lambda: client.put({"x": np.zeros(2, np.uint16)}, partition_id="new")),
+        (ValueError, "dtype conflict", lambda: client.kv_batch_put(["k", "fresh"], "kv", {"x": np.zeros(2)})),
+        (ValueError, "mode", lambda: client.get_meta(["x"], 1, "p", mode="grab", task_name="t")),
+    ]
+    for error, pattern, call in cases:
+        with pytest.raises(error, match=re.escape(pattern)):
+            call()
+        assert snapshot(client) == before, pattern
+
+
+def test_put_against_cleared_samples_raises(client):
+    meta = client.put({"x": np.arange(2)}, partition_id="p")
+    client.clear_samples(meta)
+    with pytest.raises(KeyError, match="does not exist"):
+        client.put({"y": np.arange(2)}, metadata=meta)
+    assert client.stats()["samples"] == 0
+
+
+# ---- async and module-level functions ------------------------------------------------
+
+def test_async_calls_do_not_block_the_event_loop(client, tmp_path):
+    async def scenario():
+        ticks = 0
+
+        async def ticker():
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        tick_task = asyncio.create_task(ticker())
+        placeholder = await client.async_get_meta(["x"], 1, "p", mode="insert")  # the partition exists
+        waiting = asyncio.create_task(client.async_get_meta(["x"], 2, "p", task_name="t", timeout=10))
+        await asyncio.sleep(0.2)
+        put_meta = await client.async_put({"x": np.arange(2)}, partition_id="p")
+        meta = await waiting
+        await client.async_clear_samples(placeholder)
+        data = await client.async_get_data(meta, format="numpy")
+        assert sorted(data["x"].tolist()) == [0, 1] and put_meta.size == 2
+        assert await client.async_check_consumption_status("t", "p")
+        assert (await client.async_get_consumption_status("t", "p"))[1].all()
+        assert await client.async_check_production_status(["x"], "p")
+        assert (await client.async_get_production_status(["x"], "p"))[1].all()
+        assert await client.async_get_partition_list() == ["p"]
+        await client.async_set_custom_meta(meta)
+        await client.async_reset_consumption("p")
+        await client.async_kv_put("k", "kv", {"v": np.arange(2)})
+        await client.async_kv_batch_put(["a"], "kv", {"v": np.arange(2)[None]})
+        assert (await client.async_kv_batch_get(["k", "a"], "kv", format="numpy"))["v"].shape == (2, 2)
+        assert set((await client.async_kv_list("kv"))["kv"]) == {"k", "a"}
+        await client.async_kv_clear("a", "kv")
+        await client.async_save_checkpoint(tmp_path / "c")
+        await client.async_load_checkpoint(tmp_path / "c")
+        await client.async_clear_samples(meta)
+        await client.async_clear_partition("kv")
+        tick_task.cancel()
+        return ticks
+
+    assert asyncio.run(scenario()) >= 10  # the loop kept running while get_meta waited
+
+
+def test_module_level_api(default_client, tmp_path):
+    assert seqflow.get_client() is default_client
+    assert seqflow.init({"controller": {"polling_mode": True}}) is default_client  # config ignored once initialized
+    meta = seqflow.put({"x": np.arange(3)}, partition_id="p")
+    got = seqflow.get_meta(["x"], 3, "p", task_name="t")
+    assert seqflow.get_data(got, format="numpy")["x"].tolist() == meta.global_indexes.tolist()
+    assert seqflow.check_consumption_status("t", "p")
+    seqflow.save_checkpoint(tmp_path / "c")
+    assert asyncio.run(seqflow.async_get_partition_list()) == ["p"]
+    seqflow.close()
+    with pytest.raises(RuntimeError, match="init"):
+        seqflow.get_client()
+
+
+@pytest.mark.parametrize("sampler", ["GRPOGroupNSampler", seqflow.SequentialSampler, seqflow.RankAwareSampler(),
+                                     "rank_aware"])
+def test_init_config_names_the_sampler(sampler):
+    config = {"controller": {"sampler": sampler, "polling_mode": True,
+                             "sampler_args": {"n_samples_per_prompt": 2} if sampler == "GRPOGroupNSampler" else None},
+              "backend": {"SimpleStorage": {"total_storage_size": 4}}}
+    c = Client.from_config(config)
+    assert c.polling_mode
+    c.put({"x": np.arange(4)}, partition_id="p")
+    with pytest.raises(ValueError):
+        c.put({"x": np.arange(1)}, partition_id="p")  # capacity 4 samples
+    assert c.get_meta(["x"], 2, "p", task_name="t").size == 2
+
+
+def test_omegaconf_config():
+    omegaconf = pytest.importorskip("omegaconf")
+    config = omegaconf.OmegaConf.create({"controller": {"sampler": "SequentialSampler", "polling_mode": True}})
+    assert Client.from_config(config).polling_mode
+
+
+def test_unknown_sampler_name_is_rejected():
+    with pytest.raises(ValueError):
+        Client(sampler="NoSuchSampler")
