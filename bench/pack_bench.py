@@ -116,6 +116,9 @@ def print_table(case: Case, rows: dict, rollouts: int) -> None:
               "padding", "packs/rollout", "best ms")
     lines = [header]
     for row in rows.values():
+        if not row.packs:
+            lines.append((row.planner, f"0/{row.runs} ({row.failed} failed)") + ("-",) * (len(header) - 2))
+            continue
         lines.append((
             row.planner,
             f"{row.exact_steps}/{row.runs}" + (f" ({row.failed} failed)" if row.failed else ""),
@@ -175,7 +178,7 @@ def main() -> int:
         print_table(case, rows, args.rollouts)
         check_targets(case, rows, results)
     print("\nWhere the baseline's defects show (no targets):")
-    for case in (Case(2_048, 32, 8, 16_384), Case(2_000, 32, 8, 65_536)):
+    for case in (Case(2_048, 32, 8, 20_480), Case(2_000, 32, 8, 65_536)):
         rows = run_case(case, args.rollouts)
         print_table(case, rows, args.rollouts)
     time_large(results)

@@ -17,7 +17,8 @@
 //    for every rank of the step and as small as the packer can make it
 //    (starting from the lower bound max over ranks of ceil(tokens / cap)).
 //    Bins are balanced, so packs in the same slot have similar lengths across
-//    ranks and "step_max" padding stays small.
+//    ranks; for "step_max" padding, bins filled in turn are used instead
+//    where they line up better.
 // 3. Pad, and describe.
 #include <algorithm>
 #include <numeric>
@@ -300,6 +301,22 @@ class Planner {
       bins = std::max(bins, detail::ceil_div(total, cap));
     }
     auto assignments = detail::fit_all_into_bins(tokens, bins, 1, cap, options_.workload);
+    if (options_.pad_to == PadTo::kStepMax && bins > 1) {
+      // Slots are padded to their longest pack across ranks. Balanced packs
+      // put one rank's long sample against others' average packs; packs
+      // filled in turn (best-fit decreasing) line up as full, full, ...,
+      // remainder on every rank. Keep whichever pads less.
+      std::vector<std::vector<int64_t>> filled;
+      for (const auto& list : tokens) {
+        auto tight = detail::best_fit_decreasing(list, cap, bins);
+        if (!tight) break;
+        filled.push_back(std::move(tight->assignment));
+      }
+      if (filled.size() == tokens.size() &&
+          slot_maxima_total(tokens, filled, bins) < slot_maxima_total(tokens, assignments, bins)) {
+        assignments = std::move(filled);
+      }
+    }
     for (size_t rank = 0; rank < per_rank.size(); ++rank) {
       auto& packs = out.packs[rank][step];
       packs.assign(static_cast<size_t>(bins), Pack{});
@@ -316,6 +333,20 @@ class Planner {
         return !a.samples.empty() && a.samples.front() < b.samples.front();
       });
     }
+  }
+
+  // The padded length of one rank's packs under step_max padding: the sum
+  // over slots of the longest pack in the slot (packs sorted longest first).
+  static int64_t slot_maxima_total(const std::vector<std::vector<int64_t>>& tokens,
+                                   const std::vector<std::vector<int64_t>>& assignments, int64_t bins) {
+    std::vector<int64_t> slot_max(static_cast<size_t>(bins), 0);
+    for (size_t rank = 0; rank < tokens.size(); ++rank) {
+      std::vector<int64_t> loads(static_cast<size_t>(bins), 0);
+      for (size_t i = 0; i < tokens[rank].size(); ++i) loads[assignments[rank][i]] += tokens[rank][i];
+      std::sort(loads.begin(), loads.end(), std::greater<>());
+      for (size_t j = 0; j < loads.size(); ++j) slot_max[j] = std::max(slot_max[j], loads[j]);
+    }
+    return std::accumulate(slot_max.begin(), slot_max.end(), int64_t{0});
   }
 
   void add_notes(Plan& out) const {

@@ -32,6 +32,31 @@ TEST(PackXtunerBaseline, FollowsThePipelineAndPadsToTheCap) {
   for (int count : seen) EXPECT_EQ(count, 1);
 }
 
+TEST(PackXtunerBaseline, EverySampleOnceOnRandomInputs) {
+  std::mt19937_64 rng(2);
+  for (int64_t dp : {1, 2, 4, 8}) {
+    for (int64_t steps : {1, 2, 4}) {
+      for (int64_t per : {1, 3, 10}) {
+        std::uniform_int_distribution<int64_t> dist(0, 5000);
+        std::vector<int64_t> lengths(static_cast<size_t>(dp * steps * per));
+        for (auto& v : lengths) v = dist(rng);
+        Plan plan = baseline::xtuner_pack(lengths, dp, steps, 4096, 512);
+        std::vector<int> seen(lengths.size(), 0);
+        for (const auto& rank : plan.packs) {
+          ASSERT_EQ(static_cast<int64_t>(rank.size()), steps);
+          for (size_t step = 0; step < rank.size(); ++step) {
+            EXPECT_EQ(rank[step].size(), plan.packs[0][step].size());
+            for (const Pack& pack : rank[step]) {
+              for (int64_t s : pack.samples) ++seen[s];
+            }
+          }
+        }
+        for (int count : seen) EXPECT_EQ(count, 1);
+      }
+    }
+  }
+}
+
 TEST(PackXtunerBaseline, FailsWhereThePipelineAsserts) {
   std::vector<int64_t> lengths(10, 5);
   EXPECT_THROW(baseline::xtuner_pack(lengths, 4, 1, 100), Error);  // 10 % 4 != 0

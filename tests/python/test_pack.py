@@ -275,3 +275,39 @@ def test_materialize_torch():
     (seq,) = pack.materialize(p, tokens, rank=0, step=0, backend="torch")
     assert isinstance(seq.input_ids, torch.Tensor) and seq.cu_seqlens.dtype == torch.int32
     assert seq.input_ids.shape[0] == 12
+
+
+# ---------------------------------------------------------------------------
+# seqflow pack (the command line)
+
+
+def test_cli_pack_writes_a_plan_and_compares(tmp_path):
+    from test_cli import ok  # skips when the seqflow command is not installed
+
+    rng = np.random.default_rng(5)
+    lengths = rollout_lengths(rng, 256).tolist()
+    (tmp_path / "lengths.txt").write_text("\n".join(map(str, lengths)))
+    result = ok("pack", str(tmp_path / "lengths.txt"), "--dp", "8", "--steps", "4", "--cap", "32768",
+                "--group-size", "4", "--pad-to", "step_max", "--json", "-", "--compare")
+    plan = __import__("json").loads(result.stdout)
+    human = result.stderr.decode()
+    assert "xtuner baseline" in human and "padding" in human
+    assert plan["pad_to"] == "step_max" and len(plan["packs"]) == 8
+    seen = sorted(i for rank in plan["packs"] for step in rank for p in step for i in p)
+    assert seen == list(range(256))
+    for rank in plan["packs"]:
+        assert len(rank) == 4
+    for r, rank in enumerate(plan["pack_tokens"]):
+        for t, step in enumerate(rank):
+            assert len(step) == len(plan["pack_tokens"][0][t])
+            assert all(tokens <= 32768 for tokens in step)
+
+
+def test_cli_pack_bad_input():
+    from test_cli import run
+
+    result = run("pack", "--dp", "2", "--steps", "1", "--cap", "100", stdin="5\n500\n")
+    assert result.returncode == 2
+    assert "lengths[1] = 500 exceeds pack_max_length" in result.stderr.decode()
+    result = run("pack", "--steps", "1", "--cap", "100", stdin="5\n")
+    assert result.returncode == 2 and "--dp" in result.stderr.decode()
