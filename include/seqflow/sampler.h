@@ -66,6 +66,12 @@ class Sampler {
     (void)partition_id, (void)task_name, (void)sampling;
     return std::nullopt;
   }
+  // True when sample() on the oldest part of the ready list gives the answer
+  // it would give on the whole list whenever that answer is not empty. The
+  // controller then hands over a prefix and grows it only on an empty answer,
+  // so a large backlog of ready samples costs a fetch nothing. False (the
+  // default): the whole ready list every time.
+  virtual bool prefix_stable() const { return false; }
   // Forget state of a partition (cleared), or of one task (consumption reset).
   virtual void clear(const std::string& partition_id, const std::string* task_name) {
     (void)partition_id, (void)task_name;

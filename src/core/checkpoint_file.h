@@ -1,0 +1,19 @@
+// Checkpoint files: a header with a checksum around the payload, written to
+// path + ".tmp", synced and renamed, so a crash mid-save leaves the previous
+// file intact and a damaged file is detected on load.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace seqflow::core {
+
+// Throws kNotFound when the directory does not exist, kInternal on I/O errors.
+void write_checkpoint_file(const std::string& path, const std::vector<uint8_t>& payload);
+
+// Throws kNotFound when the file does not exist, kInvalidArgument when it is
+// not a checkpoint or is damaged (bad magic, length or checksum).
+std::vector<uint8_t> read_checkpoint_file(const std::string& path);
+
+}  // namespace seqflow::core

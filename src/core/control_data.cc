@@ -1,0 +1,106 @@
+#include "core/control_data.h"
+
+#include <utility>
+
+#include "seqflow/error.h"
+
+namespace seqflow::core {
+namespace {
+
+// Slots are 32-bit; keep well clear of kNoSlot.
+constexpr int64_t kMaxSamplesPerPartition = int64_t{1} << 31;
+
+}  // namespace
+
+void check_sample_count(int64_t count, const char* parameter) {
+  if (count <= 0 || count > kMaxSamplesPerPartition) {
+    throw_invalid(std::string(parameter) + " must be in [1, " +
+                  std::to_string(kMaxSamplesPerPartition) + "], got " + std::to_string(count));
+  }
+}
+
+PartitionState* ControlData::find(const std::string& name) {
+  auto it = partitions_.find(name);
+  return it == partitions_.end() ? nullptr : it->second.get();
+}
+
+const PartitionState* ControlData::find(const std::string& name) const {
+  auto it = partitions_.find(name);
+  return it == partitions_.end() ? nullptr : it->second.get();
+}
+
+PartitionState& ControlData::require(const std::string& name) {
+  return const_cast<PartitionState&>(std::as_const(*this).require(name));
+}
+
+const PartitionState& ControlData::require(const std::string& name) const {
+  const PartitionState* partition = find(name);
+  if (partition == nullptr) {
+    throw Error(ErrorCode::kNotFound, "partition_id '" + name + "' does not exist");
+  }
+  return *partition;
+}
+
+PartitionState& ControlData::find_or_create(const std::string& name) {
+  if (name.empty()) throw_invalid("partition_id must not be empty");
+  auto& entry = partitions_[name];
+  if (!entry) entry = std::make_unique<PartitionState>(name, next_partition_number_++);
+  return *entry;
+}
+
+std::optional<uint32_t> ControlData::slot_of(const PartitionState& partition,
+                                             int64_t global_index) const {
+  auto where = indexes_.find(global_index);
+  if (!where || where->partition != partition.number()) return std::nullopt;
+  return where->slot;
+}
+
+std::vector<uint32_t> ControlData::require_slots(const PartitionState& partition,
+                                                 std::span<const int64_t> global_indexes) const {
+  std::vector<uint32_t> slots;
+  slots.reserve(global_indexes.size());
+  for (int64_t index : global_indexes) {
+    auto slot = slot_of(partition, index);
+    if (!slot) {
+      throw Error(ErrorCode::kNotFound, "global index " + std::to_string(index) +
+                                            " is not a live sample of partition '" +
+                                            partition.name() + "'");
+    }
+    slots.push_back(*slot);
+  }
+  return slots;
+}
+
+NewSamples ControlData::add_samples(PartitionState& partition, int64_t count) {
+  check_sample_count(count, "count");
+  if (static_cast<int64_t>(partition.size()) + count > kMaxSamplesPerPartition) {
+    throw_invalid("partition '" + partition.name() + "' would exceed " +
+                  std::to_string(kMaxSamplesPerPartition) + " samples");
+  }
+  NewSamples out;
+  out.global_indexes = indexes_.allocate(count);
+  out.slots.reserve(out.global_indexes.size());
+  const uint32_t put_id = partition.new_put_id();
+  for (size_t i = 0; i < out.global_indexes.size(); ++i) {
+    const uint32_t slot =
+        partition.add_sample(out.global_indexes[i], put_id, static_cast<uint32_t>(i));
+    indexes_.bind(out.global_indexes[i], Location{partition.number(), slot});
+    out.slots.push_back(slot);
+  }
+  return out;
+}
+
+void ControlData::remove_sample(PartitionState& partition, uint32_t slot) {
+  indexes_.release(partition.global_index(slot));
+  partition.remove_sample(slot);
+}
+
+bool ControlData::restore_sample(PartitionState& partition, int64_t global_index,
+                                 uint32_t put_id, uint32_t put_pos, uint32_t* slot) {
+  if (global_index < 0 || indexes_.find(global_index)) return false;
+  partition.note_put_id(put_id);
+  *slot = partition.add_sample(global_index, put_id, put_pos);
+  return indexes_.claim(global_index, Location{partition.number(), *slot});
+}
+
+}  // namespace seqflow::core

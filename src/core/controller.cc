@@ -1,0 +1,195 @@
+// Controller: samples, production, custom metadata, clearing, resets and
+// status queries. get_meta, the KV API and checkpoints have their own files.
+#include "seqflow/controller.h"
+
+#include <algorithm>
+
+#include "core/batch_meta_builder.h"
+#include "core/controller_state.h"
+#include "core/field_schema_merge.h"
+#include "core/meta_update.h"
+#include "seqflow/error.h"
+
+namespace seqflow {
+
+using core::PartitionState;
+
+MetaMode parse_meta_mode(std::string_view name) {
+  if (name == "insert") return MetaMode::kInsert;
+  if (name == "fetch") return MetaMode::kFetch;
+  if (name == "force_fetch") return MetaMode::kForceFetch;
+  throw_invalid("mode must be 'insert', 'fetch' or 'force_fetch', got '" + std::string(name) + "'");
+}
+
+Controller::Controller(ControllerOptions options) : state_(std::make_unique<State>()) {
+  state_->sampler = options.sampler ? std::move(options.sampler) : make_sequential_sampler();
+  state_->polling_mode = options.polling_mode;
+}
+
+Controller::~Controller() = default;
+
+BatchMeta Controller::insert(const std::string& partition_id, int64_t count) {
+  core::check_sample_count(count, "count");
+  core::EncodedBatch batch;
+  {
+    std::lock_guard lock(state_->mutex);
+    PartitionState& partition = state_->data.find_or_create(partition_id);
+    const core::NewSamples added = state_->data.add_samples(partition, count);
+    state_->changed.notify_all();
+    batch = core::collect_batch(partition, added.slots, std::span<const std::string>{});
+  }
+  return core::decode_batch(std::move(batch));
+}
+
+void Controller::mark_produced(const std::string& partition_id,
+                               std::span<const int64_t> global_indexes,
+                               const std::map<std::string, FieldSchema>& fields,
+                               std::span<const nlohmann::json> custom_meta) {
+  for (const auto& [name, schema] : fields) core::check_schema(name, schema);
+  // Checked and encoded before locking: the lock is held only to merge.
+  std::vector<core::EncodedMeta> updates;
+  if (!custom_meta.empty()) updates = core::encode_updates(global_indexes, custom_meta);
+
+  std::lock_guard lock(state_->mutex);
+  PartitionState& partition = state_->data.require(partition_id);
+  const std::vector<uint32_t> slots = state_->data.require_slots(partition, global_indexes);
+  std::vector<std::pair<const std::string*, FieldSchema>> schemas;
+  for (const auto& [name, schema] : fields) {
+    auto id = partition.field_id(name);
+    schemas.emplace_back(&name, id ? core::merge_schema(name, partition.schema(*id), schema)
+                                   : schema);
+  }
+  auto metas = custom_meta.empty()
+                   ? std::vector<std::pair<uint32_t, core::EncodedMeta>>{}
+                   : core::prepare_meta(partition, slots, global_indexes, custom_meta,
+                                        std::move(updates));
+
+  // Everything checked: publish fields, bits and metadata together.
+  std::vector<uint32_t> field_ids;
+  for (const auto& [name, schema] : schemas) field_ids.push_back(partition.set_field(*name, schema));
+  for (uint32_t slot : slots) {
+    for (uint32_t id : field_ids) partition.set_produced(slot, id);
+  }
+  for (auto& [slot, meta] : metas) partition.set_meta(slot, std::move(meta));
+  state_->changed.notify_all();
+}
+
+void Controller::set_custom_meta(const std::string& partition_id,
+                                 std::span<const int64_t> global_indexes,
+                                 std::span<const nlohmann::json> custom_meta) {
+  std::vector<core::EncodedMeta> updates = core::encode_updates(global_indexes, custom_meta);
+  std::lock_guard lock(state_->mutex);
+  PartitionState& partition = state_->data.require(partition_id);
+  const std::vector<uint32_t> slots = state_->data.require_slots(partition, global_indexes);
+  auto metas =
+      core::prepare_meta(partition, slots, global_indexes, custom_meta, std::move(updates));
+  for (auto& [slot, meta] : metas) partition.set_meta(slot, std::move(meta));
+  // A new group_id can complete a group.
+  state_->changed.notify_all();
+}
+
+std::vector<int64_t> Controller::clear_samples(const std::string& partition_id,
+                                               std::span<const int64_t> global_indexes) {
+  std::lock_guard lock(state_->mutex);
+  PartitionState& partition = state_->data.require(partition_id);
+  std::vector<uint32_t> slots = state_->data.require_slots(partition, global_indexes);
+  std::sort(slots.begin(), slots.end());
+  slots.erase(std::unique(slots.begin(), slots.end()), slots.end());
+  std::vector<int64_t> released;
+  released.reserve(slots.size());
+  for (uint32_t slot : slots) {
+    released.push_back(partition.global_index(slot));
+    state_->data.remove_sample(partition, slot);
+  }
+  std::sort(released.begin(), released.end());
+  state_->changed.notify_all();
+  return released;
+}
+
+std::vector<int64_t> Controller::clear_partition(const std::string& partition_id) {
+  std::lock_guard lock(state_->mutex);
+  PartitionState& partition = state_->data.require(partition_id);
+  std::vector<int64_t> released;
+  released.reserve(partition.size());
+  std::vector<uint32_t> slots;
+  for (uint32_t slot = partition.first(); slot != core::kNoSlot; slot = partition.next(slot)) {
+    slots.push_back(slot);
+  }
+  for (uint32_t slot : slots) {
+    released.push_back(partition.global_index(slot));
+    state_->data.remove_sample(partition, slot);
+  }
+  state_->data.erase(partition_id);
+  state_->sampler->clear(partition_id, nullptr);
+  std::sort(released.begin(), released.end());
+  state_->changed.notify_all();
+  return released;
+}
+
+void Controller::reset_consumption(const std::string& partition_id, const std::string* task_name) {
+  std::lock_guard lock(state_->mutex);
+  PartitionState& partition = state_->data.require(partition_id);
+  if (task_name != nullptr) {
+    partition.erase_task(*task_name);  // rebuilt, all unconsumed, on next use
+  } else {
+    partition.erase_tasks();
+  }
+  state_->sampler->clear(partition_id, task_name);
+  state_->changed.notify_all();
+}
+
+std::vector<std::pair<int64_t, bool>> Controller::consumption_status(
+    const std::string& task_name, const std::string& partition_id) const {
+  std::lock_guard lock(state_->mutex);
+  const PartitionState& partition = state_->data.require(partition_id);
+  const core::TaskQueue* queue = partition.find_task(task_name);
+  std::vector<std::pair<int64_t, bool>> out;
+  out.reserve(partition.size());
+  for (uint32_t slot = partition.first(); slot != core::kNoSlot; slot = partition.next(slot)) {
+    out.emplace_back(partition.global_index(slot), queue != nullptr && queue->is_consumed(slot));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<std::pair<int64_t, bool>> Controller::production_status(
+    std::span<const std::string> fields, const std::string& partition_id) const {
+  std::lock_guard lock(state_->mutex);
+  const PartitionState& partition = state_->data.require(partition_id);
+  const auto mask = partition.mask(fields);
+  std::vector<std::pair<int64_t, bool>> out;
+  out.reserve(partition.size());
+  for (uint32_t slot = partition.first(); slot != core::kNoSlot; slot = partition.next(slot)) {
+    out.emplace_back(partition.global_index(slot), mask && partition.has_all(slot, *mask));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+bool Controller::all_consumed(const std::string& task_name, const std::string& partition_id) const {
+  std::lock_guard lock(state_->mutex);
+  const PartitionState& partition = state_->data.require(partition_id);
+  const core::TaskQueue* queue = partition.find_task(task_name);
+  return partition.size() > 0 && queue != nullptr && queue->unconsumed() == 0;
+}
+
+bool Controller::all_produced(std::span<const std::string> fields,
+                              const std::string& partition_id) const {
+  std::lock_guard lock(state_->mutex);
+  const PartitionState& partition = state_->data.require(partition_id);
+  const auto mask = partition.mask(fields);
+  if (!mask || partition.size() == 0) return false;
+  for (uint32_t slot = partition.first(); slot != core::kNoSlot; slot = partition.next(slot)) {
+    if (!partition.has_all(slot, *mask)) return false;
+  }
+  return true;
+}
+
+std::vector<std::string> Controller::partition_list() const {
+  std::lock_guard lock(state_->mutex);
+  std::vector<std::string> out;
+  for (const auto& entry : state_->data.partitions()) out.push_back(entry.first);
+  return out;
+}
+
+}  // namespace seqflow

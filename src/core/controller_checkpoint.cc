@@ -1,0 +1,75 @@
+// Controller::save / load: the controller's data and the sampler's state in
+// one checksummed file, written atomically; a load builds everything aside
+// and swaps it in only when all of it is valid.
+#include "core/checkpoint_file.h"
+#include "core/control_data_codec.h"
+#include "core/controller_state.h"
+#include "seqflow/controller.h"
+#include "seqflow/error.h"
+
+namespace seqflow {
+namespace {
+
+constexpr const char* kFormat = "seqflow.controller";
+constexpr int kVersion = 1;
+
+}  // namespace
+
+void Controller::save(const std::string& path) const {
+  if (path.empty()) throw_invalid("checkpoint path must not be empty");
+  std::lock_guard save_lock(state_->save_mutex);
+  std::vector<uint8_t> payload;
+  {
+    std::lock_guard lock(state_->mutex);
+    nlohmann::json encoded = core::encode_control_data(state_->data);
+    encoded["format"] = kFormat;
+    encoded["version"] = kVersion;
+    encoded["sampler"] = {{"name", state_->sampler->name()}, {"state", state_->sampler->state()}};
+    payload = nlohmann::json::to_msgpack(encoded);
+  }
+  core::write_checkpoint_file(path, payload);  // outside the lock: I/O is slow
+}
+
+void Controller::load(const std::string& path) {
+  if (path.empty()) throw_invalid("checkpoint path must not be empty");
+  const std::vector<uint8_t> payload = core::read_checkpoint_file(path);
+  nlohmann::json encoded;
+  core::ControlData fresh;
+  std::string sampler_name;
+  nlohmann::json sampler_state;
+  try {
+    encoded = nlohmann::json::from_msgpack(payload);
+    if (encoded.at("format").get<std::string>() != kFormat) {
+      throw_invalid("format is not " + std::string(kFormat));
+    }
+    if (encoded.at("version").get<int>() != kVersion) {
+      throw_invalid("version " + encoded.at("version").dump() + " is not supported");
+    }
+    fresh = core::decode_control_data(encoded);
+    sampler_name = encoded.at("sampler").at("name").get<std::string>();
+    sampler_state = encoded.at("sampler").at("state");
+  } catch (const nlohmann::json::exception& error) {
+    throw_invalid("checkpoint '" + path + "' is corrupt: " + error.what());
+  } catch (const Error& error) {
+    throw Error(error.code(), "checkpoint '" + path + "': " + error.what());
+  }
+
+  std::lock_guard lock(state_->mutex);
+  Sampler& sampler = *state_->sampler;
+  if (sampler_name != sampler.name()) {
+    throw_invalid("checkpoint '" + path + "' holds the state of sampler '" + sampler_name +
+                  "', but this controller runs '" + sampler.name() + "'");
+  }
+  // The sampler restores all or nothing; put its old state back if it throws.
+  const nlohmann::json previous = sampler.state();
+  try {
+    sampler.restore(sampler_state);
+  } catch (const std::exception& error) {
+    sampler.restore(previous);
+    throw_invalid("checkpoint '" + path + "': sampler state: " + error.what());
+  }
+  state_->data = std::move(fresh);
+  state_->changed.notify_all();
+}
+
+}  // namespace seqflow

@@ -1,0 +1,199 @@
+// Controller::get_meta: insert, force_fetch, and fetch through the sampler,
+// polling or blocking on the condition variable until a deadline.
+#include <algorithm>
+#include <chrono>
+
+#include "core/batch_meta_builder.h"
+#include "core/controller_state.h"
+#include "core/sample_info.h"
+#include "core/scan_counter.h"
+#include "seqflow/controller.h"
+#include "seqflow/error.h"
+
+namespace seqflow {
+namespace {
+
+using core::PartitionState;
+
+// A prefix-stable sampler first sees max(this, 2 * batch_size) ready samples.
+constexpr size_t kFirstWindow = 64;
+// Longer waits are clamped so that now() + timeout cannot overflow.
+constexpr std::chrono::milliseconds kLongestWait = std::chrono::hours(24 * 365);
+
+void validate(const MetaRequest& request) {
+  if (request.partition_id.empty()) throw_invalid("partition_id must not be empty");
+  for (const std::string& field : request.fields) {
+    if (field.empty()) throw_invalid("fields must not contain an empty name");
+  }
+  switch (request.mode) {
+    case MetaMode::kInsert:
+      core::check_sample_count(request.batch_size, "batch_size");
+      return;
+    case MetaMode::kForceFetch:
+      return;  // every produced sample; batch_size does not apply
+    case MetaMode::kFetch:
+      break;
+    default:
+      throw_invalid("mode must be insert, fetch or force_fetch, got " +
+                    std::to_string(static_cast<int>(request.mode)));
+  }
+  if (request.batch_size <= 0) {
+    throw_invalid("batch_size must be positive, got " + std::to_string(request.batch_size));
+  }
+  if (request.task_name.empty()) throw_invalid("task_name must not be empty in fetch mode");
+  if (request.sampling.dp_rank < 0) {
+    throw_invalid("dp_rank must be >= 0, got " + std::to_string(request.sampling.dp_rank));
+  }
+  if (request.sampling.batch_index < 0) {
+    throw_invalid("batch_index must be >= 0, got " + std::to_string(request.sampling.batch_index));
+  }
+  if (request.timeout.count() < 0) {
+    throw_invalid("timeout must be >= 0 ms, got " + std::to_string(request.timeout.count()));
+  }
+}
+
+std::string describe(const MetaRequest& request) {
+  std::string fields;
+  for (const std::string& field : request.fields) fields += (fields.empty() ? "" : ",") + field;
+  return "partition '" + request.partition_id + "', task '" + request.task_name + "', fields [" +
+         fields + "], batch_size " + std::to_string(request.batch_size) + ", dp_rank " +
+         std::to_string(request.sampling.dp_rank) + ", batch_index " +
+         std::to_string(request.sampling.batch_index);
+}
+
+// An answer the sampler reserved earlier. Only samples still live and still
+// consumed by the task are served: a cleared (and maybe reused) index is not.
+core::EncodedBatch serve_reserved(const core::ControlData& data, const PartitionState& partition,
+                         const MetaRequest& request, const std::vector<int64_t>& reserved) {
+  const core::TaskQueue* queue = partition.find_task(request.task_name);
+  std::vector<uint32_t> slots;
+  slots.reserve(reserved.size());
+  for (int64_t index : reserved) {
+    auto slot = data.slot_of(partition, index);
+    if (slot && queue != nullptr && queue->is_consumed(*slot)) slots.push_back(*slot);
+  }
+  return core::collect_batch(partition, slots, request.fields);
+}
+
+// The slots of a sampler's answer; throws kInternal (a sampler bug) when it
+// names a sample that is not live, or, for `consumed`, not unconsumed or twice.
+std::vector<uint32_t> answer_slots(const core::ControlData& data, const PartitionState& partition,
+                                   const core::TaskQueue& queue, std::span<const int64_t> indexes,
+                                   bool consumed, const std::string& sampler) {
+  std::vector<uint32_t> slots;
+  slots.reserve(indexes.size());
+  for (int64_t index : indexes) {
+    auto slot = data.slot_of(partition, index);
+    if (!slot || (consumed && queue.is_consumed(*slot))) {
+      throw Error(ErrorCode::kInternal,
+                  "sampler '" + sampler + "' returned global index " + std::to_string(index) +
+                      ", which is not " + (consumed ? "an unconsumed" : "a live") +
+                      " sample of partition '" + partition.name() + "'");
+    }
+    slots.push_back(*slot);
+  }
+  if (consumed) {
+    std::vector<uint32_t> sorted = slots;
+    std::sort(sorted.begin(), sorted.end());
+    if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
+      throw Error(ErrorCode::kInternal, "sampler '" + sampler + "' consumed a sample twice");
+    }
+  }
+  return slots;
+}
+
+// One attempt at a fetch; nullopt when the sampler finds too little ready.
+std::optional<core::EncodedBatch> try_fetch(core::ControlData& data, Sampler& sampler,
+                                   const MetaRequest& request) {
+  PartitionState& partition = data.require(request.partition_id);
+  if (auto reserved = sampler.reserved(request.partition_id, request.task_name, request.sampling)) {
+    return serve_reserved(data, partition, request, *reserved);
+  }
+  const auto mask = partition.mask(request.fields);
+  if (!mask) return std::nullopt;  // a requested field was never produced here
+  core::TaskQueue& queue = partition.task(request.task_name);
+  core::PartitionSampleInfo info(data, partition);
+
+  // Walk only unconsumed samples, oldest first; for prefix-stable samplers
+  // only as far as they need.
+  std::vector<int64_t> ready;
+  uint32_t cursor = queue.head();
+  size_t window = sampler.prefix_stable()
+                      ? std::max(kFirstWindow, 2 * static_cast<size_t>(request.batch_size))
+                      : SIZE_MAX;
+  SampleResult result;
+  for (;;) {
+    while (cursor != core::kNoSlot && ready.size() < window) {
+      ++detail::fetch_scan_visits;
+      if (partition.has_all(cursor, *mask)) ready.push_back(partition.global_index(cursor));
+      cursor = queue.next(cursor);
+    }
+    SampleRequest sample_request;
+    sample_request.ready = ready;
+    sample_request.batch_size = request.batch_size;
+    sample_request.partition_id = request.partition_id;
+    sample_request.task_name = request.task_name;
+    sample_request.sampling = request.sampling;
+    sample_request.info = &info;
+    result = sampler.sample(sample_request);
+    if (!result.sampled.empty() || cursor == core::kNoSlot) break;
+    window = window > SIZE_MAX / 4 ? SIZE_MAX : window * 4;
+  }
+  if (result.sampled.empty()) return std::nullopt;
+
+  const std::string name = sampler.name();
+  const auto sampled = answer_slots(data, partition, queue, result.sampled, false, name);
+  const auto consumed = answer_slots(data, partition, queue, result.consumed, true, name);
+  for (uint32_t slot : consumed) queue.consume(slot);
+  return core::collect_batch(partition, sampled, request.fields);
+}
+
+core::EncodedBatch force_fetch(const core::ControlData& data, const MetaRequest& request) {
+  const PartitionState& partition = data.require(request.partition_id);
+  const auto mask = partition.mask(request.fields);
+  std::vector<uint32_t> slots;
+  if (mask) {
+    for (uint32_t slot = partition.first(); slot != core::kNoSlot; slot = partition.next(slot)) {
+      if (partition.has_all(slot, *mask)) slots.push_back(slot);
+    }
+  }
+  return core::collect_batch(partition, slots, request.fields);
+}
+
+}  // namespace
+
+BatchMeta Controller::get_meta(const MetaRequest& request) {
+  validate(request);
+  std::unique_lock lock(state_->mutex);
+  // Custom metadata is decoded after the lock is released.
+  auto finish = [&lock](core::EncodedBatch batch) {
+    lock.unlock();
+    return core::decode_batch(std::move(batch));
+  };
+  if (request.mode == MetaMode::kInsert) {
+    PartitionState& partition = state_->data.find_or_create(request.partition_id);
+    const core::NewSamples added = state_->data.add_samples(partition, request.batch_size);
+    state_->changed.notify_all();
+    return finish(core::collect_batch(partition, added.slots, request.fields));
+  }
+  if (request.mode == MetaMode::kForceFetch) return finish(force_fetch(state_->data, request));
+
+  const bool polling = request.polling || state_->polling_mode;
+  const auto deadline = std::chrono::steady_clock::now() + std::min(request.timeout, kLongestWait);
+  for (;;) {
+    // Re-resolved on every pass: the partition may be cleared while we wait.
+    if (auto batch = try_fetch(state_->data, *state_->sampler, request)) {
+      return finish(std::move(*batch));
+    }
+    if (polling) return BatchMeta{};
+    if (std::chrono::steady_clock::now() >= deadline) {
+      throw Error(ErrorCode::kTimeout, "get_meta timed out after " +
+                                           std::to_string(request.timeout.count()) +
+                                           " ms: too few samples ready for " + describe(request));
+    }
+    // Releases the lock while waiting: other callers proceed.
+    state_->changed.wait_until(lock, deadline);
+  }
+}
+
+}  // namespace seqflow

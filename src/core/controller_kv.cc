@@ -1,0 +1,156 @@
+// The key-value API: a key names one sample of a partition; its tag is that
+// sample's custom_meta, so samplers read total_lengths from tags too.
+#include <algorithm>
+
+#include "core/batch_meta_builder.h"
+#include "core/controller_state.h"
+#include "core/meta_update.h"
+#include "seqflow/controller.h"
+#include "seqflow/error.h"
+
+namespace seqflow {
+namespace {
+
+using core::PartitionState;
+
+void check_keys(std::span<const std::string> keys) {
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (keys[i].empty()) throw_invalid("keys[" + std::to_string(i) + "] must not be empty");
+  }
+}
+
+// Every key's slot; throws kNotFound naming the first missing key.
+std::vector<uint32_t> require_keys(const PartitionState& partition,
+                                   std::span<const std::string> keys) {
+  std::vector<uint32_t> slots;
+  slots.reserve(keys.size());
+  for (const std::string& key : keys) {
+    auto slot = partition.key_slot(key);
+    if (!slot) {
+      throw Error(ErrorCode::kNotFound,
+                  "key '" + key + "' does not exist in partition '" + partition.name() + "'");
+    }
+    slots.push_back(*slot);
+  }
+  return slots;
+}
+
+}  // namespace
+
+BatchMeta Controller::kv_resolve(const std::string& partition_id, std::span<const std::string> keys,
+                                 std::span<const nlohmann::json> tags) {
+  if (partition_id.empty()) throw_invalid("partition_id must not be empty");
+  check_keys(keys);
+  if (!tags.empty() && tags.size() != keys.size()) {
+    throw_invalid("tags has " + std::to_string(tags.size()) + " entries for " +
+                  std::to_string(keys.size()) + " keys");
+  }
+  for (size_t i = 0; i < tags.size(); ++i) {
+    if (!tags[i].is_object() && !tags[i].is_null()) {
+      throw_invalid("tags[" + std::to_string(i) + "] (key '" + keys[i] +
+                    "') must be a JSON object or null, got " + tags[i].dump());
+    }
+  }
+
+  std::unique_lock lock(state_->mutex);
+  PartitionState* existing = state_->data.find(partition_id);
+  // Keys not yet known, first occurrence each, in the order given.
+  std::vector<std::string> fresh;
+  for (const std::string& key : keys) {
+    const bool known = existing != nullptr && existing->key_slot(key).has_value();
+    if (!known && std::find(fresh.begin(), fresh.end(), key) == fresh.end()) fresh.push_back(key);
+  }
+  // Check every tag before anything changes: known keys merge into their
+  // metadata, new keys start from their tag alone.
+  std::vector<uint32_t> known_slots;
+  std::vector<int64_t> known_indexes;
+  std::vector<nlohmann::json> known_tags;
+  std::vector<std::pair<std::string, core::EncodedMeta>> fresh_meta;
+  for (size_t i = 0; i < tags.size(); ++i) {
+    if (tags[i].is_null() || tags[i].empty()) continue;
+    auto slot = existing != nullptr ? existing->key_slot(keys[i]) : std::nullopt;
+    if (slot) {
+      known_slots.push_back(*slot);
+      known_indexes.push_back(existing->global_index(*slot));
+      known_tags.push_back(tags[i]);
+    } else {
+      auto it = std::find_if(fresh_meta.begin(), fresh_meta.end(),
+                             [&](const auto& entry) { return entry.first == keys[i]; });
+      nlohmann::json merged = it == fresh_meta.end()
+                                  ? tags[i]
+                                  : core::merge_meta(core::decode_meta(it->second.bytes), tags[i]);
+      auto encoded = core::encode_meta(merged, "tags[" + std::to_string(i) + "] (key '" +
+                                                   keys[i] + "')");
+      if (it == fresh_meta.end()) {
+        fresh_meta.emplace_back(keys[i], std::move(encoded));
+      } else {
+        it->second = std::move(encoded);
+      }
+    }
+  }
+  auto known_meta =
+      existing != nullptr
+          ? core::prepare_meta(*existing, known_slots, known_indexes, known_tags,
+                               core::encode_updates(known_indexes, known_tags))
+          : std::vector<std::pair<uint32_t, core::EncodedMeta>>{};
+
+  if (!fresh.empty()) core::check_sample_count(static_cast<int64_t>(fresh.size()), "new keys");
+  PartitionState& partition = state_->data.find_or_create(partition_id);
+  if (!fresh.empty()) {
+    const core::NewSamples added =
+        state_->data.add_samples(partition, static_cast<int64_t>(fresh.size()));
+    for (size_t i = 0; i < fresh.size(); ++i) partition.set_key(fresh[i], added.slots[i]);
+  }
+  for (auto& [slot, meta] : known_meta) partition.set_meta(slot, std::move(meta));
+  for (auto& [key, meta] : fresh_meta) partition.set_meta(*partition.key_slot(key), std::move(meta));
+  state_->changed.notify_all();
+  core::EncodedBatch batch = core::collect_batch(partition, require_keys(partition, keys));
+  lock.unlock();
+  return core::decode_batch(std::move(batch));
+}
+
+BatchMeta Controller::kv_lookup(const std::string& partition_id,
+                                std::span<const std::string> keys) const {
+  std::unique_lock lock(state_->mutex);
+  const PartitionState& partition = state_->data.require(partition_id);
+  core::EncodedBatch batch = core::collect_batch(partition, require_keys(partition, keys));
+  lock.unlock();
+  return core::decode_batch(std::move(batch));
+}
+
+std::vector<std::pair<std::string, nlohmann::json>> Controller::kv_list(
+    const std::string* partition_id) const {
+  std::lock_guard lock(state_->mutex);
+  std::vector<std::pair<std::string, nlohmann::json>> out;
+  auto list = [&](const PartitionState& partition) {
+    for (const auto& [key, slot] : partition.keys()) {
+      out.emplace_back(key, core::decode_meta(partition.meta_bytes(slot)));
+    }
+  };
+  if (partition_id != nullptr) {
+    list(state_->data.require(*partition_id));
+  } else {
+    for (const auto& entry : state_->data.partitions()) list(*entry.second);
+  }
+  return out;
+}
+
+std::vector<int64_t> Controller::kv_clear(const std::string& partition_id,
+                                          std::span<const std::string> keys) {
+  std::lock_guard lock(state_->mutex);
+  PartitionState& partition = state_->data.require(partition_id);
+  std::vector<uint32_t> slots = require_keys(partition, keys);
+  std::sort(slots.begin(), slots.end());
+  slots.erase(std::unique(slots.begin(), slots.end()), slots.end());
+  std::vector<int64_t> released;
+  released.reserve(slots.size());
+  for (uint32_t slot : slots) {
+    released.push_back(partition.global_index(slot));
+    state_->data.remove_sample(partition, slot);
+  }
+  std::sort(released.begin(), released.end());
+  state_->changed.notify_all();
+  return released;
+}
+
+}  // namespace seqflow

@@ -1,0 +1,27 @@
+// The controller's private state: data, sampler, and the lock and condition
+// variable that every call and every blocking fetch go through.
+#pragma once
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+
+#include "core/control_data.h"
+#include "seqflow/controller.h"
+#include "seqflow/sampler.h"
+
+namespace seqflow {
+
+struct Controller::State {
+  std::shared_ptr<Sampler> sampler;
+  bool polling_mode = false;
+  mutable std::mutex mutex;
+  // Notified whenever samples may have become ready (or their partition
+  // went away), so that blocked fetches re-check without polling.
+  std::condition_variable changed;
+  // Saves share path + ".tmp": one at a time.
+  mutable std::mutex save_mutex;
+  core::ControlData data;
+};
+
+}  // namespace seqflow

@@ -1,0 +1,58 @@
+#include "core/custom_meta.h"
+
+#include <cmath>
+
+#include "seqflow/error.h"
+
+namespace seqflow::core {
+namespace {
+
+std::optional<int64_t> extract_length(const nlohmann::json& value, const std::string& where) {
+  if (value.is_null()) return std::nullopt;
+  if (value.is_number_unsigned()) {
+    const auto v = value.get<uint64_t>();
+    if (v <= static_cast<uint64_t>(INT64_MAX)) return static_cast<int64_t>(v);
+  } else if (value.is_number_integer()) {
+    const auto v = value.get<int64_t>();
+    if (v >= 0) return v;
+  } else if (value.is_number_float()) {
+    // Python callers sometimes pass 1834.0; accept whole numbers only.
+    const double v = value.get<double>();
+    if (v >= 0 && v < 9.2e18 && std::floor(v) == v) return static_cast<int64_t>(v);
+  }
+  throw_invalid(where + ": total_lengths must be a non-negative integer, got " + value.dump());
+}
+
+}  // namespace
+
+EncodedMeta encode_meta(const nlohmann::json& meta, const std::string& where) {
+  if (!meta.is_object()) {
+    throw_invalid(where + " must be a JSON object, got " + meta.dump());
+  }
+  EncodedMeta out;
+  if (meta.empty()) return out;
+  if (auto it = meta.find("total_lengths"); it != meta.end()) {
+    out.length = extract_length(*it, where);
+  }
+  if (auto it = meta.find("group_id"); it != meta.end() && !it->is_null()) {
+    if (it->is_structured()) {
+      throw_invalid(where + ": group_id must be a scalar, got " + it->dump());
+    }
+    out.group = it->dump();
+  }
+  const std::vector<uint8_t> packed = nlohmann::json::to_msgpack(meta);
+  out.bytes.assign(packed.begin(), packed.end());
+  return out;
+}
+
+nlohmann::json decode_meta(const std::string& bytes) {
+  if (bytes.empty()) return nlohmann::json::object();
+  return nlohmann::json::from_msgpack(bytes);
+}
+
+nlohmann::json merge_meta(nlohmann::json current, const nlohmann::json& update) {
+  current.update(update);
+  return current;
+}
+
+}  // namespace seqflow::core

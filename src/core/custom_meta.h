@@ -1,0 +1,31 @@
+// Per-sample custom metadata kept compact: MessagePack bytes per sample, with
+// the two keys samplers read on every call (total_lengths, group_id) pulled
+// out into columns. Decoded to JSON only for samples that are handed out.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace seqflow::core {
+
+struct EncodedMeta {
+  std::string bytes;                  // empty for {}
+  std::optional<int64_t> length;      // "total_lengths"
+  std::optional<std::string> group;   // "group_id", as canonical JSON text
+};
+
+// Checks one sample's metadata and encodes it. `where` names the sample in
+// errors ("custom_meta[3] (global index 17)"). Throws kInvalidArgument when
+// it is not an object, when total_lengths is not a non-negative integer, or
+// when group_id is not a scalar.
+EncodedMeta encode_meta(const nlohmann::json& meta, const std::string& where);
+
+nlohmann::json decode_meta(const std::string& bytes);
+
+// `current` updated key by key with `update` (both objects).
+nlohmann::json merge_meta(nlohmann::json current, const nlohmann::json& update);
+
+}  // namespace seqflow::core

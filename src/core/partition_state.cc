@@ -1,0 +1,182 @@
+#include "core/partition_state.h"
+
+namespace seqflow::core {
+
+uint32_t PartitionState::add_sample(int64_t global_index, uint32_t put_id, uint32_t put_pos) {
+  uint32_t slot;
+  if (!free_slots_.empty()) {
+    slot = free_slots_.back();
+    free_slots_.pop_back();
+    global_index_[slot] = global_index;
+    std::fill_n(produced_.begin() + static_cast<ptrdiff_t>(slot * stride_), stride_, 0);
+    meta_[slot].clear();
+    meta_[slot].shrink_to_fit();
+    length_[slot] = kNoLength;
+    group_[slot] = 0;
+    put_id_[slot] = put_id;
+    put_pos_[slot] = put_pos;
+  } else {
+    slot = static_cast<uint32_t>(global_index_.size());
+    global_index_.push_back(global_index);
+    next_.push_back(kNoSlot);
+    prev_.push_back(kNoSlot);
+    produced_.resize(produced_.size() + stride_, 0);
+    meta_.emplace_back();
+    length_.push_back(kNoLength);
+    group_.push_back(0);
+    put_id_.push_back(put_id);
+    put_pos_.push_back(put_pos);
+  }
+  prev_[slot] = tail_;
+  next_[slot] = kNoSlot;
+  if (tail_ == kNoSlot) {
+    head_ = slot;
+  } else {
+    next_[tail_] = slot;
+  }
+  tail_ = slot;
+  ++live_;
+  for (auto& [name, queue] : tasks_) queue.append(slot);
+  return slot;
+}
+
+void PartitionState::remove_sample(uint32_t slot) {
+  for (auto& [name, queue] : tasks_) queue.remove(slot);
+  if (auto it = slot_key_.find(slot); it != slot_key_.end()) {
+    key_slot_.erase(it->second);
+    slot_key_.erase(it);
+  }
+  const uint32_t before = prev_[slot];
+  const uint32_t after = next_[slot];
+  if (before == kNoSlot) {
+    head_ = after;
+  } else {
+    next_[before] = after;
+  }
+  if (after == kNoSlot) {
+    tail_ = before;
+  } else {
+    prev_[after] = before;
+  }
+  global_index_[slot] = -1;
+  meta_[slot].clear();
+  meta_[slot].shrink_to_fit();
+  free_slots_.push_back(slot);
+  --live_;
+}
+
+std::optional<uint32_t> PartitionState::field_id(const std::string& name) const {
+  auto it = field_ids_.find(name);
+  if (it == field_ids_.end()) return std::nullopt;
+  return it->second;
+}
+
+uint32_t PartitionState::set_field(const std::string& name, const FieldSchema& schema) {
+  if (auto id = field_id(name)) {
+    schemas_[*id] = schema;
+    return *id;
+  }
+  const auto id = static_cast<uint32_t>(field_names_.size());
+  if (id >= stride_ * 64) {
+    // Widen every sample's bitset by one word (rare: past 64 fields).
+    const size_t wider = stride_ + 1;
+    const size_t slots = global_index_.size();
+    std::vector<uint64_t> bits(slots * wider, 0);
+    for (size_t s = 0; s < slots; ++s) {
+      std::copy_n(produced_.begin() + static_cast<ptrdiff_t>(s * stride_), stride_,
+                  bits.begin() + static_cast<ptrdiff_t>(s * wider));
+    }
+    produced_ = std::move(bits);
+    stride_ = wider;
+  }
+  field_names_.push_back(name);
+  schemas_.push_back(schema);
+  field_ids_.emplace(name, id);
+  return id;
+}
+
+bool PartitionState::produced(uint32_t slot, uint32_t field) const {
+  return ((produced_[slot * stride_ + field / 64] >> (field % 64)) & 1U) != 0;
+}
+
+void PartitionState::set_produced(uint32_t slot, uint32_t field) {
+  produced_[slot * stride_ + field / 64] |= uint64_t{1} << (field % 64);
+}
+
+std::optional<FieldMask> PartitionState::mask(std::span<const std::string> fields) const {
+  FieldMask out(stride_, 0);
+  for (const std::string& name : fields) {
+    auto id = field_id(name);
+    if (!id) return std::nullopt;
+    out[*id / 64] |= uint64_t{1} << (*id % 64);
+  }
+  return out;
+}
+
+bool PartitionState::has_all(uint32_t slot, const FieldMask& mask) const {
+  const uint64_t* bits = produced_.data() + slot * stride_;
+  for (size_t w = 0; w < mask.size(); ++w) {
+    if ((bits[w] & mask[w]) != mask[w]) return false;
+  }
+  return true;
+}
+
+std::span<const uint64_t> PartitionState::produced_words(uint32_t slot) const {
+  return {produced_.data() + slot * stride_, stride_};
+}
+
+void PartitionState::set_produced_words(uint32_t slot, std::span<const uint64_t> words) {
+  std::copy_n(words.begin(), std::min(words.size(), stride_),
+              produced_.begin() + static_cast<ptrdiff_t>(slot * stride_));
+}
+
+void PartitionState::set_meta(uint32_t slot, EncodedMeta meta) {
+  meta_[slot] = std::move(meta.bytes);
+  length_[slot] = meta.length.value_or(kNoLength);
+  if (!meta.group) {
+    group_[slot] = 0;
+    return;
+  }
+  auto [it, inserted] =
+      group_ids_.emplace(*meta.group, static_cast<uint32_t>(group_names_.size()));
+  if (inserted) group_names_.push_back(*meta.group);
+  group_[slot] = it->second + 1;
+}
+
+std::optional<int64_t> PartitionState::length(uint32_t slot) const {
+  if (length_[slot] == kNoLength) return std::nullopt;
+  return length_[slot];
+}
+
+std::string PartitionState::group_key(uint32_t slot, int64_t n) const {
+  if (group_[slot] != 0) return "g" + group_names_[group_[slot] - 1];
+  const int64_t run = n > 0 ? put_pos_[slot] / n : put_pos_[slot];
+  return "p" + std::to_string(put_id_[slot]) + ":" + std::to_string(run);
+}
+
+TaskQueue& PartitionState::task(const std::string& name) {
+  auto it = tasks_.find(name);
+  if (it != tasks_.end()) return it->second;
+  TaskQueue& queue = tasks_[name];
+  queue.reserve_slots(global_index_.size());
+  for (uint32_t slot = head_; slot != kNoSlot; slot = next_[slot]) queue.append(slot);
+  return queue;
+}
+
+const TaskQueue* PartitionState::find_task(const std::string& name) const {
+  auto it = tasks_.find(name);
+  return it == tasks_.end() ? nullptr : &it->second;
+}
+
+std::optional<uint32_t> PartitionState::key_slot(const std::string& key) const {
+  auto it = key_slot_.find(key);
+  if (it == key_slot_.end()) return std::nullopt;
+  return it->second;
+}
+
+void PartitionState::set_key(const std::string& key, uint32_t slot) {
+  key_slot_[key] = slot;
+  slot_key_[slot] = key;
+}
+
+}  // namespace seqflow::core

@@ -1,0 +1,118 @@
+// Everything the controller knows about one partition, stored by column over
+// slots (a slot is a sample's place in the partition; freed slots are reused):
+// production as a bitset per sample over the partition's field table,
+// consumption per task, custom metadata as compact bytes, and KV keys.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/custom_meta.h"
+#include "core/task_queue.h"
+#include "seqflow/controller.h"
+
+namespace seqflow::core {
+
+// Which fields, as bits over the field table (one word per 64 fields).
+using FieldMask = std::vector<uint64_t>;
+
+class PartitionState {
+ public:
+  PartitionState(std::string name, uint32_t number) : name_(std::move(name)), number_(number) {}
+
+  const std::string& name() const { return name_; }
+  // Distinguishes this partition from earlier ones of the same name.
+  uint32_t number() const { return number_; }
+  size_t size() const { return live_; }
+
+  // --- samples, in arrival order ---
+  uint32_t new_put_id() { return next_put_id_++; }
+  // Checkpoint load: later puts get ids above `id`.
+  void note_put_id(uint32_t id) { next_put_id_ = std::max(next_put_id_, id + 1); }
+  // A new live sample: the newest, unconsumed by every task.
+  uint32_t add_sample(int64_t global_index, uint32_t put_id, uint32_t put_pos);
+  // Forgets the sample everywhere (arrival order, tasks, key) and frees the slot.
+  void remove_sample(uint32_t slot);
+  int64_t global_index(uint32_t slot) const { return global_index_[slot]; }
+  uint32_t first() const { return head_; }  // then next() until kNoSlot
+  uint32_t next(uint32_t slot) const { return next_[slot]; }
+
+  // --- fields ---
+  std::optional<uint32_t> field_id(const std::string& name) const;
+  size_t field_count() const { return field_names_.size(); }
+  const std::string& field_name(uint32_t id) const { return field_names_[id]; }
+  const FieldSchema& schema(uint32_t id) const { return schemas_[id]; }
+  // Adds the field or replaces its schema.
+  uint32_t set_field(const std::string& name, const FieldSchema& schema);
+  bool produced(uint32_t slot, uint32_t field) const;
+  void set_produced(uint32_t slot, uint32_t field);
+  // Nullopt when a field is unknown here: then no sample has them all.
+  std::optional<FieldMask> mask(std::span<const std::string> fields) const;
+  bool has_all(uint32_t slot, const FieldMask& mask) const;
+  // Raw bits of one sample, for checkpoints: words_per_sample() words.
+  std::span<const uint64_t> produced_words(uint32_t slot) const;
+  void set_produced_words(uint32_t slot, std::span<const uint64_t> words);
+  size_t words_per_sample() const { return stride_; }
+
+  // --- custom metadata ---
+  const std::string& meta_bytes(uint32_t slot) const { return meta_[slot]; }
+  void set_meta(uint32_t slot, EncodedMeta meta);
+  std::optional<int64_t> length(uint32_t slot) const;
+  // SampleInfo::group_key: group_id when set, else the run of n in its put.
+  std::string group_key(uint32_t slot, int64_t n) const;
+  uint32_t put_id(uint32_t slot) const { return put_id_[slot]; }
+  uint32_t put_pos(uint32_t slot) const { return put_pos_[slot]; }
+
+  // --- tasks ---
+  // The task's queue; a new task starts with every live sample unconsumed.
+  TaskQueue& task(const std::string& name);
+  const TaskQueue* find_task(const std::string& name) const;
+  void erase_task(const std::string& name) { tasks_.erase(name); }
+  void erase_tasks() { tasks_.clear(); }
+  const std::map<std::string, TaskQueue>& tasks() const { return tasks_; }
+
+  // --- KV keys: a key names one sample ---
+  std::optional<uint32_t> key_slot(const std::string& key) const;
+  void set_key(const std::string& key, uint32_t slot);
+  const std::map<std::string, uint32_t>& keys() const { return key_slot_; }
+
+ private:
+  static constexpr int64_t kNoLength = INT64_MIN;
+
+  std::string name_;
+  uint32_t number_;
+  uint32_t next_put_id_ = 0;
+  size_t live_ = 0;
+
+  // Per slot.
+  std::vector<int64_t> global_index_;
+  std::vector<uint32_t> next_, prev_;  // arrival order of live samples
+  std::vector<uint64_t> produced_;     // stride_ words per slot
+  std::vector<std::string> meta_;      // MessagePack; empty means {}
+  std::vector<int64_t> length_;        // total_lengths or kNoLength
+  std::vector<uint32_t> group_;        // interned group_id + 1; 0: none
+  std::vector<uint32_t> put_id_, put_pos_;
+  std::vector<uint32_t> free_slots_;
+  uint32_t head_ = kNoSlot, tail_ = kNoSlot;
+
+  size_t stride_ = 1;
+  std::vector<std::string> field_names_;
+  std::vector<FieldSchema> schemas_;
+  std::unordered_map<std::string, uint32_t> field_ids_;
+
+  // group_id texts, interned: most samples share one with n - 1 others.
+  std::vector<std::string> group_names_;
+  std::unordered_map<std::string, uint32_t> group_ids_;
+
+  std::map<std::string, TaskQueue> tasks_;
+  std::map<std::string, uint32_t> key_slot_;
+  std::unordered_map<uint32_t, std::string> slot_key_;
+};
+
+}  // namespace seqflow::core

@@ -1,0 +1,48 @@
+#include "core/samplers/global_batch_sampler.h"
+
+#include "core/samplers/group_selection.h"
+#include "seqflow/error.h"
+
+namespace seqflow::samplers {
+
+GlobalBatchSampler::GlobalBatchSampler(int64_t dp_size) : dp_size_(dp_size) {
+  check_positive(dp_size, "dp_size");
+}
+
+void GlobalBatchSampler::check_rank(int64_t dp_rank) const {
+  if (dp_rank < 0 || dp_rank >= dp_size_) {
+    throw_invalid("dp_rank must be in [0, dp_size " + std::to_string(dp_size_) + "), got " +
+                  std::to_string(dp_rank));
+  }
+}
+
+std::optional<std::vector<int64_t>> GlobalBatchSampler::reserved(const std::string& partition_id,
+                                                                 const std::string& task_name,
+                                                                 const SamplingConfig& sampling) {
+  check_rank(sampling.dp_rank);
+  return book_.find(partition_id, task_name, sampling.batch_index, sampling.dp_rank);
+}
+
+SampleResult GlobalBatchSampler::sample(const SampleRequest& request) {
+  SampleResult result;
+  if (auto answer = reserved(request.partition_id, request.task_name, request.sampling)) {
+    result.sampled = std::move(*answer);
+    return result;
+  }
+  if (request.info == nullptr) throw Error(ErrorCode::kInternal, "sampler called without SampleInfo");
+  std::optional<RankSplit> split = plan(request);
+  if (!split) return result;
+  for (int64_t rank = 0; rank < dp_size_; ++rank) {
+    const auto& share = split->ranks[static_cast<size_t>(rank)];
+    result.consumed.insert(result.consumed.end(), share.begin(), share.end());
+    book_.put(request.partition_id, request.task_name, request.sampling.batch_index, rank, share);
+  }
+  result.sampled = split->ranks[static_cast<size_t>(request.sampling.dp_rank)];
+  return result;
+}
+
+void GlobalBatchSampler::clear(const std::string& partition_id, const std::string* task_name) {
+  book_.clear(partition_id, task_name);
+}
+
+}  // namespace seqflow::samplers

@@ -1,0 +1,50 @@
+// RankAwareSampler: the first caller of a (dp_rank, batch_index) takes the
+// oldest batch_size ready samples; every later caller with the same pair
+// (the other TP/PP ranks of that DP replica) gets the same samples.
+// Different dp_ranks get disjoint samples because taking consumes them.
+#include "core/samplers/reservation_book.h"
+#include "seqflow/sampler.h"
+
+namespace seqflow {
+namespace {
+
+class RankAwareSampler final : public Sampler {
+ public:
+  std::string name() const override { return "rank_aware"; }
+  bool prefix_stable() const override { return true; }
+
+  std::optional<std::vector<int64_t>> reserved(const std::string& partition_id,
+                                               const std::string& task_name,
+                                               const SamplingConfig& sampling) override {
+    return book_.find(partition_id, task_name, sampling.batch_index, sampling.dp_rank);
+  }
+
+  SampleResult sample(const SampleRequest& request) override {
+    SampleResult result;
+    if (auto answer = reserved(request.partition_id, request.task_name, request.sampling)) {
+      result.sampled = std::move(*answer);  // consumed when it was reserved
+      return result;
+    }
+    if (static_cast<int64_t>(request.ready.size()) < request.batch_size) return result;
+    result.sampled.assign(request.ready.begin(), request.ready.begin() + request.batch_size);
+    result.consumed = result.sampled;
+    book_.put(request.partition_id, request.task_name, request.sampling.batch_index,
+              request.sampling.dp_rank, result.sampled);
+    return result;
+  }
+
+  void clear(const std::string& partition_id, const std::string* task_name) override {
+    book_.clear(partition_id, task_name);
+  }
+  nlohmann::json state() const override { return book_.state(); }
+  void restore(const nlohmann::json& state) override { book_.restore(state); }
+
+ private:
+  samplers::ReservationBook book_;
+};
+
+}  // namespace
+
+std::shared_ptr<Sampler> make_rank_aware_sampler() { return std::make_shared<RankAwareSampler>(); }
+
+}  // namespace seqflow

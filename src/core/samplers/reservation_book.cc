@@ -1,0 +1,66 @@
+#include "core/samplers/reservation_book.h"
+
+#include "seqflow/error.h"
+
+namespace seqflow::samplers {
+
+std::optional<std::vector<int64_t>> ReservationBook::find(const std::string& partition_id,
+                                                          const std::string& task_name,
+                                                          int64_t batch_index,
+                                                          int64_t dp_rank) const {
+  auto batch = batches_.find(Key{partition_id, task_name, batch_index});
+  if (batch == batches_.end()) return std::nullopt;
+  auto rank = batch->second.find(dp_rank);
+  if (rank == batch->second.end()) return std::nullopt;
+  return rank->second;
+}
+
+bool ReservationBook::has_batch(const std::string& partition_id, const std::string& task_name,
+                                int64_t batch_index) const {
+  return batches_.count(Key{partition_id, task_name, batch_index}) != 0;
+}
+
+void ReservationBook::put(const std::string& partition_id, const std::string& task_name,
+                          int64_t batch_index, int64_t dp_rank, std::vector<int64_t> samples) {
+  batches_[Key{partition_id, task_name, batch_index}][dp_rank] = std::move(samples);
+}
+
+void ReservationBook::clear(const std::string& partition_id, const std::string* task_name) {
+  auto it = batches_.lower_bound(Key{partition_id, task_name ? *task_name : "", INT64_MIN});
+  while (it != batches_.end() && std::get<0>(it->first) == partition_id &&
+         (task_name == nullptr || std::get<1>(it->first) == *task_name)) {
+    it = batches_.erase(it);
+  }
+}
+
+nlohmann::json ReservationBook::state() const {
+  nlohmann::json batches = nlohmann::json::array();
+  for (const auto& [key, ranks] : batches_) {
+    nlohmann::json per_rank = nlohmann::json::array();
+    for (const auto& [rank, samples] : ranks) per_rank.push_back({{"dp_rank", rank}, {"samples", samples}});
+    batches.push_back({{"partition_id", std::get<0>(key)},
+                       {"task_name", std::get<1>(key)},
+                       {"batch_index", std::get<2>(key)},
+                       {"ranks", std::move(per_rank)}});
+  }
+  return {{"reservations", std::move(batches)}};
+}
+
+void ReservationBook::restore(const nlohmann::json& state) {
+  decltype(batches_) restored;
+  try {
+    for (const auto& batch : state.at("reservations")) {
+      auto& ranks = restored[Key{batch.at("partition_id").get<std::string>(),
+                                 batch.at("task_name").get<std::string>(),
+                                 batch.at("batch_index").get<int64_t>()}];
+      for (const auto& rank : batch.at("ranks")) {
+        ranks[rank.at("dp_rank").get<int64_t>()] = rank.at("samples").get<std::vector<int64_t>>();
+      }
+    }
+  } catch (const nlohmann::json::exception& error) {
+    throw_invalid(std::string("reservations state is malformed: ") + error.what());
+  }
+  batches_ = std::move(restored);
+}
+
+}  // namespace seqflow::samplers

@@ -1,0 +1,173 @@
+// Controller checkpoints: a round trip keeps everything, including sampler
+// state and reserved answers; a missing, damaged or foreign checkpoint is
+// refused and the running state stays as it was; saving is atomic.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "controller_test_support.h"
+#include "seqflow/controller.h"
+#include "seqflow/sampler.h"
+
+namespace seqflow {
+namespace {
+
+using test::fetch_request;
+using test::put;
+using test::throws_code;
+using json = nlohmann::json;
+
+std::string temp_path(const std::string& name) {
+  return ::testing::TempDir() + "seqflow_checkpoint_" + name + "_" + std::to_string(::getpid());
+}
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+std::string snapshot(const Controller& controller) {
+  const std::string path = temp_path("snapshot");
+  controller.save(path);
+  return read_bytes(path);
+}
+
+Controller seqlen_controller() {
+  return Controller(ControllerOptions{make_seqlen_balanced_sampler(2, 2), false});
+}
+
+// Partitions with produced, consumed, keyed and cleared samples, varied
+// schemas and metadata, and a reserved answer waiting for rank 1.
+void populate(Controller& controller) {
+  const std::vector<int64_t> lengths = {5, 9, 1, 7, 3, 3, 8, 2};
+  put(controller, "p", 8, {"x", "y"}, test::lengths_meta(lengths));
+  controller.mark_produced("p", std::vector<int64_t>{0, 1},
+                           {{"r", test::tensor_schema({7, 3}, DType::kBFloat16)}}, {});
+  controller.mark_produced("p", std::vector<int64_t>{2, 3},
+                           {{"r", test::tensor_schema({9, 3}, DType::kBFloat16)}}, {});
+  ASSERT_EQ(controller.get_meta(fetch_request("p", "actor", {"x"}, 2, 0, 0)).size(), 2u);
+  controller.kv_resolve("q", std::vector<std::string>{"k1", "k2"},
+                        std::vector<json>{{{"total_lengths", 4}, {"group_id", 7}}, nullptr});
+  controller.insert("q", 3);
+  controller.clear_samples("q", std::vector<int64_t>{9});
+}
+
+TEST(ControllerCheckpoint, RoundTripKeepsEverythingIncludingReservedAnswers) {
+  const std::string path = temp_path("round_trip");
+  Controller original = seqlen_controller();
+  populate(original);
+  original.save(path);
+
+  Controller restored = seqlen_controller();
+  put(restored, "junk", 3, {"z"});  // replaced by the load
+  restored.load(path);
+  EXPECT_EQ(snapshot(restored), snapshot(original));
+  EXPECT_EQ(restored.partition_list(), (std::vector<std::string>{"p", "q"}));
+
+  // Rank 1 gets its reserved share of batch 0 from both, the same one.
+  const BatchMeta a = original.get_meta(fetch_request("p", "actor", {"x"}, 2, 1, 0));
+  const BatchMeta b = restored.get_meta(fetch_request("p", "actor", {"x"}, 2, 1, 0));
+  EXPECT_EQ(a.global_indexes, b.global_indexes);
+  EXPECT_EQ(a.custom_meta, b.custom_meta);
+  EXPECT_EQ(b.size(), 2u);
+  // And the next batch is identical too.
+  EXPECT_EQ(original.get_meta(fetch_request("p", "actor", {"x"}, 2, 0, 1)).global_indexes,
+            restored.get_meta(fetch_request("p", "actor", {"x"}, 2, 0, 1)).global_indexes);
+
+  MetaRequest force = fetch_request("p", "actor", {"r"}, 1);
+  force.mode = MetaMode::kForceFetch;
+  const BatchMeta r = restored.get_meta(force);
+  EXPECT_EQ(r.global_indexes, (std::vector<int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(r.field_schema.at("r").shape, (Shape{-1, 3}));
+  EXPECT_EQ(restored.kv_lookup("q", std::vector<std::string>{"k1"}).custom_meta[0],
+            (json{{"total_lengths", 4}, {"group_id", 7}}));
+  // Index 9 was free when saved: the next insert reuses it, as the original.
+  EXPECT_EQ(restored.insert("q", 1).global_indexes, original.insert("q", 1).global_indexes);
+  std::remove(path.c_str());
+}
+
+TEST(ControllerCheckpoint, MissingOrCorruptCheckpointChangesNothing) {
+  const std::string good = temp_path("good");
+  Controller source = seqlen_controller();
+  populate(source);
+  source.save(good);
+  const std::string bytes = read_bytes(good);
+
+  Controller controller = seqlen_controller();
+  put(controller, "live", 4, {"x"}, test::lengths_meta({1, 2, 3, 4}));
+  const std::string before = snapshot(controller);
+
+  EXPECT_TRUE(throws_code([&] { controller.load(temp_path("nowhere")); }, ErrorCode::kNotFound,
+                          {"nowhere"}));
+  const std::string bad = temp_path("bad");
+  std::string flipped = bytes;
+  flipped[flipped.size() / 2] = static_cast<char>(flipped[flipped.size() / 2] ^ 0x40);
+  const std::vector<std::pair<const char*, std::string>> damaged = {
+      {"empty", ""},
+      {"truncated", bytes.substr(0, bytes.size() - 7)},
+      {"flipped byte", flipped},
+      {"not a checkpoint", "hello, world; this is not a checkpoint at all"},
+  };
+  for (const auto& [what, content] : damaged) {
+    SCOPED_TRACE(what);
+    write_bytes(bad, content);
+    EXPECT_TRUE(throws_code([&] { controller.load(bad); }, ErrorCode::kInvalidArgument,
+                            {"corrupt"}));
+    EXPECT_EQ(snapshot(controller), before);
+  }
+  // A valid checkpoint of another sampler is refused as well.
+  Controller other(ControllerOptions{make_rank_aware_sampler(), false});
+  EXPECT_TRUE(throws_code([&] { other.load(good); }, ErrorCode::kInvalidArgument,
+                          {"seqlen_balanced", "rank_aware"}));
+  std::remove(good.c_str());
+  std::remove(bad.c_str());
+}
+
+// A crash mid-save leaves only a stale ".tmp" behind; the previous checkpoint
+// still loads, and the next save replaces both.
+TEST(ControllerCheckpoint, SaveIsAtomic) {
+  const std::string path = temp_path("atomic");
+  Controller controller = seqlen_controller();
+  populate(controller);
+  controller.save(path);
+  const std::string first = read_bytes(path);
+  write_bytes(path + ".tmp", first.substr(0, first.size() / 3));  // the crashed save
+
+  Controller reader = seqlen_controller();
+  reader.load(path);
+  EXPECT_EQ(snapshot(reader), first);
+
+  put(controller, "p", 2, {"x"}, test::lengths_meta({1, 1}));
+  controller.save(path);
+  EXPECT_NE(read_bytes(path), first);
+  EXPECT_NE(::access((path + ".tmp").c_str(), F_OK), 0) << "the .tmp file must be gone";
+  reader.load(path);
+  EXPECT_EQ(snapshot(reader), snapshot(controller));
+  EXPECT_TRUE(throws_code([&] { controller.save(temp_path("no_such_dir") + "/x/ckpt"); },
+                          ErrorCode::kNotFound, {"no_such_dir"}));
+  std::remove(path.c_str());
+}
+
+TEST(ControllerCheckpoint, RankAwareReservationsSurvive) {
+  const std::string path = temp_path("rank_aware");
+  Controller original(ControllerOptions{make_rank_aware_sampler(), false});
+  put(original, "p", 6, {"x"});
+  const auto first = original.get_meta(fetch_request("p", "t", {"x"}, 2, 1, 0)).global_indexes;
+  original.save(path);
+  Controller restored(ControllerOptions{make_rank_aware_sampler(), false});
+  restored.load(path);
+  EXPECT_EQ(restored.get_meta(fetch_request("p", "t", {"x"}, 2, 1, 0)).global_indexes, first);
+  EXPECT_EQ(restored.get_meta(fetch_request("p", "t", {"x"}, 2, 0, 0)).global_indexes,
+            (std::vector<int64_t>{2, 3}));
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace seqflow

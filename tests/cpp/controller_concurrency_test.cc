@@ -1,0 +1,165 @@
+// The controller under real threads: producers and consumers of several
+// tasks, and DP ranks of a balanced sampler racing each other. Every sample
+// must reach every task exactly once. SEQFLOW_CONCURRENCY_SAMPLES sets the
+// sample count (default 100000; the ThreadSanitizer run uses fewer).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "controller_test_support.h"
+#include "seqflow/controller.h"
+#include "seqflow/sampler.h"
+
+namespace seqflow {
+namespace {
+
+using test::fetch_request;
+using std::chrono::milliseconds;
+
+int64_t sample_count(int64_t fallback) {
+  const char* value = std::getenv("SEQFLOW_CONCURRENCY_SAMPLES");
+  return value != nullptr ? std::max<int64_t>(1, std::atoll(value)) : fallback;
+}
+
+// Blocking fetches with a short timeout, so a consumer notices the end.
+std::vector<int64_t> fetch_until(Controller& controller, const MetaRequest& request,
+                                 const std::atomic<bool>& done) {
+  while (!done) {
+    try {
+      return controller.get_meta(request).global_indexes;
+    } catch (const Error& error) {
+      if (error.code() != ErrorCode::kTimeout) throw;
+    }
+  }
+  return {};
+}
+
+TEST(ControllerConcurrency, EightProducersSixteenConsumersThreeTasksExactlyOnce) {
+  constexpr int kProducers = 8;
+  constexpr int kConsumers = 16;
+  constexpr int kPut = 50;   // samples per put
+  constexpr int kBatch = 50;  // samples per fetch
+  const std::vector<std::string> tasks = {"actor", "ref", "critic"};
+  // Whole puts per producer and whole batches per task.
+  const int64_t puts = std::max<int64_t>(kProducers, sample_count(100000) / kPut);
+  const int64_t total = puts / kProducers * kProducers * kPut;
+
+  Controller controller;
+  // The partition exists, empty, before consumers start; indexes run 0..total-1.
+  controller.insert("p", 1);
+  controller.clear_samples("p", std::vector<int64_t>{0});
+
+  std::vector<std::vector<int>> times_seen(tasks.size(), std::vector<int>(total, 0));
+  std::vector<std::mutex> seen_mutex(tasks.size());
+  std::vector<std::atomic<int64_t>> consumed(tasks.size());
+  std::atomic<bool> done{false};
+  std::atomic<bool> failed{false};
+
+  std::vector<std::thread> threads;
+  for (int p = 0; p < kProducers; ++p) {
+    threads.emplace_back([&, p] {
+      for (int64_t i = 0; i < total / kProducers / kPut; ++i) {
+        const BatchMeta inserted = controller.insert("p", kPut);
+        std::vector<nlohmann::json> meta;
+        for (int64_t index : inserted.global_indexes) {
+          meta.push_back({{"total_lengths", 100 + index % 50}, {"producer", p}});
+        }
+        controller.mark_produced("p", inserted.global_indexes, test::fields_of({"x", "y"}), meta);
+      }
+    });
+  }
+  for (int c = 0; c < kConsumers; ++c) {
+    threads.emplace_back([&, c] {
+      const size_t task = static_cast<size_t>(c) % tasks.size();
+      MetaRequest request = fetch_request("p", tasks[task], {"x", "y"}, kBatch);
+      request.polling = false;
+      request.timeout = milliseconds(50);
+      try {
+        while (!done) {
+          const auto batch = fetch_until(controller, request, done);
+          if (batch.empty()) continue;
+          {
+            std::lock_guard lock(seen_mutex[task]);
+            for (int64_t index : batch) ++times_seen[task][static_cast<size_t>(index)];
+          }
+          bool all = true;
+          consumed[task] += static_cast<int64_t>(batch.size());
+          for (auto& count : consumed) all = all && count.load() == total;
+          if (all) done = true;
+        }
+      } catch (const std::exception& error) {
+        ADD_FAILURE() << "consumer " << c << ": " << error.what();
+        failed = true;
+        done = true;
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  ASSERT_FALSE(failed);
+  for (size_t t = 0; t < tasks.size(); ++t) {
+    SCOPED_TRACE(tasks[t]);
+    EXPECT_EQ(consumed[t].load(), total);
+    int64_t once = 0;
+    for (int count : times_seen[t]) once += count == 1;
+    EXPECT_EQ(once, total) << "samples lost or duplicated";
+    EXPECT_TRUE(controller.all_consumed(tasks[t], "p"));
+  }
+}
+
+// DP ranks of a seqlen-balanced sampler, each running through batch indexes
+// at its own pace while producers put groups: no sample reaches two ranks.
+TEST(ControllerConcurrency, BalancedRanksRacingNeverShareASample) {
+  constexpr int kRanks = 4;
+  constexpr int kGroup = 4;
+  constexpr int kPerRank = 8;  // samples per rank and batch
+  const int64_t batches = std::max<int64_t>(4, sample_count(100000) / 200 / (kRanks * kPerRank));
+  const int64_t total = batches * kRanks * kPerRank;
+  Controller controller(ControllerOptions{make_seqlen_balanced_sampler(kGroup, kRanks), false});
+  controller.insert("p", 1);
+  controller.clear_samples("p", std::vector<int64_t>{0});
+
+  std::vector<int> times_seen(static_cast<size_t>(total), 0);
+  std::mutex seen_mutex;
+  std::atomic<bool> failed{false};
+  std::vector<std::thread> threads;
+  for (int p = 0; p < 2; ++p) {
+    threads.emplace_back([&] {
+      for (int64_t i = 0; i < total / kGroup / 2; ++i) {
+        const BatchMeta inserted = controller.insert("p", kGroup);
+        std::vector<nlohmann::json> meta;
+        for (int64_t index : inserted.global_indexes) meta.push_back({{"total_lengths", 1 + index % 97}});
+        controller.mark_produced("p", inserted.global_indexes, test::fields_of({"x"}), meta);
+      }
+    });
+  }
+  for (int rank = 0; rank < kRanks; ++rank) {
+    threads.emplace_back([&, rank] {
+      try {
+        for (int64_t b = 0; b < batches; ++b) {
+          MetaRequest request = fetch_request("p", "t", {"x"}, kPerRank, rank, b);
+          request.polling = false;
+          request.timeout = milliseconds(60000);
+          const auto batch = controller.get_meta(request).global_indexes;
+          std::lock_guard lock(seen_mutex);
+          for (int64_t index : batch) ++times_seen[static_cast<size_t>(index)];
+        }
+      } catch (const std::exception& error) {
+        ADD_FAILURE() << "rank " << rank << ": " << error.what();
+        failed = true;
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  ASSERT_FALSE(failed);
+  for (size_t i = 0; i < times_seen.size(); ++i) {
+    ASSERT_EQ(times_seen[i], 1) << "global index " << i;
+  }
+}
+
+}  // namespace
+}  // namespace seqflow

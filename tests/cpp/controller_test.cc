@@ -1,0 +1,470 @@
+// Controller: indexes, production, consumption, modes, schema, custom_meta,
+// clearing, status, the KV API, errors that change nothing, and the cost of
+// a fetch as consumed history grows.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "controller_test_support.h"
+#include "core/scan_counter.h"
+#include "seqflow/controller.h"
+#include "seqflow/sampler.h"
+
+namespace seqflow {
+namespace {
+
+using test::fetch_request;
+using test::fields_of;
+using test::put;
+using test::throws_code;
+using json = nlohmann::json;
+using std::chrono::milliseconds;
+
+std::string temp_path(const std::string& name) {
+  return ::testing::TempDir() + "seqflow_controller_" + name + "_" +
+         std::to_string(::getpid());
+}
+
+// Every observable bit of the controller, via its own checkpoint bytes.
+std::string snapshot(const Controller& controller) {
+  const std::string path = temp_path("snapshot");
+  controller.save(path);
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::vector<int64_t> sorted(std::vector<int64_t> v) {
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+TEST(ControllerTest, IndexesAreUniqueAcrossPartitionsAndReusedSmallestFirst) {
+  Controller controller;
+  const BatchMeta a = controller.insert("a", 4);
+  const BatchMeta b = controller.insert("b", 3);
+  EXPECT_EQ(a.global_indexes, (std::vector<int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(b.global_indexes, (std::vector<int64_t>{4, 5, 6}));
+  EXPECT_EQ(a.partition_ids, std::vector<std::string>(4, "a"));
+  const std::vector<int64_t> drop = {2, 0};
+  EXPECT_EQ(controller.clear_samples("a", drop), (std::vector<int64_t>{0, 2}));
+  EXPECT_EQ(controller.insert("b", 3).global_indexes, (std::vector<int64_t>{0, 2, 7}));
+  EXPECT_EQ(controller.clear_partition("b"), (std::vector<int64_t>{0, 2, 4, 5, 6, 7}));
+  EXPECT_EQ(controller.partition_list(), std::vector<std::string>{"a"});
+  EXPECT_EQ(controller.insert("c", 2).global_indexes, (std::vector<int64_t>{0, 2}));
+}
+
+TEST(ControllerTest, FetchHandsEachSampleOncePerTask) {
+  Controller controller;
+  const auto indexes = put(controller, "p", 6, {"x", "y"});
+  const BatchMeta first = controller.get_meta(fetch_request("p", "actor", {"x"}, 4));
+  EXPECT_EQ(first.global_indexes, (std::vector<int64_t>{0, 1, 2, 3}));
+  ASSERT_EQ(first.field_schema.size(), 1u);
+  EXPECT_EQ(first.field_schema.at("x"), test::tensor_schema());
+  EXPECT_EQ(first.production_status, std::vector<std::vector<bool>>(4, {true}));
+  // Two left: too few for 4 in polling mode.
+  EXPECT_EQ(controller.get_meta(fetch_request("p", "actor", {"x"}, 4)).size(), 0u);
+  EXPECT_EQ(controller.get_meta(fetch_request("p", "actor", {"x"}, 2)).global_indexes,
+            (std::vector<int64_t>{4, 5}));
+  // Another task consumes independently.
+  EXPECT_EQ(controller.get_meta(fetch_request("p", "ref", {"x", "y"}, 6)).global_indexes, indexes);
+  EXPECT_TRUE(controller.all_consumed("actor", "p"));
+  EXPECT_TRUE(controller.all_consumed("ref", "p"));
+  EXPECT_FALSE(controller.all_consumed("critic", "p"));
+}
+
+TEST(ControllerTest, ReadyNeedsEveryRequestedField) {
+  Controller controller;
+  const BatchMeta inserted = controller.insert("p", 3);
+  const std::vector<int64_t> first_two = {inserted.global_indexes[0], inserted.global_indexes[1]};
+  controller.mark_produced("p", inserted.global_indexes, fields_of({"x"}), {});
+  controller.mark_produced("p", first_two, fields_of({"y"}), {});
+  EXPECT_EQ(controller.get_meta(fetch_request("p", "t", {"x", "y"}, 3)).size(), 0u);
+  EXPECT_EQ(controller.get_meta(fetch_request("p", "t", {"x", "y"}, 2)).global_indexes, first_two);
+  EXPECT_EQ(controller.get_meta(fetch_request("p", "t", {"never"}, 1)).size(), 0u);
+  const std::vector<std::string> xy = {"x", "y"};
+  EXPECT_EQ(controller.production_status(xy, "p"),
+            (std::vector<std::pair<int64_t, bool>>{{0, true}, {1, true}, {2, false}}));
+  EXPECT_FALSE(controller.all_produced(xy, "p"));
+  const std::vector<std::string> x = {"x"};
+  EXPECT_TRUE(controller.all_produced(x, "p"));
+}
+
+TEST(ControllerTest, ForceFetchReturnsEveryProducedSampleAndConsumesNothing) {
+  Controller controller;
+  put(controller, "p", 3, {"x"});
+  controller.insert("p", 2);  // not produced
+  MetaRequest request = fetch_request("p", "t", {"x"}, 1);
+  request.mode = MetaMode::kForceFetch;
+  EXPECT_EQ(controller.get_meta(request).global_indexes, (std::vector<int64_t>{0, 1, 2}));
+  request.fields.clear();
+  EXPECT_EQ(controller.get_meta(request).size(), 5u);
+  EXPECT_EQ(controller.get_meta(fetch_request("p", "t", {"x"}, 3)).size(), 3u);
+  const auto status = controller.consumption_status("t", "p");
+  EXPECT_EQ(status, (std::vector<std::pair<int64_t, bool>>{
+                        {0, true}, {1, true}, {2, true}, {3, false}, {4, false}}));
+}
+
+TEST(ControllerTest, InsertModeAllocatesBatchSizeSamples) {
+  Controller controller;
+  MetaRequest request;
+  request.mode = parse_meta_mode("insert");
+  request.partition_id = "p";
+  request.batch_size = 5;
+  const BatchMeta meta = controller.get_meta(request);
+  EXPECT_EQ(meta.global_indexes, (std::vector<int64_t>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(meta.custom_meta, std::vector<json>(5, json::object()));
+  EXPECT_EQ(parse_meta_mode("fetch"), MetaMode::kFetch);
+  EXPECT_EQ(parse_meta_mode("force_fetch"), MetaMode::kForceFetch);
+}
+
+TEST(ControllerTest, CustomMetaIsMergedAndHandedOutWithTheSample) {
+  Controller controller;
+  const BatchMeta inserted = controller.insert("p", 2);
+  const std::vector<json> meta = {{{"total_lengths", 10}, {"tag", "a"}}, {{"total_lengths", 20}}};
+  controller.mark_produced("p", inserted.global_indexes, fields_of({"x"}), meta);
+  const std::vector<json> update = {{{"tag", "b"}}, {{"score", 0.5}}};
+  controller.set_custom_meta("p", inserted.global_indexes, update);
+  const BatchMeta fetched = controller.get_meta(fetch_request("p", "t", {"x"}, 2));
+  EXPECT_EQ(fetched.custom_meta[0], (json{{"total_lengths", 10}, {"tag", "b"}}));
+  EXPECT_EQ(fetched.custom_meta[1], (json{{"total_lengths", 20}, {"score", 0.5}}));
+}
+
+TEST(ControllerTest, FieldSchemaMergesShapesAndRejectsConflicts) {
+  Controller controller;
+  const auto first = controller.insert("p", 1).global_indexes;
+  const auto second = controller.insert("p", 1).global_indexes;
+  controller.mark_produced("p", first, {{"r", test::tensor_schema({8, 2})}}, {});
+  controller.mark_produced("p", second, {{"r", test::tensor_schema({5, 2})}}, {});
+  MetaRequest request = fetch_request("p", "t", {"r"}, 1);
+  request.mode = MetaMode::kForceFetch;
+  const FieldSchema merged = controller.get_meta(request).field_schema.at("r");
+  EXPECT_TRUE(merged.is_nested);
+  EXPECT_EQ(merged.shape, (Shape{-1, 2}));
+  EXPECT_EQ(merged.dtype, DType::kFloat32);
+
+  const std::string before = snapshot(controller);
+  EXPECT_TRUE(throws_code(
+      [&] {
+        controller.mark_produced("p", second, {{"r", test::tensor_schema({5, 2}, DType::kInt64)}},
+                                 {});
+      },
+      ErrorCode::kInvalidArgument, {"'r'", "dtype conflict", "float32", "int64"}));
+  EXPECT_TRUE(throws_code(
+      [&] { controller.mark_produced("p", second, {{"r", test::tensor_schema({5})}}, {}); },
+      ErrorCode::kInvalidArgument, {"'r'", "inconsistent shapes"}));
+  EXPECT_TRUE(throws_code(
+      [&] { controller.mark_produced("p", second, {{"r", test::tensor_schema({-1, 2})}}, {}); },
+      ErrorCode::kInvalidArgument, {"'r'", "is_nested is false"}));
+  FieldSchema object;
+  object.is_object = true;
+  EXPECT_TRUE(throws_code([&] { controller.mark_produced("p", second, {{"r", object}}, {}); },
+                          ErrorCode::kInvalidArgument, {"'r'", "objects"}));
+  EXPECT_EQ(snapshot(controller), before);
+}
+
+// Every rejected call leaves every observable bit as it was.
+TEST(ControllerTest, BadInputIsRejectedAndChangesNothing) {
+  Controller controller(ControllerOptions{make_rank_aware_sampler(), false});
+  const auto indexes = put(controller, "p", 4, {"x"}, test::lengths_meta({1, 2, 3, 4}));
+  controller.kv_resolve("p", std::vector<std::string>{"k"}, {});
+  controller.get_meta(fetch_request("p", "t", {"x"}, 1));
+  const std::vector<int64_t> one = {indexes[1]};
+  controller.clear_samples("p", one);
+  const std::string before = snapshot(controller);
+
+  const std::vector<int64_t> mixed = {indexes[0], indexes[1]};  // indexes[1] is cleared
+  const std::vector<int64_t> live = {indexes[0], indexes[2]};
+  const ErrorCode invalid = ErrorCode::kInvalidArgument;
+  const ErrorCode not_found = ErrorCode::kNotFound;
+  struct Case {
+    const char* what;
+    std::function<void()> call;
+    ErrorCode code;
+    std::vector<std::string_view> fragments;
+  };
+  const std::vector<Case> cases = {
+      {"unknown partition", [&] { controller.get_meta(fetch_request("q", "t", {"x"}, 1)); },
+       not_found, {"partition_id", "'q'"}},
+      {"batch_size 0", [&] { controller.get_meta(fetch_request("p", "t", {"x"}, 0)); }, invalid,
+       {"batch_size", "0"}},
+      {"negative batch_size insert",
+       [&] {
+         MetaRequest r = fetch_request("p", "t", {"x"}, -3);
+         r.mode = MetaMode::kInsert;
+         controller.get_meta(r);
+       },
+       invalid, {"batch_size", "-3"}},
+      {"unknown mode",
+       [&] {
+         MetaRequest r = fetch_request("p", "t", {"x"}, 1);
+         r.mode = static_cast<MetaMode>(7);
+         controller.get_meta(r);
+       },
+       invalid, {"mode", "7"}},
+      {"unknown mode name", [&] { parse_meta_mode("fetchall"); }, invalid, {"mode", "fetchall"}},
+      {"negative dp_rank", [&] { controller.get_meta(fetch_request("p", "t", {"x"}, 1, -1)); },
+       invalid, {"dp_rank", "-1"}},
+      {"empty task", [&] { controller.get_meta(fetch_request("p", "", {"x"}, 1)); }, invalid,
+       {"task_name"}},
+      {"mark cleared sample",
+       [&] { controller.mark_produced("p", mixed, fields_of({"x", "z"}), {}); }, not_found,
+       {"global index 1", "'p'"}},
+      {"mark in unknown partition",
+       [&] { controller.mark_produced("q", live, fields_of({"x"}), {}); }, not_found, {"'q'"}},
+      {"meta count",
+       [&] { controller.mark_produced("p", live, fields_of({"z"}), test::lengths_meta({1})); },
+       invalid, {"custom_meta", "1 entries for 2 samples"}},
+      {"meta not an object",
+       [&] {
+         controller.mark_produced("p", live, fields_of({"z"}), std::vector<json>{json::object(), 5});
+       },
+       invalid, {"custom_meta[1]", "global index 2", "object"}},
+      {"bad total_lengths",
+       [&] {
+         controller.set_custom_meta("p", live,
+                                    std::vector<json>{{{"total_lengths", 1}}, {{"total_lengths", "x"}}});
+       },
+       invalid, {"global index 2", "total_lengths"}},
+      {"structured group_id",
+       [&] {
+         controller.set_custom_meta("p", live, std::vector<json>{json::object(), {{"group_id", {1}}}});
+       },
+       invalid, {"group_id"}},
+      {"set meta on cleared sample",
+       [&] { controller.set_custom_meta("p", mixed, test::lengths_meta({1, 1})); }, not_found,
+       {"global index 1"}},
+      {"clear unknown sample", [&] { controller.clear_samples("p", mixed); }, not_found,
+       {"global index 1"}},
+      {"clear unknown partition", [&] { controller.clear_partition("q"); }, not_found, {"'q'"}},
+      {"reset unknown partition", [&] { controller.reset_consumption("q", nullptr); }, not_found,
+       {"'q'"}},
+      {"status of unknown partition", [&] { controller.consumption_status("t", "q"); }, not_found,
+       {"'q'"}},
+      {"kv missing key",
+       [&] { controller.kv_lookup("p", std::vector<std::string>{"k", "nope"}); }, not_found,
+       {"key 'nope'"}},
+      {"kv clear missing key",
+       [&] { controller.kv_clear("p", std::vector<std::string>{"k", "nope"}); }, not_found,
+       {"key 'nope'"}},
+      {"kv bad tag",
+       [&] {
+         controller.kv_resolve("p", std::vector<std::string>{"new", "k"},
+                               std::vector<json>{json::object(), {{"total_lengths", -4}}});
+       },
+       invalid, {"total_lengths"}},
+      {"kv bad tag in new partition",
+       [&] {
+         controller.kv_resolve("fresh", std::vector<std::string>{"a"}, std::vector<json>{json(3)});
+       },
+       invalid, {"tags[0]", "'a'"}},
+      {"insert 0", [&] { controller.insert("fresh", 0); }, invalid, {"count", "0"}},
+      {"load missing checkpoint", [&] { controller.load(temp_path("does_not_exist")); }, not_found,
+       {"does_not_exist"}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    EXPECT_TRUE(throws_code(c.call, c.code, c.fragments));
+    EXPECT_EQ(snapshot(controller), before);
+  }
+  EXPECT_EQ(controller.partition_list(), std::vector<std::string>{"p"});
+}
+
+TEST(ControllerTest, ClearSamplesForgetsThemEverywhere) {
+  Controller controller;
+  const auto indexes = put(controller, "p", 4, {"x"});
+  const std::vector<int64_t> drop = {indexes[1], indexes[1], indexes[2]};
+  EXPECT_EQ(controller.clear_samples("p", drop), (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(controller.get_meta(fetch_request("p", "t", {"x"}, 2)).global_indexes,
+            (std::vector<int64_t>{0, 3}));
+  EXPECT_TRUE(controller.all_consumed("t", "p"));
+  EXPECT_EQ(controller.consumption_status("t", "p"),
+            (std::vector<std::pair<int64_t, bool>>{{0, true}, {3, true}}));
+}
+
+TEST(ControllerTest, ResetConsumptionOfOneTaskOrAll) {
+  Controller controller;
+  put(controller, "p", 2, {"x"});
+  controller.get_meta(fetch_request("p", "a", {"x"}, 2));
+  controller.get_meta(fetch_request("p", "b", {"x"}, 2));
+  const std::string a = "a";
+  controller.reset_consumption("p", &a);
+  EXPECT_FALSE(controller.all_consumed("a", "p"));
+  EXPECT_TRUE(controller.all_consumed("b", "p"));
+  EXPECT_EQ(controller.get_meta(fetch_request("p", "a", {"x"}, 2)).size(), 2u);
+  controller.reset_consumption("p", nullptr);
+  EXPECT_EQ(controller.get_meta(fetch_request("p", "a", {"x"}, 2)).size(), 2u);
+  EXPECT_EQ(controller.get_meta(fetch_request("p", "b", {"x"}, 2)).size(), 2u);
+}
+
+TEST(ControllerTest, EmptyPartitionIsNeitherConsumedNorProduced) {
+  Controller controller;
+  controller.insert("p", 1);
+  const std::vector<int64_t> all = {0};
+  controller.clear_samples("p", all);
+  const std::vector<std::string> x = {"x"};
+  EXPECT_FALSE(controller.all_consumed("t", "p"));
+  EXPECT_FALSE(controller.all_produced(x, "p"));
+  EXPECT_TRUE(controller.consumption_status("t", "p").empty());
+}
+
+TEST(ControllerTest, KeyValueApi) {
+  Controller controller;
+  const std::vector<std::string> keys = {"a", "b", "a"};
+  const std::vector<json> tags = {{{"total_lengths", 3}}, nullptr, {{"score", 1}}};
+  const BatchMeta first = controller.kv_resolve("p", keys, tags);
+  EXPECT_EQ(first.global_indexes, (std::vector<int64_t>{0, 1, 0}));
+  EXPECT_EQ(first.custom_meta[0], (json{{"total_lengths", 3}, {"score", 1}}));
+  // Known keys keep their sample; new ones get new samples; tags merge.
+  const std::vector<std::string> more = {"c", "b"};
+  const std::vector<json> more_tags = {json::object(), {{"x", true}}};
+  EXPECT_EQ(controller.kv_resolve("p", more, more_tags).global_indexes,
+            (std::vector<int64_t>{2, 1}));
+  const std::vector<int64_t> produced = {1};
+  controller.mark_produced("p", produced, fields_of({"v"}), {});
+  const BatchMeta looked = controller.kv_lookup("p", std::vector<std::string>{"b", "a"});
+  EXPECT_EQ(looked.global_indexes, (std::vector<int64_t>{1, 0}));
+  EXPECT_EQ(looked.production_status, (std::vector<std::vector<bool>>{{true}, {false}}));
+  EXPECT_EQ(looked.custom_meta[0], (json{{"x", true}}));
+
+  controller.kv_resolve("q", std::vector<std::string>{"z"}, {});
+  const std::string p = "p";
+  const auto listed = controller.kv_list(&p);
+  ASSERT_EQ(listed.size(), 3u);
+  EXPECT_EQ(listed[0].first, "a");
+  EXPECT_EQ(listed[0].second, (json{{"total_lengths", 3}, {"score", 1}}));
+  EXPECT_EQ(controller.kv_list(nullptr).size(), 4u);
+
+  EXPECT_EQ(controller.kv_clear("p", std::vector<std::string>{"a", "c"}),
+            (std::vector<int64_t>{0, 2}));
+  EXPECT_TRUE(throws_code([&] { controller.kv_lookup("p", std::vector<std::string>{"a"}); },
+                          ErrorCode::kNotFound, {"key 'a'", "'p'"}));
+  // Clearing a keyed sample by index forgets its key too.
+  const std::vector<int64_t> b = {1};
+  controller.clear_samples("p", b);
+  EXPECT_TRUE(controller.kv_list(&p).empty());
+}
+
+TEST(ControllerTest, BlockingFetchWakesWhenDataArrives) {
+  Controller controller;
+  controller.insert("p", 1);
+  const auto indexes = controller.insert("p", 2).global_indexes;
+  std::thread producer([&] {
+    std::this_thread::sleep_for(milliseconds(100));
+    controller.mark_produced("p", indexes, fields_of({"x"}), {});
+  });
+  MetaRequest request = fetch_request("p", "t", {"x"}, 2);
+  request.polling = false;
+  request.timeout = milliseconds(20000);
+  const auto start = std::chrono::steady_clock::now();
+  const BatchMeta meta = controller.get_meta(request);
+  const auto waited = std::chrono::steady_clock::now() - start;
+  producer.join();
+  EXPECT_EQ(meta.global_indexes, indexes);
+  EXPECT_LT(waited, milliseconds(10000));
+}
+
+TEST(ControllerTest, BlockingFetchTimesOutWhileOthersProceed) {
+  Controller controller;
+  controller.insert("p", 1);
+  std::atomic<bool> timed_out{false};
+  std::chrono::steady_clock::duration waited{};
+  std::thread waiter([&] {
+    MetaRequest request = fetch_request("p", "t", {"x"}, 1);
+    request.polling = false;
+    request.timeout = milliseconds(600);
+    const auto start = std::chrono::steady_clock::now();
+    timed_out = throws_code([&] { controller.get_meta(request); }, ErrorCode::kTimeout,
+                            {"600 ms", "'p'", "'t'"});
+    waited = std::chrono::steady_clock::now() - start;
+  });
+  // While the waiter blocks, other callers get through at once.
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 50; ++i) {
+    put(controller, "other", 1, {"x"});
+    EXPECT_EQ(controller.get_meta(fetch_request("other", "t", {"x"}, 1)).size(), 1u);
+  }
+  const auto others = std::chrono::steady_clock::now() - start;
+  waiter.join();
+  EXPECT_TRUE(timed_out);
+  EXPECT_GE(waited, milliseconds(600));
+  EXPECT_LT(others, milliseconds(600));
+}
+
+TEST(ControllerTest, BlockedFetchOfClearedPartitionFailsWithNotFound) {
+  Controller controller;
+  controller.insert("p", 1);
+  std::atomic<bool> not_found{false};
+  std::thread waiter([&] {
+    MetaRequest request = fetch_request("p", "t", {"x"}, 1);
+    request.polling = false;
+    request.timeout = milliseconds(20000);
+    not_found = throws_code([&] { controller.get_meta(request); }, ErrorCode::kNotFound, {"'p'"});
+  });
+  std::this_thread::sleep_for(milliseconds(100));
+  controller.clear_partition("p");
+  waiter.join();
+  EXPECT_TRUE(not_found);
+}
+
+TEST(ControllerTest, PollingModeIsTheDefaultWhenConfigured) {
+  Controller controller(ControllerOptions{nullptr, true});
+  controller.insert("p", 1);
+  MetaRequest request = fetch_request("p", "t", {"x"}, 1);
+  request.polling = false;
+  request.timeout = milliseconds(60000);
+  EXPECT_EQ(controller.get_meta(request).size(), 0u);
+}
+
+// Consumed history must not slow a fetch: it walks unconsumed samples only.
+TEST(ControllerTest, FetchNeverVisitsConsumedSamples) {
+  Controller controller;
+  constexpr int kRounds = 200;
+  constexpr int kBatch = 1000;
+  for (int round = 0; round < kRounds; ++round) {
+    put(controller, "p", kBatch, {"x"});
+    ASSERT_EQ(controller.get_meta(fetch_request("p", "t", {"x"}, kBatch)).size(),
+              static_cast<size_t>(kBatch));
+  }
+  put(controller, "p", 10, {"x"});
+  controller.insert("p", 5);  // unconsumed but not produced: visited, not ready
+  const uint64_t before = detail::fetch_scan_visits;
+  EXPECT_EQ(controller.get_meta(fetch_request("p", "t", {"x"}, 10)).size(), 10u);
+  EXPECT_EQ(detail::fetch_scan_visits - before, 15u);
+}
+
+// A large backlog of ready samples costs a prefix-stable sampler nothing.
+TEST(ControllerTest, FetchWalksOnlyWhatTheSamplerNeeds) {
+  Controller controller;
+  put(controller, "p", 100000, {"x"});
+  const uint64_t before = detail::fetch_scan_visits;
+  EXPECT_EQ(controller.get_meta(fetch_request("p", "t", {"x"}, 8)).size(), 8u);
+  EXPECT_LE(detail::fetch_scan_visits - before, 64u);
+}
+
+// TransferQueue defect 8: grouping by index contiguity breaks once indexes
+// are reused. Groups here are the runs of n within one put call.
+TEST(ControllerTest, GroupsFollowPutCallsNotIndexes) {
+  Controller controller(ControllerOptions{make_grpo_group_n_sampler(2), false});
+  controller.insert("p", 4);  // groups {0, 1} and {2, 3}
+  const std::vector<int64_t> hole = {1, 2};
+  controller.clear_samples("p", hole);
+  // This put reuses 1 and 2: indexes {1, 2, 4, 5}, groups {1, 2} and {4, 5}.
+  const auto indexes = put(controller, "p", 4, {"x"});
+  EXPECT_EQ(indexes, (std::vector<int64_t>{1, 2, 4, 5}));
+  const std::vector<int64_t> old = {0, 3};  // each lost its partner
+  controller.mark_produced("p", old, fields_of({"x"}), {});
+  // Index contiguity would pair {0, 1} and {2, 3}.
+  EXPECT_EQ(sorted(controller.get_meta(fetch_request("p", "t", {"x"}, 2)).global_indexes),
+            (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(sorted(controller.get_meta(fetch_request("p", "t", {"x"}, 2)).global_indexes),
+            (std::vector<int64_t>{4, 5}));
+  EXPECT_EQ(controller.get_meta(fetch_request("p", "t", {"x"}, 2)).size(), 0u);
+}
+
+}  // namespace
+}  // namespace seqflow

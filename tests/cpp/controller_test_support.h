@@ -1,0 +1,92 @@
+// Shared helpers of the controller and sampler tests: putting produced
+// samples, building fetch requests, and checking errors by code and message.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "seqflow/controller.h"
+#include "seqflow/error.h"
+
+namespace seqflow::test {
+
+inline FieldSchema tensor_schema(Shape shape = {4}, DType dtype = DType::kFloat32) {
+  FieldSchema schema;
+  schema.dtype = dtype;
+  schema.shape = std::move(shape);
+  return schema;
+}
+
+inline std::map<std::string, FieldSchema> fields_of(std::initializer_list<std::string> names) {
+  std::map<std::string, FieldSchema> out;
+  for (const std::string& name : names) out.emplace(name, tensor_schema());
+  return out;
+}
+
+// Inserts `count` samples (one put call) and marks `fields` produced, with
+// the given custom_meta (empty, or one object per sample).
+inline std::vector<int64_t> put(Controller& controller, const std::string& partition,
+                                int64_t count, std::initializer_list<std::string> fields,
+                                const std::vector<nlohmann::json>& meta = {}) {
+  const BatchMeta inserted = controller.insert(partition, count);
+  controller.mark_produced(partition, inserted.global_indexes, fields_of(fields), meta);
+  return inserted.global_indexes;
+}
+
+// total_lengths per sample, as custom_meta.
+inline std::vector<nlohmann::json> lengths_meta(const std::vector<int64_t>& lengths) {
+  std::vector<nlohmann::json> out;
+  for (int64_t length : lengths) out.push_back({{"total_lengths", length}});
+  return out;
+}
+
+inline MetaRequest fetch_request(const std::string& partition, const std::string& task,
+                                 std::vector<std::string> fields, int64_t batch_size,
+                                 int64_t dp_rank = 0, int64_t batch_index = 0) {
+  MetaRequest request;
+  request.fields = std::move(fields);
+  request.batch_size = batch_size;
+  request.partition_id = partition;
+  request.mode = MetaMode::kFetch;
+  request.task_name = task;
+  request.sampling.dp_rank = dp_rank;
+  request.sampling.batch_index = batch_index;
+  request.polling = true;
+  return request;
+}
+
+// Passes when `fn` throws seqflow::Error with `code` and a message holding
+// every fragment.
+inline ::testing::AssertionResult throws_code(const std::function<void()>& fn, ErrorCode code,
+                                              const std::vector<std::string_view>& fragments = {}) {
+  try {
+    fn();
+  } catch (const Error& error) {
+    const std::string message = error.what();
+    if (error.code() != code) {
+      return ::testing::AssertionFailure() << "wrong error code " << static_cast<int>(error.code())
+                                           << "; message: " << message;
+    }
+    for (std::string_view fragment : fragments) {
+      if (message.find(fragment) == std::string::npos) {
+        return ::testing::AssertionFailure()
+               << "message \"" << message << "\" lacks \"" << fragment << "\"";
+      }
+    }
+    return ::testing::AssertionSuccess();
+  } catch (const std::exception& error) {
+    return ::testing::AssertionFailure() << "threw a non-seqflow exception: " << error.what();
+  }
+  return ::testing::AssertionFailure() << "did not throw";
+}
+
+}  // namespace seqflow::test

@@ -1,0 +1,319 @@
+// Samplers, driven through a real Controller: sequential, GRPO groups,
+// rank-aware answers, seqlen-balanced and token-budget global batches, and
+// the registry.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <set>
+
+#include "controller_test_support.h"
+#include "seqflow/balance.h"
+#include "seqflow/controller.h"
+#include "seqflow/sampler.h"
+
+namespace seqflow {
+namespace {
+
+using test::fetch_request;
+using test::lengths_meta;
+using test::put;
+using test::throws_code;
+using json = nlohmann::json;
+
+std::vector<int64_t> sorted(std::vector<int64_t> v) {
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+std::vector<int64_t> fetch(Controller& controller, int64_t batch_size, int64_t dp_rank = 0,
+                           int64_t batch_index = 0, const std::string& task = "t") {
+  return controller.get_meta(fetch_request("p", task, {"x"}, batch_size, dp_rank, batch_index))
+      .global_indexes;
+}
+
+Controller with(std::shared_ptr<Sampler> sampler) {
+  return Controller(ControllerOptions{std::move(sampler), false});
+}
+
+int64_t tokens(const std::vector<int64_t>& indexes, const std::vector<int64_t>& lengths) {
+  int64_t sum = 0;
+  for (int64_t index : indexes) sum += lengths[static_cast<size_t>(index)];
+  return sum;
+}
+
+// Each group (runs of n in put order, starting at index 0) lies in one answer.
+void expect_whole_groups(const std::vector<std::vector<int64_t>>& answers, int64_t n) {
+  std::map<int64_t, size_t> answer_of_group;
+  for (size_t a = 0; a < answers.size(); ++a) {
+    for (int64_t index : answers[a]) {
+      auto [it, inserted] = answer_of_group.emplace(index / n, a);
+      EXPECT_EQ(it->second, a) << "group of index " << index << " is split";
+    }
+  }
+}
+
+void expect_disjoint(const std::vector<std::vector<int64_t>>& answers) {
+  std::set<int64_t> seen;
+  for (const auto& answer : answers) {
+    for (int64_t index : answer) EXPECT_TRUE(seen.insert(index).second) << "index " << index << " twice";
+  }
+}
+
+TEST(SamplerSequential, OldestBatchOrNothing) {
+  Controller controller = with(make_sequential_sampler());
+  put(controller, "p", 5, {"x"});
+  EXPECT_EQ(fetch(controller, 3), (std::vector<int64_t>{0, 1, 2}));
+  EXPECT_TRUE(fetch(controller, 3).empty());
+  EXPECT_EQ(make_sequential_sampler()->name(), "sequential");
+}
+
+TEST(SamplerGRPOGroupN, WholeGroupsOnlyOldestCompleteFirst) {
+  Controller controller = with(make_grpo_group_n_sampler(3));
+  const BatchMeta first = controller.insert("p", 3);   // group A: 0 1 2
+  const BatchMeta second = controller.insert("p", 3);  // group B: 3 4 5
+  // B complete, A missing one member.
+  controller.mark_produced("p", second.global_indexes, test::fields_of({"x"}), {});
+  const std::vector<int64_t> partial = {0, 1};
+  controller.mark_produced("p", partial, test::fields_of({"x"}), {});
+  EXPECT_TRUE(fetch(controller, 6).empty());
+  EXPECT_EQ(fetch(controller, 3), (std::vector<int64_t>{3, 4, 5}));
+  EXPECT_TRUE(fetch(controller, 3).empty());
+  const std::vector<int64_t> last = {2};
+  controller.mark_produced("p", last, test::fields_of({"x"}), {});
+  EXPECT_EQ(sorted(fetch(controller, 3)), first.global_indexes);
+  EXPECT_TRUE(throws_code([&] { fetch(controller, 4); }, ErrorCode::kInvalidArgument,
+                          {"batch_size (4)", "n_samples_per_prompt (3)"}));
+  EXPECT_TRUE(throws_code([] { make_grpo_group_n_sampler(0); }, ErrorCode::kInvalidArgument,
+                          {"n_samples_per_prompt", "0"}));
+}
+
+TEST(SamplerGRPOGroupN, GroupIdJoinsSamplesOfDifferentPuts) {
+  Controller controller = with(make_grpo_group_n_sampler(2));
+  // Members of prompt "u1" arrive in two puts, interleaved with "u2".
+  put(controller, "p", 2, {"x"}, {{{"group_id", "u1"}}, {{"group_id", "u2"}}});
+  EXPECT_TRUE(fetch(controller, 2).empty());
+  put(controller, "p", 2, {"x"}, {{{"group_id", "u2"}}, {{"group_id", "u1"}}});
+  EXPECT_EQ(fetch(controller, 2), (std::vector<int64_t>{1, 2}));  // u2 completes first
+  EXPECT_EQ(fetch(controller, 2), (std::vector<int64_t>{0, 3}));
+}
+
+TEST(SamplerRankAware, SameRankAndBatchGetTheSameSamples) {
+  Controller controller = with(make_rank_aware_sampler());
+  put(controller, "p", 8, {"x"});
+  const auto rank0 = fetch(controller, 2, 0, 0);
+  const auto rank1 = fetch(controller, 2, 1, 0);
+  EXPECT_EQ(rank0, (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(rank1, (std::vector<int64_t>{2, 3}));
+  // Another TP rank of DP rank 0 asks for batch 0 again: same answer.
+  EXPECT_EQ(fetch(controller, 2, 0, 0), rank0);
+  EXPECT_EQ(fetch(controller, 2, 1, 0), rank1);
+  EXPECT_EQ(fetch(controller, 2, 0, 1), (std::vector<int64_t>{4, 5}));
+  // A new task starts over.
+  EXPECT_EQ(fetch(controller, 2, 1, 0, "u"), (std::vector<int64_t>{0, 1}));
+}
+
+// TransferQueue defect 1: its SeqlenBalancedSampler marked only the caller's
+// share consumed, so rank 0 asking for batch 1 before rank 1 fetched batch 0
+// got rank 1's samples of batch 0 again.
+TEST(SamplerSeqlenBalanced, RankZeroRunningAheadNeverDuplicates) {
+  Controller controller = with(make_seqlen_balanced_sampler(2, 2));
+  const std::vector<int64_t> lengths = {5, 9, 1, 7, 3, 3, 8, 2, 6, 4, 4, 6, 9, 1, 2, 2};
+  put(controller, "p", 16, {"x"}, lengths_meta(lengths));
+  const auto r0b0 = fetch(controller, 4, 0, 0);
+  const auto r0b1 = fetch(controller, 4, 0, 1);
+  const auto r1b0 = fetch(controller, 4, 1, 0);
+  const auto r1b1 = fetch(controller, 4, 1, 1);
+  const std::vector<std::vector<int64_t>> answers = {r0b0, r0b1, r1b0, r1b1};
+  for (const auto& answer : answers) EXPECT_EQ(answer.size(), 4u);
+  expect_disjoint(answers);
+  expect_whole_groups(answers, 2);
+  // Batch 0 is the oldest eight samples, batch 1 the next eight.
+  std::vector<int64_t> batch0 = r0b0;
+  batch0.insert(batch0.end(), r1b0.begin(), r1b0.end());
+  EXPECT_EQ(sorted(batch0), (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_TRUE(controller.all_consumed("t", "p"));
+  // Any rank repeating a batch (another TP rank) gets the same answer.
+  EXPECT_EQ(fetch(controller, 4, 1, 0), r1b0);
+}
+
+TEST(SamplerSeqlenBalanced, BalancesTokensAcrossRanks) {
+  Controller controller = with(make_seqlen_balanced_sampler(1, 4));
+  std::vector<int64_t> lengths;
+  for (int i = 0; i < 64; ++i) lengths.push_back(100 + (i * 7919) % 3000);
+  put(controller, "p", 64, {"x"}, lengths_meta(lengths));
+  std::vector<int64_t> sums;
+  for (int rank = 0; rank < 4; ++rank) sums.push_back(tokens(fetch(controller, 16, rank), lengths));
+  const auto [lo, hi] = std::minmax_element(sums.begin(), sums.end());
+  EXPECT_LE(*hi - *lo, 3000 / 10) << "spread too large";
+  EXPECT_EQ(std::accumulate(sums.begin(), sums.end(), int64_t{0}),
+            std::accumulate(lengths.begin(), lengths.end(), int64_t{0}));
+}
+
+TEST(SamplerSeqlenBalanced, GroupCountsThatDoNotDivideAreBalancedNotFatal) {
+  // n 4, dp 2, 6 per rank: 12 samples, 3 groups over 2 ranks.
+  Controller controller = with(make_seqlen_balanced_sampler(4, 2));
+  put(controller, "p", 12, {"x"}, lengths_meta(std::vector<int64_t>(12, 10)));
+  const auto rank0 = fetch(controller, 6, 0);
+  const auto rank1 = fetch(controller, 6, 1);
+  std::vector<size_t> sizes = {rank0.size(), rank1.size()};
+  std::sort(sizes.begin(), sizes.end());
+  EXPECT_EQ(sizes, (std::vector<size_t>{4, 8}));
+  expect_whole_groups({rank0, rank1}, 4);
+  expect_disjoint({rank0, rank1});
+}
+
+TEST(SamplerSeqlenBalanced, KKMatchesTransferQueueExactly) {
+  for (int64_t per_rank : {6, 8}) {  // 3 groups (unequal) and 4 groups (equal) over 2 ranks
+    SCOPED_TRACE(per_rank);
+    Controller controller = with(make_seqlen_balanced_sampler(4, 2, "kk"));
+    const std::vector<int64_t> lengths = {9, 3, 4, 1, 8, 8, 2, 2, 1, 1, 7, 5, 6, 6, 3, 3};
+    put(controller, "p", 16, {"x"}, lengths_meta(lengths));
+    const auto rank0 = fetch(controller, per_rank, 0);
+    const auto rank1 = fetch(controller, per_rank, 1);
+    const int64_t groups = per_rank * 2 / 4;
+    std::vector<int64_t> sums;
+    for (int64_t g = 0; g < groups; ++g) {
+      sums.push_back(std::accumulate(lengths.begin() + g * 4, lengths.begin() + g * 4 + 4, int64_t{0}));
+    }
+    const auto parts = balance::get_seqlen_balanced_partitions(sums, 2, groups % 2 == 0);
+    const std::vector<std::vector<int64_t>> answers = {rank0, rank1};
+    for (size_t rank = 0; rank < 2; ++rank) {
+      std::vector<int64_t> expected;
+      for (int64_t g : parts[rank]) {
+        for (int64_t i = 0; i < 4; ++i) expected.push_back(g * 4 + i);
+      }
+      EXPECT_EQ(answers[rank], expected) << "rank " << rank;
+    }
+  }
+}
+
+TEST(SamplerSeqlenBalanced, MissingLengthIsAnErrorUnlessDefaulted) {
+  Controller strict = with(make_seqlen_balanced_sampler(1, 2));
+  put(strict, "p", 3, {"x"}, lengths_meta({4, 5, 6}));
+  put(strict, "p", 1, {"x"});  // index 3: no total_lengths
+  EXPECT_TRUE(throws_code([&] { fetch(strict, 2); }, ErrorCode::kInvalidArgument,
+                          {"global index 3", "'p'", "total_lengths"}));
+  EXPECT_FALSE(strict.consumption_status("t", "p")[0].second) << "nothing may be consumed";
+  EXPECT_EQ(fetch(strict, 1, 0).size(), 1u);  // 2 samples suffice; 3 is not read
+
+  Controller lenient = with(make_seqlen_balanced_sampler(1, 2, "auto", 1000));
+  put(lenient, "p", 1, {"x"}, lengths_meta({1}));
+  put(lenient, "p", 3, {"x"});
+  const auto rank0 = fetch(lenient, 2, 0);
+  const auto rank1 = fetch(lenient, 2, 1);
+  EXPECT_EQ(rank0.size() + rank1.size(), 4u);
+}
+
+TEST(SamplerSeqlenBalanced, ReservedShareIsServedWhenNothingIsReady) {
+  Controller controller = with(make_seqlen_balanced_sampler(1, 2));
+  put(controller, "p", 4, {"x"}, lengths_meta({1, 2, 3, 4}));
+  EXPECT_EQ(fetch(controller, 2, 0).size(), 2u);
+  EXPECT_TRUE(controller.all_consumed("t", "p"));  // the whole global batch
+  EXPECT_EQ(fetch(controller, 2, 1).size(), 2u);   // polling, nothing ready: reserved
+  EXPECT_TRUE(fetch(controller, 2, 1, 1).empty());
+}
+
+TEST(SamplerSeqlenBalanced, BadArguments) {
+  Controller controller = with(make_seqlen_balanced_sampler(2, 2));
+  put(controller, "p", 4, {"x"}, lengths_meta({1, 2, 3, 4}));
+  EXPECT_TRUE(throws_code([&] { fetch(controller, 2, 2); }, ErrorCode::kInvalidArgument,
+                          {"dp_rank", "2"}));
+  Controller threes = with(make_seqlen_balanced_sampler(3, 2));
+  put(threes, "p", 6, {"x"}, lengths_meta({1, 2, 3, 4, 5, 6}));
+  EXPECT_TRUE(throws_code([&] { fetch(threes, 2, 0); }, ErrorCode::kInvalidArgument,
+                          {"batch_size * dp_size (2 * 2)", "n_samples_per_prompt (3)"}));
+  EXPECT_TRUE(throws_code([&] { fetch(controller, 1, 0); }, ErrorCode::kInvalidArgument,
+                          {"fewer than dp_size"}));
+  EXPECT_TRUE(throws_code([] { make_seqlen_balanced_sampler(1, 0); },
+                          ErrorCode::kInvalidArgument, {"dp_size"}));
+  EXPECT_TRUE(throws_code([] { make_seqlen_balanced_sampler(1, 2, "greedy"); },
+                          ErrorCode::kInvalidArgument, {"algorithm", "greedy"}));
+}
+
+TEST(SamplerSeqlenBalanced, StateIsClearedWithPartitionAndTaskReset) {
+  Controller controller = with(make_seqlen_balanced_sampler(1, 2));
+  put(controller, "p", 4, {"x"}, lengths_meta({1, 2, 3, 4}));
+  fetch(controller, 2, 0);
+  const std::string t = "t";
+  controller.reset_consumption("p", &t);
+  // The reservation is gone with the task's consumption: a fresh global batch.
+  const auto rank1 = fetch(controller, 2, 1);
+  const auto rank0 = fetch(controller, 2, 0);
+  expect_disjoint({rank0, rank1});
+  EXPECT_EQ(rank0.size() + rank1.size(), 4u);
+  controller.clear_partition("p");
+  put(controller, "p", 4, {"x"}, lengths_meta({1, 2, 3, 4}));
+  EXPECT_EQ(fetch(controller, 2, 1).size(), 2u);
+  EXPECT_EQ(fetch(controller, 2, 0).size(), 2u);
+  EXPECT_TRUE(controller.all_consumed("t", "p"));
+}
+
+TEST(SamplerTokenBudget, FillsEachRankUpToTheBudgetWithWholeGroups) {
+  Controller controller = with(make_token_budget_sampler(100, 2, 2));
+  // Groups (of 2): 30, 50, 40, 60, 20, 70 tokens.
+  const std::vector<int64_t> lengths = {10, 20, 25, 25, 20, 20, 30, 30, 5, 15, 35, 35};
+  put(controller, "p", 12, {"x"}, lengths_meta(lengths));
+  // Budget 200: 30 + 50 + 40 + 60 = 180 fits, + 20 = 200 fits, + 70 does not.
+  const auto rank0 = fetch(controller, 1000, 0);
+  const auto rank1 = fetch(controller, 1000, 1);
+  expect_whole_groups({rank0, rank1}, 2);
+  expect_disjoint({rank0, rank1});
+  EXPECT_LE(tokens(rank0, lengths), 100);
+  EXPECT_LE(tokens(rank1, lengths), 100);
+  EXPECT_EQ(rank0.size() + rank1.size(), 10u);
+  // The last group waits: it alone does not fill a batch.
+  EXPECT_TRUE(fetch(controller, 1000, 0, 1).empty());
+}
+
+TEST(SamplerTokenBudget, WaitsUntilTheBudgetIsFullAndHonoursTheSampleCap) {
+  Controller controller = with(make_token_budget_sampler(100, 1, 2));
+  put(controller, "p", 3, {"x"}, lengths_meta({50, 50, 50}));
+  EXPECT_TRUE(fetch(controller, 1000, 0).empty());  // 150 of 200: not full
+  put(controller, "p", 1, {"x"}, lengths_meta({60}));
+  EXPECT_EQ(fetch(controller, 1000, 0).size() + fetch(controller, 1000, 1).size(), 3u);
+  // batch_size caps samples per global batch at batch_size * dp_size.
+  put(controller, "p", 4, {"x"}, lengths_meta({1, 1, 1, 1}));
+  const auto rank0 = fetch(controller, 1, 0, 1);
+  const auto rank1 = fetch(controller, 1, 1, 1);
+  EXPECT_EQ(rank0.size() + rank1.size(), 2u);
+}
+
+TEST(SamplerTokenBudget, GroupOverTheBudgetIsAnError) {
+  Controller controller = with(make_token_budget_sampler(100, 2, 2));
+  put(controller, "p", 2, {"x"}, lengths_meta({60, 70}));
+  EXPECT_TRUE(throws_code([&] { fetch(controller, 10, 0); }, ErrorCode::kInvalidArgument,
+                          {"130 tokens", "max_tokens 100"}));
+  EXPECT_FALSE(controller.all_consumed("t", "p"));
+}
+
+TEST(SamplerRegistry, BuildsByNameAndRejectsBadArguments) {
+  EXPECT_EQ(make_sampler("sequential", nullptr)->name(), "sequential");
+  EXPECT_EQ(make_sampler("rank_aware", json::object())->name(), "rank_aware");
+  EXPECT_EQ(make_sampler("grpo_group_n", {{"n_samples_per_prompt", 4}})->name(), "grpo_group_n");
+  EXPECT_EQ(make_sampler("seqlen_balanced",
+                         {{"n_samples_per_prompt", 4}, {"dp_size", 2}, {"algorithm", "kk"},
+                          {"default_length", 0}})
+                ->name(),
+            "seqlen_balanced");
+  EXPECT_EQ(make_sampler("token_budget", {{"max_tokens", 4096}, {"dp_size", 2}})->name(),
+            "token_budget");
+  const ErrorCode invalid = ErrorCode::kInvalidArgument;
+  EXPECT_TRUE(throws_code([] { make_sampler("fifo", nullptr); }, invalid, {"'fifo'"}));
+  EXPECT_TRUE(throws_code([] { make_sampler("grpo_group_n", json::object()); }, invalid,
+                          {"n_samples_per_prompt"}));
+  EXPECT_TRUE(throws_code([] { make_sampler("grpo_group_n", {{"n_samples_per_promt", 4}}); },
+                          invalid, {"n_samples_per_promt"}));
+  EXPECT_TRUE(throws_code([] { make_sampler("seqlen_balanced", {{"dp_size", "2"}}); }, invalid,
+                          {"dp_size", "integer"}));
+  EXPECT_TRUE(throws_code([] { make_sampler("seqlen_balanced", {{"dp_size", 0}}); }, invalid,
+                          {"dp_size", "0"}));
+  EXPECT_TRUE(throws_code([] { make_sampler("token_budget", {{"dp_size", 2}}); }, invalid,
+                          {"max_tokens"}));
+  EXPECT_TRUE(throws_code([] { make_sampler("sequential", json::array()); }, invalid,
+                          {"object"}));
+}
+
+}  // namespace
+}  // namespace seqflow
