@@ -32,7 +32,7 @@ import time
 from typing import Any, Callable, Iterator, Optional
 
 from seqflow import _convert
-from seqflow.batch_meta import chunk_sizes
+from seqflow.batch_meta import BatchMeta, chunk_sizes
 
 try:
     import torch
@@ -57,10 +57,13 @@ def _require_torch(what: str) -> None:
 def default_fetch_batch_fn(tq_client, data_fields, batch_size, partition_id, task_name, sampling_config,
                            batch_index, data_format: str = "auto"):
     """(data, batch_meta) of one batch, or (None, empty meta) when too little
-    is ready (polling: never blocks)."""
+    is ready or the partition does not exist yet (polling: never blocks)."""
     config = {**sampling_config, "batch_index": batch_index}
-    meta = tq_client.get_meta(data_fields=data_fields, batch_size=batch_size, partition_id=partition_id,
-                              task_name=task_name, sampling_config=config, polling=True)
+    try:
+        meta = tq_client.get_meta(data_fields=data_fields, batch_size=batch_size, partition_id=partition_id,
+                                  task_name=task_name, sampling_config=config, polling=True)
+    except KeyError:  # the producers have not created the partition yet
+        return None, BatchMeta.empty()
     if meta.size == 0:
         return None, meta
     return tq_client.get_data(meta, fields=data_fields, format=data_format), meta

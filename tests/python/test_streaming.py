@@ -1,0 +1,244 @@
+"""StreamingDataset / StreamingDataLoader: streaming and finite modes over 8
+simulated DP ranks (threads), exactly once, every rank ends, workers do not
+duplicate batches, data and metadata split alike, step / reset, the
+empty-batch sleep, and seqflow without torch."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import seqflow
+from seqflow import Client, RankAwareSampler, SeqlenBalancedSampler, SequentialSampler
+
+torch = pytest.importorskip("torch")
+from seqflow import StreamingDataLoader, StreamingDataset  # noqa: E402
+
+DP = 8
+
+
+def dataset(client, rank, **kwargs):
+    defaults = dict(batch_size=4, micro_batch_size=2, data_fields=["x"], partition_id="p", task_name="train",
+                    dp_rank=rank, client=client, empty_batch_sleep=0.005, data_format="numpy")
+    defaults.update(kwargs)
+    return StreamingDataset(**defaults)
+
+
+def produce(client, batches, size, *, group=1, delay=0.002, start=0):
+    """Puts `batches` puts of `size` samples; x = the sample's id."""
+    for b in range(batches):
+        ids = np.arange(start + b * size, start + (b + 1) * size)
+        client.put({"x": ids}, partition_id="p",
+                   custom_meta=[{"total_lengths": int(10 + i % 7), "id": int(i)} for i in ids])
+        time.sleep(delay)
+
+
+def run_ranks(datasets, timeout=60):
+    """Iterates each dataset in its own thread; returns the ids each rank saw."""
+    seen = [[] for _ in datasets]
+    errors = []
+
+    def run(rank):
+        try:
+            for data, meta in datasets[rank]:
+                assert data["x"].tolist() == [m["id"] for m in meta.custom_meta]
+                seen[rank].extend(data["x"].tolist())
+        except BaseException as error:  # reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, args=(r,), daemon=True) for r in range(len(datasets))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout)
+    assert not errors, errors
+    assert not any(t.is_alive() for t in threads), "a rank never ended"
+    return seen
+
+
+@pytest.mark.parametrize("sampler_factory", [SequentialSampler, lambda: SeqlenBalancedSampler(2, DP),
+                                             RankAwareSampler])
+def test_finite_mode_exactly_once_and_every_rank_ends(sampler_factory):
+    client = Client(sampler_factory())
+    total = DP * 4 * 3  # three global batches of 4 per rank
+    producer = threading.Thread(target=produce, args=(client, total // 8, 8))
+    producer.start()
+    seen = run_ranks([dataset(client, r, should_check_consumption_status=True, total_samples=total)
+                      for r in range(DP)])
+    producer.join()
+    everything = sorted(i for rank in seen for i in rank)
+    assert everything == list(range(total))
+
+
+def test_finite_mode_ends_ranks_whose_last_batch_never_comes():
+    """17 batches of 4 over 8 ranks: one rank gets batch index 2, the others
+    wait for a batch 2 that never comes, and must still end."""
+    client = Client(SequentialSampler())
+    total = 17 * 4
+    producer = threading.Thread(target=produce, args=(client, 17, 4))
+    producer.start()
+    seen = run_ranks([dataset(client, r, should_check_consumption_status=True, total_samples=total)
+                      for r in range(DP)])
+    producer.join()
+    assert sorted(i for rank in seen for i in rank) == list(range(total))
+
+
+def test_finite_mode_without_total_waits_for_the_partition_then_ends():
+    """Without total_samples, production is complete once every sample of
+    the partition holds the fields, so the rank waits for the partition to
+    appear, then drains it."""
+    client = Client()
+    ds = dataset(client, 0, should_check_consumption_status=True)
+    timer = threading.Timer(0.1, produce, args=(client, 1, 8))
+    timer.start()
+    seen = run_ranks([ds])
+    timer.join()
+    assert sorted(seen[0]) == list(range(8))
+
+
+def test_streaming_mode_exactly_once_over_eight_ranks():
+    client = Client()
+    total = DP * 4 * 4
+    done = threading.Event()
+    counted = []
+    lock = threading.Lock()
+
+    def run(rank, out):
+        for data, meta in dataset(client, rank):
+            ids = data["x"].tolist()
+            with lock:
+                out.extend(i for i in ids if i < total)
+                if len([i for i in out]) >= total:
+                    done.set()
+            if done.is_set():
+                return
+
+    threads = [threading.Thread(target=run, args=(r, counted), daemon=True) for r in range(DP)]
+    for t in threads:
+        t.start()
+    produce(client, total // 8, 8)
+    assert done.wait(60)
+    # Endless ranks stop only between batches: feed them until all returned.
+    extra = total
+    while any(t.is_alive() for t in threads):
+        produce(client, 1, 4 * DP, start=extra, delay=0)
+        extra += 4 * DP
+        for t in threads:
+            t.join(0.05)
+    assert sorted(counted) == list(range(total))
+
+
+def test_empty_batch_sleep_is_honoured(monkeypatch):
+    monkeypatch.setenv("TQ_STREAMING_DATASET_EMPTY_BATCH_SLEEP_INTERVAL", "0.125")
+    client = Client()
+    assert dataset(client, 0, empty_batch_sleep=None).empty_batch_sleep == 0.125
+    calls = []
+
+    def counting_fetch(**kwargs):
+        calls.append(time.perf_counter())
+        return None, seqflow.BatchMeta.empty()
+
+    ds = dataset(client, 0, empty_batch_sleep=0.1, fetch_batch_fn=counting_fetch)
+    thread = threading.Thread(target=lambda: next(iter(ds), None), daemon=True)
+    thread.start()
+    time.sleep(0.55)
+    assert 3 <= len(calls) <= 8, len(calls)
+    gaps = np.diff(calls)
+    assert gaps.min() >= 0.09
+
+
+def test_loader_workers_do_not_duplicate_batches():
+    client = Client(RankAwareSampler())
+    produce(client, 6, 8, delay=0)  # 48 samples: 12 batches of 4 for one rank
+    ds = dataset(client, 0, should_check_consumption_status=True, total_samples=48, micro_batch_size=4)
+    fetched = []
+    original = ds.fetch_batch_fn
+
+    def recording_fetch(**kwargs):
+        data, meta = original(**kwargs)
+        if data is not None:
+            fetched.append((threading.current_thread().name, kwargs["batch_index"], meta.global_indexes.tolist()))
+        return data, meta
+
+    ds.fetch_batch_fn = recording_fetch
+    loader = StreamingDataLoader(ds, num_workers=2, prefetch_factor=2)
+    got = []
+    for data, meta in loader:
+        assert data["x"].tolist() == [m["id"] for m in meta.custom_meta]
+        got.extend(meta.global_indexes.tolist())
+    assert sorted(got) == list(range(48)) and len(got) == len(set(got))
+    by_worker = {}
+    for name, index, _ in fetched:
+        by_worker.setdefault(name, []).append(index)
+    assert len(by_worker) == 2
+    indexes = sorted(by_worker.values())
+    assert all(i % 2 == 0 for i in indexes[0]) and all(i % 2 == 1 for i in indexes[1])
+    assert len(indexes[0]) + len(indexes[1]) == 12 and not set(indexes[0]) & set(indexes[1])
+
+
+def test_torch_worker_processes_are_refused():
+    client = Client()
+    produce(client, 1, 4, delay=0)
+    loader = torch.utils.data.DataLoader(dataset(client, 0), batch_size=None, num_workers=1,
+                                         multiprocessing_context="fork")
+    with pytest.raises(RuntimeError, match="StreamingDataLoader"):
+        next(iter(loader))
+
+
+def test_micro_batches_split_data_and_meta_alike():
+    client = Client()
+    produce(client, 1, 7, delay=0)
+    ds = dataset(client, 0, batch_size=7, micro_batch_size=3, should_check_consumption_status=True,
+                 total_samples=7, data_format="auto")
+    parts = list(ds)
+    assert [m.size for _, m in parts] == [3, 2, 2]
+    for data, meta in parts:
+        assert data["x"].tolist() == meta.global_indexes.tolist()
+
+
+def test_reset_replays_and_step_moves_on():
+    client = Client()
+    produce(client, 2, 4, delay=0)
+    ds = dataset(client, 0, should_check_consumption_status=True, total_samples=8)
+    first = [m.global_indexes.tolist() for _, m in ds]
+    ds.reset()
+    assert [m.global_indexes.tolist() for _, m in ds] == first
+    client.put({"x": np.arange(100, 104)}, partition_id="q",
+               custom_meta=[{"id": i} for i in range(100, 104)])
+    ds.step("q")
+    ds.total_samples = 4
+    assert sorted(i for data, _ in ds for i in data["x"].tolist()) == [100, 101, 102, 103]
+
+
+def test_bad_arguments():
+    client = Client()
+    for kwargs, pattern in [({"batch_size": 0}, "batch_size"), ({"micro_batch_size": -1}, "micro_batch_size"),
+                            ({"data_fields": []}, "data_fields"), ({"dp_rank": -1}, "dp_rank"),
+                            ({"empty_batch_sleep": -1.0}, "empty_batch_sleep"), ({"task_name": ""}, "task_name")]:
+        with pytest.raises(ValueError, match=pattern):
+            dataset(client, 0, **kwargs)
+
+
+def test_import_without_torch():
+    code = (
+        "import sys\n"
+        "sys.modules['torch'] = None\n"
+        "sys.modules['tensordict'] = None\n"
+        "import numpy as np, seqflow\n"
+        "c = seqflow.Client()\n"
+        "m = c.put({'x': np.arange(3), 'v': [np.arange(2), np.arange(3)] + [np.arange(1)]}, partition_id='p')\n"
+        "d = c.get_data(m)\n"
+        "assert isinstance(d, dict) and d['x'].tolist() == [0, 1, 2] and len(d['v']) == 3\n"
+        "try:\n"
+        "    seqflow.StreamingDataset(client=c, batch_size=1, data_fields=['x'], partition_id='p', task_name='t')\n"
+        "except ImportError as e:\n"
+        "    print('refused:', e)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "refused" in result.stdout and "torch" in result.stdout
