@@ -13,6 +13,9 @@ namespace seqflow::pack::detail {
 
 namespace {
 
+constexpr int64_t kMaxBinsForFullSearch = 64;
+constexpr balance::Algorithm kAllTries[] = {balance::Algorithm::kLPT, balance::Algorithm::kAuto};
+
 // A split under construction: which bin each item is in, and each bin's
 // tokens and workload.
 struct BinLoads {
@@ -51,7 +54,8 @@ void refine_under_cap(std::span<const int64_t> item_tokens, std::span<const int6
     members[bins.assignment[i]].push_back(static_cast<int64_t>(i));
   }
   for (auto& bin : members) std::sort(bin.begin(), bin.end(), by_cost);
-  const int64_t max_rounds = 4 * static_cast<int64_t>(item_tokens.size()) + 64;
+  // Each round scans the k bins: bounded so that many bins stay cheap.
+  const int64_t max_rounds = std::min<int64_t>(4 * static_cast<int64_t>(item_tokens.size()), 8 * k) + 64;
   for (int64_t round = 0; round < max_rounds; ++round) {
     auto [lo, hi] = std::minmax_element(bins.costs.begin(), bins.costs.end());
     const int64_t light = lo - bins.costs.begin();
@@ -163,10 +167,13 @@ std::optional<std::vector<int64_t>> fit_into_bins(std::span<const int64_t> token
   // The engine minimises the heaviest bin; for token workloads that is
   // exactly what the cap needs. Longest-first, evened out under the cap, is
   // the cheap first try (a plan packs thousands of (rank, step) pairs); the
-  // engine's best effort comes next, then balance on tokens, then the tight
-  // packer.
+  // engine's full search comes next, then both on tokens, then the tight
+  // packer. The full search costs up to O(n k log k): with many bins, where
+  // it finds little that longest-first and best-fit miss, it is skipped.
   std::vector<int64_t> costs = workload.costs(tokens, "lengths");
-  const balance::Algorithm tries[] = {balance::Algorithm::kLPT, balance::Algorithm::kAuto};
+  const std::span<const balance::Algorithm> tries =
+      k <= kMaxBinsForFullSearch ? std::span<const balance::Algorithm>(kAllTries)
+                                 : std::span<const balance::Algorithm>(kAllTries).first(1);
   for (const Workload& by : {workload, Workload::tokens()}) {
     for (balance::Algorithm algorithm : tries) {
       BinLoads bins(tokens, costs, balanced_split(tokens, k, by, algorithm), k);
