@@ -72,6 +72,15 @@ TEST(PackMicroBatches, CapIsEnforcedWhereCeilWouldBreakIt) {
   for (int64_t tokens : plan.tokens[0]) EXPECT_LE(tokens, 100);
 }
 
+TEST(PackMicroBatches, ManyBinsOfOneSampleEach) {
+  // Every sample is over half the cap: one per micro-batch, found by the
+  // best-fit packer without the engine's O(n k log k) search per probe.
+  std::vector<int64_t> lengths(3000, 5001);
+  MicroBatchPlan plan = micro_batches(lengths, 10000, {});
+  EXPECT_EQ(plan.batches[0].size(), 3000u);
+  EXPECT_EQ(plan.min_counts[0], 3000);
+}
+
 TEST(PackMicroBatches, SameCountAcrossRanksPerRankInput) {
   std::vector<int64_t> a = {90, 90, 90, 90};
   std::vector<int64_t> b = {10, 10};
