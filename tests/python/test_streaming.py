@@ -138,15 +138,25 @@ def test_empty_batch_sleep_is_honoured(monkeypatch):
     client = Client()
     assert dataset(client, 0, empty_batch_sleep=None).empty_batch_sleep == 0.125
     calls = []
+    stop = threading.Event()
 
     def counting_fetch(**kwargs):
+        if stop.is_set():
+            raise InterruptedError("test over")
         calls.append(time.perf_counter())
         return None, seqflow.BatchMeta.empty()
 
+    def run():
+        with pytest.raises(InterruptedError):
+            next(iter(ds))
+
     ds = dataset(client, 0, empty_batch_sleep=0.1, fetch_batch_fn=counting_fetch)
-    thread = threading.Thread(target=lambda: next(iter(ds), None), daemon=True)
+    thread = threading.Thread(target=run)
     thread.start()
     time.sleep(0.55)
+    stop.set()
+    thread.join(5)
+    assert not thread.is_alive()
     assert 3 <= len(calls) <= 8, len(calls)
     gaps = np.diff(calls)
     assert gaps.min() >= 0.09
