@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli/args.h"
+#include "cli/command_io.h"
 #include "cli/commands.h"
 #include "cli/lengths_file.h"
 #include "cli/table.h"
@@ -78,27 +79,6 @@ struct Run {
   double milliseconds;
 };
 
-std::string input_path(const Arguments& args) {
-  const auto& files = args.positionals();
-  if (files.size() > 1) {
-    throw_invalid("expected at most one FILE, got '" + files[0] + "' and '" + files[1] + "'");
-  }
-  if (files.empty() && isatty(STDIN_FILENO)) {
-    throw_invalid("no FILE given and standard input is a terminal; give FILE or pipe lengths in");
-  }
-  return files.empty() ? "-" : files[0];
-}
-
-std::vector<int64_t> consecutive_groups(size_t items, int64_t size) {
-  if (items % static_cast<uint64_t>(size) != 0) {
-    throw_invalid("--group-size " + std::to_string(size) +
-                  " does not divide the number of items (" + std::to_string(items) + ")");
-  }
-  std::vector<int64_t> groups(items);
-  for (size_t i = 0; i < items; ++i) groups[i] = static_cast<int64_t>(i) / size;
-  return groups;
-}
-
 Input read_input(const Arguments& args) {
   if (args.has("--group-size") && args.has("--groups")) {
     throw_invalid("--group-size and --groups both define groups; give only one");
@@ -106,7 +86,7 @@ Input read_input(const Arguments& args) {
   const int64_t group_size = args.integer("--group-size", 0, 1, kInt64Max);
   Input input;
   input.lengths = read_lengths(input_path(args), "FILE");
-  if (group_size > 0) input.groups = consecutive_groups(input.lengths.size(), group_size);
+  if (group_size > 0) input.groups = consecutive_groups(input.lengths.size(), group_size, "items");
   if (auto file = args.get("--groups")) {
     input.groups = read_group_ids(*file, "--groups");
     if (input.groups.size() != input.lengths.size()) {
@@ -197,15 +177,7 @@ void write_json(const std::string& path, int64_t k, const balance::Options& opti
   plan["spread"] = run.plan.spread;
   plan["gap"] = run.plan.gap;
   plan["max_over_mean"] = run.plan.max_over_mean;
-  const std::string text = plan.dump() + "\n";
-  if (path == "-") {
-    std::cout << text << std::flush;
-    return;
-  }
-  std::ofstream file(path, std::ios::binary);
-  file << text;
-  file.close();
-  if (!file) throw_invalid("--json: cannot write '" + path + "': " + std::strerror(errno));
+  write_output(path, plan.dump() + "\n", "--json");
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "cli/args.h"
+#include "cli/command_io.h"
 #include "cli/commands.h"
 #include "cli/lengths_file.h"
 #include "cli/table.h"
@@ -80,26 +81,6 @@ Run timed(std::string name, Planner&& planner) {
   return run;
 }
 
-std::vector<int64_t> read_input_lengths(const Arguments& args) {
-  const auto& files = args.positionals();
-  if (files.size() > 1) throw_invalid("expected at most one FILE, got '" + files[1] + "' too");
-  if (files.empty() && isatty(STDIN_FILENO)) {
-    throw_invalid("no FILE given and standard input is a terminal; give FILE or pipe lengths in");
-  }
-  return read_lengths(files.empty() ? "-" : files[0], "FILE");
-}
-
-std::vector<int64_t> groups_of(size_t samples, int64_t group_size) {
-  if (group_size == 0) return {};
-  if (samples % static_cast<uint64_t>(group_size) != 0) {
-    throw_invalid("--group-size " + std::to_string(group_size) +
-                  " does not divide the number of samples (" + std::to_string(samples) + ")");
-  }
-  std::vector<int64_t> groups(samples);
-  for (size_t i = 0; i < samples; ++i) groups[i] = static_cast<int64_t>(i) / group_size;
-  return groups;
-}
-
 double max_of(const std::vector<double>& values) {
   return values.empty() ? 0.0 : *std::max_element(values.begin(), values.end());
 }
@@ -108,7 +89,10 @@ double max_of(const std::vector<double>& values) {
 std::string packs_per_step(const std::vector<int64_t>& packs) {
   if (packs.size() <= 8) {
     std::string out;
-    for (int64_t p : packs) out += (out.empty() ? "" : " ") + std::to_string(p);
+    for (int64_t p : packs) {
+      if (!out.empty()) out += ' ';
+      out += std::to_string(p);
+    }
     return out;
   }
   auto [lo, hi] = std::minmax_element(packs.begin(), packs.end());
@@ -202,15 +186,7 @@ void write_json(const std::string& path, const pack::Plan& plan) {
                    {"max_pack_tokens", s.max_pack_tokens},
                    {"packs_over_cap", s.packs_over_cap}};
   json["notes"] = plan.notes;
-  const std::string text = json.dump() + "\n";
-  if (path == "-") {
-    std::cout << text << std::flush;
-    return;
-  }
-  std::ofstream file(path, std::ios::binary);
-  file << text;
-  file.close();
-  if (!file) throw_invalid("--json: cannot write '" + path + "': " + std::strerror(errno));
+  write_output(path, json.dump() + "\n", "--json");
 }
 
 }  // namespace
@@ -230,8 +206,10 @@ int run_pack(std::span<const std::string> arguments) {
   options.pad_chunk = args->integer("--pad-chunk", 1024, 1, kInt64Max);
   options.seed = static_cast<uint64_t>(args->integer("--seed", 0, 0, kInt64Max));
   const std::optional<std::string> json_path = args->get("--json");
-  const std::vector<int64_t> lengths = read_input_lengths(*args);
-  const std::vector<int64_t> groups = groups_of(lengths.size(), args->integer("--group-size", 0, 1, kInt64Max));
+  const std::vector<int64_t> lengths = read_lengths(input_path(*args), "FILE");
+  const int64_t group_size = args->integer("--group-size", 0, 1, kInt64Max);
+  const std::vector<int64_t> groups =
+      group_size > 0 ? consecutive_groups(lengths.size(), group_size, "samples") : std::vector<int64_t>{};
   options.groups = groups;
 
   std::vector<Run> runs;
