@@ -59,7 +59,9 @@ struct MetaRequest {
   SamplingConfig sampling;
   // Fetch only. Polling: an empty batch at once when too little is ready
   // (unless the sampler holds this caller's answer). Otherwise wait up to
-  // `timeout` for enough data, then throw kTimeout.
+  // `timeout` for enough data, then throw kTimeout. A request polls when it
+  // says so or when ControllerOptions::polling_mode is set. force_fetch
+  // ignores batch_size: it returns every sample with all `fields` produced.
   bool polling = false;
   std::chrono::milliseconds timeout{30000};
 };
@@ -87,6 +89,10 @@ class Controller {
   // custom_meta object per sample (merged key by key). All of it becomes
   // visible at once, under one lock; callers call it after storage holds the
   // data. Marking a cleared or unknown sample throws and changes nothing.
+  // Schema merge: dtype and tensor-vs-object must match; tensors must keep
+  // their number of dims; dims that differ become -1 and the field nested.
+  // custom_meta "total_lengths" must be a non-negative integer and
+  // "group_id" a scalar.
   void mark_produced(const std::string& partition_id, std::span<const int64_t> global_indexes,
                      const std::map<std::string, FieldSchema>& fields,
                      std::span<const nlohmann::json> custom_meta);
@@ -96,7 +102,8 @@ class Controller {
   void set_custom_meta(const std::string& partition_id, std::span<const int64_t> global_indexes,
                        std::span<const nlohmann::json> custom_meta);
 
-  // Both return the global indexes they released, for the storage to drop.
+  // Both return the global indexes they released (ascending), for the storage
+  // to drop. A sample or partition that does not exist throws kNotFound.
   std::vector<int64_t> clear_samples(const std::string& partition_id,
                                      std::span<const int64_t> global_indexes);
   std::vector<int64_t> clear_partition(const std::string& partition_id);
@@ -110,18 +117,22 @@ class Controller {
   // Per sample: all of `fields` produced?
   std::vector<std::pair<int64_t, bool>> production_status(std::span<const std::string> fields,
                                                           const std::string& partition_id) const;
+  // Both false for a partition without samples.
   bool all_consumed(const std::string& task_name, const std::string& partition_id) const;
   bool all_produced(std::span<const std::string> fields, const std::string& partition_id) const;
   std::vector<std::string> partition_list() const;
 
   // Key-value API: a key names one sample of a partition. Unknown keys get
-  // new samples; known keys return their sample. Tags are per-key metadata.
+  // new samples (one put call); known keys return their sample. A key's tag
+  // is its sample's custom_meta: tags (empty, or one object or null per key)
+  // are merged into it key by key; null leaves it as it is.
   BatchMeta kv_resolve(const std::string& partition_id, std::span<const std::string> keys,
                        std::span<const nlohmann::json> tags);
   // Known keys only: a missing key throws kNotFound naming it.
   BatchMeta kv_lookup(const std::string& partition_id, std::span<const std::string> keys) const;
   // Every key of the partition (or of every partition) with its tag.
   std::vector<std::pair<std::string, nlohmann::json>> kv_list(const std::string* partition_id) const;
+  // A missing key throws kNotFound naming it; nothing is cleared then.
   std::vector<int64_t> kv_clear(const std::string& partition_id, std::span<const std::string> keys);
 
   // Checkpoint of everything above, including the sampler's state. Atomic on

@@ -85,13 +85,18 @@ class Sampler {
 std::shared_ptr<Sampler> make_sequential_sampler();
 std::shared_ptr<Sampler> make_grpo_group_n_sampler(int64_t n_samples_per_prompt);
 std::shared_ptr<Sampler> make_rank_aware_sampler();
-// algorithm: "auto" or "kk" (exact TransferQueue behaviour).
+// batch_size is per DP rank. The first caller of a batch_index reserves the
+// whole global batch (every rank's share), so no sample reaches two ranks.
+// algorithm: "auto" (balanced group counts, best of several partitioners) or
+// "kk" (exact TransferQueue behaviour).
 // default_length < 0: a sample without total_lengths is an error.
 std::shared_ptr<Sampler> make_seqlen_balanced_sampler(int64_t n_samples_per_prompt, int64_t dp_size,
                                                       std::string algorithm = "auto",
                                                       int64_t default_length = -1);
 // Fills each rank's batch up to max_tokens (sum of total_lengths), whole
-// groups, balanced over dp_size ranks.
+// groups, balanced over dp_size ranks. batch_size is an upper bound: at most
+// batch_size * dp_size samples per global batch. A batch is served once the
+// next complete group would overflow the token budget or that bound.
 std::shared_ptr<Sampler> make_token_budget_sampler(int64_t max_tokens, int64_t n_samples_per_prompt,
                                                    int64_t dp_size, int64_t default_length = -1);
 // By name, as in config files: "sequential", "grpo_group_n", "rank_aware",

@@ -1,5 +1,6 @@
 #include "core/control_data.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "seqflow/error.h"
@@ -48,6 +49,19 @@ PartitionState& ControlData::find_or_create(const std::string& name) {
   return *entry;
 }
 
+std::vector<int64_t> ControlData::erase(const std::string& name) {
+  const PartitionState& partition = require(name);
+  std::vector<int64_t> released;
+  released.reserve(partition.size());
+  for (uint32_t slot = partition.first(); slot != kNoSlot; slot = partition.next(slot)) {
+    released.push_back(partition.global_index(slot));
+    indexes_.release(released.back());
+  }
+  partitions_.erase(name);
+  std::sort(released.begin(), released.end());
+  return released;
+}
+
 std::optional<uint32_t> ControlData::slot_of(const PartitionState& partition,
                                              int64_t global_index) const {
   auto where = indexes_.find(global_index);
@@ -90,9 +104,19 @@ NewSamples ControlData::add_samples(PartitionState& partition, int64_t count) {
   return out;
 }
 
-void ControlData::remove_sample(PartitionState& partition, uint32_t slot) {
-  indexes_.release(partition.global_index(slot));
-  partition.remove_sample(slot);
+std::vector<int64_t> ControlData::remove_samples(PartitionState& partition,
+                                                 std::vector<uint32_t> slots) {
+  std::sort(slots.begin(), slots.end());
+  slots.erase(std::unique(slots.begin(), slots.end()), slots.end());
+  std::vector<int64_t> released;
+  released.reserve(slots.size());
+  for (uint32_t slot : slots) {
+    released.push_back(partition.global_index(slot));
+    indexes_.release(released.back());
+    partition.remove_sample(slot);
+  }
+  std::sort(released.begin(), released.end());
+  return released;
 }
 
 bool ControlData::restore_sample(PartitionState& partition, int64_t global_index,

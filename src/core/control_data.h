@@ -29,7 +29,8 @@ class ControlData {
   PartitionState& require(const std::string& name);
   const PartitionState& require(const std::string& name) const;
   PartitionState& find_or_create(const std::string& name);
-  void erase(const std::string& name) { partitions_.erase(name); }
+  // Drops the partition and releases its global indexes; returns them ascending.
+  std::vector<int64_t> erase(const std::string& name);
   const std::map<std::string, std::unique_ptr<PartitionState>>& partitions() const {
     return partitions_;
   }
@@ -43,8 +44,9 @@ class ControlData {
 
   // `count` new samples as one put call (their GRPO grouping unit).
   NewSamples add_samples(PartitionState& partition, int64_t count);
-  // Releases the sample's global index and slot.
-  void remove_sample(PartitionState& partition, uint32_t slot);
+  // Releases the samples' global indexes and slots (each once); returns the
+  // released indexes, ascending.
+  std::vector<int64_t> remove_samples(PartitionState& partition, std::vector<uint32_t> slots);
   // Checkpoint load: a sample with a given global index; false if taken.
   bool restore_sample(PartitionState& partition, int64_t global_index, uint32_t put_id,
                       uint32_t put_pos, uint32_t* slot);

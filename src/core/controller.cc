@@ -92,36 +92,16 @@ std::vector<int64_t> Controller::clear_samples(const std::string& partition_id,
                                                std::span<const int64_t> global_indexes) {
   std::lock_guard lock(state_->mutex);
   PartitionState& partition = state_->data.require(partition_id);
-  std::vector<uint32_t> slots = state_->data.require_slots(partition, global_indexes);
-  std::sort(slots.begin(), slots.end());
-  slots.erase(std::unique(slots.begin(), slots.end()), slots.end());
-  std::vector<int64_t> released;
-  released.reserve(slots.size());
-  for (uint32_t slot : slots) {
-    released.push_back(partition.global_index(slot));
-    state_->data.remove_sample(partition, slot);
-  }
-  std::sort(released.begin(), released.end());
+  std::vector<int64_t> released =
+      state_->data.remove_samples(partition, state_->data.require_slots(partition, global_indexes));
   state_->changed.notify_all();
   return released;
 }
 
 std::vector<int64_t> Controller::clear_partition(const std::string& partition_id) {
   std::lock_guard lock(state_->mutex);
-  PartitionState& partition = state_->data.require(partition_id);
-  std::vector<int64_t> released;
-  released.reserve(partition.size());
-  std::vector<uint32_t> slots;
-  for (uint32_t slot = partition.first(); slot != core::kNoSlot; slot = partition.next(slot)) {
-    slots.push_back(slot);
-  }
-  for (uint32_t slot : slots) {
-    released.push_back(partition.global_index(slot));
-    state_->data.remove_sample(partition, slot);
-  }
-  state_->data.erase(partition_id);
+  std::vector<int64_t> released = state_->data.erase(partition_id);
   state_->sampler->clear(partition_id, nullptr);
-  std::sort(released.begin(), released.end());
   state_->changed.notify_all();
   return released;
 }

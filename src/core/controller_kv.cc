@@ -139,16 +139,8 @@ std::vector<int64_t> Controller::kv_clear(const std::string& partition_id,
                                           std::span<const std::string> keys) {
   std::lock_guard lock(state_->mutex);
   PartitionState& partition = state_->data.require(partition_id);
-  std::vector<uint32_t> slots = require_keys(partition, keys);
-  std::sort(slots.begin(), slots.end());
-  slots.erase(std::unique(slots.begin(), slots.end()), slots.end());
-  std::vector<int64_t> released;
-  released.reserve(slots.size());
-  for (uint32_t slot : slots) {
-    released.push_back(partition.global_index(slot));
-    state_->data.remove_sample(partition, slot);
-  }
-  std::sort(released.begin(), released.end());
+  std::vector<int64_t> released =
+      state_->data.remove_samples(partition, require_keys(partition, keys));
   state_->changed.notify_all();
   return released;
 }

@@ -18,8 +18,6 @@ uint32_t PartitionState::add_sample(int64_t global_index, uint32_t put_id, uint3
   } else {
     slot = static_cast<uint32_t>(global_index_.size());
     global_index_.push_back(global_index);
-    next_.push_back(kNoSlot);
-    prev_.push_back(kNoSlot);
     produced_.resize(produced_.size() + stride_, 0);
     meta_.emplace_back();
     length_.push_back(kNoLength);
@@ -27,15 +25,7 @@ uint32_t PartitionState::add_sample(int64_t global_index, uint32_t put_id, uint3
     put_id_.push_back(put_id);
     put_pos_.push_back(put_pos);
   }
-  prev_[slot] = tail_;
-  next_[slot] = kNoSlot;
-  if (tail_ == kNoSlot) {
-    head_ = slot;
-  } else {
-    next_[tail_] = slot;
-  }
-  tail_ = slot;
-  ++live_;
+  live_.push_back(slot);
   for (auto& [name, queue] : tasks_) queue.append(slot);
   return slot;
 }
@@ -46,23 +36,11 @@ void PartitionState::remove_sample(uint32_t slot) {
     key_slot_.erase(it->second);
     slot_key_.erase(it);
   }
-  const uint32_t before = prev_[slot];
-  const uint32_t after = next_[slot];
-  if (before == kNoSlot) {
-    head_ = after;
-  } else {
-    next_[before] = after;
-  }
-  if (after == kNoSlot) {
-    tail_ = before;
-  } else {
-    prev_[after] = before;
-  }
+  live_.unlink(slot);
   global_index_[slot] = -1;
   meta_[slot].clear();
   meta_[slot].shrink_to_fit();
   free_slots_.push_back(slot);
-  --live_;
 }
 
 std::optional<uint32_t> PartitionState::field_id(const std::string& name) const {
@@ -159,7 +137,9 @@ TaskQueue& PartitionState::task(const std::string& name) {
   if (it != tasks_.end()) return it->second;
   TaskQueue& queue = tasks_[name];
   queue.reserve_slots(global_index_.size());
-  for (uint32_t slot = head_; slot != kNoSlot; slot = next_[slot]) queue.append(slot);
+  for (uint32_t slot = live_.head(); slot != kNoSlot; slot = live_.next(slot)) {
+    queue.append(slot);
+  }
   return queue;
 }
 

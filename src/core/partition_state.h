@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/custom_meta.h"
+#include "core/slot_list.h"
 #include "core/task_queue.h"
 #include "seqflow/controller.h"
 
@@ -29,7 +30,7 @@ class PartitionState {
   const std::string& name() const { return name_; }
   // Distinguishes this partition from earlier ones of the same name.
   uint32_t number() const { return number_; }
-  size_t size() const { return live_; }
+  size_t size() const { return live_.size(); }
 
   // --- samples, in arrival order ---
   uint32_t new_put_id() { return next_put_id_++; }
@@ -40,8 +41,8 @@ class PartitionState {
   // Forgets the sample everywhere (arrival order, tasks, key) and frees the slot.
   void remove_sample(uint32_t slot);
   int64_t global_index(uint32_t slot) const { return global_index_[slot]; }
-  uint32_t first() const { return head_; }  // then next() until kNoSlot
-  uint32_t next(uint32_t slot) const { return next_[slot]; }
+  uint32_t first() const { return live_.head(); }  // then next() until kNoSlot
+  uint32_t next(uint32_t slot) const { return live_.next(slot); }
 
   // --- fields ---
   std::optional<uint32_t> field_id(const std::string& name) const;
@@ -88,18 +89,16 @@ class PartitionState {
   std::string name_;
   uint32_t number_;
   uint32_t next_put_id_ = 0;
-  size_t live_ = 0;
 
   // Per slot.
   std::vector<int64_t> global_index_;
-  std::vector<uint32_t> next_, prev_;  // arrival order of live samples
+  SlotList live_;                      // arrival order of live samples
   std::vector<uint64_t> produced_;     // stride_ words per slot
   std::vector<std::string> meta_;      // MessagePack; empty means {}
   std::vector<int64_t> length_;        // total_lengths or kNoLength
   std::vector<uint32_t> group_;        // interned group_id + 1; 0: none
   std::vector<uint32_t> put_id_, put_pos_;
   std::vector<uint32_t> free_slots_;
-  uint32_t head_ = kNoSlot, tail_ = kNoSlot;
 
   size_t stride_ = 1;
   std::vector<std::string> field_names_;

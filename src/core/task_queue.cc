@@ -3,60 +3,39 @@
 namespace seqflow::core {
 
 void TaskQueue::reserve_slots(size_t slots) {
-  if (next_.size() >= slots) return;
-  next_.resize(slots, kNoSlot);
-  prev_.resize(slots, kNoSlot);
-  consumed_bits_.resize((slots + 63) / 64, 0);
+  unconsumed_.reserve_slots(slots);
+  if (consumed_bits_.size() * 64 < slots) consumed_bits_.resize((slots + 63) / 64, 0);
 }
 
 bool TaskQueue::is_consumed(uint32_t slot) const {
   return ((consumed_bits_[slot / 64] >> (slot % 64)) & 1U) != 0;
 }
 
-void TaskQueue::append(uint32_t slot) {
-  reserve_slots(static_cast<size_t>(slot) + 1);
-  consumed_bits_[slot / 64] &= ~(uint64_t{1} << (slot % 64));
-  prev_[slot] = tail_;
-  next_[slot] = kNoSlot;
-  if (tail_ == kNoSlot) {
-    head_ = slot;
+void TaskQueue::set_consumed(uint32_t slot, bool consumed) {
+  const uint64_t bit = uint64_t{1} << (slot % 64);
+  if (consumed) {
+    consumed_bits_[slot / 64] |= bit;
   } else {
-    next_[tail_] = slot;
+    consumed_bits_[slot / 64] &= ~bit;
   }
-  tail_ = slot;
-  ++unconsumed_;
 }
 
-void TaskQueue::unlink(uint32_t slot) {
-  const uint32_t before = prev_[slot];
-  const uint32_t after = next_[slot];
-  if (before == kNoSlot) {
-    head_ = after;
-  } else {
-    next_[before] = after;
-  }
-  if (after == kNoSlot) {
-    tail_ = before;
-  } else {
-    prev_[after] = before;
-  }
-  prev_[slot] = next_[slot] = kNoSlot;
+void TaskQueue::append(uint32_t slot) {
+  reserve_slots(static_cast<size_t>(slot) + 1);
+  set_consumed(slot, false);
+  unconsumed_.push_back(slot);
 }
 
 void TaskQueue::consume(uint32_t slot) {
-  unlink(slot);
-  consumed_bits_[slot / 64] |= uint64_t{1} << (slot % 64);
-  --unconsumed_;
-  ++consumed_;
+  unconsumed_.unlink(slot);
+  set_consumed(slot, true);
 }
 
 void TaskQueue::remove(uint32_t slot) {
   if (is_consumed(slot)) {
-    consumed_bits_[slot / 64] &= ~(uint64_t{1} << (slot % 64));
-    --consumed_;
+    set_consumed(slot, false);
   } else {
-    unlink(slot);
-    --unconsumed_;
+    unconsumed_.unlink(slot);
   }
 }
 

@@ -7,13 +7,12 @@
 #include <cstdint>
 #include <vector>
 
-namespace seqflow::core {
+#include "core/slot_list.h"
 
-inline constexpr uint32_t kNoSlot = UINT32_MAX;
+namespace seqflow::core {
 
 class TaskQueue {
  public:
-  // Slots must be below `slots` before they are appended.
   void reserve_slots(size_t slots);
   // A new live sample, unconsumed, the newest.
   void append(uint32_t slot);
@@ -25,23 +24,15 @@ class TaskQueue {
   bool is_consumed(uint32_t slot) const;
 
   // Unconsumed samples, oldest first: head(), then next(slot) until kNoSlot.
-  uint32_t head() const { return head_; }
-  uint32_t next(uint32_t slot) const { return next_[slot]; }
-  size_t unconsumed() const { return unconsumed_; }
-  size_t consumed() const { return consumed_; }
+  uint32_t head() const { return unconsumed_.head(); }
+  uint32_t next(uint32_t slot) const { return unconsumed_.next(slot); }
+  size_t unconsumed() const { return unconsumed_.size(); }
 
  private:
-  void unlink(uint32_t slot);
+  void set_consumed(uint32_t slot, bool consumed);
 
-  // An intrusive doubly linked list over slots: O(1) unlink on consume and
-  // 8 bytes per sample, where a std::set would cost ~40.
-  std::vector<uint32_t> next_;
-  std::vector<uint32_t> prev_;
+  SlotList unconsumed_;
   std::vector<uint64_t> consumed_bits_;
-  uint32_t head_ = kNoSlot;
-  uint32_t tail_ = kNoSlot;
-  size_t unconsumed_ = 0;
-  size_t consumed_ = 0;
 };
 
 }  // namespace seqflow::core

@@ -17,26 +17,14 @@ namespace {
 
 using test::fetch_request;
 using test::put;
+using test::read_bytes;
+using test::snapshot;
+using test::temp_path;
 using test::throws_code;
 using json = nlohmann::json;
 
-std::string temp_path(const std::string& name) {
-  return ::testing::TempDir() + "seqflow_checkpoint_" + name + "_" + std::to_string(::getpid());
-}
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 void write_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
-}
-
-std::string snapshot(const Controller& controller) {
-  const std::string path = temp_path("snapshot");
-  controller.save(path);
-  return read_bytes(path);
 }
 
 Controller seqlen_controller() {
@@ -59,11 +47,15 @@ void populate(Controller& controller) {
   controller.clear_samples("q", std::vector<int64_t>{9});
 }
 
+void populate_and_save(Controller& controller, const std::string& path) {
+  populate(controller);
+  controller.save(path);
+}
+
 TEST(ControllerCheckpoint, RoundTripKeepsEverythingIncludingReservedAnswers) {
   const std::string path = temp_path("round_trip");
   Controller original = seqlen_controller();
-  populate(original);
-  original.save(path);
+  populate_and_save(original, path);
 
   Controller restored = seqlen_controller();
   put(restored, "junk", 3, {"z"});  // replaced by the load
@@ -96,8 +88,7 @@ TEST(ControllerCheckpoint, RoundTripKeepsEverythingIncludingReservedAnswers) {
 TEST(ControllerCheckpoint, MissingOrCorruptCheckpointChangesNothing) {
   const std::string good = temp_path("good");
   Controller source = seqlen_controller();
-  populate(source);
-  source.save(good);
+  populate_and_save(source, good);
   const std::string bytes = read_bytes(good);
 
   Controller controller = seqlen_controller();
@@ -135,8 +126,7 @@ TEST(ControllerCheckpoint, MissingOrCorruptCheckpointChangesNothing) {
 TEST(ControllerCheckpoint, SaveIsAtomic) {
   const std::string path = temp_path("atomic");
   Controller controller = seqlen_controller();
-  populate(controller);
-  controller.save(path);
+  populate_and_save(controller, path);
   const std::string first = read_bytes(path);
   write_bytes(path + ".tmp", first.substr(0, first.size() / 3));  // the crashed save
 

@@ -61,13 +61,13 @@ TEST(ControllerConcurrency, EightProducersSixteenConsumersThreeTasksExactlyOnce)
   std::atomic<bool> failed{false};
 
   std::vector<std::thread> threads;
-  for (int p = 0; p < kProducers; ++p) {
-    threads.emplace_back([&, p] {
+  for (int producer = 0; producer < kProducers; ++producer) {
+    threads.emplace_back([&] {
       for (int64_t i = 0; i < total / kProducers / kPut; ++i) {
         const BatchMeta inserted = controller.insert("p", kPut);
         std::vector<nlohmann::json> meta;
         for (int64_t index : inserted.global_indexes) {
-          meta.push_back({{"total_lengths", 100 + index % 50}, {"producer", p}});
+          meta.push_back({{"total_lengths", 100 + index % 50}});
         }
         controller.mark_produced("p", inserted.global_indexes, test::fields_of({"x", "y"}), meta);
       }

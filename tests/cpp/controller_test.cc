@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <fstream>
 #include <set>
 #include <thread>
 
@@ -21,22 +20,11 @@ namespace {
 using test::fetch_request;
 using test::fields_of;
 using test::put;
+using test::snapshot;
+using test::temp_path;
 using test::throws_code;
 using json = nlohmann::json;
 using std::chrono::milliseconds;
-
-std::string temp_path(const std::string& name) {
-  return ::testing::TempDir() + "seqflow_controller_" + name + "_" +
-         std::to_string(::getpid());
-}
-
-// Every observable bit of the controller, via its own checkpoint bytes.
-std::string snapshot(const Controller& controller) {
-  const std::string path = temp_path("snapshot");
-  controller.save(path);
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 
 std::vector<int64_t> sorted(std::vector<int64_t> v) {
   std::sort(v.begin(), v.end());

@@ -4,8 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdint>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <initializer_list>
 #include <map>
 #include <string>
@@ -87,6 +91,23 @@ inline ::testing::AssertionResult throws_code(const std::function<void()>& fn, E
     return ::testing::AssertionFailure() << "threw a non-seqflow exception: " << error.what();
   }
   return ::testing::AssertionFailure() << "did not throw";
+}
+
+// A file name under the test temp dir, unique to this process.
+inline std::string temp_path(const std::string& name) {
+  return ::testing::TempDir() + "seqflow_controller_" + name + "_" + std::to_string(::getpid());
+}
+
+inline std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// Every observable bit of the controller, as its own checkpoint's bytes.
+inline std::string snapshot(const Controller& controller) {
+  const std::string path = temp_path("snapshot");
+  controller.save(path);
+  return read_bytes(path);
 }
 
 }  // namespace seqflow::test
