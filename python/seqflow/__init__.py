@@ -5,42 +5,47 @@ The streaming API follows TransferQueue's names and meanings:
 ``seqflow.get_data``, the kv_* calls, checkpoints, each also as
 ``async_<name>``; ``BatchMeta``; the samplers; ``StreamingDataset`` and
 ``StreamingDataLoader`` (these two need torch).
+
+The streaming API loads on first use, so that ``seqflow.balance`` and
+``seqflow.pack`` cost no torch import (seconds and ~250 MB).
 """
 
-from seqflow import balance
-from seqflow import pack
-from seqflow.batch_meta import BatchMeta, KVBatchMeta
-from seqflow.client import *  # noqa: F401,F403  (init, get_client, close, put, get_meta, ...)
-from seqflow.client import API_FUNCTIONS as _API_FUNCTIONS
-from seqflow.client import Client
-from seqflow.samplers import (
-    BaseSampler,
-    GRPOGroupNSampler,
-    RankAwareSampler,
-    SeqlenBalancedSampler,
-    SequentialSampler,
-    TokenBudgetSampler,
-)
-from seqflow.streaming import StreamingDataLoader, StreamingDataset
+import importlib
+
+from seqflow import balance, pack
 
 __version__ = "0.1.0"
-__all__ = [
-    "balance",
-    "pack",
-    "__version__",
-    "BatchMeta",
-    "KVBatchMeta",
-    "Client",
-    "init",
-    "get_client",
-    "close",
-    "BaseSampler",
-    "SequentialSampler",
-    "GRPOGroupNSampler",
-    "RankAwareSampler",
-    "SeqlenBalancedSampler",
-    "TokenBudgetSampler",
-    "StreamingDataset",
-    "StreamingDataLoader",
-    *_API_FUNCTIONS,
-]
+
+_LAZY_NAMES = {
+    "BatchMeta": "seqflow.batch_meta",
+    "KVBatchMeta": "seqflow.batch_meta",
+    "Client": "seqflow.client",
+    "BaseSampler": "seqflow.samplers",
+    "SequentialSampler": "seqflow.samplers",
+    "GRPOGroupNSampler": "seqflow.samplers",
+    "RankAwareSampler": "seqflow.samplers",
+    "SeqlenBalancedSampler": "seqflow.samplers",
+    "TokenBudgetSampler": "seqflow.samplers",
+    "StreamingDataset": "seqflow.streaming",
+    "StreamingDataLoader": "seqflow.streaming",
+}
+
+
+def _client_module():
+    return importlib.import_module("seqflow.client")
+
+
+def __getattr__(name):
+    if name in _LAZY_NAMES:
+        return getattr(importlib.import_module(_LAZY_NAMES[name]), name)
+    if name == "__all__":
+        return ["balance", "pack", "__version__", *_LAZY_NAMES, *_client_module().__all__]
+    if not name.startswith("__"):
+        client = _client_module()
+        if name in client.__all__:
+            return getattr(client, name)
+    raise AttributeError(f"module 'seqflow' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__getattr__("__all__")))
