@@ -21,6 +21,8 @@
 #include "seqflow/controller.h"
 #include "seqflow/error.h"
 
+#include "test_support.h"
+
 namespace seqflow::test {
 
 inline FieldSchema tensor_schema(Shape shape = {4}, DType dtype = DType::kFloat32) {
@@ -68,30 +70,6 @@ inline MetaRequest fetch_request(const std::string& partition, const std::string
   return request;
 }
 
-// Passes when `fn` throws seqflow::Error with `code` and a message holding
-// every fragment.
-inline ::testing::AssertionResult throws_code(const std::function<void()>& fn, ErrorCode code,
-                                              const std::vector<std::string_view>& fragments = {}) {
-  try {
-    fn();
-  } catch (const Error& error) {
-    const std::string message = error.what();
-    if (error.code() != code) {
-      return ::testing::AssertionFailure() << "wrong error code " << static_cast<int>(error.code())
-                                           << "; message: " << message;
-    }
-    for (std::string_view fragment : fragments) {
-      if (message.find(fragment) == std::string::npos) {
-        return ::testing::AssertionFailure()
-               << "message \"" << message << "\" lacks \"" << fragment << "\"";
-      }
-    }
-    return ::testing::AssertionSuccess();
-  } catch (const std::exception& error) {
-    return ::testing::AssertionFailure() << "threw a non-seqflow exception: " << error.what();
-  }
-  return ::testing::AssertionFailure() << "did not throw";
-}
 
 // A file name under the test temp dir, unique to this process.
 inline std::string temp_path(const std::string& name) {

@@ -31,17 +31,17 @@ using Rng = std::mt19937_64;
 // Fixed seed of every random test: failures reproduce exactly.
 inline constexpr uint64_t kSeed = 0x5eedf10eULL;
 
-// Passes when `fn` throws seqflow::Error with kInvalidArgument and a message
-// that contains every fragment.
-inline ::testing::AssertionResult throws_invalid(const std::function<void()>& fn,
-                                                 std::initializer_list<std::string_view> fragments) {
+// Passes when `fn` throws seqflow::Error with `code` and a message holding
+// every fragment.
+inline ::testing::AssertionResult throws_code(const std::function<void()>& fn, ErrorCode code,
+                                              const std::vector<std::string_view>& fragments = {}) {
   try {
     fn();
   } catch (const Error& error) {
     const std::string message = error.what();
-    if (error.code() != ErrorCode::kInvalidArgument) {
-      return ::testing::AssertionFailure()
-             << "error code is not kInvalidArgument; message: " << message;
+    if (error.code() != code) {
+      return ::testing::AssertionFailure() << "wrong error code " << static_cast<int>(error.code())
+                                           << "; message: " << message;
     }
     for (std::string_view fragment : fragments) {
       if (message.find(fragment) == std::string::npos) {
@@ -54,6 +54,13 @@ inline ::testing::AssertionResult throws_invalid(const std::function<void()>& fn
     return ::testing::AssertionFailure() << "threw a non-seqflow exception: " << error.what();
   }
   return ::testing::AssertionFailure() << "did not throw";
+}
+
+// Passes when `fn` throws seqflow::Error with kInvalidArgument and a message
+// that contains every fragment.
+inline ::testing::AssertionResult throws_invalid(const std::function<void()>& fn,
+                                                 std::initializer_list<std::string_view> fragments) {
+  return throws_code(fn, ErrorCode::kInvalidArgument, std::vector<std::string_view>(fragments));
 }
 
 // cost = a * L + b * L * L in 128 bits; nullopt when it does not fit in int64.
