@@ -248,6 +248,13 @@ class MicroBatchPlan:
     def counts(self) -> list:
         return [len(rank) for rank in self.batches]
 
+    def __repr__(self) -> str:
+        largest = max((max(rank, default=0) for rank in self.tokens), default=0)
+        return (
+            f"MicroBatchPlan(ranks={len(self.batches)}, micro_batches per rank={self.counts[0] if self.batches else 0}, "
+            f"largest micro-batch={largest} tokens, empty_batches={self.empty_batches})"
+        )
+
     def order(self, rank=None) -> np.ndarray:
         """Sample indexes in micro-batch order: of one rank, or of all ranks,
         rank by rank."""
