@@ -26,11 +26,6 @@ machines are noisy; read the PASS/FAIL lines.
 from __future__ import annotations
 
 import argparse
-import datetime
-import os
-import platform
-import resource
-import shlex
 import subprocess
 import sys
 import time
@@ -38,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+from run_header import run_header
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO / "tools") not in sys.path:
@@ -432,7 +429,8 @@ def compat_rows(results: list[CompatResult]) -> str:
 
 
 MEMORY_PROBE = r"""
-import importlib.util, resource, sys, time
+import importlib.util, os, resource, sys, time
+sys.path.insert(0, os.path.dirname(sys.argv[1]))  # the bench's sibling modules
 spec = importlib.util.spec_from_file_location("balance_bench", sys.argv[1])
 bench = importlib.util.module_from_spec(spec)
 sys.modules["balance_bench"] = bench
@@ -496,14 +494,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     started = time.perf_counter()
 
-    command = shlex.join(getattr(sys, "orig_argv", [sys.executable, *sys.argv]))
-    emit(f"$ {command}")
-    emit()
-    load = os.getloadavg()
-    emit(f"date {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}; "
-         f"{platform.machine()}, {os.cpu_count()} CPUs, load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; "
-         f"Python {platform.python_version()}, numpy {np.__version__}, "
-         f"seqflow {getattr(seqflow, '__version__', '?')} ({Path(seqflow.__file__).parent})")
+    for line in run_header(seqflow):
+        emit(line)
 
     reference = None
     try:

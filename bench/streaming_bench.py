@@ -32,11 +32,9 @@ code is 0 whatever the targets say.
 from __future__ import annotations
 
 import argparse
-import datetime
 import gc
 import json
 import os
-import platform
 import shlex
 import subprocess
 import sys
@@ -44,6 +42,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from run_header import run_header
 
 import seqflow
 
@@ -304,13 +304,8 @@ def main(argv=None) -> int:
     history = QUICK_HISTORY if args.quick else FULL_HISTORY
     started = time.perf_counter()
 
-    emit(f"$ {shlex.join(getattr(sys, 'orig_argv', [sys.executable, *sys.argv]))}")
-    emit()
-    load = os.getloadavg()
-    emit(f"date {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}; "
-         f"{platform.machine()}, {os.cpu_count()} CPUs, load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; "
-         f"Python {platform.python_version()}, numpy {np.__version__}, "
-         f"seqflow {getattr(seqflow, '__version__', '?')} ({Path(seqflow.__file__).parent})")
+    for line in run_header(seqflow):
+        emit(line)
     emit(f"mode: {'quick' if args.quick else 'full'}; {fetches} timed fetches per row, {reps} runs for bandwidth")
     emit()
 
