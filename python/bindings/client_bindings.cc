@@ -14,7 +14,9 @@
 #include <map>
 
 #include "bindings/arrays.h"
+#include "bindings/batch_meta_conversion.h"
 #include "bindings/json_conversion.h"
+#include "bindings/msgpack_conversion.h"
 #include "bindings/samplers.h"
 #include "bindings/submodules.h"
 #include "bindings/tensor_conversion.h"
@@ -29,114 +31,12 @@ namespace seqflow::bindings {
 namespace {
 
 using Json = nlohmann::json;
-using BoolMatrix = nb::ndarray<nb::numpy, bool, nb::ndim<2>>;
 using BoolArray = nb::ndarray<nb::numpy, bool, nb::ndim<1>>;
-
-// Bools as one byte each, the layout numpy's bool dtype has.
-BoolMatrix bool_matrix(std::vector<uint8_t>&& values, size_t rows, size_t columns) {
-  auto* owned = new std::vector<uint8_t>(std::move(values));
-  nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<uint8_t>*>(p); });
-  return BoolMatrix(reinterpret_cast<bool*>(owned->data()), {rows, columns}, owner);
-}
 
 BoolArray bool_array(const std::vector<bool>& values) {
   auto* owned = new std::vector<uint8_t>(values.begin(), values.end());
   nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<uint8_t>*>(p); });
   return BoolArray(reinterpret_cast<bool*>(owned->data()), {owned->size()}, owner);
-}
-
-nb::dict schema_to_python(const FieldSchema& schema) {
-  nb::dict out;
-  out["dtype"] = std::string(dtype_name(schema.dtype));
-  nb::list shape;
-  for (int64_t d : schema.shape) shape.append(d);
-  out["shape"] = nb::tuple(shape);
-  out["is_nested"] = schema.is_nested;
-  out["is_non_tensor"] = schema.is_object;
-  return out;
-}
-
-FieldSchema schema_from_python(const std::string& field, nb::handle value) {
-  nb::dict entry;
-  if (!nb::try_cast(value, entry)) throw_invalid("field_schema[\"" + field + "\"] must be a dict");
-  FieldSchema schema;
-  if (entry.contains("dtype")) schema.dtype = parse_dtype(nb::cast<std::string>(nb::str(entry["dtype"])));
-  if (entry.contains("shape") && !entry["shape"].is_none()) {
-    for (nb::handle d : entry["shape"]) schema.shape.push_back(nb::cast<int64_t>(d));
-  }
-  if (entry.contains("is_nested")) schema.is_nested = nb::cast<bool>(entry["is_nested"]);
-  if (entry.contains("is_non_tensor")) schema.is_object = nb::cast<bool>(entry["is_non_tensor"]);
-  return schema;
-}
-
-nb::dict meta_to_python(BatchMeta&& meta) {
-  const size_t n = meta.size();
-  const size_t fields = meta.field_schema.size();
-  nb::dict out;
-  out["global_indexes"] = to_numpy(std::move(meta.global_indexes));
-  nb::list partitions;
-  for (const std::string& p : meta.partition_ids) partitions.append(p);
-  out["partition_ids"] = partitions;
-  nb::dict schema;
-  for (const auto& [field, entry] : meta.field_schema) schema[field.c_str()] = schema_to_python(entry);
-  out["field_schema"] = schema;
-  std::vector<uint8_t> status(n * fields, 0);
-  for (size_t i = 0; i < n && i < meta.production_status.size(); ++i) {
-    for (size_t f = 0; f < fields && f < meta.production_status[i].size(); ++f) {
-      status[i * fields + f] = meta.production_status[i][f] ? 1 : 0;
-    }
-  }
-  out["production_status"] = bool_matrix(std::move(status), n, fields);
-  nb::list custom;
-  for (size_t i = 0; i < n; ++i) {
-    custom.append(i < meta.custom_meta.size() && meta.custom_meta[i].is_object()
-                      ? from_json(meta.custom_meta[i])
-                      : nb::object(nb::dict()));
-  }
-  out["custom_meta"] = custom;
-  out["extra_info"] = from_json(meta.extra_info.is_object() ? meta.extra_info : Json::object());
-  return out;
-}
-
-std::vector<Json> custom_meta_from_python(nb::handle value) {
-  std::vector<Json> out;
-  if (value.is_none()) return out;
-  size_t i = 0;
-  for (nb::handle item : value) {
-    const std::string where = "custom_meta[" + std::to_string(i) + "]";
-    if (!PyDict_Check(item.ptr())) {
-      throw_invalid(where + " must be a dict, got " + std::string(nb::type_name(item.type()).c_str()));
-    }
-    out.push_back(to_json(item, where));
-    ++i;
-  }
-  return out;
-}
-
-BatchMeta meta_from_python(nb::dict meta) {
-  BatchMeta out;
-  auto indexes = nb::cast<Int64Input>(meta["global_indexes"]);
-  out.global_indexes.assign(indexes.data(), indexes.data() + indexes.shape(0));
-  for (nb::handle p : meta["partition_ids"]) out.partition_ids.push_back(nb::cast<std::string>(p));
-  if (meta.contains("field_schema")) {
-    for (auto [key, value] : nb::cast<nb::dict>(meta["field_schema"])) {
-      const std::string field = nb::cast<std::string>(key);
-      out.field_schema.emplace(field, schema_from_python(field, value));
-    }
-  }
-  if (meta.contains("production_status") && !meta["production_status"].is_none()) {
-    auto status = nb::cast<nb::ndarray<const bool, nb::ndim<2>, nb::c_contig, nb::device::cpu>>(
-        meta["production_status"]);
-    for (size_t i = 0; i < status.shape(0); ++i) {
-      out.production_status.emplace_back(status.data() + i * status.shape(1),
-                                         status.data() + (i + 1) * status.shape(1));
-    }
-  }
-  if (meta.contains("custom_meta")) out.custom_meta = custom_meta_from_python(meta["custom_meta"]);
-  if (meta.contains("extra_info") && !meta["extra_info"].is_none()) {
-    out.extra_info = to_json(meta["extra_info"], "extra_info");
-  }
-  return out;
 }
 
 std::vector<std::string> strings(nb::handle values) {
@@ -182,6 +82,8 @@ void bind_client(nb::module_ m) {
   m.def("packed_column", &packed_column, "field"_a, "values"_a, "shapes"_a);
   m.def("ragged_column", &ragged_column, "field"_a, "arrays"_a);
   m.def("object_column", &object_column, "field"_a, "items"_a);
+  m.def("decode_custom_meta", &decode_custom_meta, "encoded"_a, "offsets"_a,
+        "One dict per sample from a batch's encoded custom_meta (MessagePack bytes and offsets).");
 
   nb::class_<PyClient>(m, "EmbeddedClient", "Controller and storage in this process.")
       .def(

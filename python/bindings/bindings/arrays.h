@@ -15,10 +15,11 @@ using Int64Input =
     nanobind::ndarray<const int64_t, nanobind::ndim<1>, nanobind::c_contig, nanobind::device::cpu>;
 
 // The array owns the vector's buffer through a capsule.
-inline Int64Array to_numpy(std::vector<int64_t>&& values) {
-  auto* owned = new std::vector<int64_t>(std::move(values));
-  nanobind::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<int64_t>*>(p); });
-  return Int64Array(owned->data(), {owned->size()}, owner);
+template <typename T>
+nanobind::ndarray<nanobind::numpy, T, nanobind::ndim<1>> to_numpy(std::vector<T>&& values) {
+  auto* owned = new std::vector<T>(std::move(values));
+  nanobind::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
+  return nanobind::ndarray<nanobind::numpy, T, nanobind::ndim<1>>(owned->data(), {owned->size()}, owner);
 }
 
 inline std::span<const int64_t> as_span(const Int64Input& array) {

@@ -1,0 +1,153 @@
+#include "bindings/batch_meta_conversion.h"
+
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+
+#include "bindings/arrays.h"
+#include "bindings/json_conversion.h"
+#include "bindings/msgpack_conversion.h"
+#include "seqflow/error.h"
+
+namespace nb = nanobind;
+
+namespace seqflow::bindings {
+namespace {
+
+using Json = nlohmann::json;
+using BoolMatrix = nb::ndarray<nb::numpy, bool, nb::ndim<2>>;
+
+// Bools as one byte each, the layout numpy's bool dtype has.
+BoolMatrix bool_matrix(std::vector<uint8_t>&& values, size_t rows, size_t columns) {
+  auto* owned = new std::vector<uint8_t>(std::move(values));
+  nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<uint8_t>*>(p); });
+  return BoolMatrix(reinterpret_cast<bool*>(owned->data()), {rows, columns}, owner);
+}
+
+nb::dict schema_to_python(const FieldSchema& schema) {
+  nb::dict out;
+  out["dtype"] = std::string(dtype_name(schema.dtype));
+  nb::list shape;
+  for (int64_t d : schema.shape) shape.append(d);
+  out["shape"] = nb::tuple(shape);
+  out["is_nested"] = schema.is_nested;
+  out["is_non_tensor"] = schema.is_object;
+  return out;
+}
+
+FieldSchema schema_from_python(const std::string& field, nb::handle value) {
+  nb::dict entry;
+  if (!nb::try_cast(value, entry)) throw_invalid("field_schema[\"" + field + "\"] must be a dict");
+  FieldSchema schema;
+  if (entry.contains("dtype")) schema.dtype = parse_dtype(nb::cast<std::string>(nb::str(entry["dtype"])));
+  if (entry.contains("shape") && !entry["shape"].is_none()) {
+    for (nb::handle d : entry["shape"]) schema.shape.push_back(nb::cast<int64_t>(d));
+  }
+  if (entry.contains("is_nested")) schema.is_nested = nb::cast<bool>(entry["is_nested"]);
+  if (entry.contains("is_non_tensor")) schema.is_object = nb::cast<bool>(entry["is_non_tensor"]);
+  return schema;
+}
+
+CustomMetaList custom_meta_from_encoded(nb::bytes bytes, const OffsetsInput& offsets) {
+  return CustomMetaList::from_encoded(std::string(bytes.c_str(), bytes.size()),
+                                      std::vector<uint32_t>(offsets.data(), offsets.data() + offsets.shape(0)));
+}
+
+}  // namespace
+
+nb::dict meta_to_python(BatchMeta&& meta) {
+  const size_t n = meta.size();
+  const size_t fields = meta.field_schema.size();
+  nb::dict out;
+  out["global_indexes"] = to_numpy(std::move(meta.global_indexes));
+  // One str object per run of equal names.
+  nb::list partitions;
+  for (size_t r = 0, begin = 0; r < meta.partition_ids.run_count(); begin = meta.partition_ids.run_end(r++)) {
+    nb::str name(meta.partition_ids.run_name(r).data(), meta.partition_ids.run_name(r).size());
+    for (size_t i = begin; i < meta.partition_ids.run_end(r); ++i) partitions.append(name);
+  }
+  out["partition_ids"] = partitions;
+  nb::dict schema;
+  for (const auto& [field, entry] : meta.field_schema) schema[field.c_str()] = schema_to_python(entry);
+  out["field_schema"] = schema;
+  meta.production_status.resize(n * fields);
+  out["production_status"] = bool_matrix(std::move(meta.production_status), n, fields);
+  // Decoded on first use (seqflow.BatchMeta.custom_meta).
+  std::vector<uint32_t> offsets = meta.custom_meta.offsets();
+  out["custom_meta_encoded"] = nb::make_tuple(
+      nb::bytes(meta.custom_meta.bytes().data(), meta.custom_meta.bytes().size()),
+      to_numpy(std::move(offsets)));
+  out["extra_info"] = from_json(meta.extra_info.is_object() ? meta.extra_info : Json::object());
+  return out;
+}
+
+nb::list decode_custom_meta(nb::bytes bytes, const OffsetsInput& offsets) {
+  const size_t n = offsets.shape(0);
+  if (n == 0 || offsets.data()[0] != 0 || offsets.data()[n - 1] != bytes.size()) {
+    throw_invalid("custom_meta offsets must start at 0 and end at the byte count " + std::to_string(bytes.size()));
+  }
+  const std::string_view all(bytes.c_str(), bytes.size());
+  nb::list out;
+  for (size_t i = 0; i + 1 < n; ++i) {
+    const uint32_t begin = offsets.data()[i], end = offsets.data()[i + 1];
+    if (end < begin) throw_invalid("custom_meta offsets must ascend, entry " + std::to_string(i + 1) + " is " + std::to_string(end));
+    std::string error;
+    nb::object value = from_msgpack(all.substr(begin, end - begin), error);
+    if (!value.is_valid() || !PyDict_Check(value.ptr())) {
+      throw_invalid("custom_meta[" + std::to_string(i) + "] is not a MessagePack map" +
+                    (error.empty() ? std::string() : ": " + error));
+    }
+    out.append(value);
+  }
+  return out;
+}
+
+std::vector<Json> custom_meta_from_python(nb::handle value) {
+  std::vector<Json> out;
+  if (value.is_none()) return out;
+  size_t i = 0;
+  for (nb::handle item : value) {
+    const std::string where = "custom_meta[" + std::to_string(i) + "]";
+    if (!PyDict_Check(item.ptr())) {
+      throw_invalid(where + " must be a dict, got " + std::string(nb::type_name(item.type()).c_str()));
+    }
+    out.push_back(to_json(item, where));
+    ++i;
+  }
+  return out;
+}
+
+BatchMeta meta_from_python(nb::dict meta) {
+  BatchMeta out;
+  auto indexes = nb::cast<Int64Input>(meta["global_indexes"]);
+  out.global_indexes.assign(indexes.data(), indexes.data() + indexes.shape(0));
+  for (nb::handle p : meta["partition_ids"]) out.partition_ids.push_back(nb::cast<std::string>(p));
+  if (meta.contains("field_schema")) {
+    for (auto [key, value] : nb::cast<nb::dict>(meta["field_schema"])) {
+      const std::string field = nb::cast<std::string>(key);
+      out.field_schema.emplace(field, schema_from_python(field, value));
+    }
+  }
+  if (meta.contains("production_status") && !meta["production_status"].is_none()) {
+    auto status = nb::cast<nb::ndarray<const bool, nb::ndim<2>, nb::c_contig, nb::device::cpu>>(
+        meta["production_status"]);
+    if (status.shape(0) != out.size() || status.shape(1) != out.field_schema.size()) {
+      throw_invalid("production_status must have shape (" + std::to_string(out.size()) + ", " +
+                    std::to_string(out.field_schema.size()) + "), got (" + std::to_string(status.shape(0)) +
+                    ", " + std::to_string(status.shape(1)) + ")");
+    }
+    const auto* bits = reinterpret_cast<const uint8_t*>(status.data());
+    out.production_status.assign(bits, bits + status.shape(0) * status.shape(1));
+  }
+  if (meta.contains("custom_meta_encoded") && !meta["custom_meta_encoded"].is_none()) {
+    auto encoded = nb::cast<nb::tuple>(meta["custom_meta_encoded"]);
+    out.custom_meta = custom_meta_from_encoded(nb::cast<nb::bytes>(encoded[0]), nb::cast<OffsetsInput>(encoded[1]));
+  } else if (meta.contains("custom_meta") && !meta["custom_meta"].is_none()) {
+    for (const Json& object : custom_meta_from_python(meta["custom_meta"])) out.custom_meta.push_back(object);
+  }
+  if (meta.contains("extra_info") && !meta["extra_info"].is_none()) {
+    out.extra_info = to_json(meta["extra_info"], "extra_info");
+  }
+  return out;
+}
+
+}  // namespace seqflow::bindings
