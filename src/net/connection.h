@@ -1,0 +1,109 @@
+// The client side: a Connection is one DEALER socket to one service; a
+// ConnectionPool shares persistent connections between threads.
+#pragma once
+
+#include <zmq.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "net/frames.h"
+#include "net/security.h"
+
+namespace seqflow::net {
+
+struct ConnectionOptions {
+  std::chrono::milliseconds timeout{30000};  // per call: sending and waiting for the reply
+  ClientSecurity security;
+};
+
+// Not thread-safe: one thread at a time (ConnectionPool hands them out).
+// Requests may be pipelined: several send() before their receive().
+class Connection {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // Connects lazily (ZeroMQ reconnects by itself, also to a restarted
+  // service). Throws kInvalidArgument on a bad endpoint or bad keys.
+  Connection(zmq::context_t& context, std::string endpoint, ConnectionOptions options);
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // Sends [envelope, args...] and returns the request id. Throws kTimeout
+  // when the service cannot take the request within options.timeout (it is
+  // down, or its queue is full): a send never blocks forever.
+  uint64_t send(std::string_view op, Frames args);
+  uint64_t send(std::string_view op, Frames args, Clock::time_point deadline);
+
+  // The result frames of request `id`. An error reply throws seqflow::Error
+  // with the service's code and message; no reply by the deadline throws
+  // kTimeout, and a late reply is discarded when it comes.
+  Frames receive(uint64_t id, Clock::time_point deadline);
+
+  Frames call(std::string_view op, Frames args);  // send + receive within options.timeout
+  Frames call(std::string_view op, Frames args, std::chrono::milliseconds timeout);
+
+  const std::string& endpoint() const { return endpoint_; }
+  const ConnectionOptions& options() const { return options_; }
+
+ private:
+  struct Pending {
+    std::string op;
+    Clock::time_point sent;
+  };
+  bool poll_until(short events, Clock::time_point deadline);  // false: deadline passed
+  [[noreturn]] void throw_no_reply(uint64_t id, Clock::time_point deadline);
+
+  std::string endpoint_;
+  ConnectionOptions options_;
+  zmq::socket_t socket_;
+  uint64_t next_id_ = 1;  // 0 is what the service answers to an envelope without an id
+  std::map<uint64_t, Pending> pending_;  // sent, not yet received
+  std::map<uint64_t, Frames> early_replies_;  // pipelined replies that came before their turn
+};
+
+// Thread-safe. Connections are created on demand, reused, and kept until the
+// pool goes; the pool and its leases share ownership of the context, so it
+// outlives every socket.
+class ConnectionPool {
+ public:
+  ConnectionPool(std::shared_ptr<zmq::context_t> context, std::string endpoint, ConnectionOptions options);
+
+ private:
+  struct State;
+
+ public:
+  // Exclusive use of one connection; gives it back to the pool when destroyed.
+  class Lease {
+   public:
+    Lease(Lease&&) noexcept = default;
+    Lease& operator=(Lease&&) = delete;  // would have to give back the held connection first
+    ~Lease();
+    Connection& operator*() const { return *connection_; }
+    Connection* operator->() const { return connection_.get(); }
+
+   private:
+    friend class ConnectionPool;
+    Lease(std::shared_ptr<State> state, std::unique_ptr<Connection> connection);
+    std::shared_ptr<State> state_;
+    std::unique_ptr<Connection> connection_;
+  };
+
+  Lease acquire();
+  Frames call(std::string_view op, Frames args);  // acquire + call
+  Frames call(std::string_view op, Frames args, std::chrono::milliseconds timeout);
+
+  const std::string& endpoint() const;
+  size_t idle_connections() const;
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace seqflow::net

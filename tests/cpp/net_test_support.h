@@ -1,0 +1,54 @@
+// Shared helpers of the net tests: frames from strings, an echo service on a
+// free loopback port, quick client options.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "net/connection.h"
+#include "net/frames.h"
+#include "net/service.h"
+#include "test_support.h"
+
+namespace seqflow::net::test {
+
+using namespace std::chrono_literals;
+using seqflow::test::throws_code;
+using seqflow::test::throws_invalid;
+
+inline Frames frames_of(std::initializer_list<std::string_view> parts) {
+  Frames frames;
+  for (std::string_view part : parts) frames.push_back(copy_frame(part));
+  return frames;
+}
+
+inline std::vector<std::string> strings_of(const Frames& frames) {
+  std::vector<std::string> out;
+  for (const auto& frame : frames) out.emplace_back(as_string_view(frame));
+  return out;
+}
+
+inline ConnectionOptions timeout_of(std::chrono::milliseconds timeout) {
+  ConnectionOptions options;
+  options.timeout = timeout;
+  return options;
+}
+
+// A started service with op "echo" (results = args) plus whatever `add` registers.
+inline std::unique_ptr<Service> echo_service(ServiceOptions options = {},
+                                             const std::function<void(Service&)>& add = {}) {
+  auto service = std::make_unique<Service>(std::move(options));
+  service->handle("echo", [](Frames& args) { return std::move(args); });
+  if (add) add(*service);
+  service->start();
+  return service;
+}
+
+}  // namespace seqflow::net::test
