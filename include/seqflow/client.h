@@ -1,8 +1,10 @@
-// The client facade: one API over the controller and the storage, embedded in
-// this process (the default) or, later, remote. Frontends (Python, CLI) talk
-// to a Client, never to the controller and storage directly.
+// The client facade: one API over the control plane and the data plane,
+// embedded in this process (the default) or remote (services reached over
+// ZeroMQ). Frontends (Python, CLI) talk to a Client, never to the controller
+// and storage directly.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <span>
 #include <string>
@@ -35,19 +37,48 @@ class Client {
   virtual std::vector<std::vector<SampleView>> get_data(const BatchMeta& meta,
                                                         std::span<const std::string> fields) = 0;
 
-  virtual Controller& controller() = 0;  // status queries, kv, custom meta
+  // Status queries and custom metadata; clears go through the client.
+  virtual ControlPlane& control() = 0;
   // Clearing releases the storage too.
   virtual void clear_samples(const std::string& partition_id,
                              std::span<const int64_t> global_indexes) = 0;
   virtual void clear_partition(const std::string& partition_id) = 0;
 
-  // Controller, samplers and storage, as one atomic directory.
+  // Key-value API. kv_put writes the columns (one sample per key) under the
+  // keys, creating samples for unknown keys; on failure the keys it created
+  // are removed again. Without columns it only creates keys and sets tags.
+  // kv_meta is the metadata of known keys (a missing key throws kNotFound
+  // naming it), for get_data. kv_clear releases the keys' samples in both
+  // planes.
+  virtual BatchMeta kv_put(const std::string& partition_id, std::span<const std::string> keys,
+                           std::span<const nlohmann::json> tags, const std::vector<Column>& columns) = 0;
+  virtual BatchMeta kv_meta(const std::string& partition_id, std::span<const std::string> keys) = 0;
+  virtual void kv_clear(const std::string& partition_id, std::span<const std::string> keys) = 0;
+
+  // Controller, samplers and storage, as one atomic directory. In remote
+  // mode the services write and read the files, so the directory must be on
+  // a filesystem they and this client share under the same path.
   virtual void save_checkpoint(const std::string& directory) = 0;
   virtual void load_checkpoint(const std::string& directory) = 0;
+
+  virtual StorageStats storage_stats() const = 0;
 };
 
 std::shared_ptr<Client> make_embedded_client(ControllerOptions controller_options,
                                              StorageOptions storage_options);
+
+// Remote mode: the controller service at `controller_endpoint` (e.g.
+// tcp://10.0.0.1:5555) names the storage units; sample gi lives on unit
+// gi % N. Every call fails with kTimeout after `timeout` without a reply.
+struct RemoteOptions {
+  std::string controller_endpoint;
+  std::chrono::milliseconds timeout{30000};
+  // CURVE: all three empty for plaintext; otherwise Z85 keys (40 chars).
+  std::string server_public_key;
+  std::string client_public_key;
+  std::string client_secret_key;
+};
+std::shared_ptr<Client> make_remote_client(const RemoteOptions& options);
 
 // The field schema a column implies; throws kInvalidArgument on a bad column.
 FieldSchema schema_of(const Column& column);

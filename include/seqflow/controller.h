@@ -16,6 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "seqflow/custom_meta_list.h"
+#include "seqflow/partition_id_list.h"
 #include "seqflow/sampler.h"
 #include "seqflow/tensor.h"
 
@@ -40,14 +42,18 @@ struct FieldSchema {
 
 struct BatchMeta {
   std::vector<int64_t> global_indexes;
-  std::vector<std::string> partition_ids;  // one per sample
+  PartitionIdList partition_ids;  // one per sample
   std::map<std::string, FieldSchema> field_schema;
-  // Per sample: for each field of field_schema, produced or not.
-  std::vector<std::vector<bool>> production_status;
-  std::vector<nlohmann::json> custom_meta;  // one object per sample
+  // size() rows of field_schema.size() bytes (fields in field_schema order,
+  // by name): 1 when the sample's field is produced.
+  std::vector<uint8_t> production_status;
+  CustomMetaList custom_meta;  // one object per sample
   nlohmann::json extra_info = nlohmann::json::object();
 
   size_t size() const { return global_indexes.size(); }
+  bool produced(size_t sample, size_t field) const {
+    return production_status[sample * field_schema.size() + field] != 0;
+  }
 };
 
 struct MetaRequest {
@@ -66,23 +72,31 @@ struct MetaRequest {
   std::chrono::milliseconds timeout{30000};
 };
 
+// How far a partition has come: for the metrics endpoint.
+struct PartitionProgress {
+  std::string partition_id;
+  size_t samples = 0;
+  std::map<std::string, size_t> produced;  // per field: samples that have it
+  std::map<std::string, size_t> consumed;  // per task: samples it consumed
+};
+
 struct ControllerOptions {
   std::shared_ptr<Sampler> sampler;  // null: sequential
   bool polling_mode = false;         // default for requests that do not say
 };
 
-// Thread-safe. Every mutating call either completes or throws with the state
-// unchanged. Global indexes are unique among live samples of all partitions;
-// indexes of cleared samples are reused.
-class Controller {
+// The control plane's calls, served by a Controller in this process or by a
+// controller service (remote mode). Thread-safe. Every mutating call either
+// completes or throws with the state unchanged. Global indexes are unique
+// among live samples of all partitions; indexes of cleared samples are reused.
+class ControlPlane {
  public:
-  explicit Controller(ControllerOptions options = {});
-  ~Controller();
+  virtual ~ControlPlane() = default;
 
   // Allocates `count` new samples in `partition_id` (created if new). The
   // samples exist but have no produced field yet. The samples of one insert
   // are one "put call" for GRPO grouping (see SampleInfo::group_key).
-  BatchMeta insert(const std::string& partition_id, int64_t count);
+  virtual BatchMeta insert(const std::string& partition_id, int64_t count) = 0;
 
   // Marks `fields` produced for these samples, with their schema (merged into
   // the partition's schema; a dtype conflict is an error) and, when given, one
@@ -93,53 +107,90 @@ class Controller {
   // their number of dims; dims that differ become -1 and the field nested.
   // custom_meta "total_lengths" must be a non-negative integer and
   // "group_id" a scalar.
-  void mark_produced(const std::string& partition_id, std::span<const int64_t> global_indexes,
+  virtual void mark_produced(const std::string& partition_id, std::span<const int64_t> global_indexes,
                      const std::map<std::string, FieldSchema>& fields,
-                     std::span<const nlohmann::json> custom_meta);
+                     std::span<const nlohmann::json> custom_meta) = 0;
 
-  BatchMeta get_meta(const MetaRequest& request);
+  virtual BatchMeta get_meta(const MetaRequest& request) = 0;
 
-  void set_custom_meta(const std::string& partition_id, std::span<const int64_t> global_indexes,
-                       std::span<const nlohmann::json> custom_meta);
+  virtual void set_custom_meta(const std::string& partition_id, std::span<const int64_t> global_indexes,
+                       std::span<const nlohmann::json> custom_meta) = 0;
 
   // Both return the global indexes they released (ascending), for the storage
   // to drop. A sample or partition that does not exist throws kNotFound.
-  std::vector<int64_t> clear_samples(const std::string& partition_id,
-                                     std::span<const int64_t> global_indexes);
-  std::vector<int64_t> clear_partition(const std::string& partition_id);
+  virtual std::vector<int64_t> clear_samples(const std::string& partition_id,
+                                     std::span<const int64_t> global_indexes) = 0;
+  virtual std::vector<int64_t> clear_partition(const std::string& partition_id) = 0;
 
   // Every task, or one.
-  void reset_consumption(const std::string& partition_id, const std::string* task_name);
+  virtual void reset_consumption(const std::string& partition_id, const std::string* task_name) = 0;
 
   // Per sample of the partition (ascending global index): consumed by the task?
-  std::vector<std::pair<int64_t, bool>> consumption_status(const std::string& task_name,
-                                                           const std::string& partition_id) const;
+  virtual std::vector<std::pair<int64_t, bool>> consumption_status(const std::string& task_name,
+                                                           const std::string& partition_id) const = 0;
   // Per sample: all of `fields` produced?
-  std::vector<std::pair<int64_t, bool>> production_status(std::span<const std::string> fields,
-                                                          const std::string& partition_id) const;
+  virtual std::vector<std::pair<int64_t, bool>> production_status(std::span<const std::string> fields,
+                                                          const std::string& partition_id) const = 0;
   // Both false for a partition without samples.
-  bool all_consumed(const std::string& task_name, const std::string& partition_id) const;
-  bool all_produced(std::span<const std::string> fields, const std::string& partition_id) const;
-  std::vector<std::string> partition_list() const;
+  virtual bool all_consumed(const std::string& task_name, const std::string& partition_id) const = 0;
+  virtual bool all_produced(std::span<const std::string> fields, const std::string& partition_id) const = 0;
+  virtual std::vector<std::string> partition_list() const = 0;
 
   // Key-value API: a key names one sample of a partition. Unknown keys get
   // new samples (one put call); known keys return their sample. A key's tag
   // is its sample's custom_meta: tags (empty, or one object or null per key)
   // are merged into it key by key; null leaves it as it is.
-  BatchMeta kv_resolve(const std::string& partition_id, std::span<const std::string> keys,
-                       std::span<const nlohmann::json> tags);
+  virtual BatchMeta kv_resolve(const std::string& partition_id, std::span<const std::string> keys,
+                       std::span<const nlohmann::json> tags) = 0;
   // Known keys only: a missing key throws kNotFound naming it.
-  BatchMeta kv_lookup(const std::string& partition_id, std::span<const std::string> keys) const;
+  virtual BatchMeta kv_lookup(const std::string& partition_id, std::span<const std::string> keys) const = 0;
   // Every key of the partition (or of every partition) with its tag.
-  std::vector<std::pair<std::string, nlohmann::json>> kv_list(const std::string* partition_id) const;
+  virtual std::vector<std::pair<std::string, nlohmann::json>> kv_list(const std::string* partition_id) const = 0;
   // A missing key throws kNotFound naming it; nothing is cleared then.
-  std::vector<int64_t> kv_clear(const std::string& partition_id, std::span<const std::string> keys);
+  virtual std::vector<int64_t> kv_clear(const std::string& partition_id, std::span<const std::string> keys) = 0;
 
   // Checkpoint of everything above, including the sampler's state. Atomic on
   // disk; load throws and leaves the running state unchanged on a missing or
   // corrupt file.
-  void save(const std::string& path) const;
-  void load(const std::string& path);
+  virtual void save(const std::string& path) const = 0;
+  virtual void load(const std::string& path) = 0;
+};
+
+// The control plane in this process. Every call takes one mutex; blocking
+// fetches wait on a condition variable, so a waiting caller holds nothing.
+class Controller final : public ControlPlane {
+ public:
+  explicit Controller(ControllerOptions options = {});
+  ~Controller() override;
+
+  BatchMeta insert(const std::string& partition_id, int64_t count) override;
+  void mark_produced(const std::string& partition_id, std::span<const int64_t> global_indexes,
+                     const std::map<std::string, FieldSchema>& fields,
+                     std::span<const nlohmann::json> custom_meta) override;
+  BatchMeta get_meta(const MetaRequest& request) override;
+  void set_custom_meta(const std::string& partition_id, std::span<const int64_t> global_indexes,
+                       std::span<const nlohmann::json> custom_meta) override;
+  std::vector<int64_t> clear_samples(const std::string& partition_id,
+                                     std::span<const int64_t> global_indexes) override;
+  std::vector<int64_t> clear_partition(const std::string& partition_id) override;
+  void reset_consumption(const std::string& partition_id, const std::string* task_name) override;
+  std::vector<std::pair<int64_t, bool>> consumption_status(const std::string& task_name,
+                                                           const std::string& partition_id) const override;
+  std::vector<std::pair<int64_t, bool>> production_status(std::span<const std::string> fields,
+                                                          const std::string& partition_id) const override;
+  bool all_consumed(const std::string& task_name, const std::string& partition_id) const override;
+  bool all_produced(std::span<const std::string> fields, const std::string& partition_id) const override;
+  std::vector<std::string> partition_list() const override;
+  BatchMeta kv_resolve(const std::string& partition_id, std::span<const std::string> keys,
+                       std::span<const nlohmann::json> tags) override;
+  BatchMeta kv_lookup(const std::string& partition_id, std::span<const std::string> keys) const override;
+  std::vector<std::pair<std::string, nlohmann::json>> kv_list(const std::string* partition_id) const override;
+  std::vector<int64_t> kv_clear(const std::string& partition_id, std::span<const std::string> keys) override;
+  void save(const std::string& path) const override;
+  void load(const std::string& path) override;
+
+  // Walks every sample under the lock: for scrapes, not for hot paths.
+  std::vector<PartitionProgress> progress() const;
 
  private:
   struct State;

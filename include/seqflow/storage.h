@@ -25,37 +25,54 @@ struct StorageStats {
                          // only the slices still referenced)
 };
 
-// Thread-safe. Writes are all-or-nothing: a put that fails (capacity, bad
-// column) changes nothing.
-class StorageUnit {
+// The data plane's calls, served by a StorageUnit in this process or by
+// storage services (remote mode, sample gi on unit gi % N). Thread-safe.
+// Writes are all-or-nothing: a put that fails (capacity, bad column) changes
+// nothing.
+class DataPlane {
  public:
-  explicit StorageUnit(StorageOptions options = {});
+  virtual ~DataPlane() = default;
 
   // Stores columns[c].sample(i) under (global_indexes[i], columns[c].field);
   // every column must hold global_indexes.size() samples. Overwrites values
   // already stored. Throws kInvalidArgument on bad columns or duplicate
   // indexes, and when full (naming the limit, the requested and the free
   // amount).
-  void put(std::span<const int64_t> global_indexes, const std::vector<Column>& columns);
+  virtual void put(std::span<const int64_t> global_indexes, const std::vector<Column>& columns) = 0;
 
   // Views of the requested fields, one row per global index, in the given
   // order: result[i][f] is fields[f] of global_indexes[i]. The views share
   // the put's buffer (no copy) and keep it alive after clear(). A missing
   // (index, field) throws kNotFound naming both.
-  std::vector<std::vector<SampleView>> get(std::span<const int64_t> global_indexes,
-                                           std::span<const std::string> fields) const;
+  virtual std::vector<std::vector<SampleView>> get(std::span<const int64_t> global_indexes,
+                                           std::span<const std::string> fields) const = 0;
 
   // Drops every field of these indexes; unknown indexes are ignored.
-  void clear(std::span<const int64_t> global_indexes);
-  void clear_all();
+  virtual void clear(std::span<const int64_t> global_indexes) = 0;
+  virtual void clear_all() = 0;
 
-  StorageStats stats() const;
+  virtual StorageStats stats() const = 0;
 
   // Checkpoint: every stored value, in one file (atomic: written to a
   // temporary name, then renamed). load replaces the content, or throws and
   // leaves it unchanged.
-  void save(const std::string& path) const;
-  void load(const std::string& path);
+  virtual void save(const std::string& path) const = 0;
+  virtual void load(const std::string& path) = 0;
+};
+
+// The data plane in this process: a column store behind one reader-writer lock.
+class StorageUnit final : public DataPlane {
+ public:
+  explicit StorageUnit(StorageOptions options = {});
+
+  void put(std::span<const int64_t> global_indexes, const std::vector<Column>& columns) override;
+  std::vector<std::vector<SampleView>> get(std::span<const int64_t> global_indexes,
+                                           std::span<const std::string> fields) const override;
+  void clear(std::span<const int64_t> global_indexes) override;
+  void clear_all() override;
+  StorageStats stats() const override;
+  void save(const std::string& path) const override;
+  void load(const std::string& path) override;
 
  private:
   // A phase-fair reader-writer lock: a waiting writer holds back new

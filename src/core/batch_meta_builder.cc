@@ -1,56 +1,46 @@
 #include "core/batch_meta_builder.h"
 
-#include <map>
-
 namespace seqflow::core {
 namespace {
 
-EncodedBatch collect(const PartitionState& partition, std::span<const uint32_t> slots,
-                     const std::map<std::string, uint32_t>& field_ids) {
-  EncodedBatch batch;
-  BatchMeta& meta = batch.meta;
+// `meta` arrives with its field_schema filled in; the rest follows the slots.
+BatchMeta collect(const PartitionState& partition, std::span<const uint32_t> slots, BatchMeta meta) {
   meta.global_indexes.reserve(slots.size());
-  meta.partition_ids.assign(slots.size(), partition.name());
-  meta.production_status.reserve(slots.size());
-  batch.custom_meta.reserve(slots.size());
-  for (const auto& [name, id] : field_ids) meta.field_schema.emplace(name, partition.schema(id));
+  meta.partition_ids.append(slots.size(), partition.name());
+  // Field ids in field_schema's order (by name), the order of each status row.
+  std::vector<uint32_t> ids;
+  ids.reserve(meta.field_schema.size());
+  for (const auto& entry : meta.field_schema) ids.push_back(*partition.field_id(entry.first));
+  meta.production_status.resize(slots.size() * ids.size());
+  size_t meta_bytes = 0;
+  for (uint32_t slot : slots) meta_bytes += partition.meta_bytes(slot).size();
+  meta.custom_meta.reserve(slots.size(), meta_bytes);
+  uint8_t* status = meta.production_status.data();
   for (uint32_t slot : slots) {
     meta.global_indexes.push_back(partition.global_index(slot));
-    // Same order as field_schema (a std::map: by name).
-    std::vector<bool> produced;
-    produced.reserve(field_ids.size());
-    for (const auto& entry : field_ids) produced.push_back(partition.produced(slot, entry.second));
-    meta.production_status.push_back(std::move(produced));
-    batch.custom_meta.push_back(partition.meta_bytes(slot));
+    for (uint32_t id : ids) *status++ = partition.produced(slot, id) ? 1 : 0;
+    meta.custom_meta.push_back_encoded(partition.meta_bytes(slot));
   }
-  return batch;
+  return meta;
 }
 
 }  // namespace
 
-EncodedBatch collect_batch(const PartitionState& partition, std::span<const uint32_t> slots,
-                           std::span<const std::string> fields) {
-  std::map<std::string, uint32_t> field_ids;
+BatchMeta collect_batch(const PartitionState& partition, std::span<const uint32_t> slots,
+                        std::span<const std::string> fields) {
+  BatchMeta meta;
   for (const std::string& name : fields) {
-    if (auto id = partition.field_id(name)) field_ids.emplace(name, *id);
+    if (auto id = partition.field_id(name)) meta.field_schema.emplace(name, partition.schema(*id));
   }
-  return collect(partition, slots, field_ids);
+  return collect(partition, slots, std::move(meta));
 }
 
-EncodedBatch collect_batch(const PartitionState& partition, std::span<const uint32_t> slots) {
-  std::map<std::string, uint32_t> field_ids;
+BatchMeta collect_batch(const PartitionState& partition, std::span<const uint32_t> slots) {
+  BatchMeta meta;
   for (uint32_t id = 0; id < partition.field_count(); ++id) {
-    field_ids.emplace(partition.field_name(id), id);
+    meta.field_schema.emplace(partition.field_name(id), partition.schema(id));
   }
-  return collect(partition, slots, field_ids);
-}
-
-BatchMeta decode_batch(EncodedBatch batch) {
-  batch.meta.custom_meta.reserve(batch.custom_meta.size());
-  for (const std::string& bytes : batch.custom_meta) {
-    batch.meta.custom_meta.push_back(decode_meta(bytes));
-  }
-  return std::move(batch.meta);
+  return collect(partition, slots, std::move(meta));
 }
 
 }  // namespace seqflow::core

@@ -30,15 +30,11 @@ Controller::~Controller() = default;
 
 BatchMeta Controller::insert(const std::string& partition_id, int64_t count) {
   core::check_sample_count(count, "count");
-  core::EncodedBatch batch;
-  {
-    std::lock_guard lock(state_->mutex);
-    PartitionState& partition = state_->data.find_or_create(partition_id);
-    const core::NewSamples added = state_->data.add_samples(partition, count);
-    state_->changed.notify_all();
-    batch = core::collect_batch(partition, added.slots, std::span<const std::string>{});
-  }
-  return core::decode_batch(std::move(batch));
+  std::lock_guard lock(state_->mutex);
+  PartitionState& partition = state_->data.find_or_create(partition_id);
+  const core::NewSamples added = state_->data.add_samples(partition, count);
+  state_->changed.notify_all();
+  return core::collect_batch(partition, added.slots, std::span<const std::string>{});
 }
 
 void Controller::mark_produced(const std::string& partition_id,

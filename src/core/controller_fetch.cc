@@ -63,7 +63,7 @@ std::string describe(const MetaRequest& request) {
 
 // An answer the sampler reserved earlier. Only samples still live and still
 // consumed by the task are served: a cleared (and maybe reused) index is not.
-core::EncodedBatch serve_reserved(const core::ControlData& data, const PartitionState& partition,
+BatchMeta serve_reserved(const core::ControlData& data, const PartitionState& partition,
                          const MetaRequest& request, const std::vector<int64_t>& reserved) {
   const core::TaskQueue* queue = partition.find_task(request.task_name);
   std::vector<uint32_t> slots;
@@ -77,33 +77,45 @@ core::EncodedBatch serve_reserved(const core::ControlData& data, const Partition
 
 // The slots of a sampler's answer; throws kInternal (a sampler bug) when it
 // names a sample that is not live, or, for `consumed`, not unconsumed or twice.
-std::vector<uint32_t> answer_slots(const core::ControlData& data, const PartitionState& partition,
-                                   const core::TaskQueue& queue, std::span<const int64_t> indexes,
-                                   bool consumed, const std::string& sampler) {
-  std::vector<uint32_t> slots;
-  slots.reserve(indexes.size());
-  for (int64_t index : indexes) {
-    auto slot = data.slot_of(partition, index);
-    if (!slot || (consumed && queue.is_consumed(*slot))) {
-      throw Error(ErrorCode::kInternal,
-                  "sampler '" + sampler + "' returned global index " + std::to_string(index) +
-                      ", which is not " + (consumed ? "an unconsumed" : "a live") +
-                      " sample of partition '" + partition.name() + "'");
-    }
-    slots.push_back(*slot);
+// The sampler is named only then: name() builds a string.
+[[noreturn]] void throw_bad_answer(const Sampler& sampler, int64_t index, bool consumed,
+                                   const PartitionState& partition) {
+  throw Error(ErrorCode::kInternal, "sampler '" + sampler.name() + "' returned global index " +
+                                        std::to_string(index) + ", which is not " +
+                                        (consumed ? "an unconsumed" : "a live") +
+                                        " sample of partition '" + partition.name() + "'");
+}
+
+// `slots` (of `indexes`) again, once each unconsumed by the task is checked.
+std::vector<uint32_t> check_consumable(const PartitionState& partition, const core::TaskQueue& queue,
+                                       std::vector<uint32_t> slots, std::span<const int64_t> indexes,
+                                       const Sampler& sampler) {
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (queue.is_consumed(slots[i])) throw_bad_answer(sampler, indexes[i], true, partition);
   }
-  if (consumed) {
-    std::vector<uint32_t> sorted = slots;
-    std::sort(sorted.begin(), sorted.end());
-    if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
-      throw Error(ErrorCode::kInternal, "sampler '" + sampler + "' consumed a sample twice");
-    }
+  std::vector<uint32_t> sorted = slots;
+  std::sort(sorted.begin(), sorted.end());
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
+    throw Error(ErrorCode::kInternal, "sampler '" + sampler.name() + "' consumed a sample twice");
   }
   return slots;
 }
 
+std::vector<uint32_t> answer_slots(const core::ControlData& data, const PartitionState& partition,
+                                   const core::TaskQueue& queue, std::span<const int64_t> indexes,
+                                   bool consumed, const Sampler& sampler) {
+  std::vector<uint32_t> slots;
+  slots.reserve(indexes.size());
+  for (int64_t index : indexes) {
+    auto slot = data.slot_of(partition, index);
+    if (!slot) throw_bad_answer(sampler, index, consumed, partition);
+    slots.push_back(*slot);
+  }
+  return consumed ? check_consumable(partition, queue, std::move(slots), indexes, sampler) : slots;
+}
+
 // One attempt at a fetch; nullopt when the sampler finds too little ready.
-std::optional<core::EncodedBatch> try_fetch(core::ControlData& data, Sampler& sampler,
+std::optional<BatchMeta> try_fetch(core::ControlData& data, Sampler& sampler,
                                    const MetaRequest& request) {
   PartitionState& partition = data.require(request.partition_id);
   if (auto reserved = sampler.reserved(request.partition_id, request.task_name, request.sampling)) {
@@ -121,6 +133,13 @@ std::optional<core::EncodedBatch> try_fetch(core::ControlData& data, Sampler& sa
   size_t window = sampler.prefix_stable()
                       ? std::max(kFirstWindow, 2 * static_cast<size_t>(request.batch_size))
                       : SIZE_MAX;
+  ready.reserve(std::min(window, queue.unconsumed()));
+  SampleRequest sample_request;
+  sample_request.batch_size = request.batch_size;
+  sample_request.partition_id = request.partition_id;
+  sample_request.task_name = request.task_name;
+  sample_request.sampling = request.sampling;
+  sample_request.info = &info;
   SampleResult result;
   for (;;) {
     while (cursor != core::kNoSlot && ready.size() < window) {
@@ -128,27 +147,23 @@ std::optional<core::EncodedBatch> try_fetch(core::ControlData& data, Sampler& sa
       if (partition.has_all(cursor, *mask)) ready.push_back(partition.global_index(cursor));
       cursor = queue.next(cursor);
     }
-    SampleRequest sample_request;
     sample_request.ready = ready;
-    sample_request.batch_size = request.batch_size;
-    sample_request.partition_id = request.partition_id;
-    sample_request.task_name = request.task_name;
-    sample_request.sampling = request.sampling;
-    sample_request.info = &info;
     result = sampler.sample(sample_request);
     if (!result.sampled.empty() || cursor == core::kNoSlot) break;
     window = window > SIZE_MAX / 4 ? SIZE_MAX : window * 4;
   }
   if (result.sampled.empty()) return std::nullopt;
 
-  const std::string name = sampler.name();
-  const auto sampled = answer_slots(data, partition, queue, result.sampled, false, name);
-  const auto consumed = answer_slots(data, partition, queue, result.consumed, true, name);
+  const auto sampled = answer_slots(data, partition, queue, result.sampled, false, sampler);
+  // Most samplers consume what they hand out: look the slots up once.
+  const auto consumed = result.consumed == result.sampled
+                            ? check_consumable(partition, queue, sampled, result.consumed, sampler)
+                            : answer_slots(data, partition, queue, result.consumed, true, sampler);
   for (uint32_t slot : consumed) queue.consume(slot);
   return core::collect_batch(partition, sampled, request.fields);
 }
 
-core::EncodedBatch force_fetch(const core::ControlData& data, const MetaRequest& request) {
+BatchMeta force_fetch(const core::ControlData& data, const MetaRequest& request) {
   const PartitionState& partition = data.require(request.partition_id);
   const auto mask = partition.mask(request.fields);
   std::vector<uint32_t> slots;
@@ -165,25 +180,20 @@ core::EncodedBatch force_fetch(const core::ControlData& data, const MetaRequest&
 BatchMeta Controller::get_meta(const MetaRequest& request) {
   validate(request);
   std::unique_lock lock(state_->mutex);
-  // Custom metadata is decoded after the lock is released.
-  auto finish = [&lock](core::EncodedBatch batch) {
-    lock.unlock();
-    return core::decode_batch(std::move(batch));
-  };
   if (request.mode == MetaMode::kInsert) {
     PartitionState& partition = state_->data.find_or_create(request.partition_id);
     const core::NewSamples added = state_->data.add_samples(partition, request.batch_size);
     state_->changed.notify_all();
-    return finish(core::collect_batch(partition, added.slots, request.fields));
+    return core::collect_batch(partition, added.slots, request.fields);
   }
-  if (request.mode == MetaMode::kForceFetch) return finish(force_fetch(state_->data, request));
+  if (request.mode == MetaMode::kForceFetch) return force_fetch(state_->data, request);
 
   const bool polling = request.polling || state_->polling_mode;
   const auto deadline = std::chrono::steady_clock::now() + std::min(request.timeout, kLongestWait);
   for (;;) {
     // Re-resolved on every pass: the partition may be cleared while we wait.
     if (auto batch = try_fetch(state_->data, *state_->sampler, request)) {
-      return finish(std::move(*batch));
+      return std::move(*batch);
     }
     if (polling) return BatchMeta{};
     if (std::chrono::steady_clock::now() >= deadline) {

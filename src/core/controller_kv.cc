@@ -104,18 +104,14 @@ BatchMeta Controller::kv_resolve(const std::string& partition_id, std::span<cons
   for (auto& [slot, meta] : known_meta) partition.set_meta(slot, std::move(meta));
   for (auto& [key, meta] : fresh_meta) partition.set_meta(*partition.key_slot(key), std::move(meta));
   state_->changed.notify_all();
-  core::EncodedBatch batch = core::collect_batch(partition, require_keys(partition, keys));
-  lock.unlock();
-  return core::decode_batch(std::move(batch));
+  return core::collect_batch(partition, require_keys(partition, keys));
 }
 
 BatchMeta Controller::kv_lookup(const std::string& partition_id,
                                 std::span<const std::string> keys) const {
   std::unique_lock lock(state_->mutex);
   const PartitionState& partition = state_->data.require(partition_id);
-  core::EncodedBatch batch = core::collect_batch(partition, require_keys(partition, keys));
-  lock.unlock();
-  return core::decode_batch(std::move(batch));
+  return core::collect_batch(partition, require_keys(partition, keys));
 }
 
 std::vector<std::pair<std::string, nlohmann::json>> Controller::kv_list(

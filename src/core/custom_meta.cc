@@ -45,9 +45,9 @@ EncodedMeta encode_meta(const nlohmann::json& meta, const std::string& where) {
   return out;
 }
 
-nlohmann::json decode_meta(const std::string& bytes) {
+nlohmann::json decode_meta(std::string_view bytes) {
   if (bytes.empty()) return nlohmann::json::object();
-  return nlohmann::json::from_msgpack(bytes);
+  return nlohmann::json::from_msgpack(bytes.begin(), bytes.end());
 }
 
 nlohmann::json merge_meta(nlohmann::json current, const nlohmann::json& update) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -23,7 +24,8 @@ struct EncodedMeta {
 // when group_id is not a scalar.
 EncodedMeta encode_meta(const nlohmann::json& meta, const std::string& where);
 
-nlohmann::json decode_meta(const std::string& bytes);
+// Empty bytes decode to {}.
+nlohmann::json decode_meta(std::string_view bytes);
 
 // `current` updated key by key with `update` (both objects).
 nlohmann::json merge_meta(nlohmann::json current, const nlohmann::json& update);

@@ -9,7 +9,7 @@
 #include <set>
 #include <thread>
 
-#include "client/embedded_client.h"
+#include "seqflow/client.h"
 #include "seqflow/client.h"
 #include "storage_test_support.h"
 
@@ -53,16 +53,16 @@ MetaRequest fetch(std::vector<std::string> fields, int64_t batch_size, const std
   return request;
 }
 
-std::shared_ptr<EmbeddedClient> make_client(StorageOptions storage = {}) {
-  return std::make_shared<EmbeddedClient>(ControllerOptions{}, storage);
+std::shared_ptr<Client> make_client(StorageOptions storage = {}) {
+  return make_embedded_client(ControllerOptions{}, storage);
 }
 
-size_t partition_size(EmbeddedClient& client, const std::string& partition) {
-  return client.controller().production_status({}, partition).size();
+size_t partition_size(Client& client, const std::string& partition) {
+  return client.control().production_status({}, partition).size();
 }
 
-bool has_partition(EmbeddedClient& client, const std::string& partition) {
-  const auto list = client.controller().partition_list();
+bool has_partition(Client& client, const std::string& partition) {
+  const auto list = client.control().partition_list();
   return std::find(list.begin(), list.end(), partition) != list.end();
 }
 
@@ -94,7 +94,7 @@ TEST(EmbeddedClient, PutThenFetchSeesDataProductionAndCustomMetaTogether) {
   const BatchMeta put = client->put_new("p", {int64_column("x", {10, 11, 12})}, lengths({5, 6, 7}));
   ASSERT_EQ(put.size(), 3u);
   EXPECT_EQ(put.field_schema.at("x").dtype, DType::kInt64);
-  EXPECT_EQ(put.production_status, (std::vector<std::vector<bool>>{{true}, {true}, {true}}));
+  EXPECT_EQ(put.production_status, (std::vector<uint8_t>{1, 1, 1}));
   EXPECT_EQ(put.custom_meta[2]["total_lengths"], 7);
 
   const BatchMeta meta = client->get_meta(fetch({"x"}, 3, "p"));
@@ -124,7 +124,7 @@ TEST(EmbeddedClient, BadPutsChangeNothing) {
                            [&] { client->put_new("p", {int64_column("x", {1, 2})}, not_objects); },
                            {"custom_meta[0] must be an object"}));
   EXPECT_FALSE(has_partition(*client, "p"));
-  EXPECT_EQ(client->storage().stats().samples, 0u);
+  EXPECT_EQ(client->storage_stats().samples, 0u);
 }
 
 TEST(EmbeddedClient, DtypeConflictRollsBackTheInsert) {
@@ -133,7 +133,7 @@ TEST(EmbeddedClient, DtypeConflictRollsBackTheInsert) {
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
                            [&] { client->put_new("p", {float_column("x", {1.5f})}, {}); }, {"dtype conflict"}));
   EXPECT_EQ(partition_size(*client, "p"), 2u);
-  EXPECT_EQ(client->storage().stats().samples, 2u);
+  EXPECT_EQ(client->storage_stats().samples, 2u);
 }
 
 TEST(EmbeddedClient, FullStorageLeavesNoSampleAndNoNewPartition) {
@@ -154,19 +154,19 @@ TEST(EmbeddedClient, PutExistingAddsFieldsAndRefusesClearedSamples) {
   const BatchMeta put = client->put_new("p", {int64_column("prompt", {1, 2})}, {});
   const BatchMeta more = client->put_existing(put, {int64_column("response", {10, 20})}, lengths({3, 4}));
   EXPECT_EQ(more.field_schema.size(), 2u);
-  EXPECT_EQ(more.production_status[1], (std::vector<bool>{true, true}));
+  EXPECT_EQ(more.production_status, (std::vector<uint8_t>{1, 1, 1, 1}));
   EXPECT_EQ(more.custom_meta[1]["total_lengths"], 4);
   const BatchMeta meta = client->get_meta(fetch({"prompt", "response"}, 2, "p"));
   EXPECT_EQ(meta.size(), 2u);
 
   const int64_t first[] = {put.global_indexes[0]};
   client->clear_samples("p", first);
-  EXPECT_EQ(client->storage().stats().samples, 1u);
+  EXPECT_EQ(client->storage_stats().samples, 1u);
   EXPECT_TRUE(throws_error(ErrorCode::kNotFound,
                            [&] { client->put_existing(put, {int64_column("reward", {1, 2})}, {}); },
                            {"sample " + std::to_string(put.global_indexes[0]), "does not exist"}));
   const std::string reward[] = {"reward"};
-  const BatchMeta rest{{put.global_indexes[1]}, {"p"}, {}, {}, {}, Json::object()};
+  const BatchMeta rest{{put.global_indexes[1]}, PartitionIdList(1, "p"), {}, {}, {}, Json::object()};
   EXPECT_TRUE(throws_error(ErrorCode::kNotFound, [&] { client->get_data(rest, reward); }, {"reward"}));
 }
 
@@ -201,13 +201,13 @@ TEST(EmbeddedClient, KeyValueCallsTouchBothPlanes) {
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
                            [&] { client->kv_put("kv", mixed, {}, {float_column("x", {1.f, 2.f})}); },
                            {"dtype conflict"}));
-  EXPECT_EQ(client->controller().kv_list(nullptr).size(), 2u);
-  EXPECT_EQ(client->storage().stats().samples, 2u);
+  EXPECT_EQ(client->control().kv_list(nullptr).size(), 2u);
+  EXPECT_EQ(client->storage_stats().samples, 2u);
 
   const std::vector<std::string> one = {"a"};
   client->kv_clear("kv", one);
-  EXPECT_EQ(client->storage().stats().samples, 1u);
-  EXPECT_EQ(client->controller().kv_list(nullptr).size(), 1u);
+  EXPECT_EQ(client->storage_stats().samples, 1u);
+  EXPECT_EQ(client->control().kv_list(nullptr).size(), 1u);
 }
 
 TEST(EmbeddedClient, CheckpointRoundTrip) {
@@ -223,7 +223,7 @@ TEST(EmbeddedClient, CheckpointRoundTrip) {
   restored->put_new("other", {int64_column("y", {9})}, {});
   restored->load_checkpoint(path);
   EXPECT_FALSE(has_partition(*restored, "other"));
-  const auto consumed = restored->controller().consumption_status("train", "p");
+  const auto consumed = restored->control().consumption_status("train", "p");
   EXPECT_EQ(std::count_if(consumed.begin(), consumed.end(), [](auto& e) { return e.second; }), 1);
   const BatchMeta rest = restored->get_meta(fetch({"x"}, 2, "p"));
   ASSERT_EQ(rest.size(), 2u);
@@ -238,7 +238,7 @@ TEST(EmbeddedClient, CheckpointRoundTrip) {
   restored->save_checkpoint(path);
   auto empty = make_client();
   empty->load_checkpoint(path);
-  EXPECT_TRUE(empty->controller().partition_list().empty());
+  EXPECT_TRUE(empty->control().partition_list().empty());
 }
 
 TEST(EmbeddedClient, BadCheckpointsLeaveTheStateUnchanged) {
@@ -247,7 +247,7 @@ TEST(EmbeddedClient, BadCheckpointsLeaveTheStateUnchanged) {
   client->put_new("p", {int64_column("x", {1, 2})}, {});
   const auto check_unchanged = [&] {
     EXPECT_EQ(partition_size(*client, "p"), 2u);
-    EXPECT_EQ(client->storage().stats().samples, 2u);
+    EXPECT_EQ(client->storage_stats().samples, 2u);
   };
 
   EXPECT_TRUE(throws_error(ErrorCode::kNotFound, [&] { client->load_checkpoint(dir.file("missing")); },
@@ -337,7 +337,7 @@ TEST(EmbeddedClient, ConcurrentPutsFetchesAndClearsKeepSamplesApart) {
     client->clear_samples("p", meta.global_indexes);
   }
   for (auto& t : producers) t.join();
-  EXPECT_EQ(client->storage().stats().samples, 0u);
+  EXPECT_EQ(client->storage_stats().samples, 0u);
 }
 
 }  // namespace

@@ -37,7 +37,7 @@ TEST(ControllerTest, IndexesAreUniqueAcrossPartitionsAndReusedSmallestFirst) {
   const BatchMeta b = controller.insert("b", 3);
   EXPECT_EQ(a.global_indexes, (std::vector<int64_t>{0, 1, 2, 3}));
   EXPECT_EQ(b.global_indexes, (std::vector<int64_t>{4, 5, 6}));
-  EXPECT_EQ(a.partition_ids, std::vector<std::string>(4, "a"));
+  EXPECT_EQ(a.partition_ids.to_vector(), std::vector<std::string>(4, "a"));
   const std::vector<int64_t> drop = {2, 0};
   EXPECT_EQ(controller.clear_samples("a", drop), (std::vector<int64_t>{0, 2}));
   EXPECT_EQ(controller.insert("b", 3).global_indexes, (std::vector<int64_t>{0, 2, 7}));
@@ -53,7 +53,7 @@ TEST(ControllerTest, FetchHandsEachSampleOncePerTask) {
   EXPECT_EQ(first.global_indexes, (std::vector<int64_t>{0, 1, 2, 3}));
   ASSERT_EQ(first.field_schema.size(), 1u);
   EXPECT_EQ(first.field_schema.at("x"), test::tensor_schema());
-  EXPECT_EQ(first.production_status, std::vector<std::vector<bool>>(4, {true}));
+  EXPECT_EQ(first.production_status, std::vector<uint8_t>(4, 1));
   // Two left: too few for 4 in polling mode.
   EXPECT_EQ(controller.get_meta(fetch_request("p", "actor", {"x"}, 4)).size(), 0u);
   EXPECT_EQ(controller.get_meta(fetch_request("p", "actor", {"x"}, 2)).global_indexes,
@@ -105,7 +105,8 @@ TEST(ControllerTest, InsertModeAllocatesBatchSizeSamples) {
   request.batch_size = 5;
   const BatchMeta meta = controller.get_meta(request);
   EXPECT_EQ(meta.global_indexes, (std::vector<int64_t>{0, 1, 2, 3, 4}));
-  EXPECT_EQ(meta.custom_meta, std::vector<json>(5, json::object()));
+  ASSERT_EQ(meta.custom_meta.size(), 5u);
+  for (size_t i = 0; i < 5; ++i) EXPECT_EQ(meta.custom_meta[i], json::object());
   EXPECT_EQ(parse_meta_mode("fetch"), MetaMode::kFetch);
   EXPECT_EQ(parse_meta_mode("force_fetch"), MetaMode::kForceFetch);
 }
@@ -316,7 +317,7 @@ TEST(ControllerTest, KeyValueApi) {
   controller.mark_produced("p", produced, fields_of({"v"}), {});
   const BatchMeta looked = controller.kv_lookup("p", std::vector<std::string>{"b", "a"});
   EXPECT_EQ(looked.global_indexes, (std::vector<int64_t>{1, 0}));
-  EXPECT_EQ(looked.production_status, (std::vector<std::vector<bool>>{{true}, {false}}));
+  EXPECT_EQ(looked.production_status, (std::vector<uint8_t>{1, 0}));
   EXPECT_EQ(looked.custom_meta[0], (json{{"x", true}}));
 
   controller.kv_resolve("q", std::vector<std::string>{"z"}, {});

@@ -1,7 +1,7 @@
-// The embedded client: puts write storage first and publish through the
-// controller last, so data, production bits and custom metadata appear
-// together; every failure undoes what the call had done.
-#include "client/embedded_client.h"
+// Puts write storage first and publish through the control plane last, so
+// data, production bits and custom metadata appear together; every failure
+// undoes what the call had done.
+#include "client/coordinating_client.h"
 
 #include <unistd.h>
 
@@ -77,30 +77,26 @@ std::vector<std::string> field_names(const std::vector<Column>& columns) {
 // what a put returns.
 BatchMeta with_produced(BatchMeta meta, const Schemas& fields, std::span<const Json> custom_meta) {
   const size_t n = meta.size();
-  std::vector<std::string> before;
-  for (const auto& entry : meta.field_schema) before.push_back(entry.first);
+  const size_t old_width = meta.field_schema.size();
+  const bool has_old_rows = meta.production_status.size() == n * old_width;
+  std::map<std::string, size_t> old_column;
+  for (const auto& entry : meta.field_schema) old_column.emplace(entry.first, old_column.size());
   for (const auto& [field, schema] : fields) meta.field_schema[field] = schema;
-  std::vector<std::vector<bool>> status(n);
+  std::vector<uint8_t> status;
+  status.reserve(n * meta.field_schema.size());
   for (size_t i = 0; i < n; ++i) {
-    const std::vector<bool>* old_row =
-        i < meta.production_status.size() ? &meta.production_status[i] : nullptr;
     for (const auto& entry : meta.field_schema) {
       bool produced = fields.count(entry.first) > 0;
-      if (!produced && old_row != nullptr) {
-        auto at = std::lower_bound(before.begin(), before.end(), entry.first);
-        const auto column = static_cast<size_t>(at - before.begin());
-        produced = at != before.end() && *at == entry.first && column < old_row->size() &&
-                   (*old_row)[column];
+      if (!produced && has_old_rows) {
+        auto old = old_column.find(entry.first);
+        produced = old != old_column.end() && meta.production_status[i * old_width + old->second];
       }
-      status[i].push_back(produced);
+      status.push_back(produced ? 1 : 0);
     }
   }
   meta.production_status = std::move(status);
-  meta.custom_meta.resize(n, Json::object());
-  for (size_t i = 0; i < custom_meta.size() && i < n; ++i) {
-    if (!meta.custom_meta[i].is_object()) meta.custom_meta[i] = Json::object();
-    for (const auto& [key, value] : custom_meta[i].items()) meta.custom_meta[i][key] = value;
-  }
+  if (meta.custom_meta.size() != n) meta.custom_meta = CustomMetaList(n);
+  meta.custom_meta = meta.custom_meta.merged(custom_meta);
   return meta;
 }
 
@@ -141,10 +137,11 @@ struct OverwrittenValues {
 
 }  // namespace
 
-EmbeddedClient::EmbeddedClient(ControllerOptions controller_options, StorageOptions storage_options)
-    : controller_(std::move(controller_options)), storage_(storage_options) {}
+CoordinatingClient::CoordinatingClient(std::shared_ptr<ControlPlane> control,
+                                       std::shared_ptr<DataPlane> data, ReleasedData released)
+    : control_(std::move(control)), data_(std::move(data)), released_(released) {}
 
-BatchMeta EmbeddedClient::put_new(const std::string& partition_id, const std::vector<Column>& columns,
+BatchMeta CoordinatingClient::put_new(const std::string& partition_id, const std::vector<Column>& columns,
                                   std::span<const Json> custom_meta) {
   if (partition_id.empty()) throw_invalid("partition_id is empty; name the partition to put into");
   const size_t n = sample_count_of(columns);
@@ -153,32 +150,25 @@ BatchMeta EmbeddedClient::put_new(const std::string& partition_id, const std::ve
 
   std::shared_lock lock(mutex_);
   const bool partition_is_new = !has_partition(partition_id);
-  BatchMeta meta = controller_.insert(partition_id, static_cast<int64_t>(n));
+  BatchMeta meta = control_->insert(partition_id, static_cast<int64_t>(n));
   try {
-    storage_.put(meta.global_indexes, columns);
-    controller_.mark_produced(partition_id, meta.global_indexes, schemas, custom_meta);
+    data_->put(meta.global_indexes, columns);
+    control_->mark_produced(partition_id, meta.global_indexes, schemas, custom_meta);
   } catch (...) {
-    // Storage first: the controller still owns these indexes, so no other
-    // put can have reused them yet.
-    try {
-      storage_.clear(meta.global_indexes);
-      controller_.clear_samples(partition_id, meta.global_indexes);
-    } catch (...) {
-      // The original error is the one to report.
-    }
+    remove_inserted(partition_id, meta.global_indexes);
     if (partition_is_new) forget_partition_if_empty(lock, partition_id);
     throw;
   }
   return with_produced(std::move(meta), schemas, custom_meta);
 }
 
-BatchMeta EmbeddedClient::put_existing(const BatchMeta& meta, const std::vector<Column>& columns,
+BatchMeta CoordinatingClient::put_existing(const BatchMeta& meta, const std::vector<Column>& columns,
                                        std::span<const Json> custom_meta) {
   std::shared_lock lock(mutex_);
   return write_existing(meta, columns, custom_meta);
 }
 
-BatchMeta EmbeddedClient::write_existing(const BatchMeta& meta, const std::vector<Column>& columns,
+BatchMeta CoordinatingClient::write_existing(const BatchMeta& meta, const std::vector<Column>& columns,
                                          std::span<const Json> custom_meta) {
   const size_t n = sample_count_of(columns);
   if (n != meta.size()) {
@@ -188,6 +178,10 @@ BatchMeta EmbeddedClient::write_existing(const BatchMeta& meta, const std::vecto
   if (meta.partition_ids.size() != n) {
     throw_invalid("the metadata holds " + std::to_string(meta.partition_ids.size()) +
                   " partition ids for " + std::to_string(n) + " samples");
+  }
+  if (!meta.custom_meta.empty() && meta.custom_meta.size() != n) {
+    throw_invalid("the metadata holds " + std::to_string(meta.custom_meta.size()) +
+                  " custom_meta entries for " + std::to_string(n) + " samples");
   }
   const Schemas schemas = schemas_of(columns);
   check_custom_meta(custom_meta, n);
@@ -200,7 +194,7 @@ BatchMeta EmbeddedClient::write_existing(const BatchMeta& meta, const std::vecto
   for (const auto& [partition_id, at] : positions) {
     std::unordered_set<int64_t> live;
     std::unordered_set<int64_t> produced;
-    for (const auto& [index, unused] : controller_.production_status({}, partition_id)) {
+    for (const auto& [index, unused] : control_->production_status({}, partition_id)) {
       (void)unused;
       live.insert(index);
     }
@@ -216,7 +210,7 @@ BatchMeta EmbeddedClient::write_existing(const BatchMeta& meta, const std::vecto
       OverwrittenValues values{field, {}, {}};
       const std::string one_field[] = {field};
       std::unordered_set<int64_t> has_field;
-      for (const auto& [index, done] : controller_.production_status(one_field, partition_id)) {
+      for (const auto& [index, done] : control_->production_status(one_field, partition_id)) {
         if (done) has_field.insert(index);
       }
       for (size_t i : at) {
@@ -224,7 +218,7 @@ BatchMeta EmbeddedClient::write_existing(const BatchMeta& meta, const std::vecto
       }
       if (values.global_indexes.empty()) continue;
       try {
-        for (auto& row : storage_.get(values.global_indexes, one_field)) values.views.push_back(row.at(0));
+        for (auto& row : data_->get(values.global_indexes, one_field)) values.views.push_back(row.at(0));
         overwritten.push_back(std::move(values));
       } catch (const Error&) {
         // Produced but not stored: nothing to put back.
@@ -232,7 +226,7 @@ BatchMeta EmbeddedClient::write_existing(const BatchMeta& meta, const std::vecto
     }
   }
 
-  storage_.put(meta.global_indexes, columns);
+  data_->put(meta.global_indexes, columns);
   try {
     for (const auto& [partition_id, at] : positions) {
       std::vector<int64_t> indexes;
@@ -241,13 +235,13 @@ BatchMeta EmbeddedClient::write_existing(const BatchMeta& meta, const std::vecto
         indexes.push_back(meta.global_indexes[i]);
         if (!custom_meta.empty()) metas.push_back(custom_meta[i]);
       }
-      controller_.mark_produced(partition_id, indexes, schemas, metas);
+      control_->mark_produced(partition_id, indexes, schemas, metas);
     }
   } catch (...) {
     try {
       for (const OverwrittenValues& values : overwritten) {
         if (auto column = column_of_views(values.field, values.views)) {
-          storage_.put(values.global_indexes, {*column});
+          data_->put(values.global_indexes, {*column});
         }
       }
     } catch (...) {
@@ -257,50 +251,62 @@ BatchMeta EmbeddedClient::write_existing(const BatchMeta& meta, const std::vecto
   return with_produced(meta, schemas, custom_meta);
 }
 
-BatchMeta EmbeddedClient::get_meta(const MetaRequest& request) {
+BatchMeta CoordinatingClient::get_meta(const MetaRequest& request) {
   // No client lock: a blocking fetch may wait for puts.
-  return controller_.get_meta(request);
+  return control_->get_meta(request);
 }
 
-std::vector<std::vector<SampleView>> EmbeddedClient::get_data(const BatchMeta& meta,
+std::vector<std::vector<SampleView>> CoordinatingClient::get_data(const BatchMeta& meta,
                                                               std::span<const std::string> fields) {
   // Views keep their buffers alive: a clear after this call does not
   // invalidate them, so no lock is needed.
-  return storage_.get(meta.global_indexes, fields);
+  return data_->get(meta.global_indexes, fields);
 }
 
-bool EmbeddedClient::has_partition(const std::string& partition_id) const {
-  const std::vector<std::string> partitions = controller_.partition_list();
+bool CoordinatingClient::has_partition(const std::string& partition_id) const {
+  const std::vector<std::string> partitions = control_->partition_list();
   return std::find(partitions.begin(), partitions.end(), partition_id) != partitions.end();
 }
 
-void EmbeddedClient::forget_partition_if_empty(std::shared_lock<std::shared_mutex>& lock,
+void CoordinatingClient::forget_partition_if_empty(std::shared_lock<std::shared_mutex>& lock,
                                                const std::string& partition_id) {
   lock.unlock();
   std::unique_lock exclusive(mutex_);  // no put in flight: empty stays empty
   try {
-    if (controller_.production_status({}, partition_id).empty()) controller_.clear_partition(partition_id);
+    if (control_->production_status({}, partition_id).empty()) control_->clear_partition(partition_id);
   } catch (...) {
     // Best effort on a failure path: the caller reports the original error.
   }
 }
 
-void EmbeddedClient::drop_from_storage(const std::vector<int64_t>& released) {
-  if (!released.empty()) storage_.clear(released);
+void CoordinatingClient::drop_released(const std::vector<int64_t>& released) {
+  if (released_ == ReleasedData::kDroppedByClient && !released.empty()) data_->clear(released);
 }
 
-void EmbeddedClient::clear_samples(const std::string& partition_id,
+void CoordinatingClient::remove_inserted(const std::string& partition_id,
+                                         const std::vector<int64_t>& global_indexes) {
+  try {
+    // Storage first when this client drops data: the control plane still
+    // owns these indexes, so no other put can have reused them yet.
+    if (released_ == ReleasedData::kDroppedByClient) data_->clear(global_indexes);
+    control_->clear_samples(partition_id, global_indexes);
+  } catch (...) {
+    // The original error is the one to report.
+  }
+}
+
+void CoordinatingClient::clear_samples(const std::string& partition_id,
                                    std::span<const int64_t> global_indexes) {
   std::unique_lock lock(mutex_);
-  drop_from_storage(controller_.clear_samples(partition_id, global_indexes));
+  drop_released(control_->clear_samples(partition_id, global_indexes));
 }
 
-void EmbeddedClient::clear_partition(const std::string& partition_id) {
+void CoordinatingClient::clear_partition(const std::string& partition_id) {
   std::unique_lock lock(mutex_);
-  drop_from_storage(controller_.clear_partition(partition_id));
+  drop_released(control_->clear_partition(partition_id));
 }
 
-BatchMeta EmbeddedClient::kv_put(const std::string& partition_id, std::span<const std::string> keys,
+BatchMeta CoordinatingClient::kv_put(const std::string& partition_id, std::span<const std::string> keys,
                                  std::span<const Json> tags, const std::vector<Column>& columns) {
   if (partition_id.empty()) throw_invalid("partition_id is empty; name the partition of the keys");
   const size_t n = columns.empty() ? keys.size() : sample_count_of(columns);
@@ -318,16 +324,16 @@ BatchMeta EmbeddedClient::kv_put(const std::string& partition_id, std::span<cons
   schemas_of(columns);  // bad data fails before any key is created
 
   std::shared_lock lock(mutex_);
-  if (columns.empty()) return controller_.kv_resolve(partition_id, keys, tags);  // tags only
+  if (columns.empty()) return control_->kv_resolve(partition_id, keys, tags);  // tags only
   const bool partition_is_new = !has_partition(partition_id);
   std::set<std::string> known;
   if (!partition_is_new) {
-    for (auto& [key, tag] : controller_.kv_list(&partition_id)) {
+    for (auto& [key, tag] : control_->kv_list(&partition_id)) {
       (void)tag;
       known.insert(key);
     }
   }
-  BatchMeta meta = controller_.kv_resolve(partition_id, keys, tags);
+  BatchMeta meta = control_->kv_resolve(partition_id, keys, tags);
   try {
     return write_existing(meta, columns, {});
   } catch (...) {
@@ -341,8 +347,8 @@ BatchMeta EmbeddedClient::kv_put(const std::string& partition_id, std::span<cons
     }
     try {
       if (!created.empty()) {
-        storage_.clear(created_indexes);
-        controller_.kv_clear(partition_id, created);
+        if (released_ == ReleasedData::kDroppedByClient) data_->clear(created_indexes);
+        control_->kv_clear(partition_id, created);
       }
     } catch (...) {
     }
@@ -351,24 +357,24 @@ BatchMeta EmbeddedClient::kv_put(const std::string& partition_id, std::span<cons
   }
 }
 
-BatchMeta EmbeddedClient::kv_meta(const std::string& partition_id, std::span<const std::string> keys) {
-  return controller_.kv_lookup(partition_id, keys);
+BatchMeta CoordinatingClient::kv_meta(const std::string& partition_id, std::span<const std::string> keys) {
+  return control_->kv_lookup(partition_id, keys);
 }
 
-void EmbeddedClient::kv_clear(const std::string& partition_id, std::span<const std::string> keys) {
+void CoordinatingClient::kv_clear(const std::string& partition_id, std::span<const std::string> keys) {
   std::unique_lock lock(mutex_);
-  drop_from_storage(controller_.kv_clear(partition_id, keys));
+  drop_released(control_->kv_clear(partition_id, keys));
 }
 
-void EmbeddedClient::save_checkpoint(const std::string& directory) {
+void CoordinatingClient::save_checkpoint(const std::string& directory) {
   std::unique_lock lock(mutex_);
   write_checkpoint_directory(directory, [this](const CheckpointFiles& files) {
-    controller_.save(files.controller);
-    storage_.save(files.storage);
+    control_->save(files.controller);
+    data_->save(files.storage);
   });
 }
 
-void EmbeddedClient::load_checkpoint(const std::string& directory) {
+void CoordinatingClient::load_checkpoint(const std::string& directory) {
   namespace fs = std::filesystem;
   std::unique_lock lock(mutex_);
   const CheckpointFiles files = open_checkpoint_directory(directory);
@@ -385,19 +391,21 @@ void EmbeddedClient::load_checkpoint(const std::string& directory) {
       fs::remove(path, ignored);
     }
   } remover{backup};
-  controller_.save(backup.string());
-  controller_.load(files.controller);
+  control_->save(backup.string());
+  control_->load(files.controller);
   try {
-    storage_.load(files.storage);
+    data_->load(files.storage);
   } catch (...) {
-    controller_.load(backup.string());
+    control_->load(backup.string());
     throw;
   }
 }
 
 std::shared_ptr<Client> make_embedded_client(ControllerOptions controller_options,
                                              StorageOptions storage_options) {
-  return std::make_shared<EmbeddedClient>(std::move(controller_options), storage_options);
+  return std::make_shared<CoordinatingClient>(std::make_shared<Controller>(std::move(controller_options)),
+                                              std::make_shared<StorageUnit>(storage_options),
+                                              ReleasedData::kDroppedByClient);
 }
 
 }  // namespace seqflow

@@ -1,6 +1,8 @@
-// The embedded client: controller and storage in this process, called
-// directly. Besides the Client facade it offers what frontends need and the
-// facade lacks: the key-value calls that must touch both planes.
+// The client over a control plane and a data plane: the embedded client (a
+// Controller and a StorageUnit in this process) and the remote client (a
+// controller service and storage services) are this one class with different
+// planes, so puts, rollbacks, key-value calls and checkpoints behave the same
+// in both modes.
 #pragma once
 
 #include <memory>
@@ -17,12 +19,20 @@
 
 namespace seqflow {
 
+// Who drops the data of released samples. In remote mode other processes
+// may be handed a released global index at once, so the controller service
+// drops the data before it hands the index out again; here that would be a
+// second, racing drop.
+enum class ReleasedData { kDroppedByClient, kDroppedByControlPlane };
+
 // Thread-safe. Puts and reads run concurrently; clears and checkpoints wait
-// for the puts in flight (so a released global index is never reused by a
-// put while its old values are being dropped), get_meta never waits for them.
-class EmbeddedClient final : public Client {
+// for this client's puts in flight (so a released global index is never
+// reused by a put while its old values are being dropped), get_meta never
+// waits for them.
+class CoordinatingClient final : public Client {
  public:
-  EmbeddedClient(ControllerOptions controller_options, StorageOptions storage_options);
+  CoordinatingClient(std::shared_ptr<ControlPlane> control, std::shared_ptr<DataPlane> data,
+                     ReleasedData released);
 
   BatchMeta put_new(const std::string& partition_id, const std::vector<Column>& columns,
                     std::span<const nlohmann::json> custom_meta) override;
@@ -33,39 +43,38 @@ class EmbeddedClient final : public Client {
   std::vector<std::vector<SampleView>> get_data(const BatchMeta& meta,
                                                 std::span<const std::string> fields) override;
 
-  Controller& controller() override { return controller_; }
-  const StorageUnit& storage() const { return storage_; }
+  ControlPlane& control() override { return *control_; }
+  const DataPlane& data() const { return *data_; }
 
   void clear_samples(const std::string& partition_id, std::span<const int64_t> global_indexes) override;
   void clear_partition(const std::string& partition_id) override;
 
+  BatchMeta kv_put(const std::string& partition_id, std::span<const std::string> keys,
+                   std::span<const nlohmann::json> tags, const std::vector<Column>& columns) override;
+  BatchMeta kv_meta(const std::string& partition_id, std::span<const std::string> keys) override;
+  void kv_clear(const std::string& partition_id, std::span<const std::string> keys) override;
+
   void save_checkpoint(const std::string& directory) override;
   void load_checkpoint(const std::string& directory) override;
 
-  // Key-value API. kv_put writes the columns (one sample per key) under the
-  // keys, creating samples for unknown keys; on failure the keys it created
-  // are removed again. Without columns it only creates keys and sets tags.
-  // kv_meta is the metadata of known keys (a missing key throws kNotFound
-  // naming it), for get_data. kv_clear releases the keys' samples in the
-  // controller and the storage.
-  BatchMeta kv_put(const std::string& partition_id, std::span<const std::string> keys,
-                   std::span<const nlohmann::json> tags, const std::vector<Column>& columns);
-  BatchMeta kv_meta(const std::string& partition_id, std::span<const std::string> keys);
-  void kv_clear(const std::string& partition_id, std::span<const std::string> keys);
+  StorageStats storage_stats() const override { return data_->stats(); }
 
  private:
   // put_existing without taking the lock (kv_put holds it already).
   BatchMeta write_existing(const BatchMeta& meta, const std::vector<Column>& columns,
                            std::span<const nlohmann::json> custom_meta);
-  void drop_from_storage(const std::vector<int64_t>& released);
+  void drop_released(const std::vector<int64_t>& released);
+  // Undoes a put_new that failed after its insert.
+  void remove_inserted(const std::string& partition_id, const std::vector<int64_t>& global_indexes);
   bool has_partition(const std::string& partition_id) const;
   // After a failed put that created `partition_id`: removes it if no sample
   // is left. Trades the shared `lock` for the exclusive one.
   void forget_partition_if_empty(std::shared_lock<std::shared_mutex>& lock,
                                  const std::string& partition_id);
 
-  Controller controller_;
-  StorageUnit storage_;
+  std::shared_ptr<ControlPlane> control_;
+  std::shared_ptr<DataPlane> data_;
+  ReleasedData released_;
   // Shared: puts and reads. Exclusive: clears, checkpoints.
   mutable std::shared_mutex mutex_;
 };

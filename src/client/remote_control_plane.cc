@@ -1,0 +1,176 @@
+#include "client/remote_control_plane.h"
+
+#include <thread>
+
+#include "net/wire_codec.h"
+#include "seqflow/error.h"
+
+namespace seqflow {
+namespace {
+
+using net::wire::Header;
+using net::wire::Json;
+
+Json binary_indexes(std::span<const int64_t> indexes) { return net::wire::binary_of(indexes); }
+
+std::vector<int64_t> released_of(const Json& reply, std::string_view op) {
+  return Header(reply, std::string(op) + " reply", {"released"}).numbers<int64_t>("released");
+}
+
+Json objects_of(std::span<const Json> values) { return Json(std::vector<Json>(values.begin(), values.end())); }
+
+// A blocking fetch may wait `request.timeout` at the controller: the call
+// itself gets that long plus the usual round-trip allowance.
+constexpr std::chrono::milliseconds kMaxCallTimeout = std::chrono::hours(24 * 365);
+
+}  // namespace
+
+RemoteControlPlane::RemoteControlPlane(std::shared_ptr<net::ConnectionPool> controller,
+                                       std::chrono::milliseconds timeout)
+    : controller_(std::move(controller)), timeout_(timeout) {}
+
+Json RemoteControlPlane::call(std::string_view op, const Json& header) const { return call(op, header, timeout_); }
+
+Json RemoteControlPlane::call(std::string_view op, const Json& header, std::chrono::milliseconds timeout) const {
+  net::Frames args;
+  args.push_back(net::wire::header_frame(header));
+  net::Frames result = controller_->call(op, std::move(args), timeout);
+  return net::wire::read_header(result, 0, std::string(op) + " reply");
+}
+
+BatchMeta RemoteControlPlane::insert(const std::string& partition_id, int64_t count) {
+  return net::wire::decode_batch_meta(call("insert", Json{{"partition_id", partition_id}, {"count", count}}),
+                                      "insert reply");
+}
+
+void RemoteControlPlane::mark_produced(const std::string& partition_id, std::span<const int64_t> global_indexes,
+                                       const std::map<std::string, FieldSchema>& fields,
+                                       std::span<const Json> custom_meta) {
+  call("mark_produced", Json{{"partition_id", partition_id},
+                             {"indexes", binary_indexes(global_indexes)},
+                             {"fields", net::wire::encode_schemas(fields)},
+                             {"custom_meta", objects_of(custom_meta)}});
+}
+
+BatchMeta RemoteControlPlane::get_meta(const MetaRequest& request) {
+  const bool waits = request.mode == MetaMode::kFetch && !request.polling;
+  const auto timeout = waits ? std::min(kMaxCallTimeout, request.timeout + timeout_) : timeout_;
+  return net::wire::decode_batch_meta(call("get_meta", net::wire::encode_meta_request(request), timeout),
+                                      "get_meta reply");
+}
+
+void RemoteControlPlane::set_custom_meta(const std::string& partition_id, std::span<const int64_t> global_indexes,
+                                         std::span<const Json> custom_meta) {
+  call("set_custom_meta", Json{{"partition_id", partition_id},
+                               {"indexes", binary_indexes(global_indexes)},
+                               {"custom_meta", objects_of(custom_meta)}});
+}
+
+std::vector<int64_t> RemoteControlPlane::clear_samples(const std::string& partition_id,
+                                                       std::span<const int64_t> global_indexes) {
+  return released_of(
+      call("clear_samples", Json{{"partition_id", partition_id}, {"indexes", binary_indexes(global_indexes)}}),
+      "clear_samples");
+}
+
+std::vector<int64_t> RemoteControlPlane::clear_partition(const std::string& partition_id) {
+  return released_of(call("clear_partition", Json{{"partition_id", partition_id}}), "clear_partition");
+}
+
+void RemoteControlPlane::reset_consumption(const std::string& partition_id, const std::string* task_name) {
+  Json header{{"partition_id", partition_id}};
+  if (task_name != nullptr) header["task_name"] = *task_name;
+  call("reset_consumption", header);
+}
+
+std::vector<std::pair<int64_t, bool>> RemoteControlPlane::consumption_status(const std::string& task_name,
+                                                                             const std::string& partition_id) const {
+  return net::wire::decode_status(
+      call("consumption_status", Json{{"task_name", task_name}, {"partition_id", partition_id}}),
+      "consumption_status reply");
+}
+
+std::vector<std::pair<int64_t, bool>> RemoteControlPlane::production_status(std::span<const std::string> fields,
+                                                                            const std::string& partition_id) const {
+  return net::wire::decode_status(
+      call("production_status",
+           Json{{"fields", std::vector<std::string>(fields.begin(), fields.end())}, {"partition_id", partition_id}}),
+      "production_status reply");
+}
+
+bool RemoteControlPlane::all_consumed(const std::string& task_name, const std::string& partition_id) const {
+  const Json reply = call("all_consumed", Json{{"task_name", task_name}, {"partition_id", partition_id}});
+  return Header(reply, "all_consumed reply", {"value"}).boolean("value");
+}
+
+bool RemoteControlPlane::all_produced(std::span<const std::string> fields, const std::string& partition_id) const {
+  const Json reply = call("all_produced", Json{{"fields", std::vector<std::string>(fields.begin(), fields.end())},
+                                               {"partition_id", partition_id}});
+  return Header(reply, "all_produced reply", {"value"}).boolean("value");
+}
+
+std::vector<std::string> RemoteControlPlane::partition_list() const {
+  const Json reply = call("partition_list", Json::object());
+  return Header(reply, "partition_list reply", {"partitions"}).texts("partitions");
+}
+
+BatchMeta RemoteControlPlane::kv_resolve(const std::string& partition_id, std::span<const std::string> keys,
+                                         std::span<const Json> tags) {
+  return net::wire::decode_batch_meta(
+      call("kv_resolve", Json{{"partition_id", partition_id},
+                              {"keys", std::vector<std::string>(keys.begin(), keys.end())},
+                              {"tags", objects_of(tags)}}),
+      "kv_resolve reply");
+}
+
+BatchMeta RemoteControlPlane::kv_lookup(const std::string& partition_id, std::span<const std::string> keys) const {
+  return net::wire::decode_batch_meta(
+      call("kv_lookup",
+           Json{{"partition_id", partition_id}, {"keys", std::vector<std::string>(keys.begin(), keys.end())}}),
+      "kv_lookup reply");
+}
+
+std::vector<std::pair<std::string, Json>> RemoteControlPlane::kv_list(const std::string* partition_id) const {
+  Json header = Json::object();
+  if (partition_id != nullptr) header["partition_id"] = *partition_id;
+  const Json reply = call("kv_list", header);
+  const Header fields(reply, "kv_list reply", {"keys", "tags"});
+  const auto keys = fields.texts("keys");
+  const Json& tags = fields.at("tags");
+  if (!tags.is_array() || tags.size() != keys.size()) fields.fail("tags", "must hold one tag per key");
+  std::vector<std::pair<std::string, Json>> out;
+  out.reserve(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) out.emplace_back(keys[i], tags[i]);
+  return out;
+}
+
+std::vector<int64_t> RemoteControlPlane::kv_clear(const std::string& partition_id, std::span<const std::string> keys) {
+  return released_of(
+      call("kv_clear",
+           Json{{"partition_id", partition_id}, {"keys", std::vector<std::string>(keys.begin(), keys.end())}}),
+      "kv_clear");
+}
+
+void RemoteControlPlane::save(const std::string& path) const { call("save", Json{{"path", path}}); }
+
+void RemoteControlPlane::load(const std::string& path) { call("load", Json{{"path", path}}); }
+
+std::vector<std::string> RemoteControlPlane::storage_units() const {
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  for (;;) {
+    const Json reply = call("storage_units", Json::object());
+    const Header fields(reply, "storage_units reply", {"units", "expected"});
+    auto units = fields.texts("units");
+    const int64_t expected = fields.integer("expected");
+    if (expected > 0 && units.size() == static_cast<size_t>(expected)) return units;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      throw Error(ErrorCode::kTimeout, std::to_string(units.size()) + " of " + std::to_string(expected) +
+                                           " storage units registered with the controller at " +
+                                           controller_->endpoint() + " within " +
+                                           std::to_string(timeout_.count()) + " ms; start the missing ones");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+}  // namespace seqflow

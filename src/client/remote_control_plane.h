@@ -1,0 +1,58 @@
+// The control plane of a controller service, reached over ZeroMQ: every
+// ControlPlane call is one request on a pooled connection.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "net/connection.h"
+#include "seqflow/controller.h"
+
+namespace seqflow {
+
+class RemoteControlPlane final : public ControlPlane {
+ public:
+  RemoteControlPlane(std::shared_ptr<net::ConnectionPool> controller, std::chrono::milliseconds timeout);
+
+  BatchMeta insert(const std::string& partition_id, int64_t count) override;
+  void mark_produced(const std::string& partition_id, std::span<const int64_t> global_indexes,
+                     const std::map<std::string, FieldSchema>& fields,
+                     std::span<const nlohmann::json> custom_meta) override;
+  BatchMeta get_meta(const MetaRequest& request) override;
+  void set_custom_meta(const std::string& partition_id, std::span<const int64_t> global_indexes,
+                       std::span<const nlohmann::json> custom_meta) override;
+  std::vector<int64_t> clear_samples(const std::string& partition_id,
+                                     std::span<const int64_t> global_indexes) override;
+  std::vector<int64_t> clear_partition(const std::string& partition_id) override;
+  void reset_consumption(const std::string& partition_id, const std::string* task_name) override;
+  std::vector<std::pair<int64_t, bool>> consumption_status(const std::string& task_name,
+                                                           const std::string& partition_id) const override;
+  std::vector<std::pair<int64_t, bool>> production_status(std::span<const std::string> fields,
+                                                          const std::string& partition_id) const override;
+  bool all_consumed(const std::string& task_name, const std::string& partition_id) const override;
+  bool all_produced(std::span<const std::string> fields, const std::string& partition_id) const override;
+  std::vector<std::string> partition_list() const override;
+  BatchMeta kv_resolve(const std::string& partition_id, std::span<const std::string> keys,
+                       std::span<const nlohmann::json> tags) override;
+  BatchMeta kv_lookup(const std::string& partition_id, std::span<const std::string> keys) const override;
+  std::vector<std::pair<std::string, nlohmann::json>> kv_list(const std::string* partition_id) const override;
+  std::vector<int64_t> kv_clear(const std::string& partition_id, std::span<const std::string> keys) override;
+  void save(const std::string& path) const override;
+  void load(const std::string& path) override;
+
+  // The storage units' endpoints (ordered: sample gi on unit gi % N) once all
+  // the controller expects have registered; kTimeout if they do not in time.
+  std::vector<std::string> storage_units() const;
+
+ private:
+  nlohmann::json call(std::string_view op, const nlohmann::json& header) const;
+  nlohmann::json call(std::string_view op, const nlohmann::json& header, std::chrono::milliseconds timeout) const;
+
+  std::shared_ptr<net::ConnectionPool> controller_;
+  std::chrono::milliseconds timeout_;
+};
+
+}  // namespace seqflow

@@ -1,0 +1,35 @@
+// The data plane of remote mode: storage services reached over ZeroMQ,
+// sample gi on unit gi % N. A put or get fans out to the units at once (one
+// request each, all sent before any reply is awaited).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "net/connection.h"
+#include "seqflow/storage.h"
+
+namespace seqflow {
+
+class ShardedStorage final : public DataPlane {
+ public:
+  // units[u]: the pool of unit u (ordered as the controller orders them).
+  explicit ShardedStorage(std::vector<std::shared_ptr<net::ConnectionPool>> units);
+
+  void put(std::span<const int64_t> global_indexes, const std::vector<Column>& columns) override;
+  std::vector<std::vector<SampleView>> get(std::span<const int64_t> global_indexes,
+                                           std::span<const std::string> fields) const override;
+  void clear(std::span<const int64_t> global_indexes) override;
+  void clear_all() override;
+  StorageStats stats() const override;
+  // Unit u's file is path + ".unit<u>"; `path` itself lists them (written
+  // here, read on load) so that a checkpoint directory's manifest covers it.
+  void save(const std::string& path) const override;
+  void load(const std::string& path) override;
+
+ private:
+  std::vector<std::shared_ptr<net::ConnectionPool>> units_;
+};
+
+}  // namespace seqflow

@@ -1,0 +1,293 @@
+#include "net/controller_service.h"
+
+#include <algorithm>
+#include <map>
+
+#include "client/checkpoint_directory.h"
+#include "net/connection.h"
+#include "net/storage_routing.h"
+#include "net/wire_codec.h"
+#include "seqflow/error.h"
+
+namespace seqflow::net {
+namespace {
+
+using wire::Header;
+using wire::Json;
+
+Frames reply(Json header) {
+  Frames out;
+  out.push_back(wire::header_frame(header));
+  return out;
+}
+
+Json released_reply(const std::vector<int64_t>& released) {
+  return Json{{"released", wire::binary_of(std::span<const int64_t>(released))}};
+}
+
+// Prometheus label values: backslash, quote and newline escaped.
+std::string label(std::string_view value) {
+  std::string out;
+  for (char c : value) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+// The registered storage units, by endpoint, with a connection pool each.
+struct ControllerService::Units {
+  std::mutex mutex;
+  std::vector<std::string> endpoints;  // sorted: the unit of gi is endpoints[gi % N]
+  std::map<std::string, std::shared_ptr<ConnectionPool>> pools;
+  std::shared_ptr<zmq::context_t> context = std::make_shared<zmq::context_t>(1);
+  Counter* drop_failures = nullptr;
+
+  Json listing(size_t expected) {
+    std::lock_guard lock(mutex);
+    return Json{{"units", endpoints}, {"expected", expected}};
+  }
+};
+
+ControllerService::ControllerService(ControllerServiceOptions options)
+    : options_(std::move(options)),
+      controller_(std::make_shared<Controller>(options_.controller)),
+      units_(std::make_unique<Units>()),
+      service_(options_.service) {
+  if (options_.storage_units == 0) throw_invalid("storage_units must be at least 1, got 0");
+  if (!options_.load_checkpoint.empty()) {
+    controller_->load(open_checkpoint_directory(options_.load_checkpoint).controller);
+  }
+  units_->drop_failures = &service_.metrics().counter(
+      "seqflow_storage_drop_failures_total", "Released samples whose data a storage unit did not confirm dropping");
+  register_handlers();
+  add_metrics_collector();
+}
+
+ControllerService::~ControllerService() { stop(); }
+
+void ControllerService::start() { service_.start(); }
+void ControllerService::stop() { service_.stop(); }
+
+void ControllerService::register_handlers() {
+  Controller& controller = *controller_;
+  auto gated_drop = [this](const std::vector<int64_t>& released) {
+    // Called with the reuse gate held exclusively.
+    std::vector<std::string> endpoints;
+    std::vector<std::shared_ptr<ConnectionPool>> pools;
+    {
+      std::lock_guard lock(units_->mutex);
+      endpoints = units_->endpoints;
+      for (const auto& endpoint : endpoints) pools.push_back(units_->pools.at(endpoint));
+    }
+    if (released.empty() || pools.empty()) return;
+    const auto shards = shard_indexes(released, pools.size());
+    for (size_t u = 0; u < pools.size(); ++u) {
+      if (shards[u].global_indexes.empty()) continue;
+      try {
+        Json header{{"indexes", wire::binary_of(std::span<const int64_t>(shards[u].global_indexes))}};
+        Frames args;
+        args.push_back(wire::header_frame(header));
+        pools[u]->call("clear", std::move(args));
+      } catch (const Error&) {
+        // The unit is down: its data went with it. Counted, not fatal.
+        units_->drop_failures->increment();
+      }
+    }
+  };
+
+  service_.handle("insert", [this, &controller](Frames& args) {
+    const Json json = wire::read_header(args, 0, "insert request");
+    const Header header(json, "insert request", {"partition_id", "count"});
+    std::shared_lock gate(reuse_gate_);
+    return reply(wire::encode_batch_meta(controller.insert(header.text("partition_id"), header.integer("count"))));
+  });
+  service_.handle("mark_produced", [&controller](Frames& args) {
+    const Json json = wire::read_header(args, 0, "mark_produced request");
+    const Header header(json, "mark_produced request", {"partition_id", "indexes", "fields", "custom_meta"});
+    const auto indexes = header.numbers<int64_t>("indexes");
+    const auto fields = wire::decode_schemas(header.at("fields"), "mark_produced request");
+    const auto custom_meta = header.objects("custom_meta");
+    controller.mark_produced(header.text("partition_id"), indexes, fields, custom_meta);
+    return reply(Json::object());
+  });
+  service_.handle("get_meta", [this, &controller](Frames& args) {
+    const MetaRequest request = wire::decode_meta_request(wire::read_header(args, 0, "get_meta request"),
+                                                          "get_meta request");
+    if (request.mode == MetaMode::kInsert) {
+      std::shared_lock gate(reuse_gate_);
+      return reply(wire::encode_batch_meta(controller.get_meta(request)));
+    }
+    return reply(wire::encode_batch_meta(controller.get_meta(request)));
+  });
+  service_.handle("set_custom_meta", [&controller](Frames& args) {
+    const Json json = wire::read_header(args, 0, "set_custom_meta request");
+    const Header header(json, "set_custom_meta request", {"partition_id", "indexes", "custom_meta"});
+    controller.set_custom_meta(header.text("partition_id"), header.numbers<int64_t>("indexes"),
+                               header.objects("custom_meta"));
+    return reply(Json::object());
+  });
+  service_.handle("clear_samples", [this, &controller, gated_drop](Frames& args) {
+    const Json json = wire::read_header(args, 0, "clear_samples request");
+    const Header header(json, "clear_samples request", {"partition_id", "indexes"});
+    std::unique_lock gate(reuse_gate_);
+    const auto released = controller.clear_samples(header.text("partition_id"), header.numbers<int64_t>("indexes"));
+    gated_drop(released);
+    return reply(released_reply(released));
+  });
+  service_.handle("clear_partition", [this, &controller, gated_drop](Frames& args) {
+    const Json json = wire::read_header(args, 0, "clear_partition request");
+    const Header header(json, "clear_partition request", {"partition_id"});
+    std::unique_lock gate(reuse_gate_);
+    const auto released = controller.clear_partition(header.text("partition_id"));
+    gated_drop(released);
+    return reply(released_reply(released));
+  });
+  service_.handle("kv_clear", [this, &controller, gated_drop](Frames& args) {
+    const Json json = wire::read_header(args, 0, "kv_clear request");
+    const Header header(json, "kv_clear request", {"partition_id", "keys"});
+    std::unique_lock gate(reuse_gate_);
+    const auto released = controller.kv_clear(header.text("partition_id"), header.texts("keys"));
+    gated_drop(released);
+    return reply(released_reply(released));
+  });
+  service_.handle("reset_consumption", [&controller](Frames& args) {
+    const Json json = wire::read_header(args, 0, "reset_consumption request");
+    const Header header(json, "reset_consumption request", {"partition_id", "task_name"});
+    const std::string task = header.has("task_name") ? header.text("task_name") : std::string();
+    controller.reset_consumption(header.text("partition_id"), header.has("task_name") ? &task : nullptr);
+    return reply(Json::object());
+  });
+  service_.handle("consumption_status", [&controller](Frames& args) {
+    const Json json = wire::read_header(args, 0, "consumption_status request");
+    const Header header(json, "consumption_status request", {"task_name", "partition_id"});
+    return reply(wire::encode_status(controller.consumption_status(header.text("task_name"),
+                                                                   header.text("partition_id"))));
+  });
+  service_.handle("production_status", [&controller](Frames& args) {
+    const Json json = wire::read_header(args, 0, "production_status request");
+    const Header header(json, "production_status request", {"fields", "partition_id"});
+    return reply(wire::encode_status(controller.production_status(header.texts("fields"),
+                                                                   header.text("partition_id"))));
+  });
+  service_.handle("all_consumed", [&controller](Frames& args) {
+    const Json json = wire::read_header(args, 0, "all_consumed request");
+    const Header header(json, "all_consumed request", {"task_name", "partition_id"});
+    return reply(Json{{"value", controller.all_consumed(header.text("task_name"), header.text("partition_id"))}});
+  });
+  service_.handle("all_produced", [&controller](Frames& args) {
+    const Json json = wire::read_header(args, 0, "all_produced request");
+    const Header header(json, "all_produced request", {"fields", "partition_id"});
+    return reply(Json{{"value", controller.all_produced(header.texts("fields"), header.text("partition_id"))}});
+  });
+  service_.handle("partition_list", [&controller](Frames& args) {
+    const Json json = wire::read_header(args, 0, "partition_list request");
+    const Header header(json, "partition_list request", {});
+    return reply(Json{{"partitions", controller.partition_list()}});
+  });
+  service_.handle("kv_resolve", [this, &controller](Frames& args) {
+    const Json json = wire::read_header(args, 0, "kv_resolve request");
+    const Header header(json, "kv_resolve request", {"partition_id", "keys", "tags"});
+    std::shared_lock gate(reuse_gate_);
+    return reply(wire::encode_batch_meta(
+        controller.kv_resolve(header.text("partition_id"), header.texts("keys"), header.objects("tags"))));
+  });
+  service_.handle("kv_lookup", [&controller](Frames& args) {
+    const Json json = wire::read_header(args, 0, "kv_lookup request");
+    const Header header(json, "kv_lookup request", {"partition_id", "keys"});
+    return reply(wire::encode_batch_meta(controller.kv_lookup(header.text("partition_id"), header.texts("keys"))));
+  });
+  service_.handle("kv_list", [&controller](Frames& args) {
+    const Json json = wire::read_header(args, 0, "kv_list request");
+    const Header header(json, "kv_list request", {"partition_id"});
+    const std::string partition = header.has("partition_id") ? header.text("partition_id") : std::string();
+    Json keys = Json::array(), tags = Json::array();
+    for (auto& [key, tag] : controller.kv_list(header.has("partition_id") ? &partition : nullptr)) {
+      keys.push_back(key);
+      tags.push_back(std::move(tag));
+    }
+    return reply(Json{{"keys", std::move(keys)}, {"tags", std::move(tags)}});
+  });
+  service_.handle("save", [&controller](Frames& args) {
+    const Json json = wire::read_header(args, 0, "save request");
+    controller.save(Header(json, "save request", {"path"}).text("path"));
+    return reply(Json::object());
+  });
+  service_.handle("load", [this, &controller](Frames& args) {
+    const Json json = wire::read_header(args, 0, "load request");
+    const std::string path = Header(json, "load request", {"path"}).text("path");
+    std::unique_lock gate(reuse_gate_);
+    controller.load(path);
+    return reply(Json::object());
+  });
+  service_.handle("register_storage", [this](Frames& args) {
+    const Json json = wire::read_header(args, 0, "register_storage request");
+    const std::string endpoint = Header(json, "register_storage request", {"endpoint"}).text("endpoint");
+    if (endpoint.empty()) throw_invalid("register_storage request field 'endpoint' is empty");
+    {
+      std::lock_guard lock(units_->mutex);
+      if (!units_->pools.count(endpoint)) {
+        if (units_->endpoints.size() >= options_.storage_units) {
+          throw_invalid("storage unit " + endpoint + " cannot join: all " +
+                        std::to_string(options_.storage_units) + " storage units have registered (" +
+                        units_->endpoints.front() + ", ...); start the controller with more storage units");
+        }
+        ConnectionOptions connection{options_.storage_timeout, options_.storage_security};
+        units_->pools.emplace(endpoint, std::make_shared<ConnectionPool>(units_->context, endpoint, connection));
+        units_->endpoints.insert(std::upper_bound(units_->endpoints.begin(), units_->endpoints.end(), endpoint),
+                                 endpoint);
+      }
+    }
+    return reply(units_->listing(options_.storage_units));
+  });
+  service_.handle("storage_units", [this](Frames& args) {
+    const Json json = wire::read_header(args, 0, "storage_units request");
+    const Header header(json, "storage_units request", {});
+    return reply(units_->listing(options_.storage_units));
+  });
+}
+
+void ControllerService::add_metrics_collector() {
+  std::weak_ptr<Controller> weak = controller_;
+  Units* units = units_.get();
+  const size_t expected = options_.storage_units;
+  service_.metrics().add_collector([weak, units, expected](std::string& out) {
+    auto controller = weak.lock();
+    if (!controller) return;
+    const auto progress = controller->progress();
+    out += "# HELP seqflow_partition_samples Live samples per partition\n# TYPE seqflow_partition_samples gauge\n";
+    for (const auto& p : progress) {
+      out += "seqflow_partition_samples{partition=\"" + label(p.partition_id) + "\"} " +
+             std::to_string(p.samples) + "\n";
+    }
+    out += "# HELP seqflow_partition_produced Samples with the field produced\n"
+           "# TYPE seqflow_partition_produced gauge\n";
+    for (const auto& p : progress) {
+      for (const auto& [field, count] : p.produced) {
+        out += "seqflow_partition_produced{partition=\"" + label(p.partition_id) + "\",field=\"" + label(field) +
+               "\"} " + std::to_string(count) + "\n";
+      }
+    }
+    out += "# HELP seqflow_partition_consumed Samples the task consumed\n"
+           "# TYPE seqflow_partition_consumed gauge\n";
+    for (const auto& p : progress) {
+      for (const auto& [task, count] : p.consumed) {
+        out += "seqflow_partition_consumed{partition=\"" + label(p.partition_id) + "\",task=\"" + label(task) +
+               "\"} " + std::to_string(count) + "\n";
+      }
+    }
+    std::lock_guard lock(units->mutex);
+    out += "# HELP seqflow_storage_units Storage units registered, and expected\n"
+           "# TYPE seqflow_storage_units gauge\n";
+    out += "seqflow_storage_units{state=\"registered\"} " + std::to_string(units->endpoints.size()) + "\n";
+    out += "seqflow_storage_units{state=\"expected\"} " + std::to_string(expected) + "\n";
+  });
+}
+
+}  // namespace seqflow::net

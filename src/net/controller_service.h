@@ -1,0 +1,55 @@
+// The controller as a service: a Controller behind a Service, the registry of
+// the storage units (sample gi lives on unit gi % N, units ordered by
+// endpoint so that a restart in any order keeps the mapping), and the drop of
+// released samples' data on those units before their indexes can be reused.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+#include "net/service.h"
+#include "seqflow/controller.h"
+
+namespace seqflow::net {
+
+struct ControllerServiceOptions {
+  ServiceOptions service;
+  ControllerOptions controller;
+  // Clients wait until this many storage units have registered.
+  size_t storage_units = 1;
+  // A checkpoint directory (as written by save_checkpoint) to start from.
+  std::string load_checkpoint;
+  // Security of the connections to the storage units (to drop released data).
+  ClientSecurity storage_security;
+  std::chrono::milliseconds storage_timeout{30000};
+};
+
+class ControllerService {
+ public:
+  explicit ControllerService(ControllerServiceOptions options);
+  ~ControllerService();
+
+  void start();
+  void stop();
+  std::string endpoint() const { return service_.endpoint(); }
+  MetricsRegistry& metrics() { return service_.metrics(); }
+  Controller& controller() { return *controller_; }
+
+ private:
+  struct Units;
+  void register_handlers();
+  void add_metrics_collector();
+
+  ControllerServiceOptions options_;
+  std::shared_ptr<Controller> controller_;
+  std::unique_ptr<Units> units_;
+  // Shared: calls that hand out global indexes. Exclusive: clears, until the
+  // released samples' data is gone from the storage units.
+  std::shared_mutex reuse_gate_;
+  Service service_;
+};
+
+}  // namespace seqflow::net
