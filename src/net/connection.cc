@@ -11,6 +11,10 @@ namespace {
 
 constexpr int kReconnectMs = 100;      // a restarted service is picked up quickly...
 constexpr int kReconnectMaxMs = 1000;  // ...and a dead one is not hammered
+// ZeroMQ heartbeats notice a peer that vanished without closing TCP (a
+// machine that died): the socket then reconnects instead of queueing into it.
+constexpr int kHeartbeatMs = 2000;
+constexpr int kHeartbeatTimeoutMs = 6000;
 // Requests sent and never received (a caller that gave up without calling
 // receive) are forgotten beyond this many, oldest first.
 constexpr size_t kMaxPending = 4096;
@@ -48,6 +52,8 @@ Connection::Connection(zmq::context_t& context, std::string endpoint, Connection
   socket_.set(zmq::sockopt::immediate, true);
   socket_.set(zmq::sockopt::reconnect_ivl, kReconnectMs);
   socket_.set(zmq::sockopt::reconnect_ivl_max, kReconnectMaxMs);
+  socket_.set(zmq::sockopt::heartbeat_ivl, kHeartbeatMs);
+  socket_.set(zmq::sockopt::heartbeat_timeout, kHeartbeatTimeoutMs);
   const ClientSecurity& security = options_.security;
   if (security.enabled) {
     check_curve_key(security.server_public_key, "ConnectionOptions.security.server_public_key");
@@ -186,6 +192,10 @@ ConnectionPool::ConnectionPool(std::shared_ptr<zmq::context_t> context, std::str
                                ConnectionOptions options)
     : state_(std::make_shared<State>()) {
   if (!context) throw_invalid("ConnectionPool for '" + endpoint + "': context is null");
+  if (options.timeout.count() <= 0) {
+    throw_invalid("ConnectionPool for '" + endpoint + "': ConnectionOptions.timeout must be > 0 ms, got " +
+                  std::to_string(options.timeout.count()));
+  }
   state_->context = std::move(context);
   state_->endpoint = std::move(endpoint);
   state_->options = std::move(options);

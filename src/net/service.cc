@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 #include <limits>
+#include <system_error>
 
 #include "net/envelope.h"
 #include "seqflow/error.h"
@@ -19,6 +20,8 @@ constexpr const char* kPingOp = "ping";
 constexpr int kHighWaterMark = 10000;         // messages per peer; ZeroMQ's 1000 is low for bursts
 constexpr int kCloseLingerMs = 100;           // lets replies of finishing handlers flush, boundedly
 constexpr size_t kMaxMessagesPerWakeup = 64;  // then send replies again: neither side starves
+constexpr int kHeartbeatMs = 2000;            // forget clients that vanished without closing TCP
+constexpr int kHeartbeatTimeoutMs = 6000;
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -100,6 +103,8 @@ void Service::start() {
   router_.set(zmq::sockopt::linger, kCloseLingerMs);
   router_.set(zmq::sockopt::rcvhwm, kHighWaterMark);
   router_.set(zmq::sockopt::sndhwm, kHighWaterMark);
+  router_.set(zmq::sockopt::heartbeat_ivl, kHeartbeatMs);
+  router_.set(zmq::sockopt::heartbeat_timeout, kHeartbeatTimeoutMs);
   const size_t limit = options_.max_request_bytes;
   router_.set(zmq::sockopt::maxmsgsize,
               limit > static_cast<size_t>(std::numeric_limits<int64_t>::max()) - kMaxMessageSlackBytes
@@ -204,7 +209,11 @@ void Service::receive_requests(zmq::socket_t& router) {
       more = next.more();
       message.push_back(std::move(next));
     }
-    dispatch(std::move(message), received);
+    try {
+      dispatch(std::move(message), received);
+    } catch (const std::exception&) {
+      dropped_messages_->increment();  // e.g. no memory for a reply: the loop must survive
+    }
   }
 }
 
@@ -274,8 +283,12 @@ void Service::dispatch(Frames message, Clock::time_point received) {
     // Handlers may block for long: a request that finds no idle worker gets
     // a new one, so blocked handlers hold nothing back below the cap.
     if (jobs_.size() > idle_workers_ && workers_.size() < options_.max_workers) {
-      workers_.emplace_back(&Service::run_worker, this);
-      worker_count_->set(static_cast<double>(workers_.size()));
+      try {
+        workers_.emplace_back(&Service::run_worker, this);
+        worker_count_->set(static_cast<double>(workers_.size()));
+      } catch (const std::system_error&) {
+        // Out of threads: the job waits for a running worker instead.
+      }
     }
   }
   jobs_ready_.notify_one();

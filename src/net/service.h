@@ -66,7 +66,8 @@ class Service {
 
   // Idempotent; also in the destructor. Stops taking requests, lets running
   // handlers finish and sends their replies, drops queued requests that no
-  // worker has started (their clients time out), joins every thread.
+  // worker has started (their clients time out), joins every thread. Not
+  // from inside a handler (it joins the workers).
   void stop();
 
   std::string endpoint() const;  // the bound address, e.g. tcp://127.0.0.1:40123
