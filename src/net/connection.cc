@@ -45,23 +45,29 @@ Connection::Connection(zmq::context_t& context, std::string endpoint, Connection
   if (options_.timeout.count() <= 0) {
     throw_invalid("ConnectionOptions.timeout must be > 0 ms, got " + std::to_string(options_.timeout.count()));
   }
-  socket_.set(zmq::sockopt::linger, 0);
-  // Queue nothing for a peer that is not connected: a send to a service that
-  // is down then waits for POLLOUT (bounded by the deadline), instead of
-  // sitting in a queue and being delivered to a later incarnation.
-  socket_.set(zmq::sockopt::immediate, true);
-  socket_.set(zmq::sockopt::reconnect_ivl, kReconnectMs);
-  socket_.set(zmq::sockopt::reconnect_ivl_max, kReconnectMaxMs);
-  socket_.set(zmq::sockopt::heartbeat_ivl, kHeartbeatMs);
-  socket_.set(zmq::sockopt::heartbeat_timeout, kHeartbeatTimeoutMs);
   const ClientSecurity& security = options_.security;
   if (security.enabled) {
     check_curve_key(security.server_public_key, "ConnectionOptions.security.server_public_key");
     check_curve_key(security.client_keys.public_key, "ConnectionOptions.security.client_keys.public_key");
     check_curve_key(security.client_keys.secret_key, "ConnectionOptions.security.client_keys.secret_key");
-    socket_.set(zmq::sockopt::curve_serverkey, security.server_public_key);
-    socket_.set(zmq::sockopt::curve_publickey, security.client_keys.public_key);
-    socket_.set(zmq::sockopt::curve_secretkey, security.client_keys.secret_key);
+  }
+  try {
+    socket_.set(zmq::sockopt::linger, 0);
+    // Queue nothing for a peer that is not connected: a send to a service that
+    // is down then waits for POLLOUT (bounded by the deadline), instead of
+    // sitting in a queue and being delivered to a later incarnation.
+    socket_.set(zmq::sockopt::immediate, true);
+    socket_.set(zmq::sockopt::reconnect_ivl, kReconnectMs);
+    socket_.set(zmq::sockopt::reconnect_ivl_max, kReconnectMaxMs);
+    socket_.set(zmq::sockopt::heartbeat_ivl, kHeartbeatMs);
+    socket_.set(zmq::sockopt::heartbeat_timeout, kHeartbeatTimeoutMs);
+    if (security.enabled) {
+      socket_.set(zmq::sockopt::curve_serverkey, security.server_public_key);
+      socket_.set(zmq::sockopt::curve_publickey, security.client_keys.public_key);
+      socket_.set(zmq::sockopt::curve_secretkey, security.client_keys.secret_key);
+    }
+  } catch (const zmq::error_t& error) {
+    throw Error(ErrorCode::kInternal, "connection to '" + endpoint_ + "' cannot set up its socket: " + error.what());
   }
   try {
     socket_.connect(endpoint_);

@@ -18,7 +18,7 @@ using Clock = std::chrono::steady_clock;
 
 constexpr const char* kPingOp = "ping";
 constexpr int kHighWaterMark = 10000;         // messages per peer; ZeroMQ's 1000 is low for bursts
-constexpr int kCloseLingerMs = 100;           // lets replies of finishing handlers flush, boundedly
+constexpr int kCloseLingerMs = 500;           // lets replies of finishing handlers flush, boundedly
 constexpr size_t kMaxMessagesPerWakeup = 64;  // then send replies again: neither side starves
 constexpr int kHeartbeatMs = 2000;            // forget clients that vanished without closing TCP
 constexpr int kHeartbeatTimeoutMs = 6000;
@@ -99,6 +99,46 @@ void Service::handle(std::string op, Handler handler) {
 
 void Service::start() {
   if (started_) throw_invalid("Service::start: the service on '" + options_.bind + "' is already started");
+  wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wake_fd_ < 0) {
+    throw Error(ErrorCode::kInternal, std::string("Service::start: eventfd failed: ") + std::strerror(errno));
+  }
+  const auto fail = [this](Error error) {
+    router_.close();
+    zap_handler_.reset();
+    ::close(wake_fd_);
+    wake_fd_ = -1;
+    throw error;
+  };
+  try {
+    open_router();
+  } catch (const zmq::error_t& error) {
+    fail(Error(ErrorCode::kInternal,
+               "Service on '" + options_.bind + "' cannot set up its socket: " + error.what()));
+  }
+  try {
+    router_.bind(options_.bind);
+  } catch (const zmq::error_t& error) {
+    fail(Error(ErrorCode::kInvalidArgument, "Service cannot bind to '" + options_.bind + "': " + error.what()));
+  }
+  endpoint_ = router_.get(zmq::sockopt::last_endpoint);
+  started_ = true;
+  try {
+    {
+      std::lock_guard lock(jobs_mutex_);
+      for (size_t i = 0; i < options_.min_workers; ++i) workers_.emplace_back(&Service::run_worker, this);
+      worker_count_->set(static_cast<double>(workers_.size()));
+    }
+    // The router moves to the I/O thread; thread creation is the memory
+    // barrier ZeroMQ asks for when a socket changes threads.
+    io_thread_ = std::thread(&Service::run_io, this);
+  } catch (const std::system_error& error) {
+    stop();
+    throw Error(ErrorCode::kInternal, "Service on '" + endpoint_ + "' cannot start its threads: " + error.what());
+  }
+}
+
+void Service::open_router() {
   router_ = zmq::socket_t(context_, zmq::socket_type::router);
   router_.set(zmq::sockopt::linger, kCloseLingerMs);
   router_.set(zmq::sockopt::rcvhwm, kHighWaterMark);
@@ -119,27 +159,6 @@ void Service::start() {
     router_.set(zmq::sockopt::curve_server, true);
     router_.set(zmq::sockopt::curve_secretkey, security.server_keys.secret_key);
   }
-  try {
-    router_.bind(options_.bind);
-  } catch (const zmq::error_t& error) {
-    router_.close();
-    zap_handler_.reset();
-    throw_invalid("Service cannot bind to '" + options_.bind + "': " + error.what());
-  }
-  endpoint_ = router_.get(zmq::sockopt::last_endpoint);
-  wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (wake_fd_ < 0) {
-    throw Error(ErrorCode::kInternal, std::string("Service::start: eventfd failed: ") + std::strerror(errno));
-  }
-  started_ = true;
-  {
-    std::lock_guard lock(jobs_mutex_);
-    for (size_t i = 0; i < options_.min_workers; ++i) workers_.emplace_back(&Service::run_worker, this);
-    worker_count_->set(static_cast<double>(workers_.size()));
-  }
-  // The router moves to the I/O thread; thread creation is the memory
-  // barrier ZeroMQ asks for when a socket changes threads.
-  io_thread_ = std::thread(&Service::run_io, this);
 }
 
 void Service::stop() {
@@ -157,7 +176,11 @@ void Service::stop() {
   for (auto& worker : workers) worker.join();
   io_stop_ = true;  // after the workers: the I/O thread then sends every last reply
   wake_io();
-  io_thread_.join();
+  if (io_thread_.joinable()) {
+    io_thread_.join();
+  } else {
+    router_.close();  // start() failed before the I/O thread took the socket
+  }
   zap_handler_.reset();
   context_.close();
   ::close(wake_fd_);

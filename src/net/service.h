@@ -78,6 +78,7 @@ class Service {
   struct Job;
   struct Reply;
 
+  void open_router();
   void run_io();
   void receive_requests(zmq::socket_t& router);
   void dispatch(Frames message, std::chrono::steady_clock::time_point received);

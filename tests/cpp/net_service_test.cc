@@ -191,9 +191,9 @@ TEST(NetService, StopLetsRunningHandlersFinishAndAnswer) {
   EXPECT_EQ(answer, std::vector<std::string>{"done"});
 }
 
-// Eight handlers block on a latch; other requests still get workers.
+// Eight handlers block on a gate; other requests still get workers.
 TEST(NetServiceConcurrency, BlockedHandlersDoNotHoldBackOthers) {
-  std::latch release(1);
+  Gate release;
   std::atomic<int> blocked{0};
   auto service = echo_service({}, [&](Service& s) {
     s.handle("block", [&](Frames& args) {
@@ -205,6 +205,7 @@ TEST(NetServiceConcurrency, BlockedHandlersDoNotHoldBackOthers) {
   auto context = std::make_shared<zmq::context_t>();
   ConnectionPool pool(context, service->endpoint(), timeout_of(20s));
   std::vector<std::thread> callers;
+  OpenAndJoin cleanup{release, callers};
   std::atomic<int> answered{0};
   for (int i = 0; i < 8; ++i) {
     callers.emplace_back([&, i] {
@@ -219,13 +220,13 @@ TEST(NetServiceConcurrency, BlockedHandlersDoNotHoldBackOthers) {
   EXPECT_EQ(strings_of(pool.call("echo", frames_of({"through"}), 5s)), std::vector<std::string>{"through"});
   EXPECT_TRUE(pool.call("ping", {}, 5s).empty());
   EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
-  release.count_down();
+  release.open();
   for (auto& caller : callers) caller.join();
   EXPECT_EQ(answered.load(), 8);
 }
 
 TEST(NetServiceConcurrency, MaxWorkersCapsThePool) {
-  std::latch release(1);
+  Gate release;
   std::atomic<int> blocked{0};
   ServiceOptions options;
   options.min_workers = 1;
@@ -240,13 +241,16 @@ TEST(NetServiceConcurrency, MaxWorkersCapsThePool) {
   auto context = std::make_shared<zmq::context_t>();
   ConnectionPool pool(context, service->endpoint(), timeout_of(20s));
   std::vector<std::thread> callers;
+  OpenAndJoin cleanup{release, callers};
   for (int i = 0; i < 2; ++i) callers.emplace_back([&] { pool.call("block", {}); });
-  while (blocked < 2) std::this_thread::sleep_for(1ms);
+  const auto wait_start = std::chrono::steady_clock::now();
+  while (blocked < 2 && std::chrono::steady_clock::now() - wait_start < 10s) std::this_thread::sleep_for(1ms);
+  ASSERT_EQ(blocked.load(), 2);
   // Both workers are blocked and the cap is reached: echo waits in the queue.
   EXPECT_TRUE(throws_code([&] { pool.call("echo", {}, 300ms); }, ErrorCode::kTimeout, {"'echo'", "300 ms"}));
   EXPECT_TRUE(pool.call("ping", {}, 2s).empty()) << "ping is answered by the I/O thread";
   EXPECT_NE(service->metrics().render().find("seqflow_service_workers 2\n"), std::string::npos);
-  release.count_down();
+  release.open();
   for (auto& caller : callers) caller.join();
   EXPECT_EQ(strings_of(pool.call("echo", frames_of({"x"}), 5s)), std::vector<std::string>{"x"});
 }

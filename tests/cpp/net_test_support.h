@@ -5,11 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "net/connection.h"
@@ -40,6 +43,40 @@ inline ConnectionOptions timeout_of(std::chrono::milliseconds timeout) {
   options.timeout = timeout;
   return options;
 }
+
+// Handlers wait on a gate until the test opens it; opening twice is fine.
+class Gate {
+ public:
+  void open() {
+    {
+      std::lock_guard lock(mutex_);
+      open_ = true;
+    }
+    opened_.notify_all();
+  }
+  void wait() {
+    std::unique_lock lock(mutex_);
+    opened_.wait(lock, [this] { return open_; });
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable opened_;
+  bool open_ = false;
+};
+
+// Opens the gate and joins the threads however the test ends (a failed
+// ASSERT returns early; joinable threads would abort the binary).
+struct OpenAndJoin {
+  Gate& gate;
+  std::vector<std::thread>& threads;
+  ~OpenAndJoin() {
+    gate.open();
+    for (auto& thread : threads) {
+      if (thread.joinable()) thread.join();
+    }
+  }
+};
 
 // A started service with op "echo" (results = args) plus whatever `add` registers.
 inline std::unique_ptr<Service> echo_service(ServiceOptions options = {},
