@@ -132,7 +132,7 @@ std::string help_text(const CommandSpec& spec) {
 
   std::string out = "usage: seqflow " + std::string(spec.usage) + "\n\n";
   out.append(spec.description).append("\n");
-  size_t width = 0;
+  size_t width = label(kHelpOption).size();
   for (const Option& option : spec.options) width = std::max(width, label(option).size());
   width += 3;
   append_options(out, "arguments", positionals, width);

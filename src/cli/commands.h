@@ -13,6 +13,8 @@ namespace seqflow::cli {
 
 int run_balance(std::span<const std::string> args);
 int run_demo(std::span<const std::string> args);
+int run_keygen(std::span<const std::string> args);
 int run_pack(std::span<const std::string> args);
+int run_serve(std::span<const std::string> args);
 
 }  // namespace seqflow::cli

@@ -25,7 +25,9 @@ constexpr Command kCommands[] = {
      seqflow::cli::run_balance},
     {"demo", "compare contiguous, verl kk and auto splits of a GRPO batch over DP ranks",
      seqflow::cli::run_demo},
+    {"keygen", "write a CURVE key pair for remote mode (PREFIX.key, PREFIX.pub)", seqflow::cli::run_keygen},
     {"pack", "plan the packs of a batch over DP ranks and optimizer steps", seqflow::cli::run_pack},
+    {"serve", "run the controller or a storage unit as a service (remote mode)", seqflow::cli::run_serve},
 };
 
 constexpr int kExitBadInput = 2;

@@ -1,0 +1,233 @@
+// seqflow serve: the controller or a storage unit as a ZeroMQ service (remote
+// mode), until SIGTERM or SIGINT.
+#include <csignal>
+#include <iostream>
+#include <limits>
+#include <pthread.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "net/service_settings.h"
+#include "seqflow/error.h"
+
+namespace seqflow::cli {
+
+namespace {
+
+constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+
+constexpr Option kMetricsOption{
+    "--metrics", "HOST:PORT",
+    "serve Prometheus metrics at http://HOST:PORT/metrics (and /health); port 0 picks a free port"};
+constexpr Option kWorkersOption{"--workers", "MAX",
+                                "at most MAX requests handled at once (worker threads; default 64)"};
+constexpr Option kMaxRequestOption{"--max-request-bytes", "N",
+                                   "a larger request gets an error reply (default 8 GiB)"};
+constexpr Option kCurveSecretOption{
+    "--curve-secret", "FILE.key",
+    "serve with CURVE encryption and authentication, with the key pair in FILE.key (seqflow keygen); "
+    "the controller and the storage units share one cluster key pair"};
+constexpr Option kCurveClientsOption{
+    "--curve-clients", "FILE,...",
+    "admit only clients whose public key is in these .pub files (or in the .pub files of these "
+    "directories), plus the cluster key itself; default: any client that knows the cluster public key"};
+
+constexpr Option kControllerOptions[] = {
+    {"--bind", "ADDR", "the ZeroMQ endpoint to listen on (default tcp://127.0.0.1:5555; port 0: a free port)"},
+    {"--storage-units", "N", "storage units to wait for before serving data calls (default 1)"},
+    {"--sampler", "NAME",
+     "sequential (default), grpo_group_n, rank_aware, seqlen_balanced or token_budget"},
+    {"--sampler-args", "JSON", "the sampler's arguments, e.g. '{\"n_samples_per_prompt\": 8, \"dp_size\": 4}'"},
+    {"--polling-mode", "", "fetches that do not say otherwise return an empty batch at once when too little "
+                           "is ready, instead of waiting"},
+    {"--load-checkpoint", "DIR", "start from a checkpoint directory written by save_checkpoint"},
+    kMetricsOption,
+    kWorkersOption,
+    kMaxRequestOption,
+    kCurveSecretOption,
+    kCurveClientsOption,
+};
+
+constexpr Option kStorageOptions[] = {
+    {"--bind", "ADDR", "the ZeroMQ endpoint to listen on (default tcp://127.0.0.1:0: a free port)"},
+    {"--controller", "ADDR", "the controller service to register with (e.g. tcp://10.0.0.1:5555); required"},
+    {"--advertise", "ADDR",
+     "the endpoint clients reach this unit at (default: the bound one); needed when --bind uses a "
+     "wildcard address such as tcp://0.0.0.0:7000"},
+    {"--max-bytes", "N", "capacity in bytes (default 0: unlimited)"},
+    {"--max-samples", "N", "capacity in samples (default 0: unlimited)"},
+    kMetricsOption,
+    kWorkersOption,
+    kMaxRequestOption,
+    kCurveSecretOption,
+    kCurveClientsOption,
+    {"--controller-key", "FILE.pub",
+     "the controller's public key, when it is not the cluster key of --curve-secret"},
+};
+
+constexpr std::string_view kCurveNotes =
+    "CURVE: 'seqflow keygen cluster' writes cluster.key and cluster.pub. Start the\n"
+    "controller and every storage unit with --curve-secret cluster.key; clients need\n"
+    "cluster.pub as the server key and a key pair of their own (seqflow keygen client).\n"
+    "The service prints 'seqflow ROLE serving on ENDPOINT' once it serves, and exits 0\n"
+    "on SIGTERM or SIGINT. Exit status 2 on bad options.";
+
+constexpr CommandSpec kControllerSpec{
+    "serve controller",
+    "serve controller [--bind ADDR] [--storage-units N] [options]",
+    "Run the control plane (partitions, production and consumption, samplers) as a\n"
+    "service. Clients reach it at ADDR; it names the storage units to them (sample\n"
+    "gi lives on unit gi % N, units ordered by endpoint).",
+    kControllerOptions,
+    kCurveNotes,
+    "seqflow serve controller --bind tcp://10.0.0.1:5555 --storage-units 4 --sampler seqlen_balanced "
+    "--sampler-args '{\"n_samples_per_prompt\": 8, \"dp_size\": 4}'",
+};
+
+constexpr CommandSpec kStorageSpec{
+    "serve storage",
+    "serve storage --controller ADDR [--bind ADDR] [options]",
+    "Run one storage unit (the data plane's bytes) as a service that registers with\n"
+    "the controller service.",
+    kStorageOptions,
+    kCurveNotes,
+    "seqflow serve storage --controller tcp://10.0.0.1:5555 --bind tcp://10.0.0.2:0",
+};
+
+constexpr Option kRoleOptions[] = {
+    {"controller", "", "the control plane; 'seqflow serve controller --help' lists its options"},
+    {"storage", "", "one storage unit; 'seqflow serve storage --help' lists its options"},
+};
+
+constexpr CommandSpec kServeSpec{
+    "serve",
+    "serve controller|storage [options]",
+    "Run seqflow's services for remote mode: one controller and N storage units,\n"
+    "on one machine or several. Clients connect with seqflow.init({\"controller\":\n"
+    "{\"address\": ADDR}}).",
+    kRoleOptions,
+    kCurveNotes,
+    "seqflow serve controller --bind tcp://127.0.0.1:5555",
+};
+
+std::vector<std::string> split_list(const std::string& text, std::string_view option) {
+  std::vector<std::string> items;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    items.push_back(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (items.back().empty()) {
+      throw_invalid(std::string(option) + " has an empty entry in '" + text + "'");
+    }
+    if (comma == std::string::npos) return items;
+    start = comma + 1;
+  }
+}
+
+net::ServingSettings serving_settings(const Arguments& args) {
+  net::ServingSettings serving;
+  serving.bind = args.get("--bind").value_or("");
+  serving.max_workers = static_cast<size_t>(args.integer("--workers", 0, 1, 1 << 16));
+  serving.max_request_bytes = static_cast<size_t>(args.integer("--max-request-bytes", 0, 1, kInt64Max));
+  serving.curve_secret_file = args.get("--curve-secret").value_or("");
+  if (auto clients = args.get("--curve-clients")) serving.curve_client_files = split_list(*clients, "--curve-clients");
+  return serving;
+}
+
+std::shared_ptr<Sampler> sampler_of(const Arguments& args) {
+  const std::optional<std::string> name = args.get("--sampler");
+  const std::optional<std::string> text = args.get("--sampler-args");
+  if (!name) {
+    if (text) throw_invalid("--sampler-args '" + *text + "' needs --sampler NAME");
+    return nullptr;
+  }
+  nlohmann::json sampler_args = nlohmann::json::object();
+  if (text) {
+    sampler_args = nlohmann::json::parse(*text, nullptr, false);
+    if (sampler_args.is_discarded() || !sampler_args.is_object()) {
+      throw_invalid("--sampler-args must be a JSON object, got '" + *text + "'");
+    }
+  }
+  return make_sampler(*name, sampler_args);
+}
+
+// Blocked before any thread starts, so every thread inherits the mask and
+// only sigwait() sees the signals: shutdown runs in main, not in a handler.
+sigset_t block_stop_signals() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  return signals;
+}
+
+template <class ServiceType, class Options>
+int serve_until_signal(std::string_view role, Options options,
+                       const std::optional<std::string>& metrics_address) {
+  const sigset_t signals = block_stop_signals();
+  ServiceType service(std::move(options));
+  service.start();
+  std::unique_ptr<net::MetricsHttpServer> metrics;
+  if (metrics_address) metrics = net::serve_metrics(*metrics_address, "--metrics", service.metrics());
+  std::cout << net::serving_line(role, service.endpoint(), metrics.get()) << std::endl;
+  int received = 0;
+  sigwait(&signals, &received);
+  std::cerr << "seqflow " << role << ": " << (received == SIGTERM ? "SIGTERM" : "SIGINT") << ", stopping\n";
+  if (metrics) metrics->stop();
+  service.stop();
+  return 0;
+}
+
+void refuse_positionals(const Arguments& args, const CommandSpec& spec) {
+  if (!args.positionals().empty()) {
+    throw_invalid("unexpected argument '" + args.positionals().front() + "'; see 'seqflow " +
+                  std::string(spec.name) + " --help'");
+  }
+}
+
+int serve_controller(std::span<const std::string> arguments) {
+  const std::optional<Arguments> args = parse_arguments(arguments, kControllerSpec);
+  if (!args) return 0;
+  refuse_positionals(*args, kControllerSpec);
+  net::ControllerSettings settings;
+  settings.serving = serving_settings(*args);
+  settings.storage_units = static_cast<size_t>(args->integer("--storage-units", 1, 1, 1 << 20));
+  settings.sampler = sampler_of(*args);
+  settings.polling_mode = args->has("--polling-mode");
+  settings.load_checkpoint = args->get("--load-checkpoint").value_or("");
+  return serve_until_signal<net::ControllerService>("controller", net::controller_service_options(settings),
+                                                    args->get("--metrics"));
+}
+
+int serve_storage(std::span<const std::string> arguments) {
+  const std::optional<Arguments> args = parse_arguments(arguments, kStorageSpec);
+  if (!args) return 0;
+  refuse_positionals(*args, kStorageSpec);
+  if (!args->has("--controller")) throw_invalid("--controller ADDR is required: the controller service's endpoint");
+  net::StorageSettings settings;
+  settings.serving = serving_settings(*args);
+  settings.controller = *args->get("--controller");
+  settings.advertise = args->get("--advertise").value_or("");
+  settings.max_bytes = static_cast<uint64_t>(args->integer("--max-bytes", 0, 0, kInt64Max));
+  settings.max_samples = static_cast<uint64_t>(args->integer("--max-samples", 0, 0, kInt64Max));
+  settings.controller_key_file = args->get("--controller-key").value_or("");
+  return serve_until_signal<net::StorageService>("storage", net::storage_service_options(settings),
+                                                 args->get("--metrics"));
+}
+
+}  // namespace
+
+int run_serve(std::span<const std::string> args) {
+  if (args.empty() || args[0] == "-h" || args[0] == "--help") {
+    (args.empty() ? std::cerr : std::cout) << help_text(kServeSpec);
+    return args.empty() ? 2 : 0;
+  }
+  if (args[0] == "controller") return serve_controller(args.subspan(1));
+  if (args[0] == "storage") return serve_storage(args.subspan(1));
+  throw_invalid("ROLE must be controller or storage, got '" + args[0] + "'");
+}
+
+}  // namespace seqflow::cli
