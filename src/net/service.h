@@ -76,7 +76,6 @@ class Service {
  private:
   struct Route;
   struct Job;
-  struct Reply;
 
   void open_router();
   void run_io();
