@@ -379,6 +379,7 @@ std::vector<Column> take_columns(const Json& entries, Frames& frames, size_t fir
 }
 
 Json append_views(const std::vector<std::vector<SampleView>>& rows, size_t fields, Frames& frames) {
+  const size_t first = frames.size();  // frame numbers count from here
   Json out = Json::array();
   for (size_t f = 0; f < fields; ++f) {
     std::vector<uint32_t> frame_index;
@@ -399,7 +400,7 @@ Json append_views(const std::vector<std::vector<SampleView>>& rows, size_t field
         run_owner = view.buffer;
         run_begin = run_end = view.offset;
       }
-      frame_index.push_back(static_cast<uint32_t>(frames.size()));
+      frame_index.push_back(static_cast<uint32_t>(frames.size() - first));
       offsets.push_back(view.offset - run_begin);
       sizes.push_back(view.nbytes);
       run_end = view.offset + view.nbytes;

@@ -97,8 +97,10 @@ std::vector<Column> take_columns(const Json& entries, Frames& frames, size_t fir
                                  std::string_view what);
 
 // Stored values (rows of views, one per requested field) as a header entry
-// plus frames: views that lie back to back in one buffer share one frame,
-// which points into the stored buffer.
+// plus frames appended to `frames`: views that lie back to back in one
+// buffer share one frame, which points into the stored buffer. take_views
+// reads them back from frames[first] on, `first` being frames.size() when
+// append_views began.
 Json append_views(const std::vector<std::vector<SampleView>>& rows, size_t fields, Frames& frames);
 std::vector<std::vector<SampleView>> take_views(const Json& entry, Frames& frames, size_t first,
                                                 size_t rows, size_t fields, std::string_view what);

@@ -1,6 +1,8 @@
-// The embedded client: puts are atomic and leave nothing behind on failure,
-// reads are views, clears reach the storage, checkpoints are atomic
-// directories, and concurrent puts, fetches and clears never mix up samples.
+// The client, embedded and remote (real controller and storage services on
+// loopback, one or three storage units): puts are atomic and leave nothing
+// behind on failure, reads are views, clears reach the storage, checkpoints
+// are atomic directories, and concurrent puts, fetches and clears never mix
+// up samples.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -9,7 +11,8 @@
 #include <set>
 #include <thread>
 
-#include "seqflow/client.h"
+#include "net/controller_service.h"
+#include "net/storage_service.h"
 #include "seqflow/client.h"
 #include "storage_test_support.h"
 
@@ -53,9 +56,53 @@ MetaRequest fetch(std::vector<std::string> fields, int64_t batch_size, const std
   return request;
 }
 
-std::shared_ptr<Client> make_client(StorageOptions storage = {}) {
-  return make_embedded_client(ControllerOptions{}, storage);
-}
+// A controller service and `units` storage services on loopback.
+struct Cluster {
+  std::unique_ptr<net::ControllerService> controller;
+  std::vector<std::unique_ptr<net::StorageService>> units;
+
+  Cluster(size_t unit_count, StorageOptions storage) {
+    net::ControllerServiceOptions options;
+    options.storage_units = unit_count;
+    controller = std::make_unique<net::ControllerService>(options);
+    controller->start();
+    for (size_t u = 0; u < unit_count; ++u) {
+      net::StorageServiceOptions unit_options;
+      unit_options.storage = storage;
+      unit_options.controller_endpoint = controller->endpoint();
+      unit_options.heartbeat = std::chrono::milliseconds(100);
+      units.push_back(std::make_unique<net::StorageService>(unit_options));
+      units.back()->start();
+    }
+  }
+};
+
+struct Mode {
+  const char* name;
+  size_t storage_units;  // 0: embedded
+};
+
+class ClientModes : public ::testing::TestWithParam<Mode> {
+ protected:
+  size_t units() const { return std::max<size_t>(GetParam().storage_units, 1); }
+
+  // The client keeps its services alive.
+  std::shared_ptr<Client> make_client(StorageOptions storage = {}) const {
+    if (GetParam().storage_units == 0) return make_embedded_client(ControllerOptions{}, storage);
+    auto cluster = std::make_shared<Cluster>(GetParam().storage_units, storage);
+    RemoteOptions options;
+    options.controller_endpoint = cluster->controller->endpoint();
+    options.timeout = std::chrono::seconds(20);
+    auto client = make_remote_client(options);
+    auto both = std::make_shared<std::pair<std::shared_ptr<Cluster>, std::shared_ptr<Client>>>(cluster, client);
+    return std::shared_ptr<Client>(both, client.get());
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Modes, ClientModes,
+                         ::testing::Values(Mode{"Embedded", 0}, Mode{"RemoteOneUnit", 1},
+                                           Mode{"RemoteThreeUnits", 3}),
+                         [](const ::testing::TestParamInfo<Mode>& info) { return info.param.name; });
 
 size_t partition_size(Client& client, const std::string& partition) {
   return client.control().production_status({}, partition).size();
@@ -89,7 +136,7 @@ TEST(SchemaOf, FixedNestedAndObjects) {
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { schema_of(bad); }, {"\"x\"", "decrease"}));
 }
 
-TEST(EmbeddedClient, PutThenFetchSeesDataProductionAndCustomMetaTogether) {
+TEST_P(ClientModes, PutThenFetchSeesDataProductionAndCustomMetaTogether) {
   auto client = make_client();
   const BatchMeta put = client->put_new("p", {int64_column("x", {10, 11, 12})}, lengths({5, 6, 7}));
   ASSERT_EQ(put.size(), 3u);
@@ -106,11 +153,11 @@ TEST(EmbeddedClient, PutThenFetchSeesDataProductionAndCustomMetaTogether) {
   std::set<int64_t> seen;
   for (const auto& row : rows) seen.insert(value_of(row[0]));
   EXPECT_EQ(seen, (std::set<int64_t>{10, 11, 12}));
-  // Views of one put share its buffer, back to back.
-  EXPECT_EQ(rows[0][0].buffer, rows[1][0].buffer);
+  // Views of one put share its buffer, back to back (samples of one unit).
+  if (units() == 1) EXPECT_EQ(rows[0][0].buffer, rows[1][0].buffer);
 }
 
-TEST(EmbeddedClient, BadPutsChangeNothing) {
+TEST_P(ClientModes, BadPutsChangeNothing) {
   auto client = make_client();
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { client->put_new("p", {}, {}); }, {"at least one field"}));
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
@@ -127,7 +174,7 @@ TEST(EmbeddedClient, BadPutsChangeNothing) {
   EXPECT_EQ(client->storage_stats().samples, 0u);
 }
 
-TEST(EmbeddedClient, DtypeConflictRollsBackTheInsert) {
+TEST_P(ClientModes, DtypeConflictRollsBackTheInsert) {
   auto client = make_client();
   client->put_new("p", {int64_column("x", {1, 2})}, {});
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
@@ -136,20 +183,22 @@ TEST(EmbeddedClient, DtypeConflictRollsBackTheInsert) {
   EXPECT_EQ(client->storage_stats().samples, 2u);
 }
 
-TEST(EmbeddedClient, FullStorageLeavesNoSampleAndNoNewPartition) {
+TEST_P(ClientModes, FullStorageLeavesNoSampleAndNoNewPartition) {
+  // Two samples per storage unit fill every unit.
   auto client = make_client(StorageOptions{0, 2});
-  client->put_new("a", {int64_column("x", {1, 2})}, {});
+  std::vector<int64_t> values(2 * units());
+  client->put_new("a", {int64_column("x", values)}, {});
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { client->put_new("b", {int64_column("x", {3})}, {}); },
                            {}));
   EXPECT_FALSE(has_partition(*client, "b"));
-  EXPECT_EQ(partition_size(*client, "a"), 2u);
+  EXPECT_EQ(partition_size(*client, "a"), values.size());
   // The index the failed put had taken is free again.
   client->clear_partition("a");
   const BatchMeta again = client->put_new("b", {int64_column("x", {3})}, {});
   EXPECT_EQ(again.size(), 1u);
 }
 
-TEST(EmbeddedClient, PutExistingAddsFieldsAndRefusesClearedSamples) {
+TEST_P(ClientModes, PutExistingAddsFieldsAndRefusesClearedSamples) {
   auto client = make_client();
   const BatchMeta put = client->put_new("p", {int64_column("prompt", {1, 2})}, {});
   const BatchMeta more = client->put_existing(put, {int64_column("response", {10, 20})}, lengths({3, 4}));
@@ -170,7 +219,7 @@ TEST(EmbeddedClient, PutExistingAddsFieldsAndRefusesClearedSamples) {
   EXPECT_TRUE(throws_error(ErrorCode::kNotFound, [&] { client->get_data(rest, reward); }, {"reward"}));
 }
 
-TEST(EmbeddedClient, PutExistingConflictKeepsTheOldValues) {
+TEST_P(ClientModes, PutExistingConflictKeepsTheOldValues) {
   auto client = make_client();
   const BatchMeta put = client->put_new("p", {int64_column("x", {1, 2})}, {});
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
@@ -183,7 +232,7 @@ TEST(EmbeddedClient, PutExistingConflictKeepsTheOldValues) {
   EXPECT_EQ(rows[0][0].dtype, DType::kInt64);
 }
 
-TEST(EmbeddedClient, KeyValueCallsTouchBothPlanes) {
+TEST_P(ClientModes, KeyValueCallsTouchBothPlanes) {
   auto client = make_client();
   const std::vector<std::string> keys = {"a", "b"};
   const std::vector<Json> tags = {{{"score", 1}}, {{"score", 2}}};
@@ -210,7 +259,7 @@ TEST(EmbeddedClient, KeyValueCallsTouchBothPlanes) {
   EXPECT_EQ(client->control().kv_list(nullptr).size(), 1u);
 }
 
-TEST(EmbeddedClient, CheckpointRoundTrip) {
+TEST_P(ClientModes, CheckpointRoundTrip) {
   TempDir dir;
   const std::string path = dir.file("ckpt");
   auto client = make_client();
@@ -241,7 +290,7 @@ TEST(EmbeddedClient, CheckpointRoundTrip) {
   EXPECT_TRUE(empty->control().partition_list().empty());
 }
 
-TEST(EmbeddedClient, BadCheckpointsLeaveTheStateUnchanged) {
+TEST_P(ClientModes, BadCheckpointsLeaveTheStateUnchanged) {
   TempDir dir;
   auto client = make_client();
   client->put_new("p", {int64_column("x", {1, 2})}, {});
@@ -294,7 +343,7 @@ TEST(EmbeddedClient, BadCheckpointsLeaveTheStateUnchanged) {
 // Producers put while a consumer fetches and clears what it consumed, so
 // global indexes are reused all the time: every fetched sample must still
 // carry its own value.
-TEST(EmbeddedClient, ConcurrentPutsFetchesAndClearsKeepSamplesApart) {
+TEST_P(ClientModes, ConcurrentPutsFetchesAndClearsKeepSamplesApart) {
   auto client = make_client();
   constexpr int kProducers = 3;
   constexpr int kBatches = 40;
