@@ -1,8 +1,9 @@
-// seqflow.client: the embedded client for Python. Metadata crosses as plain
-// dicts (numpy arrays for indexes and production bits); data crosses as
-// Columns in and as views out (see tensor_conversion.h). Every call into the
-// controller or the storage releases the GIL, so a blocking fetch never stalls
-// other Python threads and samplers written in Python can take the GIL.
+// seqflow.client: the client for Python, embedded or remote (Client.remote).
+// Metadata crosses as plain dicts (numpy arrays for indexes and production
+// bits); data crosses as Columns in and as views out (see
+// tensor_conversion.h). Every call into the controller or the storage releases
+// the GIL, so a blocking fetch never stalls other Python threads and samplers
+// written in Python can take the GIL.
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/shared_ptr.h>
@@ -18,9 +19,10 @@
 #include "bindings/json_conversion.h"
 #include "bindings/msgpack_conversion.h"
 #include "bindings/samplers.h"
+#include "bindings/storage_stats.h"
 #include "bindings/submodules.h"
 #include "bindings/tensor_conversion.h"
-#include "client/embedded_client.h"
+#include "seqflow/client.h"
 #include "seqflow/error.h"
 
 namespace nb = nanobind;
@@ -59,9 +61,16 @@ nb::tuple status_to_python(std::vector<std::pair<int64_t, bool>>&& status) {
 
 // The client and the polling default its requests inherit.
 struct PyClient {
-  std::shared_ptr<EmbeddedClient> client;
+  std::shared_ptr<Client> client;
   bool polling_mode = false;
 };
+
+std::chrono::milliseconds milliseconds_of(double seconds, const char* parameter) {
+  if (!std::isfinite(seconds) || seconds < 0) {
+    throw_invalid(std::string(parameter) + " must be a finite number of seconds >= 0, got " + std::to_string(seconds));
+  }
+  return std::chrono::milliseconds(static_cast<int64_t>(std::llround(seconds * 1000.0)));
+}
 
 BatchMeta fetch_meta(PyClient& self, MetaRequest&& request) {
   nb::gil_scoped_release release;
@@ -85,17 +94,42 @@ void bind_client(nb::module_ m) {
   m.def("decode_custom_meta", &decode_custom_meta, "encoded"_a, "offsets"_a,
         "One dict per sample from a batch's encoded custom_meta (MessagePack bytes and offsets).");
 
-  nb::class_<PyClient>(m, "EmbeddedClient", "Controller and storage in this process.")
+  nb::class_<PyClient>(m, "Client", "Embedded (controller and storage in this process) or remote (services).")
       .def(
           "__init__",
           [](PyClient* self, std::shared_ptr<Sampler> sampler, bool polling_mode, uint64_t max_bytes,
              uint64_t max_samples) {
             ControllerOptions controller_options{std::move(sampler), polling_mode};
             StorageOptions storage_options{max_bytes, max_samples};
-            new (self) PyClient{std::make_shared<EmbeddedClient>(std::move(controller_options), storage_options),
+            new (self) PyClient{make_embedded_client(std::move(controller_options), storage_options),
                                 polling_mode};
           },
           "sampler"_a.none(), "polling_mode"_a, "max_bytes"_a, "max_samples"_a)
+      .def_static(
+          "remote",
+          [](const std::string& controller_endpoint, double timeout_seconds, const std::string& server_public_key,
+             const std::string& client_public_key, const std::string& client_secret_key, bool polling_mode) {
+            RemoteOptions options;
+            options.controller_endpoint = controller_endpoint;
+            options.timeout = milliseconds_of(timeout_seconds, "timeout_seconds");
+            options.server_public_key = server_public_key;
+            options.client_public_key = client_public_key;
+            options.client_secret_key = client_secret_key;
+            nb::gil_scoped_release release;
+            return PyClient{make_remote_client(options), polling_mode};
+          },
+          "controller_endpoint"_a, "timeout_seconds"_a, "server_public_key"_a, "client_public_key"_a,
+          "client_secret_key"_a, "polling_mode"_a,
+          "A client of the controller service at controller_endpoint; CURVE when the keys (Z85) are given.")
+      .def(
+          "abandon",
+          [](PyClient& self) {
+            // After fork, the sockets and I/O threads of a remote client belong
+            // to the parent: destroying them here would tear down the parent's
+            // connections, so the child leaks its copy instead.
+            new std::shared_ptr<Client>(std::move(self.client));
+          },
+          "Forget this client without destroying it (in a child process after fork).")
       .def_prop_ro("polling_mode", [](const PyClient& self) { return self.polling_mode; })
       .def(
           "put_new",
@@ -136,12 +170,7 @@ void bind_client(nb::module_ m) {
             request.task_name = task_name;
             request.sampling = {dp_rank, batch_index};
             request.polling = polling.value_or(self.polling_mode);
-            if (timeout) {
-              if (!std::isfinite(*timeout) || *timeout < 0) {
-                throw_invalid("timeout must be a finite number of seconds >= 0, got " + std::to_string(*timeout));
-              }
-              request.timeout = std::chrono::milliseconds(static_cast<int64_t>(std::llround(*timeout * 1000.0)));
-            }
+            if (timeout) request.timeout = milliseconds_of(*timeout, "timeout");
             return meta_to_python(fetch_meta(self, std::move(request)));
           },
           "fields"_a, "batch_size"_a, "partition_id"_a, "mode"_a, "task_name"_a, "dp_rank"_a, "batch_index"_a,
@@ -189,7 +218,7 @@ void bind_client(nb::module_ m) {
             }
             nb::gil_scoped_release release;
             for (const auto& [partition_id, group] : groups) {
-              self.client->controller().set_custom_meta(partition_id, group.first, group.second);
+              self.client->control().set_custom_meta(partition_id, group.first, group.second);
             }
           },
           "partition_ids"_a, "global_indexes"_a, "custom_meta"_a)
@@ -211,7 +240,7 @@ void bind_client(nb::module_ m) {
           "reset_consumption",
           [](PyClient& self, const std::string& partition_id, std::optional<std::string> task_name) {
             nb::gil_scoped_release release;
-            self.client->controller().reset_consumption(partition_id, task_name ? &*task_name : nullptr);
+            self.client->control().reset_consumption(partition_id, task_name ? &*task_name : nullptr);
           },
           "partition_id"_a, "task_name"_a.none())
       .def(
@@ -220,7 +249,7 @@ void bind_client(nb::module_ m) {
             std::vector<std::pair<int64_t, bool>> status;
             {
               nb::gil_scoped_release release;
-              status = self.client->controller().consumption_status(task_name, partition_id);
+              status = self.client->control().consumption_status(task_name, partition_id);
             }
             return status_to_python(std::move(status));
           },
@@ -232,7 +261,7 @@ void bind_client(nb::module_ m) {
             std::vector<std::pair<int64_t, bool>> status;
             {
               nb::gil_scoped_release release;
-              status = self.client->controller().production_status(names, partition_id);
+              status = self.client->control().production_status(names, partition_id);
             }
             return status_to_python(std::move(status));
           },
@@ -241,7 +270,7 @@ void bind_client(nb::module_ m) {
           "all_consumed",
           [](PyClient& self, const std::string& task_name, const std::string& partition_id) {
             nb::gil_scoped_release release;
-            return self.client->controller().all_consumed(task_name, partition_id);
+            return self.client->control().all_consumed(task_name, partition_id);
           },
           "task_name"_a, "partition_id"_a)
       .def(
@@ -249,13 +278,13 @@ void bind_client(nb::module_ m) {
           [](PyClient& self, nb::handle fields, const std::string& partition_id) {
             const std::vector<std::string> names = strings(fields);
             nb::gil_scoped_release release;
-            return self.client->controller().all_produced(names, partition_id);
+            return self.client->control().all_produced(names, partition_id);
           },
           "fields"_a, "partition_id"_a)
       .def("partition_list",
            [](PyClient& self) {
              nb::gil_scoped_release release;
-             return self.client->controller().partition_list();
+             return self.client->control().partition_list();
            })
       .def(
           "kv_put",
@@ -293,7 +322,7 @@ void bind_client(nb::module_ m) {
             std::vector<std::pair<std::string, Json>> entries;
             {
               nb::gil_scoped_release release;
-              entries = self.client->controller().kv_list(partition_id ? &*partition_id : nullptr);
+              entries = self.client->control().kv_list(partition_id ? &*partition_id : nullptr);
             }
             nb::list out;
             for (const auto& [key, tag] : entries) out.append(nb::make_tuple(key, from_json(tag)));
@@ -326,12 +355,9 @@ void bind_client(nb::module_ m) {
         StorageStats stats;
         {
           nb::gil_scoped_release release;
-          stats = self.client->storage().stats();
+          stats = self.client->storage_stats();
         }
-        nb::dict out;
-        out["samples"] = stats.samples;
-        out["bytes"] = stats.bytes;
-        return out;
+        return stats_to_python(stats);
       });
 }
 

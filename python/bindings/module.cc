@@ -22,5 +22,6 @@ NB_MODULE(_seqflow, m) {
   seqflow::bindings::bind_array_conversion(m);
   seqflow::bindings::bind_balance(m.def_submodule("balance", "The balancing engine"));
   seqflow::bindings::bind_pack(m.def_submodule("pack", "Pack plans and micro-batch plans"));
-  seqflow::bindings::bind_client(m.def_submodule("client", "The embedded client, samplers and data conversion"));
+  seqflow::bindings::bind_client(m.def_submodule("client", "The client (embedded or remote), samplers and data conversion"));
+  seqflow::bindings::bind_services(m.def_submodule("net", "Remote mode's services in this process, CURVE key files"));
 }

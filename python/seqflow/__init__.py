@@ -4,7 +4,10 @@ The streaming API follows TransferQueue's names and meanings:
 ``seqflow.init(config)``, ``seqflow.put``, ``seqflow.get_meta``,
 ``seqflow.get_data``, the kv_* calls, checkpoints, each also as
 ``async_<name>``; ``BatchMeta``; the samplers; ``StreamingDataset`` and
-``StreamingDataLoader`` (these two need torch).
+``StreamingDataLoader`` (these two need torch). Remote mode:
+``seqflow.init({"controller": {"address": ...}})`` or
+``seqflow.init(backend="ray", ...)``; ``serve_controller``/``serve_storage``
+run services in this process (see seqflow.remote).
 
 The streaming API loads on first use, so that ``seqflow.balance`` and
 ``seqflow.pack`` cost no torch import (seconds and ~250 MB).
@@ -20,6 +23,7 @@ _LAZY_NAMES = {
     "BatchMeta": "seqflow.batch_meta",
     "KVBatchMeta": "seqflow.batch_meta",
     "Client": "seqflow.client",
+    "RemoteConfig": "seqflow.client",
     "BaseSampler": "seqflow.samplers",
     "SequentialSampler": "seqflow.samplers",
     "GRPOGroupNSampler": "seqflow.samplers",
@@ -28,6 +32,12 @@ _LAZY_NAMES = {
     "TokenBudgetSampler": "seqflow.samplers",
     "StreamingDataset": "seqflow.streaming",
     "StreamingDataLoader": "seqflow.streaming",
+    "ServiceHandle": "seqflow.remote",
+    "serve_controller": "seqflow.remote",
+    "serve_storage": "seqflow.remote",
+    "keygen": "seqflow.remote",
+    "read_key_file": "seqflow.remote",
+    "shutdown_ray_services": "seqflow.remote",
 }
 
 

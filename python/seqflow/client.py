@@ -1,7 +1,10 @@
 """The client: TransferQueue's API over seqflow's controller and storage.
 
-``seqflow.init(config)`` creates the process's default client (embedded: the
-controller and the storage live in this process); ``seqflow.get_client()``
+``seqflow.init(config)`` creates the process's default client: embedded
+(the default: the controller and the storage live in this process), remote
+when the config names a controller service (``{"controller": {"address":
+"tcp://10.0.0.1:5555"}}``, see ``Client.from_config``), or on a Ray cluster
+with ``backend="ray"`` (see seqflow.remote). ``seqflow.get_client()``
 returns it and the module-level functions (``seqflow.put``,
 ``seqflow.get_meta``, ...) delegate to it. Every call also exists as
 ``async_<name>``, which runs the call in a worker thread: the C++ side
@@ -16,36 +19,26 @@ the state is unchanged after any of them.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import inspect
 import os
 import threading
+import weakref
 from typing import Any, Iterable, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
 from seqflow import _convert, _seqflow
+from seqflow._config import check_count, check_seconds, config_get
 from seqflow.batch_meta import BatchMeta, KVBatchMeta
 from seqflow.samplers import native_sampler
 
 _native = _seqflow.client
 
-__all__ = ["Client", "close", "get_client", "init"]
+__all__ = ["Client", "RemoteConfig", "close", "get_client", "init"]
 
 _DEFAULT_TIMEOUT = 30.0
-
-
-def _get(config, path: str, default=None):
-    """config["a"]["b"] for path "a.b", for dicts and OmegaConf configs alike."""
-    node = config
-    for key in path.split("."):
-        if node is None:
-            return default
-        try:
-            node = node.get(key) if hasattr(node, "get") else None
-        except Exception:  # OmegaConf raises on missing keys in struct mode
-            return default
-    return default if node is None else node
 
 
 def _as_list(values, name: str) -> list[str]:
@@ -58,16 +51,69 @@ def _as_list(values, name: str) -> list[str]:
     return values
 
 
-def _count(value, name: str, *, minimum: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return int(value)
+def _config_timeout(config) -> float:
+    timeout = config_get(config, "timeout", None)
+    return config_get(config, "controller.timeout", _DEFAULT_TIMEOUT) if timeout is None else timeout
+
+
+@dataclasses.dataclass(frozen=True)
+class RemoteConfig:
+    """How to reach a controller service. Picklable: a DataLoader worker
+    process (or any other process) connects a client of its own from it.
+
+    address: the controller service, e.g. "tcp://10.0.0.1:5555".
+    timeout: seconds without a reply before a call raises TimeoutError (a
+        waiting fetch gets its own wait on top); also the default fetch wait.
+    polling_mode: the default of get_meta(polling=...).
+    server_public_key_file, client_key_file: CURVE (both or neither): the
+        cluster's .pub file and this client's .key file (seqflow keygen).
+    """
+
+    address: str
+    timeout: float = _DEFAULT_TIMEOUT
+    polling_mode: bool = False
+    server_public_key_file: Optional[str] = None
+    client_key_file: Optional[str] = None
+
+    def __post_init__(self):
+        if not isinstance(self.address, str) or not self.address:
+            raise ValueError(f"address must name the controller service (e.g. tcp://10.0.0.1:5555), got "
+                             f"{self.address!r}")
+        object.__setattr__(self, "timeout", check_seconds(self.timeout, "timeout"))
+        if (self.server_public_key_file is None) != (self.client_key_file is None):
+            raise ValueError("CURVE needs both server_public_key_file and client_key_file, got "
+                             f"{self.server_public_key_file!r} and {self.client_key_file!r}")
+
+    @classmethod
+    def from_config(cls, config, address: Optional[str] = None) -> "RemoteConfig":
+        """controller.address (or `address`), timeout (or controller.timeout),
+        controller.polling_mode, security.server_public_key_file and
+        security.client_key_file of a TransferQueue-style config."""
+        return cls(address if address is not None else config_get(config, "controller.address", None),
+                   _config_timeout(config), bool(config_get(config, "controller.polling_mode", False)),
+                   config_get(config, "security.server_public_key_file", None),
+                   config_get(config, "security.client_key_file", None))
+
+    def connect(self):
+        """The native client; waits up to `timeout` for the controller and its storage units."""
+        keys = ("", "", "")
+        if self.client_key_file is not None:
+            server_key, _ = _seqflow.net.read_key_file(os.fspath(self.server_public_key_file))
+            public, secret = _seqflow.net.read_key_file(os.fspath(self.client_key_file))
+            if secret is None:
+                raise ValueError(f"client_key_file {self.client_key_file!r} holds no secret key; give the .key "
+                                 "file of this client's pair (seqflow keygen), not a .pub file")
+            keys = (server_key, public, secret)
+        return _native.Client.remote(self.address, self.timeout, *keys, bool(self.polling_mode))
+
+
+# Remote clients of this process, re-connected in a child after fork.
+_REMOTE_CLIENTS: "weakref.WeakSet[Client]" = weakref.WeakSet()
 
 
 class Client:
-    """An embedded client: controller and storage in this process.
+    """A client: embedded (controller and storage in this process; this
+    constructor) or remote (Client.remote; services reached over ZeroMQ).
 
     sampler: a BaseSampler instance or subclass, or a name (default sequential).
     polling_mode: the default of get_meta(polling=...): True returns an empty
@@ -79,34 +125,68 @@ class Client:
     def __init__(self, sampler=None, *, polling_mode: bool = False, max_bytes: int = 0, max_samples: int = 0,
                  timeout: float = _DEFAULT_TIMEOUT, sampler_args: Optional[dict] = None):
         self.sampler = sampler
-        self.timeout = float(timeout)
-        self._native = _native.EmbeddedClient(native_sampler(sampler, sampler_args), bool(polling_mode),
-                                              _count(max_bytes, "max_bytes"), _count(max_samples, "max_samples"))
+        self.timeout = check_seconds(timeout, "timeout")
+        self.remote_config: Optional[RemoteConfig] = None
+        self._services = None
+        self._native = _native.Client(native_sampler(sampler, sampler_args), bool(polling_mode),
+                                      check_count(max_bytes, "max_bytes"), check_count(max_samples, "max_samples"))
+
+    @classmethod
+    def remote(cls, address: str, *, timeout: float = _DEFAULT_TIMEOUT, polling_mode: bool = False,
+               server_public_key_file: Optional[str] = None, client_key_file: Optional[str] = None) -> "Client":
+        """A client of the controller service at `address` (see RemoteConfig).
+        Raises TimeoutError when the controller or its storage units do not
+        answer within `timeout`."""
+        return cls._connect(RemoteConfig(address, timeout, polling_mode, server_public_key_file, client_key_file))
+
+    @classmethod
+    def _connect(cls, config: RemoteConfig, services=None) -> "Client":
+        self = cls.__new__(cls)
+        self.sampler = None
+        self.timeout = config.timeout
+        self.remote_config = config
+        self._services = services
+        self._native = config.connect()
+        _REMOTE_CLIENTS.add(self)
+        return self
 
     @classmethod
     def from_config(cls, config=None) -> "Client":
         """TransferQueue's config keys: controller.sampler (instance, class or
         name), controller.sampler_args, controller.polling_mode,
         controller.timeout (seconds), backend.SimpleStorage.total_storage_size
-        (samples); seqflow's storage.max_bytes and storage.max_samples."""
+        (samples); seqflow's storage.max_bytes and storage.max_samples.
+        Remote when controller.address is set (see RemoteConfig.from_config);
+        the sampler and the storage settings belong to the services then."""
         config = config or {}
-        max_samples = _get(config, "storage.max_samples", None)
+        if config_get(config, "controller.address", None) is not None:
+            return cls._connect(RemoteConfig.from_config(config))
+        max_samples = config_get(config, "storage.max_samples", None)
         if max_samples is None:
-            max_samples = _get(config, "backend.SimpleStorage.total_storage_size", 0)
+            max_samples = config_get(config, "backend.SimpleStorage.total_storage_size", 0)
         return cls(
-            _get(config, "controller.sampler", None),
-            polling_mode=bool(_get(config, "controller.polling_mode", False)),
-            max_bytes=int(_get(config, "storage.max_bytes", 0)),
+            config_get(config, "controller.sampler", None),
+            polling_mode=bool(config_get(config, "controller.polling_mode", False)),
+            max_bytes=int(config_get(config, "storage.max_bytes", 0)),
             max_samples=int(max_samples),
-            timeout=float(_get(config, "controller.timeout", _DEFAULT_TIMEOUT)),
-            sampler_args=_get(config, "controller.sampler_args", None),
+            timeout=_config_timeout(config),
+            sampler_args=config_get(config, "controller.sampler_args", None),
         )
+
+    @property
+    def is_remote(self) -> bool:
+        return self.remote_config is not None
 
     @property
     def _client(self):
         native = self._native
         if native is None:
             raise RuntimeError("this seqflow client is closed")
+        if native is _RECONNECT:  # first call in a child process after fork
+            with _LOCK:
+                if self._native is _RECONNECT:
+                    self._native = self.remote_config.connect()
+                native = self._native
         return native
 
     @property
@@ -114,8 +194,26 @@ class Client:
         return self._client.polling_mode
 
     def close(self) -> None:
-        """Releases the controller and the storage (arrays already returned stay valid)."""
+        """Releases the controller and the storage (arrays already returned
+        stay valid); stops the services this client started (Ray)."""
         self._native = None
+        services, self._services = self._services, None
+        if services is not None:
+            services.stop()
+
+    def __getstate__(self):
+        if self.remote_config is None:
+            raise TypeError("an embedded seqflow client cannot be pickled: its controller and storage live in this "
+                            "process. Use a remote client (seqflow serve, or seqflow.init(backend='ray'))")
+        return {"remote_config": self.remote_config, "timeout": self.timeout}
+
+    def __setstate__(self, state):
+        self.sampler = None
+        self.timeout = state["timeout"]
+        self.remote_config = state["remote_config"]
+        self._services = None  # the services stay with the process that started them
+        self._native = _RECONNECT  # connects on first use
+        _REMOTE_CLIENTS.add(self)
 
     # ---- data -------------------------------------------------------------
     def put(self, data, metadata: Optional[BatchMeta] = None, partition_id: Optional[str] = None,
@@ -145,8 +243,8 @@ class Client:
         the client's polling_mode): an empty batch at once when too little is
         ready; otherwise wait up to timeout seconds, then TimeoutError."""
         config = dict(sampling_config or {})
-        dp_rank = _count(config.get("dp_rank", 0) or 0, "sampling_config['dp_rank']")
-        batch_index = _count(config.get("batch_index", 0) or 0, "sampling_config['batch_index']")
+        dp_rank = check_count(config.get("dp_rank", 0) or 0, "sampling_config['dp_rank']")
+        batch_index = check_count(config.get("batch_index", 0) or 0, "sampling_config['batch_index']")
         if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)):
             raise ValueError(f"batch_size must be an integer, got {batch_size!r}")
         native = self._client.get_meta(
@@ -306,19 +404,55 @@ for _name in _ASYNC_METHODS:
     setattr(Client, f"async_{_name}", _async_method(_name))
 
 
+# ---- fork -------------------------------------------------------------------
+_RECONNECT = object()  # a remote client's native handle, to be made on first use
+_LOCK = threading.RLock()
+
+
+def _after_fork_in_child() -> None:
+    """A remote client's sockets belong to the parent: the child abandons them
+    (never touches or frees them) and connects its own on first use."""
+    global _LOCK
+    _LOCK = threading.RLock()  # a copy held by another parent thread would never be released
+    for client in list(_REMOTE_CLIENTS):
+        native = client._native
+        if native is not None and native is not _RECONNECT:
+            native.abandon()
+            client._native = _RECONNECT
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 # ---- the default client ---------------------------------------------------
-_LOCK = threading.Lock()
 _DEFAULT: Optional[Client] = None
 
+_BACKENDS = (None, "embedded", "ray")
 
-def init(config=None) -> Client:
-    """Creates the default client from a TransferQueue-style config (dict or
-    OmegaConf; see Client.from_config) and returns it. If one exists already
-    it is returned and `config` is ignored, as in TransferQueue."""
+
+def init(config=None, *, backend: Optional[str] = None, name: str = "seqflow",
+         num_storage_units: Optional[int] = None) -> Client:
+    """Creates the default client and returns it. If one exists already it is
+    returned and the arguments are ignored, as in TransferQueue.
+
+    config: TransferQueue-style (dict or OmegaConf; see Client.from_config):
+        embedded by default, remote when controller.address is set.
+    backend="ray": services on the Ray cluster, named `name` (see
+        seqflow.remote.ray_client): with num_storage_units, starts the
+        controller and that many storage units as detached actors unless they
+        run already (close() stops them); without, attaches to running ones.
+    """
     global _DEFAULT
+    if backend not in _BACKENDS:
+        raise ValueError(f"backend must be one of {_BACKENDS}, got {backend!r}")
     with _LOCK:
         if _DEFAULT is None:
-            _DEFAULT = Client.from_config(config)
+            if backend == "ray":
+                from seqflow.remote import ray_client
+
+                _DEFAULT = ray_client(name, config=config, num_storage_units=num_storage_units)
+            else:
+                _DEFAULT = Client.from_config(config)
         return _DEFAULT
 
 
@@ -331,7 +465,8 @@ def get_client() -> Client:
 
 
 def close() -> None:
-    """Closes the default client; the next init() creates a new one."""
+    """Closes the default client (and stops the Ray services its init()
+    started); the next init() creates a new one."""
     global _DEFAULT
     with _LOCK:
         if _DEFAULT is not None:

@@ -16,10 +16,11 @@ micro-batch. TransferQueue's modes, without its defects:
 - data and metadata are cut into the same micro-batches (one split rule,
   ``seqflow.batch_meta.chunk_sizes``).
 - with W workers, worker w handles batch indexes w, w+W, w+2W, ...: no two
-  workers of a rank fetch the same batch. An embedded client lives in this
-  process, so StreamingDataLoader runs its workers as threads (the fetches
-  release the GIL); a plain torch DataLoader with worker processes would give
-  each worker a private copy of the client and is refused.
+  workers of a rank fetch the same batch. StreamingDataLoader runs its
+  workers as threads (the fetches release the GIL). A torch DataLoader with
+  worker processes works with a remote client (each worker connects its own
+  from the client's RemoteConfig); with an embedded client a worker would
+  fetch from a private copy, so it is refused.
 """
 
 from __future__ import annotations
@@ -141,16 +142,27 @@ class StreamingDataset(IterableDataset):
 
     # ---- client -----------------------------------------------------------
     def _get_client(self):
-        if os.getpid() != self._owner_pid:
-            raise RuntimeError(
-                "StreamingDataset runs in a DataLoader worker process, but its seqflow client is embedded "
-                "in the parent process: a worker would fetch from a private copy. Use "
-                "seqflow.StreamingDataLoader (its workers are threads) or num_workers=0.")
         if self._client is None:
             from seqflow.client import init
 
             self._client = init(self.config)
+        if os.getpid() != self._owner_pid and not getattr(self._client, "is_remote", False):
+            raise RuntimeError(
+                "StreamingDataset runs in a DataLoader worker process, but its seqflow client is embedded "
+                "in the parent process: a worker would fetch from a private copy. Use "
+                "seqflow.StreamingDataLoader (its workers are threads), num_workers=0, or a remote client.")
         return self._client
+
+    # A worker process started by spawn gets a pickled copy: the lock is
+    # made anew, a remote client travels as its RemoteConfig.
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     # ---- iteration ----------------------------------------------------------
     def __iter__(self) -> Iterator[tuple[Any, Any]]:

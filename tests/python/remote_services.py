@@ -1,0 +1,161 @@
+"""Real seqflow services for the remote-mode tests, on 127.0.0.1 with free
+ports: in this process (seqflow.serve_controller / serve_storage) or as
+`seqflow serve` processes. Every fixture stops what it started, and a
+process that does not stop in time is killed."""
+
+from __future__ import annotations
+
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+import pytest
+
+import seqflow
+
+LOCAL = "tcp://127.0.0.1:0"
+
+
+def find_seqflow_command() -> Optional[str]:
+    """$SEQFLOW_BIN, the console script next to this Python, or one on PATH."""
+    found = os.environ.get("SEQFLOW_BIN")
+    if found:
+        return found
+    beside_python = Path(sys.executable).parent / "seqflow"
+    if beside_python.exists():
+        return str(beside_python)
+    return shutil.which("seqflow")
+
+
+class ServeProcess:
+    """`seqflow serve ROLE ...` as a child process that is serving once the
+    constructor returns: its first stdout line names the endpoint."""
+
+    def __init__(self, role: str, *args: str, startup_timeout: float = 20.0):
+        command = find_seqflow_command()
+        if command is None:
+            pytest.skip("the seqflow command is not installed (pip install . puts it next to python)")
+        self.process = subprocess.Popen([command, "serve", role, *args], stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE)
+        self.line = self._first_line(startup_timeout)
+        words = self.line.split()
+        if words[:4] != ["seqflow", role, "serving", "on"]:
+            self.kill()
+            raise AssertionError(f"unexpected serving line {self.line!r}")
+        self.endpoint = words[4]
+        self.metrics_url = words[7] if len(words) > 7 and words[5:7] == ["metrics", "on"] else None
+
+    def _first_line(self, timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        out = b""
+        fd = self.process.stdout.fileno()
+        while not out.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            ready, _, _ = select.select([fd], [], [], max(left, 0))
+            chunk = os.read(fd, 4096) if ready else b""
+            if not chunk:  # timed out, or the process ended
+                self.kill()
+                raise AssertionError(f"seqflow serve printed no serving line: {out!r}; stderr: "
+                                     f"{self.process.stderr.read().decode(errors='replace')}")
+            out += chunk
+        return out.decode().strip()
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:
+        """Sends `sig` and returns the exit status (killed after `timeout`)."""
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+                raise AssertionError(f"seqflow serve did not exit within {timeout} s of signal {sig}")
+        self.process.stdout.close()
+        self.process.stderr.close()
+        return self.process.returncode
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+
+
+class Cluster:
+    """One controller and N storage units, in this process or as processes."""
+
+    def __init__(self, units: int = 1, *, processes: bool = False, controller_args: Optional[dict] = None,
+                 storage_args: Optional[dict] = None):
+        self.processes = processes
+        self.units = []
+        controller_args = dict(controller_args or {})
+        storage_args = dict(storage_args or {})
+        controller_args.setdefault("storage_units", units)
+        if processes:
+            self.controller = ServeProcess("controller", "--bind", LOCAL, *_flags(controller_args))
+        else:
+            self.controller = seqflow.serve_controller(LOCAL, **controller_args)
+        self.address = self.controller.endpoint
+        try:
+            for _ in range(units):
+                if processes:
+                    self.units.append(ServeProcess("storage", "--controller", self.address, "--bind", LOCAL,
+                                                   *_flags(storage_args)))
+                else:
+                    self.units.append(seqflow.serve_storage(self.address, LOCAL, **storage_args))
+        except BaseException:
+            self.stop()
+            raise
+
+    def units_by_endpoint(self):
+        """The units in routing order: sample gi lives on unit gi % N."""
+        return sorted(self.units, key=lambda unit: unit.endpoint)
+
+    def client(self, **kwargs) -> seqflow.Client:
+        kwargs.setdefault("timeout", 20.0)
+        return seqflow.Client.remote(self.address, **kwargs)
+
+    def stop(self) -> None:
+        for service in [*self.units, self.controller]:
+            service.stop()
+
+
+def _flags(args: dict) -> list[str]:
+    """{"storage_units": 2, "polling_mode": True} -> ["--storage-units", "2", "--polling-mode"]."""
+    flags = []
+    for name, value in args.items():
+        flag = "--" + name.replace("_", "-")
+        if value is True:
+            flags.append(flag)
+        elif isinstance(value, (list, tuple)):
+            flags += [flag, ",".join(str(v) for v in value)]
+        elif value is not None and value is not False:
+            flags += [flag, str(value)]
+    return flags
+
+
+@pytest.fixture
+def clusters():
+    """start(units, processes=False, ...) -> Cluster; all stopped at teardown."""
+    started: list[Cluster] = []
+
+    def start(units: int = 1, **kwargs) -> Cluster:
+        cluster = Cluster(units, **kwargs)
+        started.append(cluster)
+        return cluster
+
+    yield start
+    for cluster in reversed(started):
+        cluster.stop()
+
+
+@pytest.fixture
+def remote_client(clusters):
+    """A remote client of an in-process cluster of two storage units."""
+    client = clusters(2).client()
+    yield client
+    client.close()

@@ -1,0 +1,220 @@
+"""The client in remote mode, against real services in this process: the
+embedded client's tests rerun on a remote client (same calls, same results,
+same exception types), samples on unit gi % N for 1, 2 and 4 units,
+checkpoints written by the services, timeouts when the controller is gone,
+pickling as a config, and bad service settings."""
+
+from __future__ import annotations
+
+import pickle
+import socket
+import time
+
+import numpy as np
+import pytest
+
+import seqflow
+from remote_services import LOCAL, clusters, remote_client  # noqa: F401 (fixtures)
+
+torch = pytest.importorskip("torch")
+
+# The embedded client's tests, collected here again with the remote `client`
+# fixture below: every call of the API, sync and async, in and out formats,
+# custom metadata, modes, statuses, clears, the KV API and bad input.
+from test_client import (  # noqa: E402,F401
+    test_async_calls_do_not_block_the_event_loop,
+    test_bad_input_raises_clearly_and_changes_nothing,
+    test_blocking_fetch_waits_for_a_put_from_another_thread,
+    test_clear_samples_and_partition_release_storage,
+    test_custom_meta_is_visible_with_the_data,
+    test_dense_fields_round_trip_in_every_format,
+    test_get_meta_modes_polling_and_timeout,
+    test_kv_calls,
+    test_put_against_cleared_samples_raises,
+    test_put_copies_the_callers_data,
+    test_set_custom_meta_and_put_with_meta_custom_meta,
+    test_status_queries_and_reset,
+    test_strings_objects_and_tensordict_input,
+    test_variable_length_fields_round_trip,
+)
+
+
+@pytest.fixture
+def client(remote_client):
+    return remote_client
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def expected_counts(indexes, units: int) -> list[int]:
+    return [sum(1 for gi in indexes if gi % units == u) for u in range(units)]
+
+
+@pytest.mark.parametrize("units", [1, 2, 4])
+def test_samples_live_on_unit_gi_mod_n(clusters, units):
+    cluster = clusters(units)
+    client = cluster.client()
+    ordered = cluster.units_by_endpoint()
+    x = np.arange(30, dtype=np.int64).reshape(10, 3)
+    meta = client.put({"x": x, "s": [f"s{i}" for i in range(10)]}, partition_id="p")
+    indexes = meta.global_indexes.tolist()
+    assert indexes == list(range(10))
+    assert [u.stats()["samples"] for u in ordered] == expected_counts(indexes, units)
+    assert client.stats()["samples"] == 10
+
+    got = client.get_meta(["x", "s"], 10, "p", task_name="t")
+    data = client.get_data(got, format="numpy")
+    np.testing.assert_array_equal(data["x"], x[got.global_indexes])
+    assert data["s"] == [f"s{i}" for i in got.global_indexes]
+
+    cleared = [1, 2, 3, 7]
+    client.clear_samples(meta.select_samples(cleared))
+    left = [gi for gi in indexes if gi not in cleared]
+    assert [u.stats()["samples"] for u in ordered] == expected_counts(left, units)
+    client.clear_partition("p")
+    assert [u.stats()["samples"] for u in ordered] == [0] * units
+    client.close()
+
+
+def test_checkpoint_written_by_the_services_restores_another_cluster(clusters, tmp_path):
+    first = clusters(2)
+    client = first.client()
+    client.put({"x": np.arange(6), "s": list("abcdef")}, partition_id="p",
+               custom_meta=[{"total_lengths": i} for i in range(6)])
+    client.kv_put("key", "kv", {"v": np.arange(3)}, tag={"t": 1})
+    assert client.get_meta(["x"], 2, "p", task_name="t").size == 2
+    client.save_checkpoint(tmp_path / "ckpt")
+
+    other = clusters(2).client()
+    other.put({"z": np.arange(2)}, partition_id="gone")
+    before = (sorted(other.get_partition_list()), other.stats())
+    with pytest.raises(KeyError):
+        other.load_checkpoint(tmp_path / "missing")
+    assert (sorted(other.get_partition_list()), other.stats()) == before
+    other.load_checkpoint(tmp_path / "ckpt")
+    assert sorted(other.get_partition_list()) == ["kv", "p"]
+    rest = other.get_meta(["x", "s"], 4, "p", task_name="t")
+    assert rest.size == 4
+    data = other.get_data(rest, format="numpy")
+    assert [int(m["total_lengths"]) for m in rest.custom_meta] == data["x"].tolist()
+    assert data["s"] == [chr(ord("a") + int(v)) for v in data["x"]]
+    assert other.kv_batch_get("key", "kv", format="numpy")["v"].tolist() == [[0, 1, 2]]
+    assert other.kv_list("kv") == {"kv": {"key": {"t": 1}}}
+
+
+def test_controller_started_from_a_checkpoint(clusters, tmp_path):
+    client = clusters(1).client()
+    client.put({"x": np.arange(3)}, partition_id="p")
+    client.save_checkpoint(tmp_path / "ckpt")
+    restarted = clusters(1, controller_args={"load_checkpoint": str(tmp_path / "ckpt")}).client()
+    assert restarted.get_partition_list() == ["p"]
+    assert restarted.check_production_status(["x"], "p")
+
+
+def test_a_python_sampler_runs_in_the_in_process_controller(clusters):
+    class EveryOther(seqflow.BaseSampler):
+        def sample(self, ready_indexes, batch_size, *args, **kwargs):
+            picked = list(ready_indexes)[::2][:batch_size]
+            return (picked, picked) if len(picked) == batch_size else ([], [])
+
+    client = clusters(2, controller_args={"sampler": EveryOther()}).client()
+    client.put({"x": np.arange(8)}, partition_id="p")
+    assert client.get_meta(["x"], 3, "p", task_name="t").global_indexes.tolist() == [0, 2, 4]
+
+
+def test_init_from_a_config_naming_the_controller(clusters):
+    cluster = clusters(1, controller_args={"polling_mode": True})
+    seqflow.close()
+    try:
+        client = seqflow.init({"controller": {"address": cluster.address, "polling_mode": True}, "timeout": 5})
+        assert client.is_remote and client.polling_mode and client.timeout == 5.0
+        meta = seqflow.put({"x": np.arange(3)}, partition_id="p")
+        got = seqflow.get_meta(["x"], 3, "p", task_name="t")
+        assert seqflow.get_data(got, format="numpy")["x"].tolist() == meta.global_indexes.tolist()
+        assert seqflow.get_meta(["x"], 1, "p", task_name="t").size == 0  # polling: nothing left
+    finally:
+        seqflow.close()
+
+
+def test_omegaconf_config_naming_the_controller(clusters):
+    omegaconf = pytest.importorskip("omegaconf")
+    cluster = clusters(1)
+    config = omegaconf.OmegaConf.create({"controller": {"address": cluster.address}, "timeout": 5})
+    client = seqflow.Client.from_config(config)
+    assert client.is_remote and client.remote_config.address == cluster.address
+    client.close()
+
+
+def test_a_remote_client_pickles_as_its_config_and_an_embedded_one_refuses(clusters):
+    client = clusters(2).client()
+    meta = client.put({"x": np.arange(4)}, partition_id="p")
+    copy = pickle.loads(pickle.dumps(client))
+    assert copy.remote_config == client.remote_config
+    assert copy.get_data(meta, format="numpy")["x"].tolist() == [0, 1, 2, 3]
+    copy.close()
+    with pytest.raises(TypeError, match="embedded"):
+        pickle.dumps(seqflow.Client())
+
+
+def test_timeout_when_no_controller_answers():
+    start = time.monotonic()
+    with pytest.raises(TimeoutError):
+        seqflow.Client.remote(f"tcp://127.0.0.1:{free_port()}", timeout=0.5)
+    assert time.monotonic() - start < 10
+
+
+def test_timeout_once_the_controller_stops(clusters):
+    cluster = clusters(1)
+    client = cluster.client(timeout=0.5)
+    client.put({"x": np.arange(2)}, partition_id="p")
+    cluster.controller.stop()
+    with pytest.raises(TimeoutError):
+        client.get_partition_list()
+    with pytest.raises(TimeoutError):
+        client.put({"x": np.arange(2)}, partition_id="p")
+
+
+def test_bad_remote_arguments_raise_value_error():
+    for kwargs, pattern in [({"address": ""}, "address"), ({"address": "tcp://h:1", "timeout": 0}, "timeout"),
+                            ({"address": "tcp://h:1", "client_key_file": "c.key"}, "both")]:
+        with pytest.raises(ValueError, match=pattern):
+            seqflow.RemoteConfig(**kwargs)
+    with pytest.raises(ValueError, match="not-an-endpoint"):
+        seqflow.Client.remote("not-an-endpoint", timeout=0.5)
+
+
+def test_bad_service_settings_raise_value_error_naming_them(clusters):
+    with pytest.raises(ValueError, match="storage_units"):
+        seqflow.serve_controller(LOCAL, storage_units=0)
+    with pytest.raises(ValueError, match="nonsense"):
+        seqflow.serve_controller("nonsense://x")
+    with pytest.raises(ValueError, match="metrics.*'nohost'"):
+        seqflow.serve_controller(LOCAL, metrics="nohost")
+    with pytest.raises(ValueError, match="controller endpoint"):
+        seqflow.serve_storage("")
+    with pytest.raises(ValueError, match="max_bytes"):
+        seqflow.serve_storage("tcp://127.0.0.1:1", max_bytes=-1)
+    with pytest.raises(KeyError, match="missing.key"):
+        seqflow.serve_controller(LOCAL, curve_secret="missing.key")
+    taken = clusters(1).address
+    with pytest.raises(ValueError, match=taken.replace(".", r"\.")):
+        seqflow.serve_controller(taken)
+
+
+def test_service_handle_reports_its_endpoint_and_metrics(clusters):
+    controller = seqflow.serve_controller(LOCAL, metrics="127.0.0.1:0")
+    try:
+        port = controller.metrics_port
+        assert controller.serving_line == (f"seqflow controller serving on {controller.endpoint} "
+                                           f"metrics on http://127.0.0.1:{port}")
+        import urllib.request
+
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
+            assert b"seqflow_requests_total" in reply.read()
+    finally:
+        controller.stop()
+    controller.stop()  # idempotent

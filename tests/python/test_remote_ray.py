@@ -1,0 +1,101 @@
+"""The Ray path: seqflow.init(backend="ray", num_storage_units=N, name=...)
+starts the controller and N storage units as detached, named actors; a Ray
+task in another process attaches by name and reads what the driver put;
+close() stops the services this process started; shutdown_ray_services
+stops them from anywhere."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import seqflow
+from seqflow.remote import RAY_NAMESPACE
+
+ray = pytest.importorskip("ray", reason="ray is not installed (pip install ray)")
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    # Workers import seqflow from where this process does (an installed
+    # package or a source tree on PYTHONPATH), and this module for its task.
+    package_parent = str(Path(seqflow.__file__).resolve().parents[1])
+    here = str(Path(__file__).resolve().parent)
+    path = os.pathsep.join(p for p in (package_parent, here, os.environ.get("PYTHONPATH")) if p)
+    ray.init(num_cpus=2, include_dashboard=False, runtime_env={"env_vars": {"PYTHONPATH": path}},
+             log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture
+def name(ray_cluster):
+    """A fresh service name; whatever runs under it is stopped afterwards."""
+    name = f"seqflow-test-{uuid.uuid4().hex[:8]}"
+    yield name
+    seqflow.close()
+    seqflow.shutdown_ray_services(name)
+
+
+def actor_exists(name: str) -> bool:
+    try:
+        ray.get_actor(name, namespace=RAY_NAMESPACE)
+        return True
+    except ValueError:
+        return False
+
+
+@ray.remote
+def read_in_another_process(name: str, partition_id: str) -> list[int]:
+    import seqflow
+
+    client = seqflow.init(backend="ray", name=name)
+    meta = client.get_meta(["x"], 6, partition_id, task_name="remote-reader")
+    out = client.get_data(meta, format="numpy")["x"].tolist()
+    seqflow.close()  # attached, not started here: the services keep running
+    return sorted(out)
+
+
+def test_services_as_actors_shared_by_another_process(name):
+    client = seqflow.init(backend="ray", name=name, num_storage_units=2, config={"timeout": 30})
+    assert client.is_remote
+    assert client.remote_config.address.startswith("tcp://")
+    for actor in (f"{name}.controller", f"{name}.storage.0", f"{name}.storage.1"):
+        assert actor_exists(actor), actor
+    client.put({"x": np.arange(6)}, partition_id="p")
+    assert ray.get(read_in_another_process.remote(name, "p"), timeout=120) == list(range(6))
+    assert client.check_consumption_status("remote-reader", "p")
+    assert actor_exists(f"{name}.controller")  # the reader's close() left them running
+
+    seqflow.close()  # this process started them: they stop
+    assert not actor_exists(f"{name}.controller")
+    assert not actor_exists(f"{name}.storage.0")
+
+
+def test_a_second_start_attaches_and_shutdown_stops_from_anywhere(name):
+    from seqflow.remote import ray_client
+
+    first = ray_client(name, num_storage_units=1)
+    second = ray_client(name, num_storage_units=1)  # runs already: attached, not owned
+    assert second.remote_config.address == first.remote_config.address
+    second.close()
+    assert actor_exists(f"{name}.controller")
+    with pytest.raises(ValueError, match="num_storage_units"):
+        ray_client(name, num_storage_units=3)
+    assert seqflow.shutdown_ray_services(name)
+    assert not actor_exists(f"{name}.controller")
+    assert not seqflow.shutdown_ray_services(name)
+
+
+def test_attaching_to_missing_services_raises_key_error(name):
+    with pytest.raises(KeyError, match=name):
+        seqflow.init(backend="ray", name=name)
+
+
+def test_unknown_backend_is_rejected():
+    with pytest.raises(ValueError, match="backend"):
+        seqflow.init(backend="spark")
