@@ -55,6 +55,13 @@ class RunningService {
     service_->stop();
   }
 
+  // After fork the service's threads exist only in the parent: stopping or
+  // destroying it here would wait for them forever, so the child leaks it.
+  void abandon() {
+    (void)service_.release();
+    (void)metrics_.release();
+  }
+
   std::string endpoint() const { return service_->endpoint(); }
   std::optional<int> metrics_port() const { return metrics_ ? std::optional(metrics_->port()) : std::nullopt; }
   std::string serving_line() const { return net::serving_line(role_, service_->endpoint(), metrics_.get()); }
@@ -80,6 +87,7 @@ template <class Handle>
 void bind_common(nb::class_<Handle>& cls) {
   cls.def("start", &Handle::start, "Binds and serves; raises ValueError naming the address when it cannot bind.")
       .def("stop", &Handle::stop, "Stops serving (idempotent): running calls finish, queued ones are dropped.")
+      .def("abandon", &Handle::abandon, "Forget the service without stopping it (in a child process after fork).")
       .def_prop_ro("endpoint", &Handle::endpoint, "The bound endpoint, e.g. tcp://127.0.0.1:40123.")
       .def_prop_ro("metrics_port", &Handle::metrics_port, "The metrics endpoint's port, or None.")
       .def_prop_ro("serving_line", &Handle::serving_line, "'seqflow ROLE serving on ENDPOINT[ metrics on URL]'.");

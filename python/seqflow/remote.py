@@ -87,7 +87,8 @@ class ServiceHandle:
 
     def stop(self) -> None:
         """Stops serving (idempotent): running calls finish, queued ones are dropped."""
-        self._native.stop()
+        if self._native is not None:  # None: the parent's service, in a child after fork
+            self._native.stop()
         _LIVE.discard(self)
 
     def __enter__(self) -> "ServiceHandle":
@@ -104,6 +105,18 @@ class ServiceHandle:
 def _stop_live_services() -> None:
     for handle in list(_LIVE):
         handle.stop()
+
+
+def _forget_parent_services() -> None:
+    """In a child after fork the services' threads are the parent's: never
+    stop or free them here."""
+    for handle in list(_LIVE):
+        handle._native.abandon()
+        handle._native = None
+    _LIVE.clear()
+
+
+os.register_at_fork(after_in_child=_forget_parent_services)
 
 
 def _optional_count(value, name: str) -> int:
@@ -218,13 +231,14 @@ class _ServiceActor:
         return self._handle.endpoint
 
     def owner(self) -> str:
-        """The token of the ray_client() call that created this actor."""
+        """The token of the start_ray_services() call that created this actor."""
         return self._owner
 
     def storage_units(self) -> int:
         return self._settings["storage_units"]
 
     def stats(self) -> dict:
+        """A storage unit's use: {"samples": ..., "bytes": ...}."""
         return self._handle.stats()
 
     def stop(self) -> None:

@@ -50,11 +50,11 @@ def actor_exists(name: str) -> bool:
 
 
 @ray.remote
-def read_in_another_process(name: str, partition_id: str) -> list[int]:
+def read_in_another_process(name: str, partition_id: str, count: int) -> list[int]:
     import seqflow
 
     client = seqflow.init(backend="ray", name=name)
-    meta = client.get_meta(["x"], 6, partition_id, task_name="remote-reader")
+    meta = client.get_meta(["x"], count, partition_id, task_name="remote-reader")
     out = client.get_data(meta, format="numpy")["x"].tolist()
     seqflow.close()  # attached, not started here: the services keep running
     return sorted(out)
@@ -66,8 +66,11 @@ def test_services_as_actors_shared_by_another_process(name):
     assert client.remote_config.address.startswith("tcp://")
     for actor in (f"{name}.controller", f"{name}.storage.0", f"{name}.storage.1"):
         assert actor_exists(actor), actor
-    client.put({"x": np.arange(6)}, partition_id="p")
-    assert ray.get(read_in_another_process.remote(name, "p"), timeout=120) == list(range(6))
+    client.put({"x": np.arange(5)}, partition_id="p")
+    units = [ray.get_actor(f"{name}.storage.{i}", namespace=RAY_NAMESPACE) for i in range(2)]
+    units.sort(key=lambda unit: ray.get(unit.endpoint.remote()))  # routing order: sample gi on unit gi % 2
+    assert [ray.get(unit.stats.remote())["samples"] for unit in units] == [3, 2]
+    assert ray.get(read_in_another_process.remote(name, "p", 5), timeout=120) == list(range(5))
     assert client.check_consumption_status("remote-reader", "p")
     assert actor_exists(f"{name}.controller")  # the reader's close() left them running
 
