@@ -6,12 +6,11 @@
 #pragma once
 
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <shared_mutex>
 #include <span>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "seqflow/client.h"
 #include "seqflow/controller.h"
@@ -69,8 +68,7 @@ class CoordinatingClient final : public Client {
   bool has_partition(const std::string& partition_id) const;
   // After a failed put that created `partition_id`: removes it if no sample
   // is left. Trades the shared `lock` for the exclusive one.
-  void forget_partition_if_empty(std::shared_lock<std::shared_mutex>& lock,
-                                 const std::string& partition_id);
+  void forget_partition_if_empty(std::shared_lock<std::shared_mutex>& lock, const std::string& partition_id);
 
   std::shared_ptr<ControlPlane> control_;
   std::shared_ptr<DataPlane> data_;

@@ -10,7 +10,8 @@
 namespace seqflow {
 
 std::shared_ptr<Client> make_remote_client(const RemoteOptions& options) {
-  if (options.controller_endpoint.empty()) throw_invalid("controller_endpoint is empty; name the controller service");
+  if (options.controller_endpoint.empty())
+    throw_invalid("controller_endpoint is empty; name the controller service");
   if (options.timeout.count() <= 0) {
     throw_invalid("timeout must be positive, got " + std::to_string(options.timeout.count()) + " ms");
   }
@@ -28,7 +29,8 @@ std::shared_ptr<Client> make_remote_client(const RemoteOptions& options) {
   }
   auto context = std::make_shared<zmq::context_t>(1);
   auto control = std::make_shared<RemoteControlPlane>(
-      std::make_shared<net::ConnectionPool>(context, options.controller_endpoint, connection), options.timeout);
+      std::make_shared<net::ConnectionPool>(context, options.controller_endpoint, connection),
+      options.timeout);
   std::vector<std::shared_ptr<net::ConnectionPool>> units;
   for (const std::string& endpoint : control->storage_units()) {
     units.push_back(std::make_shared<net::ConnectionPool>(context, endpoint, connection));

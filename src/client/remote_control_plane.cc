@@ -17,7 +17,9 @@ std::vector<int64_t> released_of(const Json& reply, std::string_view op) {
   return Header(reply, std::string(op) + " reply", {"released"}).numbers<int64_t>("released");
 }
 
-Json objects_of(std::span<const Json> values) { return Json(std::vector<Json>(values.begin(), values.end())); }
+Json objects_of(std::span<const Json> values) {
+  return Json(std::vector<Json>(values.begin(), values.end()));
+}
 
 // A blocking fetch may wait `request.timeout` at the controller: the call
 // itself gets that long plus the usual round-trip allowance.
@@ -29,12 +31,13 @@ RemoteControlPlane::RemoteControlPlane(std::shared_ptr<net::ConnectionPool> cont
                                        std::chrono::milliseconds timeout)
     : controller_(std::move(controller)), timeout_(timeout) {}
 
-Json RemoteControlPlane::call(std::string_view op, const Json& header) const { return call(op, header, timeout_); }
+Json RemoteControlPlane::call(std::string_view op, const Json& header) const {
+  return call(op, header, timeout_);
+}
 
-Json RemoteControlPlane::call(std::string_view op, const Json& header, std::chrono::milliseconds timeout) const {
-  net::Frames args;
-  args.push_back(net::wire::header_frame(header));
-  net::Frames result = controller_->call(op, std::move(args), timeout);
+Json RemoteControlPlane::call(std::string_view op, const Json& header,
+                              std::chrono::milliseconds timeout) const {
+  net::Frames result = controller_->call(op, net::wire::header_message(header), timeout);
   return net::wire::read_header(result, 0, std::string(op) + " reply");
 }
 
@@ -43,7 +46,8 @@ BatchMeta RemoteControlPlane::insert(const std::string& partition_id, int64_t co
                                       "insert reply");
 }
 
-void RemoteControlPlane::mark_produced(const std::string& partition_id, std::span<const int64_t> global_indexes,
+void RemoteControlPlane::mark_produced(const std::string& partition_id,
+                                       std::span<const int64_t> global_indexes,
                                        const std::map<std::string, FieldSchema>& fields,
                                        std::span<const Json> custom_meta) {
   call("mark_produced", Json{{"partition_id", partition_id},
@@ -59,7 +63,8 @@ BatchMeta RemoteControlPlane::get_meta(const MetaRequest& request) {
                                       "get_meta reply");
 }
 
-void RemoteControlPlane::set_custom_meta(const std::string& partition_id, std::span<const int64_t> global_indexes,
+void RemoteControlPlane::set_custom_meta(const std::string& partition_id,
+                                         std::span<const int64_t> global_indexes,
                                          std::span<const Json> custom_meta) {
   call("set_custom_meta", Json{{"partition_id", partition_id},
                                {"indexes", binary_indexes(global_indexes)},
@@ -68,9 +73,9 @@ void RemoteControlPlane::set_custom_meta(const std::string& partition_id, std::s
 
 std::vector<int64_t> RemoteControlPlane::clear_samples(const std::string& partition_id,
                                                        std::span<const int64_t> global_indexes) {
-  return released_of(
-      call("clear_samples", Json{{"partition_id", partition_id}, {"indexes", binary_indexes(global_indexes)}}),
-      "clear_samples");
+  return released_of(call("clear_samples",
+                          Json{{"partition_id", partition_id}, {"indexes", binary_indexes(global_indexes)}}),
+                     "clear_samples");
 }
 
 std::vector<int64_t> RemoteControlPlane::clear_partition(const std::string& partition_id) {
@@ -83,18 +88,18 @@ void RemoteControlPlane::reset_consumption(const std::string& partition_id, cons
   call("reset_consumption", header);
 }
 
-std::vector<std::pair<int64_t, bool>> RemoteControlPlane::consumption_status(const std::string& task_name,
-                                                                             const std::string& partition_id) const {
+std::vector<std::pair<int64_t, bool>> RemoteControlPlane::consumption_status(
+    const std::string& task_name, const std::string& partition_id) const {
   return net::wire::decode_status(
       call("consumption_status", Json{{"task_name", task_name}, {"partition_id", partition_id}}),
       "consumption_status reply");
 }
 
-std::vector<std::pair<int64_t, bool>> RemoteControlPlane::production_status(std::span<const std::string> fields,
-                                                                            const std::string& partition_id) const {
+std::vector<std::pair<int64_t, bool>> RemoteControlPlane::production_status(
+    std::span<const std::string> fields, const std::string& partition_id) const {
   return net::wire::decode_status(
-      call("production_status",
-           Json{{"fields", std::vector<std::string>(fields.begin(), fields.end())}, {"partition_id", partition_id}}),
+      call("production_status", Json{{"fields", std::vector<std::string>(fields.begin(), fields.end())},
+                                     {"partition_id", partition_id}}),
       "production_status reply");
 }
 
@@ -103,9 +108,11 @@ bool RemoteControlPlane::all_consumed(const std::string& task_name, const std::s
   return Header(reply, "all_consumed reply", {"value"}).boolean("value");
 }
 
-bool RemoteControlPlane::all_produced(std::span<const std::string> fields, const std::string& partition_id) const {
-  const Json reply = call("all_produced", Json{{"fields", std::vector<std::string>(fields.begin(), fields.end())},
-                                               {"partition_id", partition_id}});
+bool RemoteControlPlane::all_produced(std::span<const std::string> fields,
+                                      const std::string& partition_id) const {
+  const Json reply =
+      call("all_produced", Json{{"fields", std::vector<std::string>(fields.begin(), fields.end())},
+                                {"partition_id", partition_id}});
   return Header(reply, "all_produced reply", {"value"}).boolean("value");
 }
 
@@ -123,10 +130,11 @@ BatchMeta RemoteControlPlane::kv_resolve(const std::string& partition_id, std::s
       "kv_resolve reply");
 }
 
-BatchMeta RemoteControlPlane::kv_lookup(const std::string& partition_id, std::span<const std::string> keys) const {
+BatchMeta RemoteControlPlane::kv_lookup(const std::string& partition_id,
+                                        std::span<const std::string> keys) const {
   return net::wire::decode_batch_meta(
-      call("kv_lookup",
-           Json{{"partition_id", partition_id}, {"keys", std::vector<std::string>(keys.begin(), keys.end())}}),
+      call("kv_lookup", Json{{"partition_id", partition_id},
+                             {"keys", std::vector<std::string>(keys.begin(), keys.end())}}),
       "kv_lookup reply");
 }
 
@@ -144,11 +152,11 @@ std::vector<std::pair<std::string, Json>> RemoteControlPlane::kv_list(const std:
   return out;
 }
 
-std::vector<int64_t> RemoteControlPlane::kv_clear(const std::string& partition_id, std::span<const std::string> keys) {
-  return released_of(
-      call("kv_clear",
-           Json{{"partition_id", partition_id}, {"keys", std::vector<std::string>(keys.begin(), keys.end())}}),
-      "kv_clear");
+std::vector<int64_t> RemoteControlPlane::kv_clear(const std::string& partition_id,
+                                                  std::span<const std::string> keys) {
+  return released_of(call("kv_clear", Json{{"partition_id", partition_id},
+                                           {"keys", std::vector<std::string>(keys.begin(), keys.end())}}),
+                     "kv_clear");
 }
 
 void RemoteControlPlane::save(const std::string& path) const { call("save", Json{{"path", path}}); }

@@ -4,9 +4,8 @@
 
 #include <chrono>
 #include <memory>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "net/connection.h"
 #include "seqflow/controller.h"
@@ -49,7 +48,8 @@ class RemoteControlPlane final : public ControlPlane {
 
  private:
   nlohmann::json call(std::string_view op, const nlohmann::json& header) const;
-  nlohmann::json call(std::string_view op, const nlohmann::json& header, std::chrono::milliseconds timeout) const;
+  nlohmann::json call(std::string_view op, const nlohmann::json& header,
+                      std::chrono::milliseconds timeout) const;
 
   std::shared_ptr<net::ConnectionPool> controller_;
   std::chrono::milliseconds timeout_;

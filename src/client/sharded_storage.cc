@@ -53,17 +53,12 @@ class FanOut {
   std::vector<Call> calls_;
 };
 
-Frames header_only(const Json& header) {
-  Frames args;
-  args.push_back(net::wire::header_frame(header));
-  return args;
-}
-
 std::string unit_file(const std::string& path, size_t unit) { return path + ".unit" + std::to_string(unit); }
 
 }  // namespace
 
-ShardedStorage::ShardedStorage(std::vector<std::shared_ptr<net::ConnectionPool>> units) : units_(std::move(units)) {
+ShardedStorage::ShardedStorage(std::vector<std::shared_ptr<net::ConnectionPool>> units)
+    : units_(std::move(units)) {
   if (units_.empty()) throw_invalid("remote storage needs at least one storage unit");
 }
 
@@ -84,8 +79,9 @@ void ShardedStorage::put(std::span<const int64_t> global_indexes, const std::vec
         units_.size() == 1 ? std::span<const size_t>() : std::span<const size_t>(shards[u].positions);
     Frames args(1);
     const Json entries = net::wire::append_columns(columns, positions, args);
-    args[0] = net::wire::header_frame(Json{
-        {"indexes", net::wire::binary_of(std::span<const int64_t>(shards[u].global_indexes))}, {"columns", entries}});
+    args[0] = net::wire::header_frame(
+        Json{{"indexes", net::wire::binary_of(std::span<const int64_t>(shards[u].global_indexes))},
+             {"columns", entries}});
     fan_out.send(u, "put", std::move(args));
   }
   fan_out.receive_all();
@@ -99,15 +95,16 @@ std::vector<std::vector<SampleView>> ShardedStorage::get(std::span<const int64_t
   for (size_t u = 0; u < shards.size(); ++u) {
     if (shards[u].global_indexes.empty()) continue;
     fan_out.send(u, "get",
-                 header_only(Json{{"indexes", net::wire::binary_of(std::span<const int64_t>(shards[u].global_indexes))},
-                                  {"fields", names}}));
+                 net::wire::header_message(Json{
+                     {"indexes", net::wire::binary_of(std::span<const int64_t>(shards[u].global_indexes))},
+                     {"fields", names}}));
   }
   std::vector<std::vector<SampleView>> rows(global_indexes.size());
   for (auto& [unit, frames] : fan_out.receive_all()) {
     const Json header = net::wire::read_header(frames, 0, "get reply");
     const Header reply(header, "get reply", {"fields"});
-    auto views = net::wire::take_views(reply.at("fields"), frames, 1, shards[unit].positions.size(), names.size(),
-                                       "get reply");
+    auto views = net::wire::take_views(reply.at("fields"), frames, 1, shards[unit].positions.size(),
+                                       names.size(), "get reply");
     for (size_t i = 0; i < views.size(); ++i) rows[shards[unit].positions[i]] = std::move(views[i]);
   }
   return rows;
@@ -119,20 +116,23 @@ void ShardedStorage::clear(std::span<const int64_t> global_indexes) {
   for (size_t u = 0; u < shards.size(); ++u) {
     if (shards[u].global_indexes.empty()) continue;
     fan_out.send(u, "clear",
-                 header_only(Json{{"indexes", net::wire::binary_of(std::span<const int64_t>(shards[u].global_indexes))}}));
+                 net::wire::header_message(Json{
+                     {"indexes", net::wire::binary_of(std::span<const int64_t>(shards[u].global_indexes))}}));
   }
   fan_out.receive_all();
 }
 
 void ShardedStorage::clear_all() {
   FanOut fan_out(units_);
-  for (size_t u = 0; u < units_.size(); ++u) fan_out.send(u, "clear_all", header_only(Json::object()));
+  for (size_t u = 0; u < units_.size(); ++u)
+    fan_out.send(u, "clear_all", net::wire::header_message(Json::object()));
   fan_out.receive_all();
 }
 
 StorageStats ShardedStorage::stats() const {
   FanOut fan_out(units_);
-  for (size_t u = 0; u < units_.size(); ++u) fan_out.send(u, "stats", header_only(Json::object()));
+  for (size_t u = 0; u < units_.size(); ++u)
+    fan_out.send(u, "stats", net::wire::header_message(Json::object()));
   StorageStats total;
   for (auto& [unit, frames] : fan_out.receive_all()) {
     const Json header = net::wire::read_header(frames, 0, "stats reply");
@@ -145,7 +145,8 @@ StorageStats ShardedStorage::stats() const {
 
 void ShardedStorage::save(const std::string& path) const {
   FanOut fan_out(units_);
-  for (size_t u = 0; u < units_.size(); ++u) fan_out.send(u, "save", header_only(Json{{"path", unit_file(path, u)}}));
+  for (size_t u = 0; u < units_.size(); ++u)
+    fan_out.send(u, "save", net::wire::header_message(Json{{"path", unit_file(path, u)}}));
   fan_out.receive_all();
   std::ofstream index(path, std::ios::trunc);
   index << Json{{"storage_units", units_.size()}}.dump() << "\n";
@@ -163,11 +164,13 @@ void ShardedStorage::load(const std::string& path) {
   }
   const Header header(listing, "storage checkpoint index " + path, {"storage_units"});
   if (header.integer("storage_units") != static_cast<int64_t>(units_.size())) {
-    throw_invalid("storage checkpoint " + path + " was saved from " + std::to_string(header.integer("storage_units")) +
-                  " storage units; this cluster has " + std::to_string(units_.size()));
+    throw_invalid("storage checkpoint " + path + " was saved from " +
+                  std::to_string(header.integer("storage_units")) + " storage units; this cluster has " +
+                  std::to_string(units_.size()));
   }
   FanOut fan_out(units_);
-  for (size_t u = 0; u < units_.size(); ++u) fan_out.send(u, "load", header_only(Json{{"path", unit_file(path, u)}}));
+  for (size_t u = 0; u < units_.size(); ++u)
+    fan_out.send(u, "load", net::wire::header_message(Json{{"path", unit_file(path, u)}}));
   fan_out.receive_all();
 }
 

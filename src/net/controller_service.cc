@@ -15,12 +15,6 @@ namespace {
 using wire::Header;
 using wire::Json;
 
-Frames reply(Json header) {
-  Frames out;
-  out.push_back(wire::header_frame(header));
-  return out;
-}
-
 Json released_reply(const std::vector<int64_t>& released) {
   return Json{{"released", wire::binary_of(std::span<const int64_t>(released))}};
 }
@@ -64,8 +58,9 @@ ControllerService::ControllerService(ControllerServiceOptions options)
   if (!options_.load_checkpoint.empty()) {
     controller_->load(open_checkpoint_directory(options_.load_checkpoint).controller);
   }
-  units_->drop_failures = &service_.metrics().counter(
-      "seqflow_storage_drop_failures_total", "Released samples whose data a storage unit did not confirm dropping");
+  units_->drop_failures =
+      &service_.metrics().counter("seqflow_storage_drop_failures_total",
+                                  "Released samples whose data a storage unit did not confirm dropping");
   register_handlers();
   add_metrics_collector();
 }
@@ -91,10 +86,9 @@ void ControllerService::register_handlers() {
     for (size_t u = 0; u < pools.size(); ++u) {
       if (shards[u].global_indexes.empty()) continue;
       try {
-        Json header{{"indexes", wire::binary_of(std::span<const int64_t>(shards[u].global_indexes))}};
-        Frames args;
-        args.push_back(wire::header_frame(header));
-        pools[u]->call("clear", std::move(args));
+        pools[u]->call(
+            "clear", wire::header_message(Json{
+                         {"indexes", wire::binary_of(std::span<const int64_t>(shards[u].global_indexes))}}));
       } catch (const Error&) {
         // The unit is down: its data went with it. Counted, not fatal.
         units_->drop_failures->increment();
@@ -106,7 +100,8 @@ void ControllerService::register_handlers() {
     const Json json = wire::read_header(args, 0, "insert request");
     const Header header(json, "insert request", {"partition_id", "count"});
     std::shared_lock gate(reuse_gate_);
-    return reply(wire::encode_batch_meta(controller.insert(header.text("partition_id"), header.integer("count"))));
+    return wire::header_message(
+        wire::encode_batch_meta(controller.insert(header.text("partition_id"), header.integer("count"))));
   });
   service_.handle("mark_produced", [&controller](Frames& args) {
     const Json json = wire::read_header(args, 0, "mark_produced request");
@@ -115,31 +110,32 @@ void ControllerService::register_handlers() {
     const auto fields = wire::decode_schemas(header.at("fields"), "mark_produced request");
     const auto custom_meta = header.objects("custom_meta");
     controller.mark_produced(header.text("partition_id"), indexes, fields, custom_meta);
-    return reply(Json::object());
+    return wire::header_message(Json::object());
   });
   service_.handle("get_meta", [this, &controller](Frames& args) {
-    const MetaRequest request = wire::decode_meta_request(wire::read_header(args, 0, "get_meta request"),
-                                                          "get_meta request");
+    const MetaRequest request =
+        wire::decode_meta_request(wire::read_header(args, 0, "get_meta request"), "get_meta request");
     if (request.mode == MetaMode::kInsert) {
       std::shared_lock gate(reuse_gate_);
-      return reply(wire::encode_batch_meta(controller.get_meta(request)));
+      return wire::header_message(wire::encode_batch_meta(controller.get_meta(request)));
     }
-    return reply(wire::encode_batch_meta(controller.get_meta(request)));
+    return wire::header_message(wire::encode_batch_meta(controller.get_meta(request)));
   });
   service_.handle("set_custom_meta", [&controller](Frames& args) {
     const Json json = wire::read_header(args, 0, "set_custom_meta request");
     const Header header(json, "set_custom_meta request", {"partition_id", "indexes", "custom_meta"});
     controller.set_custom_meta(header.text("partition_id"), header.numbers<int64_t>("indexes"),
                                header.objects("custom_meta"));
-    return reply(Json::object());
+    return wire::header_message(Json::object());
   });
   service_.handle("clear_samples", [this, &controller, gated_drop](Frames& args) {
     const Json json = wire::read_header(args, 0, "clear_samples request");
     const Header header(json, "clear_samples request", {"partition_id", "indexes"});
     std::unique_lock gate(reuse_gate_);
-    const auto released = controller.clear_samples(header.text("partition_id"), header.numbers<int64_t>("indexes"));
+    const auto released =
+        controller.clear_samples(header.text("partition_id"), header.numbers<int64_t>("indexes"));
     gated_drop(released);
-    return reply(released_reply(released));
+    return wire::header_message(released_reply(released));
   });
   service_.handle("clear_partition", [this, &controller, gated_drop](Frames& args) {
     const Json json = wire::read_header(args, 0, "clear_partition request");
@@ -147,7 +143,7 @@ void ControllerService::register_handlers() {
     std::unique_lock gate(reuse_gate_);
     const auto released = controller.clear_partition(header.text("partition_id"));
     gated_drop(released);
-    return reply(released_reply(released));
+    return wire::header_message(released_reply(released));
   });
   service_.handle("kv_clear", [this, &controller, gated_drop](Frames& args) {
     const Json json = wire::read_header(args, 0, "kv_clear request");
@@ -155,53 +151,56 @@ void ControllerService::register_handlers() {
     std::unique_lock gate(reuse_gate_);
     const auto released = controller.kv_clear(header.text("partition_id"), header.texts("keys"));
     gated_drop(released);
-    return reply(released_reply(released));
+    return wire::header_message(released_reply(released));
   });
   service_.handle("reset_consumption", [&controller](Frames& args) {
     const Json json = wire::read_header(args, 0, "reset_consumption request");
     const Header header(json, "reset_consumption request", {"partition_id", "task_name"});
     const std::string task = header.has("task_name") ? header.text("task_name") : std::string();
     controller.reset_consumption(header.text("partition_id"), header.has("task_name") ? &task : nullptr);
-    return reply(Json::object());
+    return wire::header_message(Json::object());
   });
   service_.handle("consumption_status", [&controller](Frames& args) {
     const Json json = wire::read_header(args, 0, "consumption_status request");
     const Header header(json, "consumption_status request", {"task_name", "partition_id"});
-    return reply(wire::encode_status(controller.consumption_status(header.text("task_name"),
-                                                                   header.text("partition_id"))));
+    return wire::header_message(wire::encode_status(
+        controller.consumption_status(header.text("task_name"), header.text("partition_id"))));
   });
   service_.handle("production_status", [&controller](Frames& args) {
     const Json json = wire::read_header(args, 0, "production_status request");
     const Header header(json, "production_status request", {"fields", "partition_id"});
-    return reply(wire::encode_status(controller.production_status(header.texts("fields"),
-                                                                   header.text("partition_id"))));
+    return wire::header_message(wire::encode_status(
+        controller.production_status(header.texts("fields"), header.text("partition_id"))));
   });
   service_.handle("all_consumed", [&controller](Frames& args) {
     const Json json = wire::read_header(args, 0, "all_consumed request");
     const Header header(json, "all_consumed request", {"task_name", "partition_id"});
-    return reply(Json{{"value", controller.all_consumed(header.text("task_name"), header.text("partition_id"))}});
+    return wire::header_message(
+        Json{{"value", controller.all_consumed(header.text("task_name"), header.text("partition_id"))}});
   });
   service_.handle("all_produced", [&controller](Frames& args) {
     const Json json = wire::read_header(args, 0, "all_produced request");
     const Header header(json, "all_produced request", {"fields", "partition_id"});
-    return reply(Json{{"value", controller.all_produced(header.texts("fields"), header.text("partition_id"))}});
+    return wire::header_message(
+        Json{{"value", controller.all_produced(header.texts("fields"), header.text("partition_id"))}});
   });
   service_.handle("partition_list", [&controller](Frames& args) {
     const Json json = wire::read_header(args, 0, "partition_list request");
     const Header header(json, "partition_list request", {});
-    return reply(Json{{"partitions", controller.partition_list()}});
+    return wire::header_message(Json{{"partitions", controller.partition_list()}});
   });
   service_.handle("kv_resolve", [this, &controller](Frames& args) {
     const Json json = wire::read_header(args, 0, "kv_resolve request");
     const Header header(json, "kv_resolve request", {"partition_id", "keys", "tags"});
     std::shared_lock gate(reuse_gate_);
-    return reply(wire::encode_batch_meta(
+    return wire::header_message(wire::encode_batch_meta(
         controller.kv_resolve(header.text("partition_id"), header.texts("keys"), header.objects("tags"))));
   });
   service_.handle("kv_lookup", [&controller](Frames& args) {
     const Json json = wire::read_header(args, 0, "kv_lookup request");
     const Header header(json, "kv_lookup request", {"partition_id", "keys"});
-    return reply(wire::encode_batch_meta(controller.kv_lookup(header.text("partition_id"), header.texts("keys"))));
+    return wire::header_message(
+        wire::encode_batch_meta(controller.kv_lookup(header.text("partition_id"), header.texts("keys"))));
   });
   service_.handle("kv_list", [&controller](Frames& args) {
     const Json json = wire::read_header(args, 0, "kv_list request");
@@ -212,19 +211,19 @@ void ControllerService::register_handlers() {
       keys.push_back(key);
       tags.push_back(std::move(tag));
     }
-    return reply(Json{{"keys", std::move(keys)}, {"tags", std::move(tags)}});
+    return wire::header_message(Json{{"keys", std::move(keys)}, {"tags", std::move(tags)}});
   });
   service_.handle("save", [&controller](Frames& args) {
     const Json json = wire::read_header(args, 0, "save request");
     controller.save(Header(json, "save request", {"path"}).text("path"));
-    return reply(Json::object());
+    return wire::header_message(Json::object());
   });
   service_.handle("load", [this, &controller](Frames& args) {
     const Json json = wire::read_header(args, 0, "load request");
     const std::string path = Header(json, "load request", {"path"}).text("path");
     std::unique_lock gate(reuse_gate_);
     controller.load(path);
-    return reply(Json::object());
+    return wire::header_message(Json::object());
   });
   service_.handle("register_storage", [this](Frames& args) {
     const Json json = wire::read_header(args, 0, "register_storage request");
@@ -239,17 +238,18 @@ void ControllerService::register_handlers() {
                         units_->endpoints.front() + ", ...); start the controller with more storage units");
         }
         ConnectionOptions connection{options_.storage_timeout, options_.storage_security};
-        units_->pools.emplace(endpoint, std::make_shared<ConnectionPool>(units_->context, endpoint, connection));
-        units_->endpoints.insert(std::upper_bound(units_->endpoints.begin(), units_->endpoints.end(), endpoint),
-                                 endpoint);
+        units_->pools.emplace(endpoint,
+                              std::make_shared<ConnectionPool>(units_->context, endpoint, connection));
+        units_->endpoints.insert(
+            std::upper_bound(units_->endpoints.begin(), units_->endpoints.end(), endpoint), endpoint);
       }
     }
-    return reply(units_->listing(options_.storage_units));
+    return wire::header_message(units_->listing(options_.storage_units));
   });
   service_.handle("storage_units", [this](Frames& args) {
     const Json json = wire::read_header(args, 0, "storage_units request");
     const Header header(json, "storage_units request", {});
-    return reply(units_->listing(options_.storage_units));
+    return wire::header_message(units_->listing(options_.storage_units));
   });
 }
 
@@ -261,30 +261,35 @@ void ControllerService::add_metrics_collector() {
     auto controller = weak.lock();
     if (!controller) return;
     const auto progress = controller->progress();
-    out += "# HELP seqflow_partition_samples Live samples per partition\n# TYPE seqflow_partition_samples gauge\n";
+    out +=
+        "# HELP seqflow_partition_samples Live samples per partition\n# TYPE seqflow_partition_samples "
+        "gauge\n";
     for (const auto& p : progress) {
       out += "seqflow_partition_samples{partition=\"" + label(p.partition_id) + "\"} " +
              std::to_string(p.samples) + "\n";
     }
-    out += "# HELP seqflow_partition_produced Samples with the field produced\n"
-           "# TYPE seqflow_partition_produced gauge\n";
+    out +=
+        "# HELP seqflow_partition_produced Samples with the field produced\n"
+        "# TYPE seqflow_partition_produced gauge\n";
     for (const auto& p : progress) {
       for (const auto& [field, count] : p.produced) {
-        out += "seqflow_partition_produced{partition=\"" + label(p.partition_id) + "\",field=\"" + label(field) +
-               "\"} " + std::to_string(count) + "\n";
+        out += "seqflow_partition_produced{partition=\"" + label(p.partition_id) + "\",field=\"" +
+               label(field) + "\"} " + std::to_string(count) + "\n";
       }
     }
-    out += "# HELP seqflow_partition_consumed Samples the task consumed\n"
-           "# TYPE seqflow_partition_consumed gauge\n";
+    out +=
+        "# HELP seqflow_partition_consumed Samples the task consumed\n"
+        "# TYPE seqflow_partition_consumed gauge\n";
     for (const auto& p : progress) {
       for (const auto& [task, count] : p.consumed) {
-        out += "seqflow_partition_consumed{partition=\"" + label(p.partition_id) + "\",task=\"" + label(task) +
-               "\"} " + std::to_string(count) + "\n";
+        out += "seqflow_partition_consumed{partition=\"" + label(p.partition_id) + "\",task=\"" +
+               label(task) + "\"} " + std::to_string(count) + "\n";
       }
     }
     std::lock_guard lock(units->mutex);
-    out += "# HELP seqflow_storage_units Storage units registered, and expected\n"
-           "# TYPE seqflow_storage_units gauge\n";
+    out +=
+        "# HELP seqflow_storage_units Storage units registered, and expected\n"
+        "# TYPE seqflow_storage_units gauge\n";
     out += "seqflow_storage_units{state=\"registered\"} " + std::to_string(units->endpoints.size()) + "\n";
     out += "seqflow_storage_units{state=\"expected\"} " + std::to_string(expected) + "\n";
   });

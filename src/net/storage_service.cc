@@ -10,16 +10,12 @@ namespace {
 using wire::Header;
 using wire::Json;
 
-Frames reply(Json header) {
-  Frames out;
-  out.push_back(wire::header_frame(header));
-  return out;
-}
-
 }  // namespace
 
 StorageService::StorageService(StorageServiceOptions options)
-    : options_(std::move(options)), storage_(std::make_shared<StorageUnit>(options_.storage)), service_(options_.service) {
+    : options_(std::move(options)),
+      storage_(std::make_shared<StorageUnit>(options_.storage)),
+      service_(options_.service) {
   if (options_.heartbeat.count() <= 0) {
     throw_invalid("heartbeat must be positive, got " + std::to_string(options_.heartbeat.count()) + " ms");
   }
@@ -31,8 +27,9 @@ StorageService::StorageService(StorageServiceOptions options)
     const StorageStats stats = storage->stats();
     out += "# HELP seqflow_storage_bytes Bytes of the values held\n# TYPE seqflow_storage_bytes gauge\n";
     out += "seqflow_storage_bytes " + std::to_string(stats.bytes) + "\n";
-    out += "# HELP seqflow_storage_samples Samples holding at least one field\n"
-           "# TYPE seqflow_storage_samples gauge\n";
+    out +=
+        "# HELP seqflow_storage_samples Samples holding at least one field\n"
+        "# TYPE seqflow_storage_samples gauge\n";
     out += "seqflow_storage_samples " + std::to_string(stats.samples) + "\n";
   });
 }
@@ -47,7 +44,7 @@ void StorageService::register_handlers() {
     const auto indexes = header.numbers<int64_t>("indexes");
     const auto columns = wire::take_columns(header.at("columns"), args, 1, indexes.size(), "put request");
     storage.put(indexes, columns);
-    return reply(Json::object());
+    return wire::header_message(Json::object());
   });
   service_.handle("get", [&storage](Frames& args) {
     const Json json = wire::read_header(args, 0, "get request");
@@ -62,29 +59,29 @@ void StorageService::register_handlers() {
   service_.handle("clear", [&storage](Frames& args) {
     const Json json = wire::read_header(args, 0, "clear request");
     storage.clear(Header(json, "clear request", {"indexes"}).numbers<int64_t>("indexes"));
-    return reply(Json::object());
+    return wire::header_message(Json::object());
   });
   service_.handle("clear_all", [&storage](Frames& args) {
     const Json json = wire::read_header(args, 0, "clear_all request");
     const Header header(json, "clear_all request", {});
     storage.clear_all();
-    return reply(Json::object());
+    return wire::header_message(Json::object());
   });
   service_.handle("stats", [&storage](Frames& args) {
     const Json json = wire::read_header(args, 0, "stats request");
     const Header header(json, "stats request", {});
     const StorageStats stats = storage.stats();
-    return reply(Json{{"samples", stats.samples}, {"bytes", stats.bytes}});
+    return wire::header_message(Json{{"samples", stats.samples}, {"bytes", stats.bytes}});
   });
   service_.handle("save", [&storage](Frames& args) {
     const Json json = wire::read_header(args, 0, "save request");
     storage.save(Header(json, "save request", {"path"}).text("path"));
-    return reply(Json::object());
+    return wire::header_message(Json::object());
   });
   service_.handle("load", [&storage](Frames& args) {
     const Json json = wire::read_header(args, 0, "load request");
     storage.load(Header(json, "load request", {"path"}).text("path"));
-    return reply(Json::object());
+    return wire::header_message(Json::object());
   });
 }
 
@@ -115,9 +112,7 @@ void StorageService::run_heartbeat() {
   while (!stopping_) {
     lock.unlock();
     try {
-      Frames args;
-      args.push_back(wire::header_frame(Json{{"endpoint", advertised}}));
-      controller.call("register_storage", std::move(args));
+      controller.call("register_storage", wire::header_message(Json{{"endpoint", advertised}}));
     } catch (const Error&) {
       failures.increment();  // the controller is down or restarting: retry next beat
     }

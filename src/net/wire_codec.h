@@ -29,6 +29,12 @@ using Json = nlohmann::json;
 inline constexpr size_t kMaxNesting = 64;
 
 zmq::message_t header_frame(const Json& header);
+// A message of just that header: most requests and replies.
+inline Frames header_message(const Json& header) {
+  Frames frames;
+  frames.push_back(header_frame(header));
+  return frames;
+}
 // frames[index] decoded; it must be a map. `what` names the message.
 Json read_header(const Frames& frames, size_t index, std::string_view what);
 
