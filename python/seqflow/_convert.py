@@ -15,7 +15,9 @@ list of arrays); strings and objects as lists.
 
 from __future__ import annotations
 
+import importlib.util
 import numbers
+import sys
 from typing import Any, Mapping
 
 import numpy as np
@@ -24,16 +26,38 @@ from seqflow import _seqflow
 
 _native = _seqflow.client
 
-try:  # optional integrations
-    import torch
-except ImportError:  # pragma: no cover - exercised only without torch
-    torch = None
-try:
-    import tensordict
-    from tensordict import NonTensorData, NonTensorStack, TensorDict
-    from tensordict.utils import is_non_tensor
-except ImportError:
-    tensordict = None
+# The optional integrations, imported on first need (_load_optional): a
+# client that only moves numpy arrays never pays for torch (seconds and
+# ~250 MB per process, which many consumer processes multiply).
+torch = None
+tensordict = None
+NonTensorData = NonTensorStack = TensorDict = is_non_tensor = None
+_loaded_optional = False
+
+
+def _load_optional() -> None:
+    global torch, tensordict, NonTensorData, NonTensorStack, TensorDict, is_non_tensor, _loaded_optional
+    if _loaded_optional:
+        return
+    try:
+        import torch as torch_module
+    except ImportError:  # pragma: no cover - exercised only without torch
+        torch_module = None
+    try:
+        import tensordict as tensordict_module
+        from tensordict import NonTensorData, NonTensorStack, TensorDict
+        from tensordict.utils import is_non_tensor
+    except ImportError:
+        tensordict_module = None
+    torch, tensordict = torch_module, tensordict_module
+    _loaded_optional = True
+
+
+def _load_optional_if_in_use() -> None:
+    """Input can hold a torch tensor or a TensorDict only if the caller
+    imported torch: otherwise there is nothing to load."""
+    if not _loaded_optional and "torch" in sys.modules:
+        _load_optional()
 
 FORMATS = ("auto", "numpy", "torch", "tensordict")
 
@@ -119,6 +143,7 @@ def fields_of(data) -> list[tuple[str, Any]]:
 
 def to_columns(data) -> list:
     """One native Column per field (each a copy of the caller's data)."""
+    _load_optional_if_in_use()
     pairs = fields_of(data)
     if not pairs:
         raise ValueError("data holds no fields")
@@ -127,6 +152,7 @@ def to_columns(data) -> list:
 
 def single_sample_columns(fields) -> list:
     """Columns of one sample from a dict of per-sample values (kv_put)."""
+    _load_optional_if_in_use()
     if tensordict is not None and isinstance(fields, tensordict.TensorDictBase):
         return to_columns(fields)
     columns = []
@@ -149,6 +175,11 @@ def single_sample_columns(fields) -> list:
 def resolve_format(fmt: str) -> str:
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")
+    if fmt == "numpy":
+        return fmt
+    if fmt == "auto" and importlib.util.find_spec("tensordict") is None:
+        return "numpy"  # without importing torch to find out
+    _load_optional()
     if fmt == "auto":
         return "tensordict" if tensordict is not None else "numpy"
     if fmt in ("torch", "tensordict") and torch is None:
@@ -253,6 +284,7 @@ def slice_rows(value, start: int, stop: int):
 
 def split_rows(data, sizes) -> list:
     """Consecutive parts of get_data's result with the given row counts."""
+    _load_optional_if_in_use()
     parts, start = [], 0
     for size in sizes:
         stop = start + size
