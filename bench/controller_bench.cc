@@ -294,7 +294,7 @@ int run(int argc, char** argv) {
                    fixed(bare.p50, 1), fixed(bare.p99, 1), fixed(bare.mean, 1),
                    fixed(bare.p50 / rows.front().p50, 2) + "x"});
   print_table(table);
-  std::cout << "  The diagnostic row is not a target: it shows what decoding custom_meta costs a fetch.\n";
+  std::cout << "  The diagnostic row is not a target: it shows what carrying custom_meta (encoded, decoded on access) costs a fetch.\n";
 
   // 2. Memory in a fresh process.
   int64_t before = 0, after = 0;

@@ -3,6 +3,9 @@
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
 
+#include <span>
+#include <string_view>
+
 #include "bindings/arrays.h"
 #include "bindings/json_conversion.h"
 #include "bindings/msgpack_conversion.h"
@@ -81,21 +84,16 @@ nb::dict meta_to_python(BatchMeta&& meta) {
 }
 
 nb::list decode_custom_meta(nb::bytes bytes, const OffsetsInput& offsets) {
-  const size_t n = offsets.shape(0);
-  if (n == 0 || offsets.data()[0] != 0 || offsets.data()[n - 1] != bytes.size()) {
-    throw_invalid("custom_meta offsets must start at 0 and end at the byte count " + std::to_string(bytes.size()));
-  }
+  const std::span<const uint32_t> bounds(offsets.data(), offsets.shape(0));
+  CustomMetaList::check_offsets(bytes.size(), bounds);
   const std::string_view all(bytes.c_str(), bytes.size());
+  MsgpackDecoder decoder;
   nb::list out;
-  for (size_t i = 0; i + 1 < n; ++i) {
-    const uint32_t begin = offsets.data()[i], end = offsets.data()[i + 1];
-    if (end < begin) throw_invalid("custom_meta offsets must ascend, entry " + std::to_string(i + 1) + " is " + std::to_string(end));
+  for (size_t i = 0; i + 1 < bounds.size(); ++i) {
     std::string error;
-    nb::object value = from_msgpack(all.substr(begin, end - begin), error);
-    if (!value.is_valid() || !PyDict_Check(value.ptr())) {
-      throw_invalid("custom_meta[" + std::to_string(i) + "] is not a MessagePack map" +
-                    (error.empty() ? std::string() : ": " + error));
-    }
+    nb::object value = decoder.decode(all.substr(bounds[i], bounds[i + 1] - bounds[i]), error);
+    if (!value.is_valid()) throw_invalid("custom_meta[" + std::to_string(i) + "] is malformed MessagePack: " + error);
+    if (!PyDict_Check(value.ptr())) throw_invalid("custom_meta[" + std::to_string(i) + "] is not a MessagePack map");
     out.append(value);
   }
   return out;

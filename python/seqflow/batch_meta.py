@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Optional, Sequence
 
 import numpy as np
 
@@ -34,6 +34,26 @@ def chunk_sizes(total: int, parts: int) -> list[int]:
     return [base + 1 if i < extra else base for i in range(int(parts))]
 
 
+def _select_encoded(encoded: tuple[bytes, np.ndarray], positions: list[int]) -> tuple[bytes, np.ndarray]:
+    """The encoded custom_meta (MessagePack bytes, uint32 offsets) of the
+    samples at `positions` (in range): their bytes cut out and joined, nothing
+    decoded, so that splitting a fetched batch costs no dict per sample."""
+    data, offsets = encoded
+    first = positions[0] if positions else 0
+    if first >= 0 and positions == list(range(first, first + len(positions))):  # a run, as chunk and split take
+        begin, end = int(offsets[first]), int(offsets[first + len(positions)])
+        return data[begin:end], offsets[first:first + len(positions) + 1] - np.uint32(begin)
+    at = np.asarray(positions, dtype=np.int64)
+    offsets = np.asarray(offsets, dtype=np.int64)
+    starts = offsets[:-1][at]
+    lengths = offsets[1:][at] - starts
+    bounds = np.zeros(len(at) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=bounds[1:])
+    # Byte j of the result is byte j + (start - bound) of the source, per sample.
+    source = np.repeat(starts - bounds[:-1], lengths) + np.arange(bounds[-1])
+    return np.frombuffer(data, dtype=np.uint8)[source].tobytes(), bounds.astype(np.uint32)
+
+
 def _bounds(sizes: Sequence[int]) -> list[tuple[int, int]]:
     out, start = [], 0
     for size in sizes:
@@ -45,8 +65,12 @@ def _bounds(sizes: Sequence[int]) -> list[tuple[int, int]]:
 class BatchMeta:
     """Metadata of a batch of samples (see the module docstring)."""
 
-    __slots__ = ("global_indexes", "partition_ids", "field_schema", "production_status", "custom_meta",
-                 "extra_info")
+    # custom_meta arrives from the engine encoded and is decoded on first use:
+    # a fetch of hundreds of samples should not pay for dicts nobody reads.
+    __slots__ = ("global_indexes", "partition_ids", "field_schema", "production_status", "_custom_meta",
+                 "_encoded_meta", "extra_info")
+    _STATE = ("global_indexes", "partition_ids", "field_schema", "production_status", "custom_meta",
+              "extra_info")
 
     def __init__(self, global_indexes=(), partition_ids=(), field_schema=None, production_status=None,
                  custom_meta=None, extra_info=None):
@@ -59,8 +83,9 @@ class BatchMeta:
         if production_status is None:
             production_status = np.zeros((n, len(self.field_schema)), dtype=bool)
         self.production_status = np.asarray(production_status, dtype=bool).reshape(n, len(self.field_schema))
-        self.custom_meta = [dict(m) for m in custom_meta] if custom_meta is not None else [{} for _ in range(n)]
-        if len(self.custom_meta) != n:
+        self._encoded_meta = None
+        self._custom_meta = [dict(m) for m in custom_meta] if custom_meta is not None else [{} for _ in range(n)]
+        if len(self._custom_meta) != n:
             raise ValueError(f"{len(self.custom_meta)} custom_meta entries for {n} samples")
         self.extra_info = dict(extra_info or {})
 
@@ -71,15 +96,24 @@ class BatchMeta:
         return cls(extra_info=extra_info)
 
     @classmethod
-    def _from_native(cls, native: dict) -> "BatchMeta":
+    def _of(cls, global_indexes, partition_ids, field_schema, production_status, custom_meta, encoded_meta,
+            extra_info) -> "BatchMeta":
+        """A batch of parts that agree and belong to it alone, unchecked; one of
+        custom_meta (dicts) and encoded_meta (bytes, uint32 offsets) is set."""
         meta = cls.__new__(cls)
-        meta.global_indexes = native["global_indexes"]
-        meta.partition_ids = native["partition_ids"]
-        meta.field_schema = native["field_schema"]
-        meta.production_status = native["production_status"]
-        meta.custom_meta = native["custom_meta"]
-        meta.extra_info = native["extra_info"]
+        meta.global_indexes = global_indexes
+        meta.partition_ids = partition_ids
+        meta.field_schema = field_schema
+        meta.production_status = production_status
+        meta._custom_meta = custom_meta
+        meta._encoded_meta = encoded_meta
+        meta.extra_info = extra_info
         return meta
+
+    @classmethod
+    def _from_native(cls, native: dict) -> "BatchMeta":
+        return cls._of(native["global_indexes"], native["partition_ids"], native["field_schema"],
+                       native["production_status"], None, native["custom_meta_encoded"], native["extra_info"])
 
     def _to_native(self) -> dict:
         return {
@@ -87,9 +121,32 @@ class BatchMeta:
             "partition_ids": self.partition_ids,
             "field_schema": self.field_schema,
             "production_status": np.ascontiguousarray(self.production_status, dtype=bool),
-            "custom_meta": self.custom_meta,
+            "custom_meta": self._custom_meta,
+            "custom_meta_encoded": self._encoded_meta if self._custom_meta is None else None,
             "extra_info": self.extra_info,
         }
+
+    @property
+    def custom_meta(self) -> list[dict]:
+        """One dict per sample."""
+        if self._custom_meta is None:
+            from seqflow import _seqflow
+
+            self._custom_meta = _seqflow.client.decode_custom_meta(*self._encoded_meta)
+            self._encoded_meta = None
+        return self._custom_meta
+
+    @custom_meta.setter
+    def custom_meta(self, value: Sequence[dict]) -> None:
+        value = [dict(m) for m in value]
+        if len(value) != self.size:
+            raise ValueError(f"{len(value)} custom_meta entries for {self.size} samples")
+        self._custom_meta, self._encoded_meta = value, None
+
+    def _changed_custom_meta(self) -> Optional[list[dict]]:
+        """custom_meta when a caller may have changed it since the engine sent
+        it (it was decoded), else None."""
+        return self._custom_meta
 
     # ---- queries ----------------------------------------------------------
     @property
@@ -131,12 +188,15 @@ class BatchMeta:
         at = np.asarray(list(positions) if not isinstance(positions, np.ndarray) else positions, dtype=np.int64)
         if at.size and (at.min() < -self.size or at.max() >= self.size):
             raise IndexError(f"positions out of range for a batch of {self.size} samples")
-        return BatchMeta(
+        at = at.reshape(-1)
+        positions = at.tolist()
+        return BatchMeta._of(
             self.global_indexes[at],
-            [self.partition_ids[i] for i in at],
-            self.field_schema,
-            self.production_status[at],
-            [dict(self.custom_meta[i]) for i in at],
+            [self.partition_ids[i] for i in positions],
+            dict(self.field_schema),
+            np.asarray(self.production_status, dtype=bool)[at].reshape(len(positions), len(self.field_schema)),
+            None if self._custom_meta is None else [dict(self._custom_meta[i]) for i in positions],
+            None if self._custom_meta is not None else _select_encoded(self._encoded_meta, positions),
             copy.deepcopy(self.extra_info),
         )
 
@@ -148,12 +208,13 @@ class BatchMeta:
         if missing:
             raise KeyError(f"fields {missing} are not in this batch; it has {names}")
         columns = [names.index(f) for f in fields]
-        return BatchMeta(
+        return BatchMeta._of(
             self.global_indexes.copy(),
-            self.partition_ids,
+            list(self.partition_ids),
             {f: self.field_schema[f] for f in fields},
-            self.production_status[:, columns],
-            [dict(m) for m in self.custom_meta],
+            np.asarray(self.production_status, dtype=bool)[:, columns],
+            None if self._custom_meta is None else [dict(m) for m in self._custom_meta],
+            self._encoded_meta,
             copy.deepcopy(self.extra_info),
         )
 
@@ -184,7 +245,7 @@ class BatchMeta:
         self.global_indexes = other.global_indexes
         self.partition_ids = other.partition_ids
         self.production_status = other.production_status
-        self.custom_meta = other.custom_meta
+        self._custom_meta, self._encoded_meta = other._custom_meta, other._encoded_meta
         return self
 
     # ---- combinations -----------------------------------------------------
@@ -239,11 +300,12 @@ class BatchMeta:
                 and self.custom_meta == other.custom_meta and self.extra_info == other.extra_info)
 
     def __getstate__(self):
-        return {name: getattr(self, name) for name in self.__slots__}
+        return {name: getattr(self, name) for name in self._STATE}
 
     def __setstate__(self, state):
+        self._encoded_meta = None
         for name, value in state.items():
-            setattr(self, name, value)
+            setattr(self, "_custom_meta" if name == "custom_meta" else name, value)
 
     def __repr__(self) -> str:
         shown = self.global_indexes[:8].tolist()

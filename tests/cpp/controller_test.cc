@@ -455,5 +455,50 @@ TEST(ControllerTest, GroupsFollowPutCallsNotIndexes) {
   EXPECT_EQ(controller.get_meta(fetch_request("p", "t", {"x"}, 2)).size(), 0u);
 }
 
+// Hands out whatever the test scripts next.
+class ScriptedSampler final : public Sampler {
+ public:
+  std::string name() const override { return "scripted"; }
+  SampleResult sample(const SampleRequest&) override { return next; }
+  SampleResult next;
+};
+
+// A sampler's bad answer is its bug: kInternal naming it, and nothing consumed.
+TEST(ControllerTest, BadSamplerAnswersAreInternalErrorsAndConsumeNothing) {
+  auto sampler = std::make_shared<ScriptedSampler>();
+  Controller controller(ControllerOptions{sampler, false});
+  put(controller, "p", 4, {"x"});  // indexes 0..3
+  const auto fetch = [&] { return controller.get_meta(fetch_request("p", "t", {"x"}, 1)); };
+  const auto unconsumed = [&] {
+    std::vector<int64_t> out;
+    for (const auto& [index, consumed] : controller.consumption_status("t", "p")) {
+      if (!consumed) out.push_back(index);
+    }
+    return out;
+  };
+  sampler->next = {{0, 1}, {0, 1}};
+  EXPECT_EQ(fetch().global_indexes, (std::vector<int64_t>{0, 1}));
+
+  const std::vector<std::pair<SampleResult, std::string>> bugs = {
+      {{{2, 0}, {2, 0}}, "returned global index 0, which is not an unconsumed sample of partition 'p'"},
+      {{{2, 2}, {2, 2}}, "sampler 'scripted' consumed a sample twice"},
+      {{{99}, {99}}, "returned global index 99, which is not a live sample"},
+      {{{2}, {3, 77}}, "returned global index 77, which is not an unconsumed sample"},
+      {{{2}, {3, 1}}, "returned global index 1, which is not an unconsumed sample"},
+      {{{2}, {3, 3}}, "consumed a sample twice"},
+  };
+  for (const auto& [answer, message] : bugs) {
+    sampler->next = answer;
+    EXPECT_TRUE(throws_code(fetch, ErrorCode::kInternal, {"sampler 'scripted'", message})) << message;
+    EXPECT_EQ(unconsumed(), (std::vector<int64_t>{2, 3})) << message;
+  }
+  // Handing out a sample without consuming it, or consuming others, is allowed.
+  sampler->next = {{0}, {}};
+  EXPECT_EQ(fetch().global_indexes, (std::vector<int64_t>{0}));
+  sampler->next = {{3}, {2, 3}};
+  EXPECT_EQ(fetch().global_indexes, (std::vector<int64_t>{3}));
+  EXPECT_TRUE(unconsumed().empty());
+}
+
 }  // namespace
 }  // namespace seqflow
