@@ -229,8 +229,9 @@ class Client:
                 raise ValueError(f"partition_id must name a partition when metadata is None, got {partition_id!r}")
             native = self._client.put_new(partition_id, columns, custom_meta)
         else:
-            if custom_meta is None and any(metadata.custom_meta):
-                custom_meta = metadata.custom_meta
+            changed = metadata._changed_custom_meta()
+            if custom_meta is None and changed is not None and any(changed):
+                custom_meta = changed
             native = self._client.put_existing(metadata._to_native(), columns, custom_meta)
         return BatchMeta._from_native(native)
 

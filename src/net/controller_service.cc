@@ -15,6 +15,15 @@ namespace {
 using wire::Header;
 using wire::Json;
 
+// kMaxInsertPerRequest, checked before the controller allocates anything.
+int64_t checked_insert_count(int64_t count) {
+  if (count > kMaxInsertPerRequest) {
+    throw_invalid("an insert of " + std::to_string(count) + " samples exceeds the limit of " +
+                  std::to_string(kMaxInsertPerRequest) + " per request; insert in batches");
+  }
+  return count;
+}
+
 Json released_reply(const std::vector<int64_t>& released) {
   return Json{{"released", wire::binary_of(std::span<const int64_t>(released))}};
 }
@@ -37,15 +46,57 @@ std::string label(std::string_view value) {
 
 // The registered storage units, by endpoint, with a connection pool each.
 struct ControllerService::Units {
+  using Clock = std::chrono::steady_clock;
+
   std::mutex mutex;
   std::vector<std::string> endpoints;  // sorted: the unit of gi is endpoints[gi % N]
   std::map<std::string, std::shared_ptr<ConnectionPool>> pools;
+  std::map<std::string, Clock::time_point> last_seen;
   std::shared_ptr<zmq::context_t> context = std::make_shared<zmq::context_t>(1);
   Counter* drop_failures = nullptr;
 
   Json listing(size_t expected) {
     std::lock_guard lock(mutex);
     return Json{{"units", endpoints}, {"expected", expected}};
+  }
+
+  // The pools in routing order, null for a unit silent past the limit.
+  // Before every expected unit has registered (e.g. just after a restart)
+  // no routing exists: kTimeout, asked before anything is released.
+  std::vector<std::shared_ptr<ConnectionPool>> drop_targets(size_t expected,
+                                                            std::chrono::milliseconds silence_limit) {
+    std::lock_guard lock(mutex);
+    if (endpoints.size() != expected) {
+      throw Error(ErrorCode::kTimeout, std::to_string(endpoints.size()) + " of " + std::to_string(expected) +
+                                           " storage units have registered; retry once they have");
+    }
+    std::vector<std::shared_ptr<ConnectionPool>> out;
+    const auto now = Clock::now();
+    for (const auto& endpoint : endpoints) {
+      const bool silent = now - last_seen.at(endpoint) > silence_limit;
+      out.push_back(silent ? nullptr : pools.at(endpoint));
+    }
+    return out;
+  }
+
+  // Drops the released samples' data on their units (the reuse gate is
+  // held exclusively). A silent or failing unit is counted, not fatal: its
+  // data went down with it.
+  void drop(const std::vector<std::shared_ptr<ConnectionPool>>& targets,
+            const std::vector<int64_t>& released) {
+    if (released.empty()) return;
+    const auto shards = shard_indexes(released, targets.size());
+    for (size_t u = 0; u < targets.size(); ++u) {
+      if (shards[u].global_indexes.empty()) continue;
+      try {
+        if (!targets[u]) throw Error(ErrorCode::kTimeout, "storage unit is silent");
+        targets[u]->call(
+            "clear", wire::header_message(Json{
+                         {"indexes", wire::binary_of(std::span<const int64_t>(shards[u].global_indexes))}}));
+      } catch (const Error&) {
+        drop_failures->increment();
+      }
+    }
   }
 };
 
@@ -72,36 +123,12 @@ void ControllerService::stop() { service_.stop(); }
 
 void ControllerService::register_handlers() {
   Controller& controller = *controller_;
-  auto gated_drop = [this](const std::vector<int64_t>& released) {
-    // Called with the reuse gate held exclusively.
-    std::vector<std::string> endpoints;
-    std::vector<std::shared_ptr<ConnectionPool>> pools;
-    {
-      std::lock_guard lock(units_->mutex);
-      endpoints = units_->endpoints;
-      for (const auto& endpoint : endpoints) pools.push_back(units_->pools.at(endpoint));
-    }
-    if (released.empty() || pools.empty()) return;
-    const auto shards = shard_indexes(released, pools.size());
-    for (size_t u = 0; u < pools.size(); ++u) {
-      if (shards[u].global_indexes.empty()) continue;
-      try {
-        pools[u]->call(
-            "clear", wire::header_message(Json{
-                         {"indexes", wire::binary_of(std::span<const int64_t>(shards[u].global_indexes))}}));
-      } catch (const Error&) {
-        // The unit is down: its data went with it. Counted, not fatal.
-        units_->drop_failures->increment();
-      }
-    }
-  };
-
   service_.handle("insert", [this, &controller](Frames& args) {
     const Json json = wire::read_header(args, 0, "insert request");
     const Header header(json, "insert request", {"partition_id", "count"});
     std::shared_lock gate(reuse_gate_);
-    return wire::header_message(
-        wire::encode_batch_meta(controller.insert(header.text("partition_id"), header.integer("count"))));
+    return wire::header_message(wire::encode_batch_meta(
+        controller.insert(header.text("partition_id"), checked_insert_count(header.integer("count")))));
   });
   service_.handle("mark_produced", [&controller](Frames& args) {
     const Json json = wire::read_header(args, 0, "mark_produced request");
@@ -116,6 +143,7 @@ void ControllerService::register_handlers() {
     const MetaRequest request =
         wire::decode_meta_request(wire::read_header(args, 0, "get_meta request"), "get_meta request");
     if (request.mode == MetaMode::kInsert) {
+      checked_insert_count(request.batch_size);
       std::shared_lock gate(reuse_gate_);
       return wire::header_message(wire::encode_batch_meta(controller.get_meta(request)));
     }
@@ -128,29 +156,32 @@ void ControllerService::register_handlers() {
                                header.objects("custom_meta"));
     return wire::header_message(Json::object());
   });
-  service_.handle("clear_samples", [this, &controller, gated_drop](Frames& args) {
+  service_.handle("clear_samples", [this, &controller](Frames& args) {
     const Json json = wire::read_header(args, 0, "clear_samples request");
     const Header header(json, "clear_samples request", {"partition_id", "indexes"});
     std::unique_lock gate(reuse_gate_);
+    const auto targets = units_->drop_targets(options_.storage_units, options_.storage_silence_limit);
     const auto released =
         controller.clear_samples(header.text("partition_id"), header.numbers<int64_t>("indexes"));
-    gated_drop(released);
+    units_->drop(targets, released);
     return wire::header_message(released_reply(released));
   });
-  service_.handle("clear_partition", [this, &controller, gated_drop](Frames& args) {
+  service_.handle("clear_partition", [this, &controller](Frames& args) {
     const Json json = wire::read_header(args, 0, "clear_partition request");
     const Header header(json, "clear_partition request", {"partition_id"});
     std::unique_lock gate(reuse_gate_);
+    const auto targets = units_->drop_targets(options_.storage_units, options_.storage_silence_limit);
     const auto released = controller.clear_partition(header.text("partition_id"));
-    gated_drop(released);
+    units_->drop(targets, released);
     return wire::header_message(released_reply(released));
   });
-  service_.handle("kv_clear", [this, &controller, gated_drop](Frames& args) {
+  service_.handle("kv_clear", [this, &controller](Frames& args) {
     const Json json = wire::read_header(args, 0, "kv_clear request");
     const Header header(json, "kv_clear request", {"partition_id", "keys"});
     std::unique_lock gate(reuse_gate_);
+    const auto targets = units_->drop_targets(options_.storage_units, options_.storage_silence_limit);
     const auto released = controller.kv_clear(header.text("partition_id"), header.texts("keys"));
-    gated_drop(released);
+    units_->drop(targets, released);
     return wire::header_message(released_reply(released));
   });
   service_.handle("reset_consumption", [&controller](Frames& args) {
@@ -243,6 +274,7 @@ void ControllerService::register_handlers() {
         units_->endpoints.insert(
             std::upper_bound(units_->endpoints.begin(), units_->endpoints.end(), endpoint), endpoint);
       }
+      units_->last_seen[endpoint] = Units::Clock::now();
     }
     return wire::header_message(units_->listing(options_.storage_units));
   });

@@ -15,6 +15,14 @@
 
 namespace seqflow::net {
 
+// The controller's default worker cap (ServiceOptions says 64): a waiting
+// fetch occupies a worker thread, and jobs run hundreds of ranks.
+inline constexpr size_t kControllerDefaultMaxWorkers = 1024;
+
+// More samples than this in one insert request are refused: a typo must not
+// make the controller allocate the machine away.
+inline constexpr int64_t kMaxInsertPerRequest = int64_t{1} << 24;
+
 struct ControllerServiceOptions {
   ServiceOptions service;
   ControllerOptions controller;
@@ -25,6 +33,11 @@ struct ControllerServiceOptions {
   // Security of the connections to the storage units (to drop released data).
   ClientSecurity storage_security;
   std::chrono::milliseconds storage_timeout{30000};
+  // A storage unit that has not registered (heartbeat: every second) for
+  // this long is taken for dead: released data is not dropped there (it died
+  // with the unit), so a dead unit does not stall clears and the inserts
+  // waiting behind them.
+  std::chrono::milliseconds storage_silence_limit{5000};
 };
 
 class ControllerService {

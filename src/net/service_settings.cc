@@ -86,6 +86,9 @@ ControllerServiceOptions controller_service_options(const ControllerSettings& se
   const std::optional<CurveKeyPair> keys = own_keys(settings.serving);
   ControllerServiceOptions options;
   options.service = service_options(settings.serving, "tcp://127.0.0.1:5555", keys);
+  // Every blocking get_meta holds a worker while it waits: room for many
+  // waiting ranks and the calls that feed them.
+  if (settings.serving.max_workers == 0) options.service.max_workers = kControllerDefaultMaxWorkers;
   options.controller = ControllerOptions{settings.sampler, settings.polling_mode};
   options.storage_units = settings.storage_units;
   options.load_checkpoint = settings.load_checkpoint;

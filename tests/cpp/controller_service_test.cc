@@ -1,0 +1,96 @@
+// The controller service's own rules: inserts are capped per request, clears
+// wait for the storage routing to exist, and a dead storage unit does not
+// stall clears.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "client/remote_control_plane.h"
+#include "net/controller_service.h"
+#include "net/storage_service.h"
+#include "seqflow/client.h"
+#include "storage_test_support.h"
+
+namespace seqflow::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::shared_ptr<net::ConnectionPool> pool_of(const net::ControllerService& service) {
+  net::ConnectionOptions options;
+  options.timeout = 5s;
+  return std::make_shared<net::ConnectionPool>(std::make_shared<zmq::context_t>(1), service.endpoint(), options);
+}
+
+std::unique_ptr<net::StorageService> storage_unit(const net::ControllerService& controller) {
+  net::StorageServiceOptions options;
+  options.controller_endpoint = controller.endpoint();
+  options.heartbeat = 50ms;
+  auto unit = std::make_unique<net::StorageService>(options);
+  unit->start();
+  return unit;
+}
+
+Column int64_values(const std::vector<int64_t>& values) {
+  std::vector<Bytes> samples;
+  for (int64_t v : values) samples.push_back(bytes_of(std::vector<int64_t>{v}));
+  return column_of("x", DType::kInt64, {{1}}, samples);
+}
+
+TEST(ControllerService, RefusesHugeInsertsAndKeepsServing) {
+  net::ControllerService service({});
+  service.start();
+  RemoteControlPlane control(pool_of(service), 5s);
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                           [&] { control.insert("p", net::kMaxInsertPerRequest + 1); },
+                           {std::to_string(net::kMaxInsertPerRequest + 1), "per request"}));
+  MetaRequest insert;
+  insert.mode = MetaMode::kInsert;
+  insert.partition_id = "p";
+  insert.batch_size = net::kMaxInsertPerRequest + 1;
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { control.get_meta(insert); }, {"per request"}));
+  EXPECT_TRUE(control.partition_list().empty());
+  EXPECT_EQ(control.insert("p", 3).size(), 3u);
+}
+
+TEST(ControllerService, ClearsWaitUntilEveryStorageUnitRegistered) {
+  net::ControllerServiceOptions options;
+  options.storage_units = 2;
+  net::ControllerService service(options);
+  service.start();
+  RemoteControlPlane control(pool_of(service), 5s);
+  control.insert("p", 4);
+  // No routing yet: refused before anything is released.
+  EXPECT_TRUE(throws_error(ErrorCode::kTimeout, [&] { control.clear_partition("p"); }, {"0 of 2"}));
+  EXPECT_EQ(control.production_status({}, "p").size(), 4u);
+  auto first = storage_unit(service);
+  auto second = storage_unit(service);
+  EXPECT_EQ(control.storage_units().size(), 2u);
+  EXPECT_EQ(control.clear_partition("p").size(), 4u);
+}
+
+TEST(ControllerService, ADeadStorageUnitDoesNotStallClears) {
+  net::ControllerServiceOptions options;
+  options.storage_units = 2;
+  options.storage_silence_limit = 300ms;
+  net::ControllerService service(options);
+  service.start();
+  auto first = storage_unit(service);
+  auto second = storage_unit(service);
+  RemoteOptions remote;
+  remote.controller_endpoint = service.endpoint();
+  remote.timeout = 20s;
+  auto client = make_remote_client(remote);
+  client->put_new("p", {int64_values({1, 2, 3, 4})}, {});
+  second->stop();
+  std::this_thread::sleep_for(600ms);  // past the silence limit: no heartbeat since the stop
+
+  const auto started = std::chrono::steady_clock::now();
+  client->clear_partition("p");
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 2s);
+  EXPECT_EQ(first->storage().stats().samples, 0u);  // the live unit did drop its share
+}
+
+}  // namespace
+}  // namespace seqflow::test
