@@ -1,41 +1,250 @@
 #include "net/wire_codec.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 
 #include "seqflow/error.h"
 #include "storage/aligned_buffer.h"
+#include "storage/value_check.h"
 
 namespace seqflow::net::wire {
 namespace {
 
-// The DOM builder with a nesting limit: nlohmann's MessagePack reader
-// recurses once per level, so a peer could otherwise overflow the stack.
-class DepthLimitedBuilder : public nlohmann::detail::json_sax_dom_parser<Json> {
+// A MessagePack reader for what peers send, building the same JSON values
+// as nlohmann's from_msgpack. nlohmann's reader appends binaries one byte at
+// a time, which was most of the time to decode a get_meta reply (its 10 KB
+// of index, flag and custom_meta arrays); this one copies them whole. It
+// refuses nesting deeper than kMaxNesting before it can exhaust the stack.
+// Errors are kInvalidArgument with a message that completes "<what> ...".
+class MsgpackReader {
  public:
-  explicit DepthLimitedBuilder(Json& out) : json_sax_dom_parser(out, true) {}
+  explicit MsgpackReader(std::string_view bytes)
+      : begin_(reinterpret_cast<const uint8_t*>(bytes.data())), at_(begin_), end_(begin_ + bytes.size()) {}
 
-  bool start_object(std::size_t length) { return enter() && json_sax_dom_parser::start_object(length); }
-  bool start_array(std::size_t length) { return enter() && json_sax_dom_parser::start_array(length); }
-  bool end_object() {
-    --depth_;
-    return json_sax_dom_parser::end_object();
-  }
-  bool end_array() {
-    --depth_;
-    return json_sax_dom_parser::end_array();
-  }
-  bool too_deep() const { return too_deep_; }
+  // The one value the bytes hold, as JSON; or only checked, not built.
+  Json value() { return whole(true); }
+  void check() { whole(false); }
 
  private:
-  bool enter() {
-    if (++depth_ <= kMaxNesting) return true;
-    too_deep_ = true;
-    return false;
+  enum class Kind { kNull, kBool, kUnsigned, kSigned, kFloat, kString, kBinary, kArray, kMap };
+  struct Item {
+    Kind kind = Kind::kNull;
+    uint64_t number = 0;  // unsigned value, bool, element or pair count
+    int64_t integer = 0;
+    double real = 0;
+    std::string_view bytes;  // string or binary payload
+    int subtype = -1;        // of an ext binary
+  };
+
+  [[noreturn]] void invalid(const std::string& problem) const {
+    throw_invalid("is not valid MessagePack: " + problem + " at byte " + std::to_string(at_ - begin_));
   }
-  size_t depth_ = 0;
-  bool too_deep_ = false;
+
+  Json whole(bool build) {
+    Json out = read(0, build);
+    if (at_ != end_) invalid(std::to_string(end_ - at_) + " bytes follow the value");
+    return out;
+  }
+
+  std::string_view take(uint64_t count) {
+    if (count > static_cast<uint64_t>(end_ - at_)) invalid("the data ends inside a value");
+    const std::string_view out(reinterpret_cast<const char*>(at_), count);
+    at_ += count;
+    return out;
+  }
+
+  uint64_t big_endian(size_t bytes) {
+    uint64_t out = 0;
+    for (char byte : take(bytes)) out = (out << 8) | static_cast<uint8_t>(byte);
+    return out;
+  }
+
+  Item next() {
+    const uint8_t lead = static_cast<uint8_t>(take(1)[0]);
+    Item item;
+    const auto sized = [&](Kind kind, uint64_t count) {
+      item.kind = kind;
+      if (kind == Kind::kString || kind == Kind::kBinary) {
+        item.bytes = take(count);
+      } else {
+        item.number = count;
+      }
+      return item;
+    };
+    const auto ext = [&](uint64_t count) {
+      item.subtype = static_cast<uint8_t>(take(1)[0]);
+      return sized(Kind::kBinary, count);
+    };
+    const auto integer = [&](size_t bytes) {
+      const uint64_t raw = big_endian(bytes);
+      const unsigned shift = static_cast<unsigned>(64 - 8 * bytes);  // sign-extend from the top bit
+      item.kind = Kind::kSigned;
+      item.integer = static_cast<int64_t>(raw << shift) >> shift;
+      return item;
+    };
+    if (lead <= 0x7f) return sized(Kind::kUnsigned, lead);
+    if (lead >= 0xe0) {
+      item.kind = Kind::kSigned;
+      item.integer = static_cast<int8_t>(lead);
+      return item;
+    }
+    if (lead <= 0x8f) return sized(Kind::kMap, lead & 0x0f);
+    if (lead <= 0x9f) return sized(Kind::kArray, lead & 0x0f);
+    if (lead <= 0xbf) return sized(Kind::kString, lead & 0x1f);
+    switch (lead) {
+      case 0xc0:
+        return item;
+      case 0xc2:
+        return sized(Kind::kBool, 0);
+      case 0xc3:
+        return sized(Kind::kBool, 1);
+      case 0xc4:
+        return sized(Kind::kBinary, big_endian(1));
+      case 0xc5:
+        return sized(Kind::kBinary, big_endian(2));
+      case 0xc6:
+        return sized(Kind::kBinary, big_endian(4));
+      case 0xc7:
+        return ext(big_endian(1));
+      case 0xc8:
+        return ext(big_endian(2));
+      case 0xc9:
+        return ext(big_endian(4));
+      case 0xca: {
+        const auto bits = static_cast<uint32_t>(big_endian(4));
+        float value;
+        std::memcpy(&value, &bits, sizeof value);
+        item.kind = Kind::kFloat;
+        item.real = value;
+        return item;
+      }
+      case 0xcb: {
+        const uint64_t bits = big_endian(8);
+        item.kind = Kind::kFloat;
+        std::memcpy(&item.real, &bits, sizeof item.real);
+        return item;
+      }
+      case 0xcc:
+        return sized(Kind::kUnsigned, big_endian(1));
+      case 0xcd:
+        return sized(Kind::kUnsigned, big_endian(2));
+      case 0xce:
+        return sized(Kind::kUnsigned, big_endian(4));
+      case 0xcf:
+        return sized(Kind::kUnsigned, big_endian(8));
+      case 0xd0:
+        return integer(1);
+      case 0xd1:
+        return integer(2);
+      case 0xd2:
+        return integer(4);
+      case 0xd3:
+        return integer(8);
+      case 0xd4:
+        return ext(1);
+      case 0xd5:
+        return ext(2);
+      case 0xd6:
+        return ext(4);
+      case 0xd7:
+        return ext(8);
+      case 0xd8:
+        return ext(16);
+      case 0xd9:
+        return sized(Kind::kString, big_endian(1));
+      case 0xda:
+        return sized(Kind::kString, big_endian(2));
+      case 0xdb:
+        return sized(Kind::kString, big_endian(4));
+      case 0xdc:
+        return sized(Kind::kArray, big_endian(2));
+      case 0xdd:
+        return sized(Kind::kArray, big_endian(4));
+      case 0xde:
+        return sized(Kind::kMap, big_endian(2));
+      case 0xdf:
+        return sized(Kind::kMap, big_endian(4));
+      default:
+        --at_;
+        invalid("0xc1 is not a type");
+    }
+  }
+
+  // `depth`: the maps and arrays around this value. Counts come from the
+  // peer, so nothing is reserved for them: the bytes run out first.
+  Json read(size_t depth, bool build) {
+    const Item item = next();
+    switch (item.kind) {
+      case Kind::kNull:
+        return nullptr;
+      case Kind::kBool:
+        return item.number != 0;
+      case Kind::kUnsigned:
+        return item.number;
+      case Kind::kSigned:
+        return item.integer;
+      case Kind::kFloat:
+        return item.real;
+      case Kind::kString:
+        return build ? Json(std::string(item.bytes)) : Json();
+      case Kind::kBinary: {
+        if (!build) return Json();
+        Json::binary_t::container_type bytes(item.bytes.begin(), item.bytes.end());
+        return item.subtype < 0 ? Json::binary(std::move(bytes)) : Json::binary(std::move(bytes), item.subtype);
+      }
+      case Kind::kArray:
+      case Kind::kMap:
+        break;
+    }
+    if (depth + 1 > kMaxNesting) throw_invalid("nests deeper than " + std::to_string(kMaxNesting) + " levels");
+    const bool map = item.kind == Kind::kMap;
+    Json out = !build ? Json() : map ? Json::object() : Json::array();
+    for (uint64_t i = 0; i < item.number; ++i) {
+      if (map) {
+        const Item key = next();
+        if (key.kind != Kind::kString) invalid("a map key is not a string");
+        Json value = read(depth + 1, build);
+        if (build) out[std::string(key.bytes)] = std::move(value);  // a repeated key: the last one wins
+      } else {
+        Json value = read(depth + 1, build);
+        if (build) out.push_back(std::move(value));
+      }
+    }
+    return out;
+  }
+
+  const uint8_t* begin_;
+  const uint8_t* at_;
+  const uint8_t* end_;
 };
+
+// Each sample's entry is checked before anything decodes it: a peer's
+// deeply nested entry must be an error, not a stack overflow.
+CustomMetaList decode_custom_meta(const Header& header, size_t samples) {
+  const std::vector<char> bytes = header.numbers<char>("custom_meta");
+  const std::vector<uint32_t> offsets = header.numbers<uint32_t>("custom_meta_offsets");
+  if (offsets.size() != samples + 1) header.fail("custom_meta_offsets", "must hold one offset per sample, plus one");
+  CustomMetaList::check_offsets(bytes.size(), offsets);
+  CustomMetaList out;
+  out.reserve(samples, bytes.size());
+  for (size_t i = 0; i < samples; ++i) {
+    const std::string_view entry(bytes.data() + offsets[i], offsets[i + 1] - offsets[i]);
+    if (!entry.empty()) {
+      const auto lead = static_cast<uint8_t>(entry.front());
+      if ((lead & 0xf0) != 0x80 && lead != 0xde && lead != 0xdf) {  // fixmap, map16, map32
+        header.fail("custom_meta", "entry " + std::to_string(i) + " must be a MessagePack map");
+      }
+      try {
+        MsgpackReader(entry).check();
+      } catch (const Error& error) {
+        header.fail("custom_meta", "entry " + std::to_string(i) + " " + error.what());
+      }
+    }
+    out.push_back_encoded(entry);
+  }
+  return out;
+}
 
 std::string in_quotes(std::string_view text) { return "'" + std::string(text) + "'"; }
 
@@ -102,14 +311,16 @@ Json append_column(const Column& column, std::span<const size_t> positions, Fram
     const size_t begin = positions.empty() ? 0 : column.offsets[positions.front()];
     frames.push_back(frame_of(column.buffer, begin, total));
   } else {
-    zmq::message_t packed(total);
-    auto* out = static_cast<std::byte*>(packed.data());
+    // Packed into an aligned buffer (huge pages when large): a message of
+    // the size allocated by ZeroMQ faults in 4 KiB pages, which made packing
+    // the 128 MiB columns of a put to several units slower than the network.
+    WritableBuffer packed = allocate_buffer(total);
     for (size_t i = 0; i < positions.size(); ++i) {
       const size_t p = positions[i];
       const size_t size = column.offsets[p + 1] - column.offsets[p];
-      if (size != 0) std::memcpy(out + offsets[i], column.buffer->data + column.offsets[p], size);
+      if (size != 0) std::memcpy(packed.data + offsets[i], column.buffer->data + column.offsets[p], size);
     }
-    frames.push_back(std::move(packed));
+    frames.push_back(frame_of(std::move(packed.buffer), 0, total));
   }
   return Json{{"field", column.field},
               {"dtype", std::string(dtype_name(column.dtype))},
@@ -130,19 +341,12 @@ Json read_header(const Frames& frames, size_t index, std::string_view what) {
     throw_invalid(std::string(what) + " needs a header frame at position " + std::to_string(index) +
                   ", got " + std::to_string(frames.size()) + " frames");
   }
-  const std::string_view bytes = as_string_view(frames[index]);
   Json out;
-  DepthLimitedBuilder builder(out);
-  bool parsed = false;
   try {
-    parsed = Json::sax_parse(bytes.begin(), bytes.end(), &builder, Json::input_format_t::msgpack, true);
-  } catch (const Json::exception& e) {
-    throw_invalid(std::string(what) + " header is not valid MessagePack: " + e.what());
+    out = MsgpackReader(as_string_view(frames[index])).value();
+  } catch (const Error& error) {
+    throw_invalid(std::string(what) + " header " + error.what());
   }
-  if (builder.too_deep()) {
-    throw_invalid(std::string(what) + " header nests deeper than " + std::to_string(kMaxNesting) + " levels");
-  }
-  if (!parsed) throw_invalid(std::string(what) + " header is not valid MessagePack");
   if (!out.is_object()) {
     throw_invalid(std::string(what) + " header must be a MessagePack map, got " + out.type_name());
   }
@@ -273,10 +477,7 @@ BatchMeta decode_batch_meta(const Json& value, std::string_view what) {
   if (meta.production_status.size() != n * meta.field_schema.size()) {
     header.fail("produced", "must hold one flag per sample and field");
   }
-  const std::vector<char> bytes = header.numbers<char>("custom_meta");
-  std::vector<uint32_t> offsets = header.numbers<uint32_t>("custom_meta_offsets");
-  if (offsets.size() != n + 1) header.fail("custom_meta_offsets", "must hold one offset per sample, plus one");
-  meta.custom_meta = CustomMetaList::from_encoded(std::string(bytes.begin(), bytes.end()), std::move(offsets));
+  meta.custom_meta = decode_custom_meta(header, n);
   meta.extra_info = header.at("extra_info");
   if (!meta.extra_info.is_object()) header.fail("extra_info", "must be a map");
   return meta;
@@ -456,11 +657,10 @@ std::vector<std::vector<SampleView>> take_views(const Json& entry_list, Frames& 
       view.dtype = static_cast<DType>(dtypes[i]);
       view.is_object = objects[i] != 0;
       view.shape = shapes[i];
-      if (!view.is_object) {
-        const int64_t elements = element_count(view.shape);
-        if (elements < 0 || static_cast<uint64_t>(elements) * dtype_size(view.dtype) != view.nbytes) {
-          entry.fail("shapes", "does not match the sample's byte size");
-        }
+      // The storage's own rule, overflow-safe: a huge shape must not wrap
+      // around to the byte count and hand readers a tensor larger than its bytes.
+      if (auto problem = value_problem(view.dtype, view.is_object, view.shape, view.nbytes)) {
+        entry.fail("shapes", "does not match sample " + std::to_string(i) + ": " + *problem);
       }
     }
   }

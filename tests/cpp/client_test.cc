@@ -11,8 +11,7 @@
 #include <set>
 #include <thread>
 
-#include "net/controller_service.h"
-#include "net/storage_service.h"
+#include "remote_cluster.h"
 #include "seqflow/client.h"
 #include "storage_test_support.h"
 
@@ -21,22 +20,10 @@ namespace {
 
 using Json = nlohmann::json;
 
-Column int64_column(const std::string& field, const std::vector<int64_t>& values) {
-  std::vector<Bytes> samples;
-  for (int64_t v : values) samples.push_back(bytes_of(std::vector<int64_t>{v}));
-  return column_of(field, DType::kInt64, {{1}}, samples);
-}
-
 Column float_column(const std::string& field, const std::vector<float>& values) {
   std::vector<Bytes> samples;
   for (float v : values) samples.push_back(bytes_of(std::vector<float>{v}));
   return column_of(field, DType::kFloat32, {{1}}, samples);
-}
-
-int64_t value_of(const SampleView& view) {
-  int64_t v = 0;
-  std::memcpy(&v, view.bytes().data(), sizeof v);
-  return v;
 }
 
 std::vector<Json> lengths(std::initializer_list<int64_t> values) {
@@ -56,27 +43,6 @@ MetaRequest fetch(std::vector<std::string> fields, int64_t batch_size, const std
   return request;
 }
 
-// A controller service and `units` storage services on loopback.
-struct Cluster {
-  std::unique_ptr<net::ControllerService> controller;
-  std::vector<std::unique_ptr<net::StorageService>> units;
-
-  Cluster(size_t unit_count, StorageOptions storage) {
-    net::ControllerServiceOptions options;
-    options.storage_units = unit_count;
-    controller = std::make_unique<net::ControllerService>(options);
-    controller->start();
-    for (size_t u = 0; u < unit_count; ++u) {
-      net::StorageServiceOptions unit_options;
-      unit_options.storage = storage;
-      unit_options.controller_endpoint = controller->endpoint();
-      unit_options.heartbeat = std::chrono::milliseconds(100);
-      units.push_back(std::make_unique<net::StorageService>(unit_options));
-      units.back()->start();
-    }
-  }
-};
-
 struct Mode {
   const char* name;
   size_t storage_units;  // 0: embedded
@@ -89,12 +55,9 @@ class ClientModes : public ::testing::TestWithParam<Mode> {
   // The client keeps its services alive.
   std::shared_ptr<Client> make_client(StorageOptions storage = {}) const {
     if (GetParam().storage_units == 0) return make_embedded_client(ControllerOptions{}, storage);
-    auto cluster = std::make_shared<Cluster>(GetParam().storage_units, storage);
-    RemoteOptions options;
-    options.controller_endpoint = cluster->controller->endpoint();
-    options.timeout = std::chrono::seconds(20);
-    auto client = make_remote_client(options);
-    auto both = std::make_shared<std::pair<std::shared_ptr<Cluster>, std::shared_ptr<Client>>>(cluster, client);
+    auto cluster = std::make_shared<RemoteCluster>(GetParam().storage_units, storage);
+    auto client = cluster->client();
+    auto both = std::make_shared<std::pair<std::shared_ptr<RemoteCluster>, std::shared_ptr<Client>>>(cluster, client);
     return std::shared_ptr<Client>(both, client.get());
   }
 };
@@ -151,10 +114,12 @@ TEST_P(ClientModes, PutThenFetchSeesDataProductionAndCustomMetaTogether) {
   const auto rows = client->get_data(meta, fields);
   ASSERT_EQ(rows.size(), 3u);
   std::set<int64_t> seen;
-  for (const auto& row : rows) seen.insert(value_of(row[0]));
+  for (const auto& row : rows) seen.insert(int64_of(row[0]));
   EXPECT_EQ(seen, (std::set<int64_t>{10, 11, 12}));
   // Views of one put share its buffer, back to back (samples of one unit).
-  if (units() == 1) EXPECT_EQ(rows[0][0].buffer, rows[1][0].buffer);
+  if (units() == 1) {
+    EXPECT_EQ(rows[0][0].buffer, rows[1][0].buffer);
+  }
 }
 
 TEST_P(ClientModes, BadPutsChangeNothing) {
@@ -227,8 +192,8 @@ TEST_P(ClientModes, PutExistingConflictKeepsTheOldValues) {
                            {"dtype conflict"}));
   const std::string fields[] = {"x"};
   const auto rows = client->get_data(put, fields);
-  EXPECT_EQ(value_of(rows[0][0]), 1);
-  EXPECT_EQ(value_of(rows[1][0]), 2);
+  EXPECT_EQ(int64_of(rows[0][0]), 1);
+  EXPECT_EQ(int64_of(rows[1][0]), 2);
   EXPECT_EQ(rows[0][0].dtype, DType::kInt64);
 }
 
@@ -240,7 +205,7 @@ TEST_P(ClientModes, KeyValueCallsTouchBothPlanes) {
   EXPECT_EQ(put.custom_meta[1]["score"], 2);
   const BatchMeta meta = client->kv_meta("kv", keys);
   const std::string fields[] = {"x"};
-  EXPECT_EQ(value_of(client->get_data(meta, fields)[1][0]), 6);
+  EXPECT_EQ(int64_of(client->get_data(meta, fields)[1][0]), 6);
 
   const std::vector<std::string> missing = {"a", "zz"};
   EXPECT_TRUE(throws_error(ErrorCode::kNotFound, [&] { client->kv_meta("kv", missing); }, {"'zz'"}));
@@ -278,7 +243,7 @@ TEST_P(ClientModes, CheckpointRoundTrip) {
   ASSERT_EQ(rest.size(), 2u);
   const std::string fields[] = {"x"};
   const auto rows = restored->get_data(rest, fields);
-  EXPECT_EQ(value_of(rows[0][0]) + value_of(rows[1][0]), 2 + 3);
+  EXPECT_EQ(int64_of(rows[0][0]) + int64_of(rows[1][0]), 2 + 3);
   EXPECT_EQ(rest.custom_meta[0]["total_lengths"].get<int64_t>() + rest.custom_meta[1]["total_lengths"].get<int64_t>(),
             5 + 6);
 
@@ -380,7 +345,7 @@ TEST_P(ClientModes, ConcurrentPutsFetchesAndClearsKeepSamplesApart) {
     const auto rows = client->get_data(meta, fields);
     for (size_t i = 0; i < meta.size(); ++i) {
       const int64_t id = meta.custom_meta[i]["id"].get<int64_t>();
-      ASSERT_EQ(value_of(rows[i][0]), id);
+      ASSERT_EQ(int64_of(rows[i][0]), id);
       ASSERT_TRUE(seen.insert(id).second) << "sample " << id << " delivered twice";
     }
     client->clear_samples("p", meta.global_indexes);

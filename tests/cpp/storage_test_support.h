@@ -52,6 +52,19 @@ inline Column column_of(std::string field, DType dtype, std::vector<Shape> shape
   return column;
 }
 
+// One int64 value per sample, shape {1}.
+inline Column int64_column(std::string field, const std::vector<int64_t>& values) {
+  std::vector<Bytes> samples;
+  for (int64_t v : values) samples.push_back(bytes_of(std::vector<int64_t>{v}));
+  return column_of(std::move(field), DType::kInt64, {{1}}, samples);
+}
+
+inline int64_t int64_of(const SampleView& view) {
+  int64_t v = 0;
+  std::memcpy(&v, view.bytes().data(), sizeof v);
+  return v;
+}
+
 inline Column object_column(std::string field, const std::vector<std::string>& objects) {
   std::vector<Shape> shapes;
   std::vector<Bytes> samples;

@@ -1,0 +1,86 @@
+// A controller service and storage services on loopback ports, in this
+// process: the same code the `seqflow serve` processes run. Shared by the
+// client tests, the service robustness tests and the remote benchmark, so it
+// uses no test framework.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "net/controller_service.h"
+#include "net/storage_service.h"
+#include "seqflow/client.h"
+
+namespace seqflow::test {
+
+class RemoteCluster {
+ public:
+  // Units register every 100 ms, so a client finds them all almost at once
+  // and a restarted controller learns them back quickly.
+  static constexpr std::chrono::milliseconds kHeartbeat{100};
+
+  explicit RemoteCluster(size_t unit_count, StorageOptions storage = {},
+                         net::ControllerServiceOptions controller_options = {})
+      : storage_(storage), controller_options_(std::move(controller_options)) {
+    controller_options_.storage_units = unit_count;
+    controller_ = std::make_unique<net::ControllerService>(controller_options_);
+    controller_->start();
+    controller_endpoint_ = controller_->endpoint();
+    for (size_t u = 0; u < unit_count; ++u) units_.push_back(start_unit("tcp://127.0.0.1:0"));
+  }
+
+  net::ControllerService& controller() { return *controller_; }
+  const std::string& controller_endpoint() const { return controller_endpoint_; }
+  size_t unit_count() const { return units_.size(); }
+  net::StorageService& unit(size_t u) { return *units_.at(u); }
+
+  // Unit u stops (its data goes with it) and comes back empty on the same
+  // endpoint, as after a process restart.
+  void stop_unit(size_t u) { units_.at(u)->stop(); }
+  void restart_unit(size_t u) {
+    const std::string endpoint = units_.at(u)->endpoint();
+    units_.at(u).reset();
+    units_.at(u) = start_unit(endpoint);
+  }
+
+  // The controller stops and comes back on its endpoint from `checkpoint`
+  // (a directory written by Client::save_checkpoint).
+  void restart_controller(const std::string& checkpoint) {
+    controller_.reset();
+    net::ControllerServiceOptions options = controller_options_;
+    options.service.bind = controller_endpoint_;
+    options.load_checkpoint = checkpoint;
+    controller_ = std::make_unique<net::ControllerService>(options);
+    controller_->start();
+  }
+
+  // Waits until every unit has registered with the controller.
+  std::shared_ptr<Client> client(std::chrono::milliseconds timeout = std::chrono::seconds(20)) const {
+    RemoteOptions options;
+    options.controller_endpoint = controller_endpoint_;
+    options.timeout = timeout;
+    return make_remote_client(options);
+  }
+
+ private:
+  std::unique_ptr<net::StorageService> start_unit(const std::string& bind) const {
+    net::StorageServiceOptions options;
+    options.service.bind = bind;
+    options.storage = storage_;
+    options.controller_endpoint = controller_endpoint_;
+    options.heartbeat = kHeartbeat;
+    auto unit = std::make_unique<net::StorageService>(options);
+    unit->start();
+    return unit;
+  }
+
+  StorageOptions storage_;
+  net::ControllerServiceOptions controller_options_;
+  std::string controller_endpoint_;
+  std::unique_ptr<net::ControllerService> controller_;
+  std::vector<std::unique_ptr<net::StorageService>> units_;
+};
+
+}  // namespace seqflow::test

@@ -1,0 +1,423 @@
+// The controller and storage services against bad peers and failures: raw
+// malformed requests get error replies that name the problem and the service
+// keeps serving; a stopped storage unit fails puts with kTimeout and leaves
+// nothing ready; a restarted unit takes puts again; a controller restarted
+// from a checkpoint never serves a consumed sample again.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "controller_test_support.h"
+#include "net/connection.h"
+#include "net/wire_codec.h"
+#include "net_test_support.h"
+#include "remote_cluster.h"
+#include "storage_test_support.h"
+#include "wire_test_support.h"
+
+namespace seqflow::test {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using net::Frames;
+using net::wire::Json;
+namespace wire = net::wire;
+
+std::string msgpack_text(const Json& value) {
+  const std::vector<uint8_t> bytes = Json::to_msgpack(value);
+  return {bytes.begin(), bytes.end()};
+}
+
+Json indexes_of(const std::vector<int64_t>& indexes) { return wire::binary_of(std::span<const int64_t>(indexes)); }
+
+// A valid put request for storage: int64 values under field "x".
+Frames put_request(const std::vector<int64_t>& indexes, const std::vector<int64_t>& values) {
+  Frames frames(1);
+  const Json columns = wire::append_columns({int64_column("x", values)}, {}, frames);
+  frames[0] = wire::header_frame(Json{{"indexes", indexes_of(indexes)}, {"columns", columns}});
+  return frames;
+}
+
+int64_t stored_samples(net::Connection& storage) {
+  Frames reply = storage.call("stats", wire::header_message(Json::object()));
+  return wire::read_header(reply, 0, "stats reply").at("samples").get<int64_t>();
+}
+
+std::vector<std::string> partitions(net::Connection& controller) {
+  Frames reply = controller.call("partition_list", wire::header_message(Json::object()));
+  return wire::read_header(reply, 0, "partition_list reply").at("partitions").get<std::vector<std::string>>();
+}
+
+struct BadRequest {
+  const char* name;
+  std::string op;
+  std::function<Frames()> args;
+  ErrorCode code;
+  std::vector<std::string> fragments;  // the reply names the problem
+};
+
+// Each request fails as described; a valid call right after it succeeds.
+void expect_each_answered(net::Connection& connection, const std::vector<BadRequest>& requests,
+                          const std::function<void()>& valid_call) {
+  for (const BadRequest& request : requests) {
+    EXPECT_TRUE(throws_error(
+        request.code, [&] { connection.call(request.op, request.args()); }, request.fragments))
+        << request.name;
+    EXPECT_NO_THROW(valid_call()) << "after " << request.name;
+  }
+}
+
+TEST(RemoteServiceMalformed, ControllerAnswersBadRequestsAndKeepsServing) {
+  RemoteCluster cluster(1);
+  zmq::context_t context;
+  net::Connection controller(context, cluster.controller_endpoint(), net::ConnectionOptions{5s, {}});
+  const std::string too_deep = nested_msgpack(wire::kMaxNesting + 1);
+  const std::vector<BadRequest> requests = {
+      {"no header frame",
+       "partition_list",
+       [] { return Frames(); },
+       ErrorCode::kInvalidArgument,
+       {"partition_list request needs a header frame at position 0, got 0 frames"}},
+      {"header not MessagePack",
+       "insert",
+       [] { return net::test::frames_of({"\xc1\xc1"}); },
+       ErrorCode::kInvalidArgument,
+       {"insert request header is not valid MessagePack"}},
+      {"truncated header",
+       "insert",
+       [] {
+         const std::string valid = msgpack_text(Json{{"partition_id", "p"}, {"count", 3}});
+         return net::test::frames_of({std::string_view(valid).substr(0, valid.size() - 2)});
+       },
+       ErrorCode::kInvalidArgument,
+       {"insert request header is not valid MessagePack"}},
+      {"header not a map",
+       "insert",
+       [] {
+         return net::test::frames_of({msgpack_text(Json::array({"p", 3}))});
+       },
+       ErrorCode::kInvalidArgument,
+       {"insert request header must be a MessagePack map, got array"}},
+      {"header nested too deep",
+       "get_meta",
+       [&] { return net::test::frames_of({too_deep}); },
+       ErrorCode::kInvalidArgument,
+       {"get_meta request header nests deeper than " + std::to_string(wire::kMaxNesting) + " levels"}},
+      {"unknown field",
+       "insert",
+       [] {
+         return wire::header_message(Json{{"partition_id", "p"}, {"count", 3}, {"priority", 1}});
+       },
+       ErrorCode::kInvalidArgument,
+       {"insert request has an unknown field 'priority'"}},
+      {"missing field",
+       "insert",
+       [] {
+         return wire::header_message(Json{{"partition_id", "p"}});
+       },
+       ErrorCode::kInvalidArgument,
+       {"insert request lacks the field 'count'"}},
+      {"wrong type",
+       "insert",
+       [] {
+         return wire::header_message(Json{{"partition_id", "p"}, {"count", "3"}});
+       },
+       ErrorCode::kInvalidArgument,
+       {"insert request field 'count' must be an integer, got string"}},
+      {"partial index array",
+       "mark_produced",
+       [] {
+         return wire::header_message(Json{{"partition_id", "p"},
+                                          {"indexes", Json::binary(std::vector<uint8_t>(12))},
+                                          {"fields", Json::object()},
+                                          {"custom_meta", Json::array()}});
+       },
+       ErrorCode::kInvalidArgument,
+       {"mark_produced request field 'indexes' holds a partial element"}},
+      {"storage op",
+       "put",
+       [] { return put_request({0}, {1}); },
+       ErrorCode::kNotFound,
+       {"unknown operation 'put'", "get_meta", "insert"}},
+  };
+  expect_each_answered(controller, requests, [&] { partitions(controller); });
+  EXPECT_TRUE(partitions(controller).empty()) << "no bad request created a partition";
+  auto client = cluster.client();
+  EXPECT_EQ(client->put_new("p", {int64_column("x", {4})}, {}).size(), 1u);
+}
+
+TEST(RemoteServiceMalformed, StorageAnswersBadPutsAndKeepsServing) {
+  RemoteCluster cluster(1);
+  zmq::context_t context;
+  net::Connection storage(context, cluster.unit(0).endpoint(), net::ConnectionOptions{5s, {}});
+  const auto spoiled_put = [](const std::function<void(Json & header, Frames & frames)>& spoil) {
+    return [spoil] {
+      Frames frames = put_request({0, 1}, {10, 11});
+      Json header = wire::read_header(frames, 0, "test");
+      spoil(header, frames);
+      frames[0] = wire::header_frame(header);
+      return frames;
+    };
+  };
+  const std::vector<BadRequest> requests = {
+      {"missing data frame",
+       "put",
+       spoiled_put([](Json&, Frames& frames) { frames.pop_back(); }),
+       ErrorCode::kInvalidArgument,
+       {"put request names 1 columns but carries 0 data frames"}},
+      {"extra data frame",
+       "put",
+       spoiled_put([](Json&, Frames& frames) { frames.push_back(net::copy_frame(std::string_view("?"))); }),
+       ErrorCode::kInvalidArgument,
+       {"put request names 1 columns but carries 2 data frames"}},
+      {"offset past the frame",
+       "put",
+       spoiled_put([](Json& header, Frames&) {
+         header["columns"][0]["offsets"] = wire::binary_of(std::span<const uint64_t>(std::vector<uint64_t>{0, 8, 24}));
+       }),
+       ErrorCode::kInvalidArgument,
+       {"column \"x\", sample 1", "beyond the buffer of 16 bytes"}},
+      {"offsets for the wrong sample count",
+       "put",
+       spoiled_put([](Json& header, Frames&) {
+         header["columns"][0]["offsets"] = wire::binary_of(std::span<const uint64_t>(std::vector<uint64_t>{0, 16}));
+       }),
+       ErrorCode::kInvalidArgument,
+       {"put request column 0 field 'offsets' must hold 3 offsets"}},
+      {"unknown column field",
+       "put",
+       spoiled_put([](Json& header, Frames&) { header["columns"][0]["order"] = "C"; }),
+       ErrorCode::kInvalidArgument,
+       {"put request column 0 has an unknown field 'order'"}},
+      {"unknown header field",
+       "put",
+       spoiled_put([](Json& header, Frames&) { header["partition_id"] = "p"; }),
+       ErrorCode::kInvalidArgument,
+       {"put request has an unknown field 'partition_id'"}},
+      {"negative index",
+       "put",
+       spoiled_put([](Json& header, Frames&) {
+         header["indexes"] = indexes_of({0, -1});
+       }),
+       ErrorCode::kInvalidArgument,
+       {"global_indexes[1] is negative: -1"}},
+      {"columns not an array",
+       "put",
+       spoiled_put([](Json& header, Frames&) { header["columns"] = 1; }),
+       ErrorCode::kInvalidArgument,
+       {"put request columns must be an array"}},
+      {"get of a missing sample",
+       "get",
+       [] {
+         return wire::header_message(Json{{"indexes", indexes_of({5})}, {"fields", {"x"}}});
+       },
+       ErrorCode::kNotFound,
+       {"5", "x"}},
+      {"controller op",
+       "get_meta",
+       [] { return wire::header_message(Json::object()); },
+       ErrorCode::kNotFound,
+       {"unknown operation 'get_meta'", "put"}},
+  };
+  expect_each_answered(storage, requests, [&] { stored_samples(storage); });
+  EXPECT_EQ(stored_samples(storage), 0) << "no bad put stored anything";
+
+  storage.call("put", put_request({3, 4}, {30, 40}));
+  Frames reply = storage.call("get", wire::header_message(Json{{"indexes", indexes_of({4, 3})}, {"fields", {"x"}}}));
+  const Json header = wire::read_header(reply, 0, "get reply");
+  const auto rows = wire::take_views(header.at("fields"), reply, 1, 2, 1, "get reply");
+  EXPECT_EQ(int64_of(rows[0][0]), 40);
+  EXPECT_EQ(int64_of(rows[1][0]), 30);
+}
+
+TEST(RemoteServiceLimits, OversizedRequestsGetAnErrorAndTheServicesKeepServing) {
+  constexpr size_t kLimit = 64 * 1024;
+  net::ControllerServiceOptions controller_options;
+  controller_options.service.max_request_bytes = kLimit;
+  RemoteCluster cluster(1, {}, controller_options);
+  net::StorageServiceOptions storage_options;
+  storage_options.service.max_request_bytes = kLimit;
+  net::StorageService storage(storage_options);
+  storage.start();
+  zmq::context_t context;
+  net::Connection unit(context, storage.endpoint(), net::ConnectionOptions{5s, {}});
+  net::Connection controller(context, cluster.controller_endpoint(), net::ConnectionOptions{5s, {}});
+  const std::string limit = "over max_request_bytes = " + std::to_string(kLimit);
+
+  const std::vector<int64_t> many(kLimit / sizeof(int64_t) + 1, 7);
+  std::vector<int64_t> indexes(many.size());
+  for (size_t i = 0; i < indexes.size(); ++i) indexes[i] = static_cast<int64_t>(i);
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { unit.call("put", put_request(indexes, many)); },
+                           {"request 'put'", limit}));
+  EXPECT_EQ(stored_samples(unit), 0);
+  unit.call("put", put_request({1}, {2}));
+  EXPECT_EQ(stored_samples(unit), 1);
+
+  const Json big{{"partition_id", std::string(kLimit, 'p')}, {"count", 1}};
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { controller.call("insert", wire::header_message(big)); },
+                           {"request 'insert'", limit}));
+  EXPECT_TRUE(partitions(controller).empty());
+  controller.call("insert", wire::header_message(Json{{"partition_id", "p"}, {"count", 1}}));
+  EXPECT_EQ(partitions(controller), std::vector<std::string>{"p"});
+}
+
+MetaRequest fetch(int64_t batch_size, const std::string& partition, const std::string& task) {
+  return fetch_request(partition, task, {"x"}, batch_size);
+}
+
+// Samples of the partition with field "x" produced; 0 when it does not exist.
+size_t ready_samples(Client& client, const std::string& partition) {
+  const std::string fields[] = {"x"};
+  try {
+    const auto status = client.control().production_status(fields, partition);
+    return static_cast<size_t>(std::count_if(status.begin(), status.end(), [](auto& s) { return s.second; }));
+  } catch (const Error& error) {
+    if (error.code() != ErrorCode::kNotFound) throw;
+    return 0;
+  }
+}
+
+std::vector<int64_t> values_of(Client& client, const BatchMeta& meta) {
+  const std::string fields[] = {"x"};
+  std::vector<int64_t> values;
+  for (const auto& row : client.get_data(meta, fields)) values.push_back(int64_of(row.at(0)));
+  return values;
+}
+
+std::vector<int64_t> ids_of(const BatchMeta& meta) {
+  std::vector<int64_t> ids;
+  for (size_t i = 0; i < meta.size(); ++i) ids.push_back(meta.custom_meta[i]["id"].get<int64_t>());
+  return ids;
+}
+
+// Fetches one sample at a time until none is ready for `task` (polling
+// returns nothing when fewer than the batch are ready); each sample's data
+// must be its custom_meta id. Returns the ids.
+std::vector<int64_t> drain(Client& client, const std::string& partition, const std::string& task) {
+  std::vector<int64_t> out;
+  while (true) {
+    const BatchMeta meta = client.get_meta(fetch(1, partition, task));
+    if (meta.size() == 0) return out;
+    EXPECT_EQ(values_of(client, meta), ids_of(meta)) << "data and custom_meta of the same sample";
+    out.push_back(ids_of(meta).at(0));
+  }
+}
+
+std::vector<Json> ids(int64_t first, size_t count) {
+  std::vector<Json> out;
+  for (size_t i = 0; i < count; ++i) out.push_back({{"id", first + static_cast<int64_t>(i)}});
+  return out;
+}
+
+TEST(RemoteServiceFailures, PutToAStoppedUnitTimesOutLeavesNothingReadyAndWorksAfterTheUnitRestarts) {
+  // A unit that died less than storage_silence_limit ago still gets the
+  // controller's drop of the failed put's released samples, and every insert
+  // waits for that drop (up to storage_timeout, 30 s by default): keep it short.
+  net::ControllerServiceOptions controller_options;
+  controller_options.storage_timeout = 300ms;
+  RemoteCluster cluster(2, {}, controller_options);
+  // Above ZeroMQ's longest reconnect interval (1 s), so that the re-put
+  // after the restart finds the unit reconnected within the timeout.
+  constexpr auto kTimeout = 2000ms;
+  auto client = cluster.client(kTimeout);
+  client->put_new("other", {int64_column("x", {1, 2, 3, 4})}, ids(1, 4));
+  const std::vector<int64_t> values = {10, 11, 12, 13, 14, 15};
+
+  cluster.stop_unit(1);
+  const auto start = Clock::now();
+  EXPECT_TRUE(throws_error(ErrorCode::kTimeout, [&] { client->put_new("p", {int64_column("x", values)}, ids(10, 6)); },
+                           {"'put'", cluster.unit(1).endpoint()}));
+  const auto took = Clock::now() - start;
+  EXPECT_GE(took, kTimeout);
+  EXPECT_LT(took, kTimeout + controller_options.storage_timeout + 1500ms) << "the rollback must be bounded too";
+  EXPECT_EQ(ready_samples(*client, "p"), 0u);
+  const auto listed = client->control().partition_list();
+  EXPECT_EQ(std::count(listed.begin(), listed.end(), "p"), 0) << "the failed put's new partition is gone";
+
+  // The controller keeps serving other partitions at once.
+  const auto served_start = Clock::now();
+  const BatchMeta other = client->get_meta(fetch(4, "other", "train"));
+  ASSERT_EQ(other.size(), 4u);
+  EXPECT_EQ(ready_samples(*client, "other"), 4u);
+  EXPECT_EQ(client->control().insert("third", 2).size(), 2u);
+  EXPECT_LT(Clock::now() - served_start, kTimeout);
+
+  cluster.restart_unit(1);
+  const BatchMeta put = client->put_new("p", {int64_column("x", values)}, ids(10, 6));
+  ASSERT_EQ(put.size(), values.size());
+  const BatchMeta meta = client->get_meta(fetch(6, "p", "train"));
+  ASSERT_EQ(meta.size(), values.size());
+  EXPECT_EQ(values_of(*client, meta), ids_of(meta)) << "each sample carries its own value";
+}
+
+TEST(RemoteServiceFailures, ControllerRestartedFromACheckpointServesTheRestAndNeverAConsumedSample) {
+  TempDir dir;
+  const std::string checkpoint = dir.file("ckpt");
+  RemoteCluster cluster(2);
+  auto client = cluster.client();
+  std::vector<int64_t> values(10);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<int64_t>(100 + i);
+  client->put_new("p", {int64_column("x", values)}, ids(100, values.size()));
+  std::set<int64_t> consumed;
+  for (int64_t id : ids_of(client->get_meta(fetch(4, "p", "train")))) consumed.insert(id);
+  ASSERT_EQ(consumed.size(), 4u);
+  ASSERT_EQ(client->get_meta(fetch(1, "p", "eval")).size(), 1u);
+  client->save_checkpoint(checkpoint);
+  // Consumed after the checkpoint: forgotten by the restart, served again.
+  ASSERT_EQ(client->get_meta(fetch(2, "p", "train")).size(), 2u);
+
+  cluster.restart_controller(checkpoint);
+  auto fresh = cluster.client();
+  const std::vector<int64_t> rest = drain(*fresh, "p", "train");
+  EXPECT_EQ(rest.size(), values.size() - consumed.size());
+  for (int64_t id : rest) EXPECT_EQ(consumed.count(id), 0u) << "sample " << id << " served twice for train";
+  std::set<int64_t> all(consumed);
+  all.insert(rest.begin(), rest.end());
+  EXPECT_EQ(all.size(), values.size());
+  // The old client reconnects to the restarted controller on its own.
+  EXPECT_EQ(drain(*client, "p", "eval").size(), values.size() - 1);
+}
+
+TEST(RemoteServiceConcurrency, GarbageFromOnePeerDoesNotDisturbAnother) {
+  RemoteCluster cluster(1);
+  auto client = cluster.client();
+  std::atomic<int> answered{0};
+  // Stopped and joined however the test ends (a failed ASSERT returns early).
+  std::jthread garbage([&](std::stop_token stop) {
+    zmq::context_t context;
+    net::Connection controller(context, cluster.controller_endpoint(), net::ConnectionOptions{5s, {}});
+    net::Connection storage(context, cluster.unit(0).endpoint(), net::ConnectionOptions{5s, {}});
+    const std::string too_deep = nested_msgpack(1000);
+    while (!stop.stop_requested()) {
+      for (net::Connection* target : {&controller, &storage}) {
+        for (const char* op : {"insert", "get_meta", "put", "get", "clear"}) {
+          try {
+            target->call(op, net::test::frames_of({too_deep, "\x01"}));
+          } catch (const Error& error) {
+            if (error.code() != ErrorCode::kTimeout) ++answered;
+          }
+        }
+      }
+    }
+  });
+  for (int64_t round = 0; round < 30; ++round) {
+    const BatchMeta put = client->put_new("p", {int64_column("x", {round, round + 1})}, ids(round, 2));
+    const BatchMeta meta = client->get_meta(fetch(2, "p", "train"));
+    ASSERT_EQ(meta.size(), 2u);
+    EXPECT_EQ(values_of(*client, meta), ids_of(meta));
+    client->clear_samples("p", meta.global_indexes);
+  }
+  garbage.request_stop();
+  garbage.join();
+  EXPECT_GT(answered.load(), 0);
+}
+
+}  // namespace
+}  // namespace seqflow::test

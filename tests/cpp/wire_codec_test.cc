@@ -1,0 +1,679 @@
+// The wire codec: every message kind survives a trip through a real header
+// frame, columns and stored views travel without copies where the bytes lie
+// back to back, and malformed input of any kind is a kInvalidArgument error
+// naming the problem, never a crash.
+#include "net/wire_codec.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "storage_test_support.h"
+#include "wire_test_support.h"
+
+namespace seqflow::test {
+namespace {
+
+using net::Frames;
+using net::wire::Json;
+namespace wire = net::wire;
+
+Frames frames_of_bytes(std::string_view bytes) {
+  Frames frames;
+  frames.push_back(net::copy_frame(bytes));
+  return frames;
+}
+
+Frames frames_of_bytes(const std::vector<uint8_t>& bytes) {
+  return frames_of_bytes(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+}
+
+BatchMeta sample_batch_meta() {
+  BatchMeta meta;
+  meta.global_indexes = {7, 3, 12, 40, 5};
+  meta.partition_ids.append(2, "train@step_1");
+  meta.partition_ids.append(1, "val");
+  meta.partition_ids.append(2, "train@step_1");  // a name may come back in a later run
+  meta.field_schema["prompt"] = FieldSchema{DType::kInt64, {-1}, true, false};
+  meta.field_schema["reward"] = FieldSchema{DType::kFloat32, {1}, false, false};
+  meta.field_schema["text"] = FieldSchema{DType::kUInt8, {}, false, true};
+  meta.production_status = {1, 0, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, 1};
+  meta.custom_meta.push_back({{"total_lengths", 1834}, {"group_id", "g1"}});
+  meta.custom_meta.push_back(Json::object());
+  meta.custom_meta.push_back({{"total_lengths", 9}, {"tags", {"a", "b"}}, {"score", 0.25}});
+  meta.custom_meta.push_back({{"nested", {{"k", {1, 2, 3}}}}});
+  meta.custom_meta.push_back(Json::object());
+  meta.extra_info = {{"step", 12}, {"note", "from rollout"}, {"weights", {0.5, 1.5}}};
+  return meta;
+}
+
+void expect_same_batch_meta(const BatchMeta& got, const BatchMeta& want) {
+  EXPECT_EQ(got.global_indexes, want.global_indexes);
+  EXPECT_EQ(got.partition_ids, want.partition_ids);
+  EXPECT_EQ(got.field_schema, want.field_schema);
+  EXPECT_EQ(got.production_status, want.production_status);
+  EXPECT_EQ(got.custom_meta, want.custom_meta);
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got.custom_meta[i], want.custom_meta[i]) << "sample " << i;
+  EXPECT_EQ(got.extra_info, want.extra_info);
+}
+
+TEST(WireCodecBatchMeta, RoundTripKeepsPartitionsSchemaProductionCustomMetaAndExtraInfo) {
+  const BatchMeta meta = sample_batch_meta();
+  const Json encoded = wire::encode_batch_meta(meta);
+  // The partition names travel once per run, not once per sample.
+  EXPECT_EQ(encoded.at("partitions").size(), meta.partition_ids.run_count());
+  expect_same_batch_meta(wire::decode_batch_meta(through_wire(encoded), "reply"), meta);
+}
+
+TEST(WireCodecBatchMeta, EmptyBatchRoundTrips) {
+  BatchMeta empty;
+  const BatchMeta got = wire::decode_batch_meta(through_wire(wire::encode_batch_meta(empty)), "reply");
+  EXPECT_EQ(got.size(), 0u);
+  EXPECT_TRUE(got.partition_ids.empty());
+  EXPECT_TRUE(got.custom_meta.empty());
+  EXPECT_TRUE(got.extra_info.is_object());
+}
+
+TEST(WireCodecMetaRequest, RoundTripInEveryMode) {
+  for (MetaMode mode : {MetaMode::kInsert, MetaMode::kFetch, MetaMode::kForceFetch}) {
+    MetaRequest request;
+    request.fields = {"input_ids", "responses"};
+    request.batch_size = 256;
+    request.partition_id = "train@global_step_12";
+    request.mode = mode;
+    request.task_name = "log_prob";
+    request.sampling.dp_rank = 3;
+    request.sampling.batch_index = 17;
+    request.polling = mode == MetaMode::kFetch;
+    request.timeout = std::chrono::milliseconds(1234);
+    const MetaRequest got = wire::decode_meta_request(through_wire(wire::encode_meta_request(request)), "request");
+    EXPECT_EQ(got.fields, request.fields);
+    EXPECT_EQ(got.batch_size, request.batch_size);
+    EXPECT_EQ(got.partition_id, request.partition_id);
+    EXPECT_EQ(got.mode, request.mode);
+    EXPECT_EQ(got.task_name, request.task_name);
+    EXPECT_EQ(got.sampling.dp_rank, request.sampling.dp_rank);
+    EXPECT_EQ(got.sampling.batch_index, request.sampling.batch_index);
+    EXPECT_EQ(got.polling, request.polling);
+    EXPECT_EQ(got.timeout, request.timeout);
+  }
+}
+
+TEST(WireCodecSchemas, RoundTripOfFixedNestedAndObjectFields) {
+  const std::map<std::string, FieldSchema> schemas = {
+      {"fixed", FieldSchema{DType::kBFloat16, {2, 3}, false, false}},
+      {"nested", FieldSchema{DType::kInt32, {-1, 4}, true, false}},
+      {"object", FieldSchema{DType::kUInt8, {}, false, true}},
+      {"scalar", FieldSchema{DType::kFloat64, {}, false, false}},
+  };
+  EXPECT_EQ(wire::decode_schemas(through_wire(Json{{"s", wire::encode_schemas(schemas)}}).at("s"), "m"), schemas);
+}
+
+TEST(WireCodecStatus, RoundTripKeepsIndexOrderAndFlags) {
+  const std::vector<std::pair<int64_t, bool>> status = {{0, true}, {9, false}, {4, true}, {1LL << 40, false}};
+  EXPECT_EQ(wire::decode_status(through_wire(wire::encode_status(status)), "reply"), status);
+  EXPECT_TRUE(wire::decode_status(through_wire(wire::encode_status({})), "reply").empty());
+}
+
+// Samples of `floats` float32 values each, sample i filled with i + 0.5.
+Column float_samples(const std::string& field, const std::vector<size_t>& floats) {
+  std::vector<Shape> shapes;
+  std::vector<Bytes> samples;
+  for (size_t i = 0; i < floats.size(); ++i) {
+    shapes.push_back({static_cast<int64_t>(floats[i])});
+    samples.push_back(bytes_of(std::vector<float>(floats[i], static_cast<float>(i) + 0.5f)));
+  }
+  const bool fixed = std::all_of(floats.begin(), floats.end(), [&](size_t n) { return n == floats[0]; });
+  if (fixed) shapes.resize(1);
+  return column_of(field, DType::kFloat32, shapes, samples);
+}
+
+// Sample `position` of `column` must equal sample i of `got`.
+void expect_same_sample(const Column& got, size_t i, const Column& column, size_t position) {
+  const SampleView want = column.sample(position);
+  const SampleView have = got.sample(i);
+  EXPECT_EQ(have.shape, want.shape) << got.field << " sample " << i;
+  EXPECT_EQ(have.dtype, want.dtype);
+  EXPECT_EQ(have.is_object, want.is_object);
+  EXPECT_EQ(to_bytes(have.bytes()), to_bytes(want.bytes())) << got.field << " sample " << i;
+}
+
+// The put path: append_columns into a request, then take_columns from its frames.
+std::vector<Column> send_columns(const std::vector<Column>& columns, std::span<const size_t> positions,
+                                 std::vector<const void*>& frame_data) {
+  Frames frames(1);
+  const Json entries = wire::append_columns(columns, positions, frames);
+  frames[0] = wire::header_frame(Json{{"columns", entries}});
+  frame_data.clear();
+  for (size_t f = 1; f < frames.size(); ++f) frame_data.push_back(frames[f].data());
+  const size_t samples = positions.empty() ? columns.front().sample_count() : positions.size();
+  const Json header = wire::read_header(frames, 0, "put request");
+  return wire::take_columns(header.at("columns"), frames, 1, samples, "put request");
+}
+
+bool points_into(const void* data, const Buffer& buffer) {
+  const auto* p = static_cast<const std::byte*>(data);
+  return p >= buffer.data && p < buffer.data + buffer.size;
+}
+
+TEST(WireCodecColumns, AllSamplesTravelAsOneFramePerColumnPointingIntoItsBuffer) {
+  const std::vector<Column> columns = {float_samples("fixed", {300, 300, 300, 300}),
+                                       float_samples("nested", {500, 260, 1, 700}),
+                                       object_column("text", {"ab", "", "cde", "f"})};
+  std::vector<const void*> frame_data;
+  const std::vector<Column> got = send_columns(columns, {}, frame_data);
+  ASSERT_EQ(got.size(), columns.size());
+  ASSERT_EQ(frame_data.size(), columns.size());
+  for (size_t c = 0; c < columns.size(); ++c) {
+    EXPECT_EQ(got[c].field, columns[c].field);
+    EXPECT_EQ(got[c].shapes.size(), columns[c].shapes.size()) << "a fixed shape travels once";
+    ASSERT_EQ(got[c].sample_count(), columns[c].sample_count());
+    for (size_t i = 0; i < columns[c].sample_count(); ++i) expect_same_sample(got[c], i, columns[c], i);
+  }
+  // Received: a column owns its frame's bytes, no copy (small frames keep
+  // their bytes inside the message, which moves).
+  for (size_t c : {0, 1}) EXPECT_EQ(static_cast<const void*>(got[c].buffer->data), frame_data[c]) << c;
+  // Sent: large columns point into the caller's buffer; a column below
+  // net::kZeroCopyMinBytes is copied.
+  EXPECT_EQ(frame_data[0], columns[0].buffer->data);
+  EXPECT_EQ(frame_data[1], columns[1].buffer->data);
+  EXPECT_FALSE(points_into(frame_data[2], *columns[2].buffer));
+}
+
+TEST(WireCodecColumns, ContiguousSubsetIsAZeroCopyFrameIntoTheColumnBuffer) {
+  const Column column = float_samples("nested", {100, 300, 400, 500, 50, 80});
+  const std::vector<size_t> positions = {1, 2, 3};
+  std::vector<const void*> frame_data;
+  const std::vector<Column> got = send_columns({column}, positions, frame_data);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(frame_data[0], column.buffer->data + column.offsets[1]);
+  EXPECT_EQ(got[0].buffer->size, column.offsets[4] - column.offsets[1]);
+  EXPECT_EQ(got[0].offsets.front(), 0u) << "offsets are rebased to the frame";
+  ASSERT_EQ(got[0].sample_count(), positions.size());
+  for (size_t i = 0; i < positions.size(); ++i) expect_same_sample(got[0], i, column, positions[i]);
+}
+
+TEST(WireCodecColumns, NonContiguousSubsetIsAPackedCopy) {
+  const Column column = float_samples("fixed", {400, 400, 400, 400, 400, 400});
+  const std::vector<size_t> positions = {0, 2, 5};  // as gi % N routes them
+  std::vector<const void*> frame_data;
+  const std::vector<Column> got = send_columns({column}, positions, frame_data);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_FALSE(points_into(frame_data[0], *column.buffer));
+  size_t packed = 0;
+  for (size_t p : positions) packed += column.offsets[p + 1] - column.offsets[p];
+  EXPECT_EQ(got[0].buffer->size, packed);
+  ASSERT_EQ(got[0].sample_count(), positions.size());
+  for (size_t i = 0; i < positions.size(); ++i) expect_same_sample(got[0], i, column, positions[i]);
+}
+
+SampleView view_into(const std::shared_ptr<const Buffer>& buffer, size_t offset, size_t floats) {
+  SampleView view;
+  view.buffer = buffer;
+  view.offset = offset;
+  view.nbytes = floats * sizeof(float);
+  view.dtype = DType::kFloat32;
+  view.shape = {static_cast<int64_t>(floats)};
+  return view;
+}
+
+// The get path: append_views into a reply after its header slot, then take_views.
+std::vector<std::vector<SampleView>> send_views(const std::vector<std::vector<SampleView>>& rows, size_t fields,
+                                                size_t& data_frames) {
+  Frames frames(1);
+  const Json views = wire::append_views(rows, fields, frames);
+  frames[0] = wire::header_frame(Json{{"fields", views}});
+  data_frames = frames.size() - 1;
+  const Json header = wire::read_header(frames, 0, "get reply");
+  return wire::take_views(header.at("fields"), frames, 1, rows.size(), fields, "get reply");
+}
+
+TEST(WireCodecViews, BackToBackViewsShareOneFrameAndComeBackWithShapesDtypesAndBytes) {
+  std::vector<float> values(4096);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i);
+  const auto first = Buffer::copy_of(std::as_bytes(std::span(values)));
+  const auto second = Buffer::copy_of(std::as_bytes(std::span(values)));
+  const auto text = Buffer::copy_of(bytes_of(std::string_view("hello world")));
+  SampleView object;
+  object.buffer = text;
+  object.offset = 6;
+  object.nbytes = 5;
+  object.shape = {5};
+  object.is_object = true;
+  // Field 0: rows 0-2 back to back in `first` (one frame), row 3 in `second`.
+  // Field 1: a gap in `first` between rows 0 and 1 (two frames), then an
+  // object and an empty tensor.
+  const std::vector<std::vector<SampleView>> rows = {
+      {view_into(first, 0, 300), view_into(first, 0, 10)},
+      {view_into(first, 1200, 256), view_into(first, 2000, 256)},
+      {view_into(first, 2224, 500), object},
+      {view_into(second, 400, 700), view_into(second, 0, 0)},
+  };
+  size_t data_frames = 0;
+  const auto got = send_views(rows, 2, data_frames);
+  EXPECT_EQ(data_frames, 2u + 4u);
+  ASSERT_EQ(got.size(), rows.size());
+  for (size_t r = 0; r < rows.size(); ++r) {
+    ASSERT_EQ(got[r].size(), 2u);
+    for (size_t f = 0; f < 2; ++f) {
+      const SampleView& want = rows[r][f];
+      const SampleView& have = got[r][f];
+      EXPECT_EQ(have.shape, want.shape) << "row " << r << " field " << f;
+      EXPECT_EQ(have.dtype, want.dtype);
+      EXPECT_EQ(have.is_object, want.is_object);
+      EXPECT_EQ(to_bytes(have.bytes()), to_bytes(want.bytes())) << "row " << r << " field " << f;
+    }
+  }
+  EXPECT_EQ(got[0][0].buffer, got[2][0].buffer) << "one frame for the run";
+  EXPECT_NE(got[2][0].buffer, got[3][0].buffer);
+  EXPECT_NE(got[0][1].buffer, got[1][1].buffer) << "a gap starts a new frame";
+}
+
+TEST(WireCodecViews, NoRowsNoFrames) {
+  size_t data_frames = 1;
+  EXPECT_TRUE(send_views({}, 3, data_frames).empty());
+  EXPECT_EQ(data_frames, 0u);
+}
+
+// ---- Malformed input ----
+
+struct SpoiledHeader {
+  const char* name;
+  std::function<void(Json&)> spoil;
+  std::vector<std::string> fragments;  // the message names the problem
+};
+
+void expect_each_rejected(const Json& valid, const std::vector<SpoiledHeader>& cases,
+                          const std::function<void(const Json&)>& decode) {
+  ASSERT_NO_THROW(decode(through_wire(valid)));
+  for (const SpoiledHeader& c : cases) {
+    Json spoiled = valid;
+    c.spoil(spoiled);
+    EXPECT_TRUE(throws_error(
+        ErrorCode::kInvalidArgument, [&] { decode(through_wire(spoiled)); }, c.fragments))
+        << c.name;
+  }
+}
+
+Json int64_binary(std::vector<int64_t> values) { return wire::binary_of(std::span<const int64_t>(values)); }
+
+TEST(WireCodecMalformed, BatchMetaFieldsAreCheckedByNameTypeAndSize) {
+  const BatchMeta meta = sample_batch_meta();
+  const std::string n = std::to_string(meta.size());
+  const std::vector<SpoiledHeader> cases = {
+      {"unknown key", [](Json& h) { h["bogus"] = 1; }, {"unknown field 'bogus'"}},
+      {"missing key", [](Json& h) { h.erase("indexes"); }, {"lacks the field 'indexes'"}},
+      {"indexes not binary",
+       [](Json& h) {
+         h["indexes"] = Json::array({1, 2});
+       },
+       {"'indexes'", "binary array"}},
+      {"partial index",
+       [](Json& h) { h["indexes"] = Json::binary(std::vector<uint8_t>(7)); },
+       {"'indexes'", "partial element"}},
+      {"partitions not strings", [](Json& h) { h["partitions"] = Json::array({1}); }, {"'partitions'", "strings"}},
+      {"one end too few",
+       [](Json& h) { h["partition_ends"] = wire::binary_of(std::span<const uint64_t>()); },
+       {"'partition_ends'", "one end per partition"}},
+      {"ends descend",
+       [](Json& h) {
+         h["partition_ends"] = int64_binary({2, 1, 5});
+       },
+       {"'partition_ends'", "ascend"}},
+      {"ends short of the count",
+       [](Json& h) {
+         h["partition_ends"] = int64_binary({1, 2, 3});
+       },
+       {"'partition_ends'", "sample count " + n}},
+      {"produced short",
+       [](Json& h) { h["produced"] = Json::binary(std::vector<uint8_t>(3)); },
+       {"'produced'", "one flag per sample and field"}},
+      {"schema not a map", [](Json& h) { h["schema"] = "x"; }, {"schema must be a map"}},
+      {"schema unknown dtype", [](Json& h) { h["schema"]["reward"]["dtype"] = "float128"; }, {"float128"}},
+      {"schema flag not bool",
+       [](Json& h) { h["schema"]["reward"]["nested"] = 1; },
+       {"'reward'", "'nested'", "must be a boolean, got number"}},
+      {"custom_meta offsets short",
+       [](Json& h) { h["custom_meta_offsets"] = Json::binary(std::vector<uint8_t>(4)); },
+       {"'custom_meta_offsets'", "one offset per sample"}},
+      {"custom_meta offsets past the bytes",
+       [&](Json& h) {
+         std::vector<uint32_t> offsets = meta.custom_meta.offsets();
+         offsets.back() += 1;
+         h["custom_meta_offsets"] = wire::binary_of(std::span<const uint32_t>(offsets));
+       },
+       {"custom_meta offsets", "end at the byte count"}},
+      {"custom_meta entry not a map",
+       [&](Json& h) {
+         const std::vector<uint8_t> entry = Json::to_msgpack(Json::array({1, 2}));
+         h["custom_meta"] = Json::binary(entry);
+         std::vector<uint32_t> offsets(meta.size() + 1, static_cast<uint32_t>(entry.size()));
+         offsets[0] = 0;
+         h["custom_meta_offsets"] = wire::binary_of(std::span<const uint32_t>(offsets));
+       },
+       {"'custom_meta' entry 0", "MessagePack map"}},
+      {"extra_info not a map", [](Json& h) { h["extra_info"] = Json::array(); }, {"'extra_info'", "must be a map"}},
+  };
+  expect_each_rejected(wire::encode_batch_meta(meta), cases,
+                       [](const Json& h) { wire::decode_batch_meta(h, "get_meta reply"); });
+}
+
+TEST(WireCodecMalformed, DeeplyNestedCustomMetaIsRejectedNotRecursedInto) {
+  // The header itself is shallow; the nesting hides inside a binary entry.
+  BatchMeta meta;
+  meta.global_indexes = {1};
+  meta.partition_ids.append(1, "p");
+  Json header = wire::encode_batch_meta(meta);
+  const std::string entry = nested_msgpack(200000);
+  header["custom_meta"] = Json::binary(std::vector<uint8_t>(entry.begin(), entry.end()));
+  header["custom_meta_offsets"] =
+      wire::binary_of(std::span<const uint32_t>(std::vector<uint32_t>{0, static_cast<uint32_t>(entry.size())}));
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { wire::decode_batch_meta(through_wire(header), "r"); },
+                           {"'custom_meta' entry 0", "nests deeper than " + std::to_string(wire::kMaxNesting)}));
+}
+
+TEST(WireCodecMalformed, MetaRequestFieldsAreCheckedByNameAndType) {
+  MetaRequest request;
+  request.fields = {"x"};
+  request.batch_size = 4;
+  request.partition_id = "p";
+  request.task_name = "t";
+  const std::vector<SpoiledHeader> cases = {
+      {"unknown key", [](Json& h) { h["sampler"] = "x"; }, {"unknown field 'sampler'"}},
+      {"missing key", [](Json& h) { h.erase("task_name"); }, {"lacks the field 'task_name'"}},
+      {"batch_size a string",
+       [](Json& h) { h["batch_size"] = "4"; },
+       {"'batch_size'", "must be an integer, got string"}},
+      {"batch_size a float", [](Json& h) { h["batch_size"] = 4.5; }, {"'batch_size'", "must be an integer"}},
+      {"batch_size beyond int64",
+       [](Json& h) { h["batch_size"] = uint64_t{1} << 63; },
+       {"'batch_size'", "out of range"}},
+      {"polling an integer", [](Json& h) { h["polling"] = 1; }, {"'polling'", "must be a boolean"}},
+      {"fields a string", [](Json& h) { h["fields"] = "x"; }, {"'fields'", "array of strings"}},
+      {"unknown mode", [](Json& h) { h["mode"] = "steal"; }, {"steal"}},
+  };
+  expect_each_rejected(wire::encode_meta_request(request), cases,
+                       [](const Json& h) { wire::decode_meta_request(h, "get_meta request"); });
+}
+
+TEST(WireCodecMalformed, StatusNeedsOneFlagPerIndex) {
+  const std::vector<SpoiledHeader> cases = {
+      {"flags short",
+       [](Json& h) { h["flags"] = Json::binary(std::vector<uint8_t>(1)); },
+       {"'flags'", "one flag per index"}},
+      {"flags missing", [](Json& h) { h.erase("flags"); }, {"lacks the field 'flags'"}},
+  };
+  expect_each_rejected(wire::encode_status({{1, true}, {2, false}}), cases,
+                       [](const Json& h) { wire::decode_status(h, "status reply"); });
+}
+
+TEST(WireCodecMalformed, HeaderFramesThatAreNotMessagePackMapsAreRejected) {
+  Frames none;
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { wire::read_header(none, 0, "put request"); },
+                           {"put request", "header frame at position 0", "got 0 frames"}));
+
+  std::vector<uint8_t> valid = Json::to_msgpack(wire::encode_batch_meta(sample_batch_meta()));
+  for (size_t keep : {size_t{0}, size_t{1}, valid.size() / 2, valid.size() - 1}) {
+    const std::vector<uint8_t> truncated(valid.begin(), valid.begin() + static_cast<std::ptrdiff_t>(keep));
+    EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                             [&] { wire::read_header(frames_of_bytes(truncated), 0, "get reply"); },
+                             {"get reply header is not valid MessagePack"}))
+        << "kept " << keep << " of " << valid.size() << " bytes";
+  }
+  valid.push_back(0xc0);  // trailing bytes after a complete map
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { wire::read_header(frames_of_bytes(valid), 0, "m"); },
+                           {"not valid MessagePack"}));
+
+  for (const Json& not_a_map : {Json::array({1, 2}), Json(7), Json("text"), Json(nullptr)}) {
+    EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                             [&] { wire::read_header(frames_of_bytes(Json::to_msgpack(not_a_map)), 0, "m"); },
+                             {"must be a MessagePack map, got " + std::string(not_a_map.type_name())}));
+  }
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { wire::read_header(frames_of_bytes({0xc1}), 0, "m"); },
+                           {"not valid MessagePack"}));
+}
+
+// A map with one entry per MessagePack format, spelled out byte by byte (an
+// encoder only ever picks the shortest form), and a key repeated.
+std::vector<uint8_t> every_format() {
+  std::vector<uint8_t> b;
+  const auto big_endian = [&](uint64_t value, int bytes) {
+    for (int i = bytes - 1; i >= 0; --i) b.push_back(static_cast<uint8_t>(value >> (8 * i)));
+  };
+  const auto key = [&](std::string_view k) {
+    b.push_back(static_cast<uint8_t>(0xa0 | k.size()));
+    b.insert(b.end(), k.begin(), k.end());
+  };
+  const auto bytes = [&](size_t count, uint8_t fill) { b.insert(b.end(), count, fill); };
+  uint32_t f32 = 0;
+  const float one_and_half = 1.5f;
+  std::memcpy(&f32, &one_and_half, sizeof f32);
+  uint64_t f64 = 0;
+  const double minus = -2.25;
+  std::memcpy(&f64, &minus, sizeof f64);
+  b.push_back(0xde);
+  big_endian(30, 2);
+  key("pos_fixint"), b.push_back(0x05);
+  key("neg_fixint"), b.push_back(0xfb);
+  key("nil"), b.push_back(0xc0);
+  key("false"), b.push_back(0xc2);
+  key("true"), b.push_back(0xc3);
+  key("u8"), b.push_back(0xcc), big_endian(200, 1);
+  key("u16"), b.push_back(0xcd), big_endian(60000, 2);
+  key("u32"), b.push_back(0xce), big_endian(4000000000u, 4);
+  key("u64"), b.push_back(0xcf), big_endian((uint64_t{1} << 63) + 5, 8);
+  key("i8"), b.push_back(0xd0), big_endian(0x80, 1);
+  key("i16"), b.push_back(0xd1), big_endian(0x8000, 2);
+  key("i32"), b.push_back(0xd2), big_endian(0xfffffffe, 4);
+  key("i64"), b.push_back(0xd3), big_endian(uint64_t{1} << 63, 8);
+  key("f32"), b.push_back(0xca), big_endian(f32, 4);
+  key("f64"), b.push_back(0xcb), big_endian(f64, 8);
+  key("str8"), b.push_back(0xd9), big_endian(3, 1), bytes(3, 'a');
+  key("str16"), b.push_back(0xda), big_endian(300, 2), bytes(300, 's');
+  key("str32"), b.push_back(0xdb), big_endian(70000, 4), bytes(70000, 't');
+  key("bin8"), b.push_back(0xc4), big_endian(2, 1), bytes(2, 1);
+  key("bin16"), b.push_back(0xc5), big_endian(300, 2), bytes(300, 2);
+  key("bin32"), b.push_back(0xc6), big_endian(70000, 4), bytes(70000, 3);
+  key("fixext1"), b.push_back(0xd4), b.push_back(0x01), bytes(1, 4);
+  key("fixext16"), b.push_back(0xd8), b.push_back(0x7f), bytes(16, 5);
+  key("ext8"), b.push_back(0xc7), big_endian(3, 1), b.push_back(0xfe), bytes(3, 6);
+  key("ext32"), b.push_back(0xc9), big_endian(5, 4), b.push_back(0x02), bytes(5, 7);
+  key("array16"), b.push_back(0xdc), big_endian(2, 2), b.push_back(0x01), b.push_back(0xa1), b.push_back('z');
+  key("array32"), b.push_back(0xdd), big_endian(1, 4), b.push_back(0x90);
+  key("map32"), b.push_back(0xdf), big_endian(1, 4), key("k"), b.push_back(0x80);
+  key("repeated"), b.push_back(0x01);
+  key("repeated"), b.push_back(0x02);
+  return b;
+}
+
+TEST(WireCodecHeader, EveryMessagePackFormatReadsAsNlohmannReadsIt) {
+  const std::vector<uint8_t> bytes = every_format();
+  const Json header = wire::read_header(frames_of_bytes(bytes), 0, "m");
+  EXPECT_EQ(header, Json::from_msgpack(bytes));
+  EXPECT_EQ(header.size(), 29u) << "the repeated key counts once";
+  EXPECT_EQ(header["repeated"], 2) << "the last value of a repeated key wins";
+  EXPECT_EQ(header["i8"].get<int64_t>(), -128);
+  EXPECT_EQ(header["i64"].get<int64_t>(), std::numeric_limits<int64_t>::min());
+  EXPECT_TRUE(header["u64"].is_number_unsigned());
+  EXPECT_EQ(header["u64"].get<uint64_t>(), (uint64_t{1} << 63) + 5);
+  EXPECT_EQ(header["f32"].get<double>(), 1.5);
+  EXPECT_EQ(header["bin32"].get_binary().size(), 70000u);
+  EXPECT_EQ(header["ext8"].get_binary().subtype(), 0xfeu);
+  EXPECT_EQ(header["str32"].get<std::string>().size(), 70000u);
+}
+
+TEST(WireCodecHeader, EveryTruncationAndNonStringKeysAreInvalid) {
+  const std::vector<uint8_t> bytes = every_format();
+  for (size_t keep = 0; keep < bytes.size(); keep += keep < 2000 ? 1 : keep / 16) {
+    EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                             [&] {
+                               wire::read_header(frames_of_bytes({bytes.begin(), bytes.begin() + keep}), 0, "m");
+                             },
+                             {"m header is not valid MessagePack"}))
+        << "kept " << keep;
+  }
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                           [&] {
+                             wire::read_header(frames_of_bytes({0x81, 0x01, 0x02}), 0, "m");
+                           },
+                           {"not valid MessagePack", "a map key is not a string"}));
+}
+
+TEST(WireCodecMalformed, NestingBeyondTheLimitIsRefusedAtAnyDepth) {
+  EXPECT_EQ(wire::read_header(frames_of_bytes(nested_msgpack(wire::kMaxNesting)), 0, "m").size(), 1u);
+  const std::string limit = std::to_string(wire::kMaxNesting);
+  for (size_t depth : {wire::kMaxNesting + 1, size_t{100000}, size_t{1} << 22}) {
+    EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                             [&] { wire::read_header(frames_of_bytes(nested_msgpack(depth)), 0, "m"); },
+                             {"nests deeper than " + limit + " levels"}))
+        << "depth " << depth;
+  }
+}
+
+// A valid one-column put: header entries plus its data frame.
+struct PutMessage {
+  Json entries;
+  Frames frames;  // [header slot, data frames...]
+  size_t samples;
+};
+
+PutMessage put_message(const std::vector<Column>& columns) {
+  PutMessage put{Json(), Frames(1), columns.front().sample_count()};
+  put.entries = wire::append_columns(columns, {}, put.frames);
+  return put;
+}
+
+TEST(WireCodecMalformed, ColumnsAreCheckedAgainstTheirFrames) {
+  const std::vector<Column> columns = {float_samples("a", {4, 4, 4}), float_samples("b", {1, 2, 3})};
+  PutMessage put = put_message(columns);
+  const auto take = [&](const Json& entries, Frames frames, size_t samples) {
+    wire::take_columns(through_wire(Json{{"c", entries}}).at("c"), frames, 1, samples, "put request");
+  };
+  ASSERT_NO_THROW(take(put.entries, copies(put.frames), put.samples));
+
+  Frames missing = copies(put.frames);
+  missing.pop_back();
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { take(put.entries, std::move(missing), put.samples); },
+                           {"put request", "names 2 columns but carries 1 data frames"}));
+  Frames extra = copies(put.frames);
+  extra.push_back(net::copy_frame(std::string_view("x")));
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { take(put.entries, std::move(extra), put.samples); },
+                           {"names 2 columns but carries 3 data frames"}));
+
+  const std::vector<SpoiledHeader> cases = {
+      {"not an array", [](Json& e) { e = Json::object(); }, {"columns must be an array"}},
+      {"unknown key", [](Json& e) { e[1]["stride"] = 4; }, {"column 1", "unknown field 'stride'"}},
+      {"missing key", [](Json& e) { e[0].erase("offsets"); }, {"column 0", "lacks the field 'offsets'"}},
+      {"offsets count",
+       [](Json& e) { e[0]["offsets"] = wire::binary_of(std::span<const uint64_t>()); },
+       {"column 0", "'offsets'", "must hold 4 offsets"}},
+      {"offset past the frame",
+       [&](Json& e) {
+         std::vector<uint64_t> offsets(columns[1].offsets.begin(), columns[1].offsets.end());
+         offsets.back() = columns[1].buffer->size + 4;
+         e[1]["offsets"] = wire::binary_of(std::span<const uint64_t>(offsets));
+       },
+       {"\"b\"", "beyond the buffer of " + std::to_string(columns[1].buffer->size) + " bytes"}},
+      {"shape against bytes",
+       [](Json& e) { e[0]["shapes"] = Json::array({int64_binary({5})}); },
+       {"\"a\"", "needs 20 bytes"}},
+      {"shape count",
+       [](Json& e) {
+         e[1]["shapes"] = Json::array({int64_binary({1}), int64_binary({2})});
+       },
+       {"column 1", "'shapes'", "one shape or one per sample"}},
+      {"shape not binary",
+       [](Json& e) {
+         e[1]["shapes"] = Json::array({1, 2, 3});
+       },
+       {"'shapes'", "binary int64 shapes"}},
+      {"unknown dtype", [](Json& e) { e[0]["dtype"] = "complex64"; }, {"complex64"}},
+  };
+  for (const SpoiledHeader& c : cases) {
+    Json spoiled = put.entries;
+    c.spoil(spoiled);
+    EXPECT_TRUE(throws_error(
+        ErrorCode::kInvalidArgument, [&] { take(spoiled, copies(put.frames), put.samples); }, c.fragments))
+        << c.name;
+  }
+}
+
+TEST(WireCodecMalformed, ViewsAreCheckedAgainstTheirFrames) {
+  const auto buffer = Buffer::copy_of(bytes_of(std::vector<float>(1024, 1.0f)));
+  const std::vector<std::vector<SampleView>> rows = {{view_into(buffer, 0, 512)}, {view_into(buffer, 2048, 512)}};
+  Frames frames(1);
+  const Json valid = wire::append_views(rows, 1, frames);
+  const auto take = [&](const Json& entries, size_t rows_expected, size_t fields) {
+    Frames copy = copies(frames);
+    wire::take_views(through_wire(Json{{"v", entries}}).at("v"), copy, 1, rows_expected, fields, "get reply");
+  };
+  ASSERT_NO_THROW(take(valid, 2, 1));
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { take(valid, 2, 2); }, {"get reply", "2 fields"}));
+  EXPECT_TRUE(
+      throws_error(ErrorCode::kInvalidArgument, [&] { take(valid, 3, 1); }, {"'frames'", "one entry per sample"}));
+
+  const auto u64 = [](std::vector<uint64_t> v) { return wire::binary_of(std::span<const uint64_t>(v)); };
+  const std::vector<SpoiledHeader> cases = {
+      {"frame that is not there",
+       [](Json& e) {
+         e[0]["frames"] = wire::binary_of(std::span<const uint32_t>(std::vector<uint32_t>{0, 1}));
+       },
+       {"'frames'", "names a frame that is not there"}},
+      {"offset outside the frame",
+       [&](Json& e) {
+         e[0]["offsets"] = u64({0, 4096});
+       },
+       {"'offsets'", "points outside its frame"}},
+      {"size outside the frame",
+       [&](Json& e) {
+         e[0]["sizes"] = u64({2048, 4096});
+       },
+       {"'offsets'", "points outside its frame"}},
+      {"offset plus size wraps around",
+       [&](Json& e) {
+         e[0]["offsets"] = u64({0, 8});
+         e[0]["sizes"] = u64({2048, ~uint64_t{0} - 4});
+       },
+       {"points outside its frame"}},
+      {"unknown dtype",
+       [](Json& e) {
+         e[0]["dtypes"] = Json::binary(std::vector<uint8_t>{8, 200});
+       },
+       {"'dtypes'", "unknown dtype"}},
+      {"shape against bytes",
+       [](Json& e) {
+         e[0]["shapes"] = Json::array({int64_binary({512}), int64_binary({3})});
+       },
+       {"'shapes'", "sample 1", "needs 12 bytes"}},
+      {"negative dimension",
+       [](Json& e) {
+         e[0]["shapes"] = Json::array({int64_binary({512}), int64_binary({-512})});
+       },
+       {"negative"}},
+      // 2^62 float32 elements are 2^64 bytes: must not wrap around to 0.
+      {"element count overflowing the byte size",
+       [&](Json& e) {
+         e[0]["sizes"] = u64({2048, 0});
+         e[0]["shapes"] = Json::array({int64_binary({512}), int64_binary({int64_t{1} << 62})});
+       },
+       {"'shapes'", "sample 1", "overflows"}},
+      {"missing key", [](Json& e) { e[0].erase("dtypes"); }, {"lacks the field 'dtypes'"}},
+      {"unknown key", [](Json& e) { e[0]["strides"] = 1; }, {"unknown field 'strides'"}},
+  };
+  for (const SpoiledHeader& c : cases) {
+    Json spoiled = valid;
+    c.spoil(spoiled);
+    EXPECT_TRUE(throws_error(
+        ErrorCode::kInvalidArgument, [&] { take(spoiled, 2, 1); }, c.fragments))
+        << c.name;
+  }
+}
+
+}  // namespace
+}  // namespace seqflow::test

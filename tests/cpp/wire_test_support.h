@@ -1,0 +1,37 @@
+// Helpers of the wire codec tests, the service tests and the wire decoder
+// fuzz target (so no test framework): a header through a real frame, copies
+// of frames for decoders that take them over, and deeply nested MessagePack.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "net/frames.h"
+#include "net/wire_codec.h"
+
+namespace seqflow::test {
+
+// `header` as the peer sees it: MessagePack in one frame, read back.
+inline net::wire::Json through_wire(const net::wire::Json& header, std::string_view what = "test message") {
+  net::Frames frames;
+  frames.push_back(net::wire::header_frame(header));
+  return net::wire::read_header(frames, 0, what);
+}
+
+// take_columns and take_views take the frames over: each decode gets copies.
+inline net::Frames copies(const net::Frames& frames) {
+  net::Frames out;
+  for (const auto& frame : frames) out.push_back(net::copy_frame(net::as_bytes(frame)));
+  return out;
+}
+
+// {"x": [[...[1]...]]}: `depth` levels of maps and arrays in all (depth >= 1).
+inline std::string nested_msgpack(size_t depth) {
+  std::string bytes = "\x81\xa1x";
+  bytes.append(depth - 1, '\x91');
+  bytes.push_back('\x01');
+  return bytes;
+}
+
+}  // namespace seqflow::test

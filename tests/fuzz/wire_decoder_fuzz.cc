@@ -1,0 +1,476 @@
+// Fuzz target of everything that decodes bytes from a peer: the transport
+// envelope, the MessagePack header, and every wire codec decoder on it
+// (batch metadata, metadata requests, status lists, schemas, the columns of
+// a put, the views of a get reply). A decoder may refuse input only with
+// seqflow::Error. Anything else is a finding: a crash, another exception, a
+// sanitizer report, a header read differently from nlohmann's reader, a
+// decoded value that does not survive being encoded again, or a tensor whose
+// shape does not match its bytes.
+//
+// Input: the row and field count a get reply is read with (the requester
+// knows them, the message does not), then the frames of one message
+// [envelope, header, data...], each as a 4-byte little-endian length and its
+// bytes; a length past the end takes what is left.
+#include <algorithm>
+#include <cstring>
+#include <iterator>
+#include <limits>
+#include <map>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "fuzz_target.h"
+#include "net/envelope.h"
+#include "net/wire_codec.h"
+#include "seqflow/error.h"
+#include "seqflow/storage.h"
+#include "wire_test_support.h"
+
+namespace {
+
+using namespace seqflow;
+using net::Frames;
+using net::wire::Json;
+namespace wire = net::wire;
+
+constexpr size_t kLengthBytes = 4;
+constexpr size_t kMaxFields = 8;  // of a get reply; the first two bytes pick rows and fields
+
+struct Message {
+  size_t rows = 0;
+  size_t fields = 0;
+  Frames frames;
+};
+
+Message parse_input(const uint8_t* data, size_t size) {
+  Message message;
+  if (size < 2) return message;
+  message.rows = data[0];
+  message.fields = data[1] % (kMaxFields + 1);
+  size_t at = 2;
+  while (at < size) {
+    uint32_t length = 0;
+    for (size_t b = 0; b < kLengthBytes && at < size; ++b) length |= static_cast<uint32_t>(data[at++]) << (8 * b);
+    const size_t take = std::min<size_t>(length, size - at);
+    message.frames.push_back(net::copy_frame(std::string_view(reinterpret_cast<const char*>(data + at), take)));
+    at += take;
+  }
+  return message;
+}
+
+std::vector<uint8_t> make_input(size_t rows, size_t fields, const Frames& frames) {
+  std::vector<uint8_t> out = {static_cast<uint8_t>(rows), static_cast<uint8_t>(fields)};
+  for (const auto& frame : frames) {
+    for (size_t b = 0; b < kLengthBytes; ++b) out.push_back(static_cast<uint8_t>(frame.size() >> (8 * b)));
+    const auto bytes = net::as_bytes(frame);
+    for (std::byte byte : bytes) out.push_back(static_cast<uint8_t>(byte));
+  }
+  return out;
+}
+
+[[noreturn]] void finding(const std::string& what) { throw std::logic_error("finding: " + what); }
+
+// Only a seqflow::Error is an acceptable way to refuse input.
+template <typename Decode>
+void decode_or_refuse(Decode&& decode) {
+  try {
+    decode();
+  } catch (const Error&) {
+  }
+}
+
+// Reading every byte a decoder hands out lets AddressSanitizer check its bounds.
+volatile uint8_t g_sink = 0;
+void touch(std::span<const std::byte> bytes) {
+  uint8_t sum = 0;
+  for (std::byte b : bytes) sum = static_cast<uint8_t>(sum + static_cast<uint8_t>(b));
+  g_sink = g_sink + sum;
+}
+
+// A decoded value must hold together, checked independently of the
+// codec's own checks (128-bit arithmetic, no overflow): a tensor's bytes
+// are its element count times the dtype size, an object is uint8 bytes of
+// shape {nbytes}.
+void expect_consistent(const SampleView& view, const std::string& where) {
+  if (view.is_object) {
+    if (view.dtype != DType::kUInt8 || view.shape != Shape{static_cast<int64_t>(view.nbytes)}) {
+      finding(where + ": an object whose dtype or shape does not match its bytes");
+    }
+    return;
+  }
+  unsigned __int128 bytes = dtype_size(view.dtype);
+  for (int64_t dim : view.shape) {
+    if (dim < 0) finding(where + ": a negative dimension");
+    bytes *= static_cast<uint64_t>(dim);
+    if (bytes > std::numeric_limits<uint64_t>::max()) break;
+  }
+  if (bytes != view.nbytes) finding(where + ": a shape that does not match the byte count");
+}
+
+// Whatever a decoder accepted encodes to a message it accepts again, with
+// the same encoding.
+template <typename Value>
+void expect_stable(const Value& value, Json (*encode)(const Value&), Value (*decode)(const Json&, std::string_view),
+                   const char* what) {
+  const Json once = encode(value);
+  try {
+    const Json twice = encode(decode(test::through_wire(once, what), what));
+    if (Json::to_msgpack(once) != Json::to_msgpack(twice)) finding(std::string(what) + " changes when re-encoded");
+  } catch (const Error& error) {
+    finding(std::string(what) + " re-encoded is refused: " + error.what());
+  }
+}
+
+void decode_columns(const Json& header_json, const Frames& frames) {
+  const wire::Header header(header_json, "put request", {"indexes", "columns"});
+  const auto indexes = header.numbers<int64_t>("indexes");
+  Frames args = test::copies(frames);
+  const std::vector<Column> columns = wire::take_columns(header.at("columns"), args, 2, indexes.size(), "put request");
+  for (const Column& column : columns) {
+    for (size_t i = 0; i < column.sample_count(); ++i) {
+      const SampleView view = column.sample(i);
+      expect_consistent(view, "column '" + column.field + "' sample " + std::to_string(i));
+      touch(view.bytes());
+    }
+  }
+  // As the storage service does: store, read back, send as views.
+  StorageUnit storage;
+  storage.put(indexes, columns);
+  std::vector<std::string> fields;
+  for (const Column& column : columns) fields.push_back(column.field);
+  const auto rows = storage.get(indexes, fields);
+  Frames reply(1);
+  const Json views = wire::append_views(rows, fields.size(), reply);
+  const auto back = wire::take_views(test::through_wire(Json{{"v", views}}, "get reply").at("v"), reply, 1, rows.size(),
+                                     fields.size(), "get reply");
+  for (size_t i = 0; i < rows.size(); ++i) {
+    for (size_t f = 0; f < fields.size(); ++f) {
+      const auto want = columns[f].sample(i).bytes();
+      const auto have = back[i][f].bytes();
+      if (want.size() != have.size() || (!want.empty() && std::memcmp(want.data(), have.data(), want.size()) != 0)) {
+        finding("column '" + fields[f] + "' sample " + std::to_string(i) + " changes through storage and back");
+      }
+    }
+  }
+}
+
+void decode_views(const Json& header_json, const Message& message) {
+  const wire::Header header(header_json, "get reply", {"fields"});
+  Frames frames = test::copies(message.frames);
+  const auto rows = wire::take_views(header.at("fields"), frames, 2, message.rows, message.fields, "get reply");
+  for (const auto& row : rows) {
+    for (const SampleView& view : row) {
+      expect_consistent(view, "a view of a get reply");
+      touch(view.bytes());
+    }
+  }
+}
+
+BatchMeta decode_batch_meta(const Json& json, std::string_view what) { return wire::decode_batch_meta(json, what); }
+MetaRequest decode_meta_request(const Json& json, std::string_view what) {
+  return wire::decode_meta_request(json, what);
+}
+using Status = std::vector<std::pair<int64_t, bool>>;
+Status decode_status(const Json& json, std::string_view what) { return wire::decode_status(json, what); }
+using Schemas = std::map<std::string, FieldSchema>;
+Schemas decode_schemas(const Json& json, std::string_view what) { return wire::decode_schemas(json, what); }
+
+// nlohmann's own verdict on a header, the reference for the codec's reader:
+// its reader with a depth limit added (it has none and recurses per level).
+class ReferenceAcceptor : public nlohmann::detail::json_sax_acceptor<Json> {
+ public:
+  bool start_object(std::size_t) { return enter(); }
+  bool start_array(std::size_t) { return enter(); }
+  bool end_object() { return --depth_, true; }
+  bool end_array() { return --depth_, true; }
+  bool too_deep = false;
+
+ private:
+  bool enter() {
+    too_deep = ++depth_ > wire::kMaxNesting;
+    return !too_deep;
+  }
+  size_t depth_ = 0;
+};
+
+// The codec's reader and nlohmann's agree on every header: the same verdict,
+// and the same value when both accept it.
+void expect_reference_agrees(const Frames& frames, const Json* accepted, const std::string& refusal) {
+  const std::string_view bytes = net::as_string_view(frames[1]);
+  ReferenceAcceptor reference;
+  const bool reference_accepts =
+      Json::sax_parse(bytes.begin(), bytes.end(), &reference, Json::input_format_t::msgpack, true);
+  if (accepted != nullptr) {
+    // Accepted means at most kMaxNesting levels: nlohmann may recurse.
+    if (Json::to_msgpack(Json::from_msgpack(bytes)) != Json::to_msgpack(*accepted)) {
+      finding("the header reader and nlohmann decode a header differently");
+    }
+  } else if (refusal.find("nests deeper") != std::string::npos) {
+    if (!reference.too_deep) finding("the header reader finds nesting too deep that nlohmann does not");
+  } else if (refusal.find("must be a MessagePack map") != std::string::npos) {
+    if (!reference_accepts) finding("the header reader accepts MessagePack that nlohmann refuses");
+  } else if (reference_accepts) {
+    finding("the header reader refuses MessagePack that nlohmann accepts: " + refusal);
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const Message message = parse_input(data, size);
+  if (message.frames.empty()) return 0;
+  decode_or_refuse([&] { net::decode_request_envelope(message.frames[0]); });
+  decode_or_refuse([&] { net::decode_reply_envelope(message.frames[0]); });
+  (void)net::request_id_or_zero(message.frames[0]);
+
+  if (message.frames.size() < 2) return 0;
+  Json header;
+  try {
+    header = wire::read_header(message.frames, 1, "fuzzed message");
+  } catch (const Error& error) {
+    expect_reference_agrees(message.frames, nullptr, error.what());
+    return 0;
+  }
+  expect_reference_agrees(message.frames, &header, "");
+  decode_or_refuse([&] {
+    const BatchMeta meta = decode_batch_meta(header, "batch meta");
+    for (size_t i = 0; i < meta.size(); ++i) {
+      (void)meta.partition_ids[i];
+      (void)meta.custom_meta[i];  // decodes the entry the codec let through
+    }
+    expect_stable<BatchMeta>(meta, wire::encode_batch_meta, decode_batch_meta, "batch meta");
+  });
+  decode_or_refuse([&] {
+    expect_stable<MetaRequest>(decode_meta_request(header, "meta request"), wire::encode_meta_request,
+                               decode_meta_request, "meta request");
+  });
+  decode_or_refuse(
+      [&] { expect_stable<Status>(decode_status(header, "status"), wire::encode_status, decode_status, "status"); });
+  decode_or_refuse([&] {
+    expect_stable<Schemas>(decode_schemas(header, "schemas"), wire::encode_schemas, decode_schemas, "schemas");
+  });
+  decode_or_refuse([&] { decode_columns(header, message.frames); });
+  decode_or_refuse([&] { decode_views(header, message); });
+  return 0;
+}
+
+namespace {
+
+using Rng = std::mt19937_64;
+
+size_t below(Rng& rng, size_t n) { return n == 0 ? 0 : static_cast<size_t>(rng() % n); }
+
+// Values at the edges of what the decoders check: sizes, counts, offsets,
+// dtype names and codes, modes.
+Json edge_value(Rng& rng) {
+  switch (below(rng, 10)) {
+    case 0:
+      return Json(int64_t{0});
+    case 1:
+      return Json(int64_t{-1});
+    case 2:
+      return Json(std::numeric_limits<int64_t>::max());
+    case 3:
+      return Json(std::numeric_limits<uint64_t>::max());
+    case 4:
+      return Json(static_cast<int64_t>(below(rng, 300)));
+    case 5:
+      return Json(0.5);
+    case 6:
+      return Json(below(rng, 2) == 0);
+    case 7:
+      return Json(nullptr);
+    case 8: {
+      static const char* const kTexts[] = {"",      "float32",     "bfloat16", "torch.float", "complex64",
+                                           "fetch", "force_fetch", "insert",   "x",           "unknown"};
+      return Json(kTexts[below(rng, std::size(kTexts))]);
+    }
+    default:
+      return Json::array();
+  }
+}
+
+// Rewrites one little-endian element of a binary array (offsets, sizes,
+// indexes, shapes) with an edge value, or changes the array's length.
+void mutate_binary(Json::binary_t& bytes, Rng& rng) {
+  const size_t width = size_t{1} << below(rng, 4);  // 1, 2, 4 or 8 bytes
+  if (below(rng, 4) == 0 || bytes.size() < width) {
+    bytes.resize(below(rng, 2) == 0 ? below(rng, bytes.size() + 1) : bytes.size() + 1 + below(rng, 16));
+    return;
+  }
+  const uint64_t edges[] = {0, 1, 2, ~uint64_t{0}, uint64_t{1} << 62, uint64_t{1} << 31, bytes.size(), rng()};
+  const uint64_t value = edges[below(rng, std::size(edges))];
+  const size_t at = below(rng, bytes.size() / width) * width;
+  for (size_t b = 0; b < width; ++b) bytes[at + b] = static_cast<uint8_t>(value >> (8 * b));
+}
+
+// One change somewhere in the tree: descend at random, then change the node.
+void mutate_json(Json& value, Rng& rng) {
+  if ((value.is_object() || value.is_array()) && !value.empty() && below(rng, 3) != 0) {
+    auto it = value.begin();
+    std::advance(it, static_cast<std::ptrdiff_t>(below(rng, value.size())));
+    mutate_json(*it, rng);
+    return;
+  }
+  if (value.is_binary() && below(rng, 4) != 0) {
+    mutate_binary(value.get_binary(), rng);
+  } else if (value.is_object() && !value.empty() && below(rng, 2) == 0) {
+    auto it = value.begin();
+    std::advance(it, static_cast<std::ptrdiff_t>(below(rng, value.size())));
+    value.erase(it.key());  // a missing key
+  } else if (value.is_object() && below(rng, 2) == 0) {
+    value["extra"] = edge_value(rng);  // an unknown key
+  } else if (value.is_array() && !value.empty() && below(rng, 2) == 0) {
+    const size_t at = below(rng, value.size());
+    if (below(rng, 2) == 0) {
+      value.erase(at);
+    } else {
+      value.push_back(Json(value[at]));
+    }
+  } else {
+    value = edge_value(rng);
+  }
+}
+
+Column seed_column(const std::string& field, DType dtype, std::vector<Shape> shapes, size_t bytes, bool object) {
+  Column column;
+  column.field = field;
+  column.dtype = dtype;
+  column.is_object = object;
+  column.shapes = std::move(shapes);
+  const size_t samples = column.shapes.size() == 1 ? 3 : column.shapes.size();
+  std::vector<std::byte> all(bytes * samples);
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<std::byte>(i * 7 + 1);
+  column.offsets.push_back(0);
+  for (size_t i = 0; i < samples; ++i) {
+    const size_t size = column.is_object ? static_cast<size_t>(column.shapes[i][0]) : bytes;
+    column.offsets.push_back(column.offsets.back() + size);
+  }
+  all.resize(column.offsets.back());
+  column.buffer = Buffer::copy_of(all);
+  return column;
+}
+
+std::vector<Column> seed_columns() {
+  return {seed_column("fixed", DType::kFloat32, {{2}}, 8, false),
+          seed_column("nested", DType::kInt16, {{2}, {2}, {2}}, 4, false),
+          seed_column("text", DType::kUInt8, {{3}, {0}, {5}}, 0, true)};
+}
+
+Frames with_envelope(zmq::message_t envelope, const Json& header) {
+  Frames frames;
+  frames.push_back(std::move(envelope));
+  frames.push_back(wire::header_frame(header));
+  return frames;
+}
+
+}  // namespace
+
+// Mutates the header as a tree and encodes it again, so that the mutant is
+// valid MessagePack and reaches the decoders' checks (byte-level mutants
+// mostly stop at the parser); or resizes, drops or repeats a data frame.
+extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max_size, unsigned int seed) {
+  Message message = parse_input(data, size);
+  Rng rng(seed);
+  if (message.frames.size() > 2 && below(rng, 4) == 0) {
+    const size_t at = 2 + below(rng, message.frames.size() - 2);
+    const auto bytes = net::as_bytes(message.frames[at]);
+    switch (below(rng, 3)) {
+      case 0:
+        message.frames[at] = net::copy_frame(bytes.first(below(rng, bytes.size() + 1)));
+        break;
+      case 1:
+        message.frames.erase(message.frames.begin() + static_cast<std::ptrdiff_t>(at));
+        break;
+      default:
+        message.frames.push_back(net::copy_frame(bytes));
+        break;
+    }
+  } else {
+    Json header;
+    try {
+      header = wire::read_header(message.frames, 1, "mutated message");
+    } catch (const Error&) {
+      return size;
+    }
+    mutate_json(header, rng);
+    message.frames[1] = wire::header_frame(header);
+  }
+  const std::vector<uint8_t> out = make_input(message.rows, message.fields, message.frames);
+  if (out.size() > max_size) return size;
+  std::memcpy(data, out.data(), out.size());
+  return out.size();
+}
+
+std::vector<std::vector<uint8_t>> fuzz_seed_corpus() {
+  std::vector<std::vector<uint8_t>> seeds;
+  const auto ok = [] { return net::encode_reply_envelope(7, std::nullopt); };
+
+  BatchMeta meta;
+  meta.global_indexes = {4, 1, 9};
+  meta.partition_ids.append(2, "train");
+  meta.partition_ids.append(1, "val");
+  meta.field_schema["a"] = FieldSchema{DType::kFloat32, {2}, false, false};
+  meta.field_schema["b"] = FieldSchema{DType::kInt64, {-1}, true, false};
+  meta.production_status = {1, 0, 1, 1, 0, 0};
+  meta.custom_meta.push_back({{"total_lengths", 12}});
+  meta.custom_meta.push_back(Json::object());
+  meta.custom_meta.push_back({{"group_id", "g"}, {"list", {1, 2.5, "x"}}});
+  meta.extra_info = {{"step", 3}};
+  seeds.push_back(make_input(0, 0, with_envelope(ok(), wire::encode_batch_meta(meta))));
+  seeds.push_back(make_input(0, 0, with_envelope(ok(), wire::encode_batch_meta(BatchMeta{}))));
+  BatchMeta deep_meta;  // custom_meta nested up to the limit: {"deep": [[...1...]]}
+  deep_meta.global_indexes = {0};
+  deep_meta.partition_ids.append(1, "p");
+  Json deep_value = 1;
+  for (size_t level = 2; level <= wire::kMaxNesting; ++level) deep_value = Json::array({deep_value});
+  deep_meta.custom_meta.push_back({{"deep", deep_value}});
+  seeds.push_back(make_input(0, 0, with_envelope(ok(), wire::encode_batch_meta(deep_meta))));
+
+  MetaRequest request;
+  request.fields = {"a", "b"};
+  request.batch_size = 8;
+  request.partition_id = "train";
+  request.task_name = "t";
+  seeds.push_back(
+      make_input(0, 0, with_envelope(net::encode_request_envelope(3, "get_meta"), wire::encode_meta_request(request))));
+  seeds.push_back(make_input(0, 0, with_envelope(ok(), wire::encode_status({{1, true}, {5, false}}))));
+  seeds.push_back(make_input(0, 0, with_envelope(ok(), wire::encode_schemas(meta.field_schema))));
+
+  const std::vector<Column> columns = seed_columns();
+  const std::vector<int64_t> indexes = {0, 5, 2};
+  const std::vector<size_t> subsets[] = {{}, {0, 2}};
+  for (const auto& positions : subsets) {
+    Frames put(2);
+    put[0] = net::encode_request_envelope(9, "put");
+    const Json entries = wire::append_columns(columns, positions, put);
+    std::vector<int64_t> routed = indexes;
+    if (!positions.empty()) routed = {indexes[positions[0]], indexes[positions[1]]};
+    put[1] =
+        wire::header_frame(Json{{"indexes", wire::binary_of(std::span<const int64_t>(routed))}, {"columns", entries}});
+    seeds.push_back(make_input(0, 0, put));
+  }
+
+  StorageUnit storage;
+  storage.put(indexes, columns);
+  const std::string fields[] = {"fixed", "text", "nested"};
+  const auto rows = storage.get(std::vector<int64_t>{2, 0, 5}, fields);
+  Frames reply(2);
+  reply[0] = ok();
+  const Json views = wire::append_views(rows, std::size(fields), reply);
+  reply[1] = wire::header_frame(Json{{"fields", views}});
+  seeds.push_back(make_input(rows.size(), std::size(fields), reply));
+
+  Frames error;
+  error.push_back(net::encode_reply_envelope(7, ErrorCode::kNotFound));
+  error.push_back(net::copy_frame(std::string_view("partition_id 'x' does not exist")));
+  seeds.push_back(make_input(0, 0, error));
+
+  Frames nested;  // a header at the nesting limit
+  nested.push_back(net::encode_request_envelope(1, "insert"));
+  nested.push_back(net::copy_frame(std::string_view(test::nested_msgpack(wire::kMaxNesting))));
+  seeds.push_back(make_input(0, 0, nested));
+  return seeds;
+}
