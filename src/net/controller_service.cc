@@ -80,10 +80,11 @@ struct ControllerService::Units {
   }
 
   // Drops the released samples' data on their units (the reuse gate is
-  // held exclusively). A silent or failing unit is counted, not fatal: its
-  // data went down with it.
-  void drop(const std::vector<std::shared_ptr<ConnectionPool>>& targets,
-            const std::vector<int64_t>& released) {
+  // held exclusively, so each call waits at most `timeout`: a unit that died
+  // moments ago must not hold every insert for the storage timeout). A
+  // silent or failing unit is counted, not fatal: its data went down with it.
+  void drop(const std::vector<std::shared_ptr<ConnectionPool>>& targets, const std::vector<int64_t>& released,
+            std::chrono::milliseconds timeout) {
     if (released.empty()) return;
     const auto shards = shard_indexes(released, targets.size());
     for (size_t u = 0; u < targets.size(); ++u) {
@@ -91,8 +92,10 @@ struct ControllerService::Units {
       try {
         if (!targets[u]) throw Error(ErrorCode::kTimeout, "storage unit is silent");
         targets[u]->call(
-            "clear", wire::header_message(Json{
-                         {"indexes", wire::binary_of(std::span<const int64_t>(shards[u].global_indexes))}}));
+            "clear",
+            wire::header_message(
+                Json{{"indexes", wire::binary_of(std::span<const int64_t>(shards[u].global_indexes))}}),
+            timeout);
       } catch (const Error&) {
         drop_failures->increment();
       }
@@ -163,7 +166,7 @@ void ControllerService::register_handlers() {
     const auto targets = units_->drop_targets(options_.storage_units, options_.storage_silence_limit);
     const auto released =
         controller.clear_samples(header.text("partition_id"), header.numbers<int64_t>("indexes"));
-    units_->drop(targets, released);
+    units_->drop(targets, released, std::min(options_.storage_timeout, options_.storage_silence_limit));
     return wire::header_message(released_reply(released));
   });
   service_.handle("clear_partition", [this, &controller](Frames& args) {
@@ -172,7 +175,7 @@ void ControllerService::register_handlers() {
     std::unique_lock gate(reuse_gate_);
     const auto targets = units_->drop_targets(options_.storage_units, options_.storage_silence_limit);
     const auto released = controller.clear_partition(header.text("partition_id"));
-    units_->drop(targets, released);
+    units_->drop(targets, released, std::min(options_.storage_timeout, options_.storage_silence_limit));
     return wire::header_message(released_reply(released));
   });
   service_.handle("kv_clear", [this, &controller](Frames& args) {
@@ -181,7 +184,7 @@ void ControllerService::register_handlers() {
     std::unique_lock gate(reuse_gate_);
     const auto targets = units_->drop_targets(options_.storage_units, options_.storage_silence_limit);
     const auto released = controller.kv_clear(header.text("partition_id"), header.texts("keys"));
-    units_->drop(targets, released);
+    units_->drop(targets, released, std::min(options_.storage_timeout, options_.storage_silence_limit));
     return wire::header_message(released_reply(released));
   });
   service_.handle("reset_consumption", [&controller](Frames& args) {
