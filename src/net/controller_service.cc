@@ -16,10 +16,10 @@ using wire::Header;
 using wire::Json;
 
 // kMaxInsertPerRequest, checked before the controller allocates anything.
-int64_t checked_insert_count(int64_t count) {
+int64_t checked_insert_count(int64_t count, const char* parameter) {
   if (count > kMaxInsertPerRequest) {
-    throw_invalid("an insert of " + std::to_string(count) + " samples exceeds the limit of " +
-                  std::to_string(kMaxInsertPerRequest) + " per request; insert in batches");
+    throw_invalid(std::string(parameter) + " " + std::to_string(count) + " exceeds the limit of " +
+                  std::to_string(kMaxInsertPerRequest) + " samples per insert request; insert in batches");
   }
   return count;
 }
@@ -130,8 +130,8 @@ void ControllerService::register_handlers() {
     const Json json = wire::read_header(args, 0, "insert request");
     const Header header(json, "insert request", {"partition_id", "count"});
     std::shared_lock gate(reuse_gate_);
-    return wire::header_message(wire::encode_batch_meta(
-        controller.insert(header.text("partition_id"), checked_insert_count(header.integer("count")))));
+    return wire::header_message(wire::encode_batch_meta(controller.insert(
+        header.text("partition_id"), checked_insert_count(header.integer("count"), "count"))));
   });
   service_.handle("mark_produced", [&controller](Frames& args) {
     const Json json = wire::read_header(args, 0, "mark_produced request");
@@ -146,7 +146,7 @@ void ControllerService::register_handlers() {
     const MetaRequest request =
         wire::decode_meta_request(wire::read_header(args, 0, "get_meta request"), "get_meta request");
     if (request.mode == MetaMode::kInsert) {
-      checked_insert_count(request.batch_size);
+      checked_insert_count(request.batch_size, "batch_size");
       std::shared_lock gate(reuse_gate_);
       return wire::header_message(wire::encode_batch_meta(controller.get_meta(request)));
     }

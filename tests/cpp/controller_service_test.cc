@@ -44,12 +44,13 @@ TEST(ControllerService, RefusesHugeInsertsAndKeepsServing) {
   RemoteControlPlane control(pool_of(service), 5s);
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
                            [&] { control.insert("p", net::kMaxInsertPerRequest + 1); },
-                           {std::to_string(net::kMaxInsertPerRequest + 1), "per request"}));
+                           {"count " + std::to_string(net::kMaxInsertPerRequest + 1), "per insert request"}));
   MetaRequest insert;
   insert.mode = MetaMode::kInsert;
   insert.partition_id = "p";
   insert.batch_size = net::kMaxInsertPerRequest + 1;
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { control.get_meta(insert); }, {"per request"}));
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { control.get_meta(insert); },
+                           {"batch_size", "per insert request"}));
   EXPECT_TRUE(control.partition_list().empty());
   EXPECT_EQ(control.insert("p", 3).size(), 3u);
 }
