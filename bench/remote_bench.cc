@@ -2,7 +2,7 @@
 // and storage services run on their own threads (the code `seqflow serve`
 // runs), the clients are make_remote_client clients.
 //
-//   seqflow_remote_bench [--quick]
+//   seqflow_remote_bench [--quick] [--only throughput|get_meta|scaling]
 //
 // 1. Put and get throughput (GB/s) with 1, 2 and 4 storage units for
 //    TransferQueue's shape (1,024 samples x 9 fields x 8,192 float32 =
@@ -32,6 +32,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -59,7 +60,9 @@ constexpr int64_t kScaleBatch = 16;
 constexpr size_t kScaleFloats = 256;
 constexpr const char* kRemoteGetMeta = "get_meta, remote";
 
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
 
 double percentile(std::vector<double> values, double p) {
   if (values.empty()) return 0;
@@ -77,7 +80,9 @@ Timing timing_of(const std::vector<double>& seconds) {
   return {*std::min_element(seconds.begin(), seconds.end()), percentile(seconds, 0.5)};
 }
 
-double gigabytes_per_second(size_t bytes, double seconds) { return static_cast<double>(bytes) / seconds / 1e9; }
+double gigabytes_per_second(size_t bytes, double seconds) {
+  return static_cast<double>(bytes) / seconds / 1e9;
+}
 
 // ---- 1. Throughput ----
 
@@ -142,7 +147,8 @@ class RawLoopback {
   }
 
   double pull(const std::vector<std::vector<std::span<const std::byte>>>& frames) {
-    for (size_t r = 0; r < servers_.size(); ++r) servers_[r]->reply = frames[r];  // read after the request arrives
+    for (size_t r = 0; r < servers_.size(); ++r)
+      servers_[r]->reply = frames[r];  // read after the request arrives
     const auto start = Clock::now();
     for (auto& dealer : dealers_) dealer.send(zmq::str_buffer("pull"), zmq::send_flags::none);
     std::vector<std::vector<zmq::message_t>> replies;
@@ -197,13 +203,15 @@ class RawLoopback {
 
 // Router r's frames: the samples of unit r as contiguous slices of each
 // column (the raw path does not route gi % N, so it never packs).
-std::vector<std::vector<std::span<const std::byte>>> raw_frames(const std::vector<Column>& columns, size_t routers) {
+std::vector<std::vector<std::span<const std::byte>>> raw_frames(const std::vector<Column>& columns,
+                                                                size_t routers) {
   std::vector<std::vector<std::span<const std::byte>>> frames(routers);
   const size_t samples = columns.front().sample_count();
   for (size_t r = 0; r < routers; ++r) {
     const size_t begin = samples * r / routers, end = samples * (r + 1) / routers;
     for (const Column& column : columns) {
-      frames[r].emplace_back(column.buffer->data + column.offsets[begin], column.offsets[end] - column.offsets[begin]);
+      frames[r].emplace_back(column.buffer->data + column.offsets[begin],
+                             column.offsets[end] - column.offsets[begin]);
     }
   }
   return frames;
@@ -240,13 +248,14 @@ ThroughputRow measure_throughput(const Payload& payload, const std::vector<Colum
     get.push_back(seconds_since(start));
     if (rows.size() != payload.samples) std::fprintf(stderr, "get returned %zu rows\n", rows.size());
   }
-  return {payload.name, units, payload.bytes(), timing_of(put), timing_of(get), timing_of(push), timing_of(pull)};
+  return {payload.name,   units,           payload.bytes(), timing_of(put),
+          timing_of(get), timing_of(push), timing_of(pull)};
 }
 
 void print_throughput(const std::vector<ThroughputRow>& rows) {
   std::printf("\n== Put / get throughput over loopback TCP (GB/s, best / median of the repeats)\n");
-  std::printf("%-9s %5s %9s | %15s %15s | %15s %15s | %9s %9s\n", "payload", "units", "MiB", "put", "raw push", "get",
-              "raw pull", "put/raw", "get/raw");
+  std::printf("%-9s %5s %9s | %15s %15s | %15s %15s | %9s %9s\n", "payload", "units", "MiB", "put",
+              "raw push", "get", "raw pull", "put/raw", "get/raw");
   for (const ThroughputRow& r : rows) {
     const auto gbs = [&](const Timing& t) {
       char text[32];
@@ -263,14 +272,16 @@ void print_throughput(const std::vector<ThroughputRow>& rows) {
 // ---- 2. get_meta latency ----
 
 const std::vector<std::string>& meta_fields() {
-  static const std::vector<std::string> names = {"input_ids",    "attention_mask", "position_ids", "responses",
-                                                 "old_log_prob", "ref_log_prob",   "advantages",   "rewards"};
+  static const std::vector<std::string> names = {"input_ids",  "attention_mask", "position_ids",
+                                                 "responses",  "old_log_prob",   "ref_log_prob",
+                                                 "advantages", "rewards"};
   return names;
 }
 
 std::map<std::string, FieldSchema> meta_schemas() {
   std::map<std::string, FieldSchema> schemas;
-  for (const std::string& field : meta_fields()) schemas[field] = FieldSchema{DType::kFloat32, {8192}, false, false};
+  for (const std::string& field : meta_fields())
+    schemas[field] = FieldSchema{DType::kFloat32, {8192}, false, false};
   return schemas;
 }
 
@@ -278,7 +289,8 @@ std::map<std::string, FieldSchema> meta_schemas() {
 void refill(ControlPlane& control, const std::string& partition, int64_t count) {
   const BatchMeta meta = control.insert(partition, count);
   std::vector<Json> custom(meta.size());
-  for (size_t i = 0; i < custom.size(); ++i) custom[i] = {{"total_lengths", 512 + static_cast<int64_t>(i % 4096)}};
+  for (size_t i = 0; i < custom.size(); ++i)
+    custom[i] = {{"total_lengths", 512 + static_cast<int64_t>(i % 4096)}};
   control.mark_produced(partition, meta.global_indexes, meta_schemas(), custom);
 }
 
@@ -325,9 +337,39 @@ LatencyRow fetch_latencies(const std::string& what, ControlPlane& control, int c
     }
     BatchMeta meta;
     row.time([&] { meta = control.get_meta(request); });
-    if (meta.size() != static_cast<size_t>(kMetaBatch)) std::fprintf(stderr, "fetch returned %zu\n", meta.size());
+    if (meta.size() != static_cast<size_t>(kMetaBatch))
+      std::fprintf(stderr, "fetch returned %zu\n", meta.size());
   }
   control.clear_partition("meta");
+  return row;
+}
+
+// The floor under the floor: a bare ROUTER echoing on one thread, no
+// Service and no Connection around the sockets.
+LatencyRow raw_echo_latencies(zmq::context_t& context, int calls) {
+  zmq::socket_t router(context, zmq::socket_type::router);
+  router.bind("tcp://127.0.0.1:0");
+  const std::string endpoint = router.get(zmq::sockopt::last_endpoint);
+  std::thread echo([&] {
+    for (int c = 0; c < calls; ++c) {
+      zmq::message_t id, body;
+      (void)router.recv(id);
+      (void)router.recv(body);
+      router.send(id, zmq::send_flags::sndmore);
+      router.send(body, zmq::send_flags::none);
+    }
+  });
+  zmq::socket_t dealer(context, zmq::socket_type::dealer);
+  dealer.connect(endpoint);
+  LatencyRow row{"raw ZeroMQ echo (no seqflow)", {}, 0};
+  for (int c = 0; c < calls; ++c) {
+    row.time([&] {
+      dealer.send(zmq::str_buffer("x"), zmq::send_flags::none);
+      zmq::message_t reply;
+      (void)dealer.recv(reply);
+    });
+  }
+  echo.join();
   return row;
 }
 
@@ -338,6 +380,7 @@ std::vector<LatencyRow> measure_get_meta(int calls) {
   {
     zmq::context_t context(1);
     net::Connection connection(context, cluster.controller_endpoint(), net::ConnectionOptions{});
+    rows.push_back(raw_echo_latencies(context, calls));
     LatencyRow ping{"ping (transport floor)", {}, 0};
     for (int c = 0; c < calls; ++c) ping.time([&] { connection.call("ping", {}); });
     rows.push_back(ping);
@@ -378,8 +421,9 @@ void print_latency(const std::vector<LatencyRow>& rows) {
     double sum = 0;
     for (double v : row.us) sum += v;
     const double calls = static_cast<double>(row.us.size());
-    std::printf("%-34s %8zu %8.1f %8.1f %8.1f %12.1f\n", row.what.c_str(), row.us.size(), percentile(row.us, 0.5),
-                percentile(row.us, 0.99), sum / calls, row.cpu_seconds / calls * 1e6);
+    std::printf("%-34s %8zu %8.1f %8.1f %8.1f %12.1f\n", row.what.c_str(), row.us.size(),
+                percentile(row.us, 0.5), percentile(row.us, 0.99), sum / calls,
+                row.cpu_seconds / calls * 1e6);
   }
 }
 
@@ -454,8 +498,9 @@ std::vector<ScaleRow> measure_scaling(double seconds) {
 }
 
 void print_scaling(const std::vector<ScaleRow>& rows) {
-  std::printf("\n== Many clients: get_meta + get_data of %lld samples x 2 fields x %zu float32, 2 storage units\n",
-              static_cast<long long>(kScaleBatch), kScaleFloats);
+  std::printf(
+      "\n== Many clients: get_meta + get_data of %lld samples x 2 fields x %zu float32, 2 storage units\n",
+      static_cast<long long>(kScaleBatch), kScaleFloats);
   std::printf("%8s %10s %12s %10s %10s\n", "threads", "ops", "ops/s", "p50 us", "p99 us");
   for (const ScaleRow& r : rows) {
     std::printf("%8zu %10zu %12.0f %10.1f %10.1f\n", r.threads, r.ops, static_cast<double>(r.ops) / r.seconds,
@@ -463,57 +508,73 @@ void print_scaling(const std::vector<ScaleRow>& rows) {
   }
 }
 
-void print_verdict(bool pass, const std::string& what) { std::printf("%s %s\n", pass ? "PASS" : "FAIL", what.c_str()); }
+void print_verdict(bool pass, const std::string& what) {
+  std::printf("%s %s\n", pass ? "PASS" : "FAIL", what.c_str());
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
   bool quick = false;
+  std::string only;  // one section: throughput, get_meta or scaling
   for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--quick") {
+    const std::string arg = argv[i];
+    if (arg == "--quick") {
       quick = true;
+    } else if (arg == "--only" && i + 1 < argc &&
+               std::set<std::string>{"throughput", "get_meta", "scaling"}.count(argv[i + 1])) {
+      only = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: %s [--quick]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--quick] [--only throughput|get_meta|scaling]\n", argv[0]);
       return 2;
     }
   }
+  const auto runs = [&](const char* section) { return only.empty() || only == section; };
   const auto start = Clock::now();
   std::printf("seqflow remote benchmark%s: loopback TCP, services in this process, %u hardware threads\n",
               quick ? " (quick)" : "", std::thread::hardware_concurrency());
 
-  std::vector<Payload> payloads = {{"1024x9", 1024}};
-  if (!quick) payloads.push_back({"4096x9", 4096});
   std::vector<ThroughputRow> throughput;
-  for (const Payload& payload : payloads) {
-    const std::vector<Column> columns = make_columns(payload.samples);
-    const int repeats = quick ? 3 : 5;
-    for (size_t units : {1, 2, 4}) throughput.push_back(measure_throughput(payload, columns, units, repeats));
+  if (runs("throughput")) {
+    std::vector<Payload> payloads = {{"1024x9", 1024}};
+    if (!quick) payloads.push_back({"4096x9", 4096});
+    for (const Payload& payload : payloads) {
+      const std::vector<Column> columns = make_columns(payload.samples);
+      const int repeats = quick ? 3 : 5;
+      for (size_t units : {1, 2, 4})
+        throughput.push_back(measure_throughput(payload, columns, units, repeats));
+    }
+    print_throughput(throughput);
   }
-  print_throughput(throughput);
-  const auto latency = measure_get_meta(quick ? 400 : 2000);
-  print_latency(latency);
-  const auto scaling = measure_scaling(quick ? 0.5 : 2.0);
-  print_scaling(scaling);
-
+  std::vector<LatencyRow> latency;
+  if (runs("get_meta")) {
+    latency = measure_get_meta(quick ? 400 : 2000);
+    print_latency(latency);
+  }
+  if (runs("scaling")) print_scaling(measure_scaling(quick ? 0.5 : 2.0));
   std::printf("\n");
-  const auto worst = [&](double (ThroughputRow::*ratio)() const) {
-    return *std::min_element(throughput.begin(), throughput.end(),
-                             [&](const auto& a, const auto& b) { return (a.*ratio)() < (b.*ratio)(); });
-  };
-  const ThroughputRow worst_put = worst(&ThroughputRow::put_ratio);
-  const ThroughputRow worst_get = worst(&ThroughputRow::get_ratio);
   char line[200];
-  std::snprintf(line, sizeof line, "put >= %.2f of raw ZeroMQ in every row: lowest %.2f (%s, %zu units)", kRatioTarget,
-                worst_put.put_ratio(), worst_put.payload.c_str(), worst_put.units);
-  print_verdict(worst_put.put_ratio() >= kRatioTarget, line);
-  std::snprintf(line, sizeof line, "get >= %.2f of raw ZeroMQ in every row: lowest %.2f (%s, %zu units)", kRatioTarget,
-                worst_get.get_ratio(), worst_get.payload.c_str(), worst_get.units);
-  print_verdict(worst_get.get_ratio() >= kRatioTarget, line);
-  const auto remote =
-      std::find_if(latency.begin(), latency.end(), [](const auto& row) { return row.what == kRemoteGetMeta; });
-  const double p50 = percentile(remote->us, 0.5);
-  std::snprintf(line, sizeof line, "get_meta p50 <= %.0f us: %.1f us", kGetMetaP50TargetUs, p50);
-  print_verdict(p50 <= kGetMetaP50TargetUs, line);
+  if (!throughput.empty()) {
+    const auto worst = [&](double (ThroughputRow::*ratio)() const) {
+      return *std::min_element(throughput.begin(), throughput.end(),
+                               [&](const auto& a, const auto& b) { return (a.*ratio)() < (b.*ratio)(); });
+    };
+    const ThroughputRow worst_put = worst(&ThroughputRow::put_ratio);
+    const ThroughputRow worst_get = worst(&ThroughputRow::get_ratio);
+    std::snprintf(line, sizeof line, "put >= %.2f of raw ZeroMQ in every row: lowest %.2f (%s, %zu units)",
+                  kRatioTarget, worst_put.put_ratio(), worst_put.payload.c_str(), worst_put.units);
+    print_verdict(worst_put.put_ratio() >= kRatioTarget, line);
+    std::snprintf(line, sizeof line, "get >= %.2f of raw ZeroMQ in every row: lowest %.2f (%s, %zu units)",
+                  kRatioTarget, worst_get.get_ratio(), worst_get.payload.c_str(), worst_get.units);
+    print_verdict(worst_get.get_ratio() >= kRatioTarget, line);
+  }
+  if (!latency.empty()) {
+    const auto remote = std::find_if(latency.begin(), latency.end(),
+                                     [](const auto& row) { return row.what == kRemoteGetMeta; });
+    const double p50 = percentile(remote->us, 0.5);
+    std::snprintf(line, sizeof line, "get_meta p50 <= %.0f us: %.1f us", kGetMetaP50TargetUs, p50);
+    print_verdict(p50 <= kGetMetaP50TargetUs, line);
+  }
   std::printf("total %.0f s\n", seconds_since(start));
   return 0;
 }

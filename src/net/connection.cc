@@ -99,13 +99,16 @@ uint64_t Connection::send(std::string_view op, Frames args, Clock::time_point de
   const Clock::time_point started = Clock::now();
   const uint64_t id = next_id_++;
   zmq::message_t envelope = encode_request_envelope(id, op);  // checks the op name
-  if (!poll_until(ZMQ_POLLOUT, deadline) || !socket_.send(envelope, args.empty()
-                                                                           ? zmq::send_flags::dontwait
-                                                                           : zmq::send_flags::sndmore |
-                                                                                 zmq::send_flags::dontwait)) {
-    throw Error(ErrorCode::kTimeout, "request '" + std::string(op) + "' to " + endpoint_ +
-                                         " could not be sent within " + milliseconds_text(deadline - started) +
-                                         ": the service is not reachable or not taking requests");
+  const auto first_flags =
+      args.empty() ? zmq::send_flags::dontwait : zmq::send_flags::sndmore | zmq::send_flags::dontwait;
+  // Polls only when the socket cannot take the message now: a poll costs a
+  // system call on every request.
+  while (!socket_.send(envelope, first_flags)) {
+    if (!poll_until(ZMQ_POLLOUT, deadline)) {
+      throw Error(ErrorCode::kTimeout, "request '" + std::string(op) + "' to " + endpoint_ +
+                                           " could not be sent within " + milliseconds_text(deadline - started) +
+                                           ": the service is not reachable or not taking requests");
+    }
   }
   // Once the first part is in, ZeroMQ takes the rest of the message.
   for (size_t i = 0; i < args.size(); ++i) {

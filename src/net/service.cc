@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 #include <system_error>
+#include <utility>
 
 #include "net/envelope.h"
 #include "seqflow/error.h"
@@ -35,11 +36,40 @@ Frames error_reply(zmq::message_t routing_id, uint64_t id, ErrorCode code, const
   return reply;
 }
 
+// Runs a handler (`call` returns its result frames, or nullopt when it
+// declines) and makes the reply to request `id` from its results or its
+// exception. `failed`: the reply is an error.
+template <typename Call>
+std::optional<Frames> reply_of(const std::string& op, zmq::message_t& routing_id, uint64_t id, Call&& call,
+                               bool& failed) {
+  failed = true;
+  try {
+    std::optional<Frames> results = call();
+    if (!results) return std::nullopt;
+    Frames reply;
+    reply.reserve(results->size() + 2);
+    reply.push_back(std::move(routing_id));
+    reply.push_back(encode_reply_envelope(id, std::nullopt));
+    for (auto& result : *results) reply.push_back(std::move(result));
+    failed = false;
+    return reply;
+  } catch (const Error& error) {
+    return error_reply(std::move(routing_id), id, error.code(), error.what());
+  } catch (const std::exception& error) {
+    return error_reply(std::move(routing_id), id, ErrorCode::kInternal,
+                       "operation '" + op + "' failed: " + error.what());
+  } catch (...) {
+    return error_reply(std::move(routing_id), id, ErrorCode::kInternal,
+                       "operation '" + op + "' failed with a non-standard exception");
+  }
+}
+
 }  // namespace
 
 struct Service::Route {
   std::string op;
   Handler handler;  // empty for ping
+  InlineHandler try_inline;
   Counter* requests = nullptr;
   Counter* errors = nullptr;
   Histogram* latency = nullptr;
@@ -80,7 +110,7 @@ Service::Service(ServiceOptions options) : options_(std::move(options)) {
 
 Service::~Service() { stop(); }
 
-void Service::handle(std::string op, Handler handler) {
+void Service::handle(std::string op, Handler handler, InlineHandler try_inline) {
   if (started_) throw_invalid("Service::handle('" + op + "') must come before start()");
   check_op_name(op);
   if (routes_.count(op) > 0) throw_invalid("Service::handle: operation '" + op + "' already has a handler");
@@ -88,6 +118,7 @@ void Service::handle(std::string op, Handler handler) {
   auto route = std::make_unique<Route>();
   route->op = op;
   route->handler = std::move(handler);
+  route->try_inline = std::move(try_inline);
   const MetricLabels labels = {{"op", op}};
   route->requests = &metrics_.counter("seqflow_requests_total", "Requests answered, by operation.", labels);
   route->errors = &metrics_.counter("seqflow_request_errors_total", "Requests answered with an error, by operation.",
@@ -298,6 +329,18 @@ void Service::dispatch(Frames message, Clock::time_point received) {
   job.received = received;
   job.args.reserve(message.size() - 2);
   for (size_t i = 2; i < message.size(); ++i) job.args.push_back(std::move(message[i]));
+  if (route.try_inline) {
+    bool failed = false;
+    std::optional<Frames> reply = reply_of(
+        route.op, job.routing_id, job.id, [&] { return route.try_inline(std::as_const(job.args)); }, failed);
+    if (reply) {
+      route.requests->increment();
+      if (failed) route.errors->increment();
+      route.latency->observe(seconds_since(received));
+      answer_now(std::move(*reply));
+      return;
+    }
+  }
   {
     std::lock_guard lock(jobs_mutex_);
     if (stopping_) return;
@@ -348,25 +391,11 @@ void Service::run_worker() {
     jobs_.pop_front();
     lock.unlock();
 
-    Frames reply;
-    bool failed = true;
-    try {
-      Frames results = job.route->handler(job.args);
-      reply.reserve(results.size() + 2);
-      reply.push_back(std::move(job.routing_id));
-      reply.push_back(encode_reply_envelope(job.id, std::nullopt));
-      for (auto& result : results) reply.push_back(std::move(result));
-      failed = false;
-    } catch (const Error& error) {
-      reply = error_reply(std::move(job.routing_id), job.id, error.code(), error.what());
-    } catch (const std::exception& error) {
-      reply = error_reply(std::move(job.routing_id), job.id, ErrorCode::kInternal,
-                          "operation '" + job.route->op + "' failed: " + error.what());
-    } catch (...) {
-      reply = error_reply(std::move(job.routing_id), job.id, ErrorCode::kInternal,
-                          "operation '" + job.route->op + "' failed with a non-standard exception");
-    }
-    finish(job, std::move(reply), failed);
+    bool failed = false;
+    std::optional<Frames> reply = reply_of(
+        job.route->op, job.routing_id, job.id,
+        [&] { return std::optional<Frames>(job.route->handler(job.args)); }, failed);
+    finish(job, std::move(*reply), failed);
     lock.lock();
   }
 }

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 #include <latch>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -223,6 +224,55 @@ TEST(NetServiceConcurrency, BlockedHandlersDoNotHoldBackOthers) {
   release.open();
   for (auto& caller : callers) caller.join();
   EXPECT_EQ(answered.load(), 8);
+}
+
+// The only worker is blocked: an inline answer still comes (the I/O thread
+// gives it), a declined one waits for the worker and reaches it with its
+// arguments untouched, and an inline exception is an error reply.
+TEST(NetServiceConcurrency, InlineHandlersAnswerWithoutAWorkerOrHandOverUntouched) {
+  Gate release;
+  std::atomic<int> blocked{0};
+  ServiceOptions options;
+  options.min_workers = 1;
+  options.max_workers = 1;
+  auto service = echo_service(options, [&](Service& s) {
+    s.handle("block", [&](Frames& args) {
+      ++blocked;
+      release.wait();
+      return std::move(args);
+    });
+    s.handle(
+        "quick", [](Frames& args) { return std::move(args); },
+        [](const Frames& args) -> std::optional<Frames> {
+          const std::string_view first = as_string_view(args.at(0));
+          if (first == "bad") throw Error(ErrorCode::kInvalidArgument, "field 'first' is 'bad'");
+          if (first != "now") return std::nullopt;
+          return frames_of({"inline"});
+        });
+  });
+  auto context = std::make_shared<zmq::context_t>();
+  ConnectionPool pool(context, service->endpoint(), timeout_of(20s));
+  std::vector<std::thread> callers;
+  OpenAndJoin cleanup{release, callers};
+  callers.emplace_back([&] { pool.call("block", {}); });
+  const auto wait_start = std::chrono::steady_clock::now();
+  while (blocked < 1 && std::chrono::steady_clock::now() - wait_start < 10s) std::this_thread::sleep_for(1ms);
+  ASSERT_EQ(blocked.load(), 1);
+
+  EXPECT_EQ(strings_of(pool.call("quick", frames_of({"now", "x"}), 5s)), std::vector<std::string>{"inline"});
+  EXPECT_TRUE(throws_code([&] { pool.call("quick", frames_of({"bad"}), 5s); }, ErrorCode::kInvalidArgument,
+                          {"field 'first' is 'bad'"}));
+  EXPECT_TRUE(throws_code([&] { pool.call("quick", frames_of({"later"}), 300ms); }, ErrorCode::kTimeout,
+                          {"'quick'"}))
+      << "a declined request must wait for a worker";
+  std::vector<std::string> handed_over;
+  callers.emplace_back([&] { handed_over = strings_of(pool.call("quick", frames_of({"later", "y", ""}), 10s)); });
+  release.open();
+  for (auto& caller : callers) caller.join();
+  callers.clear();
+  EXPECT_EQ(handed_over, (std::vector<std::string>{"later", "y", ""}));
+  const std::string text = service->metrics().render();
+  EXPECT_NE(text.find("seqflow_request_errors_total{op=\"quick\"} 1\n"), std::string::npos) << text;
 }
 
 TEST(NetServiceConcurrency, MaxWorkersCapsThePool) {
