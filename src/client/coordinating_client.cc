@@ -15,6 +15,7 @@
 #include <set>
 #include <unordered_set>
 
+#include "client/call_deadline.h"
 #include "client/checkpoint_directory.h"
 #include "seqflow/error.h"
 #include "storage/aligned_buffer.h"
@@ -137,9 +138,51 @@ struct OverwrittenValues {
 
 }  // namespace
 
+// The deadline of one put and then of its rollback, as the scope every
+// remote request of this thread honours; without a put timeout, none.
+class CoordinatingClient::PutDeadline {
+ public:
+  using Clock = CallDeadline::Clock;
+
+  explicit PutDeadline(std::chrono::milliseconds timeout) : timeout_(timeout) {
+    if (timeout_.count() <= 0) return;
+    deadline_ = Clock::now() + timeout_;
+    scope_.emplace(deadline_);
+  }
+
+  // The rollback's deadline rules from now on: what the put left, or the
+  // floor from now if that is later. Once per put (kv_put's rollback follows
+  // write_existing's), so a put never gets more than one floor.
+  void start_rollback() {
+    if (!scope_ || rolling_back_) return;
+    rolling_back_ = true;
+    const auto floor = std::min(timeout_ / kRollbackFloorShare, kMaxRollbackFloor);
+    deadline_ = std::max(deadline_, Clock::now() + floor);
+    scope_.reset();  // restores the outer scope before the new one saves it
+    scope_.emplace(deadline_);
+  }
+
+  // Takes `lock` by the deadline (without one: whenever it is free); false:
+  // not taken.
+  bool take(std::unique_lock<Mutex>& lock) const {
+    if (!scope_) {
+      lock.lock();
+      return true;
+    }
+    return lock.try_lock_until(deadline_);
+  }
+
+ private:
+  std::chrono::milliseconds timeout_;
+  Clock::time_point deadline_{};
+  bool rolling_back_ = false;
+  std::optional<CallDeadline> scope_;
+};
+
 CoordinatingClient::CoordinatingClient(std::shared_ptr<ControlPlane> control,
-                                       std::shared_ptr<DataPlane> data, ReleasedData released)
-    : control_(std::move(control)), data_(std::move(data)), released_(released) {}
+                                       std::shared_ptr<DataPlane> data, ReleasedData released,
+                                       std::chrono::milliseconds put_timeout)
+    : control_(std::move(control)), data_(std::move(data)), released_(released), put_timeout_(put_timeout) {}
 
 BatchMeta CoordinatingClient::put_new(const std::string& partition_id, const std::vector<Column>& columns,
                                   std::span<const Json> custom_meta) {
@@ -149,14 +192,16 @@ BatchMeta CoordinatingClient::put_new(const std::string& partition_id, const std
   check_custom_meta(custom_meta, n);
 
   std::shared_lock lock(mutex_);
+  PutDeadline deadline(put_timeout_);
   const bool partition_is_new = !has_partition(partition_id);
   BatchMeta meta = control_->insert(partition_id, static_cast<int64_t>(n));
   try {
     data_->put(meta.global_indexes, columns);
     control_->mark_produced(partition_id, meta.global_indexes, schemas, custom_meta);
   } catch (...) {
+    deadline.start_rollback();
     remove_inserted(partition_id, meta.global_indexes);
-    if (partition_is_new) forget_partition_if_empty(lock, partition_id);
+    if (partition_is_new) forget_partition_if_empty(lock, partition_id, deadline);
     throw;
   }
   return with_produced(std::move(meta), schemas, custom_meta);
@@ -165,11 +210,12 @@ BatchMeta CoordinatingClient::put_new(const std::string& partition_id, const std
 BatchMeta CoordinatingClient::put_existing(const BatchMeta& meta, const std::vector<Column>& columns,
                                        std::span<const Json> custom_meta) {
   std::shared_lock lock(mutex_);
-  return write_existing(meta, columns, custom_meta);
+  PutDeadline deadline(put_timeout_);
+  return write_existing(meta, columns, custom_meta, deadline);
 }
 
 BatchMeta CoordinatingClient::write_existing(const BatchMeta& meta, const std::vector<Column>& columns,
-                                         std::span<const Json> custom_meta) {
+                                             std::span<const Json> custom_meta, PutDeadline& deadline) {
   const size_t n = sample_count_of(columns);
   if (n != meta.size()) {
     throw_invalid("the data holds " + std::to_string(n) + " samples but the metadata " +
@@ -238,6 +284,7 @@ BatchMeta CoordinatingClient::write_existing(const BatchMeta& meta, const std::v
       control_->mark_produced(partition_id, indexes, schemas, metas);
     }
   } catch (...) {
+    deadline.start_rollback();
     try {
       for (const OverwrittenValues& values : overwritten) {
         if (auto column = column_of_views(values.field, values.views)) {
@@ -268,10 +315,14 @@ bool CoordinatingClient::has_partition(const std::string& partition_id) const {
   return std::find(partitions.begin(), partitions.end(), partition_id) != partitions.end();
 }
 
-void CoordinatingClient::forget_partition_if_empty(std::shared_lock<std::shared_mutex>& lock,
-                                               const std::string& partition_id) {
+void CoordinatingClient::forget_partition_if_empty(std::shared_lock<Mutex>& lock,
+                                                   const std::string& partition_id,
+                                                   const PutDeadline& deadline) {
   lock.unlock();
-  std::unique_lock exclusive(mutex_);  // no put in flight: empty stays empty
+  // No put in flight: empty stays empty. Other puts may hold the lock until
+  // their own deadlines; past this rollback's, the empty partition stays.
+  std::unique_lock exclusive(mutex_, std::defer_lock);
+  if (!deadline.take(exclusive)) return;
   try {
     if (control_->production_status({}, partition_id).empty()) control_->clear_partition(partition_id);
   } catch (...) {
@@ -324,6 +375,7 @@ BatchMeta CoordinatingClient::kv_put(const std::string& partition_id, std::span<
   schemas_of(columns);  // bad data fails before any key is created
 
   std::shared_lock lock(mutex_);
+  PutDeadline deadline(put_timeout_);
   if (columns.empty()) return control_->kv_resolve(partition_id, keys, tags);  // tags only
   const bool partition_is_new = !has_partition(partition_id);
   std::set<std::string> known;
@@ -335,8 +387,9 @@ BatchMeta CoordinatingClient::kv_put(const std::string& partition_id, std::span<
   }
   BatchMeta meta = control_->kv_resolve(partition_id, keys, tags);
   try {
-    return write_existing(meta, columns, {});
+    return write_existing(meta, columns, {}, deadline);
   } catch (...) {
+    deadline.start_rollback();
     std::vector<std::string> created;
     std::vector<int64_t> created_indexes;
     for (size_t i = 0; i < keys.size(); ++i) {
@@ -352,7 +405,7 @@ BatchMeta CoordinatingClient::kv_put(const std::string& partition_id, std::span<
       }
     } catch (...) {
     }
-    if (partition_is_new) forget_partition_if_empty(lock, partition_id);
+    if (partition_is_new) forget_partition_if_empty(lock, partition_id, deadline);
     throw;
   }
 }

@@ -5,6 +5,7 @@
 // in both modes.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <shared_mutex>
@@ -28,10 +29,20 @@ enum class ReleasedData { kDroppedByClient, kDroppedByControlPlane };
 // for this client's puts in flight (so a released global index is never
 // reused by a put while its old values are being dropped), get_meta never
 // waits for them.
+//
+// With a `put_timeout` (remote mode), each put and its rollback share one
+// deadline, put_timeout from the put's start: the rollback gets what the
+// put left, but at least kRollbackFloorShare of put_timeout (at most
+// kMaxRollbackFloor), so that the undo requests of a put that failed at its
+// deadline are still sent and briefly awaited. A failed put thus returns
+// within 1.25x put_timeout, not one full timeout per rollback step.
 class CoordinatingClient final : public Client {
  public:
+  static constexpr int kRollbackFloorShare = 4;  // a quarter
+  static constexpr std::chrono::milliseconds kMaxRollbackFloor{1000};
+
   CoordinatingClient(std::shared_ptr<ControlPlane> control, std::shared_ptr<DataPlane> data,
-                     ReleasedData released);
+                     ReleasedData released, std::chrono::milliseconds put_timeout = {});
 
   BatchMeta put_new(const std::string& partition_id, const std::vector<Column>& columns,
                     std::span<const nlohmann::json> custom_meta) override;
@@ -59,22 +70,27 @@ class CoordinatingClient final : public Client {
   StorageStats storage_stats() const override { return data_->stats(); }
 
  private:
+  class PutDeadline;
+  using Mutex = std::shared_timed_mutex;  // timed: a rollback waits for the lock until its deadline only
+
   // put_existing without taking the lock (kv_put holds it already).
   BatchMeta write_existing(const BatchMeta& meta, const std::vector<Column>& columns,
-                           std::span<const nlohmann::json> custom_meta);
+                           std::span<const nlohmann::json> custom_meta, PutDeadline& deadline);
   void drop_released(const std::vector<int64_t>& released);
   // Undoes a put_new that failed after its insert.
   void remove_inserted(const std::string& partition_id, const std::vector<int64_t>& global_indexes);
   bool has_partition(const std::string& partition_id) const;
   // After a failed put that created `partition_id`: removes it if no sample
   // is left. Trades the shared `lock` for the exclusive one.
-  void forget_partition_if_empty(std::shared_lock<std::shared_mutex>& lock, const std::string& partition_id);
+  void forget_partition_if_empty(std::shared_lock<Mutex>& lock, const std::string& partition_id,
+                                 const PutDeadline& deadline);
 
   std::shared_ptr<ControlPlane> control_;
   std::shared_ptr<DataPlane> data_;
   ReleasedData released_;
+  std::chrono::milliseconds put_timeout_;  // zero: no put deadline (embedded)
   // Shared: puts and reads. Exclusive: clears, checkpoints.
-  mutable std::shared_mutex mutex_;
+  mutable Mutex mutex_;
 };
 
 }  // namespace seqflow

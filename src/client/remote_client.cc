@@ -36,7 +36,7 @@ std::shared_ptr<Client> make_remote_client(const RemoteOptions& options) {
     units.push_back(std::make_shared<net::ConnectionPool>(context, endpoint, connection));
   }
   return std::make_shared<CoordinatingClient>(control, std::make_shared<ShardedStorage>(std::move(units)),
-                                              ReleasedData::kDroppedByControlPlane);
+                                              ReleasedData::kDroppedByControlPlane, options.timeout);
 }
 
 }  // namespace seqflow

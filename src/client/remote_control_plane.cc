@@ -2,6 +2,8 @@
 
 #include <thread>
 
+#include "client/call_deadline.h"
+#include "net/controller_service.h"
 #include "net/wire_codec.h"
 #include "seqflow/error.h"
 
@@ -32,18 +34,27 @@ RemoteControlPlane::RemoteControlPlane(std::shared_ptr<net::ConnectionPool> cont
     : controller_(std::move(controller)), timeout_(timeout) {}
 
 Json RemoteControlPlane::call(std::string_view op, const Json& header) const {
-  return call(op, header, timeout_);
+  return call(op, header, CallDeadline::of_request(timeout_));
 }
 
-Json RemoteControlPlane::call(std::string_view op, const Json& header,
-                              std::chrono::milliseconds timeout) const {
-  net::Frames result = controller_->call(op, net::wire::header_message(header), timeout);
+Json RemoteControlPlane::call(std::string_view op, const Json& header, Clock::time_point deadline) const {
+  CallDeadline::check_open(deadline, op, controller_->endpoint());
+  auto lease = controller_->acquire();
+  const uint64_t id = lease->send(op, net::wire::header_message(header), deadline);
+  net::Frames result = lease->receive(id, deadline);
   return net::wire::read_header(result, 0, std::string(op) + " reply");
 }
 
 BatchMeta RemoteControlPlane::insert(const std::string& partition_id, int64_t count) {
-  return net::wire::decode_batch_meta(call("insert", Json{{"partition_id", partition_id}, {"count", count}}),
-                                      "insert reply");
+  const auto deadline = CallDeadline::of_request(timeout_);
+  // The controller refuses the insert once this budget is spent, so a client
+  // that gave up leaves no samples behind. Relative: clocks differ between
+  // machines. Rounded down: the controller must not outlast this client.
+  const auto budget = std::min(std::chrono::floor<std::chrono::milliseconds>(deadline - Clock::now()),
+                               net::kMaxInsertBudget);
+  if (budget.count() < 1) CallDeadline::throw_passed("insert", controller_->endpoint());
+  const Json header{{"partition_id", partition_id}, {"count", count}, {"budget_ms", budget.count()}};
+  return net::wire::decode_batch_meta(call("insert", header, deadline), "insert reply");
 }
 
 void RemoteControlPlane::mark_produced(const std::string& partition_id,
@@ -59,8 +70,9 @@ void RemoteControlPlane::mark_produced(const std::string& partition_id,
 BatchMeta RemoteControlPlane::get_meta(const MetaRequest& request) {
   const bool waits = request.mode == MetaMode::kFetch && !request.polling;
   const auto timeout = waits ? std::min(kMaxCallTimeout, request.timeout + timeout_) : timeout_;
-  return net::wire::decode_batch_meta(call("get_meta", net::wire::encode_meta_request(request), timeout),
-                                      "get_meta reply");
+  return net::wire::decode_batch_meta(
+      call("get_meta", net::wire::encode_meta_request(request), CallDeadline::of_request(timeout)),
+      "get_meta reply");
 }
 
 void RemoteControlPlane::set_custom_meta(const std::string& partition_id,

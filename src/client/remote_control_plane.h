@@ -47,9 +47,12 @@ class RemoteControlPlane final : public ControlPlane {
   std::vector<std::string> storage_units() const;
 
  private:
+  using Clock = net::Connection::Clock;
+
+  // By CallDeadline::of_request(timeout_): the timeout, cut to the deadline
+  // of the client call this request is part of.
   nlohmann::json call(std::string_view op, const nlohmann::json& header) const;
-  nlohmann::json call(std::string_view op, const nlohmann::json& header,
-                      std::chrono::milliseconds timeout) const;
+  nlohmann::json call(std::string_view op, const nlohmann::json& header, Clock::time_point deadline) const;
 
   std::shared_ptr<net::ConnectionPool> controller_;
   std::chrono::milliseconds timeout_;

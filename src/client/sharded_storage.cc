@@ -3,6 +3,7 @@
 #include <fstream>
 #include <optional>
 
+#include "client/call_deadline.h"
 #include "net/storage_routing.h"
 #include "net/wire_codec.h"
 #include "seqflow/error.h"
@@ -15,14 +16,16 @@ using net::wire::Header;
 using net::wire::Json;
 
 // One request per unit that has work, sent before any reply is awaited; the
-// first error is rethrown once every reply (or timeout) is in.
+// first error is rethrown once every reply (or timeout) is in. Each request
+// ends by the unit's timeout or the deadline of the client call (CallDeadline).
 class FanOut {
  public:
   explicit FanOut(const std::vector<std::shared_ptr<net::ConnectionPool>>& units) : units_(units) {}
 
   void send(size_t unit, std::string_view op, Frames args) {
     auto lease = units_[unit]->acquire();
-    const auto deadline = net::Connection::Clock::now() + lease->options().timeout;
+    const auto deadline = CallDeadline::of_request(lease->options().timeout);
+    CallDeadline::check_open(deadline, op, lease->endpoint());
     const uint64_t id = lease->send(op, std::move(args), deadline);
     calls_.push_back(Call{unit, std::move(lease), id, deadline});
   }

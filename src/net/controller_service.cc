@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include "client/checkpoint_directory.h"
 #include "net/connection.h"
@@ -22,6 +23,19 @@ int64_t checked_insert_count(int64_t count, const char* parameter) {
                   std::to_string(kMaxInsertPerRequest) + " samples per insert request; insert in batches");
   }
   return count;
+}
+
+// The deadline of an insert request, from its "budget_ms" field (absent:
+// none, as from clients that predate it).
+std::optional<std::chrono::steady_clock::time_point> insert_deadline(
+    const Header& header, std::chrono::steady_clock::time_point received) {
+  if (!header.has("budget_ms")) return std::nullopt;
+  const int64_t budget = header.integer("budget_ms");
+  if (budget < 1 || budget > kMaxInsertBudget.count()) {
+    header.fail("budget_ms", "must be between 1 and " + std::to_string(kMaxInsertBudget.count()) +
+                                 " ms, got " + std::to_string(budget));
+  }
+  return received + std::chrono::milliseconds(budget);
 }
 
 Json released_reply(const std::vector<int64_t>& released) {
@@ -127,11 +141,25 @@ void ControllerService::stop() { service_.stop(); }
 void ControllerService::register_handlers() {
   Controller& controller = *controller_;
   service_.handle("insert", [this, &controller](Frames& args) {
+    // The budget counts from the handler's start: the service does not hand
+    // handlers the request's receipt time, so its queueing is not counted.
+    const auto received = std::chrono::steady_clock::now();
     const Json json = wire::read_header(args, 0, "insert request");
-    const Header header(json, "insert request", {"partition_id", "count"});
-    std::shared_lock gate(reuse_gate_);
-    return wire::header_message(wire::encode_batch_meta(controller.insert(
-        header.text("partition_id"), checked_insert_count(header.integer("count"), "count"))));
+    const Header header(json, "insert request", {"partition_id", "count", "budget_ms"});
+    const std::string partition_id = header.text("partition_id");
+    const int64_t count = checked_insert_count(header.integer("count"), "count");
+    const auto deadline = insert_deadline(header, received);
+    std::shared_lock gate(reuse_gate_);  // a clear may hold it while it drops released data
+    const auto now = std::chrono::steady_clock::now();
+    if (deadline && now > *deadline) {
+      const auto waited = std::chrono::round<std::chrono::milliseconds>(now - received);
+      throw Error(ErrorCode::kTimeout, "insert of " + std::to_string(count) + " samples into partition '" +
+                                           partition_id + "' refused: its client's budget_ms of " +
+                                           std::to_string(header.integer("budget_ms")) + " ran out after " +
+                                           std::to_string(waited.count()) +
+                                           " ms behind a clear or load; nothing was inserted");
+    }
+    return wire::header_message(wire::encode_batch_meta(controller.insert(partition_id, count)));
   });
   service_.handle("mark_produced", [&controller](Frames& args) {
     const Json json = wire::read_header(args, 0, "mark_produced request");

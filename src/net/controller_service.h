@@ -4,6 +4,7 @@
 // released samples' data on those units before their indexes can be reused.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -22,6 +23,12 @@ inline constexpr size_t kControllerDefaultMaxWorkers = 1024;
 // More samples than this in one insert request are refused: a typo must not
 // make the controller allocate the machine away.
 inline constexpr int64_t kMaxInsertPerRequest = int64_t{1} << 24;
+
+// An insert request carries its client's remaining time ("budget_ms",
+// relative: clocks differ between machines); the controller refuses with
+// kTimeout an insert it would start after that, so a client that gave up
+// leaves no samples behind. Longer budgets are refused as bad input.
+inline constexpr std::chrono::milliseconds kMaxInsertBudget = std::chrono::hours(24);
 
 struct ControllerServiceOptions {
   ServiceOptions service;

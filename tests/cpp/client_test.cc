@@ -163,6 +163,39 @@ TEST_P(ClientModes, FullStorageLeavesNoSampleAndNoNewPartition) {
   EXPECT_EQ(again.size(), 1u);
 }
 
+// A put to a storage unit that is down fails with kTimeout naming the put
+// and the unit, within one deadline for the put and its rollback (1.25x the
+// timeout), not a full timeout for the put, the rollback's clear and the
+// partition check each. The controller holds its clear while it drops the
+// released data on the dead unit, so every rollback step would wait.
+TEST_P(ClientModes, PutToADeadStorageUnitFailsWithinItsTimeout) {
+  if (GetParam().storage_units == 0) GTEST_SKIP() << "remote mode only";
+  net::ControllerServiceOptions controller;
+  controller.storage_timeout = std::chrono::seconds(2);  // bounds the teardown
+  RemoteCluster cluster(GetParam().storage_units, {}, controller);
+  auto patient = cluster.client();  // once it exists every unit has registered
+  constexpr auto kTimeout = std::chrono::milliseconds(300);
+  auto client = cluster.client(kTimeout);
+  const std::string dead = cluster.unit(0).endpoint();
+  cluster.stop_unit(0);
+
+  std::vector<int64_t> values(units());  // one sample per unit
+  const auto started = std::chrono::steady_clock::now();
+  EXPECT_TRUE(throws_error(ErrorCode::kTimeout, [&] { client->put_new("p", {int64_column("x", values)}, {}); },
+                           {"'put'", dead}));
+  const auto elapsed = std::chrono::steady_clock::now() - started;
+  EXPECT_LT(elapsed, 2 * kTimeout) << std::chrono::duration<double, std::milli>(elapsed).count() << " ms";
+
+  // The rollback's clear was sent and runs at the controller even though the
+  // client stopped waiting for it.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (has_partition(*patient, "p") && partition_size(*patient, "p") > 0 &&
+         std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(!has_partition(*patient, "p") || partition_size(*patient, "p") == 0);
+}
+
 TEST_P(ClientModes, PutExistingAddsFieldsAndRefusesClearedSamples) {
   auto client = make_client();
   const BatchMeta put = client->put_new("p", {int64_column("prompt", {1, 2})}, {});

@@ -1,6 +1,6 @@
-// The controller service's own rules: inserts are capped per request, clears
-// wait for the storage routing to exist, and a dead storage unit does not
-// stall clears.
+// The controller service's own rules: inserts are capped per request and
+// refused once their client's budget ran out, clears wait for the storage
+// routing to exist, and a dead storage unit does not stall clears.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -9,6 +9,7 @@
 #include "client/remote_control_plane.h"
 #include "net/controller_service.h"
 #include "net/storage_service.h"
+#include "net/wire_codec.h"
 #include "seqflow/client.h"
 #include "storage_test_support.h"
 
@@ -16,6 +17,7 @@ namespace seqflow::test {
 namespace {
 
 using namespace std::chrono_literals;
+using Json = nlohmann::json;
 
 std::shared_ptr<net::ConnectionPool> pool_of(const net::ControllerService& service) {
   net::ConnectionOptions options;
@@ -53,6 +55,70 @@ TEST(ControllerService, RefusesHugeInsertsAndKeepsServing) {
                            {"batch_size", "per insert request"}));
   EXPECT_TRUE(control.partition_list().empty());
   EXPECT_EQ(control.insert("p", 3).size(), 3u);
+}
+
+bool has_partition(const RemoteControlPlane& control, const std::string& partition) {
+  const auto list = control.partition_list();
+  return std::find(list.begin(), list.end(), partition) != list.end();
+}
+
+void raw_insert(net::ConnectionPool& pool, const Json& header) {
+  pool.call("insert", net::wire::header_message(header));
+}
+
+TEST(ControllerService, RefusesBadInsertBudgets) {
+  net::ControllerService service({});
+  service.start();
+  auto pool = pool_of(service);
+  const std::string too_long = std::to_string(net::kMaxInsertBudget.count() + 1);
+  for (const auto& [budget, shown] : std::vector<std::pair<Json, std::string>>{
+           {Json(-5), "got -5"}, {Json(0), "got 0"}, {Json(net::kMaxInsertBudget.count() + 1), "got " + too_long},
+           {Json("100"), "must be an integer"}, {Json(1.5), "must be an integer"}}) {
+    EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                             [&] { raw_insert(*pool, Json{{"partition_id", "p"}, {"count", 2}, {"budget_ms", budget}}); },
+                             {"insert request field 'budget_ms'", shown}));
+  }
+  RemoteControlPlane control(pool, 5s);
+  EXPECT_TRUE(control.partition_list().empty());
+  raw_insert(*pool, Json{{"partition_id", "p"}, {"count", 2}});  // no budget: a client before budgets
+  raw_insert(*pool, Json{{"partition_id", "p"}, {"count", 2}, {"budget_ms", 5000}});
+  EXPECT_EQ(control.insert("p", 2).size(), 2u);  // the client sends its budget
+  EXPECT_EQ(control.production_status({}, "p").size(), 6u);
+}
+
+// A clear holds the reuse gate while it drops released data on the storage
+// units, here on a dead one for the storage timeout. Inserts queued behind it
+// whose clients gave up meanwhile are refused when the gate opens, not run
+// late: no samples are left that nobody will produce.
+TEST(ControllerService, RefusesAnInsertWhoseBudgetRanOutBehindAClear) {
+  net::ControllerServiceOptions options;
+  options.storage_timeout = 1500ms;  // how long the clear holds the gate
+  net::ControllerService service(options);
+  service.start();
+  auto unit = storage_unit(service);
+  RemoteControlPlane control(pool_of(service), 5s);
+  control.storage_units();
+  control.insert("old", 2);
+  unit->stop();
+  std::jthread clear([&] { control.clear_partition("old"); });
+  // The clear drops the partition before the data: once it is gone, the
+  // clear holds the gate until the drop times out.
+  while (has_partition(control, "old")) std::this_thread::sleep_for(5ms);
+
+  // A client that gives up first: the controller must not insert later.
+  RemoteControlPlane hasty(pool_of(service), 200ms);
+  EXPECT_TRUE(throws_error(ErrorCode::kTimeout, [&] { hasty.insert("new", 3); }, {"'insert'", "no reply"}));
+  // A client that waits longer than its budget sees the refusal.
+  auto patient = pool_of(service);
+  EXPECT_TRUE(throws_error(
+      ErrorCode::kTimeout,
+      [&] { raw_insert(*patient, Json{{"partition_id", "new"}, {"count", 4}, {"budget_ms", 100}}); },
+      {"insert of 4 samples into partition 'new' refused", "budget_ms of 100", "nothing was inserted"}));
+  clear.join();
+  EXPECT_FALSE(has_partition(control, "new"));
+  // The gate is open again: an insert in budget goes through.
+  EXPECT_EQ(control.insert("new", 1).size(), 1u);
+  EXPECT_EQ(control.production_status({}, "new").size(), 1u);
 }
 
 TEST(ControllerService, ClearsWaitUntilEveryStorageUnitRegistered) {
