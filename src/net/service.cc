@@ -68,8 +68,8 @@ std::optional<Frames> reply_of(const std::string& op, zmq::message_t& routing_id
 
 struct Service::Route {
   std::string op;
-  Handler handler;  // empty for ping
-  InlineHandler try_inline;
+  Handler handler;           // empty: try_inline always answers
+  InlineHandler try_inline;  // empty: always a worker
   Counter* requests = nullptr;
   Counter* errors = nullptr;
   Histogram* latency = nullptr;
@@ -105,7 +105,7 @@ Service::Service(ServiceOptions options) : options_(std::move(options)) {
   rejected_too_large_ = &metrics_.counter("seqflow_rejected_requests_total", rejected_help, {{"reason", "too_large"}});
   in_flight_ = &metrics_.gauge("seqflow_requests_in_flight", "Requests received and not yet answered.");
   worker_count_ = &metrics_.gauge("seqflow_service_workers", "Worker threads started (they stay until stop).");
-  handle(kPingOp, nullptr);
+  handle(kPingOp, nullptr, [](const Frames&) { return Frames(); });
 }
 
 Service::~Service() { stop(); }
@@ -114,7 +114,7 @@ void Service::handle(std::string op, Handler handler, InlineHandler try_inline) 
   if (started_) throw_invalid("Service::handle('" + op + "') must come before start()");
   check_op_name(op);
   if (routes_.count(op) > 0) throw_invalid("Service::handle: operation '" + op + "' already has a handler");
-  if (!handler && op != kPingOp) throw_invalid("Service::handle: handler for '" + op + "' is empty");
+  if (!handler && !try_inline) throw_invalid("Service::handle: operation '" + op + "' has no handler");
   auto route = std::make_unique<Route>();
   route->op = op;
   route->handler = std::move(handler);
@@ -312,16 +312,6 @@ void Service::dispatch(Frames message, Clock::time_point received) {
     return;
   }
   const Route& route = *found->second;
-  if (!route.handler) {  // ping: the health request
-    Frames reply;
-    reply.push_back(std::move(message[0]));
-    reply.push_back(encode_reply_envelope(envelope.id, std::nullopt));
-    route.requests->increment();
-    route.latency->observe(seconds_since(received));
-    answer_now(std::move(reply));
-    return;
-  }
-
   Job job;
   job.routing_id = std::move(message[0]);
   job.id = envelope.id;
@@ -333,6 +323,11 @@ void Service::dispatch(Frames message, Clock::time_point received) {
     bool failed = false;
     std::optional<Frames> reply = reply_of(
         route.op, job.routing_id, job.id, [&] { return route.try_inline(std::as_const(job.args)); }, failed);
+    if (!reply && !route.handler) {
+      reply = error_reply(std::move(job.routing_id), job.id, ErrorCode::kInternal,
+                          "operation '" + route.op + "' declined a request and has no worker handler");
+      failed = true;
+    }
     if (reply) {
       route.requests->increment();
       if (failed) route.errors->increment();

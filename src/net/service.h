@@ -64,8 +64,9 @@ class Service {
   Service(const Service&) = delete;
   Service& operator=(const Service&) = delete;
 
-  // Before start(). "ping" is built in (replies with no frames, answered by
-  // the I/O thread itself so that it answers even when every worker is busy).
+  // Before start(). At least one of the two handlers; an operation with
+  // only an InlineHandler must never decline. "ping" is built in: an inline
+  // reply with no frames, so it answers even when every worker is busy.
   void handle(std::string op, Handler handler, InlineHandler try_inline = nullptr);
 
   // Binds (throws kInvalidArgument naming the address on failure) and starts

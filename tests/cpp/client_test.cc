@@ -62,10 +62,18 @@ class ClientModes : public ::testing::TestWithParam<Mode> {
   }
 };
 
+std::string mode_name(const ::testing::TestParamInfo<Mode>& info) { return info.param.name; }
+
 INSTANTIATE_TEST_SUITE_P(Modes, ClientModes,
                          ::testing::Values(Mode{"Embedded", 0}, Mode{"RemoteOneUnit", 1},
                                            Mode{"RemoteThreeUnits", 3}),
-                         [](const ::testing::TestParamInfo<Mode>& info) { return info.param.name; });
+                         mode_name);
+
+// What only remote mode has: storage units that can die, timeouts.
+class RemoteModes : public ClientModes {};
+
+INSTANTIATE_TEST_SUITE_P(Modes, RemoteModes,
+                         ::testing::Values(Mode{"RemoteOneUnit", 1}, Mode{"RemoteThreeUnits", 3}), mode_name);
 
 size_t partition_size(Client& client, const std::string& partition) {
   return client.control().production_status({}, partition).size();
@@ -168,8 +176,7 @@ TEST_P(ClientModes, FullStorageLeavesNoSampleAndNoNewPartition) {
 // timeout), not a full timeout for the put, the rollback's clear and the
 // partition check each. The controller holds its clear while it drops the
 // released data on the dead unit, so every rollback step would wait.
-TEST_P(ClientModes, PutToADeadStorageUnitFailsWithinItsTimeout) {
-  if (GetParam().storage_units == 0) GTEST_SKIP() << "remote mode only";
+TEST_P(RemoteModes, PutToADeadStorageUnitFailsWithinItsTimeout) {
   net::ControllerServiceOptions controller;
   controller.storage_timeout = std::chrono::seconds(2);  // bounds the teardown
   RemoteCluster cluster(GetParam().storage_units, {}, controller);

@@ -160,7 +160,8 @@ TEST(NetService, OptionsAndHandlersAreChecked) {
   auto echo = [](Frames& args) { return std::move(args); };
   EXPECT_TRUE(throws_invalid([&] { service.handle("ping", echo); }, {"'ping'", "already"}));
   EXPECT_TRUE(throws_invalid([&] { service.handle("", echo); }, {"operation name"}));
-  EXPECT_TRUE(throws_invalid([&] { service.handle("empty", nullptr); }, {"'empty'", "empty"}));
+  EXPECT_TRUE(throws_invalid([&] { service.handle("empty", nullptr); }, {"'empty'", "no handler"}));
+  EXPECT_TRUE(throws_invalid([&] { service.handle("empty", nullptr, nullptr); }, {"'empty'", "no handler"}));
   service.handle("echo", echo);
   EXPECT_TRUE(throws_invalid([&] { service.handle("echo", echo); }, {"'echo'", "already"}));
   service.start();
@@ -249,6 +250,10 @@ TEST(NetServiceConcurrency, InlineHandlersAnswerWithoutAWorkerOrHandOverUntouche
           if (first != "now") return std::nullopt;
           return frames_of({"inline"});
         });
+    s.handle("only_inline", nullptr, [](const Frames& args) -> std::optional<Frames> {
+      if (as_string_view(args.at(0)) != "yes") return std::nullopt;
+      return frames_of({"inline"});
+    });
   });
   auto context = std::make_shared<zmq::context_t>();
   ConnectionPool pool(context, service->endpoint(), timeout_of(20s));
@@ -271,8 +276,12 @@ TEST(NetServiceConcurrency, InlineHandlersAnswerWithoutAWorkerOrHandOverUntouche
   for (auto& caller : callers) caller.join();
   callers.clear();
   EXPECT_EQ(handed_over, (std::vector<std::string>{"later", "y", ""}));
+  EXPECT_EQ(strings_of(pool.call("only_inline", frames_of({"yes"}), 5s)), std::vector<std::string>{"inline"});
+  EXPECT_TRUE(throws_code([&] { pool.call("only_inline", frames_of({"no"}), 5s); }, ErrorCode::kInternal,
+                          {"'only_inline'", "declined"}));
   const std::string text = service->metrics().render();
   EXPECT_NE(text.find("seqflow_request_errors_total{op=\"quick\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("seqflow_requests_total{op=\"only_inline\"} 2\n"), std::string::npos) << text;
 }
 
 TEST(NetServiceConcurrency, MaxWorkersCapsThePool) {
