@@ -21,8 +21,8 @@ class CustomMetaList {
   // `count` empty objects.
   explicit CustomMetaList(size_t count) : offsets_(count + 1, 0) {}
   // From the wire: validates the offsets (check_offsets) and that each entry
-  // is a MessagePack map (or empty for {}); throws kInvalidArgument naming
-  // the bad entry.
+  // is a MessagePack map (or empty for {}) nested at most
+  // core::kMaxMetaNesting deep; throws kInvalidArgument naming the bad entry.
   static CustomMetaList from_encoded(std::string bytes, std::vector<uint32_t> offsets);
   // Throws kInvalidArgument unless `offsets` holds one entry per sample plus
   // one, starting at 0, ascending, ending at `byte_count`.

@@ -92,7 +92,7 @@ nb::list decode_custom_meta(nb::bytes bytes, const OffsetsInput& offsets) {
   for (size_t i = 0; i + 1 < bounds.size(); ++i) {
     std::string error;
     nb::object value = decoder.decode(all.substr(bounds[i], bounds[i + 1] - bounds[i]), error);
-    if (!value.is_valid()) throw_invalid("custom_meta[" + std::to_string(i) + "] is malformed MessagePack: " + error);
+    if (!value.is_valid()) throw_invalid("custom_meta[" + std::to_string(i) + "] " + error);
     if (!PyDict_Check(value.ptr())) throw_invalid("custom_meta[" + std::to_string(i) + "] is not a MessagePack map");
     out.append(value);
   }

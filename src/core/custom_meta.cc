@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "common/msgpack_reader.h"
 #include "seqflow/error.h"
 
 namespace seqflow::core {
@@ -47,7 +48,11 @@ EncodedMeta encode_meta(const nlohmann::json& meta, const std::string& where) {
 
 nlohmann::json decode_meta(std::string_view bytes) {
   if (bytes.empty()) return nlohmann::json::object();
-  return nlohmann::json::from_msgpack(bytes.begin(), bytes.end());
+  try {
+    return msgpack_to_json(bytes, kMaxMetaNesting);
+  } catch (const Error& error) {
+    throw_invalid(std::string("custom_meta ") + error.what());
+  }
 }
 
 nlohmann::json merge_meta(nlohmann::json current, const nlohmann::json& update) {

@@ -3,6 +3,7 @@
 // out into columns. Decoded to JSON only for samples that are handed out.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -24,7 +25,13 @@ struct EncodedMeta {
 // when group_id is not a scalar.
 EncodedMeta encode_meta(const nlohmann::json& meta, const std::string& where);
 
-// Empty bytes decode to {}.
+// custom_meta bytes from outside (Python's encoded batches, checkpoints) may
+// nest containers at most this deep: the decoders and nlohmann's writers
+// recurse per level. The wire allows less (net::wire::kMaxNesting).
+inline constexpr size_t kMaxMetaNesting = 1000;
+
+// Empty bytes decode to {}. Throws kInvalidArgument when `bytes` are not one
+// MessagePack value nested at most kMaxMetaNesting deep.
 nlohmann::json decode_meta(std::string_view bytes);
 
 // `current` updated key by key with `update` (both objects).

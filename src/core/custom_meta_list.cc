@@ -2,6 +2,7 @@
 
 #include <limits>
 
+#include "common/msgpack_reader.h"
 #include "core/custom_meta.h"
 #include "seqflow/error.h"
 
@@ -35,12 +36,15 @@ CustomMetaList CustomMetaList::from_encoded(std::string bytes, std::vector<uint3
   CustomMetaList out;
   out.bytes_ = std::move(bytes);
   out.offsets_ = std::move(offsets);
+  // Checked, not decoded: the bytes come from Python callers, and a deeply
+  // nested entry must be an error here, not a stack overflow in a decoder.
   for (size_t i = 0; i < out.size(); ++i) {
     const std::string_view entry = out.encoded(i);
     if (entry.empty()) continue;
-    const auto decoded = nlohmann::json::from_msgpack(entry.begin(), entry.end(), true, false);
-    if (!decoded.is_object()) {
-      throw_invalid("custom_meta[" + std::to_string(i) + "] must be a MessagePack map");
+    try {
+      check_msgpack_map(entry, core::kMaxMetaNesting);
+    } catch (const Error& error) {
+      throw_invalid("custom_meta[" + std::to_string(i) + "] " + error.what());
     }
   }
   return out;

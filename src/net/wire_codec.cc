@@ -4,220 +4,13 @@
 #include <cstring>
 #include <limits>
 
+#include "common/msgpack_reader.h"
 #include "seqflow/error.h"
 #include "storage/aligned_buffer.h"
 #include "storage/value_check.h"
 
 namespace seqflow::net::wire {
 namespace {
-
-// A MessagePack reader for what peers send, building the same JSON values
-// as nlohmann's from_msgpack. nlohmann's reader appends binaries one byte at
-// a time, which was most of the time to decode a get_meta reply (its 10 KB
-// of index, flag and custom_meta arrays); this one copies them whole. It
-// refuses nesting deeper than kMaxNesting before it can exhaust the stack.
-// Errors are kInvalidArgument with a message that completes "<what> ...".
-class MsgpackReader {
- public:
-  explicit MsgpackReader(std::string_view bytes)
-      : begin_(reinterpret_cast<const uint8_t*>(bytes.data())), at_(begin_), end_(begin_ + bytes.size()) {}
-
-  // The one value the bytes hold, as JSON; or only checked, not built.
-  Json value() { return whole(true); }
-  void check() { whole(false); }
-
- private:
-  enum class Kind { kNull, kBool, kUnsigned, kSigned, kFloat, kString, kBinary, kArray, kMap };
-  struct Item {
-    Kind kind = Kind::kNull;
-    uint64_t number = 0;  // unsigned value, bool, element or pair count
-    int64_t integer = 0;
-    double real = 0;
-    std::string_view bytes;  // string or binary payload
-    int subtype = -1;        // of an ext binary
-  };
-
-  [[noreturn]] void invalid(const std::string& problem) const {
-    throw_invalid("is not valid MessagePack: " + problem + " at byte " + std::to_string(at_ - begin_));
-  }
-
-  Json whole(bool build) {
-    Json out = read(0, build);
-    if (at_ != end_) invalid(std::to_string(end_ - at_) + " bytes follow the value");
-    return out;
-  }
-
-  std::string_view take(uint64_t count) {
-    if (count > static_cast<uint64_t>(end_ - at_)) invalid("the data ends inside a value");
-    const std::string_view out(reinterpret_cast<const char*>(at_), count);
-    at_ += count;
-    return out;
-  }
-
-  uint64_t big_endian(size_t bytes) {
-    uint64_t out = 0;
-    for (char byte : take(bytes)) out = (out << 8) | static_cast<uint8_t>(byte);
-    return out;
-  }
-
-  Item next() {
-    const uint8_t lead = static_cast<uint8_t>(take(1)[0]);
-    Item item;
-    const auto sized = [&](Kind kind, uint64_t count) {
-      item.kind = kind;
-      if (kind == Kind::kString || kind == Kind::kBinary) {
-        item.bytes = take(count);
-      } else {
-        item.number = count;
-      }
-      return item;
-    };
-    const auto ext = [&](uint64_t count) {
-      item.subtype = static_cast<uint8_t>(take(1)[0]);
-      return sized(Kind::kBinary, count);
-    };
-    const auto integer = [&](size_t bytes) {
-      const uint64_t raw = big_endian(bytes);
-      const unsigned shift = static_cast<unsigned>(64 - 8 * bytes);  // sign-extend from the top bit
-      item.kind = Kind::kSigned;
-      item.integer = static_cast<int64_t>(raw << shift) >> shift;
-      return item;
-    };
-    if (lead <= 0x7f) return sized(Kind::kUnsigned, lead);
-    if (lead >= 0xe0) {
-      item.kind = Kind::kSigned;
-      item.integer = static_cast<int8_t>(lead);
-      return item;
-    }
-    if (lead <= 0x8f) return sized(Kind::kMap, lead & 0x0f);
-    if (lead <= 0x9f) return sized(Kind::kArray, lead & 0x0f);
-    if (lead <= 0xbf) return sized(Kind::kString, lead & 0x1f);
-    switch (lead) {
-      case 0xc0:
-        return item;
-      case 0xc2:
-        return sized(Kind::kBool, 0);
-      case 0xc3:
-        return sized(Kind::kBool, 1);
-      case 0xc4:
-        return sized(Kind::kBinary, big_endian(1));
-      case 0xc5:
-        return sized(Kind::kBinary, big_endian(2));
-      case 0xc6:
-        return sized(Kind::kBinary, big_endian(4));
-      case 0xc7:
-        return ext(big_endian(1));
-      case 0xc8:
-        return ext(big_endian(2));
-      case 0xc9:
-        return ext(big_endian(4));
-      case 0xca: {
-        const auto bits = static_cast<uint32_t>(big_endian(4));
-        float value;
-        std::memcpy(&value, &bits, sizeof value);
-        item.kind = Kind::kFloat;
-        item.real = value;
-        return item;
-      }
-      case 0xcb: {
-        const uint64_t bits = big_endian(8);
-        item.kind = Kind::kFloat;
-        std::memcpy(&item.real, &bits, sizeof item.real);
-        return item;
-      }
-      case 0xcc:
-        return sized(Kind::kUnsigned, big_endian(1));
-      case 0xcd:
-        return sized(Kind::kUnsigned, big_endian(2));
-      case 0xce:
-        return sized(Kind::kUnsigned, big_endian(4));
-      case 0xcf:
-        return sized(Kind::kUnsigned, big_endian(8));
-      case 0xd0:
-        return integer(1);
-      case 0xd1:
-        return integer(2);
-      case 0xd2:
-        return integer(4);
-      case 0xd3:
-        return integer(8);
-      case 0xd4:
-        return ext(1);
-      case 0xd5:
-        return ext(2);
-      case 0xd6:
-        return ext(4);
-      case 0xd7:
-        return ext(8);
-      case 0xd8:
-        return ext(16);
-      case 0xd9:
-        return sized(Kind::kString, big_endian(1));
-      case 0xda:
-        return sized(Kind::kString, big_endian(2));
-      case 0xdb:
-        return sized(Kind::kString, big_endian(4));
-      case 0xdc:
-        return sized(Kind::kArray, big_endian(2));
-      case 0xdd:
-        return sized(Kind::kArray, big_endian(4));
-      case 0xde:
-        return sized(Kind::kMap, big_endian(2));
-      case 0xdf:
-        return sized(Kind::kMap, big_endian(4));
-      default:
-        --at_;
-        invalid("0xc1 is not a type");
-    }
-  }
-
-  // `depth`: the maps and arrays around this value. Counts come from the
-  // peer, so nothing is reserved for them: the bytes run out first.
-  Json read(size_t depth, bool build) {
-    const Item item = next();
-    switch (item.kind) {
-      case Kind::kNull:
-        return nullptr;
-      case Kind::kBool:
-        return item.number != 0;
-      case Kind::kUnsigned:
-        return item.number;
-      case Kind::kSigned:
-        return item.integer;
-      case Kind::kFloat:
-        return item.real;
-      case Kind::kString:
-        return build ? Json(std::string(item.bytes)) : Json();
-      case Kind::kBinary: {
-        if (!build) return Json();
-        Json::binary_t::container_type bytes(item.bytes.begin(), item.bytes.end());
-        return item.subtype < 0 ? Json::binary(std::move(bytes)) : Json::binary(std::move(bytes), item.subtype);
-      }
-      case Kind::kArray:
-      case Kind::kMap:
-        break;
-    }
-    if (depth + 1 > kMaxNesting) throw_invalid("nests deeper than " + std::to_string(kMaxNesting) + " levels");
-    const bool map = item.kind == Kind::kMap;
-    Json out = !build ? Json() : map ? Json::object() : Json::array();
-    for (uint64_t i = 0; i < item.number; ++i) {
-      if (map) {
-        const Item key = next();
-        if (key.kind != Kind::kString) invalid("a map key is not a string");
-        Json value = read(depth + 1, build);
-        if (build) out[std::string(key.bytes)] = std::move(value);  // a repeated key: the last one wins
-      } else {
-        Json value = read(depth + 1, build);
-        if (build) out.push_back(std::move(value));
-      }
-    }
-    return out;
-  }
-
-  const uint8_t* begin_;
-  const uint8_t* at_;
-  const uint8_t* end_;
-};
 
 // Each sample's entry is checked before anything decodes it: a peer's
 // deeply nested entry must be an error, not a stack overflow.
@@ -231,12 +24,8 @@ CustomMetaList decode_custom_meta(const Header& header, size_t samples) {
   for (size_t i = 0; i < samples; ++i) {
     const std::string_view entry(bytes.data() + offsets[i], offsets[i + 1] - offsets[i]);
     if (!entry.empty()) {
-      const auto lead = static_cast<uint8_t>(entry.front());
-      if ((lead & 0xf0) != 0x80 && lead != 0xde && lead != 0xdf) {  // fixmap, map16, map32
-        header.fail("custom_meta", "entry " + std::to_string(i) + " must be a MessagePack map");
-      }
       try {
-        MsgpackReader(entry).check();
+        check_msgpack_map(entry, kMaxNesting);
       } catch (const Error& error) {
         header.fail("custom_meta", "entry " + std::to_string(i) + " " + error.what());
       }
@@ -343,7 +132,7 @@ Json read_header(const Frames& frames, size_t index, std::string_view what) {
   }
   Json out;
   try {
-    out = MsgpackReader(as_string_view(frames[index])).value();
+    out = msgpack_to_json(as_string_view(frames[index]), kMaxNesting);
   } catch (const Error& error) {
     throw_invalid(std::string(what) + " header " + error.what());
   }

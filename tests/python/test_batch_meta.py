@@ -207,26 +207,48 @@ def test_decoder_reads_every_messagepack_type():
     first, second = _decode([b"\x81\xa1k\x90", b"\x81\xa1k\x90"])
     assert first == second and first["k"] is not second["k"]
     assert _decode([]) == []
-    deep = b"\x81\xa1k" + b"\x91" * 998 + b"\x01"  # the innermost value at depth 999
+    deep = b"\x81\xa1k" + b"\x91" * 999 + b"\x01"  # 1,000 levels: the limit
     assert isinstance(_decode([deep])[0]["k"], list)
 
 
 @pytest.mark.parametrize("entry,message", [
-    (b"\x81\xa1k", "truncated value at byte 3"),
-    (b"\x81\xa1k\xdd\xff\xff\xff\xff", "truncated value"),
-    (b"\x81\xa1k\xa5ab", "truncated value"),
-    (b"\x80\x00", "1 bytes after the value"),
-    (b"\x81\x01\x01", "a map key that is not a string at byte 1"),
-    (b"\x81\xa1\xff\x01", "invalid UTF-8 in a map key at byte 1"),
+    (b"\x81\xa1k", "is not valid MessagePack: the data ends inside a value at byte 3"),
+    (b"\x81\xa1k\xdd\xff\xff\xff\xff", "an array of 4294967295 elements overruns the data at byte 3"),
+    (b"\x81\xa1k\xa5ab", "the data ends inside a value at byte 4"),
+    (b"\x80\x00", "1 bytes follow the value at byte 1"),
+    (b"\x81\x01\x01", "a map key is not a string at byte 1"),
+    (b"\x81\xa1\xff\x01", "invalid UTF-8 in a map key at byte 2"),
     (b"\x81\xa1k\xa1\xff", "invalid UTF-8 in a string at byte 4"),
-    (b"\x81\xa1k\xc1", "unknown type byte 0xc1 at byte 3"),
-    (b"\x81\xa1k" + b"\x91" * 1000 + b"\x01", "nesting deeper than 1000 levels"),
+    (b"\x81\xa1k\xc1", "0xc1 is not a type at byte 3"),
+    (b"\x81\xa1k" + b"\x91" * 1000 + b"\x01", "nests deeper than 1000 levels at byte 1002"),
     (b"\x05", "is not a MessagePack map"),
     (b"\x91\x80", "is not a MessagePack map"),
 ])
 def test_decoder_rejects_malformed_entries(entry, message):
     with pytest.raises(ValueError, match=r"custom_meta\[1\].*" + message):
         _decode([b"", entry])
+
+
+def test_deeply_nested_encoded_custom_meta_is_refused_not_recursed_into():
+    """A batch whose encoded custom_meta nests 100,000 levels (crafted bytes):
+    reading it and handing it back to the engine are errors naming the limit,
+    not stack overflows."""
+    client, meta = _fetched([{"k": 1}, {"k": 2}])
+    fetched = meta._encoded_meta
+    good = b"\x81\xa1k\x01"
+    deep = b"\x81\xa1k" + b"\x91" * 100_000 + b"\x01"
+    # In place of the engine's bytes: decoded on first read, or sent back as they are.
+    meta._encoded_meta = (good + deep, np.array([0, len(good), len(good) + len(deep)], dtype=np.uint32))
+    with pytest.raises(ValueError, match=r"custom_meta\[1\] nests deeper than 1000 levels"):
+        client.put({"z": np.arange(2)}, metadata=meta)
+    with pytest.raises(ValueError, match=r"custom_meta\[1\] nests deeper than 1000 levels"):
+        meta.custom_meta
+    # A selection keeps the bytes encoded, and the engine checks them the same.
+    with pytest.raises(ValueError, match=r"custom_meta\[0\] nests deeper than 1000 levels"):
+        client.put({"z": np.arange(1)}, metadata=meta.select_samples([1]))
+    meta._encoded_meta = fetched  # the engine's own bytes still go through
+    client.put({"z": np.arange(2)}, metadata=meta)
+    assert client.get_meta(["z"], 2, "p", task_name="u", polling=True).custom_meta == [{"k": 1}, {"k": 2}]
 
 
 def test_decoder_checks_offsets():

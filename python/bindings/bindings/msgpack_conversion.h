@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/msgpack_reader.h"
+
 namespace seqflow::bindings {
 
 // One decoder serves every entry of a batch: a map key it has met before is
@@ -17,18 +19,16 @@ namespace seqflow::bindings {
 // "total_lengths" create and hash that key once, not 256 times.
 class MsgpackDecoder {
  public:
-  // Deeper values are refused: Python could not compare or print them anyway.
-  static constexpr int kMaxDepth = 1000;
-
   // The value `bytes` encodes (empty bytes: an empty dict), which must fill
-  // `bytes` exactly. Map keys must be strings; ext values become bytes (their
-  // type is dropped). On malformed input: an invalid object, and `error` says
-  // what is wrong at which byte.
+  // `bytes` exactly and nest at most core::kMaxMetaNesting deep. Map keys
+  // must be strings; strings must be UTF-8; ext values become bytes (their
+  // type is dropped). On malformed input: an invalid object, and `error`
+  // completes "<subject> ..." with what is wrong at which byte.
   nanobind::object decode(std::string_view bytes, std::string& error);
 
  private:
-  class Reader;
-  nanobind::object key(std::string_view text);
+  nanobind::object value(MsgpackReader& reader, size_t depth);
+  nanobind::object key(MsgpackReader& reader);
 
   static constexpr size_t kMaxKeys = 32;
   std::vector<std::pair<std::string, nanobind::object>> keys_;
