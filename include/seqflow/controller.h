@@ -6,6 +6,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -191,6 +192,20 @@ class Controller final : public ControlPlane {
 
   // Walks every sample under the lock: for scrapes, not for hot paths.
   std::vector<PartitionProgress> progress() const;
+
+  // Storage lost the data of some samples (remote mode: a storage unit came
+  // back empty after a restart). Every live sample of `partition_id` (null:
+  // of every partition) whose global index `lost` selects becomes produced
+  // for no field, at once under the lock: no fetch serves it (an answer a
+  // sampler reserved earlier waits for it) and force_fetch skips it until a
+  // put marks its fields produced again. Consumption, custom_meta,
+  // keys and schemas stay: a sample a task consumed is not served to it
+  // again. `lost` runs under the controller's lock and must not call it.
+  // Returns the global indexes that had a field produced, ascending. An
+  // unknown partition throws kNotFound naming it; an empty `lost` throws
+  // kInvalidArgument; nothing changes then. Walks every sample it looks at.
+  std::vector<int64_t> forget_production(const std::string* partition_id,
+                                         const std::function<bool(int64_t)>& lost);
 
  private:
   struct State;

@@ -70,6 +70,33 @@ void Controller::mark_produced(const std::string& partition_id,
   state_->changed.notify_all();
 }
 
+std::vector<int64_t> Controller::forget_production(const std::string* partition_id,
+                                                   const std::function<bool(int64_t)>& lost) {
+  if (!lost) throw_invalid("lost must select global indexes, got an empty function");
+  std::lock_guard lock(state_->mutex);
+  std::vector<PartitionState*> partitions;
+  if (partition_id != nullptr) {
+    partitions.push_back(&state_->data.require(*partition_id));
+  } else {
+    for (const auto& entry : state_->data.partitions()) partitions.push_back(entry.second.get());
+  }
+  // Selected first, changed after: a throwing `lost` changes nothing.
+  std::vector<std::pair<PartitionState*, uint32_t>> selected;
+  for (PartitionState* partition : partitions) {
+    for (uint32_t slot = partition->first(); slot != core::kNoSlot; slot = partition->next(slot)) {
+      if (lost(partition->global_index(slot))) selected.emplace_back(partition, slot);
+    }
+  }
+  std::vector<int64_t> forgotten;
+  forgotten.reserve(selected.size());
+  for (auto [partition, slot] : selected) {
+    if (partition->clear_produced(slot)) forgotten.push_back(partition->global_index(slot));
+  }
+  // Nothing became ready: no waiter to wake.
+  std::sort(forgotten.begin(), forgotten.end());
+  return forgotten;
+}
+
 void Controller::set_custom_meta(const std::string& partition_id,
                                  std::span<const int64_t> global_indexes,
                                  std::span<const nlohmann::json> custom_meta) {

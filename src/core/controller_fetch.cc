@@ -63,14 +63,19 @@ std::string describe(const MetaRequest& request) {
 
 // An answer the sampler reserved earlier. Only samples still live and still
 // consumed by the task are served: a cleared (and maybe reused) index is not.
-BatchMeta serve_reserved(const core::ControlData& data, const PartitionState& partition,
-                         const MetaRequest& request, const std::vector<int64_t>& reserved) {
+// Nullopt (not ready: poll or wait) while one of them lacks a requested
+// field: storage lost its data (forget_production) and it was not put again.
+std::optional<BatchMeta> serve_reserved(const core::ControlData& data, const PartitionState& partition,
+                                        const MetaRequest& request, const std::vector<int64_t>& reserved) {
   const core::TaskQueue* queue = partition.find_task(request.task_name);
+  const auto mask = partition.mask(request.fields);
   std::vector<uint32_t> slots;
   slots.reserve(reserved.size());
   for (int64_t index : reserved) {
     auto slot = data.slot_of(partition, index);
-    if (slot && queue != nullptr && queue->is_consumed(*slot)) slots.push_back(*slot);
+    if (!slot || queue == nullptr || !queue->is_consumed(*slot)) continue;
+    if (mask && !partition.has_all(*slot, *mask)) return std::nullopt;
+    slots.push_back(*slot);
   }
   return core::collect_batch(partition, slots, request.fields);
 }

@@ -81,6 +81,14 @@ void PartitionState::set_produced(uint32_t slot, uint32_t field) {
   produced_[slot * stride_ + field / 64] |= uint64_t{1} << (field % 64);
 }
 
+bool PartitionState::clear_produced(uint32_t slot) {
+  const auto first = produced_.begin() + static_cast<ptrdiff_t>(slot * stride_);
+  const auto last = first + static_cast<ptrdiff_t>(stride_);
+  const bool any = std::any_of(first, last, [](uint64_t word) { return word != 0; });
+  std::fill(first, last, 0);
+  return any;
+}
+
 std::optional<FieldMask> PartitionState::mask(std::span<const std::string> fields) const {
   FieldMask out(stride_, 0);
   for (const std::string& name : fields) {

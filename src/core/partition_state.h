@@ -53,6 +53,8 @@ class PartitionState {
   uint32_t set_field(const std::string& name, const FieldSchema& schema);
   bool produced(uint32_t slot, uint32_t field) const;
   void set_produced(uint32_t slot, uint32_t field);
+  // Every field of the sample not produced; false if none was.
+  bool clear_produced(uint32_t slot);
   // Nullopt when a field is unknown here: then no sample has them all.
   std::optional<FieldMask> mask(std::span<const std::string> fields) const;
   bool has_all(uint32_t slot, const FieldMask& mask) const;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <set>
 
 #include "client/checkpoint_directory.h"
 #include "net/connection.h"
@@ -66,12 +67,59 @@ struct ControllerService::Units {
   std::vector<std::string> endpoints;  // sorted: the unit of gi is endpoints[gi % N]
   std::map<std::string, std::shared_ptr<ConnectionPool>> pools;
   std::map<std::string, Clock::time_point> last_seen;
+  // The instance id each unit last registered with (units that send one).
+  std::map<std::string, int64_t> instances;
+  // Units that restarted before every unit had registered (so before the
+  // routing existed): their samples are forgotten once it does.
+  std::set<std::string> restarted;
   std::shared_ptr<zmq::context_t> context = std::make_shared<zmq::context_t>(1);
   Counter* drop_failures = nullptr;
+  Counter* restarts = nullptr;
 
   Json listing(size_t expected) {
     std::lock_guard lock(mutex);
     return Json{{"units", endpoints}, {"expected", expected}};
+  }
+
+  // A unit's registration (every heartbeat): the first one joins it, up to
+  // the expected count. A unit that comes back with another instance id
+  // restarted empty: every sample routed to it (gi % N, N units in endpoint
+  // order) lost its data, so the controller forgets their production until
+  // they are put again. Under the units' lock (then the controller's; nothing
+  // takes them the other way round), so that joins and restarts are seen in
+  // one order; not under the reuse gate, which a clear may hold for long.
+  void heartbeat(const std::string& endpoint, std::optional<int64_t> instance,
+                 const ControllerServiceOptions& options, Controller& controller) {
+    std::lock_guard lock(mutex);
+    const size_t expected = options.storage_units;
+    if (!pools.count(endpoint)) {
+      if (endpoints.size() >= expected) {
+        throw_invalid("storage unit " + endpoint + " cannot join: all " + std::to_string(expected) +
+                      " storage units have registered (" + endpoints.front() +
+                      ", ...); start the controller with more storage units");
+      }
+      ConnectionOptions connection{options.storage_timeout, options.storage_security};
+      pools.emplace(endpoint, std::make_shared<ConnectionPool>(context, endpoint, connection));
+      endpoints.insert(std::upper_bound(endpoints.begin(), endpoints.end(), endpoint), endpoint);
+    }
+    last_seen[endpoint] = Clock::now();
+    if (instance) {
+      auto [known, first] = instances.try_emplace(endpoint, *instance);
+      if (!first && known->second != *instance) {
+        known->second = *instance;
+        restarted.insert(endpoint);
+        restarts->increment();
+      }
+    }
+    // Before every unit has registered, gi % N has no unit yet.
+    if (restarted.empty() || endpoints.size() != expected) return;
+    const auto units = static_cast<int64_t>(expected);
+    for (const std::string& unit : restarted) {
+      const auto place = static_cast<int64_t>(
+          std::lower_bound(endpoints.begin(), endpoints.end(), unit) - endpoints.begin());
+      controller.forget_production(nullptr, [place, units](int64_t gi) { return gi % units == place; });
+    }
+    restarted.clear();
   }
 
   // The pools in routing order, null for a unit silent past the limit.
@@ -129,6 +177,10 @@ ControllerService::ControllerService(ControllerServiceOptions options)
   units_->drop_failures =
       &service_.metrics().counter("seqflow_storage_drop_failures_total",
                                   "Released samples whose data a storage unit did not confirm dropping");
+  units_->restarts = &service_.metrics().counter(
+      "seqflow_storage_restarts_total",
+      "Storage units that registered again with a new instance id (restarted empty); the samples routed "
+      "to them were marked not produced");
   register_handlers();
   add_metrics_collector();
 }
@@ -287,26 +339,14 @@ void ControllerService::register_handlers() {
     controller.load(path);
     return wire::header_message(Json::object());
   });
-  service_.handle("register_storage", [this](Frames& args) {
+  service_.handle("register_storage", [this, &controller](Frames& args) {
     const Json json = wire::read_header(args, 0, "register_storage request");
-    const std::string endpoint = Header(json, "register_storage request", {"endpoint"}).text("endpoint");
+    const Header header(json, "register_storage request", {"endpoint", "instance"});
+    const std::string endpoint = header.text("endpoint");
     if (endpoint.empty()) throw_invalid("register_storage request field 'endpoint' is empty");
-    {
-      std::lock_guard lock(units_->mutex);
-      if (!units_->pools.count(endpoint)) {
-        if (units_->endpoints.size() >= options_.storage_units) {
-          throw_invalid("storage unit " + endpoint + " cannot join: all " +
-                        std::to_string(options_.storage_units) + " storage units have registered (" +
-                        units_->endpoints.front() + ", ...); start the controller with more storage units");
-        }
-        ConnectionOptions connection{options_.storage_timeout, options_.storage_security};
-        units_->pools.emplace(endpoint,
-                              std::make_shared<ConnectionPool>(units_->context, endpoint, connection));
-        units_->endpoints.insert(
-            std::upper_bound(units_->endpoints.begin(), units_->endpoints.end(), endpoint), endpoint);
-      }
-      units_->last_seen[endpoint] = Units::Clock::now();
-    }
+    // A unit that sends no instance id: its restarts go unseen.
+    const auto instance = header.has("instance") ? std::optional(header.integer("instance")) : std::nullopt;
+    units_->heartbeat(endpoint, instance, options_, controller);
     return wire::header_message(units_->listing(options_.storage_units));
   });
   service_.handle("storage_units", [this](Frames& args) {

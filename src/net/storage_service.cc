@@ -1,5 +1,8 @@
 #include "net/storage_service.h"
 
+#include <bit>
+#include <random>
+
 #include "net/connection.h"
 #include "net/wire_codec.h"
 #include "seqflow/error.h"
@@ -10,10 +13,16 @@ namespace {
 using wire::Header;
 using wire::Json;
 
+uint64_t random_instance_id() {
+  std::random_device device;
+  return (uint64_t{device()} << 32) ^ uint64_t{device()};
+}
+
 }  // namespace
 
 StorageService::StorageService(StorageServiceOptions options)
     : options_(std::move(options)),
+      instance_id_(random_instance_id()),
       storage_(std::make_shared<StorageUnit>(options_.storage)),
       service_(options_.service) {
   if (options_.heartbeat.count() <= 0) {
@@ -112,7 +121,10 @@ void StorageService::run_heartbeat() {
   while (!stopping_) {
     lock.unlock();
     try {
-      controller.call("register_storage", wire::header_message(Json{{"endpoint", advertised}}));
+      // As int64: the wire's integers are signed.
+      controller.call("register_storage",
+                      wire::header_message(Json{{"endpoint", advertised},
+                                                {"instance", std::bit_cast<int64_t>(instance_id_)}}));
     } catch (const Error&) {
       failures.increment();  // the controller is down or restarting: retry next beat
     }

@@ -1,11 +1,14 @@
 // A storage unit as a service: a StorageUnit behind a Service that registers
 // itself with the controller service (and again every heartbeat, so that a
-// restarted controller learns it back).
+// restarted controller learns it back). Each registration carries the unit's
+// instance id, random per StorageService: a unit that comes back empty on the
+// same endpoint has a new one, so the controller knows its data is gone.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -36,12 +39,15 @@ class StorageService {
   std::string endpoint() const { return service_.endpoint(); }
   MetricsRegistry& metrics() { return service_.metrics(); }
   StorageUnit& storage() { return *storage_; }
+  // Random, drawn when this service is made: it names the data this unit holds.
+  uint64_t instance_id() const { return instance_id_; }
 
  private:
   void register_handlers();
   void run_heartbeat();
 
   StorageServiceOptions options_;
+  uint64_t instance_id_;
   std::shared_ptr<StorageUnit> storage_;
   Service service_;
   std::thread heartbeat_;

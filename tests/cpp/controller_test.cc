@@ -254,6 +254,23 @@ TEST(ControllerTest, BadInputIsRejectedAndChangesNothing) {
       {"insert 0", [&] { controller.insert("fresh", 0); }, invalid, {"count", "0"}},
       {"load missing checkpoint", [&] { controller.load(temp_path("does_not_exist")); }, not_found,
        {"does_not_exist"}},
+      {"forget production in unknown partition",
+       [&] {
+         const std::string q = "q";
+         controller.forget_production(&q, [](int64_t) { return true; });
+       },
+       not_found, {"partition_id", "'q'"}},
+      {"forget production without a selector", [&] { controller.forget_production(nullptr, {}); },
+       invalid, {"lost", "empty function"}},
+      {"forget production with a failing selector",
+       [&] {
+         int calls = 0;
+         controller.forget_production(nullptr, [&](int64_t index) {
+           if (++calls == 2) throw_invalid("selector failed at global index " + std::to_string(index));
+           return true;
+         });
+       },
+       invalid, {"selector failed"}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
@@ -273,6 +290,80 @@ TEST(ControllerTest, ClearSamplesForgetsThemEverywhere) {
   EXPECT_TRUE(controller.all_consumed("t", "p"));
   EXPECT_EQ(controller.consumption_status("t", "p"),
             (std::vector<std::pair<int64_t, bool>>{{0, true}, {3, true}}));
+}
+
+TEST(ControllerTest, ForgetProductionHidesSamplesUntilTheyAreProducedAgain) {
+  Controller controller;
+  std::vector<json> meta;
+  for (int64_t i = 0; i < 6; ++i) meta.push_back({{"id", i}});
+  const auto p = put(controller, "p", 6, {"x", "y"}, meta);  // indexes 0..5
+  const auto q = put(controller, "q", 4, {"x"});             // indexes 6..9
+  controller.insert("p", 2);                                 // 10, 11: nothing produced
+  EXPECT_EQ(controller.get_meta(fetch_request("p", "t", {"x"}, 2)).global_indexes,
+            (std::vector<int64_t>{0, 1}));
+
+  // Every even index of every partition lost its data; only those that had
+  // a field produced are reported.
+  const auto even = [](int64_t index) { return index % 2 == 0; };
+  EXPECT_EQ(controller.forget_production(nullptr, even), (std::vector<int64_t>{0, 2, 4, 6, 8}));
+  const std::vector<std::string> x = {"x"}, y = {"y"};
+  using Status = std::vector<std::pair<int64_t, bool>>;
+  EXPECT_EQ(controller.production_status(x, "p"),
+            (Status{{0, false}, {1, true}, {2, false}, {3, true}, {4, false}, {5, true}, {10, false},
+                    {11, false}}));
+  EXPECT_EQ(controller.production_status(y, "p"), controller.production_status(x, "p"));
+  EXPECT_EQ(controller.production_status(x, "q"), (Status{{6, false}, {7, true}, {8, false}, {9, true}}));
+  EXPECT_FALSE(controller.all_produced(x, "q"));
+  // Not served: neither by fetch (3 and 5 only, so a batch of 3 is not ready)
+  // nor by force_fetch; consumption, custom_meta and schemas stay.
+  EXPECT_EQ(controller.get_meta(fetch_request("p", "t", {"x"}, 3)).size(), 0u);
+  MetaRequest everything = fetch_request("p", "", {"x"}, 0);
+  everything.mode = MetaMode::kForceFetch;
+  EXPECT_EQ(controller.get_meta(everything).global_indexes, (std::vector<int64_t>{1, 3, 5}));
+  EXPECT_EQ(controller.consumption_status("t", "p"),
+            (Status{{0, true}, {1, true}, {2, false}, {3, false}, {4, false}, {5, false}, {10, false},
+                    {11, false}}));
+  EXPECT_EQ(controller.forget_production(nullptr, even), std::vector<int64_t>{}) << "nothing left to forget";
+
+  // Put again: ready again, with their custom_meta; the consumed sample 0 is
+  // not served to t a second time.
+  const std::vector<int64_t> lost = {p[0], p[2], p[4]};
+  controller.mark_produced("p", lost, fields_of({"x"}), {});
+  const BatchMeta again = controller.get_meta(fetch_request("p", "t", {"x"}, 4));
+  EXPECT_EQ(sorted(again.global_indexes), (std::vector<int64_t>{2, 3, 4, 5}));
+  for (size_t i = 0; i < again.size(); ++i) EXPECT_EQ(again.custom_meta[i]["id"], again.global_indexes[i]);
+  EXPECT_EQ(controller.get_meta(fetch_request("p", "t", {"x"}, 1)).size(), 0u);
+  EXPECT_EQ(controller.get_meta(fetch_request("p", "u", {"x", "y"}, 3)).global_indexes,
+            (std::vector<int64_t>{1, 3, 5}))
+      << "y was not put again";
+
+  // One partition only.
+  const std::string only_q = "q";
+  EXPECT_EQ(controller.forget_production(&only_q, [](int64_t) { return true; }),
+            (std::vector<int64_t>{q[1], q[3]}));
+  EXPECT_EQ(controller.production_status(x, "p")[1], (std::pair<int64_t, bool>{1, true}));
+}
+
+TEST(ControllerTest, AReservedAnswerWaitsUntilItsForgottenSamplesAreProducedAgain) {
+  // rank_aware: every caller of (dp_rank, batch_index) gets the samples the
+  // first one reserved; the later ones must not get samples whose data is gone.
+  Controller controller(ControllerOptions{make_rank_aware_sampler(), false});
+  const auto indexes = put(controller, "p", 4, {"x"});
+  EXPECT_EQ(controller.get_meta(fetch_request("p", "t", {"x"}, 2)).global_indexes,
+            (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(controller.forget_production(nullptr, [](int64_t index) { return index == 1; }),
+            std::vector<int64_t>{1});
+  EXPECT_EQ(controller.get_meta(fetch_request("p", "t", {"x"}, 2)).size(), 0u);
+  MetaRequest blocking = fetch_request("p", "t", {"x"}, 2);
+  blocking.polling = false;
+  blocking.timeout = milliseconds(50);
+  EXPECT_TRUE(throws_code([&] { controller.get_meta(blocking); }, ErrorCode::kTimeout, {"timed out"}));
+  const std::vector<int64_t> lost = {indexes[1]};
+  controller.mark_produced("p", lost, fields_of({"x"}), {});
+  EXPECT_EQ(controller.get_meta(fetch_request("p", "t", {"x"}, 2)).global_indexes,
+            (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(controller.get_meta(fetch_request("p", "t", {"x"}, 2, 1)).global_indexes,
+            (std::vector<int64_t>{2, 3}));
 }
 
 TEST(ControllerTest, ResetConsumptionOfOneTaskOrAll) {

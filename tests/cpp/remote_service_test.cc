@@ -1,8 +1,9 @@
 // The controller and storage services against bad peers and failures: raw
 // malformed requests get error replies that name the problem and the service
 // keeps serving; a stopped storage unit fails puts with kTimeout and leaves
-// nothing ready; a restarted unit takes puts again; a controller restarted
-// from a checkpoint never serves a consumed sample again.
+// nothing ready; a restarted unit takes puts again, and the samples it lost
+// are not served until they are put again; a controller restarted from a
+// checkpoint never serves a consumed sample again.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -355,6 +356,139 @@ TEST(RemoteServiceFailures, PutToAStoppedUnitTimesOutLeavesNothingReadyAndWorksA
   const BatchMeta meta = client->get_meta(fetch(6, "p", "train"));
   ASSERT_EQ(meta.size(), values.size());
   EXPECT_EQ(values_of(*client, meta), ids_of(meta)) << "each sample carries its own value";
+}
+
+// True once `condition` holds, false if it does not within `limit`.
+bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds limit) {
+  const auto deadline = Clock::now() + limit;
+  while (!condition()) {
+    if (Clock::now() > deadline) return false;
+    std::this_thread::sleep_for(10ms);
+  }
+  return true;
+}
+
+double restarts_seen(RemoteCluster& cluster) {
+  return cluster.controller().metrics().counter("seqflow_storage_restarts_total", "").value();
+}
+
+// The global indexes of the samples of `meta` on unit `unit` of `units`.
+std::vector<int64_t> on_unit(const BatchMeta& meta, int64_t unit, int64_t units) {
+  std::vector<int64_t> out;
+  for (int64_t index : meta.global_indexes) {
+    if (index % units == unit) out.push_back(index);
+  }
+  return out;
+}
+
+std::vector<int64_t> produced(Client& client, const std::string& partition) {
+  const std::string fields[] = {"x"};
+  std::vector<int64_t> out;
+  for (const auto& [index, done] : client.control().production_status(fields, partition)) {
+    if (done) out.push_back(index);
+  }
+  return out;
+}
+
+std::vector<int64_t> sorted_indexes(const BatchMeta& meta) {
+  std::vector<int64_t> out = meta.global_indexes;
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST(RemoteServiceFailures, SamplesOfAUnitRestartedEmptyAreNotServedUntilTheyArePutAgain) {
+  RemoteCluster cluster(2);
+  auto client = cluster.client();
+  const BatchMeta put = client->put_new("p", {int64_column("x", {10, 11, 12, 13, 14, 15, 16, 17})}, ids(10, 8));
+  const BatchMeta other = client->put_new("other", {int64_column("x", {20, 21, 22, 23})}, ids(20, 4));
+  ASSERT_EQ(put.global_indexes, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7}));
+  const BatchMeta early = client->get_meta(fetch(2, "p", "train"));
+  ASSERT_EQ(early.global_indexes, (std::vector<int64_t>{0, 1}));
+
+  // The unit of the odd indexes (second in endpoint order) comes back empty
+  // on its endpoint: a new instance.
+  const size_t victim = cluster.unit(0).endpoint() < cluster.unit(1).endpoint() ? 1 : 0;
+  const uint64_t old_instance = cluster.unit(victim).instance_id();
+  cluster.stop_unit(victim);
+  cluster.restart_unit(victim);
+  EXPECT_NE(cluster.unit(victim).instance_id(), old_instance);
+  ASSERT_TRUE(eventually([&] { return restarts_seen(cluster) == 1; }, 10s)) << "the restart was not seen";
+
+  // Its samples, in every partition, are not produced; unit 0's are.
+  const auto lost = on_unit(put, 1, 2);
+  EXPECT_EQ(produced(*client, "p"), on_unit(put, 0, 2));
+  EXPECT_EQ(produced(*client, "other"), on_unit(other, 0, 2));
+  // Not served: 2, 4 and 6 are the only ready samples train did not consume.
+  EXPECT_EQ(client->get_meta(fetch(4, "p", "train")).size(), 0u);
+  const BatchMeta before = client->get_meta(fetch(3, "p", "train"));
+  EXPECT_EQ(sorted_indexes(before), (std::vector<int64_t>{2, 4, 6}));
+  EXPECT_EQ(values_of(*client, before), ids_of(before)) << "unit 0 kept its data";
+  EXPECT_EQ(client->get_meta(fetch(1, "p", "train")).size(), 0u);
+  MetaRequest everything = fetch(0, "p", "");
+  everything.mode = MetaMode::kForceFetch;
+  EXPECT_EQ(sorted_indexes(client->get_meta(everything)), on_unit(put, 0, 2));
+
+  // The producer puts the lost samples again (new values): served with the
+  // new data, except sample 1, which train consumed before the restart.
+  BatchMeta again;
+  again.global_indexes = lost;
+  again.partition_ids = PartitionIdList(lost.size(), "p");
+  std::vector<int64_t> new_values;
+  for (int64_t index : lost) new_values.push_back(1000 + index);
+  client->put_existing(again, {int64_column("x", new_values)}, {});
+  EXPECT_EQ(produced(*client, "p"), put.global_indexes);
+  const BatchMeta after = client->get_meta(fetch(3, "p", "train"));
+  EXPECT_EQ(sorted_indexes(after), (std::vector<int64_t>{3, 5, 7}));
+  std::vector<int64_t> expected;
+  for (int64_t index : after.global_indexes) expected.push_back(1000 + index);
+  EXPECT_EQ(values_of(*client, after), expected);
+  EXPECT_EQ(client->get_meta(fetch(1, "p", "train")).size(), 0u) << "sample 1 is not served twice";
+  EXPECT_TRUE(client->control().all_consumed("train", "p"));
+
+  // Heartbeats of the same instance forget nothing.
+  std::this_thread::sleep_for(4 * RemoteCluster::kHeartbeat);
+  EXPECT_EQ(restarts_seen(cluster), 1);
+  EXPECT_EQ(produced(*client, "p"), put.global_indexes);
+  EXPECT_EQ(produced(*client, "other"), on_unit(other, 0, 2)) << "not put again";
+}
+
+// Registrations as a unit sends them: a new instance id on a known endpoint
+// is a restart, applied once the routing exists (every unit registered).
+TEST(RemoteServiceFailures, ARestartBeforeEveryUnitRegisteredIsAppliedOnceTheRoutingExists) {
+  net::ControllerServiceOptions options;
+  options.storage_units = 2;
+  net::ControllerService service(options);
+  service.start();
+  zmq::context_t context;
+  net::Connection controller(context, service.endpoint(), net::ConnectionOptions{5s, {}});
+  const auto register_unit = [&](const std::string& endpoint, const Json& instance) {
+    controller.call("register_storage", wire::header_message(Json{{"endpoint", endpoint}, {"instance", instance}}));
+  };
+  Controller& core = service.controller();
+  const std::vector<int64_t> indexes = core.insert("p", 4).global_indexes;
+  core.mark_produced("p", indexes, {{"x", FieldSchema{DType::kInt64, {1}}}}, {});
+  const std::string x[] = {"x"};
+  const auto status = [&] { return core.production_status(x, "p"); };
+  using Status = std::vector<std::pair<int64_t, bool>>;
+
+  register_unit("tcp://127.0.0.1:2", 7);
+  register_unit("tcp://127.0.0.1:2", 7);
+  register_unit("tcp://127.0.0.1:2", -8);  // restarted: unit 0 or 1 is not known yet
+  EXPECT_EQ(status(), (Status{{0, true}, {1, true}, {2, true}, {3, true}}));
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { register_unit("tcp://127.0.0.1:1", "new"); },
+                           {"register_storage request field 'instance'", "integer"}));
+  // Without an instance id (a unit before instance ids): never a restart.
+  controller.call("register_storage", wire::header_message(Json{{"endpoint", "tcp://127.0.0.1:1"}}));
+  // Both registered: tcp://127.0.0.1:2 is unit 1 of 2.
+  EXPECT_EQ(status(), (Status{{0, true}, {1, false}, {2, true}, {3, false}}));
+  EXPECT_EQ(service.metrics().counter("seqflow_storage_restarts_total", "").value(), 1);
+  core.mark_produced("p", indexes, {{"x", FieldSchema{DType::kInt64, {1}}}}, {});
+  register_unit("tcp://127.0.0.1:2", -8);
+  register_unit("tcp://127.0.0.1:1", 3);
+  EXPECT_EQ(status(), (Status{{0, true}, {1, true}, {2, true}, {3, true}})) << "a first id is no restart";
+  register_unit("tcp://127.0.0.1:1", 4);
+  EXPECT_EQ(status(), (Status{{0, false}, {1, true}, {2, false}, {3, true}}));
+  EXPECT_EQ(service.metrics().counter("seqflow_storage_restarts_total", "").value(), 2);
 }
 
 TEST(RemoteServiceFailures, ControllerRestartedFromACheckpointServesTheRestAndNeverAConsumedSample) {

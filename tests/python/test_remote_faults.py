@@ -1,7 +1,8 @@
 """Faults of remote mode, with `seqflow serve` processes on 127.0.0.1: a
-storage unit SIGKILLed under load and started again, the controller
-SIGKILLed and started again from its last checkpoint, and malformed traffic
-sent to the controller's port by a peer that is not a seqflow client."""
+storage unit SIGKILLed under load and started again (empty: its samples are
+not served until they are put again), the controller SIGKILLed and started
+again from its last checkpoint, and malformed traffic sent to the
+controller's port by a peer that is not a seqflow client."""
 
 from __future__ import annotations
 
@@ -35,6 +36,25 @@ def put_ids(client, partition: str, ids):
     ids = list(ids)
     return client.put({"x": np.array(ids, dtype=np.int64)}, partition_id=partition,
                custom_meta=[{"id": i} for i in ids])
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+    """Polls predicate() until it holds; fails after timeout seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout} s: {what}")
+        time.sleep(0.05)
+
+
+def produced_indexes(client, partition: str) -> set[int]:
+    indexes, produced = client.get_production_status(["x"], partition)
+    return set(indexes[produced].tolist())
+
+
+def consumed_indexes(client, task: str, partition: str) -> set[int]:
+    indexes, consumed = client.get_consumption_status(task, partition)
+    return set(indexes[consumed].tolist())
 
 
 def timed(call):
@@ -202,14 +222,41 @@ def test_killed_storage_unit_fails_calls_in_time_and_the_pipeline_resumes_on_res
         assert not ready_ids & set(failed_ids)
 
         cluster.restart_unit(victim)
+        # The new unit registers with a new instance id: the controller takes
+        # every sample routed to it (gi % 2 == 0), in every partition,
+        # consumed or not, for not produced, as its data is gone.
+        everything = observer.get_meta([], 0, "train", mode="force_fetch")  # produced or not
+        on_victim = [position for position, index in enumerate(everything.global_indexes.tolist())
+                     if index % 2 == 0]
+        lost = everything.select_samples(on_victim)
+        lost_indexes = set(lost.global_indexes.tolist())
+        wait_until(lambda: not produced_indexes(observer, "train") & lost_indexes, 30,
+                   "the restarted unit's samples are no longer produced")
+        assert produced_indexes(observer, "train") == set(everything.global_indexes.tolist()) - lost_indexes
+        assert produced_indexes(observer, "other") == {i for i in other_put.global_indexes.tolist() if i % 2}
+        # Not consumed yet (for train): not served until they are put again.
+        unserved = lost_indexes - consumed_indexes(observer, "train", "train")
+        unserved_ids = {ids_of(lost)[k] for k, index in enumerate(lost.global_indexes.tolist())
+                        if index in unserved}
         # Inserts wait while the controller drops the failed put's data on the
         # dead unit; the probe returns once that drop reached the new unit.
         put_ids(observer, "probe", range(PUT_SIZE))
         observer.clear_partition("probe")
-        # Everything put before the fault was handed out once (the data of the
-        # samples that lived on the dead unit is lost with it).
+        # The consumers go on fetching while the lost samples wait: they run
+        # dry with fewer than FETCH_SIZE ready, none of them lost.
+        wait_until(lambda: len(produced_indexes(observer, "train") -
+                               consumed_indexes(observer, "train", "train")) < FETCH_SIZE, 30,
+                   "the consumers fetched the samples the restarted unit did not hold")
+        assert not unserved & consumed_indexes(observer, "train", "train"), "a lost sample was served"
+        assert not unserved_ids & set(ledger.fetched_ids), "a lost sample was served"
+        # The producer puts the lost samples again; the unconsumed ones are
+        # then served, with their data, and the consumed ones not again: so
+        # everything put before the fault is handed out once.
+        observer.put({"x": np.array(ids_of(lost), dtype=np.int64)}, metadata=lost)
         ledger.wait_for(lambda seen: len(seen.fetched_ids) == len(seen.put_ids), 30,
                         "the consumers fetched every sample put before the fault")
+        ledger.wait_for(lambda seen: unserved_ids <= set(seen.consumed_ids), 30,
+                        "the consumers read the data of the lost samples put again")
         pipeline.resume.set()
         ledger.wait_for(lambda seen: len(pipeline.resumed_ids) >= after_restart and
                         set(pipeline.resumed_ids) <= set(seen.consumed_ids), 60,
