@@ -73,6 +73,15 @@ struct MetaRequest {
   std::chrono::milliseconds timeout{30000};
 };
 
+// ControlPlane::sample_production's answer, in the order of the samples asked.
+struct SampleProduction {
+  size_t field_count = 0;
+  std::vector<uint8_t> exists;    // per sample: 1 while it lives in the partition
+  std::vector<uint8_t> produced;  // per sample, per field (row-major): 1 if produced
+
+  bool has(size_t sample, size_t field) const { return produced[sample * field_count + field] != 0; }
+};
+
 // How far a partition has come: for the metrics endpoint.
 struct PartitionProgress {
   std::string partition_id;
@@ -132,6 +141,12 @@ class ControlPlane {
   // Per sample: all of `fields` produced?
   virtual std::vector<std::pair<int64_t, bool>> production_status(std::span<const std::string> fields,
                                                           const std::string& partition_id) const = 0;
+  // Of these samples only (O(samples x fields), not O(partition)): for each,
+  // whether it exists in the partition and which of `fields` it has produced.
+  // An unknown partition throws kNotFound.
+  virtual SampleProduction sample_production(const std::string& partition_id,
+                                             std::span<const int64_t> global_indexes,
+                                             std::span<const std::string> fields) const = 0;
   // Both false for a partition without samples.
   virtual bool all_consumed(const std::string& task_name, const std::string& partition_id) const = 0;
   virtual bool all_produced(std::span<const std::string> fields, const std::string& partition_id) const = 0;
@@ -169,6 +184,9 @@ class Controller final : public ControlPlane {
                      const std::map<std::string, FieldSchema>& fields,
                      std::span<const nlohmann::json> custom_meta) override;
   BatchMeta get_meta(const MetaRequest& request) override;
+  // get_meta without waiting: nullopt where get_meta would wait for data
+  // (a fetch that does not poll, with too little ready).
+  std::optional<BatchMeta> try_get_meta(const MetaRequest& request);
   void set_custom_meta(const std::string& partition_id, std::span<const int64_t> global_indexes,
                        std::span<const nlohmann::json> custom_meta) override;
   std::vector<int64_t> clear_samples(const std::string& partition_id,
@@ -179,6 +197,8 @@ class Controller final : public ControlPlane {
                                                            const std::string& partition_id) const override;
   std::vector<std::pair<int64_t, bool>> production_status(std::span<const std::string> fields,
                                                           const std::string& partition_id) const override;
+  SampleProduction sample_production(const std::string& partition_id, std::span<const int64_t> global_indexes,
+                                     std::span<const std::string> fields) const override;
   bool all_consumed(const std::string& task_name, const std::string& partition_id) const override;
   bool all_produced(std::span<const std::string> fields, const std::string& partition_id) const override;
   std::vector<std::string> partition_list() const override;
@@ -209,6 +229,10 @@ class Controller final : public ControlPlane {
 
  private:
   struct State;
+  // One pass of get_meta, the lock held. Nullopt only for a fetch that has
+  // to wait for data (a polling fetch gets an empty batch instead).
+  std::optional<BatchMeta> answer_without_waiting(const MetaRequest& request);
+
   std::unique_ptr<State> state_;
 };
 

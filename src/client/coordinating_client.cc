@@ -13,7 +13,6 @@
 #include <mutex>
 #include <optional>
 #include <set>
-#include <unordered_set>
 
 #include "client/call_deadline.h"
 #include "client/checkpoint_directory.h"
@@ -238,29 +237,23 @@ BatchMeta CoordinatingClient::write_existing(const BatchMeta& meta, const std::v
   const std::vector<std::string> names = field_names(columns);
   std::vector<OverwrittenValues> overwritten;
   for (const auto& [partition_id, at] : positions) {
-    std::unordered_set<int64_t> live;
-    std::unordered_set<int64_t> produced;
-    for (const auto& [index, unused] : control_->production_status({}, partition_id)) {
-      (void)unused;
-      live.insert(index);
-    }
-    for (size_t i : at) {
-      if (!live.count(meta.global_indexes[i])) {
+    std::vector<int64_t> indexes;
+    indexes.reserve(at.size());
+    for (size_t i : at) indexes.push_back(meta.global_indexes[i]);
+    const SampleProduction production = control_->sample_production(partition_id, indexes, names);
+    for (size_t k = 0; k < indexes.size(); ++k) {
+      if (!production.exists[k]) {
         throw Error(ErrorCode::kNotFound,
-                    "sample " + std::to_string(meta.global_indexes[i]) + " of partition " +
-                        in_quotes(partition_id) +
+                    "sample " + std::to_string(indexes[k]) + " of partition " + in_quotes(partition_id) +
                         " does not exist (cleared?); put without metadata to add new samples");
       }
     }
-    for (const std::string& field : names) {
+    for (size_t f = 0; f < names.size(); ++f) {
+      const std::string& field = names[f];
       OverwrittenValues values{field, {}, {}};
       const std::string one_field[] = {field};
-      std::unordered_set<int64_t> has_field;
-      for (const auto& [index, done] : control_->production_status(one_field, partition_id)) {
-        if (done) has_field.insert(index);
-      }
-      for (size_t i : at) {
-        if (has_field.count(meta.global_indexes[i])) values.global_indexes.push_back(meta.global_indexes[i]);
+      for (size_t k = 0; k < indexes.size(); ++k) {
+        if (production.has(k, f)) values.global_indexes.push_back(indexes[k]);
       }
       if (values.global_indexes.empty()) continue;
       try {

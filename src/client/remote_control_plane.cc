@@ -115,6 +115,25 @@ std::vector<std::pair<int64_t, bool>> RemoteControlPlane::production_status(
       "production_status reply");
 }
 
+SampleProduction RemoteControlPlane::sample_production(const std::string& partition_id,
+                                                      std::span<const int64_t> global_indexes,
+                                                      std::span<const std::string> fields) const {
+  const Json reply = call("sample_production",
+                          Json{{"partition_id", partition_id},
+                               {"indexes", binary_indexes(global_indexes)},
+                               {"fields", std::vector<std::string>(fields.begin(), fields.end())}});
+  const Header header(reply, "sample_production reply", {"exists", "produced"});
+  SampleProduction out;
+  out.field_count = fields.size();
+  out.exists = header.numbers<uint8_t>("exists");
+  out.produced = header.numbers<uint8_t>("produced");
+  if (out.exists.size() != global_indexes.size()) header.fail("exists", "must hold one flag per sample");
+  if (out.produced.size() != global_indexes.size() * fields.size()) {
+    header.fail("produced", "must hold one flag per sample and field");
+  }
+  return out;
+}
+
 bool RemoteControlPlane::all_consumed(const std::string& task_name, const std::string& partition_id) const {
   const Json reply = call("all_consumed", Json{{"task_name", task_name}, {"partition_id", partition_id}});
   return Header(reply, "all_consumed reply", {"value"}).boolean("value");

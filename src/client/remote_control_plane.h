@@ -31,6 +31,8 @@ class RemoteControlPlane final : public ControlPlane {
                                                            const std::string& partition_id) const override;
   std::vector<std::pair<int64_t, bool>> production_status(std::span<const std::string> fields,
                                                           const std::string& partition_id) const override;
+  SampleProduction sample_production(const std::string& partition_id, std::span<const int64_t> global_indexes,
+                                     std::span<const std::string> fields) const override;
   bool all_consumed(const std::string& task_name, const std::string& partition_id) const override;
   bool all_produced(std::span<const std::string> fields, const std::string& partition_id) const override;
   std::vector<std::string> partition_list() const override;

@@ -169,6 +169,29 @@ std::vector<std::pair<int64_t, bool>> Controller::production_status(
   return out;
 }
 
+SampleProduction Controller::sample_production(const std::string& partition_id,
+                                               std::span<const int64_t> global_indexes,
+                                               std::span<const std::string> fields) const {
+  std::lock_guard lock(state_->mutex);
+  const PartitionState& partition = state_->data.require(partition_id);
+  std::vector<std::optional<core::FieldMask>> masks;  // none: no sample has the field
+  masks.reserve(fields.size());
+  for (const std::string& field : fields) masks.push_back(partition.mask(std::span(&field, 1)));
+  SampleProduction out;
+  out.field_count = fields.size();
+  out.exists.resize(global_indexes.size());
+  out.produced.resize(global_indexes.size() * fields.size());
+  for (size_t i = 0; i < global_indexes.size(); ++i) {
+    const auto slot = state_->data.slot_of(partition, global_indexes[i]);
+    if (!slot) continue;
+    out.exists[i] = 1;
+    for (size_t f = 0; f < masks.size(); ++f) {
+      out.produced[i * fields.size() + f] = masks[f] && partition.has_all(*slot, *masks[f]);
+    }
+  }
+  return out;
+}
+
 bool Controller::all_consumed(const std::string& task_name, const std::string& partition_id) const {
   std::lock_guard lock(state_->mutex);
   const PartitionState& partition = state_->data.require(partition_id);

@@ -1,9 +1,11 @@
 // Controller::save / load: the controller's data and the sampler's state in
 // one checksummed file, written atomically; a load builds everything aside
 // and swaps it in only when all of it is valid.
+#include "common/msgpack_reader.h"
 #include "core/checkpoint_file.h"
 #include "core/control_data_codec.h"
 #include "core/controller_state.h"
+#include "core/custom_meta.h"
 #include "seqflow/controller.h"
 #include "seqflow/error.h"
 
@@ -12,6 +14,9 @@ namespace {
 
 constexpr const char* kFormat = "seqflow.controller";
 constexpr int kVersion = 1;
+// custom_meta values sit a few levels inside the checkpoint's own structure;
+// a crafted file must not nest deeper than that and exhaust the stack.
+constexpr size_t kMaxCheckpointNesting = core::kMaxMetaNesting + 16;
 
 }  // namespace
 
@@ -38,7 +43,8 @@ void Controller::load(const std::string& path) {
   std::string sampler_name;
   nlohmann::json sampler_state;
   try {
-    encoded = nlohmann::json::from_msgpack(payload);
+    encoded = msgpack_to_json(std::string_view(reinterpret_cast<const char*>(payload.data()), payload.size()),
+                              kMaxCheckpointNesting);
     if (encoded.at("format").get<std::string>() != kFormat) {
       throw_invalid("format is not " + std::string(kFormat));
     }

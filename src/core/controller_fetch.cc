@@ -185,22 +185,10 @@ BatchMeta force_fetch(const core::ControlData& data, const MetaRequest& request)
 BatchMeta Controller::get_meta(const MetaRequest& request) {
   validate(request);
   std::unique_lock lock(state_->mutex);
-  if (request.mode == MetaMode::kInsert) {
-    PartitionState& partition = state_->data.find_or_create(request.partition_id);
-    const core::NewSamples added = state_->data.add_samples(partition, request.batch_size);
-    state_->changed.notify_all();
-    return core::collect_batch(partition, added.slots, request.fields);
-  }
-  if (request.mode == MetaMode::kForceFetch) return force_fetch(state_->data, request);
-
-  const bool polling = request.polling || state_->polling_mode;
   const auto deadline = std::chrono::steady_clock::now() + std::min(request.timeout, kLongestWait);
   for (;;) {
     // Re-resolved on every pass: the partition may be cleared while we wait.
-    if (auto batch = try_fetch(state_->data, *state_->sampler, request)) {
-      return std::move(*batch);
-    }
-    if (polling) return BatchMeta{};
+    if (auto batch = answer_without_waiting(request)) return std::move(*batch);
     if (std::chrono::steady_clock::now() >= deadline) {
       throw Error(ErrorCode::kTimeout, "get_meta timed out after " +
                                            std::to_string(request.timeout.count()) +
@@ -209,6 +197,26 @@ BatchMeta Controller::get_meta(const MetaRequest& request) {
     // Releases the lock while waiting: other callers proceed.
     state_->changed.wait_until(lock, deadline);
   }
+}
+
+std::optional<BatchMeta> Controller::answer_without_waiting(const MetaRequest& request) {
+  State& state = *state_;
+  if (request.mode == MetaMode::kInsert) {
+    PartitionState& partition = state.data.find_or_create(request.partition_id);
+    const core::NewSamples added = state.data.add_samples(partition, request.batch_size);
+    state.changed.notify_all();
+    return core::collect_batch(partition, added.slots, request.fields);
+  }
+  if (request.mode == MetaMode::kForceFetch) return force_fetch(state.data, request);
+  if (auto batch = try_fetch(state.data, *state.sampler, request)) return batch;
+  if (request.polling || state.polling_mode) return BatchMeta{};
+  return std::nullopt;
+}
+
+std::optional<BatchMeta> Controller::try_get_meta(const MetaRequest& request) {
+  validate(request);
+  std::lock_guard lock(state_->mutex);
+  return answer_without_waiting(request);
 }
 
 }  // namespace seqflow

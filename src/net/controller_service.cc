@@ -39,6 +39,13 @@ std::optional<std::chrono::steady_clock::time_point> insert_deadline(
   return received + std::chrono::milliseconds(budget);
 }
 
+// Takes the reuse gate, waiting for it or (may_wait false) only if free now.
+bool take(std::shared_lock<std::shared_mutex>& gate, bool may_wait) {
+  if (!may_wait) return gate.try_lock();
+  gate.lock();
+  return true;
+}
+
 Json released_reply(const std::vector<int64_t>& released) {
   return Json{{"released", wire::binary_of(std::span<const int64_t>(released))}};
 }
@@ -192,16 +199,20 @@ void ControllerService::stop() { service_.stop(); }
 
 void ControllerService::register_handlers() {
   Controller& controller = *controller_;
-  service_.handle("insert", [this, &controller](Frames& args) {
-    // The budget counts from the handler's start: the service does not hand
-    // handlers the request's receipt time, so its queueing is not counted.
+  // Requests that take the reuse gate are answered on the I/O thread when
+  // it is free (`may_wait` false; nullopt otherwise) and by a worker, which
+  // waits for it, when a clear holds it.
+  const auto insert = [this, &controller](const Frames& args, bool may_wait) -> std::optional<Frames> {
+    // The budget counts from here: queueing in the service before a worker
+    // picks the request up is not counted.
     const auto received = std::chrono::steady_clock::now();
     const Json json = wire::read_header(args, 0, "insert request");
     const Header header(json, "insert request", {"partition_id", "count", "budget_ms"});
     const std::string partition_id = header.text("partition_id");
     const int64_t count = checked_insert_count(header.integer("count"), "count");
     const auto deadline = insert_deadline(header, received);
-    std::shared_lock gate(reuse_gate_);  // a clear may hold it while it drops released data
+    std::shared_lock gate(reuse_gate_, std::defer_lock);  // a clear may hold it while it drops released data
+    if (!take(gate, may_wait)) return std::nullopt;
     const auto now = std::chrono::steady_clock::now();
     if (deadline && now > *deadline) {
       const auto waited = std::chrono::round<std::chrono::milliseconds>(now - received);
@@ -212,8 +223,11 @@ void ControllerService::register_handlers() {
                                            " ms behind a clear or load; nothing was inserted");
     }
     return wire::header_message(wire::encode_batch_meta(controller.insert(partition_id, count)));
-  });
-  service_.handle("mark_produced", [&controller](Frames& args) {
+  };
+  service_.handle(
+      "insert", [insert](Frames& args) { return *insert(args, true); },
+      [insert](const Frames& args) { return insert(args, false); });
+  service_.handle("mark_produced", nullptr, [&controller](const Frames& args) {
     const Json json = wire::read_header(args, 0, "mark_produced request");
     const Header header(json, "mark_produced request", {"partition_id", "indexes", "fields", "custom_meta"});
     const auto indexes = header.numbers<int64_t>("indexes");
@@ -222,17 +236,23 @@ void ControllerService::register_handlers() {
     controller.mark_produced(header.text("partition_id"), indexes, fields, custom_meta);
     return wire::header_message(Json::object());
   });
-  service_.handle("get_meta", [this, &controller](Frames& args) {
+  // Also answered on the I/O thread: a fetch with enough ready, a poll.
+  const auto get_meta = [this, &controller](const Frames& args, bool may_wait) -> std::optional<Frames> {
     const MetaRequest request =
         wire::decode_meta_request(wire::read_header(args, 0, "get_meta request"), "get_meta request");
+    std::shared_lock gate(reuse_gate_, std::defer_lock);
     if (request.mode == MetaMode::kInsert) {
       checked_insert_count(request.batch_size, "batch_size");
-      std::shared_lock gate(reuse_gate_);
-      return wire::header_message(wire::encode_batch_meta(controller.get_meta(request)));
+      if (!take(gate, may_wait)) return std::nullopt;
     }
-    return wire::header_message(wire::encode_batch_meta(controller.get_meta(request)));
-  });
-  service_.handle("set_custom_meta", [&controller](Frames& args) {
+    std::optional<BatchMeta> meta = may_wait ? controller.get_meta(request) : controller.try_get_meta(request);
+    if (!meta) return std::nullopt;
+    return wire::header_message(wire::encode_batch_meta(*meta));
+  };
+  service_.handle(
+      "get_meta", [get_meta](Frames& args) { return *get_meta(args, true); },
+      [get_meta](const Frames& args) { return get_meta(args, false); });
+  service_.handle("set_custom_meta", nullptr, [&controller](const Frames& args) {
     const Json json = wire::read_header(args, 0, "set_custom_meta request");
     const Header header(json, "set_custom_meta request", {"partition_id", "indexes", "custom_meta"});
     controller.set_custom_meta(header.text("partition_id"), header.numbers<int64_t>("indexes"),
@@ -267,38 +287,46 @@ void ControllerService::register_handlers() {
     units_->drop(targets, released, std::min(options_.storage_timeout, options_.storage_silence_limit));
     return wire::header_message(released_reply(released));
   });
-  service_.handle("reset_consumption", [&controller](Frames& args) {
+  service_.handle("reset_consumption", nullptr, [&controller](const Frames& args) {
     const Json json = wire::read_header(args, 0, "reset_consumption request");
     const Header header(json, "reset_consumption request", {"partition_id", "task_name"});
     const std::string task = header.has("task_name") ? header.text("task_name") : std::string();
     controller.reset_consumption(header.text("partition_id"), header.has("task_name") ? &task : nullptr);
     return wire::header_message(Json::object());
   });
-  service_.handle("consumption_status", [&controller](Frames& args) {
+  service_.handle("consumption_status", nullptr, [&controller](const Frames& args) {
     const Json json = wire::read_header(args, 0, "consumption_status request");
     const Header header(json, "consumption_status request", {"task_name", "partition_id"});
     return wire::header_message(wire::encode_status(
         controller.consumption_status(header.text("task_name"), header.text("partition_id"))));
   });
-  service_.handle("production_status", [&controller](Frames& args) {
+  service_.handle("production_status", nullptr, [&controller](const Frames& args) {
     const Json json = wire::read_header(args, 0, "production_status request");
     const Header header(json, "production_status request", {"fields", "partition_id"});
     return wire::header_message(wire::encode_status(
         controller.production_status(header.texts("fields"), header.text("partition_id"))));
   });
-  service_.handle("all_consumed", [&controller](Frames& args) {
+  service_.handle("sample_production", nullptr, [&controller](const Frames& args) {
+    const Json json = wire::read_header(args, 0, "sample_production request");
+    const Header header(json, "sample_production request", {"partition_id", "indexes", "fields"});
+    const SampleProduction production = controller.sample_production(
+        header.text("partition_id"), header.numbers<int64_t>("indexes"), header.texts("fields"));
+    return wire::header_message(Json{{"exists", wire::binary_of(std::span<const uint8_t>(production.exists))},
+                                     {"produced", wire::binary_of(std::span<const uint8_t>(production.produced))}});
+  });
+  service_.handle("all_consumed", nullptr, [&controller](const Frames& args) {
     const Json json = wire::read_header(args, 0, "all_consumed request");
     const Header header(json, "all_consumed request", {"task_name", "partition_id"});
     return wire::header_message(
         Json{{"value", controller.all_consumed(header.text("task_name"), header.text("partition_id"))}});
   });
-  service_.handle("all_produced", [&controller](Frames& args) {
+  service_.handle("all_produced", nullptr, [&controller](const Frames& args) {
     const Json json = wire::read_header(args, 0, "all_produced request");
     const Header header(json, "all_produced request", {"fields", "partition_id"});
     return wire::header_message(
         Json{{"value", controller.all_produced(header.texts("fields"), header.text("partition_id"))}});
   });
-  service_.handle("partition_list", [&controller](Frames& args) {
+  service_.handle("partition_list", nullptr, [&controller](const Frames& args) {
     const Json json = wire::read_header(args, 0, "partition_list request");
     const Header header(json, "partition_list request", {});
     return wire::header_message(Json{{"partitions", controller.partition_list()}});
@@ -310,13 +338,13 @@ void ControllerService::register_handlers() {
     return wire::header_message(wire::encode_batch_meta(
         controller.kv_resolve(header.text("partition_id"), header.texts("keys"), header.objects("tags"))));
   });
-  service_.handle("kv_lookup", [&controller](Frames& args) {
+  service_.handle("kv_lookup", nullptr, [&controller](const Frames& args) {
     const Json json = wire::read_header(args, 0, "kv_lookup request");
     const Header header(json, "kv_lookup request", {"partition_id", "keys"});
     return wire::header_message(
         wire::encode_batch_meta(controller.kv_lookup(header.text("partition_id"), header.texts("keys"))));
   });
-  service_.handle("kv_list", [&controller](Frames& args) {
+  service_.handle("kv_list", nullptr, [&controller](const Frames& args) {
     const Json json = wire::read_header(args, 0, "kv_list request");
     const Header header(json, "kv_list request", {"partition_id"});
     const std::string partition = header.has("partition_id") ? header.text("partition_id") : std::string();
@@ -349,7 +377,7 @@ void ControllerService::register_handlers() {
     units_->heartbeat(endpoint, instance, options_, controller);
     return wire::header_message(units_->listing(options_.storage_units));
   });
-  service_.handle("storage_units", [this](Frames& args) {
+  service_.handle("storage_units", nullptr, [this](const Frames& args) {
     const Json json = wire::read_header(args, 0, "storage_units request");
     const Header header(json, "storage_units request", {});
     return wire::header_message(units_->listing(options_.storage_units));

@@ -203,6 +203,27 @@ TEST_P(RemoteModes, PutToADeadStorageUnitFailsWithinItsTimeout) {
   EXPECT_TRUE(!has_partition(*patient, "p") || partition_size(*patient, "p") == 0);
 }
 
+// put_existing asks the control plane about its samples only; the answer
+// crosses the wire intact in remote mode.
+TEST_P(ClientModes, SampleProductionAnswersForTheAskedSamplesInTheirOrder) {
+  auto client = make_client();
+  const BatchMeta first = client->put_new("p", {int64_column("prompt", {1})}, {});
+  const BatchMeta rest = client->put_new("p", {int64_column("prompt", {2, 3})}, {});
+  client->put_existing(first, {int64_column("response", {10})}, {});
+  const int64_t asked[] = {rest.global_indexes[1], first.global_indexes[0], 1 << 20};
+  const std::string fields[] = {"response", "prompt", "never"};
+  const SampleProduction production = client->control().sample_production("p", asked, fields);
+  EXPECT_EQ(production.field_count, 3u);
+  EXPECT_EQ(production.exists, (std::vector<uint8_t>{1, 1, 0}));
+  EXPECT_EQ(production.produced, (std::vector<uint8_t>{0, 1, 0, 1, 1, 0, 0, 0, 0}));
+  EXPECT_TRUE(production.has(1, 0));
+  EXPECT_TRUE(throws_error(ErrorCode::kNotFound,
+                           [&] { client->control().sample_production("nowhere", asked, fields); }, {"'nowhere'"}));
+  const SampleProduction none = client->control().sample_production("p", {}, fields);
+  EXPECT_TRUE(none.exists.empty());
+  EXPECT_TRUE(none.produced.empty());
+}
+
 TEST_P(ClientModes, PutExistingAddsFieldsAndRefusesClearedSamples) {
   auto client = make_client();
   const BatchMeta put = client->put_new("p", {int64_column("prompt", {1, 2})}, {});

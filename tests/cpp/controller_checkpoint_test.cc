@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "controller_test_support.h"
+#include "core/checkpoint_file.h"
 #include "seqflow/controller.h"
 #include "seqflow/sampler.h"
 
@@ -119,6 +120,21 @@ TEST(ControllerCheckpoint, MissingOrCorruptCheckpointChangesNothing) {
                           {"seqlen_balanced", "rank_aware"}));
   std::remove(good.c_str());
   std::remove(bad.c_str());
+}
+
+// A checkpoint with a valid checksum but crafted to nest 100,000 levels deep
+// is refused with an error, not a stack overflow.
+TEST(ControllerCheckpoint, DeeplyNestedCheckpointIsRefused) {
+  const std::string path = temp_path("deep");
+  std::vector<uint8_t> payload(100000, 0x91);  // fixarray of one element, nested
+  payload.push_back(0xc0);
+  core::write_checkpoint_file(path, payload);
+  Controller controller = seqlen_controller();
+  put(controller, "live", 2, {"x"}, test::lengths_meta({1, 2}));
+  const std::string before = snapshot(controller);
+  EXPECT_TRUE(throws_code([&] { controller.load(path); }, ErrorCode::kInvalidArgument, {path, "nests deeper"}));
+  EXPECT_EQ(snapshot(controller), before);
+  std::remove(path.c_str());
 }
 
 // A crash mid-save leaves only a stale ".tmp" behind; the previous checkpoint

@@ -491,6 +491,38 @@ TEST(ControllerTest, BlockedFetchOfClearedPartitionFailsWithNotFound) {
   EXPECT_TRUE(not_found);
 }
 
+// try_get_meta never waits: a waiting fetch with too little ready declines
+// (nullopt) and consumes nothing; everything else answers as get_meta does.
+TEST(ControllerTest, TryGetMetaAnswersWithoutWaitingOrDeclinesConsumingNothing) {
+  Controller controller;
+  const auto first = put(controller, "p", 2, {"x"});
+  MetaRequest waiting = fetch_request("p", "t", {"x"}, 3);
+  waiting.polling = false;
+  waiting.timeout = milliseconds(60000);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(controller.try_get_meta(waiting).has_value());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(30000));
+  const auto polled = controller.try_get_meta(fetch_request("p", "t", {"x"}, 3));
+  ASSERT_TRUE(polled.has_value());
+  EXPECT_EQ(polled->size(), 0u) << "a poll with too little ready is an empty batch";
+
+  const auto third = put(controller, "p", 1, {"x"});
+  const auto served = controller.try_get_meta(waiting);
+  ASSERT_TRUE(served.has_value());
+  EXPECT_EQ(served->global_indexes, (std::vector<int64_t>{first[0], first[1], third[0]}));
+  EXPECT_FALSE(controller.try_get_meta(waiting).has_value()) << "each sample once per task";
+
+  MetaRequest force = waiting;
+  force.mode = MetaMode::kForceFetch;
+  EXPECT_EQ(controller.try_get_meta(force)->size(), 3u);
+  MetaRequest insert = waiting;
+  insert.mode = MetaMode::kInsert;
+  insert.batch_size = 4;
+  EXPECT_EQ(controller.try_get_meta(insert)->size(), 4u);
+  EXPECT_TRUE(throws_code([&] { controller.try_get_meta(fetch_request("p", "t", {"x"}, 0)); },
+                          ErrorCode::kInvalidArgument, {"batch_size"}));
+}
+
 TEST(ControllerTest, PollingModeIsTheDefaultWhenConfigured) {
   Controller controller(ControllerOptions{nullptr, true});
   controller.insert("p", 1);
