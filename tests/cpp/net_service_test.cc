@@ -197,13 +197,7 @@ TEST(NetService, StopLetsRunningHandlersFinishAndAnswer) {
 TEST(NetServiceConcurrency, BlockedHandlersDoNotHoldBackOthers) {
   Gate release;
   std::atomic<int> blocked{0};
-  auto service = echo_service({}, [&](Service& s) {
-    s.handle("block", [&](Frames& args) {
-      ++blocked;
-      release.wait();
-      return std::move(args);
-    });
-  });
+  auto service = echo_service({}, [&](Service& s) { add_blocking_op(s, release, blocked); });
   auto context = std::make_shared<zmq::context_t>();
   ConnectionPool pool(context, service->endpoint(), timeout_of(20s));
   std::vector<std::thread> callers;
@@ -215,9 +209,7 @@ TEST(NetServiceConcurrency, BlockedHandlersDoNotHoldBackOthers) {
       if (results == std::vector<std::string>{std::to_string(i)}) ++answered;
     });
   }
-  const auto wait_start = std::chrono::steady_clock::now();
-  while (blocked < 8 && std::chrono::steady_clock::now() - wait_start < 10s) std::this_thread::sleep_for(1ms);
-  ASSERT_EQ(blocked.load(), 8);
+  ASSERT_TRUE(wait_for_blocked(blocked, 8));
   const auto start = std::chrono::steady_clock::now();
   EXPECT_EQ(strings_of(pool.call("echo", frames_of({"through"}), 5s)), std::vector<std::string>{"through"});
   EXPECT_TRUE(pool.call("ping", {}, 5s).empty());
@@ -233,15 +225,8 @@ TEST(NetServiceConcurrency, BlockedHandlersDoNotHoldBackOthers) {
 TEST(NetServiceConcurrency, InlineHandlersAnswerWithoutAWorkerOrHandOverUntouched) {
   Gate release;
   std::atomic<int> blocked{0};
-  ServiceOptions options;
-  options.min_workers = 1;
-  options.max_workers = 1;
-  auto service = echo_service(options, [&](Service& s) {
-    s.handle("block", [&](Frames& args) {
-      ++blocked;
-      release.wait();
-      return std::move(args);
-    });
+  auto service = echo_service(with_workers(1, 1), [&](Service& s) {
+    add_blocking_op(s, release, blocked);
     s.handle(
         "quick", [](Frames& args) { return std::move(args); },
         [](const Frames& args) -> std::optional<Frames> {
@@ -260,9 +245,7 @@ TEST(NetServiceConcurrency, InlineHandlersAnswerWithoutAWorkerOrHandOverUntouche
   std::vector<std::thread> callers;
   OpenAndJoin cleanup{release, callers};
   callers.emplace_back([&] { pool.call("block", {}); });
-  const auto wait_start = std::chrono::steady_clock::now();
-  while (blocked < 1 && std::chrono::steady_clock::now() - wait_start < 10s) std::this_thread::sleep_for(1ms);
-  ASSERT_EQ(blocked.load(), 1);
+  ASSERT_TRUE(wait_for_blocked(blocked, 1));
 
   EXPECT_EQ(strings_of(pool.call("quick", frames_of({"now", "x"}), 5s)), std::vector<std::string>{"inline"});
   EXPECT_TRUE(throws_code([&] { pool.call("quick", frames_of({"bad"}), 5s); }, ErrorCode::kInvalidArgument,
@@ -287,24 +270,13 @@ TEST(NetServiceConcurrency, InlineHandlersAnswerWithoutAWorkerOrHandOverUntouche
 TEST(NetServiceConcurrency, MaxWorkersCapsThePool) {
   Gate release;
   std::atomic<int> blocked{0};
-  ServiceOptions options;
-  options.min_workers = 1;
-  options.max_workers = 2;
-  auto service = echo_service(options, [&](Service& s) {
-    s.handle("block", [&](Frames& args) {
-      ++blocked;
-      release.wait();
-      return std::move(args);
-    });
-  });
+  auto service = echo_service(with_workers(1, 2), [&](Service& s) { add_blocking_op(s, release, blocked); });
   auto context = std::make_shared<zmq::context_t>();
   ConnectionPool pool(context, service->endpoint(), timeout_of(20s));
   std::vector<std::thread> callers;
   OpenAndJoin cleanup{release, callers};
   for (int i = 0; i < 2; ++i) callers.emplace_back([&] { pool.call("block", {}); });
-  const auto wait_start = std::chrono::steady_clock::now();
-  while (blocked < 2 && std::chrono::steady_clock::now() - wait_start < 10s) std::this_thread::sleep_for(1ms);
-  ASSERT_EQ(blocked.load(), 2);
+  ASSERT_TRUE(wait_for_blocked(blocked, 2));
   // Both workers are blocked and the cap is reached: echo waits in the queue.
   EXPECT_TRUE(throws_code([&] { pool.call("echo", {}, 300ms); }, ErrorCode::kTimeout, {"'echo'", "300 ms"}));
   EXPECT_TRUE(pool.call("ping", {}, 2s).empty()) << "ping is answered by the I/O thread";

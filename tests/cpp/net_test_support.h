@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -77,6 +78,32 @@ struct OpenAndJoin {
     }
   }
 };
+
+inline ServiceOptions with_workers(size_t min_workers, size_t max_workers) {
+  ServiceOptions options;
+  options.min_workers = min_workers;
+  options.max_workers = max_workers;
+  return options;
+}
+
+// Op "block": its handlers count themselves in `blocked`, then wait for `release`.
+inline void add_blocking_op(Service& service, Gate& release, std::atomic<int>& blocked) {
+  service.handle("block", [&release, &blocked](Frames& args) {
+    ++blocked;
+    release.wait();
+    return std::move(args);
+  });
+}
+
+// True once `count` handlers are blocked; false after 10 s.
+inline bool wait_for_blocked(const std::atomic<int>& blocked, int count) {
+  const auto start = std::chrono::steady_clock::now();
+  while (blocked < count) {
+    if (std::chrono::steady_clock::now() - start > 10s) return false;
+    std::this_thread::sleep_for(1ms);
+  }
+  return true;
+}
 
 // A started service with op "echo" (results = args) plus whatever `add` registers.
 inline std::unique_ptr<Service> echo_service(ServiceOptions options = {},
