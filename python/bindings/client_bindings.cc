@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <optional>
 
 #include "bindings/arrays.h"
 #include "bindings/batch_meta_conversion.h"
@@ -72,6 +73,18 @@ std::chrono::milliseconds milliseconds_of(double seconds, const char* parameter)
   return std::chrono::milliseconds(static_cast<int64_t>(std::llround(seconds * 1000.0)));
 }
 
+// A remote client whose last reference goes without the GIL: its teardown
+// waits for ZeroMQ's I/O threads, which may be releasing a borrowed array
+// (a frame of a failed put) and need the GIL for it.
+std::shared_ptr<Client> torn_down_without_gil(std::shared_ptr<Client> client) {
+  Client* raw = client.get();
+  return std::shared_ptr<Client>(raw, [inner = std::move(client)](Client*) mutable {
+    std::optional<nb::gil_scoped_release> release;
+    if (PyGILState_Check()) release.emplace();
+    inner.reset();
+  });
+}
+
 BatchMeta fetch_meta(PyClient& self, MetaRequest&& request) {
   nb::gil_scoped_release release;
   return self.client->get_meta(request);
@@ -87,8 +100,8 @@ void bind_client(nb::module_ m) {
       .def_prop_ro("sample_count", &Column::sample_count)
       .def_prop_ro("nbytes", [](const Column& c) { return c.buffer ? c.buffer->size : size_t{0}; })
       .def_prop_ro("is_object", [](const Column& c) { return c.is_object; });
-  m.def("dense_column", &dense_column, "field"_a, "array"_a);
-  m.def("packed_column", &packed_column, "field"_a, "values"_a, "shapes"_a);
+  m.def("dense_column", &dense_column, "field"_a, "array"_a, "borrow"_a = false);
+  m.def("packed_column", &packed_column, "field"_a, "values"_a, "shapes"_a, "borrow"_a = false);
   m.def("ragged_column", &ragged_column, "field"_a, "arrays"_a);
   m.def("object_column", &object_column, "field"_a, "items"_a);
   m.def("decode_custom_meta", &decode_custom_meta, "encoded"_a, "offsets"_a,
@@ -116,7 +129,7 @@ void bind_client(nb::module_ m) {
             options.client_public_key = client_public_key;
             options.client_secret_key = client_secret_key;
             nb::gil_scoped_release release;
-            return PyClient{make_remote_client(options), polling_mode};
+            return PyClient{torn_down_without_gil(make_remote_client(options)), polling_mode};
           },
           "controller_endpoint"_a, "timeout_seconds"_a, "server_public_key"_a, "client_public_key"_a,
           "client_secret_key"_a, "polling_mode"_a,

@@ -1,4 +1,4 @@
-// Tensors across the Python boundary: one copy in, views out.
+// Tensors across the Python boundary: one copy in (or a borrow), views out.
 #include "bindings/tensor_conversion.h"
 
 #include <algorithm>
@@ -101,6 +101,35 @@ std::shared_ptr<const Buffer> concatenate(const std::vector<Part>& parts, size_t
   return std::move(out.buffer);
 }
 
+// Python is finalizing or gone: taking the GIL from another thread would
+// hang (or end) that thread.
+bool python_finalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return !Py_IsInitialized() || Py_IsFinalizing();
+#else
+  return !Py_IsInitialized() || _Py_IsFinalizing();
+#endif
+}
+
+// A buffer over the array's own bytes that holds a reference to it. The last
+// reference may go on a ZeroMQ I/O thread (a zero-copy frame still queued
+// after a failed put), so the release takes the GIL; once Python finalizes,
+// the array is leaked instead.
+std::shared_ptr<const Buffer> borrowed(const AnyArray& array) {
+  std::shared_ptr<const void> owner(new AnyArray(array), [](const AnyArray* held) {
+    if (python_finalizing()) return;
+    nb::gil_scoped_acquire gil;
+    delete held;
+  });
+  return std::make_shared<Buffer>(
+      Buffer{static_cast<const std::byte*>(array.data()), array.nbytes(), std::move(owner)});
+}
+
+// The array's bytes as a column buffer: borrowed, or copied.
+std::shared_ptr<const Buffer> bytes_of(const AnyArray& array, bool borrow) {
+  return borrow ? borrowed(array) : concatenate({{array.data(), array.nbytes()}}, array.nbytes());
+}
+
 AnyArray as_array(nb::handle item, const std::string& field, size_t index) {
   AnyArray array;
   if (!nb::try_cast(item, array)) {
@@ -162,7 +191,7 @@ nb::object decode_object(const SampleView& view, nb::handle loads) {
 
 }  // namespace
 
-Column dense_column(const std::string& field, const AnyArray& array) {
+Column dense_column(const std::string& field, const AnyArray& array, bool borrow) {
   if (array.ndim() == 0) {
     throw_invalid(field_name(field) + " is a 0-d value; the first dimension must be the batch");
   }
@@ -174,11 +203,12 @@ Column dense_column(const std::string& field, const AnyArray& array) {
   const size_t per_sample = n == 0 ? 0 : array.nbytes() / n;
   column.offsets.resize(n + 1);
   for (size_t i = 0; i <= n; ++i) column.offsets[i] = i * per_sample;
-  column.buffer = concatenate({{array.data(), array.nbytes()}}, array.nbytes());
+  column.buffer = bytes_of(array, borrow);
   return column;
 }
 
-Column packed_column(const std::string& field, const AnyArray& values, const Int64Matrix& shapes) {
+Column packed_column(const std::string& field, const AnyArray& values, const Int64Matrix& shapes,
+                     bool borrow) {
   Column column;
   column.field = field;
   column.dtype = to_dtype(values.dtype(), field);
@@ -198,7 +228,7 @@ Column packed_column(const std::string& field, const AnyArray& values, const Int
     throw_invalid(field_name(field) + ": the sample shapes cover " + std::to_string(total) +
                   " bytes but the values hold " + std::to_string(values.nbytes()));
   }
-  column.buffer = concatenate({{values.data(), values.nbytes()}}, total);
+  column.buffer = bytes_of(values, borrow);
   return column;
 }
 

@@ -4,7 +4,9 @@ In: a tensordict.TensorDict or a dict of fields. A field is a torch tensor or
 numpy array (samples along the first dimension), a torch nested tensor, a list
 of arrays / tensors of varying length, a list of strings, a list of numbers,
 or a list of any other Python objects (stored pickled). Each field is copied
-once, in C++, into a buffer the storage owns.
+once, in C++, into a buffer the storage owns; with borrow=True (remote
+clients, whose put has sent every byte when it returns) tensors and arrays
+are sent from their own memory instead.
 
 Out: a TensorDict when tensordict is installed, otherwise a dict. Fields of
 one shape come back as one array viewing the storage's buffer when the
@@ -84,7 +86,7 @@ def _is_number(item) -> bool:
     return isinstance(item, (numbers.Number, np.bool_)) and not isinstance(item, complex)
 
 
-def _nested_column(field: str, value):
+def _nested_column(field: str, value, borrow: bool):
     if value.layout == torch.jagged and getattr(value, "_lengths", None) is None:
         values = _cpu_tensor(value.values(), field)
         offsets = value.offsets().cpu().numpy().astype(np.int64)
@@ -95,7 +97,7 @@ def _nested_column(field: str, value):
         shapes[:, 1:] = inner
         if offsets[0] != 0:
             values = values[int(offsets[0]):int(offsets[-1])].contiguous()
-        return _native.packed_column(field, values, shapes)
+        return _native.packed_column(field, values, shapes, borrow)
     return _native.ragged_column(field, [_cpu_tensor(t, field) for t in value.unbind()])
 
 
@@ -109,23 +111,23 @@ def _list_column(field: str, items: list):
     return _native.object_column(field, items)
 
 
-def _column(field: str, value):
+def _column(field: str, value, borrow: bool = False):
     if not isinstance(field, str) or not field:
         raise ValueError(f"field names must be non-empty strings, got {field!r}")
     if tensordict is not None and is_non_tensor(value):
         return _list_column(field, value.tolist())
     if _is_tensor(value):
         if value.is_nested:
-            return _nested_column(field, value)
+            return _nested_column(field, value, borrow)
         if value.dim() == 0:
             raise ValueError(f"field {field!r} is a 0-d tensor; the first dimension must be the batch")
-        return _native.dense_column(field, _cpu_tensor(value, field))
+        return _native.dense_column(field, _cpu_tensor(value, field), borrow)
     if isinstance(value, np.ndarray):
         if value.dtype.kind in "OUS":
             return _list_column(field, value.tolist() if value.dtype.kind != "O" else list(value))
         if value.ndim == 0:
             raise ValueError(f"field {field!r} is a 0-d array; the first dimension must be the batch")
-        return _native.dense_column(field, np.ascontiguousarray(value))
+        return _native.dense_column(field, np.ascontiguousarray(value), borrow)
     if isinstance(value, (list, tuple)):
         return _list_column(field, list(value))
     raise ValueError(
@@ -141,28 +143,31 @@ def fields_of(data) -> list[tuple[str, Any]]:
     raise ValueError(f"data must be a TensorDict or a dict of fields, got {type(data).__name__}")
 
 
-def to_columns(data) -> list:
-    """One native Column per field (each a copy of the caller's data)."""
+def to_columns(data, borrow: bool = False) -> list:
+    """One native Column per field: a copy of the caller's data, or with
+    borrow a view of its tensors and arrays (a non-contiguous or non-CPU one
+    through its contiguous CPU copy), valid only while the caller does not
+    change them: for a put that has sent the data when it returns."""
     _load_optional_if_in_use()
     pairs = fields_of(data)
     if not pairs:
         raise ValueError("data holds no fields")
-    return [_column(name, value) for name, value in pairs]
+    return [_column(name, value, borrow) for name, value in pairs]
 
 
-def single_sample_columns(fields) -> list:
+def single_sample_columns(fields, borrow: bool = False) -> list:
     """Columns of one sample from a dict of per-sample values (kv_put)."""
     _load_optional_if_in_use()
     if tensordict is not None and isinstance(fields, tensordict.TensorDictBase):
-        return to_columns(fields)
+        return to_columns(fields, borrow)
     columns = []
     for name, value in fields_of(fields):
         if _is_tensor(value):
             if value.is_nested:
                 raise ValueError(f"field {name!r}: a nested tensor holds a batch; use kv_batch_put")
-            columns.append(_column(name, value.unsqueeze(0)))
+            columns.append(_column(name, value.unsqueeze(0), borrow))
         elif isinstance(value, np.ndarray) and value.dtype.kind not in "OUS":
-            columns.append(_column(name, value[np.newaxis]))
+            columns.append(_column(name, value[np.newaxis], borrow))
         elif _is_number(value):
             columns.append(_column(name, [value]))
         else:

@@ -221,7 +221,7 @@ class Client:
         """Without metadata: new samples in partition_id, one per row of data.
         With metadata: more fields of those samples. custom_meta (one dict per
         sample; default metadata.custom_meta) becomes visible with the data."""
-        columns = _convert.to_columns(data)
+        columns = _convert.to_columns(data, borrow=self.is_remote)
         if custom_meta is not None:
             custom_meta = list(custom_meta)
         if metadata is None:
@@ -315,7 +315,7 @@ class Client:
         batch dimension); tag is merged into the sample's custom_meta."""
         if fields is None and tag is None:
             raise ValueError("kv_put needs fields or a tag")
-        columns = _convert.single_sample_columns(fields) if fields is not None else []
+        columns = _convert.single_sample_columns(fields, borrow=self.is_remote) if fields is not None else []
         return self._kv_put([key], partition_id, columns, None if tag is None else [tag])
 
     def kv_batch_put(self, keys: Sequence[str], partition_id: str, fields=None,
@@ -323,7 +323,7 @@ class Client:
         """Samples under `keys`; fields holds one row per key."""
         if fields is None and tags is None:
             raise ValueError("kv_batch_put needs fields or tags")
-        columns = _convert.to_columns(fields) if fields is not None else []
+        columns = _convert.to_columns(fields, borrow=self.is_remote) if fields is not None else []
         return self._kv_put(_as_list(keys, "keys"), partition_id, columns, None if tags is None else list(tags))
 
     def _kv_put(self, keys, partition_id, columns, tags) -> KVBatchMeta:

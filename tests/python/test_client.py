@@ -6,11 +6,13 @@ embedded clients, real threads; no mocks."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import re
 import shutil
 import threading
 import time
+import weakref
 
 import numpy as np
 import pytest
@@ -157,6 +159,22 @@ def test_put_copies_the_callers_data(client):
     np.testing.assert_array_equal(out["a"], np.arange(6))
     np.testing.assert_array_equal(out["t"], np.arange(6))
     np.testing.assert_array_equal(client.get_data(meta2, format="numpy")["r"][0], np.arange(3))
+
+
+def test_borrowed_columns_hold_the_callers_array_and_copies_do_not():
+    from seqflow import _convert
+
+    source = np.arange(1024, dtype=np.float32)
+    alive = weakref.ref(source)
+    borrowed = _convert.to_columns({"x": source}, borrow=True)
+    copied = _convert.to_columns({"x": np.arange(1024, dtype=np.float32)})
+    assert borrowed[0].nbytes == copied[0].nbytes == 4096
+    del source
+    gc.collect()
+    assert alive() is not None  # the borrowed column holds it
+    del borrowed
+    gc.collect()
+    assert alive() is None
 
 
 def test_put_runs_near_memcpy_speed(client):

@@ -1,14 +1,20 @@
 """The client in remote mode, against real services in this process: the
 embedded client's tests rerun on a remote client (same calls, same results,
-same exception types), samples on unit gi % N for 1, 2 and 4 units,
-checkpoints written by the services, timeouts when the controller is gone,
-pickling as a config, and bad service settings."""
+same exception types), samples on unit gi % N for 1, 2 and 4 units, puts
+sent from the caller's memory (free to change once put returns; freed when
+a failed put's frames are dropped), checkpoints written by the services,
+timeouts when the controller is gone, pickling as a config, and bad service
+settings."""
 
 from __future__ import annotations
 
+import gc
 import pickle
+import signal
 import socket
+import threading
 import time
+import weakref
 
 import numpy as np
 import pytest
@@ -78,6 +84,54 @@ def test_samples_live_on_unit_gi_mod_n(clusters, units):
     client.clear_partition("p")
     assert [u.stats()["samples"] for u in ordered] == [0] * units
     client.close()
+
+
+@pytest.mark.parametrize("units", [1, 2])
+def test_a_remote_put_sends_the_callers_memory_which_is_free_to_change_once_it_returns(clusters, units):
+    client = clusters(units).client()
+    dense = torch.randn(64, 3, 512)
+    half = torch.randn(64, 700).to(torch.bfloat16)
+    jagged = torch.nested.nested_tensor([torch.randn(n, 4) for n in range(1, 65)], layout=torch.jagged)
+    array = np.random.default_rng(0).random((64, 1000))
+    expected = {"dense": dense.clone(), "half": half.clone(), "jagged": [t.clone() for t in jagged.unbind()],
+                "array": array.copy()}
+    meta = client.put({"dense": dense, "half": half, "jagged": jagged, "array": array}, partition_id="p")
+    dense.fill_(-1)
+    array[:] = -1
+    del half, jagged
+    gc.collect()
+    out = client.get_data(meta, format="torch")
+    assert torch.equal(out["dense"], expected["dense"])
+    assert torch.equal(out["half"], expected["half"])
+    assert all(torch.equal(a, b) for a, b in zip(out["jagged"].unbind(), expected["jagged"]))
+    np.testing.assert_array_equal(out["array"].numpy(), expected["array"])
+    client.close()
+
+
+def test_a_failed_put_frees_the_callers_array_when_the_client_closes(clusters):
+    # A stopped storage unit leaves the put's frames queued in ZeroMQ, which
+    # frees them on its own thread when the client closes: that release
+    # takes the GIL, so the close must not hold it.
+    cluster = clusters(1, processes=True)
+    client = cluster.client(timeout=1.0)
+    client.put({"x": np.zeros((4, 1024))}, partition_id="p")  # connects to the unit
+    array = np.ones((64, 1 << 17))  # 64 MiB: more than the sockets buffer
+    alive = weakref.ref(array)
+    unit = cluster.units[0].process
+    unit.send_signal(signal.SIGSTOP)
+    try:
+        with pytest.raises(TimeoutError):
+            client.put({"x": array}, partition_id="p")
+        del array
+        gc.collect()
+        closing = threading.Thread(target=client.close)
+        closing.start()
+        closing.join(30)
+        assert not closing.is_alive(), "closing the client hangs"
+        gc.collect()
+        assert alive() is None
+    finally:
+        unit.send_signal(signal.SIGCONT)
 
 
 def test_checkpoint_written_by_the_services_restores_another_cluster(clusters, tmp_path):

@@ -1,7 +1,9 @@
 // Tensors across the Python boundary. In: one copy of each field into a
 // buffer the storage owns (so later edits of the caller's arrays do not reach
-// stored data). Out: arrays that view the storage's buffers when the samples
-// lie back to back in one buffer, one gathering copy otherwise.
+// stored data), or, with `borrow`, a buffer over the caller's array that keeps
+// it alive: for a remote put, which has sent the bytes when it returns. Out:
+// arrays that view the storage's buffers when the samples lie back to back in
+// one buffer, one gathering copy otherwise.
 #pragma once
 
 #include <nanobind/nanobind.h>
@@ -19,10 +21,11 @@ using Int64Matrix = nanobind::ndarray<const int64_t, nanobind::ndim<2>, nanobind
                                       nanobind::device::cpu>;
 
 // A batch with the samples along the first dimension.
-Column dense_column(const std::string& field, const AnyArray& array);
+Column dense_column(const std::string& field, const AnyArray& array, bool borrow);
 // Samples of varying shape stored back to back in `values`; shapes[i] is
 // sample i's shape.
-Column packed_column(const std::string& field, const AnyArray& values, const Int64Matrix& shapes);
+Column packed_column(const std::string& field, const AnyArray& values, const Int64Matrix& shapes,
+                     bool borrow);
 // One array per sample: same dtype and number of dimensions, any sizes.
 Column ragged_column(const std::string& field, nanobind::handle arrays);
 // Strings (stored as UTF-8) and other objects (stored pickled); get tells
