@@ -11,6 +11,7 @@
 #include <set>
 #include <thread>
 
+#include "controller_test_support.h"
 #include "remote_cluster.h"
 #include "seqflow/client.h"
 #include "storage_test_support.h"
@@ -24,23 +25,6 @@ Column float_column(const std::string& field, const std::vector<float>& values) 
   std::vector<Bytes> samples;
   for (float v : values) samples.push_back(bytes_of(std::vector<float>{v}));
   return column_of(field, DType::kFloat32, {{1}}, samples);
-}
-
-std::vector<Json> lengths(std::initializer_list<int64_t> values) {
-  std::vector<Json> out;
-  for (int64_t v : values) out.push_back({{"total_lengths", v}});
-  return out;
-}
-
-MetaRequest fetch(std::vector<std::string> fields, int64_t batch_size, const std::string& partition,
-                  const std::string& task = "train") {
-  MetaRequest request;
-  request.fields = std::move(fields);
-  request.batch_size = batch_size;
-  request.partition_id = partition;
-  request.task_name = task;
-  request.polling = true;
-  return request;
 }
 
 struct Mode {
@@ -109,13 +93,13 @@ TEST(SchemaOf, FixedNestedAndObjects) {
 
 TEST_P(ClientModes, PutThenFetchSeesDataProductionAndCustomMetaTogether) {
   auto client = make_client();
-  const BatchMeta put = client->put_new("p", {int64_column("x", {10, 11, 12})}, lengths({5, 6, 7}));
+  const BatchMeta put = client->put_new("p", {int64_column("x", {10, 11, 12})}, lengths_meta({5, 6, 7}));
   ASSERT_EQ(put.size(), 3u);
   EXPECT_EQ(put.field_schema.at("x").dtype, DType::kInt64);
   EXPECT_EQ(put.production_status, (std::vector<uint8_t>{1, 1, 1}));
   EXPECT_EQ(put.custom_meta[2]["total_lengths"], 7);
 
-  const BatchMeta meta = client->get_meta(fetch({"x"}, 3, "p"));
+  const BatchMeta meta = client->get_meta(fetch_request("p", "train", {"x"}, 3));
   ASSERT_EQ(meta.size(), 3u);
   EXPECT_EQ(meta.custom_meta[1]["total_lengths"], 6);
   const std::string fields[] = {"x"};
@@ -137,7 +121,7 @@ TEST_P(ClientModes, BadPutsChangeNothing) {
                            [&] { client->put_new("p", {int64_column("x", {1, 2}), int64_column("y", {1})}, {}); },
                            {"\"y\"", "1 samples", "\"x\""}));
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
-                           [&] { client->put_new("p", {int64_column("x", {1, 2})}, lengths({1})); },
+                           [&] { client->put_new("p", {int64_column("x", {1, 2})}, lengths_meta({1})); },
                            {"custom_meta holds 1 entries for 2 samples"}));
   std::vector<Json> not_objects = {Json(1), Json::object()};
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
@@ -227,11 +211,12 @@ TEST_P(ClientModes, SampleProductionAnswersForTheAskedSamplesInTheirOrder) {
 TEST_P(ClientModes, PutExistingAddsFieldsAndRefusesClearedSamples) {
   auto client = make_client();
   const BatchMeta put = client->put_new("p", {int64_column("prompt", {1, 2})}, {});
-  const BatchMeta more = client->put_existing(put, {int64_column("response", {10, 20})}, lengths({3, 4}));
+  const BatchMeta more =
+      client->put_existing(put, {int64_column("response", {10, 20})}, lengths_meta({3, 4}));
   EXPECT_EQ(more.field_schema.size(), 2u);
   EXPECT_EQ(more.production_status, (std::vector<uint8_t>{1, 1, 1, 1}));
   EXPECT_EQ(more.custom_meta[1]["total_lengths"], 4);
-  const BatchMeta meta = client->get_meta(fetch({"prompt", "response"}, 2, "p"));
+  const BatchMeta meta = client->get_meta(fetch_request("p", "train", {"prompt", "response"}, 2));
   EXPECT_EQ(meta.size(), 2u);
 
   const int64_t first[] = {put.global_indexes[0]};
@@ -289,8 +274,8 @@ TEST_P(ClientModes, CheckpointRoundTrip) {
   TempDir dir;
   const std::string path = dir.file("ckpt");
   auto client = make_client();
-  client->put_new("p", {int64_column("x", {1, 2, 3})}, lengths({4, 5, 6}));
-  client->get_meta(fetch({"x"}, 1, "p"));  // one consumed
+  client->put_new("p", {int64_column("x", {1, 2, 3})}, lengths_meta({4, 5, 6}));
+  client->get_meta(fetch_request("p", "train", {"x"}, 1));  // one consumed
   client->save_checkpoint(path);
   EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(path) / "manifest.json"));
 
@@ -300,7 +285,7 @@ TEST_P(ClientModes, CheckpointRoundTrip) {
   EXPECT_FALSE(has_partition(*restored, "other"));
   const auto consumed = restored->control().consumption_status("train", "p");
   EXPECT_EQ(std::count_if(consumed.begin(), consumed.end(), [](auto& e) { return e.second; }), 1);
-  const BatchMeta rest = restored->get_meta(fetch({"x"}, 2, "p"));
+  const BatchMeta rest = restored->get_meta(fetch_request("p", "train", {"x"}, 2));
   ASSERT_EQ(rest.size(), 2u);
   const std::string fields[] = {"x"};
   const auto rows = restored->get_data(rest, fields);
@@ -394,7 +379,7 @@ TEST_P(ClientModes, ConcurrentPutsFetchesAndClearsKeepSamplesApart) {
   while (seen.size() < static_cast<size_t>(kProducers * kBatches * kBatch)) {
     BatchMeta meta;
     try {
-      meta = client->get_meta(fetch({"x"}, 3, "p"));
+      meta = client->get_meta(fetch_request("p", "train", {"x"}, 3));
     } catch (const Error& e) {
       // The consumer may start before the first put has created the partition.
       ASSERT_EQ(e.code(), ErrorCode::kNotFound) << e.what();
