@@ -21,6 +21,7 @@ constexpr const char* kPingOp = "ping";
 constexpr int kHighWaterMark = 10000;         // messages per peer; ZeroMQ's 1000 is low for bursts
 constexpr int kCloseLingerMs = 500;           // lets replies of finishing handlers flush, boundedly
 constexpr size_t kMaxMessagesPerWakeup = 64;  // then send replies again: neither side starves
+constexpr auto kLastReplyGrace = std::chrono::milliseconds(200);
 constexpr int kHeartbeatMs = 2000;            // forget clients that vanished without closing TCP
 constexpr int kHeartbeatTimeoutMs = 6000;
 
@@ -228,6 +229,7 @@ void Service::wake_io() {
 
 void Service::run_io() {
   zmq::pollitem_t items[] = {{router_.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, wake_fd_, ZMQ_POLLIN, 0}};
+  Clock::time_point last_reply{};
   while (true) {
     try {
       zmq::poll(items, 2, std::chrono::milliseconds(-1));
@@ -242,8 +244,15 @@ void Service::run_io() {
     // Read before sending: once it is set, every worker has queued its last reply.
     const bool last_round = io_stop_;
     if (items[0].revents & ZMQ_POLLIN) receive_requests(router_);
-    send_replies(router_);  // from workers and from dispatch (ping, rejections)
-    if (last_round) break;
+    // From workers and from dispatch (ping, rejections).
+    if (send_replies(router_)) last_reply = Clock::now();
+    if (last_round) {
+      // A client that has a reply in its socket but has not read it yet loses
+      // it when the connection closes (its DEALER connects with
+      // ZMQ_IMMEDIATE): give the last replies time to be read.
+      std::this_thread::sleep_until(last_reply + kLastReplyGrace);
+      break;
+    }
   }
   router_.close();
 }
@@ -355,7 +364,7 @@ void Service::dispatch(Frames message, Clock::time_point received) {
   jobs_ready_.notify_one();
 }
 
-void Service::send_replies(zmq::socket_t& router) {
+bool Service::send_replies(zmq::socket_t& router) {
   std::vector<Frames> replies;
   {
     std::lock_guard lock(replies_mutex_);
@@ -373,6 +382,7 @@ void Service::send_replies(zmq::socket_t& router) {
       dropped_messages_->increment();
     }
   }
+  return !replies.empty();
 }
 
 void Service::run_worker() {

@@ -90,7 +90,7 @@ class Service {
   void run_io();
   void receive_requests(zmq::socket_t& router);
   void dispatch(Frames message, std::chrono::steady_clock::time_point received);
-  void send_replies(zmq::socket_t& router);
+  bool send_replies(zmq::socket_t& router);  // true: it sent at least one
   void run_worker();
   void finish(Job& job, Frames reply, bool failed);
   void wake_io();
