@@ -27,6 +27,22 @@ Json objects_of(std::span<const Json> values) {
 // itself gets that long plus the usual round-trip allowance.
 constexpr std::chrono::milliseconds kMaxCallTimeout = std::chrono::hours(24 * 365);
 
+// One request on a pooled connection, and the frames of its reply.
+net::Frames exchange(net::ConnectionPool& controller, std::string_view op, net::Frames request,
+                     net::Connection::Clock::time_point deadline) {
+  CallDeadline::check_open(deadline, op, controller.endpoint());
+  auto lease = controller.acquire();
+  const uint64_t id = lease->send(op, std::move(request), deadline);
+  return lease->receive(id, deadline);
+}
+
+// A reply that is a BatchMeta, read from its frame without a JSON tree.
+BatchMeta batch_meta_reply(net::ConnectionPool& controller, std::string_view op, net::Frames request,
+                           net::Connection::Clock::time_point deadline) {
+  return net::wire::read_batch_meta(exchange(controller, op, std::move(request), deadline), 0,
+                                    std::string(op) + " reply");
+}
+
 }  // namespace
 
 RemoteControlPlane::RemoteControlPlane(std::shared_ptr<net::ConnectionPool> controller,
@@ -38,11 +54,8 @@ Json RemoteControlPlane::call(std::string_view op, const Json& header) const {
 }
 
 Json RemoteControlPlane::call(std::string_view op, const Json& header, Clock::time_point deadline) const {
-  CallDeadline::check_open(deadline, op, controller_->endpoint());
-  auto lease = controller_->acquire();
-  const uint64_t id = lease->send(op, net::wire::header_message(header), deadline);
-  net::Frames result = lease->receive(id, deadline);
-  return net::wire::read_header(result, 0, std::string(op) + " reply");
+  return net::wire::read_header(exchange(*controller_, op, net::wire::header_message(header), deadline), 0,
+                                std::string(op) + " reply");
 }
 
 BatchMeta RemoteControlPlane::insert(const std::string& partition_id, int64_t count) {
@@ -54,7 +67,7 @@ BatchMeta RemoteControlPlane::insert(const std::string& partition_id, int64_t co
                                net::kMaxInsertBudget);
   if (budget.count() < 1) CallDeadline::throw_passed("insert", controller_->endpoint());
   const Json header{{"partition_id", partition_id}, {"count", count}, {"budget_ms", budget.count()}};
-  return net::wire::decode_batch_meta(call("insert", header, deadline), "insert reply");
+  return batch_meta_reply(*controller_, "insert", net::wire::header_message(header), deadline);
 }
 
 void RemoteControlPlane::mark_produced(const std::string& partition_id,
@@ -70,9 +83,9 @@ void RemoteControlPlane::mark_produced(const std::string& partition_id,
 BatchMeta RemoteControlPlane::get_meta(const MetaRequest& request) {
   const bool waits = request.mode == MetaMode::kFetch && !request.polling;
   const auto timeout = waits ? std::min(kMaxCallTimeout, request.timeout + timeout_) : timeout_;
-  return net::wire::decode_batch_meta(
-      call("get_meta", net::wire::encode_meta_request(request), CallDeadline::of_request(timeout)),
-      "get_meta reply");
+  return batch_meta_reply(*controller_, "get_meta",
+                          net::wire::header_message(net::wire::meta_request_frame(request)),
+                          CallDeadline::of_request(timeout));
 }
 
 void RemoteControlPlane::set_custom_meta(const std::string& partition_id,
@@ -154,19 +167,19 @@ std::vector<std::string> RemoteControlPlane::partition_list() const {
 
 BatchMeta RemoteControlPlane::kv_resolve(const std::string& partition_id, std::span<const std::string> keys,
                                          std::span<const Json> tags) {
-  return net::wire::decode_batch_meta(
-      call("kv_resolve", Json{{"partition_id", partition_id},
-                              {"keys", std::vector<std::string>(keys.begin(), keys.end())},
-                              {"tags", objects_of(tags)}}),
-      "kv_resolve reply");
+  const Json header{{"partition_id", partition_id},
+                    {"keys", std::vector<std::string>(keys.begin(), keys.end())},
+                    {"tags", objects_of(tags)}};
+  return batch_meta_reply(*controller_, "kv_resolve", net::wire::header_message(header),
+                          CallDeadline::of_request(timeout_));
 }
 
 BatchMeta RemoteControlPlane::kv_lookup(const std::string& partition_id,
                                         std::span<const std::string> keys) const {
-  return net::wire::decode_batch_meta(
-      call("kv_lookup", Json{{"partition_id", partition_id},
-                             {"keys", std::vector<std::string>(keys.begin(), keys.end())}}),
-      "kv_lookup reply");
+  const Json header{{"partition_id", partition_id},
+                    {"keys", std::vector<std::string>(keys.begin(), keys.end())}};
+  return batch_meta_reply(*controller_, "kv_lookup", net::wire::header_message(header),
+                          CallDeadline::of_request(timeout_));
 }
 
 std::vector<std::pair<std::string, Json>> RemoteControlPlane::kv_list(const std::string* partition_id) const {

@@ -11,8 +11,10 @@ namespace {
 using Kind = MsgpackReader::Kind;
 using Json = nlohmann::json;
 
+}  // namespace
+
 // Recursion is bounded by the reader's depth limit.
-Json build(MsgpackReader& reader, size_t depth) {
+Json read_json(MsgpackReader& reader, size_t depth) {
   const MsgpackReader::Token token = reader.next(depth);
   switch (token.kind) {
     case Kind::kNull: return nullptr;
@@ -32,18 +34,16 @@ Json build(MsgpackReader& reader, size_t depth) {
   }
   if (token.kind == Kind::kArray) {
     Json out = Json::array();
-    for (uint64_t i = 0; i < token.number; ++i) out.push_back(build(reader, depth + 1));
+    for (uint64_t i = 0; i < token.number; ++i) out.push_back(read_json(reader, depth + 1));
     return out;
   }
   Json out = Json::object();
   for (uint64_t i = 0; i < token.number; ++i) {
     std::string key(reader.key());
-    out[std::move(key)] = build(reader, depth + 1);  // a repeated key: the last one wins
+    out[std::move(key)] = read_json(reader, depth + 1);  // a repeated key: the last one wins
   }
   return out;
 }
-
-}  // namespace
 
 void MsgpackReader::fail(std::string_view problem, size_t at) const {
   throw_invalid("is not valid MessagePack: " + std::string(problem) + " at byte " + std::to_string(at));
@@ -78,7 +78,7 @@ void MsgpackReader::finish() const {
 
 Json msgpack_to_json(std::string_view bytes, size_t max_depth) {
   MsgpackReader reader(bytes, max_depth);
-  Json out = build(reader, 0);
+  Json out = read_json(reader, 0);
   reader.finish();
   return out;
 }

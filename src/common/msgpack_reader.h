@@ -188,6 +188,10 @@ inline std::string_view MsgpackReader::key() {
   }
 }
 
+// The value at the reader's position, inside `depth` containers, built as
+// msgpack_to_json builds it.
+nlohmann::json read_json(MsgpackReader& reader, size_t depth);
+
 // The one value `bytes` hold, built as nlohmann's from_msgpack builds it
 // (ext values become binaries with their subtype; a repeated key's last value
 // wins), but with the checks above and binaries copied whole, not byte by byte.

@@ -222,7 +222,7 @@ void ControllerService::register_handlers() {
                                            std::to_string(waited.count()) +
                                            " ms behind a clear or load; nothing was inserted");
     }
-    return wire::header_message(wire::encode_batch_meta(controller.insert(partition_id, count)));
+    return wire::header_message(wire::batch_meta_frame(controller.insert(partition_id, count)));
   };
   service_.handle(
       "insert", [insert](Frames& args) { return *insert(args, true); },
@@ -238,8 +238,7 @@ void ControllerService::register_handlers() {
   });
   // Also answered on the I/O thread: a fetch with enough ready, a poll.
   const auto get_meta = [this, &controller](const Frames& args, bool may_wait) -> std::optional<Frames> {
-    const MetaRequest request =
-        wire::decode_meta_request(wire::read_header(args, 0, "get_meta request"), "get_meta request");
+    const MetaRequest request = wire::read_meta_request(args, 0, "get_meta request");
     std::shared_lock gate(reuse_gate_, std::defer_lock);
     if (request.mode == MetaMode::kInsert) {
       checked_insert_count(request.batch_size, "batch_size");
@@ -247,7 +246,7 @@ void ControllerService::register_handlers() {
     }
     std::optional<BatchMeta> meta = may_wait ? controller.get_meta(request) : controller.try_get_meta(request);
     if (!meta) return std::nullopt;
-    return wire::header_message(wire::encode_batch_meta(*meta));
+    return wire::header_message(wire::batch_meta_frame(*meta));
   };
   service_.handle(
       "get_meta", [get_meta](Frames& args) { return *get_meta(args, true); },
@@ -335,14 +334,14 @@ void ControllerService::register_handlers() {
     const Json json = wire::read_header(args, 0, "kv_resolve request");
     const Header header(json, "kv_resolve request", {"partition_id", "keys", "tags"});
     std::shared_lock gate(reuse_gate_);
-    return wire::header_message(wire::encode_batch_meta(
+    return wire::header_message(wire::batch_meta_frame(
         controller.kv_resolve(header.text("partition_id"), header.texts("keys"), header.objects("tags"))));
   });
   service_.handle("kv_lookup", nullptr, [&controller](const Frames& args) {
     const Json json = wire::read_header(args, 0, "kv_lookup request");
     const Header header(json, "kv_lookup request", {"partition_id", "keys"});
     return wire::header_message(
-        wire::encode_batch_meta(controller.kv_lookup(header.text("partition_id"), header.texts("keys"))));
+        wire::batch_meta_frame(controller.kv_lookup(header.text("partition_id"), header.texts("keys"))));
   });
   service_.handle("kv_list", nullptr, [&controller](const Frames& args) {
     const Json json = wire::read_header(args, 0, "kv_list request");

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "common/msgpack_reader.h"
+#include "common/msgpack_writer.h"
 #include "seqflow/error.h"
 #include "storage/aligned_buffer.h"
 #include "storage/value_check.h"
@@ -12,22 +13,193 @@
 namespace seqflow::net::wire {
 namespace {
 
+using Kind = MsgpackReader::Kind;
+
+std::string in_quotes(std::string_view text) { return "'" + std::string(text) + "'"; }
+
+// nlohmann's names, so that a message reads the same whichever decoder wrote it.
+const char* type_name(Kind kind) {
+  switch (kind) {
+    case Kind::kNull: return "null";
+    case Kind::kBool: return "boolean";
+    case Kind::kUnsigned:
+    case Kind::kSigned:
+    case Kind::kFloat: return "number";
+    case Kind::kString: return "string";
+    case Kind::kBinary: return "binary";
+    case Kind::kArray: return "array";
+    case Kind::kMap: return "object";
+  }
+  return "unknown";
+}
+
+// A map read in place from MessagePack that has been checked whole (so
+// reading it meets no malformed bytes): where each allowed key's value lies,
+// decoded when asked for, with Header's checks and messages.
+class EncodedMap {
+ public:
+  // The map is `bytes`, inside `depth` containers.
+  EncodedMap(std::string_view bytes, size_t depth, std::string what,
+             std::initializer_list<std::string_view> allowed)
+      : depth_(depth), what_(std::move(what)) {
+    MsgpackReader reader(bytes, kMaxNesting);
+    const MsgpackReader::Token map = reader.next(depth);
+    if (map.kind != Kind::kMap) throw_invalid(what_ + " must be a map, got " + type_name(map.kind));
+    fields_.reserve(allowed.size());
+    for (std::string_view key : allowed) fields_.push_back(Field{key, {}});
+    for (uint64_t i = 0; i < map.number; ++i) {
+      const std::string_view key = reader.key();
+      const auto field =
+          std::find_if(fields_.begin(), fields_.end(), [&](const Field& f) { return f.key == key; });
+      if (field == fields_.end()) throw_invalid(what_ + " has an unknown field " + in_quotes(key));
+      const size_t start = reader.position();
+      reader.skip(depth + 1);
+      field->value = bytes.substr(start, reader.position() - start);  // a repeated key: the last one wins
+    }
+  }
+
+  std::string text(std::string_view key) const {
+    const MsgpackReader::Token token = first_token(key);
+    if (token.kind != Kind::kString) fail(key, std::string("must be a string, got ") + type_name(token.kind));
+    return std::string(token.bytes);
+  }
+
+  int64_t integer(std::string_view key) const {
+    const MsgpackReader::Token token = first_token(key);
+    if (token.kind == Kind::kSigned) return token.integer;
+    if (token.kind != Kind::kUnsigned) {
+      fail(key, std::string("must be an integer, got ") + type_name(token.kind));
+    }
+    if (token.number > uint64_t(std::numeric_limits<int64_t>::max())) fail(key, "is out of range");
+    return static_cast<int64_t>(token.number);
+  }
+
+  bool boolean(std::string_view key) const {
+    const MsgpackReader::Token token = first_token(key);
+    if (token.kind != Kind::kBool) fail(key, std::string("must be a boolean, got ") + type_name(token.kind));
+    return token.number != 0;
+  }
+
+  std::vector<std::string> texts(std::string_view key) const {
+    MsgpackReader reader(value(key), kMaxNesting);
+    const MsgpackReader::Token array = reader.next(depth_ + 1);
+    if (array.kind != Kind::kArray) fail(key, "must be an array of strings");
+    std::vector<std::string> out;
+    out.reserve(array.number);
+    for (uint64_t i = 0; i < array.number; ++i) {
+      const MsgpackReader::Token item = reader.next(depth_ + 2);
+      if (item.kind != Kind::kString) fail(key, "must be an array of strings");
+      out.emplace_back(item.bytes);
+    }
+    return out;
+  }
+
+  std::string_view binary(std::string_view key) const {
+    const MsgpackReader::Token token = first_token(key);
+    if (token.kind != Kind::kBinary) fail(key, "must be a binary array");
+    return token.bytes;
+  }
+
+  template <typename T>
+  std::vector<T> numbers(std::string_view key) const {
+    const std::string_view bytes = binary(key);
+    if (bytes.size() % sizeof(T) != 0) fail(key, "holds a partial element");
+    std::vector<T> out(bytes.size() / sizeof(T));
+    if (!out.empty()) std::memcpy(out.data(), bytes.data(), bytes.size());
+    return out;
+  }
+
+  Json json(std::string_view key) const {
+    MsgpackReader reader(value(key), kMaxNesting);
+    return read_json(reader, depth_ + 1);
+  }
+
+  // The bytes of the value of `key`, one value inside depth() + 1 containers.
+  std::string_view value(std::string_view key) const {
+    for (const Field& field : fields_) {
+      if (field.key == key && !field.value.empty()) return field.value;
+    }
+    throw_invalid(what_ + " lacks the field " + in_quotes(key));
+  }
+  size_t depth() const { return depth_; }
+
+  [[noreturn]] void fail(std::string_view key, std::string_view problem) const {
+    throw_invalid(what_ + " field " + in_quotes(key) + " " + std::string(problem));
+  }
+
+ private:
+  struct Field {
+    std::string_view key;
+    std::string_view value;  // empty: absent (a value takes a byte at least)
+  };
+
+  // The value's first token: a scalar, or a container's count.
+  MsgpackReader::Token first_token(std::string_view key) const {
+    MsgpackReader reader(value(key), kMaxNesting);
+    return reader.next(depth_ + 1);
+  }
+
+  size_t depth_;
+  std::string what_;
+  std::vector<Field> fields_;
+};
+
+// frames[index], which must be there.
+std::string_view header_bytes(const Frames& frames, size_t index, std::string_view what) {
+  if (index >= frames.size()) {
+    throw_invalid(std::string(what) + " needs a header frame at position " + std::to_string(index) +
+                  ", got " + std::to_string(frames.size()) + " frames");
+  }
+  return as_string_view(frames[index]);
+}
+
+// A header frame's bytes as a map, checked whole first: malformed
+// MessagePack is named as read_header names it.
+EncodedMap encoded_header(std::string_view bytes, std::string_view what,
+                          std::initializer_list<std::string_view> allowed) {
+  Kind kind = Kind::kNull;
+  try {
+    MsgpackReader reader(bytes, kMaxNesting);
+    kind = reader.skip(0);
+    reader.finish();
+  } catch (const Error& error) {
+    throw_invalid(std::string(what) + " header " + error.what());
+  }
+  if (kind != Kind::kMap) {
+    throw_invalid(std::string(what) + " header must be a MessagePack map, got " + type_name(kind));
+  }
+  return EncodedMap(bytes, 0, std::string(what), allowed);
+}
+
+std::string msgpack_of(const Json& value) {
+  std::string out;
+  Json::to_msgpack(value, nlohmann::detail::output_adapter<char>(out));
+  return out;
+}
+
 // Each sample's entry is checked before anything decodes it: a peer's
-// deeply nested entry must be an error, not a stack overflow.
-CustomMetaList decode_custom_meta(const Header& header, size_t samples) {
-  const std::vector<char> bytes = header.numbers<char>("custom_meta");
+// deeply nested entry must be an error, not a stack overflow. The entries
+// lie back to back, so one reader walks them all: each must be one map that
+// ends where the next entry begins.
+CustomMetaList decode_custom_meta(const EncodedMap& header, size_t samples) {
+  const std::string_view bytes = header.binary("custom_meta");
   const std::vector<uint32_t> offsets = header.numbers<uint32_t>("custom_meta_offsets");
   if (offsets.size() != samples + 1) header.fail("custom_meta_offsets", "must hold one offset per sample, plus one");
   CustomMetaList::check_offsets(bytes.size(), offsets);
+  MsgpackReader reader(bytes, kMaxNesting);
   CustomMetaList out;
   out.reserve(samples, bytes.size());
   for (size_t i = 0; i < samples; ++i) {
-    const std::string_view entry(bytes.data() + offsets[i], offsets[i + 1] - offsets[i]);
+    const std::string_view entry = bytes.substr(offsets[i], offsets[i + 1] - offsets[i]);
     if (!entry.empty()) {
+      Kind kind = Kind::kNull;
       try {
-        check_msgpack_map(entry, kMaxNesting);
+        kind = reader.skip(0);
       } catch (const Error& error) {
         header.fail("custom_meta", "entry " + std::to_string(i) + " " + error.what());
+      }
+      if (kind != Kind::kMap || reader.position() != offsets[i + 1]) {
+        header.fail("custom_meta", "entry " + std::to_string(i) + " must be one MessagePack map");
       }
     }
     out.push_back_encoded(entry);
@@ -35,23 +207,147 @@ CustomMetaList decode_custom_meta(const Header& header, size_t samples) {
   return out;
 }
 
-std::string in_quotes(std::string_view text) { return "'" + std::string(text) + "'"; }
-
-Json encode_schema(const FieldSchema& schema) {
-  return Json{{"dtype", std::string(dtype_name(schema.dtype))},
-              {"shape", binary_of(std::span<const int64_t>(schema.shape))},
-              {"nested", schema.is_nested},
-              {"object", schema.is_object}};
+void write_schemas(MsgpackWriter& out, const std::map<std::string, FieldSchema>& schemas) {
+  out.map(schemas.size());
+  for (const auto& [field, schema] : schemas) {
+    out.string(field);
+    out.map(4);
+    out.string("dtype");
+    out.string(dtype_name(schema.dtype));
+    out.string("shape");
+    out.numbers(std::span<const int64_t>(schema.shape));
+    out.string("nested");
+    out.boolean(schema.is_nested);
+    out.string("object");
+    out.boolean(schema.is_object);
+  }
 }
 
-FieldSchema decode_schema(const Json& value, const std::string& what) {
-  const Header entry(value, what, {"dtype", "shape", "nested", "object"});
-  FieldSchema schema;
-  schema.dtype = parse_dtype(entry.text("dtype"));
-  schema.shape = entry.numbers<int64_t>("shape");
-  schema.is_nested = entry.boolean("nested");
-  schema.is_object = entry.boolean("object");
-  return schema;
+// The schemas that `bytes` hold, one value inside `depth` containers.
+std::map<std::string, FieldSchema> read_schemas(std::string_view bytes, size_t depth, std::string_view what) {
+  MsgpackReader reader(bytes, kMaxNesting);
+  const MsgpackReader::Token map = reader.next(depth);
+  if (map.kind != Kind::kMap) throw_invalid(std::string(what) + " field schema must be a map");
+  std::map<std::string, FieldSchema> out;
+  for (uint64_t i = 0; i < map.number; ++i) {
+    const std::string_view field = reader.key();
+    const size_t start = reader.position();
+    reader.skip(depth + 1);
+    const EncodedMap entry(bytes.substr(start, reader.position() - start), depth + 1,
+                           std::string(what) + " schema of " + in_quotes(field),
+                           {"dtype", "shape", "nested", "object"});
+    FieldSchema schema;
+    schema.dtype = parse_dtype(entry.text("dtype"));
+    schema.shape = entry.numbers<int64_t>("shape");
+    schema.is_nested = entry.boolean("nested");
+    schema.is_object = entry.boolean("object");
+    out.insert_or_assign(std::string(field), std::move(schema));  // a repeated field: the last one wins
+  }
+  return out;
+}
+
+std::string batch_meta_bytes(const BatchMeta& meta) {
+  const auto& custom = meta.custom_meta;
+  const size_t runs = meta.partition_ids.run_count();
+  // Every field's bytes plus room for headers, keys and the schema.
+  MsgpackWriter out(256 + 64 * meta.field_schema.size() + 48 * runs + 9 * meta.global_indexes.size() +
+                    meta.production_status.size() + custom.bytes().size() + 4 * custom.offsets().size());
+  out.map(8);
+  out.string("indexes");
+  out.numbers(std::span<const int64_t>(meta.global_indexes));
+  out.string("partitions");
+  out.array(runs);
+  std::vector<uint64_t> ends(runs);
+  for (size_t r = 0; r < runs; ++r) {
+    out.string(meta.partition_ids.run_name(r));
+    ends[r] = meta.partition_ids.run_end(r);
+  }
+  out.string("partition_ends");
+  out.numbers(std::span<const uint64_t>(ends));
+  out.string("schema");
+  write_schemas(out, meta.field_schema);
+  out.string("produced");
+  out.numbers(std::span<const uint8_t>(meta.production_status));
+  out.string("custom_meta");
+  out.numbers(std::span<const char>(custom.bytes()));
+  out.string("custom_meta_offsets");
+  out.numbers(std::span<const uint32_t>(custom.offsets()));
+  out.string("extra_info");
+  out.json(meta.extra_info);
+  return std::move(out).take();
+}
+
+BatchMeta batch_meta_of(std::string_view bytes, std::string_view what) {
+  const EncodedMap header = encoded_header(bytes, what,
+                                           {"indexes", "partitions", "partition_ends", "schema", "produced",
+                                            "custom_meta", "custom_meta_offsets", "extra_info"});
+  BatchMeta meta;
+  meta.global_indexes = header.numbers<int64_t>("indexes");
+  const size_t n = meta.global_indexes.size();
+  const std::vector<std::string> names = header.texts("partitions");
+  const std::vector<uint64_t> ends = header.numbers<uint64_t>("partition_ends");
+  if (names.size() != ends.size()) header.fail("partition_ends", "must hold one end per partition");
+  uint64_t begin = 0;
+  for (size_t r = 0; r < names.size(); ++r) {
+    if (ends[r] <= begin || ends[r] > n) header.fail("partition_ends", "must ascend within the sample count");
+    meta.partition_ids.append(ends[r] - begin, names[r]);
+    begin = ends[r];
+  }
+  if (begin != n) header.fail("partition_ends", "must end at the sample count " + std::to_string(n));
+  meta.field_schema = read_schemas(header.value("schema"), header.depth() + 1, what);
+  meta.production_status = header.numbers<uint8_t>("produced");
+  if (meta.production_status.size() != n * meta.field_schema.size()) {
+    header.fail("produced", "must hold one flag per sample and field");
+  }
+  meta.custom_meta = decode_custom_meta(header, n);
+  meta.extra_info = header.json("extra_info");
+  if (!meta.extra_info.is_object()) header.fail("extra_info", "must be a map");
+  return meta;
+}
+
+std::string meta_request_bytes(const MetaRequest& request) {
+  const char* mode = request.mode == MetaMode::kInsert ? "insert"
+                     : request.mode == MetaMode::kFetch ? "fetch"
+                                                         : "force_fetch";
+  MsgpackWriter out(256);
+  out.map(9);
+  out.string("fields");
+  out.array(request.fields.size());
+  for (const std::string& field : request.fields) out.string(field);
+  out.string("batch_size");
+  out.integer(request.batch_size);
+  out.string("partition_id");
+  out.string(request.partition_id);
+  out.string("mode");
+  out.string(mode);
+  out.string("task_name");
+  out.string(request.task_name);
+  out.string("dp_rank");
+  out.integer(request.sampling.dp_rank);
+  out.string("batch_index");
+  out.integer(request.sampling.batch_index);
+  out.string("polling");
+  out.boolean(request.polling);
+  out.string("timeout_ms");
+  out.integer(request.timeout.count());
+  return std::move(out).take();
+}
+
+MetaRequest meta_request_of(std::string_view bytes, std::string_view what) {
+  const EncodedMap header = encoded_header(bytes, what,
+                                           {"fields", "batch_size", "partition_id", "mode", "task_name",
+                                            "dp_rank", "batch_index", "polling", "timeout_ms"});
+  MetaRequest request;
+  request.fields = header.texts("fields");
+  request.batch_size = header.integer("batch_size");
+  request.partition_id = header.text("partition_id");
+  request.mode = parse_meta_mode(header.text("mode"));
+  request.task_name = header.text("task_name");
+  request.sampling.dp_rank = header.integer("dp_rank");
+  request.sampling.batch_index = header.integer("batch_index");
+  request.polling = header.boolean("polling");
+  request.timeout = std::chrono::milliseconds(header.integer("timeout_ms"));
+  return request;
 }
 
 Json encode_shapes(const std::vector<Shape>& shapes) {
@@ -126,13 +422,10 @@ zmq::message_t header_frame(const Json& header) {
 }
 
 Json read_header(const Frames& frames, size_t index, std::string_view what) {
-  if (index >= frames.size()) {
-    throw_invalid(std::string(what) + " needs a header frame at position " + std::to_string(index) +
-                  ", got " + std::to_string(frames.size()) + " frames");
-  }
+  const std::string_view bytes = header_bytes(frames, index, what);
   Json out;
   try {
-    out = msgpack_to_json(as_string_view(frames[index]), kMaxNesting);
+    out = msgpack_to_json(bytes, kMaxNesting);
   } catch (const Error& error) {
     throw_invalid(std::string(what) + " header " + error.what());
   }
@@ -212,92 +505,41 @@ std::vector<Json> Header::objects(std::string_view key) const {
 }
 
 Json encode_schemas(const std::map<std::string, FieldSchema>& schemas) {
-  Json out = Json::object();
-  for (const auto& [field, schema] : schemas) out[field] = encode_schema(schema);
-  return out;
+  MsgpackWriter out;
+  write_schemas(out, schemas);
+  return msgpack_to_json(out.bytes(), kMaxNesting);
 }
 
 std::map<std::string, FieldSchema> decode_schemas(const Json& value, std::string_view what) {
-  if (!value.is_object()) throw_invalid(std::string(what) + " field schema must be a map");
-  std::map<std::string, FieldSchema> out;
-  for (const auto& item : value.items()) {
-    out.emplace(item.key(), decode_schema(item.value(), std::string(what) + " schema of " + in_quotes(item.key())));
-  }
-  return out;
+  return read_schemas(msgpack_of(value), 0, what);
 }
 
-Json encode_batch_meta(const BatchMeta& meta) {
-  std::vector<std::string> names;
-  std::vector<uint64_t> ends;
-  for (size_t r = 0; r < meta.partition_ids.run_count(); ++r) {
-    names.push_back(meta.partition_ids.run_name(r));
-    ends.push_back(meta.partition_ids.run_end(r));
-  }
-  const auto& custom = meta.custom_meta;
-  return Json{{"indexes", binary_of(std::span<const int64_t>(meta.global_indexes))},
-              {"partitions", names},
-              {"partition_ends", binary_of(std::span<const uint64_t>(ends))},
-              {"schema", encode_schemas(meta.field_schema)},
-              {"produced", binary_of(std::span<const uint8_t>(meta.production_status))},
-              {"custom_meta", binary_of(std::span<const char>(custom.bytes()))},
-              {"custom_meta_offsets", binary_of(std::span<const uint32_t>(custom.offsets()))},
-              {"extra_info", meta.extra_info}};
+zmq::message_t batch_meta_frame(const BatchMeta& meta) { return copy_frame(batch_meta_bytes(meta)); }
+
+BatchMeta read_batch_meta(const Frames& frames, size_t index, std::string_view what) {
+  return batch_meta_of(header_bytes(frames, index, what), what);
 }
+
+zmq::message_t meta_request_frame(const MetaRequest& request) {
+  return copy_frame(meta_request_bytes(request));
+}
+
+MetaRequest read_meta_request(const Frames& frames, size_t index, std::string_view what) {
+  return meta_request_of(header_bytes(frames, index, what), what);
+}
+
+Json encode_batch_meta(const BatchMeta& meta) { return msgpack_to_json(batch_meta_bytes(meta), kMaxNesting); }
 
 BatchMeta decode_batch_meta(const Json& value, std::string_view what) {
-  const Header header(value, what,
-                      {"indexes", "partitions", "partition_ends", "schema", "produced", "custom_meta",
-                       "custom_meta_offsets", "extra_info"});
-  BatchMeta meta;
-  meta.global_indexes = header.numbers<int64_t>("indexes");
-  const size_t n = meta.global_indexes.size();
-  const std::vector<std::string> names = header.texts("partitions");
-  const std::vector<uint64_t> ends = header.numbers<uint64_t>("partition_ends");
-  if (names.size() != ends.size()) header.fail("partition_ends", "must hold one end per partition");
-  uint64_t begin = 0;
-  for (size_t r = 0; r < names.size(); ++r) {
-    if (ends[r] <= begin || ends[r] > n) header.fail("partition_ends", "must ascend within the sample count");
-    meta.partition_ids.append(ends[r] - begin, names[r]);
-    begin = ends[r];
-  }
-  if (begin != n) header.fail("partition_ends", "must end at the sample count " + std::to_string(n));
-  meta.field_schema = decode_schemas(header.at("schema"), what);
-  meta.production_status = header.numbers<uint8_t>("produced");
-  if (meta.production_status.size() != n * meta.field_schema.size()) {
-    header.fail("produced", "must hold one flag per sample and field");
-  }
-  meta.custom_meta = decode_custom_meta(header, n);
-  meta.extra_info = header.at("extra_info");
-  if (!meta.extra_info.is_object()) header.fail("extra_info", "must be a map");
-  return meta;
+  return batch_meta_of(msgpack_of(value), what);
 }
 
 Json encode_meta_request(const MetaRequest& request) {
-  const char* mode = request.mode == MetaMode::kInsert ? "insert"
-                     : request.mode == MetaMode::kFetch ? "fetch"
-                                                         : "force_fetch";
-  return Json{{"fields", request.fields},           {"batch_size", request.batch_size},
-              {"partition_id", request.partition_id}, {"mode", mode},
-              {"task_name", request.task_name},       {"dp_rank", request.sampling.dp_rank},
-              {"batch_index", request.sampling.batch_index}, {"polling", request.polling},
-              {"timeout_ms", request.timeout.count()}};
+  return msgpack_to_json(meta_request_bytes(request), kMaxNesting);
 }
 
 MetaRequest decode_meta_request(const Json& value, std::string_view what) {
-  const Header header(value, what,
-                      {"fields", "batch_size", "partition_id", "mode", "task_name", "dp_rank", "batch_index",
-                       "polling", "timeout_ms"});
-  MetaRequest request;
-  request.fields = header.texts("fields");
-  request.batch_size = header.integer("batch_size");
-  request.partition_id = header.text("partition_id");
-  request.mode = parse_meta_mode(header.text("mode"));
-  request.task_name = header.text("task_name");
-  request.sampling.dp_rank = header.integer("dp_rank");
-  request.sampling.batch_index = header.integer("batch_index");
-  request.polling = header.boolean("polling");
-  request.timeout = std::chrono::milliseconds(header.integer("timeout_ms"));
-  return request;
+  return meta_request_of(msgpack_of(value), what);
 }
 
 Json encode_status(const std::vector<std::pair<int64_t, bool>>& status) {

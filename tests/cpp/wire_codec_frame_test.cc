@@ -1,0 +1,145 @@
+// The get_meta messages read and written as frames, without a JSON tree:
+// they round-trip, agree with the JSON forms, read any key order and form a
+// peer may write, and refuse malformed frames with the read_header messages.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "net/wire_codec.h"
+#include "test_support.h"
+
+namespace seqflow::test {
+namespace {
+
+using net::Frames;
+using net::wire::Json;
+namespace wire = net::wire;
+
+Frames bytes_frame(std::string_view bytes) {
+  Frames frames;
+  frames.push_back(net::copy_frame(bytes));
+  return frames;
+}
+
+Frames json_frame(const Json& header) {
+  const std::vector<uint8_t> bytes = Json::to_msgpack(header);
+  return bytes_frame(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+}
+
+BatchMeta two_partition_meta() {
+  BatchMeta meta;
+  meta.global_indexes = {9, 2, 1LL << 40};
+  meta.partition_ids.append(2, "train@step_3");
+  meta.partition_ids.append(1, std::string(40, 'p'));  // past the fixstr size
+  meta.field_schema["ids"] = FieldSchema{DType::kInt64, {-1}, true, false};
+  meta.field_schema["blob"] = FieldSchema{DType::kUInt8, {}, false, true};
+  meta.production_status = {1, 0, 1, 1, 0, 1};
+  meta.custom_meta.push_back({{"total_lengths", 70000}, {"tag", "a"}});
+  meta.custom_meta.push_back(Json::object());
+  meta.custom_meta.push_back({{"score", -0.5}});
+  meta.extra_info = {{"step", -3}, {"weights", {0.5, 1.5}}};
+  return meta;
+}
+
+void expect_same(const BatchMeta& got, const BatchMeta& want) {
+  EXPECT_EQ(got.global_indexes, want.global_indexes);
+  EXPECT_EQ(got.partition_ids, want.partition_ids);
+  EXPECT_EQ(got.field_schema, want.field_schema);
+  EXPECT_EQ(got.production_status, want.production_status);
+  EXPECT_EQ(got.custom_meta, want.custom_meta);
+  EXPECT_EQ(got.extra_info, want.extra_info);
+}
+
+TEST(WireCodecFrames, BatchMetaRoundTripsAndMatchesItsJsonForm) {
+  const BatchMeta meta = two_partition_meta();
+  const Frames frames = wire::header_message(wire::batch_meta_frame(meta));
+  expect_same(wire::read_batch_meta(frames, 0, "reply"), meta);
+  EXPECT_EQ(wire::read_header(frames, 0, "reply"), wire::encode_batch_meta(meta));
+
+  const BatchMeta empty;
+  const BatchMeta got = wire::read_batch_meta(wire::header_message(wire::batch_meta_frame(empty)), 0, "reply");
+  EXPECT_EQ(got.size(), 0u);
+  EXPECT_TRUE(got.field_schema.empty());
+  EXPECT_TRUE(got.extra_info.is_object());
+}
+
+TEST(WireCodecFrames, BatchMetaReadsAnyKeyOrder) {
+  // nlohmann writes keys sorted, not in the order batch_meta_frame does.
+  const BatchMeta meta = two_partition_meta();
+  expect_same(wire::read_batch_meta(json_frame(wire::encode_batch_meta(meta)), 0, "reply"), meta);
+}
+
+TEST(WireCodecFrames, MetaRequestRoundTripsNegativeAndLargeNumbers) {
+  MetaRequest request;
+  request.fields = {"input_ids", std::string(300, 'f')};
+  request.batch_size = 70000;
+  request.partition_id = "train";
+  request.mode = MetaMode::kForceFetch;
+  request.task_name = "actor";
+  request.sampling.dp_rank = -1;
+  request.sampling.batch_index = -40000;
+  request.polling = true;
+  request.timeout = std::chrono::milliseconds(int64_t{1} << 40);
+  const Frames frames = wire::header_message(wire::meta_request_frame(request));
+  const MetaRequest got = wire::read_meta_request(frames, 0, "request");
+  EXPECT_EQ(got.fields, request.fields);
+  EXPECT_EQ(got.batch_size, request.batch_size);
+  EXPECT_EQ(got.partition_id, request.partition_id);
+  EXPECT_EQ(got.mode, request.mode);
+  EXPECT_EQ(got.task_name, request.task_name);
+  EXPECT_EQ(got.sampling.dp_rank, request.sampling.dp_rank);
+  EXPECT_EQ(got.sampling.batch_index, request.sampling.batch_index);
+  EXPECT_EQ(got.polling, request.polling);
+  EXPECT_EQ(got.timeout, request.timeout);
+  EXPECT_EQ(wire::read_header(frames, 0, "request"), wire::encode_meta_request(request));
+}
+
+TEST(WireCodecFrames, MalformedFramesAreRefusedWithReadHeadersMessages) {
+  EXPECT_TRUE(throws_invalid([] { wire::read_batch_meta(Frames(), 0, "get_meta reply"); },
+                             {"get_meta reply needs a header frame at position 0", "got 0 frames"}));
+  const zmq::message_t valid = wire::batch_meta_frame(two_partition_meta());
+  const std::string_view bytes = net::as_string_view(valid);
+  for (size_t keep : {size_t{0}, size_t{1}, bytes.size() / 2, bytes.size() - 1}) {
+    EXPECT_TRUE(throws_invalid([&] { wire::read_batch_meta(bytes_frame(bytes.substr(0, keep)), 0, "r"); },
+                               {"r header is not valid MessagePack"}))
+        << "kept " << keep;
+  }
+  EXPECT_TRUE(throws_invalid([&] { wire::read_batch_meta(bytes_frame(std::string(bytes) + '\xc0'), 0, "r"); },
+                             {"r header is not valid MessagePack", "1 bytes follow the value"}));
+  EXPECT_TRUE(throws_invalid([] { wire::read_meta_request(json_frame(Json::array({1})), 0, "q"); },
+                             {"q header must be a MessagePack map, got array"}));
+  EXPECT_TRUE(throws_invalid([] { wire::read_meta_request(json_frame(Json{{"fields", Json::array()}}), 0, "q"); },
+                             {"q lacks the field 'batch_size'"}));
+}
+
+TEST(WireCodecFrames, FieldsAreCheckedByNameAndType) {
+  Json header = wire::encode_batch_meta(two_partition_meta());
+  header["schema"]["ids"]["nested"] = 1;
+  EXPECT_TRUE(throws_invalid([&] { wire::read_batch_meta(json_frame(header), 0, "r"); },
+                             {"r schema of 'ids' field 'nested' must be a boolean, got number"}));
+  header = wire::encode_batch_meta(two_partition_meta());
+  header["schema"]["ids"]["color"] = "red";
+  EXPECT_TRUE(throws_invalid([&] { wire::read_batch_meta(json_frame(header), 0, "r"); },
+                             {"r schema of 'ids' has an unknown field 'color'"}));
+  header = wire::encode_batch_meta(two_partition_meta());
+  header["schema"]["ids"] = Json::array();
+  EXPECT_TRUE(throws_invalid([&] { wire::read_batch_meta(json_frame(header), 0, "r"); },
+                             {"r schema of 'ids' must be a map, got array"}));
+  header = wire::encode_batch_meta(two_partition_meta());
+  header["partitions"] = Json::array({"a", 2});
+  EXPECT_TRUE(throws_invalid([&] { wire::read_batch_meta(json_frame(header), 0, "r"); },
+                             {"r field 'partitions' must be an array of strings"}));
+
+  Json request = wire::encode_meta_request(MetaRequest{});
+  request["batch_size"] = uint64_t{1} << 63;
+  EXPECT_TRUE(throws_invalid([&] { wire::read_meta_request(json_frame(request), 0, "q"); },
+                             {"q field 'batch_size' is out of range"}));
+  request = wire::encode_meta_request(MetaRequest{});
+  request["task_name"] = Json::binary({1, 2});
+  EXPECT_TRUE(throws_invalid([&] { wire::read_meta_request(json_frame(request), 0, "q"); },
+                             {"q field 'task_name' must be a string, got binary"}));
+}
+
+}  // namespace
+}  // namespace seqflow::test
