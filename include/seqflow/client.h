@@ -6,11 +6,10 @@
 
 #include <chrono>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <span>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "seqflow/controller.h"
 #include "seqflow/storage.h"
@@ -40,8 +39,7 @@ class Client {
   // Status queries and custom metadata; clears go through the client.
   virtual ControlPlane& control() = 0;
   // Clearing releases the storage too.
-  virtual void clear_samples(const std::string& partition_id,
-                             std::span<const int64_t> global_indexes) = 0;
+  virtual void clear_samples(const std::string& partition_id, std::span<const int64_t> global_indexes) = 0;
   virtual void clear_partition(const std::string& partition_id) = 0;
 
   // Key-value API. kv_put writes the columns (one sample per key) under the
@@ -82,6 +80,10 @@ struct RemoteOptions {
   std::string server_public_key;
   std::string client_public_key;
   std::string client_secret_key;
+  // Storage units on this host (same user, same pid namespace) copy large
+  // puts and gets through memory (process_vm_readv) instead of TCP; units
+  // elsewhere are detected and sent the bytes. Off: always TCP.
+  bool local_copy = true;
 };
 std::shared_ptr<Client> make_remote_client(const RemoteOptions& options);
 

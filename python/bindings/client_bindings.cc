@@ -68,7 +68,8 @@ struct PyClient {
 
 std::chrono::milliseconds milliseconds_of(double seconds, const char* parameter) {
   if (!std::isfinite(seconds) || seconds < 0) {
-    throw_invalid(std::string(parameter) + " must be a finite number of seconds >= 0, got " + std::to_string(seconds));
+    throw_invalid(std::string(parameter) + " must be a finite number of seconds >= 0, got " +
+                  std::to_string(seconds));
   }
   return std::chrono::milliseconds(static_cast<int64_t>(std::llround(seconds * 1000.0)));
 }
@@ -114,25 +115,27 @@ void bind_client(nb::module_ m) {
              uint64_t max_samples) {
             ControllerOptions controller_options{std::move(sampler), polling_mode};
             StorageOptions storage_options{max_bytes, max_samples};
-            new (self) PyClient{make_embedded_client(std::move(controller_options), storage_options),
-                                polling_mode};
+            new (self)
+                PyClient{make_embedded_client(std::move(controller_options), storage_options), polling_mode};
           },
           "sampler"_a.none(), "polling_mode"_a, "max_bytes"_a, "max_samples"_a)
       .def_static(
           "remote",
-          [](const std::string& controller_endpoint, double timeout_seconds, const std::string& server_public_key,
-             const std::string& client_public_key, const std::string& client_secret_key, bool polling_mode) {
+          [](const std::string& controller_endpoint, double timeout_seconds,
+             const std::string& server_public_key, const std::string& client_public_key,
+             const std::string& client_secret_key, bool polling_mode, bool local_copy) {
             RemoteOptions options;
             options.controller_endpoint = controller_endpoint;
             options.timeout = milliseconds_of(timeout_seconds, "timeout_seconds");
             options.server_public_key = server_public_key;
             options.client_public_key = client_public_key;
             options.client_secret_key = client_secret_key;
+            options.local_copy = local_copy;
             nb::gil_scoped_release release;
             return PyClient{torn_down_without_gil(make_remote_client(options)), polling_mode};
           },
           "controller_endpoint"_a, "timeout_seconds"_a, "server_public_key"_a, "client_public_key"_a,
-          "client_secret_key"_a, "polling_mode"_a,
+          "client_secret_key"_a, "polling_mode"_a, "local_copy"_a,
           "A client of the controller service at controller_endpoint; CURVE when the keys (Z85) are given.")
       .def(
           "abandon",
@@ -190,10 +193,12 @@ void bind_client(nb::module_ m) {
           "polling"_a.none(), "timeout"_a.none())
       .def(
           "get_data",
-          [](PyClient& self, const Int64Input& global_indexes, nb::handle fields, nb::handle nested, bool writable) {
+          [](PyClient& self, const Int64Input& global_indexes, nb::handle fields, nb::handle nested,
+             bool writable) {
             const std::vector<std::string> names = strings(fields);
             BatchMeta meta;
-            meta.global_indexes.assign(global_indexes.data(), global_indexes.data() + global_indexes.shape(0));
+            meta.global_indexes.assign(global_indexes.data(),
+                                       global_indexes.data() + global_indexes.shape(0));
             std::vector<std::vector<SampleView>> per_field(names.size());
             {
               nb::gil_scoped_release release;
@@ -215,14 +220,16 @@ void bind_client(nb::module_ m) {
           "global_indexes"_a, "fields"_a, "nested"_a, "writable"_a)
       .def(
           "set_custom_meta",
-          [](PyClient& self, nb::handle partition_ids, const Int64Input& global_indexes, nb::handle custom_meta) {
+          [](PyClient& self, nb::handle partition_ids, const Int64Input& global_indexes,
+             nb::handle custom_meta) {
             const std::vector<std::string> partitions = strings(partition_ids);
             const std::vector<Json> metas = custom_meta_from_python(custom_meta);
             const size_t n = global_indexes.shape(0);
             if (partitions.size() != n || metas.size() != n) {
               throw_invalid("set_custom_meta: " + std::to_string(n) + " samples, " +
                             std::to_string(partitions.size()) + " partition ids and " +
-                            std::to_string(metas.size()) + " custom_meta entries; give one of each per sample");
+                            std::to_string(metas.size()) +
+                            " custom_meta entries; give one of each per sample");
             }
             std::map<std::string, std::pair<std::vector<int64_t>, std::vector<Json>>> groups;
             for (size_t i = 0; i < n; ++i) {
@@ -307,7 +314,8 @@ void bind_client(nb::module_ m) {
             std::vector<Json> tag_values;
             if (!tags.is_none()) {
               size_t i = 0;
-              for (nb::handle tag : tags) tag_values.push_back(to_json(tag, "tags[" + std::to_string(i++) + "]"));
+              for (nb::handle tag : tags)
+                tag_values.push_back(to_json(tag, "tags[" + std::to_string(i++) + "]"));
             }
             BatchMeta meta;
             {

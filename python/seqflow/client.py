@@ -67,6 +67,9 @@ class RemoteConfig:
     polling_mode: the default of get_meta(polling=...).
     server_public_key_file, client_key_file: CURVE (both or neither): the
         cluster's .pub file and this client's .key file (seqflow keygen).
+    local_copy: storage units on this host move large puts and gets through
+        memory (one copy by the kernel) instead of TCP; units elsewhere are
+        detected and get the bytes. False: always TCP.
     """
 
     address: str
@@ -74,6 +77,7 @@ class RemoteConfig:
     polling_mode: bool = False
     server_public_key_file: Optional[str] = None
     client_key_file: Optional[str] = None
+    local_copy: bool = True
 
     def __post_init__(self):
         if not isinstance(self.address, str) or not self.address:
@@ -83,16 +87,19 @@ class RemoteConfig:
         if (self.server_public_key_file is None) != (self.client_key_file is None):
             raise ValueError("CURVE needs both server_public_key_file and client_key_file, got "
                              f"{self.server_public_key_file!r} and {self.client_key_file!r}")
+        if not isinstance(self.local_copy, bool):
+            raise ValueError(f"local_copy must be True or False, got {self.local_copy!r}")
 
     @classmethod
     def from_config(cls, config, address: Optional[str] = None) -> "RemoteConfig":
         """controller.address (or `address`), timeout (or controller.timeout),
-        controller.polling_mode, security.server_public_key_file and
-        security.client_key_file of a TransferQueue-style config."""
+        controller.polling_mode, security.server_public_key_file,
+        security.client_key_file and local_copy of a TransferQueue-style config."""
         return cls(address if address is not None else config_get(config, "controller.address", None),
                    _config_timeout(config), bool(config_get(config, "controller.polling_mode", False)),
                    config_get(config, "security.server_public_key_file", None),
-                   config_get(config, "security.client_key_file", None))
+                   config_get(config, "security.client_key_file", None),
+                   config_get(config, "local_copy", True))
 
     def connect(self):
         """The native client; waits up to `timeout` for the controller and its storage units."""
@@ -104,7 +111,7 @@ class RemoteConfig:
                 raise ValueError(f"client_key_file {self.client_key_file!r} holds no secret key; give the .key "
                                  "file of this client's pair (seqflow keygen), not a .pub file")
             keys = (server_key, public, secret)
-        return _native.Client.remote(self.address, self.timeout, *keys, bool(self.polling_mode))
+        return _native.Client.remote(self.address, self.timeout, *keys, bool(self.polling_mode), self.local_copy)
 
 
 # Remote clients of this process, re-connected in a child after fork.
@@ -133,11 +140,13 @@ class Client:
 
     @classmethod
     def remote(cls, address: str, *, timeout: float = _DEFAULT_TIMEOUT, polling_mode: bool = False,
-               server_public_key_file: Optional[str] = None, client_key_file: Optional[str] = None) -> "Client":
+               server_public_key_file: Optional[str] = None, client_key_file: Optional[str] = None,
+               local_copy: bool = True) -> "Client":
         """A client of the controller service at `address` (see RemoteConfig).
         Raises TimeoutError when the controller or its storage units do not
         answer within `timeout`."""
-        return cls._connect(RemoteConfig(address, timeout, polling_mode, server_public_key_file, client_key_file))
+        return cls._connect(RemoteConfig(address, timeout, polling_mode, server_public_key_file, client_key_file,
+                                         local_copy))
 
     @classmethod
     def _connect(cls, config: RemoteConfig, services=None) -> "Client":

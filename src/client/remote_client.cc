@@ -35,8 +35,9 @@ std::shared_ptr<Client> make_remote_client(const RemoteOptions& options) {
   for (const std::string& endpoint : control->storage_units()) {
     units.push_back(std::make_shared<net::ConnectionPool>(context, endpoint, connection));
   }
-  return std::make_shared<CoordinatingClient>(control, std::make_shared<ShardedStorage>(std::move(units)),
-                                              ReleasedData::kDroppedByControlPlane, options.timeout);
+  return std::make_shared<CoordinatingClient>(
+      control, std::make_shared<ShardedStorage>(std::move(units), options.local_copy),
+      ReleasedData::kDroppedByControlPlane, options.timeout);
 }
 
 }  // namespace seqflow

@@ -1,9 +1,12 @@
 #include "client/sharded_storage.h"
 
 #include <fstream>
+#include <iterator>
+#include <limits>
 #include <optional>
 
 #include "client/call_deadline.h"
+#include "net/local_copy.h"
 #include "net/storage_routing.h"
 #include "net/wire_codec.h"
 #include "seqflow/error.h"
@@ -58,11 +61,16 @@ class FanOut {
 
 std::string unit_file(const std::string& path, size_t unit) { return path + ".unit" + std::to_string(unit); }
 
+Json indexes_entry(const std::vector<int64_t>& global_indexes) {
+  return net::wire::binary_of(std::span<const int64_t>(global_indexes));
+}
+
 }  // namespace
 
-ShardedStorage::ShardedStorage(std::vector<std::shared_ptr<net::ConnectionPool>> units)
-    : units_(std::move(units)) {
+ShardedStorage::ShardedStorage(std::vector<std::shared_ptr<net::ConnectionPool>> units, bool local_copy)
+    : units_(std::move(units)), local_copy_(std::make_unique<std::atomic<bool>[]>(units_.size())) {
   if (units_.empty()) throw_invalid("remote storage needs at least one storage unit");
+  for (size_t u = 0; u < units_.size(); ++u) local_copy_[u] = local_copy;
 }
 
 void ShardedStorage::put(std::span<const int64_t> global_indexes, const std::vector<Column>& columns) {
@@ -74,43 +82,110 @@ void ShardedStorage::put(std::span<const int64_t> global_indexes, const std::vec
     }
   }
   const auto shards = net::shard_indexes(global_indexes, units_.size());
+  // Each unit's message; data described to a same-host unit stays here
+  // (frames 1..) until the unit has copied it.
+  std::vector<Frames> messages(units_.size());
+  std::vector<Json> headers(units_.size());
+  std::vector<size_t> by_bytes;  // units sent the bytes themselves
   FanOut fan_out(units_);
   for (size_t u = 0; u < shards.size(); ++u) {
     if (shards[u].global_indexes.empty()) continue;
     // With one unit every sample goes there: the frames point into the columns.
     const std::span<const size_t> positions =
         units_.size() == 1 ? std::span<const size_t>() : std::span<const size_t>(shards[u].positions);
-    Frames args(1);
-    const Json entries = net::wire::append_columns(columns, positions, args);
-    args[0] = net::wire::header_frame(
-        Json{{"indexes", net::wire::binary_of(std::span<const int64_t>(shards[u].global_indexes))},
-             {"columns", entries}});
-    fan_out.send(u, "put", std::move(args));
+    messages[u].resize(1);
+    headers[u] = Json{{"indexes", indexes_entry(shards[u].global_indexes)},
+                      {"columns", net::wire::append_columns(columns, positions, messages[u])}};
+    if (local_copy_[u] && net::local_copy::data_bytes(messages[u], 1) >= net::local_copy::kMinBytes) {
+      Json header = headers[u];
+      header["local_frames"] = net::local_copy::describe(messages[u], 1);
+      fan_out.send(u, "put", net::wire::header_message(header));
+    } else {
+      messages[u][0] = net::wire::header_frame(headers[u]);
+      fan_out.send(u, "put", std::move(messages[u]));
+    }
   }
-  fan_out.receive_all();
+  // A unit that cannot read this process gets the bytes instead.
+  FanOut resend(units_);
+  bool resending = false;
+  for (auto& [unit, frames] : fan_out.receive_all()) {
+    const Json header = net::wire::read_header(frames, 0, "put reply");
+    const Header reply(header, "put reply", {"local_copy_refused"});
+    if (!reply.has("local_copy_refused")) continue;
+    local_copy_[unit] = false;
+    messages[unit][0] = net::wire::header_frame(headers[unit]);
+    resend.send(unit, "put", std::move(messages[unit]));
+    resending = true;
+  }
+  if (resending) resend.receive_all();
 }
 
 std::vector<std::vector<SampleView>> ShardedStorage::get(std::span<const int64_t> global_indexes,
                                                          std::span<const std::string> fields) const {
   const auto shards = net::shard_indexes(global_indexes, units_.size());
   const std::vector<std::string> names(fields.begin(), fields.end());
-  FanOut fan_out(units_);
-  for (size_t u = 0; u < shards.size(); ++u) {
-    if (shards[u].global_indexes.empty()) continue;
-    fan_out.send(u, "get",
-                 net::wire::header_message(Json{
-                     {"indexes", net::wire::binary_of(std::span<const int64_t>(shards[u].global_indexes))},
-                     {"fields", names}}));
-  }
   std::vector<std::vector<SampleView>> rows(global_indexes.size());
-  for (auto& [unit, frames] : fan_out.receive_all()) {
-    const Json header = net::wire::read_header(frames, 0, "get reply");
-    const Header reply(header, "get reply", {"fields"});
-    auto views = net::wire::take_views(reply.at("fields"), frames, 1, shards[unit].positions.size(),
-                                       names.size(), "get reply");
-    for (size_t i = 0; i < views.size(); ++i) rows[shards[unit].positions[i]] = std::move(views[i]);
+  std::vector<size_t> asking;
+  for (size_t u = 0; u < shards.size(); ++u) {
+    if (!shards[u].global_indexes.empty()) asking.push_back(u);
+  }
+  // Round two asks the units this process turned out not to be able to
+  // read for the bytes themselves.
+  for (bool first_round = true; !asking.empty(); first_round = false) {
+    FanOut fan_out(units_);
+    for (const size_t u : asking) {
+      fan_out.send(u, "get",
+                   net::wire::header_message(Json{{"indexes", indexes_entry(shards[u].global_indexes)},
+                                                  {"fields", names},
+                                                  {"local_copy", first_round && local_copy_[u].load()}}));
+    }
+    asking.clear();
+    std::vector<std::pair<size_t, int64_t>> leases;  // (unit, lease): given back once read
+    std::optional<Error> failure;
+    for (auto& [unit, frames] : fan_out.receive_all()) {
+      try {
+        const Json header = net::wire::read_header(frames, 0, "get reply");
+        const Header reply(header, "get reply", {"fields", "local_frames", "lease"});
+        if (reply.has("lease")) leases.emplace_back(unit, reply.integer("lease"));
+        if (reply.has("local_frames")) {
+          const Json& description = reply.at("local_frames");
+          if (net::local_copy::unreadable_reason(description, "get reply local_frames")) {
+            local_copy_[unit] = false;
+            asking.push_back(unit);
+            continue;
+          }
+          Frames data = net::local_copy::read(description, "get reply local_frames",
+                                              std::numeric_limits<size_t>::max());
+          frames.resize(1);
+          std::move(data.begin(), data.end(), std::back_inserter(frames));
+        }
+        auto views = net::wire::take_views(reply.at("fields"), frames, 1, shards[unit].positions.size(),
+                                           names.size(), "get reply");
+        for (size_t i = 0; i < views.size(); ++i) rows[shards[unit].positions[i]] = std::move(views[i]);
+      } catch (const Error& e) {
+        if (!failure) failure = e;
+      }
+    }
+    give_back(leases);
+    if (failure) throw *failure;
   }
   return rows;
+}
+
+void ShardedStorage::give_back(const std::vector<std::pair<size_t, int64_t>>& leases) const {
+  if (leases.empty()) return;
+  FanOut fan_out(units_);
+  for (const auto& [unit, lease] : leases) {
+    fan_out.send(unit, "release", net::wire::header_message(Json{{"lease", lease}}));
+  }
+  for (const auto& [unit, frames] : fan_out.receive_all()) {
+    const Json header = net::wire::read_header(frames, 0, "release reply");
+    if (!Header(header, "release reply", {"held"}).boolean("held")) {
+      throw Error(ErrorCode::kTimeout, "storage unit " + units_[unit]->endpoint() +
+                                           " let go of a get's values before this client had copied them "
+                                           "(its lease ran out); nothing was returned, call get again");
+    }
+  }
 }
 
 void ShardedStorage::clear(std::span<const int64_t> global_indexes) {

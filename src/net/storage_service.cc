@@ -1,9 +1,11 @@
 #include "net/storage_service.h"
 
 #include <bit>
+#include <iterator>
 #include <random>
 
 #include "net/connection.h"
+#include "net/local_copy.h"
 #include "net/wire_codec.h"
 #include "seqflow/error.h"
 
@@ -15,7 +17,7 @@ using wire::Json;
 
 uint64_t random_instance_id() {
   std::random_device device;
-  return (uint64_t{device()} << 32) ^ uint64_t{device()};
+  return (uint64_t{device()} << 32) ^ uint64_t { device() };
 }
 
 }  // namespace
@@ -24,13 +26,14 @@ StorageService::StorageService(StorageServiceOptions options)
     : options_(std::move(options)),
       instance_id_(random_instance_id()),
       storage_(std::make_shared<StorageUnit>(options_.storage)),
+      leases_(options_.lease_lifetime),
       service_(options_.service) {
   if (options_.heartbeat.count() <= 0) {
     throw_invalid("heartbeat must be positive, got " + std::to_string(options_.heartbeat.count()) + " ms");
   }
   register_handlers();
   std::weak_ptr<StorageUnit> weak = storage_;
-  service_.metrics().add_collector([weak](std::string& out) {
+  service_.metrics().add_collector([this, weak](std::string& out) {
     auto storage = weak.lock();
     if (!storage) return;
     const StorageStats stats = storage->stats();
@@ -40,6 +43,10 @@ StorageService::StorageService(StorageServiceOptions options)
         "# HELP seqflow_storage_samples Samples holding at least one field\n"
         "# TYPE seqflow_storage_samples gauge\n";
     out += "seqflow_storage_samples " + std::to_string(stats.samples) + "\n";
+    out +=
+        "# HELP seqflow_storage_leases Get replies held for same-host clients to copy\n"
+        "# TYPE seqflow_storage_leases gauge\n";
+    out += "seqflow_storage_leases " + std::to_string(leases_.held()) + "\n";
   });
 }
 
@@ -47,23 +54,55 @@ StorageService::~StorageService() { stop(); }
 
 void StorageService::register_handlers() {
   StorageUnit& storage = *storage_;
-  service_.handle("put", [&storage](Frames& args) {
+  const size_t max_request_bytes = options_.service.max_request_bytes;
+  const auto local_copy_bytes = [this](const std::string& direction) -> Counter& {
+    return service_.metrics().counter("seqflow_storage_local_copy_bytes_total",
+                                      "Bytes moved through memory to or from same-host clients",
+                                      {{"direction", direction}});
+  };
+  Counter& local_puts = local_copy_bytes("put");
+  Counter& local_gets = local_copy_bytes("get");
+  service_.handle("put", [&storage, &local_puts, max_request_bytes](Frames& args) {
     const Json json = wire::read_header(args, 0, "put request");
-    const Header header(json, "put request", {"indexes", "columns"});
+    const Header header(json, "put request", {"indexes", "columns", "local_frames"});
     const auto indexes = header.numbers<int64_t>("indexes");
+    if (header.has("local_frames")) {
+      const Json& description = header.at("local_frames");
+      if (auto reason = local_copy::unreadable_reason(description, "put request local_frames")) {
+        return wire::header_message(Json{{"local_copy_refused", *reason}});
+      }
+      Frames data = local_copy::read(description, "put request local_frames", max_request_bytes);
+      local_puts.increment(static_cast<double>(local_copy::data_bytes(data, 0)));
+      args.resize(1);
+      std::move(data.begin(), data.end(), std::back_inserter(args));
+    }
     const auto columns = wire::take_columns(header.at("columns"), args, 1, indexes.size(), "put request");
     storage.put(indexes, columns);
     return wire::header_message(Json::object());
   });
-  service_.handle("get", [&storage](Frames& args) {
+  service_.handle("get", [this, &storage, &local_gets](Frames& args) {
     const Json json = wire::read_header(args, 0, "get request");
-    const Header header(json, "get request", {"indexes", "fields"});
+    const Header header(json, "get request", {"indexes", "fields", "local_copy"});
     const auto fields = header.texts("fields");
     const auto rows = storage.get(header.numbers<int64_t>("indexes"), fields);
     Frames out(1);
-    const Json views = wire::append_views(rows, fields.size(), out);
-    out[0] = wire::header_frame(Json{{"fields", views}});
+    Json reply{{"fields", wire::append_views(rows, fields.size(), out)}};
+    if (header.has("local_copy") && header.boolean("local_copy") &&
+        local_copy::data_bytes(out, 1) >= local_copy::kMinBytes) {
+      Frames data(std::make_move_iterator(out.begin() + 1), std::make_move_iterator(out.end()));
+      local_gets.increment(static_cast<double>(local_copy::data_bytes(data, 0)));
+      reply["local_frames"] = local_copy::describe(data, 0);
+      reply["lease"] = std::bit_cast<int64_t>(leases_.hold(std::move(data)));
+      out.resize(1);
+    }
+    out[0] = wire::header_frame(reply);
     return out;
+  });
+  service_.handle("release", [this](Frames& args) {
+    const Json json = wire::read_header(args, 0, "release request");
+    const Header header(json, "release request", {"lease"});
+    return wire::header_message(
+        Json{{"held", leases_.release(std::bit_cast<uint64_t>(header.integer("lease")))}});
   });
   service_.handle("clear", [&storage](Frames& args) {
     const Json json = wire::read_header(args, 0, "clear request");

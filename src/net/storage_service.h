@@ -3,6 +3,12 @@
 // restarted controller learns it back). Each registration carries the unit's
 // instance id, random per StorageService: a unit that comes back empty on the
 // same endpoint has a new one, so the controller knows its data is gone.
+//
+// Same-host clients move data by local_copy: a put names the client's frames
+// and the unit copies them out of the client's memory; a get with
+// "local_copy" is answered, when large enough, with a description of the
+// reply's frames held under a lease, which the client gives back ("release")
+// after copying them.
 #pragma once
 
 #include <atomic>
@@ -14,6 +20,7 @@
 #include <string>
 #include <thread>
 
+#include "net/frame_leases.h"
 #include "net/service.h"
 #include "seqflow/storage.h"
 
@@ -27,6 +34,9 @@ struct StorageServiceOptions {
   std::string advertise;
   ClientSecurity controller_security;
   std::chrono::milliseconds heartbeat{1000};
+  // How long a get reply's frames wait for a same-host client to copy them
+  // (local_copy) before the unit lets them go.
+  std::chrono::milliseconds lease_lifetime{60000};
 };
 
 class StorageService {
@@ -49,6 +59,7 @@ class StorageService {
   StorageServiceOptions options_;
   uint64_t instance_id_;
   std::shared_ptr<StorageUnit> storage_;
+  FrameLeases leases_;
   Service service_;
   std::thread heartbeat_;
   std::mutex heartbeat_mutex_;

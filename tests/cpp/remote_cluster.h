@@ -21,9 +21,12 @@ class RemoteCluster {
   // and a restarted controller learns them back quickly.
   static constexpr std::chrono::milliseconds kHeartbeat{100};
 
-  explicit RemoteCluster(size_t unit_count, StorageOptions storage = {},
-                         net::ControllerServiceOptions controller_options = {})
-      : storage_(storage), controller_options_(std::move(controller_options)) {
+  explicit RemoteCluster(
+      size_t unit_count, StorageOptions storage = {}, net::ControllerServiceOptions controller_options = {},
+      std::chrono::milliseconds lease_lifetime = net::StorageServiceOptions{}.lease_lifetime)
+      : storage_(storage),
+        controller_options_(std::move(controller_options)),
+        lease_lifetime_(lease_lifetime) {
     controller_options_.storage_units = unit_count;
     controller_ = std::make_unique<net::ControllerService>(controller_options_);
     controller_->start();
@@ -57,10 +60,12 @@ class RemoteCluster {
   }
 
   // Waits until every unit has registered with the controller.
-  std::shared_ptr<Client> client(std::chrono::milliseconds timeout = std::chrono::seconds(20)) const {
+  std::shared_ptr<Client> client(std::chrono::milliseconds timeout = std::chrono::seconds(20),
+                                 bool local_copy = true) const {
     RemoteOptions options;
     options.controller_endpoint = controller_endpoint_;
     options.timeout = timeout;
+    options.local_copy = local_copy;
     return make_remote_client(options);
   }
 
@@ -71,6 +76,7 @@ class RemoteCluster {
     options.storage = storage_;
     options.controller_endpoint = controller_endpoint_;
     options.heartbeat = kHeartbeat;
+    options.lease_lifetime = lease_lifetime_;
     auto unit = std::make_unique<net::StorageService>(options);
     unit->start();
     return unit;
@@ -78,6 +84,7 @@ class RemoteCluster {
 
   StorageOptions storage_;
   net::ControllerServiceOptions controller_options_;
+  std::chrono::milliseconds lease_lifetime_;
   std::string controller_endpoint_;
   std::unique_ptr<net::ControllerService> controller_;
   std::vector<std::unique_ptr<net::StorageService>> units_;

@@ -1,0 +1,165 @@
+#include "net/local_copy.h"
+
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "seqflow/error.h"
+#include "storage/aligned_buffer.h"
+
+namespace seqflow::net::local_copy {
+namespace {
+
+using wire::Header;
+using wire::Json;
+
+using Token = std::array<uint8_t, 16>;
+
+// Drawn once per process; a forked child keeps the bytes at the same
+// address, and describes itself by its own pid.
+const Token& own_token() {
+  static const Token token = [] {
+    std::random_device device;
+    Token out;
+    for (size_t i = 0; i < out.size(); i += 4) {
+      const uint32_t word = device();
+      std::memcpy(out.data() + i, &word, 4);
+    }
+    return out;
+  }();
+  return token;
+}
+
+struct Description {
+  pid_t pid;
+  uint64_t token_address;
+  Token token;
+  std::vector<uint64_t> ranges;  // (address, size) pairs
+};
+
+Header header_of(const Json& description, std::string_view what) {
+  return Header(description, what, {"pid", "token_address", "token", "frames"});
+}
+
+Description parse(const Json& description, std::string_view what) {
+  const Header header = header_of(description, what);
+  const int64_t pid = header.integer("pid");
+  if (pid <= 0 || pid > INT_MAX) header.fail("pid", "must be a process id, got " + std::to_string(pid));
+  const auto token = header.numbers<uint8_t>("token");
+  if (token.size() != Token().size()) header.fail("token", "must hold 16 bytes");
+  Description out{static_cast<pid_t>(pid),
+                  std::bit_cast<uint64_t>(header.integer("token_address")),
+                  {},
+                  header.numbers<uint64_t>("frames")};
+  std::copy(token.begin(), token.end(), out.token.begin());
+  if (out.ranges.size() % 2 != 0) header.fail("frames", "must hold (address, size) pairs");
+  return out;
+}
+
+// Copies remote[i] into local[i] (equal sizes), IOV_MAX entries per call;
+// a call may stop early, between or inside entries, so each continues
+// where the last one stopped. Returns errno, or 0.
+int read_process(pid_t pid, std::vector<iovec> local, std::vector<iovec> remote) {
+  size_t at = 0;
+  while (at < local.size()) {
+    if (local[at].iov_len == 0) {
+      ++at;
+      continue;
+    }
+    const size_t count = std::min<size_t>(local.size() - at, IOV_MAX);
+    const ssize_t copied = process_vm_readv(pid, &local[at], count, &remote[at], count, 0);
+    if (copied < 0) return errno;
+    if (copied == 0) return EFAULT;
+    for (auto left = static_cast<size_t>(copied); left > 0;) {
+      const size_t step = std::min(left, local[at].iov_len);
+      for (iovec* entry : {&local[at], &remote[at]}) {
+        entry->iov_base = static_cast<std::byte*>(entry->iov_base) + step;
+        entry->iov_len -= step;
+      }
+      left -= step;
+      if (local[at].iov_len == 0) ++at;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+size_t data_bytes(const Frames& frames, size_t first) {
+  size_t total = 0;
+  for (size_t i = first; i < frames.size(); ++i) total += frames[i].size();
+  return total;
+}
+
+Json describe(const Frames& frames, size_t first) {
+  std::vector<uint64_t> ranges;
+  ranges.reserve(2 * (frames.size() - std::min(first, frames.size())));
+  for (size_t i = first; i < frames.size(); ++i) {
+    ranges.push_back(reinterpret_cast<uintptr_t>(frames[i].data()));
+    ranges.push_back(frames[i].size());
+  }
+  const Token& token = own_token();
+  return Json{{"pid", static_cast<int64_t>(getpid())},
+              {"token_address",
+               std::bit_cast<int64_t>(static_cast<uint64_t>(reinterpret_cast<uintptr_t>(token.data())))},
+              {"token", wire::binary_of(std::span<const uint8_t>(token))},
+              {"frames", wire::binary_of(std::span<const uint64_t>(ranges))}};
+}
+
+std::optional<std::string> unreadable_reason(const Json& description, std::string_view what) {
+  const Description peer = parse(description, what);
+  Token found{};
+  iovec local{found.data(), found.size()};
+  iovec remote{reinterpret_cast<void*>(static_cast<uintptr_t>(peer.token_address)), found.size()};
+  if (process_vm_readv(peer.pid, &local, 1, &remote, 1, 0) != static_cast<ssize_t>(found.size())) {
+    return "cannot read process " + std::to_string(peer.pid) + ": " + std::strerror(errno);
+  }
+  if (found != peer.token) {
+    return "process " + std::to_string(peer.pid) +
+           " here is not the sender (another host or another pid namespace)";
+  }
+  return std::nullopt;
+}
+
+Frames read(const Json& description, std::string_view what, size_t max_bytes) {
+  const Description peer = parse(description, what);
+  const auto& ranges = peer.ranges;
+  const auto refuse = [&](const std::string& problem) {
+    header_of(description, what).fail("frames", problem);
+  };
+  size_t total = 0;
+  for (size_t i = 1; i < ranges.size(); i += 2) {
+    if (ranges[i] > max_bytes - total) {
+      refuse("describes more than the limit of " + std::to_string(max_bytes) + " bytes");
+    }
+    total += ranges[i];
+  }
+  std::vector<WritableBuffer> buffers;
+  std::vector<iovec> local, remote;
+  buffers.reserve(ranges.size() / 2);
+  for (size_t i = 0; i < ranges.size(); i += 2) {
+    buffers.push_back(allocate_buffer(ranges[i + 1]));
+    local.push_back({buffers.back().data, ranges[i + 1]});
+    remote.push_back({reinterpret_cast<void*>(static_cast<uintptr_t>(ranges[i])), ranges[i + 1]});
+  }
+  if (const int error = read_process(peer.pid, std::move(local), std::move(remote)); error != 0) {
+    refuse("cannot be read from process " + std::to_string(peer.pid) + ": " + std::strerror(error));
+  }
+  Frames frames;
+  frames.reserve(buffers.size());
+  for (WritableBuffer& buffer : buffers) {
+    const size_t size = buffer.buffer->size;
+    frames.push_back(frame_of(std::move(buffer.buffer), 0, size));
+  }
+  return frames;
+}
+
+}  // namespace seqflow::net::local_copy

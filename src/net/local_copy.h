@@ -1,0 +1,53 @@
+// Same-host transfers without the network stack. When a client and a
+// storage unit run on one host, the receiver of a message's data frames
+// copies them straight out of the sender's memory (process_vm_readv: one
+// copy, made by the kernel) instead of receiving them over TCP (a copy into
+// the socket, one out of it, and the stack in between). The message then
+// carries only where the frames lie: a description.
+//
+// The sender keeps the described frames alive until the receiver is done:
+// a client's put waits for the reply; a storage unit holds the frames of a
+// get reply under a lease (FrameLeases) that the client gives back after
+// reading.
+//
+// A description names a process and a token: random bytes at an address in
+// that process. The reader first checks that it finds the token there, so
+// a peer on another host, in another pid namespace, or one it may not read
+// (another user, a seccomp filter) is detected and the caller sends the
+// bytes instead.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "net/frames.h"
+#include "net/wire_codec.h"
+
+namespace seqflow::net::local_copy {
+
+// Below this many data bytes a message carries its frames: the copy would
+// save less than the extra work (and, for a get, the extra round trip).
+inline constexpr size_t kMinBytes = size_t{256} << 10;
+
+// Data bytes of frames[first..].
+size_t data_bytes(const Frames& frames, size_t first);
+
+// frames[first..] as this process sees them: its pid and token, each
+// frame's address and size. The frames must not change until the reader is
+// done with them.
+wire::Json describe(const Frames& frames, size_t first);
+
+// Why this process cannot read the described process's memory (it is
+// elsewhere, or not ours to read), or nullopt when it can. Throws
+// kInvalidArgument naming the key when the description is malformed.
+std::optional<std::string> unreadable_reason(const wire::Json& description, std::string_view what);
+
+// Copies the described frames out of the peer's memory into fresh buffers,
+// returned as frames that own them. Throws kInvalidArgument when the
+// description is malformed, adds up to more than `max_bytes`, or names
+// memory the peer does not have.
+Frames read(const wire::Json& description, std::string_view what, size_t max_bytes);
+
+}  // namespace seqflow::net::local_copy

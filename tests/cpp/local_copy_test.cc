@@ -1,0 +1,317 @@
+// Same-host copies: descriptions of frames read back byte for byte (also by
+// another process), peers that are not where they claim detected, bad
+// descriptions refused; leases that keep a get's frames until given back;
+// and the storage service and remote client moving large puts and gets
+// through memory, with small ones and opted-out clients on TCP.
+#include "net/local_copy.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "net/connection.h"
+#include "net/frame_leases.h"
+#include "remote_cluster.h"
+#include "storage/aligned_buffer.h"
+#include "storage_test_support.h"
+
+namespace seqflow::test {
+namespace {
+
+using net::Frames;
+using net::wire::Json;
+
+std::shared_ptr<const Buffer> random_buffer(size_t size, uint32_t seed) {
+  WritableBuffer out = allocate_buffer(size);
+  std::mt19937 rng(seed);
+  for (size_t i = 0; i < size; ++i) out.data[i] = static_cast<std::byte>(rng());
+  return std::move(out.buffer);
+}
+
+// Frames 1.. of the given sizes, random bytes each; frame 0 stands for a header.
+Frames data_frames(std::initializer_list<size_t> sizes) {
+  Frames frames(1);
+  uint32_t seed = 1;
+  for (const size_t size : sizes) frames.push_back(net::frame_of(random_buffer(size, seed++), 0, size));
+  return frames;
+}
+
+void expect_same_frames(const Frames& sent, size_t first, const Frames& read) {
+  ASSERT_EQ(read.size(), sent.size() - first);
+  for (size_t i = 0; i < read.size(); ++i) {
+    EXPECT_EQ(net::as_string_view(read[i]), net::as_string_view(sent[first + i])) << "frame " << i;
+  }
+}
+
+constexpr size_t kNoLimit = SIZE_MAX;
+
+TEST(LocalCopy, DescribedFramesAreReadBackByteForByte) {
+  // Sizes around ZeroMQ's inline-message and frame_of's copy thresholds, and a huge-page buffer.
+  const Frames sent = data_frames({0, 1, 33, 34, 1023, 1024, 3 << 20});
+  const Json description = net::local_copy::describe(sent, 1);
+  EXPECT_EQ(net::local_copy::unreadable_reason(description, "test"), std::nullopt);
+  expect_same_frames(sent, 1, net::local_copy::read(description, "test", kNoLimit));
+  EXPECT_EQ(net::local_copy::data_bytes(sent, 1), size_t{0 + 1 + 33 + 34 + 1023 + 1024 + (3 << 20)});
+}
+
+TEST(LocalCopy, MoreFramesThanOneSystemCallTakesAreAllRead) {
+  Frames sent(1);
+  for (size_t i = 0; i < 3 * IOV_MAX + 7; ++i)
+    sent.push_back(net::frame_of(random_buffer(40 + i % 3000, i), 0, 40 + i % 3000));
+  expect_same_frames(sent, 1, net::local_copy::read(net::local_copy::describe(sent, 1), "test", kNoLimit));
+}
+
+TEST(LocalCopy, AnotherProcessReadsTheFramesOfItsParent) {
+  const Frames sent = data_frames({5000, 1 << 20});
+  const Json description = net::local_copy::describe(sent, 1);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    bool same = false;
+    try {
+      same = !net::local_copy::unreadable_reason(description, "child") &&
+             net::as_string_view(net::local_copy::read(description, "child", kNoLimit)[1]) ==
+                 net::as_string_view(sent[2]);
+    } catch (...) {
+    }
+    _exit(same ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+}
+
+TEST(LocalCopy, APeerWhoseTokenIsNotThereIsDetected) {
+  const Frames sent = data_frames({4096});
+  Json description = net::local_copy::describe(sent, 1);
+  auto& token = description["token"].get_binary();
+  token[0] ^= 0xff;
+  const auto reason = net::local_copy::unreadable_reason(description, "test");
+  ASSERT_TRUE(reason.has_value());
+  EXPECT_NE(reason->find("not the sender"), std::string::npos) << *reason;
+}
+
+TEST(LocalCopy, AProcessThatIsGoneIsDetected) {
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) _exit(0);
+  ASSERT_EQ(waitpid(child, nullptr, 0), child);  // reaped: the pid names no process now
+  const Frames sent = data_frames({4096});
+  Json description = net::local_copy::describe(sent, 1);
+  description["pid"] = child;
+  const auto reason = net::local_copy::unreadable_reason(description, "test");
+  ASSERT_TRUE(reason.has_value());
+  EXPECT_NE(reason->find("cannot read process " + std::to_string(child)), std::string::npos) << *reason;
+}
+
+TEST(LocalCopy, MalformedDescriptionsAreRefusedNamingTheKey) {
+  const Frames sent = data_frames({4096});
+  const Json good = net::local_copy::describe(sent, 1);
+  const auto refused = [&](Json description, std::vector<std::string> fragments) {
+    EXPECT_TRUE(throws_error(
+        ErrorCode::kInvalidArgument,
+        [&] { net::local_copy::read(description, "put request local_frames", kNoLimit); }, fragments))
+        << description.dump();
+    EXPECT_TRUE(throws_error(
+        ErrorCode::kInvalidArgument,
+        [&] { net::local_copy::unreadable_reason(description, "put request local_frames"); }, fragments));
+  };
+  for (const int64_t pid : {int64_t{0}, int64_t{-4}, int64_t{INT_MAX} + 1}) {
+    Json bad = good;
+    bad["pid"] = pid;
+    refused(bad, {"pid", std::to_string(pid)});
+  }
+  Json short_token = good;
+  short_token["token"] = Json::binary(std::vector<uint8_t>(15));
+  refused(short_token, {"token", "16 bytes"});
+  Json unknown = good;
+  unknown["checksum"] = 1;
+  refused(unknown, {"checksum"});
+  Json missing = good;
+  missing.erase("frames");
+  refused(missing, {"frames"});
+  Json not_binary = good;
+  not_binary["frames"] = "everything";
+  refused(not_binary, {"frames"});
+}
+
+TEST(LocalCopy, BadFrameListsAreRefusedBeforeAnythingIsAllocated) {
+  const Frames sent = data_frames({4096});
+  const Json good = net::local_copy::describe(sent, 1);
+  const auto with_ranges = [&](std::vector<uint64_t> ranges) {
+    Json out = good;
+    out["frames"] = net::wire::binary_of(std::span<const uint64_t>(ranges));
+    return out;
+  };
+  const auto address = reinterpret_cast<uintptr_t>(sent[1].data());
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                           [&] { net::local_copy::read(with_ranges({address}), "test", kNoLimit); },
+                           {"frames", "(address, size) pairs"}));
+  EXPECT_TRUE(
+      throws_error(ErrorCode::kInvalidArgument,
+                   [&] {
+                     net::local_copy::read(with_ranges({address, uint64_t{1} << 50}), "test", 1 << 20);
+                   },
+                   {"frames", "limit of 1048576 bytes"}));
+  // Two sizes that wrap around size_t when added.
+  EXPECT_TRUE(throws_error(
+      ErrorCode::kInvalidArgument,
+      [&] {
+        net::local_copy::read(with_ranges({address, 4096, address, UINT64_MAX - 100}), "test", kNoLimit - 1);
+      },
+      {"frames", "limit"}));
+  // Memory the peer does not have: the page at address 4096 is never mapped.
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                           [&] {
+                             net::local_copy::read(with_ranges({4096, 100}), "test", kNoLimit);
+                           },
+                           {"frames", "cannot be read from process"}));
+}
+
+TEST(FrameLeases, AHeldLeaseKeepsItsFramesUntilGivenBackOnce) {
+  net::FrameLeases leases(std::chrono::seconds(60));
+  auto buffer = random_buffer(4096, 7);
+  const std::weak_ptr<const Buffer> watch = buffer;
+  Frames frames;
+  frames.push_back(net::frame_of(std::move(buffer), 0, 4096));
+  const uint64_t id = leases.hold(std::move(frames));
+  EXPECT_EQ(leases.held(), 1u);
+  EXPECT_FALSE(watch.expired());
+  EXPECT_TRUE(leases.release(id));
+  EXPECT_TRUE(watch.expired());
+  EXPECT_EQ(leases.held(), 0u);
+  EXPECT_FALSE(leases.release(id));
+  EXPECT_FALSE(leases.release(id + 1));
+}
+
+TEST(FrameLeases, ALeaseRunsOutAfterItsLifetime) {
+  net::FrameLeases leases(std::chrono::milliseconds(20));
+  const uint64_t first = leases.hold(data_frames({100}));
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  const uint64_t second = leases.hold(data_frames({100}));  // drops the first, which ran out
+  EXPECT_EQ(leases.held(), 1u);
+  EXPECT_FALSE(leases.release(first));
+  EXPECT_TRUE(leases.release(second));
+}
+
+TEST(FrameLeases, ALifetimeMustBePositive) {
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                           [] { net::FrameLeases(std::chrono::milliseconds(0)); },
+                           {"lease lifetime", "0 ms"}));
+}
+
+// float32 samples of `width` values each; sample i holds i * width + j.
+Column wide_column(const std::string& field, size_t samples, size_t width) {
+  std::vector<float> values(samples * width);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i);
+  Column column;
+  column.field = field;
+  column.dtype = DType::kFloat32;
+  column.shapes = {{static_cast<int64_t>(width)}};
+  for (size_t i = 0; i <= samples; ++i) column.offsets.push_back(i * width * sizeof(float));
+  column.buffer = Buffer::copy_of(std::as_bytes(std::span<const float>(values)));
+  return column;
+}
+
+double local_copy_bytes(RemoteCluster& cluster, const std::string& direction) {
+  double total = 0;
+  for (size_t u = 0; u < cluster.unit_count(); ++u) {
+    total += cluster.unit(u)
+                 .metrics()
+                 .counter("seqflow_storage_local_copy_bytes_total", "", {{"direction", direction}})
+                 .value();
+  }
+  return total;
+}
+
+// Puts and gets samples*width floats in two fields; the values come back.
+void round_trip(Client& client, size_t samples, size_t width) {
+  const std::vector<Column> columns{wide_column("a", samples, width), wide_column("b", samples, width)};
+  const BatchMeta meta = client.put_new("p", columns, {});
+  const std::vector<std::string> fields{"b", "a"};
+  const auto rows = client.get_data(meta, fields);
+  ASSERT_EQ(rows.size(), samples);
+  for (size_t i = 0; i < samples; ++i) {
+    for (size_t f = 0; f < 2; ++f) {
+      const Column& column = columns[1 - f];
+      EXPECT_EQ(to_bytes(rows[i][f].bytes()), to_bytes(column.sample(i).bytes())) << "sample " << i;
+    }
+  }
+}
+
+class LocalCopyCluster : public ::testing::TestWithParam<size_t> {};
+
+INSTANTIATE_TEST_SUITE_P(Units, LocalCopyCluster, ::testing::Values(1, 3));
+
+TEST_P(LocalCopyCluster, LargePutsAndGetsTravelThroughMemory) {
+  RemoteCluster cluster(GetParam());
+  round_trip(*cluster.client(), 96, 8192);  // 3 MiB per field
+  const double moved = 2.0 * 96 * 8192 * sizeof(float);
+  EXPECT_EQ(local_copy_bytes(cluster, "put"), moved);
+  EXPECT_EQ(local_copy_bytes(cluster, "get"), moved);
+  for (size_t u = 0; u < cluster.unit_count(); ++u)
+    EXPECT_EQ(cluster.unit(u).metrics().render().find("seqflow_storage_leases 1"), std::string::npos);
+}
+
+TEST_P(LocalCopyCluster, SmallTransfersAndOptedOutClientsSendTheBytes) {
+  RemoteCluster cluster(GetParam());
+  round_trip(*cluster.client(), 4, 64);  // 1 KiB per field: below the threshold
+  round_trip(*cluster.client(std::chrono::seconds(20), /*local_copy=*/false), 96, 8192);
+  EXPECT_EQ(local_copy_bytes(cluster, "put"), 0.0);
+  EXPECT_EQ(local_copy_bytes(cluster, "get"), 0.0);
+}
+
+TEST_P(LocalCopyCluster, AGetWhoseLeaseRanOutIsATimeoutNotTornData) {
+  RemoteCluster cluster(GetParam(), {}, {}, std::chrono::milliseconds(1));
+  auto client = cluster.client();
+  const BatchMeta meta = client->put_new("p", {wide_column("a", 96, 8192)}, {});
+  const std::vector<std::string> fields{"a"};
+  EXPECT_TRUE(throws_error(ErrorCode::kTimeout, [&] { client->get_data(meta, fields); },
+                           {"let go of a get's values", "call get again"}));
+}
+
+TEST(LocalCopyService, APutDescribingAProcessItCannotReadIsRefusedAndStoresNothing) {
+  RemoteCluster cluster(1);
+  zmq::context_t context(1);
+  net::Connection unit(context, cluster.unit(0).endpoint(), net::ConnectionOptions{});
+  Frames message(1);
+  const Json entries = net::wire::append_columns({wide_column("a", 2, 100000)}, {}, message);
+  Json description = net::local_copy::describe(message, 1);
+  description["token"].get_binary()[3] ^= 1;
+  const int64_t indexes[] = {0, 1};
+  const Frames reply = unit.call(
+      "put",
+      net::wire::header_message(Json{{"indexes", net::wire::binary_of(std::span<const int64_t>(indexes))},
+                                     {"columns", entries},
+                                     {"local_frames", description}}));
+  const Json header = net::wire::read_header(reply, 0, "put reply");
+  ASSERT_TRUE(header.contains("local_copy_refused")) << header.dump();
+  EXPECT_NE(header["local_copy_refused"].get<std::string>().find("not the sender"), std::string::npos);
+  EXPECT_EQ(cluster.unit(0).storage().stats().samples, 0u);
+  // A malformed description is an error reply, and the unit keeps serving.
+  description["pid"] = -1;
+  EXPECT_TRUE(throws_error(
+      ErrorCode::kInvalidArgument,
+      [&] {
+        unit.call("put", net::wire::header_message(
+                             Json{{"indexes", net::wire::binary_of(std::span<const int64_t>(indexes))},
+                                  {"columns", entries},
+                                  {"local_frames", description}}));
+      },
+      {"put request local_frames", "pid"}));
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                           [&] {
+                             unit.call("release", net::wire::header_message(Json{{"lease", "one"}}));
+                           },
+                           {"release request", "lease"}));
+  const Frames released = unit.call("release", net::wire::header_message(Json{{"lease", 12345}}));
+  EXPECT_FALSE(net::wire::read_header(released, 0, "release reply")["held"].get<bool>());
+}
+
+}  // namespace
+}  // namespace seqflow::test
