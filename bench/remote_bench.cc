@@ -221,7 +221,8 @@ struct ThroughputRow {
   std::string payload;
   size_t units;
   size_t bytes;
-  Timing put, get, raw_push, raw_pull;
+  // tcp: local_copy off; local: the same-host path (process_vm_readv).
+  Timing put, get, local_put, local_get, raw_push, raw_pull;
   double put_ratio() const { return raw_push.best / put.best; }
   double get_ratio() const { return raw_pull.best / get.best; }
 };
@@ -231,31 +232,41 @@ ThroughputRow measure_throughput(const Payload& payload, const std::vector<Colum
   RawLoopback raw(units);
   const auto frames = raw_frames(columns, units);
   test::RemoteCluster cluster(units);
-  auto client = cluster.client(std::chrono::minutes(2));
+  auto tcp = cluster.client(std::chrono::minutes(2), /*local_copy=*/false);
+  auto local = cluster.client(std::chrono::minutes(2), /*local_copy=*/true);
   std::vector<std::string> fields;
   for (const Column& column : columns) fields.push_back(column.field);
-  std::vector<double> push, pull, put, get;
-  // Raw and seqflow take turns, so that a burst of load on a shared machine hits both.
+  std::vector<double> push, pull, put, get, local_put, local_get;
+  const auto put_and_get = [&](Client& client, std::vector<double>& puts, std::vector<double>& gets) {
+    const std::string partition = &client == tcp.get() ? "tcp" : "local";
+    if (!puts.empty()) client.clear_partition(partition);  // untimed
+    auto start = Clock::now();
+    const BatchMeta meta = client.put_new(partition, columns, {});
+    puts.push_back(seconds_since(start));
+    start = Clock::now();
+    const auto rows = client.get_data(meta, fields);
+    gets.push_back(seconds_since(start));
+    if (rows.size() != payload.samples) std::fprintf(stderr, "get returned %zu rows\n", rows.size());
+  };
+  // Raw and seqflow take turns, so that a burst of load on a shared machine hits all.
   for (int r = 0; r < repeats; ++r) {
     push.push_back(raw.push(frames));
-    if (r > 0) client->clear_partition("bench");  // untimed
-    auto start = Clock::now();
-    const BatchMeta meta = client->put_new("bench", columns, {});
-    put.push_back(seconds_since(start));
     pull.push_back(raw.pull(frames));
-    start = Clock::now();
-    const auto rows = client->get_data(meta, fields);
-    get.push_back(seconds_since(start));
-    if (rows.size() != payload.samples) std::fprintf(stderr, "get returned %zu rows\n", rows.size());
+    put_and_get(*tcp, put, get);
+    put_and_get(*local, local_put, local_get);
   }
-  return {payload.name,   units,           payload.bytes(), timing_of(put),
-          timing_of(get), timing_of(push), timing_of(pull)};
+  return {payload.name,         units,           payload.bytes(),
+          timing_of(put),       timing_of(get),  timing_of(local_put),
+          timing_of(local_get), timing_of(push), timing_of(pull)};
 }
 
 void print_throughput(const std::vector<ThroughputRow>& rows) {
-  std::printf("\n== Put / get throughput over loopback TCP (GB/s, best / median of the repeats)\n");
-  std::printf("%-9s %5s %9s | %15s %15s | %15s %15s | %9s %9s\n", "payload", "units", "MiB", "put",
-              "raw push", "get", "raw pull", "put/raw", "get/raw");
+  std::printf(
+      "\n== Put / get throughput over loopback TCP, and through memory with local_copy (GB/s, best / median "
+      "of the repeats)\n");
+  std::printf("%-9s %5s %6s | %15s %15s %15s | %15s %15s %15s | %7s %7s\n", "payload", "units", "MiB",
+              "put (TCP)", "raw push", "put (local)", "get (TCP)", "raw pull", "get (local)", "put/raw",
+              "get/raw");
   for (const ThroughputRow& r : rows) {
     const auto gbs = [&](const Timing& t) {
       char text[32];
@@ -263,10 +274,12 @@ void print_throughput(const std::vector<ThroughputRow>& rows) {
                     gigabytes_per_second(r.bytes, t.median));
       return std::string(text);
     };
-    std::printf("%-9s %5zu %9.0f | %15s %15s | %15s %15s | %9.2f %9.2f\n", r.payload.c_str(), r.units,
-                static_cast<double>(r.bytes) / (1 << 20), gbs(r.put).c_str(), gbs(r.raw_push).c_str(),
-                gbs(r.get).c_str(), gbs(r.raw_pull).c_str(), r.put_ratio(), r.get_ratio());
+    std::printf("%-9s %5zu %6.0f | %15s %15s %15s | %15s %15s %15s | %7.2f %7.2f\n", r.payload.c_str(),
+                r.units, static_cast<double>(r.bytes) / (1 << 20), gbs(r.put).c_str(),
+                gbs(r.raw_push).c_str(), gbs(r.local_put).c_str(), gbs(r.get).c_str(),
+                gbs(r.raw_pull).c_str(), gbs(r.local_get).c_str(), r.put_ratio(), r.get_ratio());
   }
+  std::printf("put/raw, get/raw: the TCP path (best / best).\n");
 }
 
 // ---- 2. get_meta latency ----

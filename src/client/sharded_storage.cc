@@ -1,8 +1,8 @@
 #include "client/sharded_storage.h"
 
+#include <algorithm>
 #include <fstream>
 #include <iterator>
-#include <limits>
 #include <optional>
 
 #include "client/call_deadline.h"
@@ -10,6 +10,7 @@
 #include "net/storage_routing.h"
 #include "net/wire_codec.h"
 #include "seqflow/error.h"
+#include "storage/aligned_buffer.h"
 
 namespace seqflow {
 namespace {
@@ -60,6 +61,43 @@ class FanOut {
 };
 
 std::string unit_file(const std::string& path, size_t unit) { return path + ".unit" + std::to_string(unit); }
+
+// A unit's get reply whose values are still in the unit's memory: the
+// request positions of its rows (which hold placeholder views) and the
+// description of its frames.
+struct DescribedRows {
+  std::span<const size_t> positions;
+  Json description;
+};
+
+// Copies the values of described rows out of the units' memory into one
+// new buffer per field, rows in request order: a field of the get is then
+// one run of bytes, a tensor without a gather, and each value is copied once.
+void copy_described(const std::vector<DescribedRows>& described, size_t fields,
+                    std::vector<std::vector<SampleView>>& rows) {
+  std::vector<std::pair<size_t, size_t>> order;  // (position, index into described)
+  for (size_t d = 0; d < described.size(); ++d) {
+    for (const size_t p : described[d].positions) order.emplace_back(p, d);
+  }
+  std::sort(order.begin(), order.end());
+  std::vector<std::vector<net::local_copy::Piece>> pieces(described.size());
+  for (size_t f = 0; f < fields; ++f) {
+    size_t total = 0;
+    for (const auto& [p, d] : order) total += rows[p][f].nbytes;
+    WritableBuffer field = allocate_buffer(total);
+    size_t at = 0;
+    for (const auto& [p, d] : order) {
+      SampleView& view = rows[p][f];
+      pieces[d].push_back({view.buffer->data + view.offset, field.data + at, view.nbytes});
+      view.buffer = field.buffer;
+      view.offset = at;
+      at += view.nbytes;
+    }
+  }
+  for (size_t d = 0; d < described.size(); ++d) {
+    net::local_copy::read_pieces(described[d].description, pieces[d], "get reply local_frames");
+  }
+}
 
 Json indexes_entry(const std::vector<int64_t>& global_indexes) {
   return net::wire::binary_of(std::span<const int64_t>(global_indexes));
@@ -141,6 +179,7 @@ std::vector<std::vector<SampleView>> ShardedStorage::get(std::span<const int64_t
     }
     asking.clear();
     std::vector<std::pair<size_t, int64_t>> leases;  // (unit, lease): given back once read
+    std::vector<DescribedRows> described;
     std::optional<Error> failure;
     for (auto& [unit, frames] : fan_out.receive_all()) {
       try {
@@ -154,16 +193,24 @@ std::vector<std::vector<SampleView>> ShardedStorage::get(std::span<const int64_t
             asking.push_back(unit);
             continue;
           }
-          Frames data = net::local_copy::read(description, "get reply local_frames",
-                                              std::numeric_limits<size_t>::max());
+          // take_views lays the values out over stand-ins; copy_described fetches them.
+          Frames stand_ins = net::local_copy::placeholders(description, "get reply local_frames");
           frames.resize(1);
-          std::move(data.begin(), data.end(), std::back_inserter(frames));
+          std::move(stand_ins.begin(), stand_ins.end(), std::back_inserter(frames));
+          described.push_back({shards[unit].positions, description});
         }
         auto views = net::wire::take_views(reply.at("fields"), frames, 1, shards[unit].positions.size(),
                                            names.size(), "get reply");
         for (size_t i = 0; i < views.size(); ++i) rows[shards[unit].positions[i]] = std::move(views[i]);
       } catch (const Error& e) {
         if (!failure) failure = e;
+      }
+    }
+    if (!failure) {
+      try {
+        copy_described(described, names.size(), rows);
+      } catch (const Error& e) {
+        failure = e;
       }
     }
     give_back(leases);

@@ -132,27 +132,23 @@ std::optional<std::string> unreadable_reason(const Json& description, std::strin
 Frames read(const Json& description, std::string_view what, size_t max_bytes) {
   const Description peer = parse(description, what);
   const auto& ranges = peer.ranges;
-  const auto refuse = [&](const std::string& problem) {
-    header_of(description, what).fail("frames", problem);
-  };
   size_t total = 0;
   for (size_t i = 1; i < ranges.size(); i += 2) {
     if (ranges[i] > max_bytes - total) {
-      refuse("describes more than the limit of " + std::to_string(max_bytes) + " bytes");
+      header_of(description, what)
+          .fail("frames", "describes more than the limit of " + std::to_string(max_bytes) + " bytes");
     }
     total += ranges[i];
   }
   std::vector<WritableBuffer> buffers;
-  std::vector<iovec> local, remote;
+  std::vector<Piece> pieces;
   buffers.reserve(ranges.size() / 2);
   for (size_t i = 0; i < ranges.size(); i += 2) {
     buffers.push_back(allocate_buffer(ranges[i + 1]));
-    local.push_back({buffers.back().data, ranges[i + 1]});
-    remote.push_back({reinterpret_cast<void*>(static_cast<uintptr_t>(ranges[i])), ranges[i + 1]});
+    pieces.push_back({reinterpret_cast<const std::byte*>(static_cast<uintptr_t>(ranges[i])),
+                      buffers.back().data, ranges[i + 1]});
   }
-  if (const int error = read_process(peer.pid, std::move(local), std::move(remote)); error != 0) {
-    refuse("cannot be read from process " + std::to_string(peer.pid) + ": " + std::strerror(error));
-  }
+  read_pieces(description, pieces, what);
   Frames frames;
   frames.reserve(buffers.size());
   for (WritableBuffer& buffer : buffers) {
@@ -160,6 +156,42 @@ Frames read(const Json& description, std::string_view what, size_t max_bytes) {
     frames.push_back(frame_of(std::move(buffer.buffer), 0, size));
   }
   return frames;
+}
+
+Frames placeholders(const Json& description, std::string_view what) {
+  const Description peer = parse(description, what);
+  Frames frames;
+  frames.reserve(peer.ranges.size() / 2);
+  for (size_t i = 0; i < peer.ranges.size(); i += 2) {
+    const size_t size = peer.ranges[i + 1];
+    // No free function: ZeroMQ only carries the pointer and never reads it.
+    frames.push_back(size == 0
+                         ? zmq::message_t()
+                         : zmq::message_t(reinterpret_cast<void*>(static_cast<uintptr_t>(peer.ranges[i])),
+                                          size, nullptr, nullptr));
+  }
+  return frames;
+}
+
+void read_pieces(const Json& description, std::span<const Piece> pieces, std::string_view what) {
+  const Description peer = parse(description, what);
+  std::vector<iovec> local, remote;
+  for (const Piece& piece : pieces) {
+    if (piece.size == 0) continue;
+    if (!local.empty() && static_cast<std::byte*>(local.back().iov_base) + local.back().iov_len == piece.to &&
+        static_cast<const std::byte*>(remote.back().iov_base) + remote.back().iov_len == piece.from) {
+      local.back().iov_len += piece.size;
+      remote.back().iov_len += piece.size;
+      continue;
+    }
+    local.push_back({piece.to, piece.size});
+    remote.push_back({const_cast<std::byte*>(piece.from), piece.size});
+  }
+  if (const int error = read_process(peer.pid, std::move(local), std::move(remote)); error != 0) {
+    header_of(description, what)
+        .fail("frames",
+              "cannot be read from process " + std::to_string(peer.pid) + ": " + std::strerror(error));
+  }
 }
 
 }  // namespace seqflow::net::local_copy

@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -49,5 +50,21 @@ std::optional<std::string> unreadable_reason(const wire::Json& description, std:
 // description is malformed, adds up to more than `max_bytes`, or names
 // memory the peer does not have.
 Frames read(const wire::Json& description, std::string_view what, size_t max_bytes);
+
+// Frames that stand in for the described ones: each has the described
+// address and size, but its bytes live in the peer. They are only laid out
+// (e.g. by wire::take_views) to find where each value lies; read_pieces
+// copies the values. Throws kInvalidArgument on a malformed description.
+Frames placeholders(const wire::Json& description, std::string_view what);
+
+// One range to copy: `from` is an address in the described peer.
+struct Piece {
+  const std::byte* from;
+  std::byte* to;
+  size_t size;
+};
+// Copies the pieces out of the described peer's memory (adjacent pieces in
+// one go). Throws kInvalidArgument when the peer does not have them.
+void read_pieces(const wire::Json& description, std::span<const Piece> pieces, std::string_view what);
 
 }  // namespace seqflow::net::local_copy

@@ -66,6 +66,40 @@ TEST(LocalCopy, MoreFramesThanOneSystemCallTakesAreAllRead) {
   expect_same_frames(sent, 1, net::local_copy::read(net::local_copy::describe(sent, 1), "test", kNoLimit));
 }
 
+TEST(LocalCopy, PlaceholdersStandForTheDescribedFramesAndPiecesAreCopiedFromThem) {
+  const Frames sent = data_frames({0, 100, 5000, 70000});
+  const Json description = net::local_copy::describe(sent, 1);
+  const Frames stand_ins = net::local_copy::placeholders(description, "test");
+  ASSERT_EQ(stand_ins.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(stand_ins[i].size(), sent[i + 1].size());
+    if (sent[i + 1].size() != 0) {
+      EXPECT_EQ(stand_ins[i].data(), sent[i + 1].data());
+    }
+  }
+  // Scattered pieces, in an order unlike the source's, and two adjacent ones.
+  const auto* big = static_cast<const std::byte*>(stand_ins[3].data());
+  const auto* mid = static_cast<const std::byte*>(stand_ins[2].data());
+  std::vector<std::byte> out(70000 + 300);
+  const std::vector<net::local_copy::Piece> pieces = {
+      {big + 100, out.data(), 30000},
+      {big + 30100, out.data() + 30000, 39900},  // adjacent both sides
+      {mid + 7, out.data() + 69900, 300},
+      {big, out.data() + 70200, 0}};
+  net::local_copy::read_pieces(description, pieces, "test");
+  const auto expected_big = net::as_bytes(sent[4]);
+  const auto expected_mid = net::as_bytes(sent[3]);
+  EXPECT_TRUE(std::equal(out.begin(), out.begin() + 69900, expected_big.begin() + 100));
+  EXPECT_TRUE(std::equal(out.begin() + 69900, out.begin() + 70200, expected_mid.begin() + 7));
+  EXPECT_TRUE(throws_error(
+      ErrorCode::kInvalidArgument,
+      [&] {
+        const net::local_copy::Piece unmapped{reinterpret_cast<const std::byte*>(4096), out.data(), 10};
+        net::local_copy::read_pieces(description, {&unmapped, 1}, "get reply local_frames");
+      },
+      {"get reply local_frames", "cannot be read from process"}));
+}
+
 TEST(LocalCopy, AnotherProcessReadsTheFramesOfItsParent) {
   const Frames sent = data_frames({5000, 1 << 20});
   const Json description = net::local_copy::describe(sent, 1);
@@ -256,6 +290,25 @@ TEST_P(LocalCopyCluster, LargePutsAndGetsTravelThroughMemory) {
   EXPECT_EQ(local_copy_bytes(cluster, "get"), moved);
   for (size_t u = 0; u < cluster.unit_count(); ++u)
     EXPECT_EQ(cluster.unit(u).metrics().render().find("seqflow_storage_leases 1"), std::string::npos);
+}
+
+TEST_P(LocalCopyCluster, EachFieldOfAGetIsOneRunOfBytesInRequestOrder) {
+  RemoteCluster cluster(GetParam());
+  auto client = cluster.client();
+  const BatchMeta meta = client->put_new("p", {wide_column("a", 64, 8192), wide_column("b", 64, 8192)}, {});
+  // Every other sample, backwards: rows of every unit, interleaved.
+  BatchMeta picked;
+  for (size_t i = meta.size(); i >= 2; i -= 2) picked.global_indexes.push_back(meta.global_indexes[i - 1]);
+  const std::vector<std::string> fields{"a", "b"};
+  const auto rows = client->get_data(picked, fields);
+  ASSERT_EQ(rows.size(), 32u);
+  for (size_t f = 0; f < 2; ++f) {
+    for (size_t i = 1; i < rows.size(); ++i) {
+      EXPECT_EQ(rows[i][f].buffer, rows[0][f].buffer) << "field " << f << " row " << i;
+      EXPECT_EQ(rows[i][f].offset, rows[i - 1][f].offset + rows[i - 1][f].nbytes);
+    }
+  }
+  EXPECT_GT(local_copy_bytes(cluster, "get"), 0.0);
 }
 
 TEST_P(LocalCopyCluster, SmallTransfersAndOptedOutClientsSendTheBytes) {
