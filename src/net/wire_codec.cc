@@ -1,6 +1,7 @@
 #include "net/wire_codec.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <limits>
 
@@ -35,23 +36,28 @@ const char* type_name(Kind kind) {
 
 // A map read in place from MessagePack that has been checked whole (so
 // reading it meets no malformed bytes): where each allowed key's value lies,
-// decoded when asked for, with Header's checks and messages.
+// decoded when asked for, with Header's checks and messages. Nothing is
+// allocated unless a check fails (a reply holds a map per field schema).
 class EncodedMap {
  public:
-  // The map is `bytes`, inside `depth` containers.
-  EncodedMap(std::string_view bytes, size_t depth, std::string what,
-             std::initializer_list<std::string_view> allowed)
-      : depth_(depth), what_(std::move(what)) {
+  static constexpr size_t kMaxFields = 9;
+
+  // The map is `bytes`, inside `depth` containers; errors name it `what`,
+  // or "<what> schema of '<schema_of>'" for a field schema. `allowed` holds
+  // at most kMaxFields keys.
+  EncodedMap(std::string_view bytes, size_t depth, std::string_view what,
+             std::initializer_list<std::string_view> allowed, std::string_view schema_of = {})
+      : depth_(depth), what_(what), schema_of_(schema_of) {
     MsgpackReader reader(bytes, kMaxNesting);
     const MsgpackReader::Token map = reader.next(depth);
-    if (map.kind != Kind::kMap) throw_invalid(what_ + " must be a map, got " + type_name(map.kind));
-    fields_.reserve(allowed.size());
-    for (std::string_view key : allowed) fields_.push_back(Field{key, {}});
+    if (map.kind != Kind::kMap) throw_invalid(name() + " must be a map, got " + type_name(map.kind));
+    for (std::string_view key : allowed) fields_.at(field_count_++) = Field{key, {}};
+    const auto fields_end = fields_.begin() + static_cast<std::ptrdiff_t>(field_count_);
     for (uint64_t i = 0; i < map.number; ++i) {
       const std::string_view key = reader.key();
       const auto field =
-          std::find_if(fields_.begin(), fields_.end(), [&](const Field& f) { return f.key == key; });
-      if (field == fields_.end()) throw_invalid(what_ + " has an unknown field " + in_quotes(key));
+          std::find_if(fields_.begin(), fields_end, [&](const Field& f) { return f.key == key; });
+      if (field == fields_end) throw_invalid(name() + " has an unknown field " + in_quotes(key));
       const size_t start = reader.position();
       reader.skip(depth + 1);
       field->value = bytes.substr(start, reader.position() - start);  // a repeated key: the last one wins
@@ -116,15 +122,15 @@ class EncodedMap {
 
   // The bytes of the value of `key`, one value inside depth() + 1 containers.
   std::string_view value(std::string_view key) const {
-    for (const Field& field : fields_) {
-      if (field.key == key && !field.value.empty()) return field.value;
+    for (size_t i = 0; i < field_count_; ++i) {
+      if (fields_[i].key == key && !fields_[i].value.empty()) return fields_[i].value;
     }
-    throw_invalid(what_ + " lacks the field " + in_quotes(key));
+    throw_invalid(name() + " lacks the field " + in_quotes(key));
   }
   size_t depth() const { return depth_; }
 
   [[noreturn]] void fail(std::string_view key, std::string_view problem) const {
-    throw_invalid(what_ + " field " + in_quotes(key) + " " + std::string(problem));
+    throw_invalid(name() + " field " + in_quotes(key) + " " + std::string(problem));
   }
 
  private:
@@ -139,9 +145,16 @@ class EncodedMap {
     return reader.next(depth_ + 1);
   }
 
+  std::string name() const {
+    return schema_of_.empty() ? std::string(what_)
+                              : std::string(what_) + " schema of " + in_quotes(schema_of_);
+  }
+
   size_t depth_;
-  std::string what_;
-  std::vector<Field> fields_;
+  std::string_view what_;
+  std::string_view schema_of_;
+  std::array<Field, kMaxFields> fields_;
+  size_t field_count_ = 0;
 };
 
 // frames[index], which must be there.
@@ -168,7 +181,7 @@ EncodedMap encoded_header(std::string_view bytes, std::string_view what,
   if (kind != Kind::kMap) {
     throw_invalid(std::string(what) + " header must be a MessagePack map, got " + type_name(kind));
   }
-  return EncodedMap(bytes, 0, std::string(what), allowed);
+  return EncodedMap(bytes, 0, what, allowed);
 }
 
 std::string msgpack_of(const Json& value) {
@@ -233,9 +246,8 @@ std::map<std::string, FieldSchema> read_schemas(std::string_view bytes, size_t d
     const std::string_view field = reader.key();
     const size_t start = reader.position();
     reader.skip(depth + 1);
-    const EncodedMap entry(bytes.substr(start, reader.position() - start), depth + 1,
-                           std::string(what) + " schema of " + in_quotes(field),
-                           {"dtype", "shape", "nested", "object"});
+    const EncodedMap entry(bytes.substr(start, reader.position() - start), depth + 1, what,
+                           {"dtype", "shape", "nested", "object"}, field);
     FieldSchema schema;
     schema.dtype = parse_dtype(entry.text("dtype"));
     schema.shape = entry.numbers<int64_t>("shape");

@@ -157,8 +157,8 @@ TEST(MsgpackWriter, ArraysAndMapsOfEverySizeClass) {
     Json want = Json::object();
     for (size_t i = 0; i < c.size; ++i) {
       // Keys in nlohmann's (sorted) order, so that its bytes compare.
-      char key[8];
-      std::snprintf(key, sizeof key, "%06zu", i);
+      std::string key = std::to_string(i);
+      key.insert(0, 6 - key.size(), '0');
       writer.string(key);
       writer.integer(-static_cast<int64_t>(i));
       want[key] = -static_cast<int64_t>(i);
