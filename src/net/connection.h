@@ -58,6 +58,7 @@ class Connection {
     Clock::time_point sent;
   };
   bool poll_until(short events, Clock::time_point deadline);  // false: deadline passed
+  Frames receive_until(Clock::time_point deadline);           // the next message; empty: deadline passed
   [[noreturn]] void throw_no_reply(uint64_t id, Clock::time_point deadline);
 
   std::string endpoint_;

@@ -1,5 +1,6 @@
 #include "net/service.h"
 
+#include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -228,22 +229,35 @@ void Service::wake_io() {
 }
 
 void Service::run_io() {
-  zmq::pollitem_t items[] = {{router_.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, wake_fd_, ZMQ_POLLIN, 0}};
+  // poll(2) on the router's descriptor, not zmq_poll, which makes a
+  // system call more before every wait.
+  pollfd waits[] = {{router_.get(zmq::sockopt::fd), POLLIN, 0}, {wake_fd_, POLLIN, 0}};
   Clock::time_point last_reply{};
   while (true) {
+    // The descriptor only signals that the socket's state may have changed,
+    // and a send may have taken that signal: sleep only when the socket has
+    // nothing to read.
+    bool readable = false;
     try {
-      zmq::poll(items, 2, std::chrono::milliseconds(-1));
+      readable = router_.get(zmq::sockopt::events) & ZMQ_POLLIN;
     } catch (const zmq::error_t& error) {
       if (error.num() == EINTR) continue;
       break;
     }
-    if (items[1].revents & ZMQ_POLLIN) {
-      eventfd_t ignored;
-      [[maybe_unused]] const int read = ::eventfd_read(wake_fd_, &ignored);
+    if (!readable) {
+      if (::poll(waits, 2, -1) < 0) {
+        if (errno == EINTR) continue;
+        break;
+      }
+      if (waits[1].revents & POLLIN) {
+        eventfd_t ignored;
+        [[maybe_unused]] const int read = ::eventfd_read(wake_fd_, &ignored);
+      }
+      readable = waits[0].revents & POLLIN;
     }
     // Read before sending: once it is set, every worker has queued its last reply.
     const bool last_round = io_stop_;
-    if (items[0].revents & ZMQ_POLLIN) receive_requests(router_);
+    if (readable) receive_requests(router_);
     // From workers and from dispatch (ping, rejections).
     if (send_replies(router_)) last_reply = Clock::now();
     if (last_round) {
