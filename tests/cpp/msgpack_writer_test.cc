@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -38,11 +39,11 @@ TEST(MsgpackWriter, IntegersTakeTheShortestFormAtEveryBoundary) {
   constexpr int64_t kInt64Min = std::numeric_limits<int64_t>::min();
   constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
   const std::vector<IntegerCase> cases = {
-      {0, 0x00, 1},           {127, 0x7f, 1},          {128, 0xcc, 2},          {255, 0xcc, 2},
-      {256, 0xcd, 3},         {65535, 0xcd, 3},        {65536, 0xce, 5},        {4294967295, 0xce, 5},
-      {4294967296, 0xcf, 9},  {kInt64Max, 0xcf, 9},    {-1, 0xff, 1},           {-32, 0xe0, 1},
-      {-33, 0xd0, 2},         {-128, 0xd0, 2},         {-129, 0xd1, 3},         {-32768, 0xd1, 3},
-      {-32769, 0xd2, 5},      {-2147483648, 0xd2, 5},  {-2147483649, 0xd3, 9},  {kInt64Min, 0xd3, 9},
+      {0, 0x00, 1},          {127, 0x7f, 1},         {128, 0xcc, 2},         {255, 0xcc, 2},
+      {256, 0xcd, 3},        {65535, 0xcd, 3},       {65536, 0xce, 5},       {4294967295, 0xce, 5},
+      {4294967296, 0xcf, 9}, {kInt64Max, 0xcf, 9},   {-1, 0xff, 1},          {-32, 0xe0, 1},
+      {-33, 0xd0, 2},        {-128, 0xd0, 2},        {-129, 0xd1, 3},        {-32768, 0xd1, 3},
+      {-32769, 0xd2, 5},     {-2147483648, 0xd2, 5}, {-2147483649, 0xd3, 9}, {kInt64Min, 0xd3, 9},
   };
   for (const IntegerCase& c : cases) {
     SCOPED_TRACE(c.value);
@@ -79,7 +80,7 @@ struct SizeCase {
 };
 
 TEST(MsgpackWriter, StringsOfEverySizeClass) {
-  const std::vector<SizeCase> cases = {{0, 0xa0, 1},   {31, 0xbf, 1},    {32, 0xd9, 2},    {255, 0xd9, 2},
+  const std::vector<SizeCase> cases = {{0, 0xa0, 1},   {31, 0xbf, 1},    {32, 0xd9, 2},   {255, 0xd9, 2},
                                        {256, 0xda, 3}, {65535, 0xda, 3}, {65536, 0xdb, 5}};
   for (const SizeCase& c : cases) {
     SCOPED_TRACE(c.size);
@@ -131,12 +132,13 @@ TEST(MsgpackWriter, NumbersTravelAsTheirLittleEndianBytes) {
   std::vector<int64_t> back(values.size());
   std::memcpy(back.data(), token.bytes.data(), token.bytes.size());
   EXPECT_EQ(back, values);
-  EXPECT_EQ(static_cast<uint8_t>(token.bytes[0]), 0xff);  // -1: the low byte first
+  EXPECT_EQ(static_cast<uint8_t>(token.bytes[0]), 0xff);          // -1: the low byte first
   EXPECT_EQ(static_cast<uint8_t>(token.bytes[8 + 8 + 5]), 0x01);  // 1 << 40: byte 5 of the third value
 }
 
 TEST(MsgpackWriter, ArraysAndMapsOfEverySizeClass) {
-  const std::vector<SizeCase> arrays = {{0, 0x90, 1}, {15, 0x9f, 1}, {16, 0xdc, 3}, {65535, 0xdc, 3}, {65536, 0xdd, 5}};
+  const std::vector<SizeCase> arrays = {
+      {0, 0x90, 1}, {15, 0x9f, 1}, {16, 0xdc, 3}, {65535, 0xdc, 3}, {65536, 0xdd, 5}};
   for (const SizeCase& c : arrays) {
     SCOPED_TRACE(c.size);
     MsgpackWriter writer;
@@ -149,7 +151,8 @@ TEST(MsgpackWriter, ArraysAndMapsOfEverySizeClass) {
     EXPECT_EQ(writer.bytes(), nlohmann_bytes(want));
     EXPECT_EQ(msgpack_to_json(writer.bytes(), 2), want);
   }
-  const std::vector<SizeCase> maps = {{0, 0x80, 1}, {15, 0x8f, 1}, {16, 0xde, 3}, {65535, 0xde, 3}, {65536, 0xdf, 5}};
+  const std::vector<SizeCase> maps = {
+      {0, 0x80, 1}, {15, 0x8f, 1}, {16, 0xde, 3}, {65535, 0xde, 3}, {65536, 0xdf, 5}};
   for (const SizeCase& c : maps) {
     SCOPED_TRACE(c.size);
     MsgpackWriter writer;

@@ -13,9 +13,11 @@
 // bytes; a length past the end takes what is left.
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <iterator>
 #include <limits>
 #include <map>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -123,6 +125,35 @@ void expect_stable(const Value& value, Json (*encode)(const Value&), Value (*dec
   }
 }
 
+// The frame readers of the get_meta messages read the header bytes without
+// a JSON tree: they must give the verdict and the value the JSON path gives.
+// Values compare as their JSON encodings.
+template <typename Value>
+std::optional<Json> read_from_frame(Value (*read)(const Frames&, size_t, std::string_view),
+                                    Json (*encode)(const Value&), const Frames& frames) {
+  try {
+    return encode(read(frames, 1, "fuzzed message"));
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
+void expect_same_reading(const std::optional<Json>& from_frame, const std::function<Json()>& through_json,
+                         const char* what) {
+  std::optional<Json> from_json;
+  try {
+    from_json = through_json();
+  } catch (const Error&) {
+  }
+  if (from_frame.has_value() != from_json.has_value()) {
+    finding(std::string(what) + ": the frame reader " + (from_frame ? "accepts" : "refuses") +
+            " a header the JSON path " + (from_json ? "accepts" : "refuses"));
+  }
+  if (from_frame && Json::to_msgpack(*from_frame) != Json::to_msgpack(*from_json)) {
+    finding(std::string(what) + ": the frame reader and the JSON path read a header differently");
+  }
+}
+
 void decode_columns(const Json& header_json, const Frames& frames) {
   const wire::Header header(header_json, "put request", {"indexes", "columns"});
   const auto indexes = header.numbers<int64_t>("indexes");
@@ -226,14 +257,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)net::request_id_or_zero(message.frames[0]);
 
   if (message.frames.size() < 2) return 0;
+  const std::optional<Json> meta_from_frame =
+      read_from_frame<BatchMeta>(wire::read_batch_meta, wire::encode_batch_meta, message.frames);
+  const std::optional<Json> request_from_frame =
+      read_from_frame<MetaRequest>(wire::read_meta_request, wire::encode_meta_request, message.frames);
   Json header;
   try {
     header = wire::read_header(message.frames, 1, "fuzzed message");
   } catch (const Error& error) {
     expect_reference_agrees(message.frames, nullptr, error.what());
+    if (meta_from_frame || request_from_frame) finding("a frame reader accepts a header read_header refuses");
     return 0;
   }
   expect_reference_agrees(message.frames, &header, "");
+  expect_same_reading(
+      meta_from_frame, [&] { return wire::encode_batch_meta(decode_batch_meta(header, "batch meta")); },
+      "batch meta");
+  expect_same_reading(
+      request_from_frame,
+      [&] { return wire::encode_meta_request(decode_meta_request(header, "meta request")); }, "meta request");
   decode_or_refuse([&] {
     const BatchMeta meta = decode_batch_meta(header, "batch meta");
     for (size_t i = 0; i < meta.size(); ++i) {
