@@ -37,11 +37,12 @@ class ServeProcess:
     """`seqflow serve ROLE ...` as a child process that is serving once the
     constructor returns: its first stdout line names the endpoint."""
 
-    def __init__(self, role: str, *args: str, startup_timeout: float = 20.0):
+    def __init__(self, role: str, *args: str, startup_timeout: float = 20.0, wrapper: tuple[str, ...] = ()):
+        """wrapper: a command that runs the service, e.g. ("unshare", "--pid", "--fork")."""
         command = find_seqflow_command()
         if command is None:
             pytest.skip("the seqflow command is not installed (pip install . puts it next to python)")
-        self.process = subprocess.Popen([command, "serve", role, *args], stdout=subprocess.PIPE,
+        self.process = subprocess.Popen([*wrapper, command, "serve", role, *args], stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE)
         self.line = self._first_line(startup_timeout)
         words = self.line.split()
