@@ -3,31 +3,24 @@
 #include <cstring>
 #include <new>
 
-#include <sys/mman.h>
-
 #include "seqflow/tensor.h"
 #include "storage/aligned_buffer.h"
+#include "storage/block_cache.h"
 
 namespace seqflow {
 
 namespace {
 
-constexpr size_t kHugePage = size_t{2} << 20;
-
-// Large buffers are filled right after allocation: backing them with 2 MiB
-// pages instead of 4 KiB ones cuts the page faults of a put ~500x, which is
-// most of its cost (the kernel gives huge pages here only when asked).
+// Small buffers come from the heap; large ones from the block cache.
 std::shared_ptr<std::byte> allocate_block(size_t size) {
-  if (size < kHugePage) {
+  if (size < BlockCache::kAlignment) {
     constexpr std::align_val_t kAlign{kBufferAlignment};
     auto* bytes = static_cast<std::byte*>(::operator new(std::max<size_t>(size, 1), kAlign));
     return {bytes, [](std::byte* p) { ::operator delete(p, kAlign); }};
   }
-  constexpr std::align_val_t kAlign{kHugePage};
-  const size_t rounded = (size + kHugePage - 1) / kHugePage * kHugePage;
-  auto* bytes = static_cast<std::byte*>(::operator new(rounded, kAlign));
-  madvise(bytes, rounded, MADV_HUGEPAGE);  // a hint: failure only costs speed
-  return {bytes, [](std::byte* p) { ::operator delete(p, kAlign); }};
+  size_t capacity = 0;
+  std::byte* bytes = BlockCache::instance().acquire(size, &capacity);
+  return {bytes, [capacity](std::byte* p) { BlockCache::instance().release(p, capacity); }};
 }
 
 }  // namespace

@@ -1,0 +1,119 @@
+// The large-block allocator: freed blocks come back for requests of their
+// size (not much smaller ones), the cache stays under its limit dropping
+// the blocks freed longest ago, a zero limit or a bad setting caches
+// nothing, and threads sharing it never get the same block twice.
+#include "storage/block_cache.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <random>
+#include <set>
+#include <thread>
+#include <vector>
+
+namespace seqflow {
+namespace {
+
+constexpr size_t kMiB = size_t{1} << 20;
+
+TEST(BlockCache, AFreedBlockServesTheNextRequestOfItsSize) {
+  BlockCache cache(64 * kMiB);
+  size_t capacity = 0;
+  std::byte* block = cache.acquire(3 * kMiB, &capacity);
+  EXPECT_EQ(capacity, 4 * kMiB);  // whole 2 MiB pages
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(block) % BlockCache::kAlignment, 0u);
+  std::memset(block, 7, 3 * kMiB);
+  cache.release(block, capacity);
+  EXPECT_EQ(cache.cached_bytes(), 4 * kMiB);
+  size_t again = 0;
+  EXPECT_EQ(cache.acquire(3 * kMiB + 5, &again), block);
+  EXPECT_EQ(again, 4 * kMiB);
+  EXPECT_EQ(cache.cached_bytes(), 0u);
+  cache.release(block, again);
+}
+
+TEST(BlockCache, ABlockMoreThanAQuarterLargerIsNotHandedOut) {
+  BlockCache cache(64 * kMiB);
+  size_t capacity = 0;
+  std::byte* eight = cache.acquire(8 * kMiB, &capacity);
+  cache.release(eight, capacity);
+  size_t small_capacity = 0;
+  std::byte* four = cache.acquire(4 * kMiB, &small_capacity);
+  EXPECT_NE(four, eight);
+  EXPECT_EQ(small_capacity, 4 * kMiB);
+  size_t seven_capacity = 0;
+  EXPECT_EQ(cache.acquire(7 * kMiB, &seven_capacity), eight);
+  EXPECT_EQ(seven_capacity, 8 * kMiB);
+  cache.release(four, small_capacity);
+  cache.release(eight, seven_capacity);
+}
+
+TEST(BlockCache, StaysUnderItsLimitDroppingTheBlocksFreedLongestAgo) {
+  BlockCache cache(10 * kMiB);
+  std::vector<std::byte*> blocks;
+  for (int i = 0; i < 3; ++i) {
+    size_t capacity = 0;
+    blocks.push_back(cache.acquire(4 * kMiB, &capacity));
+  }
+  for (std::byte* block : blocks) cache.release(block, 4 * kMiB);
+  EXPECT_EQ(cache.cached_bytes(), 8 * kMiB);  // the first one freed was dropped
+  std::set<std::byte*> reused;
+  for (int i = 0; i < 2; ++i) {
+    size_t capacity = 0;
+    reused.insert(cache.acquire(4 * kMiB, &capacity));
+  }
+  EXPECT_EQ(reused, (std::set<std::byte*>{blocks[1], blocks[2]}));
+  for (std::byte* block : reused) cache.release(block, 4 * kMiB);
+  size_t capacity = 0;
+  std::byte* too_big = cache.acquire(12 * kMiB, &capacity);
+  cache.release(too_big, capacity);  // larger than the limit: freed, the others stay
+  EXPECT_EQ(cache.cached_bytes(), 8 * kMiB);
+}
+
+TEST(BlockCache, AZeroLimitCachesNothing) {
+  BlockCache cache(0);
+  size_t capacity = 0;
+  std::byte* block = cache.acquire(2 * kMiB, &capacity);
+  cache.release(block, capacity);
+  EXPECT_EQ(cache.cached_bytes(), 0u);
+}
+
+TEST(BlockCache, TheLimitSettingIsReadAsMiBAndABadOneTurnsTheCacheOff) {
+  EXPECT_EQ(BlockCache::limit_from(nullptr), 2048 * kMiB);
+  EXPECT_EQ(BlockCache::limit_from(""), 2048 * kMiB);
+  EXPECT_EQ(BlockCache::limit_from("512"), 512 * kMiB);
+  EXPECT_EQ(BlockCache::limit_from("0"), 0u);
+  for (const char* bad : {"-1", "1e3", "64MB", " 64", "99999999999999999999"}) {
+    EXPECT_EQ(BlockCache::limit_from(bad), 0u) << bad;
+  }
+}
+
+TEST(BlockCacheConcurrency, ThreadsNeverHoldTheSameBlockAtOnce) {
+  BlockCache cache(32 * kMiB);
+  std::atomic<int> clashes{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(t);
+      for (int i = 0; i < 200; ++i) {
+        const size_t size = (2 + rng() % 4) * kMiB;
+        size_t capacity = 0;
+        std::byte* block = cache.acquire(size, &capacity);
+        const auto mark = static_cast<std::byte>(t + 1);
+        block[0] = mark;
+        block[size - 1] = mark;
+        std::this_thread::yield();
+        if (block[0] != mark || block[size - 1] != mark) ++clashes;
+        cache.release(block, capacity);
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(clashes.load(), 0);
+  EXPECT_LE(cache.cached_bytes(), cache.limit());
+}
+
+}  // namespace
+}  // namespace seqflow
