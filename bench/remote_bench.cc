@@ -6,16 +6,18 @@
 //
 // 1. Put and get throughput (GB/s) with 1, 2 and 4 storage units for
 //    TransferQueue's shape (1,024 samples x 9 fields x 8,192 float32 =
-//    288 MiB) and a 4x larger one (1.125 GiB; not with --quick), beside a raw
-//    ZeroMQ transfer of the same bytes in the same run: one DEALER per
-//    storage unit to its own ROUTER, the same frames, zero-copy sends, one
-//    reply; raw and seqflow take turns. The ratio to raw is best against
-//    best (target >= 0.70).
+//    288 MiB) and a 4x larger one (1.125 GiB; not with --quick), over TCP
+//    (a client with local_copy off) beside a raw ZeroMQ transfer of the
+//    same bytes in the same run: one DEALER per storage unit to its own
+//    ROUTER, the same frames, zero-copy sends, one reply; and through
+//    memory (local_copy on, the same-host path). Raw and both clients take
+//    turns. The ratio of TCP to raw is best against best (target >= 0.70).
 // 2. get_meta round trip: batches of 256 from a partition with plenty of
 //    ready samples x 8 fields with small custom_meta (refills untimed),
 //    p50 / p99 (target p50 <= 100 us), beside a ping (the transport floor),
 //    an empty op (ping plus the hand-over to a service worker), the
-//    in-process Controller::get_meta and the wire codec of the reply;
+//    in-process Controller::get_meta and the wire codec of the reply (the
+//    frame writer and reader the service and client use);
 //    with the CPU time of all threads per call, which a busy machine
 //    distorts less than the wall time.
 // 3. Scaling: 1..32 client threads, each with its own client, doing
@@ -418,8 +420,8 @@ std::vector<LatencyRow> measure_get_meta(int calls) {
   LatencyRow decode{"reply parse + decode (client)", {}, 0};
   for (int c = 0; c < calls; ++c) {
     net::Frames frames;
-    encode.time([&] { frames.push_back(net::wire::header_frame(net::wire::encode_batch_meta(meta))); });
-    decode.time([&] { net::wire::decode_batch_meta(net::wire::read_header(frames, 0, "reply"), "reply"); });
+    encode.time([&] { frames.push_back(net::wire::batch_meta_frame(meta)); });
+    decode.time([&] { net::wire::read_batch_meta(frames, 0, "reply"); });
   }
   rows.push_back(encode);
   rows.push_back(decode);

@@ -22,7 +22,10 @@ also the ratio of the best runs.
 
 seqflow: `seqflow serve controller` and N `seqflow serve storage` processes
 on 127.0.0.1, the client in this process (seqflow.init with
-controller.address). TransferQueue: transfer_queue.init() with its
+controller.address): the default client, which moves large data to and from
+same-host units through memory (local_copy), and beside it a client with
+local_copy off, over loopback TCP (its column; the verdict is the default
+client's). TransferQueue: transfer_queue.init() with its
 controller and N SimpleStorageUnit Ray actors on a local Ray instance (kept
 on 127.0.0.1), the client in the driver: a worker process running this file
 in TransferQueue's own virtual environment, made on first use under
@@ -180,6 +183,7 @@ class SeqflowSide:
             self.services += [ServeProcess("storage", "--controller", self.services[0].endpoint, "--bind", LOOPBACK)
                               for _ in range(units)]
             self.client = seqflow.init({"controller": {"address": self.services[0].endpoint}, "timeout": 120})
+            self.tcp_client = seqflow.Client.remote(self.services[0].endpoint, timeout=120, local_copy=False)
         except BaseException:
             self.stop()
             raise
@@ -187,10 +191,25 @@ class SeqflowSide:
     def put_get(self, samples: int, rows: int, check: bool) -> tuple[float, float]:
         return put_get(self.client, self.batches[samples][:rows], check)
 
+    def over_tcp(self) -> "SeqflowOverTcp":
+        return SeqflowOverTcp(self)
+
     def stop(self) -> None:
+        if hasattr(self, "tcp_client"):
+            self.tcp_client.close()
         self.seqflow.close()
         for service in reversed(self.services):
             service.stop()
+
+
+class SeqflowOverTcp:
+    """The same services through a client with local_copy off: every byte over loopback TCP."""
+
+    def __init__(self, side: SeqflowSide):
+        self.side = side
+
+    def put_get(self, samples: int, rows: int, check: bool) -> tuple[float, float]:
+        return put_get(self.side.tcp_client, self.side.batches[samples][:rows], check)
 
 
 # --------------------------------------------------------------------------
@@ -367,7 +386,8 @@ def run(seqflow, quick: bool, reps: int) -> tuple[list[dict], list[dict], list[s
     ours, theirs = [], []
     try:
         for units in UNITS:
-            sides = {"seqflow": SeqflowSide(seqflow, units, batches)}
+            seqflow_side = SeqflowSide(seqflow, units, batches)
+            sides = {"seqflow": seqflow_side, "seqflow over TCP": seqflow_side.over_tcp()}
             try:
                 if transferqueue is not None:
                     try:
@@ -391,10 +411,11 @@ def run(seqflow, quick: bool, reps: int) -> tuple[list[dict], list[dict], list[s
                             if rep >= 0:
                                 rows[name]["put"].append(put_seconds)
                                 rows[name]["get"].append(get_seconds)
-                    ours.append(rows["seqflow"])
+                    ours.append({**rows["seqflow"], "tcp": rows["seqflow over TCP"]})
                     if "TransferQueue" in sides:
                         theirs.append(rows["TransferQueue"])
             finally:
+                sides.pop("seqflow over TCP")
                 sides.pop("seqflow").stop()
                 if transferqueue is not None:
                     try:
@@ -434,18 +455,20 @@ def report(ours: list[dict], theirs: list[dict], reps: int) -> None:
         for direction in ("put", "get"):
             mine = rate(row, direction)
             cells = [row["shape"], f"{payload_bytes(row['samples']) / 2**20:,.0f}", row["units"], direction,
-                     f"{mine:.2f}", "-", "-", "-"]
+                     f"{mine:.2f}", f"{rate(row['tcp'], direction):.2f}", "-", "-", "-"]
             if other is not None:
                 ratio = mine / rate(other, direction)
                 best_ratio = rate(row, direction, min) / rate(other, direction, min)
                 ratios[direction].append((ratio, row["shape"], row["units"]))
                 cells[-3:] = [f"{rate(other, direction):.2f}", f"{ratio:.1f}x", f"{best_ratio:.1f}x"]
             lines.append(cells)
-    print(f"## put / get throughput over loopback TCP, GB/s (1e9 bytes/s), median of {reps} "
+    print(f"## put / get throughput on one host, GB/s (1e9 bytes/s), median of {reps} "
           "(and the ratio of the best runs)")
+    print("## seqflow: its default client (same-host copies through memory); seqflow TCP: local_copy off;")
+    print("## TransferQueue: loopback TCP (ZeroMQ)")
     print()
-    print(table(["shape", "MiB", "units", "direction", "seqflow GB/s", "TransferQueue GB/s", "seqflow / TQ",
-                 "best / best"], lines, "lrrlrrrr"))
+    print(table(["shape", "MiB", "units", "direction", "seqflow GB/s", "seqflow TCP GB/s", "TransferQueue GB/s",
+                 "seqflow / TQ", "best / best"], lines, "lrrlrrrrr"))
     print()
     for direction in ("put", "get"):
         if not ratios[direction]:
