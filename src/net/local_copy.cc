@@ -10,6 +10,8 @@
 #include <climits>
 #include <cstring>
 #include <random>
+#include <system_error>
+#include <thread>
 #include <vector>
 
 #include "seqflow/error.h"
@@ -87,6 +89,57 @@ int read_process(pid_t pid, std::vector<iovec> local, std::vector<iovec> remote)
       left -= step;
       if (local[at].iov_len == 0) ++at;
     }
+  }
+  return 0;
+}
+
+// Large copies are split between threads: the kernel pins the peer's pages
+// a few at a time under its memory-map lock, so one thread moves ~5 GB/s
+// out of 4 KiB pages, less than memory can.
+constexpr size_t kBytesPerThread = size_t{32} << 20;
+constexpr size_t kMaxThreads = 4;
+
+int read_process_split(pid_t pid, const std::vector<iovec>& local, const std::vector<iovec>& remote) {
+  size_t total = 0;
+  for (const iovec& entry : local) total += entry.iov_len;
+  const size_t threads = std::min({total / kBytesPerThread, kMaxThreads,
+                                   static_cast<size_t>(std::max(1u, std::thread::hardware_concurrency()))});
+  if (threads <= 1) return read_process(pid, local, remote);
+  // Parts of about equal bytes; an entry on a boundary is cut in two.
+  const size_t share = (total + threads - 1) / threads;
+  std::vector<std::vector<iovec>> local_parts(threads), remote_parts(threads);
+  size_t part = 0, filled = 0;
+  for (size_t i = 0; i < local.size(); ++i) {
+    auto* to = static_cast<std::byte*>(local[i].iov_base);
+    auto* from = static_cast<std::byte*>(remote[i].iov_base);
+    for (size_t left = local[i].iov_len; left > 0;) {
+      const size_t take = part + 1 == threads ? left : std::min(left, share - filled);
+      local_parts[part].push_back({to, take});
+      remote_parts[part].push_back({from, take});
+      to += take;
+      from += take;
+      left -= take;
+      filled += take;
+      if (filled == share && part + 1 < threads) {
+        ++part;
+        filled = 0;
+      }
+    }
+  }
+  std::vector<int> errors(threads, 0);
+  std::vector<std::thread> helpers;
+  for (size_t t = 1; t < threads; ++t) {
+    const auto run = [&, t] { errors[t] = read_process(pid, local_parts[t], remote_parts[t]); };
+    try {
+      helpers.emplace_back(run);
+    } catch (const std::system_error&) {
+      run();  // no thread to be had: this one does the part
+    }
+  }
+  errors[0] = read_process(pid, local_parts[0], remote_parts[0]);
+  for (std::thread& helper : helpers) helper.join();
+  for (const int error : errors) {
+    if (error != 0) return error;
   }
   return 0;
 }
@@ -187,7 +240,7 @@ void read_pieces(const Json& description, std::span<const Piece> pieces, std::st
     local.push_back({piece.to, piece.size});
     remote.push_back({const_cast<std::byte*>(piece.from), piece.size});
   }
-  if (const int error = read_process(peer.pid, std::move(local), std::move(remote)); error != 0) {
+  if (const int error = read_process_split(peer.pid, local, remote); error != 0) {
     header_of(description, what)
         .fail("frames",
               "cannot be read from process " + std::to_string(peer.pid) + ": " + std::strerror(error));

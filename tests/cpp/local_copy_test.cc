@@ -60,6 +60,17 @@ TEST(LocalCopy, DescribedFramesAreReadBackByteForByte) {
   EXPECT_EQ(net::local_copy::data_bytes(sent, 1), size_t{0 + 1 + 33 + 34 + 1023 + 1024 + (3 << 20)});
 }
 
+TEST(LocalCopy, ALargeCopySplitBetweenThreadsComesBackWhole) {
+  // 80 MiB: split in parts that cut frames at odd offsets.
+  Frames sent(1);
+  for (const size_t size : {(size_t{33} << 20) + 7, size_t{1}, (size_t{47} << 20) + 13}) {
+    WritableBuffer buffer = allocate_buffer(size);
+    for (size_t i = 0; i < size; ++i) buffer.data[i] = static_cast<std::byte>((i * 2654435761u) >> 13);
+    sent.push_back(net::frame_of(std::move(buffer.buffer), 0, size));
+  }
+  expect_same_frames(sent, 1, net::local_copy::read(net::local_copy::describe(sent, 1), "test", kNoLimit));
+}
+
 TEST(LocalCopy, MoreFramesThanOneSystemCallTakesAreAllRead) {
   Frames sent(1);
   for (size_t i = 0; i < 3 * IOV_MAX + 7; ++i)

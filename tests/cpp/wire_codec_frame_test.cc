@@ -8,6 +8,7 @@
 
 #include "net/wire_codec.h"
 #include "test_support.h"
+#include "wire_test_support.h"
 
 namespace seqflow::test {
 namespace {
@@ -16,16 +17,7 @@ using net::Frames;
 using net::wire::Json;
 namespace wire = net::wire;
 
-Frames bytes_frame(std::string_view bytes) {
-  Frames frames;
-  frames.push_back(net::copy_frame(bytes));
-  return frames;
-}
-
-Frames json_frame(const Json& header) {
-  const std::vector<uint8_t> bytes = Json::to_msgpack(header);
-  return bytes_frame(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
-}
+Frames json_frame(const Json& header) { return frames_of_bytes(Json::to_msgpack(header)); }
 
 BatchMeta two_partition_meta() {
   BatchMeta meta;
@@ -102,12 +94,13 @@ TEST(WireCodecFrames, MalformedFramesAreRefusedWithReadHeadersMessages) {
   const zmq::message_t valid = wire::batch_meta_frame(two_partition_meta());
   const std::string_view bytes = net::as_string_view(valid);
   for (size_t keep : {size_t{0}, size_t{1}, bytes.size() / 2, bytes.size() - 1}) {
-    EXPECT_TRUE(throws_invalid([&] { wire::read_batch_meta(bytes_frame(bytes.substr(0, keep)), 0, "r"); },
+    EXPECT_TRUE(throws_invalid([&] { wire::read_batch_meta(frames_of_bytes(bytes.substr(0, keep)), 0, "r"); },
                                {"r header is not valid MessagePack"}))
         << "kept " << keep;
   }
-  EXPECT_TRUE(throws_invalid([&] { wire::read_batch_meta(bytes_frame(std::string(bytes) + '\xc0'), 0, "r"); },
-                             {"r header is not valid MessagePack", "1 bytes follow the value"}));
+  EXPECT_TRUE(
+      throws_invalid([&] { wire::read_batch_meta(frames_of_bytes(std::string(bytes) + '\xc0'), 0, "r"); },
+                     {"r header is not valid MessagePack", "1 bytes follow the value"}));
   EXPECT_TRUE(throws_invalid([] { wire::read_meta_request(json_frame(Json::array({1})), 0, "q"); },
                              {"q header must be a MessagePack map, got array"}));
   EXPECT_TRUE(throws_invalid(

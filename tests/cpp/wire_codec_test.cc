@@ -24,16 +24,6 @@ using net::Frames;
 using net::wire::Json;
 namespace wire = net::wire;
 
-Frames frames_of_bytes(std::string_view bytes) {
-  Frames frames;
-  frames.push_back(net::copy_frame(bytes));
-  return frames;
-}
-
-Frames frames_of_bytes(const std::vector<uint8_t>& bytes) {
-  return frames_of_bytes(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
-}
-
 BatchMeta sample_batch_meta() {
   BatchMeta meta;
   meta.global_indexes = {7, 3, 12, 40, 5};
@@ -59,7 +49,8 @@ void expect_same_batch_meta(const BatchMeta& got, const BatchMeta& want) {
   EXPECT_EQ(got.field_schema, want.field_schema);
   EXPECT_EQ(got.production_status, want.production_status);
   EXPECT_EQ(got.custom_meta, want.custom_meta);
-  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got.custom_meta[i], want.custom_meta[i]) << "sample " << i;
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_EQ(got.custom_meta[i], want.custom_meta[i]) << "sample " << i;
   EXPECT_EQ(got.extra_info, want.extra_info);
 }
 
@@ -92,7 +83,8 @@ TEST(WireCodecMetaRequest, RoundTripInEveryMode) {
     request.sampling.batch_index = 17;
     request.polling = mode == MetaMode::kFetch;
     request.timeout = std::chrono::milliseconds(1234);
-    const MetaRequest got = wire::decode_meta_request(through_wire(wire::encode_meta_request(request)), "request");
+    const MetaRequest got =
+        wire::decode_meta_request(through_wire(wire::encode_meta_request(request)), "request");
     EXPECT_EQ(got.fields, request.fields);
     EXPECT_EQ(got.batch_size, request.batch_size);
     EXPECT_EQ(got.partition_id, request.partition_id);
@@ -112,7 +104,8 @@ TEST(WireCodecSchemas, RoundTripOfFixedNestedAndObjectFields) {
       {"object", FieldSchema{DType::kUInt8, {}, false, true}},
       {"scalar", FieldSchema{DType::kFloat64, {}, false, false}},
   };
-  EXPECT_EQ(wire::decode_schemas(through_wire(Json{{"s", wire::encode_schemas(schemas)}}).at("s"), "m"), schemas);
+  EXPECT_EQ(wire::decode_schemas(through_wire(Json{{"s", wire::encode_schemas(schemas)}}).at("s"), "m"),
+            schemas);
 }
 
 TEST(WireCodecStatus, RoundTripKeepsIndexOrderAndFlags) {
@@ -224,8 +217,8 @@ SampleView view_into(const std::shared_ptr<const Buffer>& buffer, size_t offset,
 }
 
 // The get path: append_views into a reply after its header slot, then take_views.
-std::vector<std::vector<SampleView>> send_views(const std::vector<std::vector<SampleView>>& rows, size_t fields,
-                                                size_t& data_frames) {
+std::vector<std::vector<SampleView>> send_views(const std::vector<std::vector<SampleView>>& rows,
+                                                size_t fields, size_t& data_frames) {
   Frames frames(1);
   const Json views = wire::append_views(rows, fields, frames);
   frames[0] = wire::header_frame(Json{{"fields", views}});
@@ -317,7 +310,9 @@ TEST(WireCodecMalformed, BatchMetaFieldsAreCheckedByNameTypeAndSize) {
       {"partial index",
        [](Json& h) { h["indexes"] = Json::binary(std::vector<uint8_t>(7)); },
        {"'indexes'", "partial element"}},
-      {"partitions not strings", [](Json& h) { h["partitions"] = Json::array({1}); }, {"'partitions'", "strings"}},
+      {"partitions not strings",
+       [](Json& h) { h["partitions"] = Json::array({1}); },
+       {"'partitions'", "strings"}},
       {"one end too few",
        [](Json& h) { h["partition_ends"] = wire::binary_of(std::span<const uint64_t>()); },
        {"'partition_ends'", "one end per partition"}},
@@ -358,7 +353,9 @@ TEST(WireCodecMalformed, BatchMetaFieldsAreCheckedByNameTypeAndSize) {
          h["custom_meta_offsets"] = wire::binary_of(std::span<const uint32_t>(offsets));
        },
        {"'custom_meta' entry 0", "MessagePack map"}},
-      {"extra_info not a map", [](Json& h) { h["extra_info"] = Json::array(); }, {"'extra_info'", "must be a map"}},
+      {"extra_info not a map",
+       [](Json& h) { h["extra_info"] = Json::array(); },
+       {"'extra_info'", "must be a map"}},
   };
   expect_each_rejected(wire::encode_batch_meta(meta), cases,
                        [](const Json& h) { wire::decode_batch_meta(h, "get_meta reply"); });
@@ -372,10 +369,11 @@ TEST(WireCodecMalformed, DeeplyNestedCustomMetaIsRejectedNotRecursedInto) {
   Json header = wire::encode_batch_meta(meta);
   const std::string entry = nested_msgpack(200000);
   header["custom_meta"] = Json::binary(std::vector<uint8_t>(entry.begin(), entry.end()));
-  header["custom_meta_offsets"] =
-      wire::binary_of(std::span<const uint32_t>(std::vector<uint32_t>{0, static_cast<uint32_t>(entry.size())}));
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { wire::decode_batch_meta(through_wire(header), "r"); },
-                           {"'custom_meta' entry 0", "nests deeper than " + std::to_string(wire::kMaxNesting)}));
+  header["custom_meta_offsets"] = wire::binary_of(
+      std::span<const uint32_t>(std::vector<uint32_t>{0, static_cast<uint32_t>(entry.size())}));
+  EXPECT_TRUE(
+      throws_error(ErrorCode::kInvalidArgument, [&] { wire::decode_batch_meta(through_wire(header), "r"); },
+                   {"'custom_meta' entry 0", "nests deeper than " + std::to_string(wire::kMaxNesting)}));
 }
 
 TEST(WireCodecMalformed, MetaRequestFieldsAreCheckedByNameAndType) {
@@ -427,7 +425,8 @@ TEST(WireCodecMalformed, HeaderFramesThatAreNotMessagePackMapsAreRejected) {
         << "kept " << keep << " of " << valid.size() << " bytes";
   }
   valid.push_back(0xc0);  // trailing bytes after a complete map
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { wire::read_header(frames_of_bytes(valid), 0, "m"); },
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                           [&] { wire::read_header(frames_of_bytes(valid), 0, "m"); },
                            {"not valid MessagePack"}));
 
   for (const Json& not_a_map : {Json::array({1, 2}), Json(7), Json("text"), Json(nullptr)}) {
@@ -435,7 +434,8 @@ TEST(WireCodecMalformed, HeaderFramesThatAreNotMessagePackMapsAreRejected) {
                              [&] { wire::read_header(frames_of_bytes(Json::to_msgpack(not_a_map)), 0, "m"); },
                              {"must be a MessagePack map, got " + std::string(not_a_map.type_name())}));
   }
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { wire::read_header(frames_of_bytes({0xc1}), 0, "m"); },
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                           [&] { wire::read_header(frames_of_bytes({0xc1}), 0, "m"); },
                            {"not valid MessagePack"}));
 }
 
@@ -511,11 +511,12 @@ TEST(WireCodecHeader, EveryMessagePackFormatReadsAsNlohmannReadsIt) {
 TEST(WireCodecHeader, EveryTruncationAndNonStringKeysAreInvalid) {
   const std::vector<uint8_t> bytes = every_format();
   for (size_t keep = 0; keep < bytes.size(); keep += keep < 2000 ? 1 : keep / 16) {
-    EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
-                             [&] {
-                               wire::read_header(frames_of_bytes({bytes.begin(), bytes.begin() + keep}), 0, "m");
-                             },
-                             {"m header is not valid MessagePack"}))
+    EXPECT_TRUE(
+        throws_error(ErrorCode::kInvalidArgument,
+                     [&] {
+                       wire::read_header(frames_of_bytes({bytes.begin(), bytes.begin() + keep}), 0, "m");
+                     },
+                     {"m header is not valid MessagePack"}))
         << "kept " << keep;
   }
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
@@ -559,11 +560,13 @@ TEST(WireCodecMalformed, ColumnsAreCheckedAgainstTheirFrames) {
 
   Frames missing = copies(put.frames);
   missing.pop_back();
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { take(put.entries, std::move(missing), put.samples); },
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                           [&] { take(put.entries, std::move(missing), put.samples); },
                            {"put request", "names 2 columns but carries 1 data frames"}));
   Frames extra = copies(put.frames);
   extra.push_back(net::copy_frame(std::string_view("x")));
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { take(put.entries, std::move(extra), put.samples); },
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                           [&] { take(put.entries, std::move(extra), put.samples); },
                            {"names 2 columns but carries 3 data frames"}));
 
   const std::vector<SpoiledHeader> cases = {
@@ -606,7 +609,8 @@ TEST(WireCodecMalformed, ColumnsAreCheckedAgainstTheirFrames) {
 
 TEST(WireCodecMalformed, ViewsAreCheckedAgainstTheirFrames) {
   const auto buffer = Buffer::copy_of(bytes_of(std::vector<float>(1024, 1.0f)));
-  const std::vector<std::vector<SampleView>> rows = {{view_into(buffer, 0, 512)}, {view_into(buffer, 2048, 512)}};
+  const std::vector<std::vector<SampleView>> rows = {{view_into(buffer, 0, 512)},
+                                                     {view_into(buffer, 2048, 512)}};
   Frames frames(1);
   const Json valid = wire::append_views(rows, 1, frames);
   const auto take = [&](const Json& entries, size_t rows_expected, size_t fields) {
@@ -614,9 +618,10 @@ TEST(WireCodecMalformed, ViewsAreCheckedAgainstTheirFrames) {
     wire::take_views(through_wire(Json{{"v", entries}}).at("v"), copy, 1, rows_expected, fields, "get reply");
   };
   ASSERT_NO_THROW(take(valid, 2, 1));
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { take(valid, 2, 2); }, {"get reply", "2 fields"}));
   EXPECT_TRUE(
-      throws_error(ErrorCode::kInvalidArgument, [&] { take(valid, 3, 1); }, {"'frames'", "one entry per sample"}));
+      throws_error(ErrorCode::kInvalidArgument, [&] { take(valid, 2, 2); }, {"get reply", "2 fields"}));
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { take(valid, 3, 1); },
+                           {"'frames'", "one entry per sample"}));
 
   const auto u64 = [](std::vector<uint64_t> v) { return wire::binary_of(std::span<const uint64_t>(v)); };
   const std::vector<SpoiledHeader> cases = {

@@ -1,11 +1,13 @@
 // Helpers of the wire codec tests, the service tests and the wire decoder
-// fuzz target (so no test framework): a header through a real frame, copies
-// of frames for decoders that take them over, and deeply nested MessagePack.
+// fuzz target (so no test framework): a header through a real frame, bytes
+// as a frame, copies of frames for decoders that take them over, and deeply
+// nested MessagePack.
 #pragma once
 
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "net/frames.h"
 #include "net/wire_codec.h"
@@ -17,6 +19,17 @@ inline net::wire::Json through_wire(const net::wire::Json& header, std::string_v
   net::Frames frames;
   frames.push_back(net::wire::header_frame(header));
   return net::wire::read_header(frames, 0, what);
+}
+
+// Bytes as one frame, as a peer may send them.
+inline net::Frames frames_of_bytes(std::string_view bytes) {
+  net::Frames frames;
+  frames.push_back(net::copy_frame(bytes));
+  return frames;
+}
+
+inline net::Frames frames_of_bytes(const std::vector<uint8_t>& bytes) {
+  return frames_of_bytes(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
 }
 
 // take_columns and take_views take the frames over: each decode gets copies.
