@@ -182,9 +182,14 @@ std::optional<std::string> unreadable_reason(const Json& description, std::strin
   return std::nullopt;
 }
 
-Frames read(const Json& description, std::string_view what, size_t max_bytes) {
+Frames read(const Json& description, std::string_view what, size_t frame_count, size_t max_bytes) {
   const Description peer = parse(description, what);
   const auto& ranges = peer.ranges;
+  if (ranges.size() / 2 != frame_count) {
+    header_of(description, what)
+        .fail("frames", "describes " + std::to_string(ranges.size() / 2) + " frames, not the " +
+                            std::to_string(frame_count) + " the message needs");
+  }
   size_t total = 0;
   for (size_t i = 1; i < ranges.size(); i += 2) {
     if (ranges[i] > max_bytes - total) {

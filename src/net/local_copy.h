@@ -46,10 +46,11 @@ wire::Json describe(const Frames& frames, size_t first);
 std::optional<std::string> unreadable_reason(const wire::Json& description, std::string_view what);
 
 // Copies the described frames out of the peer's memory into fresh buffers,
-// returned as frames that own them. Throws kInvalidArgument when the
-// description is malformed, adds up to more than `max_bytes`, or names
+// returned as frames that own them. Throws kInvalidArgument, before
+// allocating, when the description is malformed, names other than
+// `frame_count` frames or more than `max_bytes` bytes; and when it names
 // memory the peer does not have.
-Frames read(const wire::Json& description, std::string_view what, size_t max_bytes);
+Frames read(const wire::Json& description, std::string_view what, size_t frame_count, size_t max_bytes);
 
 // Frames that stand in for the described ones: each has the described
 // address and size, but its bytes live in the peer. They are only laid out

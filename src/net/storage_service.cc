@@ -71,7 +71,9 @@ void StorageService::register_handlers() {
       if (auto reason = local_copy::unreadable_reason(description, "put request local_frames")) {
         return wire::header_message(Json{{"local_copy_refused", *reason}});
       }
-      Frames data = local_copy::read(description, "put request local_frames", max_request_bytes);
+      const Json& columns = header.at("columns");
+      Frames data = local_copy::read(description, "put request local_frames",
+                                     columns.is_array() ? columns.size() : 0, max_request_bytes);
       local_puts.increment(static_cast<double>(local_copy::data_bytes(data, 0)));
       args.resize(1);
       std::move(data.begin(), data.end(), std::back_inserter(args));

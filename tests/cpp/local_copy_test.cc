@@ -56,7 +56,11 @@ TEST(LocalCopy, DescribedFramesAreReadBackByteForByte) {
   const Frames sent = data_frames({0, 1, 33, 34, 1023, 1024, 3 << 20});
   const Json description = net::local_copy::describe(sent, 1);
   EXPECT_EQ(net::local_copy::unreadable_reason(description, "test"), std::nullopt);
-  expect_same_frames(sent, 1, net::local_copy::read(description, "test", kNoLimit));
+  expect_same_frames(sent, 1, net::local_copy::read(description, "test", sent.size() - 1, kNoLimit));
+  EXPECT_TRUE(
+      throws_error(ErrorCode::kInvalidArgument,
+                   [&] { net::local_copy::read(description, "put request local_frames", 2, kNoLimit); },
+                   {"put request local_frames", "frames", "describes 7 frames, not the 2"}));
   EXPECT_EQ(net::local_copy::data_bytes(sent, 1), size_t{0 + 1 + 33 + 34 + 1023 + 1024 + (3 << 20)});
 }
 
@@ -68,14 +72,16 @@ TEST(LocalCopy, ALargeCopySplitBetweenThreadsComesBackWhole) {
     for (size_t i = 0; i < size; ++i) buffer.data[i] = static_cast<std::byte>((i * 2654435761u) >> 13);
     sent.push_back(net::frame_of(std::move(buffer.buffer), 0, size));
   }
-  expect_same_frames(sent, 1, net::local_copy::read(net::local_copy::describe(sent, 1), "test", kNoLimit));
+  expect_same_frames(
+      sent, 1, net::local_copy::read(net::local_copy::describe(sent, 1), "test", sent.size() - 1, kNoLimit));
 }
 
 TEST(LocalCopy, MoreFramesThanOneSystemCallTakesAreAllRead) {
   Frames sent(1);
   for (size_t i = 0; i < 3 * IOV_MAX + 7; ++i)
     sent.push_back(net::frame_of(random_buffer(40 + i % 3000, i), 0, 40 + i % 3000));
-  expect_same_frames(sent, 1, net::local_copy::read(net::local_copy::describe(sent, 1), "test", kNoLimit));
+  expect_same_frames(
+      sent, 1, net::local_copy::read(net::local_copy::describe(sent, 1), "test", sent.size() - 1, kNoLimit));
 }
 
 TEST(LocalCopy, PlaceholdersStandForTheDescribedFramesAndPiecesAreCopiedFromThem) {
@@ -121,7 +127,7 @@ TEST(LocalCopy, AnotherProcessReadsTheFramesOfItsParent) {
     bool same = false;
     try {
       same = !net::local_copy::unreadable_reason(description, "child") &&
-             net::as_string_view(net::local_copy::read(description, "child", kNoLimit)[1]) ==
+             net::as_string_view(net::local_copy::read(description, "child", 2, kNoLimit)[1]) ==
                  net::as_string_view(sent[2]);
     } catch (...) {
     }
@@ -161,7 +167,7 @@ TEST(LocalCopy, MalformedDescriptionsAreRefusedNamingTheKey) {
   const auto refused = [&](Json description, std::vector<std::string> fragments) {
     EXPECT_TRUE(throws_error(
         ErrorCode::kInvalidArgument,
-        [&] { net::local_copy::read(description, "put request local_frames", kNoLimit); }, fragments))
+        [&] { net::local_copy::read(description, "put request local_frames", 1, kNoLimit); }, fragments))
         << description.dump();
     EXPECT_TRUE(throws_error(
         ErrorCode::kInvalidArgument,
@@ -196,25 +202,25 @@ TEST(LocalCopy, BadFrameListsAreRefusedBeforeAnythingIsAllocated) {
   };
   const auto address = reinterpret_cast<uintptr_t>(sent[1].data());
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
-                           [&] { net::local_copy::read(with_ranges({address}), "test", kNoLimit); },
+                           [&] { net::local_copy::read(with_ranges({address}), "test", 1, kNoLimit); },
                            {"frames", "(address, size) pairs"}));
   EXPECT_TRUE(
       throws_error(ErrorCode::kInvalidArgument,
                    [&] {
-                     net::local_copy::read(with_ranges({address, uint64_t{1} << 50}), "test", 1 << 20);
+                     net::local_copy::read(with_ranges({address, uint64_t{1} << 50}), "test", 1, 1 << 20);
                    },
                    {"frames", "limit of 1048576 bytes"}));
   // Two sizes that wrap around size_t when added.
-  EXPECT_TRUE(throws_error(
-      ErrorCode::kInvalidArgument,
-      [&] {
-        net::local_copy::read(with_ranges({address, 4096, address, UINT64_MAX - 100}), "test", kNoLimit - 1);
-      },
-      {"frames", "limit"}));
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                           [&] {
+                             net::local_copy::read(with_ranges({address, 4096, address, UINT64_MAX - 100}),
+                                                   "test", 2, kNoLimit - 1);
+                           },
+                           {"frames", "limit"}));
   // Memory the peer does not have: the page at address 4096 is never mapped.
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
                            [&] {
-                             net::local_copy::read(with_ranges({4096, 100}), "test", kNoLimit);
+                             net::local_copy::read(with_ranges({4096, 100}), "test", 1, kNoLimit);
                            },
                            {"frames", "cannot be read from process"}));
 }
