@@ -6,10 +6,11 @@
 
 #include <chrono>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <span>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "seqflow/controller.h"
 #include "seqflow/storage.h"

@@ -99,6 +99,19 @@ void copy_described(const std::vector<DescribedRows>& described, size_t fields,
   }
 }
 
+// Data bytes of the columns' samples at `positions` (all when empty).
+size_t bytes_at(const std::vector<Column>& columns, std::span<const size_t> positions) {
+  size_t total = 0;
+  for (const Column& column : columns) {
+    if (positions.empty()) {
+      total += column.offsets.empty() ? 0 : column.offsets.back() - column.offsets.front();
+      continue;
+    }
+    for (const size_t p : positions) total += column.offsets[p + 1] - column.offsets[p];
+  }
+  return total;
+}
+
 Json indexes_entry(const std::vector<int64_t>& global_indexes) {
   return net::wire::binary_of(std::span<const int64_t>(global_indexes));
 }
@@ -120,27 +133,31 @@ void ShardedStorage::put(std::span<const int64_t> global_indexes, const std::vec
     }
   }
   const auto shards = net::shard_indexes(global_indexes, units_.size());
-  // Each unit's message; data described to a same-host unit stays here
-  // (frames 1..) until the unit has copied it.
-  std::vector<Frames> messages(units_.size());
-  std::vector<Json> headers(units_.size());
-  std::vector<size_t> by_bytes;  // units sent the bytes themselves
+  // With one unit every sample goes there: frames point into the columns.
+  const auto positions_of = [&](size_t u) {
+    return units_.size() == 1 ? std::span<const size_t>() : std::span<const size_t>(shards[u].positions);
+  };
+  const auto indexes_of = [&](size_t u) { return indexes_entry(shards[u].global_indexes); };
+  const auto with_bytes = [&](size_t u) {
+    Frames message(1);
+    const Json header{{"indexes", indexes_of(u)},
+                      {"columns", net::wire::append_columns(columns, positions_of(u), message)}};
+    message[0] = net::wire::header_frame(header);
+    return message;
+  };
   FanOut fan_out(units_);
   for (size_t u = 0; u < shards.size(); ++u) {
     if (shards[u].global_indexes.empty()) continue;
-    // With one unit every sample goes there: the frames point into the columns.
-    const std::span<const size_t> positions =
-        units_.size() == 1 ? std::span<const size_t>() : std::span<const size_t>(shards[u].positions);
-    messages[u].resize(1);
-    headers[u] = Json{{"indexes", indexes_entry(shards[u].global_indexes)},
-                      {"columns", net::wire::append_columns(columns, positions, messages[u])}};
-    if (local_copy_[u] && net::local_copy::data_bytes(messages[u], 1) >= net::local_copy::kMinBytes) {
-      Json header = headers[u];
-      header["local_frames"] = net::local_copy::describe(messages[u], 1);
+    if (local_copy_[u] && bytes_at(columns, positions_of(u)) >= net::local_copy::kMinBytes) {
+      // The unit assembles each column's frame from the samples where they
+      // lie in the columns, which stay valid until it has replied.
+      std::vector<std::vector<std::span<const std::byte>>> pieces;
+      Json header{{"indexes", indexes_of(u)},
+                  {"columns", net::wire::describe_columns(columns, positions_of(u), pieces)}};
+      header["local_frames"] = net::local_copy::describe(pieces);
       fan_out.send(u, "put", net::wire::header_message(header));
     } else {
-      messages[u][0] = net::wire::header_frame(headers[u]);
-      fan_out.send(u, "put", std::move(messages[u]));
+      fan_out.send(u, "put", with_bytes(u));
     }
   }
   // A unit that cannot read this process gets the bytes instead.
@@ -151,8 +168,7 @@ void ShardedStorage::put(std::span<const int64_t> global_indexes, const std::vec
     const Header reply(header, "put reply", {"local_copy_refused"});
     if (!reply.has("local_copy_refused")) continue;
     local_copy_[unit] = false;
-    messages[unit][0] = net::wire::header_frame(headers[unit]);
-    resend.send(unit, "put", std::move(messages[unit]));
+    resend.send(unit, "put", with_bytes(unit));
     resending = true;
   }
   if (resending) resend.receive_all();

@@ -45,10 +45,14 @@ struct Description {
   uint64_t token_address;
   Token token;
   std::vector<uint64_t> ranges;  // (address, size) pairs
+  // Ranges per frame, in order; empty: one each.
+  std::vector<uint32_t> pieces;
+
+  size_t frame_count() const { return pieces.empty() ? ranges.size() / 2 : pieces.size(); }
 };
 
 Header header_of(const Json& description, std::string_view what) {
-  return Header(description, what, {"pid", "token_address", "token", "frames"});
+  return Header(description, what, {"pid", "token_address", "token", "frames", "pieces"});
 }
 
 Description parse(const Json& description, std::string_view what) {
@@ -60,9 +64,16 @@ Description parse(const Json& description, std::string_view what) {
   Description out{static_cast<pid_t>(pid),
                   std::bit_cast<uint64_t>(header.integer("token_address")),
                   {},
-                  header.numbers<uint64_t>("frames")};
+                  header.numbers<uint64_t>("frames"),
+                  {}};
   std::copy(token.begin(), token.end(), out.token.begin());
   if (out.ranges.size() % 2 != 0) header.fail("frames", "must hold (address, size) pairs");
+  if (header.has("pieces")) {
+    out.pieces = header.numbers<uint32_t>("pieces");
+    uint64_t count = 0;
+    for (const uint32_t n : out.pieces) count += n;
+    if (count != out.ranges.size() / 2) header.fail("pieces", "must count every range of \"frames\" once");
+  }
   return out;
 }
 
@@ -152,19 +163,30 @@ size_t data_bytes(const Frames& frames, size_t first) {
   return total;
 }
 
-Json describe(const Frames& frames, size_t first) {
+Json describe(std::span<const std::vector<std::span<const std::byte>>> frames) {
   std::vector<uint64_t> ranges;
-  ranges.reserve(2 * (frames.size() - std::min(first, frames.size())));
-  for (size_t i = first; i < frames.size(); ++i) {
-    ranges.push_back(reinterpret_cast<uintptr_t>(frames[i].data()));
-    ranges.push_back(frames[i].size());
+  std::vector<uint32_t> pieces;
+  pieces.reserve(frames.size());
+  for (const auto& frame : frames) {
+    pieces.push_back(static_cast<uint32_t>(frame.size()));
+    for (const auto& piece : frame) {
+      ranges.push_back(reinterpret_cast<uintptr_t>(piece.data()));
+      ranges.push_back(piece.size());
+    }
   }
   const Token& token = own_token();
   return Json{{"pid", static_cast<int64_t>(getpid())},
               {"token_address",
                std::bit_cast<int64_t>(static_cast<uint64_t>(reinterpret_cast<uintptr_t>(token.data())))},
               {"token", wire::binary_of(std::span<const uint8_t>(token))},
-              {"frames", wire::binary_of(std::span<const uint64_t>(ranges))}};
+              {"frames", wire::binary_of(std::span<const uint64_t>(ranges))},
+              {"pieces", wire::binary_of(std::span<const uint32_t>(pieces))}};
+}
+
+Json describe(const Frames& frames, size_t first) {
+  std::vector<std::vector<std::span<const std::byte>>> whole;
+  for (size_t i = first; i < frames.size(); ++i) whole.push_back({as_bytes(frames[i])});
+  return describe(whole);
 }
 
 std::optional<std::string> unreadable_reason(const Json& description, std::string_view what) {
@@ -185,26 +207,40 @@ std::optional<std::string> unreadable_reason(const Json& description, std::strin
 Frames read(const Json& description, std::string_view what, size_t frame_count, size_t max_bytes) {
   const Description peer = parse(description, what);
   const auto& ranges = peer.ranges;
-  if (ranges.size() / 2 != frame_count) {
+  if (peer.frame_count() != frame_count) {
     header_of(description, what)
-        .fail("frames", "describes " + std::to_string(ranges.size() / 2) + " frames, not the " +
+        .fail("frames", "describes " + std::to_string(peer.frame_count()) + " frames, not the " +
                             std::to_string(frame_count) + " the message needs");
   }
+  std::vector<size_t> sizes;  // per frame
   size_t total = 0;
-  for (size_t i = 1; i < ranges.size(); i += 2) {
-    if (ranges[i] > max_bytes - total) {
-      header_of(description, what)
-          .fail("frames", "describes more than the limit of " + std::to_string(max_bytes) + " bytes");
+  for (size_t r = 0, frame = 0; frame < frame_count; ++frame) {
+    const size_t end = r + (peer.pieces.empty() ? 1 : peer.pieces[frame]);
+    size_t size = 0;
+    for (; r < end; ++r) {
+      const uint64_t piece = ranges[2 * r + 1];
+      if (piece > max_bytes - total) {
+        header_of(description, what)
+            .fail("frames", "describes more than the limit of " + std::to_string(max_bytes) + " bytes");
+      }
+      total += piece;
+      size += piece;
     }
-    total += ranges[i];
+    sizes.push_back(size);
   }
   std::vector<WritableBuffer> buffers;
   std::vector<Piece> pieces;
-  buffers.reserve(ranges.size() / 2);
-  for (size_t i = 0; i < ranges.size(); i += 2) {
-    buffers.push_back(allocate_buffer(ranges[i + 1]));
-    pieces.push_back({reinterpret_cast<const std::byte*>(static_cast<uintptr_t>(ranges[i])),
-                      buffers.back().data, ranges[i + 1]});
+  buffers.reserve(frame_count);
+  pieces.reserve(ranges.size() / 2);
+  for (size_t r = 0, frame = 0; frame < frame_count; ++frame) {
+    buffers.push_back(allocate_buffer(sizes[frame]));
+    std::byte* to = buffers.back().data;
+    const size_t end = r + (peer.pieces.empty() ? 1 : peer.pieces[frame]);
+    for (; r < end; ++r) {
+      pieces.push_back(
+          {reinterpret_cast<const std::byte*>(static_cast<uintptr_t>(ranges[2 * r])), to, ranges[2 * r + 1]});
+      to += ranges[2 * r + 1];
+    }
   }
   read_pieces(description, pieces, what);
   Frames frames;
@@ -218,6 +254,9 @@ Frames read(const Json& description, std::string_view what, size_t frame_count, 
 
 Frames placeholders(const Json& description, std::string_view what) {
   const Description peer = parse(description, what);
+  if (peer.frame_count() != peer.ranges.size() / 2) {
+    header_of(description, what).fail("pieces", "must be one per frame: a placeholder stands for one range");
+  }
   Frames frames;
   frames.reserve(peer.ranges.size() / 2);
   for (size_t i = 0; i < peer.ranges.size(); i += 2) {

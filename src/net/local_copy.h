@@ -22,6 +22,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "net/frames.h"
 #include "net/wire_codec.h"
@@ -39,6 +40,9 @@ size_t data_bytes(const Frames& frames, size_t first);
 // frame's address and size. The frames must not change until the reader is
 // done with them.
 wire::Json describe(const Frames& frames, size_t first);
+// Frames not made yet: frame i would be the ranges frames[i] back to back
+// (the reader assembles it, so the sender need not).
+wire::Json describe(std::span<const std::vector<std::span<const std::byte>>> frames);
 
 // Why this process cannot read the described process's memory (it is
 // elsewhere, or not ours to read), or nullopt when it can. Throws

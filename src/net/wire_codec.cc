@@ -21,15 +21,22 @@ std::string in_quotes(std::string_view text) { return "'" + std::string(text) + 
 // nlohmann's names, so that a message reads the same whichever decoder wrote it.
 const char* type_name(Kind kind) {
   switch (kind) {
-    case Kind::kNull: return "null";
-    case Kind::kBool: return "boolean";
+    case Kind::kNull:
+      return "null";
+    case Kind::kBool:
+      return "boolean";
     case Kind::kUnsigned:
     case Kind::kSigned:
-    case Kind::kFloat: return "number";
-    case Kind::kString: return "string";
-    case Kind::kBinary: return "binary";
-    case Kind::kArray: return "array";
-    case Kind::kMap: return "object";
+    case Kind::kFloat:
+      return "number";
+    case Kind::kString:
+      return "string";
+    case Kind::kBinary:
+      return "binary";
+    case Kind::kArray:
+      return "array";
+    case Kind::kMap:
+      return "object";
   }
   return "unknown";
 }
@@ -197,7 +204,8 @@ std::string msgpack_of(const Json& value) {
 CustomMetaList decode_custom_meta(const EncodedMap& header, size_t samples) {
   const std::string_view bytes = header.binary("custom_meta");
   const std::vector<uint32_t> offsets = header.numbers<uint32_t>("custom_meta_offsets");
-  if (offsets.size() != samples + 1) header.fail("custom_meta_offsets", "must hold one offset per sample, plus one");
+  if (offsets.size() != samples + 1)
+    header.fail("custom_meta_offsets", "must hold one offset per sample, plus one");
   CustomMetaList::check_offsets(bytes.size(), offsets);
   MsgpackReader reader(bytes, kMaxNesting);
   CustomMetaList out;
@@ -318,9 +326,9 @@ BatchMeta batch_meta_of(std::string_view bytes, std::string_view what) {
 }
 
 std::string meta_request_bytes(const MetaRequest& request) {
-  const char* mode = request.mode == MetaMode::kInsert ? "insert"
+  const char* mode = request.mode == MetaMode::kInsert  ? "insert"
                      : request.mode == MetaMode::kFetch ? "fetch"
-                                                         : "force_fetch";
+                                                        : "force_fetch";
   MsgpackWriter out(256);
   out.map(9);
   out.string("fields");
@@ -392,38 +400,61 @@ bool contiguous(const Column& column, std::span<const size_t> positions) {
   return true;
 }
 
-Json append_column(const Column& column, std::span<const size_t> positions, Frames& frames) {
+// A column restricted to `positions`: its header entry,
+// laid out as if its samples were packed back to back, and where each
+// sample's bytes lie in the column's buffer.
+Json column_entry(const Column& column, std::span<const size_t> positions,
+                  std::vector<std::span<const std::byte>>& samples) {
   std::vector<uint64_t> offsets;
   offsets.reserve(positions.size() + 1);
   std::vector<Shape> shapes;
   const bool one_shape = column.shapes.size() == 1;
   if (one_shape) shapes.push_back(column.shapes.front());
   offsets.push_back(0);
+  samples.reserve(positions.size());
   for (size_t p : positions) {
-    offsets.push_back(offsets.back() + (column.offsets[p + 1] - column.offsets[p]));
+    const size_t size = column.offsets[p + 1] - column.offsets[p];
+    offsets.push_back(offsets.back() + size);
+    samples.emplace_back(column.buffer->data + column.offsets[p], size);
     if (!one_shape) shapes.push_back(column.shape_of(p));
-  }
-  const size_t total = offsets.back();
-  if (positions.empty() || contiguous(column, positions)) {
-    const size_t begin = positions.empty() ? 0 : column.offsets[positions.front()];
-    frames.push_back(frame_of(column.buffer, begin, total));
-  } else {
-    // Packed into an aligned buffer (huge pages when large): a message of
-    // the size allocated by ZeroMQ faults in 4 KiB pages, which made packing
-    // the 128 MiB columns of a put to several units slower than the network.
-    WritableBuffer packed = allocate_buffer(total);
-    for (size_t i = 0; i < positions.size(); ++i) {
-      const size_t p = positions[i];
-      const size_t size = column.offsets[p + 1] - column.offsets[p];
-      if (size != 0) std::memcpy(packed.data + offsets[i], column.buffer->data + column.offsets[p], size);
-    }
-    frames.push_back(frame_of(std::move(packed.buffer), 0, total));
   }
   return Json{{"field", column.field},
               {"dtype", std::string(dtype_name(column.dtype))},
               {"object", column.is_object},
               {"shapes", encode_shapes(shapes)},
               {"offsets", binary_of(std::span<const uint64_t>(offsets))}};
+}
+
+Json append_column(const Column& column, std::span<const size_t> positions, Frames& frames) {
+  std::vector<std::span<const std::byte>> samples;
+  Json entry = column_entry(column, positions, samples);
+  size_t total = 0;
+  for (const auto& sample : samples) total += sample.size();
+  if (contiguous(column, positions)) {
+    frames.push_back(
+        frame_of(column.buffer, positions.empty() ? 0 : column.offsets[positions.front()], total));
+  } else {
+    // Packed into an aligned buffer (huge pages when large): a message of
+    // the size allocated by ZeroMQ faults in 4 KiB pages, which made packing
+    // the 128 MiB columns of a put to several units slower than the network.
+    WritableBuffer packed = allocate_buffer(total);
+    size_t at = 0;
+    for (const auto& sample : samples) {
+      if (!sample.empty()) std::memcpy(packed.data + at, sample.data(), sample.size());
+      at += sample.size();
+    }
+    frames.push_back(frame_of(std::move(packed.buffer), 0, total));
+  }
+  return entry;
+}
+
+// All samples of the columns when `positions` is empty.
+std::span<const size_t> positions_or_all(const std::vector<Column>& columns,
+                                         std::span<const size_t> positions, std::vector<size_t>& all) {
+  if (!positions.empty() || columns.empty()) return positions;
+  all.resize(columns.front().sample_count());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  return all;
 }
 
 }  // namespace
@@ -580,13 +611,21 @@ std::vector<std::pair<int64_t, bool>> decode_status(const Json& value, std::stri
 
 Json append_columns(const std::vector<Column>& columns, std::span<const size_t> positions, Frames& frames) {
   std::vector<size_t> all;
-  if (positions.empty() && !columns.empty()) {
-    all.resize(columns.front().sample_count());
-    for (size_t i = 0; i < all.size(); ++i) all[i] = i;
-    positions = all;
-  }
+  positions = positions_or_all(columns, positions, all);
   Json out = Json::array();
   for (const Column& column : columns) out.push_back(append_column(column, positions, frames));
+  return out;
+}
+
+Json describe_columns(const std::vector<Column>& columns, std::span<const size_t> positions,
+                      std::vector<std::vector<std::span<const std::byte>>>& pieces) {
+  std::vector<size_t> all;
+  positions = positions_or_all(columns, positions, all);
+  Json out = Json::array();
+  for (const Column& column : columns) {
+    pieces.emplace_back();
+    out.push_back(column_entry(column, positions, pieces.back()));
+  }
   return out;
 }
 
@@ -682,8 +721,8 @@ std::vector<std::vector<SampleView>> take_views(const Json& entry_list, Frames& 
     const auto dtypes = entry.numbers<uint8_t>("dtypes");
     const auto objects = entry.numbers<uint8_t>("objects");
     const auto shapes = decode_shapes(entry, "shapes");
-    for (const size_t count : {frame_index.size(), offsets.size(), sizes.size(), dtypes.size(), objects.size(),
-                               shapes.size()}) {
+    for (const size_t count :
+         {frame_index.size(), offsets.size(), sizes.size(), dtypes.size(), objects.size(), shapes.size()}) {
       if (count != rows) entry.fail("frames", "and its siblings must hold one entry per sample");
     }
     for (size_t i = 0; i < rows; ++i) {

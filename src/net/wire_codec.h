@@ -108,6 +108,12 @@ std::vector<std::pair<int64_t, bool>> decode_status(const Json& value, std::stri
 // column's buffer when those samples lie back to back there, else it holds a
 // packed copy of them.
 Json append_columns(const std::vector<Column>& columns, std::span<const size_t> positions, Frames& frames);
+// As append_columns, without frames: column c's frame would be its
+// samples' bytes back to back, and pieces[c] (appended) says where each
+// sample's bytes lie, for a reader that copies them out of this process
+// (local_copy).
+Json describe_columns(const std::vector<Column>& columns, std::span<const size_t> positions,
+                      std::vector<std::vector<std::span<const std::byte>>>& pieces);
 // The columns of a put: header entries plus frames from `frames[first]` on,
 // taken over without copying. Each holds `samples` samples.
 std::vector<Column> take_columns(const Json& entries, Frames& frames, size_t first, size_t samples,
@@ -119,7 +125,7 @@ std::vector<Column> take_columns(const Json& entries, Frames& frames, size_t fir
 // reads them back from frames[first] on, `first` being frames.size() when
 // append_views began.
 Json append_views(const std::vector<std::vector<SampleView>>& rows, size_t fields, Frames& frames);
-std::vector<std::vector<SampleView>> take_views(const Json& entry, Frames& frames, size_t first,
-                                                size_t rows, size_t fields, std::string_view what);
+std::vector<std::vector<SampleView>> take_views(const Json& entry, Frames& frames, size_t first, size_t rows,
+                                                size_t fields, std::string_view what);
 
 }  // namespace seqflow::net::wire

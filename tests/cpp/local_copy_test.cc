@@ -118,6 +118,33 @@ TEST(LocalCopy, PlaceholdersStandForTheDescribedFramesAndPiecesAreCopiedFromThem
       {"get reply local_frames", "cannot be read from process"}));
 }
 
+TEST(LocalCopy, FramesDescribedAsPiecesAreAssembledByTheReader) {
+  const Frames source = data_frames({10000, 70000});
+  const auto a = net::as_bytes(source[1]);
+  const auto b = net::as_bytes(source[2]);
+  // Frame 0: two scattered pieces of b and one of a; frame 1: empty; frame 2: all of a.
+  const std::vector<std::vector<std::span<const std::byte>>> frames = {
+      {b.subspan(500, 3000), a.subspan(9000, 1000), b.subspan(60000, 10000)}, {}, {a}};
+  const Json description = net::local_copy::describe(frames);
+  const Frames read = net::local_copy::read(description, "test", 3, kNoLimit);
+  ASSERT_EQ(read.size(), 3u);
+  std::vector<std::byte> expected;
+  for (const auto& piece : frames[0]) expected.insert(expected.end(), piece.begin(), piece.end());
+  EXPECT_EQ(to_bytes(net::as_bytes(read[0])), expected);
+  EXPECT_EQ(read[1].size(), 0u);
+  EXPECT_EQ(to_bytes(net::as_bytes(read[2])), to_bytes(a));
+  // A frame of several pieces has no single range a placeholder could stand for.
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                           [&] { net::local_copy::placeholders(description, "get reply local_frames"); },
+                           {"get reply local_frames", "pieces", "one per frame"}));
+  Json miscounted = description;
+  miscounted["pieces"] = net::wire::binary_of(std::span<const uint32_t>(std::vector<uint32_t>{3, 0, 2}));
+  EXPECT_TRUE(
+      throws_error(ErrorCode::kInvalidArgument,
+                   [&] { net::local_copy::read(miscounted, "put request local_frames", 3, kNoLimit); },
+                   {"put request local_frames", "pieces", "every range"}));
+}
+
 TEST(LocalCopy, AnotherProcessReadsTheFramesOfItsParent) {
   const Frames sent = data_frames({5000, 1 << 20});
   const Json description = net::local_copy::describe(sent, 1);
@@ -198,6 +225,7 @@ TEST(LocalCopy, BadFrameListsAreRefusedBeforeAnythingIsAllocated) {
   const auto with_ranges = [&](std::vector<uint64_t> ranges) {
     Json out = good;
     out["frames"] = net::wire::binary_of(std::span<const uint64_t>(ranges));
+    out.erase("pieces");  // one range per frame
     return out;
   };
   const auto address = reinterpret_cast<uintptr_t>(sent[1].data());

@@ -680,5 +680,22 @@ TEST(WireCodecMalformed, ViewsAreCheckedAgainstTheirFrames) {
   }
 }
 
+TEST(WireCodecColumns, DescribedColumnsLayTheirSamplesOutAsAppendedFramesDo) {
+  const std::vector<Column> columns{int64_column("x", {1, 2, 3, 4, 5}),
+                                    object_column("o", {"a", "bcd", "", "ef", "g"})};
+  for (const std::vector<size_t>& positions : {std::vector<size_t>{4, 1, 3}, std::vector<size_t>{}}) {
+    Frames frames;
+    const Json appended = wire::append_columns(columns, positions, frames);
+    std::vector<std::vector<std::span<const std::byte>>> pieces;
+    EXPECT_EQ(wire::describe_columns(columns, positions, pieces), appended);
+    ASSERT_EQ(pieces.size(), frames.size());
+    for (size_t c = 0; c < pieces.size(); ++c) {
+      Bytes assembled;
+      for (const auto& piece : pieces[c]) assembled.insert(assembled.end(), piece.begin(), piece.end());
+      EXPECT_EQ(assembled, to_bytes(net::as_bytes(frames[c]))) << "column " << c;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace seqflow::test
