@@ -34,18 +34,31 @@ class FanOut {
     calls_.push_back(Call{unit, std::move(lease), id, deadline});
   }
 
+  // Each unit's reply or the error its call ended with, in send order.
+  struct Outcome {
+    size_t unit;
+    Frames reply;
+    std::optional<Error> error;
+  };
+  std::vector<Outcome> receive_each() {
+    std::vector<Outcome> outcomes;
+    for (Call& call : calls_) {
+      try {
+        outcomes.push_back({call.unit, call.lease->receive(call.id, call.deadline), std::nullopt});
+      } catch (const Error& e) {
+        outcomes.push_back({call.unit, Frames(), e});
+      }
+    }
+    return outcomes;
+  }
+
   // Replies in send order; rethrows the first failure after all are in.
   std::vector<std::pair<size_t, Frames>> receive_all() {
     std::vector<std::pair<size_t, Frames>> replies;
-    std::optional<Error> first_error;
-    for (Call& call : calls_) {
-      try {
-        replies.emplace_back(call.unit, call.lease->receive(call.id, call.deadline));
-      } catch (const Error& e) {
-        if (!first_error) first_error = e;
-      }
+    for (Outcome& outcome : receive_each()) {
+      if (outcome.error) throw *outcome.error;
+      replies.emplace_back(outcome.unit, std::move(outcome.reply));
     }
-    if (first_error) throw *first_error;
     return replies;
   }
 
@@ -187,17 +200,27 @@ std::vector<std::vector<SampleView>> ShardedStorage::get(std::span<const int64_t
   // read for the bytes themselves.
   for (bool first_round = true; !asking.empty(); first_round = false) {
     FanOut fan_out(units_);
+    std::optional<Error> failure;
+    // Every request that could be sent is answered and its reply looked at,
+    // also when another unit failed: a reply's lease must be given back.
     for (const size_t u : asking) {
-      fan_out.send(u, "get",
-                   net::wire::header_message(Json{{"indexes", indexes_entry(shards[u].global_indexes)},
-                                                  {"fields", names},
-                                                  {"local_copy", first_round && local_copy_[u].load()}}));
+      try {
+        fan_out.send(u, "get",
+                     net::wire::header_message(Json{{"indexes", indexes_entry(shards[u].global_indexes)},
+                                                    {"fields", names},
+                                                    {"local_copy", first_round && local_copy_[u].load()}}));
+      } catch (const Error& e) {
+        if (!failure) failure = e;
+      }
     }
     asking.clear();
     std::vector<std::pair<size_t, int64_t>> leases;  // (unit, lease): given back once read
     std::vector<DescribedRows> described;
-    std::optional<Error> failure;
-    for (auto& [unit, frames] : fan_out.receive_all()) {
+    for (auto& [unit, frames, error] : fan_out.receive_each()) {
+      if (error) {
+        if (!failure) failure = error;
+        continue;
+      }
       try {
         const Json header = net::wire::read_header(frames, 0, "get reply");
         const Header reply(header, "get reply", {"fields", "local_frames", "lease"});

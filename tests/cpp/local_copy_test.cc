@@ -429,6 +429,23 @@ TEST_P(LocalCopyCluster, AGetWhoseLeaseRanOutIsATimeoutNotTornData) {
                            {"let go of a get's values", "call get again"}));
 }
 
+TEST(LocalCopyService, AGetThatFailsOnOneUnitGivesTheOtherUnitsLeasesBack) {
+  RemoteCluster cluster(3);
+  auto client = cluster.client(std::chrono::seconds(2));
+  const BatchMeta meta = client->put_new("p", {wide_column("a", 96, 8192)}, {});
+  cluster.stop_unit(2);
+  const std::vector<std::string> fields{"a"};
+  EXPECT_TRUE(throws_error(ErrorCode::kTimeout, [&] { client->get_data(meta, fields); }, {}));
+  for (size_t u = 0; u < 2; ++u) {
+    EXPECT_GT(cluster.unit(u)
+                  .metrics()
+                  .counter("seqflow_storage_local_copy_bytes_total", "", {{"direction", "get"}})
+                  .value(),
+              0.0);
+    EXPECT_NE(cluster.unit(u).metrics().render().find("seqflow_storage_leases 0"), std::string::npos) << u;
+  }
+}
+
 TEST(LocalCopyService, APutDescribingAProcessItCannotReadIsRefusedAndStoresNothing) {
   RemoteCluster cluster(1);
   zmq::context_t context(1);
