@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <fstream>
 #include <functional>
@@ -86,6 +87,31 @@ inline std::string snapshot(const Controller& controller) {
   const std::string path = temp_path("snapshot");
   controller.save(path);
   return read_bytes(path);
+}
+
+// Every part of two batch metas agrees (custom_meta sample by sample, to name the first that differs).
+inline void expect_same_batch_meta(const BatchMeta& got, const BatchMeta& want) {
+  EXPECT_EQ(got.global_indexes, want.global_indexes);
+  EXPECT_EQ(got.partition_ids, want.partition_ids);
+  EXPECT_EQ(got.field_schema, want.field_schema);
+  EXPECT_EQ(got.production_status, want.production_status);
+  EXPECT_EQ(got.custom_meta, want.custom_meta);
+  for (size_t i = 0; i < std::min(got.custom_meta.size(), want.custom_meta.size()); ++i) {
+    EXPECT_EQ(got.custom_meta[i], want.custom_meta[i]) << "sample " << i;
+  }
+  EXPECT_EQ(got.extra_info, want.extra_info);
+}
+
+inline void expect_same_meta_request(const MetaRequest& got, const MetaRequest& request) {
+  EXPECT_EQ(got.fields, request.fields);
+  EXPECT_EQ(got.batch_size, request.batch_size);
+  EXPECT_EQ(got.partition_id, request.partition_id);
+  EXPECT_EQ(got.mode, request.mode);
+  EXPECT_EQ(got.task_name, request.task_name);
+  EXPECT_EQ(got.sampling.dp_rank, request.sampling.dp_rank);
+  EXPECT_EQ(got.sampling.batch_index, request.sampling.batch_index);
+  EXPECT_EQ(got.polling, request.polling);
+  EXPECT_EQ(got.timeout, request.timeout);
 }
 
 }  // namespace seqflow::test

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "controller_test_support.h"
 #include "net/wire_codec.h"
 #include "test_support.h"
 #include "wire_test_support.h"
@@ -34,19 +35,10 @@ BatchMeta two_partition_meta() {
   return meta;
 }
 
-void expect_same(const BatchMeta& got, const BatchMeta& want) {
-  EXPECT_EQ(got.global_indexes, want.global_indexes);
-  EXPECT_EQ(got.partition_ids, want.partition_ids);
-  EXPECT_EQ(got.field_schema, want.field_schema);
-  EXPECT_EQ(got.production_status, want.production_status);
-  EXPECT_EQ(got.custom_meta, want.custom_meta);
-  EXPECT_EQ(got.extra_info, want.extra_info);
-}
-
 TEST(WireCodecFrames, BatchMetaRoundTripsAndMatchesItsJsonForm) {
   const BatchMeta meta = two_partition_meta();
   const Frames frames = wire::header_message(wire::batch_meta_frame(meta));
-  expect_same(wire::read_batch_meta(frames, 0, "reply"), meta);
+  expect_same_batch_meta(wire::read_batch_meta(frames, 0, "reply"), meta);
   EXPECT_EQ(wire::read_header(frames, 0, "reply"), wire::encode_batch_meta(meta));
 
   const BatchMeta empty;
@@ -60,7 +52,7 @@ TEST(WireCodecFrames, BatchMetaRoundTripsAndMatchesItsJsonForm) {
 TEST(WireCodecFrames, BatchMetaReadsAnyKeyOrder) {
   // nlohmann writes keys sorted, not in the order batch_meta_frame does.
   const BatchMeta meta = two_partition_meta();
-  expect_same(wire::read_batch_meta(json_frame(wire::encode_batch_meta(meta)), 0, "reply"), meta);
+  expect_same_batch_meta(wire::read_batch_meta(json_frame(wire::encode_batch_meta(meta)), 0, "reply"), meta);
 }
 
 TEST(WireCodecFrames, MetaRequestRoundTripsNegativeAndLargeNumbers) {
@@ -76,15 +68,7 @@ TEST(WireCodecFrames, MetaRequestRoundTripsNegativeAndLargeNumbers) {
   request.timeout = std::chrono::milliseconds(int64_t{1} << 40);
   const Frames frames = wire::header_message(wire::meta_request_frame(request));
   const MetaRequest got = wire::read_meta_request(frames, 0, "request");
-  EXPECT_EQ(got.fields, request.fields);
-  EXPECT_EQ(got.batch_size, request.batch_size);
-  EXPECT_EQ(got.partition_id, request.partition_id);
-  EXPECT_EQ(got.mode, request.mode);
-  EXPECT_EQ(got.task_name, request.task_name);
-  EXPECT_EQ(got.sampling.dp_rank, request.sampling.dp_rank);
-  EXPECT_EQ(got.sampling.batch_index, request.sampling.batch_index);
-  EXPECT_EQ(got.polling, request.polling);
-  EXPECT_EQ(got.timeout, request.timeout);
+  expect_same_meta_request(got, request);
   EXPECT_EQ(wire::read_header(frames, 0, "request"), wire::encode_meta_request(request));
 }
 

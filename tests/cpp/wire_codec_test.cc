@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "controller_test_support.h"
 #include "storage_test_support.h"
 #include "wire_test_support.h"
 
@@ -41,17 +42,6 @@ BatchMeta sample_batch_meta() {
   meta.custom_meta.push_back(Json::object());
   meta.extra_info = {{"step", 12}, {"note", "from rollout"}, {"weights", {0.5, 1.5}}};
   return meta;
-}
-
-void expect_same_batch_meta(const BatchMeta& got, const BatchMeta& want) {
-  EXPECT_EQ(got.global_indexes, want.global_indexes);
-  EXPECT_EQ(got.partition_ids, want.partition_ids);
-  EXPECT_EQ(got.field_schema, want.field_schema);
-  EXPECT_EQ(got.production_status, want.production_status);
-  EXPECT_EQ(got.custom_meta, want.custom_meta);
-  for (size_t i = 0; i < want.size(); ++i)
-    EXPECT_EQ(got.custom_meta[i], want.custom_meta[i]) << "sample " << i;
-  EXPECT_EQ(got.extra_info, want.extra_info);
 }
 
 TEST(WireCodecBatchMeta, RoundTripKeepsPartitionsSchemaProductionCustomMetaAndExtraInfo) {
@@ -85,15 +75,7 @@ TEST(WireCodecMetaRequest, RoundTripInEveryMode) {
     request.timeout = std::chrono::milliseconds(1234);
     const MetaRequest got =
         wire::decode_meta_request(through_wire(wire::encode_meta_request(request)), "request");
-    EXPECT_EQ(got.fields, request.fields);
-    EXPECT_EQ(got.batch_size, request.batch_size);
-    EXPECT_EQ(got.partition_id, request.partition_id);
-    EXPECT_EQ(got.mode, request.mode);
-    EXPECT_EQ(got.task_name, request.task_name);
-    EXPECT_EQ(got.sampling.dp_rank, request.sampling.dp_rank);
-    EXPECT_EQ(got.sampling.batch_index, request.sampling.batch_index);
-    EXPECT_EQ(got.polling, request.polling);
-    EXPECT_EQ(got.timeout, request.timeout);
+    expect_same_meta_request(got, request);
   }
 }
 
