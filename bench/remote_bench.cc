@@ -17,11 +17,14 @@
 //    p50 / p99 (target p50 <= 100 us), beside a ping (the transport floor),
 //    an empty op (ping plus the hand-over to a service worker), the
 //    in-process Controller::get_meta and the wire codec of the reply (the
-//    frame writer and reader the service and client use);
+//    frame writer and reader the service and client use); the remote
+//    get_meta by the default client (its control calls spin up to
+//    busy_poll = 200 us before sleeping) and by one with busy_poll 0;
 //    with the CPU time of all threads per call, which a busy machine
 //    distorts less than the wall time.
 // 3. Scaling: 1..32 client threads, each with its own client, doing
-//    get_meta + get_data of small batches for a fixed time.
+//    get_meta + get_data of small batches for a fixed time; default
+//    clients beside clients with busy_poll 0.
 //
 // Timings on shared machines are noisy: repeat runs, read best and median.
 // The exit status is 0 whatever the targets say (2 on bad arguments).
@@ -61,6 +64,7 @@ constexpr int64_t kMetaBatch = 256;
 constexpr int64_t kScaleBatch = 16;
 constexpr size_t kScaleFloats = 256;
 constexpr const char* kRemoteGetMeta = "get_meta, remote";
+constexpr std::chrono::microseconds kNoBusyPoll{0};
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -392,6 +396,7 @@ std::vector<LatencyRow> measure_get_meta(int calls) {
   std::vector<LatencyRow> rows;
   test::RemoteCluster cluster(1);
   auto client = cluster.client();
+  auto sleeping_client = cluster.client(std::chrono::seconds(20), true, kNoBusyPoll);
   {
     zmq::context_t context(1);
     net::Connection connection(context, cluster.controller_endpoint(), net::ConnectionOptions{});
@@ -410,6 +415,7 @@ std::vector<LatencyRow> measure_get_meta(int calls) {
   }
   fetch_latencies("warm-up", client->control(), calls / 4);
   rows.push_back(fetch_latencies(kRemoteGetMeta, client->control(), calls));
+  rows.push_back(fetch_latencies("get_meta, remote, busy_poll 0", sleeping_client->control(), calls));
   Controller local;
   rows.push_back(fetch_latencies("get_meta, in-process Controller", local, calls));
 
@@ -451,10 +457,11 @@ struct ScaleRow {
   std::vector<double> us;
 };
 
-ScaleRow measure_scaling(test::RemoteCluster& cluster, size_t threads, double seconds) {
+ScaleRow measure_scaling(test::RemoteCluster& cluster, size_t threads, double seconds,
+                         std::chrono::microseconds busy_poll) {
   const std::vector<std::string> fields = {"a", "b"};
   std::vector<std::shared_ptr<Client>> clients;
-  for (size_t t = 0; t < threads; ++t) clients.push_back(cluster.client());
+  for (size_t t = 0; t < threads; ++t) clients.push_back(cluster.client(std::chrono::seconds(20), true, busy_poll));
   std::vector<std::vector<double>> us(threads);
   std::atomic<bool> go{false};
   std::vector<std::thread> workers;
@@ -490,7 +497,8 @@ ScaleRow measure_scaling(test::RemoteCluster& cluster, size_t threads, double se
   return row;
 }
 
-std::vector<ScaleRow> measure_scaling(double seconds) {
+// Default clients and clients with busy_poll 0 take turns: pairs of rows.
+std::vector<std::pair<ScaleRow, ScaleRow>> measure_scaling(double seconds) {
   test::RemoteCluster cluster(2);
   auto client = cluster.client();
   std::vector<Column> columns;
@@ -507,19 +515,27 @@ std::vector<ScaleRow> measure_scaling(double seconds) {
     columns.push_back(std::move(column));
   }
   client->put_new("scale", columns, {});
-  std::vector<ScaleRow> rows;
-  for (size_t threads : {1, 2, 4, 8, 16, 32}) rows.push_back(measure_scaling(cluster, threads, seconds));
+  std::vector<std::pair<ScaleRow, ScaleRow>> rows;
+  for (size_t threads : {1, 2, 4, 8, 16, 32}) {
+    ScaleRow spinning = measure_scaling(cluster, threads, seconds, RemoteOptions{}.busy_poll);
+    rows.emplace_back(std::move(spinning), measure_scaling(cluster, threads, seconds, kNoBusyPoll));
+  }
   return rows;
 }
 
-void print_scaling(const std::vector<ScaleRow>& rows) {
+void print_scaling(const std::vector<std::pair<ScaleRow, ScaleRow>>& rows) {
   std::printf(
-      "\n== Many clients: get_meta + get_data of %lld samples x 2 fields x %zu float32, 2 storage units\n",
-      static_cast<long long>(kScaleBatch), kScaleFloats);
-  std::printf("%8s %10s %12s %10s %10s\n", "threads", "ops", "ops/s", "p50 us", "p99 us");
-  for (const ScaleRow& r : rows) {
-    std::printf("%8zu %10zu %12.0f %10.1f %10.1f\n", r.threads, r.ops, static_cast<double>(r.ops) / r.seconds,
-                percentile(r.us, 0.5), percentile(r.us, 0.99));
+      "\n== Many clients: get_meta + get_data of %lld samples x 2 fields x %zu float32, 2 storage units\n"
+      "   default clients (control calls spin up to %lld us) | clients with busy_poll 0\n",
+      static_cast<long long>(kScaleBatch), kScaleFloats, static_cast<long long>(RemoteOptions{}.busy_poll.count()));
+  std::printf("%8s %10s %10s %10s | %10s %10s %10s\n", "threads", "ops/s", "p50 us", "p99 us", "ops/s", "p50 us",
+              "p99 us");
+  for (const auto& [spinning, sleeping] : rows) {
+    std::printf("%8zu", spinning.threads);
+    for (const ScaleRow* r : {&spinning, &sleeping}) {
+      std::printf(" %10.0f %10.1f %10.1f%s", static_cast<double>(r->ops) / r->seconds, percentile(r->us, 0.5),
+                  percentile(r->us, 0.99), r == &spinning ? " |" : "\n");
+    }
   }
 }
 

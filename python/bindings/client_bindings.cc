@@ -123,7 +123,7 @@ void bind_client(nb::module_ m) {
           "remote",
           [](const std::string& controller_endpoint, double timeout_seconds,
              const std::string& server_public_key, const std::string& client_public_key,
-             const std::string& client_secret_key, bool polling_mode, bool local_copy) {
+             const std::string& client_secret_key, bool polling_mode, bool local_copy, int64_t busy_poll_us) {
             RemoteOptions options;
             options.controller_endpoint = controller_endpoint;
             options.timeout = milliseconds_of(timeout_seconds, "timeout_seconds");
@@ -131,11 +131,12 @@ void bind_client(nb::module_ m) {
             options.client_public_key = client_public_key;
             options.client_secret_key = client_secret_key;
             options.local_copy = local_copy;
+            options.busy_poll = std::chrono::microseconds(busy_poll_us);
             nb::gil_scoped_release release;
             return PyClient{torn_down_without_gil(make_remote_client(options)), polling_mode};
           },
           "controller_endpoint"_a, "timeout_seconds"_a, "server_public_key"_a, "client_public_key"_a,
-          "client_secret_key"_a, "polling_mode"_a, "local_copy"_a,
+          "client_secret_key"_a, "polling_mode"_a, "local_copy"_a, "busy_poll_us"_a,
           "A client of the controller service at controller_endpoint; CURVE when the keys (Z85) are given.")
       .def(
           "abandon",

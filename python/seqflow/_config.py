@@ -3,6 +3,8 @@ shared by the client and the services, without importing torch."""
 
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 
 
@@ -19,11 +21,13 @@ def config_get(config, path: str, default=None):
     return default if node is None else node
 
 
-def check_count(value, name: str, *, minimum: int = 0) -> int:
+def check_count(value, name: str, *, minimum: int = 0, maximum: Optional[int] = None) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise ValueError(f"{name} must be an integer, got {value!r}")
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be <= {maximum}, got {value}")
     return int(value)
 
 

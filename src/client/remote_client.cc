@@ -5,6 +5,7 @@
 #include "client/coordinating_client.h"
 #include "client/remote_control_plane.h"
 #include "client/sharded_storage.h"
+#include "net/connection.h"
 #include "seqflow/error.h"
 
 namespace seqflow {
@@ -17,6 +18,8 @@ std::shared_ptr<Client> make_remote_client(const RemoteOptions& options) {
   }
   net::ConnectionOptions connection;
   connection.timeout = options.timeout;
+  net::check_busy_poll(options.busy_poll, "busy_poll");
+  connection.busy_poll = options.busy_poll;
   const bool curve = !options.server_public_key.empty() || !options.client_public_key.empty() ||
                      !options.client_secret_key.empty();
   if (curve) {
@@ -32,6 +35,8 @@ std::shared_ptr<Client> make_remote_client(const RemoteOptions& options) {
       std::make_shared<net::ConnectionPool>(context, options.controller_endpoint, connection),
       options.timeout);
   std::vector<std::shared_ptr<net::ConnectionPool>> units;
+  // Data calls do not spin: they are long enough to pay for a wake-up.
+  connection.busy_poll = std::chrono::microseconds(0);
   for (const std::string& endpoint : control->storage_units()) {
     units.push_back(std::make_shared<net::ConnectionPool>(context, endpoint, connection));
   }

@@ -1,8 +1,10 @@
 #include "net/connection.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <limits>
+#include <thread>
 
 #include "net/envelope.h"
 #include "seqflow/error.h"
@@ -39,13 +41,45 @@ Frames rest_of_message(zmq::socket_t& socket, zmq::message_t first) {
   return message;
 }
 
+// A place among the process's spinning receives (busy_poll_spinner_limit).
+class SpinSlot {
+ public:
+  SpinSlot() : held_(spinning_.fetch_add(1) < busy_poll_spinner_limit()) {
+    if (!held_) spinning_.fetch_sub(1);
+  }
+  SpinSlot(const SpinSlot&) = delete;
+  SpinSlot& operator=(const SpinSlot&) = delete;
+  ~SpinSlot() {
+    if (held_) spinning_.fetch_sub(1);
+  }
+  explicit operator bool() const { return held_; }
+
+ private:
+  static inline std::atomic<unsigned> spinning_{0};
+  const bool held_;
+};
+
 }  // namespace
+
+unsigned busy_poll_spinner_limit() {
+  static const unsigned cores = std::thread::hardware_concurrency();
+  return cores > 2 ? cores - 1 : 1;
+}
+
+void check_busy_poll(std::chrono::microseconds busy_poll, std::string_view what) {
+  constexpr std::chrono::microseconds kMax = std::chrono::seconds(1);  // beyond: a sleep is cheaper
+  if (busy_poll.count() < 0 || busy_poll > kMax) {
+    throw_invalid(std::string(what) + " must be between 0 and " + std::to_string(kMax.count()) + " us, got " +
+                  std::to_string(busy_poll.count()));
+  }
+}
 
 Connection::Connection(zmq::context_t& context, std::string endpoint, ConnectionOptions options)
     : endpoint_(std::move(endpoint)), options_(std::move(options)), socket_(context, zmq::socket_type::dealer) {
   if (options_.timeout.count() <= 0) {
     throw_invalid("ConnectionOptions.timeout must be > 0 ms, got " + std::to_string(options_.timeout.count()));
   }
+  check_busy_poll(options_.busy_poll, "ConnectionOptions.busy_poll");
   const ClientSecurity& security = options_.security;
   if (security.enabled) {
     check_curve_key(security.server_public_key, "ConnectionOptions.security.server_public_key");
@@ -94,6 +128,34 @@ bool Connection::poll_until(short events, Clock::time_point deadline) {
 
 Frames Connection::receive_until(Clock::time_point deadline) {
   zmq::message_t first;
+  // `flags` dontwait: the spin; none: waits up to rcvtimeo. False: nothing came.
+  const auto receive_first = [&](zmq::recv_flags flags) {
+    try {
+      return socket_.recv(first, flags).has_value();
+    } catch (const zmq::error_t& error) {
+      if (error.num() != EINTR) {
+        throw Error(ErrorCode::kInternal, "receiving from " + endpoint_ + " failed: " + error.what());
+      }
+      return false;
+    }
+  };
+  const Clock::time_point started = Clock::now();
+  const auto arrived = [&] {
+    last_wait_ = Clock::now() - started;
+    return rest_of_message(socket_, std::move(first));
+  };
+  // Spins only while it pays: when the last reply took longer than the spin
+  // (a busy machine, a long request), or when the process already spins on
+  // all cores but one, spinning would only take CPU from the threads that
+  // carry the reply.
+  if (last_wait_ < options_.busy_poll) {
+    const SpinSlot slot;
+    const Clock::time_point spin_until = slot ? std::min(deadline, started + options_.busy_poll) : started;
+    while (Clock::now() < spin_until) {
+      if (receive_first(zmq::recv_flags::dontwait)) return arrived();
+      std::this_thread::yield();  // the threads that carry the reply may need this CPU
+    }
+  }
   while (true) {
     // 0 once the deadline has passed: a reply that is already there is still taken.
     const auto remaining = std::max(std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()),
@@ -102,14 +164,11 @@ Frames Connection::receive_until(Clock::time_point deadline) {
     // receive costs five (a tenth of a short request's round trip).
     socket_.set(zmq::sockopt::rcvtimeo,
                 static_cast<int>(std::min<int64_t>(remaining.count(), std::numeric_limits<int>::max())));
-    try {
-      if (socket_.recv(first, zmq::recv_flags::none)) return rest_of_message(socket_, std::move(first));
-    } catch (const zmq::error_t& error) {
-      if (error.num() != EINTR) {
-        throw Error(ErrorCode::kInternal, "receiving from " + endpoint_ + " failed: " + error.what());
-      }
+    if (receive_first(zmq::recv_flags::none)) return arrived();
+    if (Clock::now() >= deadline) {
+      last_wait_ = Clock::now() - started;
+      return {};
     }
-    if (Clock::now() >= deadline) return {};
   }
 }
 
@@ -226,6 +285,7 @@ ConnectionPool::ConnectionPool(std::shared_ptr<zmq::context_t> context, std::str
     throw_invalid("ConnectionPool for '" + endpoint + "': ConnectionOptions.timeout must be > 0 ms, got " +
                   std::to_string(options.timeout.count()));
   }
+  check_busy_poll(options.busy_poll, "ConnectionPool for '" + endpoint + "': ConnectionOptions.busy_poll");
   state_->context = std::move(context);
   state_->endpoint = std::move(endpoint);
   state_->options = std::move(options);

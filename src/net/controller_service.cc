@@ -105,7 +105,7 @@ struct ControllerService::Units {
                       " storage units have registered (" + endpoints.front() +
                       ", ...); start the controller with more storage units");
       }
-      ConnectionOptions connection{options.storage_timeout, options.storage_security};
+      ConnectionOptions connection{.timeout = options.storage_timeout, .security = options.storage_security};
       pools.emplace(endpoint, std::make_shared<ConnectionPool>(context, endpoint, connection));
       endpoints.insert(std::upper_bound(endpoints.begin(), endpoints.end(), endpoint), endpoint);
     }

@@ -154,7 +154,7 @@ void StorageService::stop() {
 void StorageService::run_heartbeat() {
   zmq::context_t context(1);
   const std::string advertised = options_.advertise.empty() ? service_.endpoint() : options_.advertise;
-  ConnectionOptions connection_options{options_.heartbeat, options_.controller_security};
+  ConnectionOptions connection_options{.timeout = options_.heartbeat, .security = options_.controller_security};
   Connection controller(context, options_.controller_endpoint, connection_options);
   Counter& failures = service_.metrics().counter("seqflow_storage_registration_failures_total",
                                                  "Registrations the controller did not confirm");

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
+#include <time.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <string>
@@ -76,6 +78,77 @@ TEST(NetConnection, ArgumentsAreChecked) {
   Connection connection(context, "tcp://127.0.0.1:1", timeout_of(100ms));
   EXPECT_TRUE(throws_invalid([&] { connection.send(std::string(65, 'x'), {}); }, {"operation name"}));
   EXPECT_TRUE(throws_code([&] { connection.call("ping", {}); }, ErrorCode::kTimeout, {"'ping'", "100 ms"}));
+}
+
+ConnectionOptions busy_poll_of(std::chrono::microseconds busy_poll) {
+  ConnectionOptions options = timeout_of(20s);
+  options.busy_poll = busy_poll;
+  return options;
+}
+
+// A service whose "sleep" op answers after the milliseconds it is given.
+std::unique_ptr<Service> sleeping_service() {
+  return echo_service({}, [](Service& s) {
+    s.handle("sleep", [](Frames& args) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::stoi(strings_of(args).at(0))));
+      return Frames();
+    });
+  });
+}
+
+// The CPU time this thread spends in a call whose reply comes after `sleep`.
+std::chrono::milliseconds cpu_of_call(Connection& connection, std::chrono::milliseconds sleep) {
+  const auto thread_cpu = [] {
+    timespec now{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+    return std::chrono::seconds(now.tv_sec) + std::chrono::nanoseconds(now.tv_nsec);
+  };
+  const auto start = thread_cpu();
+  connection.call("sleep", frames_of({std::to_string(sleep.count())}));
+  return std::chrono::duration_cast<std::chrono::milliseconds>(thread_cpu() - start);
+}
+
+TEST(NetConnection, BusyPollSpinsOnlyWhileRepliesComeWithinIt) {
+  auto service = sleeping_service();
+  zmq::context_t context;
+  Connection spinning(context, service->endpoint(), busy_poll_of(400ms));
+  Connection sleeping(context, service->endpoint(), busy_poll_of(0us));
+  EXPECT_GE(cpu_of_call(spinning, 200ms), 50ms) << "a reply within busy_poll is waited for spinning";
+  EXPECT_LT(cpu_of_call(sleeping, 200ms), 30ms) << "busy_poll 0 sleeps";
+  EXPECT_GE(cpu_of_call(spinning, 600ms), 100ms) << "spins for busy_poll, then sleeps";
+  EXPECT_LT(cpu_of_call(spinning, 200ms), 30ms) << "the last reply took longer than busy_poll: no spin";
+  EXPECT_GE(cpu_of_call(spinning, 200ms), 50ms) << "the last reply came within busy_poll: spins again";
+}
+
+TEST(NetConnection, AtMostAllCoresButOneSpinAtOnce) {
+  auto service = sleeping_service();
+  zmq::context_t context;
+  const unsigned callers = busy_poll_spinner_limit() + 1;
+  std::vector<std::unique_ptr<Connection>> connections;
+  for (unsigned c = 0; c < callers; ++c)
+    connections.push_back(std::make_unique<Connection>(context, service->endpoint(), busy_poll_of(1s)));
+  std::vector<std::chrono::milliseconds> cpu(callers);
+  std::atomic<unsigned> ready{0};
+  std::vector<std::thread> threads;
+  for (unsigned c = 0; c < callers; ++c) {
+    threads.emplace_back([&, c] {
+      ++ready;
+      while (ready < callers) std::this_thread::yield();
+      cpu[c] = cpu_of_call(*connections[c], 500ms);
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_LT(*std::min_element(cpu.begin(), cpu.end()), 50ms) << "one caller found no free spin slot and slept";
+}
+
+TEST(NetConnection, BusyPollIsChecked) {
+  zmq::context_t context;
+  EXPECT_TRUE(throws_invalid([&] { Connection(context, "tcp://127.0.0.1:1", busy_poll_of(-1us)); },
+                             {"ConnectionOptions.busy_poll", "between 0 and 1000000 us", "-1"}));
+  EXPECT_TRUE(throws_invalid([&] { ConnectionPool(std::make_shared<zmq::context_t>(), "tcp://127.0.0.1:1",
+                                                  busy_poll_of(1001ms)); },
+                             {"ConnectionOptions.busy_poll", "1001000"}));
+  EXPECT_NO_THROW(Connection(context, "tcp://127.0.0.1:1", busy_poll_of(1s)));
 }
 
 // 8 threads x 500 calls through one pool; every reply matches its request.

@@ -61,11 +61,13 @@ class RemoteCluster {
 
   // Waits until every unit has registered with the controller.
   std::shared_ptr<Client> client(std::chrono::milliseconds timeout = std::chrono::seconds(20),
-                                 bool local_copy = true) const {
+                                 bool local_copy = true,
+                                 std::chrono::microseconds busy_poll = RemoteOptions{}.busy_poll) const {
     RemoteOptions options;
     options.controller_endpoint = controller_endpoint_;
     options.timeout = timeout;
     options.local_copy = local_copy;
+    options.busy_poll = busy_poll;
     return make_remote_client(options);
   }
 

@@ -78,7 +78,7 @@ void expect_each_answered(net::Connection& connection, const std::vector<BadRequ
 TEST(RemoteServiceMalformed, ControllerAnswersBadRequestsAndKeepsServing) {
   RemoteCluster cluster(1);
   zmq::context_t context;
-  net::Connection controller(context, cluster.controller_endpoint(), net::ConnectionOptions{5s, {}});
+  net::Connection controller(context, cluster.controller_endpoint(), net::ConnectionOptions{.timeout = 5s, .security = {}});
   const std::string too_deep = nested_msgpack(wire::kMaxNesting + 1);
   const std::vector<BadRequest> requests = {
       {"no header frame",
@@ -157,7 +157,7 @@ TEST(RemoteServiceMalformed, ControllerAnswersBadRequestsAndKeepsServing) {
 TEST(RemoteServiceMalformed, StorageAnswersBadPutsAndKeepsServing) {
   RemoteCluster cluster(1);
   zmq::context_t context;
-  net::Connection storage(context, cluster.unit(0).endpoint(), net::ConnectionOptions{5s, {}});
+  net::Connection storage(context, cluster.unit(0).endpoint(), net::ConnectionOptions{.timeout = 5s, .security = {}});
   const auto spoiled_put = [](const std::function<void(Json & header, Frames & frames)>& spoil) {
     return [spoil] {
       Frames frames = put_request({0, 1}, {10, 11});
@@ -248,8 +248,8 @@ TEST(RemoteServiceLimits, OversizedRequestsGetAnErrorAndTheServicesKeepServing) 
   net::StorageService storage(storage_options);
   storage.start();
   zmq::context_t context;
-  net::Connection unit(context, storage.endpoint(), net::ConnectionOptions{5s, {}});
-  net::Connection controller(context, cluster.controller_endpoint(), net::ConnectionOptions{5s, {}});
+  net::Connection unit(context, storage.endpoint(), net::ConnectionOptions{.timeout = 5s, .security = {}});
+  net::Connection controller(context, cluster.controller_endpoint(), net::ConnectionOptions{.timeout = 5s, .security = {}});
   const std::string limit = "over max_request_bytes = " + std::to_string(kLimit);
 
   const std::vector<int64_t> many(kLimit / sizeof(int64_t) + 1, 7);
@@ -460,7 +460,7 @@ TEST(RemoteServiceFailures, ARestartBeforeEveryUnitRegisteredIsAppliedOnceTheRou
   net::ControllerService service(options);
   service.start();
   zmq::context_t context;
-  net::Connection controller(context, service.endpoint(), net::ConnectionOptions{5s, {}});
+  net::Connection controller(context, service.endpoint(), net::ConnectionOptions{.timeout = 5s, .security = {}});
   const auto register_unit = [&](const std::string& endpoint, const Json& instance) {
     controller.call("register_storage", wire::header_message(Json{{"endpoint", endpoint}, {"instance", instance}}));
   };
@@ -526,8 +526,8 @@ TEST(RemoteServiceConcurrency, GarbageFromOnePeerDoesNotDisturbAnother) {
   // Stopped and joined however the test ends (a failed ASSERT returns early).
   std::jthread garbage([&](std::stop_token stop) {
     zmq::context_t context;
-    net::Connection controller(context, cluster.controller_endpoint(), net::ConnectionOptions{5s, {}});
-    net::Connection storage(context, cluster.unit(0).endpoint(), net::ConnectionOptions{5s, {}});
+    net::Connection controller(context, cluster.controller_endpoint(), net::ConnectionOptions{.timeout = 5s, .security = {}});
+    net::Connection storage(context, cluster.unit(0).endpoint(), net::ConnectionOptions{.timeout = 5s, .security = {}});
     const std::string too_deep = nested_msgpack(1000);
     while (!stop.stop_requested()) {
       for (net::Connection* target : {&controller, &storage}) {
