@@ -78,9 +78,11 @@ using ControllerHandle = RunningService<net::ControllerService>;
 using StorageHandle = RunningService<net::StorageService>;
 
 net::ServingSettings serving_settings(std::string bind, size_t max_workers, size_t max_request_bytes,
-                                      std::string curve_secret, std::vector<std::string> curve_clients) {
-  return net::ServingSettings{std::move(bind), max_workers, max_request_bytes, std::move(curve_secret),
-                              std::move(curve_clients)};
+                                      std::string curve_secret, std::vector<std::string> curve_clients,
+                                      std::string checkpoint_root) {
+  return net::ServingSettings{std::move(bind),           max_workers,
+                              max_request_bytes,         std::move(curve_secret),
+                              std::move(curve_clients), std::move(checkpoint_root)};
 }
 
 template <class Handle>
@@ -102,10 +104,12 @@ void bind_services(nb::module_ m) {
       "__init__",
       [](ControllerHandle* self, std::string bind, size_t storage_units, std::shared_ptr<Sampler> sampler,
          bool polling_mode, std::string load_checkpoint, std::string metrics, size_t max_workers,
-         size_t max_request_bytes, std::string curve_secret, std::vector<std::string> curve_clients) {
+         size_t max_request_bytes, std::string curve_secret, std::vector<std::string> curve_clients,
+         std::string checkpoint_root) {
         net::ControllerSettings settings;
         settings.serving = serving_settings(std::move(bind), max_workers, max_request_bytes,
-                                            std::move(curve_secret), std::move(curve_clients));
+                                            std::move(curve_secret), std::move(curve_clients),
+                                            std::move(checkpoint_root));
         settings.storage_units = storage_units;
         settings.sampler = std::move(sampler);
         settings.polling_mode = polling_mode;
@@ -113,7 +117,7 @@ void bind_services(nb::module_ m) {
         new (self) ControllerHandle("controller", net::controller_service_options(settings), std::move(metrics));
       },
       "bind"_a, "storage_units"_a, "sampler"_a.none(), "polling_mode"_a, "load_checkpoint"_a, "metrics"_a,
-      "max_workers"_a, "max_request_bytes"_a, "curve_secret"_a, "curve_clients"_a);
+      "max_workers"_a, "max_request_bytes"_a, "curve_secret"_a, "curve_clients"_a, "checkpoint_root"_a);
   bind_common(controller);
 
   nb::class_<StorageHandle> storage(m, "StorageService",
@@ -124,10 +128,11 @@ void bind_services(nb::module_ m) {
           [](StorageHandle* self, std::string bind, std::string controller_endpoint, std::string advertise,
              uint64_t max_bytes, uint64_t max_samples, std::string metrics, size_t max_workers,
              size_t max_request_bytes, std::string curve_secret, std::vector<std::string> curve_clients,
-             std::string controller_key) {
+             std::string controller_key, std::string checkpoint_root) {
             net::StorageSettings settings;
             settings.serving = serving_settings(std::move(bind), max_workers, max_request_bytes,
-                                                std::move(curve_secret), std::move(curve_clients));
+                                                std::move(curve_secret), std::move(curve_clients),
+                                                std::move(checkpoint_root));
             settings.controller = std::move(controller_endpoint);
             settings.advertise = std::move(advertise);
             settings.max_bytes = max_bytes;
@@ -136,7 +141,7 @@ void bind_services(nb::module_ m) {
             new (self) StorageHandle("storage", net::storage_service_options(settings), std::move(metrics));
           },
           "bind"_a, "controller"_a, "advertise"_a, "max_bytes"_a, "max_samples"_a, "metrics"_a, "max_workers"_a,
-          "max_request_bytes"_a, "curve_secret"_a, "curve_clients"_a, "controller_key"_a)
+          "max_request_bytes"_a, "curve_secret"_a, "curve_clients"_a, "controller_key"_a, "checkpoint_root"_a)
       .def(
           "stats",
           [](StorageHandle& self) { return stats_to_python(self.service().storage().stats()); },

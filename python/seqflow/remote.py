@@ -128,19 +128,21 @@ def _path(value) -> str:
     return "" if value is None else os.fspath(value)
 
 
-def _serving_args(metrics, max_workers, max_request_bytes, curve_secret, curve_clients) -> dict:
+def _serving_args(metrics, max_workers, max_request_bytes, curve_secret, curve_clients, checkpoint_root) -> dict:
     if isinstance(curve_clients, (str, os.PathLike)):
         curve_clients = [curve_clients]
     return dict(metrics=metrics or "", max_workers=_optional_count(max_workers, "max_workers"),
                 max_request_bytes=_optional_count(max_request_bytes, "max_request_bytes"),
-                curve_secret=_path(curve_secret), curve_clients=[os.fspath(c) for c in curve_clients or ()])
+                curve_secret=_path(curve_secret), curve_clients=[os.fspath(c) for c in curve_clients or ()],
+                checkpoint_root=_path(checkpoint_root))
 
 
 def serve_controller(bind: str = "tcp://127.0.0.1:5555", *, storage_units: int = 1, sampler=None,
                      sampler_args: Optional[dict] = None, polling_mode: bool = False,
                      load_checkpoint: Optional[str] = None, metrics: Optional[str] = None,
                      max_workers: Optional[int] = None, max_request_bytes: Optional[int] = None,
-                     curve_secret: Optional[str] = None, curve_clients: Sequence[str] = ()) -> ServiceHandle:
+                     curve_secret: Optional[str] = None, curve_clients: Sequence[str] = (),
+                     checkpoint_root: Optional[str] = None) -> ServiceHandle:
     """The controller service in this process, serving when this returns
     (``seqflow serve controller``; port 0 in `bind` picks a free port).
 
@@ -148,11 +150,13 @@ def serve_controller(bind: str = "tcp://127.0.0.1:5555", *, storage_units: int =
     name (sampler_args for a class or name), Python samplers included.
     metrics: "HOST:PORT" of a Prometheus endpoint. curve_secret: the cluster
     .key file; curve_clients: .pub files (or directories of them) of the
-    admitted clients (default: any client knowing the cluster public key)."""
+    admitted clients (default: any client knowing the cluster public key).
+    checkpoint_root: clients' save_checkpoint / load_checkpoint paths must
+    lie under this directory (default: anywhere)."""
     native = _net.ControllerService(
         bind, check_count(storage_units, "storage_units", minimum=1), native_sampler(sampler, sampler_args),
         bool(polling_mode), _path(load_checkpoint),
-        **_serving_args(metrics, max_workers, max_request_bytes, curve_secret, curve_clients))
+        **_serving_args(metrics, max_workers, max_request_bytes, curve_secret, curve_clients, checkpoint_root))
     return ServiceHandle(native, "controller")
 
 
@@ -160,16 +164,17 @@ def serve_storage(controller: str, bind: str = "tcp://127.0.0.1:0", *, advertise
                   max_bytes: int = 0, max_samples: int = 0, metrics: Optional[str] = None,
                   max_workers: Optional[int] = None, max_request_bytes: Optional[int] = None,
                   curve_secret: Optional[str] = None, curve_clients: Sequence[str] = (),
-                  controller_key: Optional[str] = None) -> ServiceHandle:
+                  controller_key: Optional[str] = None, checkpoint_root: Optional[str] = None) -> ServiceHandle:
     """A storage unit in this process that registers with the controller
     service at `controller` (``seqflow serve storage``). advertise: the
     endpoint clients reach it at (default the bound one). max_bytes,
     max_samples: capacity (0: unlimited). controller_key: the controller's
-    .pub file when it is not the cluster key of curve_secret."""
+    .pub file when it is not the cluster key of curve_secret. checkpoint_root:
+    as for serve_controller."""
     native = _net.StorageService(
         bind, controller, advertise or "", check_count(max_bytes, "max_bytes"), check_count(max_samples, "max_samples"),
         controller_key=_path(controller_key),
-        **_serving_args(metrics, max_workers, max_request_bytes, curve_secret, curve_clients))
+        **_serving_args(metrics, max_workers, max_request_bytes, curve_secret, curve_clients, checkpoint_root))
     return ServiceHandle(native, "storage")
 
 
@@ -274,12 +279,13 @@ class RayServices:
 
 def _service_settings(config) -> tuple[dict, dict]:
     """(controller settings, storage settings) of a TransferQueue-style config."""
-    secret = config_get(config, "security.server_secret_key_file", None)
+    common = dict(curve_secret=config_get(config, "security.server_secret_key_file", None),
+                  checkpoint_root=config_get(config, "checkpoint_root", None))
     controller = dict(sampler=config_get(config, "controller.sampler", None),
                       sampler_args=config_get(config, "controller.sampler_args", None),
-                      polling_mode=bool(config_get(config, "controller.polling_mode", False)), curve_secret=secret)
+                      polling_mode=bool(config_get(config, "controller.polling_mode", False)), **common)
     storage = dict(max_bytes=int(config_get(config, "storage.max_bytes", 0)),
-                   max_samples=int(config_get(config, "storage.max_samples", 0)), curve_secret=secret)
+                   max_samples=int(config_get(config, "storage.max_samples", 0)), **common)
     return controller, storage
 
 

@@ -34,6 +34,11 @@ constexpr Option kCurveClientsOption{
     "admit only clients whose public key is in these .pub files (or in the .pub files of these "
     "directories), plus the cluster key itself; default: any client that knows the cluster public key"};
 
+constexpr Option kCheckpointRootOption{
+    "--checkpoint-root", "DIR",
+    "save and load clients' checkpoints only under DIR (a path outside it gets an error reply); "
+    "default: anywhere this service's user may write"};
+
 constexpr Option kControllerOptions[] = {
     {"--bind", "ADDR", "the ZeroMQ endpoint to listen on (default tcp://127.0.0.1:5555; port 0: a free port)"},
     {"--storage-units", "N", "storage units to wait for before serving data calls (default 1)"},
@@ -48,6 +53,7 @@ constexpr Option kControllerOptions[] = {
     kMaxRequestOption,
     kCurveSecretOption,
     kCurveClientsOption,
+    kCheckpointRootOption,
 };
 
 constexpr Option kStorageOptions[] = {
@@ -63,6 +69,7 @@ constexpr Option kStorageOptions[] = {
     kMaxRequestOption,
     kCurveSecretOption,
     kCurveClientsOption,
+    kCheckpointRootOption,
     {"--controller-key", "FILE.pub",
      "the controller's public key, when it is not the cluster key of --curve-secret"},
 };
@@ -133,6 +140,7 @@ net::ServingSettings serving_settings(const Arguments& args) {
   serving.max_request_bytes = static_cast<size_t>(args.integer("--max-request-bytes", 0, 1, kInt64Max));
   serving.curve_secret_file = args.get("--curve-secret").value_or("");
   if (auto clients = args.get("--curve-clients")) serving.curve_client_files = split_list(*clients, "--curve-clients");
+  serving.checkpoint_root = args.get("--checkpoint-root").value_or("");
   return serving;
 }
 

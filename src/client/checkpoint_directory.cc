@@ -153,6 +153,10 @@ CheckpointFiles files_in(const fs::path& directory) {
 
 }  // namespace
 
+std::string temporary_checkpoint_sibling(const std::string& directory, const char* kind) {
+  return temporary_sibling(normalized(directory), kind).string();
+}
+
 void write_checkpoint_directory(const std::string& directory,
                                 const std::function<void(const CheckpointFiles&)>& write) {
   const fs::path target = normalized(directory);

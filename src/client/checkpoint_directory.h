@@ -28,4 +28,9 @@ void write_checkpoint_directory(const std::string& directory,
 // incomplete or corrupt.
 CheckpointFiles open_checkpoint_directory(const std::string& directory);
 
+// A fresh hidden path beside checkpoint `directory` for a temporary file of
+// kind `kind` (".NAME.seqflow-KIND-PID-N"): where a save writes, so where a
+// service with a checkpoint root may write too.
+std::string temporary_checkpoint_sibling(const std::string& directory, const char* kind);
+
 }  // namespace seqflow

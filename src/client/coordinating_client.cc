@@ -3,10 +3,7 @@
 // undoes what the call had done.
 #include "client/coordinating_client.h"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -426,10 +423,7 @@ void CoordinatingClient::load_checkpoint(const std::string& directory) {
   const CheckpointFiles files = open_checkpoint_directory(directory);
   // The controller is loaded first and can be put back from this copy if the
   // storage file turns out to be bad; storage loads are all-or-nothing.
-  static std::atomic<uint64_t> counter{0};
-  const fs::path backup = fs::temp_directory_path() /
-                          ("seqflow-controller-" + std::to_string(::getpid()) + "-" +
-                           std::to_string(counter++) + ".ckpt");
+  const fs::path backup = temporary_checkpoint_sibling(directory, "controller-backup");
   struct Remover {
     fs::path path;
     ~Remover() {

@@ -174,6 +174,7 @@ struct ControllerService::Units {
 
 ControllerService::ControllerService(ControllerServiceOptions options)
     : options_(std::move(options)),
+      checkpoint_root_(options_.checkpoint_root),
       controller_(std::make_shared<Controller>(options_.controller)),
       units_(std::make_unique<Units>()),
       service_(options_.service) {
@@ -354,14 +355,15 @@ void ControllerService::register_handlers() {
     }
     return wire::header_message(Json{{"keys", std::move(keys)}, {"tags", std::move(tags)}});
   });
-  service_.handle("save", [&controller](Frames& args) {
+  service_.handle("save", [this, &controller](Frames& args) {
     const Json json = wire::read_header(args, 0, "save request");
-    controller.save(Header(json, "save request", {"path"}).text("path"));
+    controller.save(checkpoint_root_.resolve(Header(json, "save request", {"path"}).text("path"), "save request"));
     return wire::header_message(Json::object());
   });
   service_.handle("load", [this, &controller](Frames& args) {
     const Json json = wire::read_header(args, 0, "load request");
-    const std::string path = Header(json, "load request", {"path"}).text("path");
+    const std::string path =
+        checkpoint_root_.resolve(Header(json, "load request", {"path"}).text("path"), "load request");
     std::unique_lock gate(reuse_gate_);
     controller.load(path);
     return wire::header_message(Json::object());

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "net/checkpoint_root.h"
 #include "net/service.h"
 #include "seqflow/controller.h"
 
@@ -37,6 +38,8 @@ struct ControllerServiceOptions {
   size_t storage_units = 1;
   // A checkpoint directory (as written by save_checkpoint) to start from.
   std::string load_checkpoint;
+  // Clients' save and load paths must lie under this directory; empty: anywhere.
+  std::string checkpoint_root;
   // Security of the connections to the storage units (to drop released data).
   ClientSecurity storage_security;
   std::chrono::milliseconds storage_timeout{30000};
@@ -64,6 +67,7 @@ class ControllerService {
   void add_metrics_collector();
 
   ControllerServiceOptions options_;
+  CheckpointRoot checkpoint_root_;
   std::shared_ptr<Controller> controller_;
   std::unique_ptr<Units> units_;
   // Shared: calls that hand out global indexes. Exclusive: clears, until the

@@ -92,6 +92,7 @@ ControllerServiceOptions controller_service_options(const ControllerSettings& se
   options.controller = ControllerOptions{settings.sampler, settings.polling_mode};
   options.storage_units = settings.storage_units;
   options.load_checkpoint = settings.load_checkpoint;
+  options.checkpoint_root = settings.serving.checkpoint_root;
   if (keys) options.storage_security = client_security(*keys, keys->public_key);
   return options;
 }
@@ -111,6 +112,7 @@ StorageServiceOptions storage_service_options(const StorageSettings& settings) {
   options.storage = StorageOptions{settings.max_bytes, settings.max_samples};
   options.controller_endpoint = settings.controller;
   options.advertise = settings.advertise;
+  options.checkpoint_root = settings.serving.checkpoint_root;
   if (keys) {
     const std::string controller_key = settings.controller_key_file.empty()
                                            ? keys->public_key

@@ -30,6 +30,7 @@ struct ServingSettings {
   size_t max_request_bytes = 0;
   std::string curve_secret_file;                // a .key file; empty: plaintext
   std::vector<std::string> curve_client_files;  // .pub files or directories of them; empty: any client
+  std::string checkpoint_root;                  // clients save and load only under it; empty: anywhere
 };
 
 struct ControllerSettings {

@@ -24,6 +24,7 @@ uint64_t random_instance_id() {
 
 StorageService::StorageService(StorageServiceOptions options)
     : options_(std::move(options)),
+      checkpoint_root_(options_.checkpoint_root),
       instance_id_(random_instance_id()),
       storage_(std::make_shared<StorageUnit>(options_.storage)),
       leases_(options_.lease_lifetime),
@@ -123,14 +124,14 @@ void StorageService::register_handlers() {
     const StorageStats stats = storage.stats();
     return wire::header_message(Json{{"samples", stats.samples}, {"bytes", stats.bytes}});
   });
-  service_.handle("save", [&storage](Frames& args) {
+  service_.handle("save", [this, &storage](Frames& args) {
     const Json json = wire::read_header(args, 0, "save request");
-    storage.save(Header(json, "save request", {"path"}).text("path"));
+    storage.save(checkpoint_root_.resolve(Header(json, "save request", {"path"}).text("path"), "save request"));
     return wire::header_message(Json::object());
   });
-  service_.handle("load", [&storage](Frames& args) {
+  service_.handle("load", [this, &storage](Frames& args) {
     const Json json = wire::read_header(args, 0, "load request");
-    storage.load(Header(json, "load request", {"path"}).text("path"));
+    storage.load(checkpoint_root_.resolve(Header(json, "load request", {"path"}).text("path"), "load request"));
     return wire::header_message(Json::object());
   });
 }

@@ -20,6 +20,7 @@
 #include <string>
 #include <thread>
 
+#include "net/checkpoint_root.h"
 #include "net/frame_leases.h"
 #include "net/service.h"
 #include "seqflow/storage.h"
@@ -37,6 +38,8 @@ struct StorageServiceOptions {
   // How long a get reply's frames wait for a same-host client to copy them
   // (local_copy) before the unit lets them go.
   std::chrono::milliseconds lease_lifetime{60000};
+  // Clients' save and load paths must lie under this directory; empty: anywhere.
+  std::string checkpoint_root;
 };
 
 class StorageService {
@@ -57,6 +60,7 @@ class StorageService {
   void run_heartbeat();
 
   StorageServiceOptions options_;
+  CheckpointRoot checkpoint_root_;
   uint64_t instance_id_;
   std::shared_ptr<StorageUnit> storage_;
   FrameLeases leases_;

@@ -77,6 +77,8 @@ def test_metrics_endpoint_of_a_service_process():
     (["serve", "controller", "--curve-clients", "a.pub,,b.pub"], "a.pub,,b.pub"),
     (["serve", "controller", "--load-checkpoint", "/nonexistent/ckpt"], "/nonexistent/ckpt"),
     (["serve", "controller", "--frobnicate"], "--frobnicate"),
+    (["serve", "controller", "--checkpoint-root", "/nonexistent/root"], "/nonexistent/root"),
+    (["serve", "storage", "--controller", "tcp://127.0.0.1:1", "--checkpoint-root", "/nonexistent/r"], "/nonexistent/r"),
     (["serve", "storage"], "--controller"),
     (["serve", "storage", "--controller", "tcp://127.0.0.1:1", "--max-bytes", "-5"], "-5"),
     (["serve", "storage", "--controller", "tcp://127.0.0.1:1", "--controller-key", "c.pub"], "c.pub"),
