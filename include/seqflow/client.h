@@ -87,8 +87,9 @@ struct RemoteOptions {
   bool local_copy = true;
   // A control call (get_meta, insert, ...) waiting for its reply spins for
   // up to this long before it sleeps: a short call then costs no thread
-  // wake-up (20-40 us on a VM). It spins only while replies come within it,
-  // on all cores but one at most; data calls never spin. 0: always sleep.
+  // wake-up (20-40 us on a VM). It spins only while replies come within it
+  // and while the process waits on fewer calls than it has cores; data
+  // calls never spin. 0: always sleep.
   std::chrono::microseconds busy_poll{200};
 };
 std::shared_ptr<Client> make_remote_client(const RemoteOptions& options);

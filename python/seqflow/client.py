@@ -74,8 +74,8 @@ class RemoteConfig:
     busy_poll_us: a control call (get_meta, insert, ...) waiting for its
         reply spins for up to this many microseconds before it sleeps: a
         short call then skips a thread wake-up (20-40 us on a VM). It spins
-        only while replies come that fast, on all cores but one at most.
-        0: always sleep (machines with far more busy clients than cores).
+        only while replies come that fast and while the process waits on
+        fewer calls than it has cores. 0: always sleep.
     """
 
     address: str

@@ -41,22 +41,19 @@ Frames rest_of_message(zmq::socket_t& socket, zmq::message_t first) {
   return message;
 }
 
-// A place among the process's spinning receives (busy_poll_spinner_limit).
-class SpinSlot {
+// One of the process's receives now waiting for a reply. Spinning pays only
+// while the waiting ones leave a core free for the threads that carry the
+// replies (busy_poll_spinner_limit); on a saturated machine it is waste.
+class WaitingReceive {
  public:
-  SpinSlot() : held_(spinning_.fetch_add(1) < busy_poll_spinner_limit()) {
-    if (!held_) spinning_.fetch_sub(1);
-  }
-  SpinSlot(const SpinSlot&) = delete;
-  SpinSlot& operator=(const SpinSlot&) = delete;
-  ~SpinSlot() {
-    if (held_) spinning_.fetch_sub(1);
-  }
-  explicit operator bool() const { return held_; }
+  WaitingReceive() { waiting_.fetch_add(1); }
+  WaitingReceive(const WaitingReceive&) = delete;
+  WaitingReceive& operator=(const WaitingReceive&) = delete;
+  ~WaitingReceive() { waiting_.fetch_sub(1); }
+  static bool leave_a_core_free() { return waiting_.load(std::memory_order_relaxed) <= busy_poll_spinner_limit(); }
 
  private:
-  static inline std::atomic<unsigned> spinning_{0};
-  const bool held_;
+  static inline std::atomic<unsigned> waiting_{0};
 };
 
 }  // namespace
@@ -139,19 +136,18 @@ Frames Connection::receive_until(Clock::time_point deadline) {
       return false;
     }
   };
+  const WaitingReceive waiting;
   const Clock::time_point started = Clock::now();
   const auto arrived = [&] {
     last_wait_ = Clock::now() - started;
     return rest_of_message(socket_, std::move(first));
   };
-  // Spins only while it pays: when the last reply took longer than the spin
-  // (a busy machine, a long request), or when the process already spins on
-  // all cores but one, spinning would only take CPU from the threads that
-  // carry the reply.
+  // Spins only while it pays: not when the last reply took longer than the
+  // spin (a long request, a slow peer), nor while the process waits on as
+  // many calls as there are cores but one.
   if (last_wait_ < options_.busy_poll) {
-    const SpinSlot slot;
-    const Clock::time_point spin_until = slot ? std::min(deadline, started + options_.busy_poll) : started;
-    while (Clock::now() < spin_until) {
+    const Clock::time_point spin_until = std::min(deadline, started + options_.busy_poll);
+    while (WaitingReceive::leave_a_core_free() && Clock::now() < spin_until) {
       if (receive_first(zmq::recv_flags::dontwait)) return arrived();
       std::this_thread::yield();  // the threads that carry the reply may need this CPU
     }

@@ -29,7 +29,8 @@ struct ConnectionOptions {
 
 // Throws kInvalidArgument naming `what` unless 0 <= busy_poll <= 1 s.
 void check_busy_poll(std::chrono::microseconds busy_poll, std::string_view what);
-// How many receives of this process spin at once: all cores but one (at least 1).
+// A receive spins only while at most this many receives of the process
+// wait for replies: all cores but one (at least 1).
 unsigned busy_poll_spinner_limit();
 
 // Not thread-safe: one thread at a time (ConnectionPool hands them out).
