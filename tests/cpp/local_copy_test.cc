@@ -423,7 +423,8 @@ TEST_P(LocalCopyCluster, SmallTransfersAndOptedOutClientsSendTheBytes) {
 TEST_P(LocalCopyCluster, AGetWhoseLeaseRanOutIsATimeoutNotTornData) {
   RemoteCluster cluster(GetParam(), {}, {}, std::chrono::milliseconds(1));
   auto client = cluster.client();
-  const BatchMeta meta = client->put_new("p", {wide_column("a", 96, 8192)}, {});
+  // 64 MiB: copying it takes longer than the 1 ms lease even in an optimized build.
+  const BatchMeta meta = client->put_new("p", {wide_column("a", 2048, 8192)}, {});
   const std::vector<std::string> fields{"a"};
   EXPECT_TRUE(throws_error(ErrorCode::kTimeout, [&] { client->get_data(meta, fields); },
                            {"let go of a get's values", "call get again"}));
