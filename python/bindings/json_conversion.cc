@@ -10,8 +10,10 @@
 namespace nb = nanobind;
 
 namespace seqflow::bindings {
+namespace {
 
-nlohmann::json to_json(nb::handle value, const std::string& where) {
+// `depth`: containers around `value`.
+nlohmann::json to_json_at(nb::handle value, const std::string& where, size_t depth) {
   PyObject* object = value.ptr();
   if (object == Py_None) return nullptr;
   if (PyBool_Check(object)) return object == Py_True;
@@ -41,11 +43,16 @@ nlohmann::json to_json(nb::handle value, const std::string& where) {
     }
     return std::string(text, static_cast<size_t>(size));
   }
+  const bool container = PyList_Check(object) || PyTuple_Check(object) || PyDict_Check(object);
+  if (container && depth >= kMaxJsonDepth) {
+    throw_invalid(where + " nests containers deeper than " + std::to_string(kMaxJsonDepth) +
+                  " levels (does a container hold itself?)");
+  }
   if (PyList_Check(object) || PyTuple_Check(object)) {
     nlohmann::json out = nlohmann::json::array();
     size_t i = 0;
     for (nb::handle item : value) {
-      out.push_back(to_json(item, where + "[" + std::to_string(i) + "]"));
+      out.push_back(to_json_at(item, where + "[" + std::to_string(i) + "]", depth + 1));
       ++i;
     }
     return out;
@@ -58,7 +65,7 @@ nlohmann::json to_json(nb::handle value, const std::string& where) {
                       nb::type_name(key.type()).c_str() + "; keys must be strings");
       }
       const std::string name = nb::cast<std::string>(key);
-      out[name] = to_json(item, where + "[\"" + name + "\"]");
+      out[name] = to_json_at(item, where + "[\"" + name + "\"]", depth + 1);
     }
     return out;
   }
@@ -66,6 +73,10 @@ nlohmann::json to_json(nb::handle value, const std::string& where) {
                 nb::type_name(value.type()).c_str() +
                 "; allowed are int, float, str, bool, None, list and dict");
 }
+
+}  // namespace
+
+nlohmann::json to_json(nb::handle value, const std::string& where) { return to_json_at(value, where, 0); }
 
 nb::object from_json(const nlohmann::json& value) {
   switch (value.type()) {

@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "client/call_deadline.h"
+#include "core/custom_meta.h"
 #include "net/controller_service.h"
 #include "net/wire_codec.h"
 #include "seqflow/error.h"
@@ -74,6 +75,7 @@ void RemoteControlPlane::mark_produced(const std::string& partition_id,
                                        std::span<const int64_t> global_indexes,
                                        const std::map<std::string, FieldSchema>& fields,
                                        std::span<const Json> custom_meta) {
+  core::check_meta_depths(global_indexes, custom_meta);
   call("mark_produced", Json{{"partition_id", partition_id},
                              {"indexes", binary_indexes(global_indexes)},
                              {"fields", net::wire::encode_schemas(fields)},
@@ -91,6 +93,7 @@ BatchMeta RemoteControlPlane::get_meta(const MetaRequest& request) {
 void RemoteControlPlane::set_custom_meta(const std::string& partition_id,
                                          std::span<const int64_t> global_indexes,
                                          std::span<const Json> custom_meta) {
+  core::check_meta_depths(global_indexes, custom_meta);
   call("set_custom_meta", Json{{"partition_id", partition_id},
                                {"indexes", binary_indexes(global_indexes)},
                                {"custom_meta", objects_of(custom_meta)}});
@@ -167,6 +170,7 @@ std::vector<std::string> RemoteControlPlane::partition_list() const {
 
 BatchMeta RemoteControlPlane::kv_resolve(const std::string& partition_id, std::span<const std::string> keys,
                                          std::span<const Json> tags) {
+  core::check_tag_depths(keys, tags);
   const Json header{{"partition_id", partition_id},
                     {"keys", std::vector<std::string>(keys.begin(), keys.end())},
                     {"tags", objects_of(tags)}};

@@ -47,10 +47,10 @@ BatchMeta Controller::kv_resolve(const std::string& partition_id, std::span<cons
   }
   for (size_t i = 0; i < tags.size(); ++i) {
     if (!tags[i].is_object() && !tags[i].is_null()) {
-      throw_invalid("tags[" + std::to_string(i) + "] (key '" + keys[i] +
-                    "') must be a JSON object or null, got " + tags[i].dump());
+      throw_invalid(core::tag_where(i, keys[i]) + " must be a JSON object or null, got " + tags[i].dump());
     }
   }
+  core::check_tag_depths(keys, tags);
 
   std::unique_lock lock(state_->mutex);
   PartitionState* existing = state_->data.find(partition_id);
@@ -79,8 +79,7 @@ BatchMeta Controller::kv_resolve(const std::string& partition_id, std::span<cons
       nlohmann::json merged = it == fresh_meta.end()
                                   ? tags[i]
                                   : core::merge_meta(core::decode_meta(it->second.bytes), tags[i]);
-      auto encoded = core::encode_meta(merged, "tags[" + std::to_string(i) + "] (key '" +
-                                                   keys[i] + "')");
+      auto encoded = core::encode_meta(merged, core::tag_where(i, keys[i]));
       if (it == fresh_meta.end()) {
         fresh_meta.emplace_back(keys[i], std::move(encoded));
       } else {

@@ -1,6 +1,9 @@
 #include "core/custom_meta.h"
 
+#include <algorithm>
 #include <cmath>
+#include <utility>
+#include <vector>
 
 #include "common/msgpack_reader.h"
 #include "seqflow/error.h"
@@ -26,10 +29,45 @@ std::optional<int64_t> extract_length(const nlohmann::json& value, const std::st
 
 }  // namespace
 
+void check_meta_depth(const nlohmann::json& meta, const std::string& where) {
+  // Iterative: the point is to refuse values too deep to recurse through.
+  std::vector<std::pair<const nlohmann::json*, size_t>> pending{{&meta, 1}};
+  while (!pending.empty()) {
+    const auto [value, depth] = pending.back();
+    pending.pop_back();
+    if (depth > kMaxCustomMetaDepth) {
+      throw_invalid(where + " nests containers deeper than " + std::to_string(kMaxCustomMetaDepth) +
+                    " levels, the most custom_meta may");
+    }
+    for (const nlohmann::json& child : *value) {
+      if (child.is_structured()) pending.emplace_back(&child, depth + 1);
+    }
+  }
+}
+
+std::string custom_meta_where(size_t position, int64_t global_index) {
+  return "custom_meta[" + std::to_string(position) + "] (global index " + std::to_string(global_index) + ")";
+}
+
+std::string tag_where(size_t position, const std::string& key) {
+  return "tags[" + std::to_string(position) + "] (key '" + key + "')";
+}
+
+void check_meta_depths(std::span<const int64_t> global_indexes, std::span<const nlohmann::json> custom_meta) {
+  for (size_t i = 0; i < std::min(global_indexes.size(), custom_meta.size()); ++i) {
+    check_meta_depth(custom_meta[i], custom_meta_where(i, global_indexes[i]));
+  }
+}
+
+void check_tag_depths(std::span<const std::string> keys, std::span<const nlohmann::json> tags) {
+  for (size_t i = 0; i < std::min(keys.size(), tags.size()); ++i) check_meta_depth(tags[i], tag_where(i, keys[i]));
+}
+
 EncodedMeta encode_meta(const nlohmann::json& meta, const std::string& where) {
   if (!meta.is_object()) {
     throw_invalid(where + " must be a JSON object, got " + meta.dump());
   }
+  check_meta_depth(meta, where);
   EncodedMeta out;
   if (meta.empty()) return out;
   if (auto it = meta.find("total_lengths"); it != meta.end()) {

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -19,7 +20,26 @@ struct EncodedMeta {
   std::optional<std::string> group;   // "group_id", as canonical JSON text
 };
 
-// Checks one sample's metadata and encodes it. `where` names the sample in
+// User custom_meta (puts, set_custom_meta, KV tags) may nest containers at
+// most this deep, in every mode: a remote request carries it inside its
+// header, which the wire refuses beyond net::wire::kMaxNesting (64) levels.
+inline constexpr size_t kMaxCustomMetaDepth = 32;
+
+// Throws kInvalidArgument naming `where` when `meta` nests containers deeper
+// than kMaxCustomMetaDepth ({"a": 1} is one level, {"a": [1]} two).
+void check_meta_depth(const nlohmann::json& meta, const std::string& where);
+
+// How errors name user metadata: custom_meta[i] of a sample, tags[i] of a key.
+std::string custom_meta_where(size_t position, int64_t global_index);
+std::string tag_where(size_t position, const std::string& key);
+
+// check_meta_depth of each entry, named as above (entries beyond the shorter
+// list are left to the count checks). A remote client runs these before it
+// sends, so it reports what an embedded one does, not the wire's limit.
+void check_meta_depths(std::span<const int64_t> global_indexes, std::span<const nlohmann::json> custom_meta);
+void check_tag_depths(std::span<const std::string> keys, std::span<const nlohmann::json> tags);
+
+// Checks one sample's metadata (check_meta_depth included) and encodes it. `where` names the sample in
 // errors ("custom_meta[3] (global index 17)"). Throws kInvalidArgument when
 // it is not an object, when total_lengths is not a non-negative integer, or
 // when group_id is not a scalar.

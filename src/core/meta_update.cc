@@ -16,9 +16,7 @@ std::vector<EncodedMeta> encode_updates(std::span<const int64_t> global_indexes,
   std::vector<EncodedMeta> out;
   out.reserve(custom_meta.size());
   for (size_t i = 0; i < custom_meta.size(); ++i) {
-    out.push_back(encode_meta(custom_meta[i], "custom_meta[" + std::to_string(i) +
-                                                  "] (global index " +
-                                                  std::to_string(global_indexes[i]) + ")"));
+    out.push_back(encode_meta(custom_meta[i], custom_meta_where(i, global_indexes[i])));
   }
   return out;
 }

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "controller_test_support.h"
+#include "core/custom_meta.h"
 #include "remote_cluster.h"
 #include "seqflow/client.h"
 #include "storage_test_support.h"
@@ -129,6 +130,38 @@ TEST_P(ClientModes, BadPutsChangeNothing) {
                            {"custom_meta[0] must be an object"}));
   EXPECT_FALSE(has_partition(*client, "p"));
   EXPECT_EQ(client->storage_stats().samples, 0u);
+}
+
+// {"k": {"k": ... {"v": 1}}}: `depth` objects.
+Json nested_object(size_t depth) {
+  Json value = {{"v", 1}};
+  for (size_t d = 1; d < depth; ++d) value = Json{{"k", std::move(value)}};
+  return value;
+}
+
+// One limit and one message in every mode, checked before anything is
+// written: remote requests would otherwise meet the wire's nesting limit.
+TEST_P(ClientModes, CustomMetaNestedTooDeepIsRefusedAlikeInEveryMode) {
+  auto client = make_client();
+  const std::vector<Json> deepest_allowed = {nested_object(core::kMaxCustomMetaDepth)};
+  const BatchMeta put = client->put_new("p", {int64_column("x", {1})}, deepest_allowed);
+  EXPECT_EQ(put.custom_meta[0], deepest_allowed[0]);
+
+  const std::vector<Json> too_deep = {Json::object(), nested_object(core::kMaxCustomMetaDepth + 1)};
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                           [&] { client->put_new("q", {int64_column("x", {1, 2})}, too_deep); },
+                           {"custom_meta[1] (global index", "deeper than 32 levels"}));
+  EXPECT_FALSE(has_partition(*client, "q"));
+  const int64_t index = put.global_indexes[0];
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                           [&] { client->control().set_custom_meta("p", std::span(&index, 1), std::span(&too_deep[1], 1)); },
+                           {"custom_meta[0] (global index " + std::to_string(index) + ")", "deeper than 32 levels"}));
+  const std::string keys[] = {"a", "b"};
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { client->control().kv_resolve("kv", keys, too_deep); },
+                           {"tags[1] (key 'b')", "deeper than 32 levels"}));
+  EXPECT_FALSE(has_partition(*client, "kv"));
+  EXPECT_EQ(client->get_meta(fetch_request("p", "t", {"x"}, 1)).custom_meta[0], deepest_allowed[0]);
+  EXPECT_EQ(client->storage_stats().samples, 1u);
 }
 
 TEST_P(ClientModes, DtypeConflictRollsBackTheInsert) {

@@ -357,8 +357,23 @@ def test_missing_or_corrupt_checkpoint_leaves_state_unchanged(client, tmp_path):
 
 # ---- bad input ----------------------------------------------------------------------
 
+def nested_dict(depth: int) -> dict:
+    value = {"v": 1}
+    for _ in range(depth - 1):
+        value = {"k": value}
+    return value
+
+
+def test_custom_meta_may_nest_32_levels_in_every_mode(client):
+    deepest = nested_dict(32)
+    client.put({"x": np.arange(1)}, partition_id="p", custom_meta=[deepest])
+    assert client.get_meta(["x"], 1, "p", task_name="t").custom_meta[0] == deepest
+
+
 def test_bad_input_raises_clearly_and_changes_nothing(client):
     meta = client.put({"x": np.arange(4, dtype=np.int64)}, partition_id="p")
+    holds_itself = []
+    holds_itself.append(holds_itself)
     client.kv_put("k", "kv", {"x": np.arange(2)})
     before = snapshot(client)
     cases = [
@@ -377,6 +392,12 @@ def test_bad_input_raises_clearly_and_changes_nothing(client):
                                                                       custom_meta=[{"k": [1, {2}]}])),
         (ValueError, "custom_meta[0] must be a dict", lambda: client.put({"x": np.arange(1)}, partition_id="p",
                                                                         custom_meta=[[1]])),
+        (ValueError, "custom_meta[1] (global index", lambda: client.put({"x": np.arange(2)}, partition_id="new",
+                                                                       custom_meta=[{}, nested_dict(33)])),
+        (ValueError, "nests containers deeper than 32 levels", lambda: client.put(
+            {"x": np.arange(1)}, partition_id="new", custom_meta=[nested_dict(40)])),
+        (ValueError, "does a container hold itself?", lambda: client.put({"x": np.arange(1)}, partition_id="new",
+                                                                        custom_meta=[{"l": holds_itself}])),
         (ValueError, "entries for 4 samples", lambda: client.put({"x": np.arange(4)}, partition_id="p",
                                                                  custom_meta=[{}])),
         (ValueError, "partition_id", lambda: client.put({"x": np.arange(1)})),

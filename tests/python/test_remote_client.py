@@ -33,6 +33,7 @@ from test_client import (  # noqa: E402,F401
     test_blocking_fetch_waits_for_a_put_from_another_thread,
     test_clear_samples_and_partition_release_storage,
     test_custom_meta_is_visible_with_the_data,
+    test_custom_meta_may_nest_32_levels_in_every_mode,
     test_dense_fields_round_trip_in_every_format,
     test_get_meta_modes_polling_and_timeout,
     test_kv_calls,
