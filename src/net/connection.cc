@@ -1,5 +1,7 @@
 #include "net/connection.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -46,7 +48,11 @@ Frames rest_of_message(zmq::socket_t& socket, zmq::message_t first) {
 // replies (busy_poll_spinner_limit); on a saturated machine it is waste.
 class WaitingReceive {
  public:
-  WaitingReceive() { waiting_.fetch_add(1); }
+  WaitingReceive() {
+    // A child forked while other threads waited has none of them.
+    [[maybe_unused]] static const int reset_in_child = pthread_atfork(nullptr, nullptr, [] { waiting_ = 0; });
+    waiting_.fetch_add(1);
+  }
   WaitingReceive(const WaitingReceive&) = delete;
   WaitingReceive& operator=(const WaitingReceive&) = delete;
   ~WaitingReceive() { waiting_.fetch_sub(1); }

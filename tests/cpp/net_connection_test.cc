@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -143,6 +145,33 @@ TEST(NetConnection, NoReceiveSpinsWhileTheProcessWaitsOnACallPerCore) {
   EXPECT_LT(*std::max_element(cpu.begin(), cpu.end()), 150ms) << "a caller spun while every core had a waiting call";
   // Alone again, a caller spins.
   EXPECT_GE(cpu_of_call(*connections[0], 200ms), 50ms);
+}
+
+// The waiting calls of a parent's other threads do not exist in a forked
+// child, so they must not keep the child's calls from spinning.
+TEST(NetConnection, AForkedChildSpinsWhateverItsParentWaitedOn) {
+  auto service = sleeping_service();
+  zmq::context_t context;
+  const unsigned waiters = busy_poll_spinner_limit();
+  std::vector<std::unique_ptr<Connection>> connections;
+  for (unsigned w = 0; w < waiters; ++w)
+    connections.push_back(std::make_unique<Connection>(context, service->endpoint(), busy_poll_of(0us)));
+  std::vector<std::thread> threads;
+  for (unsigned w = 0; w < waiters; ++w) {
+    threads.emplace_back([&, w] { connections[w]->call("sleep", frames_of({"1500"})); });
+  }
+  std::this_thread::sleep_for(300ms);  // every waiter is in its receive now
+  const pid_t child = ::fork();
+  if (child == 0) {
+    zmq::context_t own;
+    Connection spinning(own, service->endpoint(), busy_poll_of(400ms));
+    ::_exit(cpu_of_call(spinning, 200ms) >= 50ms ? 0 : 1);
+  }
+  ASSERT_GT(child, 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child did not spin";
+  for (auto& thread : threads) thread.join();
 }
 
 TEST(NetConnection, BusyPollIsChecked) {
