@@ -124,7 +124,7 @@ TEST(NetConnection, BusyPollSpinsOnlyWhileRepliesComeWithinIt) {
 
 // As many calls waiting as cores: spinning would take the CPU that carries
 // the replies, so none spins (beyond the moment before the others wait too).
-TEST(NetConnection, NoReceiveSpinsWhileTheProcessWaitsOnACallPerCore) {
+TEST(NetConnectionConcurrency, NoReceiveSpinsWhileTheProcessWaitsOnACallPerCore) {
   auto service = sleeping_service();
   zmq::context_t context;
   const unsigned callers = busy_poll_spinner_limit() + 1;
