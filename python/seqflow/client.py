@@ -39,6 +39,7 @@ _native = _seqflow.client
 __all__ = ["Client", "RemoteConfig", "close", "get_client", "init"]
 
 _DEFAULT_TIMEOUT = 30.0
+_DEFAULT_BUSY_POLL_US = 200  # RemoteOptions::busy_poll's default
 _MAX_BUSY_POLL_US = 1_000_000  # the C++ client's bound: beyond a second, sleeping is cheaper
 
 
@@ -84,7 +85,7 @@ class RemoteConfig:
     server_public_key_file: Optional[str] = None
     client_key_file: Optional[str] = None
     local_copy: bool = True
-    busy_poll_us: int = 200
+    busy_poll_us: int = _DEFAULT_BUSY_POLL_US
 
     def __post_init__(self):
         if not isinstance(self.address, str) or not self.address:
@@ -108,7 +109,7 @@ class RemoteConfig:
                    _config_timeout(config), bool(config_get(config, "controller.polling_mode", False)),
                    config_get(config, "security.server_public_key_file", None),
                    config_get(config, "security.client_key_file", None),
-                   config_get(config, "local_copy", True), config_get(config, "busy_poll_us", 200))
+                   config_get(config, "local_copy", True), config_get(config, "busy_poll_us", _DEFAULT_BUSY_POLL_US))
 
     def connect(self):
         """The native client; waits up to `timeout` for the controller and its storage units."""
@@ -151,7 +152,7 @@ class Client:
     @classmethod
     def remote(cls, address: str, *, timeout: float = _DEFAULT_TIMEOUT, polling_mode: bool = False,
                server_public_key_file: Optional[str] = None, client_key_file: Optional[str] = None,
-               local_copy: bool = True, busy_poll_us: int = 200) -> "Client":
+               local_copy: bool = True, busy_poll_us: int = _DEFAULT_BUSY_POLL_US) -> "Client":
         """A client of the controller service at `address` (see RemoteConfig).
         Raises TimeoutError when the controller or its storage units do not
         answer within `timeout`."""
