@@ -28,10 +28,11 @@ local_copy off, over loopback TCP (its column; the verdict is the default
 client's). TransferQueue: transfer_queue.init() with its
 controller and N SimpleStorageUnit Ray actors on a local Ray instance (kept
 on 127.0.0.1), the client in the driver: a worker process running this file
-in TransferQueue's own virtual environment, made on first use under
-$SEQFLOW_REFERENCE_CACHE/tq-venv (default ~/.cache/seqflow-reference) with
-`pip install transferqueue torch==2.13.0`, so that nothing TransferQueue
-pulls in touches this environment. If TransferQueue cannot be installed or
+in TransferQueue's own virtual environment, made on first use by
+tools/reference_peer.py under $SEQFLOW_REFERENCE_CACHE/tq-venv (default
+~/.cache/seqflow-reference) with `pip install transferqueue==0.1.11
+torch==2.13.0` (and pytest), so that nothing TransferQueue pulls in touches
+this environment. If TransferQueue cannot be installed or
 started, a line says why and seqflow's numbers are printed alone.
 
 Target: seqflow / TransferQueue >= 3 in every row, put and get. Timings on a
@@ -54,6 +55,9 @@ import time
 from multiprocessing.connection import Client, Listener
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+import reference_peer  # noqa: E402  (tools/ is no package)
+
 FIELDS = 9
 SEQ = 8_192
 SHAPES = ((1_024, "1024x9x8192"), (4_096, "4096x9x8192"))
@@ -64,11 +68,8 @@ WARM_UP_SAMPLES = 16
 RATIO_TARGET = 3.0
 GB = 1e9
 LOOPBACK = "tcp://127.0.0.1:0"
-CACHE_DIR = Path(os.environ.get("SEQFLOW_REFERENCE_CACHE",
-                                Path.home() / ".cache" / "seqflow-reference"))
-TQ_VENV = CACHE_DIR / "tq-venv"
-TQ_INSTALL = ["transferqueue", "torch==2.13.0"]  # torch pinned: unpinned pip fetches a multi-GB CUDA build
-INSTALL_TIMEOUT = 900
+CACHE_DIR = Path(reference_peer.CACHE_DIR)
+TQ_VENV = Path(reference_peer.VENV_DIR)
 SERVE_TIMEOUT = 30.0
 WORKER_START_TIMEOUT = 180.0  # Ray's start and the batches, on a busy 2-core machine
 WORKER_CALL_TIMEOUT = 300.0  # tq.init starts one Ray actor process per unit
@@ -222,23 +223,10 @@ class TransferQueueError(RuntimeError):
 
 def transferqueue_python() -> str:
     """The TransferQueue venv's python, the venv made first if needed."""
-    python = TQ_VENV / "bin" / "python"
-    if python.exists() and subprocess.run([python, "-c", "import transfer_queue"],
-                                          capture_output=True).returncode == 0:
-        return str(python)
-    log_path = CACHE_DIR / "tq-install.log"
-    progress(f"installing TransferQueue into {TQ_VENV} (once, a few minutes; log {log_path})")
     try:
-        CACHE_DIR.mkdir(parents=True, exist_ok=True)
-        with open(log_path, "w") as log:
-            for step in ([sys.executable, "-m", "venv", str(TQ_VENV)],
-                         [str(python), "-m", "pip", "install", *TQ_INSTALL]):
-                done = subprocess.run(step, stdout=log, stderr=subprocess.STDOUT, timeout=INSTALL_TIMEOUT)
-                if done.returncode != 0:
-                    raise TransferQueueError(f"`{' '.join(step)}` exited {done.returncode}: {last_line(log_path)}")
-    except (OSError, subprocess.TimeoutExpired) as error:
-        raise TransferQueueError(f"installing it failed: {error}") from None
-    return str(python)
+        return reference_peer.transferqueue_python()
+    except (reference_peer.ReferenceUnavailable, OSError) as error:
+        raise TransferQueueError(str(error)) from None
 
 
 def last_line(path: Path) -> str:
