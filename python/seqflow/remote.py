@@ -228,9 +228,14 @@ class _ServiceActor:
         host = ray.util.get_node_ip_address()
         bind = f"tcp://[{host}]:0" if ":" in host else f"tcp://{host}:0"
         serve = serve_controller if role == "controller" else serve_storage
+        self._host = host
         self._settings = settings
         self._owner = owner
-        self._handle = serve(bind=bind, **settings)
+        serving = dict(settings)
+        metrics_port = serving.pop("metrics_port", None)
+        if metrics_port is not None:
+            serving["metrics"] = f"[{host}]:{metrics_port}" if ":" in host else f"{host}:{metrics_port}"
+        self._handle = serve(bind=bind, **serving)
 
     def endpoint(self) -> str:
         return self._handle.endpoint
@@ -241,6 +246,11 @@ class _ServiceActor:
 
     def storage_units(self) -> int:
         return self._settings["storage_units"]
+
+    def metrics_endpoint(self) -> Optional[str]:
+        """HOST:PORT of the Prometheus endpoint, None without one."""
+        port = self._handle.metrics_port
+        return None if port is None else f"{self._host}:{port}"
 
     def stats(self) -> dict:
         """A storage unit's use: {"samples": ..., "bytes": ...}."""
@@ -264,6 +274,13 @@ class RayServices:
         import ray
 
         return ray.get(self.controller.endpoint.remote())
+
+    @property
+    def metrics_endpoint(self) -> Optional[str]:
+        """The controller's Prometheus endpoint (HOST:PORT), None without one."""
+        import ray
+
+        return ray.get(self.controller.metrics_endpoint.remote())
 
     def stop(self) -> None:
         """Stops the services and kills their actors (storage units first)."""
@@ -290,16 +307,20 @@ def _service_settings(config) -> tuple[dict, dict]:
 
 
 def start_ray_services(name: str = "seqflow", *, config=None, num_storage_units: int = 1,
-                       actor_options: Optional[dict[str, Any]] = None) -> RayServices:
+                       actor_options: Optional[dict[str, Any]] = None,
+                       metrics_port: Optional[int] = None) -> RayServices:
     """The controller and `num_storage_units` storage units as detached actors
     named NAME.controller and NAME.storage.I in the Ray namespace "seqflow",
     spread over the nodes; actors of these names that run already are reused.
     actor_options override the ray actor options (default: num_cpus=0,
-    SPREAD, detached)."""
+    SPREAD, detached). metrics_port: the controller serves Prometheus
+    metrics on its node's address at this port (0: any free port)."""
     ray = _import_ray()
     units = check_count(num_storage_units, "num_storage_units", minimum=1)
     controller_settings, storage_settings = _service_settings(config or {})
     controller_settings["storage_units"] = units
+    if metrics_port is not None:
+        controller_settings["metrics_port"] = check_count(metrics_port, "metrics_port", maximum=65535)
     options = dict(lifetime="detached", namespace=RAY_NAMESPACE, scheduling_strategy="SPREAD", num_cpus=0,
                    get_if_exists=True, **(actor_options or {}))
     actor_class = ray.remote(_ServiceActor)

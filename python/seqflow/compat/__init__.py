@@ -3,6 +3,27 @@ rewriting code.
 
 - ``install_as_transfer_queue()``: ``import transfer_queue`` (and its public
   submodules) then resolves to seqflow, with TransferQueue 0.1.11's
-  functions, classes and semantics.
+  functions, classes and semantics (``seqflow.compat.transfer_queue``).
 - ``seqflow.compat.verl``: verl 0.9.1's ``seqlen_balancing`` functions.
 """
+
+from __future__ import annotations
+
+import sys
+
+from seqflow.compat._module_alias import ModuleAlias
+
+_TRANSFER_QUEUE = ModuleAlias("transfer_queue", "seqflow.compat.transfer_queue")
+
+
+def install_as_transfer_queue() -> None:
+    """Makes ``import transfer_queue`` and ``import transfer_queue.<module>``
+    give seqflow's TransferQueue-compatible modules, in the style of
+    ``pymysql.install_as_MySQLdb()``. Call it once, before the program (or a
+    library such as verl) imports transfer_queue; calling it again does
+    nothing. A transfer_queue imported before the call is replaced for later
+    imports."""
+    _TRANSFER_QUEUE.install(sys.meta_path, sys.modules)
+
+
+__all__ = ["install_as_transfer_queue"]

@@ -1,0 +1,194 @@
+"""TransferQueue's client classes over a seqflow client.
+
+``TransferQueueClient`` has TransferQueue 0.1.11's synchronous methods and
+their ``async_`` twins; ``AsyncTransferQueueClient`` is the same class (the
+async methods are what its users await). Each call is one call of seqflow's
+client; where TransferQueue's results differ in type or error (status
+tensors, a missing key's ValueError, an absent partition) this layer gives
+TransferQueue's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from typing import Any, Callable, Optional
+
+from seqflow.batch_meta import BatchMeta
+
+
+def _torch_or_none(array):
+    import torch
+
+    return None if array is None else torch.as_tensor(array)
+
+
+def _keys_list(keys, name: str = "keys") -> list[str]:
+    if isinstance(keys, str):
+        return [keys]
+    if not isinstance(keys, list):
+        raise TypeError(f"Only string or list of strings are allowed as `{name}`, got {type(keys).__name__}")
+    if not keys:
+        raise ValueError(f"Received an empty list as `{name}`.")
+    if not all(isinstance(k, str) for k in keys):
+        raise TypeError(f"Not all elements in `{name}` are strings.")
+    return keys
+
+
+def _fields_all_have(meta: BatchMeta) -> list[str]:
+    """The fields every sample of meta holds (TransferQueue's KV metadata
+    names only those)."""
+    produced = meta.production_status
+    return [f for j, f in enumerate(meta.field_names) if produced[:, j].all()]
+
+
+def _parsed(data, data_parser: Optional[Callable]):
+    """TransferQueue's data_parser: it rewrites the batch's columns in place
+    (a plain dict of field -> batched values) before they are stored."""
+    if data_parser is None:
+        return data
+    columns = {name: data[name] for name in data.keys()}
+    for name, value in columns.items():
+        if getattr(value, "is_nested", False):
+            columns[name] = list(value.unbind())
+        elif hasattr(value, "tolist") and type(value).__name__ in ("NonTensorStack", "NonTensorData"):
+            columns[name] = value.tolist()
+    data_parser(columns)
+    return columns
+
+
+class TransferQueueClient:
+    """TransferQueue's client API on one seqflow client (``self.seqflow``)."""
+
+    def __init__(self, client_id: str = "", controller_info: Any = None, *, seqflow_client=None, **_ignored):
+        if seqflow_client is None:
+            from seqflow.client import Client
+
+            address = getattr(controller_info, "address", controller_info)
+            if not isinstance(address, str):
+                raise TypeError("controller_info must be a seqflow controller address (tcp://HOST:PORT), got "
+                                f"{controller_info!r}; or call transfer_queue.init() and get_client()")
+            seqflow_client = Client.remote(address)
+        self.client_id = client_id
+        self.seqflow = seqflow_client
+
+    def initialize_storage_manager(self, manager_type: str = "SimpleStorage", config: Any = None) -> None:
+        """seqflow's client finds the storage units through the controller."""
+
+    # ---- data -----------------------------------------------------------------
+    def get_meta(self, data_fields, batch_size: int, partition_id: str, mode: str = "fetch",
+                 task_name: Optional[str] = None, sampling_config: Optional[dict] = None, **kwargs) -> BatchMeta:
+        return self.seqflow.get_meta(data_fields, batch_size, partition_id, mode, task_name, sampling_config,
+                                     **kwargs)
+
+    def set_custom_meta(self, metadata: BatchMeta) -> None:
+        self.seqflow.set_custom_meta(metadata)
+
+    def put(self, data, metadata: Optional[BatchMeta] = None, partition_id: Optional[str] = None,
+            data_parser: Optional[Callable] = None) -> BatchMeta:
+        return self.seqflow.put(_parsed(data, data_parser), metadata=metadata, partition_id=partition_id)
+
+    def get_data(self, metadata: BatchMeta, **kwargs):
+        return self.seqflow.get_data(metadata, **kwargs)
+
+    def clear_partition(self, partition_id: str) -> None:
+        self.seqflow.clear_partition(partition_id)
+
+    def clear_samples(self, metadata: BatchMeta) -> None:
+        self.seqflow.clear_samples(metadata)
+
+    # ---- status -----------------------------------------------------------------
+    def get_consumption_status(self, task_name: str, partition_id: str):
+        """(global indexes, 1 where consumed) as torch tensors; (None, None)
+        for a partition that does not exist."""
+        indexes, consumed = self.seqflow.get_consumption_status(task_name, partition_id)
+        return _torch_or_none(indexes), _torch_or_none(consumed)
+
+    def get_production_status(self, data_fields, partition_id: str):
+        indexes, produced = self.seqflow.get_production_status(data_fields, partition_id)
+        return _torch_or_none(indexes), _torch_or_none(produced)
+
+    def check_consumption_status(self, task_name: str, partition_id: str) -> bool:
+        return bool(self.seqflow.check_consumption_status(task_name, partition_id))
+
+    def check_production_status(self, data_fields, partition_id: str) -> bool:
+        return bool(self.seqflow.check_production_status(data_fields, partition_id))
+
+    def reset_consumption(self, partition_id: str, task_name: Optional[str] = None) -> bool:
+        self.seqflow.reset_consumption(partition_id, task_name)
+        return True
+
+    def get_partition_list(self) -> list[str]:
+        return list(self.seqflow.get_partition_list())
+
+    # ---- key-value ------------------------------------------------------------
+    def kv_retrieve_meta(self, keys, partition_id: str, create: bool = False) -> BatchMeta:
+        """The samples of `keys`; create=True registers missing keys (no
+        fields yet), create=False leaves them out, as TransferQueue does."""
+        keys = _keys_list(keys)
+        native = self.seqflow._client
+        if create:
+            meta = BatchMeta._from_native(native.kv_put(partition_id, keys, None, []))
+        else:
+            known = {key for key, _ in native.kv_list(partition_id)} if partition_id in self.seqflow.get_partition_list() else set()
+            present = [k for k in keys if k in known]
+            if not present:
+                return BatchMeta.empty()
+            meta = BatchMeta._from_native(native.kv_meta(partition_id, present))
+        return meta.select_fields(_fields_all_have(meta))
+
+    def kv_retrieve_keys(self, global_indexes, partition_id: str) -> list[str]:
+        if isinstance(global_indexes, int) and not isinstance(global_indexes, bool):
+            global_indexes = [global_indexes]
+        elif isinstance(global_indexes, list):
+            if not global_indexes:
+                raise ValueError("Received an empty list as `global_indexes`.")
+            if not all(isinstance(i, int) and not isinstance(i, bool) for i in global_indexes):
+                raise TypeError("Not all elements in `global_indexes` are int.")
+        else:
+            raise TypeError("Only int or list of int are allowed as `global_indexes`.")
+        native = self.seqflow._client
+        every_key = [key for key, _ in native.kv_list(partition_id)] if (
+            partition_id in self.seqflow.get_partition_list()) else []
+        key_of = dict(zip(BatchMeta._from_native(native.kv_meta(partition_id, every_key)).global_indexes,
+                          every_key)) if every_key else {}
+        keys = [key_of.get(i) for i in global_indexes]
+        if any(k is None for k in keys):
+            raise RuntimeError(f"Some global_indexes of {global_indexes} have no corresponding keys in partition "
+                               f"{partition_id!r}")
+        return keys
+
+    def kv_list(self, partition_id: Optional[str] = None) -> dict[str, dict[str, Any]]:
+        return self.seqflow.kv_list(partition_id)
+
+    # ---- lifetime ---------------------------------------------------------------
+    def close(self) -> None:
+        self.seqflow.close()
+
+    def __repr__(self) -> str:
+        return f"TransferQueueClient(client_id={self.client_id!r}, seqflow={self.seqflow!r})"
+
+
+_ASYNC_TWINS = ("get_meta", "set_custom_meta", "put", "get_data", "clear_partition", "clear_samples",
+                "get_consumption_status", "get_production_status", "check_consumption_status",
+                "check_production_status", "reset_consumption", "get_partition_list", "kv_retrieve_meta",
+                "kv_retrieve_keys", "kv_list")
+
+
+def _async_twin(name: str):
+    sync = getattr(TransferQueueClient, name)
+
+    @functools.wraps(sync)
+    async def method(self, *args, **kwargs):
+        return await asyncio.to_thread(sync, self, *args, **kwargs)
+
+    method.__name__ = method.__qualname__ = f"async_{name}"
+    return method
+
+
+for _name in _ASYNC_TWINS:
+    setattr(TransferQueueClient, f"async_{_name}", _async_twin(_name))
+
+AsyncTransferQueueClient = TransferQueueClient
+
+__all__ = ["AsyncTransferQueueClient", "TransferQueueClient"]

@@ -1,0 +1,153 @@
+"""TransferQueue 0.1.11's module-level API (``transfer_queue.interface``):
+init / close / get_client, the key-value calls, checkpoints and the metrics
+endpoint, each with its ``async_`` twin; plus the client's data calls
+(put, get_meta, get_data, ...) at module level for convenience."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+from typing import Any, Callable, Optional
+
+from seqflow.batch_meta import KVBatchMeta
+from seqflow.compat.transfer_queue import _system
+from seqflow.compat.transfer_queue.client import TransferQueueClient, _keys_list
+
+_CLIENT: Optional[TransferQueueClient] = None
+_CLIENT_OF: Optional[_system.System] = None
+
+
+def init(conf=None):
+    """Joins the running system (any process of the job, e.g. a Ray worker or
+    a spawned process), else starts one from `conf` merged over
+    TransferQueue's defaults; the config key ``seqflow.mode`` picks where
+    (see seqflow.compat.transfer_queue._system). Returns the config."""
+    return _system.init(conf)
+
+
+def close() -> None:
+    """Closes this process's client; stops the system if this process
+    started it."""
+    global _CLIENT, _CLIENT_OF
+    _CLIENT = _CLIENT_OF = None
+    _system.close()
+
+
+def get_client() -> TransferQueueClient:
+    """This process's TransferQueueClient (init() first)."""
+    global _CLIENT, _CLIENT_OF
+    system = _system.require()
+    if _CLIENT_OF is not system:
+        _CLIENT, _CLIENT_OF = TransferQueueClient(f"TransferQueueClient_{os.getpid()}", seqflow_client=system.client), system
+    return _CLIENT
+
+
+def _seqflow():
+    return _system.require().client
+
+
+def get_metrics_endpoint() -> Optional[str]:
+    """HOST:PORT of the Prometheus endpoint (its metrics at
+    http://HOST:PORT/metrics), None when metrics are off."""
+    return _system.require().metrics_endpoint
+
+
+# ---- key-value ----------------------------------------------------------------
+def _parsed_fields(fields, data_parser: Optional[Callable]):
+    if data_parser is None or fields is None:
+        return fields
+    from seqflow.compat.transfer_queue.client import _parsed
+
+    return _parsed(fields, data_parser)
+
+
+def kv_put(key: str, partition_id: str, fields=None, tag: Optional[dict] = None,
+           data_parser: Optional[Callable] = None) -> KVBatchMeta:
+    if not isinstance(key, str):
+        raise TypeError(f"key must be a string, got {type(key).__name__}")
+    return _seqflow().kv_put(key, partition_id, _parsed_fields(fields, data_parser), tag)
+
+
+def kv_batch_put(keys: list, partition_id: str, fields=None, tags: Optional[list] = None,
+                 data_parser: Optional[Callable] = None) -> KVBatchMeta:
+    return _seqflow().kv_batch_put(_keys_list(keys), partition_id, _parsed_fields(fields, data_parser), tags)
+
+
+def kv_batch_get(keys, partition_id: str, select_fields=None):
+    """TransferQueue raises ValueError for a key the partition lacks."""
+    try:
+        return _seqflow().kv_batch_get(_keys_list(keys), partition_id, select_fields)
+    except KeyError as error:
+        raise ValueError(error.args[0] if error.args else str(error)) from error
+
+
+def kv_batch_get_by_meta(meta: KVBatchMeta, select_fields=None):
+    if select_fields is not None:
+        requested = [select_fields] if isinstance(select_fields, str) else list(select_fields)
+        unknown = [f for f in requested if meta.fields is not None and f not in meta.fields]
+        if unknown:
+            raise ValueError(f"select_fields {unknown} are not in the KVBatchMeta's fields {meta.fields}")
+    return kv_batch_get(meta.keys, meta.partition_id, meta.fields if select_fields is None else select_fields)
+
+
+def kv_list(partition_id: Optional[str] = None) -> dict:
+    return _seqflow().kv_list(partition_id)
+
+
+def kv_clear(keys, partition_id: str) -> None:
+    _seqflow().kv_clear(_keys_list(keys), partition_id)
+
+
+# ---- checkpoints ------------------------------------------------------------
+def save_checkpoint(checkpoint_dir, *, include_storage: bool = True, metadata: Optional[dict] = None) -> None:
+    """The whole system (controller, sampler state, storage) into
+    checkpoint_dir, replaced atomically, with the user's `metadata`.
+    include_storage=False is ignored, as TransferQueue ignores it for its
+    in-memory storage (skipping the data would lose it)."""
+    _seqflow().save_checkpoint(checkpoint_dir, metadata=metadata)
+
+
+def load_checkpoint(checkpoint_dir) -> None:
+    """Restores the system from checkpoint_dir; FileNotFoundError when it
+    does not exist."""
+    _seqflow().load_checkpoint(checkpoint_dir)
+
+
+# ---- the client's data calls at module level ---------------------------------------
+_CLIENT_CALLS = ("put", "get_meta", "get_data", "set_custom_meta", "clear_partition", "clear_samples",
+                 "reset_consumption", "get_consumption_status", "get_production_status",
+                 "check_consumption_status", "check_production_status", "get_partition_list")
+
+
+def _client_call(name: str):
+    method = getattr(TransferQueueClient, name)
+
+    @functools.wraps(method)
+    def call(*args, **kwargs):
+        return method(get_client(), *args, **kwargs)
+
+    call.__qualname__ = name
+    return call
+
+
+for _name in _CLIENT_CALLS:
+    globals()[_name] = _client_call(_name)
+
+
+# ---- async twins ------------------------------------------------------------
+def _async_twin(function):
+    @functools.wraps(function)
+    async def twin(*args, **kwargs):
+        return await asyncio.to_thread(function, *args, **kwargs)
+
+    twin.__name__ = twin.__qualname__ = f"async_{function.__name__}"
+    return twin
+
+
+_SYNC_CALLS = ("kv_put", "kv_batch_put", "kv_batch_get", "kv_batch_get_by_meta", "kv_list", "kv_clear",
+               "save_checkpoint", "load_checkpoint", *_CLIENT_CALLS)
+for _name in _SYNC_CALLS:
+    globals()[f"async_{_name}"] = _async_twin(globals()[_name])
+
+__all__ = ["init", "close", "get_client", "get_metrics_endpoint", *_SYNC_CALLS, *(f"async_{n}" for n in _SYNC_CALLS)]
