@@ -223,7 +223,9 @@ def _start_ray(ray, conf) -> System:
 
     units, per_unit = _storage_settings(conf)
     port = _metrics_port(conf)
-    settings = {"controller": {"sampler": _sampler_of(conf),
+    sampler = _sampler_of(conf)  # checked here; the actor gets a class or name when one was given
+    configured = config_get(conf, "controller.sampler", None)
+    settings = {"controller": {"sampler": configured if isinstance(configured, (str, type)) else sampler,
                                "polling_mode": bool(config_get(conf, "controller.polling_mode", False))},
                 "storage": {"max_samples": per_unit}}
     services = start_ray_services(SERVICES_NAME, config=settings, num_storage_units=units, metrics_port=port)

@@ -1,0 +1,245 @@
+"""seqflow.compat.install_as_transfer_queue(): TransferQueue 0.1.11's import
+names, its init/close/get_client life cycle in every mode (embedded, local
+services, Ray actors), joining from other processes, the metrics endpoint,
+the client's KV retrieval calls and bad configs."""
+
+from __future__ import annotations
+
+import ast
+import multiprocessing
+import sys
+import types
+import urllib.request
+import zipfile
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="the README's test command installs torch")
+from tensordict import TensorDict  # noqa: E402
+
+import seqflow.compat  # noqa: E402
+
+sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[2] / "tools"))
+import reference_peer  # noqa: E402
+
+seqflow.compat.install_as_transfer_queue()
+import transfer_queue as tq  # noqa: E402
+
+
+def wheel_source(path: str) -> str:
+    with zipfile.ZipFile(reference_peer.wheel_path()) as wheel:
+        return wheel.read(path).decode()
+
+
+def test_every_public_name_of_transfer_queue_exists():
+    tree = ast.parse(wheel_source("transfer_queue/__init__.py"))
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            names.update(alias.asname or alias.name for alias in node.names)
+    assert "kv_batch_put" in names and "StreamingDataset" in names  # the parse found TransferQueue's exports
+    missing = sorted(n for n in names if not hasattr(tq, n))
+    assert missing == []
+
+
+PUBLIC_MODULES = ("interface", "client", "metadata", "controller", "storage", "sampler", "sampler.base",
+                  "sampler.sequential_sampler", "sampler.grpo_group_n_sampler", "sampler.rank_aware_sampler",
+                  "sampler.seqlen_balanced_sampler", "dataloader", "dataloader.streaming_dataset",
+                  "dataloader.streaming_dataloader", "utils")
+
+
+PACKAGES = ("storage", "sampler", "dataloader", "utils")
+
+
+@pytest.mark.parametrize("module", PUBLIC_MODULES)
+def test_public_submodules_resolve_to_seqflow(module):
+    path = module.replace(".", "/") + ("/__init__" if module in PACKAGES else "")
+    wheel_source(f"transfer_queue/{path}.py")  # TransferQueue 0.1.11 has this module
+    imported = __import__(f"transfer_queue.{module}", fromlist=["_"])
+    assert imported.__name__ == f"seqflow.compat.transfer_queue.{module}"
+    assert sys.modules[f"transfer_queue.{module}"] is imported
+
+
+def test_classes_are_seqflows_own():
+    from transfer_queue.metadata import BatchMeta
+    from transfer_queue.sampler import SeqlenBalancedSampler
+
+    import seqflow
+
+    assert BatchMeta is seqflow.BatchMeta and SeqlenBalancedSampler is seqflow.SeqlenBalancedSampler
+
+
+def test_install_twice_and_over_a_foreign_module(monkeypatch):
+    foreign = types.ModuleType("transfer_queue.metadata")
+    monkeypatch.setitem(sys.modules, "transfer_queue.metadata", foreign)
+    seqflow.compat.install_as_transfer_queue()
+    seqflow.compat.install_as_transfer_queue()
+    finders = [f for f in sys.meta_path if type(f).__name__ == "ModuleAlias"]
+    assert len(finders) == 1
+    import transfer_queue.metadata as metadata
+
+    assert metadata is not foreign and metadata.BatchMeta is seqflow.BatchMeta
+
+
+def test_seqlen_balanced_functions_fail_an_assertion_on_bad_input():
+    from transfer_queue.sampler.seqlen_balanced_sampler import get_seqlen_balanced_partitions
+
+    reference = reference_peer.load()["get_seqlen_balanced_partitions"]
+    lengths = [5, 1, 4, 2, 9, 9, 3, 7]
+    assert get_seqlen_balanced_partitions(lengths, 2, True) == reference(lengths, 2, True)
+    with pytest.raises(AssertionError):
+        reference([1, 2], 3, False)
+    with pytest.raises(AssertionError, match="k_partitions"):
+        get_seqlen_balanced_partitions([1, 2], 3, False)
+
+
+# ---- life cycle in every mode ------------------------------------------------------
+def batch(n: int, start: int = 0) -> TensorDict:
+    return TensorDict({"x": torch.arange(start, start + 2 * n).reshape(n, 2)}, batch_size=n)
+
+
+@pytest.fixture
+def system(request):
+    mode = request.param
+    ray = None
+    if mode == "ray":
+        import ray
+
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    conf = tq.init({"controller": {"polling_mode": True}, "seqflow": {"mode": mode},
+                    "metrics": {"enabled": mode != "embedded"}})
+    try:
+        yield mode, conf
+    finally:
+        tq.close()
+        if ray is not None:
+            ray.shutdown()
+
+
+def consume_in_child(queue) -> None:
+    """A spawned process: init() with no config joins the parent's system."""
+    seqflow.compat.install_as_transfer_queue()
+    import transfer_queue
+
+    try:
+        transfer_queue.init()
+        client = transfer_queue.get_client()
+        meta = client.get_meta(["x"], 2, "p", task_name="child")
+        queue.put(("ok", client.get_data(meta)["x"].sum().item()))
+        transfer_queue.close()
+    except Exception as error:  # reported to the test, which asserts on it
+        queue.put((type(error).__name__, str(error)))
+
+
+def run_child() -> tuple:
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    child = context.Process(target=consume_in_child, args=(queue,))
+    child.start()
+    try:
+        return queue.get(timeout=120)
+    finally:
+        child.join(timeout=60)
+        if child.is_alive():
+            child.kill()
+
+
+@pytest.mark.parametrize("system", ["embedded", "local", "ray"], indirect=True)
+def test_life_cycle_and_joining(system):
+    mode, conf = system
+    client = tq.get_client()
+    assert tq.init() is not None and tq.get_client() is client  # init again: the same system
+    meta = client.put(batch(2), partition_id="p")
+    assert meta.size == 2
+    fetched = client.get_meta(["x"], 2, "p", task_name="parent")
+    assert client.get_data(fetched)["x"].tolist() == [[0, 1], [2, 3]]
+    outcome = run_child()
+    if mode == "embedded":
+        assert outcome[0] == "RuntimeError" and "embedded" in outcome[1]
+    else:
+        assert outcome == ("ok", 6)
+    if mode != "embedded":
+        endpoint = tq.get_metrics_endpoint()
+        with urllib.request.urlopen(f"http://{endpoint}/metrics", timeout=30) as reply:
+            assert b"seqflow_" in reply.read()
+    else:
+        assert tq.get_metrics_endpoint() is None
+
+
+def test_a_ray_worker_joins_and_the_config_actor_answers():
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        tq.init({"controller": {"polling_mode": True}})
+        tq.get_client().put(batch(2, 10), partition_id="p")
+
+        @ray.remote
+        def worker():
+            seqflow.compat.install_as_transfer_queue()
+            import transfer_queue
+
+            transfer_queue.init()
+            client = transfer_queue.get_client()
+            return client.get_data(client.get_meta(["x"], 2, "p", task_name="w"))["x"].sum().item()
+
+        assert ray.get(worker.remote(), timeout=120) == sum(range(10, 14))
+        actor = ray.get_actor("TransferQueueController", namespace="transfer_queue")
+        assert ray.get(actor.get_config.remote()).controller.address.startswith("tcp://")
+        tq.close()
+        with pytest.raises(ValueError):
+            ray.get_actor("TransferQueueController", namespace="transfer_queue")
+    finally:
+        tq.close()
+        ray.shutdown()
+
+
+def test_close_then_init_starts_a_new_system():
+    tq.init({"seqflow": {"mode": "local"}})
+    tq.get_client().put(batch(1), partition_id="gone")
+    tq.close()
+    with pytest.raises(RuntimeError, match="init"):
+        tq.get_client()
+    tq.init({"seqflow": {"mode": "local"}})
+    try:
+        assert tq.get_client().get_partition_list() == []
+    finally:
+        tq.close()
+
+
+# ---- KV retrieval calls (verl's bridge uses them) --------------------------------------
+@pytest.mark.parametrize("system", ["embedded", "local"], indirect=True)
+def test_kv_retrieve_meta_and_keys(system):
+    client = tq.get_client()
+    tq.kv_batch_put(["a", "b"], "kv", fields=TensorDict({"v": torch.ones(2, 3)}, batch_size=2))
+    meta = client.kv_retrieve_meta(["a", "missing", "b"], "kv")
+    assert meta.size == 2 and meta.field_names == ["v"]  # a missing key is left out
+    assert client.kv_retrieve_keys(list(meta.global_indexes), "kv") == ["a", "b"]
+    created = client.kv_retrieve_meta("c", "kv", create=True)
+    assert created.size == 1 and created.field_names == []
+    assert set(tq.kv_list("kv")["kv"]) == {"a", "b", "c"}
+    assert client.kv_retrieve_meta(["x"], "no_such_partition").size == 0
+    with pytest.raises(RuntimeError, match="no corresponding keys"):
+        client.kv_retrieve_keys([10_000], "kv")
+    with pytest.raises(TypeError):
+        client.kv_retrieve_meta(7, "kv")
+    with pytest.raises(ValueError, match="empty"):
+        client.kv_retrieve_keys([], "kv")
+
+
+# ---- bad configs ------------------------------------------------------------
+@pytest.mark.parametrize("conf, message", [
+    ({"seqflow": {"mode": "cloud"}}, "seqflow.mode"),
+    ({"controller": {"sampler": "NoSuchSampler"}}, "controller.sampler"),
+    ({"controller": {"sampler": 42}}, "controller.sampler"),
+    ({"backend": {"storage_backend": "Tape"}}, "backend.storage_backend"),
+    ({"backend": {"SimpleStorage": {"num_data_storage_units": 0}}}, "num_data_storage_units"),
+    ({"backend": {"SimpleStorage": {"total_storage_size": -5}}}, "total_storage_size"),
+    ({"metrics": {"enabled": True, "port": 70000}}, "metrics.port"),
+])
+def test_bad_config_names_the_key(conf, message):
+    conf = {"seqflow": {"mode": "local"}, **conf}
+    with pytest.raises(ValueError, match=message):
+        tq.init(conf)
+    with pytest.raises(RuntimeError):
+        tq.get_client()  # nothing was started
