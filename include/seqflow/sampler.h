@@ -32,11 +32,15 @@ class SampleInfo {
   // contiguity. Two samples are in one group iff their keys are equal.
   virtual std::string group_key(int64_t global_index, int64_t n) const = 0;
   virtual const nlohmann::json& custom_meta(int64_t global_index) const = 0;
+  // False when the caller has no per-sample metadata at all (TransferQueue's
+  // samplers called without a partition): samplers that balance
+  // total_lengths then split in order, equally, as TransferQueue does.
+  virtual bool has_lengths() const { return true; }
 };
 
 struct SampleRequest {
   std::span<const int64_t> ready;  // ready, not consumed by the task; oldest first
-  int64_t batch_size = 0;          // as the caller asked (per DP rank for DP-aware samplers)
+  int64_t batch_size = 0;          // >= 0, as the caller asked (per DP rank for DP-aware samplers)
   std::string partition_id;
   std::string task_name;
   SamplingConfig sampling;
@@ -56,7 +60,8 @@ class Sampler {
   virtual ~Sampler() = default;
   virtual std::string name() const = 0;
   // An empty `sampled` means "not enough ready yet": polling callers get an
-  // empty batch, blocking callers wait for more data.
+  // empty batch, blocking callers wait for more data. A negative batch_size
+  // is kInvalidArgument; batch_size 0 gives an empty answer.
   virtual SampleResult sample(const SampleRequest& request) = 0;
   // An answer already reserved for this caller: served even when too little is
   // ready now. Consumption was recorded when it was reserved.
@@ -86,7 +91,9 @@ std::shared_ptr<Sampler> make_sequential_sampler();
 std::shared_ptr<Sampler> make_grpo_group_n_sampler(int64_t n_samples_per_prompt);
 std::shared_ptr<Sampler> make_rank_aware_sampler();
 // batch_size is per DP rank. The first caller of a batch_index reserves the
-// whole global batch (every rank's share), so no sample reaches two ranks.
+// whole global batch (every rank's share) and marks it consumed, and later
+// global batches leave out shares not yet served, so no sample reaches two
+// ranks even when the caller marks only each rank's own share consumed.
 // algorithm: "auto" (balanced group counts, best of several partitioners) or
 // "kk" (exact TransferQueue behaviour).
 // default_length < 0: a sample without total_lengths is an error.

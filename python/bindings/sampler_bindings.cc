@@ -6,6 +6,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <unordered_map>
 
 #include "bindings/arrays.h"
@@ -21,9 +22,12 @@ namespace seqflow::bindings {
 
 namespace {
 
-// What a Python sampler may ask about samples, during its call only.
+// What a Python sampler may ask about samples, during its call only. Given
+// as `sample_info` and, for samplers written for TransferQueue, as
+// `partition` (its DataPartitionStatus: partition_id, get_custom_meta).
 struct SampleInfoHandle {
   const SampleInfo* info = nullptr;
+  std::string partition_id;
 
   const SampleInfo& get() const {
     if (info == nullptr) {
@@ -49,7 +53,8 @@ std::vector<int64_t> index_list(nb::handle value, const std::string& what) {
 }
 
 // A seqflow::Sampler that forwards to a Python object: sample(ready_indexes,
-// batch_size, **kwargs) -> (sampled, consumed) as in TransferQueue, and
+// batch_size, **kwargs) -> (sampled, consumed) as in TransferQueue (kwargs:
+// dp_rank, batch_index, task_name, partition_id, sample_info, partition), and
 // optionally reserved(), clear(), state(), restore().
 class PythonSampler final : public Sampler {
  public:
@@ -72,7 +77,7 @@ class PythonSampler final : public Sampler {
     return guarded("sample", [&] {
       nb::list ready;
       for (int64_t index : request.ready) ready.append(index);
-      nb::object info = nb::cast(SampleInfoHandle{request.info});
+      nb::object info = nb::cast(SampleInfoHandle{request.info, request.partition_id});
       struct Invalidate {
         nb::handle handle;
         ~Invalidate() { nb::inst_ptr<SampleInfoHandle>(handle)->info = nullptr; }
@@ -80,7 +85,7 @@ class PythonSampler final : public Sampler {
       nb::object result = target_.attr("sample")(
           ready, request.batch_size, "dp_rank"_a = request.sampling.dp_rank,
           "batch_index"_a = request.sampling.batch_index, "task_name"_a = request.task_name,
-          "partition_id"_a = request.partition_id, "sample_info"_a = info);
+          "partition_id"_a = request.partition_id, "sample_info"_a = info, "partition"_a = info);
       nb::tuple pair;
       if (!nb::try_cast(result, pair) || pair.size() != 2) {
         throw_invalid("sampler " + name_ + ".sample must return (sampled, consumed), got " +
@@ -152,13 +157,14 @@ class PythonSampler final : public Sampler {
 };
 
 // Custom metadata from a dict, for running a sampler outside a controller.
-// Groups without "group_id" are runs of n in the order of `ready`.
+// Groups without "group_id" are TransferQueue's: in the ready indexes sorted
+// ascending, each run of n consecutive indexes, taken greedily from the
+// smallest. lengths_known is false when the caller gave no metadata at all.
 class MapSampleInfo final : public SampleInfo {
  public:
-  MapSampleInfo(std::unordered_map<int64_t, nlohmann::json> meta, std::span<const int64_t> ready)
-      : meta_(std::move(meta)) {
-    for (size_t i = 0; i < ready.size(); ++i) position_.emplace(ready[i], i);
-  }
+  MapSampleInfo(std::unordered_map<int64_t, nlohmann::json> meta, std::span<const int64_t> ready,
+                bool lengths_known)
+      : meta_(std::move(meta)), ready_(ready.begin(), ready.end()), lengths_known_(lengths_known) {}
 
   std::optional<int64_t> length(int64_t global_index) const override {
     const nlohmann::json& meta = custom_meta(global_index);
@@ -170,9 +176,10 @@ class MapSampleInfo final : public SampleInfo {
   std::string group_key(int64_t global_index, int64_t n) const override {
     const nlohmann::json& meta = custom_meta(global_index);
     if (auto it = meta.find("group_id"); it != meta.end()) return "id:" + it->dump();
-    auto at = position_.find(global_index);
-    const size_t position = at == position_.end() ? 0 : at->second;
-    return "run:" + std::to_string(position / static_cast<size_t>(std::max<int64_t>(n, 1)));
+    if (n != runs_of_n_) find_runs(n);
+    auto run = run_of_.find(global_index);
+    return run == run_of_.end() ? "alone:" + std::to_string(global_index)
+                                : "run:" + std::to_string(run->second);
   }
 
   const nlohmann::json& custom_meta(int64_t global_index) const override {
@@ -181,9 +188,37 @@ class MapSampleInfo final : public SampleInfo {
     return it == meta_.end() ? kEmpty : it->second;
   }
 
+  bool has_lengths() const override { return lengths_known_; }
+
  private:
+  // TransferQueue's scan: slide over the sorted indexes; a window of n
+  // consecutive values is a group and the scan jumps past it.
+  void find_runs(int64_t n) const {
+    std::vector<int64_t> sorted;
+    for (int64_t index : ready_) {
+      if (!custom_meta(index).contains("group_id")) sorted.push_back(index);
+    }
+    std::sort(sorted.begin(), sorted.end());
+    run_of_.clear();
+    runs_of_n_ = n;
+    const auto size = static_cast<int64_t>(sorted.size());
+    for (int64_t i = 0; i + n <= size;) {
+      bool consecutive = true;
+      for (int64_t j = i; j + 1 < i + n && consecutive; ++j) consecutive = sorted[j + 1] - sorted[j] == 1;
+      if (!consecutive) {
+        ++i;
+        continue;
+      }
+      for (int64_t j = i; j < i + n; ++j) run_of_.emplace(sorted[j], i);
+      i += n;
+    }
+  }
+
   std::unordered_map<int64_t, nlohmann::json> meta_;
-  std::unordered_map<int64_t, size_t> position_;
+  std::vector<int64_t> ready_;
+  bool lengths_known_;
+  mutable int64_t runs_of_n_ = 0;
+  mutable std::unordered_map<int64_t, int64_t> run_of_;
 };
 
 }  // namespace
@@ -191,6 +226,15 @@ class MapSampleInfo final : public SampleInfo {
 void bind_samplers(nb::module_ m) {
   nb::class_<Sampler>(m, "Sampler", "A C++ sampler, shared by the clients it is given to.")
       .def_prop_ro("name", &Sampler::name)
+      .def("state", [](const Sampler& s) { return from_json(s.state()); },
+           "The state kept in checkpoints (reservations of DP ranks), as JSON-like values.")
+      .def("restore", [](Sampler& s, nb::handle state) { s.restore(to_json(state, "sampler state")); }, "state"_a)
+      .def(
+          "clear",
+          [](Sampler& s, const std::string& partition_id, std::optional<std::string> task_name) {
+            s.clear(partition_id, task_name ? &*task_name : nullptr);
+          },
+          "partition_id"_a, "task_name"_a = nb::none(), "Forgets the state of a partition, or of one task in it.")
       .def("__repr__", [](const Sampler& s) { return "<seqflow sampler " + s.name() + ">"; });
 
   nb::class_<SampleInfoHandle>(m, "SampleInfo",
@@ -200,7 +244,21 @@ void bind_samplers(nb::module_ m) {
       .def("group_key", [](const SampleInfoHandle& h, int64_t gi, int64_t n) { return h.get().group_key(gi, n); },
            "global_index"_a, "n"_a, "the sample's prompt group for groups of n")
       .def("custom_meta", [](const SampleInfoHandle& h, int64_t gi) { return from_json(h.get().custom_meta(gi)); },
-           "global_index"_a);
+           "global_index"_a)
+      .def_ro("partition_id", &SampleInfoHandle::partition_id)
+      .def(
+          "get_custom_meta",
+          [](const SampleInfoHandle& h, const std::vector<int64_t>& global_indexes) {
+            nb::dict found;
+            for (int64_t gi : global_indexes) {
+              const nlohmann::json& meta = h.get().custom_meta(gi);
+              if (!meta.empty()) found[nb::int_(gi)] = from_json(meta);
+            }
+            return found;
+          },
+          "global_indexes"_a,
+          "TransferQueue's DataPartitionStatus.get_custom_meta: {global_index: custom_meta} of the samples "
+          "that have any.");
 
   m.def("sequential_sampler", &make_sequential_sampler);
   m.def("grpo_group_n_sampler", &make_grpo_group_n_sampler, "n_samples_per_prompt"_a);
@@ -221,12 +279,13 @@ void bind_samplers(nb::module_ m) {
   m.def(
       "run_sampler",
       [](Sampler& sampler, const Int64Input& ready, int64_t batch_size, const std::string& partition_id,
-         const std::string& task_name, int64_t dp_rank, int64_t batch_index, nb::dict custom_meta) {
+         const std::string& task_name, int64_t dp_rank, int64_t batch_index, nb::dict custom_meta,
+         bool lengths_known) {
         std::unordered_map<int64_t, nlohmann::json> meta;
         for (auto [key, value] : custom_meta) {
           meta.emplace(nb::cast<int64_t>(key), to_json(value, "custom_meta[" + std::string(nb::str(key).c_str()) + "]"));
         }
-        MapSampleInfo info(std::move(meta), as_span(ready));
+        MapSampleInfo info(std::move(meta), as_span(ready), lengths_known);
         SampleRequest request;
         request.ready = as_span(ready);
         request.batch_size = batch_size;
@@ -238,8 +297,9 @@ void bind_samplers(nb::module_ m) {
         return nb::make_tuple(to_numpy(std::move(result.sampled)), to_numpy(std::move(result.consumed)));
       },
       "sampler"_a, "ready"_a, "batch_size"_a, "partition_id"_a, "task_name"_a, "dp_rank"_a, "batch_index"_a,
-      "custom_meta"_a,
-      "Runs a sampler outside any controller (for tests and tools); custom_meta maps global index to dict.");
+      "custom_meta"_a, "lengths_known"_a,
+      "Runs a sampler outside any controller (for tests and tools); custom_meta maps global index to dict;\n"
+      "lengths_known false: the caller has no metadata (balancing samplers split in order).");
 }
 
 }  // namespace seqflow::bindings

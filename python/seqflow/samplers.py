@@ -4,16 +4,31 @@ The built-in samplers are the C++ ones (they run inside the controller, under
 its lock, without Python). A Python subclass of BaseSampler works too, as in
 TransferQueue: implement ``sample(ready_indexes, batch_size, **kwargs) ->
 (sampled, consumed)``. The keyword arguments are ``dp_rank``, ``batch_index``,
-``task_name``, ``partition_id`` and ``sample_info`` (read custom metadata:
-``sample_info.custom_meta(gi)``, ``sample_info.length(gi)``,
-``sample_info.group_key(gi, n)``; valid during the call only). Optional hooks:
+``task_name``, ``partition_id``, ``partition`` and ``sample_info`` (the same
+object, valid during the call only: ``partition.get_custom_meta(indexes)`` as
+TransferQueue's DataPartitionStatus, ``sample_info.custom_meta(gi)``,
+``sample_info.length(gi)``, ``sample_info.group_key(gi, n)``). Optional hooks:
 ``reserved(partition_id, task_name, sampling_config)`` returns an answer kept
-for that caller (or None), ``clear(partition_id, task_name)`` forgets state,
-``state()`` / ``restore(state)`` take part in checkpoints (JSON-like values).
+for that caller (or None; by default the answer cached in ``_states`` the way
+TransferQueue's samplers cache it), ``clear(partition_id, task_name)`` forgets
+state, ``state()`` / ``restore(state)`` take part in checkpoints (JSON-like
+values).
+
+Called directly (``sampler.sample(ready, batch_size, **kwargs)`` or
+``sampler(...)``), the built-in samplers answer as TransferQueue 0.1.11's do:
+``consumed`` is ``sampled``; GRPOGroupNSampler and SeqlenBalancedSampler sort
+the ready indexes and, for samples without ``custom_meta["group_id"]``, take
+runs of n consecutive global indexes as groups; SeqlenBalancedSampler reads
+``total_lengths`` through ``partition.get_custom_meta`` (or ``custom_meta=``,
+a dict of global index to dict) and, given neither, splits equally in order.
+One difference is deliberate: SeqlenBalancedSampler leaves the shares it
+reserved for ranks not served yet out of later batches, so no sample reaches
+two ranks (TransferQueue's hands them out again).
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Any, Optional
 
 import numpy as np
@@ -36,25 +51,59 @@ __all__ = [
 
 def _positive(name: str, value) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        raise ValueError(f"{name} must be positive, got {value!r}")
     return int(value)
 
 
-class BaseSampler:
-    """Base of all samplers. Subclass it and implement sample()."""
+def _cached_answer(value) -> Optional[list[int]]:
+    """The sampled indexes of a cached `_states` entry: a list of indexes, or
+    a (sampled, consumed) pair as TransferQueue's samplers store them."""
+    if isinstance(value, tuple) and len(value) == 2:
+        value = value[0]
+    if isinstance(value, list) and all(isinstance(i, (int, np.integer)) for i in value):
+        return [int(i) for i in value]
+    return None
+
+
+class BaseSampler(ABC):
+    """Base of all samplers: subclass it and implement sample(). Abstract, as
+    TransferQueue's: BaseSampler() raises TypeError."""
 
     def __init__(self):
+        # TransferQueue's cache layout: _states[partition_id][task_name][dp_rank][batch_index].
         self._states: dict[Any, Any] = {}
 
+    @abstractmethod
     def sample(self, ready_indexes, batch_size: int, *args, **kwargs) -> tuple[list[int], list[int]]:
+        """(sampled, consumed): the samples handed to this caller and those to
+        mark consumed for the task."""
         raise NotImplementedError("Subclasses must implement sample")
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args, **kwargs) -> tuple[list[int], list[int]]:
         return self.sample(*args, **kwargs)
 
+    def has_cached_result(self, partition_id: str, task_name: str,
+                          sampling_config: Optional[dict] = None) -> bool:
+        """TransferQueue's check: `_states` holds an answer for this caller's
+        (dp_rank, batch_index)."""
+        return self._cached(partition_id, task_name, sampling_config or {}) is not None
+
     def reserved(self, partition_id: str, task_name: str, sampling_config: dict) -> Optional[list[int]]:
-        """An answer already kept for this caller, served even when too little is ready."""
-        return None
+        """An answer already kept for this caller, served even when too little
+        is ready (and not consumed again). By default the answer cached in
+        `_states`, so samplers written for TransferQueue work unchanged."""
+        return self._cached(partition_id, task_name, sampling_config)
+
+    def _cached(self, partition_id: str, task_name: str, sampling_config: dict) -> Optional[list[int]]:
+        dp_rank = sampling_config.get("dp_rank")
+        if dp_rank is None:
+            return None
+        by_task = self._states.get(partition_id) if isinstance(self._states, dict) else None
+        by_rank = by_task.get(task_name) if isinstance(by_task, dict) else None
+        by_batch = by_rank.get(dp_rank) if isinstance(by_rank, dict) else None
+        if not isinstance(by_batch, dict) or sampling_config.get("batch_index") not in by_batch:
+            return None
+        return _cached_answer(by_batch[sampling_config.get("batch_index")])
 
     def clear(self, partition_id: str, task_name: Optional[str] = None) -> None:
         """Forgets the state of a partition (or of one task in it)."""
@@ -73,54 +122,131 @@ class BaseSampler:
     def restore(self, state) -> None:
         pass
 
+    def save_checkpoint(self) -> dict:
+        """TransferQueue's checkpoint hook: the cached answers."""
+        return {"_states": self._states}
+
+    def load_checkpoint(self, state: dict) -> None:
+        self._states = state["_states"]
+
     def _native_handle(self):
         """The C++ sampler the controller calls."""
         return _native.python_sampler(self)
 
 
+def _builtin(sample):
+    """Marks a built-in sample(): a subclass that overrides it runs as a
+    Python sampler."""
+    sample._seqflow_builtin = True
+    return sample
+
+
 class _NativeSampler(BaseSampler):
-    """A built-in sampler: a handle to the C++ implementation."""
+    """A built-in sampler: a handle to the C++ implementation. Its `_states`
+    is a read-only view of the C++ reservations in TransferQueue's layout."""
+
+    # Sort the ready indexes of a direct call, as TransferQueue's group samplers do.
+    _sorts_ready = False
 
     def __init__(self, native):
-        super().__init__()
+        # No BaseSampler.__init__: `_states` is the C++ state, not a dict of ours.
         self._native = native
 
     def _native_handle(self):
-        return self._native
+        if getattr(type(self).sample, "_seqflow_builtin", False):
+            return self._native
+        return _native.python_sampler(self)  # a Python subclass overrides sample()
 
     @property
     def name(self) -> str:
         return self._native.name
 
-    def sample(self, ready_indexes, batch_size: int, *args, partition_id: str = "", task_name: str = "",
-               dp_rank: int = 0, batch_index: int = 0, custom_meta: Optional[dict] = None, **kwargs):
-        """Runs the sampler outside any client (for tests and tools): custom_meta
-        maps global index to its dict. Do not call it while a client uses this
-        sampler."""
-        ready = as_int64_array(list(ready_indexes) if not isinstance(ready_indexes, np.ndarray) else ready_indexes,
-                               "ready_indexes")
-        sampled, consumed = _native.run_sampler(self._native, ready, int(batch_size), partition_id, task_name,
-                                                int(dp_rank), int(batch_index), dict(custom_meta or {}))
-        return sampled.tolist(), consumed.tolist()
+    @property
+    def _states(self) -> dict:
+        states: dict = {}
+        for batch in self._native.state().get("reservations", []):
+            by_rank = states.setdefault(batch["partition_id"], {}).setdefault(batch["task_name"], {})
+            for share in batch["ranks"]:
+                samples = list(share["samples"])
+                by_rank.setdefault(share["dp_rank"], {})[batch["batch_index"]] = self._cache_entry(samples)
+        return states
+
+    @staticmethod
+    def _cache_entry(samples: list[int]):
+        return samples, list(samples)
+
+    def clear(self, partition_id: str, task_name: Optional[str] = None) -> None:
+        self._native.clear(partition_id, task_name)
+
+    def state(self):
+        return self._native.state()
+
+    def restore(self, state) -> None:
+        self._native.restore(state)
+
+    def save_checkpoint(self) -> dict:
+        return {"state": self._native.state()}
+
+    def load_checkpoint(self, state: dict) -> None:
+        self._native.restore(state["state"])
+
+    def _run(self, ready_indexes, batch_size: int, partition_id: str, task_name: str, dp_rank, batch_index,
+             partition, custom_meta: Optional[dict]) -> tuple[list[int], list[int]]:
+        """One direct call of the C++ sampler. Do not make it while a client
+        uses this sampler."""
+        ready = as_int64_array(ready_indexes, "ready_indexes")
+        if self._sorts_ready:
+            ready = np.sort(ready)
+        lengths_known = partition is not None or custom_meta is not None
+        meta = dict(custom_meta or {})
+        if partition is not None:
+            meta.update(partition.get_custom_meta(ready.tolist()))
+        sampled, _ = _native.run_sampler(self._native, ready, int(batch_size), str(partition_id), str(task_name),
+                                         int(dp_rank or 0), int(batch_index or 0), meta, lengths_known)
+        sampled = sampled.tolist()
+        return sampled, list(sampled)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
 
 
 class SequentialSampler(_NativeSampler):
-    """The first batch_size ready samples, oldest first."""
+    """The first batch_size ready samples, oldest first. Through a client it
+    waits for a whole batch; called directly it slices as TransferQueue's
+    does (fewer when fewer are ready)."""
 
     def __init__(self):
         super().__init__(_native.sequential_sampler())
 
+    @_builtin
+    def sample(self, ready_indexes, batch_size: int, *args, **kwargs) -> tuple[list[int], list[int]]:
+        # TransferQueue's slice, negative batch_size included (it counts from the end).
+        sampled = [int(i) for i in list(ready_indexes)[:batch_size]]
+        return sampled, list(sampled)
+
+    @staticmethod
+    def _cache_entry(samples: list[int]):
+        return samples
+
 
 class GRPOGroupNSampler(_NativeSampler):
-    """Whole prompt groups of n_samples_per_prompt only (groups by
-    custom_meta["group_id"] or by put call, never by index contiguity)."""
+    """Whole prompt groups of n_samples_per_prompt only. Through a client,
+    groups are custom_meta["group_id"] or runs of n within one put, never
+    index contiguity; called directly, runs of n consecutive global indexes
+    (TransferQueue's rule) unless custom_meta gives group_id."""
 
-    def __init__(self, n_samples_per_prompt: int):
+    _sorts_ready = True
+
+    def __init__(self, n_samples_per_prompt: int = 1):
         self.n_samples_per_prompt = _positive("n_samples_per_prompt", n_samples_per_prompt)
         super().__init__(_native.grpo_group_n_sampler(self.n_samples_per_prompt))
+
+    @_builtin
+    def sample(self, ready_indexes, batch_size: int, task_name: str = "", partition_id: str = "", *args,
+               dp_rank: Optional[int] = None, batch_index: Optional[int] = None, partition=None,
+               custom_meta: Optional[dict] = None, **kwargs) -> tuple[list[int], list[int]]:
+        return self._run(ready_indexes, batch_size, partition_id, task_name, dp_rank, batch_index, partition,
+                         custom_meta)
 
 
 class RankAwareSampler(_NativeSampler):
@@ -130,11 +256,25 @@ class RankAwareSampler(_NativeSampler):
     def __init__(self):
         super().__init__(_native.rank_aware_sampler())
 
+    @_builtin
+    def sample(self, ready_indexes, batch_size: int, dp_rank: int = 0, batch_index: int = 0, task_name: str = "",
+               partition_id: str = "", *args, partition=None, custom_meta: Optional[dict] = None,
+               **kwargs) -> tuple[list[int], list[int]]:
+        return self._run(ready_indexes, batch_size, partition_id, task_name, dp_rank, batch_index, partition,
+                         custom_meta)
 
-class SeqlenBalancedSampler(_NativeSampler):
+    @staticmethod
+    def _cache_entry(samples: list[int]):
+        return samples
+
+
+class SeqlenBalancedSampler(GRPOGroupNSampler):
     """Per DP rank batch_size; the first call for a batch_index reserves the
     whole global batch (whole groups), balances custom_meta["total_lengths"]
-    over dp_size ranks and answers every rank from that reservation."""
+    over dp_size ranks and answers every rank from that reservation.
+    algorithm "kk" splits exactly as TransferQueue does; "auto" (default)
+    balances better. default_length stands in for a missing total_lengths
+    (None: a missing one is an error)."""
 
     def __init__(self, n_samples_per_prompt: int = 1, dp_size: int = 1, algorithm: str = "auto",
                  default_length: Optional[int] = None):
@@ -142,13 +282,35 @@ class SeqlenBalancedSampler(_NativeSampler):
         self.dp_size = _positive("dp_size", dp_size)
         self.algorithm = algorithm
         self.default_length = default_length
-        super().__init__(_native.seqlen_balanced_sampler(self.n_samples_per_prompt, self.dp_size, algorithm,
-                                                         -1 if default_length is None else int(default_length)))
+        _NativeSampler.__init__(self, _native.seqlen_balanced_sampler(
+            self.n_samples_per_prompt, self.dp_size, algorithm, -1 if default_length is None else int(default_length)))
+
+    @_builtin
+    def sample(self, ready_indexes, batch_size: int, task_name: str = "", partition_id: str = "", *args,
+               dp_rank: Optional[int] = None, batch_index: Optional[int] = None, partition=None,
+               custom_meta: Optional[dict] = None, **kwargs) -> tuple[list[int], list[int]]:
+        if dp_rank is not None and dp_rank >= self.dp_size:
+            return [], []  # TransferQueue's answer for a rank past dp_size
+        return self._run(ready_indexes, batch_size, partition_id, task_name, dp_rank, batch_index, partition,
+                         custom_meta)
+
+    @property
+    def _balanced_cache(self) -> dict:
+        """TransferQueue's view of the reservations: {(partition_id,
+        task_name, batch_index): [samples of rank 0, rank 1, ...]}."""
+        cache = {}
+        for batch in self._native.state().get("reservations", []):
+            ranks = sorted(batch["ranks"], key=lambda share: share["dp_rank"])
+            cache[(batch["partition_id"], batch["task_name"], batch["batch_index"])] = [
+                list(share["samples"]) for share in ranks]
+        return cache
 
 
 class TokenBudgetSampler(_NativeSampler):
     """Fills each rank's batch up to max_tokens (sum of total_lengths), whole
     groups, balanced over dp_size ranks."""
+
+    _sorts_ready = True
 
     def __init__(self, max_tokens: int, n_samples_per_prompt: int = 1, dp_size: int = 1,
                  default_length: Optional[int] = None):
@@ -158,6 +320,13 @@ class TokenBudgetSampler(_NativeSampler):
         self.default_length = default_length
         super().__init__(_native.token_budget_sampler(self.max_tokens, self.n_samples_per_prompt, self.dp_size,
                                                       -1 if default_length is None else int(default_length)))
+
+    @_builtin
+    def sample(self, ready_indexes, batch_size: int, *args, partition_id: str = "", task_name: str = "",
+               dp_rank: int = 0, batch_index: int = 0, partition=None, custom_meta: Optional[dict] = None,
+               **kwargs) -> tuple[list[int], list[int]]:
+        return self._run(ready_indexes, batch_size, partition_id, task_name, dp_rank, batch_index, partition,
+                         custom_meta)
 
 
 _BY_NAME = {

@@ -58,8 +58,8 @@ def test_rank_aware_sampler_same_answer_for_the_same_rank_and_batch():
     a = client.get_meta(["x"], 2, "p", task_name="t", sampling_config={"dp_rank": 0, "batch_index": 0}, polling=True)
     b = client.get_meta(["x"], 2, "p", task_name="t", sampling_config={"dp_rank": 0, "batch_index": 0}, polling=True)
     c = client.get_meta(["x"], 2, "p", task_name="t", sampling_config={"dp_rank": 1, "batch_index": 0}, polling=True)
-    assert a.global_indexes.tolist() == b.global_indexes.tolist()
-    assert not set(a.global_indexes.tolist()) & set(c.global_indexes.tolist())
+    assert list(a.global_indexes) == list(b.global_indexes)
+    assert not set(list(a.global_indexes)) & set(list(c.global_indexes))
 
 
 def test_seqlen_balanced_has_no_transferqueue_duplicates():
@@ -75,7 +75,7 @@ def test_seqlen_balanced_has_no_transferqueue_duplicates():
         meta = client.get_meta(["x"], batch, "p", task_name="t",
                                sampling_config={"dp_rank": rank, "batch_index": index}, polling=True)
         assert meta.size == batch, (rank, index)
-        for gi in meta.global_indexes.tolist():
+        for gi in list(meta.global_indexes):
             assert gi not in owner, f"sample {gi} went to {owner[gi]} and to {(rank, index)}"
             owner[gi] = (rank, index)
         # whole groups on one rank
@@ -141,7 +141,7 @@ def test_python_sampler_subclass():
     # The reserved answer is served again to the same caller.
     again = client.get_meta(["x"], 2, "p", task_name="t", sampling_config={"dp_rank": 1, "batch_index": 3},
                             polling=True)
-    assert again.global_indexes.tolist() == meta.global_indexes.tolist()
+    assert list(again.global_indexes) == list(meta.global_indexes)
     # Too few left: empty in polling mode.
     assert client.get_meta(["x"], 2, "p", task_name="t", sampling_config={"batch_index": 4}, polling=True).size == 0
     # The sample_info handle is dead after the call.
@@ -190,7 +190,7 @@ def test_python_sampler_under_concurrent_fetches_from_threads():
             if meta.size == 0:
                 return
             with lock:
-                got.extend(meta.global_indexes.tolist())
+                got.extend(list(meta.global_indexes))
 
     threads = [threading.Thread(target=worker) for _ in range(4)]
     for t in threads:

@@ -1,5 +1,7 @@
 #include "core/samplers/global_batch_sampler.h"
 
+#include <unordered_set>
+
 #include "core/samplers/group_selection.h"
 #include "seqflow/error.h"
 
@@ -20,22 +22,34 @@ std::optional<std::vector<int64_t>> GlobalBatchSampler::reserved(const std::stri
                                                                  const std::string& task_name,
                                                                  const SamplingConfig& sampling) {
   check_rank(sampling.dp_rank);
-  return book_.find(partition_id, task_name, sampling.batch_index, sampling.dp_rank);
+  return book_.take(partition_id, task_name, sampling.batch_index, sampling.dp_rank);
 }
 
 SampleResult GlobalBatchSampler::sample(const SampleRequest& request) {
+  check_batch_size(request.batch_size);
   SampleResult result;
   if (auto answer = reserved(request.partition_id, request.task_name, request.sampling)) {
     result.sampled = std::move(*answer);
     return result;
   }
   if (request.info == nullptr) throw Error(ErrorCode::kInternal, "sampler called without SampleInfo");
-  std::optional<RankSplit> split = plan(request);
+  if (request.batch_size == 0) return result;
+  const std::unordered_set<int64_t> unserved = book_.unserved(request.partition_id, request.task_name);
+  std::vector<int64_t> available;
+  SampleRequest fresh = request;
+  if (!unserved.empty()) {
+    for (int64_t index : request.ready) {
+      if (unserved.count(index) == 0) available.push_back(index);
+    }
+    fresh.ready = available;
+  }
+  std::optional<RankSplit> split = plan(fresh);
   if (!split) return result;
   for (int64_t rank = 0; rank < dp_size_; ++rank) {
     const auto& share = split->ranks[static_cast<size_t>(rank)];
     result.consumed.insert(result.consumed.end(), share.begin(), share.end());
-    book_.put(request.partition_id, request.task_name, request.sampling.batch_index, rank, share);
+    book_.put(request.partition_id, request.task_name, request.sampling.batch_index, rank, share,
+              rank == request.sampling.dp_rank);
   }
   result.sampled = split->ranks[static_cast<size_t>(request.sampling.dp_rank)];
   return result;

@@ -3,6 +3,9 @@
 // (partition, task, batch_index) computes it, and the WHOLE batch is marked
 // consumed then, so no sample can reach two ranks, whatever order the ranks
 // ask in. Every rank's share is reserved; later callers get theirs from it.
+// Shares not served yet are also left out of later global batches: callers
+// that mark only each rank's own share consumed (TransferQueue's contract
+// for samplers called directly) cannot hand them out twice either.
 #pragma once
 
 #include <cstdint>

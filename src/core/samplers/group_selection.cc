@@ -9,7 +9,11 @@
 namespace seqflow::samplers {
 
 void check_positive(int64_t value, const char* parameter) {
-  if (value < 1) throw_invalid(std::string(parameter) + " must be >= 1, got " + std::to_string(value));
+  if (value < 1) throw_invalid(std::string(parameter) + " must be positive, got " + std::to_string(value));
+}
+
+void check_batch_size(int64_t batch_size) {
+  if (batch_size < 0) throw_invalid("batch_size must be >= 0, got " + std::to_string(batch_size));
 }
 
 void for_each_complete_group(std::span<const int64_t> ready, int64_t n, const SampleInfo* info,

@@ -16,7 +16,10 @@ namespace seqflow::samplers {
 void for_each_complete_group(std::span<const int64_t> ready, int64_t n, const SampleInfo* info,
                              const std::function<bool(std::span<const int64_t>)>& take);
 
-// Throws kInvalidArgument unless value >= 1.
+// Throws kInvalidArgument unless value >= 1 ("<parameter> must be positive,
+// got <value>", TransferQueue's wording).
 void check_positive(int64_t value, const char* parameter);
+// Throws kInvalidArgument naming the value when batch_size < 0.
+void check_batch_size(int64_t batch_size);
 
 }  // namespace seqflow::samplers

@@ -17,11 +17,14 @@ class GRPOGroupNSampler final : public Sampler {
   bool prefix_stable() const override { return true; }
 
   SampleResult sample(const SampleRequest& request) override {
+    samplers::check_batch_size(request.batch_size);
     if (request.batch_size % n_ != 0) {
       throw_invalid("batch_size (" + std::to_string(request.batch_size) +
                     ") must be a multiple of n_samples_per_prompt (" + std::to_string(n_) + ")");
     }
     const int64_t wanted = request.batch_size / n_;
+    SampleResult result;
+    if (wanted == 0) return result;
     std::vector<int64_t> picked;
     int64_t groups = 0;
     samplers::for_each_complete_group(request.ready, n_, request.info,
@@ -29,7 +32,6 @@ class GRPOGroupNSampler final : public Sampler {
                                         picked.insert(picked.end(), group.begin(), group.end());
                                         return ++groups < wanted;
                                       });
-    SampleResult result;
     if (groups < wanted) return result;
     result.sampled = std::move(picked);
     result.consumed = result.sampled;

@@ -2,7 +2,9 @@
 // oldest batch_size ready samples; every later caller with the same pair
 // (the other TP/PP ranks of that DP replica) gets the same samples.
 // Different dp_ranks get disjoint samples because taking consumes them.
+#include "core/samplers/group_selection.h"
 #include "core/samplers/reservation_book.h"
+#include "seqflow/error.h"
 #include "seqflow/sampler.h"
 
 namespace seqflow {
@@ -20,6 +22,11 @@ class RankAwareSampler final : public Sampler {
   }
 
   SampleResult sample(const SampleRequest& request) override {
+    samplers::check_batch_size(request.batch_size);
+    if (request.sampling.dp_rank < 0) {  // TransferQueue's wording
+      throw_invalid("dp_rank " + std::to_string(request.sampling.dp_rank) +
+                    " must be greater than or equal to 0");
+    }
     SampleResult result;
     if (auto answer = reserved(request.partition_id, request.task_name, request.sampling)) {
       result.sampled = std::move(*answer);  // consumed when it was reserved

@@ -24,14 +24,38 @@ int64_t sample_length(const SampleInfo& info, int64_t global_index, int64_t defa
                 "' has no custom_meta total_lengths (set it, or give default_length >= 0)");
 }
 
-RankSplit split_groups(const std::vector<std::vector<int64_t>>& groups,
-                       const std::vector<std::vector<int64_t>>& lengths, int64_t dp_size,
-                       SplitAlgorithm algorithm) {
-  const auto group_count = static_cast<int64_t>(groups.size());
+namespace {
+
+void check_enough_groups(int64_t group_count, int64_t dp_size) {
   if (group_count < dp_size) {
     throw_invalid("cannot split " + std::to_string(group_count) + " groups over dp_size " +
                   std::to_string(dp_size) + " ranks");
   }
+}
+
+}  // namespace
+
+RankSplit split_groups_in_order(const std::vector<std::vector<int64_t>>& groups, int64_t dp_size) {
+  const auto group_count = static_cast<int64_t>(groups.size());
+  check_enough_groups(group_count, dp_size);
+  RankSplit split;
+  split.ranks.resize(static_cast<size_t>(dp_size));
+  split.tokens.assign(static_cast<size_t>(dp_size), 0);
+  for (int64_t g = 0; g < group_count; ++g) {
+    // Rank r takes groups [r * count / dp_size, (r + 1) * count / dp_size).
+    const int64_t rank = ((g + 1) * dp_size - 1) / group_count;
+    const auto& members = groups[static_cast<size_t>(g)];
+    split.ranks[static_cast<size_t>(rank)].insert(split.ranks[static_cast<size_t>(rank)].end(),
+                                                  members.begin(), members.end());
+  }
+  return split;
+}
+
+RankSplit split_groups(const std::vector<std::vector<int64_t>>& groups,
+                       const std::vector<std::vector<int64_t>>& lengths, int64_t dp_size,
+                       SplitAlgorithm algorithm) {
+  const auto group_count = static_cast<int64_t>(groups.size());
+  check_enough_groups(group_count, dp_size);
   // Group indexes per rank, ascending.
   std::vector<std::vector<int64_t>> parts;
   if (algorithm == SplitAlgorithm::kKK) {

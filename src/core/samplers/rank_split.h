@@ -35,4 +35,9 @@ RankSplit split_groups(const std::vector<std::vector<int64_t>>& groups,
                        const std::vector<std::vector<int64_t>>& lengths, int64_t dp_size,
                        SplitAlgorithm algorithm);
 
+// Without lengths: consecutive runs of groups, group counts within one of
+// each other (TransferQueue's equal split when the counts divide). tokens
+// are left 0. Needs at least dp_size groups.
+RankSplit split_groups_in_order(const std::vector<std::vector<int64_t>>& groups, int64_t dp_size);
+
 }  // namespace seqflow::samplers

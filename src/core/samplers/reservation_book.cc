@@ -12,17 +12,38 @@ std::optional<std::vector<int64_t>> ReservationBook::find(const std::string& par
   if (batch == batches_.end()) return std::nullopt;
   auto rank = batch->second.find(dp_rank);
   if (rank == batch->second.end()) return std::nullopt;
-  return rank->second;
+  return rank->second.samples;
 }
 
-bool ReservationBook::has_batch(const std::string& partition_id, const std::string& task_name,
-                                int64_t batch_index) const {
-  return batches_.count(Key{partition_id, task_name, batch_index}) != 0;
+std::optional<std::vector<int64_t>> ReservationBook::take(const std::string& partition_id,
+                                                          const std::string& task_name,
+                                                          int64_t batch_index, int64_t dp_rank) {
+  auto batch = batches_.find(Key{partition_id, task_name, batch_index});
+  if (batch == batches_.end()) return std::nullopt;
+  auto rank = batch->second.find(dp_rank);
+  if (rank == batch->second.end()) return std::nullopt;
+  rank->second.served = true;
+  return rank->second.samples;
 }
 
 void ReservationBook::put(const std::string& partition_id, const std::string& task_name,
-                          int64_t batch_index, int64_t dp_rank, std::vector<int64_t> samples) {
-  batches_[Key{partition_id, task_name, batch_index}][dp_rank] = std::move(samples);
+                          int64_t batch_index, int64_t dp_rank, std::vector<int64_t> samples,
+                          bool served) {
+  batches_[Key{partition_id, task_name, batch_index}][dp_rank] = Share{std::move(samples), served};
+}
+
+std::unordered_set<int64_t> ReservationBook::unserved(const std::string& partition_id,
+                                                      const std::string& task_name) const {
+  std::unordered_set<int64_t> samples;
+  for (auto it = batches_.lower_bound(Key{partition_id, task_name, INT64_MIN});
+       it != batches_.end() && std::get<0>(it->first) == partition_id &&
+       std::get<1>(it->first) == task_name;
+       ++it) {
+    for (const auto& [rank, share] : it->second) {
+      if (!share.served) samples.insert(share.samples.begin(), share.samples.end());
+    }
+  }
+  return samples;
 }
 
 void ReservationBook::clear(const std::string& partition_id, const std::string* task_name) {
@@ -37,7 +58,9 @@ nlohmann::json ReservationBook::state() const {
   nlohmann::json batches = nlohmann::json::array();
   for (const auto& [key, ranks] : batches_) {
     nlohmann::json per_rank = nlohmann::json::array();
-    for (const auto& [rank, samples] : ranks) per_rank.push_back({{"dp_rank", rank}, {"samples", samples}});
+    for (const auto& [rank, share] : ranks) {
+      per_rank.push_back({{"dp_rank", rank}, {"samples", share.samples}, {"served", share.served}});
+    }
     batches.push_back({{"partition_id", std::get<0>(key)},
                        {"task_name", std::get<1>(key)},
                        {"batch_index", std::get<2>(key)},
@@ -54,7 +77,9 @@ void ReservationBook::restore(const nlohmann::json& state) {
                                  batch.at("task_name").get<std::string>(),
                                  batch.at("batch_index").get<int64_t>()}];
       for (const auto& rank : batch.at("ranks")) {
-        ranks[rank.at("dp_rank").get<int64_t>()] = rank.at("samples").get<std::vector<int64_t>>();
+        // Checkpoints written before "served" existed: every share counted as served.
+        ranks[rank.at("dp_rank").get<int64_t>()] =
+            Share{rank.at("samples").get<std::vector<int64_t>>(), rank.value("served", true)};
       }
     }
   } catch (const nlohmann::json::exception& error) {

@@ -3,7 +3,9 @@
 // enough yet) and splits the groups over the ranks by total_lengths.
 // Unlike TransferQueue's it reserves the whole global batch (no sample can
 // reach two ranks) and balances group counts that do not divide dp_size to
-// within one group instead of failing an assertion.
+// within one group instead of failing an assertion. Without any per-sample
+// metadata (SampleInfo::has_lengths) it splits in order, as TransferQueue
+// does without a partition.
 #include "common/checked_math.h"
 #include "core/samplers/global_batch_sampler.h"
 #include "core/samplers/group_selection.h"
@@ -46,6 +48,7 @@ class SeqlenBalancedSampler final : public samplers::GlobalBatchSampler {
                                         return static_cast<int64_t>(groups.size()) < wanted;
                                       });
     if (static_cast<int64_t>(groups.size()) < wanted) return std::nullopt;
+    if (!request.info->has_lengths()) return samplers::split_groups_in_order(groups, dp_size());
     std::vector<std::vector<int64_t>> lengths;
     for (const auto& group : groups) {
       std::vector<int64_t>& member_lengths = lengths.emplace_back();
