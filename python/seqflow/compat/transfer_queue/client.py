@@ -35,13 +35,6 @@ def _keys_list(keys, name: str = "keys") -> list[str]:
     return keys
 
 
-def _fields_all_have(meta: BatchMeta) -> list[str]:
-    """The fields every sample of meta holds (TransferQueue's KV metadata
-    names only those)."""
-    produced = meta.production_status
-    return [f for j, f in enumerate(meta.field_names) if produced[:, j].all()]
-
-
 def _parsed(data, data_parser: Optional[Callable]):
     """TransferQueue's data_parser: it rewrites the batch's columns in place
     (a plain dict of field -> batched values) before they are stored."""
@@ -130,12 +123,12 @@ class TransferQueueClient:
         if create:
             meta = BatchMeta._from_native(native.kv_put(partition_id, keys, None, []))
         else:
-            known = {key for key, _ in native.kv_list(partition_id)} if partition_id in self.seqflow.get_partition_list() else set()
+            known = self.seqflow.kv_list(partition_id).get(partition_id, {})
             present = [k for k in keys if k in known]
             if not present:
                 return BatchMeta.empty()
             meta = BatchMeta._from_native(native.kv_meta(partition_id, present))
-        return meta.select_fields(_fields_all_have(meta))
+        return meta.select_fields(meta._produced_fields())  # TransferQueue names the fields all keys hold
 
     def kv_retrieve_keys(self, global_indexes, partition_id: str) -> list[str]:
         if isinstance(global_indexes, int) and not isinstance(global_indexes, bool):
@@ -148,8 +141,7 @@ class TransferQueueClient:
         else:
             raise TypeError("Only int or list of int are allowed as `global_indexes`.")
         native = self.seqflow._client
-        every_key = [key for key, _ in native.kv_list(partition_id)] if (
-            partition_id in self.seqflow.get_partition_list()) else []
+        every_key = list(self.seqflow.kv_list(partition_id).get(partition_id, {}))
         key_of = dict(zip(BatchMeta._from_native(native.kv_meta(partition_id, every_key)).global_indexes,
                           every_key)) if every_key else {}
         keys = [key_of.get(i) for i in global_indexes]
