@@ -110,9 +110,9 @@ def _int_list(values, name: str) -> list:
 def calculate_workload(seqlen_list):
     """verl's attention-aware cost of sequences: 24576 * L + L * L.
 
-    seqlen_list: a tensor (the result is a tensor on the same device), a numpy
-    array, a list of lengths (the result is a list) or one length. Integer
-    lengths are worked on in int64.
+    seqlen_list: a tensor (the result is a tensor on the same device), a
+    numeric numpy array (an array), a list or tuple of integer lengths (a
+    list) or one length. Integer lengths are worked on in int64.
     """
     if isinstance(seqlen_list, torch.Tensor):
         lengths = seqlen_list
@@ -123,10 +123,10 @@ def calculate_workload(seqlen_list):
                 f"seqlen_list has a length beyond {_LONGEST_COSTED_LENGTH}: its workload overflows int64",
             )
         return _LINEAR_COST * lengths + lengths * lengths
-    if isinstance(seqlen_list, (list, tuple)):
-        return [_LINEAR_COST * length + length * length for length in _int_list(seqlen_list, "seqlen_list")]
-    if isinstance(seqlen_list, np.ndarray):
+    if isinstance(seqlen_list, np.ndarray) and seqlen_list.dtype.kind in "biuf":
         return calculate_workload(torch.from_numpy(seqlen_list)).numpy()
+    if isinstance(seqlen_list, (list, tuple, np.ndarray)):
+        return [_LINEAR_COST * length + length * length for length in _int_list(seqlen_list, "seqlen_list")]
     length = _integer(seqlen_list, "seqlen_list")
     return _LINEAR_COST * length + length * length
 
@@ -396,14 +396,16 @@ def _plan_micro_batches(
     step: int,
     sync_group,
 ) -> list[list[int]]:
-    """Groups per micro-batch: the fewest micro-batches (a multiple of `step`
-    above min_count, the same on every rank of sync_group) under the cap.
+    """Groups per micro-batch: the fewest micro-batches under the cap, at
+    least min_count and ceil(tokens / cap), a multiple of `step`, the same on
+    every rank of sync_group (two or three collectives, whatever the count).
 
-    verl tries its Karmarkar-Karp split at min_count, min_count + step, ...
-    until it fits the cap. Here seqflow's micro-batch planner finds a count
-    that fits (its own plan, halved further if a higher count is needed); only
-    counts below that one are left to try with verl's split. The count is thus
-    never above verl's, and verl's split is used wherever it fits.
+    verl tries its Karmarkar-Karp split at the lowest such count, then one
+    step more, and so on, until the split fits the cap on every rank. Here
+    seqflow's micro-batch planner first finds a count that fits on each rank;
+    only the counts below the highest of those are tried with verl's split.
+    The count is thus never above verl's, and where verl's split fits at it,
+    the plan is verl's.
     """
     groups = len(group_tokens)
     total = int(group_tokens.sum())
@@ -449,13 +451,9 @@ def _plan_micro_batches(
     if chosen is not None:
         return verl_splits[chosen]
     parts = verl_split(count)
-    if parts is not None:
-        return parts
-    if count > len(planned):
-        even = [part.tolist() for part in balance.partition(group_tokens, count, workload="verl").parts]
-        if all(even) and _fits(even, group_tokens, cap):
-            return even
-    return _split_to(planned, count, group_costs)
+    # verl's split at a count above the planner's practically always fits;
+    # the planner's plan, halved as needed, fits whatever the input.
+    return parts if parts is not None else _split_to(planned, count, group_costs)
 
 
 def rearrange_micro_batches(
@@ -533,6 +531,7 @@ def prepare_dynamic_batch(
         all(hasattr(data, name) for name in ("batch", "non_tensor_batch", "meta_info")),
         f"data must be a DataProto (with batch, non_tensor_batch and meta_info), got {type(data).__name__}",
     )
+    _require(data.batch is not None, "data.batch is None: a DataProto without tensors has no lengths to split by")
     micro_batches, batch_idx_list = rearrange_micro_batches(
         data.batch,
         max_token_len=max_token_len,
