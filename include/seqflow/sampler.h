@@ -18,6 +18,10 @@ namespace seqflow {
 struct SamplingConfig {
   int64_t dp_rank = 0;
   int64_t batch_index = 0;
+  // The caller named its dp_rank. GRPOGroupNSampler then answers a repeated
+  // (dp_rank, batch_index) with the same samples, as TransferQueue's does
+  // (the TP/PP ranks of one DP rank); otherwise every call takes new groups.
+  bool dp_rank_given = false;
 };
 
 // What a sampler may ask about a sample. Implemented by the controller.

@@ -279,7 +279,7 @@ void bind_samplers(nb::module_ m) {
   m.def(
       "run_sampler",
       [](Sampler& sampler, const Int64Input& ready, int64_t batch_size, const std::string& partition_id,
-         const std::string& task_name, int64_t dp_rank, int64_t batch_index, nb::dict custom_meta,
+         const std::string& task_name, std::optional<int64_t> dp_rank, int64_t batch_index, nb::dict custom_meta,
          bool lengths_known) {
         std::unordered_map<int64_t, nlohmann::json> meta;
         for (auto [key, value] : custom_meta) {
@@ -291,7 +291,7 @@ void bind_samplers(nb::module_ m) {
         request.batch_size = batch_size;
         request.partition_id = partition_id;
         request.task_name = task_name;
-        request.sampling = {dp_rank, batch_index};
+        request.sampling = {dp_rank.value_or(0), batch_index, dp_rank.has_value()};
         request.info = &info;
         SampleResult result = sampler.sample(request);
         return nb::make_tuple(to_numpy(std::move(result.sampled)), to_numpy(std::move(result.consumed)));

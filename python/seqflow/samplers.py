@@ -201,8 +201,10 @@ class _NativeSampler(BaseSampler):
         meta = dict(custom_meta or {})
         if partition is not None:
             meta.update(partition.get_custom_meta(ready.tolist()))
+        # dp_rank None: the caller named no rank (GRPOGroupNSampler then keeps no answer for it).
         sampled, _ = _native.run_sampler(self._native, ready, int(batch_size), str(partition_id), str(task_name),
-                                         int(dp_rank or 0), int(batch_index or 0), meta, lengths_known)
+                                         None if dp_rank is None else int(dp_rank), int(batch_index or 0), meta,
+                                         lengths_known)
         sampled = sampled.tolist()
         return sampled, list(sampled)
 
