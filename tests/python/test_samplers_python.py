@@ -211,3 +211,331 @@ def test_python_sampler_state_in_checkpoints(tmp_path):
     restored = Client(restored_sampler)
     restored.load_checkpoint(tmp_path / "c")
     assert restored_sampler.restored == {"calls": 1}
+
+
+# ---- TransferQueue 0.1.11's sampler contract, called directly and through a client ----
+
+TQ_SAMPLER_FILES = ("base", "sequential_sampler", "grpo_group_n_sampler", "rank_aware_sampler",
+                    "seqlen_balanced_sampler")
+
+
+def _load_transferqueue_samplers() -> dict:
+    """TransferQueue 0.1.11's sampler classes, executed from its wheel (the
+    package itself is never imported): {class name: class}."""
+    import ast
+    import sys
+    import zipfile
+    from pathlib import Path
+
+    tools = str(Path(__file__).resolve().parents[2] / "tools")
+    if tools not in sys.path:
+        sys.path.insert(0, tools)
+    import reference_peer
+
+    namespace: dict = {"__name__": "transferqueue_reference_samplers"}
+    with zipfile.ZipFile(reference_peer.wheel_path()) as wheel:
+        for name in TQ_SAMPLER_FILES:
+            path = f"transfer_queue/sampler/{name}.py"
+            tree = ast.parse(wheel.read(path).decode())
+            # Their `from transfer_queue.sampler import ...` names are defined in this namespace already.
+            tree.body = [node for node in tree.body
+                         if not (isinstance(node, ast.ImportFrom) and (node.module or "").startswith("transfer_queue"))]
+            exec(compile(tree, f"<TransferQueue {path}>", "exec"), namespace)
+    return namespace
+
+
+_TQ: list = []
+
+
+@pytest.fixture(scope="session")
+def tq():
+    """TransferQueue's sampler classes; skips when its wheel cannot be had."""
+    if not _TQ:
+        try:
+            _TQ.append((_load_transferqueue_samplers(), None))
+        except Exception as error:  # noqa: BLE001 - any failure means: no reference here
+            _TQ.append((None, f"TransferQueue wheel unavailable: {error}"))
+    classes, reason = _TQ[0]
+    if classes is None:
+        pytest.skip(reason)
+    return classes
+
+
+class MockPartition:
+    """TransferQueue's DataPartitionStatus as samplers see it."""
+
+    def __init__(self, custom_meta: dict):
+        self.custom_meta = custom_meta
+
+    def get_custom_meta(self, global_indexes):
+        return {i: self.custom_meta[i] for i in global_indexes if i in self.custom_meta}
+
+
+def both(tq_sampler, seqflow_sampler, *args, **kwargs):
+    """Both samplers' answers, or the exception type each raised."""
+    answers = []
+    for sampler in (tq_sampler, seqflow_sampler):
+        try:
+            answers.append(sampler.sample(*args, **kwargs))
+        except ValueError:
+            answers.append(ValueError)
+    return answers
+
+
+def random_ready(rng, universe: int, keep: float = 0.8) -> list[int]:
+    ready = [i for i in range(universe) if rng.random() < keep]
+    rng.shuffle(ready)
+    return ready
+
+
+def test_sequential_matches_transferqueue(tq, rng):
+    for _ in range(300):
+        ready = random_ready(rng, 30, rng.random())
+        batch_size = int(rng.integers(-3, 34))
+        theirs, ours = both(tq["SequentialSampler"](), SequentialSampler(), ready, batch_size)
+        assert ours == theirs, (ready, batch_size)
+
+
+def test_grpo_matches_transferqueue(tq, rng):
+    for _ in range(300):
+        n = int(rng.integers(1, 5))
+        ready = random_ready(rng, 40)
+        batch_size = n * int(rng.integers(0, 8)) + (int(rng.integers(1, n)) if n > 1 and rng.random() < 0.2 else 0)
+        theirs, ours = both(tq["GRPOGroupNSampler"](n), GRPOGroupNSampler(n), ready, batch_size)
+        assert ours == theirs, (n, ready, batch_size)
+
+
+def test_grpo_keeps_answers_per_named_rank_as_transferqueue(tq, rng):
+    """A caller naming dp_rank gets the same groups for a repeated
+    (dp_rank, batch_index); consumers drop what each call consumed."""
+    for _ in range(30):
+        n = int(rng.integers(1, 4))
+        theirs, ours = tq["GRPOGroupNSampler"](n), GRPOGroupNSampler(n)
+        ready_theirs, ready_ours = list(range(60)), list(range(60))
+        for _ in range(12):
+            kwargs = dict(task_name="t", partition_id="p", dp_rank=int(rng.integers(0, 2)),
+                          batch_index=int(rng.integers(0, 3)))
+            batch_size = n * int(rng.integers(1, 4))
+            a = theirs.sample(ready_theirs, batch_size, **kwargs)
+            b = ours.sample(ready_ours, batch_size, **kwargs)
+            assert b == a, kwargs
+            ready_theirs = [i for i in ready_theirs if i not in a[1]]
+            ready_ours = [i for i in ready_ours if i not in b[1]]
+        assert ours.has_cached_result("p", "t", kwargs) == theirs.has_cached_result("p", "t", kwargs)
+
+
+def test_rank_aware_matches_transferqueue(tq, rng):
+    for _ in range(30):
+        theirs, ours = tq["RankAwareSampler"](), RankAwareSampler()
+        ready = random_ready(rng, 60)
+        for _ in range(12):
+            kwargs = dict(dp_rank=int(rng.integers(0, 3)), batch_index=int(rng.integers(0, 3)),
+                          task_name=str(rng.choice(["a", "b"])), partition_id="p")
+            batch_size = int(rng.integers(0, 8))
+            a, b = both(theirs, ours, ready, batch_size, **kwargs)
+            assert b == a, kwargs
+            ready = [i for i in ready if i not in a[1]]
+        assert ours._states == theirs._states
+
+
+def test_seqlen_balanced_kk_matches_transferqueue(tq, rng):
+    """Where TransferQueue's split is defined (group counts divide dp_size),
+    algorithm="kk" gives every rank the same samples, with lengths read
+    through a partition, and the same equal split without one."""
+    for _ in range(150):
+        n, dp, groups_per_rank = int(rng.integers(1, 4)), int(rng.integers(1, 5)), int(rng.integers(1, 4))
+        ready = random_ready(rng, n * dp * groups_per_rank * 2, 0.9)
+        partition = MockPartition({i: {"total_lengths": int(rng.integers(1, 1000))} for i in range(200)})
+        with_partition = dict(partition=partition) if rng.random() < 0.8 else {}
+        theirs = tq["SeqlenBalancedSampler"](n_samples_per_prompt=n, dp_size=dp)
+        ours = SeqlenBalancedSampler(n_samples_per_prompt=n, dp_size=dp, algorithm="kk")
+        for rank in rng.permutation(dp).tolist():
+            a, b = both(theirs, ours, ready, n * groups_per_rank, task_name="t", partition_id="p", dp_rank=rank,
+                        batch_index=0, **with_partition)
+            assert b == a, (n, dp, ready, rank, with_partition)
+        assert ours._balanced_cache == theirs._balanced_cache
+        assert ours._states == theirs._states
+
+
+def test_seqlen_balanced_stays_exactly_once_where_transferqueue_duplicates(tq):
+    """Rank 0 asks for batch 1 before rank 1 fetched batch 0, and the caller
+    marks what each answer reports consumed (TransferQueue's contract):
+    TransferQueue hands rank 1's batch-0 samples out again, seqflow does not."""
+    partition = MockPartition({i: {"total_lengths": 10 + i} for i in range(8)})
+
+    def run(sampler):
+        ready, owners = list(range(8)), {}
+        for rank, batch_index in [(0, 0), (0, 1), (1, 0), (1, 1)]:
+            sampled, consumed = sampler.sample(ready, 2, task_name="t", partition_id="p", dp_rank=rank,
+                                               batch_index=batch_index, partition=partition)
+            assert consumed == sampled  # each rank's own share, as TransferQueue reports it
+            for gi in sampled:
+                owners.setdefault(gi, []).append((rank, batch_index))
+            ready = [i for i in ready if i not in consumed]
+        return owners
+
+    theirs = run(tq["SeqlenBalancedSampler"](n_samples_per_prompt=1, dp_size=2))
+    assert any(len(owner) > 1 for owner in theirs.values()), "TransferQueue's defect is gone: update the README"
+    ours = run(SeqlenBalancedSampler(n_samples_per_prompt=1, dp_size=2))
+    assert sorted(ours) == list(range(8)) and all(len(owner) == 1 for owner in ours.values())
+
+
+def test_base_sampler_is_abstract():
+    with pytest.raises(TypeError, match="abstract"):
+        BaseSampler()
+
+    class NoSample(BaseSampler):
+        pass
+
+    with pytest.raises(TypeError, match="sample"):
+        NoSample()
+
+
+def test_constructor_defaults_and_errors_as_transferqueue():
+    assert GRPOGroupNSampler().n_samples_per_prompt == 1
+    balanced = SeqlenBalancedSampler()
+    assert (balanced.n_samples_per_prompt, balanced.dp_size, balanced.algorithm) == (1, 1, "auto")
+    assert isinstance(balanced, GRPOGroupNSampler)
+    with pytest.raises(ValueError, match="n_samples_per_prompt must be positive, got -2"):
+        GRPOGroupNSampler(n_samples_per_prompt=-2)
+    with pytest.raises(ValueError, match="dp_size must be positive, got 0"):
+        SeqlenBalancedSampler(dp_size=0)
+    for sampler in (SequentialSampler(), GRPOGroupNSampler(), RankAwareSampler(), SeqlenBalancedSampler()):
+        assert sampler._states == {}
+
+
+def test_sequential_direct_call_slices_but_a_client_waits_for_a_whole_batch():
+    assert SequentialSampler().sample([4, 2], 5) == ([4, 2], [4, 2])
+    assert SequentialSampler()([0, 1, 2, 3], -1) == ([0, 1, 2], [0, 1, 2])
+    client = Client(SequentialSampler())
+    client.put({"x": np.arange(2)}, partition_id="p")
+    assert client.get_meta(["x"], 5, "p", task_name="t", polling=True).size == 0
+    assert client.get_meta(["x"], 2, "p", task_name="t", polling=True).size == 2
+
+
+@pytest.mark.parametrize("sampler", [GRPOGroupNSampler(2), RankAwareSampler(), SeqlenBalancedSampler(2, 2),
+                                     TokenBudgetSampler(100)], ids=lambda s: type(s).__name__)
+def test_negative_batch_size_is_a_value_error(sampler):
+    with pytest.raises(ValueError, match="batch_size must be >= 0, got -2"):
+        sampler.sample([0, 1, 2, 3], -2, custom_meta={})
+
+
+def test_grpo_zero_batch_and_transferqueue_groups():
+    assert GRPOGroupNSampler(2).sample([0, 1, 2, 3], 0) == ([], [])
+    # Sorted, then greedy runs of n consecutive indexes.
+    assert GRPOGroupNSampler(3).sample([11, 0, 1, 3, 4, 5, 6, 7, 9, 10], 6)[0] == [3, 4, 5, 9, 10, 11]
+    assert GRPOGroupNSampler(1).sample([5, 3, 9], 2)[0] == [3, 5]
+    # custom_meta group_id beats contiguity.
+    groups = {0: {"group_id": "a"}, 1: {"group_id": "b"}, 2: {"group_id": "a"}, 3: {"group_id": "b"}}
+    assert GRPOGroupNSampler(2).sample([0, 1, 2, 3], 2, custom_meta=groups)[0] == [0, 2]
+
+
+def test_rank_aware_repeats_its_answer_and_rejects_a_negative_rank():
+    sampler = RankAwareSampler()
+    first = sampler.sample([0, 1, 2, 3], 2, dp_rank=0, batch_index=0, task_name="t", partition_id="p")
+    assert sampler.sample([2, 3], 2, dp_rank=0, batch_index=0, task_name="t", partition_id="p") == first == (
+        [0, 1], [0, 1])
+    assert sampler.has_cached_result("p", "t", {"dp_rank": 0, "batch_index": 0})
+    assert not sampler.has_cached_result("p", "t", {"dp_rank": 1, "batch_index": 0})
+    with pytest.raises(ValueError, match="dp_rank -1 must be greater than or equal to 0"):
+        sampler.sample([0, 1], 1, dp_rank=-1, batch_index=0, task_name="t", partition_id="p")
+
+
+def test_seqlen_balanced_direct_calls():
+    sampler = SeqlenBalancedSampler(n_samples_per_prompt=2, dp_size=2)
+    call = dict(task_name="t", partition_id="p", batch_index=0)
+    # No partition: equal split in order, whole groups.
+    assert sampler.sample([7, 6, 5, 4, 3, 2, 1, 0], 4, dp_rank=1, **call) == ([4, 5, 6, 7], [4, 5, 6, 7])
+    assert sampler.sample([], 4, dp_rank=0, **call) == ([0, 1, 2, 3], [0, 1, 2, 3])
+    assert sampler._balanced_cache == {("p", "t", 0): [[0, 1, 2, 3], [4, 5, 6, 7]]}
+    assert sampler.has_cached_result("p", "t", {"dp_rank": 1, "batch_index": 0})
+    # A rank past dp_size gets nothing; a negative one is an error.
+    assert sampler.sample(list(range(8)), 4, dp_rank=2, **call) == ([], [])
+    with pytest.raises(ValueError, match="dp_rank"):
+        sampler.sample(list(range(8)), 4, dp_rank=-1, task_name="t", partition_id="p", batch_index=1)
+    # Checkpoint hooks carry the reservations.
+    restored = SeqlenBalancedSampler(n_samples_per_prompt=2, dp_size=2)
+    restored.load_checkpoint(sampler.save_checkpoint())
+    assert restored._balanced_cache == sampler._balanced_cache
+    sampler.clear_cache("p")
+    assert sampler._balanced_cache == {} and sampler._states == {}
+    # Lengths through the partition: 100 + 10 on each rank.
+    partition = MockPartition({0: {"total_lengths": 100}, 1: {"total_lengths": 100}, 2: {"total_lengths": 10},
+                               3: {"total_lengths": 10}})
+    balanced = SeqlenBalancedSampler(n_samples_per_prompt=1, dp_size=2)
+    shares = [balanced.sample([0, 1, 2, 3], 2, dp_rank=rank, partition=partition, **call)[0] for rank in (0, 1)]
+    assert sorted(sum(shares, [])) == [0, 1, 2, 3]
+    assert [sum(partition.custom_meta[i]["total_lengths"] for i in share) for share in shares] == [110, 110]
+
+
+def test_seqlen_balanced_leaves_unserved_shares_out_of_later_batches():
+    """Direct calls, the caller marking only each rank's own share consumed:
+    batch 1 never takes rank 1's share of batch 0."""
+    sampler = SeqlenBalancedSampler(n_samples_per_prompt=1, dp_size=2)
+    meta = {i: {"total_lengths": 1} for i in range(8)}
+    call = dict(task_name="t", partition_id="p", custom_meta=meta)
+    r0b0, _ = sampler.sample(list(range(8)), 2, dp_rank=0, batch_index=0, **call)
+    r0b1, _ = sampler.sample([i for i in range(8) if i not in r0b0], 2, dp_rank=0, batch_index=1, **call)
+    r1b0, _ = sampler.sample([], 2, dp_rank=1, batch_index=0, **call)
+    assert len(set(r0b0 + r0b1 + r1b0)) == 6
+    # Once served, rank 1's batch-0 share no longer holds anything back.
+    left = [i for i in range(8) if i not in r0b0 + r0b1 + r1b0]
+    r0b2, _ = sampler.sample(left, 1, dp_rank=0, batch_index=2, **call)
+    r1b2, _ = sampler.sample([], 1, dp_rank=1, batch_index=2, **call)
+    assert sorted(r0b2 + r1b2) == sorted(i for i in left if i not in sampler._balanced_cache[("p", "t", 1)][1])
+
+
+def test_custom_sampler_gets_the_partition_as_transferqueue_passes_it():
+    seen = {}
+
+    class LongestFirst(BaseSampler):
+        def sample(self, ready_indexes, batch_size, partition=None, **kwargs):
+            meta = partition.get_custom_meta(list(ready_indexes))
+            seen.update(partition_id=partition.partition_id, meta=meta)
+            picked = sorted(ready_indexes, key=lambda gi: -meta.get(gi, {"total_lengths": 0})["total_lengths"])
+            picked = picked[:batch_size]
+            return (picked, picked) if len(picked) == batch_size else ([], [])
+
+    client = Client(LongestFirst())
+    client.put({"x": np.arange(4)}, partition_id="p", custom_meta=[{"total_lengths": l} for l in (5, 50, 20, 40)])
+    client.put({"x": np.arange(1)}, partition_id="p")  # index 4: no custom_meta
+    meta = client.get_meta(["x"], 2, "p", task_name="t", polling=True)
+    assert list(meta.global_indexes) == [1, 3]
+    assert seen["partition_id"] == "p" and sorted(seen["meta"]) == [0, 1, 2, 3]
+
+
+def test_transferqueue_style_caching_sampler_through_a_client():
+    """A sampler written for TransferQueue caches its answer in _states;
+    the client serves it again to the same (dp_rank, batch_index) without
+    consuming twice."""
+
+    class CachingSampler(BaseSampler):
+        def sample(self, ready_indexes, batch_size, dp_rank=None, batch_index=None, task_name="",
+                   partition_id="", **kwargs):
+            states = self._states.setdefault(partition_id, {}).setdefault(task_name, {})
+            if batch_index in states.get(dp_rank, {}):
+                return states[dp_rank][batch_index]
+            picked = list(ready_indexes[:batch_size])
+            if len(picked) < batch_size:
+                return [], []
+            states.setdefault(dp_rank, {})[batch_index] = (picked, picked)
+            return picked, picked
+
+    client = Client(CachingSampler())
+    client.put({"x": np.arange(4)}, partition_id="p")
+    fetch = lambda rank: list(client.get_meta(["x"], 2, "p", task_name="t", polling=True,  # noqa: E731
+                                              sampling_config={"dp_rank": rank, "batch_index": 0}).global_indexes)
+    assert fetch(0) == [0, 1]
+    assert fetch(0) == [0, 1]
+    assert fetch(1) == [2, 3]
+
+
+def test_python_subclass_of_a_builtin_runs_its_own_sample():
+    class Newest(SequentialSampler):
+        def sample(self, ready_indexes, batch_size, *args, **kwargs):
+            picked = list(ready_indexes)[::-1][:batch_size]
+            return picked, picked
+
+    client = Client(Newest())
+    client.put({"x": np.arange(4)}, partition_id="p")
+    assert list(client.get_meta(["x"], 2, "p", task_name="t", polling=True).global_indexes) == [3, 2]
