@@ -104,7 +104,7 @@ void bind_client(nb::module_ m) {
   m.def("dense_column", &dense_column, "field"_a, "array"_a, "borrow"_a = false);
   m.def("packed_column", &packed_column, "field"_a, "values"_a, "shapes"_a, "borrow"_a = false);
   m.def("ragged_column", &ragged_column, "field"_a, "arrays"_a);
-  m.def("object_column", &object_column, "field"_a, "items"_a);
+  m.def("object_column", &object_column, "field"_a, "items"_a, "allow_pickle"_a);
   m.def("decode_custom_meta", &decode_custom_meta, "encoded"_a, "offsets"_a,
         "One dict per sample from a batch's encoded custom_meta (MessagePack bytes and offsets).");
 
@@ -194,8 +194,8 @@ void bind_client(nb::module_ m) {
           "polling"_a.none(), "timeout"_a.none())
       .def(
           "get_data",
-          [](PyClient& self, const Int64Input& global_indexes, nb::handle fields, nb::handle nested,
-             bool writable) {
+          [](PyClient& self, const Int64Input& global_indexes, nb::handle fields, nb::handle nested, bool fresh,
+             bool writable, bool allow_pickle) {
             const std::vector<std::string> names = strings(fields);
             BatchMeta meta;
             meta.global_indexes.assign(global_indexes.data(),
@@ -211,14 +211,12 @@ void bind_client(nb::module_ m) {
             }
             nb::dict out;
             for (size_t f = 0; f < names.size(); ++f) {
-              const bool is_nested = nb::cast<bool>(nested[nb::int_(f)]);
-              if (!per_field[f].empty()) {
-                out[names[f].c_str()] = field_to_python(per_field[f], is_nested, writable);
-              }
+              const FieldOutput output{nb::cast<bool>(nested[nb::int_(f)]), fresh, writable, allow_pickle};
+              if (!per_field[f].empty()) out[names[f].c_str()] = field_to_python(per_field[f], names[f], output);
             }
             return out;
           },
-          "global_indexes"_a, "fields"_a, "nested"_a, "writable"_a)
+          "global_indexes"_a, "fields"_a, "nested"_a, "fresh"_a, "writable"_a, "allow_pickle"_a)
       .def(
           "set_custom_meta",
           [](PyClient& self, nb::handle partition_ids, const Int64Input& global_indexes,

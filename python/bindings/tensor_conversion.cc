@@ -3,10 +3,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <optional>
 
 #include "seqflow/error.h"
+#include "bindings/msgpack_conversion.h"
+#include "bindings/plain_value_conversion.h"
 #include "storage/aligned_buffer.h"
 
 namespace nb = nanobind;
@@ -161,8 +164,9 @@ nb::object array_over(const std::shared_ptr<const Buffer>& buffer, size_t offset
 }
 
 // The views as one byte range of one buffer (samples back to back, in
-// order), or a fresh buffer gathering them. Returns the buffer and offset.
-std::pair<std::shared_ptr<const Buffer>, size_t> contiguous(const std::vector<SampleView>& views) {
+// order), or a fresh buffer gathering them (always, when `fresh`). Returns
+// the buffer and offset.
+std::pair<std::shared_ptr<const Buffer>, size_t> contiguous(const std::vector<SampleView>& views, bool fresh) {
   const SampleView& first = views.front();
   bool run = true;
   size_t total = first.nbytes;
@@ -171,22 +175,68 @@ std::pair<std::shared_ptr<const Buffer>, size_t> contiguous(const std::vector<Sa
           views[i].offset == views[i - 1].offset + views[i - 1].nbytes;
     total += views[i].nbytes;
   }
-  if (run) return {first.buffer, first.offset};
+  if (run && !fresh) return {first.buffer, first.offset};
   std::vector<Part> parts;
   parts.reserve(views.size());
   for (const SampleView& view : views) parts.push_back({view.bytes().data(), view.nbytes});
   return {concatenate(parts, total), 0};
 }
 
-nb::object decode_object(const SampleView& view, nb::handle loads) {
-  const auto bytes = view.bytes();
-  const char* data = reinterpret_cast<const char*>(bytes.data());
-  if (!bytes.empty() && static_cast<unsigned char>(data[0]) == 0x80) {
-    return loads(nb::bytes(data, bytes.size()));
+// A non-tensor sample's bytes lead with what they hold: pickle's 0x80 (its
+// protocol opcode), kPlainValueTag and MessagePack, or else UTF-8 text (which
+// starts with neither byte). Strings stay raw text, as they always were.
+constexpr unsigned char kPickleLead = 0x80;
+constexpr unsigned char kPlainValueTag = 0xc1;  // used by neither UTF-8 nor MessagePack
+
+struct ObjectDecoder {
+  const std::string& field;
+  bool allow_pickle;
+  MsgpackDecoder plain;
+  nb::object loads;
+
+  nb::object operator()(const SampleView& view, size_t row) {
+    const auto bytes = view.bytes();
+    const char* data = reinterpret_cast<const char*>(bytes.data());
+    const auto lead = bytes.empty() ? 0 : static_cast<unsigned char>(data[0]);
+    if (lead == kPlainValueTag) {
+      std::string error;
+      nb::object out = plain.decode({data + 1, bytes.size() - 1}, error);
+      if (!out.is_valid()) throw_invalid(field_name(field) + ", sample " + std::to_string(row) + " " + error);
+      return out;
+    }
+    if (lead == kPickleLead) {
+      if (!allow_pickle) {
+        throw_invalid(field_name(field) + ", sample " + std::to_string(row) +
+                      " holds a pickled object; reading it runs code of whoever wrote it, so it needs "
+                      "allow_pickle=True");
+      }
+      if (!loads.is_valid()) loads = nb::module_::import_("pickle").attr("loads");
+      return loads(nb::bytes(data, bytes.size()));
+    }
+    PyObject* text = PyUnicode_DecodeUTF8(data, static_cast<Py_ssize_t>(bytes.size()), "strict");
+    if (text == nullptr) nb::raise_python_error();
+    return nb::steal(text);
   }
-  PyObject* text = PyUnicode_DecodeUTF8(data, static_cast<Py_ssize_t>(bytes.size()), "strict");
-  if (text == nullptr) nb::raise_python_error();
-  return nb::steal(text);
+};
+
+// A copy of the views' bytes, one view per sample over it.
+std::vector<SampleView> copied(const std::vector<SampleView>& views) {
+  std::vector<Part> parts;
+  parts.reserve(views.size());
+  size_t total = 0;
+  for (const SampleView& view : views) {
+    parts.push_back({view.bytes().data(), view.nbytes});
+    total += view.nbytes;
+  }
+  std::shared_ptr<const Buffer> buffer = concatenate(parts, total);
+  std::vector<SampleView> out = views;
+  size_t at = 0;
+  for (SampleView& view : out) {
+    view.buffer = buffer;
+    view.offset = at;
+    at += view.nbytes;
+  }
+  return out;
 }
 
 }  // namespace
@@ -264,35 +314,46 @@ Column ragged_column(const std::string& field, nb::handle arrays) {
   return column;
 }
 
-Column object_column(const std::string& field, nb::handle items) {
+Column object_column(const std::string& field, nb::handle items, bool allow_pickle) {
   Column column;
   column.field = field;
   column.dtype = DType::kUInt8;
   column.is_object = true;
-  nb::object dumps = nb::module_::import_("pickle").attr("dumps");
-  std::vector<nb::object> held;  // strings and pickled bytes, alive through the copy
+  nb::object dumps;
+  std::deque<std::string> encoded;   // plain values' bytes (a deque: parts point into them)
+  std::vector<nb::object> held;      // the strings and pickles the parts point into
   std::vector<Part> parts;
   column.offsets.push_back(0);
   size_t total = 0;
   size_t index = 0;
   for (nb::handle item : items) {
     Part part{};
+    const auto where = [&] { return field_name(field) + ", sample " + std::to_string(index); };
+    MsgpackWriter plain;
     if (PyUnicode_Check(item.ptr())) {
       Py_ssize_t size = 0;
       const char* text = PyUnicode_AsUTF8AndSize(item.ptr(), &size);
       if (text == nullptr) {
         PyErr_Clear();
-        throw_invalid(field_name(field) + ", sample " + std::to_string(index) +
-                      ": the string cannot be encoded as UTF-8");
+        throw_invalid(where() + ": the string cannot be encoded as UTF-8");
       }
       part = {text, static_cast<size_t>(size)};
       held.push_back(nb::borrow(item));
+    } else if (write_plain_value(plain, item)) {
+      encoded.push_back(std::string(1, static_cast<char>(kPlainValueTag)) + plain.bytes());
+      part = {encoded.back().data(), encoded.back().size()};
+    } else if (!allow_pickle) {
+      throw_invalid(where() + " is a " + nb::type_name(item.type()).c_str() +
+                    " (or holds one), which only pickle can store; seqflow pickles only when the "
+                    "program allows it (allow_pickle=True), since unpickling runs code of whoever wrote "
+                    "the bytes. Plain values (None, bool, int, float, str, bytes, lists and str-keyed "
+                    "dicts of them) need no pickle");
     } else {
+      if (!dumps.is_valid()) dumps = nb::module_::import_("pickle").attr("dumps");
       try {
         held.push_back(dumps(item, 5));
       } catch (nb::python_error& error) {
-        throw_invalid(field_name(field) + ", sample " + std::to_string(index) + ": cannot pickle " +
-                      nb::type_name(item.type()).c_str() + ": " + error.what());
+        throw_invalid(where() + ": cannot pickle " + nb::type_name(item.type()).c_str() + ": " + error.what());
       }
       nb::bytes bytes = nb::borrow<nb::bytes>(held.back());
       part = {bytes.c_str(), bytes.size()};
@@ -307,14 +368,15 @@ Column object_column(const std::string& field, nb::handle items) {
   return column;
 }
 
-nb::tuple field_to_python(const std::vector<SampleView>& views, bool nested, bool writable) {
+nb::tuple field_to_python(const std::vector<SampleView>& views, const std::string& field,
+                          const FieldOutput& output) {
   if (views.empty()) throw_invalid("no samples to convert");
   const SampleView& first = views.front();
   const nb::str dtype(std::string(dtype_name(first.dtype)).c_str());
   if (first.is_object) {
-    nb::object loads = nb::module_::import_("pickle").attr("loads");
+    ObjectDecoder decode{field, output.allow_pickle, {}, {}};
     nb::list out;
-    for (const SampleView& view : views) out.append(decode_object(view, loads));
+    for (size_t i = 0; i < views.size(); ++i) out.append(decode(views[i], i));
     return nb::make_tuple("objects", out);
   }
   const bool same_shape = std::all_of(views.begin(), views.end(),
@@ -327,18 +389,20 @@ nb::tuple field_to_python(const std::vector<SampleView>& views, bool nested, boo
       throw Error(ErrorCode::kInternal, "a field holds values of different dtypes");
     }
   }
-  if (same_shape && !nested) {
-    auto [buffer, offset] = contiguous(views);
+  if (same_shape && !output.nested) {
+    auto [buffer, offset] = contiguous(views, output.fresh);
     Shape shape{static_cast<int64_t>(views.size())};
     shape.insert(shape.end(), first.shape.begin(), first.shape.end());
-    return nb::make_tuple("dense", array_over(buffer, offset, shape, first.dtype, writable), dtype);
+    return nb::make_tuple("dense", array_over(buffer, offset, shape, first.dtype, output.writable), dtype);
   }
   if (!same_rank) {
     nb::list out;
-    for (const SampleView& view : views) out.append(array_over(view.buffer, view.offset, view.shape, view.dtype, writable));
+    for (const SampleView& view : output.fresh ? copied(views) : views) {
+      out.append(array_over(view.buffer, view.offset, view.shape, view.dtype, output.writable));
+    }
     return nb::make_tuple("list", out, dtype);
   }
-  auto [buffer, offset] = contiguous(views);
+  auto [buffer, offset] = contiguous(views, output.fresh);
   int64_t elements = 0;
   const size_t rank = first.shape.size();
   auto* shapes = new std::vector<int64_t>();
@@ -349,7 +413,8 @@ nb::tuple field_to_python(const std::vector<SampleView>& views, bool nested, boo
   }
   nb::capsule owner(shapes, [](void* p) noexcept { delete static_cast<std::vector<int64_t>*>(p); });
   nb::ndarray<nb::numpy, int64_t, nb::ndim<2>> shape_array(shapes->data(), {views.size(), rank}, owner);
-  return nb::make_tuple("ragged", array_over(buffer, offset, {elements}, first.dtype, writable), shape_array, dtype);
+  return nb::make_tuple("ragged", array_over(buffer, offset, {elements}, first.dtype, output.writable),
+                        shape_array, dtype);
 }
 
 }  // namespace seqflow::bindings

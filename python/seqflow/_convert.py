@@ -1,18 +1,29 @@
 """Data in and out of the client.
 
 In: a tensordict.TensorDict or a dict of fields. A field is a torch tensor or
-numpy array (samples along the first dimension), a torch nested tensor, a list
-of arrays / tensors of varying length, a list of strings, a list of numbers,
-or a list of any other Python objects (stored pickled). Each field is copied
-once, in C++, into a buffer the storage owns; with borrow=True (remote
-clients, whose put has sent every byte when it returns) tensors and arrays
-are sent from their own memory instead.
+numpy array (samples along the first dimension), a torch nested tensor
+(jagged or strided), a list of arrays / tensors of varying shape, a list of
+numbers, or non-tensor values: a list of other values, a numpy array of
+dtype object, str or bytes, a tensordict NonTensorStack (one value per row)
+or NonTensorData (a list or array of one value per row, or one value for
+every row). Tensor fields are copied once, in C++, into a buffer the storage
+owns; with borrow=True (remote clients, whose put has sent every byte when it
+returns) tensors and arrays are sent from their own memory instead.
+Non-tensor values are stored without pickle when they are plain (None, bool,
+int, float, str, bytes, lists, tuples and str-keyed dicts of them; a tuple
+reads back as a list); anything else needs allow_pickle=True on both sides.
 
-Out: a TensorDict when tensordict is installed, otherwise a dict. Fields of
-one shape come back as one array viewing the storage's buffer when the
-samples lie back to back in it (the usual put-then-get case), so no byte is
-copied; variable-length fields come back as torch jagged nested tensors (or a
-list of arrays); strings and objects as lists.
+Out: a TensorDict when tensordict is installed, otherwise a dict. By default
+(copy=True) every array is the caller's own; copy=False returns views of the
+stored bytes where the samples lie back to back (numpy arrays read-only,
+torch tensors sharing the stored bytes). Tensor fields in layout "dense":
+rows of one shape as one dense tensor, rows differing in their first
+dimension as a jagged nested tensor, rows differing in more dimensions as a
+strided nested tensor, rows of differing rank as a list; layout
+"transfer_queue": TransferQueue 0.1.11's containers, which are nested (jagged
+where the rows differ at most in their first dimension, else strided) unless
+every row is 0-d. Non-tensor fields come back as a NonTensorStack
+(tensordict) or a list, one value per row.
 """
 
 from __future__ import annotations
@@ -101,21 +112,46 @@ def _nested_column(field: str, value, borrow: bool):
     return _native.ragged_column(field, [_cpu_tensor(t, field) for t in value.unbind()])
 
 
-def _list_column(field: str, items: list):
+def _list_column(field: str, items: list, allow_pickle: bool):
+    """A plain list: arrays or tensors (a tensor field), numbers (dense), or
+    non-tensor values."""
     if len(items) == 0:
         raise ValueError(f"field {field!r} is an empty list; a field needs one value per sample")
     if all(isinstance(i, np.ndarray) or _is_tensor(i) for i in items):
         return _native.ragged_column(field, [_plain_array(i, field) for i in items])
     if all(_is_number(i) for i in items):
         return _native.dense_column(field, np.ascontiguousarray(np.asarray(items)))
-    return _native.object_column(field, items)
+    return _native.object_column(field, items, allow_pickle)
 
 
-def _column(field: str, value, borrow: bool = False):
+def _non_tensor_values(field: str, value) -> list:
+    """One value per row of a NonTensorStack, a NonTensorData or a numpy
+    array of objects / strings / bytes. A NonTensorData holding a list or an
+    array of one value per row is read per row, as TransferQueue reads it;
+    one holding anything else is that value in every row."""
+    if isinstance(value, np.ndarray):
+        return list(value) if value.ndim == 1 else value.tolist()
+    if isinstance(value, NonTensorStack):
+        return value.tolist()
+    data = value.data
+    rows = value.batch_size[0] if len(value.batch_size) else None
+    if isinstance(data, (list, tuple, np.ndarray)):
+        if rows is not None and len(data) != rows:
+            raise ValueError(
+                f"field {field!r}: NonTensorData holds {len(data)} values for a batch of {rows} rows; give one "
+                "value per row (for the same list in every row, use a NonTensorStack of it)")
+        return _non_tensor_values(field, data) if isinstance(data, np.ndarray) else list(data)
+    if rows is None:
+        raise ValueError(f"field {field!r}: NonTensorData without a batch size holds one value; give one value "
+                         "per row (a list, or a NonTensorStack)")
+    return [data] * rows
+
+
+def _column(field: str, value, borrow: bool = False, allow_pickle: bool = False):
     if not isinstance(field, str) or not field:
         raise ValueError(f"field names must be non-empty strings, got {field!r}")
     if tensordict is not None and is_non_tensor(value):
-        return _list_column(field, value.tolist())
+        return _native.object_column(field, _non_tensor_values(field, value), allow_pickle)
     if _is_tensor(value):
         if value.is_nested:
             return _nested_column(field, value, borrow)
@@ -123,13 +159,13 @@ def _column(field: str, value, borrow: bool = False):
             raise ValueError(f"field {field!r} is a 0-d tensor; the first dimension must be the batch")
         return _native.dense_column(field, _cpu_tensor(value, field), borrow)
     if isinstance(value, np.ndarray):
-        if value.dtype.kind in "OUS":
-            return _list_column(field, value.tolist() if value.dtype.kind != "O" else list(value))
         if value.ndim == 0:
             raise ValueError(f"field {field!r} is a 0-d array; the first dimension must be the batch")
+        if value.dtype.kind in "OUS":
+            return _native.object_column(field, _non_tensor_values(field, value), allow_pickle)
         return _native.dense_column(field, np.ascontiguousarray(value), borrow)
     if isinstance(value, (list, tuple)):
-        return _list_column(field, list(value))
+        return _list_column(field, list(value), allow_pickle)
     raise ValueError(
         f"field {field!r} is a {type(value).__name__}; give a tensor, an array or a list with one value per sample")
 
@@ -143,7 +179,7 @@ def fields_of(data) -> list[tuple[str, Any]]:
     raise ValueError(f"data must be a TensorDict or a dict of fields, got {type(data).__name__}")
 
 
-def to_columns(data, borrow: bool = False) -> list:
+def to_columns(data, borrow: bool = False, allow_pickle: bool = False) -> list:
     """One native Column per field: a copy of the caller's data, or with
     borrow a view of its tensors and arrays (a non-contiguous or non-CPU one
     through its contiguous CPU copy), valid only while the caller does not
@@ -152,14 +188,16 @@ def to_columns(data, borrow: bool = False) -> list:
     pairs = fields_of(data)
     if not pairs:
         raise ValueError("data holds no fields")
-    return [_column(name, value, borrow) for name, value in pairs]
+    return [_column(name, value, borrow, allow_pickle) for name, value in pairs]
 
 
-def single_sample_columns(fields, borrow: bool = False) -> list:
-    """Columns of one sample from a dict of per-sample values (kv_put)."""
+def single_sample_columns(fields, borrow: bool = False, allow_pickle: bool = False) -> list:
+    """Columns of one sample from a dict of per-sample values (kv_put): a
+    tensor or a numeric array is the sample's row; any other value is a
+    non-tensor value, as in TransferQueue (a number too)."""
     _load_optional_if_in_use()
     if tensordict is not None and isinstance(fields, tensordict.TensorDictBase):
-        return to_columns(fields, borrow)
+        return to_columns(fields, borrow, allow_pickle)
     columns = []
     for name, value in fields_of(fields):
         if _is_tensor(value):
@@ -168,25 +206,31 @@ def single_sample_columns(fields, borrow: bool = False) -> list:
             columns.append(_column(name, value.unsqueeze(0), borrow))
         elif isinstance(value, np.ndarray) and value.dtype.kind not in "OUS":
             columns.append(_column(name, value[np.newaxis], borrow))
-        elif _is_number(value):
-            columns.append(_column(name, [value]))
         else:
-            columns.append(_native.object_column(name, [value]))
+            columns.append(_native.object_column(name, [value], allow_pickle))
     return columns
 
 
 # ---- out --------------------------------------------------------------------
 
-def resolve_format(fmt: str) -> str:
+LAYOUTS = ("dense", "transfer_queue")
+
+
+def resolve_format(fmt: str, layout: str = "dense") -> str:
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
     if fmt == "numpy":
+        if layout == "transfer_queue":
+            raise ValueError("layout='transfer_queue' returns torch nested tensors; use format 'auto', 'torch' or "
+                             "'tensordict'")
         return fmt
-    if fmt == "auto" and importlib.util.find_spec("tensordict") is None:
+    if fmt == "auto" and importlib.util.find_spec("tensordict") is None and layout == "dense":
         return "numpy"  # without importing torch to find out
     _load_optional()
     if fmt == "auto":
-        return "tensordict" if tensordict is not None else "numpy"
+        fmt = "tensordict" if tensordict is not None else "torch" if layout == "transfer_queue" else "numpy"
     if fmt in ("torch", "tensordict") and torch is None:
         raise ValueError(f"format={fmt!r} needs torch, which is not installed")
     if fmt == "tensordict" and tensordict is None:
@@ -211,36 +255,54 @@ def _split_ragged(values: np.ndarray, shapes: np.ndarray) -> list[np.ndarray]:
     return [values[bounds[i]:bounds[i + 1]].reshape(tuple(shapes[i])) for i in range(len(shapes))]
 
 
-def _field_out(field: str, native: tuple, fmt: str, copy: bool):
+def _jagged(stacked, lengths: np.ndarray):
+    """A jagged nested tensor viewing `stacked` (the rows concatenated along
+    their first dimension), row i holding lengths[i] of its entries."""
+    offsets = torch.from_numpy(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64))
+    return torch.nested.nested_tensor_from_jagged(stacked, offsets)
+
+
+def _nested_rows(values, shapes: np.ndarray):
+    """Rows of one rank: jagged when only their first dimension differs, else
+    strided (which copies them), as TransferQueue packs them."""
+    if (shapes[:, 1:] == shapes[:1, 1:]).all():
+        return _jagged(values.reshape(int(shapes[:, 0].sum()), *shapes[0, 1:].tolist()), shapes[:, 0])
+    counts = np.prod(shapes, axis=1)
+    bounds = np.concatenate([[0], np.cumsum(counts)])
+    rows = [values[bounds[i]:bounds[i + 1]].reshape(tuple(shapes[i])) for i in range(len(shapes))]
+    return torch.nested.as_nested_tensor(rows, layout=torch.strided)
+
+
+def _non_tensor_stack(values: list):
+    return NonTensorStack(*values) if values else NonTensorStack()
+
+
+def _field_out(field: str, native: tuple, fmt: str, layout: str):
     kind = native[0]
     if kind == "objects":
-        items = native[1]
-        if fmt == "tensordict":
-            return NonTensorStack(*(NonTensorData(data=item) for item in items))
-        return items
+        return _non_tensor_stack(native[1]) if fmt == "tensordict" else native[1]
     dtype = native[-1]
     if kind == "dense":
-        array = native[1].copy() if copy else native[1]
-        return _torch_of(array, dtype) if fmt != "numpy" else _numpy_of(array, dtype, field)
+        array = native[1]
+        if fmt == "numpy":
+            return _numpy_of(array, dtype, field)
+        tensor = _torch_of(array, dtype)
+        if layout == "transfer_queue" and tensor.dim() > 1:  # TransferQueue nests all but 0-d rows
+            rows, first = tensor.shape[0], tensor.shape[1]
+            return _jagged(tensor.reshape(rows * first, *tensor.shape[2:]), np.full(rows, first))
+        return tensor
     if kind == "ragged":
         values, shapes = native[1], native[2]
-        if copy:
-            values = values.copy()
         if fmt == "numpy":
             return _split_ragged(_numpy_of(values, dtype, field), shapes)
-        if shapes.shape[1] >= 1 and (shapes[:, 1:] == shapes[:1, 1:]).all():
-            rows = shapes[:, 0]
-            tensor = _torch_of(values, dtype).reshape(int(rows.sum()), *shapes[0, 1:].tolist())
-            offsets = torch.from_numpy(np.concatenate([[0], np.cumsum(rows)]).astype(np.int64))
-            return torch.nested.nested_tensor_from_jagged(tensor, offsets)
-        return [_torch_of(a, dtype) for a in _split_ragged(values, shapes)]
+        if shapes.shape[1] == 0:  # 0-d rows
+            return _torch_of(values, dtype)
+        return _nested_rows(_torch_of(values, dtype), shapes)
     arrays = native[1]  # "list": samples of differing rank
-    if copy:
-        arrays = [a.copy() for a in arrays]
     if fmt == "numpy":
         return [_numpy_of(a, dtype, field) for a in arrays]
     out = [_torch_of(a, dtype) for a in arrays]
-    return NonTensorStack(*(NonTensorData(data=t) for t in out)) if fmt == "tensordict" else out
+    return _non_tensor_stack(out) if fmt == "tensordict" else out
 
 
 def _empty_field(schema: dict, fmt: str):
@@ -255,22 +317,17 @@ def _empty_field(schema: dict, fmt: str):
     return torch.zeros((0, *shape), dtype=getattr(torch, dtype))
 
 
-def from_native(fields: list[str], native: dict, meta, fmt: str, copy: bool = False):
+def from_native(fields: list[str], native: dict, meta, fmt: str, layout: str = "dense"):
     """Assembles the get_data result: a TensorDict, or a dict of fields."""
     out = {}
     for field in fields:
         if field in native:
-            out[field] = _field_out(field, native[field], fmt, copy)
+            out[field] = _field_out(field, native[field], fmt, layout)
         elif field in meta.field_schema:
             out[field] = _empty_field(meta.field_schema[field], fmt)
     if fmt != "tensordict":
         return out
-    td = TensorDict({}, batch_size=[meta.size])
-    for field, value in out.items():
-        if isinstance(value, list):  # samples of differing rank
-            value = NonTensorStack(*(NonTensorData(data=v) for v in value))
-        td.set(field, value)
-    return td
+    return TensorDict(out, batch_size=[meta.size])
 
 
 def nested_flags(fields: list[str], meta) -> list[bool]:
@@ -279,11 +336,18 @@ def nested_flags(fields: list[str], meta) -> list[bool]:
 
 def slice_rows(value, start: int, stop: int):
     """Rows [start, stop) of one field of get_data's result (arrays, tensors,
-    jagged nested tensors, lists), as views where the type allows."""
+    jagged and strided nested tensors, NonTensorStacks, lists, TensorDicts),
+    as views where the type allows (a strided nested tensor is copied)."""
+    if tensordict is not None and isinstance(value, tensordict.TensorDictBase) and not is_non_tensor(value):
+        # Field by field: a TensorDict cannot slice a strided nested tensor itself.
+        return TensorDict({key: slice_rows(value.get(key), start, stop) for key in value.keys()},
+                          batch_size=[stop - start, *value.batch_size[1:]])
     if torch is not None and isinstance(value, torch.Tensor) and value.is_nested:
-        offsets = value.offsets()
-        lo, hi = int(offsets[start]), int(offsets[stop])
-        return torch.nested.nested_tensor_from_jagged(value.values()[lo:hi], offsets[start:stop + 1] - lo)
+        if value.layout == torch.jagged and getattr(value, "_lengths", None) is None:
+            offsets = value.offsets()
+            lo, hi = int(offsets[start]), int(offsets[stop])
+            return torch.nested.nested_tensor_from_jagged(value.values()[lo:hi], offsets[start:stop + 1] - lo)
+        return torch.nested.as_nested_tensor(list(value.unbind()[start:stop]), layout=value.layout)
     return value[start:stop]
 
 
@@ -294,7 +358,7 @@ def split_rows(data, sizes) -> list:
     for size in sizes:
         stop = start + size
         if tensordict is not None and isinstance(data, tensordict.TensorDictBase):
-            parts.append(data[start:stop])
+            parts.append(slice_rows(data, start, stop))
         else:
             parts.append({name: slice_rows(value, start, stop) for name, value in data.items()})
         start = stop

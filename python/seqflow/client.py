@@ -236,12 +236,23 @@ class Client:
         _REMOTE_CLIENTS.add(self)
 
     # ---- data -------------------------------------------------------------
+    # Non-tensor values that are not plain (None, bool, int, float, str, bytes,
+    # lists and str-keyed dicts of them) are stored pickled only when allowed:
+    # reading a pickle runs code of whoever wrote it. Set it on the client, or
+    # pass allow_pickle= to put / get_data / kv_* calls.
+    allow_pickle: bool = False
+
+    def _pickle(self, allow_pickle: Optional[bool]) -> bool:
+        return self.allow_pickle if allow_pickle is None else bool(allow_pickle)
+
     def put(self, data, metadata: Optional[BatchMeta] = None, partition_id: Optional[str] = None,
-            custom_meta: Optional[Sequence[dict]] = None) -> BatchMeta:
+            custom_meta: Optional[Sequence[dict]] = None, *, allow_pickle: Optional[bool] = None) -> BatchMeta:
         """Without metadata: new samples in partition_id, one per row of data.
         With metadata: more fields of those samples. custom_meta (one dict per
-        sample; default metadata.custom_meta) becomes visible with the data."""
-        columns = _convert.to_columns(data, borrow=self.is_remote)
+        sample; default metadata.custom_meta) becomes visible with the data.
+        Which values a field may hold: see seqflow._convert; allow_pickle
+        (default: the client's) lets other objects be stored pickled."""
+        columns = _convert.to_columns(data, borrow=self.is_remote, allow_pickle=self._pickle(allow_pickle))
         if custom_meta is not None:
             custom_meta = list(custom_meta)
         if metadata is None:
@@ -274,19 +285,31 @@ class Client:
         return BatchMeta._from_native(native)
 
     def get_data(self, metadata: BatchMeta, *, fields: Optional[Iterable[str]] = None, format: str = "auto",
-                 copy: bool = False):
+                 copy: bool = True, layout: str = "dense", allow_pickle: Optional[bool] = None):
         """The data of metadata's samples (its fields, or `fields`): a
         TensorDict when tensordict is installed, else a dict (format: "auto",
-        "tensordict", "torch", "numpy"). Without copy, arrays view the stored
-        bytes when the samples lie back to back: numpy arrays are read-only,
-        torch tensors share the stored bytes, so edit a clone."""
-        fmt = _convert.resolve_format(format)
+        "tensordict", "torch", "numpy"); non-tensor fields as a NonTensorStack
+        or a list, one value per sample.
+
+        copy (default): the arrays are the caller's, so writing into them
+        changes nothing stored. copy=False: no copy where the samples lie back
+        to back in storage; numpy arrays are then read-only views, torch
+        tensors share the stored bytes (torch has no read-only tensors:
+        writing into one changes what every reader gets; clone it first).
+        layout "dense": rows of one shape as one tensor, others nested;
+        "transfer_queue": TransferQueue's containers, nested unless every row
+        is 0-d (see seqflow._convert). allow_pickle (default: the client's):
+        read values stored pickled."""
+        fmt = _convert.resolve_format(format, layout)
         names = metadata.field_names if fields is None else _as_list(fields, "fields")
         native = {}
         if metadata.size:
+            # A remote get's buffers are this call's own already: copying them again would be waste.
+            fresh = bool(copy) and not self.is_remote
             native = self._client.get_data(metadata.global_indexes, names,
-                                           _convert.nested_flags(names, metadata), fmt != "numpy")
-        return _convert.from_native(names, native, metadata, fmt, copy)
+                                           _convert.nested_flags(names, metadata), fresh,
+                                           bool(copy) or fmt != "numpy", self._pickle(allow_pickle))
+        return _convert.from_native(names, native, metadata, fmt, layout)
 
     def set_custom_meta(self, metadata: BatchMeta) -> None:
         """Merges metadata.custom_meta into the controller's, key by key."""
@@ -330,49 +353,57 @@ class Client:
         return self._client.storage_stats()
 
     # ---- key-value API ----------------------------------------------------
-    def kv_put(self, key: str, partition_id: str, fields=None, tag: Optional[dict] = None) -> KVBatchMeta:
+    def kv_put(self, key: str, partition_id: str, fields=None, tag: Optional[dict] = None, *,
+               allow_pickle: Optional[bool] = None) -> KVBatchMeta:
         """One sample under `key`: fields maps field name to its value (no
-        batch dimension); tag is merged into the sample's custom_meta."""
+        batch dimension: a tensor or numeric array is the row; any other value,
+        numbers included, is a non-tensor value, as in TransferQueue); tag is
+        merged into the sample's custom_meta."""
         if fields is None and tag is None:
             raise ValueError("kv_put needs fields or a tag")
-        columns = _convert.single_sample_columns(fields, borrow=self.is_remote) if fields is not None else []
+        columns = [] if fields is None else _convert.single_sample_columns(
+            fields, borrow=self.is_remote, allow_pickle=self._pickle(allow_pickle))
         return self._kv_put([key], partition_id, columns, None if tag is None else [tag])
 
     def kv_batch_put(self, keys: Sequence[str], partition_id: str, fields=None,
-                     tags: Optional[Sequence[dict]] = None) -> KVBatchMeta:
-        """Samples under `keys`; fields holds one row per key."""
+                     tags: Optional[Sequence[dict]] = None, *, allow_pickle: Optional[bool] = None) -> KVBatchMeta:
+        """Samples under `keys`; fields holds one row per key (as in put)."""
         if fields is None and tags is None:
             raise ValueError("kv_batch_put needs fields or tags")
-        columns = _convert.to_columns(fields, borrow=self.is_remote) if fields is not None else []
+        columns = [] if fields is None else _convert.to_columns(
+            fields, borrow=self.is_remote, allow_pickle=self._pickle(allow_pickle))
         return self._kv_put(_as_list(keys, "keys"), partition_id, columns, None if tags is None else list(tags))
 
     def _kv_put(self, keys, partition_id, columns, tags) -> KVBatchMeta:
         if tags is not None and len(tags) != len(keys):
             raise ValueError(f"{len(tags)} tags for {len(keys)} keys")
         meta = BatchMeta._from_native(self._client.kv_put(partition_id, keys, tags, columns))
-        produced = [f for j, f in enumerate(meta.field_names) if meta.production_status[:, j].all()]
-        return KVBatchMeta(keys=list(keys), tags=meta.custom_meta, partition_id=partition_id, fields=produced,
+        return KVBatchMeta(keys=list(keys), tags=meta.custom_meta, partition_id=partition_id,
+                           fields=meta._produced_fields(),
                            extra_info=meta.extra_info)
 
     def kv_batch_get(self, keys, partition_id: str, select_fields=None, *, format: str = "auto",
-                     copy: bool = False):
-        """The data under `keys` (every field they all hold, or select_fields).
-        A missing key raises KeyError naming it; a field some key lacks,
-        ValueError."""
+                     copy: bool = True, layout: str = "dense", allow_pickle: Optional[bool] = None):
+        """The data under `keys` (every field they all hold, or select_fields),
+        as get_data returns it (format, copy, layout, allow_pickle: see
+        get_data). A missing key raises KeyError naming it; a field some key
+        lacks, ValueError."""
         keys = _as_list(keys, "keys")
         meta = BatchMeta._from_native(self._client.kv_meta(partition_id, keys))
         if select_fields is None:
-            fields = [f for j, f in enumerate(meta.field_names) if meta.production_status[:, j].all()]
+            fields = meta._produced_fields()
         else:
             fields = _as_list(select_fields, "select_fields")
-            meta = meta.select_fields(fields)
+            produced = meta._field_produced(fields)
             for j, f in enumerate(fields):
-                if not meta.production_status[:, j].all():
-                    missing = [keys[i] for i in np.flatnonzero(~meta.production_status[:, j])]
+                if not produced[:, j].all():
+                    missing = [keys[i] for i in np.flatnonzero(~produced[:, j])]
                     raise ValueError(f"field {f!r} is not set for keys {missing} of partition {partition_id!r}")
-        return self.get_data(meta, fields=fields, format=format, copy=copy)
+            meta = meta.select_fields(fields)
+        return self.get_data(meta, fields=fields, format=format, copy=copy, layout=layout, allow_pickle=allow_pickle)
 
     def kv_batch_get_by_meta(self, meta: KVBatchMeta, select_fields=None, **kwargs):
+        """kv_batch_get of meta's keys (and fields, unless select_fields)."""
         return self.kv_batch_get(meta.keys, meta.partition_id,
                                  meta.fields if select_fields is None else select_fields, **kwargs)
 

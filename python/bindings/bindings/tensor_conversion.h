@@ -2,8 +2,9 @@
 // buffer the storage owns (so later edits of the caller's arrays do not reach
 // stored data), or, with `borrow`, a buffer over the caller's array that keeps
 // it alive: for a remote put, which has sent the bytes when it returns. Out:
-// arrays that view the storage's buffers when the samples lie back to back in
-// one buffer, one gathering copy otherwise.
+// one copy per field (FieldOutput::fresh), or arrays that view the storage's
+// buffers when the samples lie back to back in one buffer, one gathering copy
+// otherwise.
 #pragma once
 
 #include <nanobind/nanobind.h>
@@ -28,18 +29,26 @@ Column packed_column(const std::string& field, const AnyArray& values, const Int
                      bool borrow);
 // One array per sample: same dtype and number of dimensions, any sizes.
 Column ragged_column(const std::string& field, nanobind::handle arrays);
-// Strings (stored as UTF-8) and other objects (stored pickled); get tells
-// them apart by the first byte, since a pickle starts with 0x80, which no
-// UTF-8 text does.
-Column object_column(const std::string& field, nanobind::handle items);
+// Non-tensor values, one per sample: strings stored as UTF-8, other plain
+// values (see plain_value_conversion.h) as MessagePack, anything else pickled
+// when `allow_pickle`, else an error naming the field, the sample and the type.
+Column object_column(const std::string& field, nanobind::handle items, bool allow_pickle);
+
+// How get_data hands a field to Python.
+struct FieldOutput {
+  bool nested = false;        // the field's schema is nested: never one dense array
+  bool fresh = true;          // arrays own a copy, never the stored bytes
+  bool writable = true;       // numpy arrays writable (torch has no read-only tensors)
+  bool allow_pickle = false;  // unpickle pickled values; else such a value is an error
+};
 
 // One field's values as Python sees them:
 //   ("dense", array (n, *shape), dtype)       all samples of one shape
 //   ("ragged", flat values, shapes (n, ndim), dtype)
 //   ("list", [array per sample], dtype)        samples of differing rank
-//   ("objects", [str or unpickled object])
-// bfloat16 values come as uint16 arrays with dtype "bfloat16". Arrays are
-// read-only unless `writable`.
-nanobind::tuple field_to_python(const std::vector<SampleView>& views, bool nested, bool writable);
+//   ("objects", [value per sample])
+// bfloat16 values come as uint16 arrays with dtype "bfloat16".
+nanobind::tuple field_to_python(const std::vector<SampleView>& views, const std::string& field,
+                                const FieldOutput& output);
 
 }  // namespace seqflow::bindings

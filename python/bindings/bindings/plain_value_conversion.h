@@ -1,0 +1,20 @@
+// Plain Python values as MessagePack, so that non-tensor fields (strings,
+// numbers, lists and dicts: what verl's non_tensor_batch holds) travel and
+// rest without pickle, which would run code from whoever wrote the bytes.
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+#include "common/msgpack_writer.h"
+
+namespace seqflow::bindings {
+
+// Writes `value` when it is plain: None, bool, int (64-bit), float, str,
+// bytes, or a list, tuple or str-keyed dict of plain values nested at most
+// core::kMaxMetaNesting deep. Returns false, with `out` partly written, when
+// something inside is not plain. A tuple reads back as a list, a str or
+// bytes subclass (numpy's str_, bytes_) as str or bytes, a float subclass
+// (numpy's float64) as float.
+bool write_plain_value(MsgpackWriter& out, nanobind::handle value);
+
+}  // namespace seqflow::bindings
