@@ -330,6 +330,7 @@ Column object_column(const std::string& field, nb::handle items, bool allow_pick
     Part part{};
     const auto where = [&] { return field_name(field) + ", sample " + std::to_string(index); };
     MsgpackWriter plain;
+    NotPlain not_plain;
     if (PyUnicode_Check(item.ptr())) {
       Py_ssize_t size = 0;
       const char* text = PyUnicode_AsUTF8AndSize(item.ptr(), &size);
@@ -339,15 +340,17 @@ Column object_column(const std::string& field, nb::handle items, bool allow_pick
       }
       part = {text, static_cast<size_t>(size)};
       held.push_back(nb::borrow(item));
-    } else if (write_plain_value(plain, item)) {
+    } else if (!(not_plain = write_plain_value(plain, item))) {
       encoded.push_back(std::string(1, static_cast<char>(kPlainValueTag)) + plain.bytes());
       part = {encoded.back().data(), encoded.back().size()};
     } else if (!allow_pickle) {
-      throw_invalid(where() + " is a " + nb::type_name(item.type()).c_str() +
-                    " (or holds one), which only pickle can store; seqflow pickles only when the "
-                    "program allows it (allow_pickle=True), since unpickling runs code of whoever wrote "
-                    "the bytes. Plain values (None, bool, int, float, str, bytes, lists and str-keyed "
-                    "dicts of them) need no pickle");
+      const std::string what = nb::type_name(not_plain.part.type()).c_str();
+      throw_invalid(where() + " holds a " +
+                    (not_plain.is_key ? "dict key " + std::string(nb::repr(not_plain.part).c_str()) + " (" + what + ")"
+                                      : what) +
+                    ", which only pickle can store; seqflow pickles only when the program allows it "
+                    "(allow_pickle=True), since unpickling runs code of whoever wrote the bytes. Plain values "
+                    "(None, bool, int, float, str, bytes, lists and str-keyed dicts of them) need no pickle");
     } else {
       if (!dumps.is_valid()) dumps = nb::module_::import_("pickle").attr("dumps");
       try {

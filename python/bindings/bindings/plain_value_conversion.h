@@ -9,12 +9,20 @@
 
 namespace seqflow::bindings {
 
+// What is not plain in a value: an object, a container nested too deep, or
+// a dict key that is no str (`is_key`). Empty when the value is plain.
+struct NotPlain {
+  nanobind::handle part;
+  bool is_key = false;
+  explicit operator bool() const { return part.is_valid(); }
+};
+
 // Writes `value` when it is plain: None, bool, int (64-bit), float, str,
 // bytes, or a list, tuple or str-keyed dict of plain values nested at most
-// core::kMaxMetaNesting deep. Returns false, with `out` partly written, when
-// something inside is not plain. A tuple reads back as a list, a str or
+// core::kMaxMetaNesting deep. Otherwise returns the first part that is not
+// plain, with `out` partly written. A tuple reads back as a list, a str or
 // bytes subclass (numpy's str_, bytes_) as str or bytes, a float subclass
 // (numpy's float64) as float.
-bool write_plain_value(MsgpackWriter& out, nanobind::handle value);
+NotPlain write_plain_value(MsgpackWriter& out, nanobind::handle value);
 
 }  // namespace seqflow::bindings
