@@ -3,6 +3,7 @@
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
 
+#include <algorithm>
 #include <span>
 #include <string_view>
 
@@ -18,6 +19,7 @@ namespace {
 
 using Json = nlohmann::json;
 using BoolMatrix = nb::ndarray<nb::numpy, bool, nb::ndim<2>>;
+using Int8Array = nb::ndarray<nb::numpy, int8_t, nb::ndim<1>>;
 
 // Bools as one byte each, the layout numpy's bool dtype has.
 BoolMatrix bool_matrix(std::vector<uint8_t>&& values, size_t rows, size_t columns) {
@@ -28,10 +30,17 @@ BoolMatrix bool_matrix(std::vector<uint8_t>&& values, size_t rows, size_t column
 
 nb::dict schema_to_python(const FieldSchema& schema) {
   nb::dict out;
-  out["dtype"] = std::string(dtype_name(schema.dtype));
-  nb::list shape;
-  for (int64_t d : schema.shape) shape.append(d);
-  out["shape"] = nb::tuple(shape);
+  // A non-tensor field has no dtype or shape (None, as in TransferQueue):
+  // how the engine stores its objects is private.
+  if (schema.is_object) {
+    out["dtype"] = nb::none();
+    out["shape"] = nb::none();
+  } else {
+    out["dtype"] = std::string(dtype_name(schema.dtype));
+    nb::list shape;
+    for (int64_t d : schema.shape) shape.append(d);
+    out["shape"] = nb::tuple(shape);
+  }
   out["is_nested"] = schema.is_nested;
   out["is_non_tensor"] = schema.is_object;
   return out;
@@ -41,13 +50,44 @@ FieldSchema schema_from_python(const std::string& field, nb::handle value) {
   nb::dict entry;
   if (!nb::try_cast(value, entry)) throw_invalid("field_schema[\"" + field + "\"] must be a dict");
   FieldSchema schema;
-  if (entry.contains("dtype")) schema.dtype = parse_dtype(nb::cast<std::string>(nb::str(entry["dtype"])));
+  if (entry.contains("dtype") && !entry["dtype"].is_none()) {
+    nb::object dtype = entry["dtype"];
+    if (!nb::isinstance<nb::str>(dtype)) {
+      throw_invalid("field_schema[\"" + field + "\"][\"dtype\"] must be a dtype name, got a " +
+                    std::string(nb::type_name(dtype.type()).c_str()));
+    }
+    schema.dtype = parse_dtype(nb::cast<std::string>(dtype));
+  }
   if (entry.contains("shape") && !entry["shape"].is_none()) {
     for (nb::handle d : entry["shape"]) schema.shape.push_back(nb::cast<int64_t>(d));
   }
   if (entry.contains("is_nested")) schema.is_nested = nb::cast<bool>(entry["is_nested"]);
   if (entry.contains("is_non_tensor")) schema.is_object = nb::cast<bool>(entry["is_non_tensor"]);
   return schema;
+}
+
+// One int8 per sample: 1 when it has every field (and there are fields),
+// TransferQueue's production_status.
+Int8Array sample_status(const BatchMeta& meta) {
+  const size_t fields = meta.field_schema.size();
+  std::vector<int8_t> status(meta.size(), 0);
+  for (size_t i = 0; fields > 0 && i < status.size(); ++i) {
+    const auto row = meta.production_status.begin() + static_cast<std::ptrdiff_t>(i * fields);
+    status[i] = std::all_of(row, row + static_cast<std::ptrdiff_t>(fields), [](uint8_t produced) { return produced; });
+  }
+  return to_numpy(std::move(status));
+}
+
+nb::list int_list(const std::vector<int64_t>& values) {
+  PyObject* list = PyList_New(static_cast<Py_ssize_t>(values.size()));
+  if (list == nullptr) throw nb::python_error();
+  nb::list out = nb::steal<nb::list>(list);
+  for (size_t i = 0; i < values.size(); ++i) {
+    PyObject* value = PyLong_FromLongLong(values[i]);
+    if (value == nullptr) throw nb::python_error();
+    PyList_SET_ITEM(out.ptr(), static_cast<Py_ssize_t>(i), value);
+  }
+  return out;
 }
 
 CustomMetaList custom_meta_from_encoded(nb::bytes bytes, const OffsetsInput& offsets) {
@@ -61,7 +101,7 @@ nb::dict meta_to_python(BatchMeta&& meta) {
   const size_t n = meta.size();
   const size_t fields = meta.field_schema.size();
   nb::dict out;
-  out["global_indexes"] = to_numpy(std::move(meta.global_indexes));
+  out["global_indexes"] = int_list(meta.global_indexes);
   // One str object per run of equal names.
   nb::list partitions;
   for (size_t r = 0, begin = 0; r < meta.partition_ids.run_count(); begin = meta.partition_ids.run_end(r++)) {
@@ -73,7 +113,8 @@ nb::dict meta_to_python(BatchMeta&& meta) {
   for (const auto& [field, entry] : meta.field_schema) schema[field.c_str()] = schema_to_python(entry);
   out["field_schema"] = schema;
   meta.production_status.resize(n * fields);
-  out["production_status"] = bool_matrix(std::move(meta.production_status), n, fields);
+  out["production_status"] = sample_status(meta);
+  out["field_status"] = bool_matrix(std::move(meta.production_status), n, fields);
   // Decoded on first use (seqflow.BatchMeta.custom_meta).
   std::vector<uint32_t> offsets = meta.custom_meta.offsets();
   out["custom_meta_encoded"] = nb::make_tuple(
@@ -125,11 +166,11 @@ BatchMeta meta_from_python(nb::dict meta) {
       out.field_schema.emplace(field, schema_from_python(field, value));
     }
   }
-  if (meta.contains("production_status") && !meta["production_status"].is_none()) {
+  if (meta.contains("field_status") && !meta["field_status"].is_none()) {
     auto status = nb::cast<nb::ndarray<const bool, nb::ndim<2>, nb::c_contig, nb::device::cpu>>(
-        meta["production_status"]);
+        meta["field_status"]);
     if (status.shape(0) != out.size() || status.shape(1) != out.field_schema.size()) {
-      throw_invalid("production_status must have shape (" + std::to_string(out.size()) + ", " +
+      throw_invalid("field_status must have shape (" + std::to_string(out.size()) + ", " +
                     std::to_string(out.field_schema.size()) + "), got (" + std::to_string(status.shape(0)) +
                     ", " + std::to_string(status.shape(1)) + ")");
     }

@@ -306,7 +306,7 @@ class Client:
         if metadata.size:
             # A remote get's buffers are this call's own already: copying them again would be waste.
             fresh = bool(copy) and not self.is_remote
-            native = self._client.get_data(metadata.global_indexes, names,
+            native = self._client.get_data(metadata._index_array(), names,
                                            _convert.nested_flags(names, metadata), fresh,
                                            bool(copy) or fmt != "numpy", self._pickle(allow_pickle))
         return _convert.from_native(names, native, metadata, fmt, layout)
@@ -315,7 +315,7 @@ class Client:
         """Merges metadata.custom_meta into the controller's, key by key."""
         if metadata.size == 0:
             return
-        self._client.set_custom_meta(metadata.partition_ids, metadata.global_indexes, metadata.custom_meta)
+        self._client.set_custom_meta(metadata.partition_ids, metadata._index_array(), metadata.custom_meta)
 
     # ---- clearing and consumption ----------------------------------------
     def clear_partition(self, partition_id: str) -> None:
@@ -323,7 +323,7 @@ class Client:
 
     def clear_samples(self, metadata: BatchMeta) -> None:
         for part in metadata.chunk_by_partition():
-            self._client.clear_samples(part.partition_ids[0], part.global_indexes)
+            self._client.clear_samples(part.partition_ids[0], part._index_array())
 
     def reset_consumption(self, partition_id: str, task_name: Optional[str] = None) -> None:
         self._client.reset_consumption(partition_id, task_name)

@@ -269,7 +269,7 @@ def produce(client, config: Config, rollouts: list, stop: threading.Event) -> No
                                  "response_length": response_len, "uid": uid})
                     uid += 1
             put = client.put({"input_ids": rows}, partition_id=partition_of(step), custom_meta=meta)
-            rollout.global_indexes.extend(put.global_indexes.tolist())
+            rollout.global_indexes.extend(put.global_indexes)
             time.sleep(0.002)  # generation takes time: readers start before the step is complete
 
 
@@ -319,7 +319,7 @@ def run_rank(client, config: Config, task: str, rank: int, records: list, finish
                 for i, entry in enumerate(meta.custom_meta):
                     if len(data["old_log_prob"][i]) != entry["response_length"]:
                         record.mismatches += 1
-            record.global_indexes.extend(meta.global_indexes.tolist())
+            record.global_indexes.extend(meta.global_indexes)
             record.tokens += sum(int(m["total_lengths"]) for m in meta.custom_meta)
             record.batches += 1
             progress.update(meta.size)

@@ -1,27 +1,47 @@
-"""BatchMeta's operations, and one split rule for data and metadata."""
+"""BatchMeta and KVBatchMeta: TransferQueue 0.1.11's API, and one split rule
+for data and metadata."""
 
 from __future__ import annotations
 
+import copy
+import json
 import pickle
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+import batch_meta_scenario
 import seqflow
 from seqflow import BatchMeta
-from seqflow.batch_meta import chunk_sizes
+from seqflow.batch_meta import KVBatchMeta, chunk_sizes
 from seqflow.streaming import split_batch
 
+TOOLS_DIR = Path(__file__).resolve().parents[2] / "tools"
 
-def make_meta(n=7, fields=("a", "b")):
+
+def schema_of(*fields, dtype="int64", shape=(2,)):
+    return {f: {"dtype": dtype, "shape": shape, "is_nested": False, "is_non_tensor": False} for f in fields}
+
+
+def make_meta(n=7, fields=("a", "b"), **kwargs):
     return BatchMeta(
-        np.arange(10, 10 + n),
-        ["p"] * n,
-        {f: {"dtype": "int64", "shape": (2,), "is_nested": False, "is_non_tensor": False} for f in fields},
-        np.ones((n, len(fields)), dtype=bool),
-        [{"i": i} for i in range(n)],
-        {"source": "test"},
+        global_indexes=list(range(10, 10 + n)),
+        partition_ids=["p"] * n,
+        field_schema=schema_of(*fields),
+        production_status=np.ones(n, dtype=np.int8),
+        custom_meta=[{"i": i} for i in range(n)],
+        extra_info={"source": "test"},
+        **kwargs,
     )
+
+
+def state(meta: BatchMeta) -> tuple:
+    """What a batch holds, comparable with == (BatchMeta itself compares by identity, as TransferQueue's)."""
+    return (meta.global_indexes, meta.partition_ids, meta.field_schema, meta.production_status.tolist(),
+            meta.custom_meta, meta.extra_info)
 
 
 def test_chunk_sizes_rule():
@@ -33,51 +53,377 @@ def test_chunk_sizes_rule():
         chunk_sizes(3, 0)
 
 
-def test_queries_and_selections():
+# ---- construction -------------------------------------------------------------
+
+def test_constructor_takes_transferqueues_keywords_and_defaults():
+    meta = BatchMeta(global_indexes=np.arange(3), partition_ids=("p", "p", "q"))
+    assert meta.global_indexes == [0, 1, 2] and type(meta.global_indexes[0]) is int
+    assert meta.partition_ids == ["p", "p", "q"] and meta.field_schema == {} and meta.extra_info == {}
+    assert meta.production_status.dtype == np.int8 and meta.production_status.tolist() == [0, 0, 0]
+    assert meta.custom_meta == [{}, {}, {}] and meta._custom_backend_meta == [{}, {}, {}]
+    assert not meta.is_ready and meta.field_names == []
+    empty = BatchMeta()
+    assert len(empty) == empty.size == 0 and not empty and not empty.is_ready and empty.is_empty()
+    assert BatchMeta.empty(extra_info={"k": 1}).extra_info == {"k": 1}
+
+
+def test_constructor_copies_what_it_is_given():
+    indexes, schema, info, custom = [0, 1], schema_of("f"), {"k": [1]}, [{"c": 1}, {"c": 2}]
+    meta = BatchMeta(indexes, ["p", "p"], schema, [1, 1], info, custom)
+    indexes.append(9)
+    schema["f"]["dtype"] = "float32"
+    info["new"] = 1
+    custom[0]["c"] = 99
+    assert meta.global_indexes == [0, 1] and meta.field_schema["f"]["dtype"] == "int64"
+    assert meta.extra_info == {"k": [1]} and meta.custom_meta[0] == {"c": 1}
+    # Two batches made from one schema share no inner dict.
+    other = BatchMeta([5, 6], ["p", "p"], meta.field_schema)
+    other.field_schema["f"]["shape"] = (9,)
+    assert meta.field_schema["f"]["shape"] == (2,)
+
+
+@pytest.mark.parametrize("kwargs,error,message", [
+    ({"partition_ids": ["p"]}, ValueError, "global_indexes has 2, partition_ids has 1"),
+    ({"partition_ids": "pp"}, TypeError, "partition_ids must be a list"),
+    ({"global_indexes": [0.5, 1.5]}, TypeError, "global_indexes must be a list of integers"),
+    ({"global_indexes": 3}, TypeError, "global_indexes must be a list of integers"),
+    ({"production_status": [1, 1, 1]}, ValueError, "production_status length 3 != batch_size 2"),
+    ({"custom_meta": [{}]}, ValueError, "custom_meta length 1 != batch_size 2"),
+    ({"custom_meta": [{}, 3]}, TypeError, r"custom_meta\[1\] must be a dict, got int"),
+    ({"custom_meta": {"a": 1}}, TypeError, "custom_meta must be a list of dicts"),
+    ({"field_schema": {"f": 3}}, TypeError, r"field_schema\['f'\] must be a dict"),
+    ({"field_schema": {"f": {"per_sample_shapes": [(1,)]}}}, ValueError, "per_sample_shapes length 1 != batch_size 2"),
+    ({"extra_info": [1]}, TypeError, "extra_info must be a dict"),
+    ({"_custom_backend_meta": [{}]}, ValueError, "_custom_backend_meta length 1 != batch_size 2"),
+])
+def test_constructor_names_the_bad_parameter(kwargs, error, message):
+    arguments = {"global_indexes": [0, 1], "partition_ids": ["p", "p"]} | kwargs
+    with pytest.raises(error, match=message):
+        BatchMeta(**arguments)
+
+
+def test_a_fields_matrix_gives_per_sample_status_and_per_field_bits():
+    matrix = np.array([[True, True], [True, False]])
+    meta = BatchMeta([0, 1], ["p", "p"], schema_of("a", "b"), matrix)
+    assert meta.production_status.tolist() == [1, 0] and not meta.is_ready
+    assert meta._produced_fields() == ["a"]
+    assert meta._field_produced(["b", "nope"]).tolist() == [[True, False], [False, False]]
+    meta.production_status[1] = 1  # a sample marked produced has every field
+    assert meta._produced_fields() == ["a", "b"] and meta.is_ready
+
+
+# ---- queries ----------------------------------------------------------------------
+
+def test_queries():
     meta = make_meta()
     assert meta.size == len(meta) == 7 and meta.field_names == ["a", "b"] and meta.is_ready
-    part = meta.select_samples([4, 1])
-    assert part.global_indexes.tolist() == [14, 11] and part.custom_meta == [{"i": 4}, {"i": 1}]
-    only_b = meta.select_fields(["b"])
-    assert only_b.field_names == ["b"] and only_b.production_status.shape == (7, 1)
+    assert meta.get_dtypes("a") == ["int64"] * 7 and meta.get_shapes("b") == [(2,)] * 7
+    with pytest.raises(KeyError, match="'nope' not found in field_schema"):
+        meta.get_shapes("nope")
     with pytest.raises(KeyError, match="nope"):
-        meta.select_fields(["nope"])
-    meta.production_status[3, 1] = False
-    assert not meta.is_ready and meta.select_fields("a").is_ready
-    assert BatchMeta.empty().size == 0 and BatchMeta.empty().is_empty()
+        meta.get_dtypes("nope")
+    meta.production_status[3] = 0
+    assert not meta.is_ready
+    assert str(meta) == ("BatchMeta(size=7, field_names=['a', 'b'], is_ready=False, "
+                         "global_indexes=[10, 11, 12, 13, 14, 15, 16], extra_info={'source': 'test'})")
+    assert "size=7" in repr(meta)
 
 
-def test_chunk_concat_reorder_union():
-    meta = make_meta()
-    parts = meta.chunk(3)
-    assert [p.size for p in parts] == [3, 2, 2]
-    assert BatchMeta.concat(parts) == meta
-    assert [p.partition_ids[0] for p in meta.chunk_by_partition()] == ["p"]
-    reordered = make_meta().reorder([6, 5, 4, 3, 2, 1, 0])
-    assert reordered.global_indexes.tolist() == list(range(16, 9, -1))
-    assert reordered.custom_meta[0] == {"i": 6}
-    with pytest.raises(ValueError, match="permutation"):
-        make_meta().reorder([0, 0, 1, 2, 3, 4, 5])
-    left = make_meta(fields=("a",))
-    right = make_meta(fields=("c",))
-    right.custom_meta = [{"j": 1}] * 7
-    both = left.union(right)
-    assert both.field_names == ["a", "c"] and both.is_ready and both.custom_meta[2] == {"i": 2, "j": 1}
-    with pytest.raises(ValueError, match="same samples"):
-        left.union(make_meta(n=3))
-    with pytest.raises(ValueError, match="concat"):
-        BatchMeta.concat([make_meta(fields=("a",)), make_meta(fields=("b",))])
+def test_field_names_are_sorted():
+    meta = BatchMeta([0], ["p"], schema_of("z", "a", "m"))
+    assert meta.field_names == ["a", "m", "z"]
 
 
-def test_update_custom_meta_and_pickle():
+def test_batches_compare_by_identity_and_hash():
+    a, b = make_meta(), make_meta()
+    assert a == a and a != b and len({a, b}) == 2
+
+
+def test_extra_info_methods():
+    meta = make_meta(n=1)
+    meta.set_extra_info("step", 3)
+    assert meta.get_extra_info("step") == 3 and meta.get_extra_info("nope", "d") == "d"
+    assert meta.has_extra_info("step") and not meta.has_extra_info("nope")
+    meta.update_extra_info({"a": [1], "step": 4})
+    everything = meta.get_all_extra_info()
+    everything["a"].append(2)
+    assert meta.extra_info == {"source": "test", "a": [1], "step": 4}
+    assert meta.remove_extra_info("a") == [1] and meta.remove_extra_info("a") is None
+    meta.clear_extra_info()
+    assert meta.extra_info == {}
+
+
+def test_custom_meta_methods():
     meta = make_meta(n=2)
     meta.update_custom_meta([{"x": 1}, {"y": 2}])
-    assert meta.get_all_custom_meta() == [{"i": 0, "x": 1}, {"i": 1, "y": 2}]
-    with pytest.raises(ValueError, match="2 samples"):
+    meta.update_custom_meta(None)
+    everything = meta.get_all_custom_meta()
+    assert everything == [{"i": 0, "x": 1}, {"i": 1, "y": 2}]
+    everything[0]["x"] = 5  # a copy
+    assert meta.custom_meta[0]["x"] == 1
+    with pytest.raises(ValueError, match="custom_meta length 1 != batch_size 2"):
         meta.update_custom_meta([{}])
-    with pytest.raises(ValueError, match="dict"):
+    with pytest.raises(TypeError, match=r"custom_meta\[1\] must be a dict"):
         meta.update_custom_meta([{}, 3])
-    assert pickle.loads(pickle.dumps(meta)) == meta
+    meta.clear_custom_meta()
+    assert meta.custom_meta == [{}, {}]
+    with pytest.raises(ValueError, match="custom_meta length 3"):
+        meta.custom_meta = [{}] * 3
+
+
+def test_sample_views_are_read_only():
+    meta = BatchMeta([4, 5], ["p", "q"], {
+        "r": {"dtype": "int64", "shape": (-1,), "is_nested": True, "is_non_tensor": False,
+              "per_sample_shapes": [(3,), (5,)]}} | schema_of("x"), [1, 0], custom_meta=[{"k": 1}, {}])
+    samples = meta.samples
+    assert len(samples) == 2 and [s.global_index for s in samples] == [4, 5]
+    second = samples[-1]
+    assert second.partition_id == "q" and second.production_status == 0
+    assert second.fields["r"]["shape"] == (5,) and "per_sample_shapes" not in second.fields["r"]
+    assert samples[0].fields["x"]["shape"] == (2,) and samples[0].custom_meta["k"] == 1
+    with pytest.raises(TypeError):
+        samples[0].custom_meta["k"] = 2
+    with pytest.raises(TypeError):
+        samples[0].fields["x"] = {}
+    with pytest.raises(IndexError, match="out of range for a batch of 2"):
+        samples[2]
+    assert "global_index=4" in repr(samples[0])
+
+
+# ---- selections ---------------------------------------------------------------------
+
+def test_select_samples_and_indexing():
+    meta = make_meta()
+    part = meta.select_samples([4, 1])
+    assert part.global_indexes == [14, 11] and part.custom_meta == [{"i": 4}, {"i": 1}]
+    assert part.production_status.tolist() == [1, 1] and part.extra_info == meta.extra_info
+    part.custom_meta[0]["i"] = 99
+    part.field_schema["a"]["shape"] = (9,)
+    assert meta.custom_meta[4] == {"i": 4} and meta.field_schema["a"]["shape"] == (2,)
+    for bad in ([7], [-1]):
+        with pytest.raises(ValueError, match=r"sample_indices must lie in \[0, 7\)"):
+            meta.select_samples(bad)
+    with pytest.raises(ValueError, match="integer positions"):
+        meta.select_samples([0.5])
+    assert meta[2].global_indexes == [12] and meta[-1].global_indexes == [16]
+    assert meta[1:6:2].global_indexes == [11, 13, 15] and meta[::-1].global_indexes == list(range(16, 9, -1))
+    with pytest.raises(IndexError, match="out of range"):
+        meta[7]
+    with pytest.raises(TypeError, match="not supported"):
+        meta["a"]
+
+
+def test_select_fields_keeps_those_the_batch_has():
+    meta = make_meta(_custom_backend_meta=[{"a": 1, "b": 2, "_all": 3}] * 7)
+    only_b = meta.select_fields(["b", "nope"])
+    assert only_b.field_names == ["b"] and only_b.production_status.tolist() == [1] * 7
+    assert only_b._custom_backend_meta[0] == {"b": 2, "_all": 3}
+    only_b.set_extra_info("k", 1)
+    only_b.update_custom_meta([{"i": -1}] * 7)
+    only_b.field_schema["b"]["dtype"] = "float32"
+    assert "k" not in meta.extra_info and meta.custom_meta[0] == {"i": 0}
+    assert meta.field_schema["b"]["dtype"] == "int64"
+    assert meta.select_fields("a").field_names == ["a"]
+
+
+def test_chunk_and_chunk_by_partition():
+    meta = make_meta(n=10)
+    parts = meta.chunk(3)
+    assert [p.size for p in parts] == [4, 3, 3] and parts[1].custom_meta[0] == {"i": 4}
+    assert [p.size for p in make_meta(n=2).chunk(4)] == [1, 1, 0, 0]
+    for bad in (0, 1.5, True):
+        with pytest.raises(ValueError, match="chunks must be an integer >= 1"):
+            meta.chunk(bad)
+    mixed = BatchMeta([1, 2, 3, 4], ["A", "B", "A", "B"], custom_meta=[{"n": n} for n in range(4)])
+    by_partition = mixed.chunk_by_partition()
+    assert [(p.partition_ids, p.global_indexes) for p in by_partition] == [(["A", "A"], [1, 3]), (["B", "B"], [2, 4])]
+
+
+def test_reorder_in_place():
+    meta = BatchMeta([0, 1, 2], ["p"] * 3, {"r": {"dtype": "int64", "shape": (-1,), "is_nested": True,
+                                                   "is_non_tensor": False, "per_sample_shapes": [(1,), (2,), (3,)]}},
+                     [1, 0, 1], custom_meta=[{"i": 0}, {"i": 1}, {"i": 2}])
+    assert meta.reorder([2, 0, 1]) is None
+    assert meta.global_indexes == [2, 0, 1] and meta.production_status.tolist() == [1, 1, 0]
+    assert meta.custom_meta == [{"i": 2}, {"i": 0}, {"i": 1}]
+    assert meta.get_shapes("r") == [(3,), (1,), (2,)]
+    with pytest.raises(ValueError, match="mismatch batch size 3"):
+        meta.reorder([0, 1])
+    with pytest.raises(ValueError, match="duplicates"):
+        meta.reorder([0, 0, 1])
+    with pytest.raises(ValueError, match=r"must lie in \[0, 3\)"):
+        meta.reorder([0, 1, 3])
+
+
+def test_copy_is_deep():
+    meta = make_meta(n=2)
+    meta.set_extra_info("nested", {"a": [1]})
+    twin = meta.copy()
+    assert state(twin) == state(meta) and twin is not meta
+    twin.extra_info["nested"]["a"].append(2)
+    twin.custom_meta[0]["i"] = 9
+    twin.field_schema["a"]["shape"] = (5,)
+    twin.production_status[0] = 0
+    assert meta.extra_info["nested"] == {"a": [1]} and meta.custom_meta[0] == {"i": 0}
+    assert meta.field_schema["a"]["shape"] == (2,) and meta.production_status[0] == 1
+
+
+# ---- combinations -------------------------------------------------------------------
+
+def test_concat():
+    meta = make_meta()
+    restored = BatchMeta.concat(meta.chunk(3))
+    assert state(restored) == state(meta)
+    assert state(BatchMeta.concat([None, BatchMeta.empty(), meta])) == state(meta)
+    assert BatchMeta.concat([]).size == 0 and BatchMeta.concat([BatchMeta.empty({"k": 1})]).size == 0
+    with pytest.raises(ValueError, match=r"field_names mismatch at chunk\[1\]"):
+        BatchMeta.concat([make_meta(fields=("a",)), make_meta(fields=("b",))])
+    floats = BatchMeta([1], ["p"], schema_of("a", "b", dtype="torch.float32"), [1])
+    with pytest.raises(ValueError, match=r"Field 'a' dtype mismatch in concat: chunk\[0\]=int64, chunk\[1\]=float32"):
+        BatchMeta.concat([meta, floats])
+    unchecked = BatchMeta.concat([meta, floats], validate=False)
+    assert unchecked.size == 8 and unchecked.field_schema["a"]["dtype"] == "int64"
+
+
+def test_concat_merges_extra_info_and_refuses_conflicts():
+    torch = pytest.importorskip("torch")
+
+    def one(index, **info):
+        return BatchMeta([index], ["p"], schema_of("f"), [1], extra_info=info)
+
+    merged = BatchMeta.concat([one(0, common="ok", only_a=1), one(1, common="ok", only_b=2)])
+    assert merged.extra_info == {"common": "ok", "only_a": 1, "only_b": 2}
+    same = BatchMeta.concat([one(0, t=torch.tensor([1.0, 2.0]), a=np.arange(3)),
+                             one(1, t=torch.tensor([1.0, 2.0]), a=np.arange(3))])
+    assert torch.equal(same.extra_info["t"], torch.tensor([1.0, 2.0]))
+    for left, right in ((1, 2), (torch.tensor([1.0]), torch.tensor([2.0])), (np.arange(2), np.arange(3)), (1, 1.0)):
+        with pytest.raises(ValueError, match="extra_info key 'step' has conflicting values"):
+            BatchMeta.concat([one(0, step=left), one(1, step=right)])
+
+
+def test_concat_joins_per_sample_shapes_of_nested_fields():
+    def part(indexes, entry):
+        return BatchMeta(indexes, ["p"] * len(indexes), {"r": entry})
+
+    dense = {"dtype": "int64", "shape": (4,), "is_nested": False, "is_non_tensor": False}
+    nested = {"dtype": "int64", "shape": (-1,), "is_nested": True, "is_non_tensor": False,
+              "per_sample_shapes": [(2,), (3,)]}
+    joined = BatchMeta.concat([part([0], dense), part([1, 2], nested)])
+    assert joined.field_schema["r"]["is_nested"] and joined.get_shapes("r") == [(4,), (2,), (3,)]
+    assert joined.field_schema["r"]["shape"] == (-1,)
+
+
+def test_union():
+    left = make_meta(fields=("a",), _custom_backend_meta=[{"a": 1}] * 7)
+    right = make_meta(fields=("a", "c"))
+    right.field_schema["a"]["dtype"] = "float32"
+    right.custom_meta = [{"j": 1}] * 7
+    right.production_status[2] = 0
+    right.extra_info = {"source": "right", "r": 1}
+    both = left.union(right)
+    assert both.field_names == ["a", "c"] and both.field_schema["a"]["dtype"] == "float32"
+    assert both.production_status.tolist() == [1, 1, 0, 1, 1, 1, 1] and not both.is_ready
+    assert both.custom_meta[2] == {"i": 2, "j": 1} and both.extra_info == {"source": "right", "r": 1}
+    assert both._custom_backend_meta[0] == {"a": 1}
+    both.custom_meta[0]["i"] = 9
+    assert left.custom_meta[0] == {"i": 0}
+    with pytest.raises(ValueError, match="global_indexes do not match"):
+        left.union(make_meta(n=3))
+    with pytest.raises(ValueError, match="partition_ids do not match"):
+        left.union(BatchMeta(left.global_indexes, ["q"] * 7))
+    for result in (left.union(BatchMeta.empty()), BatchMeta.empty().union(left), left.union(None)):
+        assert result is not left and state(result) == state(left)
+        result.extra_info["new"] = 1
+        assert "new" not in left.extra_info
+
+
+def test_add_fields():
+    torch = pytest.importorskip("torch")
+    tensordict = pytest.importorskip("tensordict")
+    meta = BatchMeta([0, 1, 2], ["p"] * 3)
+    data = tensordict.TensorDict({"x": torch.zeros(3, 4, dtype=torch.bfloat16), "n": torch.arange(3)}, batch_size=3)
+    assert meta.add_fields(data) is meta
+    assert meta.field_schema["x"] == {"dtype": "bfloat16", "shape": (4,), "is_nested": False, "is_non_tensor": False}
+    assert meta.field_schema["n"]["shape"] == () and meta.is_ready
+    meta.add_fields({"r": [np.arange(1), np.arange(3), np.arange(2)], "s": ["a", "b", "c"],
+                     "v": [1.5, 2.5, 3.5]}, set_all_ready=False)
+    assert meta.get_shapes("r") == [(1,), (3,), (2,)] and meta.field_schema["r"]["shape"] == (-1,)
+    assert meta.field_schema["s"] == {"dtype": None, "shape": None, "is_nested": False, "is_non_tensor": True}
+    assert meta.field_schema["v"]["dtype"] == "float64" and meta.field_names == ["n", "r", "s", "v", "x"]
+    jagged = torch.nested.nested_tensor([torch.zeros(2, 3), torch.zeros(4, 3), torch.zeros(1, 3)],
+                                        layout=torch.jagged)
+    meta.production_status[:] = 0
+    meta.add_fields(tensordict.TensorDict({"j": jagged}, batch_size=3), set_all_ready=False)
+    assert meta.get_shapes("j") == [(2, 3), (4, 3), (1, 3)] and meta.field_schema["j"]["shape"] == (-1, 3)
+    assert not meta.is_ready
+    assert meta.add_fields(tensordict.TensorDict({}, batch_size=0)) is meta
+    with pytest.raises(ValueError, match="batch size mismatch: self.size=3 vs tensor_dict=2"):
+        meta.add_fields({"y": np.zeros(2)})
+    with pytest.raises(ValueError, match="field 'y' holds 2 samples, the batch 3"):
+        meta.add_fields({"x": np.zeros(3), "y": np.zeros(2)})
+    with pytest.raises(TypeError, match="tensor_dict must be a TensorDict or a dict"):
+        meta.add_fields([1, 2, 3])
+
+
+def test_pickling_keeps_everything_and_makes_status_writable():
+    meta = make_meta(n=3, _custom_backend_meta=[{"a": {"k": 1}}] * 3)
+    restored = pickle.loads(pickle.dumps(meta))
+    assert state(restored) == state(meta) and restored._custom_backend_meta == meta._custom_backend_meta
+    frozen = list(meta.__getstate__())
+    at = BatchMeta.__slots__.index("production_status")
+    frozen[at] = frozen[at].copy()
+    frozen[at].flags.writeable = False
+    thawed = BatchMeta.__new__(BatchMeta)
+    thawed.__setstate__(tuple(frozen))
+    assert thawed.production_status.flags.writeable
+    assert state(copy.deepcopy(meta)) == state(meta)
+
+
+def test_same_results_as_transferqueue():
+    """batch_meta_scenario.py's calls (every method, their errors' types) on
+    TransferQueue 0.1.11's own classes, in the reference venv, and on seqflow's."""
+    sys.path.insert(0, str(TOOLS_DIR))
+    import reference_peer
+
+    try:
+        python = reference_peer.transferqueue_python()
+    except reference_peer.ReferenceUnavailable as error:
+        pytest.fail(f"TransferQueue {reference_peer.VERSION}, the reference, cannot be had: {error}")
+    done = subprocess.run([python, batch_meta_scenario.__file__], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    theirs = json.loads(done.stdout)
+    ours = json.loads(json.dumps(batch_meta_scenario.run(BatchMeta, KVBatchMeta), default=repr))
+    assert ours.keys() == theirs.keys()
+    for step, result in theirs.items():
+        assert ours[step] == result, step
+
+
+# ---- with the engine ------------------------------------------------------------------
+def test_fetched_batch_has_transferqueues_types_and_per_field_bits():
+    client = seqflow.Client()
+    put = client.put({"x": np.arange(4), "s": ["a", "b", "c", "d"]}, partition_id="p")
+    assert put.global_indexes == [0, 1, 2, 3] and put.production_status.tolist() == [1] * 4 and put.is_ready
+    assert put.field_schema["s"] == {"dtype": None, "shape": None, "is_nested": False, "is_non_tensor": True}
+    assert put.field_schema["x"] == {"dtype": "int64", "shape": (), "is_nested": False, "is_non_tensor": False}
+    more = client.put({"y": np.arange(2)}, metadata=put.select_samples([2, 0]))
+    assert more.global_indexes == [2, 0] and more.field_names == ["s", "x", "y"] and more.is_ready
+    everything = client.get_meta(["x", "y"], 4, "p", mode="force_fetch")
+    assert everything.production_status.dtype == np.int8 and not everything.is_ready
+    assert dict(zip(everything.global_indexes, everything.production_status.tolist())) == {0: 1, 1: 0, 2: 1, 3: 0}
+    # Which fields a sample has travels privately (the kv API reads it).
+    client.kv_batch_put(["k0", "k1", "k2"], "kv", {"x": np.arange(3)})
+    client.kv_put("k1", "kv", {"y": np.arange(2)})
+    keyed = BatchMeta._from_native(client._client.kv_meta("kv", ["k0", "k1", "k2"]))
+    assert keyed.production_status.dtype == np.int8 and keyed.production_status.tolist() == [0, 1, 0]
+    assert keyed._field_produced(["x", "y"]).tolist() == [[True, False], [True, True], [True, False]]
+    assert keyed.select_fields(["y"])._field_produced(["y"]).tolist() == [[False], [True], [False]]
+    assert keyed[1:]._produced_fields() == ["x"] and keyed[1]._produced_fields() == ["x", "y"]
+    with pytest.raises(ValueError, match=r"field 'y' is not set for keys \['k0', 'k2'\]"):
+        client.kv_batch_get(["k0", "k1", "k2"], "kv", select_fields=["y"])
+    # A batch the caller made goes to the engine too: its samples count as having every field.
+    made = BatchMeta([1, 3], ["p", "p"], schema_of("x", dtype=np.int64, shape=()), [1, 1])
+    assert client.put({"y": np.arange(2)}, metadata=made).is_ready
+    assert client.get_meta(["x", "y"], 4, "p", mode="force_fetch").is_ready
 
 
 @pytest.mark.parametrize("n,micro", [(7, 3), (8, 3), (5, 5), (5, 8), (1, 1), (10, 4)])
@@ -90,7 +436,7 @@ def test_data_and_meta_split_alike(n, micro):
     assert len(parts) == -(-n // micro)
     for part_data, part_meta in parts:
         assert len(part_data["x"]) == len(part_data["s"]) == part_meta.size <= micro
-        np.testing.assert_array_equal(part_data["x"], part_meta.global_indexes * 10)
+        np.testing.assert_array_equal(part_data["x"], np.asarray(part_meta.global_indexes) * 10)
     assert sum(p.size for _, p in parts) == n
 
 
@@ -109,7 +455,7 @@ def test_torch_split_alike():
         parts = split_batch(data, meta, micro_batch_size=3)
         assert [m.size for _, m in parts] == [3, 2, 2]
         for part_data, part_meta in parts:
-            assert part_data["x"].tolist() == part_meta.global_indexes.tolist()
+            assert part_data["x"].tolist() == part_meta.global_indexes
             lengths = [t.numel() for t in part_data["r"].unbind()]
             assert lengths == [int(g) + 1 for g in part_meta.global_indexes]
 
@@ -142,20 +488,26 @@ def test_selections_of_a_fetched_batch_keep_custom_meta_encoded():
     values[2] = {}
     client, meta = _fetched(values, fields=("x", "y"))
     tail = meta.select_samples(range(3, 6))  # kept encoded for the end
-    gi = meta.global_indexes.tolist()
-    for positions in ([1, 2, 3], [4, 0, 2, 2], [-1, -6], [], range(6), [5], np.array([3, 1])):
+    gi = meta.global_indexes
+    for positions in ([1, 2, 3], [4, 0, 2, 2], [5, 0], [], range(6), [5], np.array([3, 1])):
         part = meta.select_samples(positions)
         assert part._custom_meta is None, positions  # bytes cut out, no dict built
         at = list(positions)
         assert part.custom_meta == [values[i] for i in at]
-        assert part.global_indexes.tolist() == [gi[i] for i in at]
-        assert part.production_status.shape == (len(at), 2)
+        assert part.global_indexes == [gi[i] for i in at]
+        assert part.production_status.tolist() == [1] * len(at)
+        assert part._field_produced(["x", "y"]).shape == (len(at), 2)
     parts = meta.split([2, 4])
     assert [p._custom_meta for p in parts] == [None, None]
     assert parts[0].custom_meta + parts[1].custom_meta == values
     only_x = meta.select_fields(["x"])
     assert only_x._custom_meta is None and only_x.custom_meta == values
-    assert pickle.loads(pickle.dumps(parts[1])) == parts[1]
+    encoded = meta.split([2, 4])
+    restored = pickle.loads(pickle.dumps(encoded[1]))
+    assert restored._custom_meta is None and state(restored) == state(parts[1])
+    joined = BatchMeta.concat(encoded[::-1])  # encoded parts join encoded
+    assert joined._custom_meta is None and joined.custom_meta == values[2:] + values[:2]
+    assert meta.copy()._custom_meta is None
     assert meta._custom_meta is None  # none of this decoded the batch itself
 
     # Parts are independent: changing one leaves the batch and the others alone.

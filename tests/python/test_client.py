@@ -263,7 +263,7 @@ def test_status_queries_and_reset(client):
     client.put({"y": np.arange(2)}, metadata=meta.select_samples([0, 1]))
     assert client.get_partition_list() == ["p"]
     indexes, produced = client.get_production_status(["x", "y"], "p")
-    assert indexes.tolist() == sorted(meta.global_indexes.tolist()) and produced.tolist() == [True, True, False, False]
+    assert indexes.tolist() == sorted(meta.global_indexes) and produced.tolist() == [True, True, False, False]
     assert client.check_production_status(["x"], "p") and not client.check_production_status(["x", "y"], "p")
     client.get_meta(["x"], 4, "p", task_name="t")
     _, consumed = client.get_consumption_status("t", "p")
@@ -471,7 +471,7 @@ def test_module_level_api(default_client, tmp_path):
     assert seqflow.init({"controller": {"polling_mode": True}}) is default_client  # config ignored once initialized
     meta = seqflow.put({"x": np.arange(3)}, partition_id="p")
     got = seqflow.get_meta(["x"], 3, "p", task_name="t")
-    assert seqflow.get_data(got, format="numpy")["x"].tolist() == meta.global_indexes.tolist()
+    assert seqflow.get_data(got, format="numpy")["x"].tolist() == meta.global_indexes
     assert seqflow.check_consumption_status("t", "p")
     seqflow.save_checkpoint(tmp_path / "c")
     assert asyncio.run(seqflow.async_get_partition_list()) == ["p"]

@@ -44,7 +44,7 @@ def test_round_trip_through_service_processes(clusters):
     assert client.stats() == {"samples": 10, "bytes": x.nbytes}
     got = client.get_meta(["x"], 10, "p", task_name="t")
     np.testing.assert_array_equal(client.get_data(got, format="numpy")["x"], x[got.global_indexes])
-    assert [m["total_lengths"] for m in got.custom_meta] == got.global_indexes.tolist()
+    assert [m["total_lengths"] for m in got.custom_meta] == got.global_indexes
     client.clear_samples(meta)
     assert client.stats()["samples"] == 0
     client.close()

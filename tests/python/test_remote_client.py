@@ -68,7 +68,7 @@ def test_samples_live_on_unit_gi_mod_n(clusters, units):
     ordered = cluster.units_by_endpoint()
     x = np.arange(30, dtype=np.int64).reshape(10, 3)
     meta = client.put({"x": x, "s": [f"s{i}" for i in range(10)]}, partition_id="p")
-    indexes = meta.global_indexes.tolist()
+    indexes = meta.global_indexes
     assert indexes == list(range(10))
     assert [u.stats()["samples"] for u in ordered] == expected_counts(indexes, units)
     assert client.stats()["samples"] == 10
@@ -178,7 +178,7 @@ def test_a_python_sampler_runs_in_the_in_process_controller(clusters):
 
     client = clusters(2, controller_args={"sampler": EveryOther()}).client()
     client.put({"x": np.arange(8)}, partition_id="p")
-    assert client.get_meta(["x"], 3, "p", task_name="t").global_indexes.tolist() == [0, 2, 4]
+    assert client.get_meta(["x"], 3, "p", task_name="t").global_indexes == [0, 2, 4]
 
 
 def test_init_from_a_config_naming_the_controller(clusters):
@@ -189,7 +189,7 @@ def test_init_from_a_config_naming_the_controller(clusters):
         assert client.is_remote and client.polling_mode and client.timeout == 5.0
         meta = seqflow.put({"x": np.arange(3)}, partition_id="p")
         got = seqflow.get_meta(["x"], 3, "p", task_name="t")
-        assert seqflow.get_data(got, format="numpy")["x"].tolist() == meta.global_indexes.tolist()
+        assert seqflow.get_data(got, format="numpy")["x"].tolist() == meta.global_indexes
         assert seqflow.get_meta(["x"], 1, "p", task_name="t").size == 0  # polling: nothing left
     finally:
         seqflow.close()

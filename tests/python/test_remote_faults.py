@@ -179,7 +179,7 @@ def test_killed_storage_unit_fails_calls_in_time_and_the_pipeline_resumes_on_res
     cluster = process_cluster(2)
     observer = cluster.client(timeout=20.0)  # the test's own view; waits out the restarts
     other_put = put_ids(observer, "other", range(1000, 1000 + PUT_SIZE))
-    assert {index % 2 for index in other_put.global_indexes.tolist()} == {0, 1}  # data on both units
+    assert {index % 2 for index in other_put.global_indexes} == {0, 1}  # data on both units
     after_restart = 12 * PUT_SIZE
 
     with Pipeline(cluster, consumers=2, after_restart=after_restart) as pipeline:
@@ -215,7 +215,7 @@ def test_killed_storage_unit_fails_calls_in_time_and_the_pipeline_resumes_on_res
         # Production status holds exactly the puts that succeeded: nothing of
         # the failed put is ready (the producer waits, so this is stable).
         everything = observer.get_meta(["x"], 0, "train", mode="force_fetch")
-        id_of = dict(zip(everything.global_indexes.tolist(), ids_of(everything)))
+        id_of = dict(zip(everything.global_indexes, ids_of(everything)))
         indexes, produced = observer.get_production_status(["x"], "train")
         ready_ids = {id_of[i] for i in indexes[produced].tolist()}
         assert ready_ids == set(ledger.put_ids)
@@ -226,17 +226,17 @@ def test_killed_storage_unit_fails_calls_in_time_and_the_pipeline_resumes_on_res
         # every sample routed to it (gi % 2 == 0), in every partition,
         # consumed or not, for not produced, as its data is gone.
         everything = observer.get_meta([], 0, "train", mode="force_fetch")  # produced or not
-        on_victim = [position for position, index in enumerate(everything.global_indexes.tolist())
+        on_victim = [position for position, index in enumerate(everything.global_indexes)
                      if index % 2 == 0]
         lost = everything.select_samples(on_victim)
-        lost_indexes = set(lost.global_indexes.tolist())
+        lost_indexes = set(lost.global_indexes)
         wait_until(lambda: not produced_indexes(observer, "train") & lost_indexes, 30,
                    "the restarted unit's samples are no longer produced")
-        assert produced_indexes(observer, "train") == set(everything.global_indexes.tolist()) - lost_indexes
-        assert produced_indexes(observer, "other") == {i for i in other_put.global_indexes.tolist() if i % 2}
+        assert produced_indexes(observer, "train") == set(everything.global_indexes) - lost_indexes
+        assert produced_indexes(observer, "other") == {i for i in other_put.global_indexes if i % 2}
         # Not consumed yet (for train): not served until they are put again.
         unserved = lost_indexes - consumed_indexes(observer, "train", "train")
-        unserved_ids = {ids_of(lost)[k] for k, index in enumerate(lost.global_indexes.tolist())
+        unserved_ids = {ids_of(lost)[k] for k, index in enumerate(lost.global_indexes)
                         if index in unserved}
         # Inserts wait while the controller drops the failed put's data on the
         # dead unit; the probe returns once that drop reached the new unit.
@@ -287,7 +287,7 @@ def control_state(client) -> dict:
     for partition in state["partitions"]:
         everything = client.get_meta(["x"], 0, partition, mode="force_fetch")
         state[partition] = {
-            "samples": list(zip(everything.global_indexes.tolist(), ids_of(everything))),
+            "samples": list(zip(everything.global_indexes, ids_of(everything))),
             "produced": [a.tolist() for a in client.get_production_status(["x"], partition)],
             **{f"consumed by {task}": [a.tolist() for a in client.get_consumption_status(task, partition)]
                for task in ("a", "b")},
@@ -340,7 +340,7 @@ def test_controller_restarted_from_its_checkpoint_serves_on_without_repeats(proc
     live_indexes = {index for index, _ in before["train"]["samples"] + before["eval"]["samples"]}
     put_ids(fresh, "train", range(64, 80))
     new = fresh.get_meta(["x"], 0, "train", mode="force_fetch").select_samples(list(range(64, 80)))
-    assert ids_of(new) == list(range(64, 80)) and not set(new.global_indexes.tolist()) & live_indexes
+    assert ids_of(new) == list(range(64, 80)) and not set(new.global_indexes) & live_indexes
     everything = fresh.get_meta(["x"], 0, "train", mode="force_fetch")
     assert fresh.get_data(everything, format="numpy")["x"].tolist() == ids_of(everything)
 

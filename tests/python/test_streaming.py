@@ -172,7 +172,7 @@ def test_loader_workers_do_not_duplicate_batches():
     def recording_fetch(**kwargs):
         data, meta = original(**kwargs)
         if data is not None:
-            fetched.append((threading.current_thread().name, kwargs["batch_index"], meta.global_indexes.tolist()))
+            fetched.append((threading.current_thread().name, kwargs["batch_index"], meta.global_indexes))
         return data, meta
 
     ds.fetch_batch_fn = recording_fetch
@@ -180,7 +180,7 @@ def test_loader_workers_do_not_duplicate_batches():
     got = []
     for data, meta in loader:
         assert data["x"].tolist() == [m["id"] for m in meta.custom_meta]
-        got.extend(meta.global_indexes.tolist())
+        got.extend(meta.global_indexes)
     assert sorted(got) == list(range(48)) and len(got) == len(set(got))
     by_worker = {}
     for name, index, _ in fetched:
@@ -208,16 +208,16 @@ def test_micro_batches_split_data_and_meta_alike():
     parts = list(ds)
     assert [m.size for _, m in parts] == [3, 2, 2]
     for data, meta in parts:
-        assert data["x"].tolist() == meta.global_indexes.tolist()
+        assert data["x"].tolist() == meta.global_indexes
 
 
 def test_reset_replays_and_step_moves_on():
     client = Client()
     produce(client, 2, 4, delay=0)
     ds = dataset(client, 0, should_check_consumption_status=True, total_samples=8)
-    first = [m.global_indexes.tolist() for _, m in ds]
+    first = [m.global_indexes for _, m in ds]
     ds.reset()
-    assert [m.global_indexes.tolist() for _, m in ds] == first
+    assert [m.global_indexes for _, m in ds] == first
     client.put({"x": np.arange(100, 104)}, partition_id="q",
                custom_meta=[{"id": i} for i in range(100, 104)])
     ds.step("q")

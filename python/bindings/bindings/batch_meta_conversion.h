@@ -1,5 +1,7 @@
-// BatchMeta between C++ and Python: plain dicts with numpy arrays for indexes
-// and production bits; custom_meta stays MessagePack until Python reads it.
+// BatchMeta between C++ and Python: plain dicts. global_indexes a list,
+// production_status one int8 per sample (1: every field produced) and
+// field_status the samples x fields bits; custom_meta stays MessagePack until
+// Python reads it.
 #pragma once
 
 #include <nanobind/nanobind.h>
