@@ -54,11 +54,14 @@ class Client {
   virtual BatchMeta kv_meta(const std::string& partition_id, std::span<const std::string> keys) = 0;
   virtual void kv_clear(const std::string& partition_id, std::span<const std::string> keys) = 0;
 
-  // Controller, samplers and storage, as one atomic directory. In remote
-  // mode the services write and read the files, so the directory must be on
-  // a filesystem they and this client share under the same path.
-  virtual void save_checkpoint(const std::string& directory) = 0;
-  virtual void load_checkpoint(const std::string& directory) = 0;
+  // Controller, samplers and storage, as one atomic directory, with the
+  // caller's `user_metadata` (a JSON object) in its metadata.json, which
+  // load_checkpoint returns. In remote mode the services write and read the
+  // files, so the directory must be on a filesystem they and this client
+  // share under the same path. Loading a directory that holds no
+  // checkpoint throws kNotFound naming it.
+  virtual void save_checkpoint(const std::string& directory, const nlohmann::json& user_metadata) = 0;
+  virtual nlohmann::json load_checkpoint(const std::string& directory) = 0;
 
   virtual StorageStats storage_stats() const = 0;
 };

@@ -67,8 +67,12 @@ struct MetaRequest {
   // Fetch only. Polling: an empty batch at once when too little is ready
   // (unless the sampler holds this caller's answer). Otherwise wait up to
   // `timeout` for enough data, then throw kTimeout. A request polls when it
-  // says so or when ControllerOptions::polling_mode is set. force_fetch
-  // ignores batch_size: it returns every sample with all `fields` produced.
+  // says so or when ControllerOptions::polling_mode is set. A partition that
+  // does not exist (yet, or any more) has nothing ready: a waiting fetch
+  // waits for it to be created and filled. force_fetch ignores batch_size
+  // and consumes nothing: it returns every sample of the partition (also
+  // those lacking a requested field; production_status tells), an empty
+  // batch for a partition that does not exist.
   bool polling = false;
   std::chrono::milliseconds timeout{30000};
 };
@@ -80,6 +84,29 @@ struct SampleProduction {
   std::vector<uint8_t> produced;  // per sample, per field (row-major): 1 if produced
 
   bool has(size_t sample, size_t field) const { return produced[sample * field_count + field] != 0; }
+};
+
+// ControlPlane::production_status's answer: a partition's samples, ascending
+// by global index, and which of the asked fields each has produced.
+struct ProductionStatus {
+  std::vector<int64_t> global_indexes;
+  size_t field_count = 0;
+  std::vector<uint8_t> produced;  // per sample, per field (row-major): 1 if produced
+
+  bool has(size_t sample, size_t field) const { return produced[sample * field_count + field] != 0; }
+  bool has_all(size_t sample) const {
+    for (size_t field = 0; field < field_count; ++field) {
+      if (!has(sample, field)) return false;
+    }
+    return true;
+  }
+};
+
+// ControlPlane::kv_list's answer for one partition: its keys, in the order
+// they were made, with their tags.
+struct PartitionKeys {
+  std::string partition_id;
+  std::vector<std::pair<std::string, nlohmann::json>> keys;
 };
 
 // How far a partition has come: for the metrics endpoint.
@@ -127,29 +154,35 @@ class ControlPlane {
                        std::span<const nlohmann::json> custom_meta) = 0;
 
   // Both return the global indexes they released (ascending), for the storage
-  // to drop. A sample or partition that does not exist throws kNotFound.
+  // to drop. What is gone already (a partition that does not exist, a sample
+  // that is not a live sample of the partition) is skipped, as TransferQueue
+  // does: clearing twice is not an error.
   virtual std::vector<int64_t> clear_samples(const std::string& partition_id,
                                      std::span<const int64_t> global_indexes) = 0;
   virtual std::vector<int64_t> clear_partition(const std::string& partition_id) = 0;
 
-  // Every task, or one.
+  // Every task, or one. A partition that does not exist has nothing to reset.
   virtual void reset_consumption(const std::string& partition_id, const std::string* task_name) = 0;
 
-  // Per sample of the partition (ascending global index): consumed by the task?
-  virtual std::vector<std::pair<int64_t, bool>> consumption_status(const std::string& task_name,
-                                                           const std::string& partition_id) const = 0;
-  // Per sample: all of `fields` produced?
-  virtual std::vector<std::pair<int64_t, bool>> production_status(std::span<const std::string> fields,
-                                                          const std::string& partition_id) const = 0;
+  // Per sample of the partition (ascending global index): consumed by the
+  // task? Nullopt for a partition that does not exist.
+  virtual std::optional<std::vector<std::pair<int64_t, bool>>> consumption_status(
+      const std::string& task_name, const std::string& partition_id) const = 0;
+  // Per sample, per field: produced? A field the partition has never had is
+  // produced nowhere. Nullopt for a partition that does not exist.
+  virtual std::optional<ProductionStatus> production_status(std::span<const std::string> fields,
+                                                            const std::string& partition_id) const = 0;
   // Of these samples only (O(samples x fields), not O(partition)): for each,
   // whether it exists in the partition and which of `fields` it has produced.
-  // An unknown partition throws kNotFound.
+  // In a partition that does not exist, none does.
   virtual SampleProduction sample_production(const std::string& partition_id,
                                              std::span<const int64_t> global_indexes,
                                              std::span<const std::string> fields) const = 0;
-  // Both false for a partition without samples.
+  // Both false for a partition without samples or that does not exist.
   virtual bool all_consumed(const std::string& task_name, const std::string& partition_id) const = 0;
   virtual bool all_produced(std::span<const std::string> fields, const std::string& partition_id) const = 0;
+  // Partitions exist from their first insert (or key) until clear_partition;
+  // clearing their samples one by one leaves them listed, empty.
   virtual std::vector<std::string> partition_list() const = 0;
 
   // Key-value API: a key names one sample of a partition. Unknown keys get
@@ -160,9 +193,12 @@ class ControlPlane {
                        std::span<const nlohmann::json> tags) = 0;
   // Known keys only: a missing key throws kNotFound naming it.
   virtual BatchMeta kv_lookup(const std::string& partition_id, std::span<const std::string> keys) const = 0;
-  // Every key of the partition (or of every partition) with its tag.
-  virtual std::vector<std::pair<std::string, nlohmann::json>> kv_list(const std::string* partition_id) const = 0;
-  // A missing key throws kNotFound naming it; nothing is cleared then.
+  // The keys of the partition, or of every partition (null), with their
+  // tags; a partition without keys is listed with none. A partition that
+  // does not exist is not listed.
+  virtual std::vector<PartitionKeys> kv_list(const std::string* partition_id) const = 0;
+  // Releases the keys' samples; keys (or a partition) that do not exist are
+  // skipped, as TransferQueue does. An empty key is an error.
   virtual std::vector<int64_t> kv_clear(const std::string& partition_id, std::span<const std::string> keys) = 0;
 
   // Checkpoint of everything above, including the sampler's state. Atomic on
@@ -193,10 +229,10 @@ class Controller final : public ControlPlane {
                                      std::span<const int64_t> global_indexes) override;
   std::vector<int64_t> clear_partition(const std::string& partition_id) override;
   void reset_consumption(const std::string& partition_id, const std::string* task_name) override;
-  std::vector<std::pair<int64_t, bool>> consumption_status(const std::string& task_name,
-                                                           const std::string& partition_id) const override;
-  std::vector<std::pair<int64_t, bool>> production_status(std::span<const std::string> fields,
-                                                          const std::string& partition_id) const override;
+  std::optional<std::vector<std::pair<int64_t, bool>>> consumption_status(
+      const std::string& task_name, const std::string& partition_id) const override;
+  std::optional<ProductionStatus> production_status(std::span<const std::string> fields,
+                                                    const std::string& partition_id) const override;
   SampleProduction sample_production(const std::string& partition_id, std::span<const int64_t> global_indexes,
                                      std::span<const std::string> fields) const override;
   bool all_consumed(const std::string& task_name, const std::string& partition_id) const override;
@@ -205,7 +241,7 @@ class Controller final : public ControlPlane {
   BatchMeta kv_resolve(const std::string& partition_id, std::span<const std::string> keys,
                        std::span<const nlohmann::json> tags) override;
   BatchMeta kv_lookup(const std::string& partition_id, std::span<const std::string> keys) const override;
-  std::vector<std::pair<std::string, nlohmann::json>> kv_list(const std::string* partition_id) const override;
+  std::vector<PartitionKeys> kv_list(const std::string* partition_id) const override;
   std::vector<int64_t> kv_clear(const std::string& partition_id, std::span<const std::string> keys) override;
   void save(const std::string& path) const override;
   void load(const std::string& path) override;

@@ -34,12 +34,13 @@ namespace seqflow::bindings {
 namespace {
 
 using Json = nlohmann::json;
-using BoolArray = nb::ndarray<nb::numpy, bool, nb::ndim<1>>;
+using BoolArray = nb::ndarray<nb::numpy, bool>;
 
-BoolArray bool_array(const std::vector<bool>& values) {
-  auto* owned = new std::vector<uint8_t>(values.begin(), values.end());
+// Flags (0 or 1) as a numpy bool array of `shape`, owning them.
+BoolArray bool_array(std::vector<uint8_t>&& flags, std::initializer_list<size_t> shape) {
+  auto* owned = new std::vector<uint8_t>(std::move(flags));
   nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<uint8_t>*>(p); });
-  return BoolArray(reinterpret_cast<bool*>(owned->data()), {owned->size()}, owner);
+  return BoolArray(reinterpret_cast<bool*>(owned->data()), shape, owner);
 }
 
 std::vector<std::string> strings(nb::handle values) {
@@ -48,16 +49,27 @@ std::vector<std::string> strings(nb::handle values) {
   return out;
 }
 
-nb::tuple status_to_python(std::vector<std::pair<int64_t, bool>>&& status) {
+// (global indexes, flags), or (None, None) for a partition that does not exist.
+nb::tuple status_to_python(std::optional<std::vector<std::pair<int64_t, bool>>>&& status) {
+  if (!status) return nb::make_tuple(nb::none(), nb::none());
   std::vector<int64_t> indexes;
-  std::vector<bool> flags;
-  indexes.reserve(status.size());
-  flags.reserve(status.size());
-  for (const auto& [index, flag] : status) {
+  std::vector<uint8_t> flags;
+  indexes.reserve(status->size());
+  flags.reserve(status->size());
+  for (const auto& [index, flag] : *status) {
     indexes.push_back(index);
-    flags.push_back(flag);
+    flags.push_back(flag ? 1 : 0);
   }
-  return nb::make_tuple(to_numpy(std::move(indexes)), bool_array(flags));
+  const size_t n = indexes.size();
+  return nb::make_tuple(to_numpy(std::move(indexes)), bool_array(std::move(flags), {n}));
+}
+
+// (global indexes, flags per sample and field), or (None, None).
+nb::tuple production_to_python(std::optional<ProductionStatus>&& status) {
+  if (!status) return nb::make_tuple(nb::none(), nb::none());
+  const size_t n = status->global_indexes.size();
+  return nb::make_tuple(to_numpy(std::move(status->global_indexes)),
+                        bool_array(std::move(status->produced), {n, status->field_count}));
 }
 
 // The client and the polling default its requests inherit.
@@ -265,7 +277,7 @@ void bind_client(nb::module_ m) {
       .def(
           "consumption_status",
           [](PyClient& self, const std::string& task_name, const std::string& partition_id) {
-            std::vector<std::pair<int64_t, bool>> status;
+            std::optional<std::vector<std::pair<int64_t, bool>>> status;
             {
               nb::gil_scoped_release release;
               status = self.client->control().consumption_status(task_name, partition_id);
@@ -277,12 +289,12 @@ void bind_client(nb::module_ m) {
           "production_status",
           [](PyClient& self, nb::handle fields, const std::string& partition_id) {
             const std::vector<std::string> names = strings(fields);
-            std::vector<std::pair<int64_t, bool>> status;
+            std::optional<ProductionStatus> status;
             {
               nb::gil_scoped_release release;
               status = self.client->control().production_status(names, partition_id);
             }
-            return status_to_python(std::move(status));
+            return production_to_python(std::move(status));
           },
           "fields"_a, "partition_id"_a)
       .def(
@@ -339,13 +351,17 @@ void bind_client(nb::module_ m) {
       .def(
           "kv_list",
           [](PyClient& self, std::optional<std::string> partition_id) {
-            std::vector<std::pair<std::string, Json>> entries;
+            std::vector<PartitionKeys> listed;
             {
               nb::gil_scoped_release release;
-              entries = self.client->control().kv_list(partition_id ? &*partition_id : nullptr);
+              listed = self.client->control().kv_list(partition_id ? &*partition_id : nullptr);
             }
-            nb::list out;
-            for (const auto& [key, tag] : entries) out.append(nb::make_tuple(key, from_json(tag)));
+            nb::dict out;  // {partition_id: {key: tag}}
+            for (const PartitionKeys& partition : listed) {
+              nb::dict keys;
+              for (const auto& [key, tag] : partition.keys) keys[key.c_str()] = from_json(tag);
+              out[partition.partition_id.c_str()] = keys;
+            }
             return out;
           },
           "partition_id"_a.none())
@@ -359,16 +375,21 @@ void bind_client(nb::module_ m) {
           "partition_id"_a, "keys"_a)
       .def(
           "save_checkpoint",
-          [](PyClient& self, const std::string& directory) {
+          [](PyClient& self, const std::string& directory, nb::handle metadata) {
+            const Json user_metadata = metadata.is_none() ? Json::object() : to_json(metadata, "metadata");
             nb::gil_scoped_release release;
-            self.client->save_checkpoint(directory);
+            self.client->save_checkpoint(directory, user_metadata);
           },
-          "directory"_a)
+          "directory"_a, "metadata"_a.none())
       .def(
           "load_checkpoint",
           [](PyClient& self, const std::string& directory) {
-            nb::gil_scoped_release release;
-            self.client->load_checkpoint(directory);
+            Json user_metadata;
+            {
+              nb::gil_scoped_release release;
+              user_metadata = self.client->load_checkpoint(directory);
+            }
+            return from_json(user_metadata);
           },
           "directory"_a)
       .def("storage_stats", [](PyClient& self) {

@@ -11,15 +11,19 @@ returns it and the module-level functions (``seqflow.put``,
 releases the GIL for every controller and storage call, so waiting never
 blocks the event loop or other Python threads.
 
-Errors: bad arguments raise ValueError, unknown partitions, fields, samples
-and keys raise KeyError, a fetch that waited too long raises TimeoutError;
-the state is unchanged after any of them.
+Errors: bad arguments raise ValueError, reading or writing samples, fields
+and keys that do not exist raises KeyError, a fetch that waited too long
+raises TimeoutError; the state is unchanged after any of them. As in
+TransferQueue, a partition that does not exist (yet, or any more) is no
+error: fetches find nothing ready in it (a waiting fetch waits for it),
+status checks are False, clears and resets do nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import errno
 import functools
 import inspect
 import os
@@ -270,10 +274,13 @@ class Client:
                  task_name: Optional[str] = None, sampling_config: Optional[Mapping[str, Any]] = None, *,
                  timeout: Optional[float] = None, polling: Optional[bool] = None) -> BatchMeta:
         """fetch: ready samples through the sampler, consumed for task_name;
-        force_fetch: every sample, nothing consumed; insert: new empty samples.
-        sampling_config: {"dp_rank": r, "batch_index": b}. polling (default
-        the client's polling_mode): an empty batch at once when too little is
-        ready; otherwise wait up to timeout seconds, then TimeoutError."""
+        force_fetch: every sample of the partition, also those lacking a
+        field (their production status says so), nothing consumed; insert:
+        new empty samples. sampling_config: {"dp_rank": r, "batch_index": b}.
+        polling (default the client's polling_mode): an empty batch at once
+        when too little is ready; otherwise wait up to timeout seconds, then
+        TimeoutError. A partition that does not exist has nothing ready: a
+        waiting fetch waits for it to be created and filled."""
         config = dict(sampling_config or {})
         dp_rank = check_count(config.get("dp_rank", 0) or 0, "sampling_config['dp_rank']")
         batch_index = check_count(config.get("batch_index", 0) or 0, "sampling_config['batch_index']")
@@ -319,33 +326,57 @@ class Client:
 
     # ---- clearing and consumption ----------------------------------------
     def clear_partition(self, partition_id: str) -> None:
+        """Removes the partition: its samples, their data, consumption and
+        keys. A partition that does not exist (never made, or cleared) is
+        left as it is, as in TransferQueue."""
         self._client.clear_partition(partition_id)
 
     def clear_samples(self, metadata: BatchMeta) -> None:
+        """Removes these samples and their data; the partition stays (listed,
+        maybe empty). Samples already cleared are skipped."""
         for part in metadata.chunk_by_partition():
             self._client.clear_samples(part.partition_ids[0], part._index_array())
 
-    def reset_consumption(self, partition_id: str, task_name: Optional[str] = None) -> None:
+    def reset_consumption(self, partition_id: str, task_name: Optional[str] = None) -> bool:
+        """Makes every sample unconsumed again for task_name (None: every
+        task), so the same data can be fetched again. True, as in
+        TransferQueue, also for a partition that does not exist."""
         self._client.reset_consumption(partition_id, task_name)
+        return True
 
     # ---- status -----------------------------------------------------------
-    def get_consumption_status(self, task_name: str, partition_id: str) -> tuple[np.ndarray, np.ndarray]:
-        """(global indexes ascending, consumed-by-task flags)."""
+    def get_consumption_status(self, task_name: str, partition_id: str):
+        """(global indexes ascending (int64), consumed-by-task flags (bool));
+        (None, None) for a partition that does not exist, as in
+        TransferQueue."""
         return self._client.consumption_status(task_name, partition_id)
 
     def check_consumption_status(self, task_name: str, partition_id: str) -> bool:
-        """True when the partition has samples and the task consumed all of them."""
+        """True when the partition has samples and the task consumed all of
+        them; False for a partition that does not exist."""
         return self._client.all_consumed(task_name, partition_id)
 
-    def get_production_status(self, data_fields, partition_id: str) -> tuple[np.ndarray, np.ndarray]:
-        """(global indexes ascending, all-fields-produced flags)."""
-        return self._client.production_status(_as_list(data_fields, "data_fields"), partition_id)
+    def get_production_status(self, data_fields, partition_id: str, *, per_field: bool = False):
+        """(global indexes ascending (int64), flags (bool)): per sample, all
+        of data_fields produced; with per_field, one column per field
+        (TransferQueue's layout: shape (samples, fields)). A field no sample
+        of the partition ever had is produced nowhere. (None, None) for a
+        partition that does not exist, as in TransferQueue."""
+        if not isinstance(per_field, bool):
+            raise ValueError(f"per_field must be True or False, got {per_field!r}")
+        indexes, produced = self._client.production_status(_as_list(data_fields, "data_fields"), partition_id)
+        if produced is None or per_field:
+            return indexes, produced
+        return indexes, produced.all(axis=1)
 
     def check_production_status(self, data_fields, partition_id: str) -> bool:
-        """True when the partition has samples and all of them have the fields."""
+        """True when the partition has samples and all of them have the
+        fields; False for a partition that does not exist."""
         return self._client.all_produced(_as_list(data_fields, "data_fields"), partition_id)
 
     def get_partition_list(self) -> list[str]:
+        """Partitions from their first put (or key) until clear_partition;
+        clear_samples and kv_clear leave them listed."""
         return self._client.partition_list()
 
     def stats(self) -> dict:
@@ -408,28 +439,41 @@ class Client:
                                  meta.fields if select_fields is None else select_fields, **kwargs)
 
     def kv_list(self, partition_id: Optional[str] = None) -> dict[str, dict[str, Any]]:
-        """{partition_id: {key: tag}} for one partition or for all."""
-        partitions = [partition_id] if partition_id is not None else self.get_partition_list()
-        out = {}
-        for p in partitions:
-            entries = self._client.kv_list(p)
-            if entries or partition_id is not None:
-                out[p] = dict(entries)
-        return out
+        """{partition_id: {key: tag}} for one partition or (None) for every
+        partition, those without keys included (with {}). A partition that
+        does not exist is left out: kv_list("gone") is {}."""
+        return self._client.kv_list(partition_id)
 
     def kv_clear(self, keys, partition_id: str) -> None:
+        """Removes the keys' samples and data; keys (or a partition) that do
+        not exist are skipped, as in TransferQueue."""
         self._client.kv_clear(partition_id, _as_list(keys, "keys"))
 
     # ---- checkpoints ------------------------------------------------------
-    def save_checkpoint(self, directory: Union[str, os.PathLike]) -> None:
+    def save_checkpoint(self, directory: Union[str, os.PathLike], *, include_storage: bool = True,
+                        metadata: Optional[Mapping[str, Any]] = None) -> None:
         """Controller (with the sampler's state) and storage, as one
-        directory replaced atomically; a crash keeps the previous checkpoint."""
-        self._client.save_checkpoint(os.fspath(directory))
+        directory replaced atomically; a crash keeps the previous checkpoint.
+        metadata (a JSON-able dict) is kept in the directory's metadata.json
+        under "user_metadata", as TransferQueue keeps it; load_checkpoint
+        returns it. include_storage=False is ignored, as TransferQueue ignores
+        it for in-memory storage: the data would be lost otherwise."""
+        if not isinstance(include_storage, bool):
+            raise ValueError(f"include_storage must be True or False, got {include_storage!r}")
+        if metadata is not None and not isinstance(metadata, Mapping):
+            raise ValueError(f"metadata must be a dict (JSON-able) or None, got {type(metadata).__name__}")
+        self._client.save_checkpoint(os.fspath(directory), None if metadata is None else dict(metadata))
 
-    def load_checkpoint(self, directory: Union[str, os.PathLike]) -> None:
-        """Replaces the whole state; on a missing or corrupt checkpoint raises
-        (KeyError / ValueError) and leaves the state unchanged."""
-        self._client.load_checkpoint(os.fspath(directory))
+    def load_checkpoint(self, directory: Union[str, os.PathLike]) -> dict[str, Any]:
+        """Replaces the whole state; returns the metadata given to
+        save_checkpoint ({} if none). A directory that holds no checkpoint
+        raises FileNotFoundError naming it; a corrupt one ValueError; the
+        state is unchanged after either."""
+        path = os.fspath(directory)
+        try:
+            return self._client.load_checkpoint(path)
+        except KeyError as error:
+            raise FileNotFoundError(errno.ENOENT, error.args[0] if error.args else "no checkpoint", path) from None
 
 
 _ASYNC_METHODS = (

@@ -33,7 +33,7 @@ import time
 from typing import Any, Callable, Iterator, Optional
 
 from seqflow import _convert
-from seqflow.batch_meta import BatchMeta, chunk_sizes
+from seqflow.batch_meta import chunk_sizes
 
 try:
     import torch
@@ -60,11 +60,9 @@ def default_fetch_batch_fn(tq_client, data_fields, batch_size, partition_id, tas
     """(data, batch_meta) of one batch, or (None, empty meta) when too little
     is ready or the partition does not exist yet (polling: never blocks)."""
     config = {**sampling_config, "batch_index": batch_index}
-    try:
-        meta = tq_client.get_meta(data_fields=data_fields, batch_size=batch_size, partition_id=partition_id,
-                                  task_name=task_name, sampling_config=config, polling=True)
-    except KeyError:  # the producers have not created the partition yet
-        return None, BatchMeta.empty()
+    # A partition the producers have not created yet polls empty too.
+    meta = tq_client.get_meta(data_fields=data_fields, batch_size=batch_size, partition_id=partition_id,
+                              task_name=task_name, sampling_config=config, polling=True)
     if meta.size == 0:
         return None, meta
     return tq_client.get_data(meta, fields=data_fields, format=data_format), meta
@@ -212,16 +210,13 @@ class StreamingDataset(IterableDataset):
         """Production finished and the task consumed the whole partition.
         Once true, no new reservation can appear, so an empty fetch after it
         means this rank has nothing left."""
-        try:
-            if self.total_samples is not None:
-                _, produced = client.get_production_status(self.data_fields, self.partition_id)
-                if int(produced.sum()) < self.total_samples:
-                    return False
-            elif not client.check_production_status(self.data_fields, self.partition_id):
+        if self.total_samples is not None:
+            _, produced = client.get_production_status(self.data_fields, self.partition_id)
+            if produced is None or int(produced.sum()) < self.total_samples:  # None: no partition yet
                 return False
-            return client.check_consumption_status(self.task_name, self.partition_id)
-        except KeyError:  # the partition does not exist yet
+        elif not client.check_production_status(self.data_fields, self.partition_id):
             return False
+        return client.check_consumption_status(self.task_name, self.partition_id)
 
     def _sleep(self, stop: Optional[threading.Event]) -> None:
         if stop is not None:

@@ -26,6 +26,7 @@ namespace fs = std::filesystem;
 constexpr const char* kManifestName = "manifest.json";
 constexpr const char* kControllerName = "controller.ckpt";
 constexpr const char* kStorageName = "storage.ckpt";
+constexpr const char* kMetadataName = "metadata.json";
 constexpr const char* kFormat = "seqflow-checkpoint";
 constexpr int kVersion = 1;
 
@@ -71,18 +72,28 @@ nlohmann::json file_entry(const fs::path& path) {
   return {{"name", path.filename().string()}, {"bytes", fs::file_size(path)}};
 }
 
+void write_text(const fs::path& path, const std::string& text) {
+  AtomicFileWriter writer(path.string());
+  writer.write(std::as_bytes(std::span(text.data(), text.size())));
+  writer.commit();
+}
+
+// TransferQueue's metadata.json: the data is always saved with the rest.
+void write_metadata(const fs::path& directory, const nlohmann::json& user_metadata) {
+  const nlohmann::json content = {{"storage_saved", true}, {"user_metadata", user_metadata}};
+  write_text(directory / kMetadataName, content.dump(2) + "\n");
+}
+
 void write_manifest(const fs::path& directory) {
   nlohmann::json manifest = {
       {"format", kFormat},
       {"version", kVersion},
       {"files",
        {{"controller", file_entry(directory / kControllerName)},
-        {"storage", file_entry(directory / kStorageName)}}},
+        {"storage", file_entry(directory / kStorageName)},
+        {"metadata", file_entry(directory / kMetadataName)}}},
   };
-  const std::string text = manifest.dump(2) + "\n";
-  AtomicFileWriter writer((directory / kManifestName).string());
-  writer.write(std::as_bytes(std::span(text.data(), text.size())));
-  writer.commit();
+  write_text(directory / kManifestName, manifest.dump(2) + "\n");
 }
 
 // An existing target is replaced only when it is a checkpoint or empty.
@@ -148,7 +159,8 @@ void check_file(const fs::path& directory, const nlohmann::json& entry, const ch
 }
 
 CheckpointFiles files_in(const fs::path& directory) {
-  return {(directory / kControllerName).string(), (directory / kStorageName).string()};
+  return {(directory / kControllerName).string(), (directory / kStorageName).string(),
+          (directory / kMetadataName).string()};
 }
 
 }  // namespace
@@ -157,9 +169,13 @@ std::string temporary_checkpoint_sibling(const std::string& directory, const cha
   return temporary_sibling(normalized(directory), kind).string();
 }
 
-void write_checkpoint_directory(const std::string& directory,
+void write_checkpoint_directory(const std::string& directory, const nlohmann::json& user_metadata,
                                 const std::function<void(const CheckpointFiles&)>& write) {
   const fs::path target = normalized(directory);
+  if (!user_metadata.is_object()) {
+    throw_invalid("checkpoint metadata must be a JSON object (a dict), got " +
+                  std::string(user_metadata.type_name()));
+  }
   check_replaceable(target);
   std::error_code error;
   fs::create_directories(parent_of(target), error);
@@ -173,6 +189,7 @@ void write_checkpoint_directory(const std::string& directory,
                   ": " + (error ? error.message() : std::string("it exists")));
   }
   try {
+    write_metadata(fresh, user_metadata);
     write(files_in(fresh));
     write_manifest(fresh);  // last: its presence means the directory is whole
     sync_directory(fresh);
@@ -196,8 +213,10 @@ CheckpointFiles open_checkpoint_directory(const std::string& directory) {
   const fs::path manifest_path = path / kManifestName;
   std::ifstream in(manifest_path);
   if (!in) {
-    throw_invalid("checkpoint " + in_quotes(path) + " is incomplete or not a seqflow checkpoint: " +
-                  kManifestName + " is missing");
+    throw Error(ErrorCode::kNotFound, "no checkpoint in " + in_quotes(path) + ": " + kManifestName +
+                                          " is missing (a seqflow checkpoint holds " + kManifestName + ", " +
+                                          kMetadataName + ", " + kControllerName + " and " + kStorageName +
+                                          ")");
   }
   std::stringstream text;
   text << in.rdbuf();
@@ -215,7 +234,27 @@ CheckpointFiles open_checkpoint_directory(const std::string& directory) {
   const nlohmann::json& files = manifest["files"];
   check_file(path, files.value("controller", nlohmann::json()), "controller", kControllerName);
   check_file(path, files.value("storage", nlohmann::json()), "storage", kStorageName);
-  return files_in(path);
+  CheckpointFiles out = files_in(path);
+  if (files.contains("metadata")) {
+    check_file(path, files["metadata"], "metadata", kMetadataName);
+  } else {
+    out.metadata.clear();  // saved before metadata.json existed
+  }
+  return out;
+}
+
+nlohmann::json read_checkpoint_metadata(const CheckpointFiles& files) {
+  if (files.metadata.empty()) return nlohmann::json::object();
+  std::ifstream in(files.metadata);
+  std::stringstream text;
+  text << in.rdbuf();
+  const nlohmann::json content = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (!in || content.is_discarded() || !content.is_object() || !content.contains("user_metadata") ||
+      !content["user_metadata"].is_object()) {
+    throw_invalid("checkpoint file " + in_quotes(files.metadata) +
+                  " is corrupt: it must be a JSON object whose user_metadata is an object");
+  }
+  return content["user_metadata"];
 }
 
 }  // namespace seqflow

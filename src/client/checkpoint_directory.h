@@ -8,25 +8,34 @@
 #include <functional>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 namespace seqflow {
 
 struct CheckpointFiles {
   std::string controller;  // paths inside the directory
   std::string storage;
+  // metadata.json in TransferQueue's layout ({"storage_saved": true,
+  // "user_metadata": {...}}); empty for checkpoints saved before it existed.
+  std::string metadata;
 };
 
-// Calls `write` with the file paths of a fresh temporary directory, then
-// makes that directory `directory` atomically. An existing `directory` must
-// be a checkpoint (or empty): anything else is refused, never overwritten.
-// On failure the temporary directory is removed and `directory` is untouched.
-void write_checkpoint_directory(const std::string& directory,
+// Writes metadata.json holding `user_metadata` (a JSON object), calls
+// `write` with the file paths of a fresh temporary directory, then makes that
+// directory `directory` atomically. An existing `directory` must be a
+// checkpoint (or empty): anything else is refused, never overwritten. On
+// failure the temporary directory is removed and `directory` is untouched.
+void write_checkpoint_directory(const std::string& directory, const nlohmann::json& user_metadata,
                                 const std::function<void(const CheckpointFiles&)>& write);
 
 // The files of the checkpoint in `directory`, after checking that the
-// manifest is valid and both files exist with the sizes it records. Throws
-// kNotFound when there is no checkpoint there, kInvalidArgument when it is
-// incomplete or corrupt.
+// manifest is valid and the files exist with the sizes it records. Throws
+// kNotFound when there is no checkpoint there (no directory, or one without
+// a manifest), kInvalidArgument when it is incomplete or corrupt.
 CheckpointFiles open_checkpoint_directory(const std::string& directory);
+
+// The user metadata saved with the checkpoint; {} when it has none.
+nlohmann::json read_checkpoint_metadata(const CheckpointFiles& files);
 
 // A fresh hidden path beside checkpoint `directory` for a temporary file of
 // kind `kind` (".NAME.seqflow-KIND-PID-N"): where a save writes, so where a

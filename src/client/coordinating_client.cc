@@ -314,7 +314,8 @@ void CoordinatingClient::forget_partition_if_empty(std::shared_lock<Mutex>& lock
   std::unique_lock exclusive(mutex_, std::defer_lock);
   if (!deadline.take(exclusive)) return;
   try {
-    if (control_->production_status({}, partition_id).empty()) control_->clear_partition(partition_id);
+    const auto samples = control_->production_status({}, partition_id);
+    if (samples && samples->global_indexes.empty()) control_->clear_partition(partition_id);
   } catch (...) {
     // Best effort on a failure path: the caller reports the original error.
   }
@@ -370,9 +371,8 @@ BatchMeta CoordinatingClient::kv_put(const std::string& partition_id, std::span<
   const bool partition_is_new = !has_partition(partition_id);
   std::set<std::string> known;
   if (!partition_is_new) {
-    for (auto& [key, tag] : control_->kv_list(&partition_id)) {
-      (void)tag;
-      known.insert(key);
+    for (const PartitionKeys& listed : control_->kv_list(&partition_id)) {
+      for (const auto& entry : listed.keys) known.insert(entry.first);
     }
   }
   BatchMeta meta = control_->kv_resolve(partition_id, keys, tags);
@@ -409,18 +409,19 @@ void CoordinatingClient::kv_clear(const std::string& partition_id, std::span<con
   drop_released(control_->kv_clear(partition_id, keys));
 }
 
-void CoordinatingClient::save_checkpoint(const std::string& directory) {
+void CoordinatingClient::save_checkpoint(const std::string& directory, const Json& user_metadata) {
   std::unique_lock lock(mutex_);
-  write_checkpoint_directory(directory, [this](const CheckpointFiles& files) {
+  write_checkpoint_directory(directory, user_metadata, [this](const CheckpointFiles& files) {
     control_->save(files.controller);
     data_->save(files.storage);
   });
 }
 
-void CoordinatingClient::load_checkpoint(const std::string& directory) {
+Json CoordinatingClient::load_checkpoint(const std::string& directory) {
   namespace fs = std::filesystem;
   std::unique_lock lock(mutex_);
   const CheckpointFiles files = open_checkpoint_directory(directory);
+  Json user_metadata = read_checkpoint_metadata(files);  // a corrupt file fails before anything changes
   // The controller is loaded first and can be put back from this copy if the
   // storage file turns out to be bad; storage loads are all-or-nothing.
   const fs::path backup = temporary_checkpoint_sibling(directory, "controller-backup");
@@ -439,6 +440,7 @@ void CoordinatingClient::load_checkpoint(const std::string& directory) {
     control_->load(backup.string());
     throw;
   }
+  return user_metadata;
 }
 
 std::shared_ptr<Client> make_embedded_client(ControllerOptions controller_options,

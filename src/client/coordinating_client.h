@@ -64,8 +64,8 @@ class CoordinatingClient final : public Client {
   BatchMeta kv_meta(const std::string& partition_id, std::span<const std::string> keys) override;
   void kv_clear(const std::string& partition_id, std::span<const std::string> keys) override;
 
-  void save_checkpoint(const std::string& directory) override;
-  void load_checkpoint(const std::string& directory) override;
+  void save_checkpoint(const std::string& directory, const nlohmann::json& user_metadata) override;
+  nlohmann::json load_checkpoint(const std::string& directory) override;
 
   StorageStats storage_stats() const override { return data_->stats(); }
 

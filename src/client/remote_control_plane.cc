@@ -116,19 +116,29 @@ void RemoteControlPlane::reset_consumption(const std::string& partition_id, cons
   call("reset_consumption", header);
 }
 
-std::vector<std::pair<int64_t, bool>> RemoteControlPlane::consumption_status(
+std::optional<std::vector<std::pair<int64_t, bool>>> RemoteControlPlane::consumption_status(
     const std::string& task_name, const std::string& partition_id) const {
-  return net::wire::decode_status(
-      call("consumption_status", Json{{"task_name", task_name}, {"partition_id", partition_id}}),
-      "consumption_status reply");
+  const Json reply = call("consumption_status", Json{{"task_name", task_name}, {"partition_id", partition_id}});
+  const Header header(reply, "consumption_status reply", {"status"});
+  if (!header.has("status")) return std::nullopt;
+  return net::wire::decode_status(header.at("status"), "consumption_status reply");
 }
 
-std::vector<std::pair<int64_t, bool>> RemoteControlPlane::production_status(
-    std::span<const std::string> fields, const std::string& partition_id) const {
-  return net::wire::decode_status(
-      call("production_status", Json{{"fields", std::vector<std::string>(fields.begin(), fields.end())},
-                                     {"partition_id", partition_id}}),
-      "production_status reply");
+std::optional<ProductionStatus> RemoteControlPlane::production_status(std::span<const std::string> fields,
+                                                                      const std::string& partition_id) const {
+  const Json reply = call("production_status", Json{{"fields", std::vector<std::string>(fields.begin(), fields.end())},
+                                                    {"partition_id", partition_id}});
+  const Header header(reply, "production_status reply", {"status"});
+  if (!header.has("status")) return std::nullopt;
+  const Header status(header.at("status"), "production_status reply's status", {"indexes", "produced"});
+  ProductionStatus out;
+  out.field_count = fields.size();
+  out.global_indexes = status.numbers<int64_t>("indexes");
+  out.produced = status.numbers<uint8_t>("produced");
+  if (out.produced.size() != out.global_indexes.size() * fields.size()) {
+    status.fail("produced", "must hold one flag per sample and field");
+  }
+  return out;
 }
 
 SampleProduction RemoteControlPlane::sample_production(const std::string& partition_id,
@@ -186,17 +196,25 @@ BatchMeta RemoteControlPlane::kv_lookup(const std::string& partition_id,
                           CallDeadline::of_request(timeout_));
 }
 
-std::vector<std::pair<std::string, Json>> RemoteControlPlane::kv_list(const std::string* partition_id) const {
+std::vector<PartitionKeys> RemoteControlPlane::kv_list(const std::string* partition_id) const {
   Json header = Json::object();
   if (partition_id != nullptr) header["partition_id"] = *partition_id;
   const Json reply = call("kv_list", header);
-  const Header fields(reply, "kv_list reply", {"keys", "tags"});
-  const auto keys = fields.texts("keys");
-  const Json& tags = fields.at("tags");
-  if (!tags.is_array() || tags.size() != keys.size()) fields.fail("tags", "must hold one tag per key");
-  std::vector<std::pair<std::string, Json>> out;
-  out.reserve(keys.size());
-  for (size_t i = 0; i < keys.size(); ++i) out.emplace_back(keys[i], tags[i]);
+  const Header fields(reply, "kv_list reply", {"partitions"});
+  const Json& partitions = fields.at("partitions");
+  if (!partitions.is_array()) fields.fail("partitions", "must be an array");
+  std::vector<PartitionKeys> out;
+  out.reserve(partitions.size());
+  for (const Json& listed : partitions) {
+    const Header entry(listed, "kv_list reply's partition", {"partition_id", "keys", "tags"});
+    PartitionKeys& keys = out.emplace_back();
+    keys.partition_id = entry.text("partition_id");
+    const auto names = entry.texts("keys");
+    const Json& tags = entry.at("tags");
+    if (!tags.is_array() || tags.size() != names.size()) entry.fail("tags", "must hold one tag per key");
+    keys.keys.reserve(names.size());
+    for (size_t i = 0; i < names.size(); ++i) keys.keys.emplace_back(names[i], tags[i]);
+  }
   return out;
 }
 

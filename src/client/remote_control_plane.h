@@ -27,10 +27,10 @@ class RemoteControlPlane final : public ControlPlane {
                                      std::span<const int64_t> global_indexes) override;
   std::vector<int64_t> clear_partition(const std::string& partition_id) override;
   void reset_consumption(const std::string& partition_id, const std::string* task_name) override;
-  std::vector<std::pair<int64_t, bool>> consumption_status(const std::string& task_name,
-                                                           const std::string& partition_id) const override;
-  std::vector<std::pair<int64_t, bool>> production_status(std::span<const std::string> fields,
-                                                          const std::string& partition_id) const override;
+  std::optional<std::vector<std::pair<int64_t, bool>>> consumption_status(
+      const std::string& task_name, const std::string& partition_id) const override;
+  std::optional<ProductionStatus> production_status(std::span<const std::string> fields,
+                                                    const std::string& partition_id) const override;
   SampleProduction sample_production(const std::string& partition_id, std::span<const int64_t> global_indexes,
                                      std::span<const std::string> fields) const override;
   bool all_consumed(const std::string& task_name, const std::string& partition_id) const override;
@@ -39,7 +39,7 @@ class RemoteControlPlane final : public ControlPlane {
   BatchMeta kv_resolve(const std::string& partition_id, std::span<const std::string> keys,
                        std::span<const nlohmann::json> tags) override;
   BatchMeta kv_lookup(const std::string& partition_id, std::span<const std::string> keys) const override;
-  std::vector<std::pair<std::string, nlohmann::json>> kv_list(const std::string* partition_id) const override;
+  std::vector<PartitionKeys> kv_list(const std::string* partition_id) const override;
   std::vector<int64_t> kv_clear(const std::string& partition_id, std::span<const std::string> keys) override;
   void save(const std::string& path) const override;
   void load(const std::string& path) override;

@@ -114,15 +114,21 @@ void Controller::set_custom_meta(const std::string& partition_id,
 std::vector<int64_t> Controller::clear_samples(const std::string& partition_id,
                                                std::span<const int64_t> global_indexes) {
   std::lock_guard lock(state_->mutex);
-  PartitionState& partition = state_->data.require(partition_id);
-  std::vector<int64_t> released =
-      state_->data.remove_samples(partition, state_->data.require_slots(partition, global_indexes));
+  PartitionState* partition = state_->data.find(partition_id);
+  if (partition == nullptr) return {};
+  std::vector<uint32_t> slots;
+  slots.reserve(global_indexes.size());
+  for (int64_t index : global_indexes) {
+    if (auto slot = state_->data.slot_of(*partition, index)) slots.push_back(*slot);
+  }
+  std::vector<int64_t> released = state_->data.remove_samples(*partition, std::move(slots));
   state_->changed.notify_all();
   return released;
 }
 
 std::vector<int64_t> Controller::clear_partition(const std::string& partition_id) {
   std::lock_guard lock(state_->mutex);
+  if (state_->data.find(partition_id) == nullptr) return {};
   std::vector<int64_t> released = state_->data.erase(partition_id);
   state_->sampler->clear(partition_id, nullptr);
   state_->changed.notify_all();
@@ -131,41 +137,54 @@ std::vector<int64_t> Controller::clear_partition(const std::string& partition_id
 
 void Controller::reset_consumption(const std::string& partition_id, const std::string* task_name) {
   std::lock_guard lock(state_->mutex);
-  PartitionState& partition = state_->data.require(partition_id);
+  PartitionState* partition = state_->data.find(partition_id);
+  if (partition == nullptr) return;
   if (task_name != nullptr) {
-    partition.erase_task(*task_name);  // rebuilt, all unconsumed, on next use
+    partition->erase_task(*task_name);  // rebuilt, all unconsumed, on next use
   } else {
-    partition.erase_tasks();
+    partition->erase_tasks();
   }
   state_->sampler->clear(partition_id, task_name);
   state_->changed.notify_all();
 }
 
-std::vector<std::pair<int64_t, bool>> Controller::consumption_status(
+std::optional<std::vector<std::pair<int64_t, bool>>> Controller::consumption_status(
     const std::string& task_name, const std::string& partition_id) const {
   std::lock_guard lock(state_->mutex);
-  const PartitionState& partition = state_->data.require(partition_id);
-  const core::TaskQueue* queue = partition.find_task(task_name);
+  const PartitionState* partition = state_->data.find(partition_id);
+  if (partition == nullptr) return std::nullopt;
+  const core::TaskQueue* queue = partition->find_task(task_name);
   std::vector<std::pair<int64_t, bool>> out;
-  out.reserve(partition.size());
-  for (uint32_t slot = partition.first(); slot != core::kNoSlot; slot = partition.next(slot)) {
-    out.emplace_back(partition.global_index(slot), queue != nullptr && queue->is_consumed(slot));
+  out.reserve(partition->size());
+  for (uint32_t slot = partition->first(); slot != core::kNoSlot; slot = partition->next(slot)) {
+    out.emplace_back(partition->global_index(slot), queue != nullptr && queue->is_consumed(slot));
   }
   std::sort(out.begin(), out.end());
   return out;
 }
 
-std::vector<std::pair<int64_t, bool>> Controller::production_status(
-    std::span<const std::string> fields, const std::string& partition_id) const {
+std::optional<ProductionStatus> Controller::production_status(std::span<const std::string> fields,
+                                                              const std::string& partition_id) const {
   std::lock_guard lock(state_->mutex);
-  const PartitionState& partition = state_->data.require(partition_id);
-  const auto mask = partition.mask(fields);
-  std::vector<std::pair<int64_t, bool>> out;
-  out.reserve(partition.size());
-  for (uint32_t slot = partition.first(); slot != core::kNoSlot; slot = partition.next(slot)) {
-    out.emplace_back(partition.global_index(slot), mask && partition.has_all(slot, *mask));
+  const PartitionState* partition = state_->data.find(partition_id);
+  if (partition == nullptr) return std::nullopt;
+  std::vector<std::optional<uint32_t>> ids;  // none: a field the partition never had
+  ids.reserve(fields.size());
+  for (const std::string& field : fields) ids.push_back(partition->field_id(field));
+  std::vector<std::pair<int64_t, uint32_t>> samples;  // by global index
+  samples.reserve(partition->size());
+  for (uint32_t slot = partition->first(); slot != core::kNoSlot; slot = partition->next(slot)) {
+    samples.emplace_back(partition->global_index(slot), slot);
   }
-  std::sort(out.begin(), out.end());
+  std::sort(samples.begin(), samples.end());
+  ProductionStatus out;
+  out.field_count = fields.size();
+  out.global_indexes.reserve(samples.size());
+  out.produced.reserve(samples.size() * fields.size());
+  for (const auto& [index, slot] : samples) {
+    out.global_indexes.push_back(index);
+    for (const auto& id : ids) out.produced.push_back(id && partition->produced(slot, *id) ? 1 : 0);
+  }
   return out;
 }
 
@@ -173,14 +192,16 @@ SampleProduction Controller::sample_production(const std::string& partition_id,
                                                std::span<const int64_t> global_indexes,
                                                std::span<const std::string> fields) const {
   std::lock_guard lock(state_->mutex);
-  const PartitionState& partition = state_->data.require(partition_id);
-  std::vector<std::optional<core::FieldMask>> masks;  // none: no sample has the field
-  masks.reserve(fields.size());
-  for (const std::string& field : fields) masks.push_back(partition.mask(std::span(&field, 1)));
   SampleProduction out;
   out.field_count = fields.size();
   out.exists.resize(global_indexes.size());
   out.produced.resize(global_indexes.size() * fields.size());
+  const PartitionState* found = state_->data.find(partition_id);
+  if (found == nullptr) return out;
+  const PartitionState& partition = *found;
+  std::vector<std::optional<core::FieldMask>> masks;  // none: no sample has the field
+  masks.reserve(fields.size());
+  for (const std::string& field : fields) masks.push_back(partition.mask(std::span(&field, 1)));
   for (size_t i = 0; i < global_indexes.size(); ++i) {
     const auto slot = state_->data.slot_of(partition, global_indexes[i]);
     if (!slot) continue;
@@ -194,19 +215,21 @@ SampleProduction Controller::sample_production(const std::string& partition_id,
 
 bool Controller::all_consumed(const std::string& task_name, const std::string& partition_id) const {
   std::lock_guard lock(state_->mutex);
-  const PartitionState& partition = state_->data.require(partition_id);
-  const core::TaskQueue* queue = partition.find_task(task_name);
-  return partition.size() > 0 && queue != nullptr && queue->unconsumed() == 0;
+  const PartitionState* partition = state_->data.find(partition_id);
+  if (partition == nullptr) return false;
+  const core::TaskQueue* queue = partition->find_task(task_name);
+  return partition->size() > 0 && queue != nullptr && queue->unconsumed() == 0;
 }
 
 bool Controller::all_produced(std::span<const std::string> fields,
                               const std::string& partition_id) const {
   std::lock_guard lock(state_->mutex);
-  const PartitionState& partition = state_->data.require(partition_id);
-  const auto mask = partition.mask(fields);
-  if (!mask || partition.size() == 0) return false;
-  for (uint32_t slot = partition.first(); slot != core::kNoSlot; slot = partition.next(slot)) {
-    if (!partition.has_all(slot, *mask)) return false;
+  const PartitionState* partition = state_->data.find(partition_id);
+  if (partition == nullptr) return false;
+  const auto mask = partition->mask(fields);
+  if (!mask || partition->size() == 0) return false;
+  for (uint32_t slot = partition->first(); slot != core::kNoSlot; slot = partition->next(slot)) {
+    if (!partition->has_all(slot, *mask)) return false;
   }
   return true;
 }

@@ -119,10 +119,13 @@ std::vector<uint32_t> answer_slots(const core::ControlData& data, const Partitio
   return consumed ? check_consumable(partition, queue, std::move(slots), indexes, sampler) : slots;
 }
 
-// One attempt at a fetch; nullopt when the sampler finds too little ready.
+// One attempt at a fetch; nullopt when the sampler finds too little ready
+// (nothing is, in a partition that does not exist).
 std::optional<BatchMeta> try_fetch(core::ControlData& data, Sampler& sampler,
                                    const MetaRequest& request) {
-  PartitionState& partition = data.require(request.partition_id);
+  PartitionState* found = data.find(request.partition_id);
+  if (found == nullptr) return std::nullopt;
+  PartitionState& partition = *found;
   if (auto reserved = sampler.reserved(request.partition_id, request.task_name, request.sampling)) {
     return serve_reserved(data, partition, request, *reserved);
   }
@@ -168,16 +171,17 @@ std::optional<BatchMeta> try_fetch(core::ControlData& data, Sampler& sampler,
   return core::collect_batch(partition, sampled, request.fields);
 }
 
+// Every sample, in arrival order, whatever it has produced (its
+// production_status says); consumes nothing.
 BatchMeta force_fetch(const core::ControlData& data, const MetaRequest& request) {
-  const PartitionState& partition = data.require(request.partition_id);
-  const auto mask = partition.mask(request.fields);
+  const PartitionState* partition = data.find(request.partition_id);
+  if (partition == nullptr) return BatchMeta{};
   std::vector<uint32_t> slots;
-  if (mask) {
-    for (uint32_t slot = partition.first(); slot != core::kNoSlot; slot = partition.next(slot)) {
-      if (partition.has_all(slot, *mask)) slots.push_back(slot);
-    }
+  slots.reserve(partition->size());
+  for (uint32_t slot = partition->first(); slot != core::kNoSlot; slot = partition->next(slot)) {
+    slots.push_back(slot);
   }
-  return core::collect_batch(partition, slots, request.fields);
+  return core::collect_batch(*partition, slots, request.fields);
 }
 
 }  // namespace
@@ -187,12 +191,15 @@ BatchMeta Controller::get_meta(const MetaRequest& request) {
   std::unique_lock lock(state_->mutex);
   const auto deadline = std::chrono::steady_clock::now() + std::min(request.timeout, kLongestWait);
   for (;;) {
-    // Re-resolved on every pass: the partition may be cleared while we wait.
+    // Re-resolved on every pass: the partition may be created or cleared while we wait.
     if (auto batch = answer_without_waiting(request)) return std::move(*batch);
     if (std::chrono::steady_clock::now() >= deadline) {
+      const bool exists = state_->data.find(request.partition_id) != nullptr;
       throw Error(ErrorCode::kTimeout, "get_meta timed out after " +
-                                           std::to_string(request.timeout.count()) +
-                                           " ms: too few samples ready for " + describe(request));
+                                           std::to_string(request.timeout.count()) + " ms: " +
+                                           (exists ? "too few samples ready for "
+                                                   : "the partition was not created, for ") +
+                                           describe(request));
     }
     // Releases the lock while waiting: other callers proceed.
     state_->changed.wait_until(lock, deadline);

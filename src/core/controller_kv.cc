@@ -113,17 +113,23 @@ BatchMeta Controller::kv_lookup(const std::string& partition_id,
   return core::collect_batch(partition, require_keys(partition, keys));
 }
 
-std::vector<std::pair<std::string, nlohmann::json>> Controller::kv_list(
-    const std::string* partition_id) const {
+std::vector<PartitionKeys> Controller::kv_list(const std::string* partition_id) const {
   std::lock_guard lock(state_->mutex);
-  std::vector<std::pair<std::string, nlohmann::json>> out;
+  std::vector<PartitionKeys> out;
+  // Keys in the order they were made (their samples' arrival order), as
+  // TransferQueue lists them.
   auto list = [&](const PartitionState& partition) {
-    for (const auto& [key, slot] : partition.keys()) {
-      out.emplace_back(key, core::decode_meta(partition.meta_bytes(slot)));
+    PartitionKeys& entry = out.emplace_back();
+    entry.partition_id = partition.name();
+    entry.keys.reserve(partition.keys().size());
+    for (uint32_t slot = partition.first(); slot != core::kNoSlot; slot = partition.next(slot)) {
+      if (const std::string* key = partition.key_of(slot)) {
+        entry.keys.emplace_back(*key, core::decode_meta(partition.meta_bytes(slot)));
+      }
     }
   };
   if (partition_id != nullptr) {
-    list(state_->data.require(*partition_id));
+    if (const PartitionState* partition = state_->data.find(*partition_id)) list(*partition);
   } else {
     for (const auto& entry : state_->data.partitions()) list(*entry.second);
   }
@@ -132,10 +138,16 @@ std::vector<std::pair<std::string, nlohmann::json>> Controller::kv_list(
 
 std::vector<int64_t> Controller::kv_clear(const std::string& partition_id,
                                           std::span<const std::string> keys) {
+  check_keys(keys);
   std::lock_guard lock(state_->mutex);
-  PartitionState& partition = state_->data.require(partition_id);
-  std::vector<int64_t> released =
-      state_->data.remove_samples(partition, require_keys(partition, keys));
+  PartitionState* partition = state_->data.find(partition_id);
+  if (partition == nullptr) return {};
+  std::vector<uint32_t> slots;
+  slots.reserve(keys.size());
+  for (const std::string& key : keys) {
+    if (auto slot = partition->key_slot(key)) slots.push_back(*slot);
+  }
+  std::vector<int64_t> released = state_->data.remove_samples(*partition, std::move(slots));
   state_->changed.notify_all();
   return released;
 }

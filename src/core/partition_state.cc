@@ -162,6 +162,11 @@ std::optional<uint32_t> PartitionState::key_slot(const std::string& key) const {
   return it->second;
 }
 
+const std::string* PartitionState::key_of(uint32_t slot) const {
+  auto it = slot_key_.find(slot);
+  return it == slot_key_.end() ? nullptr : &it->second;
+}
+
 void PartitionState::set_key(const std::string& key, uint32_t slot) {
   key_slot_[key] = slot;
   slot_key_[slot] = key;

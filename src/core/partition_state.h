@@ -82,6 +82,8 @@ class PartitionState {
 
   // --- KV keys: a key names one sample ---
   std::optional<uint32_t> key_slot(const std::string& key) const;
+  // The sample's key, or null when it has none.
+  const std::string* key_of(uint32_t slot) const;
   void set_key(const std::string& key, uint32_t slot);
   const std::map<std::string, uint32_t>& keys() const { return key_slot_; }
 

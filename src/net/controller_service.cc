@@ -294,17 +294,22 @@ void ControllerService::register_handlers() {
     controller.reset_consumption(header.text("partition_id"), header.has("task_name") ? &task : nullptr);
     return wire::header_message(Json::object());
   });
+  // Status replies of a partition that does not exist hold no "status".
   service_.handle("consumption_status", nullptr, [&controller](const Frames& args) {
     const Json json = wire::read_header(args, 0, "consumption_status request");
     const Header header(json, "consumption_status request", {"task_name", "partition_id"});
-    return wire::header_message(wire::encode_status(
-        controller.consumption_status(header.text("task_name"), header.text("partition_id"))));
+    const auto status = controller.consumption_status(header.text("task_name"), header.text("partition_id"));
+    return wire::header_message(status ? Json{{"status", wire::encode_status(*status)}} : Json::object());
   });
   service_.handle("production_status", nullptr, [&controller](const Frames& args) {
     const Json json = wire::read_header(args, 0, "production_status request");
     const Header header(json, "production_status request", {"fields", "partition_id"});
-    return wire::header_message(wire::encode_status(
-        controller.production_status(header.texts("fields"), header.text("partition_id"))));
+    const auto status = controller.production_status(header.texts("fields"), header.text("partition_id"));
+    if (!status) return wire::header_message(Json::object());
+    return wire::header_message(
+        Json{{"status",
+              {{"indexes", wire::binary_of(std::span<const int64_t>(status->global_indexes))},
+               {"produced", wire::binary_of(std::span<const uint8_t>(status->produced))}}}});
   });
   service_.handle("sample_production", nullptr, [&controller](const Frames& args) {
     const Json json = wire::read_header(args, 0, "sample_production request");
@@ -348,12 +353,17 @@ void ControllerService::register_handlers() {
     const Json json = wire::read_header(args, 0, "kv_list request");
     const Header header(json, "kv_list request", {"partition_id"});
     const std::string partition = header.has("partition_id") ? header.text("partition_id") : std::string();
-    Json keys = Json::array(), tags = Json::array();
-    for (auto& [key, tag] : controller.kv_list(header.has("partition_id") ? &partition : nullptr)) {
-      keys.push_back(key);
-      tags.push_back(std::move(tag));
+    Json partitions = Json::array();
+    for (auto& listed : controller.kv_list(header.has("partition_id") ? &partition : nullptr)) {
+      Json keys = Json::array(), tags = Json::array();
+      for (auto& [key, tag] : listed.keys) {
+        keys.push_back(key);
+        tags.push_back(std::move(tag));
+      }
+      partitions.push_back(
+          Json{{"partition_id", listed.partition_id}, {"keys", std::move(keys)}, {"tags", std::move(tags)}});
     }
-    return wire::header_message(Json{{"keys", std::move(keys)}, {"tags", std::move(tags)}});
+    return wire::header_message(Json{{"partitions", std::move(partitions)}});
   });
   service_.handle("save", [this, &controller](Frames& args) {
     const Json json = wire::read_header(args, 0, "save request");

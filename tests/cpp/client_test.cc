@@ -8,6 +8,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -61,7 +62,7 @@ INSTANTIATE_TEST_SUITE_P(Modes, RemoteModes,
                          ::testing::Values(Mode{"RemoteOneUnit", 1}, Mode{"RemoteThreeUnits", 3}), mode_name);
 
 size_t partition_size(Client& client, const std::string& partition) {
-  return client.control().production_status({}, partition).size();
+  return test::sample_count(client.control(), partition);
 }
 
 bool has_partition(Client& client, const std::string& partition) {
@@ -234,8 +235,9 @@ TEST_P(ClientModes, SampleProductionAnswersForTheAskedSamplesInTheirOrder) {
   EXPECT_EQ(production.exists, (std::vector<uint8_t>{1, 1, 0}));
   EXPECT_EQ(production.produced, (std::vector<uint8_t>{0, 1, 0, 1, 1, 0, 0, 0, 0}));
   EXPECT_TRUE(production.has(1, 0));
-  EXPECT_TRUE(throws_error(ErrorCode::kNotFound,
-                           [&] { client->control().sample_production("nowhere", asked, fields); }, {"'nowhere'"}));
+  const SampleProduction nowhere = client->control().sample_production("nowhere", asked, fields);
+  EXPECT_EQ(nowhere.exists, (std::vector<uint8_t>{0, 0, 0}));
+  EXPECT_EQ(nowhere.produced, std::vector<uint8_t>(9, 0));
   const SampleProduction none = client->control().sample_production("p", {}, fields);
   EXPECT_TRUE(none.exists.empty());
   EXPECT_TRUE(none.produced.empty());
@@ -294,13 +296,82 @@ TEST_P(ClientModes, KeyValueCallsTouchBothPlanes) {
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
                            [&] { client->kv_put("kv", mixed, {}, {float_column("x", {1.f, 2.f})}); },
                            {"dtype conflict"}));
-  EXPECT_EQ(client->control().kv_list(nullptr).size(), 2u);
+  const std::string kv = "kv";
+  EXPECT_EQ(client->control().kv_list(&kv).at(0).keys.size(), 2u);
   EXPECT_EQ(client->storage_stats().samples, 2u);
 
-  const std::vector<std::string> one = {"a"};
+  // Keys, or a partition, that do not exist are skipped.
+  const std::vector<std::string> one = {"a", "gone"};
   client->kv_clear("kv", one);
+  client->kv_clear("nowhere", one);
   EXPECT_EQ(client->storage_stats().samples, 1u);
-  EXPECT_EQ(client->control().kv_list(nullptr).size(), 1u);
+  const auto listed = client->control().kv_list(nullptr);
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].partition_id, "kv");
+  ASSERT_EQ(listed[0].keys.size(), 1u);
+  EXPECT_EQ(listed[0].keys[0].first, "b");
+  EXPECT_EQ(listed[0].keys[0].second, (Json{{"score", 2}}));
+  EXPECT_TRUE(client->control().kv_list(&one[1]).empty());
+}
+
+// The status calls of a partition that does not exist (never made, or
+// cleared) answer "nothing" in both modes, as TransferQueue's do; clears and
+// resets of it do nothing; a waiting fetch waits for it to be made and filled.
+TEST_P(ClientModes, PartitionThatDoesNotExistIsEmptyNotAnError) {
+  auto client = make_client();
+  client->put_new("gone", {int64_column("x", {1})}, {});
+  client->clear_partition("gone");
+  const std::string x[] = {"x"};
+  const int64_t samples[] = {0};
+  for (const std::string partition : {"gone", "never"}) {
+    SCOPED_TRACE(partition);
+    EXPECT_FALSE(client->control().consumption_status("t", partition).has_value());
+    EXPECT_FALSE(client->control().production_status(x, partition).has_value());
+    EXPECT_FALSE(client->control().all_consumed("t", partition));
+    EXPECT_FALSE(client->control().all_produced(x, partition));
+    client->clear_partition(partition);
+    client->clear_samples(partition, samples);
+    client->control().reset_consumption(partition, nullptr);
+    EXPECT_EQ(client->get_meta(fetch_request(partition, "t", {"x"}, 1)).size(), 0u);
+    MetaRequest force = fetch_request(partition, "t", {"x"}, 1);
+    force.mode = MetaMode::kForceFetch;
+    EXPECT_EQ(client->get_meta(force).size(), 0u);
+  }
+  EXPECT_TRUE(client->control().partition_list().empty());
+
+  MetaRequest waiting = fetch_request("later", "t", {"x"}, 2);
+  waiting.polling = false;
+  waiting.timeout = std::chrono::milliseconds(20000);
+  std::optional<BatchMeta> fetched;
+  std::jthread consumer([&] { fetched = client->get_meta(waiting); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const BatchMeta put = client->put_new("later", {int64_column("x", {4, 5})}, {});
+  consumer.join();
+  ASSERT_TRUE(fetched.has_value());
+  EXPECT_EQ(fetched->global_indexes, put.global_indexes);
+
+  waiting.partition_id = "never";
+  waiting.timeout = std::chrono::milliseconds(100);
+  EXPECT_TRUE(throws_error(ErrorCode::kTimeout, [&] { client->get_meta(waiting); }, {"'never'", "not created"}));
+}
+
+// As TransferQueue: every sample, produced or not; production per field.
+TEST_P(ClientModes, ForceFetchAndProductionStatusShowUnproducedSamples) {
+  auto client = make_client();
+  const BatchMeta first = client->put_new("p", {int64_column("x", {1, 2})}, {});
+  client->put_existing(first, {int64_column("y", {3, 4})}, {});
+  const BatchMeta second = client->put_new("p", {int64_column("x", {5})}, {});
+  MetaRequest force = fetch_request("p", "", {"y", "x"}, 0);
+  force.mode = MetaMode::kForceFetch;
+  const BatchMeta all = client->get_meta(force);
+  EXPECT_EQ(all.global_indexes,
+            (std::vector<int64_t>{first.global_indexes[0], first.global_indexes[1], second.global_indexes[0]}));
+  EXPECT_EQ(all.production_status, (std::vector<uint8_t>{1, 1, 1, 1, 1, 0}));  // fields x, y by name
+  const std::string fields[] = {"y", "never", "x"};
+  const auto status = client->control().production_status(fields, "p");
+  ASSERT_TRUE(status.has_value());
+  EXPECT_EQ(status->global_indexes, (std::vector<int64_t>{0, 1, 2}));
+  EXPECT_EQ(status->produced, (std::vector<uint8_t>{1, 0, 1, 1, 0, 1, 0, 0, 1}));
 }
 
 TEST_P(ClientModes, CheckpointRoundTrip) {
@@ -309,14 +380,19 @@ TEST_P(ClientModes, CheckpointRoundTrip) {
   auto client = make_client();
   client->put_new("p", {int64_column("x", {1, 2, 3})}, lengths_meta({4, 5, 6}));
   client->get_meta(fetch_request("p", "train", {"x"}, 1));  // one consumed
-  client->save_checkpoint(path);
+  const Json user_metadata = {{"step", 12}, {"note", "after rollout"}};
+  client->save_checkpoint(path, user_metadata);
   EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(path) / "manifest.json"));
+  // TransferQueue's metadata.json, with the caller's metadata.
+  std::ifstream metadata_file(std::filesystem::path(path) / "metadata.json");
+  const Json metadata = Json::parse(metadata_file);
+  EXPECT_EQ(metadata, (Json{{"storage_saved", true}, {"user_metadata", user_metadata}}));
 
   auto restored = make_client();
   restored->put_new("other", {int64_column("y", {9})}, {});
-  restored->load_checkpoint(path);
+  EXPECT_EQ(restored->load_checkpoint(path), user_metadata);
   EXPECT_FALSE(has_partition(*restored, "other"));
-  const auto consumed = restored->control().consumption_status("train", "p");
+  const auto consumed = test::consumed(restored->control(), "train", "p");
   EXPECT_EQ(std::count_if(consumed.begin(), consumed.end(), [](auto& e) { return e.second; }), 1);
   const BatchMeta rest = restored->get_meta(fetch_request("p", "train", {"x"}, 2));
   ASSERT_EQ(rest.size(), 2u);
@@ -328,10 +404,12 @@ TEST_P(ClientModes, CheckpointRoundTrip) {
 
   // Saving again replaces the directory as a whole.
   restored->clear_partition("p");
-  restored->save_checkpoint(path);
+  restored->save_checkpoint(path, Json::object());
   auto empty = make_client();
-  empty->load_checkpoint(path);
+  EXPECT_EQ(empty->load_checkpoint(path), Json::object());
   EXPECT_TRUE(empty->control().partition_list().empty());
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { empty->save_checkpoint(path, Json::array()); },
+                           {"metadata", "object"}));
 }
 
 TEST_P(ClientModes, BadCheckpointsLeaveTheStateUnchanged) {
@@ -344,13 +422,13 @@ TEST_P(ClientModes, BadCheckpointsLeaveTheStateUnchanged) {
   };
 
   EXPECT_TRUE(throws_error(ErrorCode::kNotFound, [&] { client->load_checkpoint(dir.file("missing")); },
-                           {"does not exist"}));
+                           {"missing", "does not exist"}));
   check_unchanged();
 
   const std::string good = dir.file("good");
   auto other = make_client();
   other->put_new("q", {int64_column("x", {7})}, {});
-  other->save_checkpoint(good);
+  other->save_checkpoint(good, Json::object());
 
   // A truncated storage file: caught by the manifest before anything changes.
   const std::string truncated = dir.file("truncated");
@@ -373,12 +451,21 @@ TEST_P(ClientModes, BadCheckpointsLeaveTheStateUnchanged) {
   check_unchanged();
   EXPECT_FALSE(has_partition(*client, "q"));
 
-  // No manifest: not a checkpoint; and never overwritten by a save.
+  // A corrupt metadata.json: refused before anything changes.
+  const std::string bad_metadata = dir.file("bad_metadata");
+  std::filesystem::copy(good, bad_metadata);
+  std::filesystem::resize_file(std::filesystem::path(bad_metadata) / "metadata.json", 3);
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { client->load_checkpoint(bad_metadata); },
+                           {"corrupt", "metadata"}));
+  check_unchanged();
+
+  // No manifest: no checkpoint there; and never overwritten by a save.
   const std::string foreign = dir.file("foreign");
   std::filesystem::create_directory(foreign);
   std::ofstream(std::filesystem::path(foreign) / "notes.txt") << "mine";
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { client->load_checkpoint(foreign); }, {"manifest"}));
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { client->save_checkpoint(foreign); },
+  EXPECT_TRUE(throws_error(ErrorCode::kNotFound, [&] { client->load_checkpoint(foreign); },
+                           {"no checkpoint", "manifest.json", "metadata.json"}));
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { client->save_checkpoint(foreign, Json::object()); },
                            {"not a seqflow checkpoint"}));
   EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(foreign) / "notes.txt"));
   check_unchanged();

@@ -77,7 +77,8 @@ TEST(ControllerCheckpoint, RoundTripKeepsEverythingIncludingReservedAnswers) {
   MetaRequest force = fetch_request("p", "actor", {"r"}, 1);
   force.mode = MetaMode::kForceFetch;
   const BatchMeta r = restored.get_meta(force);
-  EXPECT_EQ(r.global_indexes, (std::vector<int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(r.global_indexes, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(r.production_status, (std::vector<uint8_t>{1, 1, 1, 1, 0, 0, 0, 0}));
   EXPECT_EQ(r.field_schema.at("r").shape, (Shape{-1, 3}));
   EXPECT_EQ(restored.kv_lookup("q", std::vector<std::string>{"k1"}).custom_meta[0],
             (json{{"total_lengths", 4}, {"group_id", 7}}));

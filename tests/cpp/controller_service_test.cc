@@ -83,7 +83,7 @@ TEST(ControllerService, RefusesBadInsertBudgets) {
   raw_insert(*pool, Json{{"partition_id", "p"}, {"count", 2}});  // no budget: a client before budgets
   raw_insert(*pool, Json{{"partition_id", "p"}, {"count", 2}, {"budget_ms", 5000}});
   EXPECT_EQ(control.insert("p", 2).size(), 2u);  // the client sends its budget
-  EXPECT_EQ(control.production_status({}, "p").size(), 6u);
+  EXPECT_EQ(control.production_status({}, "p").value().global_indexes.size(), 6u);
 }
 
 // A clear holds the reuse gate while it drops released data on the storage
@@ -118,7 +118,7 @@ TEST(ControllerService, RefusesAnInsertWhoseBudgetRanOutBehindAClear) {
   EXPECT_FALSE(has_partition(control, "new"));
   // The gate is open again: an insert in budget goes through.
   EXPECT_EQ(control.insert("new", 1).size(), 1u);
-  EXPECT_EQ(control.production_status({}, "new").size(), 1u);
+  EXPECT_EQ(control.production_status({}, "new").value().global_indexes.size(), 1u);
 }
 
 TEST(ControllerService, ClearsWaitUntilEveryStorageUnitRegistered) {
@@ -130,7 +130,7 @@ TEST(ControllerService, ClearsWaitUntilEveryStorageUnitRegistered) {
   control.insert("p", 4);
   // No routing yet: refused before anything is released.
   EXPECT_TRUE(throws_error(ErrorCode::kTimeout, [&] { control.clear_partition("p"); }, {"0 of 2"}));
-  EXPECT_EQ(control.production_status({}, "p").size(), 4u);
+  EXPECT_EQ(control.production_status({}, "p").value().global_indexes.size(), 4u);
   auto first = storage_unit(service);
   auto second = storage_unit(service);
   EXPECT_EQ(control.storage_units().size(), 2u);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -75,26 +76,108 @@ TEST(ControllerTest, ReadyNeedsEveryRequestedField) {
   EXPECT_EQ(controller.get_meta(fetch_request("p", "t", {"x", "y"}, 2)).global_indexes, first_two);
   EXPECT_EQ(controller.get_meta(fetch_request("p", "t", {"never"}, 1)).size(), 0u);
   const std::vector<std::string> xy = {"x", "y"};
-  EXPECT_EQ(controller.production_status(xy, "p"),
+  EXPECT_EQ(test::produced_all(controller, xy, "p"),
             (std::vector<std::pair<int64_t, bool>>{{0, true}, {1, true}, {2, false}}));
+  // Per field too; a field the partition never had is produced nowhere.
+  const std::vector<std::string> y_never_x = {"y", "never", "x"};
+  const auto per_field = controller.production_status(y_never_x, "p");
+  ASSERT_TRUE(per_field.has_value());
+  EXPECT_EQ(per_field->global_indexes, (std::vector<int64_t>{0, 1, 2}));
+  EXPECT_EQ(per_field->field_count, 3u);
+  EXPECT_EQ(per_field->produced, (std::vector<uint8_t>{1, 0, 1, 1, 0, 1, 0, 0, 1}));
   EXPECT_FALSE(controller.all_produced(xy, "p"));
   const std::vector<std::string> x = {"x"};
   EXPECT_TRUE(controller.all_produced(x, "p"));
 }
 
-TEST(ControllerTest, ForceFetchReturnsEveryProducedSampleAndConsumesNothing) {
+// As TransferQueue: every sample, also those lacking a requested field
+// (their production_status says so), whatever was consumed; consumes nothing.
+TEST(ControllerTest, ForceFetchReturnsEverySampleAndConsumesNothing) {
   Controller controller;
   put(controller, "p", 3, {"x"});
   controller.insert("p", 2);  // not produced
+  EXPECT_EQ(controller.get_meta(fetch_request("p", "t", {"x"}, 2)).size(), 2u);
   MetaRequest request = fetch_request("p", "t", {"x"}, 1);
   request.mode = MetaMode::kForceFetch;
-  EXPECT_EQ(controller.get_meta(request).global_indexes, (std::vector<int64_t>{0, 1, 2}));
+  const BatchMeta all = controller.get_meta(request);
+  EXPECT_EQ(all.global_indexes, (std::vector<int64_t>{0, 1, 2, 3, 4}));
+  ASSERT_EQ(all.field_schema.size(), 1u);
+  EXPECT_EQ(all.production_status, (std::vector<uint8_t>{1, 1, 1, 0, 0}));
+  request.fields = {"x", "never"};  // a field no sample has: not in the schema
+  const BatchMeta unknown_field = controller.get_meta(request);
+  EXPECT_EQ(unknown_field.size(), 5u);
+  EXPECT_EQ(unknown_field.field_schema.count("never"), 0u);
   request.fields.clear();
   EXPECT_EQ(controller.get_meta(request).size(), 5u);
-  EXPECT_EQ(controller.get_meta(fetch_request("p", "t", {"x"}, 3)).size(), 3u);
-  const auto status = controller.consumption_status("t", "p");
-  EXPECT_EQ(status, (std::vector<std::pair<int64_t, bool>>{
-                        {0, true}, {1, true}, {2, true}, {3, false}, {4, false}}));
+  EXPECT_EQ(test::consumed(controller, "t", "p"), (std::vector<std::pair<int64_t, bool>>{
+                                                      {0, true}, {1, true}, {2, false}, {3, false}, {4, false}}));
+  EXPECT_EQ(controller.get_meta(fetch_request("p", "t", {"x"}, 1)).global_indexes, (std::vector<int64_t>{2}));
+}
+
+// TransferQueue's programs poll, check, clear and reset partitions that do
+// not exist yet or any more: none of that is an error.
+TEST(ControllerTest, PartitionThatDoesNotExistIsEmptyNotAnError) {
+  Controller controller;
+  put(controller, "p", 2, {"x"});
+  controller.kv_resolve("p", std::vector<std::string>{"k"}, {});
+  controller.clear_partition("p");
+  const std::string before = snapshot(controller);
+  const std::vector<std::string> x = {"x"};
+  const std::vector<std::string> keys = {"k"};
+  const std::vector<int64_t> indexes = {0, 1};
+  for (const std::string partition : {"p", "never"}) {
+    SCOPED_TRACE(partition);
+    EXPECT_EQ(controller.get_meta(fetch_request(partition, "t", {"x"}, 1)).size(), 0u);  // polls
+    MetaRequest force = fetch_request(partition, "t", {"x"}, 1);
+    force.mode = MetaMode::kForceFetch;
+    force.polling = false;
+    EXPECT_EQ(controller.get_meta(force).size(), 0u);
+    EXPECT_FALSE(controller.consumption_status("t", partition).has_value());
+    EXPECT_FALSE(controller.production_status(x, partition).has_value());
+    EXPECT_FALSE(controller.all_consumed("t", partition));
+    EXPECT_FALSE(controller.all_produced(x, partition));
+    EXPECT_TRUE(controller.kv_list(&partition).empty());
+    EXPECT_TRUE(controller.kv_clear(partition, keys).empty());
+    EXPECT_TRUE(controller.clear_samples(partition, indexes).empty());
+    EXPECT_TRUE(controller.clear_partition(partition).empty());
+    controller.reset_consumption(partition, nullptr);
+    const SampleProduction production = controller.sample_production(partition, indexes, x);
+    EXPECT_EQ(production.exists, (std::vector<uint8_t>{0, 0}));
+  }
+  EXPECT_TRUE(controller.partition_list().empty());
+  EXPECT_EQ(snapshot(controller), before);
+  EXPECT_TRUE(throws_code([&] { controller.kv_lookup("p", keys); }, ErrorCode::kNotFound, {"'p'"}));
+}
+
+// Clearing what is gone already skips it: a second clear, a stale key.
+TEST(ControllerTest, ClearsSkipWhatIsGoneAlready) {
+  Controller controller;
+  const auto indexes = put(controller, "p", 3, {"x"});
+  controller.kv_resolve("p", std::vector<std::string>{"a", "b"}, {});
+  const std::vector<int64_t> first_two = {indexes[0], indexes[1]};
+  EXPECT_EQ(controller.clear_samples("p", first_two), first_two);
+  const std::vector<int64_t> again = {indexes[1], indexes[2], 99};
+  EXPECT_EQ(controller.clear_samples("p", again), (std::vector<int64_t>{indexes[2]}));
+  EXPECT_EQ(controller.kv_clear("p", std::vector<std::string>{"a", "gone"}), (std::vector<int64_t>{3}));
+  EXPECT_TRUE(controller.kv_clear("p", std::vector<std::string>{"a"}).empty());
+  // Keys are listed in the order they were made, as in TransferQueue.
+  controller.kv_resolve("p", std::vector<std::string>{"z", "b", "m"}, {});
+  const std::string p_name = "p";
+  std::vector<std::string> order;
+  const auto listed_in_order = controller.kv_list(&p_name);
+  for (const auto& entry : listed_in_order.at(0).keys) order.push_back(entry.first);
+  EXPECT_EQ(order, (std::vector<std::string>{"b", "z", "m"}));
+  EXPECT_EQ(controller.kv_clear("p", std::vector<std::string>{"z", "m"}).size(), 2u);
+  // The emptied partition stays listed, with no keys, as in TransferQueue.
+  EXPECT_EQ(controller.partition_list(), std::vector<std::string>{"p"});
+  const std::string p = "p";
+  const auto listed = controller.kv_list(&p);
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].partition_id, "p");
+  ASSERT_EQ(listed[0].keys.size(), 1u);
+  EXPECT_EQ(listed[0].keys[0].first, "b");
+  EXPECT_TRUE(throws_code([&] { controller.kv_clear("p", std::vector<std::string>{""}); },
+                          ErrorCode::kInvalidArgument, {"keys[0]", "empty"}));
 }
 
 TEST(ControllerTest, InsertModeAllocatesBatchSizeSamples) {
@@ -177,8 +260,8 @@ TEST(ControllerTest, BadInputIsRejectedAndChangesNothing) {
     std::vector<std::string_view> fragments;
   };
   const std::vector<Case> cases = {
-      {"unknown partition", [&] { controller.get_meta(fetch_request("q", "t", {"x"}, 1)); },
-       not_found, {"partition_id", "'q'"}},
+      {"empty partition_id", [&] { controller.get_meta(fetch_request("", "t", {"x"}, 1)); }, invalid,
+       {"partition_id"}},
       {"batch_size 0", [&] { controller.get_meta(fetch_request("p", "t", {"x"}, 0)); }, invalid,
        {"batch_size", "0"}},
       {"negative batch_size insert",
@@ -227,19 +310,14 @@ TEST(ControllerTest, BadInputIsRejectedAndChangesNothing) {
       {"set meta on cleared sample",
        [&] { controller.set_custom_meta("p", mixed, test::lengths_meta({1, 1})); }, not_found,
        {"global index 1"}},
-      {"clear unknown sample", [&] { controller.clear_samples("p", mixed); }, not_found,
-       {"global index 1"}},
-      {"clear unknown partition", [&] { controller.clear_partition("q"); }, not_found, {"'q'"}},
-      {"reset unknown partition", [&] { controller.reset_consumption("q", nullptr); }, not_found,
-       {"'q'"}},
-      {"status of unknown partition", [&] { controller.consumption_status("t", "q"); }, not_found,
-       {"'q'"}},
+      {"set meta in unknown partition", [&] { controller.set_custom_meta("q", live, test::lengths_meta({1, 1})); },
+       not_found, {"'q'"}},
       {"kv missing key",
        [&] { controller.kv_lookup("p", std::vector<std::string>{"k", "nope"}); }, not_found,
        {"key 'nope'"}},
-      {"kv clear missing key",
-       [&] { controller.kv_clear("p", std::vector<std::string>{"k", "nope"}); }, not_found,
-       {"key 'nope'"}},
+      {"kv clear empty key",
+       [&] { controller.kv_clear("p", std::vector<std::string>{"k", ""}); }, invalid,
+       {"keys[1]", "empty"}},
       {"kv bad tag",
        [&] {
          controller.kv_resolve("p", std::vector<std::string>{"new", "k"},
@@ -288,7 +366,7 @@ TEST(ControllerTest, ClearSamplesForgetsThemEverywhere) {
   EXPECT_EQ(controller.get_meta(fetch_request("p", "t", {"x"}, 2)).global_indexes,
             (std::vector<int64_t>{0, 3}));
   EXPECT_TRUE(controller.all_consumed("t", "p"));
-  EXPECT_EQ(controller.consumption_status("t", "p"),
+  EXPECT_EQ(test::consumed(controller, "t", "p"),
             (std::vector<std::pair<int64_t, bool>>{{0, true}, {3, true}}));
 }
 
@@ -308,19 +386,22 @@ TEST(ControllerTest, ForgetProductionHidesSamplesUntilTheyAreProducedAgain) {
   EXPECT_EQ(controller.forget_production(nullptr, even), (std::vector<int64_t>{0, 2, 4, 6, 8}));
   const std::vector<std::string> x = {"x"}, y = {"y"};
   using Status = std::vector<std::pair<int64_t, bool>>;
-  EXPECT_EQ(controller.production_status(x, "p"),
+  EXPECT_EQ(test::produced_all(controller, x, "p"),
             (Status{{0, false}, {1, true}, {2, false}, {3, true}, {4, false}, {5, true}, {10, false},
                     {11, false}}));
-  EXPECT_EQ(controller.production_status(y, "p"), controller.production_status(x, "p"));
-  EXPECT_EQ(controller.production_status(x, "q"), (Status{{6, false}, {7, true}, {8, false}, {9, true}}));
+  EXPECT_EQ(test::produced_all(controller, y, "p"), test::produced_all(controller, x, "p"));
+  EXPECT_EQ(test::produced_all(controller, x, "q"), (Status{{6, false}, {7, true}, {8, false}, {9, true}}));
   EXPECT_FALSE(controller.all_produced(x, "q"));
-  // Not served: neither by fetch (3 and 5 only, so a batch of 3 is not ready)
-  // nor by force_fetch; consumption, custom_meta and schemas stay.
+  // Not served by fetch (3 and 5 only, so a batch of 3 is not ready);
+  // force_fetch shows them not produced; consumption, custom_meta and
+  // schemas stay.
   EXPECT_EQ(controller.get_meta(fetch_request("p", "t", {"x"}, 3)).size(), 0u);
   MetaRequest everything = fetch_request("p", "", {"x"}, 0);
   everything.mode = MetaMode::kForceFetch;
-  EXPECT_EQ(controller.get_meta(everything).global_indexes, (std::vector<int64_t>{1, 3, 5}));
-  EXPECT_EQ(controller.consumption_status("t", "p"),
+  const BatchMeta forced = controller.get_meta(everything);
+  EXPECT_EQ(forced.global_indexes, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 10, 11}));
+  EXPECT_EQ(forced.production_status, (std::vector<uint8_t>{0, 1, 0, 1, 0, 1, 0, 0}));
+  EXPECT_EQ(test::consumed(controller, "t", "p"),
             (Status{{0, true}, {1, true}, {2, false}, {3, false}, {4, false}, {5, false}, {10, false},
                     {11, false}}));
   EXPECT_EQ(controller.forget_production(nullptr, even), std::vector<int64_t>{}) << "nothing left to forget";
@@ -341,7 +422,7 @@ TEST(ControllerTest, ForgetProductionHidesSamplesUntilTheyAreProducedAgain) {
   const std::string only_q = "q";
   EXPECT_EQ(controller.forget_production(&only_q, [](int64_t) { return true; }),
             (std::vector<int64_t>{q[1], q[3]}));
-  EXPECT_EQ(controller.production_status(x, "p")[1], (std::pair<int64_t, bool>{1, true}));
+  EXPECT_EQ(test::produced_all(controller, x, "p")[1], (std::pair<int64_t, bool>{1, true}));
 }
 
 TEST(ControllerTest, AReservedAnswerWaitsUntilItsForgottenSamplesAreProducedAgain) {
@@ -389,7 +470,8 @@ TEST(ControllerTest, EmptyPartitionIsNeitherConsumedNorProduced) {
   const std::vector<std::string> x = {"x"};
   EXPECT_FALSE(controller.all_consumed("t", "p"));
   EXPECT_FALSE(controller.all_produced(x, "p"));
-  EXPECT_TRUE(controller.consumption_status("t", "p").empty());
+  EXPECT_TRUE(test::consumed(controller, "t", "p").empty());
+  EXPECT_EQ(controller.partition_list(), std::vector<std::string>{"p"}) << "emptied, not removed";
 }
 
 TEST(ControllerTest, KeyValueApi) {
@@ -414,10 +496,18 @@ TEST(ControllerTest, KeyValueApi) {
   controller.kv_resolve("q", std::vector<std::string>{"z"}, {});
   const std::string p = "p";
   const auto listed = controller.kv_list(&p);
-  ASSERT_EQ(listed.size(), 3u);
-  EXPECT_EQ(listed[0].first, "a");
-  EXPECT_EQ(listed[0].second, (json{{"total_lengths", 3}, {"score", 1}}));
-  EXPECT_EQ(controller.kv_list(nullptr).size(), 4u);
+  ASSERT_EQ(listed.size(), 1u);
+  ASSERT_EQ(listed[0].keys.size(), 3u);
+  EXPECT_EQ(listed[0].keys[0].first, "a");
+  EXPECT_EQ(listed[0].keys[0].second, (json{{"total_lengths", 3}, {"score", 1}}));
+  put(controller, "no keys", 1, {"x"});
+  const auto every = controller.kv_list(nullptr);
+  ASSERT_EQ(every.size(), 3u);
+  EXPECT_EQ(every[0].partition_id, "no keys");
+  EXPECT_TRUE(every[0].keys.empty());
+  EXPECT_EQ(every[1].partition_id, "p");
+  EXPECT_EQ(every[2].partition_id, "q");
+  EXPECT_EQ(every[2].keys.size(), 1u);
 
   EXPECT_EQ(controller.kv_clear("p", std::vector<std::string>{"a", "c"}),
             (std::vector<int64_t>{0, 2}));
@@ -426,7 +516,7 @@ TEST(ControllerTest, KeyValueApi) {
   // Clearing a keyed sample by index forgets its key too.
   const std::vector<int64_t> b = {1};
   controller.clear_samples("p", b);
-  EXPECT_TRUE(controller.kv_list(&p).empty());
+  EXPECT_TRUE(controller.kv_list(&p).at(0).keys.empty());
 }
 
 TEST(ControllerTest, BlockingFetchWakesWhenDataArrives) {
@@ -475,20 +565,44 @@ TEST(ControllerTest, BlockingFetchTimesOutWhileOthersProceed) {
   EXPECT_LT(others, milliseconds(600));
 }
 
-TEST(ControllerTest, BlockedFetchOfClearedPartitionFailsWithNotFound) {
+// A waiting fetch of a partition that does not exist waits for it to be
+// created and filled (TransferQueue's producers and consumers start in any
+// order), also when its partition is cleared (and made again) meanwhile.
+TEST(ControllerTest, BlockingFetchWaitsForItsPartitionToBeCreatedAndFilled) {
   Controller controller;
-  controller.insert("p", 1);
-  std::atomic<bool> not_found{false};
-  std::thread waiter([&] {
-    MetaRequest request = fetch_request("p", "t", {"x"}, 1);
+  controller.insert("old", 1);
+  std::optional<BatchMeta> fresh, recreated;
+  std::thread waiters([&] {
+    MetaRequest request = fetch_request("fresh", "t", {"x"}, 2);
     request.polling = false;
     request.timeout = milliseconds(20000);
-    not_found = throws_code([&] { controller.get_meta(request); }, ErrorCode::kNotFound, {"'p'"});
+    std::thread other([&] {
+      MetaRequest again = fetch_request("old", "t", {"x"}, 1);
+      again.polling = false;
+      again.timeout = milliseconds(20000);
+      recreated = controller.get_meta(again);
+    });
+    fresh = controller.get_meta(request);
+    other.join();
   });
   std::this_thread::sleep_for(milliseconds(100));
-  controller.clear_partition("p");
-  waiter.join();
-  EXPECT_TRUE(not_found);
+  controller.clear_partition("old");
+  controller.insert("fresh", 1);  // created, nothing produced yet
+  std::this_thread::sleep_for(milliseconds(50));
+  const auto a = put(controller, "fresh", 2, {"x"});
+  const auto b = put(controller, "old", 1, {"x"});
+  waiters.join();
+  ASSERT_TRUE(fresh && recreated);
+  EXPECT_EQ(fresh->global_indexes, a);
+  EXPECT_EQ(recreated->global_indexes, b);
+
+  // Until its timeout, which names the partition that never came.
+  MetaRequest never = fetch_request("never", "t", {"x"}, 1);
+  never.polling = false;
+  never.timeout = milliseconds(100);
+  EXPECT_TRUE(throws_code([&] { controller.get_meta(never); }, ErrorCode::kTimeout,
+                          {"100 ms", "not created", "'never'"}));
+  EXPECT_FALSE(controller.try_get_meta(never).has_value()) << "a waiting fetch, declined without waiting";
 }
 
 // try_get_meta never waits: a waiting fetch with too little ready declines
@@ -594,7 +708,7 @@ TEST(ControllerTest, BadSamplerAnswersAreInternalErrorsAndConsumeNothing) {
   const auto fetch = [&] { return controller.get_meta(fetch_request("p", "t", {"x"}, 1)); };
   const auto unconsumed = [&] {
     std::vector<int64_t> out;
-    for (const auto& [index, consumed] : controller.consumption_status("t", "p")) {
+    for (const auto& [index, consumed] : test::consumed(controller, "t", "p")) {
       if (!consumed) out.push_back(index);
     }
     return out;

@@ -13,6 +13,8 @@
 #include <iterator>
 #include <initializer_list>
 #include <map>
+#include <span>
+#include <utility>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -80,6 +82,34 @@ inline std::string temp_path(const std::string& name) {
 inline std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+using SampleFlags = std::vector<std::pair<int64_t, bool>>;
+
+// Per sample of the partition (ascending): all of `fields` produced? Fails
+// the test for a partition that does not exist.
+inline SampleFlags produced_all(const ControlPlane& control, std::span<const std::string> fields,
+                                const std::string& partition) {
+  const auto status = control.production_status(fields, partition);
+  EXPECT_TRUE(status.has_value()) << "partition '" << partition << "' does not exist";
+  SampleFlags out;
+  if (!status) return out;
+  for (size_t i = 0; i < status->global_indexes.size(); ++i) {
+    out.emplace_back(status->global_indexes[i], status->has_all(i));
+  }
+  return out;
+}
+
+inline size_t sample_count(const ControlPlane& control, const std::string& partition) {
+  return produced_all(control, {}, partition).size();
+}
+
+// Per sample (ascending): consumed by the task? Fails the test for a
+// partition that does not exist.
+inline SampleFlags consumed(const ControlPlane& control, const std::string& task, const std::string& partition) {
+  auto status = control.consumption_status(task, partition);
+  EXPECT_TRUE(status.has_value()) << "partition '" << partition << "' does not exist";
+  return status.value_or(SampleFlags{});
 }
 
 // Every observable bit of the controller, as its own checkpoint's bytes.

@@ -195,7 +195,7 @@ TEST(SamplerSeqlenBalanced, MissingLengthIsAnErrorUnlessDefaulted) {
   put(strict, "p", 1, {"x"});  // index 3: no total_lengths
   EXPECT_TRUE(throws_code([&] { fetch(strict, 2); }, ErrorCode::kInvalidArgument,
                           {"global index 3", "'p'", "total_lengths"}));
-  EXPECT_FALSE(strict.consumption_status("t", "p")[0].second) << "nothing may be consumed";
+  EXPECT_FALSE(test::consumed(strict, "t", "p")[0].second) << "nothing may be consumed";
   EXPECT_EQ(fetch(strict, 1, 0).size(), 1u);  // 2 samples suffice; 3 is not read
 
   Controller lenient = with(make_seqlen_balanced_sampler(1, 2, "auto", 1000));

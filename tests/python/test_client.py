@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import os
 import re
 import shutil
@@ -265,15 +266,80 @@ def test_status_queries_and_reset(client):
     indexes, produced = client.get_production_status(["x", "y"], "p")
     assert indexes.tolist() == sorted(meta.global_indexes) and produced.tolist() == [True, True, False, False]
     assert client.check_production_status(["x"], "p") and not client.check_production_status(["x", "y"], "p")
+    # Per field, TransferQueue's layout: (samples, fields).
+    _, per_field = client.get_production_status(["y", "x"], "p", per_field=True)
+    assert per_field.dtype == np.bool_ and per_field.tolist() == [[True, True]] * 2 + [[False, True]] * 2
     client.get_meta(["x"], 4, "p", task_name="t")
-    _, consumed = client.get_consumption_status("t", "p")
+    indexes, consumed = client.get_consumption_status("t", "p")
+    assert indexes.dtype == np.int64 and consumed.dtype == np.bool_ and consumed.shape == (4,)
     assert consumed.all() and client.check_consumption_status("t", "p")
     assert not client.check_consumption_status("other", "p")
-    client.reset_consumption("p", "t")
+    assert client.reset_consumption("p", "t") is True
     assert not client.check_consumption_status("t", "p")
     assert client.get_meta(["x"], 4, "p", task_name="t").size == 4
-    client.reset_consumption("p")
+    assert client.reset_consumption("p") is True
     assert client.get_meta(["x"], 4, "p", task_name="t").size == 4
+    with pytest.raises(ValueError, match="per_field"):
+        client.get_production_status(["x"], "p", per_field=1)
+
+
+def test_partition_that_does_not_exist_is_empty_not_an_error(client):
+    """As in TransferQueue: programs poll, check, clear and reset partitions
+    before their first put and after their clear."""
+    meta = client.put({"x": np.arange(3)}, partition_id="gone")
+    client.kv_put("k", "gone", tag={"a": 1})
+    client.clear_partition("gone")
+    client.put({"x": np.arange(2)}, partition_id="kept")
+    before = snapshot(client)
+    for partition in ("gone", "never"):
+        assert client.get_meta(["x"], 1, partition, task_name="t", polling=True).size == 0
+        forced = client.get_meta(["x"], 1, partition, mode="force_fetch")
+        assert forced.size == 0
+        assert client.get_consumption_status("t", partition) == (None, None)
+        assert client.get_production_status(["x"], partition) == (None, None)
+        assert client.get_production_status(["x"], partition, per_field=True) == (None, None)
+        assert client.check_consumption_status("t", partition) is False
+        assert client.check_production_status(["x"], partition) is False
+        assert client.kv_list(partition) == {}
+        client.kv_clear(["k"], partition)
+        client.clear_partition(partition)
+        assert client.reset_consumption(partition) is True
+        assert client.reset_consumption(partition, "t") is True
+    client.clear_samples(meta)  # its samples are gone with their partition
+    assert client.get_partition_list() == ["kept"]
+    assert snapshot(client) == before
+
+
+def test_blocking_fetch_waits_for_its_partition_to_be_created_and_filled(client):
+    got = []
+    fetcher = threading.Thread(target=lambda: got.append(client.get_meta(["x"], 2, "later", task_name="t",
+                                                                         timeout=20)))
+    fetcher.start()
+    time.sleep(0.2)
+    client.get_meta(["x"], 1, "later", mode="insert")  # made, nothing produced yet
+    time.sleep(0.1)
+    put = client.put({"x": np.arange(2)}, partition_id="later")
+    fetcher.join(30)
+    assert not fetcher.is_alive() and len(got) == 1
+    assert sorted(got[0].global_indexes) == sorted(put.global_indexes)
+    with pytest.raises(TimeoutError, match="'never'"):
+        client.get_meta(["x"], 1, "never", task_name="t", timeout=0.1)
+
+
+def test_force_fetch_returns_every_sample_produced_or_not_and_consumes_nothing(client):
+    first = client.put({"x": np.arange(2)}, partition_id="p")
+    client.put({"y": np.arange(2) * 10}, metadata=first)
+    client.put({"x": np.arange(1)}, partition_id="p")
+    consumed = client.get_meta(["x"], 1, "p", task_name="t")
+    forced = client.get_meta(["x", "y"], 0, "p", mode="force_fetch")
+    assert forced.size == 3 and not forced.is_ready
+    assert forced.field_names == ["x", "y"]
+    assert [forced.select_samples([i]).is_ready for i in range(3)] == [True, True, False]
+    assert client.get_meta(["x"], 3, "p", mode="force_fetch", task_name="t").size == 3
+    _, flags = client.get_consumption_status("t", "p")
+    assert int(flags.sum()) == consumed.size == 1  # force_fetch consumed nothing
+    only_y = client.get_meta(["y"], 0, "p", mode="force_fetch").select_samples([0, 1])
+    assert client.get_data(only_y, format="numpy")["y"].tolist() == [0, 10]
 
 
 def test_clear_samples_and_partition_release_storage(client):
@@ -308,8 +374,16 @@ def test_kv_calls(client):
     client.kv_clear(["k1", "k2"], "kv")
     assert list(client.kv_list("kv")["kv"]) == ["k3"]
     assert client.stats()["samples"] == 1
-    with pytest.raises(KeyError, match="k1"):
-        client.kv_clear("k1", "kv")
+    client.kv_clear(["k1", "k3"], "kv")  # k1 is gone already: skipped, as in TransferQueue
+    assert client.stats()["samples"] == 0
+    # Partitions stay listed once their keys are gone, and with no keys at all.
+    client.put({"x": np.arange(2)}, partition_id="plain")
+    assert client.kv_list("kv") == {"kv": {}}
+    assert client.kv_list() == {"kv": {}, "plain": {}}
+    assert client.kv_list("never") == {}
+    # Keys in the order they were made, as in TransferQueue.
+    client.kv_batch_put(["zz", "aa", "mm"], "kv", tags=[{"i": 0}, {"i": 1}, {"i": 2}])
+    assert list(client.kv_list("kv")["kv"].items()) == [("zz", {"i": 0}), ("aa", {"i": 1}), ("mm", {"i": 2})]
 
 
 # ---- checkpoints -------------------------------------------------------------------
@@ -333,11 +407,35 @@ def test_checkpoint_round_trip(client, tmp_path):
     assert other.kv_batch_get("key", "kv", format="numpy")["v"].tolist() == [[0, 1, 2]]
 
 
+def test_checkpoint_keeps_the_users_metadata(client, tmp_path):
+    client.put({"x": np.arange(2)}, partition_id="p")
+    assert client.save_checkpoint(tmp_path / "c", metadata={"step": 42, "loss": 0.5, "tags": ["a"]}) is None
+    with open(tmp_path / "c" / "metadata.json") as f:
+        assert json.load(f) == {"storage_saved": True, "user_metadata": {"step": 42, "loss": 0.5, "tags": ["a"]}}
+    client.clear_partition("p")
+    assert client.load_checkpoint(tmp_path / "c") == {"step": 42, "loss": 0.5, "tags": ["a"]}
+    assert client.get_partition_list() == ["p"]
+    client.save_checkpoint(tmp_path / "c", include_storage=False)  # ignored: the data is always saved
+    with open(tmp_path / "c" / "metadata.json") as f:
+        assert json.load(f) == {"storage_saved": True, "user_metadata": {}}
+    assert client.load_checkpoint(tmp_path / "c") == {}
+    assert client.check_production_status(["x"], "p")
+    for bad, pattern in [({"x": object()}, 'metadata["x"]'), ([1, 2], "metadata must be a dict")]:
+        with pytest.raises(ValueError, match=re.escape(pattern)):
+            client.save_checkpoint(tmp_path / "d", metadata=bad)
+        assert not (tmp_path / "d").exists()
+    with pytest.raises(ValueError, match="include_storage"):
+        client.save_checkpoint(tmp_path / "d", include_storage="no")
+
+
 def test_missing_or_corrupt_checkpoint_leaves_state_unchanged(client, tmp_path):
     client.put({"x": np.arange(3)}, partition_id="p")
     before = snapshot(client)
-    with pytest.raises(KeyError):
+    with pytest.raises(FileNotFoundError, match="missing"):
         client.load_checkpoint(tmp_path / "missing")
+    (tmp_path / "not-a-checkpoint").mkdir()
+    with pytest.raises(FileNotFoundError, match="metadata.json"):
+        client.load_checkpoint(tmp_path / "not-a-checkpoint")
     assert snapshot(client) == before
 
     source = Client()
@@ -345,7 +443,6 @@ def test_missing_or_corrupt_checkpoint_leaves_state_unchanged(client, tmp_path):
     source.save_checkpoint(tmp_path / "good")
     for name, spoil in [
         ("truncated", lambda d: os.truncate(d / "storage.ckpt", 16)),
-        ("no-manifest", lambda d: os.remove(d / "manifest.json")),
         ("no-controller", lambda d: os.remove(d / "controller.ckpt")),
         ("garbage", lambda d: (d / "controller.ckpt").write_bytes(b"x" * (d / "controller.ckpt").stat().st_size)),
     ]:
@@ -379,7 +476,8 @@ def test_bad_input_raises_clearly_and_changes_nothing(client):
     client.kv_put("k", "kv", {"x": np.arange(2)})
     before = snapshot(client)
     cases = [
-        (KeyError, "nowhere", lambda: client.get_meta(["x"], 1, "nowhere", task_name="t")),
+        (KeyError, "nope", lambda: client.kv_batch_get(["k", "nope"], "kv")),
+        (ValueError, "partition_id", lambda: client.get_meta(["x"], 1, "", task_name="t")),
         (KeyError, "missing", lambda: client.get_data(meta, fields=["missing"])),
         (ValueError, "dtype conflict", lambda: client.put({"x": np.zeros(2, dtype=np.float32)}, partition_id="p")),
         (ValueError, "dtype conflict", lambda: client.put({"x": np.zeros(4, dtype=np.float32)}, metadata=meta)),

@@ -31,12 +31,17 @@ from test_client import (  # noqa: E402,F401
     test_async_calls_do_not_block_the_event_loop,
     test_bad_input_raises_clearly_and_changes_nothing,
     test_blocking_fetch_waits_for_a_put_from_another_thread,
+    test_blocking_fetch_waits_for_its_partition_to_be_created_and_filled,
+    test_checkpoint_keeps_the_users_metadata,
     test_clear_samples_and_partition_release_storage,
     test_custom_meta_is_visible_with_the_data,
     test_custom_meta_may_nest_32_levels_in_every_mode,
     test_dense_fields_round_trip_in_every_format,
+    test_force_fetch_returns_every_sample_produced_or_not_and_consumes_nothing,
     test_get_meta_modes_polling_and_timeout,
     test_kv_calls,
+    test_missing_or_corrupt_checkpoint_leaves_state_unchanged,
+    test_partition_that_does_not_exist_is_empty_not_an_error,
     test_put_against_cleared_samples_raises,
     test_put_copies_the_callers_data,
     test_set_custom_meta_and_put_with_meta_custom_meta,
@@ -147,7 +152,7 @@ def test_checkpoint_written_by_the_services_restores_another_cluster(clusters, t
     other = clusters(2).client()
     other.put({"z": np.arange(2)}, partition_id="gone")
     before = (sorted(other.get_partition_list()), other.stats())
-    with pytest.raises(KeyError):
+    with pytest.raises(FileNotFoundError, match="missing"):
         other.load_checkpoint(tmp_path / "missing")
     assert (sorted(other.get_partition_list()), other.stats()) == before
     other.load_checkpoint(tmp_path / "ckpt")
