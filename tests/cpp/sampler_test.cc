@@ -7,8 +7,10 @@
 #include <map>
 #include <numeric>
 #include <set>
+#include <unordered_set>
 
 #include "controller_test_support.h"
+#include "core/samplers/reservation_book.h"
 #include "seqflow/balance.h"
 #include "seqflow/controller.h"
 #include "seqflow/sampler.h"
@@ -61,6 +63,56 @@ void expect_disjoint(const std::vector<std::vector<int64_t>>& answers) {
   }
 }
 
+// Per-sample facts for samplers called without a controller: groups are runs
+// of n from index 0, lengths from a map.
+class StubInfo final : public SampleInfo {
+ public:
+  explicit StubInfo(std::map<int64_t, int64_t> lengths = {}, bool has_lengths = true)
+      : lengths_(std::move(lengths)), has_lengths_(has_lengths) {}
+  std::optional<int64_t> length(int64_t global_index) const override {
+    auto it = lengths_.find(global_index);
+    return it == lengths_.end() ? std::nullopt : std::optional<int64_t>(it->second);
+  }
+  std::string group_key(int64_t global_index, int64_t n) const override {
+    return std::to_string(global_index / n);
+  }
+  const json& custom_meta(int64_t) const override {
+    static const json kEmpty = json::object();
+    return kEmpty;
+  }
+  bool has_lengths() const override { return has_lengths_; }
+
+ private:
+  std::map<int64_t, int64_t> lengths_;
+  bool has_lengths_;
+};
+
+std::vector<int64_t> range(int64_t begin, int64_t end) {
+  std::vector<int64_t> out(static_cast<size_t>(end - begin));
+  std::iota(out.begin(), out.end(), begin);
+  return out;
+}
+
+// One direct call, as a caller outside a controller makes it.
+SampleResult call(Sampler& sampler, const std::vector<int64_t>& ready, int64_t batch_size,
+                  const SampleInfo& info, SamplingConfig sampling = {}) {
+  SampleRequest request;
+  request.ready = ready;
+  request.batch_size = batch_size;
+  request.partition_id = "p";
+  request.task_name = "t";
+  request.sampling = sampling;
+  request.info = &info;
+  return sampler.sample(request);
+}
+
+std::vector<int64_t> without(std::vector<int64_t> from, const std::vector<int64_t>& taken) {
+  std::erase_if(from, [&](int64_t index) {
+    return std::find(taken.begin(), taken.end(), index) != taken.end();
+  });
+  return from;
+}
+
 TEST(SamplerSequential, OldestBatchOrNothing) {
   Controller controller = with(make_sequential_sampler());
   put(controller, "p", 5, {"x"});
@@ -86,7 +138,7 @@ TEST(SamplerGRPOGroupN, WholeGroupsOnlyOldestCompleteFirst) {
   EXPECT_TRUE(throws_code([&] { fetch(controller, 4); }, ErrorCode::kInvalidArgument,
                           {"batch_size (4)", "n_samples_per_prompt (3)"}));
   EXPECT_TRUE(throws_code([] { make_grpo_group_n_sampler(0); }, ErrorCode::kInvalidArgument,
-                          {"n_samples_per_prompt", "0"}));
+                          {"n_samples_per_prompt must be positive, got 0"}));
 }
 
 TEST(SamplerGRPOGroupN, GroupIdJoinsSamplesOfDifferentPuts) {
@@ -313,6 +365,102 @@ TEST(SamplerRegistry, BuildsByNameAndRejectsBadArguments) {
                           {"max_tokens"}));
   EXPECT_TRUE(throws_code([] { make_sampler("sequential", json::array()); }, invalid,
                           {"object"}));
+}
+
+TEST(SamplerDirect, NegativeBatchSizeIsAnErrorNamingTheValue) {
+  const StubInfo info({{0, 1}, {1, 1}});
+  for (const auto& sampler :
+       {make_sequential_sampler(), make_grpo_group_n_sampler(1), make_rank_aware_sampler(),
+        make_seqlen_balanced_sampler(1, 1), make_token_budget_sampler(10, 1, 1)}) {
+    SCOPED_TRACE(sampler->name());
+    EXPECT_TRUE(throws_code([&] { call(*sampler, {0, 1}, -1, info); }, ErrorCode::kInvalidArgument,
+                            {"batch_size must be >= 0, got -1"}));
+  }
+}
+
+TEST(SamplerGRPOGroupN, BatchSizeZeroIsEmpty) {
+  const StubInfo info;
+  EXPECT_TRUE(call(*make_grpo_group_n_sampler(2), range(0, 4), 0, info).sampled.empty());
+  EXPECT_TRUE(call(*make_grpo_group_n_sampler(1), range(0, 4), 0, info).sampled.empty());
+}
+
+TEST(SamplerGRPOGroupN, NamedRankGetsItsAnswerAgain) {
+  const auto sampler = make_grpo_group_n_sampler(2);
+  const StubInfo info;
+  const SamplingConfig named{1, 3, true};
+  const SampleResult first = call(*sampler, range(0, 8), 2, info, named);
+  EXPECT_EQ(first.sampled, (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(first.consumed, first.sampled);
+  // Another TP rank of DP rank 1: the same groups, consumed once only.
+  const SampleResult again = call(*sampler, range(2, 8), 2, info, named);
+  EXPECT_EQ(again.sampled, first.sampled);
+  EXPECT_TRUE(again.consumed.empty());
+  EXPECT_EQ(sampler->reserved("p", "t", named), first.sampled);
+  // Unnamed callers take new groups every time.
+  const SamplingConfig unnamed{1, 3, false};
+  EXPECT_EQ(call(*sampler, range(2, 8), 2, info, unnamed).sampled, (std::vector<int64_t>{2, 3}));
+  EXPECT_FALSE(sampler->reserved("p", "t", unnamed));
+  sampler->clear("p", nullptr);
+  EXPECT_FALSE(sampler->reserved("p", "t", named));
+}
+
+TEST(SamplerRankAware, NegativeRankIsAnError) {
+  const StubInfo info;
+  EXPECT_TRUE(throws_code([&] { call(*make_rank_aware_sampler(), range(0, 4), 1, info, {-1, 0}); },
+                          ErrorCode::kInvalidArgument, {"dp_rank -1 must be greater than or equal to 0"}));
+}
+
+// A caller that marks only each rank's own share consumed (TransferQueue's
+// contract) still never sees a sample twice: shares not served yet stay out
+// of later global batches.
+TEST(SamplerSeqlenBalanced, UnservedSharesStayOutOfLaterBatches) {
+  const auto sampler = make_seqlen_balanced_sampler(1, 2);
+  std::map<int64_t, int64_t> lengths;
+  for (int64_t i = 0; i < 8; ++i) lengths[i] = 10 + i;
+  const StubInfo info(lengths);
+  std::vector<int64_t> ready = range(0, 8);
+  const auto r0b0 = call(*sampler, ready, 2, info, {0, 0}).sampled;
+  ready = without(ready, r0b0);
+  const auto r0b1 = call(*sampler, ready, 2, info, {0, 1}).sampled;
+  ready = without(ready, r0b1);
+  const auto r1b0 = call(*sampler, ready, 2, info, {1, 0}).sampled;
+  const auto r1b1 = call(*sampler, ready, 2, info, {1, 1}).sampled;
+  const std::vector<std::vector<int64_t>> answers = {r0b0, r0b1, r1b0, r1b1};
+  for (const auto& answer : answers) EXPECT_EQ(answer.size(), 2u);
+  expect_disjoint(answers);
+}
+
+TEST(SamplerSeqlenBalanced, WithoutLengthsSplitsInOrder) {
+  const StubInfo no_lengths({}, false);
+  const auto four_groups = make_seqlen_balanced_sampler(2, 2);
+  EXPECT_EQ(call(*four_groups, range(0, 10), 4, no_lengths, {1, 0}).sampled, range(4, 8));
+  EXPECT_EQ(four_groups->reserved("p", "t", {0, 0}), range(0, 4));
+  // 3 groups over 2 ranks: whole groups, counts within one.
+  const auto three_groups = make_seqlen_balanced_sampler(4, 2);
+  EXPECT_EQ(call(*three_groups, range(0, 12), 6, no_lengths, {0, 0}).sampled, range(0, 4));
+  EXPECT_EQ(three_groups->reserved("p", "t", {1, 0}), range(4, 12));
+}
+
+TEST(SamplerReservationBook, ServedFlagsSurviveCheckpoints) {
+  samplers::ReservationBook book;
+  book.put("p", "t", 0, 0, {1, 2});
+  book.put("p", "t", 0, 1, {3, 4}, false);
+  book.put("p", "u", 0, 1, {5}, false);
+  EXPECT_EQ(book.unserved("p", "t"), (std::unordered_set<int64_t>{3, 4}));
+  samplers::ReservationBook restored;
+  restored.restore(book.state());
+  EXPECT_EQ(restored.unserved("p", "t"), (std::unordered_set<int64_t>{3, 4}));
+  EXPECT_EQ(restored.take("p", "t", 0, 1), (std::vector<int64_t>{3, 4}));
+  EXPECT_TRUE(restored.unserved("p", "t").empty());
+  EXPECT_EQ(restored.unserved("p", "u"), (std::unordered_set<int64_t>{5}));
+  // A state written before the flag existed: every share counts as served.
+  json old = book.state();
+  for (auto& batch : old["reservations"]) {
+    for (auto& rank : batch["ranks"]) rank.erase("served");
+  }
+  restored.restore(old);
+  EXPECT_TRUE(restored.unserved("p", "t").empty());
+  EXPECT_EQ(restored.find("p", "t", 0, 1), (std::vector<int64_t>{3, 4}));
 }
 
 }  // namespace
