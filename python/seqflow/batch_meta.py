@@ -134,12 +134,25 @@ def _decode(encoded: tuple[bytes, np.ndarray]) -> list[dict]:
 
 # ---- field_schema ----------------------------------------------------------
 
+# Schema values that copies may share: immutable (dtypes are, too).
+_IMMUTABLE = frozenset((str, bytes, int, float, bool, tuple, type(None)))
+
+
+def _is_immutable(value) -> bool:
+    kind = type(value)
+    return (kind in _IMMUTABLE or isinstance(value, (tuple, np.dtype))
+            or (kind.__module__, kind.__name__) == ("torch", "dtype"))
+
+
 def _copy_schema(schema: Mapping, positions: Optional[list[int]] = None) -> dict:
     """A copy that shares nothing mutable with `schema`; with positions, the
     per_sample_shapes of those samples only."""
     out = {}
     for name, entry in schema.items():
-        entry = copy.deepcopy(entry)
+        entry = dict(entry)
+        for key, value in entry.items():
+            if not _is_immutable(value):
+                entry[key] = copy.deepcopy(value)
         shapes = entry.get("per_sample_shapes")
         if positions is not None and shapes is not None:
             entry["per_sample_shapes"] = [shapes[i] for i in positions]
@@ -230,6 +243,8 @@ def _schema_of(data) -> tuple[int, dict]:
 
 def _positions(values, size: int, name: str) -> list[int]:
     """`values` as a list of positions in [0, size); ValueError naming `name` otherwise."""
+    if isinstance(values, range) and (not values or (0 <= min(values) and max(values) < size)):
+        return list(values)  # chunk and split take runs
     at = np.asarray(values if isinstance(values, np.ndarray) else list(values))
     if at.size == 0:
         return []
