@@ -373,13 +373,16 @@ class BatchMeta:
         return meta
 
     @classmethod
-    def _from_native(cls, native: dict) -> "BatchMeta":
+    def _from_native(cls, native: dict, extra_info: Optional[Mapping[str, Any]] = None) -> "BatchMeta":
+        """The engine's batch; extra_info (copied) in place of the engine's."""
         schema = native["field_schema"]
         return cls._of(native["global_indexes"], native["partition_ids"], schema, native["production_status"],
-                       native["extra_info"], encoded_meta=native["custom_meta_encoded"],
-                       field_status=(tuple(schema), native["field_status"]))
+                       native["extra_info"] if extra_info is None else dict(extra_info),
+                       encoded_meta=native["custom_meta_encoded"], field_status=(tuple(schema), native["field_status"]))
 
     def _to_native(self) -> dict:
+        """For a put with this metadata. Not extra_info: it may hold any
+        object (tensors, as in TransferQueue), and the engine would only echo it."""
         names = self.field_names  # sorted: the engine's order
         return {
             "global_indexes": self._index_array(),
@@ -389,7 +392,6 @@ class BatchMeta:
             "field_status": self._field_produced(names),
             "custom_meta": self._custom_meta,
             "custom_meta_encoded": self._encoded_meta if self._custom_meta is None else None,
-            "extra_info": self.extra_info,
         }
 
     def _index_array(self) -> np.ndarray:

@@ -268,6 +268,7 @@ class Client:
             if custom_meta is None and changed is not None and any(changed):
                 custom_meta = changed
             native = self._client.put_existing(metadata._to_native(), columns, custom_meta)
+            return BatchMeta._from_native(native, extra_info=metadata.extra_info)
         return BatchMeta._from_native(native)
 
     def get_meta(self, data_fields, batch_size: int, partition_id: str, mode: str = "fetch",

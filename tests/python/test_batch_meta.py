@@ -420,6 +420,11 @@ def test_fetched_batch_has_transferqueues_types_and_per_field_bits():
     assert keyed[1:]._produced_fields() == ["x"] and keyed[1]._produced_fields() == ["x", "y"]
     with pytest.raises(ValueError, match=r"field 'y' is not set for keys \['k0', 'k2'\]"):
         client.kv_batch_get(["k0", "k1", "k2"], "kv", select_fields=["y"])
+    # extra_info stays in Python, whatever it holds.
+    more.extra_info = {"step": np.arange(2), "any": object}
+    again = client.put({"z": np.arange(2)}, metadata=more)
+    assert again.extra_info["any"] is object and again.extra_info["step"] is more.extra_info["step"]
+    assert again.extra_info is not more.extra_info
     # A batch the caller made goes to the engine too: its samples count as having every field.
     made = BatchMeta([1, 3], ["p", "p"], schema_of("x", dtype=np.int64, shape=()), [1, 1])
     assert client.put({"y": np.arange(2)}, metadata=made).is_ready
