@@ -346,8 +346,8 @@ class BatchMeta:
         self.extra_info = dict(extra_info or {})
         self._custom_meta = _dict_list(custom_meta, n, "custom_meta")
         self._encoded_meta = None
-        self._backend_meta = _dict_list(_custom_backend_meta, n, "_custom_backend_meta") if _custom_backend_meta \
-            else None
+        self._backend_meta = None if not _custom_backend_meta else _dict_list(
+            _custom_backend_meta, n, "_custom_backend_meta")
 
     # ---- construction ---------------------------------------------------
     @classmethod
@@ -438,12 +438,9 @@ class BatchMeta:
         it (it was decoded), else None."""
         return self._custom_meta
 
-    def _custom_meta_copy(self) -> list[dict]:
-        return _decode(self._encoded_meta) if self._custom_meta is None else copy.deepcopy(self._custom_meta)
-
     def get_all_custom_meta(self) -> list[dict]:
-        """A deep copy of custom_meta."""
-        return self._custom_meta_copy()
+        """A deep copy of custom_meta (an encoded batch decodes afresh and stays encoded)."""
+        return _decode(self._encoded_meta) if self._custom_meta is None else copy.deepcopy(self._custom_meta)
 
     def update_custom_meta(self, custom_meta: Optional[Sequence[dict]]) -> None:
         """Merges one dict per sample into custom_meta (key by key); the
