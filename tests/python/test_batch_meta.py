@@ -482,6 +482,7 @@ def test_fetched_custom_meta_round_trips_and_is_decoded_once():
               {"big": 2**64 - 1, "neg": -2**63, "small": -5, "f": -0.125, "u16": 40000, "i32": -70000}]
     _, meta = _fetched(values)
     assert meta._custom_meta is None  # nothing decoded by the fetch itself
+    assert meta.get_all_custom_meta() == values and meta._custom_meta is None  # a copy, the batch stays encoded
     assert meta.custom_meta == values
     assert meta.custom_meta is meta.custom_meta  # decoded once: changes stick
     meta.custom_meta[0]["total_lengths"] = 3
