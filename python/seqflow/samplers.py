@@ -18,7 +18,8 @@ Called directly (``sampler.sample(ready, batch_size, **kwargs)`` or
 ``sampler(...)``), the built-in samplers answer as TransferQueue 0.1.11's do:
 ``consumed`` is ``sampled``; GRPOGroupNSampler and SeqlenBalancedSampler sort
 the ready indexes and, for samples without ``custom_meta["group_id"]``, take
-runs of n consecutive global indexes as groups; SeqlenBalancedSampler reads
+runs of n consecutive global indexes as groups; GRPOGroupNSampler called with
+a ``dp_rank`` answers a repeated (dp_rank, batch_index) with the same groups; SeqlenBalancedSampler reads
 ``total_lengths`` through ``partition.get_custom_meta`` (or ``custom_meta=``,
 a dict of global index to dict) and, given neither, splits equally in order.
 One difference is deliberate: SeqlenBalancedSampler leaves the shares it

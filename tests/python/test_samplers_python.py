@@ -539,3 +539,27 @@ def test_python_subclass_of_a_builtin_runs_its_own_sample():
     client = Client(Newest())
     client.put({"x": np.arange(4)}, partition_id="p")
     assert list(client.get_meta(["x"], 2, "p", task_name="t", polling=True).global_indexes) == [3, 2]
+
+
+def test_sampler_keeping_other_things_in_states_through_a_client():
+    """TransferQueue's tutorial keeps an RNG in _states: neither the cached-
+    answer lookup nor clearing a partition may trip over it."""
+
+    class RandomWithReplacement(BaseSampler):
+        def __init__(self):
+            super().__init__()
+            self._states["rng"] = np.random.RandomState(0)
+
+        def sample(self, ready_indexes, batch_size, **kwargs):
+            picked = self._states["rng"].choice(ready_indexes, size=batch_size).tolist()
+            return picked, []
+
+    sampler = RandomWithReplacement()
+    client = Client(sampler)
+    client.put({"x": np.arange(4)}, partition_id="rng")
+    for _ in range(3):
+        meta = client.get_meta(["x"], 3, "rng", task_name="t", sampling_config={"dp_rank": 0}, polling=True)
+        assert meta.size == 3 and set(meta.global_indexes) <= {0, 1, 2, 3}
+    assert not client.get_consumption_status("t", "rng")[1].any()
+    client.clear_partition("rng")
+    assert "rng" not in sampler._states  # TransferQueue's clear_cache drops the partition's key
