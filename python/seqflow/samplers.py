@@ -285,6 +285,7 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
         self.dp_size = _positive("dp_size", dp_size)
         self.algorithm = algorithm
         self.default_length = default_length
+        # A GRPOGroupNSampler for isinstance (as TransferQueue's), with its own C++ sampler.
         _NativeSampler.__init__(self, _native.seqlen_balanced_sampler(
             self.n_samples_per_prompt, self.dp_size, algorithm, -1 if default_length is None else int(default_length)))
 
