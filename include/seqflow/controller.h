@@ -181,8 +181,9 @@ class ControlPlane {
   // Both false for a partition without samples or that does not exist.
   virtual bool all_consumed(const std::string& task_name, const std::string& partition_id) const = 0;
   virtual bool all_produced(std::span<const std::string> fields, const std::string& partition_id) const = 0;
-  // Partitions exist from their first insert (or key) until clear_partition;
-  // clearing their samples one by one leaves them listed, empty.
+  // Oldest first, as TransferQueue lists them. Partitions exist from their
+  // first insert (or key) until clear_partition; clearing their samples one
+  // by one leaves them listed, empty.
   virtual std::vector<std::string> partition_list() const = 0;
 
   // Key-value API: a key names one sample of a partition. Unknown keys get
@@ -193,9 +194,9 @@ class ControlPlane {
                        std::span<const nlohmann::json> tags) = 0;
   // Known keys only: a missing key throws kNotFound naming it.
   virtual BatchMeta kv_lookup(const std::string& partition_id, std::span<const std::string> keys) const = 0;
-  // The keys of the partition, or of every partition (null), with their
-  // tags; a partition without keys is listed with none. A partition that
-  // does not exist is not listed.
+  // The keys of the partition, or of every partition (null; oldest first),
+  // with their tags; a partition without keys is listed with none. A
+  // partition that does not exist is not listed.
   virtual std::vector<PartitionKeys> kv_list(const std::string* partition_id) const = 0;
   // Releases the keys' samples; keys (or a partition) that do not exist are
   // skipped, as TransferQueue does. An empty key is an error.

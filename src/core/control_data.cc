@@ -49,6 +49,15 @@ PartitionState& ControlData::find_or_create(const std::string& name) {
   return *entry;
 }
 
+std::vector<const PartitionState*> ControlData::in_creation_order() const {
+  std::vector<const PartitionState*> out;
+  out.reserve(partitions_.size());
+  for (const auto& entry : partitions_) out.push_back(entry.second.get());
+  std::sort(out.begin(), out.end(),
+            [](const PartitionState* a, const PartitionState* b) { return a->number() < b->number(); });
+  return out;
+}
+
 std::vector<int64_t> ControlData::erase(const std::string& name) {
   const PartitionState& partition = require(name);
   std::vector<int64_t> released;

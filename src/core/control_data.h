@@ -34,6 +34,9 @@ class ControlData {
   const std::map<std::string, std::unique_ptr<PartitionState>>& partitions() const {
     return partitions_;
   }
+  // Every partition, oldest first: the order TransferQueue lists them in, and
+  // the order checkpoints keep.
+  std::vector<const PartitionState*> in_creation_order() const;
 
   // The slot of a live sample of `partition`, or nullopt.
   std::optional<uint32_t> slot_of(const PartitionState& partition, int64_t global_index) const;

@@ -143,7 +143,8 @@ void decode_partition(ControlData& data, const json& encoded) {
 
 json encode_control_data(const ControlData& data) {
   json partitions = json::array();
-  for (const auto& entry : data.partitions()) partitions.push_back(encode_partition(*entry.second));
+  // Decoding creates them in this order, so the restored ones keep it.
+  for (const PartitionState* partition : data.in_creation_order()) partitions.push_back(encode_partition(*partition));
   return {{"partitions", std::move(partitions)}};
 }
 

@@ -237,7 +237,7 @@ bool Controller::all_produced(std::span<const std::string> fields,
 std::vector<std::string> Controller::partition_list() const {
   std::lock_guard lock(state_->mutex);
   std::vector<std::string> out;
-  for (const auto& entry : state_->data.partitions()) out.push_back(entry.first);
+  for (const PartitionState* partition : state_->data.in_creation_order()) out.push_back(partition->name());
   return out;
 }
 

@@ -131,7 +131,7 @@ std::vector<PartitionKeys> Controller::kv_list(const std::string* partition_id) 
   if (partition_id != nullptr) {
     if (const PartitionState* partition = state_->data.find(*partition_id)) list(*partition);
   } else {
-    for (const auto& entry : state_->data.partitions()) list(*entry.second);
+    for (const PartitionState* partition : state_->data.in_creation_order()) list(*partition);
   }
   return out;
 }

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <optional>
 #include <set>
 #include <thread>
@@ -45,6 +46,26 @@ TEST(ControllerTest, IndexesAreUniqueAcrossPartitionsAndReusedSmallestFirst) {
   EXPECT_EQ(controller.clear_partition("b"), (std::vector<int64_t>{0, 2, 4, 5, 6, 7}));
   EXPECT_EQ(controller.partition_list(), std::vector<std::string>{"a"});
   EXPECT_EQ(controller.insert("c", 2).global_indexes, (std::vector<int64_t>{0, 2}));
+}
+
+// Oldest first, as TransferQueue lists them (programs clear "all but the
+// newest N"), also after a checkpoint; a partition made again is the newest.
+TEST(ControllerTest, PartitionsAreListedInTheOrderTheyWereMade) {
+  Controller controller;
+  for (const char* name : {"step_9", "step_10", "a", "step_11"}) controller.insert(name, 1);
+  controller.clear_partition("a");
+  controller.kv_resolve("a", std::vector<std::string>{"k"}, {});
+  const std::vector<std::string> expected = {"step_9", "step_10", "step_11", "a"};
+  EXPECT_EQ(controller.partition_list(), expected);
+  std::vector<std::string> listed;
+  for (const PartitionKeys& partition : controller.kv_list(nullptr)) listed.push_back(partition.partition_id);
+  EXPECT_EQ(listed, expected);
+  const std::string path = temp_path("creation_order");
+  controller.save(path);
+  Controller restored;
+  restored.load(path);
+  EXPECT_EQ(restored.partition_list(), expected);
+  std::remove(path.c_str());
 }
 
 TEST(ControllerTest, FetchHandsEachSampleOncePerTask) {
@@ -501,13 +522,13 @@ TEST(ControllerTest, KeyValueApi) {
   EXPECT_EQ(listed[0].keys[0].first, "a");
   EXPECT_EQ(listed[0].keys[0].second, (json{{"total_lengths", 3}, {"score", 1}}));
   put(controller, "no keys", 1, {"x"});
-  const auto every = controller.kv_list(nullptr);
+  const auto every = controller.kv_list(nullptr);  // oldest partition first
   ASSERT_EQ(every.size(), 3u);
-  EXPECT_EQ(every[0].partition_id, "no keys");
-  EXPECT_TRUE(every[0].keys.empty());
-  EXPECT_EQ(every[1].partition_id, "p");
-  EXPECT_EQ(every[2].partition_id, "q");
-  EXPECT_EQ(every[2].keys.size(), 1u);
+  EXPECT_EQ(every[0].partition_id, "p");
+  EXPECT_EQ(every[1].partition_id, "q");
+  EXPECT_EQ(every[1].keys.size(), 1u);
+  EXPECT_EQ(every[2].partition_id, "no keys");
+  EXPECT_TRUE(every[2].keys.empty());
 
   EXPECT_EQ(controller.kv_clear("p", std::vector<std::string>{"a", "c"}),
             (std::vector<int64_t>{0, 2}));

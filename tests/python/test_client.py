@@ -342,6 +342,15 @@ def test_force_fetch_returns_every_sample_produced_or_not_and_consumes_nothing(c
     assert client.get_data(only_y, format="numpy")["y"].tolist() == [0, 10]
 
 
+def test_partitions_are_listed_oldest_first(client):
+    """As in TransferQueue: programs clear all but the newest N partitions."""
+    for step in (9, 10, 11):
+        client.put({"x": np.arange(1)}, partition_id=f"train@global_step_{step}")
+    client.clear_partition("train@global_step_9")
+    client.put({"x": np.arange(1)}, partition_id="train@global_step_9")  # made again: the newest
+    assert client.get_partition_list() == [f"train@global_step_{s}" for s in (10, 11, 9)]
+
+
 def test_clear_samples_and_partition_release_storage(client):
     meta = client.put({"x": np.arange(4)}, partition_id="p")
     client.put({"x": np.arange(2)}, partition_id="q")
@@ -381,6 +390,7 @@ def test_kv_calls(client):
     assert client.kv_list("kv") == {"kv": {}}
     assert client.kv_list() == {"kv": {}, "plain": {}}
     assert client.kv_list("never") == {}
+    assert list(client.kv_list()) == client.get_partition_list() == ["kv", "plain"]
     # Keys in the order they were made, as in TransferQueue.
     client.kv_batch_put(["zz", "aa", "mm"], "kv", tags=[{"i": 0}, {"i": 1}, {"i": 2}])
     assert list(client.kv_list("kv")["kv"].items()) == [("zz", {"i": 0}), ("aa", {"i": 1}), ("mm", {"i": 2})]

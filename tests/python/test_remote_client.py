@@ -42,6 +42,7 @@ from test_client import (  # noqa: E402,F401
     test_kv_calls,
     test_missing_or_corrupt_checkpoint_leaves_state_unchanged,
     test_partition_that_does_not_exist_is_empty_not_an_error,
+    test_partitions_are_listed_oldest_first,
     test_put_against_cleared_samples_raises,
     test_put_copies_the_callers_data,
     test_set_custom_meta_and_put_with_meta_custom_meta,
