@@ -222,7 +222,7 @@ class Controller final : public ControlPlane {
                      std::span<const nlohmann::json> custom_meta) override;
   BatchMeta get_meta(const MetaRequest& request) override;
   // get_meta without waiting: nullopt where get_meta would wait for data
-  // (a fetch that does not poll, with too little ready).
+  // (a fetch that does not poll, with too little ready or no partition yet).
   std::optional<BatchMeta> try_get_meta(const MetaRequest& request);
   void set_custom_meta(const std::string& partition_id, std::span<const int64_t> global_indexes,
                        std::span<const nlohmann::json> custom_meta) override;
