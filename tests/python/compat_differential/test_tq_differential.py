@@ -1,0 +1,144 @@
+"""Differential tests: every scenario of tq_scenarios runs on the real
+TransferQueue 0.1.11 (its own venv, tools/reference_peer.py) and on seqflow's
+transfer_queue (install_as_transfer_queue(), seqflow.mode embedded and
+local), and what the calls returned must be the same, field by field:
+values, dtypes, shapes, container types, exception types.
+
+Each side runs once per module in its own process (tq_differential_driver.py);
+the three run at the same time. The test fails, never skips, when the
+reference venv cannot be made.
+
+SeqlenBalancedSampler is compared by properties: TransferQueue 0.1.11 hands
+the same samples to a rank twice (and never hands out others) when the
+ranks run at different speeds — its cache for one step is filled from the
+samples still unconsumed, which include the slower rank's share of the
+step before. seqflow gives every sample exactly once; the test asserts that.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+REPO_ROOT = HERE.parents[2]
+for path in (HERE, REPO_ROOT / "tools"):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+
+import reference_peer  # noqa: E402
+import tq_scenarios  # noqa: E402
+
+DRIVER = HERE / "tq_differential_driver.py"
+REFERENCE = "transferqueue"
+SEQFLOW_SIDES = ("seqflow-embedded", "seqflow-local")
+RUN_DEADLINE_S = 600  # the reference side starts Ray; everything else takes seconds
+SHOWN_DIFFERENCES = 40
+BY_PROPERTIES = ("sampler_seqlen_balanced",)
+
+
+def _run_sides(python_of: dict, out_dir: Path) -> dict:
+    started = {}
+    for side, python in python_of.items():
+        log = open(out_dir / f"{side}.log", "w")
+        started[side] = (subprocess.Popen([python, str(DRIVER), side, str(out_dir / f"{side}.json")],
+                                          stdout=log, stderr=subprocess.STDOUT, cwd=str(HERE)), log)
+    reports, failures = {}, []
+    for side, (process, log) in started.items():
+        try:
+            code = process.wait(timeout=RUN_DEADLINE_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            code = f"killed after {RUN_DEADLINE_S}s"
+        log.close()
+        if code != 0:
+            tail = (out_dir / f"{side}.log").read_text(errors="replace")[-3000:]
+            failures.append(f"the {side} driver exited {code}:\n{tail}")
+        else:
+            reports[side] = json.loads((out_dir / f"{side}.json").read_text())["results"]
+    if failures:
+        pytest.fail("\n\n".join(failures))
+    return reports
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> dict:
+    """{side: {scenario: result}} for the reference and both seqflow modes."""
+    try:
+        reference_python = reference_peer.transferqueue_python()
+    except reference_peer.ReferenceUnavailable as error:
+        pytest.fail(f"TransferQueue {reference_peer.VERSION}'s venv cannot be made: {error}")
+    pythons = {REFERENCE: reference_python, **{side: sys.executable for side in SEQFLOW_SIDES}}
+    return _run_sides(pythons, tmp_path_factory.mktemp("tq-differential"))
+
+
+def differences(expected, actual, path: str = "") -> list[str]:
+    """Where `actual` differs from `expected`, one line per leaf."""
+    if isinstance(expected, dict) and isinstance(actual, dict):
+        found = []
+        for key in list(expected) + [k for k in actual if k not in expected]:
+            where = f"{path}.{key}" if path else str(key)
+            if key not in actual:
+                found.append(f"{where}: transferqueue={_short(expected[key])} seqflow=<missing>")
+            elif key not in expected:
+                found.append(f"{where}: transferqueue=<missing> seqflow={_short(actual[key])}")
+            else:
+                found += differences(expected[key], actual[key], where)
+        return found
+    if isinstance(expected, list) and isinstance(actual, list) and len(expected) == len(actual):
+        return [d for i, (e, a) in enumerate(zip(expected, actual)) for d in differences(e, a, f"{path}[{i}]")]
+    if expected == actual and type(expected) is type(actual):
+        return []
+    return [f"{path}: transferqueue={_short(expected)} seqflow={_short(actual)}"]
+
+
+def _short(value, limit: int = 300) -> str:
+    text = json.dumps(value, sort_keys=True)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _reference_result(results: dict, name: str):
+    reference = results[REFERENCE][name]
+    assert "scenario_error" not in reference, f"the scenario itself fails on TransferQueue: {reference}"
+    return reference
+
+
+EXACT = [name for name in tq_scenarios.SCENARIOS if name not in BY_PROPERTIES]
+
+
+@pytest.mark.parametrize("side", SEQFLOW_SIDES)
+@pytest.mark.parametrize("name", EXACT)
+def test_same_results_as_transferqueue(results, name, side):
+    found = differences(_reference_result(results, name), results[side][name])
+    assert not found, f"{len(found)} differences:\n" + "\n".join(found[:SHOWN_DIFFERENCES])
+
+
+def _balanced_properties(result: dict) -> dict:
+    """What both systems must share: every call answered with one complete prompt group of the per-rank
+    batch size (2 samples: labels 2g, 2g+1)."""
+    calls = []
+    for call in result["calls"]:
+        got = call["got"]
+        if "returns" not in got:
+            calls.append({"dp_rank": call["dp_rank"], "batch_index": call["batch_index"], "raises": got})
+            continue
+        labels = sorted(got["returns"]["items"])
+        calls.append({"dp_rank": call["dp_rank"], "batch_index": call["batch_index"], "size": len(labels),
+                      "complete_groups": all(labels[i] % 2 == 0 and labels[i + 1] == labels[i] + 1
+                                             for i in range(0, len(labels) - 1, 2)) and len(labels) % 2 == 0})
+    return {"lengths": result["lengths"], "calls": calls}
+
+
+@pytest.mark.parametrize("side", SEQFLOW_SIDES)
+def test_seqlen_balanced_sampler_like_transferqueue_but_exactly_once(results, side):
+    reference = _reference_result(results, "sampler_seqlen_balanced")
+    got = results[side]["sampler_seqlen_balanced"]
+    found = differences(_balanced_properties(reference), _balanced_properties(got))
+    assert not found, "\n".join(found[:SHOWN_DIFFERENCES])
+    handed_out = sorted(label for call in got["calls"] for label in call["got"]["returns"]["items"])
+    assert handed_out == list(range(len(got["lengths"]))), "every sample exactly once across ranks and steps"
