@@ -230,16 +230,18 @@ def bench_put_get(reps: int):
     names = list(data)
     meta = client.get_meta(names, PUT_SAMPLES, partition, mode="force_fetch")
 
-    out["get"], got = timed(lambda: client.get_data(meta, format="numpy"), max(reps, 5))
-    again = client.get_data(meta, format="numpy")
+    out["get"], got = timed(lambda: client.get_data(meta, format="numpy", copy=False), max(reps, 5))
+    again = client.get_data(meta, format="numpy", copy=False)
+    out["get_copy"], _ = timed(lambda: client.get_data(meta, format="numpy"), max(reps, 5))
     out["zero_copy"] = all(np.shares_memory(got[k], again[k]) for k in names)
     out["correct"] = all(np.array_equal(got[k], data[k]) for k in names)
     out["writeable"] = any(got[k].flags.writeable for k in names)
     try:
         import torch  # noqa: F401
 
-        out["get_torch"], got_t = timed(lambda: client.get_data(meta, format="torch"), max(reps, 5))
-        again_t = client.get_data(meta, format="torch")
+        out["get_torch"], got_t = timed(lambda: client.get_data(meta, format="torch", copy=False), max(reps, 5))
+        again_t = client.get_data(meta, format="torch", copy=False)
+        out["get_torch_copy"], _ = timed(lambda: client.get_data(meta, format="torch"), max(reps, 5))
         out["zero_copy_torch"] = all(got_t[k].data_ptr() == again_t[k].data_ptr()
                                      and np.shares_memory(got_t[k].numpy(), got[k]) for k in names)
     except ImportError:
@@ -360,10 +362,12 @@ def main(argv=None) -> int:
         row("numpy memcpy, preallocated (np.copyto)", bw["memcpy"], "the ceiling"),
         row("numpy copy, fresh arrays (ndarray.copy)", bw["memcpy_fresh"], "allocates like a put"),
         row("seqflow put (new partition)", bw["put"], "one copy into storage buffers"),
-        row("seqflow get_data, numpy", bw["get"], "zero copy" if bw["zero_copy"] else "COPIES", False),
+        row("seqflow get_data, numpy (default)", bw["get_copy"], "one copy: the caller's arrays"),
+        row("seqflow get_data, numpy, copy=False", bw["get"], "zero copy" if bw["zero_copy"] else "COPIES", False),
     ]
     if bw.get("get_torch") is not None:
-        bw_rows.append(row("seqflow get_data, torch", bw["get_torch"],
+        bw_rows.append(row("seqflow get_data, torch (default)", bw["get_torch_copy"], "one copy: the caller's tensors"))
+        bw_rows.append(row("seqflow get_data, torch, copy=False", bw["get_torch"],
                            "zero copy" if bw.get("zero_copy_torch") else "COPIES", False))
     emit(table(["operation", "first ms", "median ms", "best ms", "GB/s first", "GB/s median", "GB/s best",
                 "speed vs memcpy (median)", "note"], bw_rows, "lrrrrrrrl"))
@@ -371,8 +375,8 @@ def main(argv=None) -> int:
     emit("GB/s = bytes / time (1 GB = 1e9 bytes). first: the first run in this process (fresh memory: every page "
          "of a new buffer is faulted in); later runs may reuse memory the previous run gave back (the put's "
          "setup clears the previous partition). "
-         "A get moves no bytes. "
-         f"Zero copy: np.shares_memory between the arrays of two get_data calls = {bw['zero_copy']}; "
+         "A get with copy=False moves no bytes; the default get copies once. "
+         f"Zero copy: np.shares_memory between the arrays of two get_data(copy=False) calls = {bw['zero_copy']}; "
          f"values equal to the put's = {bw['correct']}; numpy arrays read-only = {not bw['writeable']}.")
     emit()
 
