@@ -14,7 +14,8 @@ micro-batch. TransferQueue's modes, without its defects:
   of the partition does) and the task consumed the whole partition. Every
   rank ends, including one whose last batch_index never gets data.
 - data and metadata are cut into the same micro-batches (one split rule,
-  ``seqflow.batch_meta.chunk_sizes``).
+  ``seqflow.batch_meta.chunk_sizes``), whatever the fields hold: dense,
+  jagged or strided nested tensors, NonTensorStacks, lists.
 - with W workers, worker w handles batch indexes w, w+W, w+2W, ...: no two
   workers of a rank fetch the same batch. StreamingDataLoader runs its
   workers as threads (the fetches release the GIL). A torch DataLoader with
@@ -56,7 +57,7 @@ def _require_torch(what: str) -> None:
 
 
 def default_fetch_batch_fn(tq_client, data_fields, batch_size, partition_id, task_name, sampling_config,
-                           batch_index, data_format: str = "auto"):
+                           batch_index, data_format: str = "auto", data_layout: str = "dense"):
     """(data, batch_meta) of one batch, or (None, empty meta) when too little
     is ready or the partition does not exist yet (polling: never blocks)."""
     config = {**sampling_config, "batch_index": batch_index}
@@ -65,7 +66,7 @@ def default_fetch_batch_fn(tq_client, data_fields, batch_size, partition_id, tas
                               task_name=task_name, sampling_config=config, polling=True)
     if meta.size == 0:
         return None, meta
-    return tq_client.get_data(meta, fields=data_fields, format=data_format), meta
+    return tq_client.get_data(meta, fields=data_fields, format=data_format, layout=data_layout), meta
 
 
 def split_batch(data, batch_meta, micro_batch_size: int = 1) -> list[tuple[Any, Any]]:
@@ -91,6 +92,8 @@ class StreamingDataset(IterableDataset):
         task_name=, sampling_config=, batch_index=) -> (data or None, meta).
     process_batch_fn(data, meta, micro_batch_size=) -> [(data, meta), ...].
     keep_batches: keep fetched batches so that reset() replays them.
+    data_format, data_layout: get_data's format and layout ("dense", or
+        "transfer_queue" for TransferQueue's nested containers).
     """
 
     def __init__(self, config=None, batch_size: int = 1, micro_batch_size: int = 1, data_fields=(),
@@ -98,6 +101,7 @@ class StreamingDataset(IterableDataset):
                  should_check_consumption_status: bool = False, fetch_batch_fn: Optional[Callable] = None,
                  process_batch_fn: Optional[Callable] = None, *, empty_batch_sleep: Optional[float] = None,
                  total_samples: Optional[int] = None, client=None, data_format: str = "auto",
+                 data_layout: str = "dense",
                  keep_batches: bool = True):
         _require_torch("StreamingDataset")
         super().__init__()
@@ -130,6 +134,7 @@ class StreamingDataset(IterableDataset):
         self.empty_batch_sleep = float(empty_batch_sleep)
         self.total_samples = total_samples
         self.data_format = data_format
+        self.data_layout = data_layout
         self.keep_batches = keep_batches
         self.sampling_config = {"dp_rank": dp_rank, "task_name": task_name}
         self._client = client
@@ -204,6 +209,7 @@ class StreamingDataset(IterableDataset):
                       sampling_config=self.sampling_config, batch_index=index)
         if self.fetch_batch_fn is default_fetch_batch_fn:
             kwargs["data_format"] = self.data_format
+            kwargs["data_layout"] = self.data_layout
         return self.fetch_batch_fn(**kwargs)
 
     def _complete(self, client) -> bool:

@@ -334,11 +334,15 @@ def test_split_batch_cuts_every_kind_of_field_like_the_metadata(client, fmt):
 def test_streaming_dataset_yields_non_tensor_columns_per_row(client):
     n = 6
     client.put(mixed_batch(n), partition_id="train")
-    dataset = seqflow.StreamingDataset(batch_size=n, micro_batch_size=4, data_fields=["text", "strided"],
-                                       partition_id="train", task_name="t", should_check_consumption_status=True,
-                                       total_samples=n, client=client, empty_batch_sleep=0.01)
-    parts = list(dataset)
-    texts = [t for data, _ in parts for t in data.get("text").tolist()]
-    assert sorted(texts) == sorted(f"t{i}" for i in range(n))
-    assert [meta.size for _, meta in parts] == [3, 3]
-    assert all(data.get("strided").layout == torch.strided for data, _ in parts)
+    for layout, dense in (("dense", "dense"), ("transfer_queue", "jagged")):
+        client.reset_consumption("train")
+        dataset = seqflow.StreamingDataset(batch_size=n, micro_batch_size=4, data_fields=["text", "strided", "dense"],
+                                           partition_id="train", task_name="t", should_check_consumption_status=True,
+                                           total_samples=n, client=client, empty_batch_sleep=0.01,
+                                           data_layout=layout)
+        parts = list(dataset)
+        texts = [t for data, _ in parts for t in data.get("text").tolist()]
+        assert sorted(texts) == sorted(f"t{i}" for i in range(n))
+        assert [meta.size for _, meta in parts] == [3, 3]
+        assert all(data.get("strided").layout == torch.strided for data, _ in parts)
+        assert all(tq_layout_probe.describe(data.get("dense"))["container"] == dense for data, _ in parts)
