@@ -94,6 +94,15 @@ def test_seqlen_balanced_functions_fail_an_assertion_on_bad_input():
 
 
 # ---- life cycle in every mode ------------------------------------------------------
+def total(tensor) -> int:
+    """Sum of a field as TransferQueue returns it (dense or nested rows)."""
+    return int(sum(row.sum().item() for row in tensor.unbind(0)))
+
+
+def rows(tensor) -> list:
+    return [row.tolist() for row in tensor.unbind(0)]
+
+
 def batch(n: int, start: int = 0) -> TensorDict:
     return TensorDict({"x": torch.arange(start, start + 2 * n).reshape(n, 2)}, batch_size=n)
 
@@ -105,7 +114,7 @@ def system(request):
     if mode == "ray":
         import ray
 
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     conf = tq.init({"controller": {"polling_mode": True}, "seqflow": {"mode": mode},
                     "metrics": {"enabled": mode != "embedded"}})
     try:
@@ -125,7 +134,7 @@ def consume_in_child(queue) -> None:
         transfer_queue.init()
         client = transfer_queue.get_client()
         meta = client.get_meta(["x"], 2, "p", task_name="child")
-        queue.put(("ok", client.get_data(meta)["x"].sum().item()))
+        queue.put(("ok", total(client.get_data(meta)["x"])))
         transfer_queue.close()
     except Exception as error:  # reported to the test, which asserts on it
         queue.put((type(error).__name__, str(error)))
@@ -152,7 +161,7 @@ def test_life_cycle_and_joining(system):
     meta = client.put(batch(2), partition_id="p")
     assert meta.size == 2
     fetched = client.get_meta(["x"], 2, "p", task_name="parent")
-    assert client.get_data(fetched)["x"].tolist() == [[0, 1], [2, 3]]
+    assert rows(client.get_data(fetched)["x"]) == [[0, 1], [2, 3]]
     outcome = run_child()
     if mode == "embedded":
         assert outcome[0] == "RuntimeError" and "embedded" in outcome[1]
@@ -169,7 +178,7 @@ def test_life_cycle_and_joining(system):
 def test_a_ray_worker_joins_and_the_config_actor_answers():
     import ray
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         tq.init({"controller": {"polling_mode": True}})
         tq.get_client().put(batch(2, 10), partition_id="p")
@@ -181,7 +190,8 @@ def test_a_ray_worker_joins_and_the_config_actor_answers():
 
             transfer_queue.init()
             client = transfer_queue.get_client()
-            return client.get_data(client.get_meta(["x"], 2, "p", task_name="w"))["x"].sum().item()
+            x = client.get_data(client.get_meta(["x"], 2, "p", task_name="w"))["x"]
+            return int(sum(row.sum().item() for row in x.unbind(0)))
 
         assert ray.get(worker.remote(), timeout=120) == sum(range(10, 14))
         actor = ray.get_actor("TransferQueueController", namespace="transfer_queue")

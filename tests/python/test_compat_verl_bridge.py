@@ -46,16 +46,17 @@ def bridge_scenario(mode: str) -> dict:
 
     @bridge.tqbridge()
     def double(data: TensorDict) -> TensorDict:
-        seen["x"] = data["x"].tolist()
+        seen["x"] = [row.tolist() for row in data["x"].unbind(0)]
         seen["text"] = list(data["text"])
         seen["temperature"] = data["temperature"]
-        return TensorDict({"y": data["x"] * 2,
+        x = torch.stack(list(data["x"].unbind(0)))  # TransferQueue hands rows as a nested tensor
+        return TensorDict({"y": x * 2,
                            "reply": NonTensorStack(*[t.upper() for t in data["text"]]),
                            "note": NonTensorData("done")}, batch_size=data.batch_size)
 
     @bridge.tqbridge()
     async def plus_one(data: TensorDict) -> TensorDict:
-        return TensorDict({"z": data["y"] + 1}, batch_size=data.batch_size)
+        return TensorDict({"z": torch.stack(list(data["y"].unbind(0))) + 1}, batch_size=data.batch_size)
 
     request = KVBatchMeta(keys=keys, tags=[{"status": "running"}] * 4, partition_id="train", fields=["x", "text"],
                           extra_info={"temperature": 0.7})
@@ -72,7 +73,8 @@ def bridge_scenario(mode: str) -> dict:
         "seen": seen, "answered_type": type(answered).__name__, "answered_keys": answered.keys,
         "answered_tags": answered.tags, "answered_extra": answered.extra_info,
         "answered_again_fields": sorted(answered_again.fields),
-        "y": stored["y"].tolist(), "z": stored["z"].tolist(), "reply": list(stored["reply"]),
+        "y": [r.tolist() for r in stored["y"].unbind(0)], "z": [r.tolist() for r in stored["z"].unbind(0)],
+        "reply": list(stored["reply"]),
         "meta": {"type": type(meta).__name__, "size": meta.size, "fields": meta.field_names},
         "back": {"keys": back.keys, "partition_id": back.partition_id, "fields": back.fields},
         "empty_size": empty.size, "empty_is_batch_meta": isinstance(empty, BatchMeta),
@@ -96,7 +98,7 @@ def replay_buffer_scenario(mode: str) -> dict:
                         tags=[{"global_steps": p, "reward": float(s)} for s in range(2)])
     buffer = ReplayBuffer("sync", OmegaConf.create({}), None, "drop", OmegaConf.create({}), poll_interval=0.05)
     batch, metrics = buffer.sample(global_steps=3, partition_id="train", batch_size=2)
-    tokens = tq.kv_batch_get(batch.keys, "train", select_fields="tokens")["tokens"][:, 0].tolist()
+    tokens = [row[0].item() for row in tq.kv_batch_get(batch.keys, "train", select_fields="tokens")["tokens"].unbind(0)]
     listing = tq.kv_list("train")["train"]
     tq.close()
     return {"keys": sorted(batch.keys), "tags": sorted(t["global_steps"] for t in batch.tags),

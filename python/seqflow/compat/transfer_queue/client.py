@@ -50,6 +50,9 @@ def _parsed(data, data_parser: Optional[Callable]):
     return columns
 
 
+LAYOUT = "transfer_queue"  # get_data returns TransferQueue's containers (nested tensors, NonTensorStack)
+
+
 class TransferQueueClient:
     """TransferQueue's client API on one seqflow client (``self.seqflow``)."""
 
@@ -62,6 +65,7 @@ class TransferQueueClient:
                 raise TypeError("controller_info must be a seqflow controller address (tcp://HOST:PORT), got "
                                 f"{controller_info!r}; or call transfer_queue.init() and get_client()")
             seqflow_client = Client.remote(address)
+        seqflow_client.allow_pickle = True  # TransferQueue stores any Python object; its users rely on that
         self.client_id = client_id
         self.seqflow = seqflow_client
 
@@ -82,6 +86,9 @@ class TransferQueueClient:
         return self.seqflow.put(_parsed(data, data_parser), metadata=metadata, partition_id=partition_id)
 
     def get_data(self, metadata: BatchMeta, **kwargs):
+        """TransferQueue's containers (see seqflow's get_data, layout
+        "transfer_queue"); a copy the caller owns."""
+        kwargs.setdefault("layout", LAYOUT)
         return self.seqflow.get_data(metadata, **kwargs)
 
     def clear_partition(self, partition_id: str) -> None:

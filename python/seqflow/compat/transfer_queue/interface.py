@@ -12,7 +12,7 @@ from typing import Any, Callable, Optional
 
 from seqflow.batch_meta import KVBatchMeta
 from seqflow.compat.transfer_queue import _system
-from seqflow.compat.transfer_queue.client import TransferQueueClient, _keys_list
+from seqflow.compat.transfer_queue.client import LAYOUT, TransferQueueClient, _keys_list
 
 _CLIENT: Optional[TransferQueueClient] = None
 _CLIENT_OF: Optional[_system.System] = None
@@ -44,7 +44,9 @@ def get_client() -> TransferQueueClient:
 
 
 def _seqflow():
-    return _system.require().client
+    """The seqflow client behind get_client() (set up for TransferQueue's
+    values: pickled objects allowed)."""
+    return get_client().seqflow
 
 
 def get_metrics_endpoint() -> Optional[str]:
@@ -77,7 +79,7 @@ def kv_batch_put(keys: list, partition_id: str, fields=None, tags: Optional[list
 def kv_batch_get(keys, partition_id: str, select_fields=None):
     """TransferQueue raises ValueError for a key the partition lacks."""
     try:
-        return _seqflow().kv_batch_get(_keys_list(keys), partition_id, select_fields)
+        return get_client().seqflow.kv_batch_get(_keys_list(keys), partition_id, select_fields, layout=LAYOUT)
     except KeyError as error:
         raise ValueError(error.args[0] if error.args else str(error)) from error
 
