@@ -11,7 +11,11 @@ from seqflow.streaming import split_batch
 class StreamingDataset(streaming.StreamingDataset):
     """TransferQueue's StreamingDataset(config, batch_size, micro_batch_size,
     data_fields, partition_id, task_name, dp_rank, ...). `config` is kept for
-    TransferQueue's signature; the data comes from the running system."""
+    TransferQueue's signature; the data comes from the running system, in TransferQueue's containers."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("data_layout", "transfer_queue")
+        super().__init__(*args, **kwargs)
 
     def _get_client(self):
         if self._client is None:
