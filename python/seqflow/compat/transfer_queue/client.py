@@ -17,10 +17,14 @@ from typing import Any, Callable, Optional
 from seqflow.batch_meta import BatchMeta
 
 
-def _torch_or_none(array):
+def _as_torch_status(indexes, flags):
+    """TransferQueue's status types: torch int64 indexes and int8 flags;
+    (None, None) for a partition that does not exist."""
     import torch
 
-    return None if array is None else torch.as_tensor(array)
+    if indexes is None:
+        return None, None
+    return torch.as_tensor(indexes, dtype=torch.int64), torch.as_tensor(flags).to(torch.int8)
 
 
 def _keys_list(keys, name: str = "keys") -> list[str]:
@@ -101,12 +105,11 @@ class TransferQueueClient:
     def get_consumption_status(self, task_name: str, partition_id: str):
         """(global indexes, 1 where consumed) as torch tensors; (None, None)
         for a partition that does not exist."""
-        indexes, consumed = self.seqflow.get_consumption_status(task_name, partition_id)
-        return _torch_or_none(indexes), _torch_or_none(consumed)
+        return _as_torch_status(*self.seqflow.get_consumption_status(task_name, partition_id))
 
     def get_production_status(self, data_fields, partition_id: str):
-        indexes, produced = self.seqflow.get_production_status(data_fields, partition_id)
-        return _torch_or_none(indexes), _torch_or_none(produced)
+        """(global indexes, int8 flags of shape (samples, fields))."""
+        return _as_torch_status(*self.seqflow.get_production_status(data_fields, partition_id, per_field=True))
 
     def check_consumption_status(self, task_name: str, partition_id: str) -> bool:
         return bool(self.seqflow.check_consumption_status(task_name, partition_id))
