@@ -229,11 +229,12 @@ class Client:
         if self.remote_config is None:
             raise TypeError("an embedded seqflow client cannot be pickled: its controller and storage live in this "
                             "process. Use a remote client (seqflow serve, or seqflow.init(backend='ray'))")
-        return {"remote_config": self.remote_config, "timeout": self.timeout}
+        return {"remote_config": self.remote_config, "timeout": self.timeout, "allow_pickle": self.allow_pickle}
 
     def __setstate__(self, state):
         self.sampler = None
         self.timeout = state["timeout"]
+        self.allow_pickle = state.get("allow_pickle", False)
         self.remote_config = state["remote_config"]
         self._services = None  # the services stay with the process that started them
         self._native = _RECONNECT  # connects on first use

@@ -6,10 +6,9 @@ them. seqflow does the same with its own services, in one of three modes,
 picked by the config key ``seqflow.mode``:
 
 - ``ray``: seqflow's services as Ray actors (what TransferQueue does), plus
-  an actor named ``TransferQueueController`` in Ray namespace
-  ``transfer_queue`` that hands the config to joining processes
-  (``ray.get_actor("TransferQueueController", namespace="transfer_queue")
-  .get_config.remote()`` works as with TransferQueue).
+  the actor named ``TransferQueueController`` in Ray namespace
+  ``transfer_queue`` (see controller.py), which hands the config to joining
+  processes and answers TransferQueue's partition calls.
 - ``local``: the services on loopback threads of the initialising process.
 - ``embedded``: controller and storage inside the process, no transport
   (fastest; no other process can join).
@@ -31,11 +30,10 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from seqflow._config import config_get
+from seqflow.compat.transfer_queue.controller import ACTOR_NAME, ACTOR_NAMESPACE
 
 logger = logging.getLogger("seqflow.compat.transfer_queue")
 
-ACTOR_NAME = "TransferQueueController"
-ACTOR_NAMESPACE = "transfer_queue"
 SERVICES_NAME = "transfer_queue"  # seqflow's Ray services (namespace "seqflow")
 JOIN_ENV = "SEQFLOW_TRANSFER_QUEUE"  # JSON: how child processes join
 MODES = ("auto", "ray", "local", "embedded")
@@ -204,21 +202,8 @@ def _start_local(conf) -> System:
     return system
 
 
-class _ConfigActor:
-    """The actor named TransferQueueController: joining processes ask it for
-    the config, as they ask TransferQueue's controller."""
-
-    def __init__(self, conf):
-        self._conf = conf
-
-    def get_config(self):
-        return self._conf
-
-    def store_config(self, conf) -> None:
-        self._conf = conf
-
-
 def _start_ray(ray, conf) -> System:
+    from seqflow.compat.transfer_queue.controller import TransferQueueController
     from seqflow.remote import start_ray_services
 
     units, per_unit = _storage_settings(conf)
@@ -234,8 +219,8 @@ def _start_ray(ray, conf) -> System:
         metrics = services.metrics_endpoint if port is not None else None
         record = _join_record(services.controller_address, conf, metrics)
         joined = _conf_with_address(conf, record)
-        actor = ray.remote(_ConfigActor).options(name=ACTOR_NAME, namespace=ACTOR_NAMESPACE, lifetime="detached",
-                                                 num_cpus=0, get_if_exists=True).remote(joined)
+        actor = TransferQueueController.options(name=ACTOR_NAME, namespace=ACTOR_NAMESPACE, lifetime="detached",
+                                                num_cpus=0, get_if_exists=True).remote(joined)
         owned.append(lambda: ray.kill(actor, no_restart=True))
         ray.get(actor.store_config.remote(joined))
         system = System(_remote_client(record), joined, "ray", metrics, owned)

@@ -81,7 +81,7 @@ def kv_batch_get(keys, partition_id: str, select_fields=None):
     try:
         return get_client().seqflow.kv_batch_get(_keys_list(keys), partition_id, select_fields, layout=LAYOUT)
     except KeyError as error:
-        raise ValueError(error.args[0] if error.args else str(error)) from error
+        raise ValueError(f"not found: {error.args[0] if error.args else error}") from error
 
 
 def kv_batch_get_by_meta(meta: KVBatchMeta, select_fields=None):
@@ -89,7 +89,7 @@ def kv_batch_get_by_meta(meta: KVBatchMeta, select_fields=None):
         requested = [select_fields] if isinstance(select_fields, str) else list(select_fields)
         unknown = [f for f in requested if meta.fields is not None and f not in meta.fields]
         if unknown:
-            raise ValueError(f"select_fields {unknown} are not in the KVBatchMeta's fields {meta.fields}")
+            raise ValueError(f"select_fields {unknown} not found in the KVBatchMeta's fields {meta.fields}")
     return kv_batch_get(meta.keys, meta.partition_id, meta.fields if select_fields is None else select_fields)
 
 
