@@ -81,6 +81,21 @@ def test_install_twice_and_over_a_foreign_module(monkeypatch):
     assert metadata is not foreign and metadata.BatchMeta is seqflow.BatchMeta
 
 
+def test_processes_started_afterwards_import_transfer_queue_as_seqflow():
+    """Ray workers and spawned children never call install_as_transfer_queue();
+    they inherit SEQFLOW_AS_TRANSFER_QUEUE and seqflow's startup hook."""
+    import os
+    import subprocess
+
+    probe = [sys.executable, "-c", "import transfer_queue; print(transfer_queue.__name__)"]
+    assert os.environ["SEQFLOW_AS_TRANSFER_QUEUE"] == "1"
+    child = subprocess.run(probe, capture_output=True, text=True, timeout=120)
+    assert child.stdout.strip() == "seqflow.compat.transfer_queue", child.stderr
+    without = {k: v for k, v in os.environ.items() if k != "SEQFLOW_AS_TRANSFER_QUEUE"}
+    plain = subprocess.run(probe, capture_output=True, text=True, timeout=120, env=without)
+    assert plain.returncode != 0 and "No module named 'transfer_queue'" in plain.stderr
+
+
 def test_seqlen_balanced_functions_fail_an_assertion_on_bad_input():
     from transfer_queue.sampler.seqlen_balanced_sampler import get_seqlen_balanced_partitions
 
@@ -168,6 +183,10 @@ def test_life_cycle_and_joining(system):
     else:
         assert outcome == ("ok", 6)
     if mode != "embedded":
+        import pickle
+
+        copied = pickle.loads(pickle.dumps(client.seqflow))  # as a DataLoader worker gets it
+        assert copied.allow_pickle and copied.get_partition_list() == ["p"]
         endpoint = tq.get_metrics_endpoint()
         with urllib.request.urlopen(f"http://{endpoint}/metrics", timeout=30) as reply:
             assert b"seqflow_" in reply.read()
@@ -196,6 +215,14 @@ def test_a_ray_worker_joins_and_the_config_actor_answers():
         assert ray.get(worker.remote(), timeout=120) == sum(range(10, 14))
         actor = ray.get_actor("TransferQueueController", namespace="transfer_queue")
         assert ray.get(actor.get_config.remote()).controller.address.startswith("tcp://")
+        indexes, consumed = ray.get(actor.get_consumption_status.remote("p", "w"))
+        assert indexes.tolist() == [0, 1] and consumed.tolist() == [1, 1] and consumed.dtype == torch.int8
+        assert ray.get(actor.get_production_status.remote("p", ["x"]))[1].tolist() == [[1], [1]]
+        ray.get(actor.reset_consumption.remote("p", "w"))
+        assert not tq.get_client().check_consumption_status("w", "p")
+        assert ray.get(actor.list_partitions.remote()) == ["p"]
+        ray.get(actor.clear_partition.remote("p"))
+        assert ray.get(actor.list_partitions.remote()) == [] and tq.get_client().get_partition_list() == []
         tq.close()
         with pytest.raises(ValueError):
             ray.get_actor("TransferQueueController", namespace="transfer_queue")
