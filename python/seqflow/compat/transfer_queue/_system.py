@@ -21,6 +21,7 @@ actor.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -63,12 +64,33 @@ class System:
 
     def stop(self) -> None:
         self.client.close()
-        for stop in reversed(self.owned):
-            try:
-                stop()
-            except Exception as error:  # one failed stop must not keep the others running
-                logger.warning("stopping %s failed: %s", stop, error)
-        self.owned.clear()
+        _stop_all(self.owned)
+
+
+def _stop_all(owned: list) -> None:
+    """Stops what was started, last first; one failed stop does not keep the
+    others running."""
+    for stop in reversed(owned):
+        try:
+            stop()
+        except Exception as error:
+            logger.warning("stopping %s failed: %s", stop, error)
+    owned.clear()
+
+
+@contextlib.contextmanager
+def _stopped_on_failure(owned: list):
+    try:
+        yield
+    except BaseException:
+        _stop_all(owned)
+        raise
+
+
+def _published(system: System, record: dict) -> System:
+    """The started system, with its join record where child processes find it."""
+    os.environ[JOIN_ENV] = json.dumps(record)
+    return system
 
 
 _LOCK = threading.RLock()
@@ -174,8 +196,7 @@ def _start_embedded(conf) -> System:
                     max_samples=per_unit * units)
     if _metrics_port(conf) is not None:
         logger.warning("metrics.enabled: embedded mode has no metrics endpoint; use seqflow.mode local or ray")
-    os.environ[JOIN_ENV] = json.dumps({"embedded_pid": os.getpid()})
-    return System(client, conf, "embedded")
+    return _published(System(client, conf, "embedded"), {"embedded_pid": os.getpid()})
 
 
 def _start_local(conf) -> System:
@@ -184,7 +205,7 @@ def _start_local(conf) -> System:
     units, per_unit = _storage_settings(conf)
     port = _metrics_port(conf)
     owned = []
-    try:
+    with _stopped_on_failure(owned):
         controller = serve_controller("tcp://127.0.0.1:0", storage_units=units, sampler=_sampler_of(conf),
                                       polling_mode=bool(config_get(conf, "controller.polling_mode", False)),
                                       metrics=None if port is None else f"127.0.0.1:{port}")
@@ -193,13 +214,8 @@ def _start_local(conf) -> System:
             owned.append(serve_storage(controller.endpoint, max_samples=per_unit).stop)
         metrics = None if port is None else f"127.0.0.1:{controller.metrics_port}"
         record = _join_record(controller.endpoint, conf, metrics)
-        system = System(_remote_client(record), _conf_with_address(conf, record), "local", metrics, owned)
-    except BaseException:
-        for stop in reversed(owned):
-            stop()
-        raise
-    os.environ[JOIN_ENV] = json.dumps(record)
-    return system
+        return _published(System(_remote_client(record), _conf_with_address(conf, record), "local", metrics, owned),
+                          record)
 
 
 def _start_ray(ray, conf) -> System:
@@ -215,7 +231,7 @@ def _start_ray(ray, conf) -> System:
                 "storage": {"max_samples": per_unit}}
     services = start_ray_services(SERVICES_NAME, config=settings, num_storage_units=units, metrics_port=port)
     owned = [services.stop] if services.owned else []
-    try:
+    with _stopped_on_failure(owned):
         metrics = services.metrics_endpoint if port is not None else None
         record = _join_record(services.controller_address, conf, metrics)
         joined = _conf_with_address(conf, record)
@@ -223,13 +239,7 @@ def _start_ray(ray, conf) -> System:
                                                 num_cpus=0, get_if_exists=True).remote(joined)
         owned.append(lambda: ray.kill(actor, no_restart=True))
         ray.get(actor.store_config.remote(joined))
-        system = System(_remote_client(record), joined, "ray", metrics, owned)
-    except BaseException:
-        for stop in reversed(owned):
-            stop()
-        raise
-    os.environ[JOIN_ENV] = json.dumps(record)
-    return system
+        return _published(System(_remote_client(record), joined, "ray", metrics, owned), record)
 
 
 # ---- joining -----------------------------------------------------------------
