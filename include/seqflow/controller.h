@@ -194,6 +194,15 @@ class ControlPlane {
                        std::span<const nlohmann::json> tags) = 0;
   // Known keys only: a missing key throws kNotFound naming it.
   virtual BatchMeta kv_lookup(const std::string& partition_id, std::span<const std::string> keys) const = 0;
+  // The known keys among `keys`, in the order given; unknown keys, and every
+  // key of a partition that does not exist, are left out (TransferQueue's
+  // kv_retrieve_meta without create). Costs the keys asked, not the partition.
+  virtual BatchMeta kv_find(const std::string& partition_id, std::span<const std::string> keys) const = 0;
+  // The key of each sample, in the order asked. A sample without a key (or
+  // not in the partition, or a partition that does not exist) throws
+  // kNotFound naming it.
+  virtual std::vector<std::string> kv_keys(const std::string& partition_id,
+                                           std::span<const int64_t> global_indexes) const = 0;
   // The keys of the partition, or of every partition (null; oldest first),
   // with their tags; a partition without keys is listed with none. A
   // partition that does not exist is not listed.
@@ -242,6 +251,9 @@ class Controller final : public ControlPlane {
   BatchMeta kv_resolve(const std::string& partition_id, std::span<const std::string> keys,
                        std::span<const nlohmann::json> tags) override;
   BatchMeta kv_lookup(const std::string& partition_id, std::span<const std::string> keys) const override;
+  BatchMeta kv_find(const std::string& partition_id, std::span<const std::string> keys) const override;
+  std::vector<std::string> kv_keys(const std::string& partition_id,
+                                   std::span<const int64_t> global_indexes) const override;
   std::vector<PartitionKeys> kv_list(const std::string* partition_id) const override;
   std::vector<int64_t> kv_clear(const std::string& partition_id, std::span<const std::string> keys) override;
   void save(const std::string& path) const override;

@@ -22,6 +22,10 @@ struct SamplingConfig {
   // (dp_rank, batch_index) with the same samples, as TransferQueue's does
   // (the TP/PP ranks of one DP rank); otherwise every call takes new groups.
   bool dp_rank_given = false;
+  // The caller's other sampling_config keys (a JSON object), handed to
+  // Python samplers as keyword arguments as TransferQueue does; null when
+  // there are none, so a plain fetch carries nothing.
+  nlohmann::json extra;
 };
 
 // What a sampler may ask about a sample. Implemented by the controller.

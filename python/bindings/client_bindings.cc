@@ -189,21 +189,29 @@ void bind_client(nb::module_ m) {
       .def(
           "get_meta",
           [](PyClient& self, nb::handle fields, int64_t batch_size, const std::string& partition_id,
-             const std::string& mode, const std::string& task_name, int64_t dp_rank, int64_t batch_index,
-             std::optional<bool> polling, std::optional<double> timeout) {
+             const std::string& mode, const std::string& task_name, std::optional<int64_t> dp_rank,
+             int64_t batch_index, std::optional<nb::dict> sampling_extra, std::optional<bool> polling,
+             std::optional<double> timeout) {
             MetaRequest request;
             request.fields = strings(fields);
             request.batch_size = batch_size;
             request.partition_id = partition_id;
             request.mode = parse_meta_mode(mode);
             request.task_name = task_name;
-            request.sampling = {dp_rank, batch_index};
+            request.sampling = {dp_rank.value_or(0), batch_index, dp_rank.has_value()};
+            if (sampling_extra) {
+              request.sampling.extra = nlohmann::json::object();
+              for (auto [key, value] : *sampling_extra) {
+                const std::string name = nb::cast<std::string>(key);
+                request.sampling.extra[name] = to_json(value, "sampling_config['" + name + "']");
+              }
+            }
             request.polling = polling.value_or(self.polling_mode);
             if (timeout) request.timeout = milliseconds_of(*timeout, "timeout");
             return meta_to_python(fetch_meta(self, std::move(request)));
           },
-          "fields"_a, "batch_size"_a, "partition_id"_a, "mode"_a, "task_name"_a, "dp_rank"_a, "batch_index"_a,
-          "polling"_a.none(), "timeout"_a.none())
+          "fields"_a, "batch_size"_a, "partition_id"_a, "mode"_a, "task_name"_a, "dp_rank"_a.none(), "batch_index"_a,
+          "sampling_extra"_a.none(), "polling"_a.none(), "timeout"_a.none())
       .def(
           "get_data",
           [](PyClient& self, const Int64Input& global_indexes, nb::handle fields, nb::handle nested, bool fresh,
@@ -348,6 +356,29 @@ void bind_client(nb::module_ m) {
             return meta_to_python(std::move(meta));
           },
           "partition_id"_a, "keys"_a)
+      .def(
+          "kv_find",
+          [](PyClient& self, const std::string& partition_id, nb::handle keys) {
+            const std::vector<std::string> names = strings(keys);
+            BatchMeta meta;
+            {
+              nb::gil_scoped_release release;
+              meta = self.client->control().kv_find(partition_id, names);
+            }
+            return meta_to_python(std::move(meta));
+          },
+          "partition_id"_a, "keys"_a)
+      .def(
+          "kv_keys",
+          [](PyClient& self, const std::string& partition_id, const Int64Input& global_indexes) {
+            std::vector<std::string> keys;
+            {
+              nb::gil_scoped_release release;
+              keys = self.client->control().kv_keys(partition_id, as_span(global_indexes));
+            }
+            return keys;
+          },
+          "partition_id"_a, "global_indexes"_a)
       .def(
           "kv_list",
           [](PyClient& self, std::optional<std::string> partition_id) {

@@ -52,10 +52,23 @@ std::vector<int64_t> index_list(nb::handle value, const std::string& what) {
   return out;
 }
 
+// The caller's sampling_config as TransferQueue hands it to samplers: every
+// key the caller gave, dp_rank only when given; batch_index always.
+nb::dict sampling_kwargs(const SamplingConfig& sampling) {
+  nb::dict kwargs;
+  if (sampling.extra.is_object()) {
+    for (const auto& [key, value] : sampling.extra.items()) kwargs[nb::str(key.c_str(), key.size())] = from_json(value);
+  }
+  if (sampling.dp_rank_given) kwargs["dp_rank"] = sampling.dp_rank;
+  kwargs["batch_index"] = sampling.batch_index;
+  return kwargs;
+}
+
 // A seqflow::Sampler that forwards to a Python object: sample(ready_indexes,
 // batch_size, **kwargs) -> (sampled, consumed) as in TransferQueue (kwargs:
-// dp_rank, batch_index, task_name, partition_id, sample_info, partition), and
-// optionally reserved(), clear(), state(), restore().
+// the caller's sampling_config keys (sampling_kwargs), task_name,
+// partition_id, sample_info, partition), and optionally reserved(config),
+// clear(), state(), restore().
 class PythonSampler final : public Sampler {
  public:
   explicit PythonSampler(nb::object target)
@@ -82,10 +95,12 @@ class PythonSampler final : public Sampler {
         nb::handle handle;
         ~Invalidate() { nb::inst_ptr<SampleInfoHandle>(handle)->info = nullptr; }
       } invalidate{info};
-      nb::object result = target_.attr("sample")(
-          ready, request.batch_size, "dp_rank"_a = request.sampling.dp_rank,
-          "batch_index"_a = request.sampling.batch_index, "task_name"_a = request.task_name,
-          "partition_id"_a = request.partition_id, "sample_info"_a = info, "partition"_a = info);
+      nb::dict kwargs = sampling_kwargs(request.sampling);
+      kwargs["task_name"] = request.task_name;
+      kwargs["partition_id"] = request.partition_id;
+      kwargs["sample_info"] = info;
+      kwargs["partition"] = info;
+      nb::object result = target_.attr("sample")(ready, request.batch_size, **kwargs);
       nb::tuple pair;
       if (!nb::try_cast(result, pair) || pair.size() != 2) {
         throw_invalid("sampler " + name_ + ".sample must return (sampled, consumed), got " +
@@ -102,10 +117,7 @@ class PythonSampler final : public Sampler {
     nb::gil_scoped_acquire gil;
     return guarded("reserved", [&]() -> std::optional<std::vector<int64_t>> {
       if (!nb::hasattr(target_, "reserved")) return std::nullopt;
-      nb::dict config;
-      config["dp_rank"] = sampling.dp_rank;
-      config["batch_index"] = sampling.batch_index;
-      nb::object result = target_.attr("reserved")(partition_id, task_name, config);
+      nb::object result = target_.attr("reserved")(partition_id, task_name, sampling_kwargs(sampling));
       if (result.is_none()) return std::nullopt;
       return index_list(result, "sampler " + name_ + ".reserved");
     });

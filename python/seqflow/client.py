@@ -57,6 +57,31 @@ def _as_list(values, name: str) -> list[str]:
     return values
 
 
+# Keyword arguments the client itself hands a sampler beside sampling_config's.
+_SAMPLER_OWN_KEYWORDS = ("task_name", "partition_id", "sample_info", "partition")
+
+
+def _sampling_parts(sampling_config) -> tuple[Optional[int], int, Optional[dict]]:
+    """(dp_rank or None when not given, batch_index, the other keys or None)."""
+    if not sampling_config:
+        return None, 0, None
+    if not isinstance(sampling_config, Mapping):
+        raise TypeError(f"sampling_config must be a mapping, got {type(sampling_config).__name__}")
+    extra = {}
+    for key, value in sampling_config.items():
+        if not isinstance(key, str):
+            raise TypeError(f"sampling_config keys must be strings, got {key!r}")
+        if key in _SAMPLER_OWN_KEYWORDS:
+            raise ValueError(f"sampling_config[{key!r}] clashes with the sampler's own keyword argument {key!r}")
+        if key not in ("dp_rank", "batch_index"):
+            extra[key] = value
+    dp_rank = sampling_config.get("dp_rank")
+    if dp_rank is not None:
+        dp_rank = check_count(dp_rank, "sampling_config['dp_rank']")
+    batch_index = check_count(sampling_config.get("batch_index") or 0, "sampling_config['batch_index']")
+    return dp_rank, batch_index, extra or None
+
+
 def _config_timeout(config) -> float:
     timeout = config_get(config, "timeout", None)
     return config_get(config, "controller.timeout", _DEFAULT_TIMEOUT) if timeout is None else timeout
@@ -278,19 +303,19 @@ class Client:
         """fetch: ready samples through the sampler, consumed for task_name;
         force_fetch: every sample of the partition, also those lacking a
         field (their production status says so), nothing consumed; insert:
-        new empty samples. sampling_config: {"dp_rank": r, "batch_index": b}.
+        new empty samples. sampling_config: {"dp_rank": r, "batch_index": b,
+        ...}: the sampler gets every key as a keyword argument, as in
+        TransferQueue (dp_rank only when given; values JSON/MessagePack-able).
         polling (default the client's polling_mode): an empty batch at once
         when too little is ready; otherwise wait up to timeout seconds, then
         TimeoutError. A partition that does not exist has nothing ready: a
         waiting fetch waits for it to be created and filled."""
-        config = dict(sampling_config or {})
-        dp_rank = check_count(config.get("dp_rank", 0) or 0, "sampling_config['dp_rank']")
-        batch_index = check_count(config.get("batch_index", 0) or 0, "sampling_config['batch_index']")
+        dp_rank, batch_index, extra = _sampling_parts(sampling_config)
         if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)):
             raise ValueError(f"batch_size must be an integer, got {batch_size!r}")
         native = self._client.get_meta(
             _as_list(data_fields, "data_fields"), int(batch_size), partition_id, mode, task_name or "",
-            dp_rank, batch_index, polling, self.timeout if timeout is None else float(timeout))
+            dp_rank, batch_index, extra, polling, self.timeout if timeout is None else float(timeout))
         return BatchMeta._from_native(native)
 
     def get_data(self, metadata: BatchMeta, *, fields: Optional[Iterable[str]] = None, format: str = "auto",
@@ -440,6 +465,36 @@ class Client:
         return self.kv_batch_get(meta.keys, meta.partition_id,
                                  meta.fields if select_fields is None else select_fields, **kwargs)
 
+    def kv_meta(self, keys, partition_id: str, *, create: bool = False, missing: str = "error") -> BatchMeta:
+        """The samples of `keys`, in the order given, for get_data; one
+        controller call, whatever the partition's size. create=True makes
+        samples (no fields yet) for unknown keys, and the partition if
+        needed. Otherwise unknown keys raise KeyError naming the first
+        (missing="error") or are left out (missing="skip"; a partition that
+        does not exist then gives an empty BatchMeta)."""
+        keys = _as_list(keys, "keys")
+        if not isinstance(create, bool):
+            raise ValueError(f"create must be True or False, got {create!r}")
+        if missing not in ("error", "skip"):
+            raise ValueError(f"missing must be 'error' or 'skip', got {missing!r}")
+        if create:
+            native = self._client.kv_put(partition_id, keys, None, [])
+        elif missing == "skip":
+            native = self._client.kv_find(partition_id, keys)
+        else:
+            native = self._client.kv_meta(partition_id, keys)
+        return BatchMeta._from_native(native)
+
+    def kv_keys(self, global_indexes, partition_id: str) -> list[str]:
+        """The key of each sample in `global_indexes`, in that order; one
+        controller call. A sample without a key (or not in the partition)
+        raises KeyError naming its global index."""
+        indexes = [global_indexes] if isinstance(global_indexes, (int, np.integer)) else list(global_indexes)
+        for i, index in enumerate(indexes):
+            if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
+                raise ValueError(f"global_indexes[{i}] must be an integer, got {index!r}")
+        return self._client.kv_keys(partition_id, np.asarray(indexes, dtype=np.int64))
+
     def kv_list(self, partition_id: Optional[str] = None) -> dict[str, dict[str, Any]]:
         """{partition_id: {key: tag}} for one partition or (None) for every
         partition, those without keys included (with {}). A partition that
@@ -481,7 +536,8 @@ class Client:
 _ASYNC_METHODS = (
     "put", "get_meta", "get_data", "set_custom_meta", "clear_partition", "clear_samples", "reset_consumption",
     "get_consumption_status", "check_consumption_status", "get_production_status", "check_production_status",
-    "get_partition_list", "kv_put", "kv_batch_put", "kv_batch_get", "kv_batch_get_by_meta", "kv_list",
+    "get_partition_list", "kv_put", "kv_batch_put", "kv_batch_get", "kv_batch_get_by_meta", "kv_meta", "kv_keys",
+    "kv_list",
     "kv_clear", "save_checkpoint", "load_checkpoint",
 )
 

@@ -196,6 +196,26 @@ BatchMeta RemoteControlPlane::kv_lookup(const std::string& partition_id,
                           CallDeadline::of_request(timeout_));
 }
 
+BatchMeta RemoteControlPlane::kv_find(const std::string& partition_id,
+                                      std::span<const std::string> keys) const {
+  const Json header{{"partition_id", partition_id},
+                    {"keys", std::vector<std::string>(keys.begin(), keys.end())}};
+  return batch_meta_reply(*controller_, "kv_find", net::wire::header_message(header),
+                          CallDeadline::of_request(timeout_));
+}
+
+std::vector<std::string> RemoteControlPlane::kv_keys(const std::string& partition_id,
+                                                     std::span<const int64_t> global_indexes) const {
+  const Json reply = call("kv_keys", Json{{"partition_id", partition_id},
+                                          {"global_indexes", binary_indexes(global_indexes)}});
+  auto keys = Header(reply, "kv_keys reply", {"keys"}).texts("keys");
+  if (keys.size() != global_indexes.size()) {
+    throw_invalid("kv_keys reply holds " + std::to_string(keys.size()) + " keys for " +
+                  std::to_string(global_indexes.size()) + " global indexes");
+  }
+  return keys;
+}
+
 std::vector<PartitionKeys> RemoteControlPlane::kv_list(const std::string* partition_id) const {
   Json header = Json::object();
   if (partition_id != nullptr) header["partition_id"] = *partition_id;

@@ -39,6 +39,9 @@ class RemoteControlPlane final : public ControlPlane {
   BatchMeta kv_resolve(const std::string& partition_id, std::span<const std::string> keys,
                        std::span<const nlohmann::json> tags) override;
   BatchMeta kv_lookup(const std::string& partition_id, std::span<const std::string> keys) const override;
+  BatchMeta kv_find(const std::string& partition_id, std::span<const std::string> keys) const override;
+  std::vector<std::string> kv_keys(const std::string& partition_id,
+                                   std::span<const int64_t> global_indexes) const override;
   std::vector<PartitionKeys> kv_list(const std::string* partition_id) const override;
   std::vector<int64_t> kv_clear(const std::string& partition_id, std::span<const std::string> keys) override;
   void save(const std::string& path) const override;

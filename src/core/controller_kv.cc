@@ -113,6 +113,37 @@ BatchMeta Controller::kv_lookup(const std::string& partition_id,
   return core::collect_batch(partition, require_keys(partition, keys));
 }
 
+BatchMeta Controller::kv_find(const std::string& partition_id,
+                              std::span<const std::string> keys) const {
+  std::unique_lock lock(state_->mutex);
+  const PartitionState* partition = state_->data.find(partition_id);
+  if (partition == nullptr) return BatchMeta{};
+  std::vector<uint32_t> slots;
+  slots.reserve(keys.size());
+  for (const std::string& key : keys) {
+    if (auto slot = partition->key_slot(key)) slots.push_back(*slot);
+  }
+  return core::collect_batch(*partition, slots);
+}
+
+std::vector<std::string> Controller::kv_keys(const std::string& partition_id,
+                                             std::span<const int64_t> global_indexes) const {
+  std::unique_lock lock(state_->mutex);
+  const PartitionState& partition = state_->data.require(partition_id);
+  std::vector<std::string> keys;
+  keys.reserve(global_indexes.size());
+  for (int64_t index : global_indexes) {
+    const auto slot = state_->data.slot_of(partition, index);
+    const std::string* key = slot ? partition.key_of(*slot) : nullptr;
+    if (key == nullptr) {
+      throw Error(ErrorCode::kNotFound, "global index " + std::to_string(index) + " has no key in partition '" +
+                                            partition_id + "'");
+    }
+    keys.push_back(*key);
+  }
+  return keys;
+}
+
 std::vector<PartitionKeys> Controller::kv_list(const std::string* partition_id) const {
   std::lock_guard lock(state_->mutex);
   std::vector<PartitionKeys> out;

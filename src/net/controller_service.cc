@@ -349,6 +349,18 @@ void ControllerService::register_handlers() {
     return wire::header_message(
         wire::batch_meta_frame(controller.kv_lookup(header.text("partition_id"), header.texts("keys"))));
   });
+  service_.handle("kv_find", nullptr, [&controller](const Frames& args) {
+    const Json json = wire::read_header(args, 0, "kv_find request");
+    const Header header(json, "kv_find request", {"partition_id", "keys"});
+    return wire::header_message(
+        wire::batch_meta_frame(controller.kv_find(header.text("partition_id"), header.texts("keys"))));
+  });
+  service_.handle("kv_keys", nullptr, [&controller](const Frames& args) {
+    const Json json = wire::read_header(args, 0, "kv_keys request");
+    const Header header(json, "kv_keys request", {"partition_id", "global_indexes"});
+    return wire::header_message(Json{
+        {"keys", controller.kv_keys(header.text("partition_id"), header.numbers<int64_t>("global_indexes"))}});
+  });
   service_.handle("kv_list", nullptr, [&controller](const Frames& args) {
     const Json json = wire::read_header(args, 0, "kv_list request");
     const Header header(json, "kv_list request", {"partition_id"});

@@ -47,7 +47,7 @@ const char* type_name(Kind kind) {
 // allocated unless a check fails (a reply holds a map per field schema).
 class EncodedMap {
  public:
-  static constexpr size_t kMaxFields = 9;
+  static constexpr size_t kMaxFields = 11;
 
   // The map is `bytes`, inside `depth` containers; errors name it `what`,
   // or "<what> schema of '<schema_of>'" for a field schema. `allowed` holds
@@ -125,6 +125,13 @@ class EncodedMap {
   Json json(std::string_view key) const {
     MsgpackReader reader(value(key), kMaxNesting);
     return read_json(reader, depth_ + 1);
+  }
+
+  bool has(std::string_view key) const {
+    for (size_t i = 0; i < field_count_; ++i) {
+      if (fields_[i].key == key) return !fields_[i].value.empty();
+    }
+    return false;
   }
 
   // The bytes of the value of `key`, one value inside depth() + 1 containers.
@@ -329,8 +336,9 @@ std::string meta_request_bytes(const MetaRequest& request) {
   const char* mode = request.mode == MetaMode::kInsert  ? "insert"
                      : request.mode == MetaMode::kFetch ? "fetch"
                                                         : "force_fetch";
+  const bool has_extra = !request.sampling.extra.is_null();
   MsgpackWriter out(256);
-  out.map(9);
+  out.map(has_extra ? 11 : 10);
   out.string("fields");
   out.array(request.fields.size());
   for (const std::string& field : request.fields) out.string(field);
@@ -346,6 +354,12 @@ std::string meta_request_bytes(const MetaRequest& request) {
   out.integer(request.sampling.dp_rank);
   out.string("batch_index");
   out.integer(request.sampling.batch_index);
+  out.string("dp_rank_given");
+  out.boolean(request.sampling.dp_rank_given);
+  if (has_extra) {  // absent when empty: a plain fetch pays nothing for it
+    out.string("sampling_extra");
+    out.json(request.sampling.extra);
+  }
   out.string("polling");
   out.boolean(request.polling);
   out.string("timeout_ms");
@@ -356,7 +370,8 @@ std::string meta_request_bytes(const MetaRequest& request) {
 MetaRequest meta_request_of(std::string_view bytes, std::string_view what) {
   const EncodedMap header = encoded_header(bytes, what,
                                            {"fields", "batch_size", "partition_id", "mode", "task_name",
-                                            "dp_rank", "batch_index", "polling", "timeout_ms"});
+                                            "dp_rank", "batch_index", "dp_rank_given", "sampling_extra",
+                                            "polling", "timeout_ms"});
   MetaRequest request;
   request.fields = header.texts("fields");
   request.batch_size = header.integer("batch_size");
@@ -365,6 +380,11 @@ MetaRequest meta_request_of(std::string_view bytes, std::string_view what) {
   request.task_name = header.text("task_name");
   request.sampling.dp_rank = header.integer("dp_rank");
   request.sampling.batch_index = header.integer("batch_index");
+  request.sampling.dp_rank_given = header.boolean("dp_rank_given");
+  if (header.has("sampling_extra")) {
+    request.sampling.extra = header.json("sampling_extra");
+    if (!request.sampling.extra.is_object()) header.fail("sampling_extra", "must be a map");
+  }
   request.polling = header.boolean("polling");
   request.timeout = std::chrono::milliseconds(header.integer("timeout_ms"));
   return request;

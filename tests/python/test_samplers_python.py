@@ -123,7 +123,7 @@ class EveryOther(BaseSampler):
 
     def reserved(self, partition_id, task_name, sampling_config):
         return self._states.get(partition_id, {}).get(task_name, {}).get(
-            (sampling_config["dp_rank"], sampling_config["batch_index"]))
+            (sampling_config.get("dp_rank"), sampling_config["batch_index"]))
 
     def state(self):
         return {"calls": len(self.calls)}

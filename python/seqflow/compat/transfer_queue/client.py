@@ -128,16 +128,9 @@ class TransferQueueClient:
     def kv_retrieve_meta(self, keys, partition_id: str, create: bool = False) -> BatchMeta:
         """The samples of `keys`; create=True registers missing keys (no
         fields yet), create=False leaves them out, as TransferQueue does."""
-        keys = _keys_list(keys)
-        native = self.seqflow._client
-        if create:
-            meta = BatchMeta._from_native(native.kv_put(partition_id, keys, None, []))
-        else:
-            known = self.seqflow.kv_list(partition_id).get(partition_id, {})
-            present = [k for k in keys if k in known]
-            if not present:
-                return BatchMeta.empty()
-            meta = BatchMeta._from_native(native.kv_meta(partition_id, present))
+        meta = self.seqflow.kv_meta(_keys_list(keys), partition_id, create=create, missing="skip")
+        if meta.size == 0:
+            return BatchMeta.empty()
         return meta.select_fields(meta._produced_fields())  # TransferQueue names the fields all keys hold
 
     def kv_retrieve_keys(self, global_indexes, partition_id: str) -> list[str]:
@@ -150,15 +143,11 @@ class TransferQueueClient:
                 raise TypeError("Not all elements in `global_indexes` are int.")
         else:
             raise TypeError("Only int or list of int are allowed as `global_indexes`.")
-        native = self.seqflow._client
-        every_key = list(self.seqflow.kv_list(partition_id).get(partition_id, {}))
-        key_of = dict(zip(BatchMeta._from_native(native.kv_meta(partition_id, every_key)).global_indexes,
-                          every_key)) if every_key else {}
-        keys = [key_of.get(i) for i in global_indexes]
-        if any(k is None for k in keys):
+        try:
+            return self.seqflow.kv_keys(global_indexes, partition_id)
+        except KeyError as error:
             raise RuntimeError(f"Some global_indexes of {global_indexes} have no corresponding keys in partition "
-                               f"{partition_id!r}")
-        return keys
+                               f"{partition_id!r}: {error.args[0] if error.args else error}") from None
 
     def kv_list(self, partition_id: Optional[str] = None) -> dict[str, dict[str, Any]]:
         return self.seqflow.kv_list(partition_id)
