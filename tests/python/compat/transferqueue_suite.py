@@ -38,6 +38,8 @@ SEQFLOW_PYTHON = sys.executable
 HANG_TIMEOUT = 180.0  # seconds without a finished test: the running one hangs (Ray starts take ~10 s)
 RUN_TIMEOUT = 1800.0  # one side's whole run
 POLL_INTERVAL = 0.5
+FILE_HANGS_LIMIT = 2  # hung tests after which the rest of their file is left out
+RAY_CPUS = 8
 
 sys.path.insert(0, str(REPO_ROOT / "tools"))
 import reference_peer  # noqa: E402  (tools/ is no package)
@@ -125,19 +127,33 @@ def run_side(python: str, tests_dir: Path, scope: Scope, as_seqflow: bool, progr
         deselect = Path(scratch) / "deselect.json"
         env = dict(os.environ, TQ_SUITE_RECORD=str(record), TQ_SUITE_DESELECT=str(deselect),
                    PYTHONPATH=os.pathsep.join(filter(None, [str(PLUGIN_DIR), os.environ.get("PYTHONPATH")])),
-                   RAY_USAGE_STATS_ENABLED="0", PYTHONDONTWRITEBYTECODE="1")
+                   RAY_USAGE_STATS_ENABLED="0", PYTHONDONTWRITEBYTECODE="1",
+                   # Ray (and TransferQueue's sockets, bound to Ray's node address) on 127.0.0.1 only
+                   RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0",
+                   # TransferQueue's controller and each storage unit ask for a CPU each: on a 2-core
+                   # machine its e2e systems (controller + 2 units) would wait forever for a third
+                   RAY_OVERRIDE_RESOURCES=json.dumps({"CPU": RAY_CPUS}))
         plugins = ["-p", "outcome_recorder"] + (["-p", "seqflow_as_transfer_queue"] if as_seqflow else [])
         command = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--continue-on-collection-errors",
                    "--rootdir", str(tests_dir),
                    *plugins, *sorted(scope.files)]
+        hangs: dict[str, int] = defaultdict(int)
+        given_up: list[str] = []
         while True:
-            deselect.write_text(json.dumps([*scope.excluded_tests, *result.outcomes]))
+            deselect.write_text(json.dumps([*scope.excluded_tests, *result.outcomes, *given_up]))
             hung = _run_watched(command, tests_dir, env, record, started, progress)
             _read_record(record, result)
             if hung is None:
                 break
             result.outcomes[hung] = Outcome("timeout", f"no result within {HANG_TIMEOUT:.0f} s")
             progress(f"  {hung} hung; going on without it")
+            hung_file = hung.split("::", 1)[0]
+            hangs[hung_file] += 1
+            if hangs[hung_file] == FILE_HANGS_LIMIT:  # a module-wide fixture hangs: each test would wait as long
+                progress(f"  {hung_file}: {FILE_HANGS_LIMIT} tests hung; its other tests are left out")
+                given_up.append(hung_file)
+    for test_file in given_up:
+        result.collect_errors[test_file] = f"left out after {FILE_HANGS_LIMIT} of its tests hung"
     result.seconds = time.monotonic() - started
     return result
 
