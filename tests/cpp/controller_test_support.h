@@ -140,6 +140,8 @@ inline void expect_same_meta_request(const MetaRequest& got, const MetaRequest& 
   EXPECT_EQ(got.task_name, request.task_name);
   EXPECT_EQ(got.sampling.dp_rank, request.sampling.dp_rank);
   EXPECT_EQ(got.sampling.batch_index, request.sampling.batch_index);
+  EXPECT_EQ(got.sampling.dp_rank_given, request.sampling.dp_rank_given);
+  EXPECT_EQ(got.sampling.extra, request.sampling.extra);
   EXPECT_EQ(got.polling, request.polling);
   EXPECT_EQ(got.timeout, request.timeout);
 }

@@ -79,6 +79,39 @@ TEST(WireCodecMetaRequest, RoundTripInEveryMode) {
   }
 }
 
+TEST(WireCodecMetaRequest, SamplingConfigKeysAndDpRankGivenRoundTrip) {
+  MetaRequest request;
+  request.fields = {"x"};
+  request.batch_size = 4;
+  request.partition_id = "p";
+  request.task_name = "t";
+  request.sampling.dp_rank = 2;
+  request.sampling.dp_rank_given = true;
+  request.sampling.extra = {{"temperature", 0.7}, {"policy_version", 12}, {"tags", {"a", nullptr, true}}};
+  const Json encoded = wire::encode_meta_request(request);
+  expect_same_meta_request(wire::decode_meta_request(through_wire(encoded), "request"), request);
+  const Frames frames = wire::header_message(wire::meta_request_frame(request));
+  expect_same_meta_request(wire::read_meta_request(frames, 0, "request"), request);
+  // No other keys: the message carries none.
+  request.sampling.extra = nullptr;
+  request.sampling.dp_rank_given = false;
+  const Json plain = wire::encode_meta_request(request);
+  EXPECT_FALSE(plain.contains("sampling_extra"));
+  expect_same_meta_request(wire::decode_meta_request(through_wire(plain), "request"), request);
+}
+
+TEST(WireCodecMetaRequest, SamplingExtraThatIsNotAMapIsRefused) {
+  MetaRequest request;
+  request.sampling.extra = {{"k", 1}};
+  Json encoded = wire::encode_meta_request(request);
+  encoded["sampling_extra"] = Json::array({1, 2});
+  EXPECT_TRUE(throws_invalid([&] { wire::decode_meta_request(encoded, "get_meta request"); },
+                             {"get_meta request field 'sampling_extra' must be a map"}));
+  encoded.erase("dp_rank_given");
+  EXPECT_TRUE(throws_invalid([&] { wire::decode_meta_request(encoded, "get_meta request"); },
+                             {"lacks the field 'dp_rank_given'"}));
+}
+
 TEST(WireCodecSchemas, RoundTripOfFixedNestedAndObjectFields) {
   const std::map<std::string, FieldSchema> schemas = {
       {"fixed", FieldSchema{DType::kBFloat16, {2, 3}, false, false}},

@@ -118,7 +118,7 @@ class EveryOther(BaseSampler):
         if len(picked) < batch_size:
             return [], []
         key = (kwargs["partition_id"], kwargs["task_name"])
-        self._states.setdefault(key[0], {}).setdefault(key[1], {})[(kwargs["dp_rank"], kwargs["batch_index"])] = picked
+        self._states.setdefault(key[0], {}).setdefault(key[1], {})[(kwargs.get("dp_rank"), kwargs["batch_index"])] = picked
         return picked, picked
 
     def reserved(self, partition_id, task_name, sampling_config):
