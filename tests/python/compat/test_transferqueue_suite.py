@@ -35,15 +35,17 @@ def test_transferqueue_tests_that_pass_on_transferqueue_pass_on_seqflow(capsys):
               f"{len(comparison.passed_on_transferqueue)} pass on TransferQueue, "
               f"{len(comparison.passed_on_seqflow)} of them on seqflow, "
               f"{len(comparison.known)} known differences; seqflow's run took {seqflow.seconds:.0f} s")
-    assert not seqflow.collect_errors or all(
-        suite.matching_entry(path, scope.known_differences) for path in seqflow.collect_errors), (
-        f"test files that do not import on seqflow: {seqflow.collect_errors}")
-    assert not comparison.regressions, "pass on TransferQueue, fail on seqflow:\n" + _listing(comparison.regressions)
-    assert not comparison.no_longer_different, (
-        f"known differences that pass on seqflow now; remove them from {suite.SCOPE_FILE.name}: "
-        f"{comparison.no_longer_different}")
-    assert not comparison.stale_entries, (
-        f"known differences naming no test that passes on TransferQueue: {comparison.stale_entries}")
+    problems = []
+    if comparison.regressions:
+        problems.append(f"{len(comparison.regressions)} tests pass on TransferQueue and fail on seqflow "
+                        f"(grouped by error):\n" + _listing(comparison.regressions))
+    if comparison.no_longer_different:
+        problems.append(f"known differences that pass on seqflow now; remove them from {suite.SCOPE_FILE.name}: "
+                        f"{comparison.no_longer_different}")
+    if comparison.stale_entries:
+        problems.append(f"known differences naming no test that passes on TransferQueue: {comparison.stale_entries}")
+    if problems:
+        pytest.fail("\n\n".join(problems), pytrace=False)
 
 
 def _listing(failures: dict[str, Outcome]) -> str:
@@ -101,7 +103,7 @@ def test_a_file_that_does_not_import_fails_each_of_its_tests_with_the_import_err
 
 
 def test_run_side_records_outcomes_and_goes_on_past_a_hanging_test(tmp_path, monkeypatch):
-    monkeypatch.setattr(suite, "HANG_TIMEOUT", 3.0)
+    monkeypatch.setattr(suite, "HANG_TIMEOUT", 8.0)  # pytest starts well within it even on a busy machine
     (tmp_path / "test_sample.py").write_text(textwrap.dedent("""
         import time, pytest
 

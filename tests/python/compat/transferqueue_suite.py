@@ -269,8 +269,10 @@ def failures_by_error(failures: dict[str, Outcome]) -> dict[str, list[str]]:
     """Failing tests grouped by their error's first line (location and message)."""
     groups: dict[str, list[str]] = defaultdict(list)
     for nodeid, outcome in failures.items():
-        lines = outcome.message.strip().splitlines()
-        groups[f"[{outcome.outcome}] {lines[0][:300] if lines else ''}"].append(nodeid)
+        lines = [line for line in outcome.message.strip().splitlines() if line.strip()]
+        # a file that did not import: its last line ("E   ImportError: ...") says why
+        line = lines[-1] if outcome.message.startswith("collection:") else (lines[0] if lines else "")
+        groups[f"[{outcome.outcome}] {line.strip()[:300]}"].append(nodeid)
     return dict(sorted(groups.items(), key=lambda item: -len(item[1])))
 
 
