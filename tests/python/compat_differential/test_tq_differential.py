@@ -127,7 +127,7 @@ def _balanced_properties(result: dict) -> dict:
         if "returns" not in got:
             calls.append({"dp_rank": call["dp_rank"], "batch_index": call["batch_index"], "raises": got})
             continue
-        labels = sorted(got["returns"]["items"])
+        labels = sorted(got["returns"])
         calls.append({"dp_rank": call["dp_rank"], "batch_index": call["batch_index"], "size": len(labels),
                       "complete_groups": all(labels[i] % 2 == 0 and labels[i + 1] == labels[i] + 1
                                              for i in range(0, len(labels) - 1, 2)) and len(labels) % 2 == 0})
@@ -140,5 +140,5 @@ def test_seqlen_balanced_sampler_like_transferqueue_but_exactly_once(results, si
     got = results[side]["sampler_seqlen_balanced"]
     found = differences(_balanced_properties(reference), _balanced_properties(got))
     assert not found, "\n".join(found[:SHOWN_DIFFERENCES])
-    handed_out = sorted(label for call in got["calls"] for label in call["got"]["returns"]["items"])
+    handed_out = sorted(label for call in got["calls"] for label in call["got"]["returns"])
     assert handed_out == list(range(len(got["lengths"]))), "every sample exactly once across ranks and steps"

@@ -129,6 +129,10 @@ def run(side: str, wanted: list[str]) -> dict:
                 results[name] = {"scenario_error": {"during": "draining freed indexes", **_error(error)}}
     if running is not None:
         tq.close()
+    if side == "transferqueue":
+        import ray
+
+        ray.shutdown()  # the Ray instance this process started, with its helper processes
     return {"side": side, "results": results, "seconds": seconds}
 
 

@@ -89,9 +89,12 @@ class Env:
                      "extra_info": self.describe(meta.get_all_extra_info()),
                      "custom_meta": self.describe(meta.get_all_custom_meta()),
                      "production_status": self.describe(meta.production_status)}
-        described["field_dtypes"] = {f: self.attempt(meta.get_dtypes, f) for f in meta.field_names}
-        described["field_shapes"] = {f: self.attempt(meta.get_shapes, f) for f in meta.field_names}
         return described
+
+    def schema(self, meta) -> dict:
+        """What BatchMeta.get_dtypes / get_shapes say of each field (the data type scenarios ask)."""
+        return {"dtypes": {f: self.attempt(meta.get_dtypes, f) for f in meta.field_names},
+                "shapes": {f: self.attempt(meta.get_shapes, f) for f in meta.field_names}}
 
     def kv_meta(self, meta) -> dict:
         return {"type": type(meta).__name__, "keys": list(meta.keys), "tags": self.describe(meta.tags),
@@ -145,6 +148,21 @@ class Env:
         if isinstance(value, (list, tuple)):
             return {"seq": type(value).__name__, "items": [self.describe(v) for v in value]}
         return {"object": type(value).__name__}
+
+    def attempt_plain(self, function) -> dict:
+        """attempt() for a function that returns plain data already (a described meta, labels)."""
+        try:
+            return {"returns": function()}
+        except Exception as error:
+            return {"raises": type(error).__name__, "message_nonempty": bool(str(error))}
+
+    def force_fetch(self, fields: list, partition: str):
+        """Every sample of the partition (get_meta mode="force_fetch"), in put order: TransferQueue lists
+        them in the iteration order of a Python set of their indexes, which depends on the index values."""
+        meta = self.tq.get_client().get_meta(data_fields=fields, batch_size=1, partition_id=partition,
+                                             mode="force_fetch")
+        labels = self.label(meta.global_indexes)
+        return meta.select_samples(sorted(range(len(labels)), key=lambda i: (isinstance(labels[i], str), str(labels[i]).zfill(12))))
 
     def attempt(self, function, *args, **kwargs) -> dict:
         """What the call returned (described), or which exception it raised."""
@@ -206,7 +224,7 @@ def lifecycle(env: Env):
     out["get_data_both_fields"] = env.describe(client.get_data(trained))
     trained.update_custom_meta([{"score": 1.0, "tag": "a"}, {"score": 2.0}])
     out["set_custom_meta"] = env.attempt(client.set_custom_meta, trained)
-    everything = client.get_meta(data_fields=["prompt"], batch_size=4, partition_id="life", mode="force_fetch")
+    everything = env.force_fetch(["prompt"], "life")
     out["force_fetch_after_custom_meta"] = env.meta(everything)
     out["reset_consumption_gen"] = env.attempt(client.reset_consumption, "life", "gen")
     out["consumption_gen_after_reset"] = env.status(client.get_consumption_status("gen", "life"))
@@ -216,7 +234,7 @@ def lifecycle(env: Env):
     out["consumption_train_after_reset_all"] = env.status(client.get_consumption_status("train", "life"))
     out["partitions"] = env.partitions("life")
     out["clear_samples"] = env.attempt(client.clear_samples, first)
-    after_clear = client.get_meta(data_fields=["prompt"], batch_size=4, partition_id="life", mode="force_fetch")
+    after_clear = env.force_fetch(["prompt"], "life")
     out["force_fetch_after_clear_samples"] = env.meta(after_clear)
     out["production_after_clear_samples"] = env.status(client.get_production_status(["prompt"], "life"))
     out["get_data_after_clear_samples"] = env.describe(client.get_data(after_clear))
@@ -231,7 +249,7 @@ def lifecycle(env: Env):
 def module_level_calls(env: Env):
     """TransferQueue's module exposes the client through get_client(); its interface has no put/get_meta."""
     tq = env.tq
-    names = ("put", "get_meta", "get_data", "kv_put", "kv_batch_put", "kv_batch_get", "kv_batch_get_by_meta",
+    names = ("kv_put", "kv_batch_put", "kv_batch_get", "kv_batch_get_by_meta",
              "kv_list", "kv_clear", "save_checkpoint", "load_checkpoint", "get_client", "init", "close",
              "get_metrics_endpoint", "async_kv_put", "async_kv_batch_get")
     client = tq.get_client()
@@ -264,7 +282,10 @@ COLUMNS = {
     "dict_list": lambda: [{"x": 1}, {"x": 2, "y": [1, 2]}, {}, {"s": "t"}],
     "numpy_object": lambda: np.array([1, "a", None, 2.5], dtype=object),
     "numpy_bytes": lambda: np.array([b"ab", b"c", b"", b"xyz"]),
-    "non_tensor_data": lambda: NonTensorData("shared", batch_size=[4]),
+    # TransferQueue 0.1.11 cannot put a batched NonTensorData (TypeError in its storage manager); a stack
+    # of per-sample NonTensorData is how it keeps non-tensor values itself
+    "non_tensor_data": lambda: NonTensorStack(NonTensorData("a"), NonTensorData({"k": 1}), NonTensorData(2.5),
+                                              NonTensorData(None)),
     "numpy_arrays_stack": lambda: NonTensorStack.from_list(
         [np.array([1, 2]), np.array([3]), np.array([4, 5, 6]), np.array([7])]),
 }
@@ -275,16 +296,18 @@ def _column_roundtrip(column: str):
         client, out = env.tq.get_client(), {}
         partition = f"dtype_{column}"
         data = TensorDict({"value": COLUMNS[column](), "key": torch.arange(4)}, batch_size=4)
-        out["put"] = env.attempt(lambda: env.meta(_tracked(env, client.put(data, partition_id=partition))))
+        out["put"] = env.attempt_plain(lambda: env.meta(_tracked(env, client.put(data, partition_id=partition))))
         if "raises" in out["put"]:
             return out
+        out["put_schema"] = env.schema(env.force_fetch(["value", "key"], partition))
         whole = client.get_meta(data_fields=["value", "key"], batch_size=2, partition_id=partition, task_name="t")
         rest = client.get_meta(data_fields=["value", "key"], batch_size=2, partition_id=partition, task_name="t")
         out["meta_first_half"] = env.meta(whole)
+        out["meta_first_half_schema"] = env.schema(whole)
         out["get_data_first_half"] = env.attempt(client.get_data, whole)
         out["get_data_second_half"] = env.attempt(client.get_data, rest)
         out["get_data_selected_field"] = env.attempt(client.get_data, rest.select_fields(["value"]))
-        everything = client.get_meta(data_fields=["value"], batch_size=4, partition_id=partition, mode="force_fetch")
+        everything = env.force_fetch(["value"], partition)
         out["get_data_all_force_fetch"] = env.attempt(client.get_data, everything)
         client.clear_partition(partition)
         keys = [f"{column}_{i}" for i in range(4)]
@@ -313,15 +336,16 @@ for _column in COLUMNS:
 def dtype_mixed_batch(env: Env):
     """Every column kind in one TensorDict, fetched in two halves and in reverse order."""
     client, out = env.tq.get_client(), {}
-    fields = sorted(c for c in COLUMNS if c != "non_tensor_data")  # TransferQueue cannot put that one
+    fields = sorted(COLUMNS)
     data = TensorDict({name: COLUMNS[name]() for name in fields}, batch_size=4)
-    out["put"] = env.attempt(lambda: env.meta(_tracked(env, client.put(data, partition_id="dtype_mixed"))))
+    out["put"] = env.attempt_plain(lambda: env.meta(_tracked(env, client.put(data, partition_id="dtype_mixed"))))
     if "raises" in out["put"]:
         return out
+    out["schema"] = env.schema(env.force_fetch(fields, "dtype_mixed"))
     first = client.get_meta(data_fields=fields, batch_size=2, partition_id="dtype_mixed", task_name="t")
     out["meta"] = env.meta(first)
     out["get_data_first"] = env.attempt(client.get_data, first)
-    everything = client.get_meta(data_fields=fields, batch_size=4, partition_id="dtype_mixed", mode="force_fetch")
+    everything = env.force_fetch(fields, "dtype_mixed")
     out["get_data_reordered"] = env.attempt(client.get_data, everything.select_samples([3, 1, 0, 2]))
     client.clear_partition("dtype_mixed")
     return out
@@ -332,7 +356,7 @@ def get_data_is_a_copy(env: Env):
     """Mutating what get_data returned does not change what the next get_data returns."""
     client = env.tq.get_client()
     env.track(client.put(TensorDict({"x": _rows(2).float(), "s": ["a", "b"]}, batch_size=2), partition_id="copy"))
-    meta = client.get_meta(data_fields=["x", "s"], batch_size=2, partition_id="copy", mode="force_fetch")
+    meta = env.force_fetch(["x", "s"], "copy")
     first = client.get_data(meta)
     first["x"].add_(100)
     second = client.get_data(meta)
@@ -448,7 +472,7 @@ def checkpoint(env: Env):
     out["consumption_after_load"] = env.status(client.get_consumption_status("t", "ckpt"))
     rest = client.get_meta(data_fields=["x", "s"], batch_size=2, partition_id="ckpt", task_name="t")
     out["get_meta_after_load"] = env.meta(rest)
-    everything = client.get_meta(data_fields=["x", "s"], batch_size=4, partition_id="ckpt", mode="force_fetch")
+    everything = env.force_fetch(["x", "s"], "ckpt")
     out["force_fetch_after_load"] = env.meta(everything)
     out["get_data_after_load"] = env.attempt(client.get_data, everything)
     out["kv_list_after_load"] = env.attempt(tq.kv_list, "ckpt_kv")
@@ -469,7 +493,7 @@ def _meta_of_six(env: Env, partition: str):
     data = TensorDict({"a": _rows(6), "b": torch.arange(6).float(), "s": [f"s{i}" for i in range(6)]},
                       batch_size=6)
     env.track(client.put(data, partition_id=partition))
-    return client.get_meta(data_fields=["a", "b", "s"], batch_size=6, partition_id=partition, mode="force_fetch")
+    return env.force_fetch(["a", "b", "s"], partition)
 
 
 @scenario("sequential")
@@ -523,7 +547,7 @@ def batch_meta_combining(env: Env):
     out["union_extra_info"] = env.attempt(first.union, second)
     out["concat_extra_info"] = env.attempt(env.tq.BatchMeta.concat, [first, parts[1]])
     env.track(client.put(TensorDict({"a": _rows(2)}, batch_size=2), partition_id="bm_comb_other"))
-    other = client.get_meta(data_fields=["a"], batch_size=2, partition_id="bm_comb_other", mode="force_fetch")
+    other = env.force_fetch(["a"], "bm_comb_other")
     mixed = env.tq.BatchMeta.concat([parts[0].select_fields(["a"]), other])
     out["concat_two_partitions"] = env.meta(mixed)
     out["chunk_by_partition_two"] = env.attempt(mixed.chunk_by_partition)
@@ -652,29 +676,26 @@ def client_bad_input(env: Env):
     out["put_without_partition"] = env.attempt(client.put, data)
     out["put_empty_metadata"] = env.attempt(client.put, data, metadata=env.tq.BatchMeta.empty())
     env.track(client.put(data, partition_id="bad"))
-    meta = client.get_meta(data_fields=["x"], batch_size=2, partition_id="bad", mode="force_fetch")
+    meta = env.force_fetch(["x"], "bad")
     out["put_size_mismatch"] = env.attempt(client.put, TensorDict({"y": _rows(3)}, batch_size=3), metadata=meta)
     out["get_meta_bad_mode"] = env.attempt(client.get_meta, data_fields=["x"], batch_size=1, partition_id="bad",
                                            mode="bogus", task_name="t")
     out["get_meta_fetch_without_task"] = env.attempt(client.get_meta, data_fields=["x"], batch_size=1,
                                                      partition_id="bad")
-    unknown = env.attempt(client.get_meta, data_fields=["x", "nope"], batch_size=2, partition_id="bad",
-                          mode="force_fetch")
+    unknown = env.attempt_plain(lambda: env.meta(env.force_fetch(["x", "nope"], "bad")))
     out["force_fetch_unknown_field"] = unknown
     if "returns" in unknown:
-        out["get_data_unknown_field"] = env.attempt(lambda: client.get_data(client.get_meta(
-            data_fields=["x", "nope"], batch_size=2, partition_id="bad", mode="force_fetch")))
+        out["get_data_unknown_field"] = env.attempt(lambda: client.get_data(env.force_fetch(["x", "nope"], "bad")))
     out["get_data_empty_meta"] = env.attempt(client.get_data, env.tq.BatchMeta.empty())
     out["clear_unknown_partition"] = env.attempt(client.clear_partition, "bad_nope")
     out["reset_unknown_partition"] = env.attempt(client.reset_consumption, "bad_nope")
-    out["consumption_unknown_partition"] = env.attempt(lambda: env.status(
+    out["consumption_unknown_partition"] = env.attempt_plain(lambda: env.status(
         client.get_consumption_status("t", "bad_nope")))
-    out["production_unknown_partition"] = env.attempt(lambda: env.status(
+    out["production_unknown_partition"] = env.attempt_plain(lambda: env.status(
         client.get_production_status(["x"], "bad_nope")))
     out["check_consumption_unknown_partition"] = env.attempt(client.check_consumption_status, "t", "bad_nope")
     out["check_production_unknown_partition"] = env.attempt(client.check_production_status, ["x"], "bad_nope")
-    out["force_fetch_unknown_partition"] = env.attempt(lambda: env.meta(client.get_meta(
-        data_fields=["x"], batch_size=1, partition_id="bad_nope", mode="force_fetch")))
+    out["force_fetch_unknown_partition"] = env.attempt_plain(lambda: env.meta(env.force_fetch(["x"], "bad_nope")))
     out["partitions_after_unknown_queries"] = env.partitions("bad")
     client.clear_partition("bad")
     return out
@@ -684,7 +705,7 @@ def client_bad_input(env: Env):
 @scenario("polling")
 def polling_get_meta(env: Env):
     client, out = env.tq.get_client(), {}
-    out["unknown_partition"] = env.attempt(lambda: env.meta(client.get_meta(
+    out["unknown_partition"] = env.attempt_plain(lambda: env.meta(client.get_meta(
         data_fields=["x"], batch_size=2, partition_id="poll_nope", task_name="t")))
     out["partitions_after_unknown"] = env.partitions("poll")
     env.track(client.put(TensorDict({"x": _rows(3)}, batch_size=3), partition_id="poll"))
@@ -693,9 +714,9 @@ def polling_get_meta(env: Env):
     out["two"] = env.meta(client.get_meta(data_fields=["x"], batch_size=2, partition_id="poll", task_name="t"))
     out["two_of_one_left"] = env.meta(client.get_meta(data_fields=["x"], batch_size=2, partition_id="poll",
                                                       task_name="t"))
-    out["unproduced_field"] = env.attempt(lambda: env.meta(client.get_meta(
+    out["unproduced_field"] = env.attempt_plain(lambda: env.meta(client.get_meta(
         data_fields=["x", "never"], batch_size=1, partition_id="poll", task_name="u")))
-    out["batch_size_zero"] = env.attempt(lambda: env.meta(client.get_meta(
+    out["batch_size_zero"] = env.attempt_plain(lambda: env.meta(client.get_meta(
         data_fields=["x"], batch_size=0, partition_id="poll", task_name="v")))
     out["last_one"] = env.meta(client.get_meta(data_fields=["x"], batch_size=1, partition_id="poll", task_name="t"))
     out["consumed"] = client.check_consumption_status("t", "poll")
@@ -708,7 +729,7 @@ def polling_get_meta(env: Env):
 def sampler_grpo_group_n(env: Env):
     client, out = env.tq.get_client(), {}
     env.track(client.put(TensorDict({"prompt": _rows(8)}, batch_size=8), partition_id="grpo"))
-    everything = client.get_meta(data_fields=["prompt"], batch_size=8, partition_id="grpo", mode="force_fetch")
+    everything = env.force_fetch(["prompt"], "grpo")
     # responses for samples 0-3 and 5-6: group (4, 5) is incomplete, (6, 7) too
     answered = everything.select_samples([0, 1, 2, 3, 5, 6])
     client.put(TensorDict({"response": torch.arange(6).unsqueeze(1)}, batch_size=6), metadata=answered)
@@ -717,7 +738,7 @@ def sampler_grpo_group_n(env: Env):
         picks.append(env.meta(client.get_meta(data_fields=["response"], batch_size=batch_size,
                                               partition_id="grpo", task_name="train")))
     out["picks"] = picks
-    out["not_multiple_of_n"] = env.attempt(lambda: env.meta(client.get_meta(
+    out["not_multiple_of_n"] = env.attempt_plain(lambda: env.meta(client.get_meta(
         data_fields=["prompt"], batch_size=3, partition_id="grpo", task_name="other")))
     cached = [client.get_meta(data_fields=["prompt"], batch_size=2, partition_id="grpo", task_name="cache",
                               sampling_config={"dp_rank": 0, "batch_index": 0}) for _ in range(2)]
@@ -763,12 +784,12 @@ def sampler_seqlen_balanced(env: Env):
     rank 1 asked for step 0). Reports what each call got; the test compares properties."""
     client = env.tq.get_client()
     env.track(client.put(TensorDict({"x": _rows(12)}, batch_size=12), partition_id="bal"))
-    everything = client.get_meta(data_fields=["x"], batch_size=12, partition_id="bal", mode="force_fetch")
+    everything = env.force_fetch(["x"], "bal")
     everything.update_custom_meta([{"total_lengths": n} for n in LENGTHS])
     client.set_custom_meta(everything)
     calls = []
     for dp_rank, batch_index in ((0, 0), (0, 1), (1, 0), (1, 1), (0, 2), (1, 2)):
-        got = env.attempt(lambda: env.label(client.get_meta(
+        got = env.attempt_plain(lambda: env.label(client.get_meta(
             data_fields=["x"], batch_size=2, partition_id="bal", task_name="train",
             sampling_config={"dp_rank": dp_rank, "batch_index": batch_index, "task_name": "train",
                              "partition_id": "bal"}).global_indexes))
