@@ -144,7 +144,7 @@ def run_side(python: str, tests_dir: Path, scope: Scope, as_seqflow: bool, progr
         while True:
             excluded = list(scope.excluded_tests) if as_seqflow else []
             deselect.write_text(json.dumps([*excluded, *result.outcomes, *given_up]))
-            hung = _run_watched(command, tests_dir, env, record, started, progress)
+            hung = _run_watched(command, tests_dir, env, record, started)
             _read_record(record, result)
             if hung is None:
                 break
@@ -161,7 +161,7 @@ def run_side(python: str, tests_dir: Path, scope: Scope, as_seqflow: bool, progr
     return result
 
 
-def _run_watched(command, cwd, env, record: Path, started: float, progress) -> str | None:
+def _run_watched(command, cwd, env, record: Path, started: float) -> str | None:
     """Runs command; returns the node id of the test that hung, None when it ended."""
     record.write_text("")
     output = record.with_suffix(".log")
@@ -176,7 +176,10 @@ def _run_watched(command, cwd, env, record: Path, started: float, progress) -> s
             if size != last_size:
                 last_size, last_change = size, time.monotonic()
             now = time.monotonic()
-            if now - last_change > HANG_TIMEOUT or now - started > RUN_TIMEOUT:
+            if now - started > RUN_TIMEOUT:
+                _stop_group(process)
+                _raise_no_test(command, f"ran over {RUN_TIMEOUT:.0f} s in all:\n{_tail(output)}")
+            if now - last_change > HANG_TIMEOUT:
                 _stop_group(process)
                 hung = _running_test(record)
                 if hung is None:
