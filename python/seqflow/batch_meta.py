@@ -818,6 +818,22 @@ class KVBatchMeta:
     extra_info: Optional[dict[str, Any]] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        self._validate()
+        # Copies, so that chunks and concatenations share nothing.
+        self.tags = copy.deepcopy(self.tags)
+        self.extra_info = copy.deepcopy(self.extra_info)
+
+    @classmethod
+    def _of_owned(cls, keys, tags, partition_id, fields, extra_info) -> "KVBatchMeta":
+        """One over lists made for it alone (a kv put's reply): validated,
+        not copied again (deep copies of 100k tags cost more than the put)."""
+        meta = cls.__new__(cls)
+        meta.keys, meta.tags, meta.partition_id, meta.fields, meta.extra_info = (
+            keys, tags, partition_id, fields, extra_info)
+        meta._validate()
+        return meta
+
+    def _validate(self) -> None:
         for name in ("keys", "tags"):
             value = getattr(self, name)
             if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
@@ -834,9 +850,6 @@ class KVBatchMeta:
             self.fields = list(self.fields)
             if len(set(self.fields)) != len(self.fields):
                 raise ValueError(f"Got duplicated fields: {self.fields}")
-        # Copies, so that chunks and concatenations share nothing.
-        self.tags = copy.deepcopy(self.tags)
-        self.extra_info = copy.deepcopy(self.extra_info)
 
     @property
     def size(self) -> int:

@@ -57,8 +57,10 @@ def _as_list(values, name: str) -> list[str]:
     return values
 
 
-# Keyword arguments the client itself hands a sampler beside sampling_config's.
-_SAMPLER_OWN_KEYWORDS = ("task_name", "partition_id", "sample_info", "partition")
+# Keyword arguments seqflow always hands a sampler itself. task_name and
+# partition_id are the request's unless sampling_config names them (TransferQueue
+# hands samplers only sampling_config's, and its users put both there).
+_SAMPLER_OWN_KEYWORDS = ("sample_info", "partition")
 
 
 def _sampling_parts(sampling_config) -> tuple[Optional[int], int, Optional[dict]]:
@@ -436,9 +438,8 @@ class Client:
         if tags is not None and len(tags) != len(keys):
             raise ValueError(f"{len(tags)} tags for {len(keys)} keys")
         meta = BatchMeta._from_native(self._client.kv_put(partition_id, keys, tags, columns))
-        return KVBatchMeta(keys=list(keys), tags=meta.custom_meta, partition_id=partition_id,
-                           fields=meta._produced_fields(),
-                           extra_info=meta.extra_info)
+        return KVBatchMeta._of_owned(list(keys), meta.custom_meta, partition_id, meta._produced_fields(),
+                                     meta.extra_info)
 
     def kv_batch_get(self, keys, partition_id: str, select_fields=None, *, format: str = "auto",
                      copy: bool = True, layout: str = "dense", allow_pickle: Optional[bool] = None):

@@ -1,6 +1,8 @@
 // The key-value API: a key names one sample of a partition; its tag is that
 // sample's custom_meta, so samplers read total_lengths from tags too.
-#include <algorithm>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "core/batch_meta_builder.h"
 #include "core/controller_state.h"
@@ -55,10 +57,12 @@ BatchMeta Controller::kv_resolve(const std::string& partition_id, std::span<cons
   std::unique_lock lock(state_->mutex);
   PartitionState* existing = state_->data.find(partition_id);
   // Keys not yet known, first occurrence each, in the order given.
+  // (Hash sets, not scans: a call may carry 100k keys.)
   std::vector<std::string> fresh;
+  std::unordered_set<std::string_view> fresh_seen;
   for (const std::string& key : keys) {
     const bool known = existing != nullptr && existing->key_slot(key).has_value();
-    if (!known && std::find(fresh.begin(), fresh.end(), key) == fresh.end()) fresh.push_back(key);
+    if (!known && fresh_seen.insert(key).second) fresh.push_back(key);
   }
   // Check every tag before anything changes: known keys merge into their
   // metadata, new keys start from their tag alone.
@@ -66,6 +70,7 @@ BatchMeta Controller::kv_resolve(const std::string& partition_id, std::span<cons
   std::vector<int64_t> known_indexes;
   std::vector<nlohmann::json> known_tags;
   std::vector<std::pair<std::string, core::EncodedMeta>> fresh_meta;
+  std::unordered_map<std::string_view, size_t> fresh_meta_at;  // key -> its entry in fresh_meta
   for (size_t i = 0; i < tags.size(); ++i) {
     if (tags[i].is_null() || tags[i].empty()) continue;
     auto slot = existing != nullptr ? existing->key_slot(keys[i]) : std::nullopt;
@@ -74,16 +79,14 @@ BatchMeta Controller::kv_resolve(const std::string& partition_id, std::span<cons
       known_indexes.push_back(existing->global_index(*slot));
       known_tags.push_back(tags[i]);
     } else {
-      auto it = std::find_if(fresh_meta.begin(), fresh_meta.end(),
-                             [&](const auto& entry) { return entry.first == keys[i]; });
-      nlohmann::json merged = it == fresh_meta.end()
-                                  ? tags[i]
-                                  : core::merge_meta(core::decode_meta(it->second.bytes), tags[i]);
+      auto [at, first] = fresh_meta_at.try_emplace(keys[i], fresh_meta.size());
+      nlohmann::json merged =
+          first ? tags[i] : core::merge_meta(core::decode_meta(fresh_meta[at->second].second.bytes), tags[i]);
       auto encoded = core::encode_meta(merged, core::tag_where(i, keys[i]));
-      if (it == fresh_meta.end()) {
+      if (first) {
         fresh_meta.emplace_back(keys[i], std::move(encoded));
       } else {
-        it->second = std::move(encoded);
+        fresh_meta[at->second].second = std::move(encoded);
       }
     }
   }

@@ -615,3 +615,19 @@ def test_decoder_checks_offsets():
         decode(b"\x80\x80", np.array([0, 1], dtype=np.uint32))
     with pytest.raises(ValueError, match="must ascend, entry 2 is 1"):
         decode(b"\x80\x80", np.array([0, 2, 1, 2], dtype=np.uint32))
+
+
+def test_kv_put_reply_is_validated_and_owns_its_tags():
+    """A kv put's KVBatchMeta skips the defensive deep copy (its lists are
+    made for it) but not the checks, and shares nothing with the caller."""
+    import seqflow
+
+    client = seqflow.Client()
+    tags = [{"status": "running", "nested": {"step": 1}}, {"status": "finished"}]
+    meta = client.kv_batch_put(["a", "b"], "kv", tags=tags)
+    assert meta.tags == tags and meta.keys == ["a", "b"]
+    meta.tags[0]["nested"]["step"] = 99
+    assert tags[0]["nested"]["step"] == 1
+    assert client.kv_list("kv")["kv"]["a"]["nested"] == {"step": 1}
+    with pytest.raises(ValueError, match='"c" appears twice'):
+        client.kv_batch_put(["c", "c"], "kv", tags=[{}, {}])
