@@ -25,7 +25,7 @@ struct SamplingConfig {
   // The caller's other sampling_config keys (a JSON object), handed to
   // Python samplers as keyword arguments as TransferQueue does; null when
   // there are none, so a plain fetch carries nothing.
-  nlohmann::json extra;
+  nlohmann::json extra = nullptr;
 };
 
 // What a sampler may ask about a sample. Implemented by the controller.

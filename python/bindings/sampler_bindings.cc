@@ -66,9 +66,10 @@ nb::dict sampling_kwargs(const SamplingConfig& sampling) {
 
 // A seqflow::Sampler that forwards to a Python object: sample(ready_indexes,
 // batch_size, **kwargs) -> (sampled, consumed) as in TransferQueue (kwargs:
-// the caller's sampling_config keys (sampling_kwargs), task_name,
-// partition_id, sample_info, partition), and optionally reserved(config),
-// clear(), state(), restore().
+// the caller's sampling_config keys (sampling_kwargs); task_name and
+// partition_id, the request's unless the caller's sampling_config names
+// them, as TransferQueue's users do; sample_info, partition), and optionally
+// reserved(config), clear(), state(), restore().
 class PythonSampler final : public Sampler {
  public:
   explicit PythonSampler(nb::object target)
@@ -96,8 +97,8 @@ class PythonSampler final : public Sampler {
         ~Invalidate() { nb::inst_ptr<SampleInfoHandle>(handle)->info = nullptr; }
       } invalidate{info};
       nb::dict kwargs = sampling_kwargs(request.sampling);
-      kwargs["task_name"] = request.task_name;
-      kwargs["partition_id"] = request.partition_id;
+      if (!kwargs.contains("task_name")) kwargs["task_name"] = request.task_name;
+      if (!kwargs.contains("partition_id")) kwargs["partition_id"] = request.partition_id;
       kwargs["sample_info"] = info;
       kwargs["partition"] = info;
       nb::object result = target_.attr("sample")(ready, request.batch_size, **kwargs);

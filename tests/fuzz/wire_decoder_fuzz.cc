@@ -478,6 +478,10 @@ std::vector<std::vector<uint8_t>> fuzz_seed_corpus() {
   request.task_name = "t";
   seeds.push_back(
       make_input(0, 0, with_envelope(net::encode_request_envelope(3, "get_meta"), wire::encode_meta_request(request))));
+  request.sampling.dp_rank_given = true;  // and the caller's other sampling_config keys
+  request.sampling.extra = {{"temperature", 0.7}, {"policy_version", 3}, {"tags", {"a", nullptr}}};
+  seeds.push_back(
+      make_input(0, 0, with_envelope(net::encode_request_envelope(4, "get_meta"), wire::encode_meta_request(request))));
   seeds.push_back(make_input(0, 0, with_envelope(ok(), wire::encode_status({{1, true}, {5, false}}))));
   seeds.push_back(make_input(0, 0, with_envelope(ok(), wire::encode_schemas(meta.field_schema))));
 

@@ -66,14 +66,26 @@ def test_dp_rank_reaches_the_sampler_only_when_given(make_client):
     assert sampler.calls[-1] == {"dp_rank": 0, "batch_index": 0, "task_name": "t", "partition_id": "p"}
 
 
+def test_task_name_and_partition_id_in_sampling_config_reach_the_sampler_as_given(make_client):
+    # TransferQueue hands samplers only sampling_config's keys; its
+    # StreamingDataset puts task_name there, RankAwareSampler users partition_id.
+    sampler = RecordingSampler()
+    client = make_client(sampler)
+    client.put({"x": np.arange(4)}, partition_id="p")
+    config = {"dp_rank": 0, "task_name": "from_config", "partition_id": "config_partition"}
+    client.get_meta(["x"], 2, "p", task_name="t", sampling_config=config, polling=True)
+    assert sampler.calls[-1] == {**config, "batch_index": 0}
+    assert client.get_consumption_status("t", "p")[1].sum() == 2  # the request's task consumed them
+
+
 def test_bad_sampling_config_is_named_and_changes_nothing(make_client):
     sampler = RecordingSampler()
     client = make_client(sampler)
     client.put({"x": np.arange(4)}, partition_id="p")
     with pytest.raises(ValueError, match="sampling_config\\['model'\\]"):
         client.get_meta(["x"], 2, "p", task_name="t", sampling_config={"model": object()}, polling=True)
-    with pytest.raises(ValueError, match="sampling_config\\['partition_id'\\]"):
-        client.get_meta(["x"], 2, "p", task_name="t", sampling_config={"partition_id": "q"}, polling=True)
+    with pytest.raises(ValueError, match="sampling_config\\['partition'\\]"):
+        client.get_meta(["x"], 2, "p", task_name="t", sampling_config={"partition": "q"}, polling=True)
     with pytest.raises(TypeError, match="keys must be strings"):
         client.get_meta(["x"], 2, "p", task_name="t", sampling_config={3: 1}, polling=True)
     with pytest.raises(ValueError, match="dp_rank"):
