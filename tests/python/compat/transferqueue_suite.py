@@ -19,6 +19,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -269,13 +270,18 @@ def compare(reference: SideResult, seqflow: SideResult, scope: Scope) -> Compari
 
 
 def failures_by_error(failures: dict[str, Outcome]) -> dict[str, list[str]]:
-    """Failing tests grouped by their error's first line (location and message)."""
+    """Failing tests grouped by their error's first line."""
     groups: dict[str, list[str]] = defaultdict(list)
     for nodeid, outcome in failures.items():
         lines = [line for line in outcome.message.strip().splitlines() if line.strip()]
         # a file that did not import: its last line ("E   ImportError: ...") says why
         line = lines[-1] if outcome.message.startswith("collection:") else (lines[0] if lines else "")
-        groups[f"[{outcome.outcome}] {line.strip()[:300]}"].append(nodeid)
+        # grouped by the error, each test with the line where it failed
+        error = line.rsplit(" -> ", 1)[-1].strip()
+        place = re.match(r"(\S+\.py:\d+): (.*)", error)
+        if place:
+            error = place.group(2)
+        groups[f"[{outcome.outcome}] {error[:300]}"].append(f"{nodeid}  ({place.group(1)})" if place else nodeid)
     return dict(sorted(groups.items(), key=lambda item: -len(item[1])))
 
 
