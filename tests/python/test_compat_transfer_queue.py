@@ -237,6 +237,9 @@ def test_close_then_init_starts_a_new_system():
     tq.close()
     with pytest.raises(RuntimeError, match="init"):
         tq.get_client()
+    for checkpoint_call in (tq.save_checkpoint, tq.load_checkpoint):  # TransferQueue's error before init()
+        with pytest.raises(RuntimeError, match="init"):
+            checkpoint_call("/tmp/seqflow-never-written")
     tq.init({"seqflow": {"mode": "local"}})
     try:
         assert tq.get_client().get_partition_list() == []
