@@ -283,3 +283,17 @@ def test_bad_config_names_the_key(conf, message):
         tq.init(conf)
     with pytest.raises(RuntimeError):
         tq.get_client()  # nothing was started
+
+
+@pytest.mark.parametrize("system", ["embedded", "local"], indirect=True)
+def test_refused_requests_are_runtime_errors_as_in_transfer_queue(system):
+    from transfer_queue.client import RequestRefused
+
+    client = tq.get_client()
+    client.put(batch(2), partition_id="p")
+    for bad in (dict(mode="bogus", task_name="t"), dict(mode="fetch", task_name=None)):
+        with pytest.raises(RuntimeError) as caught:
+            client.get_meta(["x"], 2, "p", **bad)
+        assert isinstance(caught.value, ValueError) and isinstance(caught.value, RequestRefused)
+    assert client.get_meta(["x"], 0, "p", task_name="t").size == 0  # TransferQueue answers a batch of 0 empty
+    assert client.get_meta(["x"], 2, "p", task_name="t").size == 2  # and consumed nothing

@@ -54,6 +54,25 @@ def _parsed(data, data_parser: Optional[Callable]):
     return columns
 
 
+class RequestRefused(RuntimeError, ValueError):
+    """A request the controller refused. TransferQueue's client raises
+    RuntimeError for every such answer, seqflow ValueError naming the
+    parameter: this is both, so either except clause catches it."""
+
+
+def _controller_call(method):
+    @functools.wraps(method)
+    def call(*args, **kwargs):
+        try:
+            return method(*args, **kwargs)
+        except RequestRefused:
+            raise
+        except (ValueError, KeyError) as error:
+            raise RequestRefused(str(error.args[0]) if error.args else str(error)) from error
+
+    return call
+
+
 LAYOUT = "transfer_queue"  # get_data returns TransferQueue's containers (nested tensors, NonTensorStack)
 
 
@@ -77,11 +96,15 @@ class TransferQueueClient:
         """seqflow's client finds the storage units through the controller."""
 
     # ---- data -----------------------------------------------------------------
+    @_controller_call
     def get_meta(self, data_fields, batch_size: int, partition_id: str, mode: str = "fetch",
                  task_name: Optional[str] = None, sampling_config: Optional[dict] = None, **kwargs) -> BatchMeta:
+        if batch_size == 0 and not isinstance(batch_size, bool):
+            return BatchMeta.empty()  # TransferQueue's answer; seqflow's own get_meta refuses a batch of 0
         return self.seqflow.get_meta(data_fields, batch_size, partition_id, mode, task_name, sampling_config,
                                      **kwargs)
 
+    @_controller_call
     def set_custom_meta(self, metadata: BatchMeta) -> None:
         self.seqflow.set_custom_meta(metadata)
 
@@ -95,32 +118,40 @@ class TransferQueueClient:
         kwargs.setdefault("layout", LAYOUT)
         return self.seqflow.get_data(metadata, **kwargs)
 
+    @_controller_call
     def clear_partition(self, partition_id: str) -> None:
         self.seqflow.clear_partition(partition_id)
 
+    @_controller_call
     def clear_samples(self, metadata: BatchMeta) -> None:
         self.seqflow.clear_samples(metadata)
 
     # ---- status -----------------------------------------------------------------
+    @_controller_call
     def get_consumption_status(self, task_name: str, partition_id: str):
         """(global indexes, 1 where consumed) as torch tensors; (None, None)
         for a partition that does not exist."""
         return _as_torch_status(*self.seqflow.get_consumption_status(task_name, partition_id))
 
+    @_controller_call
     def get_production_status(self, data_fields, partition_id: str):
         """(global indexes, int8 flags of shape (samples, fields))."""
         return _as_torch_status(*self.seqflow.get_production_status(data_fields, partition_id, per_field=True))
 
+    @_controller_call
     def check_consumption_status(self, task_name: str, partition_id: str) -> bool:
         return bool(self.seqflow.check_consumption_status(task_name, partition_id))
 
+    @_controller_call
     def check_production_status(self, data_fields, partition_id: str) -> bool:
         return bool(self.seqflow.check_production_status(data_fields, partition_id))
 
+    @_controller_call
     def reset_consumption(self, partition_id: str, task_name: Optional[str] = None) -> bool:
         self.seqflow.reset_consumption(partition_id, task_name)
         return True
 
+    @_controller_call
     def get_partition_list(self) -> list[str]:
         return list(self.seqflow.get_partition_list())
 
@@ -149,6 +180,7 @@ class TransferQueueClient:
             raise RuntimeError(f"Some global_indexes of {global_indexes} have no corresponding keys in partition "
                                f"{partition_id!r}: {error.args[0] if error.args else error}") from None
 
+    @_controller_call
     def kv_list(self, partition_id: Optional[str] = None) -> dict[str, dict[str, Any]]:
         return self.seqflow.kv_list(partition_id)
 
@@ -182,4 +214,4 @@ for _name in _ASYNC_TWINS:
 
 AsyncTransferQueueClient = TransferQueueClient
 
-__all__ = ["AsyncTransferQueueClient", "TransferQueueClient"]
+__all__ = ["AsyncTransferQueueClient", "RequestRefused", "TransferQueueClient"]
