@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -133,6 +134,7 @@ def run(side: str, wanted: list[str]) -> dict:
         import ray
 
         ray.shutdown()  # the Ray instance this process started, with its helper processes
+    shutil.rmtree(scratch, ignore_errors=True)
     return {"side": side, "results": results, "seconds": seconds}
 
 
