@@ -59,6 +59,13 @@ def scenario(group: str, name: str | None = None):
     return register
 
 
+def _raised(error: BaseException) -> dict:
+    """An exception as plain data: its type, the built-in types an except
+    clause can catch it as, and whether it says anything."""
+    return {"raises": type(error).__name__, "message_nonempty": bool(str(error)),
+            "catchable_as": sorted(c.__name__ for c in type(error).__mro__ if c.__module__ == "builtins")}
+
+
 @dataclass
 class Env:
     tq: Any
@@ -154,7 +161,7 @@ class Env:
         try:
             return {"returns": function()}
         except Exception as error:
-            return {"raises": type(error).__name__, "message_nonempty": bool(str(error))}
+            return _raised(error)
 
     def force_fetch(self, fields: list, partition: str):
         """Every sample of the partition (get_meta mode="force_fetch"), in put order: TransferQueue lists
@@ -169,7 +176,7 @@ class Env:
         try:
             return {"returns": self.describe(function(*args, **kwargs))}
         except Exception as error:
-            return {"raises": type(error).__name__, "message_nonempty": bool(str(error))}
+            return _raised(error)
 
     def partitions(self, prefix: str) -> list:
         """This scenario's partitions in get_partition_list (others' are not its business)."""

@@ -76,6 +76,13 @@ def _controller_call(method):
 LAYOUT = "transfer_queue"  # get_data returns TransferQueue's containers (nested tensors, NonTensorStack)
 
 
+def sorted_fields(data):
+    """TransferQueue returns a TensorDict's fields in name order."""
+    if type(data).__name__ != "TensorDict" or list(data.keys()) == sorted(data.keys()):
+        return data
+    return data.select(*sorted(data.keys()))
+
+
 class TransferQueueClient:
     """TransferQueue's client API on one seqflow client (``self.seqflow``)."""
 
@@ -116,7 +123,7 @@ class TransferQueueClient:
         """TransferQueue's containers (see seqflow's get_data, layout
         "transfer_queue"); a copy the caller owns."""
         kwargs.setdefault("layout", LAYOUT)
-        return self.seqflow.get_data(metadata, **kwargs)
+        return sorted_fields(self.seqflow.get_data(metadata, **kwargs))
 
     @_controller_call
     def clear_partition(self, partition_id: str) -> None:

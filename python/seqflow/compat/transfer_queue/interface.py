@@ -12,7 +12,7 @@ from typing import Any, Callable, Optional
 
 from seqflow.batch_meta import KVBatchMeta
 from seqflow.compat.transfer_queue import _system
-from seqflow.compat.transfer_queue.client import LAYOUT, TransferQueueClient, _keys_list
+from seqflow.compat.transfer_queue.client import LAYOUT, TransferQueueClient, _keys_list, sorted_fields
 
 _CLIENT: Optional[TransferQueueClient] = None
 _CLIENT_OF: Optional[_system.System] = None
@@ -79,7 +79,8 @@ def kv_batch_put(keys: list, partition_id: str, fields=None, tags: Optional[list
 def kv_batch_get(keys, partition_id: str, select_fields=None):
     """TransferQueue raises ValueError for a key the partition lacks."""
     try:
-        return get_client().seqflow.kv_batch_get(_keys_list(keys), partition_id, select_fields, layout=LAYOUT)
+        return sorted_fields(get_client().seqflow.kv_batch_get(_keys_list(keys), partition_id, select_fields,
+                                                               layout=LAYOUT))
     except KeyError as error:
         raise ValueError(f"not found: {error.args[0] if error.args else error}") from error
 
