@@ -297,3 +297,25 @@ def test_refused_requests_are_runtime_errors_as_in_transfer_queue(system):
         assert isinstance(caught.value, ValueError) and isinstance(caught.value, RequestRefused)
     assert client.get_meta(["x"], 0, "p", task_name="t").size == 0  # TransferQueue answers a batch of 0 empty
     assert client.get_meta(["x"], 2, "p", task_name="t").size == 2  # and consumed nothing
+
+
+@pytest.mark.parametrize("system", ["embedded"], indirect=True)
+def test_data_parser_rewrites_columns_before_they_are_stored(system):
+    """TransferQueue's data_parser gets the batch as a plain dict of columns
+    (nested tensors and NonTensorStacks as lists) and rewrites it in place."""
+    from tensordict.tensorclass import NonTensorStack
+
+    seen = {}
+
+    def fetch_urls(columns):
+        seen.update({name: type(value).__name__ for name, value in columns.items()})
+        columns["text"] = [f"content of {url}" for url in columns["text"]]
+
+    client = tq.get_client()
+    data = TensorDict({"text": NonTensorStack("a://1", "a://2"), "x": torch.ones(2, 2)}, batch_size=2)
+    meta = client.put(data, partition_id="parsed", data_parser=fetch_urls)
+    assert seen == {"text": "list", "x": "Tensor"}
+    assert list(client.get_data(meta)["text"]) == ["content of a://1", "content of a://2"]
+    tq.kv_batch_put(["k"], "parsed_kv", fields=TensorDict({"text": NonTensorStack("a://3")}, batch_size=1),
+                    data_parser=fetch_urls)
+    assert list(tq.kv_batch_get("k", "parsed_kv")["text"]) == ["content of a://3"]

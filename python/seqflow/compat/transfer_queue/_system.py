@@ -97,10 +97,6 @@ _LOCK = threading.RLock()
 _SYSTEM: Optional[System] = None
 
 
-def current() -> Optional[System]:
-    return _SYSTEM
-
-
 def _merged_config(conf):
     from omegaconf import OmegaConf
 

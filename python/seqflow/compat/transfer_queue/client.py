@@ -44,12 +44,14 @@ def _parsed(data, data_parser: Optional[Callable]):
     (a plain dict of field -> batched values) before they are stored."""
     if data_parser is None:
         return data
-    columns = {name: data[name] for name in data.keys()}
-    for name, value in columns.items():
+    columns = {}
+    for name in data.keys():
+        value = data[name]
         if getattr(value, "is_nested", False):
-            columns[name] = list(value.unbind())
-        elif hasattr(value, "tolist") and type(value).__name__ in ("NonTensorStack", "NonTensorData"):
-            columns[name] = value.tolist()
+            value = list(value.unbind())
+        elif not hasattr(value, "shape") and type(value) is not list and not isinstance(value, (str, bytes)):
+            value = list(value)  # a non-tensor column (a TensorDict hands its NonTensorStack as a list-like)
+        columns[name] = value
     data_parser(columns)
     return columns
 

@@ -39,7 +39,8 @@ def get_client() -> TransferQueueClient:
     global _CLIENT, _CLIENT_OF
     system = _system.require()
     if _CLIENT_OF is not system:
-        _CLIENT, _CLIENT_OF = TransferQueueClient(f"TransferQueueClient_{os.getpid()}", seqflow_client=system.client), system
+        _CLIENT = TransferQueueClient(f"TransferQueueClient_{os.getpid()}", seqflow_client=system.client)
+        _CLIENT_OF = system
     return _CLIENT
 
 
