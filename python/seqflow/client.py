@@ -21,10 +21,8 @@ status checks are False, clears and resets do nothing.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import errno
-import functools
 import inspect
 import os
 import threading
@@ -34,6 +32,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence, Union
 import numpy as np
 
 from seqflow import _convert, _seqflow
+from seqflow._async import async_twin
 from seqflow._config import check_count, check_seconds, config_get
 from seqflow.batch_meta import BatchMeta, KVBatchMeta
 from seqflow.samplers import native_sampler
@@ -543,20 +542,8 @@ _ASYNC_METHODS = (
 )
 
 
-def _async_method(name: str):
-    sync = getattr(Client, name)
-
-    @functools.wraps(sync)
-    async def method(self, *args, **kwargs):
-        return await asyncio.to_thread(sync, self, *args, **kwargs)
-
-    method.__name__ = method.__qualname__ = f"async_{name}"
-    method.__doc__ = f"{name} in a worker thread, for asyncio (see Client.{name})."
-    return method
-
-
 for _name in _ASYNC_METHODS:
-    setattr(Client, f"async_{_name}", _async_method(_name))
+    setattr(Client, f"async_{_name}", async_twin(getattr(Client, _name)))
 
 
 # ---- fork -------------------------------------------------------------------

@@ -10,10 +10,10 @@ TransferQueue's.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 from typing import Any, Callable, Optional
 
+from seqflow._async import async_twin
 from seqflow.batch_meta import BatchMeta
 
 
@@ -207,19 +207,8 @@ _ASYNC_TWINS = ("get_meta", "set_custom_meta", "put", "get_data", "clear_partiti
                 "kv_retrieve_keys", "kv_list")
 
 
-def _async_twin(name: str):
-    sync = getattr(TransferQueueClient, name)
-
-    @functools.wraps(sync)
-    async def method(self, *args, **kwargs):
-        return await asyncio.to_thread(sync, self, *args, **kwargs)
-
-    method.__name__ = method.__qualname__ = f"async_{name}"
-    return method
-
-
 for _name in _ASYNC_TWINS:
-    setattr(TransferQueueClient, f"async_{_name}", _async_twin(_name))
+    setattr(TransferQueueClient, f"async_{_name}", async_twin(getattr(TransferQueueClient, _name)))
 
 AsyncTransferQueueClient = TransferQueueClient
 

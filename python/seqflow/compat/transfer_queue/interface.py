@@ -5,11 +5,11 @@ endpoint, each with its ``async_`` twin; plus the client's data calls
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import os
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
+from seqflow._async import async_twin
 from seqflow.batch_meta import KVBatchMeta
 from seqflow.compat.transfer_queue import _system
 from seqflow.compat.transfer_queue.client import LAYOUT, TransferQueueClient, _keys_list, sorted_fields
@@ -140,18 +140,9 @@ for _name in _CLIENT_CALLS:
 
 
 # ---- async twins ------------------------------------------------------------
-def _async_twin(function):
-    @functools.wraps(function)
-    async def twin(*args, **kwargs):
-        return await asyncio.to_thread(function, *args, **kwargs)
-
-    twin.__name__ = twin.__qualname__ = f"async_{function.__name__}"
-    return twin
-
-
 _SYNC_CALLS = ("kv_put", "kv_batch_put", "kv_batch_get", "kv_batch_get_by_meta", "kv_list", "kv_clear",
                "save_checkpoint", "load_checkpoint", *_CLIENT_CALLS)
 for _name in _SYNC_CALLS:
-    globals()[f"async_{_name}"] = _async_twin(globals()[_name])
+    globals()[f"async_{_name}"] = async_twin(globals()[_name])
 
 __all__ = ["init", "close", "get_client", "get_metrics_endpoint", *_SYNC_CALLS, *(f"async_{n}" for n in _SYNC_CALLS)]
