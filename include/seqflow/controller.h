@@ -103,10 +103,12 @@ struct ProductionStatus {
 };
 
 // ControlPlane::kv_list's answer for one partition: its keys, in the order
-// they were made, with their tags.
+// they were made, and tags[i], the tag of keys[i], still encoded: a listing
+// of 100k keys is handed on (to the wire, to Python) without a JSON tree.
 struct PartitionKeys {
   std::string partition_id;
-  std::vector<std::pair<std::string, nlohmann::json>> keys;
+  std::vector<std::string> keys;
+  CustomMetaList tags;
 };
 
 // How far a partition has come: for the metrics endpoint.

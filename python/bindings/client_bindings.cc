@@ -43,6 +43,27 @@ BoolArray bool_array(std::vector<uint8_t>&& flags, std::initializer_list<size_t>
   return BoolArray(reinterpret_cast<bool*>(owned->data()), shape, owner);
 }
 
+// kv_list's {partition_id: {key: tag}}, tags decoded straight from their
+// MessagePack (one decoder: verl's tag keys become str objects once).
+nb::dict listing_to_python(const std::vector<PartitionKeys>& listed) {
+  MsgpackDecoder decoder;
+  nb::dict out;
+  for (const PartitionKeys& partition : listed) {
+    nb::dict keys;
+    for (size_t i = 0; i < partition.keys.size(); ++i) {
+      std::string error;
+      nb::object tag = decoder.decode(partition.tags.encoded(i), error);
+      if (!tag.is_valid()) throw_invalid("tag of key " + partition.keys[i] + " " + error);
+      nb::object key = nb::steal(PyUnicode_DecodeUTF8(partition.keys[i].data(),
+                                                      static_cast<Py_ssize_t>(partition.keys[i].size()), "strict"));
+      if (!key.is_valid()) throw nb::python_error();
+      if (PyDict_SetItem(keys.ptr(), key.ptr(), tag.ptr()) != 0) throw nb::python_error();
+    }
+    out[nb::str(partition.partition_id.data(), partition.partition_id.size())] = keys;
+  }
+  return out;
+}
+
 std::vector<std::string> strings(nb::handle values) {
   std::vector<std::string> out;
   for (nb::handle v : values) out.push_back(nb::cast<std::string>(v));
@@ -387,13 +408,7 @@ void bind_client(nb::module_ m) {
               nb::gil_scoped_release release;
               listed = self.client->control().kv_list(partition_id ? &*partition_id : nullptr);
             }
-            nb::dict out;  // {partition_id: {key: tag}}
-            for (const PartitionKeys& partition : listed) {
-              nb::dict keys;
-              for (const auto& [key, tag] : partition.keys) keys[key.c_str()] = from_json(tag);
-              out[partition.partition_id.c_str()] = keys;
-            }
-            return out;
+            return listing_to_python(listed);
           },
           "partition_id"_a.none())
       .def(

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <unordered_set>
 
 #include "client/call_deadline.h"
 #include "client/checkpoint_directory.h"
@@ -368,13 +369,12 @@ BatchMeta CoordinatingClient::kv_put(const std::string& partition_id, std::span<
   std::shared_lock lock(mutex_);
   PutDeadline deadline(put_timeout_);
   if (columns.empty()) return control_->kv_resolve(partition_id, keys, tags);  // tags only
+  // The samples of keys known before this put: a failed write releases only
+  // the others. (Asked for the keys of this put, not the whole partition.)
   const bool partition_is_new = !has_partition(partition_id);
-  std::set<std::string> known;
-  if (!partition_is_new) {
-    for (const PartitionKeys& listed : control_->kv_list(&partition_id)) {
-      for (const auto& entry : listed.keys) known.insert(entry.first);
-    }
-  }
+  const std::vector<int64_t> known_indexes =
+      partition_is_new ? std::vector<int64_t>{} : control_->kv_find(partition_id, keys).global_indexes;
+  const std::unordered_set<int64_t> known(known_indexes.begin(), known_indexes.end());
   BatchMeta meta = control_->kv_resolve(partition_id, keys, tags);
   try {
     return write_existing(meta, columns, {}, deadline);
@@ -383,7 +383,7 @@ BatchMeta CoordinatingClient::kv_put(const std::string& partition_id, std::span<
     std::vector<std::string> created;
     std::vector<int64_t> created_indexes;
     for (size_t i = 0; i < keys.size(); ++i) {
-      if (!known.count(keys[i])) {
+      if (!known.count(meta.global_indexes[i])) {
         created.push_back(keys[i]);
         created_indexes.push_back(meta.global_indexes[i]);
       }

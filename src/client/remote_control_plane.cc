@@ -219,23 +219,9 @@ std::vector<std::string> RemoteControlPlane::kv_keys(const std::string& partitio
 std::vector<PartitionKeys> RemoteControlPlane::kv_list(const std::string* partition_id) const {
   Json header = Json::object();
   if (partition_id != nullptr) header["partition_id"] = *partition_id;
-  const Json reply = call("kv_list", header);
-  const Header fields(reply, "kv_list reply", {"partitions"});
-  const Json& partitions = fields.at("partitions");
-  if (!partitions.is_array()) fields.fail("partitions", "must be an array");
-  std::vector<PartitionKeys> out;
-  out.reserve(partitions.size());
-  for (const Json& listed : partitions) {
-    const Header entry(listed, "kv_list reply's partition", {"partition_id", "keys", "tags"});
-    PartitionKeys& keys = out.emplace_back();
-    keys.partition_id = entry.text("partition_id");
-    const auto names = entry.texts("keys");
-    const Json& tags = entry.at("tags");
-    if (!tags.is_array() || tags.size() != names.size()) entry.fail("tags", "must hold one tag per key");
-    keys.keys.reserve(names.size());
-    for (size_t i = 0; i < names.size(); ++i) keys.keys.emplace_back(names[i], tags[i]);
-  }
-  return out;
+  return net::wire::read_kv_list(exchange(*controller_, "kv_list", net::wire::header_message(header),
+                                          CallDeadline::of_request(timeout_)),
+                                 0, "kv_list reply");
 }
 
 std::vector<int64_t> RemoteControlPlane::kv_clear(const std::string& partition_id,

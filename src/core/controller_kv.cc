@@ -156,9 +156,15 @@ std::vector<PartitionKeys> Controller::kv_list(const std::string* partition_id) 
     PartitionKeys& entry = out.emplace_back();
     entry.partition_id = partition.name();
     entry.keys.reserve(partition.keys().size());
+    size_t tag_bytes = 0;
+    for (uint32_t slot = partition.first(); slot != core::kNoSlot; slot = partition.next(slot)) {
+      if (partition.key_of(slot) != nullptr) tag_bytes += partition.meta_bytes(slot).size();
+    }
+    entry.tags.reserve(partition.keys().size(), tag_bytes);
     for (uint32_t slot = partition.first(); slot != core::kNoSlot; slot = partition.next(slot)) {
       if (const std::string* key = partition.key_of(slot)) {
-        entry.keys.emplace_back(*key, core::decode_meta(partition.meta_bytes(slot)));
+        entry.keys.push_back(*key);
+        entry.tags.push_back_encoded(partition.meta_bytes(slot));
       }
     }
   };

@@ -365,17 +365,8 @@ void ControllerService::register_handlers() {
     const Json json = wire::read_header(args, 0, "kv_list request");
     const Header header(json, "kv_list request", {"partition_id"});
     const std::string partition = header.has("partition_id") ? header.text("partition_id") : std::string();
-    Json partitions = Json::array();
-    for (auto& listed : controller.kv_list(header.has("partition_id") ? &partition : nullptr)) {
-      Json keys = Json::array(), tags = Json::array();
-      for (auto& [key, tag] : listed.keys) {
-        keys.push_back(key);
-        tags.push_back(std::move(tag));
-      }
-      partitions.push_back(
-          Json{{"partition_id", listed.partition_id}, {"keys", std::move(keys)}, {"tags", std::move(tags)}});
-    }
-    return wire::header_message(Json{{"partitions", std::move(partitions)}});
+    return wire::header_message(
+        wire::kv_list_frame(controller.kv_list(header.has("partition_id") ? &partition : nullptr)));
   });
   service_.handle("save", [this, &controller](Frames& args) {
     const Json json = wire::read_header(args, 0, "save request");

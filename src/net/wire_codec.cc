@@ -208,11 +208,15 @@ std::string msgpack_of(const Json& value) {
 // deeply nested entry must be an error, not a stack overflow. The entries
 // lie back to back, so one reader walks them all: each must be one map that
 // ends where the next entry begins.
-CustomMetaList decode_custom_meta(const EncodedMap& header, size_t samples) {
-  const std::string_view bytes = header.binary("custom_meta");
-  const std::vector<uint32_t> offsets = header.numbers<uint32_t>("custom_meta_offsets");
-  if (offsets.size() != samples + 1)
-    header.fail("custom_meta_offsets", "must hold one offset per sample, plus one");
+// (Tags of kv_list travel the same way, under other keys.)
+CustomMetaList decode_custom_meta(const EncodedMap& header, size_t samples,
+                                  std::string_view bytes_key = "custom_meta",
+                                  std::string_view offsets_key = "custom_meta_offsets") {
+  const std::string_view bytes = header.binary(bytes_key);
+  const std::vector<uint32_t> offsets = header.numbers<uint32_t>(offsets_key);
+  if (offsets.size() != samples + 1) {
+    header.fail(offsets_key, "must hold " + std::to_string(samples + 1) + " offsets (one per entry, plus one)");
+  }
   CustomMetaList::check_offsets(bytes.size(), offsets);
   MsgpackReader reader(bytes, kMaxNesting);
   CustomMetaList out;
@@ -224,10 +228,10 @@ CustomMetaList decode_custom_meta(const EncodedMap& header, size_t samples) {
       try {
         kind = reader.skip(0);
       } catch (const Error& error) {
-        header.fail("custom_meta", "entry " + std::to_string(i) + " " + error.what());
+        header.fail(bytes_key, "entry " + std::to_string(i) + " " + error.what());
       }
       if (kind != Kind::kMap || reader.position() != offsets[i + 1]) {
-        header.fail("custom_meta", "entry " + std::to_string(i) + " must be one MessagePack map");
+        header.fail(bytes_key, "entry " + std::to_string(i) + " must be one MessagePack map");
       }
     }
     out.push_back_encoded(entry);
@@ -330,6 +334,90 @@ BatchMeta batch_meta_of(std::string_view bytes, std::string_view what) {
   meta.extra_info = header.json("extra_info");
   if (!meta.extra_info.is_object()) header.fail("extra_info", "must be a map");
   return meta;
+}
+
+std::string kv_list_bytes(const std::vector<PartitionKeys>& listed) {
+  size_t keys = 0, key_bytes = 0, tag_bytes = 0;
+  for (const PartitionKeys& partition : listed) {
+    keys += partition.keys.size();
+    for (const std::string& key : partition.keys) key_bytes += key.size();
+    tag_bytes += partition.tags.bytes().size();
+  }
+  if (key_bytes > std::numeric_limits<uint32_t>::max() || tag_bytes > std::numeric_limits<uint32_t>::max()) {
+    throw_invalid("kv_list reply exceeds 4 GiB of keys or tags: list one partition at a time");
+  }
+  std::vector<uint64_t> ends;
+  std::string names;
+  std::vector<uint32_t> key_offsets{0}, tag_offsets{0};
+  std::string tags;
+  ends.reserve(listed.size());
+  names.reserve(key_bytes);
+  key_offsets.reserve(keys + 1);
+  tag_offsets.reserve(keys + 1);
+  tags.reserve(tag_bytes);
+  for (const PartitionKeys& partition : listed) {
+    if (partition.tags.size() != partition.keys.size()) {
+      throw_invalid("kv_list of partition " + in_quotes(partition.partition_id) + " holds " +
+                    std::to_string(partition.tags.size()) + " tags for " + std::to_string(partition.keys.size()) +
+                    " keys");
+    }
+    for (size_t i = 0; i < partition.keys.size(); ++i) {
+      names += partition.keys[i];
+      key_offsets.push_back(static_cast<uint32_t>(names.size()));
+      tags += partition.tags.encoded(i);
+      tag_offsets.push_back(static_cast<uint32_t>(tags.size()));
+    }
+    ends.push_back(key_offsets.size() - 1);
+  }
+  MsgpackWriter out(256 + 48 * listed.size() + names.size() + tags.size() + 8 * (keys + 1));
+  out.map(6);
+  out.string("partitions");
+  out.array(listed.size());
+  for (const PartitionKeys& partition : listed) out.string(partition.partition_id);
+  out.string("partition_ends");
+  out.numbers(std::span<const uint64_t>(ends));
+  out.string("keys");
+  out.numbers(std::span<const char>(names));
+  out.string("key_offsets");
+  out.numbers(std::span<const uint32_t>(key_offsets));
+  out.string("tags");
+  out.numbers(std::span<const char>(tags));
+  out.string("tag_offsets");
+  out.numbers(std::span<const uint32_t>(tag_offsets));
+  return std::move(out).take();
+}
+
+std::vector<PartitionKeys> kv_list_of(std::string_view bytes, std::string_view what) {
+  const EncodedMap header =
+      encoded_header(bytes, what, {"partitions", "partition_ends", "keys", "key_offsets", "tags", "tag_offsets"});
+  const std::vector<std::string> names = header.texts("partitions");
+  const std::vector<uint64_t> ends = header.numbers<uint64_t>("partition_ends");
+  if (names.size() != ends.size()) header.fail("partition_ends", "must hold one end per partition");
+  const std::string_view keys = header.binary("keys");
+  const std::vector<uint32_t> key_offsets = header.numbers<uint32_t>("key_offsets");
+  if (key_offsets.empty() || key_offsets.front() != 0 || key_offsets.back() != keys.size() ||
+      !std::is_sorted(key_offsets.begin(), key_offsets.end())) {
+    header.fail("key_offsets", "must ascend from 0 to the key bytes' count " + std::to_string(keys.size()));
+  }
+  const size_t count = key_offsets.size() - 1;
+  const CustomMetaList tags = decode_custom_meta(header, count, "tags", "tag_offsets");
+  std::vector<PartitionKeys> out;
+  out.reserve(names.size());
+  uint64_t begin = 0;
+  for (size_t p = 0; p < names.size(); ++p) {
+    if (ends[p] < begin || ends[p] > count) header.fail("partition_ends", "must not descend nor pass the key count");
+    PartitionKeys& partition = out.emplace_back();
+    partition.partition_id = names[p];
+    partition.keys.reserve(ends[p] - begin);
+    partition.tags.reserve(ends[p] - begin, tags.offsets()[ends[p]] - tags.offsets()[begin]);
+    for (uint64_t i = begin; i < ends[p]; ++i) {
+      partition.keys.emplace_back(keys.substr(key_offsets[i], key_offsets[i + 1] - key_offsets[i]));
+      partition.tags.push_back_encoded(tags.encoded(i));
+    }
+    begin = ends[p];
+  }
+  if (begin != count) header.fail("partition_ends", "must end at the key count " + std::to_string(count));
+  return out;
 }
 
 std::string meta_request_bytes(const MetaRequest& request) {
@@ -583,6 +671,12 @@ BatchMeta read_batch_meta(const Frames& frames, size_t index, std::string_view w
   return batch_meta_of(header_bytes(frames, index, what), what);
 }
 
+zmq::message_t kv_list_frame(const std::vector<PartitionKeys>& listed) { return copy_frame(kv_list_bytes(listed)); }
+
+std::vector<PartitionKeys> read_kv_list(const Frames& frames, size_t index, std::string_view what) {
+  return kv_list_of(header_bytes(frames, index, what), what);
+}
+
 zmq::message_t meta_request_frame(const MetaRequest& request) {
   return copy_frame(meta_request_bytes(request));
 }
@@ -595,6 +689,14 @@ Json encode_batch_meta(const BatchMeta& meta) { return msgpack_to_json(batch_met
 
 BatchMeta decode_batch_meta(const Json& value, std::string_view what) {
   return batch_meta_of(msgpack_of(value), what);
+}
+
+Json encode_kv_list(const std::vector<PartitionKeys>& listed) {
+  return msgpack_to_json(kv_list_bytes(listed), kMaxNesting);
+}
+
+std::vector<PartitionKeys> decode_kv_list(const Json& value, std::string_view what) {
+  return kv_list_of(msgpack_of(value), what);
 }
 
 Json encode_meta_request(const MetaRequest& request) {

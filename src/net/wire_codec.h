@@ -93,8 +93,16 @@ BatchMeta read_batch_meta(const Frames& frames, size_t index, std::string_view w
 zmq::message_t meta_request_frame(const MetaRequest& request);
 MetaRequest read_meta_request(const Frames& frames, size_t index, std::string_view what);
 
+// kv_list's reply: keys and their tags (still MessagePack) back to back,
+// with offsets, so 100k keys cost one copy each way, not a JSON tree.
+zmq::message_t kv_list_frame(const std::vector<PartitionKeys>& listed);
+std::vector<PartitionKeys> read_kv_list(const Frames& frames, size_t index, std::string_view what);
+
 Json encode_batch_meta(const BatchMeta& meta);
 BatchMeta decode_batch_meta(const Json& value, std::string_view what);
+
+Json encode_kv_list(const std::vector<PartitionKeys>& listed);
+std::vector<PartitionKeys> decode_kv_list(const Json& value, std::string_view what);
 
 Json encode_meta_request(const MetaRequest& request);
 MetaRequest decode_meta_request(const Json& value, std::string_view what);

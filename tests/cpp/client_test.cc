@@ -309,8 +309,8 @@ TEST_P(ClientModes, KeyValueCallsTouchBothPlanes) {
   ASSERT_EQ(listed.size(), 1u);
   EXPECT_EQ(listed[0].partition_id, "kv");
   ASSERT_EQ(listed[0].keys.size(), 1u);
-  EXPECT_EQ(listed[0].keys[0].first, "b");
-  EXPECT_EQ(listed[0].keys[0].second, (Json{{"score", 2}}));
+  EXPECT_EQ(listed[0].keys[0], "b");
+  EXPECT_EQ(listed[0].tags[0], (Json{{"score", 2}}));
   EXPECT_TRUE(client->control().kv_list(&one[1]).empty());
 }
 

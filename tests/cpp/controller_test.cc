@@ -184,9 +184,8 @@ TEST(ControllerTest, ClearsSkipWhatIsGoneAlready) {
   // Keys are listed in the order they were made, as in TransferQueue.
   controller.kv_resolve("p", std::vector<std::string>{"z", "b", "m"}, {});
   const std::string p_name = "p";
-  std::vector<std::string> order;
   const auto listed_in_order = controller.kv_list(&p_name);
-  for (const auto& entry : listed_in_order.at(0).keys) order.push_back(entry.first);
+  const std::vector<std::string> order = listed_in_order.at(0).keys;
   EXPECT_EQ(order, (std::vector<std::string>{"b", "z", "m"}));
   EXPECT_EQ(controller.kv_clear("p", std::vector<std::string>{"z", "m"}).size(), 2u);
   // The emptied partition stays listed, with no keys, as in TransferQueue.
@@ -196,7 +195,7 @@ TEST(ControllerTest, ClearsSkipWhatIsGoneAlready) {
   ASSERT_EQ(listed.size(), 1u);
   EXPECT_EQ(listed[0].partition_id, "p");
   ASSERT_EQ(listed[0].keys.size(), 1u);
-  EXPECT_EQ(listed[0].keys[0].first, "b");
+  EXPECT_EQ(listed[0].keys[0], "b");
   EXPECT_TRUE(throws_code([&] { controller.kv_clear("p", std::vector<std::string>{""}); },
                           ErrorCode::kInvalidArgument, {"keys[0]", "empty"}));
 }
@@ -519,8 +518,8 @@ TEST(ControllerTest, KeyValueApi) {
   const auto listed = controller.kv_list(&p);
   ASSERT_EQ(listed.size(), 1u);
   ASSERT_EQ(listed[0].keys.size(), 3u);
-  EXPECT_EQ(listed[0].keys[0].first, "a");
-  EXPECT_EQ(listed[0].keys[0].second, (json{{"total_lengths", 3}, {"score", 1}}));
+  EXPECT_EQ(listed[0].keys[0], "a");
+  EXPECT_EQ(listed[0].tags[0], (json{{"total_lengths", 3}, {"score", 1}}));
   put(controller, "no keys", 1, {"x"});
   const auto every = controller.kv_list(nullptr);  // oldest partition first
   ASSERT_EQ(every.size(), 3u);

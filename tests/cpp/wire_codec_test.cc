@@ -61,6 +61,46 @@ TEST(WireCodecBatchMeta, EmptyBatchRoundTrips) {
   EXPECT_TRUE(got.extra_info.is_object());
 }
 
+std::vector<PartitionKeys> sample_listing() {
+  std::vector<PartitionKeys> listed(3);
+  listed[0].partition_id = "train";
+  listed[0].keys = {"uid-1", "", "uid-\xc3\xa9"};  // keys are bytes to the codec; "" is kept
+  listed[0].tags.push_back({{"status", "running"}, {"global_steps", 3}});
+  listed[0].tags.push_back(Json::object());
+  listed[0].tags.push_back({{"uid", "g"}, {"nested", {{"k", {1, 2}}}}});
+  listed[1].partition_id = "no keys";
+  listed[2].partition_id = "val";
+  listed[2].keys = {"v"};
+  listed[2].tags.push_back({{"score", 0.5}});
+  return listed;
+}
+
+void expect_same_listing(const std::vector<PartitionKeys>& got, const std::vector<PartitionKeys>& expected) {
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t p = 0; p < got.size(); ++p) {
+    SCOPED_TRACE(expected[p].partition_id);
+    EXPECT_EQ(got[p].partition_id, expected[p].partition_id);
+    EXPECT_EQ(got[p].keys, expected[p].keys);
+    EXPECT_EQ(got[p].tags, expected[p].tags);
+  }
+}
+
+TEST(WireCodecKvList, RoundTripKeepsPartitionOrderKeysAndEncodedTags) {
+  const std::vector<PartitionKeys> listed = sample_listing();
+  expect_same_listing(wire::decode_kv_list(through_wire(wire::encode_kv_list(listed)), "kv_list reply"), listed);
+  Frames frames;
+  frames.push_back(wire::kv_list_frame(listed));
+  expect_same_listing(wire::read_kv_list(frames, 0, "kv_list reply"), listed);
+  EXPECT_TRUE(wire::decode_kv_list(through_wire(wire::encode_kv_list({})), "kv_list reply").empty());
+}
+
+TEST(WireCodecKvList, ATagCountOtherThanTheKeyCountIsRefusedWhenEncoding) {
+  std::vector<PartitionKeys> listed = sample_listing();
+  listed[2].tags.push_back(Json::object());
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { wire::encode_kv_list(listed); },
+                           {"'val'", "2 tags for 1 keys"}));
+}
+
 TEST(WireCodecMetaRequest, RoundTripInEveryMode) {
   for (MetaMode mode : {MetaMode::kInsert, MetaMode::kFetch, MetaMode::kForceFetch}) {
     MetaRequest request;
@@ -351,7 +391,7 @@ TEST(WireCodecMalformed, BatchMetaFieldsAreCheckedByNameTypeAndSize) {
        {"'reward'", "'nested'", "must be a boolean, got number"}},
       {"custom_meta offsets short",
        [](Json& h) { h["custom_meta_offsets"] = Json::binary(std::vector<uint8_t>(4)); },
-       {"'custom_meta_offsets'", "one offset per sample"}},
+       {"'custom_meta_offsets'", "one per entry, plus one"}},
       {"custom_meta offsets past the bytes",
        [&](Json& h) {
          std::vector<uint32_t> offsets = meta.custom_meta.offsets();
@@ -374,6 +414,44 @@ TEST(WireCodecMalformed, BatchMetaFieldsAreCheckedByNameTypeAndSize) {
   };
   expect_each_rejected(wire::encode_batch_meta(meta), cases,
                        [](const Json& h) { wire::decode_batch_meta(h, "get_meta reply"); });
+}
+
+TEST(WireCodecMalformed, KvListFieldsAreCheckedByNameTypeAndSize) {
+  auto u32_binary = [](std::vector<uint32_t> values) { return wire::binary_of(std::span<const uint32_t>(values)); };
+  auto u64_binary = [](std::vector<uint64_t> values) { return wire::binary_of(std::span<const uint64_t>(values)); };
+  const std::vector<SpoiledHeader> cases = {
+      {"unknown key", [](Json& h) { h["bogus"] = 1; }, {"unknown field 'bogus'"}},
+      {"missing keys", [](Json& h) { h.erase("keys"); }, {"lacks the field 'keys'"}},
+      {"partitions not strings", [](Json& h) { h["partitions"] = Json::array({1, 2, 3}); }, {"'partitions'"}},
+      {"one end too few", [&](Json& h) { h["partition_ends"] = u64_binary({3, 3}); }, {"one end per partition"}},
+      {"ends descend", [&](Json& h) { h["partition_ends"] = u64_binary({3, 1, 4}); }, {"'partition_ends'"}},
+      {"ends past the key count",
+       [&](Json& h) { h["partition_ends"] = u64_binary({3, 3, 5}); },
+       {"'partition_ends'", "key count"}},
+      {"ends short of the key count",
+       [&](Json& h) { h["partition_ends"] = u64_binary({3, 3, 3}); },
+       {"'partition_ends'", "end at the key count 4"}},
+      {"key offsets past the bytes",
+       [&](Json& h) { h["key_offsets"] = u32_binary({0, 5, 5, 12, 99}); },
+       {"'key_offsets'", "ascend from 0"}},
+      {"key offsets descend",
+       [&](Json& h) { h["key_offsets"] = u32_binary({0, 5, 3, 12, 13}); },
+       {"'key_offsets'", "ascend from 0"}},
+      {"no key offsets", [&](Json& h) { h["key_offsets"] = u32_binary({}); }, {"'key_offsets'"}},
+      {"one tag offset too few",
+       [&](Json& h) { h["tag_offsets"] = u32_binary({0, 0, 0, 0}); },
+       {"'tag_offsets'", "5 offsets"}},
+      {"tag entry not a map",
+       [&](Json& h) {
+         const std::vector<uint8_t> entry = Json::to_msgpack(Json::array({1}));
+         h["tags"] = Json::binary(entry);
+         const auto size = static_cast<uint32_t>(entry.size());
+         h["tag_offsets"] = u32_binary({0, size, size, size, size});
+       },
+       {"'tags' entry 0", "MessagePack map"}},
+  };
+  expect_each_rejected(wire::encode_kv_list(sample_listing()), cases,
+                       [](const Json& h) { wire::decode_kv_list(h, "kv_list reply"); });
 }
 
 TEST(WireCodecMalformed, DeeplyNestedCustomMetaIsRejectedNotRecursedInto) {

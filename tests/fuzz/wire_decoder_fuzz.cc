@@ -1,7 +1,7 @@
 // Fuzz target of everything that decodes bytes from a peer: the transport
 // envelope, the MessagePack header, and every wire codec decoder on it
-// (batch metadata, metadata requests, status lists, schemas, the columns of
-// a put, the views of a get reply). A decoder may refuse input only with
+// (batch metadata, metadata requests, kv_list replies, status lists,
+// schemas, the columns of a put, the views of a get reply). A decoder may refuse input only with
 // seqflow::Error. Anything else is a finding: a crash, another exception, a
 // sanitizer report, a header read differently from nlohmann's reader, a
 // decoded value that does not survive being encoded again, or a tensor whose
@@ -207,6 +207,8 @@ using Status = std::vector<std::pair<int64_t, bool>>;
 Status decode_status(const Json& json, std::string_view what) { return wire::decode_status(json, what); }
 using Schemas = std::map<std::string, FieldSchema>;
 Schemas decode_schemas(const Json& json, std::string_view what) { return wire::decode_schemas(json, what); }
+using Listing = std::vector<PartitionKeys>;
+Listing decode_kv_list(const Json& json, std::string_view what) { return wire::decode_kv_list(json, what); }
 
 // nlohmann's own verdict on a header, the reference for the codec's reader:
 // its reader with a depth limit added (it has none and recurses per level).
@@ -261,12 +263,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       read_from_frame<BatchMeta>(wire::read_batch_meta, wire::encode_batch_meta, message.frames);
   const std::optional<Json> request_from_frame =
       read_from_frame<MetaRequest>(wire::read_meta_request, wire::encode_meta_request, message.frames);
+  const std::optional<Json> listing_from_frame =
+      read_from_frame<Listing>(wire::read_kv_list, wire::encode_kv_list, message.frames);
   Json header;
   try {
     header = wire::read_header(message.frames, 1, "fuzzed message");
   } catch (const Error& error) {
     expect_reference_agrees(message.frames, nullptr, error.what());
-    if (meta_from_frame || request_from_frame) finding("a frame reader accepts a header read_header refuses");
+    if (meta_from_frame || request_from_frame || listing_from_frame) {
+      finding("a frame reader accepts a header read_header refuses");
+    }
     return 0;
   }
   expect_reference_agrees(message.frames, &header, "");
@@ -287,6 +293,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   decode_or_refuse([&] {
     expect_stable<MetaRequest>(decode_meta_request(header, "meta request"), wire::encode_meta_request,
                                decode_meta_request, "meta request");
+  });
+  expect_same_reading(
+      listing_from_frame, [&] { return wire::encode_kv_list(decode_kv_list(header, "kv_list reply")); },
+      "kv_list reply");
+  decode_or_refuse([&] {
+    const Listing listed = decode_kv_list(header, "kv_list reply");
+    for (const PartitionKeys& partition : listed) {
+      for (size_t i = 0; i < partition.tags.size(); ++i) (void)partition.tags[i];  // decodes what the codec let through
+    }
+    expect_stable<Listing>(listed, wire::encode_kv_list, decode_kv_list, "kv_list reply");
   });
   decode_or_refuse(
       [&] { expect_stable<Status>(decode_status(header, "status"), wire::encode_status, decode_status, "status"); });
@@ -470,6 +486,14 @@ std::vector<std::vector<uint8_t>> fuzz_seed_corpus() {
   for (size_t level = 2; level <= wire::kMaxNesting; ++level) deep_value = Json::array({deep_value});
   deep_meta.custom_meta.push_back({{"deep", deep_value}});
   seeds.push_back(make_input(0, 0, with_envelope(ok(), wire::encode_batch_meta(deep_meta))));
+
+  Listing listed(2);
+  listed[0].partition_id = "train";
+  listed[0].keys = {"k1", "k2"};
+  listed[0].tags.push_back({{"status", "done"}, {"global_steps", 2}});
+  listed[0].tags.push_back(Json::object());
+  listed[1].partition_id = "empty";
+  seeds.push_back(make_input(0, 0, with_envelope(ok(), wire::encode_kv_list(listed))));
 
   MetaRequest request;
   request.fields = {"a", "b"};
