@@ -26,7 +26,11 @@ verl's trainer, through the module (transfer_queue or seqflow):
                 (untimed) by kv_batch_put of 4,096 keys at a time; at 2 units
                 only (listing asks the controller alone), as are all the
                 key-value rows with --quick. compat lists the partition
-                the seqflow side filled.
+                the seqflow side filled. Below the table: the floor of any
+                client that hands out TransferQueue's result, CPython's C
+                unpickler building the same {partition: {key: tag}} from
+                bytes already in memory (pickle.loads), and TransferQueue's
+                time over it, the most any such client could show.
 For each unit count all clusters run at once and the sides take turns,
 repetition by repetition (in reverse order every other one), so that a burst
 of load on a shared machine hits all; an untimed call on 16 samples (an
@@ -233,6 +237,20 @@ def kv_list(api, partition: str, count: int, check: bool) -> float:
         if len(tags) != count or tags.get(keys[-1]) != verl_tags(keys[-1:])[0]:
             raise RuntimeError(f"kv_list returned {len(tags)} keys of {count} (or other tags than were put)")
     return seconds
+
+
+def materialize_floor(api, partition: str, reps: int) -> float:
+    """Median seconds CPython's C unpickler takes to build kv_list(partition)'s result from bytes in memory."""
+    import pickle
+
+    encoded = pickle.dumps(api.kv_list(partition), protocol=pickle.HIGHEST_PROTOCOL)
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        listed = pickle.loads(encoded)
+        times.append(time.perf_counter() - start)
+        del listed
+    return statistics.median(times)
 
 
 def kv_empty(api, partition: str, count: int) -> None:
@@ -625,6 +643,7 @@ def run(seqflow, quick: bool, reps: int) -> tuple[list[dict], list[str]]:
                         side.kv_list(LIST_KEYS, check=rep <= 0),), notes, where)
                     rows += timed_rows(results, ("kv_list",), shape=f"{LIST_KEYS:,} keys, tags only",
                                        samples=LIST_KEYS, units=units)
+                    rows[-1]["floor"] = materialize_floor(seqflow, LIST_PARTITION, reps)
                     each_side(sides, filled, lambda side: side.kv_empty(LIST_KEYS), notes, where)
             finally:
                 sides.pop(TCP, None)
@@ -726,6 +745,14 @@ def report(rows: list[dict], reps: int) -> None:
                 [[row["call"], row["shape"] if row["call"] == "kv_list" else f"{row['samples']:,} x {FIELDS}x{SEQ}",
                   "-" if row["call"] == "kv_list" else f"{payload_bytes(row['samples']) / 2**20:,.0f}", row["units"],
                   ms(row, SEQFLOW), ms(row, COMPAT), ms(row, TQ), *speedups(row)] for row in kv], "llrrrrrrr"))
+    for row in kv:
+        if "floor" in row:
+            over_floor = (f" = {seconds(row, TQ) / row['floor']:.1f}x of it, the most any such client could show"
+                          if TQ in row["times"] else "")
+            print(f"kv_list floor ({row['shape']}): CPython's C unpickler builds the same result from bytes in "
+                  f"memory in {row['floor'] * 1e3:.2f} ms (median of {reps}); TransferQueue takes "
+                  f"{ms(row, TQ)} ms{over_floor}; seqflow {ms(row, SEQFLOW)} ms = "
+                  f"{seconds(row, SEQFLOW) / row['floor']:.2f}x the floor")
     print()
     by_call = {(row["shape"], row["units"], row["call"]): row for row in rows}
     compared = [by_call[(row["shape"], row["units"], call)] for row in rows if row["call"] == "put"

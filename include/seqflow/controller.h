@@ -19,6 +19,7 @@
 
 #include "seqflow/custom_meta_list.h"
 #include "seqflow/partition_id_list.h"
+#include "seqflow/partition_keys.h"
 #include "seqflow/sampler.h"
 #include "seqflow/tensor.h"
 
@@ -100,15 +101,6 @@ struct ProductionStatus {
     }
     return true;
   }
-};
-
-// ControlPlane::kv_list's answer for one partition: its keys, in the order
-// they were made, and tags[i], the tag of keys[i], still encoded: a listing
-// of 100k keys is handed on (to the wire, to Python) without a JSON tree.
-struct PartitionKeys {
-  std::string partition_id;
-  std::vector<std::string> keys;
-  CustomMetaList tags;
 };
 
 // How far a partition has come: for the metrics endpoint.

@@ -37,7 +37,7 @@ nb::object MsgpackDecoder::value(MsgpackReader& reader, size_t depth) {
     case Kind::kUnsigned: return steal(PyLong_FromUnsignedLongLong(token.number));
     case Kind::kSigned: return steal(PyLong_FromLongLong(token.integer));
     case Kind::kFloat: return steal(PyFloat_FromDouble(token.real));
-    case Kind::kString: return decode_text(reader, token.bytes, "a string");
+    case Kind::kString: return text(reader, token.bytes);
     case Kind::kBinary:  // an ext's type is dropped
       return steal(
           PyBytes_FromStringAndSize(token.bytes.data(), static_cast<Py_ssize_t>(token.bytes.size())));
@@ -69,6 +69,16 @@ nb::object MsgpackDecoder::key(MsgpackReader& reader) {
   }
   nb::object out = decode_text(reader, text, "a map key");
   if (keys_.size() < kMaxKeys) keys_.emplace_back(std::string(text), out);
+  return out;
+}
+
+nb::object MsgpackDecoder::text(const MsgpackReader& reader, std::string_view text) {
+  if (text.size() > kMaxCachedText) return decode_text(reader, text, "a string");
+  for (const auto& [cached, value] : texts_) {
+    if (cached == text) return value;
+  }
+  nb::object out = decode_text(reader, text, "a string");
+  if (texts_.size() < kMaxTexts) texts_.emplace_back(std::string(text), out);
   return out;
 }
 

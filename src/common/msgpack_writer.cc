@@ -59,6 +59,13 @@ void MsgpackWriter::binary(std::span<const std::byte> bytes) {
   bytes_.append(reinterpret_cast<const char*>(bytes.data()), bytes.size());
 }
 
+void MsgpackWriter::binary(std::span<const std::string_view> parts) {
+  size_t size = 0;
+  for (std::string_view part : parts) size += part.size();
+  size_header(size, 0, 0, 0xc4, 0xc5, 0xc6);
+  for (std::string_view part : parts) bytes_.append(part);
+}
+
 void MsgpackWriter::array(size_t count) { size_header(count, 0x90, 16, 0, 0xdc, 0xdd); }
 
 void MsgpackWriter::map(size_t count) { size_header(count, 0x80, 16, 0, 0xde, 0xdf); }

@@ -24,6 +24,8 @@ class MsgpackWriter {
   void integer(int64_t value);  // non-negative values take the unsigned forms
   void string(std::string_view text);
   void binary(std::span<const std::byte> bytes);
+  // One binary of the parts back to back.
+  void binary(std::span<const std::string_view> parts);
   // Numbers as one binary of their little-endian bytes (this machine's order).
   template <typename T>
   void numbers(std::span<const T> values) {

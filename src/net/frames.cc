@@ -13,7 +13,20 @@ void release_buffer(void* /*data*/, void* hint) {
   delete static_cast<std::shared_ptr<const Buffer>*>(hint);
 }
 
+void release_string(void* /*data*/, void* hint) { delete static_cast<std::string*>(hint); }
+
 }  // namespace
+
+zmq::message_t frame_of(std::string&& bytes) {
+  if (bytes.size() < kZeroCopyMinBytes) return copy_frame(bytes);
+  auto* owned = new std::string(std::move(bytes));
+  try {
+    return zmq::message_t(owned->data(), owned->size(), release_string, owned);
+  } catch (const zmq::error_t& error) {
+    delete owned;
+    throw Error(ErrorCode::kInternal, std::string("frame_of: zmq_msg_init_data failed: ") + error.what());
+  }
+}
 
 zmq::message_t frame_of(std::shared_ptr<const Buffer> buffer, size_t offset, size_t size) {
   const size_t buffer_size = buffer ? buffer->size : 0;

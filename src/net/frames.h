@@ -28,6 +28,10 @@ inline constexpr size_t kZeroCopyMinBytes = 1024;
 // does not lie inside the buffer.
 zmq::message_t frame_of(std::shared_ptr<const Buffer> buffer, size_t offset, size_t size);
 
+// A frame that takes the string over: from kZeroCopyMinBytes on, ZeroMQ
+// sends its bytes where they lie and frees them after; smaller ones are copied.
+zmq::message_t frame_of(std::string&& bytes);
+
 // A frame holding a copy of the bytes.
 zmq::message_t copy_frame(std::string_view bytes);
 zmq::message_t copy_frame(std::span<const std::byte> bytes);

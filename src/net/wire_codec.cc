@@ -204,38 +204,41 @@ std::string msgpack_of(const Json& value) {
   return out;
 }
 
-// Each sample's entry is checked before anything decodes it: a peer's
-// deeply nested entry must be an error, not a stack overflow. The entries
-// lie back to back, so one reader walks them all: each must be one map that
-// ends where the next entry begins.
-// (Tags of kv_list travel the same way, under other keys.)
-CustomMetaList decode_custom_meta(const EncodedMap& header, size_t samples,
-                                  std::string_view bytes_key = "custom_meta",
-                                  std::string_view offsets_key = "custom_meta_offsets") {
+// The offsets of `entries` MessagePack maps lying back to back under
+// `bytes_key`, each checked before anything decodes it: a peer's deeply
+// nested entry must be an error, not a stack overflow. One reader walks them
+// all: each must be one map (or nothing, for {}) that ends where the next
+// entry begins. (custom_meta, and kv_list's tags.)
+std::vector<uint32_t> checked_map_offsets(const EncodedMap& header, size_t entries, std::string_view bytes_key,
+                                          std::string_view offsets_key) {
   const std::string_view bytes = header.binary(bytes_key);
-  const std::vector<uint32_t> offsets = header.numbers<uint32_t>(offsets_key);
-  if (offsets.size() != samples + 1) {
-    header.fail(offsets_key, "must hold " + std::to_string(samples + 1) + " offsets (one per entry, plus one)");
+  std::vector<uint32_t> offsets = header.numbers<uint32_t>(offsets_key);
+  if (offsets.size() != entries + 1) {
+    header.fail(offsets_key, "must hold " + std::to_string(entries + 1) + " offsets (one per entry, plus one)");
   }
   CustomMetaList::check_offsets(bytes.size(), offsets);
   MsgpackReader reader(bytes, kMaxNesting);
+  for (size_t i = 0; i < entries; ++i) {
+    if (offsets[i] == offsets[i + 1]) continue;
+    Kind kind = Kind::kNull;
+    try {
+      kind = reader.skip(0);
+    } catch (const Error& error) {
+      header.fail(bytes_key, "entry " + std::to_string(i) + " " + error.what());
+    }
+    if (kind != Kind::kMap || reader.position() != offsets[i + 1]) {
+      header.fail(bytes_key, "entry " + std::to_string(i) + " must be one MessagePack map");
+    }
+  }
+  return offsets;
+}
+
+CustomMetaList decode_custom_meta(const EncodedMap& header, size_t samples) {
+  const std::vector<uint32_t> offsets = checked_map_offsets(header, samples, "custom_meta", "custom_meta_offsets");
+  const std::string_view bytes = header.binary("custom_meta");
   CustomMetaList out;
   out.reserve(samples, bytes.size());
-  for (size_t i = 0; i < samples; ++i) {
-    const std::string_view entry = bytes.substr(offsets[i], offsets[i + 1] - offsets[i]);
-    if (!entry.empty()) {
-      Kind kind = Kind::kNull;
-      try {
-        kind = reader.skip(0);
-      } catch (const Error& error) {
-        header.fail(bytes_key, "entry " + std::to_string(i) + " " + error.what());
-      }
-      if (kind != Kind::kMap || reader.position() != offsets[i + 1]) {
-        header.fail(bytes_key, "entry " + std::to_string(i) + " must be one MessagePack map");
-      }
-    }
-    out.push_back_encoded(entry);
-  }
+  for (size_t i = 0; i < samples; ++i) out.push_back_encoded(bytes.substr(offsets[i], offsets[i + 1] - offsets[i]));
   return out;
 }
 
@@ -336,52 +339,50 @@ BatchMeta batch_meta_of(std::string_view bytes, std::string_view what) {
   return meta;
 }
 
+// Every partition's keys and tags back to back, offsets running on across
+// partitions; partition_ends says where each partition's keys end.
 std::string kv_list_bytes(const std::vector<PartitionKeys>& listed) {
   size_t keys = 0, key_bytes = 0, tag_bytes = 0;
   for (const PartitionKeys& partition : listed) {
-    keys += partition.keys.size();
-    for (const std::string& key : partition.keys) key_bytes += key.size();
-    tag_bytes += partition.tags.bytes().size();
+    keys += partition.size();
+    key_bytes += partition.key_bytes().size();
+    tag_bytes += partition.tags().bytes().size();
   }
   if (key_bytes > std::numeric_limits<uint32_t>::max() || tag_bytes > std::numeric_limits<uint32_t>::max()) {
     throw_invalid("kv_list reply exceeds 4 GiB of keys or tags: list one partition at a time");
   }
   std::vector<uint64_t> ends;
-  std::string names;
   std::vector<uint32_t> key_offsets{0}, tag_offsets{0};
-  std::string tags;
   ends.reserve(listed.size());
-  names.reserve(key_bytes);
   key_offsets.reserve(keys + 1);
   tag_offsets.reserve(keys + 1);
-  tags.reserve(tag_bytes);
+  auto append_shifted = [](std::vector<uint32_t>& to, const std::vector<uint32_t>& offsets) {
+    const uint32_t shift = to.back();
+    for (size_t i = 1; i < offsets.size(); ++i) to.push_back(offsets[i] + shift);
+  };
   for (const PartitionKeys& partition : listed) {
-    if (partition.tags.size() != partition.keys.size()) {
-      throw_invalid("kv_list of partition " + in_quotes(partition.partition_id) + " holds " +
-                    std::to_string(partition.tags.size()) + " tags for " + std::to_string(partition.keys.size()) +
-                    " keys");
-    }
-    for (size_t i = 0; i < partition.keys.size(); ++i) {
-      names += partition.keys[i];
-      key_offsets.push_back(static_cast<uint32_t>(names.size()));
-      tags += partition.tags.encoded(i);
-      tag_offsets.push_back(static_cast<uint32_t>(tags.size()));
-    }
+    append_shifted(key_offsets, partition.key_offsets());
+    append_shifted(tag_offsets, partition.tags().offsets());
     ends.push_back(key_offsets.size() - 1);
   }
-  MsgpackWriter out(256 + 48 * listed.size() + names.size() + tags.size() + 8 * (keys + 1));
+  MsgpackWriter out(256 + 48 * listed.size() + key_bytes + tag_bytes + 8 * (keys + 1));
   out.map(6);
   out.string("partitions");
   out.array(listed.size());
-  for (const PartitionKeys& partition : listed) out.string(partition.partition_id);
+  for (const PartitionKeys& partition : listed) out.string(partition.partition_id());
   out.string("partition_ends");
   out.numbers(std::span<const uint64_t>(ends));
+  std::vector<std::string_view> key_parts, tag_parts;
+  for (const PartitionKeys& partition : listed) {
+    key_parts.push_back(partition.key_bytes());
+    tag_parts.push_back(partition.tags().bytes());
+  }
   out.string("keys");
-  out.numbers(std::span<const char>(names));
+  out.binary(std::span<const std::string_view>(key_parts));
   out.string("key_offsets");
   out.numbers(std::span<const uint32_t>(key_offsets));
   out.string("tags");
-  out.numbers(std::span<const char>(tags));
+  out.binary(std::span<const std::string_view>(tag_parts));
   out.string("tag_offsets");
   out.numbers(std::span<const uint32_t>(tag_offsets));
   return std::move(out).take();
@@ -400,19 +401,19 @@ std::vector<PartitionKeys> kv_list_of(std::string_view bytes, std::string_view w
     header.fail("key_offsets", "must ascend from 0 to the key bytes' count " + std::to_string(keys.size()));
   }
   const size_t count = key_offsets.size() - 1;
-  const CustomMetaList tags = decode_custom_meta(header, count, "tags", "tag_offsets");
+  const std::vector<uint32_t> tag_offsets = checked_map_offsets(header, count, "tags", "tag_offsets");
+  const std::string_view tags = header.binary("tags");
   std::vector<PartitionKeys> out;
   out.reserve(names.size());
   uint64_t begin = 0;
   for (size_t p = 0; p < names.size(); ++p) {
     if (ends[p] < begin || ends[p] > count) header.fail("partition_ends", "must not descend nor pass the key count");
-    PartitionKeys& partition = out.emplace_back();
-    partition.partition_id = names[p];
-    partition.keys.reserve(ends[p] - begin);
-    partition.tags.reserve(ends[p] - begin, tags.offsets()[ends[p]] - tags.offsets()[begin]);
+    PartitionKeys& partition = out.emplace_back(names[p]);
+    partition.reserve(ends[p] - begin, key_offsets[ends[p]] - key_offsets[begin],
+                      tag_offsets[ends[p]] - tag_offsets[begin]);
     for (uint64_t i = begin; i < ends[p]; ++i) {
-      partition.keys.emplace_back(keys.substr(key_offsets[i], key_offsets[i + 1] - key_offsets[i]));
-      partition.tags.push_back_encoded(tags.encoded(i));
+      partition.push_back(keys.substr(key_offsets[i], key_offsets[i + 1] - key_offsets[i]),
+                          tags.substr(tag_offsets[i], tag_offsets[i + 1] - tag_offsets[i]));
     }
     begin = ends[p];
   }
@@ -665,13 +666,13 @@ std::map<std::string, FieldSchema> decode_schemas(const Json& value, std::string
   return read_schemas(msgpack_of(value), 0, what);
 }
 
-zmq::message_t batch_meta_frame(const BatchMeta& meta) { return copy_frame(batch_meta_bytes(meta)); }
+zmq::message_t batch_meta_frame(const BatchMeta& meta) { return frame_of(batch_meta_bytes(meta)); }
 
 BatchMeta read_batch_meta(const Frames& frames, size_t index, std::string_view what) {
   return batch_meta_of(header_bytes(frames, index, what), what);
 }
 
-zmq::message_t kv_list_frame(const std::vector<PartitionKeys>& listed) { return copy_frame(kv_list_bytes(listed)); }
+zmq::message_t kv_list_frame(const std::vector<PartitionKeys>& listed) { return frame_of(kv_list_bytes(listed)); }
 
 std::vector<PartitionKeys> read_kv_list(const Frames& frames, size_t index, std::string_view what) {
   return kv_list_of(header_bytes(frames, index, what), what);

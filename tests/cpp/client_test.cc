@@ -297,7 +297,7 @@ TEST_P(ClientModes, KeyValueCallsTouchBothPlanes) {
                            [&] { client->kv_put("kv", mixed, {}, {float_column("x", {1.f, 2.f})}); },
                            {"dtype conflict"}));
   const std::string kv = "kv";
-  EXPECT_EQ(client->control().kv_list(&kv).at(0).keys.size(), 2u);
+  EXPECT_EQ(client->control().kv_list(&kv).at(0).size(), 2u);
   EXPECT_EQ(client->storage_stats().samples, 2u);
 
   // Keys, or a partition, that do not exist are skipped.
@@ -307,10 +307,10 @@ TEST_P(ClientModes, KeyValueCallsTouchBothPlanes) {
   EXPECT_EQ(client->storage_stats().samples, 1u);
   const auto listed = client->control().kv_list(nullptr);
   ASSERT_EQ(listed.size(), 1u);
-  EXPECT_EQ(listed[0].partition_id, "kv");
-  ASSERT_EQ(listed[0].keys.size(), 1u);
-  EXPECT_EQ(listed[0].keys[0], "b");
-  EXPECT_EQ(listed[0].tags[0], (Json{{"score", 2}}));
+  EXPECT_EQ(listed[0].partition_id(), "kv");
+  ASSERT_EQ(listed[0].size(), 1u);
+  EXPECT_EQ(listed[0].key(0), "b");
+  EXPECT_EQ(listed[0].tag(0), (Json{{"score", 2}}));
   EXPECT_TRUE(client->control().kv_list(&one[1]).empty());
 }
 

@@ -58,7 +58,7 @@ TEST(ControllerTest, PartitionsAreListedInTheOrderTheyWereMade) {
   const std::vector<std::string> expected = {"step_9", "step_10", "step_11", "a"};
   EXPECT_EQ(controller.partition_list(), expected);
   std::vector<std::string> listed;
-  for (const PartitionKeys& partition : controller.kv_list(nullptr)) listed.push_back(partition.partition_id);
+  for (const PartitionKeys& partition : controller.kv_list(nullptr)) listed.push_back(partition.partition_id());
   EXPECT_EQ(listed, expected);
   const std::string path = temp_path("creation_order");
   controller.save(path);
@@ -185,7 +185,7 @@ TEST(ControllerTest, ClearsSkipWhatIsGoneAlready) {
   controller.kv_resolve("p", std::vector<std::string>{"z", "b", "m"}, {});
   const std::string p_name = "p";
   const auto listed_in_order = controller.kv_list(&p_name);
-  const std::vector<std::string> order = listed_in_order.at(0).keys;
+  const std::vector<std::string> order = test::keys_of(listed_in_order.at(0));
   EXPECT_EQ(order, (std::vector<std::string>{"b", "z", "m"}));
   EXPECT_EQ(controller.kv_clear("p", std::vector<std::string>{"z", "m"}).size(), 2u);
   // The emptied partition stays listed, with no keys, as in TransferQueue.
@@ -193,9 +193,9 @@ TEST(ControllerTest, ClearsSkipWhatIsGoneAlready) {
   const std::string p = "p";
   const auto listed = controller.kv_list(&p);
   ASSERT_EQ(listed.size(), 1u);
-  EXPECT_EQ(listed[0].partition_id, "p");
-  ASSERT_EQ(listed[0].keys.size(), 1u);
-  EXPECT_EQ(listed[0].keys[0], "b");
+  EXPECT_EQ(listed[0].partition_id(), "p");
+  ASSERT_EQ(listed[0].size(), 1u);
+  EXPECT_EQ(listed[0].key(0), "b");
   EXPECT_TRUE(throws_code([&] { controller.kv_clear("p", std::vector<std::string>{""}); },
                           ErrorCode::kInvalidArgument, {"keys[0]", "empty"}));
 }
@@ -517,17 +517,17 @@ TEST(ControllerTest, KeyValueApi) {
   const std::string p = "p";
   const auto listed = controller.kv_list(&p);
   ASSERT_EQ(listed.size(), 1u);
-  ASSERT_EQ(listed[0].keys.size(), 3u);
-  EXPECT_EQ(listed[0].keys[0], "a");
-  EXPECT_EQ(listed[0].tags[0], (json{{"total_lengths", 3}, {"score", 1}}));
+  ASSERT_EQ(listed[0].size(), 3u);
+  EXPECT_EQ(listed[0].key(0), "a");
+  EXPECT_EQ(listed[0].tag(0), (json{{"total_lengths", 3}, {"score", 1}}));
   put(controller, "no keys", 1, {"x"});
   const auto every = controller.kv_list(nullptr);  // oldest partition first
   ASSERT_EQ(every.size(), 3u);
-  EXPECT_EQ(every[0].partition_id, "p");
-  EXPECT_EQ(every[1].partition_id, "q");
-  EXPECT_EQ(every[1].keys.size(), 1u);
-  EXPECT_EQ(every[2].partition_id, "no keys");
-  EXPECT_TRUE(every[2].keys.empty());
+  EXPECT_EQ(every[0].partition_id(), "p");
+  EXPECT_EQ(every[1].partition_id(), "q");
+  EXPECT_EQ(every[1].size(), 1u);
+  EXPECT_EQ(every[2].partition_id(), "no keys");
+  EXPECT_TRUE(every[2].empty());
 
   EXPECT_EQ(controller.kv_clear("p", std::vector<std::string>{"a", "c"}),
             (std::vector<int64_t>{0, 2}));
@@ -536,7 +536,7 @@ TEST(ControllerTest, KeyValueApi) {
   // Clearing a keyed sample by index forgets its key too.
   const std::vector<int64_t> b = {1};
   controller.clear_samples("p", b);
-  EXPECT_TRUE(controller.kv_list(&p).at(0).keys.empty());
+  EXPECT_TRUE(controller.kv_list(&p).at(0).empty());
 }
 
 TEST(ControllerTest, BlockingFetchWakesWhenDataArrives) {

@@ -100,6 +100,13 @@ inline SampleFlags produced_all(const ControlPlane& control, std::span<const std
   return out;
 }
 
+// A kv_list entry's keys, in their order.
+inline std::vector<std::string> keys_of(const PartitionKeys& listed) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < listed.size(); ++i) out.emplace_back(listed.key(i));
+  return out;
+}
+
 inline size_t sample_count(const ControlPlane& control, const std::string& partition) {
   return produced_all(control, {}, partition).size();
 }

@@ -121,6 +121,19 @@ TEST(MsgpackWriter, BinariesOfEverySizeClass) {
   }
 }
 
+TEST(MsgpackWriter, ABinaryOfPartsIsTheirBytesBackToBack) {
+  const std::string big(70000, 'b');
+  const std::vector<std::string_view> parts = {"ab", "", big, "c"};
+  MsgpackWriter writer;
+  writer.binary(std::span<const std::string_view>(parts));
+  const std::string joined = "ab" + big + "c";
+  const std::vector<uint8_t> payload(joined.begin(), joined.end());
+  EXPECT_EQ(writer.bytes(), nlohmann_bytes(Json::binary(payload)));
+  MsgpackWriter none;
+  none.binary(std::span<const std::string_view>());
+  EXPECT_EQ(none.bytes(), nlohmann_bytes(Json::binary(std::vector<uint8_t>())));
+}
+
 TEST(MsgpackWriter, NumbersTravelAsTheirLittleEndianBytes) {
   const std::vector<int64_t> values = {-1, 0, int64_t{1} << 40, std::numeric_limits<int64_t>::min()};
   MsgpackWriter writer;

@@ -46,6 +46,21 @@ TEST(NetFrames, SmallRangesAreCopied) {
   EXPECT_EQ(frame_of(nullptr, 0, 0).size(), 0u);
 }
 
+TEST(NetFrames, FrameOfAStringTakesItsBytesOverFromTheZeroCopySizeOn) {
+  std::string large(kZeroCopyMinBytes, 'x');
+  large[7] = 'y';
+  const char* data = large.data();
+  zmq::message_t frame = frame_of(std::move(large));
+  EXPECT_EQ(frame.data<char>(), data) << "zero copy: the frame holds the string's own bytes";
+  ASSERT_EQ(frame.size(), kZeroCopyMinBytes);
+  EXPECT_EQ(frame.data<char>()[7], 'y');
+
+  std::string small(kZeroCopyMinBytes - 1, 'z');
+  const zmq::message_t copied = frame_of(std::move(small));
+  EXPECT_EQ(as_string_view(copied), std::string(kZeroCopyMinBytes - 1, 'z'));
+  EXPECT_EQ(frame_of(std::string()).size(), 0u);
+}
+
 TEST(NetFrames, FrameOfRejectsRangesOutsideTheBuffer) {
   auto buffer = filled_buffer(100);
   EXPECT_TRUE(throws_invalid([&] { frame_of(buffer, 101, 0); }, {"offset 101", "100 bytes"}));

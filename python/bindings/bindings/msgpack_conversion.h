@@ -16,7 +16,9 @@ namespace seqflow::bindings {
 
 // One decoder serves every entry of a batch: a map key it has met before is
 // handed out again as the same str object, so 256 dicts keyed
-// "total_lengths" create and hash that key once, not 256 times.
+// "total_lengths" create and hash that key once, not 256 times. Short string
+// values repeat too (a status of "finished" on 100k tags): the first few
+// distinct ones are shared the same way (str objects are immutable).
 class MsgpackDecoder {
  public:
   // The value `bytes` encodes (empty bytes: an empty dict), which must fill
@@ -29,9 +31,13 @@ class MsgpackDecoder {
  private:
   nanobind::object value(MsgpackReader& reader, size_t depth);
   nanobind::object key(MsgpackReader& reader);
+  nanobind::object text(const MsgpackReader& reader, std::string_view text);
 
   static constexpr size_t kMaxKeys = 32;
+  static constexpr size_t kMaxTexts = 16;
+  static constexpr size_t kMaxCachedText = 16;  // bytes; longer ones are rarely repeated (ids, prompts)
   std::vector<std::pair<std::string, nanobind::object>> keys_;
+  std::vector<std::pair<std::string, nanobind::object>> texts_;
 };
 
 }  // namespace seqflow::bindings
