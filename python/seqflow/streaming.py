@@ -11,8 +11,16 @@ micro-batch. TransferQueue's modes, without its defects:
   is honoured.
 - finite (``True``): ends once production is complete (``total_samples``
   samples hold every data field, or, without ``total_samples``, every sample
-  of the partition does) and the task consumed the whole partition. Every
-  rank ends, including one whose last batch_index never gets data.
+  of the partition does) and the task consumed every produced sample. Every
+  rank ends, including one whose last batch_index never gets data. Once
+  production is complete, a rank whose full batch cannot fill asks for what
+  is left, so the short last batch comes out (8 samples in batches of 3:
+  3, 3, 2); with ``drop_last=True`` it is not fetched and the rank ends.
+- a stream that waits ``warn_after_seconds`` (default 60) for a batch while
+  the partition has samples but none of them holds some requested field (a
+  misspelt name, or a field no producer writes) warns once
+  (MissingFieldsWarning, naming the fields, partition and task) and keeps
+  waiting.
 - data and metadata are cut into the same micro-batches (one split rule,
   ``seqflow.batch_meta.chunk_sizes``), whatever the fields hold: dense,
   jagged or strided nested tensors, NonTensorStacks, lists.
@@ -31,7 +39,10 @@ import os
 import queue
 import threading
 import time
+import warnings
 from typing import Any, Callable, Iterator, Optional
+
+import numpy as np
 
 from seqflow import _convert
 from seqflow.batch_meta import chunk_sizes
@@ -46,9 +57,14 @@ except ImportError:  # pragma: no cover - exercised only without torch
     def get_worker_info():
         return None
 
-__all__ = ["StreamingDataLoader", "StreamingDataset", "default_fetch_batch_fn", "split_batch"]
+__all__ = ["MissingFieldsWarning", "StreamingDataLoader", "StreamingDataset", "default_fetch_batch_fn",
+           "split_batch"]
 
 SLEEP_ENV = "TQ_STREAMING_DATASET_EMPTY_BATCH_SLEEP_INTERVAL"
+
+
+class MissingFieldsWarning(UserWarning):
+    """A stream has waited long for fields that no sample of its partition has."""
 
 
 def _require_torch(what: str) -> None:
@@ -94,6 +110,18 @@ class StreamingDataset(IterableDataset):
     keep_batches: keep fetched batches so that reset() replays them.
     data_format, data_layout: get_data's format and layout ("dense", or
         "transfer_queue" for TransferQueue's nested containers).
+    drop_last: finite mode only. False (default): once production is
+        complete, the last batch holds what is left when fewer than
+        batch_size samples are (a sampler that splits one global batch over
+        the ranks, SeqlenBalancedSampler or TokenBudgetSampler, serves no
+        smaller batch: the rank then keeps waiting, so use True with those
+        when the total is not a whole number of global batches). True: the
+        short batch is not fetched and the rank ends; its samples stay
+        unconsumed for task_name (check_consumption_status stays False), so
+        the task's next stream over the partition gets them first.
+    warn_after_seconds: how long a stream waits for a batch before it checks
+        for requested fields no sample of the partition has and, if there
+        are, warns once (MissingFieldsWarning); it keeps waiting.
     """
 
     def __init__(self, config=None, batch_size: int = 1, micro_batch_size: int = 1, data_fields=(),
@@ -101,8 +129,8 @@ class StreamingDataset(IterableDataset):
                  should_check_consumption_status: bool = False, fetch_batch_fn: Optional[Callable] = None,
                  process_batch_fn: Optional[Callable] = None, *, empty_batch_sleep: Optional[float] = None,
                  total_samples: Optional[int] = None, client=None, data_format: str = "auto",
-                 data_layout: str = "dense",
-                 keep_batches: bool = True):
+                 data_layout: str = "dense", keep_batches: bool = True, drop_last: bool = False,
+                 warn_after_seconds: float = 60.0):
         _require_torch("StreamingDataset")
         super().__init__()
         for name, value in (("batch_size", batch_size), ("micro_batch_size", micro_batch_size)):
@@ -121,6 +149,11 @@ class StreamingDataset(IterableDataset):
             raise ValueError(f"empty_batch_sleep must be >= 0 seconds, got {empty_batch_sleep!r}")
         if total_samples is not None and (isinstance(total_samples, bool) or total_samples < 1):
             raise ValueError(f"total_samples must be an integer >= 1 or None, got {total_samples!r}")
+        if not isinstance(drop_last, bool):
+            raise ValueError(f"drop_last must be True or False, got {drop_last!r}")
+        if isinstance(warn_after_seconds, bool) or not isinstance(warn_after_seconds, (int, float)) \
+                or not warn_after_seconds > 0:
+            raise ValueError(f"warn_after_seconds must be a number > 0, got {warn_after_seconds!r}")
         self.config = config
         self.batch_size = batch_size
         self.micro_batch_size = micro_batch_size
@@ -136,6 +169,8 @@ class StreamingDataset(IterableDataset):
         self.data_format = data_format
         self.data_layout = data_layout
         self.keep_batches = keep_batches
+        self.drop_last = drop_last
+        self.warn_after_seconds = float(warn_after_seconds)
         self.sampling_config = {"dp_rank": dp_rank, "task_name": task_name}
         self._client = client
         self._owner_pid = os.getpid()
@@ -181,19 +216,23 @@ class StreamingDataset(IterableDataset):
         key = (worker, workers)
         with self._lock:
             index = self._cursors.get(key, worker)
+        waiting_since, warned = None, False
         while stop is None or not stop.is_set():
             with self._lock:
                 cached = self.buffer.get(index)
             if cached is None:
-                data, meta = self._fetch(client, index)
+                data, meta = self._fetch(client, index, self.batch_size)
+                if data is None and self.should_check_consumption_status:
+                    data, meta, finished = self._fetch_after_production(client, index)
+                    if finished:
+                        return
                 if data is None:
-                    if self.should_check_consumption_status and self._complete(client):
-                        data, meta = self._fetch(client, index)  # a reservation made meanwhile
-                        if data is None:
-                            return
-                    else:
-                        self._sleep(stop)
-                        continue
+                    waiting_since = waiting_since or time.monotonic()
+                    if not warned and time.monotonic() - waiting_since >= self.warn_after_seconds:
+                        warned = self._warn_of_missing_fields(client)
+                    self._sleep(stop)
+                    continue
+                waiting_since = None
                 cached = (data, meta)
                 if self.keep_batches:
                     with self._lock:
@@ -203,8 +242,8 @@ class StreamingDataset(IterableDataset):
             yield (index, *cached)
             index += workers
 
-    def _fetch(self, client, index: int):
-        kwargs = dict(tq_client=client, data_fields=self.data_fields, batch_size=self.batch_size,
+    def _fetch(self, client, index: int, batch_size: int):
+        kwargs = dict(tq_client=client, data_fields=self.data_fields, batch_size=batch_size,
                       partition_id=self.partition_id, task_name=self.task_name,
                       sampling_config=self.sampling_config, batch_index=index)
         if self.fetch_batch_fn is default_fetch_batch_fn:
@@ -212,17 +251,52 @@ class StreamingDataset(IterableDataset):
             kwargs["data_layout"] = self.data_layout
         return self.fetch_batch_fn(**kwargs)
 
-    def _complete(self, client) -> bool:
-        """Production finished and the task consumed the whole partition.
-        Once true, no new reservation can appear, so an empty fetch after it
-        means this rank has nothing left."""
+    def _fetch_after_production(self, client, index: int):
+        """(data, meta, finished) of a fetch made once production is complete:
+        no sample becomes ready any more, so what is left to consume is all
+        this rank can still get. Fetches the short last batch (unless
+        drop_last), or a reservation made meanwhile; finished when nothing
+        came and nothing will."""
+        left = self._left_to_consume(client)
+        if left is None:
+            return None, None, False
+        size = self.batch_size if self.drop_last or left == 0 else min(self.batch_size, left)
+        data, meta = self._fetch(client, index, size)
+        # Else another rank took part of what was left meanwhile: ask again.
+        finished = data is None and (self.drop_last or left == 0)
+        return data, meta, finished
+
+    def _left_to_consume(self, client) -> Optional[int]:
+        """Produced samples the task has not consumed, or None while
+        production is not complete."""
+        indexes, produced = client.get_production_status(self.data_fields, self.partition_id)
+        if produced is None:  # no partition yet
+            return None
         if self.total_samples is not None:
-            _, produced = client.get_production_status(self.data_fields, self.partition_id)
-            if produced is None or int(produced.sum()) < self.total_samples:  # None: no partition yet
-                return False
-        elif not client.check_production_status(self.data_fields, self.partition_id):
+            if int(produced.sum()) < self.total_samples:
+                return None
+        elif not produced.size or not produced.all():
+            return None
+        consumed_indexes, consumed = client.get_consumption_status(self.task_name, self.partition_id)
+        if consumed is None:  # the partition was cleared meanwhile
+            return None
+        return int(np.setdiff1d(indexes[produced], consumed_indexes[consumed]).size)
+
+    def _warn_of_missing_fields(self, client) -> bool:
+        """Warns when the partition has samples but none holds some requested
+        field (a misspelt name waits forever otherwise); True if it warned."""
+        _, produced = client.get_production_status(self.data_fields, self.partition_id, per_field=True)
+        if produced is None or not len(produced):
             return False
-        return client.check_consumption_status(self.task_name, self.partition_id)
+        missing = [field for field, anywhere in zip(self.data_fields, produced.any(axis=0)) if not anywhere]
+        if not missing:
+            return False
+        warnings.warn(
+            f"StreamingDataset has waited {self.warn_after_seconds:g} s for a batch: no sample of partition "
+            f"{self.partition_id!r} has field(s) {', '.join(map(repr, missing))} (task {self.task_name!r}); "
+            f"it keeps waiting. Check the field names against what the producers put.",
+            MissingFieldsWarning, stacklevel=2)
+        return True
 
     def _sleep(self, stop: Optional[threading.Event]) -> None:
         if stop is not None:

@@ -1,5 +1,6 @@
 """StreamingDataset / StreamingDataLoader: streaming and finite modes over 8
-simulated DP ranks (threads), exactly once, every rank ends, workers do not
+simulated DP ranks (threads), exactly once, every rank ends, the short last
+batch (or drop_last), the warning about fields no sample has, workers do not
 duplicate batches, data and metadata split alike, step / reset, the
 empty-batch sleep, and seqflow without torch."""
 
@@ -9,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -17,7 +19,7 @@ import seqflow
 from seqflow import Client, RankAwareSampler, SeqlenBalancedSampler, SequentialSampler
 
 torch = pytest.importorskip("torch")
-from seqflow import StreamingDataLoader, StreamingDataset  # noqa: E402
+from seqflow import StreamingDataLoader, StreamingDataset, streaming  # noqa: E402
 
 DP = 8
 
@@ -133,6 +135,102 @@ def test_streaming_mode_exactly_once_over_eight_ranks():
     assert sorted(counted) == list(range(total))
 
 
+@pytest.mark.parametrize("sampler_factory", [SequentialSampler, RankAwareSampler])
+@pytest.mark.parametrize("total_samples", [None, 8])
+def test_finite_mode_delivers_the_short_last_batch(sampler_factory, total_samples):
+    """8 samples in batches of 3: 3, 3, then the last 2, and the stream ends."""
+    client = Client(sampler_factory())
+    produce(client, 1, 8, delay=0)
+    ds = dataset(client, 0, batch_size=3, micro_batch_size=3, should_check_consumption_status=True,
+                 total_samples=total_samples)
+    seen = run_ranks([ds], timeout=20)
+    assert seen[0] == list(range(8))
+    ds.reset()
+    assert [m.size for _, m in ds] == [3, 3, 2]  # the kept short batch replays too
+    assert client.check_consumption_status("train", "p")
+
+
+def test_finite_mode_delivers_the_tail_over_several_ranks_and_loader_workers():
+    """34 samples, batches of 4 over 3 ranks (2 through a loader with two
+    workers): every sample once, every rank ends."""
+    client = Client(RankAwareSampler())
+    total = 34
+    producer = threading.Thread(target=produce, args=(client, 17, 2))
+    producer.start()
+    seen = [[] for _ in range(3)]
+
+    def loader_rank(rank):
+        loader = StreamingDataLoader(dataset(client, rank, should_check_consumption_status=True,
+                                             total_samples=total), num_workers=2)
+        seen[rank] = [i for data, _ in loader for i in data["x"].tolist()]
+
+    threads = [threading.Thread(target=loader_rank, args=(r,), daemon=True) for r in (1, 2)]
+    for t in threads:
+        t.start()
+    seen[0] = run_ranks([dataset(client, 0, should_check_consumption_status=True, total_samples=total)])[0]
+    for t in threads:
+        t.join(20)
+    producer.join()
+    assert not any(t.is_alive() for t in threads), "a rank never ended"
+    assert sorted(i for rank in seen for i in rank) == list(range(total))
+
+
+def test_drop_last_ends_without_the_short_batch_and_leaves_it_unconsumed():
+    client = Client()
+    produce(client, 1, 8, delay=0)
+    ds = dataset(client, 0, batch_size=3, micro_batch_size=3, should_check_consumption_status=True,
+                 drop_last=True)
+    seen = run_ranks([ds], timeout=20)
+    assert seen[0] == list(range(6))
+    indexes, consumed = client.get_consumption_status("train", "p")
+    assert indexes[~consumed].tolist() == [6, 7]
+    # The dropped samples are still there for the task: a later stream gets them.
+    assert run_ranks([dataset(client, 0, batch_size=3, should_check_consumption_status=True)])[0] == [6, 7]
+
+
+def collect_warnings(ds, give_up_after: float) -> tuple[list, list[int]]:
+    """Iterates ds in this thread (warnings are recorded per thread only
+    here) until it ends or `give_up_after` seconds pass; returns the
+    warnings and the ids delivered."""
+    stop = threading.Event()
+    timer = threading.Timer(give_up_after, stop.set)
+    timer.start()
+    ids = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")  # a repeated warning would show, not be folded
+        for _, data, _ in ds.batches(stop=stop):
+            ids.extend(data["x"].tolist())
+    timer.cancel()
+    return [w for w in caught if issubclass(w.category, streaming.MissingFieldsWarning)], ids
+
+
+def test_a_field_no_sample_has_is_warned_about_once_and_the_stream_keeps_waiting():
+    client = Client()
+    meta = client.put({"x": np.arange(4)}, partition_id="p", custom_meta=[{"id": i} for i in range(4)])
+    ds = dataset(client, 0, data_fields=["x", "x_typo"], should_check_consumption_status=True,
+                 warn_after_seconds=0.2)
+    # Written late: the stream must still be waiting when it comes.
+    late = threading.Timer(1.0, client.put, args=({"x_typo": np.arange(4)},), kwargs={"metadata": meta})
+    late.start()
+    caught, ids = collect_warnings(ds, give_up_after=20)
+    late.join()
+    assert ids == [0, 1, 2, 3]
+    assert len(caught) == 1
+    message = str(caught[0].message)
+    assert "'x_typo'" in message and "'x'" not in message
+    assert "partition 'p'" in message and "task 'train'" in message
+
+
+def test_no_warning_while_every_field_is_written_somewhere():
+    """A field some samples have is being produced: waiting for it is normal."""
+    client = Client()
+    client.put({"x": np.arange(2), "y": np.arange(2)}, partition_id="p")
+    client.put({"x": np.arange(2, 4)}, partition_id="p")
+    ds = dataset(client, 0, data_fields=["x", "y"], warn_after_seconds=0.05)
+    caught, ids = collect_warnings(ds, give_up_after=0.5)
+    assert caught == [] and ids == []
+
+
 def test_empty_batch_sleep_is_honoured(monkeypatch):
     monkeypatch.setenv("TQ_STREAMING_DATASET_EMPTY_BATCH_SLEEP_INTERVAL", "0.125")
     client = Client()
@@ -229,7 +327,13 @@ def test_bad_arguments():
     client = Client()
     for kwargs, pattern in [({"batch_size": 0}, "batch_size"), ({"micro_batch_size": -1}, "micro_batch_size"),
                             ({"data_fields": []}, "data_fields"), ({"dp_rank": -1}, "dp_rank"),
-                            ({"empty_batch_sleep": -1.0}, "empty_batch_sleep"), ({"task_name": ""}, "task_name")]:
+                            ({"empty_batch_sleep": -1.0}, "empty_batch_sleep"), ({"task_name": ""}, "task_name"),
+                            ({"warn_after_seconds": 0}, "warn_after_seconds must be a number > 0, got 0"),
+                            ({"warn_after_seconds": -5.0}, r"warn_after_seconds .*-5\.0"),
+                            ({"warn_after_seconds": float("nan")}, "warn_after_seconds .*nan"),
+                            ({"warn_after_seconds": "60"}, "warn_after_seconds .*'60'"),
+                            ({"warn_after_seconds": True}, "warn_after_seconds .*True"),
+                            ({"drop_last": "yes"}, "drop_last must be True or False, got 'yes'")]:
         with pytest.raises(ValueError, match=pattern):
             dataset(client, 0, **kwargs)
 
