@@ -64,7 +64,13 @@ nlohmann::json to_json_at(nb::handle value, const std::string& where, size_t dep
         throw_invalid(where + " has key " + nb::repr(key).c_str() + " of type " +
                       nb::type_name(key.type()).c_str() + "; keys must be strings");
       }
-      const std::string name = nb::cast<std::string>(key);
+      Py_ssize_t size = 0;
+      const char* text = PyUnicode_AsUTF8AndSize(key.ptr(), &size);
+      if (text == nullptr) {
+        PyErr_Clear();
+        throw_invalid(where + " has key " + nb::repr(key).c_str() + ", which cannot be encoded as UTF-8");
+      }
+      const std::string name(text, static_cast<size_t>(size));
       out[name] = to_json_at(item, where + "[\"" + name + "\"]", depth + 1);
     }
     return out;

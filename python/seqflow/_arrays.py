@@ -35,7 +35,7 @@ def as_int64_array(values, name: str, *, allow_negative: bool = False) -> np.nda
         bad = ~np.isfinite(array) | (array != np.round(array))
         if bad.any():
             index = int(np.flatnonzero(bad)[0])
-            raise ValueError(f"{name}[{index}] = {array[index]!r} is not an integer")
+            raise ValueError(f"{name}[{index}] = {array[index].item()!r} is not an integer")
         if array.size and np.abs(array).max() >= 2.0**63:
             raise ValueError(f"{name} has values beyond the int64 range")
     elif kind == "u":
@@ -52,5 +52,5 @@ def as_int64_array(values, name: str, *, allow_negative: bool = False) -> np.nda
     result = np.ascontiguousarray(array, dtype=np.int64)
     if not allow_negative and result.size and result.min() < 0:
         index = int(np.argmin(result))
-        raise ValueError(f"{name}[{index}] = {int(result[index])} is negative; lengths must be >= 0")
+        raise ValueError(f"{name}[{index}] = {int(result[index])} is negative; {name} must be >= 0")
     return result

@@ -1,11 +1,90 @@
-"""Reading TransferQueue-style configs and checking the numbers users pass:
-shared by the client and the services, without importing torch."""
+"""Reading TransferQueue-style configs (dicts or OmegaConf configs), shared by
+the client and the services, without importing torch.
+
+read_config checks every key a seqflow config may hold: a value of the wrong
+type raises naming its key and value, an unknown key raises naming it (a
+typo would otherwise be ignored silently). TransferQueue's own keys pass
+(backend, metrics, controller.zmq_info): TransferQueue configs hold settings
+of storage backends seqflow does not have.
+"""
 
 from __future__ import annotations
 
-from typing import Optional
+from collections.abc import Mapping
+from functools import partial
+from typing import Any
 
-import numpy as np
+from seqflow._checks import (ArgumentTypeError, check_bool, check_count, check_instance, check_path,
+                             check_seconds)
+
+# The C++ client's bound: beyond a second, sleeping is cheaper.
+MAX_BUSY_POLL_US = 1_000_000
+
+
+def _address(value, parameter: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ArgumentTypeError(f"{parameter} must name the controller service (e.g. tcp://10.0.0.1:5555), got "
+                                f"{value!r}")
+    return value
+
+
+def _anything(value, parameter: str) -> Any:
+    return value  # checked where it is used (the sampler: seqflow.samplers.native_sampler)
+
+
+# Each key seqflow reads, with its check; None values count as unset.
+_SETTINGS = {
+    "controller.address": _address,
+    "controller.sampler": _anything,
+    "controller.sampler_args": partial(check_instance, kind=Mapping, description="a dict"),
+    "controller.polling_mode": check_bool,
+    "controller.timeout": check_seconds,
+    "timeout": check_seconds,
+    "storage.max_bytes": check_count,
+    "storage.max_samples": check_count,
+    "backend.SimpleStorage.total_storage_size": check_count,
+    "security.server_public_key_file": check_path,
+    "security.client_key_file": check_path,
+    "security.server_secret_key_file": check_path,
+    "local_copy": check_bool,
+    "busy_poll_us": partial(check_count, maximum=MAX_BUSY_POLL_US),
+    "checkpoint_root": check_path,
+}
+_SECTIONS = ("controller", "storage", "security", "backend", "backend.SimpleStorage", "metrics", "seqflow")
+# Keys of TransferQueue (and of seqflow.compat.transfer_queue's "seqflow" section) that
+# configs given to seqflow may hold: accepted, and not seqflow's to read or check.
+_OTHERS_KEYS = ("controller.zmq_info",)
+_OTHERS_SECTIONS = ("backend.", "metrics.", "seqflow.")
+
+
+def read_config(config) -> dict[str, Any]:
+    """The settings a config sets, checked, by dotted key ("controller.timeout")."""
+    if config is None:
+        return {}
+    if not isinstance(config, Mapping):
+        raise ArgumentTypeError(f"config must be a dict or an OmegaConf config, got {type(config).__name__} "
+                                f"{config!r}")
+    settings: dict[str, Any] = {}
+    _read_section(config, "", settings)
+    return settings
+
+
+def _read_section(section: Mapping, prefix: str, settings: dict) -> None:
+    for key in section:
+        if not isinstance(key, str):
+            raise ArgumentTypeError(f"config keys must be str, got {key!r} in {prefix.rstrip('.') or 'config'}")
+        path = prefix + key
+        value = section[key]
+        if value is None:
+            continue
+        if path in _SECTIONS:
+            if not isinstance(value, Mapping):
+                raise ArgumentTypeError(f"config key {path!r} must be a dict, got {type(value).__name__} {value!r}")
+            _read_section(value, path + ".", settings)
+        elif path in _SETTINGS:
+            settings[path] = _SETTINGS[path](value, path)
+        elif path not in _OTHERS_KEYS and not path.startswith(_OTHERS_SECTIONS):
+            raise ValueError(f"config key {path!r} is unknown; seqflow reads {', '.join(_SETTINGS)}")
 
 
 def config_get(config, path: str, default=None):
@@ -19,19 +98,3 @@ def config_get(config, path: str, default=None):
         except Exception:  # OmegaConf raises on missing keys in struct mode
             return default
     return default if node is None else node
-
-
-def check_count(value, name: str, *, minimum: int = 0, maximum: Optional[int] = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    if maximum is not None and value > maximum:
-        raise ValueError(f"{name} must be <= {maximum}, got {value}")
-    return int(value)
-
-
-def check_seconds(value, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not value > 0:
-        raise ValueError(f"{name} must be a number of seconds > 0, got {value!r}")
-    return float(value)

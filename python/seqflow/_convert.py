@@ -36,6 +36,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from seqflow import _seqflow
+from seqflow._checks import check_name
 
 _native = _seqflow.client
 
@@ -79,7 +80,31 @@ def _is_tensor(value) -> bool:
     return torch is not None and isinstance(value, torch.Tensor)
 
 
+# What C++ reads of a tensor (DLPack); the message is the one C++ gives for an unsupported dtype.
+_STORABLE_TORCH_DTYPES = ("bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32",
+                          "float64")
+# numpy kinds of the dtypes above (the others: complex, datetime, structured, objects, ...).
+_STORABLE_NUMPY_KINDS = "biuf"
+
+
+def _unstorable_dtype(field: str, dtype_name: str) -> ValueError:
+    return ValueError(f'field "{field}" has dtype {dtype_name}, which seqflow does not store; use bool, uint8, '
+                      "int8-64, float16, bfloat16, float32 or float64")
+
+
+def _check_tensor(value, field: str) -> None:
+    """Refuses tensors that hold no plain strided data, before torch's own
+    message would name neither the field nor the cause."""
+    if value.device.type == "meta":
+        raise ValueError(f"field {field!r} is a tensor on the meta device, which holds no data")
+    if value.layout != torch.strided and not value.is_nested:
+        raise ValueError(f"field {field!r} is a tensor of layout {value.layout}; give a dense (strided) tensor")
+    if value.is_quantized or str(value.dtype).removeprefix("torch.") not in _STORABLE_TORCH_DTYPES:
+        raise _unstorable_dtype(field, str(value.dtype).removeprefix("torch."))
+
+
 def _cpu_tensor(value, field: str):
+    _check_tensor(value, field)
     value = value.detach()
     if value.device.type != "cpu":
         value = value.cpu()
@@ -90,7 +115,17 @@ def _plain_array(value, field: str):
     """A C-contiguous CPU array or tensor that C++ can read through DLPack."""
     if _is_tensor(value):
         return _cpu_tensor(value, field)
-    return np.ascontiguousarray(value)
+    return _native_order(value, field)
+
+
+def _native_order(array: np.ndarray, field: str) -> np.ndarray:
+    """A C-contiguous array in this machine's byte order (DLPack carries no
+    other), refusing dtypes seqflow does not store."""
+    if array.dtype.kind not in _STORABLE_NUMPY_KINDS:
+        raise _unstorable_dtype(field, str(array.dtype))
+    if not array.dtype.isnative:
+        array = array.astype(array.dtype.newbyteorder("="))
+    return np.ascontiguousarray(array)
 
 
 def _is_number(item) -> bool:
@@ -120,7 +155,10 @@ def _list_column(field: str, items: list, allow_pickle: bool):
     if all(isinstance(i, np.ndarray) or _is_tensor(i) for i in items):
         return _native.ragged_column(field, [_plain_array(i, field) for i in items])
     if all(_is_number(i) for i in items):
-        return _native.dense_column(field, np.ascontiguousarray(np.asarray(items)))
+        array = np.asarray(items)
+        if array.dtype.kind == "O":  # an int beyond 64 bits
+            raise ValueError(f"field {field!r} holds numbers that fit no 64-bit dtype, got {items[:8]!r}")
+        return _native.dense_column(field, _native_order(array, field))
     return _native.object_column(field, items, allow_pickle)
 
 
@@ -148,8 +186,6 @@ def _non_tensor_values(field: str, value) -> list:
 
 
 def _column(field: str, value, borrow: bool = False, allow_pickle: bool = False):
-    if not isinstance(field, str) or not field:
-        raise ValueError(f"field names must be non-empty strings, got {field!r}")
     if tensordict is not None and is_non_tensor(value):
         return _native.object_column(field, _non_tensor_values(field, value), allow_pickle)
     if _is_tensor(value):
@@ -163,7 +199,7 @@ def _column(field: str, value, borrow: bool = False, allow_pickle: bool = False)
             raise ValueError(f"field {field!r} is a 0-d array; the first dimension must be the batch")
         if value.dtype.kind in "OUS":
             return _native.object_column(field, _non_tensor_values(field, value), allow_pickle)
-        return _native.dense_column(field, np.ascontiguousarray(value), borrow)
+        return _native.dense_column(field, _native_order(value, field), borrow)
     if isinstance(value, (list, tuple)):
         return _list_column(field, list(value), allow_pickle)
     raise ValueError(
@@ -171,12 +207,17 @@ def _column(field: str, value, borrow: bool = False, allow_pickle: bool = False)
 
 
 def fields_of(data) -> list[tuple[str, Any]]:
-    """(name, value) of each field of a TensorDict or a mapping."""
+    """(name, value) of each field of a TensorDict or a mapping; the names
+    checked (seqflow._checks.check_name)."""
     if tensordict is not None and isinstance(data, tensordict.TensorDictBase):
-        return [(key, data.get(key)) for key in data.keys()]
-    if isinstance(data, Mapping):
-        return list(data.items())
-    raise ValueError(f"data must be a TensorDict or a dict of fields, got {type(data).__name__}")
+        pairs = [(key, data.get(key)) for key in data.keys()]
+    elif isinstance(data, Mapping):
+        pairs = list(data.items())
+    else:
+        raise ValueError(f"data must be a TensorDict or a dict of fields, got {type(data).__name__}")
+    for name, _ in pairs:
+        check_name(name, "field name")
+    return pairs
 
 
 def to_columns(data, borrow: bool = False, allow_pickle: bool = False) -> list:

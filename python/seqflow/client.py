@@ -32,8 +32,12 @@ from typing import Any, Iterable, Mapping, Optional, Sequence, Union
 import numpy as np
 
 from seqflow import _convert, _seqflow
+from seqflow._arrays import as_int64_array
 from seqflow._async import async_twin
-from seqflow._config import check_count, check_seconds, config_get
+from seqflow._checks import (check_bool, check_choice, check_count, check_instance, check_int64, check_list,
+                             check_name, check_names, check_optional_bool, check_optional_name, check_path,
+                             check_seconds, check_tag)
+from seqflow._config import MAX_BUSY_POLL_US, read_config
 from seqflow.batch_meta import BatchMeta, KVBatchMeta
 from seqflow.samplers import native_sampler
 
@@ -43,17 +47,7 @@ __all__ = ["Client", "RemoteConfig", "close", "get_client", "init"]
 
 _DEFAULT_TIMEOUT = 30.0
 _DEFAULT_BUSY_POLL_US = 200  # RemoteOptions::busy_poll's default
-_MAX_BUSY_POLL_US = 1_000_000  # the C++ client's bound: beyond a second, sleeping is cheaper
-
-
-def _as_list(values, name: str) -> list[str]:
-    if isinstance(values, str):
-        return [values]
-    values = list(values)
-    for i, v in enumerate(values):
-        if not isinstance(v, str):
-            raise ValueError(f"{name}[{i}] must be a string, got {v!r}")
-    return values
+_META_MODES = ("fetch", "force_fetch", "insert")
 
 
 # Keyword arguments seqflow always hands a sampler itself. task_name and
@@ -70,8 +64,7 @@ def _sampling_parts(sampling_config) -> tuple[Optional[int], int, Optional[dict]
         raise TypeError(f"sampling_config must be a mapping, got {type(sampling_config).__name__}")
     extra = {}
     for key, value in sampling_config.items():
-        if not isinstance(key, str):
-            raise TypeError(f"sampling_config keys must be strings, got {key!r}")
+        check_name(key, "sampling_config key")
         if key in _SAMPLER_OWN_KEYWORDS:
             raise ValueError(f"sampling_config[{key!r}] clashes with the sampler's own keyword argument {key!r}")
         if key not in ("dp_rank", "batch_index"):
@@ -79,13 +72,13 @@ def _sampling_parts(sampling_config) -> tuple[Optional[int], int, Optional[dict]
     dp_rank = sampling_config.get("dp_rank")
     if dp_rank is not None:
         dp_rank = check_count(dp_rank, "sampling_config['dp_rank']")
-    batch_index = check_count(sampling_config.get("batch_index") or 0, "sampling_config['batch_index']")
+    batch_index = sampling_config.get("batch_index")
+    batch_index = 0 if batch_index is None else check_count(batch_index, "sampling_config['batch_index']")
     return dp_rank, batch_index, extra or None
 
 
-def _config_timeout(config) -> float:
-    timeout = config_get(config, "timeout", None)
-    return config_get(config, "controller.timeout", _DEFAULT_TIMEOUT) if timeout is None else timeout
+def _config_timeout(settings: dict) -> float:
+    return settings.get("timeout", settings.get("controller.timeout", _DEFAULT_TIMEOUT))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,24 +115,28 @@ class RemoteConfig:
             raise ValueError(f"address must name the controller service (e.g. tcp://10.0.0.1:5555), got "
                              f"{self.address!r}")
         object.__setattr__(self, "timeout", check_seconds(self.timeout, "timeout"))
+        check_bool(self.polling_mode, "polling_mode")
         if (self.server_public_key_file is None) != (self.client_key_file is None):
             raise ValueError("CURVE needs both server_public_key_file and client_key_file, got "
                              f"{self.server_public_key_file!r} and {self.client_key_file!r}")
-        if not isinstance(self.local_copy, bool):
-            raise ValueError(f"local_copy must be True or False, got {self.local_copy!r}")
+        if self.client_key_file is not None:
+            check_path(self.server_public_key_file, "server_public_key_file")
+            check_path(self.client_key_file, "client_key_file")
+        check_bool(self.local_copy, "local_copy")
         object.__setattr__(self, "busy_poll_us",
-                           check_count(self.busy_poll_us, "busy_poll_us", maximum=_MAX_BUSY_POLL_US))
+                           check_count(self.busy_poll_us, "busy_poll_us", maximum=MAX_BUSY_POLL_US))
 
     @classmethod
     def from_config(cls, config, address: Optional[str] = None) -> "RemoteConfig":
         """controller.address (or `address`), timeout (or controller.timeout),
         controller.polling_mode, security.server_public_key_file,
-        security.client_key_file, local_copy and busy_poll_us of a TransferQueue-style config."""
-        return cls(address if address is not None else config_get(config, "controller.address", None),
-                   _config_timeout(config), bool(config_get(config, "controller.polling_mode", False)),
-                   config_get(config, "security.server_public_key_file", None),
-                   config_get(config, "security.client_key_file", None),
-                   config_get(config, "local_copy", True), config_get(config, "busy_poll_us", _DEFAULT_BUSY_POLL_US))
+        security.client_key_file, local_copy and busy_poll_us of a TransferQueue-style config
+        (checked: see seqflow._config.read_config)."""
+        settings = read_config(config)
+        return cls(address if address is not None else settings.get("controller.address"),
+                   _config_timeout(settings), settings.get("controller.polling_mode", False),
+                   settings.get("security.server_public_key_file"), settings.get("security.client_key_file"),
+                   settings.get("local_copy", True), settings.get("busy_poll_us", _DEFAULT_BUSY_POLL_US))
 
     def connect(self):
         """The native client; waits up to `timeout` for the controller and its storage units."""
@@ -176,7 +173,7 @@ class Client:
         self.timeout = check_seconds(timeout, "timeout")
         self.remote_config: Optional[RemoteConfig] = None
         self._services = None
-        self._native = _native.Client(native_sampler(sampler, sampler_args), bool(polling_mode),
+        self._native = _native.Client(native_sampler(sampler, sampler_args), check_bool(polling_mode, "polling_mode"),
                                       check_count(max_bytes, "max_bytes"), check_count(max_samples, "max_samples"))
 
     @classmethod
@@ -207,20 +204,19 @@ class Client:
         controller.timeout (seconds), backend.SimpleStorage.total_storage_size
         (samples); seqflow's storage.max_bytes and storage.max_samples.
         Remote when controller.address is set (see RemoteConfig.from_config);
-        the sampler and the storage settings belong to the services then."""
-        config = config or {}
-        if config_get(config, "controller.address", None) is not None:
+        the sampler and the storage settings belong to the services then.
+        Every key is checked (see seqflow._config.read_config)."""
+        settings = read_config(config)
+        if "controller.address" in settings:
             return cls._connect(RemoteConfig.from_config(config))
-        max_samples = config_get(config, "storage.max_samples", None)
-        if max_samples is None:
-            max_samples = config_get(config, "backend.SimpleStorage.total_storage_size", 0)
         return cls(
-            config_get(config, "controller.sampler", None),
-            polling_mode=bool(config_get(config, "controller.polling_mode", False)),
-            max_bytes=int(config_get(config, "storage.max_bytes", 0)),
-            max_samples=int(max_samples),
-            timeout=_config_timeout(config),
-            sampler_args=config_get(config, "controller.sampler_args", None),
+            settings.get("controller.sampler"),
+            polling_mode=settings.get("controller.polling_mode", False),
+            max_bytes=settings.get("storage.max_bytes", 0),
+            max_samples=settings.get("storage.max_samples",
+                                     settings.get("backend.SimpleStorage.total_storage_size", 0)),
+            timeout=_config_timeout(settings),
+            sampler_args=settings.get("controller.sampler_args"),
         )
 
     @property
@@ -274,7 +270,7 @@ class Client:
     allow_pickle: bool = False
 
     def _pickle(self, allow_pickle: Optional[bool]) -> bool:
-        return self.allow_pickle if allow_pickle is None else bool(allow_pickle)
+        return self.allow_pickle if allow_pickle is None else check_bool(allow_pickle, "allow_pickle")
 
     def put(self, data, metadata: Optional[BatchMeta] = None, partition_id: Optional[str] = None,
             custom_meta: Optional[Sequence[dict]] = None, *, allow_pickle: Optional[bool] = None) -> BatchMeta:
@@ -283,12 +279,14 @@ class Client:
         sample; default metadata.custom_meta) becomes visible with the data.
         Which values a field may hold: see seqflow._convert; allow_pickle
         (default: the client's) lets other objects be stored pickled."""
-        columns = _convert.to_columns(data, borrow=self.is_remote, allow_pickle=self._pickle(allow_pickle))
-        if custom_meta is not None:
-            custom_meta = list(custom_meta)
         if metadata is None:
-            if not isinstance(partition_id, str) or not partition_id:
-                raise ValueError(f"partition_id must name a partition when metadata is None, got {partition_id!r}")
+            check_name(partition_id, "partition_id")
+        else:
+            check_instance(metadata, "metadata", BatchMeta, "a BatchMeta or None")
+        if custom_meta is not None:
+            custom_meta = check_list(custom_meta, "custom_meta", "a list of dicts (one per sample) or None")
+        columns = _convert.to_columns(data, borrow=self.is_remote, allow_pickle=self._pickle(allow_pickle))
+        if metadata is None:
             native = self._client.put_new(partition_id, columns, custom_meta)
         else:
             changed = metadata._changed_custom_meta()
@@ -311,12 +309,15 @@ class Client:
         when too little is ready; otherwise wait up to timeout seconds, then
         TimeoutError. A partition that does not exist has nothing ready: a
         waiting fetch waits for it to be created and filled."""
+        fields = check_names(data_fields, "data_fields")
+        batch_size = check_int64(batch_size, "batch_size")
+        check_name(partition_id, "partition_id")
+        check_choice(mode, "mode", _META_MODES)
+        check_optional_name(task_name, "task_name")
         dp_rank, batch_index, extra = _sampling_parts(sampling_config)
-        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)):
-            raise ValueError(f"batch_size must be an integer, got {batch_size!r}")
-        native = self._client.get_meta(
-            _as_list(data_fields, "data_fields"), int(batch_size), partition_id, mode, task_name or "",
-            dp_rank, batch_index, extra, polling, self.timeout if timeout is None else float(timeout))
+        timeout = self.timeout if timeout is None else check_seconds(timeout, "timeout", allow_zero=True)
+        native = self._client.get_meta(fields, batch_size, partition_id, mode, task_name or "", dp_rank,
+                                       batch_index, extra, check_optional_bool(polling, "polling"), timeout)
         return BatchMeta._from_native(native)
 
     def get_data(self, metadata: BatchMeta, *, fields: Optional[Iterable[str]] = None, format: str = "auto",
@@ -335,19 +336,23 @@ class Client:
         "transfer_queue": TransferQueue's containers, nested unless every row
         is 0-d (see seqflow._convert). allow_pickle (default: the client's):
         read values stored pickled."""
+        check_instance(metadata, "metadata", BatchMeta, "a BatchMeta")
         fmt = _convert.resolve_format(format, layout)
-        names = metadata.field_names if fields is None else _as_list(fields, "fields")
+        names = metadata.field_names if fields is None else check_names(fields, "fields")
+        copy = check_bool(copy, "copy")
+        allow_pickle = self._pickle(allow_pickle)
         native = {}
         if metadata.size:
             # A remote get's buffers are this call's own already: copying them again would be waste.
-            fresh = bool(copy) and not self.is_remote
+            fresh = copy and not self.is_remote
             native = self._client.get_data(metadata._index_array(), names,
                                            _convert.nested_flags(names, metadata), fresh,
-                                           bool(copy) or fmt != "numpy", self._pickle(allow_pickle))
+                                           copy or fmt != "numpy", allow_pickle)
         return _convert.from_native(names, native, metadata, fmt, layout)
 
     def set_custom_meta(self, metadata: BatchMeta) -> None:
         """Merges metadata.custom_meta into the controller's, key by key."""
+        check_instance(metadata, "metadata", BatchMeta, "a BatchMeta")
         if metadata.size == 0:
             return
         self._client.set_custom_meta(metadata.partition_ids, metadata._index_array(), metadata.custom_meta)
@@ -357,11 +362,12 @@ class Client:
         """Removes the partition: its samples, their data, consumption and
         keys. A partition that does not exist (never made, or cleared) is
         left as it is, as in TransferQueue."""
-        self._client.clear_partition(partition_id)
+        self._client.clear_partition(check_name(partition_id, "partition_id"))
 
     def clear_samples(self, metadata: BatchMeta) -> None:
         """Removes these samples and their data; the partition stays (listed,
         maybe empty). Samples already cleared are skipped."""
+        check_instance(metadata, "metadata", BatchMeta, "a BatchMeta")
         for part in metadata.chunk_by_partition():
             self._client.clear_samples(part.partition_ids[0], part._index_array())
 
@@ -369,7 +375,8 @@ class Client:
         """Makes every sample unconsumed again for task_name (None: every
         task), so the same data can be fetched again. True, as in
         TransferQueue, also for a partition that does not exist."""
-        self._client.reset_consumption(partition_id, task_name)
+        self._client.reset_consumption(check_name(partition_id, "partition_id"),
+                                       check_optional_name(task_name, "task_name"))
         return True
 
     # ---- status -----------------------------------------------------------
@@ -377,12 +384,13 @@ class Client:
         """(global indexes ascending (int64), consumed-by-task flags (bool));
         (None, None) for a partition that does not exist, as in
         TransferQueue."""
-        return self._client.consumption_status(task_name, partition_id)
+        return self._client.consumption_status(check_name(task_name, "task_name"),
+                                               check_name(partition_id, "partition_id"))
 
     def check_consumption_status(self, task_name: str, partition_id: str) -> bool:
         """True when the partition has samples and the task consumed all of
         them; False for a partition that does not exist."""
-        return self._client.all_consumed(task_name, partition_id)
+        return self._client.all_consumed(check_name(task_name, "task_name"), check_name(partition_id, "partition_id"))
 
     def get_production_status(self, data_fields, partition_id: str, *, per_field: bool = False):
         """(global indexes ascending (int64), flags (bool)): per sample, all
@@ -390,9 +398,9 @@ class Client:
         (TransferQueue's layout: shape (samples, fields)). A field no sample
         of the partition ever had is produced nowhere. (None, None) for a
         partition that does not exist, as in TransferQueue."""
-        if not isinstance(per_field, bool):
-            raise ValueError(f"per_field must be True or False, got {per_field!r}")
-        indexes, produced = self._client.production_status(_as_list(data_fields, "data_fields"), partition_id)
+        check_bool(per_field, "per_field")
+        indexes, produced = self._client.production_status(check_names(data_fields, "data_fields"),
+                                                           check_name(partition_id, "partition_id"))
         if produced is None or per_field:
             return indexes, produced
         return indexes, produced.all(axis=1)
@@ -400,7 +408,8 @@ class Client:
     def check_production_status(self, data_fields, partition_id: str) -> bool:
         """True when the partition has samples and all of them have the
         fields; False for a partition that does not exist."""
-        return self._client.all_produced(_as_list(data_fields, "data_fields"), partition_id)
+        return self._client.all_produced(check_names(data_fields, "data_fields"),
+                                         check_name(partition_id, "partition_id"))
 
     def get_partition_list(self) -> list[str]:
         """Partitions from their first put (or key) until clear_partition;
@@ -418,6 +427,9 @@ class Client:
         batch dimension: a tensor or numeric array is the row; any other value,
         numbers included, is a non-tensor value, as in TransferQueue); tag is
         merged into the sample's custom_meta."""
+        check_name(key, "key")
+        check_name(partition_id, "partition_id")
+        check_tag(tag, "tag")
         if fields is None and tag is None:
             raise ValueError("kv_put needs fields or a tag")
         columns = [] if fields is None else _convert.single_sample_columns(
@@ -427,15 +439,21 @@ class Client:
     def kv_batch_put(self, keys: Sequence[str], partition_id: str, fields=None,
                      tags: Optional[Sequence[dict]] = None, *, allow_pickle: Optional[bool] = None) -> KVBatchMeta:
         """Samples under `keys`; fields holds one row per key (as in put)."""
+        keys = check_names(keys, "keys")
+        check_name(partition_id, "partition_id")
+        if tags is not None:
+            tags = check_list(tags, "tags", "a list of dicts (one per key) or None")
+            if len(tags) != len(keys):
+                raise ValueError(f"{len(tags)} tags for {len(keys)} keys")
+            for i, tag in enumerate(tags):
+                check_tag(tag, f"tags[{i}]")
         if fields is None and tags is None:
             raise ValueError("kv_batch_put needs fields or tags")
         columns = [] if fields is None else _convert.to_columns(
             fields, borrow=self.is_remote, allow_pickle=self._pickle(allow_pickle))
-        return self._kv_put(_as_list(keys, "keys"), partition_id, columns, None if tags is None else list(tags))
+        return self._kv_put(keys, partition_id, columns, tags)
 
     def _kv_put(self, keys, partition_id, columns, tags) -> KVBatchMeta:
-        if tags is not None and len(tags) != len(keys):
-            raise ValueError(f"{len(tags)} tags for {len(keys)} keys")
         meta = BatchMeta._from_native(self._client.kv_put(partition_id, keys, tags, columns))
         return KVBatchMeta._of_owned(list(keys), meta.custom_meta, partition_id, meta._produced_fields(),
                                      meta.extra_info)
@@ -446,12 +464,15 @@ class Client:
         as get_data returns it (format, copy, layout, allow_pickle: see
         get_data). A missing key raises KeyError naming it; a field some key
         lacks, ValueError."""
-        keys = _as_list(keys, "keys")
+        keys = check_names(keys, "keys")
+        check_name(partition_id, "partition_id")
+        if select_fields is not None:
+            select_fields = check_names(select_fields, "select_fields")
         meta = BatchMeta._from_native(self._client.kv_meta(partition_id, keys))
         if select_fields is None:
             fields = meta._produced_fields()
         else:
-            fields = _as_list(select_fields, "select_fields")
+            fields = select_fields
             produced = meta._field_produced(fields)
             for j, f in enumerate(fields):
                 if not produced[:, j].all():
@@ -462,6 +483,7 @@ class Client:
 
     def kv_batch_get_by_meta(self, meta: KVBatchMeta, select_fields=None, **kwargs):
         """kv_batch_get of meta's keys (and fields, unless select_fields)."""
+        check_instance(meta, "meta", KVBatchMeta, "a KVBatchMeta")
         return self.kv_batch_get(meta.keys, meta.partition_id,
                                  meta.fields if select_fields is None else select_fields, **kwargs)
 
@@ -472,11 +494,10 @@ class Client:
         needed. Otherwise unknown keys raise KeyError naming the first
         (missing="error") or are left out (missing="skip"; a partition that
         does not exist then gives an empty BatchMeta)."""
-        keys = _as_list(keys, "keys")
-        if not isinstance(create, bool):
-            raise ValueError(f"create must be True or False, got {create!r}")
-        if missing not in ("error", "skip"):
-            raise ValueError(f"missing must be 'error' or 'skip', got {missing!r}")
+        keys = check_names(keys, "keys")
+        check_name(partition_id, "partition_id")
+        check_bool(create, "create")
+        check_choice(missing, "missing", ("error", "skip"))
         if create:
             native = self._client.kv_put(partition_id, keys, None, [])
         elif missing == "skip":
@@ -489,22 +510,22 @@ class Client:
         """The key of each sample in `global_indexes`, in that order; one
         controller call. A sample without a key (or not in the partition)
         raises KeyError naming its global index."""
-        indexes = [global_indexes] if isinstance(global_indexes, (int, np.integer)) else list(global_indexes)
-        for i, index in enumerate(indexes):
-            if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
-                raise ValueError(f"global_indexes[{i}] must be an integer, got {index!r}")
-        return self._client.kv_keys(partition_id, np.asarray(indexes, dtype=np.int64))
+        if isinstance(global_indexes, (int, np.integer)) and not isinstance(global_indexes, (bool, np.bool_)):
+            global_indexes = [global_indexes]
+        indexes = as_int64_array(global_indexes, "global_indexes")
+        return self._client.kv_keys(check_name(partition_id, "partition_id"), indexes)
 
     def kv_list(self, partition_id: Optional[str] = None) -> dict[str, dict[str, Any]]:
         """{partition_id: {key: tag}} for one partition or (None) for every
         partition, those without keys included (with {}). A partition that
         does not exist is left out: kv_list("gone") is {}."""
-        return self._client.kv_list(partition_id)
+        return self._client.kv_list(check_optional_name(partition_id, "partition_id"))
 
     def kv_clear(self, keys, partition_id: str) -> None:
         """Removes the keys' samples and data; keys (or a partition) that do
         not exist are skipped, as in TransferQueue."""
-        self._client.kv_clear(partition_id, _as_list(keys, "keys"))
+        keys = check_names(keys, "keys")
+        self._client.kv_clear(check_name(partition_id, "partition_id"), keys)
 
     # ---- checkpoints ------------------------------------------------------
     def save_checkpoint(self, directory: Union[str, os.PathLike], *, include_storage: bool = True,
@@ -515,18 +536,18 @@ class Client:
         under "user_metadata", as TransferQueue keeps it; load_checkpoint
         returns it. include_storage=False is ignored, as TransferQueue ignores
         it for in-memory storage: the data would be lost otherwise."""
-        if not isinstance(include_storage, bool):
-            raise ValueError(f"include_storage must be True or False, got {include_storage!r}")
-        if metadata is not None and not isinstance(metadata, Mapping):
-            raise ValueError(f"metadata must be a dict (JSON-able) or None, got {type(metadata).__name__}")
-        self._client.save_checkpoint(os.fspath(directory), None if metadata is None else dict(metadata))
+        path = check_path(directory, "directory")
+        check_bool(include_storage, "include_storage")
+        if metadata is not None:
+            check_instance(metadata, "metadata", Mapping, "a dict (JSON-able) or None")
+        self._client.save_checkpoint(path, None if metadata is None else dict(metadata))
 
     def load_checkpoint(self, directory: Union[str, os.PathLike]) -> dict[str, Any]:
         """Replaces the whole state; returns the metadata given to
         save_checkpoint ({} if none). A directory that holds no checkpoint
         raises FileNotFoundError naming it; a corrupt one ValueError; the
         state is unchanged after either."""
-        path = os.fspath(directory)
+        path = check_path(directory, "directory")
         try:
             return self._client.load_checkpoint(path)
         except KeyError as error:
@@ -587,6 +608,10 @@ def init(config=None, *, backend: Optional[str] = None, name: str = "seqflow",
     global _DEFAULT
     if backend not in _BACKENDS:
         raise ValueError(f"backend must be one of {_BACKENDS}, got {backend!r}")
+    read_config(config)  # a bad config raises even when a default client exists already
+    check_name(name, "name")
+    if num_storage_units is not None:
+        check_count(num_storage_units, "num_storage_units", minimum=1)
     with _LOCK:
         if _DEFAULT is None:
             if backend == "ray":

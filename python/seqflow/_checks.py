@@ -1,0 +1,164 @@
+"""Checks of the arguments of seqflow's public calls, made in Python before
+any native call: a bad argument raises one message naming the parameter and
+its value, the same in embedded and remote mode, and never the bindings',
+the standard library's or torch's own message.
+
+Wrong type: ArgumentTypeError, a TypeError that is also a ValueError
+(seqflow raised ValueError for these before, and callers catch that).
+Right type, wrong value: ValueError.
+
+Names (fields, partition ids, keys, tag keys, task names, the Ray service
+name) follow one rule: a non-empty str of at most MAX_NAME_BYTES bytes of
+UTF-8 (no lone surrogates), without NUL, which C strings would cut off.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any, Optional
+
+import numpy as np
+
+MAX_NAME_BYTES = 1024
+# Paths go to the file system, whose own limit (PATH_MAX) is larger than a name's.
+MAX_PATH_BYTES = 4096
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+class ArgumentTypeError(TypeError, ValueError):
+    """An argument of the wrong type."""
+
+
+def _short_repr(value, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def _text_problem(text: str, limit: int) -> Optional[str]:
+    """What breaks the name rule in `text`, or None."""
+    if not text:
+        return "must not be empty"
+    if "\0" in text:
+        return "must not contain NUL ('\\x00')"
+    if text.isascii():
+        size = len(text)
+    else:
+        try:
+            size = len(text.encode("utf-8"))
+        except UnicodeEncodeError:
+            return "must be valid UTF-8 (it holds a lone surrogate)"
+    if size > limit:
+        return f"must be at most {limit} bytes of UTF-8, has {size}"
+    return None
+
+
+def check_name(value, parameter: str) -> str:
+    """`value` if it follows the name rule (see the module's docstring)."""
+    if not isinstance(value, str):
+        raise ArgumentTypeError(f"{parameter} must be a str, got {type(value).__name__} {_short_repr(value)}")
+    problem = _text_problem(value, MAX_NAME_BYTES)
+    if problem is not None:
+        raise ValueError(f"{parameter} {problem}, got {_short_repr(value)}")
+    return value
+
+
+def check_optional_name(value, parameter: str) -> Optional[str]:
+    return None if value is None else check_name(value, parameter)
+
+
+def check_names(values, parameter: str) -> list[str]:
+    """One name (a str) or an iterable of names, as a list; each checked,
+    named by its position."""
+    if isinstance(values, str):
+        return [check_name(values, parameter)]
+    if isinstance(values, (bytes, bytearray)) or not hasattr(values, "__iter__"):
+        raise ArgumentTypeError(f"{parameter} must be a str or a list of str, got {type(values).__name__} "
+                                f"{_short_repr(values)}")
+    names = list(values)
+    for i, name in enumerate(names):
+        # The fast path of a plain ASCII name; anything else gets the full check and its message.
+        if not (type(name) is str and name.isascii() and 0 < len(name) <= MAX_NAME_BYTES and "\0" not in name):
+            check_name(name, f"{parameter}[{i}]")
+    return names
+
+
+def check_path(value, parameter: str) -> str:
+    """A str or os.PathLike naming a file or directory, as a str."""
+    path = os.fspath(value) if isinstance(value, (str, os.PathLike)) else None
+    if not isinstance(path, str):
+        raise ArgumentTypeError(f"{parameter} must be a str or an os.PathLike, got {type(value).__name__} "
+                                f"{_short_repr(value)}")
+    problem = _text_problem(path, MAX_PATH_BYTES)
+    if problem is not None:
+        raise ValueError(f"{parameter} {problem}, got {_short_repr(value)}")
+    return path
+
+
+def check_bool(value, parameter: str) -> bool:
+    """A real bool: a string such as 'false' would be true by truthiness."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ArgumentTypeError(f"{parameter} must be True or False, got {_short_repr(value)}")
+    return bool(value)
+
+
+def check_optional_bool(value, parameter: str) -> Optional[bool]:
+    return None if value is None else check_bool(value, parameter)
+
+
+def check_count(value, parameter: str, *, minimum: int = 0, maximum: int = INT64_MAX) -> int:
+    """An integer (not a bool, not a float) in [minimum, maximum]; the
+    default bounds are those of an int64 count."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise ArgumentTypeError(f"{parameter} must be an integer, got {_short_repr(value)}")
+    if value < minimum:
+        raise ValueError(f"{parameter} must be >= {minimum}, got {value}")
+    if value > maximum:
+        raise ValueError(f"{parameter} must be <= {maximum}, got {value}")
+    return int(value)
+
+
+def check_int64(value, parameter: str) -> int:
+    return check_count(value, parameter, minimum=INT64_MIN)
+
+
+def check_seconds(value, parameter: str, *, allow_zero: bool = False) -> float:
+    """A finite number of seconds, > 0 (or >= 0 with allow_zero)."""
+    number = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+    if not number:
+        raise ArgumentTypeError(f"{parameter} must be a number of seconds, got {_short_repr(value)}")
+    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"{parameter} must be a finite number of seconds {bound}, got {value!r}")
+    return float(value)
+
+
+def check_choice(value, parameter: str, choices: tuple) -> Any:
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{parameter} must be one of {choices}, got {_short_repr(value)}")
+    return value
+
+
+def check_instance(value, parameter: str, kind: type, description: str) -> Any:
+    """`value` if it is a `kind` (described to the user as `description`)."""
+    if not isinstance(value, kind):
+        raise ArgumentTypeError(f"{parameter} must be {description}, got {type(value).__name__} "
+                                f"{_short_repr(value)}")
+    return value
+
+
+def check_tag(value, parameter: str) -> Optional[dict]:
+    """A tag (kv_put) or one custom_meta entry: None or a dict whose keys are
+    names; its values are checked where they are encoded."""
+    if value is None:
+        return None
+    check_instance(value, parameter, dict, "a dict or None")
+    for key in value:
+        check_name(key, f"{parameter} key")
+    return value
+
+
+def check_list(value, parameter: str, description: str) -> list:
+    """A list or tuple (not a str or a dict, whose items would be read as
+    entries), as a list."""
+    return list(check_instance(value, parameter, (list, tuple), description))
