@@ -33,6 +33,20 @@
 
 namespace seqflow::pack {
 
+// The longest pack, and so the largest pack_max_length and padding: packs are
+// materialized with int32 cu_seqlens (what varlen attention kernels take).
+inline constexpr int64_t kMaxPackLength = INT32_MAX;
+
+// The most lists a plan may hold: its (rank, step) pairs, its packs, the
+// micro-batches of a micro-batch plan. A plan at the limit takes about 1 GB
+// once in Python; larger requests are refused before anything is allocated.
+inline constexpr int64_t kMaxPlanLists = int64_t{1} << 20;
+
+// The most padding sequences in one pack (entries of its cu_seqlens):
+// ceil(pack_max_length / pad_chunk) may not exceed it, so that a pack's
+// padding is never described by billions of one-token sequences.
+inline constexpr int64_t kMaxPaddingSequences = int64_t{1} << 20;
+
 // How packs are padded.
 enum class PadTo {
   kCap,      // every pack to pack_max_length: static shapes
@@ -100,11 +114,15 @@ struct Plan {
 };
 
 // Plans the packs of one global batch. Throws seqflow::Error
-// (kInvalidArgument) on bad input, naming the parameter and the value.
+// (kInvalidArgument) on bad input, naming the parameter and the value:
+// pack_max_length above kMaxPackLength, a pad_chunk that would split a pack's
+// padding into more than kMaxPaddingSequences, more than kMaxPlanLists
+// rank-steps or packs, a total workload beyond Workload::kMaxTotalCost.
 Plan plan(std::span<const int64_t> lengths, const Options& options);
 
 // The lengths of the padding sequences that make up `padding` tokens: full
-// chunks of pad_chunk, then the remainder.
+// chunks of pad_chunk, then the remainder. padding is at most kMaxPackLength,
+// and makes at most kMaxPaddingSequences sequences.
 std::vector<int64_t> padding_sequences(int64_t padding, int64_t pad_chunk);
 
 // Order of the micro-batches of one rank.
@@ -139,7 +157,8 @@ struct MicroBatchPlan {
 // Splits all samples over dp_size ranks (balanced), then each rank's samples
 // into micro-batches of at most max_token_len tokens: the fewest such that the
 // cap holds, the same count on every rank if asked, a multiple of
-// count_multiple, balanced by workload.
+// count_multiple, balanced by workload. A plan of more than kMaxPlanLists
+// micro-batches (over all ranks) is refused.
 MicroBatchPlan micro_batches(std::span<const int64_t> lengths, int64_t max_token_len,
                              const MicroBatchOptions& options);
 

@@ -28,6 +28,13 @@ class Workload {
   // Costs of many lengths; names the parameter and index on error.
   std::vector<int64_t> costs(std::span<const int64_t> lengths,
                              std::string_view parameter = "weights") const;
+  // The sum of costs() of some items; throws, naming the parameter, when it
+  // exceeds kMaxTotalCost.
+  int64_t total(std::span<const int64_t> costs, std::string_view parameter = "weights") const;
+  // The largest total workload: balancing compares doubled sums, so totals
+  // keep that headroom below int64's range.
+  static constexpr int64_t kMaxTotalCost = INT64_MAX / 4;
+
   bool is_tokens() const { return a_ == 1 && b_ == 0; }
   int64_t linear() const { return a_; }
   int64_t quadratic_term() const { return b_; }

@@ -120,6 +120,9 @@ nb::dict micro_batch_plan_to_dict(pack::MicroBatchPlan&& plan) {
 }  // namespace
 
 void bind_pack(nb::module_ m) {
+  m.attr("MAX_PACK_LENGTH") = pack::kMaxPackLength;
+  m.attr("MAX_PLAN_LISTS") = pack::kMaxPlanLists;
+  m.attr("MAX_PADDING_SEQUENCES") = pack::kMaxPaddingSequences;
   m.def(
       "_plan",
       [](const Int64Input& lengths, int64_t dp_size, int64_t optimizer_steps, int64_t pack_max_length,

@@ -63,22 +63,42 @@ class Partition:
         return int(self.sums.max())
 
 
+_INT64_MIN = -(2**63)
+_INT64_MAX = 2**63 - 1
+_WORKLOADS = "'tokens', 'verl', 'quadratic(a,b)', ('quadratic', a, b) or a Workload"
+
+
 def _as_workload(workload) -> Workload:
     if isinstance(workload, Workload):
         return workload
     if isinstance(workload, str):
         return Workload.parse(workload)
     if isinstance(workload, tuple) and len(workload) == 3 and workload[0] == "quadratic":
-        return Workload.quadratic(int(workload[1]), int(workload[2]))
-    raise ValueError(
-        f"workload must be 'tokens', 'verl', 'quadratic(a,b)' or a Workload, got {workload!r}"
-    )
+        try:
+            a, b = _as_int(workload[1], "a"), _as_int(workload[2], "b")
+        except ValueError as error:
+            raise ValueError(f"workload = {workload!r}: {error}; workload must be {_WORKLOADS}") from None
+        return Workload.quadratic(a, b)
+    raise ValueError(f"workload must be {_WORKLOADS}, got {workload!r}")
 
 
-def _check_k(k, name: str) -> int:
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
-        raise ValueError(f"{name} must be an integer, got {k!r}")
-    return int(k)
+def _as_int(value, name: str, *, low: int = _INT64_MIN, high: int = _INT64_MAX) -> int:
+    """A Python int from an int or numpy integer (never a bool or a float, which
+    would be truncated), within low..high: int64 unless told."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    number = int(value)
+    if not low <= number <= high:
+        allowed = "the int64 range" if (low, high) == (_INT64_MIN, _INT64_MAX) else f"{low}..{high}"
+        raise ValueError(f"{name} = {number} is outside {allowed}")
+    return number
+
+
+def _as_bool(value, name: str) -> bool:
+    """A flag: True or False (numpy's too), not any truthy value."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
 
 
 def partition(
@@ -95,7 +115,8 @@ def partition(
 
     cardinality: "free" (any count per part), "equal" (same count; needs
         n % k == 0) or "balanced" (counts differ by at most one).
-    workload: "tokens" (L), "verl" (24576*L + L*L), "quadratic(a,b)" or a Workload.
+    workload: "tokens" (L), "verl" (24576*L + L*L), "quadratic(a,b)",
+        ("quadratic", a, b) or a Workload.
     groups: optional group id per item (e.g. the responses of one prompt); a
         group never splits and counts as one item for cardinality.
     algorithm: "auto" (best of several, refined; never worse than "kk"),
@@ -104,7 +125,7 @@ def partition(
     values = as_int64_array(weights, "weights")
     group_ids = None if groups is None else as_int64_array(groups, "groups", allow_negative=True)
     result = _seqflow.balance._partition(
-        values, _check_k(k, "k"), str(cardinality), _as_workload(workload), group_ids, str(algorithm)
+        values, _as_int(k, "k"), str(cardinality), _as_workload(workload), group_ids, str(algorithm)
     )
     return Partition(**result)
 
@@ -112,12 +133,14 @@ def partition(
 def karmarkar_karp(seqlen_list, k_partitions: int, equal_size: bool) -> list[list[int]]:
     """verl's karmarkar_karp: k lists of item indexes, in verl's exact order."""
     values = as_int64_array(seqlen_list, "seqlen_list", allow_negative=True)
-    return _seqflow.balance._karmarkar_karp(values, _check_k(k_partitions, "k_partitions"), bool(equal_size))
+    return _seqflow.balance._karmarkar_karp(
+        values, _as_int(k_partitions, "k_partitions"), _as_bool(equal_size, "equal_size")
+    )
 
 
 def get_seqlen_balanced_partitions(seqlen_list, k_partitions: int, equal_size: bool) -> list[list[int]]:
     """verl's get_seqlen_balanced_partitions: as karmarkar_karp, each part sorted."""
     values = as_int64_array(seqlen_list, "seqlen_list", allow_negative=True)
     return _seqflow.balance._get_seqlen_balanced_partitions(
-        values, _check_k(k_partitions, "k_partitions"), bool(equal_size)
+        values, _as_int(k_partitions, "k_partitions"), _as_bool(equal_size, "equal_size")
     )

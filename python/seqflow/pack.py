@@ -25,9 +25,12 @@ import numpy as np
 
 from seqflow import _seqflow
 from seqflow._arrays import as_int64_array
-from seqflow.balance import _as_workload, _check_k
+from seqflow.balance import _INT64_MAX, _as_bool, _as_int, _as_workload
 
 __all__ = [
+    "MAX_PACK_LENGTH",
+    "MAX_PADDING_SEQUENCES",
+    "MAX_PLAN_LISTS",
     "MicroBatchPlan",
     "PackPlan",
     "PackStats",
@@ -40,6 +43,22 @@ __all__ = [
     "plan",
     "xtuner_baseline",
 ]
+
+# The longest pack (2^31 - 1, as packs carry int32 cu_seqlens): the largest
+# pack_max_length and padding.
+MAX_PACK_LENGTH: int = _seqflow.pack.MAX_PACK_LENGTH
+# The most padding sequences in one pack: ceil(pack_max_length / pad_chunk) at most.
+MAX_PADDING_SEQUENCES: int = _seqflow.pack.MAX_PADDING_SEQUENCES
+# The most lists a plan may hold: (rank, step) pairs, packs, micro-batches.
+MAX_PLAN_LISTS: int = _seqflow.pack.MAX_PLAN_LISTS
+
+
+def _index(value, name: str, count: int) -> int:
+    """`value` as an index into `count` things: 0..count-1, no negative indexing."""
+    index = _as_int(value, name)
+    if not 0 <= index < count:
+        raise ValueError(f"{name} must be in 0..{count - 1}, got {index}")
+    return index
 
 
 @dataclass(frozen=True)
@@ -94,10 +113,17 @@ class PackPlan:
 
     def padding_sequences(self, rank: int, step: int, slot: int) -> list:
         """Lengths of the padding sequences that end pack `slot` of (rank, step)."""
+        rank, step, slot = self._pack_index(rank, step, slot)
         return padding_sequences(self.pack_padding[rank][step][slot], self.pad_chunk)
 
     def padded_length(self, rank: int, step: int, slot: int) -> int:
+        rank, step, slot = self._pack_index(rank, step, slot)
         return self.pack_tokens[rank][step][slot] + self.pack_padding[rank][step][slot]
+
+    def _pack_index(self, rank, step, slot) -> tuple:
+        rank = _index(rank, "rank", self.dp_size)
+        step = _index(step, "step", self.optimizer_steps)
+        return rank, step, _index(slot, "slot", len(self.packs[rank][step]))
 
     def to_dict(self) -> dict:
         """A JSON-ready dict: the packs, their padding, the stats and the notes."""
@@ -158,9 +184,16 @@ def plan(
         a Workload. The cap is always on tokens.
     pad_to: "cap" (every pack to pack_max_length), "step_max" (every pack to
         the longest pack of its slot across ranks) or "none".
-    pad_chunk: the longest padding sequence.
+    pack_max_length: at most MAX_PACK_LENGTH (2^31 - 1): packs are
+        materialized with int32 cu_seqlens.
+    pad_chunk: the longest padding sequence; a pack's padding makes at most
+        MAX_PADDING_SEQUENCES (2^20) of them, so pad_chunk must be at least
+        pack_max_length / 2^20.
     seed: only decides which rank gets which part where ranks tie; the planner
         uses no randomness.
+
+    A plan holds at most MAX_PLAN_LISTS (rank, step) pairs and packs; larger
+    requests are refused before anything is allocated.
 
     Steps keep group counts within one of each other (a step is a mini-batch of
     about the same number of prompts). Within a step, ranks get even
@@ -169,6 +202,7 @@ def plan(
     that ranks stay even within a step (plan.notes says so).
     """
     values = as_int64_array(lengths, "lengths")
+    seed = _as_int(seed, "seed", low=0, high=2**64 - 1)
     group_ids = None
     if groups is not None:
         group_ids = as_int64_array(groups, "groups", allow_negative=True)
@@ -177,18 +211,15 @@ def plan(
                 f"groups has {group_ids.size} entries but lengths has {values.size}; "
                 "give one group id per sample"
             )
-    seed = _check_k(seed, "seed")
-    if seed < 0:
-        raise ValueError(f"seed must be >= 0, got {seed}")
     result = _seqflow.pack._plan(
         values,
-        _check_k(dp_size, "dp_size"),
-        _check_k(optimizer_steps, "optimizer_steps"),
-        _check_k(pack_max_length, "pack_max_length"),
+        _as_int(dp_size, "dp_size"),
+        _as_int(optimizer_steps, "optimizer_steps"),
+        _as_int(pack_max_length, "pack_max_length"),
         group_ids,
         _as_workload(workload),
         str(pad_to),
-        _check_k(pad_chunk, "pad_chunk"),
+        _as_int(pad_chunk, "pad_chunk"),
         seed,
     )
     return _to_plan(result, values)
@@ -206,18 +237,19 @@ def xtuner_baseline(
     values = as_int64_array(lengths, "lengths")
     result = _seqflow.pack._xtuner_baseline(
         values,
-        _check_k(dp_size, "dp_size"),
-        _check_k(optimizer_steps, "optimizer_steps"),
-        _check_k(pack_max_length, "pack_max_length"),
-        _check_k(pad_chunk, "pad_chunk"),
+        _as_int(dp_size, "dp_size"),
+        _as_int(optimizer_steps, "optimizer_steps"),
+        _as_int(pack_max_length, "pack_max_length"),
+        _as_int(pad_chunk, "pad_chunk"),
     )
     return _to_plan(result, values)
 
 
 def padding_sequences(padding: int, pad_chunk: int) -> list:
-    """The lengths of the padding sequences that make up `padding` tokens:
-    full chunks of pad_chunk, then the remainder."""
-    return _seqflow.pack._padding_sequences(_check_k(padding, "padding"), _check_k(pad_chunk, "pad_chunk"))
+    """The lengths of the padding sequences that make up `padding` tokens (at
+    most MAX_PACK_LENGTH, in at most MAX_PADDING_SEQUENCES sequences): full
+    chunks of pad_chunk, then the remainder."""
+    return _seqflow.pack._padding_sequences(_as_int(padding, "padding"), _as_int(pad_chunk, "pad_chunk"))
 
 
 def inverse_permutation(order) -> np.ndarray:
@@ -258,7 +290,7 @@ class MicroBatchPlan:
     def order(self, rank=None) -> np.ndarray:
         """Sample indexes in micro-batch order: of one rank, or of all ranks,
         rank by rank."""
-        ranks = range(len(self.batches)) if rank is None else [rank]
+        ranks = range(len(self.batches)) if rank is None else [_index(rank, "rank", len(self.batches))]
         flat = [index for r in ranks for batch in self.batches[r] for index in batch]
         return np.asarray(flat, dtype=np.int64)
 
@@ -296,14 +328,19 @@ def micro_batches(
         dp_size may stay 1 and is then taken from the list).
     The count is the fewest for which the cap holds, the same on every rank
     when same_count_across_ranks, and a multiple of count_multiple (pipeline
-    schedules). Micro-batches are balanced by `workload`.
+    schedules). Micro-batches are balanced by `workload`. A plan of more than
+    MAX_PLAN_LISTS micro-batches over all ranks is refused.
     order: "interleave" (largest, smallest, second largest, ...: shrinks
         pipeline bubbles), "descending" or "none".
     """
-    cap = _check_k(max_token_len, "max_token_len")
-    dp = _check_k(dp_size, "dp_size")
-    args = (bool(same_count_across_ranks), _check_k(count_multiple, "count_multiple"),
-            _as_workload(workload), str(order))
+    cap = _as_int(max_token_len, "max_token_len")
+    dp = _as_int(dp_size, "dp_size")
+    args = (
+        _as_bool(same_count_across_ranks, "same_count_across_ranks"),
+        _as_int(count_multiple, "count_multiple"),
+        _as_workload(workload),
+        str(order),
+    )
     if _is_per_rank(lengths):
         per_rank = [as_int64_array(rank, f"lengths[{i}]") for i, rank in enumerate(lengths)]
         if dp == 1:
@@ -346,21 +383,44 @@ class PackedSequence:
 def _samples_of(token_ids, name: str):
     """A function i -> 1-D numpy array of sample i's ids, and the count."""
     if isinstance(token_ids, Ragged):
-        values = np.asarray(token_ids.values)
+        values = _id_array(token_ids.values, f"{name}.values")
+        if values.ndim != 1:
+            raise ValueError(f"{name}.values must be one-dimensional, got shape {values.shape}")
         offsets = as_int64_array(token_ids.offsets, f"{name}.offsets")
         if offsets.size == 0 or offsets[-1] > values.shape[0] or np.any(np.diff(offsets) < 0):
             raise ValueError(f"{name}.offsets must be ascending and within values")
         return (lambda i: values[offsets[i]:offsets[i + 1]]), offsets.size - 1
     if getattr(token_ids, "is_nested", False):  # torch nested tensor
         token_ids = token_ids.unbind()
-    arrays = [_as_numpy(sample) for sample in token_ids]
+    try:
+        samples = list(token_ids)
+    except TypeError:
+        raise ValueError(
+            f"{name} must be a list of 1-D arrays or tensors, a nested tensor or a Ragged, "
+            f"got {type(token_ids).__name__}"
+        ) from None
+    arrays = [_id_array(sample, f"{name}[{i}]").reshape(-1) for i, sample in enumerate(samples)]
     return (lambda i: arrays[i]), len(arrays)
 
 
-def _as_numpy(values) -> np.ndarray:
+def _id_array(values, name: str) -> np.ndarray:
+    """Token ids or labels as an int64 array (mixed dtypes would concatenate to
+    float64). Float dtypes are refused even when the values are whole: float32
+    holds integers exactly only up to 2^24, so ids that passed through a float
+    may already be wrong."""
     if hasattr(values, "detach"):  # torch tensor
+        if values.is_floating_point() or values.is_complex():
+            raise ValueError(f"{name} has dtype {values.dtype}; token ids and labels must be integers")
         values = values.detach().cpu().numpy()
-    return np.asarray(values).reshape(-1)
+    try:
+        array = np.asarray(values)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{name} must be an array of integer token ids: {error}") from None
+    if array.dtype.kind not in "iu" and array.size:
+        raise ValueError(f"{name} has dtype {array.dtype}; token ids and labels must be integers")
+    if array.dtype.kind == "u" and array.size and array.max() > _INT64_MAX:
+        raise ValueError(f"{name} holds {int(array.max())}, beyond the int64 range")
+    return array.astype(np.int64, copy=False)
 
 
 def materialize(
@@ -378,13 +438,24 @@ def materialize(
 
     token_ids: the token ids of every sample, indexed as in the plan: a list of
         1-D arrays or tensors, a torch nested tensor, or a Ragged(values, offsets).
+        Ids must have an integer dtype: float arrays are refused, even with
+        whole values (cast them yourself if you know they are exact).
     labels: the same for labels; by default the token ids themselves. Padding
-        positions get ignore_index; padding tokens are pad_id.
-    rank, step: which packs. Returns a list over packs for one (rank, step);
+        positions get ignore_index; padding tokens are pad_id (int64 integers).
+    rank, step: which packs, 0..dp_size-1 and 0..optimizer_steps-1 (no
+        negative indexing). Returns a list over packs for one (rank, step);
         a list over steps of those for one rank; a list over ranks of those
         when rank is None.
     backend: "numpy", or "torch" for tensors (needs torch installed).
     """
+    if not isinstance(plan, PackPlan):
+        raise ValueError(f"plan must be a PackPlan (from seqflow.pack.plan), got {type(plan).__name__}")
+    if rank is not None:
+        rank = _index(rank, "rank", plan.dp_size)
+    if step is not None:
+        step = _index(step, "step", plan.optimizer_steps)
+    pad_id = _as_int(pad_id, "pad_id")
+    ignore_index = _as_int(ignore_index, "ignore_index")
     if backend not in ("numpy", "torch"):
         raise ValueError(f"backend must be 'numpy' or 'torch', got {backend!r}")
     if backend == "torch":

@@ -8,7 +8,6 @@
 #include "balance/lpt.h"
 #include "balance/refine.h"
 #include "balance/value_order.h"
-#include "common/checked_math.h"
 #include "seqflow/balance.h"
 #include "seqflow/error.h"
 
@@ -19,9 +18,6 @@ namespace {
 // Small inputs also get a bounded exact search: a few milliseconds at most.
 constexpr size_t kExactSearchMaxUnits = 64;
 constexpr int64_t kExactSearchNodes = 1 << 17;
-
-// Refinement doubles weights when it compares them; keep headroom for that.
-constexpr int64_t kMaxTotalWorkload = INT64_MAX / 4;
 
 // Items merged by group: cardinality and balancing work on units.
 struct Units {
@@ -48,20 +44,6 @@ Units build_units(std::vector<int64_t> item_costs, std::span<const int64_t> grou
     units.weights[it->second] += item_costs[i];
   }
   return units;
-}
-
-int64_t checked_total(std::span<const int64_t> costs, const Workload& workload) {
-  int64_t total = 0;
-  for (size_t i = 0; i < costs.size(); ++i) {
-    auto sum = checked_add(total, costs[i]);
-    if (!sum || *sum > kMaxTotalWorkload) {
-      throw_invalid("weights: the total workload under " + workload.name() + " overflows the supported range, 2^61 (" +
-                    std::to_string(kMaxTotalWorkload) + ") at weights[" + std::to_string(i) +
-                    "]; split the batch or use a cheaper workload model");
-    }
-    total = *sum;
-  }
-  return total;
 }
 
 void validate(std::span<const int64_t> weights, int64_t k, const Options& options) {
@@ -200,7 +182,7 @@ int64_t Partition::heaviest() const { return *std::max_element(sums.begin(), sum
 Partition partition(std::span<const int64_t> weights, int64_t k, const Options& options) {
   validate(weights, k, options);
   std::vector<int64_t> item_costs = options.workload.costs(weights, "weights");
-  const int64_t total = checked_total(item_costs, options.workload);
+  const int64_t total = options.workload.total(item_costs, "weights");
   Units units = build_units(item_costs, options.groups);
   validate_unit_count(static_cast<int64_t>(units.weights.size()), k, options);
 

@@ -13,6 +13,10 @@ namespace seqflow::balance {
 
 namespace {
 
+// Parts beyond the item count come out empty, as in verl; this many at most,
+// so that a huge k_partitions is an error, not an allocation.
+constexpr int64_t kMaxPartitions = int64_t{1} << 20;
+
 void check_magnitude(std::span<const int64_t> seqlens) {
   int64_t total = 0;
   for (size_t i = 0; i < seqlens.size(); ++i) {
@@ -33,6 +37,11 @@ std::vector<std::vector<int64_t>> karmarkar_karp(std::span<const int64_t> seqlen
     throw_invalid("k_partitions must be positive, got " + std::to_string(k_partitions));
   }
   if (n == 0) throw_invalid("seqlen_list must not be empty");
+  if (k_partitions > std::max(n, kMaxPartitions)) {
+    throw_invalid("k_partitions (" + std::to_string(k_partitions) + ") exceeds both len(seqlen_list) (" +
+                  std::to_string(n) + ") and " + std::to_string(kMaxPartitions) +
+                  ": the parts beyond the items would all be empty");
+  }
   if (equal_size && n % k_partitions != 0) {
     throw_invalid("equal_size=True needs len(seqlen_list) (" + std::to_string(n) +
                   ") to be a multiple of k_partitions (" + std::to_string(k_partitions) + ")");

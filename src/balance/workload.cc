@@ -92,6 +92,21 @@ std::vector<int64_t> Workload::costs(std::span<const int64_t> lengths,
   return out;
 }
 
+int64_t Workload::total(std::span<const int64_t> costs, std::string_view parameter) const {
+  int64_t total = 0;
+  for (size_t i = 0; i < costs.size(); ++i) {
+    auto sum = checked_add(total, costs[i]);
+    if (!sum || *sum > kMaxTotalCost) {
+      throw_invalid(std::string(parameter) + ": the total workload under " + name() +
+                    " overflows the supported range, 2^61 (" + std::to_string(kMaxTotalCost) +
+                    ") at " + std::string(parameter) + "[" + std::to_string(i) +
+                    "]; split the batch or use a cheaper workload model");
+    }
+    total = *sum;
+  }
+  return total;
+}
+
 std::string Workload::name() const {
   if (is_tokens()) return "tokens";
   if (verl_) return "verl";

@@ -33,7 +33,7 @@ constexpr Option kOptions[] = {
      "a 1-D .npy array; '-' or no FILE reads standard input"},
     {"--dp", "D", "data-parallel ranks, >= 1; required"},
     {"--steps", "S", "optimizer steps every rank takes, >= 1; required"},
-    {"--cap", "C", "pack_max_length: the most tokens one pack may hold; required"},
+    {"--cap", "C", "pack_max_length: the most tokens one pack may hold, at most 2147483647; required"},
     {"--group-size", "N",
      "samples i*N .. i*N+N-1 form group i (e.g. the N responses of one prompt); a group "
      "stays on one rank and in one step. The sample count must be a multiple of N"},
@@ -200,7 +200,7 @@ int run_pack(std::span<const std::string> arguments) {
   pack::Options options;
   options.dp_size = args->integer("--dp", 0, 1, kInt64Max);
   options.optimizer_steps = args->integer("--steps", 0, 1, kInt64Max);
-  options.pack_max_length = args->integer("--cap", 0, 1, kInt64Max);
+  options.pack_max_length = args->integer("--cap", 0, 1, pack::kMaxPackLength);
   options.workload = Workload::parse(args->get("--workload").value_or("tokens"));
   options.pad_to = pack::parse_pad_to(args->get("--pad-to").value_or("cap"));
   options.pad_chunk = args->integer("--pad-chunk", 1024, 1, kInt64Max);

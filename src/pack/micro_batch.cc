@@ -2,10 +2,12 @@
 // enforced, one count for every rank, and counts that suit pipeline schedules.
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <string>
 
 #include "common/checked_math.h"
 #include "pack/bin_packing.h"
+#include "pack/limits.h"
 #include "seqflow/balance.h"
 #include "seqflow/error.h"
 #include "seqflow/pack.h"
@@ -15,15 +17,14 @@ namespace seqflow::pack {
 namespace {
 
 void validate_options(int64_t max_token_len, const MicroBatchOptions& options) {
-  if (max_token_len <= 0) {
-    throw_invalid("max_token_len must be positive, got " + std::to_string(max_token_len));
-  }
-  if (options.dp_size <= 0) {
-    throw_invalid("dp_size must be positive, got " + std::to_string(options.dp_size));
-  }
-  if (options.count_multiple <= 0) {
-    throw_invalid("count_multiple must be positive, got " + std::to_string(options.count_multiple));
-  }
+  detail::require_positive("max_token_len", max_token_len);
+  detail::require_positive("dp_size", options.dp_size);
+  detail::require_positive("count_multiple", options.count_multiple);
+  // Every rank gets at least count_multiple micro-batches.
+  detail::require_plan_lists(checked_mul(options.dp_size, options.count_multiple),
+                             "dp_size x count_multiple (" + std::to_string(options.dp_size) + " x " +
+                                 std::to_string(options.count_multiple) + ") micro-batches",
+                             "lower count_multiple or plan fewer ranks at a time");
 }
 
 // `name` is how an error names one length, e.g. "lengths[3]".
@@ -36,6 +37,13 @@ void validate_length(int64_t length, const std::string& name, int64_t max_token_
                   std::to_string(max_token_len) +
                   "): that sample fits in no micro-batch; raise max_token_len or truncate it");
   }
+}
+
+// Before the micro-batches are allocated: `total` over all ranks, the most
+// on one rank `most`.
+void require_micro_batches(std::optional<int64_t> total, int64_t most) {
+  detail::require_plan_lists(total, "micro-batches over all ranks (up to " + std::to_string(most) + " per rank)",
+                             "raise max_token_len or lower count_multiple");
 }
 
 int64_t round_up(int64_t value, int64_t multiple) {
@@ -108,6 +116,8 @@ MicroBatchPlan micro_batches_per_rank(std::span<const std::span<const int64_t>> 
       total = *sum;
     }
     tokens[rank].assign(lengths.begin(), lengths.end());
+    options.workload.total(options.workload.costs(tokens[rank], "lengths[" + std::to_string(rank) + "]"),
+                           "lengths[" + std::to_string(rank) + "]");
   }
 
   MicroBatchPlan out;
@@ -121,10 +131,13 @@ MicroBatchPlan micro_batches_per_rank(std::span<const std::span<const int64_t>> 
   }
   if (options.same_count_across_ranks) {
     int64_t count = *std::max_element(counts.begin(), counts.end());
+    require_micro_batches(checked_mul(count, dp), count);
     assignments = detail::fit_all_into_bins(tokens, count, options.count_multiple, max_token_len,
                                             options.workload);
     std::fill(counts.begin(), counts.end(), count);
   } else {
+    require_micro_batches(std::accumulate(counts.begin(), counts.end(), int64_t{0}),
+                          *std::max_element(counts.begin(), counts.end()));
     for (int64_t rank = 0; rank < dp; ++rank) {
       if (!assignments[rank].empty() || tokens[rank].empty()) continue;
       std::vector<std::vector<int64_t>> one{tokens[rank]};
@@ -163,6 +176,7 @@ MicroBatchPlan micro_batches(std::span<const int64_t> lengths, int64_t max_token
   for (size_t i = 0; i < lengths.size(); ++i) {
     validate_length(lengths[i], "lengths[" + std::to_string(i) + "]", max_token_len);
   }
+  options.workload.total(options.workload.costs(lengths, "lengths"), "lengths");
   const int64_t dp = options.dp_size;
   const auto n = static_cast<int64_t>(lengths.size());
   // Samples per rank (global indexes, ascending).

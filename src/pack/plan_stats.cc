@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
+#include "common/checked_math.h"
 #include "pack/bin_packing.h"
+#include "seqflow/error.h"
 
 namespace seqflow::pack::detail {
 
@@ -20,6 +22,13 @@ double spread_of(const std::vector<std::vector<int64_t>>& per_rank, size_t step)
   }
   const double mean = total / static_cast<double>(per_rank.size());
   return mean > 0 ? static_cast<double>(hi - lo) / mean : 0.0;
+}
+
+// total + value, or an error naming the statistic.
+int64_t add_to(int64_t total, int64_t value, const char* statistic) {
+  auto sum = checked_add(total, value);
+  if (!sum) throw_invalid(std::string("stats.") + statistic + " of the plan overflows int64");
+  return *sum;
 }
 
 }  // namespace
@@ -61,12 +70,13 @@ void summarize(Plan& plan, std::span<const int64_t> lengths, const Workload& wor
         ++stats.empty_rank_steps;
       }
       for (const Pack& pack : packs) {
+        // Within the lengths' and workloads' totals, which the planners check.
         for (int64_t sample : pack.samples) {
           stats.tokens[rank][step] += lengths[sample];
           stats.workloads[rank][step] += workload.cost(lengths[sample]);
         }
-        stats.real_tokens += pack.tokens;
-        stats.padding_tokens += pack.padding;
+        stats.real_tokens = add_to(stats.real_tokens, pack.tokens, "real_tokens");
+        stats.padding_tokens = add_to(stats.padding_tokens, pack.padding, "padding_tokens");
         stats.padding_packs += pack.samples.empty();
         stats.max_pack_tokens = std::max(stats.max_pack_tokens, pack.tokens);
         stats.packs_over_cap += pack.tokens > plan.pack_max_length;
@@ -80,7 +90,7 @@ void summarize(Plan& plan, std::span<const int64_t> lengths, const Workload& wor
     stats.token_spread.push_back(spread_of(stats.tokens, step));
     stats.workload_spread.push_back(spread_of(stats.workloads, step));
   }
-  const int64_t all = stats.real_tokens + stats.padding_tokens;
+  const int64_t all = add_to(stats.real_tokens, stats.padding_tokens, "padding_tokens + real_tokens");
   stats.padding_ratio = all > 0 ? static_cast<double>(stats.padding_tokens) / static_cast<double>(all) : 0.0;
   plan.stats = std::move(stats);
 }

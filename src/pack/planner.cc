@@ -27,6 +27,7 @@
 
 #include "common/checked_math.h"
 #include "pack/bin_packing.h"
+#include "pack/limits.h"
 #include "pack/plan_stats.h"
 #include "seqflow/balance.h"
 #include "seqflow/error.h"
@@ -40,24 +41,17 @@ namespace {
 // ranks' waiting by at least this fraction.
 constexpr double kUnevenStepsGain = 0.01;
 
-// Keeps the plan's nested vectors within reason.
-constexpr int64_t kMaxRankSteps = int64_t{1} << 24;
-
-void require_positive(const char* name, int64_t value) {
-  if (value <= 0) throw_invalid(std::string(name) + " must be positive, got " + std::to_string(value));
-}
-
 void validate(std::span<const int64_t> lengths, const Options& options) {
-  require_positive("dp_size", options.dp_size);
-  require_positive("optimizer_steps", options.optimizer_steps);
-  require_positive("pack_max_length", options.pack_max_length);
-  require_positive("pad_chunk", options.pad_chunk);
-  auto rank_steps = checked_mul(options.dp_size, options.optimizer_steps);
-  if (!rank_steps || *rank_steps > kMaxRankSteps) {
-    throw_invalid("dp_size x optimizer_steps (" + std::to_string(options.dp_size) + " x " +
-                  std::to_string(options.optimizer_steps) + ") exceeds " +
-                  std::to_string(kMaxRankSteps) + " rank-steps");
-  }
+  detail::require_positive("dp_size", options.dp_size);
+  detail::require_positive("optimizer_steps", options.optimizer_steps);
+  detail::require_positive("pack_max_length", options.pack_max_length);
+  detail::require_within_pack("pack_max_length", options.pack_max_length);
+  detail::require_positive("pad_chunk", options.pad_chunk);
+  detail::require_padding_sequences("pack_max_length", options.pack_max_length, options.pad_chunk);
+  detail::require_plan_lists(checked_mul(options.dp_size, options.optimizer_steps),
+                             "dp_size x optimizer_steps (" + std::to_string(options.dp_size) + " x " +
+                                 std::to_string(options.optimizer_steps) + ")",
+                             "plan fewer ranks or steps at a time");
   if (!options.groups.empty() && options.groups.size() != lengths.size()) {
     throw_invalid("groups has " + std::to_string(options.groups.size()) +
                   " entries but lengths has " + std::to_string(lengths.size()) +
@@ -111,12 +105,12 @@ class Planner {
                      std::vector<std::vector<Pack>>(static_cast<size_t>(options_.optimizer_steps)));
     std::vector<int64_t> all(lengths_.size());
     std::iota(all.begin(), all.end(), 0);
+    const int64_t total = options_.workload.total(costs_, "lengths");
     const std::vector<int64_t> tie_order = seeded_rank_order();
     Layout layout = steps_first(all, tie_order);
     // Steps of uneven workload must buy at least kUnevenStepsGain. No layout
     // waits less than total / dp_size, so when balanced steps come close
     // enough to that, steps by size need not be tried.
-    const int64_t total = std::accumulate(costs_.begin(), costs_.end(), int64_t{0});
     const double ideal = static_cast<double>(total) / static_cast<double>(options_.dp_size);
     const auto threshold = static_cast<double>(slowest_rank_total(layout)) * (1.0 - kUnevenStepsGain);
     if (ideal < threshold) {
@@ -291,7 +285,7 @@ class Planner {
 
   // Packs every rank's samples of one step into the same, smallest number of
   // bins the packer manages under the cap.
-  void pack_step(Plan& out, size_t step, const std::vector<std::vector<int64_t>>& per_rank) const {
+  void pack_step(Plan& out, size_t step, const std::vector<std::vector<int64_t>>& per_rank) {
     const int64_t cap = options_.pack_max_length;
     std::vector<std::vector<int64_t>> tokens(per_rank.size());
     int64_t bins = 1;
@@ -317,6 +311,14 @@ class Planner {
         assignments = std::move(filled);
       }
     }
+    const auto step_packs = checked_mul(bins, static_cast<int64_t>(per_rank.size()));
+    const auto plan_packs = step_packs ? checked_add(packs_so_far_, *step_packs) : std::nullopt;
+    detail::require_plan_lists(plan_packs,
+                               "packs up to step " + std::to_string(step) + " (step " +
+                                   std::to_string(step) + " needs " + std::to_string(bins) +
+                                   " per rank on " + std::to_string(per_rank.size()) + " ranks)",
+                               "raise pack_max_length or plan fewer samples at a time");
+    packs_so_far_ = *plan_packs;
     for (size_t rank = 0; rank < per_rank.size(); ++rank) {
       auto& packs = out.packs[rank][step];
       packs.assign(static_cast<size_t>(bins), Pack{});
@@ -382,6 +384,7 @@ class Planner {
   std::span<const int64_t> lengths_;
   const Options& options_;
   bool steps_by_size_ = false;  // steps_by_size won
+  int64_t packs_so_far_ = 0;    // over ranks and the steps packed so far
   std::vector<int64_t> costs_;
   std::vector<int64_t> unit_of_;
 };
@@ -410,8 +413,10 @@ Plan plan(std::span<const int64_t> lengths, const Options& options) {
 }
 
 std::vector<int64_t> padding_sequences(int64_t padding, int64_t pad_chunk) {
-  require_positive("pad_chunk", pad_chunk);
+  detail::require_positive("pad_chunk", pad_chunk);
   if (padding < 0) throw_invalid("padding must be >= 0, got " + std::to_string(padding));
+  detail::require_within_pack("padding", padding);
+  detail::require_padding_sequences("padding", padding, pad_chunk);
   std::vector<int64_t> out(static_cast<size_t>(padding / pad_chunk), pad_chunk);
   if (padding % pad_chunk != 0) out.push_back(padding % pad_chunk);
   return out;

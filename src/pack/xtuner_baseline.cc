@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <string>
 
+#include "common/checked_math.h"
 #include "pack/bin_packing.h"
+#include "pack/limits.h"
 #include "pack/plan_stats.h"
 #include "seqflow/balance.h"
 #include "seqflow/error.h"
@@ -14,13 +17,14 @@ namespace seqflow::pack::baseline {
 namespace {
 
 // Karmarkar-Karp equal-size split of `samples` into k parts, as the pipeline
-// does it: the count must divide.
+// does it: the count must divide. `whose` says whose samples they are and
+// `parameter` names k, for the error.
 std::vector<std::vector<int64_t>> equal_split(const std::vector<int64_t>& samples,
                                               std::span<const int64_t> lengths, int64_t k,
-                                              const char* what) {
+                                              const std::string& whose, const char* parameter) {
   if (samples.size() % static_cast<size_t>(k) != 0 || samples.empty()) {
-    throw_invalid(std::string("baseline: ") + std::to_string(samples.size()) + " samples per " +
-                  what + " split do not divide into " + std::to_string(k) +
+    throw_invalid("baseline: " + whose + std::to_string(samples.size()) + " samples do not split into " +
+                  parameter + " = " + std::to_string(k) +
                   " equal parts (the xtuner pipeline asserts here)");
   }
   std::vector<int64_t> sub(samples.size());
@@ -36,12 +40,18 @@ std::vector<std::vector<int64_t>> equal_split(const std::vector<int64_t>& sample
 
 Plan xtuner_pack(std::span<const int64_t> lengths, int64_t dp_size, int64_t optimizer_steps,
                  int64_t pack_max_length, int64_t pad_chunk) {
-  if (dp_size <= 0 || optimizer_steps <= 0 || pack_max_length <= 0 || pad_chunk <= 0) {
-    throw_invalid("baseline: dp_size, optimizer_steps, pack_max_length and pad_chunk must be positive");
-  }
-  for (size_t i = 0; i < lengths.size(); ++i) {
-    if (lengths[i] < 0) throw_invalid("lengths[" + std::to_string(i) + "] is negative");
-  }
+  detail::require_positive("dp_size", dp_size);
+  detail::require_positive("optimizer_steps", optimizer_steps);
+  detail::require_positive("pack_max_length", pack_max_length);
+  detail::require_within_pack("pack_max_length", pack_max_length);
+  detail::require_positive("pad_chunk", pad_chunk);
+  detail::require_padding_sequences("pack_max_length", pack_max_length, pad_chunk);
+  detail::require_plan_lists(checked_mul(dp_size, optimizer_steps),
+                             "dp_size x optimizer_steps (" + std::to_string(dp_size) + " x " +
+                                 std::to_string(optimizer_steps) + ")",
+                             "plan fewer ranks or steps at a time");
+  // The tokens' total bounds every sum below, the packs' real tokens included.
+  Workload::tokens().total(Workload::tokens().costs(lengths, "lengths"), "lengths");
   Plan out;
   out.dp_size = dp_size;
   out.optimizer_steps = optimizer_steps;
@@ -53,14 +63,19 @@ Plan xtuner_pack(std::span<const int64_t> lengths, int64_t dp_size, int64_t opti
 
   std::vector<int64_t> all(lengths.size());
   std::iota(all.begin(), all.end(), 0);
-  auto ranks = equal_split(all, lengths, dp_size, "rank");
+  auto ranks = equal_split(all, lengths, dp_size, "", "dp_size");
   for (size_t rank = 0; rank < ranks.size(); ++rank) {
-    auto steps = equal_split(ranks[rank], lengths, optimizer_steps, "step");
+    auto steps = equal_split(ranks[rank], lengths, optimizer_steps,
+                             "rank " + std::to_string(rank) + "'s ", "optimizer_steps");
     for (size_t step = 0; step < steps.size(); ++step) {
       std::vector<int64_t> sub;
       for (int64_t s : steps[step]) sub.push_back(lengths[s]);
       const int64_t tokens = std::accumulate(sub.begin(), sub.end(), int64_t{0});
       const int64_t count = std::max<int64_t>(1, detail::ceil_div(tokens, pack_max_length));
+      detail::require_plan_lists(count,
+                                 "ceil(tokens / pack_max_length) packs of rank " + std::to_string(rank) +
+                                     ", step " + std::to_string(step),
+                                 "raise pack_max_length");
       for (auto& part : balance::karmarkar_karp(sub, count, /*equal_size=*/false)) {
         Pack& pack = out.packs[rank][step].emplace_back();
         for (int64_t index : part) {
@@ -71,10 +86,17 @@ Plan xtuner_pack(std::span<const int64_t> lengths, int64_t dp_size, int64_t opti
       }
     }
   }
-  for (int64_t step = 0; step < optimizer_steps; ++step) {
-    size_t most = 0;
-    for (const auto& rank : out.packs) most = std::max(most, rank[step].size());
-    for (auto& rank : out.packs) rank[step].resize(most);
+  // Pack counts padded across ranks: dp_size times the most in each step.
+  std::vector<size_t> most(static_cast<size_t>(optimizer_steps), 0);
+  std::optional<int64_t> packs = 0;
+  for (size_t step = 0; step < most.size(); ++step) {
+    for (const auto& rank : out.packs) most[step] = std::max(most[step], rank[step].size());
+    auto step_packs = checked_mul(dp_size, static_cast<int64_t>(most[step]));
+    packs = packs && step_packs ? checked_add(*packs, *step_packs) : std::nullopt;
+  }
+  detail::require_plan_lists(packs, "packs, padded across ranks", "raise pack_max_length");
+  for (size_t step = 0; step < most.size(); ++step) {
+    for (auto& rank : out.packs) rank[step].resize(most[step]);
   }
   detail::apply_padding(out);
   detail::summarize(out, lengths, Workload::tokens());

@@ -4,6 +4,7 @@
 
 #include "pack/xtuner_baseline.h"
 #include "seqflow/error.h"
+#include "test_support.h"
 
 namespace seqflow::pack {
 namespace {
@@ -59,8 +60,10 @@ TEST(PackXtunerBaseline, EverySampleOnceOnRandomInputs) {
 
 TEST(PackXtunerBaseline, FailsWhereThePipelineAsserts) {
   std::vector<int64_t> lengths(10, 5);
-  EXPECT_THROW(baseline::xtuner_pack(lengths, 4, 1, 100), Error);  // 10 % 4 != 0
-  EXPECT_THROW(baseline::xtuner_pack(lengths, 2, 3, 100), Error);  // 5 % 3 != 0
+  EXPECT_TRUE(test::throws_invalid([&] { baseline::xtuner_pack(lengths, 4, 1, 100); },
+                                   {"10 samples do not split into dp_size = 4 equal parts"}));
+  EXPECT_TRUE(test::throws_invalid([&] { baseline::xtuner_pack(lengths, 2, 3, 100); },
+                                   {"rank 0's 5 samples do not split into optimizer_steps = 3 equal parts"}));
 }
 
 TEST(PackXtunerBaseline, DoesNotEnforceTheCap) {
@@ -69,6 +72,32 @@ TEST(PackXtunerBaseline, DoesNotEnforceTheCap) {
   Plan plan = baseline::xtuner_pack(lengths, 2, 1, 100);
   EXPECT_GT(plan.stats.packs_over_cap, 0);
   EXPECT_EQ(plan.stats.max_pack_tokens, 120);
+}
+
+// Every parameter is named on its own, and sizes are checked before the plan
+// is allocated (dp_size = 2^40 used to throw bad_alloc).
+TEST(PackXtunerBaseline, BadInputIsNamedBeforeAllocating) {
+  const std::vector<int64_t> lengths = {1, 2, 3, 4};
+  const int64_t huge = int64_t{1} << 40;
+  EXPECT_TRUE(test::throws_invalid([&] { baseline::xtuner_pack(lengths, huge, 1, 100); },
+                                   {"dp_size x optimizer_steps", "1099511627776"}));
+  EXPECT_TRUE(test::throws_invalid([&] { baseline::xtuner_pack(lengths, 1, huge, 100); },
+                                   {"dp_size x optimizer_steps", "1099511627776"}));
+  EXPECT_TRUE(test::throws_invalid([&] { baseline::xtuner_pack(lengths, 2, 1, 0); },
+                                   {"pack_max_length must be positive, got 0"}));
+  EXPECT_TRUE(test::throws_invalid([&] { baseline::xtuner_pack(lengths, 2, 1, huge); },
+                                   {"pack_max_length", "1099511627776", "2147483647"}));
+  EXPECT_TRUE(test::throws_invalid([&] { baseline::xtuner_pack(lengths, 2, 1, 100, -1); },
+                                   {"pad_chunk must be positive, got -1"}));
+  EXPECT_TRUE(test::throws_invalid([&] { baseline::xtuner_pack(std::vector<int64_t>{1, -2}, 1, 1, 100); },
+                                   {"lengths[1] = -2"}));
+  // ceil(2^40 / 1) packs for one (rank, step).
+  EXPECT_TRUE(test::throws_invalid([&] { baseline::xtuner_pack(std::vector<int64_t>{huge}, 1, 1, 1); },
+                                   {"packs of rank 0, step 0", "1099511627776", "pack_max_length"}));
+  // The tokens' total overflows: named as the baseline's lengths.
+  EXPECT_TRUE(test::throws_invalid(
+      [&] { baseline::xtuner_pack(std::vector<int64_t>{int64_t{1} << 62, int64_t{1} << 62}, 1, 1, 100); },
+      {"lengths", "overflows"}));
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include "seqflow/error.h"
 #include "seqflow/pack.h"
+#include "test_support.h"
 
 namespace seqflow::pack {
 namespace {
@@ -126,6 +127,35 @@ TEST(PackMicroBatches, InversePermutationRestoresOrder) {
   EXPECT_THROW(inverse_permutation(bad), Error);
   std::vector<int64_t> out_of_range = {0, 2};
   EXPECT_THROW(inverse_permutation(out_of_range), Error);
+}
+
+// count_multiple and dp_size are checked against the plan's size before any
+// micro-batch is allocated (count_multiple = 2^40 used to throw bad_alloc).
+TEST(PackMicroBatches, HugeCountsAreRefusedBeforeAllocating) {
+  const std::vector<int64_t> lengths = {1, 2, 3};
+  const int64_t huge = int64_t{1} << 40;
+  EXPECT_TRUE(test::throws_invalid([&] { micro_batches(lengths, 10, {.count_multiple = huge}); },
+                                   {"count_multiple", "1099511627776", "1048576"}));
+  EXPECT_TRUE(test::throws_invalid([&] { micro_batches(lengths, 10, {.dp_size = huge}); },
+                                   {"dp_size", "1099511627776", "1048576"}));
+  EXPECT_TRUE(test::throws_invalid(
+      [&] { micro_batches(lengths, 10, {.dp_size = 1024, .count_multiple = 2048}); },
+      {"dp_size x count_multiple (1024 x 2048)"}));
+  // 2^21 one-token samples under a cap of one token: 2^21 micro-batches.
+  const std::vector<int64_t> ones(size_t{1} << 21, 1);
+  EXPECT_TRUE(test::throws_invalid([&] { micro_batches(ones, 1, {}); },
+                                   {"micro-batches", "2097152", "1048576", "max_token_len"}));
+}
+
+TEST(PackMicroBatches, TotalWorkloadOverflowNamesLengths) {
+  const std::vector<int64_t> lengths = {int64_t{1} << 31, int64_t{1} << 31};
+  EXPECT_TRUE(test::throws_invalid(
+      [&] { micro_batches(lengths, int64_t{1} << 40, {.workload = Workload::verl()}); },
+      {"lengths", "verl", "overflows"}));
+  const std::vector<std::span<const int64_t>> per_rank = {lengths};
+  EXPECT_TRUE(test::throws_invalid(
+      [&] { micro_batches_per_rank(per_rank, int64_t{1} << 40, {.workload = Workload::verl()}); },
+      {"lengths[0]", "verl", "overflows"}));
 }
 
 }  // namespace

@@ -8,6 +8,8 @@
 
 #include "seqflow/error.h"
 #include "seqflow/pack.h"
+#include "pack/plan_stats.h"
+#include "test_support.h"
 
 namespace seqflow::pack {
 namespace {
@@ -332,6 +334,83 @@ TEST(PackPlan, PaddingSequencesAreChunks) {
   EXPECT_EQ(padding_sequences(9, 4), (std::vector<int64_t>{4, 4, 1}));
   EXPECT_EQ(padding_sequences(8, 4), (std::vector<int64_t>{4, 4}));
   EXPECT_THROW(padding_sequences(3, 0), Error);
+}
+
+// Packs are materialized with int32 cu_seqlens: a longer cap is refused, by
+// name and value, where it used to overflow padding_tokens to a negative number.
+TEST(PackPlan, PackMaxLengthBeyondInt32IsRefused) {
+  const std::vector<int64_t> lengths = {10, 20, 50};
+  for (int64_t cap : {int64_t{1} << 31, int64_t{1} << 40, int64_t{1} << 62}) {
+    EXPECT_TRUE(test::throws_invalid(
+        [&] { plan(lengths, {.dp_size = 2, .optimizer_steps = 1, .pack_max_length = cap}); },
+        {"pack_max_length", std::to_string(cap), "2147483647"}));
+  }
+  const int64_t longest = INT32_MAX;
+  Plan p = plan(lengths, {.dp_size = 2, .optimizer_steps = 1, .pack_max_length = longest, .pad_chunk = 4096});
+  EXPECT_EQ(p.stats.padding_tokens, 2 * longest - 80);
+  EXPECT_EQ(p.stats.real_tokens, 80);
+}
+
+TEST(PackPlan, PaddingSequencesRefuseMoreThanOnePackOfPadding) {
+  EXPECT_TRUE(test::throws_invalid([] { padding_sequences(int64_t{1} << 40, 1024); },
+                                   {"padding", "1099511627776", "2147483647"}));
+  EXPECT_EQ(padding_sequences(INT32_MAX, int64_t{1} << 30),
+            (std::vector<int64_t>{int64_t{1} << 30, (int64_t{1} << 30) - 1}));
+}
+
+// pad_chunk = 1 under the longest cap would describe one pack's padding with
+// 2^31 one-token sequences.
+TEST(PackPlan, PaddingIsNeverBillionsOfSequences) {
+  const std::vector<int64_t> lengths = {10};
+  EXPECT_TRUE(test::throws_invalid(
+      [&] { plan(lengths, {.dp_size = 1, .optimizer_steps = 1, .pack_max_length = INT32_MAX, .pad_chunk = 1}); },
+      {"pad_chunk = 1 splits pack_max_length = 2147483647", "1048576", "at least 2048"}));
+  EXPECT_TRUE(test::throws_invalid([] { padding_sequences(INT32_MAX, 1); },
+                                   {"pad_chunk = 1 splits padding = 2147483647"}));
+  EXPECT_EQ(padding_sequences(int64_t{1} << 20, 1).size(), size_t{1} << 20);
+}
+
+TEST(PackPlan, TooManyRankStepsAreRefusedBeforeAllocating) {
+  EXPECT_TRUE(test::throws_invalid(
+      [] { plan({}, {.dp_size = 2048, .optimizer_steps = 1024, .pack_max_length = 10}); },
+      {"dp_size x optimizer_steps (2048 x 1024)", "2097152", "1048576"}));
+}
+
+// One group of 2048 full samples lands on one rank: 2048 packs per rank on
+// 1024 ranks is 2^21 packs, over the limit, refused before the packs exist.
+TEST(PackPlan, TooManyPacksAreRefusedBeforeAllocating) {
+  const std::vector<int64_t> lengths(2048, 10);
+  const std::vector<int64_t> groups(lengths.size(), 7);
+  EXPECT_TRUE(test::throws_invalid(
+      [&] {
+        plan(lengths, {.dp_size = 1024, .optimizer_steps = 1, .pack_max_length = 10, .groups = groups});
+      },
+      {"packs", "2048 per rank on 1024 ranks", "1048576", "pack_max_length"}));
+}
+
+// Two verl costs of about 2^62 each: the plan names its own parameter, lengths.
+TEST(PackPlan, TotalWorkloadOverflowNamesLengths) {
+  const std::vector<int64_t> lengths = {INT32_MAX, INT32_MAX};
+  EXPECT_TRUE(test::throws_invalid(
+      [&] {
+        plan(lengths, {.dp_size = 1, .optimizer_steps = 3, .pack_max_length = INT32_MAX,
+                       .workload = Workload::verl(), .pad_chunk = 4096});
+      },
+      {"lengths", "verl", "overflows"}));
+}
+
+// The statistics are summed with checks: an overflow is an error, never a
+// negative padding_tokens.
+TEST(PackPlan, StatsOverflowIsAnErrorNotAWrappedSum) {
+  Plan p;
+  p.dp_size = 2;
+  p.optimizer_steps = 1;
+  p.pack_max_length = INT64_MAX;
+  p.packs.assign(2, std::vector<std::vector<Pack>>(1, std::vector<Pack>(1)));
+  p.packs[0][0][0].padding = int64_t{1} << 62;
+  p.packs[1][0][0].padding = int64_t{1} << 62;
+  EXPECT_TRUE(test::throws_invalid([&] { detail::summarize(p, {}, Workload::tokens()); },
+                                   {"padding_tokens", "overflows int64"}));
 }
 
 }  // namespace

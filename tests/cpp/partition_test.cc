@@ -277,5 +277,14 @@ TEST(PartitionErrors, ItemCostOverflowNamesTheWeight) {
   EXPECT_TRUE(throws_invalid([&] { partition(w, 2, verl); }, {"weights", "4000000000", "overflow"}));
 }
 
+// k_partitions beyond the items only adds empty parts: allowed as in verl,
+// but not 2^40 of them (that used to throw bad_alloc).
+TEST(VerlCompat, HugeKPartitionsIsRefusedBeforeAllocating) {
+  const Weights lengths = {5, 3, 2};
+  EXPECT_TRUE(throws_invalid([&] { karmarkar_karp(lengths, int64_t{1} << 40, false); },
+                             {"k_partitions", "1099511627776", "1048576"}));
+  EXPECT_EQ(karmarkar_karp(lengths, 5, false).size(), 5u);
+}
+
 }  // namespace
 }  // namespace seqflow::balance

@@ -412,3 +412,58 @@ def test_cost_overflow_names_the_weight():
         balance.partition([10, 4_000_000_000], 2, workload="verl")
     message = str(error.value)
     assert "weights" in message and "4000000000" in message and "overflow" in message
+
+
+@pytest.mark.parametrize("k", [2**63, -(2**63) - 1])
+def test_k_beyond_int64_is_named(k):
+    with pytest.raises(ValueError, match=rf"k = {k} is outside the int64 range"):
+        balance.partition([1, 2, 3], k)
+
+
+def test_verl_functions_refuse_huge_k_and_non_bool_flags():
+    # k_partitions = 2**40 used to raise MemoryError (std::bad_alloc).
+    with pytest.raises(ValueError, match=r"k_partitions \(1099511627776\) exceeds both len\(seqlen_list\) \(3\)"):
+        balance.karmarkar_karp([5, 3, 2], 2**40, False)
+    assert len(balance.karmarkar_karp([5, 3, 2], 5, False)) == 5  # empty parts, as in verl
+    for function in (balance.karmarkar_karp, balance.get_seqlen_balanced_partitions):
+        with pytest.raises(ValueError, match=r"equal_size must be True or False, got 'yes'"):
+            function([5, 3, 2], 1, "yes")
+        with pytest.raises(ValueError, match=r"k_partitions = 9223372036854775808 is outside the int64 range"):
+            function([5, 3, 2], 2**63, False)
+
+
+@pytest.mark.parametrize(
+    "workload, fragments",
+    [
+        (("quadratic", "x", 1), ("workload = ('quadratic', 'x', 1)", "a must be an integer, got 'x'", "'verl'")),
+        (("quadratic", 1, 2.5), ("workload = ('quadratic', 1, 2.5)", "b must be an integer, got 2.5")),
+        (("quadratic", 2**63, 1), ("a = 9223372036854775808 is outside the int64 range",)),
+        (("quadratic", -1, 1), ("workload", "a=-1")),
+    ],
+)
+def test_bad_workload_tuple_is_named(workload, fragments):
+    # ("quadratic", "x", 1) used to fail with "invalid literal for int()".
+    with pytest.raises(ValueError) as error:
+        balance.partition([1, 2, 3], 1, workload=workload)
+    for fragment in fragments:
+        assert fragment in str(error.value), str(error.value)
+
+
+@pytest.mark.parametrize(
+    "call, fragments",
+    [
+        (lambda: Workload.quadratic(None, 1), ("a = None is not an integer",)),
+        (lambda: Workload.quadratic(1, 2.0), ("b = 2.0 is not an integer",)),
+        (lambda: Workload.quadratic(True, 1), ("a = True is not an integer",)),
+        (lambda: Workload.quadratic(2**63, 1), ("a = 9223372036854775808 is beyond the int64 range",)),
+        (lambda: Workload.verl().cost(2**64), ("length = 18446744073709551616 is beyond the int64 range",)),
+        (lambda: Workload.verl().cost(float("nan")), ("length = nan is not an integer",)),
+        (lambda: Workload.parse(None), ("spec = None is not a string", "quadratic(a,b)")),
+    ],
+)
+def test_workload_methods_name_bad_arguments(call, fragments):
+    with pytest.raises(ValueError) as error:
+        call()
+    for fragment in fragments:
+        assert fragment in str(error.value), str(error.value)
+    assert Workload.quadratic(np.int64(3), 1).cost(np.int32(2)) == 10

@@ -311,3 +311,214 @@ def test_cli_pack_bad_input():
     assert "lengths[1] = 500 exceeds pack_max_length" in result.stderr.decode()
     result = run("pack", "--steps", "1", "--cap", "100", stdin="5\n")
     assert result.returncode == 2 and "--dp" in result.stderr.decode()
+
+
+# ---------------------------------------------------------------------------
+# Numbers at and beyond the limits: errors that name the parameter and value
+
+
+LONGEST = 2**31 - 1  # packs carry int32 cu_seqlens
+
+
+def test_limits_are_exported():
+    assert pack.MAX_PACK_LENGTH == LONGEST
+    assert pack.MAX_PLAN_LISTS == pack.MAX_PADDING_SEQUENCES == 2**20
+
+
+@pytest.mark.parametrize("cap", [2**31, 2**40, 2**62])
+def test_pack_max_length_beyond_int32_is_refused(cap):
+    # 2**62 used to give padding_tokens == -80; 2**40 plans whose padding
+    # materialises as about 10**9 padding sequences.
+    with pytest.raises(ValueError, match=rf"pack_max_length = {cap} exceeds the longest pack, {LONGEST}"):
+        pack.plan([10, 20, 50], dp_size=2, optimizer_steps=1, pack_max_length=cap)
+    with pytest.raises(ValueError, match=rf"pack_max_length = {cap}"):
+        pack.xtuner_baseline([10, 20], dp_size=2, optimizer_steps=1, pack_max_length=cap)
+
+
+def test_longest_pack_gives_exact_padding():
+    p = pack.plan([10, 20, 50], dp_size=2, optimizer_steps=1, pack_max_length=LONGEST, pad_chunk=2**11)
+    assert p.stats.padding_tokens == 2 * LONGEST - 80
+    assert p.padding_sequences(0, 0, 0)[0] == 2**11
+
+
+def test_padding_is_never_billions_of_sequences():
+    # pad_chunk=1 under a cap of 2^31 - 1 would describe a pack's padding with
+    # 2^31 one-token sequences (16 GB as a list).
+    with pytest.raises(ValueError, match=r"pad_chunk = 1024 splits pack_max_length = 2147483647 tokens into "
+                                         r"2097152 padding sequences, more than 1048576; raise pad_chunk to at least 2048"):
+        pack.plan([10], dp_size=1, optimizer_steps=1, pack_max_length=LONGEST)
+    with pytest.raises(ValueError, match=r"pad_chunk = 1 splits pack_max_length = 2097152"):
+        pack.xtuner_baseline([10], dp_size=1, optimizer_steps=1, pack_max_length=2**21, pad_chunk=1)
+    with pytest.raises(ValueError, match=r"pad_chunk = 1 splits padding = 1048577 tokens"):
+        pack.padding_sequences(2**20 + 1, 1)
+    assert len(pack.padding_sequences(2**20, 1)) == 2**20
+
+
+def test_padding_sequences_refuse_more_padding_than_a_pack():
+    with pytest.raises(ValueError, match=r"padding = 1125899906842624 exceeds the longest pack"):
+        pack.padding_sequences(2**50, 1)
+    assert pack.padding_sequences(LONGEST, 2**30) == [2**30, 2**30 - 1]
+
+
+@pytest.mark.parametrize(
+    "call, fragments",
+    [
+        (lambda: pack.micro_batches([1, 2, 3], 10, count_multiple=2**40), ("count_multiple", "1099511627776")),
+        (lambda: pack.micro_batches([1, 2, 3], 10, dp_size=2**40), ("dp_size", "1099511627776")),
+        (lambda: pack.micro_batches([1] * 2**21, 1), ("micro-batches", "2097152", "1048576")),
+        (lambda: pack.xtuner_baseline([1, 2], dp_size=2**40, optimizer_steps=1, pack_max_length=9),
+         ("dp_size", "1099511627776")),
+        (lambda: pack.xtuner_baseline([2**40], dp_size=1, optimizer_steps=1, pack_max_length=1),
+         ("packs of rank 0, step 0", "1099511627776")),
+        (lambda: pack.plan([], dp_size=2048, optimizer_steps=1024, pack_max_length=9),
+         ("dp_size x optimizer_steps (2048 x 1024)",)),
+        (lambda: pack.plan([10] * 2048, groups=[0] * 2048, dp_size=1024, optimizer_steps=1, pack_max_length=10),
+         ("packs", "2048 per rank on 1024 ranks")),
+    ],
+)
+def test_huge_counts_are_refused_before_allocating(call, fragments):
+    with pytest.raises(ValueError) as error:
+        call()
+    for fragment in fragments:
+        assert fragment in str(error.value), str(error.value)
+
+
+def test_total_workload_overflow_names_lengths():
+    with pytest.raises(ValueError, match=r"^lengths: the total workload under verl overflows"):
+        pack.plan([LONGEST] * 2, dp_size=1, optimizer_steps=3, pack_max_length=LONGEST, pad_chunk=2**11,
+                  workload="verl")
+    with pytest.raises(ValueError, match=r"^lengths: the total workload under verl overflows"):
+        pack.micro_batches([2**31] * 2, 2**40, workload="verl")
+    with pytest.raises(ValueError, match=r"^lengths: the total workload under tokens overflows"):
+        pack.xtuner_baseline([2**62, 2**62], dp_size=1, optimizer_steps=1, pack_max_length=10)
+
+
+@pytest.mark.parametrize("value", [2**63, -(2**63) - 1, 2**64])
+@pytest.mark.parametrize("name", ["dp_size", "optimizer_steps", "pack_max_length", "pad_chunk"])
+def test_integers_beyond_int64_are_named(name, value):
+    ok = dict(dp_size=2, optimizer_steps=1, pack_max_length=100)
+    with pytest.raises(ValueError, match=rf"{name} = {value} is outside the int64 range"):
+        pack.plan([1, 2, 3], **{**ok, name: value})
+
+
+def test_seed_takes_any_uint64():
+    ok = dict(dp_size=2, optimizer_steps=1, pack_max_length=100)
+    assert pack.plan([1, 2, 3], seed=2**64 - 1, **ok).stats.real_tokens == 6
+    with pytest.raises(ValueError, match=r"seed = 18446744073709551616 is outside 0\.\.18446744073709551615"):
+        pack.plan([1, 2, 3], seed=2**64, **ok)
+    with pytest.raises(ValueError, match=r"seed = -1 is outside"):
+        pack.plan([1, 2, 3], seed=-1, **ok)
+
+
+@pytest.mark.parametrize("workload", [("quadratic", "x", 1), ("quadratic", None, 1), ("quadratic", 2.7, 1)])
+def test_bad_workload_tuple_names_value_and_accepted_values(workload):
+    # ("quadratic", "x", 1) used to fail with "invalid literal for int()"; 2.7 was truncated to 2.
+    with pytest.raises(ValueError) as error:
+        pack.plan([1, 2], dp_size=1, optimizer_steps=1, pack_max_length=9, workload=workload)
+    message = str(error.value)
+    assert message.startswith(f"workload = {workload!r}: a") and "'tokens', 'verl'" in message, message
+
+
+def test_micro_batches_flags_and_ranks_are_checked():
+    with pytest.raises(ValueError, match=r"same_count_across_ranks must be True or False, got 'no'"):
+        pack.micro_batches([1, 2], 10, same_count_across_ranks="no")
+    mb = pack.micro_batches([1, 2, 3], 4, dp_size=2)
+    for bad in (-1, 2):
+        with pytest.raises(ValueError, match=rf"rank must be in 0\.\.1, got {bad}"):
+            mb.order(bad)
+        with pytest.raises(ValueError, match=rf"rank must be in 0\.\.1, got {bad}"):
+            mb.restore_order(bad)
+    with pytest.raises(ValueError, match=r"rank must be an integer, got 1\.0"):
+        mb.order(1.0)
+
+
+def test_pack_plan_accessors_check_their_indexes():
+    p = pack.plan([2, 3], dp_size=2, optimizer_steps=1, pack_max_length=4)
+    assert p.padded_length(1, 0, 0) == 4
+    with pytest.raises(ValueError, match=r"rank must be in 0\.\.1, got -1"):
+        p.padded_length(-1, 0, 0)
+    with pytest.raises(ValueError, match=r"step must be in 0\.\.0, got 1"):
+        p.padding_sequences(0, 1, 0)
+    with pytest.raises(ValueError, match=r"slot must be in 0\.\.0, got 3"):
+        p.padding_sequences(0, 0, 3)
+    with pytest.raises(ValueError, match=r"slot must be an integer, got True"):
+        p.padded_length(0, 0, True)
+
+
+def small_plan():
+    return pack.plan([2, 3], dp_size=2, optimizer_steps=1, pack_max_length=4)
+
+
+def test_materialize_refuses_float_token_ids():
+    # 1.7 used to become token 1.
+    p = small_plan()
+    with pytest.raises(ValueError, match=r"token_ids\[0\] has dtype float64; token ids and labels must be integers"):
+        pack.materialize(p, [np.array([1.7, 2.0]), np.array([1, 2, 3])])
+    with pytest.raises(ValueError, match=r"token_ids\[1\] has dtype float32"):
+        pack.materialize(p, [[1, 2], np.array([1, 2, 3], dtype=np.float32)])
+    with pytest.raises(ValueError, match=r"labels\[0\] has dtype float64"):
+        pack.materialize(p, [[1, 2], [1, 2, 3]], labels=[[0.5, 1.0], [1, 2, 3]])
+    with pytest.raises(ValueError, match=r"token_ids.values has dtype float64"):
+        pack.materialize(p, pack.Ragged(np.arange(5.0), [0, 2, 5]))
+    with pytest.raises(ValueError, match=r"token_ids\[0\] has dtype bool"):
+        pack.materialize(p, [np.array([True, False]), [1, 2, 3]])
+
+
+def test_materialize_refuses_float_tensors():
+    torch = pytest.importorskip("torch")
+    with pytest.raises(ValueError, match=r"token_ids\[0\] has dtype torch.bfloat16"):
+        pack.materialize(small_plan(), [torch.ones(2, dtype=torch.bfloat16), torch.arange(3)])
+
+
+def test_materialize_keeps_large_ids_exact_across_dtypes():
+    # uint64 beside int64 used to concatenate through float64 and round.
+    p = pack.plan([1, 2], dp_size=1, optimizer_steps=1, pack_max_length=4, pad_to="none")
+    big = 2**62 + 1
+    (seq,) = pack.materialize(p, [np.array([big], dtype=np.uint64), np.array([5, 6])], rank=0, step=0)
+    assert seq.input_ids.dtype == np.int64 and big in seq.input_ids.tolist()
+    with pytest.raises(ValueError, match=r"token_ids\[0\] holds 18446744073709551615, beyond the int64 range"):
+        pack.materialize(p, [np.array([2**64 - 1], dtype=np.uint64), [5, 6]])
+    empty = pack.plan([0, 2], dp_size=1, optimizer_steps=1, pack_max_length=4, pad_to="none")
+    (seq,) = pack.materialize(empty, [[], [7, 8]], rank=0, step=0)
+    assert seq.input_ids.tolist() == [7, 8]
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"rank": -1}, r"rank must be in 0\.\.1, got -1"),
+        ({"rank": 2}, r"rank must be in 0\.\.1, got 2"),
+        ({"rank": 0, "step": -1}, r"step must be in 0\.\.0, got -1"),
+        ({"step": 1}, r"step must be in 0\.\.0, got 1"),
+        ({"rank": 1.0}, r"rank must be an integer, got 1\.0"),
+        ({"step": True}, r"step must be an integer, got True"),
+        ({"rank": 2**64}, r"rank = 18446744073709551616 is outside the int64 range"),
+        ({"pad_id": 1.5}, r"pad_id must be an integer, got 1\.5"),
+        ({"pad_id": None}, r"pad_id must be an integer, got None"),
+        ({"ignore_index": 2**63}, r"ignore_index = 9223372036854775808 is outside the int64 range"),
+    ],
+)
+def test_materialize_checks_rank_step_and_fill_values(kwargs, message):
+    # rank=-1 / step=-1 used to give the last rank / step.
+    with pytest.raises(ValueError, match=message):
+        pack.materialize(small_plan(), [[1, 2], [1, 2, 3]], **kwargs)
+
+
+def test_materialize_names_a_bad_plan_or_token_ids():
+    with pytest.raises(ValueError, match=r"plan must be a PackPlan .* got dict"):
+        pack.materialize({}, [[1, 2], [1, 2, 3]])
+    with pytest.raises(ValueError, match=r"token_ids must be a list of 1-D arrays .* got int"):
+        pack.materialize(small_plan(), 5)
+    with pytest.raises(ValueError, match=r"labels must be a list of 1-D arrays .* got float"):
+        pack.materialize(small_plan(), [[1, 2], [1, 2, 3]], labels=2.5)
+    with pytest.raises(ValueError, match=r"token_ids.values must be one-dimensional"):
+        pack.materialize(small_plan(), pack.Ragged(np.zeros((5, 1), np.int64), [0, 2, 5]))
+
+
+def test_cli_pack_refuses_a_cap_beyond_the_longest_pack():
+    from test_cli import run
+
+    result = run("pack", "--dp", "2", "--steps", "1", "--cap", str(2**40), stdin="5\n")
+    assert result.returncode == 2
+    message = result.stderr.decode()
+    assert "--cap" in message and "1099511627776" in message and "2147483647" in message, message

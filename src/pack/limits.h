@@ -1,0 +1,27 @@
+// Checks of the pack layer's parameters against its limits (kMaxPackLength,
+// kMaxPaddingSequences, kMaxPlanLists), shared by the planner, the micro-batch planner and the
+// baseline so that each refuses the same way, before it allocates.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace seqflow::pack::detail {
+
+// `name` must be > 0.
+void require_positive(std::string_view name, int64_t value);
+
+// `name` must be at most kMaxPackLength.
+void require_within_pack(std::string_view name, int64_t value);
+
+// `padding` tokens (named `name`) in chunks of pad_chunk (> 0) make at most
+// kMaxPaddingSequences padding sequences.
+void require_padding_sequences(std::string_view name, int64_t padding, int64_t pad_chunk);
+
+// A plan may hold at most kMaxPlanLists lists; `count` is nullopt when
+// computing it overflowed. `what` names the count with its factors, e.g.
+// "dp_size x optimizer_steps (4 x 8)"; `advice` says how to need fewer.
+void require_plan_lists(std::optional<int64_t> count, std::string_view what, std::string_view advice);
+
+}  // namespace seqflow::pack::detail
