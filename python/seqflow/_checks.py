@@ -76,9 +76,13 @@ def check_names(values, parameter: str) -> list[str]:
         raise ArgumentTypeError(f"{parameter} must be a str or a list of str, got {type(values).__name__} "
                                 f"{_short_repr(values)}")
     names = list(values)
-    for i, name in enumerate(names):
-        # The fast path of a plain ASCII name; anything else gets the full check and its message.
-        if not (type(name) is str and name.isascii() and 0 < len(name) <= MAX_NAME_BYTES and "\0" not in name):
+    try:  # all at once, at C speed, for the usual ASCII names (kv_batch_put of 100k keys)
+        joined = "".join(names)
+    except TypeError:
+        joined = None
+    if joined is None or not joined.isascii() or "\0" in joined or (
+            names and not 0 < min(map(len, names)) <= max(map(len, names)) <= MAX_NAME_BYTES):
+        for i, name in enumerate(names):
             check_name(name, f"{parameter}[{i}]")
     return names
 

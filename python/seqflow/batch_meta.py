@@ -35,6 +35,8 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
+from seqflow._checks import INT64_MAX, check_name, check_names, check_optional_name
+
 __all__ = ["BatchMeta", "KVBatchMeta", "chunk_sizes"]
 
 logger = logging.getLogger(__name__)
@@ -336,7 +338,7 @@ class BatchMeta:
         n = len(self.global_indexes)
         if isinstance(partition_ids, str):
             raise TypeError(f"partition_ids must be a list with one partition id per sample, got {partition_ids!r}")
-        self.partition_ids = list(partition_ids)
+        self.partition_ids = check_names(partition_ids, "partition_ids")
         if len(self.partition_ids) != n:
             raise ValueError(f"Length mismatch: global_indexes has {n}, partition_ids has {len(self.partition_ids)}")
         self.field_schema = _checked_schema(field_schema, n)
@@ -738,6 +740,8 @@ def _index_list(values) -> list[int]:
     array = np.asarray(values if isinstance(values, np.ndarray) else list(values))
     if array.size and (array.ndim != 1 or array.dtype.kind not in "iu"):
         raise TypeError(f"global_indexes must be a list of integers, got {values!r}")
+    if array.size and array.dtype.kind == "u" and array.max() > INT64_MAX:
+        raise ValueError(f"global_indexes has values beyond the int64 range, got {values!r}")
     return array.astype(np.int64).tolist() if array.size else []
 
 
@@ -747,6 +751,7 @@ def _checked_schema(field_schema, n: int) -> dict:
     if not isinstance(field_schema, Mapping):
         raise TypeError(f"field_schema must be a dict of field name to dict, got {type(field_schema).__name__}")
     for name, entry in field_schema.items():
+        check_name(name, "field_schema key")
         if not isinstance(entry, Mapping):
             raise TypeError(f"field_schema[{name!r}] must be a dict, got {type(entry).__name__}")
         shapes = entry.get("per_sample_shapes")
@@ -819,6 +824,10 @@ class KVBatchMeta:
 
     def __post_init__(self) -> None:
         self._validate()
+        check_names(self.keys, "keys")
+        check_optional_name(self.partition_id, "partition_id")
+        if self.fields is not None:
+            check_names(self.fields, "fields")
         # Copies, so that chunks and concatenations share nothing.
         self.tags = copy.deepcopy(self.tags)
         self.extra_info = copy.deepcopy(self.extra_info)

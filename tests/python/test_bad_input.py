@@ -385,12 +385,24 @@ CONSTRUCTORS = [
     ("init_name_nul", ValueError, r"name must not contain NUL", lambda: seqflow.init(name="a\0")),
     ("init_units_zero", ValueError, "num_storage_units must be >= 1, got 0",
      lambda: seqflow.init(backend="ray", num_storage_units=0)),
+    ("batch_meta_partition_none", TypeError, "partition_ids[0] must be a str, got NoneType None",
+     lambda: seqflow.BatchMeta([0], [None])),
+    ("batch_meta_index_2_63", ValueError, "global_indexes has values beyond the int64 range",
+     lambda: seqflow.BatchMeta(np.array([2**63], dtype=np.uint64), ["p"])),
+    ("batch_meta_field_nul", ValueError, r"field_schema key must not contain NUL",
+     lambda: seqflow.BatchMeta([0], ["p"], field_schema={"a\0": {}})),
+    ("kv_batch_meta_key_none", TypeError, "keys[0] must be a str, got NoneType None",
+     lambda: seqflow.KVBatchMeta(keys=[None], tags=[{}])),
+    ("kv_batch_meta_partition_int", TypeError, "partition_id must be a str, got int 5",
+     lambda: seqflow.KVBatchMeta(keys=["k"], tags=[{}], partition_id=5)),
+    ("kv_batch_meta_field_surrogate", ValueError, "fields[0] must be valid UTF-8",
+     lambda: seqflow.KVBatchMeta(keys=["k"], tags=[{}], fields=["\ud800"])),
 ]
 
 
 @pytest.mark.parametrize("error, text, call", [case[1:] for case in CONSTRUCTORS],
                          ids=[case[0] for case in CONSTRUCTORS])
-def test_bad_client_settings_raise_naming_the_parameter(error, text, call):
+def test_bad_constructor_arguments_raise_naming_the_parameter(error, text, call):
     seqflow.close()
     with pytest.raises(error, match=re.escape(text)) as raised:
         call()
