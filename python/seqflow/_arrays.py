@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from seqflow import _seqflow
+from seqflow._checks import short_repr
 
 
 def _to_numpy(values, name: str) -> np.ndarray:
@@ -29,7 +30,7 @@ def as_int64_array(values, name: str, *, allow_negative: bool = False) -> np.nda
     if array is None:
         array = _to_numpy(values, name)
     if array.ndim != 1:
-        raise ValueError(f"{name} must be one-dimensional, got shape {tuple(array.shape)}")
+        raise ValueError(f"{name} must be one-dimensional, got shape {tuple(array.shape)}: {short_repr(values)}")
     kind = array.dtype.kind
     if kind == "f":
         bad = ~np.isfinite(array) | (array != np.round(array))

@@ -30,7 +30,7 @@ class ArgumentTypeError(TypeError, ValueError):
     """An argument of the wrong type."""
 
 
-def _short_repr(value, limit: int = 80) -> str:
+def short_repr(value, limit: int = 80) -> str:
     text = repr(value)
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
@@ -56,10 +56,10 @@ def _text_problem(text: str, limit: int) -> Optional[str]:
 def check_name(value, parameter: str) -> str:
     """`value` if it follows the name rule (see the module's docstring)."""
     if not isinstance(value, str):
-        raise ArgumentTypeError(f"{parameter} must be a str, got {type(value).__name__} {_short_repr(value)}")
+        raise ArgumentTypeError(f"{parameter} must be a str, got {type(value).__name__} {short_repr(value)}")
     problem = _text_problem(value, MAX_NAME_BYTES)
     if problem is not None:
-        raise ValueError(f"{parameter} {problem}, got {_short_repr(value)}")
+        raise ValueError(f"{parameter} {problem}, got {short_repr(value)}")
     return value
 
 
@@ -74,7 +74,7 @@ def check_names(values, parameter: str) -> list[str]:
         return [check_name(values, parameter)]
     if isinstance(values, (bytes, bytearray)) or not hasattr(values, "__iter__"):
         raise ArgumentTypeError(f"{parameter} must be a str or a list of str, got {type(values).__name__} "
-                                f"{_short_repr(values)}")
+                                f"{short_repr(values)}")
     names = list(values)
     try:  # all at once, at C speed, for the usual ASCII names (kv_batch_put of 100k keys)
         joined = "".join(names)
@@ -92,17 +92,17 @@ def check_path(value, parameter: str) -> str:
     path = os.fspath(value) if isinstance(value, (str, os.PathLike)) else None
     if not isinstance(path, str):
         raise ArgumentTypeError(f"{parameter} must be a str or an os.PathLike, got {type(value).__name__} "
-                                f"{_short_repr(value)}")
+                                f"{short_repr(value)}")
     problem = _text_problem(path, MAX_PATH_BYTES)
     if problem is not None:
-        raise ValueError(f"{parameter} {problem}, got {_short_repr(value)}")
+        raise ValueError(f"{parameter} {problem}, got {short_repr(value)}")
     return path
 
 
 def check_bool(value, parameter: str) -> bool:
     """A real bool: a string such as 'false' would be true by truthiness."""
     if not isinstance(value, (bool, np.bool_)):
-        raise ArgumentTypeError(f"{parameter} must be True or False, got {_short_repr(value)}")
+        raise ArgumentTypeError(f"{parameter} must be True or False, got {short_repr(value)}")
     return bool(value)
 
 
@@ -114,7 +114,7 @@ def check_count(value, parameter: str, *, minimum: int = 0, maximum: int = INT64
     """An integer (not a bool, not a float) in [minimum, maximum]; the
     default bounds are those of an int64 count."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise ArgumentTypeError(f"{parameter} must be an integer, got {_short_repr(value)}")
+        raise ArgumentTypeError(f"{parameter} must be an integer, got {short_repr(value)}")
     if value < minimum:
         raise ValueError(f"{parameter} must be >= {minimum}, got {value}")
     if value > maximum:
@@ -130,7 +130,7 @@ def check_seconds(value, parameter: str, *, allow_zero: bool = False) -> float:
     """A finite number of seconds, > 0 (or >= 0 with allow_zero)."""
     number = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
     if not number:
-        raise ArgumentTypeError(f"{parameter} must be a number of seconds, got {_short_repr(value)}")
+        raise ArgumentTypeError(f"{parameter} must be a number of seconds, got {short_repr(value)}")
     if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
         bound = ">= 0" if allow_zero else "> 0"
         raise ValueError(f"{parameter} must be a finite number of seconds {bound}, got {value!r}")
@@ -139,7 +139,7 @@ def check_seconds(value, parameter: str, *, allow_zero: bool = False) -> float:
 
 def check_choice(value, parameter: str, choices: tuple) -> Any:
     if not isinstance(value, str) or value not in choices:
-        raise ValueError(f"{parameter} must be one of {choices}, got {_short_repr(value)}")
+        raise ValueError(f"{parameter} must be one of {choices}, got {short_repr(value)}")
     return value
 
 
@@ -147,7 +147,7 @@ def check_instance(value, parameter: str, kind: type, description: str) -> Any:
     """`value` if it is a `kind` (described to the user as `description`)."""
     if not isinstance(value, kind):
         raise ArgumentTypeError(f"{parameter} must be {description}, got {type(value).__name__} "
-                                f"{_short_repr(value)}")
+                                f"{short_repr(value)}")
     return value
 
 

@@ -36,7 +36,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from seqflow import _seqflow
-from seqflow._checks import check_name
+from seqflow._checks import ArgumentTypeError, check_name, short_repr
 
 _native = _seqflow.client
 
@@ -206,29 +206,30 @@ def _column(field: str, value, borrow: bool = False, allow_pickle: bool = False)
         f"field {field!r} is a {type(value).__name__}; give a tensor, an array or a list with one value per sample")
 
 
-def fields_of(data) -> list[tuple[str, Any]]:
-    """(name, value) of each field of a TensorDict or a mapping; the names
-    checked (seqflow._checks.check_name)."""
+def fields_of(data, parameter: str = "data") -> list[tuple[str, Any]]:
+    """(name, value) of each field of a TensorDict or a mapping (the caller's
+    `parameter`); the names checked (seqflow._checks.check_name)."""
     if tensordict is not None and isinstance(data, tensordict.TensorDictBase):
         pairs = [(key, data.get(key)) for key in data.keys()]
     elif isinstance(data, Mapping):
         pairs = list(data.items())
     else:
-        raise ValueError(f"data must be a TensorDict or a dict of fields, got {type(data).__name__}")
+        raise ArgumentTypeError(f"{parameter} must be a TensorDict or a dict of fields, got {type(data).__name__} "
+                                f"{short_repr(data)}")
     for name, _ in pairs:
         check_name(name, "field name")
     return pairs
 
 
-def to_columns(data, borrow: bool = False, allow_pickle: bool = False) -> list:
+def to_columns(data, borrow: bool = False, allow_pickle: bool = False, parameter: str = "data") -> list:
     """One native Column per field: a copy of the caller's data, or with
     borrow a view of its tensors and arrays (a non-contiguous or non-CPU one
     through its contiguous CPU copy), valid only while the caller does not
     change them: for a put that has sent the data when it returns."""
     _load_optional_if_in_use()
-    pairs = fields_of(data)
+    pairs = fields_of(data, parameter)
     if not pairs:
-        raise ValueError("data holds no fields")
+        raise ValueError(f"{parameter} holds no fields")
     return [_column(name, value, borrow, allow_pickle) for name, value in pairs]
 
 
@@ -238,9 +239,9 @@ def single_sample_columns(fields, borrow: bool = False, allow_pickle: bool = Fal
     non-tensor value, as in TransferQueue (a number too)."""
     _load_optional_if_in_use()
     if tensordict is not None and isinstance(fields, tensordict.TensorDictBase):
-        return to_columns(fields, borrow, allow_pickle)
+        return to_columns(fields, borrow, allow_pickle, "fields")
     columns = []
-    for name, value in fields_of(fields):
+    for name, value in fields_of(fields, "fields"):
         if _is_tensor(value):
             if value.is_nested:
                 raise ValueError(f"field {name!r}: a nested tensor holds a batch; use kv_batch_put")

@@ -34,9 +34,9 @@ import numpy as np
 from seqflow import _convert, _seqflow
 from seqflow._arrays import as_int64_array
 from seqflow._async import async_twin
-from seqflow._checks import (check_bool, check_choice, check_count, check_instance, check_int64, check_list,
-                             check_name, check_names, check_optional_bool, check_optional_name, check_path,
-                             check_seconds, check_tag)
+from seqflow._checks import (ArgumentTypeError, check_bool, check_choice, check_count, check_instance, check_int64,
+                             check_list, check_name, check_names, check_optional_bool, check_optional_name,
+                             check_path, check_seconds, check_tag, short_repr)
 from seqflow._config import MAX_BUSY_POLL_US, read_config
 from seqflow.batch_meta import BatchMeta, KVBatchMeta
 from seqflow.samplers import native_sampler
@@ -58,12 +58,13 @@ _SAMPLER_OWN_KEYWORDS = ("sample_info", "partition")
 
 def _sampling_parts(sampling_config) -> tuple[Optional[int], int, Optional[dict]]:
     """(dp_rank or None when not given, batch_index, the other keys or None)."""
-    if not sampling_config:
+    if sampling_config is None:
         return None, 0, None
-    if not isinstance(sampling_config, Mapping):
-        raise TypeError(f"sampling_config must be a mapping, got {type(sampling_config).__name__}")
+    check_instance(sampling_config, "sampling_config", Mapping, "a dict or None")
     extra = {}
     for key, value in sampling_config.items():
+        if not isinstance(key, str):
+            raise ArgumentTypeError(f"sampling_config keys must be strings, got {key!r}")
         check_name(key, "sampling_config key")
         if key in _SAMPLER_OWN_KEYWORDS:
             raise ValueError(f"sampling_config[{key!r}] clashes with the sampler's own keyword argument {key!r}")
@@ -171,6 +172,8 @@ class Client:
                  timeout: float = _DEFAULT_TIMEOUT, sampler_args: Optional[dict] = None):
         self.sampler = sampler
         self.timeout = check_seconds(timeout, "timeout")
+        if sampler_args is not None:
+            check_instance(sampler_args, "sampler_args", Mapping, "a dict or None")
         self.remote_config: Optional[RemoteConfig] = None
         self._services = None
         self._native = _native.Client(native_sampler(sampler, sampler_args), check_bool(polling_mode, "polling_mode"),
@@ -450,7 +453,7 @@ class Client:
         if fields is None and tags is None:
             raise ValueError("kv_batch_put needs fields or tags")
         columns = [] if fields is None else _convert.to_columns(
-            fields, borrow=self.is_remote, allow_pickle=self._pickle(allow_pickle))
+            fields, borrow=self.is_remote, allow_pickle=self._pickle(allow_pickle), parameter="fields")
         return self._kv_put(keys, partition_id, columns, tags)
 
     def _kv_put(self, keys, partition_id, columns, tags) -> KVBatchMeta:
@@ -510,7 +513,10 @@ class Client:
         """The key of each sample in `global_indexes`, in that order; one
         controller call. A sample without a key (or not in the partition)
         raises KeyError naming its global index."""
-        if isinstance(global_indexes, (int, np.integer)) and not isinstance(global_indexes, (bool, np.bool_)):
+        if isinstance(global_indexes, (str, bytes, bool, np.bool_)):
+            raise ArgumentTypeError(f"global_indexes must be an integer or a list of integers, got "
+                                    f"{short_repr(global_indexes)}")
+        if isinstance(global_indexes, (int, np.integer)):
             global_indexes = [global_indexes]
         indexes = as_int64_array(global_indexes, "global_indexes")
         return self._client.kv_keys(check_name(partition_id, "partition_id"), indexes)

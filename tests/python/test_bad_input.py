@@ -239,6 +239,16 @@ CALLS = [
      lambda c: c.put({"x": np.arange(1)}, metadata={})),
     ("kv_batch_get_by_meta_str", TypeError, "meta must be a KVBatchMeta, got str 'x'",
      lambda c: c.kv_batch_get_by_meta("x")),
+    ("put_data_none", TypeError, "data must be a TensorDict or a dict of fields, got NoneType None",
+     lambda c: c.put(None, partition_id="p")),
+    ("kv_put_fields_list", TypeError, "fields must be a TensorDict or a dict of fields, got list [1]",
+     lambda c: c.kv_put("k", "kv", [1])),
+    ("sampling_config_zero", TypeError, "sampling_config must be a dict or None, got int 0",
+     lambda c: c.get_meta(["x"], 1, "p", task_name="t", sampling_config=0)),
+    ("kv_keys_bool", TypeError, "global_indexes must be an integer or a list of integers, got True",
+     lambda c: c.kv_keys(True, "kv")),
+    ("kv_keys_str", TypeError, "global_indexes must be an integer or a list of integers, got '0'",
+     lambda c: c.kv_keys("0", "kv")),
     ("custom_meta_int", TypeError, "custom_meta must be a list of dicts (one per sample) or None, got int 5",
      lambda c: c.put({"x": np.arange(1)}, partition_id="p", custom_meta=5)),
     ("datetime_field", ValueError, 'field "d" has dtype datetime64[D], which seqflow does not store',
@@ -292,6 +302,17 @@ def test_a_wrong_type_is_a_type_error_and_a_value_error():
         client.clear_partition(None)
     assert isinstance(raised.value, ValueError)
     client.close()
+
+
+def test_module_level_calls_check_their_arguments():
+    seqflow.close()
+    seqflow.init()
+    with pytest.raises(TypeError, match=re.escape("metadata must be a BatchMeta, got str 'x'")):
+        seqflow.get_data("x")
+    with pytest.raises(TypeError, match=re.escape("partition_id must be a str, got NoneType None")):
+        seqflow.put({"x": np.arange(1)}, partition_id=None)
+    still_works(seqflow.get_client())
+    seqflow.close()
 
 
 def test_names_at_the_limit_and_beyond_ascii_are_accepted(clients):
@@ -374,6 +395,8 @@ CONSTRUCTORS = [
      lambda: seqflow.Client(polling_mode="false")),
     ("client_max_bytes_2_64", ValueError, "max_bytes must be <= 9223372036854775807",
      lambda: seqflow.Client(max_bytes=2**64)),
+    ("client_sampler_args_str", TypeError, "sampler_args must be a dict or None, got str 'x'",
+     lambda: seqflow.Client(sampler_args="x")),
     ("client_timeout_str", TypeError, "timeout must be a number of seconds, got '5'",
      lambda: seqflow.Client(timeout="5")),
     ("remote_polling_str", TypeError, "polling_mode must be True or False, got 'false'",
