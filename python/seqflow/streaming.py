@@ -16,11 +16,13 @@ micro-batch. TransferQueue's modes, without its defects:
   production is complete, a rank whose full batch cannot fill asks for what
   is left, so the short last batch comes out (8 samples in batches of 3:
   3, 3, 2); with ``drop_last=True`` it is not fetched and the rank ends.
-- a stream that waits ``warn_after_seconds`` (default 60) for a batch while
-  the partition has samples but none of them holds some requested field (a
-  misspelt name, or a field no producer writes) warns once
-  (MissingFieldsWarning, naming the fields, partition and task) and keeps
-  waiting.
+- a stream that has waited ``warn_after_seconds`` (default 60) for a batch
+  warns once (StreamStalledWarning, naming the partition and task) if it
+  would otherwise wait forever without a word: the partition has samples
+  but none of them holds some requested field (a misspelt name, or a field
+  no producer writes: the warning names them), or, in finite mode,
+  production is complete but the sampler serves no batch of what is left.
+  It keeps waiting.
 - data and metadata are cut into the same micro-batches (one split rule,
   ``seqflow.batch_meta.chunk_sizes``), whatever the fields hold: dense,
   jagged or strided nested tensors, NonTensorStacks, lists.
@@ -57,14 +59,14 @@ except ImportError:  # pragma: no cover - exercised only without torch
     def get_worker_info():
         return None
 
-__all__ = ["MissingFieldsWarning", "StreamingDataLoader", "StreamingDataset", "default_fetch_batch_fn",
+__all__ = ["StreamStalledWarning", "StreamingDataLoader", "StreamingDataset", "default_fetch_batch_fn",
            "split_batch"]
 
 SLEEP_ENV = "TQ_STREAMING_DATASET_EMPTY_BATCH_SLEEP_INTERVAL"
 
 
-class MissingFieldsWarning(UserWarning):
-    """A stream has waited long for fields that no sample of its partition has."""
+class StreamStalledWarning(UserWarning):
+    """A stream has waited long for a batch that, as things stand, cannot come."""
 
 
 def _require_torch(what: str) -> None:
@@ -114,14 +116,15 @@ class StreamingDataset(IterableDataset):
         complete, the last batch holds what is left when fewer than
         batch_size samples are (a sampler that splits one global batch over
         the ranks, SeqlenBalancedSampler or TokenBudgetSampler, serves no
-        smaller batch: the rank then keeps waiting, so use True with those
-        when the total is not a whole number of global batches). True: the
+        tail shorter than a global batch: the rank then keeps waiting and
+        warns, so use True with those when the total is not a whole number
+        of global batches). True: the
         short batch is not fetched and the rank ends; its samples stay
         unconsumed for task_name (check_consumption_status stays False), so
         the task's next stream over the partition gets them first.
     warn_after_seconds: how long a stream waits for a batch before it checks
-        for requested fields no sample of the partition has and, if there
-        are, warns once (MissingFieldsWarning); it keeps waiting.
+        why (see the module docstring) and, if the batch cannot come as
+        things stand, warns once (StreamStalledWarning); it keeps waiting.
     """
 
     def __init__(self, config=None, batch_size: int = 1, micro_batch_size: int = 1, data_fields=(),
@@ -229,7 +232,7 @@ class StreamingDataset(IterableDataset):
                 if data is None:
                     waiting_since = waiting_since or time.monotonic()
                     if not warned and time.monotonic() - waiting_since >= self.warn_after_seconds:
-                        warned = self._warn_of_missing_fields(client)
+                        warned = self._warn_if_stalled(client)
                     self._sleep(stop)
                     continue
                 waiting_since = None
@@ -282,21 +285,30 @@ class StreamingDataset(IterableDataset):
             return None
         return int(np.setdiff1d(indexes[produced], consumed_indexes[consumed]).size)
 
-    def _warn_of_missing_fields(self, client) -> bool:
-        """Warns when the partition has samples but none holds some requested
-        field (a misspelt name waits forever otherwise); True if it warned."""
+    def _warn_if_stalled(self, client) -> bool:
+        """Warns when the batch waited for cannot come as things stand; True
+        if it warned."""
+        reason = self._stall_reason(client)
+        if reason is None:
+            return False
+        warnings.warn(f"StreamingDataset (partition {self.partition_id!r}, task {self.task_name!r}) has waited "
+                      f"{self.warn_after_seconds:g} s for a batch: {reason}; it keeps waiting.",
+                      StreamStalledWarning, stacklevel=2)
+        return True
+
+    def _stall_reason(self, client) -> Optional[str]:
         _, produced = client.get_production_status(self.data_fields, self.partition_id, per_field=True)
         if produced is None or not len(produced):
-            return False
+            return None  # nothing put yet: producers may simply be slow
         missing = [field for field, anywhere in zip(self.data_fields, produced.any(axis=0)) if not anywhere]
-        if not missing:
-            return False
-        warnings.warn(
-            f"StreamingDataset has waited {self.warn_after_seconds:g} s for a batch: no sample of partition "
-            f"{self.partition_id!r} has field(s) {', '.join(map(repr, missing))} (task {self.task_name!r}); "
-            f"it keeps waiting. Check the field names against what the producers put.",
-            MissingFieldsWarning, stacklevel=2)
-        return True
+        if missing:
+            return (f"no sample of the partition has field(s) {', '.join(map(repr, missing))}; check the names "
+                    f"against what the producers put")
+        left = self._left_to_consume(client) if self.should_check_consumption_status else None
+        if left:
+            return (f"production is complete, but the sampler serves no batch of the {left} sample(s) left "
+                    f"(with drop_last=True the stream ends without them)")
+        return None
 
     def _sleep(self, stop: Optional[threading.Event]) -> None:
         if stop is not None:

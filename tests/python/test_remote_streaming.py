@@ -1,11 +1,13 @@
 """StreamingDataset in remote mode, unchanged: DP ranks as threads,
 StreamingDataLoader with two workers, and torch DataLoader worker processes
 (fork and spawn: each connects its own client from the RemoteConfig) all
-consume every sample exactly once."""
+consume every sample exactly once; the short last batch comes out (or is
+left unconsumed with drop_last), and a field no sample has is warned about."""
 
 from __future__ import annotations
 
 import threading
+import warnings
 
 import numpy as np
 import pytest
@@ -13,7 +15,7 @@ import pytest
 from remote_services import clusters  # noqa: F401 (fixture)
 
 torch = pytest.importorskip("torch")
-from seqflow import StreamingDataLoader, StreamingDataset  # noqa: E402
+from seqflow import StreamingDataLoader, StreamingDataset, streaming  # noqa: E402
 
 RANKS = 4
 PER_RANK = 4
@@ -25,10 +27,32 @@ def produce(client, samples: int, per_put: int = 8) -> None:
         client.put({"x": ids}, partition_id="p", custom_meta=[{"total_lengths": 10, "id": int(i)} for i in ids])
 
 
-def finite_dataset(client, rank: int, total: int, **kwargs) -> StreamingDataset:
-    return StreamingDataset(batch_size=PER_RANK, micro_batch_size=2, data_fields=["x"], partition_id="p",
-                            task_name="train", dp_rank=rank, client=client, should_check_consumption_status=True,
-                            total_samples=total, empty_batch_sleep=0.01, data_format="numpy", **kwargs)
+def finite_dataset(client, rank: int, total, **kwargs) -> StreamingDataset:
+    kwargs = {"batch_size": PER_RANK, "micro_batch_size": 2, "data_fields": ["x"], **kwargs}
+    return StreamingDataset(partition_id="p", task_name="train", dp_rank=rank, client=client,
+                            should_check_consumption_status=True, total_samples=total, empty_batch_sleep=0.01,
+                            data_format="numpy", **kwargs)
+
+
+def run_ranks(datasets, timeout: float = 60) -> list[list[int]]:
+    """Iterates each dataset in its own thread; the ids each rank saw."""
+    seen = [[] for _ in datasets]
+    errors = []
+
+    def run(rank):
+        try:
+            seen[rank] = ids_of(datasets[rank])
+        except BaseException as error:  # reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, args=(r,), daemon=True) for r in range(len(datasets))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout)
+    assert not errors, errors
+    assert not any(t.is_alive() for t in threads), "a rank never ended"
+    return seen
 
 
 def as_is(batch):
@@ -48,24 +72,50 @@ def test_ranks_as_threads_consume_every_sample_once(clusters):
     cluster = clusters(2, controller_args={"sampler": "rank_aware"})
     client = cluster.client()
     total = RANKS * PER_RANK * 3
-    seen = [[] for _ in range(RANKS)]
-    errors = []
-
-    def run(rank):
-        try:
-            seen[rank] = ids_of(finite_dataset(client, rank, total))
-        except BaseException as error:  # reported below
-            errors.append(error)
-
-    threads = [threading.Thread(target=run, args=(r,), daemon=True) for r in range(RANKS)]
-    for t in threads:
-        t.start()
-    produce(client, total)
-    for t in threads:
-        t.join(60)
-    assert not errors, errors
-    assert not any(t.is_alive() for t in threads), "a rank never ended"
+    producer = threading.Timer(0.05, produce, args=(client, total))
+    producer.start()
+    seen = run_ranks([finite_dataset(client, rank, total) for rank in range(RANKS)])
+    producer.join()
     assert sorted(i for rank in seen for i in rank) == list(range(total))
+
+
+@pytest.mark.parametrize("total_samples", [None, 30])
+def test_the_short_last_batch_comes_out(clusters, total_samples):
+    """30 samples in batches of 4 over 4 ranks: 7 full batches, then the last 2."""
+    client = clusters(2, controller_args={"sampler": "rank_aware"}).client()
+    produce(client, 30)
+    seen = run_ranks([finite_dataset(client, rank, total_samples) for rank in range(RANKS)], timeout=20)
+    assert sorted(i for rank in seen for i in rank) == list(range(30))
+    assert client.check_consumption_status("train", "p")
+
+
+def test_drop_last_ends_and_leaves_the_short_batch_unconsumed(clusters):
+    client = clusters(2).client()
+    produce(client, 10)
+    assert run_ranks([finite_dataset(client, 0, None, drop_last=True)], timeout=20) == [list(range(8))]
+    indexes, consumed = client.get_consumption_status("train", "p")
+    assert indexes[~consumed].tolist() == [8, 9]
+
+
+def test_a_field_no_sample_has_is_warned_about_once(clusters):
+    client = clusters(2).client()
+    meta = client.put({"x": np.arange(4)}, partition_id="p", custom_meta=[{"id": i} for i in range(4)])
+    dataset = finite_dataset(client, 0, None, data_fields=["x", "label"], warn_after_seconds=0.2)
+    late = threading.Timer(1.0, client.put, args=({"label": np.arange(4)},), kwargs={"metadata": meta})
+    late.start()
+    stop = threading.Event()
+    give_up = threading.Timer(30, stop.set)  # bounds the wait if the batch never comes
+    give_up.start()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")  # a repeated warning would show, not be folded
+        ids = ids_of((data, meta) for _, data, meta in dataset.batches(stop=stop))
+    late.join()
+    give_up.cancel()
+    assert ids == [0, 1, 2, 3]
+    missing = [w for w in caught if issubclass(w.category, streaming.StreamStalledWarning)]
+    assert len(missing) == 1
+    message = str(missing[0].message)
+    assert "'label'" in message and "partition 'p'" in message and "task 'train'" in message
 
 
 def test_streaming_data_loader_with_two_workers(clusters):

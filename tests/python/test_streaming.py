@@ -188,10 +188,10 @@ def test_drop_last_ends_without_the_short_batch_and_leaves_it_unconsumed():
     assert run_ranks([dataset(client, 0, batch_size=3, should_check_consumption_status=True)])[0] == [6, 7]
 
 
-def collect_warnings(ds, give_up_after: float) -> tuple[list, list[int]]:
+def collect_warnings(ds, give_up_after: float) -> tuple[list, list[int], bool]:
     """Iterates ds in this thread (warnings are recorded per thread only
-    here) until it ends or `give_up_after` seconds pass; returns the
-    warnings and the ids delivered."""
+    here) until it ends or `give_up_after` seconds pass; returns the stall
+    warnings, the ids delivered and whether the stream ended by itself."""
     stop = threading.Event()
     timer = threading.Timer(give_up_after, stop.set)
     timer.start()
@@ -201,7 +201,8 @@ def collect_warnings(ds, give_up_after: float) -> tuple[list, list[int]]:
         for _, data, _ in ds.batches(stop=stop):
             ids.extend(data["x"].tolist())
     timer.cancel()
-    return [w for w in caught if issubclass(w.category, streaming.MissingFieldsWarning)], ids
+    stalls = [w for w in caught if issubclass(w.category, streaming.StreamStalledWarning)]
+    return stalls, ids, not stop.is_set()
 
 
 def test_a_field_no_sample_has_is_warned_about_once_and_the_stream_keeps_waiting():
@@ -212,9 +213,9 @@ def test_a_field_no_sample_has_is_warned_about_once_and_the_stream_keeps_waiting
     # Written late: the stream must still be waiting when it comes.
     late = threading.Timer(1.0, client.put, args=({"x_typo": np.arange(4)},), kwargs={"metadata": meta})
     late.start()
-    caught, ids = collect_warnings(ds, give_up_after=20)
+    caught, ids, ended = collect_warnings(ds, give_up_after=20)
     late.join()
-    assert ids == [0, 1, 2, 3]
+    assert ids == [0, 1, 2, 3] and ended
     assert len(caught) == 1
     message = str(caught[0].message)
     assert "'x_typo'" in message and "'x'" not in message
@@ -227,8 +228,26 @@ def test_no_warning_while_every_field_is_written_somewhere():
     client.put({"x": np.arange(2), "y": np.arange(2)}, partition_id="p")
     client.put({"x": np.arange(2, 4)}, partition_id="p")
     ds = dataset(client, 0, data_fields=["x", "y"], warn_after_seconds=0.05)
-    caught, ids = collect_warnings(ds, give_up_after=0.5)
-    assert caught == [] and ids == []
+    caught, ids, ended = collect_warnings(ds, give_up_after=0.5)
+    assert caught == [] and ids == [] and not ended
+
+
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_a_tail_shorter_than_a_global_batch_warns_or_is_dropped(drop_last):
+    """SeqlenBalancedSampler over 2 ranks serves whole global batches of
+    2 x 4 only: of 10 samples, the last 2 never come out. Without drop_last
+    the stream says so once and keeps waiting; with it the stream ends."""
+    client = Client(SeqlenBalancedSampler(1, 2))
+    produce(client, 1, 10, delay=0)
+    ds = dataset(client, 0, should_check_consumption_status=True, drop_last=drop_last, warn_after_seconds=0.2)
+    caught, ids, ended = collect_warnings(ds, give_up_after=1.0)
+    assert len(ids) == 4 and ended == drop_last
+    if drop_last:
+        assert caught == []
+    else:
+        assert len(caught) == 1
+        message = str(caught[0].message)
+        assert "2 sample(s) left" in message and "drop_last=True" in message and "partition 'p'" in message
 
 
 def test_empty_batch_sleep_is_honoured(monkeypatch):
