@@ -15,7 +15,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/checkpoint_file.h"
 #include "seqflow/error.h"
+#include "storage/checkpoint.h"
+#include "storage/checksum.h"
 #include "storage/file_io.h"
 
 namespace seqflow {
@@ -28,7 +31,10 @@ constexpr const char* kControllerName = "controller.ckpt";
 constexpr const char* kStorageName = "storage.ckpt";
 constexpr const char* kMetadataName = "metadata.json";
 constexpr const char* kFormat = "seqflow-checkpoint";
-constexpr int kVersion = 1;
+// Version 2 records each file's fingerprint; version 1 manifests (without)
+// still load, unchecked.
+constexpr int kVersion = 2;
+constexpr int kOldestVersion = 1;
 
 std::string in_quotes(const fs::path& path) { return "\"" + path.string() + "\""; }
 
@@ -68,8 +74,24 @@ fs::path temporary_sibling(const fs::path& directory, const char* kind) {
                                  std::to_string(::getpid()) + "-" + std::to_string(counter++));
 }
 
+// What tells one save's file from another's of the same size, without
+// reading a large file whole: the checksum the controller and storage files
+// carry. Small files (metadata.json; the index of a sharded save, which
+// holds its units' fingerprints) are checksummed here.
+uint64_t fingerprint_of(const fs::path& path) {
+  const std::string name = path.filename().string();
+  if (name == kControllerName) return core::checkpoint_file_fingerprint(path.string());
+  if (name == kStorageName) {
+    if (const auto carried = checkpoint_fingerprint(path.string())) return *carried;
+  }
+  const std::shared_ptr<const Buffer> bytes = read_file(path.string());
+  Checksum checksum;
+  checksum.update(std::span<const std::byte>(bytes->data, bytes->size));
+  return checksum.value();
+}
+
 nlohmann::json file_entry(const fs::path& path) {
-  return {{"name", path.filename().string()}, {"bytes", fs::file_size(path)}};
+  return {{"name", path.filename().string()}, {"bytes", fs::file_size(path)}, {"fingerprint", fingerprint_of(path)}};
 }
 
 void write_text(const fs::path& path, const std::string& text) {
@@ -137,9 +159,10 @@ void swap_into_place(const fs::path& fresh, const fs::path& target) {
 }
 
 void check_file(const fs::path& directory, const nlohmann::json& entry, const char* role,
-                const char* expected_name) {
+                const char* expected_name, bool fingerprinted) {
   if (!entry.is_object() || !entry.contains("name") || !entry.contains("bytes") ||
-      entry["name"] != expected_name || !entry["bytes"].is_number_unsigned()) {
+      entry["name"] != expected_name || !entry["bytes"].is_number_unsigned() ||
+      (fingerprinted && !(entry.contains("fingerprint") && entry["fingerprint"].is_number_unsigned()))) {
     throw_invalid("checkpoint " + in_quotes(directory) + ": manifest entry of the " + role +
                   " file is malformed");
   }
@@ -155,6 +178,17 @@ void check_file(const fs::path& directory, const nlohmann::json& entry, const ch
     throw_invalid("checkpoint " + in_quotes(directory) + " is corrupt: " + role + " file " +
                   in_quotes(path) + " holds " + std::to_string(size) + " bytes, the manifest says " +
                   std::to_string(expected));
+  }
+  // Same size, another save's file (copied over, or left by an interrupted
+  // copy): custom_meta of one save and tensors of another must not load.
+  if (fingerprinted) {
+    const uint64_t found = fingerprint_of(path);
+    const auto recorded = entry["fingerprint"].get<uint64_t>();
+    if (found != recorded) {
+      throw_invalid("checkpoint " + in_quotes(directory) + " mixes saves: its " + role + " file " +
+                    in_quotes(path) + " is not the one its manifest was saved with (fingerprint " +
+                    std::to_string(found) + ", the manifest says " + std::to_string(recorded) + ")");
+    }
   }
 }
 
@@ -226,17 +260,20 @@ CheckpointFiles open_checkpoint_directory(const std::string& directory) {
     throw_invalid("checkpoint " + in_quotes(path) + " is corrupt: " + kManifestName +
                   " is not a seqflow checkpoint manifest");
   }
-  if (manifest.value("version", 0) != kVersion) {
-    throw_invalid("checkpoint " + in_quotes(path) + " has format version " +
-                  manifest["version"].dump() + "; this build reads version " +
+  const nlohmann::json version = manifest.value("version", nlohmann::json());
+  if (!version.is_number_integer() || version.get<int64_t>() < kOldestVersion ||
+      version.get<int64_t>() > kVersion) {
+    throw_invalid("checkpoint " + in_quotes(path) + " has format version " + version.dump() +
+                  "; this build reads versions " + std::to_string(kOldestVersion) + " to " +
                   std::to_string(kVersion));
   }
+  const bool fingerprinted = version.get<int64_t>() >= 2;
   const nlohmann::json& files = manifest["files"];
-  check_file(path, files.value("controller", nlohmann::json()), "controller", kControllerName);
-  check_file(path, files.value("storage", nlohmann::json()), "storage", kStorageName);
+  check_file(path, files.value("controller", nlohmann::json()), "controller", kControllerName, fingerprinted);
+  check_file(path, files.value("storage", nlohmann::json()), "storage", kStorageName, fingerprinted);
   CheckpointFiles out = files_in(path);
   if (files.contains("metadata")) {
-    check_file(path, files["metadata"], "metadata", kMetadataName);
+    check_file(path, files["metadata"], "metadata", kMetadataName, fingerprinted);
   } else {
     out.metadata.clear();  // saved before metadata.json existed
   }

@@ -1,5 +1,6 @@
 // A checkpoint directory: the controller file, the storage file and a
-// manifest naming both, replaced as one unit. A save writes a sibling
+// manifest naming both with their sizes and fingerprints (so files of two
+// saves are never loaded together), replaced as one unit. A save writes a sibling
 // temporary directory, syncs it and swaps it in with one rename, so a crash
 // at any point leaves the previous checkpoint whole; a directory without its
 // manifest is never taken for a checkpoint.
@@ -29,7 +30,8 @@ void write_checkpoint_directory(const std::string& directory, const nlohmann::js
                                 const std::function<void(const CheckpointFiles&)>& write);
 
 // The files of the checkpoint in `directory`, after checking that the
-// manifest is valid and the files exist with the sizes it records. Throws
+// manifest is valid and the files exist with the sizes and fingerprints it
+// records. Throws
 // kNotFound when there is no checkpoint there (no directory, or one without
 // a manifest), kInvalidArgument when it is incomplete or corrupt.
 CheckpointFiles open_checkpoint_directory(const std::string& directory);

@@ -307,13 +307,24 @@ StorageStats ShardedStorage::stats() const {
   return total;
 }
 
+// The index lists each unit's fingerprint, so that the checkpoint
+// directory's manifest (which fingerprints the index) covers the unit files
+// too, and each unit refuses a file of another save.
 void ShardedStorage::save(const std::string& path) const {
   FanOut fan_out(units_);
   for (size_t u = 0; u < units_.size(); ++u)
     fan_out.send(u, "save", net::wire::header_message(Json{{"path", unit_file(path, u)}}));
-  fan_out.receive_all();
+  Json fingerprints = Json::array();
+  for (auto& [unit, reply] : fan_out.receive_all()) {
+    const Json json = net::wire::read_header(reply, 0, "save reply");
+    const Json& fingerprint = Header(json, "save reply", {"fingerprint"}).at("fingerprint");
+    if (!fingerprint.is_number_unsigned()) {
+      throw_invalid("save reply of storage unit " + std::to_string(unit) + ": fingerprint must be an unsigned integer");
+    }
+    fingerprints.push_back(fingerprint);
+  }
   std::ofstream index(path, std::ios::trunc);
-  index << Json{{"storage_units", units_.size()}}.dump() << "\n";
+  index << Json{{"storage_units", units_.size()}, {"fingerprints", std::move(fingerprints)}}.dump() << "\n";
   if (!index.flush()) throw Error(ErrorCode::kInternal, "cannot write the storage checkpoint index " + path);
 }
 
@@ -326,16 +337,30 @@ void ShardedStorage::load(const std::string& path) {
   } catch (const Json::exception& e) {
     throw_invalid("storage checkpoint index " + path + " is corrupt: " + e.what());
   }
-  const Header header(listing, "storage checkpoint index " + path, {"storage_units"});
+  const Header header(listing, "storage checkpoint index " + path, {"storage_units", "fingerprints"});
   if (header.integer("storage_units") != static_cast<int64_t>(units_.size())) {
     throw_invalid("storage checkpoint " + path + " was saved from " +
                   std::to_string(header.integer("storage_units")) + " storage units; this cluster has " +
                   std::to_string(units_.size()));
   }
-  FanOut fan_out(units_);
-  for (size_t u = 0; u < units_.size(); ++u)
-    fan_out.send(u, "load", net::wire::header_message(Json{{"path", unit_file(path, u)}}));
-  fan_out.receive_all();
+  // Indexes saved before fingerprints existed load unchecked.
+  const Json fingerprints = header.has("fingerprints") ? header.at("fingerprints") : Json::array();
+  if (header.has("fingerprints") && (!fingerprints.is_array() || fingerprints.size() != units_.size())) {
+    header.fail("fingerprints", "must hold one fingerprint per storage unit");
+  }
+  // Every unit checks its file before any unit loads: a file of another
+  // save must not leave some units loaded and others not.
+  for (const bool check_only : {true, false}) {
+    if (check_only && fingerprints.empty()) continue;
+    FanOut fan_out(units_);
+    for (size_t u = 0; u < units_.size(); ++u) {
+      Json request{{"path", unit_file(path, u)}};
+      if (!fingerprints.empty()) request["fingerprint"] = fingerprints[u];
+      if (check_only) request["check_only"] = true;
+      fan_out.send(u, "load", net::wire::header_message(request));
+    }
+    fan_out.receive_all();
+  }
 }
 
 }  // namespace seqflow

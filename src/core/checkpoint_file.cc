@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <string_view>
 
 #include "seqflow/error.h"
@@ -128,6 +129,17 @@ std::vector<uint8_t> read_checkpoint_file(const std::string& path) {
     corrupt("checksum mismatch");
   }
   return {bytes.begin() + kHeaderSize, bytes.end()};
+}
+
+uint64_t checkpoint_file_fingerprint(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(ErrorCode::kNotFound, "checkpoint '" + path + "' does not exist or cannot be read");
+  uint8_t header[kHeaderSize];
+  in.read(reinterpret_cast<char*>(header), sizeof header);
+  if (!in || std::string_view(reinterpret_cast<const char*>(header), kMagic.size()) != kMagic) {
+    throw_invalid("checkpoint '" + path + "' is not a seqflow controller checkpoint");
+  }
+  return get_u64(header + 16);
 }
 
 }  // namespace seqflow::core

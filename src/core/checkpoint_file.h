@@ -16,4 +16,9 @@ void write_checkpoint_file(const std::string& path, const std::vector<uint8_t>& 
 // not a checkpoint or is damaged (bad magic, length or checksum).
 std::vector<uint8_t> read_checkpoint_file(const std::string& path);
 
+// The checksum in the file's header, read without the payload: what tells
+// one save's file from another's of the same size. Throws kNotFound when the
+// file does not exist and kInvalidArgument when it is no controller checkpoint.
+uint64_t checkpoint_file_fingerprint(const std::string& path);
+
 }  // namespace seqflow::core

@@ -8,6 +8,7 @@
 #include "net/local_copy.h"
 #include "net/wire_codec.h"
 #include "seqflow/error.h"
+#include "storage/checkpoint.h"
 
 namespace seqflow::net {
 namespace {
@@ -124,14 +125,34 @@ void StorageService::register_handlers() {
     const StorageStats stats = storage.stats();
     return wire::header_message(Json{{"samples", stats.samples}, {"bytes", stats.bytes}});
   });
+  // A save answers with its file's fingerprint; a load given one refuses a
+  // file of another save (the client keeps them in the checkpoint's index).
+  // check_only: that refusal alone, so that a client asks every unit before
+  // any unit loads.
   service_.handle("save", [this, &storage](Frames& args) {
     const Json json = wire::read_header(args, 0, "save request");
-    storage.save(checkpoint_root_.resolve(Header(json, "save request", {"path"}).text("path"), "save request"));
-    return wire::header_message(Json::object());
+    const std::string path =
+        checkpoint_root_.resolve(Header(json, "save request", {"path"}).text("path"), "save request");
+    storage.save(path);
+    return wire::header_message(Json{{"fingerprint", checkpoint_fingerprint(path).value_or(0)}});
   });
   service_.handle("load", [this, &storage](Frames& args) {
     const Json json = wire::read_header(args, 0, "load request");
-    storage.load(checkpoint_root_.resolve(Header(json, "load request", {"path"}).text("path"), "load request"));
+    const Header header(json, "load request", {"path", "fingerprint", "check_only"});
+    const std::string path = checkpoint_root_.resolve(header.text("path"), "load request");
+    if (header.has("fingerprint")) {
+      const Json& given = header.at("fingerprint");
+      if (!given.is_number_unsigned()) header.fail("fingerprint", "must be an unsigned integer");
+      const auto expected = given.get<uint64_t>();
+      const auto found = checkpoint_fingerprint(path);
+      if (found != expected) {
+        throw_invalid("storage checkpoint \"" + path + "\" mixes saves: it is not the file its checkpoint was "
+                      "saved with (fingerprint " + (found ? std::to_string(*found) : std::string("none")) +
+                      ", the checkpoint says " + std::to_string(expected) + ")");
+      }
+    }
+    if (header.has("check_only") && header.boolean("check_only")) return wire::header_message(Json::object());
+    storage.load(path);
     return wire::header_message(Json::object());
   });
 }

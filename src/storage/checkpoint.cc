@@ -4,6 +4,7 @@
 #include <array>
 #include <bit>
 #include <cstring>
+#include <fstream>
 #include <type_traits>
 
 #include "seqflow/error.h"
@@ -225,6 +226,22 @@ void write_checkpoint(const std::string& path, std::span<const StoredValue> valu
 
 std::vector<StoredValue> read_checkpoint(const std::string& path) {
   return Decoder(path, read_file(path)).decode();
+}
+
+std::optional<uint64_t> checkpoint_fingerprint(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) throw Error(ErrorCode::kNotFound, "checkpoint \"" + path + "\" does not exist or cannot be read");
+  const auto size = static_cast<uint64_t>(in.tellg());
+  if (size < sizeof(FileHeader) + kTrailerSize) return std::nullopt;
+  FileHeader header{};
+  uint64_t trailer = 0;
+  in.seekg(0);
+  in.read(reinterpret_cast<char*>(&header), sizeof header);
+  in.seekg(static_cast<std::streamoff>(size - kTrailerSize));
+  in.read(reinterpret_cast<char*>(&trailer), sizeof trailer);
+  if (!in) throw_invalid("checkpoint \"" + path + "\" cannot be read");
+  if (header.magic != kMagic) return std::nullopt;
+  return trailer;
 }
 
 }  // namespace seqflow

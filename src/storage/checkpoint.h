@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -32,5 +33,11 @@ void write_checkpoint(const std::string& path, std::span<const StoredValue> valu
 // views into one buffer holding the file. Throws kNotFound when the file does
 // not exist and kInvalidArgument naming the path and the first problem.
 std::vector<StoredValue> read_checkpoint(const std::string& path);
+
+// The checksum the file ends with, read without the rest of it: what tells
+// one save's file from another's of the same size. Null when the file is no
+// storage checkpoint (too short, or another magic); throws kNotFound when it
+// does not exist.
+std::optional<uint64_t> checkpoint_fingerprint(const std::string& path);
 
 }  // namespace seqflow

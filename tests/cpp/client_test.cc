@@ -444,7 +444,7 @@ TEST_P(ClientModes, BadCheckpointsLeaveTheStateUnchanged) {
   std::filesystem::copy(good, flipped);
   {
     std::fstream file(std::filesystem::path(flipped) / "storage.ckpt", std::ios::in | std::ios::out | std::ios::binary);
-    file.seekp(-3, std::ios::end);
+    file.seekp(-12, std::ios::end);  // inside the value, before the trailing checksum
     file.write("\xff\xfe\xfd", 3);
   }
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { client->load_checkpoint(flipped); }, {}));
@@ -469,6 +469,33 @@ TEST_P(ClientModes, BadCheckpointsLeaveTheStateUnchanged) {
                            {"not a seqflow checkpoint"}));
   EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(foreign) / "notes.txt"));
   check_unchanged();
+
+  // Files of two saves of the same size mixed in one directory (custom_meta
+  // of one save, tensors of another): refused before anything changes.
+  const std::string later = dir.file("later");
+  const std::vector<Json> meta_later = {{{"score", 2}}}, meta_good = {{{"score", 1}}};
+  other->clear_partition("q");
+  other->put_new("q", {int64_column("x", {8})}, meta_later);
+  other->save_checkpoint(later, Json{{"step", 2}});
+  other->clear_partition("q");
+  other->put_new("q", {int64_column("x", {7})}, meta_good);
+  other->save_checkpoint(good, Json{{"step", 1}});
+  // Remote, storage.ckpt indexes the units' files, which the units check.
+  const char* data_file = GetParam().storage_units == 0 ? "storage.ckpt" : "storage.ckpt.unit0";
+  for (const char* file : {data_file, "controller.ckpt", "metadata.json"}) {
+    SCOPED_TRACE(file);
+    const std::string mixed = dir.file(std::string("mixed_") + file);
+    std::filesystem::copy(good, mixed);
+    const auto from = std::filesystem::path(later) / file, to = std::filesystem::path(mixed) / file;
+    ASSERT_EQ(std::filesystem::file_size(from), std::filesystem::file_size(to)) << "the test needs equal sizes";
+    std::filesystem::copy_file(from, to, std::filesystem::copy_options::overwrite_existing);
+    EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { client->load_checkpoint(mixed); },
+                             {"mixes saves", file, "fingerprint"}));
+    check_unchanged();
+    EXPECT_FALSE(has_partition(*client, "q"));
+  }
+  EXPECT_EQ(client->load_checkpoint(good), (Json{{"step", 1}}));  // the unmixed one loads
+  EXPECT_TRUE(has_partition(*client, "q"));
 }
 
 // Producers put while a consumer fetches and clears what it consumed, so

@@ -464,6 +464,29 @@ def test_missing_or_corrupt_checkpoint_leaves_state_unchanged(client, tmp_path):
         assert snapshot(client) == before, name
 
 
+def test_files_of_two_saves_never_load_together(client, tmp_path):
+    for name, values, score in [("earlier", [1, 2], 1), ("later", [3, 4], 2)]:
+        client.clear_partition("q")
+        client.put({"y": np.array(values)}, partition_id="q", custom_meta=[{"score": score}] * 2)
+        client.save_checkpoint(tmp_path / name, metadata={"step": score})
+    client.clear_partition("q")
+    client.put({"x": np.arange(3)}, partition_id="p")
+    before = snapshot(client)
+    # Each file of the earlier save in turn (remote: storage.ckpt indexes the
+    # units' files storage.ckpt.unit<N>), copied over the later one's.
+    for file in sorted(p.name for p in (tmp_path / "earlier").iterdir() if p.name != "manifest.json"):
+        mixed = tmp_path / f"mixed-{file}"
+        shutil.copytree(tmp_path / "later", mixed)
+        shutil.copyfile(tmp_path / "earlier" / file, mixed / file)
+        with pytest.raises(ValueError, match="mixes saves|corrupt"):
+            client.load_checkpoint(mixed)
+        assert snapshot(client) == before, file
+    assert client.load_checkpoint(tmp_path / "later") == {"step": 2}
+    meta = client.get_meta(["y"], 2, "q", task_name="t")
+    assert [m["score"] for m in meta.custom_meta] == [2, 2]
+    assert client.get_data(meta, format="numpy")["y"].tolist() == [3, 4]
+
+
 # ---- bad input ----------------------------------------------------------------------
 
 def nested_dict(depth: int) -> dict:
