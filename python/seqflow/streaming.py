@@ -265,7 +265,8 @@ class StreamingDataset(IterableDataset):
             return None, None, False
         size = self.batch_size if self.drop_last or left == 0 else min(self.batch_size, left)
         data, meta = self._fetch(client, index, size)
-        # Else another rank took part of what was left meanwhile: ask again.
+        # Nothing came though some is left: another rank took it meanwhile, or
+        # the sampler serves no batch that short (see _stall_reason); ask again.
         finished = data is None and (self.drop_last or left == 0)
         return data, meta, finished
 

@@ -108,7 +108,7 @@ def test_a_field_no_sample_has_is_warned_about_once(clusters):
     give_up.start()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")  # a repeated warning would show, not be folded
-        ids = ids_of((data, meta) for _, data, meta in dataset.batches(stop=stop))
+        ids = ids_of((data, batch_meta) for _, data, batch_meta in dataset.batches(stop=stop))
     late.join()
     give_up.cancel()
     assert ids == [0, 1, 2, 3]
