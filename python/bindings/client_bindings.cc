@@ -17,6 +17,7 @@
 
 #include "bindings/arrays.h"
 #include "bindings/batch_meta_conversion.h"
+#include "bindings/gil.h"
 #include "bindings/json_conversion.h"
 #include "bindings/msgpack_conversion.h"
 #include "bindings/samplers.h"
@@ -109,20 +110,27 @@ std::chrono::milliseconds milliseconds_of(double seconds, const char* parameter)
   return std::chrono::milliseconds(static_cast<int64_t>(std::llround(seconds * 1000.0)));
 }
 
+// Keeps `client` for good: destroying it would wait for threads that will
+// never finish (a parent's after fork, parked ones at interpreter exit).
+void leak(std::shared_ptr<Client>&& client) { new std::shared_ptr<Client>(std::move(client)); }
+
 // A remote client whose last reference goes without the GIL: its teardown
 // waits for ZeroMQ's I/O threads, which may be releasing a borrowed array
-// (a frame of a failed put) and need the GIL for it.
+// (a frame of a failed put) and need the GIL for it. While the interpreter
+// finalizes, such a thread may be parked for good (see gil.h), so the client
+// is left to the process's exit instead.
 std::shared_ptr<Client> torn_down_without_gil(std::shared_ptr<Client> client) {
   Client* raw = client.get();
   return std::shared_ptr<Client>(raw, [inner = std::move(client)](Client*) mutable {
-    std::optional<nb::gil_scoped_release> release;
+    if (python_finalizing()) return leak(std::move(inner));
+    std::optional<GilReleased> release;
     if (PyGILState_Check()) release.emplace();
     inner.reset();
   });
 }
 
 BatchMeta fetch_meta(PyClient& self, MetaRequest&& request) {
-  nb::gil_scoped_release release;
+  GilReleased release;
   return self.client->get_meta(request);
 }
 
@@ -167,7 +175,7 @@ void bind_client(nb::module_ m) {
             options.client_secret_key = client_secret_key;
             options.local_copy = local_copy;
             options.busy_poll = std::chrono::microseconds(busy_poll_us);
-            nb::gil_scoped_release release;
+            GilReleased release;
             return PyClient{torn_down_without_gil(make_remote_client(options)), polling_mode};
           },
           "controller_endpoint"_a, "timeout_seconds"_a, "server_public_key"_a, "client_public_key"_a,
@@ -179,7 +187,7 @@ void bind_client(nb::module_ m) {
             // After fork, the sockets and I/O threads of a remote client belong
             // to the parent: destroying them here would tear down the parent's
             // connections, so the child leaks its copy instead.
-            new std::shared_ptr<Client>(std::move(self.client));
+            leak(std::move(self.client));
           },
           "Forget this client without destroying it (in a child process after fork).")
       .def_prop_ro("polling_mode", [](const PyClient& self) { return self.polling_mode; })
@@ -190,7 +198,7 @@ void bind_client(nb::module_ m) {
             std::vector<Json> metas = custom_meta_from_python(custom_meta);
             BatchMeta meta;
             {
-              nb::gil_scoped_release release;
+              GilReleased release;
               meta = self.client->put_new(partition_id, columns, metas);
             }
             return meta_to_python(std::move(meta));
@@ -203,7 +211,7 @@ void bind_client(nb::module_ m) {
             std::vector<Json> metas = custom_meta_from_python(custom_meta);
             BatchMeta result;
             {
-              nb::gil_scoped_release release;
+              GilReleased release;
               result = self.client->put_existing(target, columns, metas);
             }
             return meta_to_python(std::move(result));
@@ -245,7 +253,7 @@ void bind_client(nb::module_ m) {
                                        global_indexes.data() + global_indexes.shape(0));
             std::vector<std::vector<SampleView>> per_field(names.size());
             {
-              nb::gil_scoped_release release;
+              GilReleased release;
               std::vector<std::vector<SampleView>> rows = self.client->get_data(meta, names);
               for (auto& column : per_field) column.reserve(rows.size());
               for (auto& row : rows) {
@@ -278,7 +286,7 @@ void bind_client(nb::module_ m) {
               groups[partitions[i]].first.push_back(global_indexes.data()[i]);
               groups[partitions[i]].second.push_back(metas[i]);
             }
-            nb::gil_scoped_release release;
+            GilReleased release;
             for (const auto& [partition_id, group] : groups) {
               self.client->control().set_custom_meta(partition_id, group.first, group.second);
             }
@@ -287,21 +295,21 @@ void bind_client(nb::module_ m) {
       .def(
           "clear_samples",
           [](PyClient& self, const std::string& partition_id, const Int64Input& global_indexes) {
-            nb::gil_scoped_release release;
+            GilReleased release;
             self.client->clear_samples(partition_id, as_span(global_indexes));
           },
           "partition_id"_a, "global_indexes"_a)
       .def(
           "clear_partition",
           [](PyClient& self, const std::string& partition_id) {
-            nb::gil_scoped_release release;
+            GilReleased release;
             self.client->clear_partition(partition_id);
           },
           "partition_id"_a)
       .def(
           "reset_consumption",
           [](PyClient& self, const std::string& partition_id, std::optional<std::string> task_name) {
-            nb::gil_scoped_release release;
+            GilReleased release;
             self.client->control().reset_consumption(partition_id, task_name ? &*task_name : nullptr);
           },
           "partition_id"_a, "task_name"_a.none())
@@ -310,7 +318,7 @@ void bind_client(nb::module_ m) {
           [](PyClient& self, const std::string& task_name, const std::string& partition_id) {
             std::optional<std::vector<std::pair<int64_t, bool>>> status;
             {
-              nb::gil_scoped_release release;
+              GilReleased release;
               status = self.client->control().consumption_status(task_name, partition_id);
             }
             return status_to_python(std::move(status));
@@ -322,7 +330,7 @@ void bind_client(nb::module_ m) {
             const std::vector<std::string> names = strings(fields);
             std::optional<ProductionStatus> status;
             {
-              nb::gil_scoped_release release;
+              GilReleased release;
               status = self.client->control().production_status(names, partition_id);
             }
             return production_to_python(std::move(status));
@@ -331,7 +339,7 @@ void bind_client(nb::module_ m) {
       .def(
           "all_consumed",
           [](PyClient& self, const std::string& task_name, const std::string& partition_id) {
-            nb::gil_scoped_release release;
+            GilReleased release;
             return self.client->control().all_consumed(task_name, partition_id);
           },
           "task_name"_a, "partition_id"_a)
@@ -339,13 +347,13 @@ void bind_client(nb::module_ m) {
           "all_produced",
           [](PyClient& self, nb::handle fields, const std::string& partition_id) {
             const std::vector<std::string> names = strings(fields);
-            nb::gil_scoped_release release;
+            GilReleased release;
             return self.client->control().all_produced(names, partition_id);
           },
           "fields"_a, "partition_id"_a)
       .def("partition_list",
            [](PyClient& self) {
-             nb::gil_scoped_release release;
+             GilReleased release;
              return self.client->control().partition_list();
            })
       .def(
@@ -361,7 +369,7 @@ void bind_client(nb::module_ m) {
             }
             BatchMeta meta;
             {
-              nb::gil_scoped_release release;
+              GilReleased release;
               meta = self.client->kv_put(partition_id, names, tag_values, columns);
             }
             return meta_to_python(std::move(meta));
@@ -373,7 +381,7 @@ void bind_client(nb::module_ m) {
             const std::vector<std::string> names = strings(keys);
             BatchMeta meta;
             {
-              nb::gil_scoped_release release;
+              GilReleased release;
               meta = self.client->kv_meta(partition_id, names);
             }
             return meta_to_python(std::move(meta));
@@ -385,7 +393,7 @@ void bind_client(nb::module_ m) {
             const std::vector<std::string> names = strings(keys);
             BatchMeta meta;
             {
-              nb::gil_scoped_release release;
+              GilReleased release;
               meta = self.client->control().kv_find(partition_id, names);
             }
             return meta_to_python(std::move(meta));
@@ -396,7 +404,7 @@ void bind_client(nb::module_ m) {
           [](PyClient& self, const std::string& partition_id, const Int64Input& global_indexes) {
             std::vector<std::string> keys;
             {
-              nb::gil_scoped_release release;
+              GilReleased release;
               keys = self.client->control().kv_keys(partition_id, as_span(global_indexes));
             }
             return keys;
@@ -407,7 +415,7 @@ void bind_client(nb::module_ m) {
           [](PyClient& self, std::optional<std::string> partition_id) {
             std::vector<PartitionKeys> listed;
             {
-              nb::gil_scoped_release release;
+              GilReleased release;
               listed = self.client->control().kv_list(partition_id ? &*partition_id : nullptr);
             }
             return listing_to_python(listed);
@@ -417,7 +425,7 @@ void bind_client(nb::module_ m) {
           "kv_clear",
           [](PyClient& self, const std::string& partition_id, nb::handle keys) {
             const std::vector<std::string> names = strings(keys);
-            nb::gil_scoped_release release;
+            GilReleased release;
             self.client->kv_clear(partition_id, names);
           },
           "partition_id"_a, "keys"_a)
@@ -425,7 +433,7 @@ void bind_client(nb::module_ m) {
           "save_checkpoint",
           [](PyClient& self, const std::string& directory, nb::handle metadata) {
             const Json user_metadata = metadata.is_none() ? Json::object() : to_json(metadata, "metadata");
-            nb::gil_scoped_release release;
+            GilReleased release;
             self.client->save_checkpoint(directory, user_metadata);
           },
           "directory"_a, "metadata"_a.none())
@@ -434,7 +442,7 @@ void bind_client(nb::module_ m) {
           [](PyClient& self, const std::string& directory) {
             Json user_metadata;
             {
-              nb::gil_scoped_release release;
+              GilReleased release;
               user_metadata = self.client->load_checkpoint(directory);
             }
             return from_json(user_metadata);
@@ -443,7 +451,7 @@ void bind_client(nb::module_ m) {
       .def("storage_stats", [](PyClient& self) {
         StorageStats stats;
         {
-          nb::gil_scoped_release release;
+          GilReleased release;
           stats = self.client->storage_stats();
         }
         return stats_to_python(stats);

@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "bindings/arrays.h"
+#include "bindings/gil.h"
 #include "bindings/json_conversion.h"
 #include "bindings/samplers.h"
 #include "seqflow/error.h"
@@ -76,18 +77,18 @@ class PythonSampler final : public Sampler {
       : target_(std::move(target)), name_(nb::type_name(target_.type()).c_str()) {}
 
   ~PythonSampler() override {
-    if (!Py_IsInitialized()) {
-      target_.release();  // the interpreter is gone: nothing left to free
+    if (python_finalizing()) {
+      target_.release();  // the interpreter is going or gone: nothing left to free
       return;
     }
-    nb::gil_scoped_acquire gil;
+    GilHeld gil;
     target_.reset();
   }
 
   std::string name() const override { return name_; }
 
   SampleResult sample(const SampleRequest& request) override {
-    nb::gil_scoped_acquire gil;
+    GilHeld gil;
     return guarded("sample", [&] {
       nb::list ready;
       for (int64_t index : request.ready) ready.append(index);
@@ -115,7 +116,7 @@ class PythonSampler final : public Sampler {
   std::optional<std::vector<int64_t>> reserved(const std::string& partition_id,
                                                const std::string& task_name,
                                                const SamplingConfig& sampling) override {
-    nb::gil_scoped_acquire gil;
+    GilHeld gil;
     return guarded("reserved", [&]() -> std::optional<std::vector<int64_t>> {
       if (!nb::hasattr(target_, "reserved")) return std::nullopt;
       nb::object result = target_.attr("reserved")(partition_id, task_name, sampling_kwargs(sampling));
@@ -125,7 +126,7 @@ class PythonSampler final : public Sampler {
   }
 
   void clear(const std::string& partition_id, const std::string* task_name) override {
-    nb::gil_scoped_acquire gil;
+    GilHeld gil;
     guarded("clear", [&] {
       if (!nb::hasattr(target_, "clear")) return 0;
       target_.attr("clear")(partition_id, task_name ? nb::object(nb::str(task_name->c_str())) : nb::none());
@@ -134,7 +135,7 @@ class PythonSampler final : public Sampler {
   }
 
   nlohmann::json state() const override {
-    nb::gil_scoped_acquire gil;
+    GilHeld gil;
     return guarded("state", [&]() -> nlohmann::json {
       if (!nb::hasattr(target_, "state")) return nlohmann::json::object();
       return to_json(target_.attr("state")(), "sampler " + name_ + " state");
@@ -142,7 +143,7 @@ class PythonSampler final : public Sampler {
   }
 
   void restore(const nlohmann::json& state) override {
-    nb::gil_scoped_acquire gil;
+    GilHeld gil;
     guarded("restore", [&] {
       if (nb::hasattr(target_, "restore")) target_.attr("restore")(from_json(state));
       return 0;

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 
+#include "bindings/gil.h"
 #include "bindings/storage_stats.h"
 #include "bindings/submodules.h"
 #include "net/security.h"
@@ -32,25 +33,25 @@ class RunningService {
   template <class Options>
   RunningService(std::string role, Options options, std::string metrics_address)
       : role_(std::move(role)), metrics_address_(std::move(metrics_address)) {
-    nb::gil_scoped_release release;
+    GilReleased release;
     service_ = std::make_unique<ServiceType>(std::move(options));
   }
 
   // The handlers' threads may be waiting for the GIL (Python samplers).
   ~RunningService() {
-    nb::gil_scoped_release release;
+    GilReleased release;
     metrics_.reset();
     service_.reset();
   }
 
   void start() {
-    nb::gil_scoped_release release;
+    GilReleased release;
     service_->start();
     if (!metrics_address_.empty()) metrics_ = net::serve_metrics(metrics_address_, "metrics", service_->metrics());
   }
 
   void stop() {
-    nb::gil_scoped_release release;
+    GilReleased release;
     if (metrics_) metrics_->stop();
     service_->stop();
   }

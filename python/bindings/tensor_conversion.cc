@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "seqflow/error.h"
+#include "bindings/gil.h"
 #include "bindings/msgpack_conversion.h"
 #include "bindings/plain_value_conversion.h"
 #include "storage/aligned_buffer.h"
@@ -95,23 +96,13 @@ struct Part {
 };
 std::shared_ptr<const Buffer> concatenate(const std::vector<Part>& parts, size_t total) {
   WritableBuffer out = allocate_buffer(total);
-  nb::gil_scoped_release release;
+  GilReleased release;
   size_t at = 0;
   for (const Part& part : parts) {
     if (part.nbytes != 0) std::memcpy(out.data + at, part.data, part.nbytes);
     at += part.nbytes;
   }
   return std::move(out.buffer);
-}
-
-// Python is finalizing or gone: taking the GIL from another thread would
-// hang (or end) that thread.
-bool python_finalizing() {
-#if PY_VERSION_HEX >= 0x030D0000
-  return !Py_IsInitialized() || Py_IsFinalizing();
-#else
-  return !Py_IsInitialized() || _Py_IsFinalizing();
-#endif
 }
 
 // A buffer over the array's own bytes that holds a reference to it. The last
@@ -121,7 +112,7 @@ bool python_finalizing() {
 std::shared_ptr<const Buffer> borrowed(const AnyArray& array) {
   std::shared_ptr<const void> owner(new AnyArray(array), [](const AnyArray* held) {
     if (python_finalizing()) return;
-    nb::gil_scoped_acquire gil;
+    GilHeld gil;
     delete held;
   });
   return std::make_shared<Buffer>(

@@ -142,6 +142,16 @@ std::string help_text(const CommandSpec& spec) {
   return out;
 }
 
+std::string naming_option(std::string_view option, std::string_view message) {
+  if (message.starts_with(option)) return std::string(message);
+  std::string python_name(option.substr(option.find_first_not_of('-')));
+  std::replace(python_name.begin(), python_name.end(), '-', '_');
+  const bool named = message.starts_with(python_name) && message.size() > python_name.size() &&
+                     (message[python_name.size()] == ':' || message[python_name.size()] == ' ');
+  if (named) return std::string(option).append(message.substr(python_name.size()));
+  return std::string(option).append(": ").append(message);
+}
+
 int64_t parse_integer(std::string_view parameter, std::string_view text, int64_t min,
                       int64_t max) {
   int64_t value = 0;

@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "seqflow/error.h"
+
 namespace seqflow::cli {
 
 struct Option {
@@ -49,6 +51,22 @@ std::optional<Arguments> parse_arguments(std::span<const std::string> args,
                                          const CommandSpec& spec);
 
 std::string help_text(const CommandSpec& spec);
+
+// `message` about the value of `option`, naming the option: the library
+// names it as Python does ("pad_to: ..." becomes "--pad-to: ..."), else
+// "OPTION: message".
+std::string naming_option(std::string_view option, std::string_view message);
+
+// Runs `step`, which checks or uses the value of `option` alone, so that a
+// seqflow::Error it throws names the option (see naming_option).
+template <class Step>
+decltype(auto) with_option(std::string_view option, Step&& step) {
+  try {
+    return step();
+  } catch (const Error& error) {
+    throw Error(error.code(), naming_option(option, error.what()));
+  }
+}
 
 // `text` as an integer in [min, max]; the error names `parameter` and `text`.
 int64_t parse_integer(std::string_view parameter, std::string_view text, int64_t min,

@@ -188,9 +188,12 @@ int run_balance(std::span<const std::string> arguments) {
   if (!args->has("--k")) throw_invalid("--k K is required (the number of parts)");
   const int64_t k = args->integer("--k", 0, 1, kInt64Max);
   balance::Options options;
-  options.cardinality = balance::parse_cardinality(args->get("--cardinality").value_or("free"));
-  options.workload = Workload::parse(args->get("--workload").value_or("tokens"));
-  options.algorithm = balance::parse_algorithm(args->get("--algorithm").value_or("auto"));
+  options.cardinality = with_option(
+      "--cardinality", [&] { return balance::parse_cardinality(args->get("--cardinality").value_or("free")); });
+  options.workload =
+      with_option("--workload", [&] { return Workload::parse(args->get("--workload").value_or("tokens")); });
+  options.algorithm = with_option(
+      "--algorithm", [&] { return balance::parse_algorithm(args->get("--algorithm").value_or("auto")); });
   const std::optional<std::string> json_path = args->get("--json");
   const Input input = read_input(*args);
 

@@ -46,7 +46,7 @@ int run_keygen(std::span<const std::string> arguments) {
       }
     }
   }
-  net::write_key_files(prefix, net::generate_curve_keys());
+  with_option("PREFIX", [&] { net::write_key_files(prefix, net::generate_curve_keys()); });
   std::cout << "wrote " << prefix << ".key (keep it private) and " << prefix << ".pub\n";
   return 0;
 }

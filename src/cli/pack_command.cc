@@ -201,8 +201,10 @@ int run_pack(std::span<const std::string> arguments) {
   options.dp_size = args->integer("--dp", 0, 1, kInt64Max);
   options.optimizer_steps = args->integer("--steps", 0, 1, kInt64Max);
   options.pack_max_length = args->integer("--cap", 0, 1, pack::kMaxPackLength);
-  options.workload = Workload::parse(args->get("--workload").value_or("tokens"));
-  options.pad_to = pack::parse_pad_to(args->get("--pad-to").value_or("cap"));
+  options.workload =
+      with_option("--workload", [&] { return Workload::parse(args->get("--workload").value_or("tokens")); });
+  options.pad_to =
+      with_option("--pad-to", [&] { return pack::parse_pad_to(args->get("--pad-to").value_or("cap")); });
   options.pad_chunk = args->integer("--pad-chunk", 1024, 1, kInt64Max);
   options.seed = static_cast<uint64_t>(args->integer("--seed", 0, 0, kInt64Max));
   const std::optional<std::string> json_path = args->get("--json");

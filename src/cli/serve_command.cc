@@ -9,6 +9,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "net/checkpoint_root.h"
 #include "net/service_settings.h"
 #include "seqflow/error.h"
 
@@ -158,7 +159,31 @@ std::shared_ptr<Sampler> sampler_of(const Arguments& args) {
       throw_invalid("--sampler-args must be a JSON object, got '" + *text + "'");
     }
   }
-  return make_sampler(*name, sampler_args);
+  return with_option("--sampler", [&] { return make_sampler(*name, sampler_args); });
+}
+
+// The files and endpoints the options name, checked before the service is
+// made so that an error names its option (the service settings check them
+// again, naming them as Python's serve_controller and serve_storage do).
+void check_files_and_endpoints(const Arguments& args) {
+  const std::optional<std::string> secret = args.get("--curve-secret");
+  for (const std::string_view option : {"--curve-clients", "--controller-key"}) {
+    const std::optional<std::string> value = args.get(option);
+    if (value && !secret) {
+      throw_invalid(std::string(option) + " '" + *value + "' needs --curve-secret FILE.key, the service's own keys");
+    }
+  }
+  if (secret) with_option("--curve-secret", [&] { net::read_secret_key_file(*secret); });
+  if (auto clients = args.get("--curve-clients")) {
+    with_option("--curve-clients", [&] { net::read_client_key_files(split_list(*clients, "--curve-clients")); });
+  }
+  if (auto key = args.get("--controller-key")) with_option("--controller-key", [&] { net::read_key_file(*key); });
+  if (auto root = args.get("--checkpoint-root")) {
+    with_option("--checkpoint-root", [&] { net::CheckpointRoot{*root}; });
+  }
+  for (const std::string_view option : {"--controller", "--advertise"}) {
+    if (auto endpoint = args.get(option)) net::check_endpoint(*endpoint, option);
+  }
 }
 
 // Blocked before any thread starts, so every thread inherits the mask and
@@ -172,20 +197,27 @@ sigset_t block_stop_signals() {
   return signals;
 }
 
-template <class ServiceType, class Options>
-int serve_until_signal(std::string_view role, Options options,
+// `make_service` makes the service (its threads inherit the signal mask).
+// The serving line comes only once the service and its metrics endpoint
+// serve: every error before it names its option and exits 2 (see main.cc).
+template <class MakeService>
+int serve_until_signal(std::string_view role, MakeService make_service,
                        const std::optional<std::string>& metrics_address) {
   const sigset_t signals = block_stop_signals();
-  ServiceType service(std::move(options));
-  service.start();
+  const auto service = make_service();
+  with_option("--bind", [&] { service->start(); });
   std::unique_ptr<net::MetricsHttpServer> metrics;
-  if (metrics_address) metrics = net::serve_metrics(*metrics_address, "--metrics", service.metrics());
-  std::cout << net::serving_line(role, service.endpoint(), metrics.get()) << std::endl;
+  if (metrics_address) {
+    metrics = with_option("--metrics", [&] {
+      return net::serve_metrics(*metrics_address, "--metrics", service->metrics());
+    });
+  }
+  std::cout << net::serving_line(role, service->endpoint(), metrics.get()) << std::endl;
   int received = 0;
   sigwait(&signals, &received);
   std::cerr << "seqflow " << role << ": " << (received == SIGTERM ? "SIGTERM" : "SIGINT") << ", stopping\n";
   if (metrics) metrics->stop();
-  service.stop();
+  service->stop();
   return 0;
 }
 
@@ -206,8 +238,14 @@ int serve_controller(std::span<const std::string> arguments) {
   settings.sampler = sampler_of(*args);
   settings.polling_mode = args->has("--polling-mode");
   settings.load_checkpoint = args->get("--load-checkpoint").value_or("");
-  return serve_until_signal<net::ControllerService>("controller", net::controller_service_options(settings),
-                                                    args->get("--metrics"));
+  check_files_and_endpoints(*args);
+  net::ControllerServiceOptions options = net::controller_service_options(settings);
+  // The controller loads --load-checkpoint as it is made; its other options are checked already.
+  const auto make_service = [&] {
+    return with_option("--load-checkpoint",
+                       [&] { return std::make_unique<net::ControllerService>(std::move(options)); });
+  };
+  return serve_until_signal("controller", make_service, args->get("--metrics"));
 }
 
 int serve_storage(std::span<const std::string> arguments) {
@@ -222,8 +260,10 @@ int serve_storage(std::span<const std::string> arguments) {
   settings.max_bytes = static_cast<uint64_t>(args->integer("--max-bytes", 0, 0, kInt64Max));
   settings.max_samples = static_cast<uint64_t>(args->integer("--max-samples", 0, 0, kInt64Max));
   settings.controller_key_file = args->get("--controller-key").value_or("");
-  return serve_until_signal<net::StorageService>("storage", net::storage_service_options(settings),
-                                                 args->get("--metrics"));
+  check_files_and_endpoints(*args);
+  net::StorageServiceOptions options = net::storage_service_options(settings);
+  const auto make_service = [&] { return std::make_unique<net::StorageService>(std::move(options)); };
+  return serve_until_signal("storage", make_service, args->get("--metrics"));
 }
 
 }  // namespace

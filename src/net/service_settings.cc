@@ -5,13 +5,15 @@
 #include <filesystem>
 #include <optional>
 
+#include <zmq.hpp>
+
 #include "seqflow/error.h"
 
 namespace seqflow::net {
 
 namespace {
 
-// The service's own key pair; a .pub file (no secret key) cannot serve.
+// The service's own key pair, when it serves with CURVE.
 std::optional<CurveKeyPair> own_keys(const ServingSettings& settings) {
   if (settings.curve_secret_file.empty()) {
     if (!settings.curve_client_files.empty()) {
@@ -20,17 +22,51 @@ std::optional<CurveKeyPair> own_keys(const ServingSettings& settings) {
     }
     return std::nullopt;
   }
-  CurveKeyPair keys = read_key_file(settings.curve_secret_file);
+  return read_secret_key_file(settings.curve_secret_file);
+}
+
+ServiceOptions service_options(const ServingSettings& settings, std::string_view default_bind,
+                               const std::optional<CurveKeyPair>& keys) {
+  ServiceOptions options;
+  options.bind = settings.bind.empty() ? std::string(default_bind) : settings.bind;
+  if (settings.max_workers > 0) {
+    options.max_workers = settings.max_workers;
+    options.min_workers = std::min(options.min_workers, settings.max_workers);
+  }
+  if (settings.max_request_bytes > 0) options.max_request_bytes = settings.max_request_bytes;
+  if (keys) {
+    options.security.enabled = true;
+    options.security.server_keys = *keys;
+    options.security.allowed_client_keys = read_client_key_files(settings.curve_client_files);
+    // The other services of the cluster call in with the shared pair.
+    if (!options.security.allowed_client_keys.empty()) {
+      options.security.allowed_client_keys.push_back(keys->public_key);
+    }
+  }
+  return options;
+}
+
+ClientSecurity client_security(const CurveKeyPair& keys, const std::string& server_public_key) {
+  ClientSecurity security;
+  security.enabled = true;
+  security.client_keys = keys;
+  security.server_public_key = server_public_key;
+  return security;
+}
+
+}  // namespace
+
+CurveKeyPair read_secret_key_file(const std::string& path) {
+  CurveKeyPair keys = read_key_file(path);
   if (keys.secret_key.empty()) {
-    throw_invalid("CURVE secret key file '" + settings.curve_secret_file +
+    throw_invalid("CURVE secret key file '" + path +
                   "' holds no secret key; give the .key file that seqflow keygen wrote, not the .pub");
   }
   return keys;
 }
 
-// Public keys of the .pub files named, and of every *.pub file in the
-// directories named (ZeroMQ's certificate-store convention), sorted by name.
-std::vector<std::string> allowed_client_keys(const std::vector<std::string>& paths) {
+// ZeroMQ's certificate-store convention for directories; sorted by name.
+std::vector<std::string> read_client_key_files(const std::vector<std::string>& paths) {
   std::vector<std::string> keys;
   for (const std::string& path : paths) {
     std::error_code error;
@@ -50,36 +86,30 @@ std::vector<std::string> allowed_client_keys(const std::vector<std::string>& pat
   return keys;
 }
 
-ServiceOptions service_options(const ServingSettings& settings, std::string_view default_bind,
-                               const std::optional<CurveKeyPair>& keys) {
-  ServiceOptions options;
-  options.bind = settings.bind.empty() ? std::string(default_bind) : settings.bind;
-  if (settings.max_workers > 0) {
-    options.max_workers = settings.max_workers;
-    options.min_workers = std::min(options.min_workers, settings.max_workers);
+// A connect parses the endpoint and connects in the background, so a
+// service that is not up yet is no error. ZeroMQ reads a tcp:// port only
+// then, and would retry a bad one forever: it is checked here.
+void check_endpoint(const std::string& endpoint, std::string_view parameter) {
+  const auto bad = [&](const std::string& why) {
+    throw_invalid(std::string(parameter) + " must be a ZeroMQ endpoint such as tcp://10.0.0.1:5555, got '" +
+                  endpoint + "': " + why);
+  };
+  zmq::context_t context(1);
+  zmq::socket_t socket(context, zmq::socket_type::dealer);
+  socket.set(zmq::sockopt::linger, 0);
+  try {
+    socket.connect(endpoint);
+  } catch (const zmq::error_t& error) {
+    bad(error.what());
   }
-  if (settings.max_request_bytes > 0) options.max_request_bytes = settings.max_request_bytes;
-  if (keys) {
-    options.security.enabled = true;
-    options.security.server_keys = *keys;
-    options.security.allowed_client_keys = allowed_client_keys(settings.curve_client_files);
-    // The other services of the cluster call in with the shared pair.
-    if (!options.security.allowed_client_keys.empty()) {
-      options.security.allowed_client_keys.push_back(keys->public_key);
-    }
+  if (!endpoint.starts_with("tcp://")) return;
+  const std::string port_text = endpoint.substr(endpoint.rfind(':') + 1);
+  int port = 0;
+  const auto [end, error] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (error != std::errc() || end != port_text.data() + port_text.size() || port < 1 || port > 65535) {
+    bad("the port must be an integer in 1..65535");
   }
-  return options;
 }
-
-ClientSecurity client_security(const CurveKeyPair& keys, const std::string& server_public_key) {
-  ClientSecurity security;
-  security.enabled = true;
-  security.client_keys = keys;
-  security.server_public_key = server_public_key;
-  return security;
-}
-
-}  // namespace
 
 ControllerServiceOptions controller_service_options(const ControllerSettings& settings) {
   if (settings.storage_units == 0) throw_invalid("storage_units must be >= 1, got 0");
@@ -102,6 +132,10 @@ StorageServiceOptions storage_service_options(const StorageSettings& settings) {
     throw_invalid("the controller endpoint is empty; a storage unit registers with the controller service "
                   "(e.g. tcp://10.0.0.1:5555)");
   }
+  // Checked here, not only in the heartbeat thread that connects to it: an
+  // error there could only end the process.
+  check_endpoint(settings.controller, "controller");
+  if (!settings.advertise.empty()) check_endpoint(settings.advertise, "advertise");
   const std::optional<CurveKeyPair> keys = own_keys(settings.serving);
   if (!keys && !settings.controller_key_file.empty()) {
     throw_invalid("controller key file '" + settings.controller_key_file +

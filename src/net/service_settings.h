@@ -57,6 +57,16 @@ struct StorageSettings {
 ControllerServiceOptions controller_service_options(const ControllerSettings& settings);
 StorageServiceOptions storage_service_options(const StorageSettings& settings);
 
+// The steps of the two above that read files or parse endpoints, for a
+// frontend that names its own options in their errors (`seqflow serve`).
+// A service's own key pair: a .key file (a .pub file cannot serve).
+CurveKeyPair read_secret_key_file(const std::string& path);
+// The public keys of .pub files and of every *.pub file in directories.
+std::vector<std::string> read_client_key_files(const std::vector<std::string>& paths);
+// Throws kInvalidArgument naming `parameter` unless ZeroMQ can connect to
+// `endpoint` (e.g. tcp://10.0.0.1:5555); nothing needs to listen there yet.
+void check_endpoint(const std::string& endpoint, std::string_view parameter);
+
 // The Prometheus endpoint of a service's metrics at "HOST:PORT" (port 0: a
 // free port). Throws kInvalidArgument naming `parameter` and the address.
 std::unique_ptr<MetricsHttpServer> serve_metrics(const std::string& address, std::string_view parameter,

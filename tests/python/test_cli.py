@@ -431,6 +431,53 @@ def test_unwritable_json(lengths_file, tmp_path):
                                                      "--json", target)
 
 
+# ---- every command: a bad value exits 2 with one line naming option and value
+
+
+@pytest.mark.parametrize(
+    "args, option, value",
+    [
+        (["balance", "LENGTHS", "--k", "x"], "--k", "'x'"),
+        (["balance", "LENGTHS", "--k", "0"], "--k", "0"),
+        (["balance", "LENGTHS", "--k", "2", "--cardinality", "most"], "--cardinality", "'most'"),
+        (["balance", "LENGTHS", "--k", "2", "--workload", "cubic"], "--workload", "'cubic'"),
+        (["balance", "LENGTHS", "--k", "2", "--workload", "quadratic(a,b)"], "--workload", "quadratic(a,b)"),
+        (["balance", "LENGTHS", "--k", "2", "--algorithm", "greedy"], "--algorithm", "'greedy'"),
+        (["balance", "LENGTHS", "--k", "2", "--group-size", "0"], "--group-size", "0"),
+        (["balance", "LENGTHS", "--k", "2", "--groups", "MISSING"], "--groups", "MISSING"),
+        (["balance", "LENGTHS", "--k", "2", "--json", "NO_DIR"], "--json", "NO_DIR"),
+        (["balance", "LENGTHS", "--k", "2", "--compare=yes"], "--compare", "--compare=yes"),
+        (["balance", "LENGTHS", "--k", "2", "--frobnicate"], "--frobnicate", "--frobnicate"),
+        (["balance", "MISSING", "--k", "2"], "FILE", "MISSING"),
+        (["demo", "--prompts", "x"], "--prompts", "'x'"),
+        (["demo", "--responses", "0"], "--responses", "0"),
+        (["demo", "--ranks", "-1"], "--ranks", "-1"),
+        (["demo", "--seed", "-1"], "--seed", "-1"),
+        (["demo", "--frobnicate"], "--frobnicate", "--frobnicate"),
+        (["pack", "LENGTHS", "--dp", "x", "--steps", "1", "--cap", "4096"], "--dp", "'x'"),
+        (["pack", "LENGTHS", "--dp", "2", "--steps", "0", "--cap", "4096"], "--steps", "0"),
+        (["pack", "LENGTHS", "--dp", "2", "--steps", "1", "--cap", "0"], "--cap", "0"),
+        (["pack", "LENGTHS", "--dp", "2", "--steps", "1", "--cap", "4096", "--workload", "cubic"], "--workload",
+         "'cubic'"),
+        (["pack", "LENGTHS", "--dp", "2", "--steps", "1", "--cap", "4096", "--pad-to", "max"], "--pad-to", "'max'"),
+        (["pack", "LENGTHS", "--dp", "2", "--steps", "1", "--cap", "4096", "--pad-chunk", "0"], "--pad-chunk", "0"),
+        (["pack", "LENGTHS", "--dp", "2", "--steps", "1", "--cap", "4096", "--seed", "x"], "--seed", "'x'"),
+        (["pack", "LENGTHS", "--dp", "2", "--steps", "1", "--cap", "4096", "--group-size", "3"], "--group-size",
+         "3"),
+        (["pack", "LENGTHS", "--dp", "2", "--steps", "1", "--cap", "4096", "--json", "NO_DIR"], "--json", "NO_DIR"),
+        (["pack", "MISSING", "--dp", "2", "--steps", "1", "--cap", "4096"], "FILE", "MISSING"),
+        (["keygen", "NO_DIR"], "PREFIX", "NO_DIR"),
+        (["keygen", "--frobnicate"], "--frobnicate", "--frobnicate"),
+    ],
+)
+def test_bad_value_is_named_in_one_line(tmp_path, lengths_file, args, option, value):
+    paths = {"LENGTHS": lengths_file, "MISSING": str(tmp_path / "missing.txt"),
+             "NO_DIR": str(tmp_path / "no-dir" / "out")}
+    args = [paths.get(arg, arg) for arg in args]
+    err = bad(*args, command=args[0])
+    assert option in err and paths.get(value, value) in err, err
+
+
 def test_unknown_subcommand():
     result = run("frobnicate")
     assert result.returncode == 2

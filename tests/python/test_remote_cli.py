@@ -8,6 +8,7 @@ from __future__ import annotations
 import signal
 import stat
 import subprocess
+import sys
 import urllib.request
 
 import numpy as np
@@ -62,32 +63,71 @@ def test_metrics_endpoint_of_a_service_process():
         assert controller.stop() == 0
 
 
-@pytest.mark.parametrize("args, named", [
-    (["serve"], "usage: seqflow serve"),
-    (["serve", "broker"], "'broker'"),
-    (["serve", "controller", "--storage-units", "0"], "--storage-units"),
-    (["serve", "controller", "--workers", "many"], "'many'"),
-    (["serve", "controller", "--bind", "nonsense://x"], "nonsense://x"),
-    (["serve", "controller", "--bind", LOCAL, "--metrics", "9100"], "'9100'"),
-    (["serve", "controller", "--bind", LOCAL, "--metrics", "127.0.0.1:99999"], "127.0.0.1:99999"),
-    (["serve", "controller", "--sampler", "fifo"], "'fifo'"),
-    (["serve", "controller", "--sampler", "grpo_group_n", "--sampler-args", "{oops"], "{oops"),
-    (["serve", "controller", "--sampler-args", "{}"], "--sampler"),
-    (["serve", "controller", "--curve-secret", "missing.key"], "missing.key"),
-    (["serve", "controller", "--curve-clients", "a.pub,,b.pub"], "a.pub,,b.pub"),
-    (["serve", "controller", "--load-checkpoint", "/nonexistent/ckpt"], "/nonexistent/ckpt"),
-    (["serve", "controller", "--frobnicate"], "--frobnicate"),
-    (["serve", "controller", "--checkpoint-root", "/nonexistent/root"], "/nonexistent/root"),
-    (["serve", "storage", "--controller", "tcp://127.0.0.1:1", "--checkpoint-root", "/nonexistent/r"], "/nonexistent/r"),
-    (["serve", "storage"], "--controller"),
-    (["serve", "storage", "--controller", "tcp://127.0.0.1:1", "--max-bytes", "-5"], "-5"),
-    (["serve", "storage", "--controller", "tcp://127.0.0.1:1", "--controller-key", "c.pub"], "c.pub"),
-    (["keygen"], "PREFIX"),
+CONTROLLER = ["serve", "controller", "--bind", LOCAL]
+STORAGE = ["serve", "storage", "--controller", "tcp://127.0.0.1:1", "--bind", LOCAL]
+NOT_HERE = "tcp://192.0.2.1:5555"  # TEST-NET-1: an address of no interface of this host
+
+
+@pytest.mark.parametrize("args, option, value", [
+    (["serve", "broker"], "ROLE", "'broker'"),
+    (["serve", "controller", "--bind", "nonsense://x"], "--bind", "'nonsense://x'"),
+    (["serve", "controller", "--bind", NOT_HERE], "--bind", NOT_HERE),
+    (["serve", "storage", "--controller", "tcp://127.0.0.1:1", "--bind", "garbage"], "--bind", "'garbage'"),
+    ([*CONTROLLER, "--storage-units", "0"], "--storage-units", "0"),
+    ([*CONTROLLER, "--workers", "many"], "--workers", "'many'"),
+    ([*CONTROLLER, "--max-request-bytes", "0"], "--max-request-bytes", "0"),
+    ([*CONTROLLER, "--metrics", "9100"], "--metrics", "'9100'"),
+    ([*CONTROLLER, "--metrics", "127.0.0.1:99999"], "--metrics", "127.0.0.1:99999"),
+    ([*CONTROLLER, "--metrics", "192.0.2.1:9100"], "--metrics", "192.0.2.1"),
+    ([*CONTROLLER, "--sampler", "fifo"], "--sampler", "'fifo'"),
+    ([*CONTROLLER, "--sampler", "grpo_group_n"], "--sampler", "'grpo_group_n'"),
+    ([*CONTROLLER, "--sampler", "grpo_group_n", "--sampler-args", "{oops"], "--sampler-args", "{oops"),
+    ([*CONTROLLER, "--sampler-args", "{}"], "--sampler-args", "{}"),
+    ([*CONTROLLER, "--polling-mode=yes"], "--polling-mode", "--polling-mode=yes"),
+    ([*CONTROLLER, "--curve-secret", "missing.key"], "--curve-secret", "missing.key"),
+    ([*CONTROLLER, "--curve-secret", "PUB"], "--curve-secret", "PUB"),
+    ([*CONTROLLER, "--curve-clients", "a.pub,,b.pub"], "--curve-clients", "a.pub,,b.pub"),
+    ([*CONTROLLER, "--curve-clients", "PUB"], "--curve-clients", "PUB"),
+    ([*CONTROLLER, "--curve-secret", "KEY", "--curve-clients", "missing.pub"], "--curve-clients", "missing.pub"),
+    ([*CONTROLLER, "--load-checkpoint", "/nonexistent/ckpt"], "--load-checkpoint", "/nonexistent/ckpt"),
+    ([*CONTROLLER, "--checkpoint-root", "/nonexistent/root"], "--checkpoint-root", "/nonexistent/root"),
+    ([*CONTROLLER, "--frobnicate"], "--frobnicate", "--frobnicate"),
+    ([*CONTROLLER, "extra"], "argument", "'extra'"),
+    (["serve", "storage"], "--controller", "--controller"),
+    (["serve", "storage", "--controller", "garbage"], "--controller", "'garbage'"),
+    (["serve", "storage", "--controller", "tcp://127.0.0.1:99999"], "--controller", "tcp://127.0.0.1:99999"),
+    (["serve", "storage", "--controller", "tcp://127.0.0.1"], "--controller", "'tcp://127.0.0.1'"),
+    ([*STORAGE, "--advertise", "garbage"], "--advertise", "'garbage'"),
+    ([*STORAGE, "--checkpoint-root", "/nonexistent/r"], "--checkpoint-root", "/nonexistent/r"),
+    ([*STORAGE, "--max-bytes", "-5"], "--max-bytes", "-5"),
+    ([*STORAGE, "--max-samples", "x"], "--max-samples", "'x'"),
+    ([*STORAGE, "--controller-key", "c.pub"], "--controller-key", "c.pub"),
+    ([*STORAGE, "--curve-secret", "KEY", "--controller-key", "missing.pub"], "--controller-key", "missing.pub"),
+    ([*STORAGE, "--metrics", "localhost"], "--metrics", "'localhost'"),
+    (["keygen"], "PREFIX", "0 arguments"),
 ])
-def test_bad_options_exit_2_naming_option_and_value(args, named):
-    result = run(*args)
+def test_bad_options_exit_2_naming_option_and_value(tmp_path, args, option, value):
+    """Before serving: no serving line, no abort, one line naming both."""
+    run("keygen", str(tmp_path / "cluster"))
+    paths = {"KEY": str(tmp_path / "cluster.key"), "PUB": str(tmp_path / "cluster.pub")}
+    result = run(*[paths.get(arg, arg) for arg in args])
     assert result.returncode == 2, result
-    assert named in result.stderr
+    assert result.stdout == "", result
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("seqflow "), result.stderr
+    assert option in result.stderr and paths.get(value, value) in result.stderr, result.stderr
+
+
+def test_serve_storage_from_python_with_a_malformed_controller_raises():
+    """seqflow.serve_storage checks the endpoint that its heartbeat thread
+    connects to: a ValueError, not an abort of the process."""
+    script = ("import seqflow\n"
+              "try:\n"
+              "    seqflow.serve_storage('garbage')\n"
+              "except ValueError as error:\n"
+              "    print(error)\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "controller" in result.stdout and "'garbage'" in result.stdout, result.stdout
 
 
 def test_help_lists_serve_and_keygen():
