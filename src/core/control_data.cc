@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "core/name_rule.h"
 #include "seqflow/error.h"
 
 namespace seqflow::core {
@@ -43,7 +44,7 @@ const PartitionState& ControlData::require(const std::string& name) const {
 }
 
 PartitionState& ControlData::find_or_create(const std::string& name) {
-  if (name.empty()) throw_invalid("partition_id must not be empty");
+  check_name(name, "partition_id");
   auto& entry = partitions_[name];
   if (!entry) entry = std::make_unique<PartitionState>(name, next_partition_number_++);
   return *entry;

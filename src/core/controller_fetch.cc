@@ -5,6 +5,7 @@
 
 #include "core/batch_meta_builder.h"
 #include "core/controller_state.h"
+#include "core/name_rule.h"
 #include "core/sample_info.h"
 #include "core/scan_counter.h"
 #include "seqflow/controller.h"
@@ -21,10 +22,11 @@ constexpr size_t kFirstWindow = 64;
 constexpr std::chrono::milliseconds kLongestWait = std::chrono::hours(24 * 365);
 
 void validate(const MetaRequest& request) {
-  if (request.partition_id.empty()) throw_invalid("partition_id must not be empty");
-  for (const std::string& field : request.fields) {
-    if (field.empty()) throw_invalid("fields must not contain an empty name");
+  core::check_name(request.partition_id, "partition_id");
+  for (size_t i = 0; i < request.fields.size(); ++i) {
+    core::check_name(request.fields[i], "fields[" + std::to_string(i) + "]");
   }
+  if (!request.task_name.empty()) core::check_name(request.task_name, "task_name");
   switch (request.mode) {
     case MetaMode::kInsert:
       core::check_sample_count(request.batch_size, "batch_size");

@@ -6,6 +6,7 @@
 
 #include "core/batch_meta_builder.h"
 #include "core/controller_state.h"
+#include "core/name_rule.h"
 #include "core/meta_update.h"
 #include "seqflow/controller.h"
 #include "seqflow/error.h"
@@ -17,7 +18,7 @@ using core::PartitionState;
 
 void check_keys(std::span<const std::string> keys) {
   for (size_t i = 0; i < keys.size(); ++i) {
-    if (keys[i].empty()) throw_invalid("keys[" + std::to_string(i) + "] must not be empty");
+    core::check_name(keys[i], "keys[" + std::to_string(i) + "]");
   }
 }
 
@@ -41,7 +42,7 @@ std::vector<uint32_t> require_keys(const PartitionState& partition,
 
 BatchMeta Controller::kv_resolve(const std::string& partition_id, std::span<const std::string> keys,
                                  std::span<const nlohmann::json> tags) {
-  if (partition_id.empty()) throw_invalid("partition_id must not be empty");
+  core::check_name(partition_id, "partition_id");
   check_keys(keys);
   if (!tags.empty() && tags.size() != keys.size()) {
     throw_invalid("tags has " + std::to_string(tags.size()) + " entries for " +

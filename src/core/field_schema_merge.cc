@@ -1,5 +1,6 @@
 #include "core/field_schema_merge.h"
 
+#include "core/name_rule.h"
 #include "seqflow/error.h"
 
 namespace seqflow::core {
@@ -17,7 +18,7 @@ std::string shape_text(const Shape& shape) {
 }  // namespace
 
 void check_schema(const std::string& field, const FieldSchema& incoming) {
-  if (field.empty()) throw_invalid("field names must not be empty");
+  check_name(field, "field name");
   if (incoming.is_object) return;  // objects: shape is each object's byte count
   for (int64_t dim : incoming.shape) {
     if (dim >= 0) continue;
