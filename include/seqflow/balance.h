@@ -62,7 +62,8 @@ Partition partition(std::span<const int64_t> weights, int64_t k,
 
 // Exact equivalents of verl / TransferQueue's functions of the same names
 // (same parts, same order), for users who need bit-identical plans. Where
-// those fail an assertion these throw seqflow::Error instead.
+// those fail an assertion these throw seqflow::Error instead. k_partitions
+// beyond the item count gives empty parts, as in verl, but at most 2^20 parts.
 std::vector<std::vector<int64_t>> karmarkar_karp(std::span<const int64_t> seqlens,
                                                  int64_t k_partitions, bool equal_size);
 std::vector<std::vector<int64_t>> get_seqlen_balanced_partitions(

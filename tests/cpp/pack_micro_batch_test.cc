@@ -141,10 +141,13 @@ TEST(PackMicroBatches, HugeCountsAreRefusedBeforeAllocating) {
   EXPECT_TRUE(test::throws_invalid(
       [&] { micro_batches(lengths, 10, {.dp_size = 1024, .count_multiple = 2048}); },
       {"dp_size x count_multiple (1024 x 2048)"}));
-  // 2^21 one-token samples under a cap of one token: 2^21 micro-batches.
-  const std::vector<int64_t> ones(size_t{1} << 21, 1);
-  EXPECT_TRUE(test::throws_invalid([&] { micro_batches(ones, 1, {}); },
-                                   {"micro-batches", "2097152", "1048576", "max_token_len"}));
+  // 1025 one-token samples under a cap of one token on one of 1024 ranks:
+  // 1025 micro-batches on every rank, 1049600 in all.
+  const std::vector<int64_t> ones(1025, 1);
+  std::vector<std::span<const int64_t>> per_rank(1024);
+  per_rank[0] = ones;
+  EXPECT_TRUE(test::throws_invalid([&] { micro_batches_per_rank(per_rank, 1, {.dp_size = 1024}); },
+                                   {"up to 1025 per rank", "1049600", "1048576", "max_token_len"}));
 }
 
 TEST(PackMicroBatches, TotalWorkloadOverflowNamesLengths) {
