@@ -270,9 +270,16 @@ class StreamingDataset(IterableDataset):
         finished = data is None and (self.drop_last or left == 0)
         return data, meta, finished
 
+    def _status_client(self, client):
+        """The seqflow Client to ask for production and consumption status
+        (the compat layer fetches through TransferQueue's client, whose status
+        calls answer in TransferQueue's shapes)."""
+        return client
+
     def _left_to_consume(self, client) -> Optional[int]:
         """Produced samples the task has not consumed, or None while
         production is not complete."""
+        client = self._status_client(client)
         indexes, produced = client.get_production_status(self.data_fields, self.partition_id)
         if produced is None:  # no partition yet
             return None
@@ -298,7 +305,7 @@ class StreamingDataset(IterableDataset):
         return True
 
     def _stall_reason(self, client) -> Optional[str]:
-        _, produced = client.get_production_status(self.data_fields, self.partition_id, per_field=True)
+        _, produced = self._status_client(client).get_production_status(self.data_fields, self.partition_id, per_field=True)
         if produced is None or not len(produced):
             return None  # nothing put yet: producers may simply be slow
         missing = [field for field, anywhere in zip(self.data_fields, produced.any(axis=0)) if not anywhere]

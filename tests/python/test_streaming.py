@@ -188,6 +188,31 @@ def test_drop_last_ends_without_the_short_batch_and_leaves_it_unconsumed():
     assert run_ranks([dataset(client, 0, batch_size=3, should_check_consumption_status=True)])[0] == [6, 7]
 
 
+@pytest.mark.parametrize("mode", ["embedded", "local"])
+def test_transfer_queue_compat_dataset_delivers_the_short_last_batch(mode):
+    """The same through seqflow's transfer_queue, which fetches through
+    TransferQueue's client API; "local" runs the services on loopback."""
+    from tensordict import TensorDict
+
+    from seqflow.compat.transfer_queue import interface
+    from seqflow.compat.transfer_queue.dataloader import StreamingDataset as CompatStreamingDataset
+
+    conf = interface.init({"controller": {"polling_mode": True}, "seqflow": {"mode": mode},
+                           "metrics": {"enabled": False}})
+    try:
+        interface.get_client().put(TensorDict({"x": torch.arange(8)}, batch_size=8), partition_id="p")
+        ds = CompatStreamingDataset(conf, 3, 3, ["x"], "p", "train", 0, should_check_consumption_status=True,
+                                    empty_batch_sleep=0.005)
+        sizes = []
+        reader = threading.Thread(target=lambda: sizes.extend(meta.size for _, meta in ds), daemon=True)
+        reader.start()
+        reader.join(20)
+        assert not reader.is_alive(), "the stream never ended"
+        assert sizes == [3, 3, 2]
+    finally:
+        interface.close()
+
+
 def collect_warnings(ds, give_up_after: float) -> tuple[list, list[int], bool]:
     """Iterates ds in this thread (warnings are recorded per thread only
     here) until it ends or `give_up_after` seconds pass; returns the stall

@@ -25,6 +25,9 @@ class StreamingDataset(streaming.StreamingDataset):
             self._client = interface.get_client()
         return self._client
 
+    def _status_client(self, client):
+        return client.seqflow
+
     def __getstate__(self):
         state = super().__getstate__()
         state["_client"] = None  # a worker process joins the system itself
