@@ -10,6 +10,8 @@ Right type, wrong value: ValueError.
 Names (fields, partition ids, keys, tag keys, task names, the Ray service
 name) follow one rule: a non-empty str of at most MAX_NAME_BYTES bytes of
 UTF-8 (no lone surrogates), without NUL, which C strings would cut off.
+The controller applies the same rule (src/core/name_rule.h) to callers
+other than this client.
 """
 
 from __future__ import annotations
@@ -124,6 +126,21 @@ def check_count(value, parameter: str, *, minimum: int = 0, maximum: int = INT64
 
 def check_int64(value, parameter: str) -> int:
     return check_count(value, parameter, minimum=INT64_MIN)
+
+
+def check_int64_list(values, parameter: str) -> np.ndarray:
+    """An integer or an iterable of integers (no bools, no floats), each in
+    int64's range, as an int64 array; a bad one named by its position."""
+    if isinstance(values, (int, np.integer)) and not isinstance(values, (bool, np.bool_)):
+        values = [values]
+    if isinstance(values, (str, bytes, bytearray, bool, np.bool_)) or not hasattr(values, "__iter__"):
+        raise ArgumentTypeError(f"{parameter} must be an integer or a list of integers, got {short_repr(values)}")
+    values = values if isinstance(values, np.ndarray) else list(values)
+    array = np.asarray(values)
+    if array.ndim != 1 or (array.dtype.kind != "i" and array.size):  # Python ints beyond int64 make no "i" array
+        for i, value in enumerate(values):
+            check_int64(value, f"{parameter}[{i}]")
+    return np.ascontiguousarray(array, dtype=np.int64)
 
 
 def check_seconds(value, parameter: str, *, allow_zero: bool = False) -> float:

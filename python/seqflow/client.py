@@ -32,11 +32,10 @@ from typing import Any, Iterable, Mapping, Optional, Sequence, Union
 import numpy as np
 
 from seqflow import _convert, _seqflow
-from seqflow._arrays import as_int64_array
 from seqflow._async import async_twin
 from seqflow._checks import (ArgumentTypeError, check_bool, check_choice, check_count, check_instance, check_int64,
-                             check_list, check_name, check_names, check_optional_bool, check_optional_name,
-                             check_path, check_seconds, check_tag, short_repr)
+                             check_int64_list, check_list, check_name, check_names, check_optional_bool,
+                             check_optional_name, check_path, check_seconds, check_tag)
 from seqflow._config import MAX_BUSY_POLL_US, read_config
 from seqflow.batch_meta import BatchMeta, KVBatchMeta
 from seqflow.samplers import native_sampler
@@ -513,12 +512,7 @@ class Client:
         """The key of each sample in `global_indexes`, in that order; one
         controller call. A sample without a key (or not in the partition)
         raises KeyError naming its global index."""
-        if isinstance(global_indexes, (str, bytes, bool, np.bool_)):
-            raise ArgumentTypeError(f"global_indexes must be an integer or a list of integers, got "
-                                    f"{short_repr(global_indexes)}")
-        if isinstance(global_indexes, (int, np.integer)):
-            global_indexes = [global_indexes]
-        indexes = as_int64_array(global_indexes, "global_indexes")
+        indexes = check_int64_list(global_indexes, "global_indexes")
         return self._client.kv_keys(check_name(partition_id, "partition_id"), indexes)
 
     def kv_list(self, partition_id: Optional[str] = None) -> dict[str, dict[str, Any]]:
