@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "common/checked_math.h"
 #include "pack/bin_packing.h"
 #include "seqflow/error.h"
 #include "seqflow/pack.h"
@@ -34,6 +35,19 @@ void require_plan_lists(std::optional<int64_t> count, std::string_view what, std
   throw_invalid(std::string(what) + " = " + (count ? std::to_string(*count) : "more than int64 holds") +
                 " exceeds the " + std::to_string(kMaxPlanLists) + " lists a plan may hold; " +
                 std::string(advice));
+}
+
+void require_plan_shape(int64_t dp_size, int64_t optimizer_steps, int64_t pack_max_length, int64_t pad_chunk) {
+  require_positive("dp_size", dp_size);
+  require_positive("optimizer_steps", optimizer_steps);
+  require_positive("pack_max_length", pack_max_length);
+  require_within_pack("pack_max_length", pack_max_length);
+  require_positive("pad_chunk", pad_chunk);
+  require_padding_sequences("pack_max_length", pack_max_length, pad_chunk);
+  require_plan_lists(checked_mul(dp_size, optimizer_steps),
+                     "dp_size x optimizer_steps (" + std::to_string(dp_size) + " x " +
+                         std::to_string(optimizer_steps) + ")",
+                     "plan fewer ranks or steps at a time");
 }
 
 }  // namespace seqflow::pack::detail

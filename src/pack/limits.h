@@ -1,6 +1,7 @@
 // Checks of the pack layer's parameters against its limits (kMaxPackLength,
-// kMaxPaddingSequences, kMaxPlanLists), shared by the planner, the micro-batch planner and the
-// baseline so that each refuses the same way, before it allocates.
+// kMaxPaddingSequences, kMaxPlanLists), shared by the planner, the
+// micro-batch planner and the baseline so that each refuses the same way,
+// before it allocates.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +9,11 @@
 #include <string_view>
 
 namespace seqflow::pack::detail {
+
+// What every pack plan (the planner's and the baseline's) needs of its shape:
+// positive counts, pack_max_length within kMaxPackLength, pad_chunk within
+// kMaxPaddingSequences per pack, dp_size x optimizer_steps within kMaxPlanLists.
+void require_plan_shape(int64_t dp_size, int64_t optimizer_steps, int64_t pack_max_length, int64_t pad_chunk);
 
 // `name` must be > 0.
 void require_positive(std::string_view name, int64_t value);

@@ -39,9 +39,11 @@ void validate_length(int64_t length, const std::string& name, int64_t max_token_
   }
 }
 
-// Before the micro-batches are allocated: `total` over all ranks, the most
-// on one rank `most`.
-void require_micro_batches(std::optional<int64_t> total, int64_t most) {
+// Before the micro-batches are allocated: `counts` per rank.
+void require_micro_batches(const std::vector<int64_t>& counts) {
+  std::optional<int64_t> total = 0;
+  for (int64_t count : counts) total = total ? checked_add(*total, count) : std::nullopt;
+  const int64_t most = *std::max_element(counts.begin(), counts.end());
   detail::require_plan_lists(total, "micro-batches over all ranks (up to " + std::to_string(most) + " per rank)",
                              "raise max_token_len or lower count_multiple");
 }
@@ -131,13 +133,10 @@ MicroBatchPlan micro_batches_per_rank(std::span<const std::span<const int64_t>> 
   }
   if (options.same_count_across_ranks) {
     int64_t count = *std::max_element(counts.begin(), counts.end());
-    require_micro_batches(checked_mul(count, dp), count);
     assignments = detail::fit_all_into_bins(tokens, count, options.count_multiple, max_token_len,
                                             options.workload);
     std::fill(counts.begin(), counts.end(), count);
   } else {
-    require_micro_batches(std::accumulate(counts.begin(), counts.end(), int64_t{0}),
-                          *std::max_element(counts.begin(), counts.end()));
     for (int64_t rank = 0; rank < dp; ++rank) {
       if (!assignments[rank].empty() || tokens[rank].empty()) continue;
       std::vector<std::vector<int64_t>> one{tokens[rank]};
@@ -146,6 +145,7 @@ MicroBatchPlan micro_batches_per_rank(std::span<const std::span<const int64_t>> 
     }
   }
 
+  require_micro_batches(counts);
   for (int64_t rank = 0; rank < dp; ++rank) {
     const auto count = static_cast<size_t>(counts[rank]);
     std::vector<std::vector<int64_t>> batches(count);

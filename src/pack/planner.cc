@@ -42,16 +42,8 @@ namespace {
 constexpr double kUnevenStepsGain = 0.01;
 
 void validate(std::span<const int64_t> lengths, const Options& options) {
-  detail::require_positive("dp_size", options.dp_size);
-  detail::require_positive("optimizer_steps", options.optimizer_steps);
-  detail::require_positive("pack_max_length", options.pack_max_length);
-  detail::require_within_pack("pack_max_length", options.pack_max_length);
-  detail::require_positive("pad_chunk", options.pad_chunk);
-  detail::require_padding_sequences("pack_max_length", options.pack_max_length, options.pad_chunk);
-  detail::require_plan_lists(checked_mul(options.dp_size, options.optimizer_steps),
-                             "dp_size x optimizer_steps (" + std::to_string(options.dp_size) + " x " +
-                                 std::to_string(options.optimizer_steps) + ")",
-                             "plan fewer ranks or steps at a time");
+  detail::require_plan_shape(options.dp_size, options.optimizer_steps, options.pack_max_length,
+                             options.pad_chunk);
   if (!options.groups.empty() && options.groups.size() != lengths.size()) {
     throw_invalid("groups has " + std::to_string(options.groups.size()) +
                   " entries but lengths has " + std::to_string(lengths.size()) +

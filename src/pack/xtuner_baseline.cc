@@ -40,16 +40,7 @@ std::vector<std::vector<int64_t>> equal_split(const std::vector<int64_t>& sample
 
 Plan xtuner_pack(std::span<const int64_t> lengths, int64_t dp_size, int64_t optimizer_steps,
                  int64_t pack_max_length, int64_t pad_chunk) {
-  detail::require_positive("dp_size", dp_size);
-  detail::require_positive("optimizer_steps", optimizer_steps);
-  detail::require_positive("pack_max_length", pack_max_length);
-  detail::require_within_pack("pack_max_length", pack_max_length);
-  detail::require_positive("pad_chunk", pad_chunk);
-  detail::require_padding_sequences("pack_max_length", pack_max_length, pad_chunk);
-  detail::require_plan_lists(checked_mul(dp_size, optimizer_steps),
-                             "dp_size x optimizer_steps (" + std::to_string(dp_size) + " x " +
-                                 std::to_string(optimizer_steps) + ")",
-                             "plan fewer ranks or steps at a time");
+  detail::require_plan_shape(dp_size, optimizer_steps, pack_max_length, pad_chunk);
   // The tokens' total bounds every sum below, the packs' real tokens included.
   Workload::tokens().total(Workload::tokens().costs(lengths, "lengths"), "lengths");
   Plan out;
