@@ -219,9 +219,9 @@ std::vector<std::string> RemoteControlPlane::kv_keys(const std::string& partitio
 std::vector<PartitionKeys> RemoteControlPlane::kv_list(const std::string* partition_id) const {
   Json header = Json::object();
   if (partition_id != nullptr) header["partition_id"] = *partition_id;
-  return net::wire::read_kv_list(exchange(*controller_, "kv_list", net::wire::header_message(header),
-                                          CallDeadline::of_request(timeout_)),
-                                 0, "kv_list reply");
+  net::Frames reply =
+      exchange(*controller_, "kv_list", net::wire::header_message(header), CallDeadline::of_request(timeout_));
+  return net::wire::read_kv_list(reply, 0, "kv_list reply");
 }
 
 std::vector<int64_t> RemoteControlPlane::kv_clear(const std::string& partition_id,

@@ -204,41 +204,34 @@ std::string msgpack_of(const Json& value) {
   return out;
 }
 
-// The offsets of `entries` MessagePack maps lying back to back under
-// `bytes_key`, each checked before anything decodes it: a peer's deeply
-// nested entry must be an error, not a stack overflow. One reader walks them
-// all: each must be one map (or nothing, for {}) that ends where the next
-// entry begins. (custom_meta, and kv_list's tags.)
-std::vector<uint32_t> checked_map_offsets(const EncodedMap& header, size_t entries, std::string_view bytes_key,
-                                          std::string_view offsets_key) {
-  const std::string_view bytes = header.binary(bytes_key);
-  std::vector<uint32_t> offsets = header.numbers<uint32_t>(offsets_key);
-  if (offsets.size() != entries + 1) {
-    header.fail(offsets_key, "must hold " + std::to_string(entries + 1) + " offsets (one per entry, plus one)");
-  }
+// Each sample's entry is checked before anything decodes it: a peer's
+// deeply nested entry must be an error, not a stack overflow. The entries
+// lie back to back, so one reader walks them all: each must be one map that
+// ends where the next entry begins.
+CustomMetaList decode_custom_meta(const EncodedMap& header, size_t samples) {
+  const std::string_view bytes = header.binary("custom_meta");
+  const std::vector<uint32_t> offsets = header.numbers<uint32_t>("custom_meta_offsets");
+  if (offsets.size() != samples + 1)
+    header.fail("custom_meta_offsets", "must hold one offset per sample, plus one");
   CustomMetaList::check_offsets(bytes.size(), offsets);
   MsgpackReader reader(bytes, kMaxNesting);
-  for (size_t i = 0; i < entries; ++i) {
-    if (offsets[i] == offsets[i + 1]) continue;
-    Kind kind = Kind::kNull;
-    try {
-      kind = reader.skip(0);
-    } catch (const Error& error) {
-      header.fail(bytes_key, "entry " + std::to_string(i) + " " + error.what());
-    }
-    if (kind != Kind::kMap || reader.position() != offsets[i + 1]) {
-      header.fail(bytes_key, "entry " + std::to_string(i) + " must be one MessagePack map");
-    }
-  }
-  return offsets;
-}
-
-CustomMetaList decode_custom_meta(const EncodedMap& header, size_t samples) {
-  const std::vector<uint32_t> offsets = checked_map_offsets(header, samples, "custom_meta", "custom_meta_offsets");
-  const std::string_view bytes = header.binary("custom_meta");
   CustomMetaList out;
   out.reserve(samples, bytes.size());
-  for (size_t i = 0; i < samples; ++i) out.push_back_encoded(bytes.substr(offsets[i], offsets[i + 1] - offsets[i]));
+  for (size_t i = 0; i < samples; ++i) {
+    const std::string_view entry = bytes.substr(offsets[i], offsets[i + 1] - offsets[i]);
+    if (!entry.empty()) {
+      Kind kind = Kind::kNull;
+      try {
+        kind = reader.skip(0);
+      } catch (const Error& error) {
+        header.fail("custom_meta", "entry " + std::to_string(i) + " " + error.what());
+      }
+      if (kind != Kind::kMap || reader.position() != offsets[i + 1]) {
+        header.fail("custom_meta", "entry " + std::to_string(i) + " must be one MessagePack map");
+      }
+    }
+    out.push_back_encoded(entry);
+  }
   return out;
 }
 
@@ -346,7 +339,7 @@ std::string kv_list_bytes(const std::vector<PartitionKeys>& listed) {
   for (const PartitionKeys& partition : listed) {
     keys += partition.size();
     key_bytes += partition.key_bytes().size();
-    tag_bytes += partition.tags().bytes().size();
+    tag_bytes += partition.tag_bytes().size();
   }
   if (key_bytes > std::numeric_limits<uint32_t>::max() || tag_bytes > std::numeric_limits<uint32_t>::max()) {
     throw_invalid("kv_list reply exceeds 4 GiB of keys or tags: list one partition at a time");
@@ -362,7 +355,7 @@ std::string kv_list_bytes(const std::vector<PartitionKeys>& listed) {
   };
   for (const PartitionKeys& partition : listed) {
     append_shifted(key_offsets, partition.key_offsets());
-    append_shifted(tag_offsets, partition.tags().offsets());
+    append_shifted(tag_offsets, partition.tag_offsets());
     ends.push_back(key_offsets.size() - 1);
   }
   MsgpackWriter out(256 + 48 * listed.size() + key_bytes + tag_bytes + 8 * (keys + 1));
@@ -375,7 +368,7 @@ std::string kv_list_bytes(const std::vector<PartitionKeys>& listed) {
   std::vector<std::string_view> key_parts, tag_parts;
   for (const PartitionKeys& partition : listed) {
     key_parts.push_back(partition.key_bytes());
-    tag_parts.push_back(partition.tags().bytes());
+    tag_parts.push_back(partition.tag_bytes());
   }
   out.string("keys");
   out.binary(std::span<const std::string_view>(key_parts));
@@ -388,33 +381,48 @@ std::string kv_list_bytes(const std::vector<PartitionKeys>& listed) {
   return std::move(out).take();
 }
 
-std::vector<PartitionKeys> kv_list_of(std::string_view bytes, std::string_view what) {
+// Each partition's listing views `bytes`, which `owner` keeps alive: 100k
+// keys are not copied again. Tags are checked where they are decoded.
+std::vector<PartitionKeys> kv_list_of(std::string_view bytes, const std::shared_ptr<const void>& owner,
+                                      std::string_view what) {
   const EncodedMap header =
       encoded_header(bytes, what, {"partitions", "partition_ends", "keys", "key_offsets", "tags", "tag_offsets"});
   const std::vector<std::string> names = header.texts("partitions");
   const std::vector<uint64_t> ends = header.numbers<uint64_t>("partition_ends");
   if (names.size() != ends.size()) header.fail("partition_ends", "must hold one end per partition");
-  const std::string_view keys = header.binary("keys");
+  const std::string_view keys = header.binary("keys"), tags = header.binary("tags");
   const std::vector<uint32_t> key_offsets = header.numbers<uint32_t>("key_offsets");
-  if (key_offsets.empty() || key_offsets.front() != 0 || key_offsets.back() != keys.size() ||
-      !std::is_sorted(key_offsets.begin(), key_offsets.end())) {
+  const std::vector<uint32_t> tag_offsets = header.numbers<uint32_t>("tag_offsets");
+  const uint64_t count = std::max<size_t>(key_offsets.size(), 1) - 1;
+  // Partition p's slice [begin, end] of the offsets, rebased to 0.
+  auto slice = [](const std::vector<uint32_t>& offsets, uint64_t begin, uint64_t end) {
+    std::vector<uint32_t> out(offsets.begin() + static_cast<std::ptrdiff_t>(begin),
+                              offsets.begin() + static_cast<std::ptrdiff_t>(end) + 1);
+    for (uint32_t& offset : out) offset -= offsets[begin];
+    return out;
+  };
+  // Every offset in its bytes and ascending, before any slice is taken.
+  auto in_bounds = [](const std::vector<uint32_t>& offsets, std::string_view all) {
+    return !offsets.empty() && offsets.front() == 0 && offsets.back() == all.size() &&
+           std::is_sorted(offsets.begin(), offsets.end());
+  };
+  if (!in_bounds(key_offsets, keys)) {
     header.fail("key_offsets", "must ascend from 0 to the key bytes' count " + std::to_string(keys.size()));
   }
-  const size_t count = key_offsets.size() - 1;
-  const std::vector<uint32_t> tag_offsets = checked_map_offsets(header, count, "tags", "tag_offsets");
-  const std::string_view tags = header.binary("tags");
+  if (tag_offsets.size() != key_offsets.size()) header.fail("tag_offsets", "must hold one offset per key, plus one");
+  if (!in_bounds(tag_offsets, tags)) {
+    header.fail("tag_offsets", "must ascend from 0 to the tag bytes' count " + std::to_string(tags.size()));
+  }
   std::vector<PartitionKeys> out;
   out.reserve(names.size());
   uint64_t begin = 0;
   for (size_t p = 0; p < names.size(); ++p) {
     if (ends[p] < begin || ends[p] > count) header.fail("partition_ends", "must not descend nor pass the key count");
-    PartitionKeys& partition = out.emplace_back(names[p]);
-    partition.reserve(ends[p] - begin, key_offsets[ends[p]] - key_offsets[begin],
-                      tag_offsets[ends[p]] - tag_offsets[begin]);
-    for (uint64_t i = begin; i < ends[p]; ++i) {
-      partition.push_back(keys.substr(key_offsets[i], key_offsets[i + 1] - key_offsets[i]),
-                          tags.substr(tag_offsets[i], tag_offsets[i + 1] - tag_offsets[i]));
-    }
+    out.push_back(PartitionKeys::over(
+        names[p], owner, keys.substr(key_offsets[begin], key_offsets[ends[p]] - key_offsets[begin]),
+        slice(key_offsets, begin, ends[p]),
+        tags.substr(tag_offsets[begin], tag_offsets[ends[p]] - tag_offsets[begin]),
+        slice(tag_offsets, begin, ends[p])));
     begin = ends[p];
   }
   if (begin != count) header.fail("partition_ends", "must end at the key count " + std::to_string(count));
@@ -674,8 +682,10 @@ BatchMeta read_batch_meta(const Frames& frames, size_t index, std::string_view w
 
 zmq::message_t kv_list_frame(const std::vector<PartitionKeys>& listed) { return frame_of(kv_list_bytes(listed)); }
 
-std::vector<PartitionKeys> read_kv_list(const Frames& frames, size_t index, std::string_view what) {
-  return kv_list_of(header_bytes(frames, index, what), what);
+std::vector<PartitionKeys> read_kv_list(Frames& frames, size_t index, std::string_view what) {
+  header_bytes(frames, index, what);  // there, or a clear error
+  const std::shared_ptr<const Buffer> frame = buffer_of(std::move(frames[index]));
+  return kv_list_of(std::string_view(reinterpret_cast<const char*>(frame->data), frame->size), frame, what);
 }
 
 zmq::message_t meta_request_frame(const MetaRequest& request) {
@@ -697,7 +707,8 @@ Json encode_kv_list(const std::vector<PartitionKeys>& listed) {
 }
 
 std::vector<PartitionKeys> decode_kv_list(const Json& value, std::string_view what) {
-  return kv_list_of(msgpack_of(value), what);
+  const auto bytes = std::make_shared<const std::string>(msgpack_of(value));
+  return kv_list_of(*bytes, bytes, what);
 }
 
 Json encode_meta_request(const MetaRequest& request) {

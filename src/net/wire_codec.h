@@ -94,9 +94,10 @@ zmq::message_t meta_request_frame(const MetaRequest& request);
 MetaRequest read_meta_request(const Frames& frames, size_t index, std::string_view what);
 
 // kv_list's reply: keys and their tags (still MessagePack) back to back,
-// with offsets, so 100k keys cost one copy each way, not a JSON tree.
+// with offsets, so 100k keys cost one copy, not a JSON tree. read_kv_list
+// takes frames[index] over: the listings read the keys where it holds them.
 zmq::message_t kv_list_frame(const std::vector<PartitionKeys>& listed);
-std::vector<PartitionKeys> read_kv_list(const Frames& frames, size_t index, std::string_view what);
+std::vector<PartitionKeys> read_kv_list(Frames& frames, size_t index, std::string_view what);
 
 Json encode_batch_meta(const BatchMeta& meta);
 BatchMeta decode_batch_meta(const Json& value, std::string_view what);

@@ -385,7 +385,7 @@ TEST(WireCodecMalformed, BatchMetaFieldsAreCheckedByNameTypeAndSize) {
        {"'reward'", "'nested'", "must be a boolean, got number"}},
       {"custom_meta offsets short",
        [](Json& h) { h["custom_meta_offsets"] = Json::binary(std::vector<uint8_t>(4)); },
-       {"'custom_meta_offsets'", "one per entry, plus one"}},
+       {"'custom_meta_offsets'", "one offset per sample"}},
       {"custom_meta offsets past the bytes",
        [&](Json& h) {
          std::vector<uint32_t> offsets = meta.custom_meta.offsets();
@@ -434,18 +434,30 @@ TEST(WireCodecMalformed, KvListFieldsAreCheckedByNameTypeAndSize) {
       {"no key offsets", [&](Json& h) { h["key_offsets"] = u32_binary({}); }, {"'key_offsets'"}},
       {"one tag offset too few",
        [&](Json& h) { h["tag_offsets"] = u32_binary({0, 0, 0, 0}); },
-       {"'tag_offsets'", "5 offsets"}},
-      {"tag entry not a map",
-       [&](Json& h) {
-         const std::vector<uint8_t> entry = Json::to_msgpack(Json::array({1}));
-         h["tags"] = Json::binary(entry);
-         const auto size = static_cast<uint32_t>(entry.size());
-         h["tag_offsets"] = u32_binary({0, size, size, size, size});
-       },
-       {"'tags' entry 0", "MessagePack map"}},
+       {"'tag_offsets'", "one offset per key"}},
+      {"tag offsets past the bytes",
+       [&](Json& h) { h["tag_offsets"] = u32_binary({0, 0, 0, 0, 99}); },
+       {"'tag_offsets'", "ascend from 0"}},
   };
   expect_each_rejected(wire::encode_kv_list(sample_listing()), cases,
                        [](const Json& h) { wire::decode_kv_list(h, "kv_list reply"); });
+}
+
+// Received tags are checked where they are decoded, naming the key.
+TEST(WireCodecKvList, AReceivedTagThatIsNoMapIsRefusedWhenDecoded) {
+  Json header = wire::encode_kv_list(sample_listing());
+  const std::vector<uint8_t> entry = Json::to_msgpack(Json::array({1}));
+  const std::string deep = nested_msgpack(200000);
+  std::vector<uint8_t> tags(entry);
+  tags.insert(tags.end(), deep.begin(), deep.end());
+  const auto first = static_cast<uint32_t>(entry.size()), all = static_cast<uint32_t>(tags.size());
+  header["tags"] = Json::binary(tags);
+  header["tag_offsets"] = wire::binary_of(std::span<const uint32_t>(std::vector<uint32_t>{0, first, all, all, all}));
+  const auto listed = wire::decode_kv_list(through_wire(header), "kv_list reply");
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { listed[0].tag(0); },
+                           {"tag of key 'uid-1'", "'train'", "not a MessagePack map"}));
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { listed[0].tag(1); }, {"tag of key ''", "nests"}));
+  EXPECT_EQ(listed[2].tag(0), Json::object());  // "val"'s key: no bytes left, {}
 }
 
 TEST(WireCodecMalformed, DeeplyNestedCustomMetaIsRejectedNotRecursedInto) {
