@@ -77,8 +77,8 @@ class PythonSampler final : public Sampler {
       : target_(std::move(target)), name_(nb::type_name(target_.type()).c_str()) {}
 
   ~PythonSampler() override {
-    if (python_finalizing()) {
-      target_.release();  // the interpreter is going or gone: nothing left to free
+    if (!Py_IsInitialized()) {
+      target_.release();  // the interpreter is gone: nothing left to free
       return;
     }
     GilHeld gil;
