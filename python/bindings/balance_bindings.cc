@@ -4,6 +4,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings/arrays.h"
+#include "bindings/gil.h"
 #include "bindings/submodules.h"
 #include "seqflow/balance.h"
 #include "seqflow/error.h"
@@ -85,7 +86,7 @@ void bind_balance(nb::module_ m) {
         if (groups) options.groups = as_span(*groups);
         balance::Partition result;
         {
-          nb::gil_scoped_release release;
+          GilReleased release;
           result = balance::partition(as_span(weights), k, options);
         }
         return partition_to_dict(std::move(result));
@@ -95,14 +96,14 @@ void bind_balance(nb::module_ m) {
   m.def(
       "_karmarkar_karp",
       [](const Int64Input& seqlens, int64_t k, bool equal_size) {
-        nb::gil_scoped_release release;
+        GilReleased release;
         return balance::karmarkar_karp(as_span(seqlens), k, equal_size);
       },
       "seqlen_list"_a, "k_partitions"_a, "equal_size"_a);
   m.def(
       "_get_seqlen_balanced_partitions",
       [](const Int64Input& seqlens, int64_t k, bool equal_size) {
-        nb::gil_scoped_release release;
+        GilReleased release;
         return balance::get_seqlen_balanced_partitions(as_span(seqlens), k, equal_size);
       },
       "seqlen_list"_a, "k_partitions"_a, "equal_size"_a);

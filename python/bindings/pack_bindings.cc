@@ -6,6 +6,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings/arrays.h"
+#include "bindings/gil.h"
 #include "bindings/submodules.h"
 #include "pack/xtuner_baseline.h"
 #include "seqflow/pack.h"
@@ -139,7 +140,7 @@ void bind_pack(nb::module_ m) {
         options.seed = seed;
         pack::Plan result;
         {
-          nb::gil_scoped_release release;
+          GilReleased release;
           result = pack::plan(as_span(lengths), options);
         }
         return plan_to_dict(std::move(result));
@@ -153,7 +154,7 @@ void bind_pack(nb::module_ m) {
          int64_t pad_chunk) {
         pack::Plan result;
         {
-          nb::gil_scoped_release release;
+          GilReleased release;
           result = pack::baseline::xtuner_pack(as_span(lengths), dp_size, optimizer_steps,
                                                pack_max_length, pad_chunk);
         }
@@ -169,7 +170,7 @@ void bind_pack(nb::module_ m) {
                                         pack::parse_micro_batch_order(order)};
         pack::MicroBatchPlan result;
         {
-          nb::gil_scoped_release release;
+          GilReleased release;
           result = pack::micro_batches(as_span(lengths), max_token_len, options);
         }
         return micro_batch_plan_to_dict(std::move(result));
@@ -187,7 +188,7 @@ void bind_pack(nb::module_ m) {
         for (const auto& rank : lengths_per_rank) spans.push_back(as_span(rank));
         pack::MicroBatchPlan result;
         {
-          nb::gil_scoped_release release;
+          GilReleased release;
           result = pack::micro_batches_per_rank(spans, max_token_len, options);
         }
         return micro_batch_plan_to_dict(std::move(result));

@@ -1,6 +1,6 @@
 """The interpreter exiting while daemon threads are inside seqflow calls
-(polling and blocking fetches, puts, gets, a Python sampler), embedded and
-remote: the process ends with the main script's status, without an abort
+(polling and blocking fetches, puts, gets, a Python sampler, balancing),
+embedded and remote: the process ends with the main script's status, without an abort
 ("terminate called ...") and without hanging. Each case runs as a fresh
 Python process, several times: where the exit meets the threads varies."""
 
@@ -23,6 +23,7 @@ CHILD = textwrap.dedent("""
     import sys, threading
     import numpy as np
     import seqflow
+    import seqflow.balance
     from seqflow import BaseSampler
 
     mode, address, exit_status = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -66,8 +67,12 @@ CHILD = textwrap.dedent("""
         while True:
             yield put({"x": x}, partition_id="q")
 
+    def balance(partition=seqflow.balance.partition, lengths=np.arange(1, 20001)):
+        while True:
+            yield partition(lengths, 8)
+
     started = []
-    for loop in (polling_get_meta, blocking_get_meta, get_data, put):
+    for loop in (polling_get_meta, blocking_get_meta, get_data, put, balance):
         under_way = threading.Event()
         started.append(under_way)
         def run(loop=loop, under_way=under_way):
