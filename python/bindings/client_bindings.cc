@@ -103,8 +103,11 @@ struct PyClient {
 };
 
 std::chrono::milliseconds milliseconds_of(double seconds, const char* parameter) {
-  if (!std::isfinite(seconds) || seconds < 0) {
-    throw_invalid(std::string(parameter) + " must be a finite number of seconds >= 0, got " +
+  // At most ~31 years (Python's _checks.MAX_SECONDS): a deadline of now plus
+  // more would overflow int64 nanoseconds.
+  constexpr double kMaxSeconds = 1e9;
+  if (!std::isfinite(seconds) || seconds < 0 || seconds > kMaxSeconds) {
+    throw_invalid(std::string(parameter) + " must be a finite number of seconds >= 0 and <= 1e9, got " +
                   std::to_string(seconds));
   }
   return std::chrono::milliseconds(static_cast<int64_t>(std::llround(seconds * 1000.0)));

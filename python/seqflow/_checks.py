@@ -143,14 +143,20 @@ def check_int64_list(values, parameter: str) -> np.ndarray:
     return np.ascontiguousarray(array, dtype=np.int64)
 
 
+# About 31 years: a deadline of now plus more would overflow the engine's
+# clock (int64 nanoseconds).
+MAX_SECONDS = 1e9
+
+
 def check_seconds(value, parameter: str, *, allow_zero: bool = False) -> float:
-    """A finite number of seconds, > 0 (or >= 0 with allow_zero)."""
+    """A finite number of seconds, > 0 (or >= 0 with allow_zero), at most MAX_SECONDS."""
     number = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
     if not number:
         raise ArgumentTypeError(f"{parameter} must be a number of seconds, got {short_repr(value)}")
-    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero) or value > MAX_SECONDS:
         bound = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"{parameter} must be a finite number of seconds {bound}, got {value!r}")
+        raise ValueError(f"{parameter} must be a finite number of seconds {bound} and <= {MAX_SECONDS:g}, "
+                         f"got {value!r}")
     return float(value)
 
 

@@ -449,7 +449,7 @@ class BatchMeta:
         controller learns it at the next put or set_custom_meta."""
         if custom_meta is None:
             return
-        entries = _dict_list(custom_meta, self.size, "custom_meta", copy_entries=False)
+        entries = _dict_list(custom_meta, self.size, "custom_meta", copy_entries=False, empty_is_none=False)
         for mine, entry in zip(self.custom_meta, entries):
             mine.update(entry)
 
@@ -775,9 +775,10 @@ def _checked_status(production_status, n: int, schema: dict) -> tuple[np.ndarray
     return status.astype(np.int8), None
 
 
-def _dict_list(values, n: int, name: str, copy_entries: bool = True) -> list[dict]:
-    """One dict per sample (empty ones for None or []); ValueError / TypeError naming `name`."""
-    if values is None or (isinstance(values, (list, tuple)) and not values):
+def _dict_list(values, n: int, name: str, copy_entries: bool = True, empty_is_none: bool = True) -> list[dict]:
+    """One dict per sample (empty ones for None, and for [] unless not
+    empty_is_none); ValueError / TypeError naming `name`."""
+    if values is None or (empty_is_none and isinstance(values, (list, tuple)) and not values):
         return [{} for _ in range(n)]
     if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Iterable):
         raise TypeError(f"{name} must be a list of dicts, one per sample, got {type(values).__name__}")

@@ -288,6 +288,10 @@ class Client:
         if custom_meta is not None:
             custom_meta = check_list(custom_meta, "custom_meta", "a list of dicts (one per sample) or None")
         columns = _convert.to_columns(data, borrow=self.is_remote, allow_pickle=self._pickle(allow_pickle))
+        rows = metadata.size if metadata is not None else columns[0].sample_count if columns else 0
+        if custom_meta is not None and not custom_meta and rows:
+            # The engine takes an empty list as none; a caller's [] for rows is a wrong length (its words).
+            raise ValueError(f"custom_meta holds 0 entries for {rows} samples; give one object per sample")
         if metadata is None:
             native = self._client.put_new(partition_id, columns, custom_meta)
         else:
@@ -432,10 +436,11 @@ class Client:
         check_name(key, "key")
         check_name(partition_id, "partition_id")
         check_tag(tag, "tag")
+        allow_pickle = self._pickle(allow_pickle)  # checked with or without fields
         if fields is None and tag is None:
             raise ValueError("kv_put needs fields or a tag")
         columns = [] if fields is None else _convert.single_sample_columns(
-            fields, borrow=self.is_remote, allow_pickle=self._pickle(allow_pickle))
+            fields, borrow=self.is_remote, allow_pickle=allow_pickle)
         return self._kv_put([key], partition_id, columns, None if tag is None else [tag])
 
     def kv_batch_put(self, keys: Sequence[str], partition_id: str, fields=None,
@@ -449,10 +454,11 @@ class Client:
                 raise ValueError(f"{len(tags)} tags for {len(keys)} keys")
             for i, tag in enumerate(tags):
                 check_tag(tag, f"tags[{i}]")
+        allow_pickle = self._pickle(allow_pickle)  # checked with or without fields
         if fields is None and tags is None:
             raise ValueError("kv_batch_put needs fields or tags")
         columns = [] if fields is None else _convert.to_columns(
-            fields, borrow=self.is_remote, allow_pickle=self._pickle(allow_pickle), parameter="fields")
+            fields, borrow=self.is_remote, allow_pickle=allow_pickle, parameter="fields")
         return self._kv_put(keys, partition_id, columns, tags)
 
     def _kv_put(self, keys, partition_id, columns, tags) -> KVBatchMeta:

@@ -163,6 +163,8 @@ def test_custom_meta_methods():
     assert meta.custom_meta[0]["x"] == 1
     with pytest.raises(ValueError, match="custom_meta length 1 != batch_size 2"):
         meta.update_custom_meta([{}])
+    with pytest.raises(ValueError, match="custom_meta length 0 != batch_size 2"):  # as TransferQueue: [] is no None
+        meta.update_custom_meta([])
     with pytest.raises(TypeError, match=r"custom_meta\[1\] must be a dict"):
         meta.update_custom_meta([{}, 3])
     meta.clear_custom_meta()
