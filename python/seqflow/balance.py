@@ -13,6 +13,7 @@ import numpy as np
 
 from seqflow import _seqflow
 from seqflow._arrays import as_int64_array
+from seqflow._checks import check_bool
 
 Workload = _seqflow.balance.Workload
 
@@ -94,13 +95,6 @@ def _as_int(value, name: str, *, low: int = _INT64_MIN, high: int = _INT64_MAX) 
     return number
 
 
-def _as_bool(value, name: str) -> bool:
-    """A flag: True or False (numpy's too), not any truthy value."""
-    if not isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"{name} must be True or False, got {value!r}")
-    return bool(value)
-
-
 def partition(
     weights,
     k: int,
@@ -134,7 +128,7 @@ def karmarkar_karp(seqlen_list, k_partitions: int, equal_size: bool) -> list[lis
     """verl's karmarkar_karp: k lists of item indexes, in verl's exact order."""
     values = as_int64_array(seqlen_list, "seqlen_list", allow_negative=True)
     return _seqflow.balance._karmarkar_karp(
-        values, _as_int(k_partitions, "k_partitions"), _as_bool(equal_size, "equal_size")
+        values, _as_int(k_partitions, "k_partitions"), check_bool(equal_size, "equal_size")
     )
 
 
@@ -142,5 +136,5 @@ def get_seqlen_balanced_partitions(seqlen_list, k_partitions: int, equal_size: b
     """verl's get_seqlen_balanced_partitions: as karmarkar_karp, each part sorted."""
     values = as_int64_array(seqlen_list, "seqlen_list", allow_negative=True)
     return _seqflow.balance._get_seqlen_balanced_partitions(
-        values, _as_int(k_partitions, "k_partitions"), _as_bool(equal_size, "equal_size")
+        values, _as_int(k_partitions, "k_partitions"), check_bool(equal_size, "equal_size")
     )

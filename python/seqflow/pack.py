@@ -25,7 +25,8 @@ import numpy as np
 
 from seqflow import _seqflow
 from seqflow._arrays import as_int64_array
-from seqflow.balance import _INT64_MAX, _as_bool, _as_int, _as_workload
+from seqflow._checks import check_bool
+from seqflow.balance import _INT64_MAX, _as_int, _as_workload
 
 __all__ = [
     "MAX_PACK_LENGTH",
@@ -336,7 +337,7 @@ def micro_batches(
     cap = _as_int(max_token_len, "max_token_len")
     dp = _as_int(dp_size, "dp_size")
     args = (
-        _as_bool(same_count_across_ranks, "same_count_across_ranks"),
+        check_bool(same_count_across_ranks, "same_count_across_ranks"),
         _as_int(count_multiple, "count_multiple"),
         _as_workload(workload),
         str(order),

@@ -16,6 +16,7 @@ from remote_services import clusters  # noqa: F401 (fixture)
 
 torch = pytest.importorskip("torch")
 from seqflow import StreamingDataLoader, StreamingDataset, streaming  # noqa: E402
+from test_streaming import run_ranks  # noqa: E402
 
 RANKS = 4
 PER_RANK = 4
@@ -32,27 +33,6 @@ def finite_dataset(client, rank: int, total, **kwargs) -> StreamingDataset:
     return StreamingDataset(partition_id="p", task_name="train", dp_rank=rank, client=client,
                             should_check_consumption_status=True, total_samples=total, empty_batch_sleep=0.01,
                             data_format="numpy", **kwargs)
-
-
-def run_ranks(datasets, timeout: float = 60) -> list[list[int]]:
-    """Iterates each dataset in its own thread; the ids each rank saw."""
-    seen = [[] for _ in datasets]
-    errors = []
-
-    def run(rank):
-        try:
-            seen[rank] = ids_of(datasets[rank])
-        except BaseException as error:  # reported below
-            errors.append(error)
-
-    threads = [threading.Thread(target=run, args=(r,), daemon=True) for r in range(len(datasets))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout)
-    assert not errors, errors
-    assert not any(t.is_alive() for t in threads), "a rank never ended"
-    return seen
 
 
 def as_is(batch):
