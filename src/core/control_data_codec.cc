@@ -44,8 +44,8 @@ json encode_partition(const PartitionState& partition) {
     tasks[name] = consumed;
   }
   json keys = json::array();
-  for (const auto& [key, slot] : partition.keys()) {
-    keys.push_back(json::array({key, partition.global_index(slot)}));
+  for (uint32_t slot = partition.first(); slot != kNoSlot; slot = partition.next(slot)) {
+    if (const std::string* key = partition.key_of(slot)) keys.push_back(json::array({*key, partition.global_index(slot)}));
   }
   return {{"name", partition.name()},
           {"fields", std::move(fields)},

@@ -158,11 +158,13 @@ std::vector<PartitionKeys> Controller::kv_list(const std::string* partition_id) 
     // Sized first: buffers of megabytes that grow by doubling cost more in
     // copies and page faults than a second walk.
     size_t key_bytes = 0, tag_bytes = 0;
-    for (const auto& [key, slot] : partition.keys()) {
-      key_bytes += key.size();
-      tag_bytes += partition.meta_bytes(slot).size();
+    for (uint32_t slot = partition.first(); slot != core::kNoSlot; slot = partition.next(slot)) {
+      if (const std::string* key = partition.key_of(slot)) {
+        key_bytes += key->size();
+        tag_bytes += partition.meta_bytes(slot).size();
+      }
     }
-    entry.reserve(partition.keys().size(), key_bytes, tag_bytes);
+    entry.reserve(partition.key_count(), key_bytes, tag_bytes);
     for (uint32_t slot = partition.first(); slot != core::kNoSlot; slot = partition.next(slot)) {
       if (const std::string* key = partition.key_of(slot)) entry.push_back(*key, partition.meta_bytes(slot));
     }

@@ -20,6 +20,7 @@ uint32_t PartitionState::add_sample(int64_t global_index, uint32_t put_id, uint3
     global_index_.push_back(global_index);
     produced_.resize(produced_.size() + stride_, 0);
     meta_.emplace_back();
+    key_.emplace_back();
     length_.push_back(kNoLength);
     group_.push_back(0);
     put_id_.push_back(put_id);
@@ -32,9 +33,10 @@ uint32_t PartitionState::add_sample(int64_t global_index, uint32_t put_id, uint3
 
 void PartitionState::remove_sample(uint32_t slot) {
   for (auto& [name, queue] : tasks_) queue.remove(slot);
-  if (auto it = slot_key_.find(slot); it != slot_key_.end()) {
-    key_slot_.erase(it->second);
-    slot_key_.erase(it);
+  if (!key_[slot].empty()) {
+    key_slot_.erase(key_[slot]);
+    key_[slot].clear();
+    key_[slot].shrink_to_fit();
   }
   live_.unlink(slot);
   global_index_[slot] = -1;
@@ -163,13 +165,13 @@ std::optional<uint32_t> PartitionState::key_slot(const std::string& key) const {
 }
 
 const std::string* PartitionState::key_of(uint32_t slot) const {
-  auto it = slot_key_.find(slot);
-  return it == slot_key_.end() ? nullptr : &it->second;
+  return key_[slot].empty() ? nullptr : &key_[slot];
 }
 
 void PartitionState::set_key(const std::string& key, uint32_t slot) {
+  if (!key_[slot].empty()) key_slot_.erase(key_[slot]);
   key_slot_[key] = slot;
-  slot_key_[slot] = key;
+  key_[slot] = key;
 }
 
 }  // namespace seqflow::core

@@ -85,7 +85,7 @@ class PartitionState {
   // The sample's key, or null when it has none.
   const std::string* key_of(uint32_t slot) const;
   void set_key(const std::string& key, uint32_t slot);
-  const std::map<std::string, uint32_t>& keys() const { return key_slot_; }
+  size_t key_count() const { return key_slot_.size(); }
 
  private:
   static constexpr int64_t kNoLength = INT64_MIN;
@@ -114,8 +114,11 @@ class PartitionState {
   std::unordered_map<std::string, uint32_t> group_ids_;
 
   std::map<std::string, TaskQueue> tasks_;
-  std::map<std::string, uint32_t> key_slot_;
-  std::unordered_map<uint32_t, std::string> slot_key_;
+  // Keys both ways: a lookup by key is a hash, a sample's key is its slot's
+  // (empty: none, since keys are never empty), so listing 100k keys walks
+  // arrays in arrival order, not a tree.
+  std::unordered_map<std::string, uint32_t> key_slot_;
+  std::vector<std::string> key_;
 };
 
 }  // namespace seqflow::core
