@@ -26,7 +26,12 @@ verl's trainer, through the module (transfer_queue or seqflow):
                 (untimed) by kv_batch_put of 4,096 keys at a time; at 2 units
                 only (listing asks the controller alone), as are all the
                 key-value rows with --quick. compat lists the partition
-                the seqflow side filled. Below the table: the floor of any
+                the seqflow side filled. Two rows: the partition unchanged
+                since the client's last kv_list (a poll with nothing new:
+                seqflow's controller then answers "unchanged" and the client
+                builds the result from the listing it holds), and one tag
+                rewritten (untimed) before each kv_list (a full listing
+                travels). Below the table: the floor of any
                 client that hands out TransferQueue's result, CPython's C
                 unpickler building the same {partition: {key: tag}} from
                 bytes already in memory (pickle.loads), and TransferQueue's
@@ -226,8 +231,13 @@ def kv_fill(api, partition: str, count: int) -> None:
         api.kv_batch_put(keys=batch, partition_id=partition, fields=None, tags=verl_tags(batch))
 
 
-def kv_list(api, partition: str, count: int, check: bool) -> float:
-    """Seconds of one kv_list of the partition kv_fill filled."""
+def kv_list(api, partition: str, count: int, check: bool, changed: bool) -> float:
+    """Seconds of one kv_list of the partition kv_fill filled; `changed`: first (untimed) one key's tag is
+    rewritten, so that the partition differs from what this client listed last."""
+    if changed:
+        first = kv_keys(1)
+        tag = dict(verl_tags(first)[0], global_steps=time.perf_counter_ns())
+        api.kv_batch_put(keys=first, partition_id=partition, fields=None, tags=[tag])
     start = time.perf_counter()
     listed = api.kv_list(partition)
     seconds = time.perf_counter() - start
@@ -324,8 +334,8 @@ class SeqflowSide:
     def kv_fill(self, count: int) -> None:
         kv_fill(self.seqflow, LIST_PARTITION, count)
 
-    def kv_list(self, count: int, check: bool) -> float:
-        return kv_list(self.seqflow, LIST_PARTITION, count, check)
+    def kv_list(self, count: int, check: bool, changed: bool) -> float:
+        return kv_list(self.seqflow, LIST_PARTITION, count, check, changed)
 
     def kv_empty(self, count: int) -> None:
         kv_empty(self.seqflow, LIST_PARTITION, count)
@@ -383,9 +393,9 @@ class SeqflowCompat:
     def kv_put_get(self, samples: int, rows: int, check: bool) -> tuple[float, float]:
         return kv_put_get(self.tq, self.side.batches[samples][:rows], check)
 
-    def kv_list(self, count: int, check: bool) -> float:
+    def kv_list(self, count: int, check: bool, changed: bool) -> float:
         """The partition the seqflow side filled: the same services, the same keys."""
-        return kv_list(self.tq, LIST_PARTITION, count, check)
+        return kv_list(self.tq, LIST_PARTITION, count, check, changed)
 
     def stop(self) -> None:
         self.tq.close()  # a joined system: closes the client, the services stay
@@ -490,8 +500,8 @@ class TransferQueueSide:
     def kv_fill(self, count: int) -> None:
         self.call("kv_fill", LIST_PARTITION, count)
 
-    def kv_list(self, count: int, check: bool) -> float:
-        return self.call("kv_list", LIST_PARTITION, count, check)
+    def kv_list(self, count: int, check: bool, changed: bool) -> float:
+        return self.call("kv_list", LIST_PARTITION, count, check, changed)
 
     def kv_empty(self, count: int) -> None:
         self.call("kv_empty", LIST_PARTITION, count)
@@ -541,7 +551,8 @@ def transferqueue_worker(address: str, quick: bool) -> None:
                                                                     check, get_meta_calls=1),
                     "kv_put_get": lambda samples, rows, check: kv_put_get(tq, batches[samples][:rows], check),
                     "kv_fill": lambda partition, count: kv_fill(tq, partition, count),
-                    "kv_list": lambda partition, count, check: kv_list(tq, partition, count, check),
+                    "kv_list": lambda partition, count, check, changed: kv_list(tq, partition, count, check,
+                                                                                changed),
                     "kv_empty": lambda partition, count: kv_empty(tq, partition, count),
                 }
                 connection.send(("ok", tq.__version__))
@@ -639,11 +650,13 @@ def run(seqflow, quick: bool, reps: int) -> tuple[list[dict], list[str]]:
                              f"kv_batch_put of tags alone), {units} unit(s)")
                     filled = (SEQFLOW, TQ)  # compat lists the seqflow side's partition
                     each_side(sides, filled, lambda side: side.kv_fill(LIST_KEYS), notes, where)
-                    results = take_turns(sides, kv_sides, reps, lambda side, rep: (
-                        side.kv_list(LIST_KEYS, check=rep <= 0),), notes, where)
-                    rows += timed_rows(results, ("kv_list",), shape=f"{LIST_KEYS:,} keys, tags only",
-                                       samples=LIST_KEYS, units=units)
-                    rows[-1]["floor"] = materialize_floor(seqflow, LIST_PARTITION, reps)
+                    floor = materialize_floor(seqflow, LIST_PARTITION, reps)
+                    for changed, since in ((False, "unchanged"), (True, "1 tag changed")):
+                        results = take_turns(sides, kv_sides, reps, lambda side, rep: (
+                            side.kv_list(LIST_KEYS, check=rep <= 0, changed=changed),), notes, where)
+                        rows += timed_rows(results, ("kv_list",), shape=f"{LIST_KEYS:,} keys, tags, {since}",
+                                           samples=LIST_KEYS, units=units)
+                        rows[-1]["floor"] = floor
                     each_side(sides, filled, lambda side: side.kv_empty(LIST_KEYS), notes, where)
             finally:
                 sides.pop(TCP, None)

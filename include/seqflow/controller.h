@@ -249,6 +249,10 @@ class Controller final : public ControlPlane {
   std::vector<std::string> kv_keys(const std::string& partition_id,
                                    std::span<const int64_t> global_indexes) const override;
   std::vector<PartitionKeys> kv_list(const std::string* partition_id) const override;
+  // kv_list for an asker that holds the listings `known` names: a partition
+  // whose version is the one known comes as PartitionKeys::unchanged.
+  std::vector<PartitionKeys> kv_list(const std::string* partition_id,
+                                     const std::map<std::string, ListingVersion>& known) const;
   std::vector<int64_t> kv_clear(const std::string& partition_id, std::span<const std::string> keys) override;
   void save(const std::string& path) const override;
   void load(const std::string& path) override;

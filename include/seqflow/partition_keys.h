@@ -15,6 +15,16 @@
 
 namespace seqflow {
 
+// Which state of a partition's keys and tags a listing shows: the epoch is
+// drawn at random when the partition is made (again after a clear, a
+// checkpoint load or a restart), the count grows with every change. Equal
+// versions, equal listings: a client that holds one is told "unchanged".
+struct ListingVersion {
+  uint64_t epoch = 0;
+  uint64_t changes = 0;
+  bool operator==(const ListingVersion&) const = default;
+};
+
 class PartitionKeys {
  public:
   PartitionKeys() = default;
@@ -27,6 +37,11 @@ class PartitionKeys {
                             std::string_view tag_bytes, std::vector<uint32_t> tag_offsets);
 
   const std::string& partition_id() const { return partition_id_; }
+  const ListingVersion& version() const { return version_; }
+  void set_version(const ListingVersion& version) { version_ = version; }
+  // An answer without keys: the asker's listing of this version holds.
+  static PartitionKeys unchanged(std::string partition_id, const ListingVersion& version);
+  bool is_unchanged() const { return unchanged_; }
   size_t size() const { return key_offsets_.size() - 1; }
   bool empty() const { return size() == 0; }
   std::string_view key(size_t i) const { return slice(key_bytes(), key_offsets_, i); }
@@ -55,6 +70,8 @@ class PartitionKeys {
   }
 
   std::string partition_id_;
+  ListingVersion version_;
+  bool unchanged_ = false;
   std::string own_keys_, own_tags_;          // a listing made here
   std::shared_ptr<const void> owner_;        // or a received one's bytes
   std::string_view received_keys_, received_tags_;

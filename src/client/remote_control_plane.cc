@@ -217,11 +217,35 @@ std::vector<std::string> RemoteControlPlane::kv_keys(const std::string& partitio
 }
 
 std::vector<PartitionKeys> RemoteControlPlane::kv_list(const std::string* partition_id) const {
-  Json header = Json::object();
-  if (partition_id != nullptr) header["partition_id"] = *partition_id;
-  net::Frames reply =
-      exchange(*controller_, "kv_list", net::wire::header_message(header), CallDeadline::of_request(timeout_));
-  return net::wire::read_kv_list(reply, 0, "kv_list reply");
+  std::lock_guard lock(listings_mutex_);
+  std::map<std::string, ListingVersion> known;
+  for (const auto& [name, listing] : listings_) {
+    if (partition_id == nullptr || name == *partition_id) known[name] = listing.version();
+  }
+  net::Frames reply = exchange(*controller_, "kv_list",
+                               net::wire::header_message(net::wire::kv_list_request(partition_id, known)),
+                               CallDeadline::of_request(timeout_));
+  std::vector<PartitionKeys> listed = net::wire::read_kv_list(reply, 0, "kv_list reply");
+  std::map<std::string, PartitionKeys> held;  // what the answer leaves this client holding
+  for (PartitionKeys& partition : listed) {
+    if (partition.is_unchanged()) {
+      auto it = listings_.find(partition.partition_id());
+      if (it == listings_.end() || it->second.version() != partition.version()) {
+        throw Error(ErrorCode::kInternal, "kv_list reply: partition '" + partition.partition_id() +
+                                              "' is answered unchanged, but this client holds no such listing");
+      }
+      partition = it->second;
+    }
+    held.insert_or_assign(partition.partition_id(), partition);
+  }
+  // Partitions not listed any more (cleared) are dropped.
+  if (partition_id == nullptr) {
+    listings_ = std::move(held);
+  } else {
+    listings_.erase(*partition_id);
+    listings_.merge(held);
+  }
+  return listed;
 }
 
 std::vector<int64_t> RemoteControlPlane::kv_clear(const std::string& partition_id,

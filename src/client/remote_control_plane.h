@@ -3,7 +3,9 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -61,6 +63,12 @@ class RemoteControlPlane final : public ControlPlane {
 
   std::shared_ptr<net::ConnectionPool> controller_;
   std::chrono::milliseconds timeout_;
+  // The last kv_list answer per partition: the controller answers a poll of
+  // an unchanged partition (verl's replay buffer lists every partition on
+  // every poll) without sending its keys again. One kv_list at a time, so
+  // each request names the listings the previous answers left.
+  mutable std::mutex listings_mutex_;
+  mutable std::map<std::string, PartitionKeys> listings_;
 };
 
 }  // namespace seqflow

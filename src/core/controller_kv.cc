@@ -149,12 +149,22 @@ std::vector<std::string> Controller::kv_keys(const std::string& partition_id,
 }
 
 std::vector<PartitionKeys> Controller::kv_list(const std::string* partition_id) const {
+  return kv_list(partition_id, {});
+}
+
+std::vector<PartitionKeys> Controller::kv_list(const std::string* partition_id,
+                                               const std::map<std::string, ListingVersion>& known) const {
   std::lock_guard lock(state_->mutex);
   std::vector<PartitionKeys> out;
   // Keys in the order they were made (their samples' arrival order), as
   // TransferQueue lists them.
   auto list = [&](const PartitionState& partition) {
+    if (auto it = known.find(partition.name()); it != known.end() && it->second == partition.listing_version()) {
+      out.push_back(PartitionKeys::unchanged(partition.name(), partition.listing_version()));
+      return;
+    }
     PartitionKeys& entry = out.emplace_back(partition.name());
+    entry.set_version(partition.listing_version());
     // Sized first: buffers of megabytes that grow by doubling cost more in
     // copies and page faults than a second walk.
     size_t key_bytes = 0, tag_bytes = 0;

@@ -36,6 +36,13 @@ PartitionKeys PartitionKeys::over(std::string partition_id, std::shared_ptr<cons
   return out;
 }
 
+PartitionKeys PartitionKeys::unchanged(std::string partition_id, const ListingVersion& version) {
+  PartitionKeys out(std::move(partition_id));
+  out.version_ = version;
+  out.unchanged_ = true;
+  return out;
+}
+
 nlohmann::json PartitionKeys::tag(size_t i) const {
   nlohmann::json out;
   try {
@@ -70,7 +77,8 @@ void PartitionKeys::reserve(size_t keys, size_t key_bytes, size_t tag_bytes) {
 }
 
 bool PartitionKeys::operator==(const PartitionKeys& other) const {
-  return partition_id_ == other.partition_id_ && key_bytes() == other.key_bytes() &&
+  return partition_id_ == other.partition_id_ && version_ == other.version_ && unchanged_ == other.unchanged_ &&
+         key_bytes() == other.key_bytes() &&
          tag_bytes() == other.tag_bytes() && key_offsets_ == other.key_offsets_ &&
          tag_offsets_ == other.tag_offsets_;
 }

@@ -1,6 +1,19 @@
 #include "core/partition_state.h"
 
+#include <random>
+
 namespace seqflow::core {
+namespace {
+
+uint64_t random_epoch() {
+  thread_local std::mt19937_64 engine{std::random_device{}()};
+  return engine();
+}
+
+}  // namespace
+
+PartitionState::PartitionState(std::string name, uint32_t number)
+    : name_(std::move(name)), number_(number), listing_version_{random_epoch(), 0} {}
 
 uint32_t PartitionState::add_sample(int64_t global_index, uint32_t put_id, uint32_t put_pos) {
   uint32_t slot;
@@ -34,6 +47,7 @@ uint32_t PartitionState::add_sample(int64_t global_index, uint32_t put_id, uint3
 void PartitionState::remove_sample(uint32_t slot) {
   for (auto& [name, queue] : tasks_) queue.remove(slot);
   if (!key_[slot].empty()) {
+    ++listing_version_.changes;
     key_slot_.erase(key_[slot]);
     key_[slot].clear();
     key_[slot].shrink_to_fit();
@@ -119,6 +133,7 @@ void PartitionState::set_produced_words(uint32_t slot, std::span<const uint64_t>
 }
 
 void PartitionState::set_meta(uint32_t slot, EncodedMeta meta) {
+  if (!key_[slot].empty()) ++listing_version_.changes;
   meta_[slot] = std::move(meta.bytes);
   length_[slot] = meta.length.value_or(kNoLength);
   if (!meta.group) {
@@ -170,6 +185,7 @@ const std::string* PartitionState::key_of(uint32_t slot) const {
 
 void PartitionState::set_key(const std::string& key, uint32_t slot) {
   if (!key_[slot].empty()) key_slot_.erase(key_[slot]);
+  ++listing_version_.changes;
   key_slot_[key] = slot;
   key_[slot] = key;
 }

@@ -25,7 +25,7 @@ using FieldMask = std::vector<uint64_t>;
 
 class PartitionState {
  public:
-  PartitionState(std::string name, uint32_t number) : name_(std::move(name)), number_(number) {}
+  PartitionState(std::string name, uint32_t number);
 
   const std::string& name() const { return name_; }
   // Distinguishes this partition from earlier ones of the same name.
@@ -86,6 +86,9 @@ class PartitionState {
   const std::string* key_of(uint32_t slot) const;
   void set_key(const std::string& key, uint32_t slot);
   size_t key_count() const { return key_slot_.size(); }
+  // Changes with every key made or removed and every keyed sample's
+  // custom_meta set (what kv_list shows).
+  const ListingVersion& listing_version() const { return listing_version_; }
 
  private:
   static constexpr int64_t kNoLength = INT64_MIN;
@@ -119,6 +122,7 @@ class PartitionState {
   // arrays in arrival order, not a tree.
   std::unordered_map<std::string, uint32_t> key_slot_;
   std::vector<std::string> key_;
+  ListingVersion listing_version_;
 };
 
 }  // namespace seqflow::core

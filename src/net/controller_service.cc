@@ -363,10 +363,10 @@ void ControllerService::register_handlers() {
   });
   service_.handle("kv_list", nullptr, [&controller](const Frames& args) {
     const Json json = wire::read_header(args, 0, "kv_list request");
-    const Header header(json, "kv_list request", {"partition_id"});
+    const Header header(json, "kv_list request", {"partition_id", "known_partitions", "known_versions"});
     const std::string partition = header.has("partition_id") ? header.text("partition_id") : std::string();
-    return wire::header_message(
-        wire::kv_list_frame(controller.kv_list(header.has("partition_id") ? &partition : nullptr)));
+    return wire::header_message(wire::kv_list_frame(
+        controller.kv_list(header.has("partition_id") ? &partition : nullptr, wire::read_known_listings(header))));
   });
   service_.handle("save", [this, &controller](Frames& args) {
     const Json json = wire::read_header(args, 0, "save request");

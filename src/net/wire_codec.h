@@ -97,6 +97,11 @@ MetaRequest read_meta_request(const Frames& frames, size_t index, std::string_vi
 // with offsets, so 100k keys cost one copy, not a JSON tree. read_kv_list
 // takes frames[index] over: the listings read the keys where it holds them.
 zmq::message_t kv_list_frame(const std::vector<PartitionKeys>& listed);
+// kv_list's request: the partition (null: every one) and the version of
+// each listing the asker holds, which come back as PartitionKeys::unchanged
+// when they still hold.
+Json kv_list_request(const std::string* partition_id, const std::map<std::string, ListingVersion>& known);
+std::map<std::string, ListingVersion> read_known_listings(const Header& request);
 std::vector<PartitionKeys> read_kv_list(Frames& frames, size_t index, std::string_view what);
 
 Json encode_batch_meta(const BatchMeta& meta);

@@ -314,6 +314,53 @@ TEST_P(ClientModes, KeyValueCallsTouchBothPlanes) {
   EXPECT_TRUE(client->control().kv_list(&one[1]).empty());
 }
 
+// A remote client holds its last kv_list answer and the controller answers
+// "unchanged" instead of sending the keys again: every change, made through
+// any client or by a controller restarted from a checkpoint, still shows.
+TEST_P(RemoteModes, KvListShowsEveryChangeMadeThroughAnyClient) {
+  auto cluster = std::make_shared<RemoteCluster>(GetParam().storage_units);
+  auto lister = cluster->client();
+  auto writer = cluster->client();
+  auto listing = [&](const std::string* partition) {
+    std::map<std::string, Json> out;
+    for (const PartitionKeys& listed : lister->control().kv_list(partition)) {
+      EXPECT_FALSE(listed.is_unchanged());  // the client answers with the listing it holds
+      out[listed.partition_id()];
+      for (size_t i = 0; i < listed.size(); ++i) out[listed.partition_id() + "/" + std::string(listed.key(i))] = listed.tag(i);
+    }
+    return out;
+  };
+  const std::string p = "p";
+  const std::vector<std::string> ab = {"a", "b"};
+  const std::vector<Json> ab_tags = {{{"s", 1}}, {{"s", 2}}}, a_tags = {{{"s", 3}}};
+  writer->kv_put(p, ab, ab_tags, {int64_column("x", {1, 2})});
+  const auto first = lister->control().kv_list(&p);
+  EXPECT_EQ(lister->control().kv_list(&p), first);
+  EXPECT_EQ(listing(nullptr), (std::map<std::string, Json>{{"p", nullptr}, {"p/a", {{"s", 1}}}, {"p/b", {{"s", 2}}}}));
+
+  const std::vector<std::string> a = {"a"};
+  writer->kv_put(p, a, a_tags, {int64_column("x", {3})});
+  EXPECT_EQ(listing(&p).at("p/a"), (Json{{"s", 3}}));
+  writer->kv_clear(p, a);
+  EXPECT_EQ(listing(&p), (std::map<std::string, Json>{{"p", nullptr}, {"p/b", {{"s", 2}}}}));
+  const std::vector<std::string> q_keys = {"z"};
+  writer->kv_put("q", q_keys, {}, {int64_column("x", {4})});
+  EXPECT_EQ(listing(nullptr).size(), 4u);  // p, p/b, q, q/z
+
+  const std::string checkpoint = (std::filesystem::temp_directory_path() / "seqflow_kv_list_restart").string();
+  std::filesystem::remove_all(checkpoint);
+  writer->save_checkpoint(checkpoint, Json::object());
+  writer->kv_clear("q", q_keys);
+  EXPECT_EQ(listing(nullptr), (std::map<std::string, Json>{{"p", nullptr}, {"p/b", {{"s", 2}}}, {"q", nullptr}}));
+  cluster->restart_controller(checkpoint);  // back to before the clear of q/z
+  EXPECT_EQ(listing(nullptr).count("q/z"), 1u);
+  writer = cluster->client();  // once every unit is back
+  writer->control().clear_partition(p);
+  EXPECT_TRUE(lister->control().kv_list(&p).empty());
+  EXPECT_EQ(listing(nullptr).count("p"), 0u);
+  std::filesystem::remove_all(checkpoint);
+}
+
 // The status calls of a partition that does not exist (never made, or
 // cleared) answer "nothing" in both modes, as TransferQueue's do; clears and
 // resets of it do nothing; a waiting fetch waits for it to be made and filled.

@@ -539,6 +539,64 @@ TEST(ControllerTest, KeyValueApi) {
   EXPECT_TRUE(controller.kv_list(&p).at(0).empty());
 }
 
+// An asker that holds a partition's current listing is told "unchanged"
+// (no keys sent again); every change of a key or a tag, and a partition made
+// again under the same name, gives another version.
+TEST(ControllerTest, KvListAnswersUnchangedOnlyForTheCurrentVersion) {
+  Controller controller;
+  const std::string p = "p";
+  controller.kv_resolve(p, std::vector<std::string>{"a", "b"}, std::vector<json>{{{"s", 1}}, {{"s", 2}}});
+  std::map<std::string, ListingVersion> known{{p, controller.kv_list(&p).at(0).version()}};
+  auto expect_unchanged = [&](const char* after) {
+    const PartitionKeys again = controller.kv_list(&p, known).at(0);
+    EXPECT_TRUE(again.is_unchanged()) << after;
+    EXPECT_TRUE(again.empty()) << after;
+    EXPECT_EQ(again.version(), known[p]) << after;
+  };
+  auto expect_changed = [&](const char* what, size_t keys) {
+    const PartitionKeys now = controller.kv_list(&p, known).at(0);
+    EXPECT_FALSE(now.is_unchanged()) << what;
+    EXPECT_NE(now.version(), known[p]) << what;
+    EXPECT_EQ(now.size(), keys) << what;
+    known[p] = now.version();
+    expect_unchanged(what);
+  };
+  expect_unchanged("nothing changed");
+  put(controller, p, 1, {"x"});  // a sample without a key is not listed
+  expect_unchanged("a put without keys");
+
+  controller.kv_resolve(p, std::vector<std::string>{"a"}, std::vector<json>{{{"s", 3}}});
+  expect_changed("a tag merged", 2);
+  const std::vector<int64_t> b_index = {controller.kv_lookup(p, std::vector<std::string>{"b"}).global_indexes};
+  controller.set_custom_meta(p, b_index, std::vector<json>{{{"s", 4}}});
+  expect_changed("a keyed sample's custom_meta set", 2);
+  controller.kv_resolve(p, std::vector<std::string>{"c"}, {});
+  expect_changed("a key made", 3);
+  controller.kv_clear(p, std::vector<std::string>{"a"});
+  expect_changed("a key cleared", 2);
+  controller.clear_samples(p, b_index);
+  expect_changed("a keyed sample cleared by index", 1);
+
+  // The same partition name made again starts another epoch.
+  const ListingVersion before = known[p];
+  controller.clear_partition(p);
+  EXPECT_TRUE(controller.kv_list(&p, known).empty());
+  controller.kv_resolve(p, std::vector<std::string>{"c"}, {});
+  const PartitionKeys remade = controller.kv_list(&p, known).at(0);
+  EXPECT_FALSE(remade.is_unchanged());
+  EXPECT_NE(remade.version().epoch, before.epoch);
+
+  // Listing every partition: the known ones unchanged, the others in full.
+  controller.kv_resolve("q", std::vector<std::string>{"z"}, {});
+  known[p] = remade.version();
+  known["gone"] = ListingVersion{1, 1};
+  const auto every = controller.kv_list(nullptr, known);
+  ASSERT_EQ(every.size(), 2u);
+  EXPECT_TRUE(every[0].is_unchanged());
+  EXPECT_FALSE(every[1].is_unchanged());
+  EXPECT_EQ(every[1].key(0), "z");
+}
+
 TEST(ControllerTest, BlockingFetchWakesWhenDataArrives) {
   Controller controller;
   controller.insert("p", 1);

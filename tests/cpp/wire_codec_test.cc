@@ -71,6 +71,7 @@ std::vector<PartitionKeys> sample_listing() {
   push(train, "uid-1", tag({{"status", "running"}, {"global_steps", 3}}));
   push(train, "", {});  // keys are bytes to the codec; "" is kept, as is a tag of {}
   push(train, "uid-\xc3\xa9", tag({{"uid", "g"}, {"nested", {{"k", {1, 2}}}}}));
+  train.set_version(ListingVersion{0xfedcba9876543210u, 7});
   listed.emplace_back("no keys");
   push(listed.emplace_back("val"), "v", tag({{"score", 0.5}}));
   return listed;
@@ -93,6 +94,32 @@ TEST(WireCodecKvList, RoundTripKeepsPartitionOrderKeysAndEncodedTags) {
   frames.push_back(wire::kv_list_frame(listed));
   expect_same_listing(wire::read_kv_list(frames, 0, "kv_list reply"), listed);
   EXPECT_TRUE(wire::decode_kv_list(through_wire(wire::encode_kv_list({})), "kv_list reply").empty());
+}
+
+TEST(WireCodecKvList, UnchangedListingsTravelAsVersionsOnly) {
+  std::vector<PartitionKeys> listed = sample_listing();
+  listed.insert(listed.begin() + 1, PartitionKeys::unchanged("held", ListingVersion{42, 3}));
+  const auto got = wire::decode_kv_list(through_wire(wire::encode_kv_list(listed)), "kv_list reply");
+  expect_same_listing(got, listed);
+  EXPECT_TRUE(got[1].is_unchanged());
+  EXPECT_EQ(got[1].version(), (ListingVersion{42, 3}));
+  EXPECT_FALSE(got[0].is_unchanged());
+  EXPECT_EQ(got[0].version(), (ListingVersion{0xfedcba9876543210u, 7}));
+
+  const std::map<std::string, ListingVersion> known = {{"held", {42, 3}}, {"other", {1, 0}}};
+  const std::string p = "p";
+  const Json request = wire::kv_list_request(&p, known);
+  const Json received = through_wire(request);
+  const wire::Header header(received, "kv_list request", {"partition_id", "known_partitions", "known_versions"});
+  EXPECT_EQ(wire::read_known_listings(header), known);
+  EXPECT_TRUE(wire::kv_list_request(nullptr, {}).empty());
+  Json short_versions = request;
+  short_versions["known_versions"] = wire::binary_of(std::span<const uint64_t>(std::vector<uint64_t>{42, 3, 1}));
+  const Json spoiled = through_wire(short_versions);
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] {
+    wire::read_known_listings(
+        wire::Header(spoiled, "kv_list request", {"partition_id", "known_partitions", "known_versions"}));
+  }, {"'known_versions'", "an epoch and a count per known partition"}));
 }
 
 TEST(WireCodecMetaRequest, RoundTripInEveryMode) {
@@ -438,6 +465,16 @@ TEST(WireCodecMalformed, KvListFieldsAreCheckedByNameTypeAndSize) {
       {"tag offsets past the bytes",
        [&](Json& h) { h["tag_offsets"] = u32_binary({0, 0, 0, 0, 99}); },
        {"'tag_offsets'", "ascend from 0"}},
+      {"one version too few",
+       [&](Json& h) { h["versions"] = u64_binary({1, 2, 3, 4, 5}); },
+       {"'versions'", "an epoch and a count per partition"}},
+      {"no unchanged flags", [](Json& h) { h.erase("unchanged"); }, {"lacks the field 'unchanged'"}},
+      {"an unchanged flag of 2",
+       [](Json& h) { h["unchanged"] = Json::binary(std::vector<uint8_t>{0, 2, 0}); },
+       {"'unchanged'", "flags of 0 or 1"}},
+      {"an unchanged partition with keys",
+       [](Json& h) { h["unchanged"] = Json::binary(std::vector<uint8_t>{1, 0, 0}); },
+       {"'unchanged'", "listed with keys"}},
   };
   expect_each_rejected(wire::encode_kv_list(sample_listing()), cases,
                        [](const Json& h) { wire::decode_kv_list(h, "kv_list reply"); });

@@ -280,3 +280,25 @@ def test_service_handle_reports_its_endpoint_and_metrics(clusters):
     finally:
         controller.stop()
     controller.stop()  # idempotent
+
+
+def test_kv_list_polls_see_every_change_and_hand_out_fresh_dicts(clusters):
+    """A remote client keeps its last listing (the controller answers a poll of an unchanged partition without
+    the keys); what it hands out is still the caller's own, and a change through another client always shows."""
+    cluster = clusters(1)
+    lister, writer = cluster.client(), cluster.client()
+    writer.kv_batch_put(["a", "b"], "kv", tags=[{"s": "pending"}, {"s": "pending"}])
+    first = lister.kv_list()
+    first["kv"]["a"]["s"] = "mutated"
+    del first["kv"]["b"]
+    assert lister.kv_list() == lister.kv_list("kv") == {"kv": {"a": {"s": "pending"}, "b": {"s": "pending"}}}
+    writer.kv_put("a", "kv", tag={"s": "finished"})
+    assert lister.kv_list("kv") == {"kv": {"a": {"s": "finished"}, "b": {"s": "pending"}}}
+    writer.kv_clear(["b"], "kv")
+    writer.put({"x": np.arange(2)}, partition_id="plain")
+    assert lister.kv_list() == {"kv": {"a": {"s": "finished"}}, "plain": {}}
+    writer.clear_partition("kv")
+    assert lister.kv_list("kv") == {}
+    assert lister.kv_list() == {"plain": {}}
+    writer.kv_put("a", "kv", tag={"s": "new"})
+    assert lister.kv_list() == {"plain": {}, "kv": {"a": {"s": "new"}}}
