@@ -14,6 +14,7 @@
 
 #include "client/call_deadline.h"
 #include "client/checkpoint_directory.h"
+#include "core/custom_meta.h"
 #include "seqflow/error.h"
 #include "storage/aligned_buffer.h"
 
@@ -364,20 +365,26 @@ BatchMeta CoordinatingClient::kv_put(const std::string& partition_id, std::span<
   for (const std::string& key : keys) {
     if (!unique.insert(key).second) throw_invalid("key " + in_quotes(key) + " appears twice in one put");
   }
-  schemas_of(columns);  // bad data fails before any key is created
+  schemas_of(columns);  // bad data and bad tags fail before any key is created
+  core::check_tags(keys, tags);
 
   std::shared_lock lock(mutex_);
   PutDeadline deadline(put_timeout_);
   if (columns.empty()) return control_->kv_resolve(partition_id, keys, tags);  // tags only
+  // Tags land with the data (mark_produced merges them as kv_resolve would):
+  // a write that fails leaves the known keys' tags as they were.
+  std::vector<Json> tag_updates;
+  tag_updates.reserve(tags.size());
+  for (const Json& tag : tags) tag_updates.push_back(tag.is_null() ? Json::object() : tag);
   // The samples of keys known before this put: a failed write releases only
   // the others. (Asked for the keys of this put, not the whole partition.)
   const bool partition_is_new = !has_partition(partition_id);
   const std::vector<int64_t> known_indexes =
       partition_is_new ? std::vector<int64_t>{} : control_->kv_find(partition_id, keys).global_indexes;
   const std::unordered_set<int64_t> known(known_indexes.begin(), known_indexes.end());
-  BatchMeta meta = control_->kv_resolve(partition_id, keys, tags);
+  BatchMeta meta = control_->kv_resolve(partition_id, keys, {});
   try {
-    return write_existing(meta, columns, {}, deadline);
+    return write_existing(meta, columns, tag_updates, deadline);
   } catch (...) {
     deadline.start_rollback();
     std::vector<std::string> created;

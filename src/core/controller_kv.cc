@@ -44,16 +44,7 @@ BatchMeta Controller::kv_resolve(const std::string& partition_id, std::span<cons
                                  std::span<const nlohmann::json> tags) {
   core::check_name(partition_id, "partition_id");
   check_keys(keys);
-  if (!tags.empty() && tags.size() != keys.size()) {
-    throw_invalid("tags has " + std::to_string(tags.size()) + " entries for " +
-                  std::to_string(keys.size()) + " keys");
-  }
-  for (size_t i = 0; i < tags.size(); ++i) {
-    if (!tags[i].is_object() && !tags[i].is_null()) {
-      throw_invalid(core::tag_where(i, keys[i]) + " must be a JSON object or null, got " + tags[i].dump());
-    }
-  }
-  core::check_tag_depths(keys, tags);
+  core::check_tags(keys, tags);
 
   std::unique_lock lock(state_->mutex);
   PartitionState* existing = state_->data.find(partition_id);

@@ -63,6 +63,21 @@ void check_tag_depths(std::span<const std::string> keys, std::span<const nlohman
   for (size_t i = 0; i < std::min(keys.size(), tags.size()); ++i) check_meta_depth(tags[i], tag_where(i, keys[i]));
 }
 
+void check_tags(std::span<const std::string> keys, std::span<const nlohmann::json> tags) {
+  if (!tags.empty() && tags.size() != keys.size()) {
+    throw_invalid("tags has " + std::to_string(tags.size()) + " entries for " + std::to_string(keys.size()) +
+                  " keys");
+  }
+  check_tag_depths(keys, tags);
+  for (size_t i = 0; i < tags.size(); ++i) {
+    if (tags[i].is_null()) continue;
+    if (!tags[i].is_object()) {
+      throw_invalid(tag_where(i, keys[i]) + " must be a JSON object or null, got " + tags[i].dump());
+    }
+    (void)encode_meta(tags[i], tag_where(i, keys[i]));
+  }
+}
+
 EncodedMeta encode_meta(const nlohmann::json& meta, const std::string& where) {
   if (!meta.is_object()) {
     throw_invalid(where + " must be a JSON object, got " + meta.dump());

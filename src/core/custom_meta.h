@@ -39,6 +39,11 @@ std::string tag_where(size_t position, const std::string& key);
 void check_meta_depths(std::span<const int64_t> global_indexes, std::span<const nlohmann::json> custom_meta);
 void check_tag_depths(std::span<const std::string> keys, std::span<const nlohmann::json> tags);
 
+// Key-value tags: none, or one per key, each an object (checked as
+// encode_meta checks it) or null (no tag). Throws kInvalidArgument naming
+// the key, before anything changes: a put that fails leaves tags as they were.
+void check_tags(std::span<const std::string> keys, std::span<const nlohmann::json> tags);
+
 // Checks one sample's metadata (check_meta_depth included) and encodes it. `where` names the sample in
 // errors ("custom_meta[3] (global index 17)"). Throws kInvalidArgument when
 // it is not an object, when total_lengths is not a non-negative integer, or

@@ -291,13 +291,30 @@ TEST_P(ClientModes, KeyValueCallsTouchBothPlanes) {
   const std::vector<std::string> missing = {"a", "zz"};
   EXPECT_TRUE(throws_error(ErrorCode::kNotFound, [&] { client->kv_meta("kv", missing); }, {"'zz'"}));
 
-  // A failing put removes the keys it created and keeps the known ones.
+  // A failing put removes the keys it created and keeps the known ones,
+  // their tags as they were.
   const std::vector<std::string> mixed = {"a", "new"};
+  const std::vector<Json> mixed_tags = {{{"score", 99}, {"extra", true}}, {{"score", 100}}};
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
-                           [&] { client->kv_put("kv", mixed, {}, {float_column("x", {1.f, 2.f})}); },
+                           [&] { client->kv_put("kv", mixed, mixed_tags, {float_column("x", {1.f, 2.f})}); },
                            {"dtype conflict"}));
   const std::string kv = "kv";
+  ASSERT_EQ(client->control().kv_list(&kv).at(0).size(), 2u);
+  EXPECT_EQ(client->control().kv_list(&kv).at(0).tag(0), (Json{{"score", 1}}));
+  // A bad tag fails before anything changes, named by its key.
+  const std::vector<Json> bad_tags = {{{"total_lengths", -1}}, Json::object()};
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                           [&] { client->kv_put("kv", mixed, bad_tags, {int64_column("x", {7, 8})}); },
+                           {"tags[0] (key 'a')", "total_lengths"}));
   EXPECT_EQ(client->control().kv_list(&kv).at(0).size(), 2u);
+  EXPECT_EQ(int64_of(client->get_data(client->kv_meta("kv", keys), fields)[0][0]), 5);
+  // A put that succeeds merges its tags into the known keys' ones.
+  const std::vector<Json> merged_tags = {{{"extra", true}}, Json()};
+  client->kv_put("kv", mixed, merged_tags, {int64_column("x", {7, 8})});
+  EXPECT_EQ(client->control().kv_list(&kv).at(0).tag(0), (Json{{"score", 1}, {"extra", true}}));
+  EXPECT_EQ(client->control().kv_list(&kv).at(0).tag(2), Json::object());
+  const std::vector<std::string> added = {"new"};
+  client->kv_clear("kv", added);
   EXPECT_EQ(client->storage_stats().samples, 2u);
 
   // Keys, or a partition, that do not exist are skipped.

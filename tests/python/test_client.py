@@ -364,6 +364,22 @@ def test_clear_samples_and_partition_release_storage(client):
 
 # ---- key-value API --------------------------------------------------------------
 
+def test_failed_kv_put_leaves_tags_as_they_were(client):
+    client.kv_put("k", "kv", {"x": torch.tensor([1, 2, 3])}, tag={"s": 1})
+    with pytest.raises(ValueError, match="dtype conflict"):
+        client.kv_put("k", "kv", {"x": torch.tensor([1.5, 2.5, 3.5])}, tag={"s": 2, "new": True})
+    with pytest.raises(ValueError, match="dtype conflict"):
+        client.kv_batch_put(["k", "k2"], "kv", {"x": torch.tensor([[1.5, 2.5, 3.5], [1.0, 1.0, 1.0]])},
+                            tags=[{"s": 3}, {"s": 4}])
+    with pytest.raises(ValueError, match=r"tags\[1\] \(key 'k2'\).*total_lengths"):
+        client.kv_batch_put(["k", "k2"], "kv", {"x": torch.tensor([[4, 5, 6], [7, 8, 9]])},
+                            tags=[{"s": 5}, {"total_lengths": -1}])
+    assert client.kv_list("kv") == {"kv": {"k": {"s": 1}}}
+    assert client.kv_batch_get("k", "kv")["x"].tolist() == [[1, 2, 3]]
+    client.kv_put("k", "kv", {"x": torch.tensor([4, 5, 6])}, tag={"new": True})
+    assert client.kv_list("kv") == {"kv": {"k": {"s": 1, "new": True}}}
+
+
 def test_kv_calls(client):
     one = client.kv_put("k1", "kv", {"x": torch.tensor([1, 2, 3]), "text": "hello"}, tag={"score": 0.5})
     assert one.keys == ["k1"] and set(one.fields) == {"x", "text"} and one.tags[0]["score"] == 0.5

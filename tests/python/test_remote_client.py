@@ -37,6 +37,7 @@ from test_client import (  # noqa: E402,F401
     test_custom_meta_is_visible_with_the_data,
     test_custom_meta_may_nest_32_levels_in_every_mode,
     test_dense_fields_round_trip_in_every_format,
+    test_failed_kv_put_leaves_tags_as_they_were,
     test_files_of_two_saves_never_load_together,
     test_force_fetch_returns_every_sample_produced_or_not_and_consumes_nothing,
     test_get_meta_modes_polling_and_timeout,
