@@ -113,7 +113,7 @@ struct PartitionProgress {
 
 struct ControllerOptions {
   std::shared_ptr<Sampler> sampler;  // null: sequential
-  bool polling_mode = false;         // default for requests that do not say
+  bool polling_mode = false;         // every fetch polls (seqflow serve controller --polling-mode)
 };
 
 // The control plane's calls, served by a Controller in this process or by a

@@ -159,7 +159,9 @@ void bind_client(nb::module_ m) {
           "__init__",
           [](PyClient* self, std::shared_ptr<Sampler> sampler, bool polling_mode, uint64_t max_bytes,
              uint64_t max_samples) {
-            ControllerOptions controller_options{std::move(sampler), polling_mode};
+            // polling_mode is this client's default (PyClient), as in remote mode: a
+            // request that says polling=False waits.
+            ControllerOptions controller_options{std::move(sampler), false};
             StorageOptions storage_options{max_bytes, max_samples};
             new (self)
                 PyClient{make_embedded_client(std::move(controller_options), storage_options), polling_mode};

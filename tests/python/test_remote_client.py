@@ -303,3 +303,21 @@ def test_kv_list_polls_see_every_change_and_hand_out_fresh_dicts(clusters):
     assert lister.kv_list() == {"plain": {}}
     writer.kv_put("a", "kv", tag={"s": "new"})
     assert lister.kv_list() == {"plain": {}, "kv": {"a": {"s": "new"}}}
+
+
+@pytest.mark.parametrize("mode", ["embedded", "remote"])
+def test_polling_mode_is_a_default_that_a_call_overrides(clusters, mode):
+    """The client's polling_mode is get_meta's default in both modes; polling=False waits (embedded, it used to
+    poll regardless)."""
+    client = seqflow.Client(polling_mode=True) if mode == "embedded" else clusters(1).client(polling_mode=True)
+    try:
+        client.put({"x": np.arange(1)}, partition_id="p")
+        assert client.get_meta(["x"], 2, "p", task_name="t").size == 0
+        with pytest.raises(TimeoutError, match="timed out"):
+            client.get_meta(["x"], 2, "p", task_name="t", polling=False, timeout=0.05)
+        timer = threading.Timer(0.2, lambda: client.put({"x": np.arange(1)}, partition_id="p"))
+        timer.start()
+        assert client.get_meta(["x"], 2, "p", task_name="t", polling=False, timeout=10).size == 2
+        timer.join()
+    finally:
+        client.close()
