@@ -10,6 +10,7 @@
 #include "bindings/arrays.h"
 #include "bindings/json_conversion.h"
 #include "bindings/msgpack_conversion.h"
+#include "core/name_rule.h"
 #include "seqflow/error.h"
 
 namespace nb = nanobind;
@@ -149,7 +150,10 @@ std::vector<Json> custom_meta_from_python(nb::handle value) {
     if (!PyDict_Check(item.ptr())) {
       throw_invalid(where + " must be a dict, got " + std::string(nb::type_name(item.type()).c_str()));
     }
-    out.push_back(to_json(item, where));
+    Json entry = to_json(item, where);
+    // Top-level keys follow the name rule, as tags' keys do (a NUL would cut them short).
+    for (const auto& member : entry.items()) core::check_name(member.key(), where + " key");
+    out.push_back(std::move(entry));
     ++i;
   }
   return out;

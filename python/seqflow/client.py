@@ -287,6 +287,8 @@ class Client:
             check_instance(metadata, "metadata", BatchMeta, "a BatchMeta or None")
         if custom_meta is not None:
             custom_meta = check_list(custom_meta, "custom_meta", "a list of dicts (one per sample) or None")
+            for i, entry in enumerate(custom_meta):
+                check_instance(entry, f"custom_meta[{i}]", dict, "a dict")
         columns = _convert.to_columns(data, borrow=self.is_remote, allow_pickle=self._pickle(allow_pickle))
         rows = metadata.size if metadata is not None else columns[0].sample_count if columns else 0
         if custom_meta is not None and not custom_meta and rows:
@@ -448,6 +450,8 @@ class Client:
         """Samples under `keys`; fields holds one row per key (as in put)."""
         keys = check_names(keys, "keys")
         check_name(partition_id, "partition_id")
+        if not keys:
+            raise ValueError("kv_batch_put of no keys: keys must name at least one sample")
         if tags is not None:
             tags = check_list(tags, "tags", "a list of dicts (one per key) or None")
             if len(tags) != len(keys):

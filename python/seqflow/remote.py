@@ -30,7 +30,7 @@ import weakref
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from seqflow import _seqflow
-from seqflow._config import check_count, config_get
+from seqflow._config import check_count, read_config
 from seqflow.samplers import native_sampler
 
 if TYPE_CHECKING:
@@ -295,14 +295,15 @@ class RayServices:
 
 
 def _service_settings(config) -> tuple[dict, dict]:
-    """(controller settings, storage settings) of a TransferQueue-style config."""
-    common = dict(curve_secret=config_get(config, "security.server_secret_key_file", None),
-                  checkpoint_root=config_get(config, "checkpoint_root", None))
-    controller = dict(sampler=config_get(config, "controller.sampler", None),
-                      sampler_args=config_get(config, "controller.sampler_args", None),
-                      polling_mode=bool(config_get(config, "controller.polling_mode", False)), **common)
-    storage = dict(max_bytes=int(config_get(config, "storage.max_bytes", 0)),
-                   max_samples=int(config_get(config, "storage.max_samples", 0)), **common)
+    """(controller settings, storage settings) of a TransferQueue-style config, checked as
+    read_config checks every config ('polling_mode: "false"' is refused, not taken as True)."""
+    settings = read_config(config)
+    common = dict(curve_secret=settings.get("security.server_secret_key_file"),
+                  checkpoint_root=settings.get("checkpoint_root"))
+    controller = dict(sampler=settings.get("controller.sampler"), sampler_args=settings.get("controller.sampler_args"),
+                      polling_mode=settings.get("controller.polling_mode", False), **common)
+    storage = dict(max_bytes=settings.get("storage.max_bytes", 0), max_samples=settings.get("storage.max_samples", 0),
+                   **common)
     return controller, storage
 
 

@@ -36,6 +36,7 @@ import numpy as np
 
 from seqflow import _seqflow
 from seqflow._arrays import as_int64_array
+from seqflow._checks import INT64_MIN, check_count, check_instance, check_int64
 
 _native = _seqflow.client
 
@@ -51,9 +52,14 @@ __all__ = [
 
 
 def _positive(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+    if check_count(value, name, minimum=INT64_MIN) < 1:  # TransferQueue's words for the range
         raise ValueError(f"{name} must be positive, got {value!r}")
     return int(value)
+
+
+def _optional_length(value) -> int:
+    """default_length for the engine: -1 when None (a sample without total_lengths is an error)."""
+    return -1 if value is None else check_count(value, "default_length")
 
 
 def _cached_answer(value) -> Optional[list[int]]:
@@ -203,9 +209,12 @@ class _NativeSampler(BaseSampler):
         if partition is not None:
             meta.update(partition.get_custom_meta(ready.tolist()))
         # dp_rank None: the caller named no rank (GRPOGroupNSampler then keeps no answer for it).
-        sampled, _ = _native.run_sampler(self._native, ready, int(batch_size), str(partition_id), str(task_name),
-                                         None if dp_rank is None else int(dp_rank), int(batch_index or 0), meta,
-                                         lengths_known)
+        # Types here; ranges where the engine words them as TransferQueue does ("dp_rank -1 must be ...").
+        sampled, _ = _native.run_sampler(self._native, ready, check_int64(batch_size, "batch_size"),
+                                         check_instance(partition_id, "partition_id", str, "a str"),
+                                         check_instance(task_name, "task_name", str, "a str"),
+                                         None if dp_rank is None else check_int64(dp_rank, "dp_rank"),
+                                         check_int64(batch_index or 0, "batch_index"), meta, lengths_known)
         sampled = sampled.tolist()
         return sampled, list(sampled)
 
@@ -287,7 +296,7 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
         self.default_length = default_length
         # A GRPOGroupNSampler for isinstance (as TransferQueue's), with its own C++ sampler.
         _NativeSampler.__init__(self, _native.seqlen_balanced_sampler(
-            self.n_samples_per_prompt, self.dp_size, algorithm, -1 if default_length is None else int(default_length)))
+            self.n_samples_per_prompt, self.dp_size, algorithm, _optional_length(default_length)))
 
     @_builtin
     def sample(self, ready_indexes, batch_size: int, task_name: str = "", partition_id: str = "", *args,
@@ -323,7 +332,7 @@ class TokenBudgetSampler(_NativeSampler):
         self.dp_size = _positive("dp_size", dp_size)
         self.default_length = default_length
         super().__init__(_native.token_budget_sampler(self.max_tokens, self.n_samples_per_prompt, self.dp_size,
-                                                      -1 if default_length is None else int(default_length)))
+                                                      _optional_length(default_length)))
 
     @_builtin
     def sample(self, ready_indexes, batch_size: int, *args, partition_id: str = "", task_name: str = "",

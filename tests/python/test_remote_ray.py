@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import seqflow
-from seqflow.remote import RAY_NAMESPACE
+from seqflow.remote import RAY_NAMESPACE, start_ray_services
 
 ray = pytest.importorskip("ray", reason="ray is not installed (pip install ray)")
 
@@ -102,3 +102,14 @@ def test_attaching_to_missing_services_raises_key_error(name):
 def test_unknown_backend_is_rejected():
     with pytest.raises(ValueError, match="backend"):
         seqflow.init(backend="spark")
+
+
+@pytest.mark.parametrize(("config", "error", "message"), [
+    ({"controller": {"polling_mode": "false"}}, TypeError, "controller.polling_mode must be True or False, got 'false'"),
+    ({"storage": {"max_bytes": "1GB"}}, TypeError, "storage.max_bytes"),
+    ({"storag": {"max_bytes": 1}}, ValueError, "config key 'storag' is unknown"),
+])
+def test_bad_service_settings_are_refused_before_any_actor_starts(name, config, error, message):
+    with pytest.raises(error, match=message):
+        start_ray_services(name, config=config, num_storage_units=1)
+    assert not actor_exists(f"{name}.controller")

@@ -563,3 +563,19 @@ def test_sampler_keeping_other_things_in_states_through_a_client():
     assert not client.get_consumption_status("t", "rng")[1].any()
     client.clear_partition("rng")
     assert "rng" not in sampler._states  # TransferQueue's clear_cache drops the partition's key
+
+
+@pytest.mark.parametrize(("call", "error", "message"), [
+    # A float batch_size was truncated (2.7 -> 2); an int-like str leaked int()'s words.
+    (lambda: GRPOGroupNSampler(2).sample([0, 1, 2, 3], 2.7), TypeError, "batch_size must be an integer, got 2.7"),
+    (lambda: RankAwareSampler().sample([0, 1], 1, dp_rank="0"), TypeError, "dp_rank must be an integer, got '0'"),
+    (lambda: RankAwareSampler().sample([0, 1], 1, batch_index=1.5), TypeError, "batch_index must be an integer"),
+    (lambda: GRPOGroupNSampler(2).sample([0, 1], 2, partition_id=3), TypeError, "partition_id must be a str, got int"),
+    (lambda: SeqlenBalancedSampler(2, 2, default_length=1.5), TypeError, "default_length must be an integer"),
+    (lambda: TokenBudgetSampler(100, default_length=-1), ValueError, "default_length must be >= 0, got -1"),
+    (lambda: SeqlenBalancedSampler(dp_size="2"), TypeError, "dp_size must be an integer, got '2'"),
+    (lambda: GRPOGroupNSampler(n_samples_per_prompt=0), ValueError, "n_samples_per_prompt must be positive, got 0"),
+])
+def test_bad_sampler_arguments_are_named(call, error, message):
+    with pytest.raises(error, match=message.replace(".", r"\.").replace("(", r"\(")):
+        call()
