@@ -198,19 +198,19 @@ def test_put_runs_near_memcpy_speed(client):
 # ---- metadata, custom metadata, modes ---------------------------------------------
 
 def test_custom_meta_is_visible_with_the_data(client):
-    produced = threading.Event()
     errors = []
 
     def producer():
         for i in range(200):
             client.put({"x": np.full(2, i)}, partition_id="p",
                        custom_meta=[{"total_lengths": int(i), "tag": "a"}, {"total_lengths": int(i), "tag": "b"}])
-        produced.set()
 
-    thread = threading.Thread(target=producer)
+    thread = threading.Thread(target=producer, daemon=True)
     thread.start()
     seen = 0
+    deadline = time.monotonic() + 120  # a producer that fails (its exception fails the test) must not hang it
     while seen < 400:
+        assert time.monotonic() < deadline, f"saw {seen} of 400 samples"
         meta = client.get_meta(["x"], 2, "p", task_name="t", polling=True) if client.get_partition_list() else None
         if meta is None or meta.size == 0:
             continue
@@ -219,8 +219,8 @@ def test_custom_meta_is_visible_with_the_data(client):
             if custom.get("total_lengths") != int(value):
                 errors.append((int(value), custom))
         seen += meta.size
-    thread.join()
-    assert not errors
+    thread.join(timeout=120)
+    assert not thread.is_alive() and not errors
 
 
 def test_set_custom_meta_and_put_with_meta_custom_meta(client):
