@@ -477,17 +477,6 @@ def draw_chart(path: Path, report: dict) -> Optional[str]:
     return None
 
 
-def balance_demo_command() -> str:
-    """The C++ balancing demo's command (the seqflow command may list it
-    as demo-balance)."""
-    exe = shutil.which("seqflow") or str(Path(sys.executable).with_name("seqflow"))
-    try:
-        out = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=10).stdout
-    except (OSError, subprocess.SubprocessError):
-        out = ""
-    return "seqflow demo-balance" if "demo-balance" in out else "seqflow demo"
-
-
 # ---------------------------------------------------------------------------
 
 
@@ -609,8 +598,8 @@ def run(config: Config) -> int:
     why_not = draw_chart(config.png, report)
     print(f"chart: {config.png}" if why_not is None else f"chart: skipped, {why_not}")
     print(f"done in {elapsed:.1f} s")
-    print(f"see also: {balance_demo_command()} (the C++ balancing demo: contiguous vs verl kk vs auto "
-          "splits of one batch)")
+    print("see also: seqflow balance-demo (the C++ balancing demo: contiguous vs verl kk vs auto splits of one "
+          "batch)")
     return 0 if ok else 1
 
 

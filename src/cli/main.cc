@@ -23,7 +23,9 @@ struct Command {
 constexpr Command kCommands[] = {
     {"balance", "split sequence lengths into K parts of near-equal load",
      seqflow::cli::run_balance},
-    {"demo", "compare contiguous, verl kk and auto splits of a GRPO batch over DP ranks",
+    {"balance-demo", "compare contiguous, verl kk and auto splits of a GRPO batch over DP ranks",
+     seqflow::cli::run_balance_demo},
+    {"demo", "a GRPO pipeline over simulated DP ranks, balanced (python -m seqflow demo; ./run demo)",
      seqflow::cli::run_demo},
     {"keygen", "write a CURVE key pair for remote mode (PREFIX.key, PREFIX.pub)", seqflow::cli::run_keygen},
     {"pack", "plan the packs of a batch over DP ranks and optimizer steps", seqflow::cli::run_pack},
@@ -48,7 +50,7 @@ void print_usage(std::ostream& out) {
          "Run 'seqflow <command> --help' for the options of a command.\n"
          "Exit status: 0 on success, 2 on bad input, 1 on an internal error.\n\n"
          "example:\n"
-         "  seqflow demo --seed 1\n";
+         "  seqflow balance-demo --seed 1\n";
 }
 
 const Command* find_command(std::string_view name) {

@@ -88,7 +88,7 @@ def write_lines(path: Path, values) -> Path:
 def test_top_level_help_lists_every_command(args):
     out = ok(*args).stdout.decode()
     assert out.startswith("usage: seqflow")
-    for command in ("balance", "demo", "help"):
+    for command in ("balance", "balance-demo", "demo", "help"):
         assert re.search(rf"^  {command}\b", out, re.M), command
     assert "example:" in out
 
@@ -111,13 +111,13 @@ def test_balance_help_mentions_every_option(args):
     assert "example:\n  seqflow balance " in out
 
 
-@pytest.mark.parametrize("args", [["demo", "--help"], ["help", "demo"]])
-def test_demo_help_mentions_every_option(args):
+@pytest.mark.parametrize("args", [["balance-demo", "--help"], ["help", "balance-demo"]])
+def test_balance_demo_help_mentions_every_option(args):
     out = ok(*args).stdout.decode()
-    assert out.startswith("usage: seqflow demo")
+    assert out.startswith("usage: seqflow balance-demo")
     for option in DEMO_OPTIONS:
         assert option in out, option
-    assert "example:\n  seqflow demo " in out
+    assert "example:\n  seqflow balance-demo " in out
 
 
 def test_help_ignores_other_arguments():
@@ -449,11 +449,11 @@ def test_unwritable_json(lengths_file, tmp_path):
         (["balance", "LENGTHS", "--k", "2", "--compare=yes"], "--compare", "--compare=yes"),
         (["balance", "LENGTHS", "--k", "2", "--frobnicate"], "--frobnicate", "--frobnicate"),
         (["balance", "MISSING", "--k", "2"], "FILE", "MISSING"),
-        (["demo", "--prompts", "x"], "--prompts", "'x'"),
-        (["demo", "--responses", "0"], "--responses", "0"),
-        (["demo", "--ranks", "-1"], "--ranks", "-1"),
-        (["demo", "--seed", "-1"], "--seed", "-1"),
-        (["demo", "--frobnicate"], "--frobnicate", "--frobnicate"),
+        (["balance-demo", "--prompts", "x"], "--prompts", "'x'"),
+        (["balance-demo", "--responses", "0"], "--responses", "0"),
+        (["balance-demo", "--ranks", "-1"], "--ranks", "-1"),
+        (["balance-demo", "--seed", "-1"], "--seed", "-1"),
+        (["balance-demo", "--frobnicate"], "--frobnicate", "--frobnicate"),
         (["pack", "LENGTHS", "--dp", "x", "--steps", "1", "--cap", "4096"], "--dp", "'x'"),
         (["pack", "LENGTHS", "--dp", "2", "--steps", "0", "--cap", "4096"], "--steps", "0"),
         (["pack", "LENGTHS", "--dp", "2", "--steps", "1", "--cap", "0"], "--cap", "0"),
@@ -485,7 +485,7 @@ def test_unknown_subcommand():
     assert "Traceback" not in result.stderr.decode()
 
 
-# ---- demo -------------------------------------------------------------------
+# ---- demo and balance-demo ----------------------------------------------------
 
 DEMO_METHODS = ("contiguous", "kk (verl)", "auto")
 
@@ -501,8 +501,27 @@ def demo_rows(out: str) -> list[list[str]]:
     return rows
 
 
+def test_demo_is_the_pipeline_demo_that_run_demo_runs(tmp_path):
+    """One demo name: `seqflow demo` runs `python -m seqflow demo` (with the interpreter beside it)."""
+    result = subprocess.run([SEQFLOW, "demo", "--steps", "1", "--prompts", "8", "--ranks", "2", "--report",
+                             str(tmp_path / "report.json")], capture_output=True, text=True, timeout=300,
+                            cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "exactly once, every step and task: yes" in result.stdout
+    assert "see also: seqflow balance-demo" in result.stdout
+    assert json.loads((tmp_path / "report.json").read_text())["steps"]
+
+
+def test_demo_without_its_python_says_how_to_get_it():
+    env = dict(os.environ, SEQFLOW_PYTHON="/nonexistent/python")
+    result = subprocess.run([SEQFLOW, "demo"], capture_output=True, text=True, timeout=60, env=env)
+    assert result.returncode == 1
+    assert "seqflow demo: error:" in result.stderr and "'/nonexistent/python' cannot be started" in result.stderr
+    assert "./run demo" in result.stderr
+
+
 def test_demo_prints_three_methods_on_two_workloads():
-    out = ok("demo").stdout.decode()
+    out = ok("balance-demo").stdout.decode()
     assert "512 prompts x 8 responses" in out and "64 DP ranks" in out
     rows = demo_rows(out)
     assert [row[0] for row in rows] == list(DEMO_METHODS) * 2
@@ -514,13 +533,13 @@ def test_demo_prints_three_methods_on_two_workloads():
 
 
 def test_demo_is_deterministic_and_seeded():
-    first = demo_rows(ok("demo", "--seed", "3").stdout.decode())
-    assert first == demo_rows(ok("demo", "--seed", "3").stdout.decode())
-    assert first != demo_rows(ok("demo", "--seed", "4").stdout.decode())
+    first = demo_rows(ok("balance-demo", "--seed", "3").stdout.decode())
+    assert first == demo_rows(ok("balance-demo", "--seed", "3").stdout.decode())
+    assert first != demo_rows(ok("balance-demo", "--seed", "4").stdout.decode())
 
 
 def test_demo_options():
-    out = ok("demo", "--prompts", "64", "--responses", "4", "--ranks", "8").stdout.decode()
+    out = ok("balance-demo", "--prompts", "64", "--responses", "4", "--ranks", "8").stdout.decode()
     assert "64 prompts x 4 responses = 256 sequences" in out and "8 DP ranks" in out
 
 
@@ -536,4 +555,4 @@ def test_demo_options():
     ],
 )
 def test_demo_bad_input(args, message):
-    assert message in bad("demo", *args, command="demo")
+    assert message in bad("balance-demo", *args, command="balance-demo")

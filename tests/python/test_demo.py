@@ -46,7 +46,7 @@ def test_exits_zero_and_prints_each_step(demo):
     assert "exactly once, every step and task: yes" in out
     assert "report: " in out
     assert "chart: " in out  # drawn, or skipped without matplotlib
-    assert "see also: seqflow demo" in out
+    assert "see also: seqflow balance-demo" in out
 
 
 def test_report_holds_every_step_and_task(demo):
