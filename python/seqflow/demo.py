@@ -472,7 +472,7 @@ def draw_chart(path: Path, report: dict) -> Optional[str]:
     fig.suptitle("update_actor: tokens per DP rank, per step")
     fig.tight_layout(rect=(0, 0.08, 1, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=100, bbox_inches="tight")  # the legend is wider than one step's panel
     plt.close(fig)
     return None
 
