@@ -20,10 +20,11 @@ void throw_sample_gone(const std::string& partition, int64_t global_index, uint6
               sample_named(partition, global_index, meta_generation) + " no longer exists (cleared)" + kAdvice);
 }
 
-void throw_sample_without_data(const std::string& partition, int64_t global_index, uint64_t meta_generation) {
+void throw_sample_without_data(const std::string& partition, int64_t global_index, uint64_t meta_generation,
+                               const std::string& field) {
   throw Error(ErrorCode::kStaleSample, sample_named(partition, global_index, meta_generation) +
-                                           " has no data in storage: it was cleared (or nothing was put to it "
-                                           "yet)" + kAdvice);
+                                           " has no data in storage (requested field \"" + field +
+                                           "\"): it was cleared (or nothing was put to it yet)" + kAdvice);
 }
 
 void throw_sample_reused(const std::string& partition, int64_t global_index, uint64_t meta_generation,

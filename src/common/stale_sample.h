@@ -13,9 +13,10 @@ namespace seqflow {
 
 // The sample was cleared and its index is free (or held elsewhere).
 [[noreturn]] void throw_sample_gone(const std::string& partition, int64_t global_index, uint64_t meta_generation);
-// Storage holds nothing under the index: the sample was cleared (or nothing was put to it yet).
+// Storage holds nothing under the index (asked for `field`): the sample was
+// cleared (or nothing was put to it yet).
 [[noreturn]] void throw_sample_without_data(const std::string& partition, int64_t global_index,
-                                            uint64_t meta_generation);
+                                            uint64_t meta_generation, const std::string& field);
 // The index was handed out again: another sample of the partition holds it.
 [[noreturn]] void throw_sample_reused(const std::string& partition, int64_t global_index, uint64_t meta_generation,
                                       uint64_t current_generation);

@@ -179,7 +179,7 @@ std::vector<std::vector<SampleView>> StorageUnit::get(const SampleKeys& samples,
     auto stored = values_.find(gi);
     if (stored == values_.end()) {
       if (fields.empty()) continue;
-      throw_sample_without_data(partition, gi, generation);
+      throw_sample_without_data(partition, gi, generation, fields.front());
     }
     const StoredSample& sample = stored->second;
     if (generation != 0 && sample.generation != 0 && generation != sample.generation) {
