@@ -81,7 +81,7 @@ void put(Controller& controller, const std::map<std::string, FieldSchema>& field
   for (int64_t i = 0; with_meta && i < count; ++i) {
     meta.push_back({{"total_lengths", 100 + (serial++ * 7919) % 16000}});
   }
-  controller.mark_produced(kPartition, inserted.global_indexes, fields, meta);
+  controller.mark_produced(kPartition, inserted.global_indexes, inserted.generations, fields, meta);
 }
 
 MetaRequest fetch_request(int64_t batch_size) {

@@ -310,7 +310,7 @@ void refill(ControlPlane& control, const std::string& partition, int64_t count) 
   std::vector<Json> custom(meta.size());
   for (size_t i = 0; i < custom.size(); ++i)
     custom[i] = {{"total_lengths", 512 + static_cast<int64_t>(i % 4096)}};
-  control.mark_produced(partition, meta.global_indexes, meta_schemas(), custom);
+  control.mark_produced(partition, meta.global_indexes, meta.generations, meta_schemas(), custom);
 }
 
 MetaRequest meta_fetch(const std::string& partition, const std::string& task, int64_t batch,

@@ -39,8 +39,10 @@ class Client {
 
   // Status queries and custom metadata; clears go through the client.
   virtual ControlPlane& control() = 0;
-  // Clearing releases the storage too.
-  virtual void clear_samples(const std::string& partition_id, std::span<const int64_t> global_indexes) = 0;
+  // Clearing releases the storage too. generations: one per index, or none
+  // (see ControlPlane::clear_samples).
+  virtual void clear_samples(const std::string& partition_id, std::span<const int64_t> global_indexes,
+                             std::span<const uint64_t> generations) = 0;
   virtual void clear_partition(const std::string& partition_id) = 0;
 
   // Key-value API. kv_put writes the columns (one sample per key) under the

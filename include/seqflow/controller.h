@@ -45,6 +45,10 @@ struct FieldSchema {
 struct BatchMeta {
   std::vector<int64_t> global_indexes;
   PartitionIdList partition_ids;  // one per sample
+  // One per sample: the generation the controller gave its global index
+  // when it allocated it (it changes whenever the index is reused). Empty:
+  // not known (a BatchMeta built by hand), checked by partition only.
+  std::vector<uint64_t> generations;
   std::map<std::string, FieldSchema> field_schema;
   // size() rows of field_schema.size() bytes (fields in field_schema order,
   // by name): 1 when the sample's field is produced.
@@ -82,6 +86,7 @@ struct MetaRequest {
 struct SampleProduction {
   size_t field_count = 0;
   std::vector<uint8_t> exists;    // per sample: 1 while it lives in the partition
+  std::vector<uint64_t> generations;  // per sample: its generation (0 where it does not exist)
   std::vector<uint8_t> produced;  // per sample, per field (row-major): 1 if produced
 
   bool has(size_t sample, size_t field) const { return produced[sample * field_count + field] != 0; }
@@ -119,7 +124,11 @@ struct ControllerOptions {
 // The control plane's calls, served by a Controller in this process or by a
 // controller service (remote mode). Thread-safe. Every mutating call either
 // completes or throws with the state unchanged. Global indexes are unique
-// among live samples of all partitions; indexes of cleared samples are reused.
+// among live samples of all partitions; indexes of cleared samples are reused,
+// each time with a new generation. Calls that name samples of a BatchMeta
+// take its generations (one per index, or empty when not known) and throw
+// kStaleSample, changing nothing, for a sample that is gone or whose index
+// now holds another sample.
 class ControlPlane {
  public:
   virtual ~ControlPlane() = default;
@@ -133,26 +142,29 @@ class ControlPlane {
   // the partition's schema; a dtype conflict is an error) and, when given, one
   // custom_meta object per sample (merged key by key). All of it becomes
   // visible at once, under one lock; callers call it after storage holds the
-  // data. Marking a cleared or unknown sample throws and changes nothing.
+  // data. Marking a cleared or unknown sample throws kStaleSample and changes
+  // nothing.
   // Schema merge: dtype and tensor-vs-object must match; tensors must keep
   // their number of dims; dims that differ become -1 and the field nested.
   // custom_meta "total_lengths" must be a non-negative integer and
   // "group_id" a scalar.
   virtual void mark_produced(const std::string& partition_id, std::span<const int64_t> global_indexes,
-                     const std::map<std::string, FieldSchema>& fields,
-                     std::span<const nlohmann::json> custom_meta) = 0;
+                             std::span<const uint64_t> generations, const std::map<std::string, FieldSchema>& fields,
+                             std::span<const nlohmann::json> custom_meta) = 0;
 
   virtual BatchMeta get_meta(const MetaRequest& request) = 0;
 
   virtual void set_custom_meta(const std::string& partition_id, std::span<const int64_t> global_indexes,
-                       std::span<const nlohmann::json> custom_meta) = 0;
+                               std::span<const uint64_t> generations, std::span<const nlohmann::json> custom_meta) = 0;
 
   // Both return the global indexes they released (ascending), for the storage
   // to drop. What is gone already (a partition that does not exist, a sample
   // that is not a live sample of the partition) is skipped, as TransferQueue
-  // does: clearing twice is not an error.
-  virtual std::vector<int64_t> clear_samples(const std::string& partition_id,
-                                     std::span<const int64_t> global_indexes) = 0;
+  // does: clearing twice is not an error. An index that holds another
+  // generation now (the sample was cleared, the index reused) throws
+  // kStaleSample: the new sample is not cleared.
+  virtual std::vector<int64_t> clear_samples(const std::string& partition_id, std::span<const int64_t> global_indexes,
+                                             std::span<const uint64_t> generations) = 0;
   virtual std::vector<int64_t> clear_partition(const std::string& partition_id) = 0;
 
   // Every task, or one. A partition that does not exist has nothing to reset.
@@ -167,10 +179,13 @@ class ControlPlane {
   virtual std::optional<ProductionStatus> production_status(std::span<const std::string> fields,
                                                             const std::string& partition_id) const = 0;
   // Of these samples only (O(samples x fields), not O(partition)): for each,
-  // whether it exists in the partition and which of `fields` it has produced.
-  // In a partition that does not exist, none does.
+  // whether it exists in the partition, its generation and which of `fields`
+  // it has produced. In a partition that does not exist, none does. A sample
+  // whose index holds another generation than `generations` says throws
+  // kStaleSample.
   virtual SampleProduction sample_production(const std::string& partition_id,
                                              std::span<const int64_t> global_indexes,
+                                             std::span<const uint64_t> generations,
                                              std::span<const std::string> fields) const = 0;
   // Both false for a partition without samples or that does not exist.
   virtual bool all_consumed(const std::string& task_name, const std::string& partition_id) const = 0;
@@ -221,16 +236,16 @@ class Controller final : public ControlPlane {
 
   BatchMeta insert(const std::string& partition_id, int64_t count) override;
   void mark_produced(const std::string& partition_id, std::span<const int64_t> global_indexes,
-                     const std::map<std::string, FieldSchema>& fields,
+                     std::span<const uint64_t> generations, const std::map<std::string, FieldSchema>& fields,
                      std::span<const nlohmann::json> custom_meta) override;
   BatchMeta get_meta(const MetaRequest& request) override;
   // get_meta without waiting: nullopt where get_meta would wait for data
   // (a fetch that does not poll, with too little ready or no partition yet).
   std::optional<BatchMeta> try_get_meta(const MetaRequest& request);
   void set_custom_meta(const std::string& partition_id, std::span<const int64_t> global_indexes,
-                       std::span<const nlohmann::json> custom_meta) override;
-  std::vector<int64_t> clear_samples(const std::string& partition_id,
-                                     std::span<const int64_t> global_indexes) override;
+                       std::span<const uint64_t> generations, std::span<const nlohmann::json> custom_meta) override;
+  std::vector<int64_t> clear_samples(const std::string& partition_id, std::span<const int64_t> global_indexes,
+                                     std::span<const uint64_t> generations) override;
   std::vector<int64_t> clear_partition(const std::string& partition_id) override;
   void reset_consumption(const std::string& partition_id, const std::string* task_name) override;
   std::optional<std::vector<std::pair<int64_t, bool>>> consumption_status(
@@ -238,6 +253,7 @@ class Controller final : public ControlPlane {
   std::optional<ProductionStatus> production_status(std::span<const std::string> fields,
                                                     const std::string& partition_id) const override;
   SampleProduction sample_production(const std::string& partition_id, std::span<const int64_t> global_indexes,
+                                     std::span<const uint64_t> generations,
                                      std::span<const std::string> fields) const override;
   bool all_consumed(const std::string& task_name, const std::string& partition_id) const override;
   bool all_produced(std::span<const std::string> fields, const std::string& partition_id) const override;
@@ -256,6 +272,11 @@ class Controller final : public ControlPlane {
   std::vector<int64_t> kv_clear(const std::string& partition_id, std::span<const std::string> keys) override;
   void save(const std::string& path) const override;
   void load(const std::string& path) override;
+  // load() for a controller starting from a checkpoint: it also takes the
+  // saver's incarnation, so that the storage units keep what they hold from it.
+  void start_from(const std::string& path);
+  // See core::ControlData::incarnation.
+  uint64_t incarnation() const;
 
   // Walks every sample under the lock: for scrapes, not for hot paths.
   std::vector<PartitionProgress> progress() const;
@@ -279,6 +300,7 @@ class Controller final : public ControlPlane {
   // One pass of get_meta, the lock held. Nullopt only for a fetch that has
   // to wait for data (a polling fetch gets an empty batch instead).
   std::optional<BatchMeta> answer_without_waiting(const MetaRequest& request);
+  void load_checkpoint(const std::string& path, bool take_incarnation);
 
   std::unique_ptr<State> state_;
 };

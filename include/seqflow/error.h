@@ -12,6 +12,9 @@ enum class ErrorCode {
   kNotFound,         // Python: KeyError
   kTimeout,          // Python: TimeoutError
   kInternal,         // Python: RuntimeError
+  // A BatchMeta names a sample that is gone, or whose global index now
+  // belongs to another sample (another generation or partition).
+  kStaleSample,      // Python: seqflow.StaleSampleError, a KeyError
 };
 
 class Error : public std::runtime_error {

@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "seqflow/partition_id_list.h"
 #include "seqflow/tensor.h"
 
 namespace seqflow {
@@ -25,6 +26,18 @@ struct StorageStats {
                          // only the slices still referenced)
 };
 
+// The samples a put or a get means: their global indexes and, for each, the
+// partition and the generation the controller gave it (a BatchMeta's). Each
+// value is stored with its sample's partition and generation, so that a
+// stale BatchMeta (its samples cleared, their indexes handed out again) can
+// neither read nor overwrite the values of the samples that hold the indexes
+// now: kStaleSample, naming the partition, the index and both generations.
+struct SampleKeys {
+  std::span<const int64_t> global_indexes;
+  const PartitionIdList& partitions;      // one per index
+  std::span<const uint64_t> generations;  // one per index; a get may give none (not known): partition checked only
+};
+
 // The data plane's calls, served by a StorageUnit in this process or by
 // storage services (remote mode, sample gi on unit gi % N). Thread-safe.
 // Writes are all-or-nothing: a put that fails (capacity, bad column) changes
@@ -33,19 +46,23 @@ class DataPlane {
  public:
   virtual ~DataPlane() = default;
 
-  // Stores columns[c].sample(i) under (global_indexes[i], columns[c].field);
-  // every column must hold global_indexes.size() samples. Overwrites values
-  // already stored. Throws kInvalidArgument on bad columns or duplicate
+  // Stores columns[c].sample(i) under (global index i, columns[c].field);
+  // every column must hold one sample per index. Overwrites values already
+  // stored for the same sample. An index that holds an older generation's
+  // values drops them all first (they belong to a cleared sample); one that
+  // holds a newer generation, or the same of another partition, throws
+  // kStaleSample. Throws kInvalidArgument on bad columns or duplicate
   // indexes, and when full (naming the limit, the requested and the free
   // amount).
-  virtual void put(std::span<const int64_t> global_indexes, const std::vector<Column>& columns) = 0;
+  virtual void put(const SampleKeys& samples, const std::vector<Column>& columns) = 0;
 
   // Views of the requested fields, one row per global index, in the given
-  // order: result[i][f] is fields[f] of global_indexes[i]. The views share
-  // the put's buffer (no copy) and keep it alive after clear(). A missing
-  // (index, field) throws kNotFound naming both.
-  virtual std::vector<std::vector<SampleView>> get(std::span<const int64_t> global_indexes,
-                                           std::span<const std::string> fields) const = 0;
+  // order: result[i][f] is fields[f] of sample i. The views share the put's
+  // buffer (no copy) and keep it alive after clear(). An index without
+  // values, or with another sample's, throws kStaleSample; a missing field
+  // kNotFound naming it.
+  virtual std::vector<std::vector<SampleView>> get(const SampleKeys& samples,
+                                                   std::span<const std::string> fields) const = 0;
 
   // Drops every field of these indexes; unknown indexes are ignored.
   virtual void clear(std::span<const int64_t> global_indexes) = 0;
@@ -65,8 +82,8 @@ class StorageUnit final : public DataPlane {
  public:
   explicit StorageUnit(StorageOptions options = {});
 
-  void put(std::span<const int64_t> global_indexes, const std::vector<Column>& columns) override;
-  std::vector<std::vector<SampleView>> get(std::span<const int64_t> global_indexes,
+  void put(const SampleKeys& samples, const std::vector<Column>& columns) override;
+  std::vector<std::vector<SampleView>> get(const SampleKeys& samples,
                                            std::span<const std::string> fields) const override;
   void clear(std::span<const int64_t> global_indexes) override;
   void clear_all() override;
@@ -75,6 +92,14 @@ class StorageUnit final : public DataPlane {
   void load(const std::string& path) override;
 
  private:
+  // The values of one global index and the sample they belong to.
+  struct StoredSample {
+    uint64_t generation = 0;  // 0: not known (a version 1 checkpoint): any sample may claim them
+    std::string partition;    // empty likewise
+    std::map<std::string, SampleView> fields;
+  };
+  using Values = std::unordered_map<int64_t, StoredSample>;
+
   // A phase-fair reader-writer lock: a waiting writer holds back new
   // readers, and a writer's unlock admits every reader that waited for it
   // before the next writer. std::shared_mutex (glibc's reader-first rwlock)
@@ -101,7 +126,7 @@ class StorageUnit final : public DataPlane {
 
   StorageOptions options_;
   mutable FairSharedMutex mutex_;
-  std::unordered_map<int64_t, std::map<std::string, SampleView>> values_;
+  Values values_;
   StorageStats stats_;
 };
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <span>
 #include <string_view>
+#include <type_traits>
 
 #include "bindings/arrays.h"
 #include "bindings/json_conversion.h"
@@ -79,12 +80,14 @@ Int8Array sample_status(const BatchMeta& meta) {
   return to_numpy(std::move(status));
 }
 
-nb::list int_list(const std::vector<int64_t>& values) {
+template <typename Int>
+nb::list int_list(const std::vector<Int>& values) {
   PyObject* list = PyList_New(static_cast<Py_ssize_t>(values.size()));
   if (list == nullptr) throw nb::python_error();
   nb::list out = nb::steal<nb::list>(list);
   for (size_t i = 0; i < values.size(); ++i) {
-    PyObject* value = PyLong_FromLongLong(values[i]);
+    PyObject* value = std::is_signed_v<Int> ? PyLong_FromLongLong(static_cast<long long>(values[i]))
+                                            : PyLong_FromUnsignedLongLong(static_cast<unsigned long long>(values[i]));
     if (value == nullptr) throw nb::python_error();
     PyList_SET_ITEM(out.ptr(), static_cast<Py_ssize_t>(i), value);
   }
@@ -103,6 +106,7 @@ nb::dict meta_to_python(BatchMeta&& meta) {
   const size_t fields = meta.field_schema.size();
   nb::dict out;
   out["global_indexes"] = int_list(meta.global_indexes);
+  out["generations"] = meta.generations.empty() ? nb::object(nb::none()) : nb::object(int_list(meta.generations));
   // One str object per run of equal names.
   nb::list partitions;
   for (size_t r = 0, begin = 0; r < meta.partition_ids.run_count(); begin = meta.partition_ids.run_end(r++)) {
@@ -163,6 +167,10 @@ BatchMeta meta_from_python(nb::dict meta) {
   BatchMeta out;
   auto indexes = nb::cast<Int64Input>(meta["global_indexes"]);
   out.global_indexes.assign(indexes.data(), indexes.data() + indexes.shape(0));
+  if (meta.contains("generations") && !meta["generations"].is_none()) {
+    auto generations = nb::cast<UInt64Input>(meta["generations"]);
+    out.generations.assign(generations.data(), generations.data() + generations.shape(0));
+  }
   for (nb::handle p : meta["partition_ids"]) out.partition_ids.push_back(nb::cast<std::string>(p));
   if (meta.contains("field_schema")) {
     for (auto [key, value] : nb::cast<nb::dict>(meta["field_schema"])) {

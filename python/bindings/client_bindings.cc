@@ -250,12 +250,16 @@ void bind_client(nb::module_ m) {
           "sampling_extra"_a.none(), "polling"_a.none(), "timeout"_a.none())
       .def(
           "get_data",
-          [](PyClient& self, const Int64Input& global_indexes, nb::handle fields, nb::handle nested, bool fresh,
+          [](PyClient& self, const Int64Input& global_indexes, nb::handle partition_ids,
+             const std::optional<UInt64Input>& generations, nb::handle fields, nb::handle nested, bool fresh,
              bool writable, bool allow_pickle) {
             const std::vector<std::string> names = strings(fields);
             BatchMeta meta;
             meta.global_indexes.assign(global_indexes.data(),
                                        global_indexes.data() + global_indexes.shape(0));
+            meta.partition_ids = PartitionIdList(strings(partition_ids));
+            const auto known = as_span(generations);
+            meta.generations.assign(known.begin(), known.end());
             std::vector<std::vector<SampleView>> per_field(names.size());
             {
               GilReleased release;
@@ -272,38 +276,48 @@ void bind_client(nb::module_ m) {
             }
             return out;
           },
-          "global_indexes"_a, "fields"_a, "nested"_a, "fresh"_a, "writable"_a, "allow_pickle"_a)
+          "global_indexes"_a, "partition_ids"_a, "generations"_a.none(), "fields"_a, "nested"_a, "fresh"_a,
+          "writable"_a, "allow_pickle"_a)
       .def(
           "set_custom_meta",
           [](PyClient& self, nb::handle partition_ids, const Int64Input& global_indexes,
-             nb::handle custom_meta) {
+             const std::optional<UInt64Input>& generations, nb::handle custom_meta) {
             const std::vector<std::string> partitions = strings(partition_ids);
             const std::vector<Json> metas = custom_meta_from_python(custom_meta);
+            const auto known = as_span(generations);
             const size_t n = global_indexes.shape(0);
-            if (partitions.size() != n || metas.size() != n) {
+            if (partitions.size() != n || metas.size() != n || (!known.empty() && known.size() != n)) {
               throw_invalid("set_custom_meta: " + std::to_string(n) + " samples, " +
-                            std::to_string(partitions.size()) + " partition ids and " +
-                            std::to_string(metas.size()) +
-                            " custom_meta entries; give one of each per sample");
+                            std::to_string(partitions.size()) + " partition ids, " + std::to_string(known.size()) +
+                            " generations and " + std::to_string(metas.size()) +
+                            " custom_meta entries; give one of each per sample (generations may be none)");
             }
-            std::map<std::string, std::pair<std::vector<int64_t>, std::vector<Json>>> groups;
+            struct Group {
+              std::vector<int64_t> indexes;
+              std::vector<uint64_t> generations;
+              std::vector<Json> metas;
+            };
+            std::map<std::string, Group> groups;
             for (size_t i = 0; i < n; ++i) {
-              groups[partitions[i]].first.push_back(global_indexes.data()[i]);
-              groups[partitions[i]].second.push_back(metas[i]);
+              Group& group = groups[partitions[i]];
+              group.indexes.push_back(global_indexes.data()[i]);
+              if (!known.empty()) group.generations.push_back(known[i]);
+              group.metas.push_back(metas[i]);
             }
             GilReleased release;
             for (const auto& [partition_id, group] : groups) {
-              self.client->control().set_custom_meta(partition_id, group.first, group.second);
+              self.client->control().set_custom_meta(partition_id, group.indexes, group.generations, group.metas);
             }
           },
-          "partition_ids"_a, "global_indexes"_a, "custom_meta"_a)
+          "partition_ids"_a, "global_indexes"_a, "generations"_a.none(), "custom_meta"_a)
       .def(
           "clear_samples",
-          [](PyClient& self, const std::string& partition_id, const Int64Input& global_indexes) {
+          [](PyClient& self, const std::string& partition_id, const Int64Input& global_indexes,
+             const std::optional<UInt64Input>& generations) {
             GilReleased release;
-            self.client->clear_samples(partition_id, as_span(global_indexes));
+            self.client->clear_samples(partition_id, as_span(global_indexes), as_span(generations));
           },
-          "partition_id"_a, "global_indexes"_a)
+          "partition_id"_a, "global_indexes"_a, "generations"_a.none())
       .def(
           "clear_partition",
           [](PyClient& self, const std::string& partition_id) {

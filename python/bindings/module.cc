@@ -7,6 +7,15 @@
 namespace nb = nanobind;
 
 NB_MODULE(_seqflow, m) {
+  // A KeyError, so that callers that caught KeyError for a cleared sample
+  // still catch it; seqflow re-exports it as seqflow.StaleSampleError.
+  static PyObject* stale_sample_error =
+      PyErr_NewExceptionWithDoc("seqflow.StaleSampleError",
+                                "A BatchMeta names a sample that is gone, or whose global index now holds another "
+                                "sample (another generation or partition).",
+                                PyExc_KeyError, nullptr);
+  if (stale_sample_error == nullptr) throw nb::python_error();
+  m.attr("StaleSampleError") = nb::handle(stale_sample_error);
   nb::register_exception_translator([](const std::exception_ptr& error, void*) {
     try {
       std::rethrow_exception(error);
@@ -16,6 +25,7 @@ NB_MODULE(_seqflow, m) {
         case seqflow::ErrorCode::kNotFound: PyErr_SetString(PyExc_KeyError, e.what()); break;
         case seqflow::ErrorCode::kTimeout: PyErr_SetString(PyExc_TimeoutError, e.what()); break;
         case seqflow::ErrorCode::kInternal: PyErr_SetString(PyExc_RuntimeError, e.what()); break;
+        case seqflow::ErrorCode::kStaleSample: PyErr_SetString(stale_sample_error, e.what()); break;
       }
     }
   });

@@ -13,6 +13,14 @@ Beyond TransferQueue:
   travels privately beside ``production_status`` (the kv API and a put with
   metadata use it) and a sample whose ``production_status`` is 1 counts as
   having every field.
+- ``generations`` (list of int, or None): per sample, the generation the
+  controller gave its global index (it changes whenever a cleared sample's
+  index is handed out again). Every call that takes a BatchMeta refuses a
+  stale one (its samples cleared, the indexes reused since) or a foreign one
+  (partition_ids naming another partition) with ``StaleSampleError``, a
+  KeyError, instead of reaching another sample's data. A BatchMeta built by
+  hand has none (None; 0 for a sample in a concatenation): it is checked by
+  partition only.
 - custom_meta arrives from the engine as MessagePack and is decoded on first
   read; selections, splits and concatenations cut the bytes without decoding.
 - ``field_schema`` dtypes are names ("float32") as the engine reports them;
@@ -326,14 +334,16 @@ class BatchMeta:
     # _custom_meta / _encoded_meta: custom_meta decoded, or still MessagePack
     # (one of them is set). _backend_meta: _custom_backend_meta, None while
     # all empty. _field_status: (field names, samples x names bools) from the
-    # engine, or None.
+    # engine, or None. generations last: pickles of batches from before it
+    # still load (without generations).
     __slots__ = ("global_indexes", "partition_ids", "field_schema", "production_status", "extra_info",
-                 "_custom_meta", "_encoded_meta", "_backend_meta", "_field_status")
+                 "_custom_meta", "_encoded_meta", "_backend_meta", "_field_status", "generations")
 
     def __init__(self, global_indexes: Iterable[int] = (), partition_ids: Iterable[str] = (),
                  field_schema: Optional[Mapping[str, Mapping]] = None, production_status=None,
                  extra_info: Optional[Mapping[str, Any]] = None, custom_meta: Optional[Sequence[dict]] = None,
-                 _custom_backend_meta: Optional[Sequence[dict]] = None) -> None:
+                 _custom_backend_meta: Optional[Sequence[dict]] = None,
+                 generations: Optional[Iterable[int]] = None) -> None:
         self.global_indexes = _index_list(global_indexes)
         n = len(self.global_indexes)
         if isinstance(partition_ids, str):
@@ -350,6 +360,7 @@ class BatchMeta:
         self._encoded_meta = None
         self._backend_meta = None if not _custom_backend_meta else _dict_list(
             _custom_backend_meta, n, "_custom_backend_meta")
+        self.generations = _generation_list(generations, n)
 
     # ---- construction ---------------------------------------------------
     @classmethod
@@ -359,11 +370,12 @@ class BatchMeta:
 
     @classmethod
     def _of(cls, global_indexes, partition_ids, field_schema, production_status, extra_info, custom_meta=None,
-            encoded_meta=None, backend_meta=None, field_status=None) -> "BatchMeta":
+            encoded_meta=None, backend_meta=None, field_status=None, generations=None) -> "BatchMeta":
         """A batch of parts that agree and belong to it alone, unchecked; one of
         custom_meta (dicts) and encoded_meta (bytes, uint32 offsets) is set."""
         meta = cls.__new__(cls)
         meta.global_indexes = global_indexes
+        meta.generations = generations
         meta.partition_ids = partition_ids
         meta.field_schema = field_schema
         meta.production_status = production_status
@@ -380,7 +392,8 @@ class BatchMeta:
         schema = native["field_schema"]
         return cls._of(native["global_indexes"], native["partition_ids"], schema, native["production_status"],
                        native["extra_info"] if extra_info is None else dict(extra_info),
-                       encoded_meta=native["custom_meta_encoded"], field_status=(tuple(schema), native["field_status"]))
+                       encoded_meta=native["custom_meta_encoded"], field_status=(tuple(schema), native["field_status"]),
+                       generations=native["generations"])
 
     def _to_native(self) -> dict:
         """For a put with this metadata. Not extra_info: it may hold any
@@ -388,6 +401,7 @@ class BatchMeta:
         names = self.field_names  # sorted: the engine's order
         return {
             "global_indexes": self._index_array(),
+            "generations": self._generation_array(),
             "partition_ids": self.partition_ids,
             "field_schema": {name: dict(entry, dtype=_dtype_name(entry.get("dtype")))
                              for name, entry in self.field_schema.items()},
@@ -399,6 +413,13 @@ class BatchMeta:
     def _index_array(self) -> np.ndarray:
         """global_indexes as int64, for the engine."""
         return np.asarray(self.global_indexes, dtype=np.int64).reshape(-1)
+
+    def _generation_array(self) -> Optional[np.ndarray]:
+        """generations as uint64 for the engine (0: not known), None when there are none."""
+        return None if self.generations is None else np.asarray(self.generations, dtype=np.uint64).reshape(-1)
+
+    def _generations_at(self, positions: Sequence[int]) -> Optional[list[int]]:
+        return None if self.generations is None else [self.generations[i] for i in positions]
 
     def _field_produced(self, names: Sequence[str]) -> np.ndarray:
         """(size, len(names)) bools: sample i has field names[j]. A field
@@ -553,6 +574,7 @@ class BatchMeta:
             None if self._custom_meta is not None else _select_encoded(self._encoded_meta, at),
             self._backend_meta_at(at),
             None if status is None or status[1].shape[0] != self.size else (status[0], status[1][rows]),
+            self._generations_at(at),
         )
 
     def select_fields(self, field_names: Iterable[str]) -> "BatchMeta":
@@ -571,6 +593,7 @@ class BatchMeta:
             self._encoded_meta,
             backend,
             None if self._field_status is None else (tuple(kept), self._field_produced(kept)),
+            self._generations_at(range(self.size)),
         )
 
     def __getitem__(self, item) -> "BatchMeta":
@@ -607,7 +630,8 @@ class BatchMeta:
             list(self.global_indexes), list(self.partition_ids), _copy_schema(self.field_schema),
             np.array(self.production_status, dtype=np.int8), copy.deepcopy(self.extra_info),
             None if self._custom_meta is None else copy.deepcopy(self._custom_meta), self._encoded_meta,
-            copy.deepcopy(self._backend_meta), None if status is None else (status[0], status[1].copy()))
+            copy.deepcopy(self._backend_meta), None if status is None else (status[0], status[1].copy()),
+            self._generations_at(range(self.size)))
 
     def reorder(self, indices: Sequence[int]) -> None:
         """Puts the samples in the order of these positions (a permutation of 0..size-1), in place."""
@@ -618,6 +642,7 @@ class BatchMeta:
             raise ValueError(f"Indices contain duplicates: {indices}")
         other = self.select_samples(indices)
         self.global_indexes, self.partition_ids = other.global_indexes, other.partition_ids
+        self.generations = other.generations
         self.production_status, self._field_status = other.production_status, other._field_status
         self._custom_meta, self._encoded_meta = other._custom_meta, other._encoded_meta
         self._backend_meta = other._backend_meta
@@ -661,6 +686,9 @@ class BatchMeta:
             _concat_encoded([p._encoded_meta for p in parts]) if encoded else None,
             [copy.deepcopy(m) for p in parts for m in p._custom_backend_meta] if with_backend else None,
             (tuple(names), np.concatenate([p._field_produced(names) for p in parts])) if with_status else None,
+            # 0 where a part has none: those samples are checked by partition only.
+            None if all(p.generations is None for p in parts) else
+            [g for p in parts for g in (p.generations if p.generations is not None else [0] * p.size)],
         )
 
     def union(self, other: Optional["BatchMeta"]) -> "BatchMeta":
@@ -677,6 +705,11 @@ class BatchMeta:
         if list(self.partition_ids) != list(other.partition_ids):
             raise ValueError(f"BatchMeta.union: partition_ids do not match: self.partition_ids="
                              f"{self.partition_ids}, other.partition_ids={other.partition_ids}")
+        generations = self.generations if self.generations is not None else other.generations
+        if self.generations is not None and other.generations is not None and \
+                list(self.generations) != list(other.generations):
+            raise ValueError(f"BatchMeta.union: generations do not match (one side is stale): self.generations="
+                             f"{self.generations}, other.generations={other.generations}")
         schema = _copy_schema(self.field_schema)
         schema.update(_copy_schema(other.field_schema))
         status = None
@@ -694,7 +727,7 @@ class BatchMeta:
                            np.asarray(other.production_status, dtype=np.int8)),
             {**self.extra_info, **other.extra_info},
             [dict(copy.deepcopy(a), **copy.deepcopy(b)) for a, b in zip(self.custom_meta, other.custom_meta)],
-            None, backend, status)
+            None, backend, status, None if generations is None else list(generations))
 
     def add_fields(self, tensor_dict, set_all_ready: bool = True) -> "BatchMeta":
         """Adds the fields of a TensorDict (or dict of fields) with one row per
@@ -717,6 +750,7 @@ class BatchMeta:
         return tuple(getattr(self, slot) for slot in self.__slots__)
 
     def __setstate__(self, state) -> None:
+        self.generations = None  # a pickle from before generations
         for slot, value in zip(self.__slots__, state):
             # Ray's zero-copy deserialisation gives read-only arrays; add_fields writes.
             if slot == "production_status" and isinstance(value, np.ndarray) and not value.flags.writeable:
@@ -743,6 +777,20 @@ def _index_list(values) -> list[int]:
     if array.size and array.dtype.kind == "u" and array.max() > INT64_MAX:
         raise ValueError(f"global_indexes has values beyond the int64 range, got {values!r}")
     return array.astype(np.int64).tolist() if array.size else []
+
+
+def _generation_list(values, n: int) -> Optional[list[int]]:
+    if values is None:
+        return None
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        raise TypeError(f"generations must be None or a list of integers, got {values!r}")
+    out = list(values)
+    if len(out) != n:
+        raise ValueError(f"Length mismatch: global_indexes has {n}, generations has {len(out)}")
+    for i, value in enumerate(out):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 0 <= value < 2 ** 64:
+            raise TypeError(f"generations[{i}] must be an integer in [0, 2**64), got {value!r}")
+    return [int(v) for v in out]
 
 
 def _checked_schema(field_schema, n: int) -> dict:

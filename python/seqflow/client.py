@@ -12,7 +12,9 @@ releases the GIL for every controller and storage call, so waiting never
 blocks the event loop or other Python threads.
 
 Errors: bad arguments raise ValueError, reading or writing samples, fields
-and keys that do not exist raises KeyError, a fetch that waited too long
+and keys that do not exist raises KeyError (StaleSampleError, a KeyError,
+for a BatchMeta whose samples were cleared, whose indexes hold other samples
+now, or whose partition_ids name another partition), a fetch that waited too long
 raises TimeoutError; the state is unchanged after any of them. As in
 TransferQueue, a partition that does not exist (yet, or any more) is no
 error: fetches find nothing ready in it (a waiting fetch waits for it),
@@ -42,7 +44,12 @@ from seqflow.samplers import native_sampler
 
 _native = _seqflow.client
 
-__all__ = ["Client", "RemoteConfig", "close", "get_client", "init"]
+__all__ = ["Client", "RemoteConfig", "StaleSampleError", "close", "get_client", "init"]
+
+# A BatchMeta names a sample that is gone or whose global index holds another
+# sample now (cleared and reused, or partition_ids naming another partition).
+# A KeyError: callers that caught KeyError for a cleared sample still do.
+StaleSampleError = _seqflow.StaleSampleError
 
 _DEFAULT_TIMEOUT = 30.0
 _DEFAULT_BUSY_POLL_US = 200  # RemoteOptions::busy_poll's default
@@ -353,7 +360,8 @@ class Client:
         if metadata.size:
             # A remote get's buffers are this call's own already: copying them again would be waste.
             fresh = copy and not self.is_remote
-            native = self._client.get_data(metadata._index_array(), names,
+            native = self._client.get_data(metadata._index_array(), metadata.partition_ids,
+                                           metadata._generation_array(), names,
                                            _convert.nested_flags(names, metadata), fresh,
                                            copy or fmt != "numpy", allow_pickle)
         return _convert.from_native(names, native, metadata, fmt, layout)
@@ -363,7 +371,8 @@ class Client:
         check_instance(metadata, "metadata", BatchMeta, "a BatchMeta")
         if metadata.size == 0:
             return
-        self._client.set_custom_meta(metadata.partition_ids, metadata._index_array(), metadata.custom_meta)
+        self._client.set_custom_meta(metadata.partition_ids, metadata._index_array(), metadata._generation_array(),
+                                     metadata.custom_meta)
 
     # ---- clearing and consumption ----------------------------------------
     def clear_partition(self, partition_id: str) -> None:
@@ -377,7 +386,7 @@ class Client:
         maybe empty). Samples already cleared are skipped."""
         check_instance(metadata, "metadata", BatchMeta, "a BatchMeta")
         for part in metadata.chunk_by_partition():
-            self._client.clear_samples(part.partition_ids[0], part._index_array())
+            self._client.clear_samples(part.partition_ids[0], part._index_array(), part._generation_array())
 
     def reset_consumption(self, partition_id: str, task_name: Optional[str] = None) -> bool:
         """Makes every sample unconsumed again for task_name (None: every

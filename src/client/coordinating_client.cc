@@ -14,6 +14,7 @@
 
 #include "client/call_deadline.h"
 #include "client/checkpoint_directory.h"
+#include "common/stale_sample.h"
 #include "core/custom_meta.h"
 #include "seqflow/error.h"
 #include "storage/aligned_buffer.h"
@@ -130,9 +131,26 @@ std::optional<Column> column_of_views(const std::string& field, const std::vecto
 // it produced (only those hold a value anybody can see).
 struct OverwrittenValues {
   std::string field;
+  std::string partition;
   std::vector<int64_t> global_indexes;
+  std::vector<uint64_t> generations;
   std::vector<SampleView> views;
 };
+
+// A partition per sample, and a generation per sample or none.
+void check_sample_columns(const BatchMeta& meta) {
+  const size_t n = meta.size();
+  if (meta.partition_ids.size() != n) {
+    throw_invalid("the metadata holds " + std::to_string(meta.partition_ids.size()) + " partition ids for " +
+                  std::to_string(n) + " samples");
+  }
+  if (!meta.generations.empty() && meta.generations.size() != n) {
+    throw_invalid("the metadata holds " + std::to_string(meta.generations.size()) + " generations for " +
+                  std::to_string(n) + " samples");
+  }
+}
+
+SampleKeys keys_of(const BatchMeta& meta) { return {meta.global_indexes, meta.partition_ids, meta.generations}; }
 
 }  // namespace
 
@@ -194,11 +212,11 @@ BatchMeta CoordinatingClient::put_new(const std::string& partition_id, const std
   const bool partition_is_new = !has_partition(partition_id);
   BatchMeta meta = control_->insert(partition_id, static_cast<int64_t>(n));
   try {
-    data_->put(meta.global_indexes, columns);
-    control_->mark_produced(partition_id, meta.global_indexes, schemas, custom_meta);
+    data_->put(keys_of(meta), columns);
+    control_->mark_produced(partition_id, meta.global_indexes, meta.generations, schemas, custom_meta);
   } catch (...) {
     deadline.start_rollback();
-    remove_inserted(partition_id, meta.global_indexes);
+    remove_inserted(meta);
     if (partition_is_new) forget_partition_if_empty(lock, partition_id, deadline);
     throw;
   }
@@ -219,10 +237,7 @@ BatchMeta CoordinatingClient::write_existing(const BatchMeta& meta, const std::v
     throw_invalid("the data holds " + std::to_string(n) + " samples but the metadata " +
                   std::to_string(meta.size()) + "; give one value per sample of the metadata");
   }
-  if (meta.partition_ids.size() != n) {
-    throw_invalid("the metadata holds " + std::to_string(meta.partition_ids.size()) +
-                  " partition ids for " + std::to_string(n) + " samples");
-  }
+  check_sample_columns(meta);
   if (!meta.custom_meta.empty() && meta.custom_meta.size() != n) {
     throw_invalid("the metadata holds " + std::to_string(meta.custom_meta.size()) +
                   " custom_meta entries for " + std::to_string(n) + " samples");
@@ -230,33 +245,45 @@ BatchMeta CoordinatingClient::write_existing(const BatchMeta& meta, const std::v
   const Schemas schemas = schemas_of(columns);
   check_custom_meta(custom_meta, n);
 
-  // Positions of each partition's samples, and a check that they still exist.
+  // Positions of each partition's samples, a check that they still exist
+  // (of the BatchMeta's generations, when it has them), and their current
+  // generations, which the storage stores with the values.
   std::map<std::string, std::vector<size_t>> positions;
   for (size_t i = 0; i < n; ++i) positions[meta.partition_ids[i]].push_back(i);
+  BatchMeta target = meta;
+  target.generations.resize(n);
   const std::vector<std::string> names = field_names(columns);
   std::vector<OverwrittenValues> overwritten;
   for (const auto& [partition_id, at] : positions) {
     std::vector<int64_t> indexes;
+    std::vector<uint64_t> generations;
     indexes.reserve(at.size());
-    for (size_t i : at) indexes.push_back(meta.global_indexes[i]);
-    const SampleProduction production = control_->sample_production(partition_id, indexes, names);
+    for (size_t i : at) {
+      indexes.push_back(meta.global_indexes[i]);
+      if (!meta.generations.empty()) generations.push_back(meta.generations[i]);
+    }
+    const SampleProduction production = control_->sample_production(partition_id, indexes, generations, names);
     for (size_t k = 0; k < indexes.size(); ++k) {
       if (!production.exists[k]) {
-        throw Error(ErrorCode::kNotFound,
-                    "sample " + std::to_string(indexes[k]) + " of partition " + in_quotes(partition_id) +
-                        " does not exist (cleared?); put without metadata to add new samples");
+        throw_sample_gone(partition_id, indexes[k], generations.empty() ? 0 : generations[k]);
       }
+      target.generations[at[k]] = production.generations[k];
     }
     for (size_t f = 0; f < names.size(); ++f) {
       const std::string& field = names[f];
-      OverwrittenValues values{field, {}, {}};
+      OverwrittenValues values{field, partition_id, {}, {}, {}};
       const std::string one_field[] = {field};
       for (size_t k = 0; k < indexes.size(); ++k) {
-        if (production.has(k, f)) values.global_indexes.push_back(indexes[k]);
+        if (!production.has(k, f)) continue;
+        values.global_indexes.push_back(indexes[k]);
+        values.generations.push_back(production.generations[k]);
       }
       if (values.global_indexes.empty()) continue;
       try {
-        for (auto& row : data_->get(values.global_indexes, one_field)) values.views.push_back(row.at(0));
+        const PartitionIdList partitions(values.global_indexes.size(), partition_id);
+        for (auto& row : data_->get({values.global_indexes, partitions, values.generations}, one_field)) {
+          values.views.push_back(row.at(0));
+        }
         overwritten.push_back(std::move(values));
       } catch (const Error&) {
         // Produced but not stored: nothing to put back.
@@ -264,30 +291,33 @@ BatchMeta CoordinatingClient::write_existing(const BatchMeta& meta, const std::v
     }
   }
 
-  data_->put(meta.global_indexes, columns);
+  data_->put(keys_of(target), columns);
   try {
     for (const auto& [partition_id, at] : positions) {
       std::vector<int64_t> indexes;
+      std::vector<uint64_t> generations;
       std::vector<Json> metas;
       for (size_t i : at) {
-        indexes.push_back(meta.global_indexes[i]);
+        indexes.push_back(target.global_indexes[i]);
+        generations.push_back(target.generations[i]);
         if (!custom_meta.empty()) metas.push_back(custom_meta[i]);
       }
-      control_->mark_produced(partition_id, indexes, schemas, metas);
+      control_->mark_produced(partition_id, indexes, generations, schemas, metas);
     }
   } catch (...) {
     deadline.start_rollback();
     try {
       for (const OverwrittenValues& values : overwritten) {
         if (auto column = column_of_views(values.field, values.views)) {
-          data_->put(values.global_indexes, {*column});
+          const PartitionIdList partitions(values.global_indexes.size(), values.partition);
+          data_->put({values.global_indexes, partitions, values.generations}, {*column});
         }
       }
     } catch (...) {
     }
     throw;
   }
-  return with_produced(meta, schemas, custom_meta);
+  return with_produced(std::move(target), schemas, custom_meta);
 }
 
 BatchMeta CoordinatingClient::get_meta(const MetaRequest& request) {
@@ -297,9 +327,10 @@ BatchMeta CoordinatingClient::get_meta(const MetaRequest& request) {
 
 std::vector<std::vector<SampleView>> CoordinatingClient::get_data(const BatchMeta& meta,
                                                               std::span<const std::string> fields) {
+  check_sample_columns(meta);
   // Views keep their buffers alive: a clear after this call does not
   // invalidate them, so no lock is needed.
-  return data_->get(meta.global_indexes, fields);
+  return data_->get(keys_of(meta), fields);
 }
 
 bool CoordinatingClient::has_partition(const std::string& partition_id) const {
@@ -327,22 +358,21 @@ void CoordinatingClient::drop_released(const std::vector<int64_t>& released) {
   if (released_ == ReleasedData::kDroppedByClient && !released.empty()) data_->clear(released);
 }
 
-void CoordinatingClient::remove_inserted(const std::string& partition_id,
-                                         const std::vector<int64_t>& global_indexes) {
+void CoordinatingClient::remove_inserted(const BatchMeta& inserted) {
   try {
     // Storage first when this client drops data: the control plane still
     // owns these indexes, so no other put can have reused them yet.
-    if (released_ == ReleasedData::kDroppedByClient) data_->clear(global_indexes);
-    control_->clear_samples(partition_id, global_indexes);
+    if (released_ == ReleasedData::kDroppedByClient) data_->clear(inserted.global_indexes);
+    control_->clear_samples(inserted.partition_ids[0], inserted.global_indexes, inserted.generations);
   } catch (...) {
     // The original error is the one to report.
   }
 }
 
-void CoordinatingClient::clear_samples(const std::string& partition_id,
-                                   std::span<const int64_t> global_indexes) {
+void CoordinatingClient::clear_samples(const std::string& partition_id, std::span<const int64_t> global_indexes,
+                                       std::span<const uint64_t> generations) {
   std::unique_lock lock(mutex_);
-  drop_released(control_->clear_samples(partition_id, global_indexes));
+  drop_released(control_->clear_samples(partition_id, global_indexes, generations));
 }
 
 void CoordinatingClient::clear_partition(const std::string& partition_id) {

@@ -56,7 +56,8 @@ class CoordinatingClient final : public Client {
   ControlPlane& control() override { return *control_; }
   const DataPlane& data() const { return *data_; }
 
-  void clear_samples(const std::string& partition_id, std::span<const int64_t> global_indexes) override;
+  void clear_samples(const std::string& partition_id, std::span<const int64_t> global_indexes,
+                     std::span<const uint64_t> generations) override;
   void clear_partition(const std::string& partition_id) override;
 
   BatchMeta kv_put(const std::string& partition_id, std::span<const std::string> keys,
@@ -78,7 +79,7 @@ class CoordinatingClient final : public Client {
                            std::span<const nlohmann::json> custom_meta, PutDeadline& deadline);
   void drop_released(const std::vector<int64_t>& released);
   // Undoes a put_new that failed after its insert.
-  void remove_inserted(const std::string& partition_id, const std::vector<int64_t>& global_indexes);
+  void remove_inserted(const BatchMeta& inserted);
   bool has_partition(const std::string& partition_id) const;
   // After a failed put that created `partition_id`: removes it if no sample
   // is left. Trades the shared `lock` for the exclusive one.

@@ -16,6 +16,14 @@ using net::wire::Json;
 
 Json binary_indexes(std::span<const int64_t> indexes) { return net::wire::binary_of(indexes); }
 
+// The request naming samples, with their generations when known.
+Json samples_request(const std::string& partition_id, std::span<const int64_t> indexes,
+                     std::span<const uint64_t> generations) {
+  Json request{{"partition_id", partition_id}, {"indexes", binary_indexes(indexes)}};
+  if (!generations.empty()) request["generations"] = net::wire::binary_of(generations);
+  return request;
+}
+
 std::vector<int64_t> released_of(const Json& reply, std::string_view op) {
   return Header(reply, std::string(op) + " reply", {"released"}).numbers<int64_t>("released");
 }
@@ -71,15 +79,15 @@ BatchMeta RemoteControlPlane::insert(const std::string& partition_id, int64_t co
   return batch_meta_reply(*controller_, "insert", net::wire::header_message(header), deadline);
 }
 
-void RemoteControlPlane::mark_produced(const std::string& partition_id,
-                                       std::span<const int64_t> global_indexes,
+void RemoteControlPlane::mark_produced(const std::string& partition_id, std::span<const int64_t> global_indexes,
+                                       std::span<const uint64_t> generations,
                                        const std::map<std::string, FieldSchema>& fields,
                                        std::span<const Json> custom_meta) {
   core::check_meta_depths(global_indexes, custom_meta);
-  call("mark_produced", Json{{"partition_id", partition_id},
-                             {"indexes", binary_indexes(global_indexes)},
-                             {"fields", net::wire::encode_schemas(fields)},
-                             {"custom_meta", objects_of(custom_meta)}});
+  Json request = samples_request(partition_id, global_indexes, generations);
+  request["fields"] = net::wire::encode_schemas(fields);
+  request["custom_meta"] = objects_of(custom_meta);
+  call("mark_produced", request);
 }
 
 BatchMeta RemoteControlPlane::get_meta(const MetaRequest& request) {
@@ -90,19 +98,19 @@ BatchMeta RemoteControlPlane::get_meta(const MetaRequest& request) {
                           CallDeadline::of_request(timeout));
 }
 
-void RemoteControlPlane::set_custom_meta(const std::string& partition_id,
-                                         std::span<const int64_t> global_indexes,
+void RemoteControlPlane::set_custom_meta(const std::string& partition_id, std::span<const int64_t> global_indexes,
+                                         std::span<const uint64_t> generations,
                                          std::span<const Json> custom_meta) {
   core::check_meta_depths(global_indexes, custom_meta);
-  call("set_custom_meta", Json{{"partition_id", partition_id},
-                               {"indexes", binary_indexes(global_indexes)},
-                               {"custom_meta", objects_of(custom_meta)}});
+  Json request = samples_request(partition_id, global_indexes, generations);
+  request["custom_meta"] = objects_of(custom_meta);
+  call("set_custom_meta", request);
 }
 
 std::vector<int64_t> RemoteControlPlane::clear_samples(const std::string& partition_id,
-                                                       std::span<const int64_t> global_indexes) {
-  return released_of(call("clear_samples",
-                          Json{{"partition_id", partition_id}, {"indexes", binary_indexes(global_indexes)}}),
+                                                       std::span<const int64_t> global_indexes,
+                                                       std::span<const uint64_t> generations) {
+  return released_of(call("clear_samples", samples_request(partition_id, global_indexes, generations)),
                      "clear_samples");
 }
 
@@ -143,17 +151,21 @@ std::optional<ProductionStatus> RemoteControlPlane::production_status(std::span<
 
 SampleProduction RemoteControlPlane::sample_production(const std::string& partition_id,
                                                       std::span<const int64_t> global_indexes,
+                                                      std::span<const uint64_t> generations,
                                                       std::span<const std::string> fields) const {
-  const Json reply = call("sample_production",
-                          Json{{"partition_id", partition_id},
-                               {"indexes", binary_indexes(global_indexes)},
-                               {"fields", std::vector<std::string>(fields.begin(), fields.end())}});
-  const Header header(reply, "sample_production reply", {"exists", "produced"});
+  Json request = samples_request(partition_id, global_indexes, generations);
+  request["fields"] = std::vector<std::string>(fields.begin(), fields.end());
+  const Json reply = call("sample_production", request);
+  const Header header(reply, "sample_production reply", {"exists", "generations", "produced"});
   SampleProduction out;
   out.field_count = fields.size();
   out.exists = header.numbers<uint8_t>("exists");
+  out.generations = header.numbers<uint64_t>("generations");
   out.produced = header.numbers<uint8_t>("produced");
   if (out.exists.size() != global_indexes.size()) header.fail("exists", "must hold one flag per sample");
+  if (out.generations.size() != global_indexes.size()) {
+    header.fail("generations", "must hold one generation per sample");
+  }
   if (out.produced.size() != global_indexes.size() * fields.size()) {
     header.fail("produced", "must hold one flag per sample and field");
   }

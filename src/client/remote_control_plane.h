@@ -20,13 +20,13 @@ class RemoteControlPlane final : public ControlPlane {
 
   BatchMeta insert(const std::string& partition_id, int64_t count) override;
   void mark_produced(const std::string& partition_id, std::span<const int64_t> global_indexes,
-                     const std::map<std::string, FieldSchema>& fields,
+                     std::span<const uint64_t> generations, const std::map<std::string, FieldSchema>& fields,
                      std::span<const nlohmann::json> custom_meta) override;
   BatchMeta get_meta(const MetaRequest& request) override;
   void set_custom_meta(const std::string& partition_id, std::span<const int64_t> global_indexes,
-                       std::span<const nlohmann::json> custom_meta) override;
-  std::vector<int64_t> clear_samples(const std::string& partition_id,
-                                     std::span<const int64_t> global_indexes) override;
+                       std::span<const uint64_t> generations, std::span<const nlohmann::json> custom_meta) override;
+  std::vector<int64_t> clear_samples(const std::string& partition_id, std::span<const int64_t> global_indexes,
+                                     std::span<const uint64_t> generations) override;
   std::vector<int64_t> clear_partition(const std::string& partition_id) override;
   void reset_consumption(const std::string& partition_id, const std::string* task_name) override;
   std::optional<std::vector<std::pair<int64_t, bool>>> consumption_status(
@@ -34,6 +34,7 @@ class RemoteControlPlane final : public ControlPlane {
   std::optional<ProductionStatus> production_status(std::span<const std::string> fields,
                                                     const std::string& partition_id) const override;
   SampleProduction sample_production(const std::string& partition_id, std::span<const int64_t> global_indexes,
+                                     std::span<const uint64_t> generations,
                                      std::span<const std::string> fields) const override;
   bool all_consumed(const std::string& task_name, const std::string& partition_id) const override;
   bool all_produced(std::span<const std::string> fields, const std::string& partition_id) const override;

@@ -125,8 +125,11 @@ size_t bytes_at(const std::vector<Column>& columns, std::span<const size_t> posi
   return total;
 }
 
-Json indexes_entry(const std::vector<int64_t>& global_indexes) {
-  return net::wire::binary_of(std::span<const int64_t>(global_indexes));
+// A put or get request naming the samples of `samples` at `positions`.
+Json keys_header(const SampleKeys& samples, std::span<const size_t> positions) {
+  Json header = Json::object();
+  net::wire::add_sample_keys(header, samples, positions);
+  return header;
 }
 
 }  // namespace
@@ -137,7 +140,8 @@ ShardedStorage::ShardedStorage(std::vector<std::shared_ptr<net::ConnectionPool>>
   for (size_t u = 0; u < units_.size(); ++u) local_copy_[u] = local_copy;
 }
 
-void ShardedStorage::put(std::span<const int64_t> global_indexes, const std::vector<Column>& columns) {
+void ShardedStorage::put(const SampleKeys& samples, const std::vector<Column>& columns) {
+  const std::span<const int64_t> global_indexes = samples.global_indexes;
   for (const Column& column : columns) {
     column.validate();
     if (column.sample_count() != global_indexes.size()) {
@@ -150,11 +154,11 @@ void ShardedStorage::put(std::span<const int64_t> global_indexes, const std::vec
   const auto positions_of = [&](size_t u) {
     return units_.size() == 1 ? std::span<const size_t>() : std::span<const size_t>(shards[u].positions);
   };
-  const auto indexes_of = [&](size_t u) { return indexes_entry(shards[u].global_indexes); };
+  const auto keys_of = [&](size_t u) { return keys_header(samples, shards[u].positions); };
   const auto with_bytes = [&](size_t u) {
     Frames message(1);
-    const Json header{{"indexes", indexes_of(u)},
-                      {"columns", net::wire::append_columns(columns, positions_of(u), message)}};
+    Json header = keys_of(u);
+    header["columns"] = net::wire::append_columns(columns, positions_of(u), message);
     message[0] = net::wire::header_frame(header);
     return message;
   };
@@ -165,8 +169,8 @@ void ShardedStorage::put(std::span<const int64_t> global_indexes, const std::vec
       // The unit assembles each column's frame from the samples where they
       // lie in the columns, which stay valid until it has replied.
       std::vector<std::vector<std::span<const std::byte>>> pieces;
-      Json header{{"indexes", indexes_of(u)},
-                  {"columns", net::wire::describe_columns(columns, positions_of(u), pieces)}};
+      Json header = keys_of(u);
+      header["columns"] = net::wire::describe_columns(columns, positions_of(u), pieces);
       header["local_frames"] = net::local_copy::describe(pieces);
       fan_out.send(u, "put", net::wire::header_message(header));
     } else {
@@ -187,8 +191,9 @@ void ShardedStorage::put(std::span<const int64_t> global_indexes, const std::vec
   if (resending) resend.receive_all();
 }
 
-std::vector<std::vector<SampleView>> ShardedStorage::get(std::span<const int64_t> global_indexes,
+std::vector<std::vector<SampleView>> ShardedStorage::get(const SampleKeys& samples,
                                                          std::span<const std::string> fields) const {
+  const std::span<const int64_t> global_indexes = samples.global_indexes;
   const auto shards = net::shard_indexes(global_indexes, units_.size());
   const std::vector<std::string> names(fields.begin(), fields.end());
   std::vector<std::vector<SampleView>> rows(global_indexes.size());
@@ -205,10 +210,10 @@ std::vector<std::vector<SampleView>> ShardedStorage::get(std::span<const int64_t
     // also when another unit failed: a reply's lease must be given back.
     for (const size_t u : asking) {
       try {
-        fan_out.send(u, "get",
-                     net::wire::header_message(Json{{"indexes", indexes_entry(shards[u].global_indexes)},
-                                                    {"fields", names},
-                                                    {"local_copy", first_round && local_copy_[u].load()}}));
+        Json header = keys_header(samples, shards[u].positions);
+        header["fields"] = names;
+        header["local_copy"] = first_round && local_copy_[u].load();
+        fan_out.send(u, "get", net::wire::header_message(header));
       } catch (const Error& e) {
         if (!failure) failure = e;
       }

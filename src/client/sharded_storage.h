@@ -21,8 +21,8 @@ class ShardedStorage final : public DataPlane {
   // units[u]: the pool of unit u (ordered as the controller orders them).
   ShardedStorage(std::vector<std::shared_ptr<net::ConnectionPool>> units, bool local_copy);
 
-  void put(std::span<const int64_t> global_indexes, const std::vector<Column>& columns) override;
-  std::vector<std::vector<SampleView>> get(std::span<const int64_t> global_indexes,
+  void put(const SampleKeys& samples, const std::vector<Column>& columns) override;
+  std::vector<std::vector<SampleView>> get(const SampleKeys& samples,
                                            std::span<const std::string> fields) const override;
   void clear(std::span<const int64_t> global_indexes) override;
   void clear_all() override;

@@ -4,8 +4,10 @@ namespace seqflow::core {
 namespace {
 
 // `meta` arrives with its field_schema filled in; the rest follows the slots.
-BatchMeta collect(const PartitionState& partition, std::span<const uint32_t> slots, BatchMeta meta) {
+BatchMeta collect(const ControlData& data, const PartitionState& partition, std::span<const uint32_t> slots,
+                  BatchMeta meta) {
   meta.global_indexes.reserve(slots.size());
+  meta.generations.reserve(slots.size());
   meta.partition_ids.append(slots.size(), partition.name());
   // Field ids in field_schema's order (by name), the order of each status row.
   std::vector<uint32_t> ids;
@@ -18,6 +20,7 @@ BatchMeta collect(const PartitionState& partition, std::span<const uint32_t> slo
   uint8_t* status = meta.production_status.data();
   for (uint32_t slot : slots) {
     meta.global_indexes.push_back(partition.global_index(slot));
+    meta.generations.push_back(data.generation(meta.global_indexes.back()));
     for (uint32_t id : ids) *status++ = partition.produced(slot, id) ? 1 : 0;
     meta.custom_meta.push_back_encoded(partition.meta_bytes(slot));
   }
@@ -26,21 +29,21 @@ BatchMeta collect(const PartitionState& partition, std::span<const uint32_t> slo
 
 }  // namespace
 
-BatchMeta collect_batch(const PartitionState& partition, std::span<const uint32_t> slots,
+BatchMeta collect_batch(const ControlData& data, const PartitionState& partition, std::span<const uint32_t> slots,
                         std::span<const std::string> fields) {
   BatchMeta meta;
   for (const std::string& name : fields) {
     if (auto id = partition.field_id(name)) meta.field_schema.emplace(name, partition.schema(*id));
   }
-  return collect(partition, slots, std::move(meta));
+  return collect(data, partition, slots, std::move(meta));
 }
 
-BatchMeta collect_batch(const PartitionState& partition, std::span<const uint32_t> slots) {
+BatchMeta collect_batch(const ControlData& data, const PartitionState& partition, std::span<const uint32_t> slots) {
   BatchMeta meta;
   for (uint32_t id = 0; id < partition.field_count(); ++id) {
     meta.field_schema.emplace(partition.field_name(id), partition.schema(id));
   }
-  return collect(partition, slots, std::move(meta));
+  return collect(data, partition, slots, std::move(meta));
 }
 
 }  // namespace seqflow::core

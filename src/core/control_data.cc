@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "common/random_id.h"
+#include "common/stale_sample.h"
 #include "core/name_rule.h"
 #include "seqflow/error.h"
 
@@ -12,7 +14,20 @@ namespace {
 // Slots are 32-bit; keep well clear of kNoSlot.
 constexpr int64_t kMaxSamplesPerPartition = int64_t{1} << 31;
 
+// Generations start below 2^62, leaving room to count past any job's
+// allocations (and the jumps of checkpoint loads) without wrapping.
+uint64_t random_first_generation() { return (random_u64() >> 2) | 1; }
+
 }  // namespace
+
+ControlData::ControlData() : indexes_(random_first_generation()), incarnation_(random_u64() | 1) {}
+
+void check_generations(std::span<const int64_t> global_indexes, std::span<const uint64_t> generations) {
+  if (!generations.empty() && generations.size() != global_indexes.size()) {
+    throw_invalid("generations holds " + std::to_string(generations.size()) + " entries for " +
+                  std::to_string(global_indexes.size()) + " global indexes; give one per index, or none");
+  }
+}
 
 void check_sample_count(int64_t count, const char* parameter) {
   if (count <= 0 || count > kMaxSamplesPerPartition) {
@@ -79,20 +94,40 @@ std::optional<uint32_t> ControlData::slot_of(const PartitionState& partition,
   return where->slot;
 }
 
+std::optional<uint32_t> ControlData::named_slot(const PartitionState& partition, int64_t global_index,
+                                                uint64_t generation) const {
+  auto slot = slot_of(partition, global_index);
+  if (slot && generation != 0 && indexes_.generation(global_index) != generation) {
+    throw_sample_reused(partition.name(), global_index, generation, indexes_.generation(global_index));
+  }
+  return slot;
+}
+
 std::vector<uint32_t> ControlData::require_slots(const PartitionState& partition,
-                                                 std::span<const int64_t> global_indexes) const {
+                                                 std::span<const int64_t> global_indexes,
+                                                 std::span<const uint64_t> generations) const {
+  check_generations(global_indexes, generations);
   std::vector<uint32_t> slots;
   slots.reserve(global_indexes.size());
-  for (int64_t index : global_indexes) {
-    auto slot = slot_of(partition, index);
-    if (!slot) {
-      throw Error(ErrorCode::kNotFound, "global index " + std::to_string(index) +
-                                            " is not a live sample of partition '" +
-                                            partition.name() + "'");
-    }
+  for (size_t i = 0; i < global_indexes.size(); ++i) {
+    const uint64_t generation = generations.empty() ? 0 : generations[i];
+    auto slot = named_slot(partition, global_indexes[i], generation);
+    if (!slot) throw_sample_gone(partition.name(), global_indexes[i], generation);
     slots.push_back(*slot);
   }
   return slots;
+}
+
+std::pair<PartitionState*, std::vector<uint32_t>> ControlData::require_samples(
+    const std::string& partition_id, std::span<const int64_t> global_indexes,
+    std::span<const uint64_t> generations) {
+  check_generations(global_indexes, generations);
+  PartitionState* partition = find(partition_id);
+  if (partition == nullptr && !global_indexes.empty()) {
+    throw_sample_gone(partition_id, global_indexes.front(), generations.empty() ? 0 : generations.front());
+  }
+  if (partition == nullptr) partition = &require(partition_id);
+  return {partition, require_slots(*partition, global_indexes, generations)};
 }
 
 NewSamples ControlData::add_samples(PartitionState& partition, int64_t count) {
@@ -130,11 +165,16 @@ std::vector<int64_t> ControlData::remove_samples(PartitionState& partition,
 }
 
 bool ControlData::restore_sample(PartitionState& partition, int64_t global_index,
-                                 uint32_t put_id, uint32_t put_pos, uint32_t* slot) {
+                                 std::optional<uint64_t> generation, uint32_t put_id, uint32_t put_pos,
+                                 uint32_t* slot) {
   if (global_index < 0 || indexes_.find(global_index)) return false;
+  if (!generation) {
+    generation = indexes_.next_generation();
+    indexes_.set_next_generation(*generation + 1);
+  }
   partition.note_put_id(put_id);
   *slot = partition.add_sample(global_index, put_id, put_pos);
-  return indexes_.claim(global_index, Location{partition.number(), *slot});
+  return indexes_.claim(global_index, Location{partition.number(), *slot}, *generation);
 }
 
 }  // namespace seqflow::core

@@ -23,6 +23,10 @@ struct NewSamples {
 
 class ControlData {
  public:
+  // A new incarnation: a random id, and generations from a random base, so
+  // that no BatchMeta or stored value from an earlier controller matches.
+  ControlData();
+
   PartitionState* find(const std::string& name);
   const PartitionState* find(const std::string& name) const;
   // Throws kNotFound naming the partition.
@@ -40,27 +44,53 @@ class ControlData {
 
   // The slot of a live sample of `partition`, or nullopt.
   std::optional<uint32_t> slot_of(const PartitionState& partition, int64_t global_index) const;
-  // Slots of all given samples; throws kNotFound naming the first that is not
-  // a live sample of the partition. Nothing changes either way.
-  std::vector<uint32_t> require_slots(const PartitionState& partition,
-                                      std::span<const int64_t> global_indexes) const;
+  // The slot of the sample a BatchMeta names by partition, global index and
+  // generation (0: not known, any generation is taken): nullopt when the
+  // index is no live sample of the partition; throws kStaleSample when it
+  // is one, of another generation.
+  std::optional<uint32_t> named_slot(const PartitionState& partition, int64_t global_index,
+                                     uint64_t generation) const;
+  // Slots of all given samples (generations: one per index, or empty when
+  // not known); throws kStaleSample naming the first that is not the live
+  // sample the caller means. Nothing changes either way.
+  std::vector<uint32_t> require_slots(const PartitionState& partition, std::span<const int64_t> global_indexes,
+                                      std::span<const uint64_t> generations) const;
+  // The partition and require_slots() of the samples a BatchMeta names; a
+  // partition that does not exist: kStaleSample naming the first sample
+  // (kNotFound naming the partition when there is none).
+  std::pair<PartitionState*, std::vector<uint32_t>> require_samples(const std::string& partition_id,
+                                                                    std::span<const int64_t> global_indexes,
+                                                                    std::span<const uint64_t> generations);
+  uint64_t generation(int64_t global_index) const { return indexes_.generation(global_index); }
 
   // `count` new samples as one put call (their GRPO grouping unit).
   NewSamples add_samples(PartitionState& partition, int64_t count);
   // Releases the samples' global indexes and slots (each once); returns the
   // released indexes, ascending.
   std::vector<int64_t> remove_samples(PartitionState& partition, std::vector<uint32_t> slots);
-  // Checkpoint load: a sample with a given global index; false if taken.
-  bool restore_sample(PartitionState& partition, int64_t global_index, uint32_t put_id,
-                      uint32_t put_pos, uint32_t* slot);
+  // Checkpoint load: a sample with a given global index and generation
+  // (nullopt: a new one, for checkpoints written before generations); false
+  // if the index is taken.
+  bool restore_sample(PartitionState& partition, int64_t global_index, std::optional<uint64_t> generation,
+                      uint32_t put_id, uint32_t put_pos, uint32_t* slot);
 
   const IndexAllocator& indexes() const { return indexes_; }
+  void set_next_generation(uint64_t next) { indexes_.set_next_generation(next); }
+  // Names this controller's data to the storage units: a unit drops what it
+  // holds from another incarnation (a controller restarted without a
+  // checkpoint). Checkpoints keep it.
+  uint64_t incarnation() const { return incarnation_; }
+  void set_incarnation(uint64_t incarnation) { incarnation_ = incarnation; }
 
  private:
   IndexAllocator indexes_;
+  uint64_t incarnation_;
   std::map<std::string, std::unique_ptr<PartitionState>> partitions_;
   uint32_t next_partition_number_ = 0;
 };
+
+// Checks `generations` holds one per index or none; throws kInvalidArgument.
+void check_generations(std::span<const int64_t> global_indexes, std::span<const uint64_t> generations);
 
 // Throws kInvalidArgument unless 0 < count <= the most one call may add.
 void check_sample_count(int64_t count, const char* parameter);

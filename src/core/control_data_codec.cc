@@ -9,6 +9,10 @@ namespace {
 
 using nlohmann::json;
 
+// Far below 2^64: a loaded counter goes on (and jumps, see Controller::load)
+// without wrapping.
+constexpr uint64_t kMaxNextGeneration = uint64_t{1} << 63;
+
 json encode_schema(const std::string& name, const FieldSchema& schema) {
   return {{"name", name},
           {"dtype", dtype_name(schema.dtype)},
@@ -17,17 +21,19 @@ json encode_schema(const std::string& name, const FieldSchema& schema) {
           {"is_object", schema.is_object}};
 }
 
-json encode_partition(const PartitionState& partition) {
+json encode_partition(const ControlData& data, const PartitionState& partition) {
   json fields = json::array();
   for (uint32_t id = 0; id < partition.field_count(); ++id) {
     fields.push_back(encode_schema(partition.field_name(id), partition.schema(id)));
   }
   std::vector<int64_t> indexes;
+  std::vector<uint64_t> generations;
   std::vector<uint32_t> put_ids, put_pos;
   std::vector<uint64_t> produced;
   json metas = json::array();
   for (uint32_t slot = partition.first(); slot != kNoSlot; slot = partition.next(slot)) {
     indexes.push_back(partition.global_index(slot));
+    generations.push_back(data.generation(indexes.back()));
     put_ids.push_back(partition.put_id(slot));
     put_pos.push_back(partition.put_pos(slot));
     auto words = partition.produced_words(slot);
@@ -51,6 +57,7 @@ json encode_partition(const PartitionState& partition) {
           {"fields", std::move(fields)},
           {"words_per_sample", partition.words_per_sample()},
           {"global_indexes", indexes},
+          {"generations", generations},
           {"put_ids", put_ids},
           {"put_pos", put_pos},
           {"produced", produced},
@@ -68,7 +75,7 @@ FieldSchema decode_schema(const json& entry) {
   return schema;
 }
 
-void decode_partition(ControlData& data, const json& encoded) {
+void decode_partition(ControlData& data, const json& encoded, uint64_t next_generation) {
   const auto name = encoded.at("name").get<std::string>();
   if (data.find(name) != nullptr) throw_invalid("partition '" + name + "' appears twice");
   PartitionState& partition = data.find_or_create(name);
@@ -87,13 +94,16 @@ void decode_partition(ControlData& data, const json& encoded) {
                   std::to_string(partition.field_count()) + " fields");
   }
   const auto indexes = encoded.at("global_indexes").get<std::vector<int64_t>>();
+  // Checkpoints written before generations have none: their samples get new ones.
+  std::optional<std::vector<uint64_t>> generations;
+  if (encoded.contains("generations")) generations = encoded.at("generations").get<std::vector<uint64_t>>();
   const auto put_ids = encoded.at("put_ids").get<std::vector<uint32_t>>();
   const auto put_pos = encoded.at("put_pos").get<std::vector<uint32_t>>();
   const auto produced = encoded.at("produced").get<std::vector<uint64_t>>();
   const json& metas = encoded.at("custom_meta");
   const size_t n = indexes.size();
   if (put_ids.size() != n || put_pos.size() != n || produced.size() != n * words ||
-      metas.size() != n) {
+      metas.size() != n || (generations && generations->size() != n)) {
     throw_invalid(context + "sample columns differ in length");
   }
   // Bits of fields that do not exist would make phantom fields ready.
@@ -102,7 +112,16 @@ void decode_partition(ControlData& data, const json& encoded) {
   std::vector<uint64_t> bits(words);
   for (size_t i = 0; i < n; ++i) {
     uint32_t slot = 0;
-    if (!data.restore_sample(partition, indexes[i], put_ids[i], put_pos[i], &slot)) {
+    std::optional<uint64_t> generation;
+    if (generations) {
+      generation = (*generations)[i];
+      if (*generation == 0 || *generation >= next_generation) {
+        throw_invalid(context + "global index " + std::to_string(indexes[i]) + " has generation " +
+                      std::to_string(*generation) + ", outside [1, next_generation " +
+                      std::to_string(next_generation) + ")");
+      }
+    }
+    if (!data.restore_sample(partition, indexes[i], generation, put_ids[i], put_pos[i], &slot)) {
       throw_invalid(context + "global index " + std::to_string(indexes[i]) +
                     " is negative or not unique");
     }
@@ -144,13 +163,32 @@ void decode_partition(ControlData& data, const json& encoded) {
 json encode_control_data(const ControlData& data) {
   json partitions = json::array();
   // Decoding creates them in this order, so the restored ones keep it.
-  for (const PartitionState* partition : data.in_creation_order()) partitions.push_back(encode_partition(*partition));
-  return {{"partitions", std::move(partitions)}};
+  for (const PartitionState* partition : data.in_creation_order()) {
+    partitions.push_back(encode_partition(data, *partition));
+  }
+  return {{"partitions", std::move(partitions)},
+          {"next_generation", data.indexes().next_generation()},
+          {"incarnation", data.incarnation()}};
 }
 
 ControlData decode_control_data(const json& encoded) {
   ControlData data;
-  for (const json& partition : encoded.at("partitions")) decode_partition(data, partition);
+  // Without (a checkpoint from before generations): the fresh data's own.
+  uint64_t next_generation = data.indexes().next_generation();
+  if (encoded.contains("next_generation")) {
+    next_generation = encoded.at("next_generation").get<uint64_t>();
+    if (next_generation == 0 || next_generation > kMaxNextGeneration) {
+      throw_invalid("next_generation " + std::to_string(next_generation) + " is outside [1, " +
+                    std::to_string(kMaxNextGeneration) + "]");
+    }
+    data.set_next_generation(next_generation);
+  }
+  if (encoded.contains("incarnation")) {
+    const auto incarnation = encoded.at("incarnation").get<uint64_t>();
+    if (incarnation == 0) throw_invalid("incarnation must not be 0");
+    data.set_incarnation(incarnation);
+  }
+  for (const json& partition : encoded.at("partitions")) decode_partition(data, partition, next_generation);
   return data;
 }
 

@@ -34,11 +34,11 @@ BatchMeta Controller::insert(const std::string& partition_id, int64_t count) {
   PartitionState& partition = state_->data.find_or_create(partition_id);
   const core::NewSamples added = state_->data.add_samples(partition, count);
   state_->changed.notify_all();
-  return core::collect_batch(partition, added.slots, std::span<const std::string>{});
+  return core::collect_batch(state_->data, partition, added.slots, std::span<const std::string>{});
 }
 
-void Controller::mark_produced(const std::string& partition_id,
-                               std::span<const int64_t> global_indexes,
+void Controller::mark_produced(const std::string& partition_id, std::span<const int64_t> global_indexes,
+                               std::span<const uint64_t> generations,
                                const std::map<std::string, FieldSchema>& fields,
                                std::span<const nlohmann::json> custom_meta) {
   for (const auto& [name, schema] : fields) core::check_schema(name, schema);
@@ -47,8 +47,8 @@ void Controller::mark_produced(const std::string& partition_id,
   if (!custom_meta.empty()) updates = core::encode_updates(global_indexes, custom_meta);
 
   std::lock_guard lock(state_->mutex);
-  PartitionState& partition = state_->data.require(partition_id);
-  const std::vector<uint32_t> slots = state_->data.require_slots(partition, global_indexes);
+  auto [found, slots] = state_->data.require_samples(partition_id, global_indexes, generations);
+  PartitionState& partition = *found;
   std::vector<std::pair<const std::string*, FieldSchema>> schemas;
   for (const auto& [name, schema] : fields) {
     auto id = partition.field_id(name);
@@ -97,29 +97,30 @@ std::vector<int64_t> Controller::forget_production(const std::string* partition_
   return forgotten;
 }
 
-void Controller::set_custom_meta(const std::string& partition_id,
-                                 std::span<const int64_t> global_indexes,
+void Controller::set_custom_meta(const std::string& partition_id, std::span<const int64_t> global_indexes,
+                                 std::span<const uint64_t> generations,
                                  std::span<const nlohmann::json> custom_meta) {
   std::vector<core::EncodedMeta> updates = core::encode_updates(global_indexes, custom_meta);
   std::lock_guard lock(state_->mutex);
-  PartitionState& partition = state_->data.require(partition_id);
-  const std::vector<uint32_t> slots = state_->data.require_slots(partition, global_indexes);
-  auto metas =
-      core::prepare_meta(partition, slots, global_indexes, custom_meta, std::move(updates));
-  for (auto& [slot, meta] : metas) partition.set_meta(slot, std::move(meta));
+  auto [partition, slots] = state_->data.require_samples(partition_id, global_indexes, generations);
+  auto metas = core::prepare_meta(*partition, slots, global_indexes, custom_meta, std::move(updates));
+  for (auto& [slot, meta] : metas) partition->set_meta(slot, std::move(meta));
   // A new group_id can complete a group.
   state_->changed.notify_all();
 }
 
 std::vector<int64_t> Controller::clear_samples(const std::string& partition_id,
-                                               std::span<const int64_t> global_indexes) {
+                                               std::span<const int64_t> global_indexes,
+                                               std::span<const uint64_t> generations) {
+  core::check_generations(global_indexes, generations);
   std::lock_guard lock(state_->mutex);
   PartitionState* partition = state_->data.find(partition_id);
   if (partition == nullptr) return {};
   std::vector<uint32_t> slots;
   slots.reserve(global_indexes.size());
-  for (int64_t index : global_indexes) {
-    if (auto slot = state_->data.slot_of(*partition, index)) slots.push_back(*slot);
+  for (size_t i = 0; i < global_indexes.size(); ++i) {
+    const uint64_t generation = generations.empty() ? 0 : generations[i];
+    if (auto slot = state_->data.named_slot(*partition, global_indexes[i], generation)) slots.push_back(*slot);
   }
   std::vector<int64_t> released = state_->data.remove_samples(*partition, std::move(slots));
   state_->changed.notify_all();
@@ -190,11 +191,14 @@ std::optional<ProductionStatus> Controller::production_status(std::span<const st
 
 SampleProduction Controller::sample_production(const std::string& partition_id,
                                                std::span<const int64_t> global_indexes,
+                                               std::span<const uint64_t> generations,
                                                std::span<const std::string> fields) const {
+  core::check_generations(global_indexes, generations);
   std::lock_guard lock(state_->mutex);
   SampleProduction out;
   out.field_count = fields.size();
   out.exists.resize(global_indexes.size());
+  out.generations.resize(global_indexes.size());
   out.produced.resize(global_indexes.size() * fields.size());
   const PartitionState* found = state_->data.find(partition_id);
   if (found == nullptr) return out;
@@ -203,9 +207,11 @@ SampleProduction Controller::sample_production(const std::string& partition_id,
   masks.reserve(fields.size());
   for (const std::string& field : fields) masks.push_back(partition.mask(std::span(&field, 1)));
   for (size_t i = 0; i < global_indexes.size(); ++i) {
-    const auto slot = state_->data.slot_of(partition, global_indexes[i]);
+    const auto slot =
+        state_->data.named_slot(partition, global_indexes[i], generations.empty() ? 0 : generations[i]);
     if (!slot) continue;
     out.exists[i] = 1;
+    out.generations[i] = state_->data.generation(global_indexes[i]);
     for (size_t f = 0; f < masks.size(); ++f) {
       out.produced[i * fields.size() + f] = masks[f] && partition.has_all(*slot, *masks[f]);
     }

@@ -1,6 +1,8 @@
 // Controller::save / load: the controller's data and the sampler's state in
 // one checksummed file, written atomically; a load builds everything aside
 // and swaps it in only when all of it is valid.
+#include <algorithm>
+
 #include "common/msgpack_reader.h"
 #include "core/checkpoint_file.h"
 #include "core/control_data_codec.h"
@@ -13,7 +15,12 @@ namespace seqflow {
 namespace {
 
 constexpr const char* kFormat = "seqflow.controller";
-constexpr int kVersion = 1;
+// 2: generations, the generation counter and the incarnation. 1 still loads.
+constexpr int kVersion = 2;
+// A controller that comes back from a checkpoint cannot know how far its
+// predecessor counted generations after the save; starting this far above
+// keeps its new generations above every one handed out before.
+constexpr uint64_t kGenerationJumpOnLoad = uint64_t{1} << 40;
 // custom_meta values sit a few levels inside the checkpoint's own structure;
 // a crafted file must not nest deeper than that and exhaust the stack.
 constexpr size_t kMaxCheckpointNesting = core::kMaxMetaNesting + 16;
@@ -35,7 +42,16 @@ void Controller::save(const std::string& path) const {
   core::write_checkpoint_file(path, payload);  // outside the lock: I/O is slow
 }
 
-void Controller::load(const std::string& path) {
+void Controller::load(const std::string& path) { load_checkpoint(path, false); }
+
+void Controller::start_from(const std::string& path) { load_checkpoint(path, true); }
+
+uint64_t Controller::incarnation() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->data.incarnation();
+}
+
+void Controller::load_checkpoint(const std::string& path, bool take_incarnation) {
   if (path.empty()) throw_invalid("checkpoint path must not be empty");
   const std::vector<uint8_t> payload = core::read_checkpoint_file(path);
   nlohmann::json encoded;
@@ -48,7 +64,8 @@ void Controller::load(const std::string& path) {
     if (encoded.at("format").get<std::string>() != kFormat) {
       throw_invalid("format is not " + std::string(kFormat));
     }
-    if (encoded.at("version").get<int>() != kVersion) {
+    const int version = encoded.at("version").get<int>();
+    if (version != kVersion && version != 1) {
       throw_invalid("version " + encoded.at("version").dump() + " is not supported");
     }
     fresh = core::decode_control_data(encoded);
@@ -74,6 +91,10 @@ void Controller::load(const std::string& path) {
     sampler.restore(previous);
     throw_invalid("checkpoint '" + path + "': sampler state: " + error.what());
   }
+  const uint64_t counted = std::max(state_->data.indexes().next_generation(), fresh.indexes().next_generation());
+  fresh.set_next_generation(counted + kGenerationJumpOnLoad);
+  // Running on (not starting): the storage units hold this incarnation's data.
+  if (!take_incarnation) fresh.set_incarnation(state_->data.incarnation());
   state_->data = std::move(fresh);
   state_->changed.notify_all();
 }

@@ -79,7 +79,7 @@ std::optional<BatchMeta> serve_reserved(const core::ControlData& data, const Par
     if (mask && !partition.has_all(*slot, *mask)) return std::nullopt;
     slots.push_back(*slot);
   }
-  return core::collect_batch(partition, slots, request.fields);
+  return core::collect_batch(data, partition, slots, request.fields);
 }
 
 // The slots of a sampler's answer; throws kInternal (a sampler bug) when it
@@ -170,7 +170,7 @@ std::optional<BatchMeta> try_fetch(core::ControlData& data, Sampler& sampler,
                             ? check_consumable(partition, queue, sampled, result.consumed, sampler)
                             : answer_slots(data, partition, queue, result.consumed, true, sampler);
   for (uint32_t slot : consumed) queue.consume(slot);
-  return core::collect_batch(partition, sampled, request.fields);
+  return core::collect_batch(data, partition, sampled, request.fields);
 }
 
 // Every sample, in arrival order, whatever it has produced (its
@@ -183,7 +183,7 @@ BatchMeta force_fetch(const core::ControlData& data, const MetaRequest& request)
   for (uint32_t slot = partition->first(); slot != core::kNoSlot; slot = partition->next(slot)) {
     slots.push_back(slot);
   }
-  return core::collect_batch(*partition, slots, request.fields);
+  return core::collect_batch(data, *partition, slots, request.fields);
 }
 
 }  // namespace
@@ -214,7 +214,7 @@ std::optional<BatchMeta> Controller::answer_without_waiting(const MetaRequest& r
     PartitionState& partition = state.data.find_or_create(request.partition_id);
     const core::NewSamples added = state.data.add_samples(partition, request.batch_size);
     state.changed.notify_all();
-    return core::collect_batch(partition, added.slots, request.fields);
+    return core::collect_batch(state.data, partition, added.slots, request.fields);
   }
   if (request.mode == MetaMode::kForceFetch) return force_fetch(state.data, request);
   if (auto batch = try_fetch(state.data, *state.sampler, request)) return batch;

@@ -98,14 +98,14 @@ BatchMeta Controller::kv_resolve(const std::string& partition_id, std::span<cons
   for (auto& [slot, meta] : known_meta) partition.set_meta(slot, std::move(meta));
   for (auto& [key, meta] : fresh_meta) partition.set_meta(*partition.key_slot(key), std::move(meta));
   state_->changed.notify_all();
-  return core::collect_batch(partition, require_keys(partition, keys));
+  return core::collect_batch(state_->data, partition, require_keys(partition, keys));
 }
 
 BatchMeta Controller::kv_lookup(const std::string& partition_id,
                                 std::span<const std::string> keys) const {
   std::unique_lock lock(state_->mutex);
   const PartitionState& partition = state_->data.require(partition_id);
-  return core::collect_batch(partition, require_keys(partition, keys));
+  return core::collect_batch(state_->data, partition, require_keys(partition, keys));
 }
 
 BatchMeta Controller::kv_find(const std::string& partition_id,
@@ -118,7 +118,7 @@ BatchMeta Controller::kv_find(const std::string& partition_id,
   for (const std::string& key : keys) {
     if (auto slot = partition->key_slot(key)) slots.push_back(*slot);
   }
-  return core::collect_batch(*partition, slots);
+  return core::collect_batch(state_->data, *partition, slots);
 }
 
 std::vector<std::string> Controller::kv_keys(const std::string& partition_id,

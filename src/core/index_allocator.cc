@@ -4,6 +4,10 @@
 
 namespace seqflow::core {
 
+IndexAllocator::IndexAllocator(uint64_t first_generation) : next_generation_(first_generation) {
+  if (first_generation == 0) throw Error(ErrorCode::kInternal, "generations start at 1 or above");
+}
+
 bool IndexAllocator::is_live(int64_t index) const {
   const auto word = static_cast<size_t>(index) / 64;
   return word < live_bits_.size() && ((live_bits_[word] >> (index % 64)) & 1U) != 0;
@@ -18,7 +22,10 @@ void IndexAllocator::set_live(int64_t index, bool live) {
   } else {
     live_bits_[word] &= ~bit;
   }
-  if (static_cast<size_t>(index) >= where_.size()) where_.resize(static_cast<size_t>(index) + 1);
+  if (static_cast<size_t>(index) >= where_.size()) {
+    where_.resize(static_cast<size_t>(index) + 1);
+    generation_.resize(static_cast<size_t>(index) + 1);
+  }
 }
 
 std::vector<int64_t> IndexAllocator::allocate(int64_t count) {
@@ -33,6 +40,7 @@ std::vector<int64_t> IndexAllocator::allocate(int64_t count) {
     }
     if (!is_live(index)) {
       set_live(index, true);
+      generation_[static_cast<size_t>(index)] = next_generation_++;
       out.push_back(index);
     }
     ++index;
@@ -49,10 +57,11 @@ void IndexAllocator::bind(int64_t index, Location where) {
   where_[static_cast<size_t>(index)] = where;
 }
 
-bool IndexAllocator::claim(int64_t index, Location where) {
+bool IndexAllocator::claim(int64_t index, Location where, uint64_t generation) {
   if (index < 0 || is_live(index)) return false;
   set_live(index, true);
   where_[static_cast<size_t>(index)] = where;
+  generation_[static_cast<size_t>(index)] = generation;
   ++live_;
   // lowest_free_ stays a lower bound: allocate skips live indexes.
   return true;

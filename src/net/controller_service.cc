@@ -1,6 +1,7 @@
 #include "net/controller_service.h"
 
 #include <algorithm>
+#include <bit>
 #include <map>
 #include <optional>
 #include <set>
@@ -44,6 +45,11 @@ bool take(std::shared_lock<std::shared_mutex>& gate, bool may_wait) {
   if (!may_wait) return gate.try_lock();
   gate.lock();
   return true;
+}
+
+// A request's "generations" (absent: not known, a BatchMeta built by hand).
+std::vector<uint64_t> generations_of(const Header& header) {
+  return header.has("generations") ? header.numbers<uint64_t>("generations") : std::vector<uint64_t>{};
 }
 
 Json released_reply(const std::vector<int64_t>& released) {
@@ -180,7 +186,7 @@ ControllerService::ControllerService(ControllerServiceOptions options)
       service_(options_.service) {
   if (options_.storage_units == 0) throw_invalid("storage_units must be at least 1, got 0");
   if (!options_.load_checkpoint.empty()) {
-    controller_->load(open_checkpoint_directory(options_.load_checkpoint).controller);
+    controller_->start_from(open_checkpoint_directory(options_.load_checkpoint).controller);
   }
   units_->drop_failures =
       &service_.metrics().counter("seqflow_storage_drop_failures_total",
@@ -230,11 +236,12 @@ void ControllerService::register_handlers() {
       [insert](const Frames& args) { return insert(args, false); });
   service_.handle("mark_produced", nullptr, [&controller](const Frames& args) {
     const Json json = wire::read_header(args, 0, "mark_produced request");
-    const Header header(json, "mark_produced request", {"partition_id", "indexes", "fields", "custom_meta"});
+    const Header header(json, "mark_produced request",
+                        {"partition_id", "indexes", "generations", "fields", "custom_meta"});
     const auto indexes = header.numbers<int64_t>("indexes");
     const auto fields = wire::decode_schemas(header.at("fields"), "mark_produced request");
     const auto custom_meta = header.objects("custom_meta");
-    controller.mark_produced(header.text("partition_id"), indexes, fields, custom_meta);
+    controller.mark_produced(header.text("partition_id"), indexes, generations_of(header), fields, custom_meta);
     return wire::header_message(Json::object());
   });
   // Also answered on the I/O thread: a fetch with enough ready, a poll.
@@ -254,18 +261,18 @@ void ControllerService::register_handlers() {
       [get_meta](const Frames& args) { return get_meta(args, false); });
   service_.handle("set_custom_meta", nullptr, [&controller](const Frames& args) {
     const Json json = wire::read_header(args, 0, "set_custom_meta request");
-    const Header header(json, "set_custom_meta request", {"partition_id", "indexes", "custom_meta"});
+    const Header header(json, "set_custom_meta request", {"partition_id", "indexes", "generations", "custom_meta"});
     controller.set_custom_meta(header.text("partition_id"), header.numbers<int64_t>("indexes"),
-                               header.objects("custom_meta"));
+                               generations_of(header), header.objects("custom_meta"));
     return wire::header_message(Json::object());
   });
   service_.handle("clear_samples", [this, &controller](Frames& args) {
     const Json json = wire::read_header(args, 0, "clear_samples request");
-    const Header header(json, "clear_samples request", {"partition_id", "indexes"});
+    const Header header(json, "clear_samples request", {"partition_id", "indexes", "generations"});
     std::unique_lock gate(reuse_gate_);
     const auto targets = units_->drop_targets(options_.storage_units, options_.storage_silence_limit);
-    const auto released =
-        controller.clear_samples(header.text("partition_id"), header.numbers<int64_t>("indexes"));
+    const auto released = controller.clear_samples(header.text("partition_id"), header.numbers<int64_t>("indexes"),
+                                                   generations_of(header));
     units_->drop(targets, released, std::min(options_.storage_timeout, options_.storage_silence_limit));
     return wire::header_message(released_reply(released));
   });
@@ -313,11 +320,14 @@ void ControllerService::register_handlers() {
   });
   service_.handle("sample_production", nullptr, [&controller](const Frames& args) {
     const Json json = wire::read_header(args, 0, "sample_production request");
-    const Header header(json, "sample_production request", {"partition_id", "indexes", "fields"});
-    const SampleProduction production = controller.sample_production(
-        header.text("partition_id"), header.numbers<int64_t>("indexes"), header.texts("fields"));
-    return wire::header_message(Json{{"exists", wire::binary_of(std::span<const uint8_t>(production.exists))},
-                                     {"produced", wire::binary_of(std::span<const uint8_t>(production.produced))}});
+    const Header header(json, "sample_production request", {"partition_id", "indexes", "generations", "fields"});
+    const SampleProduction production =
+        controller.sample_production(header.text("partition_id"), header.numbers<int64_t>("indexes"),
+                                     generations_of(header), header.texts("fields"));
+    return wire::header_message(
+        Json{{"exists", wire::binary_of(std::span<const uint8_t>(production.exists))},
+             {"generations", wire::binary_of(std::span<const uint64_t>(production.generations))},
+             {"produced", wire::binary_of(std::span<const uint8_t>(production.produced))}});
   });
   service_.handle("all_consumed", nullptr, [&controller](const Frames& args) {
     const Json json = wire::read_header(args, 0, "all_consumed request");
@@ -383,13 +393,21 @@ void ControllerService::register_handlers() {
   });
   service_.handle("register_storage", [this, &controller](Frames& args) {
     const Json json = wire::read_header(args, 0, "register_storage request");
-    const Header header(json, "register_storage request", {"endpoint", "instance"});
+    const Header header(json, "register_storage request", {"endpoint", "instance", "incarnation"});
     const std::string endpoint = header.text("endpoint");
     if (endpoint.empty()) throw_invalid("register_storage request field 'endpoint' is empty");
     // A unit that sends no instance id: its restarts go unseen.
     const auto instance = header.has("instance") ? std::optional(header.integer("instance")) : std::nullopt;
-    units_->heartbeat(endpoint, instance, options_, controller);
-    return wire::header_message(units_->listing(options_.storage_units));
+    // As int64: the wire's integers are signed.
+    const auto incarnation = std::bit_cast<int64_t>(controller.incarnation());
+    // A unit that holds (or may hold) data of another incarnation joins only
+    // once it has dropped that data and registers again with this one, so
+    // no client learns of it before (a unit that sends none predates this).
+    const bool joins = !header.has("incarnation") || header.integer("incarnation") == incarnation;
+    if (joins) units_->heartbeat(endpoint, instance, options_, controller);
+    Json reply = units_->listing(options_.storage_units);
+    reply["incarnation"] = incarnation;
+    return wire::header_message(reply);
   });
   service_.handle("storage_units", nullptr, [this](const Frames& args) {
     const Json json = wire::read_header(args, 0, "storage_units request");

@@ -57,6 +57,7 @@ bool is_error_code(unsigned value) {
     case ErrorCode::kNotFound:
     case ErrorCode::kTimeout:
     case ErrorCode::kInternal:
+    case ErrorCode::kStaleSample:
       return true;
   }
   return false;

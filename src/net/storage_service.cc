@@ -2,8 +2,8 @@
 
 #include <bit>
 #include <iterator>
-#include <random>
 
+#include "common/random_id.h"
 #include "net/connection.h"
 #include "net/local_copy.h"
 #include "net/wire_codec.h"
@@ -16,17 +16,12 @@ namespace {
 using wire::Header;
 using wire::Json;
 
-uint64_t random_instance_id() {
-  std::random_device device;
-  return (uint64_t{device()} << 32) ^ uint64_t { device() };
-}
-
 }  // namespace
 
 StorageService::StorageService(StorageServiceOptions options)
     : options_(std::move(options)),
       checkpoint_root_(options_.checkpoint_root),
-      instance_id_(random_instance_id()),
+      instance_id_(random_u64()),
       storage_(std::make_shared<StorageUnit>(options_.storage)),
       leases_(options_.lease_lifetime),
       service_(options_.service) {
@@ -66,8 +61,10 @@ void StorageService::register_handlers() {
   Counter& local_gets = local_copy_bytes("get");
   service_.handle("put", [&storage, &local_puts, max_request_bytes](Frames& args) {
     const Json json = wire::read_header(args, 0, "put request");
-    const Header header(json, "put request", {"indexes", "columns", "local_frames"});
-    const auto indexes = header.numbers<int64_t>("indexes");
+    const Header header(json, "put request",
+                        {"indexes", "partitions", "partition_ends", "generations", "columns", "local_frames"});
+    const wire::SampleKeyColumns samples = wire::read_sample_keys(header);
+    const auto& indexes = samples.global_indexes;
     if (header.has("local_frames")) {
       const Json& description = header.at("local_frames");
       if (auto reason = local_copy::unreadable_reason(description, "put request local_frames")) {
@@ -81,14 +78,15 @@ void StorageService::register_handlers() {
       std::move(data.begin(), data.end(), std::back_inserter(args));
     }
     const auto columns = wire::take_columns(header.at("columns"), args, 1, indexes.size(), "put request");
-    storage.put(indexes, columns);
+    storage.put(samples.keys(), columns);
     return wire::header_message(Json::object());
   });
   service_.handle("get", [this, &storage, &local_gets](Frames& args) {
     const Json json = wire::read_header(args, 0, "get request");
-    const Header header(json, "get request", {"indexes", "fields", "local_copy"});
+    const Header header(json, "get request",
+                        {"indexes", "partitions", "partition_ends", "generations", "fields", "local_copy"});
     const auto fields = header.texts("fields");
-    const auto rows = storage.get(header.numbers<int64_t>("indexes"), fields);
+    const auto rows = storage.get(wire::read_sample_keys(header).keys(), fields);
     Frames out(1);
     Json reply{{"fields", wire::append_views(rows, fields.size(), out)}};
     if (header.has("local_copy") && header.boolean("local_copy") &&
@@ -183,16 +181,29 @@ void StorageService::run_heartbeat() {
   std::unique_lock lock(heartbeat_mutex_);
   while (!stopping_) {
     lock.unlock();
+    bool joined = true;
     try {
       // As int64: the wire's integers are signed.
-      controller.call("register_storage",
-                      wire::header_message(Json{{"endpoint", advertised},
-                                                {"instance", std::bit_cast<int64_t>(instance_id_)}}));
+      const Frames reply = controller.call(
+          "register_storage",
+          wire::header_message(Json{{"endpoint", advertised},
+                                    {"instance", std::bit_cast<int64_t>(instance_id_)},
+                                    {"incarnation", std::bit_cast<int64_t>(incarnation_.load())}}));
+      const Json json = wire::read_header(reply, 0, "register_storage reply");
+      const Header header(json, "register_storage reply", {"units", "expected", "incarnation"});
+      const auto incarnation = std::bit_cast<uint64_t>(header.integer("incarnation"));
+      if (incarnation != incarnation_.load()) {
+        // A controller that knows nothing of what this unit holds: drop it
+        // all, then register again at once, now with its incarnation.
+        storage_->clear_all();
+        incarnation_.store(incarnation);
+        joined = false;
+      }
     } catch (const Error&) {
       failures.increment();  // the controller is down or restarting: retry next beat
     }
     lock.lock();
-    heartbeat_stop_.wait_for(lock, options_.heartbeat, [this] { return stopping_; });
+    if (joined) heartbeat_stop_.wait_for(lock, options_.heartbeat, [this] { return stopping_; });
   }
 }
 

@@ -2,7 +2,11 @@
 // itself with the controller service (and again every heartbeat, so that a
 // restarted controller learns it back). Each registration carries the unit's
 // instance id, random per StorageService: a unit that comes back empty on the
-// same endpoint has a new one, so the controller knows its data is gone.
+// same endpoint has a new one, so the controller knows its data is gone. It
+// also carries the controller incarnation the unit's data belongs to: when
+// the controller answers with another one (it restarted without a
+// checkpoint), the unit drops everything it holds and registers again, so
+// nothing from before the restart is ever read.
 //
 // Same-host clients move data by local_copy: a put names the client's frames
 // and the unit copies them out of the client's memory; a get with
@@ -54,6 +58,9 @@ class StorageService {
   StorageUnit& storage() { return *storage_; }
   // Random, drawn when this service is made: it names the data this unit holds.
   uint64_t instance_id() const { return instance_id_; }
+  // The controller incarnation this unit's data belongs to; 0 before the
+  // first registration.
+  uint64_t incarnation() const { return incarnation_.load(); }
 
  private:
   void register_handlers();
@@ -62,6 +69,7 @@ class StorageService {
   StorageServiceOptions options_;
   CheckpointRoot checkpoint_root_;
   uint64_t instance_id_;
+  std::atomic<uint64_t> incarnation_{0};
   std::shared_ptr<StorageUnit> storage_;
   FrameLeases leases_;
   Service service_;

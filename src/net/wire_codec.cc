@@ -273,15 +273,36 @@ std::map<std::string, FieldSchema> read_schemas(std::string_view bytes, size_t d
   return out;
 }
 
+// The partition of each of `samples` samples, sent as runs: "partitions"
+// (names) and "partition_ends". Map: an EncodedMap or a Header.
+template <typename Map>
+PartitionIdList partition_runs(const Map& header, size_t samples) {
+  const std::vector<std::string> names = header.texts("partitions");
+  const auto ends = header.template numbers<uint64_t>("partition_ends");
+  if (names.size() != ends.size()) header.fail("partition_ends", "must hold one end per partition");
+  PartitionIdList out;
+  uint64_t begin = 0;
+  for (size_t r = 0; r < names.size(); ++r) {
+    if (ends[r] <= begin || ends[r] > samples) header.fail("partition_ends", "must ascend within the sample count");
+    out.append(ends[r] - begin, names[r]);
+    begin = ends[r];
+  }
+  if (begin != samples) header.fail("partition_ends", "must end at the sample count " + std::to_string(samples));
+  return out;
+}
+
 std::string batch_meta_bytes(const BatchMeta& meta) {
   const auto& custom = meta.custom_meta;
   const size_t runs = meta.partition_ids.run_count();
   // Every field's bytes plus room for headers, keys and the schema.
   MsgpackWriter out(256 + 64 * meta.field_schema.size() + 48 * runs + 9 * meta.global_indexes.size() +
-                    meta.production_status.size() + custom.bytes().size() + 4 * custom.offsets().size());
-  out.map(8);
+                    8 * meta.generations.size() + meta.production_status.size() + custom.bytes().size() +
+                    4 * custom.offsets().size());
+  out.map(9);
   out.string("indexes");
   out.numbers(std::span<const int64_t>(meta.global_indexes));
+  out.string("generations");
+  out.numbers(std::span<const uint64_t>(meta.generations));
   out.string("partitions");
   out.array(runs);
   std::vector<uint64_t> ends(runs);
@@ -306,21 +327,17 @@ std::string batch_meta_bytes(const BatchMeta& meta) {
 
 BatchMeta batch_meta_of(std::string_view bytes, std::string_view what) {
   const EncodedMap header = encoded_header(bytes, what,
-                                           {"indexes", "partitions", "partition_ends", "schema", "produced",
-                                            "custom_meta", "custom_meta_offsets", "extra_info"});
+                                           {"indexes", "generations", "partitions", "partition_ends", "schema",
+                                            "produced", "custom_meta", "custom_meta_offsets", "extra_info"});
   BatchMeta meta;
   meta.global_indexes = header.numbers<int64_t>("indexes");
   const size_t n = meta.global_indexes.size();
-  const std::vector<std::string> names = header.texts("partitions");
-  const std::vector<uint64_t> ends = header.numbers<uint64_t>("partition_ends");
-  if (names.size() != ends.size()) header.fail("partition_ends", "must hold one end per partition");
-  uint64_t begin = 0;
-  for (size_t r = 0; r < names.size(); ++r) {
-    if (ends[r] <= begin || ends[r] > n) header.fail("partition_ends", "must ascend within the sample count");
-    meta.partition_ids.append(ends[r] - begin, names[r]);
-    begin = ends[r];
+  // Empty: not known (a BatchMeta built by hand).
+  if (header.has("generations")) meta.generations = header.numbers<uint64_t>("generations");
+  if (!meta.generations.empty() && meta.generations.size() != n) {
+    header.fail("generations", "must hold one generation per sample, or none");
   }
-  if (begin != n) header.fail("partition_ends", "must end at the sample count " + std::to_string(n));
+  meta.partition_ids = partition_runs(header, n);
   meta.field_schema = read_schemas(header.value("schema"), header.depth() + 1, what);
   meta.production_status = header.numbers<uint8_t>("produced");
   if (meta.production_status.size() != n * meta.field_schema.size()) {
@@ -744,6 +761,40 @@ zmq::message_t meta_request_frame(const MetaRequest& request) {
 
 MetaRequest read_meta_request(const Frames& frames, size_t index, std::string_view what) {
   return meta_request_of(header_bytes(frames, index, what), what);
+}
+
+void add_sample_keys(Json& header, const SampleKeys& samples, std::span<const size_t> positions) {
+  std::vector<int64_t> indexes;
+  std::vector<uint64_t> generations;
+  PartitionIdList partitions;
+  indexes.reserve(positions.size());
+  for (const size_t p : positions) {
+    indexes.push_back(samples.global_indexes[p]);
+    partitions.push_back(samples.partitions[p]);
+    if (!samples.generations.empty()) generations.push_back(samples.generations[p]);
+  }
+  std::vector<std::string> names;
+  std::vector<uint64_t> ends;
+  for (size_t r = 0; r < partitions.run_count(); ++r) {
+    names.push_back(partitions.run_name(r));
+    ends.push_back(partitions.run_end(r));
+  }
+  header["indexes"] = binary_of(std::span<const int64_t>(indexes));
+  header["partitions"] = std::move(names);
+  header["partition_ends"] = binary_of(std::span<const uint64_t>(ends));
+  if (!samples.generations.empty()) header["generations"] = binary_of(std::span<const uint64_t>(generations));
+}
+
+SampleKeyColumns read_sample_keys(const Header& header) {
+  SampleKeyColumns out;
+  out.global_indexes = header.numbers<int64_t>("indexes");
+  const size_t n = out.global_indexes.size();
+  out.partitions = partition_runs(header, n);
+  if (header.has("generations")) {
+    out.generations = header.numbers<uint64_t>("generations");
+    if (out.generations.size() != n) header.fail("generations", "must hold one generation per sample");
+  }
+  return out;
 }
 
 Json encode_batch_meta(const BatchMeta& meta) { return msgpack_to_json(batch_meta_bytes(meta), kMaxNesting); }

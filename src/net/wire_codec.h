@@ -20,6 +20,7 @@
 
 #include "net/frames.h"
 #include "seqflow/controller.h"
+#include "seqflow/storage.h"
 #include "seqflow/tensor.h"
 
 namespace seqflow::net::wire {
@@ -112,6 +113,19 @@ std::vector<PartitionKeys> decode_kv_list(const Json& value, std::string_view wh
 
 Json encode_meta_request(const MetaRequest& request);
 MetaRequest decode_meta_request(const Json& value, std::string_view what);
+
+// The samples of a storage put or get: "indexes", "partitions" with
+// "partition_ends" (runs of equal names, as in a BatchMeta), "generations"
+// (absent when not known). add_sample_keys writes those of `samples` at
+// `positions` (one unit's), in that order.
+struct SampleKeyColumns {
+  std::vector<int64_t> global_indexes;
+  PartitionIdList partitions;
+  std::vector<uint64_t> generations;
+  SampleKeys keys() const { return {global_indexes, partitions, generations}; }
+};
+void add_sample_keys(Json& header, const SampleKeys& samples, std::span<const size_t> positions);
+SampleKeyColumns read_sample_keys(const Header& header);
 
 // Per-sample flags by global index (status queries).
 Json encode_status(const std::vector<std::pair<int64_t, bool>>& status);

@@ -20,7 +20,8 @@ static_assert(std::endian::native == std::endian::little,
               "checkpoints are written in host order; a big-endian host needs byte swapping");
 
 constexpr std::array<char, 8> kMagic = {'S', 'E', 'Q', 'F', 'S', 'T', 'O', 'R'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
+constexpr uint32_t kVersionWithoutOwners = 1;
 constexpr size_t kPayloadAlignment = 64;
 
 struct FileHeader {
@@ -40,7 +41,15 @@ struct RecordHeader {
   std::array<uint8_t, 6> zero;
 };
 
+// Version 2: whose value it is (see StoredValue).
+struct OwnerHeader {
+  uint64_t generation;
+  uint32_t partition_size;
+  uint32_t zero;
+};
+
 static_assert(sizeof(FileHeader) == 24 && std::is_trivially_copyable_v<FileHeader>);
+static_assert(sizeof(OwnerHeader) == 16 && std::is_trivially_copyable_v<OwnerHeader>);
 static_assert(sizeof(RecordHeader) == 32 && std::is_trivially_copyable_v<RecordHeader>);
 constexpr size_t kTrailerSize = sizeof(uint64_t);
 constexpr size_t kMinRecordSize = sizeof(RecordHeader) + 1;  // a field name has a byte at least
@@ -97,10 +106,11 @@ class Decoder {
     }
     end_ = size - kTrailerSize;
     const auto header = take<FileHeader>("the header");
-    if (header.version != kVersion) {
-      fail("has version " + std::to_string(header.version) + "; this build reads version " +
-           std::to_string(kVersion));
+    if (header.version != kVersion && header.version != kVersionWithoutOwners) {
+      fail("has version " + std::to_string(header.version) + "; this build reads versions " +
+           std::to_string(kVersionWithoutOwners) + " and " + std::to_string(kVersion));
     }
+    with_owners_ = header.version == kVersion;
     if (header.zero != 0) fail("is corrupt: reserved header bytes are not zero");
     if (header.records > (end_ - offset_) / kMinRecordSize) {
       fail("is corrupt or truncated: " + std::to_string(header.records) +
@@ -136,8 +146,13 @@ class Decoder {
 
     StoredValue value;
     value.global_index = header.global_index;
+    const auto owner = with_owners_ ? take<OwnerHeader>("the owner header") : OwnerHeader{0, 0, 0};
+    if (owner.zero != 0) fail_record("reserved owner bytes are not zero");
+    value.generation = owner.generation;
     const auto field = take_bytes(header.field_size, "the field name");
     value.field.assign(reinterpret_cast<const char*>(field.data()), field.size());
+    const auto partition = take_bytes(owner.partition_size, "the partition name");
+    value.partition.assign(reinterpret_cast<const char*>(partition.data()), partition.size());
     value.view.shape.resize(header.rank);
     for (int64_t& dim : value.view.shape) dim = take<int64_t>("the shape");
     take_bytes(padding_after(offset_), "the payload padding");
@@ -198,6 +213,7 @@ class Decoder {
   size_t offset_ = 0;
   static constexpr uint64_t kNoRecord = UINT64_MAX;  // still in the file header
   uint64_t record_ = kNoRecord;
+  bool with_owners_ = true;
 };
 
 }  // namespace
@@ -216,7 +232,10 @@ void write_checkpoint(const std::string& path, std::span<const StoredValue> valu
                         static_cast<uint8_t>(view.is_object ? 1 : 0),
                         {}};
     out.put(bytes_of(record));
+    const OwnerHeader owner{value.generation, static_cast<uint32_t>(value.partition.size()), 0};
+    out.put(bytes_of(owner));
     out.put(std::as_bytes(std::span(value.field.data(), value.field.size())));
+    out.put(std::as_bytes(std::span(value.partition.data(), value.partition.size())));
     out.put(std::as_bytes(std::span(view.shape.data(), view.shape.size())));
     out.pad();
     out.put(view.bytes());

@@ -1,11 +1,15 @@
 // The storage checkpoint file: every stored (global index, field) value.
 //
-// Format (version 1, little-endian):
+// Format (version 2, little-endian):
 //   header   "SEQFSTOR" | u32 version | u32 zero | u64 record count
 //   record   i64 global index | u64 nbytes | u32 field length | u32 rank |
-//            u8 dtype | u8 is_object | 6 zero bytes | field | rank x i64 dims |
+//            u8 dtype | u8 is_object | 6 zero bytes |
+//            u64 generation | u32 partition length | u32 zero |
+//            field | partition | rank x i64 dims |
 //            zero padding to a 64-byte file offset | nbytes of payload
 //   trailer  u64 checksum of every byte before it
+// Version 1 (still read) has no generation and partition: its values load
+// with generation 0 and no partition, which any BatchMeta may read.
 // Payloads start at 64-byte offsets so that the views of a loaded file are as
 // aligned as those of a fresh put.
 #pragma once
@@ -22,6 +26,8 @@ namespace seqflow {
 
 struct StoredValue {
   int64_t global_index = 0;
+  uint64_t generation = 0;
+  std::string partition;
   std::string field;
   SampleView view;
 };

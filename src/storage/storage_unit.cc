@@ -6,6 +6,7 @@
 #include <shared_mutex>
 #include <unordered_set>
 
+#include "common/stale_sample.h"
 #include "seqflow/error.h"
 #include "storage/checkpoint.h"
 
@@ -13,7 +14,6 @@ namespace seqflow {
 namespace {
 
 using Fields = std::map<std::string, SampleView>;
-using Values = std::unordered_map<int64_t, Fields>;
 
 uint64_t bytes_of(const Fields& fields) {
   uint64_t bytes = 0;
@@ -30,6 +30,18 @@ void check_room(std::string_view limit_name, uint64_t limit, uint64_t used, uint
   throw_invalid("storage full: " + std::string(limit_name) + " is " + std::to_string(limit) + "; " +
                 std::string(requester) + " needs " + std::to_string(requested) + " " +
                 std::string(unit) + ", " + std::to_string(free) + " are free");
+}
+
+void check_keys(const SampleKeys& samples, bool is_put) {
+  const size_t n = samples.global_indexes.size();
+  if (samples.partitions.size() != n) {
+    throw_invalid("partitions holds " + std::to_string(samples.partitions.size()) + " entries for " +
+                  std::to_string(n) + " global indexes; give one per index");
+  }
+  if (samples.generations.size() == n) return;
+  if (samples.generations.empty() && !is_put) return;
+  throw_invalid("generations holds " + std::to_string(samples.generations.size()) + " entries for " +
+                std::to_string(n) + " global indexes; give one per index" + (is_put ? "" : ", or none"));
 }
 
 void check_indexes(std::span<const int64_t> global_indexes) {
@@ -67,7 +79,9 @@ void check_columns(size_t samples, const std::vector<Column>& columns) {
 
 StorageUnit::StorageUnit(StorageOptions options) : options_(options) {}
 
-void StorageUnit::put(std::span<const int64_t> global_indexes, const std::vector<Column>& columns) {
+void StorageUnit::put(const SampleKeys& samples, const std::vector<Column>& columns) {
+  const std::span<const int64_t> global_indexes = samples.global_indexes;
+  check_keys(samples, true);
   check_indexes(global_indexes);
   check_columns(global_indexes.size(), columns);
   if (columns.empty() || global_indexes.empty()) return;
@@ -78,26 +92,41 @@ void StorageUnit::put(std::span<const int64_t> global_indexes, const std::vector
   staged.reserve(global_indexes.size());
   uint64_t added = 0;
   for (size_t i = 0; i < global_indexes.size(); ++i) {
-    Fields& fields = staged[global_indexes[i]];
+    StoredSample& sample = staged[global_indexes[i]];
+    sample.generation = samples.generations[i];
+    sample.partition = samples.partitions[i];
     for (const Column& column : columns) {
       SampleView view = column.sample(i);
       added += view.nbytes;
-      fields.emplace(column.field, std::move(view));
+      sample.fields.emplace(column.field, std::move(view));
     }
   }
 
   std::unique_lock lock(mutex_);
   uint64_t replaced = 0;
   uint64_t fresh = 0;
-  for (const auto& [gi, fields] : staged) {
+  std::unordered_set<int64_t> superseded;  // holding an older generation's values: dropped whole
+  for (const auto& [gi, sample] : staged) {
     auto stored = values_.find(gi);
     if (stored == values_.end()) {
       ++fresh;
       continue;
     }
-    for (const auto& [field, view] : fields) {
-      auto slot = stored->second.find(field);
-      if (slot != stored->second.end()) replaced += slot->second.nbytes;
+    const StoredSample& old = stored->second;
+    if (old.generation != 0 && sample.generation < old.generation) {
+      throw_sample_reused(sample.partition, gi, sample.generation, old.generation);
+    }
+    if (old.generation != 0 && sample.generation > old.generation) {
+      superseded.insert(gi);
+      replaced += bytes_of(old.fields);
+      continue;
+    }
+    if (!old.partition.empty() && old.partition != sample.partition) {
+      throw_sample_foreign(sample.partition, gi, sample.generation, old.partition);
+    }
+    for (const auto& [field, view] : sample.fields) {
+      auto slot = old.fields.find(field);
+      if (slot != old.fields.end()) replaced += slot->second.nbytes;
     }
   }
   // Overwritten bytes are released by this put, so they count as free.
@@ -111,11 +140,19 @@ void StorageUnit::put(std::span<const int64_t> global_indexes, const std::vector
       values_.insert(staged.extract(it++));
       continue;
     }
-    Fields& fields = it->second;
+    StoredSample& old = stored->second;
+    if (superseded.count(it->first) != 0) {
+      std::swap(old, it->second);  // the old sample leaves with `staged`
+      ++it;
+      continue;
+    }
+    old.generation = it->second.generation;  // claims values of generation 0
+    std::swap(old.partition, it->second.partition);
+    Fields& fields = it->second.fields;
     for (auto field = fields.begin(); field != fields.end();) {
-      auto slot = stored->second.find(field->first);
-      if (slot == stored->second.end()) {
-        stored->second.insert(fields.extract(field++));
+      auto slot = old.fields.find(field->first);
+      if (slot == old.fields.end()) {
+        old.fields.insert(fields.extract(field++));
       } else {
         std::swap(slot->second, field->second);  // the old view leaves with `staged`
         ++field;
@@ -129,23 +166,34 @@ void StorageUnit::put(std::span<const int64_t> global_indexes, const std::vector
   // `staged` now holds the overwritten views; their buffers may be freed here, unlocked.
 }
 
-std::vector<std::vector<SampleView>> StorageUnit::get(std::span<const int64_t> global_indexes,
+std::vector<std::vector<SampleView>> StorageUnit::get(const SampleKeys& samples,
                                                       std::span<const std::string> fields) const {
+  check_keys(samples, false);
+  const std::span<const int64_t> global_indexes = samples.global_indexes;
   std::vector<std::vector<SampleView>> out(global_indexes.size());
   std::shared_lock lock(mutex_);
   for (size_t i = 0; i < global_indexes.size(); ++i) {
     const int64_t gi = global_indexes[i];
+    const std::string& partition = samples.partitions[i];
+    const uint64_t generation = samples.generations.empty() ? 0 : samples.generations[i];
     auto stored = values_.find(gi);
+    if (stored == values_.end()) {
+      if (fields.empty()) continue;
+      throw_sample_without_data(partition, gi, generation, fields.front());
+    }
+    const StoredSample& sample = stored->second;
+    if (generation != 0 && sample.generation != 0 && generation != sample.generation) {
+      throw_sample_reused(partition, gi, generation, sample.generation);
+    }
+    if (!sample.partition.empty() && sample.partition != partition) {
+      throw_sample_foreign(partition, gi, generation, sample.partition);
+    }
     out[i].reserve(fields.size());
     for (const std::string& field : fields) {
-      if (stored == values_.end()) {
-        throw Error(ErrorCode::kNotFound, "storage holds no global index " + std::to_string(gi) +
-                                              " (requested field \"" + field + "\")");
-      }
-      auto slot = stored->second.find(field);
-      if (slot == stored->second.end()) {
-        throw Error(ErrorCode::kNotFound, "storage holds no field \"" + field +
-                                              "\" for global index " + std::to_string(gi));
+      auto slot = sample.fields.find(field);
+      if (slot == sample.fields.end()) {
+        throw Error(ErrorCode::kNotFound, "storage holds no field \"" + field + "\" for global index " +
+                                              std::to_string(gi) + " of partition '" + partition + "'");
       }
       out[i].push_back(slot->second);
     }
@@ -160,7 +208,7 @@ void StorageUnit::clear(std::span<const int64_t> global_indexes) {
   for (int64_t gi : global_indexes) {
     auto stored = values_.find(gi);
     if (stored == values_.end()) continue;
-    stats_.bytes -= bytes_of(stored->second);
+    stats_.bytes -= bytes_of(stored->second.fields);
     dropped.push_back(values_.extract(stored));
   }
   stats_.samples = values_.size();
@@ -185,8 +233,10 @@ void StorageUnit::save(const std::string& path) const {
   std::vector<StoredValue> snapshot;
   {
     std::shared_lock lock(mutex_);
-    for (const auto& [gi, fields] : values_) {
-      for (const auto& [field, view] : fields) snapshot.push_back({gi, field, view});
+    for (const auto& [gi, sample] : values_) {
+      for (const auto& [field, view] : sample.fields) {
+        snapshot.push_back({gi, sample.generation, sample.partition, field, view});
+      }
     }
   }
   // Sorted so that the same content gives the same file.
@@ -202,7 +252,16 @@ void StorageUnit::load(const std::string& path) {
   StorageStats stats;
   for (StoredValue& record : records) {
     stats.bytes += record.view.nbytes;
-    if (!loaded[record.global_index].emplace(record.field, std::move(record.view)).second) {
+    auto [at, first] = loaded.try_emplace(record.global_index);
+    StoredSample& sample = at->second;
+    if (first) {
+      sample.generation = record.generation;
+      sample.partition = record.partition;
+    } else if (sample.generation != record.generation || sample.partition != record.partition) {
+      throw_invalid("checkpoint \"" + path + "\" is corrupt: the fields of global index " +
+                    std::to_string(record.global_index) + " belong to different samples");
+    }
+    if (!sample.fields.emplace(record.field, std::move(record.view)).second) {
       throw_invalid("checkpoint \"" + path + "\" is corrupt: field \"" + record.field +
                     "\" of global index " + std::to_string(record.global_index) + " appears twice");
     }

@@ -155,7 +155,7 @@ TEST_P(ClientModes, CustomMetaNestedTooDeepIsRefusedAlikeInEveryMode) {
   EXPECT_FALSE(has_partition(*client, "q"));
   const int64_t index = put.global_indexes[0];
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
-                           [&] { client->control().set_custom_meta("p", std::span(&index, 1), std::span(&too_deep[1], 1)); },
+                           [&] { client->control().set_custom_meta("p", std::span(&index, 1), {}, std::span(&too_deep[1], 1)); },
                            {"custom_meta[0] (global index " + std::to_string(index) + ")", "deeper than 32 levels"}));
   const std::string keys[] = {"a", "b"};
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { client->control().kv_resolve("kv", keys, too_deep); },
@@ -230,15 +230,15 @@ TEST_P(ClientModes, SampleProductionAnswersForTheAskedSamplesInTheirOrder) {
   client->put_existing(first, {int64_column("response", {10})}, {});
   const int64_t asked[] = {rest.global_indexes[1], first.global_indexes[0], 1 << 20};
   const std::string fields[] = {"response", "prompt", "never"};
-  const SampleProduction production = client->control().sample_production("p", asked, fields);
+  const SampleProduction production = client->control().sample_production("p", asked, {}, fields);
   EXPECT_EQ(production.field_count, 3u);
   EXPECT_EQ(production.exists, (std::vector<uint8_t>{1, 1, 0}));
   EXPECT_EQ(production.produced, (std::vector<uint8_t>{0, 1, 0, 1, 1, 0, 0, 0, 0}));
   EXPECT_TRUE(production.has(1, 0));
-  const SampleProduction nowhere = client->control().sample_production("nowhere", asked, fields);
+  const SampleProduction nowhere = client->control().sample_production("nowhere", asked, {}, fields);
   EXPECT_EQ(nowhere.exists, (std::vector<uint8_t>{0, 0, 0}));
   EXPECT_EQ(nowhere.produced, std::vector<uint8_t>(9, 0));
-  const SampleProduction none = client->control().sample_production("p", {}, fields);
+  const SampleProduction none = client->control().sample_production("p", {}, {}, fields);
   EXPECT_TRUE(none.exists.empty());
   EXPECT_TRUE(none.produced.empty());
 }
@@ -255,13 +255,13 @@ TEST_P(ClientModes, PutExistingAddsFieldsAndRefusesClearedSamples) {
   EXPECT_EQ(meta.size(), 2u);
 
   const int64_t first[] = {put.global_indexes[0]};
-  client->clear_samples("p", first);
+  client->clear_samples("p", first, {});
   EXPECT_EQ(client->storage_stats().samples, 1u);
-  EXPECT_TRUE(throws_error(ErrorCode::kNotFound,
+  EXPECT_TRUE(throws_error(ErrorCode::kStaleSample,
                            [&] { client->put_existing(put, {int64_column("reward", {1, 2})}, {}); },
-                           {"sample " + std::to_string(put.global_indexes[0]), "does not exist"}));
+                           {"global index " + std::to_string(put.global_indexes[0]), "no longer exists"}));
   const std::string reward[] = {"reward"};
-  const BatchMeta rest{{put.global_indexes[1]}, PartitionIdList(1, "p"), {}, {}, {}, Json::object()};
+  const BatchMeta rest{{put.global_indexes[1]}, PartitionIdList(1, "p"), {}, {}, {}, {}, Json::object()};
   EXPECT_TRUE(throws_error(ErrorCode::kNotFound, [&] { client->get_data(rest, reward); }, {"reward"}));
 }
 
@@ -394,7 +394,7 @@ TEST_P(ClientModes, PartitionThatDoesNotExistIsEmptyNotAnError) {
     EXPECT_FALSE(client->control().all_consumed("t", partition));
     EXPECT_FALSE(client->control().all_produced(x, partition));
     client->clear_partition(partition);
-    client->clear_samples(partition, samples);
+    client->clear_samples(partition, samples, {});
     client->control().reset_consumption(partition, nullptr);
     EXPECT_EQ(client->get_meta(fetch_request(partition, "t", {"x"}, 1)).size(), 0u);
     MetaRequest force = fetch_request(partition, "t", {"x"}, 1);
@@ -605,7 +605,7 @@ TEST_P(ClientModes, ConcurrentPutsFetchesAndClearsKeepSamplesApart) {
       ASSERT_EQ(int64_of(rows[i][0]), id);
       ASSERT_TRUE(seen.insert(id).second) << "sample " << id << " delivered twice";
     }
-    client->clear_samples("p", meta.global_indexes);
+    client->clear_samples("p", meta.global_indexes, {});
   }
   for (auto& t : producers) t.join();
   EXPECT_EQ(client->storage_stats().samples, 0u);

@@ -130,8 +130,8 @@ TEST(ControllerBatchMeta, FetchFillsEveryMemberPerSample) {
 TEST(ControllerBatchMeta, ProductionStatusRowsFollowFieldNames) {
   Controller controller;
   const BatchMeta keyed = controller.kv_resolve("p", std::vector<std::string>{"k0", "k1"}, {});
-  controller.mark_produced("p", std::vector<int64_t>{keyed.global_indexes[0]}, test::fields_of({"z"}), {});
-  controller.mark_produced("p", std::vector<int64_t>{keyed.global_indexes[1]}, test::fields_of({"a"}), {});
+  controller.mark_produced("p", std::vector<int64_t>{keyed.global_indexes[0]}, {}, test::fields_of({"z"}), {});
+  controller.mark_produced("p", std::vector<int64_t>{keyed.global_indexes[1]}, {}, test::fields_of({"a"}), {});
   // Every field of the partition, by name (a, z); one row per sample in key order.
   const BatchMeta meta = controller.kv_lookup("p", std::vector<std::string>{"k1", "k0"});
   ASSERT_EQ(meta.size(), 2u);

@@ -52,7 +52,7 @@ TEST(ControllerConcurrency, EightProducersSixteenConsumersThreeTasksExactlyOnce)
   Controller controller;
   // The partition exists, empty, before consumers start; indexes run 0..total-1.
   controller.insert("p", 1);
-  controller.clear_samples("p", std::vector<int64_t>{0});
+  controller.clear_samples("p", std::vector<int64_t>{0}, {});
 
   std::vector<std::vector<int>> times_seen(tasks.size(), std::vector<int>(total, 0));
   std::vector<std::mutex> seen_mutex(tasks.size());
@@ -69,7 +69,7 @@ TEST(ControllerConcurrency, EightProducersSixteenConsumersThreeTasksExactlyOnce)
         for (int64_t index : inserted.global_indexes) {
           meta.push_back({{"total_lengths", 100 + index % 50}});
         }
-        controller.mark_produced("p", inserted.global_indexes, test::fields_of({"x", "y"}), meta);
+        controller.mark_produced("p", inserted.global_indexes, {}, test::fields_of({"x", "y"}), meta);
       }
     });
   }
@@ -121,7 +121,7 @@ TEST(ControllerConcurrency, BalancedRanksRacingNeverShareASample) {
   const int64_t total = batches * kRanks * kPerRank;
   Controller controller(ControllerOptions{make_seqlen_balanced_sampler(kGroup, kRanks), false});
   controller.insert("p", 1);
-  controller.clear_samples("p", std::vector<int64_t>{0});
+  controller.clear_samples("p", std::vector<int64_t>{0}, {});
 
   std::vector<int> times_seen(static_cast<size_t>(total), 0);
   std::mutex seen_mutex;
@@ -133,7 +133,7 @@ TEST(ControllerConcurrency, BalancedRanksRacingNeverShareASample) {
         const BatchMeta inserted = controller.insert("p", kGroup);
         std::vector<nlohmann::json> meta;
         for (int64_t index : inserted.global_indexes) meta.push_back({{"total_lengths", 1 + index % 97}});
-        controller.mark_produced("p", inserted.global_indexes, test::fields_of({"x"}), meta);
+        controller.mark_produced("p", inserted.global_indexes, {}, test::fields_of({"x"}), meta);
       }
     });
   }

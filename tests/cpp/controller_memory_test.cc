@@ -40,7 +40,7 @@ TEST(ControllerMemory, MillionSamplesEightFieldsUnder300MB) {
     std::vector<nlohmann::json> meta;
     meta.reserve(kPut);
     for (int64_t i = 0; i < kPut; ++i) meta.push_back({{"total_lengths", 1000 + (done + i) % 3000}});
-    controller.mark_produced("train@global_step_12", inserted.global_indexes, fields, meta);
+    controller.mark_produced("train@global_step_12", inserted.global_indexes, {}, fields, meta);
   }
   // Consumption state of three tasks, half consumed each.
   for (const char* task : {"actor", "ref", "critic"}) {

@@ -41,7 +41,7 @@ TEST(ControllerTest, IndexesAreUniqueAcrossPartitionsAndReusedSmallestFirst) {
   EXPECT_EQ(b.global_indexes, (std::vector<int64_t>{4, 5, 6}));
   EXPECT_EQ(a.partition_ids.to_vector(), std::vector<std::string>(4, "a"));
   const std::vector<int64_t> drop = {2, 0};
-  EXPECT_EQ(controller.clear_samples("a", drop), (std::vector<int64_t>{0, 2}));
+  EXPECT_EQ(controller.clear_samples("a", drop, {}), (std::vector<int64_t>{0, 2}));
   EXPECT_EQ(controller.insert("b", 3).global_indexes, (std::vector<int64_t>{0, 2, 7}));
   EXPECT_EQ(controller.clear_partition("b"), (std::vector<int64_t>{0, 2, 4, 5, 6, 7}));
   EXPECT_EQ(controller.partition_list(), std::vector<std::string>{"a"});
@@ -91,8 +91,8 @@ TEST(ControllerTest, ReadyNeedsEveryRequestedField) {
   Controller controller;
   const BatchMeta inserted = controller.insert("p", 3);
   const std::vector<int64_t> first_two = {inserted.global_indexes[0], inserted.global_indexes[1]};
-  controller.mark_produced("p", inserted.global_indexes, fields_of({"x"}), {});
-  controller.mark_produced("p", first_two, fields_of({"y"}), {});
+  controller.mark_produced("p", inserted.global_indexes, {}, fields_of({"x"}), {});
+  controller.mark_produced("p", first_two, {}, fields_of({"y"}), {});
   EXPECT_EQ(controller.get_meta(fetch_request("p", "t", {"x", "y"}, 3)).size(), 0u);
   EXPECT_EQ(controller.get_meta(fetch_request("p", "t", {"x", "y"}, 2)).global_indexes, first_two);
   EXPECT_EQ(controller.get_meta(fetch_request("p", "t", {"never"}, 1)).size(), 0u);
@@ -159,10 +159,10 @@ TEST(ControllerTest, PartitionThatDoesNotExistIsEmptyNotAnError) {
     EXPECT_FALSE(controller.all_produced(x, partition));
     EXPECT_TRUE(controller.kv_list(&partition).empty());
     EXPECT_TRUE(controller.kv_clear(partition, keys).empty());
-    EXPECT_TRUE(controller.clear_samples(partition, indexes).empty());
+    EXPECT_TRUE(controller.clear_samples(partition, indexes, {}).empty());
     EXPECT_TRUE(controller.clear_partition(partition).empty());
     controller.reset_consumption(partition, nullptr);
-    const SampleProduction production = controller.sample_production(partition, indexes, x);
+    const SampleProduction production = controller.sample_production(partition, indexes, {}, x);
     EXPECT_EQ(production.exists, (std::vector<uint8_t>{0, 0}));
   }
   EXPECT_TRUE(controller.partition_list().empty());
@@ -176,9 +176,9 @@ TEST(ControllerTest, ClearsSkipWhatIsGoneAlready) {
   const auto indexes = put(controller, "p", 3, {"x"});
   controller.kv_resolve("p", std::vector<std::string>{"a", "b"}, {});
   const std::vector<int64_t> first_two = {indexes[0], indexes[1]};
-  EXPECT_EQ(controller.clear_samples("p", first_two), first_two);
+  EXPECT_EQ(controller.clear_samples("p", first_two, {}), first_two);
   const std::vector<int64_t> again = {indexes[1], indexes[2], 99};
-  EXPECT_EQ(controller.clear_samples("p", again), (std::vector<int64_t>{indexes[2]}));
+  EXPECT_EQ(controller.clear_samples("p", again, {}), (std::vector<int64_t>{indexes[2]}));
   EXPECT_EQ(controller.kv_clear("p", std::vector<std::string>{"a", "gone"}), (std::vector<int64_t>{3}));
   EXPECT_TRUE(controller.kv_clear("p", std::vector<std::string>{"a"}).empty());
   // Keys are listed in the order they were made, as in TransferQueue.
@@ -218,9 +218,9 @@ TEST(ControllerTest, CustomMetaIsMergedAndHandedOutWithTheSample) {
   Controller controller;
   const BatchMeta inserted = controller.insert("p", 2);
   const std::vector<json> meta = {{{"total_lengths", 10}, {"tag", "a"}}, {{"total_lengths", 20}}};
-  controller.mark_produced("p", inserted.global_indexes, fields_of({"x"}), meta);
+  controller.mark_produced("p", inserted.global_indexes, {}, fields_of({"x"}), meta);
   const std::vector<json> update = {{{"tag", "b"}}, {{"score", 0.5}}};
-  controller.set_custom_meta("p", inserted.global_indexes, update);
+  controller.set_custom_meta("p", inserted.global_indexes, {}, update);
   const BatchMeta fetched = controller.get_meta(fetch_request("p", "t", {"x"}, 2));
   EXPECT_EQ(fetched.custom_meta[0], (json{{"total_lengths", 10}, {"tag", "b"}}));
   EXPECT_EQ(fetched.custom_meta[1], (json{{"total_lengths", 20}, {"score", 0.5}}));
@@ -230,8 +230,8 @@ TEST(ControllerTest, FieldSchemaMergesShapesAndRejectsConflicts) {
   Controller controller;
   const auto first = controller.insert("p", 1).global_indexes;
   const auto second = controller.insert("p", 1).global_indexes;
-  controller.mark_produced("p", first, {{"r", test::tensor_schema({8, 2})}}, {});
-  controller.mark_produced("p", second, {{"r", test::tensor_schema({5, 2})}}, {});
+  controller.mark_produced("p", first, {}, {{"r", test::tensor_schema({8, 2})}}, {});
+  controller.mark_produced("p", second, {}, {{"r", test::tensor_schema({5, 2})}}, {});
   MetaRequest request = fetch_request("p", "t", {"r"}, 1);
   request.mode = MetaMode::kForceFetch;
   const FieldSchema merged = controller.get_meta(request).field_schema.at("r");
@@ -242,19 +242,19 @@ TEST(ControllerTest, FieldSchemaMergesShapesAndRejectsConflicts) {
   const std::string before = snapshot(controller);
   EXPECT_TRUE(throws_code(
       [&] {
-        controller.mark_produced("p", second, {{"r", test::tensor_schema({5, 2}, DType::kInt64)}},
+        controller.mark_produced("p", second, {}, {{"r", test::tensor_schema({5, 2}, DType::kInt64)}},
                                  {});
       },
       ErrorCode::kInvalidArgument, {"'r'", "dtype conflict", "float32", "int64"}));
   EXPECT_TRUE(throws_code(
-      [&] { controller.mark_produced("p", second, {{"r", test::tensor_schema({5})}}, {}); },
+      [&] { controller.mark_produced("p", second, {}, {{"r", test::tensor_schema({5})}}, {}); },
       ErrorCode::kInvalidArgument, {"'r'", "inconsistent shapes"}));
   EXPECT_TRUE(throws_code(
-      [&] { controller.mark_produced("p", second, {{"r", test::tensor_schema({-1, 2})}}, {}); },
+      [&] { controller.mark_produced("p", second, {}, {{"r", test::tensor_schema({-1, 2})}}, {}); },
       ErrorCode::kInvalidArgument, {"'r'", "is_nested is false"}));
   FieldSchema object;
   object.is_object = true;
-  EXPECT_TRUE(throws_code([&] { controller.mark_produced("p", second, {{"r", object}}, {}); },
+  EXPECT_TRUE(throws_code([&] { controller.mark_produced("p", second, {}, {{"r", object}}, {}); },
                           ErrorCode::kInvalidArgument, {"'r'", "objects"}));
   EXPECT_EQ(snapshot(controller), before);
 }
@@ -266,13 +266,14 @@ TEST(ControllerTest, BadInputIsRejectedAndChangesNothing) {
   controller.kv_resolve("p", std::vector<std::string>{"k"}, {});
   controller.get_meta(fetch_request("p", "t", {"x"}, 1));
   const std::vector<int64_t> one = {indexes[1]};
-  controller.clear_samples("p", one);
+  controller.clear_samples("p", one, {});
   const std::string before = snapshot(controller);
 
   const std::vector<int64_t> mixed = {indexes[0], indexes[1]};  // indexes[1] is cleared
   const std::vector<int64_t> live = {indexes[0], indexes[2]};
   const ErrorCode invalid = ErrorCode::kInvalidArgument;
   const ErrorCode not_found = ErrorCode::kNotFound;
+  const ErrorCode stale = ErrorCode::kStaleSample;
   struct Case {
     const char* what;
     std::function<void()> call;
@@ -304,34 +305,34 @@ TEST(ControllerTest, BadInputIsRejectedAndChangesNothing) {
       {"empty task", [&] { controller.get_meta(fetch_request("p", "", {"x"}, 1)); }, invalid,
        {"task_name"}},
       {"mark cleared sample",
-       [&] { controller.mark_produced("p", mixed, fields_of({"x", "z"}), {}); }, not_found,
+       [&] { controller.mark_produced("p", mixed, {}, fields_of({"x", "z"}), {}); }, stale,
        {"global index 1", "'p'"}},
       {"mark in unknown partition",
-       [&] { controller.mark_produced("q", live, fields_of({"x"}), {}); }, not_found, {"'q'"}},
+       [&] { controller.mark_produced("q", live, {}, fields_of({"x"}), {}); }, stale, {"'q'"}},
       {"meta count",
-       [&] { controller.mark_produced("p", live, fields_of({"z"}), test::lengths_meta({1})); },
+       [&] { controller.mark_produced("p", live, {}, fields_of({"z"}), test::lengths_meta({1})); },
        invalid, {"custom_meta", "1 entries for 2 samples"}},
       {"meta not an object",
        [&] {
-         controller.mark_produced("p", live, fields_of({"z"}), std::vector<json>{json::object(), 5});
+         controller.mark_produced("p", live, {}, fields_of({"z"}), std::vector<json>{json::object(), 5});
        },
        invalid, {"custom_meta[1]", "global index 2", "object"}},
       {"bad total_lengths",
        [&] {
-         controller.set_custom_meta("p", live,
+         controller.set_custom_meta("p", live, {},
                                     std::vector<json>{{{"total_lengths", 1}}, {{"total_lengths", "x"}}});
        },
        invalid, {"global index 2", "total_lengths"}},
       {"structured group_id",
        [&] {
-         controller.set_custom_meta("p", live, std::vector<json>{json::object(), {{"group_id", {1}}}});
+         controller.set_custom_meta("p", live, {}, std::vector<json>{json::object(), {{"group_id", {1}}}});
        },
        invalid, {"group_id"}},
       {"set meta on cleared sample",
-       [&] { controller.set_custom_meta("p", mixed, test::lengths_meta({1, 1})); }, not_found,
+       [&] { controller.set_custom_meta("p", mixed, {}, test::lengths_meta({1, 1})); }, stale,
        {"global index 1"}},
-      {"set meta in unknown partition", [&] { controller.set_custom_meta("q", live, test::lengths_meta({1, 1})); },
-       not_found, {"'q'"}},
+      {"set meta in unknown partition", [&] { controller.set_custom_meta("q", live, {}, test::lengths_meta({1, 1})); },
+       stale, {"'q'"}},
       {"kv missing key",
        [&] { controller.kv_lookup("p", std::vector<std::string>{"k", "nope"}); }, not_found,
        {"key 'nope'"}},
@@ -382,7 +383,7 @@ TEST(ControllerTest, ClearSamplesForgetsThemEverywhere) {
   Controller controller;
   const auto indexes = put(controller, "p", 4, {"x"});
   const std::vector<int64_t> drop = {indexes[1], indexes[1], indexes[2]};
-  EXPECT_EQ(controller.clear_samples("p", drop), (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(controller.clear_samples("p", drop, {}), (std::vector<int64_t>{1, 2}));
   EXPECT_EQ(controller.get_meta(fetch_request("p", "t", {"x"}, 2)).global_indexes,
             (std::vector<int64_t>{0, 3}));
   EXPECT_TRUE(controller.all_consumed("t", "p"));
@@ -429,7 +430,7 @@ TEST(ControllerTest, ForgetProductionHidesSamplesUntilTheyAreProducedAgain) {
   // Put again: ready again, with their custom_meta; the consumed sample 0 is
   // not served to t a second time.
   const std::vector<int64_t> lost = {p[0], p[2], p[4]};
-  controller.mark_produced("p", lost, fields_of({"x"}), {});
+  controller.mark_produced("p", lost, {}, fields_of({"x"}), {});
   const BatchMeta again = controller.get_meta(fetch_request("p", "t", {"x"}, 4));
   EXPECT_EQ(sorted(again.global_indexes), (std::vector<int64_t>{2, 3, 4, 5}));
   for (size_t i = 0; i < again.size(); ++i) EXPECT_EQ(again.custom_meta[i]["id"], again.global_indexes[i]);
@@ -460,7 +461,7 @@ TEST(ControllerTest, AReservedAnswerWaitsUntilItsForgottenSamplesAreProducedAgai
   blocking.timeout = milliseconds(50);
   EXPECT_TRUE(throws_code([&] { controller.get_meta(blocking); }, ErrorCode::kTimeout, {"timed out"}));
   const std::vector<int64_t> lost = {indexes[1]};
-  controller.mark_produced("p", lost, fields_of({"x"}), {});
+  controller.mark_produced("p", lost, {}, fields_of({"x"}), {});
   EXPECT_EQ(controller.get_meta(fetch_request("p", "t", {"x"}, 2)).global_indexes,
             (std::vector<int64_t>{0, 1}));
   EXPECT_EQ(controller.get_meta(fetch_request("p", "t", {"x"}, 2, 1)).global_indexes,
@@ -486,7 +487,7 @@ TEST(ControllerTest, EmptyPartitionIsNeitherConsumedNorProduced) {
   Controller controller;
   controller.insert("p", 1);
   const std::vector<int64_t> all = {0};
-  controller.clear_samples("p", all);
+  controller.clear_samples("p", all, {});
   const std::vector<std::string> x = {"x"};
   EXPECT_FALSE(controller.all_consumed("t", "p"));
   EXPECT_FALSE(controller.all_produced(x, "p"));
@@ -507,7 +508,7 @@ TEST(ControllerTest, KeyValueApi) {
   EXPECT_EQ(controller.kv_resolve("p", more, more_tags).global_indexes,
             (std::vector<int64_t>{2, 1}));
   const std::vector<int64_t> produced = {1};
-  controller.mark_produced("p", produced, fields_of({"v"}), {});
+  controller.mark_produced("p", produced, {}, fields_of({"v"}), {});
   const BatchMeta looked = controller.kv_lookup("p", std::vector<std::string>{"b", "a"});
   EXPECT_EQ(looked.global_indexes, (std::vector<int64_t>{1, 0}));
   EXPECT_EQ(looked.production_status, (std::vector<uint8_t>{1, 0}));
@@ -535,7 +536,7 @@ TEST(ControllerTest, KeyValueApi) {
                           ErrorCode::kNotFound, {"key 'a'", "'p'"}));
   // Clearing a keyed sample by index forgets its key too.
   const std::vector<int64_t> b = {1};
-  controller.clear_samples("p", b);
+  controller.clear_samples("p", b, {});
   EXPECT_TRUE(controller.kv_list(&p).at(0).empty());
 }
 
@@ -568,13 +569,13 @@ TEST(ControllerTest, KvListAnswersUnchangedOnlyForTheCurrentVersion) {
   controller.kv_resolve(p, std::vector<std::string>{"a"}, std::vector<json>{{{"s", 3}}});
   expect_changed("a tag merged", 2);
   const std::vector<int64_t> b_index = {controller.kv_lookup(p, std::vector<std::string>{"b"}).global_indexes};
-  controller.set_custom_meta(p, b_index, std::vector<json>{{{"s", 4}}});
+  controller.set_custom_meta(p, b_index, {}, std::vector<json>{{{"s", 4}}});
   expect_changed("a keyed sample's custom_meta set", 2);
   controller.kv_resolve(p, std::vector<std::string>{"c"}, {});
   expect_changed("a key made", 3);
   controller.kv_clear(p, std::vector<std::string>{"a"});
   expect_changed("a key cleared", 2);
-  controller.clear_samples(p, b_index);
+  controller.clear_samples(p, b_index, {});
   expect_changed("a keyed sample cleared by index", 1);
 
   // The same partition name made again starts another epoch.
@@ -603,7 +604,7 @@ TEST(ControllerTest, BlockingFetchWakesWhenDataArrives) {
   const auto indexes = controller.insert("p", 2).global_indexes;
   std::thread producer([&] {
     std::this_thread::sleep_for(milliseconds(100));
-    controller.mark_produced("p", indexes, fields_of({"x"}), {});
+    controller.mark_produced("p", indexes, {}, fields_of({"x"}), {});
   });
   MetaRequest request = fetch_request("p", "t", {"x"}, 2);
   request.polling = false;
@@ -756,12 +757,12 @@ TEST(ControllerTest, GroupsFollowPutCallsNotIndexes) {
   Controller controller(ControllerOptions{make_grpo_group_n_sampler(2), false});
   controller.insert("p", 4);  // groups {0, 1} and {2, 3}
   const std::vector<int64_t> hole = {1, 2};
-  controller.clear_samples("p", hole);
+  controller.clear_samples("p", hole, {});
   // This put reuses 1 and 2: indexes {1, 2, 4, 5}, groups {1, 2} and {4, 5}.
   const auto indexes = put(controller, "p", 4, {"x"});
   EXPECT_EQ(indexes, (std::vector<int64_t>{1, 2, 4, 5}));
   const std::vector<int64_t> old = {0, 3};  // each lost its partner
-  controller.mark_produced("p", old, fields_of({"x"}), {});
+  controller.mark_produced("p", old, {}, fields_of({"x"}), {});
   // Index contiguity would pair {0, 1} and {2, 3}.
   EXPECT_EQ(sorted(controller.get_meta(fetch_request("p", "t", {"x"}, 2)).global_indexes),
             (std::vector<int64_t>{1, 2}));

@@ -20,6 +20,7 @@
 #include "remote_cluster.h"
 #include "storage/aligned_buffer.h"
 #include "storage_test_support.h"
+#include "wire_test_support.h"
 
 namespace seqflow::test {
 namespace {
@@ -368,7 +369,11 @@ TEST_P(LocalCopyCluster, EachFieldOfAGetIsOneRunOfBytesInRequestOrder) {
   const BatchMeta meta = client->put_new("p", {wide_column("a", 64, 8192), wide_column("b", 64, 8192)}, {});
   // Every other sample, backwards: rows of every unit, interleaved.
   BatchMeta picked;
-  for (size_t i = meta.size(); i >= 2; i -= 2) picked.global_indexes.push_back(meta.global_indexes[i - 1]);
+  for (size_t i = meta.size(); i >= 2; i -= 2) {
+    picked.global_indexes.push_back(meta.global_indexes[i - 1]);
+    picked.generations.push_back(meta.generations[i - 1]);
+    picked.partition_ids.push_back("p");
+  }
   const std::vector<std::string> fields{"a", "b"};
   const auto rows = client->get_data(picked, fields);
   ASSERT_EQ(rows.size(), 32u);
@@ -455,12 +460,15 @@ TEST(LocalCopyService, APutDescribingAProcessItCannotReadIsRefusedAndStoresNothi
   const Json entries = net::wire::append_columns({wide_column("a", 2, 100000)}, {}, message);
   Json description = net::local_copy::describe(message, 1);
   description["token"].get_binary()[3] ^= 1;
-  const int64_t indexes[] = {0, 1};
+  const auto put_header = [](const Json& columns, const Json& local_frames) {
+    Json header = test::storage_request({0, 1});
+    header["columns"] = columns;
+    header["local_frames"] = local_frames;
+    return header;
+  };
   const Frames reply = unit.call(
       "put",
-      net::wire::header_message(Json{{"indexes", net::wire::binary_of(std::span<const int64_t>(indexes))},
-                                     {"columns", entries},
-                                     {"local_frames", description}}));
+      net::wire::header_message(put_header(entries, description)));
   const Json header = net::wire::read_header(reply, 0, "put reply");
   ASSERT_TRUE(header.contains("local_copy_refused")) << header.dump();
   EXPECT_NE(header["local_copy_refused"].get<std::string>().find("not the sender"), std::string::npos);
@@ -470,10 +478,7 @@ TEST(LocalCopyService, APutDescribingAProcessItCannotReadIsRefusedAndStoresNothi
   EXPECT_TRUE(throws_error(
       ErrorCode::kInvalidArgument,
       [&] {
-        unit.call("put", net::wire::header_message(
-                             Json{{"indexes", net::wire::binary_of(std::span<const int64_t>(indexes))},
-                                  {"columns", entries},
-                                  {"local_frames", description}}));
+        unit.call("put", net::wire::header_message(put_header(entries, description)));
       },
       {"put request local_frames", "pid"}));
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,

@@ -70,7 +70,7 @@ TEST(NameRule, ControllerRefusesBadNamesAndChangesNothing) {
     }
     const BatchMeta inserted = controller.insert("q", 1);
     EXPECT_TRUE(throws_invalid(
-        [&] { controller.mark_produced("q", inserted.global_indexes, fields_of({bad.name}), {}); },
+        [&] { controller.mark_produced("q", inserted.global_indexes, {}, fields_of({bad.name}), {}); },
         {"field name", "must"}));
     controller.clear_partition("q");
   }

@@ -67,7 +67,7 @@ TEST(NetEnvelope, MalformedReplyEnvelopesThrowNamingTheProblem) {
   EXPECT_TRUE(throws_invalid([] { decode_reply_envelope(bytes("")); }, {"reply envelope is 0 bytes", "expected 9"}));
   EXPECT_TRUE(throws_invalid([] { decode_reply_envelope(bytes(with_id(1, ""))); }, {"8 bytes"}));
   EXPECT_TRUE(throws_invalid([] { decode_reply_envelope(bytes(with_id(1, "xy"))); }, {"10 bytes"}));
-  EXPECT_TRUE(throws_invalid([] { decode_reply_envelope(bytes(with_id(1, "\x05"))); }, {"status byte 5"}));
+  EXPECT_TRUE(throws_invalid([] { decode_reply_envelope(bytes(with_id(1, "\x06"))); }, {"status byte 6"}));
   EXPECT_TRUE(throws_invalid([] { decode_reply_envelope(bytes(with_id(1, "\xff"))); }, {"status byte 255"}));
 }
 

@@ -42,7 +42,9 @@ Json indexes_of(const std::vector<int64_t>& indexes) { return wire::binary_of(st
 Frames put_request(const std::vector<int64_t>& indexes, const std::vector<int64_t>& values) {
   Frames frames(1);
   const Json columns = wire::append_columns({int64_column("x", values)}, {}, frames);
-  frames[0] = wire::header_frame(Json{{"indexes", indexes_of(indexes)}, {"columns", columns}});
+  Json header = test::storage_request(indexes);
+  header["columns"] = columns;
+  frames[0] = wire::header_frame(header);
   return frames;
 }
 
@@ -217,10 +219,12 @@ TEST(RemoteServiceMalformed, StorageAnswersBadPutsAndKeepsServing) {
       {"get of a missing sample",
        "get",
        [] {
-         return wire::header_message(Json{{"indexes", indexes_of({5})}, {"fields", {"x"}}});
+         Json header = test::storage_request({5});
+         header["fields"] = {"x"};
+         return wire::header_message(header);
        },
-       ErrorCode::kNotFound,
-       {"5", "x"}},
+       ErrorCode::kStaleSample,
+       {"global index 5", "no data"}},
       {"controller op",
        "get_meta",
        [] { return wire::header_message(Json::object()); },
@@ -231,7 +235,9 @@ TEST(RemoteServiceMalformed, StorageAnswersBadPutsAndKeepsServing) {
   EXPECT_EQ(stored_samples(storage), 0) << "no bad put stored anything";
 
   storage.call("put", put_request({3, 4}, {30, 40}));
-  Frames reply = storage.call("get", wire::header_message(Json{{"indexes", indexes_of({4, 3})}, {"fields", {"x"}}}));
+  Json get = test::storage_request({4, 3});
+  get["fields"] = {"x"};
+  Frames reply = storage.call("get", wire::header_message(get));
   const Json header = wire::read_header(reply, 0, "get reply");
   const auto rows = wire::take_views(header.at("fields"), reply, 1, 2, 1, "get reply");
   EXPECT_EQ(int64_of(rows[0][0]), 40);
@@ -469,7 +475,7 @@ TEST(RemoteServiceFailures, ARestartBeforeEveryUnitRegisteredIsAppliedOnceTheRou
   };
   Controller& core = service.controller();
   const std::vector<int64_t> indexes = core.insert("p", 4).global_indexes;
-  core.mark_produced("p", indexes, {{"x", FieldSchema{DType::kInt64, {1}}}}, {});
+  core.mark_produced("p", indexes, {}, {{"x", FieldSchema{DType::kInt64, {1}}}}, {});
   const std::string x[] = {"x"};
   const auto status = [&] { return test::produced_all(core, x, "p"); };
   using Status = std::vector<std::pair<int64_t, bool>>;
@@ -485,7 +491,7 @@ TEST(RemoteServiceFailures, ARestartBeforeEveryUnitRegisteredIsAppliedOnceTheRou
   // Both registered: tcp://127.0.0.1:2 is unit 1 of 2.
   EXPECT_EQ(status(), (Status{{0, true}, {1, false}, {2, true}, {3, false}}));
   EXPECT_EQ(service.metrics().counter("seqflow_storage_restarts_total", "").value(), 1);
-  core.mark_produced("p", indexes, {{"x", FieldSchema{DType::kInt64, {1}}}}, {});
+  core.mark_produced("p", indexes, {}, {{"x", FieldSchema{DType::kInt64, {1}}}}, {});
   register_unit("tcp://127.0.0.1:2", -8);
   register_unit("tcp://127.0.0.1:1", 3);
   EXPECT_EQ(status(), (Status{{0, true}, {1, true}, {2, true}, {3, true}})) << "a first id is no restart";
@@ -549,7 +555,7 @@ TEST(RemoteServiceConcurrency, GarbageFromOnePeerDoesNotDisturbAnother) {
     const BatchMeta meta = client->get_meta(fetch(2, "p", "train"));
     ASSERT_EQ(meta.size(), 2u);
     EXPECT_EQ(values_of(*client, meta), ids_of(meta));
-    client->clear_samples("p", meta.global_indexes);
+    client->clear_samples("p", meta.global_indexes, {});
   }
   garbage.request_stop();
   garbage.join();

@@ -126,14 +126,14 @@ TEST(SamplerGRPOGroupN, WholeGroupsOnlyOldestCompleteFirst) {
   const BatchMeta first = controller.insert("p", 3);   // group A: 0 1 2
   const BatchMeta second = controller.insert("p", 3);  // group B: 3 4 5
   // B complete, A missing one member.
-  controller.mark_produced("p", second.global_indexes, test::fields_of({"x"}), {});
+  controller.mark_produced("p", second.global_indexes, {}, test::fields_of({"x"}), {});
   const std::vector<int64_t> partial = {0, 1};
-  controller.mark_produced("p", partial, test::fields_of({"x"}), {});
+  controller.mark_produced("p", partial, {}, test::fields_of({"x"}), {});
   EXPECT_TRUE(fetch(controller, 6).empty());
   EXPECT_EQ(fetch(controller, 3), (std::vector<int64_t>{3, 4, 5}));
   EXPECT_TRUE(fetch(controller, 3).empty());
   const std::vector<int64_t> last = {2};
-  controller.mark_produced("p", last, test::fields_of({"x"}), {});
+  controller.mark_produced("p", last, {}, test::fields_of({"x"}), {});
   EXPECT_EQ(sorted(fetch(controller, 3)), first.global_indexes);
   EXPECT_TRUE(throws_code([&] { fetch(controller, 4); }, ErrorCode::kInvalidArgument,
                           {"batch_size (4)", "n_samples_per_prompt (3)"}));

@@ -107,7 +107,7 @@ TEST(StorageConcurrency, EveryReadIsOneWholePut) {
       for (int64_t start = begin + static_cast<int64_t>(rng() % span), k = 0; k < count; ++k) {
         gis.push_back(begin + (start - begin + k * 5) % span);  // distinct: 5 is coprime to 32 and 128
       }
-      unit.put(gis, put_columns(gis, writer, version));
+      unit.put(samples_of(gis), put_columns(gis, writer, version));
       for (int64_t gi : gis) mine[gi] = version;
       ++puts;
       if (version % 8 == 7) {
@@ -131,9 +131,9 @@ TEST(StorageConcurrency, EveryReadIsOneWholePut) {
       for (size_t k = 0; k < count; ++k) gis.push_back(static_cast<int64_t>(rng() % kIndexes));
       std::vector<std::vector<SampleView>> got;
       try {
-        got = unit.get(gis, kFields);
+        got = unit.get(samples_of(gis), kFields);
       } catch (const Error& error) {
-        ++(error.code() == ErrorCode::kNotFound ? misses : bad_rows);  // missing: not written yet, or cleared
+        ++(error.code() == ErrorCode::kStaleSample ? misses : bad_rows);  // missing: not written yet, or cleared
         continue;
       }
       ++reads;
@@ -170,10 +170,10 @@ TEST(StorageConcurrency, EveryReadIsOneWholePut) {
   for (const auto& [gi, version] : last_owned) {
     const int64_t one[] = {gi};
     if (version < 0) {
-      EXPECT_TRUE(throws_error(ErrorCode::kNotFound, [&] { unit.get(one, kFields); }, {})) << gi;
+      EXPECT_TRUE(throws_error(ErrorCode::kStaleSample, [&] { unit.get(samples_of(one), kFields); }, {})) << gi;
       continue;
     }
-    const Seen seen = check_row(gi, unit.get(one, kFields)[0]);
+    const Seen seen = check_row(gi, unit.get(samples_of(one), kFields)[0]);
     EXPECT_EQ(seen.version, version) << "global index " << gi;
   }
   // Byte accounting matches what is stored.
@@ -181,8 +181,8 @@ TEST(StorageConcurrency, EveryReadIsOneWholePut) {
   uint64_t samples = 0;
   for (int64_t gi = 0; gi < kIndexes; ++gi) {
     const int64_t one[] = {gi};
-    if (error_of([&] { unit.get(one, kFields); })) continue;
-    const auto row = unit.get(one, kFields)[0];
+    if (error_of([&] { unit.get(samples_of(one), kFields); })) continue;
+    const auto row = unit.get(samples_of(one), kFields)[0];
     EXPECT_GE(check_row(gi, row).writer, 0) << gi;
     bytes += row[0].nbytes + row[1].nbytes;
     ++samples;
@@ -201,7 +201,7 @@ TEST(StorageConcurrency, CheckpointsWhileWritingHoldWholePuts) {
     for (int64_t version = 0; Clock::now() < deadline; ++version) {
       const int64_t gis[] = {range_begin(writer) + version % kRangeSize,
                              range_begin(writer) + (version + 7) % kRangeSize};
-      unit.put(gis, put_columns(gis, writer, version));
+      unit.put(samples_of(gis), put_columns(gis, writer, version));
     }
   };
   auto saver_loop = [&] {
@@ -212,8 +212,8 @@ TEST(StorageConcurrency, CheckpointsWhileWritingHoldWholePuts) {
       loaded.load(path);
       for (int64_t gi = 0; gi < 2 * kRangeSize; ++gi) {
         const int64_t one[] = {gi};
-        if (error_of([&] { loaded.get(one, kFields); })) continue;
-        if (check_row(gi, loaded.get(one, kFields)[0]).writer < 0) ++bad_rows;
+        if (error_of([&] { loaded.get(samples_of(one), kFields); })) continue;
+        if (check_row(gi, loaded.get(samples_of(one), kFields)[0]).writer < 0) ++bad_rows;
       }
       ++saves;
     }

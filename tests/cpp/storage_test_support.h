@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sample_keys_support.h"
 #include "seqflow/error.h"
 #include "seqflow/tensor.h"
 

@@ -52,7 +52,7 @@ std::vector<std::string> content_of(const StorageUnit& unit, std::span<const int
       const int64_t one[] = {gi};
       const std::string names[] = {field};
       try {
-        const SampleView view = unit.get(one, names)[0][0];
+        const SampleView view = unit.get(samples_of(one), names)[0][0];
         out.push_back(std::string(dtype_name(view.dtype)) + ":" + text_of(view));
       } catch (const Error&) {
         out.push_back("missing");
@@ -71,8 +71,8 @@ TEST(StorageUnit, EveryDTypeRoundTrips) {
     fields.push_back(columns.back().field);
   }
   const auto gis = indexes({10, 2, 7});
-  unit.put(gis, columns);
-  const auto rows = unit.get(gis, fields);
+  unit.put(samples_of(gis), columns);
+  const auto rows = unit.get(samples_of(gis), fields);
   ASSERT_EQ(rows.size(), 3u);
   for (size_t i = 0; i < 3; ++i) {
     ASSERT_EQ(rows[i].size(), columns.size());
@@ -92,9 +92,9 @@ TEST(StorageUnit, GetRowsFollowTheRequestOrder) {
   Column a = column_of("a", DType::kInt64, {{1}}, {bytes_of(std::vector<int64_t>{100}),
                                                     bytes_of(std::vector<int64_t>{101})});
   Column b = object_column("b", {"first", "second"});
-  unit.put(indexes({5, 6}), {a, b});
+  unit.put(samples_of(indexes({5, 6})), {a, b});
   const std::vector<std::string> fields = {"b", "a", "b"};
-  const auto rows = unit.get(indexes({6, 5, 6}), fields);
+  const auto rows = unit.get(samples_of(indexes({6, 5, 6})), fields);
   ASSERT_EQ(rows.size(), 3u);
   EXPECT_EQ(text_of(rows[0][0]), "second");
   expect_same_value(rows[0][1], a, 1);
@@ -109,9 +109,9 @@ TEST(StorageUnit, PerSampleShapesAndObjects) {
                             {bytes_of(std::vector<int32_t>{1, 2, 3}), {},
                              bytes_of(std::vector<int32_t>{4, 5})});
   Column text = object_column("text", {"a", "", "long text \xff\x00 with bytes"});
-  unit.put(indexes({0, 1, 2}), {tokens, text});
+  unit.put(samples_of(indexes({0, 1, 2})), {tokens, text});
   const std::vector<std::string> fields = {"tokens", "text"};
-  const auto rows = unit.get(indexes({0, 1, 2}), fields);
+  const auto rows = unit.get(samples_of(indexes({0, 1, 2})), fields);
   for (size_t i = 0; i < 3; ++i) {
     expect_same_value(rows[i][0], tokens, i);
     expect_same_value(rows[i][1], text, i);
@@ -126,9 +126,9 @@ TEST(StorageUnit, PerSampleShapesAndObjects) {
 TEST(StorageUnit, OnePutSharesOneBufferAndNoCopy) {
   StorageUnit unit;
   Column column = pattern_column(DType::kFloat32, 4);
-  unit.put(indexes({0, 1, 2, 3}), {column});
+  unit.put(samples_of(indexes({0, 1, 2, 3})), {column});
   const std::vector<std::string> fields = {"float32"};
-  const auto rows = unit.get(indexes({3, 0}), fields);
+  const auto rows = unit.get(samples_of(indexes({3, 0})), fields);
   EXPECT_EQ(rows[0][0].buffer, column.buffer);
   EXPECT_EQ(rows[1][0].buffer, column.buffer);
   EXPECT_EQ(rows[0][0].bytes().data(), column.buffer->data + column.offsets[3]);
@@ -144,9 +144,9 @@ TEST(StorageUnit, ViewsOutliveClearAndTheWriter) {
   {
     Column column = object_column("text", {"kept alive", "other"});
     data = column.buffer->data;
-    unit.put(indexes({4, 5}), {column});
+    unit.put(samples_of(indexes({4, 5})), {column});
     const std::vector<std::string> fields = {"text"};
-    rows = unit.get(indexes({4}), fields);
+    rows = unit.get(samples_of(indexes({4})), fields);
   }
   std::weak_ptr<const Buffer> weak = rows[0][0].buffer;
   unit.clear(indexes({4, 5}));
@@ -161,65 +161,65 @@ TEST(StorageUnit, ViewsOutliveClearAndTheWriter) {
 
 TEST(StorageUnit, OverwriteReplacesTheValueAndItsBytes) {
   StorageUnit unit;
-  unit.put(indexes({1, 2}), {object_column("x", {"aaaa", "bb"}), object_column("y", {"k", "l"})});
+  unit.put(samples_of(indexes({1, 2})), {object_column("x", {"aaaa", "bb"}), object_column("y", {"k", "l"})});
   EXPECT_EQ(unit.stats().bytes, 8u);
   Column newer = object_column("x", {"cccccc"});
-  std::weak_ptr<const Buffer> old = unit.get(indexes({1}), kFieldX)[0][0].buffer;
-  unit.put(indexes({1}), {newer});
-  EXPECT_EQ(text_of(unit.get(indexes({1}), kFieldX)[0][0]), "cccccc");
-  EXPECT_EQ(text_of(unit.get(indexes({2}), kFieldX)[0][0]), "bb");
+  std::weak_ptr<const Buffer> old = unit.get(samples_of(indexes({1})), kFieldX)[0][0].buffer;
+  unit.put(samples_of(indexes({1})), {newer});
+  EXPECT_EQ(text_of(unit.get(samples_of(indexes({1})), kFieldX)[0][0]), "cccccc");
+  EXPECT_EQ(text_of(unit.get(samples_of(indexes({2})), kFieldX)[0][0]), "bb");
   const std::vector<std::string> y = {"y"};
-  EXPECT_EQ(text_of(unit.get(indexes({1}), y)[0][0]), "k");  // other fields stay
+  EXPECT_EQ(text_of(unit.get(samples_of(indexes({1})), y)[0][0]), "k");  // other fields stay
   EXPECT_EQ(unit.stats().bytes, 8u - 4 + 6);
   EXPECT_EQ(unit.stats().samples, 2u);
   EXPECT_FALSE(old.expired());  // index 2 still uses the first put's buffer
-  unit.put(indexes({2}), {object_column("x", {"d"})});
-  unit.put(indexes({1, 2}), {object_column("y", {"m", "n"})});
+  unit.put(samples_of(indexes({2})), {object_column("x", {"d"})});
+  unit.put(samples_of(indexes({1, 2})), {object_column("y", {"m", "n"})});
   EXPECT_TRUE(old.expired());  // no slice of the first put is left
   EXPECT_EQ(unit.stats().bytes, 6u + 1 + 1 + 1);
 }
 
 TEST(StorageUnit, ClearReleasesBytesAndIgnoresUnknownIndexes) {
   StorageUnit unit;
-  unit.put(indexes({1, 2, 3}), {object_column("x", {"a", "bb", "ccc"})});
+  unit.put(samples_of(indexes({1, 2, 3})), {object_column("x", {"a", "bb", "ccc"})});
   unit.clear(indexes({2, 99, 2}));
   EXPECT_EQ(unit.stats().samples, 2u);
   EXPECT_EQ(unit.stats().bytes, 4u);
-  EXPECT_TRUE(throws_error(ErrorCode::kNotFound, [&] { unit.get(indexes({2}), kFieldX); },
-                           {"global index 2", "\"x\""}));
+  EXPECT_TRUE(throws_error(ErrorCode::kStaleSample, [&] { unit.get(samples_of(indexes({2})), kFieldX); },
+                           {"global index 2", "no data"}));
   unit.clear_all();
   EXPECT_EQ(unit.stats().samples, 0u);
   EXPECT_EQ(unit.stats().bytes, 0u);
-  unit.put(indexes({2}), {object_column("x", {"again"})});  // a released index is reused
-  EXPECT_EQ(text_of(unit.get(indexes({2}), kFieldX)[0][0]), "again");
+  unit.put(samples_of(indexes({2})), {object_column("x", {"again"})});  // a released index is reused
+  EXPECT_EQ(text_of(unit.get(samples_of(indexes({2})), kFieldX)[0][0]), "again");
 }
 
-TEST(StorageUnit, MissingIndexOrFieldIsNotFound) {
+TEST(StorageUnit, MissingIndexIsStaleMissingFieldIsNotFound) {
   StorageUnit unit;
-  unit.put(indexes({7}), {object_column("x", {"v"})});
-  EXPECT_TRUE(throws_error(ErrorCode::kNotFound, [&] { unit.get(indexes({7, 8}), kFieldX); },
-                           {"global index 8", "\"x\""}));
+  unit.put(samples_of(indexes({7})), {object_column("x", {"v"})});
+  EXPECT_TRUE(throws_error(ErrorCode::kStaleSample, [&] { unit.get(samples_of(indexes({7, 8})), kFieldX); },
+                           {"global index 8", "partition 'p'", "no data"}));
   const std::vector<std::string> fields = {"x", "responses"};
-  EXPECT_TRUE(throws_error(ErrorCode::kNotFound, [&] { unit.get(indexes({7}), fields); },
+  EXPECT_TRUE(throws_error(ErrorCode::kNotFound, [&] { unit.get(samples_of(indexes({7})), fields); },
                            {"global index 7", "\"responses\""}));
-  EXPECT_TRUE(unit.get(indexes({}), fields).empty());
-  EXPECT_EQ(unit.get(indexes({7}), {})[0].size(), 0u);
+  EXPECT_TRUE(unit.get(samples_of(indexes({})), fields).empty());
+  EXPECT_EQ(unit.get(samples_of(indexes({7})), {})[0].size(), 0u);
 }
 
 TEST(StorageUnit, EmptyPutsStoreNothing) {
   StorageUnit unit;
-  unit.put(indexes({}), {});
-  unit.put(indexes({1, 2}), {});
+  unit.put(samples_of(indexes({})), {});
+  unit.put(samples_of(indexes({1, 2})), {});
   Column none;
   none.field = "x";
   none.offsets = {0};
-  unit.put(indexes({}), {none});
+  unit.put(samples_of(indexes({})), {none});
   EXPECT_EQ(unit.stats().samples, 0u);
 }
 
 TEST(StorageUnit, BadPutsThrowAndChangeNothing) {
   StorageUnit unit;
-  unit.put(indexes({1, 2}), {object_column("x", {"one", "two"})});
+  unit.put(samples_of(indexes({1, 2})), {object_column("x", {"one", "two"})});
   const auto before = content_of(unit, indexes({1, 2, 3}), {"x", "y"});
   const StorageStats stats = unit.stats();
   auto unchanged = [&] {
@@ -229,23 +229,23 @@ TEST(StorageUnit, BadPutsThrowAndChangeNothing) {
   };
   const Column y = object_column("y", {"a", "b"});
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
-                           [&] { unit.put(indexes({3, 1, 3}), {object_column("x", {"p", "q", "r"})}); },
+                           [&] { unit.put(samples_of(indexes({3, 1, 3})), {object_column("x", {"p", "q", "r"})}); },
                            {"global index 3", "twice", "positions 0 and 2"}));
   unchanged();
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { unit.put(indexes({-1, 3}), {y}); },
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { unit.put(samples_of(indexes({-1, 3})), {y}); },
                            {"global_indexes[0]", "-1"}));
   unchanged();
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { unit.put(indexes({1, 2, 3}), {y}); },
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { unit.put(samples_of(indexes({1, 2, 3})), {y}); },
                            {"\"y\"", "2 samples", "3 global indexes"}));
   unchanged();
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { unit.put(indexes({1, 3}), {y, y}); },
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { unit.put(samples_of(indexes({1, 3})), {y, y}); },
                            {"\"y\"", "twice"}));
   unchanged();
   // A good column next to a bad one: neither lands.
   for (const BadColumnCase& c : bad_column_cases()) {
     Column bad = good_column();
     c.spoil(bad);
-    EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { unit.put(indexes({2, 3}), {y, bad}); },
+    EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { unit.put(samples_of(indexes({2, 3})), {y, bad}); },
                              c.fragments))
         << c.name;
     unchanged();
@@ -254,35 +254,35 @@ TEST(StorageUnit, BadPutsThrowAndChangeNothing) {
 
 TEST(StorageUnit, ByteCapacityNamesLimitRequestAndFree) {
   StorageUnit unit({.max_bytes = 10});
-  unit.put(indexes({1, 2}), {object_column("x", {"aaaa", "bb"})});  // 6 bytes used
+  unit.put(samples_of(indexes({1, 2})), {object_column("x", {"aaaa", "bb"})});  // 6 bytes used
   const auto before = content_of(unit, indexes({1, 2, 3}), kFieldX);
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
-                           [&] { unit.put(indexes({3}), {object_column("x", {"12345"})}); },
+                           [&] { unit.put(samples_of(indexes({3})), {object_column("x", {"12345"})}); },
                            {"storage full", "max_bytes is 10", "needs 5 bytes", "4 are free"}));
   EXPECT_EQ(content_of(unit, indexes({1, 2, 3}), kFieldX), before);
   EXPECT_EQ(unit.stats().bytes, 6u);
   // Overwriting releases what it replaces: 10 - 6 + 4 = 8 bytes are free for index 1.
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
-                           [&] { unit.put(indexes({1}), {object_column("x", {"123456789"})}); },
+                           [&] { unit.put(samples_of(indexes({1})), {object_column("x", {"123456789"})}); },
                            {"needs 9 bytes", "8 are free"}));
-  unit.put(indexes({1}), {object_column("x", {"12345678"})});
+  unit.put(samples_of(indexes({1})), {object_column("x", {"12345678"})});
   EXPECT_EQ(unit.stats().bytes, 10u);
   unit.clear(indexes({2}));
-  unit.put(indexes({3}), {object_column("x", {"zz"})});
+  unit.put(samples_of(indexes({3})), {object_column("x", {"zz"})});
   EXPECT_EQ(unit.stats().bytes, 10u);
 }
 
 TEST(StorageUnit, SampleCapacityCountsNewIndexesOnly) {
   StorageUnit unit({.max_samples = 2});
-  unit.put(indexes({1}), {object_column("x", {"a"})});
+  unit.put(samples_of(indexes({1})), {object_column("x", {"a"})});
   const auto before = content_of(unit, indexes({1, 2, 3}), kFieldX);
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
-                           [&] { unit.put(indexes({1, 2, 3}), {object_column("x", {"b", "c", "d"})}); },
+                           [&] { unit.put(samples_of(indexes({1, 2, 3})), {object_column("x", {"b", "c", "d"})}); },
                            {"storage full", "max_samples is 2", "needs 2 new samples", "1 are free"}));
   EXPECT_EQ(content_of(unit, indexes({1, 2, 3}), kFieldX), before);
   EXPECT_EQ(unit.stats().samples, 1u);
-  unit.put(indexes({1, 2}), {object_column("x", {"b", "c"})});  // one new, one overwrite
-  unit.put(indexes({2}), {object_column("y", {"more fields are no new sample"})});
+  unit.put(samples_of(indexes({1, 2})), {object_column("x", {"b", "c"})});  // one new, one overwrite
+  unit.put(samples_of(indexes({2})), {object_column("y", {"more fields are no new sample"})});
   EXPECT_EQ(unit.stats().samples, 2u);
 }
 
@@ -299,8 +299,8 @@ class StorageCheckpoint : public ::testing::Test {
     columns.push_back(column_of("score", DType::kFloat64, {{}},
                                 {bytes_of(std::vector<double>{0.5}), bytes_of(std::vector<double>{-2}),
                                  bytes_of(std::vector<double>{1e300})}));
-    unit.put(gis_, columns);
-    unit.put(indexes({1000}), {object_column("text", {"only one field"})});
+    unit.put(samples_of(gis_), columns);
+    unit.put(samples_of(indexes({1000})), {object_column("text", {"only one field"})});
     fields_.clear();
     for (const Column& column : columns) fields_.push_back(column.field);
     written_ = columns;
@@ -308,7 +308,7 @@ class StorageCheckpoint : public ::testing::Test {
 
   // `unit` holds exactly what fill() wrote.
   void expect_filled(const StorageUnit& unit) {
-    const auto rows = unit.get(gis_, fields_);
+    const auto rows = unit.get(samples_of(gis_), fields_);
     for (size_t i = 0; i < gis_.size(); ++i) {
       for (size_t f = 0; f < fields_.size(); ++f) {
         SCOPED_TRACE(fields_[f]);
@@ -317,7 +317,7 @@ class StorageCheckpoint : public ::testing::Test {
       }
     }
     const std::vector<std::string> text = {"text"};
-    EXPECT_EQ(text_of(unit.get(indexes({1000}), text)[0][0]), "only one field");
+    EXPECT_EQ(text_of(unit.get(samples_of(indexes({1000})), text)[0][0]), "only one field");
     EXPECT_EQ(unit.stats().samples, 4u);
   }
 
@@ -348,11 +348,11 @@ class StorageCheckpoint : public ::testing::Test {
 
   // A unit holding one small value, to show that failed loads keep it.
   static StorageUnit& keep(StorageUnit& unit) {
-    unit.put(indexes({42}), {object_column("x", {"keep me"})});
+    unit.put(samples_of(indexes({42})), {object_column("x", {"keep me"})});
     return unit;
   }
   static void expect_kept(const StorageUnit& unit) {
-    EXPECT_EQ(text_of(unit.get(indexes({42}), kFieldX)[0][0]), "keep me");
+    EXPECT_EQ(text_of(unit.get(samples_of(indexes({42})), kFieldX)[0][0]), "keep me");
     EXPECT_EQ(unit.stats().samples, 1u);
     EXPECT_EQ(unit.stats().bytes, 7u);
   }
@@ -377,7 +377,7 @@ TEST_F(StorageCheckpoint, RoundTripKeepsEveryValue) {
   loaded.load(path);
   expect_filled(loaded);
   EXPECT_EQ(loaded.stats().bytes, source.stats().bytes);
-  EXPECT_TRUE(throws_error(ErrorCode::kNotFound, [&] { loaded.get(indexes({42}), kFieldX); },
+  EXPECT_TRUE(throws_error(ErrorCode::kStaleSample, [&] { loaded.get(samples_of(indexes({42})), kFieldX); },
                            {"42"}));  // load replaces, it does not merge
 
   // Same content, same bytes on disk.
@@ -447,7 +447,7 @@ TEST_F(StorageCheckpoint, CorruptionMessagesSayWhat) {
     return [&unit, path = write_variant(corrupt)] { unit.load(path); };
   };
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, load_with(0, 'X'), {"bad magic"}));
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, load_with(8, 2), {"version 2"}));
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, load_with(8, 3), {"version 3"}));
   // Record 0's dtype byte: header (24) + global index, nbytes, field size, rank (24).
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, load_with(24 + 24, 77),
                            {"record 0", "unknown dtype code 77"}));

@@ -28,6 +28,7 @@ namespace wire = net::wire;
 BatchMeta sample_batch_meta() {
   BatchMeta meta;
   meta.global_indexes = {7, 3, 12, 40, 5};
+  meta.generations = {1, 99, uint64_t{1} << 62, 5, UINT64_MAX};
   meta.partition_ids.append(2, "train@step_1");
   meta.partition_ids.append(1, "val");
   meta.partition_ids.append(2, "train@step_1");  // a name may come back in a later run
@@ -42,6 +43,46 @@ BatchMeta sample_batch_meta() {
   meta.custom_meta.push_back(Json::object());
   meta.extra_info = {{"step", 12}, {"note", "from rollout"}, {"weights", {0.5, 1.5}}};
   return meta;
+}
+
+TEST(WireCodecBatchMeta, ABatchMetaWithoutGenerationsStaysWithout) {
+  BatchMeta meta = sample_batch_meta();
+  meta.generations.clear();  // built by hand: not known
+  expect_same_batch_meta(wire::decode_batch_meta(through_wire(wire::encode_batch_meta(meta)), "reply"), meta);
+  Json encoded = wire::encode_batch_meta(meta);
+  encoded.erase("generations");  // a peer may leave them out
+  EXPECT_TRUE(wire::decode_batch_meta(through_wire(encoded), "reply").generations.empty());
+}
+
+TEST(WireCodecSampleKeys, StorageRequestsCarryPartitionsAndGenerations) {
+  const std::vector<int64_t> indexes = {4, 9, 2, 7};
+  const PartitionIdList partitions(std::vector<std::string>{"a", "a", "b", "a"});
+  const std::vector<uint64_t> generations = {10, 11, 12, 13};
+  Json header = Json::object();
+  const size_t positions[] = {3, 1, 2};  // one unit's share, in its order
+  wire::add_sample_keys(header, {indexes, partitions, generations}, positions);
+  const Json got_json = through_wire(header);
+  const wire::SampleKeyColumns got = wire::read_sample_keys(wire::Header(
+      got_json, "get request", {"indexes", "partitions", "partition_ends", "generations"}));
+  EXPECT_EQ(got.global_indexes, (std::vector<int64_t>{7, 9, 2}));
+  EXPECT_EQ(got.partitions, PartitionIdList(std::vector<std::string>{"a", "a", "b"}));
+  EXPECT_EQ(got.generations, (std::vector<uint64_t>{13, 11, 12}));
+
+  Json unknown = Json::object();  // a hand-built BatchMeta's get: no generations
+  wire::add_sample_keys(unknown, {indexes, partitions, {}}, positions);
+  const Json unknown_json = through_wire(unknown);
+  EXPECT_TRUE(wire::read_sample_keys(wire::Header(unknown_json, "get request",
+                                                  {"indexes", "partitions", "partition_ends", "generations"}))
+                  .generations.empty());
+  Json short_generations = got_json;
+  short_generations["generations"] = wire::binary_of(std::span<const uint64_t>(generations).first(2));
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                           [&] {
+                             wire::read_sample_keys(wire::Header(short_generations, "get request",
+                                                                 {"indexes", "partitions", "partition_ends",
+                                                                  "generations"}));
+                           },
+                           {"get request field 'generations'", "one generation per sample"}));
 }
 
 TEST(WireCodecBatchMeta, RoundTripKeepsPartitionsSchemaProductionCustomMetaAndExtraInfo) {
@@ -378,6 +419,12 @@ TEST(WireCodecMalformed, BatchMetaFieldsAreCheckedByNameTypeAndSize) {
   const std::vector<SpoiledHeader> cases = {
       {"unknown key", [](Json& h) { h["bogus"] = 1; }, {"unknown field 'bogus'"}},
       {"missing key", [](Json& h) { h.erase("indexes"); }, {"lacks the field 'indexes'"}},
+      {"generations short of the count",
+       [](Json& h) { h["generations"] = wire::binary_of(std::span<const uint64_t>(std::vector<uint64_t>{1, 2})); },
+       {"'generations'", "one generation per sample"}},
+      {"partial generation",
+       [](Json& h) { h["generations"] = Json::binary(std::vector<uint8_t>(9)); },
+       {"'generations'", "partial element"}},
       {"indexes not binary",
        [](Json& h) {
          h["indexes"] = Json::array({1, 2});

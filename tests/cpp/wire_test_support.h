@@ -5,14 +5,25 @@
 #pragma once
 
 #include <cstddef>
+#include <numeric>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "net/frames.h"
+#include "sample_keys_support.h"
 #include "net/wire_codec.h"
 
 namespace seqflow::test {
+
+// A storage put or get request header naming `indexes` (see samples_of).
+inline net::wire::Json storage_request(const std::vector<int64_t>& indexes) {
+  net::wire::Json header = net::wire::Json::object();
+  std::vector<size_t> all(indexes.size());
+  std::iota(all.begin(), all.end(), size_t{0});
+  net::wire::add_sample_keys(header, samples_of(indexes), all);
+  return header;
+}
 
 // `header` as the peer sees it: MessagePack in one frame, read back.
 inline net::wire::Json through_wire(const net::wire::Json& header, std::string_view what = "test message") {

@@ -28,6 +28,7 @@
 #include "net/wire_codec.h"
 #include "seqflow/error.h"
 #include "seqflow/storage.h"
+#include "sample_keys_support.h"
 #include "wire_test_support.h"
 
 namespace {
@@ -155,8 +156,10 @@ void expect_same_reading(const std::optional<Json>& from_frame, const std::funct
 }
 
 void decode_columns(const Json& header_json, const Frames& frames) {
-  const wire::Header header(header_json, "put request", {"indexes", "columns"});
-  const auto indexes = header.numbers<int64_t>("indexes");
+  const wire::Header header(header_json, "put request",
+                            {"indexes", "partitions", "partition_ends", "generations", "columns"});
+  const wire::SampleKeyColumns samples = wire::read_sample_keys(header);
+  const auto& indexes = samples.global_indexes;
   Frames args = test::copies(frames);
   const std::vector<Column> columns = wire::take_columns(header.at("columns"), args, 2, indexes.size(), "put request");
   for (const Column& column : columns) {
@@ -168,10 +171,10 @@ void decode_columns(const Json& header_json, const Frames& frames) {
   }
   // As the storage service does: store, read back, send as views.
   StorageUnit storage;
-  storage.put(indexes, columns);
+  storage.put(samples.keys(), columns);
   std::vector<std::string> fields;
   for (const Column& column : columns) fields.push_back(column.field);
-  const auto rows = storage.get(indexes, fields);
+  const auto rows = storage.get(samples.keys(), fields);
   Frames reply(1);
   const Json views = wire::append_views(rows, fields.size(), reply);
   const auto back = wire::take_views(test::through_wire(Json{{"v", views}}, "get reply").at("v"), reply, 1, rows.size(),
@@ -476,6 +479,7 @@ std::vector<std::vector<uint8_t>> fuzz_seed_corpus() {
 
   BatchMeta meta;
   meta.global_indexes = {4, 1, 9};
+  meta.generations = {17, 3, uint64_t{1} << 62};
   meta.partition_ids.append(2, "train");
   meta.partition_ids.append(1, "val");
   meta.field_schema["a"] = FieldSchema{DType::kFloat32, {2}, false, false};
@@ -525,15 +529,16 @@ std::vector<std::vector<uint8_t>> fuzz_seed_corpus() {
     const Json entries = wire::append_columns(columns, positions, put);
     std::vector<int64_t> routed = indexes;
     if (!positions.empty()) routed = {indexes[positions[0]], indexes[positions[1]]};
-    put[1] =
-        wire::header_frame(Json{{"indexes", wire::binary_of(std::span<const int64_t>(routed))}, {"columns", entries}});
+    Json header = test::storage_request(routed);
+    header["columns"] = entries;
+    put[1] = wire::header_frame(header);
     seeds.push_back(make_input(0, 0, put));
   }
 
   StorageUnit storage;
-  storage.put(indexes, columns);
+  storage.put(test::samples_of(indexes), columns);
   const std::string fields[] = {"fixed", "text", "nested"};
-  const auto rows = storage.get(std::vector<int64_t>{2, 0, 5}, fields);
+  const auto rows = storage.get(test::samples_of(std::vector<int64_t>{2, 0, 5}), fields);
   Frames reply(2);
   reply[0] = ok();
   const Json views = wire::append_views(rows, std::size(fields), reply);

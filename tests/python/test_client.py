@@ -565,7 +565,7 @@ def test_bad_input_raises_clearly_and_changes_nothing(client):
 def test_put_against_cleared_samples_raises(client):
     meta = client.put({"x": np.arange(2)}, partition_id="p")
     client.clear_samples(meta)
-    with pytest.raises(KeyError, match="does not exist"):
+    with pytest.raises(seqflow.StaleSampleError, match="no longer exists"):
         client.put({"y": np.arange(2)}, metadata=meta)
     assert client.stats()["samples"] == 0
 

@@ -2,6 +2,7 @@
 after ``seqflow.compat.install_as_transfer_queue()``)."""
 
 from seqflow.batch_meta import BatchMeta, KVBatchMeta
+from seqflow.client import StaleSampleError
 from seqflow.compat.transfer_queue.client import AsyncTransferQueueClient, TransferQueueClient
 from seqflow.compat.transfer_queue.dataloader import StreamingDataLoader, StreamingDataset
 from seqflow.compat.transfer_queue.interface import *  # noqa: F401,F403
@@ -19,7 +20,7 @@ __version__ = "0.1.11"
 
 __all__ = [
     *_interface_names,
-    "KVBatchMeta", "BatchMeta", "TransferQueueClient", "AsyncTransferQueueClient", "StorageKeyNotFoundError",
+    "KVBatchMeta", "BatchMeta", "StaleSampleError", "TransferQueueClient", "AsyncTransferQueueClient", "StorageKeyNotFoundError",
     "StreamingDataset", "StreamingDataLoader",
     "BaseSampler", "GRPOGroupNSampler", "SequentialSampler", "RankAwareSampler", "SeqlenBalancedSampler",
 ]
