@@ -11,6 +11,7 @@
 #include "net/wire_codec.h"
 #include "seqflow/error.h"
 #include "storage/aligned_buffer.h"
+#include "storage/file_io.h"
 
 namespace seqflow {
 namespace {
@@ -328,9 +329,13 @@ void ShardedStorage::save(const std::string& path) const {
     }
     fingerprints.push_back(fingerprint);
   }
-  std::ofstream index(path, std::ios::trunc);
-  index << Json{{"storage_units", units_.size()}, {"fingerprints", std::move(fingerprints)}}.dump() << "\n";
-  if (!index.flush()) throw Error(ErrorCode::kInternal, "cannot write the storage checkpoint index " + path);
+  // Durable as the unit files are (temporary, fsync, rename): the directory
+  // swap that publishes the checkpoint must not publish an empty index.
+  const std::string text =
+      Json{{"storage_units", units_.size()}, {"fingerprints", std::move(fingerprints)}}.dump() + "\n";
+  AtomicFileWriter index(path);
+  index.write(std::as_bytes(std::span(text)));
+  index.commit();
 }
 
 void ShardedStorage::load(const std::string& path) {
