@@ -38,8 +38,10 @@ verl's trainer, through the module (transfer_queue or seqflow):
                 time over it, the most any such client could show.
 For each unit count all clusters run at once and the sides take turns,
 repetition by repetition (in reverse order every other one), so that a burst
-of load on a shared machine hits all; an untimed call on 16 samples (an
-untimed kv_list) warms each side's sockets up first. The first repetition's data is
+of load on a shared machine hits all; an untimed call of the row's own size
+(an untimed kv_list) warms each side up first: the first full-size put into a
+cluster faults in its units' memory and took 10x a later one, a cost that
+fell on whichever side came first. The first repetition's data is
 checked against what was put. Each row shows the medians of the repetitions
 (--reps; 3, quick 5) and, since a shared machine's load comes in bursts,
 also the ratio of the best runs.
@@ -102,7 +104,6 @@ LIST_PARTITION = "bench-kv-list"
 LIST_KEYS = 100_000
 LIST_BATCH = 4_096  # keys per kv_batch_put (and kv_clear) filling the listed partition: a verl batch
 LIST_UNITS = 2  # kv_list's unit count, and with --quick every key-value row's
-WARM_UP_SAMPLES = 16
 GET_META_CALLS = 100  # about 10-40 ms of seqflow's per repetition
 RATIO_TARGET = 3.0
 COMPAT_TARGET = 1.10  # compat / seqflow's own API, ratio of medians
@@ -325,11 +326,11 @@ class SeqflowSide:
     def endpoint(self) -> str:
         return self.services[0].endpoint
 
-    def put_get(self, samples: int, rows: int, check: bool) -> tuple[float, float, float]:
-        return put_get(self.client, self.batches[samples][:rows], check)
+    def put_get(self, samples: int, check: bool) -> tuple[float, float, float]:
+        return put_get(self.client, self.batches[samples], check)
 
-    def kv_put_get(self, samples: int, rows: int, check: bool) -> tuple[float, float]:
-        return kv_put_get(self.seqflow, self.batches[samples][:rows], check)
+    def kv_put_get(self, samples: int, check: bool) -> tuple[float, float]:
+        return kv_put_get(self.seqflow, self.batches[samples], check)
 
     def kv_fill(self, count: int) -> None:
         kv_fill(self.seqflow, LIST_PARTITION, count)
@@ -357,8 +358,8 @@ class SeqflowOverTcp:
     def __init__(self, side: SeqflowSide):
         self.side = side
 
-    def put_get(self, samples: int, rows: int, check: bool) -> tuple[float, float, float]:
-        return put_get(self.side.tcp_client, self.side.batches[samples][:rows], check)
+    def put_get(self, samples: int, check: bool) -> tuple[float, float, float]:
+        return put_get(self.side.tcp_client, self.side.batches[samples], check)
 
 
 class SeqflowCompat:
@@ -387,11 +388,11 @@ class SeqflowCompat:
             self.stop()
             raise
 
-    def put_get(self, samples: int, rows: int, check: bool) -> tuple[float, float, float]:
-        return put_get(self.client, self.side.batches[samples][:rows], check)
+    def put_get(self, samples: int, check: bool) -> tuple[float, float, float]:
+        return put_get(self.client, self.side.batches[samples], check)
 
-    def kv_put_get(self, samples: int, rows: int, check: bool) -> tuple[float, float]:
-        return kv_put_get(self.tq, self.side.batches[samples][:rows], check)
+    def kv_put_get(self, samples: int, check: bool) -> tuple[float, float]:
+        return kv_put_get(self.tq, self.side.batches[samples], check)
 
     def kv_list(self, count: int, check: bool, changed: bool) -> float:
         """The partition the seqflow side filled: the same services, the same keys."""
@@ -491,11 +492,11 @@ class TransferQueueSide:
     def start(self, units: int) -> None:
         self.call("start", units)
 
-    def put_get(self, samples: int, rows: int, check: bool) -> tuple[float, float, float]:
-        return tuple(self.call("put_get", samples, rows, check))
+    def put_get(self, samples: int, check: bool) -> tuple[float, float, float]:
+        return tuple(self.call("put_get", samples, check))
 
-    def kv_put_get(self, samples: int, rows: int, check: bool) -> tuple[float, float]:
-        return tuple(self.call("kv_put_get", samples, rows, check))
+    def kv_put_get(self, samples: int, check: bool) -> tuple[float, float]:
+        return tuple(self.call("kv_put_get", samples, check))
 
     def kv_fill(self, count: int) -> None:
         self.call("kv_fill", LIST_PARTITION, count)
@@ -547,9 +548,9 @@ def transferqueue_worker(address: str, quick: bool) -> None:
                     "start": start,
                     "stop": tq.close,
                     # TransferQueue's get_meta is compared as part of get only: one force_fetch will do.
-                    "put_get": lambda samples, rows, check: put_get(tq.get_client(), batches[samples][:rows],
+                    "put_get": lambda samples, check: put_get(tq.get_client(), batches[samples],
                                                                     check, get_meta_calls=1),
-                    "kv_put_get": lambda samples, rows, check: kv_put_get(tq, batches[samples][:rows], check),
+                    "kv_put_get": lambda samples, check: kv_put_get(tq, batches[samples], check),
                     "kv_fill": lambda partition, count: kv_fill(tq, partition, count),
                     "kv_list": lambda partition, count, check, changed: kv_list(tq, partition, count, check,
                                                                                 changed),
@@ -633,7 +634,7 @@ def run(seqflow, quick: bool, reps: int) -> tuple[list[dict], list[str]]:
                     where = f"{label}, {units} unit(s)"
                     progress(f"put / get {where}: {', '.join(sides)}")
                     results = take_turns(sides, (SEQFLOW, COMPAT, TCP, TQ), reps, lambda side, rep: side.put_get(
-                        samples, WARM_UP_SAMPLES if rep < 0 else samples, check=rep <= 0), notes, where)
+                        samples, check=rep <= 0), notes, where)
                     rows += timed_rows(results, ("put", "get_meta fetch", "get_data", "get_meta"), shape=label,
                                        samples=samples, units=units)
                 kv_sides = (SEQFLOW, COMPAT, TQ)
@@ -641,7 +642,7 @@ def run(seqflow, quick: bool, reps: int) -> tuple[list[dict], list[str]]:
                     where = f"kv {kv_samples} keys, {units} unit(s)"
                     progress(f"kv_batch_put / kv_batch_get of {kv_samples:,} keys x {kv_label}, {units} unit(s)")
                     results = take_turns(sides, kv_sides, reps, lambda side, rep: side.kv_put_get(
-                        kv_samples, WARM_UP_SAMPLES if rep < 0 else kv_samples, check=rep <= 0), notes, where)
+                        kv_samples, check=rep <= 0), notes, where)
                     rows += timed_rows(results, ("kv_batch_put", "kv_batch_get"), shape=kv_label,
                                        samples=kv_samples, units=units)
                 if units == LIST_UNITS:
