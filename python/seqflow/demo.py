@@ -35,8 +35,6 @@ import json
 import math
 import os
 import queue
-import shutil
-import subprocess
 import sys
 import threading
 import time

@@ -160,3 +160,11 @@ def remote_client(clusters):
     client = clusters(2).client()
     yield client
     client.close()
+
+
+@pytest.fixture(params=["embedded", "remote"])
+def client_in_each_mode(request, clusters):
+    """An embedded client, then a remote client of an in-process cluster of two storage units."""
+    client = seqflow.Client() if request.param == "embedded" else clusters(2).client()
+    yield client
+    client.close()

@@ -18,7 +18,7 @@ import pytest
 
 import seqflow
 from seqflow.streaming import split_batch
-from remote_services import clusters  # noqa: F401 (fixture)
+from remote_services import client_in_each_mode, clusters  # noqa: F401 (fixtures)
 
 torch = pytest.importorskip("torch")
 tensordict = pytest.importorskip("tensordict")
@@ -40,14 +40,9 @@ class Opaque:
         return isinstance(other, Opaque) and other.value == self.value
 
 
-@pytest.fixture(params=["embedded", "remote"])
-def client(request, clusters):  # noqa: F811
-    if request.param == "embedded":
-        client = seqflow.Client()
-    else:
-        client = clusters(2).client()
-    yield client
-    client.close()
+@pytest.fixture
+def client(client_in_each_mode):  # noqa: F811
+    return client_in_each_mode
 
 
 def force_fetch(client, fields, partition="p"):

@@ -16,20 +16,15 @@ import pytest
 
 import seqflow
 from remote_cluster import process_cluster  # noqa: F401 (fixture)
-from remote_services import clusters  # noqa: F401 (fixture)
+from remote_services import client_in_each_mode, clusters  # noqa: F401 (fixtures)
 
 torch = pytest.importorskip("torch")
 from tensordict import TensorDict  # noqa: E402
 
 
-@pytest.fixture(params=["embedded", "remote"])
-def client(request, clusters):  # noqa: F811
-    if request.param == "embedded":
-        client = seqflow.Client()
-    else:
-        client = clusters(2).client()
-    yield client
-    client.close()
+@pytest.fixture
+def client(client_in_each_mode):  # noqa: F811
+    return client_in_each_mode
 
 
 def rows(start: int, count: int = 8) -> TensorDict:

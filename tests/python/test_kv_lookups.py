@@ -7,15 +7,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import seqflow
-from remote_services import clusters  # noqa: F401 (fixture)
+from remote_services import client_in_each_mode, clusters  # noqa: F401 (fixtures)
 
 
-@pytest.fixture(params=["embedded", "remote"])
-def client(request, clusters):  # noqa: F811
-    made = seqflow.Client() if request.param == "embedded" else clusters(2).client()
-    yield made
-    made.close()
+@pytest.fixture
+def client(client_in_each_mode):  # noqa: F811
+    return client_in_each_mode
 
 
 def test_kv_meta_missing_keys_error_skip_or_create(client):
