@@ -395,12 +395,15 @@ BatchMeta CoordinatingClient::kv_put(const std::string& partition_id, std::span<
   for (const std::string& key : keys) {
     if (!unique.insert(key).second) throw_invalid("key " + in_quotes(key) + " appears twice in one put");
   }
+  if (columns.empty()) {  // tags only: kv_resolve checks them
+    std::shared_lock lock(mutex_);
+    return control_->kv_resolve(partition_id, keys, tags);
+  }
   schemas_of(columns);  // bad data and bad tags fail before any key is created
   core::check_tags(keys, tags);
 
   std::shared_lock lock(mutex_);
   PutDeadline deadline(put_timeout_);
-  if (columns.empty()) return control_->kv_resolve(partition_id, keys, tags);  // tags only
   // Tags land with the data (mark_produced merges them as kv_resolve would):
   // a write that fails leaves the known keys' tags as they were.
   std::vector<Json> tag_updates;
