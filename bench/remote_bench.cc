@@ -43,12 +43,12 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "net/connection.h"
-#include "net/service.h"
-#include "net/wire_codec.h"
+#include "transport/connection.h"
+#include "server/service.h"
+#include "transport/wire_codec.h"
 #include "remote_cluster.h"
 #include "seqflow/client.h"
-#include "storage/aligned_buffer.h"
+#include "common/aligned_buffer.h"
 
 namespace {
 
@@ -399,16 +399,16 @@ std::vector<LatencyRow> measure_get_meta(int calls) {
   auto sleeping_client = cluster.client(std::chrono::seconds(20), true, kNoBusyPoll);
   {
     zmq::context_t context(1);
-    net::Connection connection(context, cluster.controller_endpoint(), net::ConnectionOptions{});
+    transport::Connection connection(context, cluster.controller_endpoint(), transport::ConnectionOptions{});
     rows.push_back(raw_echo_latencies(context, calls));
     LatencyRow ping{"ping (transport floor)", {}, 0};
     for (int c = 0; c < calls; ++c) ping.time([&] { connection.call("ping", {}); });
     rows.push_back(ping);
     // A handler that does nothing: ping plus the hand-over to a worker thread and back.
-    net::Service service(net::ServiceOptions{});
-    service.handle("nothing", [](net::Frames&) { return net::Frames(); });
+    server::Service service(server::ServiceOptions{});
+    service.handle("nothing", [](transport::Frames&) { return transport::Frames(); });
     service.start();
-    net::Connection to_worker(context, service.endpoint(), net::ConnectionOptions{});
+    transport::Connection to_worker(context, service.endpoint(), transport::ConnectionOptions{});
     LatencyRow nothing{"empty op on a worker", {}, 0};
     for (int c = 0; c < calls; ++c) nothing.time([&] { to_worker.call("nothing", {}); });
     rows.push_back(nothing);
@@ -425,9 +425,9 @@ std::vector<LatencyRow> measure_get_meta(int calls) {
   LatencyRow encode{"reply encode + frame (service)", {}, 0};
   LatencyRow decode{"reply parse + decode (client)", {}, 0};
   for (int c = 0; c < calls; ++c) {
-    net::Frames frames;
-    encode.time([&] { frames.push_back(net::wire::batch_meta_frame(meta)); });
-    decode.time([&] { net::wire::read_batch_meta(frames, 0, "reply"); });
+    transport::Frames frames;
+    encode.time([&] { frames.push_back(transport::wire::batch_meta_frame(meta)); });
+    decode.time([&] { transport::wire::read_batch_meta(frames, 0, "reply"); });
   }
   rows.push_back(encode);
   rows.push_back(decode);

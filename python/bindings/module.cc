@@ -33,5 +33,6 @@ NB_MODULE(_seqflow, m) {
   seqflow::bindings::bind_balance(m.def_submodule("balance", "The balancing engine"));
   seqflow::bindings::bind_pack(m.def_submodule("pack", "Pack plans and micro-batch plans"));
   seqflow::bindings::bind_client(m.def_submodule("client", "The client (embedded or remote), samplers and data conversion"));
-  seqflow::bindings::bind_services(m.def_submodule("net", "Remote mode's services in this process, CURVE key files"));
+  seqflow::bindings::bind_limits(m.def_submodule("limits", "The limits the engine enforces (seqflow/limits.h)"));
+  seqflow::bindings::bind_services(m.def_submodule("server", "Remote mode's services in this process, CURVE key files"));
 }

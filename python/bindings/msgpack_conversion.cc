@@ -86,7 +86,7 @@ nb::object MsgpackDecoder::decode(std::string_view bytes, std::string& error) {
   error.clear();
   if (bytes.empty()) return nb::dict();
   try {
-    MsgpackReader reader(bytes, core::kMaxMetaNesting);
+    MsgpackReader reader(bytes, kMaxDecodeNesting);
     nb::object out = value(reader, 0);
     reader.finish();
     return out;

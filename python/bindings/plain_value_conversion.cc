@@ -48,7 +48,7 @@ NotPlain write_at(MsgpackWriter& out, nb::handle value, size_t depth) {
     return {};
   }
   const bool sequence = PyList_Check(object) || PyTuple_Check(object);
-  if ((!sequence && !PyDict_Check(object)) || depth >= core::kMaxMetaNesting) return {value};
+  if ((!sequence && !PyDict_Check(object)) || depth >= kMaxDecodeNesting) return {value};
   if (sequence) {
     nb::object items = nb::steal(PySequence_Fast(object, "a list or tuple"));
     const Py_ssize_t count = PySequence_Fast_GET_SIZE(items.ptr());

@@ -14,8 +14,8 @@
 #include "bindings/gil.h"
 #include "bindings/storage_stats.h"
 #include "bindings/submodules.h"
-#include "net/security.h"
-#include "net/service_settings.h"
+#include "transport/security.h"
+#include "server/service_settings.h"
 #include "seqflow/sampler.h"
 
 namespace nb = nanobind;
@@ -47,7 +47,7 @@ class RunningService {
   void start() {
     GilReleased release;
     service_->start();
-    if (!metrics_address_.empty()) metrics_ = net::serve_metrics(metrics_address_, "metrics", service_->metrics());
+    if (!metrics_address_.empty()) metrics_ = server::serve_metrics(metrics_address_, "metrics", service_->metrics());
   }
 
   void stop() {
@@ -65,23 +65,23 @@ class RunningService {
 
   std::string endpoint() const { return service_->endpoint(); }
   std::optional<int> metrics_port() const { return metrics_ ? std::optional(metrics_->port()) : std::nullopt; }
-  std::string serving_line() const { return net::serving_line(role_, service_->endpoint(), metrics_.get()); }
+  std::string serving_line() const { return server::serving_line(role_, service_->endpoint(), metrics_.get()); }
   ServiceType& service() { return *service_; }
 
  private:
   std::string role_;
   std::string metrics_address_;
   std::unique_ptr<ServiceType> service_;
-  std::unique_ptr<net::MetricsHttpServer> metrics_;
+  std::unique_ptr<server::MetricsHttpServer> metrics_;
 };
 
-using ControllerHandle = RunningService<net::ControllerService>;
-using StorageHandle = RunningService<net::StorageService>;
+using ControllerHandle = RunningService<server::ControllerService>;
+using StorageHandle = RunningService<server::StorageService>;
 
-net::ServingSettings serving_settings(std::string bind, size_t max_workers, size_t max_request_bytes,
+server::ServingSettings serving_settings(std::string bind, size_t max_workers, size_t max_request_bytes,
                                       std::string curve_secret, std::vector<std::string> curve_clients,
                                       std::string checkpoint_root) {
-  return net::ServingSettings{std::move(bind),           max_workers,
+  return server::ServingSettings{std::move(bind),           max_workers,
                               max_request_bytes,         std::move(curve_secret),
                               std::move(curve_clients), std::move(checkpoint_root)};
 }
@@ -107,7 +107,7 @@ void bind_services(nb::module_ m) {
          bool polling_mode, std::string load_checkpoint, std::string metrics, size_t max_workers,
          size_t max_request_bytes, std::string curve_secret, std::vector<std::string> curve_clients,
          std::string checkpoint_root) {
-        net::ControllerSettings settings;
+        server::ControllerSettings settings;
         settings.serving = serving_settings(std::move(bind), max_workers, max_request_bytes,
                                             std::move(curve_secret), std::move(curve_clients),
                                             std::move(checkpoint_root));
@@ -115,7 +115,7 @@ void bind_services(nb::module_ m) {
         settings.sampler = std::move(sampler);
         settings.polling_mode = polling_mode;
         settings.load_checkpoint = std::move(load_checkpoint);
-        new (self) ControllerHandle("controller", net::controller_service_options(settings), std::move(metrics));
+        new (self) ControllerHandle("controller", server::controller_service_options(settings), std::move(metrics));
       },
       "bind"_a, "storage_units"_a, "sampler"_a.none(), "polling_mode"_a, "load_checkpoint"_a, "metrics"_a,
       "max_workers"_a, "max_request_bytes"_a, "curve_secret"_a, "curve_clients"_a, "checkpoint_root"_a);
@@ -130,7 +130,7 @@ void bind_services(nb::module_ m) {
              uint64_t max_bytes, uint64_t max_samples, std::string metrics, size_t max_workers,
              size_t max_request_bytes, std::string curve_secret, std::vector<std::string> curve_clients,
              std::string controller_key, std::string checkpoint_root) {
-            net::StorageSettings settings;
+            server::StorageSettings settings;
             settings.serving = serving_settings(std::move(bind), max_workers, max_request_bytes,
                                                 std::move(curve_secret), std::move(curve_clients),
                                                 std::move(checkpoint_root));
@@ -139,7 +139,7 @@ void bind_services(nb::module_ m) {
             settings.max_bytes = max_bytes;
             settings.max_samples = max_samples;
             settings.controller_key_file = std::move(controller_key);
-            new (self) StorageHandle("storage", net::storage_service_options(settings), std::move(metrics));
+            new (self) StorageHandle("storage", server::storage_service_options(settings), std::move(metrics));
           },
           "bind"_a, "controller"_a, "advertise"_a, "max_bytes"_a, "max_samples"_a, "metrics"_a, "max_workers"_a,
           "max_request_bytes"_a, "curve_secret"_a, "curve_clients"_a, "controller_key"_a, "checkpoint_root"_a)
@@ -152,15 +152,15 @@ void bind_services(nb::module_ m) {
   m.def(
       "write_key_files",
       [](const std::string& prefix) {
-        const net::CurveKeyPair keys = net::generate_curve_keys();
-        net::write_key_files(prefix, keys);
+        const transport::CurveKeyPair keys = transport::generate_curve_keys();
+        transport::write_key_files(prefix, keys);
         return keys.public_key;
       },
       "prefix"_a, "A new CURVE key pair as prefix.key (mode 0600) and prefix.pub; returns the public key.");
   m.def(
       "read_key_file",
       [](const std::string& path) {
-        const net::CurveKeyPair keys = net::read_key_file(path);
+        const transport::CurveKeyPair keys = transport::read_key_file(path);
         return std::make_pair(keys.public_key,
                               keys.secret_key.empty() ? std::nullopt : std::optional(keys.secret_key));
       },

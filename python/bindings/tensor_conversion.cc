@@ -11,7 +11,7 @@
 #include "bindings/gil.h"
 #include "bindings/msgpack_conversion.h"
 #include "bindings/plain_value_conversion.h"
-#include "storage/aligned_buffer.h"
+#include "common/aligned_buffer.h"
 
 namespace nb = nanobind;
 

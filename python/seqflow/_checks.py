@@ -22,7 +22,9 @@ from typing import Any, Optional
 
 import numpy as np
 
-MAX_NAME_BYTES = 1024
+from seqflow import _seqflow
+
+MAX_NAME_BYTES = _seqflow.limits.MAX_NAME_BYTES
 # Paths go to the file system, whose own limit (PATH_MAX) is larger than a name's.
 MAX_PATH_BYTES = 4096
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1

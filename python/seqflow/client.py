@@ -149,8 +149,8 @@ class RemoteConfig:
         """The native client; waits up to `timeout` for the controller and its storage units."""
         keys = ("", "", "")
         if self.client_key_file is not None:
-            server_key, _ = _seqflow.net.read_key_file(os.fspath(self.server_public_key_file))
-            public, secret = _seqflow.net.read_key_file(os.fspath(self.client_key_file))
+            server_key, _ = _seqflow.server.read_key_file(os.fspath(self.server_public_key_file))
+            public, secret = _seqflow.server.read_key_file(os.fspath(self.client_key_file))
             if secret is None:
                 raise ValueError(f"client_key_file {self.client_key_file!r} holds no secret key; give the .key "
                                  "file of this client's pair (seqflow keygen), not a .pub file")

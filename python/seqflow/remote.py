@@ -49,7 +49,7 @@ __all__ = [
     "start_ray_services",
 ]
 
-_net = _seqflow.net
+_net = _seqflow.server
 
 # Handles still serving, stopped at exit while the interpreter can still run
 # the Python samplers their handlers may be calling.

@@ -4,7 +4,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "net/security.h"
+#include "transport/security.h"
 #include "seqflow/error.h"
 
 namespace seqflow::cli {
@@ -46,7 +46,7 @@ int run_keygen(std::span<const std::string> arguments) {
       }
     }
   }
-  with_option("PREFIX", [&] { net::write_key_files(prefix, net::generate_curve_keys()); });
+  with_option("PREFIX", [&] { transport::write_key_files(prefix, transport::generate_curve_keys()); });
   std::cout << "wrote " << prefix << ".key (keep it private) and " << prefix << ".pub\n";
   return 0;
 }

@@ -10,8 +10,8 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "net/checkpoint_root.h"
-#include "net/service_settings.h"
+#include "server/checkpoint_root.h"
+#include "server/service_settings.h"
 #include "seqflow/error.h"
 
 namespace seqflow::cli {
@@ -135,8 +135,8 @@ std::vector<std::string> split_list(const std::string& text, std::string_view op
   }
 }
 
-net::ServingSettings serving_settings(const Arguments& args) {
-  net::ServingSettings serving;
+server::ServingSettings serving_settings(const Arguments& args) {
+  server::ServingSettings serving;
   serving.bind = args.get("--bind").value_or("");
   serving.max_workers = static_cast<size_t>(args.integer("--workers", 0, 1, 1 << 16));
   serving.max_request_bytes = static_cast<size_t>(args.integer("--max-request-bytes", 0, 1, kInt64Max));
@@ -174,16 +174,16 @@ void check_files_and_endpoints(const Arguments& args) {
       throw_invalid(std::string(option) + " '" + *value + "' needs --curve-secret FILE.key, the service's own keys");
     }
   }
-  if (secret) with_option("--curve-secret", [&] { net::read_secret_key_file(*secret); });
+  if (secret) with_option("--curve-secret", [&] { server::read_secret_key_file(*secret); });
   if (auto clients = args.get("--curve-clients")) {
-    with_option("--curve-clients", [&] { net::read_client_key_files(split_list(*clients, "--curve-clients")); });
+    with_option("--curve-clients", [&] { server::read_client_key_files(split_list(*clients, "--curve-clients")); });
   }
-  if (auto key = args.get("--controller-key")) with_option("--controller-key", [&] { net::read_key_file(*key); });
+  if (auto key = args.get("--controller-key")) with_option("--controller-key", [&] { transport::read_key_file(*key); });
   if (auto root = args.get("--checkpoint-root")) {
-    with_option("--checkpoint-root", [&] { net::CheckpointRoot{*root}; });
+    with_option("--checkpoint-root", [&] { server::CheckpointRoot{*root}; });
   }
   for (const std::string_view option : {"--controller", "--advertise"}) {
-    if (auto endpoint = args.get(option)) net::check_endpoint(*endpoint, option);
+    if (auto endpoint = args.get(option)) server::check_endpoint(*endpoint, option);
   }
 }
 
@@ -219,13 +219,13 @@ int serve_until_signal(std::string_view role, MakeService make_service,
   keep_freed_buffers();
   const auto service = make_service();
   with_option("--bind", [&] { service->start(); });
-  std::unique_ptr<net::MetricsHttpServer> metrics;
+  std::unique_ptr<server::MetricsHttpServer> metrics;
   if (metrics_address) {
     metrics = with_option("--metrics", [&] {
-      return net::serve_metrics(*metrics_address, "--metrics", service->metrics());
+      return server::serve_metrics(*metrics_address, "--metrics", service->metrics());
     });
   }
-  std::cout << net::serving_line(role, service->endpoint(), metrics.get()) << std::endl;
+  std::cout << server::serving_line(role, service->endpoint(), metrics.get()) << std::endl;
   int received = 0;
   sigwait(&signals, &received);
   std::cerr << "seqflow " << role << ": " << (received == SIGTERM ? "SIGTERM" : "SIGINT") << ", stopping\n";
@@ -245,18 +245,18 @@ int serve_controller(std::span<const std::string> arguments) {
   const std::optional<Arguments> args = parse_arguments(arguments, kControllerSpec);
   if (!args) return 0;
   refuse_positionals(*args, kControllerSpec);
-  net::ControllerSettings settings;
+  server::ControllerSettings settings;
   settings.serving = serving_settings(*args);
   settings.storage_units = static_cast<size_t>(args->integer("--storage-units", 1, 1, 1 << 20));
   settings.sampler = sampler_of(*args);
   settings.polling_mode = args->has("--polling-mode");
   settings.load_checkpoint = args->get("--load-checkpoint").value_or("");
   check_files_and_endpoints(*args);
-  net::ControllerServiceOptions options = net::controller_service_options(settings);
+  server::ControllerServiceOptions options = server::controller_service_options(settings);
   // The controller loads --load-checkpoint as it is made; its other options are checked already.
   const auto make_service = [&] {
     return with_option("--load-checkpoint",
-                       [&] { return std::make_unique<net::ControllerService>(std::move(options)); });
+                       [&] { return std::make_unique<server::ControllerService>(std::move(options)); });
   };
   return serve_until_signal("controller", make_service, args->get("--metrics"));
 }
@@ -266,7 +266,7 @@ int serve_storage(std::span<const std::string> arguments) {
   if (!args) return 0;
   refuse_positionals(*args, kStorageSpec);
   if (!args->has("--controller")) throw_invalid("--controller ADDR is required: the controller service's endpoint");
-  net::StorageSettings settings;
+  server::StorageSettings settings;
   settings.serving = serving_settings(*args);
   settings.controller = *args->get("--controller");
   settings.advertise = args->get("--advertise").value_or("");
@@ -274,8 +274,8 @@ int serve_storage(std::span<const std::string> arguments) {
   settings.max_samples = static_cast<uint64_t>(args->integer("--max-samples", 0, 0, kInt64Max));
   settings.controller_key_file = args->get("--controller-key").value_or("");
   check_files_and_endpoints(*args);
-  net::StorageServiceOptions options = net::storage_service_options(settings);
-  const auto make_service = [&] { return std::make_unique<net::StorageService>(std::move(options)); };
+  server::StorageServiceOptions options = server::storage_service_options(settings);
+  const auto make_service = [&] { return std::make_unique<server::StorageService>(std::move(options)); };
   return serve_until_signal("storage", make_service, args->get("--metrics"));
 }
 

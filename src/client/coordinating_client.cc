@@ -13,11 +13,11 @@
 #include <unordered_set>
 
 #include "client/call_deadline.h"
-#include "client/checkpoint_directory.h"
+#include "durable/checkpoint_directory.h"
 #include "common/stale_sample.h"
 #include "core/custom_meta.h"
 #include "seqflow/error.h"
-#include "storage/aligned_buffer.h"
+#include "common/aligned_buffer.h"
 
 namespace seqflow {
 namespace {
@@ -451,7 +451,7 @@ void CoordinatingClient::kv_clear(const std::string& partition_id, std::span<con
 
 void CoordinatingClient::save_checkpoint(const std::string& directory, const Json& user_metadata) {
   std::unique_lock lock(mutex_);
-  write_checkpoint_directory(directory, user_metadata, [this](const CheckpointFiles& files) {
+  durable::write_checkpoint_directory(directory, user_metadata, [this](const durable::CheckpointFiles& files) {
     control_->save(files.controller);
     data_->save(files.storage);
   });
@@ -460,11 +460,11 @@ void CoordinatingClient::save_checkpoint(const std::string& directory, const Jso
 Json CoordinatingClient::load_checkpoint(const std::string& directory) {
   namespace fs = std::filesystem;
   std::unique_lock lock(mutex_);
-  const CheckpointFiles files = open_checkpoint_directory(directory);
-  Json user_metadata = read_checkpoint_metadata(files);  // a corrupt file fails before anything changes
+  const durable::CheckpointFiles files = durable::open_checkpoint_directory(directory);
+  Json user_metadata = durable::read_checkpoint_metadata(files);  // a corrupt file fails before anything changes
   // The controller is loaded first and can be put back from this copy if the
   // storage file turns out to be bad; storage loads are all-or-nothing.
-  const fs::path backup = temporary_checkpoint_sibling(directory, "controller-backup");
+  const fs::path backup = durable::temporary_checkpoint_sibling(directory, "controller-backup");
   struct Remover {
     fs::path path;
     ~Remover() {

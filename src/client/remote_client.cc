@@ -5,7 +5,7 @@
 #include "client/coordinating_client.h"
 #include "client/remote_control_plane.h"
 #include "client/sharded_storage.h"
-#include "net/connection.h"
+#include "transport/connection.h"
 #include "seqflow/error.h"
 
 namespace seqflow {
@@ -16,29 +16,29 @@ std::shared_ptr<Client> make_remote_client(const RemoteOptions& options) {
   if (options.timeout.count() <= 0) {
     throw_invalid("timeout must be positive, got " + std::to_string(options.timeout.count()) + " ms");
   }
-  net::ConnectionOptions connection;
+  transport::ConnectionOptions connection;
   connection.timeout = options.timeout;
-  net::check_busy_poll(options.busy_poll, "busy_poll");
+  transport::check_busy_poll(options.busy_poll, "busy_poll");
   connection.busy_poll = options.busy_poll;
   const bool curve = !options.server_public_key.empty() || !options.client_public_key.empty() ||
                      !options.client_secret_key.empty();
   if (curve) {
-    net::check_curve_key(options.server_public_key, "server_public_key");
-    net::check_curve_key(options.client_public_key, "client_public_key");
-    net::check_curve_key(options.client_secret_key, "client_secret_key");
+    transport::check_curve_key(options.server_public_key, "server_public_key");
+    transport::check_curve_key(options.client_public_key, "client_public_key");
+    transport::check_curve_key(options.client_secret_key, "client_secret_key");
     connection.security.enabled = true;
     connection.security.server_public_key = options.server_public_key;
     connection.security.client_keys = {options.client_public_key, options.client_secret_key};
   }
   auto context = std::make_shared<zmq::context_t>(1);
   auto control = std::make_shared<RemoteControlPlane>(
-      std::make_shared<net::ConnectionPool>(context, options.controller_endpoint, connection),
+      std::make_shared<transport::ConnectionPool>(context, options.controller_endpoint, connection),
       options.timeout);
-  std::vector<std::shared_ptr<net::ConnectionPool>> units;
+  std::vector<std::shared_ptr<transport::ConnectionPool>> units;
   // Data calls do not spin: they are long enough to pay for a wake-up.
   connection.busy_poll = std::chrono::microseconds(0);
   for (const std::string& endpoint : control->storage_units()) {
-    units.push_back(std::make_shared<net::ConnectionPool>(context, endpoint, connection));
+    units.push_back(std::make_shared<transport::ConnectionPool>(context, endpoint, connection));
   }
   return std::make_shared<CoordinatingClient>(
       control, std::make_shared<ShardedStorage>(std::move(units), options.local_copy),

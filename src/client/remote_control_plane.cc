@@ -4,23 +4,23 @@
 
 #include "client/call_deadline.h"
 #include "core/custom_meta.h"
-#include "net/controller_service.h"
-#include "net/wire_codec.h"
+#include "seqflow/limits.h"
+#include "transport/wire_codec.h"
 #include "seqflow/error.h"
 
 namespace seqflow {
 namespace {
 
-using net::wire::Header;
-using net::wire::Json;
+using transport::wire::Header;
+using transport::wire::Json;
 
-Json binary_indexes(std::span<const int64_t> indexes) { return net::wire::binary_of(indexes); }
+Json binary_indexes(std::span<const int64_t> indexes) { return transport::wire::binary_of(indexes); }
 
 // The request naming samples, with their generations when known.
 Json samples_request(const std::string& partition_id, std::span<const int64_t> indexes,
                      std::span<const uint64_t> generations) {
   Json request{{"partition_id", partition_id}, {"indexes", binary_indexes(indexes)}};
-  if (!generations.empty()) request["generations"] = net::wire::binary_of(generations);
+  if (!generations.empty()) request["generations"] = transport::wire::binary_of(generations);
   return request;
 }
 
@@ -37,8 +37,8 @@ Json objects_of(std::span<const Json> values) {
 constexpr std::chrono::milliseconds kMaxCallTimeout = std::chrono::hours(24 * 365);
 
 // One request on a pooled connection, and the frames of its reply.
-net::Frames exchange(net::ConnectionPool& controller, std::string_view op, net::Frames request,
-                     net::Connection::Clock::time_point deadline) {
+transport::Frames exchange(transport::ConnectionPool& controller, std::string_view op, transport::Frames request,
+                     transport::Connection::Clock::time_point deadline) {
   CallDeadline::check_open(deadline, op, controller.endpoint());
   auto lease = controller.acquire();
   const uint64_t id = lease->send(op, std::move(request), deadline);
@@ -46,15 +46,15 @@ net::Frames exchange(net::ConnectionPool& controller, std::string_view op, net::
 }
 
 // A reply that is a BatchMeta, read from its frame without a JSON tree.
-BatchMeta batch_meta_reply(net::ConnectionPool& controller, std::string_view op, net::Frames request,
-                           net::Connection::Clock::time_point deadline) {
-  return net::wire::read_batch_meta(exchange(controller, op, std::move(request), deadline), 0,
+BatchMeta batch_meta_reply(transport::ConnectionPool& controller, std::string_view op, transport::Frames request,
+                           transport::Connection::Clock::time_point deadline) {
+  return transport::wire::read_batch_meta(exchange(controller, op, std::move(request), deadline), 0,
                                     std::string(op) + " reply");
 }
 
 }  // namespace
 
-RemoteControlPlane::RemoteControlPlane(std::shared_ptr<net::ConnectionPool> controller,
+RemoteControlPlane::RemoteControlPlane(std::shared_ptr<transport::ConnectionPool> controller,
                                        std::chrono::milliseconds timeout)
     : controller_(std::move(controller)), timeout_(timeout) {}
 
@@ -63,7 +63,7 @@ Json RemoteControlPlane::call(std::string_view op, const Json& header) const {
 }
 
 Json RemoteControlPlane::call(std::string_view op, const Json& header, Clock::time_point deadline) const {
-  return net::wire::read_header(exchange(*controller_, op, net::wire::header_message(header), deadline), 0,
+  return transport::wire::read_header(exchange(*controller_, op, transport::wire::header_message(header), deadline), 0,
                                 std::string(op) + " reply");
 }
 
@@ -73,10 +73,10 @@ BatchMeta RemoteControlPlane::insert(const std::string& partition_id, int64_t co
   // that gave up leaves no samples behind. Relative: clocks differ between
   // machines. Rounded down: the controller must not outlast this client.
   const auto budget = std::min(std::chrono::floor<std::chrono::milliseconds>(deadline - Clock::now()),
-                               net::kMaxInsertBudget);
+                               kMaxInsertBudget);
   if (budget.count() < 1) CallDeadline::throw_passed("insert", controller_->endpoint());
   const Json header{{"partition_id", partition_id}, {"count", count}, {"budget_ms", budget.count()}};
-  return batch_meta_reply(*controller_, "insert", net::wire::header_message(header), deadline);
+  return batch_meta_reply(*controller_, "insert", transport::wire::header_message(header), deadline);
 }
 
 void RemoteControlPlane::mark_produced(const std::string& partition_id, std::span<const int64_t> global_indexes,
@@ -85,7 +85,7 @@ void RemoteControlPlane::mark_produced(const std::string& partition_id, std::spa
                                        std::span<const Json> custom_meta) {
   core::check_meta_depths(global_indexes, custom_meta);
   Json request = samples_request(partition_id, global_indexes, generations);
-  request["fields"] = net::wire::encode_schemas(fields);
+  request["fields"] = transport::wire::encode_schemas(fields);
   request["custom_meta"] = objects_of(custom_meta);
   call("mark_produced", request);
 }
@@ -94,7 +94,7 @@ BatchMeta RemoteControlPlane::get_meta(const MetaRequest& request) {
   const bool waits = request.mode == MetaMode::kFetch && !request.polling;
   const auto timeout = waits ? std::min(kMaxCallTimeout, request.timeout + timeout_) : timeout_;
   return batch_meta_reply(*controller_, "get_meta",
-                          net::wire::header_message(net::wire::meta_request_frame(request)),
+                          transport::wire::header_message(transport::wire::meta_request_frame(request)),
                           CallDeadline::of_request(timeout));
 }
 
@@ -129,7 +129,7 @@ std::optional<std::vector<std::pair<int64_t, bool>>> RemoteControlPlane::consump
   const Json reply = call("consumption_status", Json{{"task_name", task_name}, {"partition_id", partition_id}});
   const Header header(reply, "consumption_status reply", {"status"});
   if (!header.has("status")) return std::nullopt;
-  return net::wire::decode_status(header.at("status"), "consumption_status reply");
+  return transport::wire::decode_status(header.at("status"), "consumption_status reply");
 }
 
 std::optional<ProductionStatus> RemoteControlPlane::production_status(std::span<const std::string> fields,
@@ -196,7 +196,7 @@ BatchMeta RemoteControlPlane::kv_resolve(const std::string& partition_id, std::s
   const Json header{{"partition_id", partition_id},
                     {"keys", std::vector<std::string>(keys.begin(), keys.end())},
                     {"tags", objects_of(tags)}};
-  return batch_meta_reply(*controller_, "kv_resolve", net::wire::header_message(header),
+  return batch_meta_reply(*controller_, "kv_resolve", transport::wire::header_message(header),
                           CallDeadline::of_request(timeout_));
 }
 
@@ -204,7 +204,7 @@ BatchMeta RemoteControlPlane::kv_lookup(const std::string& partition_id,
                                         std::span<const std::string> keys) const {
   const Json header{{"partition_id", partition_id},
                     {"keys", std::vector<std::string>(keys.begin(), keys.end())}};
-  return batch_meta_reply(*controller_, "kv_lookup", net::wire::header_message(header),
+  return batch_meta_reply(*controller_, "kv_lookup", transport::wire::header_message(header),
                           CallDeadline::of_request(timeout_));
 }
 
@@ -212,7 +212,7 @@ BatchMeta RemoteControlPlane::kv_find(const std::string& partition_id,
                                       std::span<const std::string> keys) const {
   const Json header{{"partition_id", partition_id},
                     {"keys", std::vector<std::string>(keys.begin(), keys.end())}};
-  return batch_meta_reply(*controller_, "kv_find", net::wire::header_message(header),
+  return batch_meta_reply(*controller_, "kv_find", transport::wire::header_message(header),
                           CallDeadline::of_request(timeout_));
 }
 
@@ -234,10 +234,10 @@ std::vector<PartitionKeys> RemoteControlPlane::kv_list(const std::string* partit
   for (const auto& [name, listing] : listings_) {
     if (partition_id == nullptr || name == *partition_id) known[name] = listing.version();
   }
-  net::Frames reply = exchange(*controller_, "kv_list",
-                               net::wire::header_message(net::wire::kv_list_request(partition_id, known)),
+  transport::Frames reply = exchange(*controller_, "kv_list",
+                               transport::wire::header_message(transport::wire::kv_list_request(partition_id, known)),
                                CallDeadline::of_request(timeout_));
-  std::vector<PartitionKeys> listed = net::wire::read_kv_list(reply, 0, "kv_list reply");
+  std::vector<PartitionKeys> listed = transport::wire::read_kv_list(reply, 0, "kv_list reply");
   std::map<std::string, PartitionKeys> held;  // what the answer leaves this client holding
   for (PartitionKeys& partition : listed) {
     if (partition.is_unchanged()) {

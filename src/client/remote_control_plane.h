@@ -9,14 +9,14 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "net/connection.h"
+#include "transport/connection.h"
 #include "seqflow/controller.h"
 
 namespace seqflow {
 
 class RemoteControlPlane final : public ControlPlane {
  public:
-  RemoteControlPlane(std::shared_ptr<net::ConnectionPool> controller, std::chrono::milliseconds timeout);
+  RemoteControlPlane(std::shared_ptr<transport::ConnectionPool> controller, std::chrono::milliseconds timeout);
 
   BatchMeta insert(const std::string& partition_id, int64_t count) override;
   void mark_produced(const std::string& partition_id, std::span<const int64_t> global_indexes,
@@ -55,14 +55,14 @@ class RemoteControlPlane final : public ControlPlane {
   std::vector<std::string> storage_units() const;
 
  private:
-  using Clock = net::Connection::Clock;
+  using Clock = transport::Connection::Clock;
 
   // By CallDeadline::of_request(timeout_): the timeout, cut to the deadline
   // of the client call this request is part of.
   nlohmann::json call(std::string_view op, const nlohmann::json& header) const;
   nlohmann::json call(std::string_view op, const nlohmann::json& header, Clock::time_point deadline) const;
 
-  std::shared_ptr<net::ConnectionPool> controller_;
+  std::shared_ptr<transport::ConnectionPool> controller_;
   std::chrono::milliseconds timeout_;
   // The last kv_list answer per partition: the controller answers a poll of
   // an unchanged partition (verl's replay buffer lists every partition on

@@ -6,26 +6,26 @@
 #include <optional>
 
 #include "client/call_deadline.h"
-#include "net/local_copy.h"
-#include "net/storage_routing.h"
-#include "net/wire_codec.h"
+#include "transport/local_copy.h"
+#include "transport/storage_routing.h"
+#include "transport/wire_codec.h"
 #include "seqflow/error.h"
-#include "storage/aligned_buffer.h"
-#include "storage/file_io.h"
+#include "common/aligned_buffer.h"
+#include "durable/atomic_file.h"
 
 namespace seqflow {
 namespace {
 
-using net::Frames;
-using net::wire::Header;
-using net::wire::Json;
+using transport::Frames;
+using transport::wire::Header;
+using transport::wire::Json;
 
 // One request per unit that has work, sent before any reply is awaited; the
 // first error is rethrown once every reply (or timeout) is in. Each request
 // ends by the unit's timeout or the deadline of the client call (CallDeadline).
 class FanOut {
  public:
-  explicit FanOut(const std::vector<std::shared_ptr<net::ConnectionPool>>& units) : units_(units) {}
+  explicit FanOut(const std::vector<std::shared_ptr<transport::ConnectionPool>>& units) : units_(units) {}
 
   void send(size_t unit, std::string_view op, Frames args) {
     auto lease = units_[unit]->acquire();
@@ -66,11 +66,11 @@ class FanOut {
  private:
   struct Call {
     size_t unit;
-    net::ConnectionPool::Lease lease;
+    transport::ConnectionPool::Lease lease;
     uint64_t id;
-    net::Connection::Clock::time_point deadline;
+    transport::Connection::Clock::time_point deadline;
   };
-  const std::vector<std::shared_ptr<net::ConnectionPool>>& units_;
+  const std::vector<std::shared_ptr<transport::ConnectionPool>>& units_;
   std::vector<Call> calls_;
 };
 
@@ -94,7 +94,7 @@ void copy_described(const std::vector<DescribedRows>& described, size_t fields,
     for (const size_t p : described[d].positions) order.emplace_back(p, d);
   }
   std::sort(order.begin(), order.end());
-  std::vector<std::vector<net::local_copy::Piece>> pieces(described.size());
+  std::vector<std::vector<transport::local_copy::Piece>> pieces(described.size());
   for (size_t f = 0; f < fields; ++f) {
     size_t total = 0;
     for (const auto& [p, d] : order) total += rows[p][f].nbytes;
@@ -109,7 +109,7 @@ void copy_described(const std::vector<DescribedRows>& described, size_t fields,
     }
   }
   for (size_t d = 0; d < described.size(); ++d) {
-    net::local_copy::read_pieces(described[d].description, pieces[d], "get reply local_frames");
+    transport::local_copy::read_pieces(described[d].description, pieces[d], "get reply local_frames");
   }
 }
 
@@ -129,13 +129,13 @@ size_t bytes_at(const std::vector<Column>& columns, std::span<const size_t> posi
 // A put or get request naming the samples of `samples` at `positions`.
 Json keys_header(const SampleKeys& samples, std::span<const size_t> positions) {
   Json header = Json::object();
-  net::wire::add_sample_keys(header, samples, positions);
+  transport::wire::add_sample_keys(header, samples, positions);
   return header;
 }
 
 }  // namespace
 
-ShardedStorage::ShardedStorage(std::vector<std::shared_ptr<net::ConnectionPool>> units, bool local_copy)
+ShardedStorage::ShardedStorage(std::vector<std::shared_ptr<transport::ConnectionPool>> units, bool local_copy)
     : units_(std::move(units)), local_copy_(std::make_unique<std::atomic<bool>[]>(units_.size())) {
   if (units_.empty()) throw_invalid("remote storage needs at least one storage unit");
   for (size_t u = 0; u < units_.size(); ++u) local_copy_[u] = local_copy;
@@ -150,7 +150,7 @@ void ShardedStorage::put(const SampleKeys& samples, const std::vector<Column>& c
                     " samples; the put has " + std::to_string(global_indexes.size()) + " global indexes");
     }
   }
-  const auto shards = net::shard_indexes(global_indexes, units_.size());
+  const auto shards = transport::shard_indexes(global_indexes, units_.size());
   // With one unit every sample goes there: frames point into the columns.
   const auto positions_of = [&](size_t u) {
     return units_.size() == 1 ? std::span<const size_t>() : std::span<const size_t>(shards[u].positions);
@@ -159,21 +159,21 @@ void ShardedStorage::put(const SampleKeys& samples, const std::vector<Column>& c
   const auto with_bytes = [&](size_t u) {
     Frames message(1);
     Json header = keys_of(u);
-    header["columns"] = net::wire::append_columns(columns, positions_of(u), message);
-    message[0] = net::wire::header_frame(header);
+    header["columns"] = transport::wire::append_columns(columns, positions_of(u), message);
+    message[0] = transport::wire::header_frame(header);
     return message;
   };
   FanOut fan_out(units_);
   for (size_t u = 0; u < shards.size(); ++u) {
     if (shards[u].global_indexes.empty()) continue;
-    if (local_copy_[u] && bytes_at(columns, positions_of(u)) >= net::local_copy::kMinBytes) {
+    if (local_copy_[u] && bytes_at(columns, positions_of(u)) >= transport::local_copy::kMinBytes) {
       // The unit assembles each column's frame from the samples where they
       // lie in the columns, which stay valid until it has replied.
       std::vector<std::vector<std::span<const std::byte>>> pieces;
       Json header = keys_of(u);
-      header["columns"] = net::wire::describe_columns(columns, positions_of(u), pieces);
-      header["local_frames"] = net::local_copy::describe(pieces);
-      fan_out.send(u, "put", net::wire::header_message(header));
+      header["columns"] = transport::wire::describe_columns(columns, positions_of(u), pieces);
+      header["local_frames"] = transport::local_copy::describe(pieces);
+      fan_out.send(u, "put", transport::wire::header_message(header));
     } else {
       fan_out.send(u, "put", with_bytes(u));
     }
@@ -182,7 +182,7 @@ void ShardedStorage::put(const SampleKeys& samples, const std::vector<Column>& c
   FanOut resend(units_);
   bool resending = false;
   for (auto& [unit, frames] : fan_out.receive_all()) {
-    const Json header = net::wire::read_header(frames, 0, "put reply");
+    const Json header = transport::wire::read_header(frames, 0, "put reply");
     const Header reply(header, "put reply", {"local_copy_refused"});
     if (!reply.has("local_copy_refused")) continue;
     local_copy_[unit] = false;
@@ -195,7 +195,7 @@ void ShardedStorage::put(const SampleKeys& samples, const std::vector<Column>& c
 std::vector<std::vector<SampleView>> ShardedStorage::get(const SampleKeys& samples,
                                                          std::span<const std::string> fields) const {
   const std::span<const int64_t> global_indexes = samples.global_indexes;
-  const auto shards = net::shard_indexes(global_indexes, units_.size());
+  const auto shards = transport::shard_indexes(global_indexes, units_.size());
   const std::vector<std::string> names(fields.begin(), fields.end());
   std::vector<std::vector<SampleView>> rows(global_indexes.size());
   std::vector<size_t> asking;
@@ -214,7 +214,7 @@ std::vector<std::vector<SampleView>> ShardedStorage::get(const SampleKeys& sampl
         Json header = keys_header(samples, shards[u].positions);
         header["fields"] = names;
         header["local_copy"] = first_round && local_copy_[u].load();
-        fan_out.send(u, "get", net::wire::header_message(header));
+        fan_out.send(u, "get", transport::wire::header_message(header));
       } catch (const Error& e) {
         if (!failure) failure = e;
       }
@@ -228,23 +228,23 @@ std::vector<std::vector<SampleView>> ShardedStorage::get(const SampleKeys& sampl
         continue;
       }
       try {
-        const Json header = net::wire::read_header(frames, 0, "get reply");
+        const Json header = transport::wire::read_header(frames, 0, "get reply");
         const Header reply(header, "get reply", {"fields", "local_frames", "lease"});
         if (reply.has("lease")) leases.emplace_back(unit, reply.integer("lease"));
         if (reply.has("local_frames")) {
           const Json& description = reply.at("local_frames");
-          if (net::local_copy::unreadable_reason(description, "get reply local_frames")) {
+          if (transport::local_copy::unreadable_reason(description, "get reply local_frames")) {
             local_copy_[unit] = false;
             asking.push_back(unit);
             continue;
           }
           // take_views lays the values out over stand-ins; copy_described fetches them.
-          Frames stand_ins = net::local_copy::placeholders(description, "get reply local_frames");
+          Frames stand_ins = transport::local_copy::placeholders(description, "get reply local_frames");
           frames.resize(1);
           std::move(stand_ins.begin(), stand_ins.end(), std::back_inserter(frames));
           described.push_back({shards[unit].positions, description});
         }
-        auto views = net::wire::take_views(reply.at("fields"), frames, 1, shards[unit].positions.size(),
+        auto views = transport::wire::take_views(reply.at("fields"), frames, 1, shards[unit].positions.size(),
                                            names.size(), "get reply");
         for (size_t i = 0; i < views.size(); ++i) rows[shards[unit].positions[i]] = std::move(views[i]);
       } catch (const Error& e) {
@@ -268,10 +268,10 @@ void ShardedStorage::give_back(const std::vector<std::pair<size_t, int64_t>>& le
   if (leases.empty()) return;
   FanOut fan_out(units_);
   for (const auto& [unit, lease] : leases) {
-    fan_out.send(unit, "release", net::wire::header_message(Json{{"lease", lease}}));
+    fan_out.send(unit, "release", transport::wire::header_message(Json{{"lease", lease}}));
   }
   for (const auto& [unit, frames] : fan_out.receive_all()) {
-    const Json header = net::wire::read_header(frames, 0, "release reply");
+    const Json header = transport::wire::read_header(frames, 0, "release reply");
     if (!Header(header, "release reply", {"held"}).boolean("held")) {
       throw Error(ErrorCode::kTimeout, "storage unit " + units_[unit]->endpoint() +
                                            " let go of a get's values before this client had copied them "
@@ -281,13 +281,13 @@ void ShardedStorage::give_back(const std::vector<std::pair<size_t, int64_t>>& le
 }
 
 void ShardedStorage::clear(std::span<const int64_t> global_indexes) {
-  const auto shards = net::shard_indexes(global_indexes, units_.size());
+  const auto shards = transport::shard_indexes(global_indexes, units_.size());
   FanOut fan_out(units_);
   for (size_t u = 0; u < shards.size(); ++u) {
     if (shards[u].global_indexes.empty()) continue;
     fan_out.send(u, "clear",
-                 net::wire::header_message(Json{
-                     {"indexes", net::wire::binary_of(std::span<const int64_t>(shards[u].global_indexes))}}));
+                 transport::wire::header_message(Json{
+                     {"indexes", transport::wire::binary_of(std::span<const int64_t>(shards[u].global_indexes))}}));
   }
   fan_out.receive_all();
 }
@@ -295,17 +295,17 @@ void ShardedStorage::clear(std::span<const int64_t> global_indexes) {
 void ShardedStorage::clear_all() {
   FanOut fan_out(units_);
   for (size_t u = 0; u < units_.size(); ++u)
-    fan_out.send(u, "clear_all", net::wire::header_message(Json::object()));
+    fan_out.send(u, "clear_all", transport::wire::header_message(Json::object()));
   fan_out.receive_all();
 }
 
 StorageStats ShardedStorage::stats() const {
   FanOut fan_out(units_);
   for (size_t u = 0; u < units_.size(); ++u)
-    fan_out.send(u, "stats", net::wire::header_message(Json::object()));
+    fan_out.send(u, "stats", transport::wire::header_message(Json::object()));
   StorageStats total;
   for (auto& [unit, frames] : fan_out.receive_all()) {
-    const Json header = net::wire::read_header(frames, 0, "stats reply");
+    const Json header = transport::wire::read_header(frames, 0, "stats reply");
     const Header reply(header, "stats reply", {"samples", "bytes"});
     total.samples += static_cast<uint64_t>(reply.integer("samples"));
     total.bytes += static_cast<uint64_t>(reply.integer("bytes"));
@@ -319,10 +319,10 @@ StorageStats ShardedStorage::stats() const {
 void ShardedStorage::save(const std::string& path) const {
   FanOut fan_out(units_);
   for (size_t u = 0; u < units_.size(); ++u)
-    fan_out.send(u, "save", net::wire::header_message(Json{{"path", unit_file(path, u)}}));
+    fan_out.send(u, "save", transport::wire::header_message(Json{{"path", unit_file(path, u)}}));
   Json fingerprints = Json::array();
   for (auto& [unit, reply] : fan_out.receive_all()) {
-    const Json json = net::wire::read_header(reply, 0, "save reply");
+    const Json json = transport::wire::read_header(reply, 0, "save reply");
     const Json& fingerprint = Header(json, "save reply", {"fingerprint"}).at("fingerprint");
     if (!fingerprint.is_number_unsigned()) {
       throw_invalid("save reply of storage unit " + std::to_string(unit) + ": fingerprint must be an unsigned integer");
@@ -333,7 +333,7 @@ void ShardedStorage::save(const std::string& path) const {
   // swap that publishes the checkpoint must not publish an empty index.
   const std::string text =
       Json{{"storage_units", units_.size()}, {"fingerprints", std::move(fingerprints)}}.dump() + "\n";
-  AtomicFileWriter index(path);
+  durable::AtomicFileWriter index(path);
   index.write(std::as_bytes(std::span(text)));
   index.commit();
 }
@@ -367,7 +367,7 @@ void ShardedStorage::load(const std::string& path) {
       Json request{{"path", unit_file(path, u)}};
       if (!fingerprints.empty()) request["fingerprint"] = fingerprints[u];
       if (check_only) request["check_only"] = true;
-      fan_out.send(u, "load", net::wire::header_message(request));
+      fan_out.send(u, "load", transport::wire::header_message(request));
     }
     fan_out.receive_all();
   }

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "net/connection.h"
+#include "transport/connection.h"
 #include "seqflow/storage.h"
 
 namespace seqflow {
@@ -19,7 +19,7 @@ namespace seqflow {
 class ShardedStorage final : public DataPlane {
  public:
   // units[u]: the pool of unit u (ordered as the controller orders them).
-  ShardedStorage(std::vector<std::shared_ptr<net::ConnectionPool>> units, bool local_copy);
+  ShardedStorage(std::vector<std::shared_ptr<transport::ConnectionPool>> units, bool local_copy);
 
   void put(const SampleKeys& samples, const std::vector<Column>& columns) override;
   std::vector<std::vector<SampleView>> get(const SampleKeys& samples,
@@ -37,7 +37,7 @@ class ShardedStorage final : public DataPlane {
   // copied; throws kTimeout if a unit had let one go (the copy may be torn).
   void give_back(const std::vector<std::pair<size_t, int64_t>>& leases) const;
 
-  std::vector<std::shared_ptr<net::ConnectionPool>> units_;
+  std::vector<std::shared_ptr<transport::ConnectionPool>> units_;
   // Per unit: may it still be tried? Cleared when it proves elsewhere.
   std::unique_ptr<std::atomic<bool>[]> local_copy_;
 };

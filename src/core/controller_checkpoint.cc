@@ -4,8 +4,8 @@
 #include <algorithm>
 
 #include "common/msgpack_reader.h"
-#include "core/checkpoint_file.h"
 #include "core/control_data_codec.h"
+#include "core/controller_checkpoint_format.h"
 #include "core/controller_state.h"
 #include "core/custom_meta.h"
 #include "seqflow/controller.h"
@@ -21,9 +21,6 @@ constexpr int kVersion = 2;
 // predecessor counted generations after the save; starting this far above
 // keeps its new generations above every one handed out before.
 constexpr uint64_t kGenerationJumpOnLoad = uint64_t{1} << 40;
-// custom_meta values sit a few levels inside the checkpoint's own structure;
-// a crafted file must not nest deeper than that and exhaust the stack.
-constexpr size_t kMaxCheckpointNesting = core::kMaxMetaNesting + 16;
 
 }  // namespace
 
@@ -39,7 +36,9 @@ void Controller::save(const std::string& path) const {
     encoded["sampler"] = {{"name", state_->sampler->name()}, {"state", state_->sampler->state()}};
     payload = nlohmann::json::to_msgpack(encoded);
   }
-  core::write_checkpoint_file(path, payload);  // outside the lock: I/O is slow
+  durable::FramedFileWriter file(path, core::kControllerCheckpoint);  // outside the lock: I/O is slow
+  file.write(std::as_bytes(std::span(payload)));
+  file.commit();
 }
 
 void Controller::load(const std::string& path) { load_checkpoint(path, false); }
@@ -53,14 +52,16 @@ uint64_t Controller::incarnation() const {
 
 void Controller::load_checkpoint(const std::string& path, bool take_incarnation) {
   if (path.empty()) throw_invalid("checkpoint path must not be empty");
-  const std::vector<uint8_t> payload = core::read_checkpoint_file(path);
+  const durable::FramedFile file = durable::open_framed_file(path, core::kControllerCheckpoint);
+  durable::check_checksum(file, path, core::kControllerCheckpoint);
+  const std::string_view payload(reinterpret_cast<const char*>(file.bytes->data) + durable::kFrameHeaderSize,
+                                 file.body_end - durable::kFrameHeaderSize);
   nlohmann::json encoded;
   core::ControlData fresh;
   std::string sampler_name;
   nlohmann::json sampler_state;
   try {
-    encoded = msgpack_to_json(std::string_view(reinterpret_cast<const char*>(payload.data()), payload.size()),
-                              kMaxCheckpointNesting);
+    encoded = msgpack_to_json(payload, kMaxDecodeNesting);
     if (encoded.at("format").get<std::string>() != kFormat) {
       throw_invalid("format is not " + std::string(kFormat));
     }

@@ -102,7 +102,7 @@ EncodedMeta encode_meta(const nlohmann::json& meta, const std::string& where) {
 nlohmann::json decode_meta(std::string_view bytes) {
   if (bytes.empty()) return nlohmann::json::object();
   try {
-    return msgpack_to_json(bytes, kMaxMetaNesting);
+    return msgpack_to_json(bytes, kMaxDecodeNesting);
   } catch (const Error& error) {
     throw_invalid(std::string("custom_meta ") + error.what());
   }

@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "seqflow/limits.h"
+
 namespace seqflow::core {
 
 struct EncodedMeta {
@@ -19,11 +21,6 @@ struct EncodedMeta {
   std::optional<int64_t> length;      // "total_lengths"
   std::optional<std::string> group;   // "group_id", as canonical JSON text
 };
-
-// User custom_meta (puts, set_custom_meta, KV tags) may nest containers at
-// most this deep, in every mode: a remote request carries it inside its
-// header, which the wire refuses beyond net::wire::kMaxNesting (64) levels.
-inline constexpr size_t kMaxCustomMetaDepth = 32;
 
 // Throws kInvalidArgument naming `where` when `meta` nests containers deeper
 // than kMaxCustomMetaDepth ({"a": 1} is one level, {"a": [1]} two).
@@ -50,13 +47,8 @@ void check_tags(std::span<const std::string> keys, std::span<const nlohmann::jso
 // when group_id is not a scalar.
 EncodedMeta encode_meta(const nlohmann::json& meta, const std::string& where);
 
-// custom_meta bytes from outside (Python's encoded batches, checkpoints) may
-// nest containers at most this deep: the decoders and nlohmann's writers
-// recurse per level. The wire allows less (net::wire::kMaxNesting).
-inline constexpr size_t kMaxMetaNesting = 1000;
-
 // Empty bytes decode to {}. Throws kInvalidArgument when `bytes` are not one
-// MessagePack value nested at most kMaxMetaNesting deep.
+// MessagePack value nested at most kMaxDecodeNesting deep.
 nlohmann::json decode_meta(std::string_view bytes);
 
 // `current` updated key by key with `update` (both objects).

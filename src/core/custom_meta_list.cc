@@ -42,7 +42,7 @@ CustomMetaList CustomMetaList::from_encoded(std::string bytes, std::vector<uint3
     const std::string_view entry = out.encoded(i);
     if (entry.empty()) continue;
     try {
-      check_msgpack_map(entry, core::kMaxMetaNesting);
+      check_msgpack_map(entry, kMaxDecodeNesting);
     } catch (const Error& error) {
       throw_invalid("custom_meta[" + std::to_string(i) + "] " + error.what());
     }

@@ -9,9 +9,9 @@
 #include <string>
 #include <string_view>
 
-namespace seqflow::core {
+#include "seqflow/limits.h"
 
-inline constexpr size_t kMaxNameBytes = 1024;
+namespace seqflow::core {
 
 // Throws kInvalidArgument "<parameter> <problem>, got '<name>'" (non-printable
 // bytes escaped as \xNN, a long name shortened).

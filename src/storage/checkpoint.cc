@@ -4,13 +4,11 @@
 #include <array>
 #include <bit>
 #include <cstring>
-#include <fstream>
 #include <type_traits>
 
+#include "common/dtype_code.h"
+#include "durable/framed_file.h"
 #include "seqflow/error.h"
-#include "storage/checksum.h"
-#include "storage/dtype_code.h"
-#include "storage/file_io.h"
 #include "storage/value_check.h"
 
 namespace seqflow {
@@ -19,17 +17,10 @@ namespace {
 static_assert(std::endian::native == std::endian::little,
               "checkpoints are written in host order; a big-endian host needs byte swapping");
 
-constexpr std::array<char, 8> kMagic = {'S', 'E', 'Q', 'F', 'S', 'T', 'O', 'R'};
 constexpr uint32_t kVersion = 2;
 constexpr uint32_t kVersionWithoutOwners = 1;
+constexpr durable::FileKind kStorageCheckpoint{"SEQFSTOR", "storage checkpoint", kVersion, kVersionWithoutOwners};
 constexpr size_t kPayloadAlignment = 64;
-
-struct FileHeader {
-  std::array<char, 8> magic;
-  uint32_t version;
-  uint32_t zero;
-  uint64_t records;
-};
 
 struct RecordHeader {
   int64_t global_index;
@@ -48,10 +39,8 @@ struct OwnerHeader {
   uint32_t zero;
 };
 
-static_assert(sizeof(FileHeader) == 24 && std::is_trivially_copyable_v<FileHeader>);
 static_assert(sizeof(OwnerHeader) == 16 && std::is_trivially_copyable_v<OwnerHeader>);
 static_assert(sizeof(RecordHeader) == 32 && std::is_trivially_copyable_v<RecordHeader>);
-constexpr size_t kTrailerSize = sizeof(uint64_t);
 constexpr size_t kMinRecordSize = sizeof(RecordHeader) + 1;  // a field name has a byte at least
 
 size_t padding_after(size_t offset) {
@@ -63,67 +52,42 @@ std::span<const std::byte> bytes_of(const T& value) {
   return std::as_bytes(std::span(&value, 1));
 }
 
-// Everything written goes through the checksum, except the trailer itself.
 class Encoder {
  public:
-  explicit Encoder(const std::string& path) : file_(path) {}
+  explicit Encoder(const std::string& path) : file_(path, kStorageCheckpoint) {}
 
-  void put(std::span<const std::byte> bytes) {
-    checksum_.update(bytes);
-    file_.write(bytes);
-    offset_ += bytes.size();
-  }
+  void put(std::span<const std::byte> bytes) { file_.write(bytes); }
 
   void pad() {
     static constexpr std::array<std::byte, kPayloadAlignment> kZeros{};
-    put(std::span(kZeros).first(padding_after(offset_)));
+    put(std::span(kZeros).first(padding_after(file_.offset())));
   }
 
-  void finish() {
-    const uint64_t sum = checksum_.value();
-    file_.write(bytes_of(sum));
-    file_.commit();
-  }
+  void finish() { file_.commit(); }
 
  private:
-  AtomicFileWriter file_;
-  Checksum checksum_;
-  size_t offset_ = 0;
+  durable::FramedFileWriter file_;
 };
 
 class Decoder {
  public:
-  Decoder(const std::string& path, std::shared_ptr<const Buffer> file)
-      : path_(path), file_(std::move(file)) {}
+  Decoder(const std::string& path, const durable::FramedFile& file)
+      : path_(path), file_(file.bytes), end_(file.body_end), offset_(durable::kFrameHeaderSize),
+        with_owners_(file.version == kVersion) {}
 
   std::vector<StoredValue> decode() {
-    const size_t size = file_->size;
-    if (size < kMagic.size() || std::memcmp(file_->data, kMagic.data(), kMagic.size()) != 0) {
-      fail("is not a seqflow storage checkpoint (bad magic)");
-    }
-    if (size < sizeof(FileHeader) + kTrailerSize) {
-      fail("is truncated: " + std::to_string(size) + " bytes, less than an empty checkpoint");
-    }
-    end_ = size - kTrailerSize;
-    const auto header = take<FileHeader>("the header");
-    if (header.version != kVersion && header.version != kVersionWithoutOwners) {
-      fail("has version " + std::to_string(header.version) + "; this build reads versions " +
-           std::to_string(kVersionWithoutOwners) + " and " + std::to_string(kVersion));
-    }
-    with_owners_ = header.version == kVersion;
-    if (header.zero != 0) fail("is corrupt: reserved header bytes are not zero");
-    if (header.records > (end_ - offset_) / kMinRecordSize) {
-      fail("is corrupt or truncated: " + std::to_string(header.records) +
-           " records cannot fit in " + std::to_string(size) + " bytes");
+    const auto records = take<uint64_t>("the record count");
+    if (records > (end_ - offset_) / kMinRecordSize) {
+      fail("is corrupt or truncated: " + std::to_string(records) + " records cannot fit in " +
+           std::to_string(file_->size) + " bytes");
     }
     std::vector<StoredValue> values;
-    values.reserve(header.records);
-    for (record_ = 0; record_ < header.records; ++record_) values.push_back(decode_record());
+    values.reserve(records);
+    for (record_ = 0; record_ < records; ++record_) values.push_back(decode_record());
     if (offset_ != end_) {
       fail("is corrupt: " + std::to_string(end_ - offset_) +
            " unexpected bytes after the last record");
     }
-    check_sum();
     return values;
   }
 
@@ -191,14 +155,6 @@ class Decoder {
     return value;
   }
 
-  void check_sum() const {
-    Checksum checksum;
-    checksum.update(std::span(file_->data, end_));
-    uint64_t stored;
-    std::memcpy(&stored, file_->data + end_, sizeof stored);
-    if (stored != checksum.value()) fail("is corrupt: checksum mismatch");
-  }
-
   [[noreturn]] void fail_record(const std::string& problem) const {
     fail("is corrupt: record " + std::to_string(record_) + ": " + problem);
   }
@@ -209,19 +165,19 @@ class Decoder {
 
   const std::string& path_;
   std::shared_ptr<const Buffer> file_;
-  size_t end_ = 0;
-  size_t offset_ = 0;
+  size_t end_;
+  size_t offset_;
   static constexpr uint64_t kNoRecord = UINT64_MAX;  // still in the file header
   uint64_t record_ = kNoRecord;
-  bool with_owners_ = true;
+  bool with_owners_;
 };
 
 }  // namespace
 
 void write_checkpoint(const std::string& path, std::span<const StoredValue> values) {
   Encoder out(path);
-  FileHeader header{kMagic, kVersion, 0, values.size()};
-  out.put(bytes_of(header));
+  const uint64_t records = values.size();
+  out.put(bytes_of(records));
   for (const StoredValue& value : values) {
     const SampleView& view = value.view;
     RecordHeader record{value.global_index,
@@ -244,23 +200,8 @@ void write_checkpoint(const std::string& path, std::span<const StoredValue> valu
 }
 
 std::vector<StoredValue> read_checkpoint(const std::string& path) {
-  return Decoder(path, read_file(path)).decode();
-}
-
-std::optional<uint64_t> checkpoint_fingerprint(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) throw Error(ErrorCode::kNotFound, "checkpoint \"" + path + "\" does not exist or cannot be read");
-  const auto size = static_cast<uint64_t>(in.tellg());
-  if (size < sizeof(FileHeader) + kTrailerSize) return std::nullopt;
-  FileHeader header{};
-  uint64_t trailer = 0;
-  in.seekg(0);
-  in.read(reinterpret_cast<char*>(&header), sizeof header);
-  in.seekg(static_cast<std::streamoff>(size - kTrailerSize));
-  in.read(reinterpret_cast<char*>(&trailer), sizeof trailer);
-  if (!in) throw_invalid("checkpoint \"" + path + "\" cannot be read");
-  if (header.magic != kMagic) return std::nullopt;
-  return trailer;
+  return durable::read_framed_file(path, kStorageCheckpoint,
+                                   [&](const durable::FramedFile& file) { return Decoder(path, file).decode(); });
 }
 
 }  // namespace seqflow

@@ -1,13 +1,13 @@
 // The storage checkpoint file: every stored (global index, field) value.
 //
-// Format (version 2, little-endian):
-//   header   "SEQFSTOR" | u32 version | u32 zero | u64 record count
+// Format (version 2, little-endian), inside durable's frame (framed_file.h:
+// magic "SEQFSTOR", version, checksum trailer):
+//   body     u64 record count, then the records
 //   record   i64 global index | u64 nbytes | u32 field length | u32 rank |
 //            u8 dtype | u8 is_object | 6 zero bytes |
 //            u64 generation | u32 partition length | u32 zero |
 //            field | partition | rank x i64 dims |
 //            zero padding to a 64-byte file offset | nbytes of payload
-//   trailer  u64 checksum of every byte before it
 // Version 1 (still read) has no generation and partition: its values load
 // with generation 0 and no partition, which any BatchMeta may read.
 // Payloads start at 64-byte offsets so that the views of a loaded file are as
@@ -15,7 +15,6 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -39,11 +38,5 @@ void write_checkpoint(const std::string& path, std::span<const StoredValue> valu
 // views into one buffer holding the file. Throws kNotFound when the file does
 // not exist and kInvalidArgument naming the path and the first problem.
 std::vector<StoredValue> read_checkpoint(const std::string& path);
-
-// The checksum the file ends with, read without the rest of it: what tells
-// one save's file from another's of the same size. Null when the file is no
-// storage checkpoint (too short, or another magic); throws kNotFound when it
-// does not exist.
-std::optional<uint64_t> checkpoint_fingerprint(const std::string& path);
 
 }  // namespace seqflow

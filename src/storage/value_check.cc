@@ -3,7 +3,7 @@
 
 #include "seqflow/error.h"
 #include "common/checked_math.h"
-#include "storage/dtype_code.h"
+#include "common/dtype_code.h"
 
 namespace seqflow {
 namespace {

@@ -6,12 +6,10 @@
 #include <optional>
 #include <string>
 
+#include "seqflow/limits.h"
 #include "seqflow/tensor.h"
 
 namespace seqflow {
-
-// numpy's limit on dimensions; checkpoints rely on it to bound what they read.
-inline constexpr size_t kMaxRank = 64;
 
 // What is wrong with a value of `nbytes` bytes, or nullopt when it is
 // consistent. Tensors: nbytes == element_count(shape) * dtype_size(dtype).

@@ -2,7 +2,7 @@
 // size (not much smaller ones), the cache stays under its limit dropping
 // the blocks freed longest ago, a zero limit or a bad setting caches
 // nothing, and threads sharing it never get the same block twice.
-#include "storage/block_cache.h"
+#include "common/block_cache.h"
 
 #include <gtest/gtest.h>
 

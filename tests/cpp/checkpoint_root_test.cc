@@ -4,16 +4,16 @@
 #include <fstream>
 #include <string>
 
-#include "net/checkpoint_root.h"
+#include "server/checkpoint_root.h"
 #include "storage_test_support.h"
 #include "test_support.h"
 
-namespace seqflow::net {
+namespace seqflow::server {
 namespace {
 
 namespace fs = std::filesystem;
-using test::TempDir;
-using test::throws_invalid;
+using seqflow::test::TempDir;
+using seqflow::test::throws_invalid;
 
 TEST(CheckpointRoot, PathsInsideTheRootResolveToThemselves) {
   TempDir dir;
@@ -57,4 +57,4 @@ TEST(CheckpointRoot, TheRootMustBeAnExistingDirectory) {
 }
 
 }  // namespace
-}  // namespace seqflow::net
+}  // namespace seqflow::server

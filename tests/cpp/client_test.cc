@@ -144,11 +144,11 @@ Json nested_object(size_t depth) {
 // written: remote requests would otherwise meet the wire's nesting limit.
 TEST_P(ClientModes, CustomMetaNestedTooDeepIsRefusedAlikeInEveryMode) {
   auto client = make_client();
-  const std::vector<Json> deepest_allowed = {nested_object(core::kMaxCustomMetaDepth)};
+  const std::vector<Json> deepest_allowed = {nested_object(kMaxCustomMetaDepth)};
   const BatchMeta put = client->put_new("p", {int64_column("x", {1})}, deepest_allowed);
   EXPECT_EQ(put.custom_meta[0], deepest_allowed[0]);
 
-  const std::vector<Json> too_deep = {Json::object(), nested_object(core::kMaxCustomMetaDepth + 1)};
+  const std::vector<Json> too_deep = {Json::object(), nested_object(kMaxCustomMetaDepth + 1)};
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
                            [&] { client->put_new("q", {int64_column("x", {1, 2})}, too_deep); },
                            {"custom_meta[1] (global index", "deeper than 32 levels"}));
@@ -195,7 +195,7 @@ TEST_P(ClientModes, FullStorageLeavesNoSampleAndNoNewPartition) {
 // partition check each. The controller holds its clear while it drops the
 // released data on the dead unit, so every rollback step would wait.
 TEST_P(RemoteModes, PutToADeadStorageUnitFailsWithinItsTimeout) {
-  net::ControllerServiceOptions controller;
+  server::ControllerServiceOptions controller;
   controller.storage_timeout = std::chrono::seconds(2);  // bounds the teardown
   RemoteCluster cluster(GetParam().storage_units, {}, controller);
   auto patient = cluster.client();  // once it exists every unit has registered

@@ -9,7 +9,6 @@
 #include <fstream>
 
 #include "controller_test_support.h"
-#include "core/checkpoint_file.h"
 #include "seqflow/controller.h"
 #include "seqflow/sampler.h"
 
@@ -102,17 +101,22 @@ TEST(ControllerCheckpoint, MissingOrCorruptCheckpointChangesNothing) {
   const std::string bad = temp_path("bad");
   std::string flipped = bytes;
   flipped[flipped.size() / 2] = static_cast<char>(flipped[flipped.size() / 2] ^ 0x40);
-  const std::vector<std::pair<const char*, std::string>> damaged = {
-      {"empty", ""},
-      {"truncated", bytes.substr(0, bytes.size() - 7)},
-      {"flipped byte", flipped},
-      {"not a checkpoint", "hello, world; this is not a checkpoint at all"},
+  struct Damage {
+    const char* what;
+    std::string content;
+    const char* message;
   };
-  for (const auto& [what, content] : damaged) {
+  const std::vector<Damage> damaged = {
+      {"empty", "", "bad magic"},
+      {"truncated", bytes.substr(0, bytes.size() - 7), "checksum mismatch"},
+      {"flipped byte", flipped, "checksum mismatch"},
+      {"not a checkpoint", "hello, world; this is not a checkpoint at all", "bad magic"},
+  };
+  for (const auto& [what, content, message] : damaged) {
     SCOPED_TRACE(what);
     write_bytes(bad, content);
     EXPECT_TRUE(throws_code([&] { controller.load(bad); }, ErrorCode::kInvalidArgument,
-                            {"corrupt"}));
+                            {"controller checkpoint", bad, message}));
     EXPECT_EQ(snapshot(controller), before);
   }
   // A valid checkpoint of another sampler is refused as well.
@@ -129,7 +133,7 @@ TEST(ControllerCheckpoint, DeeplyNestedCheckpointIsRefused) {
   const std::string path = temp_path("deep");
   std::vector<uint8_t> payload(100000, 0x91);  // fixarray of one element, nested
   payload.push_back(0xc0);
-  core::write_checkpoint_file(path, payload);
+  test::write_checkpoint_payload(path, payload);
   Controller controller = seqlen_controller();
   put(controller, "live", 2, {"x"}, test::lengths_meta({1, 2}));
   const std::string before = snapshot(controller);
@@ -157,8 +161,9 @@ TEST(ControllerCheckpoint, SaveIsAtomic) {
   EXPECT_NE(::access((path + ".tmp").c_str(), F_OK), 0) << "the .tmp file must be gone";
   reader.load(path);
   EXPECT_EQ(snapshot(reader), snapshot(controller));
+  // A path in no directory is the caller's bad argument, for every checkpoint kind.
   EXPECT_TRUE(throws_code([&] { controller.save(temp_path("no_such_dir") + "/x/ckpt"); },
-                          ErrorCode::kNotFound, {"no_such_dir"}));
+                          ErrorCode::kInvalidArgument, {"no_such_dir", "No such file or directory"}));
   std::remove(path.c_str());
 }
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "client/remote_control_plane.h"
-#include "net/controller_service.h"
+#include "server/controller_service.h"
 #include "seqflow/controller.h"
 #include "test_support.h"
 
@@ -30,12 +30,12 @@ void in_both_modes(const std::function<void(ControlPlane&)>& check) {
   }
   {
     SCOPED_TRACE("remote");
-    net::ControllerService service({});
+    server::ControllerService service({});
     service.start();
-    net::ConnectionOptions options;
+    transport::ConnectionOptions options;
     options.timeout = 5s;
     RemoteControlPlane control(
-        std::make_shared<net::ConnectionPool>(std::make_shared<zmq::context_t>(1), service.endpoint(), options), 5s);
+        std::make_shared<transport::ConnectionPool>(std::make_shared<zmq::context_t>(1), service.endpoint(), options), 5s);
     check(control);
   }
 }

@@ -7,9 +7,9 @@
 #include <thread>
 
 #include "client/remote_control_plane.h"
-#include "net/controller_service.h"
-#include "net/storage_service.h"
-#include "net/wire_codec.h"
+#include "server/controller_service.h"
+#include "server/storage_service.h"
+#include "transport/wire_codec.h"
 #include "seqflow/client.h"
 #include "storage_test_support.h"
 
@@ -19,17 +19,17 @@ namespace {
 using namespace std::chrono_literals;
 using Json = nlohmann::json;
 
-std::shared_ptr<net::ConnectionPool> pool_of(const net::ControllerService& service) {
-  net::ConnectionOptions options;
+std::shared_ptr<transport::ConnectionPool> pool_of(const server::ControllerService& service) {
+  transport::ConnectionOptions options;
   options.timeout = 5s;
-  return std::make_shared<net::ConnectionPool>(std::make_shared<zmq::context_t>(1), service.endpoint(), options);
+  return std::make_shared<transport::ConnectionPool>(std::make_shared<zmq::context_t>(1), service.endpoint(), options);
 }
 
-std::unique_ptr<net::StorageService> storage_unit(const net::ControllerService& controller) {
-  net::StorageServiceOptions options;
+std::unique_ptr<server::StorageService> storage_unit(const server::ControllerService& controller) {
+  server::StorageServiceOptions options;
   options.controller_endpoint = controller.endpoint();
   options.heartbeat = 50ms;
-  auto unit = std::make_unique<net::StorageService>(options);
+  auto unit = std::make_unique<server::StorageService>(options);
   unit->start();
   return unit;
 }
@@ -41,16 +41,16 @@ Column int64_values(const std::vector<int64_t>& values) {
 }
 
 TEST(ControllerService, RefusesHugeInsertsAndKeepsServing) {
-  net::ControllerService service({});
+  server::ControllerService service({});
   service.start();
   RemoteControlPlane control(pool_of(service), 5s);
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
-                           [&] { control.insert("p", net::kMaxInsertPerRequest + 1); },
-                           {"count " + std::to_string(net::kMaxInsertPerRequest + 1), "per insert request"}));
+                           [&] { control.insert("p", server::kMaxInsertPerRequest + 1); },
+                           {"count " + std::to_string(server::kMaxInsertPerRequest + 1), "per insert request"}));
   MetaRequest insert;
   insert.mode = MetaMode::kInsert;
   insert.partition_id = "p";
-  insert.batch_size = net::kMaxInsertPerRequest + 1;
+  insert.batch_size = server::kMaxInsertPerRequest + 1;
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { control.get_meta(insert); },
                            {"batch_size", "per insert request"}));
   EXPECT_TRUE(control.partition_list().empty());
@@ -62,17 +62,17 @@ bool has_partition(const RemoteControlPlane& control, const std::string& partiti
   return std::find(list.begin(), list.end(), partition) != list.end();
 }
 
-void raw_insert(net::ConnectionPool& pool, const Json& header) {
-  pool.call("insert", net::wire::header_message(header));
+void raw_insert(transport::ConnectionPool& pool, const Json& header) {
+  pool.call("insert", transport::wire::header_message(header));
 }
 
 TEST(ControllerService, RefusesBadInsertBudgets) {
-  net::ControllerService service({});
+  server::ControllerService service({});
   service.start();
   auto pool = pool_of(service);
-  const std::string too_long = std::to_string(net::kMaxInsertBudget.count() + 1);
+  const std::string too_long = std::to_string(kMaxInsertBudget.count() + 1);
   for (const auto& [budget, shown] : std::vector<std::pair<Json, std::string>>{
-           {Json(-5), "got -5"}, {Json(0), "got 0"}, {Json(net::kMaxInsertBudget.count() + 1), "got " + too_long},
+           {Json(-5), "got -5"}, {Json(0), "got 0"}, {Json(kMaxInsertBudget.count() + 1), "got " + too_long},
            {Json("100"), "must be an integer"}, {Json(1.5), "must be an integer"}}) {
     EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
                              [&] { raw_insert(*pool, Json{{"partition_id", "p"}, {"count", 2}, {"budget_ms", budget}}); },
@@ -91,9 +91,9 @@ TEST(ControllerService, RefusesBadInsertBudgets) {
 // whose clients gave up meanwhile are refused when the gate opens, not run
 // late: no samples are left that nobody will produce.
 TEST(ControllerService, RefusesAnInsertWhoseBudgetRanOutBehindAClear) {
-  net::ControllerServiceOptions options;
+  server::ControllerServiceOptions options;
   options.storage_timeout = 1500ms;  // how long the clear holds the gate
-  net::ControllerService service(options);
+  server::ControllerService service(options);
   service.start();
   auto unit = storage_unit(service);
   RemoteControlPlane control(pool_of(service), 5s);
@@ -122,9 +122,9 @@ TEST(ControllerService, RefusesAnInsertWhoseBudgetRanOutBehindAClear) {
 }
 
 TEST(ControllerService, ClearsWaitUntilEveryStorageUnitRegistered) {
-  net::ControllerServiceOptions options;
+  server::ControllerServiceOptions options;
   options.storage_units = 2;
-  net::ControllerService service(options);
+  server::ControllerService service(options);
   service.start();
   RemoteControlPlane control(pool_of(service), 5s);
   control.insert("p", 4);
@@ -138,10 +138,10 @@ TEST(ControllerService, ClearsWaitUntilEveryStorageUnitRegistered) {
 }
 
 TEST(ControllerService, ADeadStorageUnitDoesNotStallClears) {
-  net::ControllerServiceOptions options;
+  server::ControllerServiceOptions options;
   options.storage_units = 2;
   options.storage_silence_limit = 300ms;
-  net::ControllerService service(options);
+  server::ControllerService service(options);
   service.start();
   auto first = storage_unit(service);
   auto second = storage_unit(service);

@@ -21,7 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/checkpoint_file.h"
+#include "core/controller_checkpoint_format.h"
 #include "seqflow/controller.h"
 #include "seqflow/error.h"
 
@@ -120,6 +120,19 @@ inline SampleFlags consumed(const ControlPlane& control, const std::string& task
   return status.value_or(SampleFlags{});
 }
 
+// The MessagePack inside a controller checkpoint file, and a file made of one.
+inline std::vector<uint8_t> read_checkpoint_payload(const std::string& path) {
+  const durable::FramedFile file = durable::open_framed_file(path, core::kControllerCheckpoint);
+  const auto* body = reinterpret_cast<const uint8_t*>(file.bytes->data);
+  return {body + durable::kFrameHeaderSize, body + file.body_end};
+}
+
+inline void write_checkpoint_payload(const std::string& path, const std::vector<uint8_t>& payload) {
+  durable::FramedFileWriter file(path, core::kControllerCheckpoint);
+  file.write(std::as_bytes(std::span(payload)));
+  file.commit();
+}
+
 // Every observable bit of the controller, as its own checkpoint's bytes.
 // The controller's state as its checkpoint holds it, without the generation
 // counter and the incarnation: a load moves the one on (see
@@ -127,7 +140,7 @@ inline SampleFlags consumed(const ControlPlane& control, const std::string& task
 inline std::string snapshot(const Controller& controller) {
   const std::string path = temp_path("snapshot");
   controller.save(path);
-  nlohmann::json state = nlohmann::json::from_msgpack(core::read_checkpoint_file(path));
+  nlohmann::json state = nlohmann::json::from_msgpack(read_checkpoint_payload(path));
   state.erase("next_generation");
   state.erase("incarnation");
   return state.dump();

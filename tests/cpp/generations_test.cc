@@ -8,7 +8,6 @@
 #include <thread>
 
 #include "controller_test_support.h"
-#include "core/checkpoint_file.h"
 #include "remote_cluster.h"
 #include "seqflow/client.h"
 #include "seqflow/controller.h"
@@ -112,12 +111,12 @@ TEST(ControllerGenerations, AVersionOneCheckpointLoadsWithNewGenerations) {
   Controller original;
   put(original, "p", 2, {"x"});
   original.save(path);
-  Json state = Json::from_msgpack(core::read_checkpoint_file(path));
+  Json state = Json::from_msgpack(read_checkpoint_payload(path));
   state["version"] = 1;
   state.erase("next_generation");
   state.erase("incarnation");
   for (Json& partition : state["partitions"]) partition.erase("generations");
-  core::write_checkpoint_file(path, Json::to_msgpack(state));
+  write_checkpoint_payload(path, Json::to_msgpack(state));
 
   Controller restored;
   restored.load(path);

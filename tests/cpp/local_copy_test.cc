@@ -3,7 +3,7 @@
 // descriptions refused; leases that keep a get's frames until given back;
 // and the storage service and remote client moving large puts and gets
 // through memory, with small ones and opted-out clients on TCP.
-#include "net/local_copy.h"
+#include "transport/local_copy.h"
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -15,18 +15,18 @@
 #include <random>
 #include <thread>
 
-#include "net/connection.h"
-#include "net/frame_leases.h"
+#include "transport/connection.h"
+#include "transport/frame_leases.h"
 #include "remote_cluster.h"
-#include "storage/aligned_buffer.h"
+#include "common/aligned_buffer.h"
 #include "storage_test_support.h"
 #include "wire_test_support.h"
 
 namespace seqflow::test {
 namespace {
 
-using net::Frames;
-using net::wire::Json;
+using transport::Frames;
+using transport::wire::Json;
 
 std::shared_ptr<const Buffer> random_buffer(size_t size, uint32_t seed) {
   WritableBuffer out = allocate_buffer(size);
@@ -39,14 +39,14 @@ std::shared_ptr<const Buffer> random_buffer(size_t size, uint32_t seed) {
 Frames data_frames(std::initializer_list<size_t> sizes) {
   Frames frames(1);
   uint32_t seed = 1;
-  for (const size_t size : sizes) frames.push_back(net::frame_of(random_buffer(size, seed++), 0, size));
+  for (const size_t size : sizes) frames.push_back(transport::frame_of(random_buffer(size, seed++), 0, size));
   return frames;
 }
 
 void expect_same_frames(const Frames& sent, size_t first, const Frames& read) {
   ASSERT_EQ(read.size(), sent.size() - first);
   for (size_t i = 0; i < read.size(); ++i) {
-    EXPECT_EQ(net::as_string_view(read[i]), net::as_string_view(sent[first + i])) << "frame " << i;
+    EXPECT_EQ(transport::as_string_view(read[i]), transport::as_string_view(sent[first + i])) << "frame " << i;
   }
 }
 
@@ -55,14 +55,14 @@ constexpr size_t kNoLimit = SIZE_MAX;
 TEST(LocalCopy, DescribedFramesAreReadBackByteForByte) {
   // Sizes around ZeroMQ's inline-message and frame_of's copy thresholds, and a huge-page buffer.
   const Frames sent = data_frames({0, 1, 33, 34, 1023, 1024, 3 << 20});
-  const Json description = net::local_copy::describe(sent, 1);
-  EXPECT_EQ(net::local_copy::unreadable_reason(description, "test"), std::nullopt);
-  expect_same_frames(sent, 1, net::local_copy::read(description, "test", sent.size() - 1, kNoLimit));
+  const Json description = transport::local_copy::describe(sent, 1);
+  EXPECT_EQ(transport::local_copy::unreadable_reason(description, "test"), std::nullopt);
+  expect_same_frames(sent, 1, transport::local_copy::read(description, "test", sent.size() - 1, kNoLimit));
   EXPECT_TRUE(
       throws_error(ErrorCode::kInvalidArgument,
-                   [&] { net::local_copy::read(description, "put request local_frames", 2, kNoLimit); },
+                   [&] { transport::local_copy::read(description, "put request local_frames", 2, kNoLimit); },
                    {"put request local_frames", "frames", "describes 7 frames, not the 2"}));
-  EXPECT_EQ(net::local_copy::data_bytes(sent, 1), size_t{0 + 1 + 33 + 34 + 1023 + 1024 + (3 << 20)});
+  EXPECT_EQ(transport::local_copy::data_bytes(sent, 1), size_t{0 + 1 + 33 + 34 + 1023 + 1024 + (3 << 20)});
 }
 
 TEST(LocalCopy, ALargeCopySplitBetweenThreadsComesBackWhole) {
@@ -71,24 +71,24 @@ TEST(LocalCopy, ALargeCopySplitBetweenThreadsComesBackWhole) {
   for (const size_t size : {(size_t{33} << 20) + 7, size_t{1}, (size_t{47} << 20) + 13}) {
     WritableBuffer buffer = allocate_buffer(size);
     for (size_t i = 0; i < size; ++i) buffer.data[i] = static_cast<std::byte>((i * 2654435761u) >> 13);
-    sent.push_back(net::frame_of(std::move(buffer.buffer), 0, size));
+    sent.push_back(transport::frame_of(std::move(buffer.buffer), 0, size));
   }
   expect_same_frames(
-      sent, 1, net::local_copy::read(net::local_copy::describe(sent, 1), "test", sent.size() - 1, kNoLimit));
+      sent, 1, transport::local_copy::read(transport::local_copy::describe(sent, 1), "test", sent.size() - 1, kNoLimit));
 }
 
 TEST(LocalCopy, MoreFramesThanOneSystemCallTakesAreAllRead) {
   Frames sent(1);
   for (size_t i = 0; i < 3 * IOV_MAX + 7; ++i)
-    sent.push_back(net::frame_of(random_buffer(40 + i % 3000, i), 0, 40 + i % 3000));
+    sent.push_back(transport::frame_of(random_buffer(40 + i % 3000, i), 0, 40 + i % 3000));
   expect_same_frames(
-      sent, 1, net::local_copy::read(net::local_copy::describe(sent, 1), "test", sent.size() - 1, kNoLimit));
+      sent, 1, transport::local_copy::read(transport::local_copy::describe(sent, 1), "test", sent.size() - 1, kNoLimit));
 }
 
 TEST(LocalCopy, PlaceholdersStandForTheDescribedFramesAndPiecesAreCopiedFromThem) {
   const Frames sent = data_frames({0, 100, 5000, 70000});
-  const Json description = net::local_copy::describe(sent, 1);
-  const Frames stand_ins = net::local_copy::placeholders(description, "test");
+  const Json description = transport::local_copy::describe(sent, 1);
+  const Frames stand_ins = transport::local_copy::placeholders(description, "test");
   ASSERT_EQ(stand_ins.size(), 4u);
   for (size_t i = 0; i < 4; ++i) {
     EXPECT_EQ(stand_ins[i].size(), sent[i + 1].size());
@@ -100,63 +100,63 @@ TEST(LocalCopy, PlaceholdersStandForTheDescribedFramesAndPiecesAreCopiedFromThem
   const auto* big = static_cast<const std::byte*>(stand_ins[3].data());
   const auto* mid = static_cast<const std::byte*>(stand_ins[2].data());
   std::vector<std::byte> out(70000 + 300);
-  const std::vector<net::local_copy::Piece> pieces = {
+  const std::vector<transport::local_copy::Piece> pieces = {
       {big + 100, out.data(), 30000},
       {big + 30100, out.data() + 30000, 39900},  // adjacent both sides
       {mid + 7, out.data() + 69900, 300},
       {big, out.data() + 70200, 0}};
-  net::local_copy::read_pieces(description, pieces, "test");
-  const auto expected_big = net::as_bytes(sent[4]);
-  const auto expected_mid = net::as_bytes(sent[3]);
+  transport::local_copy::read_pieces(description, pieces, "test");
+  const auto expected_big = transport::as_bytes(sent[4]);
+  const auto expected_mid = transport::as_bytes(sent[3]);
   EXPECT_TRUE(std::equal(out.begin(), out.begin() + 69900, expected_big.begin() + 100));
   EXPECT_TRUE(std::equal(out.begin() + 69900, out.begin() + 70200, expected_mid.begin() + 7));
   EXPECT_TRUE(throws_error(
       ErrorCode::kInvalidArgument,
       [&] {
-        const net::local_copy::Piece unmapped{reinterpret_cast<const std::byte*>(4096), out.data(), 10};
-        net::local_copy::read_pieces(description, {&unmapped, 1}, "get reply local_frames");
+        const transport::local_copy::Piece unmapped{reinterpret_cast<const std::byte*>(4096), out.data(), 10};
+        transport::local_copy::read_pieces(description, {&unmapped, 1}, "get reply local_frames");
       },
       {"get reply local_frames", "cannot be read from process"}));
 }
 
 TEST(LocalCopy, FramesDescribedAsPiecesAreAssembledByTheReader) {
   const Frames source = data_frames({10000, 70000});
-  const auto a = net::as_bytes(source[1]);
-  const auto b = net::as_bytes(source[2]);
+  const auto a = transport::as_bytes(source[1]);
+  const auto b = transport::as_bytes(source[2]);
   // Frame 0: two scattered pieces of b and one of a; frame 1: empty; frame 2: all of a.
   const std::vector<std::vector<std::span<const std::byte>>> frames = {
       {b.subspan(500, 3000), a.subspan(9000, 1000), b.subspan(60000, 10000)}, {}, {a}};
-  const Json description = net::local_copy::describe(frames);
-  const Frames read = net::local_copy::read(description, "test", 3, kNoLimit);
+  const Json description = transport::local_copy::describe(frames);
+  const Frames read = transport::local_copy::read(description, "test", 3, kNoLimit);
   ASSERT_EQ(read.size(), 3u);
   std::vector<std::byte> expected;
   for (const auto& piece : frames[0]) expected.insert(expected.end(), piece.begin(), piece.end());
-  EXPECT_EQ(to_bytes(net::as_bytes(read[0])), expected);
+  EXPECT_EQ(to_bytes(transport::as_bytes(read[0])), expected);
   EXPECT_EQ(read[1].size(), 0u);
-  EXPECT_EQ(to_bytes(net::as_bytes(read[2])), to_bytes(a));
+  EXPECT_EQ(to_bytes(transport::as_bytes(read[2])), to_bytes(a));
   // A frame of several pieces has no single range a placeholder could stand for.
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
-                           [&] { net::local_copy::placeholders(description, "get reply local_frames"); },
+                           [&] { transport::local_copy::placeholders(description, "get reply local_frames"); },
                            {"get reply local_frames", "pieces", "one per frame"}));
   Json miscounted = description;
-  miscounted["pieces"] = net::wire::binary_of(std::span<const uint32_t>(std::vector<uint32_t>{3, 0, 2}));
+  miscounted["pieces"] = transport::wire::binary_of(std::span<const uint32_t>(std::vector<uint32_t>{3, 0, 2}));
   EXPECT_TRUE(
       throws_error(ErrorCode::kInvalidArgument,
-                   [&] { net::local_copy::read(miscounted, "put request local_frames", 3, kNoLimit); },
+                   [&] { transport::local_copy::read(miscounted, "put request local_frames", 3, kNoLimit); },
                    {"put request local_frames", "pieces", "every range"}));
 }
 
 TEST(LocalCopy, AnotherProcessReadsTheFramesOfItsParent) {
   const Frames sent = data_frames({5000, 1 << 20});
-  const Json description = net::local_copy::describe(sent, 1);
+  const Json description = transport::local_copy::describe(sent, 1);
   const pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
     bool same = false;
     try {
-      same = !net::local_copy::unreadable_reason(description, "child") &&
-             net::as_string_view(net::local_copy::read(description, "child", 2, kNoLimit)[1]) ==
-                 net::as_string_view(sent[2]);
+      same = !transport::local_copy::unreadable_reason(description, "child") &&
+             transport::as_string_view(transport::local_copy::read(description, "child", 2, kNoLimit)[1]) ==
+                 transport::as_string_view(sent[2]);
     } catch (...) {
     }
     _exit(same ? 0 : 1);
@@ -168,10 +168,10 @@ TEST(LocalCopy, AnotherProcessReadsTheFramesOfItsParent) {
 
 TEST(LocalCopy, APeerWhoseTokenIsNotThereIsDetected) {
   const Frames sent = data_frames({4096});
-  Json description = net::local_copy::describe(sent, 1);
+  Json description = transport::local_copy::describe(sent, 1);
   auto& token = description["token"].get_binary();
   token[0] ^= 0xff;
-  const auto reason = net::local_copy::unreadable_reason(description, "test");
+  const auto reason = transport::local_copy::unreadable_reason(description, "test");
   ASSERT_TRUE(reason.has_value());
   EXPECT_NE(reason->find("not the sender"), std::string::npos) << *reason;
 }
@@ -182,24 +182,24 @@ TEST(LocalCopy, AProcessThatIsGoneIsDetected) {
   if (child == 0) _exit(0);
   ASSERT_EQ(waitpid(child, nullptr, 0), child);  // reaped: the pid names no process now
   const Frames sent = data_frames({4096});
-  Json description = net::local_copy::describe(sent, 1);
+  Json description = transport::local_copy::describe(sent, 1);
   description["pid"] = child;
-  const auto reason = net::local_copy::unreadable_reason(description, "test");
+  const auto reason = transport::local_copy::unreadable_reason(description, "test");
   ASSERT_TRUE(reason.has_value());
   EXPECT_NE(reason->find("cannot read process " + std::to_string(child)), std::string::npos) << *reason;
 }
 
 TEST(LocalCopy, MalformedDescriptionsAreRefusedNamingTheKey) {
   const Frames sent = data_frames({4096});
-  const Json good = net::local_copy::describe(sent, 1);
+  const Json good = transport::local_copy::describe(sent, 1);
   const auto refused = [&](Json description, std::vector<std::string> fragments) {
     EXPECT_TRUE(throws_error(
         ErrorCode::kInvalidArgument,
-        [&] { net::local_copy::read(description, "put request local_frames", 1, kNoLimit); }, fragments))
+        [&] { transport::local_copy::read(description, "put request local_frames", 1, kNoLimit); }, fragments))
         << description.dump();
     EXPECT_TRUE(throws_error(
         ErrorCode::kInvalidArgument,
-        [&] { net::local_copy::unreadable_reason(description, "put request local_frames"); }, fragments));
+        [&] { transport::local_copy::unreadable_reason(description, "put request local_frames"); }, fragments));
   };
   for (const int64_t pid : {int64_t{0}, int64_t{-4}, int64_t{INT_MAX} + 1}) {
     Json bad = good;
@@ -222,44 +222,44 @@ TEST(LocalCopy, MalformedDescriptionsAreRefusedNamingTheKey) {
 
 TEST(LocalCopy, BadFrameListsAreRefusedBeforeAnythingIsAllocated) {
   const Frames sent = data_frames({4096});
-  const Json good = net::local_copy::describe(sent, 1);
+  const Json good = transport::local_copy::describe(sent, 1);
   const auto with_ranges = [&](std::vector<uint64_t> ranges) {
     Json out = good;
-    out["frames"] = net::wire::binary_of(std::span<const uint64_t>(ranges));
+    out["frames"] = transport::wire::binary_of(std::span<const uint64_t>(ranges));
     out.erase("pieces");  // one range per frame
     return out;
   };
   const auto address = reinterpret_cast<uintptr_t>(sent[1].data());
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
-                           [&] { net::local_copy::read(with_ranges({address}), "test", 1, kNoLimit); },
+                           [&] { transport::local_copy::read(with_ranges({address}), "test", 1, kNoLimit); },
                            {"frames", "(address, size) pairs"}));
   EXPECT_TRUE(
       throws_error(ErrorCode::kInvalidArgument,
                    [&] {
-                     net::local_copy::read(with_ranges({address, uint64_t{1} << 50}), "test", 1, 1 << 20);
+                     transport::local_copy::read(with_ranges({address, uint64_t{1} << 50}), "test", 1, 1 << 20);
                    },
                    {"frames", "limit of 1048576 bytes"}));
   // Two sizes that wrap around size_t when added.
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
                            [&] {
-                             net::local_copy::read(with_ranges({address, 4096, address, UINT64_MAX - 100}),
+                             transport::local_copy::read(with_ranges({address, 4096, address, UINT64_MAX - 100}),
                                                    "test", 2, kNoLimit - 1);
                            },
                            {"frames", "limit"}));
   // Memory the peer does not have: the page at address 4096 is never mapped.
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
                            [&] {
-                             net::local_copy::read(with_ranges({4096, 100}), "test", 1, kNoLimit);
+                             transport::local_copy::read(with_ranges({4096, 100}), "test", 1, kNoLimit);
                            },
                            {"frames", "cannot be read from process"}));
 }
 
 TEST(FrameLeases, AHeldLeaseKeepsItsFramesUntilGivenBackOnce) {
-  net::FrameLeases leases(std::chrono::seconds(60));
+  transport::FrameLeases leases(std::chrono::seconds(60));
   auto buffer = random_buffer(4096, 7);
   const std::weak_ptr<const Buffer> watch = buffer;
   Frames frames;
-  frames.push_back(net::frame_of(std::move(buffer), 0, 4096));
+  frames.push_back(transport::frame_of(std::move(buffer), 0, 4096));
   const uint64_t id = leases.hold(std::move(frames));
   EXPECT_EQ(leases.held(), 1u);
   EXPECT_FALSE(watch.expired());
@@ -271,7 +271,7 @@ TEST(FrameLeases, AHeldLeaseKeepsItsFramesUntilGivenBackOnce) {
 }
 
 TEST(FrameLeases, ALeaseRunsOutAfterItsLifetime) {
-  net::FrameLeases leases(std::chrono::milliseconds(20));
+  transport::FrameLeases leases(std::chrono::milliseconds(20));
   const uint64_t first = leases.hold(data_frames({100}));
   std::this_thread::sleep_for(std::chrono::milliseconds(60));
   const uint64_t second = leases.hold(data_frames({100}));  // drops the first, which ran out
@@ -281,7 +281,7 @@ TEST(FrameLeases, ALeaseRunsOutAfterItsLifetime) {
 }
 
 TEST(FrameLeasesConcurrency, ThreadsHoldingAndGivingBackNeverLoseOrShareALease) {
-  net::FrameLeases leases(std::chrono::seconds(60));
+  transport::FrameLeases leases(std::chrono::seconds(60));
   constexpr int kThreads = 4, kRounds = 300;
   std::atomic<int> given_back{0};
   std::vector<std::thread> threads;
@@ -305,7 +305,7 @@ TEST(FrameLeasesConcurrency, ThreadsHoldingAndGivingBackNeverLoseOrShareALease) 
 
 TEST(FrameLeases, ALifetimeMustBePositive) {
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
-                           [] { net::FrameLeases(std::chrono::milliseconds(0)); },
+                           [] { transport::FrameLeases(std::chrono::milliseconds(0)); },
                            {"lease lifetime", "0 ms"}));
 }
 
@@ -455,10 +455,10 @@ TEST(LocalCopyService, AGetThatFailsOnOneUnitGivesTheOtherUnitsLeasesBack) {
 TEST(LocalCopyService, APutDescribingAProcessItCannotReadIsRefusedAndStoresNothing) {
   RemoteCluster cluster(1);
   zmq::context_t context(1);
-  net::Connection unit(context, cluster.unit(0).endpoint(), net::ConnectionOptions{});
+  transport::Connection unit(context, cluster.unit(0).endpoint(), transport::ConnectionOptions{});
   Frames message(1);
-  const Json entries = net::wire::append_columns({wide_column("a", 2, 100000)}, {}, message);
-  Json description = net::local_copy::describe(message, 1);
+  const Json entries = transport::wire::append_columns({wide_column("a", 2, 100000)}, {}, message);
+  Json description = transport::local_copy::describe(message, 1);
   description["token"].get_binary()[3] ^= 1;
   const auto put_header = [](const Json& columns, const Json& local_frames) {
     Json header = test::storage_request({0, 1});
@@ -468,8 +468,8 @@ TEST(LocalCopyService, APutDescribingAProcessItCannotReadIsRefusedAndStoresNothi
   };
   const Frames reply = unit.call(
       "put",
-      net::wire::header_message(put_header(entries, description)));
-  const Json header = net::wire::read_header(reply, 0, "put reply");
+      transport::wire::header_message(put_header(entries, description)));
+  const Json header = transport::wire::read_header(reply, 0, "put reply");
   ASSERT_TRUE(header.contains("local_copy_refused")) << header.dump();
   EXPECT_NE(header["local_copy_refused"].get<std::string>().find("not the sender"), std::string::npos);
   EXPECT_EQ(cluster.unit(0).storage().stats().samples, 0u);
@@ -478,16 +478,16 @@ TEST(LocalCopyService, APutDescribingAProcessItCannotReadIsRefusedAndStoresNothi
   EXPECT_TRUE(throws_error(
       ErrorCode::kInvalidArgument,
       [&] {
-        unit.call("put", net::wire::header_message(put_header(entries, description)));
+        unit.call("put", transport::wire::header_message(put_header(entries, description)));
       },
       {"put request local_frames", "pid"}));
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
                            [&] {
-                             unit.call("release", net::wire::header_message(Json{{"lease", "one"}}));
+                             unit.call("release", transport::wire::header_message(Json{{"lease", "one"}}));
                            },
                            {"release request", "lease"}));
-  const Frames released = unit.call("release", net::wire::header_message(Json{{"lease", 12345}}));
-  EXPECT_FALSE(net::wire::read_header(released, 0, "release reply")["held"].get<bool>());
+  const Frames released = unit.call("release", transport::wire::header_message(Json{{"lease", 12345}}));
+  EXPECT_FALSE(transport::wire::read_header(released, 0, "release reply")["held"].get<bool>());
 }
 
 }  // namespace

@@ -222,7 +222,7 @@ TEST(MsgpackReader, TrailingAndMalformedBytesAreErrorsNamingTheProblem) {
 TEST(CustomMetaNesting, FromEncodedRefusesADeepEntryNamingTheLimit) {
   CustomMetaList list;
   list.push_back(Json{{"k", 1}});
-  const std::string limit = std::to_string(core::kMaxMetaNesting);
+  const std::string limit = std::to_string(kMaxDecodeNesting);
   const std::string deep = "\x81\xa1k" + nested_arrays(100000);
   const std::string bytes = list.bytes() + deep;
   const auto first = static_cast<uint32_t>(list.bytes().size());
@@ -231,7 +231,7 @@ TEST(CustomMetaNesting, FromEncodedRefusesADeepEntryNamingTheLimit) {
                              {"custom_meta[1] nests deeper than " + limit + " levels"}));
 
   // At the limit: accepted, and it decodes.
-  const std::string at_limit = "\x81\xa1k" + nested_arrays(core::kMaxMetaNesting - 1);
+  const std::string at_limit = "\x81\xa1k" + nested_arrays(kMaxDecodeNesting - 1);
   const CustomMetaList ok =
       CustomMetaList::from_encoded(at_limit, {0, static_cast<uint32_t>(at_limit.size())});
   EXPECT_TRUE(ok[0]["k"].is_array());
@@ -248,7 +248,7 @@ TEST(CustomMetaNesting, FromEncodedRefusesADeepEntryNamingTheLimit) {
 TEST(CustomMetaNesting, DecodeMetaRefusesADeepValue) {
   EXPECT_TRUE(
       throws_invalid([&] { core::decode_meta("\x81\xa1k" + nested_arrays(100000)); },
-                     {"custom_meta nests deeper than " + std::to_string(core::kMaxMetaNesting) + " levels"}));
+                     {"custom_meta nests deeper than " + std::to_string(kMaxDecodeNesting) + " levels"}));
   EXPECT_TRUE(throws_invalid(
       [&] { core::decode_meta(bytes_of({0x81, 0xa1, 'k'})); },
       {"custom_meta is not valid MessagePack: the data ends inside a value at byte 3"}));

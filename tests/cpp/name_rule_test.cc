@@ -32,7 +32,7 @@ const std::vector<BadName>& bad_names() {
       {"\xF4\x90\x80\x80", "x must be valid UTF-8"},                      // beyond U+10FFFF
       {"ab\xE2\x82", "x must be valid UTF-8"},                            // cut off
       {"\xFF", "x must be valid UTF-8"},
-      {std::string(core::kMaxNameBytes + 1, 'n'), "x must be at most 1024 bytes of UTF-8, has 1025, got 'nnn"},
+      {std::string(kMaxNameBytes + 1, 'n'), "x must be at most 1024 bytes of UTF-8, has 1025, got 'nnn"},
   };
   return names;
 }
@@ -45,7 +45,7 @@ TEST(NameRule, RefusesEachBadNameNamingParameterAndValue) {
 
 TEST(NameRule, AcceptsUtf8UpToTheLimit) {
   for (const std::string& name : {std::string("p"), std::string("caf\xC3\xA9"), std::string("\xE2\x82\xAC"),
-                                   std::string("\xF0\x9F\x98\x80"), std::string(core::kMaxNameBytes, 'n')}) {
+                                   std::string("\xF0\x9F\x98\x80"), std::string(kMaxNameBytes, 'n')}) {
     EXPECT_NO_THROW(core::check_name(name, "x")) << name;
   }
 }

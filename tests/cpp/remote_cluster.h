@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "net/controller_service.h"
-#include "net/storage_service.h"
+#include "server/controller_service.h"
+#include "server/storage_service.h"
 #include "seqflow/client.h"
 
 namespace seqflow::test {
@@ -22,22 +22,22 @@ class RemoteCluster {
   static constexpr std::chrono::milliseconds kHeartbeat{100};
 
   explicit RemoteCluster(
-      size_t unit_count, StorageOptions storage = {}, net::ControllerServiceOptions controller_options = {},
-      std::chrono::milliseconds lease_lifetime = net::StorageServiceOptions{}.lease_lifetime)
+      size_t unit_count, StorageOptions storage = {}, server::ControllerServiceOptions controller_options = {},
+      std::chrono::milliseconds lease_lifetime = server::StorageServiceOptions{}.lease_lifetime)
       : storage_(storage),
         controller_options_(std::move(controller_options)),
         lease_lifetime_(lease_lifetime) {
     controller_options_.storage_units = unit_count;
-    controller_ = std::make_unique<net::ControllerService>(controller_options_);
+    controller_ = std::make_unique<server::ControllerService>(controller_options_);
     controller_->start();
     controller_endpoint_ = controller_->endpoint();
     for (size_t u = 0; u < unit_count; ++u) units_.push_back(start_unit("tcp://127.0.0.1:0"));
   }
 
-  net::ControllerService& controller() { return *controller_; }
+  server::ControllerService& controller() { return *controller_; }
   const std::string& controller_endpoint() const { return controller_endpoint_; }
   size_t unit_count() const { return units_.size(); }
-  net::StorageService& unit(size_t u) { return *units_.at(u); }
+  server::StorageService& unit(size_t u) { return *units_.at(u); }
 
   // Unit u stops (its data goes with it) and comes back empty on the same
   // endpoint, as after a process restart.
@@ -52,10 +52,10 @@ class RemoteCluster {
   // (a directory written by Client::save_checkpoint).
   void restart_controller(const std::string& checkpoint) {
     controller_.reset();
-    net::ControllerServiceOptions options = controller_options_;
+    server::ControllerServiceOptions options = controller_options_;
     options.service.bind = controller_endpoint_;
     options.load_checkpoint = checkpoint;
-    controller_ = std::make_unique<net::ControllerService>(options);
+    controller_ = std::make_unique<server::ControllerService>(options);
     controller_->start();
   }
 
@@ -72,24 +72,24 @@ class RemoteCluster {
   }
 
  private:
-  std::unique_ptr<net::StorageService> start_unit(const std::string& bind) const {
-    net::StorageServiceOptions options;
+  std::unique_ptr<server::StorageService> start_unit(const std::string& bind) const {
+    server::StorageServiceOptions options;
     options.service.bind = bind;
     options.storage = storage_;
     options.controller_endpoint = controller_endpoint_;
     options.heartbeat = kHeartbeat;
     options.lease_lifetime = lease_lifetime_;
-    auto unit = std::make_unique<net::StorageService>(options);
+    auto unit = std::make_unique<server::StorageService>(options);
     unit->start();
     return unit;
   }
 
   StorageOptions storage_;
-  net::ControllerServiceOptions controller_options_;
+  server::ControllerServiceOptions controller_options_;
   std::chrono::milliseconds lease_lifetime_;
   std::string controller_endpoint_;
-  std::unique_ptr<net::ControllerService> controller_;
-  std::vector<std::unique_ptr<net::StorageService>> units_;
+  std::unique_ptr<server::ControllerService> controller_;
+  std::vector<std::unique_ptr<server::StorageService>> units_;
 };
 
 }  // namespace seqflow::test

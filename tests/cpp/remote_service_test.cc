@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "controller_test_support.h"
-#include "net/connection.h"
-#include "net/wire_codec.h"
-#include "net_test_support.h"
+#include "transport/connection.h"
+#include "transport/wire_codec.h"
+#include "service_test_support.h"
 #include "remote_cluster.h"
 #include "storage_test_support.h"
 #include "wire_test_support.h"
@@ -27,9 +27,9 @@ namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
-using net::Frames;
-using net::wire::Json;
-namespace wire = net::wire;
+using transport::Frames;
+using transport::wire::Json;
+namespace wire = transport::wire;
 
 std::string msgpack_text(const Json& value) {
   const std::vector<uint8_t> bytes = Json::to_msgpack(value);
@@ -48,12 +48,12 @@ Frames put_request(const std::vector<int64_t>& indexes, const std::vector<int64_
   return frames;
 }
 
-int64_t stored_samples(net::Connection& storage) {
+int64_t stored_samples(transport::Connection& storage) {
   Frames reply = storage.call("stats", wire::header_message(Json::object()));
   return wire::read_header(reply, 0, "stats reply").at("samples").get<int64_t>();
 }
 
-std::vector<std::string> partitions(net::Connection& controller) {
+std::vector<std::string> partitions(transport::Connection& controller) {
   Frames reply = controller.call("partition_list", wire::header_message(Json::object()));
   return wire::read_header(reply, 0, "partition_list reply").at("partitions").get<std::vector<std::string>>();
 }
@@ -67,7 +67,7 @@ struct BadRequest {
 };
 
 // Each request fails as described; a valid call right after it succeeds.
-void expect_each_answered(net::Connection& connection, const std::vector<BadRequest>& requests,
+void expect_each_answered(transport::Connection& connection, const std::vector<BadRequest>& requests,
                           const std::function<void()>& valid_call) {
   for (const BadRequest& request : requests) {
     EXPECT_TRUE(throws_error(
@@ -80,8 +80,8 @@ void expect_each_answered(net::Connection& connection, const std::vector<BadRequ
 TEST(RemoteServiceMalformed, ControllerAnswersBadRequestsAndKeepsServing) {
   RemoteCluster cluster(1);
   zmq::context_t context;
-  net::Connection controller(context, cluster.controller_endpoint(), net::ConnectionOptions{.timeout = 5s, .security = {}});
-  const std::string too_deep = nested_msgpack(wire::kMaxNesting + 1);
+  transport::Connection controller(context, cluster.controller_endpoint(), transport::ConnectionOptions{.timeout = 5s, .security = {}});
+  const std::string too_deep = nested_msgpack(kMaxDecodeNesting + 1);
   const std::vector<BadRequest> requests = {
       {"no header frame",
        "partition_list",
@@ -90,29 +90,29 @@ TEST(RemoteServiceMalformed, ControllerAnswersBadRequestsAndKeepsServing) {
        {"partition_list request needs a header frame at position 0, got 0 frames"}},
       {"header not MessagePack",
        "insert",
-       [] { return net::test::frames_of({"\xc1\xc1"}); },
+       [] { return server::test::frames_of({"\xc1\xc1"}); },
        ErrorCode::kInvalidArgument,
        {"insert request header is not valid MessagePack"}},
       {"truncated header",
        "insert",
        [] {
          const std::string valid = msgpack_text(Json{{"partition_id", "p"}, {"count", 3}});
-         return net::test::frames_of({std::string_view(valid).substr(0, valid.size() - 2)});
+         return server::test::frames_of({std::string_view(valid).substr(0, valid.size() - 2)});
        },
        ErrorCode::kInvalidArgument,
        {"insert request header is not valid MessagePack"}},
       {"header not a map",
        "insert",
        [] {
-         return net::test::frames_of({msgpack_text(Json::array({"p", 3}))});
+         return server::test::frames_of({msgpack_text(Json::array({"p", 3}))});
        },
        ErrorCode::kInvalidArgument,
        {"insert request header must be a MessagePack map, got array"}},
       {"header nested too deep",
        "get_meta",
-       [&] { return net::test::frames_of({too_deep}); },
+       [&] { return server::test::frames_of({too_deep}); },
        ErrorCode::kInvalidArgument,
-       {"get_meta request header nests deeper than " + std::to_string(wire::kMaxNesting) + " levels"}},
+       {"get_meta request header nests deeper than " + std::to_string(kMaxDecodeNesting) + " levels"}},
       {"unknown field",
        "insert",
        [] {
@@ -159,7 +159,7 @@ TEST(RemoteServiceMalformed, ControllerAnswersBadRequestsAndKeepsServing) {
 TEST(RemoteServiceMalformed, StorageAnswersBadPutsAndKeepsServing) {
   RemoteCluster cluster(1);
   zmq::context_t context;
-  net::Connection storage(context, cluster.unit(0).endpoint(), net::ConnectionOptions{.timeout = 5s, .security = {}});
+  transport::Connection storage(context, cluster.unit(0).endpoint(), transport::ConnectionOptions{.timeout = 5s, .security = {}});
   const auto spoiled_put = [](const std::function<void(Json & header, Frames & frames)>& spoil) {
     return [spoil] {
       Frames frames = put_request({0, 1}, {10, 11});
@@ -177,7 +177,7 @@ TEST(RemoteServiceMalformed, StorageAnswersBadPutsAndKeepsServing) {
        {"put request names 1 columns but carries 0 data frames"}},
       {"extra data frame",
        "put",
-       spoiled_put([](Json&, Frames& frames) { frames.push_back(net::copy_frame(std::string_view("?"))); }),
+       spoiled_put([](Json&, Frames& frames) { frames.push_back(transport::copy_frame(std::string_view("?"))); }),
        ErrorCode::kInvalidArgument,
        {"put request names 1 columns but carries 2 data frames"}},
       {"offset past the frame",
@@ -246,16 +246,16 @@ TEST(RemoteServiceMalformed, StorageAnswersBadPutsAndKeepsServing) {
 
 TEST(RemoteServiceLimits, OversizedRequestsGetAnErrorAndTheServicesKeepServing) {
   constexpr size_t kLimit = 64 * 1024;
-  net::ControllerServiceOptions controller_options;
+  server::ControllerServiceOptions controller_options;
   controller_options.service.max_request_bytes = kLimit;
   RemoteCluster cluster(1, {}, controller_options);
-  net::StorageServiceOptions storage_options;
+  server::StorageServiceOptions storage_options;
   storage_options.service.max_request_bytes = kLimit;
-  net::StorageService storage(storage_options);
+  server::StorageService storage(storage_options);
   storage.start();
   zmq::context_t context;
-  net::Connection unit(context, storage.endpoint(), net::ConnectionOptions{.timeout = 5s, .security = {}});
-  net::Connection controller(context, cluster.controller_endpoint(), net::ConnectionOptions{.timeout = 5s, .security = {}});
+  transport::Connection unit(context, storage.endpoint(), transport::ConnectionOptions{.timeout = 5s, .security = {}});
+  transport::Connection controller(context, cluster.controller_endpoint(), transport::ConnectionOptions{.timeout = 5s, .security = {}});
   const std::string limit = "over max_request_bytes = " + std::to_string(kLimit);
 
   const std::vector<int64_t> many(kLimit / sizeof(int64_t) + 1, 7);
@@ -323,7 +323,7 @@ TEST(RemoteServiceFailures, PutToAStoppedUnitTimesOutLeavesNothingReadyAndWorksA
   // A unit that died less than storage_silence_limit ago still gets the
   // controller's drop of the failed put's released samples, and every insert
   // waits for that drop (up to storage_timeout, 30 s by default): keep it short.
-  net::ControllerServiceOptions controller_options;
+  server::ControllerServiceOptions controller_options;
   controller_options.storage_timeout = 300ms;
   RemoteCluster cluster(2, {}, controller_options);
   // Above ZeroMQ's longest reconnect interval (1 s), so that the re-put
@@ -464,12 +464,12 @@ TEST(RemoteServiceFailures, SamplesOfAUnitRestartedEmptyAreNotServedUntilTheyAre
 // Registrations as a unit sends them: a new instance id on a known endpoint
 // is a restart, applied once the routing exists (every unit registered).
 TEST(RemoteServiceFailures, ARestartBeforeEveryUnitRegisteredIsAppliedOnceTheRoutingExists) {
-  net::ControllerServiceOptions options;
+  server::ControllerServiceOptions options;
   options.storage_units = 2;
-  net::ControllerService service(options);
+  server::ControllerService service(options);
   service.start();
   zmq::context_t context;
-  net::Connection controller(context, service.endpoint(), net::ConnectionOptions{.timeout = 5s, .security = {}});
+  transport::Connection controller(context, service.endpoint(), transport::ConnectionOptions{.timeout = 5s, .security = {}});
   const auto register_unit = [&](const std::string& endpoint, const Json& instance) {
     controller.call("register_storage", wire::header_message(Json{{"endpoint", endpoint}, {"instance", instance}}));
   };
@@ -535,14 +535,14 @@ TEST(RemoteServiceConcurrency, GarbageFromOnePeerDoesNotDisturbAnother) {
   // Stopped and joined however the test ends (a failed ASSERT returns early).
   std::jthread garbage([&](std::stop_token stop) {
     zmq::context_t context;
-    net::Connection controller(context, cluster.controller_endpoint(), net::ConnectionOptions{.timeout = 5s, .security = {}});
-    net::Connection storage(context, cluster.unit(0).endpoint(), net::ConnectionOptions{.timeout = 5s, .security = {}});
+    transport::Connection controller(context, cluster.controller_endpoint(), transport::ConnectionOptions{.timeout = 5s, .security = {}});
+    transport::Connection storage(context, cluster.unit(0).endpoint(), transport::ConnectionOptions{.timeout = 5s, .security = {}});
     const std::string too_deep = nested_msgpack(1000);
     while (!stop.stop_requested()) {
-      for (net::Connection* target : {&controller, &storage}) {
+      for (transport::Connection* target : {&controller, &storage}) {
         for (const char* op : {"insert", "get_meta", "put", "get", "clear"}) {
           try {
-            target->call(op, net::test::frames_of({too_deep, "\x01"}));
+            target->call(op, server::test::frames_of({too_deep, "\x01"}));
           } catch (const Error& error) {
             if (error.code() != ErrorCode::kTimeout) ++answered;
           }

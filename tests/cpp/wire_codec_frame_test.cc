@@ -7,16 +7,16 @@
 #include <vector>
 
 #include "controller_test_support.h"
-#include "net/wire_codec.h"
+#include "transport/wire_codec.h"
 #include "test_support.h"
 #include "wire_test_support.h"
 
 namespace seqflow::test {
 namespace {
 
-using net::Frames;
-using net::wire::Json;
-namespace wire = net::wire;
+using transport::Frames;
+using transport::wire::Json;
+namespace wire = transport::wire;
 
 Frames json_frame(const Json& header) { return frames_of_bytes(Json::to_msgpack(header)); }
 
@@ -76,7 +76,7 @@ TEST(WireCodecFrames, MalformedFramesAreRefusedWithReadHeadersMessages) {
   EXPECT_TRUE(throws_invalid([] { wire::read_batch_meta(Frames(), 0, "get_meta reply"); },
                              {"get_meta reply needs a header frame at position 0", "got 0 frames"}));
   const zmq::message_t valid = wire::batch_meta_frame(two_partition_meta());
-  const std::string_view bytes = net::as_string_view(valid);
+  const std::string_view bytes = transport::as_string_view(valid);
   for (size_t keep : {size_t{0}, size_t{1}, bytes.size() / 2, bytes.size() - 1}) {
     EXPECT_TRUE(throws_invalid([&] { wire::read_batch_meta(frames_of_bytes(bytes.substr(0, keep)), 0, "r"); },
                                {"r header is not valid MessagePack"}))

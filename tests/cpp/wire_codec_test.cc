@@ -2,7 +2,7 @@
 // frame, columns and stored views travel without copies where the bytes lie
 // back to back, and malformed input of any kind is a kInvalidArgument error
 // naming the problem, never a crash.
-#include "net/wire_codec.h"
+#include "transport/wire_codec.h"
 
 #include <gtest/gtest.h>
 
@@ -21,9 +21,9 @@
 namespace seqflow::test {
 namespace {
 
-using net::Frames;
-using net::wire::Json;
-namespace wire = net::wire;
+using transport::Frames;
+using transport::wire::Json;
+namespace wire = transport::wire;
 
 BatchMeta sample_batch_meta() {
   BatchMeta meta;
@@ -290,7 +290,7 @@ TEST(WireCodecColumns, AllSamplesTravelAsOneFramePerColumnPointingIntoItsBuffer)
   // their bytes inside the message, which moves).
   for (size_t c : {0, 1}) EXPECT_EQ(static_cast<const void*>(got[c].buffer->data), frame_data[c]) << c;
   // Sent: large columns point into the caller's buffer; a column below
-  // net::kZeroCopyMinBytes is copied.
+  // transport::kZeroCopyMinBytes is copied.
   EXPECT_EQ(frame_data[0], columns[0].buffer->data);
   EXPECT_EQ(frame_data[1], columns[1].buffer->data);
   EXPECT_FALSE(points_into(frame_data[2], *columns[2].buffer));
@@ -556,7 +556,7 @@ TEST(WireCodecMalformed, DeeplyNestedCustomMetaIsRejectedNotRecursedInto) {
       std::span<const uint32_t>(std::vector<uint32_t>{0, static_cast<uint32_t>(entry.size())}));
   EXPECT_TRUE(
       throws_error(ErrorCode::kInvalidArgument, [&] { wire::decode_batch_meta(through_wire(header), "r"); },
-                   {"'custom_meta' entry 0", "nests deeper than " + std::to_string(wire::kMaxNesting)}));
+                   {"'custom_meta' entry 0", "nests deeper than " + std::to_string(kMaxDecodeNesting)}));
 }
 
 TEST(WireCodecMalformed, MetaRequestFieldsAreCheckedByNameAndType) {
@@ -710,9 +710,9 @@ TEST(WireCodecHeader, EveryTruncationAndNonStringKeysAreInvalid) {
 }
 
 TEST(WireCodecMalformed, NestingBeyondTheLimitIsRefusedAtAnyDepth) {
-  EXPECT_EQ(wire::read_header(frames_of_bytes(nested_msgpack(wire::kMaxNesting)), 0, "m").size(), 1u);
-  const std::string limit = std::to_string(wire::kMaxNesting);
-  for (size_t depth : {wire::kMaxNesting + 1, size_t{100000}, size_t{1} << 22}) {
+  EXPECT_EQ(wire::read_header(frames_of_bytes(nested_msgpack(kMaxDecodeNesting)), 0, "m").size(), 1u);
+  const std::string limit = std::to_string(kMaxDecodeNesting);
+  for (size_t depth : {kMaxDecodeNesting + 1, size_t{100000}, size_t{1} << 22}) {
     EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
                              [&] { wire::read_header(frames_of_bytes(nested_msgpack(depth)), 0, "m"); },
                              {"nests deeper than " + limit + " levels"}))
@@ -747,7 +747,7 @@ TEST(WireCodecMalformed, ColumnsAreCheckedAgainstTheirFrames) {
                            [&] { take(put.entries, std::move(missing), put.samples); },
                            {"put request", "names 2 columns but carries 1 data frames"}));
   Frames extra = copies(put.frames);
-  extra.push_back(net::copy_frame(std::string_view("x")));
+  extra.push_back(transport::copy_frame(std::string_view("x")));
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
                            [&] { take(put.entries, std::move(extra), put.samples); },
                            {"names 2 columns but carries 3 data frames"}));
@@ -875,7 +875,7 @@ TEST(WireCodecColumns, DescribedColumnsLayTheirSamplesOutAsAppendedFramesDo) {
     for (size_t c = 0; c < pieces.size(); ++c) {
       Bytes assembled;
       for (const auto& piece : pieces[c]) assembled.insert(assembled.end(), piece.begin(), piece.end());
-      EXPECT_EQ(assembled, to_bytes(net::as_bytes(frames[c]))) << "column " << c;
+      EXPECT_EQ(assembled, to_bytes(transport::as_bytes(frames[c]))) << "column " << c;
     }
   }
 }

@@ -24,8 +24,8 @@
 #include <vector>
 
 #include "fuzz_target.h"
-#include "net/envelope.h"
-#include "net/wire_codec.h"
+#include "transport/envelope.h"
+#include "transport/wire_codec.h"
 #include "seqflow/error.h"
 #include "seqflow/storage.h"
 #include "sample_keys_support.h"
@@ -34,9 +34,9 @@
 namespace {
 
 using namespace seqflow;
-using net::Frames;
-using net::wire::Json;
-namespace wire = net::wire;
+using transport::Frames;
+using transport::wire::Json;
+namespace wire = transport::wire;
 
 constexpr size_t kLengthBytes = 4;
 constexpr size_t kMaxFields = 8;  // of a get reply; the first two bytes pick rows and fields
@@ -57,7 +57,7 @@ Message parse_input(const uint8_t* data, size_t size) {
     uint32_t length = 0;
     for (size_t b = 0; b < kLengthBytes && at < size; ++b) length |= static_cast<uint32_t>(data[at++]) << (8 * b);
     const size_t take = std::min<size_t>(length, size - at);
-    message.frames.push_back(net::copy_frame(std::string_view(reinterpret_cast<const char*>(data + at), take)));
+    message.frames.push_back(transport::copy_frame(std::string_view(reinterpret_cast<const char*>(data + at), take)));
     at += take;
   }
   return message;
@@ -67,7 +67,7 @@ std::vector<uint8_t> make_input(size_t rows, size_t fields, const Frames& frames
   std::vector<uint8_t> out = {static_cast<uint8_t>(rows), static_cast<uint8_t>(fields)};
   for (const auto& frame : frames) {
     for (size_t b = 0; b < kLengthBytes; ++b) out.push_back(static_cast<uint8_t>(frame.size() >> (8 * b)));
-    const auto bytes = net::as_bytes(frame);
+    const auto bytes = transport::as_bytes(frame);
     for (std::byte byte : bytes) out.push_back(static_cast<uint8_t>(byte));
   }
   return out;
@@ -229,7 +229,7 @@ class ReferenceAcceptor : public nlohmann::detail::json_sax_acceptor<Json> {
 
  private:
   bool enter() {
-    too_deep = ++depth_ > wire::kMaxNesting;
+    too_deep = ++depth_ > kMaxDecodeNesting;
     return !too_deep;
   }
   size_t depth_ = 0;
@@ -238,12 +238,12 @@ class ReferenceAcceptor : public nlohmann::detail::json_sax_acceptor<Json> {
 // The codec's reader and nlohmann's agree on every header: the same verdict,
 // and the same value when both accept it.
 void expect_reference_agrees(const Frames& frames, const Json* accepted, const std::string& refusal) {
-  const std::string_view bytes = net::as_string_view(frames[1]);
+  const std::string_view bytes = transport::as_string_view(frames[1]);
   ReferenceAcceptor reference;
   const bool reference_accepts =
       Json::sax_parse(bytes.begin(), bytes.end(), &reference, Json::input_format_t::msgpack, true);
   if (accepted != nullptr) {
-    // Accepted means at most kMaxNesting levels: nlohmann may recurse.
+    // Accepted means at most kMaxDecodeNesting levels: nlohmann may recurse.
     if (Json::to_msgpack(Json::from_msgpack(bytes)) != Json::to_msgpack(*accepted)) {
       finding("the header reader and nlohmann decode a header differently");
     }
@@ -261,9 +261,9 @@ void expect_reference_agrees(const Frames& frames, const Json* accepted, const s
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const Message message = parse_input(data, size);
   if (message.frames.empty()) return 0;
-  decode_or_refuse([&] { net::decode_request_envelope(message.frames[0]); });
-  decode_or_refuse([&] { net::decode_reply_envelope(message.frames[0]); });
-  (void)net::request_id_or_zero(message.frames[0]);
+  decode_or_refuse([&] { transport::decode_request_envelope(message.frames[0]); });
+  decode_or_refuse([&] { transport::decode_reply_envelope(message.frames[0]); });
+  (void)transport::request_id_or_zero(message.frames[0]);
 
   if (message.frames.size() < 2) return 0;
   const std::optional<Json> meta_from_frame =
@@ -445,16 +445,16 @@ extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max
   Rng rng(seed);
   if (message.frames.size() > 2 && below(rng, 4) == 0) {
     const size_t at = 2 + below(rng, message.frames.size() - 2);
-    const auto bytes = net::as_bytes(message.frames[at]);
+    const auto bytes = transport::as_bytes(message.frames[at]);
     switch (below(rng, 3)) {
       case 0:
-        message.frames[at] = net::copy_frame(bytes.first(below(rng, bytes.size() + 1)));
+        message.frames[at] = transport::copy_frame(bytes.first(below(rng, bytes.size() + 1)));
         break;
       case 1:
         message.frames.erase(message.frames.begin() + static_cast<std::ptrdiff_t>(at));
         break;
       default:
-        message.frames.push_back(net::copy_frame(bytes));
+        message.frames.push_back(transport::copy_frame(bytes));
         break;
     }
   } else {
@@ -475,7 +475,7 @@ extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max
 
 std::vector<std::vector<uint8_t>> fuzz_seed_corpus() {
   std::vector<std::vector<uint8_t>> seeds;
-  const auto ok = [] { return net::encode_reply_envelope(7, std::nullopt); };
+  const auto ok = [] { return transport::encode_reply_envelope(7, std::nullopt); };
 
   BatchMeta meta;
   meta.global_indexes = {4, 1, 9};
@@ -495,7 +495,7 @@ std::vector<std::vector<uint8_t>> fuzz_seed_corpus() {
   deep_meta.global_indexes = {0};
   deep_meta.partition_ids.append(1, "p");
   Json deep_value = 1;
-  for (size_t level = 2; level <= wire::kMaxNesting; ++level) deep_value = Json::array({deep_value});
+  for (size_t level = 2; level <= kMaxDecodeNesting; ++level) deep_value = Json::array({deep_value});
   deep_meta.custom_meta.push_back({{"deep", deep_value}});
   seeds.push_back(make_input(0, 0, with_envelope(ok(), wire::encode_batch_meta(deep_meta))));
 
@@ -512,11 +512,11 @@ std::vector<std::vector<uint8_t>> fuzz_seed_corpus() {
   request.partition_id = "train";
   request.task_name = "t";
   seeds.push_back(
-      make_input(0, 0, with_envelope(net::encode_request_envelope(3, "get_meta"), wire::encode_meta_request(request))));
+      make_input(0, 0, with_envelope(transport::encode_request_envelope(3, "get_meta"), wire::encode_meta_request(request))));
   request.sampling.dp_rank_given = true;  // and the caller's other sampling_config keys
   request.sampling.extra = {{"temperature", 0.7}, {"policy_version", 3}, {"tags", {"a", nullptr}}};
   seeds.push_back(
-      make_input(0, 0, with_envelope(net::encode_request_envelope(4, "get_meta"), wire::encode_meta_request(request))));
+      make_input(0, 0, with_envelope(transport::encode_request_envelope(4, "get_meta"), wire::encode_meta_request(request))));
   seeds.push_back(make_input(0, 0, with_envelope(ok(), wire::encode_status({{1, true}, {5, false}}))));
   seeds.push_back(make_input(0, 0, with_envelope(ok(), wire::encode_schemas(meta.field_schema))));
 
@@ -525,7 +525,7 @@ std::vector<std::vector<uint8_t>> fuzz_seed_corpus() {
   const std::vector<size_t> subsets[] = {{}, {0, 2}};
   for (const auto& positions : subsets) {
     Frames put(2);
-    put[0] = net::encode_request_envelope(9, "put");
+    put[0] = transport::encode_request_envelope(9, "put");
     const Json entries = wire::append_columns(columns, positions, put);
     std::vector<int64_t> routed = indexes;
     if (!positions.empty()) routed = {indexes[positions[0]], indexes[positions[1]]};
@@ -546,13 +546,13 @@ std::vector<std::vector<uint8_t>> fuzz_seed_corpus() {
   seeds.push_back(make_input(rows.size(), std::size(fields), reply));
 
   Frames error;
-  error.push_back(net::encode_reply_envelope(7, ErrorCode::kNotFound));
-  error.push_back(net::copy_frame(std::string_view("partition_id 'x' does not exist")));
+  error.push_back(transport::encode_reply_envelope(7, ErrorCode::kNotFound));
+  error.push_back(transport::copy_frame(std::string_view("partition_id 'x' does not exist")));
   seeds.push_back(make_input(0, 0, error));
 
   Frames nested;  // a header at the nesting limit
-  nested.push_back(net::encode_request_envelope(1, "insert"));
-  nested.push_back(net::copy_frame(std::string_view(test::nested_msgpack(wire::kMaxNesting))));
+  nested.push_back(transport::encode_request_envelope(1, "insert"));
+  nested.push_back(transport::copy_frame(std::string_view(test::nested_msgpack(kMaxDecodeNesting))));
   seeds.push_back(make_input(0, 0, nested));
   return seeds;
 }

@@ -19,6 +19,8 @@ from seqflow import BatchMeta
 from seqflow.batch_meta import KVBatchMeta, chunk_sizes
 from seqflow.streaming import split_batch
 
+NESTING = seqflow._seqflow.limits.MAX_DECODE_NESTING
+
 TOOLS_DIR = Path(__file__).resolve().parents[2] / "tools"
 
 
@@ -567,7 +569,7 @@ def test_decoder_reads_every_messagepack_type():
     first, second = _decode([b"\x81\xa1k\x90", b"\x81\xa1k\x90"])
     assert first == second and first["k"] is not second["k"]
     assert _decode([]) == []
-    deep = b"\x81\xa1k" + b"\x91" * 999 + b"\x01"  # 1,000 levels: the limit
+    deep = b"\x81\xa1k" + b"\x91" * (NESTING - 1) + b"\x01"  # the limit's levels
     assert isinstance(_decode([deep])[0]["k"], list)
 
 
@@ -580,7 +582,7 @@ def test_decoder_reads_every_messagepack_type():
     (b"\x81\xa1\xff\x01", "invalid UTF-8 in a map key at byte 2"),
     (b"\x81\xa1k\xa1\xff", "invalid UTF-8 in a string at byte 4"),
     (b"\x81\xa1k\xc1", "0xc1 is not a type at byte 3"),
-    (b"\x81\xa1k" + b"\x91" * 1000 + b"\x01", "nests deeper than 1000 levels at byte 1002"),
+    (b"\x81\xa1k" + b"\x91" * NESTING + b"\x01", f"nests deeper than {NESTING} levels at byte {NESTING + 2}"),
     (b"\x05", "is not a MessagePack map"),
     (b"\x91\x80", "is not a MessagePack map"),
 ])
@@ -599,12 +601,12 @@ def test_deeply_nested_encoded_custom_meta_is_refused_not_recursed_into():
     deep = b"\x81\xa1k" + b"\x91" * 100_000 + b"\x01"
     # In place of the engine's bytes: decoded on first read, or sent back as they are.
     meta._encoded_meta = (good + deep, np.array([0, len(good), len(good) + len(deep)], dtype=np.uint32))
-    with pytest.raises(ValueError, match=r"custom_meta\[1\] nests deeper than 1000 levels"):
+    with pytest.raises(ValueError, match=rf"custom_meta\[1\] nests deeper than {NESTING} levels"):
         client.put({"z": np.arange(2)}, metadata=meta)
-    with pytest.raises(ValueError, match=r"custom_meta\[1\] nests deeper than 1000 levels"):
+    with pytest.raises(ValueError, match=rf"custom_meta\[1\] nests deeper than {NESTING} levels"):
         meta.custom_meta
     # A selection keeps the bytes encoded, and the engine checks them the same.
-    with pytest.raises(ValueError, match=r"custom_meta\[0\] nests deeper than 1000 levels"):
+    with pytest.raises(ValueError, match=rf"custom_meta\[0\] nests deeper than {NESTING} levels"):
         client.put({"z": np.arange(1)}, metadata=meta.select_samples([1]))
     meta._encoded_meta = fetched  # the engine's own bytes still go through
     client.put({"z": np.arange(2)}, metadata=meta)

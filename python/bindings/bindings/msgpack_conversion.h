@@ -22,7 +22,7 @@ namespace seqflow::bindings {
 class MsgpackDecoder {
  public:
   // The value `bytes` encodes (empty bytes: an empty dict), which must fill
-  // `bytes` exactly and nest at most core::kMaxMetaNesting deep. Map keys
+  // `bytes` exactly and nest at most kMaxDecodeNesting deep. Map keys
   // must be strings; strings must be UTF-8; ext values become bytes (their
   // type is dropped). On malformed input: an invalid object, and `error`
   // completes "<subject> ..." with what is wrong at which byte.

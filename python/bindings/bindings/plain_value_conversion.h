@@ -19,7 +19,7 @@ struct NotPlain {
 
 // Writes `value` when it is plain: None, bool, int (64-bit), float, str,
 // bytes, or a list, tuple or str-keyed dict of plain values nested at most
-// core::kMaxMetaNesting deep. Otherwise returns the first part that is not
+// kMaxDecodeNesting deep. Otherwise returns the first part that is not
 // plain, with `out` partly written. A tuple reads back as a list, a str or
 // bytes subclass (numpy's str_, bytes_) as str or bytes, a float subclass
 // (numpy's float64) as float.

@@ -9,6 +9,7 @@ void bind_array_conversion(nanobind::module_ m);
 void bind_balance(nanobind::module_ m);
 void bind_pack(nanobind::module_ m);
 void bind_client(nanobind::module_ m);
+void bind_limits(nanobind::module_ m);
 void bind_services(nanobind::module_ m);
 
 }  // namespace seqflow::bindings

@@ -1,0 +1,33 @@
+// The limits seqflow enforces, one value each, the same in embedded and remote
+// mode: a request that passes in one mode passes in the other.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+
+namespace seqflow {
+
+// custom_meta values and KV tags nest containers at most this deep
+// ({"a": 1} is one level, {"a": [1]} two).
+inline constexpr size_t kMaxCustomMetaDepth = 32;
+
+// Any MessagePack seqflow decodes (wire messages, checkpoints, custom_meta
+// encoded by Python) nests at most this deep: room for kMaxCustomMetaDepth
+// inside the containers around it, and no recursion deep enough to exhaust
+// the stack on crafted input.
+inline constexpr size_t kMaxDecodeNesting = 64;
+
+// Partition ids, field names and KV keys: bytes of UTF-8.
+inline constexpr size_t kMaxNameBytes = 1024;
+
+// Dimensions of a stored tensor.
+inline constexpr size_t kMaxRank = 64;
+
+// A remote insert carries its client's remaining time ("budget_ms",
+// relative: clocks differ between machines); the controller refuses with
+// kTimeout an insert it would start after that, so a client that gave up
+// leaves no samples behind. Longer budgets are refused as bad input.
+inline constexpr std::chrono::milliseconds kMaxInsertBudget = std::chrono::hours(24);
+
+}  // namespace seqflow

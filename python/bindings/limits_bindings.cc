@@ -1,0 +1,19 @@
+// seqflow/limits.h as module constants: Python checks and errors name the same
+// numbers as the engine.
+#include <nanobind/nanobind.h>
+
+#include "bindings/submodules.h"
+#include "seqflow/limits.h"
+
+namespace nb = nanobind;
+
+namespace seqflow::bindings {
+
+void bind_limits(nb::module_ m) {
+  m.attr("MAX_CUSTOM_META_DEPTH") = kMaxCustomMetaDepth;
+  m.attr("MAX_DECODE_NESTING") = kMaxDecodeNesting;
+  m.attr("MAX_NAME_BYTES") = kMaxNameBytes;
+  m.attr("MAX_RANK") = kMaxRank;
+}
+
+}  // namespace seqflow::bindings

@@ -1,0 +1,461 @@
+#include "server/controller_service.h"
+
+#include <algorithm>
+#include <bit>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "durable/checkpoint_directory.h"
+#include "transport/connection.h"
+#include "transport/storage_routing.h"
+#include "transport/wire_codec.h"
+#include "seqflow/error.h"
+
+namespace seqflow::server {
+namespace {
+
+using transport::wire::Header;
+using transport::wire::Json;
+
+// kMaxInsertPerRequest, checked before the controller allocates anything.
+int64_t checked_insert_count(int64_t count, const char* parameter) {
+  if (count > kMaxInsertPerRequest) {
+    throw_invalid(std::string(parameter) + " " + std::to_string(count) + " exceeds the limit of " +
+                  std::to_string(kMaxInsertPerRequest) + " samples per insert request; insert in batches");
+  }
+  return count;
+}
+
+// The deadline of an insert request, from its "budget_ms" field (absent:
+// none, as from clients that predate it).
+std::optional<std::chrono::steady_clock::time_point> insert_deadline(
+    const Header& header, std::chrono::steady_clock::time_point received) {
+  if (!header.has("budget_ms")) return std::nullopt;
+  const int64_t budget = header.integer("budget_ms");
+  if (budget < 1 || budget > kMaxInsertBudget.count()) {
+    header.fail("budget_ms", "must be between 1 and " + std::to_string(kMaxInsertBudget.count()) +
+                                 " ms, got " + std::to_string(budget));
+  }
+  return received + std::chrono::milliseconds(budget);
+}
+
+// Takes the reuse gate, waiting for it or (may_wait false) only if free now.
+bool take(std::shared_lock<std::shared_mutex>& gate, bool may_wait) {
+  if (!may_wait) return gate.try_lock();
+  gate.lock();
+  return true;
+}
+
+// A request's "generations" (absent: not known, a BatchMeta built by hand).
+std::vector<uint64_t> generations_of(const Header& header) {
+  return header.has("generations") ? header.numbers<uint64_t>("generations") : std::vector<uint64_t>{};
+}
+
+Json released_reply(const std::vector<int64_t>& released) {
+  return Json{{"released", transport::wire::binary_of(std::span<const int64_t>(released))}};
+}
+
+// Prometheus label values: backslash, quote and newline escaped.
+std::string label(std::string_view value) {
+  std::string out;
+  for (char c : value) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+// The registered storage units, by endpoint, with a connection pool each.
+struct ControllerService::Units {
+  using Clock = std::chrono::steady_clock;
+
+  std::mutex mutex;
+  std::vector<std::string> endpoints;  // sorted: the unit of gi is endpoints[gi % N]
+  std::map<std::string, std::shared_ptr<transport::ConnectionPool>> pools;
+  std::map<std::string, Clock::time_point> last_seen;
+  // The instance id each unit last registered with (units that send one).
+  std::map<std::string, int64_t> instances;
+  // Units that restarted before every unit had registered (so before the
+  // routing existed): their samples are forgotten once it does.
+  std::set<std::string> restarted;
+  std::shared_ptr<zmq::context_t> context = std::make_shared<zmq::context_t>(1);
+  Counter* drop_failures = nullptr;
+  Counter* restarts = nullptr;
+
+  Json listing(size_t expected) {
+    std::lock_guard lock(mutex);
+    return Json{{"units", endpoints}, {"expected", expected}};
+  }
+
+  // A unit's registration (every heartbeat): the first one joins it, up to
+  // the expected count. A unit that comes back with another instance id
+  // restarted empty: every sample routed to it (gi % N, N units in endpoint
+  // order) lost its data, so the controller forgets their production until
+  // they are put again. Under the units' lock (then the controller's; nothing
+  // takes them the other way round), so that joins and restarts are seen in
+  // one order; not under the reuse gate, which a clear may hold for long.
+  void heartbeat(const std::string& endpoint, std::optional<int64_t> instance,
+                 const ControllerServiceOptions& options, Controller& controller) {
+    std::lock_guard lock(mutex);
+    const size_t expected = options.storage_units;
+    if (!pools.count(endpoint)) {
+      if (endpoints.size() >= expected) {
+        throw_invalid("storage unit " + endpoint + " cannot join: all " + std::to_string(expected) +
+                      " storage units have registered (" + endpoints.front() +
+                      ", ...); start the controller with more storage units");
+      }
+      transport::ConnectionOptions connection{.timeout = options.storage_timeout, .security = options.storage_security};
+      pools.emplace(endpoint, std::make_shared<transport::ConnectionPool>(context, endpoint, connection));
+      endpoints.insert(std::upper_bound(endpoints.begin(), endpoints.end(), endpoint), endpoint);
+    }
+    last_seen[endpoint] = Clock::now();
+    if (instance) {
+      auto [known, first] = instances.try_emplace(endpoint, *instance);
+      if (!first && known->second != *instance) {
+        known->second = *instance;
+        restarted.insert(endpoint);
+        restarts->increment();
+      }
+    }
+    // Before every unit has registered, gi % N has no unit yet.
+    if (restarted.empty() || endpoints.size() != expected) return;
+    const auto units = static_cast<int64_t>(expected);
+    for (const std::string& unit : restarted) {
+      const auto place = static_cast<int64_t>(
+          std::lower_bound(endpoints.begin(), endpoints.end(), unit) - endpoints.begin());
+      controller.forget_production(nullptr, [place, units](int64_t gi) { return gi % units == place; });
+    }
+    restarted.clear();
+  }
+
+  // The pools in routing order, null for a unit silent past the limit.
+  // Before every expected unit has registered (e.g. just after a restart)
+  // no routing exists: kTimeout, asked before anything is released.
+  std::vector<std::shared_ptr<transport::ConnectionPool>> drop_targets(size_t expected,
+                                                            std::chrono::milliseconds silence_limit) {
+    std::lock_guard lock(mutex);
+    if (endpoints.size() != expected) {
+      throw Error(ErrorCode::kTimeout, std::to_string(endpoints.size()) + " of " + std::to_string(expected) +
+                                           " storage units have registered; retry once they have");
+    }
+    std::vector<std::shared_ptr<transport::ConnectionPool>> out;
+    const auto now = Clock::now();
+    for (const auto& endpoint : endpoints) {
+      const bool silent = now - last_seen.at(endpoint) > silence_limit;
+      out.push_back(silent ? nullptr : pools.at(endpoint));
+    }
+    return out;
+  }
+
+  // Drops the released samples' data on their units (the reuse gate is
+  // held exclusively, so each call waits at most `timeout`: a unit that died
+  // moments ago must not hold every insert for the storage timeout). A
+  // silent or failing unit is counted, not fatal: its data went down with it.
+  void drop(const std::vector<std::shared_ptr<transport::ConnectionPool>>& targets, const std::vector<int64_t>& released,
+            std::chrono::milliseconds timeout) {
+    if (released.empty()) return;
+    const auto shards = transport::shard_indexes(released, targets.size());
+    for (size_t u = 0; u < targets.size(); ++u) {
+      if (shards[u].global_indexes.empty()) continue;
+      try {
+        if (!targets[u]) throw Error(ErrorCode::kTimeout, "storage unit is silent");
+        targets[u]->call(
+            "clear",
+            transport::wire::header_message(
+                Json{{"indexes", transport::wire::binary_of(std::span<const int64_t>(shards[u].global_indexes))}}),
+            timeout);
+      } catch (const Error&) {
+        drop_failures->increment();
+      }
+    }
+  }
+};
+
+ControllerService::ControllerService(ControllerServiceOptions options)
+    : options_(std::move(options)),
+      checkpoint_root_(options_.checkpoint_root),
+      controller_(std::make_shared<Controller>(options_.controller)),
+      units_(std::make_unique<Units>()),
+      service_(options_.service) {
+  if (options_.storage_units == 0) throw_invalid("storage_units must be at least 1, got 0");
+  if (!options_.load_checkpoint.empty()) {
+    controller_->start_from(durable::open_checkpoint_directory(options_.load_checkpoint).controller);
+  }
+  units_->drop_failures =
+      &service_.metrics().counter("seqflow_storage_drop_failures_total",
+                                  "Released samples whose data a storage unit did not confirm dropping");
+  units_->restarts = &service_.metrics().counter(
+      "seqflow_storage_restarts_total",
+      "Storage units that registered again with a new instance id (restarted empty); the samples routed "
+      "to them were marked not produced");
+  register_handlers();
+  add_metrics_collector();
+}
+
+ControllerService::~ControllerService() { stop(); }
+
+void ControllerService::start() { service_.start(); }
+void ControllerService::stop() { service_.stop(); }
+
+void ControllerService::register_handlers() {
+  Controller& controller = *controller_;
+  // Requests that take the reuse gate are answered on the I/O thread when
+  // it is free (`may_wait` false; nullopt otherwise) and by a worker, which
+  // waits for it, when a clear holds it.
+  const auto insert = [this, &controller](const transport::Frames& args, bool may_wait) -> std::optional<transport::Frames> {
+    // The budget counts from here: queueing in the service before a worker
+    // picks the request up is not counted.
+    const auto received = std::chrono::steady_clock::now();
+    const Json json = transport::wire::read_header(args, 0, "insert request");
+    const Header header(json, "insert request", {"partition_id", "count", "budget_ms"});
+    const std::string partition_id = header.text("partition_id");
+    const int64_t count = checked_insert_count(header.integer("count"), "count");
+    const auto deadline = insert_deadline(header, received);
+    std::shared_lock gate(reuse_gate_, std::defer_lock);  // a clear may hold it while it drops released data
+    if (!take(gate, may_wait)) return std::nullopt;
+    const auto now = std::chrono::steady_clock::now();
+    if (deadline && now > *deadline) {
+      const auto waited = std::chrono::round<std::chrono::milliseconds>(now - received);
+      throw Error(ErrorCode::kTimeout, "insert of " + std::to_string(count) + " samples into partition '" +
+                                           partition_id + "' refused: its client's budget_ms of " +
+                                           std::to_string(header.integer("budget_ms")) + " ran out after " +
+                                           std::to_string(waited.count()) +
+                                           " ms behind a clear or load; nothing was inserted");
+    }
+    return transport::wire::header_message(transport::wire::batch_meta_frame(controller.insert(partition_id, count)));
+  };
+  service_.handle(
+      "insert", [insert](transport::Frames& args) { return *insert(args, true); },
+      [insert](const transport::Frames& args) { return insert(args, false); });
+  service_.handle("mark_produced", nullptr, [&controller](const transport::Frames& args) {
+    const Json json = transport::wire::read_header(args, 0, "mark_produced request");
+    const Header header(json, "mark_produced request",
+                        {"partition_id", "indexes", "generations", "fields", "custom_meta"});
+    const auto indexes = header.numbers<int64_t>("indexes");
+    const auto fields = transport::wire::decode_schemas(header.at("fields"), "mark_produced request");
+    const auto custom_meta = header.objects("custom_meta");
+    controller.mark_produced(header.text("partition_id"), indexes, generations_of(header), fields, custom_meta);
+    return transport::wire::header_message(Json::object());
+  });
+  // Also answered on the I/O thread: a fetch with enough ready, a poll.
+  const auto get_meta = [this, &controller](const transport::Frames& args, bool may_wait) -> std::optional<transport::Frames> {
+    const MetaRequest request = transport::wire::read_meta_request(args, 0, "get_meta request");
+    std::shared_lock gate(reuse_gate_, std::defer_lock);
+    if (request.mode == MetaMode::kInsert) {
+      checked_insert_count(request.batch_size, "batch_size");
+      if (!take(gate, may_wait)) return std::nullopt;
+    }
+    std::optional<BatchMeta> meta = may_wait ? controller.get_meta(request) : controller.try_get_meta(request);
+    if (!meta) return std::nullopt;
+    return transport::wire::header_message(transport::wire::batch_meta_frame(*meta));
+  };
+  service_.handle(
+      "get_meta", [get_meta](transport::Frames& args) { return *get_meta(args, true); },
+      [get_meta](const transport::Frames& args) { return get_meta(args, false); });
+  service_.handle("set_custom_meta", nullptr, [&controller](const transport::Frames& args) {
+    const Json json = transport::wire::read_header(args, 0, "set_custom_meta request");
+    const Header header(json, "set_custom_meta request", {"partition_id", "indexes", "generations", "custom_meta"});
+    controller.set_custom_meta(header.text("partition_id"), header.numbers<int64_t>("indexes"),
+                               generations_of(header), header.objects("custom_meta"));
+    return transport::wire::header_message(Json::object());
+  });
+  service_.handle("clear_samples", [this, &controller](transport::Frames& args) {
+    const Json json = transport::wire::read_header(args, 0, "clear_samples request");
+    const Header header(json, "clear_samples request", {"partition_id", "indexes", "generations"});
+    std::unique_lock gate(reuse_gate_);
+    const auto targets = units_->drop_targets(options_.storage_units, options_.storage_silence_limit);
+    const auto released = controller.clear_samples(header.text("partition_id"), header.numbers<int64_t>("indexes"),
+                                                   generations_of(header));
+    units_->drop(targets, released, std::min(options_.storage_timeout, options_.storage_silence_limit));
+    return transport::wire::header_message(released_reply(released));
+  });
+  service_.handle("clear_partition", [this, &controller](transport::Frames& args) {
+    const Json json = transport::wire::read_header(args, 0, "clear_partition request");
+    const Header header(json, "clear_partition request", {"partition_id"});
+    std::unique_lock gate(reuse_gate_);
+    const auto targets = units_->drop_targets(options_.storage_units, options_.storage_silence_limit);
+    const auto released = controller.clear_partition(header.text("partition_id"));
+    units_->drop(targets, released, std::min(options_.storage_timeout, options_.storage_silence_limit));
+    return transport::wire::header_message(released_reply(released));
+  });
+  service_.handle("kv_clear", [this, &controller](transport::Frames& args) {
+    const Json json = transport::wire::read_header(args, 0, "kv_clear request");
+    const Header header(json, "kv_clear request", {"partition_id", "keys"});
+    std::unique_lock gate(reuse_gate_);
+    const auto targets = units_->drop_targets(options_.storage_units, options_.storage_silence_limit);
+    const auto released = controller.kv_clear(header.text("partition_id"), header.texts("keys"));
+    units_->drop(targets, released, std::min(options_.storage_timeout, options_.storage_silence_limit));
+    return transport::wire::header_message(released_reply(released));
+  });
+  service_.handle("reset_consumption", nullptr, [&controller](const transport::Frames& args) {
+    const Json json = transport::wire::read_header(args, 0, "reset_consumption request");
+    const Header header(json, "reset_consumption request", {"partition_id", "task_name"});
+    const std::string task = header.has("task_name") ? header.text("task_name") : std::string();
+    controller.reset_consumption(header.text("partition_id"), header.has("task_name") ? &task : nullptr);
+    return transport::wire::header_message(Json::object());
+  });
+  // Status replies of a partition that does not exist hold no "status".
+  service_.handle("consumption_status", nullptr, [&controller](const transport::Frames& args) {
+    const Json json = transport::wire::read_header(args, 0, "consumption_status request");
+    const Header header(json, "consumption_status request", {"task_name", "partition_id"});
+    const auto status = controller.consumption_status(header.text("task_name"), header.text("partition_id"));
+    return transport::wire::header_message(status ? Json{{"status", transport::wire::encode_status(*status)}} : Json::object());
+  });
+  service_.handle("production_status", nullptr, [&controller](const transport::Frames& args) {
+    const Json json = transport::wire::read_header(args, 0, "production_status request");
+    const Header header(json, "production_status request", {"fields", "partition_id"});
+    const auto status = controller.production_status(header.texts("fields"), header.text("partition_id"));
+    if (!status) return transport::wire::header_message(Json::object());
+    return transport::wire::header_message(
+        Json{{"status",
+              {{"indexes", transport::wire::binary_of(std::span<const int64_t>(status->global_indexes))},
+               {"produced", transport::wire::binary_of(std::span<const uint8_t>(status->produced))}}}});
+  });
+  service_.handle("sample_production", nullptr, [&controller](const transport::Frames& args) {
+    const Json json = transport::wire::read_header(args, 0, "sample_production request");
+    const Header header(json, "sample_production request", {"partition_id", "indexes", "generations", "fields"});
+    const SampleProduction production =
+        controller.sample_production(header.text("partition_id"), header.numbers<int64_t>("indexes"),
+                                     generations_of(header), header.texts("fields"));
+    return transport::wire::header_message(
+        Json{{"exists", transport::wire::binary_of(std::span<const uint8_t>(production.exists))},
+             {"generations", transport::wire::binary_of(std::span<const uint64_t>(production.generations))},
+             {"produced", transport::wire::binary_of(std::span<const uint8_t>(production.produced))}});
+  });
+  service_.handle("all_consumed", nullptr, [&controller](const transport::Frames& args) {
+    const Json json = transport::wire::read_header(args, 0, "all_consumed request");
+    const Header header(json, "all_consumed request", {"task_name", "partition_id"});
+    return transport::wire::header_message(
+        Json{{"value", controller.all_consumed(header.text("task_name"), header.text("partition_id"))}});
+  });
+  service_.handle("all_produced", nullptr, [&controller](const transport::Frames& args) {
+    const Json json = transport::wire::read_header(args, 0, "all_produced request");
+    const Header header(json, "all_produced request", {"fields", "partition_id"});
+    return transport::wire::header_message(
+        Json{{"value", controller.all_produced(header.texts("fields"), header.text("partition_id"))}});
+  });
+  service_.handle("partition_list", nullptr, [&controller](const transport::Frames& args) {
+    const Json json = transport::wire::read_header(args, 0, "partition_list request");
+    const Header header(json, "partition_list request", {});
+    return transport::wire::header_message(Json{{"partitions", controller.partition_list()}});
+  });
+  service_.handle("kv_resolve", [this, &controller](transport::Frames& args) {
+    const Json json = transport::wire::read_header(args, 0, "kv_resolve request");
+    const Header header(json, "kv_resolve request", {"partition_id", "keys", "tags"});
+    std::shared_lock gate(reuse_gate_);
+    return transport::wire::header_message(transport::wire::batch_meta_frame(
+        controller.kv_resolve(header.text("partition_id"), header.texts("keys"), header.objects("tags"))));
+  });
+  service_.handle("kv_lookup", nullptr, [&controller](const transport::Frames& args) {
+    const Json json = transport::wire::read_header(args, 0, "kv_lookup request");
+    const Header header(json, "kv_lookup request", {"partition_id", "keys"});
+    return transport::wire::header_message(
+        transport::wire::batch_meta_frame(controller.kv_lookup(header.text("partition_id"), header.texts("keys"))));
+  });
+  service_.handle("kv_find", nullptr, [&controller](const transport::Frames& args) {
+    const Json json = transport::wire::read_header(args, 0, "kv_find request");
+    const Header header(json, "kv_find request", {"partition_id", "keys"});
+    return transport::wire::header_message(
+        transport::wire::batch_meta_frame(controller.kv_find(header.text("partition_id"), header.texts("keys"))));
+  });
+  service_.handle("kv_keys", nullptr, [&controller](const transport::Frames& args) {
+    const Json json = transport::wire::read_header(args, 0, "kv_keys request");
+    const Header header(json, "kv_keys request", {"partition_id", "global_indexes"});
+    return transport::wire::header_message(Json{
+        {"keys", controller.kv_keys(header.text("partition_id"), header.numbers<int64_t>("global_indexes"))}});
+  });
+  service_.handle("kv_list", nullptr, [&controller](const transport::Frames& args) {
+    const Json json = transport::wire::read_header(args, 0, "kv_list request");
+    const Header header(json, "kv_list request", {"partition_id", "known_partitions", "known_versions"});
+    const std::string partition = header.has("partition_id") ? header.text("partition_id") : std::string();
+    return transport::wire::header_message(transport::wire::kv_list_frame(
+        controller.kv_list(header.has("partition_id") ? &partition : nullptr, transport::wire::read_known_listings(header))));
+  });
+  service_.handle("save", [this, &controller](transport::Frames& args) {
+    const Json json = transport::wire::read_header(args, 0, "save request");
+    controller.save(checkpoint_root_.resolve(Header(json, "save request", {"path"}).text("path"), "save request"));
+    return transport::wire::header_message(Json::object());
+  });
+  service_.handle("load", [this, &controller](transport::Frames& args) {
+    const Json json = transport::wire::read_header(args, 0, "load request");
+    const std::string path =
+        checkpoint_root_.resolve(Header(json, "load request", {"path"}).text("path"), "load request");
+    std::unique_lock gate(reuse_gate_);
+    controller.load(path);
+    return transport::wire::header_message(Json::object());
+  });
+  service_.handle("register_storage", [this, &controller](transport::Frames& args) {
+    const Json json = transport::wire::read_header(args, 0, "register_storage request");
+    const Header header(json, "register_storage request", {"endpoint", "instance", "incarnation"});
+    const std::string endpoint = header.text("endpoint");
+    if (endpoint.empty()) throw_invalid("register_storage request field 'endpoint' is empty");
+    // A unit that sends no instance id: its restarts go unseen.
+    const auto instance = header.has("instance") ? std::optional(header.integer("instance")) : std::nullopt;
+    // As int64: the wire's integers are signed.
+    const auto incarnation = std::bit_cast<int64_t>(controller.incarnation());
+    // A unit that holds (or may hold) data of another incarnation joins only
+    // once it has dropped that data and registers again with this one, so
+    // no client learns of it before (a unit that sends none predates this).
+    const bool joins = !header.has("incarnation") || header.integer("incarnation") == incarnation;
+    if (joins) units_->heartbeat(endpoint, instance, options_, controller);
+    Json reply = units_->listing(options_.storage_units);
+    reply["incarnation"] = incarnation;
+    return transport::wire::header_message(reply);
+  });
+  service_.handle("storage_units", nullptr, [this](const transport::Frames& args) {
+    const Json json = transport::wire::read_header(args, 0, "storage_units request");
+    const Header header(json, "storage_units request", {});
+    return transport::wire::header_message(units_->listing(options_.storage_units));
+  });
+}
+
+void ControllerService::add_metrics_collector() {
+  std::weak_ptr<Controller> weak = controller_;
+  Units* units = units_.get();
+  const size_t expected = options_.storage_units;
+  service_.metrics().add_collector([weak, units, expected](std::string& out) {
+    auto controller = weak.lock();
+    if (!controller) return;
+    const auto progress = controller->progress();
+    out +=
+        "# HELP seqflow_partition_samples Live samples per partition\n# TYPE seqflow_partition_samples "
+        "gauge\n";
+    for (const auto& p : progress) {
+      out += "seqflow_partition_samples{partition=\"" + label(p.partition_id) + "\"} " +
+             std::to_string(p.samples) + "\n";
+    }
+    out +=
+        "# HELP seqflow_partition_produced Samples with the field produced\n"
+        "# TYPE seqflow_partition_produced gauge\n";
+    for (const auto& p : progress) {
+      for (const auto& [field, count] : p.produced) {
+        out += "seqflow_partition_produced{partition=\"" + label(p.partition_id) + "\",field=\"" +
+               label(field) + "\"} " + std::to_string(count) + "\n";
+      }
+    }
+    out +=
+        "# HELP seqflow_partition_consumed Samples the task consumed\n"
+        "# TYPE seqflow_partition_consumed gauge\n";
+    for (const auto& p : progress) {
+      for (const auto& [task, count] : p.consumed) {
+        out += "seqflow_partition_consumed{partition=\"" + label(p.partition_id) + "\",task=\"" +
+               label(task) + "\"} " + std::to_string(count) + "\n";
+      }
+    }
+    std::lock_guard lock(units->mutex);
+    out +=
+        "# HELP seqflow_storage_units Storage units registered, and expected\n"
+        "# TYPE seqflow_storage_units gauge\n";
+    out += "seqflow_storage_units{state=\"registered\"} " + std::to_string(units->endpoints.size()) + "\n";
+    out += "seqflow_storage_units{state=\"expected\"} " + std::to_string(expected) + "\n";
+  });
+}
+
+}  // namespace seqflow::server

@@ -1,0 +1,74 @@
+// The controller as a service: a Controller behind a Service, the registry of
+// the storage units (sample gi lives on unit gi % N, units ordered by
+// endpoint so that a restart in any order keeps the mapping), and the drop of
+// released samples' data on those units before their indexes can be reused.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+#include "server/checkpoint_root.h"
+#include "server/service.h"
+#include "seqflow/controller.h"
+#include "seqflow/limits.h"
+
+namespace seqflow::server {
+
+// The controller's default worker cap (ServiceOptions says 64): a waiting
+// fetch occupies a worker thread, and jobs run hundreds of ranks.
+inline constexpr size_t kControllerDefaultMaxWorkers = 1024;
+
+// More samples than this in one insert request are refused: a typo must not
+// make the controller allocate the machine away.
+inline constexpr int64_t kMaxInsertPerRequest = int64_t{1} << 24;
+
+struct ControllerServiceOptions {
+  ServiceOptions service;
+  ControllerOptions controller;
+  // Clients wait until this many storage units have registered.
+  size_t storage_units = 1;
+  // A checkpoint directory (as written by save_checkpoint) to start from.
+  std::string load_checkpoint;
+  // Clients' save and load paths must lie under this directory; empty: anywhere.
+  std::string checkpoint_root;
+  // Security of the connections to the storage units (to drop released data).
+  transport::ClientSecurity storage_security;
+  std::chrono::milliseconds storage_timeout{30000};
+  // A storage unit that has not registered (heartbeat: every second) for
+  // this long is taken for dead: released data is not dropped there (it died
+  // with the unit), so a dead unit does not stall clears and the inserts
+  // waiting behind them.
+  std::chrono::milliseconds storage_silence_limit{5000};
+};
+
+class ControllerService {
+ public:
+  explicit ControllerService(ControllerServiceOptions options);
+  ~ControllerService();
+
+  void start();
+  void stop();
+  std::string endpoint() const { return service_.endpoint(); }
+  MetricsRegistry& metrics() { return service_.metrics(); }
+  Controller& controller() { return *controller_; }
+
+ private:
+  struct Units;
+  void register_handlers();
+  void add_metrics_collector();
+
+  ControllerServiceOptions options_;
+  CheckpointRoot checkpoint_root_;
+  std::shared_ptr<Controller> controller_;
+  std::unique_ptr<Units> units_;
+  // Shared: calls that hand out global indexes. Exclusive: clears, until the
+  // released samples' data is gone from the storage units.
+  std::shared_mutex reuse_gate_;
+  Service service_;
+};
+
+}  // namespace seqflow::server

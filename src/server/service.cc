@@ -1,0 +1,434 @@
+#include "server/service.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <system_error>
+#include <utility>
+
+#include "transport/envelope.h"
+#include "seqflow/error.h"
+
+namespace seqflow::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kPingOp = "ping";
+constexpr int kHighWaterMark = 10000;         // messages per peer; ZeroMQ's 1000 is low for bursts
+constexpr int kCloseLingerMs = 500;           // lets replies of finishing handlers flush, boundedly
+constexpr size_t kMaxMessagesPerWakeup = 64;  // then send replies again: neither side starves
+constexpr auto kLastReplyGrace = std::chrono::milliseconds(200);
+constexpr int kHeartbeatMs = 2000;            // forget clients that vanished without closing TCP
+constexpr int kHeartbeatTimeoutMs = 6000;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+transport::Frames error_reply(zmq::message_t routing_id, uint64_t id, ErrorCode code, const std::string& message) {
+  transport::Frames reply;
+  reply.push_back(std::move(routing_id));
+  reply.push_back(transport::encode_reply_envelope(id, code));
+  reply.push_back(transport::copy_frame(message));
+  return reply;
+}
+
+// Runs a handler (`call` returns its result frames, or nullopt when it
+// declines) and makes the reply to request `id` from its results or its
+// exception. `failed`: the reply is an error.
+template <typename Call>
+std::optional<transport::Frames> reply_of(const std::string& op, zmq::message_t& routing_id, uint64_t id, Call&& call,
+                               bool& failed) {
+  failed = true;
+  try {
+    std::optional<transport::Frames> results = call();
+    if (!results) return std::nullopt;
+    transport::Frames reply;
+    reply.reserve(results->size() + 2);
+    reply.push_back(std::move(routing_id));
+    reply.push_back(transport::encode_reply_envelope(id, std::nullopt));
+    for (auto& result : *results) reply.push_back(std::move(result));
+    failed = false;
+    return reply;
+  } catch (const Error& error) {
+    return error_reply(std::move(routing_id), id, error.code(), error.what());
+  } catch (const std::exception& error) {
+    return error_reply(std::move(routing_id), id, ErrorCode::kInternal,
+                       "operation '" + op + "' failed: " + error.what());
+  } catch (...) {
+    return error_reply(std::move(routing_id), id, ErrorCode::kInternal,
+                       "operation '" + op + "' failed with a non-standard exception");
+  }
+}
+
+}  // namespace
+
+struct Service::Route {
+  std::string op;
+  Handler handler;           // empty: try_inline always answers
+  InlineHandler try_inline;  // empty: always a worker
+  Counter* requests = nullptr;
+  Counter* errors = nullptr;
+  Histogram* latency = nullptr;
+};
+
+struct Service::Job {
+  zmq::message_t routing_id;
+  uint64_t id = 0;
+  const Route* route = nullptr;
+  transport::Frames args;
+  Clock::time_point received;
+};
+
+Service::Service(ServiceOptions options) : options_(std::move(options)) {
+  if (options_.max_workers == 0) throw_invalid("ServiceOptions.max_workers must be >= 1, got 0");
+  if (options_.min_workers > options_.max_workers) {
+    throw_invalid("ServiceOptions.min_workers (" + std::to_string(options_.min_workers) +
+                  ") must not exceed max_workers (" + std::to_string(options_.max_workers) + ")");
+  }
+  if (options_.max_request_bytes == 0) throw_invalid("ServiceOptions.max_request_bytes must be > 0, got 0");
+  if (options_.security.enabled) {
+    transport::check_curve_key(options_.security.server_keys.secret_key, "ServiceOptions.security.server_keys.secret_key");
+    for (const auto& key : options_.security.allowed_client_keys) {
+      transport::check_curve_key(key, "ServiceOptions.security.allowed_client_keys entry");
+    }
+  }
+  dropped_messages_ = &metrics_.counter(
+      "seqflow_dropped_messages_total",
+      "Messages dropped: too malformed to answer (no envelope), or replies the socket refused.");
+  const std::string rejected_help = "Requests answered with an error before reaching a handler, by reason.";
+  rejected_unknown_op_ = &metrics_.counter("seqflow_rejected_requests_total", rejected_help, {{"reason", "unknown_op"}});
+  rejected_malformed_ = &metrics_.counter("seqflow_rejected_requests_total", rejected_help, {{"reason", "malformed"}});
+  rejected_too_large_ = &metrics_.counter("seqflow_rejected_requests_total", rejected_help, {{"reason", "too_large"}});
+  in_flight_ = &metrics_.gauge("seqflow_requests_in_flight", "Requests received and not yet answered.");
+  worker_count_ = &metrics_.gauge("seqflow_service_workers", "Worker threads started (they stay until stop).");
+  handle(kPingOp, nullptr, [](const transport::Frames&) { return transport::Frames(); });
+}
+
+Service::~Service() { stop(); }
+
+void Service::handle(std::string op, Handler handler, InlineHandler try_inline) {
+  if (started_) throw_invalid("Service::handle('" + op + "') must come before start()");
+  transport::check_op_name(op);
+  if (routes_.count(op) > 0) throw_invalid("Service::handle: operation '" + op + "' already has a handler");
+  if (!handler && !try_inline) throw_invalid("Service::handle: operation '" + op + "' has no handler");
+  auto route = std::make_unique<Route>();
+  route->op = op;
+  route->handler = std::move(handler);
+  route->try_inline = std::move(try_inline);
+  const MetricLabels labels = {{"op", op}};
+  route->requests = &metrics_.counter("seqflow_requests_total", "Requests answered, by operation.", labels);
+  route->errors = &metrics_.counter("seqflow_request_errors_total", "Requests answered with an error, by operation.",
+                                    labels);
+  route->latency = &metrics_.histogram("seqflow_request_duration_seconds",
+                                       "Time from receiving a request to its reply, by operation.", labels);
+  routes_.emplace(std::move(op), std::move(route));
+}
+
+void Service::start() {
+  if (started_) throw_invalid("Service::start: the service on '" + options_.bind + "' is already started");
+  wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wake_fd_ < 0) {
+    throw Error(ErrorCode::kInternal, std::string("Service::start: eventfd failed: ") + std::strerror(errno));
+  }
+  const auto fail = [this](Error error) {
+    router_.close();
+    zap_handler_.reset();
+    ::close(wake_fd_);
+    wake_fd_ = -1;
+    throw error;
+  };
+  try {
+    open_router();
+  } catch (const zmq::error_t& error) {
+    fail(Error(ErrorCode::kInternal,
+               "Service on '" + options_.bind + "' cannot set up its socket: " + error.what()));
+  }
+  try {
+    router_.bind(options_.bind);
+  } catch (const zmq::error_t& error) {
+    fail(Error(ErrorCode::kInvalidArgument, "Service cannot bind to '" + options_.bind + "': " + error.what()));
+  }
+  endpoint_ = router_.get(zmq::sockopt::last_endpoint);
+  started_ = true;
+  try {
+    {
+      std::lock_guard lock(jobs_mutex_);
+      for (size_t i = 0; i < options_.min_workers; ++i) workers_.emplace_back(&Service::run_worker, this);
+      worker_count_->set(static_cast<double>(workers_.size()));
+    }
+    // The router moves to the I/O thread; thread creation is the memory
+    // barrier ZeroMQ asks for when a socket changes threads.
+    io_thread_ = std::thread(&Service::run_io, this);
+  } catch (const std::system_error& error) {
+    stop();
+    throw Error(ErrorCode::kInternal, "Service on '" + endpoint_ + "' cannot start its threads: " + error.what());
+  }
+}
+
+void Service::open_router() {
+  router_ = zmq::socket_t(context_, zmq::socket_type::router);
+  router_.set(zmq::sockopt::linger, kCloseLingerMs);
+  router_.set(zmq::sockopt::rcvhwm, kHighWaterMark);
+  router_.set(zmq::sockopt::sndhwm, kHighWaterMark);
+  router_.set(zmq::sockopt::heartbeat_ivl, kHeartbeatMs);
+  router_.set(zmq::sockopt::heartbeat_timeout, kHeartbeatTimeoutMs);
+  const size_t limit = options_.max_request_bytes;
+  router_.set(zmq::sockopt::maxmsgsize,
+              limit > static_cast<size_t>(std::numeric_limits<int64_t>::max()) - kMaxMessageSlackBytes
+                  ? int64_t{-1}
+                  : static_cast<int64_t>(limit + kMaxMessageSlackBytes));
+  const transport::ServerSecurity& security = options_.security;
+  if (security.enabled) {
+    if (!security.allowed_client_keys.empty()) {
+      zap_handler_ = std::make_unique<transport::ZapHandler>(context_, security.allowed_client_keys);
+      router_.set(zmq::sockopt::zap_domain, "seqflow");
+    }
+    router_.set(zmq::sockopt::curve_server, true);
+    router_.set(zmq::sockopt::curve_secretkey, security.server_keys.secret_key);
+  }
+}
+
+void Service::stop() {
+  if (!started_ || stopped_) return;
+  stopped_ = true;
+  std::vector<std::thread> workers;
+  {
+    std::lock_guard lock(jobs_mutex_);
+    stopping_ = true;  // from here on the I/O thread queues nothing and starts no worker
+    in_flight_->add(-static_cast<double>(jobs_.size()));
+    jobs_.clear();
+    workers.swap(workers_);
+  }
+  jobs_ready_.notify_all();
+  for (auto& worker : workers) worker.join();
+  io_stop_ = true;  // after the workers: the I/O thread then sends every last reply
+  wake_io();
+  if (io_thread_.joinable()) {
+    io_thread_.join();
+  } else {
+    router_.close();  // start() failed before the I/O thread took the socket
+  }
+  zap_handler_.reset();
+  context_.close();
+  ::close(wake_fd_);
+  wake_fd_ = -1;
+}
+
+std::string Service::endpoint() const { return endpoint_; }
+
+void Service::wake_io() {
+  // An eventfd counter only saturates after 2^64-2 writes: this never fails
+  // in a way that could lose a wake-up.
+  [[maybe_unused]] const ssize_t written = ::eventfd_write(wake_fd_, 1);
+}
+
+void Service::run_io() {
+  // poll(2) on the router's descriptor, not zmq_poll, which makes a
+  // system call more before every wait.
+  pollfd waits[] = {{router_.get(zmq::sockopt::fd), POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+  Clock::time_point last_reply{};
+  while (true) {
+    // The descriptor only signals that the socket's state may have changed,
+    // and a send may have taken that signal: sleep only when the socket has
+    // nothing to read.
+    bool readable = false;
+    try {
+      readable = router_.get(zmq::sockopt::events) & ZMQ_POLLIN;
+    } catch (const zmq::error_t& error) {
+      if (error.num() == EINTR) continue;
+      break;
+    }
+    if (!readable) {
+      if (::poll(waits, 2, -1) < 0) {
+        if (errno == EINTR) continue;
+        break;
+      }
+      if (waits[1].revents & POLLIN) {
+        eventfd_t ignored;
+        [[maybe_unused]] const int read = ::eventfd_read(wake_fd_, &ignored);
+      }
+      readable = waits[0].revents & POLLIN;
+    }
+    // Read before sending: once it is set, every worker has queued its last reply.
+    const bool last_round = io_stop_;
+    if (readable) receive_requests(router_);
+    // From workers and from dispatch (ping, rejections).
+    if (send_replies(router_)) last_reply = Clock::now();
+    if (last_round) {
+      // A client that has a reply in its socket but has not read it yet loses
+      // it when the connection closes (its DEALER connects with
+      // ZMQ_IMMEDIATE): give the last replies time to be read.
+      std::this_thread::sleep_until(last_reply + kLastReplyGrace);
+      break;
+    }
+  }
+  router_.close();
+}
+
+void Service::receive_requests(zmq::socket_t& router) {
+  for (size_t n = 0; n < kMaxMessagesPerWakeup; ++n) {
+    transport::Frames message;
+    zmq::message_t part;
+    if (!router.recv(part, zmq::recv_flags::dontwait)) return;
+    const Clock::time_point received = Clock::now();
+    bool more = part.more();
+    message.push_back(std::move(part));
+    // The rest of a multipart message has arrived with its first part.
+    while (more) {
+      zmq::message_t next;
+      (void)router.recv(next, zmq::recv_flags::none);
+      more = next.more();
+      message.push_back(std::move(next));
+    }
+    try {
+      dispatch(std::move(message), received);
+    } catch (const std::exception&) {
+      dropped_messages_->increment();  // e.g. no memory for a reply: the loop must survive
+    }
+  }
+}
+
+
+// Runs on the I/O thread: everything that needs no handler is answered here.
+void Service::dispatch(transport::Frames message, Clock::time_point received) {
+  // [routing id, envelope, args...]; without an envelope there is nothing
+  // to answer to.
+  if (message.size() < 2) {
+    dropped_messages_->increment();
+    return;
+  }
+  auto answer_now = [&](transport::Frames reply) {
+    std::lock_guard lock(replies_mutex_);
+    replies_.push_back(std::move(reply));
+  };
+  transport::RequestEnvelope envelope;
+  try {
+    envelope = transport::decode_request_envelope(message[1]);
+  } catch (const Error& error) {
+    rejected_malformed_->increment();
+    answer_now(error_reply(std::move(message[0]), transport::request_id_or_zero(message[1]), ErrorCode::kInvalidArgument,
+                           std::string("malformed request: ") + error.what()));
+    return;
+  }
+  size_t request_bytes = 0;
+  for (size_t i = 1; i < message.size(); ++i) request_bytes += message[i].size();
+  if (request_bytes > options_.max_request_bytes) {
+    rejected_too_large_->increment();
+    answer_now(error_reply(std::move(message[0]), envelope.id, ErrorCode::kInvalidArgument,
+                           "request '" + envelope.op + "' is " + std::to_string(request_bytes) +
+                               " bytes, over max_request_bytes = " + std::to_string(options_.max_request_bytes)));
+    return;
+  }
+  const auto found = routes_.find(envelope.op);
+  if (found == routes_.end()) {
+    rejected_unknown_op_->increment();
+    std::string known;
+    for (const auto& [op, route] : routes_) known += (known.empty() ? "" : ", ") + op;
+    answer_now(error_reply(std::move(message[0]), envelope.id, ErrorCode::kNotFound,
+                           "unknown operation '" + envelope.op + "'; this service handles: " + known));
+    return;
+  }
+  const Route& route = *found->second;
+  Job job;
+  job.routing_id = std::move(message[0]);
+  job.id = envelope.id;
+  job.route = &route;
+  job.received = received;
+  job.args.reserve(message.size() - 2);
+  for (size_t i = 2; i < message.size(); ++i) job.args.push_back(std::move(message[i]));
+  if (route.try_inline) {
+    bool failed = false;
+    std::optional<transport::Frames> reply = reply_of(
+        route.op, job.routing_id, job.id, [&] { return route.try_inline(std::as_const(job.args)); }, failed);
+    if (!reply && !route.handler) {
+      reply = error_reply(std::move(job.routing_id), job.id, ErrorCode::kInternal,
+                          "operation '" + route.op + "' declined a request and has no worker handler");
+      failed = true;
+    }
+    if (reply) {
+      route.requests->increment();
+      if (failed) route.errors->increment();
+      route.latency->observe(seconds_since(received));
+      answer_now(std::move(*reply));
+      return;
+    }
+  }
+  {
+    std::lock_guard lock(jobs_mutex_);
+    if (stopping_) return;
+    in_flight_->add(1);
+    jobs_.push_back(std::move(job));
+    // Handlers may block for long: a request that finds no idle worker gets
+    // a new one, so blocked handlers hold nothing back below the cap.
+    if (jobs_.size() > idle_workers_ && workers_.size() < options_.max_workers) {
+      try {
+        workers_.emplace_back(&Service::run_worker, this);
+        worker_count_->set(static_cast<double>(workers_.size()));
+      } catch (const std::system_error&) {
+        // Out of threads: the job waits for a running worker instead.
+      }
+    }
+  }
+  jobs_ready_.notify_one();
+}
+
+bool Service::send_replies(zmq::socket_t& router) {
+  std::vector<transport::Frames> replies;
+  {
+    std::lock_guard lock(replies_mutex_);
+    replies.swap(replies_);
+  }
+  for (transport::Frames& reply : replies) {
+    try {
+      // A ROUTER never blocks: it drops replies to peers that are gone or full.
+      for (size_t i = 0; i < reply.size(); ++i) {
+        const auto flags = i + 1 < reply.size() ? zmq::send_flags::sndmore | zmq::send_flags::dontwait
+                                                : zmq::send_flags::dontwait;
+        if (!router.send(reply[i], flags)) throw zmq::error_t();
+      }
+    } catch (const zmq::error_t&) {
+      dropped_messages_->increment();
+    }
+  }
+  return !replies.empty();
+}
+
+void Service::run_worker() {
+  std::unique_lock lock(jobs_mutex_);
+  while (true) {
+    ++idle_workers_;
+    jobs_ready_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+    --idle_workers_;
+    if (stopping_) return;
+    Job job = std::move(jobs_.front());
+    jobs_.pop_front();
+    lock.unlock();
+
+    bool failed = false;
+    std::optional<transport::Frames> reply = reply_of(
+        job.route->op, job.routing_id, job.id,
+        [&] { return std::optional<transport::Frames>(job.route->handler(job.args)); }, failed);
+    finish(job, std::move(*reply), failed);
+    lock.lock();
+  }
+}
+
+void Service::finish(Job& job, transport::Frames reply, bool failed) {
+  job.route->requests->increment();
+  if (failed) job.route->errors->increment();
+  job.route->latency->observe(seconds_since(job.received));
+  in_flight_->add(-1);
+  {
+    std::lock_guard lock(replies_mutex_);
+    replies_.push_back(std::move(reply));
+  }
+  wake_io();
+}
+
+}  // namespace seqflow::server

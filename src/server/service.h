@@ -1,0 +1,134 @@
+// A request/reply service on one ZeroMQ ROUTER socket: an I/O thread owns
+// the socket, an elastic pool of workers runs the handlers.
+//
+//   client DEALER --[envelope, args...]--> ROUTER (I/O thread) --queue--> worker: handler(args)
+//   client DEALER <-[envelope, results..]- ROUTER (I/O thread) <-queue--- worker
+//
+// Requests and replies cross threads through mutex-protected queues (an
+// eventfd wakes the I/O thread), not through inproc sockets, so that
+// ThreadSanitizer sees every hand-over. Short requests skip both hand-overs:
+// an operation may have an InlineHandler that the I/O thread tries first.
+#pragma once
+
+#include <zmq.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "transport/frames.h"
+#include "server/metrics.h"
+#include "transport/security.h"
+
+namespace seqflow::server {
+
+struct ServiceOptions {
+  std::string bind = "tcp://127.0.0.1:0";  // port 0: a free port; endpoint() tells which
+  size_t min_workers = 2;
+  size_t max_workers = 64;
+  // A larger request (all frames) gets an error reply (kInvalidArgument).
+  // ZeroMQ itself disconnects a peer whose single frame exceeds this by more
+  // than kMaxMessageSlackBytes, before reading it all.
+  size_t max_request_bytes = size_t{8} << 30;
+  transport::ServerSecurity security;
+};
+
+// Handlers run on worker threads, several at once. The result frames are
+// the reply; a thrown seqflow::Error keeps its code, anything else becomes
+// kInternal.
+using Handler = std::function<transport::Frames(transport::Frames& args)>;
+
+// Runs on the I/O thread, before any worker sees the request, and saves the
+// two thread hand-overs that dominate a short request's round trip. It must
+// finish in microseconds and never wait (no I/O, no lock held for long);
+// nullopt passes the request, untouched, to the Handler on a worker.
+using InlineHandler = std::function<std::optional<transport::Frames>(const transport::Frames& args)>;
+
+inline constexpr size_t kMaxMessageSlackBytes = size_t{1} << 20;
+
+class Service {
+ public:
+  explicit Service(ServiceOptions options);  // throws kInvalidArgument on bad options
+  ~Service();
+  Service(const Service&) = delete;
+  Service& operator=(const Service&) = delete;
+
+  // Before start(). At least one of the two handlers; an operation with
+  // only an InlineHandler must never decline. "ping" is built in: an inline
+  // reply with no frames, so it answers even when every worker is busy.
+  void handle(std::string op, Handler handler, InlineHandler try_inline = nullptr);
+
+  // Binds (throws kInvalidArgument naming the address on failure) and starts
+  // the threads. Once only.
+  void start();
+
+  // Idempotent; also in the destructor. Stops taking requests, lets running
+  // handlers finish and sends their replies, drops queued requests that no
+  // worker has started (their clients time out), joins every thread. Not
+  // from inside a handler (it joins the workers).
+  void stop();
+
+  std::string endpoint() const;  // the bound address, e.g. tcp://127.0.0.1:40123
+  MetricsRegistry& metrics() { return metrics_; }
+
+ private:
+  struct Route;
+  struct Job;
+
+  void open_router();
+  void run_io();
+  void receive_requests(zmq::socket_t& router);
+  void dispatch(transport::Frames message, std::chrono::steady_clock::time_point received);
+  bool send_replies(zmq::socket_t& router);  // true: it sent at least one
+  void run_worker();
+  void finish(Job& job, transport::Frames reply, bool failed);
+  void wake_io();
+
+  ServiceOptions options_;
+  MetricsRegistry metrics_;
+  std::unordered_map<std::string, std::unique_ptr<Route>> routes_;  // fixed once started
+
+  // Own context: a ZAP handler is per context, and stopping this service
+  // (context termination included) cannot disturb any other socket.
+  zmq::context_t context_;
+  std::unique_ptr<transport::ZapHandler> zap_handler_;
+  zmq::socket_t router_;  // owned by the I/O thread once started
+  std::string endpoint_;
+  int wake_fd_ = -1;      // eventfd: workers and stop() wake the I/O thread
+  std::thread io_thread_;
+  bool started_ = false;
+  bool stopped_ = false;
+  std::atomic<bool> io_stop_{false};
+
+  // Request queue and worker pool.
+  std::mutex jobs_mutex_;
+  std::condition_variable jobs_ready_;
+  std::deque<Job> jobs_;
+  std::vector<std::thread> workers_;
+  size_t idle_workers_ = 0;
+  bool stopping_ = false;
+
+  // Replies waiting for the I/O thread.
+  std::mutex replies_mutex_;
+  std::vector<transport::Frames> replies_;
+
+  Counter* dropped_messages_ = nullptr;
+  Counter* rejected_unknown_op_ = nullptr;
+  Counter* rejected_malformed_ = nullptr;
+  Counter* rejected_too_large_ = nullptr;
+  Gauge* in_flight_ = nullptr;
+  Gauge* worker_count_ = nullptr;
+};
+
+}  // namespace seqflow::server

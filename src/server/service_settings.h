@@ -1,0 +1,79 @@
+// What a user says to run a controller or storage service, in one place for
+// every frontend (`seqflow serve`, seqflow.serve_controller/serve_storage in
+// Python): the settings, the service options they mean (CURVE keys read from
+// key files), the metrics endpoint and the line that announces the service.
+//
+// CURVE in a cluster: one key pair shared by the controller and the storage
+// units (`seqflow keygen cluster`). Each service serves with it; a storage
+// unit registers with the controller and the controller drops released data
+// on the units as clients holding that same pair, so a service always admits
+// its own public key. Clients need cluster.pub as the server key (the same
+// for the controller and every unit) and a key pair of their own.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "server/controller_service.h"
+#include "server/metrics_http.h"
+#include "server/storage_service.h"
+
+namespace seqflow::server {
+
+// Settings both services take. Empty or zero: the default.
+struct ServingSettings {
+  std::string bind;  // controller: tcp://127.0.0.1:5555; storage: tcp://127.0.0.1:0 (a free port)
+  size_t max_workers = 0;
+  size_t max_request_bytes = 0;
+  std::string curve_secret_file;                // a .key file; empty: plaintext
+  std::vector<std::string> curve_client_files;  // .pub files or directories of them; empty: any client
+  std::string checkpoint_root;                  // clients save and load only under it; empty: anywhere
+};
+
+struct ControllerSettings {
+  ServingSettings serving;
+  size_t storage_units = 1;
+  std::shared_ptr<Sampler> sampler;  // null: sequential
+  bool polling_mode = false;
+  std::string load_checkpoint;  // empty: start empty
+};
+
+struct StorageSettings {
+  ServingSettings serving;
+  std::string controller;  // the controller service's endpoint
+  std::string advertise;   // empty: the bound endpoint
+  uint64_t max_bytes = 0;
+  uint64_t max_samples = 0;
+  // The controller's public key (.pub or .key); empty: the unit's own, as
+  // with one cluster key pair. Needs curve_secret_file.
+  std::string controller_key_file;
+};
+
+// Throw seqflow::Error naming the setting and its value (kInvalidArgument)
+// or the key file that cannot be read (kNotFound).
+ControllerServiceOptions controller_service_options(const ControllerSettings& settings);
+StorageServiceOptions storage_service_options(const StorageSettings& settings);
+
+// The steps of the two above that read files or parse endpoints, for a
+// frontend that names its own options in their errors (`seqflow serve`).
+// A service's own key pair: a .key file (a .pub file cannot serve).
+transport::CurveKeyPair read_secret_key_file(const std::string& path);
+// The public keys of .pub files and of every *.pub file in directories.
+std::vector<std::string> read_client_key_files(const std::vector<std::string>& paths);
+// Throws kInvalidArgument naming `parameter` unless ZeroMQ can connect to
+// `endpoint` (e.g. tcp://10.0.0.1:5555); nothing needs to listen there yet.
+void check_endpoint(const std::string& endpoint, std::string_view parameter);
+
+// The Prometheus endpoint of a service's metrics at "HOST:PORT" (port 0: a
+// free port). Throws kInvalidArgument naming `parameter` and the address.
+std::unique_ptr<MetricsHttpServer> serve_metrics(const std::string& address, std::string_view parameter,
+                                                 MetricsRegistry& metrics);
+
+// "seqflow controller serving on tcp://127.0.0.1:5555[ metrics on
+// http://127.0.0.1:9100]": scripts and tests read the bound port from it.
+std::string serving_line(std::string_view role, const std::string& endpoint, const MetricsHttpServer* metrics);
+
+}  // namespace seqflow::server

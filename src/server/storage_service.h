@@ -1,0 +1,82 @@
+// A storage unit as a service: a StorageUnit behind a Service that registers
+// itself with the controller service (and again every heartbeat, so that a
+// restarted controller learns it back). Each registration carries the unit's
+// instance id, random per StorageService: a unit that comes back empty on the
+// same endpoint has a new one, so the controller knows its data is gone. It
+// also carries the controller incarnation the unit's data belongs to: when
+// the controller answers with another one (it restarted without a
+// checkpoint), the unit drops everything it holds and registers again, so
+// nothing from before the restart is ever read.
+//
+// Same-host clients move data by local_copy: a put names the client's frames
+// and the unit copies them out of the client's memory; a get with
+// "local_copy" is answered, when large enough, with a description of the
+// reply's frames held under a lease, which the client gives back ("release")
+// after copying them.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "server/checkpoint_root.h"
+#include "transport/frame_leases.h"
+#include "server/service.h"
+#include "seqflow/storage.h"
+
+namespace seqflow::server {
+
+struct StorageServiceOptions {
+  ServiceOptions service;
+  StorageOptions storage;
+  std::string controller_endpoint;  // empty: do not register
+  // The endpoint clients reach this unit at; empty: the bound endpoint.
+  std::string advertise;
+  transport::ClientSecurity controller_security;
+  std::chrono::milliseconds heartbeat{1000};
+  // How long a get reply's frames wait for a same-host client to copy them
+  // (local_copy) before the unit lets them go.
+  std::chrono::milliseconds lease_lifetime{60000};
+  // Clients' save and load paths must lie under this directory; empty: anywhere.
+  std::string checkpoint_root;
+};
+
+class StorageService {
+ public:
+  explicit StorageService(StorageServiceOptions options);
+  ~StorageService();
+
+  void start();
+  void stop();
+  std::string endpoint() const { return service_.endpoint(); }
+  MetricsRegistry& metrics() { return service_.metrics(); }
+  StorageUnit& storage() { return *storage_; }
+  // Random, drawn when this service is made: it names the data this unit holds.
+  uint64_t instance_id() const { return instance_id_; }
+  // The controller incarnation this unit's data belongs to; 0 before the
+  // first registration.
+  uint64_t incarnation() const { return incarnation_.load(); }
+
+ private:
+  void register_handlers();
+  void run_heartbeat();
+
+  StorageServiceOptions options_;
+  CheckpointRoot checkpoint_root_;
+  uint64_t instance_id_;
+  std::atomic<uint64_t> incarnation_{0};
+  std::shared_ptr<StorageUnit> storage_;
+  transport::FrameLeases leases_;
+  Service service_;
+  std::thread heartbeat_;
+  std::mutex heartbeat_mutex_;
+  std::condition_variable heartbeat_stop_;
+  bool stopping_ = false;
+};
+
+}  // namespace seqflow::server

@@ -1,0 +1,51 @@
+// The transport envelope: the first frame of every request and reply.
+//
+//   request  [envelope, args...]     envelope = 8-byte LE request id + op name (UTF-8, 1..64 bytes)
+//   reply    [envelope, results...]  envelope = 8-byte LE request id + status byte
+//
+// Status 0 is success; otherwise it is 1 + the numeric value of the
+// seqflow::ErrorCode, and the reply carries exactly one result: the message.
+#pragma once
+
+#include <zmq.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "seqflow/error.h"
+
+namespace seqflow::transport {
+
+inline constexpr size_t kRequestIdBytes = 8;
+inline constexpr size_t kMaxOpNameBytes = 64;
+
+struct RequestEnvelope {
+  uint64_t id = 0;
+  std::string op;
+};
+
+struct ReplyEnvelope {
+  uint64_t id = 0;
+  std::optional<ErrorCode> error;  // nullopt: success
+};
+
+// Throws kInvalidArgument when `op` is empty, longer than kMaxOpNameBytes or
+// not UTF-8; shared by the encoder and Service::handle.
+void check_op_name(std::string_view op);
+
+zmq::message_t encode_request_envelope(uint64_t id, std::string_view op);
+zmq::message_t encode_reply_envelope(uint64_t id, std::optional<ErrorCode> error);
+
+// Both throw kInvalidArgument naming what is wrong with the frame (its size,
+// the op name's length or encoding, the status byte); they never read past it.
+RequestEnvelope decode_request_envelope(const zmq::message_t& frame);
+ReplyEnvelope decode_reply_envelope(const zmq::message_t& frame);
+
+// The request id of a frame that may be malformed, so that an error reply can
+// still name the request; 0 when the frame is shorter than an id.
+uint64_t request_id_or_zero(const zmq::message_t& frame);
+
+}  // namespace seqflow::transport

@@ -1,0 +1,294 @@
+#include "transport/local_copy.h"
+
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <random>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "seqflow/error.h"
+#include "common/aligned_buffer.h"
+
+namespace seqflow::transport::local_copy {
+namespace {
+
+using wire::Header;
+using wire::Json;
+
+using Token = std::array<uint8_t, 16>;
+
+// Drawn once per process; a forked child keeps the bytes at the same
+// address, and describes itself by its own pid.
+const Token& own_token() {
+  static const Token token = [] {
+    std::random_device device;
+    Token out;
+    for (size_t i = 0; i < out.size(); i += 4) {
+      const uint32_t word = device();
+      std::memcpy(out.data() + i, &word, 4);
+    }
+    return out;
+  }();
+  return token;
+}
+
+struct Description {
+  pid_t pid;
+  uint64_t token_address;
+  Token token;
+  std::vector<uint64_t> ranges;  // (address, size) pairs
+  // Ranges per frame, in order; empty: one each.
+  std::vector<uint32_t> pieces;
+
+  size_t frame_count() const { return pieces.empty() ? ranges.size() / 2 : pieces.size(); }
+};
+
+Header header_of(const Json& description, std::string_view what) {
+  return Header(description, what, {"pid", "token_address", "token", "frames", "pieces"});
+}
+
+Description parse(const Json& description, std::string_view what) {
+  const Header header = header_of(description, what);
+  const int64_t pid = header.integer("pid");
+  if (pid <= 0 || pid > INT_MAX) header.fail("pid", "must be a process id, got " + std::to_string(pid));
+  const auto token = header.numbers<uint8_t>("token");
+  if (token.size() != Token().size()) header.fail("token", "must hold 16 bytes");
+  Description out{static_cast<pid_t>(pid),
+                  std::bit_cast<uint64_t>(header.integer("token_address")),
+                  {},
+                  header.numbers<uint64_t>("frames"),
+                  {}};
+  std::copy(token.begin(), token.end(), out.token.begin());
+  if (out.ranges.size() % 2 != 0) header.fail("frames", "must hold (address, size) pairs");
+  if (header.has("pieces")) {
+    out.pieces = header.numbers<uint32_t>("pieces");
+    uint64_t count = 0;
+    for (const uint32_t n : out.pieces) count += n;
+    if (count != out.ranges.size() / 2) header.fail("pieces", "must count every range of \"frames\" once");
+  }
+  return out;
+}
+
+// Copies remote[i] into local[i] (equal sizes), IOV_MAX entries per call;
+// a call may stop early, between or inside entries, so each continues
+// where the last one stopped. Returns errno, or 0.
+int read_process(pid_t pid, std::vector<iovec> local, std::vector<iovec> remote) {
+  size_t at = 0;
+  while (at < local.size()) {
+    if (local[at].iov_len == 0) {
+      ++at;
+      continue;
+    }
+    const size_t count = std::min<size_t>(local.size() - at, IOV_MAX);
+    const ssize_t copied = process_vm_readv(pid, &local[at], count, &remote[at], count, 0);
+    if (copied < 0) return errno;
+    if (copied == 0) return EFAULT;
+    for (auto left = static_cast<size_t>(copied); left > 0;) {
+      const size_t step = std::min(left, local[at].iov_len);
+      for (iovec* entry : {&local[at], &remote[at]}) {
+        entry->iov_base = static_cast<std::byte*>(entry->iov_base) + step;
+        entry->iov_len -= step;
+      }
+      left -= step;
+      if (local[at].iov_len == 0) ++at;
+    }
+  }
+  return 0;
+}
+
+// Large copies are split between threads: the kernel pins the peer's pages
+// a few at a time under its memory-map lock, so one thread moves ~5 GB/s
+// out of 4 KiB pages, less than memory can.
+constexpr size_t kBytesPerThread = size_t{32} << 20;
+constexpr size_t kMaxThreads = 4;
+
+int read_process_split(pid_t pid, const std::vector<iovec>& local, const std::vector<iovec>& remote) {
+  size_t total = 0;
+  for (const iovec& entry : local) total += entry.iov_len;
+  const size_t threads = std::min({total / kBytesPerThread, kMaxThreads,
+                                   static_cast<size_t>(std::max(1u, std::thread::hardware_concurrency()))});
+  if (threads <= 1) return read_process(pid, local, remote);
+  // Parts of about equal bytes; an entry on a boundary is cut in two.
+  const size_t share = (total + threads - 1) / threads;
+  std::vector<std::vector<iovec>> local_parts(threads), remote_parts(threads);
+  size_t part = 0, filled = 0;
+  for (size_t i = 0; i < local.size(); ++i) {
+    auto* to = static_cast<std::byte*>(local[i].iov_base);
+    auto* from = static_cast<std::byte*>(remote[i].iov_base);
+    for (size_t left = local[i].iov_len; left > 0;) {
+      const size_t take = part + 1 == threads ? left : std::min(left, share - filled);
+      local_parts[part].push_back({to, take});
+      remote_parts[part].push_back({from, take});
+      to += take;
+      from += take;
+      left -= take;
+      filled += take;
+      if (filled == share && part + 1 < threads) {
+        ++part;
+        filled = 0;
+      }
+    }
+  }
+  std::vector<int> errors(threads, 0);
+  std::vector<std::thread> helpers;
+  for (size_t t = 1; t < threads; ++t) {
+    const auto run = [&, t] { errors[t] = read_process(pid, local_parts[t], remote_parts[t]); };
+    try {
+      helpers.emplace_back(run);
+    } catch (const std::system_error&) {
+      run();  // no thread to be had: this one does the part
+    }
+  }
+  errors[0] = read_process(pid, local_parts[0], remote_parts[0]);
+  for (std::thread& helper : helpers) helper.join();
+  for (const int error : errors) {
+    if (error != 0) return error;
+  }
+  return 0;
+}
+
+}  // namespace
+
+size_t data_bytes(const Frames& frames, size_t first) {
+  size_t total = 0;
+  for (size_t i = first; i < frames.size(); ++i) total += frames[i].size();
+  return total;
+}
+
+Json describe(std::span<const std::vector<std::span<const std::byte>>> frames) {
+  std::vector<uint64_t> ranges;
+  std::vector<uint32_t> pieces;
+  pieces.reserve(frames.size());
+  for (const auto& frame : frames) {
+    pieces.push_back(static_cast<uint32_t>(frame.size()));
+    for (const auto& piece : frame) {
+      ranges.push_back(reinterpret_cast<uintptr_t>(piece.data()));
+      ranges.push_back(piece.size());
+    }
+  }
+  const Token& token = own_token();
+  return Json{{"pid", static_cast<int64_t>(getpid())},
+              {"token_address",
+               std::bit_cast<int64_t>(static_cast<uint64_t>(reinterpret_cast<uintptr_t>(token.data())))},
+              {"token", wire::binary_of(std::span<const uint8_t>(token))},
+              {"frames", wire::binary_of(std::span<const uint64_t>(ranges))},
+              {"pieces", wire::binary_of(std::span<const uint32_t>(pieces))}};
+}
+
+Json describe(const Frames& frames, size_t first) {
+  std::vector<std::vector<std::span<const std::byte>>> whole;
+  for (size_t i = first; i < frames.size(); ++i) whole.push_back({as_bytes(frames[i])});
+  return describe(whole);
+}
+
+std::optional<std::string> unreadable_reason(const Json& description, std::string_view what) {
+  const Description peer = parse(description, what);
+  Token found{};
+  iovec local{found.data(), found.size()};
+  iovec remote{reinterpret_cast<void*>(static_cast<uintptr_t>(peer.token_address)), found.size()};
+  if (process_vm_readv(peer.pid, &local, 1, &remote, 1, 0) != static_cast<ssize_t>(found.size())) {
+    return "cannot read process " + std::to_string(peer.pid) + ": " + std::strerror(errno);
+  }
+  if (found != peer.token) {
+    return "process " + std::to_string(peer.pid) +
+           " here is not the sender (another host or another pid namespace)";
+  }
+  return std::nullopt;
+}
+
+Frames read(const Json& description, std::string_view what, size_t frame_count, size_t max_bytes) {
+  const Description peer = parse(description, what);
+  const auto& ranges = peer.ranges;
+  if (peer.frame_count() != frame_count) {
+    header_of(description, what)
+        .fail("frames", "describes " + std::to_string(peer.frame_count()) + " frames, not the " +
+                            std::to_string(frame_count) + " the message needs");
+  }
+  std::vector<size_t> sizes;  // per frame
+  size_t total = 0;
+  for (size_t r = 0, frame = 0; frame < frame_count; ++frame) {
+    const size_t end = r + (peer.pieces.empty() ? 1 : peer.pieces[frame]);
+    size_t size = 0;
+    for (; r < end; ++r) {
+      const uint64_t piece = ranges[2 * r + 1];
+      if (piece > max_bytes - total) {
+        header_of(description, what)
+            .fail("frames", "describes more than the limit of " + std::to_string(max_bytes) + " bytes");
+      }
+      total += piece;
+      size += piece;
+    }
+    sizes.push_back(size);
+  }
+  std::vector<WritableBuffer> buffers;
+  std::vector<Piece> pieces;
+  buffers.reserve(frame_count);
+  pieces.reserve(ranges.size() / 2);
+  for (size_t r = 0, frame = 0; frame < frame_count; ++frame) {
+    buffers.push_back(allocate_buffer(sizes[frame]));
+    std::byte* to = buffers.back().data;
+    const size_t end = r + (peer.pieces.empty() ? 1 : peer.pieces[frame]);
+    for (; r < end; ++r) {
+      pieces.push_back(
+          {reinterpret_cast<const std::byte*>(static_cast<uintptr_t>(ranges[2 * r])), to, ranges[2 * r + 1]});
+      to += ranges[2 * r + 1];
+    }
+  }
+  read_pieces(description, pieces, what);
+  Frames frames;
+  frames.reserve(buffers.size());
+  for (WritableBuffer& buffer : buffers) {
+    const size_t size = buffer.buffer->size;
+    frames.push_back(frame_of(std::move(buffer.buffer), 0, size));
+  }
+  return frames;
+}
+
+Frames placeholders(const Json& description, std::string_view what) {
+  const Description peer = parse(description, what);
+  if (peer.frame_count() != peer.ranges.size() / 2) {
+    header_of(description, what).fail("pieces", "must be one per frame: a placeholder stands for one range");
+  }
+  Frames frames;
+  frames.reserve(peer.ranges.size() / 2);
+  for (size_t i = 0; i < peer.ranges.size(); i += 2) {
+    const size_t size = peer.ranges[i + 1];
+    // No free function: ZeroMQ only carries the pointer and never reads it.
+    frames.push_back(size == 0
+                         ? zmq::message_t()
+                         : zmq::message_t(reinterpret_cast<void*>(static_cast<uintptr_t>(peer.ranges[i])),
+                                          size, nullptr, nullptr));
+  }
+  return frames;
+}
+
+void read_pieces(const Json& description, std::span<const Piece> pieces, std::string_view what) {
+  const Description peer = parse(description, what);
+  std::vector<iovec> local, remote;
+  for (const Piece& piece : pieces) {
+    if (piece.size == 0) continue;
+    if (!local.empty() && static_cast<std::byte*>(local.back().iov_base) + local.back().iov_len == piece.to &&
+        static_cast<const std::byte*>(remote.back().iov_base) + remote.back().iov_len == piece.from) {
+      local.back().iov_len += piece.size;
+      remote.back().iov_len += piece.size;
+      continue;
+    }
+    local.push_back({piece.to, piece.size});
+    remote.push_back({const_cast<std::byte*>(piece.from), piece.size});
+  }
+  if (const int error = read_process_split(peer.pid, local, remote); error != 0) {
+    header_of(description, what)
+        .fail("frames",
+              "cannot be read from process " + std::to_string(peer.pid) + ": " + std::strerror(error));
+  }
+}
+
+}  // namespace seqflow::transport::local_copy

@@ -1,0 +1,75 @@
+// Same-host transfers without the network stack. When a client and a
+// storage unit run on one host, the receiver of a message's data frames
+// copies them straight out of the sender's memory (process_vm_readv: one
+// copy, made by the kernel) instead of receiving them over TCP (a copy into
+// the socket, one out of it, and the stack in between). The message then
+// carries only where the frames lie: a description.
+//
+// The sender keeps the described frames alive until the receiver is done:
+// a client's put waits for the reply; a storage unit holds the frames of a
+// get reply under a lease (FrameLeases) that the client gives back after
+// reading.
+//
+// A description names a process and a token: random bytes at an address in
+// that process. The reader first checks that it finds the token there, so
+// a peer on another host, in another pid namespace, or one it may not read
+// (another user, a seccomp filter) is detected and the caller sends the
+// bytes instead.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "transport/frames.h"
+#include "transport/wire_codec.h"
+
+namespace seqflow::transport::local_copy {
+
+// Below this many data bytes a message carries its frames: the copy would
+// save less than the extra work (and, for a get, the extra round trip).
+inline constexpr size_t kMinBytes = size_t{256} << 10;
+
+// Data bytes of frames[first..].
+size_t data_bytes(const Frames& frames, size_t first);
+
+// frames[first..] as this process sees them: its pid and token, each
+// frame's address and size. The frames must not change until the reader is
+// done with them.
+wire::Json describe(const Frames& frames, size_t first);
+// Frames not made yet: frame i would be the ranges frames[i] back to back
+// (the reader assembles it, so the sender need not).
+wire::Json describe(std::span<const std::vector<std::span<const std::byte>>> frames);
+
+// Why this process cannot read the described process's memory (it is
+// elsewhere, or not ours to read), or nullopt when it can. Throws
+// kInvalidArgument naming the key when the description is malformed.
+std::optional<std::string> unreadable_reason(const wire::Json& description, std::string_view what);
+
+// Copies the described frames out of the peer's memory into fresh buffers,
+// returned as frames that own them. Throws kInvalidArgument, before
+// allocating, when the description is malformed, names other than
+// `frame_count` frames or more than `max_bytes` bytes; and when it names
+// memory the peer does not have.
+Frames read(const wire::Json& description, std::string_view what, size_t frame_count, size_t max_bytes);
+
+// Frames that stand in for the described ones: each has the described
+// address and size, but its bytes live in the peer. They are only laid out
+// (e.g. by wire::take_views) to find where each value lies; read_pieces
+// copies the values. Throws kInvalidArgument on a malformed description.
+Frames placeholders(const wire::Json& description, std::string_view what);
+
+// One range to copy: `from` is an address in the described peer.
+struct Piece {
+  const std::byte* from;
+  std::byte* to;
+  size_t size;
+};
+// Copies the pieces out of the described peer's memory (adjacent pieces in
+// one go). Throws kInvalidArgument when the peer does not have them.
+void read_pieces(const wire::Json& description, std::span<const Piece> pieces, std::string_view what);
+
+}  // namespace seqflow::transport::local_copy
