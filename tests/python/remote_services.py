@@ -162,9 +162,44 @@ def remote_client(clusters):
     client.close()
 
 
-@pytest.fixture(params=["embedded", "remote"])
-def client_in_each_mode(request, clusters):
+MODES = ("embedded", "remote")
+
+
+@pytest.fixture(params=MODES)
+def client_mode(request) -> str:
+    """The mode a client-suite test runs in: once "embedded", once "remote"."""
+    return request.param
+
+
+@pytest.fixture
+def make_client(client_mode, clusters):
+    """make_client(sampler=None, *, sampler_args=None, polling_mode=False,
+    max_samples=0, units=2) -> a new client in this test's mode: an embedded
+    client with those settings, or a remote client of a new in-process
+    cluster (`units` storage units) whose controller has the sampler and
+    polling mode and whose units each hold at most max_samples. Each call
+    makes a separate store; every client is closed at teardown."""
+    made: list[seqflow.Client] = []
+
+    def make(sampler=None, *, sampler_args: Optional[dict] = None, polling_mode: bool = False,
+             max_samples: int = 0, units: int = 2) -> seqflow.Client:
+        if client_mode == "embedded":
+            client = seqflow.Client(sampler, sampler_args=sampler_args, polling_mode=polling_mode,
+                                    max_samples=max_samples)
+        else:
+            cluster = clusters(units, controller_args={"sampler": sampler, "sampler_args": sampler_args,
+                                                       "polling_mode": polling_mode},
+                               storage_args={"max_samples": max_samples})
+            client = cluster.client(polling_mode=polling_mode)
+        made.append(client)
+        return client
+
+    yield make
+    for client in made:
+        client.close()
+
+
+@pytest.fixture
+def client_in_each_mode(make_client):
     """An embedded client, then a remote client of an in-process cluster of two storage units."""
-    client = seqflow.Client() if request.param == "embedded" else clusters(2).client()
-    yield client
-    client.close()
+    return make_client()

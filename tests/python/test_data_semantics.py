@@ -18,7 +18,7 @@ import pytest
 
 import seqflow
 from seqflow.streaming import split_batch
-from remote_services import client_in_each_mode, clusters  # noqa: F401 (fixtures)
+from remote_services import client_in_each_mode, client_mode, clusters, make_client  # noqa: F401 (fixtures)
 
 torch = pytest.importorskip("torch")
 tensordict = pytest.importorskip("tensordict")

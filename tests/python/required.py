@@ -1,0 +1,36 @@
+"""Dependencies the README's test command (`./run tests`) installs. A test
+that needs one imports it through require(): when it is missing, or another
+version than the pinned one, the test fails with what to install. Nothing is
+skipped for a missing dependency."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+from types import ModuleType
+from typing import Optional
+
+
+class MissingTestDependency(ImportError):
+    pass
+
+
+def require(module: str, *, distribution: Optional[str] = None, version: Optional[str] = None) -> ModuleType:
+    """import `module`; raises MissingTestDependency when it cannot be
+    imported, or when `version` is given and the installed distribution
+    (default: the module's top-level name) is another version."""
+    distribution = distribution or module.split(".")[0]
+    wanted = f"{distribution}=={version}" if version else distribution
+    try:
+        imported = importlib.import_module(module)
+    except ImportError as error:
+        raise MissingTestDependency(
+            f"{module} cannot be imported ({error}): the README's test command (./run tests) installs "
+            f"{wanted}; this test fails without it") from error
+    if version is not None:
+        installed = importlib.metadata.version(distribution)
+        if installed != version:
+            raise MissingTestDependency(
+                f"{distribution} {installed} is installed; the tests compare against the pinned {wanted} "
+                f"(the README's test command, ./run tests, installs it)")
+    return imported
