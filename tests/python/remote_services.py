@@ -18,6 +18,7 @@ from typing import Optional
 import pytest
 
 import seqflow
+from required import MissingTestDependency
 
 LOCAL = "tcp://127.0.0.1:0"
 
@@ -33,15 +34,22 @@ def find_seqflow_command() -> Optional[str]:
     return shutil.which("seqflow")
 
 
+def require_seqflow_command() -> str:
+    """find_seqflow_command(), or a failure: the README's test command installs it."""
+    command = find_seqflow_command()
+    if command is None:
+        raise MissingTestDependency("the seqflow command is not installed: the README's test command (./run tests) "
+                                    "installs it next to python (pip install .), or set $SEQFLOW_BIN")
+    return command
+
+
 class ServeProcess:
     """`seqflow serve ROLE ...` as a child process that is serving once the
     constructor returns: its first stdout line names the endpoint."""
 
     def __init__(self, role: str, *args: str, startup_timeout: float = 20.0, wrapper: tuple[str, ...] = ()):
         """wrapper: a command that runs the service, e.g. ("unshare", "--pid", "--fork")."""
-        command = find_seqflow_command()
-        if command is None:
-            pytest.skip("the seqflow command is not installed (pip install . puts it next to python)")
+        command = require_seqflow_command()
         self.process = subprocess.Popen([*wrapper, command, "serve", role, *args], stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE)
         self.line = self._first_line(startup_timeout)
@@ -83,7 +91,7 @@ class ServeProcess:
     def kill(self) -> None:
         if self.process.poll() is None:
             self.process.kill()
-        self.process.wait()
+        self.process.wait(timeout=30)  # SIGKILL: it cannot refuse
 
 
 class Cluster:
@@ -152,14 +160,6 @@ def clusters():
     yield start
     for cluster in reversed(started):
         cluster.stop()
-
-
-@pytest.fixture
-def remote_client(clusters):
-    """A remote client of an in-process cluster of two storage units."""
-    client = clusters(2).client()
-    yield client
-    client.close()
 
 
 MODES = ("embedded", "remote")

@@ -28,9 +28,20 @@ def require(module: str, *, distribution: Optional[str] = None, version: Optiona
             f"{module} cannot be imported ({error}): the README's test command (./run tests) installs "
             f"{wanted}; this test fails without it") from error
     if version is not None:
-        installed = importlib.metadata.version(distribution)
-        if installed != version:
-            raise MissingTestDependency(
-                f"{distribution} {installed} is installed; the tests compare against the pinned {wanted} "
-                f"(the README's test command, ./run tests, installs it)")
+        pinned(distribution, version)
     return imported
+
+
+def pinned(distribution: str, version: str) -> None:
+    """Fails (MissingTestDependency) unless `distribution` is installed at
+    exactly `version`; imports nothing."""
+    try:
+        installed = importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        raise MissingTestDependency(
+            f"{distribution} is not installed: the README's test command (./run tests) installs "
+            f"{distribution}=={version}; this test fails without it") from None
+    if installed != version:
+        raise MissingTestDependency(
+            f"{distribution} {installed} is installed; the tests compare against the pinned "
+            f"{distribution}=={version} (the README's test command, ./run tests, installs it)")

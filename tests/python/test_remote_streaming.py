@@ -12,9 +12,11 @@ import warnings
 import numpy as np
 import pytest
 
+from background import Background
 from remote_services import clusters  # noqa: F401 (fixture)
+from required import require
 
-torch = pytest.importorskip("torch")
+torch = require("torch")
 from seqflow import StreamingDataLoader, StreamingDataset, streaming  # noqa: E402
 from test_streaming import run_ranks  # noqa: E402
 
@@ -52,10 +54,9 @@ def test_ranks_as_threads_consume_every_sample_once(clusters):
     cluster = clusters(2, controller_args={"sampler": "rank_aware"})
     client = cluster.client()
     total = RANKS * PER_RANK * 3
-    producer = threading.Timer(0.05, produce, args=(client, total))
-    producer.start()
+    producer = Background(produce, client, total, delay=0.05)
     seen = run_ranks([finite_dataset(client, rank, total) for rank in range(RANKS)])
-    producer.join()
+    producer.finish(60)
     assert sorted(i for rank in seen for i in rank) == list(range(total))
 
 
@@ -81,16 +82,15 @@ def test_a_field_no_sample_has_is_warned_about_once(clusters):
     client = clusters(2).client()
     meta = client.put({"x": np.arange(4)}, partition_id="p", custom_meta=[{"id": i} for i in range(4)])
     dataset = finite_dataset(client, 0, None, data_fields=["x", "label"], warn_after_seconds=0.2)
-    late = threading.Timer(1.0, client.put, args=({"label": np.arange(4)},), kwargs={"metadata": meta})
-    late.start()
+    late = Background(client.put, {"label": np.arange(4)}, metadata=meta, delay=1.0)
     stop = threading.Event()
     give_up = threading.Timer(30, stop.set)  # bounds the wait if the batch never comes
     give_up.start()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")  # a repeated warning would show, not be folded
         ids = ids_of((data, batch_meta) for _, data, batch_meta in dataset.batches(stop=stop))
-    late.join()
     give_up.cancel()
+    late.finish(30)
     assert ids == [0, 1, 2, 3]
     missing = [w for w in caught if issubclass(w.category, streaming.StreamStalledWarning)]
     assert len(missing) == 1
