@@ -587,7 +587,7 @@ def test_async_calls_do_not_block_the_event_loop(client, tmp_path):
         waiting = asyncio.create_task(client.async_get_meta(["x"], 2, "p", task_name="t", timeout=30))
         await asyncio.sleep(0)  # the fetch is under way
         ticks_then = ticks
-        while ticks < ticks_then + 5:  # the loop keeps running while get_meta waits (bounded by the test's timeout)
+        while ticks < ticks_then + 5:  # the loop keeps running while get_meta waits (bounded: wait_for below)
             await asyncio.sleep(0.01)
         assert not waiting.done()  # it is still waiting for samples no one has put
         put_meta = await client.async_put({"x": np.arange(2)}, partition_id="p")

@@ -194,21 +194,37 @@ def test_transfer_queue_compat_dataset_delivers_the_short_last_batch(mode):
         interface.close()
 
 
-def collect_warnings(ds, give_up_after: float) -> tuple[list, list[int], bool]:
+def collect_warnings(ds, give_up_after: float, react=None) -> tuple[list, list[int], bool]:
     """Iterates ds in this thread (warnings are recorded per thread only
-    here) until it ends or `give_up_after` seconds pass; returns the stall
-    warnings, the ids delivered and whether the stream ended by itself."""
+    here) until it ends, `react(stalls so far)` returns True (asked every
+    20 ms from a watcher thread), or `give_up_after` seconds pass; returns
+    the stall warnings, the ids delivered and whether the stream ended by
+    itself."""
     stop = threading.Event()
-    timer = threading.Timer(give_up_after, stop.set)
-    timer.start()
     ids = []
+
+    def stalls(caught):
+        return [w for w in list(caught) if issubclass(w.category, streaming.StreamStalledWarning)]
+
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")  # a repeated warning would show, not be folded
+
+        def watch():
+            deadline = time.monotonic() + give_up_after
+            while not stop.is_set():
+                if time.monotonic() > deadline or (react is not None and react(stalls(caught))):
+                    stop.set()
+                    return True
+                time.sleep(0.02)
+            return False
+
+        watcher = Background(watch, name="the warnings' watcher")
         for _, data, _ in ds.batches(stop=stop):
             ids.extend(data["x"].tolist())
-    timer.cancel()
-    stalls = [w for w in caught if issubclass(w.category, streaming.StreamStalledWarning)]
-    return stalls, ids, not stop.is_set()
+        ended = not stop.is_set()
+        stop.set()
+        watcher.finish(10)
+    return stalls(caught), ids, ended
 
 
 def test_a_field_no_sample_has_is_warned_about_once_and_the_stream_keeps_waiting(make_client):  # noqa: F811
@@ -216,10 +232,17 @@ def test_a_field_no_sample_has_is_warned_about_once_and_the_stream_keeps_waiting
     meta = client.put({"x": np.arange(4)}, partition_id="p", custom_meta=[{"id": i} for i in range(4)])
     ds = dataset(client, 0, data_fields=["x", "x_typo"], should_check_consumption_status=True,
                  warn_after_seconds=0.2)
-    # Written late: the stream must still be waiting when it comes.
-    late = Background(client.put, {"x_typo": np.arange(4)}, metadata=meta, delay=1.0)
-    caught, ids, ended = collect_warnings(ds, give_up_after=20)
-    late.finish(30)
+    late = []
+
+    def put_once_warned(stalls):
+        """Written late, once the warning came: the stream must still be waiting then."""
+        if stalls and not late:
+            late.append(Background(client.put, {"x_typo": np.arange(4)}, metadata=meta, delay=0.5))
+        return False
+
+    caught, ids, ended = collect_warnings(ds, give_up_after=60, react=put_once_warned)
+    assert len(late) == 1, "no warning came"
+    late[0].finish(30)
     assert ids == [0, 1, 2, 3] and ended
     assert len(caught) == 1
     message = str(caught[0].message)
@@ -233,7 +256,7 @@ def test_no_warning_while_every_field_is_written_somewhere(make_client):  # noqa
     client.put({"x": np.arange(2), "y": np.arange(2)}, partition_id="p")
     client.put({"x": np.arange(2, 4)}, partition_id="p")
     ds = dataset(client, 0, data_fields=["x", "y"], warn_after_seconds=0.05)
-    caught, ids, ended = collect_warnings(ds, give_up_after=0.5)
+    caught, ids, ended = collect_warnings(ds, give_up_after=0.5)  # ten warning periods without one
     assert caught == [] and ids == [] and not ended
 
 
@@ -245,7 +268,15 @@ def test_a_tail_shorter_than_a_global_batch_warns_or_is_dropped(drop_last, make_
     client = make_client(SeqlenBalancedSampler(1, 2))
     produce(client, 1, 10, delay=0)
     ds = dataset(client, 0, should_check_consumption_status=True, drop_last=drop_last, warn_after_seconds=0.2)
-    caught, ids, ended = collect_warnings(ds, give_up_after=1.0)
+    first_warned = []
+
+    def a_while_after_the_first_warning(stalls):
+        """Stops the stream 0.6 s (three warning periods) after the first warning."""
+        if stalls and not first_warned:
+            first_warned.append(time.monotonic())
+        return bool(first_warned) and time.monotonic() - first_warned[0] > 0.6
+
+    caught, ids, ended = collect_warnings(ds, give_up_after=60, react=a_while_after_the_first_warning)
     assert len(ids) == 4 and ended == drop_last
     if drop_last:
         assert caught == []
