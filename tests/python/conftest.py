@@ -1,5 +1,6 @@
-"""Shared fixtures of the balancing tests: the verl / TransferQueue reference
-peer, and a fixed-seed random generator."""
+"""Shared fixtures of the balancing tests: the TransferQueue 0.1.11 reference
+peer (tools/reference_peer.py; a test that needs it fails, never skips, when it
+cannot be had or is another version), and a fixed-seed random generator."""
 
 from __future__ import annotations
 
@@ -21,20 +22,25 @@ def _load_reference():
     import reference_peer
 
     try:
-        return reference_peer.load(), None
+        functions = reference_peer.load()
     except (reference_peer.ReferenceUnavailable, subprocess.TimeoutExpired) as error:
-        return None, f"verl reference (tools/reference_peer.py) unavailable: {error}"
+        return None, (f"TransferQueue {reference_peer.VERSION}, the reference (tools/reference_peer.py), "
+                      f"cannot be had: {error}")
+    if not functions["version"].startswith(f"transferqueue-{reference_peer.VERSION}-"):
+        return None, f"the reference is {functions['version']}, not the pinned transferqueue {reference_peer.VERSION}"
+    return functions, None
 
 
 @pytest.fixture(scope="session")
 def reference():
     """{"karmarkar_karp": fn, "get_seqlen_balanced_partitions": fn, "version": str},
-    loaded once by tools/reference_peer.py; skips the test when it cannot be had."""
+    loaded once by tools/reference_peer.py; fails the test when the pinned
+    TransferQueue 0.1.11 cannot be had."""
     if not _REFERENCE:
         _REFERENCE.append(_load_reference())  # a failed load is not retried per test
     functions, reason = _REFERENCE[0]
     if functions is None:
-        pytest.skip(reason)
+        pytest.fail(reason, pytrace=False)
     return functions
 
 

@@ -18,6 +18,7 @@ from typing import Optional
 import pytest
 
 import seqflow
+from required import MissingTestDependency
 
 LOCAL = "tcp://127.0.0.1:0"
 
@@ -33,15 +34,22 @@ def find_seqflow_command() -> Optional[str]:
     return shutil.which("seqflow")
 
 
+def require_seqflow_command() -> str:
+    """find_seqflow_command(), or a failure: the README's test command installs it."""
+    command = find_seqflow_command()
+    if command is None:
+        raise MissingTestDependency("the seqflow command is not installed: the README's test command (./run tests) "
+                                    "installs it next to python (pip install .), or set $SEQFLOW_BIN")
+    return command
+
+
 class ServeProcess:
     """`seqflow serve ROLE ...` as a child process that is serving once the
     constructor returns: its first stdout line names the endpoint."""
 
     def __init__(self, role: str, *args: str, startup_timeout: float = 20.0, wrapper: tuple[str, ...] = ()):
         """wrapper: a command that runs the service, e.g. ("unshare", "--pid", "--fork")."""
-        command = find_seqflow_command()
-        if command is None:
-            pytest.skip("the seqflow command is not installed (pip install . puts it next to python)")
+        command = require_seqflow_command()
         self.process = subprocess.Popen([*wrapper, command, "serve", role, *args], stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE)
         self.line = self._first_line(startup_timeout)
@@ -83,7 +91,7 @@ class ServeProcess:
     def kill(self) -> None:
         if self.process.poll() is None:
             self.process.kill()
-        self.process.wait()
+        self.process.wait(timeout=30)  # SIGKILL: it cannot refuse
 
 
 class Cluster:
@@ -154,17 +162,44 @@ def clusters():
         cluster.stop()
 
 
+MODES = ("embedded", "remote")
+
+
+@pytest.fixture(params=MODES)
+def client_mode(request) -> str:
+    """The mode a client-suite test runs in: once "embedded", once "remote"."""
+    return request.param
+
+
 @pytest.fixture
-def remote_client(clusters):
-    """A remote client of an in-process cluster of two storage units."""
-    client = clusters(2).client()
-    yield client
-    client.close()
+def make_client(client_mode, clusters):
+    """make_client(sampler=None, *, sampler_args=None, polling_mode=False,
+    max_samples=0, units=2) -> a new client in this test's mode: an embedded
+    client with those settings, or a remote client of a new in-process
+    cluster (`units` storage units) whose controller has the sampler and
+    polling mode and whose units each hold at most max_samples. Each call
+    makes a separate store; every client is closed at teardown."""
+    made: list[seqflow.Client] = []
+
+    def make(sampler=None, *, sampler_args: Optional[dict] = None, polling_mode: bool = False,
+             max_samples: int = 0, units: int = 2) -> seqflow.Client:
+        if client_mode == "embedded":
+            client = seqflow.Client(sampler, sampler_args=sampler_args, polling_mode=polling_mode,
+                                    max_samples=max_samples)
+        else:
+            cluster = clusters(units, controller_args={"sampler": sampler, "sampler_args": sampler_args,
+                                                       "polling_mode": polling_mode},
+                               storage_args={"max_samples": max_samples})
+            client = cluster.client(polling_mode=polling_mode)
+        made.append(client)
+        return client
+
+    yield make
+    for client in made:
+        client.close()
 
 
-@pytest.fixture(params=["embedded", "remote"])
-def client_in_each_mode(request, clusters):
+@pytest.fixture
+def client_in_each_mode(make_client):
     """An embedded client, then a remote client of an in-process cluster of two storage units."""
-    client = seqflow.Client() if request.param == "embedded" else clusters(2).client()
-    yield client
-    client.close()
+    return make_client()

@@ -15,8 +15,9 @@ import pytest
 import seqflow
 from remote_services import Cluster
 from seqflow._checks import MAX_NAME_BYTES
+from required import require
 
-torch = pytest.importorskip("torch")
+torch = require("torch")
 
 # Texts of messages that must never reach a caller of the public API.
 LEAKED = ("incompatible function arguments", "Invoked with", "std::", "bad_cast", "invalid literal",
@@ -411,7 +412,7 @@ def test_transfer_queue_configs_keep_working():
     client = seqflow.Client.from_config(config)
     assert client.polling_mode and client.timeout == 5.0
     still_works(client)
-    omegaconf = pytest.importorskip("omegaconf")
+    omegaconf = require("omegaconf")
     assert seqflow.Client.from_config(omegaconf.OmegaConf.create(config)).polling_mode
 
 

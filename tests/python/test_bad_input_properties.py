@@ -28,13 +28,18 @@ from typing import Any, Optional
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, Phase, settings
-from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
-import seqflow
-from remote_services import Cluster
-from seqflow._checks import MAX_NAME_BYTES
+from required import require
+
+require("hypothesis")  # a clear failure when missing: the README's test command installs it
+from hypothesis import HealthCheck, Phase, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from hypothesis.stateful import (RuleBasedStateMachine, invariant, precondition, rule,  # noqa: E402
+                                 run_state_machine_as_test)
+
+import seqflow  # noqa: E402
+from remote_services import Cluster  # noqa: E402
+from seqflow._checks import MAX_NAME_BYTES  # noqa: E402
 
 settings.register_profile(
     "ci", max_examples=200, stateful_step_count=30, deadline=None, derandomize=True, database=None,

@@ -12,6 +12,7 @@ import pytest
 from seqflow import balance
 from seqflow._arrays import as_int64_array
 from seqflow.balance import Workload
+from required import require
 
 VERL_LINEAR = 24576  # verl's 6 * hidden for a 4096-hidden model
 # workload spec -> (a, b) with cost = a * L + b * L * L
@@ -335,7 +336,7 @@ def test_accepts_numpy_integer_k():
 
 @pytest.mark.parametrize("dtype", ["int64", "int32", "int16", "float64"])
 def test_accepts_torch_tensors(dtype):
-    torch = pytest.importorskip("torch")
+    torch = require("torch")
     tensor = torch.tensor(LENGTHS, dtype=getattr(torch, dtype))
     groups = torch.tensor([0, 0, 1, 2, 3, 3, 4, 5, 6, 7], dtype=torch.int64)
     assert_same(balance.partition(tensor, 3, groups=groups), balance.partition(LENGTHS, 3, groups=groups.tolist()))
@@ -355,7 +356,7 @@ def test_int64_contiguous_array_is_not_copied():
 
 
 def test_int64_torch_tensor_is_not_copied():
-    torch = pytest.importorskip("torch")
+    torch = require("torch")
     tensor = torch.tensor(LENGTHS, dtype=torch.int64)
     assert np.shares_memory(as_int64_array(tensor, "weights"), tensor.numpy())
 

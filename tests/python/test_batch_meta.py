@@ -15,6 +15,8 @@ import pytest
 
 import batch_meta_scenario
 import seqflow
+from remote_services import client_in_each_mode, client_mode, clusters, make_client  # noqa: F401 (fixtures)
+from required import require
 from seqflow import BatchMeta
 from seqflow.batch_meta import KVBatchMeta, chunk_sizes
 from seqflow.streaming import split_batch
@@ -290,7 +292,7 @@ def test_concat():
 
 
 def test_concat_merges_extra_info_and_refuses_conflicts():
-    torch = pytest.importorskip("torch")
+    torch = require("torch")
 
     def one(index, **info):
         return BatchMeta([index], ["p"], schema_of("f"), [1], extra_info=info)
@@ -342,8 +344,8 @@ def test_union():
 
 
 def test_add_fields():
-    torch = pytest.importorskip("torch")
-    tensordict = pytest.importorskip("tensordict")
+    torch = require("torch")
+    tensordict = require("tensordict")
     meta = BatchMeta([0, 1, 2], ["p"] * 3)
     data = tensordict.TensorDict({"x": torch.zeros(3, 4, dtype=torch.bfloat16), "n": torch.arange(3)}, batch_size=3)
     assert meta.add_fields(data) is meta
@@ -402,9 +404,13 @@ def test_same_results_as_transferqueue():
         assert ours[step] == result, step
 
 
-# ---- with the engine ------------------------------------------------------------------
-def test_fetched_batch_has_transferqueues_types_and_per_field_bits():
-    client = seqflow.Client()
+# ---- with the engine, embedded and remote ---------------------------------------------
+@pytest.fixture
+def client(client_in_each_mode):  # noqa: F811
+    return client_in_each_mode
+
+
+def test_fetched_batch_has_transferqueues_types_and_per_field_bits(client):
     put = client.put({"x": np.arange(4), "s": ["a", "b", "c", "d"]}, partition_id="p")
     assert put.global_indexes == [0, 1, 2, 3] and put.production_status.tolist() == [1] * 4 and put.is_ready
     assert put.field_schema["s"] == {"dtype": None, "shape": None, "is_nested": False, "is_non_tensor": True}
@@ -436,9 +442,8 @@ def test_fetched_batch_has_transferqueues_types_and_per_field_bits():
 
 
 @pytest.mark.parametrize("n,micro", [(7, 3), (8, 3), (5, 5), (5, 8), (1, 1), (10, 4)])
-def test_data_and_meta_split_alike(n, micro):
+def test_data_and_meta_split_alike(n, micro, client):
     """TransferQueue cut 7 rows at micro-batch 3 as data [3, 3, 1] but meta [3, 2, 2]."""
-    client = seqflow.Client()
     meta = client.put({"x": np.arange(n) * 10, "s": [str(i) for i in range(n)]}, partition_id="p")
     data = client.get_data(meta, format="numpy")
     parts = split_batch(data, meta, micro_batch_size=micro)
@@ -449,17 +454,12 @@ def test_data_and_meta_split_alike(n, micro):
     assert sum(p.size for _, p in parts) == n
 
 
-def test_torch_split_alike():
-    torch = pytest.importorskip("torch")
-    client = seqflow.Client()
+def test_torch_split_alike(client):
+    torch = require("torch")
+    require("tensordict")
     ragged = [torch.arange(i + 1) for i in range(7)]
     meta = client.put({"x": torch.arange(7), "r": ragged}, partition_id="p")
-    try:
-        import tensordict  # noqa: F401
-        formats = ("torch", "tensordict")
-    except ImportError:
-        formats = ("torch",)
-    for fmt in formats:
+    for fmt in ("torch", "tensordict"):
         data = client.get_data(meta, format=fmt)
         parts = split_batch(data, meta, micro_batch_size=3)
         assert [m.size for _, m in parts] == [3, 2, 2]
@@ -471,20 +471,19 @@ def test_torch_split_alike():
 
 # ---- custom_meta as the engine sends it: MessagePack, decoded on first read ----
 
-def _fetched(custom_meta, fields=("x",)):
-    client = seqflow.Client()
+def _fetched(client, custom_meta, fields=("x",)):
     n = len(custom_meta)
     client.put({f: np.arange(n) for f in fields}, partition_id="p", custom_meta=custom_meta)
     meta = client.get_meta(list(fields), n, "p", task_name="t", polling=True)
     assert meta.size == n
-    return client, meta
+    return meta
 
 
-def test_fetched_custom_meta_round_trips_and_is_decoded_once():
+def test_fetched_custom_meta_round_trips_and_is_decoded_once(client):
     values = [{"total_lengths": 17}, {},
               {"nested": {"a": [1, 2.5, None, True, False]}, "s": "h\u00e9llo \u2713"},
               {"big": 2**64 - 1, "neg": -2**63, "small": -5, "f": -0.125, "u16": 40000, "i32": -70000}]
-    _, meta = _fetched(values)
+    meta = _fetched(client, values)
     assert meta._custom_meta is None  # nothing decoded by the fetch itself
     assert meta.get_all_custom_meta() == values and meta._custom_meta is None  # a copy, the batch stays encoded
     assert meta.custom_meta == values
@@ -493,10 +492,10 @@ def test_fetched_custom_meta_round_trips_and_is_decoded_once():
     assert meta.custom_meta[0] == {"total_lengths": 3}
 
 
-def test_selections_of_a_fetched_batch_keep_custom_meta_encoded():
+def test_selections_of_a_fetched_batch_keep_custom_meta_encoded(client):
     values = [{"i": i, "s": "x" * (i * 7)} for i in range(6)]
     values[2] = {}
-    client, meta = _fetched(values, fields=("x", "y"))
+    meta = _fetched(client, values, fields=("x", "y"))
     tail = meta.select_samples(range(3, 6))  # kept encoded for the end
     gi = meta.global_indexes
     for positions in ([1, 2, 3], [4, 0, 2, 2], [5, 0], [], range(6), [5], np.array([3, 1])):
@@ -591,11 +590,11 @@ def test_decoder_rejects_malformed_entries(entry, message):
         _decode([b"", entry])
 
 
-def test_deeply_nested_encoded_custom_meta_is_refused_not_recursed_into():
+def test_deeply_nested_encoded_custom_meta_is_refused_not_recursed_into(client):
     """A batch whose encoded custom_meta nests 100,000 levels (crafted bytes):
     reading it and handing it back to the engine are errors naming the limit,
     not stack overflows."""
-    client, meta = _fetched([{"k": 1}, {"k": 2}])
+    meta = _fetched(client, [{"k": 1}, {"k": 2}])
     fetched = meta._encoded_meta
     good = b"\x81\xa1k\x01"
     deep = b"\x81\xa1k" + b"\x91" * 100_000 + b"\x01"
@@ -621,12 +620,9 @@ def test_decoder_checks_offsets():
         decode(b"\x80\x80", np.array([0, 2, 1, 2], dtype=np.uint32))
 
 
-def test_kv_put_reply_is_validated_and_owns_its_tags():
+def test_kv_put_reply_is_validated_and_owns_its_tags(client):
     """A kv put's KVBatchMeta skips the defensive deep copy (its lists are
     made for it) but not the checks, and shares nothing with the caller."""
-    import seqflow
-
-    client = seqflow.Client()
     tags = [{"status": "running", "nested": {"step": 1}}, {"status": "finished"}]
     meta = client.kv_batch_put(["a", "b"], "kv", tags=tags)
     assert meta.tags == tags and meta.keys == ["a", "b"]

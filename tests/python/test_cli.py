@@ -5,26 +5,15 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from remote_services import require_seqflow_command
 
-def _find_seqflow() -> str:
-    found = os.environ.get("SEQFLOW_BIN") or shutil.which("seqflow")
-    if found:
-        return found
-    beside_python = Path(sys.executable).parent / "seqflow"
-    if beside_python.exists():
-        return str(beside_python)
-    pytest.skip("the seqflow command is not installed (pip install . puts it next to python)")
-
-
-SEQFLOW = _find_seqflow()
+SEQFLOW = require_seqflow_command()
 
 BALANCE_OPTIONS = [
     "FILE",

@@ -1,7 +1,9 @@
 """The seqflow client through its Python API: every call (sync and async),
 every kind of data in and out, zero-copy reads, copying puts, atomic custom
-metadata, checkpoints, and bad input that raises and changes nothing. Real
-embedded clients, real threads; no mocks."""
+metadata, checkpoints, and bad input that raises and changes nothing. Every
+test that takes `client` or `make_client` runs twice: on an embedded client
+and on a remote client of in-process services (remote_services.py). Real
+clients, real threads; no mocks."""
 
 from __future__ import annotations
 
@@ -11,7 +13,6 @@ import json
 import os
 import re
 import shutil
-import threading
 import time
 import weakref
 
@@ -19,15 +20,14 @@ import numpy as np
 import pytest
 
 import seqflow
+from background import Background
+from remote_services import client_in_each_mode, client_mode, clusters, make_client  # noqa: F401 (fixtures)
+from required import require
 from seqflow import BatchMeta, Client
 
-torch = pytest.importorskip("torch")
-try:
-    from tensordict import NonTensorStack, TensorDict
-except ImportError:  # the TensorDict cases are skipped, the rest runs with torch
-    TensorDict = None
-
-needs_tensordict = pytest.mark.skipif(TensorDict is None, reason="tensordict is not installed")
+torch = require("torch")
+tensordict = require("tensordict")
+NonTensorStack, TensorDict = tensordict.NonTensorStack, tensordict.TensorDict
 
 
 def as_list(value):
@@ -36,16 +36,16 @@ def as_list(value):
 
 
 @pytest.fixture
-def client():
-    c = Client()
-    yield c
-    c.close()
+def client(client_in_each_mode):  # noqa: F811
+    return client_in_each_mode
 
 
 @pytest.fixture
-def default_client():
+def default_client(client_mode, clusters):  # noqa: F811
+    """seqflow.init()'s default client: embedded, or remote through controller.address."""
     seqflow.close()
-    yield seqflow.init()
+    config = None if client_mode == "embedded" else {"controller": {"address": clusters(2).address}}
+    yield seqflow.init(config)
     seqflow.close()
 
 
@@ -69,9 +69,8 @@ def test_dense_fields_round_trip_in_every_format(client):
     meta = client.put(data, partition_id="p")
     assert meta.size == 4 and meta.is_ready
     assert meta.field_schema["bf16"]["dtype"] == "bfloat16"
-    out = client.get_data(meta, format="tensordict" if TensorDict is not None else "torch")
-    if TensorDict is not None:
-        assert isinstance(out, TensorDict) and out.batch_size == torch.Size([4])
+    out = client.get_data(meta, format="tensordict")
+    assert isinstance(out, TensorDict) and out.batch_size == torch.Size([4])
     assert torch.equal(out["bf16"], data["bf16"])
     assert torch.equal(out["i64"], data["i64"])
     np.testing.assert_array_equal(out["f32"].numpy(), data["f32"])
@@ -103,7 +102,6 @@ def test_variable_length_fields_round_trip(client):
         np.testing.assert_array_equal(got, np.arange(n))
 
 
-@needs_tensordict
 def test_strings_objects_and_tensordict_input(client):
     objects = [{"a": 1}, None, (1, 2), b"raw"]
     td = TensorDict({"x": torch.ones(4, 2)}, batch_size=[4])
@@ -119,16 +117,19 @@ def test_strings_objects_and_tensordict_input(client):
     assert client.get_data(full, format="numpy")["obj"] == stored
 
 
-def test_get_is_zero_copy_and_survives_clear(client):
+def test_get_is_zero_copy_and_survives_clear(client, client_mode):
     source = np.random.default_rng(0).random((64, 128))
     meta = client.put({"x": source}, partition_id="p")
     first = client.get_data(meta, format="numpy", copy=False)["x"]
     second = client.get_data(meta, format="numpy", copy=False)["x"]
-    assert np.shares_memory(first, second)
+    # Embedded: views of the stored bytes. Remote: each get is a transfer of
+    # its own, read in place from the bytes received (no view of the store).
+    assert np.shares_memory(first, second) == (client_mode == "embedded")
     assert not np.shares_memory(first, source)
-    assert not first.flags.writeable  # stored bytes cannot be edited through numpy
+    assert not first.flags.writeable  # stored (or received) bytes cannot be edited through numpy
+    np.testing.assert_array_equal(first, source)
     tensor = client.get_data(meta, format="torch", copy=False)["x"]
-    assert np.shares_memory(tensor.numpy(), first)
+    assert np.shares_memory(tensor.numpy(), first) == (client_mode == "embedded")
     client.clear_partition("p")
     np.testing.assert_array_equal(first, source)  # the view keeps the buffer alive
     assert client.stats()["samples"] == 0
@@ -139,11 +140,13 @@ def test_get_is_zero_copy_and_survives_clear(client):
     assert not np.shares_memory(copied, client.get_data(meta, format="numpy", copy=False)["x"])
 
 
-def test_a_sub_batch_in_order_is_still_a_view_and_out_of_order_is_gathered(client):
+def test_a_sub_batch_in_order_is_still_a_view_and_out_of_order_is_gathered(client, client_mode):
     meta = client.put({"x": np.arange(10)}, partition_id="p")
     whole = client.get_data(meta, format="numpy", copy=False)["x"]
     middle = client.get_data(meta.select_samples([2, 3, 4]), format="numpy", copy=False)["x"]
-    assert np.shares_memory(whole, middle)
+    # Remote: every get is a transfer of its own, so no two gets share memory.
+    assert np.shares_memory(whole, middle) == (client_mode == "embedded")
+    np.testing.assert_array_equal(middle, [2, 3, 4])
     shuffled = client.get_data(meta.select_samples([4, 2, 3]), format="numpy", copy=False)["x"]
     assert not np.shares_memory(whole, shuffled)
     np.testing.assert_array_equal(shuffled, [4, 2, 3])
@@ -165,6 +168,7 @@ def test_put_copies_the_callers_data(client):
 
 
 def test_borrowed_columns_hold_the_callers_array_and_copies_do_not():
+    # No client: _convert's columns in this process, the same for both modes.
     from seqflow import _convert
 
     source = np.arange(1024, dtype=np.float32)
@@ -180,19 +184,18 @@ def test_borrowed_columns_hold_the_callers_array_and_copies_do_not():
     assert alive() is None
 
 
-def test_put_runs_near_memcpy_speed(client):
-    source = np.random.default_rng(1).random((256, 65536)).astype(np.float32)  # 64 MiB
-    target = np.empty_like(source)
-    copy_times, put_times = [], []
-    for i in range(3):
-        start = time.perf_counter()
-        np.copyto(target, source)
-        copy_times.append(time.perf_counter() - start)
-        start = time.perf_counter()
-        client.put({"x": source}, partition_id=f"p{i}")
-        put_times.append(time.perf_counter() - start)
-    # One copy plus bookkeeping: well within a few copies' time.
-    assert min(put_times) < 4 * min(copy_times) + 0.05, (put_times, copy_times)
+def test_a_large_put_stores_one_copy_and_keeps_no_reference_to_the_callers_array(client):
+    """What put's speed rests on, without timing it (bench/ measures it): the
+    bytes are stored once, and the caller's array is not held after put."""
+    source = np.random.default_rng(1).random((256, 16384)).astype(np.float32)  # 16 MiB
+    expected = source.copy()
+    alive = weakref.ref(source)
+    meta = client.put({"x": source}, partition_id="p")
+    assert client.stats() == {"samples": 256, "bytes": source.nbytes}
+    del source
+    gc.collect()
+    assert alive() is None
+    np.testing.assert_array_equal(client.get_data(meta, format="numpy")["x"], expected)
 
 
 # ---- metadata, custom metadata, modes ---------------------------------------------
@@ -205,11 +208,12 @@ def test_custom_meta_is_visible_with_the_data(client):
             client.put({"x": np.full(2, i)}, partition_id="p",
                        custom_meta=[{"total_lengths": int(i), "tag": "a"}, {"total_lengths": int(i), "tag": "b"}])
 
-    thread = threading.Thread(target=producer, daemon=True)
-    thread.start()
+    producing = Background(producer)
     seen = 0
-    deadline = time.monotonic() + 120  # a producer that fails (its exception fails the test) must not hang it
+    deadline = time.monotonic() + 120
     while seen < 400:
+        if producing.done():
+            producing.finish(0)  # re-raises a failed put at once
         assert time.monotonic() < deadline, f"saw {seen} of 400 samples"
         meta = client.get_meta(["x"], 2, "p", task_name="t", polling=True) if client.get_partition_list() else None
         if meta is None or meta.size == 0:
@@ -219,8 +223,8 @@ def test_custom_meta_is_visible_with_the_data(client):
             if custom.get("total_lengths") != int(value):
                 errors.append((int(value), custom))
         seen += meta.size
-    thread.join(timeout=120)
-    assert not thread.is_alive() and not errors
+    producing.finish(120)
+    assert seen == 400 and not errors
 
 
 def test_set_custom_meta_and_put_with_meta_custom_meta(client):
@@ -251,12 +255,12 @@ def test_get_meta_modes_polling_and_timeout(client):
 def test_blocking_fetch_waits_for_a_put_from_another_thread(client):
     client.put({"x": np.arange(1)}, partition_id="p")
     client.get_meta(["x"], 1, "p", task_name="t")
-    timer = threading.Timer(0.2, lambda: client.put({"x": np.arange(2)}, partition_id="p"))
-    timer.start()
-    start = time.perf_counter()
-    meta = client.get_meta(["x"], 2, "p", task_name="t", timeout=10)
-    assert meta.size == 2 and time.perf_counter() - start >= 0.15
-    timer.join()
+    assert client.get_meta(["x"], 2, "p", task_name="t", polling=True).size == 0  # nothing ready before the put
+    late_put = Background(lambda: client.put({"x": np.arange(2)}, partition_id="p"), delay=0.2)
+    meta = client.get_meta(["x"], 2, "p", task_name="t", timeout=30)
+    put = late_put.finish(30)
+    # What the fetch returned are the samples put from the other thread: it waited for them.
+    assert sorted(meta.global_indexes) == sorted(put.global_indexes)
 
 
 def test_status_queries_and_reset(client):
@@ -311,17 +315,13 @@ def test_partition_that_does_not_exist_is_empty_not_an_error(client):
 
 
 def test_blocking_fetch_waits_for_its_partition_to_be_created_and_filled(client):
-    got = []
-    fetcher = threading.Thread(target=lambda: got.append(client.get_meta(["x"], 2, "later", task_name="t",
-                                                                         timeout=20)))
-    fetcher.start()
+    fetcher = Background(client.get_meta, ["x"], 2, "later", task_name="t", timeout=20)
     time.sleep(0.2)
     client.get_meta(["x"], 1, "later", mode="insert")  # made, nothing produced yet
     time.sleep(0.1)
     put = client.put({"x": np.arange(2)}, partition_id="later")
-    fetcher.join(30)
-    assert not fetcher.is_alive() and len(got) == 1
-    assert sorted(got[0].global_indexes) == sorted(put.global_indexes)
+    got = fetcher.finish(30)
+    assert sorted(got.global_indexes) == sorted(put.global_indexes)
     with pytest.raises(TimeoutError, match="'never'"):
         client.get_meta(["x"], 1, "never", task_name="t", timeout=0.1)
 
@@ -414,14 +414,14 @@ def test_kv_calls(client):
 
 # ---- checkpoints -------------------------------------------------------------------
 
-def test_checkpoint_round_trip(client, tmp_path):
+def test_checkpoint_round_trip(client, make_client, tmp_path):  # noqa: F811
     client.put({"x": np.arange(6), "s": list("abcdef")}, partition_id="p",
                custom_meta=[{"total_lengths": i} for i in range(6)])
     client.kv_put("key", "kv", {"v": np.arange(3)}, tag={"t": 1})
     client.get_meta(["x"], 2, "p", task_name="t")
     client.save_checkpoint(tmp_path / "ckpt")
 
-    other = Client()
+    other = make_client()  # another store (remote: another cluster)
     other.put({"z": np.arange(2)}, partition_id="gone")
     other.load_checkpoint(tmp_path / "ckpt")
     assert sorted(other.get_partition_list()) == ["kv", "p"]
@@ -454,7 +454,7 @@ def test_checkpoint_keeps_the_users_metadata(client, tmp_path):
         client.save_checkpoint(tmp_path / "d", include_storage="no")
 
 
-def test_missing_or_corrupt_checkpoint_leaves_state_unchanged(client, tmp_path):
+def test_missing_or_corrupt_checkpoint_leaves_state_unchanged(client, make_client, tmp_path):  # noqa: F811
     client.put({"x": np.arange(3)}, partition_id="p")
     before = snapshot(client)
     with pytest.raises(FileNotFoundError, match="missing"):
@@ -464,7 +464,7 @@ def test_missing_or_corrupt_checkpoint_leaves_state_unchanged(client, tmp_path):
         client.load_checkpoint(tmp_path / "not-a-checkpoint")
     assert snapshot(client) == before
 
-    source = Client()
+    source = make_client()
     source.put({"y": np.arange(5)}, partition_id="q")
     source.save_checkpoint(tmp_path / "good")
     for name, spoil in [
@@ -584,8 +584,12 @@ def test_async_calls_do_not_block_the_event_loop(client, tmp_path):
 
         tick_task = asyncio.create_task(ticker())
         placeholder = await client.async_get_meta(["x"], 1, "p", mode="insert")  # the partition exists
-        waiting = asyncio.create_task(client.async_get_meta(["x"], 2, "p", task_name="t", timeout=10))
-        await asyncio.sleep(0.2)
+        waiting = asyncio.create_task(client.async_get_meta(["x"], 2, "p", task_name="t", timeout=30))
+        await asyncio.sleep(0)  # the fetch is under way
+        ticks_then = ticks
+        while ticks < ticks_then + 5:  # the loop keeps running while get_meta waits (bounded: wait_for below)
+            await asyncio.sleep(0.01)
+        assert not waiting.done()  # it is still waiting for samples no one has put
         put_meta = await client.async_put({"x": np.arange(2)}, partition_id="p")
         meta = await waiting
         await client.async_clear_samples(placeholder)
@@ -608,9 +612,8 @@ def test_async_calls_do_not_block_the_event_loop(client, tmp_path):
         await client.async_clear_samples(meta)
         await client.async_clear_partition("kv")
         tick_task.cancel()
-        return ticks
 
-    assert asyncio.run(scenario()) >= 10  # the loop kept running while get_meta waited
+    asyncio.run(asyncio.wait_for(scenario(), 120))
 
 
 def test_module_level_api(default_client, tmp_path):
@@ -627,26 +630,42 @@ def test_module_level_api(default_client, tmp_path):
         seqflow.get_client()
 
 
-@pytest.mark.parametrize("sampler", ["GRPOGroupNSampler", seqflow.SequentialSampler, seqflow.RankAwareSampler(),
-                                     "rank_aware"])
-def test_init_config_names_the_sampler(sampler):
-    config = {"controller": {"sampler": sampler, "polling_mode": True,
-                             "sampler_args": {"n_samples_per_prompt": 2} if sampler == "GRPOGroupNSampler" else None},
-              "backend": {"SimpleStorage": {"total_storage_size": 4}}}
+@pytest.mark.parametrize("make_sampler", [lambda: "GRPOGroupNSampler", lambda: seqflow.SequentialSampler,
+                                          seqflow.RankAwareSampler, lambda: "rank_aware"],
+                         ids=["GRPOGroupNSampler", "SequentialSampler", "RankAwareSampler()", "rank_aware"])
+def test_init_config_names_the_sampler(make_sampler, client_mode, clusters):  # noqa: F811
+    sampler = make_sampler()  # an instance keeps its state: one per test
+    sampler_args = {"n_samples_per_prompt": 2} if sampler == "GRPOGroupNSampler" else None
+    if client_mode == "embedded":
+        config = {"controller": {"sampler": sampler, "polling_mode": True, "sampler_args": sampler_args},
+                  "backend": {"SimpleStorage": {"total_storage_size": 4}}}
+    else:  # the sampler and the capacity belong to the services; the config names their address
+        cluster = clusters(1, controller_args={"sampler": sampler, "sampler_args": sampler_args},
+                           storage_args={"max_samples": 4})
+        config = {"controller": {"address": cluster.address, "polling_mode": True}}
     c = Client.from_config(config)
-    assert c.polling_mode
-    c.put({"x": np.arange(4)}, partition_id="p")
+    try:
+        assert c.polling_mode
+        c.put({"x": np.arange(4)}, partition_id="p")
+        with pytest.raises(ValueError):
+            c.put({"x": np.arange(1)}, partition_id="p")  # capacity 4 samples
+        assert c.get_meta(["x"], 2, "p", task_name="t").size == 2
+    finally:
+        c.close()
+
+
+def test_omegaconf_config(client_mode, clusters):  # noqa: F811
+    omegaconf = require("omegaconf")
+    controller = {"sampler": "SequentialSampler", "polling_mode": True}
+    if client_mode == "remote":
+        controller = {"address": clusters(1).address, "polling_mode": True}
+    c = Client.from_config(omegaconf.OmegaConf.create({"controller": controller}))
+    try:
+        assert c.polling_mode and (c.remote_config is None) == (client_mode == "embedded")
+    finally:
+        c.close()
+
+
+def test_unknown_sampler_name_is_rejected(make_client):  # noqa: F811
     with pytest.raises(ValueError):
-        c.put({"x": np.arange(1)}, partition_id="p")  # capacity 4 samples
-    assert c.get_meta(["x"], 2, "p", task_name="t").size == 2
-
-
-def test_omegaconf_config():
-    omegaconf = pytest.importorskip("omegaconf")
-    config = omegaconf.OmegaConf.create({"controller": {"sampler": "SequentialSampler", "polling_mode": True}})
-    assert Client.from_config(config).polling_mode
-
-
-def test_unknown_sampler_name_is_rejected():
-    with pytest.raises(ValueError):
-        Client(sampler="NoSuchSampler")
+        make_client("NoSuchSampler")  # remote: serve_controller refuses it

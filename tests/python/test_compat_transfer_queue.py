@@ -13,8 +13,9 @@ import urllib.request
 import zipfile
 
 import pytest
+from required import require
 
-torch = pytest.importorskip("torch", reason="the README's test command installs torch")
+torch = require("torch")
 from tensordict import TensorDict  # noqa: E402
 
 import seqflow.compat  # noqa: E402
@@ -166,6 +167,7 @@ def run_child() -> tuple:
         child.join(timeout=60)
         if child.is_alive():
             child.kill()
+            child.join(timeout=30)
 
 
 @pytest.mark.parametrize("system", ["embedded", "local", "ray"], indirect=True)

@@ -22,8 +22,12 @@ import torch.multiprocessing
 from tensordict import NonTensorData, NonTensorStack, TensorDict
 from torch import distributed as dist
 
-# verl's own code, the reference. No skip: without it these tests fail.
-from verl import DataProto
+from required import require
+
+# verl's own code, the reference, pinned. No skip: without it, or with
+# another version, every test here fails (at import, naming what to install).
+require("verl.utils.seqlen_balancing", distribution="verl", version="0.9.1")
+from verl import DataProto  # noqa: E402
 from verl.utils import seqlen_balancing as reference
 
 from seqflow.compat import verl as compat
@@ -642,7 +646,7 @@ def test_two_gloo_ranks_agree_on_the_micro_batch_count():
         for process in ranks:
             if process.is_alive():
                 process.kill()
-                process.join()
+                process.join(30)
 
     cases = dist_cases()
     synchronised = 0

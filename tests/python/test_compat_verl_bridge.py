@@ -14,6 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from required import pinned
+
+# verl's own code runs in the scenarios' interpreters: the pinned version, or every test here fails.
+pinned("verl", "0.9.1")
+
 MODES = ("embedded", "local")
 
 

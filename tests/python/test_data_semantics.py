@@ -18,10 +18,11 @@ import pytest
 
 import seqflow
 from seqflow.streaming import split_batch
-from remote_services import client_in_each_mode, clusters  # noqa: F401 (fixtures)
+from remote_services import client_in_each_mode, client_mode, clusters, make_client  # noqa: F401 (fixtures)
+from required import require
 
-torch = pytest.importorskip("torch")
-tensordict = pytest.importorskip("tensordict")
+torch = require("torch")
+tensordict = require("tensordict")
 from tensordict import NonTensorData, NonTensorStack, TensorDict  # noqa: E402
 
 import tq_layout_probe  # noqa: E402
@@ -268,7 +269,7 @@ def transfer_queue_results():
     try:
         python = reference_peer.transferqueue_python()
     except reference_peer.ReferenceUnavailable as error:
-        pytest.skip(f"TransferQueue reference venv unavailable: {error}")
+        pytest.fail(f"TransferQueue {reference_peer.VERSION}'s reference venv cannot be made: {error}", pytrace=False)
     done = subprocess.run([python, tq_layout_probe.__file__], capture_output=True, text=True,
                           timeout=PROBE_TIMEOUT, cwd=Path(tq_layout_probe.__file__).parent)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -8,8 +8,9 @@ import subprocess
 import sys
 
 import pytest
+from required import require
 
-pytest.importorskip("torch")  # the demo's ranks read through StreamingDataset
+require("torch")  # the demo's ranks read through StreamingDataset
 
 STEPS, PROMPTS, RESPONSES, RANKS = 2, 32, 4, 4
 TASKS = ("log_prob", "update_actor")

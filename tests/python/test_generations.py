@@ -16,9 +16,10 @@ import pytest
 
 import seqflow
 from remote_cluster import process_cluster  # noqa: F401 (fixture)
-from remote_services import client_in_each_mode, clusters  # noqa: F401 (fixtures)
+from remote_services import client_in_each_mode, client_mode, clusters, make_client  # noqa: F401 (fixtures)
+from required import require
 
-torch = pytest.importorskip("torch")
+torch = require("torch")
 from tensordict import TensorDict  # noqa: E402
 
 

@@ -71,16 +71,22 @@ CHILD = textwrap.dedent("""
         while True:
             yield partition(lengths, 8)
 
-    started = []
+    started, failures = [], []
     for loop in (polling_get_meta, blocking_get_meta, get_data, put, balance):
         under_way = threading.Event()
         started.append(under_way)
-        def run(loop=loop, under_way=under_way):
-            for _ in loop():
+        def run(loop=loop, under_way=under_way, failures=failures):
+            try:
+                for _ in loop():
+                    under_way.set()
+            except BaseException as error:  # a call failed before the exit began: the test fails
+                failures.append(repr(error))
                 under_way.set()
+                raise
         threading.Thread(target=run, daemon=True).start()
     for under_way in started:
         assert under_way.wait(60), "a thread never got under way"
+    assert not failures, failures
     print("exiting", flush=True)
     sys.exit(exit_status)
 """)

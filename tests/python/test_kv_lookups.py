@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from remote_services import client_in_each_mode, clusters  # noqa: F401 (fixtures)
+from remote_services import client_in_each_mode, client_mode, clusters, make_client  # noqa: F401 (fixtures)
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from seqflow import pack
+from required import require
 
 
 def rollout_lengths(rng, n, cap=16384):
@@ -268,7 +269,7 @@ def test_materialize_ragged_and_errors():
 
 
 def test_materialize_torch():
-    torch = pytest.importorskip("torch")
+    torch = require("torch")
     lengths = [4, 6, 2]
     p = pack.plan(lengths, dp_size=1, optimizer_steps=1, pack_max_length=16, pad_to="step_max")
     tokens = [torch.arange(n) + 1 for n in lengths]
@@ -465,7 +466,7 @@ def test_materialize_refuses_float_token_ids():
 
 
 def test_materialize_refuses_float_tensors():
-    torch = pytest.importorskip("torch")
+    torch = require("torch")
     with pytest.raises(ValueError, match=r"token_ids\[0\] has dtype torch.bfloat16"):
         pack.materialize(small_plan(), [torch.ones(2, dtype=torch.bfloat16), torch.arange(3)])
 

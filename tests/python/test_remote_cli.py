@@ -15,10 +15,9 @@ import numpy as np
 import pytest
 
 import seqflow
-from remote_services import LOCAL, ServeProcess, clusters, find_seqflow_command  # noqa: F401 (fixture)
+from remote_services import LOCAL, ServeProcess, clusters, require_seqflow_command  # noqa: F401 (fixture)
 
-SEQFLOW = find_seqflow_command()
-pytestmark = pytest.mark.skipif(SEQFLOW is None, reason="the seqflow command is not installed (pip install .)")
+SEQFLOW = require_seqflow_command()
 
 
 def run(*args: str) -> subprocess.CompletedProcess:

@@ -1,6 +1,5 @@
-"""The client in remote mode, against real services in this process: the
-embedded client's tests rerun on a remote client (same calls, same results,
-same exception types), samples on unit gi % N for 1, 2 and 4 units, puts
+"""The client in remote mode, against real services in this process (the
+client suite itself, test_client.py, runs in both modes): samples on unit gi % N for 1, 2 and 4 units, puts
 sent from the caller's memory (free to change once put returns; freed when
 a failed put's frames are dropped), checkpoints written by the services,
 timeouts when the controller is gone, pickling as a config, and bad service
@@ -12,7 +11,6 @@ import gc
 import pickle
 import signal
 import socket
-import threading
 import time
 import weakref
 
@@ -20,43 +18,13 @@ import numpy as np
 import pytest
 
 import seqflow
-from remote_services import LOCAL, clusters, remote_client  # noqa: F401 (fixtures)
+from background import Background
+from remote_services import LOCAL, clusters  # noqa: F401 (fixture)
+from required import require
 
-torch = pytest.importorskip("torch")
+torch = require("torch")
 
-# The embedded client's tests, collected here again with the remote `client`
-# fixture below: every call of the API, sync and async, in and out formats,
-# custom metadata, modes, statuses, clears, the KV API and bad input.
-from test_client import (  # noqa: E402,F401
-    test_async_calls_do_not_block_the_event_loop,
-    test_bad_input_raises_clearly_and_changes_nothing,
-    test_blocking_fetch_waits_for_a_put_from_another_thread,
-    test_blocking_fetch_waits_for_its_partition_to_be_created_and_filled,
-    test_checkpoint_keeps_the_users_metadata,
-    test_clear_samples_and_partition_release_storage,
-    test_custom_meta_is_visible_with_the_data,
-    test_custom_meta_may_nest_32_levels_in_every_mode,
-    test_dense_fields_round_trip_in_every_format,
-    test_failed_kv_put_leaves_tags_as_they_were,
-    test_files_of_two_saves_never_load_together,
-    test_force_fetch_returns_every_sample_produced_or_not_and_consumes_nothing,
-    test_get_meta_modes_polling_and_timeout,
-    test_kv_calls,
-    test_missing_or_corrupt_checkpoint_leaves_state_unchanged,
-    test_partition_that_does_not_exist_is_empty_not_an_error,
-    test_partitions_are_listed_oldest_first,
-    test_put_against_cleared_samples_raises,
-    test_put_copies_the_callers_data,
-    test_set_custom_meta_and_put_with_meta_custom_meta,
-    test_status_queries_and_reset,
-    test_strings_objects_and_tensordict_input,
-    test_variable_length_fields_round_trip,
-)
-
-
-@pytest.fixture
-def client(remote_client):
-    return remote_client
+# test_client.py runs the client suite in both modes; this module holds what is remote only.
 
 
 def free_port() -> int:
@@ -133,10 +101,7 @@ def test_a_failed_put_frees_the_callers_array_when_the_client_closes(clusters):
             client.put({"x": array}, partition_id="p")
         del array
         gc.collect()
-        closing = threading.Thread(target=client.close)
-        closing.start()
-        closing.join(30)
-        assert not closing.is_alive(), "closing the client hangs"
+        Background(client.close, name="closing the client").finish(30)  # it must not hang
         gc.collect()
         assert alive() is None
     finally:
@@ -204,7 +169,7 @@ def test_init_from_a_config_naming_the_controller(clusters):
 
 
 def test_omegaconf_config_naming_the_controller(clusters):
-    omegaconf = pytest.importorskip("omegaconf")
+    omegaconf = require("omegaconf")
     cluster = clusters(1)
     config = omegaconf.OmegaConf.create({"controller": {"address": cluster.address}, "timeout": 5})
     client = seqflow.Client.from_config(config)
@@ -315,9 +280,8 @@ def test_polling_mode_is_a_default_that_a_call_overrides(clusters, mode):
         assert client.get_meta(["x"], 2, "p", task_name="t").size == 0
         with pytest.raises(TimeoutError, match="timed out"):
             client.get_meta(["x"], 2, "p", task_name="t", polling=False, timeout=0.05)
-        timer = threading.Timer(0.2, lambda: client.put({"x": np.arange(1)}, partition_id="p"))
-        timer.start()
-        assert client.get_meta(["x"], 2, "p", task_name="t", polling=False, timeout=10).size == 2
-        timer.join()
+        late_put = Background(lambda: client.put({"x": np.arange(1)}, partition_id="p"), delay=0.2)
+        assert client.get_meta(["x"], 2, "p", task_name="t", polling=False, timeout=30).size == 2
+        late_put.finish(30)
     finally:
         client.close()

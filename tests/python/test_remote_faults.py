@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from remote_cluster import process_cluster  # noqa: F401 (fixture)
+from required import require
 
 # Short, so that a dead peer shows quickly; every failing call must return
 # within its timeout plus this margin (2 shared cores, other tests running).
@@ -125,9 +126,11 @@ class Pipeline:
     def __exit__(self, *exc) -> None:
         self.stop.set()
         self.resume.set()
+        deadline = time.monotonic() + 30
         for thread in self.threads:
-            thread.join(30)
+            thread.join(max(0.0, deadline - time.monotonic()))
         assert not any(t.is_alive() for t in self.threads), "a pipeline thread did not end"
+        assert not self.ledger.thread_errors, f"a pipeline thread failed: {self.ledger.thread_errors!r}"
 
     def _guard(self, body) -> None:
         try:
@@ -205,9 +208,8 @@ def test_killed_storage_unit_fails_calls_in_time_and_the_pipeline_resumes_on_res
         assert seconds <= CALL_TIMEOUT + MARGIN, f"get_data took {seconds:.1f} s"
 
         # The controller serves the other partition: metadata, status, fetch.
-        _, error, seconds = timed(lambda: (short.check_production_status(["x"], "other"),
-                                           short.get_partition_list()))
-        assert error is None and seconds < CALL_TIMEOUT, (error, seconds)
+        _, error, _ = timed(lambda: (short.check_production_status(["x"], "other"), short.get_partition_list()))
+        assert error is None, repr(error)  # within the calls' own timeout, or they would have raised
         fetched = short.get_meta(["x"], PUT_SIZE, "other", task_name="eval")
         assert sorted(ids_of(fetched)) == list(range(1000, 1000 + PUT_SIZE))
         assert short.check_consumption_status("eval", "other")
@@ -412,7 +414,7 @@ MALFORMED_REQUESTS = {
 
 
 def test_malformed_traffic_gets_error_replies_and_the_controller_serves_on(process_cluster):
-    zmq = pytest.importorskip("zmq", reason="pyzmq is needed to speak ZeroMQ to the service (pip install pyzmq)")
+    zmq = require("zmq")
     cluster = process_cluster(1, "--max-request-bytes", str(MAX_REQUEST_BYTES))
     host, port = cluster.address.removeprefix("tcp://").rsplit(":", 1)
     client = cluster.client(timeout=10.0)

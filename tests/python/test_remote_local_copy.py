@@ -15,8 +15,9 @@ import pytest
 
 import seqflow
 from remote_services import LOCAL, ServeProcess
+from required import require
 
-torch = pytest.importorskip("torch")
+torch = require("torch")
 
 ROWS, WIDTH = 64, 8192  # 2 MiB per float32 field: above the local-copy threshold
 
@@ -105,9 +106,13 @@ def test_large_puts_and_gets_move_through_memory_between_processes(services, uni
 def _get_in_child(client, rows, queue) -> None:
     # The forked copy of a remote client connects anew in the child. numpy,
     # not torch: torch's thread pool does not survive a fork.
-    meta = client.get_meta(["logits", "ids"], rows, "p", mode="force_fetch")
-    out = client.get_data(meta, format="numpy")
-    queue.put((list(meta.global_indexes), float(out["logits"].astype("float64").sum()), int(out["ids"].sum())))
+    try:
+        meta = client.get_meta(["logits", "ids"], rows, "p", mode="force_fetch")
+        out = client.get_data(meta, format="numpy")
+        queue.put((None, list(meta.global_indexes), float(out["logits"].astype("float64").sum()),
+                   int(out["ids"].sum())))
+    except BaseException as error:  # noqa: BLE001 - re-raised by the test
+        queue.put((repr(error), None, None, None))
 
 
 def test_a_forked_child_copies_through_memory_as_itself(services):
@@ -120,8 +125,14 @@ def test_a_forked_child_copies_through_memory_as_itself(services):
     queue = context.Queue()
     child = context.Process(target=_get_in_child, args=(client, ROWS, queue))
     child.start()
-    indexes, logits_sum, ids_sum = queue.get(timeout=60)
-    child.join(60)
+    try:
+        error, indexes, logits_sum, ids_sum = queue.get(timeout=60)
+        child.join(60)
+    finally:
+        if child.is_alive():
+            child.kill()
+            child.join(30)
+    assert error is None, f"the child failed: {error}"
     assert child.exitcode == 0
     order = torch.tensor(indexes) - min(indexes)
     assert logits_sum == pytest.approx(float(data["logits"][order].double().sum()))

@@ -92,7 +92,7 @@ def test_32_consumer_processes_over_3_tasks_get_every_sample_once(process_cluste
         for process in consumers:
             if process.is_alive():
                 process.kill()
-                process.join()
+                process.join(30)
 
     errors = [error for _, _, error in reports if error is not None]
     assert not errors, errors[0]

@@ -15,8 +15,9 @@ import pytest
 
 import seqflow
 from seqflow.remote import RAY_NAMESPACE, start_ray_services
+from required import require
 
-ray = pytest.importorskip("ray", reason="ray is not installed (pip install ray)")
+ray = require("ray")
 
 
 @pytest.fixture(scope="module")

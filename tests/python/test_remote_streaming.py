@@ -1,21 +1,22 @@
 """StreamingDataset in remote mode, unchanged: DP ranks as threads,
 StreamingDataLoader with two workers, and torch DataLoader worker processes
 (fork and spawn: each connects its own client from the RemoteConfig) all
-consume every sample exactly once; the short last batch comes out (or is
-left unconsumed with drop_last), and a field no sample has is warned about."""
+consume every sample exactly once, and the short last batch comes out over
+four ranks. (test_streaming.py runs the rest in both modes: drop_last, the
+warning about a field no sample has, ...)"""
 
 from __future__ import annotations
 
-import threading
-import warnings
 
 import numpy as np
 import pytest
 
+from background import Background
 from remote_services import clusters  # noqa: F401 (fixture)
+from required import require
 
-torch = pytest.importorskip("torch")
-from seqflow import StreamingDataLoader, StreamingDataset, streaming  # noqa: E402
+torch = require("torch")
+from seqflow import StreamingDataLoader, StreamingDataset  # noqa: E402
 from test_streaming import run_ranks  # noqa: E402
 
 RANKS = 4
@@ -52,10 +53,9 @@ def test_ranks_as_threads_consume_every_sample_once(clusters):
     cluster = clusters(2, controller_args={"sampler": "rank_aware"})
     client = cluster.client()
     total = RANKS * PER_RANK * 3
-    producer = threading.Timer(0.05, produce, args=(client, total))
-    producer.start()
+    producer = Background(produce, client, total, delay=0.05)
     seen = run_ranks([finite_dataset(client, rank, total) for rank in range(RANKS)])
-    producer.join()
+    producer.finish(60)
     assert sorted(i for rank in seen for i in rank) == list(range(total))
 
 
@@ -67,35 +67,6 @@ def test_the_short_last_batch_comes_out(clusters, total_samples):
     seen = run_ranks([finite_dataset(client, rank, total_samples) for rank in range(RANKS)], timeout=20)
     assert sorted(i for rank in seen for i in rank) == list(range(30))
     assert client.check_consumption_status("train", "p")
-
-
-def test_drop_last_ends_and_leaves_the_short_batch_unconsumed(clusters):
-    client = clusters(2).client()
-    produce(client, 10)
-    assert run_ranks([finite_dataset(client, 0, None, drop_last=True)], timeout=20) == [list(range(8))]
-    indexes, consumed = client.get_consumption_status("train", "p")
-    assert indexes[~consumed].tolist() == [8, 9]
-
-
-def test_a_field_no_sample_has_is_warned_about_once(clusters):
-    client = clusters(2).client()
-    meta = client.put({"x": np.arange(4)}, partition_id="p", custom_meta=[{"id": i} for i in range(4)])
-    dataset = finite_dataset(client, 0, None, data_fields=["x", "label"], warn_after_seconds=0.2)
-    late = threading.Timer(1.0, client.put, args=({"label": np.arange(4)},), kwargs={"metadata": meta})
-    late.start()
-    stop = threading.Event()
-    give_up = threading.Timer(30, stop.set)  # bounds the wait if the batch never comes
-    give_up.start()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")  # a repeated warning would show, not be folded
-        ids = ids_of((data, batch_meta) for _, data, batch_meta in dataset.batches(stop=stop))
-    late.join()
-    give_up.cancel()
-    assert ids == [0, 1, 2, 3]
-    missing = [w for w in caught if issubclass(w.category, streaming.StreamStalledWarning)]
-    assert len(missing) == 1
-    message = str(missing[0].message)
-    assert "'label'" in message and "partition 'p'" in message and "task 'train'" in message
 
 
 def test_streaming_data_loader_with_two_workers(clusters):

@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 
 import seqflow
+from background import Background, finish_all
+from remote_services import client_mode, clusters, make_client  # noqa: F401 (fixtures)
 from seqflow import (BaseSampler, Client, GRPOGroupNSampler, RankAwareSampler, SeqlenBalancedSampler,
                      SequentialSampler, TokenBudgetSampler)
 
@@ -39,8 +41,8 @@ def test_builtin_sampler_runs_standalone():
     assert sorted(sampled) == [4, 5]
 
 
-def test_grpo_groups_stay_whole_through_the_client():
-    client = Client(GRPOGroupNSampler(4))
+def test_grpo_groups_stay_whole_through_the_client(make_client):  # noqa: F811
+    client = make_client(GRPOGroupNSampler(4))
     put_groups(client, "p", 3, 4)
     seen = []
     for _ in range(3):
@@ -52,8 +54,8 @@ def test_grpo_groups_stay_whole_through_the_client():
     assert sorted(seen) == [0, 1, 2]
 
 
-def test_rank_aware_sampler_same_answer_for_the_same_rank_and_batch():
-    client = Client(RankAwareSampler())
+def test_rank_aware_sampler_same_answer_for_the_same_rank_and_batch(make_client):  # noqa: F811
+    client = make_client(RankAwareSampler())
     client.put({"x": np.arange(8)}, partition_id="p")
     a = client.get_meta(["x"], 2, "p", task_name="t", sampling_config={"dp_rank": 0, "batch_index": 0}, polling=True)
     b = client.get_meta(["x"], 2, "p", task_name="t", sampling_config={"dp_rank": 0, "batch_index": 0}, polling=True)
@@ -62,12 +64,12 @@ def test_rank_aware_sampler_same_answer_for_the_same_rank_and_batch():
     assert not set(list(a.global_indexes)) & set(list(c.global_indexes))
 
 
-def test_seqlen_balanced_has_no_transferqueue_duplicates():
+def test_seqlen_balanced_has_no_transferqueue_duplicates(make_client):  # noqa: F811
     """Rank 0 asks for batch 1 before rank 1 fetched batch 0: TransferQueue
     handed rank 1's batch-0 samples out again. Here every sample goes to
     exactly one (rank, batch)."""
     dp, n, batch = 2, 2, 4  # per rank: 4 samples = 2 groups
-    client = Client(SeqlenBalancedSampler(n_samples_per_prompt=n, dp_size=dp))
+    client = make_client(SeqlenBalancedSampler(n_samples_per_prompt=n, dp_size=dp))
     put_groups(client, "p", 8, n)  # 16 samples = 2 global batches
     order = [(0, 0), (0, 1), (1, 0), (1, 1)]
     owner = {}
@@ -85,8 +87,8 @@ def test_seqlen_balanced_has_no_transferqueue_duplicates():
     assert client.check_consumption_status("t", "p")
 
 
-def test_seqlen_balanced_balances_tokens():
-    client = Client(SeqlenBalancedSampler(n_samples_per_prompt=1, dp_size=2))
+def test_seqlen_balanced_balances_tokens(make_client):  # noqa: F811
+    client = make_client(SeqlenBalancedSampler(n_samples_per_prompt=1, dp_size=2))
     lengths = [[l] for l in (1000, 10, 990, 20, 500, 500, 30, 970)]
     put_groups(client, "p", 8, 1, lengths)
     totals = []
@@ -97,8 +99,8 @@ def test_seqlen_balanced_balances_tokens():
     assert abs(totals[0] - totals[1]) <= 20
 
 
-def test_token_budget_sampler_respects_the_budget():
-    client = Client(TokenBudgetSampler(max_tokens=1000))
+def test_token_budget_sampler_respects_the_budget(make_client):  # noqa: F811
+    client = make_client(TokenBudgetSampler(max_tokens=1000))
     put_groups(client, "p", 10, 1, [[300]] * 10)
     meta = client.get_meta(["x"], 100, "p", task_name="t", polling=True)
     assert 0 < sum(m["total_lengths"] for m in meta.custom_meta) <= 1000
@@ -129,9 +131,9 @@ class EveryOther(BaseSampler):
         return {"calls": len(self.calls)}
 
 
-def test_python_sampler_subclass():
+def test_python_sampler_subclass(make_client):  # noqa: F811
     sampler = EveryOther()
-    client = Client(sampler)
+    client = make_client(sampler)
     client.put({"x": np.arange(6)}, partition_id="p", custom_meta=[{"keep": i % 2 == 0} for i in range(6)])
     meta = client.get_meta(["x"], 2, "p", task_name="t", sampling_config={"dp_rank": 1, "batch_index": 3},
                            polling=True)
@@ -162,25 +164,25 @@ class Lying(BaseSampler):
         return [12345], [12345]
 
 
-def test_python_sampler_errors_reach_the_caller_and_change_nothing():
-    client = Client(Raising())
+def test_python_sampler_errors_reach_the_caller_and_change_nothing(make_client):  # noqa: F811
+    client = make_client(Raising())
     client.put({"x": np.arange(2)}, partition_id="p")
     with pytest.raises(ValueError, match="no luck today"):
         client.get_meta(["x"], 1, "p", task_name="t", polling=True)
     assert not client.get_consumption_status("t", "p")[1].any()
-    lying = Client(Lying())
+    lying = make_client(Lying())
     lying.put({"x": np.arange(2)}, partition_id="p")
     with pytest.raises(RuntimeError, match="12345"):
         lying.get_meta(["x"], 1, "p", task_name="t", polling=True)
 
 
-def test_python_sampler_under_concurrent_fetches_from_threads():
+def test_python_sampler_under_concurrent_fetches_from_threads(make_client):  # noqa: F811
     class Take(BaseSampler):
         def sample(self, ready_indexes, batch_size, **kwargs):
             picked = list(ready_indexes[:batch_size])
             return (picked, picked) if len(picked) == batch_size else ([], [])
 
-    client = Client(Take())
+    client = make_client(Take())
     client.put({"x": np.arange(400)}, partition_id="p")
     got, lock = [], threading.Lock()
 
@@ -192,23 +194,19 @@ def test_python_sampler_under_concurrent_fetches_from_threads():
             with lock:
                 got.extend(list(meta.global_indexes))
 
-    threads = [threading.Thread(target=worker) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    finish_all([Background(worker, name=f"fetcher {k}") for k in range(4)], 60)
     assert sorted(got) == list(range(400))
 
 
-def test_python_sampler_state_in_checkpoints(tmp_path):
+def test_python_sampler_state_in_checkpoints(tmp_path, make_client):  # noqa: F811
     sampler = EveryOther()
-    client = Client(sampler)
+    client = make_client(sampler)
     client.put({"x": np.arange(4)}, partition_id="p", custom_meta=[{"keep": True}] * 4)
     client.get_meta(["x"], 2, "p", task_name="t", polling=True)
     client.save_checkpoint(tmp_path / "c")
     restored_sampler = EveryOther()
     restored_sampler.restore = lambda state: setattr(restored_sampler, "restored", state)
-    restored = Client(restored_sampler)
+    restored = make_client(restored_sampler)
     restored.load_checkpoint(tmp_path / "c")
     assert restored_sampler.restored == {"calls": 1}
 
@@ -249,15 +247,15 @@ _TQ: list = []
 
 @pytest.fixture(scope="session")
 def tq():
-    """TransferQueue's sampler classes; skips when its wheel cannot be had."""
+    """TransferQueue 0.1.11's sampler classes; fails the test when its wheel cannot be had."""
     if not _TQ:
         try:
             _TQ.append((_load_transferqueue_samplers(), None))
         except Exception as error:  # noqa: BLE001 - any failure means: no reference here
-            _TQ.append((None, f"TransferQueue wheel unavailable: {error}"))
+            _TQ.append((None, f"TransferQueue 0.1.11's wheel, the reference, cannot be had: {error!r}"))
     classes, reason = _TQ[0]
     if classes is None:
-        pytest.skip(reason)
+        pytest.fail(reason, pytrace=False)
     return classes
 
 
@@ -404,10 +402,10 @@ def test_constructor_defaults_and_errors_as_transferqueue():
         assert sampler._states == {}
 
 
-def test_sequential_direct_call_slices_but_a_client_waits_for_a_whole_batch():
+def test_sequential_direct_call_slices_but_a_client_waits_for_a_whole_batch(make_client):  # noqa: F811
     assert SequentialSampler().sample([4, 2], 5) == ([4, 2], [4, 2])
     assert SequentialSampler()([0, 1, 2, 3], -1) == ([0, 1, 2], [0, 1, 2])
-    client = Client(SequentialSampler())
+    client = make_client(SequentialSampler())
     client.put({"x": np.arange(2)}, partition_id="p")
     assert client.get_meta(["x"], 5, "p", task_name="t", polling=True).size == 0
     assert client.get_meta(["x"], 2, "p", task_name="t", polling=True).size == 2
@@ -485,7 +483,7 @@ def test_seqlen_balanced_leaves_unserved_shares_out_of_later_batches():
     assert sorted(r0b2 + r1b2) == sorted(i for i in left if i not in sampler._balanced_cache[("p", "t", 1)][1])
 
 
-def test_custom_sampler_gets_the_partition_as_transferqueue_passes_it():
+def test_custom_sampler_gets_the_partition_as_transferqueue_passes_it(make_client):  # noqa: F811
     seen = {}
 
     class LongestFirst(BaseSampler):
@@ -496,7 +494,7 @@ def test_custom_sampler_gets_the_partition_as_transferqueue_passes_it():
             picked = picked[:batch_size]
             return (picked, picked) if len(picked) == batch_size else ([], [])
 
-    client = Client(LongestFirst())
+    client = make_client(LongestFirst())
     client.put({"x": np.arange(4)}, partition_id="p", custom_meta=[{"total_lengths": l} for l in (5, 50, 20, 40)])
     client.put({"x": np.arange(1)}, partition_id="p")  # index 4: no custom_meta
     meta = client.get_meta(["x"], 2, "p", task_name="t", polling=True)
@@ -504,7 +502,7 @@ def test_custom_sampler_gets_the_partition_as_transferqueue_passes_it():
     assert seen["partition_id"] == "p" and sorted(seen["meta"]) == [0, 1, 2, 3]
 
 
-def test_transferqueue_style_caching_sampler_through_a_client():
+def test_transferqueue_style_caching_sampler_through_a_client(make_client):  # noqa: F811
     """A sampler written for TransferQueue caches its answer in _states;
     the client serves it again to the same (dp_rank, batch_index) without
     consuming twice."""
@@ -521,7 +519,7 @@ def test_transferqueue_style_caching_sampler_through_a_client():
             states.setdefault(dp_rank, {})[batch_index] = (picked, picked)
             return picked, picked
 
-    client = Client(CachingSampler())
+    client = make_client(CachingSampler())
     client.put({"x": np.arange(4)}, partition_id="p")
     fetch = lambda rank: list(client.get_meta(["x"], 2, "p", task_name="t", polling=True,  # noqa: E731
                                               sampling_config={"dp_rank": rank, "batch_index": 0}).global_indexes)
@@ -530,18 +528,18 @@ def test_transferqueue_style_caching_sampler_through_a_client():
     assert fetch(1) == [2, 3]
 
 
-def test_python_subclass_of_a_builtin_runs_its_own_sample():
+def test_python_subclass_of_a_builtin_runs_its_own_sample(make_client):  # noqa: F811
     class Newest(SequentialSampler):
         def sample(self, ready_indexes, batch_size, *args, **kwargs):
             picked = list(ready_indexes)[::-1][:batch_size]
             return picked, picked
 
-    client = Client(Newest())
+    client = make_client(Newest())
     client.put({"x": np.arange(4)}, partition_id="p")
     assert list(client.get_meta(["x"], 2, "p", task_name="t", polling=True).global_indexes) == [3, 2]
 
 
-def test_sampler_keeping_other_things_in_states_through_a_client():
+def test_sampler_keeping_other_things_in_states_through_a_client(make_client):  # noqa: F811
     """TransferQueue's tutorial keeps an RNG in _states: neither the cached-
     answer lookup nor clearing a partition may trip over it."""
 
@@ -555,7 +553,7 @@ def test_sampler_keeping_other_things_in_states_through_a_client():
             return picked, []
 
     sampler = RandomWithReplacement()
-    client = Client(sampler)
+    client = make_client(sampler)
     client.put({"x": np.arange(4)}, partition_id="rng")
     for _ in range(3):
         meta = client.get_meta(["x"], 3, "rng", task_name="t", sampling_config={"dp_rank": 0}, polling=True)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import seqflow
-from remote_services import clusters  # noqa: F401 (fixture)
+from remote_services import client_mode, clusters, make_client  # noqa: F401 (fixtures)
 
 
 class RecordingSampler(seqflow.BaseSampler):
@@ -25,23 +25,6 @@ class RecordingSampler(seqflow.BaseSampler):
         self.calls.append({k: v for k, v in kwargs.items() if k not in ("sample_info", "partition")})
         picked = list(ready_indexes)[:batch_size]
         return (picked, picked) if len(picked) == batch_size else ([], [])
-
-
-@pytest.fixture(params=["embedded", "remote"])
-def make_client(request, clusters):  # noqa: F811
-    made = []
-
-    def make(sampler):
-        if request.param == "embedded":
-            client = seqflow.Client(sampler)
-        else:
-            client = clusters(1, controller_args={"sampler": sampler}).client()
-        made.append(client)
-        return client
-
-    yield make
-    for client in made:
-        client.close()
 
 
 def test_every_sampling_config_key_reaches_a_python_sampler(make_client):

@@ -16,9 +16,12 @@ import numpy as np
 import pytest
 
 import seqflow
-from seqflow import Client, RankAwareSampler, SeqlenBalancedSampler, SequentialSampler
+from background import Background, finish_all
+from remote_services import client_mode, clusters, make_client  # noqa: F401 (fixtures)
+from required import require
+from seqflow import RankAwareSampler, SeqlenBalancedSampler, SequentialSampler
 
-torch = pytest.importorskip("torch")
+torch = require("torch")
 from seqflow import StreamingDataLoader, StreamingDataset, streaming  # noqa: E402
 
 DP = 8
@@ -41,70 +44,58 @@ def produce(client, batches, size, *, group=1, delay=0.002, start=0):
 
 
 def run_ranks(datasets, timeout=60):
-    """Iterates each dataset in its own thread; returns the ids each rank saw."""
-    seen = [[] for _ in datasets]
-    errors = []
+    """Iterates each dataset in its own thread; returns the ids each rank saw.
+    Fails when a rank fails or has not ended within `timeout` seconds."""
 
     def run(rank):
-        try:
-            for data, meta in datasets[rank]:
-                assert data["x"].tolist() == [m["id"] for m in meta.custom_meta]
-                seen[rank].extend(data["x"].tolist())
-        except BaseException as error:  # reported below
-            errors.append(error)
+        seen = []
+        for data, meta in datasets[rank]:
+            assert data["x"].tolist() == [m["id"] for m in meta.custom_meta]
+            seen.extend(data["x"].tolist())
+        return seen
 
-    threads = [threading.Thread(target=run, args=(r,), daemon=True) for r in range(len(datasets))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout)
-    assert not errors, errors
-    assert not any(t.is_alive() for t in threads), "a rank never ended"
-    return seen
+    return finish_all([Background(run, r, name=f"rank {r}") for r in range(len(datasets))], timeout)
 
 
 @pytest.mark.parametrize("sampler_factory", [SequentialSampler, lambda: SeqlenBalancedSampler(2, DP),
                                              RankAwareSampler])
-def test_finite_mode_exactly_once_and_every_rank_ends(sampler_factory):
-    client = Client(sampler_factory())
+def test_finite_mode_exactly_once_and_every_rank_ends(sampler_factory, make_client):  # noqa: F811
+    client = make_client(sampler_factory())
     total = DP * 4 * 3  # three global batches of 4 per rank
-    producer = threading.Thread(target=produce, args=(client, total // 8, 8))
-    producer.start()
+    producer = Background(produce, client, total // 8, 8)
     seen = run_ranks([dataset(client, r, should_check_consumption_status=True, total_samples=total)
                       for r in range(DP)])
-    producer.join()
+    producer.finish(60)
     everything = sorted(i for rank in seen for i in rank)
     assert everything == list(range(total))
 
 
-def test_finite_mode_ends_ranks_whose_last_batch_never_comes():
+def test_finite_mode_ends_ranks_whose_last_batch_never_comes(make_client):  # noqa: F811
     """17 batches of 4 over 8 ranks: one rank gets batch index 2, the others
     wait for a batch 2 that never comes, and must still end."""
-    client = Client(SequentialSampler())
+    client = make_client(SequentialSampler())
     total = 17 * 4
-    producer = threading.Thread(target=produce, args=(client, 17, 4))
-    producer.start()
+    producer = Background(produce, client, 17, 4)
     seen = run_ranks([dataset(client, r, should_check_consumption_status=True, total_samples=total)
                       for r in range(DP)])
-    producer.join()
+    producer.finish(60)
     assert sorted(i for rank in seen for i in rank) == list(range(total))
 
 
-def test_finite_mode_without_total_waits_for_the_partition_then_ends():
+def test_finite_mode_without_total_waits_for_the_partition_then_ends(make_client):  # noqa: F811
     """Without total_samples, production is complete once every sample of
     the partition holds the fields, so the rank waits for the partition to
     appear, then drains it."""
-    client = Client()
+    client = make_client()
     ds = dataset(client, 0, should_check_consumption_status=True)
-    timer = threading.Timer(0.1, produce, args=(client, 1, 8))
-    timer.start()
+    producer = Background(produce, client, 1, 8, delay=0.1)
     seen = run_ranks([ds])
-    timer.join()
+    producer.finish(60)
     assert sorted(seen[0]) == list(range(8))
 
 
-def test_streaming_mode_exactly_once_over_eight_ranks():
-    client = Client()
+def test_streaming_mode_exactly_once_over_eight_ranks(make_client):  # noqa: F811
+    client = make_client()
     total = DP * 4 * 4
     done = threading.Event()
     counted = []
@@ -120,26 +111,26 @@ def test_streaming_mode_exactly_once_over_eight_ranks():
             if done.is_set():
                 return
 
-    threads = [threading.Thread(target=run, args=(r, counted), daemon=True) for r in range(DP)]
-    for t in threads:
-        t.start()
+    ranks = [Background(run, r, counted, name=f"rank {r}") for r in range(DP)]
     produce(client, total // 8, 8)
     assert done.wait(60)
     # Endless ranks stop only between batches: feed them until all returned.
     extra = total
-    while any(t.is_alive() for t in threads):
+    deadline = time.monotonic() + 60
+    while not all(rank.done() for rank in ranks):
+        assert time.monotonic() < deadline, "a streaming rank never returned"
         produce(client, 1, 4 * DP, start=extra, delay=0)
         extra += 4 * DP
-        for t in threads:
-            t.join(0.05)
+        time.sleep(0.05)
+    finish_all(ranks, 0)  # re-raises a rank's failure
     assert sorted(counted) == list(range(total))
 
 
 @pytest.mark.parametrize("sampler_factory", [SequentialSampler, RankAwareSampler])
 @pytest.mark.parametrize("total_samples", [None, 8])
-def test_finite_mode_delivers_the_short_last_batch(sampler_factory, total_samples):
+def test_finite_mode_delivers_the_short_last_batch(sampler_factory, total_samples, make_client):  # noqa: F811
     """8 samples in batches of 3: 3, 3, then the last 2, and the stream ends."""
-    client = Client(sampler_factory())
+    client = make_client(sampler_factory())
     produce(client, 1, 8, delay=0)
     ds = dataset(client, 0, batch_size=3, micro_batch_size=3, should_check_consumption_status=True,
                  total_samples=total_samples)
@@ -150,33 +141,27 @@ def test_finite_mode_delivers_the_short_last_batch(sampler_factory, total_sample
     assert client.check_consumption_status("train", "p")
 
 
-def test_finite_mode_delivers_the_tail_over_several_ranks_and_loader_workers():
+def test_finite_mode_delivers_the_tail_over_several_ranks_and_loader_workers(make_client):  # noqa: F811
     """34 samples, batches of 4 over 3 ranks (2 through a loader with two
     workers): every sample once, every rank ends."""
-    client = Client(RankAwareSampler())
+    client = make_client(RankAwareSampler())
     total = 34
-    producer = threading.Thread(target=produce, args=(client, 17, 2))
-    producer.start()
-    seen = [[] for _ in range(3)]
+    producer = Background(produce, client, 17, 2)
 
     def loader_rank(rank):
         loader = StreamingDataLoader(dataset(client, rank, should_check_consumption_status=True,
                                              total_samples=total), num_workers=2)
-        seen[rank] = [i for data, _ in loader for i in data["x"].tolist()]
+        return [i for data, _ in loader for i in data["x"].tolist()]
 
-    threads = [threading.Thread(target=loader_rank, args=(r,), daemon=True) for r in (1, 2)]
-    for t in threads:
-        t.start()
-    seen[0] = run_ranks([dataset(client, 0, should_check_consumption_status=True, total_samples=total)])[0]
-    for t in threads:
-        t.join(20)
-    producer.join()
-    assert not any(t.is_alive() for t in threads), "a rank never ended"
+    loaders = [Background(loader_rank, r, name=f"rank {r}") for r in (1, 2)]
+    seen = run_ranks([dataset(client, 0, should_check_consumption_status=True, total_samples=total)])
+    seen += finish_all(loaders, 60)
+    producer.finish(60)
     assert sorted(i for rank in seen for i in rank) == list(range(total))
 
 
-def test_drop_last_ends_without_the_short_batch_and_leaves_it_unconsumed():
-    client = Client()
+def test_drop_last_ends_without_the_short_batch_and_leaves_it_unconsumed(make_client):  # noqa: F811
+    client = make_client()
     produce(client, 1, 8, delay=0)
     ds = dataset(client, 0, batch_size=3, micro_batch_size=3, should_check_consumption_status=True,
                  drop_last=True)
@@ -203,43 +188,61 @@ def test_transfer_queue_compat_dataset_delivers_the_short_last_batch(mode):
         interface.get_client().put(TensorDict({"x": torch.arange(8)}, batch_size=8), partition_id="p")
         ds = CompatStreamingDataset(conf, 3, 3, ["x"], "p", "train", 0, should_check_consumption_status=True,
                                     empty_batch_sleep=0.005)
-        sizes = []
-        reader = threading.Thread(target=lambda: sizes.extend(meta.size for _, meta in ds), daemon=True)
-        reader.start()
-        reader.join(20)
-        assert not reader.is_alive(), "the stream never ended"
-        assert sizes == [3, 3, 2]
+        reader = Background(lambda: [meta.size for _, meta in ds], name="the stream")
+        assert reader.finish(60) == [3, 3, 2]
     finally:
         interface.close()
 
 
-def collect_warnings(ds, give_up_after: float) -> tuple[list, list[int], bool]:
+def collect_warnings(ds, give_up_after: float, react=None) -> tuple[list, list[int], bool]:
     """Iterates ds in this thread (warnings are recorded per thread only
-    here) until it ends or `give_up_after` seconds pass; returns the stall
-    warnings, the ids delivered and whether the stream ended by itself."""
+    here) until it ends, `react(stalls so far)` returns True (asked every
+    20 ms from a watcher thread), or `give_up_after` seconds pass; returns
+    the stall warnings, the ids delivered and whether the stream ended by
+    itself."""
     stop = threading.Event()
-    timer = threading.Timer(give_up_after, stop.set)
-    timer.start()
     ids = []
+
+    def stalls(caught):
+        return [w for w in list(caught) if issubclass(w.category, streaming.StreamStalledWarning)]
+
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")  # a repeated warning would show, not be folded
+
+        def watch():
+            deadline = time.monotonic() + give_up_after
+            while not stop.is_set():
+                if time.monotonic() > deadline or (react is not None and react(stalls(caught))):
+                    stop.set()
+                    return True
+                time.sleep(0.02)
+            return False
+
+        watcher = Background(watch, name="the warnings' watcher")
         for _, data, _ in ds.batches(stop=stop):
             ids.extend(data["x"].tolist())
-    timer.cancel()
-    stalls = [w for w in caught if issubclass(w.category, streaming.StreamStalledWarning)]
-    return stalls, ids, not stop.is_set()
+        ended = not stop.is_set()
+        stop.set()
+        watcher.finish(10)
+    return stalls(caught), ids, ended
 
 
-def test_a_field_no_sample_has_is_warned_about_once_and_the_stream_keeps_waiting():
-    client = Client()
+def test_a_field_no_sample_has_is_warned_about_once_and_the_stream_keeps_waiting(make_client):  # noqa: F811
+    client = make_client()
     meta = client.put({"x": np.arange(4)}, partition_id="p", custom_meta=[{"id": i} for i in range(4)])
     ds = dataset(client, 0, data_fields=["x", "x_typo"], should_check_consumption_status=True,
                  warn_after_seconds=0.2)
-    # Written late: the stream must still be waiting when it comes.
-    late = threading.Timer(1.0, client.put, args=({"x_typo": np.arange(4)},), kwargs={"metadata": meta})
-    late.start()
-    caught, ids, ended = collect_warnings(ds, give_up_after=20)
-    late.join()
+    late = []
+
+    def put_once_warned(stalls):
+        """Written late, once the warning came: the stream must still be waiting then."""
+        if stalls and not late:
+            late.append(Background(client.put, {"x_typo": np.arange(4)}, metadata=meta, delay=0.5))
+        return False
+
+    caught, ids, ended = collect_warnings(ds, give_up_after=60, react=put_once_warned)
+    assert len(late) == 1, "no warning came"
+    late[0].finish(30)
     assert ids == [0, 1, 2, 3] and ended
     assert len(caught) == 1
     message = str(caught[0].message)
@@ -247,25 +250,33 @@ def test_a_field_no_sample_has_is_warned_about_once_and_the_stream_keeps_waiting
     assert "partition 'p'" in message and "task 'train'" in message
 
 
-def test_no_warning_while_every_field_is_written_somewhere():
+def test_no_warning_while_every_field_is_written_somewhere(make_client):  # noqa: F811
     """A field some samples have is being produced: waiting for it is normal."""
-    client = Client()
+    client = make_client()
     client.put({"x": np.arange(2), "y": np.arange(2)}, partition_id="p")
     client.put({"x": np.arange(2, 4)}, partition_id="p")
     ds = dataset(client, 0, data_fields=["x", "y"], warn_after_seconds=0.05)
-    caught, ids, ended = collect_warnings(ds, give_up_after=0.5)
+    caught, ids, ended = collect_warnings(ds, give_up_after=0.5)  # ten warning periods without one
     assert caught == [] and ids == [] and not ended
 
 
 @pytest.mark.parametrize("drop_last", [False, True])
-def test_a_tail_shorter_than_a_global_batch_warns_or_is_dropped(drop_last):
+def test_a_tail_shorter_than_a_global_batch_warns_or_is_dropped(drop_last, make_client):  # noqa: F811
     """SeqlenBalancedSampler over 2 ranks serves whole global batches of
     2 x 4 only: of 10 samples, the last 2 never come out. Without drop_last
     the stream says so once and keeps waiting; with it the stream ends."""
-    client = Client(SeqlenBalancedSampler(1, 2))
+    client = make_client(SeqlenBalancedSampler(1, 2))
     produce(client, 1, 10, delay=0)
     ds = dataset(client, 0, should_check_consumption_status=True, drop_last=drop_last, warn_after_seconds=0.2)
-    caught, ids, ended = collect_warnings(ds, give_up_after=1.0)
+    first_warned = []
+
+    def a_while_after_the_first_warning(stalls):
+        """Stops the stream 0.6 s (three warning periods) after the first warning."""
+        if stalls and not first_warned:
+            first_warned.append(time.monotonic())
+        return bool(first_warned) and time.monotonic() - first_warned[0] > 0.6
+
+    caught, ids, ended = collect_warnings(ds, give_up_after=60, react=a_while_after_the_first_warning)
     assert len(ids) == 4 and ended == drop_last
     if drop_last:
         assert caught == []
@@ -277,35 +288,34 @@ def test_a_tail_shorter_than_a_global_batch_warns_or_is_dropped(drop_last):
 
 def test_empty_batch_sleep_is_honoured(monkeypatch):
     monkeypatch.setenv("TQ_STREAMING_DATASET_EMPTY_BATCH_SLEEP_INTERVAL", "0.125")
-    client = Client()
+    client = seqflow.Client()  # the fetch below is replaced: no mode to compare
     assert dataset(client, 0, empty_batch_sleep=None).empty_batch_sleep == 0.125
-    calls = []
-    stop = threading.Event()
+    events = []
 
     def counting_fetch(**kwargs):
-        if stop.is_set():
+        events.append("fetch")
+        if events.count("fetch") > 3:
             raise InterruptedError("test over")
-        calls.append(time.perf_counter())
         return None, seqflow.BatchMeta.empty()
 
-    def run():
-        with pytest.raises(InterruptedError):
-            next(iter(ds))
+    class RecordingTime:
+        """streaming's clock, with each sleep recorded instead of slept."""
+        monotonic = staticmethod(time.monotonic)
 
+        @staticmethod
+        def sleep(seconds):
+            events.append(seconds)
+
+    monkeypatch.setattr(streaming, "time", RecordingTime)
     ds = dataset(client, 0, empty_batch_sleep=0.1, fetch_batch_fn=counting_fetch)
-    thread = threading.Thread(target=run)
-    thread.start()
-    time.sleep(0.55)
-    stop.set()
-    thread.join(5)
-    assert not thread.is_alive()
-    assert 3 <= len(calls) <= 8, len(calls)
-    gaps = np.diff(calls)
-    assert gaps.min() >= 0.09
+    with pytest.raises(InterruptedError):
+        next(iter(ds))
+    # One sleep of empty_batch_sleep after each empty fetch: no busy loop, no longer wait.
+    assert events == ["fetch", 0.1, "fetch", 0.1, "fetch", 0.1, "fetch"]
 
 
-def test_loader_workers_do_not_duplicate_batches():
-    client = Client(RankAwareSampler())
+def test_loader_workers_do_not_duplicate_batches(make_client):  # noqa: F811
+    client = make_client(RankAwareSampler())
     produce(client, 6, 8, delay=0)  # 48 samples: 12 batches of 4 for one rank
     ds = dataset(client, 0, should_check_consumption_status=True, total_samples=48, micro_batch_size=4)
     fetched = []
@@ -334,7 +344,9 @@ def test_loader_workers_do_not_duplicate_batches():
 
 
 def test_torch_worker_processes_are_refused():
-    client = Client()
+    # Embedded only: a remote client's worker processes connect their own client
+    # (test_remote_streaming.py::test_torch_worker_processes_connect_their_own_client).
+    client = seqflow.Client()
     produce(client, 1, 4, delay=0)
     loader = torch.utils.data.DataLoader(dataset(client, 0), batch_size=None, num_workers=1,
                                          multiprocessing_context="fork")
@@ -342,8 +354,8 @@ def test_torch_worker_processes_are_refused():
         next(iter(loader))
 
 
-def test_micro_batches_split_data_and_meta_alike():
-    client = Client()
+def test_micro_batches_split_data_and_meta_alike(make_client):  # noqa: F811
+    client = make_client()
     produce(client, 1, 7, delay=0)
     ds = dataset(client, 0, batch_size=7, micro_batch_size=3, should_check_consumption_status=True,
                  total_samples=7, data_format="auto")
@@ -353,8 +365,8 @@ def test_micro_batches_split_data_and_meta_alike():
         assert data["x"].tolist() == meta.global_indexes
 
 
-def test_reset_replays_and_step_moves_on():
-    client = Client()
+def test_reset_replays_and_step_moves_on(make_client):  # noqa: F811
+    client = make_client()
     produce(client, 2, 4, delay=0)
     ds = dataset(client, 0, should_check_consumption_status=True, total_samples=8)
     first = [m.global_indexes for _, m in ds]
@@ -368,7 +380,7 @@ def test_reset_replays_and_step_moves_on():
 
 
 def test_bad_arguments():
-    client = Client()
+    client = seqflow.Client()  # checks of StreamingDataset's arguments: no client call
     for kwargs, pattern in [({"batch_size": 0}, "batch_size"), ({"micro_batch_size": -1}, "micro_batch_size"),
                             ({"data_fields": []}, "data_fields"), ({"dp_rank": -1}, "dp_rank"),
                             ({"empty_batch_sleep": -1.0}, "empty_batch_sleep"), ({"task_name": ""}, "task_name"),

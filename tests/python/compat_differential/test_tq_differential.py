@@ -53,7 +53,7 @@ def _run_sides(python_of: dict, out_dir: Path) -> dict:
             code = process.wait(timeout=RUN_DEADLINE_S)
         except subprocess.TimeoutExpired:
             process.kill()
-            process.wait()
+            process.wait(timeout=30)
             code = f"killed after {RUN_DEADLINE_S}s"
         log.close()
         if code != 0:
