@@ -78,6 +78,8 @@ struct BatchMeta {
   std::vector<BatchMeta> split(std::span<const int64_t> sizes) const;
   // One part per partition, in order of first appearance.
   std::vector<BatchMeta> chunk_by_partition() const;
+  // The positions of each of those parts.
+  std::vector<std::vector<int64_t>> partition_positions() const;
   // The samples in the order of `positions`, a permutation of 0..size()-1.
   void reorder(std::span<const int64_t> positions);
 

@@ -143,16 +143,20 @@ std::vector<BatchMeta> BatchMeta::split(std::span<const int64_t> sizes) const {
   return out;
 }
 
-std::vector<BatchMeta> BatchMeta::chunk_by_partition() const {
-  std::vector<std::string> order;
-  std::map<std::string, std::vector<int64_t>> positions;
+std::vector<std::vector<int64_t>> BatchMeta::partition_positions() const {
+  std::vector<std::vector<int64_t>> out;
+  std::map<std::string, size_t> part_of;
   for (size_t i = 0; i < size(); ++i) {
-    auto [at, added] = positions.try_emplace(partition_ids[i]);
-    if (added) order.push_back(partition_ids[i]);
-    at->second.push_back(static_cast<int64_t>(i));
+    const auto [at, added] = part_of.try_emplace(partition_ids[i], out.size());
+    if (added) out.emplace_back();
+    out[at->second].push_back(static_cast<int64_t>(i));
   }
+  return out;
+}
+
+std::vector<BatchMeta> BatchMeta::chunk_by_partition() const {
   std::vector<BatchMeta> out;
-  for (const std::string& partition : order) out.push_back(rows_of(*this, positions[partition]));
+  for (const std::vector<int64_t>& positions : partition_positions()) out.push_back(rows_of(*this, positions));
   return out;
 }
 
