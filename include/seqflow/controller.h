@@ -17,8 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "seqflow/custom_meta_list.h"
-#include "seqflow/partition_id_list.h"
+#include "seqflow/batch_meta.h"
 #include "seqflow/partition_keys.h"
 #include "seqflow/sampler.h"
 #include "seqflow/tensor.h"
@@ -31,36 +30,6 @@ enum class MetaMode {
   kForceFetch,  // every sample of the partition; consumes nothing
 };
 MetaMode parse_meta_mode(std::string_view name);  // "insert", "fetch", "force_fetch"
-
-// TransferQueue's field_schema entry.
-struct FieldSchema {
-  DType dtype = DType::kUInt8;
-  Shape shape;             // per-sample shape when all samples share it
-  bool is_nested = false;  // per-sample shapes differ (variable length)
-  bool is_object = false;  // opaque objects (TransferQueue: is_non_tensor)
-
-  bool operator==(const FieldSchema&) const = default;
-};
-
-struct BatchMeta {
-  std::vector<int64_t> global_indexes;
-  PartitionIdList partition_ids;  // one per sample
-  // One per sample: the generation the controller gave its global index
-  // when it allocated it (it changes whenever the index is reused). Empty:
-  // not known (a BatchMeta built by hand), checked by partition only.
-  std::vector<uint64_t> generations;
-  std::map<std::string, FieldSchema> field_schema;
-  // size() rows of field_schema.size() bytes (fields in field_schema order,
-  // by name): 1 when the sample's field is produced.
-  std::vector<uint8_t> production_status;
-  CustomMetaList custom_meta;  // one object per sample
-  nlohmann::json extra_info = nlohmann::json::object();
-
-  size_t size() const { return global_indexes.size(); }
-  bool produced(size_t sample, size_t field) const {
-    return production_status[sample * field_schema.size() + field] != 0;
-  }
-};
 
 struct MetaRequest {
   std::vector<std::string> fields;

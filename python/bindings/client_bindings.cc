@@ -1,7 +1,6 @@
 // seqflow.client: the client for Python, embedded or remote (Client.remote).
-// Metadata crosses as plain dicts (numpy arrays for indexes and production
-// bits); data crosses as Columns in and as views out (see
-// tensor_conversion.h). Every call into the controller or the storage releases
+// Metadata crosses as the bound seqflow::BatchMeta (batch_meta_bindings.cc);
+// data crosses as Columns in and as views out (see tensor_conversion.h). Every call into the controller or the storage releases
 // the GIL, so a blocking fetch never stalls other Python threads and samplers
 // written in Python can take the GIL.
 #include <nanobind/stl/optional.h>
@@ -206,20 +205,19 @@ void bind_client(nb::module_ m) {
               GilReleased release;
               meta = self.client->put_new(partition_id, columns, metas);
             }
-            return meta_to_python(std::move(meta));
+            return meta;
           },
           "partition_id"_a, "columns"_a, "custom_meta"_a.none())
       .def(
           "put_existing",
-          [](PyClient& self, nb::dict meta, const std::vector<Column>& columns, nb::handle custom_meta) {
-            BatchMeta target = meta_from_python(meta);
+          [](PyClient& self, const BatchMeta& target, const std::vector<Column>& columns, nb::handle custom_meta) {
             std::vector<Json> metas = custom_meta_from_python(custom_meta);
             BatchMeta result;
             {
               GilReleased release;
               result = self.client->put_existing(target, columns, metas);
             }
-            return meta_to_python(std::move(result));
+            return result;
           },
           "meta"_a, "columns"_a, "custom_meta"_a.none())
       .def(
@@ -244,22 +242,15 @@ void bind_client(nb::module_ m) {
             }
             request.polling = polling.value_or(self.polling_mode);
             if (timeout) request.timeout = milliseconds_of(*timeout, "timeout");
-            return meta_to_python(fetch_meta(self, std::move(request)));
+            return fetch_meta(self, std::move(request));
           },
           "fields"_a, "batch_size"_a, "partition_id"_a, "mode"_a, "task_name"_a, "dp_rank"_a.none(), "batch_index"_a,
           "sampling_extra"_a.none(), "polling"_a.none(), "timeout"_a.none())
       .def(
           "get_data",
-          [](PyClient& self, const Int64Input& global_indexes, nb::handle partition_ids,
-             const std::optional<UInt64Input>& generations, nb::handle fields, nb::handle nested, bool fresh,
-             bool writable, bool allow_pickle) {
+          [](PyClient& self, const BatchMeta& meta, nb::handle fields, nb::handle nested, bool fresh, bool writable,
+             bool allow_pickle) {
             const std::vector<std::string> names = strings(fields);
-            BatchMeta meta;
-            meta.global_indexes.assign(global_indexes.data(),
-                                       global_indexes.data() + global_indexes.shape(0));
-            meta.partition_ids = PartitionIdList(strings(partition_ids));
-            const auto known = as_span(generations);
-            meta.generations.assign(known.begin(), known.end());
             std::vector<std::vector<SampleView>> per_field(names.size());
             {
               GilReleased release;
@@ -276,21 +267,16 @@ void bind_client(nb::module_ m) {
             }
             return out;
           },
-          "global_indexes"_a, "partition_ids"_a, "generations"_a.none(), "fields"_a, "nested"_a, "fresh"_a,
-          "writable"_a, "allow_pickle"_a)
+          "meta"_a, "fields"_a, "nested"_a, "fresh"_a, "writable"_a, "allow_pickle"_a)
       .def(
           "set_custom_meta",
-          [](PyClient& self, nb::handle partition_ids, const Int64Input& global_indexes,
-             const std::optional<UInt64Input>& generations, nb::handle custom_meta) {
-            const std::vector<std::string> partitions = strings(partition_ids);
+          [](PyClient& self, const BatchMeta& meta, nb::handle custom_meta) {
             const std::vector<Json> metas = custom_meta_from_python(custom_meta);
-            const auto known = as_span(generations);
-            const size_t n = global_indexes.shape(0);
-            if (partitions.size() != n || metas.size() != n || (!known.empty() && known.size() != n)) {
-              throw_invalid("set_custom_meta: " + std::to_string(n) + " samples, " +
-                            std::to_string(partitions.size()) + " partition ids, " + std::to_string(known.size()) +
-                            " generations and " + std::to_string(metas.size()) +
-                            " custom_meta entries; give one of each per sample (generations may be none)");
+            const std::span<const uint64_t> known = meta.generations;
+            const size_t n = meta.size();
+            if (metas.size() != n) {
+              throw_invalid("set_custom_meta: " + std::to_string(n) + " samples and " + std::to_string(metas.size()) +
+                            " custom_meta entries; give one per sample");
             }
             struct Group {
               std::vector<int64_t> indexes;
@@ -299,8 +285,8 @@ void bind_client(nb::module_ m) {
             };
             std::map<std::string, Group> groups;
             for (size_t i = 0; i < n; ++i) {
-              Group& group = groups[partitions[i]];
-              group.indexes.push_back(global_indexes.data()[i]);
+              Group& group = groups[meta.partition_ids[i]];
+              group.indexes.push_back(meta.global_indexes[i]);
               if (!known.empty()) group.generations.push_back(known[i]);
               group.metas.push_back(metas[i]);
             }
@@ -309,15 +295,16 @@ void bind_client(nb::module_ m) {
               self.client->control().set_custom_meta(partition_id, group.indexes, group.generations, group.metas);
             }
           },
-          "partition_ids"_a, "global_indexes"_a, "generations"_a.none(), "custom_meta"_a)
+          "meta"_a, "custom_meta"_a)
       .def(
           "clear_samples",
-          [](PyClient& self, const std::string& partition_id, const Int64Input& global_indexes,
-             const std::optional<UInt64Input>& generations) {
+          [](PyClient& self, const BatchMeta& meta) {
             GilReleased release;
-            self.client->clear_samples(partition_id, as_span(global_indexes), as_span(generations));
+            for (const BatchMeta& part : meta.chunk_by_partition()) {
+              self.client->clear_samples(part.partition_ids[0], part.global_indexes, part.generations);
+            }
           },
-          "partition_id"_a, "global_indexes"_a, "generations"_a.none())
+          "meta"_a)
       .def(
           "clear_partition",
           [](PyClient& self, const std::string& partition_id) {
@@ -391,7 +378,7 @@ void bind_client(nb::module_ m) {
               GilReleased release;
               meta = self.client->kv_put(partition_id, names, tag_values, columns);
             }
-            return meta_to_python(std::move(meta));
+            return meta;
           },
           "partition_id"_a, "keys"_a, "tags"_a.none(), "columns"_a)
       .def(
@@ -403,7 +390,7 @@ void bind_client(nb::module_ m) {
               GilReleased release;
               meta = self.client->kv_meta(partition_id, names);
             }
-            return meta_to_python(std::move(meta));
+            return meta;
           },
           "partition_id"_a, "keys"_a)
       .def(
@@ -415,7 +402,7 @@ void bind_client(nb::module_ m) {
               GilReleased release;
               meta = self.client->control().kv_find(partition_id, names);
             }
-            return meta_to_python(std::move(meta));
+            return meta;
           },
           "partition_id"_a, "keys"_a)
       .def(

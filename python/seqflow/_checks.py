@@ -191,3 +191,26 @@ def check_list(value, parameter: str, description: str) -> list:
     """A list or tuple (not a str or a dict, whose items would be read as
     entries), as a list."""
     return list(check_instance(value, parameter, (list, tuple), description))
+
+
+def positions(values, size: int, parameter: str) -> list[int]:
+    """`values` as a list of positions in [0, size); ValueError naming the parameter otherwise."""
+    if isinstance(values, range) and (not values or (0 <= min(values) and max(values) < size)):
+        return list(values)
+    at = np.asarray(values if isinstance(values, np.ndarray) else list(values))
+    if at.size == 0:
+        return []
+    if at.ndim != 1 or at.dtype.kind not in "iu":
+        raise ValueError(f"{parameter} must be a list of integer positions, got {values!r}")
+    if at.min() < 0 or at.max() >= size:
+        raise ValueError(f"{parameter} must lie in [0, {size}), got {at.tolist()}")
+    return at.tolist()
+
+
+def bounds(sizes) -> list[tuple[int, int]]:
+    """(start, end) of consecutive parts of these sizes."""
+    out, start = [], 0
+    for size in sizes:
+        out.append((start, start + size))
+        start += size
+    return out

@@ -360,9 +360,7 @@ class Client:
         if metadata.size:
             # A remote get's buffers are this call's own already: copying them again would be waste.
             fresh = copy and not self.is_remote
-            native = self._client.get_data(metadata._index_array(), metadata.partition_ids,
-                                           metadata._generation_array(), names,
-                                           _convert.nested_flags(names, metadata), fresh,
+            native = self._client.get_data(metadata, names, _convert.nested_flags(names, metadata), fresh,
                                            copy or fmt != "numpy", allow_pickle)
         return _convert.from_native(names, native, metadata, fmt, layout)
 
@@ -371,8 +369,7 @@ class Client:
         check_instance(metadata, "metadata", BatchMeta, "a BatchMeta")
         if metadata.size == 0:
             return
-        self._client.set_custom_meta(metadata.partition_ids, metadata._index_array(), metadata._generation_array(),
-                                     metadata.custom_meta)
+        self._client.set_custom_meta(metadata, metadata.custom_meta)
 
     # ---- clearing and consumption ----------------------------------------
     def clear_partition(self, partition_id: str) -> None:
@@ -385,8 +382,7 @@ class Client:
         """Removes these samples and their data; the partition stays (listed,
         maybe empty). Samples already cleared are skipped."""
         check_instance(metadata, "metadata", BatchMeta, "a BatchMeta")
-        for part in metadata.chunk_by_partition():
-            self._client.clear_samples(part.partition_ids[0], part._index_array(), part._generation_array())
+        self._client.clear_samples(metadata)
 
     def reset_consumption(self, partition_id: str, task_name: Optional[str] = None) -> bool:
         """Makes every sample unconsumed again for task_name (None: every

@@ -6,6 +6,7 @@
 namespace seqflow::bindings {
 
 void bind_array_conversion(nanobind::module_ m);
+void bind_batch_meta(nanobind::module_ m);
 void bind_balance(nanobind::module_ m);
 void bind_pack(nanobind::module_ m);
 void bind_client(nanobind::module_ m);
