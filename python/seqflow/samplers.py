@@ -168,14 +168,19 @@ class _NativeSampler(BaseSampler):
     def name(self) -> str:
         return self._native.name
 
+    def _reservations(self):
+        """((partition_id, task_name, batch_index), dp_rank, samples) of each reserved share, by rank."""
+        for batch in self._native.state().get("reservations", []):
+            for share in sorted(batch["ranks"], key=lambda share: share["dp_rank"]):
+                yield (batch["partition_id"], batch["task_name"], batch["batch_index"]), share["dp_rank"], \
+                    list(share["samples"])
+
     @property
     def _states(self) -> dict:
         states: dict = {}
-        for batch in self._native.state().get("reservations", []):
-            by_rank = states.setdefault(batch["partition_id"], {}).setdefault(batch["task_name"], {})
-            for share in batch["ranks"]:
-                samples = list(share["samples"])
-                by_rank.setdefault(share["dp_rank"], {})[batch["batch_index"]] = self._cache_entry(samples)
+        for (partition_id, task_name, batch_index), dp_rank, samples in self._reservations():
+            by_rank = states.setdefault(partition_id, {}).setdefault(task_name, {})
+            by_rank.setdefault(dp_rank, {})[batch_index] = self._cache_entry(samples)
         return states
 
     @staticmethod
@@ -201,21 +206,14 @@ class _NativeSampler(BaseSampler):
              partition, custom_meta: Optional[dict]) -> tuple[list[int], list[int]]:
         """One direct call of the C++ sampler. Do not make it while a client
         uses this sampler."""
-        ready = as_int64_array(ready_indexes, "ready_indexes")
-        if self._sorts_ready:
-            ready = np.sort(ready)
-        lengths_known = partition is not None or custom_meta is not None
-        meta = dict(custom_meta or {})
-        if partition is not None:
-            meta.update(partition.get_custom_meta(ready.tolist()))
         # dp_rank None: the caller named no rank (GRPOGroupNSampler then keeps no answer for it).
         # Types here; ranges where the engine words them as TransferQueue does ("dp_rank -1 must be ...").
-        sampled, _ = _native.run_sampler(self._native, ready, check_int64(batch_size, "batch_size"),
-                                         check_instance(partition_id, "partition_id", str, "a str"),
-                                         check_instance(task_name, "task_name", str, "a str"),
-                                         None if dp_rank is None else check_int64(dp_rank, "dp_rank"),
-                                         check_int64(batch_index or 0, "batch_index"), meta, lengths_known)
-        sampled = sampled.tolist()
+        sampled = _native.run_sampler(self._native, as_int64_array(ready_indexes, "ready_indexes"), self._sorts_ready,
+                                      check_int64(batch_size, "batch_size"),
+                                      check_instance(partition_id, "partition_id", str, "a str"),
+                                      check_instance(task_name, "task_name", str, "a str"),
+                                      None if dp_rank is None else check_int64(dp_rank, "dp_rank"),
+                                      check_int64(batch_index or 0, "batch_index"), partition, custom_meta)
         return sampled, list(sampled)
 
     def __repr__(self) -> str:
@@ -311,11 +309,9 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
     def _balanced_cache(self) -> dict:
         """TransferQueue's view of the reservations: {(partition_id,
         task_name, batch_index): [samples of rank 0, rank 1, ...]}."""
-        cache = {}
-        for batch in self._native.state().get("reservations", []):
-            ranks = sorted(batch["ranks"], key=lambda share: share["dp_rank"])
-            cache[(batch["partition_id"], batch["task_name"], batch["batch_index"])] = [
-                list(share["samples"]) for share in ranks]
+        cache: dict = {}
+        for key, _, samples in self._reservations():
+            cache.setdefault(key, []).append(samples)
         return cache
 
 
