@@ -15,6 +15,7 @@
 #include "bindings/gil.h"
 #include "bindings/submodules.h"
 #include "pack/xtuner_baseline.h"
+#include "seqflow/error.h"
 #include "seqflow/pack.h"
 #include "seqflow/packed_sequence.h"
 
@@ -51,11 +52,15 @@ struct PackedObject {
   int64_t padding = 0;
 };
 
-nb::ndarray<nb::numpy, int64_t, nb::ndim<2>> matrix(const Nested& rows) {
+// [rank][step] values as a read-only 2-D array (a copy: the rows are separate vectors).
+nb::ndarray<nb::numpy, const int64_t, nb::ndim<2>> matrix(const Nested& rows, const char* name) {
   const size_t columns = rows.empty() ? 0 : rows[0].size();
   std::vector<int64_t> flat;
   flat.reserve(rows.size() * columns);
-  for (const auto& row : rows) flat.insert(flat.end(), row.begin(), row.end());
+  for (const auto& row : rows) {
+    if (row.size() != columns) throw_invalid(std::string("stats.") + name + " has rows of different lengths");
+    flat.insert(flat.end(), row.begin(), row.end());
+  }
   auto* owned = new std::vector<int64_t>(std::move(flat));
   nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<int64_t>*>(p); });
   return {owned->data(), {rows.size(), columns}, owner};
@@ -145,12 +150,14 @@ pack::Plan plan_of(const PlanState& state) {
 
 nb::dict plan_dict(nb::handle self) {
   const pack::Plan& plan = nb::cast<const PlanObject&>(self).plan;
-  nb::dict stats;
-  for (const char* name : {"tokens", "workloads", "token_spread", "workload_spread", "packs_per_step",
-                           "min_packs_per_step"}) {
-    stats[name] = self.attr("stats").attr(name).attr("tolist")();
-  }
   const pack::Stats& s = plan.stats;
+  nb::dict stats;
+  stats["tokens"] = s.tokens;
+  stats["workloads"] = s.workloads;
+  stats["token_spread"] = s.token_spread;
+  stats["workload_spread"] = s.workload_spread;
+  stats["packs_per_step"] = s.packs_per_step;
+  stats["min_packs_per_step"] = s.min_packs_per_step;
   stats["real_tokens"] = s.real_tokens;
   stats["padding_tokens"] = s.padding_tokens;
   stats["padding_ratio"] = s.padding_ratio;
@@ -166,7 +173,7 @@ nb::dict plan_dict(nb::handle self) {
   out["pad_chunk"] = plan.pad_chunk;
   for (const char* name : {"packs", "pack_tokens", "pack_padding"}) out[name] = self.attr(name);
   out["stats"] = stats;
-  out["notes"] = nb::list(nb::cast(plan.notes));
+  out["notes"] = plan.notes;
   return out;
 }
 
@@ -267,8 +274,8 @@ Class& public_name(Class& cls) {
 
 void bind_classes(nb::module_ m) {
   auto stats = nb::class_<pack::Stats>(m, "PackStats", "What a plan costs and how even it is.");
-  stats.def_prop_ro("tokens", [](const pack::Stats& s) { return matrix(s.tokens); }, kArray, "[rank, step] real tokens")
-      .def_prop_ro("workloads", [](const pack::Stats& s) { return matrix(s.workloads); }, kArray, "[rank, step] workload")
+  stats.def_prop_ro("tokens", [](const pack::Stats& s) { return matrix(s.tokens, "tokens"); }, kArray, "[rank, step] real tokens")
+      .def_prop_ro("workloads", [](const pack::Stats& s) { return matrix(s.workloads, "workloads"); }, kArray, "[rank, step] workload")
       .def_prop_ro("token_spread", [](const pack::Stats& s) { return view_of(s.token_spread, s); }, kArray,
                    "per step: (max - min) / mean of tokens across ranks")
       .def_prop_ro("workload_spread", [](const pack::Stats& s) { return view_of(s.workload_spread, s); }, kArray)

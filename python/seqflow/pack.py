@@ -25,19 +25,8 @@ from seqflow._arrays import as_int64_array
 from seqflow._checks import check_bool
 
 __all__ = [
-    "MAX_PACK_LENGTH",
-    "MAX_PADDING_SEQUENCES",
-    "MAX_PLAN_LISTS",
-    "MicroBatchPlan",
-    "PackPlan",
-    "PackStats",
-    "PackedSequence",
-    "Ragged",
-    "inverse_permutation",
-    "materialize",
-    "micro_batches",
-    "padding_sequences",
-    "plan",
+    "MAX_PACK_LENGTH", "MAX_PADDING_SEQUENCES", "MAX_PLAN_LISTS", "MicroBatchPlan", "PackPlan", "PackStats",
+    "PackedSequence", "Ragged", "inverse_permutation", "materialize", "micro_batches", "padding_sequences", "plan",
     "xtuner_baseline",
 ]
 
