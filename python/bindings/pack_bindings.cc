@@ -32,6 +32,7 @@ using StatsState = std::tuple<Nested, Nested, std::vector<double>, std::vector<d
                               std::vector<int64_t>, int64_t, int64_t, double, int64_t, int64_t, int64_t, int64_t>;
 using PlanState = std::tuple<std::vector<int64_t>, int64_t, int64_t, int64_t, std::string, int64_t,
                              std::vector<std::vector<std::vector<PackState>>>, StatsState, std::vector<std::string>>;
+using PackedState = std::tuple<nb::object, nb::object, nb::object, nb::object, nb::tuple, int64_t>;
 using MicroBatchState = std::tuple<std::vector<Nested>, Nested, Nested, std::vector<int64_t>, int64_t>;
 
 // A pack::Plan with the nested lists Python reads, built on first use.
@@ -66,24 +67,30 @@ nb::ndarray<nb::numpy, const int64_t, nb::ndim<2>> matrix(const Nested& rows, co
   return {owned->data(), {rows.size(), columns}, owner};
 }
 
-const nb::object& cached(nb::object& slot, const auto& build) {
-  if (!slot.is_valid()) slot = build();
+// The Python value of a property, converted on first use and kept.
+template <typename T>
+const nb::object& cached(nb::object& slot, const T& value) {
+  if (!slot.is_valid()) slot = nb::cast(value);
   return slot;
 }
 
-// [rank][step][slot] -> value(pack), as nested lists.
-nb::list per_pack(const pack::Plan& plan, const auto& value) {
+// Pack member `field` of every pack as nested lists [rank][step][slot],
+// built on first use and kept in `slot`.
+template <auto field>
+const nb::object& per_pack(const pack::Plan& plan, nb::object& slot) {
+  if (slot.is_valid()) return slot;
   nb::list ranks;
   for (const auto& rank : plan.packs) {
     nb::list steps;
     for (const auto& step : rank) {
       nb::list packs;
-      for (const pack::Pack& p : step) packs.append(value(p));
+      for (const pack::Pack& p : step) packs.append(nb::cast(p.*field));
       steps.append(packs);
     }
     ranks.append(steps);
   }
-  return ranks;
+  slot = ranks;
+  return slot;
 }
 
 std::string percent(double ratio, int digits) {
@@ -274,14 +281,16 @@ Class& public_name(Class& cls) {
 
 void bind_classes(nb::module_ m) {
   auto stats = nb::class_<pack::Stats>(m, "PackStats", "What a plan costs and how even it is.");
-  stats.def_prop_ro("tokens", [](const pack::Stats& s) { return matrix(s.tokens, "tokens"); }, kArray, "[rank, step] real tokens")
-      .def_prop_ro("workloads", [](const pack::Stats& s) { return matrix(s.workloads, "workloads"); }, kArray, "[rank, step] workload")
+  stats.def_prop_ro("tokens", [](const pack::Stats& s) { return matrix(s.tokens, "tokens"); }, kArray,
+                    "[rank, step] real tokens")
+      .def_prop_ro("workloads", [](const pack::Stats& s) { return matrix(s.workloads, "workloads"); }, kArray,
+                   "[rank, step] workload")
       .def_prop_ro("token_spread", [](const pack::Stats& s) { return view_of(s.token_spread, s); }, kArray,
                    "per step: (max - min) / mean of tokens across ranks")
       .def_prop_ro("workload_spread", [](const pack::Stats& s) { return view_of(s.workload_spread, s); }, kArray)
       .def_prop_ro("packs_per_step", [](const pack::Stats& s) { return view_of(s.packs_per_step, s); }, kArray)
-      .def_prop_ro("min_packs_per_step", [](const pack::Stats& s) { return view_of(s.min_packs_per_step, s); }, kArray,
-                   "per step: max over ranks of ceil(tokens / pack_max_length)")
+      .def_prop_ro("min_packs_per_step", [](const pack::Stats& s) { return view_of(s.min_packs_per_step, s); },
+                   kArray, "per step: max over ranks of ceil(tokens / pack_max_length)")
       .def_ro("real_tokens", &pack::Stats::real_tokens)
       .def_ro("padding_tokens", &pack::Stats::padding_tokens)
       .def_ro("padding_ratio", &pack::Stats::padding_ratio, "padding tokens / all tokens")
@@ -298,16 +307,12 @@ void bind_classes(nb::module_ m) {
       "packs[rank][step] is a list of packs; a pack is a list of sample indexes. pack_tokens and pack_padding\n"
       "give each pack's real and padding tokens; the padding is made of padding sequences of at most pad_chunk\n"
       "tokens (see padding_sequences). notes say what a user should know.");
-  plan.def_prop_ro("packs", [](PlanObject& p) {
-        return cached(p.packs, [&] { return per_pack(p.plan, [](const pack::Pack& k) { return nb::cast(k.samples); }); });
-      })
-      .def_prop_ro("pack_tokens", [](PlanObject& p) {
-        return cached(p.pack_tokens, [&] { return per_pack(p.plan, [](const pack::Pack& k) { return nb::int_(k.tokens); }); });
-      })
-      .def_prop_ro("pack_padding", [](PlanObject& p) {
-        return cached(p.pack_padding, [&] { return per_pack(p.plan, [](const pack::Pack& k) { return nb::int_(k.padding); }); });
-      })
-      .def_prop_ro("lengths", [](const PlanObject& p) { return view_of(p.plan.lengths, p); }, kArray, "tokens per sample")
+  plan.def_prop_ro("packs", [](PlanObject& p) { return per_pack<&pack::Pack::samples>(p.plan, p.packs); })
+      .def_prop_ro("pack_tokens", [](PlanObject& p) { return per_pack<&pack::Pack::tokens>(p.plan, p.pack_tokens); })
+      .def_prop_ro("pack_padding",
+                   [](PlanObject& p) { return per_pack<&pack::Pack::padding>(p.plan, p.pack_padding); })
+      .def_prop_ro("lengths", [](const PlanObject& p) { return view_of(p.plan.lengths, p); }, kArray,
+                   "tokens per sample")
       .def_prop_ro("dp_size", [](const PlanObject& p) { return p.plan.dp_size; })
       .def_prop_ro("optimizer_steps", [](const PlanObject& p) { return p.plan.optimizer_steps; })
       .def_prop_ro("pack_max_length", [](const PlanObject& p) { return p.plan.pack_max_length; })
@@ -341,10 +346,9 @@ void bind_classes(nb::module_ m) {
       "batches[rank][i] lists the sample indexes of micro-batch i of `rank`, in the planned order. tokens and\n"
       "workloads are per rank, per micro-batch. min_counts[rank] is the fewest micro-batches that rank alone\n"
       "needs under the cap; empty_batches counts micro-batches without samples.");
-  micro.def_prop_ro("batches", [](MicroBatchObject& p) { return cached(p.batches, [&] { return nb::cast(p.plan.batches); }); })
-      .def_prop_ro("tokens", [](MicroBatchObject& p) { return cached(p.tokens, [&] { return nb::cast(p.plan.tokens); }); })
-      .def_prop_ro("workloads",
-                   [](MicroBatchObject& p) { return cached(p.workloads, [&] { return nb::cast(p.plan.workloads); }); })
+  micro.def_prop_ro("batches", [](MicroBatchObject& p) { return cached(p.batches, p.plan.batches); })
+      .def_prop_ro("tokens", [](MicroBatchObject& p) { return cached(p.tokens, p.plan.tokens); })
+      .def_prop_ro("workloads", [](MicroBatchObject& p) { return cached(p.workloads, p.plan.workloads); })
       .def_prop_ro("min_counts", [](const MicroBatchObject& p) { return view_of(p.plan.min_counts, p); }, kArray)
       .def_prop_ro("empty_batches", [](const MicroBatchObject& p) { return p.plan.empty_batches; })
       .def_prop_ro("counts",
@@ -405,11 +409,10 @@ void bind_classes(nb::module_ m) {
            [](const PackedObject& p) {
              return nb::make_tuple(p.input_ids, p.labels, p.position_ids, p.cu_seqlens, p.samples, p.padding);
            })
-      .def("__setstate__",
-           [](PackedObject& p, const std::tuple<nb::object, nb::object, nb::object, nb::object, nb::tuple, int64_t>& t) {
-             new (&p) PackedObject{std::get<0>(t), std::get<1>(t), std::get<2>(t), std::get<3>(t), std::get<4>(t),
-                                   std::get<5>(t)};
-           });
+      .def("__setstate__", [](PackedObject& p, const PackedState& t) {
+        new (&p) PackedObject{std::get<0>(t), std::get<1>(t), std::get<2>(t), std::get<3>(t), std::get<4>(t),
+                              std::get<5>(t)};
+      });
   public_name(packed);
 }
 

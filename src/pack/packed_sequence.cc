@@ -110,7 +110,9 @@ std::vector<PackedSequence> materialize(const Plan& plan, int64_t rank, int64_t 
   detail::require_index("step", step, static_cast<int64_t>(steps.size()));
   require_tokens(plan, token_ids, labels);
   std::vector<PackedSequence> out;
-  for (const Pack& pack : steps[static_cast<size_t>(step)]) out.push_back(build(plan, pack, token_ids, labels, options));
+  for (const Pack& pack : steps[static_cast<size_t>(step)]) {
+    out.push_back(build(plan, pack, token_ids, labels, options));
+  }
   return out;
 }
 

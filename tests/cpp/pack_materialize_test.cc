@@ -56,7 +56,8 @@ TEST(PackMaterialize, PacksSamplesThenPaddingSequences) {
       const size_t real = expected_ids.size();
       expected_ids.resize(16, 7);
       EXPECT_EQ(seq.input_ids, expected_ids);
-      std::vector<int64_t> expected_labels(expected_ids.begin(), expected_ids.begin() + static_cast<std::ptrdiff_t>(real));
+      std::vector<int64_t> expected_labels(expected_ids.begin(),
+                                           expected_ids.begin() + static_cast<std::ptrdiff_t>(real));
       expected_labels.resize(16, -1);
       EXPECT_EQ(seq.labels, expected_labels);
       for (int64_t pad : padding_sequences(packs[slot].padding, 4)) sizes.push_back(pad);
