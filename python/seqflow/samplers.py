@@ -154,6 +154,8 @@ class _NativeSampler(BaseSampler):
 
     # Sort the ready indexes of a direct call, as TransferQueue's group samplers do.
     _sorts_ready = False
+    # TransferQueue's cache entry: (sampled, consumed), or only sampled (SequentialSampler, RankAwareSampler).
+    _caches_pairs = True
 
     def __init__(self, native):
         # No BaseSampler.__init__: `_states` is the C++ state, not a dict of ours.
@@ -180,12 +182,8 @@ class _NativeSampler(BaseSampler):
         states: dict = {}
         for (partition_id, task_name, batch_index), dp_rank, samples in self._reservations():
             by_rank = states.setdefault(partition_id, {}).setdefault(task_name, {})
-            by_rank.setdefault(dp_rank, {})[batch_index] = self._cache_entry(samples)
+            by_rank.setdefault(dp_rank, {})[batch_index] = (samples, list(samples)) if self._caches_pairs else samples
         return states
-
-    @staticmethod
-    def _cache_entry(samples: list[int]):
-        return samples, list(samples)
 
     def clear(self, partition_id: str, task_name: Optional[str] = None) -> None:
         self._native.clear(partition_id, task_name)
@@ -225,6 +223,8 @@ class SequentialSampler(_NativeSampler):
     waits for a whole batch; called directly it slices as TransferQueue's
     does (fewer when fewer are ready)."""
 
+    _caches_pairs = False
+
     def __init__(self):
         super().__init__(_native.sequential_sampler())
 
@@ -233,10 +233,6 @@ class SequentialSampler(_NativeSampler):
         # TransferQueue's slice, negative batch_size included (it counts from the end).
         sampled = [int(i) for i in list(ready_indexes)[:batch_size]]
         return sampled, list(sampled)
-
-    @staticmethod
-    def _cache_entry(samples: list[int]):
-        return samples
 
 
 class GRPOGroupNSampler(_NativeSampler):
@@ -263,6 +259,8 @@ class RankAwareSampler(_NativeSampler):
     """Callers with the same (dp_rank, batch_index) get the same samples;
     different dp_ranks get disjoint samples."""
 
+    _caches_pairs = False
+
     def __init__(self):
         super().__init__(_native.rank_aware_sampler())
 
@@ -272,10 +270,6 @@ class RankAwareSampler(_NativeSampler):
                **kwargs) -> tuple[list[int], list[int]]:
         return self._run(ready_indexes, batch_size, partition_id, task_name, dp_rank, batch_index, partition,
                          custom_meta)
-
-    @staticmethod
-    def _cache_entry(samples: list[int]):
-        return samples
 
 
 class SeqlenBalancedSampler(GRPOGroupNSampler):
