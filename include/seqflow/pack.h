@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -103,6 +104,7 @@ struct Stats {
 };
 
 struct Plan {
+  std::vector<int64_t> lengths;  // tokens per sample, as planned
   int64_t dp_size = 0;
   int64_t optimizer_steps = 0;
   int64_t pack_max_length = 0;
@@ -119,6 +121,10 @@ struct Plan {
 // padding into more than kMaxPaddingSequences, more than kMaxPlanLists
 // rank-steps or packs, a total workload beyond Workload::kMaxTotalCost.
 Plan plan(std::span<const int64_t> lengths, const Options& options);
+
+// Pack `slot` of (rank, step) of `plan`. Each index must be in range, e.g.
+// "rank must be in 0..3, got 4" (no negative indexing).
+const Pack& pack_at(const Plan& plan, int64_t rank, int64_t step, int64_t slot);
 
 // The lengths of the padding sequences that make up `padding` tokens: full
 // chunks of pad_chunk, then the remainder. padding is at most kMaxPackLength,
@@ -166,6 +172,14 @@ MicroBatchPlan micro_batches(std::span<const int64_t> lengths, int64_t max_token
 // (options.dp_size must equal their count).
 MicroBatchPlan micro_batches_per_rank(std::span<const std::span<const int64_t>> lengths_per_rank,
                                       int64_t max_token_len, const MicroBatchOptions& options);
+
+// Sample indexes in micro-batch order: those of `rank`, or of all ranks, rank
+// by rank, when rank is nullopt (rank must be in 0..ranks-1).
+std::vector<int64_t> micro_batch_order(const MicroBatchPlan& plan, std::optional<int64_t> rank);
+
+// Positions such that outputs[positions] lists outputs laid out in `order`
+// by ascending sample index (for a permutation: inverse_permutation(order)).
+std::vector<int64_t> restore_order(std::span<const int64_t> order);
 
 // inverse[order[i]] = i: applied to outputs laid out in `order`, restores the
 // original order (outputs_in_original_order[j] = outputs[inverse[j]]).

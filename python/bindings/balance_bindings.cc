@@ -1,8 +1,14 @@
+// seqflow.balance: Workload, Partition (the C++ object) and the partitioning functions.
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/string_view.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
+#include <cstdio>
+
+#include "bindings/arguments.h"
 #include "bindings/arrays.h"
 #include "bindings/gil.h"
 #include "bindings/submodules.h"
@@ -16,33 +22,67 @@ namespace seqflow::bindings {
 
 namespace {
 
-// An integer argument of a Workload method: a Python or numpy integer (not a
-// bool, not a float), within int64; errors name the parameter and the value.
+// An integer argument of a Workload method; errors name the parameter and
+// the value in the words Workload's methods have always used.
 int64_t int64_argument(nb::handle value, const char* name) {
   const std::string where = std::string(name) + " = " + nb::repr(value).c_str();
-  nb::object integer = nb::steal(PyNumber_Index(value.ptr()));
-  if (!integer.is_valid() || PyBool_Check(value.ptr())) {
-    PyErr_Clear();
-    throw_invalid(where + " is not an integer");
-  }
+  const std::optional<nb::int_> integer = python_integer(value);
+  if (!integer) throw_invalid(where + " is not an integer");
   int overflow = 0;
-  const long long out = PyLong_AsLongLongAndOverflow(integer.ptr(), &overflow);
+  const long long out = PyLong_AsLongLongAndOverflow(integer->ptr(), &overflow);
   if (overflow != 0) throw_invalid(where + " is beyond the int64 range");
   return out;
 }
 
-nb::dict partition_to_dict(balance::Partition&& result) {
-  nb::dict out;
-  nb::list parts;
-  for (auto& part : result.parts) parts.append(to_numpy(std::move(part)));
-  out["parts"] = parts;
-  out["sums"] = to_numpy(std::move(result.sums));
-  out["assignment"] = to_numpy(std::move(result.assignment));
-  out["lower_bound"] = result.lower_bound;
-  out["spread"] = result.spread;
-  out["max_over_mean"] = result.max_over_mean;
-  out["gap"] = result.gap;
-  return out;
+std::string partition_repr(const balance::Partition& p) {
+  size_t items = 0;
+  size_t smallest = p.parts.empty() ? 0 : p.parts[0].size();
+  size_t largest = 0;
+  for (const auto& part : p.parts) {
+    items += part.size();
+    smallest = std::min(smallest, part.size());
+    largest = std::max(largest, part.size());
+  }
+  char numbers[128];
+  std::snprintf(numbers, sizeof numbers, "gap=%.3g, spread=%.3g", p.gap, p.spread);
+  return "Partition(k=" + std::to_string(p.parts.size()) + ", items=" + std::to_string(items) +
+         ", heaviest=" + std::to_string(p.heaviest()) + ", lower_bound=" + std::to_string(p.lower_bound) + ", " +
+         numbers + ", part sizes " + std::to_string(smallest) + ".." + std::to_string(largest) + ")";
+}
+
+using PartitionState = std::tuple<std::vector<std::vector<int64_t>>, std::vector<int64_t>, std::vector<int64_t>,
+                                  int64_t, double, double, double>;
+
+void bind_partition(nb::module_ m) {
+  auto cls = nb::class_<balance::Partition>(
+      m, "Partition",
+      "A split of items into k parts. parts: item indexes per part, each ascending. sums: workload per part.\n"
+      "assignment: part of each item. lower_bound: no split makes the heaviest part lighter. spread: (max - min)\n"
+      "/ mean of the part workloads. max_over_mean: heaviest / mean. gap: heaviest / lower_bound - 1.");
+  cls.def_prop_ro("parts",
+                  [](const balance::Partition& p) {
+                    nb::list parts;
+                    for (const auto& part : p.parts) parts.append(view_of(part, p));
+                    return parts;
+                  })
+      .def_prop_ro("sums", [](const balance::Partition& p) { return view_of(p.sums, p); }, kArray)
+      .def_prop_ro("assignment", [](const balance::Partition& p) { return view_of(p.assignment, p); }, kArray)
+      .def_ro("lower_bound", &balance::Partition::lower_bound)
+      .def_ro("spread", &balance::Partition::spread)
+      .def_ro("max_over_mean", &balance::Partition::max_over_mean)
+      .def_ro("gap", &balance::Partition::gap)
+      .def_prop_ro("k", [](const balance::Partition& p) { return p.parts.size(); })
+      .def_prop_ro("heaviest", &balance::Partition::heaviest)
+      .def("__repr__", &partition_repr)
+      .def("__getstate__",
+           [](const balance::Partition& p) {
+             return PartitionState{p.parts, p.sums, p.assignment, p.lower_bound, p.spread, p.max_over_mean, p.gap};
+           })
+      .def("__setstate__", [](balance::Partition& p, const PartitionState& state) {
+        const auto& [parts, sums, assignment, lower_bound, spread, max_over_mean, gap] = state;
+        new (&p) balance::Partition{parts, sums, assignment, lower_bound, spread, max_over_mean, gap};
+      });
+  cls.attr("__module__") = "seqflow.balance";
 }
 
 }  // namespace
@@ -75,38 +115,42 @@ void bind_balance(nb::module_ m) {
       .def("__repr__", [](const Workload& w) { return "Workload(" + w.name() + ")"; })
       .def("__eq__", [](const Workload& a, const Workload& b) { return a.name() == b.name(); });
 
+  bind_partition(m);
   m.def(
       "_partition",
-      [](const Int64Input& weights, int64_t k, const std::string& cardinality,
-         const Workload& workload, std::optional<Int64Input> groups, const std::string& algorithm) {
+      [](const Int64Input& weights, nb::handle k_arg, const std::string& cardinality, nb::handle workload,
+         std::optional<Int64Input> groups, const std::string& algorithm) {
+        const int64_t k = int_argument(k_arg, "k");
         balance::Options options;
         options.cardinality = balance::parse_cardinality(cardinality);
         options.algorithm = balance::parse_algorithm(algorithm);
-        options.workload = workload;
+        options.workload = workload_argument(workload);
         if (groups) options.groups = as_span(*groups);
         balance::Partition result;
         {
           GilReleased release;
           result = balance::partition(as_span(weights), k, options);
         }
-        return partition_to_dict(std::move(result));
+        return result;
       },
-      "weights"_a, "k"_a, "cardinality"_a, "workload"_a, "groups"_a.none(), "algorithm"_a);
+      "weights"_a, "k"_a.none(), "cardinality"_a, "workload"_a.none(), "groups"_a.none(), "algorithm"_a);
 
   m.def(
       "_karmarkar_karp",
-      [](const Int64Input& seqlens, int64_t k, bool equal_size) {
+      [](const Int64Input& seqlens, nb::handle k_partitions, bool equal_size) {
+        const int64_t k = int_argument(k_partitions, "k_partitions");
         GilReleased release;
         return balance::karmarkar_karp(as_span(seqlens), k, equal_size);
       },
-      "seqlen_list"_a, "k_partitions"_a, "equal_size"_a);
+      "seqlen_list"_a, "k_partitions"_a.none(), "equal_size"_a);
   m.def(
       "_get_seqlen_balanced_partitions",
-      [](const Int64Input& seqlens, int64_t k, bool equal_size) {
+      [](const Int64Input& seqlens, nb::handle k_partitions, bool equal_size) {
+        const int64_t k = int_argument(k_partitions, "k_partitions");
         GilReleased release;
         return balance::get_seqlen_balanced_partitions(as_span(seqlens), k, equal_size);
       },
-      "seqlen_list"_a, "k_partitions"_a, "equal_size"_a);
+      "seqlen_list"_a, "k_partitions"_a.none(), "equal_size"_a);
 }
 
 }  // namespace seqflow::bindings

@@ -1,15 +1,23 @@
-// seqflow.pack: the pack planner, the micro-batch planner and the xtuner
-// baseline. Plans come back as plain Python lists and numpy arrays; the
-// Python wrapper (python/seqflow/pack.py) turns them into dataclasses.
+// seqflow.pack: plans, micro-batch plans and packed sequences are the C++
+// objects, with read-only properties. Nested lists are built on first use
+// and kept; arrays are numpy views of the object's vectors.
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <string>
+
+#include "bindings/arguments.h"
 #include "bindings/arrays.h"
 #include "bindings/gil.h"
 #include "bindings/submodules.h"
 #include "pack/xtuner_baseline.h"
+#include "seqflow/error.h"
 #include "seqflow/pack.h"
+#include "seqflow/packed_sequence.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -18,104 +26,394 @@ namespace seqflow::bindings {
 
 namespace {
 
-using Int64Matrix = nb::ndarray<nb::numpy, int64_t, nb::ndim<2>>;
-using FloatArray = nb::ndarray<nb::numpy, double, nb::ndim<1>>;
+using Nested = std::vector<std::vector<int64_t>>;
+using PackState = std::tuple<std::vector<int64_t>, int64_t, int64_t>;  // samples, tokens, padding
+using StatsState = std::tuple<Nested, Nested, std::vector<double>, std::vector<double>, std::vector<int64_t>,
+                              std::vector<int64_t>, int64_t, int64_t, double, int64_t, int64_t, int64_t, int64_t>;
+using PlanState = std::tuple<std::vector<int64_t>, int64_t, int64_t, int64_t, std::string, int64_t,
+                             std::vector<std::vector<std::vector<PackState>>>, StatsState, std::vector<std::string>>;
+using PackedState = std::tuple<nb::object, nb::object, nb::object, nb::object, nb::tuple, int64_t>;
+using MicroBatchState = std::tuple<std::vector<Nested>, Nested, Nested, std::vector<int64_t>, int64_t>;
 
-// A rows x columns array owning the flattened values.
-Int64Matrix to_numpy_2d(const std::vector<std::vector<int64_t>>& rows) {
+// A pack::Plan with the nested lists Python reads, built on first use.
+struct PlanObject {
+  pack::Plan plan;
+  nb::object packs, pack_tokens, pack_padding;
+};
+
+struct MicroBatchObject {
+  pack::MicroBatchPlan plan;
+  nb::object batches, tokens, workloads;
+};
+
+// One materialised pack; the arrays are numpy's, or what `convert` made of them.
+struct PackedObject {
+  nb::object input_ids, labels, position_ids, cu_seqlens;
+  nb::tuple samples;
+  int64_t padding = 0;
+};
+
+// [rank][step] values as a read-only 2-D array (a copy: the rows are separate vectors).
+nb::ndarray<nb::numpy, const int64_t, nb::ndim<2>> matrix(const Nested& rows, const char* name) {
   const size_t columns = rows.empty() ? 0 : rows[0].size();
-  auto* owned = new std::vector<int64_t>();
-  owned->reserve(rows.size() * columns);
-  for (const auto& row : rows) owned->insert(owned->end(), row.begin(), row.end());
-  nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<int64_t>*>(p); });
-  return Int64Matrix(owned->data(), {rows.size(), columns}, owner);
-}
-
-FloatArray to_float_numpy(std::vector<double>&& values) {
-  auto* owned = new std::vector<double>(std::move(values));
-  nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<double>*>(p); });
-  return FloatArray(owned->data(), {owned->size()}, owner);
-}
-
-nb::list int_list(const std::vector<int64_t>& values) {
-  nb::list out;
-  for (int64_t v : values) out.append(v);
-  return out;
-}
-
-nb::dict stats_to_dict(pack::Stats&& stats) {
-  nb::dict out;
-  out["tokens"] = to_numpy_2d(stats.tokens);
-  out["workloads"] = to_numpy_2d(stats.workloads);
-  out["token_spread"] = to_float_numpy(std::move(stats.token_spread));
-  out["workload_spread"] = to_float_numpy(std::move(stats.workload_spread));
-  out["packs_per_step"] = bindings::to_numpy(std::move(stats.packs_per_step));
-  out["min_packs_per_step"] = bindings::to_numpy(std::move(stats.min_packs_per_step));
-  out["real_tokens"] = stats.real_tokens;
-  out["padding_tokens"] = stats.padding_tokens;
-  out["padding_ratio"] = stats.padding_ratio;
-  out["padding_packs"] = stats.padding_packs;
-  out["empty_rank_steps"] = stats.empty_rank_steps;
-  out["max_pack_tokens"] = stats.max_pack_tokens;
-  out["packs_over_cap"] = stats.packs_over_cap;
-  return out;
-}
-
-// packs[rank][step][slot] -> sample indexes; tokens and padding likewise
-// nested down to one int per pack.
-nb::dict plan_to_dict(pack::Plan&& plan) {
-  nb::list packs;
-  nb::list tokens;
-  nb::list padding;
-  for (const auto& rank : plan.packs) {
-    nb::list rank_packs;
-    nb::list rank_tokens;
-    nb::list rank_padding;
-    for (const auto& step : rank) {
-      nb::list step_packs;
-      nb::list step_tokens;
-      nb::list step_padding;
-      for (const pack::Pack& p : step) {
-        step_packs.append(int_list(p.samples));
-        step_tokens.append(p.tokens);
-        step_padding.append(p.padding);
-      }
-      rank_packs.append(step_packs);
-      rank_tokens.append(step_tokens);
-      rank_padding.append(step_padding);
-    }
-    packs.append(rank_packs);
-    tokens.append(rank_tokens);
-    padding.append(rank_padding);
+  std::vector<int64_t> flat;
+  flat.reserve(rows.size() * columns);
+  for (const auto& row : rows) {
+    if (row.size() != columns) throw_invalid(std::string("stats.") + name + " has rows of different lengths");
+    flat.insert(flat.end(), row.begin(), row.end());
   }
+  auto* owned = new std::vector<int64_t>(std::move(flat));
+  nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<int64_t>*>(p); });
+  return {owned->data(), {rows.size(), columns}, owner};
+}
+
+// The Python value of a property, converted on first use and kept.
+template <typename T>
+const nb::object& cached(nb::object& slot, const T& value) {
+  if (!slot.is_valid()) slot = nb::cast(value);
+  return slot;
+}
+
+// Pack member `field` of every pack as nested lists [rank][step][slot],
+// built on first use and kept in `slot`.
+template <auto field>
+const nb::object& per_pack(const pack::Plan& plan, nb::object& slot) {
+  if (slot.is_valid()) return slot;
+  nb::list ranks;
+  for (const auto& rank : plan.packs) {
+    nb::list steps;
+    for (const auto& step : rank) {
+      nb::list packs;
+      for (const pack::Pack& p : step) packs.append(nb::cast(p.*field));
+      steps.append(packs);
+    }
+    ranks.append(steps);
+  }
+  slot = ranks;
+  return slot;
+}
+
+std::string percent(double ratio, int digits) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.*f%%", digits, 100 * ratio);
+  return text;
+}
+
+std::string plan_repr(const pack::Plan& plan) {
+  const auto& packs = plan.stats.packs_per_step;
+  std::string shown = "[";
+  for (size_t i = 0; i < std::min<size_t>(packs.size(), 8); ++i) shown += (i ? ", " : "") + std::to_string(packs[i]);
+  shown += packs.size() > 8 ? ", '...']" : "]";
+  const auto& spread = plan.stats.token_spread;
+  const double max_spread = spread.empty() ? 0.0 : *std::max_element(spread.begin(), spread.end());
+  return "PackPlan(samples=" + std::to_string(plan.lengths.size()) + ", dp_size=" + std::to_string(plan.dp_size) +
+         ", optimizer_steps=" + std::to_string(plan.optimizer_steps) +
+         ", pack_max_length=" + std::to_string(plan.pack_max_length) + ", pad_to='" +
+         std::string(pack::to_string(plan.pad_to)) + "', packs_per_step=" + shown +
+         ", padding=" + percent(plan.stats.padding_ratio, 1) + ", max_token_spread=" + percent(max_spread, 2) +
+         (plan.notes.empty() ? "" : ", " + std::to_string(plan.notes.size()) + " note(s)") + ")";
+}
+
+StatsState stats_state(const pack::Stats& s) {
+  return {s.tokens, s.workloads, s.token_spread, s.workload_spread, s.packs_per_step, s.min_packs_per_step,
+          s.real_tokens, s.padding_tokens, s.padding_ratio, s.padding_packs, s.empty_rank_steps,
+          s.max_pack_tokens, s.packs_over_cap};
+}
+
+pack::Stats stats_of(const StatsState& t) {
+  const auto& [tokens, workloads, token_spread, workload_spread, packs_per_step, min_packs_per_step, real_tokens,
+               padding_tokens, padding_ratio, padding_packs, empty_rank_steps, max_pack_tokens, packs_over_cap] = t;
+  return {tokens, workloads, token_spread, workload_spread, packs_per_step, min_packs_per_step, real_tokens,
+          padding_tokens, padding_ratio, padding_packs, empty_rank_steps, max_pack_tokens, packs_over_cap};
+}
+
+PlanState plan_state(const pack::Plan& plan) {
+  std::vector<std::vector<std::vector<PackState>>> packs;
+  for (const auto& rank : plan.packs) {
+    auto& steps = packs.emplace_back();
+    for (const auto& step : rank) {
+      auto& slots = steps.emplace_back();
+      for (const pack::Pack& p : step) slots.emplace_back(p.samples, p.tokens, p.padding);
+    }
+  }
+  return {plan.lengths, plan.dp_size, plan.optimizer_steps, plan.pack_max_length,
+          std::string(pack::to_string(plan.pad_to)), plan.pad_chunk, std::move(packs), stats_state(plan.stats),
+          plan.notes};
+}
+
+pack::Plan plan_of(const PlanState& state) {
+  const auto& [lengths, dp_size, optimizer_steps, pack_max_length, pad_to, pad_chunk, packs, stats, notes] = state;
+  pack::Plan plan{lengths, dp_size, optimizer_steps, pack_max_length, pack::parse_pad_to(pad_to), pad_chunk, {},
+                  stats_of(stats), notes};
+  for (const auto& rank : packs) {
+    auto& steps = plan.packs.emplace_back();
+    for (const auto& step : rank) {
+      auto& slots = steps.emplace_back();
+      for (const auto& [samples, tokens, padding] : step) slots.push_back({samples, tokens, padding});
+    }
+  }
+  return plan;
+}
+
+nb::dict plan_dict(nb::handle self) {
+  const pack::Plan& plan = nb::cast<const PlanObject&>(self).plan;
+  const pack::Stats& s = plan.stats;
+  nb::dict stats;
+  stats["tokens"] = s.tokens;
+  stats["workloads"] = s.workloads;
+  stats["token_spread"] = s.token_spread;
+  stats["workload_spread"] = s.workload_spread;
+  stats["packs_per_step"] = s.packs_per_step;
+  stats["min_packs_per_step"] = s.min_packs_per_step;
+  stats["real_tokens"] = s.real_tokens;
+  stats["padding_tokens"] = s.padding_tokens;
+  stats["padding_ratio"] = s.padding_ratio;
+  stats["padding_packs"] = s.padding_packs;
+  stats["empty_rank_steps"] = s.empty_rank_steps;
+  stats["max_pack_tokens"] = s.max_pack_tokens;
+  stats["packs_over_cap"] = s.packs_over_cap;
   nb::dict out;
-  out["packs"] = packs;
-  out["pack_tokens"] = tokens;
-  out["pack_padding"] = padding;
   out["dp_size"] = plan.dp_size;
   out["optimizer_steps"] = plan.optimizer_steps;
   out["pack_max_length"] = plan.pack_max_length;
   out["pad_to"] = std::string(pack::to_string(plan.pad_to));
   out["pad_chunk"] = plan.pad_chunk;
-  out["stats"] = stats_to_dict(std::move(plan.stats));
+  for (const char* name : {"packs", "pack_tokens", "pack_padding"}) out[name] = self.attr(name);
+  out["stats"] = stats;
   out["notes"] = plan.notes;
   return out;
 }
 
-nb::dict micro_batch_plan_to_dict(pack::MicroBatchPlan&& plan) {
-  nb::list batches;
-  for (const auto& rank : plan.batches) {
-    nb::list rank_batches;
-    for (const auto& batch : rank) rank_batches.append(int_list(batch));
-    batches.append(rank_batches);
+const pack::Pack& pack_argument(const PlanObject& self, nb::handle rank, nb::handle step, nb::handle slot) {
+  return pack::pack_at(self.plan, int_argument(rank, "rank"), int_argument(step, "step"), int_argument(slot, "slot"));
+}
+
+// Sample i's ids: a list of int64 arrays, or (values, offsets) of one flat array.
+std::vector<std::span<const int64_t>> samples_of(nb::handle samples, std::vector<Int64Input>& keep,
+                                                 const char* name) {
+  if (nb::isinstance<nb::tuple>(samples)) {
+    keep = {nb::cast<Int64Input>(samples[0]), nb::cast<Int64Input>(samples[1])};
+    return pack::split_flat(as_span(keep[0]), as_span(keep[1]), name);
   }
-  nb::dict out;
-  out["batches"] = batches;
-  out["tokens"] = plan.tokens;
-  out["workloads"] = plan.workloads;
-  out["min_counts"] = bindings::to_numpy(std::move(plan.min_counts));
-  out["empty_batches"] = plan.empty_batches;
+  keep = nb::cast<std::vector<Int64Input>>(samples);
+  std::vector<std::span<const int64_t>> out;
+  out.reserve(keep.size());
+  for (const auto& array : keep) out.push_back(as_span(array));
   return out;
+}
+
+nb::object packed_object(pack::PackedSequence&& seq, nb::handle convert) {
+  auto array = [&](auto&& values) -> nb::object {
+    nb::object out = nb::cast(to_numpy(std::move(values)));
+    return convert.is_none() ? out : convert(out);
+  };
+  return nb::cast(PackedObject{array(std::move(seq.input_ids)), array(std::move(seq.labels)),
+                               array(std::move(seq.position_ids)), array(std::move(seq.cu_seqlens)),
+                               nb::tuple(nb::cast(seq.samples)), seq.padding});
+}
+
+nb::object materialize(const PlanObject& self, nb::handle token_ids, nb::handle labels, nb::handle rank_arg,
+                       nb::handle step_arg, nb::handle pad_id, nb::handle ignore_index, nb::handle convert) {
+  const pack::Plan& plan = self.plan;
+  const std::optional<int64_t> rank = optional_int_argument(rank_arg, "rank");
+  const std::optional<int64_t> step = optional_int_argument(step_arg, "step");
+  const pack::MaterializeOptions options{int_argument(pad_id, "pad_id"), int_argument(ignore_index, "ignore_index")};
+  std::vector<Int64Input> keep_ids;
+  std::vector<Int64Input> keep_labels;
+  const auto ids = samples_of(token_ids, keep_ids, "token_ids");
+  const auto labs = labels.is_none() ? std::vector<std::span<const int64_t>>{}
+                                     : samples_of(labels, keep_labels, "labels");
+  // [rank][step] -> packs, for the ranks and steps asked for.
+  std::vector<std::vector<std::vector<pack::PackedSequence>>> packed;
+  {
+    GilReleased release;
+    const int64_t first_rank = rank.value_or(0);
+    const int64_t last_rank = rank ? first_rank + 1 : plan.dp_size;
+    for (int64_t r = first_rank; r < last_rank; ++r) {
+      auto& steps = packed.emplace_back();
+      const int64_t first_step = step.value_or(0);
+      const int64_t last_step = step ? first_step + 1 : plan.optimizer_steps;
+      for (int64_t s = first_step; s < last_step; ++s) {
+        steps.push_back(pack::materialize(plan, r, s, ids, labs, options));
+      }
+    }
+  }
+  nb::list ranks;
+  for (auto& steps : packed) {
+    nb::list step_lists;
+    for (auto& packs : steps) {
+      nb::list out;
+      for (auto& seq : packs) out.append(packed_object(std::move(seq), convert));
+      step_lists.append(out);
+    }
+    ranks.append(step ? step_lists[0] : nb::object(step_lists));
+  }
+  return rank ? nb::object(ranks[0]) : nb::object(ranks);
+}
+
+std::string micro_batch_repr(const pack::MicroBatchPlan& plan) {
+  int64_t largest = 0;
+  for (const auto& rank : plan.tokens) {
+    for (int64_t tokens : rank) largest = std::max(largest, tokens);
+  }
+  return "MicroBatchPlan(ranks=" + std::to_string(plan.batches.size()) +
+         ", micro_batches per rank=" + std::to_string(plan.batches.empty() ? 0 : plan.batches[0].size()) +
+         ", largest micro-batch=" + std::to_string(largest) +
+         " tokens, empty_batches=" + std::to_string(plan.empty_batches) + ")";
+}
+
+std::vector<int64_t> micro_batch_order(const MicroBatchObject& self, nb::handle rank) {
+  return pack::micro_batch_order(self.plan, optional_int_argument(rank, "rank"));
+}
+
+nb::object plan_object(pack::Plan&& plan) { return nb::cast(PlanObject{std::move(plan), {}, {}, {}}); }
+
+nb::object micro_batch_object(pack::MicroBatchPlan&& plan) {
+  return nb::cast(MicroBatchObject{std::move(plan), {}, {}, {}});
+}
+
+// The classes read as seqflow.pack's own (repr, pickle).
+template <typename Class>
+Class& public_name(Class& cls) {
+  cls.attr("__module__") = "seqflow.pack";
+  return cls;
+}
+
+void bind_classes(nb::module_ m) {
+  auto stats = nb::class_<pack::Stats>(m, "PackStats", "What a plan costs and how even it is.");
+  stats.def_prop_ro("tokens", [](const pack::Stats& s) { return matrix(s.tokens, "tokens"); }, kArray,
+                    "[rank, step] real tokens")
+      .def_prop_ro("workloads", [](const pack::Stats& s) { return matrix(s.workloads, "workloads"); }, kArray,
+                   "[rank, step] workload")
+      .def_prop_ro("token_spread", [](const pack::Stats& s) { return view_of(s.token_spread, s); }, kArray,
+                   "per step: (max - min) / mean of tokens across ranks")
+      .def_prop_ro("workload_spread", [](const pack::Stats& s) { return view_of(s.workload_spread, s); }, kArray)
+      .def_prop_ro("packs_per_step", [](const pack::Stats& s) { return view_of(s.packs_per_step, s); }, kArray)
+      .def_prop_ro("min_packs_per_step", [](const pack::Stats& s) { return view_of(s.min_packs_per_step, s); },
+                   kArray, "per step: max over ranks of ceil(tokens / pack_max_length)")
+      .def_ro("real_tokens", &pack::Stats::real_tokens)
+      .def_ro("padding_tokens", &pack::Stats::padding_tokens)
+      .def_ro("padding_ratio", &pack::Stats::padding_ratio, "padding tokens / all tokens")
+      .def_ro("padding_packs", &pack::Stats::padding_packs, "packs without samples")
+      .def_ro("empty_rank_steps", &pack::Stats::empty_rank_steps, "(rank, step) pairs without samples")
+      .def_ro("max_pack_tokens", &pack::Stats::max_pack_tokens)
+      .def_ro("packs_over_cap", &pack::Stats::packs_over_cap, "always 0 for plan; the baseline may break the cap")
+      .def("__getstate__", &stats_state)
+      .def("__setstate__", [](pack::Stats& s, const StatsState& state) { new (&s) pack::Stats(stats_of(state)); });
+  public_name(stats);
+
+  auto plan = nb::class_<PlanObject>(
+      m, "PackPlan",
+      "packs[rank][step] is a list of packs; a pack is a list of sample indexes. pack_tokens and pack_padding\n"
+      "give each pack's real and padding tokens; the padding is made of padding sequences of at most pad_chunk\n"
+      "tokens (see padding_sequences). notes say what a user should know.");
+  plan.def_prop_ro("packs", [](PlanObject& p) { return per_pack<&pack::Pack::samples>(p.plan, p.packs); })
+      .def_prop_ro("pack_tokens", [](PlanObject& p) { return per_pack<&pack::Pack::tokens>(p.plan, p.pack_tokens); })
+      .def_prop_ro("pack_padding",
+                   [](PlanObject& p) { return per_pack<&pack::Pack::padding>(p.plan, p.pack_padding); })
+      .def_prop_ro("lengths", [](const PlanObject& p) { return view_of(p.plan.lengths, p); }, kArray,
+                   "tokens per sample")
+      .def_prop_ro("dp_size", [](const PlanObject& p) { return p.plan.dp_size; })
+      .def_prop_ro("optimizer_steps", [](const PlanObject& p) { return p.plan.optimizer_steps; })
+      .def_prop_ro("pack_max_length", [](const PlanObject& p) { return p.plan.pack_max_length; })
+      .def_prop_ro("pad_to", [](const PlanObject& p) { return std::string(pack::to_string(p.plan.pad_to)); })
+      .def_prop_ro("pad_chunk", [](const PlanObject& p) { return p.plan.pad_chunk; })
+      .def_prop_ro("stats", [](const PlanObject& p) -> const pack::Stats& { return p.plan.stats; },
+                   nb::rv_policy::reference_internal)
+      .def_prop_ro("notes", [](const PlanObject& p) { return p.plan.notes; })
+      .def(
+          "padding_sequences",
+          [](const PlanObject& p, nb::handle rank, nb::handle step, nb::handle slot) {
+            return pack::padding_sequences(pack_argument(p, rank, step, slot).padding, p.plan.pad_chunk);
+          },
+          "rank"_a.none(), "step"_a.none(), "slot"_a.none(),
+          "Lengths of the padding sequences that end pack `slot` of (rank, step).")
+      .def(
+          "padded_length",
+          [](const PlanObject& p, nb::handle rank, nb::handle step, nb::handle slot) {
+            return pack_argument(p, rank, step, slot).padded_length();
+          },
+          "rank"_a.none(), "step"_a.none(), "slot"_a.none())
+      .def("to_dict", &plan_dict, "A JSON-ready dict: the packs, their padding, the stats and the notes.")
+      .def("__repr__", [](const PlanObject& p) { return plan_repr(p.plan); })
+      .def("__getstate__", [](const PlanObject& p) { return plan_state(p.plan); })
+      .def("__setstate__",
+           [](PlanObject& p, const PlanState& state) { new (&p) PlanObject{plan_of(state), {}, {}, {}}; });
+  public_name(plan);
+
+  auto micro = nb::class_<MicroBatchObject>(
+      m, "MicroBatchPlan",
+      "batches[rank][i] lists the sample indexes of micro-batch i of `rank`, in the planned order. tokens and\n"
+      "workloads are per rank, per micro-batch. min_counts[rank] is the fewest micro-batches that rank alone\n"
+      "needs under the cap; empty_batches counts micro-batches without samples.");
+  micro.def_prop_ro("batches", [](MicroBatchObject& p) { return cached(p.batches, p.plan.batches); })
+      .def_prop_ro("tokens", [](MicroBatchObject& p) { return cached(p.tokens, p.plan.tokens); })
+      .def_prop_ro("workloads", [](MicroBatchObject& p) { return cached(p.workloads, p.plan.workloads); })
+      .def_prop_ro("min_counts", [](const MicroBatchObject& p) { return view_of(p.plan.min_counts, p); }, kArray)
+      .def_prop_ro("empty_batches", [](const MicroBatchObject& p) { return p.plan.empty_batches; })
+      .def_prop_ro("counts",
+                   [](const MicroBatchObject& p) {
+                     std::vector<size_t> counts;
+                     for (const auto& rank : p.plan.batches) counts.push_back(rank.size());
+                     return counts;
+                   })
+      .def(
+          "order", [](const MicroBatchObject& p, nb::handle rank) { return to_numpy(micro_batch_order(p, rank)); },
+          "rank"_a.none() = nb::none(),
+          "Sample indexes in micro-batch order: of one rank, or of all ranks, rank by rank.")
+      .def(
+          "restore_order",
+          [](const MicroBatchObject& p, nb::handle rank) {
+            return to_numpy(pack::restore_order(micro_batch_order(p, rank)));
+          },
+          "rank"_a.none() = nb::none(),
+          "Positions such that outputs[positions] lists the outputs of order(rank) by ascending sample index.")
+      .def("__repr__", [](const MicroBatchObject& p) { return micro_batch_repr(p.plan); })
+      .def("__getstate__",
+           [](const MicroBatchObject& p) {
+             const auto& q = p.plan;
+             return MicroBatchState{q.batches, q.tokens, q.workloads, q.min_counts, q.empty_batches};
+           })
+      .def("__setstate__", [](MicroBatchObject& p, const MicroBatchState& state) {
+        const auto& [batches, tokens, workloads, min_counts, empty_batches] = state;
+        new (&p) MicroBatchObject{{batches, tokens, workloads, min_counts, empty_batches}, {}, {}, {}};
+      });
+  public_name(micro);
+
+  auto packed = nb::class_<PackedObject>(
+      m, "PackedSequence",
+      "One pack, ready for a varlen attention kernel. input_ids, labels, position_ids: flat, of the padded\n"
+      "length; labels hold ignore_index on padding. cu_seqlens: int32 boundaries of the samples, then of the\n"
+      "padding sequences. samples: the sample indexes in order.");
+  packed.def(
+          "__init__",
+          [](PackedObject* p, nb::object input_ids, nb::object labels, nb::object position_ids,
+             nb::object cu_seqlens, nb::tuple samples, int64_t padding) {
+            new (p) PackedObject{input_ids, labels, position_ids, cu_seqlens, samples, padding};
+          },
+          "input_ids"_a, "labels"_a, "position_ids"_a, "cu_seqlens"_a, "samples"_a, "padding"_a)
+      .def_ro("input_ids", &PackedObject::input_ids)
+      .def_ro("labels", &PackedObject::labels)
+      .def_ro("position_ids", &PackedObject::position_ids)
+      .def_ro("cu_seqlens", &PackedObject::cu_seqlens)
+      .def_ro("samples", &PackedObject::samples)
+      .def_ro("padding", &PackedObject::padding)
+      .def("__repr__",
+           [](const PackedObject& p) {
+             return "PackedSequence(input_ids=" + std::string(nb::repr(p.input_ids).c_str()) +
+                    ", labels=" + nb::repr(p.labels).c_str() + ", position_ids=" + nb::repr(p.position_ids).c_str() +
+                    ", cu_seqlens=" + nb::repr(p.cu_seqlens).c_str() + ", samples=" + nb::repr(p.samples).c_str() +
+                    ", padding=" + std::to_string(p.padding) + ")";
+           })
+      .def("__getstate__",
+           [](const PackedObject& p) {
+             return nb::make_tuple(p.input_ids, p.labels, p.position_ids, p.cu_seqlens, p.samples, p.padding);
+           })
+      .def("__setstate__", [](PackedObject& p, const PackedState& t) {
+        new (&p) PackedObject{std::get<0>(t), std::get<1>(t), std::get<2>(t), std::get<3>(t), std::get<4>(t),
+                              std::get<5>(t)};
+      });
+  public_name(packed);
 }
 
 }  // namespace
@@ -124,83 +422,88 @@ void bind_pack(nb::module_ m) {
   m.attr("MAX_PACK_LENGTH") = pack::kMaxPackLength;
   m.attr("MAX_PLAN_LISTS") = pack::kMaxPlanLists;
   m.attr("MAX_PADDING_SEQUENCES") = pack::kMaxPaddingSequences;
+  bind_classes(m);
+
   m.def(
       "_plan",
-      [](const Int64Input& lengths, int64_t dp_size, int64_t optimizer_steps, int64_t pack_max_length,
-         std::optional<Int64Input> groups, const Workload& workload, const std::string& pad_to,
-         int64_t pad_chunk, uint64_t seed) {
+      [](const Int64Input& lengths, nb::handle dp_size, nb::handle optimizer_steps, nb::handle pack_max_length,
+         std::optional<Int64Input> groups, nb::handle workload, const std::string& pad_to, nb::handle pad_chunk,
+         nb::handle seed) {
         pack::Options options;
-        options.dp_size = dp_size;
-        options.optimizer_steps = optimizer_steps;
-        options.pack_max_length = pack_max_length;
+        options.seed = uint64_argument(seed, "seed");
+        options.dp_size = int_argument(dp_size, "dp_size");
+        options.optimizer_steps = int_argument(optimizer_steps, "optimizer_steps");
+        options.pack_max_length = int_argument(pack_max_length, "pack_max_length");
         if (groups) options.groups = as_span(*groups);
-        options.workload = workload;
+        options.workload = workload_argument(workload);
         options.pad_to = pack::parse_pad_to(pad_to);
-        options.pad_chunk = pad_chunk;
-        options.seed = seed;
+        options.pad_chunk = int_argument(pad_chunk, "pad_chunk");
         pack::Plan result;
         {
           GilReleased release;
           result = pack::plan(as_span(lengths), options);
         }
-        return plan_to_dict(std::move(result));
+        return plan_object(std::move(result));
       },
-      "lengths"_a, "dp_size"_a, "optimizer_steps"_a, "pack_max_length"_a, "groups"_a.none(),
-      "workload"_a, "pad_to"_a, "pad_chunk"_a, "seed"_a);
+      "lengths"_a, "dp_size"_a.none(), "optimizer_steps"_a.none(), "pack_max_length"_a.none(), "groups"_a.none(),
+      "workload"_a.none(), "pad_to"_a, "pad_chunk"_a.none(), "seed"_a.none());
 
   m.def(
       "_xtuner_baseline",
-      [](const Int64Input& lengths, int64_t dp_size, int64_t optimizer_steps, int64_t pack_max_length,
-         int64_t pad_chunk) {
+      [](const Int64Input& lengths, nb::handle dp_size, nb::handle optimizer_steps, nb::handle pack_max_length,
+         nb::handle pad_chunk) {
+        const int64_t dp = int_argument(dp_size, "dp_size");
+        const int64_t steps = int_argument(optimizer_steps, "optimizer_steps");
+        const int64_t cap = int_argument(pack_max_length, "pack_max_length");
+        const int64_t chunk = int_argument(pad_chunk, "pad_chunk");
         pack::Plan result;
         {
           GilReleased release;
-          result = pack::baseline::xtuner_pack(as_span(lengths), dp_size, optimizer_steps,
-                                               pack_max_length, pad_chunk);
+          result = pack::baseline::xtuner_pack(as_span(lengths), dp, steps, cap, chunk);
         }
-        return plan_to_dict(std::move(result));
+        return plan_object(std::move(result));
       },
-      "lengths"_a, "dp_size"_a, "optimizer_steps"_a, "pack_max_length"_a, "pad_chunk"_a);
+      "lengths"_a, "dp_size"_a.none(), "optimizer_steps"_a.none(), "pack_max_length"_a.none(), "pad_chunk"_a.none());
 
   m.def(
       "_micro_batches",
-      [](const Int64Input& lengths, int64_t max_token_len, int64_t dp_size, bool same_count,
-         int64_t count_multiple, const Workload& workload, const std::string& order) {
-        pack::MicroBatchOptions options{dp_size, same_count, count_multiple, workload,
+      [](nb::handle lengths, nb::handle max_token_len, nb::handle dp_size, bool same_count, nb::handle count_multiple,
+         nb::handle workload, const std::string& order) {
+        const int64_t cap = int_argument(max_token_len, "max_token_len");
+        pack::MicroBatchOptions options{int_argument(dp_size, "dp_size"), same_count,
+                                        int_argument(count_multiple, "count_multiple"), workload_argument(workload),
                                         pack::parse_micro_batch_order(order)};
         pack::MicroBatchPlan result;
-        {
+        if (nb::isinstance<nb::list>(lengths)) {  // one array per rank, already placed
+          const auto per_rank = nb::cast<std::vector<Int64Input>>(lengths);
+          if (options.dp_size == 1) options.dp_size = static_cast<int64_t>(per_rank.size());
+          std::vector<std::span<const int64_t>> spans;
+          for (const auto& rank : per_rank) spans.push_back(as_span(rank));
           GilReleased release;
-          result = pack::micro_batches(as_span(lengths), max_token_len, options);
-        }
-        return micro_batch_plan_to_dict(std::move(result));
-      },
-      "lengths"_a, "max_token_len"_a, "dp_size"_a, "same_count_across_ranks"_a, "count_multiple"_a,
-      "workload"_a, "order"_a);
-
-  m.def(
-      "_micro_batches_per_rank",
-      [](const std::vector<Int64Input>& lengths_per_rank, int64_t max_token_len, int64_t dp_size,
-         bool same_count, int64_t count_multiple, const Workload& workload, const std::string& order) {
-        pack::MicroBatchOptions options{dp_size, same_count, count_multiple, workload,
-                                        pack::parse_micro_batch_order(order)};
-        std::vector<std::span<const int64_t>> spans;
-        for (const auto& rank : lengths_per_rank) spans.push_back(as_span(rank));
-        pack::MicroBatchPlan result;
-        {
+          result = pack::micro_batches_per_rank(spans, cap, options);
+        } else {
+          const auto all = nb::cast<Int64Input>(lengths);
           GilReleased release;
-          result = pack::micro_batches_per_rank(spans, max_token_len, options);
+          result = pack::micro_batches(as_span(all), cap, options);
         }
-        return micro_batch_plan_to_dict(std::move(result));
+        return micro_batch_object(std::move(result));
       },
-      "lengths_per_rank"_a, "max_token_len"_a, "dp_size"_a, "same_count_across_ranks"_a,
-      "count_multiple"_a, "workload"_a, "order"_a);
+      "lengths"_a, "max_token_len"_a.none(), "dp_size"_a.none(), "same_count_across_ranks"_a,
+      "count_multiple"_a.none(), "workload"_a.none(), "order"_a);
 
+  m.def("_materialize", &materialize, "plan"_a, "token_ids"_a, "labels"_a.none(), "rank"_a.none(), "step"_a.none(),
+        "pad_id"_a.none(), "ignore_index"_a.none(), "convert"_a.none());
   m.def(
       "_inverse_permutation",
-      [](const Int64Input& order) { return bindings::to_numpy(pack::inverse_permutation(as_span(order))); },
-      "order"_a);
-  m.def("_padding_sequences", &pack::padding_sequences, "padding"_a, "pad_chunk"_a);
+      [](const Int64Input& order) { return to_numpy(pack::inverse_permutation(as_span(order))); }, "order"_a);
+  m.def(
+      "padding_sequences",
+      [](nb::handle padding, nb::handle pad_chunk) {
+        return pack::padding_sequences(int_argument(padding, "padding"), int_argument(pad_chunk, "pad_chunk"));
+      },
+      "padding"_a.none(), "pad_chunk"_a.none(),
+      "The lengths of the padding sequences that make up `padding` tokens (at most MAX_PACK_LENGTH, in at most\n"
+      "MAX_PADDING_SEQUENCES sequences): full chunks of pad_chunk, then the remainder.");
 }
 
 }  // namespace seqflow::bindings

@@ -292,28 +292,36 @@ void bind_samplers(nb::module_ m) {
 
   m.def(
       "run_sampler",
-      [](Sampler& sampler, const Int64Input& ready, int64_t batch_size, const std::string& partition_id,
-         const std::string& task_name, std::optional<int64_t> dp_rank, int64_t batch_index, nb::dict custom_meta,
-         bool lengths_known) {
+      [](Sampler& sampler, const Int64Input& ready_indexes, bool sort_ready, int64_t batch_size,
+         const std::string& partition_id, const std::string& task_name, std::optional<int64_t> dp_rank,
+         int64_t batch_index, nb::handle partition, std::optional<nb::dict> custom_meta) {
+        std::vector<int64_t> ready(ready_indexes.data(), ready_indexes.data() + ready_indexes.shape(0));
+        if (sort_ready) std::sort(ready.begin(), ready.end());
+        // The partition's custom_meta wins over the caller's dict, as TransferQueue reads it.
         std::unordered_map<int64_t, nlohmann::json> meta;
-        for (auto [key, value] : custom_meta) {
-          meta.emplace(nb::cast<int64_t>(key), to_json(value, "custom_meta[" + std::string(nb::str(key).c_str()) + "]"));
-        }
-        MapSampleInfo info(std::move(meta), as_span(ready), lengths_known);
+        auto add_meta = [&](nb::handle entries) {
+          for (auto [key, value] : nb::cast<nb::dict>(entries)) {
+            meta.insert_or_assign(nb::cast<int64_t>(key),
+                                  to_json(value, "custom_meta[" + std::string(nb::str(key).c_str()) + "]"));
+          }
+        };
+        if (custom_meta) add_meta(*custom_meta);
+        if (!partition.is_none()) add_meta(partition.attr("get_custom_meta")(nb::cast(ready)));
+        MapSampleInfo info(std::move(meta), ready, custom_meta || !partition.is_none());
         SampleRequest request;
-        request.ready = as_span(ready);
+        request.ready = ready;
         request.batch_size = batch_size;
         request.partition_id = partition_id;
         request.task_name = task_name;
         request.sampling = {dp_rank.value_or(0), batch_index, dp_rank.has_value()};
         request.info = &info;
-        SampleResult result = sampler.sample(request);
-        return nb::make_tuple(to_numpy(std::move(result.sampled)), to_numpy(std::move(result.consumed)));
+        return sampler.sample(request).sampled;
       },
-      "sampler"_a, "ready"_a, "batch_size"_a, "partition_id"_a, "task_name"_a, "dp_rank"_a, "batch_index"_a,
-      "custom_meta"_a, "lengths_known"_a,
-      "Runs a sampler outside any controller (for tests and tools); custom_meta maps global index to dict;\n"
-      "lengths_known false: the caller has no metadata (balancing samplers split in order).");
+      "sampler"_a, "ready_indexes"_a, "sort_ready"_a, "batch_size"_a, "partition_id"_a, "task_name"_a,
+      "dp_rank"_a.none(), "batch_index"_a, "partition"_a.none(), "custom_meta"_a.none(),
+      "Runs a sampler outside any controller (for tests and tools): the sampled indexes. Per-sample metadata\n"
+      "comes from custom_meta (global index -> dict) and partition.get_custom_meta(ready); with neither,\n"
+      "balancing samplers split in order, as TransferQueue's do.");
 }
 
 }  // namespace seqflow::bindings

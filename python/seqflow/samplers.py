@@ -154,6 +154,8 @@ class _NativeSampler(BaseSampler):
 
     # Sort the ready indexes of a direct call, as TransferQueue's group samplers do.
     _sorts_ready = False
+    # TransferQueue's cache entry: (sampled, consumed), or only sampled (SequentialSampler, RankAwareSampler).
+    _caches_pairs = True
 
     def __init__(self, native):
         # No BaseSampler.__init__: `_states` is the C++ state, not a dict of ours.
@@ -168,19 +170,20 @@ class _NativeSampler(BaseSampler):
     def name(self) -> str:
         return self._native.name
 
+    def _reservations(self):
+        """((partition_id, task_name, batch_index), dp_rank, samples) of each reserved share, by rank."""
+        for batch in self._native.state().get("reservations", []):
+            for share in sorted(batch["ranks"], key=lambda share: share["dp_rank"]):
+                yield (batch["partition_id"], batch["task_name"], batch["batch_index"]), share["dp_rank"], \
+                    list(share["samples"])
+
     @property
     def _states(self) -> dict:
         states: dict = {}
-        for batch in self._native.state().get("reservations", []):
-            by_rank = states.setdefault(batch["partition_id"], {}).setdefault(batch["task_name"], {})
-            for share in batch["ranks"]:
-                samples = list(share["samples"])
-                by_rank.setdefault(share["dp_rank"], {})[batch["batch_index"]] = self._cache_entry(samples)
+        for (partition_id, task_name, batch_index), dp_rank, samples in self._reservations():
+            by_rank = states.setdefault(partition_id, {}).setdefault(task_name, {})
+            by_rank.setdefault(dp_rank, {})[batch_index] = (samples, list(samples)) if self._caches_pairs else samples
         return states
-
-    @staticmethod
-    def _cache_entry(samples: list[int]):
-        return samples, list(samples)
 
     def clear(self, partition_id: str, task_name: Optional[str] = None) -> None:
         self._native.clear(partition_id, task_name)
@@ -201,21 +204,14 @@ class _NativeSampler(BaseSampler):
              partition, custom_meta: Optional[dict]) -> tuple[list[int], list[int]]:
         """One direct call of the C++ sampler. Do not make it while a client
         uses this sampler."""
-        ready = as_int64_array(ready_indexes, "ready_indexes")
-        if self._sorts_ready:
-            ready = np.sort(ready)
-        lengths_known = partition is not None or custom_meta is not None
-        meta = dict(custom_meta or {})
-        if partition is not None:
-            meta.update(partition.get_custom_meta(ready.tolist()))
         # dp_rank None: the caller named no rank (GRPOGroupNSampler then keeps no answer for it).
         # Types here; ranges where the engine words them as TransferQueue does ("dp_rank -1 must be ...").
-        sampled, _ = _native.run_sampler(self._native, ready, check_int64(batch_size, "batch_size"),
-                                         check_instance(partition_id, "partition_id", str, "a str"),
-                                         check_instance(task_name, "task_name", str, "a str"),
-                                         None if dp_rank is None else check_int64(dp_rank, "dp_rank"),
-                                         check_int64(batch_index or 0, "batch_index"), meta, lengths_known)
-        sampled = sampled.tolist()
+        sampled = _native.run_sampler(self._native, as_int64_array(ready_indexes, "ready_indexes"), self._sorts_ready,
+                                      check_int64(batch_size, "batch_size"),
+                                      check_instance(partition_id, "partition_id", str, "a str"),
+                                      check_instance(task_name, "task_name", str, "a str"),
+                                      None if dp_rank is None else check_int64(dp_rank, "dp_rank"),
+                                      check_int64(batch_index or 0, "batch_index"), partition, custom_meta)
         return sampled, list(sampled)
 
     def __repr__(self) -> str:
@@ -227,6 +223,8 @@ class SequentialSampler(_NativeSampler):
     waits for a whole batch; called directly it slices as TransferQueue's
     does (fewer when fewer are ready)."""
 
+    _caches_pairs = False
+
     def __init__(self):
         super().__init__(_native.sequential_sampler())
 
@@ -235,10 +233,6 @@ class SequentialSampler(_NativeSampler):
         # TransferQueue's slice, negative batch_size included (it counts from the end).
         sampled = [int(i) for i in list(ready_indexes)[:batch_size]]
         return sampled, list(sampled)
-
-    @staticmethod
-    def _cache_entry(samples: list[int]):
-        return samples
 
 
 class GRPOGroupNSampler(_NativeSampler):
@@ -265,6 +259,8 @@ class RankAwareSampler(_NativeSampler):
     """Callers with the same (dp_rank, batch_index) get the same samples;
     different dp_ranks get disjoint samples."""
 
+    _caches_pairs = False
+
     def __init__(self):
         super().__init__(_native.rank_aware_sampler())
 
@@ -274,10 +270,6 @@ class RankAwareSampler(_NativeSampler):
                **kwargs) -> tuple[list[int], list[int]]:
         return self._run(ready_indexes, batch_size, partition_id, task_name, dp_rank, batch_index, partition,
                          custom_meta)
-
-    @staticmethod
-    def _cache_entry(samples: list[int]):
-        return samples
 
 
 class SeqlenBalancedSampler(GRPOGroupNSampler):
@@ -311,11 +303,9 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
     def _balanced_cache(self) -> dict:
         """TransferQueue's view of the reservations: {(partition_id,
         task_name, batch_index): [samples of rank 0, rank 1, ...]}."""
-        cache = {}
-        for batch in self._native.state().get("reservations", []):
-            ranks = sorted(batch["ranks"], key=lambda share: share["dp_rank"])
-            cache[(batch["partition_id"], batch["task_name"], batch["batch_index"])] = [
-                list(share["samples"]) for share in ranks]
+        cache: dict = {}
+        for key, _, samples in self._reservations():
+            cache.setdefault(key, []).append(samples)
         return cache
 
 

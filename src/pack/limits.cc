@@ -37,6 +37,11 @@ void require_plan_lists(std::optional<int64_t> count, std::string_view what, std
                 std::string(advice));
 }
 
+void require_index(std::string_view name, int64_t value, int64_t count) {
+  if (value >= 0 && value < count) return;
+  throw_invalid(std::string(name) + " must be in 0.." + std::to_string(count - 1) + ", got " + std::to_string(value));
+}
+
 void require_plan_shape(int64_t dp_size, int64_t optimizer_steps, int64_t pack_max_length, int64_t pad_chunk) {
   require_positive("dp_size", dp_size);
   require_positive("optimizer_steps", optimizer_steps);

@@ -25,6 +25,9 @@ void require_within_pack(std::string_view name, int64_t value);
 // kMaxPaddingSequences padding sequences.
 void require_padding_sequences(std::string_view name, int64_t padding, int64_t pad_chunk);
 
+// `name` must be in 0..count-1: an index into a plan (no negative indexing).
+void require_index(std::string_view name, int64_t value, int64_t count);
+
 // A plan may hold at most kMaxPlanLists lists; `count` is nullopt when
 // computing it overflowed. `what` names the count with its factors, e.g.
 // "dp_size x optimizer_steps (4 x 8)"; `advice` says how to need fewer.

@@ -204,19 +204,4 @@ MicroBatchPlan micro_batches(std::span<const int64_t> lengths, int64_t max_token
   return out;
 }
 
-std::vector<int64_t> inverse_permutation(std::span<const int64_t> order) {
-  const auto n = static_cast<int64_t>(order.size());
-  std::vector<int64_t> inverse(order.size(), -1);
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t value = order[i];
-    if (value < 0 || value >= n || inverse[value] != -1) {
-      throw_invalid("order is not a permutation of 0.." + std::to_string(n - 1) + ": order[" +
-                    std::to_string(i) + "] = " + std::to_string(value) +
-                    (value >= 0 && value < n ? " appears twice" : " is out of range"));
-    }
-    inverse[value] = i;
-  }
-  return inverse;
-}
-
 }  // namespace seqflow::pack

@@ -88,6 +88,7 @@ class Planner {
 
   Plan run() {
     Plan out;
+    out.lengths.assign(lengths_.begin(), lengths_.end());
     out.dp_size = options_.dp_size;
     out.optimizer_steps = options_.optimizer_steps;
     out.pack_max_length = options_.pack_max_length;
@@ -402,6 +403,15 @@ std::string_view to_string(PadTo pad_to) {
 Plan plan(std::span<const int64_t> lengths, const Options& options) {
   validate(lengths, options);
   return Planner(lengths, options).run();
+}
+
+const Pack& pack_at(const Plan& plan, int64_t rank, int64_t step, int64_t slot) {
+  detail::require_index("rank", rank, static_cast<int64_t>(plan.packs.size()));
+  const auto& steps = plan.packs[static_cast<size_t>(rank)];
+  detail::require_index("step", step, static_cast<int64_t>(steps.size()));
+  const auto& packs = steps[static_cast<size_t>(step)];
+  detail::require_index("slot", slot, static_cast<int64_t>(packs.size()));
+  return packs[static_cast<size_t>(slot)];
 }
 
 std::vector<int64_t> padding_sequences(int64_t padding, int64_t pad_chunk) {

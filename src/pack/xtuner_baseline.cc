@@ -44,6 +44,7 @@ Plan xtuner_pack(std::span<const int64_t> lengths, int64_t dp_size, int64_t opti
   // The tokens' total bounds every sum below, the packs' real tokens included.
   Workload::tokens().total(Workload::tokens().costs(lengths, "lengths"), "lengths");
   Plan out;
+  out.lengths.assign(lengths.begin(), lengths.end());
   out.dp_size = dp_size;
   out.optimizer_steps = optimizer_steps;
   out.pack_max_length = pack_max_length;

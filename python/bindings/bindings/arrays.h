@@ -25,6 +25,18 @@ nanobind::ndarray<nanobind::numpy, T, nanobind::ndim<1>> to_numpy(std::vector<T>
   return nanobind::ndarray<nanobind::numpy, T, nanobind::ndim<1>>(owned->data(), {owned->size()}, owner);
 }
 
+// The policy for properties that return such arrays: they carry their owner
+// already, so nanobind must not add one (its default, reference_internal).
+inline constexpr auto kArray = nanobind::rv_policy::automatic;
+
+// A read-only view of `values`, a member of `owner`, which must be a Python
+// object already (e.g. the self of a property); the view keeps it alive.
+template <typename T, typename Owner>
+nanobind::ndarray<nanobind::numpy, const T, nanobind::ndim<1>> view_of(const std::vector<T>& values,
+                                                                       const Owner& owner) {
+  return {values.data(), {values.size()}, nanobind::find(owner)};
+}
+
 inline std::span<const int64_t> as_span(const Int64Input& array) {
   return {array.data(), array.shape(0)};
 }
