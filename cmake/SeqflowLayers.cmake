@@ -1,15 +1,18 @@
-# seqflow_layer(NAME [HEADERS public headers...] [DEPENDS lower layers...] [LINK third-party targets...])
+# seqflow_layer(NAME [HEADERS public headers...] [DEPENDS lower layers...]
+#               [LINK third-party targets...] [PUBLIC_LINK third-party targets...])
 #
 # Makes the static library seqflow_NAME from src/NAME/**.cc. The layer is
 # compiled against a "view": a directory of symlinks to its own and its lower
 # layers' source directories and public headers, nothing else. An include of a
 # higher layer's header therefore fails to compile, and a link to a higher
 # layer cannot be declared (a layer names only layers declared before it).
+# Third-party libraries are PRIVATE (LINK) unless a public header names their
+# types (PUBLIC_LINK).
 set(SEQFLOW_VIEWS_DIR "${CMAKE_BINARY_DIR}/layer_views")
 set_property(GLOBAL PROPERTY SEQFLOW_OWNED_HEADERS "")
 
 function(seqflow_layer name)
-  cmake_parse_arguments(PARSE_ARGV 1 LAYER "" "" "HEADERS;DEPENDS;LINK")
+  cmake_parse_arguments(PARSE_ARGV 1 LAYER "" "" "HEADERS;DEPENDS;LINK;PUBLIC_LINK")
   set(visible_dirs ${name})
   set(visible_headers ${LAYER_HEADERS})
   foreach(dep IN LISTS LAYER_DEPENDS)
@@ -50,7 +53,9 @@ function(seqflow_layer name)
   foreach(dep IN LISTS LAYER_DEPENDS)
     target_link_libraries(seqflow_${name} PUBLIC seqflow_${dep})
   endforeach()
-  target_link_libraries(seqflow_${name} PUBLIC ${LAYER_LINK})
+  target_link_libraries(seqflow_${name} PUBLIC ${LAYER_PUBLIC_LINK} PRIVATE ${LAYER_LINK})
+  set_target_properties(seqflow_${name} PROPERTIES EXPORT_NAME ${name})
+  set_property(GLOBAL APPEND PROPERTY SEQFLOW_LAYERS seqflow_${name})
 endfunction()
 
 # Every public header belongs to exactly one layer.

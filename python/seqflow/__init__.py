@@ -24,6 +24,7 @@ _LAZY_NAMES = {
     "KVBatchMeta": "seqflow.batch_meta",
     "Client": "seqflow.client",
     "RemoteConfig": "seqflow.client",
+    "StaleSampleError": "seqflow.client",
     "BaseSampler": "seqflow.samplers",
     "SequentialSampler": "seqflow.samplers",
     "GRPOGroupNSampler": "seqflow.samplers",
@@ -41,19 +42,19 @@ _LAZY_NAMES = {
 }
 
 
-def _client_module():
-    return importlib.import_module("seqflow.client")
+def _default_client_module():
+    return importlib.import_module("seqflow.default_client")
 
 
 def __getattr__(name):
     if name in _LAZY_NAMES:
         return getattr(importlib.import_module(_LAZY_NAMES[name]), name)
     if name == "__all__":
-        return ["balance", "pack", "__version__", *_LAZY_NAMES, *_client_module().__all__]
-    if not name.startswith("__"):
-        client = _client_module()
-        if name in client.__all__:
-            return getattr(client, name)
+        return ["balance", "pack", "__version__", *_LAZY_NAMES, *_default_client_module().__all__]
+    if not name.startswith("_"):  # a private name is a submodule being imported, never a client function
+        default = _default_client_module()
+        if name in default.__all__:
+            return getattr(default, name)
     raise AttributeError(f"module 'seqflow' has no attribute {name!r}")
 
 

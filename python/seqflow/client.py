@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import dataclasses
 import errno
-import inspect
 import os
 import threading
 import weakref
@@ -44,7 +43,7 @@ from seqflow.samplers import native_sampler
 
 _native = _seqflow.client
 
-__all__ = ["Client", "RemoteConfig", "StaleSampleError", "close", "get_client", "init"]
+__all__ = ["Client", "RemoteConfig", "StaleSampleError"]
 
 # A BatchMeta names a sample that is gone or whose global index holds another
 # sample now (cleared and reused, or partition_ids naming another partition).
@@ -600,78 +599,3 @@ def _after_fork_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-# ---- the default client ---------------------------------------------------
-_DEFAULT: Optional[Client] = None
-
-_BACKENDS = (None, "embedded", "ray")
-
-
-def init(config=None, *, backend: Optional[str] = None, name: str = "seqflow",
-         num_storage_units: Optional[int] = None) -> Client:
-    """Creates the default client and returns it. If one exists already it is
-    returned and the arguments are ignored, as in TransferQueue.
-
-    config: TransferQueue-style (dict or OmegaConf; see Client.from_config):
-        embedded by default, remote when controller.address is set.
-    backend="ray": services on the Ray cluster, named `name` (see
-        seqflow.remote.ray_client): with num_storage_units, starts the
-        controller and that many storage units as detached actors unless they
-        run already (close() stops them); without, attaches to running ones.
-    """
-    global _DEFAULT
-    if backend not in _BACKENDS:
-        raise ValueError(f"backend must be one of {_BACKENDS}, got {backend!r}")
-    read_config(config)  # a bad config raises even when a default client exists already
-    check_name(name, "name")
-    if num_storage_units is not None:
-        check_count(num_storage_units, "num_storage_units", minimum=1)
-    with _LOCK:
-        if _DEFAULT is None:
-            if backend == "ray":
-                from seqflow.remote import ray_client
-
-                _DEFAULT = ray_client(name, config=config, num_storage_units=num_storage_units)
-            else:
-                _DEFAULT = Client.from_config(config)
-        return _DEFAULT
-
-
-def get_client() -> Client:
-    """The default client; seqflow.init() must have been called."""
-    client = _DEFAULT
-    if client is None:
-        raise RuntimeError("seqflow is not initialized; call seqflow.init() first")
-    return client
-
-
-def close() -> None:
-    """Closes the default client (and stops the Ray services its init()
-    started); the next init() creates a new one."""
-    global _DEFAULT
-    with _LOCK:
-        if _DEFAULT is not None:
-            _DEFAULT.close()
-        _DEFAULT = None
-
-
-def _module_function(name: str):
-    method = getattr(Client, name)
-
-    if inspect.iscoroutinefunction(method):
-        async def function(*args, **kwargs):
-            return await method(get_client(), *args, **kwargs)
-    else:
-        def function(*args, **kwargs):
-            return method(get_client(), *args, **kwargs)
-
-    function.__name__ = function.__qualname__ = name
-    function.__doc__ = f"Client.{name} on the default client.\n\n{method.__doc__ or ''}"
-    return function
-
-
-API_FUNCTIONS = tuple(list(_ASYNC_METHODS) + [f"async_{n}" for n in _ASYNC_METHODS])
-for _name in API_FUNCTIONS:
-    globals()[_name] = _module_function(_name)
-__all__ += list(API_FUNCTIONS)

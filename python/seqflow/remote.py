@@ -27,14 +27,12 @@ import atexit
 import os
 import uuid
 import weakref
-from typing import TYPE_CHECKING, Any, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from seqflow import _seqflow
 from seqflow._config import check_count, read_config
+from seqflow.client import Client, RemoteConfig
 from seqflow.samplers import native_sampler
-
-if TYPE_CHECKING:
-    from seqflow.client import Client
 
 __all__ = [
     "RAY_NAMESPACE",
@@ -357,7 +355,7 @@ def _find_services(ray, name: str) -> Optional[RayServices]:
 
 
 def ray_client(name: str = "seqflow", *, config=None, num_storage_units: Optional[int] = None,
-               actor_options: Optional[dict[str, Any]] = None) -> "Client":
+               actor_options: Optional[dict[str, Any]] = None) -> Client:
     """A remote client of the seqflow services named `name` on the Ray
     cluster. With num_storage_units they are started unless they run already
     (start_ray_services), and the client's close() stops them if this call
@@ -373,8 +371,6 @@ def ray_client(name: str = "seqflow", *, config=None, num_storage_units: Optiona
     else:
         services = start_ray_services(name, config=config, num_storage_units=num_storage_units,
                                       actor_options=actor_options)
-    from seqflow.client import Client, RemoteConfig  # torch (data conversion): not in the actors
-
     remote = RemoteConfig.from_config(config or {}, address=services.controller_address)
     try:
         return Client._connect(remote, services=services if services.owned else None)

@@ -184,7 +184,7 @@ class StreamingDataset(IterableDataset):
     # ---- client -----------------------------------------------------------
     def _get_client(self):
         if self._client is None:
-            from seqflow.client import init
+            from seqflow.default_client import init
 
             self._client = init(self.config)
         if os.getpid() != self._owner_pid and not getattr(self._client, "is_remote", False):
