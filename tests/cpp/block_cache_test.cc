@@ -1,22 +1,21 @@
 // The large-block allocator: freed blocks come back for requests of their
 // size (not much smaller ones), the cache stays under its limit dropping
-// the blocks freed longest ago, a zero limit or a bad setting caches
-// nothing, and threads sharing it never get the same block twice.
+// the blocks freed longest ago, and a zero limit or a bad setting caches
+// nothing. Threads sharing it: block_cache_concurrency_test.cc.
 #include "common/block_cache.h"
 
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <cstring>
-#include <random>
 #include <set>
-#include <thread>
 #include <vector>
+
+#include "block_cache_test_support.h"
 
 namespace seqflow {
 namespace {
 
-constexpr size_t kMiB = size_t{1} << 20;
+using test::kMiB;
 
 TEST(BlockCache, AFreedBlockServesTheNextRequestOfItsSize) {
   BlockCache cache(64 * kMiB);
@@ -88,31 +87,6 @@ TEST(BlockCache, TheLimitSettingIsReadAsMiBAndABadOneTurnsTheCacheOff) {
   for (const char* bad : {"-1", "1e3", "64MB", " 64", "99999999999999999999"}) {
     EXPECT_EQ(BlockCache::limit_from(bad), 0u) << bad;
   }
-}
-
-TEST(BlockCacheConcurrency, ThreadsNeverHoldTheSameBlockAtOnce) {
-  BlockCache cache(32 * kMiB);
-  std::atomic<int> clashes{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 4; ++t) {
-    threads.emplace_back([&, t] {
-      std::mt19937 rng(t);
-      for (int i = 0; i < 200; ++i) {
-        const size_t size = (2 + rng() % 4) * kMiB;
-        size_t capacity = 0;
-        std::byte* block = cache.acquire(size, &capacity);
-        const auto mark = static_cast<std::byte>(t + 1);
-        block[0] = mark;
-        block[size - 1] = mark;
-        std::this_thread::yield();
-        if (block[0] != mark || block[size - 1] != mark) ++clashes;
-        cache.release(block, capacity);
-      }
-    });
-  }
-  for (auto& thread : threads) thread.join();
-  EXPECT_EQ(clashes.load(), 0);
-  EXPECT_LE(cache.cached_bytes(), cache.limit());
 }
 
 }  // namespace

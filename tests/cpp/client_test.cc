@@ -1,17 +1,17 @@
 // The client, embedded and remote (real controller and storage services on
 // loopback, one or three storage units): puts are atomic and leave nothing
-// behind on failure, reads are views, clears reach the storage, checkpoints
-// are atomic directories, and concurrent puts, fetches and clears never mix
-// up samples.
+// behind on failure, reads are views, clears reach the storage, and
+// checkpoints are atomic directories. Concurrent puts, fetches and clears:
+// client_concurrency_test.cc.
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <optional>
 #include <set>
 #include <thread>
 
+#include "client_test_support.h"
 #include "controller_test_support.h"
 #include "core/custom_meta.h"
 #include "remote_cluster.h"
@@ -29,31 +29,7 @@ Column float_column(const std::string& field, const std::vector<float>& values) 
   return column_of(field, DType::kFloat32, {{1}}, samples);
 }
 
-struct Mode {
-  const char* name;
-  size_t storage_units;  // 0: embedded
-};
-
-class ClientModes : public ::testing::TestWithParam<Mode> {
- protected:
-  size_t units() const { return std::max<size_t>(GetParam().storage_units, 1); }
-
-  // The client keeps its services alive.
-  std::shared_ptr<Client> make_client(StorageOptions storage = {}) const {
-    if (GetParam().storage_units == 0) return make_embedded_client(ControllerOptions{}, storage);
-    auto cluster = std::make_shared<RemoteCluster>(GetParam().storage_units, storage);
-    auto client = cluster->client();
-    auto both = std::make_shared<std::pair<std::shared_ptr<RemoteCluster>, std::shared_ptr<Client>>>(cluster, client);
-    return std::shared_ptr<Client>(both, client.get());
-  }
-};
-
-std::string mode_name(const ::testing::TestParamInfo<Mode>& info) { return info.param.name; }
-
-INSTANTIATE_TEST_SUITE_P(Modes, ClientModes,
-                         ::testing::Values(Mode{"Embedded", 0}, Mode{"RemoteOneUnit", 1},
-                                           Mode{"RemoteThreeUnits", 3}),
-                         mode_name);
+INSTANTIATE_TEST_SUITE_P(Modes, ClientModes, ::testing::ValuesIn(kClientModes), mode_name);
 
 // What only remote mode has: storage units that can die, timeouts.
 class RemoteModes : public ClientModes {};
@@ -560,55 +536,6 @@ TEST_P(ClientModes, BadCheckpointsLeaveTheStateUnchanged) {
   }
   EXPECT_EQ(client->load_checkpoint(good), (Json{{"step", 1}}));  // the unmixed one loads
   EXPECT_TRUE(has_partition(*client, "q"));
-}
-
-// Producers put while a consumer fetches and clears what it consumed, so
-// global indexes are reused all the time: every fetched sample must still
-// carry its own value.
-TEST_P(ClientModes, ConcurrentPutsFetchesAndClearsKeepSamplesApart) {
-  auto client = make_client();
-  constexpr int kProducers = 3;
-  constexpr int kBatches = 40;
-  constexpr int kBatch = 4;
-  std::vector<std::jthread> producers;  // joined even when an assertion returns early
-  for (int p = 0; p < kProducers; ++p) {
-    producers.emplace_back([&, p] {
-      for (int b = 0; b < kBatches; ++b) {
-        std::vector<int64_t> values;
-        std::vector<Json> metas;
-        for (int i = 0; i < kBatch; ++i) {
-          const int64_t id = (p * kBatches + b) * kBatch + i;
-          values.push_back(id);
-          metas.push_back({{"id", id}});
-        }
-        client->put_new("p", {int64_column("x", values)}, metas);
-      }
-    });
-  }
-  std::set<int64_t> seen;
-  const std::string fields[] = {"x"};
-  while (seen.size() < static_cast<size_t>(kProducers * kBatches * kBatch)) {
-    BatchMeta meta;
-    try {
-      meta = client->get_meta(fetch_request("p", "train", {"x"}, 3));
-    } catch (const Error& e) {
-      // The consumer may start before the first put has created the partition.
-      ASSERT_EQ(e.code(), ErrorCode::kNotFound) << e.what();
-    }
-    if (meta.size() == 0) {
-      std::this_thread::yield();
-      continue;
-    }
-    const auto rows = client->get_data(meta, fields);
-    for (size_t i = 0; i < meta.size(); ++i) {
-      const int64_t id = meta.custom_meta[i]["id"].get<int64_t>();
-      ASSERT_EQ(int64_of(rows[i][0]), id);
-      ASSERT_TRUE(seen.insert(id).second) << "sample " << id << " delivered twice";
-    }
-    client->clear_samples("p", meta.global_indexes, {});
-  }
-  for (auto& t : producers) t.join();
-  EXPECT_EQ(client->storage_stats().samples, 0u);
 }
 
 }  // namespace

@@ -2,23 +2,23 @@
 // another process), peers that are not where they claim detected, bad
 // descriptions refused; leases that keep a get's frames until given back;
 // and the storage service and remote client moving large puts and gets
-// through memory, with small ones and opted-out clients on TCP.
+// through memory, with small ones and opted-out clients on TCP. Threads
+// sharing leases or a cluster: local_copy_concurrency_test.cc.
 #include "transport/local_copy.h"
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <climits>
 #include <cstring>
-#include <random>
 #include <thread>
 
+#include "common/aligned_buffer.h"
 #include "transport/connection.h"
 #include "transport/frame_leases.h"
 #include "remote_cluster.h"
-#include "common/aligned_buffer.h"
+#include "local_copy_test_support.h"
 #include "storage_test_support.h"
 #include "wire_test_support.h"
 
@@ -27,21 +27,6 @@ namespace {
 
 using transport::Frames;
 using transport::wire::Json;
-
-std::shared_ptr<const Buffer> random_buffer(size_t size, uint32_t seed) {
-  WritableBuffer out = allocate_buffer(size);
-  std::mt19937 rng(seed);
-  for (size_t i = 0; i < size; ++i) out.data[i] = static_cast<std::byte>(rng());
-  return std::move(out.buffer);
-}
-
-// Frames 1.. of the given sizes, random bytes each; frame 0 stands for a header.
-Frames data_frames(std::initializer_list<size_t> sizes) {
-  Frames frames(1);
-  uint32_t seed = 1;
-  for (const size_t size : sizes) frames.push_back(transport::frame_of(random_buffer(size, seed++), 0, size));
-  return frames;
-}
 
 void expect_same_frames(const Frames& sent, size_t first, const Frames& read) {
   ASSERT_EQ(read.size(), sent.size() - first);
@@ -280,58 +265,13 @@ TEST(FrameLeases, ALeaseRunsOutAfterItsLifetime) {
   EXPECT_TRUE(leases.release(second));
 }
 
-TEST(FrameLeasesConcurrency, ThreadsHoldingAndGivingBackNeverLoseOrShareALease) {
-  transport::FrameLeases leases(std::chrono::seconds(60));
-  constexpr int kThreads = 4, kRounds = 300;
-  std::atomic<int> given_back{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&] {
-      std::vector<uint64_t> mine;
-      for (int r = 0; r < kRounds; ++r) {
-        mine.push_back(leases.hold(data_frames({64})));
-        if (r % 2 == 1) {
-          given_back += leases.release(mine.back()) ? 1 : 0;
-          mine.pop_back();
-        }
-      }
-      for (const uint64_t id : mine) given_back += leases.release(id) ? 1 : 0;
-    });
-  }
-  for (auto& thread : threads) thread.join();
-  EXPECT_EQ(given_back.load(), kThreads * kRounds);
-  EXPECT_EQ(leases.held(), 0u);
-}
-
 TEST(FrameLeases, ALifetimeMustBePositive) {
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
                            [] { transport::FrameLeases(std::chrono::milliseconds(0)); },
                            {"lease lifetime", "0 ms"}));
 }
 
-// float32 samples of `width` values each; sample i holds i * width + j.
-Column wide_column(const std::string& field, size_t samples, size_t width) {
-  std::vector<float> values(samples * width);
-  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i);
-  Column column;
-  column.field = field;
-  column.dtype = DType::kFloat32;
-  column.shapes = {{static_cast<int64_t>(width)}};
-  for (size_t i = 0; i <= samples; ++i) column.offsets.push_back(i * width * sizeof(float));
-  column.buffer = Buffer::copy_of(std::as_bytes(std::span<const float>(values)));
-  return column;
-}
-
-double local_copy_bytes(RemoteCluster& cluster, const std::string& direction) {
-  double total = 0;
-  for (size_t u = 0; u < cluster.unit_count(); ++u) {
-    total += cluster.unit(u)
-                 .metrics()
-                 .counter("seqflow_storage_local_copy_bytes_total", "", {{"direction", direction}})
-                 .value();
-  }
-  return total;
-}
+INSTANTIATE_TEST_SUITE_P(Units, LocalCopyCluster, ::testing::ValuesIn(kLocalCopyUnitCounts));
 
 // Puts and gets samples*width floats in two fields; the values come back.
 void round_trip(Client& client, size_t samples, size_t width) {
@@ -348,9 +288,6 @@ void round_trip(Client& client, size_t samples, size_t width) {
   }
 }
 
-class LocalCopyCluster : public ::testing::TestWithParam<size_t> {};
-
-INSTANTIATE_TEST_SUITE_P(Units, LocalCopyCluster, ::testing::Values(1, 3));
 
 TEST_P(LocalCopyCluster, LargePutsAndGetsTravelThroughMemory) {
   RemoteCluster cluster(GetParam());
@@ -384,37 +321,6 @@ TEST_P(LocalCopyCluster, EachFieldOfAGetIsOneRunOfBytesInRequestOrder) {
     }
   }
   EXPECT_GT(local_copy_bytes(cluster, "get"), 0.0);
-}
-
-TEST_P(LocalCopyCluster, ConcurrentClientsPutAndGetTheirOwnDataThroughMemory) {
-  RemoteCluster cluster(GetParam());
-  std::vector<std::thread> threads;
-  std::atomic<int> rounds_ok{0};
-  for (int t = 0; t < 3; ++t) {
-    threads.emplace_back([&, t] {
-      auto client = cluster.client();
-      const std::string partition = "p" + std::to_string(t);
-      for (int r = 0; r < 3; ++r) {
-        const Column column =
-            wide_column("a", 32 + t, 4096 + 1024 * r);  // each thread and round its own shape
-        const BatchMeta meta = client->put_new(partition, {column}, {});
-        const std::vector<std::string> fields{"a"};
-        const auto rows = client->get_data(meta, fields);
-        bool same = rows.size() == column.sample_count();
-        for (size_t i = 0; same && i < rows.size(); ++i) {
-          same = to_bytes(rows[i][0].bytes()) == to_bytes(column.sample(i).bytes());
-        }
-        rounds_ok += same ? 1 : 0;
-        client->clear_partition(partition);
-      }
-    });
-  }
-  for (auto& thread : threads) thread.join();
-  EXPECT_EQ(rounds_ok.load(), 9);
-  EXPECT_GT(local_copy_bytes(cluster, "get"), 0.0);
-  for (size_t u = 0; u < cluster.unit_count(); ++u) {
-    EXPECT_NE(cluster.unit(u).metrics().render().find("seqflow_storage_leases 0"), std::string::npos);
-  }
 }
 
 TEST_P(LocalCopyCluster, SmallTransfersAndOptedOutClientsSendTheBytes) {

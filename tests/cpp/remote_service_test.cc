@@ -3,11 +3,11 @@
 // keeps serving; a stopped storage unit fails puts with kTimeout and leaves
 // nothing ready; a restarted unit takes puts again, and the samples it lost
 // are not served until they are put again; a controller restarted from a
-// checkpoint never serves a consumed sample again.
+// checkpoint never serves a consumed sample again. Garbage from one peer
+// while another works: remote_service_concurrency_test.cc.
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <set>
 #include <string>
@@ -19,6 +19,7 @@
 #include "transport/wire_codec.h"
 #include "service_test_support.h"
 #include "remote_cluster.h"
+#include "remote_service_test_support.h"
 #include "storage_test_support.h"
 #include "wire_test_support.h"
 
@@ -275,9 +276,6 @@ TEST(RemoteServiceLimits, OversizedRequestsGetAnErrorAndTheServicesKeepServing) 
   EXPECT_EQ(partitions(controller), std::vector<std::string>{"p"});
 }
 
-MetaRequest fetch(int64_t batch_size, const std::string& partition, const std::string& task) {
-  return fetch_request(partition, task, {"x"}, batch_size);
-}
 
 // Samples of the partition with field "x" produced; 0 when it does not exist.
 size_t ready_samples(Client& client, const std::string& partition) {
@@ -285,19 +283,6 @@ size_t ready_samples(Client& client, const std::string& partition) {
   const auto status = client.control().production_status(fields, partition);
   if (!status) return 0;
   return static_cast<size_t>(std::count(status->produced.begin(), status->produced.end(), 1));
-}
-
-std::vector<int64_t> values_of(Client& client, const BatchMeta& meta) {
-  const std::string fields[] = {"x"};
-  std::vector<int64_t> values;
-  for (const auto& row : client.get_data(meta, fields)) values.push_back(int64_of(row.at(0)));
-  return values;
-}
-
-std::vector<int64_t> ids_of(const BatchMeta& meta) {
-  std::vector<int64_t> ids;
-  for (size_t i = 0; i < meta.size(); ++i) ids.push_back(meta.custom_meta[i]["id"].get<int64_t>());
-  return ids;
 }
 
 // Fetches one sample at a time until none is ready for `task` (polling
@@ -311,12 +296,6 @@ std::vector<int64_t> drain(Client& client, const std::string& partition, const s
     EXPECT_EQ(values_of(client, meta), ids_of(meta)) << "data and custom_meta of the same sample";
     out.push_back(ids_of(meta).at(0));
   }
-}
-
-std::vector<Json> ids(int64_t first, size_t count) {
-  std::vector<Json> out;
-  for (size_t i = 0; i < count; ++i) out.push_back({{"id", first + static_cast<int64_t>(i)}});
-  return out;
 }
 
 TEST(RemoteServiceFailures, PutToAStoppedUnitTimesOutLeavesNothingReadyAndWorksAfterTheUnitRestarts) {
@@ -526,40 +505,6 @@ TEST(RemoteServiceFailures, ControllerRestartedFromACheckpointServesTheRestAndNe
   EXPECT_EQ(all.size(), values.size());
   // The old client reconnects to the restarted controller on its own.
   EXPECT_EQ(drain(*client, "p", "eval").size(), values.size() - 1);
-}
-
-TEST(RemoteServiceConcurrency, GarbageFromOnePeerDoesNotDisturbAnother) {
-  RemoteCluster cluster(1);
-  auto client = cluster.client();
-  std::atomic<int> answered{0};
-  // Stopped and joined however the test ends (a failed ASSERT returns early).
-  std::jthread garbage([&](std::stop_token stop) {
-    zmq::context_t context;
-    transport::Connection controller(context, cluster.controller_endpoint(), transport::ConnectionOptions{.timeout = 5s, .security = {}});
-    transport::Connection storage(context, cluster.unit(0).endpoint(), transport::ConnectionOptions{.timeout = 5s, .security = {}});
-    const std::string too_deep = nested_msgpack(1000);
-    while (!stop.stop_requested()) {
-      for (transport::Connection* target : {&controller, &storage}) {
-        for (const char* op : {"insert", "get_meta", "put", "get", "clear"}) {
-          try {
-            target->call(op, server::test::frames_of({too_deep, "\x01"}));
-          } catch (const Error& error) {
-            if (error.code() != ErrorCode::kTimeout) ++answered;
-          }
-        }
-      }
-    }
-  });
-  for (int64_t round = 0; round < 30; ++round) {
-    const BatchMeta put = client->put_new("p", {int64_column("x", {round, round + 1})}, ids(round, 2));
-    const BatchMeta meta = client->get_meta(fetch(2, "p", "train"));
-    ASSERT_EQ(meta.size(), 2u);
-    EXPECT_EQ(values_of(*client, meta), ids_of(meta));
-    client->clear_samples("p", meta.global_indexes, {});
-  }
-  garbage.request_stop();
-  garbage.join();
-  EXPECT_GT(answered.load(), 0);
 }
 
 }  // namespace

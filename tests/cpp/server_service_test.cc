@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cstring>
 #include <latch>
-#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -19,7 +18,7 @@ namespace {
 
 using namespace seqflow::server::test;
 
-TEST(NetService, EchoRoundTripWithMultipartFrames) {
+TEST(Service, EchoRoundTripWithMultipartFrames) {
   auto service = echo_service();
   zmq::context_t context;
   Connection connection(context, service->endpoint(), timeout_of(5s));
@@ -31,7 +30,7 @@ TEST(NetService, EchoRoundTripWithMultipartFrames) {
   EXPECT_TRUE(connection.call("ping", {}).empty());
 }
 
-TEST(NetService, EchoesLargeZeroCopyFrames) {
+TEST(Service, EchoesLargeZeroCopyFrames) {
   auto service = echo_service();
   zmq::context_t context;
   Connection connection(context, service->endpoint(), timeout_of(20s));
@@ -53,7 +52,7 @@ TEST(NetService, EchoesLargeZeroCopyFrames) {
   EXPECT_EQ(std::memcmp(results[2].data(), bytes.data() + 1000, 5000), 0);
 }
 
-TEST(NetService, UnknownOpGetsNotFoundAndTheServiceKeepsServing) {
+TEST(Service, UnknownOpGetsNotFoundAndTheServiceKeepsServing) {
   auto service = echo_service();
   zmq::context_t context;
   Connection connection(context, service->endpoint(), timeout_of(5s));
@@ -62,7 +61,7 @@ TEST(NetService, UnknownOpGetsNotFoundAndTheServiceKeepsServing) {
   EXPECT_EQ(strings_of(connection.call("echo", frames_of({"still here"}))), std::vector<std::string>{"still here"});
 }
 
-TEST(NetService, HandlerExceptionsBecomeErrorRepliesWithTheirCodes) {
+TEST(Service, HandlerExceptionsBecomeErrorRepliesWithTheirCodes) {
   auto service = echo_service({}, [](Service& s) {
     s.handle("fail", [](Frames& args) -> Frames {
       const int code = std::stoi(std::string(as_string_view(args.at(0))));
@@ -87,7 +86,7 @@ TEST(NetService, HandlerExceptionsBecomeErrorRepliesWithTheirCodes) {
   EXPECT_NE(text.find("seqflow_request_errors_total{op=\"fail\"} 4"), std::string::npos) << text;
 }
 
-TEST(NetService, MalformedRawMessagesDoNotStopTheService) {
+TEST(Service, MalformedRawMessagesDoNotStopTheService) {
   auto service = echo_service();
   zmq::context_t context;
   zmq::socket_t raw(context, zmq::socket_type::dealer);
@@ -123,7 +122,7 @@ TEST(NetService, MalformedRawMessagesDoNotStopTheService) {
             std::string::npos);
 }
 
-TEST(NetService, RequestOverMaxRequestBytesGetsAnErrorNamingBothSizes) {
+TEST(Service, RequestOverMaxRequestBytesGetsAnErrorNamingBothSizes) {
   ServiceOptions options;
   options.max_request_bytes = 1000;
   auto service = echo_service(options);
@@ -134,7 +133,7 @@ TEST(NetService, RequestOverMaxRequestBytesGetsAnErrorNamingBothSizes) {
   EXPECT_EQ(connection.call("echo", frames_of({std::string(900, 'a')})).size(), 1u);
 }
 
-TEST(NetService, BindFailuresNameTheAddress) {
+TEST(Service, BindFailuresNameTheAddress) {
   auto first = echo_service();
   ServiceOptions options;
   options.bind = first->endpoint();
@@ -145,7 +144,7 @@ TEST(NetService, BindFailuresNameTheAddress) {
   EXPECT_TRUE(throws_invalid([&] { third.start(); }, {"tcp://no.such.host.invalid:1"}));
 }
 
-TEST(NetService, OptionsAndHandlersAreChecked) {
+TEST(Service, OptionsAndHandlersAreChecked) {
   ServiceOptions options;
   options.max_workers = 0;
   EXPECT_TRUE(throws_invalid([&] { Service service(options); }, {"max_workers", "0"}));
@@ -171,7 +170,7 @@ TEST(NetService, OptionsAndHandlersAreChecked) {
   service.stop();
 }
 
-TEST(NetService, StopLetsRunningHandlersFinishAndAnswer) {
+TEST(Service, StopLetsRunningHandlersFinishAndAnswer) {
   std::latch entered(1);
   std::atomic<bool> finished{false};
   auto service = echo_service({}, [&](Service& s) {
@@ -191,99 +190,6 @@ TEST(NetService, StopLetsRunningHandlersFinishAndAnswer) {
   EXPECT_TRUE(finished);
   caller.join();
   EXPECT_EQ(answer, std::vector<std::string>{"done"});
-}
-
-// Eight handlers block on a gate; other requests still get workers.
-TEST(NetServiceConcurrency, BlockedHandlersDoNotHoldBackOthers) {
-  Gate release;
-  std::atomic<int> blocked{0};
-  auto service = echo_service({}, [&](Service& s) { add_blocking_op(s, release, blocked); });
-  auto context = std::make_shared<zmq::context_t>();
-  ConnectionPool pool(context, service->endpoint(), timeout_of(20s));
-  std::vector<std::thread> callers;
-  OpenAndJoin cleanup{release, callers};
-  std::atomic<int> answered{0};
-  for (int i = 0; i < 8; ++i) {
-    callers.emplace_back([&, i] {
-      const auto results = strings_of(pool.call("block", frames_of({std::to_string(i)})));
-      if (results == std::vector<std::string>{std::to_string(i)}) ++answered;
-    });
-  }
-  ASSERT_TRUE(wait_for_blocked(blocked, 8));
-  const auto start = std::chrono::steady_clock::now();
-  EXPECT_EQ(strings_of(pool.call("echo", frames_of({"through"}), 5s)), std::vector<std::string>{"through"});
-  EXPECT_TRUE(pool.call("ping", {}, 5s).empty());
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
-  release.open();
-  for (auto& caller : callers) caller.join();
-  EXPECT_EQ(answered.load(), 8);
-}
-
-// The only worker is blocked: an inline answer still comes (the I/O thread
-// gives it), a declined one waits for the worker and reaches it with its
-// arguments untouched, and an inline exception is an error reply.
-TEST(NetServiceConcurrency, InlineHandlersAnswerWithoutAWorkerOrHandOverUntouched) {
-  Gate release;
-  std::atomic<int> blocked{0};
-  auto service = echo_service(with_workers(1, 1), [&](Service& s) {
-    add_blocking_op(s, release, blocked);
-    s.handle(
-        "quick", [](Frames& args) { return std::move(args); },
-        [](const Frames& args) -> std::optional<Frames> {
-          const std::string_view first = as_string_view(args.at(0));
-          if (first == "bad") throw Error(ErrorCode::kInvalidArgument, "field 'first' is 'bad'");
-          if (first != "now") return std::nullopt;
-          return frames_of({"inline"});
-        });
-    s.handle("only_inline", nullptr, [](const Frames& args) -> std::optional<Frames> {
-      if (as_string_view(args.at(0)) != "yes") return std::nullopt;
-      return frames_of({"inline"});
-    });
-  });
-  auto context = std::make_shared<zmq::context_t>();
-  ConnectionPool pool(context, service->endpoint(), timeout_of(20s));
-  std::vector<std::thread> callers;
-  OpenAndJoin cleanup{release, callers};
-  callers.emplace_back([&] { pool.call("block", {}); });
-  ASSERT_TRUE(wait_for_blocked(blocked, 1));
-
-  EXPECT_EQ(strings_of(pool.call("quick", frames_of({"now", "x"}), 5s)), std::vector<std::string>{"inline"});
-  EXPECT_TRUE(throws_code([&] { pool.call("quick", frames_of({"bad"}), 5s); }, ErrorCode::kInvalidArgument,
-                          {"field 'first' is 'bad'"}));
-  EXPECT_TRUE(throws_code([&] { pool.call("quick", frames_of({"later"}), 300ms); }, ErrorCode::kTimeout,
-                          {"'quick'"}))
-      << "a declined request must wait for a worker";
-  std::vector<std::string> handed_over;
-  callers.emplace_back([&] { handed_over = strings_of(pool.call("quick", frames_of({"later", "y", ""}), 10s)); });
-  release.open();
-  for (auto& caller : callers) caller.join();
-  callers.clear();
-  EXPECT_EQ(handed_over, (std::vector<std::string>{"later", "y", ""}));
-  EXPECT_EQ(strings_of(pool.call("only_inline", frames_of({"yes"}), 5s)), std::vector<std::string>{"inline"});
-  EXPECT_TRUE(throws_code([&] { pool.call("only_inline", frames_of({"no"}), 5s); }, ErrorCode::kInternal,
-                          {"'only_inline'", "declined"}));
-  const std::string text = service->metrics().render();
-  EXPECT_NE(text.find("seqflow_request_errors_total{op=\"quick\"} 1\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("seqflow_requests_total{op=\"only_inline\"} 2\n"), std::string::npos) << text;
-}
-
-TEST(NetServiceConcurrency, MaxWorkersCapsThePool) {
-  Gate release;
-  std::atomic<int> blocked{0};
-  auto service = echo_service(with_workers(1, 2), [&](Service& s) { add_blocking_op(s, release, blocked); });
-  auto context = std::make_shared<zmq::context_t>();
-  ConnectionPool pool(context, service->endpoint(), timeout_of(20s));
-  std::vector<std::thread> callers;
-  OpenAndJoin cleanup{release, callers};
-  for (int i = 0; i < 2; ++i) callers.emplace_back([&] { pool.call("block", {}); });
-  ASSERT_TRUE(wait_for_blocked(blocked, 2));
-  // Both workers are blocked and the cap is reached: echo waits in the queue.
-  EXPECT_TRUE(throws_code([&] { pool.call("echo", {}, 300ms); }, ErrorCode::kTimeout, {"'echo'", "300 ms"}));
-  EXPECT_TRUE(pool.call("ping", {}, 2s).empty()) << "ping is answered by the I/O thread";
-  EXPECT_NE(service->metrics().render().find("seqflow_service_workers 2\n"), std::string::npos);
-  release.open();
-  for (auto& caller : callers) caller.join();
-  EXPECT_EQ(strings_of(pool.call("echo", frames_of({"x"}), 5s)), std::vector<std::string>{"x"});
 }
 
 }  // namespace

@@ -1,8 +1,11 @@
 // Shared helpers of the transport and service tests: frames from strings, an
-// echo service on a free loopback port, quick client options.
+// echo service on a free loopback port, quick client options, a service
+// that answers late and the CPU time a call takes, and a check of the
+// metrics text format.
 #pragma once
 
 #include <gtest/gtest.h>
+#include <time.h>
 
 #include <atomic>
 #include <chrono>
@@ -11,6 +14,8 @@
 #include <initializer_list>
 #include <memory>
 #include <mutex>
+#include <regex>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -115,6 +120,53 @@ inline std::unique_ptr<Service> echo_service(ServiceOptions options = {},
   if (add) add(*service);
   service->start();
   return service;
+}
+
+// Client options: a 20 s timeout and this busy_poll.
+inline ConnectionOptions busy_poll_of(std::chrono::microseconds busy_poll) {
+  ConnectionOptions options = timeout_of(20s);
+  options.busy_poll = busy_poll;
+  return options;
+}
+
+// A service whose "sleep" op answers after the milliseconds it is given.
+inline std::unique_ptr<Service> sleeping_service() {
+  return echo_service({}, [](Service& s) {
+    s.handle("sleep", [](Frames& args) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::stoi(strings_of(args).at(0))));
+      return Frames();
+    });
+  });
+}
+
+// The CPU time this thread spends in a call whose reply comes after `sleep`.
+inline std::chrono::milliseconds cpu_of_call(Connection& connection, std::chrono::milliseconds sleep) {
+  const auto thread_cpu = [] {
+    timespec now{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+    return std::chrono::seconds(now.tv_sec) + std::chrono::nanoseconds(now.tv_nsec);
+  };
+  const auto start = thread_cpu();
+  connection.call("sleep", frames_of({std::to_string(sleep.count())}));
+  return std::chrono::duration_cast<std::chrono::milliseconds>(thread_cpu() - start);
+}
+
+// Every line is a # HELP, a # TYPE or a sample of the text exposition format.
+inline ::testing::AssertionResult is_prometheus_text(const std::string& text) {
+  static const std::regex help(R"(# HELP [a-zA-Z_:][a-zA-Z0-9_:]* .*)");
+  static const std::regex type(R"(# TYPE [a-zA-Z_:][a-zA-Z0-9_:]* (counter|gauge|histogram|summary|untyped))");
+  static const std::regex sample(
+      R"([a-zA-Z_:][a-zA-Z0-9_:]*(\{[a-zA-Z_][a-zA-Z0-9_]*="([^"\\\n]|\\[\\"n])*")"
+      R"((,[a-zA-Z_][a-zA-Z0-9_]*="([^"\\\n]|\\[\\"n])*")*\})? (NaN|[+-]Inf|-?[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?))");
+  if (text.empty() || text.back() != '\n') return ::testing::AssertionFailure() << "must end with a newline";
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (!std::regex_match(line, help) && !std::regex_match(line, type) && !std::regex_match(line, sample)) {
+      return ::testing::AssertionFailure() << "bad line: " << line;
+    }
+  }
+  return ::testing::AssertionSuccess();
 }
 
 }  // namespace seqflow::server::test

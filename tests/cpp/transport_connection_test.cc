@@ -1,9 +1,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <string>
@@ -20,7 +18,7 @@ using server::Service;
 using server::ServiceOptions;
 using Clock = std::chrono::steady_clock;
 
-TEST(NetConnection, TimesOutWhileTheServiceIsDownAndWorksAfterItRestartsOnTheSamePort) {
+TEST(Connection, TimesOutWhileTheServiceIsDownAndWorksAfterItRestartsOnTheSamePort) {
   auto service = echo_service();
   const std::string endpoint = service->endpoint();
   zmq::context_t context;
@@ -39,7 +37,7 @@ TEST(NetConnection, TimesOutWhileTheServiceIsDownAndWorksAfterItRestartsOnTheSam
   EXPECT_EQ(strings_of(connection.call("echo", frames_of({"3"}))), std::vector<std::string>{"3"});
 }
 
-TEST(NetConnection, AStaleReplyIsNotDeliveredToTheNextCall) {
+TEST(Connection, AStaleReplyIsNotDeliveredToTheNextCall) {
   std::atomic<bool> first{true};
   auto service = echo_service({}, [&](Service& s) {
     s.handle("slow_once", [&](Frames&) {
@@ -56,7 +54,7 @@ TEST(NetConnection, AStaleReplyIsNotDeliveredToTheNextCall) {
   EXPECT_EQ(strings_of(connection.call("slow_once", {})), std::vector<std::string>{"late"});
 }
 
-TEST(NetConnection, PipelinedRequestsGetTheirOwnReplies) {
+TEST(Connection, PipelinedRequestsGetTheirOwnReplies) {
   auto service = echo_service({}, [](Service& s) {
     s.handle("slow", [](Frames& args) {
       std::this_thread::sleep_for(200ms);
@@ -75,7 +73,7 @@ TEST(NetConnection, PipelinedRequestsGetTheirOwnReplies) {
   EXPECT_TRUE(throws_invalid([&] { connection.receive(fast, deadline); }, {"request id", "not awaiting"}));
 }
 
-TEST(NetConnection, ArgumentsAreChecked) {
+TEST(Connection, ArgumentsAreChecked) {
   zmq::context_t context;
   EXPECT_TRUE(throws_invalid([&] { Connection(context, "nonsense://x", ConnectionOptions{}); }, {"'nonsense://x'"}));
   EXPECT_TRUE(throws_invalid([&] { Connection(context, "tcp://127.0.0.1:1", timeout_of(0ms)); }, {"timeout", "0"}));
@@ -84,35 +82,7 @@ TEST(NetConnection, ArgumentsAreChecked) {
   EXPECT_TRUE(throws_code([&] { connection.call("ping", {}); }, ErrorCode::kTimeout, {"'ping'", "100 ms"}));
 }
 
-ConnectionOptions busy_poll_of(std::chrono::microseconds busy_poll) {
-  ConnectionOptions options = timeout_of(20s);
-  options.busy_poll = busy_poll;
-  return options;
-}
-
-// A service whose "sleep" op answers after the milliseconds it is given.
-std::unique_ptr<Service> sleeping_service() {
-  return echo_service({}, [](Service& s) {
-    s.handle("sleep", [](Frames& args) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(std::stoi(strings_of(args).at(0))));
-      return Frames();
-    });
-  });
-}
-
-// The CPU time this thread spends in a call whose reply comes after `sleep`.
-std::chrono::milliseconds cpu_of_call(Connection& connection, std::chrono::milliseconds sleep) {
-  const auto thread_cpu = [] {
-    timespec now{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
-    return std::chrono::seconds(now.tv_sec) + std::chrono::nanoseconds(now.tv_nsec);
-  };
-  const auto start = thread_cpu();
-  connection.call("sleep", frames_of({std::to_string(sleep.count())}));
-  return std::chrono::duration_cast<std::chrono::milliseconds>(thread_cpu() - start);
-}
-
-TEST(NetConnection, BusyPollSpinsOnlyWhileRepliesComeWithinIt) {
+TEST(Connection, BusyPollSpinsOnlyWhileRepliesComeWithinIt) {
   auto service = sleeping_service();
   zmq::context_t context;
   Connection spinning(context, service->endpoint(), busy_poll_of(400ms));
@@ -124,34 +94,9 @@ TEST(NetConnection, BusyPollSpinsOnlyWhileRepliesComeWithinIt) {
   EXPECT_GE(cpu_of_call(spinning, 200ms), 50ms) << "the last reply came within busy_poll: spins again";
 }
 
-// As many calls waiting as cores: spinning would take the CPU that carries
-// the replies, so none spins (beyond the moment before the others wait too).
-TEST(NetConnectionConcurrency, NoReceiveSpinsWhileTheProcessWaitsOnACallPerCore) {
-  auto service = sleeping_service();
-  zmq::context_t context;
-  const unsigned callers = busy_poll_spinner_limit() + 1;
-  std::vector<std::unique_ptr<Connection>> connections;
-  for (unsigned c = 0; c < callers; ++c)
-    connections.push_back(std::make_unique<Connection>(context, service->endpoint(), busy_poll_of(1s)));
-  std::vector<std::chrono::milliseconds> cpu(callers);
-  std::atomic<unsigned> ready{0};
-  std::vector<std::thread> threads;
-  for (unsigned c = 0; c < callers; ++c) {
-    threads.emplace_back([&, c] {
-      ++ready;
-      while (ready < callers) std::this_thread::yield();
-      cpu[c] = cpu_of_call(*connections[c], 500ms);
-    });
-  }
-  for (auto& thread : threads) thread.join();
-  EXPECT_LT(*std::max_element(cpu.begin(), cpu.end()), 150ms) << "a caller spun while every core had a waiting call";
-  // Alone again, a caller spins.
-  EXPECT_GE(cpu_of_call(*connections[0], 200ms), 50ms);
-}
-
 // The waiting calls of a parent's other threads do not exist in a forked
 // child, so they must not keep the child's calls from spinning.
-TEST(NetConnection, AForkedChildSpinsWhateverItsParentWaitedOn) {
+TEST(Connection, AForkedChildSpinsWhateverItsParentWaitedOn) {
   auto service = sleeping_service();
   zmq::context_t context;
   const unsigned waiters = busy_poll_spinner_limit();
@@ -176,7 +121,7 @@ TEST(NetConnection, AForkedChildSpinsWhateverItsParentWaitedOn) {
   for (auto& thread : threads) thread.join();
 }
 
-TEST(NetConnection, BusyPollIsChecked) {
+TEST(Connection, BusyPollIsChecked) {
   zmq::context_t context;
   EXPECT_TRUE(throws_invalid([&] { Connection(context, "tcp://127.0.0.1:1", busy_poll_of(-1us)); },
                              {"ConnectionOptions.busy_poll", "between 0 and 1000000 us", "-1"}));
@@ -184,37 +129,6 @@ TEST(NetConnection, BusyPollIsChecked) {
                                                   busy_poll_of(1001ms)); },
                              {"ConnectionOptions.busy_poll", "1001000"}));
   EXPECT_NO_THROW(Connection(context, "tcp://127.0.0.1:1", busy_poll_of(1s)));
-}
-
-// 8 threads x 500 calls through one pool; every reply matches its request.
-TEST(NetConnectionPoolConcurrency, EveryReplyMatchesItsRequest) {
-  auto service = echo_service();
-  auto context = std::make_shared<zmq::context_t>();
-  ConnectionPool pool(context, service->endpoint(), timeout_of(20s));
-  constexpr int kThreads = 8;
-  constexpr int kCalls = 500;
-  std::atomic<int> mismatches{0};
-  std::atomic<int> failures{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      for (int i = 0; i < kCalls; ++i) {
-        const std::string request = std::to_string(t) + ":" + std::to_string(i);
-        try {
-          const auto reply = strings_of(pool.call("echo", frames_of({request, "tail"})));
-          if (reply != std::vector<std::string>{request, "tail"}) ++mismatches;
-        } catch (const std::exception&) {
-          ++failures;
-        }
-      }
-    });
-  }
-  for (auto& thread : threads) thread.join();
-  EXPECT_EQ(mismatches.load(), 0);
-  EXPECT_EQ(failures.load(), 0);
-  EXPECT_GE(pool.idle_connections(), 1u);
-  EXPECT_LE(pool.idle_connections(), static_cast<size_t>(kThreads));
-  EXPECT_NE(service->metrics().render().find("seqflow_requests_total{op=\"echo\"} 4000\n"), std::string::npos);
 }
 
 }  // namespace

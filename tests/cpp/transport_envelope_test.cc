@@ -19,7 +19,7 @@ std::string with_id(uint64_t id, std::string rest) {
   return out + rest;
 }
 
-TEST(NetEnvelope, RequestRoundTrip) {
+TEST(Envelope, RequestRoundTrip) {
   for (uint64_t id : {uint64_t{0}, uint64_t{1}, uint64_t{0x0102030405060708}, ~uint64_t{0}}) {
     const auto frame = encode_request_envelope(id, "get_meta");
     EXPECT_EQ(frame.size(), 8u + 8u);
@@ -36,7 +36,7 @@ TEST(NetEnvelope, RequestRoundTrip) {
   EXPECT_EQ(decode_request_envelope(encode_request_envelope(7, longest)).op, longest);
 }
 
-TEST(NetEnvelope, ReplyRoundTripForOkAndEveryErrorCode) {
+TEST(Envelope, ReplyRoundTripForOkAndEveryErrorCode) {
   const auto ok = decode_reply_envelope(encode_reply_envelope(42, std::nullopt));
   EXPECT_EQ(ok.id, 42u);
   EXPECT_FALSE(ok.error.has_value());
@@ -51,7 +51,7 @@ TEST(NetEnvelope, ReplyRoundTripForOkAndEveryErrorCode) {
   }
 }
 
-TEST(NetEnvelope, MalformedRequestEnvelopesThrowNamingTheProblem) {
+TEST(Envelope, MalformedRequestEnvelopesThrowNamingTheProblem) {
   EXPECT_TRUE(throws_invalid([] { decode_request_envelope(bytes("")); }, {"request envelope is 0 bytes"}));
   EXPECT_TRUE(throws_invalid([] { decode_request_envelope(bytes("1234567")); }, {"7 bytes"}));
   EXPECT_TRUE(throws_invalid([] { decode_request_envelope(bytes(with_id(1, ""))); }, {"8 bytes", "operation name"}));
@@ -63,7 +63,7 @@ TEST(NetEnvelope, MalformedRequestEnvelopesThrowNamingTheProblem) {
   EXPECT_TRUE(throws_invalid([] { decode_request_envelope(bytes(with_id(1, "\xed\xa0\x80"))); }, {"not UTF-8"}));
 }
 
-TEST(NetEnvelope, MalformedReplyEnvelopesThrowNamingTheProblem) {
+TEST(Envelope, MalformedReplyEnvelopesThrowNamingTheProblem) {
   EXPECT_TRUE(throws_invalid([] { decode_reply_envelope(bytes("")); }, {"reply envelope is 0 bytes", "expected 9"}));
   EXPECT_TRUE(throws_invalid([] { decode_reply_envelope(bytes(with_id(1, ""))); }, {"8 bytes"}));
   EXPECT_TRUE(throws_invalid([] { decode_reply_envelope(bytes(with_id(1, "xy"))); }, {"10 bytes"}));
@@ -71,13 +71,13 @@ TEST(NetEnvelope, MalformedReplyEnvelopesThrowNamingTheProblem) {
   EXPECT_TRUE(throws_invalid([] { decode_reply_envelope(bytes(with_id(1, "\xff"))); }, {"status byte 255"}));
 }
 
-TEST(NetEnvelope, EncoderRejectsBadOpNames) {
+TEST(Envelope, EncoderRejectsBadOpNames) {
   EXPECT_TRUE(throws_invalid([] { encode_request_envelope(1, ""); }, {"0 bytes"}));
   EXPECT_TRUE(throws_invalid([] { encode_request_envelope(1, std::string(100, 'x')); }, {"100 bytes"}));
   EXPECT_TRUE(throws_invalid([] { encode_request_envelope(1, "\x80"); }, {"not UTF-8"}));
 }
 
-TEST(NetEnvelope, RequestIdOfAMalformedFrame) {
+TEST(Envelope, RequestIdOfAMalformedFrame) {
   EXPECT_EQ(request_id_or_zero(bytes("short")), 0u);
   EXPECT_EQ(request_id_or_zero(bytes(with_id(77, ""))), 77u);
   EXPECT_EQ(request_id_or_zero(bytes(with_id(78, std::string(500, '\xff')))), 78u);

@@ -19,7 +19,7 @@ std::shared_ptr<const Buffer> filled_buffer(size_t size) {
   return Buffer::copy_of(bytes);
 }
 
-TEST(NetFrames, FrameOfPointsIntoTheBufferAndKeepsItAlive) {
+TEST(Frames, FrameOfPointsIntoTheBufferAndKeepsItAlive) {
   auto buffer = filled_buffer(1 << 20);
   const std::byte* data = buffer->data;
   std::weak_ptr<const Buffer> watch = buffer;
@@ -34,7 +34,7 @@ TEST(NetFrames, FrameOfPointsIntoTheBufferAndKeepsItAlive) {
   EXPECT_TRUE(watch.expired());
 }
 
-TEST(NetFrames, SmallRangesAreCopied) {
+TEST(Frames, SmallRangesAreCopied) {
   auto buffer = filled_buffer(4096);
   std::weak_ptr<const Buffer> watch = buffer;
   zmq::message_t frame = frame_of(buffer, 10, kZeroCopyMinBytes - 1);
@@ -46,7 +46,7 @@ TEST(NetFrames, SmallRangesAreCopied) {
   EXPECT_EQ(frame_of(nullptr, 0, 0).size(), 0u);
 }
 
-TEST(NetFrames, FrameOfAStringTakesItsBytesOverFromTheZeroCopySizeOn) {
+TEST(Frames, FrameOfAStringTakesItsBytesOverFromTheZeroCopySizeOn) {
   std::string large(kZeroCopyMinBytes, 'x');
   large[7] = 'y';
   const char* data = large.data();
@@ -61,7 +61,7 @@ TEST(NetFrames, FrameOfAStringTakesItsBytesOverFromTheZeroCopySizeOn) {
   EXPECT_EQ(frame_of(std::string()).size(), 0u);
 }
 
-TEST(NetFrames, FrameOfRejectsRangesOutsideTheBuffer) {
+TEST(Frames, FrameOfRejectsRangesOutsideTheBuffer) {
   auto buffer = filled_buffer(100);
   EXPECT_TRUE(throws_invalid([&] { frame_of(buffer, 101, 0); }, {"offset 101", "100 bytes"}));
   EXPECT_TRUE(throws_invalid([&] { frame_of(buffer, 50, 51); }, {"size 51"}));
@@ -69,7 +69,7 @@ TEST(NetFrames, FrameOfRejectsRangesOutsideTheBuffer) {
   EXPECT_TRUE(throws_invalid([&] { frame_of(nullptr, 0, 1); }, {"0 bytes"}));
 }
 
-TEST(NetFrames, BufferOfOwnsTheMessageWithoutCopying) {
+TEST(Frames, BufferOfOwnsTheMessageWithoutCopying) {
   zmq::message_t large(1 << 16);
   std::memset(large.data(), 0x5a, large.size());
   const void* bytes = large.data();
@@ -85,7 +85,7 @@ TEST(NetFrames, BufferOfOwnsTheMessageWithoutCopying) {
   EXPECT_EQ(std::string(reinterpret_cast<const char*>(small->data), small->size), "tiny");
 }
 
-TEST(NetFrames, CopyFramesAndViews) {
+TEST(Frames, CopyFramesAndViews) {
   const zmq::message_t text = copy_frame(std::string_view("hello"));
   EXPECT_EQ(as_string_view(text), "hello");
   const std::byte raw[] = {std::byte{1}, std::byte{2}};

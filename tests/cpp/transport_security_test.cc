@@ -18,7 +18,7 @@ using server::ServiceOptions;
 namespace fs = std::filesystem;
 
 // A fresh directory per test, removed afterwards.
-class NetKeyFiles : public ::testing::Test {
+class KeyFiles : public ::testing::Test {
  protected:
   void SetUp() override {
     std::string pattern = (fs::temp_directory_path() / "seqflow-net-keys-XXXXXX").string();
@@ -34,7 +34,7 @@ class NetKeyFiles : public ::testing::Test {
   fs::path dir_;
 };
 
-TEST_F(NetKeyFiles, RoundTrip) {
+TEST_F(KeyFiles, RoundTrip) {
   const CurveKeyPair keys = generate_curve_keys();
   EXPECT_EQ(keys.public_key.size(), kCurveKeyChars);
   EXPECT_EQ(keys.secret_key.size(), kCurveKeyChars);
@@ -55,7 +55,7 @@ TEST_F(NetKeyFiles, RoundTrip) {
   EXPECT_EQ(text.find(keys.secret_key), std::string::npos) << "the .pub file must not hold the secret";
 }
 
-TEST_F(NetKeyFiles, BadFilesNameThePathAndTheProblem) {
+TEST_F(KeyFiles, BadFilesNameThePathAndTheProblem) {
   const std::string missing = (dir_ / "missing.key").string();
   EXPECT_TRUE(throws_code([&] { read_key_file(missing); }, ErrorCode::kNotFound, {missing, "cannot be opened"}));
   const CurveKeyPair keys = generate_curve_keys();
@@ -77,7 +77,7 @@ TEST_F(NetKeyFiles, BadFilesNameThePathAndTheProblem) {
   EXPECT_EQ(read_key_file(commented).public_key, keys.public_key);
 }
 
-TEST(NetSecurity, CheckCurveKeyNamesTheKey) {
+TEST(Security, CheckCurveKeyNamesTheKey) {
   EXPECT_NO_THROW(check_curve_key(generate_curve_keys().public_key, "k"));
   EXPECT_TRUE(throws_invalid([] { check_curve_key("", "server_public_key"); }, {"server_public_key", "got 0"}));
   EXPECT_TRUE(throws_invalid([] { check_curve_key(std::string(40, '"'), "client key"); }, {"client key", "Z85"}));
@@ -104,7 +104,7 @@ struct CurveSetup {
   }
 };
 
-TEST(NetCurve, ClientWithTheServerKeyIsServed) {
+TEST(Curve, ClientWithTheServerKeyIsServed) {
   CurveSetup setup;
   auto service = echo_service(setup.service_options());
   zmq::context_t context;
@@ -112,7 +112,7 @@ TEST(NetCurve, ClientWithTheServerKeyIsServed) {
   EXPECT_EQ(strings_of(connection.call("echo", frames_of({"secret"}))), std::vector<std::string>{"secret"});
 }
 
-TEST(NetCurve, ClientsWithoutCurveOrWithAWrongServerKeyGetNothing) {
+TEST(Curve, ClientsWithoutCurveOrWithAWrongServerKeyGetNothing) {
   CurveSetup setup;
   auto service = echo_service(setup.service_options());
   zmq::context_t context;
@@ -123,7 +123,7 @@ TEST(NetCurve, ClientsWithoutCurveOrWithAWrongServerKeyGetNothing) {
   EXPECT_TRUE(throws_code([&] { wrong.call("ping", {}); }, ErrorCode::kTimeout, {"'ping'"}));
 }
 
-TEST(NetCurve, AllowlistAcceptsListedClientKeysOnly) {
+TEST(Curve, AllowlistAcceptsListedClientKeysOnly) {
   CurveSetup setup;
   const CurveKeyPair listed = setup.client;
   const CurveKeyPair unlisted = generate_curve_keys();
@@ -136,7 +136,7 @@ TEST(NetCurve, AllowlistAcceptsListedClientKeysOnly) {
   EXPECT_TRUE(throws_code([&] { stranger.call("ping", {}); }, ErrorCode::kTimeout, {"'ping'"}));
 }
 
-TEST(NetCurve, BadClientKeysAreRejectedUpFront) {
+TEST(Curve, BadClientKeysAreRejectedUpFront) {
   zmq::context_t context;
   ConnectionOptions options;
   options.security.enabled = true;

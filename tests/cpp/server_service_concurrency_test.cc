@@ -1,0 +1,116 @@
+// The service's worker pool under concurrent callers: blocked handlers do
+// not hold back other requests, inline handlers answer while every worker is
+// busy, and max_workers caps the pool.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "service_test_support.h"
+
+namespace seqflow::server {
+namespace {
+
+using namespace seqflow::server::test;
+
+// Eight handlers block on a gate; other requests still get workers.
+TEST(ServiceConcurrency, BlockedHandlersDoNotHoldBackOthers) {
+  Gate release;
+  std::atomic<int> blocked{0};
+  auto service = echo_service({}, [&](Service& s) { add_blocking_op(s, release, blocked); });
+  auto context = std::make_shared<zmq::context_t>();
+  ConnectionPool pool(context, service->endpoint(), timeout_of(20s));
+  std::vector<std::thread> callers;
+  OpenAndJoin cleanup{release, callers};
+  std::atomic<int> answered{0};
+  for (int i = 0; i < 8; ++i) {
+    callers.emplace_back([&, i] {
+      const auto results = strings_of(pool.call("block", frames_of({std::to_string(i)})));
+      if (results == std::vector<std::string>{std::to_string(i)}) ++answered;
+    });
+  }
+  ASSERT_TRUE(wait_for_blocked(blocked, 8));
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(strings_of(pool.call("echo", frames_of({"through"}), 5s)), std::vector<std::string>{"through"});
+  EXPECT_TRUE(pool.call("ping", {}, 5s).empty());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+  release.open();
+  for (auto& caller : callers) caller.join();
+  EXPECT_EQ(answered.load(), 8);
+}
+
+// The only worker is blocked: an inline answer still comes (the I/O thread
+// gives it), a declined one waits for the worker and reaches it with its
+// arguments untouched, and an inline exception is an error reply.
+TEST(ServiceConcurrency, InlineHandlersAnswerWithoutAWorkerOrHandOverUntouched) {
+  Gate release;
+  std::atomic<int> blocked{0};
+  auto service = echo_service(with_workers(1, 1), [&](Service& s) {
+    add_blocking_op(s, release, blocked);
+    s.handle(
+        "quick", [](Frames& args) { return std::move(args); },
+        [](const Frames& args) -> std::optional<Frames> {
+          const std::string_view first = as_string_view(args.at(0));
+          if (first == "bad") throw Error(ErrorCode::kInvalidArgument, "field 'first' is 'bad'");
+          if (first != "now") return std::nullopt;
+          return frames_of({"inline"});
+        });
+    s.handle("only_inline", nullptr, [](const Frames& args) -> std::optional<Frames> {
+      if (as_string_view(args.at(0)) != "yes") return std::nullopt;
+      return frames_of({"inline"});
+    });
+  });
+  auto context = std::make_shared<zmq::context_t>();
+  ConnectionPool pool(context, service->endpoint(), timeout_of(20s));
+  std::vector<std::thread> callers;
+  OpenAndJoin cleanup{release, callers};
+  callers.emplace_back([&] { pool.call("block", {}); });
+  ASSERT_TRUE(wait_for_blocked(blocked, 1));
+
+  EXPECT_EQ(strings_of(pool.call("quick", frames_of({"now", "x"}), 5s)), std::vector<std::string>{"inline"});
+  EXPECT_TRUE(throws_code([&] { pool.call("quick", frames_of({"bad"}), 5s); }, ErrorCode::kInvalidArgument,
+                          {"field 'first' is 'bad'"}));
+  EXPECT_TRUE(throws_code([&] { pool.call("quick", frames_of({"later"}), 300ms); }, ErrorCode::kTimeout,
+                          {"'quick'"}))
+      << "a declined request must wait for a worker";
+  std::vector<std::string> handed_over;
+  callers.emplace_back([&] { handed_over = strings_of(pool.call("quick", frames_of({"later", "y", ""}), 10s)); });
+  release.open();
+  for (auto& caller : callers) caller.join();
+  callers.clear();
+  EXPECT_EQ(handed_over, (std::vector<std::string>{"later", "y", ""}));
+  EXPECT_EQ(strings_of(pool.call("only_inline", frames_of({"yes"}), 5s)), std::vector<std::string>{"inline"});
+  EXPECT_TRUE(throws_code([&] { pool.call("only_inline", frames_of({"no"}), 5s); }, ErrorCode::kInternal,
+                          {"'only_inline'", "declined"}));
+  const std::string text = service->metrics().render();
+  EXPECT_NE(text.find("seqflow_request_errors_total{op=\"quick\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("seqflow_requests_total{op=\"only_inline\"} 2\n"), std::string::npos) << text;
+}
+
+TEST(ServiceConcurrency, MaxWorkersCapsThePool) {
+  Gate release;
+  std::atomic<int> blocked{0};
+  auto service = echo_service(with_workers(1, 2), [&](Service& s) { add_blocking_op(s, release, blocked); });
+  auto context = std::make_shared<zmq::context_t>();
+  ConnectionPool pool(context, service->endpoint(), timeout_of(20s));
+  std::vector<std::thread> callers;
+  OpenAndJoin cleanup{release, callers};
+  for (int i = 0; i < 2; ++i) callers.emplace_back([&] { pool.call("block", {}); });
+  ASSERT_TRUE(wait_for_blocked(blocked, 2));
+  // Both workers are blocked and the cap is reached: echo waits in the queue.
+  EXPECT_TRUE(throws_code([&] { pool.call("echo", {}, 300ms); }, ErrorCode::kTimeout, {"'echo'", "300 ms"}));
+  EXPECT_TRUE(pool.call("ping", {}, 2s).empty()) << "ping is answered by the I/O thread";
+  EXPECT_NE(service->metrics().render().find("seqflow_service_workers 2\n"), std::string::npos);
+  release.open();
+  for (auto& caller : callers) caller.join();
+  EXPECT_EQ(strings_of(pool.call("echo", frames_of({"x"}), 5s)), std::vector<std::string>{"x"});
+}
+
+}  // namespace
+}  // namespace seqflow::server
