@@ -73,8 +73,8 @@ std::map<std::string, FieldSchema> eight_fields() {
 
 // Inserts `count` produced samples (one put call) with small custom_meta.
 // Without custom_meta when `with_meta` is false (the diagnostic row).
-void put(Controller& controller, const std::map<std::string, FieldSchema>& fields, int64_t count,
-         int64_t& serial, bool with_meta = true) {
+void put(Controller& controller, const std::map<std::string, FieldSchema>& fields, int64_t count, int64_t& serial,
+         bool with_meta = true) {
   const BatchMeta inserted = controller.insert(kPartition, count);
   std::vector<nlohmann::json> meta;
   meta.reserve(static_cast<size_t>(count));
@@ -248,8 +248,7 @@ int run(int argc, char** argv) {
   std::cout << "$ " << command << "\n\n";
   std::cout << "Controller benchmark (C++, seqflow::Controller directly, sequential sampler)\n"
             << "fetch: get_meta(fetch, batch " << kBatch << ", polling) from " << commas(kReady)
-            << " ready samples x 8 fields, refilled after every fetch; " << fetches
-            << " timed fetches per row\n\n";
+            << " ready samples x 8 fields, refilled after every fetch; " << fetches << " timed fetches per row\n\n";
 
   // 1. Fetch latency as the consumed history grows.
   const auto fields = eight_fields();
@@ -294,7 +293,8 @@ int run(int argc, char** argv) {
                    fixed(bare.p50, 1), fixed(bare.p99, 1), fixed(bare.mean, 1),
                    fixed(bare.p50 / rows.front().p50, 2) + "x"});
   print_table(table);
-  std::cout << "  The diagnostic row is not a target: it shows what carrying custom_meta (encoded, decoded on access) costs a fetch.\n";
+  std::cout << "  The diagnostic row is not a target: it shows what carrying custom_meta (encoded, decoded on access) "
+               "costs a fetch.\n";
 
   // 2. Memory in a fresh process.
   int64_t before = 0, after = 0;
@@ -304,9 +304,9 @@ int run(int argc, char** argv) {
             << " live samples x 8 fields, custom_meta {\"total_lengths\": L} each\n";
   if (measured) {
     print_table({{"RSS before MB", "RSS after MB", "delta MB", "bytes per sample", "target MB"},
-                 {fixed(static_cast<double>(before) / (1 << 20), 1),
-                  fixed(static_cast<double>(after) / (1 << 20), 1), fixed(delta_mb, 1),
-                  fixed(static_cast<double>(after - before) / kMemorySamples, 0), fixed(kMemoryTargetMb, 0)}});
+                 {fixed(static_cast<double>(before) / (1 << 20), 1), fixed(static_cast<double>(after) / (1 << 20), 1),
+                  fixed(delta_mb, 1), fixed(static_cast<double>(after - before) / kMemorySamples, 0),
+                  fixed(kMemoryTargetMb, 0)}});
   } else {
     std::cout << "  the child process failed\n";
   }
@@ -319,14 +319,16 @@ int run(int argc, char** argv) {
   auto line = [](bool ok, const std::string& text) {
     std::cout << "  " << (ok ? "PASS" : "FAIL") << "  " << text << "\n";
   };
-  line(worst_p50 <= kP50TargetUs, "get_meta fetch of 256 from 65,536 ready x 8 fields: p50 <= 50 us in C++ "
-                                  "(worst row " + fixed(worst_p50, 1) + " us)");
+  line(worst_p50 <= kP50TargetUs,
+       "get_meta fetch of 256 from 65,536 ready x 8 fields: p50 <= 50 us in C++ "
+       "(worst row " +
+           fixed(worst_p50, 1) + " us)");
   line(flat <= kFlatTarget, "flat as consumed history grows to 1,000,000: p50 at " +
-                                commas(rows.back().consumed_before) + " consumed / p50 at 0 = " +
-                                fixed(flat, 2) + "x (<= " + fixed(kFlatTarget, 1) + "x)");
+                                commas(rows.back().consumed_before) + " consumed / p50 at 0 = " + fixed(flat, 2) +
+                                "x (<= " + fixed(kFlatTarget, 1) + "x)");
   if (measured) {
-    line(delta_mb < kMemoryTargetMb, "controller metadata of 1,000,000 live samples x 8 fields: " +
-                                         fixed(delta_mb, 1) + " MB resident (< 300 MB)");
+    line(delta_mb < kMemoryTargetMb,
+         "controller metadata of 1,000,000 live samples x 8 fields: " + fixed(delta_mb, 1) + " MB resident (< 300 MB)");
   } else {
     std::cout << "  SKIP  controller memory: the child process failed\n";
   }
@@ -334,8 +336,12 @@ int run(int argc, char** argv) {
   if (!json_path.empty()) {
     nlohmann::json out = {{"command", command}, {"fetches_per_row", fetches}, {"rows", nlohmann::json::array()}};
     for (const Row& row : rows) {
-      out["rows"].push_back({{"consumed_before", row.consumed_before}, {"live", row.live}, {"p10_us", row.p10}, {"p50_us", row.p50},
-                             {"p99_us", row.p99}, {"mean_us", row.mean}});
+      out["rows"].push_back({{"consumed_before", row.consumed_before},
+                             {"live", row.live},
+                             {"p10_us", row.p10},
+                             {"p50_us", row.p50},
+                             {"p99_us", row.p99},
+                             {"mean_us", row.mean}});
     }
     if (measured) out["memory"] = {{"rss_before", before}, {"rss_after", after}, {"delta_mb", delta_mb}};
     std::ofstream(json_path) << out.dump(2) << "\n";

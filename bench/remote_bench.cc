@@ -66,9 +66,7 @@ constexpr size_t kScaleFloats = 256;
 constexpr const char* kRemoteGetMeta = "get_meta, remote";
 constexpr std::chrono::microseconds kNoBusyPoll{0};
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 double percentile(std::vector<double> values, double p) {
   if (values.empty()) return 0;
@@ -86,9 +84,7 @@ Timing timing_of(const std::vector<double>& seconds) {
   return {*std::min_element(seconds.begin(), seconds.end()), percentile(seconds, 0.5)};
 }
 
-double gigabytes_per_second(size_t bytes, double seconds) {
-  return static_cast<double>(bytes) / seconds / 1e9;
-}
+double gigabytes_per_second(size_t bytes, double seconds) { return static_cast<double>(bytes) / seconds / 1e9; }
 
 // ---- 1. Throughput ----
 
@@ -153,8 +149,7 @@ class RawLoopback {
   }
 
   double pull(const std::vector<std::vector<std::span<const std::byte>>>& frames) {
-    for (size_t r = 0; r < servers_.size(); ++r)
-      servers_[r]->reply = frames[r];  // read after the request arrives
+    for (size_t r = 0; r < servers_.size(); ++r) servers_[r]->reply = frames[r];  // read after the request arrives
     const auto start = Clock::now();
     for (auto& dealer : dealers_) dealer.send(zmq::str_buffer("pull"), zmq::send_flags::none);
     std::vector<std::vector<zmq::message_t>> replies;
@@ -209,15 +204,13 @@ class RawLoopback {
 
 // Router r's frames: the samples of unit r as contiguous slices of each
 // column (the raw path does not route gi % N, so it never packs).
-std::vector<std::vector<std::span<const std::byte>>> raw_frames(const std::vector<Column>& columns,
-                                                                size_t routers) {
+std::vector<std::vector<std::span<const std::byte>>> raw_frames(const std::vector<Column>& columns, size_t routers) {
   std::vector<std::vector<std::span<const std::byte>>> frames(routers);
   const size_t samples = columns.front().sample_count();
   for (size_t r = 0; r < routers; ++r) {
     const size_t begin = samples * r / routers, end = samples * (r + 1) / routers;
     for (const Column& column : columns) {
-      frames[r].emplace_back(column.buffer->data + column.offsets[begin],
-                             column.offsets[end] - column.offsets[begin]);
+      frames[r].emplace_back(column.buffer->data + column.offsets[begin], column.offsets[end] - column.offsets[begin]);
     }
   }
   return frames;
@@ -261,8 +254,7 @@ ThroughputRow measure_throughput(const Payload& payload, const std::vector<Colum
     put_and_get(*tcp, put, get);
     put_and_get(*local, local_put, local_get);
   }
-  return {payload.name,         units,           payload.bytes(),
-          timing_of(put),       timing_of(get),  timing_of(local_put),
+  return {payload.name,         units,           payload.bytes(), timing_of(put), timing_of(get), timing_of(local_put),
           timing_of(local_get), timing_of(push), timing_of(pull)};
 }
 
@@ -270,9 +262,8 @@ void print_throughput(const std::vector<ThroughputRow>& rows) {
   std::printf(
       "\n== Put / get throughput over loopback TCP, and through memory with local_copy (GB/s, best / median "
       "of the repeats)\n");
-  std::printf("%-9s %5s %6s | %15s %15s %15s | %15s %15s %15s | %7s %7s\n", "payload", "units", "MiB",
-              "put (TCP)", "raw push", "put (local)", "get (TCP)", "raw pull", "get (local)", "put/raw",
-              "get/raw");
+  std::printf("%-9s %5s %6s | %15s %15s %15s | %15s %15s %15s | %7s %7s\n", "payload", "units", "MiB", "put (TCP)",
+              "raw push", "put (local)", "get (TCP)", "raw pull", "get (local)", "put/raw", "get/raw");
   for (const ThroughputRow& r : rows) {
     const auto gbs = [&](const Timing& t) {
       char text[32];
@@ -280,10 +271,10 @@ void print_throughput(const std::vector<ThroughputRow>& rows) {
                     gigabytes_per_second(r.bytes, t.median));
       return std::string(text);
     };
-    std::printf("%-9s %5zu %6.0f | %15s %15s %15s | %15s %15s %15s | %7.2f %7.2f\n", r.payload.c_str(),
-                r.units, static_cast<double>(r.bytes) / (1 << 20), gbs(r.put).c_str(),
-                gbs(r.raw_push).c_str(), gbs(r.local_put).c_str(), gbs(r.get).c_str(),
-                gbs(r.raw_pull).c_str(), gbs(r.local_get).c_str(), r.put_ratio(), r.get_ratio());
+    std::printf("%-9s %5zu %6.0f | %15s %15s %15s | %15s %15s %15s | %7.2f %7.2f\n", r.payload.c_str(), r.units,
+                static_cast<double>(r.bytes) / (1 << 20), gbs(r.put).c_str(), gbs(r.raw_push).c_str(),
+                gbs(r.local_put).c_str(), gbs(r.get).c_str(), gbs(r.raw_pull).c_str(), gbs(r.local_get).c_str(),
+                r.put_ratio(), r.get_ratio());
   }
   std::printf("put/raw, get/raw: the TCP path (best / best).\n");
 }
@@ -291,16 +282,14 @@ void print_throughput(const std::vector<ThroughputRow>& rows) {
 // ---- 2. get_meta latency ----
 
 const std::vector<std::string>& meta_fields() {
-  static const std::vector<std::string> names = {"input_ids",  "attention_mask", "position_ids",
-                                                 "responses",  "old_log_prob",   "ref_log_prob",
-                                                 "advantages", "rewards"};
+  static const std::vector<std::string> names = {"input_ids",    "attention_mask", "position_ids", "responses",
+                                                 "old_log_prob", "ref_log_prob",   "advantages",   "rewards"};
   return names;
 }
 
 std::map<std::string, FieldSchema> meta_schemas() {
   std::map<std::string, FieldSchema> schemas;
-  for (const std::string& field : meta_fields())
-    schemas[field] = FieldSchema{DType::kFloat32, {8192}, false, false};
+  for (const std::string& field : meta_fields()) schemas[field] = FieldSchema{DType::kFloat32, {8192}, false, false};
   return schemas;
 }
 
@@ -308,8 +297,7 @@ std::map<std::string, FieldSchema> meta_schemas() {
 void refill(ControlPlane& control, const std::string& partition, int64_t count) {
   const BatchMeta meta = control.insert(partition, count);
   std::vector<Json> custom(meta.size());
-  for (size_t i = 0; i < custom.size(); ++i)
-    custom[i] = {{"total_lengths", 512 + static_cast<int64_t>(i % 4096)}};
+  for (size_t i = 0; i < custom.size(); ++i) custom[i] = {{"total_lengths", 512 + static_cast<int64_t>(i % 4096)}};
   control.mark_produced(partition, meta.global_indexes, meta.generations, meta_schemas(), custom);
 }
 
@@ -356,8 +344,7 @@ LatencyRow fetch_latencies(const std::string& what, ControlPlane& control, int c
     }
     BatchMeta meta;
     row.time([&] { meta = control.get_meta(request); });
-    if (meta.size() != static_cast<size_t>(kMetaBatch))
-      std::fprintf(stderr, "fetch returned %zu\n", meta.size());
+    if (meta.size() != static_cast<size_t>(kMetaBatch)) std::fprintf(stderr, "fetch returned %zu\n", meta.size());
   }
   control.clear_partition("meta");
   return row;
@@ -442,9 +429,8 @@ void print_latency(const std::vector<LatencyRow>& rows) {
     double sum = 0;
     for (double v : row.us) sum += v;
     const double calls = static_cast<double>(row.us.size());
-    std::printf("%-34s %8zu %8.1f %8.1f %8.1f %12.1f\n", row.what.c_str(), row.us.size(),
-                percentile(row.us, 0.5), percentile(row.us, 0.99), sum / calls,
-                row.cpu_seconds / calls * 1e6);
+    std::printf("%-34s %8zu %8.1f %8.1f %8.1f %12.1f\n", row.what.c_str(), row.us.size(), percentile(row.us, 0.5),
+                percentile(row.us, 0.99), sum / calls, row.cpu_seconds / calls * 1e6);
   }
 }
 
@@ -539,9 +525,7 @@ void print_scaling(const std::vector<std::pair<ScaleRow, ScaleRow>>& rows) {
   }
 }
 
-void print_verdict(bool pass, const std::string& what) {
-  std::printf("%s %s\n", pass ? "PASS" : "FAIL", what.c_str());
-}
+void print_verdict(bool pass, const std::string& what) { std::printf("%s %s\n", pass ? "PASS" : "FAIL", what.c_str()); }
 
 }  // namespace
 
@@ -572,8 +556,7 @@ int main(int argc, char** argv) {
     for (const Payload& payload : payloads) {
       const std::vector<Column> columns = make_columns(payload.samples);
       const int repeats = quick ? 3 : 5;
-      for (size_t units : {1, 2, 4})
-        throughput.push_back(measure_throughput(payload, columns, units, repeats));
+      for (size_t units : {1, 2, 4}) throughput.push_back(measure_throughput(payload, columns, units, repeats));
     }
     print_throughput(throughput);
   }
@@ -600,12 +583,11 @@ int main(int argc, char** argv) {
     print_verdict(worst_get.get_ratio() >= kRatioTarget, line);
   }
   if (!latency.empty()) {
-    const auto remote = std::find_if(latency.begin(), latency.end(),
-                                     [](const auto& row) { return row.what == kRemoteGetMeta; });
+    const auto remote =
+        std::find_if(latency.begin(), latency.end(), [](const auto& row) { return row.what == kRemoteGetMeta; });
     const double p50 = percentile(remote->us, 0.5);
     const double floor = percentile(latency.front().us, 0.5);  // the raw ZeroMQ echo
-    std::snprintf(line, sizeof line,
-                  "get_meta p50 <= %.0f us: %.1f us (raw ZeroMQ echo %.1f us in this run, %+.1f)%s",
+    std::snprintf(line, sizeof line, "get_meta p50 <= %.0f us: %.1f us (raw ZeroMQ echo %.1f us in this run, %+.1f)%s",
                   kGetMetaP50TargetUs, p50, floor, p50 - floor,
                   floor > kGetMetaP50TargetUs ? "; the echo alone is over the target on this machine now" : "");
     print_verdict(p50 <= kGetMetaP50TargetUs, line);

@@ -49,7 +49,7 @@ struct Partition {
   int64_t lower_bound = 0;                  // no plan's heaviest part is lighter
   double spread = 0.0;                      // (max - min) / mean
   double max_over_mean = 0.0;
-  double gap = 0.0;                         // heaviest / lower_bound - 1
+  double gap = 0.0;  // heaviest / lower_bound - 1
 
   int64_t heaviest() const;
 };
@@ -57,16 +57,15 @@ struct Partition {
 // Splits items with the given non-negative integer weights (lengths, before
 // the workload model is applied) into k parts. Deterministic: ties are broken
 // by item index. Throws seqflow::Error (kInvalidArgument) on bad input.
-Partition partition(std::span<const int64_t> weights, int64_t k,
-                    const Options& options = {});
+Partition partition(std::span<const int64_t> weights, int64_t k, const Options& options = {});
 
 // Exact equivalents of verl / TransferQueue's functions of the same names
 // (same parts, same order), for users who need bit-identical plans. Where
 // those fail an assertion these throw seqflow::Error instead. k_partitions
 // beyond the item count gives empty parts, as in verl, but at most 2^20 parts.
-std::vector<std::vector<int64_t>> karmarkar_karp(std::span<const int64_t> seqlens,
-                                                 int64_t k_partitions, bool equal_size);
-std::vector<std::vector<int64_t>> get_seqlen_balanced_partitions(
-    std::span<const int64_t> seqlens, int64_t k_partitions, bool equal_size);
+std::vector<std::vector<int64_t>> karmarkar_karp(std::span<const int64_t> seqlens, int64_t k_partitions,
+                                                 bool equal_size);
+std::vector<std::vector<int64_t>> get_seqlen_balanced_partitions(std::span<const int64_t> seqlens, int64_t k_partitions,
+                                                                 bool equal_size);
 
 }  // namespace seqflow::balance

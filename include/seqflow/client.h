@@ -34,8 +34,7 @@ class Client {
 
   virtual BatchMeta get_meta(const MetaRequest& request) = 0;
   // result[i][f]: field fields[f] of sample i (meta order); views, not copies.
-  virtual std::vector<std::vector<SampleView>> get_data(const BatchMeta& meta,
-                                                        std::span<const std::string> fields) = 0;
+  virtual std::vector<std::vector<SampleView>> get_data(const BatchMeta& meta, std::span<const std::string> fields) = 0;
 
   // Status queries and custom metadata; clears go through the client.
   virtual ControlPlane& control() = 0;
@@ -68,8 +67,7 @@ class Client {
   virtual StorageStats storage_stats() const = 0;
 };
 
-std::shared_ptr<Client> make_embedded_client(ControllerOptions controller_options,
-                                             StorageOptions storage_options);
+std::shared_ptr<Client> make_embedded_client(ControllerOptions controller_options, StorageOptions storage_options);
 
 // Remote mode: the controller service at `controller_endpoint` (e.g.
 // tcp://10.0.0.1:5555) names the storage units; sample gi lives on unit

@@ -54,9 +54,9 @@ struct MetaRequest {
 // ControlPlane::sample_production's answer, in the order of the samples asked.
 struct SampleProduction {
   size_t field_count = 0;
-  std::vector<uint8_t> exists;    // per sample: 1 while it lives in the partition
+  std::vector<uint8_t> exists;        // per sample: 1 while it lives in the partition
   std::vector<uint64_t> generations;  // per sample: its generation (0 where it does not exist)
-  std::vector<uint8_t> produced;  // per sample, per field (row-major): 1 if produced
+  std::vector<uint8_t> produced;      // per sample, per field (row-major): 1 if produced
 
   bool has(size_t sample, size_t field) const { return produced[sample * field_count + field] != 0; }
 };
@@ -152,8 +152,7 @@ class ControlPlane {
   // it has produced. In a partition that does not exist, none does. A sample
   // whose index holds another generation than `generations` says throws
   // kStaleSample.
-  virtual SampleProduction sample_production(const std::string& partition_id,
-                                             std::span<const int64_t> global_indexes,
+  virtual SampleProduction sample_production(const std::string& partition_id, std::span<const int64_t> global_indexes,
                                              std::span<const uint64_t> generations,
                                              std::span<const std::string> fields) const = 0;
   // Both false for a partition without samples or that does not exist.
@@ -169,7 +168,7 @@ class ControlPlane {
   // is its sample's custom_meta: tags (empty, or one object or null per key)
   // are merged into it key by key; null leaves it as it is.
   virtual BatchMeta kv_resolve(const std::string& partition_id, std::span<const std::string> keys,
-                       std::span<const nlohmann::json> tags) = 0;
+                               std::span<const nlohmann::json> tags) = 0;
   // Known keys only: a missing key throws kNotFound naming it.
   virtual BatchMeta kv_lookup(const std::string& partition_id, std::span<const std::string> keys) const = 0;
   // The known keys among `keys`, in the order given; unknown keys, and every
@@ -261,8 +260,7 @@ class Controller final : public ControlPlane {
   // Returns the global indexes that had a field produced, ascending. An
   // unknown partition throws kNotFound naming it; an empty `lost` throws
   // kInvalidArgument; nothing changes then. Walks every sample it looks at.
-  std::vector<int64_t> forget_production(const std::string* partition_id,
-                                         const std::function<bool(int64_t)>& lost);
+  std::vector<int64_t> forget_production(const std::string* partition_id, const std::function<bool(int64_t)>& lost);
 
  private:
   struct State;

@@ -14,13 +14,12 @@ enum class ErrorCode {
   kInternal,         // Python: RuntimeError
   // A BatchMeta names a sample that is gone, or whose global index now
   // belongs to another sample (another generation or partition).
-  kStaleSample,      // Python: seqflow.StaleSampleError, a KeyError
+  kStaleSample,  // Python: seqflow.StaleSampleError, a KeyError
 };
 
 class Error : public std::runtime_error {
  public:
-  Error(ErrorCode code, const std::string& message)
-      : std::runtime_error(message), code_(code) {}
+  Error(ErrorCode code, const std::string& message) : std::runtime_error(message), code_(code) {}
   ErrorCode code() const noexcept { return code_; }
 
  private:

@@ -96,11 +96,11 @@ struct Stats {
   std::vector<int64_t> min_packs_per_step;
   int64_t real_tokens = 0;
   int64_t padding_tokens = 0;
-  double padding_ratio = 0.0;     // padding / (real + padding)
-  int64_t padding_packs = 0;      // packs without samples
-  int64_t empty_rank_steps = 0;   // (rank, step) pairs without samples
-  int64_t max_pack_tokens = 0;    // real tokens of the fullest pack
-  int64_t packs_over_cap = 0;     // always 0 for plan(); baselines may break the cap
+  double padding_ratio = 0.0;    // padding / (real + padding)
+  int64_t padding_packs = 0;     // packs without samples
+  int64_t empty_rank_steps = 0;  // (rank, step) pairs without samples
+  int64_t max_pack_tokens = 0;   // real tokens of the fullest pack
+  int64_t packs_over_cap = 0;    // always 0 for plan(); baselines may break the cap
 };
 
 struct Plan {
@@ -165,13 +165,12 @@ struct MicroBatchPlan {
 // cap holds, the same count on every rank if asked, a multiple of
 // count_multiple, balanced by workload. A plan of more than kMaxPlanLists
 // micro-batches (over all ranks) is refused.
-MicroBatchPlan micro_batches(std::span<const int64_t> lengths, int64_t max_token_len,
-                             const MicroBatchOptions& options);
+MicroBatchPlan micro_batches(std::span<const int64_t> lengths, int64_t max_token_len, const MicroBatchOptions& options);
 
 // As micro_batches, for samples already placed on ranks: one span per rank
 // (options.dp_size must equal their count).
-MicroBatchPlan micro_batches_per_rank(std::span<const std::span<const int64_t>> lengths_per_rank,
-                                      int64_t max_token_len, const MicroBatchOptions& options);
+MicroBatchPlan micro_batches_per_rank(std::span<const std::span<const int64_t>> lengths_per_rank, int64_t max_token_len,
+                                      const MicroBatchOptions& options);
 
 // Sample indexes in micro-batch order: those of `rank`, or of all ranks, rank
 // by rank, when rank is nullopt (rank must be in 0..ranks-1).

@@ -17,8 +17,8 @@ using SampleTokens = std::span<const std::span<const int64_t>>;
 // Samples stored in one flat array: sample i is values[offsets[i], offsets[i + 1]).
 // The offsets must ascend and stay within values; errors call them
 // `name`.offsets.
-std::vector<std::span<const int64_t>> split_flat(std::span<const int64_t> values,
-                                                 std::span<const int64_t> offsets, std::string_view name);
+std::vector<std::span<const int64_t>> split_flat(std::span<const int64_t> values, std::span<const int64_t> offsets,
+                                                 std::string_view name);
 
 // One pack: its samples back to back, then its padding sequences.
 struct PackedSequence {
@@ -31,7 +31,7 @@ struct PackedSequence {
 };
 
 struct MaterializeOptions {
-  int64_t pad_id = 0;          // id of padding tokens
+  int64_t pad_id = 0;           // id of padding tokens
   int64_t ignore_index = -100;  // label of padding tokens
 };
 

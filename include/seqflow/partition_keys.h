@@ -32,9 +32,9 @@ class PartitionKeys {
   // Bytes received, not copied: `owner` keeps them alive. The offsets (one
   // per key plus one, from 0 ascending to the bytes' size) are checked here,
   // kInvalidArgument naming the problem; a tag is checked when it is decoded.
-  static PartitionKeys over(std::string partition_id, std::shared_ptr<const void> owner,
-                            std::string_view key_bytes, std::vector<uint32_t> key_offsets,
-                            std::string_view tag_bytes, std::vector<uint32_t> tag_offsets);
+  static PartitionKeys over(std::string partition_id, std::shared_ptr<const void> owner, std::string_view key_bytes,
+                            std::vector<uint32_t> key_offsets, std::string_view tag_bytes,
+                            std::vector<uint32_t> tag_offsets);
 
   const std::string& partition_id() const { return partition_id_; }
   const ListingVersion& version() const { return version_; }
@@ -72,8 +72,8 @@ class PartitionKeys {
   std::string partition_id_;
   ListingVersion version_;
   bool unchanged_ = false;
-  std::string own_keys_, own_tags_;          // a listing made here
-  std::shared_ptr<const void> owner_;        // or a received one's bytes
+  std::string own_keys_, own_tags_;    // a listing made here
+  std::shared_ptr<const void> owner_;  // or a received one's bytes
   std::string_view received_keys_, received_tags_;
   std::vector<uint32_t> key_offsets_{0};
   std::vector<uint32_t> tag_offsets_{0};

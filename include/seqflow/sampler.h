@@ -73,8 +73,7 @@ class Sampler {
   virtual SampleResult sample(const SampleRequest& request) = 0;
   // An answer already reserved for this caller: served even when too little is
   // ready now. Consumption was recorded when it was reserved.
-  virtual std::optional<std::vector<int64_t>> reserved(const std::string& partition_id,
-                                                       const std::string& task_name,
+  virtual std::optional<std::vector<int64_t>> reserved(const std::string& partition_id, const std::string& task_name,
                                                        const SamplingConfig& sampling) {
     (void)partition_id, (void)task_name, (void)sampling;
     return std::nullopt;
@@ -106,14 +105,13 @@ std::shared_ptr<Sampler> make_rank_aware_sampler();
 // "kk" (exact TransferQueue behaviour).
 // default_length < 0: a sample without total_lengths is an error.
 std::shared_ptr<Sampler> make_seqlen_balanced_sampler(int64_t n_samples_per_prompt, int64_t dp_size,
-                                                      std::string algorithm = "auto",
-                                                      int64_t default_length = -1);
+                                                      std::string algorithm = "auto", int64_t default_length = -1);
 // Fills each rank's batch up to max_tokens (sum of total_lengths), whole
 // groups, balanced over dp_size ranks. batch_size is an upper bound: at most
 // batch_size * dp_size samples per global batch. A batch is served once the
 // next complete group would overflow the token budget or that bound.
-std::shared_ptr<Sampler> make_token_budget_sampler(int64_t max_tokens, int64_t n_samples_per_prompt,
-                                                   int64_t dp_size, int64_t default_length = -1);
+std::shared_ptr<Sampler> make_token_budget_sampler(int64_t max_tokens, int64_t n_samples_per_prompt, int64_t dp_size,
+                                                   int64_t default_length = -1);
 // By name, as in config files: "sequential", "grpo_group_n", "rank_aware",
 // "seqlen_balanced", "token_budget", with their arguments in `args`.
 std::shared_ptr<Sampler> make_sampler(const std::string& name, const nlohmann::json& args);

@@ -121,7 +121,7 @@ class StorageUnit final : public DataPlane {
     size_t waiting_readers_ = 0;
     size_t admitted_readers_ = 0;  // woken by the last unlock, not yet in
     size_t waiting_writers_ = 0;
-    uint64_t writes_ = 0;          // completed writes: a reader's phase
+    uint64_t writes_ = 0;  // completed writes: a reader's phase
   };
 
   StorageOptions options_;

@@ -26,8 +26,7 @@ class Workload {
   // Cost of one length; throws on a negative length or on int64 overflow.
   int64_t cost(int64_t length) const;
   // Costs of many lengths; names the parameter and index on error.
-  std::vector<int64_t> costs(std::span<const int64_t> lengths,
-                             std::string_view parameter = "weights") const;
+  std::vector<int64_t> costs(std::span<const int64_t> lengths, std::string_view parameter = "weights") const;
   // The sum of costs() of some items; throws, naming the parameter, when it
   // exceeds kMaxTotalCost.
   int64_t total(std::span<const int64_t> costs, std::string_view parameter = "weights") const;

@@ -65,8 +65,10 @@ void bind_partition(nb::module_ m) {
                     for (const auto& part : p.parts) parts.append(view_of(part, p));
                     return parts;
                   })
-      .def_prop_ro("sums", [](const balance::Partition& p) { return view_of(p.sums, p); }, kArray)
-      .def_prop_ro("assignment", [](const balance::Partition& p) { return view_of(p.assignment, p); }, kArray)
+      .def_prop_ro(
+          "sums", [](const balance::Partition& p) { return view_of(p.sums, p); }, kArray)
+      .def_prop_ro(
+          "assignment", [](const balance::Partition& p) { return view_of(p.assignment, p); }, kArray)
       .def_ro("lower_bound", &balance::Partition::lower_bound)
       .def_ro("spread", &balance::Partition::spread)
       .def_ro("max_over_mean", &balance::Partition::max_over_mean)
@@ -108,8 +110,7 @@ void bind_balance(nb::module_ m) {
           },
           "spec"_a.none(), "'tokens', 'verl' or 'quadratic(a,b)'")
       .def(
-          "cost",
-          [](const Workload& w, nb::handle length) { return w.cost(int64_argument(length, "length")); },
+          "cost", [](const Workload& w, nb::handle length) { return w.cost(int64_argument(length, "length")); },
           "length"_a.none())
       .def_prop_ro("name", &Workload::name)
       .def("__repr__", [](const Workload& w) { return "Workload(" + w.name() + ")"; })

@@ -218,13 +218,14 @@ void bind_batch_meta(nb::module_ m) {
       "total"_a, "parts"_a,
       "Sizes of `parts` consecutive chunks of `total` items: as equal as possible, the larger ones first "
       "(7 into 3 -> [3, 2, 2]).");
-  m.def("check_chunks", [](nb::handle chunks) { return count_of(chunks, "chunks"); }, "chunks"_a);
+  m.def(
+      "check_chunks", [](nb::handle chunks) { return count_of(chunks, "chunks"); }, "chunks"_a);
 
   nb::class_<BatchMeta>(m, "BatchMeta", "The C++ columns of seqflow.BatchMeta and their operations.")
       .def(nb::init<>())
       .def(
-          "__init__", [](BatchMeta* self, BatchMeta& native) { new (self) BatchMeta(std::move(native)); },
-          "native"_a, "Takes over `native`'s columns (left empty).")
+          "__init__", [](BatchMeta* self, BatchMeta& native) { new (self) BatchMeta(std::move(native)); }, "native"_a,
+          "Takes over `native`'s columns (left empty).")
       .def(
           "__init__",
           [](BatchMeta* self, const Int64Input& global_indexes, nb::handle partition_ids,
@@ -272,8 +273,8 @@ void bind_batch_meta(nb::module_ m) {
       .def_prop_rw(
           "_encoded_meta", &encoded_to_python,
           [](BatchMeta& self, nb::tuple encoded) {
-            self.custom_meta = custom_meta_unchecked(nb::cast<nb::bytes>(encoded[0]),
-                                                     nb::cast<OffsetsInput>(encoded[1]), self.size());
+            self.custom_meta =
+                custom_meta_unchecked(nb::cast<nb::bytes>(encoded[0]), nb::cast<OffsetsInput>(encoded[1]), self.size());
           },
           "custom_meta as MessagePack bytes and uint32 offsets.")
       .def("_decode_custom_meta",
@@ -325,15 +326,12 @@ void bind_batch_meta(nb::module_ m) {
           "A copy with this schema (dtype names), field matrix and custom_meta (None: the encoded one, checked).")
       .def("_select", [](const BatchMeta& self, const Int64Input& at) { return self.select_samples(positions_of(at)); })
       .def("_slice", &BatchMeta::slice)
-      .def("_select_fields", [](const BatchMeta& self, const std::vector<std::string>& names) {
-        return self.select_fields(names);
-      })
+      .def("_select_fields",
+           [](const BatchMeta& self, const std::vector<std::string>& names) { return self.select_fields(names); })
       .def("_reorder", [](BatchMeta& self, const Int64Input& at) { self.reorder(positions_of(at)); })
       .def("_union", &BatchMeta::union_with)
-      .def_static("_concat",
-                  [](const std::vector<const BatchMeta*>& parts, bool validate) {
-                    return BatchMeta::concat(parts, validate);
-                  })
+      .def_static("_concat", [](const std::vector<const BatchMeta*>& parts,
+                                bool validate) { return BatchMeta::concat(parts, validate); })
       .def("_partition_positions", [](const BatchMeta& self) {
         nb::list out;
         for (auto& positions : self.partition_positions()) out.append(to_numpy(std::move(positions)));

@@ -1,8 +1,8 @@
 // seqflow.client: the client for Python, embedded or remote (Client.remote).
 // Metadata crosses as the bound seqflow::BatchMeta (batch_meta_bindings.cc);
-// data crosses as Columns in and as views out (see tensor_conversion.h). Every call into the controller or the storage releases
-// the GIL, so a blocking fetch never stalls other Python threads and samplers
-// written in Python can take the GIL.
+// data crosses as Columns in and as views out (see tensor_conversion.h). Every call into the controller or the storage
+// releases the GIL, so a blocking fetch never stalls other Python threads and samplers written in Python can take the
+// GIL.
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/shared_ptr.h>
@@ -162,15 +162,14 @@ void bind_client(nb::module_ m) {
             // request that says polling=False waits.
             ControllerOptions controller_options{std::move(sampler), false};
             StorageOptions storage_options{max_bytes, max_samples};
-            new (self)
-                PyClient{make_embedded_client(std::move(controller_options), storage_options), polling_mode};
+            new (self) PyClient{make_embedded_client(std::move(controller_options), storage_options), polling_mode};
           },
           "sampler"_a.none(), "polling_mode"_a, "max_bytes"_a, "max_samples"_a)
       .def_static(
           "remote",
-          [](const std::string& controller_endpoint, double timeout_seconds,
-             const std::string& server_public_key, const std::string& client_public_key,
-             const std::string& client_secret_key, bool polling_mode, bool local_copy, int64_t busy_poll_us) {
+          [](const std::string& controller_endpoint, double timeout_seconds, const std::string& server_public_key,
+             const std::string& client_public_key, const std::string& client_secret_key, bool polling_mode,
+             bool local_copy, int64_t busy_poll_us) {
             RemoteOptions options;
             options.controller_endpoint = controller_endpoint;
             options.timeout = milliseconds_of(timeout_seconds, "timeout_seconds");
@@ -223,9 +222,8 @@ void bind_client(nb::module_ m) {
       .def(
           "get_meta",
           [](PyClient& self, nb::handle fields, int64_t batch_size, const std::string& partition_id,
-             const std::string& mode, const std::string& task_name, std::optional<int64_t> dp_rank,
-             int64_t batch_index, std::optional<nb::dict> sampling_extra, std::optional<bool> polling,
-             std::optional<double> timeout) {
+             const std::string& mode, const std::string& task_name, std::optional<int64_t> dp_rank, int64_t batch_index,
+             std::optional<nb::dict> sampling_extra, std::optional<bool> polling, std::optional<double> timeout) {
             MetaRequest request;
             request.fields = strings(fields);
             request.batch_size = batch_size;
@@ -370,8 +368,7 @@ void bind_client(nb::module_ m) {
             std::vector<Json> tag_values;
             if (!tags.is_none()) {
               size_t i = 0;
-              for (nb::handle tag : tags)
-                tag_values.push_back(to_json(tag, "tags[" + std::to_string(i++) + "]"));
+              for (nb::handle tag : tags) tag_values.push_back(to_json(tag, "tags[" + std::to_string(i++) + "]"));
             }
             BatchMeta meta;
             {

@@ -61,8 +61,8 @@ nlohmann::json to_json_at(nb::handle value, const std::string& where, size_t dep
     nlohmann::json out = nlohmann::json::object();
     for (auto [key, item] : nb::borrow<nb::dict>(value)) {
       if (!PyUnicode_Check(key.ptr())) {
-        throw_invalid(where + " has key " + nb::repr(key).c_str() + " of type " +
-                      nb::type_name(key.type()).c_str() + "; keys must be strings");
+        throw_invalid(where + " has key " + nb::repr(key).c_str() + " of type " + nb::type_name(key.type()).c_str() +
+                      "; keys must be strings");
       }
       Py_ssize_t size = 0;
       const char* text = PyUnicode_AsUTF8AndSize(key.ptr(), &size);
@@ -75,8 +75,7 @@ nlohmann::json to_json_at(nb::handle value, const std::string& where, size_t dep
     }
     return out;
   }
-  throw_invalid(where + " = " + nb::repr(value).c_str() + " has type " +
-                nb::type_name(value.type()).c_str() +
+  throw_invalid(where + " = " + nb::repr(value).c_str() + " has type " + nb::type_name(value.type()).c_str() +
                 "; allowed are int, float, str, bool, None, list and dict");
 }
 
@@ -86,13 +85,18 @@ nlohmann::json to_json(nb::handle value, const std::string& where) { return to_j
 
 nb::object from_json(const nlohmann::json& value) {
   switch (value.type()) {
-    case nlohmann::json::value_t::null: return nb::none();
-    case nlohmann::json::value_t::boolean: return nb::bool_(value.get<bool>());
-    case nlohmann::json::value_t::number_integer: return nb::int_(value.get<int64_t>());
-    case nlohmann::json::value_t::number_unsigned: return nb::int_(value.get<uint64_t>());
-    case nlohmann::json::value_t::number_float: return nb::float_(value.get<double>());
-    case nlohmann::json::value_t::string: return nb::str(value.get_ref<const std::string&>().c_str(),
-                                                         value.get_ref<const std::string&>().size());
+    case nlohmann::json::value_t::null:
+      return nb::none();
+    case nlohmann::json::value_t::boolean:
+      return nb::bool_(value.get<bool>());
+    case nlohmann::json::value_t::number_integer:
+      return nb::int_(value.get<int64_t>());
+    case nlohmann::json::value_t::number_unsigned:
+      return nb::int_(value.get<uint64_t>());
+    case nlohmann::json::value_t::number_float:
+      return nb::float_(value.get<double>());
+    case nlohmann::json::value_t::string:
+      return nb::str(value.get_ref<const std::string&>().c_str(), value.get_ref<const std::string&>().size());
     case nlohmann::json::value_t::array: {
       nb::list out;
       for (const auto& item : value) out.append(from_json(item));
@@ -103,7 +107,8 @@ nb::object from_json(const nlohmann::json& value) {
       for (const auto& [key, item] : value.items()) out[nb::str(key.c_str(), key.size())] = from_json(item);
       return out;
     }
-    default: return nb::none();  // binary and discarded values never come from to_json
+    default:
+      return nb::none();  // binary and discarded values never come from to_json
   }
 }
 

@@ -21,11 +21,21 @@ NB_MODULE(_seqflow, m) {
       std::rethrow_exception(error);
     } catch (const seqflow::Error& e) {
       switch (e.code()) {
-        case seqflow::ErrorCode::kInvalidArgument: PyErr_SetString(PyExc_ValueError, e.what()); break;
-        case seqflow::ErrorCode::kNotFound: PyErr_SetString(PyExc_KeyError, e.what()); break;
-        case seqflow::ErrorCode::kTimeout: PyErr_SetString(PyExc_TimeoutError, e.what()); break;
-        case seqflow::ErrorCode::kInternal: PyErr_SetString(PyExc_RuntimeError, e.what()); break;
-        case seqflow::ErrorCode::kStaleSample: PyErr_SetString(stale_sample_error, e.what()); break;
+        case seqflow::ErrorCode::kInvalidArgument:
+          PyErr_SetString(PyExc_ValueError, e.what());
+          break;
+        case seqflow::ErrorCode::kNotFound:
+          PyErr_SetString(PyExc_KeyError, e.what());
+          break;
+        case seqflow::ErrorCode::kTimeout:
+          PyErr_SetString(PyExc_TimeoutError, e.what());
+          break;
+        case seqflow::ErrorCode::kInternal:
+          PyErr_SetString(PyExc_RuntimeError, e.what());
+          break;
+        case seqflow::ErrorCode::kStaleSample:
+          PyErr_SetString(stale_sample_error, e.what());
+          break;
       }
     }
   });
@@ -33,7 +43,9 @@ NB_MODULE(_seqflow, m) {
   seqflow::bindings::bind_batch_meta(m);
   seqflow::bindings::bind_balance(m.def_submodule("balance", "The balancing engine"));
   seqflow::bindings::bind_pack(m.def_submodule("pack", "Pack plans and micro-batch plans"));
-  seqflow::bindings::bind_client(m.def_submodule("client", "The client (embedded or remote), samplers and data conversion"));
+  seqflow::bindings::bind_client(
+      m.def_submodule("client", "The client (embedded or remote), samplers and data conversion"));
   seqflow::bindings::bind_limits(m.def_submodule("limits", "The limits the engine enforces (seqflow/limits.h)"));
-  seqflow::bindings::bind_services(m.def_submodule("server", "Remote mode's services in this process, CURVE key files"));
+  seqflow::bindings::bind_services(
+      m.def_submodule("server", "Remote mode's services in this process, CURVE key files"));
 }

@@ -32,15 +32,20 @@ nb::object decode_text(const MsgpackReader& reader, std::string_view text, const
 nb::object MsgpackDecoder::value(MsgpackReader& reader, size_t depth) {
   const MsgpackReader::Token token = reader.next(depth);
   switch (token.kind) {
-    case Kind::kNull: return nb::none();
-    case Kind::kBool: return nb::bool_(token.number != 0);
-    case Kind::kUnsigned: return steal(PyLong_FromUnsignedLongLong(token.number));
-    case Kind::kSigned: return steal(PyLong_FromLongLong(token.integer));
-    case Kind::kFloat: return steal(PyFloat_FromDouble(token.real));
-    case Kind::kString: return text(reader, token.bytes);
+    case Kind::kNull:
+      return nb::none();
+    case Kind::kBool:
+      return nb::bool_(token.number != 0);
+    case Kind::kUnsigned:
+      return steal(PyLong_FromUnsignedLongLong(token.number));
+    case Kind::kSigned:
+      return steal(PyLong_FromLongLong(token.integer));
+    case Kind::kFloat:
+      return steal(PyFloat_FromDouble(token.real));
+    case Kind::kString:
+      return text(reader, token.bytes);
     case Kind::kBinary:  // an ext's type is dropped
-      return steal(
-          PyBytes_FromStringAndSize(token.bytes.data(), static_cast<Py_ssize_t>(token.bytes.size())));
+      return steal(PyBytes_FromStringAndSize(token.bytes.data(), static_cast<Py_ssize_t>(token.bytes.size())));
     case Kind::kArray:
     case Kind::kMap:
       break;

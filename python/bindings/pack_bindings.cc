@@ -115,16 +115,18 @@ std::string plan_repr(const pack::Plan& plan) {
 }
 
 StatsState stats_state(const pack::Stats& s) {
-  return {s.tokens, s.workloads, s.token_spread, s.workload_spread, s.packs_per_step, s.min_packs_per_step,
-          s.real_tokens, s.padding_tokens, s.padding_ratio, s.padding_packs, s.empty_rank_steps,
-          s.max_pack_tokens, s.packs_over_cap};
+  return {s.tokens,         s.workloads,          s.token_spread,     s.workload_spread,
+          s.packs_per_step, s.min_packs_per_step, s.real_tokens,      s.padding_tokens,
+          s.padding_ratio,  s.padding_packs,      s.empty_rank_steps, s.max_pack_tokens,
+          s.packs_over_cap};
 }
 
 pack::Stats stats_of(const StatsState& t) {
   const auto& [tokens, workloads, token_spread, workload_spread, packs_per_step, min_packs_per_step, real_tokens,
                padding_tokens, padding_ratio, padding_packs, empty_rank_steps, max_pack_tokens, packs_over_cap] = t;
-  return {tokens, workloads, token_spread, workload_spread, packs_per_step, min_packs_per_step, real_tokens,
-          padding_tokens, padding_ratio, padding_packs, empty_rank_steps, max_pack_tokens, packs_over_cap};
+  return {tokens,        workloads,      token_spread,  workload_spread, packs_per_step,   min_packs_per_step,
+          real_tokens,   padding_tokens, padding_ratio, padding_packs,   empty_rank_steps, max_pack_tokens,
+          packs_over_cap};
 }
 
 PlanState plan_state(const pack::Plan& plan) {
@@ -136,14 +138,20 @@ PlanState plan_state(const pack::Plan& plan) {
       for (const pack::Pack& p : step) slots.emplace_back(p.samples, p.tokens, p.padding);
     }
   }
-  return {plan.lengths, plan.dp_size, plan.optimizer_steps, plan.pack_max_length,
-          std::string(pack::to_string(plan.pad_to)), plan.pad_chunk, std::move(packs), stats_state(plan.stats),
+  return {plan.lengths,
+          plan.dp_size,
+          plan.optimizer_steps,
+          plan.pack_max_length,
+          std::string(pack::to_string(plan.pad_to)),
+          plan.pad_chunk,
+          std::move(packs),
+          stats_state(plan.stats),
           plan.notes};
 }
 
 pack::Plan plan_of(const PlanState& state) {
   const auto& [lengths, dp_size, optimizer_steps, pack_max_length, pad_to, pad_chunk, packs, stats, notes] = state;
-  pack::Plan plan{lengths, dp_size, optimizer_steps, pack_max_length, pack::parse_pad_to(pad_to), pad_chunk, {},
+  pack::Plan plan{lengths,         dp_size, optimizer_steps, pack_max_length, pack::parse_pad_to(pad_to), pad_chunk, {},
                   stats_of(stats), notes};
   for (const auto& rank : packs) {
     auto& steps = plan.packs.emplace_back();
@@ -189,8 +197,7 @@ const pack::Pack& pack_argument(const PlanObject& self, nb::handle rank, nb::han
 }
 
 // Sample i's ids: a list of int64 arrays, or (values, offsets) of one flat array.
-std::vector<std::span<const int64_t>> samples_of(nb::handle samples, std::vector<Int64Input>& keep,
-                                                 const char* name) {
+std::vector<std::span<const int64_t>> samples_of(nb::handle samples, std::vector<Int64Input>& keep, const char* name) {
   if (nb::isinstance<nb::tuple>(samples)) {
     keep = {nb::cast<Int64Input>(samples[0]), nb::cast<Int64Input>(samples[1])};
     return pack::split_flat(as_span(keep[0]), as_span(keep[1]), name);
@@ -221,8 +228,8 @@ nb::object materialize(const PlanObject& self, nb::handle token_ids, nb::handle 
   std::vector<Int64Input> keep_ids;
   std::vector<Int64Input> keep_labels;
   const auto ids = samples_of(token_ids, keep_ids, "token_ids");
-  const auto labs = labels.is_none() ? std::vector<std::span<const int64_t>>{}
-                                     : samples_of(labels, keep_labels, "labels");
+  const auto labs =
+      labels.is_none() ? std::vector<std::span<const int64_t>>{} : samples_of(labels, keep_labels, "labels");
   // [rank][step] -> packs, for the ranks and steps asked for.
   std::vector<std::vector<std::vector<pack::PackedSequence>>> packed;
   {
@@ -281,16 +288,22 @@ Class& public_name(Class& cls) {
 
 void bind_classes(nb::module_ m) {
   auto stats = nb::class_<pack::Stats>(m, "PackStats", "What a plan costs and how even it is.");
-  stats.def_prop_ro("tokens", [](const pack::Stats& s) { return matrix(s.tokens, "tokens"); }, kArray,
-                    "[rank, step] real tokens")
-      .def_prop_ro("workloads", [](const pack::Stats& s) { return matrix(s.workloads, "workloads"); }, kArray,
-                   "[rank, step] workload")
-      .def_prop_ro("token_spread", [](const pack::Stats& s) { return view_of(s.token_spread, s); }, kArray,
-                   "per step: (max - min) / mean of tokens across ranks")
-      .def_prop_ro("workload_spread", [](const pack::Stats& s) { return view_of(s.workload_spread, s); }, kArray)
-      .def_prop_ro("packs_per_step", [](const pack::Stats& s) { return view_of(s.packs_per_step, s); }, kArray)
-      .def_prop_ro("min_packs_per_step", [](const pack::Stats& s) { return view_of(s.min_packs_per_step, s); },
-                   kArray, "per step: max over ranks of ceil(tokens / pack_max_length)")
+  stats
+      .def_prop_ro(
+          "tokens", [](const pack::Stats& s) { return matrix(s.tokens, "tokens"); }, kArray, "[rank, step] real tokens")
+      .def_prop_ro(
+          "workloads", [](const pack::Stats& s) { return matrix(s.workloads, "workloads"); }, kArray,
+          "[rank, step] workload")
+      .def_prop_ro(
+          "token_spread", [](const pack::Stats& s) { return view_of(s.token_spread, s); }, kArray,
+          "per step: (max - min) / mean of tokens across ranks")
+      .def_prop_ro(
+          "workload_spread", [](const pack::Stats& s) { return view_of(s.workload_spread, s); }, kArray)
+      .def_prop_ro(
+          "packs_per_step", [](const pack::Stats& s) { return view_of(s.packs_per_step, s); }, kArray)
+      .def_prop_ro(
+          "min_packs_per_step", [](const pack::Stats& s) { return view_of(s.min_packs_per_step, s); }, kArray,
+          "per step: max over ranks of ceil(tokens / pack_max_length)")
       .def_ro("real_tokens", &pack::Stats::real_tokens)
       .def_ro("padding_tokens", &pack::Stats::padding_tokens)
       .def_ro("padding_ratio", &pack::Stats::padding_ratio, "padding tokens / all tokens")
@@ -309,17 +322,17 @@ void bind_classes(nb::module_ m) {
       "tokens (see padding_sequences). notes say what a user should know.");
   plan.def_prop_ro("packs", [](PlanObject& p) { return per_pack<&pack::Pack::samples>(p.plan, p.packs); })
       .def_prop_ro("pack_tokens", [](PlanObject& p) { return per_pack<&pack::Pack::tokens>(p.plan, p.pack_tokens); })
-      .def_prop_ro("pack_padding",
-                   [](PlanObject& p) { return per_pack<&pack::Pack::padding>(p.plan, p.pack_padding); })
-      .def_prop_ro("lengths", [](const PlanObject& p) { return view_of(p.plan.lengths, p); }, kArray,
-                   "tokens per sample")
+      .def_prop_ro("pack_padding", [](PlanObject& p) { return per_pack<&pack::Pack::padding>(p.plan, p.pack_padding); })
+      .def_prop_ro(
+          "lengths", [](const PlanObject& p) { return view_of(p.plan.lengths, p); }, kArray, "tokens per sample")
       .def_prop_ro("dp_size", [](const PlanObject& p) { return p.plan.dp_size; })
       .def_prop_ro("optimizer_steps", [](const PlanObject& p) { return p.plan.optimizer_steps; })
       .def_prop_ro("pack_max_length", [](const PlanObject& p) { return p.plan.pack_max_length; })
       .def_prop_ro("pad_to", [](const PlanObject& p) { return std::string(pack::to_string(p.plan.pad_to)); })
       .def_prop_ro("pad_chunk", [](const PlanObject& p) { return p.plan.pad_chunk; })
-      .def_prop_ro("stats", [](const PlanObject& p) -> const pack::Stats& { return p.plan.stats; },
-                   nb::rv_policy::reference_internal)
+      .def_prop_ro(
+          "stats", [](const PlanObject& p) -> const pack::Stats& { return p.plan.stats; },
+          nb::rv_policy::reference_internal)
       .def_prop_ro("notes", [](const PlanObject& p) { return p.plan.notes; })
       .def(
           "padding_sequences",
@@ -337,8 +350,9 @@ void bind_classes(nb::module_ m) {
       .def("to_dict", &plan_dict, "A JSON-ready dict: the packs, their padding, the stats and the notes.")
       .def("__repr__", [](const PlanObject& p) { return plan_repr(p.plan); })
       .def("__getstate__", [](const PlanObject& p) { return plan_state(p.plan); })
-      .def("__setstate__",
-           [](PlanObject& p, const PlanState& state) { new (&p) PlanObject{plan_of(state), {}, {}, {}}; });
+      .def("__setstate__", [](PlanObject& p, const PlanState& state) {
+        new (&p) PlanObject{plan_of(state), {}, {}, {}};
+      });
   public_name(plan);
 
   auto micro = nb::class_<MicroBatchObject>(
@@ -349,7 +363,8 @@ void bind_classes(nb::module_ m) {
   micro.def_prop_ro("batches", [](MicroBatchObject& p) { return cached(p.batches, p.plan.batches); })
       .def_prop_ro("tokens", [](MicroBatchObject& p) { return cached(p.tokens, p.plan.tokens); })
       .def_prop_ro("workloads", [](MicroBatchObject& p) { return cached(p.workloads, p.plan.workloads); })
-      .def_prop_ro("min_counts", [](const MicroBatchObject& p) { return view_of(p.plan.min_counts, p); }, kArray)
+      .def_prop_ro(
+          "min_counts", [](const MicroBatchObject& p) { return view_of(p.plan.min_counts, p); }, kArray)
       .def_prop_ro("empty_batches", [](const MicroBatchObject& p) { return p.plan.empty_batches; })
       .def_prop_ro("counts",
                    [](const MicroBatchObject& p) {
@@ -385,12 +400,12 @@ void bind_classes(nb::module_ m) {
       "One pack, ready for a varlen attention kernel. input_ids, labels, position_ids: flat, of the padded\n"
       "length; labels hold ignore_index on padding. cu_seqlens: int32 boundaries of the samples, then of the\n"
       "padding sequences. samples: the sample indexes in order.");
-  packed.def(
+  packed
+      .def(
           "__init__",
-          [](PackedObject* p, nb::object input_ids, nb::object labels, nb::object position_ids,
-             nb::object cu_seqlens, nb::tuple samples, int64_t padding) {
-            new (p) PackedObject{input_ids, labels, position_ids, cu_seqlens, samples, padding};
-          },
+          [](PackedObject* p, nb::object input_ids, nb::object labels, nb::object position_ids, nb::object cu_seqlens,
+             nb::tuple samples,
+             int64_t padding) { new (p) PackedObject{input_ids, labels, position_ids, cu_seqlens, samples, padding}; },
           "input_ids"_a, "labels"_a, "position_ids"_a, "cu_seqlens"_a, "samples"_a, "padding"_a)
       .def_ro("input_ids", &PackedObject::input_ids)
       .def_ro("labels", &PackedObject::labels)
@@ -410,8 +425,8 @@ void bind_classes(nb::module_ m) {
              return nb::make_tuple(p.input_ids, p.labels, p.position_ids, p.cu_seqlens, p.samples, p.padding);
            })
       .def("__setstate__", [](PackedObject& p, const PackedState& t) {
-        new (&p) PackedObject{std::get<0>(t), std::get<1>(t), std::get<2>(t), std::get<3>(t), std::get<4>(t),
-                              std::get<5>(t)};
+        new (&p) PackedObject{std::get<0>(t), std::get<1>(t), std::get<2>(t),
+                              std::get<3>(t), std::get<4>(t), std::get<5>(t)};
       });
   public_name(packed);
 }
@@ -488,8 +503,8 @@ void bind_pack(nb::module_ m) {
         }
         return micro_batch_object(std::move(result));
       },
-      "lengths"_a, "max_token_len"_a.none(), "dp_size"_a.none(), "same_count_across_ranks"_a,
-      "count_multiple"_a.none(), "workload"_a.none(), "order"_a);
+      "lengths"_a, "max_token_len"_a.none(), "dp_size"_a.none(), "same_count_across_ranks"_a, "count_multiple"_a.none(),
+      "workload"_a.none(), "order"_a);
 
   m.def("_materialize", &materialize, "plan"_a, "token_ids"_a, "labels"_a.none(), "rank"_a.none(), "step"_a.none(),
         "pad_id"_a.none(), "ignore_index"_a.none(), "convert"_a.none());

@@ -43,8 +43,8 @@ NotPlain write_at(MsgpackWriter& out, nb::handle value, size_t depth) {
     return {};
   }
   if (PyBytes_Check(object)) {
-    out.binary({reinterpret_cast<const std::byte*>(PyBytes_AS_STRING(object)),
-                static_cast<size_t>(PyBytes_GET_SIZE(object))});
+    out.binary(
+        {reinterpret_cast<const std::byte*>(PyBytes_AS_STRING(object)), static_cast<size_t>(PyBytes_GET_SIZE(object))});
     return {};
   }
   const bool sequence = PyList_Check(object) || PyTuple_Check(object);

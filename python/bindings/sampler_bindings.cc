@@ -113,8 +113,7 @@ class PythonSampler final : public Sampler {
     });
   }
 
-  std::optional<std::vector<int64_t>> reserved(const std::string& partition_id,
-                                               const std::string& task_name,
+  std::optional<std::vector<int64_t>> reserved(const std::string& partition_id, const std::string& task_name,
                                                const SamplingConfig& sampling) override {
     GilHeld gil;
     return guarded("reserved", [&]() -> std::optional<std::vector<int64_t>> {
@@ -158,9 +157,8 @@ class PythonSampler final : public Sampler {
     try {
       return fn();
     } catch (nb::python_error& error) {
-      throw Error(code_of(error), "sampler " + name_ + "." + method + " raised " +
-                                      nb::type_name(error.type()).c_str() + ": " +
-                                      nb::str(error.value()).c_str());
+      throw Error(code_of(error), "sampler " + name_ + "." + method + " raised " + nb::type_name(error.type()).c_str() +
+                                      ": " + nb::str(error.value()).c_str());
     } catch (nb::cast_error&) {
       throw_invalid("sampler " + name_ + "." + method + " returned a value of the wrong type");
     }
@@ -176,8 +174,7 @@ class PythonSampler final : public Sampler {
 // smallest. lengths_known is false when the caller gave no metadata at all.
 class MapSampleInfo final : public SampleInfo {
  public:
-  MapSampleInfo(std::unordered_map<int64_t, nlohmann::json> meta, std::span<const int64_t> ready,
-                bool lengths_known)
+  MapSampleInfo(std::unordered_map<int64_t, nlohmann::json> meta, std::span<const int64_t> ready, bool lengths_known)
       : meta_(std::move(meta)), ready_(ready.begin(), ready.end()), lengths_known_(lengths_known) {}
 
   std::optional<int64_t> length(int64_t global_index) const override {
@@ -192,8 +189,7 @@ class MapSampleInfo final : public SampleInfo {
     if (auto it = meta.find("group_id"); it != meta.end()) return "id:" + it->dump();
     if (n != runs_of_n_) find_runs(n);
     auto run = run_of_.find(global_index);
-    return run == run_of_.end() ? "alone:" + std::to_string(global_index)
-                                : "run:" + std::to_string(run->second);
+    return run == run_of_.end() ? "alone:" + std::to_string(global_index) : "run:" + std::to_string(run->second);
   }
 
   const nlohmann::json& custom_meta(int64_t global_index) const override {
@@ -240,9 +236,11 @@ class MapSampleInfo final : public SampleInfo {
 void bind_samplers(nb::module_ m) {
   nb::class_<Sampler>(m, "Sampler", "A C++ sampler, shared by the clients it is given to.")
       .def_prop_ro("name", &Sampler::name)
-      .def("state", [](const Sampler& s) { return from_json(s.state()); },
-           "The state kept in checkpoints (reservations of DP ranks), as JSON-like values.")
-      .def("restore", [](Sampler& s, nb::handle state) { s.restore(to_json(state, "sampler state")); }, "state"_a)
+      .def(
+          "state", [](const Sampler& s) { return from_json(s.state()); },
+          "The state kept in checkpoints (reservations of DP ranks), as JSON-like values.")
+      .def(
+          "restore", [](Sampler& s, nb::handle state) { s.restore(to_json(state, "sampler state")); }, "state"_a)
       .def(
           "clear",
           [](Sampler& s, const std::string& partition_id, std::optional<std::string> task_name) {
@@ -251,14 +249,16 @@ void bind_samplers(nb::module_ m) {
           "partition_id"_a, "task_name"_a = nb::none(), "Forgets the state of a partition, or of one task in it.")
       .def("__repr__", [](const Sampler& s) { return "<seqflow sampler " + s.name() + ">"; });
 
-  nb::class_<SampleInfoHandle>(m, "SampleInfo",
-                               "Per-sample facts a sampler may read, valid during its sample() call.")
-      .def("length", [](const SampleInfoHandle& h, int64_t gi) { return h.get().length(gi); }, "global_index"_a,
-           "custom_meta['total_lengths'] of the sample, or None")
-      .def("group_key", [](const SampleInfoHandle& h, int64_t gi, int64_t n) { return h.get().group_key(gi, n); },
-           "global_index"_a, "n"_a, "the sample's prompt group for groups of n")
-      .def("custom_meta", [](const SampleInfoHandle& h, int64_t gi) { return from_json(h.get().custom_meta(gi)); },
-           "global_index"_a)
+  nb::class_<SampleInfoHandle>(m, "SampleInfo", "Per-sample facts a sampler may read, valid during its sample() call.")
+      .def(
+          "length", [](const SampleInfoHandle& h, int64_t gi) { return h.get().length(gi); }, "global_index"_a,
+          "custom_meta['total_lengths'] of the sample, or None")
+      .def(
+          "group_key", [](const SampleInfoHandle& h, int64_t gi, int64_t n) { return h.get().group_key(gi, n); },
+          "global_index"_a, "n"_a, "the sample's prompt group for groups of n")
+      .def(
+          "custom_meta", [](const SampleInfoHandle& h, int64_t gi) { return from_json(h.get().custom_meta(gi)); },
+          "global_index"_a)
       .def_ro("partition_id", &SampleInfoHandle::partition_id)
       .def(
           "get_custom_meta",
@@ -277,10 +277,10 @@ void bind_samplers(nb::module_ m) {
   m.def("sequential_sampler", &make_sequential_sampler);
   m.def("grpo_group_n_sampler", &make_grpo_group_n_sampler, "n_samples_per_prompt"_a);
   m.def("rank_aware_sampler", &make_rank_aware_sampler);
-  m.def("seqlen_balanced_sampler", &make_seqlen_balanced_sampler, "n_samples_per_prompt"_a, "dp_size"_a,
-        "algorithm"_a, "default_length"_a);
-  m.def("token_budget_sampler", &make_token_budget_sampler, "max_tokens"_a, "n_samples_per_prompt"_a,
-        "dp_size"_a, "default_length"_a);
+  m.def("seqlen_balanced_sampler", &make_seqlen_balanced_sampler, "n_samples_per_prompt"_a, "dp_size"_a, "algorithm"_a,
+        "default_length"_a);
+  m.def("token_budget_sampler", &make_token_budget_sampler, "max_tokens"_a, "n_samples_per_prompt"_a, "dp_size"_a,
+        "default_length"_a);
   m.def(
       "sampler_by_name",
       [](const std::string& name, nb::handle args) { return make_sampler(name, to_json(args, "sampler arguments")); },

@@ -79,11 +79,11 @@ using ControllerHandle = RunningService<server::ControllerService>;
 using StorageHandle = RunningService<server::StorageService>;
 
 server::ServingSettings serving_settings(std::string bind, size_t max_workers, size_t max_request_bytes,
-                                      std::string curve_secret, std::vector<std::string> curve_clients,
-                                      std::string checkpoint_root) {
-  return server::ServingSettings{std::move(bind),           max_workers,
-                              max_request_bytes,         std::move(curve_secret),
-                              std::move(curve_clients), std::move(checkpoint_root)};
+                                         std::string curve_secret, std::vector<std::string> curve_clients,
+                                         std::string checkpoint_root) {
+  return server::ServingSettings{std::move(bind),          max_workers,
+                                 max_request_bytes,        std::move(curve_secret),
+                                 std::move(curve_clients), std::move(checkpoint_root)};
 }
 
 template <class Handle>
@@ -108,9 +108,8 @@ void bind_services(nb::module_ m) {
          size_t max_request_bytes, std::string curve_secret, std::vector<std::string> curve_clients,
          std::string checkpoint_root) {
         server::ControllerSettings settings;
-        settings.serving = serving_settings(std::move(bind), max_workers, max_request_bytes,
-                                            std::move(curve_secret), std::move(curve_clients),
-                                            std::move(checkpoint_root));
+        settings.serving = serving_settings(std::move(bind), max_workers, max_request_bytes, std::move(curve_secret),
+                                            std::move(curve_clients), std::move(checkpoint_root));
         settings.storage_units = storage_units;
         settings.sampler = std::move(sampler);
         settings.polling_mode = polling_mode;
@@ -131,9 +130,9 @@ void bind_services(nb::module_ m) {
              size_t max_request_bytes, std::string curve_secret, std::vector<std::string> curve_clients,
              std::string controller_key, std::string checkpoint_root) {
             server::StorageSettings settings;
-            settings.serving = serving_settings(std::move(bind), max_workers, max_request_bytes,
-                                                std::move(curve_secret), std::move(curve_clients),
-                                                std::move(checkpoint_root));
+            settings.serving =
+                serving_settings(std::move(bind), max_workers, max_request_bytes, std::move(curve_secret),
+                                 std::move(curve_clients), std::move(checkpoint_root));
             settings.controller = std::move(controller_endpoint);
             settings.advertise = std::move(advertise);
             settings.max_bytes = max_bytes;
@@ -144,8 +143,7 @@ void bind_services(nb::module_ m) {
           "bind"_a, "controller"_a, "advertise"_a, "max_bytes"_a, "max_samples"_a, "metrics"_a, "max_workers"_a,
           "max_request_bytes"_a, "curve_secret"_a, "curve_clients"_a, "controller_key"_a, "checkpoint_root"_a)
       .def(
-          "stats",
-          [](StorageHandle& self) { return stats_to_python(self.service().storage().stats()); },
+          "stats", [](StorageHandle& self) { return stats_to_python(self.service().storage().stats()); },
           "This unit's use: {'samples': ..., 'bytes': ...}.");
   bind_common(storage);
 
@@ -161,8 +159,7 @@ void bind_services(nb::module_ m) {
       "read_key_file",
       [](const std::string& path) {
         const transport::CurveKeyPair keys = transport::read_key_file(path);
-        return std::make_pair(keys.public_key,
-                              keys.secret_key.empty() ? std::nullopt : std::optional(keys.secret_key));
+        return std::make_pair(keys.public_key, keys.secret_key.empty() ? std::nullopt : std::optional(keys.secret_key));
       },
       "path"_a, "(public key, secret key or None) of a .key or .pub file, as Z85 text.");
 }

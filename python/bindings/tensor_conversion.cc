@@ -40,25 +40,35 @@ DType to_dtype(nb::dlpack::dtype dtype, const std::string& field) {
         break;
       case dtype_code::Int:
         switch (dtype.bits) {
-          case 8: return DType::kInt8;
-          case 16: return DType::kInt16;
-          case 32: return DType::kInt32;
-          case 64: return DType::kInt64;
-          default: break;
+          case 8:
+            return DType::kInt8;
+          case 16:
+            return DType::kInt16;
+          case 32:
+            return DType::kInt32;
+          case 64:
+            return DType::kInt64;
+          default:
+            break;
         }
         break;
       case dtype_code::Float:
         switch (dtype.bits) {
-          case 16: return DType::kFloat16;
-          case 32: return DType::kFloat32;
-          case 64: return DType::kFloat64;
-          default: break;
+          case 16:
+            return DType::kFloat16;
+          case 32:
+            return DType::kFloat32;
+          case 64:
+            return DType::kFloat64;
+          default:
+            break;
         }
         break;
       case dtype_code::Bfloat:
         if (dtype.bits == 16) return DType::kBFloat16;
         break;
-      default: break;
+      default:
+        break;
     }
   }
   throw_invalid(field_name(field) + " has dtype " + dlpack_name(dtype) +
@@ -69,16 +79,26 @@ DType to_dtype(nb::dlpack::dtype dtype, const std::string& field) {
 // Output dtype; bfloat16 leaves as uint16 bits (numpy has no bfloat16).
 nb::dlpack::dtype to_dlpack(DType dtype) {
   switch (dtype) {
-    case DType::kBool: return nb::dtype<bool>();
-    case DType::kUInt8: return nb::dtype<uint8_t>();
-    case DType::kInt8: return nb::dtype<int8_t>();
-    case DType::kInt16: return nb::dtype<int16_t>();
-    case DType::kInt32: return nb::dtype<int32_t>();
-    case DType::kInt64: return nb::dtype<int64_t>();
-    case DType::kFloat16: return {static_cast<uint8_t>(dtype_code::Float), 16, 1};
-    case DType::kBFloat16: return nb::dtype<uint16_t>();
-    case DType::kFloat32: return nb::dtype<float>();
-    case DType::kFloat64: return nb::dtype<double>();
+    case DType::kBool:
+      return nb::dtype<bool>();
+    case DType::kUInt8:
+      return nb::dtype<uint8_t>();
+    case DType::kInt8:
+      return nb::dtype<int8_t>();
+    case DType::kInt16:
+      return nb::dtype<int16_t>();
+    case DType::kInt32:
+      return nb::dtype<int32_t>();
+    case DType::kInt64:
+      return nb::dtype<int64_t>();
+    case DType::kFloat16:
+      return {static_cast<uint8_t>(dtype_code::Float), 16, 1};
+    case DType::kBFloat16:
+      return nb::dtype<uint16_t>();
+    case DType::kFloat32:
+      return nb::dtype<float>();
+    case DType::kFloat64:
+      return nb::dtype<double>();
   }
   return nb::dtype<uint8_t>();
 }
@@ -127,8 +147,7 @@ std::shared_ptr<const Buffer> bytes_of(const AnyArray& array, bool borrow) {
 AnyArray as_array(nb::handle item, const std::string& field, size_t index) {
   AnyArray array;
   if (!nb::try_cast(item, array)) {
-    throw_invalid(field_name(field) + ", sample " + std::to_string(index) + ": " +
-                  nb::type_name(item.type()).c_str() +
+    throw_invalid(field_name(field) + ", sample " + std::to_string(index) + ": " + nb::type_name(item.type()).c_str() +
                   " is not a CPU array or tensor; a list field holds one array per sample");
   }
   return array;
@@ -142,8 +161,8 @@ nb::capsule keep_alive(std::shared_ptr<const Buffer> buffer) {
 
 // A numpy array over buffer bytes. Read-only unless `writable` (torch has no
 // read-only tensors; the caller then shares the stored bytes knowingly).
-nb::object array_over(const std::shared_ptr<const Buffer>& buffer, size_t offset, const Shape& shape,
-                      DType dtype, bool writable) {
+nb::object array_over(const std::shared_ptr<const Buffer>& buffer, size_t offset, const Shape& shape, DType dtype,
+                      bool writable) {
   std::vector<size_t> dims(shape.begin(), shape.end());
   auto* data = const_cast<std::byte*>(buffer->data + offset);
   if (writable) {
@@ -162,8 +181,7 @@ std::pair<std::shared_ptr<const Buffer>, size_t> contiguous(const std::vector<Sa
   bool run = true;
   size_t total = first.nbytes;
   for (size_t i = 1; i < views.size(); ++i) {
-    run = run && views[i].buffer == first.buffer &&
-          views[i].offset == views[i - 1].offset + views[i - 1].nbytes;
+    run = run && views[i].buffer == first.buffer && views[i].offset == views[i - 1].offset + views[i - 1].nbytes;
     total += views[i].nbytes;
   }
   if (run && !fresh) return {first.buffer, first.offset};
@@ -248,8 +266,7 @@ Column dense_column(const std::string& field, const AnyArray& array, bool borrow
   return column;
 }
 
-Column packed_column(const std::string& field, const AnyArray& values, const Int64Matrix& shapes,
-                     bool borrow) {
+Column packed_column(const std::string& field, const AnyArray& values, const Int64Matrix& shapes, bool borrow) {
   Column column;
   column.field = field;
   column.dtype = to_dtype(values.dtype(), field);
@@ -288,13 +305,13 @@ Column ragged_column(const std::string& field, nb::handle arrays) {
     if (i == 0) column.dtype = dtype;
     if (dtype != column.dtype) {
       throw_invalid(field_name(field) + ", sample " + std::to_string(i) + " has dtype " +
-                    std::string(dtype_name(dtype)) + " but sample 0 has " +
-                    std::string(dtype_name(column.dtype)) + "; one field holds one dtype");
+                    std::string(dtype_name(dtype)) + " but sample 0 has " + std::string(dtype_name(column.dtype)) +
+                    "; one field holds one dtype");
     }
     if (items[i].ndim() != items[0].ndim()) {
-      throw_invalid(field_name(field) + ", sample " + std::to_string(i) + " has " +
-                    std::to_string(items[i].ndim()) + " dimensions but sample 0 has " +
-                    std::to_string(items[0].ndim()) + "; shapes within a field must agree in rank");
+      throw_invalid(field_name(field) + ", sample " + std::to_string(i) + " has " + std::to_string(items[i].ndim()) +
+                    " dimensions but sample 0 has " + std::to_string(items[0].ndim()) +
+                    "; shapes within a field must agree in rank");
     }
     column.shapes.push_back(shape_of(items[i], 0));
     parts.push_back({items[i].data(), items[i].nbytes()});
@@ -311,8 +328,8 @@ Column object_column(const std::string& field, nb::handle items, bool allow_pick
   column.dtype = DType::kUInt8;
   column.is_object = true;
   nb::object dumps;
-  std::deque<std::string> encoded;   // plain values' bytes (a deque: parts point into them)
-  std::vector<nb::object> held;      // the strings and pickles the parts point into
+  std::deque<std::string> encoded;  // plain values' bytes (a deque: parts point into them)
+  std::vector<nb::object> held;     // the strings and pickles the parts point into
   std::vector<Part> parts;
   column.offsets.push_back(0);
   size_t total = 0;
@@ -336,12 +353,12 @@ Column object_column(const std::string& field, nb::handle items, bool allow_pick
       part = {encoded.back().data(), encoded.back().size()};
     } else if (!allow_pickle) {
       const std::string what = nb::type_name(not_plain.part.type()).c_str();
-      throw_invalid(where() + " holds a " +
-                    (not_plain.is_key ? "dict key " + std::string(nb::repr(not_plain.part).c_str()) + " (" + what + ")"
-                                      : what) +
-                    ", which only pickle can store; seqflow pickles only when the program allows it "
-                    "(allow_pickle=True), since unpickling runs code of whoever wrote the bytes. Plain values "
-                    "(None, bool, int, float, str, bytes, lists and str-keyed dicts of them) need no pickle");
+      throw_invalid(
+          where() + " holds a " +
+          (not_plain.is_key ? "dict key " + std::string(nb::repr(not_plain.part).c_str()) + " (" + what + ")" : what) +
+          ", which only pickle can store; seqflow pickles only when the program allows it "
+          "(allow_pickle=True), since unpickling runs code of whoever wrote the bytes. Plain values "
+          "(None, bool, int, float, str, bytes, lists and str-keyed dicts of them) need no pickle");
     } else {
       if (!dumps.is_valid()) dumps = nb::module_::import_("pickle").attr("dumps");
       try {
@@ -362,8 +379,7 @@ Column object_column(const std::string& field, nb::handle items, bool allow_pick
   return column;
 }
 
-nb::tuple field_to_python(const std::vector<SampleView>& views, const std::string& field,
-                          const FieldOutput& output) {
+nb::tuple field_to_python(const std::vector<SampleView>& views, const std::string& field, const FieldOutput& output) {
   if (views.empty()) throw_invalid("no samples to convert");
   const SampleView& first = views.front();
   const nb::str dtype(std::string(dtype_name(first.dtype)).c_str());
@@ -373,11 +389,10 @@ nb::tuple field_to_python(const std::vector<SampleView>& views, const std::strin
     for (size_t i = 0; i < views.size(); ++i) out.append(decode(views[i], i));
     return nb::make_tuple("objects", out);
   }
-  const bool same_shape = std::all_of(views.begin(), views.end(),
-                                      [&first](const SampleView& v) { return v.shape == first.shape; });
-  const bool same_rank = std::all_of(views.begin(), views.end(), [&first](const SampleView& v) {
-    return v.shape.size() == first.shape.size();
-  });
+  const bool same_shape =
+      std::all_of(views.begin(), views.end(), [&first](const SampleView& v) { return v.shape == first.shape; });
+  const bool same_rank = std::all_of(views.begin(), views.end(),
+                                     [&first](const SampleView& v) { return v.shape.size() == first.shape.size(); });
   for (const SampleView& view : views) {
     if (view.dtype != first.dtype || view.is_object) {
       throw Error(ErrorCode::kInternal, "a field holds values of different dtypes");
@@ -407,8 +422,8 @@ nb::tuple field_to_python(const std::vector<SampleView>& views, const std::strin
   }
   nb::capsule owner(shapes, [](void* p) noexcept { delete static_cast<std::vector<int64_t>*>(p); });
   nb::ndarray<nb::numpy, int64_t, nb::ndim<2>> shape_array(shapes->data(), {views.size(), rank}, owner);
-  return nb::make_tuple("ragged", array_over(buffer, offset, {elements}, first.dtype, output.writable),
-                        shape_array, dtype);
+  return nb::make_tuple("ragged", array_over(buffer, offset, {elements}, first.dtype, output.writable), shape_array,
+                        dtype);
 }
 
 }  // namespace seqflow::bindings

@@ -27,9 +27,7 @@ class Capacity {
     if (!free_ && new_count == floor_ + 1) ++extra_used_;
   }
   // Moving one unit from a part of `from_count` to one of `to_count` keeps the rule.
-  bool can_move(int64_t from_count, int64_t to_count) const {
-    return free_ || from_count > to_count;
-  }
+  bool can_move(int64_t from_count, int64_t to_count) const { return free_ || from_count > to_count; }
   bool allows_moves() const { return free_ || extra_ > 0; }
 
  private:

@@ -32,9 +32,7 @@ class BranchAndBound {
   const std::vector<int64_t>& assignment() const { return assignment_; }
 
  private:
-  bool can_add(int64_t count) const {
-    return free_ || count < floor_ || (count == floor_ && extra_used_ < extra_);
-  }
+  bool can_add(int64_t count) const { return free_ || count < floor_ || (count == floor_ && extra_used_ < extra_); }
 
   bool place(size_t pos, int64_t slack) {
     if (pos == order_.size()) return true;
@@ -78,9 +76,8 @@ class BranchAndBound {
 
 }  // namespace
 
-std::optional<std::vector<int64_t>> search_lighter(std::span<const int64_t> weights,
-                                                   std::span<const int64_t> ascending, int64_t k,
-                                                   Cardinality cardinality, int64_t incumbent_max,
+std::optional<std::vector<int64_t>> search_lighter(std::span<const int64_t> weights, std::span<const int64_t> ascending,
+                                                   int64_t k, Cardinality cardinality, int64_t incumbent_max,
                                                    int64_t lower_bound, int64_t node_budget) {
   std::optional<std::vector<int64_t>> best;
   BranchAndBound search(weights, ascending, k, cardinality, node_budget);

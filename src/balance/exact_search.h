@@ -15,9 +15,8 @@ namespace seqflow::balance::detail {
 // tightening until none exists, the lower bound is met, or `node_budget`
 // search nodes are spent. Returns the best assignment found, if any beats
 // the incumbent. `ascending` is order_by_value(weights, kAscending).
-std::optional<std::vector<int64_t>> search_lighter(std::span<const int64_t> weights,
-                                                   std::span<const int64_t> ascending, int64_t k,
-                                                   Cardinality cardinality, int64_t incumbent_max,
+std::optional<std::vector<int64_t>> search_lighter(std::span<const int64_t> weights, std::span<const int64_t> ascending,
+                                                   int64_t k, Cardinality cardinality, int64_t incumbent_max,
                                                    int64_t lower_bound, int64_t node_budget);
 
 }  // namespace seqflow::balance::detail

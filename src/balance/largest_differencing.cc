@@ -28,9 +28,7 @@ bool set_less(const WeightedSet& a, const WeightedSet& b) {
 }
 
 // A function object, not a function pointer, so that std::sort inlines it.
-constexpr auto set_greater = [](const WeightedSet& a, const WeightedSet& b) {
-  return set_less(b, a);
-};
+constexpr auto set_greater = [](const WeightedSet& a, const WeightedSet& b) { return set_less(b, a); };
 
 // A k-way partial partition. Empty sets are kept implicit so that a state of one
 // item costs O(1), not O(k). In verl's descending order the empties sit after
@@ -43,9 +41,7 @@ struct State {
 
   size_t nonnegative_count() const {
     return static_cast<size_t>(
-        std::partition_point(sets.begin(), sets.end(),
-                             [](const WeightedSet& s) { return s.sum >= 0; }) -
-        sets.begin());
+        std::partition_point(sets.begin(), sets.end(), [](const WeightedSet& s) { return s.sum >= 0; }) - sets.begin());
   }
 
   int64_t slot_of(size_t i, size_t nonnegative) const {
@@ -126,8 +122,7 @@ class StateHeap {
 
 class Differencer {
  public:
-  Differencer(std::span<const int64_t> values, int64_t k)
-      : values_(values), k_(k), next_(values.size(), -1) {}
+  Differencer(std::span<const int64_t> values, int64_t k) : values_(values), k_(k), next_(values.size(), -1) {}
 
   // `items` ascend by (value, index), which is ascending set order.
   State make_state(std::span<const int64_t> items) const {
@@ -198,8 +193,7 @@ class Differencer {
 
 }  // namespace
 
-DifferencingResult largest_differencing(std::span<const int64_t> values,
-                                        std::span<const int64_t> ascending, int64_t k,
+DifferencingResult largest_differencing(std::span<const int64_t> values, std::span<const int64_t> ascending, int64_t k,
                                         DifferencingStart start) {
   const auto n = static_cast<int64_t>(values.size());
   if (k <= 0) throw_invalid("k must be positive, got " + std::to_string(k));

@@ -23,8 +23,7 @@ struct DifferencingResult {
 // sum of absolute values fits in int64. Ties are resolved exactly as verl's
 // heapq-based implementation resolves them, so results are bit-identical.
 // `ascending` is order_by_value(values, kAscending).
-DifferencingResult largest_differencing(std::span<const int64_t> values,
-                                        std::span<const int64_t> ascending, int64_t k,
+DifferencingResult largest_differencing(std::span<const int64_t> values, std::span<const int64_t> ascending, int64_t k,
                                         DifferencingStart start);
 
 }  // namespace seqflow::balance::detail

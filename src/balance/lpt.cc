@@ -7,8 +7,7 @@
 
 namespace seqflow::balance::detail {
 
-std::vector<int64_t> longest_first(std::span<const int64_t> weights,
-                                   std::span<const int64_t> ascending, int64_t k,
+std::vector<int64_t> longest_first(std::span<const int64_t> weights, std::span<const int64_t> ascending, int64_t k,
                                    Cardinality cardinality) {
   const auto n = static_cast<int64_t>(weights.size());
 

@@ -10,8 +10,7 @@ Cardinality parse_cardinality(std::string_view name) {
   if (name == "free") return Cardinality::kFree;
   if (name == "equal") return Cardinality::kEqual;
   if (name == "balanced") return Cardinality::kBalanced;
-  throw_invalid("cardinality: unknown value '" + std::string(name) +
-                "'; expected free, equal or balanced");
+  throw_invalid("cardinality: unknown value '" + std::string(name) + "'; expected free, equal or balanced");
 }
 
 Algorithm parse_algorithm(std::string_view name) {
@@ -23,18 +22,24 @@ Algorithm parse_algorithm(std::string_view name) {
 
 std::string_view to_string(Cardinality cardinality) {
   switch (cardinality) {
-    case Cardinality::kFree: return "free";
-    case Cardinality::kEqual: return "equal";
-    case Cardinality::kBalanced: return "balanced";
+    case Cardinality::kFree:
+      return "free";
+    case Cardinality::kEqual:
+      return "equal";
+    case Cardinality::kBalanced:
+      return "balanced";
   }
   return "?";
 }
 
 std::string_view to_string(Algorithm algorithm) {
   switch (algorithm) {
-    case Algorithm::kAuto: return "auto";
-    case Algorithm::kKK: return "kk";
-    case Algorithm::kLPT: return "lpt";
+    case Algorithm::kAuto:
+      return "auto";
+    case Algorithm::kKK:
+      return "kk";
+    case Algorithm::kLPT:
+      return "lpt";
   }
   return "?";
 }

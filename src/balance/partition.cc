@@ -21,8 +21,8 @@ constexpr int64_t kExactSearchNodes = 1 << 17;
 
 // Items merged by group: cardinality and balancing work on units.
 struct Units {
-  std::vector<int64_t> weights;        // workload per unit
-  std::vector<int64_t> unit_of_item;   // empty when every item is its own unit
+  std::vector<int64_t> weights;       // workload per unit
+  std::vector<int64_t> unit_of_item;  // empty when every item is its own unit
 };
 
 Units build_units(std::vector<int64_t> item_costs, std::span<const int64_t> groups) {
@@ -37,8 +37,7 @@ Units build_units(std::vector<int64_t> item_costs, std::span<const int64_t> grou
   unit_of_group.reserve(groups.size());
   units.unit_of_item.resize(groups.size());
   for (size_t i = 0; i < groups.size(); ++i) {
-    auto [it, inserted] =
-        unit_of_group.try_emplace(groups[i], static_cast<int64_t>(units.weights.size()));
+    auto [it, inserted] = unit_of_group.try_emplace(groups[i], static_cast<int64_t>(units.weights.size()));
     if (inserted) units.weights.push_back(0);
     units.unit_of_item[i] = it->second;
     units.weights[it->second] += item_costs[i];
@@ -50,21 +49,20 @@ void validate(std::span<const int64_t> weights, int64_t k, const Options& option
   if (weights.empty()) throw_invalid("weights must not be empty");
   if (k <= 0) throw_invalid("k must be positive, got " + std::to_string(k));
   if (!options.groups.empty() && options.groups.size() != weights.size()) {
-    throw_invalid("groups has " + std::to_string(options.groups.size()) +
-                  " entries but weights has " + std::to_string(weights.size()) +
-                  "; give one group id per item");
+    throw_invalid("groups has " + std::to_string(options.groups.size()) + " entries but weights has " +
+                  std::to_string(weights.size()) + "; give one group id per item");
   }
 }
 
 void validate_unit_count(int64_t units, int64_t k, const Options& options) {
   const char* what = options.groups.empty() ? "items" : "groups";
   if (k > units) {
-    throw_invalid("k (" + std::to_string(k) + ") must not exceed the number of " + what + " (" +
-                  std::to_string(units) + ")");
+    throw_invalid("k (" + std::to_string(k) + ") must not exceed the number of " + what + " (" + std::to_string(units) +
+                  ")");
   }
   if (options.cardinality == Cardinality::kEqual && units % k != 0) {
-    throw_invalid(std::string("cardinality='equal' needs the number of ") + what + " (" +
-                  std::to_string(units) + ") to be a multiple of k (" + std::to_string(k) +
+    throw_invalid(std::string("cardinality='equal' needs the number of ") + what + " (" + std::to_string(units) +
+                  ") to be a multiple of k (" + std::to_string(k) +
                   "); use cardinality='balanced' for counts that differ by at most one");
   }
 }
@@ -77,8 +75,7 @@ std::vector<int64_t> assignment_of(const detail::DifferencingResult& result, siz
   return assignment;
 }
 
-std::vector<int64_t> loads_of(std::span<const int64_t> weights, std::span<const int64_t> assignment,
-                              int64_t k) {
+std::vector<int64_t> loads_of(std::span<const int64_t> weights, std::span<const int64_t> assignment, int64_t k) {
   std::vector<int64_t> loads(static_cast<size_t>(k), 0);
   for (size_t u = 0; u < weights.size(); ++u) loads[assignment[u]] += weights[u];
   return loads;
@@ -106,14 +103,12 @@ struct Problem {
 };
 
 std::vector<int64_t> differencing_assignment(const Problem& p, detail::DifferencingStart start) {
-  return assignment_of(detail::largest_differencing(p.weights, p.ascending, p.k, start),
-                       p.weights.size());
+  return assignment_of(detail::largest_differencing(p.weights, p.ascending, p.k, start), p.weights.size());
 }
 
 std::vector<int64_t> kk_assignment(const Problem& p) {
-  return differencing_assignment(p, p.cardinality == Cardinality::kFree
-                                        ? detail::DifferencingStart::kOneItemPerState
-                                        : detail::DifferencingStart::kSortedChunks);
+  return differencing_assignment(p, p.cardinality == Cardinality::kFree ? detail::DifferencingStart::kOneItemPerState
+                                                                        : detail::DifferencingStart::kSortedChunks);
 }
 
 // Candidates, each refined; the best wins. Chunked differencing (near-optimal
@@ -132,23 +127,21 @@ std::vector<int64_t> auto_assignment(const Problem& p, int64_t lower_bound) {
       best_loads = std::move(loads);
     }
   };
-  auto at_bound = [&] {
-    return *std::max_element(best_loads.begin(), best_loads.end()) <= lower_bound;
-  };
+  auto at_bound = [&] { return *std::max_element(best_loads.begin(), best_loads.end()) <= lower_bound; };
   consider(differencing_assignment(p, detail::DifferencingStart::kSortedChunks));
   if (!at_bound()) consider(detail::longest_first(p.weights, p.ascending, p.k, p.cardinality));
   if (!at_bound() && p.cardinality == Cardinality::kFree) consider(kk_assignment(p));
   if (!at_bound() && p.weights.size() <= kExactSearchMaxUnits) {
     const int64_t heaviest = *std::max_element(best_loads.begin(), best_loads.end());
-    auto exact = detail::search_lighter(p.weights, p.ascending, p.k, p.cardinality, heaviest,
-                                        lower_bound, kExactSearchNodes);
+    auto exact =
+        detail::search_lighter(p.weights, p.ascending, p.k, p.cardinality, heaviest, lower_bound, kExactSearchNodes);
     if (exact) consider(std::move(*exact));
   }
   return best;
 }
 
-Partition describe(std::span<const int64_t> item_costs, const Units& units,
-                   std::vector<int64_t> unit_assignment, int64_t k, int64_t total) {
+Partition describe(std::span<const int64_t> item_costs, const Units& units, std::vector<int64_t> unit_assignment,
+                   int64_t k, int64_t total) {
   Partition out;
   out.parts.resize(static_cast<size_t>(k));
   out.sums.assign(static_cast<size_t>(k), 0);
@@ -169,9 +162,7 @@ Partition describe(std::span<const int64_t> item_costs, const Units& units,
   const double mean = static_cast<double>(total) / static_cast<double>(k);
   out.spread = mean > 0 ? static_cast<double>(*hi - *lo) / mean : 0.0;
   out.max_over_mean = mean > 0 ? static_cast<double>(*hi) / mean : 1.0;
-  out.gap = out.lower_bound > 0
-                ? static_cast<double>(*hi) / static_cast<double>(out.lower_bound) - 1.0
-                : 0.0;
+  out.gap = out.lower_bound > 0 ? static_cast<double>(*hi) / static_cast<double>(out.lower_bound) - 1.0 : 0.0;
   return out;
 }
 
@@ -186,8 +177,8 @@ Partition partition(std::span<const int64_t> weights, int64_t k, const Options& 
   Units units = build_units(item_costs, options.groups);
   validate_unit_count(static_cast<int64_t>(units.weights.size()), k, options);
 
-  Problem problem{units.weights, detail::order_by_value(units.weights, detail::Direction::kAscending),
-                  k, options.cardinality};
+  Problem problem{units.weights, detail::order_by_value(units.weights, detail::Direction::kAscending), k,
+                  options.cardinality};
   std::vector<int64_t> assignment;
   switch (options.algorithm) {
     case Algorithm::kKK:

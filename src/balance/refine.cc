@@ -12,9 +12,7 @@ namespace {
 // Orders units by (weight, index).
 struct ByWeight {
   std::span<const int64_t> weights;
-  bool operator()(int64_t a, int64_t b) const {
-    return weights[a] != weights[b] ? weights[a] < weights[b] : a < b;
-  }
+  bool operator()(int64_t a, int64_t b) const { return weights[a] != weights[b] ? weights[a] < weights[b] : a < b; }
 };
 
 struct Exchange {
@@ -25,8 +23,8 @@ struct Exchange {
 
 class Refiner {
  public:
-  Refiner(std::span<const int64_t> weights, std::span<const int64_t> ascending, int64_t k,
-          Cardinality cardinality, std::vector<int64_t>& assignment)
+  Refiner(std::span<const int64_t> weights, std::span<const int64_t> ascending, int64_t k, Cardinality cardinality,
+          std::vector<int64_t>& assignment)
       : weights_(weights),
         assignment_(assignment),
         members_(static_cast<size_t>(k)),
@@ -49,7 +47,6 @@ class Refiner {
   }
 
  private:
-
   int64_t part_count() const { return static_cast<int64_t>(loads_.size()); }
 
   int64_t extreme_part(bool heaviest) const {
@@ -106,8 +103,7 @@ class Refiner {
     };
     if (capacity_.can_move(static_cast<int64_t>(from.size()), static_cast<int64_t>(to.size()))) {
       // The unit closest to D/2 is next to where 2w crosses D.
-      auto it = std::partition_point(from.begin(), from.end(),
-                                     [&](int64_t u) { return 2 * weights_[u] < diff; });
+      auto it = std::partition_point(from.begin(), from.end(), [&](int64_t u) { return 2 * weights_[u] < diff; });
       if (it != from.end()) consider(*it, -1, weights_[*it]);
       if (it != from.begin()) consider(*std::prev(it), -1, weights_[*std::prev(it)]);
     }
@@ -143,8 +139,8 @@ class Refiner {
 
 }  // namespace
 
-void refine(std::span<const int64_t> weights, std::span<const int64_t> ascending, int64_t k,
-            Cardinality cardinality, std::vector<int64_t>& assignment) {
+void refine(std::span<const int64_t> weights, std::span<const int64_t> ascending, int64_t k, Cardinality cardinality,
+            std::vector<int64_t>& assignment) {
   Refiner(weights, ascending, k, cardinality, assignment).run();
 }
 

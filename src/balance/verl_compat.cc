@@ -30,8 +30,8 @@ void check_magnitude(std::span<const int64_t> seqlens) {
 
 }  // namespace
 
-std::vector<std::vector<int64_t>> karmarkar_karp(std::span<const int64_t> seqlens,
-                                                 int64_t k_partitions, bool equal_size) {
+std::vector<std::vector<int64_t>> karmarkar_karp(std::span<const int64_t> seqlens, int64_t k_partitions,
+                                                 bool equal_size) {
   const auto n = static_cast<int64_t>(seqlens.size());
   if (k_partitions <= 0) {
     throw_invalid("k_partitions must be positive, got " + std::to_string(k_partitions));
@@ -47,14 +47,12 @@ std::vector<std::vector<int64_t>> karmarkar_karp(std::span<const int64_t> seqlen
                   ") to be a multiple of k_partitions (" + std::to_string(k_partitions) + ")");
   }
   check_magnitude(seqlens);
-  auto start = equal_size ? detail::DifferencingStart::kSortedChunks
-                          : detail::DifferencingStart::kOneItemPerState;
+  auto start = equal_size ? detail::DifferencingStart::kSortedChunks : detail::DifferencingStart::kOneItemPerState;
   auto ascending = detail::order_by_value(seqlens, detail::Direction::kAscending);
   return detail::largest_differencing(seqlens, ascending, k_partitions, start).parts;
 }
 
-std::vector<std::vector<int64_t>> get_seqlen_balanced_partitions(std::span<const int64_t> seqlens,
-                                                                 int64_t k_partitions,
+std::vector<std::vector<int64_t>> get_seqlen_balanced_partitions(std::span<const int64_t> seqlens, int64_t k_partitions,
                                                                  bool equal_size) {
   if (static_cast<int64_t>(seqlens.size()) < k_partitions) {
     throw_invalid("number of items (" + std::to_string(seqlens.size()) + ") < k_partitions (" +

@@ -57,8 +57,7 @@ void append_wrapped(std::string& out, std::string_view text, size_t indent) {
 }
 
 // Two columns: labels padded to `width`, help text wrapped beside them.
-void append_options(std::string& out, std::string_view title,
-                    const std::vector<const Option*>& options, size_t width) {
+void append_options(std::string& out, std::string_view title, const std::vector<const Option*>& options, size_t width) {
   if (options.empty()) return;
   out.append("\n").append(title).append(":\n");
   for (const Option* option : options) {
@@ -76,14 +75,12 @@ std::optional<std::string> Arguments::get(std::string_view name) const {
   return it->second;
 }
 
-int64_t Arguments::integer(std::string_view name, int64_t fallback, int64_t min,
-                           int64_t max) const {
+int64_t Arguments::integer(std::string_view name, int64_t fallback, int64_t min, int64_t max) const {
   auto text = get(name);
   return text ? parse_integer(name, *text, min, max) : fallback;
 }
 
-std::optional<Arguments> parse_arguments(std::span<const std::string> args,
-                                         const CommandSpec& spec) {
+std::optional<Arguments> parse_arguments(std::span<const std::string> args, const CommandSpec& spec) {
   Arguments out;
   bool options_ended = false;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -104,8 +101,7 @@ std::optional<Arguments> parse_arguments(std::span<const std::string> args,
     const std::string name = arg.substr(0, equals);
     const Option* option = find_option(spec, name);
     if (option == nullptr) {
-      throw_invalid("unknown option '" + name + "'; see 'seqflow " + std::string(spec.name) +
-                    " --help'");
+      throw_invalid("unknown option '" + name + "'; see 'seqflow " + std::string(spec.name) + " --help'");
     }
     if (option->value.empty()) {
       if (equals != std::string::npos) throw_invalid(name + " takes no value, got '" + arg + "'");
@@ -152,8 +148,7 @@ std::string naming_option(std::string_view option, std::string_view message) {
   return std::string(option).append(": ").append(message);
 }
 
-int64_t parse_integer(std::string_view parameter, std::string_view text, int64_t min,
-                      int64_t max) {
+int64_t parse_integer(std::string_view parameter, std::string_view text, int64_t min, int64_t max) {
   int64_t value = 0;
   auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
   const std::string quoted = std::string("'").append(text).append("'");
@@ -166,8 +161,7 @@ int64_t parse_integer(std::string_view parameter, std::string_view text, int64_t
   if (value < min || value > max) {
     const std::string range = max == std::numeric_limits<int64_t>::max()
                                   ? ">= " + std::to_string(min)
-                                  : "between " + std::to_string(min) + " and " +
-                                        std::to_string(max);
+                                  : "between " + std::to_string(min) + " and " + std::to_string(max);
     throw_invalid(std::string(parameter) + " must be " + range + ", got " + std::string(text));
   }
   return value;

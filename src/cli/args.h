@@ -38,8 +38,7 @@ class Arguments {
   const std::vector<std::string>& positionals() const { return positionals_; }
 
  private:
-  friend std::optional<Arguments> parse_arguments(std::span<const std::string>,
-                                                  const CommandSpec&);
+  friend std::optional<Arguments> parse_arguments(std::span<const std::string>, const CommandSpec&);
   std::map<std::string, std::string, std::less<>> values_;
   std::vector<std::string> positionals_;
 };
@@ -47,8 +46,7 @@ class Arguments {
 // Parses "--name value", "--name=value", flags, positionals and "--" (the end
 // of options). Prints the help text to stdout and returns nullopt on -h or
 // --help. Throws seqflow::Error on an unknown option or a missing value.
-std::optional<Arguments> parse_arguments(std::span<const std::string> args,
-                                         const CommandSpec& spec);
+std::optional<Arguments> parse_arguments(std::span<const std::string> args, const CommandSpec& spec);
 
 std::string help_text(const CommandSpec& spec);
 
@@ -69,7 +67,6 @@ decltype(auto) with_option(std::string_view option, Step&& step) {
 }
 
 // `text` as an integer in [min, max]; the error names `parameter` and `text`.
-int64_t parse_integer(std::string_view parameter, std::string_view text, int64_t min,
-                      int64_t max);
+int64_t parse_integer(std::string_view parameter, std::string_view text, int64_t min, int64_t max);
 
 }  // namespace seqflow::cli

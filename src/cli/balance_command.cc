@@ -90,22 +90,19 @@ Input read_input(const Arguments& args) {
   if (auto file = args.get("--groups")) {
     input.groups = read_group_ids(*file, "--groups");
     if (input.groups.size() != input.lengths.size()) {
-      throw_invalid("--groups '" + *file + "' has " + std::to_string(input.groups.size()) +
-                    " ids but FILE has " + std::to_string(input.lengths.size()) +
-                    " lengths; give one group id per item");
+      throw_invalid("--groups '" + *file + "' has " + std::to_string(input.groups.size()) + " ids but FILE has " +
+                    std::to_string(input.lengths.size()) + " lengths; give one group id per item");
     }
   }
   return input;
 }
 
-Run run_algorithm(const Input& input, int64_t k, balance::Options options,
-                  balance::Algorithm algorithm) {
+Run run_algorithm(const Input& input, int64_t k, balance::Options options, balance::Algorithm algorithm) {
   options.algorithm = algorithm;
   options.groups = input.groups;
   const auto start = std::chrono::steady_clock::now();
   balance::Partition plan = balance::partition(input.lengths, k, options);
-  const std::chrono::duration<double, std::milli> elapsed =
-      std::chrono::steady_clock::now() - start;
+  const std::chrono::duration<double, std::milli> elapsed = std::chrono::steady_clock::now() - start;
   return Run{algorithm, std::move(plan), elapsed.count()};
 }
 
@@ -130,8 +127,7 @@ double mean_load(const balance::Partition& plan) {
   return total / static_cast<double>(plan.sums.size());
 }
 
-void print_summary(std::ostream& out, const Input& input, int64_t k,
-                   const balance::Options& options, const Run& run) {
+void print_summary(std::ostream& out, const Input& input, int64_t k, const balance::Options& options, const Run& run) {
   const auto& sums = run.plan.sums;
   const auto [lightest, heaviest] = std::minmax_element(sums.begin(), sums.end());
   auto line = [&out](std::string_view key, const std::string& value) {
@@ -142,30 +138,28 @@ void print_summary(std::ostream& out, const Input& input, int64_t k,
   line("cardinality", std::string(balance::to_string(options.cardinality)));
   line("workload", options.workload.name());
   line("algorithm", std::string(balance::to_string(run.algorithm)));
-  line("part load", "min " + with_commas(*lightest) + "  mean " +
-                        with_commas(mean_load(run.plan), 1) + "  max " + with_commas(*heaviest));
+  line("part load", "min " + with_commas(*lightest) + "  mean " + with_commas(mean_load(run.plan), 1) + "  max " +
+                        with_commas(*heaviest));
   line("spread", percent(run.plan.spread) + "  (max - min) / mean");
   line("lower bound", with_commas(run.plan.lower_bound));
   line("gap", percent(run.plan.gap) + "  max / lower bound - 1");
   line("time", fixed(run.milliseconds, 3) + " ms");
 }
 
-void print_comparison(std::ostream& out, const Input& input, int64_t k,
-                      const balance::Options& options, const std::vector<Run>& runs) {
-  out << count_items(input) << ", k=" << k << ", cardinality "
-      << balance::to_string(options.cardinality) << ", workload " << options.workload.name()
-      << ", lower bound " << with_commas(runs.front().plan.lower_bound) << "\n";
+void print_comparison(std::ostream& out, const Input& input, int64_t k, const balance::Options& options,
+                      const std::vector<Run>& runs) {
+  out << count_items(input) << ", k=" << k << ", cardinality " << balance::to_string(options.cardinality)
+      << ", workload " << options.workload.name() << ", lower bound " << with_commas(runs.front().plan.lower_bound)
+      << "\n";
   Table table({"algorithm", "time ms", "max load", "spread", "gap"});
   for (const Run& run : runs) {
     table.add_row({std::string(balance::to_string(run.algorithm)), fixed(run.milliseconds, 3),
-                   with_commas(run.plan.heaviest()), percent(run.plan.spread),
-                   percent(run.plan.gap)});
+                   with_commas(run.plan.heaviest()), percent(run.plan.spread), percent(run.plan.gap)});
   }
   table.print(out);
 }
 
-void write_json(const std::string& path, int64_t k, const balance::Options& options,
-                const Run& run) {
+void write_json(const std::string& path, int64_t k, const balance::Options& options, const Run& run) {
   nlohmann::ordered_json plan;
   plan["k"] = k;
   plan["algorithm"] = balance::to_string(run.algorithm);
@@ -192,8 +186,8 @@ int run_balance(std::span<const std::string> arguments) {
       "--cardinality", [&] { return balance::parse_cardinality(args->get("--cardinality").value_or("free")); });
   options.workload =
       with_option("--workload", [&] { return Workload::parse(args->get("--workload").value_or("tokens")); });
-  options.algorithm = with_option(
-      "--algorithm", [&] { return balance::parse_algorithm(args->get("--algorithm").value_or("auto")); });
+  options.algorithm =
+      with_option("--algorithm", [&] { return balance::parse_algorithm(args->get("--algorithm").value_or("auto")); });
   const std::optional<std::string> json_path = args->get("--json");
   const Input input = read_input(*args);
 
@@ -205,9 +199,8 @@ int run_balance(std::span<const std::string> arguments) {
   } else {
     runs.push_back(run_algorithm(input, k, options, options.algorithm));
   }
-  const Run& chosen = *std::find_if(runs.begin(), runs.end(), [&](const Run& run) {
-    return run.algorithm == options.algorithm;
-  });
+  const Run& chosen =
+      *std::find_if(runs.begin(), runs.end(), [&](const Run& run) { return run.algorithm == options.algorithm; });
 
   if (json_path) write_json(*json_path, k, options, chosen);
   std::ostream& human = json_path == "-" ? std::cerr : std::cout;

@@ -121,8 +121,7 @@ struct Split {
 };
 
 double milliseconds_since(std::chrono::steady_clock::time_point start) {
-  const std::chrono::duration<double, std::milli> elapsed =
-      std::chrono::steady_clock::now() - start;
+  const std::chrono::duration<double, std::milli> elapsed = std::chrono::steady_clock::now() - start;
   return elapsed.count();
 }
 
@@ -137,8 +136,8 @@ Split contiguous_split(const Batch& batch, const Workload& workload, int64_t ran
   return split;
 }
 
-Split balanced_split(std::string method, const Batch& batch, const Workload& workload,
-                     int64_t ranks, balance::Algorithm algorithm) {
+Split balanced_split(std::string method, const Batch& batch, const Workload& workload, int64_t ranks,
+                     balance::Algorithm algorithm) {
   balance::Options options;
   options.cardinality = balance::Cardinality::kEqual;
   options.workload = workload;
@@ -150,8 +149,7 @@ Split balanced_split(std::string method, const Batch& batch, const Workload& wor
 }
 
 // Prints the three splits under one workload model; returns them.
-std::vector<Split> compare(const Batch& batch, const Workload& workload, int64_t ranks,
-                           std::string_view title) {
+std::vector<Split> compare(const Batch& batch, const Workload& workload, int64_t ranks, std::string_view title) {
   std::vector<Split> splits = {
       contiguous_split(batch, workload, ranks),
       balanced_split("kk (verl)", batch, workload, ranks, balance::Algorithm::kKK),
@@ -161,8 +159,8 @@ std::vector<Split> compare(const Batch& batch, const Workload& workload, int64_t
   Table table({"method", "heaviest rank", "mean", "heaviest/mean", "idle", "plan ms"});
   for (const Split& split : splits) {
     table.add_row({split.method, with_commas(split.heaviest()), with_commas(split.mean(), 0),
-                   fixed(static_cast<double>(split.heaviest()) / split.mean(), 3) + "x",
-                   percent(split.idle(), 2), fixed(split.milliseconds, 2)});
+                   fixed(static_cast<double>(split.heaviest()) / split.mean(), 3) + "x", percent(split.idle(), 2),
+                   fixed(split.milliseconds, 2)});
   }
   table.print(std::cout, 2);
   return splits;
@@ -174,8 +172,7 @@ int run_balance_demo(std::span<const std::string> arguments) {
   const std::optional<Arguments> args = parse_arguments(arguments, kSpec);
   if (!args) return 0;
   if (!args->positionals().empty()) {
-    throw_invalid("unexpected argument '" + args->positionals().front() +
-                  "'; balance-demo takes only options");
+    throw_invalid("unexpected argument '" + args->positionals().front() + "'; balance-demo takes only options");
   }
   const int64_t prompts = args->integer("--prompts", 512, 1, kMaxSequences);
   const int64_t responses = args->integer("--responses", 8, 1, kMaxSequences);
@@ -193,21 +190,19 @@ int run_balance_demo(std::span<const std::string> arguments) {
   const Batch batch = make_grpo_batch(prompts, responses, static_cast<uint64_t>(seed));
   int64_t tokens = 0;
   for (int64_t length : batch.lengths) tokens += length;
-  std::cout << "GRPO batch: " << prompts << " prompts x " << responses << " responses = "
-            << with_commas(prompts * responses) << " sequences, " << with_commas(tokens)
+  std::cout << "GRPO batch: " << prompts << " prompts x " << responses
+            << " responses = " << with_commas(prompts * responses) << " sequences, " << with_commas(tokens)
             << " tokens, seed " << seed << "\n"
-            << "prompts uniform " << kMinPrompt << ".." << kMaxPrompt
-            << " tokens; responses lognormal, median " << kMedianResponse << ", sigma "
-            << fixed(kResponseSigma, 1) << ", cap " << kMaxResponse << "\n"
+            << "prompts uniform " << kMinPrompt << ".." << kMaxPrompt << " tokens; responses lognormal, median "
+            << kMedianResponse << ", sigma " << fixed(kResponseSigma, 1) << ", cap " << kMaxResponse << "\n"
             << "split over " << ranks << " DP ranks, " << prompts / ranks
             << " prompts per rank, each prompt's responses on one rank\n";
 
   const auto by_tokens = compare(batch, Workload::tokens(), ranks, "tokens per rank (cost = L):");
   const auto by_compute =
-      compare(batch, Workload::verl(), ranks,
-              "compute per rank, verl model (cost = 24576*L + L*L):");
-  std::cout << "\nauto cuts rank idle time from " << percent(by_compute.front().idle(), 2)
-            << " (contiguous) to " << percent(by_compute.back().idle(), 2)
+      compare(batch, Workload::verl(), ranks, "compute per rank, verl model (cost = 24576*L + L*L):");
+  std::cout << "\nauto cuts rank idle time from " << percent(by_compute.front().idle(), 2) << " (contiguous) to "
+            << percent(by_compute.back().idle(), 2)
             << " under the verl model (tokens: " << percent(by_tokens.front().idle(), 2) << " -> "
             << percent(by_tokens.back().idle(), 2) << ").\n";
   return 0;

@@ -24,8 +24,8 @@ std::string input_path(const Arguments& args) {
 
 std::vector<int64_t> consecutive_groups(size_t items, int64_t size, std::string_view what) {
   if (items % static_cast<uint64_t>(size) != 0) {
-    throw_invalid("--group-size " + std::to_string(size) + " does not divide the number of " +
-                  std::string(what) + " (" + std::to_string(items) + ")");
+    throw_invalid("--group-size " + std::to_string(size) + " does not divide the number of " + std::string(what) +
+                  " (" + std::to_string(items) + ")");
   }
   std::vector<int64_t> groups(items);
   for (size_t i = 0; i < items; ++i) groups[i] = static_cast<int64_t>(i) / size;

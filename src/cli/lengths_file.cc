@@ -33,8 +33,8 @@ struct Source {
 int64_t checked(const Source& source, const std::string& where, int64_t value) {
   if (source.non_negative && value < 0) {
     fail(source, where,
-         std::string(source.what) + " " + std::to_string(value) + " is negative; " +
-             std::string(source.what) + "s must be >= 0");
+         std::string(source.what) + " " + std::to_string(value) + " is negative; " + std::string(source.what) +
+             "s must be >= 0");
   }
   return value;
 }
@@ -121,8 +121,7 @@ std::vector<int64_t> parse_json(std::string_view text, const Source& source) {
 // ---- .npy ------------------------------------------------------------------
 
 constexpr std::string_view kNpyMagic = "\x93NUMPY";
-constexpr std::string_view kNpyDtypes =
-    "a little-endian integer dtype: <i1, <i2, <i4, <i8, <u1, <u2, <u4 or <u8";
+constexpr std::string_view kNpyDtypes = "a little-endian integer dtype: <i1, <i2, <i4, <i8, <u1, <u2, <u4 or <u8";
 
 struct NpyDtype {
   std::string_view code;  // descr without the byte-order character
@@ -144,8 +143,7 @@ uint64_t little_endian(std::string_view bytes) {
 }
 
 // The text after "'key':" in the header dict, e.g. "'<i8', 'fortran_order': ...".
-std::string_view header_value(std::string_view header, std::string_view key,
-                              const Source& source) {
+std::string_view header_value(std::string_view header, std::string_view key, const Source& source) {
   size_t at = std::string_view::npos;
   for (char quote : {'\'', '"'}) {
     at = header.find(quote + std::string(key) + quote);
@@ -166,8 +164,8 @@ std::string parse_descr(std::string_view header, const Source& source) {
   const char quote = value.empty() ? '\0' : value.front();
   const size_t end = value.find(quote, 1);
   if ((quote != '\'' && quote != '"') || end == std::string_view::npos) {
-    fail(source, "", "structured .npy dtype " + quoted_excerpt(value) +
-                         " is not supported; expected " + std::string(kNpyDtypes));
+    fail(source, "",
+         "structured .npy dtype " + quoted_excerpt(value) + " is not supported; expected " + std::string(kNpyDtypes));
   }
   return std::string(value.substr(1, end - 1));
 }
@@ -179,12 +177,12 @@ const NpyDtype& find_dtype(const std::string& descr, const Source& source) {
     const char order = descr.front();
     if (order == '<' || (order == '|' && dtype.size == 1)) return dtype;
     if (order == '>' && dtype.size > 1) {
-      fail(source, "", ".npy dtype '" + descr + "' is big-endian; expected " +
-                           std::string(kNpyDtypes) + " (convert with arr.astype('<i8'))");
+      fail(source, "",
+           ".npy dtype '" + descr + "' is big-endian; expected " + std::string(kNpyDtypes) +
+               " (convert with arr.astype('<i8'))");
     }
   }
-  fail(source, "",
-       ".npy dtype '" + descr + "' is not supported; expected " + std::string(kNpyDtypes));
+  fail(source, "", ".npy dtype '" + descr + "' is not supported; expected " + std::string(kNpyDtypes));
 }
 
 std::vector<uint64_t> parse_shape(std::string_view header, const Source& source) {
@@ -203,14 +201,14 @@ std::vector<uint64_t> parse_shape(std::string_view header, const Source& source)
     uint64_t size = 0;
     auto [end, error] = std::from_chars(dim.data(), dim.data() + dim.size(), size);
     if (error != std::errc() || end != dim.data() + dim.size()) {
-      fail(source, "",
-           ".npy header has a malformed shape " + quoted_excerpt(value.substr(0, close + 1)));
+      fail(source, "", ".npy header has a malformed shape " + quoted_excerpt(value.substr(0, close + 1)));
     }
     dims.push_back(size);
   }
   if (dims.size() != 1) {
-    fail(source, "", ".npy array has " + std::to_string(dims.size()) + " dimensions (shape " +
-                         std::string(value.substr(0, close + 1)) + "); expected a 1-D array");
+    fail(source, "",
+         ".npy array has " + std::to_string(dims.size()) + " dimensions (shape " +
+             std::string(value.substr(0, close + 1)) + "); expected a 1-D array");
   }
   return dims;
 }
@@ -236,17 +234,18 @@ std::vector<int64_t> parse_npy(std::string_view data, const Source& source) {
   const std::string descr = parse_descr(header, source);
   const std::string_view fortran_order = header_value(header, "fortran_order", source);
   if (!fortran_order.starts_with("False")) {
-    fail(source, "", ".npy fortran_order is not False; save a C-ordered array "
-                     "(np.save(path, np.ascontiguousarray(arr)))");
+    fail(source, "",
+         ".npy fortran_order is not False; save a C-ordered array "
+         "(np.save(path, np.ascontiguousarray(arr)))");
   }
   const uint64_t count = parse_shape(header, source)[0];
   const NpyDtype& dtype = find_dtype(descr, source);
 
   const std::string_view payload = data.substr(header_start + header_size);
   if (count > payload.size() / dtype.size) {
-    fail(source, "", truncated + ": shape (" + std::to_string(count) + ",) of '" + descr +
-                         "' needs " + std::to_string(count * dtype.size) +
-                         " bytes of data, found " + std::to_string(payload.size()));
+    fail(source, "",
+         truncated + ": shape (" + std::to_string(count) + ",) of '" + descr + "' needs " +
+             std::to_string(count * dtype.size) + " bytes of data, found " + std::to_string(payload.size()));
   }
   std::vector<int64_t> out;
   out.reserve(count);
@@ -259,8 +258,7 @@ std::vector<int64_t> parse_npy(std::string_view data, const Source& source) {
     }
     // Sign-extend: shift the value's top bit to bit 63, then shift back arithmetically.
     const int64_t value =
-        dtype.is_signed ? static_cast<int64_t>(bits << unused_bits) >> unused_bits
-                        : static_cast<int64_t>(bits);
+        dtype.is_signed ? static_cast<int64_t>(bits << unused_bits) >> unused_bits : static_cast<int64_t>(bits);
     out.push_back(checked(source, where, value));
   }
   return out;

@@ -21,8 +21,7 @@ struct Command {
 };
 
 constexpr Command kCommands[] = {
-    {"balance", "split sequence lengths into K parts of near-equal load",
-     seqflow::cli::run_balance},
+    {"balance", "split sequence lengths into K parts of near-equal load", seqflow::cli::run_balance},
     {"balance-demo", "compare contiguous, verl kk and auto splits of a GRPO batch over DP ranks",
      seqflow::cli::run_balance_demo},
     {"demo", "a GRPO pipeline over simulated DP ranks, balanced (python -m seqflow demo; ./run demo)",
@@ -61,8 +60,7 @@ const Command* find_command(std::string_view name) {
 }
 
 int unknown_command(std::string_view name) {
-  std::cerr << "seqflow: error: unknown command '" << name
-            << "'; run 'seqflow --help' for the list of commands\n";
+  std::cerr << "seqflow: error: unknown command '" << name << "'; run 'seqflow --help' for the list of commands\n";
   return kExitBadInput;
 }
 

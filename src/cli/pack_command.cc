@@ -76,8 +76,7 @@ Run timed(std::string name, Planner&& planner) {
   Run run{std::move(name), std::nullopt, "", 0};
   const auto start = std::chrono::steady_clock::now();
   run.plan = planner();
-  run.milliseconds =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  run.milliseconds = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return run;
 }
 
@@ -108,19 +107,18 @@ void print_summary(std::ostream& out, const std::vector<int64_t>& lengths, const
   auto line = [&out](std::string_view key, const std::string& value) {
     out << key << std::string(13 - key.size(), ' ') << value << "\n";
   };
-  std::string input = with_commas(static_cast<int64_t>(lengths.size())) + " samples, " +
-                      with_commas(stats.real_tokens) + " tokens";
+  std::string input =
+      with_commas(static_cast<int64_t>(lengths.size())) + " samples, " + with_commas(stats.real_tokens) + " tokens";
   line("input", input);
-  line("plan", std::to_string(plan.dp_size) + " ranks x " + std::to_string(plan.optimizer_steps) +
-                   " steps, cap " + with_commas(plan.pack_max_length) + ", pad to " +
-                   std::string(pack::to_string(plan.pad_to)) + ", workload " +
-                   options.workload.name());
+  line("plan", std::to_string(plan.dp_size) + " ranks x " + std::to_string(plan.optimizer_steps) + " steps, cap " +
+                   with_commas(plan.pack_max_length) + ", pad to " + std::string(pack::to_string(plan.pad_to)) +
+                   ", workload " + options.workload.name());
   line("steps", std::to_string(plan.optimizer_steps) + " on every rank");
-  line("packs/step", packs_per_step(stats.packs_per_step) + "  (fewest the rank split allows: " +
-                         packs_per_step(stats.min_packs_per_step) + ")");
+  line("packs/step", packs_per_step(stats.packs_per_step) +
+                         "  (fewest the rank split allows: " + packs_per_step(stats.min_packs_per_step) + ")");
   line("largest", with_commas(stats.max_pack_tokens) + " tokens in one pack");
-  line("padding", percent(stats.padding_ratio, 2) + "  (" + with_commas(stats.padding_tokens) +
-                      " tokens, " + with_commas(stats.padding_packs) + " padding packs)");
+  line("padding", percent(stats.padding_ratio, 2) + "  (" + with_commas(stats.padding_tokens) + " tokens, " +
+                      with_commas(stats.padding_packs) + " padding packs)");
   line("spread", percent(max_of(stats.token_spread), 3) + "  tokens, worst step");
   line("time", fixed(run.milliseconds, 3) + " ms");
   for (const std::string& note : plan.notes) line("note", note);
@@ -128,9 +126,8 @@ void print_summary(std::ostream& out, const std::vector<int64_t>& lengths, const
 
 void print_comparison(std::ostream& out, const std::vector<int64_t>& lengths, const std::vector<Run>& runs) {
   const pack::Plan& ours = *runs.front().plan;
-  out << with_commas(static_cast<int64_t>(lengths.size())) << " samples, " << ours.dp_size
-      << " ranks x " << ours.optimizer_steps << " steps, cap " << with_commas(ours.pack_max_length)
-      << "\n";
+  out << with_commas(static_cast<int64_t>(lengths.size())) << " samples, " << ours.dp_size << " ranks x "
+      << ours.optimizer_steps << " steps, cap " << with_commas(ours.pack_max_length) << "\n";
   Table table({"planner", "steps", "packs/step", "largest", "over cap", "spread", "padding", "time ms"});
   for (const Run& run : runs) {
     if (!run.plan) {
@@ -139,9 +136,8 @@ void print_comparison(std::ostream& out, const std::vector<int64_t>& lengths, co
     }
     const pack::Stats& s = run.plan->stats;
     table.add_row({run.name, std::to_string(run.plan->optimizer_steps), packs_per_step(s.packs_per_step),
-                   with_commas(s.max_pack_tokens), with_commas(s.packs_over_cap),
-                   percent(max_of(s.token_spread), 3), percent(s.padding_ratio, 2),
-                   fixed(run.milliseconds, 3)});
+                   with_commas(s.max_pack_tokens), with_commas(s.packs_over_cap), percent(max_of(s.token_spread), 3),
+                   percent(s.padding_ratio, 2), fixed(run.milliseconds, 3)});
   }
   table.print(out);
 }
@@ -203,8 +199,7 @@ int run_pack(std::span<const std::string> arguments) {
   options.pack_max_length = args->integer("--cap", 0, 1, pack::kMaxPackLength);
   options.workload =
       with_option("--workload", [&] { return Workload::parse(args->get("--workload").value_or("tokens")); });
-  options.pad_to =
-      with_option("--pad-to", [&] { return pack::parse_pad_to(args->get("--pad-to").value_or("cap")); });
+  options.pad_to = with_option("--pad-to", [&] { return pack::parse_pad_to(args->get("--pad-to").value_or("cap")); });
   options.pad_chunk = args->integer("--pad-chunk", 1024, 1, kInt64Max);
   options.seed = static_cast<uint64_t>(args->integer("--seed", 0, 0, kInt64Max));
   const std::optional<std::string> json_path = args->get("--json");
@@ -216,12 +211,12 @@ int run_pack(std::span<const std::string> arguments) {
 
   std::vector<Run> runs;
   runs.push_back(timed("seqflow, pad to " + std::string(pack::to_string(options.pad_to)),
-                      [&] { return pack::plan(lengths, options); }));
+                       [&] { return pack::plan(lengths, options); }));
   if (args->has("--compare")) {
     try {
       runs.push_back(timed("xtuner baseline", [&] {
-        return pack::baseline::xtuner_pack(lengths, options.dp_size, options.optimizer_steps,
-                                           options.pack_max_length, options.pad_chunk);
+        return pack::baseline::xtuner_pack(lengths, options.dp_size, options.optimizer_steps, options.pack_max_length,
+                                           options.pad_chunk);
       }));
     } catch (const Error& e) {
       runs.push_back(Run{"xtuner baseline", std::nullopt, e.what(), 0});

@@ -25,8 +25,7 @@ constexpr Option kMetricsOption{
     "serve Prometheus metrics at http://HOST:PORT/metrics (and /health); port 0 picks a free port"};
 constexpr Option kWorkersOption{"--workers", "MAX",
                                 "at most MAX requests handled at once (worker threads; default 64)"};
-constexpr Option kMaxRequestOption{"--max-request-bytes", "N",
-                                   "a larger request gets an error reply (default 8 GiB)"};
+constexpr Option kMaxRequestOption{"--max-request-bytes", "N", "a larger request gets an error reply (default 8 GiB)"};
 constexpr Option kCurveSecretOption{
     "--curve-secret", "FILE.key",
     "serve with CURVE encryption and authentication, with the key pair in FILE.key (seqflow keygen); "
@@ -44,11 +43,11 @@ constexpr Option kCheckpointRootOption{
 constexpr Option kControllerOptions[] = {
     {"--bind", "ADDR", "the ZeroMQ endpoint to listen on (default tcp://127.0.0.1:5555; port 0: a free port)"},
     {"--storage-units", "N", "storage units to wait for before serving data calls (default 1)"},
-    {"--sampler", "NAME",
-     "sequential (default), grpo_group_n, rank_aware, seqlen_balanced or token_budget"},
+    {"--sampler", "NAME", "sequential (default), grpo_group_n, rank_aware, seqlen_balanced or token_budget"},
     {"--sampler-args", "JSON", "the sampler's arguments, e.g. '{\"n_samples_per_prompt\": 8, \"dp_size\": 4}'"},
-    {"--polling-mode", "", "fetches that do not say otherwise return an empty batch at once when too little "
-                           "is ready, instead of waiting"},
+    {"--polling-mode", "",
+     "fetches that do not say otherwise return an empty batch at once when too little "
+     "is ready, instead of waiting"},
     {"--load-checkpoint", "DIR", "start from a checkpoint directory written by save_checkpoint"},
     kMetricsOption,
     kWorkersOption,
@@ -72,8 +71,7 @@ constexpr Option kStorageOptions[] = {
     kCurveSecretOption,
     kCurveClientsOption,
     kCheckpointRootOption,
-    {"--controller-key", "FILE.pub",
-     "the controller's public key, when it is not the cluster key of --curve-secret"},
+    {"--controller-key", "FILE.pub", "the controller's public key, when it is not the cluster key of --curve-secret"},
 };
 
 constexpr std::string_view kCurveNotes =
@@ -221,9 +219,8 @@ int serve_until_signal(std::string_view role, MakeService make_service,
   with_option("--bind", [&] { service->start(); });
   std::unique_ptr<server::MetricsHttpServer> metrics;
   if (metrics_address) {
-    metrics = with_option("--metrics", [&] {
-      return server::serve_metrics(*metrics_address, "--metrics", service->metrics());
-    });
+    metrics = with_option("--metrics",
+                          [&] { return server::serve_metrics(*metrics_address, "--metrics", service->metrics()); });
   }
   std::cout << server::serving_line(role, service->endpoint(), metrics.get()) << std::endl;
   int received = 0;
@@ -236,8 +233,8 @@ int serve_until_signal(std::string_view role, MakeService make_service,
 
 void refuse_positionals(const Arguments& args, const CommandSpec& spec) {
   if (!args.positionals().empty()) {
-    throw_invalid("unexpected argument '" + args.positionals().front() + "'; see 'seqflow " +
-                  std::string(spec.name) + " --help'");
+    throw_invalid("unexpected argument '" + args.positionals().front() + "'; see 'seqflow " + std::string(spec.name) +
+                  " --help'");
   }
 }
 

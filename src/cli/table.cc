@@ -42,9 +42,7 @@ std::string insert_commas(std::string text) {
 
 }  // namespace
 
-std::string with_commas(double value, int decimals) {
-  return insert_commas(fixed(value, decimals));
-}
+std::string with_commas(double value, int decimals) { return insert_commas(fixed(value, decimals)); }
 
 std::string with_commas(int64_t value) { return insert_commas(std::to_string(value)); }
 

@@ -11,9 +11,7 @@ thread_local std::optional<CallDeadline::Clock::time_point> current_deadline;
 
 }  // namespace
 
-CallDeadline::CallDeadline(Clock::time_point deadline) : outer_(current_deadline) {
-  current_deadline = deadline;
-}
+CallDeadline::CallDeadline(Clock::time_point deadline) : outer_(current_deadline) { current_deadline = deadline; }
 
 CallDeadline::~CallDeadline() { current_deadline = outer_; }
 
@@ -23,8 +21,8 @@ CallDeadline::Clock::time_point CallDeadline::of_request(std::chrono::millisecon
 }
 
 void CallDeadline::throw_passed(std::string_view op, const std::string& endpoint) {
-  throw Error(ErrorCode::kTimeout, "request '" + std::string(op) + "' to " + endpoint +
-                                       " not sent: the call it is part of ran out of time");
+  throw Error(ErrorCode::kTimeout,
+              "request '" + std::string(op) + "' to " + endpoint + " not sent: the call it is part of ran out of time");
 }
 
 }  // namespace seqflow

@@ -33,8 +33,8 @@ size_t sample_count_of(const std::vector<Column>& columns) {
   for (const Column& column : columns) {
     if (column.sample_count() != count) {
       throw_invalid("field " + in_quotes(column.field) + " holds " + std::to_string(column.sample_count()) +
-                    " samples but field " + in_quotes(columns.front().field) + " holds " +
-                    std::to_string(count) + "; every field needs one value per sample");
+                    " samples but field " + in_quotes(columns.front().field) + " holds " + std::to_string(count) +
+                    "; every field needs one value per sample");
     }
   }
   if (count == 0) throw_invalid("put of zero samples; the data must hold at least one sample");
@@ -195,13 +195,12 @@ class CoordinatingClient::PutDeadline {
   std::optional<CallDeadline> scope_;
 };
 
-CoordinatingClient::CoordinatingClient(std::shared_ptr<ControlPlane> control,
-                                       std::shared_ptr<DataPlane> data, ReleasedData released,
-                                       std::chrono::milliseconds put_timeout)
+CoordinatingClient::CoordinatingClient(std::shared_ptr<ControlPlane> control, std::shared_ptr<DataPlane> data,
+                                       ReleasedData released, std::chrono::milliseconds put_timeout)
     : control_(std::move(control)), data_(std::move(data)), released_(released), put_timeout_(put_timeout) {}
 
 BatchMeta CoordinatingClient::put_new(const std::string& partition_id, const std::vector<Column>& columns,
-                                  std::span<const Json> custom_meta) {
+                                      std::span<const Json> custom_meta) {
   if (partition_id.empty()) throw_invalid("partition_id is empty; name the partition to put into");
   const size_t n = sample_count_of(columns);
   const Schemas schemas = schemas_of(columns);
@@ -224,7 +223,7 @@ BatchMeta CoordinatingClient::put_new(const std::string& partition_id, const std
 }
 
 BatchMeta CoordinatingClient::put_existing(const BatchMeta& meta, const std::vector<Column>& columns,
-                                       std::span<const Json> custom_meta) {
+                                           std::span<const Json> custom_meta) {
   std::shared_lock lock(mutex_);
   PutDeadline deadline(put_timeout_);
   return write_existing(meta, columns, custom_meta, deadline);
@@ -234,13 +233,13 @@ BatchMeta CoordinatingClient::write_existing(const BatchMeta& meta, const std::v
                                              std::span<const Json> custom_meta, PutDeadline& deadline) {
   const size_t n = sample_count_of(columns);
   if (n != meta.size()) {
-    throw_invalid("the data holds " + std::to_string(n) + " samples but the metadata " +
-                  std::to_string(meta.size()) + "; give one value per sample of the metadata");
+    throw_invalid("the data holds " + std::to_string(n) + " samples but the metadata " + std::to_string(meta.size()) +
+                  "; give one value per sample of the metadata");
   }
   check_sample_columns(meta);
   if (!meta.custom_meta.empty() && meta.custom_meta.size() != n) {
-    throw_invalid("the metadata holds " + std::to_string(meta.custom_meta.size()) +
-                  " custom_meta entries for " + std::to_string(n) + " samples");
+    throw_invalid("the metadata holds " + std::to_string(meta.custom_meta.size()) + " custom_meta entries for " +
+                  std::to_string(n) + " samples");
   }
   const Schemas schemas = schemas_of(columns);
   check_custom_meta(custom_meta, n);
@@ -326,7 +325,7 @@ BatchMeta CoordinatingClient::get_meta(const MetaRequest& request) {
 }
 
 std::vector<std::vector<SampleView>> CoordinatingClient::get_data(const BatchMeta& meta,
-                                                              std::span<const std::string> fields) {
+                                                                  std::span<const std::string> fields) {
   check_sample_columns(meta);
   // Views keep their buffers alive: a clear after this call does not
   // invalidate them, so no lock is needed.
@@ -338,8 +337,7 @@ bool CoordinatingClient::has_partition(const std::string& partition_id) const {
   return std::find(partitions.begin(), partitions.end(), partition_id) != partitions.end();
 }
 
-void CoordinatingClient::forget_partition_if_empty(std::shared_lock<Mutex>& lock,
-                                                   const std::string& partition_id,
+void CoordinatingClient::forget_partition_if_empty(std::shared_lock<Mutex>& lock, const std::string& partition_id,
                                                    const PutDeadline& deadline) {
   lock.unlock();
   // No put in flight: empty stays empty. Other puts may hold the lock until
@@ -381,7 +379,7 @@ void CoordinatingClient::clear_partition(const std::string& partition_id) {
 }
 
 BatchMeta CoordinatingClient::kv_put(const std::string& partition_id, std::span<const std::string> keys,
-                                 std::span<const Json> tags, const std::vector<Column>& columns) {
+                                     std::span<const Json> tags, const std::vector<Column>& columns) {
   if (partition_id.empty()) throw_invalid("partition_id is empty; name the partition of the keys");
   const size_t n = columns.empty() ? keys.size() : sample_count_of(columns);
   if (keys.size() != n) {
@@ -483,8 +481,7 @@ Json CoordinatingClient::load_checkpoint(const std::string& directory) {
   return user_metadata;
 }
 
-std::shared_ptr<Client> make_embedded_client(ControllerOptions controller_options,
-                                             StorageOptions storage_options) {
+std::shared_ptr<Client> make_embedded_client(ControllerOptions controller_options, StorageOptions storage_options) {
   return std::make_shared<CoordinatingClient>(std::make_shared<Controller>(std::move(controller_options)),
                                               std::make_shared<StorageUnit>(storage_options),
                                               ReleasedData::kDroppedByClient);

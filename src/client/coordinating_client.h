@@ -41,8 +41,8 @@ class CoordinatingClient final : public Client {
   static constexpr int kRollbackFloorShare = 4;  // a quarter
   static constexpr std::chrono::milliseconds kMaxRollbackFloor{1000};
 
-  CoordinatingClient(std::shared_ptr<ControlPlane> control, std::shared_ptr<DataPlane> data,
-                     ReleasedData released, std::chrono::milliseconds put_timeout = {});
+  CoordinatingClient(std::shared_ptr<ControlPlane> control, std::shared_ptr<DataPlane> data, ReleasedData released,
+                     std::chrono::milliseconds put_timeout = {});
 
   BatchMeta put_new(const std::string& partition_id, const std::vector<Column>& columns,
                     std::span<const nlohmann::json> custom_meta) override;
@@ -50,8 +50,7 @@ class CoordinatingClient final : public Client {
                          std::span<const nlohmann::json> custom_meta) override;
 
   BatchMeta get_meta(const MetaRequest& request) override;
-  std::vector<std::vector<SampleView>> get_data(const BatchMeta& meta,
-                                                std::span<const std::string> fields) override;
+  std::vector<std::vector<SampleView>> get_data(const BatchMeta& meta, std::span<const std::string> fields) override;
 
   ControlPlane& control() override { return *control_; }
   const DataPlane& data() const { return *data_; }

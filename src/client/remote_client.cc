@@ -11,8 +11,7 @@
 namespace seqflow {
 
 std::shared_ptr<Client> make_remote_client(const RemoteOptions& options) {
-  if (options.controller_endpoint.empty())
-    throw_invalid("controller_endpoint is empty; name the controller service");
+  if (options.controller_endpoint.empty()) throw_invalid("controller_endpoint is empty; name the controller service");
   if (options.timeout.count() <= 0) {
     throw_invalid("timeout must be positive, got " + std::to_string(options.timeout.count()) + " ms");
   }
@@ -20,8 +19,8 @@ std::shared_ptr<Client> make_remote_client(const RemoteOptions& options) {
   connection.timeout = options.timeout;
   transport::check_busy_poll(options.busy_poll, "busy_poll");
   connection.busy_poll = options.busy_poll;
-  const bool curve = !options.server_public_key.empty() || !options.client_public_key.empty() ||
-                     !options.client_secret_key.empty();
+  const bool curve =
+      !options.server_public_key.empty() || !options.client_public_key.empty() || !options.client_secret_key.empty();
   if (curve) {
     transport::check_curve_key(options.server_public_key, "server_public_key");
     transport::check_curve_key(options.client_public_key, "client_public_key");
@@ -32,17 +31,16 @@ std::shared_ptr<Client> make_remote_client(const RemoteOptions& options) {
   }
   auto context = std::make_shared<zmq::context_t>(1);
   auto control = std::make_shared<RemoteControlPlane>(
-      std::make_shared<transport::ConnectionPool>(context, options.controller_endpoint, connection),
-      options.timeout);
+      std::make_shared<transport::ConnectionPool>(context, options.controller_endpoint, connection), options.timeout);
   std::vector<std::shared_ptr<transport::ConnectionPool>> units;
   // Data calls do not spin: they are long enough to pay for a wake-up.
   connection.busy_poll = std::chrono::microseconds(0);
   for (const std::string& endpoint : control->storage_units()) {
     units.push_back(std::make_shared<transport::ConnectionPool>(context, endpoint, connection));
   }
-  return std::make_shared<CoordinatingClient>(
-      control, std::make_shared<ShardedStorage>(std::move(units), options.local_copy),
-      ReleasedData::kDroppedByControlPlane, options.timeout);
+  return std::make_shared<CoordinatingClient>(control,
+                                              std::make_shared<ShardedStorage>(std::move(units), options.local_copy),
+                                              ReleasedData::kDroppedByControlPlane, options.timeout);
 }
 
 }  // namespace seqflow

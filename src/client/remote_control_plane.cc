@@ -28,9 +28,7 @@ std::vector<int64_t> released_of(const Json& reply, std::string_view op) {
   return Header(reply, std::string(op) + " reply", {"released"}).numbers<int64_t>("released");
 }
 
-Json objects_of(std::span<const Json> values) {
-  return Json(std::vector<Json>(values.begin(), values.end()));
-}
+Json objects_of(std::span<const Json> values) { return Json(std::vector<Json>(values.begin(), values.end())); }
 
 // A blocking fetch may wait `request.timeout` at the controller: the call
 // itself gets that long plus the usual round-trip allowance.
@@ -38,7 +36,7 @@ constexpr std::chrono::milliseconds kMaxCallTimeout = std::chrono::hours(24 * 36
 
 // One request on a pooled connection, and the frames of its reply.
 transport::Frames exchange(transport::ConnectionPool& controller, std::string_view op, transport::Frames request,
-                     transport::Connection::Clock::time_point deadline) {
+                           transport::Connection::Clock::time_point deadline) {
   CallDeadline::check_open(deadline, op, controller.endpoint());
   auto lease = controller.acquire();
   const uint64_t id = lease->send(op, std::move(request), deadline);
@@ -49,7 +47,7 @@ transport::Frames exchange(transport::ConnectionPool& controller, std::string_vi
 BatchMeta batch_meta_reply(transport::ConnectionPool& controller, std::string_view op, transport::Frames request,
                            transport::Connection::Clock::time_point deadline) {
   return transport::wire::read_batch_meta(exchange(controller, op, std::move(request), deadline), 0,
-                                    std::string(op) + " reply");
+                                          std::string(op) + " reply");
 }
 
 }  // namespace
@@ -64,7 +62,7 @@ Json RemoteControlPlane::call(std::string_view op, const Json& header) const {
 
 Json RemoteControlPlane::call(std::string_view op, const Json& header, Clock::time_point deadline) const {
   return transport::wire::read_header(exchange(*controller_, op, transport::wire::header_message(header), deadline), 0,
-                                std::string(op) + " reply");
+                                      std::string(op) + " reply");
 }
 
 BatchMeta RemoteControlPlane::insert(const std::string& partition_id, int64_t count) {
@@ -72,8 +70,8 @@ BatchMeta RemoteControlPlane::insert(const std::string& partition_id, int64_t co
   // The controller refuses the insert once this budget is spent, so a client
   // that gave up leaves no samples behind. Relative: clocks differ between
   // machines. Rounded down: the controller must not outlast this client.
-  const auto budget = std::min(std::chrono::floor<std::chrono::milliseconds>(deadline - Clock::now()),
-                               kMaxInsertBudget);
+  const auto budget =
+      std::min(std::chrono::floor<std::chrono::milliseconds>(deadline - Clock::now()), kMaxInsertBudget);
   if (budget.count() < 1) CallDeadline::throw_passed("insert", controller_->endpoint());
   const Json header{{"partition_id", partition_id}, {"count", count}, {"budget_ms", budget.count()}};
   return batch_meta_reply(*controller_, "insert", transport::wire::header_message(header), deadline);
@@ -99,8 +97,7 @@ BatchMeta RemoteControlPlane::get_meta(const MetaRequest& request) {
 }
 
 void RemoteControlPlane::set_custom_meta(const std::string& partition_id, std::span<const int64_t> global_indexes,
-                                         std::span<const uint64_t> generations,
-                                         std::span<const Json> custom_meta) {
+                                         std::span<const uint64_t> generations, std::span<const Json> custom_meta) {
   core::check_meta_depths(global_indexes, custom_meta);
   Json request = samples_request(partition_id, global_indexes, generations);
   request["custom_meta"] = objects_of(custom_meta);
@@ -150,9 +147,9 @@ std::optional<ProductionStatus> RemoteControlPlane::production_status(std::span<
 }
 
 SampleProduction RemoteControlPlane::sample_production(const std::string& partition_id,
-                                                      std::span<const int64_t> global_indexes,
-                                                      std::span<const uint64_t> generations,
-                                                      std::span<const std::string> fields) const {
+                                                       std::span<const int64_t> global_indexes,
+                                                       std::span<const uint64_t> generations,
+                                                       std::span<const std::string> fields) const {
   Json request = samples_request(partition_id, global_indexes, generations);
   request["fields"] = std::vector<std::string>(fields.begin(), fields.end());
   const Json reply = call("sample_production", request);
@@ -177,11 +174,9 @@ bool RemoteControlPlane::all_consumed(const std::string& task_name, const std::s
   return Header(reply, "all_consumed reply", {"value"}).boolean("value");
 }
 
-bool RemoteControlPlane::all_produced(std::span<const std::string> fields,
-                                      const std::string& partition_id) const {
-  const Json reply =
-      call("all_produced", Json{{"fields", std::vector<std::string>(fields.begin(), fields.end())},
-                                {"partition_id", partition_id}});
+bool RemoteControlPlane::all_produced(std::span<const std::string> fields, const std::string& partition_id) const {
+  const Json reply = call("all_produced", Json{{"fields", std::vector<std::string>(fields.begin(), fields.end())},
+                                               {"partition_id", partition_id}});
   return Header(reply, "all_produced reply", {"value"}).boolean("value");
 }
 
@@ -200,26 +195,22 @@ BatchMeta RemoteControlPlane::kv_resolve(const std::string& partition_id, std::s
                           CallDeadline::of_request(timeout_));
 }
 
-BatchMeta RemoteControlPlane::kv_lookup(const std::string& partition_id,
-                                        std::span<const std::string> keys) const {
-  const Json header{{"partition_id", partition_id},
-                    {"keys", std::vector<std::string>(keys.begin(), keys.end())}};
+BatchMeta RemoteControlPlane::kv_lookup(const std::string& partition_id, std::span<const std::string> keys) const {
+  const Json header{{"partition_id", partition_id}, {"keys", std::vector<std::string>(keys.begin(), keys.end())}};
   return batch_meta_reply(*controller_, "kv_lookup", transport::wire::header_message(header),
                           CallDeadline::of_request(timeout_));
 }
 
-BatchMeta RemoteControlPlane::kv_find(const std::string& partition_id,
-                                      std::span<const std::string> keys) const {
-  const Json header{{"partition_id", partition_id},
-                    {"keys", std::vector<std::string>(keys.begin(), keys.end())}};
+BatchMeta RemoteControlPlane::kv_find(const std::string& partition_id, std::span<const std::string> keys) const {
+  const Json header{{"partition_id", partition_id}, {"keys", std::vector<std::string>(keys.begin(), keys.end())}};
   return batch_meta_reply(*controller_, "kv_find", transport::wire::header_message(header),
                           CallDeadline::of_request(timeout_));
 }
 
 std::vector<std::string> RemoteControlPlane::kv_keys(const std::string& partition_id,
                                                      std::span<const int64_t> global_indexes) const {
-  const Json reply = call("kv_keys", Json{{"partition_id", partition_id},
-                                          {"global_indexes", binary_indexes(global_indexes)}});
+  const Json reply =
+      call("kv_keys", Json{{"partition_id", partition_id}, {"global_indexes", binary_indexes(global_indexes)}});
   auto keys = Header(reply, "kv_keys reply", {"keys"}).texts("keys");
   if (keys.size() != global_indexes.size()) {
     throw_invalid("kv_keys reply holds " + std::to_string(keys.size()) + " keys for " +
@@ -234,9 +225,9 @@ std::vector<PartitionKeys> RemoteControlPlane::kv_list(const std::string* partit
   for (const auto& [name, listing] : listings_) {
     if (partition_id == nullptr || name == *partition_id) known[name] = listing.version();
   }
-  transport::Frames reply = exchange(*controller_, "kv_list",
-                               transport::wire::header_message(transport::wire::kv_list_request(partition_id, known)),
-                               CallDeadline::of_request(timeout_));
+  transport::Frames reply = exchange(
+      *controller_, "kv_list", transport::wire::header_message(transport::wire::kv_list_request(partition_id, known)),
+      CallDeadline::of_request(timeout_));
   std::vector<PartitionKeys> listed = transport::wire::read_kv_list(reply, 0, "kv_list reply");
   std::map<std::string, PartitionKeys> held;  // what the answer leaves this client holding
   for (PartitionKeys& partition : listed) {
@@ -260,8 +251,7 @@ std::vector<PartitionKeys> RemoteControlPlane::kv_list(const std::string* partit
   return listed;
 }
 
-std::vector<int64_t> RemoteControlPlane::kv_clear(const std::string& partition_id,
-                                                  std::span<const std::string> keys) {
+std::vector<int64_t> RemoteControlPlane::kv_clear(const std::string& partition_id, std::span<const std::string> keys) {
   return released_of(call("kv_clear", Json{{"partition_id", partition_id},
                                            {"keys", std::vector<std::string>(keys.begin(), keys.end())}}),
                      "kv_clear");
@@ -282,8 +272,8 @@ std::vector<std::string> RemoteControlPlane::storage_units() const {
     if (std::chrono::steady_clock::now() >= deadline) {
       throw Error(ErrorCode::kTimeout, std::to_string(units.size()) + " of " + std::to_string(expected) +
                                            " storage units registered with the controller at " +
-                                           controller_->endpoint() + " within " +
-                                           std::to_string(timeout_.count()) + " ms; start the missing ones");
+                                           controller_->endpoint() + " within " + std::to_string(timeout_.count()) +
+                                           " ms; start the missing ones");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }

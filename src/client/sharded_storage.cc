@@ -245,7 +245,7 @@ std::vector<std::vector<SampleView>> ShardedStorage::get(const SampleKeys& sampl
           described.push_back({shards[unit].positions, description});
         }
         auto views = transport::wire::take_views(reply.at("fields"), frames, 1, shards[unit].positions.size(),
-                                           names.size(), "get reply");
+                                                 names.size(), "get reply");
         for (size_t i = 0; i < views.size(); ++i) rows[shards[unit].positions[i]] = std::move(views[i]);
       } catch (const Error& e) {
         if (!failure) failure = e;
@@ -301,8 +301,7 @@ void ShardedStorage::clear_all() {
 
 StorageStats ShardedStorage::stats() const {
   FanOut fan_out(units_);
-  for (size_t u = 0; u < units_.size(); ++u)
-    fan_out.send(u, "stats", transport::wire::header_message(Json::object()));
+  for (size_t u = 0; u < units_.size(); ++u) fan_out.send(u, "stats", transport::wire::header_message(Json::object()));
   StorageStats total;
   for (auto& [unit, frames] : fan_out.receive_all()) {
     const Json header = transport::wire::read_header(frames, 0, "stats reply");
@@ -349,9 +348,8 @@ void ShardedStorage::load(const std::string& path) {
   }
   const Header header(listing, "storage checkpoint index " + path, {"storage_units", "fingerprints"});
   if (header.integer("storage_units") != static_cast<int64_t>(units_.size())) {
-    throw_invalid("storage checkpoint " + path + " was saved from " +
-                  std::to_string(header.integer("storage_units")) + " storage units; this cluster has " +
-                  std::to_string(units_.size()));
+    throw_invalid("storage checkpoint " + path + " was saved from " + std::to_string(header.integer("storage_units")) +
+                  " storage units; this cluster has " + std::to_string(units_.size()));
   }
   // Indexes saved before fingerprints existed load unchecked.
   const Json fingerprints = header.has("fingerprints") ? header.at("fingerprints") : Json::array();

@@ -71,9 +71,8 @@ std::string_view dtype_name(DType dtype) { return info(dtype).name; }
 
 DType parse_dtype(std::string_view name) {
   constexpr std::string_view kTorchPrefix = "torch.";
-  std::optional<DType> found = name.starts_with(kTorchPrefix)
-                                   ? find(name.substr(kTorchPrefix.size()), kTorchAliases)
-                                   : find(name, kBareAliases);
+  std::optional<DType> found =
+      name.starts_with(kTorchPrefix) ? find(name.substr(kTorchPrefix.size()), kTorchAliases) : find(name, kBareAliases);
   if (found) return *found;
   std::string expected;
   for (const DTypeInfo& entry : kDTypes) {
@@ -87,8 +86,7 @@ int64_t element_count(const Shape& shape) {
   int64_t count = 1;
   for (size_t d = 0; d < shape.size(); ++d) {
     if (shape[d] < 0) {
-      throw_invalid("shape dimension " + std::to_string(d) + " is negative: " +
-                    std::to_string(shape[d]));
+      throw_invalid("shape dimension " + std::to_string(d) + " is negative: " + std::to_string(shape[d]));
     }
     auto product = checked_mul(count, shape[d]);
     if (!product) {

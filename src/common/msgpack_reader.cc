@@ -17,16 +17,21 @@ using Json = nlohmann::json;
 Json read_json(MsgpackReader& reader, size_t depth) {
   const MsgpackReader::Token token = reader.next(depth);
   switch (token.kind) {
-    case Kind::kNull: return nullptr;
-    case Kind::kBool: return token.number != 0;
-    case Kind::kUnsigned: return token.number;
-    case Kind::kSigned: return token.integer;
-    case Kind::kFloat: return token.real;
-    case Kind::kString: return std::string(token.bytes);
+    case Kind::kNull:
+      return nullptr;
+    case Kind::kBool:
+      return token.number != 0;
+    case Kind::kUnsigned:
+      return token.number;
+    case Kind::kSigned:
+      return token.integer;
+    case Kind::kFloat:
+      return token.real;
+    case Kind::kString:
+      return std::string(token.bytes);
     case Kind::kBinary: {
       Json::binary_t::container_type bytes(token.bytes.begin(), token.bytes.end());
-      return token.subtype < 0 ? Json::binary(std::move(bytes))
-                               : Json::binary(std::move(bytes), token.subtype);
+      return token.subtype < 0 ? Json::binary(std::move(bytes)) : Json::binary(std::move(bytes), token.subtype);
     }
     case Kind::kArray:
     case Kind::kMap:

@@ -141,38 +141,70 @@ inline MsgpackReader::Token MsgpackReader::next(size_t depth) {
   if (lead <= 0x9f) return container(Kind::kArray, lead & 0x0f, depth, start);
   if (lead <= 0xbf) return payload(Kind::kString, lead & 0x1f);
   switch (lead) {
-    case 0xc0: return Token();
-    case 0xc2: return scalar(Kind::kBool, 0);
-    case 0xc3: return scalar(Kind::kBool, 1);
-    case 0xc4: return payload(Kind::kBinary, big_endian<uint8_t>());
-    case 0xc5: return payload(Kind::kBinary, big_endian<uint16_t>());
-    case 0xc6: return payload(Kind::kBinary, big_endian<uint32_t>());
-    case 0xc7: return ext(big_endian<uint8_t>());
-    case 0xc8: return ext(big_endian<uint16_t>());
-    case 0xc9: return ext(big_endian<uint32_t>());
-    case 0xca: return floating<uint32_t, float>();
-    case 0xcb: return floating<uint64_t, double>();
-    case 0xcc: return scalar(Kind::kUnsigned, big_endian<uint8_t>());
-    case 0xcd: return scalar(Kind::kUnsigned, big_endian<uint16_t>());
-    case 0xce: return scalar(Kind::kUnsigned, big_endian<uint32_t>());
-    case 0xcf: return scalar(Kind::kUnsigned, big_endian<uint64_t>());
-    case 0xd0: return signed_scalar(static_cast<int8_t>(big_endian<uint8_t>()));
-    case 0xd1: return signed_scalar(static_cast<int16_t>(big_endian<uint16_t>()));
-    case 0xd2: return signed_scalar(static_cast<int32_t>(big_endian<uint32_t>()));
-    case 0xd3: return signed_scalar(static_cast<int64_t>(big_endian<uint64_t>()));
-    case 0xd4: return ext(1);
-    case 0xd5: return ext(2);
-    case 0xd6: return ext(4);
-    case 0xd7: return ext(8);
-    case 0xd8: return ext(16);
-    case 0xd9: return payload(Kind::kString, big_endian<uint8_t>());
-    case 0xda: return payload(Kind::kString, big_endian<uint16_t>());
-    case 0xdb: return payload(Kind::kString, big_endian<uint32_t>());
-    case 0xdc: return container(Kind::kArray, big_endian<uint16_t>(), depth, start);
-    case 0xdd: return container(Kind::kArray, big_endian<uint32_t>(), depth, start);
-    case 0xde: return container(Kind::kMap, big_endian<uint16_t>(), depth, start);
-    case 0xdf: return container(Kind::kMap, big_endian<uint32_t>(), depth, start);
-    default: fail("0xc1 is not a type", static_cast<size_t>(start - begin_));  // the one unused lead byte
+    case 0xc0:
+      return Token();
+    case 0xc2:
+      return scalar(Kind::kBool, 0);
+    case 0xc3:
+      return scalar(Kind::kBool, 1);
+    case 0xc4:
+      return payload(Kind::kBinary, big_endian<uint8_t>());
+    case 0xc5:
+      return payload(Kind::kBinary, big_endian<uint16_t>());
+    case 0xc6:
+      return payload(Kind::kBinary, big_endian<uint32_t>());
+    case 0xc7:
+      return ext(big_endian<uint8_t>());
+    case 0xc8:
+      return ext(big_endian<uint16_t>());
+    case 0xc9:
+      return ext(big_endian<uint32_t>());
+    case 0xca:
+      return floating<uint32_t, float>();
+    case 0xcb:
+      return floating<uint64_t, double>();
+    case 0xcc:
+      return scalar(Kind::kUnsigned, big_endian<uint8_t>());
+    case 0xcd:
+      return scalar(Kind::kUnsigned, big_endian<uint16_t>());
+    case 0xce:
+      return scalar(Kind::kUnsigned, big_endian<uint32_t>());
+    case 0xcf:
+      return scalar(Kind::kUnsigned, big_endian<uint64_t>());
+    case 0xd0:
+      return signed_scalar(static_cast<int8_t>(big_endian<uint8_t>()));
+    case 0xd1:
+      return signed_scalar(static_cast<int16_t>(big_endian<uint16_t>()));
+    case 0xd2:
+      return signed_scalar(static_cast<int32_t>(big_endian<uint32_t>()));
+    case 0xd3:
+      return signed_scalar(static_cast<int64_t>(big_endian<uint64_t>()));
+    case 0xd4:
+      return ext(1);
+    case 0xd5:
+      return ext(2);
+    case 0xd6:
+      return ext(4);
+    case 0xd7:
+      return ext(8);
+    case 0xd8:
+      return ext(16);
+    case 0xd9:
+      return payload(Kind::kString, big_endian<uint8_t>());
+    case 0xda:
+      return payload(Kind::kString, big_endian<uint16_t>());
+    case 0xdb:
+      return payload(Kind::kString, big_endian<uint32_t>());
+    case 0xdc:
+      return container(Kind::kArray, big_endian<uint16_t>(), depth, start);
+    case 0xdd:
+      return container(Kind::kArray, big_endian<uint32_t>(), depth, start);
+    case 0xde:
+      return container(Kind::kMap, big_endian<uint16_t>(), depth, start);
+    case 0xdf:
+      return container(Kind::kMap, big_endian<uint32_t>(), depth, start);
+    default:
+      fail("0xc1 is not a type", static_cast<size_t>(start - begin_));  // the one unused lead byte
   }
 }
 
@@ -181,10 +213,14 @@ inline std::string_view MsgpackReader::key() {
   const uint8_t lead = byte();
   if ((lead & 0xe0) == 0xa0) return take(lead & 0x1f);
   switch (lead) {
-    case 0xd9: return take(big_endian<uint8_t>());
-    case 0xda: return take(big_endian<uint16_t>());
-    case 0xdb: return take(big_endian<uint32_t>());
-    default: fail("a map key is not a string", static_cast<size_t>(start - begin_));
+    case 0xd9:
+      return take(big_endian<uint8_t>());
+    case 0xda:
+      return take(big_endian<uint16_t>());
+    case 0xdb:
+      return take(big_endian<uint32_t>());
+    default:
+      fail("a map key is not a string", static_cast<size_t>(start - begin_));
   }
 }
 

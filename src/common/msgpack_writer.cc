@@ -33,8 +33,8 @@ void MsgpackWriter::integer(int64_t value) {
   }
 }
 
-void MsgpackWriter::size_header(size_t count, uint8_t fix_lead, size_t fix_limit, uint8_t lead8,
-                                uint8_t lead16, uint8_t lead32) {
+void MsgpackWriter::size_header(size_t count, uint8_t fix_lead, size_t fix_limit, uint8_t lead8, uint8_t lead16,
+                                uint8_t lead32) {
   if (count < fix_limit) {
     bytes_.push_back(static_cast<char>(fix_lead | count));
   } else if (lead8 != 0 && count <= std::numeric_limits<uint8_t>::max()) {
@@ -44,8 +44,7 @@ void MsgpackWriter::size_header(size_t count, uint8_t fix_lead, size_t fix_limit
   } else if (count <= std::numeric_limits<uint32_t>::max()) {
     lead_and<uint32_t>(lead32, static_cast<uint32_t>(count));
   } else {
-    throw_invalid("MessagePack holds at most 2^32 - 1 bytes or elements in one value, got " +
-                  std::to_string(count));
+    throw_invalid("MessagePack holds at most 2^32 - 1 bytes or elements in one value, got " + std::to_string(count));
   }
 }
 

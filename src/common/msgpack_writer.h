@@ -53,8 +53,7 @@ class MsgpackWriter {
   // The header of a string, binary, array or map of `count`: the fix form
   // below `fix_limit` (0: none), then the 8 (when `lead8` is nonzero), 16 and
   // 32-bit forms.
-  void size_header(size_t count, uint8_t fix_lead, size_t fix_limit, uint8_t lead8, uint8_t lead16,
-                   uint8_t lead32);
+  void size_header(size_t count, uint8_t fix_lead, size_t fix_limit, uint8_t lead8, uint8_t lead16, uint8_t lead32);
 
   std::string bytes_;
 };

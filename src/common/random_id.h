@@ -9,7 +9,7 @@ namespace seqflow {
 
 inline uint64_t random_u64() {
   std::random_device device;
-  return (uint64_t{device()} << 32) ^ uint64_t{device()};
+  return (uint64_t{device()} << 32) ^ uint64_t { device() };
 }
 
 }  // namespace seqflow

@@ -7,8 +7,7 @@ namespace {
 
 std::string sample_named(const std::string& partition, int64_t global_index, uint64_t meta_generation) {
   return "global index " + std::to_string(global_index) + " of partition '" + partition + "' (generation " +
-         (meta_generation == 0 ? std::string("not known") : std::to_string(meta_generation)) +
-         " in the BatchMeta)";
+         (meta_generation == 0 ? std::string("not known") : std::to_string(meta_generation)) + " in the BatchMeta)";
 }
 
 constexpr const char* kAdvice = "; the BatchMeta is stale, fetch a new one";

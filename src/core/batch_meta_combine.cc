@@ -87,8 +87,8 @@ void merge_extra_info(nlohmann::json& into, const nlohmann::json& from) {
     if (found == into.end()) {
       into[key] = value;
     } else if (*found != value) {
-      throw_invalid("BatchMeta.concat: extra_info key '" + key + "' has conflicting values across chunks: " +
-                    found->dump() + " and " + value.dump());
+      throw_invalid("BatchMeta.concat: extra_info key '" + key +
+                    "' has conflicting values across chunks: " + found->dump() + " and " + value.dump());
     }
   }
 }
@@ -144,9 +144,9 @@ BatchMeta BatchMeta::union_with(const BatchMeta& other) const {
                   ", other.global_indexes=" + int_list(other.global_indexes));
   }
   if (!(partition_ids == other.partition_ids)) {
-    throw_invalid("BatchMeta.union: partition_ids do not match: self.partition_ids=" +
-                  name_list(partition_ids.to_vector()) +
-                  ", other.partition_ids=" + name_list(other.partition_ids.to_vector()));
+    throw_invalid(
+        "BatchMeta.union: partition_ids do not match: self.partition_ids=" + name_list(partition_ids.to_vector()) +
+        ", other.partition_ids=" + name_list(other.partition_ids.to_vector()));
   }
   if (!generations.empty() && !other.generations.empty() && generations != other.generations) {
     throw_invalid("BatchMeta.union: generations do not match (one side is stale): self.generations=" +

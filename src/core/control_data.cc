@@ -31,8 +31,8 @@ void check_generations(std::span<const int64_t> global_indexes, std::span<const 
 
 void check_sample_count(int64_t count, const char* parameter) {
   if (count <= 0 || count > kMaxSamplesPerPartition) {
-    throw_invalid(std::string(parameter) + " must be in [1, " +
-                  std::to_string(kMaxSamplesPerPartition) + "], got " + std::to_string(count));
+    throw_invalid(std::string(parameter) + " must be in [1, " + std::to_string(kMaxSamplesPerPartition) + "], got " +
+                  std::to_string(count));
   }
 }
 
@@ -87,8 +87,7 @@ std::vector<int64_t> ControlData::erase(const std::string& name) {
   return released;
 }
 
-std::optional<uint32_t> ControlData::slot_of(const PartitionState& partition,
-                                             int64_t global_index) const {
+std::optional<uint32_t> ControlData::slot_of(const PartitionState& partition, int64_t global_index) const {
   auto where = indexes_.find(global_index);
   if (!where || where->partition != partition.number()) return std::nullopt;
   return where->slot;
@@ -118,9 +117,9 @@ std::vector<uint32_t> ControlData::require_slots(const PartitionState& partition
   return slots;
 }
 
-std::pair<PartitionState*, std::vector<uint32_t>> ControlData::require_samples(
-    const std::string& partition_id, std::span<const int64_t> global_indexes,
-    std::span<const uint64_t> generations) {
+std::pair<PartitionState*, std::vector<uint32_t>> ControlData::require_samples(const std::string& partition_id,
+                                                                               std::span<const int64_t> global_indexes,
+                                                                               std::span<const uint64_t> generations) {
   check_generations(global_indexes, generations);
   PartitionState* partition = find(partition_id);
   if (partition == nullptr && !global_indexes.empty()) {
@@ -133,24 +132,22 @@ std::pair<PartitionState*, std::vector<uint32_t>> ControlData::require_samples(
 NewSamples ControlData::add_samples(PartitionState& partition, int64_t count) {
   check_sample_count(count, "count");
   if (static_cast<int64_t>(partition.size()) + count > kMaxSamplesPerPartition) {
-    throw_invalid("partition '" + partition.name() + "' would exceed " +
-                  std::to_string(kMaxSamplesPerPartition) + " samples");
+    throw_invalid("partition '" + partition.name() + "' would exceed " + std::to_string(kMaxSamplesPerPartition) +
+                  " samples");
   }
   NewSamples out;
   out.global_indexes = indexes_.allocate(count);
   out.slots.reserve(out.global_indexes.size());
   const uint32_t put_id = partition.new_put_id();
   for (size_t i = 0; i < out.global_indexes.size(); ++i) {
-    const uint32_t slot =
-        partition.add_sample(out.global_indexes[i], put_id, static_cast<uint32_t>(i));
+    const uint32_t slot = partition.add_sample(out.global_indexes[i], put_id, static_cast<uint32_t>(i));
     indexes_.bind(out.global_indexes[i], Location{partition.number(), slot});
     out.slots.push_back(slot);
   }
   return out;
 }
 
-std::vector<int64_t> ControlData::remove_samples(PartitionState& partition,
-                                                 std::vector<uint32_t> slots) {
+std::vector<int64_t> ControlData::remove_samples(PartitionState& partition, std::vector<uint32_t> slots) {
   std::sort(slots.begin(), slots.end());
   slots.erase(std::unique(slots.begin(), slots.end()), slots.end());
   std::vector<int64_t> released;
@@ -164,9 +161,8 @@ std::vector<int64_t> ControlData::remove_samples(PartitionState& partition,
   return released;
 }
 
-bool ControlData::restore_sample(PartitionState& partition, int64_t global_index,
-                                 std::optional<uint64_t> generation, uint32_t put_id, uint32_t put_pos,
-                                 uint32_t* slot) {
+bool ControlData::restore_sample(PartitionState& partition, int64_t global_index, std::optional<uint64_t> generation,
+                                 uint32_t put_id, uint32_t put_pos, uint32_t* slot) {
   if (global_index < 0 || indexes_.find(global_index)) return false;
   if (!generation) {
     generation = indexes_.next_generation();

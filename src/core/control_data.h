@@ -35,9 +35,7 @@ class ControlData {
   PartitionState& find_or_create(const std::string& name);
   // Drops the partition and releases its global indexes; returns them ascending.
   std::vector<int64_t> erase(const std::string& name);
-  const std::map<std::string, std::unique_ptr<PartitionState>>& partitions() const {
-    return partitions_;
-  }
+  const std::map<std::string, std::unique_ptr<PartitionState>>& partitions() const { return partitions_; }
   // Every partition, oldest first: the order TransferQueue lists them in, and
   // the order checkpoints keep.
   std::vector<const PartitionState*> in_creation_order() const;
@@ -48,8 +46,7 @@ class ControlData {
   // generation (0: not known, any generation is taken): nullopt when the
   // index is no live sample of the partition; throws kStaleSample when it
   // is one, of another generation.
-  std::optional<uint32_t> named_slot(const PartitionState& partition, int64_t global_index,
-                                     uint64_t generation) const;
+  std::optional<uint32_t> named_slot(const PartitionState& partition, int64_t global_index, uint64_t generation) const;
   // Slots of all given samples (generations: one per index, or empty when
   // not known); throws kStaleSample naming the first that is not the live
   // sample the caller means. Nothing changes either way.

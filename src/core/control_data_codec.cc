@@ -51,19 +51,14 @@ json encode_partition(const ControlData& data, const PartitionState& partition) 
   }
   json keys = json::array();
   for (uint32_t slot = partition.first(); slot != kNoSlot; slot = partition.next(slot)) {
-    if (const std::string* key = partition.key_of(slot)) keys.push_back(json::array({*key, partition.global_index(slot)}));
+    if (const std::string* key = partition.key_of(slot))
+      keys.push_back(json::array({*key, partition.global_index(slot)}));
   }
-  return {{"name", partition.name()},
-          {"fields", std::move(fields)},
-          {"words_per_sample", partition.words_per_sample()},
-          {"global_indexes", indexes},
-          {"generations", generations},
-          {"put_ids", put_ids},
-          {"put_pos", put_pos},
-          {"produced", produced},
-          {"custom_meta", std::move(metas)},
-          {"tasks", std::move(tasks)},
-          {"keys", std::move(keys)}};
+  return {
+      {"name", partition.name()},  {"fields", std::move(fields)}, {"words_per_sample", partition.words_per_sample()},
+      {"global_indexes", indexes}, {"generations", generations},  {"put_ids", put_ids},
+      {"put_pos", put_pos},        {"produced", produced},        {"custom_meta", std::move(metas)},
+      {"tasks", std::move(tasks)}, {"keys", std::move(keys)}};
 }
 
 FieldSchema decode_schema(const json& entry) {
@@ -102,8 +97,8 @@ void decode_partition(ControlData& data, const json& encoded, uint64_t next_gene
   const auto produced = encoded.at("produced").get<std::vector<uint64_t>>();
   const json& metas = encoded.at("custom_meta");
   const size_t n = indexes.size();
-  if (put_ids.size() != n || put_pos.size() != n || produced.size() != n * words ||
-      metas.size() != n || (generations && generations->size() != n)) {
+  if (put_ids.size() != n || put_pos.size() != n || produced.size() != n * words || metas.size() != n ||
+      (generations && generations->size() != n)) {
     throw_invalid(context + "sample columns differ in length");
   }
   // Bits of fields that do not exist would make phantom fields ready.
@@ -117,13 +112,12 @@ void decode_partition(ControlData& data, const json& encoded, uint64_t next_gene
       generation = (*generations)[i];
       if (*generation == 0 || *generation >= next_generation) {
         throw_invalid(context + "global index " + std::to_string(indexes[i]) + " has generation " +
-                      std::to_string(*generation) + ", outside [1, next_generation " +
-                      std::to_string(next_generation) + ")");
+                      std::to_string(*generation) + ", outside [1, next_generation " + std::to_string(next_generation) +
+                      ")");
       }
     }
     if (!data.restore_sample(partition, indexes[i], generation, put_ids[i], put_pos[i], &slot)) {
-      throw_invalid(context + "global index " + std::to_string(indexes[i]) +
-                    " is negative or not unique");
+      throw_invalid(context + "global index " + std::to_string(indexes[i]) + " is negative or not unique");
     }
     for (size_t w = 0; w < words; ++w) bits[w] = produced[i * words + w] & valid[w];
     partition.set_produced_words(slot, bits);
@@ -140,8 +134,8 @@ void decode_partition(ControlData& data, const json& encoded, uint64_t next_gene
       const auto index = value.get<int64_t>();
       auto slot = data.slot_of(partition, index);
       if (!slot || queue.is_consumed(*slot)) {
-        throw_invalid(context + "task '" + task + "' consumed global index " +
-                      std::to_string(index) + ", which is unknown or listed twice");
+        throw_invalid(context + "task '" + task + "' consumed global index " + std::to_string(index) +
+                      ", which is unknown or listed twice");
       }
       queue.consume(*slot);
     }
@@ -151,8 +145,8 @@ void decode_partition(ControlData& data, const json& encoded, uint64_t next_gene
     const auto index = entry.at(1).get<int64_t>();
     auto slot = data.slot_of(partition, index);
     if (key.empty() || !slot || partition.key_slot(key)) {
-      throw_invalid(context + "key '" + key + "' names unknown global index " +
-                    std::to_string(index) + " or appears twice");
+      throw_invalid(context + "key '" + key + "' names unknown global index " + std::to_string(index) +
+                    " or appears twice");
     }
     partition.set_key(key, *slot);
   }

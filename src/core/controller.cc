@@ -38,8 +38,7 @@ BatchMeta Controller::insert(const std::string& partition_id, int64_t count) {
 }
 
 void Controller::mark_produced(const std::string& partition_id, std::span<const int64_t> global_indexes,
-                               std::span<const uint64_t> generations,
-                               const std::map<std::string, FieldSchema>& fields,
+                               std::span<const uint64_t> generations, const std::map<std::string, FieldSchema>& fields,
                                std::span<const nlohmann::json> custom_meta) {
   for (const auto& [name, schema] : fields) core::check_schema(name, schema);
   // Checked and encoded before locking: the lock is held only to merge.
@@ -52,13 +51,11 @@ void Controller::mark_produced(const std::string& partition_id, std::span<const 
   std::vector<std::pair<const std::string*, FieldSchema>> schemas;
   for (const auto& [name, schema] : fields) {
     auto id = partition.field_id(name);
-    schemas.emplace_back(&name, id ? core::merge_schema(name, partition.schema(*id), schema)
-                                   : schema);
+    schemas.emplace_back(&name, id ? core::merge_schema(name, partition.schema(*id), schema) : schema);
   }
   auto metas = custom_meta.empty()
                    ? std::vector<std::pair<uint32_t, core::EncodedMeta>>{}
-                   : core::prepare_meta(partition, slots, global_indexes, custom_meta,
-                                        std::move(updates));
+                   : core::prepare_meta(partition, slots, global_indexes, custom_meta, std::move(updates));
 
   // Everything checked: publish fields, bits and metadata together.
   std::vector<uint32_t> field_ids;
@@ -98,8 +95,7 @@ std::vector<int64_t> Controller::forget_production(const std::string* partition_
 }
 
 void Controller::set_custom_meta(const std::string& partition_id, std::span<const int64_t> global_indexes,
-                                 std::span<const uint64_t> generations,
-                                 std::span<const nlohmann::json> custom_meta) {
+                                 std::span<const uint64_t> generations, std::span<const nlohmann::json> custom_meta) {
   std::vector<core::EncodedMeta> updates = core::encode_updates(global_indexes, custom_meta);
   std::lock_guard lock(state_->mutex);
   auto [partition, slots] = state_->data.require_samples(partition_id, global_indexes, generations);
@@ -109,8 +105,7 @@ void Controller::set_custom_meta(const std::string& partition_id, std::span<cons
   state_->changed.notify_all();
 }
 
-std::vector<int64_t> Controller::clear_samples(const std::string& partition_id,
-                                               std::span<const int64_t> global_indexes,
+std::vector<int64_t> Controller::clear_samples(const std::string& partition_id, std::span<const int64_t> global_indexes,
                                                std::span<const uint64_t> generations) {
   core::check_generations(global_indexes, generations);
   std::lock_guard lock(state_->mutex);
@@ -189,8 +184,7 @@ std::optional<ProductionStatus> Controller::production_status(std::span<const st
   return out;
 }
 
-SampleProduction Controller::sample_production(const std::string& partition_id,
-                                               std::span<const int64_t> global_indexes,
+SampleProduction Controller::sample_production(const std::string& partition_id, std::span<const int64_t> global_indexes,
                                                std::span<const uint64_t> generations,
                                                std::span<const std::string> fields) const {
   core::check_generations(global_indexes, generations);
@@ -207,8 +201,7 @@ SampleProduction Controller::sample_production(const std::string& partition_id,
   masks.reserve(fields.size());
   for (const std::string& field : fields) masks.push_back(partition.mask(std::span(&field, 1)));
   for (size_t i = 0; i < global_indexes.size(); ++i) {
-    const auto slot =
-        state_->data.named_slot(partition, global_indexes[i], generations.empty() ? 0 : generations[i]);
+    const auto slot = state_->data.named_slot(partition, global_indexes[i], generations.empty() ? 0 : generations[i]);
     if (!slot) continue;
     out.exists[i] = 1;
     out.generations[i] = state_->data.generation(global_indexes[i]);
@@ -227,8 +220,7 @@ bool Controller::all_consumed(const std::string& task_name, const std::string& p
   return partition->size() > 0 && queue != nullptr && queue->unconsumed() == 0;
 }
 
-bool Controller::all_produced(std::span<const std::string> fields,
-                              const std::string& partition_id) const {
+bool Controller::all_produced(std::span<const std::string> fields, const std::string& partition_id) const {
   std::lock_guard lock(state_->mutex);
   const PartitionState* partition = state_->data.find(partition_id);
   if (partition == nullptr) return false;

@@ -36,8 +36,7 @@ void validate(const MetaRequest& request) {
     case MetaMode::kFetch:
       break;
     default:
-      throw_invalid("mode must be insert, fetch or force_fetch, got " +
-                    std::to_string(static_cast<int>(request.mode)));
+      throw_invalid("mode must be insert, fetch or force_fetch, got " + std::to_string(static_cast<int>(request.mode)));
   }
   if (request.batch_size <= 0) {
     throw_invalid("batch_size must be positive, got " + std::to_string(request.batch_size));
@@ -57,10 +56,9 @@ void validate(const MetaRequest& request) {
 std::string describe(const MetaRequest& request) {
   std::string fields;
   for (const std::string& field : request.fields) fields += (fields.empty() ? "" : ",") + field;
-  return "partition '" + request.partition_id + "', task '" + request.task_name + "', fields [" +
-         fields + "], batch_size " + std::to_string(request.batch_size) + ", dp_rank " +
-         std::to_string(request.sampling.dp_rank) + ", batch_index " +
-         std::to_string(request.sampling.batch_index);
+  return "partition '" + request.partition_id + "', task '" + request.task_name + "', fields [" + fields +
+         "], batch_size " + std::to_string(request.batch_size) + ", dp_rank " +
+         std::to_string(request.sampling.dp_rank) + ", batch_index " + std::to_string(request.sampling.batch_index);
 }
 
 // An answer the sampler reserved earlier. Only samples still live and still
@@ -87,9 +85,8 @@ std::optional<BatchMeta> serve_reserved(const core::ControlData& data, const Par
 // The sampler is named only then: name() builds a string.
 [[noreturn]] void throw_bad_answer(const Sampler& sampler, int64_t index, bool consumed,
                                    const PartitionState& partition) {
-  throw Error(ErrorCode::kInternal, "sampler '" + sampler.name() + "' returned global index " +
-                                        std::to_string(index) + ", which is not " +
-                                        (consumed ? "an unconsumed" : "a live") +
+  throw Error(ErrorCode::kInternal, "sampler '" + sampler.name() + "' returned global index " + std::to_string(index) +
+                                        ", which is not " + (consumed ? "an unconsumed" : "a live") +
                                         " sample of partition '" + partition.name() + "'");
 }
 
@@ -109,8 +106,8 @@ std::vector<uint32_t> check_consumable(const PartitionState& partition, const co
 }
 
 std::vector<uint32_t> answer_slots(const core::ControlData& data, const PartitionState& partition,
-                                   const core::TaskQueue& queue, std::span<const int64_t> indexes,
-                                   bool consumed, const Sampler& sampler) {
+                                   const core::TaskQueue& queue, std::span<const int64_t> indexes, bool consumed,
+                                   const Sampler& sampler) {
   std::vector<uint32_t> slots;
   slots.reserve(indexes.size());
   for (int64_t index : indexes) {
@@ -123,8 +120,7 @@ std::vector<uint32_t> answer_slots(const core::ControlData& data, const Partitio
 
 // One attempt at a fetch; nullopt when the sampler finds too little ready
 // (nothing is, in a partition that does not exist).
-std::optional<BatchMeta> try_fetch(core::ControlData& data, Sampler& sampler,
-                                   const MetaRequest& request) {
+std::optional<BatchMeta> try_fetch(core::ControlData& data, Sampler& sampler, const MetaRequest& request) {
   PartitionState* found = data.find(request.partition_id);
   if (found == nullptr) return std::nullopt;
   PartitionState& partition = *found;
@@ -140,9 +136,8 @@ std::optional<BatchMeta> try_fetch(core::ControlData& data, Sampler& sampler,
   // only as far as they need.
   std::vector<int64_t> ready;
   uint32_t cursor = queue.head();
-  size_t window = sampler.prefix_stable()
-                      ? std::max(kFirstWindow, 2 * static_cast<size_t>(request.batch_size))
-                      : SIZE_MAX;
+  size_t window =
+      sampler.prefix_stable() ? std::max(kFirstWindow, 2 * static_cast<size_t>(request.batch_size)) : SIZE_MAX;
   ready.reserve(std::min(window, queue.unconsumed()));
   SampleRequest sample_request;
   sample_request.batch_size = request.batch_size;
@@ -197,11 +192,10 @@ BatchMeta Controller::get_meta(const MetaRequest& request) {
     if (auto batch = answer_without_waiting(request)) return std::move(*batch);
     if (std::chrono::steady_clock::now() >= deadline) {
       const bool exists = state_->data.find(request.partition_id) != nullptr;
-      throw Error(ErrorCode::kTimeout, "get_meta timed out after " +
-                                           std::to_string(request.timeout.count()) + " ms: " +
-                                           (exists ? "too few samples ready for "
-                                                   : "the partition was not created, for ") +
-                                           describe(request));
+      throw Error(ErrorCode::kTimeout,
+                  "get_meta timed out after " + std::to_string(request.timeout.count()) +
+                      " ms: " + (exists ? "too few samples ready for " : "the partition was not created, for ") +
+                      describe(request));
     }
     // Releases the lock while waiting: other callers proceed.
     state_->changed.wait_until(lock, deadline);

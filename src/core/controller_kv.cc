@@ -23,15 +23,13 @@ void check_keys(std::span<const std::string> keys) {
 }
 
 // Every key's slot; throws kNotFound naming the first missing key.
-std::vector<uint32_t> require_keys(const PartitionState& partition,
-                                   std::span<const std::string> keys) {
+std::vector<uint32_t> require_keys(const PartitionState& partition, std::span<const std::string> keys) {
   std::vector<uint32_t> slots;
   slots.reserve(keys.size());
   for (const std::string& key : keys) {
     auto slot = partition.key_slot(key);
     if (!slot) {
-      throw Error(ErrorCode::kNotFound,
-                  "key '" + key + "' does not exist in partition '" + partition.name() + "'");
+      throw Error(ErrorCode::kNotFound, "key '" + key + "' does not exist in partition '" + partition.name() + "'");
     }
     slots.push_back(*slot);
   }
@@ -82,17 +80,14 @@ BatchMeta Controller::kv_resolve(const std::string& partition_id, std::span<cons
       }
     }
   }
-  auto known_meta =
-      existing != nullptr
-          ? core::prepare_meta(*existing, known_slots, known_indexes, known_tags,
-                               core::encode_updates(known_indexes, known_tags))
-          : std::vector<std::pair<uint32_t, core::EncodedMeta>>{};
+  auto known_meta = existing != nullptr ? core::prepare_meta(*existing, known_slots, known_indexes, known_tags,
+                                                             core::encode_updates(known_indexes, known_tags))
+                                        : std::vector<std::pair<uint32_t, core::EncodedMeta>>{};
 
   if (!fresh.empty()) core::check_sample_count(static_cast<int64_t>(fresh.size()), "new keys");
   PartitionState& partition = state_->data.find_or_create(partition_id);
   if (!fresh.empty()) {
-    const core::NewSamples added =
-        state_->data.add_samples(partition, static_cast<int64_t>(fresh.size()));
+    const core::NewSamples added = state_->data.add_samples(partition, static_cast<int64_t>(fresh.size()));
     for (size_t i = 0; i < fresh.size(); ++i) partition.set_key(fresh[i], added.slots[i]);
   }
   for (auto& [slot, meta] : known_meta) partition.set_meta(slot, std::move(meta));
@@ -101,15 +96,13 @@ BatchMeta Controller::kv_resolve(const std::string& partition_id, std::span<cons
   return core::collect_batch(state_->data, partition, require_keys(partition, keys));
 }
 
-BatchMeta Controller::kv_lookup(const std::string& partition_id,
-                                std::span<const std::string> keys) const {
+BatchMeta Controller::kv_lookup(const std::string& partition_id, std::span<const std::string> keys) const {
   std::unique_lock lock(state_->mutex);
   const PartitionState& partition = state_->data.require(partition_id);
   return core::collect_batch(state_->data, partition, require_keys(partition, keys));
 }
 
-BatchMeta Controller::kv_find(const std::string& partition_id,
-                              std::span<const std::string> keys) const {
+BatchMeta Controller::kv_find(const std::string& partition_id, std::span<const std::string> keys) const {
   std::unique_lock lock(state_->mutex);
   const PartitionState* partition = state_->data.find(partition_id);
   if (partition == nullptr) return BatchMeta{};
@@ -131,8 +124,8 @@ std::vector<std::string> Controller::kv_keys(const std::string& partition_id,
     const auto slot = state_->data.slot_of(partition, index);
     const std::string* key = slot ? partition.key_of(*slot) : nullptr;
     if (key == nullptr) {
-      throw Error(ErrorCode::kNotFound, "global index " + std::to_string(index) + " has no key in partition '" +
-                                            partition_id + "'");
+      throw Error(ErrorCode::kNotFound,
+                  "global index " + std::to_string(index) + " has no key in partition '" + partition_id + "'");
     }
     keys.push_back(*key);
   }
@@ -178,8 +171,7 @@ std::vector<PartitionKeys> Controller::kv_list(const std::string* partition_id,
   return out;
 }
 
-std::vector<int64_t> Controller::kv_clear(const std::string& partition_id,
-                                          std::span<const std::string> keys) {
+std::vector<int64_t> Controller::kv_clear(const std::string& partition_id, std::span<const std::string> keys) {
   check_keys(keys);
   std::lock_guard lock(state_->mutex);
   PartitionState* partition = state_->data.find(partition_id);

@@ -65,8 +65,7 @@ void check_tag_depths(std::span<const std::string> keys, std::span<const nlohman
 
 void check_tags(std::span<const std::string> keys, std::span<const nlohmann::json> tags) {
   if (!tags.empty() && tags.size() != keys.size()) {
-    throw_invalid("tags has " + std::to_string(tags.size()) + " entries for " + std::to_string(keys.size()) +
-                  " keys");
+    throw_invalid("tags has " + std::to_string(tags.size()) + " entries for " + std::to_string(keys.size()) + " keys");
   }
   check_tag_depths(keys, tags);
   for (size_t i = 0; i < tags.size(); ++i) {

@@ -17,9 +17,9 @@
 namespace seqflow::core {
 
 struct EncodedMeta {
-  std::string bytes;                  // empty for {}
-  std::optional<int64_t> length;      // "total_lengths"
-  std::optional<std::string> group;   // "group_id", as canonical JSON text
+  std::string bytes;                 // empty for {}
+  std::optional<int64_t> length;     // "total_lengths"
+  std::optional<std::string> group;  // "group_id", as canonical JSON text
 };
 
 // Throws kInvalidArgument naming `where` when `meta` nests containers deeper

@@ -11,8 +11,7 @@ namespace {
 
 void check_size(size_t bytes) {
   if (bytes > std::numeric_limits<uint32_t>::max()) {
-    throw_invalid("custom_meta of one batch must stay under 4 GiB, got " + std::to_string(bytes) +
-                  " bytes");
+    throw_invalid("custom_meta of one batch must stay under 4 GiB, got " + std::to_string(bytes) + " bytes");
   }
 }
 
@@ -20,8 +19,7 @@ void check_size(size_t bytes) {
 
 void CustomMetaList::check_offsets(size_t byte_count, std::span<const uint32_t> offsets) {
   if (offsets.empty() || offsets.front() != 0 || offsets.back() != byte_count) {
-    throw_invalid("custom_meta offsets must start at 0 and end at the byte count " +
-                  std::to_string(byte_count));
+    throw_invalid("custom_meta offsets must start at 0 and end at the byte count " + std::to_string(byte_count));
   }
   for (size_t i = 1; i < offsets.size(); ++i) {
     if (offsets[i] < offsets[i - 1]) {
@@ -80,8 +78,8 @@ void CustomMetaList::reserve(size_t samples, size_t bytes) {
 CustomMetaList CustomMetaList::merged(std::span<const nlohmann::json> updates) const {
   if (updates.empty()) return *this;
   if (updates.size() != size()) {
-    throw_invalid("custom_meta holds " + std::to_string(updates.size()) + " entries for " +
-                  std::to_string(size()) + " samples");
+    throw_invalid("custom_meta holds " + std::to_string(updates.size()) + " entries for " + std::to_string(size()) +
+                  " samples");
   }
   CustomMetaList out;
   out.reserve(size(), bytes_.size());

@@ -23,14 +23,12 @@ void check_schema(const std::string& field, const FieldSchema& incoming) {
   for (int64_t dim : incoming.shape) {
     if (dim >= 0) continue;
     if (dim == -1 && incoming.is_nested) continue;
-    throw_invalid("field '" + field + "': shape " + shape_text(incoming.shape) +
-                  " has a negative dimension" +
+    throw_invalid("field '" + field + "': shape " + shape_text(incoming.shape) + " has a negative dimension" +
                   (dim == -1 ? " but is_nested is false" : ""));
   }
 }
 
-FieldSchema merge_schema(const std::string& field, const FieldSchema& existing,
-                         const FieldSchema& incoming) {
+FieldSchema merge_schema(const std::string& field, const FieldSchema& existing, const FieldSchema& incoming) {
   if (existing.is_object != incoming.is_object) {
     throw_invalid("field '" + field + "': conflict: the partition holds " +
                   (existing.is_object ? "objects" : "tensors") + ", got " +
@@ -38,16 +36,15 @@ FieldSchema merge_schema(const std::string& field, const FieldSchema& existing,
   }
   if (existing.dtype != incoming.dtype) {
     throw_invalid("field '" + field + "': dtype conflict: the partition has " +
-                  std::string(dtype_name(existing.dtype)) + ", got " +
-                  std::string(dtype_name(incoming.dtype)));
+                  std::string(dtype_name(existing.dtype)) + ", got " + std::string(dtype_name(incoming.dtype)));
   }
   if (existing.is_object) {
     FieldSchema out = existing;
     out.is_nested = existing.is_nested || incoming.is_nested;
     return out;
   }
-  const bool unknown_dims = (existing.is_nested && existing.shape.empty()) ||
-                            (incoming.is_nested && incoming.shape.empty());
+  const bool unknown_dims =
+      (existing.is_nested && existing.shape.empty()) || (incoming.is_nested && incoming.shape.empty());
   if (unknown_dims) {
     FieldSchema out = existing;
     out.is_nested = true;
@@ -55,9 +52,8 @@ FieldSchema merge_schema(const std::string& field, const FieldSchema& existing,
     return out;
   }
   if (existing.shape.size() != incoming.shape.size()) {
-    throw_invalid("field '" + field + "': inconsistent shapes: the partition has " +
-                  shape_text(existing.shape) + " (" + std::to_string(existing.shape.size()) +
-                  " dims), got " + shape_text(incoming.shape) + " (" +
+    throw_invalid("field '" + field + "': inconsistent shapes: the partition has " + shape_text(existing.shape) + " (" +
+                  std::to_string(existing.shape.size()) + " dims), got " + shape_text(incoming.shape) + " (" +
                   std::to_string(incoming.shape.size()) + " dims)");
   }
   FieldSchema out = existing;

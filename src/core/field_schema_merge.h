@@ -17,7 +17,6 @@ void check_schema(const std::string& field, const FieldSchema& incoming);
 // - dims that differ become -1 and the field becomes nested (variable length);
 // - a nested schema with no shape means "dims unknown" and absorbs any shape.
 // Per-sample shapes live with the data in storage (SampleView::shape).
-FieldSchema merge_schema(const std::string& field, const FieldSchema& existing,
-                         const FieldSchema& incoming);
+FieldSchema merge_schema(const std::string& field, const FieldSchema& existing, const FieldSchema& incoming);
 
 }  // namespace seqflow::core

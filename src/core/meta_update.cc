@@ -21,10 +21,11 @@ std::vector<EncodedMeta> encode_updates(std::span<const int64_t> global_indexes,
   return out;
 }
 
-std::vector<std::pair<uint32_t, EncodedMeta>> prepare_meta(
-    const PartitionState& partition, std::span<const uint32_t> slots,
-    std::span<const int64_t> global_indexes, std::span<const nlohmann::json> custom_meta,
-    std::vector<EncodedMeta> updates) {
+std::vector<std::pair<uint32_t, EncodedMeta>> prepare_meta(const PartitionState& partition,
+                                                           std::span<const uint32_t> slots,
+                                                           std::span<const int64_t> global_indexes,
+                                                           std::span<const nlohmann::json> custom_meta,
+                                                           std::vector<EncodedMeta> updates) {
   std::vector<std::pair<uint32_t, EncodedMeta>> out;
   out.reserve(slots.size());
   std::unordered_map<uint32_t, size_t> position;  // slot -> entry of out
@@ -34,12 +35,10 @@ std::vector<std::pair<uint32_t, EncodedMeta>> prepare_meta(
       out.emplace_back(slots[i], std::move(updates[i]));  // nothing to merge with
       continue;
     }
-    nlohmann::json merged =
-        decode_meta(first ? partition.meta_bytes(slots[i]) : out[it->second].second.bytes);
+    nlohmann::json merged = decode_meta(first ? partition.meta_bytes(slots[i]) : out[it->second].second.bytes);
     merged.update(custom_meta[i]);
     // Both sides were checked key by key, so this cannot fail on the values.
-    EncodedMeta encoded =
-        encode_meta(merged, "custom_meta of global index " + std::to_string(global_indexes[i]));
+    EncodedMeta encoded = encode_meta(merged, "custom_meta of global index " + std::to_string(global_indexes[i]));
     if (first) {
       out.emplace_back(slots[i], std::move(encoded));
     } else {

@@ -24,9 +24,10 @@ std::vector<EncodedMeta> encode_updates(std::span<const int64_t> global_indexes,
 // key with custom_meta[i] (encoded as updates[i]). A sample without metadata
 // takes its update as is; a sample listed twice gets both updates in order.
 // Changes nothing.
-std::vector<std::pair<uint32_t, EncodedMeta>> prepare_meta(
-    const PartitionState& partition, std::span<const uint32_t> slots,
-    std::span<const int64_t> global_indexes, std::span<const nlohmann::json> custom_meta,
-    std::vector<EncodedMeta> updates);
+std::vector<std::pair<uint32_t, EncodedMeta>> prepare_meta(const PartitionState& partition,
+                                                           std::span<const uint32_t> slots,
+                                                           std::span<const int64_t> global_indexes,
+                                                           std::span<const nlohmann::json> custom_meta,
+                                                           std::vector<EncodedMeta> updates);
 
 }  // namespace seqflow::core

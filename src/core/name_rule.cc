@@ -75,8 +75,7 @@ std::optional<std::string> name_problem(std::string_view name) {
   if (name.find('\0') != std::string_view::npos) return "must not contain NUL ('\\x00')";
   if (!is_utf8(name)) return "must be valid UTF-8";
   if (name.size() > kMaxNameBytes) {
-    return "must be at most " + std::to_string(kMaxNameBytes) + " bytes of UTF-8, has " +
-           std::to_string(name.size());
+    return "must be at most " + std::to_string(kMaxNameBytes) + " bytes of UTF-8, has " + std::to_string(name.size());
   }
   return std::nullopt;
 }

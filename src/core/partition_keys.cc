@@ -14,8 +14,7 @@ void check_offsets(const std::string& partition_id, const char* what, std::strin
   if (offsets.size() != count + 1 || offsets.front() != 0 || offsets.back() != bytes.size() ||
       !std::is_sorted(offsets.begin(), offsets.end())) {
     throw_invalid("kv_list of partition '" + partition_id + "': " + what + " offsets must be " +
-                  std::to_string(count + 1) + ", ascending from 0 to the bytes' count " +
-                  std::to_string(bytes.size()));
+                  std::to_string(count + 1) + ", ascending from 0 to the bytes' count " + std::to_string(bytes.size()));
   }
 }
 
@@ -78,8 +77,7 @@ void PartitionKeys::reserve(size_t keys, size_t key_bytes, size_t tag_bytes) {
 
 bool PartitionKeys::operator==(const PartitionKeys& other) const {
   return partition_id_ == other.partition_id_ && version_ == other.version_ && unchanged_ == other.unchanged_ &&
-         key_bytes() == other.key_bytes() &&
-         tag_bytes() == other.tag_bytes() && key_offsets_ == other.key_offsets_ &&
+         key_bytes() == other.key_bytes() && tag_bytes() == other.tag_bytes() && key_offsets_ == other.key_offsets_ &&
          tag_offsets_ == other.tag_offsets_;
 }
 

@@ -140,8 +140,7 @@ void PartitionState::set_meta(uint32_t slot, EncodedMeta meta) {
     group_[slot] = 0;
     return;
   }
-  auto [it, inserted] =
-      group_ids_.emplace(*meta.group, static_cast<uint32_t>(group_names_.size()));
+  auto [it, inserted] = group_ids_.emplace(*meta.group, static_cast<uint32_t>(group_names_.size()));
   if (inserted) group_names_.push_back(*meta.group);
   group_[slot] = it->second + 1;
 }
@@ -179,9 +178,7 @@ std::optional<uint32_t> PartitionState::key_slot(const std::string& key) const {
   return it->second;
 }
 
-const std::string* PartitionState::key_of(uint32_t slot) const {
-  return key_[slot].empty() ? nullptr : &key_[slot];
-}
+const std::string* PartitionState::key_of(uint32_t slot) const { return key_[slot].empty() ? nullptr : &key_[slot]; }
 
 void PartitionState::set_key(const std::string& key, uint32_t slot) {
   if (!key_[slot].empty()) key_slot_.erase(key_[slot]);

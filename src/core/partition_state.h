@@ -99,11 +99,11 @@ class PartitionState {
 
   // Per slot.
   std::vector<int64_t> global_index_;
-  SlotList live_;                      // arrival order of live samples
-  std::vector<uint64_t> produced_;     // stride_ words per slot
-  std::vector<std::string> meta_;      // MessagePack; empty means {}
-  std::vector<int64_t> length_;        // total_lengths or kNoLength
-  std::vector<uint32_t> group_;        // interned group_id + 1; 0: none
+  SlotList live_;                   // arrival order of live samples
+  std::vector<uint64_t> produced_;  // stride_ words per slot
+  std::vector<std::string> meta_;   // MessagePack; empty means {}
+  std::vector<int64_t> length_;     // total_lengths or kNoLength
+  std::vector<uint32_t> group_;     // interned group_id + 1; 0: none
   std::vector<uint32_t> put_id_, put_pos_;
   std::vector<uint32_t> free_slots_;
 

@@ -7,8 +7,8 @@ namespace seqflow::core {
 uint32_t PartitionSampleInfo::slot(int64_t global_index) const {
   auto slot = data_.slot_of(partition_, global_index);
   if (!slot) {
-    throw_invalid("global index " + std::to_string(global_index) +
-                  " is not a live sample of partition '" + partition_.name() + "'");
+    throw_invalid("global index " + std::to_string(global_index) + " is not a live sample of partition '" +
+                  partition_.name() + "'");
   }
   return *slot;
 }
@@ -24,8 +24,7 @@ std::string PartitionSampleInfo::group_key(int64_t global_index, int64_t n) cons
 const nlohmann::json& PartitionSampleInfo::custom_meta(int64_t global_index) const {
   auto it = decoded_.find(global_index);
   if (it == decoded_.end()) {
-    it = decoded_.emplace(global_index, decode_meta(partition_.meta_bytes(slot(global_index))))
-             .first;
+    it = decoded_.emplace(global_index, decode_meta(partition_.meta_bytes(slot(global_index)))).first;
   }
   return it->second;
 }

@@ -13,8 +13,7 @@ namespace seqflow::core {
 
 class PartitionSampleInfo final : public SampleInfo {
  public:
-  PartitionSampleInfo(const ControlData& data, const PartitionState& partition)
-      : data_(data), partition_(partition) {}
+  PartitionSampleInfo(const ControlData& data, const PartitionState& partition) : data_(data), partition_(partition) {}
 
   std::optional<int64_t> length(int64_t global_index) const override;
   std::string group_key(int64_t global_index, int64_t n) const override;

@@ -7,9 +7,7 @@ void TaskQueue::reserve_slots(size_t slots) {
   if (consumed_bits_.size() * 64 < slots) consumed_bits_.resize((slots + 63) / 64, 0);
 }
 
-bool TaskQueue::is_consumed(uint32_t slot) const {
-  return ((consumed_bits_[slot / 64] >> (slot % 64)) & 1U) != 0;
-}
+bool TaskQueue::is_consumed(uint32_t slot) const { return ((consumed_bits_[slot / 64] >> (slot % 64)) & 1U) != 0; }
 
 void TaskQueue::set_consumed(uint32_t slot, bool consumed) {
   const uint64_t bit = uint64_t{1} << (slot % 64);

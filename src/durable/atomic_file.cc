@@ -25,14 +25,12 @@ std::string parent_directory(const std::string& path) {
 
 }  // namespace
 
-AtomicFileWriter::AtomicFileWriter(std::string path)
-    : path_(std::move(path)), temporary_(path_ + ".tmp") {
+AtomicFileWriter::AtomicFileWriter(std::string path) : path_(std::move(path)), temporary_(path_ + ".tmp") {
   fd_ = ::open(temporary_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) {
     const int error_number = errno;
     // A missing or unwritable directory is the caller's bad path, not a fault.
-    if (error_number == ENOENT || error_number == ENOTDIR || error_number == EACCES ||
-        error_number == EISDIR) {
+    if (error_number == ENOENT || error_number == ENOTDIR || error_number == EACCES || error_number == EISDIR) {
       throw_invalid("cannot write checkpoint \"" + path_ + "\": " + describe_errno(error_number));
     }
     fail("open", error_number);
@@ -47,9 +45,8 @@ AtomicFileWriter::~AtomicFileWriter() {
 }
 
 void AtomicFileWriter::fail(const std::string& what, int error_number) const {
-  throw Error(ErrorCode::kInternal, "cannot write checkpoint \"" + path_ + "\" (" + what +
-                                        " of \"" + temporary_ + "\"): " +
-                                        describe_errno(error_number));
+  throw Error(ErrorCode::kInternal, "cannot write checkpoint \"" + path_ + "\" (" + what + " of \"" + temporary_ +
+                                        "\"): " + describe_errno(error_number));
 }
 
 void AtomicFileWriter::write_fully(std::span<const std::byte> bytes) {
@@ -99,7 +96,8 @@ void AtomicFileWriter::commit() {
 void sync_directory(const std::string& directory) {
   const int fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) {
-    throw Error(ErrorCode::kInternal, "cannot open directory \"" + directory + "\" to sync it: " + describe_errno(errno));
+    throw Error(ErrorCode::kInternal,
+                "cannot open directory \"" + directory + "\" to sync it: " + describe_errno(errno));
   }
   const int result = ::fsync(fd);
   const int error_number = errno;
@@ -129,8 +127,7 @@ std::shared_ptr<const Buffer> read_file(const std::string& path) {
   WritableBuffer out = allocate_buffer(static_cast<size_t>(info.st_size));
   size_t done = 0;
   while (done < out.buffer->size) {
-    const ssize_t got =
-        ::pread(fd, out.data + done, out.buffer->size - done, static_cast<off_t>(done));
+    const ssize_t got = ::pread(fd, out.data + done, out.buffer->size - done, static_cast<off_t>(done));
     if (got < 0 && errno == EINTR) continue;
     if (got < 0) throw_invalid("cannot read checkpoint \"" + path + "\": " + describe_errno(errno));
     if (got == 0) throw_invalid("checkpoint \"" + path + "\" shrank while being read");

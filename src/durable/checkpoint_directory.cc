@@ -53,9 +53,7 @@ fs::path normalized(const std::string& directory) {
   return path;
 }
 
-fs::path parent_of(const fs::path& path) {
-  return path.has_parent_path() ? path.parent_path() : fs::path(".");
-}
+fs::path parent_of(const fs::path& path) { return path.has_parent_path() ? path.parent_path() : fs::path("."); }
 
 fs::path temporary_sibling(const fs::path& directory, const char* kind) {
   static std::atomic<uint64_t> counter{0};
@@ -112,9 +110,8 @@ void check_replaceable(const fs::path& directory) {
     throw_invalid("checkpoint directory " + in_quotes(directory) + " exists and is not a directory");
   }
   if (fs::exists(directory / kManifestName) || fs::is_empty(directory)) return;
-  throw_invalid("checkpoint directory " + in_quotes(directory) +
-                " exists and is not a seqflow checkpoint (no " + kManifestName +
-                "); refusing to replace it");
+  throw_invalid("checkpoint directory " + in_quotes(directory) + " exists and is not a seqflow checkpoint (no " +
+                kManifestName + "); refusing to replace it");
 }
 
 // Makes `fresh` the directory `target`, atomically when `target` exists too.
@@ -143,26 +140,24 @@ void swap_into_place(const fs::path& fresh, const fs::path& target) {
   fs::remove_all(previous);
 }
 
-void check_file(const fs::path& directory, const nlohmann::json& entry, const char* role,
-                const char* expected_name, bool fingerprinted) {
-  if (!entry.is_object() || !entry.contains("name") || !entry.contains("bytes") ||
-      entry["name"] != expected_name || !entry["bytes"].is_number_unsigned() ||
+void check_file(const fs::path& directory, const nlohmann::json& entry, const char* role, const char* expected_name,
+                bool fingerprinted) {
+  if (!entry.is_object() || !entry.contains("name") || !entry.contains("bytes") || entry["name"] != expected_name ||
+      !entry["bytes"].is_number_unsigned() ||
       (fingerprinted && !(entry.contains("fingerprint") && entry["fingerprint"].is_number_unsigned()))) {
-    throw_invalid("checkpoint " + in_quotes(directory) + ": manifest entry of the " + role +
-                  " file is malformed");
+    throw_invalid("checkpoint " + in_quotes(directory) + ": manifest entry of the " + role + " file is malformed");
   }
   const fs::path path = directory / expected_name;
   std::error_code error;
   const uintmax_t size = fs::file_size(path, error);
   if (error) {
-    throw_invalid("checkpoint " + in_quotes(directory) + " is incomplete: " + role + " file " +
-                  in_quotes(path) + " is missing or unreadable");
+    throw_invalid("checkpoint " + in_quotes(directory) + " is incomplete: " + role + " file " + in_quotes(path) +
+                  " is missing or unreadable");
   }
   const auto expected = entry["bytes"].get<uint64_t>();
   if (size != expected) {
-    throw_invalid("checkpoint " + in_quotes(directory) + " is corrupt: " + role + " file " +
-                  in_quotes(path) + " holds " + std::to_string(size) + " bytes, the manifest says " +
-                  std::to_string(expected));
+    throw_invalid("checkpoint " + in_quotes(directory) + " is corrupt: " + role + " file " + in_quotes(path) +
+                  " holds " + std::to_string(size) + " bytes, the manifest says " + std::to_string(expected));
   }
   // Same size, another save's file (copied over, or left by an interrupted
   // copy): custom_meta of one save and tensors of another must not load.
@@ -170,9 +165,9 @@ void check_file(const fs::path& directory, const nlohmann::json& entry, const ch
     const uint64_t found = fingerprint_of(path);
     const auto recorded = entry["fingerprint"].get<uint64_t>();
     if (found != recorded) {
-      throw_invalid("checkpoint " + in_quotes(directory) + " mixes saves: its " + role + " file " +
-                    in_quotes(path) + " is not the one its manifest was saved with (fingerprint " +
-                    std::to_string(found) + ", the manifest says " + std::to_string(recorded) + ")");
+      throw_invalid("checkpoint " + in_quotes(directory) + " mixes saves: its " + role + " file " + in_quotes(path) +
+                    " is not the one its manifest was saved with (fingerprint " + std::to_string(found) +
+                    ", the manifest says " + std::to_string(recorded) + ")");
     }
   }
 }
@@ -192,20 +187,18 @@ void write_checkpoint_directory(const std::string& directory, const nlohmann::js
                                 const std::function<void(const CheckpointFiles&)>& write) {
   const fs::path target = normalized(directory);
   if (!user_metadata.is_object()) {
-    throw_invalid("checkpoint metadata must be a JSON object (a dict), got " +
-                  std::string(user_metadata.type_name()));
+    throw_invalid("checkpoint metadata must be a JSON object (a dict), got " + std::string(user_metadata.type_name()));
   }
   check_replaceable(target);
   std::error_code error;
   fs::create_directories(parent_of(target), error);
   if (error) {
-    throw_invalid("checkpoint directory " + in_quotes(target) + ": cannot create its parent: " +
-                  error.message());
+    throw_invalid("checkpoint directory " + in_quotes(target) + ": cannot create its parent: " + error.message());
   }
   const fs::path fresh = temporary_sibling(target, "saving");
   if (!fs::create_directory(fresh, error) || error) {
-    throw_invalid("checkpoint directory " + in_quotes(target) + ": cannot create " + in_quotes(fresh) +
-                  ": " + (error ? error.message() : std::string("it exists")));
+    throw_invalid("checkpoint directory " + in_quotes(target) + ": cannot create " + in_quotes(fresh) + ": " +
+                  (error ? error.message() : std::string("it exists")));
   }
   try {
     write_metadata(fresh, user_metadata);
@@ -234,8 +227,7 @@ CheckpointFiles open_checkpoint_directory(const std::string& directory) {
   if (!in) {
     throw Error(ErrorCode::kNotFound, "no checkpoint in " + in_quotes(path) + ": " + kManifestName +
                                           " is missing (a seqflow checkpoint holds " + kManifestName + ", " +
-                                          kMetadataName + ", " + kControllerName + " and " + kStorageName +
-                                          ")");
+                                          kMetadataName + ", " + kControllerName + " and " + kStorageName + ")");
   }
   std::stringstream text;
   text << in.rdbuf();
@@ -246,11 +238,9 @@ CheckpointFiles open_checkpoint_directory(const std::string& directory) {
                   " is not a seqflow checkpoint manifest");
   }
   const nlohmann::json version = manifest.value("version", nlohmann::json());
-  if (!version.is_number_integer() || version.get<int64_t>() < kOldestVersion ||
-      version.get<int64_t>() > kVersion) {
+  if (!version.is_number_integer() || version.get<int64_t>() < kOldestVersion || version.get<int64_t>() > kVersion) {
     throw_invalid("checkpoint " + in_quotes(path) + " has format version " + version.dump() +
-                  "; this build reads versions " + std::to_string(kOldestVersion) + " to " +
-                  std::to_string(kVersion));
+                  "; this build reads versions " + std::to_string(kOldestVersion) + " to " + std::to_string(kVersion));
   }
   const bool fingerprinted = version.get<int64_t>() >= 2;
   const nlohmann::json& files = manifest["files"];

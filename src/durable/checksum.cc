@@ -11,9 +11,7 @@ namespace {
 constexpr uint64_t kPrime1 = 0x9E3779B185EBCA87ULL;
 constexpr uint64_t kPrime2 = 0xC2B2AE3D27D4EB4FULL;
 
-uint64_t round(uint64_t lane, uint64_t word) {
-  return std::rotl(lane + word * kPrime2, 31) * kPrime1;
-}
+uint64_t round(uint64_t lane, uint64_t word) { return std::rotl(lane + word * kPrime2, 31) * kPrime1; }
 
 uint64_t load_word(const std::byte* p) {
   uint64_t word;
@@ -53,8 +51,7 @@ void Checksum::update(std::span<const std::byte> bytes) {
 }
 
 uint64_t Checksum::value() const {
-  uint64_t h = std::rotl(lanes_[0], 1) + std::rotl(lanes_[1], 7) + std::rotl(lanes_[2], 12) +
-               std::rotl(lanes_[3], 18);
+  uint64_t h = std::rotl(lanes_[0], 1) + std::rotl(lanes_[1], 7) + std::rotl(lanes_[2], 12) + std::rotl(lanes_[3], 18);
   h ^= total_;
   for (size_t i = 0; i < pending_size_; ++i) {
     h = std::rotl(h ^ (static_cast<uint64_t>(pending_[i]) * kPrime1), 11) * kPrime2;

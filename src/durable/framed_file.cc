@@ -59,8 +59,9 @@ FramedFile open_framed_file(const std::string& path, const FileKind& kind) {
     fail(path, kind, "is truncated: " + std::to_string(size) + " bytes, less than an empty file");
   }
   if (header.version < kind.oldest_version || header.version > kind.version) {
-    fail(path, kind, "has format version " + std::to_string(header.version) + "; this build reads versions " +
-         std::to_string(kind.oldest_version) + " to " + std::to_string(kind.version));
+    fail(path, kind,
+         "has format version " + std::to_string(header.version) + "; this build reads versions " +
+             std::to_string(kind.oldest_version) + " to " + std::to_string(kind.version));
   }
   if (header.zero != 0) fail(path, kind, "is corrupt: reserved header bytes are not zero");
   file.version = header.version;

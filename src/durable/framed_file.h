@@ -25,9 +25,9 @@ inline constexpr size_t kFrameHeaderSize = 16;
 inline constexpr size_t kFrameTrailerSize = 8;
 
 struct FileKind {
-  std::string_view magic;  // 8 bytes, starting "SEQF"
-  std::string_view name;   // in errors: "storage checkpoint"
-  uint32_t version;        // what this build writes
+  std::string_view magic;   // 8 bytes, starting "SEQF"
+  std::string_view name;    // in errors: "storage checkpoint"
+  uint32_t version;         // what this build writes
   uint32_t oldest_version;  // the oldest it still reads
 };
 

@@ -23,11 +23,9 @@ struct BinLoads {
   std::vector<int64_t> tokens;
   std::vector<int64_t> costs;
 
-  BinLoads(std::span<const int64_t> item_tokens, std::span<const int64_t> item_costs,
-           std::vector<int64_t> assign, int64_t k)
-      : assignment(std::move(assign)),
-        tokens(static_cast<size_t>(k), 0),
-        costs(static_cast<size_t>(k), 0) {
+  BinLoads(std::span<const int64_t> item_tokens, std::span<const int64_t> item_costs, std::vector<int64_t> assign,
+           int64_t k)
+      : assignment(std::move(assign)), tokens(static_cast<size_t>(k), 0), costs(static_cast<size_t>(k), 0) {
     for (size_t i = 0; i < assignment.size(); ++i) {
       tokens[assignment[i]] += item_tokens[i];
       costs[assignment[i]] += item_costs[i];
@@ -43,8 +41,8 @@ struct BinLoads {
 // heaviest and the lightest bin, only where both bins stay under the cap.
 // Never makes the heaviest bin heavier. Per round it looks at the exchanges
 // whose transferred workload is nearest half the difference: O(bin size).
-void refine_under_cap(std::span<const int64_t> item_tokens, std::span<const int64_t> item_costs,
-                      int64_t cap, BinLoads& bins) {
+void refine_under_cap(std::span<const int64_t> item_tokens, std::span<const int64_t> item_costs, int64_t cap,
+                      BinLoads& bins) {
   const auto k = static_cast<int64_t>(bins.costs.size());
   auto by_cost = [&](int64_t a, int64_t b) {
     return item_costs[a] != item_costs[b] ? item_costs[a] < item_costs[b] : a < b;
@@ -81,8 +79,7 @@ void refine_under_cap(std::span<const int64_t> item_tokens, std::span<const int6
     const auto& from = members[heavy];
     const auto& to = members[light];
     // A move: the item nearest diff / 2 is next to where 2 * cost crosses diff.
-    auto it = std::partition_point(from.begin(), from.end(),
-                                   [&](int64_t x) { return 2 * item_costs[x] < diff; });
+    auto it = std::partition_point(from.begin(), from.end(), [&](int64_t x) { return 2 * item_costs[x] < diff; });
     if (it != from.end()) consider(*it, -1);
     if (it != from.begin()) consider(*std::prev(it), -1);
     // A swap: x's partner should cost about cost(x) - diff / 2, which grows with x.
@@ -111,12 +108,10 @@ void refine_under_cap(std::span<const int64_t> item_tokens, std::span<const int6
 
 }  // namespace
 
-std::optional<Bins> best_fit_decreasing(std::span<const int64_t> tokens, int64_t cap,
-                                        int64_t max_bins) {
+std::optional<Bins> best_fit_decreasing(std::span<const int64_t> tokens, int64_t cap, int64_t max_bins) {
   std::vector<int64_t> order(tokens.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int64_t a, int64_t b) { return tokens[a] > tokens[b]; });
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return tokens[a] > tokens[b]; });
   // Open bins by (room left, bin): the fullest bin that still fits comes first.
   std::set<std::pair<int64_t, int64_t>> room;
   Bins out;
@@ -142,8 +137,8 @@ std::optional<Bins> best_fit_decreasing(std::span<const int64_t> tokens, int64_t
 
 namespace {
 
-std::vector<int64_t> balanced_split(std::span<const int64_t> tokens, int64_t k,
-                                    const Workload& workload, balance::Algorithm algorithm) {
+std::vector<int64_t> balanced_split(std::span<const int64_t> tokens, int64_t k, const Workload& workload,
+                                    balance::Algorithm algorithm) {
   balance::Options options;
   options.cardinality = balance::Cardinality::kFree;
   options.workload = workload;
@@ -153,8 +148,8 @@ std::vector<int64_t> balanced_split(std::span<const int64_t> tokens, int64_t k,
 
 }  // namespace
 
-std::optional<std::vector<int64_t>> fit_into_bins(std::span<const int64_t> tokens, int64_t k,
-                                                  int64_t cap, const Workload& workload) {
+std::optional<std::vector<int64_t>> fit_into_bins(std::span<const int64_t> tokens, int64_t k, int64_t cap,
+                                                  const Workload& workload) {
   const auto n = static_cast<int64_t>(tokens.size());
   if (n <= k) {
     std::vector<int64_t> own(static_cast<size_t>(n));
@@ -171,9 +166,9 @@ std::optional<std::vector<int64_t>> fit_into_bins(std::span<const int64_t> token
   // packer. The full search costs up to O(n k log k): with many bins, where
   // it finds little that longest-first and best-fit miss, it is skipped.
   std::vector<int64_t> costs = workload.costs(tokens, "lengths");
-  const std::span<const balance::Algorithm> tries =
-      k <= kMaxBinsForFullSearch ? std::span<const balance::Algorithm>(kAllTries)
-                                 : std::span<const balance::Algorithm>(kAllTries).first(1);
+  const std::span<const balance::Algorithm> tries = k <= kMaxBinsForFullSearch
+                                                        ? std::span<const balance::Algorithm>(kAllTries)
+                                                        : std::span<const balance::Algorithm>(kAllTries).first(1);
   for (const Workload& by : {workload, Workload::tokens()}) {
     for (balance::Algorithm algorithm : tries) {
       BinLoads bins(tokens, costs, balanced_split(tokens, k, by, algorithm), k);
@@ -191,8 +186,7 @@ std::optional<std::vector<int64_t>> fit_into_bins(std::span<const int64_t> token
   return std::move(tight.assignment);
 }
 
-Bins fewest_bins(std::span<const int64_t> tokens, int64_t cap, const Workload& workload,
-                 int64_t at_least) {
+Bins fewest_bins(std::span<const int64_t> tokens, int64_t cap, const Workload& workload, int64_t at_least) {
   std::vector<std::vector<int64_t>> one{std::vector<int64_t>(tokens.begin(), tokens.end())};
   const int64_t total = std::accumulate(tokens.begin(), tokens.end(), int64_t{0});
   Bins out;
@@ -201,9 +195,8 @@ Bins fewest_bins(std::span<const int64_t> tokens, int64_t cap, const Workload& w
   return out;
 }
 
-std::vector<std::vector<int64_t>> fit_all_into_bins(const std::vector<std::vector<int64_t>>& tokens,
-                                                    int64_t& bins, int64_t increment, int64_t cap,
-                                                    const Workload& workload) {
+std::vector<std::vector<int64_t>> fit_all_into_bins(const std::vector<std::vector<int64_t>>& tokens, int64_t& bins,
+                                                    int64_t increment, int64_t cap, const Workload& workload) {
   std::vector<std::vector<int64_t>> assignments(tokens.size());
   auto fits = [&](int64_t count) {
     std::vector<std::vector<int64_t>> found(tokens.size());

@@ -16,8 +16,7 @@ void require_positive(std::string_view name, int64_t value) {
 void require_within_pack(std::string_view name, int64_t value) {
   if (value > kMaxPackLength) {
     throw_invalid(std::string(name) + " = " + std::to_string(value) + " exceeds the longest pack, " +
-                  std::to_string(kMaxPackLength) +
-                  " (2^31 - 1: packs are materialized with int32 cu_seqlens)");
+                  std::to_string(kMaxPackLength) + " (2^31 - 1: packs are materialized with int32 cu_seqlens)");
   }
 }
 
@@ -33,8 +32,7 @@ void require_padding_sequences(std::string_view name, int64_t padding, int64_t p
 void require_plan_lists(std::optional<int64_t> count, std::string_view what, std::string_view advice) {
   if (count && *count <= kMaxPlanLists) return;
   throw_invalid(std::string(what) + " = " + (count ? std::to_string(*count) : "more than int64 holds") +
-                " exceeds the " + std::to_string(kMaxPlanLists) + " lists a plan may hold; " +
-                std::string(advice));
+                " exceeds the " + std::to_string(kMaxPlanLists) + " lists a plan may hold; " + std::string(advice));
 }
 
 void require_index(std::string_view name, int64_t value, int64_t count) {
@@ -49,10 +47,10 @@ void require_plan_shape(int64_t dp_size, int64_t optimizer_steps, int64_t pack_m
   require_within_pack("pack_max_length", pack_max_length);
   require_positive("pad_chunk", pad_chunk);
   require_padding_sequences("pack_max_length", pack_max_length, pad_chunk);
-  require_plan_lists(checked_mul(dp_size, optimizer_steps),
-                     "dp_size x optimizer_steps (" + std::to_string(dp_size) + " x " +
-                         std::to_string(optimizer_steps) + ")",
-                     "plan fewer ranks or steps at a time");
+  require_plan_lists(
+      checked_mul(dp_size, optimizer_steps),
+      "dp_size x optimizer_steps (" + std::to_string(dp_size) + " x " + std::to_string(optimizer_steps) + ")",
+      "plan fewer ranks or steps at a time");
 }
 
 }  // namespace seqflow::pack::detail

@@ -33,8 +33,7 @@ void validate_length(int64_t length, const std::string& name, int64_t max_token_
     throw_invalid(name + " = " + std::to_string(length) + " is negative; lengths must be >= 0");
   }
   if (length > max_token_len) {
-    throw_invalid(name + " = " + std::to_string(length) + " exceeds max_token_len (" +
-                  std::to_string(max_token_len) +
+    throw_invalid(name + " = " + std::to_string(length) + " exceeds max_token_len (" + std::to_string(max_token_len) +
                   "): that sample fits in no micro-batch; raise max_token_len or truncate it");
   }
 }
@@ -48,19 +47,16 @@ void require_micro_batches(const std::vector<int64_t>& counts) {
                              "raise max_token_len or lower count_multiple");
 }
 
-int64_t round_up(int64_t value, int64_t multiple) {
-  return detail::ceil_div(value, multiple) * multiple;
-}
+int64_t round_up(int64_t value, int64_t multiple) { return detail::ceil_div(value, multiple) * multiple; }
 
 // Micro-batch indexes in the requested order; empty micro-batches last.
-std::vector<size_t> batch_order(const std::vector<std::vector<int64_t>>& batches,
-                                const std::vector<int64_t>& workloads, MicroBatchOrder order) {
+std::vector<size_t> batch_order(const std::vector<std::vector<int64_t>>& batches, const std::vector<int64_t>& workloads,
+                                MicroBatchOrder order) {
   std::vector<size_t> filled;
   std::vector<size_t> empty;
   for (size_t b = 0; b < batches.size(); ++b) (batches[b].empty() ? empty : filled).push_back(b);
   if (order != MicroBatchOrder::kNone) {
-    std::stable_sort(filled.begin(), filled.end(),
-                     [&](size_t a, size_t b) { return workloads[a] > workloads[b]; });
+    std::stable_sort(filled.begin(), filled.end(), [&](size_t a, size_t b) { return workloads[a] > workloads[b]; });
   }
   std::vector<size_t> out;
   out.reserve(batches.size());
@@ -84,35 +80,35 @@ MicroBatchOrder parse_micro_batch_order(std::string_view name) {
   if (name == "interleave") return MicroBatchOrder::kInterleave;
   if (name == "descending") return MicroBatchOrder::kDescending;
   if (name == "none") return MicroBatchOrder::kNone;
-  throw_invalid("order: unknown value '" + std::string(name) +
-                "'; expected interleave, descending or none");
+  throw_invalid("order: unknown value '" + std::string(name) + "'; expected interleave, descending or none");
 }
 
 std::string_view to_string(MicroBatchOrder order) {
   switch (order) {
-    case MicroBatchOrder::kInterleave: return "interleave";
-    case MicroBatchOrder::kDescending: return "descending";
-    case MicroBatchOrder::kNone: return "none";
+    case MicroBatchOrder::kInterleave:
+      return "interleave";
+    case MicroBatchOrder::kDescending:
+      return "descending";
+    case MicroBatchOrder::kNone:
+      return "none";
   }
   return "?";
 }
 
-MicroBatchPlan micro_batches_per_rank(std::span<const std::span<const int64_t>> lengths_per_rank,
-                                      int64_t max_token_len, const MicroBatchOptions& options) {
+MicroBatchPlan micro_batches_per_rank(std::span<const std::span<const int64_t>> lengths_per_rank, int64_t max_token_len,
+                                      const MicroBatchOptions& options) {
   validate_options(max_token_len, options);
   const auto dp = static_cast<int64_t>(lengths_per_rank.size());
   if (dp != options.dp_size) {
     throw_invalid("dp_size (" + std::to_string(options.dp_size) +
-                  ") must equal the number of ranks whose lengths are given (" +
-                  std::to_string(dp) + ")");
+                  ") must equal the number of ranks whose lengths are given (" + std::to_string(dp) + ")");
   }
   std::vector<std::vector<int64_t>> tokens(static_cast<size_t>(dp));
   for (int64_t rank = 0; rank < dp; ++rank) {
     const auto lengths = lengths_per_rank[rank];
     int64_t total = 0;
     for (size_t i = 0; i < lengths.size(); ++i) {
-      validate_length(lengths[i], "lengths[" + std::to_string(rank) + "][" + std::to_string(i) + "]",
-                      max_token_len);
+      validate_length(lengths[i], "lengths[" + std::to_string(rank) + "][" + std::to_string(i) + "]", max_token_len);
       auto sum = checked_add(total, lengths[i]);
       if (!sum) throw_invalid("lengths: rank " + std::to_string(rank) + "'s tokens overflow int64");
       total = *sum;
@@ -133,15 +129,14 @@ MicroBatchPlan micro_batches_per_rank(std::span<const std::span<const int64_t>> 
   }
   if (options.same_count_across_ranks) {
     int64_t count = *std::max_element(counts.begin(), counts.end());
-    assignments = detail::fit_all_into_bins(tokens, count, options.count_multiple, max_token_len,
-                                            options.workload);
+    assignments = detail::fit_all_into_bins(tokens, count, options.count_multiple, max_token_len, options.workload);
     std::fill(counts.begin(), counts.end(), count);
   } else {
     for (int64_t rank = 0; rank < dp; ++rank) {
       if (!assignments[rank].empty() || tokens[rank].empty()) continue;
       std::vector<std::vector<int64_t>> one{tokens[rank]};
-      assignments[rank] = std::move(detail::fit_all_into_bins(one, counts[rank], options.count_multiple,
-                                                              max_token_len, options.workload)[0]);
+      assignments[rank] = std::move(
+          detail::fit_all_into_bins(one, counts[rank], options.count_multiple, max_token_len, options.workload)[0]);
     }
   }
 

@@ -36,9 +36,8 @@ std::vector<int64_t> inverse_permutation(std::span<const int64_t> order) {
   for (int64_t i = 0; i < n; ++i) {
     const int64_t value = order[i];
     if (value < 0 || value >= n || inverse[value] != -1) {
-      throw_invalid("order is not a permutation of 0.." + std::to_string(n - 1) + ": order[" +
-                    std::to_string(i) + "] = " + std::to_string(value) +
-                    (value >= 0 && value < n ? " appears twice" : " is out of range"));
+      throw_invalid("order is not a permutation of 0.." + std::to_string(n - 1) + ": order[" + std::to_string(i) +
+                    "] = " + std::to_string(value) + (value >= 0 && value < n ? " appears twice" : " is out of range"));
     }
     inverse[value] = i;
   }

@@ -88,11 +88,10 @@ PackedSequence build(const Plan& plan, const Pack& pack, SampleTokens token_ids,
 
 }  // namespace
 
-std::vector<std::span<const int64_t>> split_flat(std::span<const int64_t> values,
-                                                 std::span<const int64_t> offsets, std::string_view name) {
+std::vector<std::span<const int64_t>> split_flat(std::span<const int64_t> values, std::span<const int64_t> offsets,
+                                                 std::string_view name) {
   const bool ascending = std::is_sorted(offsets.begin(), offsets.end());
-  if (offsets.empty() || !ascending || offsets.front() < 0 ||
-      offsets.back() > static_cast<int64_t>(values.size())) {
+  if (offsets.empty() || !ascending || offsets.front() < 0 || offsets.back() > static_cast<int64_t>(values.size())) {
     throw_invalid(std::string(name) + ".offsets must be ascending and within values");
   }
   std::vector<std::span<const int64_t>> out;

@@ -64,8 +64,7 @@ void summarize(Plan& plan, std::span<const int64_t> lengths, const Workload& wor
   for (size_t rank = 0; rank < dp; ++rank) {
     for (size_t step = 0; step < steps; ++step) {
       const auto& packs = plan.packs[rank][step];
-      stats.packs_per_step[step] = std::max<int64_t>(stats.packs_per_step[step],
-                                                     static_cast<int64_t>(packs.size()));
+      stats.packs_per_step[step] = std::max<int64_t>(stats.packs_per_step[step], static_cast<int64_t>(packs.size()));
       if (std::all_of(packs.begin(), packs.end(), [](const Pack& p) { return p.samples.empty(); })) {
         ++stats.empty_rank_steps;
       }
@@ -82,8 +81,7 @@ void summarize(Plan& plan, std::span<const int64_t> lengths, const Workload& wor
         stats.packs_over_cap += pack.tokens > plan.pack_max_length;
       }
       stats.min_packs_per_step[step] =
-          std::max(stats.min_packs_per_step[step],
-                   ceil_div(stats.tokens[rank][step], plan.pack_max_length));
+          std::max(stats.min_packs_per_step[step], ceil_div(stats.tokens[rank][step], plan.pack_max_length));
     }
   }
   for (size_t step = 0; step < steps; ++step) {

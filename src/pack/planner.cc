@@ -42,21 +42,18 @@ namespace {
 constexpr double kUnevenStepsGain = 0.01;
 
 void validate(std::span<const int64_t> lengths, const Options& options) {
-  detail::require_plan_shape(options.dp_size, options.optimizer_steps, options.pack_max_length,
-                             options.pad_chunk);
+  detail::require_plan_shape(options.dp_size, options.optimizer_steps, options.pack_max_length, options.pad_chunk);
   if (!options.groups.empty() && options.groups.size() != lengths.size()) {
-    throw_invalid("groups has " + std::to_string(options.groups.size()) +
-                  " entries but lengths has " + std::to_string(lengths.size()) +
-                  "; give one group id per sample");
+    throw_invalid("groups has " + std::to_string(options.groups.size()) + " entries but lengths has " +
+                  std::to_string(lengths.size()) + "; give one group id per sample");
   }
   int64_t total = 0;
   for (size_t i = 0; i < lengths.size(); ++i) {
     const std::string where = "lengths[" + std::to_string(i) + "] = " + std::to_string(lengths[i]);
     if (lengths[i] < 0) throw_invalid(where + " is negative; lengths must be >= 0");
     if (lengths[i] > options.pack_max_length) {
-      throw_invalid(where + " exceeds pack_max_length (" + std::to_string(options.pack_max_length) +
-                    "): sample " + std::to_string(i) +
-                    " fits in no pack; raise pack_max_length or truncate the sample");
+      throw_invalid(where + " exceeds pack_max_length (" + std::to_string(options.pack_max_length) + "): sample " +
+                    std::to_string(i) + " fits in no pack; raise pack_max_length or truncate the sample");
     }
     auto sum = checked_add(total, lengths[i]);
     if (!sum) throw_invalid("lengths: the total number of tokens overflows int64");
@@ -71,8 +68,7 @@ std::vector<int64_t> units_of(std::span<const int64_t> groups) {
   std::unordered_map<int64_t, int64_t> unit_of_group;
   unit_of_group.reserve(groups.size());
   for (size_t i = 0; i < groups.size(); ++i) {
-    auto [it, inserted] =
-        unit_of_group.try_emplace(groups[i], static_cast<int64_t>(unit_of_group.size()));
+    auto [it, inserted] = unit_of_group.try_emplace(groups[i], static_cast<int64_t>(unit_of_group.size()));
     unit_of[i] = it->second;
   }
   return unit_of;
@@ -141,8 +137,8 @@ class Planner {
     Layout layout;
     std::vector<int64_t> rank_workload(static_cast<size_t>(options_.dp_size), 0);
     for (const auto& step : split(all, options_.optimizer_steps, balance::Cardinality::kBalanced)) {
-      layout.push_back(assign_to_ranks(split(step, options_.dp_size, balance::Cardinality::kFree),
-                                       rank_workload, tie_order));
+      layout.push_back(
+          assign_to_ranks(split(step, options_.dp_size, balance::Cardinality::kFree), rank_workload, tie_order));
     }
     return layout;
   }
@@ -162,8 +158,8 @@ class Planner {
       for (size_t g = step * groups.size() / steps; g < (step + 1) * groups.size() / steps; ++g) {
         samples.insert(samples.end(), groups[g].begin(), groups[g].end());
       }
-      layout.push_back(assign_to_ranks(split(samples, options_.dp_size, balance::Cardinality::kFree),
-                                       rank_workload, tie_order));
+      layout.push_back(
+          assign_to_ranks(split(samples, options_.dp_size, balance::Cardinality::kFree), rank_workload, tie_order));
     }
     return layout;
   }
@@ -307,9 +303,9 @@ class Planner {
     const auto step_packs = checked_mul(bins, static_cast<int64_t>(per_rank.size()));
     const auto plan_packs = step_packs ? checked_add(packs_so_far_, *step_packs) : std::nullopt;
     detail::require_plan_lists(plan_packs,
-                               "packs up to step " + std::to_string(step) + " (step " +
-                                   std::to_string(step) + " needs " + std::to_string(bins) +
-                                   " per rank on " + std::to_string(per_rank.size()) + " ranks)",
+                               "packs up to step " + std::to_string(step) + " (step " + std::to_string(step) +
+                                   " needs " + std::to_string(bins) + " per rank on " +
+                                   std::to_string(per_rank.size()) + " ranks)",
                                "raise pack_max_length or plan fewer samples at a time");
     packs_so_far_ = *plan_packs;
     for (size_t rank = 0; rank < per_rank.size(); ++rank) {
@@ -350,11 +346,10 @@ class Planner {
     if (stats.empty_rank_steps > 0) {
       int64_t units = unit_of_.empty() ? static_cast<int64_t>(lengths_.size()) : 0;
       if (!unit_of_.empty()) units = *std::max_element(unit_of_.begin(), unit_of_.end()) + 1;
-      out.notes.push_back(std::to_string(stats.empty_rank_steps) + " of " +
-                          std::to_string(rank_steps) + " (rank, step) pairs hold no samples (" +
-                          std::to_string(units) + (unit_of_.empty() ? " samples" : " groups") +
-                          " for " + std::to_string(out.dp_size) + " ranks x " +
-                          std::to_string(out.optimizer_steps) +
+      out.notes.push_back(std::to_string(stats.empty_rank_steps) + " of " + std::to_string(rank_steps) +
+                          " (rank, step) pairs hold no samples (" + std::to_string(units) +
+                          (unit_of_.empty() ? " samples" : " groups") + " for " + std::to_string(out.dp_size) +
+                          " ranks x " + std::to_string(out.optimizer_steps) +
                           " steps); they run padding packs only, so every rank still takes " +
                           std::to_string(out.optimizer_steps) + " optimizer steps");
     }
@@ -365,8 +360,7 @@ class Planner {
     }
     for (size_t step = 0; step < stats.packs_per_step.size(); ++step) {
       if (stats.packs_per_step[step] > stats.min_packs_per_step[step]) {
-        out.notes.push_back("step " + std::to_string(step) + " has " +
-                            std::to_string(stats.packs_per_step[step]) +
+        out.notes.push_back("step " + std::to_string(step) + " has " + std::to_string(stats.packs_per_step[step]) +
                             " packs per rank where token counts alone would allow " +
                             std::to_string(stats.min_packs_per_step[step]) +
                             ": its samples do not pack tighter under the cap");
@@ -393,9 +387,12 @@ PadTo parse_pad_to(std::string_view name) {
 
 std::string_view to_string(PadTo pad_to) {
   switch (pad_to) {
-    case PadTo::kCap: return "cap";
-    case PadTo::kStepMax: return "step_max";
-    case PadTo::kNone: return "none";
+    case PadTo::kCap:
+      return "cap";
+    case PadTo::kStepMax:
+      return "step_max";
+    case PadTo::kNone:
+      return "none";
   }
   return "?";
 }

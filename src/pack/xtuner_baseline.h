@@ -22,7 +22,7 @@
 
 namespace seqflow::pack::baseline {
 
-Plan xtuner_pack(std::span<const int64_t> lengths, int64_t dp_size, int64_t optimizer_steps,
-                 int64_t pack_max_length, int64_t pad_chunk = 1024);
+Plan xtuner_pack(std::span<const int64_t> lengths, int64_t dp_size, int64_t optimizer_steps, int64_t pack_max_length,
+                 int64_t pad_chunk = 1024);
 
 }  // namespace seqflow::pack::baseline

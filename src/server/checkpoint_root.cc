@@ -29,8 +29,8 @@ std::string CheckpointRoot::resolve(const std::string& path, std::string_view wh
   if (root_.empty()) return resolved.string();
   const fs::path inside = resolved.lexically_relative(root_);
   if (inside.empty() || *inside.begin() == "..") {
-    throw_invalid(std::string(what) + ": '" + path + "' lies outside the service's checkpoint root '" +
-                  root_.string() + "' (--checkpoint-root)");
+    throw_invalid(std::string(what) + ": '" + path + "' lies outside the service's checkpoint root '" + root_.string() +
+                  "' (--checkpoint-root)");
   }
   return resolved.string();
 }

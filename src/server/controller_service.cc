@@ -29,13 +29,13 @@ int64_t checked_insert_count(int64_t count, const char* parameter) {
 
 // The deadline of an insert request, from its "budget_ms" field (absent:
 // none, as from clients that predate it).
-std::optional<std::chrono::steady_clock::time_point> insert_deadline(
-    const Header& header, std::chrono::steady_clock::time_point received) {
+std::optional<std::chrono::steady_clock::time_point> insert_deadline(const Header& header,
+                                                                     std::chrono::steady_clock::time_point received) {
   if (!header.has("budget_ms")) return std::nullopt;
   const int64_t budget = header.integer("budget_ms");
   if (budget < 1 || budget > kMaxInsertBudget.count()) {
-    header.fail("budget_ms", "must be between 1 and " + std::to_string(kMaxInsertBudget.count()) +
-                                 " ms, got " + std::to_string(budget));
+    header.fail("budget_ms", "must be between 1 and " + std::to_string(kMaxInsertBudget.count()) + " ms, got " +
+                                 std::to_string(budget));
   }
   return received + std::chrono::milliseconds(budget);
 }
@@ -101,8 +101,8 @@ struct ControllerService::Units {
   // they are put again. Under the units' lock (then the controller's; nothing
   // takes them the other way round), so that joins and restarts are seen in
   // one order; not under the reuse gate, which a clear may hold for long.
-  void heartbeat(const std::string& endpoint, std::optional<int64_t> instance,
-                 const ControllerServiceOptions& options, Controller& controller) {
+  void heartbeat(const std::string& endpoint, std::optional<int64_t> instance, const ControllerServiceOptions& options,
+                 Controller& controller) {
     std::lock_guard lock(mutex);
     const size_t expected = options.storage_units;
     if (!pools.count(endpoint)) {
@@ -128,8 +128,8 @@ struct ControllerService::Units {
     if (restarted.empty() || endpoints.size() != expected) return;
     const auto units = static_cast<int64_t>(expected);
     for (const std::string& unit : restarted) {
-      const auto place = static_cast<int64_t>(
-          std::lower_bound(endpoints.begin(), endpoints.end(), unit) - endpoints.begin());
+      const auto place =
+          static_cast<int64_t>(std::lower_bound(endpoints.begin(), endpoints.end(), unit) - endpoints.begin());
       controller.forget_production(nullptr, [place, units](int64_t gi) { return gi % units == place; });
     }
     restarted.clear();
@@ -139,7 +139,7 @@ struct ControllerService::Units {
   // Before every expected unit has registered (e.g. just after a restart)
   // no routing exists: kTimeout, asked before anything is released.
   std::vector<std::shared_ptr<transport::ConnectionPool>> drop_targets(size_t expected,
-                                                            std::chrono::milliseconds silence_limit) {
+                                                                       std::chrono::milliseconds silence_limit) {
     std::lock_guard lock(mutex);
     if (endpoints.size() != expected) {
       throw Error(ErrorCode::kTimeout, std::to_string(endpoints.size()) + " of " + std::to_string(expected) +
@@ -158,8 +158,8 @@ struct ControllerService::Units {
   // held exclusively, so each call waits at most `timeout`: a unit that died
   // moments ago must not hold every insert for the storage timeout). A
   // silent or failing unit is counted, not fatal: its data went down with it.
-  void drop(const std::vector<std::shared_ptr<transport::ConnectionPool>>& targets, const std::vector<int64_t>& released,
-            std::chrono::milliseconds timeout) {
+  void drop(const std::vector<std::shared_ptr<transport::ConnectionPool>>& targets,
+            const std::vector<int64_t>& released, std::chrono::milliseconds timeout) {
     if (released.empty()) return;
     const auto shards = transport::shard_indexes(released, targets.size());
     for (size_t u = 0; u < targets.size(); ++u) {
@@ -188,9 +188,8 @@ ControllerService::ControllerService(ControllerServiceOptions options)
   if (!options_.load_checkpoint.empty()) {
     controller_->start_from(durable::open_checkpoint_directory(options_.load_checkpoint).controller);
   }
-  units_->drop_failures =
-      &service_.metrics().counter("seqflow_storage_drop_failures_total",
-                                  "Released samples whose data a storage unit did not confirm dropping");
+  units_->drop_failures = &service_.metrics().counter(
+      "seqflow_storage_drop_failures_total", "Released samples whose data a storage unit did not confirm dropping");
   units_->restarts = &service_.metrics().counter(
       "seqflow_storage_restarts_total",
       "Storage units that registered again with a new instance id (restarted empty); the samples routed "
@@ -209,7 +208,8 @@ void ControllerService::register_handlers() {
   // Requests that take the reuse gate are answered on the I/O thread when
   // it is free (`may_wait` false; nullopt otherwise) and by a worker, which
   // waits for it, when a clear holds it.
-  const auto insert = [this, &controller](const transport::Frames& args, bool may_wait) -> std::optional<transport::Frames> {
+  const auto insert = [this, &controller](const transport::Frames& args,
+                                          bool may_wait) -> std::optional<transport::Frames> {
     // The budget counts from here: queueing in the service before a worker
     // picks the request up is not counted.
     const auto received = std::chrono::steady_clock::now();
@@ -245,7 +245,8 @@ void ControllerService::register_handlers() {
     return transport::wire::header_message(Json::object());
   });
   // Also answered on the I/O thread: a fetch with enough ready, a poll.
-  const auto get_meta = [this, &controller](const transport::Frames& args, bool may_wait) -> std::optional<transport::Frames> {
+  const auto get_meta = [this, &controller](const transport::Frames& args,
+                                            bool may_wait) -> std::optional<transport::Frames> {
     const MetaRequest request = transport::wire::read_meta_request(args, 0, "get_meta request");
     std::shared_lock gate(reuse_gate_, std::defer_lock);
     if (request.mode == MetaMode::kInsert) {
@@ -262,8 +263,8 @@ void ControllerService::register_handlers() {
   service_.handle("set_custom_meta", nullptr, [&controller](const transport::Frames& args) {
     const Json json = transport::wire::read_header(args, 0, "set_custom_meta request");
     const Header header(json, "set_custom_meta request", {"partition_id", "indexes", "generations", "custom_meta"});
-    controller.set_custom_meta(header.text("partition_id"), header.numbers<int64_t>("indexes"),
-                               generations_of(header), header.objects("custom_meta"));
+    controller.set_custom_meta(header.text("partition_id"), header.numbers<int64_t>("indexes"), generations_of(header),
+                               header.objects("custom_meta"));
     return transport::wire::header_message(Json::object());
   });
   service_.handle("clear_samples", [this, &controller](transport::Frames& args) {
@@ -306,7 +307,8 @@ void ControllerService::register_handlers() {
     const Json json = transport::wire::read_header(args, 0, "consumption_status request");
     const Header header(json, "consumption_status request", {"task_name", "partition_id"});
     const auto status = controller.consumption_status(header.text("task_name"), header.text("partition_id"));
-    return transport::wire::header_message(status ? Json{{"status", transport::wire::encode_status(*status)}} : Json::object());
+    return transport::wire::header_message(status ? Json{{"status", transport::wire::encode_status(*status)}}
+                                                  : Json::object());
   });
   service_.handle("production_status", nullptr, [&controller](const transport::Frames& args) {
     const Json json = transport::wire::read_header(args, 0, "production_status request");
@@ -368,15 +370,15 @@ void ControllerService::register_handlers() {
   service_.handle("kv_keys", nullptr, [&controller](const transport::Frames& args) {
     const Json json = transport::wire::read_header(args, 0, "kv_keys request");
     const Header header(json, "kv_keys request", {"partition_id", "global_indexes"});
-    return transport::wire::header_message(Json{
-        {"keys", controller.kv_keys(header.text("partition_id"), header.numbers<int64_t>("global_indexes"))}});
+    return transport::wire::header_message(
+        Json{{"keys", controller.kv_keys(header.text("partition_id"), header.numbers<int64_t>("global_indexes"))}});
   });
   service_.handle("kv_list", nullptr, [&controller](const transport::Frames& args) {
     const Json json = transport::wire::read_header(args, 0, "kv_list request");
     const Header header(json, "kv_list request", {"partition_id", "known_partitions", "known_versions"});
     const std::string partition = header.has("partition_id") ? header.text("partition_id") : std::string();
-    return transport::wire::header_message(transport::wire::kv_list_frame(
-        controller.kv_list(header.has("partition_id") ? &partition : nullptr, transport::wire::read_known_listings(header))));
+    return transport::wire::header_message(transport::wire::kv_list_frame(controller.kv_list(
+        header.has("partition_id") ? &partition : nullptr, transport::wire::read_known_listings(header))));
   });
   service_.handle("save", [this, &controller](transport::Frames& args) {
     const Json json = transport::wire::read_header(args, 0, "save request");
@@ -428,16 +430,16 @@ void ControllerService::add_metrics_collector() {
         "# HELP seqflow_partition_samples Live samples per partition\n# TYPE seqflow_partition_samples "
         "gauge\n";
     for (const auto& p : progress) {
-      out += "seqflow_partition_samples{partition=\"" + label(p.partition_id) + "\"} " +
-             std::to_string(p.samples) + "\n";
+      out +=
+          "seqflow_partition_samples{partition=\"" + label(p.partition_id) + "\"} " + std::to_string(p.samples) + "\n";
     }
     out +=
         "# HELP seqflow_partition_produced Samples with the field produced\n"
         "# TYPE seqflow_partition_produced gauge\n";
     for (const auto& p : progress) {
       for (const auto& [field, count] : p.produced) {
-        out += "seqflow_partition_produced{partition=\"" + label(p.partition_id) + "\",field=\"" +
-               label(field) + "\"} " + std::to_string(count) + "\n";
+        out += "seqflow_partition_produced{partition=\"" + label(p.partition_id) + "\",field=\"" + label(field) +
+               "\"} " + std::to_string(count) + "\n";
       }
     }
     out +=
@@ -445,8 +447,8 @@ void ControllerService::add_metrics_collector() {
         "# TYPE seqflow_partition_consumed gauge\n";
     for (const auto& p : progress) {
       for (const auto& [task, count] : p.consumed) {
-        out += "seqflow_partition_consumed{partition=\"" + label(p.partition_id) + "\",task=\"" +
-               label(task) + "\"} " + std::to_string(count) + "\n";
+        out += "seqflow_partition_consumed{partition=\"" + label(p.partition_id) + "\",task=\"" + label(task) + "\"} " +
+               std::to_string(count) + "\n";
       }
     }
     std::lock_guard lock(units->mutex);

@@ -46,9 +46,12 @@ std::string render_labels(const std::string& metric, MetricLabels labels, bool h
 std::string escape_help(const std::string& help) {
   std::string out;
   for (char c : help) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '\n') out += "\\n";
-    else out += c;
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
   }
   return out;
 }
@@ -78,10 +81,14 @@ std::string escape_label_value(const std::string& value) {
   std::string out;
   out.reserve(value.size());
   for (char c : value) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '"') out += "\\\"";
-    else if (c == '\n') out += "\\n";
-    else out += c;
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '"')
+      out += "\\\"";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
   }
   return out;
 }
@@ -123,8 +130,8 @@ Histogram::Histogram(std::vector<double> upper_bounds) : upper_bounds_(std::move
 }
 
 void Histogram::observe(double value) {
-  const size_t bucket = static_cast<size_t>(
-      std::lower_bound(upper_bounds_.begin(), upper_bounds_.end(), value) - upper_bounds_.begin());
+  const size_t bucket =
+      static_cast<size_t>(std::lower_bound(upper_bounds_.begin(), upper_bounds_.end(), value) - upper_bounds_.begin());
   std::lock_guard lock(mutex_);
   ++bucket_counts_[bucket];
   sum_ += value;
@@ -155,23 +162,22 @@ void Histogram::render(const std::string& name, const std::string& labels, std::
   append_sample(out, name + "_count", labels, static_cast<double>(count_));
 }
 
-Metric& MetricsRegistry::series(const std::string& name, const std::string& help, const MetricLabels& labels,
-                                Type type, const std::function<std::unique_ptr<Metric>()>& make) {
+Metric& MetricsRegistry::series(const std::string& name, const std::string& help, const MetricLabels& labels, Type type,
+                                const std::function<std::unique_ptr<Metric>()>& make) {
   check_metric_name(name);
   const std::string key = render_labels(name, labels, type == Type::kHistogram);
   auto fresh = make();  // validates (histogram bounds) before anything is registered
   std::lock_guard lock(mutex_);
   auto [family, inserted] = families_.try_emplace(name, Family{type, help, {}});
   if (!inserted && family->second.type != type) {
-    throw_invalid("metric '" + name + "' is a " + type_name(static_cast<int>(family->second.type)) +
-                  ", not a " + type_name(static_cast<int>(type)));
+    throw_invalid("metric '" + name + "' is a " + type_name(static_cast<int>(family->second.type)) + ", not a " +
+                  type_name(static_cast<int>(type)));
   }
   return *family->second.series.try_emplace(key, std::move(fresh)).first->second;
 }
 
 Counter& MetricsRegistry::counter(const std::string& name, const std::string& help, const MetricLabels& labels) {
-  return static_cast<Counter&>(
-      series(name, help, labels, Type::kCounter, [] { return std::make_unique<Counter>(); }));
+  return static_cast<Counter&>(series(name, help, labels, Type::kCounter, [] { return std::make_unique<Counter>(); }));
 }
 
 Gauge& MetricsRegistry::gauge(const std::string& name, const std::string& help, const MetricLabels& labels) {
@@ -180,8 +186,8 @@ Gauge& MetricsRegistry::gauge(const std::string& name, const std::string& help, 
 
 Histogram& MetricsRegistry::histogram(const std::string& name, const std::string& help, const MetricLabels& labels,
                                       const std::vector<double>& upper_bounds) {
-  return static_cast<Histogram&>(series(name, help, labels, Type::kHistogram,
-                                        [&] { return std::make_unique<Histogram>(upper_bounds); }));
+  return static_cast<Histogram&>(
+      series(name, help, labels, Type::kHistogram, [&] { return std::make_unique<Histogram>(upper_bounds); }));
 }
 
 void MetricsRegistry::add_collector(std::function<void(std::string& out)> collector) {

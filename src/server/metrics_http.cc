@@ -29,9 +29,8 @@ MetricsHttpServer::MetricsHttpServer(std::string host, int port, std::function<s
       response.set_content(std::string("metrics rendering failed: ") + error.what(), "text/plain");
     }
   });
-  server_->Get("/health", [](const httplib::Request&, httplib::Response& response) {
-    response.set_content("ok", "text/plain");
-  });
+  server_->Get("/health",
+               [](const httplib::Request&, httplib::Response& response) { response.set_content("ok", "text/plain"); });
   port_ = port == 0 ? server_->bind_to_any_port(host_) : (server_->bind_to_port(host_, port) ? port : -1);
   if (port_ <= 0) {
     throw_invalid("metrics HTTP server cannot bind host '" + host_ + "' port " + std::to_string(port));

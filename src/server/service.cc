@@ -23,12 +23,10 @@ constexpr int kHighWaterMark = 10000;         // messages per peer; ZeroMQ's 100
 constexpr int kCloseLingerMs = 500;           // lets replies of finishing handlers flush, boundedly
 constexpr size_t kMaxMessagesPerWakeup = 64;  // then send replies again: neither side starves
 constexpr auto kLastReplyGrace = std::chrono::milliseconds(200);
-constexpr int kHeartbeatMs = 2000;            // forget clients that vanished without closing TCP
+constexpr int kHeartbeatMs = 2000;  // forget clients that vanished without closing TCP
 constexpr int kHeartbeatTimeoutMs = 6000;
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 transport::Frames error_reply(zmq::message_t routing_id, uint64_t id, ErrorCode code, const std::string& message) {
   transport::Frames reply;
@@ -43,7 +41,7 @@ transport::Frames error_reply(zmq::message_t routing_id, uint64_t id, ErrorCode 
 // exception. `failed`: the reply is an error.
 template <typename Call>
 std::optional<transport::Frames> reply_of(const std::string& op, zmq::message_t& routing_id, uint64_t id, Call&& call,
-                               bool& failed) {
+                                          bool& failed) {
   failed = true;
   try {
     std::optional<transport::Frames> results = call();
@@ -93,16 +91,18 @@ Service::Service(ServiceOptions options) : options_(std::move(options)) {
   }
   if (options_.max_request_bytes == 0) throw_invalid("ServiceOptions.max_request_bytes must be > 0, got 0");
   if (options_.security.enabled) {
-    transport::check_curve_key(options_.security.server_keys.secret_key, "ServiceOptions.security.server_keys.secret_key");
+    transport::check_curve_key(options_.security.server_keys.secret_key,
+                               "ServiceOptions.security.server_keys.secret_key");
     for (const auto& key : options_.security.allowed_client_keys) {
       transport::check_curve_key(key, "ServiceOptions.security.allowed_client_keys entry");
     }
   }
-  dropped_messages_ = &metrics_.counter(
-      "seqflow_dropped_messages_total",
-      "Messages dropped: too malformed to answer (no envelope), or replies the socket refused.");
+  dropped_messages_ =
+      &metrics_.counter("seqflow_dropped_messages_total",
+                        "Messages dropped: too malformed to answer (no envelope), or replies the socket refused.");
   const std::string rejected_help = "Requests answered with an error before reaching a handler, by reason.";
-  rejected_unknown_op_ = &metrics_.counter("seqflow_rejected_requests_total", rejected_help, {{"reason", "unknown_op"}});
+  rejected_unknown_op_ =
+      &metrics_.counter("seqflow_rejected_requests_total", rejected_help, {{"reason", "unknown_op"}});
   rejected_malformed_ = &metrics_.counter("seqflow_rejected_requests_total", rejected_help, {{"reason", "malformed"}});
   rejected_too_large_ = &metrics_.counter("seqflow_rejected_requests_total", rejected_help, {{"reason", "too_large"}});
   in_flight_ = &metrics_.gauge("seqflow_requests_in_flight", "Requests received and not yet answered.");
@@ -123,8 +123,8 @@ void Service::handle(std::string op, Handler handler, InlineHandler try_inline) 
   route->try_inline = std::move(try_inline);
   const MetricLabels labels = {{"op", op}};
   route->requests = &metrics_.counter("seqflow_requests_total", "Requests answered, by operation.", labels);
-  route->errors = &metrics_.counter("seqflow_request_errors_total", "Requests answered with an error, by operation.",
-                                    labels);
+  route->errors =
+      &metrics_.counter("seqflow_request_errors_total", "Requests answered with an error, by operation.", labels);
   route->latency = &metrics_.histogram("seqflow_request_duration_seconds",
                                        "Time from receiving a request to its reply, by operation.", labels);
   routes_.emplace(std::move(op), std::move(route));
@@ -146,8 +146,7 @@ void Service::start() {
   try {
     open_router();
   } catch (const zmq::error_t& error) {
-    fail(Error(ErrorCode::kInternal,
-               "Service on '" + options_.bind + "' cannot set up its socket: " + error.what()));
+    fail(Error(ErrorCode::kInternal, "Service on '" + options_.bind + "' cannot set up its socket: " + error.what()));
   }
   try {
     router_.bind(options_.bind);
@@ -294,7 +293,6 @@ void Service::receive_requests(zmq::socket_t& router) {
   }
 }
 
-
 // Runs on the I/O thread: everything that needs no handler is answered here.
 void Service::dispatch(transport::Frames message, Clock::time_point received) {
   // [routing id, envelope, args...]; without an envelope there is nothing
@@ -312,8 +310,8 @@ void Service::dispatch(transport::Frames message, Clock::time_point received) {
     envelope = transport::decode_request_envelope(message[1]);
   } catch (const Error& error) {
     rejected_malformed_->increment();
-    answer_now(error_reply(std::move(message[0]), transport::request_id_or_zero(message[1]), ErrorCode::kInvalidArgument,
-                           std::string("malformed request: ") + error.what()));
+    answer_now(error_reply(std::move(message[0]), transport::request_id_or_zero(message[1]),
+                           ErrorCode::kInvalidArgument, std::string("malformed request: ") + error.what()));
     return;
   }
   size_t request_bytes = 0;
@@ -388,8 +386,8 @@ bool Service::send_replies(zmq::socket_t& router) {
     try {
       // A ROUTER never blocks: it drops replies to peers that are gone or full.
       for (size_t i = 0; i < reply.size(); ++i) {
-        const auto flags = i + 1 < reply.size() ? zmq::send_flags::sndmore | zmq::send_flags::dontwait
-                                                : zmq::send_flags::dontwait;
+        const auto flags =
+            i + 1 < reply.size() ? zmq::send_flags::sndmore | zmq::send_flags::dontwait : zmq::send_flags::dontwait;
         if (!router.send(reply[i], flags)) throw zmq::error_t();
       }
     } catch (const zmq::error_t&) {

@@ -105,7 +105,7 @@ class Service {
   std::unique_ptr<transport::ZapHandler> zap_handler_;
   zmq::socket_t router_;  // owned by the I/O thread once started
   std::string endpoint_;
-  int wake_fd_ = -1;      // eventfd: workers and stop() wake the I/O thread
+  int wake_fd_ = -1;  // eventfd: workers and stop() wake the I/O thread
   std::thread io_thread_;
   bool started_ = false;
   bool stopped_ = false;

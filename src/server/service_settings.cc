@@ -91,8 +91,8 @@ std::vector<std::string> read_client_key_files(const std::vector<std::string>& p
 // then, and would retry a bad one forever: it is checked here.
 void check_endpoint(const std::string& endpoint, std::string_view parameter) {
   const auto bad = [&](const std::string& why) {
-    throw_invalid(std::string(parameter) + " must be a ZeroMQ endpoint such as tcp://10.0.0.1:5555, got '" +
-                  endpoint + "': " + why);
+    throw_invalid(std::string(parameter) + " must be a ZeroMQ endpoint such as tcp://10.0.0.1:5555, got '" + endpoint +
+                  "': " + why);
   };
   zmq::context_t context(1);
   zmq::socket_t socket(context, zmq::socket_type::dealer);
@@ -129,8 +129,9 @@ ControllerServiceOptions controller_service_options(const ControllerSettings& se
 
 StorageServiceOptions storage_service_options(const StorageSettings& settings) {
   if (settings.controller.empty()) {
-    throw_invalid("the controller endpoint is empty; a storage unit registers with the controller service "
-                  "(e.g. tcp://10.0.0.1:5555)");
+    throw_invalid(
+        "the controller endpoint is empty; a storage unit registers with the controller service "
+        "(e.g. tcp://10.0.0.1:5555)");
   }
   // Checked here, not only in the heartbeat thread that connects to it: an
   // error there could only end the process.
@@ -159,8 +160,7 @@ StorageServiceOptions storage_service_options(const StorageSettings& settings) {
 std::unique_ptr<MetricsHttpServer> serve_metrics(const std::string& address, std::string_view parameter,
                                                  MetricsRegistry& metrics) {
   const auto bad = [&](const std::string& why) {
-    throw_invalid(std::string(parameter) + " must be HOST:PORT (e.g. 127.0.0.1:9100), got '" + address + "': " +
-                  why);
+    throw_invalid(std::string(parameter) + " must be HOST:PORT (e.g. 127.0.0.1:9100), got '" + address + "': " + why);
   };
   const size_t colon = address.rfind(':');
   if (colon == std::string::npos) bad("no ':PORT'");

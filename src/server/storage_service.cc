@@ -73,7 +73,7 @@ void StorageService::register_handlers() {
       }
       const Json& columns = header.at("columns");
       transport::Frames data = transport::local_copy::read(description, "put request local_frames",
-                                     columns.is_array() ? columns.size() : 0, max_request_bytes);
+                                                           columns.is_array() ? columns.size() : 0, max_request_bytes);
       local_puts.increment(static_cast<double>(transport::local_copy::data_bytes(data, 0)));
       args.resize(1);
       std::move(data.begin(), data.end(), std::back_inserter(args));
@@ -145,12 +145,15 @@ void StorageService::register_handlers() {
       const auto expected = given.get<uint64_t>();
       const auto found = durable::framed_file_fingerprint(path);
       if (found != expected) {
-        throw_invalid("storage checkpoint \"" + path + "\" mixes saves: it is not the file its checkpoint was "
-                      "saved with (fingerprint " + (found ? std::to_string(*found) : std::string("none")) +
-                      ", the checkpoint says " + std::to_string(expected) + ")");
+        throw_invalid("storage checkpoint \"" + path +
+                      "\" mixes saves: it is not the file its checkpoint was "
+                      "saved with (fingerprint " +
+                      (found ? std::to_string(*found) : std::string("none")) + ", the checkpoint says " +
+                      std::to_string(expected) + ")");
       }
     }
-    if (header.has("check_only") && header.boolean("check_only")) return transport::wire::header_message(Json::object());
+    if (header.has("check_only") && header.boolean("check_only"))
+      return transport::wire::header_message(Json::object());
     storage.load(path);
     return transport::wire::header_message(Json::object());
   });
@@ -175,7 +178,8 @@ void StorageService::stop() {
 void StorageService::run_heartbeat() {
   zmq::context_t context(1);
   const std::string advertised = options_.advertise.empty() ? service_.endpoint() : options_.advertise;
-  transport::ConnectionOptions connection_options{.timeout = options_.heartbeat, .security = options_.controller_security};
+  transport::ConnectionOptions connection_options{.timeout = options_.heartbeat,
+                                                  .security = options_.controller_security};
   transport::Connection controller(context, options_.controller_endpoint, connection_options);
   Counter& failures = service_.metrics().counter("seqflow_storage_registration_failures_total",
                                                  "Registrations the controller did not confirm");
@@ -188,8 +192,8 @@ void StorageService::run_heartbeat() {
       const transport::Frames reply = controller.call(
           "register_storage",
           transport::wire::header_message(Json{{"endpoint", advertised},
-                                    {"instance", std::bit_cast<int64_t>(instance_id_)},
-                                    {"incarnation", std::bit_cast<int64_t>(incarnation_.load())}}));
+                                               {"instance", std::bit_cast<int64_t>(instance_id_)},
+                                               {"incarnation", std::bit_cast<int64_t>(incarnation_.load())}}));
       const Json json = transport::wire::read_header(reply, 0, "register_storage reply");
       const Header header(json, "register_storage reply", {"units", "expected", "incarnation"});
       const auto incarnation = std::bit_cast<uint64_t>(header.integer("incarnation"));

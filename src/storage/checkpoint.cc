@@ -43,9 +43,7 @@ static_assert(sizeof(OwnerHeader) == 16 && std::is_trivially_copyable_v<OwnerHea
 static_assert(sizeof(RecordHeader) == 32 && std::is_trivially_copyable_v<RecordHeader>);
 constexpr size_t kMinRecordSize = sizeof(RecordHeader) + 1;  // a field name has a byte at least
 
-size_t padding_after(size_t offset) {
-  return (kPayloadAlignment - offset % kPayloadAlignment) % kPayloadAlignment;
-}
+size_t padding_after(size_t offset) { return (kPayloadAlignment - offset % kPayloadAlignment) % kPayloadAlignment; }
 
 template <typename T>
 std::span<const std::byte> bytes_of(const T& value) {
@@ -72,7 +70,10 @@ class Encoder {
 class Decoder {
  public:
   Decoder(const std::string& path, const durable::FramedFile& file)
-      : path_(path), file_(file.bytes), end_(file.body_end), offset_(durable::kFrameHeaderSize),
+      : path_(path),
+        file_(file.bytes),
+        end_(file.body_end),
+        offset_(durable::kFrameHeaderSize),
         with_owners_(file.version == kVersion) {}
 
   std::vector<StoredValue> decode() {
@@ -85,8 +86,7 @@ class Decoder {
     values.reserve(records);
     for (record_ = 0; record_ < records; ++record_) values.push_back(decode_record());
     if (offset_ != end_) {
-      fail("is corrupt: " + std::to_string(end_ - offset_) +
-           " unexpected bytes after the last record");
+      fail("is corrupt: " + std::to_string(end_ - offset_) + " unexpected bytes after the last record");
     }
     return values;
   }
@@ -128,10 +128,9 @@ class Decoder {
     value.view.nbytes = header.nbytes;
     value.view.dtype = static_cast<DType>(header.dtype);
     value.view.is_object = header.is_object == 1;
-    if (auto problem = value_problem(value.view.dtype, value.view.is_object, value.view.shape,
-                                     value.view.nbytes)) {
-      fail_record("field \"" + value.field + "\" of global index " +
-                  std::to_string(value.global_index) + ": " + *problem);
+    if (auto problem = value_problem(value.view.dtype, value.view.is_object, value.view.shape, value.view.nbytes)) {
+      fail_record("field \"" + value.field + "\" of global index " + std::to_string(value.global_index) + ": " +
+                  *problem);
     }
     return value;
   }
@@ -139,9 +138,9 @@ class Decoder {
   std::span<const std::byte> take_bytes(uint64_t n, const char* what) {
     if (n > end_ - offset_) {
       const std::string where = record_ == kNoRecord ? "" : " of record " + std::to_string(record_);
-      fail("is truncated (or corrupt): " + std::string(what) + where + " needs " +
-           std::to_string(n) + " bytes at offset " + std::to_string(offset_) + ", " +
-           std::to_string(end_ - offset_) + " remain before the checksum");
+      fail("is truncated (or corrupt): " + std::string(what) + where + " needs " + std::to_string(n) +
+           " bytes at offset " + std::to_string(offset_) + ", " + std::to_string(end_ - offset_) +
+           " remain before the checksum");
     }
     std::span<const std::byte> out(file_->data + offset_, n);
     offset_ += n;
@@ -159,9 +158,7 @@ class Decoder {
     fail("is corrupt: record " + std::to_string(record_) + ": " + problem);
   }
 
-  [[noreturn]] void fail(const std::string& problem) const {
-    throw_invalid("checkpoint \"" + path_ + "\" " + problem);
-  }
+  [[noreturn]] void fail(const std::string& problem) const { throw_invalid("checkpoint \"" + path_ + "\" " + problem); }
 
   const std::string& path_;
   std::shared_ptr<const Buffer> file_;

@@ -14,8 +14,8 @@ std::string column_name(const Column& column) { return "column \"" + column.fiel
 
 SampleView Column::sample(size_t i) const {
   if (i >= sample_count()) {
-    throw_invalid(column_name(*this) + ": sample " + std::to_string(i) +
-                  " out of range; it holds " + std::to_string(sample_count()) + " samples");
+    throw_invalid(column_name(*this) + ": sample " + std::to_string(i) + " out of range; it holds " +
+                  std::to_string(sample_count()) + " samples");
   }
   SampleView view;
   view.buffer = buffer;
@@ -39,8 +39,8 @@ void Column::validate() const {
   if (n == 0) return;
   if (!buffer) throw_invalid(name + ": buffer is null");
   if (offsets[0] > buffer->size) {
-    throw_invalid(name + ": offsets[0] = " + std::to_string(offsets[0]) +
-                  " lies beyond the buffer of " + std::to_string(buffer->size) + " bytes");
+    throw_invalid(name + ": offsets[0] = " + std::to_string(offsets[0]) + " lies beyond the buffer of " +
+                  std::to_string(buffer->size) + " bytes");
   }
   // Built only on failure: validation runs once per sample of every put.
   auto where = [&name](size_t i) { return name + ", sample " + std::to_string(i); };
@@ -50,8 +50,8 @@ void Column::validate() const {
                     std::to_string(offsets[i + 1]) + ")");
     }
     if (offsets[i + 1] > buffer->size) {
-      throw_invalid(where(i) + ": ends at byte " + std::to_string(offsets[i + 1]) +
-                    ", beyond the buffer of " + std::to_string(buffer->size) + " bytes");
+      throw_invalid(where(i) + ": ends at byte " + std::to_string(offsets[i + 1]) + ", beyond the buffer of " +
+                    std::to_string(buffer->size) + " bytes");
     }
     if (auto problem = value_problem(dtype, is_object, shape_of(i), offsets[i + 1] - offsets[i])) {
       throw_invalid(where(i) + ": " + *problem);

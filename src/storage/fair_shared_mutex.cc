@@ -31,9 +31,7 @@ void StorageUnit::FairSharedMutex::unlock_shared() {
 void StorageUnit::FairSharedMutex::lock() {
   std::unique_lock lock(mutex_);
   ++waiting_writers_;
-  writers_cv_.wait(lock, [&] {
-    return !writing_ && active_readers_ == 0 && admitted_readers_ == 0;
-  });
+  writers_cv_.wait(lock, [&] { return !writing_ && active_readers_ == 0 && admitted_readers_ == 0; });
   --waiting_writers_;
   writing_ = true;
 }

@@ -22,14 +22,14 @@ uint64_t bytes_of(const Fields& fields) {
 }
 
 // Throws when `requested` more units do not fit under `limit` (0: unlimited).
-void check_room(std::string_view limit_name, uint64_t limit, uint64_t used, uint64_t requested,
-                std::string_view unit, std::string_view requester) {
+void check_room(std::string_view limit_name, uint64_t limit, uint64_t used, uint64_t requested, std::string_view unit,
+                std::string_view requester) {
   if (limit == 0) return;
   const uint64_t free = used < limit ? limit - used : 0;
   if (requested <= free) return;
   throw_invalid("storage full: " + std::string(limit_name) + " is " + std::to_string(limit) + "; " +
-                std::string(requester) + " needs " + std::to_string(requested) + " " +
-                std::string(unit) + ", " + std::to_string(free) + " are free");
+                std::string(requester) + " needs " + std::to_string(requested) + " " + std::string(unit) + ", " +
+                std::to_string(free) + " are free");
 }
 
 void check_keys(const SampleKeys& samples, bool is_put) {
@@ -65,9 +65,8 @@ void check_columns(size_t samples, const std::vector<Column>& columns) {
   for (const Column& column : columns) {
     column.validate();
     if (column.sample_count() != samples) {
-      throw_invalid("column \"" + column.field + "\" holds " +
-                    std::to_string(column.sample_count()) + " samples; the put has " +
-                    std::to_string(samples) + " global indexes");
+      throw_invalid("column \"" + column.field + "\" holds " + std::to_string(column.sample_count()) +
+                    " samples; the put has " + std::to_string(samples) + " global indexes");
     }
     if (!fields.insert(column.field).second) {
       throw_invalid("column \"" + column.field + "\" appears twice in one put");
@@ -262,8 +261,8 @@ void StorageUnit::load(const std::string& path) {
                     std::to_string(record.global_index) + " belong to different samples");
     }
     if (!sample.fields.emplace(record.field, std::move(record.view)).second) {
-      throw_invalid("checkpoint \"" + path + "\" is corrupt: field \"" + record.field +
-                    "\" of global index " + std::to_string(record.global_index) + " appears twice");
+      throw_invalid("checkpoint \"" + path + "\" is corrupt: field \"" + record.field + "\" of global index " +
+                    std::to_string(record.global_index) + " appears twice");
     }
   }
   stats.samples = loaded.size();

@@ -16,22 +16,20 @@ std::string shape_text(const Shape& shape) {
 
 }  // namespace
 
-std::optional<std::string> value_problem(DType dtype, bool is_object, const Shape& shape,
-                                         size_t nbytes) {
+std::optional<std::string> value_problem(DType dtype, bool is_object, const Shape& shape, size_t nbytes) {
   if (!is_dtype_code(static_cast<uint8_t>(dtype))) {
     return "unknown dtype code " + std::to_string(static_cast<unsigned>(dtype));
   }
   if (shape.size() > kMaxRank) {
-    return std::to_string(shape.size()) + " dimensions exceed the limit of " +
-           std::to_string(kMaxRank);
+    return std::to_string(shape.size()) + " dimensions exceed the limit of " + std::to_string(kMaxRank);
   }
   if (is_object) {
     if (dtype != DType::kUInt8) {
       return "an object must have dtype uint8, not " + std::string(dtype_name(dtype));
     }
     if (shape.size() != 1 || shape[0] < 0 || static_cast<uint64_t>(shape[0]) != nbytes) {
-      return "an object of " + std::to_string(nbytes) + " bytes must have shape [" +
-             std::to_string(nbytes) + "], not " + shape_text(shape);
+      return "an object of " + std::to_string(nbytes) + " bytes must have shape [" + std::to_string(nbytes) +
+             "], not " + shape_text(shape);
     }
     return std::nullopt;
   }

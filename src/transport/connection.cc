@@ -160,8 +160,8 @@ Frames Connection::receive_until(Clock::time_point deadline) {
   }
   while (true) {
     // 0 once the deadline has passed: a reply that is already there is still taken.
-    const auto remaining = std::max(std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()),
-                                    std::chrono::milliseconds(0));
+    const auto remaining =
+        std::max(std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()), std::chrono::milliseconds(0));
     // A blocking receive waits in one system call; a zmq_poll before a
     // receive costs five (a tenth of a short request's round trip).
     socket_.set(zmq::sockopt::rcvtimeo,
@@ -195,11 +195,11 @@ uint64_t Connection::send(std::string_view op, Frames args, Clock::time_point de
   }
   // Once the first part is in, ZeroMQ takes the rest of the message.
   for (size_t i = 0; i < args.size(); ++i) {
-    const auto flags = i + 1 < args.size() ? zmq::send_flags::sndmore | zmq::send_flags::dontwait
-                                           : zmq::send_flags::dontwait;
+    const auto flags =
+        i + 1 < args.size() ? zmq::send_flags::sndmore | zmq::send_flags::dontwait : zmq::send_flags::dontwait;
     if (!socket_.send(args[i], flags)) {
-      throw Error(ErrorCode::kInternal, "request '" + std::string(op) + "' to " + endpoint_ +
-                                            ": frame " + std::to_string(i) + " was refused mid-message");
+      throw Error(ErrorCode::kInternal, "request '" + std::string(op) + "' to " + endpoint_ + ": frame " +
+                                            std::to_string(i) + " was refused mid-message");
     }
   }
   if (pending_.size() >= kMaxPending) {
@@ -279,8 +279,7 @@ struct ConnectionPool::State {
   std::vector<std::unique_ptr<Connection>> idle;  // after `context`: closed before it
 };
 
-ConnectionPool::ConnectionPool(std::shared_ptr<zmq::context_t> context, std::string endpoint,
-                               ConnectionOptions options)
+ConnectionPool::ConnectionPool(std::shared_ptr<zmq::context_t> context, std::string endpoint, ConnectionOptions options)
     : state_(std::make_shared<State>()) {
   if (!context) throw_invalid("ConnectionPool for '" + endpoint + "': context is null");
   if (options.timeout.count() <= 0) {

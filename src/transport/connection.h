@@ -74,10 +74,10 @@ class Connection {
   std::string endpoint_;
   ConnectionOptions options_;
   zmq::socket_t socket_;
-  uint64_t next_id_ = 1;  // 0 is what the service answers to an envelope without an id
-  std::map<uint64_t, Pending> pending_;  // sent, not yet received
+  uint64_t next_id_ = 1;                      // 0 is what the service answers to an envelope without an id
+  std::map<uint64_t, Pending> pending_;       // sent, not yet received
   std::map<uint64_t, Frames> early_replies_;  // pipelined replies that came before their turn
-  Clock::duration last_wait_{0};  // the last receive's wait for a message: spin next time?
+  Clock::duration last_wait_{0};              // the last receive's wait for a message: spin next time?
 };
 
 // Thread-safe. Connections are created on demand, reused, and kept until the

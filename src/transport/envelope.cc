@@ -115,8 +115,7 @@ ReplyEnvelope decode_reply_envelope(const zmq::message_t& frame) {
   const unsigned status = in[kRequestIdBytes];
   if (status != 0) {
     if (!is_error_code(status - 1)) {
-      throw_invalid("reply status byte " + std::to_string(status) +
-                    " is neither 0 (ok) nor 1 + a known error code");
+      throw_invalid("reply status byte " + std::to_string(status) + " is neither 0 (ok) nor 1 + a known error code");
     }
     envelope.error = static_cast<ErrorCode>(status - 1);
   }

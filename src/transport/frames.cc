@@ -9,9 +9,7 @@ namespace {
 
 // ZeroMQ calls this once it no longer needs the bytes, possibly from its own
 // I/O thread; `hint` is the heap-held reference that kept the buffer alive.
-void release_buffer(void* /*data*/, void* hint) {
-  delete static_cast<std::shared_ptr<const Buffer>*>(hint);
-}
+void release_buffer(void* /*data*/, void* hint) { delete static_cast<std::shared_ptr<const Buffer>*>(hint); }
 
 void release_string(void* /*data*/, void* hint) { delete static_cast<std::string*>(hint); }
 
@@ -31,9 +29,8 @@ zmq::message_t frame_of(std::string&& bytes) {
 zmq::message_t frame_of(std::shared_ptr<const Buffer> buffer, size_t offset, size_t size) {
   const size_t buffer_size = buffer ? buffer->size : 0;
   if (offset > buffer_size || size > buffer_size - offset) {
-    throw_invalid("frame_of: range [offset " + std::to_string(offset) + ", size " +
-                  std::to_string(size) + ") lies outside the buffer of " +
-                  std::to_string(buffer_size) + " bytes");
+    throw_invalid("frame_of: range [offset " + std::to_string(offset) + ", size " + std::to_string(size) +
+                  ") lies outside the buffer of " + std::to_string(buffer_size) + " bytes");
   }
   if (size == 0) return zmq::message_t();
   const std::byte* data = buffer->data + offset;
@@ -51,17 +48,11 @@ zmq::message_t frame_of(std::shared_ptr<const Buffer> buffer, size_t offset, siz
 
 zmq::message_t copy_frame(std::string_view bytes) { return zmq::message_t(bytes.data(), bytes.size()); }
 
-zmq::message_t copy_frame(std::span<const std::byte> bytes) {
-  return zmq::message_t(bytes.data(), bytes.size());
-}
+zmq::message_t copy_frame(std::span<const std::byte> bytes) { return zmq::message_t(bytes.data(), bytes.size()); }
 
-std::string_view as_string_view(const zmq::message_t& frame) {
-  return {frame.data<char>(), frame.size()};
-}
+std::string_view as_string_view(const zmq::message_t& frame) { return {frame.data<char>(), frame.size()}; }
 
-std::span<const std::byte> as_bytes(const zmq::message_t& frame) {
-  return {frame.data<std::byte>(), frame.size()};
-}
+std::span<const std::byte> as_bytes(const zmq::message_t& frame) { return {frame.data<std::byte>(), frame.size()}; }
 
 std::shared_ptr<const Buffer> buffer_of(zmq::message_t&& message) {
   // Move first, then take the address: small messages keep their bytes

@@ -113,8 +113,8 @@ constexpr size_t kMaxThreads = 4;
 int read_process_split(pid_t pid, const std::vector<iovec>& local, const std::vector<iovec>& remote) {
   size_t total = 0;
   for (const iovec& entry : local) total += entry.iov_len;
-  const size_t threads = std::min({total / kBytesPerThread, kMaxThreads,
-                                   static_cast<size_t>(std::max(1u, std::thread::hardware_concurrency()))});
+  const size_t threads = std::min(
+      {total / kBytesPerThread, kMaxThreads, static_cast<size_t>(std::max(1u, std::thread::hardware_concurrency()))});
   if (threads <= 1) return read_process(pid, local, remote);
   // Parts of about equal bytes; an entry on a boundary is cut in two.
   const size_t share = (total + threads - 1) / threads;
@@ -175,12 +175,12 @@ Json describe(std::span<const std::vector<std::span<const std::byte>>> frames) {
     }
   }
   const Token& token = own_token();
-  return Json{{"pid", static_cast<int64_t>(getpid())},
-              {"token_address",
-               std::bit_cast<int64_t>(static_cast<uint64_t>(reinterpret_cast<uintptr_t>(token.data())))},
-              {"token", wire::binary_of(std::span<const uint8_t>(token))},
-              {"frames", wire::binary_of(std::span<const uint64_t>(ranges))},
-              {"pieces", wire::binary_of(std::span<const uint32_t>(pieces))}};
+  return Json{
+      {"pid", static_cast<int64_t>(getpid())},
+      {"token_address", std::bit_cast<int64_t>(static_cast<uint64_t>(reinterpret_cast<uintptr_t>(token.data())))},
+      {"token", wire::binary_of(std::span<const uint8_t>(token))},
+      {"frames", wire::binary_of(std::span<const uint64_t>(ranges))},
+      {"pieces", wire::binary_of(std::span<const uint32_t>(pieces))}};
 }
 
 Json describe(const Frames& frames, size_t first) {
@@ -198,8 +198,7 @@ std::optional<std::string> unreadable_reason(const Json& description, std::strin
     return "cannot read process " + std::to_string(peer.pid) + ": " + std::strerror(errno);
   }
   if (found != peer.token) {
-    return "process " + std::to_string(peer.pid) +
-           " here is not the sender (another host or another pid namespace)";
+    return "process " + std::to_string(peer.pid) + " here is not the sender (another host or another pid namespace)";
   }
   return std::nullopt;
 }
@@ -262,10 +261,9 @@ Frames placeholders(const Json& description, std::string_view what) {
   for (size_t i = 0; i < peer.ranges.size(); i += 2) {
     const size_t size = peer.ranges[i + 1];
     // No free function: ZeroMQ only carries the pointer and never reads it.
-    frames.push_back(size == 0
-                         ? zmq::message_t()
-                         : zmq::message_t(reinterpret_cast<void*>(static_cast<uintptr_t>(peer.ranges[i])),
-                                          size, nullptr, nullptr));
+    frames.push_back(size == 0 ? zmq::message_t()
+                               : zmq::message_t(reinterpret_cast<void*>(static_cast<uintptr_t>(peer.ranges[i])), size,
+                                                nullptr, nullptr));
   }
   return frames;
 }
@@ -286,8 +284,7 @@ void read_pieces(const Json& description, std::span<const Piece> pieces, std::st
   }
   if (const int error = read_process_split(peer.pid, local, remote); error != 0) {
     header_of(description, what)
-        .fail("frames",
-              "cannot be read from process " + std::to_string(peer.pid) + ": " + std::strerror(error));
+        .fail("frames", "cannot be read from process " + std::to_string(peer.pid) + ": " + std::strerror(error));
   }
 }
 

@@ -39,8 +39,7 @@ std::string certificate_text(const CurveKeyPair& keys, bool with_secret) {
 void write_file(const std::string& path, const std::string& text, mode_t mode) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
   if (fd < 0) {
-    throw Error(ErrorCode::kInvalidArgument,
-                "key file '" + path + "' cannot be written: " + std::strerror(errno));
+    throw Error(ErrorCode::kInvalidArgument, "key file '" + path + "' cannot be written: " + std::strerror(errno));
   }
   bool ok = ::fchmod(fd, mode) == 0;
   size_t written = 0;
@@ -167,8 +166,7 @@ void ZapHandler::stop() {
 // mechanism, credentials...]; reply [version, request id, status code,
 // status text, user id, metadata].
 void ZapHandler::serve(zmq::socket_t handler, zmq::socket_t stop_receiver) {
-  zmq::pollitem_t items[] = {{handler.handle(), 0, ZMQ_POLLIN, 0},
-                             {stop_receiver.handle(), 0, ZMQ_POLLIN, 0}};
+  zmq::pollitem_t items[] = {{handler.handle(), 0, ZMQ_POLLIN, 0}, {stop_receiver.handle(), 0, ZMQ_POLLIN, 0}};
   while (true) {
     try {
       zmq::poll(items, 2, std::chrono::milliseconds(-1));

@@ -62,8 +62,7 @@ class EncodedMap {
     const auto fields_end = fields_.begin() + static_cast<std::ptrdiff_t>(field_count_);
     for (uint64_t i = 0; i < map.number; ++i) {
       const std::string_view key = reader.key();
-      const auto field =
-          std::find_if(fields_.begin(), fields_end, [&](const Field& f) { return f.key == key; });
+      const auto field = std::find_if(fields_.begin(), fields_end, [&](const Field& f) { return f.key == key; });
       if (field == fields_end) throw_invalid(name() + " has an unknown field " + in_quotes(key));
       const size_t start = reader.position();
       reader.skip(depth + 1);
@@ -160,8 +159,7 @@ class EncodedMap {
   }
 
   std::string name() const {
-    return schema_of_.empty() ? std::string(what_)
-                              : std::string(what_) + " schema of " + in_quotes(schema_of_);
+    return schema_of_.empty() ? std::string(what_) : std::string(what_) + " schema of " + in_quotes(schema_of_);
   }
 
   size_t depth_;
@@ -174,8 +172,8 @@ class EncodedMap {
 // frames[index], which must be there.
 std::string_view header_bytes(const Frames& frames, size_t index, std::string_view what) {
   if (index >= frames.size()) {
-    throw_invalid(std::string(what) + " needs a header frame at position " + std::to_string(index) +
-                  ", got " + std::to_string(frames.size()) + " frames");
+    throw_invalid(std::string(what) + " needs a header frame at position " + std::to_string(index) + ", got " +
+                  std::to_string(frames.size()) + " frames");
   }
   return as_string_view(frames[index]);
 }
@@ -211,8 +209,7 @@ std::string msgpack_of(const Json& value) {
 CustomMetaList decode_custom_meta(const EncodedMap& header, size_t samples) {
   const std::string_view bytes = header.binary("custom_meta");
   const std::vector<uint32_t> offsets = header.numbers<uint32_t>("custom_meta_offsets");
-  if (offsets.size() != samples + 1)
-    header.fail("custom_meta_offsets", "must hold one offset per sample, plus one");
+  if (offsets.size() != samples + 1) header.fail("custom_meta_offsets", "must hold one offset per sample, plus one");
   CustomMetaList::check_offsets(bytes.size(), offsets);
   MsgpackReader reader(bytes, kMaxDecodeNesting);
   CustomMetaList out;
@@ -412,9 +409,9 @@ std::string kv_list_bytes(const std::vector<PartitionKeys>& listed) {
 // keys are not copied again. Tags are checked where they are decoded.
 std::vector<PartitionKeys> kv_list_of(std::string_view bytes, const std::shared_ptr<const void>& owner,
                                       std::string_view what) {
-  const EncodedMap header =
-      encoded_header(bytes, what, {"partitions", "partition_ends", "versions", "unchanged", "keys", "key_offsets",
-                                   "tags", "tag_offsets"});
+  const EncodedMap header = encoded_header(
+      bytes, what,
+      {"partitions", "partition_ends", "versions", "unchanged", "keys", "key_offsets", "tags", "tag_offsets"});
   const std::vector<std::string> names = header.texts("partitions");
   const std::vector<uint64_t> ends = header.numbers<uint64_t>("partition_ends");
   if (names.size() != ends.size()) header.fail("partition_ends", "must hold one end per partition");
@@ -459,8 +456,7 @@ std::vector<PartitionKeys> kv_list_of(std::string_view bytes, const std::shared_
     }
     out.push_back(PartitionKeys::over(
         names[p], owner, keys.substr(key_offsets[begin], key_offsets[ends[p]] - key_offsets[begin]),
-        slice(key_offsets, begin, ends[p]),
-        tags.substr(tag_offsets[begin], tag_offsets[ends[p]] - tag_offsets[begin]),
+        slice(key_offsets, begin, ends[p]), tags.substr(tag_offsets[begin], tag_offsets[ends[p]] - tag_offsets[begin]),
         slice(tag_offsets, begin, ends[p])));
     out.back().set_version(version);
     begin = ends[p];
@@ -506,9 +502,8 @@ std::string meta_request_bytes(const MetaRequest& request) {
 
 MetaRequest meta_request_of(std::string_view bytes, std::string_view what) {
   const EncodedMap header = encoded_header(bytes, what,
-                                           {"fields", "batch_size", "partition_id", "mode", "task_name",
-                                            "dp_rank", "batch_index", "dp_rank_given", "sampling_extra",
-                                            "polling", "timeout_ms"});
+                                           {"fields", "batch_size", "partition_id", "mode", "task_name", "dp_rank",
+                                            "batch_index", "dp_rank_given", "sampling_extra", "polling", "timeout_ms"});
   MetaRequest request;
   request.fields = header.texts("fields");
   request.batch_size = header.integer("batch_size");
@@ -588,8 +583,7 @@ Json append_column(const Column& column, std::span<const size_t> positions, Fram
   size_t total = 0;
   for (const auto& sample : samples) total += sample.size();
   if (contiguous(column, positions)) {
-    frames.push_back(
-        frame_of(column.buffer, positions.empty() ? 0 : column.offsets[positions.front()], total));
+    frames.push_back(frame_of(column.buffer, positions.empty() ? 0 : column.offsets[positions.front()], total));
   } else {
     // Packed into an aligned buffer (huge pages when large): a message of
     // the size allocated by ZeroMQ faults in 4 KiB pages, which made packing
@@ -606,8 +600,8 @@ Json append_column(const Column& column, std::span<const size_t> positions, Fram
 }
 
 // All samples of the columns when `positions` is empty.
-std::span<const size_t> positions_or_all(const std::vector<Column>& columns,
-                                         std::span<const size_t> positions, std::vector<size_t>& all) {
+std::span<const size_t> positions_or_all(const std::vector<Column>& columns, std::span<const size_t> positions,
+                                         std::vector<size_t>& all) {
   if (!positions.empty() || columns.empty()) return positions;
   all.resize(columns.front().sample_count());
   for (size_t i = 0; i < all.size(); ++i) all[i] = i;
@@ -755,9 +749,7 @@ std::vector<PartitionKeys> read_kv_list(Frames& frames, size_t index, std::strin
   return kv_list_of(std::string_view(reinterpret_cast<const char*>(frame->data), frame->size), frame, what);
 }
 
-zmq::message_t meta_request_frame(const MetaRequest& request) {
-  return copy_frame(meta_request_bytes(request));
-}
+zmq::message_t meta_request_frame(const MetaRequest& request) { return copy_frame(meta_request_bytes(request)); }
 
 MetaRequest read_meta_request(const Frames& frames, size_t index, std::string_view what) {
   return meta_request_of(header_bytes(frames, index, what), what);
@@ -799,9 +791,7 @@ SampleKeyColumns read_sample_keys(const Header& header) {
 
 Json encode_batch_meta(const BatchMeta& meta) { return msgpack_to_json(batch_meta_bytes(meta), kMaxDecodeNesting); }
 
-BatchMeta decode_batch_meta(const Json& value, std::string_view what) {
-  return batch_meta_of(msgpack_of(value), what);
-}
+BatchMeta decode_batch_meta(const Json& value, std::string_view what) { return batch_meta_of(msgpack_of(value), what); }
 
 Json encode_kv_list(const std::vector<PartitionKeys>& listed) {
   return msgpack_to_json(kv_list_bytes(listed), kMaxDecodeNesting);
@@ -937,8 +927,8 @@ Json append_views(const std::vector<std::vector<SampleView>>& rows, size_t field
   return out;
 }
 
-std::vector<std::vector<SampleView>> take_views(const Json& entry_list, Frames& frames, size_t first,
-                                                size_t rows, size_t fields, std::string_view what) {
+std::vector<std::vector<SampleView>> take_views(const Json& entry_list, Frames& frames, size_t first, size_t rows,
+                                                size_t fields, std::string_view what) {
   if (!entry_list.is_array() || entry_list.size() != fields) {
     throw_invalid(std::string(what) + " must describe " + std::to_string(fields) + " fields");
   }

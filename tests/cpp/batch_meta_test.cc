@@ -103,8 +103,7 @@ TEST(BatchMeta, ReorderIsAPermutationInPlace) {
   EXPECT_EQ(custom_values(meta), (std::vector<int64_t>{2, 0, 1}));
   const std::vector<int64_t> twice{0, 0, 1}, short_order{0, 1};
   EXPECT_TRUE(throws_code([&] { meta.reorder(twice); }, ErrorCode::kInvalidArgument, {"duplicates"}));
-  EXPECT_TRUE(throws_code([&] { meta.reorder(short_order); }, ErrorCode::kInvalidArgument,
-                          {"mismatch batch size 3"}));
+  EXPECT_TRUE(throws_code([&] { meta.reorder(short_order); }, ErrorCode::kInvalidArgument, {"mismatch batch size 3"}));
 }
 
 TEST(BatchMeta, ConcatRestoresChunksAndChecksFields) {
@@ -169,8 +168,11 @@ TEST(BatchMeta, UnionTakesTheOtherSidesFieldsAndKeys) {
   EXPECT_TRUE(throws_code([&] { left.union_with(elsewhere); }, ErrorCode::kInvalidArgument,
                           {"partition_ids do not match: self.partition_ids=['p', 'p'], other.partition_ids=['q', "
                            "'q']"}));
-  EXPECT_TRUE(throws_code([&] { make_meta(2, {1, 1}).union_with(make_meta(2, {1, 2})); },
-                          ErrorCode::kInvalidArgument, {"generations do not match (one side is stale)"}));
+  EXPECT_TRUE(throws_code(
+      [&] {
+        make_meta(2, {1, 1}).union_with(make_meta(2, {1, 2}));
+      },
+      ErrorCode::kInvalidArgument, {"generations do not match (one side is stale)"}));
 }
 
 }  // namespace

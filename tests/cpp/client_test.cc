@@ -34,8 +34,8 @@ INSTANTIATE_TEST_SUITE_P(Modes, ClientModes, ::testing::ValuesIn(kClientModes), 
 // What only remote mode has: storage units that can die, timeouts.
 class RemoteModes : public ClientModes {};
 
-INSTANTIATE_TEST_SUITE_P(Modes, RemoteModes,
-                         ::testing::Values(Mode{"RemoteOneUnit", 1}, Mode{"RemoteThreeUnits", 3}), mode_name);
+INSTANTIATE_TEST_SUITE_P(Modes, RemoteModes, ::testing::Values(Mode{"RemoteOneUnit", 1}, Mode{"RemoteThreeUnits", 3}),
+                         mode_name);
 
 size_t partition_size(Client& client, const std::string& partition) {
   return test::sample_count(client.control(), partition);
@@ -96,14 +96,20 @@ TEST_P(ClientModes, BadPutsChangeNothing) {
   auto client = make_client();
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { client->put_new("p", {}, {}); }, {"at least one field"}));
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
-                           [&] { client->put_new("p", {int64_column("x", {1, 2}), int64_column("y", {1})}, {}); },
+                           [&] {
+                             client->put_new("p", {int64_column("x", {1, 2}), int64_column("y", {1})}, {});
+                           },
                            {"\"y\"", "1 samples", "\"x\""}));
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
-                           [&] { client->put_new("p", {int64_column("x", {1, 2})}, lengths_meta({1})); },
+                           [&] {
+                             client->put_new("p", {int64_column("x", {1, 2})}, lengths_meta({1}));
+                           },
                            {"custom_meta holds 1 entries for 2 samples"}));
   std::vector<Json> not_objects = {Json(1), Json::object()};
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
-                           [&] { client->put_new("p", {int64_column("x", {1, 2})}, not_objects); },
+                           [&] {
+                             client->put_new("p", {int64_column("x", {1, 2})}, not_objects);
+                           },
                            {"custom_meta[0] must be an object"}));
   EXPECT_FALSE(has_partition(*client, "p"));
   EXPECT_EQ(client->storage_stats().samples, 0u);
@@ -126,13 +132,16 @@ TEST_P(ClientModes, CustomMetaNestedTooDeepIsRefusedAlikeInEveryMode) {
 
   const std::vector<Json> too_deep = {Json::object(), nested_object(kMaxCustomMetaDepth + 1)};
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
-                           [&] { client->put_new("q", {int64_column("x", {1, 2})}, too_deep); },
+                           [&] {
+                             client->put_new("q", {int64_column("x", {1, 2})}, too_deep);
+                           },
                            {"custom_meta[1] (global index", "deeper than 32 levels"}));
   EXPECT_FALSE(has_partition(*client, "q"));
   const int64_t index = put.global_indexes[0];
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
-                           [&] { client->control().set_custom_meta("p", std::span(&index, 1), {}, std::span(&too_deep[1], 1)); },
-                           {"custom_meta[0] (global index " + std::to_string(index) + ")", "deeper than 32 levels"}));
+  EXPECT_TRUE(throws_error(
+      ErrorCode::kInvalidArgument,
+      [&] { client->control().set_custom_meta("p", std::span(&index, 1), {}, std::span(&too_deep[1], 1)); },
+      {"custom_meta[0] (global index " + std::to_string(index) + ")", "deeper than 32 levels"}));
   const std::string keys[] = {"a", "b"};
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { client->control().kv_resolve("kv", keys, too_deep); },
                            {"tags[1] (key 'b')", "deeper than 32 levels"}));
@@ -144,8 +153,8 @@ TEST_P(ClientModes, CustomMetaNestedTooDeepIsRefusedAlikeInEveryMode) {
 TEST_P(ClientModes, DtypeConflictRollsBackTheInsert) {
   auto client = make_client();
   client->put_new("p", {int64_column("x", {1, 2})}, {});
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
-                           [&] { client->put_new("p", {float_column("x", {1.5f})}, {}); }, {"dtype conflict"}));
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { client->put_new("p", {float_column("x", {1.5f})}, {}); },
+                           {"dtype conflict"}));
   EXPECT_EQ(partition_size(*client, "p"), 2u);
   EXPECT_EQ(client->storage_stats().samples, 2u);
 }
@@ -155,8 +164,8 @@ TEST_P(ClientModes, FullStorageLeavesNoSampleAndNoNewPartition) {
   auto client = make_client(StorageOptions{0, 2});
   std::vector<int64_t> values(2 * units());
   client->put_new("a", {int64_column("x", values)}, {});
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { client->put_new("b", {int64_column("x", {3})}, {}); },
-                           {}));
+  EXPECT_TRUE(
+      throws_error(ErrorCode::kInvalidArgument, [&] { client->put_new("b", {int64_column("x", {3})}, {}); }, {}));
   EXPECT_FALSE(has_partition(*client, "b"));
   EXPECT_EQ(partition_size(*client, "a"), values.size());
   // The index the failed put had taken is free again.
@@ -222,8 +231,7 @@ TEST_P(ClientModes, SampleProductionAnswersForTheAskedSamplesInTheirOrder) {
 TEST_P(ClientModes, PutExistingAddsFieldsAndRefusesClearedSamples) {
   auto client = make_client();
   const BatchMeta put = client->put_new("p", {int64_column("prompt", {1, 2})}, {});
-  const BatchMeta more =
-      client->put_existing(put, {int64_column("response", {10, 20})}, lengths_meta({3, 4}));
+  const BatchMeta more = client->put_existing(put, {int64_column("response", {10, 20})}, lengths_meta({3, 4}));
   EXPECT_EQ(more.field_schema.size(), 2u);
   EXPECT_EQ(more.production_status, (std::vector<uint8_t>{1, 1, 1, 1}));
   EXPECT_EQ(more.custom_meta[1]["total_lengths"], 4);
@@ -234,7 +242,9 @@ TEST_P(ClientModes, PutExistingAddsFieldsAndRefusesClearedSamples) {
   client->clear_samples("p", first, {});
   EXPECT_EQ(client->storage_stats().samples, 1u);
   EXPECT_TRUE(throws_error(ErrorCode::kStaleSample,
-                           [&] { client->put_existing(put, {int64_column("reward", {1, 2})}, {}); },
+                           [&] {
+                             client->put_existing(put, {int64_column("reward", {1, 2})}, {});
+                           },
                            {"global index " + std::to_string(put.global_indexes[0]), "no longer exists"}));
   const std::string reward[] = {"reward"};
   const BatchMeta rest{{put.global_indexes[1]}, PartitionIdList(1, "p"), {}, {}, {}, {}, Json::object()};
@@ -245,7 +255,9 @@ TEST_P(ClientModes, PutExistingConflictKeepsTheOldValues) {
   auto client = make_client();
   const BatchMeta put = client->put_new("p", {int64_column("x", {1, 2})}, {});
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
-                           [&] { client->put_existing(put, {float_column("x", {9.f, 9.f})}, {}); },
+                           [&] {
+                             client->put_existing(put, {float_column("x", {9.f, 9.f})}, {});
+                           },
                            {"dtype conflict"}));
   const std::string fields[] = {"x"};
   const auto rows = client->get_data(put, fields);
@@ -272,7 +284,9 @@ TEST_P(ClientModes, KeyValueCallsTouchBothPlanes) {
   const std::vector<std::string> mixed = {"a", "new"};
   const std::vector<Json> mixed_tags = {{{"score", 99}, {"extra", true}}, {{"score", 100}}};
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
-                           [&] { client->kv_put("kv", mixed, mixed_tags, {float_column("x", {1.f, 2.f})}); },
+                           [&] {
+                             client->kv_put("kv", mixed, mixed_tags, {float_column("x", {1.f, 2.f})});
+                           },
                            {"dtype conflict"}));
   const std::string kv = "kv";
   ASSERT_EQ(client->control().kv_list(&kv).at(0).size(), 2u);
@@ -280,7 +294,9 @@ TEST_P(ClientModes, KeyValueCallsTouchBothPlanes) {
   // A bad tag fails before anything changes, named by its key.
   const std::vector<Json> bad_tags = {{{"total_lengths", -1}}, Json::object()};
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
-                           [&] { client->kv_put("kv", mixed, bad_tags, {int64_column("x", {7, 8})}); },
+                           [&] {
+                             client->kv_put("kv", mixed, bad_tags, {int64_column("x", {7, 8})});
+                           },
                            {"tags[0] (key 'a')", "total_lengths"}));
   EXPECT_EQ(client->control().kv_list(&kv).at(0).size(), 2u);
   EXPECT_EQ(int64_of(client->get_data(client->kv_meta("kv", keys), fields)[0][0]), 5);
@@ -319,7 +335,8 @@ TEST_P(RemoteModes, KvListShowsEveryChangeMadeThroughAnyClient) {
     for (const PartitionKeys& listed : lister->control().kv_list(partition)) {
       EXPECT_FALSE(listed.is_unchanged());  // the client answers with the listing it holds
       out[listed.partition_id()];
-      for (size_t i = 0; i < listed.size(); ++i) out[listed.partition_id() + "/" + std::string(listed.key(i))] = listed.tag(i);
+      for (size_t i = 0; i < listed.size(); ++i)
+        out[listed.partition_id() + "/" + std::string(listed.key(i))] = listed.tag(i);
     }
     return out;
   };
@@ -474,8 +491,8 @@ TEST_P(ClientModes, BadCheckpointsLeaveTheStateUnchanged) {
   const std::string truncated = dir.file("truncated");
   std::filesystem::copy(good, truncated);
   std::filesystem::resize_file(std::filesystem::path(truncated) / "storage.ckpt", 10);
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { client->load_checkpoint(truncated); },
-                           {"corrupt", "storage"}));
+  EXPECT_TRUE(
+      throws_error(ErrorCode::kInvalidArgument, [&] { client->load_checkpoint(truncated); }, {"corrupt", "storage"}));
   check_unchanged();
 
   // Flipped bytes of the same size: the storage file's own check fails after

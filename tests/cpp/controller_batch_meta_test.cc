@@ -79,19 +79,33 @@ TEST(ControllerBatchMeta, CustomMetaFromTheWireIsChecked) {
   const auto n = static_cast<uint32_t>(bytes.size());
   EXPECT_TRUE(throws_code([&] { CustomMetaList::from_encoded(bytes, {}); }, ErrorCode::kInvalidArgument,
                           {"offsets must start at 0 and end at the byte count"}));
-  EXPECT_TRUE(throws_code([&] { CustomMetaList::from_encoded(bytes, {1, n}); },
-                          ErrorCode::kInvalidArgument, {"start at 0"}));
-  EXPECT_TRUE(throws_code([&] { CustomMetaList::from_encoded(bytes, {0, n - 1}); },
-                          ErrorCode::kInvalidArgument, {"byte count " + std::to_string(n)}));
-  EXPECT_TRUE(throws_code([&] { CustomMetaList::from_encoded(bytes, {0, n, 2, n}); },
-                          ErrorCode::kInvalidArgument, {"must ascend, entry 2 is 2"}));
+  EXPECT_TRUE(throws_code(
+      [&] {
+        CustomMetaList::from_encoded(bytes, {1, n});
+      },
+      ErrorCode::kInvalidArgument, {"start at 0"}));
+  EXPECT_TRUE(throws_code(
+      [&] {
+        CustomMetaList::from_encoded(bytes, {0, n - 1});
+      },
+      ErrorCode::kInvalidArgument, {"byte count " + std::to_string(n)}));
+  EXPECT_TRUE(throws_code(
+      [&] {
+        CustomMetaList::from_encoded(bytes, {0, n, 2, n});
+      },
+      ErrorCode::kInvalidArgument, {"must ascend, entry 2 is 2"}));
   // A valid MessagePack value that is not a map, and bytes that are no value.
   const std::vector<uint8_t> number = json::to_msgpack(json(5));
   EXPECT_TRUE(throws_code(
-      [&] { CustomMetaList::from_encoded(std::string(number.begin(), number.end()), {0, 1}); },
+      [&] {
+        CustomMetaList::from_encoded(std::string(number.begin(), number.end()), {0, 1});
+      },
       ErrorCode::kInvalidArgument, {"custom_meta[0]", "MessagePack map"}));
-  EXPECT_TRUE(throws_code([&] { CustomMetaList::from_encoded(std::string("\x81", 1), {0, 1}); },
-                          ErrorCode::kInvalidArgument, {"custom_meta[0]"}));
+  EXPECT_TRUE(throws_code(
+      [&] {
+        CustomMetaList::from_encoded(std::string("\x81", 1), {0, 1});
+      },
+      ErrorCode::kInvalidArgument, {"custom_meta[0]"}));
 }
 
 TEST(ControllerBatchMeta, CustomMetaMergesKeyByKey) {
@@ -102,11 +116,10 @@ TEST(ControllerBatchMeta, CustomMetaMergesKeyByKey) {
   const std::vector<json> updates = {json{{"b", 20}, {"c", 30}}, json::object()};
   const CustomMetaList merged = list.merged(updates);
   EXPECT_EQ(merged[0], (json{{"a", 1}, {"b", 20}, {"c", 30}}));
-  EXPECT_EQ(merged.encoded(1), list.encoded(1));  // no update: the same bytes
+  EXPECT_EQ(merged.encoded(1), list.encoded(1));   // no update: the same bytes
   EXPECT_EQ(list[0], (json{{"a", 1}, {"b", 2}}));  // the source is unchanged
   const std::vector<json> one = {json::object()};
-  EXPECT_TRUE(throws_code([&] { (void)list.merged(one); }, ErrorCode::kInvalidArgument,
-                          {"1 entries for 2 samples"}));
+  EXPECT_TRUE(throws_code([&] { (void)list.merged(one); }, ErrorCode::kInvalidArgument, {"1 entries for 2 samples"}));
 }
 
 TEST(ControllerBatchMeta, FetchFillsEveryMemberPerSample) {

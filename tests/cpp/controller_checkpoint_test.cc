@@ -27,19 +27,17 @@ void write_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
 }
 
-Controller seqlen_controller() {
-  return Controller(ControllerOptions{make_seqlen_balanced_sampler(2, 2), false});
-}
+Controller seqlen_controller() { return Controller(ControllerOptions{make_seqlen_balanced_sampler(2, 2), false}); }
 
 // Partitions with produced, consumed, keyed and cleared samples, varied
 // schemas and metadata, and a reserved answer waiting for rank 1.
 void populate(Controller& controller) {
   const std::vector<int64_t> lengths = {5, 9, 1, 7, 3, 3, 8, 2};
   put(controller, "p", 8, {"x", "y"}, test::lengths_meta(lengths));
-  controller.mark_produced("p", std::vector<int64_t>{0, 1}, {},
-                           {{"r", test::tensor_schema({7, 3}, DType::kBFloat16)}}, {});
-  controller.mark_produced("p", std::vector<int64_t>{2, 3}, {},
-                           {{"r", test::tensor_schema({9, 3}, DType::kBFloat16)}}, {});
+  controller.mark_produced("p", std::vector<int64_t>{0, 1}, {}, {{"r", test::tensor_schema({7, 3}, DType::kBFloat16)}},
+                           {});
+  controller.mark_produced("p", std::vector<int64_t>{2, 3}, {}, {{"r", test::tensor_schema({9, 3}, DType::kBFloat16)}},
+                           {});
   ASSERT_EQ(controller.get_meta(fetch_request("p", "actor", {"x"}, 2, 0, 0)).size(), 2u);
   controller.kv_resolve("q", std::vector<std::string>{"k1", "k2"},
                         std::vector<json>{{{"total_lengths", 4}, {"group_id", 7}}, nullptr});
@@ -96,8 +94,7 @@ TEST(ControllerCheckpoint, MissingOrCorruptCheckpointChangesNothing) {
   put(controller, "live", 4, {"x"}, test::lengths_meta({1, 2, 3, 4}));
   const std::string before = snapshot(controller);
 
-  EXPECT_TRUE(throws_code([&] { controller.load(temp_path("nowhere")); }, ErrorCode::kNotFound,
-                          {"nowhere"}));
+  EXPECT_TRUE(throws_code([&] { controller.load(temp_path("nowhere")); }, ErrorCode::kNotFound, {"nowhere"}));
   const std::string bad = temp_path("bad");
   std::string flipped = bytes;
   flipped[flipped.size() / 2] = static_cast<char>(flipped[flipped.size() / 2] ^ 0x40);
@@ -121,8 +118,7 @@ TEST(ControllerCheckpoint, MissingOrCorruptCheckpointChangesNothing) {
   }
   // A valid checkpoint of another sampler is refused as well.
   Controller other(ControllerOptions{make_rank_aware_sampler(), false});
-  EXPECT_TRUE(throws_code([&] { other.load(good); }, ErrorCode::kInvalidArgument,
-                          {"seqlen_balanced", "rank_aware"}));
+  EXPECT_TRUE(throws_code([&] { other.load(good); }, ErrorCode::kInvalidArgument, {"seqlen_balanced", "rank_aware"}));
   std::remove(good.c_str());
   std::remove(bad.c_str());
 }
@@ -162,8 +158,8 @@ TEST(ControllerCheckpoint, SaveIsAtomic) {
   reader.load(path);
   EXPECT_EQ(snapshot(reader), snapshot(controller));
   // A path in no directory is the caller's bad argument, for every checkpoint kind.
-  EXPECT_TRUE(throws_code([&] { controller.save(temp_path("no_such_dir") + "/x/ckpt"); },
-                          ErrorCode::kInvalidArgument, {"no_such_dir", "No such file or directory"}));
+  EXPECT_TRUE(throws_code([&] { controller.save(temp_path("no_such_dir") + "/x/ckpt"); }, ErrorCode::kInvalidArgument,
+                          {"no_such_dir", "No such file or directory"}));
   std::remove(path.c_str());
 }
 
@@ -176,8 +172,7 @@ TEST(ControllerCheckpoint, RankAwareReservationsSurvive) {
   Controller restored(ControllerOptions{make_rank_aware_sampler(), false});
   restored.load(path);
   EXPECT_EQ(restored.get_meta(fetch_request("p", "t", {"x"}, 2, 1, 0)).global_indexes, first);
-  EXPECT_EQ(restored.get_meta(fetch_request("p", "t", {"x"}, 2, 0, 0)).global_indexes,
-            (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(restored.get_meta(fetch_request("p", "t", {"x"}, 2, 0, 0)).global_indexes, (std::vector<int64_t>{2, 3}));
   std::remove(path.c_str());
 }
 

@@ -18,8 +18,8 @@
 namespace seqflow {
 namespace {
 
-using test::fetch_request;
 using std::chrono::milliseconds;
+using test::fetch_request;
 
 int64_t sample_count(int64_t fallback) {
   const char* value = std::getenv("SEQFLOW_CONCURRENCY_SAMPLES");
@@ -27,8 +27,7 @@ int64_t sample_count(int64_t fallback) {
 }
 
 // Blocking fetches with a short timeout, so a consumer notices the end.
-std::vector<int64_t> fetch_until(Controller& controller, const MetaRequest& request,
-                                 const std::atomic<bool>& done) {
+std::vector<int64_t> fetch_until(Controller& controller, const MetaRequest& request, const std::atomic<bool>& done) {
   while (!done) {
     try {
       return controller.get_meta(request).global_indexes;
@@ -42,7 +41,7 @@ std::vector<int64_t> fetch_until(Controller& controller, const MetaRequest& requ
 TEST(ControllerConcurrency, EightProducersSixteenConsumersThreeTasksExactlyOnce) {
   constexpr int kProducers = 8;
   constexpr int kConsumers = 16;
-  constexpr int kPut = 50;   // samples per put
+  constexpr int kPut = 50;    // samples per put
   constexpr int kBatch = 50;  // samples per fetch
   const std::vector<std::string> tasks = {"actor", "ref", "critic"};
   // Whole puts per producer and whole batches per task.

@@ -35,7 +35,8 @@ void in_both_modes(const std::function<void(ControlPlane&)>& check) {
     transport::ConnectionOptions options;
     options.timeout = 5s;
     RemoteControlPlane control(
-        std::make_shared<transport::ConnectionPool>(std::make_shared<zmq::context_t>(1), service.endpoint(), options), 5s);
+        std::make_shared<transport::ConnectionPool>(std::make_shared<zmq::context_t>(1), service.endpoint(), options),
+        5s);
     check(control);
   }
 }
@@ -64,8 +65,11 @@ TEST(ControllerKvLookup, KeysMapGlobalIndexesBackOrNameTheMissingOne) {
     EXPECT_EQ(control.kv_keys("p", Indexes{1, 0, 1}), (Keys{"b", "a", "b"}));
     EXPECT_EQ(control.kv_keys("q", Indexes{2}), (Keys{"z"}));
     EXPECT_TRUE(control.kv_keys("p", Indexes{}).empty());
-    EXPECT_TRUE(throws_code([&] { control.kv_keys("p", Indexes{0, 3}); }, ErrorCode::kNotFound,
-                            {"global index 3 has no key in partition 'p'"}));
+    EXPECT_TRUE(throws_code(
+        [&] {
+          control.kv_keys("p", Indexes{0, 3});
+        },
+        ErrorCode::kNotFound, {"global index 3 has no key in partition 'p'"}));
     EXPECT_TRUE(throws_code([&] { control.kv_keys("p", Indexes{2}); }, ErrorCode::kNotFound,
                             {"global index 2"}));  // z's sample lives in q
     EXPECT_TRUE(throws_code([&] { control.kv_keys("gone", Indexes{0}); }, ErrorCode::kNotFound, {"'gone'"}));

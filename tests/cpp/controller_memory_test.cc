@@ -30,9 +30,8 @@ TEST(ControllerMemory, MillionSamplesEightFieldsUnder300MB) {
   if (kSanitized) GTEST_SKIP() << "resident size is meaningless under sanitizers";
   constexpr int64_t kSamples = 1000000;
   constexpr int64_t kPut = 10000;
-  const auto fields =
-      test::fields_of({"input_ids", "attention_mask", "position_ids", "responses",
-                       "old_log_prob", "ref_log_prob", "advantages", "rewards"});
+  const auto fields = test::fields_of({"input_ids", "attention_mask", "position_ids", "responses", "old_log_prob",
+                                       "ref_log_prob", "advantages", "rewards"});
   const int64_t before = resident_bytes();
   Controller controller;
   for (int64_t done = 0; done < kSamples; done += kPut) {
@@ -44,14 +43,12 @@ TEST(ControllerMemory, MillionSamplesEightFieldsUnder300MB) {
   }
   // Consumption state of three tasks, half consumed each.
   for (const char* task : {"actor", "ref", "critic"}) {
-    const MetaRequest request =
-        test::fetch_request("train@global_step_12", task, {"input_ids"}, kPut);
+    const MetaRequest request = test::fetch_request("train@global_step_12", task, {"input_ids"}, kPut);
     for (int64_t done = 0; done < kSamples / 2; done += kPut) controller.get_meta(request);
   }
   const int64_t used = resident_bytes() - before;
   RecordProperty("resident_mb", static_cast<int>(used >> 20));
-  std::printf("[ memory ] 1M samples x 8 fields, 3 tasks: %lld MB resident\n",
-              static_cast<long long>(used >> 20));
+  std::printf("[ memory ] 1M samples x 8 fields, 3 tasks: %lld MB resident\n", static_cast<long long>(used >> 20));
   EXPECT_LT(used, int64_t{300} << 20);
 }
 

@@ -44,8 +44,7 @@ TEST(ControllerService, RefusesHugeInsertsAndKeepsServing) {
   server::ControllerService service({});
   service.start();
   RemoteControlPlane control(pool_of(service), 5s);
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
-                           [&] { control.insert("p", server::kMaxInsertPerRequest + 1); },
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { control.insert("p", server::kMaxInsertPerRequest + 1); },
                            {"count " + std::to_string(server::kMaxInsertPerRequest + 1), "per insert request"}));
   MetaRequest insert;
   insert.mode = MetaMode::kInsert;
@@ -71,11 +70,16 @@ TEST(ControllerService, RefusesBadInsertBudgets) {
   service.start();
   auto pool = pool_of(service);
   const std::string too_long = std::to_string(kMaxInsertBudget.count() + 1);
-  for (const auto& [budget, shown] : std::vector<std::pair<Json, std::string>>{
-           {Json(-5), "got -5"}, {Json(0), "got 0"}, {Json(kMaxInsertBudget.count() + 1), "got " + too_long},
-           {Json("100"), "must be an integer"}, {Json(1.5), "must be an integer"}}) {
+  for (const auto& [budget, shown] :
+       std::vector<std::pair<Json, std::string>>{{Json(-5), "got -5"},
+                                                 {Json(0), "got 0"},
+                                                 {Json(kMaxInsertBudget.count() + 1), "got " + too_long},
+                                                 {Json("100"), "must be an integer"},
+                                                 {Json(1.5), "must be an integer"}}) {
     EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
-                             [&] { raw_insert(*pool, Json{{"partition_id", "p"}, {"count", 2}, {"budget_ms", budget}}); },
+                             [&] {
+                               raw_insert(*pool, Json{{"partition_id", "p"}, {"count", 2}, {"budget_ms", budget}});
+                             },
                              {"insert request field 'budget_ms'", shown}));
   }
   RemoteControlPlane control(pool, 5s);
@@ -110,10 +114,12 @@ TEST(ControllerService, RefusesAnInsertWhoseBudgetRanOutBehindAClear) {
   EXPECT_TRUE(throws_error(ErrorCode::kTimeout, [&] { hasty.insert("new", 3); }, {"'insert'", "no reply"}));
   // A client that waits longer than its budget sees the refusal.
   auto patient = pool_of(service);
-  EXPECT_TRUE(throws_error(
-      ErrorCode::kTimeout,
-      [&] { raw_insert(*patient, Json{{"partition_id", "new"}, {"count", 4}, {"budget_ms", 100}}); },
-      {"insert of 4 samples into partition 'new' refused", "budget_ms of 100", "nothing was inserted"}));
+  EXPECT_TRUE(
+      throws_error(ErrorCode::kTimeout,
+                   [&] {
+                     raw_insert(*patient, Json{{"partition_id", "new"}, {"count", 4}, {"budget_ms", 100}});
+                   },
+                   {"insert of 4 samples into partition 'new' refused", "budget_ms of 100", "nothing was inserted"}));
   clear.join();
   EXPECT_FALSE(has_partition(control, "new"));
   // The gate is open again: an insert in budget goes through.

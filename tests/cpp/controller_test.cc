@@ -78,8 +78,7 @@ TEST(ControllerTest, FetchHandsEachSampleOncePerTask) {
   EXPECT_EQ(first.production_status, std::vector<uint8_t>(4, 1));
   // Two left: too few for 4 in polling mode.
   EXPECT_EQ(controller.get_meta(fetch_request("p", "actor", {"x"}, 4)).size(), 0u);
-  EXPECT_EQ(controller.get_meta(fetch_request("p", "actor", {"x"}, 2)).global_indexes,
-            (std::vector<int64_t>{4, 5}));
+  EXPECT_EQ(controller.get_meta(fetch_request("p", "actor", {"x"}, 2)).global_indexes, (std::vector<int64_t>{4, 5}));
   // Another task consumes independently.
   EXPECT_EQ(controller.get_meta(fetch_request("p", "ref", {"x", "y"}, 6)).global_indexes, indexes);
   EXPECT_TRUE(controller.all_consumed("actor", "p"));
@@ -130,8 +129,8 @@ TEST(ControllerTest, ForceFetchReturnsEverySampleAndConsumesNothing) {
   EXPECT_EQ(unknown_field.field_schema.count("never"), 0u);
   request.fields.clear();
   EXPECT_EQ(controller.get_meta(request).size(), 5u);
-  EXPECT_EQ(test::consumed(controller, "t", "p"), (std::vector<std::pair<int64_t, bool>>{
-                                                      {0, true}, {1, true}, {2, false}, {3, false}, {4, false}}));
+  EXPECT_EQ(test::consumed(controller, "t", "p"),
+            (std::vector<std::pair<int64_t, bool>>{{0, true}, {1, true}, {2, false}, {3, false}, {4, false}}));
   EXPECT_EQ(controller.get_meta(fetch_request("p", "t", {"x"}, 1)).global_indexes, (std::vector<int64_t>{2}));
 }
 
@@ -196,8 +195,8 @@ TEST(ControllerTest, ClearsSkipWhatIsGoneAlready) {
   EXPECT_EQ(listed[0].partition_id(), "p");
   ASSERT_EQ(listed[0].size(), 1u);
   EXPECT_EQ(listed[0].key(0), "b");
-  EXPECT_TRUE(throws_code([&] { controller.kv_clear("p", std::vector<std::string>{""}); },
-                          ErrorCode::kInvalidArgument, {"keys[0]", "empty"}));
+  EXPECT_TRUE(throws_code([&] { controller.kv_clear("p", std::vector<std::string>{""}); }, ErrorCode::kInvalidArgument,
+                          {"keys[0]", "empty"}));
 }
 
 TEST(ControllerTest, InsertModeAllocatesBatchSizeSamples) {
@@ -242,20 +241,26 @@ TEST(ControllerTest, FieldSchemaMergesShapesAndRejectsConflicts) {
   const std::string before = snapshot(controller);
   EXPECT_TRUE(throws_code(
       [&] {
-        controller.mark_produced("p", second, {}, {{"r", test::tensor_schema({5, 2}, DType::kInt64)}},
-                                 {});
+        controller.mark_produced("p", second, {}, {{"r", test::tensor_schema({5, 2}, DType::kInt64)}}, {});
       },
       ErrorCode::kInvalidArgument, {"'r'", "dtype conflict", "float32", "int64"}));
   EXPECT_TRUE(throws_code(
-      [&] { controller.mark_produced("p", second, {}, {{"r", test::tensor_schema({5})}}, {}); },
+      [&] {
+        controller.mark_produced("p", second, {}, {{"r", test::tensor_schema({5})}}, {});
+      },
       ErrorCode::kInvalidArgument, {"'r'", "inconsistent shapes"}));
   EXPECT_TRUE(throws_code(
-      [&] { controller.mark_produced("p", second, {}, {{"r", test::tensor_schema({-1, 2})}}, {}); },
+      [&] {
+        controller.mark_produced("p", second, {}, {{"r", test::tensor_schema({-1, 2})}}, {});
+      },
       ErrorCode::kInvalidArgument, {"'r'", "is_nested is false"}));
   FieldSchema object;
   object.is_object = true;
-  EXPECT_TRUE(throws_code([&] { controller.mark_produced("p", second, {}, {{"r", object}}, {}); },
-                          ErrorCode::kInvalidArgument, {"'r'", "objects"}));
+  EXPECT_TRUE(throws_code(
+      [&] {
+        controller.mark_produced("p", second, {}, {{"r", object}}, {});
+      },
+      ErrorCode::kInvalidArgument, {"'r'", "objects"}));
   EXPECT_EQ(snapshot(controller), before);
 }
 
@@ -281,86 +286,110 @@ TEST(ControllerTest, BadInputIsRejectedAndChangesNothing) {
     std::vector<std::string_view> fragments;
   };
   const std::vector<Case> cases = {
-      {"empty partition_id", [&] { controller.get_meta(fetch_request("", "t", {"x"}, 1)); }, invalid,
-       {"partition_id"}},
-      {"batch_size 0", [&] { controller.get_meta(fetch_request("p", "t", {"x"}, 0)); }, invalid,
-       {"batch_size", "0"}},
+      {"empty partition_id", [&] { controller.get_meta(fetch_request("", "t", {"x"}, 1)); }, invalid, {"partition_id"}},
+      {"batch_size 0", [&] { controller.get_meta(fetch_request("p", "t", {"x"}, 0)); }, invalid, {"batch_size", "0"}},
       {"negative batch_size insert",
        [&] {
          MetaRequest r = fetch_request("p", "t", {"x"}, -3);
          r.mode = MetaMode::kInsert;
          controller.get_meta(r);
        },
-       invalid, {"batch_size", "-3"}},
+       invalid,
+       {"batch_size", "-3"}},
       {"unknown mode",
        [&] {
          MetaRequest r = fetch_request("p", "t", {"x"}, 1);
          r.mode = static_cast<MetaMode>(7);
          controller.get_meta(r);
        },
-       invalid, {"mode", "7"}},
+       invalid,
+       {"mode", "7"}},
       {"unknown mode name", [&] { parse_meta_mode("fetchall"); }, invalid, {"mode", "fetchall"}},
-      {"negative dp_rank", [&] { controller.get_meta(fetch_request("p", "t", {"x"}, 1, -1)); },
-       invalid, {"dp_rank", "-1"}},
-      {"empty task", [&] { controller.get_meta(fetch_request("p", "", {"x"}, 1)); }, invalid,
-       {"task_name"}},
+      {"negative dp_rank",
+       [&] { controller.get_meta(fetch_request("p", "t", {"x"}, 1, -1)); },
+       invalid,
+       {"dp_rank", "-1"}},
+      {"empty task", [&] { controller.get_meta(fetch_request("p", "", {"x"}, 1)); }, invalid, {"task_name"}},
       {"mark cleared sample",
-       [&] { controller.mark_produced("p", mixed, {}, fields_of({"x", "z"}), {}); }, stale,
+       [&] {
+         controller.mark_produced("p", mixed, {}, fields_of({"x", "z"}), {});
+       },
+       stale,
        {"global index 1", "'p'"}},
       {"mark in unknown partition",
-       [&] { controller.mark_produced("q", live, {}, fields_of({"x"}), {}); }, stale, {"'q'"}},
+       [&] { controller.mark_produced("q", live, {}, fields_of({"x"}), {}); },
+       stale,
+       {"'q'"}},
       {"meta count",
        [&] { controller.mark_produced("p", live, {}, fields_of({"z"}), test::lengths_meta({1})); },
-       invalid, {"custom_meta", "1 entries for 2 samples"}},
+       invalid,
+       {"custom_meta", "1 entries for 2 samples"}},
       {"meta not an object",
        [&] {
          controller.mark_produced("p", live, {}, fields_of({"z"}), std::vector<json>{json::object(), 5});
        },
-       invalid, {"custom_meta[1]", "global index 2", "object"}},
+       invalid,
+       {"custom_meta[1]", "global index 2", "object"}},
       {"bad total_lengths",
        [&] {
-         controller.set_custom_meta("p", live, {},
-                                    std::vector<json>{{{"total_lengths", 1}}, {{"total_lengths", "x"}}});
+         controller.set_custom_meta("p", live, {}, std::vector<json>{{{"total_lengths", 1}}, {{"total_lengths", "x"}}});
        },
-       invalid, {"global index 2", "total_lengths"}},
+       invalid,
+       {"global index 2", "total_lengths"}},
       {"structured group_id",
        [&] {
          controller.set_custom_meta("p", live, {}, std::vector<json>{json::object(), {{"group_id", {1}}}});
        },
-       invalid, {"group_id"}},
+       invalid,
+       {"group_id"}},
       {"set meta on cleared sample",
-       [&] { controller.set_custom_meta("p", mixed, {}, test::lengths_meta({1, 1})); }, stale,
+       [&] {
+         controller.set_custom_meta("p", mixed, {}, test::lengths_meta({1, 1}));
+       },
+       stale,
        {"global index 1"}},
-      {"set meta in unknown partition", [&] { controller.set_custom_meta("q", live, {}, test::lengths_meta({1, 1})); },
-       stale, {"'q'"}},
+      {"set meta in unknown partition",
+       [&] {
+         controller.set_custom_meta("q", live, {}, test::lengths_meta({1, 1}));
+       },
+       stale,
+       {"'q'"}},
       {"kv missing key",
-       [&] { controller.kv_lookup("p", std::vector<std::string>{"k", "nope"}); }, not_found,
+       [&] {
+         controller.kv_lookup("p", std::vector<std::string>{"k", "nope"});
+       },
+       not_found,
        {"key 'nope'"}},
       {"kv clear empty key",
-       [&] { controller.kv_clear("p", std::vector<std::string>{"k", ""}); }, invalid,
+       [&] {
+         controller.kv_clear("p", std::vector<std::string>{"k", ""});
+       },
+       invalid,
        {"keys[1]", "empty"}},
       {"kv bad tag",
        [&] {
          controller.kv_resolve("p", std::vector<std::string>{"new", "k"},
                                std::vector<json>{json::object(), {{"total_lengths", -4}}});
        },
-       invalid, {"total_lengths"}},
+       invalid,
+       {"total_lengths"}},
       {"kv bad tag in new partition",
-       [&] {
-         controller.kv_resolve("fresh", std::vector<std::string>{"a"}, std::vector<json>{json(3)});
-       },
-       invalid, {"tags[0]", "'a'"}},
+       [&] { controller.kv_resolve("fresh", std::vector<std::string>{"a"}, std::vector<json>{json(3)}); },
+       invalid,
+       {"tags[0]", "'a'"}},
       {"insert 0", [&] { controller.insert("fresh", 0); }, invalid, {"count", "0"}},
-      {"load missing checkpoint", [&] { controller.load(temp_path("does_not_exist")); }, not_found,
-       {"does_not_exist"}},
+      {"load missing checkpoint", [&] { controller.load(temp_path("does_not_exist")); }, not_found, {"does_not_exist"}},
       {"forget production in unknown partition",
        [&] {
          const std::string q = "q";
          controller.forget_production(&q, [](int64_t) { return true; });
        },
-       not_found, {"partition_id", "'q'"}},
-      {"forget production without a selector", [&] { controller.forget_production(nullptr, {}); },
-       invalid, {"lost", "empty function"}},
+       not_found,
+       {"partition_id", "'q'"}},
+      {"forget production without a selector",
+       [&] { controller.forget_production(nullptr, {}); },
+       invalid,
+       {"lost", "empty function"}},
       {"forget production with a failing selector",
        [&] {
          int calls = 0;
@@ -369,7 +398,8 @@ TEST(ControllerTest, BadInputIsRejectedAndChangesNothing) {
            return true;
          });
        },
-       invalid, {"selector failed"}},
+       invalid,
+       {"selector failed"}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
@@ -384,11 +414,9 @@ TEST(ControllerTest, ClearSamplesForgetsThemEverywhere) {
   const auto indexes = put(controller, "p", 4, {"x"});
   const std::vector<int64_t> drop = {indexes[1], indexes[1], indexes[2]};
   EXPECT_EQ(controller.clear_samples("p", drop, {}), (std::vector<int64_t>{1, 2}));
-  EXPECT_EQ(controller.get_meta(fetch_request("p", "t", {"x"}, 2)).global_indexes,
-            (std::vector<int64_t>{0, 3}));
+  EXPECT_EQ(controller.get_meta(fetch_request("p", "t", {"x"}, 2)).global_indexes, (std::vector<int64_t>{0, 3}));
   EXPECT_TRUE(controller.all_consumed("t", "p"));
-  EXPECT_EQ(test::consumed(controller, "t", "p"),
-            (std::vector<std::pair<int64_t, bool>>{{0, true}, {3, true}}));
+  EXPECT_EQ(test::consumed(controller, "t", "p"), (std::vector<std::pair<int64_t, bool>>{{0, true}, {3, true}}));
 }
 
 TEST(ControllerTest, ForgetProductionHidesSamplesUntilTheyAreProducedAgain) {
@@ -398,8 +426,7 @@ TEST(ControllerTest, ForgetProductionHidesSamplesUntilTheyAreProducedAgain) {
   const auto p = put(controller, "p", 6, {"x", "y"}, meta);  // indexes 0..5
   const auto q = put(controller, "q", 4, {"x"});             // indexes 6..9
   controller.insert("p", 2);                                 // 10, 11: nothing produced
-  EXPECT_EQ(controller.get_meta(fetch_request("p", "t", {"x"}, 2)).global_indexes,
-            (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(controller.get_meta(fetch_request("p", "t", {"x"}, 2)).global_indexes, (std::vector<int64_t>{0, 1}));
 
   // Every even index of every partition lost its data; only those that had
   // a field produced are reported.
@@ -408,8 +435,7 @@ TEST(ControllerTest, ForgetProductionHidesSamplesUntilTheyAreProducedAgain) {
   const std::vector<std::string> x = {"x"}, y = {"y"};
   using Status = std::vector<std::pair<int64_t, bool>>;
   EXPECT_EQ(test::produced_all(controller, x, "p"),
-            (Status{{0, false}, {1, true}, {2, false}, {3, true}, {4, false}, {5, true}, {10, false},
-                    {11, false}}));
+            (Status{{0, false}, {1, true}, {2, false}, {3, true}, {4, false}, {5, true}, {10, false}, {11, false}}));
   EXPECT_EQ(test::produced_all(controller, y, "p"), test::produced_all(controller, x, "p"));
   EXPECT_EQ(test::produced_all(controller, x, "q"), (Status{{6, false}, {7, true}, {8, false}, {9, true}}));
   EXPECT_FALSE(controller.all_produced(x, "q"));
@@ -423,8 +449,7 @@ TEST(ControllerTest, ForgetProductionHidesSamplesUntilTheyAreProducedAgain) {
   EXPECT_EQ(forced.global_indexes, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 10, 11}));
   EXPECT_EQ(forced.production_status, (std::vector<uint8_t>{0, 1, 0, 1, 0, 1, 0, 0}));
   EXPECT_EQ(test::consumed(controller, "t", "p"),
-            (Status{{0, true}, {1, true}, {2, false}, {3, false}, {4, false}, {5, false}, {10, false},
-                    {11, false}}));
+            (Status{{0, true}, {1, true}, {2, false}, {3, false}, {4, false}, {5, false}, {10, false}, {11, false}}));
   EXPECT_EQ(controller.forget_production(nullptr, even), std::vector<int64_t>{}) << "nothing left to forget";
 
   // Put again: ready again, with their custom_meta; the consumed sample 0 is
@@ -435,14 +460,12 @@ TEST(ControllerTest, ForgetProductionHidesSamplesUntilTheyAreProducedAgain) {
   EXPECT_EQ(sorted(again.global_indexes), (std::vector<int64_t>{2, 3, 4, 5}));
   for (size_t i = 0; i < again.size(); ++i) EXPECT_EQ(again.custom_meta[i]["id"], again.global_indexes[i]);
   EXPECT_EQ(controller.get_meta(fetch_request("p", "t", {"x"}, 1)).size(), 0u);
-  EXPECT_EQ(controller.get_meta(fetch_request("p", "u", {"x", "y"}, 3)).global_indexes,
-            (std::vector<int64_t>{1, 3, 5}))
+  EXPECT_EQ(controller.get_meta(fetch_request("p", "u", {"x", "y"}, 3)).global_indexes, (std::vector<int64_t>{1, 3, 5}))
       << "y was not put again";
 
   // One partition only.
   const std::string only_q = "q";
-  EXPECT_EQ(controller.forget_production(&only_q, [](int64_t) { return true; }),
-            (std::vector<int64_t>{q[1], q[3]}));
+  EXPECT_EQ(controller.forget_production(&only_q, [](int64_t) { return true; }), (std::vector<int64_t>{q[1], q[3]}));
   EXPECT_EQ(test::produced_all(controller, x, "p")[1], (std::pair<int64_t, bool>{1, true}));
 }
 
@@ -451,10 +474,8 @@ TEST(ControllerTest, AReservedAnswerWaitsUntilItsForgottenSamplesAreProducedAgai
   // first one reserved; the later ones must not get samples whose data is gone.
   Controller controller(ControllerOptions{make_rank_aware_sampler(), false});
   const auto indexes = put(controller, "p", 4, {"x"});
-  EXPECT_EQ(controller.get_meta(fetch_request("p", "t", {"x"}, 2)).global_indexes,
-            (std::vector<int64_t>{0, 1}));
-  EXPECT_EQ(controller.forget_production(nullptr, [](int64_t index) { return index == 1; }),
-            std::vector<int64_t>{1});
+  EXPECT_EQ(controller.get_meta(fetch_request("p", "t", {"x"}, 2)).global_indexes, (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(controller.forget_production(nullptr, [](int64_t index) { return index == 1; }), std::vector<int64_t>{1});
   EXPECT_EQ(controller.get_meta(fetch_request("p", "t", {"x"}, 2)).size(), 0u);
   MetaRequest blocking = fetch_request("p", "t", {"x"}, 2);
   blocking.polling = false;
@@ -462,10 +483,8 @@ TEST(ControllerTest, AReservedAnswerWaitsUntilItsForgottenSamplesAreProducedAgai
   EXPECT_TRUE(throws_code([&] { controller.get_meta(blocking); }, ErrorCode::kTimeout, {"timed out"}));
   const std::vector<int64_t> lost = {indexes[1]};
   controller.mark_produced("p", lost, {}, fields_of({"x"}), {});
-  EXPECT_EQ(controller.get_meta(fetch_request("p", "t", {"x"}, 2)).global_indexes,
-            (std::vector<int64_t>{0, 1}));
-  EXPECT_EQ(controller.get_meta(fetch_request("p", "t", {"x"}, 2, 1)).global_indexes,
-            (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(controller.get_meta(fetch_request("p", "t", {"x"}, 2)).global_indexes, (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(controller.get_meta(fetch_request("p", "t", {"x"}, 2, 1)).global_indexes, (std::vector<int64_t>{2, 3}));
 }
 
 TEST(ControllerTest, ResetConsumptionOfOneTaskOrAll) {
@@ -505,8 +524,7 @@ TEST(ControllerTest, KeyValueApi) {
   // Known keys keep their sample; new ones get new samples; tags merge.
   const std::vector<std::string> more = {"c", "b"};
   const std::vector<json> more_tags = {json::object(), {{"x", true}}};
-  EXPECT_EQ(controller.kv_resolve("p", more, more_tags).global_indexes,
-            (std::vector<int64_t>{2, 1}));
+  EXPECT_EQ(controller.kv_resolve("p", more, more_tags).global_indexes, (std::vector<int64_t>{2, 1}));
   const std::vector<int64_t> produced = {1};
   controller.mark_produced("p", produced, {}, fields_of({"v"}), {});
   const BatchMeta looked = controller.kv_lookup("p", std::vector<std::string>{"b", "a"});
@@ -530,10 +548,9 @@ TEST(ControllerTest, KeyValueApi) {
   EXPECT_EQ(every[2].partition_id(), "no keys");
   EXPECT_TRUE(every[2].empty());
 
-  EXPECT_EQ(controller.kv_clear("p", std::vector<std::string>{"a", "c"}),
-            (std::vector<int64_t>{0, 2}));
-  EXPECT_TRUE(throws_code([&] { controller.kv_lookup("p", std::vector<std::string>{"a"}); },
-                          ErrorCode::kNotFound, {"key 'a'", "'p'"}));
+  EXPECT_EQ(controller.kv_clear("p", std::vector<std::string>{"a", "c"}), (std::vector<int64_t>{0, 2}));
+  EXPECT_TRUE(throws_code([&] { controller.kv_lookup("p", std::vector<std::string>{"a"}); }, ErrorCode::kNotFound,
+                          {"key 'a'", "'p'"}));
   // Clearing a keyed sample by index forgets its key too.
   const std::vector<int64_t> b = {1};
   controller.clear_samples("p", b, {});
@@ -627,8 +644,7 @@ TEST(ControllerTest, BlockingFetchTimesOutWhileOthersProceed) {
     request.polling = false;
     request.timeout = milliseconds(600);
     const auto start = std::chrono::steady_clock::now();
-    timed_out = throws_code([&] { controller.get_meta(request); }, ErrorCode::kTimeout,
-                            {"600 ms", "'p'", "'t'"});
+    timed_out = throws_code([&] { controller.get_meta(request); }, ErrorCode::kTimeout, {"600 ms", "'p'", "'t'"});
     waited = std::chrono::steady_clock::now() - start;
   });
   // While the waiter blocks, other callers get through at once.
@@ -679,8 +695,8 @@ TEST(ControllerTest, BlockingFetchWaitsForItsPartitionToBeCreatedAndFilled) {
   MetaRequest never = fetch_request("never", "t", {"x"}, 1);
   never.polling = false;
   never.timeout = milliseconds(100);
-  EXPECT_TRUE(throws_code([&] { controller.get_meta(never); }, ErrorCode::kTimeout,
-                          {"100 ms", "not created", "'never'"}));
+  EXPECT_TRUE(
+      throws_code([&] { controller.get_meta(never); }, ErrorCode::kTimeout, {"100 ms", "not created", "'never'"}));
   EXPECT_FALSE(controller.try_get_meta(never).has_value()) << "a waiting fetch, declined without waiting";
 }
 
@@ -732,8 +748,7 @@ TEST(ControllerTest, FetchNeverVisitsConsumedSamples) {
   constexpr int kBatch = 1000;
   for (int round = 0; round < kRounds; ++round) {
     put(controller, "p", kBatch, {"x"});
-    ASSERT_EQ(controller.get_meta(fetch_request("p", "t", {"x"}, kBatch)).size(),
-              static_cast<size_t>(kBatch));
+    ASSERT_EQ(controller.get_meta(fetch_request("p", "t", {"x"}, kBatch)).size(), static_cast<size_t>(kBatch));
   }
   put(controller, "p", 10, {"x"});
   controller.insert("p", 5);  // unconsumed but not produced: visited, not ready

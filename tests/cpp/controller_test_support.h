@@ -44,8 +44,8 @@ inline std::map<std::string, FieldSchema> fields_of(std::initializer_list<std::s
 
 // Inserts `count` samples (one put call) and marks `fields` produced, with
 // the given custom_meta (empty, or one object per sample).
-inline std::vector<int64_t> put(Controller& controller, const std::string& partition,
-                                int64_t count, std::initializer_list<std::string> fields,
+inline std::vector<int64_t> put(Controller& controller, const std::string& partition, int64_t count,
+                                std::initializer_list<std::string> fields,
                                 const std::vector<nlohmann::json>& meta = {}) {
   const BatchMeta inserted = controller.insert(partition, count);
   controller.mark_produced(partition, inserted.global_indexes, {}, fields_of(fields), meta);
@@ -59,9 +59,8 @@ inline std::vector<nlohmann::json> lengths_meta(const std::vector<int64_t>& leng
   return out;
 }
 
-inline MetaRequest fetch_request(const std::string& partition, const std::string& task,
-                                 std::vector<std::string> fields, int64_t batch_size,
-                                 int64_t dp_rank = 0, int64_t batch_index = 0) {
+inline MetaRequest fetch_request(const std::string& partition, const std::string& task, std::vector<std::string> fields,
+                                 int64_t batch_size, int64_t dp_rank = 0, int64_t batch_index = 0) {
   MetaRequest request;
   request.fields = std::move(fields);
   request.batch_size = batch_size;
@@ -73,7 +72,6 @@ inline MetaRequest fetch_request(const std::string& partition, const std::string
   request.polling = true;
   return request;
 }
-
 
 // A file name under the test temp dir, unique to this process.
 inline std::string temp_path(const std::string& name) {

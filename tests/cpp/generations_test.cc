@@ -54,7 +54,9 @@ TEST(ControllerGenerations, StaleGenerationsAreRefusedNamingBothAndChangeNothing
   const std::vector<std::string_view> words(named.begin(), named.end());
   const auto stale_everywhere = std::vector<std::function<void()>>{
       [&] { controller.mark_produced("p", stale.global_indexes, stale.generations, fields_of({"x"}), {}); },
-      [&] { controller.set_custom_meta("p", stale.global_indexes, stale.generations, lengths_meta({1, 2})); },
+      [&] {
+        controller.set_custom_meta("p", stale.global_indexes, stale.generations, lengths_meta({1, 2}));
+      },
       [&] { controller.clear_samples("p", stale.global_indexes, stale.generations); },
       [&] { controller.sample_production("p", stale.global_indexes, stale.generations, {}); },
   };
@@ -72,9 +74,9 @@ TEST(ControllerGenerations, GoneSamplesAreStaleForWritesAndSkippedByClears) {
   Controller controller;
   const BatchMeta meta = controller.insert("p", 2);
   controller.clear_partition("p");
-  EXPECT_TRUE(throws_code(
-      [&] { controller.mark_produced("p", meta.global_indexes, meta.generations, fields_of({"x"}), {}); },
-      ErrorCode::kStaleSample, {"partition 'p'", "no longer exists"}));
+  EXPECT_TRUE(
+      throws_code([&] { controller.mark_produced("p", meta.global_indexes, meta.generations, fields_of({"x"}), {}); },
+                  ErrorCode::kStaleSample, {"partition 'p'", "no longer exists"}));
   EXPECT_TRUE(controller.clear_samples("p", meta.global_indexes, meta.generations).empty());  // twice: no error
 }
 
@@ -86,7 +88,9 @@ TEST(ControllerGenerations, AMetaWithoutGenerationsIsCheckedByPartitionOnly) {
   EXPECT_TRUE(throws_code([&] { controller.mark_produced("b", a.global_indexes, {}, fields_of({"x"}), {}); },
                           ErrorCode::kStaleSample, {"partition 'b'", "no longer exists"}));
   EXPECT_TRUE(throws_code(
-      [&] { controller.mark_produced("a", a.global_indexes, std::vector<uint64_t>{1, 2}, fields_of({"x"}), {}); },
+      [&] {
+        controller.mark_produced("a", a.global_indexes, std::vector<uint64_t>{1, 2}, fields_of({"x"}), {});
+      },
       ErrorCode::kInvalidArgument, {"generations holds 2 entries for 1 global indexes"}));
 }
 
@@ -135,9 +139,9 @@ TEST(StorageGenerations, AnOlderGenerationCanNeitherReadNorOverwriteANewerOne) {
   const std::vector<int64_t> gi = {4};
   unit.put(samples_of(gi, 7), {object_column("x", {"old"}), object_column("y", {"old y"})});
   unit.put(samples_of(gi, 9), {object_column("x", {"new"})});  // the index's next sample
-  EXPECT_TRUE(throws_error(ErrorCode::kStaleSample, [&] { unit.get(samples_of(gi, 7), kFieldX); },
-                           {"global index 4", "partition 'p'", "generation 7 in the BatchMeta",
-                            "now holds generation 9"}));
+  EXPECT_TRUE(
+      throws_error(ErrorCode::kStaleSample, [&] { unit.get(samples_of(gi, 7), kFieldX); },
+                   {"global index 4", "partition 'p'", "generation 7 in the BatchMeta", "now holds generation 9"}));
   EXPECT_TRUE(throws_error(ErrorCode::kStaleSample,
                            [&] { unit.put(samples_of(gi, 7), {object_column("x", {"late"})}); },
                            {"global index 4", "now holds generation 9"}));
@@ -155,7 +159,10 @@ TEST(StorageGenerations, AnotherPartitionsSampleIsRefusedWithOrWithoutGeneration
   EXPECT_TRUE(throws_error(ErrorCode::kStaleSample, [&] { unit.get(samples_of(gi, 5, "base"), kFieldX); },
                            {"partition 'base'", "holds a sample of partition 'other'"}));
   const PartitionIdList base(1, "base");
-  EXPECT_TRUE(throws_error(ErrorCode::kStaleSample, [&] { unit.get({gi, base, {}}, kFieldX); },
+  EXPECT_TRUE(throws_error(ErrorCode::kStaleSample,
+                           [&] {
+                             unit.get({gi, base, {}}, kFieldX);
+                           },
                            {"generation not known", "partition 'other'"}));
   EXPECT_TRUE(throws_error(ErrorCode::kStaleSample,
                            [&] { unit.put(samples_of(gi, 5, "base"), {object_column("x", {"mine"})}); },
@@ -208,7 +215,9 @@ TEST_P(ClientGenerations, AMetaKeptAcrossAClearNeverReadsTheSampleThatReusedItsI
   EXPECT_TRUE(throws_error(ErrorCode::kStaleSample, [&] { client.get_data(base, x); },
                            {"partition 'base'", "generation " + text(base.generations[0])}));
   EXPECT_TRUE(throws_error(ErrorCode::kStaleSample,
-                           [&] { client.put_existing(base, {int64_column("y", {5, 6, 7, 8})}, {}); },
+                           [&] {
+                             client.put_existing(base, {int64_column("y", {5, 6, 7, 8})}, {});
+                           },
                            {"partition 'base'"}));
   EXPECT_TRUE(throws_error(ErrorCode::kStaleSample,
                            [&] { client.clear_samples("new", base.global_indexes, base.generations); },
@@ -233,8 +242,7 @@ TEST_P(ClientGenerations, AHandBuiltMetaGetsTheCurrentGenerationsOnPut) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, ClientGenerations,
-                         ::testing::Values(Mode{"Embedded", 0}, Mode{"RemoteOneUnit", 1},
-                                           Mode{"RemoteThreeUnits", 3}),
+                         ::testing::Values(Mode{"Embedded", 0}, Mode{"RemoteOneUnit", 1}, Mode{"RemoteThreeUnits", 3}),
                          [](const ::testing::TestParamInfo<Mode>& info) { return std::string(info.param.name); });
 
 TEST(RemoteGenerations, AControllerRestartedWithoutACheckpointNeverServesWhatUnitsHeldBefore) {

@@ -39,11 +39,9 @@ TEST(ValueOrder, MatchesAStableSortOnRandomValues) {
   Rng rng(test::kSeed);
   // Narrow ranges take the packed radix path, full int64 ranges the comparison sort.
   const std::pair<int64_t, int64_t> ranges[] = {
-      {0, 0}, {0, 3}, {-5, 5}, {0, 100000}, {-(int64_t{1} << 40), int64_t{1} << 40},
-      {INT64_MIN, INT64_MAX}};
+      {0, 0}, {0, 3}, {-5, 5}, {0, 100000}, {-(int64_t{1} << 40), int64_t{1} << 40}, {INT64_MIN, INT64_MAX}};
   for (auto [lo, hi] : ranges) {
-    for (size_t n : {size_t{1}, size_t{2}, size_t{3}, size_t{255}, size_t{256}, size_t{257},
-                     size_t{5000}}) {
+    for (size_t n : {size_t{1}, size_t{2}, size_t{3}, size_t{255}, size_t{256}, size_t{257}, size_t{5000}}) {
       const Weights values = test::uniform_lengths(rng, n, lo, hi);
       for (auto direction : {detail::Direction::kAscending, detail::Direction::kDescending}) {
         EXPECT_EQ(detail::order_by_value(values, direction), sorted_indexes(values, direction))
@@ -70,8 +68,7 @@ TEST(LargestDifferencing, PartsAreHeaviestFirstAndSumsMatch) {
     const int64_t k = 1 + static_cast<int64_t>(rng() % 10);
     const Weights values = test::uniform_lengths(rng, n, 0, round % 2 ? 3 : 10000);
     const auto ascending = detail::order_by_value(values, detail::Direction::kAscending);
-    for (auto start : {detail::DifferencingStart::kOneItemPerState,
-                       detail::DifferencingStart::kSortedChunks}) {
+    for (auto start : {detail::DifferencingStart::kOneItemPerState, detail::DifferencingStart::kSortedChunks}) {
       if (start == detail::DifferencingStart::kSortedChunks && static_cast<int64_t>(n) < k) continue;
       auto result = detail::largest_differencing(values, ascending, k, start);
       ASSERT_EQ(result.parts.size(), static_cast<size_t>(k));
@@ -163,8 +160,8 @@ TEST(VerlKarmarkarKarp, StructureOnRandomInputs) {
       const bool has_empty = std::any_of(kk.begin(), kk.end(), [](auto& p) { return p.empty(); });
       if (has_empty) {
         ++empty_part_errors;
-        EXPECT_TRUE(throws_invalid([&] { get_seqlen_balanced_partitions(lengths, k, equal_size); },
-                                   {"empty", "balanced"}));
+        EXPECT_TRUE(
+            throws_invalid([&] { get_seqlen_balanced_partitions(lengths, k, equal_size); }, {"empty", "balanced"}));
         continue;
       }
       ++returned;
@@ -183,16 +180,11 @@ TEST(VerlKarmarkarKarp, BadInputRaisesInsteadOfAsserting) {
   EXPECT_TRUE(throws_invalid([&] { karmarkar_karp(five, 0, false); }, {"k_partitions", "0"}));
   EXPECT_TRUE(throws_invalid([&] { karmarkar_karp(five, -2, true); }, {"k_partitions", "-2"}));
   EXPECT_TRUE(throws_invalid([&] { karmarkar_karp(Weights{}, 2, false); }, {"seqlen_list", "empty"}));
-  EXPECT_TRUE(throws_invalid([&] { karmarkar_karp(five, 2, true); },
-                             {"equal_size", "k_partitions", "5", "2"}));
-  EXPECT_TRUE(throws_invalid([&] { get_seqlen_balanced_partitions(five, 3, true); },
-                             {"equal_size", "5", "3"}));
-  EXPECT_TRUE(throws_invalid([&] { get_seqlen_balanced_partitions(five, 6, false); },
-                             {"k_partitions", "5", "6"}));
-  EXPECT_TRUE(throws_invalid([&] { get_seqlen_balanced_partitions(five, 0, false); },
-                             {"k_partitions", "0"}));
-  EXPECT_TRUE(throws_invalid([&] { get_seqlen_balanced_partitions(Weights{}, 1, false); },
-                             {"k_partitions", "0"}));
+  EXPECT_TRUE(throws_invalid([&] { karmarkar_karp(five, 2, true); }, {"equal_size", "k_partitions", "5", "2"}));
+  EXPECT_TRUE(throws_invalid([&] { get_seqlen_balanced_partitions(five, 3, true); }, {"equal_size", "5", "3"}));
+  EXPECT_TRUE(throws_invalid([&] { get_seqlen_balanced_partitions(five, 6, false); }, {"k_partitions", "5", "6"}));
+  EXPECT_TRUE(throws_invalid([&] { get_seqlen_balanced_partitions(five, 0, false); }, {"k_partitions", "0"}));
+  EXPECT_TRUE(throws_invalid([&] { get_seqlen_balanced_partitions(Weights{}, 1, false); }, {"k_partitions", "0"}));
 }
 
 TEST(VerlKarmarkarKarp, MagnitudeOverflowIsAnError) {
@@ -202,8 +194,7 @@ TEST(VerlKarmarkarKarp, MagnitudeOverflowIsAnError) {
   const Weights mixed = {INT64_MAX / 2 + 1, -(INT64_MAX / 2) - 1};
   EXPECT_TRUE(throws_invalid([&] { karmarkar_karp(mixed, 2, false); }, {"seqlen_list", "overflow"}));
   const Weights minimum = {INT64_MIN, 1};
-  EXPECT_TRUE(throws_invalid([&] { get_seqlen_balanced_partitions(minimum, 1, false); },
-                             {"seqlen_list", "overflow"}));
+  EXPECT_TRUE(throws_invalid([&] { get_seqlen_balanced_partitions(minimum, 1, false); }, {"seqlen_list", "overflow"}));
 }
 
 }  // namespace

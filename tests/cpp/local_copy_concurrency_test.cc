@@ -51,8 +51,7 @@ TEST_P(LocalCopyCluster, ConcurrentClientsPutAndGetTheirOwnDataThroughMemory) {
       auto client = cluster.client();
       const std::string partition = "p" + std::to_string(t);
       for (int r = 0; r < 3; ++r) {
-        const Column column =
-            wide_column("a", 32 + t, 4096 + 1024 * r);  // each thread and round its own shape
+        const Column column = wide_column("a", 32 + t, 4096 + 1024 * r);  // each thread and round its own shape
         const BatchMeta meta = client->put_new(partition, {column}, {});
         const std::vector<std::string> fields{"a"};
         const auto rows = client->get_data(meta, fields);

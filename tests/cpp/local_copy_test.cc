@@ -43,10 +43,9 @@ TEST(LocalCopy, DescribedFramesAreReadBackByteForByte) {
   const Json description = transport::local_copy::describe(sent, 1);
   EXPECT_EQ(transport::local_copy::unreadable_reason(description, "test"), std::nullopt);
   expect_same_frames(sent, 1, transport::local_copy::read(description, "test", sent.size() - 1, kNoLimit));
-  EXPECT_TRUE(
-      throws_error(ErrorCode::kInvalidArgument,
-                   [&] { transport::local_copy::read(description, "put request local_frames", 2, kNoLimit); },
-                   {"put request local_frames", "frames", "describes 7 frames, not the 2"}));
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                           [&] { transport::local_copy::read(description, "put request local_frames", 2, kNoLimit); },
+                           {"put request local_frames", "frames", "describes 7 frames, not the 2"}));
   EXPECT_EQ(transport::local_copy::data_bytes(sent, 1), size_t{0 + 1 + 33 + 34 + 1023 + 1024 + (3 << 20)});
 }
 
@@ -59,7 +58,8 @@ TEST(LocalCopy, ALargeCopySplitBetweenThreadsComesBackWhole) {
     sent.push_back(transport::frame_of(std::move(buffer.buffer), 0, size));
   }
   expect_same_frames(
-      sent, 1, transport::local_copy::read(transport::local_copy::describe(sent, 1), "test", sent.size() - 1, kNoLimit));
+      sent, 1,
+      transport::local_copy::read(transport::local_copy::describe(sent, 1), "test", sent.size() - 1, kNoLimit));
 }
 
 TEST(LocalCopy, MoreFramesThanOneSystemCallTakesAreAllRead) {
@@ -67,7 +67,8 @@ TEST(LocalCopy, MoreFramesThanOneSystemCallTakesAreAllRead) {
   for (size_t i = 0; i < 3 * IOV_MAX + 7; ++i)
     sent.push_back(transport::frame_of(random_buffer(40 + i % 3000, i), 0, 40 + i % 3000));
   expect_same_frames(
-      sent, 1, transport::local_copy::read(transport::local_copy::describe(sent, 1), "test", sent.size() - 1, kNoLimit));
+      sent, 1,
+      transport::local_copy::read(transport::local_copy::describe(sent, 1), "test", sent.size() - 1, kNoLimit));
 }
 
 TEST(LocalCopy, PlaceholdersStandForTheDescribedFramesAndPiecesAreCopiedFromThem) {
@@ -125,10 +126,9 @@ TEST(LocalCopy, FramesDescribedAsPiecesAreAssembledByTheReader) {
                            {"get reply local_frames", "pieces", "one per frame"}));
   Json miscounted = description;
   miscounted["pieces"] = transport::wire::binary_of(std::span<const uint32_t>(std::vector<uint32_t>{3, 0, 2}));
-  EXPECT_TRUE(
-      throws_error(ErrorCode::kInvalidArgument,
-                   [&] { transport::local_copy::read(miscounted, "put request local_frames", 3, kNoLimit); },
-                   {"put request local_frames", "pieces", "every range"}));
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                           [&] { transport::local_copy::read(miscounted, "put request local_frames", 3, kNoLimit); },
+                           {"put request local_frames", "pieces", "every range"}));
 }
 
 TEST(LocalCopy, AnotherProcessReadsTheFramesOfItsParent) {
@@ -218,19 +218,18 @@ TEST(LocalCopy, BadFrameListsAreRefusedBeforeAnythingIsAllocated) {
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
                            [&] { transport::local_copy::read(with_ranges({address}), "test", 1, kNoLimit); },
                            {"frames", "(address, size) pairs"}));
-  EXPECT_TRUE(
-      throws_error(ErrorCode::kInvalidArgument,
-                   [&] {
-                     transport::local_copy::read(with_ranges({address, uint64_t{1} << 50}), "test", 1, 1 << 20);
-                   },
-                   {"frames", "limit of 1048576 bytes"}));
-  // Two sizes that wrap around size_t when added.
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
                            [&] {
-                             transport::local_copy::read(with_ranges({address, 4096, address, UINT64_MAX - 100}),
-                                                   "test", 2, kNoLimit - 1);
+                             transport::local_copy::read(with_ranges({address, uint64_t{1} << 50}), "test", 1, 1 << 20);
                            },
-                           {"frames", "limit"}));
+                           {"frames", "limit of 1048576 bytes"}));
+  // Two sizes that wrap around size_t when added.
+  EXPECT_TRUE(throws_error(
+      ErrorCode::kInvalidArgument,
+      [&] {
+        transport::local_copy::read(with_ranges({address, 4096, address, UINT64_MAX - 100}), "test", 2, kNoLimit - 1);
+      },
+      {"frames", "limit"}));
   // Memory the peer does not have: the page at address 4096 is never mapped.
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
                            [&] {
@@ -266,8 +265,7 @@ TEST(FrameLeases, ALeaseRunsOutAfterItsLifetime) {
 }
 
 TEST(FrameLeases, ALifetimeMustBePositive) {
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
-                           [] { transport::FrameLeases(std::chrono::milliseconds(0)); },
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [] { transport::FrameLeases(std::chrono::milliseconds(0)); },
                            {"lease lifetime", "0 ms"}));
 }
 
@@ -287,7 +285,6 @@ void round_trip(Client& client, size_t samples, size_t width) {
     }
   }
 }
-
 
 TEST_P(LocalCopyCluster, LargePutsAndGetsTravelThroughMemory) {
   RemoteCluster cluster(GetParam());
@@ -349,11 +346,9 @@ TEST(LocalCopyService, AGetThatFailsOnOneUnitGivesTheOtherUnitsLeasesBack) {
   const std::vector<std::string> fields{"a"};
   EXPECT_TRUE(throws_error(ErrorCode::kTimeout, [&] { client->get_data(meta, fields); }, {}));
   for (size_t u = 0; u < 2; ++u) {
-    EXPECT_GT(cluster.unit(u)
-                  .metrics()
-                  .counter("seqflow_storage_local_copy_bytes_total", "", {{"direction", "get"}})
-                  .value(),
-              0.0);
+    EXPECT_GT(
+        cluster.unit(u).metrics().counter("seqflow_storage_local_copy_bytes_total", "", {{"direction", "get"}}).value(),
+        0.0);
     EXPECT_NE(cluster.unit(u).metrics().render().find("seqflow_storage_leases 0"), std::string::npos) << u;
   }
 }
@@ -372,21 +367,16 @@ TEST(LocalCopyService, APutDescribingAProcessItCannotReadIsRefusedAndStoresNothi
     header["local_frames"] = local_frames;
     return header;
   };
-  const Frames reply = unit.call(
-      "put",
-      transport::wire::header_message(put_header(entries, description)));
+  const Frames reply = unit.call("put", transport::wire::header_message(put_header(entries, description)));
   const Json header = transport::wire::read_header(reply, 0, "put reply");
   ASSERT_TRUE(header.contains("local_copy_refused")) << header.dump();
   EXPECT_NE(header["local_copy_refused"].get<std::string>().find("not the sender"), std::string::npos);
   EXPECT_EQ(cluster.unit(0).storage().stats().samples, 0u);
   // A malformed description is an error reply, and the unit keeps serving.
   description["pid"] = -1;
-  EXPECT_TRUE(throws_error(
-      ErrorCode::kInvalidArgument,
-      [&] {
-        unit.call("put", transport::wire::header_message(put_header(entries, description)));
-      },
-      {"put request local_frames", "pid"}));
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                           [&] { unit.call("put", transport::wire::header_message(put_header(entries, description))); },
+                           {"put request local_frames", "pid"}));
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
                            [&] {
                              unit.call("release", transport::wire::header_message(Json{{"lease", "one"}}));

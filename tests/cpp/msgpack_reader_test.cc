@@ -153,24 +153,22 @@ TEST(MsgpackReader, EveryTruncationIsAnErrorNamingTheByte) {
       const size_t at = message.rfind(" at byte ");
       return at != std::string::npos && std::stoul(message.substr(at + 9)) <= keep;
     };
-    for (const auto& read : {+[](std::string_view b) { msgpack_to_json(b, 3); },
-                             +[](std::string_view b) { check_msgpack_map(b, 3); }}) {
+    for (const auto& read :
+         {+[](std::string_view b) { msgpack_to_json(b, 3); }, +[](std::string_view b) { check_msgpack_map(b, 3); }}) {
       try {
         read(part);
         ADD_FAILURE() << "accepted";
       } catch (const Error& error) {
         EXPECT_EQ(error.code(), ErrorCode::kInvalidArgument);
-        EXPECT_NE(std::string(error.what()).find("is not valid MessagePack: "), std::string::npos)
-            << error.what();
+        EXPECT_NE(std::string(error.what()).find("is not valid MessagePack: "), std::string::npos) << error.what();
         EXPECT_TRUE(names_a_byte_within(error.what())) << error.what();
       }
     }
   }
   for (const Scalar& scalar : scalars()) {
     for (size_t keep = 0; keep < scalar.bytes.size(); ++keep) {
-      EXPECT_TRUE(
-          throws_invalid([&] { MsgpackReader(std::string_view(scalar.bytes).substr(0, keep), 1).next(0); },
-                         {"the data ends inside a value at byte "}))
+      EXPECT_TRUE(throws_invalid([&] { MsgpackReader(std::string_view(scalar.bytes).substr(0, keep), 1).next(0); },
+                                 {"the data ends inside a value at byte "}))
           << testing::PrintToString(scalar.bytes) << " kept " << keep;
     }
   }
@@ -182,8 +180,7 @@ TEST(MsgpackReader, NestingBeyondTheLimitIsAnErrorNotARecursion) {
   for (size_t depth : {size_t{65}, size_t{100000}, size_t{1} << 22}) {
     SCOPED_TRACE("depth " + std::to_string(depth));
     const std::string bytes = nested_arrays(depth);
-    EXPECT_TRUE(
-        throws_invalid([&] { msgpack_to_json(bytes, 64); }, {"nests deeper than 64 levels at byte 64"}));
+    EXPECT_TRUE(throws_invalid([&] { msgpack_to_json(bytes, 64); }, {"nests deeper than 64 levels at byte 64"}));
     EXPECT_TRUE(throws_invalid([&] { check_msgpack_map("\x81\xa1k" + bytes, 64); },
                                {"nests deeper than 64 levels at byte 66"}));
   }
@@ -205,14 +202,12 @@ TEST(MsgpackReader, TrailingAndMalformedBytesAreErrorsNamingTheProblem) {
       {bytes_of({0x81, 0xa1, 'k', 0xdd, 0xff, 0xff, 0xff, 0xff, 0x01}),
        "an array of 4294967295 elements overruns the data at byte 3"},
       {bytes_of({0xdf, 0, 0, 0, 0x02, 0xa1, 'k', 0x01}), "a map of 2 pairs overruns the data at byte 0"},
-      {bytes_of({0x81, 0xa1, 'k', 0xdb, 0xff, 0xff, 0xff, 0xf0}, "ab"),
-       "the data ends inside a value at byte 8"},
+      {bytes_of({0x81, 0xa1, 'k', 0xdb, 0xff, 0xff, 0xff, 0xf0}, "ab"), "the data ends inside a value at byte 8"},
   };
   for (const auto& [bytes, problem] : cases) {
     SCOPED_TRACE(testing::PrintToString(bytes));
     EXPECT_TRUE(throws_invalid([&] { msgpack_to_json(bytes, 4); }, {"is not valid MessagePack: " + problem}));
-    EXPECT_TRUE(
-        throws_invalid([&] { check_msgpack_map(bytes, 4); }, {"is not valid MessagePack: " + problem}));
+    EXPECT_TRUE(throws_invalid([&] { check_msgpack_map(bytes, 4); }, {"is not valid MessagePack: " + problem}));
   }
   for (const std::string& not_a_map : {bytes_of({0x05}), bytes_of({0x91, 0x80}), bytes_of({0xa1, 'k'})}) {
     EXPECT_TRUE(throws_invalid([&] { check_msgpack_map(not_a_map, 4); }, {"must be a MessagePack map"}));
@@ -227,30 +222,37 @@ TEST(CustomMetaNesting, FromEncodedRefusesADeepEntryNamingTheLimit) {
   const std::string bytes = list.bytes() + deep;
   const auto first = static_cast<uint32_t>(list.bytes().size());
   const auto end = static_cast<uint32_t>(bytes.size());
-  EXPECT_TRUE(throws_invalid([&] { CustomMetaList::from_encoded(bytes, {0, first, end}); },
-                             {"custom_meta[1] nests deeper than " + limit + " levels"}));
+  EXPECT_TRUE(throws_invalid(
+      [&] {
+        CustomMetaList::from_encoded(bytes, {0, first, end});
+      },
+      {"custom_meta[1] nests deeper than " + limit + " levels"}));
 
   // At the limit: accepted, and it decodes.
   const std::string at_limit = "\x81\xa1k" + nested_arrays(kMaxDecodeNesting - 1);
-  const CustomMetaList ok =
-      CustomMetaList::from_encoded(at_limit, {0, static_cast<uint32_t>(at_limit.size())});
+  const CustomMetaList ok = CustomMetaList::from_encoded(at_limit, {0, static_cast<uint32_t>(at_limit.size())});
   EXPECT_TRUE(ok[0]["k"].is_array());
 
   // Trailing bytes and non-maps are refused, as ever.
   EXPECT_TRUE(throws_invalid(
-      [&] { CustomMetaList::from_encoded(bytes_of({0x80, 0x00}), {0, 2}); },
+      [&] {
+        CustomMetaList::from_encoded(bytes_of({0x80, 0x00}), {0, 2});
+      },
       {"custom_meta[0] is not valid MessagePack: 1 bytes follow the value"}));
   EXPECT_TRUE(throws_invalid(
-      [&] { CustomMetaList::from_encoded(bytes_of({0x91, 0x80}), {0, 2}); },
+      [&] {
+        CustomMetaList::from_encoded(bytes_of({0x91, 0x80}), {0, 2});
+      },
       {"custom_meta[0] must be a MessagePack map"}));
 }
 
 TEST(CustomMetaNesting, DecodeMetaRefusesADeepValue) {
-  EXPECT_TRUE(
-      throws_invalid([&] { core::decode_meta("\x81\xa1k" + nested_arrays(100000)); },
-                     {"custom_meta nests deeper than " + std::to_string(kMaxDecodeNesting) + " levels"}));
+  EXPECT_TRUE(throws_invalid([&] { core::decode_meta("\x81\xa1k" + nested_arrays(100000)); },
+                             {"custom_meta nests deeper than " + std::to_string(kMaxDecodeNesting) + " levels"}));
   EXPECT_TRUE(throws_invalid(
-      [&] { core::decode_meta(bytes_of({0x81, 0xa1, 'k'})); },
+      [&] {
+        core::decode_meta(bytes_of({0x81, 0xa1, 'k'}));
+      },
       {"custom_meta is not valid MessagePack: the data ends inside a value at byte 3"}));
   EXPECT_EQ(core::decode_meta(bytes_of({0x81, 0xa1, 'k', 0x01})), (Json{{"k", 1}}));
 }

@@ -39,11 +39,10 @@ TEST(MsgpackWriter, IntegersTakeTheShortestFormAtEveryBoundary) {
   constexpr int64_t kInt64Min = std::numeric_limits<int64_t>::min();
   constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
   const std::vector<IntegerCase> cases = {
-      {0, 0x00, 1},          {127, 0x7f, 1},         {128, 0xcc, 2},         {255, 0xcc, 2},
-      {256, 0xcd, 3},        {65535, 0xcd, 3},       {65536, 0xce, 5},       {4294967295, 0xce, 5},
-      {4294967296, 0xcf, 9}, {kInt64Max, 0xcf, 9},   {-1, 0xff, 1},          {-32, 0xe0, 1},
-      {-33, 0xd0, 2},        {-128, 0xd0, 2},        {-129, 0xd1, 3},        {-32768, 0xd1, 3},
-      {-32769, 0xd2, 5},     {-2147483648, 0xd2, 5}, {-2147483649, 0xd3, 9}, {kInt64Min, 0xd3, 9},
+      {0, 0x00, 1},      {127, 0x7f, 1},    {128, 0xcc, 2},         {255, 0xcc, 2},         {256, 0xcd, 3},
+      {65535, 0xcd, 3},  {65536, 0xce, 5},  {4294967295, 0xce, 5},  {4294967296, 0xcf, 9},  {kInt64Max, 0xcf, 9},
+      {-1, 0xff, 1},     {-32, 0xe0, 1},    {-33, 0xd0, 2},         {-128, 0xd0, 2},        {-129, 0xd1, 3},
+      {-32768, 0xd1, 3}, {-32769, 0xd2, 5}, {-2147483648, 0xd2, 5}, {-2147483649, 0xd3, 9}, {kInt64Min, 0xd3, 9},
   };
   for (const IntegerCase& c : cases) {
     SCOPED_TRACE(c.value);
@@ -150,8 +149,7 @@ TEST(MsgpackWriter, NumbersTravelAsTheirLittleEndianBytes) {
 }
 
 TEST(MsgpackWriter, ArraysAndMapsOfEverySizeClass) {
-  const std::vector<SizeCase> arrays = {
-      {0, 0x90, 1}, {15, 0x9f, 1}, {16, 0xdc, 3}, {65535, 0xdc, 3}, {65536, 0xdd, 5}};
+  const std::vector<SizeCase> arrays = {{0, 0x90, 1}, {15, 0x9f, 1}, {16, 0xdc, 3}, {65535, 0xdc, 3}, {65536, 0xdd, 5}};
   for (const SizeCase& c : arrays) {
     SCOPED_TRACE(c.size);
     MsgpackWriter writer;
@@ -164,8 +162,7 @@ TEST(MsgpackWriter, ArraysAndMapsOfEverySizeClass) {
     EXPECT_EQ(writer.bytes(), nlohmann_bytes(want));
     EXPECT_EQ(msgpack_to_json(writer.bytes(), 2), want);
   }
-  const std::vector<SizeCase> maps = {
-      {0, 0x80, 1}, {15, 0x8f, 1}, {16, 0xde, 3}, {65535, 0xde, 3}, {65536, 0xdf, 5}};
+  const std::vector<SizeCase> maps = {{0, 0x80, 1}, {15, 0x8f, 1}, {16, 0xde, 3}, {65535, 0xde, 3}, {65536, 0xdf, 5}};
   for (const SizeCase& c : maps) {
     SCOPED_TRACE(c.size);
     MsgpackWriter writer;

@@ -89,14 +89,19 @@ TEST(PackXtunerBaseline, BadInputIsNamedBeforeAllocating) {
                                    {"pack_max_length", "1099511627776", "2147483647"}));
   EXPECT_TRUE(test::throws_invalid([&] { baseline::xtuner_pack(lengths, 2, 1, 100, -1); },
                                    {"pad_chunk must be positive, got -1"}));
-  EXPECT_TRUE(test::throws_invalid([&] { baseline::xtuner_pack(std::vector<int64_t>{1, -2}, 1, 1, 100); },
-                                   {"lengths[1] = -2"}));
+  EXPECT_TRUE(test::throws_invalid(
+      [&] {
+        baseline::xtuner_pack(std::vector<int64_t>{1, -2}, 1, 1, 100);
+      },
+      {"lengths[1] = -2"}));
   // ceil(2^40 / 1) packs for one (rank, step).
   EXPECT_TRUE(test::throws_invalid([&] { baseline::xtuner_pack(std::vector<int64_t>{huge}, 1, 1, 1); },
                                    {"packs of rank 0, step 0", "1099511627776", "pack_max_length"}));
   // The tokens' total overflows: named as the baseline's lengths.
   EXPECT_TRUE(test::throws_invalid(
-      [&] { baseline::xtuner_pack(std::vector<int64_t>{int64_t{1} << 62, int64_t{1} << 62}, 1, 1, 100); },
+      [&] {
+        baseline::xtuner_pack(std::vector<int64_t>{int64_t{1} << 62, int64_t{1} << 62}, 1, 1, 100);
+      },
       {"lengths", "overflows"}));
 }
 

@@ -120,8 +120,11 @@ TEST(PackMaterialize, NamesBadInput) {
   bad.packs[0][0][0].padding = kMaxPackLength;
   EXPECT_TRUE(throws_invalid([&] { materialize(bad, 0, 0, spans, {}, {}); }, {"2147483647"}));
   const std::vector<int64_t> flat = {1, 2, 3};
-  EXPECT_TRUE(throws_invalid([&] { split_flat(flat, std::vector<int64_t>{0, 2, 1}, "token_ids"); },
-                             {"token_ids.offsets must be ascending and within values"}));
+  EXPECT_TRUE(throws_invalid(
+      [&] {
+        split_flat(flat, std::vector<int64_t>{0, 2, 1}, "token_ids");
+      },
+      {"token_ids.offsets must be ascending and within values"}));
   EXPECT_TRUE(throws_invalid([&] { split_flat(flat, std::vector<int64_t>{0, 4}, "labels"); }, {"labels.offsets"}));
   EXPECT_TRUE(throws_invalid([&] { split_flat(flat, {}, "labels"); }, {"labels.offsets"}));
 }

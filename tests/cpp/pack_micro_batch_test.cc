@@ -138,9 +138,8 @@ TEST(PackMicroBatches, HugeCountsAreRefusedBeforeAllocating) {
                                    {"count_multiple", "1099511627776", "1048576"}));
   EXPECT_TRUE(test::throws_invalid([&] { micro_batches(lengths, 10, {.dp_size = huge}); },
                                    {"dp_size", "1099511627776", "1048576"}));
-  EXPECT_TRUE(test::throws_invalid(
-      [&] { micro_batches(lengths, 10, {.dp_size = 1024, .count_multiple = 2048}); },
-      {"dp_size x count_multiple (1024 x 2048)"}));
+  EXPECT_TRUE(test::throws_invalid([&] { micro_batches(lengths, 10, {.dp_size = 1024, .count_multiple = 2048}); },
+                                   {"dp_size x count_multiple (1024 x 2048)"}));
   // 1025 one-token samples under a cap of one token on one of 1024 ranks:
   // 1025 micro-batches on every rank, 1049600 in all.
   const std::vector<int64_t> ones(1025, 1);
@@ -152,13 +151,12 @@ TEST(PackMicroBatches, HugeCountsAreRefusedBeforeAllocating) {
 
 TEST(PackMicroBatches, TotalWorkloadOverflowNamesLengths) {
   const std::vector<int64_t> lengths = {int64_t{1} << 31, int64_t{1} << 31};
-  EXPECT_TRUE(test::throws_invalid(
-      [&] { micro_batches(lengths, int64_t{1} << 40, {.workload = Workload::verl()}); },
-      {"lengths", "verl", "overflows"}));
+  EXPECT_TRUE(test::throws_invalid([&] { micro_batches(lengths, int64_t{1} << 40, {.workload = Workload::verl()}); },
+                                   {"lengths", "verl", "overflows"}));
   const std::vector<std::span<const int64_t>> per_rank = {lengths};
-  EXPECT_TRUE(test::throws_invalid(
-      [&] { micro_batches_per_rank(per_rank, int64_t{1} << 40, {.workload = Workload::verl()}); },
-      {"lengths[0]", "verl", "overflows"}));
+  EXPECT_TRUE(
+      test::throws_invalid([&] { micro_batches_per_rank(per_rank, int64_t{1} << 40, {.workload = Workload::verl()}); },
+                           {"lengths[0]", "verl", "overflows"}));
 }
 
 }  // namespace

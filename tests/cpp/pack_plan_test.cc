@@ -92,9 +92,8 @@ void expect_guarantees(const Plan& plan, std::span<const int64_t> lengths, const
       }
     }
   }
-  auto [fewest, most] = std::minmax_element(
-      groups_per_step.begin(), groups_per_step.end(),
-      [](const auto& a, const auto& b) { return a.size() < b.size(); });
+  auto [fewest, most] = std::minmax_element(groups_per_step.begin(), groups_per_step.end(),
+                                            [](const auto& a, const auto& b) { return a.size() < b.size(); });
   EXPECT_LE(most->size() - fewest->size(), 1u);
   EXPECT_EQ(plan.stats.padding_tokens, padding);
   EXPECT_EQ(plan.stats.real_tokens, std::accumulate(lengths.begin(), lengths.end(), int64_t{0}));
@@ -103,7 +102,8 @@ void expect_guarantees(const Plan& plan, std::span<const int64_t> lengths, const
   for (int64_t step = 0; step < options.optimizer_steps; ++step) {
     EXPECT_GE(plan.stats.packs_per_step[step], plan.stats.min_packs_per_step[step]);
   }
-  EXPECT_EQ(plan.stats.empty_rank_steps > 0, !plan.notes.empty() && plan.notes[0].find("no samples") != std::string::npos);
+  EXPECT_EQ(plan.stats.empty_rank_steps > 0,
+            !plan.notes.empty() && plan.notes[0].find("no samples") != std::string::npos);
 }
 
 struct Case {
@@ -113,9 +113,8 @@ struct Case {
 TEST(PackPlan, GuaranteesHoldOnRandomInputs) {
   std::mt19937_64 rng(7);
   const std::vector<Case> cases = {
-      {0, 4, 3, 100},    {1, 1, 1, 10},      {1, 8, 4, 100},    {5, 4, 8, 50},
-      {7, 8, 2, 1000},   {31, 4, 8, 300},    {64, 8, 8, 64},    {100, 3, 5, 400},
-      {257, 8, 4, 2048}, {1000, 16, 4, 8192}, {600, 7, 3, 1500}, {40, 1, 1, 100},
+      {0, 4, 3, 100}, {1, 1, 1, 10},    {1, 8, 4, 100},    {5, 4, 8, 50},       {7, 8, 2, 1000},   {31, 4, 8, 300},
+      {64, 8, 8, 64}, {100, 3, 5, 400}, {257, 8, 4, 2048}, {1000, 16, 4, 8192}, {600, 7, 3, 1500}, {40, 1, 1, 100},
   };
   const PadTo pads[] = {PadTo::kCap, PadTo::kStepMax, PadTo::kNone};
   const Workload workloads[] = {Workload::tokens(), Workload::verl()};
@@ -139,9 +138,9 @@ TEST(PackPlan, GuaranteesHoldOnRandomInputs) {
           options.workload = workload;
           options.pad_to = pad;
           options.pad_chunk = 1 + c.cap / 7;
-          SCOPED_TRACE(testing::Message() << "n=" << c.n << " dp=" << c.dp << " steps=" << c.steps
-                                          << " cap=" << c.cap << " pad=" << to_string(pad)
-                                          << " workload=" << workload.name() << " grouped=" << grouped);
+          SCOPED_TRACE(testing::Message()
+                       << "n=" << c.n << " dp=" << c.dp << " steps=" << c.steps << " cap=" << c.cap
+                       << " pad=" << to_string(pad) << " workload=" << workload.name() << " grouped=" << grouped);
           expect_guarantees(plan(lengths, options), lengths, options);
         }
       }
@@ -263,8 +262,7 @@ TEST(PackPlan, RolloutBatchIsBalancedAndTight) {
 TEST(PackPlan, SmallCapNeedsSeveralPacksPerStep) {
   std::mt19937_64 rng(3);
   auto lengths = rollout_lengths(rng, 512, 16384);
-  Options options{.dp_size = 8, .optimizer_steps = 4, .pack_max_length = 32768,
-                  .pad_to = PadTo::kStepMax};
+  Options options{.dp_size = 8, .optimizer_steps = 4, .pack_max_length = 32768, .pad_to = PadTo::kStepMax};
   Plan p = plan(lengths, options);
   expect_guarantees(p, lengths, options);
   for (int64_t step = 0; step < 4; ++step) {
@@ -341,9 +339,9 @@ TEST(PackPlan, PaddingSequencesAreChunks) {
 TEST(PackPlan, PackMaxLengthBeyondInt32IsRefused) {
   const std::vector<int64_t> lengths = {10, 20, 50};
   for (int64_t cap : {int64_t{1} << 31, int64_t{1} << 40, int64_t{1} << 62}) {
-    EXPECT_TRUE(test::throws_invalid(
-        [&] { plan(lengths, {.dp_size = 2, .optimizer_steps = 1, .pack_max_length = cap}); },
-        {"pack_max_length", std::to_string(cap), "2147483647"}));
+    EXPECT_TRUE(
+        test::throws_invalid([&] { plan(lengths, {.dp_size = 2, .optimizer_steps = 1, .pack_max_length = cap}); },
+                             {"pack_max_length", std::to_string(cap), "2147483647"}));
   }
   const int64_t longest = INT32_MAX;
   Plan p = plan(lengths, {.dp_size = 2, .optimizer_steps = 1, .pack_max_length = longest, .pad_chunk = 4096});
@@ -365,15 +363,14 @@ TEST(PackPlan, PaddingIsNeverBillionsOfSequences) {
   EXPECT_TRUE(test::throws_invalid(
       [&] { plan(lengths, {.dp_size = 1, .optimizer_steps = 1, .pack_max_length = INT32_MAX, .pad_chunk = 1}); },
       {"pad_chunk = 1 splits pack_max_length = 2147483647", "1048576", "at least 2048"}));
-  EXPECT_TRUE(test::throws_invalid([] { padding_sequences(INT32_MAX, 1); },
-                                   {"pad_chunk = 1 splits padding = 2147483647"}));
+  EXPECT_TRUE(
+      test::throws_invalid([] { padding_sequences(INT32_MAX, 1); }, {"pad_chunk = 1 splits padding = 2147483647"}));
   EXPECT_EQ(padding_sequences(int64_t{1} << 20, 1).size(), size_t{1} << 20);
 }
 
 TEST(PackPlan, TooManyRankStepsAreRefusedBeforeAllocating) {
-  EXPECT_TRUE(test::throws_invalid(
-      [] { plan({}, {.dp_size = 2048, .optimizer_steps = 1024, .pack_max_length = 10}); },
-      {"dp_size x optimizer_steps (2048 x 1024)", "2097152", "1048576"}));
+  EXPECT_TRUE(test::throws_invalid([] { plan({}, {.dp_size = 2048, .optimizer_steps = 1024, .pack_max_length = 10}); },
+                                   {"dp_size x optimizer_steps (2048 x 1024)", "2097152", "1048576"}));
 }
 
 // One group of 2048 full samples lands on one rank: 2048 packs per rank on
@@ -382,9 +379,7 @@ TEST(PackPlan, TooManyPacksAreRefusedBeforeAllocating) {
   const std::vector<int64_t> lengths(2048, 10);
   const std::vector<int64_t> groups(lengths.size(), 7);
   EXPECT_TRUE(test::throws_invalid(
-      [&] {
-        plan(lengths, {.dp_size = 1024, .optimizer_steps = 1, .pack_max_length = 10, .groups = groups});
-      },
+      [&] { plan(lengths, {.dp_size = 1024, .optimizer_steps = 1, .pack_max_length = 10, .groups = groups}); },
       {"packs", "2048 per rank on 1024 ranks", "1048576", "pack_max_length"}));
 }
 
@@ -393,8 +388,11 @@ TEST(PackPlan, TotalWorkloadOverflowNamesLengths) {
   const std::vector<int64_t> lengths = {INT32_MAX, INT32_MAX};
   EXPECT_TRUE(test::throws_invalid(
       [&] {
-        plan(lengths, {.dp_size = 1, .optimizer_steps = 3, .pack_max_length = INT32_MAX,
-                       .workload = Workload::verl(), .pad_chunk = 4096});
+        plan(lengths, {.dp_size = 1,
+                       .optimizer_steps = 3,
+                       .pack_max_length = INT32_MAX,
+                       .workload = Workload::verl(),
+                       .pad_chunk = 4096});
       },
       {"lengths", "verl", "overflows"}));
 }

@@ -28,16 +28,21 @@ size_t unit_count(const Case& c) {
 // Lengths of several shapes: spread out, realistic, many ties, all equal, many zeros, huge.
 Weights random_weights(Rng& rng, size_t n, int shape) {
   switch (shape) {
-    case 0: return test::uniform_lengths(rng, n, 0, 1000);
-    case 1: return test::lognormal_lengths(rng, n);
-    case 2: return test::uniform_lengths(rng, n, 0, 3);
-    case 3: return Weights(n, test::uniform_lengths(rng, 1, 0, 50)[0]);
+    case 0:
+      return test::uniform_lengths(rng, n, 0, 1000);
+    case 1:
+      return test::lognormal_lengths(rng, n);
+    case 2:
+      return test::uniform_lengths(rng, n, 0, 3);
+    case 3:
+      return Weights(n, test::uniform_lengths(rng, 1, 0, 50)[0]);
     case 4: {
       Weights w = test::uniform_lengths(rng, n, 0, 100);
       for (auto& x : w) x = rng() % 2 ? 0 : x;
       return w;
     }
-    default: return test::uniform_lengths(rng, n, 0, int64_t{1} << 40);
+    default:
+      return test::uniform_lengths(rng, n, 0, int64_t{1} << 40);
   }
 }
 
@@ -66,8 +71,7 @@ int check_case(const Case& c) {
   for (Cardinality cardinality : test::kCardinalities) {
     if (cardinality == Cardinality::kEqual && unit_count(c) % c.k != 0) {
       EXPECT_TRUE(test::throws_invalid(
-          [&] { partition(c.weights, c.k, case_options(c, cardinality, Algorithm::kAuto)); },
-          {"balanced"}));
+          [&] { partition(c.weights, c.k, case_options(c, cardinality, Algorithm::kAuto)); }, {"balanced"}));
       continue;
     }
     int64_t heaviest[3] = {};
@@ -138,9 +142,8 @@ TEST(PartitionProperty, AutoIsNearTheLowerBoundWithTenOrMoreItemsPerPart) {
         const int64_t bound =
             std::max(p.lower_bound, cardinality_bound(test::model_costs(w, workload), k, cardinality));
         const double gap = static_cast<double>(p.heaviest()) / static_cast<double>(bound) - 1.0;
-        SCOPED_TRACE(::testing::Message() << "k=" << k << " n=" << w.size() << " cardinality="
-                                          << to_string(cardinality) << " workload=" << workload.name()
-                                          << " heaviest=" << p.heaviest()
+        SCOPED_TRACE(::testing::Message() << "k=" << k << " n=" << w.size() << " cardinality=" << to_string(cardinality)
+                                          << " workload=" << workload.name() << " heaviest=" << p.heaviest()
                                           << " lower_bound=" << p.lower_bound << " bound=" << bound);
         EXPECT_LT(gap, 0.001);
         if (cardinality == Cardinality::kFree) {
@@ -204,8 +207,7 @@ TEST(PartitionProperty, TinyInputsAutoReachesTheOptimum) {
     const Options options = case_options(c, cardinality, Algorithm::kAuto);
     const int64_t heaviest = partition(c.weights, c.k, options).heaviest();
     if (heaviest != optimum && ++misses <= 10) {
-      report << "\n  " << test::describe(c.weights, c.k, options) << ": auto " << heaviest
-             << ", optimum " << optimum;
+      report << "\n  " << test::describe(c.weights, c.k, options) << ": auto " << heaviest << ", optimum " << optimum;
     }
   });
   EXPECT_EQ(misses, 0) << "auto misses the optimum in " << misses << " of " << compared

@@ -114,13 +114,12 @@ TEST(Partition, GroupsStayWholeAndCountAsOne) {
     const Partition p = run(w, 2, free);
     EXPECT_EQ(p.assignment[0], p.assignment[1]);
     // Three groups: equal is impossible for k = 2, balanced is fine.
-    EXPECT_TRUE(throws_invalid(
-        [&] { partition(w, 2, options_with(Cardinality::kEqual, a, Workload::tokens(), groups)); },
-        {"groups", "3", "2", "balanced"}));
+    EXPECT_TRUE(
+        throws_invalid([&] { partition(w, 2, options_with(Cardinality::kEqual, a, Workload::tokens(), groups)); },
+                       {"groups", "3", "2", "balanced"}));
     run(w, 2, options_with(Cardinality::kBalanced, a, Workload::tokens(), groups));
   }
-  const Partition best = run(w, 2, options_with(Cardinality::kFree, Algorithm::kAuto,
-                                                Workload::tokens(), groups));
+  const Partition best = run(w, 2, options_with(Cardinality::kFree, Algorithm::kAuto, Workload::tokens(), groups));
   EXPECT_EQ(best.heaviest(), 10);
   EXPECT_EQ(best.lower_bound, 10);
 }
@@ -142,9 +141,8 @@ TEST(Partition, GroupIdValuesDoNotMatterOnlyTheirPattern) {
   const Weights ids_a = {100, -5, 100, 7, -5, 100, 12};
   const Weights ids_b = {0, 1, 0, 2, 1, 0, 3};
   for (Cardinality c : {Cardinality::kFree, Cardinality::kBalanced}) {
-    test::expect_same_partition(
-        run(w, 3, options_with(c, Algorithm::kAuto, Workload::tokens(), ids_a)),
-        run(w, 3, options_with(c, Algorithm::kAuto, Workload::tokens(), ids_b)));
+    test::expect_same_partition(run(w, 3, options_with(c, Algorithm::kAuto, Workload::tokens(), ids_a)),
+                                run(w, 3, options_with(c, Algorithm::kAuto, Workload::tokens(), ids_b)));
   }
 }
 
@@ -231,9 +229,8 @@ TEST(PartitionErrors, MorePartsThanItemsOrGroups) {
   EXPECT_TRUE(throws_invalid([&] { partition(w, 4); }, {"k", "4", "items", "3"}));
   const Weights groups = {5, 5, 6};
   for (Cardinality c : test::kCardinalities) {
-    EXPECT_TRUE(throws_invalid(
-        [&] { partition(w, 3, options_with(c, Algorithm::kAuto, Workload::tokens(), groups)); },
-        {"k", "3", "groups", "2"}));
+    EXPECT_TRUE(throws_invalid([&] { partition(w, 3, options_with(c, Algorithm::kAuto, Workload::tokens(), groups)); },
+                               {"k", "3", "groups", "2"}));
   }
 }
 
@@ -248,8 +245,7 @@ TEST(PartitionErrors, GroupsOfTheWrongLength) {
 TEST(PartitionErrors, NegativeWeightNamesIndexAndValue) {
   const Weights w = {4, 2, -9, 1};
   for (Algorithm a : test::kAlgorithms) {
-    EXPECT_TRUE(throws_invalid([&] { partition(w, 2, options_with(Cardinality::kFree, a)); },
-                               {"weights[2]", "-9"}));
+    EXPECT_TRUE(throws_invalid([&] { partition(w, 2, options_with(Cardinality::kFree, a)); }, {"weights[2]", "-9"}));
   }
 }
 

@@ -21,12 +21,10 @@ class RemoteCluster {
   // and a restarted controller learns them back quickly.
   static constexpr std::chrono::milliseconds kHeartbeat{100};
 
-  explicit RemoteCluster(
-      size_t unit_count, StorageOptions storage = {}, server::ControllerServiceOptions controller_options = {},
-      std::chrono::milliseconds lease_lifetime = server::StorageServiceOptions{}.lease_lifetime)
-      : storage_(storage),
-        controller_options_(std::move(controller_options)),
-        lease_lifetime_(lease_lifetime) {
+  explicit RemoteCluster(size_t unit_count, StorageOptions storage = {},
+                         server::ControllerServiceOptions controller_options = {},
+                         std::chrono::milliseconds lease_lifetime = server::StorageServiceOptions{}.lease_lifetime)
+      : storage_(storage), controller_options_(std::move(controller_options)), lease_lifetime_(lease_lifetime) {
     controller_options_.storage_units = unit_count;
     controller_ = std::make_unique<server::ControllerService>(controller_options_);
     controller_->start();
@@ -60,8 +58,7 @@ class RemoteCluster {
   }
 
   // Waits until every unit has registered with the controller.
-  std::shared_ptr<Client> client(std::chrono::milliseconds timeout = std::chrono::seconds(20),
-                                 bool local_copy = true,
+  std::shared_ptr<Client> client(std::chrono::milliseconds timeout = std::chrono::seconds(20), bool local_copy = true,
                                  std::chrono::microseconds busy_poll = RemoteOptions{}.busy_poll) const {
     RemoteOptions options;
     options.controller_endpoint = controller_endpoint_;

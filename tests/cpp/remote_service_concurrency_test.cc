@@ -27,8 +27,10 @@ TEST(RemoteServiceConcurrency, GarbageFromOnePeerDoesNotDisturbAnother) {
   // Stopped and joined however the test ends (a failed ASSERT returns early).
   std::jthread garbage([&](std::stop_token stop) {
     zmq::context_t context;
-    transport::Connection controller(context, cluster.controller_endpoint(), transport::ConnectionOptions{.timeout = 5s, .security = {}});
-    transport::Connection storage(context, cluster.unit(0).endpoint(), transport::ConnectionOptions{.timeout = 5s, .security = {}});
+    transport::Connection controller(context, cluster.controller_endpoint(),
+                                     transport::ConnectionOptions{.timeout = 5s, .security = {}});
+    transport::Connection storage(context, cluster.unit(0).endpoint(),
+                                  transport::ConnectionOptions{.timeout = 5s, .security = {}});
     const std::string too_deep = nested_msgpack(1000);
     while (!stop.stop_requested()) {
       for (transport::Connection* target : {&controller, &storage}) {

@@ -81,7 +81,8 @@ void expect_each_answered(transport::Connection& connection, const std::vector<B
 TEST(RemoteServiceMalformed, ControllerAnswersBadRequestsAndKeepsServing) {
   RemoteCluster cluster(1);
   zmq::context_t context;
-  transport::Connection controller(context, cluster.controller_endpoint(), transport::ConnectionOptions{.timeout = 5s, .security = {}});
+  transport::Connection controller(context, cluster.controller_endpoint(),
+                                   transport::ConnectionOptions{.timeout = 5s, .security = {}});
   const std::string too_deep = nested_msgpack(kMaxDecodeNesting + 1);
   const std::vector<BadRequest> requests = {
       {"no header frame",
@@ -160,7 +161,8 @@ TEST(RemoteServiceMalformed, ControllerAnswersBadRequestsAndKeepsServing) {
 TEST(RemoteServiceMalformed, StorageAnswersBadPutsAndKeepsServing) {
   RemoteCluster cluster(1);
   zmq::context_t context;
-  transport::Connection storage(context, cluster.unit(0).endpoint(), transport::ConnectionOptions{.timeout = 5s, .security = {}});
+  transport::Connection storage(context, cluster.unit(0).endpoint(),
+                                transport::ConnectionOptions{.timeout = 5s, .security = {}});
   const auto spoiled_put = [](const std::function<void(Json & header, Frames & frames)>& spoil) {
     return [spoil] {
       Frames frames = put_request({0, 1}, {10, 11});
@@ -256,7 +258,8 @@ TEST(RemoteServiceLimits, OversizedRequestsGetAnErrorAndTheServicesKeepServing) 
   storage.start();
   zmq::context_t context;
   transport::Connection unit(context, storage.endpoint(), transport::ConnectionOptions{.timeout = 5s, .security = {}});
-  transport::Connection controller(context, cluster.controller_endpoint(), transport::ConnectionOptions{.timeout = 5s, .security = {}});
+  transport::Connection controller(context, cluster.controller_endpoint(),
+                                   transport::ConnectionOptions{.timeout = 5s, .security = {}});
   const std::string limit = "over max_request_bytes = " + std::to_string(kLimit);
 
   const std::vector<int64_t> many(kLimit / sizeof(int64_t) + 1, 7);
@@ -275,7 +278,6 @@ TEST(RemoteServiceLimits, OversizedRequestsGetAnErrorAndTheServicesKeepServing) 
   controller.call("insert", wire::header_message(Json{{"partition_id", "p"}, {"count", 1}}));
   EXPECT_EQ(partitions(controller), std::vector<std::string>{"p"});
 }
-
 
 // Samples of the partition with field "x" produced; 0 when it does not exist.
 size_t ready_samples(Client& client, const std::string& partition) {
@@ -448,7 +450,8 @@ TEST(RemoteServiceFailures, ARestartBeforeEveryUnitRegisteredIsAppliedOnceTheRou
   server::ControllerService service(options);
   service.start();
   zmq::context_t context;
-  transport::Connection controller(context, service.endpoint(), transport::ConnectionOptions{.timeout = 5s, .security = {}});
+  transport::Connection controller(context, service.endpoint(),
+                                   transport::ConnectionOptions{.timeout = 5s, .security = {}});
   const auto register_unit = [&](const std::string& endpoint, const Json& instance) {
     controller.call("register_storage", wire::header_message(Json{{"endpoint", endpoint}, {"instance", instance}}));
   };

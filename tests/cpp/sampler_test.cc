@@ -29,15 +29,12 @@ std::vector<int64_t> sorted(std::vector<int64_t> v) {
   return v;
 }
 
-std::vector<int64_t> fetch(Controller& controller, int64_t batch_size, int64_t dp_rank = 0,
-                           int64_t batch_index = 0, const std::string& task = "t") {
-  return controller.get_meta(fetch_request("p", task, {"x"}, batch_size, dp_rank, batch_index))
-      .global_indexes;
+std::vector<int64_t> fetch(Controller& controller, int64_t batch_size, int64_t dp_rank = 0, int64_t batch_index = 0,
+                           const std::string& task = "t") {
+  return controller.get_meta(fetch_request("p", task, {"x"}, batch_size, dp_rank, batch_index)).global_indexes;
 }
 
-Controller with(std::shared_ptr<Sampler> sampler) {
-  return Controller(ControllerOptions{std::move(sampler), false});
-}
+Controller with(std::shared_ptr<Sampler> sampler) { return Controller(ControllerOptions{std::move(sampler), false}); }
 
 int64_t tokens(const std::vector<int64_t>& indexes, const std::vector<int64_t>& lengths) {
   int64_t sum = 0;
@@ -73,9 +70,7 @@ class StubInfo final : public SampleInfo {
     auto it = lengths_.find(global_index);
     return it == lengths_.end() ? std::nullopt : std::optional<int64_t>(it->second);
   }
-  std::string group_key(int64_t global_index, int64_t n) const override {
-    return std::to_string(global_index / n);
-  }
+  std::string group_key(int64_t global_index, int64_t n) const override { return std::to_string(global_index / n); }
   const json& custom_meta(int64_t) const override {
     static const json kEmpty = json::object();
     return kEmpty;
@@ -94,8 +89,8 @@ std::vector<int64_t> range(int64_t begin, int64_t end) {
 }
 
 // One direct call, as a caller outside a controller makes it.
-SampleResult call(Sampler& sampler, const std::vector<int64_t>& ready, int64_t batch_size,
-                  const SampleInfo& info, SamplingConfig sampling = {}) {
+SampleResult call(Sampler& sampler, const std::vector<int64_t>& ready, int64_t batch_size, const SampleInfo& info,
+                  SamplingConfig sampling = {}) {
   SampleRequest request;
   request.ready = ready;
   request.batch_size = batch_size;
@@ -107,9 +102,7 @@ SampleResult call(Sampler& sampler, const std::vector<int64_t>& ready, int64_t b
 }
 
 std::vector<int64_t> without(std::vector<int64_t> from, const std::vector<int64_t>& taken) {
-  std::erase_if(from, [&](int64_t index) {
-    return std::find(taken.begin(), taken.end(), index) != taken.end();
-  });
+  std::erase_if(from, [&](int64_t index) { return std::find(taken.begin(), taken.end(), index) != taken.end(); });
   return from;
 }
 
@@ -245,8 +238,8 @@ TEST(SamplerSeqlenBalanced, MissingLengthIsAnErrorUnlessDefaulted) {
   Controller strict = with(make_seqlen_balanced_sampler(1, 2));
   put(strict, "p", 3, {"x"}, lengths_meta({4, 5, 6}));
   put(strict, "p", 1, {"x"});  // index 3: no total_lengths
-  EXPECT_TRUE(throws_code([&] { fetch(strict, 2); }, ErrorCode::kInvalidArgument,
-                          {"global index 3", "'p'", "total_lengths"}));
+  EXPECT_TRUE(
+      throws_code([&] { fetch(strict, 2); }, ErrorCode::kInvalidArgument, {"global index 3", "'p'", "total_lengths"}));
   EXPECT_FALSE(test::consumed(strict, "t", "p")[0].second) << "nothing may be consumed";
   EXPECT_EQ(fetch(strict, 1, 0).size(), 1u);  // 2 samples suffice; 3 is not read
 
@@ -270,18 +263,15 @@ TEST(SamplerSeqlenBalanced, ReservedShareIsServedWhenNothingIsReady) {
 TEST(SamplerSeqlenBalanced, BadArguments) {
   Controller controller = with(make_seqlen_balanced_sampler(2, 2));
   put(controller, "p", 4, {"x"}, lengths_meta({1, 2, 3, 4}));
-  EXPECT_TRUE(throws_code([&] { fetch(controller, 2, 2); }, ErrorCode::kInvalidArgument,
-                          {"dp_rank", "2"}));
+  EXPECT_TRUE(throws_code([&] { fetch(controller, 2, 2); }, ErrorCode::kInvalidArgument, {"dp_rank", "2"}));
   Controller threes = with(make_seqlen_balanced_sampler(3, 2));
   put(threes, "p", 6, {"x"}, lengths_meta({1, 2, 3, 4, 5, 6}));
   EXPECT_TRUE(throws_code([&] { fetch(threes, 2, 0); }, ErrorCode::kInvalidArgument,
                           {"batch_size * dp_size (2 * 2)", "n_samples_per_prompt (3)"}));
-  EXPECT_TRUE(throws_code([&] { fetch(controller, 1, 0); }, ErrorCode::kInvalidArgument,
-                          {"fewer than dp_size"}));
-  EXPECT_TRUE(throws_code([] { make_seqlen_balanced_sampler(1, 0); },
-                          ErrorCode::kInvalidArgument, {"dp_size"}));
-  EXPECT_TRUE(throws_code([] { make_seqlen_balanced_sampler(1, 2, "greedy"); },
-                          ErrorCode::kInvalidArgument, {"algorithm", "greedy"}));
+  EXPECT_TRUE(throws_code([&] { fetch(controller, 1, 0); }, ErrorCode::kInvalidArgument, {"fewer than dp_size"}));
+  EXPECT_TRUE(throws_code([] { make_seqlen_balanced_sampler(1, 0); }, ErrorCode::kInvalidArgument, {"dp_size"}));
+  EXPECT_TRUE(throws_code([] { make_seqlen_balanced_sampler(1, 2, "greedy"); }, ErrorCode::kInvalidArgument,
+                          {"algorithm", "greedy"}));
 }
 
 TEST(SamplerSeqlenBalanced, StateIsClearedWithPartitionAndTaskReset) {
@@ -335,8 +325,8 @@ TEST(SamplerTokenBudget, WaitsUntilTheBudgetIsFullAndHonoursTheSampleCap) {
 TEST(SamplerTokenBudget, GroupOverTheBudgetIsAnError) {
   Controller controller = with(make_token_budget_sampler(100, 2, 2));
   put(controller, "p", 2, {"x"}, lengths_meta({60, 70}));
-  EXPECT_TRUE(throws_code([&] { fetch(controller, 10, 0); }, ErrorCode::kInvalidArgument,
-                          {"130 tokens", "max_tokens 100"}));
+  EXPECT_TRUE(
+      throws_code([&] { fetch(controller, 10, 0); }, ErrorCode::kInvalidArgument, {"130 tokens", "max_tokens 100"}));
   EXPECT_FALSE(controller.all_consumed("t", "p"));
 }
 
@@ -345,36 +335,38 @@ TEST(SamplerRegistry, BuildsByNameAndRejectsBadArguments) {
   EXPECT_EQ(make_sampler("rank_aware", json::object())->name(), "rank_aware");
   EXPECT_EQ(make_sampler("grpo_group_n", {{"n_samples_per_prompt", 4}})->name(), "grpo_group_n");
   EXPECT_EQ(make_sampler("seqlen_balanced",
-                         {{"n_samples_per_prompt", 4}, {"dp_size", 2}, {"algorithm", "kk"},
-                          {"default_length", 0}})
+                         {{"n_samples_per_prompt", 4}, {"dp_size", 2}, {"algorithm", "kk"}, {"default_length", 0}})
                 ->name(),
             "seqlen_balanced");
-  EXPECT_EQ(make_sampler("token_budget", {{"max_tokens", 4096}, {"dp_size", 2}})->name(),
-            "token_budget");
+  EXPECT_EQ(make_sampler("token_budget", {{"max_tokens", 4096}, {"dp_size", 2}})->name(), "token_budget");
   const ErrorCode invalid = ErrorCode::kInvalidArgument;
   EXPECT_TRUE(throws_code([] { make_sampler("fifo", nullptr); }, invalid, {"'fifo'"}));
-  EXPECT_TRUE(throws_code([] { make_sampler("grpo_group_n", json::object()); }, invalid,
-                          {"n_samples_per_prompt"}));
-  EXPECT_TRUE(throws_code([] { make_sampler("grpo_group_n", {{"n_samples_per_promt", 4}}); },
-                          invalid, {"n_samples_per_promt"}));
-  EXPECT_TRUE(throws_code([] { make_sampler("seqlen_balanced", {{"dp_size", "2"}}); }, invalid,
-                          {"dp_size", "integer"}));
-  EXPECT_TRUE(throws_code([] { make_sampler("seqlen_balanced", {{"dp_size", 0}}); }, invalid,
-                          {"dp_size", "0"}));
-  EXPECT_TRUE(throws_code([] { make_sampler("token_budget", {{"dp_size", 2}}); }, invalid,
-                          {"max_tokens"}));
-  EXPECT_TRUE(throws_code([] { make_sampler("sequential", json::array()); }, invalid,
-                          {"object"}));
+  EXPECT_TRUE(throws_code([] { make_sampler("grpo_group_n", json::object()); }, invalid, {"n_samples_per_prompt"}));
+  EXPECT_TRUE(throws_code(
+      [] {
+        make_sampler("grpo_group_n", {{"n_samples_per_promt", 4}});
+      },
+      invalid, {"n_samples_per_promt"}));
+  EXPECT_TRUE(throws_code(
+      [] {
+        make_sampler("seqlen_balanced", {{"dp_size", "2"}});
+      },
+      invalid, {"dp_size", "integer"}));
+  EXPECT_TRUE(throws_code([] { make_sampler("seqlen_balanced", {{"dp_size", 0}}); }, invalid, {"dp_size", "0"}));
+  EXPECT_TRUE(throws_code([] { make_sampler("token_budget", {{"dp_size", 2}}); }, invalid, {"max_tokens"}));
+  EXPECT_TRUE(throws_code([] { make_sampler("sequential", json::array()); }, invalid, {"object"}));
 }
 
 TEST(SamplerDirect, NegativeBatchSizeIsAnErrorNamingTheValue) {
   const StubInfo info({{0, 1}, {1, 1}});
-  for (const auto& sampler :
-       {make_sequential_sampler(), make_grpo_group_n_sampler(1), make_rank_aware_sampler(),
-        make_seqlen_balanced_sampler(1, 1), make_token_budget_sampler(10, 1, 1)}) {
+  for (const auto& sampler : {make_sequential_sampler(), make_grpo_group_n_sampler(1), make_rank_aware_sampler(),
+                              make_seqlen_balanced_sampler(1, 1), make_token_budget_sampler(10, 1, 1)}) {
     SCOPED_TRACE(sampler->name());
-    EXPECT_TRUE(throws_code([&] { call(*sampler, {0, 1}, -1, info); }, ErrorCode::kInvalidArgument,
-                            {"batch_size must be >= 0, got -1"}));
+    EXPECT_TRUE(throws_code(
+        [&] {
+          call(*sampler, {0, 1}, -1, info);
+        },
+        ErrorCode::kInvalidArgument, {"batch_size must be >= 0, got -1"}));
   }
 }
 
@@ -406,8 +398,11 @@ TEST(SamplerGRPOGroupN, NamedRankGetsItsAnswerAgain) {
 
 TEST(SamplerRankAware, NegativeRankIsAnError) {
   const StubInfo info;
-  EXPECT_TRUE(throws_code([&] { call(*make_rank_aware_sampler(), range(0, 4), 1, info, {-1, 0}); },
-                          ErrorCode::kInvalidArgument, {"dp_rank -1 must be greater than or equal to 0"}));
+  EXPECT_TRUE(throws_code(
+      [&] {
+        call(*make_rank_aware_sampler(), range(0, 4), 1, info, {-1, 0});
+      },
+      ErrorCode::kInvalidArgument, {"dp_rank -1 must be greater than or equal to 0"}));
 }
 
 // A caller that marks only each rank's own share consumed (TransferQueue's

@@ -50,8 +50,8 @@ TEST(Metrics, CollectorsAppendAtScrapeTime) {
   int partitions = 1;
   registry.add_collector([&](std::string& out) {
     out += "# HELP seqflow_partitions Partitions.\n# TYPE seqflow_partitions gauge\n";
-    out += "seqflow_partitions{name=\"" + escape_label_value("tr\"ain") + "\"} " + format_metric_value(partitions) +
-           "\n";
+    out +=
+        "seqflow_partitions{name=\"" + escape_label_value("tr\"ain") + "\"} " + format_metric_value(partitions) + "\n";
   });
   EXPECT_TRUE(contains(registry.render(), "seqflow_partitions{name=\"tr\\\"ain\"} 1\n"));
   partitions = 5;

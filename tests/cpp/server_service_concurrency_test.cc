@@ -76,8 +76,7 @@ TEST(ServiceConcurrency, InlineHandlersAnswerWithoutAWorkerOrHandOverUntouched) 
   EXPECT_EQ(strings_of(pool.call("quick", frames_of({"now", "x"}), 5s)), std::vector<std::string>{"inline"});
   EXPECT_TRUE(throws_code([&] { pool.call("quick", frames_of({"bad"}), 5s); }, ErrorCode::kInvalidArgument,
                           {"field 'first' is 'bad'"}));
-  EXPECT_TRUE(throws_code([&] { pool.call("quick", frames_of({"later"}), 300ms); }, ErrorCode::kTimeout,
-                          {"'quick'"}))
+  EXPECT_TRUE(throws_code([&] { pool.call("quick", frames_of({"later"}), 300ms); }, ErrorCode::kTimeout, {"'quick'"}))
       << "a declined request must wait for a worker";
   std::vector<std::string> handed_over;
   callers.emplace_back([&] { handed_over = strings_of(pool.call("quick", frames_of({"later", "y", ""}), 10s)); });

@@ -72,14 +72,14 @@ TEST(Service, HandlerExceptionsBecomeErrorRepliesWithTheirCodes) {
   });
   zmq::context_t context;
   Connection connection(context, service->endpoint(), timeout_of(5s));
-  for (ErrorCode code : {ErrorCode::kInvalidArgument, ErrorCode::kNotFound, ErrorCode::kTimeout,
-                         ErrorCode::kInternal}) {
+  for (ErrorCode code :
+       {ErrorCode::kInvalidArgument, ErrorCode::kNotFound, ErrorCode::kTimeout, ErrorCode::kInternal}) {
     const std::string number = std::to_string(static_cast<int>(code));
     EXPECT_TRUE(throws_code([&] { connection.call("fail", frames_of({number})); }, code,
                             {"field 'x' has bad value " + number}));
   }
-  EXPECT_TRUE(throws_code([&] { connection.call("std_fail", {}); }, ErrorCode::kInternal,
-                          {"'std_fail'", "disk on fire"}));
+  EXPECT_TRUE(
+      throws_code([&] { connection.call("std_fail", {}); }, ErrorCode::kInternal, {"'std_fail'", "disk on fire"}));
   EXPECT_TRUE(throws_code([&] { connection.call("odd_fail", {}); }, ErrorCode::kInternal, {"'odd_fail'"}));
   EXPECT_EQ(strings_of(connection.call("echo", frames_of({"ok"}))), std::vector<std::string>{"ok"});
   const std::string text = service->metrics().render();
@@ -128,8 +128,11 @@ TEST(Service, RequestOverMaxRequestBytesGetsAnErrorNamingBothSizes) {
   auto service = echo_service(options);
   zmq::context_t context;
   Connection connection(context, service->endpoint(), timeout_of(5s));
-  EXPECT_TRUE(throws_invalid([&] { connection.call("echo", frames_of({std::string(600, 'a'), std::string(600, 'b')})); },
-                             {"'echo'", "1212 bytes", "max_request_bytes = 1000"}));
+  EXPECT_TRUE(throws_invalid(
+      [&] {
+        connection.call("echo", frames_of({std::string(600, 'a'), std::string(600, 'b')}));
+      },
+      {"'echo'", "1212 bytes", "max_request_bytes = 1000"}));
   EXPECT_EQ(connection.call("echo", frames_of({std::string(900, 'a')})).size(), 1u);
 }
 

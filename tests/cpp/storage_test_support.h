@@ -36,8 +36,8 @@ inline Bytes bytes_of(std::string_view text) {
 inline Bytes to_bytes(std::span<const std::byte> bytes) { return {bytes.begin(), bytes.end()}; }
 
 // One buffer holding every sample back to back, as one put delivers them.
-inline Column column_of(std::string field, DType dtype, std::vector<Shape> shapes,
-                        const std::vector<Bytes>& samples, bool is_object = false) {
+inline Column column_of(std::string field, DType dtype, std::vector<Shape> shapes, const std::vector<Bytes>& samples,
+                        bool is_object = false) {
   Column column;
   column.field = std::move(field);
   column.dtype = dtype;
@@ -97,7 +97,11 @@ inline std::vector<BadColumnCase> bad_column_cases() {
   return {
       {"empty field", [](Column& c) { c.field.clear(); }, {"field name is empty"}},
       {"no offsets", [](Column& c) { c.offsets.clear(); }, {"\"x\"", "offsets is empty"}},
-      {"decreasing offsets", [](Column& c) { c.offsets = {0, 8, 4}; }, {"\"x\"", "sample 1", "decrease"}},
+      {"decreasing offsets",
+       [](Column& c) {
+         c.offsets = {0, 8, 4};
+       },
+       {"\"x\"", "sample 1", "decrease"}},
       {"offset beyond buffer", [](Column& c) { c.offsets[2] = 16; }, {"\"x\"", "sample 1", "beyond"}},
       {"first offset beyond buffer", [](Column& c) { c.offsets[0] = 13; }, {"\"x\"", "offsets[0]"}},
       {"wrong nbytes", [](Column& c) { c.shapes[1] = {2}; }, {"\"x\"", "sample 1", "needs 8 bytes", "has 4"}},

@@ -30,9 +30,8 @@ Column pattern_column(DType dtype, size_t samples) {
   return column_of(std::string(dtype_name(dtype)), dtype, {{2, 3}}, values);
 }
 
-constexpr DType kEveryDType[] = {DType::kBool,    DType::kUInt8,    DType::kInt8,   DType::kInt16,
-                                 DType::kInt32,   DType::kInt64,    DType::kFloat16, DType::kBFloat16,
-                                 DType::kFloat32, DType::kFloat64};
+constexpr DType kEveryDType[] = {DType::kBool,  DType::kUInt8,   DType::kInt8,     DType::kInt16,   DType::kInt32,
+                                 DType::kInt64, DType::kFloat16, DType::kBFloat16, DType::kFloat32, DType::kFloat64};
 
 void expect_same_value(const SampleView& got, const Column& column, size_t i) {
   const SampleView want = column.sample(i);
@@ -89,8 +88,8 @@ TEST(StorageUnit, EveryDTypeRoundTrips) {
 
 TEST(StorageUnit, GetRowsFollowTheRequestOrder) {
   StorageUnit unit;
-  Column a = column_of("a", DType::kInt64, {{1}}, {bytes_of(std::vector<int64_t>{100}),
-                                                    bytes_of(std::vector<int64_t>{101})});
+  Column a =
+      column_of("a", DType::kInt64, {{1}}, {bytes_of(std::vector<int64_t>{100}), bytes_of(std::vector<int64_t>{101})});
   Column b = object_column("b", {"first", "second"});
   unit.put(samples_of(indexes({5, 6})), {a, b});
   const std::vector<std::string> fields = {"b", "a", "b"};
@@ -106,8 +105,7 @@ TEST(StorageUnit, GetRowsFollowTheRequestOrder) {
 TEST(StorageUnit, PerSampleShapesAndObjects) {
   StorageUnit unit;
   Column tokens = column_of("tokens", DType::kInt32, {{3}, {0}, {1, 2}},
-                            {bytes_of(std::vector<int32_t>{1, 2, 3}), {},
-                             bytes_of(std::vector<int32_t>{4, 5})});
+                            {bytes_of(std::vector<int32_t>{1, 2, 3}), {}, bytes_of(std::vector<int32_t>{4, 5})});
   Column text = object_column("text", {"a", "", "long text \xff\x00 with bytes"});
   unit.put(samples_of(indexes({0, 1, 2})), {tokens, text});
   const std::vector<std::string> fields = {"tokens", "text"};
@@ -197,7 +195,10 @@ TEST(StorageUnit, ClearReleasesBytesAndIgnoresUnknownIndexes) {
 TEST(StorageUnit, MissingIndexIsStaleMissingFieldIsNotFound) {
   StorageUnit unit;
   unit.put(samples_of(indexes({7})), {object_column("x", {"v"})});
-  EXPECT_TRUE(throws_error(ErrorCode::kStaleSample, [&] { unit.get(samples_of(indexes({7, 8})), kFieldX); },
+  EXPECT_TRUE(throws_error(ErrorCode::kStaleSample,
+                           [&] {
+                             unit.get(samples_of(indexes({7, 8})), kFieldX);
+                           },
                            {"global index 8", "partition 'p'", "no data"}));
   const std::vector<std::string> fields = {"x", "responses"};
   EXPECT_TRUE(throws_error(ErrorCode::kNotFound, [&] { unit.get(samples_of(indexes({7})), fields); },
@@ -229,24 +230,39 @@ TEST(StorageUnit, BadPutsThrowAndChangeNothing) {
   };
   const Column y = object_column("y", {"a", "b"});
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
-                           [&] { unit.put(samples_of(indexes({3, 1, 3})), {object_column("x", {"p", "q", "r"})}); },
+                           [&] {
+                             unit.put(samples_of(indexes({3, 1, 3})), {object_column("x", {"p", "q", "r"})});
+                           },
                            {"global index 3", "twice", "positions 0 and 2"}));
   unchanged();
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { unit.put(samples_of(indexes({-1, 3})), {y}); },
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                           [&] {
+                             unit.put(samples_of(indexes({-1, 3})), {y});
+                           },
                            {"global_indexes[0]", "-1"}));
   unchanged();
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { unit.put(samples_of(indexes({1, 2, 3})), {y}); },
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                           [&] {
+                             unit.put(samples_of(indexes({1, 2, 3})), {y});
+                           },
                            {"\"y\"", "2 samples", "3 global indexes"}));
   unchanged();
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { unit.put(samples_of(indexes({1, 3})), {y, y}); },
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                           [&] {
+                             unit.put(samples_of(indexes({1, 3})), {y, y});
+                           },
                            {"\"y\"", "twice"}));
   unchanged();
   // A good column next to a bad one: neither lands.
   for (const BadColumnCase& c : bad_column_cases()) {
     Column bad = good_column();
     c.spoil(bad);
-    EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { unit.put(samples_of(indexes({2, 3})), {y, bad}); },
-                             c.fragments))
+    EXPECT_TRUE(throws_error(
+        ErrorCode::kInvalidArgument,
+        [&] {
+          unit.put(samples_of(indexes({2, 3})), {y, bad});
+        },
+        c.fragments))
         << c.name;
     unchanged();
   }
@@ -277,7 +293,9 @@ TEST(StorageUnit, SampleCapacityCountsNewIndexesOnly) {
   unit.put(samples_of(indexes({1})), {object_column("x", {"a"})});
   const auto before = content_of(unit, indexes({1, 2, 3}), kFieldX);
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
-                           [&] { unit.put(samples_of(indexes({1, 2, 3})), {object_column("x", {"b", "c", "d"})}); },
+                           [&] {
+                             unit.put(samples_of(indexes({1, 2, 3})), {object_column("x", {"b", "c", "d"})});
+                           },
                            {"storage full", "max_samples is 2", "needs 2 new samples", "1 are free"}));
   EXPECT_EQ(content_of(unit, indexes({1, 2, 3}), kFieldX), before);
   EXPECT_EQ(unit.stats().samples, 1u);
@@ -293,12 +311,12 @@ class StorageCheckpoint : public ::testing::Test {
     std::vector<Column> columns;
     for (DType dtype : kEveryDType) columns.push_back(pattern_column(dtype, 3));
     columns.push_back(object_column("text", {"first", "", "third \x01\x02"}));
-    columns.push_back(column_of("ids", DType::kInt64, {{2}, {0}, {1, 1}},
-                                {bytes_of(std::vector<int64_t>{-1, 2}), {},
-                                 bytes_of(std::vector<int64_t>{INT64_MAX})}));
-    columns.push_back(column_of("score", DType::kFloat64, {{}},
-                                {bytes_of(std::vector<double>{0.5}), bytes_of(std::vector<double>{-2}),
-                                 bytes_of(std::vector<double>{1e300})}));
+    columns.push_back(
+        column_of("ids", DType::kInt64, {{2}, {0}, {1, 1}},
+                  {bytes_of(std::vector<int64_t>{-1, 2}), {}, bytes_of(std::vector<int64_t>{INT64_MAX})}));
+    columns.push_back(column_of(
+        "score", DType::kFloat64, {{}},
+        {bytes_of(std::vector<double>{0.5}), bytes_of(std::vector<double>{-2}), bytes_of(std::vector<double>{1e300})}));
     unit.put(samples_of(gis_), columns);
     unit.put(samples_of(indexes({1000})), {object_column("text", {"only one field"})});
     fields_.clear();
@@ -403,8 +421,7 @@ TEST_F(StorageCheckpoint, MissingFileIsNotFoundAndChangesNothing) {
   const std::string path = dir_.file("nothing-here.ckpt");
   EXPECT_TRUE(throws_error(ErrorCode::kNotFound, [&] { unit.load(path); }, {path, "does not exist"}));
   expect_kept(unit);
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { unit.load(dir_.file("")); },
-                           {"not a regular file"}));
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { unit.load(dir_.file("")); }, {"not a regular file"}));
   expect_kept(unit);
 }
 
@@ -419,8 +436,7 @@ TEST_F(StorageCheckpoint, EveryTruncationIsRejected) {
   }
   expect_kept(unit);
   const std::string cut = write_variant({bytes.begin(), bytes.end() - 20});
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { unit.load(cut); },
-                           {"truncated", "of record 39"}));
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { unit.load(cut); }, {"truncated", "of record 39"}));
 }
 
 TEST_F(StorageCheckpoint, EveryFlippedByteIsRejected) {
@@ -449,16 +465,14 @@ TEST_F(StorageCheckpoint, CorruptionMessagesSayWhat) {
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, load_with(0, 'X'), {"bad magic"}));
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, load_with(8, 3), {"version 3"}));
   // Record 0's dtype byte: header (24) + global index, nbytes, field size, rank (24).
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, load_with(24 + 24, 77),
-                           {"record 0", "unknown dtype code 77"}));
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, load_with(24 + 24, 77), {"record 0", "unknown dtype code 77"}));
   // The last payload byte: structure intact, only the checksum notices.
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, load_with(bytes.size() - 9, 'Z'),
-                           {"checksum mismatch"}));
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, load_with(bytes.size() - 9, 'Z'), {"checksum mismatch"}));
   std::vector<char> longer = bytes;
   longer.insert(longer.end() - 8, 'j');
   const std::string bad = write_variant(longer);
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { unit.load(bad); },
-                           {"1 unexpected bytes after the last record"}));
+  EXPECT_TRUE(
+      throws_error(ErrorCode::kInvalidArgument, [&] { unit.load(bad); }, {"1 unexpected bytes after the last record"}));
   const std::string other = write_variant({'n', 'o', 't', ' ', 'o', 'u', 'r', 's'});
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { unit.load(other); }, {"bad magic"}));
   expect_kept(unit);
@@ -473,8 +487,8 @@ TEST_F(StorageCheckpoint, LoadOverCapacityChangesNothing) {
   expect_kept(small);
   StorageUnit tiny({.max_bytes = 100});
   keep(tiny);
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { tiny.load(path); },
-                           {"max_bytes is 100", "100 are free"}));
+  EXPECT_TRUE(
+      throws_error(ErrorCode::kInvalidArgument, [&] { tiny.load(path); }, {"max_bytes is 100", "100 are free"}));
   EXPECT_EQ(tiny.stats().samples, 1u);
 }
 

@@ -19,10 +19,10 @@ struct DTypeCase {
 };
 
 constexpr DTypeCase kEveryDType[] = {
-    {DType::kBool, "bool", 1},        {DType::kUInt8, "uint8", 1},     {DType::kInt8, "int8", 1},
-    {DType::kInt16, "int16", 2},      {DType::kInt32, "int32", 4},     {DType::kInt64, "int64", 8},
-    {DType::kFloat16, "float16", 2},  {DType::kBFloat16, "bfloat16", 2},
-    {DType::kFloat32, "float32", 4},  {DType::kFloat64, "float64", 8},
+    {DType::kBool, "bool", 1},       {DType::kUInt8, "uint8", 1},       {DType::kInt8, "int8", 1},
+    {DType::kInt16, "int16", 2},     {DType::kInt32, "int32", 4},       {DType::kInt64, "int64", 8},
+    {DType::kFloat16, "float16", 2}, {DType::kBFloat16, "bfloat16", 2}, {DType::kFloat32, "float32", 4},
+    {DType::kFloat64, "float64", 8},
 };
 
 TEST(TensorDType, SizesAndNamesOfEveryDType) {
@@ -70,10 +70,8 @@ TEST(TensorShape, ElementCount) {
 }
 
 TEST(TensorShape, NegativeOrOverflowingShapesThrow) {
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [] { element_count({2, -1}); },
-                           {"dimension 1", "-1"}));
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
-                           [] { element_count({INT64_MAX / 2, 3}); }, {"overflows"}));
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [] { element_count({2, -1}); }, {"dimension 1", "-1"}));
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [] { element_count({INT64_MAX / 2, 3}); }, {"overflows"}));
 }
 
 TEST(TensorBuffer, CopyOfOwnsAnAlignedCopy) {
@@ -94,8 +92,8 @@ TEST(TensorBuffer, EmptyCopyHasData) {
 }
 
 TEST(TensorColumn, FixedShapeSamplesAreViewsOfTheBuffer) {
-  Column column = column_of("x", DType::kFloat32, {{2}},
-                            {bytes_of(std::vector<float>{1, 2}), bytes_of(std::vector<float>{3, 4})});
+  Column column =
+      column_of("x", DType::kFloat32, {{2}}, {bytes_of(std::vector<float>{1, 2}), bytes_of(std::vector<float>{3, 4})});
   column.validate();
   ASSERT_EQ(column.sample_count(), 2u);
   SampleView second = column.sample(1);
@@ -110,8 +108,7 @@ TEST(TensorColumn, FixedShapeSamplesAreViewsOfTheBuffer) {
 
 TEST(TensorColumn, PerSampleShapes) {
   Column column = column_of("ids", DType::kInt64, {{3}, {0}, {1, 2}},
-                            {bytes_of(std::vector<int64_t>{1, 2, 3}), {},
-                             bytes_of(std::vector<int64_t>{4, 5})});
+                            {bytes_of(std::vector<int64_t>{1, 2, 3}), {}, bytes_of(std::vector<int64_t>{4, 5})});
   column.validate();
   EXPECT_EQ(column.sample(0).shape, (Shape{3}));
   EXPECT_EQ(column.sample(1).nbytes, 0u);
@@ -137,8 +134,7 @@ TEST(TensorColumn, ObjectsAndEmptyColumnsAreValid) {
 
 TEST(TensorColumn, SampleOutOfRangeThrows) {
   Column column = column_of("x", DType::kUInt8, {{1}}, {{std::byte{1}}});
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { column.sample(1); },
-                           {"\"x\"", "sample 1", "1 samples"}));
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { column.sample(1); }, {"\"x\"", "sample 1", "1 samples"}));
 }
 
 TEST(TensorColumn, ValidateNamesTheFieldAndTheSample) {
@@ -146,7 +142,8 @@ TEST(TensorColumn, ValidateNamesTheFieldAndTheSample) {
   for (const BadColumnCase& c : bad_column_cases()) {
     Column column = good_column();
     c.spoil(column);
-    EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { column.validate(); }, c.fragments))
+    EXPECT_TRUE(throws_error(
+        ErrorCode::kInvalidArgument, [&] { column.validate(); }, c.fragments))
         << c.name;
   }
 }
@@ -154,8 +151,8 @@ TEST(TensorColumn, ValidateNamesTheFieldAndTheSample) {
 TEST(TensorColumn, ObjectShapeMustBeItsByteCount) {
   Column objects = object_column("text", {"abc", "de"});
   objects.shapes[1] = {3};
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { objects.validate(); },
-                           {"\"text\"", "sample 1", "shape [2]"}));
+  EXPECT_TRUE(
+      throws_error(ErrorCode::kInvalidArgument, [&] { objects.validate(); }, {"\"text\"", "sample 1", "shape [2]"}));
   objects = object_column("text", {"abc"});
   objects.dtype = DType::kInt8;
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { objects.validate(); },

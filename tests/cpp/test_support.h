@@ -40,13 +40,12 @@ inline ::testing::AssertionResult throws_code(const std::function<void()>& fn, E
   } catch (const Error& error) {
     const std::string message = error.what();
     if (error.code() != code) {
-      return ::testing::AssertionFailure() << "wrong error code " << static_cast<int>(error.code())
-                                           << "; message: " << message;
+      return ::testing::AssertionFailure()
+             << "wrong error code " << static_cast<int>(error.code()) << "; message: " << message;
     }
     for (std::string_view fragment : fragments) {
       if (message.find(fragment) == std::string::npos) {
-        return ::testing::AssertionFailure()
-               << "message \"" << message << "\" lacks \"" << fragment << "\"";
+        return ::testing::AssertionFailure() << "message \"" << message << "\" lacks \"" << fragment << "\"";
       }
     }
     return ::testing::AssertionSuccess();
@@ -65,8 +64,7 @@ inline ::testing::AssertionResult throws_invalid(const std::function<void()>& fn
 
 // cost = a * L + b * L * L in 128 bits; nullopt when it does not fit in int64.
 inline std::optional<int64_t> model_cost(int64_t a, int64_t b, int64_t length) {
-  const __int128 cost = static_cast<__int128>(a) * length +
-                        static_cast<__int128>(b) * length * length;
+  const __int128 cost = static_cast<__int128>(a) * length + static_cast<__int128>(b) * length * length;
   if (cost > INT64_MAX) return std::nullopt;
   return static_cast<int64_t>(cost);
 }
@@ -116,8 +114,8 @@ inline bool counts_allowed(const std::vector<int64_t>& counts, balance::Cardinal
 inline std::string describe(const Weights& weights, int64_t k, const balance::Options& options) {
   std::ostringstream out;
   out << "k=" << k << " cardinality=" << balance::to_string(options.cardinality)
-      << " algorithm=" << balance::to_string(options.algorithm)
-      << " workload=" << options.workload.name() << " weights=[";
+      << " algorithm=" << balance::to_string(options.algorithm) << " workload=" << options.workload.name()
+      << " weights=[";
   for (size_t i = 0; i < weights.size(); ++i) out << (i ? "," : "") << weights[i];
   out << "]";
   if (!options.groups.empty()) {
@@ -131,8 +129,7 @@ inline std::string describe(const Weights& weights, int64_t k, const balance::Op
 // Checks every promise of a Partition by recomputing it from the input:
 // coverage, sorted parts, assignment, sums, cardinality, whole groups and the
 // quality figures.
-inline void expect_valid_partition(const Weights& weights, int64_t k,
-                                   const balance::Options& options,
+inline void expect_valid_partition(const Weights& weights, int64_t k, const balance::Options& options,
                                    const balance::Partition& result) {
   SCOPED_TRACE(describe(weights, k, options));
   const size_t n = weights.size();
@@ -244,8 +241,7 @@ inline Weights random_groups(Rng& rng, size_t n, size_t count) {
 
 // The lightest possible heaviest part over every assignment of units to k
 // parts that keeps the cardinality rule (k^units assignments: tiny inputs only).
-inline int64_t brute_force_optimum(const Weights& unit_costs, int64_t k,
-                                   balance::Cardinality cardinality) {
+inline int64_t brute_force_optimum(const Weights& unit_costs, int64_t k, balance::Cardinality cardinality) {
   const size_t units = unit_costs.size();
   std::vector<int64_t> part(units, 0);
   std::vector<int64_t> loads(static_cast<size_t>(k));
@@ -269,8 +265,7 @@ inline int64_t brute_force_optimum(const Weights& unit_costs, int64_t k,
 }
 
 inline balance::Options options_with(balance::Cardinality cardinality, balance::Algorithm algorithm,
-                                     Workload workload = Workload::tokens(),
-                                     std::span<const int64_t> groups = {}) {
+                                     Workload workload = Workload::tokens(), std::span<const int64_t> groups = {}) {
   balance::Options options;
   options.cardinality = cardinality;
   options.algorithm = algorithm;
@@ -279,10 +274,9 @@ inline balance::Options options_with(balance::Cardinality cardinality, balance::
   return options;
 }
 
-inline constexpr balance::Cardinality kCardinalities[] = {
-    balance::Cardinality::kFree, balance::Cardinality::kEqual, balance::Cardinality::kBalanced};
-inline constexpr balance::Algorithm kAlgorithms[] = {balance::Algorithm::kAuto,
-                                                     balance::Algorithm::kKK,
+inline constexpr balance::Cardinality kCardinalities[] = {balance::Cardinality::kFree, balance::Cardinality::kEqual,
+                                                          balance::Cardinality::kBalanced};
+inline constexpr balance::Algorithm kAlgorithms[] = {balance::Algorithm::kAuto, balance::Algorithm::kKK,
                                                      balance::Algorithm::kLPT};
 
 }  // namespace seqflow::test

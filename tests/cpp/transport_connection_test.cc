@@ -125,9 +125,9 @@ TEST(Connection, BusyPollIsChecked) {
   zmq::context_t context;
   EXPECT_TRUE(throws_invalid([&] { Connection(context, "tcp://127.0.0.1:1", busy_poll_of(-1us)); },
                              {"ConnectionOptions.busy_poll", "between 0 and 1000000 us", "-1"}));
-  EXPECT_TRUE(throws_invalid([&] { ConnectionPool(std::make_shared<zmq::context_t>(), "tcp://127.0.0.1:1",
-                                                  busy_poll_of(1001ms)); },
-                             {"ConnectionOptions.busy_poll", "1001000"}));
+  EXPECT_TRUE(throws_invalid(
+      [&] { ConnectionPool(std::make_shared<zmq::context_t>(), "tcp://127.0.0.1:1", busy_poll_of(1001ms)); },
+      {"ConnectionOptions.busy_poll", "1001000"}));
   EXPECT_NO_THROW(Connection(context, "tcp://127.0.0.1:1", busy_poll_of(1s)));
 }
 

@@ -40,8 +40,8 @@ TEST(Envelope, ReplyRoundTripForOkAndEveryErrorCode) {
   const auto ok = decode_reply_envelope(encode_reply_envelope(42, std::nullopt));
   EXPECT_EQ(ok.id, 42u);
   EXPECT_FALSE(ok.error.has_value());
-  for (ErrorCode code : {ErrorCode::kInvalidArgument, ErrorCode::kNotFound, ErrorCode::kTimeout,
-                         ErrorCode::kInternal}) {
+  for (ErrorCode code :
+       {ErrorCode::kInvalidArgument, ErrorCode::kNotFound, ErrorCode::kTimeout, ErrorCode::kInternal}) {
     const auto frame = encode_reply_envelope(9, code);
     ASSERT_EQ(frame.size(), 9u);
     EXPECT_EQ(frame.data<unsigned char>()[8], 1 + static_cast<unsigned>(code));

@@ -42,8 +42,7 @@ TEST(WireCodecFrames, BatchMetaRoundTripsAndMatchesItsJsonForm) {
   EXPECT_EQ(wire::read_header(frames, 0, "reply"), wire::encode_batch_meta(meta));
 
   const BatchMeta empty;
-  const BatchMeta got =
-      wire::read_batch_meta(wire::header_message(wire::batch_meta_frame(empty)), 0, "reply");
+  const BatchMeta got = wire::read_batch_meta(wire::header_message(wire::batch_meta_frame(empty)), 0, "reply");
   EXPECT_EQ(got.size(), 0u);
   EXPECT_TRUE(got.field_schema.empty());
   EXPECT_TRUE(got.extra_info.is_object());
@@ -82,9 +81,8 @@ TEST(WireCodecFrames, MalformedFramesAreRefusedWithReadHeadersMessages) {
                                {"r header is not valid MessagePack"}))
         << "kept " << keep;
   }
-  EXPECT_TRUE(
-      throws_invalid([&] { wire::read_batch_meta(frames_of_bytes(std::string(bytes) + '\xc0'), 0, "r"); },
-                     {"r header is not valid MessagePack", "1 bytes follow the value"}));
+  EXPECT_TRUE(throws_invalid([&] { wire::read_batch_meta(frames_of_bytes(std::string(bytes) + '\xc0'), 0, "r"); },
+                             {"r header is not valid MessagePack", "1 bytes follow the value"}));
   EXPECT_TRUE(throws_invalid([] { wire::read_meta_request(json_frame(Json::array({1})), 0, "q"); },
                              {"q header must be a MessagePack map, got array"}));
   EXPECT_TRUE(throws_invalid(

@@ -62,8 +62,8 @@ TEST(WireCodecSampleKeys, StorageRequestsCarryPartitionsAndGenerations) {
   const size_t positions[] = {3, 1, 2};  // one unit's share, in its order
   wire::add_sample_keys(header, {indexes, partitions, generations}, positions);
   const Json got_json = through_wire(header);
-  const wire::SampleKeyColumns got = wire::read_sample_keys(wire::Header(
-      got_json, "get request", {"indexes", "partitions", "partition_ends", "generations"}));
+  const wire::SampleKeyColumns got = wire::read_sample_keys(
+      wire::Header(got_json, "get request", {"indexes", "partitions", "partition_ends", "generations"}));
   EXPECT_EQ(got.global_indexes, (std::vector<int64_t>{7, 9, 2}));
   EXPECT_EQ(got.partitions, PartitionIdList(std::vector<std::string>{"a", "a", "b"}));
   EXPECT_EQ(got.generations, (std::vector<uint64_t>{13, 11, 12}));
@@ -71,16 +71,16 @@ TEST(WireCodecSampleKeys, StorageRequestsCarryPartitionsAndGenerations) {
   Json unknown = Json::object();  // a hand-built BatchMeta's get: no generations
   wire::add_sample_keys(unknown, {indexes, partitions, {}}, positions);
   const Json unknown_json = through_wire(unknown);
-  EXPECT_TRUE(wire::read_sample_keys(wire::Header(unknown_json, "get request",
-                                                  {"indexes", "partitions", "partition_ends", "generations"}))
+  EXPECT_TRUE(wire::read_sample_keys(
+                  wire::Header(unknown_json, "get request", {"indexes", "partitions", "partition_ends", "generations"}))
                   .generations.empty());
   Json short_generations = got_json;
   short_generations["generations"] = wire::binary_of(std::span<const uint64_t>(generations).first(2));
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
                            [&] {
-                             wire::read_sample_keys(wire::Header(short_generations, "get request",
-                                                                 {"indexes", "partitions", "partition_ends",
-                                                                  "generations"}));
+                             wire::read_sample_keys(
+                                 wire::Header(short_generations, "get request",
+                                              {"indexes", "partitions", "partition_ends", "generations"}));
                            },
                            {"get request field 'generations'", "one generation per sample"}));
 }
@@ -157,10 +157,12 @@ TEST(WireCodecKvList, UnchangedListingsTravelAsVersionsOnly) {
   Json short_versions = request;
   short_versions["known_versions"] = wire::binary_of(std::span<const uint64_t>(std::vector<uint64_t>{42, 3, 1}));
   const Json spoiled = through_wire(short_versions);
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] {
-    wire::read_known_listings(
-        wire::Header(spoiled, "kv_list request", {"partition_id", "known_partitions", "known_versions"}));
-  }, {"'known_versions'", "an epoch and a count per known partition"}));
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                           [&] {
+                             wire::read_known_listings(wire::Header(
+                                 spoiled, "kv_list request", {"partition_id", "known_partitions", "known_versions"}));
+                           },
+                           {"'known_versions'", "an epoch and a count per known partition"}));
 }
 
 TEST(WireCodecMetaRequest, RoundTripInEveryMode) {
@@ -175,8 +177,7 @@ TEST(WireCodecMetaRequest, RoundTripInEveryMode) {
     request.sampling.batch_index = 17;
     request.polling = mode == MetaMode::kFetch;
     request.timeout = std::chrono::milliseconds(1234);
-    const MetaRequest got =
-        wire::decode_meta_request(through_wire(wire::encode_meta_request(request)), "request");
+    const MetaRequest got = wire::decode_meta_request(through_wire(wire::encode_meta_request(request)), "request");
     expect_same_meta_request(got, request);
   }
 }
@@ -221,8 +222,7 @@ TEST(WireCodecSchemas, RoundTripOfFixedNestedAndObjectFields) {
       {"object", FieldSchema{DType::kUInt8, {}, false, true}},
       {"scalar", FieldSchema{DType::kFloat64, {}, false, false}},
   };
-  EXPECT_EQ(wire::decode_schemas(through_wire(Json{{"s", wire::encode_schemas(schemas)}}).at("s"), "m"),
-            schemas);
+  EXPECT_EQ(wire::decode_schemas(through_wire(Json{{"s", wire::encode_schemas(schemas)}}).at("s"), "m"), schemas);
 }
 
 TEST(WireCodecStatus, RoundTripKeepsIndexOrderAndFlags) {
@@ -334,8 +334,8 @@ SampleView view_into(const std::shared_ptr<const Buffer>& buffer, size_t offset,
 }
 
 // The get path: append_views into a reply after its header slot, then take_views.
-std::vector<std::vector<SampleView>> send_views(const std::vector<std::vector<SampleView>>& rows,
-                                                size_t fields, size_t& data_frames) {
+std::vector<std::vector<SampleView>> send_views(const std::vector<std::vector<SampleView>>& rows, size_t fields,
+                                                size_t& data_frames) {
   Frames frames(1);
   const Json views = wire::append_views(rows, fields, frames);
   frames[0] = wire::header_frame(Json{{"fields", views}});
@@ -420,7 +420,9 @@ TEST(WireCodecMalformed, BatchMetaFieldsAreCheckedByNameTypeAndSize) {
       {"unknown key", [](Json& h) { h["bogus"] = 1; }, {"unknown field 'bogus'"}},
       {"missing key", [](Json& h) { h.erase("indexes"); }, {"lacks the field 'indexes'"}},
       {"generations short of the count",
-       [](Json& h) { h["generations"] = wire::binary_of(std::span<const uint64_t>(std::vector<uint64_t>{1, 2})); },
+       [](Json& h) {
+         h["generations"] = wire::binary_of(std::span<const uint64_t>(std::vector<uint64_t>{1, 2}));
+       },
        {"'generations'", "one generation per sample"}},
       {"partial generation",
        [](Json& h) { h["generations"] = Json::binary(std::vector<uint8_t>(9)); },
@@ -433,9 +435,7 @@ TEST(WireCodecMalformed, BatchMetaFieldsAreCheckedByNameTypeAndSize) {
       {"partial index",
        [](Json& h) { h["indexes"] = Json::binary(std::vector<uint8_t>(7)); },
        {"'indexes'", "partial element"}},
-      {"partitions not strings",
-       [](Json& h) { h["partitions"] = Json::array({1}); },
-       {"'partitions'", "strings"}},
+      {"partitions not strings", [](Json& h) { h["partitions"] = Json::array({1}); }, {"'partitions'", "strings"}},
       {"one end too few",
        [](Json& h) { h["partition_ends"] = wire::binary_of(std::span<const uint64_t>()); },
        {"'partition_ends'", "one end per partition"}},
@@ -476,9 +476,7 @@ TEST(WireCodecMalformed, BatchMetaFieldsAreCheckedByNameTypeAndSize) {
          h["custom_meta_offsets"] = wire::binary_of(std::span<const uint32_t>(offsets));
        },
        {"'custom_meta' entry 0", "MessagePack map"}},
-      {"extra_info not a map",
-       [](Json& h) { h["extra_info"] = Json::array(); },
-       {"'extra_info'", "must be a map"}},
+      {"extra_info not a map", [](Json& h) { h["extra_info"] = Json::array(); }, {"'extra_info'", "must be a map"}},
   };
   expect_each_rejected(wire::encode_batch_meta(meta), cases,
                        [](const Json& h) { wire::decode_batch_meta(h, "get_meta reply"); });
@@ -490,37 +488,67 @@ TEST(WireCodecMalformed, KvListFieldsAreCheckedByNameTypeAndSize) {
   const std::vector<SpoiledHeader> cases = {
       {"unknown key", [](Json& h) { h["bogus"] = 1; }, {"unknown field 'bogus'"}},
       {"missing keys", [](Json& h) { h.erase("keys"); }, {"lacks the field 'keys'"}},
-      {"partitions not strings", [](Json& h) { h["partitions"] = Json::array({1, 2, 3}); }, {"'partitions'"}},
-      {"one end too few", [&](Json& h) { h["partition_ends"] = u64_binary({3, 3}); }, {"one end per partition"}},
-      {"ends descend", [&](Json& h) { h["partition_ends"] = u64_binary({3, 1, 4}); }, {"'partition_ends'"}},
+      {"partitions not strings",
+       [](Json& h) {
+         h["partitions"] = Json::array({1, 2, 3});
+       },
+       {"'partitions'"}},
+      {"one end too few",
+       [&](Json& h) {
+         h["partition_ends"] = u64_binary({3, 3});
+       },
+       {"one end per partition"}},
+      {"ends descend",
+       [&](Json& h) {
+         h["partition_ends"] = u64_binary({3, 1, 4});
+       },
+       {"'partition_ends'"}},
       {"ends past the key count",
-       [&](Json& h) { h["partition_ends"] = u64_binary({3, 3, 5}); },
+       [&](Json& h) {
+         h["partition_ends"] = u64_binary({3, 3, 5});
+       },
        {"'partition_ends'", "key count"}},
       {"ends short of the key count",
-       [&](Json& h) { h["partition_ends"] = u64_binary({3, 3, 3}); },
+       [&](Json& h) {
+         h["partition_ends"] = u64_binary({3, 3, 3});
+       },
        {"'partition_ends'", "end at the key count 4"}},
       {"key offsets past the bytes",
-       [&](Json& h) { h["key_offsets"] = u32_binary({0, 5, 5, 12, 99}); },
+       [&](Json& h) {
+         h["key_offsets"] = u32_binary({0, 5, 5, 12, 99});
+       },
        {"'key_offsets'", "ascend from 0"}},
       {"key offsets descend",
-       [&](Json& h) { h["key_offsets"] = u32_binary({0, 5, 3, 12, 13}); },
+       [&](Json& h) {
+         h["key_offsets"] = u32_binary({0, 5, 3, 12, 13});
+       },
        {"'key_offsets'", "ascend from 0"}},
       {"no key offsets", [&](Json& h) { h["key_offsets"] = u32_binary({}); }, {"'key_offsets'"}},
       {"one tag offset too few",
-       [&](Json& h) { h["tag_offsets"] = u32_binary({0, 0, 0, 0}); },
+       [&](Json& h) {
+         h["tag_offsets"] = u32_binary({0, 0, 0, 0});
+       },
        {"'tag_offsets'", "one offset per key"}},
       {"tag offsets past the bytes",
-       [&](Json& h) { h["tag_offsets"] = u32_binary({0, 0, 0, 0, 99}); },
+       [&](Json& h) {
+         h["tag_offsets"] = u32_binary({0, 0, 0, 0, 99});
+       },
        {"'tag_offsets'", "ascend from 0"}},
       {"one version too few",
-       [&](Json& h) { h["versions"] = u64_binary({1, 2, 3, 4, 5}); },
+       [&](Json& h) {
+         h["versions"] = u64_binary({1, 2, 3, 4, 5});
+       },
        {"'versions'", "an epoch and a count per partition"}},
       {"no unchanged flags", [](Json& h) { h.erase("unchanged"); }, {"lacks the field 'unchanged'"}},
       {"an unchanged flag of 2",
-       [](Json& h) { h["unchanged"] = Json::binary(std::vector<uint8_t>{0, 2, 0}); },
+       [](Json& h) {
+         h["unchanged"] = Json::binary(std::vector<uint8_t>{0, 2, 0});
+       },
        {"'unchanged'", "flags of 0 or 1"}},
       {"an unchanged partition with keys",
-       [](Json& h) { h["unchanged"] = Json::binary(std::vector<uint8_t>{1, 0, 0}); },
+       [](Json& h) {
+         h["unchanged"] = Json::binary(std::vector<uint8_t>{1, 0, 0});
+       },
        {"'unchanged'", "listed with keys"}},
   };
   expect_each_rejected(wire::encode_kv_list(sample_listing()), cases,
@@ -552,11 +580,10 @@ TEST(WireCodecMalformed, DeeplyNestedCustomMetaIsRejectedNotRecursedInto) {
   Json header = wire::encode_batch_meta(meta);
   const std::string entry = nested_msgpack(200000);
   header["custom_meta"] = Json::binary(std::vector<uint8_t>(entry.begin(), entry.end()));
-  header["custom_meta_offsets"] = wire::binary_of(
-      std::span<const uint32_t>(std::vector<uint32_t>{0, static_cast<uint32_t>(entry.size())}));
-  EXPECT_TRUE(
-      throws_error(ErrorCode::kInvalidArgument, [&] { wire::decode_batch_meta(through_wire(header), "r"); },
-                   {"'custom_meta' entry 0", "nests deeper than " + std::to_string(kMaxDecodeNesting)}));
+  header["custom_meta_offsets"] =
+      wire::binary_of(std::span<const uint32_t>(std::vector<uint32_t>{0, static_cast<uint32_t>(entry.size())}));
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { wire::decode_batch_meta(through_wire(header), "r"); },
+                           {"'custom_meta' entry 0", "nests deeper than " + std::to_string(kMaxDecodeNesting)}));
 }
 
 TEST(WireCodecMalformed, MetaRequestFieldsAreCheckedByNameAndType) {
@@ -608,8 +635,7 @@ TEST(WireCodecMalformed, HeaderFramesThatAreNotMessagePackMapsAreRejected) {
         << "kept " << keep << " of " << valid.size() << " bytes";
   }
   valid.push_back(0xc0);  // trailing bytes after a complete map
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
-                           [&] { wire::read_header(frames_of_bytes(valid), 0, "m"); },
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { wire::read_header(frames_of_bytes(valid), 0, "m"); },
                            {"not valid MessagePack"}));
 
   for (const Json& not_a_map : {Json::array({1, 2}), Json(7), Json("text"), Json(nullptr)}) {
@@ -617,8 +643,7 @@ TEST(WireCodecMalformed, HeaderFramesThatAreNotMessagePackMapsAreRejected) {
                              [&] { wire::read_header(frames_of_bytes(Json::to_msgpack(not_a_map)), 0, "m"); },
                              {"must be a MessagePack map, got " + std::string(not_a_map.type_name())}));
   }
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
-                           [&] { wire::read_header(frames_of_bytes({0xc1}), 0, "m"); },
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { wire::read_header(frames_of_bytes({0xc1}), 0, "m"); },
                            {"not valid MessagePack"}));
 }
 
@@ -694,12 +719,11 @@ TEST(WireCodecHeader, EveryMessagePackFormatReadsAsNlohmannReadsIt) {
 TEST(WireCodecHeader, EveryTruncationAndNonStringKeysAreInvalid) {
   const std::vector<uint8_t> bytes = every_format();
   for (size_t keep = 0; keep < bytes.size(); keep += keep < 2000 ? 1 : keep / 16) {
-    EXPECT_TRUE(
-        throws_error(ErrorCode::kInvalidArgument,
-                     [&] {
-                       wire::read_header(frames_of_bytes({bytes.begin(), bytes.begin() + keep}), 0, "m");
-                     },
-                     {"m header is not valid MessagePack"}))
+    EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                             [&] {
+                               wire::read_header(frames_of_bytes({bytes.begin(), bytes.begin() + keep}), 0, "m");
+                             },
+                             {"m header is not valid MessagePack"}))
         << "kept " << keep;
   }
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
@@ -743,13 +767,11 @@ TEST(WireCodecMalformed, ColumnsAreCheckedAgainstTheirFrames) {
 
   Frames missing = copies(put.frames);
   missing.pop_back();
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
-                           [&] { take(put.entries, std::move(missing), put.samples); },
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { take(put.entries, std::move(missing), put.samples); },
                            {"put request", "names 2 columns but carries 1 data frames"}));
   Frames extra = copies(put.frames);
   extra.push_back(transport::copy_frame(std::string_view("x")));
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
-                           [&] { take(put.entries, std::move(extra), put.samples); },
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { take(put.entries, std::move(extra), put.samples); },
                            {"names 2 columns but carries 3 data frames"}));
 
   const std::vector<SpoiledHeader> cases = {
@@ -792,8 +814,7 @@ TEST(WireCodecMalformed, ColumnsAreCheckedAgainstTheirFrames) {
 
 TEST(WireCodecMalformed, ViewsAreCheckedAgainstTheirFrames) {
   const auto buffer = Buffer::copy_of(bytes_of(std::vector<float>(1024, 1.0f)));
-  const std::vector<std::vector<SampleView>> rows = {{view_into(buffer, 0, 512)},
-                                                     {view_into(buffer, 2048, 512)}};
+  const std::vector<std::vector<SampleView>> rows = {{view_into(buffer, 0, 512)}, {view_into(buffer, 2048, 512)}};
   Frames frames(1);
   const Json valid = wire::append_views(rows, 1, frames);
   const auto take = [&](const Json& entries, size_t rows_expected, size_t fields) {
@@ -801,10 +822,9 @@ TEST(WireCodecMalformed, ViewsAreCheckedAgainstTheirFrames) {
     wire::take_views(through_wire(Json{{"v", entries}}).at("v"), copy, 1, rows_expected, fields, "get reply");
   };
   ASSERT_NO_THROW(take(valid, 2, 1));
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { take(valid, 2, 2); }, {"get reply", "2 fields"}));
   EXPECT_TRUE(
-      throws_error(ErrorCode::kInvalidArgument, [&] { take(valid, 2, 2); }, {"get reply", "2 fields"}));
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { take(valid, 3, 1); },
-                           {"'frames'", "one entry per sample"}));
+      throws_error(ErrorCode::kInvalidArgument, [&] { take(valid, 3, 1); }, {"'frames'", "one entry per sample"}));
 
   const auto u64 = [](std::vector<uint64_t> v) { return wire::binary_of(std::span<const uint64_t>(v)); };
   const std::vector<SpoiledHeader> cases = {

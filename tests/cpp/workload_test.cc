@@ -22,8 +22,7 @@ TEST(Workload, TokensCostIsTheLength) {
 
 TEST(Workload, VerlCostIsLinearPlusSquare) {
   const Workload w = Workload::verl();
-  for (int64_t length : {int64_t{0}, int64_t{1}, int64_t{2}, int64_t{1000}, int64_t{32768},
-                         int64_t{1} << 20}) {
+  for (int64_t length : {int64_t{0}, int64_t{1}, int64_t{2}, int64_t{1000}, int64_t{32768}, int64_t{1} << 20}) {
     EXPECT_EQ(w.cost(length), kVerlLinear * length + length * length) << "length " << length;
   }
   EXPECT_FALSE(w.is_tokens());
@@ -68,9 +67,8 @@ TEST(Workload, ParseAcceptsEverySpelling) {
 }
 
 TEST(Workload, ParseRejectsBadSpecsNamingThem) {
-  for (const char* spec : {"cubic", "", "Tokens", "quadratic", "quadratic(1)", "quadratic(a,b)",
-                           "quadratic(1,2", "quadratic(-1,2)", "quadratic(1,-2)",
-                           "quadratic(1.5,2)", "quadratic(0,0)"}) {
+  for (const char* spec : {"cubic", "", "Tokens", "quadratic", "quadratic(1)", "quadratic(a,b)", "quadratic(1,2",
+                           "quadratic(-1,2)", "quadratic(1,-2)", "quadratic(1.5,2)", "quadratic(0,0)"}) {
     EXPECT_TRUE(throws_invalid([&] { Workload::parse(spec); }, {"workload"})) << spec;
   }
   EXPECT_TRUE(throws_invalid([] { Workload::parse("cubic"); }, {"workload", "'cubic'"}));
@@ -86,8 +84,7 @@ TEST(Workload, QuadraticRejectsNegativeOrZeroCoefficients) {
 TEST(Workload, NegativeLengthIsRejected) {
   EXPECT_TRUE(throws_invalid([] { Workload::verl().cost(-4); }, {"-4"}));
   const test::Weights lengths = {3, 1, -7};
-  EXPECT_TRUE(throws_invalid([&] { Workload::tokens().costs(lengths, "seqlens"); },
-                             {"seqlens[2]", "-7"}));
+  EXPECT_TRUE(throws_invalid([&] { Workload::tokens().costs(lengths, "seqlens"); }, {"seqlens[2]", "-7"}));
 }
 
 TEST(Workload, CostOverflowIsReportedNotWrapped) {
@@ -121,8 +118,7 @@ TEST(Workload, LinearModelsDoNotOverflowOnAnUnusedSquare) {
 // overflow included.
 TEST(Workload, CostsNamesParameterAndIndexOnOverflow) {
   const test::Weights lengths = {10, 4000000000};
-  EXPECT_TRUE(throws_invalid([&] { Workload::verl().costs(lengths, "weights"); },
-                             {"weights[1]", "4000000000"}));
+  EXPECT_TRUE(throws_invalid([&] { Workload::verl().costs(lengths, "weights"); }, {"weights[1]", "4000000000"}));
 }
 
 }  // namespace

@@ -284,11 +284,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   expect_reference_agrees(message.frames, &header, "");
   expect_same_reading(
-      meta_from_frame, [&] { return wire::encode_batch_meta(decode_batch_meta(header, "batch meta")); },
-      "batch meta");
+      meta_from_frame, [&] { return wire::encode_batch_meta(decode_batch_meta(header, "batch meta")); }, "batch meta");
   expect_same_reading(
-      request_from_frame,
-      [&] { return wire::encode_meta_request(decode_meta_request(header, "meta request")); }, "meta request");
+      request_from_frame, [&] { return wire::encode_meta_request(decode_meta_request(header, "meta request")); },
+      "meta request");
   decode_or_refuse([&] {
     const BatchMeta meta = decode_batch_meta(header, "batch meta");
     for (size_t i = 0; i < meta.size(); ++i) {
@@ -501,7 +500,8 @@ std::vector<std::vector<uint8_t>> fuzz_seed_corpus() {
 
   Listing listed;
   const std::vector<uint8_t> done = Json::to_msgpack(Json{{"status", "done"}, {"global_steps", 2}});
-  listed.emplace_back("train").push_back("k1", std::string_view(reinterpret_cast<const char*>(done.data()), done.size()));
+  listed.emplace_back("train").push_back("k1",
+                                         std::string_view(reinterpret_cast<const char*>(done.data()), done.size()));
   listed.back().push_back("k2", {});
   listed.emplace_back("empty");
   seeds.push_back(make_input(0, 0, with_envelope(ok(), wire::encode_kv_list(listed))));
@@ -511,12 +511,12 @@ std::vector<std::vector<uint8_t>> fuzz_seed_corpus() {
   request.batch_size = 8;
   request.partition_id = "train";
   request.task_name = "t";
-  seeds.push_back(
-      make_input(0, 0, with_envelope(transport::encode_request_envelope(3, "get_meta"), wire::encode_meta_request(request))));
+  seeds.push_back(make_input(
+      0, 0, with_envelope(transport::encode_request_envelope(3, "get_meta"), wire::encode_meta_request(request))));
   request.sampling.dp_rank_given = true;  // and the caller's other sampling_config keys
   request.sampling.extra = {{"temperature", 0.7}, {"policy_version", 3}, {"tags", {"a", nullptr}}};
-  seeds.push_back(
-      make_input(0, 0, with_envelope(transport::encode_request_envelope(4, "get_meta"), wire::encode_meta_request(request))));
+  seeds.push_back(make_input(
+      0, 0, with_envelope(transport::encode_request_envelope(4, "get_meta"), wire::encode_meta_request(request))));
   seeds.push_back(make_input(0, 0, with_envelope(ok(), wire::encode_status({{1, true}, {5, false}}))));
   seeds.push_back(make_input(0, 0, with_envelope(ok(), wire::encode_schemas(meta.field_schema))));
 

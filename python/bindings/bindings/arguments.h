@@ -19,8 +19,7 @@ std::optional<nanobind::int_> python_integer(nanobind::handle value);
 
 // "`name` must be an integer, got ..." or "`name` = N is outside the int64
 // range" (or "outside low..high" when the range is narrower).
-int64_t int_argument(nanobind::handle value, std::string_view name,
-                     int64_t low = std::numeric_limits<int64_t>::min(),
+int64_t int_argument(nanobind::handle value, std::string_view name, int64_t low = std::numeric_limits<int64_t>::min(),
                      int64_t high = std::numeric_limits<int64_t>::max());
 
 // As int_argument, within 0..2^64-1.

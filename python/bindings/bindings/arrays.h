@@ -12,10 +12,8 @@
 namespace seqflow::bindings {
 
 using Int64Array = nanobind::ndarray<nanobind::numpy, int64_t, nanobind::ndim<1>>;
-using Int64Input =
-    nanobind::ndarray<const int64_t, nanobind::ndim<1>, nanobind::c_contig, nanobind::device::cpu>;
-using UInt64Input =
-    nanobind::ndarray<const uint64_t, nanobind::ndim<1>, nanobind::c_contig, nanobind::device::cpu>;
+using Int64Input = nanobind::ndarray<const int64_t, nanobind::ndim<1>, nanobind::c_contig, nanobind::device::cpu>;
+using UInt64Input = nanobind::ndarray<const uint64_t, nanobind::ndim<1>, nanobind::c_contig, nanobind::device::cpu>;
 
 // The array owns the vector's buffer through a capsule.
 template <typename T>
@@ -37,9 +35,7 @@ nanobind::ndarray<nanobind::numpy, const T, nanobind::ndim<1>> view_of(const std
   return {values.data(), {values.size()}, nanobind::find(owner)};
 }
 
-inline std::span<const int64_t> as_span(const Int64Input& array) {
-  return {array.data(), array.shape(0)};
-}
+inline std::span<const int64_t> as_span(const Int64Input& array) { return {array.data(), array.shape(0)}; }
 
 // A BatchMeta's generations: none (not known) or one per sample.
 inline std::span<const uint64_t> as_span(const std::optional<UInt64Input>& array) {

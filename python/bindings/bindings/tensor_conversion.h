@@ -18,15 +18,13 @@
 namespace seqflow::bindings {
 
 using AnyArray = nanobind::ndarray<nanobind::ro, nanobind::c_contig, nanobind::device::cpu>;
-using Int64Matrix = nanobind::ndarray<const int64_t, nanobind::ndim<2>, nanobind::c_contig,
-                                      nanobind::device::cpu>;
+using Int64Matrix = nanobind::ndarray<const int64_t, nanobind::ndim<2>, nanobind::c_contig, nanobind::device::cpu>;
 
 // A batch with the samples along the first dimension.
 Column dense_column(const std::string& field, const AnyArray& array, bool borrow);
 // Samples of varying shape stored back to back in `values`; shapes[i] is
 // sample i's shape.
-Column packed_column(const std::string& field, const AnyArray& values, const Int64Matrix& shapes,
-                     bool borrow);
+Column packed_column(const std::string& field, const AnyArray& values, const Int64Matrix& shapes, bool borrow);
 // One array per sample: same dtype and number of dimensions, any sizes.
 Column ragged_column(const std::string& field, nanobind::handle arrays);
 // Non-tensor values, one per sample: strings stored as UTF-8, other plain

@@ -7,14 +7,11 @@
 
 namespace seqflow::samplers {
 
-GlobalBatchSampler::GlobalBatchSampler(int64_t dp_size) : dp_size_(dp_size) {
-  check_positive(dp_size, "dp_size");
-}
+GlobalBatchSampler::GlobalBatchSampler(int64_t dp_size) : dp_size_(dp_size) { check_positive(dp_size, "dp_size"); }
 
 void GlobalBatchSampler::check_rank(int64_t dp_rank) const {
   if (dp_rank < 0 || dp_rank >= dp_size_) {
-    throw_invalid("dp_rank must be in [0, dp_size " + std::to_string(dp_size_) + "), got " +
-                  std::to_string(dp_rank));
+    throw_invalid("dp_rank must be in [0, dp_size " + std::to_string(dp_size_) + "), got " + std::to_string(dp_rank));
   }
 }
 

@@ -24,8 +24,7 @@ class GlobalBatchSampler : public Sampler {
   explicit GlobalBatchSampler(int64_t dp_size);
 
   bool prefix_stable() const override { return true; }
-  std::optional<std::vector<int64_t>> reserved(const std::string& partition_id,
-                                               const std::string& task_name,
+  std::optional<std::vector<int64_t>> reserved(const std::string& partition_id, const std::string& task_name,
                                                const SamplingConfig& sampling) override;
   SampleResult sample(const SampleRequest& request) final;
   void clear(const std::string& partition_id, const std::string* task_name) override;

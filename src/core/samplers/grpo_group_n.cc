@@ -13,14 +13,11 @@ namespace {
 
 class GRPOGroupNSampler final : public Sampler {
  public:
-  explicit GRPOGroupNSampler(int64_t n) : n_(n) {
-    samplers::check_positive(n, "n_samples_per_prompt");
-  }
+  explicit GRPOGroupNSampler(int64_t n) : n_(n) { samplers::check_positive(n, "n_samples_per_prompt"); }
   std::string name() const override { return "grpo_group_n"; }
   bool prefix_stable() const override { return true; }
 
-  std::optional<std::vector<int64_t>> reserved(const std::string& partition_id,
-                                               const std::string& task_name,
+  std::optional<std::vector<int64_t>> reserved(const std::string& partition_id, const std::string& task_name,
                                                const SamplingConfig& sampling) override {
     if (!sampling.dp_rank_given) return std::nullopt;
     return book_.find(partition_id, task_name, sampling.batch_index, sampling.dp_rank);
@@ -41,17 +38,16 @@ class GRPOGroupNSampler final : public Sampler {
     if (wanted == 0) return result;
     std::vector<int64_t> picked;
     int64_t groups = 0;
-    samplers::for_each_complete_group(request.ready, n_, request.info,
-                                      [&](std::span<const int64_t> group) {
-                                        picked.insert(picked.end(), group.begin(), group.end());
-                                        return ++groups < wanted;
-                                      });
+    samplers::for_each_complete_group(request.ready, n_, request.info, [&](std::span<const int64_t> group) {
+      picked.insert(picked.end(), group.begin(), group.end());
+      return ++groups < wanted;
+    });
     if (groups < wanted) return result;
     result.sampled = std::move(picked);
     result.consumed = result.sampled;
     if (request.sampling.dp_rank_given) {
-      book_.put(request.partition_id, request.task_name, request.sampling.batch_index,
-                request.sampling.dp_rank, result.sampled);
+      book_.put(request.partition_id, request.task_name, request.sampling.batch_index, request.sampling.dp_rank,
+                result.sampled);
     }
     return result;
   }

@@ -15,8 +15,7 @@ class RankAwareSampler final : public Sampler {
   std::string name() const override { return "rank_aware"; }
   bool prefix_stable() const override { return true; }
 
-  std::optional<std::vector<int64_t>> reserved(const std::string& partition_id,
-                                               const std::string& task_name,
+  std::optional<std::vector<int64_t>> reserved(const std::string& partition_id, const std::string& task_name,
                                                const SamplingConfig& sampling) override {
     return book_.find(partition_id, task_name, sampling.batch_index, sampling.dp_rank);
   }
@@ -24,8 +23,7 @@ class RankAwareSampler final : public Sampler {
   SampleResult sample(const SampleRequest& request) override {
     samplers::check_batch_size(request.batch_size);
     if (request.sampling.dp_rank < 0) {  // TransferQueue's wording
-      throw_invalid("dp_rank " + std::to_string(request.sampling.dp_rank) +
-                    " must be greater than or equal to 0");
+      throw_invalid("dp_rank " + std::to_string(request.sampling.dp_rank) + " must be greater than or equal to 0");
     }
     SampleResult result;
     if (auto answer = reserved(request.partition_id, request.task_name, request.sampling)) {
@@ -35,8 +33,8 @@ class RankAwareSampler final : public Sampler {
     if (static_cast<int64_t>(request.ready.size()) < request.batch_size) return result;
     result.sampled.assign(request.ready.begin(), request.ready.begin() + request.batch_size);
     result.consumed = result.sampled;
-    book_.put(request.partition_id, request.task_name, request.sampling.batch_index,
-              request.sampling.dp_rank, result.sampled);
+    book_.put(request.partition_id, request.task_name, request.sampling.batch_index, request.sampling.dp_rank,
+              result.sampled);
     return result;
   }
 

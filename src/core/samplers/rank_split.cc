@@ -11,16 +11,13 @@ SplitAlgorithm parse_split_algorithm(const std::string& name) {
   throw_invalid("algorithm must be 'auto' or 'kk', got '" + name + "'");
 }
 
-std::string to_string(SplitAlgorithm algorithm) {
-  return algorithm == SplitAlgorithm::kKK ? "kk" : "auto";
-}
+std::string to_string(SplitAlgorithm algorithm) { return algorithm == SplitAlgorithm::kKK ? "kk" : "auto"; }
 
 int64_t sample_length(const SampleInfo& info, int64_t global_index, int64_t default_length,
                       const std::string& partition_id) {
   if (auto length = info.length(global_index)) return *length;
   if (default_length >= 0) return default_length;
-  throw_invalid("sample with global index " + std::to_string(global_index) + " of partition '" +
-                partition_id +
+  throw_invalid("sample with global index " + std::to_string(global_index) + " of partition '" + partition_id +
                 "' has no custom_meta total_lengths (set it, or give default_length >= 0)");
 }
 
@@ -28,8 +25,8 @@ namespace {
 
 void check_enough_groups(int64_t group_count, int64_t dp_size) {
   if (group_count < dp_size) {
-    throw_invalid("cannot split " + std::to_string(group_count) + " groups over dp_size " +
-                  std::to_string(dp_size) + " ranks");
+    throw_invalid("cannot split " + std::to_string(group_count) + " groups over dp_size " + std::to_string(dp_size) +
+                  " ranks");
   }
 }
 
@@ -45,15 +42,14 @@ RankSplit split_groups_in_order(const std::vector<std::vector<int64_t>>& groups,
     // Rank r takes groups [r * count / dp_size, (r + 1) * count / dp_size).
     const int64_t rank = ((g + 1) * dp_size - 1) / group_count;
     const auto& members = groups[static_cast<size_t>(g)];
-    split.ranks[static_cast<size_t>(rank)].insert(split.ranks[static_cast<size_t>(rank)].end(),
-                                                  members.begin(), members.end());
+    split.ranks[static_cast<size_t>(rank)].insert(split.ranks[static_cast<size_t>(rank)].end(), members.begin(),
+                                                  members.end());
   }
   return split;
 }
 
 RankSplit split_groups(const std::vector<std::vector<int64_t>>& groups,
-                       const std::vector<std::vector<int64_t>>& lengths, int64_t dp_size,
-                       SplitAlgorithm algorithm) {
+                       const std::vector<std::vector<int64_t>>& lengths, int64_t dp_size, SplitAlgorithm algorithm) {
   const auto group_count = static_cast<int64_t>(groups.size());
   check_enough_groups(group_count, dp_size);
   // Group indexes per rank, ascending.

@@ -32,8 +32,7 @@ struct RankSplit {
 // member. Needs at least dp_size groups. Groups stay whole; within a rank
 // samples keep their order in `groups`.
 RankSplit split_groups(const std::vector<std::vector<int64_t>>& groups,
-                       const std::vector<std::vector<int64_t>>& lengths, int64_t dp_size,
-                       SplitAlgorithm algorithm);
+                       const std::vector<std::vector<int64_t>>& lengths, int64_t dp_size, SplitAlgorithm algorithm);
 
 // Without lengths: consecutive runs of groups, group counts within one of
 // each other (TransferQueue's equal split when the counts divide). tokens

@@ -14,8 +14,7 @@ class Arguments {
   Arguments(const std::string& sampler, const nlohmann::json& args, std::set<std::string> known)
       : sampler_(sampler), args_(args.is_null() ? nlohmann::json::object() : args) {
     if (!args_.is_object()) {
-      throw_invalid("arguments of sampler '" + sampler + "' must be a JSON object, got " +
-                    args.dump());
+      throw_invalid("arguments of sampler '" + sampler + "' must be a JSON object, got " + args.dump());
     }
     for (const auto& [key, value] : args_.items()) {
       if (known.count(key) == 0) {
@@ -31,8 +30,7 @@ class Arguments {
       return *fallback;
     }
     if (!it->is_number_integer()) {
-      throw_invalid("argument '" + key + "' of sampler '" + sampler_ + "' must be an integer, got " +
-                    it->dump());
+      throw_invalid("argument '" + key + "' of sampler '" + sampler_ + "' must be an integer, got " + it->dump());
     }
     return it->get<int64_t>();
   }
@@ -41,8 +39,7 @@ class Arguments {
     auto it = args_.find(key);
     if (it == args_.end()) return fallback;
     if (!it->is_string()) {
-      throw_invalid("argument '" + key + "' of sampler '" + sampler_ + "' must be a string, got " +
-                    it->dump());
+      throw_invalid("argument '" + key + "' of sampler '" + sampler_ + "' must be a string, got " + it->dump());
     }
     return it->get<std::string>();
   }
@@ -69,18 +66,13 @@ std::shared_ptr<Sampler> make_sampler(const std::string& name, const nlohmann::j
   }
   if (name == "seqlen_balanced") {
     const Arguments a(name, args, {"n_samples_per_prompt", "dp_size", "algorithm", "default_length"});
-    return make_seqlen_balanced_sampler(a.integer("n_samples_per_prompt", 1),
-                                        a.integer("dp_size", std::nullopt),
-                                        a.text("algorithm", "auto"),
-                                        a.integer("default_length", -1));
+    return make_seqlen_balanced_sampler(a.integer("n_samples_per_prompt", 1), a.integer("dp_size", std::nullopt),
+                                        a.text("algorithm", "auto"), a.integer("default_length", -1));
   }
   if (name == "token_budget") {
-    const Arguments a(name, args,
-                      {"max_tokens", "n_samples_per_prompt", "dp_size", "default_length"});
-    return make_token_budget_sampler(a.integer("max_tokens", std::nullopt),
-                                     a.integer("n_samples_per_prompt", 1),
-                                     a.integer("dp_size", std::nullopt),
-                                     a.integer("default_length", -1));
+    const Arguments a(name, args, {"max_tokens", "n_samples_per_prompt", "dp_size", "default_length"});
+    return make_token_budget_sampler(a.integer("max_tokens", std::nullopt), a.integer("n_samples_per_prompt", 1),
+                                     a.integer("dp_size", std::nullopt), a.integer("default_length", -1));
   }
   throw_invalid("unknown sampler '" + name +
                 "'; known: sequential, grpo_group_n, rank_aware, seqlen_balanced, token_budget");

@@ -4,10 +4,8 @@
 
 namespace seqflow::samplers {
 
-std::optional<std::vector<int64_t>> ReservationBook::find(const std::string& partition_id,
-                                                          const std::string& task_name,
-                                                          int64_t batch_index,
-                                                          int64_t dp_rank) const {
+std::optional<std::vector<int64_t>> ReservationBook::find(const std::string& partition_id, const std::string& task_name,
+                                                          int64_t batch_index, int64_t dp_rank) const {
   auto batch = batches_.find(Key{partition_id, task_name, batch_index});
   if (batch == batches_.end()) return std::nullopt;
   auto rank = batch->second.find(dp_rank);
@@ -15,8 +13,7 @@ std::optional<std::vector<int64_t>> ReservationBook::find(const std::string& par
   return rank->second.samples;
 }
 
-std::optional<std::vector<int64_t>> ReservationBook::take(const std::string& partition_id,
-                                                          const std::string& task_name,
+std::optional<std::vector<int64_t>> ReservationBook::take(const std::string& partition_id, const std::string& task_name,
                                                           int64_t batch_index, int64_t dp_rank) {
   auto batch = batches_.find(Key{partition_id, task_name, batch_index});
   if (batch == batches_.end()) return std::nullopt;
@@ -26,9 +23,8 @@ std::optional<std::vector<int64_t>> ReservationBook::take(const std::string& par
   return rank->second.samples;
 }
 
-void ReservationBook::put(const std::string& partition_id, const std::string& task_name,
-                          int64_t batch_index, int64_t dp_rank, std::vector<int64_t> samples,
-                          bool served) {
+void ReservationBook::put(const std::string& partition_id, const std::string& task_name, int64_t batch_index,
+                          int64_t dp_rank, std::vector<int64_t> samples, bool served) {
   batches_[Key{partition_id, task_name, batch_index}][dp_rank] = Share{std::move(samples), served};
 }
 
@@ -36,9 +32,7 @@ std::unordered_set<int64_t> ReservationBook::unserved(const std::string& partiti
                                                       const std::string& task_name) const {
   std::unordered_set<int64_t> samples;
   for (auto it = batches_.lower_bound(Key{partition_id, task_name, INT64_MIN});
-       it != batches_.end() && std::get<0>(it->first) == partition_id &&
-       std::get<1>(it->first) == task_name;
-       ++it) {
+       it != batches_.end() && std::get<0>(it->first) == partition_id && std::get<1>(it->first) == task_name; ++it) {
     for (const auto& [rank, share] : it->second) {
       if (!share.served) samples.insert(share.samples.begin(), share.samples.end());
     }
@@ -73,8 +67,7 @@ void ReservationBook::restore(const nlohmann::json& state) {
   decltype(batches_) restored;
   try {
     for (const auto& batch : state.at("reservations")) {
-      auto& ranks = restored[Key{batch.at("partition_id").get<std::string>(),
-                                 batch.at("task_name").get<std::string>(),
+      auto& ranks = restored[Key{batch.at("partition_id").get<std::string>(), batch.at("task_name").get<std::string>(),
                                  batch.at("batch_index").get<int64_t>()}];
       for (const auto& rank : batch.at("ranks")) {
         // Checkpoints written before "served" existed: every share counted as served.

@@ -18,18 +18,15 @@ namespace seqflow::samplers {
 
 class ReservationBook {
  public:
-  std::optional<std::vector<int64_t>> find(const std::string& partition_id,
-                                           const std::string& task_name, int64_t batch_index,
-                                           int64_t dp_rank) const;
+  std::optional<std::vector<int64_t>> find(const std::string& partition_id, const std::string& task_name,
+                                           int64_t batch_index, int64_t dp_rank) const;
   // find(), and the share counts as served from now on.
-  std::optional<std::vector<int64_t>> take(const std::string& partition_id,
-                                           const std::string& task_name, int64_t batch_index,
-                                           int64_t dp_rank);
-  void put(const std::string& partition_id, const std::string& task_name, int64_t batch_index,
-           int64_t dp_rank, std::vector<int64_t> samples, bool served = true);
+  std::optional<std::vector<int64_t>> take(const std::string& partition_id, const std::string& task_name,
+                                           int64_t batch_index, int64_t dp_rank);
+  void put(const std::string& partition_id, const std::string& task_name, int64_t batch_index, int64_t dp_rank,
+           std::vector<int64_t> samples, bool served = true);
   // The samples of the task's shares not served yet.
-  std::unordered_set<int64_t> unserved(const std::string& partition_id,
-                                       const std::string& task_name) const;
+  std::unordered_set<int64_t> unserved(const std::string& partition_id, const std::string& task_name) const;
   // Everything of a partition, or of one task of it.
   void clear(const std::string& partition_id, const std::string* task_name);
 

@@ -16,8 +16,7 @@ namespace {
 
 class SeqlenBalancedSampler final : public samplers::GlobalBatchSampler {
  public:
-  SeqlenBalancedSampler(int64_t n, int64_t dp_size, const std::string& algorithm,
-                        int64_t default_length)
+  SeqlenBalancedSampler(int64_t n, int64_t dp_size, const std::string& algorithm, int64_t default_length)
       : GlobalBatchSampler(dp_size),
         n_(n),
         algorithm_(samplers::parse_split_algorithm(algorithm)),
@@ -30,31 +29,27 @@ class SeqlenBalancedSampler final : public samplers::GlobalBatchSampler {
   std::optional<samplers::RankSplit> plan(const SampleRequest& request) override {
     const auto global = checked_mul(request.batch_size, dp_size());
     if (!global || *global % n_ != 0) {
-      throw_invalid("batch_size * dp_size (" + std::to_string(request.batch_size) + " * " +
-                    std::to_string(dp_size()) + ") must be a multiple of n_samples_per_prompt (" +
-                    std::to_string(n_) + ")");
+      throw_invalid("batch_size * dp_size (" + std::to_string(request.batch_size) + " * " + std::to_string(dp_size()) +
+                    ") must be a multiple of n_samples_per_prompt (" + std::to_string(n_) + ")");
     }
     const int64_t wanted = *global / n_;
     if (wanted < dp_size()) {
-      throw_invalid("batch_size " + std::to_string(request.batch_size) + " gives " +
-                    std::to_string(wanted) + " groups of n_samples_per_prompt " +
-                    std::to_string(n_) + ", fewer than dp_size " + std::to_string(dp_size()) +
-                    ": some rank would get nothing");
+      throw_invalid("batch_size " + std::to_string(request.batch_size) + " gives " + std::to_string(wanted) +
+                    " groups of n_samples_per_prompt " + std::to_string(n_) + ", fewer than dp_size " +
+                    std::to_string(dp_size()) + ": some rank would get nothing");
     }
     std::vector<std::vector<int64_t>> groups;
-    samplers::for_each_complete_group(request.ready, n_, request.info,
-                                      [&](std::span<const int64_t> group) {
-                                        groups.emplace_back(group.begin(), group.end());
-                                        return static_cast<int64_t>(groups.size()) < wanted;
-                                      });
+    samplers::for_each_complete_group(request.ready, n_, request.info, [&](std::span<const int64_t> group) {
+      groups.emplace_back(group.begin(), group.end());
+      return static_cast<int64_t>(groups.size()) < wanted;
+    });
     if (static_cast<int64_t>(groups.size()) < wanted) return std::nullopt;
     if (!request.info->has_lengths()) return samplers::split_groups_in_order(groups, dp_size());
     std::vector<std::vector<int64_t>> lengths;
     for (const auto& group : groups) {
       std::vector<int64_t>& member_lengths = lengths.emplace_back();
       for (int64_t index : group) {
-        member_lengths.push_back(
-            samplers::sample_length(*request.info, index, default_length_, request.partition_id));
+        member_lengths.push_back(samplers::sample_length(*request.info, index, default_length_, request.partition_id));
       }
     }
     return samplers::split_groups(groups, lengths, dp_size(), algorithm_);
@@ -69,10 +64,8 @@ class SeqlenBalancedSampler final : public samplers::GlobalBatchSampler {
 }  // namespace
 
 std::shared_ptr<Sampler> make_seqlen_balanced_sampler(int64_t n_samples_per_prompt, int64_t dp_size,
-                                                      std::string algorithm,
-                                                      int64_t default_length) {
-  return std::make_shared<SeqlenBalancedSampler>(n_samples_per_prompt, dp_size, algorithm,
-                                                 default_length);
+                                                      std::string algorithm, int64_t default_length) {
+  return std::make_shared<SeqlenBalancedSampler>(n_samples_per_prompt, dp_size, algorithm, default_length);
 }
 
 }  // namespace seqflow

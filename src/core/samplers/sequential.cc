@@ -22,8 +22,6 @@ class SequentialSampler final : public Sampler {
 
 }  // namespace
 
-std::shared_ptr<Sampler> make_sequential_sampler() {
-  return std::make_shared<SequentialSampler>();
-}
+std::shared_ptr<Sampler> make_sequential_sampler() { return std::make_shared<SequentialSampler>(); }
 
 }  // namespace seqflow

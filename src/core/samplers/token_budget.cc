@@ -30,43 +30,39 @@ class TokenBudgetSampler final : public samplers::GlobalBatchSampler {
  protected:
   std::optional<samplers::RankSplit> plan(const SampleRequest& request) override {
     if (request.batch_size < n_) {
-      throw_invalid("batch_size (" + std::to_string(request.batch_size) +
-                    ") must be >= n_samples_per_prompt (" + std::to_string(n_) +
-                    "): it bounds the samples per rank");
+      throw_invalid("batch_size (" + std::to_string(request.batch_size) + ") must be >= n_samples_per_prompt (" +
+                    std::to_string(n_) + "): it bounds the samples per rank");
     }
     const int64_t budget = checked_mul(max_tokens_, dp_size()).value_or(INT64_MAX);
     const int64_t sample_cap = checked_mul(request.batch_size, dp_size()).value_or(INT64_MAX);
     std::vector<std::vector<int64_t>> groups, lengths;
     int64_t tokens = 0, samples = 0;
     bool full = false;
-    samplers::for_each_complete_group(
-        request.ready, n_, request.info, [&](std::span<const int64_t> group) {
-          std::vector<int64_t> member_lengths;
-          int64_t group_tokens = 0;
-          for (int64_t index : group) {
-            member_lengths.push_back(samplers::sample_length(*request.info, index,
-                                                             default_length_, request.partition_id));
-            group_tokens = checked_add(group_tokens, member_lengths.back()).value_or(INT64_MAX);
-          }
-          if (group_tokens > max_tokens_) {
-            throw_invalid("the group of global index " + std::to_string(group.front()) + " has " +
-                          std::to_string(group_tokens) + " tokens, more than max_tokens " +
-                          std::to_string(max_tokens_) + ": no rank can take it");
-          }
-          if (tokens + group_tokens > budget || samples + n_ > sample_cap) {
-            full = true;
-            return false;
-          }
-          groups.emplace_back(group.begin(), group.end());
-          lengths.push_back(std::move(member_lengths));
-          tokens += group_tokens;
-          samples += n_;
-          return true;
-        });
+    samplers::for_each_complete_group(request.ready, n_, request.info, [&](std::span<const int64_t> group) {
+      std::vector<int64_t> member_lengths;
+      int64_t group_tokens = 0;
+      for (int64_t index : group) {
+        member_lengths.push_back(samplers::sample_length(*request.info, index, default_length_, request.partition_id));
+        group_tokens = checked_add(group_tokens, member_lengths.back()).value_or(INT64_MAX);
+      }
+      if (group_tokens > max_tokens_) {
+        throw_invalid("the group of global index " + std::to_string(group.front()) + " has " +
+                      std::to_string(group_tokens) + " tokens, more than max_tokens " + std::to_string(max_tokens_) +
+                      ": no rank can take it");
+      }
+      if (tokens + group_tokens > budget || samples + n_ > sample_cap) {
+        full = true;
+        return false;
+      }
+      groups.emplace_back(group.begin(), group.end());
+      lengths.push_back(std::move(member_lengths));
+      tokens += group_tokens;
+      samples += n_;
+      return true;
+    });
     if (!full || static_cast<int64_t>(groups.size()) < dp_size()) return std::nullopt;
     for (;;) {
-      samplers::RankSplit split = samplers::split_groups(groups, lengths, dp_size(),
-                                                         samplers::SplitAlgorithm::kAuto);
+      samplers::RankSplit split = samplers::split_groups(groups, lengths, dp_size(), samplers::SplitAlgorithm::kAuto);
       const int64_t heaviest = *std::max_element(split.tokens.begin(), split.tokens.end());
       if (heaviest <= max_tokens_ || static_cast<int64_t>(groups.size()) == dp_size()) {
         return split;  // with one group per rank every rank fits: no group exceeds max_tokens
@@ -84,10 +80,9 @@ class TokenBudgetSampler final : public samplers::GlobalBatchSampler {
 
 }  // namespace
 
-std::shared_ptr<Sampler> make_token_budget_sampler(int64_t max_tokens, int64_t n_samples_per_prompt,
-                                                   int64_t dp_size, int64_t default_length) {
-  return std::make_shared<TokenBudgetSampler>(max_tokens, n_samples_per_prompt, dp_size,
-                                              default_length);
+std::shared_ptr<Sampler> make_token_budget_sampler(int64_t max_tokens, int64_t n_samples_per_prompt, int64_t dp_size,
+                                                   int64_t default_length) {
+  return std::make_shared<TokenBudgetSampler>(max_tokens, n_samples_per_prompt, dp_size, default_length);
 }
 
 }  // namespace seqflow
