@@ -89,6 +89,28 @@ def yes_or_no(flag: bool) -> str:
     return "yes" if flag else "NO"
 
 
+def timing_step(actor_ranks: list, earlier: list) -> dict:
+    """The actor's measured CPU seconds per rank this step, and what a model
+    fitted on the earlier steps' timings (`earlier`: (lengths, seconds) per
+    micro-batch) predicted for each rank: out of sample, as the controller's
+    online model saw it when it balanced the step."""
+    import seqflow.balance
+
+    measured = [r.seconds for r in actor_ranks]
+    result = {"seconds_per_rank": measured, "idle": 1 - float(np.mean(measured)) / max(measured),
+              "micro_batches": sum(len(r.timings) for r in actor_ranks)}
+    try:
+        model = seqflow.balance.calibrate(earlier) if earlier else None
+    except ValueError:  # too few timings to fit
+        model = None
+    if model is not None:
+        predicted = [sum(model.seconds(lengths) for lengths, _ in r.timings) for r in actor_ranks]
+        errors = [abs(p - m) / m for p, m in zip(predicted, measured) if m > 0]
+        result.update(predicted_seconds_per_rank=predicted, max_prediction_error=max(errors, default=0.0),
+                      model=model.name)
+    return result
+
+
 def step_lines(result: dict, config: Config) -> list[str]:
     lines = [f"step {result['step']}  {result['partition_id']}: {result['samples']:,} samples, "
              f"{result['tokens']:,} tokens"]
@@ -101,6 +123,12 @@ def step_lines(result: dict, config: Config) -> list[str]:
         top = max(t["sequential_tokens_per_rank"] + t["tokens_per_rank"])
         lines.append(f"  {'':<13} tokens per rank: SequentialSampler {sparkline(t['sequential_tokens_per_rank'], top)}"
                      f"   seqflow {sparkline(t['tokens_per_rank'], top)}")
+    t = result["actor_time"]
+    seconds = t["seconds_per_rank"]
+    predicted = (f"   a model of the earlier steps' timings predicted every rank within "
+                 f"{100 * t['max_prediction_error']:.1f}%" if "predicted_seconds_per_rank" in t else "")
+    lines.append(f"  {'actor time':<13} CPU seconds/rank max {max(seconds):.3f} mean {np.mean(seconds):.3f}: "
+                 f"ranks idle {100 * t['idle']:.1f}%  {sparkline(seconds, max(seconds))}{predicted}")
     p = result["pack_plan"]
     packs = p["packs_per_step"]
     lines.append(
@@ -109,3 +137,32 @@ def step_lines(result: dict, config: Config) -> list[str]:
         f"rank spread {100 * p['max_token_spread']:.2f}%, {p['plan_ms']:.1f} ms")
     return lines
 
+
+def time_summary(steps: list, actor_model) -> dict:
+    """The actor's measured idle time: step 0 ran before any timing (tokens),
+    the later steps on what balanced them; and the controller's final model."""
+    idle = [s["actor_time"]["idle"] for s in steps]
+    errors = [s["actor_time"]["max_prediction_error"] for s in steps if "max_prediction_error" in s["actor_time"]]
+    out = {"first_step_idle": idle[0] if idle else 0.0,
+           "later_steps_idle": float(np.mean(idle[1:])) if len(idle) > 1 else None,
+           "max_prediction_error": max(errors) if errors else None}
+    if actor_model is not None:
+        out["model"] = {"name": actor_model.workload.name, "reports": actor_model.reports,
+                        "fitted": actor_model.fitted}
+        if actor_model.fitted:
+            fit = actor_model.workload.fit
+            out["model"].update(median_error=fit.median_error, p90_error=fit.p90_error, outliers=fit.outliers)
+    return out
+
+
+def time_summary_line(summary: dict, config: Config) -> str:
+    line = (f"update_actor measured CPU time: ranks idle {100 * summary['first_step_idle']:.1f}% in step 0 "
+            "(no timings yet)")
+    if summary["later_steps_idle"] is not None:
+        line += (f", {100 * summary['later_steps_idle']:.1f}% on average in steps 1+ "
+                 f"(balanced by {'the online model' if config.workload == 'online' else 'tokens'})")
+    model = summary.get("model")
+    if model and model["fitted"]:
+        line += (f"\n  controller's model of update_actor after {model['reports']} timings: {model['name']}; "
+                 f"fit error median {100 * model['median_error']:.1f}%, p90 {100 * model['p90_error']:.1f}%")
+    return line

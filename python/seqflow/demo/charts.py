@@ -58,3 +58,44 @@ def draw_chart(path: Path, report: dict) -> Optional[str]:
     return None
 
 
+def draw_time_chart(path: Path, report: dict) -> Optional[str]:
+    """update_actor's measured CPU seconds per rank per step, and measured
+    against what a model of the earlier steps predicted. None when drawn,
+    else why not."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "matplotlib is not installed (pip install matplotlib)"
+    steps = report["steps"]
+    ranks = report["config"]["ranks"]
+    fig, (bars, scatter) = plt.subplots(1, 2, figsize=(12, 4.2))
+    width = 0.8 / len(steps)
+    for i, result in enumerate(steps):
+        seconds = np.asarray(result["actor_time"]["seconds_per_rank"])
+        bars.bar(np.arange(ranks) + (i - (len(steps) - 1) / 2) * width, seconds, width,
+                 label=f"step {result['step']}: idle {100 * result['actor_time']['idle']:.1f}%")
+    bars.set_xticks(np.arange(ranks))
+    bars.set_xlabel("DP rank")
+    bars.set_ylabel("CPU seconds (update_actor)")
+    bars.set_title(f"measured time per rank, balanced by {report['config']['workload']}", fontsize=10)
+    bars.legend(fontsize=8)
+    predicted = [(p, m) for result in steps for p, m in zip(result["actor_time"].get("predicted_seconds_per_rank", []),
+                                                              result["actor_time"]["seconds_per_rank"])]
+    if predicted:
+        p, m = np.asarray(predicted).T
+        top = 1.05 * max(p.max(), m.max())
+        scatter.plot([0, top], [0, top], color="black", linewidth=0.8, linestyle="--", label="predicted = measured")
+        scatter.scatter(p, m, s=18, color="#2a6fb0", label="one rank in one step")
+        scatter.set_xlim(0, top)
+        scatter.set_ylim(0, top)
+        scatter.legend(fontsize=8)
+    scatter.set_xlabel("predicted seconds (model fitted on the earlier steps)")
+    scatter.set_ylabel("measured seconds")
+    scatter.set_title("predicted vs measured time per rank", fontsize=10)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return None

@@ -54,6 +54,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=_non_negative, default=0, help="seed of the length generator (default 0)")
     parser.add_argument("--report", default="out/demo_report.json",
                         help="where to write the JSON report (default out/demo_report.json)")
+    parser.add_argument("--workload", choices=("online", "tokens"), default="online",
+                        help="what the sampler balances: 'online' (default) the actor's measured time, fitted by the "
+                             "controller to the timings the ranks report (tokens until the first fit), or 'tokens'")
+    parser.add_argument("--time-png", default="out/demo_time.png",
+                        help="where to draw the measured and predicted seconds per rank when matplotlib is installed "
+                             "(default out/demo_time.png)")
     parser.add_argument("--png", default="out/demo_load.png",
                         help="where to draw the per-rank load chart when matplotlib is installed "
                              "(default out/demo_load.png)")
@@ -74,6 +80,8 @@ class Config:
     seed: int
     report: Path
     png: Path
+    time_png: Path
+    workload: str
     optimizer_steps: int
     pack_max_length: int
     progress: bool
@@ -105,5 +113,6 @@ def parse_config(argv) -> Config:
     if args.prompts * args.responses > 1_000_000:
         parser.error("--prompts x --responses must be at most 1,000,000 samples per step")
     return Config(args.steps, args.prompts, args.responses, args.ranks, args.seed, Path(args.report),
-                  Path(args.png), args.optimizer_steps, args.pack_max_length, not args.no_progress)
+                  Path(args.png), Path(args.time_png), args.workload, args.optimizer_steps, args.pack_max_length,
+                  not args.no_progress)
 

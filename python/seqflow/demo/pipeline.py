@@ -12,8 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from seqflow.demo.analysis import yes_or_no, analyse_step, pack_step, step_lines
-from seqflow.demo.charts import draw_chart
+from seqflow.demo.analysis import (analyse_step, pack_step, step_lines, time_summary, time_summary_line, timing_step,
+                                    yes_or_no)
+from seqflow.demo.charts import draw_chart, draw_time_chart
 from seqflow.demo.config import (MAX_PROMPT, MAX_RESPONSE, MEDIAN_RESPONSE, MIN_PROMPT, RESPONSE_SIGMA, STEP_TIMEOUT,
                                   TASK_FIELDS, TASKS, Config, parse_config)
 from seqflow.demo.progress import Progress
@@ -26,6 +27,11 @@ def write_report(path: Path, report: dict) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(report, indent=2) + "\n")
     os.replace(tmp, path)
+
+
+def sampler_name(config: Config) -> str:
+    return (f"SeqlenBalancedSampler(n_samples_per_prompt={config.responses}, dp_size={config.ranks}, "
+            f"workload={config.workload!r})")
 
 
 def run(config: Config) -> int:
@@ -41,7 +47,8 @@ def run(config: Config) -> int:
     rng = np.random.default_rng(config.seed)
     rollouts = [make_rollout(rng, config.prompts, config.responses) for _ in range(config.steps)]
 
-    sampler = seqflow.SeqlenBalancedSampler(n_samples_per_prompt=config.responses, dp_size=config.ranks)
+    sampler = seqflow.SeqlenBalancedSampler(n_samples_per_prompt=config.responses, dp_size=config.ranks,
+                                            workload=config.workload)
     client = seqflow.init({"controller": {"sampler": sampler}})
     if client.sampler is not sampler:
         print("seqflow demo: error: a default seqflow client exists already; call seqflow.close() first",
@@ -50,14 +57,15 @@ def run(config: Config) -> int:
 
     print(f"seqflow demo: {config.steps} steps x {config.prompts} prompts x {config.responses} responses "
           f"= {config.samples:,} samples per step, over {config.ranks} DP ranks (threads)")
-    print(f"  embedded client, SeqlenBalancedSampler(n_samples_per_prompt={config.responses}, "
-          f"dp_size={config.ranks}); seed {config.seed}")
+    print(f"  embedded client, {sampler_name(config)}; seed {config.seed}")
     print(f"  lengths: prompt uniform {MIN_PROMPT}..{MAX_PROMPT}, response lognormal (median {MEDIAN_RESPONSE:.0f}, "
           f"sigma {RESPONSE_SIGMA}) capped at {MAX_RESPONSE:,}")
     for task in TASKS:
         print(f"  {task}: reads {TASK_FIELDS[task]} through StreamingDataset, "
               f"{config.batches_per_step(task)} global batch(es) per step of {config.rank_batch_size(task)} "
-              f"samples per rank" + ("; writes old_log_prob back" if task == "log_prob" else ""))
+              f"samples per rank" + ("; writes old_log_prob back" if task == "log_prob" else
+                                     "; trains on each micro-batch (a CPU stand-in whose cost grows with L and "
+                                     "L^2) and reports its time (client.report_timing)"))
     print(flush=True)
 
     records = [{task: [RankRecord() for _ in range(config.ranks)] for task in TASKS} for _ in range(config.steps)]
@@ -83,6 +91,8 @@ def run(config: Config) -> int:
         t.start()
 
     steps_out = []
+    actor_timings: list = []  # (lengths, seconds) of every actor micro-batch so far
+    actor_model = None
     pending = [len(TASKS) * config.ranks] * config.steps
     try:
         for step in range(config.steps):
@@ -96,11 +106,14 @@ def run(config: Config) -> int:
             if errors:
                 break
             result = analyse_step(client, config, step, rollouts[step], records[step])
+            result["actor_time"] = timing_step(records[step]["update_actor"], actor_timings)
+            actor_timings += [t for r in records[step]["update_actor"] for t in r.timings]
             result["pack_plan"] = pack_step(config, step, rollouts[step], records[step]["update_actor"])
             result["elapsed_s"] = time.perf_counter() - started
             steps_out.append(result)
             progress.write("\n".join(step_lines(result, config)))
             client.clear_partition(partition_of(step))  # the step is done: release its samples
+        actor_model = client.task_workload("update_actor")
     finally:
         stop.set() if errors else None
         progress.close()
@@ -126,10 +139,10 @@ def run(config: Config) -> int:
                    "pack_max_length": config.pack_max_length,
                    "lengths": {"prompt": [MIN_PROMPT, MAX_PROMPT], "response_median": MEDIAN_RESPONSE,
                                "response_sigma": RESPONSE_SIGMA, "response_cap": MAX_RESPONSE},
-                   "sampler": f"SeqlenBalancedSampler(n_samples_per_prompt={config.responses}, "
-                              f"dp_size={config.ranks})"},
+                   "sampler": sampler_name(config), "workload": config.workload},
         "steps": steps_out,
         "summary": summary,
+        "actor_time": time_summary(steps_out, actor_model),
         "exactly_once": ok,
         "elapsed_s": elapsed,
     }
@@ -140,11 +153,13 @@ def run(config: Config) -> int:
         print(f"{task}: mean max/mean {s['mean_imbalance']:.3f} vs {s['mean_sequential_imbalance']:.3f} with "
               f"SequentialSampler: ranks idle {100 * s['idle']:.1f}% of each step instead of "
               f"{100 * s['sequential_idle']:.1f}%")
+    print(time_summary_line(report["actor_time"], config))
     print(f"exactly once, every step and task: {yes_or_no(ok)}")
     write_report(config.report, report)
     print(f"report: {config.report}")
-    why_not = draw_chart(config.png, report)
-    print(f"chart: {config.png}" if why_not is None else f"chart: skipped, {why_not}")
+    for path, draw in ((config.png, draw_chart), (config.time_png, draw_time_chart)):
+        why_not = draw(path, report)
+        print(f"chart: {path}" if why_not is None else f"chart: skipped, {why_not}")
     print(f"done in {elapsed:.1f} s")
     print("see also: seqflow balance-demo (the C++ balancing demo: contiguous vs verl kk vs auto splits of one "
           "batch)")

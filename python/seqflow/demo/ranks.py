@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from seqflow.demo.config import ACTOR_MICRO_BATCH, EMPTY_BATCH_SLEEP, LOG_PROB_MICRO_BATCH, TASK_FIELDS, Config
+from seqflow.demo.compute import train_micro_batch
 from seqflow.demo.progress import Progress
 from seqflow.demo.rollout import partition_of
 
@@ -19,6 +20,11 @@ class RankRecord:
     tokens: int = 0
     batches: int = 0
     mismatches: int = 0
+    timings: list = field(default_factory=list)  # update_actor: (lengths, CPU seconds) per micro-batch
+
+    @property
+    def seconds(self) -> float:
+        return sum(seconds for _, seconds in self.timings)
 
 
 def fake_log_prob(response_ids: np.ndarray) -> np.ndarray:
@@ -55,6 +61,10 @@ def run_rank(client, config: Config, task: str, rank: int, records: list, finish
                 for i, entry in enumerate(meta.custom_meta):
                     if len(data["old_log_prob"][i]) != entry["response_length"]:
                         record.mismatches += 1
+                lengths = [int(m["total_lengths"]) for m in meta.custom_meta]
+                seconds = train_micro_batch(lengths)
+                record.timings.append((lengths, seconds))
+                client.report_timing(task, lengths, seconds)  # the controller refits the actor's workload
             record.global_indexes.extend(meta.global_indexes)
             record.tokens += sum(int(m["total_lengths"]) for m in meta.custom_meta)
             record.batches += 1
