@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "seqflow/workload.h"
+
 namespace seqflow {
 
 // TransferQueue's sampling_config.
@@ -53,6 +55,9 @@ struct SampleRequest {
   std::string task_name;
   SamplingConfig sampling;
   const SampleInfo* info = nullptr;
+  // The task's measured workload (Controller::report_timing), once fitted;
+  // samplers configured with the "online" workload balance it.
+  const Workload* task_workload = nullptr;
 };
 
 struct SampleResult {
