@@ -1,5 +1,4 @@
 #include "server/controller_service.h"
-#include "server/workload_metrics.h"
 
 #include <algorithm>
 #include <bit>
@@ -13,6 +12,7 @@
 #include "transport/timing_codec.h"
 #include "transport/wire_codec.h"
 #include "seqflow/error.h"
+#include "server/workload_metrics.h"
 
 namespace seqflow::server {
 namespace {

@@ -53,7 +53,8 @@ void render_task_workloads(const std::vector<TaskWorkload>& models, std::string&
   family(out, "seqflow_task_workload_outliers", "gauge", "Timings the task's current fit left out as outliers");
   for (const auto& model : models) {
     if (model.fitted) {
-      sample(out, "seqflow_task_workload_outliers", task_label(model), static_cast<double>(model.workload.fit().outliers));
+      sample(out, "seqflow_task_workload_outliers", task_label(model),
+             static_cast<double>(model.workload.fit().outliers));
     }
   }
 }

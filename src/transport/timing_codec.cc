@@ -40,10 +40,8 @@ std::vector<TimingRecord> read_timing_records(const Header& header) {
 
 Json task_workload_reply(const std::optional<TaskWorkload>& model) {
   if (!model) return Json{{"found", false}};
-  return Json{{"found", true},
-              {"workload", model->workload.to_json()},
-              {"reports", model->reports},
-              {"fitted", model->fitted}};
+  return Json{
+      {"found", true}, {"workload", model->workload.to_json()}, {"reports", model->reports}, {"fitted", model->fitted}};
 }
 
 std::optional<TaskWorkload> read_task_workload(const Json& reply, const std::string& task_name) {

@@ -102,8 +102,7 @@ TEST(ControllerTaskWorkload, RefusesABadRecordAndTakesNoneOfTheReport) {
 TEST(WireTimingCodec, RecordsTravelWholeAndInconsistentCountsAreRefused) {
   const auto records = measured(5);
   const auto request = transport::wire::timing_request("actor", records);
-  const transport::wire::Header header(request, "report_timing request",
-                                       {"task_name", "lengths", "counts", "seconds"});
+  const transport::wire::Header header(request, "report_timing request", {"task_name", "lengths", "counts", "seconds"});
   const auto decoded = transport::wire::read_timing_records(header);
   ASSERT_EQ(decoded.size(), records.size());
   for (size_t i = 0; i < records.size(); ++i) {
