@@ -2,6 +2,8 @@
 // over the wire and in metrics.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <thread>
@@ -97,6 +99,58 @@ TEST(ControllerTaskWorkload, RefusesABadRecordAndTakesNoneOfTheReport) {
   EXPECT_TRUE(throws_invalid([&] { controller.report_timing("actor", records); }, {"records[2].lengths[1]", "-3"}));
   EXPECT_TRUE(throws_invalid([&] { controller.report_timing("", measured(1)); }, {"task_name"}));
   EXPECT_FALSE(controller.task_workload("actor").has_value());
+}
+
+// Truth seconds of each rank's share of `lengths` after a fetch of the two
+// ranks' batches from a seqlen_balanced sampler (one sample per group).
+std::vector<double> rank_seconds(Controller& controller, const std::string& partition,
+                                 const std::vector<int64_t>& lengths) {
+  const auto indexes = put(controller, partition, static_cast<int64_t>(lengths.size()), {"x"}, lengths_meta(lengths));
+  std::vector<double> out;
+  for (int64_t rank = 0; rank < 2; ++rank) {
+    const BatchMeta batch = controller.get_meta(fetch_request(partition, "actor", {"x"}, 3, rank));
+    double seconds = 0;
+    for (int64_t index : batch.global_indexes) {
+      const auto at = std::find(indexes.begin(), indexes.end(), index) - indexes.begin();
+      seconds += seconds_of({lengths[at]}) - kTruth.per_micro_batch;
+    }
+    out.push_back(seconds);
+  }
+  return out;
+}
+
+TEST(OnlineWorkloadKind, CostsAsTokensAndTravelsByName) {
+  const Workload online = Workload::parse("online");
+  EXPECT_EQ(online, Workload::online());
+  EXPECT_EQ(online.name(), "online");
+  EXPECT_EQ(online.costs(std::vector<int64_t>{3, 500}), Workload::tokens().costs(std::vector<int64_t>{3, 500}));
+  EXPECT_EQ(Workload::from_json(online.to_json()), online);
+  EXPECT_TRUE(throws_invalid([&] { online.seconds(std::vector<int64_t>{3}); }, {"online"}));
+}
+
+TEST(ControllerTaskWorkload, AnOnlineSamplerBalancesTheTasksFit) {
+  ControllerOptions options;
+  options.sampler = make_seqlen_balanced_sampler(1, 2, "auto", -1, Workload::online());
+  Controller controller(options);
+  const std::vector<int64_t> lengths = {1000, 700, 600, 500, 400, 200};
+  // The best split of the measured seconds, by brute force over 3 + 3.
+  double best = 1e9;
+  for (int mask = 0; mask < 64; ++mask) {
+    if (std::popcount(static_cast<unsigned>(mask)) != 3) continue;
+    double parts[2] = {0, 0};
+    for (size_t i = 0; i < lengths.size(); ++i)
+      parts[(mask >> i) & 1] += seconds_of({lengths[i]}) - kTruth.per_micro_batch;
+    best = std::min(best, std::max(parts[0], parts[1]));
+  }
+  // Before any timing the sampler balances tokens, which is not the best split of the seconds here ...
+  const auto by_tokens = rank_seconds(controller, "before", lengths);
+  ASSERT_GT(std::max(by_tokens[0], by_tokens[1]), best * 1.01);
+  // ... and once the task's fit exists, it balances the seconds.
+  const auto records = measured(64);
+  controller.report_timing("actor", records);
+  fitted_model(controller, "actor", 64);
+  const auto by_fit = rank_seconds(controller, "after", lengths);
+  EXPECT_NEAR(std::max(by_fit[0], by_fit[1]), best, 1e-9);
 }
 
 TEST(WireTimingCodec, RecordsTravelWholeAndInconsistentCountsAreRefused) {

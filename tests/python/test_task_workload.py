@@ -5,6 +5,7 @@ background and hands it out (task_workload)."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 
 import numpy as np
@@ -97,3 +98,28 @@ def test_a_bad_record_is_refused_by_name_and_none_is_taken(client, records, frag
 def test_a_bad_task_name_is_refused(client, task_name, fragment):
     with pytest.raises((ValueError, TypeError), match=fragment):
         client.report_timing(task_name, [100], 0.1)
+
+
+def test_a_sampler_given_the_online_workload_balances_the_tasks_fit(make_client):  # noqa: F811
+    import seqflow
+
+    client = make_client(seqflow.SeqlenBalancedSampler(n_samples_per_prompt=1, dp_size=2, workload="online"))
+    lengths = [1000, 700, 600, 500, 400, 200]
+    cost = {n: seconds_of([n]) - TRUTH["per_micro_batch"] for n in lengths}
+    best = min(max(sum(cost[n] for n in part), sum(cost[n] for n in lengths if n not in part))
+               for part in itertools.combinations(lengths, 3))
+
+    def slowest_rank(partition: str) -> float:
+        client.put({"x": np.zeros((len(lengths), 1))}, partition_id=partition,
+                   custom_meta=[{"total_lengths": n} for n in lengths])
+        seconds = []
+        for rank in range(2):
+            meta = client.get_meta(["x"], 3, partition, task_name="actor",
+                                   sampling_config={"dp_rank": rank, "batch_index": 0})
+            seconds.append(sum(cost[m["total_lengths"]] for m in meta.custom_meta))
+        return max(seconds)
+
+    assert slowest_rank("before") > 1.01 * best  # tokens (no timings yet) is not the best split of the seconds
+    client.report_timings("actor", timings(64))
+    fitted(client, "actor", 64)
+    assert slowest_rank("after") == pytest.approx(best, rel=1e-9)

@@ -98,4 +98,9 @@ RankSplit split_groups(const std::vector<std::vector<int64_t>>& groups,
   return split;
 }
 
+const Workload& split_workload(const Workload& configured, const SampleRequest& request) {
+  if (configured.kind() == Workload::Kind::kOnline && request.task_workload != nullptr) return *request.task_workload;
+  return configured;
+}
+
 }  // namespace seqflow::samplers

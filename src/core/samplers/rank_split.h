@@ -30,6 +30,11 @@ struct RankSplit {
   std::vector<int64_t> tokens;              // total_lengths per rank
 };
 
+// What a sampler configured with `configured` balances for this request: the
+// task's measured model when it was configured with Workload::online() and
+// the controller has fitted one, else `configured` (online costs as tokens).
+const Workload& split_workload(const Workload& configured, const SampleRequest& request);
+
 // `groups` hold global indexes, `lengths` their total_lengths, member by
 // member. Needs at least dp_size groups. Groups stay whole; within a rank
 // samples keep their order in `groups`. Ranks are balanced by `workload`.

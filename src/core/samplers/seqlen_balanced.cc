@@ -55,7 +55,7 @@ class SeqlenBalancedSampler final : public samplers::GlobalBatchSampler {
         member_lengths.push_back(samplers::sample_length(*request.info, index, default_length_, request.partition_id));
       }
     }
-    return samplers::split_groups(groups, lengths, dp_size(), algorithm_, workload_);
+    return samplers::split_groups(groups, lengths, dp_size(), algorithm_, samplers::split_workload(workload_, request));
   }
 
  private:

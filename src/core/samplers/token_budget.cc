@@ -68,8 +68,8 @@ class TokenBudgetSampler final : public samplers::GlobalBatchSampler {
     });
     if (!full || static_cast<int64_t>(groups.size()) < dp_size()) return std::nullopt;
     for (;;) {
-      samplers::RankSplit split =
-          samplers::split_groups(groups, lengths, dp_size(), samplers::SplitAlgorithm::kAuto, workload_);
+      samplers::RankSplit split = samplers::split_groups(groups, lengths, dp_size(), samplers::SplitAlgorithm::kAuto,
+                                                         samplers::split_workload(workload_, request));
       const int64_t heaviest = *std::max_element(split.tokens.begin(), split.tokens.end());
       if (heaviest <= max_tokens_ || static_cast<int64_t>(groups.size()) == dp_size()) {
         return split;  // with one group per rank every rank fits: no group exceeds max_tokens
