@@ -43,7 +43,7 @@ Workload calibrate(std::span<const TimingRecord> records, const CalibrationOptio
 struct OnlineOptions {
   int64_t window = 4096;     // the latest records each refit uses
   int64_t min_records = 16;  // the prior stays current until this many are in
-  CalibrationOptions calibration;
+  CalibrationOptions calibration = {};
 };
 
 // A calibrated workload kept current from timings reported while training

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "seqflow/batch_meta.h"
+#include "seqflow/calibration.h"
 #include "seqflow/partition_keys.h"
 #include "seqflow/sampler.h"
 #include "seqflow/tensor.h"
@@ -88,6 +89,15 @@ struct PartitionProgress {
 struct ControllerOptions {
   std::shared_ptr<Sampler> sampler;  // null: sequential
   bool polling_mode = false;         // every fetch polls (seqflow serve controller --polling-mode)
+};
+
+// A task's measured workload model, fitted to the micro-batch timings its
+// ranks reported (ControlPlane::report_timing).
+struct TaskWorkload {
+  std::string task_name;
+  Workload workload = Workload::tokens();  // the current fit; tokens until there is one
+  int64_t reports = 0;                     // micro-batches reported
+  bool fitted = false;                     // workload is a fit (enough reports came)
 };
 
 // The control plane's calls, served by a Controller in this process or by a
@@ -193,6 +203,14 @@ class ControlPlane {
   // corrupt file.
   virtual void save(const std::string& path) const = 0;
   virtual void load(const std::string& path) = 0;
+
+  // How long micro-batches of `task_name` took on the rank that ran them
+  // (sequence lengths, seconds). The controller keeps one OnlineWorkload per
+  // task, refitted in the background; samplers whose workload is "online"
+  // balance the task's fit. Every record is checked before any is taken.
+  virtual void report_timing(const std::string& task_name, std::span<const TimingRecord> records) = 0;
+  // The task's model; nullopt for a task that never reported.
+  virtual std::optional<TaskWorkload> task_workload(const std::string& task_name) const = 0;
 };
 
 // The control plane in this process. Every call takes one mutex; blocking
@@ -240,6 +258,10 @@ class Controller final : public ControlPlane {
   std::vector<int64_t> kv_clear(const std::string& partition_id, std::span<const std::string> keys) override;
   void save(const std::string& path) const override;
   void load(const std::string& path) override;
+  void report_timing(const std::string& task_name, std::span<const TimingRecord> records) override;
+  std::optional<TaskWorkload> task_workload(const std::string& task_name) const override;
+  // Every task that reported timings, by name (for metrics).
+  std::vector<TaskWorkload> task_workloads() const;
   // load() for a controller starting from a checkpoint: it also takes the
   // saver's incarnation, so that the storage units keep what they hold from it.
   void start_from(const std::string& path);

@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "seqflow/workload.h"
+
 namespace seqflow {
 
 // TransferQueue's sampling_config.
@@ -53,6 +55,9 @@ struct SampleRequest {
   std::string task_name;
   SamplingConfig sampling;
   const SampleInfo* info = nullptr;
+  // The task's measured workload (Controller::report_timing), once fitted;
+  // samplers configured with the "online" workload balance it.
+  const Workload* task_workload = nullptr;
 };
 
 struct SampleResult {
@@ -104,16 +109,22 @@ std::shared_ptr<Sampler> make_rank_aware_sampler();
 // algorithm: "auto" (balanced group counts, best of several partitioners) or
 // "kk" (exact TransferQueue behaviour).
 // default_length < 0: a sample without total_lengths is an error.
+// workload: what the split evens out (kk: over group sums of its costs).
 std::shared_ptr<Sampler> make_seqlen_balanced_sampler(int64_t n_samples_per_prompt, int64_t dp_size,
-                                                      std::string algorithm = "auto", int64_t default_length = -1);
+                                                      std::string algorithm = "auto", int64_t default_length = -1,
+                                                      const Workload& workload = Workload::tokens());
 // Fills each rank's batch up to max_tokens (sum of total_lengths), whole
 // groups, balanced over dp_size ranks. batch_size is an upper bound: at most
 // batch_size * dp_size samples per global batch. A batch is served once the
-// next complete group would overflow the token budget or that bound.
+// next complete group would overflow the token budget or that bound. The
+// budget is in tokens; `workload` is what the split over ranks evens out.
 std::shared_ptr<Sampler> make_token_budget_sampler(int64_t max_tokens, int64_t n_samples_per_prompt, int64_t dp_size,
-                                                   int64_t default_length = -1);
+                                                   int64_t default_length = -1,
+                                                   const Workload& workload = Workload::tokens());
 // By name, as in config files: "sequential", "grpo_group_n", "rank_aware",
-// "seqlen_balanced", "token_budget", with their arguments in `args`.
+// "seqlen_balanced", "token_budget", with their arguments in `args`
+// ("workload": a spec such as "verl", or a model object as
+// Workload::to_json writes it).
 std::shared_ptr<Sampler> make_sampler(const std::string& name, const nlohmann::json& args);
 
 }  // namespace seqflow

@@ -37,7 +37,7 @@ struct SecondsCoefficients {
 
 class Workload {
  public:
-  enum class Kind { kTokens, kVerl, kQuadratic, kCalibrated };
+  enum class Kind { kTokens, kVerl, kQuadratic, kCalibrated, kOnline };
 
   // cost = L
   static Workload tokens();
@@ -48,7 +48,12 @@ class Workload {
   // cost = a sequence's seconds in picoseconds, rounded. Throws unless every
   // coefficient is finite and >= 0 and a sequence costs something.
   static Workload calibrated(const SecondsCoefficients& coefficients, const FitReport& fit = {});
-  // "tokens", "verl", "quadratic(a,b)" or "quadratic:a,b".
+  // The task's measured workload: a sampler given it balances the model the
+  // controller fits to the timings the task's ranks report
+  // (ControlPlane::report_timing); until that fit exists, and anywhere else,
+  // it costs as tokens.
+  static Workload online();
+  // "tokens", "verl", "quadratic(a,b)", "quadratic:a,b" or "online".
   static Workload parse(std::string_view spec);
   // Any kind, as to_json() writes it; errors name the bad key or value.
   static Workload from_json(std::string_view text);

@@ -42,6 +42,8 @@ const char* kind_name(Workload::Kind kind) {
       return "verl";
     case Workload::Kind::kQuadratic:
       return "quadratic";
+    case Workload::Kind::kOnline:
+      return "online";
     case Workload::Kind::kCalibrated:
       break;
   }

@@ -8,6 +8,7 @@
 #include "bindings/arrays.h"
 #include "bindings/gil.h"
 #include "bindings/submodules.h"
+#include "bindings/timing_records.h"
 #include "seqflow/calibration.h"
 
 namespace nb = nanobind;
@@ -43,11 +44,7 @@ void bind_calibration(nb::module_ m) {
       "_calibrate",
       [](const std::vector<Int64Input>& lengths, const std::vector<double>& seconds, nb::handle min_records,
          double outlier_threshold, double min_outlier_error, double max_outlier_fraction) {
-        std::vector<TimingRecord> records(lengths.size());
-        for (size_t i = 0; i < records.size(); ++i) {
-          const auto span = as_span(lengths[i]);
-          records[i] = {{span.begin(), span.end()}, seconds[i]};
-        }
+        const std::vector<TimingRecord> records = timing_records(lengths, seconds);
         CalibrationOptions options{int_argument(min_records, "min_records"), outlier_threshold, min_outlier_error,
                                    max_outlier_fraction};
         GilReleased release;

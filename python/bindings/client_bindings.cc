@@ -23,6 +23,7 @@
 #include "bindings/storage_stats.h"
 #include "bindings/submodules.h"
 #include "bindings/tensor_conversion.h"
+#include "bindings/timing_records.h"
 #include "seqflow/client.h"
 #include "seqflow/error.h"
 
@@ -153,6 +154,17 @@ void bind_client(nb::module_ m) {
   m.def("decode_custom_meta", &decode_custom_meta, "encoded"_a, "offsets"_a,
         "One dict per sample from a batch's encoded custom_meta (MessagePack bytes and offsets).");
 
+  nb::class_<TaskWorkload>(m, "TaskWorkload",
+                           "A task's measured workload model: the fit of the micro-batch timings its ranks reported "
+                           "(report_timing), or the tokens prior until enough came.")
+      .def_ro("task_name", &TaskWorkload::task_name)
+      .def_ro("workload", &TaskWorkload::workload)
+      .def_ro("reports", &TaskWorkload::reports)
+      .def_ro("fitted", &TaskWorkload::fitted)
+      .def("__repr__", [](const TaskWorkload& model) {
+        return "TaskWorkload(task_name='" + model.task_name + "', workload=" + model.workload.name() +
+               ", reports=" + std::to_string(model.reports) + ", fitted=" + (model.fitted ? "True" : "False") + ")";
+      });
   nb::class_<PyClient>(m, "Client", "Embedded (controller and storage in this process) or remote (services).")
       .def(
           "__init__",
@@ -355,6 +367,22 @@ void bind_client(nb::module_ m) {
             return self.client->control().all_produced(names, partition_id);
           },
           "fields"_a, "partition_id"_a)
+      .def(
+          "report_timing",
+          [](PyClient& self, const std::string& task_name, const std::vector<Int64Input>& lengths,
+             const std::vector<double>& seconds) {
+            const std::vector<TimingRecord> records = timing_records(lengths, seconds);
+            GilReleased release;
+            self.client->control().report_timing(task_name, records);
+          },
+          "task_name"_a, "lengths"_a, "seconds"_a)
+      .def(
+          "task_workload",
+          [](PyClient& self, const std::string& task_name) {
+            GilReleased release;
+            return self.client->control().task_workload(task_name);
+          },
+          "task_name"_a)
       .def("partition_list",
            [](PyClient& self) {
              GilReleased release;

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "bindings/arguments.h"
 #include "bindings/arrays.h"
 #include "bindings/gil.h"
 #include "bindings/json_conversion.h"
@@ -277,10 +278,18 @@ void bind_samplers(nb::module_ m) {
   m.def("sequential_sampler", &make_sequential_sampler);
   m.def("grpo_group_n_sampler", &make_grpo_group_n_sampler, "n_samples_per_prompt"_a);
   m.def("rank_aware_sampler", &make_rank_aware_sampler);
-  m.def("seqlen_balanced_sampler", &make_seqlen_balanced_sampler, "n_samples_per_prompt"_a, "dp_size"_a, "algorithm"_a,
-        "default_length"_a);
-  m.def("token_budget_sampler", &make_token_budget_sampler, "max_tokens"_a, "n_samples_per_prompt"_a, "dp_size"_a,
-        "default_length"_a);
+  m.def(
+      "seqlen_balanced_sampler",
+      [](int64_t n, int64_t dp_size, const std::string& algorithm, int64_t default_length, nb::handle workload) {
+        return make_seqlen_balanced_sampler(n, dp_size, algorithm, default_length, workload_argument(workload));
+      },
+      "n_samples_per_prompt"_a, "dp_size"_a, "algorithm"_a, "default_length"_a, "workload"_a.none());
+  m.def(
+      "token_budget_sampler",
+      [](int64_t max_tokens, int64_t n, int64_t dp_size, int64_t default_length, nb::handle workload) {
+        return make_token_budget_sampler(max_tokens, n, dp_size, default_length, workload_argument(workload));
+      },
+      "max_tokens"_a, "n_samples_per_prompt"_a, "dp_size"_a, "default_length"_a, "workload"_a.none());
   m.def(
       "sampler_by_name",
       [](const std::string& name, nb::handle args) { return make_sampler(name, to_json(args, "sampler arguments")); },

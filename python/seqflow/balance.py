@@ -92,6 +92,13 @@ def _timing_record(record, index: int):
             _seconds_value(seconds, f"{where}.seconds"))
 
 
+def timing_columns(records) -> tuple[list, list]:
+    """The lengths arrays and the seconds of timing records: an iterable of
+    (lengths, seconds) pairs or {"lengths": ..., "seconds": ...} dicts."""
+    converted = [_timing_record(record, index) for index, record in enumerate(records)]
+    return [lengths for lengths, _ in converted], [seconds for _, seconds in converted]
+
+
 def calibrate(records, *, min_records: int = 8, outlier_threshold: float = 3.5, min_outlier_error: float = 0.05,
               max_outlier_fraction: float = 0.4) -> Workload:
     """Fit a calibrated Workload to measured times.
@@ -106,10 +113,8 @@ def calibrate(records, *, min_records: int = 8, outlier_threshold: float = 3.5, 
     robust standard deviations and beyond `min_outlier_error`, at most
     `max_outlier_fraction` of them. The result's `fit` reports the errors.
     """
-    converted = [_timing_record(record, index) for index, record in enumerate(records)]
-    return _seqflow.balance._calibrate([lengths for lengths, _ in converted], [seconds for _, seconds in converted],
-                                       min_records, float(outlier_threshold), float(min_outlier_error),
-                                       float(max_outlier_fraction))
+    return _seqflow.balance._calibrate(*timing_columns(records), min_records, float(outlier_threshold),
+                                       float(min_outlier_error), float(max_outlier_fraction))
 
 
 def _workload_seconds(self, lengths) -> float:

@@ -38,6 +38,7 @@ from seqflow._checks import (ArgumentTypeError, check_bool, check_choice, check_
                              check_int64_list, check_list, check_name, check_names, check_optional_bool,
                              check_optional_name, check_path, check_seconds, check_tag)
 from seqflow._config import MAX_BUSY_POLL_US, read_config
+from seqflow.balance import timing_columns
 from seqflow.batch_meta import BatchMeta, KVBatchMeta
 from seqflow.samplers import native_sampler
 
@@ -541,6 +542,27 @@ class Client:
         keys = check_names(keys, "keys")
         self._client.kv_clear(check_name(partition_id, "partition_id"), keys)
 
+    # ---- measured workload --------------------------------------------------
+    def report_timing(self, task_name: str, lengths, seconds: float) -> None:
+        """How long one micro-batch of `task_name` took on this rank: the
+        lengths of its sequences and its seconds (e.g. forward + backward).
+        The controller fits the task's workload model to these timings in the
+        background; samplers made with workload="online" balance it."""
+        self.report_timings(task_name, [(lengths, seconds)])
+
+    def report_timings(self, task_name: str, records) -> None:
+        """report_timing for many micro-batches in one call: an iterable of
+        (lengths, seconds) pairs or {"lengths": ..., "seconds": ...} dicts.
+        A bad record raises ValueError naming it, and none is taken."""
+        name = check_name(task_name, "task_name")
+        self._client.report_timing(name, *timing_columns(records))
+
+    def task_workload(self, task_name: str):
+        """The task's TaskWorkload (workload, reports, fitted): its current
+        fit, or the tokens prior until enough timings came; None before the
+        task's first report."""
+        return self._client.task_workload(check_name(task_name, "task_name"))
+
     # ---- checkpoints ------------------------------------------------------
     def save_checkpoint(self, directory: Union[str, os.PathLike], *, include_storage: bool = True,
                         metadata: Optional[Mapping[str, Any]] = None) -> None:
@@ -573,7 +595,7 @@ _ASYNC_METHODS = (
     "get_consumption_status", "check_consumption_status", "get_production_status", "check_production_status",
     "get_partition_list", "kv_put", "kv_batch_put", "kv_batch_get", "kv_batch_get_by_meta", "kv_meta", "kv_keys",
     "kv_list",
-    "kv_clear", "save_checkpoint", "load_checkpoint",
+    "kv_clear", "save_checkpoint", "load_checkpoint", "report_timing", "report_timings", "task_workload",
 )
 
 

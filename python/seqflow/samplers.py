@@ -278,17 +278,20 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
     over dp_size ranks and answers every rank from that reservation.
     algorithm "kk" splits exactly as TransferQueue does; "auto" (default)
     balances better. default_length stands in for a missing total_lengths
-    (None: a missing one is an error)."""
+    (None: a missing one is an error). workload: what the split evens out, as
+    seqflow.balance.partition takes it (default tokens; an OnlineWorkload
+    counts as its model at construction)."""
 
     def __init__(self, n_samples_per_prompt: int = 1, dp_size: int = 1, algorithm: str = "auto",
-                 default_length: Optional[int] = None):
+                 default_length: Optional[int] = None, workload="tokens"):
         self.n_samples_per_prompt = _positive("n_samples_per_prompt", n_samples_per_prompt)
         self.dp_size = _positive("dp_size", dp_size)
         self.algorithm = algorithm
         self.default_length = default_length
+        self.workload = workload
         # A GRPOGroupNSampler for isinstance (as TransferQueue's), with its own C++ sampler.
         _NativeSampler.__init__(self, _native.seqlen_balanced_sampler(
-            self.n_samples_per_prompt, self.dp_size, algorithm, _optional_length(default_length)))
+            self.n_samples_per_prompt, self.dp_size, algorithm, _optional_length(default_length), workload))
 
     @_builtin
     def sample(self, ready_indexes, batch_size: int, task_name: str = "", partition_id: str = "", *args,
@@ -311,18 +314,20 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
 
 class TokenBudgetSampler(_NativeSampler):
     """Fills each rank's batch up to max_tokens (sum of total_lengths), whole
-    groups, balanced over dp_size ranks."""
+    groups, balanced over dp_size ranks by `workload` (as
+    seqflow.balance.partition takes it; default tokens)."""
 
     _sorts_ready = True
 
     def __init__(self, max_tokens: int, n_samples_per_prompt: int = 1, dp_size: int = 1,
-                 default_length: Optional[int] = None):
+                 default_length: Optional[int] = None, workload="tokens"):
         self.max_tokens = _positive("max_tokens", max_tokens)
         self.n_samples_per_prompt = _positive("n_samples_per_prompt", n_samples_per_prompt)
         self.dp_size = _positive("dp_size", dp_size)
         self.default_length = default_length
+        self.workload = workload
         super().__init__(_native.token_budget_sampler(self.max_tokens, self.n_samples_per_prompt, self.dp_size,
-                                                      _optional_length(default_length)))
+                                                      _optional_length(default_length), workload))
 
     @_builtin
     def sample(self, ready_indexes, batch_size: int, *args, partition_id: str = "", task_name: str = "",

@@ -31,6 +31,7 @@ int64_t parse_coefficient(std::string_view text, std::string_view spec) {
 
 Workload Workload::tokens() { return Workload(Kind::kTokens, 1, 0); }
 Workload Workload::verl() { return Workload(Kind::kVerl, kVerlLinear, 1); }
+Workload Workload::online() { return Workload(Kind::kOnline, 1, 0); }
 
 Workload Workload::quadratic(int64_t a, int64_t b) {
   if (a < 0 || b < 0) {
@@ -67,13 +68,15 @@ Workload Workload::calibrated(const SecondsCoefficients& coefficients, const Fit
 Workload Workload::parse(std::string_view spec) {
   if (spec == "tokens") return tokens();
   if (spec == "verl") return verl();
+  if (spec == "online") return online();
   std::string_view body;
   if (spec.starts_with("quadratic(") && spec.ends_with(")")) {
     body = spec.substr(10, spec.size() - 11);
   } else if (spec.starts_with("quadratic:")) {
     body = spec.substr(10);
   } else {
-    throw_invalid("workload: unknown model '" + std::string(spec) + "'; expected tokens, verl or quadratic(a,b)");
+    throw_invalid("workload: unknown model '" + std::string(spec) +
+                  "'; expected tokens, verl, quadratic(a,b) or online");
   }
   auto comma = body.find(',');
   if (comma == std::string_view::npos) {
@@ -158,6 +161,8 @@ std::string Workload::name() const {
       return "tokens";
     case Kind::kVerl:
       return "verl";
+    case Kind::kOnline:
+      return "online";
     case Kind::kQuadratic:
       return "quadratic(" + std::to_string(a_) + "," + std::to_string(b_) + ")";
     case Kind::kCalibrated:

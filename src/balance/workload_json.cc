@@ -1,7 +1,7 @@
 // Workload::to_json / from_json: every kind as one JSON object with a
 // "format" version, so a calibrated model can be saved and loaded.
 //
-//   {"format": 1, "kind": "tokens"} / {"format": 1, "kind": "verl"}
+//   {"format": 1, "kind": "tokens"} / {"format": 1, "kind": "verl"} / {"format": 1, "kind": "online"}
 //   {"format": 1, "kind": "quadratic", "a": 3, "b": 2}
 //   {"format": 1, "kind": "calibrated", "per_token": ..., "per_token_squared": ...,
 //    "per_sequence": ..., "per_micro_batch": ..., "fit": {"records": ..., "outliers": ...,
@@ -78,6 +78,9 @@ std::string Workload::to_json() const {
     case Kind::kVerl:
       out["kind"] = "verl";
       break;
+    case Kind::kOnline:
+      out["kind"] = "online";
+      break;
     case Kind::kQuadratic:
       out["kind"] = "quadratic";
       out["a"] = a_;
@@ -114,9 +117,9 @@ Workload Workload::from_json(std::string_view text) {
   }
   const Json& kind = member(object, "kind", "the model");
   const std::string name = kind.is_string() ? kind.get<std::string>() : "";
-  if (name == "tokens" || name == "verl") {
+  if (name == "tokens" || name == "verl" || name == "online") {
     check_keys(object, {"format", "kind"}, "a " + name + " model");
-    return name == "tokens" ? tokens() : verl();
+    return parse(name);
   }
   if (name == "quadratic") {
     check_keys(object, {"format", "kind", "a", "b"}, "a quadratic model");
@@ -135,7 +138,8 @@ Workload Workload::from_json(std::string_view text) {
     const auto fit = object.find("fit");
     return calibrated(coefficients, fit == object.end() ? FitReport{} : fit_from_json(*fit));
   }
-  throw_invalid("workload JSON: 'kind' = " + kind.dump() + " is not one of tokens, verl, quadratic, calibrated");
+  throw_invalid("workload JSON: 'kind' = " + kind.dump() +
+                " is not one of tokens, verl, quadratic, calibrated, online");
 }
 
 }  // namespace seqflow

@@ -33,8 +33,9 @@ constexpr Option kOptions[] = {
      "items (or groups) per part: free (any count; default), equal (the same count; "
      "needs a multiple of K) or balanced (counts differ by at most one)"},
     {"--workload", "MODEL",
-     "cost of a sequence of length L: tokens (L; default), verl (24576*L + L*L) or "
-     "quadratic(a,b) (a*L + b*L*L; also written quadratic:a,b)"},
+     "cost of a sequence of length L: tokens (L; default), verl (24576*L + L*L), "
+     "quadratic(a,b) (a*L + b*L*L; also written quadratic:a,b), or the path of a "
+     "model saved as JSON (seqflow calibrate --out)"},
     {"--group-size", "N",
      "items i*N .. i*N+N-1 form group i (e.g. the N responses of one prompt); "
      "the item count must be a multiple of N"},
@@ -184,8 +185,7 @@ int run_balance(std::span<const std::string> arguments) {
   balance::Options options;
   options.cardinality = with_option(
       "--cardinality", [&] { return balance::parse_cardinality(args->get("--cardinality").value_or("free")); });
-  options.workload =
-      with_option("--workload", [&] { return Workload::parse(args->get("--workload").value_or("tokens")); });
+  options.workload = workload_option(*args);
   options.algorithm =
       with_option("--algorithm", [&] { return balance::parse_algorithm(args->get("--algorithm").value_or("auto")); });
   const std::optional<std::string> json_path = args->get("--json");

@@ -4,8 +4,10 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "seqflow/error.h"
 
@@ -30,6 +32,30 @@ std::vector<int64_t> consecutive_groups(size_t items, int64_t size, std::string_
   std::vector<int64_t> groups(items);
   for (size_t i = 0; i < items; ++i) groups[i] = static_cast<int64_t>(i) / size;
   return groups;
+}
+
+Workload workload_option(const Arguments& args) {
+  const std::string value = args.get("--workload").value_or("tokens");
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(value, error)) {
+    return with_option("--workload", [&] { return Workload::parse(value); });
+  }
+  const std::string text = read_text_file(value, "--workload");
+  return with_option("--workload", [&] {
+    try {
+      return Workload::from_json(text);
+    } catch (const Error& e) {
+      throw Error(e.code(), "'" + value + "': " + e.what());
+    }
+  });
+}
+
+std::string read_text_file(const std::string& path, std::string_view option) {
+  std::ifstream file(path, std::ios::binary);
+  std::ostringstream text;
+  text << file.rdbuf();
+  if (!file) throw_invalid(std::string(option) + ": cannot read '" + path + "': " + std::strerror(errno));
+  return text.str();
 }
 
 void write_output(const std::string& path, const std::string& text, std::string_view option) {

@@ -24,6 +24,8 @@ constexpr Command kCommands[] = {
     {"balance", "split sequence lengths into K parts of near-equal load", seqflow::cli::run_balance},
     {"balance-demo", "compare contiguous, verl kk and auto splits of a GRPO batch over DP ranks",
      seqflow::cli::run_balance_demo},
+    {"calibrate", "fit a workload model in seconds to measured micro-batch times (JSON lines)",
+     seqflow::cli::run_calibrate},
     {"demo", "a GRPO pipeline over simulated DP ranks, balanced (python -m seqflow demo; ./run demo)",
      seqflow::cli::run_demo},
     {"keygen", "write a CURVE key pair for remote mode (PREFIX.key, PREFIX.pub)", seqflow::cli::run_keygen},

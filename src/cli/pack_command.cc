@@ -37,7 +37,9 @@ constexpr Option kOptions[] = {
     {"--group-size", "N",
      "samples i*N .. i*N+N-1 form group i (e.g. the N responses of one prompt); a group "
      "stays on one rank and in one step. The sample count must be a multiple of N"},
-    {"--workload", "MODEL", "what balancing evens out: tokens (default), verl or quadratic(a,b)"},
+    {"--workload", "MODEL",
+     "what balancing evens out: tokens (default), verl, quadratic(a,b) or the path of a model saved as JSON "
+     "(seqflow calibrate --out)"},
     {"--pad-to", "MODE",
      "cap (every pack to the cap: static shapes; default), step_max (every pack to the "
      "longest pack of its slot across ranks) or none"},
@@ -197,8 +199,7 @@ int run_pack(std::span<const std::string> arguments) {
   options.dp_size = args->integer("--dp", 0, 1, kInt64Max);
   options.optimizer_steps = args->integer("--steps", 0, 1, kInt64Max);
   options.pack_max_length = args->integer("--cap", 0, 1, pack::kMaxPackLength);
-  options.workload =
-      with_option("--workload", [&] { return Workload::parse(args->get("--workload").value_or("tokens")); });
+  options.workload = workload_option(*args);
   options.pad_to = with_option("--pad-to", [&] { return pack::parse_pad_to(args->get("--pad-to").value_or("cap")); });
   options.pad_chunk = args->integer("--pad-chunk", 1024, 1, kInt64Max);
   options.seed = static_cast<uint64_t>(args->integer("--seed", 0, 0, kInt64Max));

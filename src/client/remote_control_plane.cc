@@ -5,6 +5,7 @@
 #include "client/call_deadline.h"
 #include "core/custom_meta.h"
 #include "seqflow/limits.h"
+#include "transport/timing_codec.h"
 #include "transport/wire_codec.h"
 #include "seqflow/error.h"
 
@@ -178,6 +179,14 @@ bool RemoteControlPlane::all_produced(std::span<const std::string> fields, const
   const Json reply = call("all_produced", Json{{"fields", std::vector<std::string>(fields.begin(), fields.end())},
                                                {"partition_id", partition_id}});
   return Header(reply, "all_produced reply", {"value"}).boolean("value");
+}
+
+void RemoteControlPlane::report_timing(const std::string& task_name, std::span<const TimingRecord> records) {
+  call("report_timing", transport::wire::timing_request(task_name, records));
+}
+
+std::optional<TaskWorkload> RemoteControlPlane::task_workload(const std::string& task_name) const {
+  return transport::wire::read_task_workload(call("task_workload", Json{{"task_name", task_name}}), task_name);
 }
 
 std::vector<std::string> RemoteControlPlane::partition_list() const {

@@ -39,6 +39,8 @@ class RemoteControlPlane final : public ControlPlane {
   bool all_consumed(const std::string& task_name, const std::string& partition_id) const override;
   bool all_produced(std::span<const std::string> fields, const std::string& partition_id) const override;
   std::vector<std::string> partition_list() const override;
+  void report_timing(const std::string& task_name, std::span<const TimingRecord> records) override;
+  std::optional<TaskWorkload> task_workload(const std::string& task_name) const override;
   BatchMeta kv_resolve(const std::string& partition_id, std::span<const std::string> keys,
                        std::span<const nlohmann::json> tags) override;
   BatchMeta kv_lookup(const std::string& partition_id, std::span<const std::string> keys) const override;

@@ -120,7 +120,8 @@ std::vector<uint32_t> answer_slots(const core::ControlData& data, const Partitio
 
 // One attempt at a fetch; nullopt when the sampler finds too little ready
 // (nothing is, in a partition that does not exist).
-std::optional<BatchMeta> try_fetch(core::ControlData& data, Sampler& sampler, const MetaRequest& request) {
+std::optional<BatchMeta> try_fetch(core::ControlData& data, Sampler& sampler, const MetaRequest& request,
+                                   const Workload* task_workload) {
   PartitionState* found = data.find(request.partition_id);
   if (found == nullptr) return std::nullopt;
   PartitionState& partition = *found;
@@ -145,6 +146,7 @@ std::optional<BatchMeta> try_fetch(core::ControlData& data, Sampler& sampler, co
   sample_request.task_name = request.task_name;
   sample_request.sampling = request.sampling;
   sample_request.info = &info;
+  sample_request.task_workload = task_workload;
   SampleResult result;
   for (;;) {
     while (cursor != core::kNoSlot && ready.size() < window) {
@@ -211,7 +213,10 @@ std::optional<BatchMeta> Controller::answer_without_waiting(const MetaRequest& r
     return core::collect_batch(state.data, partition, added.slots, request.fields);
   }
   if (request.mode == MetaMode::kForceFetch) return force_fetch(state.data, request);
-  if (auto batch = try_fetch(state.data, *state.sampler, request)) return batch;
+  const std::optional<Workload> task_workload = state.task_workloads.fitted(request.task_name);
+  if (auto batch = try_fetch(state.data, *state.sampler, request, task_workload ? &*task_workload : nullptr)) {
+    return batch;
+  }
   if (request.polling || state.polling_mode) return BatchMeta{};
   return std::nullopt;
 }

@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "core/control_data.h"
+#include "core/task_workloads.h"
 #include "seqflow/controller.h"
 #include "seqflow/sampler.h"
 
@@ -22,6 +23,8 @@ struct Controller::State {
   // Saves share path + ".tmp": one at a time.
   mutable std::mutex save_mutex;
   core::ControlData data;
+  // Not under `mutex`: reports take their own lock, fetches read a snapshot.
+  core::TaskWorkloads task_workloads;
 };
 
 }  // namespace seqflow

@@ -9,8 +9,10 @@
 #include "durable/checkpoint_directory.h"
 #include "transport/connection.h"
 #include "transport/storage_routing.h"
+#include "transport/timing_codec.h"
 #include "transport/wire_codec.h"
 #include "seqflow/error.h"
+#include "server/workload_metrics.h"
 
 namespace seqflow::server {
 namespace {
@@ -343,6 +345,18 @@ void ControllerService::register_handlers() {
     return transport::wire::header_message(
         Json{{"value", controller.all_produced(header.texts("fields"), header.text("partition_id"))}});
   });
+  service_.handle("report_timing", nullptr, [&controller](const transport::Frames& args) {
+    const Json json = transport::wire::read_header(args, 0, "report_timing request");
+    const Header header(json, "report_timing request", {"task_name", "lengths", "counts", "seconds"});
+    controller.report_timing(header.text("task_name"), transport::wire::read_timing_records(header));
+    return transport::wire::header_message(Json::object());
+  });
+  service_.handle("task_workload", nullptr, [&controller](const transport::Frames& args) {
+    const Json json = transport::wire::read_header(args, 0, "task_workload request");
+    const Header header(json, "task_workload request", {"task_name"});
+    return transport::wire::header_message(
+        transport::wire::task_workload_reply(controller.task_workload(header.text("task_name"))));
+  });
   service_.handle("partition_list", nullptr, [&controller](const transport::Frames& args) {
     const Json json = transport::wire::read_header(args, 0, "partition_list request");
     const Header header(json, "partition_list request", {});
@@ -451,6 +465,7 @@ void ControllerService::add_metrics_collector() {
                std::to_string(count) + "\n";
       }
     }
+    render_task_workloads(controller->task_workloads(), out);
     std::lock_guard lock(units->mutex);
     out +=
         "# HELP seqflow_storage_units Storage units registered, and expected\n"

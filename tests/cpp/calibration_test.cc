@@ -4,9 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <random>
 #include <set>
 
+#include "calibration_test_support.h"
 #include "seqflow/calibration.h"
 #include "test_support.h"
 
@@ -17,31 +17,7 @@ using test::throws_invalid;
 
 constexpr SecondsCoefficients kTruth{2e-6, 3e-11, 5e-4, 0.02};
 
-double model_seconds(const SecondsCoefficients& c, const std::vector<int64_t>& lengths) {
-  double total = c.per_micro_batch;
-  for (int64_t length : lengths) {
-    const auto l = static_cast<double>(length);
-    total += c.per_token * l + c.per_token_squared * l * l + c.per_sequence;
-  }
-  return total;
-}
-
-// Micro-batches of 1..max_sequences sequences of 16..max_length tokens
-// (log-uniform), timed by `truth` with relative Gaussian noise.
-std::vector<TimingRecord> synthetic(const SecondsCoefficients& truth, size_t count, double noise, test::Rng& rng,
-                                    int64_t max_sequences = 16, double max_length = 8192) {
-  std::uniform_int_distribution<int64_t> sequences(1, max_sequences);
-  std::uniform_real_distribution<double> log_length(std::log(16.0), std::log(max_length));
-  std::normal_distribution<double> relative(0.0, noise);
-  std::vector<TimingRecord> out(count);
-  for (TimingRecord& record : out) {
-    for (int64_t s = sequences(rng); s > 0; --s) {
-      record.lengths.push_back(static_cast<int64_t>(std::exp(log_length(rng))));
-    }
-    record.seconds = model_seconds(truth, record.lengths) * (1 + (noise > 0 ? relative(rng) : 0));
-  }
-  return out;
-}
+using test::model_seconds;
 
 void expect_near_relative(double actual, double expected, double tolerance, const char* what) {
   EXPECT_NEAR(actual, expected, tolerance * expected) << what;
@@ -58,7 +34,7 @@ void expect_recovers(const Workload& fitted, const SecondsCoefficients& truth, d
 
 TEST(Calibrate, RecoversExactCoefficientsFromExactTimings) {
   test::Rng rng(test::kSeed);
-  const auto records = synthetic(kTruth, 64, 0.0, rng);
+  const auto records = test::synthetic_timings(kTruth, 64, 0.0, rng);
   const Workload fitted = calibrate(records);
   expect_recovers(fitted, kTruth, 1e-6);
   EXPECT_EQ(fitted.fit().records, 64);
@@ -68,7 +44,7 @@ TEST(Calibrate, RecoversExactCoefficientsFromExactTimings) {
 
 TEST(Calibrate, RecoversCoefficientsUnderNoiseAndCountsInjectedOutliers) {
   test::Rng rng(test::kSeed + 1);
-  auto records = synthetic(kTruth, 400, 0.01, rng);
+  auto records = test::synthetic_timings(kTruth, 400, 0.01, rng);
   // Stragglers: 3x to 10x slower, spread over the run; warm-up: the first 5, 20x slower.
   std::set<size_t> injected;
   std::uniform_int_distribution<size_t> index(5, records.size() - 1);
@@ -98,8 +74,8 @@ TEST(Calibrate, RecoversCoefficientsUnderNoiseAndCountsInjectedOutliers) {
 TEST(Calibrate, ShortMicroBatchesArePredictedAsWellAsLongOnes) {
   test::Rng rng(test::kSeed + 2);
   const SecondsCoefficients truth{1e-6, 1e-10, 1e-4, 0.005};
-  auto records = synthetic(truth, 100, 0.01, rng, 2, 256);       // ~10 ms each
-  auto long_ones = synthetic(truth, 100, 0.01, rng, 16, 16384);  // up to seconds
+  auto records = test::synthetic_timings(truth, 100, 0.01, rng, 2, 256);       // ~10 ms each
+  auto long_ones = test::synthetic_timings(truth, 100, 0.01, rng, 16, 16384);  // up to seconds
   records.insert(records.end(), long_ones.begin(), long_ones.end());
   const Workload fitted = calibrate(records);
   for (const auto& record : records) {
@@ -113,7 +89,7 @@ TEST(Calibrate, CoefficientsStayNonNegative) {
   // Timings linear in tokens only, with noise that an unconstrained fit would
   // pay for with small negative terms.
   const SecondsCoefficients truth{4e-6, 0, 0, 0};
-  const Workload fitted = calibrate(synthetic(truth, 200, 0.02, rng));
+  const Workload fitted = calibrate(test::synthetic_timings(truth, 200, 0.02, rng));
   const SecondsCoefficients& c = fitted.coefficients();
   for (double value : {c.per_token, c.per_token_squared, c.per_sequence, c.per_micro_batch}) EXPECT_GE(value, 0);
   expect_near_relative(c.per_token, truth.per_token, 0.05, "per_token");
@@ -123,7 +99,7 @@ TEST(Calibrate, CoefficientsStayNonNegative) {
 // told apart; the fit still predicts the times.
 TEST(Calibrate, CollinearFeaturesStillPredict) {
   test::Rng rng(test::kSeed + 4);
-  const auto records = synthetic(kTruth, 50, 0.0, rng, 1);
+  const auto records = test::synthetic_timings(kTruth, 50, 0.0, rng, 1);
   const Workload fitted = calibrate(records);
   const SecondsCoefficients& c = fitted.coefficients();
   EXPECT_NEAR(c.per_sequence + c.per_micro_batch, kTruth.per_sequence + kTruth.per_micro_batch, 1e-9);
@@ -139,7 +115,7 @@ TEST(Calibrate, TimingsThatDoNotGrowWithSequencesAreRejected) {
 
 TEST(Calibrate, BadInputIsNamed) {
   test::Rng rng(test::kSeed + 5);
-  const auto good = synthetic(kTruth, 10, 0.0, rng);
+  const auto good = test::synthetic_timings(kTruth, 10, 0.0, rng);
   EXPECT_TRUE(throws_invalid([&] { calibrate(std::span(good).first(7)); }, {"7 records", "min_records = 8"}));
   auto with = [&](size_t index, TimingRecord record) {
     auto records = good;

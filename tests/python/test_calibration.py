@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from background import Background, finish_all
 from seqflow import balance as sb
 from seqflow.balance import Workload
 
@@ -139,3 +140,60 @@ def test_bad_models_and_options_are_named():
         Workload.from_json('{"format": 1, "kind": "tokens", "x": 1}')
     with pytest.raises(ValueError, match="text = 3 is not a string"):
         Workload.from_json(3)
+
+
+def test_online_workload_prior_then_fit():
+    online = sb.OnlineWorkload(prior="verl", window=64, min_records=16)
+    assert online.workload == Workload.verl()
+    assert online.fit.records == 0
+    rng = np.random.default_rng(11)
+    records = synthetic(rng, 20)
+    for lengths, seconds in records[:15]:
+        online.report(lengths, seconds)
+    online.wait_for_refit()
+    assert online.reports == 15 and online.workload == Workload.verl()
+    for lengths, seconds in records[15:]:
+        online.report(list(map(int, lengths)), seconds)
+    online.wait_for_refit()
+    assert online.reports == 20
+    assert_recovers(online.workload, TRUTH, 1e-6)
+    assert online.fit.records == 20
+    assert "OnlineWorkload(reports=20" in repr(online)
+
+
+def test_online_workload_bad_input_is_named():
+    with pytest.raises(ValueError, match="min_records = 2"):
+        sb.OnlineWorkload(min_records=2)
+    with pytest.raises(ValueError, match="window = 8"):
+        sb.OnlineWorkload(window=8, min_records=16)
+    with pytest.raises(ValueError, match="window must be an integer"):
+        sb.OnlineWorkload(window="big")
+    with pytest.raises(ValueError, match="workload must be"):
+        sb.OnlineWorkload(prior=3.5)
+    online = sb.OnlineWorkload()
+    with pytest.raises(ValueError, match=r"lengths\[1\] = -1 is negative"):
+        online.report([1, -1], 1.0)
+    with pytest.raises(ValueError, match="seconds = inf"):
+        online.report([1], math.inf)
+    with pytest.raises(ValueError, match="seconds must be a number of seconds"):
+        online.report([1], None)
+    assert online.reports == 0
+
+
+def test_online_workload_takes_reports_from_many_threads():
+    online = sb.OnlineWorkload(window=4096, min_records=16)
+    per_thread = 200
+
+    def reporter(seed):
+        rng = np.random.default_rng(seed)
+        for lengths, seconds in synthetic(rng, per_thread):
+            online.report(torch.from_numpy(lengths), seconds)
+
+    works = [Background(reporter, seed, name=f"reporter {seed}") for seed in range(4)]
+    snapshots = [online.workload for _ in range(50)]  # reads while the reporters run
+    finish_all(works, timeout=60)
+    online.wait_for_refit()
+    assert online.reports == 4 * per_thread
+    assert online.fit.records == 4 * per_thread
+    assert_recovers(online.workload, TRUTH, 1e-6)
+    assert all(s == Workload.tokens() or s.kind == "calibrated" for s in snapshots)

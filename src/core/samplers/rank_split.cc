@@ -49,7 +49,8 @@ RankSplit split_groups_in_order(const std::vector<std::vector<int64_t>>& groups,
 }
 
 RankSplit split_groups(const std::vector<std::vector<int64_t>>& groups,
-                       const std::vector<std::vector<int64_t>>& lengths, int64_t dp_size, SplitAlgorithm algorithm) {
+                       const std::vector<std::vector<int64_t>>& lengths, int64_t dp_size, SplitAlgorithm algorithm,
+                       const Workload& workload) {
   const auto group_count = static_cast<int64_t>(groups.size());
   check_enough_groups(group_count, dp_size);
   // Group indexes per rank, ascending.
@@ -58,9 +59,7 @@ RankSplit split_groups(const std::vector<std::vector<int64_t>>& groups,
     // As TransferQueue: KK over group sums, equal group counts when they divide.
     std::vector<int64_t> sums;
     for (const auto& member_lengths : lengths) {
-      int64_t sum = 0;
-      for (int64_t length : member_lengths) sum += length;
-      sums.push_back(sum);
+      sums.push_back(workload.total(workload.costs(member_lengths, "total_lengths"), "total_lengths"));
     }
     parts = balance::get_seqlen_balanced_partitions(sums, dp_size, group_count % dp_size == 0);
   } else {
@@ -74,6 +73,7 @@ RankSplit split_groups(const std::vector<std::vector<int64_t>>& groups,
     balance::Options options;
     options.cardinality = balance::Cardinality::kBalanced;
     options.algorithm = balance::Algorithm::kAuto;
+    options.workload = workload;
     options.groups = group_of;
     const balance::Partition partition = balance::partition(weights, dp_size, options);
     for (const auto& items : partition.parts) {
@@ -96,6 +96,11 @@ RankSplit split_groups(const std::vector<std::vector<int64_t>>& groups,
     }
   }
   return split;
+}
+
+const Workload& split_workload(const Workload& configured, const SampleRequest& request) {
+  if (configured.kind() == Workload::Kind::kOnline && request.task_workload != nullptr) return *request.task_workload;
+  return configured;
 }
 
 }  // namespace seqflow::samplers

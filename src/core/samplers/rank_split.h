@@ -1,5 +1,6 @@
 // Splitting a global batch of whole groups over DP ranks so that every rank
-// carries about the same number of tokens.
+// carries about the same workload (tokens unless the sampler was given
+// another model).
 #pragma once
 
 #include <cstdint>
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "seqflow/sampler.h"
+#include "seqflow/workload.h"
 
 namespace seqflow::samplers {
 
@@ -28,11 +30,17 @@ struct RankSplit {
   std::vector<int64_t> tokens;              // total_lengths per rank
 };
 
+// What a sampler configured with `configured` balances for this request: the
+// task's measured model when it was configured with Workload::online() and
+// the controller has fitted one, else `configured` (online costs as tokens).
+const Workload& split_workload(const Workload& configured, const SampleRequest& request);
+
 // `groups` hold global indexes, `lengths` their total_lengths, member by
 // member. Needs at least dp_size groups. Groups stay whole; within a rank
-// samples keep their order in `groups`.
+// samples keep their order in `groups`. Ranks are balanced by `workload`.
 RankSplit split_groups(const std::vector<std::vector<int64_t>>& groups,
-                       const std::vector<std::vector<int64_t>>& lengths, int64_t dp_size, SplitAlgorithm algorithm);
+                       const std::vector<std::vector<int64_t>>& lengths, int64_t dp_size, SplitAlgorithm algorithm,
+                       const Workload& workload);
 
 // Without lengths: consecutive runs of groups, group counts within one of
 // each other (TransferQueue's equal split when the counts divide). tokens

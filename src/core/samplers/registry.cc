@@ -35,6 +35,15 @@ class Arguments {
     return it->get<int64_t>();
   }
 
+  Workload workload() const {
+    auto it = args_.find("workload");
+    if (it == args_.end()) return Workload::tokens();
+    if (it->is_string()) return Workload::parse(it->get<std::string>());
+    if (it->is_object()) return Workload::from_json(it->dump());
+    throw_invalid("argument 'workload' of sampler '" + sampler_ +
+                  "' must be a spec string or a workload JSON object, got " + it->dump());
+  }
+
   std::string text(const std::string& key, const std::string& fallback) const {
     auto it = args_.find(key);
     if (it == args_.end()) return fallback;
@@ -65,14 +74,14 @@ std::shared_ptr<Sampler> make_sampler(const std::string& name, const nlohmann::j
     return make_grpo_group_n_sampler(a.integer("n_samples_per_prompt", std::nullopt));
   }
   if (name == "seqlen_balanced") {
-    const Arguments a(name, args, {"n_samples_per_prompt", "dp_size", "algorithm", "default_length"});
+    const Arguments a(name, args, {"n_samples_per_prompt", "dp_size", "algorithm", "default_length", "workload"});
     return make_seqlen_balanced_sampler(a.integer("n_samples_per_prompt", 1), a.integer("dp_size", std::nullopt),
-                                        a.text("algorithm", "auto"), a.integer("default_length", -1));
+                                        a.text("algorithm", "auto"), a.integer("default_length", -1), a.workload());
   }
   if (name == "token_budget") {
-    const Arguments a(name, args, {"max_tokens", "n_samples_per_prompt", "dp_size", "default_length"});
+    const Arguments a(name, args, {"max_tokens", "n_samples_per_prompt", "dp_size", "default_length", "workload"});
     return make_token_budget_sampler(a.integer("max_tokens", std::nullopt), a.integer("n_samples_per_prompt", 1),
-                                     a.integer("dp_size", std::nullopt), a.integer("default_length", -1));
+                                     a.integer("dp_size", std::nullopt), a.integer("default_length", -1), a.workload());
   }
   throw_invalid("unknown sampler '" + name +
                 "'; known: sequential, grpo_group_n, rank_aware, seqlen_balanced, token_budget");

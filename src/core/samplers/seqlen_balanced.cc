@@ -1,6 +1,7 @@
 // SeqlenBalancedSampler: batch_size is per DP rank. The first caller of a
 // batch takes batch_size * dp_size samples in whole groups (fewer: not
-// enough yet) and splits the groups over the ranks by total_lengths.
+// enough yet) and splits the groups over the ranks by total_lengths (their
+// workload: tokens unless another model is given).
 // Unlike TransferQueue's it reserves the whole global batch (no sample can
 // reach two ranks) and balances group counts that do not divide dp_size to
 // within one group instead of failing an assertion. Without any per-sample
@@ -16,11 +17,13 @@ namespace {
 
 class SeqlenBalancedSampler final : public samplers::GlobalBatchSampler {
  public:
-  SeqlenBalancedSampler(int64_t n, int64_t dp_size, const std::string& algorithm, int64_t default_length)
+  SeqlenBalancedSampler(int64_t n, int64_t dp_size, const std::string& algorithm, int64_t default_length,
+                        const Workload& workload)
       : GlobalBatchSampler(dp_size),
         n_(n),
         algorithm_(samplers::parse_split_algorithm(algorithm)),
-        default_length_(default_length) {
+        default_length_(default_length),
+        workload_(workload) {
     samplers::check_positive(n, "n_samples_per_prompt");
   }
   std::string name() const override { return "seqlen_balanced"; }
@@ -52,20 +55,22 @@ class SeqlenBalancedSampler final : public samplers::GlobalBatchSampler {
         member_lengths.push_back(samplers::sample_length(*request.info, index, default_length_, request.partition_id));
       }
     }
-    return samplers::split_groups(groups, lengths, dp_size(), algorithm_);
+    return samplers::split_groups(groups, lengths, dp_size(), algorithm_, samplers::split_workload(workload_, request));
   }
 
  private:
   int64_t n_;
   samplers::SplitAlgorithm algorithm_;
   int64_t default_length_;
+  Workload workload_;
 };
 
 }  // namespace
 
 std::shared_ptr<Sampler> make_seqlen_balanced_sampler(int64_t n_samples_per_prompt, int64_t dp_size,
-                                                      std::string algorithm, int64_t default_length) {
-  return std::make_shared<SeqlenBalancedSampler>(n_samples_per_prompt, dp_size, algorithm, default_length);
+                                                      std::string algorithm, int64_t default_length,
+                                                      const Workload& workload) {
+  return std::make_shared<SeqlenBalancedSampler>(n_samples_per_prompt, dp_size, algorithm, default_length, workload);
 }
 
 }  // namespace seqflow

@@ -3,6 +3,8 @@
 // complete groups while they fit the global budget (max_tokens * dp_size),
 // splits them over the ranks like seqlen_balanced, and drops the newest
 // groups until no rank is over max_tokens. Reserved like seqlen_balanced.
+// The budget is in tokens; the split balances the workload (tokens unless
+// another model is given).
 //
 // batch_size is an upper bound: at most batch_size * dp_size samples per
 // global batch (pass a large value to be bound by tokens alone). The batch is
@@ -20,8 +22,12 @@ namespace {
 
 class TokenBudgetSampler final : public samplers::GlobalBatchSampler {
  public:
-  TokenBudgetSampler(int64_t max_tokens, int64_t n, int64_t dp_size, int64_t default_length)
-      : GlobalBatchSampler(dp_size), max_tokens_(max_tokens), n_(n), default_length_(default_length) {
+  TokenBudgetSampler(int64_t max_tokens, int64_t n, int64_t dp_size, int64_t default_length, const Workload& workload)
+      : GlobalBatchSampler(dp_size),
+        max_tokens_(max_tokens),
+        n_(n),
+        default_length_(default_length),
+        workload_(workload) {
     samplers::check_positive(max_tokens, "max_tokens");
     samplers::check_positive(n, "n_samples_per_prompt");
   }
@@ -62,7 +68,8 @@ class TokenBudgetSampler final : public samplers::GlobalBatchSampler {
     });
     if (!full || static_cast<int64_t>(groups.size()) < dp_size()) return std::nullopt;
     for (;;) {
-      samplers::RankSplit split = samplers::split_groups(groups, lengths, dp_size(), samplers::SplitAlgorithm::kAuto);
+      samplers::RankSplit split = samplers::split_groups(groups, lengths, dp_size(), samplers::SplitAlgorithm::kAuto,
+                                                         samplers::split_workload(workload_, request));
       const int64_t heaviest = *std::max_element(split.tokens.begin(), split.tokens.end());
       if (heaviest <= max_tokens_ || static_cast<int64_t>(groups.size()) == dp_size()) {
         return split;  // with one group per rank every rank fits: no group exceeds max_tokens
@@ -76,13 +83,14 @@ class TokenBudgetSampler final : public samplers::GlobalBatchSampler {
   int64_t max_tokens_;
   int64_t n_;
   int64_t default_length_;
+  Workload workload_;
 };
 
 }  // namespace
 
 std::shared_ptr<Sampler> make_token_budget_sampler(int64_t max_tokens, int64_t n_samples_per_prompt, int64_t dp_size,
-                                                   int64_t default_length) {
-  return std::make_shared<TokenBudgetSampler>(max_tokens, n_samples_per_prompt, dp_size, default_length);
+                                                   int64_t default_length, const Workload& workload) {
+  return std::make_shared<TokenBudgetSampler>(max_tokens, n_samples_per_prompt, dp_size, default_length, workload);
 }
 
 }  // namespace seqflow

@@ -1,0 +1,91 @@
+// OnlineWorkload on one thread: the prior until min_records, a fit on the
+// latest `window` records, a failed refit keeps the model, bad reports and
+// options are named.
+#include <gtest/gtest.h>
+
+#include "calibration_test_support.h"
+#include "seqflow/calibration.h"
+#include "test_support.h"
+
+namespace seqflow {
+namespace {
+
+using test::throws_invalid;
+
+constexpr SecondsCoefficients kFirst{2e-6, 3e-11, 5e-4, 0.02};
+constexpr SecondsCoefficients kSecond{1e-6, 2e-10, 1e-4, 0.005};
+
+void report_all(OnlineWorkload& online, const std::vector<TimingRecord>& records) {
+  for (const auto& record : records) online.report(record.lengths, record.seconds);
+}
+
+void expect_model(const Workload& w, const SecondsCoefficients& truth) {
+  ASSERT_EQ(w.kind(), Workload::Kind::kCalibrated) << w.name();
+  const SecondsCoefficients& c = w.coefficients();
+  EXPECT_TRUE(test::near_relative(c.per_token, truth.per_token, 1e-6)) << w.name();
+  EXPECT_TRUE(test::near_relative(c.per_token_squared, truth.per_token_squared, 1e-6)) << w.name();
+  EXPECT_TRUE(test::near_relative(c.per_sequence, truth.per_sequence, 1e-6)) << w.name();
+  EXPECT_TRUE(test::near_relative(c.per_micro_batch, truth.per_micro_batch, 1e-6)) << w.name();
+}
+
+TEST(OnlineWorkload, PriorUntilMinRecordsThenTheFit) {
+  test::Rng rng(test::kSeed);
+  const auto records = test::synthetic_timings(kFirst, 16, 0.0, rng);
+  OnlineWorkload online(Workload::verl(), {.window = 64, .min_records = 16});
+  EXPECT_EQ(online.current(), Workload::verl());
+  report_all(online, std::vector(records.begin(), records.begin() + 15));
+  online.wait_for_refit();
+  EXPECT_EQ(online.reports(), 15);
+  EXPECT_EQ(online.current(), Workload::verl());
+  online.report(records[15].lengths, records[15].seconds);
+  online.wait_for_refit();
+  EXPECT_EQ(online.reports(), 16);
+  expect_model(online.current(), kFirst);
+  EXPECT_EQ(online.current().fit().records, 16);
+}
+
+TEST(OnlineWorkload, FitsOnlyTheLatestWindow) {
+  test::Rng rng(test::kSeed + 1);
+  OnlineWorkload online(Workload::tokens(), {.window = 32, .min_records = 16});
+  report_all(online, test::synthetic_timings(kFirst, 40, 0.0, rng));
+  online.wait_for_refit();
+  expect_model(online.current(), kFirst);
+  // The hardware changed: once the window holds only new timings, the fit is the new model.
+  report_all(online, test::synthetic_timings(kSecond, 32, 0.0, rng));
+  online.wait_for_refit();
+  expect_model(online.current(), kSecond);
+  EXPECT_EQ(online.current().fit().records, 32);
+  EXPECT_EQ(online.reports(), 72);
+}
+
+TEST(OnlineWorkload, AFailedRefitKeepsTheModel) {
+  test::Rng rng(test::kSeed + 2);
+  OnlineWorkload online(Workload::tokens(), {.window = 16, .min_records = 16});
+  report_all(online, test::synthetic_timings(kFirst, 16, 0.0, rng));
+  online.wait_for_refit();
+  expect_model(online.current(), kFirst);
+  // Times that do not grow with the sequences: no model of this form, calibrate throws.
+  for (int64_t i = 1; i <= 16; ++i) {
+    online.report(std::vector<int64_t>(static_cast<size_t>(i % 3 + 1), i * 100), 0.5);
+  }
+  online.wait_for_refit();
+  expect_model(online.current(), kFirst);
+}
+
+TEST(OnlineWorkload, BadReportsAndOptionsAreNamed) {
+  OnlineWorkload online;
+  const std::vector<int64_t> negative = {4, -1};
+  EXPECT_TRUE(throws_invalid([&] { online.report(negative, 1.0); }, {"lengths[1] = -1", "negative"}));
+  EXPECT_TRUE(throws_invalid([&] { online.report({}, 1.0); }, {"lengths is empty"}));
+  const std::vector<int64_t> one = {4};
+  EXPECT_TRUE(throws_invalid([&] { online.report(one, 0.0); }, {"seconds = 0"}));
+  EXPECT_TRUE(throws_invalid([&] { online.report(one, NAN); }, {"seconds = nan"}));
+  EXPECT_EQ(online.reports(), 0);
+  EXPECT_TRUE(throws_invalid([] { OnlineWorkload(Workload::tokens(), {.window = 64, .min_records = 3}); },
+                             {"min_records = 3"}));
+  EXPECT_TRUE(throws_invalid([] { OnlineWorkload(Workload::tokens(), {.window = 8, .min_records = 16}); },
+                             {"window = 8", "min_records = 16"}));
+}
+
+}  // namespace
+}  // namespace seqflow

@@ -1,0 +1,198 @@
+// The controller's measured workload per task: report_timing, its fit,
+// over the wire and in metrics.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <chrono>
+#include <cmath>
+#include <thread>
+
+#include "controller_test_support.h"
+#include "remote_cluster.h"
+#include "seqflow/calibration.h"
+#include "seqflow/client.h"
+#include "seqflow/controller.h"
+#include "transport/timing_codec.h"
+
+namespace seqflow::test {
+namespace {
+
+// Attention-heavy hardware: the L^2 term dominates long sequences.
+constexpr SecondsCoefficients kTruth{2e-6, 4e-9, 1e-4, 5e-4};
+
+double seconds_of(const std::vector<int64_t>& lengths) {
+  double total = kTruth.per_micro_batch;
+  for (int64_t length : lengths) {
+    const double l = static_cast<double>(length);
+    total += kTruth.per_token * l + kTruth.per_token_squared * l * l + kTruth.per_sequence;
+  }
+  return total;
+}
+
+// Micro-batches of 1-4 sequences of 50..4000 tokens, timed by kTruth.
+std::vector<TimingRecord> measured(int64_t count) {
+  Rng rng(kSeed);
+  std::uniform_int_distribution<int64_t> sequences(1, 4), length(50, 4000);
+  std::vector<TimingRecord> records;
+  for (int64_t i = 0; i < count; ++i) {
+    TimingRecord record;
+    for (int64_t s = sequences(rng); s > 0; --s) record.lengths.push_back(length(rng));
+    record.seconds = seconds_of(record.lengths);
+    records.push_back(std::move(record));
+  }
+  return records;
+}
+
+// The fit runs in the background: waits (bounded) until the task's model
+// covers `reports` records and is fitted.
+TaskWorkload fitted_model(const ControlPlane& control, const std::string& task, int64_t reports) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (;;) {
+    std::optional<TaskWorkload> model = control.task_workload(task);
+    if (model && model->reports == reports && model->fitted &&
+        std::abs(model->workload.seconds({{1000}}) - seconds_of({1000})) < 1e-3 * seconds_of({1000})) {
+      return *model;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      ADD_FAILURE() << "task " << task << " has no fit of " << reports << " reports after 30 s";
+      return model.value_or(TaskWorkload{});
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+void expect_recovers_truth(const TaskWorkload& model) {
+  EXPECT_TRUE(model.fitted);
+  for (const auto& lengths : std::vector<std::vector<int64_t>>{{100}, {4000}, {300, 2000, 50}}) {
+    EXPECT_NEAR(model.workload.seconds(lengths), seconds_of(lengths), 1e-3 * seconds_of(lengths));
+  }
+  EXPECT_LT(model.workload.fit().median_error, 1e-3);
+}
+
+TEST(ControllerTaskWorkload, FitsEachTasksTimingsApart) {
+  Controller controller;
+  EXPECT_FALSE(controller.task_workload("update_actor").has_value());
+  const auto records = measured(64);
+  controller.report_timing("update_actor", std::span(records).first(10));
+  const auto early = controller.task_workload("update_actor");
+  ASSERT_TRUE(early.has_value());
+  EXPECT_EQ(early->reports, 10);
+  EXPECT_FALSE(early->fitted);  // fewer than the fit needs: still the tokens prior
+  EXPECT_TRUE(early->workload.is_tokens());
+  controller.report_timing("update_actor", std::span(records).subspan(10));
+  expect_recovers_truth(fitted_model(controller, "update_actor", 64));
+  EXPECT_FALSE(controller.task_workload("log_prob").has_value());
+  ASSERT_EQ(controller.task_workloads().size(), 1u);
+  EXPECT_EQ(controller.task_workloads()[0].task_name, "update_actor");
+}
+
+TEST(ControllerTaskWorkload, RefusesABadRecordAndTakesNoneOfTheReport) {
+  Controller controller;
+  auto records = measured(3);
+  records[1].seconds = -1;
+  EXPECT_TRUE(throws_invalid([&] { controller.report_timing("actor", records); }, {"records[1].", "seconds"}));
+  records[1].seconds = 1;
+  records[2].lengths = {};
+  EXPECT_TRUE(throws_invalid([&] { controller.report_timing("actor", records); }, {"records[2].", "lengths"}));
+  records[2].lengths = {5, -3};
+  EXPECT_TRUE(throws_invalid([&] { controller.report_timing("actor", records); }, {"records[2].lengths[1]", "-3"}));
+  EXPECT_TRUE(throws_invalid([&] { controller.report_timing("", measured(1)); }, {"task_name"}));
+  EXPECT_FALSE(controller.task_workload("actor").has_value());
+}
+
+// Truth seconds of each rank's share of `lengths` after a fetch of the two
+// ranks' batches from a seqlen_balanced sampler (one sample per group).
+std::vector<double> rank_seconds(Controller& controller, const std::string& partition,
+                                 const std::vector<int64_t>& lengths) {
+  const auto indexes = put(controller, partition, static_cast<int64_t>(lengths.size()), {"x"}, lengths_meta(lengths));
+  std::vector<double> out;
+  for (int64_t rank = 0; rank < 2; ++rank) {
+    const BatchMeta batch = controller.get_meta(fetch_request(partition, "actor", {"x"}, 3, rank));
+    double seconds = 0;
+    for (int64_t index : batch.global_indexes) {
+      const auto at = std::find(indexes.begin(), indexes.end(), index) - indexes.begin();
+      seconds += seconds_of({lengths[at]}) - kTruth.per_micro_batch;
+    }
+    out.push_back(seconds);
+  }
+  return out;
+}
+
+TEST(OnlineWorkloadKind, CostsAsTokensAndTravelsByName) {
+  const Workload online = Workload::parse("online");
+  EXPECT_EQ(online, Workload::online());
+  EXPECT_EQ(online.name(), "online");
+  EXPECT_EQ(online.costs(std::vector<int64_t>{3, 500}), Workload::tokens().costs(std::vector<int64_t>{3, 500}));
+  EXPECT_EQ(Workload::from_json(online.to_json()), online);
+  EXPECT_TRUE(throws_invalid([&] { online.seconds(std::vector<int64_t>{3}); }, {"online"}));
+}
+
+TEST(ControllerTaskWorkload, AnOnlineSamplerBalancesTheTasksFit) {
+  ControllerOptions options;
+  options.sampler = make_seqlen_balanced_sampler(1, 2, "auto", -1, Workload::online());
+  Controller controller(options);
+  const std::vector<int64_t> lengths = {1000, 700, 600, 500, 400, 200};
+  // The best split of the measured seconds, by brute force over 3 + 3.
+  double best = 1e9;
+  for (int mask = 0; mask < 64; ++mask) {
+    if (std::popcount(static_cast<unsigned>(mask)) != 3) continue;
+    double parts[2] = {0, 0};
+    for (size_t i = 0; i < lengths.size(); ++i)
+      parts[(mask >> i) & 1] += seconds_of({lengths[i]}) - kTruth.per_micro_batch;
+    best = std::min(best, std::max(parts[0], parts[1]));
+  }
+  // Before any timing the sampler balances tokens, which is not the best split of the seconds here ...
+  const auto by_tokens = rank_seconds(controller, "before", lengths);
+  ASSERT_GT(std::max(by_tokens[0], by_tokens[1]), best * 1.01);
+  // ... and once the task's fit exists, it balances the seconds.
+  const auto records = measured(64);
+  controller.report_timing("actor", records);
+  fitted_model(controller, "actor", 64);
+  const auto by_fit = rank_seconds(controller, "after", lengths);
+  EXPECT_NEAR(std::max(by_fit[0], by_fit[1]), best, 1e-9);
+}
+
+TEST(WireTimingCodec, RecordsTravelWholeAndInconsistentCountsAreRefused) {
+  const auto records = measured(5);
+  const auto request = transport::wire::timing_request("actor", records);
+  const transport::wire::Header header(request, "report_timing request", {"task_name", "lengths", "counts", "seconds"});
+  const auto decoded = transport::wire::read_timing_records(header);
+  ASSERT_EQ(decoded.size(), records.size());
+  for (size_t i = 0; i < records.size(); ++i) {
+    EXPECT_EQ(decoded[i].lengths, records[i].lengths);
+    EXPECT_EQ(decoded[i].seconds, records[i].seconds);
+  }
+  for (const std::vector<int64_t>& counts :
+       std::vector<std::vector<int64_t>>{{1, 1, 1, 1, 100}, {0, 0, 0, 0, 0}, {-1, 1, 1, 1, 1}, {1, 1}}) {
+    auto forged = request;
+    forged["counts"] = transport::wire::binary_of(std::span<const int64_t>(counts));
+    const transport::wire::Header bad(forged, "report_timing request", {"task_name", "lengths", "counts", "seconds"});
+    EXPECT_TRUE(throws_invalid([&] { transport::wire::read_timing_records(bad); }, {"counts"}));
+  }
+}
+
+TEST(RemoteTaskWorkload, ReportsReachTheControllerAndItsMetrics) {
+  RemoteCluster cluster(1);
+  auto client = cluster.client();
+  EXPECT_FALSE(client->control().task_workload("update_actor").has_value());
+  const auto records = measured(64);
+  client->control().report_timing("update_actor", records);
+  const TaskWorkload model = fitted_model(client->control(), "update_actor", 64);
+  expect_recovers_truth(model);
+  EXPECT_EQ(model.task_name, "update_actor");
+  const std::string metrics = cluster.controller().metrics().render();
+  EXPECT_NE(metrics.find("seqflow_task_workload_reports_total{task=\"update_actor\"} 64"), std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("seqflow_task_workload_seconds{task=\"update_actor\",term=\"per_token_squared\"}"),
+            std::string::npos);
+  EXPECT_NE(metrics.find("seqflow_task_workload_prediction_error{task=\"update_actor\",quantile=\"0.9\"}"),
+            std::string::npos);
+  auto bad = records;
+  bad[0].seconds = std::nan("");
+  EXPECT_TRUE(throws_invalid([&] { client->control().report_timing("update_actor", bad); }, {"records[0]."}));
+  EXPECT_EQ(client->control().task_workload("update_actor")->reports, 64);
+}
+
+}  // namespace
+}  // namespace seqflow::test
