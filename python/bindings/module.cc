@@ -41,10 +41,15 @@ NB_MODULE(_seqflow, m) {
   });
   seqflow::bindings::bind_array_conversion(m);
   seqflow::bindings::bind_batch_meta(m);
+  seqflow::bindings::bind_sample_views(m);
+  seqflow::bindings::bind_batch_meta_arguments(
+      m.def_submodule("batch_meta_arguments", "Checks and copies of BatchMeta's constructor arguments"));
   seqflow::bindings::bind_balance(m.def_submodule("balance", "The balancing engine"));
   seqflow::bindings::bind_pack(m.def_submodule("pack", "Pack plans and micro-batch plans"));
   seqflow::bindings::bind_client(
       m.def_submodule("client", "The client (embedded or remote), samplers and data conversion"));
+  seqflow::bindings::bind_checks(m.def_submodule("checks", "The argument checks of the Python API (seqflow._checks)"));
+  seqflow::bindings::bind_config_reading(m.def_submodule("config", "Reading seqflow configs (seqflow._config)"));
   seqflow::bindings::bind_limits(m.def_submodule("limits", "The limits the engine enforces (seqflow/limits.h)"));
   seqflow::bindings::bind_services(
       m.def_submodule("server", "Remote mode's services in this process, CURVE key files"));

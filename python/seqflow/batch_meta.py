@@ -20,16 +20,14 @@ from __future__ import annotations
 
 import copy
 import logging
-import numbers
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
 from seqflow import _seqflow
-from seqflow._checks import INT64_MAX, bounds, check_name, check_names, positions
+from seqflow._checks import bounds, check_names, positions
 from seqflow._extra_info import merged_extra_info
 from seqflow._field_schema import common_shape, dtype_name, schema_of
-from seqflow._sample_views import _SampleViewList
 from seqflow.kv_batch_meta import KVBatchMeta
 
 __all__ = ["BatchMeta", "KVBatchMeta", "chunk_sizes"]
@@ -37,73 +35,8 @@ __all__ = ["BatchMeta", "KVBatchMeta", "chunk_sizes"]
 logger = logging.getLogger(__name__)
 chunk_sizes = _seqflow.chunk_sizes
 _Native = _seqflow.BatchMeta
-
-
-def _copy_schema(schema: Mapping, at: Optional[Sequence[int]] = None) -> dict:
-    """A copy that shares nothing mutable (dtypes are kept); with `at`, the
-    per_sample_shapes of those samples only."""
-    out = {}
-    for name, entry in schema.items():
-        entry = {k: v if k == "dtype" else copy.deepcopy(v) for k, v in entry.items()}
-        if at is not None and entry.get("per_sample_shapes") is not None:
-            entry["per_sample_shapes"] = [entry["per_sample_shapes"][i] for i in at]
-        out[name] = entry
-    return out
-
-
-def _dict_list(values, n: int, name: str, copy_entries: bool = True, empty_is_none: bool = True) -> list[dict]:
-    """One dict per sample (empty ones for None, and for [] unless not empty_is_none)."""
-    if values is None or (empty_is_none and isinstance(values, (list, tuple)) and not values):
-        return [{} for _ in range(n)]
-    if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Iterable):
-        raise TypeError(f"{name} must be a list of dicts, one per sample, got {type(values).__name__}")
-    values = list(values)
-    if len(values) != n:
-        raise ValueError(f"{name} length {len(values)} != batch_size {n}")
-    for i, entry in enumerate(values):
-        if not isinstance(entry, Mapping):
-            raise TypeError(f"{name}[{i}] must be a dict, got {type(entry).__name__}")
-    return [dict(entry) for entry in values] if copy_entries else values
-
-
-def _index_array(values) -> np.ndarray:
-    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
-        raise TypeError(f"global_indexes must be a list of integers, got {values!r}")
-    array = np.asarray(values if isinstance(values, np.ndarray) else list(values))
-    if array.size and (array.ndim != 1 or array.dtype.kind not in "iu"):
-        raise TypeError(f"global_indexes must be a list of integers, got {values!r}")
-    if array.size and array.dtype.kind == "u" and array.max() > INT64_MAX:
-        raise ValueError(f"global_indexes has values beyond the int64 range, got {values!r}")
-    return array.astype(np.int64).reshape(-1)
-
-
-def _generation_array(values, n: int) -> Optional[np.ndarray]:
-    if values is None:
-        return None
-    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
-        raise TypeError(f"generations must be None or a list of integers, got {values!r}")
-    out = list(values)
-    if len(out) != n:
-        raise ValueError(f"Length mismatch: global_indexes has {n}, generations has {len(out)}")
-    for i, value in enumerate(out):
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 0 <= value < 2 ** 64:
-            raise TypeError(f"generations[{i}] must be an integer in [0, 2**64), got {value!r}")
-    return np.array([int(v) for v in out], dtype=np.uint64)
-
-
-def _checked_schema(field_schema, n: int) -> dict:
-    if field_schema is None:
-        return {}
-    if not isinstance(field_schema, Mapping):
-        raise TypeError(f"field_schema must be a dict of field name to dict, got {type(field_schema).__name__}")
-    for name, entry in field_schema.items():
-        check_name(name, "field_schema key")
-        if not isinstance(entry, Mapping):
-            raise TypeError(f"field_schema[{name!r}] must be a dict, got {type(entry).__name__}")
-        shapes = entry.get("per_sample_shapes")
-        if shapes is not None and len(shapes) != n:
-            raise ValueError(f"Field {name!r} per_sample_shapes length {len(shapes)} != batch_size {n}")
-    return _copy_schema(field_schema)
+_arguments = _seqflow.batch_meta_arguments
+_copy_schema, _dict_list = _arguments.copy_schema, _arguments.dict_list
 
 
 def _checked_status(production_status, n: int, schema: dict) -> tuple[np.ndarray, Optional[np.ndarray]]:
@@ -135,15 +68,15 @@ class BatchMeta(_Native):
                  extra_info: Optional[Mapping[str, Any]] = None, custom_meta: Optional[Sequence[dict]] = None,
                  _custom_backend_meta: Optional[Sequence[dict]] = None,
                  generations: Optional[Iterable[int]] = None) -> None:
-        indexes = _index_array(global_indexes)
+        indexes = _arguments.index_array(global_indexes)
         n = len(indexes)
         if isinstance(partition_ids, str):
             raise TypeError(f"partition_ids must be a list with one partition id per sample, got {partition_ids!r}")
         partition_ids = check_names(partition_ids, "partition_ids")
         if len(partition_ids) != n:
             raise ValueError(f"Length mismatch: global_indexes has {n}, partition_ids has {len(partition_ids)}")
-        generations = _generation_array(generations, n)
-        schema = _checked_schema(field_schema, n)
+        generations = _arguments.generation_array(generations, n)
+        schema = _arguments.checked_schema(field_schema, n)
         status, matrix = _checked_status(production_status, n, schema)
         if extra_info is not None and not isinstance(extra_info, Mapping):
             raise TypeError(f"extra_info must be a dict, got {type(extra_info).__name__}")
@@ -274,9 +207,9 @@ class BatchMeta(_Native):
         return self.size == 0
 
     @property
-    def samples(self) -> _SampleViewList:
+    def samples(self) -> _seqflow._SampleViewList:
         """Per-sample read-only views: samples[i].fields["x"], len(samples), iteration."""
-        return _SampleViewList(self)
+        return _seqflow._SampleViewList(self)
 
     def _schema_entry(self, field_name: str) -> Mapping:
         if field_name not in self.field_schema:

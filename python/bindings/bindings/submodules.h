@@ -7,10 +7,14 @@ namespace seqflow::bindings {
 
 void bind_array_conversion(nanobind::module_ m);
 void bind_batch_meta(nanobind::module_ m);
+void bind_batch_meta_arguments(nanobind::module_ m);
 void bind_balance(nanobind::module_ m);
+void bind_checks(nanobind::module_ m);
 void bind_pack(nanobind::module_ m);
 void bind_client(nanobind::module_ m);
+void bind_config_reading(nanobind::module_ m);
 void bind_limits(nanobind::module_ m);
+void bind_sample_views(nanobind::module_ m);
 void bind_services(nanobind::module_ m);
 
 }  // namespace seqflow::bindings

@@ -1,0 +1,50 @@
+// Checks of the arguments of seqflow's public Python calls, made before any
+// engine call: a bad argument raises one message naming the parameter and its
+// value, the same in embedded and remote mode.
+//
+// Wrong type: ArgumentTypeError, a TypeError that is also a ValueError
+// (seqflow raised ValueError for these before, and callers catch that).
+// Right type, wrong value: ValueError.
+//
+// Names (fields, partition ids, keys, tag keys, task names, the Ray service
+// name) follow one rule: a non-empty str of at most kMaxNameBytes bytes of
+// UTF-8 (no lone surrogates), without NUL, which C strings would cut off. The
+// controller applies the same rule (src/core/name_rule.h) to other callers.
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+
+namespace seqflow::bindings {
+
+// The exception type seqflow._checks.ArgumentTypeError.
+PyObject* argument_type_error();
+
+// type(value).__name__, repr(value), isinstance(value, collections.abc.Mapping).
+std::string type_name_of(nanobind::handle value);
+std::string repr_text(nanobind::handle value);
+bool is_mapping(nanobind::handle value);
+
+// Raises ArgumentTypeError(message).
+[[noreturn]] void throw_argument_type_error(const std::string& message);
+
+// repr(value), at most 80 characters of it and the length when longer.
+std::string short_repr(nanobind::handle value);
+
+// "`parameter` must be <description>, got <type> <short repr>" as ArgumentTypeError.
+[[noreturn]] void throw_wrong_type(nanobind::handle value, std::string_view parameter, std::string_view description);
+
+nanobind::object check_name(nanobind::handle value, std::string_view parameter);
+nanobind::object check_path(nanobind::handle value, std::string_view parameter);
+bool check_bool(nanobind::handle value, std::string_view parameter);
+int64_t check_count(nanobind::handle value, std::string_view parameter, int64_t minimum = 0,
+                    int64_t maximum = std::numeric_limits<int64_t>::max());
+double check_seconds(nanobind::handle value, std::string_view parameter, bool allow_zero = false);
+nanobind::object check_instance(nanobind::handle value, std::string_view parameter, nanobind::handle kind,
+                                std::string_view description);
+
+}  // namespace seqflow::bindings
