@@ -27,7 +27,6 @@ nb::module_ numpy() { return nb::module_::import_("numpy"); }
 [[noreturn]] void throw_value_error(const std::string& message) { throw nb::value_error(message.c_str()); }
 
 std::string dtype_kind(nb::handle array) { return nb::cast<std::string>(array.attr("dtype").attr("kind")); }
-std::string text_of(nb::handle value) { return nb::str(value).c_str(); }
 int64_t size_of(nb::handle array) { return nb::cast<int64_t>(array.attr("size")); }
 
 // A fast path: an int64 array when every item is an exact int within int64, else None.
@@ -55,8 +54,8 @@ std::optional<Int64Array> exact_int64(nb::handle sequence) {
 nb::object to_array(nb::handle values, const std::string& name, const char* expected) {
   if (PyObject_IsInstance(values.ptr(), nb::object(numpy().attr("ndarray")).ptr()) == 1) return nb::borrow(values);
   if (nb::hasattr(values, "__dlpack__") && nb::hasattr(values, "device")) {
-    if (text_of(values.attr("device")) != "cpu") {
-      throw_value_error(name + " must live on the CPU, got a tensor on " + text_of(values.attr("device")));
+    if (str_text(values.attr("device")) != "cpu") {
+      throw_value_error(name + " must live on the CPU, got a tensor on " + str_text(values.attr("device")));
     }
     return numpy().attr("from_dlpack")(nb::hasattr(values, "detach") ? values.attr("detach")() : nb::borrow(values));
   }
@@ -64,7 +63,7 @@ nb::object to_array(nb::handle values, const std::string& name, const char* expe
     return numpy().attr("asarray")(values);
   } catch (nb::python_error& error) {
     if (!error.matches(PyExc_TypeError) && !error.matches(PyExc_ValueError)) throw;
-    throw_value_error(name + " must be " + expected + ": " + text_of(error.value()));
+    throw_value_error(name + " must be " + expected + ": " + str_text(error.value()));
   }
 }
 
@@ -100,7 +99,7 @@ void check_objects(nb::handle array, const std::string& name) {
       throw_value_error(at + repr_text(value) + " is not an integer");
     int overflow = 0;
     PyLong_AsLongLongAndOverflow(python_integer(value)->ptr(), &overflow);
-    if (overflow != 0) throw_value_error(at + text_of(value) + " is beyond the int64 range");
+    if (overflow != 0) throw_value_error(at + str_text(value) + " is beyond the int64 range");
   }
 }
 
@@ -114,7 +113,7 @@ nb::object as_int64_array(nb::handle values, const std::string& name, bool allow
   }
   if (!array.is_valid()) array = to_array(values, name, "a 1-D sequence of integers");
   if (nb::cast<int>(array.attr("ndim")) != 1) {
-    throw_value_error(name + " must be one-dimensional, got shape " + text_of(nb::tuple(array.attr("shape"))) + ": " +
+    throw_value_error(name + " must be one-dimensional, got shape " + str_text(nb::tuple(array.attr("shape"))) + ": " +
                       short_repr(values));
   }
   const std::string kind = dtype_kind(array);
@@ -125,7 +124,7 @@ nb::object as_int64_array(nb::handle values, const std::string& name, bool allow
   } else if (kind == "O") {
     check_objects(array, name);
   } else if (kind != "i") {
-    throw_value_error(name + " must hold integers, got dtype " + text_of(array.attr("dtype")));
+    throw_value_error(name + " must hold integers, got dtype " + str_text(array.attr("dtype")));
   }
   nb::object result = numpy().attr("ascontiguousarray")(array, "int64");
   if (!allow_negative) {
@@ -147,7 +146,7 @@ nb::object id_array(nb::handle values, const std::string& name) {
   nb::object source = nb::borrow(values);
   if (nb::hasattr(values, "detach")) {  // a torch tensor
     if (nb::cast<bool>(values.attr("is_floating_point")()) || nb::cast<bool>(values.attr("is_complex")())) {
-      throw_value_error(name + " has dtype " + text_of(values.attr("dtype")) +
+      throw_value_error(name + " has dtype " + str_text(values.attr("dtype")) +
                         "; token ids and labels must be integers");
     }
     source = values.attr("detach")().attr("cpu")().attr("numpy")();
@@ -157,14 +156,14 @@ nb::object id_array(nb::handle values, const std::string& name) {
     array = numpy().attr("asarray")(source);
   } catch (nb::python_error& error) {
     if (!error.matches(PyExc_TypeError) && !error.matches(PyExc_ValueError)) throw;
-    throw_value_error(name + " must be an array of integer token ids: " + text_of(error.value()));
+    throw_value_error(name + " must be an array of integer token ids: " + str_text(error.value()));
   }
   const std::string kind = dtype_kind(array);
   if (kind != "i" && kind != "u" && size_of(array) > 0) {
-    throw_value_error(name + " has dtype " + text_of(array.attr("dtype")) + "; token ids and labels must be integers");
+    throw_value_error(name + " has dtype " + str_text(array.attr("dtype")) + "; token ids and labels must be integers");
   }
   if (kind == "u" && size_of(array) > 0 && beyond_int64(array.attr("reshape")(-1))) {
-    throw_value_error(name + " holds " + text_of(nb::int_(array.attr("max")())) + ", beyond the int64 range");
+    throw_value_error(name + " holds " + str_text(nb::int_(array.attr("max")())) + ", beyond the int64 range");
   }
   return array.attr("astype")("int64", "copy"_a = false);
 }
@@ -175,7 +174,7 @@ nb::object token_samples(nb::handle token_ids, const std::string& name, nb::hand
   if (PyObject_IsInstance(token_ids.ptr(), ragged_type.ptr()) == 1) {
     nb::object values = id_array(token_ids.attr("values"), name + ".values");
     if (nb::cast<int>(values.attr("ndim")) != 1) {
-      throw_value_error(name + ".values must be one-dimensional, got shape " + text_of(values.attr("shape")));
+      throw_value_error(name + ".values must be one-dimensional, got shape " + str_text(values.attr("shape")));
     }
     return nb::make_tuple(values, as_int64_array(token_ids.attr("offsets"), name + ".offsets", false));
   }

@@ -12,6 +12,7 @@
 
 #include "bindings/arrays.h"
 #include "bindings/checks.h"
+#include "bindings/field_schema.h"
 #include "bindings/submodules.h"
 
 namespace nb = nanobind;
@@ -137,38 +138,6 @@ nb::list dict_list(nb::handle values, size_t n, const std::string& name, bool co
   return out;
 }
 
-// A value that shares nothing mutable: immutable ones as they are.
-nb::object deep_copy(nb::handle value) {
-  PyObject* p = value.ptr();
-  if (p == Py_None || PyBool_Check(p) || PyLong_CheckExact(p) || PyFloat_CheckExact(p) || PyUnicode_CheckExact(p)) {
-    return nb::borrow(value);
-  }
-  static nb::object deepcopy = nb::module_::import_("copy").attr("deepcopy");
-  return deepcopy(value);
-}
-
-// A copy that shares nothing mutable (dtypes are kept); with `at`, the
-// per_sample_shapes of those samples only.
-nb::dict copy_schema(nb::handle schema, nb::handle at) {
-  nb::dict out;
-  for (nb::handle name : schema) {
-    nb::object entry = schema[name];
-    nb::dict copied;
-    for (nb::handle key : entry) {
-      const bool dtype = PyUnicode_Check(key.ptr()) && nb::cast<std::string>(key) == "dtype";
-      copied[key] = dtype ? nb::object(entry[key]) : deep_copy(entry[key]);
-    }
-    if (!at.is_none() && copied.contains("per_sample_shapes") && !nb::object(copied["per_sample_shapes"]).is_none()) {
-      nb::object shapes = copied["per_sample_shapes"];
-      nb::list picked;
-      for (nb::handle i : at) picked.append(shapes[i]);
-      copied["per_sample_shapes"] = picked;
-    }
-    out[name] = copied;
-  }
-  return out;
-}
-
 nb::dict checked_schema(nb::handle field_schema, size_t n) {
   if (field_schema.is_none()) return {};
   if (!is_mapping(field_schema)) {
@@ -198,8 +167,6 @@ void bind_batch_meta_arguments(nb::module_ m) {
   m.def("dict_list", &dict_list, nb::arg("values").none(), nb::arg("n"), nb::arg("name"),
         nb::arg("copy_entries") = true, nb::arg("empty_is_none") = true,
         "One dict per sample (empty ones for None, and for [] unless not empty_is_none).");
-  m.def("copy_schema", &copy_schema, nb::arg("schema"), nb::arg("at").none() = nb::none(),
-        "A copy that shares nothing mutable (dtypes are kept); with `at`, the per_sample_shapes of those samples.");
   m.def("checked_schema", &checked_schema, nb::arg("field_schema").none(), nb::arg("n"),
         "field_schema checked against n samples, as a copy.");
 }

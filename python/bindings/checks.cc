@@ -130,7 +130,7 @@ nb::object check_int64_list(nb::handle values, const std::string& parameter) {
 
 nb::object check_choice(nb::handle value, const std::string& parameter, nb::tuple choices) {
   if (!PyUnicode_Check(value.ptr()) || PySequence_Contains(choices.ptr(), value.ptr()) != 1) {
-    throw_value_error(parameter + " must be one of " + nb::str(choices).c_str() + ", got " + short_repr(value));
+    throw_value_error(parameter + " must be one of " + str_text(choices) + ", got " + short_repr(value));
   }
   return nb::borrow(value);
 }
@@ -206,6 +206,12 @@ PyObject* argument_type_error() { return argument_type_error_type; }
 
 std::string type_name_of(nb::handle value) { return nb::cast<std::string>(value.type().attr("__name__")); }
 
+std::string str_text(nb::handle value) {
+  nb::object text = nb::steal(PyObject_Str(value.ptr()));
+  if (!text.is_valid()) throw nb::python_error();
+  return nb::cast<std::string>(text);
+}
+
 std::string repr_text(nb::handle value) { return nb::repr(value).c_str(); }
 
 bool is_mapping(nb::handle value) {
@@ -270,12 +276,10 @@ int64_t check_count(nb::handle value, std::string_view parameter, int64_t minimu
   int overflow = 0;
   const long long number = PyLong_AsLongLongAndOverflow(integer.ptr(), &overflow);
   if (overflow < 0 || (overflow == 0 && number < minimum)) {
-    throw_value_error(std::string(parameter) + " must be >= " + std::to_string(minimum) + ", got " +
-                      nb::str(value).c_str());
+    throw_value_error(std::string(parameter) + " must be >= " + std::to_string(minimum) + ", got " + str_text(value));
   }
   if (overflow > 0 || number > maximum) {
-    throw_value_error(std::string(parameter) + " must be <= " + std::to_string(maximum) + ", got " +
-                      nb::str(value).c_str());
+    throw_value_error(std::string(parameter) + " must be <= " + std::to_string(maximum) + ", got " + str_text(value));
   }
   return number;
 }

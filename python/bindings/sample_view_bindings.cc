@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "bindings/checks.h"
 #include "bindings/submodules.h"
 
 namespace nb = nanobind;
@@ -35,11 +36,10 @@ struct SampleView {
   }
 
   std::string repr() const {
-    return "_SampleView(global_index=" + std::string(nb::str(column("global_indexes")).c_str()) +
-           ", partition_id=" + nb::repr(column("partition_ids")).c_str() +
-           ", production_status=" + nb::str(nb::int_(column("production_status"))).c_str() +
-           ", fields=" + nb::str(nb::steal(PySequence_List(nb::object(batch.attr("field_schema")).ptr()))).c_str() +
-           ")";
+    return "_SampleView(global_index=" + str_text(column("global_indexes")) +
+           ", partition_id=" + repr_text(column("partition_ids")) +
+           ", production_status=" + str_text(nb::int_(column("production_status"))) +
+           ", fields=" + str_text(nb::steal(PySequence_List(nb::object(batch.attr("field_schema")).ptr()))) + ")";
   }
 };
 
@@ -58,8 +58,7 @@ struct SampleViewList {
     const long long at = integer ? PyLong_AsLongLongAndOverflow(nb::int_(index).ptr(), &overflow) : 0;
     if (!integer || overflow != 0 || at < -n || at >= n) {
       throw nb::index_error(
-          ("sample index " + std::string(nb::repr(index).c_str()) + " out of range for a batch of " + std::to_string(n))
-              .c_str());
+          ("sample index " + repr_text(index) + " out of range for a batch of " + std::to_string(n)).c_str());
     }
     return {batch, static_cast<Py_ssize_t>(at < 0 ? at + n : at)};
   }

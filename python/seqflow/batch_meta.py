@@ -26,8 +26,6 @@ import numpy as np
 
 from seqflow import _seqflow
 from seqflow._checks import bounds, check_names, positions
-from seqflow._extra_info import merged_extra_info
-from seqflow._field_schema import common_shape, dtype_name, schema_of
 from seqflow.kv_batch_meta import KVBatchMeta
 
 __all__ = ["BatchMeta", "KVBatchMeta", "chunk_sizes"]
@@ -36,7 +34,8 @@ logger = logging.getLogger(__name__)
 chunk_sizes = _seqflow.chunk_sizes
 _Native = _seqflow.BatchMeta
 _arguments = _seqflow.batch_meta_arguments
-_copy_schema, _dict_list = _arguments.copy_schema, _arguments.dict_list
+_dict_list = _arguments.dict_list
+_copy_schema, _concat_schema = _seqflow.field_schema.copy_schema, _seqflow.field_schema.concat_schema
 
 
 def _checked_status(production_status, n: int, schema: dict) -> tuple[np.ndarray, Optional[np.ndarray]]:
@@ -110,7 +109,7 @@ class BatchMeta(_Native):
         """The C++ batch with the engine's view of field_schema (dtype names)
         and the per-field bits; with custom_meta, also the decoded one."""
         names = self.field_names
-        schema = {name: dict(self.field_schema[name], dtype=dtype_name(self.field_schema[name].get("dtype")))
+        schema = {name: dict(self.field_schema[name], dtype=_seqflow.field_schema.dtype_name(self.field_schema[name].get("dtype")))
                   for name in names}
         return self._with_fields(schema, self._field_produced(names), self._custom_meta if custom_meta else None)
 
@@ -310,7 +309,7 @@ class BatchMeta(_Native):
         backend = any(p._backend_meta is not None for p in parts)
         return cls._of(native, _concat_schema(parts),
                        np.concatenate([np.asarray(p.production_status, dtype=np.int8).reshape(-1) for p in parts]),
-                       merged_extra_info([p.extra_info for p in parts], "BatchMeta"),
+                       _seqflow.merged_extra_info([p.extra_info for p in parts], "BatchMeta"),
                        [copy.deepcopy(m) for p in parts for m in p.custom_meta] if decoded else None,
                        [copy.deepcopy(m) for p in parts for m in p._custom_backend_meta] if backend else None)
 
@@ -338,7 +337,7 @@ class BatchMeta(_Native):
         """Adds the fields of a TensorDict (or dict of fields) with one row per
         sample to field_schema, in place; with set_all_ready every sample
         becomes produced. Returns self."""
-        rows, schema = schema_of(tensor_dict)
+        rows, schema = _seqflow.field_schema.schema_of(tensor_dict)
         if rows == 0:
             logger.warning("add_fields: the input holds no samples; nothing added")
             return self
@@ -378,22 +377,3 @@ class BatchMeta(_Native):
         return (f"BatchMeta(size={self.size}, global_indexes={shown}{more}, field_names={self.field_names}, "
                 f"is_ready={self.is_ready})")
 
-
-def _concat_schema(parts: list[BatchMeta]) -> dict:
-    """The first part's schema; a field nested in any part is nested, and
-    per_sample_shapes are joined when any part has them."""
-    out = {}
-    for name, entry in parts[0].field_schema.items():
-        entries = [p.field_schema.get(name, {}) for p in parts]
-        merged = _copy_schema({name: entry})[name]
-        merged["is_nested"] = nested = any(e.get("is_nested", False) for e in entries)
-        shapes = [e.get("shape") for e in entries]
-        if any(e.get("per_sample_shapes") is not None for e in entries):
-            shapes = merged["per_sample_shapes"] = [
-                s for e, p in zip(entries, parts)
-                for s in (e.get("per_sample_shapes") if e.get("per_sample_shapes") is not None
-                          else [e.get("shape")] * p.size)]
-        if nested:
-            merged["shape"] = common_shape(shapes) if all(isinstance(s, tuple) for s in shapes) else None
-        out[name] = merged
-    return out

@@ -9,7 +9,6 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from seqflow import _seqflow
 from seqflow._checks import bounds, check_names, check_optional_name, positions
-from seqflow._extra_info import merged_extra_info
 
 chunk_sizes = _seqflow.chunk_sizes
 
@@ -124,4 +123,4 @@ class KVBatchMeta:
                                  f"chunk[{i}] {part.partition_id!r}")
         return cls(keys=[k for p in parts for k in p.keys], tags=[t for p in parts for t in p.tags],
                    partition_id=partition_id, fields=fields,
-                   extra_info=merged_extra_info([p.extra_info or {} for p in parts], "KVBatchMeta"))
+                   extra_info=_seqflow.merged_extra_info([p.extra_info or {} for p in parts], "KVBatchMeta"))

@@ -24,8 +24,9 @@ namespace seqflow::bindings {
 // The exception type seqflow._checks.ArgumentTypeError.
 PyObject* argument_type_error();
 
-// type(value).__name__, repr(value), isinstance(value, collections.abc.Mapping).
+// type(value).__name__, str(value), repr(value), isinstance(value, collections.abc.Mapping).
 std::string type_name_of(nanobind::handle value);
+std::string str_text(nanobind::handle value);
 std::string repr_text(nanobind::handle value);
 bool is_mapping(nanobind::handle value);
 
