@@ -135,18 +135,6 @@ nb::object check_choice(nb::handle value, const std::string& parameter, nb::tupl
   return nb::borrow(value);
 }
 
-nb::object check_tag(nb::handle value, const std::string& parameter) {
-  if (value.is_none()) return nb::none();
-  check_instance(value, parameter, reinterpret_cast<PyObject*>(&PyDict_Type), "a dict or None");
-  for (nb::handle key : value) check_name(key, parameter + " key");
-  return nb::borrow(value);
-}
-
-nb::list check_list(nb::handle value, const std::string& parameter, const std::string& description) {
-  if (!PyList_Check(value.ptr()) && !PyTuple_Check(value.ptr())) throw_wrong_type(value, parameter, description);
-  return nb::steal<nb::list>(PySequence_List(value.ptr()));
-}
-
 [[noreturn]] void throw_not_positions(nb::handle values, const std::string& parameter) {
   throw_value_error(parameter + " must be a list of integer positions, got " + repr_text(values));
 }
@@ -201,6 +189,18 @@ nb::list bounds(nb::handle sizes) {
 }
 
 }  // namespace
+
+nb::object check_tag(nb::handle value, const std::string& parameter) {
+  if (value.is_none()) return nb::none();
+  check_instance(value, parameter, reinterpret_cast<PyObject*>(&PyDict_Type), "a dict or None");
+  for (nb::handle key : value) check_name(key, parameter + " key");
+  return nb::borrow(value);
+}
+
+nb::list check_list(nb::handle value, const std::string& parameter, const std::string& description) {
+  if (!PyList_Check(value.ptr()) && !PyTuple_Check(value.ptr())) throw_wrong_type(value, parameter, description);
+  return nb::steal<nb::list>(PySequence_List(value.ptr()));
+}
 
 PyObject* argument_type_error() { return argument_type_error_type; }
 

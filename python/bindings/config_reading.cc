@@ -22,9 +22,6 @@ namespace seqflow::bindings {
 
 namespace {
 
-// The C++ client's bound: beyond a second, sleeping is cheaper.
-constexpr int64_t kMaxBusyPollUs = 1'000'000;
-
 enum class Check { kAddress, kAnything, kMapping, kBool, kSeconds, kCount, kPath, kBusyPoll };
 
 struct Setting {

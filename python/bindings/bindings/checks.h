@@ -21,6 +21,9 @@
 
 namespace seqflow::bindings {
 
+// The C++ client's bound of busy_poll_us: beyond a second, sleeping is cheaper.
+inline constexpr int64_t kMaxBusyPollUs = 1'000'000;
+
 // The exception type seqflow._checks.ArgumentTypeError.
 PyObject* argument_type_error();
 
@@ -45,6 +48,10 @@ bool check_bool(nanobind::handle value, std::string_view parameter);
 int64_t check_count(nanobind::handle value, std::string_view parameter, int64_t minimum = 0,
                     int64_t maximum = std::numeric_limits<int64_t>::max());
 double check_seconds(nanobind::handle value, std::string_view parameter, bool allow_zero = false);
+// None or a dict whose keys are names (a tag, one custom_meta entry).
+nanobind::object check_tag(nanobind::handle value, const std::string& parameter);
+// A list or tuple (not a str or a dict, whose items would be read as entries), as a list.
+nanobind::list check_list(nanobind::handle value, const std::string& parameter, const std::string& description);
 nanobind::object check_instance(nanobind::handle value, std::string_view parameter, nanobind::handle kind,
                                 std::string_view description);
 

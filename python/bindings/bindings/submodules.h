@@ -12,11 +12,13 @@ void bind_balance(nanobind::module_ m);
 void bind_checks(nanobind::module_ m);
 void bind_pack(nanobind::module_ m);
 void bind_client(nanobind::module_ m);
+void bind_client_arguments(nanobind::module_ m);
 void bind_config_reading(nanobind::module_ m);
 void bind_extra_info(nanobind::module_ m);
 void bind_field_schema(nanobind::module_ m);
 void bind_limits(nanobind::module_ m);
 void bind_sample_views(nanobind::module_ m);
+void bind_sampler_caches(nanobind::module_ m);
 void bind_services(nanobind::module_ m);
 
 }  // namespace seqflow::bindings
