@@ -16,6 +16,7 @@ void bind_client_arguments(nanobind::module_ m);
 void bind_config_reading(nanobind::module_ m);
 void bind_extra_info(nanobind::module_ m);
 void bind_field_schema(nanobind::module_ m);
+void bind_kv_batch_meta_arguments(nanobind::module_ m);
 void bind_limits(nanobind::module_ m);
 void bind_sample_views(nanobind::module_ m);
 void bind_sampler_caches(nanobind::module_ m);
