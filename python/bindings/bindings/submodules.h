@@ -21,5 +21,6 @@ void bind_limits(nanobind::module_ m);
 void bind_sample_views(nanobind::module_ m);
 void bind_sampler_caches(nanobind::module_ m);
 void bind_services(nanobind::module_ m);
+void bind_streaming_arguments(nanobind::module_ m);
 
 }  // namespace seqflow::bindings
