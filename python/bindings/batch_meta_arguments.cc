@@ -4,6 +4,7 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -16,6 +17,7 @@
 #include "bindings/submodules.h"
 
 namespace nb = nanobind;
+using namespace nb::literals;
 
 namespace seqflow::bindings {
 
@@ -158,17 +160,78 @@ nb::dict checked_schema(nb::handle field_schema, size_t n) {
   return copy_schema(field_schema, nb::none());
 }
 
+// (one int8 per sample, samples x sorted fields bools or None). A samples x
+// fields matrix in field_schema order gives both.
+nb::tuple checked_status(nb::handle production_status, size_t n, nb::handle schema) {
+  nb::module_ numpy = nb::module_::import_("numpy");
+  if (production_status.is_none()) return nb::make_tuple(numpy.attr("zeros")(n, "dtype"_a = "int8"), nb::none());
+  nb::object status = numpy.attr("array")(production_status, "copy"_a = true);
+  const int ndim = nb::cast<int>(status.attr("ndim"));
+  nb::list names = nb::steal<nb::list>(PySequence_List(schema.ptr()));
+  if (ndim == 2 && status.attr("shape").equal(nb::make_tuple(n, names.size()))) {
+    nb::object matrix = status.attr("astype")("bool");
+    nb::object ready = names.size() ? nb::object(matrix.attr("all")("axis"_a = 1)) : numpy.attr("zeros")(n, "bool");
+    std::vector<std::pair<std::string, size_t>> order;
+    for (size_t j = 0; j < names.size(); ++j) order.emplace_back(nb::cast<std::string>(names[j]), j);
+    std::sort(order.begin(), order.end());
+    nb::list columns;
+    for (const auto& [name, j] : order) columns.append(j);
+    nb::object sorted = matrix[nb::make_tuple(nb::slice(nb::none(), nb::none(), nb::none()), columns)];
+    return nb::make_tuple(ready.attr("astype")("int8"), numpy.attr("ascontiguousarray")(sorted));
+  }
+  if (ndim != 1 || nb::len(status) != n) {
+    const std::string length = ndim ? std::to_string(nb::len(status)) : "n/a";
+    throw nb::value_error(("production_status length " + length + " != batch_size " + std::to_string(n) +
+                           " (give one value per sample, or a samples x fields matrix)")
+                              .c_str());
+  }
+  return nb::make_tuple(status.attr("astype")("int8"), nb::none());
+}
+
+// BatchMeta(...)'s arguments checked and copied: (indexes, partition_ids,
+// generations, field_schema, production_status, the per-field matrix or None,
+// extra_info, custom_meta, _custom_backend_meta or None).
+nb::tuple constructor_parts(nb::handle global_indexes, nb::handle partition_ids, nb::handle field_schema,
+                            nb::handle production_status, nb::handle extra_info, nb::handle custom_meta,
+                            nb::handle backend_meta, nb::handle generations) {
+  Int64Array indexes = index_array(global_indexes);
+  const size_t n = indexes.shape(0);
+  if (PyUnicode_Check(partition_ids.ptr())) {
+    throw_type_error("partition_ids must be a list with one partition id per sample, got " + repr_text(partition_ids));
+  }
+  nb::list partitions = check_names(partition_ids, "partition_ids");
+  if (partitions.size() != n) {
+    throw nb::value_error(("Length mismatch: global_indexes has " + std::to_string(n) + ", partition_ids has " +
+                           std::to_string(partitions.size()))
+                              .c_str());
+  }
+  nb::object generation_column = nb::cast(generation_array(generations, n));
+  nb::dict schema = checked_schema(field_schema, n);
+  nb::tuple status = checked_status(production_status, n, schema);
+  if (!extra_info.is_none() && !is_mapping(extra_info)) {
+    throw_type_error("extra_info must be a dict, got " + type_name_of(extra_info));
+  }
+  nb::dict info =
+      extra_info.is_none()
+          ? nb::dict()
+          : nb::steal<nb::dict>(PyObject_CallOneArg(reinterpret_cast<PyObject*>(&PyDict_Type), extra_info.ptr()));
+  nb::object backend = PyObject_IsTrue(backend_meta.ptr()) == 1
+                           ? nb::object(dict_list(backend_meta, n, "_custom_backend_meta", true, true))
+                           : nb::none();
+  nb::list custom = dict_list(custom_meta, n, "custom_meta", true, true);
+  return nb::make_tuple(indexes, partitions, generation_column, schema, status[0], status[1], info, custom, backend);
+}
+
 }  // namespace
 
 void bind_batch_meta_arguments(nb::module_ m) {
-  m.def("index_array", &index_array, nb::arg("values").none(), "global_indexes as an int64 array.");
-  m.def("generation_array", &generation_array, nb::arg("values").none(), nb::arg("n"),
-        "generations as a uint64 array (one per sample), or None.");
+  m.def("constructor_parts", &constructor_parts, nb::arg("global_indexes").none(), nb::arg("partition_ids").none(),
+        nb::arg("field_schema").none(), nb::arg("production_status").none(), nb::arg("extra_info").none(),
+        nb::arg("custom_meta").none(), nb::arg("custom_backend_meta").none(), nb::arg("generations").none(),
+        "BatchMeta(...)'s arguments checked and copied.");
   m.def("dict_list", &dict_list, nb::arg("values").none(), nb::arg("n"), nb::arg("name"),
         nb::arg("copy_entries") = true, nb::arg("empty_is_none") = true,
         "One dict per sample (empty ones for None, and for [] unless not empty_is_none).");
-  m.def("checked_schema", &checked_schema, nb::arg("field_schema").none(), nb::arg("n"),
-        "field_schema checked against n samples, as a copy.");
 }
 
 }  // namespace seqflow::bindings

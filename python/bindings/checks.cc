@@ -81,28 +81,6 @@ nb::object check_optional_name(nb::handle value, const std::string& parameter) {
   return value.is_none() ? nb::none() : check_name(value, parameter);
 }
 
-nb::list check_names(nb::handle values, const std::string& parameter) {
-  nb::list names;
-  if (PyUnicode_Check(values.ptr())) {
-    names.append(check_name(values, parameter));
-    return names;
-  }
-  if (PyBytes_Check(values.ptr()) || PyByteArray_Check(values.ptr()) || !has_iter(values)) {
-    throw_wrong_type(values, parameter, "a str or a list of str");
-  }
-  names = nb::steal<nb::list>(PySequence_List(values.ptr()));
-  const size_t count = names.size();
-  for (size_t i = 0; i < count; ++i) {
-    PyObject* name = PyList_GET_ITEM(names.ptr(), static_cast<Py_ssize_t>(i));
-    // The usual ASCII name of a usual length is fine as it is (kv_batch_put of 100k keys).
-    const bool plain = PyUnicode_Check(name) && PyUnicode_IS_ASCII(name) && PyUnicode_GET_LENGTH(name) > 0 &&
-                       PyUnicode_GET_LENGTH(name) <= static_cast<Py_ssize_t>(kMaxNameBytes) &&
-                       PyUnicode_FindChar(name, 0, 0, PyUnicode_GET_LENGTH(name), 1) < 0;
-    if (!plain) check_name(name, parameter + "[" + std::to_string(i) + "]");
-  }
-  return names;
-}
-
 std::optional<bool> check_optional_bool(nb::handle value, const std::string& parameter) {
   if (value.is_none()) return std::nullopt;
   return check_bool(value, parameter);
@@ -189,6 +167,28 @@ nb::list bounds(nb::handle sizes) {
 }
 
 }  // namespace
+
+nb::list check_names(nb::handle values, const std::string& parameter) {
+  nb::list names;
+  if (PyUnicode_Check(values.ptr())) {
+    names.append(check_name(values, parameter));
+    return names;
+  }
+  if (PyBytes_Check(values.ptr()) || PyByteArray_Check(values.ptr()) || !has_iter(values)) {
+    throw_wrong_type(values, parameter, "a str or a list of str");
+  }
+  names = nb::steal<nb::list>(PySequence_List(values.ptr()));
+  const size_t count = names.size();
+  for (size_t i = 0; i < count; ++i) {
+    PyObject* name = PyList_GET_ITEM(names.ptr(), static_cast<Py_ssize_t>(i));
+    // The usual ASCII name of a usual length is fine as it is (kv_batch_put of 100k keys).
+    const bool plain = PyUnicode_Check(name) && PyUnicode_IS_ASCII(name) && PyUnicode_GET_LENGTH(name) > 0 &&
+                       PyUnicode_GET_LENGTH(name) <= static_cast<Py_ssize_t>(kMaxNameBytes) &&
+                       PyUnicode_FindChar(name, 0, 0, PyUnicode_GET_LENGTH(name), 1) < 0;
+    if (!plain) check_name(name, parameter + "[" + std::to_string(i) + "]");
+  }
+  return names;
+}
 
 nb::object check_tag(nb::handle value, const std::string& parameter) {
   if (value.is_none()) return nb::none();

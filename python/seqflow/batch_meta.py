@@ -25,7 +25,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 import numpy as np
 
 from seqflow import _seqflow
-from seqflow._checks import bounds, check_names, positions
+from seqflow._checks import bounds, positions
 from seqflow.kv_batch_meta import KVBatchMeta
 
 __all__ = ["BatchMeta", "KVBatchMeta", "chunk_sizes"]
@@ -36,23 +36,7 @@ _Native = _seqflow.BatchMeta
 _arguments = _seqflow.batch_meta_arguments
 _dict_list = _arguments.dict_list
 _copy_schema, _concat_schema = _seqflow.field_schema.copy_schema, _seqflow.field_schema.concat_schema
-
-
-def _checked_status(production_status, n: int, schema: dict) -> tuple[np.ndarray, Optional[np.ndarray]]:
-    """(one int8 per sample, samples x sorted fields bools or None). A samples
-    x fields matrix in field_schema order gives both."""
-    if production_status is None:
-        return np.zeros(n, dtype=np.int8), None
-    status = np.array(production_status, copy=True)
-    if status.ndim == 2 and status.shape == (n, len(schema)):
-        matrix = status.astype(bool)
-        ready = (matrix.all(axis=1) & (matrix.shape[1] > 0)).astype(np.int8)
-        order = sorted(range(len(schema)), key=list(schema).__getitem__)
-        return ready, np.ascontiguousarray(matrix[:, order])
-    if status.ndim != 1 or len(status) != n:
-        raise ValueError(f"production_status length {len(status) if status.ndim else 'n/a'} != batch_size {n} "
-                         f"(give one value per sample, or a samples x fields matrix)")
-    return status.astype(np.int8), None
+_dtype_name = _seqflow.field_schema.dtype_name
 
 
 class BatchMeta(_Native):
@@ -67,21 +51,11 @@ class BatchMeta(_Native):
                  extra_info: Optional[Mapping[str, Any]] = None, custom_meta: Optional[Sequence[dict]] = None,
                  _custom_backend_meta: Optional[Sequence[dict]] = None,
                  generations: Optional[Iterable[int]] = None) -> None:
-        indexes = _arguments.index_array(global_indexes)
-        n = len(indexes)
-        if isinstance(partition_ids, str):
-            raise TypeError(f"partition_ids must be a list with one partition id per sample, got {partition_ids!r}")
-        partition_ids = check_names(partition_ids, "partition_ids")
-        if len(partition_ids) != n:
-            raise ValueError(f"Length mismatch: global_indexes has {n}, partition_ids has {len(partition_ids)}")
-        generations = _arguments.generation_array(generations, n)
-        schema = _arguments.checked_schema(field_schema, n)
-        status, matrix = _checked_status(production_status, n, schema)
-        if extra_info is not None and not isinstance(extra_info, Mapping):
-            raise TypeError(f"extra_info must be a dict, got {type(extra_info).__name__}")
-        backend = _dict_list(_custom_backend_meta, n, "_custom_backend_meta") if _custom_backend_meta else None
+        (indexes, partition_ids, generations, schema, status, matrix, extra_info, custom_meta,
+         backend) = _arguments.constructor_parts(global_indexes, partition_ids, field_schema, production_status,
+                                                 extra_info, custom_meta, _custom_backend_meta, generations)
         _Native.__init__(self, indexes, partition_ids, generations, sorted(schema), matrix, None)
-        self._set(schema, status, dict(extra_info or {}), _dict_list(custom_meta, n, "custom_meta"), backend)
+        self._set(schema, status, extra_info, custom_meta, backend)
 
     def _set(self, schema, status, extra_info, custom_meta, backend_meta) -> "BatchMeta":
         self.field_schema, self.production_status, self.extra_info = schema, status, extra_info
@@ -109,7 +83,7 @@ class BatchMeta(_Native):
         """The C++ batch with the engine's view of field_schema (dtype names)
         and the per-field bits; with custom_meta, also the decoded one."""
         names = self.field_names
-        schema = {name: dict(self.field_schema[name], dtype=_seqflow.field_schema.dtype_name(self.field_schema[name].get("dtype")))
+        schema = {name: dict(self.field_schema[name], dtype=_dtype_name(self.field_schema[name].get("dtype")))
                   for name in names}
         return self._with_fields(schema, self._field_produced(names), self._custom_meta if custom_meta else None)
 

@@ -43,6 +43,8 @@ std::string short_repr(nanobind::handle value);
 [[noreturn]] void throw_wrong_type(nanobind::handle value, std::string_view parameter, std::string_view description);
 
 nanobind::object check_name(nanobind::handle value, std::string_view parameter);
+// One name (a str) or an iterable of names, as a list; each checked, named by its position.
+nanobind::list check_names(nanobind::handle values, const std::string& parameter);
 nanobind::object check_path(nanobind::handle value, std::string_view parameter);
 bool check_bool(nanobind::handle value, std::string_view parameter);
 int64_t check_count(nanobind::handle value, std::string_view parameter, int64_t minimum = 0,
