@@ -19,10 +19,30 @@ namespace seqflow::bindings {
 
 namespace {
 
-using DoubleView = nb::ndarray<const double, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
-using UInt64View = nb::ndarray<const uint64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+nb::object numpy(const char* name) { return nb::module_::import_("numpy").attr(name); }
 
-nb::module_ numpy() { return nb::module_::import_("numpy"); }
+nb::object contiguous(nb::handle array, const char* dtype) {
+  static nb::handle ascontiguousarray = python_attribute("numpy", "ascontiguousarray");
+  return ascontiguousarray(array, dtype);
+}
+
+// The items of a C-contiguous array (of T) through the buffer protocol.
+template <typename T>
+class Items {
+ public:
+  explicit Items(nb::handle array) {
+    if (PyObject_GetBuffer(array.ptr(), &view_, PyBUF_C_CONTIGUOUS) != 0) throw nb::python_error();
+  }
+  ~Items() { PyBuffer_Release(&view_); }
+  Items(const Items&) = delete;
+  Items& operator=(const Items&) = delete;
+  size_t size() const { return static_cast<size_t>(view_.len) / sizeof(T); }
+  T operator[](size_t i) const { return data()[i]; }
+  const T* data() const { return static_cast<const T*>(view_.buf); }
+
+ private:
+  Py_buffer view_;
+};
 
 [[noreturn]] void throw_value_error(const std::string& message) { throw nb::value_error(message.c_str()); }
 
@@ -52,15 +72,16 @@ std::optional<Int64Array> exact_int64(nb::handle sequence) {
 
 // `values` as a numpy array; a CPU torch tensor (any DLPack producer) without a copy.
 nb::object to_array(nb::handle values, const std::string& name, const char* expected) {
-  if (PyObject_IsInstance(values.ptr(), nb::object(numpy().attr("ndarray")).ptr()) == 1) return nb::borrow(values);
+  static nb::handle ndarray = python_attribute("numpy", "ndarray");
+  if (PyObject_IsInstance(values.ptr(), ndarray.ptr()) == 1) return nb::borrow(values);
   if (nb::hasattr(values, "__dlpack__") && nb::hasattr(values, "device")) {
     if (str_text(values.attr("device")) != "cpu") {
       throw_value_error(name + " must live on the CPU, got a tensor on " + str_text(values.attr("device")));
     }
-    return numpy().attr("from_dlpack")(nb::hasattr(values, "detach") ? values.attr("detach")() : nb::borrow(values));
+    return numpy("from_dlpack")(nb::hasattr(values, "detach") ? values.attr("detach")() : nb::borrow(values));
   }
   try {
-    return numpy().attr("asarray")(values);
+    return numpy("asarray")(values);
   } catch (nb::python_error& error) {
     if (!error.matches(PyExc_TypeError) && !error.matches(PyExc_ValueError)) throw;
     throw_value_error(name + " must be " + expected + ": " + str_text(error.value()));
@@ -69,11 +90,11 @@ nb::object to_array(nb::handle values, const std::string& name, const char* expe
 
 // Refuses floats that are not whole (NaN, inf, 1.5) and those beyond int64.
 void check_whole(nb::handle array, const std::string& name) {
-  nb::object doubles = numpy().attr("ascontiguousarray")(array, "float64");
-  const DoubleView view = nb::cast<DoubleView>(doubles);
+  nb::object doubles = contiguous(array, "float64");
+  const Items<double> view(doubles);
   double largest = 0;
-  for (size_t i = 0; i < view.shape(0); ++i) {
-    const double value = view(i);
+  for (size_t i = 0; i < view.size(); ++i) {
+    const double value = view[i];
     if (!std::isfinite(value) || std::floor(value) != value) {
       throw_value_error(name + "[" + std::to_string(i) + "] = " + repr_text(nb::float_(value)) + " is not an integer");
     }
@@ -83,12 +104,13 @@ void check_whole(nb::handle array, const std::string& name) {
 }
 
 bool beyond_int64(nb::handle unsigned_array) {
-  nb::object values = numpy().attr("ascontiguousarray")(unsigned_array, "uint64");
-  const UInt64View view = nb::cast<UInt64View>(values);
-  for (size_t i = 0; i < view.shape(0); ++i) {
-    if (view(i) > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return true;
+  nb::object values = contiguous(unsigned_array, "uint64");
+  const Items<uint64_t> view(values);
+  bool beyond = false;
+  for (size_t i = 0; i < view.size(); ++i) {
+    beyond |= view[i] > static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
   }
-  return false;
+  return beyond;
 }
 
 void check_objects(nb::handle array, const std::string& name) {
@@ -126,13 +148,17 @@ nb::object as_int64_array(nb::handle values, const std::string& name, bool allow
   } else if (kind != "i") {
     throw_value_error(name + " must hold integers, got dtype " + str_text(array.attr("dtype")));
   }
-  nb::object result = numpy().attr("ascontiguousarray")(array, "int64");
+  nb::object result = contiguous(array, "int64");
   if (!allow_negative) {
-    const Int64Input view = nb::cast<Int64Input>(result);
-    size_t lowest = 0;
-    for (size_t i = 1; i < view.shape(0); ++i) lowest = view(i) < view(lowest) ? i : lowest;
-    if (view.shape(0) > 0 && view(lowest) < 0) {
-      throw_value_error(name + "[" + std::to_string(lowest) + "] = " + std::to_string(view(lowest)) + " is negative; " +
+    const Items<int64_t> view(result);
+    // The OR of all values is negative when one is: one branch-free pass.
+    int64_t any = 0;
+    const int64_t* values = view.data();
+    for (size_t i = 0; i < view.size(); ++i) any |= values[i];
+    if (any < 0) {  // named at the first smallest value, as numpy's argmin finds it
+      size_t lowest = 0;
+      for (size_t i = 1; i < view.size(); ++i) lowest = view[i] < view[lowest] ? i : lowest;
+      throw_value_error(name + "[" + std::to_string(lowest) + "] = " + std::to_string(view[lowest]) + " is negative; " +
                         name + " must be >= 0");
     }
   }
@@ -153,7 +179,7 @@ nb::object id_array(nb::handle values, const std::string& name) {
   }
   nb::object array;
   try {
-    array = numpy().attr("asarray")(source);
+    array = numpy("asarray")(source);
   } catch (nb::python_error& error) {
     if (!error.matches(PyExc_TypeError) && !error.matches(PyExc_ValueError)) throw;
     throw_value_error(name + " must be an array of integer token ids: " + str_text(error.value()));

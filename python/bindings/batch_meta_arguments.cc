@@ -25,14 +25,20 @@ namespace {
 
 using UInt64Array = nb::ndarray<nb::numpy, uint64_t, nb::ndim<1>>;
 
-bool is_instance(nb::handle value, const char* module, const char* type) {
-  const int is = PyObject_IsInstance(value.ptr(), nb::module_::import_(module).attr(type).ptr());
+bool is_instance(nb::handle value, nb::handle type) {
+  const int is = PyObject_IsInstance(value.ptr(), type.ptr());
   if (is < 0) throw nb::python_error();
   return is == 1;
 }
 
-bool is_iterable(nb::handle value) { return is_instance(value, "collections.abc", "Iterable"); }
-bool is_integer(nb::handle value) { return !PyBool_Check(value.ptr()) && is_instance(value, "numbers", "Integral"); }
+bool is_iterable(nb::handle value) {
+  static nb::handle iterable = python_attribute("collections.abc", "Iterable");
+  return is_instance(value, iterable);
+}
+bool is_integer(nb::handle value) {
+  static nb::handle integral = python_attribute("numbers", "Integral");
+  return PyLong_CheckExact(value.ptr()) || (!PyBool_Check(value.ptr()) && is_instance(value, integral));
+}
 bool is_text(nb::handle value) { return PyUnicode_Check(value.ptr()) || PyBytes_Check(value.ptr()); }
 
 [[noreturn]] void throw_type_error(const std::string& message) { throw nb::type_error(message.c_str()); }

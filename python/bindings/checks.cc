@@ -98,11 +98,17 @@ nb::object check_int64_list(nb::handle values, const std::string& parameter) {
   }
   if (is_ndarray(values) && nb::cast<int>(values.attr("ndim")) == 1 &&
       nb::cast<std::string>(values.attr("dtype").attr("kind")) == "i") {
-    return nb::module_::import_("numpy").attr("ascontiguousarray")(values, "int64");
+    static nb::handle ascontiguousarray = python_attribute("numpy", "ascontiguousarray");
+    return ascontiguousarray(values, "int64");
   }
   nb::list items = nb::steal<nb::list>(PySequence_List(values.ptr()));
   std::vector<int64_t> out(items.size());
-  for (size_t i = 0; i < out.size(); ++i) out[i] = check_int64(items[i], parameter + "[" + std::to_string(i) + "]");
+  for (size_t i = 0; i < out.size(); ++i) {
+    PyObject* item = PyList_GET_ITEM(items.ptr(), static_cast<Py_ssize_t>(i));
+    int overflow = 1;
+    if (PyLong_CheckExact(item)) out[i] = PyLong_AsLongLongAndOverflow(item, &overflow);
+    if (overflow != 0) out[i] = check_int64(item, parameter + "[" + std::to_string(i) + "]");
+  }
   return nb::cast(to_numpy(std::move(out)));
 }
 
@@ -133,21 +139,23 @@ nb::list positions(nb::handle values, int64_t size, const std::string& parameter
   }
   // numpy reads a list of bools only as bools (refused), a mix with integers as integers.
   size_t bools = 0;
-  for (nb::handle item : items) {
-    if (!is_integer(item) && !is_bool(item)) throw_not_positions(values, parameter);
-    bools += is_bool(item) ? 1 : 0;
+  bool inside = true;
+  for (size_t i = 0; i < items.size(); ++i) {
+    PyObject* item = PyList_GET_ITEM(items.ptr(), static_cast<Py_ssize_t>(i));
+    if (!PyLong_CheckExact(item)) {
+      if (!is_integer(item) && !is_bool(item)) throw_not_positions(values, parameter);
+      bools += is_bool(item) ? 1 : 0;
+      nb::object integer = nb::steal(PyNumber_Index(item));
+      if (!integer.is_valid()) throw nb::python_error();
+      PyList_SetItem(items.ptr(), static_cast<Py_ssize_t>(i), integer.release().ptr());
+      item = PyList_GET_ITEM(items.ptr(), static_cast<Py_ssize_t>(i));
+    }
+    int overflow = 0;
+    const long long at = PyLong_AsLongLongAndOverflow(item, &overflow);
+    inside = inside && overflow == 0 && at >= 0 && at < size;
   }
   if (bools > 0 && bools == items.size()) throw_not_positions(values, parameter);
-  nb::list out;
-  bool inside = true;
-  for (nb::handle item : items) {
-    nb::object integer = nb::steal(PyNumber_Index(item.ptr()));
-    if (!integer.is_valid()) throw nb::python_error();
-    int overflow = 0;
-    const long long at = PyLong_AsLongLongAndOverflow(integer.ptr(), &overflow);
-    inside = inside && overflow == 0 && at >= 0 && at < size;
-    out.append(integer);
-  }
+  nb::list& out = items;
   if (!inside) {
     throw_value_error(parameter + " must lie in [0, " + std::to_string(size) + "), got " + repr_text(out));
   }
@@ -214,8 +222,12 @@ std::string str_text(nb::handle value) {
 
 std::string repr_text(nb::handle value) { return nb::repr(value).c_str(); }
 
+nb::handle python_attribute(const char* module, const char* name) {
+  return nb::object(nb::module_::import_(module).attr(name)).release();
+}
+
 bool is_mapping(nb::handle value) {
-  static nb::object mapping = nb::module_::import_("collections.abc").attr("Mapping");
+  static nb::handle mapping = python_attribute("collections.abc", "Mapping");
   const int is = PyObject_IsInstance(value.ptr(), mapping.ptr());
   if (is < 0) throw nb::python_error();
   return is == 1;

@@ -17,9 +17,10 @@ namespace {
 // Same type and equal, never an ambiguous truth value.
 bool values_equal(nb::handle a, nb::handle b) {
   if (!a.type().is(b.type())) return false;
-  static nb::object ndarray = nb::module_::import_("numpy").attr("ndarray");
+  static nb::handle ndarray = python_attribute("numpy", "ndarray");
   if (PyObject_IsInstance(a.ptr(), ndarray.ptr()) == 1) {
-    return nb::cast<bool>(nb::module_::import_("numpy").attr("array_equal")(a, b));
+    static nb::handle array_equal = python_attribute("numpy", "array_equal");
+    return nb::cast<bool>(array_equal(a, b));
   }
   const bool torch = nb::cast<std::string>(a.type().attr("__module__")).starts_with("torch");
   if (torch && nb::hasattr(a, "equal")) return nb::cast<bool>(nb::bool_(a.attr("equal")(b)));

@@ -24,8 +24,8 @@ constexpr std::array<std::string_view, 10> kDtypeNames{"bool",  "uint8",   "int8
 
 std::string module_of(nb::handle value) { return nb::cast<std::string>(value.type().attr("__module__")); }
 
-bool is_instance(nb::handle value, const char* module, const char* type) {
-  const int is = PyObject_IsInstance(value.ptr(), nb::module_::import_(module).attr(type).ptr());
+bool is_instance(nb::handle value, nb::handle type) {
+  const int is = PyObject_IsInstance(value.ptr(), type.ptr());
   if (is < 0) throw nb::python_error();
   return is == 1;
 }
@@ -128,7 +128,8 @@ nb::dict field_entry(nb::handle name, nb::handle given, int64_t rows) {
     return entry(value.attr("dtype"), tuple_of(value.attr("shape")[nb::slice(nb::int_(1), nb::none(), nb::none())]),
                  false, false);
   }
-  const bool ndarray = is_instance(value, "numpy", "ndarray");
+  static nb::handle ndarray_type = python_attribute("numpy", "ndarray");
+  const bool ndarray = is_instance(value, ndarray_type);
   if (ndarray &&
       std::string("OUS").find(nb::cast<std::string>(value.attr("dtype").attr("kind"))) == std::string::npos) {
     const bool scalar = nb::cast<int>(value.attr("ndim")) == 0;
@@ -144,12 +145,14 @@ nb::dict field_entry(nb::handle name, nb::handle given, int64_t rows) {
   }
   nb::list items = nb::steal<nb::list>(PySequence_List(value.ptr()));
   if (static_cast<int64_t>(items.size()) != rows) throw_count(name, std::to_string(items.size()), rows);
+  static nb::handle number_type = python_attribute("numbers", "Number");
+  static nb::handle numpy_bool = python_attribute("numpy", "bool_");
   bool arrays = items.size() > 0;
   bool numbers = items.size() > 0;
   for (nb::handle item : items) {
     arrays = arrays && nb::hasattr(item, "shape") && nb::hasattr(item, "dtype");
-    numbers = numbers && !PyComplex_Check(item.ptr()) &&
-              (is_instance(item, "numbers", "Number") || is_instance(item, "numpy", "bool_"));
+    numbers =
+        numbers && !PyComplex_Check(item.ptr()) && (is_instance(item, number_type) || is_instance(item, numpy_bool));
   }
   if (arrays) return nested_entry(items[0].attr("dtype"), shapes_of(items));
   if (numbers)
@@ -233,7 +236,7 @@ nb::object deep_copy(nb::handle value) {
   if (p == Py_None || PyBool_Check(p) || PyLong_CheckExact(p) || PyFloat_CheckExact(p) || PyUnicode_CheckExact(p)) {
     return nb::borrow(value);
   }
-  static nb::object deepcopy = nb::module_::import_("copy").attr("deepcopy");
+  static nb::handle deepcopy = python_attribute("copy", "deepcopy");
   return deepcopy(value);
 }
 

@@ -28,8 +28,11 @@ struct SampleView {
     nb::dict schema = nb::cast<nb::dict>(batch.attr("field_schema"));
     for (auto [name, entry] : schema) {
       nb::dict own = nb::steal<nb::dict>(PyDict_Copy(entry.ptr()));
-      nb::object shapes = own.attr("pop")("per_sample_shapes", nb::none());
-      if (!shapes.is_none()) own["shape"] = shapes[nb::int_(index)];
+      nb::object shapes = nb::borrow(PyDict_GetItemString(own.ptr(), "per_sample_shapes"));
+      if (shapes.is_valid()) {
+        PyDict_DelItemString(own.ptr(), "per_sample_shapes");
+        if (!shapes.is_none()) own["shape"] = shapes[nb::int_(index)];
+      }
       out[name] = read_only(own);
     }
     return read_only(out);
@@ -51,7 +54,7 @@ struct SampleViewList {
 
   SampleView at(nb::handle index) const {
     const Py_ssize_t n = size();
-    static nb::object numpy_integer = nb::module_::import_("numpy").attr("integer");
+    static nb::handle numpy_integer = python_attribute("numpy", "integer");
     const bool integer = !PyBool_Check(index.ptr()) &&
                          (PyLong_Check(index.ptr()) || PyObject_IsInstance(index.ptr(), numpy_integer.ptr()) == 1);
     int overflow = 0;

@@ -18,7 +18,10 @@ namespace seqflow::bindings {
 
 namespace {
 
-nb::object numpy_integer() { return nb::module_::import_("numpy").attr("integer"); }
+nb::handle numpy_integer() {
+  static nb::handle type = python_attribute("numpy", "integer");
+  return type;
+}
 
 // The sampled indexes of a cached `_states` entry: a list of indexes, or a
 // (sampled, consumed) pair as TransferQueue's samplers store them; None otherwise.
@@ -70,10 +73,10 @@ std::vector<Share> reservations(nb::handle state) {
   return out;
 }
 
-nb::object set_default(nb::handle dict, nb::handle key, nb::handle fallback) {
-  PyObject* value = PyObject_CallMethod(dict.ptr(), "setdefault", "OO", key.ptr(), fallback.ptr());
+nb::handle set_default(nb::handle dict, nb::handle key, nb::handle fallback) {
+  PyObject* value = PyDict_SetDefault(dict.ptr(), key.ptr(), fallback.ptr());
   if (value == nullptr) throw nb::python_error();
-  return nb::steal(value);
+  return value;  // borrowed from the dict
 }
 
 // A built-in sampler's reservations in `_states`' layout; entries are
@@ -81,10 +84,10 @@ nb::object set_default(nb::handle dict, nb::handle key, nb::handle fallback) {
 nb::dict reservation_states(nb::handle state, bool pairs) {
   nb::dict states;
   for (const Share& share : reservations(state)) {
-    nb::object by_task = set_default(states, nb::object(share.key[0]), nb::dict());
-    nb::object by_rank = set_default(by_task, nb::object(share.key[1]), nb::dict());
-    nb::object by_batch = set_default(by_rank, share.dp_rank, nb::dict());
-    by_batch[share.key[2]] =
+    nb::handle by_task = set_default(states, PyTuple_GET_ITEM(share.key.ptr(), 0), nb::dict());
+    nb::handle by_rank = set_default(by_task, PyTuple_GET_ITEM(share.key.ptr(), 1), nb::dict());
+    nb::handle by_batch = set_default(by_rank, share.dp_rank, nb::dict());
+    by_batch[PyTuple_GET_ITEM(share.key.ptr(), 2)] =
         pairs ? nb::object(nb::make_tuple(share.samples, nb::steal(PySequence_List(share.samples.ptr()))))
               : nb::object(share.samples);
   }
@@ -94,8 +97,10 @@ nb::dict reservation_states(nb::handle state, bool pairs) {
 // {(partition_id, task_name, batch_index): [samples of rank 0, rank 1, ...]}.
 nb::dict reservation_cache(nb::handle state) {
   nb::dict cache;
-  for (const Share& share : reservations(state))
-    set_default(cache, share.key, nb::list()).attr("append")(share.samples);
+  for (const Share& share : reservations(state)) {
+    if (PyList_Append(set_default(cache, share.key, nb::list()).ptr(), share.samples.ptr()) != 0)
+      throw nb::python_error();
+  }
   return cache;
 }
 

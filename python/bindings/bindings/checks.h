@@ -33,6 +33,10 @@ std::string str_text(nanobind::handle value);
 std::string repr_text(nanobind::handle value);
 bool is_mapping(nanobind::handle value);
 
+// module.name, looked up on first use and kept for the life of the process
+// (a static nb::object would be released after the interpreter is gone).
+nanobind::handle python_attribute(const char* module, const char* name);
+
 // Raises ArgumentTypeError(message).
 [[noreturn]] void throw_argument_type_error(const std::string& message);
 
