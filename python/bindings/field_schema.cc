@@ -9,6 +9,7 @@
 #include <string>
 
 #include "bindings/checks.h"
+#include "bindings/deep_copy.h"
 #include "bindings/submodules.h"
 
 namespace nb = nanobind;
@@ -228,16 +229,6 @@ nb::dict concat_schema(nb::handle parts) {
     out[name] = merged;
   }
   return out;
-}
-
-// A value that shares nothing mutable: immutable ones as they are.
-nb::object deep_copy(nb::handle value) {
-  PyObject* p = value.ptr();
-  if (p == Py_None || PyBool_Check(p) || PyLong_CheckExact(p) || PyFloat_CheckExact(p) || PyUnicode_CheckExact(p)) {
-    return nb::borrow(value);
-  }
-  static nb::handle deepcopy = python_attribute("copy", "deepcopy");
-  return deepcopy(value);
 }
 
 }  // namespace

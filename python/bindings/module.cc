@@ -43,6 +43,7 @@ NB_MODULE(_seqflow, m) {
   seqflow::bindings::bind_batch_meta(m);
   seqflow::bindings::bind_sample_views(m);
   seqflow::bindings::bind_extra_info(m);
+  seqflow::bindings::bind_deep_copy(m);
   seqflow::bindings::bind_field_schema(m.def_submodule("field_schema", "BatchMeta's field_schema entries"));
   seqflow::bindings::bind_batch_meta_arguments(
       m.def_submodule("batch_meta_arguments", "Checks and copies of BatchMeta's constructor arguments"));

@@ -18,7 +18,6 @@ is this class. ``chunk`` and the data's micro-batch split share one rule,
 
 from __future__ import annotations
 
-import copy
 import logging
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
@@ -36,7 +35,7 @@ _Native = _seqflow.BatchMeta
 _arguments = _seqflow.batch_meta_arguments
 _dict_list = _arguments.dict_list
 _copy_schema, _concat_schema = _seqflow.field_schema.copy_schema, _seqflow.field_schema.concat_schema
-_dtype_name = _seqflow.field_schema.dtype_name
+_dtype_name, _deep_copy = _seqflow.field_schema.dtype_name, _seqflow.deep_copy
 
 
 class BatchMeta(_Native):
@@ -118,7 +117,7 @@ class BatchMeta(_Native):
 
     def get_all_custom_meta(self) -> list[dict]:
         """A deep copy of custom_meta (an encoded batch decodes afresh and stays encoded)."""
-        return self._decode_custom_meta() if self._custom_meta is None else copy.deepcopy(self._custom_meta)
+        return self._decode_custom_meta() if self._custom_meta is None else _deep_copy(self._custom_meta)
 
     def update_custom_meta(self, custom_meta: Optional[Sequence[dict]]) -> None:
         """Merges one dict per sample into custom_meta (key by key); the
@@ -150,7 +149,7 @@ class BatchMeta(_Native):
 
     def get_all_extra_info(self) -> dict[str, Any]:
         """A deep copy of extra_info."""
-        return copy.deepcopy(self.extra_info)
+        return _deep_copy(self.extra_info)
 
     def update_extra_info(self, info_dict: Mapping[str, Any]) -> None:
         self.extra_info.update(info_dict)
@@ -204,8 +203,8 @@ class BatchMeta(_Native):
         """The samples at positions `at` (checked; a range is a run)."""
         run = isinstance(at, range) and at.step == 1
         native = self._slice(at.start, at.stop) if run else self._select(np.asarray(at, dtype=np.int64))
-        custom = None if self._custom_meta is None else [copy.deepcopy(self._custom_meta[i]) for i in at]
-        backend = None if self._backend_meta is None else [copy.deepcopy(self._backend_meta[i]) for i in at]
+        custom = None if self._custom_meta is None else _seqflow.copied_items(self._custom_meta, at)
+        backend = None if self._backend_meta is None else _seqflow.copied_items(self._backend_meta, at)
         status = np.asarray(self.production_status, dtype=np.int8)[np.asarray(at, dtype=np.intp)]
         return BatchMeta._of(native, _copy_schema(self.field_schema, at), status, dict(self.extra_info), custom,
                              backend)
@@ -219,10 +218,10 @@ class BatchMeta(_Native):
         names = [field_names] if isinstance(field_names, str) else list(field_names)
         kept = [f for f in dict.fromkeys(names) if f in self.field_schema]
         backend = None if self._backend_meta is None else [
-            {f: copy.deepcopy(v) for f, v in m.items() if f.startswith("_") or f in kept} for m in self._backend_meta]
+            {f: _deep_copy(v) for f, v in m.items() if f.startswith("_") or f in kept} for m in self._backend_meta]
         return BatchMeta._of(self._select_fields(kept), _copy_schema({f: self.field_schema[f] for f in kept}),
-                             np.array(self.production_status, dtype=np.int8), copy.deepcopy(self.extra_info),
-                             copy.deepcopy(self._custom_meta), backend)
+                             np.array(self.production_status, dtype=np.int8), _deep_copy(self.extra_info),
+                             _deep_copy(self._custom_meta), backend)
 
     def __getitem__(self, item) -> "BatchMeta":
         """meta[i]: a batch of sample i (negative counts from the end); meta[a:b:c]: those samples."""
@@ -251,8 +250,8 @@ class BatchMeta(_Native):
     def copy(self) -> "BatchMeta":
         """A deep copy (custom_meta still encoded stays so: the bytes are immutable)."""
         return BatchMeta._of(self._slice(0, self.size), _copy_schema(self.field_schema),
-                             np.array(self.production_status, dtype=np.int8), copy.deepcopy(self.extra_info),
-                             copy.deepcopy(self._custom_meta), copy.deepcopy(self._backend_meta))
+                             np.array(self.production_status, dtype=np.int8), _deep_copy(self.extra_info),
+                             _deep_copy(self._custom_meta), _deep_copy(self._backend_meta))
 
     def reorder(self, indices: Sequence[int]) -> None:
         """Puts the samples in the order of these positions (a permutation of 0..size-1), in place."""
@@ -284,8 +283,8 @@ class BatchMeta(_Native):
         return cls._of(native, _concat_schema(parts),
                        np.concatenate([np.asarray(p.production_status, dtype=np.int8).reshape(-1) for p in parts]),
                        _seqflow.merged_extra_info([p.extra_info for p in parts], "BatchMeta"),
-                       [copy.deepcopy(m) for p in parts for m in p.custom_meta] if decoded else None,
-                       [copy.deepcopy(m) for p in parts for m in p._custom_backend_meta] if backend else None)
+                       [_deep_copy(m) for p in parts for m in p.custom_meta] if decoded else None,
+                       [_deep_copy(m) for p in parts for m in p._custom_backend_meta] if backend else None)
 
     def union(self, other: Optional["BatchMeta"]) -> "BatchMeta":
         """The same samples with the fields of both: other's schema, extra_info
@@ -299,9 +298,9 @@ class BatchMeta(_Native):
         schema = _copy_schema(self.field_schema)
         schema.update(_copy_schema(other.field_schema))
         custom = None if self._custom_meta is None and other._custom_meta is None else [
-            dict(copy.deepcopy(a), **copy.deepcopy(b)) for a, b in zip(self.custom_meta, other.custom_meta)]
+            dict(_deep_copy(a), **_deep_copy(b)) for a, b in zip(self.custom_meta, other.custom_meta)]
         backend = None if self._backend_meta is None and other._backend_meta is None else [
-            dict(copy.deepcopy(a), **copy.deepcopy(b))
+            dict(_deep_copy(a), **_deep_copy(b))
             for a, b in zip(self._custom_backend_meta, other._custom_backend_meta)]
         status = np.bitwise_and(np.asarray(self.production_status, dtype=np.int8),
                                 np.asarray(other.production_status, dtype=np.int8))

@@ -3,7 +3,6 @@ fields and extra_info), with TransferQueue 0.1.11's methods."""
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from typing import Any, Optional, Sequence
 
@@ -32,8 +31,8 @@ class KVBatchMeta:
         if self.fields is not None:
             check_names(self.fields, "fields")
         # Copies, so that chunks and concatenations share nothing.
-        self.tags = copy.deepcopy(self.tags)
-        self.extra_info = copy.deepcopy(self.extra_info)
+        self.tags = _seqflow.deep_copy(self.tags)
+        self.extra_info = _seqflow.deep_copy(self.extra_info)
 
     @classmethod
     def _of_owned(cls, keys, tags, partition_id, fields, extra_info) -> "KVBatchMeta":
