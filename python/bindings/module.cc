@@ -41,10 +41,25 @@ NB_MODULE(_seqflow, m) {
   });
   seqflow::bindings::bind_array_conversion(m);
   seqflow::bindings::bind_batch_meta(m);
+  seqflow::bindings::bind_sample_views(m);
+  seqflow::bindings::bind_extra_info(m);
+  seqflow::bindings::bind_deep_copy(m);
+  seqflow::bindings::bind_field_schema(m.def_submodule("field_schema", "BatchMeta's field_schema entries"));
+  seqflow::bindings::bind_batch_meta_arguments(
+      m.def_submodule("batch_meta_arguments", "Checks and copies of BatchMeta's constructor arguments"));
   seqflow::bindings::bind_balance(m.def_submodule("balance", "The balancing engine"));
   seqflow::bindings::bind_pack(m.def_submodule("pack", "Pack plans and micro-batch plans"));
   seqflow::bindings::bind_client(
       m.def_submodule("client", "The client (embedded or remote), samplers and data conversion"));
+  seqflow::bindings::bind_checks(m.def_submodule("checks", "The argument checks of the Python API (seqflow._checks)"));
+  seqflow::bindings::bind_client_arguments(
+      m.def_submodule("client_arguments", "Checks of seqflow.Client's compound arguments"));
+  seqflow::bindings::bind_config_reading(m.def_submodule("config", "Reading seqflow configs (seqflow._config)"));
+  seqflow::bindings::bind_sampler_caches(
+      m.def_submodule("sampler_caches", "The samplers' caches in TransferQueue's layouts"));
+  seqflow::bindings::bind_kv_batch_meta_arguments(
+      m.def_submodule("kv_batch_meta_arguments", "Checks of KVBatchMeta's contents, selections and joins"));
+  seqflow::bindings::bind_streaming_arguments(m);
   seqflow::bindings::bind_limits(m.def_submodule("limits", "The limits the engine enforces (seqflow/limits.h)"));
   seqflow::bindings::bind_services(
       m.def_submodule("server", "Remote mode's services in this process, CURVE key files"));

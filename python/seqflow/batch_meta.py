@@ -18,18 +18,13 @@ is this class. ``chunk`` and the data's micro-batch split share one rule,
 
 from __future__ import annotations
 
-import copy
 import logging
-import numbers
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
 from seqflow import _seqflow
-from seqflow._checks import INT64_MAX, bounds, check_name, check_names, positions
-from seqflow._extra_info import merged_extra_info
-from seqflow._field_schema import common_shape, dtype_name, schema_of
-from seqflow._sample_views import _SampleViewList
+from seqflow._checks import bounds, positions
 from seqflow.kv_batch_meta import KVBatchMeta
 
 __all__ = ["BatchMeta", "KVBatchMeta", "chunk_sizes"]
@@ -37,90 +32,10 @@ __all__ = ["BatchMeta", "KVBatchMeta", "chunk_sizes"]
 logger = logging.getLogger(__name__)
 chunk_sizes = _seqflow.chunk_sizes
 _Native = _seqflow.BatchMeta
-
-
-def _copy_schema(schema: Mapping, at: Optional[Sequence[int]] = None) -> dict:
-    """A copy that shares nothing mutable (dtypes are kept); with `at`, the
-    per_sample_shapes of those samples only."""
-    out = {}
-    for name, entry in schema.items():
-        entry = {k: v if k == "dtype" else copy.deepcopy(v) for k, v in entry.items()}
-        if at is not None and entry.get("per_sample_shapes") is not None:
-            entry["per_sample_shapes"] = [entry["per_sample_shapes"][i] for i in at]
-        out[name] = entry
-    return out
-
-
-def _dict_list(values, n: int, name: str, copy_entries: bool = True, empty_is_none: bool = True) -> list[dict]:
-    """One dict per sample (empty ones for None, and for [] unless not empty_is_none)."""
-    if values is None or (empty_is_none and isinstance(values, (list, tuple)) and not values):
-        return [{} for _ in range(n)]
-    if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Iterable):
-        raise TypeError(f"{name} must be a list of dicts, one per sample, got {type(values).__name__}")
-    values = list(values)
-    if len(values) != n:
-        raise ValueError(f"{name} length {len(values)} != batch_size {n}")
-    for i, entry in enumerate(values):
-        if not isinstance(entry, Mapping):
-            raise TypeError(f"{name}[{i}] must be a dict, got {type(entry).__name__}")
-    return [dict(entry) for entry in values] if copy_entries else values
-
-
-def _index_array(values) -> np.ndarray:
-    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
-        raise TypeError(f"global_indexes must be a list of integers, got {values!r}")
-    array = np.asarray(values if isinstance(values, np.ndarray) else list(values))
-    if array.size and (array.ndim != 1 or array.dtype.kind not in "iu"):
-        raise TypeError(f"global_indexes must be a list of integers, got {values!r}")
-    if array.size and array.dtype.kind == "u" and array.max() > INT64_MAX:
-        raise ValueError(f"global_indexes has values beyond the int64 range, got {values!r}")
-    return array.astype(np.int64).reshape(-1)
-
-
-def _generation_array(values, n: int) -> Optional[np.ndarray]:
-    if values is None:
-        return None
-    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
-        raise TypeError(f"generations must be None or a list of integers, got {values!r}")
-    out = list(values)
-    if len(out) != n:
-        raise ValueError(f"Length mismatch: global_indexes has {n}, generations has {len(out)}")
-    for i, value in enumerate(out):
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 0 <= value < 2 ** 64:
-            raise TypeError(f"generations[{i}] must be an integer in [0, 2**64), got {value!r}")
-    return np.array([int(v) for v in out], dtype=np.uint64)
-
-
-def _checked_schema(field_schema, n: int) -> dict:
-    if field_schema is None:
-        return {}
-    if not isinstance(field_schema, Mapping):
-        raise TypeError(f"field_schema must be a dict of field name to dict, got {type(field_schema).__name__}")
-    for name, entry in field_schema.items():
-        check_name(name, "field_schema key")
-        if not isinstance(entry, Mapping):
-            raise TypeError(f"field_schema[{name!r}] must be a dict, got {type(entry).__name__}")
-        shapes = entry.get("per_sample_shapes")
-        if shapes is not None and len(shapes) != n:
-            raise ValueError(f"Field {name!r} per_sample_shapes length {len(shapes)} != batch_size {n}")
-    return _copy_schema(field_schema)
-
-
-def _checked_status(production_status, n: int, schema: dict) -> tuple[np.ndarray, Optional[np.ndarray]]:
-    """(one int8 per sample, samples x sorted fields bools or None). A samples
-    x fields matrix in field_schema order gives both."""
-    if production_status is None:
-        return np.zeros(n, dtype=np.int8), None
-    status = np.array(production_status, copy=True)
-    if status.ndim == 2 and status.shape == (n, len(schema)):
-        matrix = status.astype(bool)
-        ready = (matrix.all(axis=1) & (matrix.shape[1] > 0)).astype(np.int8)
-        order = sorted(range(len(schema)), key=list(schema).__getitem__)
-        return ready, np.ascontiguousarray(matrix[:, order])
-    if status.ndim != 1 or len(status) != n:
-        raise ValueError(f"production_status length {len(status) if status.ndim else 'n/a'} != batch_size {n} "
-                         f"(give one value per sample, or a samples x fields matrix)")
-    return status.astype(np.int8), None
+_arguments = _seqflow.batch_meta_arguments
+_dict_list = _arguments.dict_list
+_copy_schema, _concat_schema = _seqflow.field_schema.copy_schema, _seqflow.field_schema.concat_schema
+_dtype_name, _deep_copy = _seqflow.field_schema.dtype_name, _seqflow.deep_copy
 
 
 class BatchMeta(_Native):
@@ -135,21 +50,11 @@ class BatchMeta(_Native):
                  extra_info: Optional[Mapping[str, Any]] = None, custom_meta: Optional[Sequence[dict]] = None,
                  _custom_backend_meta: Optional[Sequence[dict]] = None,
                  generations: Optional[Iterable[int]] = None) -> None:
-        indexes = _index_array(global_indexes)
-        n = len(indexes)
-        if isinstance(partition_ids, str):
-            raise TypeError(f"partition_ids must be a list with one partition id per sample, got {partition_ids!r}")
-        partition_ids = check_names(partition_ids, "partition_ids")
-        if len(partition_ids) != n:
-            raise ValueError(f"Length mismatch: global_indexes has {n}, partition_ids has {len(partition_ids)}")
-        generations = _generation_array(generations, n)
-        schema = _checked_schema(field_schema, n)
-        status, matrix = _checked_status(production_status, n, schema)
-        if extra_info is not None and not isinstance(extra_info, Mapping):
-            raise TypeError(f"extra_info must be a dict, got {type(extra_info).__name__}")
-        backend = _dict_list(_custom_backend_meta, n, "_custom_backend_meta") if _custom_backend_meta else None
+        (indexes, partition_ids, generations, schema, status, matrix, extra_info, custom_meta,
+         backend) = _arguments.constructor_parts(global_indexes, partition_ids, field_schema, production_status,
+                                                 extra_info, custom_meta, _custom_backend_meta, generations)
         _Native.__init__(self, indexes, partition_ids, generations, sorted(schema), matrix, None)
-        self._set(schema, status, dict(extra_info or {}), _dict_list(custom_meta, n, "custom_meta"), backend)
+        self._set(schema, status, extra_info, custom_meta, backend)
 
     def _set(self, schema, status, extra_info, custom_meta, backend_meta) -> "BatchMeta":
         self.field_schema, self.production_status, self.extra_info = schema, status, extra_info
@@ -177,7 +82,7 @@ class BatchMeta(_Native):
         """The C++ batch with the engine's view of field_schema (dtype names)
         and the per-field bits; with custom_meta, also the decoded one."""
         names = self.field_names
-        schema = {name: dict(self.field_schema[name], dtype=dtype_name(self.field_schema[name].get("dtype")))
+        schema = {name: dict(self.field_schema[name], dtype=_dtype_name(self.field_schema[name].get("dtype")))
                   for name in names}
         return self._with_fields(schema, self._field_produced(names), self._custom_meta if custom_meta else None)
 
@@ -212,7 +117,7 @@ class BatchMeta(_Native):
 
     def get_all_custom_meta(self) -> list[dict]:
         """A deep copy of custom_meta (an encoded batch decodes afresh and stays encoded)."""
-        return self._decode_custom_meta() if self._custom_meta is None else copy.deepcopy(self._custom_meta)
+        return self._decode_custom_meta() if self._custom_meta is None else _deep_copy(self._custom_meta)
 
     def update_custom_meta(self, custom_meta: Optional[Sequence[dict]]) -> None:
         """Merges one dict per sample into custom_meta (key by key); the
@@ -244,7 +149,7 @@ class BatchMeta(_Native):
 
     def get_all_extra_info(self) -> dict[str, Any]:
         """A deep copy of extra_info."""
-        return copy.deepcopy(self.extra_info)
+        return _deep_copy(self.extra_info)
 
     def update_extra_info(self, info_dict: Mapping[str, Any]) -> None:
         self.extra_info.update(info_dict)
@@ -274,9 +179,9 @@ class BatchMeta(_Native):
         return self.size == 0
 
     @property
-    def samples(self) -> _SampleViewList:
+    def samples(self) -> _seqflow._SampleViewList:
         """Per-sample read-only views: samples[i].fields["x"], len(samples), iteration."""
-        return _SampleViewList(self)
+        return _seqflow._SampleViewList(self)
 
     def _schema_entry(self, field_name: str) -> Mapping:
         if field_name not in self.field_schema:
@@ -298,8 +203,8 @@ class BatchMeta(_Native):
         """The samples at positions `at` (checked; a range is a run)."""
         run = isinstance(at, range) and at.step == 1
         native = self._slice(at.start, at.stop) if run else self._select(np.asarray(at, dtype=np.int64))
-        custom = None if self._custom_meta is None else [copy.deepcopy(self._custom_meta[i]) for i in at]
-        backend = None if self._backend_meta is None else [copy.deepcopy(self._backend_meta[i]) for i in at]
+        custom = None if self._custom_meta is None else _seqflow.copied_items(self._custom_meta, at)
+        backend = None if self._backend_meta is None else _seqflow.copied_items(self._backend_meta, at)
         status = np.asarray(self.production_status, dtype=np.int8)[np.asarray(at, dtype=np.intp)]
         return BatchMeta._of(native, _copy_schema(self.field_schema, at), status, dict(self.extra_info), custom,
                              backend)
@@ -313,10 +218,10 @@ class BatchMeta(_Native):
         names = [field_names] if isinstance(field_names, str) else list(field_names)
         kept = [f for f in dict.fromkeys(names) if f in self.field_schema]
         backend = None if self._backend_meta is None else [
-            {f: copy.deepcopy(v) for f, v in m.items() if f.startswith("_") or f in kept} for m in self._backend_meta]
+            {f: _deep_copy(v) for f, v in m.items() if f.startswith("_") or f in kept} for m in self._backend_meta]
         return BatchMeta._of(self._select_fields(kept), _copy_schema({f: self.field_schema[f] for f in kept}),
-                             np.array(self.production_status, dtype=np.int8), copy.deepcopy(self.extra_info),
-                             copy.deepcopy(self._custom_meta), backend)
+                             np.array(self.production_status, dtype=np.int8), _deep_copy(self.extra_info),
+                             _deep_copy(self._custom_meta), backend)
 
     def __getitem__(self, item) -> "BatchMeta":
         """meta[i]: a batch of sample i (negative counts from the end); meta[a:b:c]: those samples."""
@@ -345,8 +250,8 @@ class BatchMeta(_Native):
     def copy(self) -> "BatchMeta":
         """A deep copy (custom_meta still encoded stays so: the bytes are immutable)."""
         return BatchMeta._of(self._slice(0, self.size), _copy_schema(self.field_schema),
-                             np.array(self.production_status, dtype=np.int8), copy.deepcopy(self.extra_info),
-                             copy.deepcopy(self._custom_meta), copy.deepcopy(self._backend_meta))
+                             np.array(self.production_status, dtype=np.int8), _deep_copy(self.extra_info),
+                             _deep_copy(self._custom_meta), _deep_copy(self._backend_meta))
 
     def reorder(self, indices: Sequence[int]) -> None:
         """Puts the samples in the order of these positions (a permutation of 0..size-1), in place."""
@@ -377,9 +282,9 @@ class BatchMeta(_Native):
         backend = any(p._backend_meta is not None for p in parts)
         return cls._of(native, _concat_schema(parts),
                        np.concatenate([np.asarray(p.production_status, dtype=np.int8).reshape(-1) for p in parts]),
-                       merged_extra_info([p.extra_info for p in parts], "BatchMeta"),
-                       [copy.deepcopy(m) for p in parts for m in p.custom_meta] if decoded else None,
-                       [copy.deepcopy(m) for p in parts for m in p._custom_backend_meta] if backend else None)
+                       _seqflow.merged_extra_info([p.extra_info for p in parts], "BatchMeta"),
+                       [_deep_copy(m) for p in parts for m in p.custom_meta] if decoded else None,
+                       [_deep_copy(m) for p in parts for m in p._custom_backend_meta] if backend else None)
 
     def union(self, other: Optional["BatchMeta"]) -> "BatchMeta":
         """The same samples with the fields of both: other's schema, extra_info
@@ -393,9 +298,9 @@ class BatchMeta(_Native):
         schema = _copy_schema(self.field_schema)
         schema.update(_copy_schema(other.field_schema))
         custom = None if self._custom_meta is None and other._custom_meta is None else [
-            dict(copy.deepcopy(a), **copy.deepcopy(b)) for a, b in zip(self.custom_meta, other.custom_meta)]
+            dict(_deep_copy(a), **_deep_copy(b)) for a, b in zip(self.custom_meta, other.custom_meta)]
         backend = None if self._backend_meta is None and other._backend_meta is None else [
-            dict(copy.deepcopy(a), **copy.deepcopy(b))
+            dict(_deep_copy(a), **_deep_copy(b))
             for a, b in zip(self._custom_backend_meta, other._custom_backend_meta)]
         status = np.bitwise_and(np.asarray(self.production_status, dtype=np.int8),
                                 np.asarray(other.production_status, dtype=np.int8))
@@ -405,7 +310,7 @@ class BatchMeta(_Native):
         """Adds the fields of a TensorDict (or dict of fields) with one row per
         sample to field_schema, in place; with set_all_ready every sample
         becomes produced. Returns self."""
-        rows, schema = schema_of(tensor_dict)
+        rows, schema = _seqflow.field_schema.schema_of(tensor_dict)
         if rows == 0:
             logger.warning("add_fields: the input holds no samples; nothing added")
             return self
@@ -445,22 +350,3 @@ class BatchMeta(_Native):
         return (f"BatchMeta(size={self.size}, global_indexes={shown}{more}, field_names={self.field_names}, "
                 f"is_ready={self.is_ready})")
 
-
-def _concat_schema(parts: list[BatchMeta]) -> dict:
-    """The first part's schema; a field nested in any part is nested, and
-    per_sample_shapes are joined when any part has them."""
-    out = {}
-    for name, entry in parts[0].field_schema.items():
-        entries = [p.field_schema.get(name, {}) for p in parts]
-        merged = _copy_schema({name: entry})[name]
-        merged["is_nested"] = nested = any(e.get("is_nested", False) for e in entries)
-        shapes = [e.get("shape") for e in entries]
-        if any(e.get("per_sample_shapes") is not None for e in entries):
-            shapes = merged["per_sample_shapes"] = [
-                s for e, p in zip(entries, parts)
-                for s in (e.get("per_sample_shapes") if e.get("per_sample_shapes") is not None
-                          else [e.get("shape")] * p.size)]
-        if nested:
-            merged["shape"] = common_shape(shapes) if all(isinstance(s, tuple) for s in shapes) else None
-        out[name] = merged
-    return out

@@ -34,15 +34,16 @@ import numpy as np
 
 from seqflow import _convert, _seqflow
 from seqflow._async import async_twin
-from seqflow._checks import (ArgumentTypeError, check_bool, check_choice, check_count, check_instance, check_int64,
-                             check_int64_list, check_list, check_name, check_names, check_optional_bool,
-                             check_optional_name, check_path, check_seconds, check_tag)
-from seqflow._config import MAX_BUSY_POLL_US, read_config
+from seqflow._checks import (check_bool, check_choice, check_count, check_instance, check_int64, check_int64_list,
+                             check_name, check_names, check_optional_bool, check_optional_name, check_path,
+                             check_seconds, check_tag)
+from seqflow._config import read_config
 from seqflow.balance import timing_columns
 from seqflow.batch_meta import BatchMeta, KVBatchMeta
 from seqflow.samplers import native_sampler
 
 _native = _seqflow.client
+_arguments = _seqflow.client_arguments
 
 __all__ = ["Client", "RemoteConfig", "StaleSampleError"]
 
@@ -54,34 +55,6 @@ StaleSampleError = _seqflow.StaleSampleError
 _DEFAULT_TIMEOUT = 30.0
 _DEFAULT_BUSY_POLL_US = 200  # RemoteOptions::busy_poll's default
 _META_MODES = ("fetch", "force_fetch", "insert")
-
-
-# Keyword arguments seqflow always hands a sampler itself. task_name and
-# partition_id are the request's unless sampling_config names them (TransferQueue
-# hands samplers only sampling_config's, and its users put both there).
-_SAMPLER_OWN_KEYWORDS = ("sample_info", "partition")
-
-
-def _sampling_parts(sampling_config) -> tuple[Optional[int], int, Optional[dict]]:
-    """(dp_rank or None when not given, batch_index, the other keys or None)."""
-    if sampling_config is None:
-        return None, 0, None
-    check_instance(sampling_config, "sampling_config", Mapping, "a dict or None")
-    extra = {}
-    for key, value in sampling_config.items():
-        if not isinstance(key, str):
-            raise ArgumentTypeError(f"sampling_config keys must be strings, got {key!r}")
-        check_name(key, "sampling_config key")
-        if key in _SAMPLER_OWN_KEYWORDS:
-            raise ValueError(f"sampling_config[{key!r}] clashes with the sampler's own keyword argument {key!r}")
-        if key not in ("dp_rank", "batch_index"):
-            extra[key] = value
-    dp_rank = sampling_config.get("dp_rank")
-    if dp_rank is not None:
-        dp_rank = check_count(dp_rank, "sampling_config['dp_rank']")
-    batch_index = sampling_config.get("batch_index")
-    batch_index = 0 if batch_index is None else check_count(batch_index, "sampling_config['batch_index']")
-    return dp_rank, batch_index, extra or None
 
 
 def _config_timeout(settings: dict) -> float:
@@ -118,20 +91,11 @@ class RemoteConfig:
     busy_poll_us: int = _DEFAULT_BUSY_POLL_US
 
     def __post_init__(self):
-        if not isinstance(self.address, str) or not self.address:
-            raise ValueError(f"address must name the controller service (e.g. tcp://10.0.0.1:5555), got "
-                             f"{self.address!r}")
-        object.__setattr__(self, "timeout", check_seconds(self.timeout, "timeout"))
-        check_bool(self.polling_mode, "polling_mode")
-        if (self.server_public_key_file is None) != (self.client_key_file is None):
-            raise ValueError("CURVE needs both server_public_key_file and client_key_file, got "
-                             f"{self.server_public_key_file!r} and {self.client_key_file!r}")
-        if self.client_key_file is not None:
-            check_path(self.server_public_key_file, "server_public_key_file")
-            check_path(self.client_key_file, "client_key_file")
-        check_bool(self.local_copy, "local_copy")
-        object.__setattr__(self, "busy_poll_us",
-                           check_count(self.busy_poll_us, "busy_poll_us", maximum=MAX_BUSY_POLL_US))
+        timeout, busy_poll_us = _arguments.remote_config_checks(
+            self.address, self.timeout, self.polling_mode, self.server_public_key_file, self.client_key_file,
+            self.local_copy, self.busy_poll_us)
+        object.__setattr__(self, "timeout", timeout)
+        object.__setattr__(self, "busy_poll_us", busy_poll_us)
 
     @classmethod
     def from_config(cls, config, address: Optional[str] = None) -> "RemoteConfig":
@@ -292,10 +256,7 @@ class Client:
             check_name(partition_id, "partition_id")
         else:
             check_instance(metadata, "metadata", BatchMeta, "a BatchMeta or None")
-        if custom_meta is not None:
-            custom_meta = check_list(custom_meta, "custom_meta", "a list of dicts (one per sample) or None")
-            for i, entry in enumerate(custom_meta):
-                check_instance(entry, f"custom_meta[{i}]", dict, "a dict")
+        custom_meta = _arguments.checked_custom_meta(custom_meta)
         columns = _convert.to_columns(data, borrow=self.is_remote, allow_pickle=self._pickle(allow_pickle))
         rows = metadata.size if metadata is not None else columns[0].sample_count if columns else 0
         if custom_meta is not None and not custom_meta and rows:
@@ -329,7 +290,7 @@ class Client:
         check_name(partition_id, "partition_id")
         check_choice(mode, "mode", _META_MODES)
         check_optional_name(task_name, "task_name")
-        dp_rank, batch_index, extra = _sampling_parts(sampling_config)
+        dp_rank, batch_index, extra = _arguments.sampling_parts(sampling_config)
         timeout = self.timeout if timeout is None else check_seconds(timeout, "timeout", allow_zero=True)
         native = self._client.get_meta(fields, batch_size, partition_id, mode, task_name or "", dp_rank,
                                        batch_index, extra, check_optional_bool(polling, "polling"), timeout)
@@ -457,12 +418,7 @@ class Client:
         check_name(partition_id, "partition_id")
         if not keys:
             raise ValueError("kv_batch_put of no keys: keys must name at least one sample")
-        if tags is not None:
-            tags = check_list(tags, "tags", "a list of dicts (one per key) or None")
-            if len(tags) != len(keys):
-                raise ValueError(f"{len(tags)} tags for {len(keys)} keys")
-            for i, tag in enumerate(tags):
-                check_tag(tag, f"tags[{i}]")
+        tags = _arguments.checked_tags(tags, len(keys))
         allow_pickle = self._pickle(allow_pickle)  # checked with or without fields
         if fields is None and tags is None:
             raise ValueError("kv_batch_put needs fields or tags")

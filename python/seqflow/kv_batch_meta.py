@@ -3,15 +3,14 @@ fields and extra_info), with TransferQueue 0.1.11's methods."""
 
 from __future__ import annotations
 
-import copy
 import dataclasses
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from seqflow import _seqflow
 from seqflow._checks import bounds, check_names, check_optional_name, positions
-from seqflow._extra_info import merged_extra_info
 
 chunk_sizes = _seqflow.chunk_sizes
+_arguments = _seqflow.kv_batch_meta_arguments
 
 
 @dataclasses.dataclass
@@ -32,8 +31,8 @@ class KVBatchMeta:
         if self.fields is not None:
             check_names(self.fields, "fields")
         # Copies, so that chunks and concatenations share nothing.
-        self.tags = copy.deepcopy(self.tags)
-        self.extra_info = copy.deepcopy(self.extra_info)
+        self.tags = _seqflow.deep_copy(self.tags)
+        self.extra_info = _seqflow.deep_copy(self.extra_info)
 
     @classmethod
     def _of_owned(cls, keys, tags, partition_id, fields, extra_info) -> "KVBatchMeta":
@@ -46,22 +45,7 @@ class KVBatchMeta:
         return meta
 
     def _validate(self) -> None:
-        for name in ("keys", "tags"):
-            value = getattr(self, name)
-            if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
-                raise TypeError(f"{name} must be a list, got {value!r}")
-        self.keys, self.tags = list(self.keys), list(self.tags)
-        if len(self.keys) != len(self.tags):
-            raise ValueError(f"keys and tags must have same length, but got {len(self.keys)} and {len(self.tags)}")
-        if len(set(self.keys)) != len(self.keys):
-            duplicated = sorted({k for k in self.keys if self.keys.count(k) > 1})
-            raise ValueError(f"Got duplicated keys: {duplicated}")
-        if self.fields is not None:
-            if isinstance(self.fields, str):
-                raise TypeError(f"fields must be a list of field names, got {self.fields!r}")
-            self.fields = list(self.fields)
-            if len(set(self.fields)) != len(self.fields):
-                raise ValueError(f"Got duplicated fields: {self.fields}")
+        self.keys, self.tags, self.fields = _arguments.validated(self.keys, self.tags, self.fields)
 
     @property
     def size(self) -> int:
@@ -81,14 +65,7 @@ class KVBatchMeta:
     def select_keys(self, keys_to_select: Sequence[str]) -> "KVBatchMeta":
         """These keys (in this order) with their tags; ValueError on a
         duplicate, RuntimeError on a key the batch lacks."""
-        keys = list(keys_to_select)
-        if len(set(keys)) != len(keys):
-            raise ValueError(f"Contain duplicate keys: {keys}")
-        position = {key: i for i, key in enumerate(self.keys)}
-        missing = [k for k in keys if k not in position]
-        if missing:
-            raise RuntimeError(f"Keys {missing} not found in current batch.")
-        return self._part([position[k] for k in keys], keys)
+        return self._part(*_arguments.key_positions(self.keys, keys_to_select))
 
     def reorder(self, indexes: Sequence[int]) -> None:
         """Puts the samples in the order of these positions (a permutation), in place."""
@@ -114,14 +91,7 @@ class KVBatchMeta:
         parts = [m for m in (data or []) if m is not None and m.size > 0]
         if not parts:
             return cls()
-        fields, partition_id = parts[0].fields, parts[0].partition_id
-        for i, part in enumerate(parts):
-            if part.fields is not None and set(part.fields) != set(fields or ()):
-                raise ValueError(f"Field names do not match for concatenation: chunk[0] has {fields}, "
-                                 f"chunk[{i}] {part.fields}")
-            if part.partition_id != partition_id:
-                raise ValueError(f"Partition do not match for concatenation: chunk[0] is {partition_id!r}, "
-                                 f"chunk[{i}] {part.partition_id!r}")
+        _arguments.check_joinable(parts)
         return cls(keys=[k for p in parts for k in p.keys], tags=[t for p in parts for t in p.tags],
-                   partition_id=partition_id, fields=fields,
-                   extra_info=merged_extra_info([p.extra_info or {} for p in parts], "KVBatchMeta"))
+                   partition_id=parts[0].partition_id, fields=parts[0].fields,
+                   extra_info=_seqflow.merged_extra_info([p.extra_info or {} for p in parts], "KVBatchMeta"))

@@ -131,42 +131,6 @@ class Ragged(NamedTuple):
     offsets: object
 
 
-def _samples_of(token_ids, name: str):
-    """Sample i's ids as int64 arrays: a list of them, or (values, offsets) of a Ragged."""
-    if isinstance(token_ids, Ragged):
-        values = _id_array(token_ids.values, f"{name}.values")
-        if values.ndim != 1:
-            raise ValueError(f"{name}.values must be one-dimensional, got shape {values.shape}")
-        return values, as_int64_array(token_ids.offsets, f"{name}.offsets")
-    if getattr(token_ids, "is_nested", False):  # torch nested tensor
-        token_ids = token_ids.unbind()
-    try:
-        samples = list(token_ids)
-    except TypeError:
-        raise ValueError(f"{name} must be a list of 1-D arrays or tensors, a nested tensor or a Ragged, "
-                         f"got {type(token_ids).__name__}") from None
-    return [_id_array(sample, f"{name}[{i}]").reshape(-1) for i, sample in enumerate(samples)]
-
-
-def _id_array(values, name: str) -> np.ndarray:
-    """Token ids or labels as an int64 array. Float dtypes are refused even
-    when the values are whole: float32 holds integers exactly only up to 2^24,
-    so ids that passed through a float may already be wrong."""
-    if hasattr(values, "detach"):  # torch tensor
-        if values.is_floating_point() or values.is_complex():
-            raise ValueError(f"{name} has dtype {values.dtype}; token ids and labels must be integers")
-        values = values.detach().cpu().numpy()
-    try:
-        array = np.asarray(values)
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"{name} must be an array of integer token ids: {error}") from None
-    if array.dtype.kind not in "iu" and array.size:
-        raise ValueError(f"{name} has dtype {array.dtype}; token ids and labels must be integers")
-    if array.dtype.kind == "u" and array.size and array.max() > np.iinfo(np.int64).max:
-        raise ValueError(f"{name} holds {int(array.max())}, beyond the int64 range")
-    return array.astype(np.int64, copy=False)
-
-
 def materialize(plan: PackPlan, token_ids, *, rank: int | None = None, step: int | None = None, labels=None,
                 pad_id: int = 0, ignore_index: int = -100, backend: str = "numpy"):
     """Build the packed sequences of a plan (in C++: seqflow::pack::materialize).
@@ -194,6 +158,6 @@ def materialize(plan: PackPlan, token_ids, *, rank: int | None = None, step: int
         except ImportError as error:  # pragma: no cover - depends on the environment
             raise ImportError("backend='torch' needs torch installed") from error
         convert = torch.from_numpy
-    ids = _samples_of(token_ids, "token_ids")
-    label_ids = None if labels is None else _samples_of(labels, "labels")
+    ids = _seqflow.token_samples(token_ids, "token_ids", Ragged)
+    label_ids = None if labels is None else _seqflow.token_samples(labels, "labels", Ragged)
     return _native._materialize(plan, ids, label_ids, rank, step, pad_id, ignore_index, convert)

@@ -30,7 +30,8 @@ import weakref
 from typing import Any, Optional, Sequence
 
 from seqflow import _seqflow
-from seqflow._config import check_count, read_config
+from seqflow._checks import check_count
+from seqflow._config import read_config
 from seqflow.client import Client, RemoteConfig
 from seqflow.samplers import native_sampler
 

@@ -32,13 +32,12 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any, Optional
 
-import numpy as np
-
 from seqflow import _seqflow
 from seqflow._arrays import as_int64_array
 from seqflow._checks import INT64_MIN, check_count, check_instance, check_int64
 
 _native = _seqflow.client
+_caches = _seqflow.sampler_caches
 
 __all__ = [
     "BaseSampler",
@@ -62,16 +61,6 @@ def _optional_length(value) -> int:
     return -1 if value is None else check_count(value, "default_length")
 
 
-def _cached_answer(value) -> Optional[list[int]]:
-    """The sampled indexes of a cached `_states` entry: a list of indexes, or
-    a (sampled, consumed) pair as TransferQueue's samplers store them."""
-    if isinstance(value, tuple) and len(value) == 2:
-        value = value[0]
-    if isinstance(value, list) and all(isinstance(i, (int, np.integer)) for i in value):
-        return [int(i) for i in value]
-    return None
-
-
 class BaseSampler(ABC):
     """Base of all samplers: subclass it and implement sample(). Abstract, as
     TransferQueue's: BaseSampler() raises TypeError."""
@@ -93,24 +82,13 @@ class BaseSampler(ABC):
                           sampling_config: Optional[dict] = None) -> bool:
         """TransferQueue's check: `_states` holds an answer for this caller's
         (dp_rank, batch_index)."""
-        return self._cached(partition_id, task_name, sampling_config or {}) is not None
+        return _caches.cached(self._states, partition_id, task_name, sampling_config or {}) is not None
 
     def reserved(self, partition_id: str, task_name: str, sampling_config: dict) -> Optional[list[int]]:
         """An answer already kept for this caller, served even when too little
         is ready (and not consumed again). By default the answer cached in
         `_states`, so samplers written for TransferQueue work unchanged."""
-        return self._cached(partition_id, task_name, sampling_config)
-
-    def _cached(self, partition_id: str, task_name: str, sampling_config: dict) -> Optional[list[int]]:
-        dp_rank = sampling_config.get("dp_rank")
-        if dp_rank is None:
-            return None
-        by_task = self._states.get(partition_id) if isinstance(self._states, dict) else None
-        by_rank = by_task.get(task_name) if isinstance(by_task, dict) else None
-        by_batch = by_rank.get(dp_rank) if isinstance(by_rank, dict) else None
-        if not isinstance(by_batch, dict) or sampling_config.get("batch_index") not in by_batch:
-            return None
-        return _cached_answer(by_batch[sampling_config.get("batch_index")])
+        return _caches.cached(self._states, partition_id, task_name, sampling_config)
 
     def clear(self, partition_id: str, task_name: Optional[str] = None) -> None:
         """Forgets the state of a partition (or of one task in it)."""
@@ -170,20 +148,9 @@ class _NativeSampler(BaseSampler):
     def name(self) -> str:
         return self._native.name
 
-    def _reservations(self):
-        """((partition_id, task_name, batch_index), dp_rank, samples) of each reserved share, by rank."""
-        for batch in self._native.state().get("reservations", []):
-            for share in sorted(batch["ranks"], key=lambda share: share["dp_rank"]):
-                yield (batch["partition_id"], batch["task_name"], batch["batch_index"]), share["dp_rank"], \
-                    list(share["samples"])
-
     @property
     def _states(self) -> dict:
-        states: dict = {}
-        for (partition_id, task_name, batch_index), dp_rank, samples in self._reservations():
-            by_rank = states.setdefault(partition_id, {}).setdefault(task_name, {})
-            by_rank.setdefault(dp_rank, {})[batch_index] = (samples, list(samples)) if self._caches_pairs else samples
-        return states
+        return _caches.reservation_states(self._native.state(), self._caches_pairs)
 
     def clear(self, partition_id: str, task_name: Optional[str] = None) -> None:
         self._native.clear(partition_id, task_name)
@@ -306,10 +273,7 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
     def _balanced_cache(self) -> dict:
         """TransferQueue's view of the reservations: {(partition_id,
         task_name, batch_index): [samples of rank 0, rank 1, ...]}."""
-        cache: dict = {}
-        for key, _, samples in self._reservations():
-            cache.setdefault(key, []).append(samples)
-        return cache
+        return _caches.reservation_cache(self._native.state())
 
 
 class TokenBudgetSampler(_NativeSampler):

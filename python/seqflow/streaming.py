@@ -46,7 +46,7 @@ from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
 
-from seqflow import _convert
+from seqflow import _convert, _seqflow
 from seqflow.batch_meta import chunk_sizes
 
 try:
@@ -136,27 +136,11 @@ class StreamingDataset(IterableDataset):
                  warn_after_seconds: float = 60.0):
         _require_torch("StreamingDataset")
         super().__init__()
-        for name, value in (("batch_size", batch_size), ("micro_batch_size", micro_batch_size)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-        if isinstance(dp_rank, bool) or not isinstance(dp_rank, int) or dp_rank < 0:
-            raise ValueError(f"dp_rank must be an integer >= 0, got {dp_rank!r}")
-        data_fields = [data_fields] if isinstance(data_fields, str) else list(data_fields)
-        if not data_fields:
-            raise ValueError("data_fields must name at least one field")
-        if not partition_id or not task_name:
-            raise ValueError(f"partition_id and task_name are required, got {partition_id!r} and {task_name!r}")
         if empty_batch_sleep is None:
             empty_batch_sleep = float(os.environ.get(SLEEP_ENV, 1.0))
-        if not empty_batch_sleep >= 0:
-            raise ValueError(f"empty_batch_sleep must be >= 0 seconds, got {empty_batch_sleep!r}")
-        if total_samples is not None and (isinstance(total_samples, bool) or total_samples < 1):
-            raise ValueError(f"total_samples must be an integer >= 1 or None, got {total_samples!r}")
-        if not isinstance(drop_last, bool):
-            raise ValueError(f"drop_last must be True or False, got {drop_last!r}")
-        if isinstance(warn_after_seconds, bool) or not isinstance(warn_after_seconds, (int, float)) \
-                or not warn_after_seconds > 0:
-            raise ValueError(f"warn_after_seconds must be a number > 0, got {warn_after_seconds!r}")
+        data_fields, empty_batch_sleep, warn_after_seconds = _seqflow.streaming_arguments(
+            batch_size, micro_batch_size, dp_rank, data_fields, partition_id, task_name, empty_batch_sleep,
+            total_samples, drop_last, warn_after_seconds)
         self.config = config
         self.batch_size = batch_size
         self.micro_batch_size = micro_batch_size
@@ -167,13 +151,13 @@ class StreamingDataset(IterableDataset):
         self.should_check_consumption_status = should_check_consumption_status
         self.fetch_batch_fn = fetch_batch_fn or default_fetch_batch_fn
         self.process_batch_fn = process_batch_fn or split_batch
-        self.empty_batch_sleep = float(empty_batch_sleep)
+        self.empty_batch_sleep = empty_batch_sleep
         self.total_samples = total_samples
         self.data_format = data_format
         self.data_layout = data_layout
         self.keep_batches = keep_batches
         self.drop_last = drop_last
-        self.warn_after_seconds = float(warn_after_seconds)
+        self.warn_after_seconds = warn_after_seconds
         self.sampling_config = {"dp_rank": dp_rank, "task_name": task_name}
         self._client = client
         self._owner_pid = os.getpid()

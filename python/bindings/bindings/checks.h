@@ -1,0 +1,64 @@
+// Checks of the arguments of seqflow's public Python calls, made before any
+// engine call: a bad argument raises one message naming the parameter and its
+// value, the same in embedded and remote mode.
+//
+// Wrong type: ArgumentTypeError, a TypeError that is also a ValueError
+// (seqflow raised ValueError for these before, and callers catch that).
+// Right type, wrong value: ValueError.
+//
+// Names (fields, partition ids, keys, tag keys, task names, the Ray service
+// name) follow one rule: a non-empty str of at most kMaxNameBytes bytes of
+// UTF-8 (no lone surrogates), without NUL, which C strings would cut off. The
+// controller applies the same rule (src/core/name_rule.h) to other callers.
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+
+namespace seqflow::bindings {
+
+// The C++ client's bound of busy_poll_us: beyond a second, sleeping is cheaper.
+inline constexpr int64_t kMaxBusyPollUs = 1'000'000;
+
+// The exception type seqflow._checks.ArgumentTypeError.
+PyObject* argument_type_error();
+
+// type(value).__name__, str(value), repr(value), isinstance(value, collections.abc.Mapping).
+std::string type_name_of(nanobind::handle value);
+std::string str_text(nanobind::handle value);
+std::string repr_text(nanobind::handle value);
+bool is_mapping(nanobind::handle value);
+
+// module.name, looked up on first use and kept for the life of the process
+// (a static nb::object would be released after the interpreter is gone).
+nanobind::handle python_attribute(const char* module, const char* name);
+
+// Raises ArgumentTypeError(message).
+[[noreturn]] void throw_argument_type_error(const std::string& message);
+
+// repr(value), at most 80 characters of it and the length when longer.
+std::string short_repr(nanobind::handle value);
+
+// "`parameter` must be <description>, got <type> <short repr>" as ArgumentTypeError.
+[[noreturn]] void throw_wrong_type(nanobind::handle value, std::string_view parameter, std::string_view description);
+
+nanobind::object check_name(nanobind::handle value, std::string_view parameter);
+// One name (a str) or an iterable of names, as a list; each checked, named by its position.
+nanobind::list check_names(nanobind::handle values, const std::string& parameter);
+nanobind::object check_path(nanobind::handle value, std::string_view parameter);
+bool check_bool(nanobind::handle value, std::string_view parameter);
+int64_t check_count(nanobind::handle value, std::string_view parameter, int64_t minimum = 0,
+                    int64_t maximum = std::numeric_limits<int64_t>::max());
+double check_seconds(nanobind::handle value, std::string_view parameter, bool allow_zero = false);
+// None or a dict whose keys are names (a tag, one custom_meta entry).
+nanobind::object check_tag(nanobind::handle value, const std::string& parameter);
+// A list or tuple (not a str or a dict, whose items would be read as entries), as a list.
+nanobind::list check_list(nanobind::handle value, const std::string& parameter, const std::string& description);
+nanobind::object check_instance(nanobind::handle value, std::string_view parameter, nanobind::handle kind,
+                                std::string_view description);
+
+}  // namespace seqflow::bindings

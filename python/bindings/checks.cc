@@ -1,0 +1,382 @@
+// seqflow._checks: the argument checks of bindings/checks.h, bound for the
+// Python layer, with the positions and bounds helpers of its selections.
+#include "bindings/checks.h"
+
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+
+#include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bindings/arrays.h"
+#include "bindings/submodules.h"
+#include "seqflow/limits.h"
+
+namespace nb = nanobind;
+
+namespace seqflow::bindings {
+
+namespace {
+
+// Paths go to the file system, whose own limit (PATH_MAX) is larger than a name's.
+constexpr int64_t kMaxPathBytes = 4096;
+// About 31 years: a deadline of now plus more would overflow the engine's clock (int64 nanoseconds).
+constexpr double kMaxSeconds = 1e9;
+constexpr size_t kShortRepr = 80;
+
+PyObject* argument_type_error_type = nullptr;
+
+// numpy's scalar and array types, looked up once (numpy is never unloaded);
+// nullptr without numpy.
+PyObject* numpy_type(const char* name) {
+  nb::object numpy = nb::steal(PyImport_ImportModule("numpy"));
+  if (!numpy.is_valid()) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  return nb::object(numpy.attr(name)).release().ptr();
+}
+
+bool is_instance(nb::handle value, PyObject* type) {
+  return type != nullptr && PyObject_IsInstance(value.ptr(), type) == 1;
+}
+
+bool is_bool(nb::handle value) {
+  static PyObject* numpy_bool = numpy_type("bool_");
+  return PyBool_Check(value.ptr()) || is_instance(value, numpy_bool);
+}
+
+bool is_integer(nb::handle value) {
+  static PyObject* numpy_integer = numpy_type("integer");
+  return !is_bool(value) && (PyLong_Check(value.ptr()) || is_instance(value, numpy_integer));
+}
+
+bool is_ndarray(nb::handle value) {
+  static PyObject* ndarray = numpy_type("ndarray");
+  return is_instance(value, ndarray);
+}
+
+[[noreturn]] void throw_value_error(const std::string& message) { throw nb::value_error(message.c_str()); }
+
+bool has_iter(nb::handle value) { return PyObject_HasAttrString(value.ptr(), "__iter__") == 1; }
+
+// What breaks the name rule in `text`, or nothing.
+std::optional<std::string> text_problem(nb::handle text, int64_t limit) {
+  PyObject* str = text.ptr();
+  const Py_ssize_t length = PyUnicode_GET_LENGTH(str);
+  if (length == 0) return "must not be empty";
+  if (PyUnicode_FindChar(str, 0, 0, length, 1) >= 0) return "must not contain NUL ('\\x00')";
+  Py_ssize_t size = length;
+  if (!PyUnicode_IS_ASCII(str) && PyUnicode_AsUTF8AndSize(str, &size) == nullptr) {
+    PyErr_Clear();
+    return "must be valid UTF-8 (it holds a lone surrogate)";
+  }
+  if (size > limit) return "must be at most " + std::to_string(limit) + " bytes of UTF-8, has " + std::to_string(size);
+  return std::nullopt;
+}
+
+nb::object check_optional_name(nb::handle value, const std::string& parameter) {
+  return value.is_none() ? nb::none() : check_name(value, parameter);
+}
+
+std::optional<bool> check_optional_bool(nb::handle value, const std::string& parameter) {
+  if (value.is_none()) return std::nullopt;
+  return check_bool(value, parameter);
+}
+
+int64_t check_int64(nb::handle value, const std::string& parameter) {
+  return check_count(value, parameter, std::numeric_limits<int64_t>::min());
+}
+
+nb::object check_int64_list(nb::handle values, const std::string& parameter) {
+  if (is_integer(values)) return nb::cast(to_numpy(std::vector<int64_t>{check_int64(values, parameter)}));
+  if (PyUnicode_Check(values.ptr()) || PyBytes_Check(values.ptr()) || PyByteArray_Check(values.ptr()) ||
+      is_bool(values) || !has_iter(values)) {
+    throw_argument_type_error(parameter + " must be an integer or a list of integers, got " + short_repr(values));
+  }
+  if (is_ndarray(values) && nb::cast<int>(values.attr("ndim")) == 1 &&
+      nb::cast<std::string>(values.attr("dtype").attr("kind")) == "i") {
+    static nb::handle ascontiguousarray = python_attribute("numpy", "ascontiguousarray");
+    return ascontiguousarray(values, "int64");
+  }
+  nb::list items = nb::steal<nb::list>(PySequence_List(values.ptr()));
+  std::vector<int64_t> out(items.size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    PyObject* item = PyList_GET_ITEM(items.ptr(), static_cast<Py_ssize_t>(i));
+    int overflow = 1;
+    if (PyLong_CheckExact(item)) out[i] = PyLong_AsLongLongAndOverflow(item, &overflow);
+    if (overflow != 0) out[i] = check_int64(item, parameter + "[" + std::to_string(i) + "]");
+  }
+  return nb::cast(to_numpy(std::move(out)));
+}
+
+nb::object check_choice(nb::handle value, const std::string& parameter, nb::tuple choices) {
+  if (!PyUnicode_Check(value.ptr()) || PySequence_Contains(choices.ptr(), value.ptr()) != 1) {
+    throw_value_error(parameter + " must be one of " + str_text(choices) + ", got " + short_repr(value));
+  }
+  return nb::borrow(value);
+}
+
+[[noreturn]] void throw_not_positions(nb::handle values, const std::string& parameter) {
+  throw_value_error(parameter + " must be a list of integer positions, got " + repr_text(values));
+}
+
+// `values` as a list of positions in [0, size); ValueError naming the parameter otherwise.
+nb::list positions(nb::handle values, int64_t size, const std::string& parameter) {
+  nb::list items;
+  if (is_ndarray(values)) {
+    const std::string kind = nb::cast<std::string>(values.attr("dtype").attr("kind"));
+    const bool empty = nb::cast<int64_t>(values.attr("size")) == 0;
+    if (empty) return items;
+    if (nb::cast<int>(values.attr("ndim")) != 1 || (kind != "i" && kind != "u")) {
+      throw_not_positions(values, parameter);
+    }
+    items = nb::cast<nb::list>(values.attr("tolist")());
+  } else {
+    items = nb::steal<nb::list>(PySequence_List(values.ptr()));
+  }
+  // numpy reads a list of bools only as bools (refused), a mix with integers as integers.
+  size_t bools = 0;
+  bool inside = true;
+  for (size_t i = 0; i < items.size(); ++i) {
+    PyObject* item = PyList_GET_ITEM(items.ptr(), static_cast<Py_ssize_t>(i));
+    if (!PyLong_CheckExact(item)) {
+      if (!is_integer(item) && !is_bool(item)) throw_not_positions(values, parameter);
+      bools += is_bool(item) ? 1 : 0;
+      nb::object integer = nb::steal(PyNumber_Index(item));
+      if (!integer.is_valid()) throw nb::python_error();
+      PyList_SetItem(items.ptr(), static_cast<Py_ssize_t>(i), integer.release().ptr());
+      item = PyList_GET_ITEM(items.ptr(), static_cast<Py_ssize_t>(i));
+    }
+    int overflow = 0;
+    const long long at = PyLong_AsLongLongAndOverflow(item, &overflow);
+    inside = inside && overflow == 0 && at >= 0 && at < size;
+  }
+  if (bools > 0 && bools == items.size()) throw_not_positions(values, parameter);
+  nb::list& out = items;
+  if (!inside) {
+    throw_value_error(parameter + " must lie in [0, " + std::to_string(size) + "), got " + repr_text(out));
+  }
+  return out;
+}
+
+// (start, end) of consecutive parts of these sizes.
+nb::list bounds(nb::handle sizes) {
+  nb::list out;
+  int64_t start = 0;
+  for (nb::handle size : sizes) {
+    const int64_t end = start + check_int64(size, "sizes");
+    out.append(nb::make_tuple(start, end));
+    start = end;
+  }
+  return out;
+}
+
+}  // namespace
+
+nb::list check_names(nb::handle values, const std::string& parameter) {
+  nb::list names;
+  if (PyUnicode_Check(values.ptr())) {
+    names.append(check_name(values, parameter));
+    return names;
+  }
+  if (PyBytes_Check(values.ptr()) || PyByteArray_Check(values.ptr()) || !has_iter(values)) {
+    throw_wrong_type(values, parameter, "a str or a list of str");
+  }
+  names = nb::steal<nb::list>(PySequence_List(values.ptr()));
+  const size_t count = names.size();
+  for (size_t i = 0; i < count; ++i) {
+    PyObject* name = PyList_GET_ITEM(names.ptr(), static_cast<Py_ssize_t>(i));
+    // The usual ASCII name of a usual length is fine as it is (kv_batch_put of 100k keys).
+    const bool plain = PyUnicode_Check(name) && PyUnicode_IS_ASCII(name) && PyUnicode_GET_LENGTH(name) > 0 &&
+                       PyUnicode_GET_LENGTH(name) <= static_cast<Py_ssize_t>(kMaxNameBytes) &&
+                       PyUnicode_FindChar(name, 0, 0, PyUnicode_GET_LENGTH(name), 1) < 0;
+    if (!plain) check_name(name, parameter + "[" + std::to_string(i) + "]");
+  }
+  return names;
+}
+
+nb::object check_tag(nb::handle value, const std::string& parameter) {
+  if (value.is_none()) return nb::none();
+  check_instance(value, parameter, reinterpret_cast<PyObject*>(&PyDict_Type), "a dict or None");
+  for (nb::handle key : value) check_name(key, parameter + " key");
+  return nb::borrow(value);
+}
+
+nb::list check_list(nb::handle value, const std::string& parameter, const std::string& description) {
+  if (!PyList_Check(value.ptr()) && !PyTuple_Check(value.ptr())) throw_wrong_type(value, parameter, description);
+  return nb::steal<nb::list>(PySequence_List(value.ptr()));
+}
+
+PyObject* argument_type_error() { return argument_type_error_type; }
+
+std::string type_name_of(nb::handle value) { return nb::cast<std::string>(value.type().attr("__name__")); }
+
+std::string str_text(nb::handle value) {
+  nb::object text = nb::steal(PyObject_Str(value.ptr()));
+  if (!text.is_valid()) throw nb::python_error();
+  return nb::cast<std::string>(text);
+}
+
+std::string repr_text(nb::handle value) { return nb::repr(value).c_str(); }
+
+nb::handle python_attribute(const char* module, const char* name) {
+  return nb::object(nb::module_::import_(module).attr(name)).release();
+}
+
+bool is_mapping(nb::handle value) {
+  static nb::handle mapping = python_attribute("collections.abc", "Mapping");
+  const int is = PyObject_IsInstance(value.ptr(), mapping.ptr());
+  if (is < 0) throw nb::python_error();
+  return is == 1;
+}
+
+void throw_argument_type_error(const std::string& message) {
+  PyErr_SetString(argument_type_error_type, message.c_str());
+  throw nb::python_error();
+}
+
+std::string short_repr(nb::handle value) {
+  nb::str text = nb::repr(value);
+  const Py_ssize_t length = PyUnicode_GET_LENGTH(text.ptr());
+  if (length <= static_cast<Py_ssize_t>(kShortRepr)) return text.c_str();
+  nb::str head = nb::steal<nb::str>(PyUnicode_Substring(text.ptr(), 0, kShortRepr));
+  return std::string(head.c_str()) + "... (" + std::to_string(length) + " characters)";
+}
+
+void throw_wrong_type(nb::handle value, std::string_view parameter, std::string_view description) {
+  throw_argument_type_error(std::string(parameter) + " must be " + std::string(description) + ", got " +
+                            type_name_of(value) + " " + short_repr(value));
+}
+
+nb::object check_name(nb::handle value, std::string_view parameter) {
+  if (!PyUnicode_Check(value.ptr())) throw_wrong_type(value, parameter, "a str");
+  if (std::optional<std::string> problem = text_problem(value, kMaxNameBytes)) {
+    throw_value_error(std::string(parameter) + " " + *problem + ", got " + short_repr(value));
+  }
+  return nb::borrow(value);
+}
+
+nb::object check_path(nb::handle value, std::string_view parameter) {
+  nb::object path;
+  if (PyUnicode_Check(value.ptr())) {
+    path = nb::borrow(value);
+  } else if (PyObject_HasAttrString(reinterpret_cast<PyObject*>(Py_TYPE(value.ptr())), "__fspath__") == 1) {
+    path = nb::steal(PyOS_FSPath(value.ptr()));
+    if (!path.is_valid()) throw nb::python_error();
+  }
+  if (!path.is_valid() || !PyUnicode_Check(path.ptr())) throw_wrong_type(value, parameter, "a str or an os.PathLike");
+  if (std::optional<std::string> problem = text_problem(path, kMaxPathBytes)) {
+    throw_value_error(std::string(parameter) + " " + *problem + ", got " + short_repr(value));
+  }
+  return path;
+}
+
+bool check_bool(nb::handle value, std::string_view parameter) {
+  if (!is_bool(value))
+    throw_argument_type_error(std::string(parameter) + " must be True or False, got " + short_repr(value));
+  return PyObject_IsTrue(value.ptr()) == 1;
+}
+
+int64_t check_count(nb::handle value, std::string_view parameter, int64_t minimum, int64_t maximum) {
+  if (!is_integer(value))
+    throw_argument_type_error(std::string(parameter) + " must be an integer, got " + short_repr(value));
+  nb::object integer = nb::steal(PyNumber_Index(value.ptr()));
+  if (!integer.is_valid()) throw nb::python_error();
+  int overflow = 0;
+  const long long number = PyLong_AsLongLongAndOverflow(integer.ptr(), &overflow);
+  if (overflow < 0 || (overflow == 0 && number < minimum)) {
+    throw_value_error(std::string(parameter) + " must be >= " + std::to_string(minimum) + ", got " + str_text(value));
+  }
+  if (overflow > 0 || number > maximum) {
+    throw_value_error(std::string(parameter) + " must be <= " + std::to_string(maximum) + ", got " + str_text(value));
+  }
+  return number;
+}
+
+double check_seconds(nb::handle value, std::string_view parameter, bool allow_zero) {
+  static PyObject* numpy_floating = numpy_type("floating");
+  const bool number = is_integer(value) || PyFloat_Check(value.ptr()) || is_instance(value, numpy_floating);
+  if (!number)
+    throw_argument_type_error(std::string(parameter) + " must be a number of seconds, got " + short_repr(value));
+  const double seconds = PyFloat_AsDouble(value.ptr());
+  if (seconds == -1.0 && PyErr_Occurred()) throw nb::python_error();
+  if (!std::isfinite(seconds) || seconds < 0 || (seconds == 0 && !allow_zero) || seconds > kMaxSeconds) {
+    throw_value_error(std::string(parameter) + " must be a finite number of seconds " + (allow_zero ? ">= 0" : "> 0") +
+                      " and <= 1e+09, got " + repr_text(value));
+  }
+  return seconds;
+}
+
+nb::object check_instance(nb::handle value, std::string_view parameter, nb::handle kind, std::string_view description) {
+  const int is = PyObject_IsInstance(value.ptr(), kind.ptr());
+  if (is < 0) throw nb::python_error();
+  if (is == 0) throw_wrong_type(value, parameter, description);
+  return nb::borrow(value);
+}
+
+void bind_checks(nb::module_ m) {
+  nb::object bases = nb::make_tuple(nb::handle(PyExc_TypeError), nb::handle(PyExc_ValueError));
+  argument_type_error_type = PyErr_NewExceptionWithDoc("seqflow._checks.ArgumentTypeError",
+                                                       "An argument of the wrong type.", bases.ptr(), nullptr);
+  if (argument_type_error_type == nullptr) throw nb::python_error();
+  m.attr("ArgumentTypeError") = nb::handle(argument_type_error_type);
+  m.attr("MAX_NAME_BYTES") = kMaxNameBytes;
+  m.attr("MAX_PATH_BYTES") = kMaxPathBytes;
+  m.attr("MAX_SECONDS") = kMaxSeconds;
+  m.attr("INT64_MIN") = std::numeric_limits<int64_t>::min();
+  m.attr("INT64_MAX") = std::numeric_limits<int64_t>::max();
+  m.def(
+      "short_repr", [](nb::handle value) { return short_repr(value); }, nb::arg("value").none());
+  m.def(
+      "check_name", [](nb::handle value, const std::string& parameter) { return check_name(value, parameter); },
+      nb::arg("value").none(), nb::arg("parameter"), "`value` if it follows the name rule.");
+  m.def("check_optional_name", &check_optional_name, nb::arg("value").none(), nb::arg("parameter"));
+  m.def("check_names", &check_names, nb::arg("values").none(), nb::arg("parameter"),
+        "One name (a str) or an iterable of names, as a list; each checked, named by its position.");
+  m.def(
+      "check_path", [](nb::handle value, const std::string& parameter) { return check_path(value, parameter); },
+      nb::arg("value").none(), nb::arg("parameter"), "A str or os.PathLike naming a file or directory, as a str.");
+  m.def(
+      "check_bool", [](nb::handle value, const std::string& parameter) { return check_bool(value, parameter); },
+      nb::arg("value").none(), nb::arg("parameter"),
+      "A real bool: a string such as 'false' would be true by truthiness.");
+  m.def("check_optional_bool", &check_optional_bool, nb::arg("value").none(), nb::arg("parameter"));
+  m.def(
+      "check_count",
+      [](nb::handle value, const std::string& parameter, int64_t minimum, int64_t maximum) {
+        return check_count(value, parameter, minimum, maximum);
+      },
+      nb::arg("value").none(), nb::arg("parameter"), nb::kw_only(), nb::arg("minimum") = 0,
+      nb::arg("maximum") = std::numeric_limits<int64_t>::max(),
+      "An integer (not a bool, not a float) in [minimum, maximum].");
+  m.def("check_int64", &check_int64, nb::arg("value").none(), nb::arg("parameter"));
+  m.def("check_int64_list", &check_int64_list, nb::arg("values").none(), nb::arg("parameter"),
+        "An integer or an iterable of integers (no bools, no floats), each in int64's range, as an int64 array.");
+  m.def(
+      "check_seconds",
+      [](nb::handle value, const std::string& parameter, bool allow_zero) {
+        return check_seconds(value, parameter, allow_zero);
+      },
+      nb::arg("value").none(), nb::arg("parameter"), nb::kw_only(), nb::arg("allow_zero") = false,
+      "A finite number of seconds, > 0 (or >= 0 with allow_zero), at most MAX_SECONDS.");
+  m.def("check_choice", &check_choice, nb::arg("value").none(), nb::arg("parameter"), nb::arg("choices"));
+  m.def(
+      "check_instance",
+      [](nb::handle value, const std::string& parameter, nb::handle kind, const std::string& description) {
+        return check_instance(value, parameter, kind, description);
+      },
+      nb::arg("value").none(), nb::arg("parameter"), nb::arg("kind"), nb::arg("description"),
+      "`value` if it is a `kind` (described to the user as `description`).");
+  m.def("check_tag", &check_tag, nb::arg("value").none(), nb::arg("parameter"),
+        "A tag (kv_put) or one custom_meta entry: None or a dict whose keys are names.");
+  m.def("check_list", &check_list, nb::arg("value").none(), nb::arg("parameter"), nb::arg("description"),
+        "A list or tuple (not a str or a dict, whose items would be read as entries), as a list.");
+  m.def("positions", &positions, nb::arg("values").none(), nb::arg("size"), nb::arg("parameter"),
+        "`values` as a list of positions in [0, size); ValueError naming the parameter otherwise.");
+  m.def("bounds", &bounds, nb::arg("sizes").none(), "(start, end) of consecutive parts of these sizes.");
+}
+
+}  // namespace seqflow::bindings
