@@ -7,8 +7,10 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 from required import require
+from seqflow.demo.config import ACTOR_MICRO_BATCH
 
 require("torch")  # the demo's ranks read through StreamingDataset
 
@@ -26,7 +28,8 @@ def demo(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("demo")
     report = tmp_path / "reports" / "demo.json"
     done = run_demo(tmp_path, "--steps", str(STEPS), "--prompts", str(PROMPTS), "--responses", str(RESPONSES),
-                    "--ranks", str(RANKS), "--seed", "3", "--report", str(report), "--png", str(tmp_path / "load.png"))
+                    "--ranks", str(RANKS), "--seed", "3", "--report", str(report), "--png", str(tmp_path / "load.png"),
+                    "--time-png", str(tmp_path / "time.png"))
     return done, report, tmp_path
 
 
@@ -44,6 +47,9 @@ def test_exits_zero_and_prints_each_step(demo):
             assert "min" in line and "max" in line and "SequentialSampler would be" in line
             assert "exactly once: yes" in line
     assert out.count("pack plan") == STEPS
+    assert out.count("CPU seconds/rank") == STEPS
+    assert "update_actor measured CPU time: ranks idle" in out
+    assert "controller's model of update_actor after" in out
     assert "exactly once, every step and task: yes" in out
     assert "report: " in out
     assert "chart: " in out  # drawn, or skipped without matplotlib
@@ -70,9 +76,18 @@ def test_report_holds_every_step_and_task(demo):
             assert sum(t["samples_per_rank"]) == PROMPTS * RESPONSES
             assert t["tokens_min"] == min(t["tokens_per_rank"]) and t["tokens_max"] == max(t["tokens_per_rank"])
             assert 1.0 <= t["imbalance"] <= t["sequential_imbalance"] + 1e-12
+        timing = step["actor_time"]
+        assert len(timing["seconds_per_rank"]) == RANKS and min(timing["seconds_per_rank"]) > 0
+        seconds = timing["seconds_per_rank"]
+        assert timing["idle"] == pytest.approx(1 - np.mean(seconds) / max(seconds))
+        assert timing["micro_batches"] == PROMPTS * RESPONSES // ACTOR_MICRO_BATCH
+        if step["step"] > 0:  # a model of the earlier steps predicted each rank
+            assert len(timing["predicted_seconds_per_rank"]) == RANKS and timing["max_prediction_error"] >= 0
         plan = step["pack_plan"]
         assert plan["optimizer_steps"] == 2 and plan["packs_over_cap"] == 0
         assert 0.0 <= plan["padding_ratio"] < 1.0
+    model = report["actor_time"]["model"]  # every actor micro-batch was reported to the controller
+    assert model["reports"] == STEPS * PROMPTS * RESPONSES // ACTOR_MICRO_BATCH and model["fitted"]
 
 
 def test_chart_is_drawn_or_skipped_with_a_reason(demo):
@@ -84,17 +99,23 @@ def test_chart_is_drawn_or_skipped_with_a_reason(demo):
         assert "chart: skipped, matplotlib is not installed" in done.stdout
     else:
         assert (tmp_path / "load.png").stat().st_size > 0
+        assert (tmp_path / "time.png").stat().st_size > 0
+        assert f"chart: {tmp_path / 'time.png'}" in done.stdout
 
 
-def test_same_seed_same_balance(demo, tmp_path):
-    done, report_path, _ = demo
-    again = tmp_path / "again.json"
-    second = run_demo(tmp_path, "--steps", "1", "--prompts", str(PROMPTS), "--responses", str(RESPONSES),
-                      "--ranks", str(RANKS), "--seed", "3", "--report", str(again), "--png", str(tmp_path / "x.png"),
-                      "--no-progress")
-    assert second.returncode == 0, second.stderr
-    first_step = json.loads(report_path.read_text())["steps"][0]
-    assert json.loads(again.read_text())["steps"][0]["tasks"] == first_step["tasks"]
+def test_same_seed_same_balance_by_tokens(tmp_path):
+    """Balanced by tokens, the split depends on the lengths alone (online, it
+    follows the measured times)."""
+    reports = []
+    for run in range(2):
+        path = tmp_path / f"run{run}.json"
+        done = run_demo(tmp_path, "--steps", "2", "--prompts", str(PROMPTS), "--responses", str(RESPONSES),
+                        "--ranks", str(RANKS), "--seed", "3", "--report", str(path), "--png", str(tmp_path / "x.png"),
+                        "--time-png", str(tmp_path / "t.png"), "--workload", "tokens", "--no-progress")
+        assert done.returncode == 0, done.stderr
+        reports.append(json.loads(path.read_text()))
+    assert [s["tasks"] for s in reports[0]["steps"]] == [s["tasks"] for s in reports[1]["steps"]]
+    assert reports[0]["config"]["workload"] == "tokens"
 
 
 @pytest.mark.parametrize("args, fragment", [
@@ -102,6 +123,7 @@ def test_same_seed_same_balance(demo, tmp_path):
     (["--steps", "0"], "must be >= 1"),
     (["--seed", "x"], "expected an integer, got 'x'"),
     (["--pack-max-length", "1000"], "must hold the longest sample"),
+    (["--workload", "verl"], "invalid choice: 'verl'"),
 ])
 def test_bad_arguments_exit_2_naming_the_value(capsys, args, fragment):
     from seqflow.demo import main

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from seqflow.demo.config import ACTOR_MICRO_BATCH, EMPTY_BATCH_SLEEP, LOG_PROB_MICRO_BATCH, TASK_FIELDS, Config
-from seqflow.demo.compute import train_micro_batch
+from seqflow.demo.compute import StandInTrainer
 from seqflow.demo.progress import Progress
 from seqflow.demo.rollout import partition_of
 
@@ -42,6 +42,7 @@ def run_rank(client, config: Config, task: str, rank: int, records: list, finish
         data_fields=TASK_FIELDS[task], partition_id=partition_of(0), task_name=task, dp_rank=rank,
         should_check_consumption_status=True, total_samples=config.samples, client=client,
         data_format="numpy", empty_batch_sleep=EMPTY_BATCH_SLEEP, keep_batches=False)
+    trainer = StandInTrainer() if task == "update_actor" else None
     for step in range(config.steps):
         if step:
             dataset.step(partition_of(step))
@@ -62,7 +63,7 @@ def run_rank(client, config: Config, task: str, rank: int, records: list, finish
                     if len(data["old_log_prob"][i]) != entry["response_length"]:
                         record.mismatches += 1
                 lengths = [int(m["total_lengths"]) for m in meta.custom_meta]
-                seconds = train_micro_batch(lengths)
+                seconds = trainer.train(lengths)
                 record.timings.append((lengths, seconds))
                 client.report_timing(task, lengths, seconds)  # the controller refits the actor's workload
             record.global_indexes.extend(meta.global_indexes)
