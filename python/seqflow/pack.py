@@ -53,8 +53,9 @@ def plan(lengths, *, dp_size: int, optimizer_steps: int, pack_max_length: int, g
     lengths: tokens per sample; a sample longer than pack_max_length is an error.
     groups: optional group id per sample (e.g. the responses of one prompt);
         a group stays on one rank and in one step.
-    workload: what balancing evens out: "tokens", "verl", "quadratic(a,b)" or
-        a Workload. The cap is always on tokens.
+    workload: what balancing evens out: "tokens", "verl", "quadratic(a,b)", a
+        Workload (calibrated ones too) or an OnlineWorkload (its current
+        model). The cap is always on tokens.
     pad_to: "cap" (every pack to pack_max_length), "step_max" (every pack to
         the longest pack of its slot across ranks) or "none".
     pack_max_length: at most MAX_PACK_LENGTH (2^31 - 1): packs are
@@ -109,7 +110,7 @@ def micro_batches(lengths, max_token_len: int, *, dp_size: int = 1, same_count_a
         dp_size may stay 1 and is then taken from the list).
     The count is the fewest for which the cap holds, the same on every rank
     when same_count_across_ranks, and a multiple of count_multiple (pipeline
-    schedules). Micro-batches are balanced by `workload`. A plan of more than
+    schedules). Micro-batches are balanced by `workload` (as plan takes it). A plan of more than
     MAX_PLAN_LISTS micro-batches over all ranks is refused.
     order: "interleave" (largest, smallest, second largest, ...: shrinks
         pipeline bubbles), "descending" or "none".

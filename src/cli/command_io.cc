@@ -38,6 +38,7 @@ Workload workload_option(const Arguments& args) {
   const std::string value = args.get("--workload").value_or("tokens");
   std::error_code error;
   if (!std::filesystem::is_regular_file(value, error)) {
+    if (value.ends_with(".json")) throw_invalid("--workload: no model file '" + value + "'");
     return with_option("--workload", [&] { return Workload::parse(value); });
   }
   const std::string text = read_text_file(value, "--workload");

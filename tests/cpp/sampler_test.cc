@@ -196,6 +196,48 @@ TEST(SamplerSeqlenBalanced, BalancesTokensAcrossRanks) {
             std::accumulate(lengths.begin(), lengths.end(), int64_t{0}));
 }
 
+// With a workload, kk balances the group sums of its costs: the expected
+// split is TransferQueue's over those sums, whichever way the sampler is made.
+TEST(SamplerSeqlenBalanced, KKBalancesTheWorkloadsGroupSums) {
+  const Workload squares = Workload::quadratic(0, 1);
+  // Group sums 19, 16, 19, 19 tokens but 135, 78, 123, 117 squares: the splits differ.
+  const std::vector<int64_t> lengths = {1, 2, 9, 7, 1, 4, 6, 5, 8, 7, 3, 1, 1, 8, 6, 4};
+  std::vector<int64_t> sums;
+  for (size_t g = 0; g < 4; ++g) {
+    int64_t sum = 0;
+    for (size_t i = g * 4; i < g * 4 + 4; ++i) sum += squares.cost(lengths[i]);
+    sums.push_back(sum);
+  }
+  const auto parts = balance::get_seqlen_balanced_partitions(sums, 2, true);
+  const std::vector<int64_t> token_sums = {19, 16, 19, 19};
+  ASSERT_NE(balance::get_seqlen_balanced_partitions(token_sums, 2, true), parts);
+  const std::shared_ptr<Sampler> samplers[] = {
+      make_seqlen_balanced_sampler(4, 2, "kk", -1, squares),
+      make_sampler(
+          "seqlen_balanced",
+          json{{"n_samples_per_prompt", 4}, {"dp_size", 2}, {"algorithm", "kk"}, {"workload", "quadratic(0,1)"}}),
+      make_sampler("seqlen_balanced", json{{"n_samples_per_prompt", 4},
+                                           {"dp_size", 2},
+                                           {"algorithm", "kk"},
+                                           {"workload", json::parse(squares.to_json())}})};
+  for (const auto& sampler : samplers) {
+    Controller controller = with(sampler);
+    put(controller, "p", 16, {"x"}, lengths_meta(lengths));
+    for (size_t rank = 0; rank < 2; ++rank) {
+      std::vector<int64_t> expected;
+      for (int64_t g : parts[rank]) {
+        for (int64_t i = 0; i < 4; ++i) expected.push_back(g * 4 + i);
+      }
+      EXPECT_EQ(fetch(controller, 8, static_cast<int64_t>(rank)), expected) << "rank " << rank;
+    }
+  }
+  EXPECT_TRUE(throws_code(
+      [] {
+        make_sampler("token_budget", json{{"max_tokens", 10}, {"dp_size", 1}, {"workload", 3}});
+      },
+      ErrorCode::kInvalidArgument, {"argument 'workload' of sampler 'token_budget'"}));
+}
+
 TEST(SamplerSeqlenBalanced, GroupCountsThatDoNotDivideAreBalancedNotFatal) {
   // n 4, dp 2, 6 per rank: 12 samples, 3 groups over 2 ranks.
   Controller controller = with(make_seqlen_balanced_sampler(4, 2));

@@ -181,6 +181,9 @@ def test_cli_bad_models_and_timings_are_named(tmp_path):
     assert result.returncode == 2
     assert "--workload" in result.stderr and str(bad_model) in result.stderr and "per_token" in result.stderr
 
+    result = cli("balance", "-", "--k", "2", "--workload", str(tmp_path / "missing.json"), stdin="1\n2\n")
+    assert result.returncode == 2 and "--workload: no model file" in result.stderr
+
     timings = tmp_path / "t.jsonl"
     timings.write_text('{"lengths": [1, 2], "seconds": 1}\n\n{"lengths": [1, -2], "seconds": 1}\n')
     result = cli("calibrate", "--timings", str(timings))
