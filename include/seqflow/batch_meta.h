@@ -10,7 +10,6 @@
 #include <string_view>
 #include <vector>
 
-
 #include "seqflow/custom_meta_list.h"
 #include "seqflow/partition_id_list.h"
 #include "seqflow/tensor.h"

@@ -10,7 +10,6 @@
 #include <string>
 #include <vector>
 
-
 #include "seqflow/controller.h"
 #include "seqflow/storage.h"
 #include "seqflow/tensor.h"

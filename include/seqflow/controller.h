@@ -15,7 +15,6 @@
 #include <string>
 #include <vector>
 
-
 #include "seqflow/batch_meta.h"
 #include "seqflow/partition_keys.h"
 #include "seqflow/sampler.h"

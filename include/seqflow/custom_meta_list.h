@@ -13,7 +13,6 @@
 
 #include "seqflow/value.h"
 
-
 namespace seqflow {
 
 class CustomMetaList {

@@ -13,7 +13,6 @@
 
 #include "seqflow/value.h"
 
-
 namespace seqflow {
 
 // Which state of a partition's keys and tags a listing shows: the epoch is

@@ -12,7 +12,6 @@
 
 #include "seqflow/value.h"
 
-
 namespace seqflow {
 
 // TransferQueue's sampling_config.

@@ -90,7 +90,7 @@ class StorageUnit final : public DataPlane {
   void save(const std::string& path) const override;
   void load(const std::string& path) override;
 
- ~StorageUnit() override;
+  ~StorageUnit() override;
 
  private:
   struct State;  // the values, their lock and counts (src/storage/storage_unit.cc)

@@ -32,8 +32,7 @@ class Value {
   Value(std::nullptr_t) {}
   Value(bool value) : data_(value) {}
   template <std::integral T>
-    requires(!std::same_as<T, bool>)
-  Value(T value) {
+  requires(!std::same_as<T, bool>) Value(T value) {
     if constexpr (std::is_signed_v<T>) {
       data_ = static_cast<int64_t>(value);
     } else if (static_cast<uint64_t>(value) <= static_cast<uint64_t>(INT64_MAX)) {

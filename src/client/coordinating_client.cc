@@ -459,7 +459,8 @@ Value CoordinatingClient::load_checkpoint(const std::string& directory) {
   namespace fs = std::filesystem;
   std::unique_lock lock(mutex_);
   const durable::CheckpointFiles files = durable::open_checkpoint_directory(directory);
-  Value user_metadata = from_json(durable::read_checkpoint_metadata(files));  // a corrupt file fails before anything changes
+  Value user_metadata =
+      from_json(durable::read_checkpoint_metadata(files));  // a corrupt file fails before anything changes
   // The controller is loaded first and can be put back from this copy if the
   // storage file turns out to be bad; storage loads are all-or-nothing.
   const fs::path backup = durable::temporary_checkpoint_sibling(directory, "controller-backup");

@@ -58,8 +58,8 @@ class CoordinatingClient final : public Client {
                      std::span<const uint64_t> generations) override;
   void clear_partition(const std::string& partition_id) override;
 
-  BatchMeta kv_put(const std::string& partition_id, std::span<const std::string> keys,
-                   std::span<const Value> tags, const std::vector<Column>& columns) override;
+  BatchMeta kv_put(const std::string& partition_id, std::span<const std::string> keys, std::span<const Value> tags,
+                   const std::vector<Column>& columns) override;
   BatchMeta kv_meta(const std::string& partition_id, std::span<const std::string> keys) override;
   void kv_clear(const std::string& partition_id, std::span<const std::string> keys) override;
 

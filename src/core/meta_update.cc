@@ -7,8 +7,7 @@
 
 namespace seqflow::core {
 
-std::vector<EncodedMeta> encode_updates(std::span<const int64_t> global_indexes,
-                                        std::span<const Value> custom_meta) {
+std::vector<EncodedMeta> encode_updates(std::span<const int64_t> global_indexes, std::span<const Value> custom_meta) {
   if (custom_meta.size() != global_indexes.size()) {
     throw_invalid("custom_meta has " + std::to_string(custom_meta.size()) + " entries for " +
                   std::to_string(global_indexes.size()) + " samples");

@@ -22,7 +22,6 @@
 namespace seqflow::test {
 namespace {
 
-
 Column float_column(const std::string& field, const std::vector<float>& values) {
   std::vector<Bytes> samples;
   for (float v : values) samples.push_back(bytes_of(std::vector<float>{v}));
@@ -456,8 +455,7 @@ TEST_P(ClientModes, CheckpointRoundTrip) {
   const std::string fields[] = {"x"};
   const auto rows = restored->get_data(rest, fields);
   EXPECT_EQ(int64_of(rows[0][0]) + int64_of(rows[1][0]), 2 + 3);
-  EXPECT_EQ(rest.custom_meta[0]["total_lengths"].as_int() + rest.custom_meta[1]["total_lengths"].as_int(),
-            5 + 6);
+  EXPECT_EQ(rest.custom_meta[0]["total_lengths"].as_int() + rest.custom_meta[1]["total_lengths"].as_int(), 5 + 6);
 
   // Saving again replaces the directory as a whole.
   restored->clear_partition("p");

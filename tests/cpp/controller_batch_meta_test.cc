@@ -115,7 +115,7 @@ TEST(ControllerBatchMeta, CustomMetaMergesKeyByKey) {
   const std::vector<Value> updates = {Value{{"b", 20}, {"c", 30}}, Value::object()};
   const CustomMetaList merged = list.merged(updates);
   EXPECT_EQ(merged[0], (Value{{"a", 1}, {"b", 20}, {"c", 30}}));
-  EXPECT_EQ(merged.encoded(1), list.encoded(1));   // no update: the same bytes
+  EXPECT_EQ(merged.encoded(1), list.encoded(1));    // no update: the same bytes
   EXPECT_EQ(list[0], (Value{{"a", 1}, {"b", 2}}));  // the source is unchanged
   const std::vector<Value> one = {Value::object()};
   EXPECT_TRUE(throws_code([&] { (void)list.merged(one); }, ErrorCode::kInvalidArgument, {"1 entries for 2 samples"}));

@@ -19,13 +19,13 @@
 namespace seqflow {
 namespace {
 
+using std::chrono::milliseconds;
 using test::fetch_request;
 using test::fields_of;
 using test::put;
 using test::snapshot;
 using test::temp_path;
 using test::throws_code;
-using std::chrono::milliseconds;
 
 std::vector<int64_t> sorted(std::vector<int64_t> v) {
   std::sort(v.begin(), v.end());
@@ -331,13 +331,15 @@ TEST(ControllerTest, BadInputIsRejectedAndChangesNothing) {
        {"custom_meta[1]", "global index 2", "object"}},
       {"bad total_lengths",
        [&] {
-         controller.set_custom_meta("p", live, {}, std::vector<Value>{{{"total_lengths", 1}}, {{"total_lengths", "x"}}});
+         controller.set_custom_meta("p", live, {},
+                                    std::vector<Value>{{{"total_lengths", 1}}, {{"total_lengths", "x"}}});
        },
        invalid,
        {"global index 2", "total_lengths"}},
       {"structured group_id",
        [&] {
-         controller.set_custom_meta("p", live, {}, std::vector<Value>{Value::object(), {{"group_id", Value::array({1})}}});
+         controller.set_custom_meta("p", live, {},
+                                    std::vector<Value>{Value::object(), {{"group_id", Value::array({1})}}});
        },
        invalid,
        {"group_id"}},

@@ -87,8 +87,7 @@ TEST(Value, ObjectAndArrayAccess) {
   EXPECT_EQ(value.find("missing"), nullptr);
   EXPECT_EQ(Value(3).find("k"), nullptr);
   EXPECT_TRUE(throws_code([&] { (void)value.at("missing"); }, ErrorCode::kNotFound, {"no member 'missing'"}));
-  EXPECT_TRUE(throws_code([&] { (void)value.at("flags").at(3); }, ErrorCode::kNotFound,
-                          {"3 elements, no element 3"}));
+  EXPECT_TRUE(throws_code([&] { (void)value.at("flags").at(3); }, ErrorCode::kNotFound, {"3 elements, no element 3"}));
   value["added"] = "new";
   EXPECT_EQ(value.at("added"), Value("new"));
   Value grown;  // null becomes what is asked of it
@@ -114,17 +113,28 @@ TEST(Value, ConvertsToAndFromJsonBothWays) {
   EXPECT_EQ(to_json(value)["nested"]["k"][2], "x");
   EXPECT_EQ(from_json(nlohmann::json::parse(R"({"n": 3, "u": 18446744073709551615, "f": 0.5})")),
             (Value{{"n", 3}, {"u", std::numeric_limits<uint64_t>::max()}, {"f", 0.5}}));
-  EXPECT_TRUE(throws_code([] { (void)from_json(nlohmann::json::binary({1, 2})); }, ErrorCode::kInvalidArgument,
-                          {"binary data has no Value form"}));
+  EXPECT_TRUE(throws_code(
+      [] {
+        (void)from_json(nlohmann::json::binary({1, 2}));
+      },
+      ErrorCode::kInvalidArgument, {"binary data has no Value form"}));
 }
 
 TEST(Value, MessagePackIsTheBytesNlohmannWrites) {
   // Checkpoints and the wire hold bytes written before Value existed: the
   // encoding must not change.
-  const std::vector<Value> values = {
-      sample_value(), Value(), Value(-33), Value(-129), Value(int64_t{1} << 40), Value(-(int64_t{1} << 40)),
-      Value(0.5),     Value(0.1), Value(1e300), Value(std::nan("")), Value(std::string(300, 'x')),
-      Value::array(std::vector<Value>(20, Value(1)))};
+  const std::vector<Value> values = {sample_value(),
+                                     Value(),
+                                     Value(-33),
+                                     Value(-129),
+                                     Value(int64_t{1} << 40),
+                                     Value(-(int64_t{1} << 40)),
+                                     Value(0.5),
+                                     Value(0.1),
+                                     Value(1e300),
+                                     Value(std::nan("")),
+                                     Value(std::string(300, 'x')),
+                                     Value::array(std::vector<Value>(20, Value(1)))};
   for (const Value& value : values) {
     const std::vector<uint8_t> expected = nlohmann::json::to_msgpack(to_json(value));
     EXPECT_EQ(packed(value), std::string(expected.begin(), expected.end())) << value.dump();
