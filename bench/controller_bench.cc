@@ -76,7 +76,7 @@ std::map<std::string, FieldSchema> eight_fields() {
 void put(Controller& controller, const std::map<std::string, FieldSchema>& fields, int64_t count, int64_t& serial,
          bool with_meta = true) {
   const BatchMeta inserted = controller.insert(kPartition, count);
-  std::vector<nlohmann::json> meta;
+  std::vector<seqflow::Value> meta;
   meta.reserve(static_cast<size_t>(count));
   for (int64_t i = 0; with_meta && i < count; ++i) {
     meta.push_back({{"total_lengths", 100 + (serial++ * 7919) % 16000}});

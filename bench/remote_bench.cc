@@ -54,7 +54,6 @@ namespace {
 
 using namespace seqflow;
 using Clock = std::chrono::steady_clock;
-using Json = nlohmann::json;
 
 constexpr double kRatioTarget = 0.70;
 constexpr double kGetMetaP50TargetUs = 100.0;
@@ -296,7 +295,7 @@ std::map<std::string, FieldSchema> meta_schemas() {
 // `count` samples with every field produced and {"total_lengths": L}; no data.
 void refill(ControlPlane& control, const std::string& partition, int64_t count) {
   const BatchMeta meta = control.insert(partition, count);
-  std::vector<Json> custom(meta.size());
+  std::vector<Value> custom(meta.size());
   for (size_t i = 0; i < custom.size(); ++i) custom[i] = {{"total_lengths", 512 + static_cast<int64_t>(i % 4096)}};
   control.mark_produced(partition, meta.global_indexes, meta.generations, meta_schemas(), custom);
 }

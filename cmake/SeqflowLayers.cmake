@@ -69,3 +69,20 @@ function(seqflow_check_public_headers)
     endif()
   endforeach()
 endfunction()
+
+# An object library (not built by default) of one source per public header
+# that includes only that header, compiled with only include/ on the path
+# and no library linked.
+function(seqflow_public_header_check target)
+  file(GLOB headers RELATIVE "${PROJECT_SOURCE_DIR}/include/seqflow" CONFIGURE_DEPENDS
+       "${PROJECT_SOURCE_DIR}/include/seqflow/*.h")
+  set(sources "")
+  foreach(header IN LISTS headers)
+    string(REPLACE ".h" "" stem "${header}")
+    set(source "${CMAKE_BINARY_DIR}/public_header_check/${stem}.cc")
+    file(CONFIGURE OUTPUT "${source}" CONTENT "#include \"seqflow/${header}\"\n")
+    list(APPEND sources "${source}")
+  endforeach()
+  add_library(${target} OBJECT EXCLUDE_FROM_ALL ${sources})
+  target_include_directories(${target} PRIVATE "${PROJECT_SOURCE_DIR}/include")
+endfunction()

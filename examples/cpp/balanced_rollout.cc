@@ -35,7 +35,7 @@ int main() {
   try {
     auto client = seqflow::make_embedded_client({}, {});
     const std::vector<int64_t> lengths = {900, 40, 610, 75, 300, 1200, 33, 480};
-    const std::vector<nlohmann::json> no_meta(lengths.size(), nlohmann::json::object());
+    const std::vector<Value> no_meta(lengths.size(), Value::object());
     client->put_new("step-0", {responses(lengths)}, no_meta);
 
     seqflow::MetaRequest request;

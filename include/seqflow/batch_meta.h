@@ -10,11 +10,10 @@
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "seqflow/custom_meta_list.h"
 #include "seqflow/partition_id_list.h"
 #include "seqflow/tensor.h"
+#include "seqflow/value.h"
 
 namespace seqflow {
 
@@ -46,7 +45,7 @@ struct BatchMeta {
   std::vector<uint8_t> production_status;
   CustomMetaList custom_meta;  // one object per sample, or none (all empty)
   // Echoed by the wire only; the Python layer keeps its own (any objects).
-  nlohmann::json extra_info = nlohmann::json::object();
+  Value extra_info = Value::object();
 
   size_t size() const { return global_indexes.size(); }
   bool produced(size_t sample, size_t field) const {

@@ -10,11 +10,10 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "seqflow/controller.h"
 #include "seqflow/storage.h"
 #include "seqflow/tensor.h"
+#include "seqflow/value.h"
 
 namespace seqflow {
 
@@ -27,10 +26,10 @@ class Client {
   // Data, production and custom_meta become visible together; on failure no
   // sample is left behind.
   virtual BatchMeta put_new(const std::string& partition_id, const std::vector<Column>& columns,
-                            std::span<const nlohmann::json> custom_meta) = 0;
+                            std::span<const Value> custom_meta) = 0;
   // More fields of existing samples (meta from insert or get_meta).
   virtual BatchMeta put_existing(const BatchMeta& meta, const std::vector<Column>& columns,
-                                 std::span<const nlohmann::json> custom_meta) = 0;
+                                 std::span<const Value> custom_meta) = 0;
 
   virtual BatchMeta get_meta(const MetaRequest& request) = 0;
   // result[i][f]: field fields[f] of sample i (meta order); views, not copies.
@@ -51,7 +50,7 @@ class Client {
   // naming it), for get_data. kv_clear releases the keys' samples in both
   // planes.
   virtual BatchMeta kv_put(const std::string& partition_id, std::span<const std::string> keys,
-                           std::span<const nlohmann::json> tags, const std::vector<Column>& columns) = 0;
+                           std::span<const Value> tags, const std::vector<Column>& columns) = 0;
   virtual BatchMeta kv_meta(const std::string& partition_id, std::span<const std::string> keys) = 0;
   virtual void kv_clear(const std::string& partition_id, std::span<const std::string> keys) = 0;
 
@@ -61,8 +60,8 @@ class Client {
   // files, so the directory must be on a filesystem they and this client
   // share under the same path. Loading a directory that holds no
   // checkpoint throws kNotFound naming it.
-  virtual void save_checkpoint(const std::string& directory, const nlohmann::json& user_metadata) = 0;
-  virtual nlohmann::json load_checkpoint(const std::string& directory) = 0;
+  virtual void save_checkpoint(const std::string& directory, const Value& user_metadata) = 0;
+  virtual Value load_checkpoint(const std::string& directory) = 0;
 
   virtual StorageStats storage_stats() const = 0;
 };

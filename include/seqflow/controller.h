@@ -15,13 +15,12 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "seqflow/batch_meta.h"
 #include "seqflow/calibration.h"
 #include "seqflow/partition_keys.h"
 #include "seqflow/sampler.h"
 #include "seqflow/tensor.h"
+#include "seqflow/value.h"
 
 namespace seqflow {
 
@@ -129,12 +128,12 @@ class ControlPlane {
   // "group_id" a scalar.
   virtual void mark_produced(const std::string& partition_id, std::span<const int64_t> global_indexes,
                              std::span<const uint64_t> generations, const std::map<std::string, FieldSchema>& fields,
-                             std::span<const nlohmann::json> custom_meta) = 0;
+                             std::span<const Value> custom_meta) = 0;
 
   virtual BatchMeta get_meta(const MetaRequest& request) = 0;
 
   virtual void set_custom_meta(const std::string& partition_id, std::span<const int64_t> global_indexes,
-                               std::span<const uint64_t> generations, std::span<const nlohmann::json> custom_meta) = 0;
+                               std::span<const uint64_t> generations, std::span<const Value> custom_meta) = 0;
 
   // Both return the global indexes they released (ascending), for the storage
   // to drop. What is gone already (a partition that does not exist, a sample
@@ -178,7 +177,7 @@ class ControlPlane {
   // is its sample's custom_meta: tags (empty, or one object or null per key)
   // are merged into it key by key; null leaves it as it is.
   virtual BatchMeta kv_resolve(const std::string& partition_id, std::span<const std::string> keys,
-                               std::span<const nlohmann::json> tags) = 0;
+                               std::span<const Value> tags) = 0;
   // Known keys only: a missing key throws kNotFound naming it.
   virtual BatchMeta kv_lookup(const std::string& partition_id, std::span<const std::string> keys) const = 0;
   // The known keys among `keys`, in the order given; unknown keys, and every
@@ -223,13 +222,13 @@ class Controller final : public ControlPlane {
   BatchMeta insert(const std::string& partition_id, int64_t count) override;
   void mark_produced(const std::string& partition_id, std::span<const int64_t> global_indexes,
                      std::span<const uint64_t> generations, const std::map<std::string, FieldSchema>& fields,
-                     std::span<const nlohmann::json> custom_meta) override;
+                     std::span<const Value> custom_meta) override;
   BatchMeta get_meta(const MetaRequest& request) override;
   // get_meta without waiting: nullopt where get_meta would wait for data
   // (a fetch that does not poll, with too little ready or no partition yet).
   std::optional<BatchMeta> try_get_meta(const MetaRequest& request);
   void set_custom_meta(const std::string& partition_id, std::span<const int64_t> global_indexes,
-                       std::span<const uint64_t> generations, std::span<const nlohmann::json> custom_meta) override;
+                       std::span<const uint64_t> generations, std::span<const Value> custom_meta) override;
   std::vector<int64_t> clear_samples(const std::string& partition_id, std::span<const int64_t> global_indexes,
                                      std::span<const uint64_t> generations) override;
   std::vector<int64_t> clear_partition(const std::string& partition_id) override;
@@ -245,7 +244,7 @@ class Controller final : public ControlPlane {
   bool all_produced(std::span<const std::string> fields, const std::string& partition_id) const override;
   std::vector<std::string> partition_list() const override;
   BatchMeta kv_resolve(const std::string& partition_id, std::span<const std::string> keys,
-                       std::span<const nlohmann::json> tags) override;
+                       std::span<const Value> tags) override;
   BatchMeta kv_lookup(const std::string& partition_id, std::span<const std::string> keys) const override;
   BatchMeta kv_find(const std::string& partition_id, std::span<const std::string> keys) const override;
   std::vector<std::string> kv_keys(const std::string& partition_id,

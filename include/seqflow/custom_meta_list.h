@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include "seqflow/value.h"
 
 namespace seqflow {
 
@@ -32,20 +32,20 @@ class CustomMetaList {
   bool empty() const { return size() == 0; }
 
   // Sample i's object, decoded.
-  nlohmann::json operator[](size_t i) const;
+  Value operator[](size_t i) const;
   // Sample i's MessagePack bytes; empty for {}.
   std::string_view encoded(size_t i) const {
     return std::string_view(bytes_).substr(offsets_[i], offsets_[i + 1] - offsets_[i]);
   }
 
   // Throws kInvalidArgument unless `object` is a JSON object.
-  void push_back(const nlohmann::json& object);
+  void push_back(const Value& object);
   // Trusted bytes (from the controller's own encoding).
   void push_back_encoded(std::string_view bytes);
   void reserve(size_t samples, size_t bytes);
   // Sample i's object updated key by key with updates[i], for every i
   // (updates holds size() objects, or none for a plain copy).
-  CustomMetaList merged(std::span<const nlohmann::json> updates) const;
+  CustomMetaList merged(std::span<const Value> updates) const;
 
   const std::string& bytes() const { return bytes_; }
   const std::vector<uint32_t>& offsets() const { return offsets_; }

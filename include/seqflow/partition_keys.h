@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include "seqflow/value.h"
 
 namespace seqflow {
 
@@ -47,7 +47,7 @@ class PartitionKeys {
   std::string_view key(size_t i) const { return slice(key_bytes(), key_offsets_, i); }
   // Key i's tag: an object ({} when it has none). Throws kInvalidArgument
   // naming the key when its bytes are no MessagePack map.
-  nlohmann::json tag(size_t i) const;
+  Value tag(size_t i) const;
   // Key i's tag as it travels: MessagePack bytes (empty for {}), unchecked
   // when received; decoders must check them.
   std::string_view encoded_tag(size_t i) const { return slice(tag_bytes(), tag_offsets_, i); }

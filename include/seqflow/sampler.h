@@ -10,8 +10,7 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
+#include "seqflow/value.h"
 #include "seqflow/workload.h"
 
 namespace seqflow {
@@ -27,7 +26,7 @@ struct SamplingConfig {
   // The caller's other sampling_config keys (a JSON object), handed to
   // Python samplers as keyword arguments as TransferQueue does; null when
   // there are none, so a plain fetch carries nothing.
-  nlohmann::json extra = nullptr;
+  Value extra = nullptr;
 };
 
 // What a sampler may ask about a sample. Implemented by the controller.
@@ -41,7 +40,7 @@ class SampleInfo {
   // one put call, cut into runs of n in the order they were put. Never index
   // contiguity. Two samples are in one group iff their keys are equal.
   virtual std::string group_key(int64_t global_index, int64_t n) const = 0;
-  virtual const nlohmann::json& custom_meta(int64_t global_index) const = 0;
+  virtual const Value& custom_meta(int64_t global_index) const = 0;
   // False when the caller has no per-sample metadata at all (TransferQueue's
   // samplers called without a partition): samplers that balance
   // total_lengths then split in order, equally, as TransferQueue does.
@@ -94,8 +93,8 @@ class Sampler {
     (void)partition_id, (void)task_name;
   }
   // Checkpoints.
-  virtual nlohmann::json state() const { return nlohmann::json::object(); }
-  virtual void restore(const nlohmann::json& state) { (void)state; }
+  virtual Value state() const { return Value::object(); }
+  virtual void restore(const Value& state) { (void)state; }
 };
 
 // Factories; each sampler lives in src/core/samplers/<name>.cc.
@@ -125,6 +124,6 @@ std::shared_ptr<Sampler> make_token_budget_sampler(int64_t max_tokens, int64_t n
 // "seqlen_balanced", "token_budget", with their arguments in `args`
 // ("workload": a spec such as "verl", or a model object as
 // Workload::to_json writes it).
-std::shared_ptr<Sampler> make_sampler(const std::string& name, const nlohmann::json& args);
+std::shared_ptr<Sampler> make_sampler(const std::string& name, const Value& args);
 
 }  // namespace seqflow

@@ -1,13 +1,10 @@
 // The data plane: a column store keyed by (global index, field).
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
-#include <map>
-#include <mutex>
+#include <memory>
 #include <span>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "seqflow/partition_id_list.h"
@@ -81,6 +78,8 @@ class DataPlane {
 class StorageUnit final : public DataPlane {
  public:
   explicit StorageUnit(StorageOptions options = {});
+  StorageUnit(const StorageUnit&) = delete;
+  StorageUnit& operator=(const StorageUnit&) = delete;
 
   void put(const SampleKeys& samples, const std::vector<Column>& columns) override;
   std::vector<std::vector<SampleView>> get(const SampleKeys& samples,
@@ -91,43 +90,11 @@ class StorageUnit final : public DataPlane {
   void save(const std::string& path) const override;
   void load(const std::string& path) override;
 
+  ~StorageUnit() override;
+
  private:
-  // The values of one global index and the sample they belong to.
-  struct StoredSample {
-    uint64_t generation = 0;  // 0: not known (a version 1 checkpoint): any sample may claim them
-    std::string partition;    // empty likewise
-    std::map<std::string, SampleView> fields;
-  };
-  using Values = std::unordered_map<int64_t, StoredSample>;
-
-  // A phase-fair reader-writer lock: a waiting writer holds back new
-  // readers, and a writer's unlock admits every reader that waited for it
-  // before the next writer. std::shared_mutex (glibc's reader-first rwlock)
-  // starves puts under a stream of gets; a writer-first one starves gets.
-  // Works with std::unique_lock and std::shared_lock.
-  class FairSharedMutex {
-   public:
-    void lock();
-    void unlock();
-    void lock_shared();
-    void unlock_shared();
-
-   private:
-    std::mutex mutex_;
-    std::condition_variable readers_cv_;
-    std::condition_variable writers_cv_;
-    bool writing_ = false;
-    size_t active_readers_ = 0;
-    size_t waiting_readers_ = 0;
-    size_t admitted_readers_ = 0;  // woken by the last unlock, not yet in
-    size_t waiting_writers_ = 0;
-    uint64_t writes_ = 0;  // completed writes: a reader's phase
-  };
-
-  StorageOptions options_;
-  mutable FairSharedMutex mutex_;
-  Values values_;
-  StorageStats stats_;
+  struct State;  // the values, their lock and counts (src/storage/storage_unit.cc)
+  std::unique_ptr<State> state_;
 };
 
 }  // namespace seqflow

@@ -28,7 +28,6 @@ namespace nb = nanobind;
 namespace seqflow::bindings {
 namespace {
 
-using Json = nlohmann::json;
 using BoolMatrix = nb::ndarray<nb::numpy, bool, nb::ndim<2>>;
 using Int8Array = nb::ndarray<nb::numpy, int8_t, nb::ndim<1>>;
 
@@ -189,8 +188,8 @@ nb::list decode_custom_meta(nb::bytes bytes, const OffsetsInput& offsets) {
   return out;
 }
 
-std::vector<Json> custom_meta_from_python(nb::handle value) {
-  std::vector<Json> out;
+std::vector<Value> custom_meta_from_python(nb::handle value) {
+  std::vector<Value> out;
   if (value.is_none()) return out;
   size_t i = 0;
   for (nb::handle item : value) {
@@ -198,9 +197,9 @@ std::vector<Json> custom_meta_from_python(nb::handle value) {
     if (!PyDict_Check(item.ptr())) {
       throw_invalid(where + " must be a dict, got " + std::string(nb::type_name(item.type()).c_str()));
     }
-    Json entry = to_json(item, where);
+    Value entry = to_value(item, where);
     // Top-level keys follow the name rule, as tags' keys do (a NUL would cut them short).
-    for (const auto& member : entry.items()) core::check_name(member.key(), where + " key");
+    for (const auto& member : entry.as_object()) core::check_name(member.first, where + " key");
     out.push_back(std::move(entry));
     ++i;
   }
@@ -318,7 +317,7 @@ void bind_batch_meta(nb::module_ m) {
               out.custom_meta = CustomMetaList::from_encoded(self.custom_meta.bytes(), self.custom_meta.offsets());
             } else {
               out.custom_meta = CustomMetaList();
-              for (const Json& object : custom_meta_from_python(custom_meta)) out.custom_meta.push_back(object);
+              for (const Value& object : custom_meta_from_python(custom_meta)) out.custom_meta.push_back(object);
             }
             return out;
           },

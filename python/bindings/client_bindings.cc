@@ -34,7 +34,6 @@ namespace seqflow::bindings {
 
 namespace {
 
-using Json = nlohmann::json;
 using BoolArray = nb::ndarray<nb::numpy, bool>;
 
 // Flags (0 or 1) as a numpy bool array of `shape`, owning them.
@@ -210,7 +209,7 @@ void bind_client(nb::module_ m) {
           "put_new",
           [](PyClient& self, const std::string& partition_id, const std::vector<Column>& columns,
              nb::handle custom_meta) {
-            std::vector<Json> metas = custom_meta_from_python(custom_meta);
+            std::vector<Value> metas = custom_meta_from_python(custom_meta);
             BatchMeta meta;
             {
               GilReleased release;
@@ -222,7 +221,7 @@ void bind_client(nb::module_ m) {
       .def(
           "put_existing",
           [](PyClient& self, const BatchMeta& target, const std::vector<Column>& columns, nb::handle custom_meta) {
-            std::vector<Json> metas = custom_meta_from_python(custom_meta);
+            std::vector<Value> metas = custom_meta_from_python(custom_meta);
             BatchMeta result;
             {
               GilReleased release;
@@ -244,10 +243,10 @@ void bind_client(nb::module_ m) {
             request.task_name = task_name;
             request.sampling = {dp_rank.value_or(0), batch_index, dp_rank.has_value()};
             if (sampling_extra) {
-              request.sampling.extra = nlohmann::json::object();
+              request.sampling.extra = Value::object();
               for (auto [key, value] : *sampling_extra) {
                 const std::string name = nb::cast<std::string>(key);
-                request.sampling.extra[name] = to_json(value, "sampling_config['" + name + "']");
+                request.sampling.extra[name] = to_value(value, "sampling_config['" + name + "']");
               }
             }
             request.polling = polling.value_or(self.polling_mode);
@@ -281,7 +280,7 @@ void bind_client(nb::module_ m) {
       .def(
           "set_custom_meta",
           [](PyClient& self, const BatchMeta& meta, nb::handle custom_meta) {
-            const std::vector<Json> metas = custom_meta_from_python(custom_meta);
+            const std::vector<Value> metas = custom_meta_from_python(custom_meta);
             const std::span<const uint64_t> known = meta.generations;
             const size_t n = meta.size();
             if (metas.size() != n) {
@@ -291,7 +290,7 @@ void bind_client(nb::module_ m) {
             struct Group {
               std::vector<int64_t> indexes;
               std::vector<uint64_t> generations;
-              std::vector<Json> metas;
+              std::vector<Value> metas;
             };
             std::map<std::string, Group> groups;
             for (size_t i = 0; i < n; ++i) {
@@ -393,10 +392,10 @@ void bind_client(nb::module_ m) {
           [](PyClient& self, const std::string& partition_id, nb::handle keys, nb::handle tags,
              const std::vector<Column>& columns) {
             const std::vector<std::string> names = strings(keys);
-            std::vector<Json> tag_values;
+            std::vector<Value> tag_values;
             if (!tags.is_none()) {
               size_t i = 0;
-              for (nb::handle tag : tags) tag_values.push_back(to_json(tag, "tags[" + std::to_string(i++) + "]"));
+              for (nb::handle tag : tags) tag_values.push_back(to_value(tag, "tags[" + std::to_string(i++) + "]"));
             }
             BatchMeta meta;
             {
@@ -463,7 +462,7 @@ void bind_client(nb::module_ m) {
       .def(
           "save_checkpoint",
           [](PyClient& self, const std::string& directory, nb::handle metadata) {
-            const Json user_metadata = metadata.is_none() ? Json::object() : to_json(metadata, "metadata");
+            const Value user_metadata = metadata.is_none() ? Value::object() : to_value(metadata, "metadata");
             GilReleased release;
             self.client->save_checkpoint(directory, user_metadata);
           },
@@ -471,12 +470,12 @@ void bind_client(nb::module_ m) {
       .def(
           "load_checkpoint",
           [](PyClient& self, const std::string& directory) {
-            Json user_metadata;
+            Value user_metadata;
             {
               GilReleased release;
               user_metadata = self.client->load_checkpoint(directory);
             }
-            return from_json(user_metadata);
+            return from_value(user_metadata);
           },
           "directory"_a)
       .def("storage_stats", [](PyClient& self) {

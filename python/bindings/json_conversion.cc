@@ -1,4 +1,4 @@
-// Python values <-> JSON.
+// Python values <-> seqflow::Value.
 #include "bindings/json_conversion.h"
 
 #include <nanobind/stl/string.h>
@@ -13,9 +13,9 @@ namespace seqflow::bindings {
 namespace {
 
 // `depth`: containers around `value`.
-nlohmann::json to_json_at(nb::handle value, const std::string& where, size_t depth) {
+Value to_value_at(nb::handle value, const std::string& where, size_t depth) {
   PyObject* object = value.ptr();
-  if (object == Py_None) return nullptr;
+  if (object == Py_None) return Value();
   if (PyBool_Check(object)) return object == Py_True;
   if (PyLong_Check(object) || (PyIndex_Check(object) && !PyFloat_Check(object))) {
     nb::object integer = nb::steal(PyNumber_Index(object));
@@ -49,16 +49,15 @@ nlohmann::json to_json_at(nb::handle value, const std::string& where, size_t dep
                   " levels (does a container hold itself?)");
   }
   if (PyList_Check(object) || PyTuple_Check(object)) {
-    nlohmann::json out = nlohmann::json::array();
-    size_t i = 0;
+    Value::Array out;
+    out.reserve(static_cast<size_t>(PyObject_Length(object)));
     for (nb::handle item : value) {
-      out.push_back(to_json_at(item, where + "[" + std::to_string(i) + "]", depth + 1));
-      ++i;
+      out.push_back(to_value_at(item, where + "[" + std::to_string(out.size()) + "]", depth + 1));
     }
     return out;
   }
   if (PyDict_Check(object)) {
-    nlohmann::json out = nlohmann::json::object();
+    Value::Object out;
     for (auto [key, item] : nb::borrow<nb::dict>(value)) {
       if (!PyUnicode_Check(key.ptr())) {
         throw_invalid(where + " has key " + nb::repr(key).c_str() + " of type " + nb::type_name(key.type()).c_str() +
@@ -70,8 +69,9 @@ nlohmann::json to_json_at(nb::handle value, const std::string& where, size_t dep
         PyErr_Clear();
         throw_invalid(where + " has key " + nb::repr(key).c_str() + ", which cannot be encoded as UTF-8");
       }
-      const std::string name(text, static_cast<size_t>(size));
-      out[name] = to_json_at(item, where + "[\"" + name + "\"]", depth + 1);
+      std::string name(text, static_cast<size_t>(size));
+      Value member = to_value_at(item, where + "[\"" + name + "\"]", depth + 1);
+      out.insert_or_assign(std::move(name), std::move(member));
     }
     return out;
   }
@@ -81,35 +81,34 @@ nlohmann::json to_json_at(nb::handle value, const std::string& where, size_t dep
 
 }  // namespace
 
-nlohmann::json to_json(nb::handle value, const std::string& where) { return to_json_at(value, where, 0); }
+Value to_value(nb::handle value, const std::string& where) { return to_value_at(value, where, 0); }
 
-nb::object from_json(const nlohmann::json& value) {
+nb::object from_value(const Value& value) {
   switch (value.type()) {
-    case nlohmann::json::value_t::null:
+    case Value::Type::kNull:
       return nb::none();
-    case nlohmann::json::value_t::boolean:
-      return nb::bool_(value.get<bool>());
-    case nlohmann::json::value_t::number_integer:
-      return nb::int_(value.get<int64_t>());
-    case nlohmann::json::value_t::number_unsigned:
-      return nb::int_(value.get<uint64_t>());
-    case nlohmann::json::value_t::number_float:
-      return nb::float_(value.get<double>());
-    case nlohmann::json::value_t::string:
-      return nb::str(value.get_ref<const std::string&>().c_str(), value.get_ref<const std::string&>().size());
-    case nlohmann::json::value_t::array: {
+    case Value::Type::kBool:
+      return nb::bool_(value.as_bool());
+    case Value::Type::kInt:
+      return nb::int_(value.as_int());
+    case Value::Type::kUint:
+      return nb::int_(value.as_uint());
+    case Value::Type::kDouble:
+      return nb::float_(value.as_double());
+    case Value::Type::kString:
+      return nb::str(value.as_string().c_str(), value.as_string().size());
+    case Value::Type::kArray: {
       nb::list out;
-      for (const auto& item : value) out.append(from_json(item));
+      for (const Value& item : value.as_array()) out.append(from_value(item));
       return out;
     }
-    case nlohmann::json::value_t::object: {
+    case Value::Type::kObject: {
       nb::dict out;
-      for (const auto& [key, item] : value.items()) out[nb::str(key.c_str(), key.size())] = from_json(item);
+      for (const auto& [key, item] : value.as_object()) out[nb::str(key.c_str(), key.size())] = from_value(item);
       return out;
     }
-    default:
-      return nb::none();  // binary and discarded values never come from to_json
   }
+  return nb::none();
 }
 
 }  // namespace seqflow::bindings

@@ -1,7 +1,5 @@
 #include "bindings/plain_value_conversion.h"
 
-#include <nlohmann/json.hpp>
-
 #include "core/custom_meta.h"
 
 namespace nb = nanobind;
@@ -14,7 +12,7 @@ namespace {
 NotPlain write_at(MsgpackWriter& out, nb::handle value, size_t depth) {
   PyObject* object = value.ptr();
   if (object == Py_None) {
-    out.json(nullptr);
+    out.nil();
     return {};
   }
   if (PyBool_Check(object)) {
@@ -29,7 +27,7 @@ NotPlain write_at(MsgpackWriter& out, nb::handle value, size_t depth) {
     return {};
   }
   if (PyFloat_Check(object)) {
-    out.json(PyFloat_AS_DOUBLE(object));
+    out.real(PyFloat_AS_DOUBLE(object));
     return {};
   }
   if (PyUnicode_Check(object)) {

@@ -59,7 +59,9 @@ std::vector<int64_t> index_list(nb::handle value, const std::string& what) {
 nb::dict sampling_kwargs(const SamplingConfig& sampling) {
   nb::dict kwargs;
   if (sampling.extra.is_object()) {
-    for (const auto& [key, value] : sampling.extra.items()) kwargs[nb::str(key.c_str(), key.size())] = from_json(value);
+    for (const auto& [key, value] : sampling.extra.as_object()) {
+      kwargs[nb::str(key.c_str(), key.size())] = from_value(value);
+    }
   }
   if (sampling.dp_rank_given) kwargs["dp_rank"] = sampling.dp_rank;
   kwargs["batch_index"] = sampling.batch_index;
@@ -134,18 +136,18 @@ class PythonSampler final : public Sampler {
     });
   }
 
-  nlohmann::json state() const override {
+  Value state() const override {
     GilHeld gil;
-    return guarded("state", [&]() -> nlohmann::json {
-      if (!nb::hasattr(target_, "state")) return nlohmann::json::object();
-      return to_json(target_.attr("state")(), "sampler " + name_ + " state");
+    return guarded("state", [&]() -> Value {
+      if (!nb::hasattr(target_, "state")) return Value::object();
+      return to_value(target_.attr("state")(), "sampler " + name_ + " state");
     });
   }
 
-  void restore(const nlohmann::json& state) override {
+  void restore(const Value& state) override {
     GilHeld gil;
     guarded("restore", [&] {
-      if (nb::hasattr(target_, "restore")) target_.attr("restore")(from_json(state));
+      if (nb::hasattr(target_, "restore")) target_.attr("restore")(from_value(state));
       return 0;
     });
   }
@@ -175,26 +177,24 @@ class PythonSampler final : public Sampler {
 // smallest. lengths_known is false when the caller gave no metadata at all.
 class MapSampleInfo final : public SampleInfo {
  public:
-  MapSampleInfo(std::unordered_map<int64_t, nlohmann::json> meta, std::span<const int64_t> ready, bool lengths_known)
+  MapSampleInfo(std::unordered_map<int64_t, Value> meta, std::span<const int64_t> ready, bool lengths_known)
       : meta_(std::move(meta)), ready_(ready.begin(), ready.end()), lengths_known_(lengths_known) {}
 
   std::optional<int64_t> length(int64_t global_index) const override {
-    const nlohmann::json& meta = custom_meta(global_index);
-    auto it = meta.find("total_lengths");
-    if (it == meta.end() || !it->is_number_integer()) return std::nullopt;
-    return it->get<int64_t>();
+    const Value* length = custom_meta(global_index).find("total_lengths");
+    if (length == nullptr || length->type() != Value::Type::kInt) return std::nullopt;
+    return length->as_int();
   }
 
   std::string group_key(int64_t global_index, int64_t n) const override {
-    const nlohmann::json& meta = custom_meta(global_index);
-    if (auto it = meta.find("group_id"); it != meta.end()) return "id:" + it->dump();
+    if (const Value* group = custom_meta(global_index).find("group_id")) return "id:" + group->dump();
     if (n != runs_of_n_) find_runs(n);
     auto run = run_of_.find(global_index);
     return run == run_of_.end() ? "alone:" + std::to_string(global_index) : "run:" + std::to_string(run->second);
   }
 
-  const nlohmann::json& custom_meta(int64_t global_index) const override {
-    static const nlohmann::json kEmpty = nlohmann::json::object();
+  const Value& custom_meta(int64_t global_index) const override {
+    static const Value kEmpty = Value::object();
     auto it = meta_.find(global_index);
     return it == meta_.end() ? kEmpty : it->second;
   }
@@ -225,7 +225,7 @@ class MapSampleInfo final : public SampleInfo {
     }
   }
 
-  std::unordered_map<int64_t, nlohmann::json> meta_;
+  std::unordered_map<int64_t, Value> meta_;
   std::vector<int64_t> ready_;
   bool lengths_known_;
   mutable int64_t runs_of_n_ = 0;
@@ -238,10 +238,10 @@ void bind_samplers(nb::module_ m) {
   nb::class_<Sampler>(m, "Sampler", "A C++ sampler, shared by the clients it is given to.")
       .def_prop_ro("name", &Sampler::name)
       .def(
-          "state", [](const Sampler& s) { return from_json(s.state()); },
+          "state", [](const Sampler& s) { return from_value(s.state()); },
           "The state kept in checkpoints (reservations of DP ranks), as JSON-like values.")
       .def(
-          "restore", [](Sampler& s, nb::handle state) { s.restore(to_json(state, "sampler state")); }, "state"_a)
+          "restore", [](Sampler& s, nb::handle state) { s.restore(to_value(state, "sampler state")); }, "state"_a)
       .def(
           "clear",
           [](Sampler& s, const std::string& partition_id, std::optional<std::string> task_name) {
@@ -258,7 +258,7 @@ void bind_samplers(nb::module_ m) {
           "group_key", [](const SampleInfoHandle& h, int64_t gi, int64_t n) { return h.get().group_key(gi, n); },
           "global_index"_a, "n"_a, "the sample's prompt group for groups of n")
       .def(
-          "custom_meta", [](const SampleInfoHandle& h, int64_t gi) { return from_json(h.get().custom_meta(gi)); },
+          "custom_meta", [](const SampleInfoHandle& h, int64_t gi) { return from_value(h.get().custom_meta(gi)); },
           "global_index"_a)
       .def_ro("partition_id", &SampleInfoHandle::partition_id)
       .def(
@@ -266,8 +266,8 @@ void bind_samplers(nb::module_ m) {
           [](const SampleInfoHandle& h, const std::vector<int64_t>& global_indexes) {
             nb::dict found;
             for (int64_t gi : global_indexes) {
-              const nlohmann::json& meta = h.get().custom_meta(gi);
-              if (!meta.empty()) found[nb::int_(gi)] = from_json(meta);
+              const Value& meta = h.get().custom_meta(gi);
+              if (!meta.empty()) found[nb::int_(gi)] = from_value(meta);
             }
             return found;
           },
@@ -292,7 +292,7 @@ void bind_samplers(nb::module_ m) {
       "max_tokens"_a, "n_samples_per_prompt"_a, "dp_size"_a, "default_length"_a, "workload"_a.none());
   m.def(
       "sampler_by_name",
-      [](const std::string& name, nb::handle args) { return make_sampler(name, to_json(args, "sampler arguments")); },
+      [](const std::string& name, nb::handle args) { return make_sampler(name, to_value(args, "sampler arguments")); },
       "name"_a, "args"_a);
   m.def(
       "python_sampler",
@@ -307,11 +307,11 @@ void bind_samplers(nb::module_ m) {
         std::vector<int64_t> ready(ready_indexes.data(), ready_indexes.data() + ready_indexes.shape(0));
         if (sort_ready) std::sort(ready.begin(), ready.end());
         // The partition's custom_meta wins over the caller's dict, as TransferQueue reads it.
-        std::unordered_map<int64_t, nlohmann::json> meta;
+        std::unordered_map<int64_t, Value> meta;
         auto add_meta = [&](nb::handle entries) {
           for (auto [key, value] : nb::cast<nb::dict>(entries)) {
             meta.insert_or_assign(nb::cast<int64_t>(key),
-                                  to_json(value, "custom_meta[" + std::string(nb::str(key).c_str()) + "]"));
+                                  to_value(value, "custom_meta[" + std::string(nb::str(key).c_str()) + "]"));
           }
         };
         if (custom_meta) add_meta(*custom_meta);

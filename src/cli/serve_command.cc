@@ -10,6 +10,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "common/value_json.h"
 #include "server/checkpoint_root.h"
 #include "server/service_settings.h"
 #include "seqflow/error.h"
@@ -158,7 +159,7 @@ std::shared_ptr<Sampler> sampler_of(const Arguments& args) {
       throw_invalid("--sampler-args must be a JSON object, got '" + *text + "'");
     }
   }
-  return with_option("--sampler", [&] { return make_sampler(*name, sampler_args); });
+  return with_option("--sampler", [&] { return make_sampler(*name, from_json(sampler_args)); });
 }
 
 // The files and endpoints the options name, checked before the service is

@@ -18,11 +18,11 @@
 #include "core/custom_meta.h"
 #include "seqflow/error.h"
 #include "common/aligned_buffer.h"
+#include "common/value_json.h"
 
 namespace seqflow {
 namespace {
 
-using Json = nlohmann::json;
 using Schemas = std::map<std::string, FieldSchema>;
 
 std::string in_quotes(const std::string& text) { return "\"" + text + "\""; }
@@ -52,7 +52,7 @@ Schemas schemas_of(const std::vector<Column>& columns) {
   return schemas;
 }
 
-void check_custom_meta(std::span<const Json> custom_meta, size_t samples) {
+void check_custom_meta(std::span<const Value> custom_meta, size_t samples) {
   if (custom_meta.empty()) return;
   if (custom_meta.size() != samples) {
     throw_invalid("custom_meta holds " + std::to_string(custom_meta.size()) + " entries for " +
@@ -75,7 +75,7 @@ std::vector<std::string> field_names(const std::vector<Column>& columns) {
 
 // `meta` after `fields` were produced with `custom_meta` merged key by key:
 // what a put returns.
-BatchMeta with_produced(BatchMeta meta, const Schemas& fields, std::span<const Json> custom_meta) {
+BatchMeta with_produced(BatchMeta meta, const Schemas& fields, std::span<const Value> custom_meta) {
   const size_t n = meta.size();
   const size_t old_width = meta.field_schema.size();
   const bool has_old_rows = meta.production_status.size() == n * old_width;
@@ -200,7 +200,7 @@ CoordinatingClient::CoordinatingClient(std::shared_ptr<ControlPlane> control, st
     : control_(std::move(control)), data_(std::move(data)), released_(released), put_timeout_(put_timeout) {}
 
 BatchMeta CoordinatingClient::put_new(const std::string& partition_id, const std::vector<Column>& columns,
-                                      std::span<const Json> custom_meta) {
+                                      std::span<const Value> custom_meta) {
   if (partition_id.empty()) throw_invalid("partition_id is empty; name the partition to put into");
   const size_t n = sample_count_of(columns);
   const Schemas schemas = schemas_of(columns);
@@ -223,14 +223,14 @@ BatchMeta CoordinatingClient::put_new(const std::string& partition_id, const std
 }
 
 BatchMeta CoordinatingClient::put_existing(const BatchMeta& meta, const std::vector<Column>& columns,
-                                           std::span<const Json> custom_meta) {
+                                           std::span<const Value> custom_meta) {
   std::shared_lock lock(mutex_);
   PutDeadline deadline(put_timeout_);
   return write_existing(meta, columns, custom_meta, deadline);
 }
 
 BatchMeta CoordinatingClient::write_existing(const BatchMeta& meta, const std::vector<Column>& columns,
-                                             std::span<const Json> custom_meta, PutDeadline& deadline) {
+                                             std::span<const Value> custom_meta, PutDeadline& deadline) {
   const size_t n = sample_count_of(columns);
   if (n != meta.size()) {
     throw_invalid("the data holds " + std::to_string(n) + " samples but the metadata " + std::to_string(meta.size()) +
@@ -295,7 +295,7 @@ BatchMeta CoordinatingClient::write_existing(const BatchMeta& meta, const std::v
     for (const auto& [partition_id, at] : positions) {
       std::vector<int64_t> indexes;
       std::vector<uint64_t> generations;
-      std::vector<Json> metas;
+      std::vector<Value> metas;
       for (size_t i : at) {
         indexes.push_back(target.global_indexes[i]);
         generations.push_back(target.generations[i]);
@@ -379,7 +379,7 @@ void CoordinatingClient::clear_partition(const std::string& partition_id) {
 }
 
 BatchMeta CoordinatingClient::kv_put(const std::string& partition_id, std::span<const std::string> keys,
-                                     std::span<const Json> tags, const std::vector<Column>& columns) {
+                                     std::span<const Value> tags, const std::vector<Column>& columns) {
   if (partition_id.empty()) throw_invalid("partition_id is empty; name the partition of the keys");
   const size_t n = columns.empty() ? keys.size() : sample_count_of(columns);
   if (keys.size() != n) {
@@ -404,9 +404,9 @@ BatchMeta CoordinatingClient::kv_put(const std::string& partition_id, std::span<
   PutDeadline deadline(put_timeout_);
   // Tags land with the data (mark_produced merges them as kv_resolve would):
   // a write that fails leaves the known keys' tags as they were.
-  std::vector<Json> tag_updates;
+  std::vector<Value> tag_updates;
   tag_updates.reserve(tags.size());
-  for (const Json& tag : tags) tag_updates.push_back(tag.is_null() ? Json::object() : tag);
+  for (const Value& tag : tags) tag_updates.push_back(tag.is_null() ? Value::object() : tag);
   // The samples of keys known before this put: a failed write releases only
   // the others. (Asked for the keys of this put, not the whole partition.)
   const bool partition_is_new = !has_partition(partition_id);
@@ -447,19 +447,20 @@ void CoordinatingClient::kv_clear(const std::string& partition_id, std::span<con
   drop_released(control_->kv_clear(partition_id, keys));
 }
 
-void CoordinatingClient::save_checkpoint(const std::string& directory, const Json& user_metadata) {
+void CoordinatingClient::save_checkpoint(const std::string& directory, const Value& user_metadata) {
   std::unique_lock lock(mutex_);
-  durable::write_checkpoint_directory(directory, user_metadata, [this](const durable::CheckpointFiles& files) {
+  durable::write_checkpoint_directory(directory, to_json(user_metadata), [this](const durable::CheckpointFiles& files) {
     control_->save(files.controller);
     data_->save(files.storage);
   });
 }
 
-Json CoordinatingClient::load_checkpoint(const std::string& directory) {
+Value CoordinatingClient::load_checkpoint(const std::string& directory) {
   namespace fs = std::filesystem;
   std::unique_lock lock(mutex_);
   const durable::CheckpointFiles files = durable::open_checkpoint_directory(directory);
-  Json user_metadata = durable::read_checkpoint_metadata(files);  // a corrupt file fails before anything changes
+  Value user_metadata =
+      from_json(durable::read_checkpoint_metadata(files));  // a corrupt file fails before anything changes
   // The controller is loaded first and can be put back from this copy if the
   // storage file turns out to be bad; storage loads are all-or-nothing.
   const fs::path backup = durable::temporary_checkpoint_sibling(directory, "controller-backup");

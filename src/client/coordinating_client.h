@@ -7,7 +7,6 @@
 
 #include <chrono>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <shared_mutex>
 #include <span>
 #include <string>
@@ -45,9 +44,9 @@ class CoordinatingClient final : public Client {
                      std::chrono::milliseconds put_timeout = {});
 
   BatchMeta put_new(const std::string& partition_id, const std::vector<Column>& columns,
-                    std::span<const nlohmann::json> custom_meta) override;
+                    std::span<const Value> custom_meta) override;
   BatchMeta put_existing(const BatchMeta& meta, const std::vector<Column>& columns,
-                         std::span<const nlohmann::json> custom_meta) override;
+                         std::span<const Value> custom_meta) override;
 
   BatchMeta get_meta(const MetaRequest& request) override;
   std::vector<std::vector<SampleView>> get_data(const BatchMeta& meta, std::span<const std::string> fields) override;
@@ -59,13 +58,13 @@ class CoordinatingClient final : public Client {
                      std::span<const uint64_t> generations) override;
   void clear_partition(const std::string& partition_id) override;
 
-  BatchMeta kv_put(const std::string& partition_id, std::span<const std::string> keys,
-                   std::span<const nlohmann::json> tags, const std::vector<Column>& columns) override;
+  BatchMeta kv_put(const std::string& partition_id, std::span<const std::string> keys, std::span<const Value> tags,
+                   const std::vector<Column>& columns) override;
   BatchMeta kv_meta(const std::string& partition_id, std::span<const std::string> keys) override;
   void kv_clear(const std::string& partition_id, std::span<const std::string> keys) override;
 
-  void save_checkpoint(const std::string& directory, const nlohmann::json& user_metadata) override;
-  nlohmann::json load_checkpoint(const std::string& directory) override;
+  void save_checkpoint(const std::string& directory, const Value& user_metadata) override;
+  Value load_checkpoint(const std::string& directory) override;
 
   StorageStats storage_stats() const override { return data_->stats(); }
 
@@ -75,7 +74,7 @@ class CoordinatingClient final : public Client {
 
   // put_existing without taking the lock (kv_put holds it already).
   BatchMeta write_existing(const BatchMeta& meta, const std::vector<Column>& columns,
-                           std::span<const nlohmann::json> custom_meta, PutDeadline& deadline);
+                           std::span<const Value> custom_meta, PutDeadline& deadline);
   void drop_released(const std::vector<int64_t>& released);
   // Undoes a put_new that failed after its insert.
   void remove_inserted(const BatchMeta& inserted);

@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "client/call_deadline.h"
+#include "common/value_json.h"
 #include "core/custom_meta.h"
 #include "seqflow/limits.h"
 #include "transport/timing_codec.h"
@@ -29,7 +30,11 @@ std::vector<int64_t> released_of(const Json& reply, std::string_view op) {
   return Header(reply, std::string(op) + " reply", {"released"}).numbers<int64_t>("released");
 }
 
-Json objects_of(std::span<const Json> values) { return Json(std::vector<Json>(values.begin(), values.end())); }
+Json objects_of(std::span<const Value> values) {
+  Json out = Json::array();
+  for (const Value& value : values) out.push_back(to_json(value));
+  return out;
+}
 
 // A blocking fetch may wait `request.timeout` at the controller: the call
 // itself gets that long plus the usual round-trip allowance.
@@ -81,7 +86,7 @@ BatchMeta RemoteControlPlane::insert(const std::string& partition_id, int64_t co
 void RemoteControlPlane::mark_produced(const std::string& partition_id, std::span<const int64_t> global_indexes,
                                        std::span<const uint64_t> generations,
                                        const std::map<std::string, FieldSchema>& fields,
-                                       std::span<const Json> custom_meta) {
+                                       std::span<const Value> custom_meta) {
   core::check_meta_depths(global_indexes, custom_meta);
   Json request = samples_request(partition_id, global_indexes, generations);
   request["fields"] = transport::wire::encode_schemas(fields);
@@ -98,7 +103,7 @@ BatchMeta RemoteControlPlane::get_meta(const MetaRequest& request) {
 }
 
 void RemoteControlPlane::set_custom_meta(const std::string& partition_id, std::span<const int64_t> global_indexes,
-                                         std::span<const uint64_t> generations, std::span<const Json> custom_meta) {
+                                         std::span<const uint64_t> generations, std::span<const Value> custom_meta) {
   core::check_meta_depths(global_indexes, custom_meta);
   Json request = samples_request(partition_id, global_indexes, generations);
   request["custom_meta"] = objects_of(custom_meta);
@@ -195,7 +200,7 @@ std::vector<std::string> RemoteControlPlane::partition_list() const {
 }
 
 BatchMeta RemoteControlPlane::kv_resolve(const std::string& partition_id, std::span<const std::string> keys,
-                                         std::span<const Json> tags) {
+                                         std::span<const Value> tags) {
   core::check_tag_depths(keys, tags);
   const Json header{{"partition_id", partition_id},
                     {"keys", std::vector<std::string>(keys.begin(), keys.end())},

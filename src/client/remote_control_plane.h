@@ -21,10 +21,10 @@ class RemoteControlPlane final : public ControlPlane {
   BatchMeta insert(const std::string& partition_id, int64_t count) override;
   void mark_produced(const std::string& partition_id, std::span<const int64_t> global_indexes,
                      std::span<const uint64_t> generations, const std::map<std::string, FieldSchema>& fields,
-                     std::span<const nlohmann::json> custom_meta) override;
+                     std::span<const Value> custom_meta) override;
   BatchMeta get_meta(const MetaRequest& request) override;
   void set_custom_meta(const std::string& partition_id, std::span<const int64_t> global_indexes,
-                       std::span<const uint64_t> generations, std::span<const nlohmann::json> custom_meta) override;
+                       std::span<const uint64_t> generations, std::span<const Value> custom_meta) override;
   std::vector<int64_t> clear_samples(const std::string& partition_id, std::span<const int64_t> global_indexes,
                                      std::span<const uint64_t> generations) override;
   std::vector<int64_t> clear_partition(const std::string& partition_id) override;
@@ -42,7 +42,7 @@ class RemoteControlPlane final : public ControlPlane {
   void report_timing(const std::string& task_name, std::span<const TimingRecord> records) override;
   std::optional<TaskWorkload> task_workload(const std::string& task_name) const override;
   BatchMeta kv_resolve(const std::string& partition_id, std::span<const std::string> keys,
-                       std::span<const nlohmann::json> tags) override;
+                       std::span<const Value> tags) override;
   BatchMeta kv_lookup(const std::string& partition_id, std::span<const std::string> keys) const override;
   BatchMeta kv_find(const std::string& partition_id, std::span<const std::string> keys) const override;
   std::vector<std::string> kv_keys(const std::string& partition_id,

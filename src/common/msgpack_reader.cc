@@ -50,6 +50,42 @@ Json read_json(MsgpackReader& reader, size_t depth) {
   return out;
 }
 
+// Recursion is bounded by the reader's depth limit.
+Value read_value(MsgpackReader& reader, size_t depth) {
+  const size_t start = reader.position();
+  const MsgpackReader::Token token = reader.next(depth);
+  switch (token.kind) {
+    case Kind::kNull:
+      return Value();
+    case Kind::kBool:
+      return token.number != 0;
+    case Kind::kUnsigned:
+      return token.number;
+    case Kind::kSigned:
+      return token.integer;
+    case Kind::kFloat:
+      return token.real;
+    case Kind::kString:
+      return std::string_view(token.bytes);
+    case Kind::kBinary:
+      reader.fail("binary data (which a Value cannot hold)", start);
+    case Kind::kArray: {
+      Value::Array out;
+      out.reserve(token.number);
+      for (uint64_t i = 0; i < token.number; ++i) out.push_back(read_value(reader, depth + 1));
+      return out;
+    }
+    case Kind::kMap:
+      break;
+  }
+  Value::Object out;
+  for (uint64_t i = 0; i < token.number; ++i) {
+    const std::string_view key = reader.key();
+    out.insert_or_assign(std::string(key), read_value(reader, depth + 1));  // a repeated key: the last one wins
+  }
+  return out;
+}
+
 void MsgpackReader::fail(std::string_view problem, size_t at) const {
   throw_invalid("is not valid MessagePack: " + std::string(problem) + " at byte " + std::to_string(at));
 }
@@ -84,6 +120,13 @@ void MsgpackReader::finish() const {
 Json msgpack_to_json(std::string_view bytes, size_t max_depth) {
   MsgpackReader reader(bytes, max_depth);
   Json out = read_json(reader, 0);
+  reader.finish();
+  return out;
+}
+
+Value msgpack_to_value(std::string_view bytes, size_t max_depth) {
+  MsgpackReader reader(bytes, max_depth);
+  Value out = read_value(reader, 0);
   reader.finish();
   return out;
 }

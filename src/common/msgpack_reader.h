@@ -16,6 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "seqflow/value.h"
+
 namespace seqflow {
 
 // Reads one token at a time; callers recurse into containers themselves,
@@ -232,6 +234,11 @@ nlohmann::json read_json(MsgpackReader& reader, size_t depth);
 // (ext values become binaries with their subtype; a repeated key's last value
 // wins), but with the checks above and binaries copied whole, not byte by byte.
 nlohmann::json msgpack_to_json(std::string_view bytes, size_t max_depth);
+
+// As read_json and msgpack_to_json, into a Value; a binary or ext value is
+// kInvalidArgument (Value holds none).
+Value read_value(MsgpackReader& reader, size_t depth);
+Value msgpack_to_value(std::string_view bytes, size_t max_depth);
 
 // Checks that `bytes` hold exactly one value, a map, without building it;
 // else throws as the reader does, or "must be a MessagePack map".

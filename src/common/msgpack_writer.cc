@@ -8,18 +8,7 @@ namespace seqflow {
 
 void MsgpackWriter::integer(int64_t value) {
   if (value >= 0) {
-    const auto number = static_cast<uint64_t>(value);
-    if (number <= 0x7f) {
-      bytes_.push_back(static_cast<char>(number));
-    } else if (number <= std::numeric_limits<uint8_t>::max()) {
-      lead_and<uint8_t>(0xcc, static_cast<uint8_t>(number));
-    } else if (number <= std::numeric_limits<uint16_t>::max()) {
-      lead_and<uint16_t>(0xcd, static_cast<uint16_t>(number));
-    } else if (number <= std::numeric_limits<uint32_t>::max()) {
-      lead_and<uint32_t>(0xce, static_cast<uint32_t>(number));
-    } else {
-      lead_and<uint64_t>(0xcf, number);
-    }
+    unsigned_integer(static_cast<uint64_t>(value));
   } else if (value >= -32) {
     bytes_.push_back(static_cast<char>(value));  // negative fixint: the byte is the value
   } else if (value >= std::numeric_limits<int8_t>::min()) {
@@ -30,6 +19,71 @@ void MsgpackWriter::integer(int64_t value) {
     lead_and<uint32_t>(0xd2, static_cast<uint32_t>(value));
   } else {
     lead_and<uint64_t>(0xd3, static_cast<uint64_t>(value));
+  }
+}
+
+void MsgpackWriter::unsigned_integer(uint64_t number) {
+  if (number <= 0x7f) {
+    bytes_.push_back(static_cast<char>(number));
+  } else if (number <= std::numeric_limits<uint8_t>::max()) {
+    lead_and<uint8_t>(0xcc, static_cast<uint8_t>(number));
+  } else if (number <= std::numeric_limits<uint16_t>::max()) {
+    lead_and<uint16_t>(0xcd, static_cast<uint16_t>(number));
+  } else if (number <= std::numeric_limits<uint32_t>::max()) {
+    lead_and<uint32_t>(0xce, static_cast<uint32_t>(number));
+  } else {
+    lead_and<uint64_t>(0xcf, number);
+  }
+}
+
+void MsgpackWriter::real(double value) {
+  const auto narrow = static_cast<float>(value);
+  // NaN fails the comparison and infinities the range: both stay float 64.
+  if (value >= std::numeric_limits<float>::lowest() && value <= std::numeric_limits<float>::max() &&
+      static_cast<double>(narrow) == value) {
+    uint32_t bits;
+    std::memcpy(&bits, &narrow, sizeof bits);
+    lead_and<uint32_t>(0xca, bits);
+  } else {
+    uint64_t bits;
+    std::memcpy(&bits, &value, sizeof bits);
+    lead_and<uint64_t>(0xcb, bits);
+  }
+}
+
+// Recursion is bounded by the value's own depth: callers check it first
+// (custom_meta's depth limit) or built it themselves.
+void MsgpackWriter::value(const Value& value) {
+  switch (value.type()) {
+    case Value::Type::kNull:
+      nil();
+      return;
+    case Value::Type::kBool:
+      boolean(value.as_bool());
+      return;
+    case Value::Type::kInt:
+      integer(value.as_int());
+      return;
+    case Value::Type::kUint:
+      unsigned_integer(value.as_uint());
+      return;
+    case Value::Type::kDouble:
+      real(value.as_double());
+      return;
+    case Value::Type::kString:
+      string(value.as_string());
+      return;
+    case Value::Type::kArray:
+      array(value.size());
+      for (const Value& item : value.as_array()) this->value(item);
+      return;
+    case Value::Type::kObject:
+      map(value.size());
+      for (const auto& [key, item] : value.as_object()) {
+        string(key);
+        this->value(item);
+      }
+      return;
   }
 }
 

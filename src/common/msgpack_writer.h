@@ -11,6 +11,8 @@
 #include <string>
 #include <string_view>
 
+#include "seqflow/value.h"
+
 namespace seqflow {
 
 // Containers are written as their element count followed by the elements
@@ -20,8 +22,12 @@ class MsgpackWriter {
   // `expected_bytes`: room reserved up front, so that writing does not reallocate.
   explicit MsgpackWriter(size_t expected_bytes = 0) { bytes_.reserve(expected_bytes); }
 
+  void nil() { bytes_.push_back('\xc0'); }
   void boolean(bool value) { bytes_.push_back(value ? '\xc3' : '\xc2'); }
   void integer(int64_t value);  // non-negative values take the unsigned forms
+  void unsigned_integer(uint64_t value);
+  // A float 32 when that holds `value` exactly, else a float 64 (as nlohmann writes it).
+  void real(double value);
   void string(std::string_view text);
   void binary(std::span<const std::byte> bytes);
   // One binary of the parts back to back.
@@ -33,6 +39,8 @@ class MsgpackWriter {
   }
   void array(size_t count);
   void map(size_t count);
+  // Objects with their members in key order.
+  void value(const Value& value);
   // Any JSON value, encoded by nlohmann (rare, small values: extra_info).
   void json(const nlohmann::json& value);
 

@@ -81,10 +81,10 @@ FieldSchema merged_schema(const std::string& name, std::span<const BatchMeta* co
   return out;
 }
 
-void merge_extra_info(nlohmann::json& into, const nlohmann::json& from) {
-  for (const auto& [key, value] : from.items()) {
-    const auto found = into.find(key);
-    if (found == into.end()) {
+void merge_extra_info(Value& into, const Value& from) {
+  for (const auto& [key, value] : from.as_object()) {
+    const Value* found = into.find(key);
+    if (found == nullptr) {
       into[key] = value;
     } else if (*found != value) {
       throw_invalid("BatchMeta.concat: extra_info key '" + key +
@@ -168,12 +168,11 @@ BatchMeta BatchMeta::union_with(const BatchMeta& other) const {
       out.production_status[at] = from_other ? theirs[at] : mine[at];
     }
   }
-  std::vector<nlohmann::json> updates;
+  std::vector<Value> updates;
   updates.reserve(size());
   for (size_t i = 0; i < size(); ++i) updates.push_back(core::decode_meta(other.custom_meta_of(i)));
   out.custom_meta = (custom_meta.empty() ? CustomMetaList(size()) : custom_meta).merged(updates);
-  out.extra_info = extra_info;
-  out.extra_info.update(other.extra_info);
+  out.extra_info = core::merge_meta(extra_info, other.extra_info);
   return out;
 }
 

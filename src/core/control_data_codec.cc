@@ -124,7 +124,7 @@ void decode_partition(ControlData& data, const json& encoded, uint64_t next_gene
     const auto& bytes = metas[i].get_binary();
     if (!bytes.empty()) {
       const std::string where = context + "custom_meta of global index " + std::to_string(indexes[i]);
-      const json meta = decode_meta(std::string(bytes.begin(), bytes.end()));
+      const Value meta = decode_meta(std::string(bytes.begin(), bytes.end()));
       partition.set_meta(slot, encode_meta(meta, where));
     }
   }

@@ -39,7 +39,7 @@ BatchMeta Controller::insert(const std::string& partition_id, int64_t count) {
 
 void Controller::mark_produced(const std::string& partition_id, std::span<const int64_t> global_indexes,
                                std::span<const uint64_t> generations, const std::map<std::string, FieldSchema>& fields,
-                               std::span<const nlohmann::json> custom_meta) {
+                               std::span<const Value> custom_meta) {
   for (const auto& [name, schema] : fields) core::check_schema(name, schema);
   // Checked and encoded before locking: the lock is held only to merge.
   std::vector<core::EncodedMeta> updates;
@@ -95,7 +95,7 @@ std::vector<int64_t> Controller::forget_production(const std::string* partition_
 }
 
 void Controller::set_custom_meta(const std::string& partition_id, std::span<const int64_t> global_indexes,
-                                 std::span<const uint64_t> generations, std::span<const nlohmann::json> custom_meta) {
+                                 std::span<const uint64_t> generations, std::span<const Value> custom_meta) {
   std::vector<core::EncodedMeta> updates = core::encode_updates(global_indexes, custom_meta);
   std::lock_guard lock(state_->mutex);
   auto [partition, slots] = state_->data.require_samples(partition_id, global_indexes, generations);

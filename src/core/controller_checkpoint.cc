@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "common/msgpack_reader.h"
+#include "common/value_json.h"
 #include "core/control_data_codec.h"
 #include "core/controller_checkpoint_format.h"
 #include "core/controller_state.h"
@@ -33,7 +34,7 @@ void Controller::save(const std::string& path) const {
     nlohmann::json encoded = core::encode_control_data(state_->data);
     encoded["format"] = kFormat;
     encoded["version"] = kVersion;
-    encoded["sampler"] = {{"name", state_->sampler->name()}, {"state", state_->sampler->state()}};
+    encoded["sampler"] = {{"name", state_->sampler->name()}, {"state", to_json(state_->sampler->state())}};
     payload = nlohmann::json::to_msgpack(encoded);
   }
   durable::FramedFileWriter file(path, core::kControllerCheckpoint);  // outside the lock: I/O is slow
@@ -59,7 +60,7 @@ void Controller::load_checkpoint(const std::string& path, bool take_incarnation)
   nlohmann::json encoded;
   core::ControlData fresh;
   std::string sampler_name;
-  nlohmann::json sampler_state;
+  Value sampler_state;
   try {
     encoded = msgpack_to_json(payload, kMaxDecodeNesting);
     if (encoded.at("format").get<std::string>() != kFormat) {
@@ -71,7 +72,7 @@ void Controller::load_checkpoint(const std::string& path, bool take_incarnation)
     }
     fresh = core::decode_control_data(encoded);
     sampler_name = encoded.at("sampler").at("name").get<std::string>();
-    sampler_state = encoded.at("sampler").at("state");
+    sampler_state = from_json(encoded.at("sampler").at("state"));
   } catch (const nlohmann::json::exception& error) {
     throw_invalid("checkpoint '" + path + "' is corrupt: " + error.what());
   } catch (const Error& error) {
@@ -85,7 +86,7 @@ void Controller::load_checkpoint(const std::string& path, bool take_incarnation)
                   "', but this controller runs '" + sampler.name() + "'");
   }
   // The sampler restores all or nothing; put its old state back if it throws.
-  const nlohmann::json previous = sampler.state();
+  const Value previous = sampler.state();
   try {
     sampler.restore(sampler_state);
   } catch (const std::exception& error) {

@@ -39,7 +39,7 @@ std::vector<uint32_t> require_keys(const PartitionState& partition, std::span<co
 }  // namespace
 
 BatchMeta Controller::kv_resolve(const std::string& partition_id, std::span<const std::string> keys,
-                                 std::span<const nlohmann::json> tags) {
+                                 std::span<const Value> tags) {
   core::check_name(partition_id, "partition_id");
   check_keys(keys);
   core::check_tags(keys, tags);
@@ -58,7 +58,7 @@ BatchMeta Controller::kv_resolve(const std::string& partition_id, std::span<cons
   // metadata, new keys start from their tag alone.
   std::vector<uint32_t> known_slots;
   std::vector<int64_t> known_indexes;
-  std::vector<nlohmann::json> known_tags;
+  std::vector<Value> known_tags;
   std::vector<std::pair<std::string, core::EncodedMeta>> fresh_meta;
   std::unordered_map<std::string_view, size_t> fresh_meta_at;  // key -> its entry in fresh_meta
   for (size_t i = 0; i < tags.size(); ++i) {
@@ -70,7 +70,7 @@ BatchMeta Controller::kv_resolve(const std::string& partition_id, std::span<cons
       known_tags.push_back(tags[i]);
     } else {
       auto [at, first] = fresh_meta_at.try_emplace(keys[i], fresh_meta.size());
-      nlohmann::json merged =
+      Value merged =
           first ? tags[i] : core::merge_meta(core::decode_meta(fresh_meta[at->second].second.bytes), tags[i]);
       auto encoded = core::encode_meta(merged, core::tag_where(i, keys[i]));
       if (first) {

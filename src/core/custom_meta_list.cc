@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "common/msgpack_reader.h"
+#include "common/msgpack_writer.h"
 #include "core/custom_meta.h"
 #include "seqflow/error.h"
 
@@ -48,9 +49,9 @@ CustomMetaList CustomMetaList::from_encoded(std::string bytes, std::vector<uint3
   return out;
 }
 
-nlohmann::json CustomMetaList::operator[](size_t i) const { return core::decode_meta(encoded(i)); }
+Value CustomMetaList::operator[](size_t i) const { return core::decode_meta(encoded(i)); }
 
-void CustomMetaList::push_back(const nlohmann::json& object) {
+void CustomMetaList::push_back(const Value& object) {
   if (!object.is_object()) {
     throw_invalid("custom_meta[" + std::to_string(size()) + "] must be an object, got " +
                   std::string(object.type_name()));
@@ -59,9 +60,9 @@ void CustomMetaList::push_back(const nlohmann::json& object) {
     push_back_encoded({});
     return;
   }
-  nlohmann::json::to_msgpack(object, nlohmann::detail::output_adapter<char>(bytes_));
-  check_size(bytes_.size());
-  offsets_.push_back(static_cast<uint32_t>(bytes_.size()));
+  MsgpackWriter encoded;
+  encoded.value(object);
+  push_back_encoded(encoded.bytes());
 }
 
 void CustomMetaList::push_back_encoded(std::string_view bytes) {
@@ -75,7 +76,7 @@ void CustomMetaList::reserve(size_t samples, size_t bytes) {
   bytes_.reserve(bytes);
 }
 
-CustomMetaList CustomMetaList::merged(std::span<const nlohmann::json> updates) const {
+CustomMetaList CustomMetaList::merged(std::span<const Value> updates) const {
   if (updates.empty()) return *this;
   if (updates.size() != size()) {
     throw_invalid("custom_meta holds " + std::to_string(updates.size()) + " entries for " + std::to_string(size()) +
@@ -88,9 +89,7 @@ CustomMetaList CustomMetaList::merged(std::span<const nlohmann::json> updates) c
       out.push_back_encoded(encoded(i));
       continue;
     }
-    nlohmann::json object = (*this)[i];
-    object.update(updates[i]);
-    out.push_back(object);
+    out.push_back(core::merge_meta((*this)[i], updates[i]));
   }
   return out;
 }

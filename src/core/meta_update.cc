@@ -7,8 +7,7 @@
 
 namespace seqflow::core {
 
-std::vector<EncodedMeta> encode_updates(std::span<const int64_t> global_indexes,
-                                        std::span<const nlohmann::json> custom_meta) {
+std::vector<EncodedMeta> encode_updates(std::span<const int64_t> global_indexes, std::span<const Value> custom_meta) {
   if (custom_meta.size() != global_indexes.size()) {
     throw_invalid("custom_meta has " + std::to_string(custom_meta.size()) + " entries for " +
                   std::to_string(global_indexes.size()) + " samples");
@@ -24,7 +23,7 @@ std::vector<EncodedMeta> encode_updates(std::span<const int64_t> global_indexes,
 std::vector<std::pair<uint32_t, EncodedMeta>> prepare_meta(const PartitionState& partition,
                                                            std::span<const uint32_t> slots,
                                                            std::span<const int64_t> global_indexes,
-                                                           std::span<const nlohmann::json> custom_meta,
+                                                           std::span<const Value> custom_meta,
                                                            std::vector<EncodedMeta> updates) {
   std::vector<std::pair<uint32_t, EncodedMeta>> out;
   out.reserve(slots.size());
@@ -35,8 +34,8 @@ std::vector<std::pair<uint32_t, EncodedMeta>> prepare_meta(const PartitionState&
       out.emplace_back(slots[i], std::move(updates[i]));  // nothing to merge with
       continue;
     }
-    nlohmann::json merged = decode_meta(first ? partition.meta_bytes(slots[i]) : out[it->second].second.bytes);
-    merged.update(custom_meta[i]);
+    Value merged = decode_meta(first ? partition.meta_bytes(slots[i]) : out[it->second].second.bytes);
+    merged = merge_meta(std::move(merged), custom_meta[i]);
     // Both sides were checked key by key, so this cannot fail on the values.
     EncodedMeta encoded = encode_meta(merged, "custom_meta of global index " + std::to_string(global_indexes[i]));
     if (first) {

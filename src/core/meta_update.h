@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include "seqflow/value.h"
 
 #include "core/custom_meta.h"
 #include "core/partition_state.h"
@@ -17,8 +17,7 @@ namespace seqflow::core {
 // One object per sample, each checked and encoded on its own; throws
 // kInvalidArgument naming the position and global index of the first bad
 // entry, or the count mismatch. Needs no lock: callers run it before locking.
-std::vector<EncodedMeta> encode_updates(std::span<const int64_t> global_indexes,
-                                        std::span<const nlohmann::json> custom_meta);
+std::vector<EncodedMeta> encode_updates(std::span<const int64_t> global_indexes, std::span<const Value> custom_meta);
 
 // The new metadata of each touched slot: its current metadata updated key by
 // key with custom_meta[i] (encoded as updates[i]). A sample without metadata
@@ -27,7 +26,7 @@ std::vector<EncodedMeta> encode_updates(std::span<const int64_t> global_indexes,
 std::vector<std::pair<uint32_t, EncodedMeta>> prepare_meta(const PartitionState& partition,
                                                            std::span<const uint32_t> slots,
                                                            std::span<const int64_t> global_indexes,
-                                                           std::span<const nlohmann::json> custom_meta,
+                                                           std::span<const Value> custom_meta,
                                                            std::vector<EncodedMeta> updates);
 
 }  // namespace seqflow::core

@@ -42,8 +42,8 @@ PartitionKeys PartitionKeys::unchanged(std::string partition_id, const ListingVe
   return out;
 }
 
-nlohmann::json PartitionKeys::tag(size_t i) const {
-  nlohmann::json out;
+Value PartitionKeys::tag(size_t i) const {
+  Value out;
   try {
     out = core::decode_meta(encoded_tag(i));
   } catch (const Error& error) {

@@ -21,7 +21,7 @@ std::string PartitionSampleInfo::group_key(int64_t global_index, int64_t n) cons
   return partition_.group_key(slot(global_index), n);
 }
 
-const nlohmann::json& PartitionSampleInfo::custom_meta(int64_t global_index) const {
+const Value& PartitionSampleInfo::custom_meta(int64_t global_index) const {
   auto it = decoded_.find(global_index);
   if (it == decoded_.end()) {
     it = decoded_.emplace(global_index, decode_meta(partition_.meta_bytes(slot(global_index)))).first;

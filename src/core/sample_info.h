@@ -4,7 +4,7 @@
 
 #include <unordered_map>
 
-#include <nlohmann/json.hpp>
+#include "seqflow/value.h"
 
 #include "core/control_data.h"
 #include "seqflow/sampler.h"
@@ -17,7 +17,7 @@ class PartitionSampleInfo final : public SampleInfo {
 
   std::optional<int64_t> length(int64_t global_index) const override;
   std::string group_key(int64_t global_index, int64_t n) const override;
-  const nlohmann::json& custom_meta(int64_t global_index) const override;
+  const Value& custom_meta(int64_t global_index) const override;
 
  private:
   // Throws kInvalidArgument when the sampler asks about a foreign sample.
@@ -25,7 +25,7 @@ class PartitionSampleInfo final : public SampleInfo {
 
   const ControlData& data_;
   const PartitionState& partition_;
-  mutable std::unordered_map<int64_t, nlohmann::json> decoded_;
+  mutable std::unordered_map<int64_t, Value> decoded_;
 };
 
 }  // namespace seqflow::core

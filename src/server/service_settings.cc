@@ -13,35 +13,46 @@ namespace seqflow::server {
 
 namespace {
 
-// The service's own key pair, when it serves with CURVE.
-std::optional<transport::CurveKeyPair> own_keys(const ServingSettings& settings) {
+// The service's CURVE keys from its key files.
+ServerCurve curve_of(const ServingSettings& settings) {
+  ServerCurve curve;
   if (settings.curve_secret_file.empty()) {
     if (!settings.curve_client_files.empty()) {
       throw_invalid("the allowed client key files ('" + settings.curve_client_files.front() +
                     "', ...) need the service's own CURVE secret key file");
     }
-    return std::nullopt;
+    return curve;
   }
-  return read_secret_key_file(settings.curve_secret_file);
+  curve.enabled = true;
+  curve.keys = read_secret_key_file(settings.curve_secret_file);
+  curve.allowed_client_keys = read_client_key_files(settings.curve_client_files);
+  return curve;
 }
 
-ServiceOptions service_options(const ServingSettings& settings, std::string_view default_bind,
-                               const std::optional<transport::CurveKeyPair>& keys) {
+ServiceOptions service_options(const std::string& bind, size_t max_workers, size_t max_request_bytes,
+                               const ServerCurve& curve) {
   ServiceOptions options;
-  options.bind = settings.bind.empty() ? std::string(default_bind) : settings.bind;
-  if (settings.max_workers > 0) {
-    options.max_workers = settings.max_workers;
-    options.min_workers = std::min(options.min_workers, settings.max_workers);
+  options.bind = bind;
+  if (max_workers > 0) {
+    options.max_workers = max_workers;
+    options.min_workers = std::min(options.min_workers, max_workers);
   }
-  if (settings.max_request_bytes > 0) options.max_request_bytes = settings.max_request_bytes;
-  if (keys) {
+  if (max_request_bytes > 0) options.max_request_bytes = max_request_bytes;
+  if (curve.enabled) {
+    check_curve_key(curve.keys.public_key, "curve.keys.public_key");
+    check_curve_key(curve.keys.secret_key, "curve.keys.secret_key");
+    for (size_t i = 0; i < curve.allowed_client_keys.size(); ++i) {
+      check_curve_key(curve.allowed_client_keys[i], "curve.allowed_client_keys[" + std::to_string(i) + "]");
+    }
     options.security.enabled = true;
-    options.security.server_keys = *keys;
-    options.security.allowed_client_keys = read_client_key_files(settings.curve_client_files);
+    options.security.server_keys = curve.keys;
+    options.security.allowed_client_keys = curve.allowed_client_keys;
     // The other services of the cluster call in with the shared pair.
     if (!options.security.allowed_client_keys.empty()) {
-      options.security.allowed_client_keys.push_back(keys->public_key);
+      options.security.allowed_client_keys.push_back(curve.keys.public_key);
     }
+  } else if (!curve.allowed_client_keys.empty()) {
+    throw_invalid("curve.allowed_client_keys need curve.enabled and the service's own key pair");
   }
   return options;
 }
@@ -111,19 +122,64 @@ void check_endpoint(const std::string& endpoint, std::string_view parameter) {
   }
 }
 
-ControllerServiceOptions controller_service_options(const ControllerSettings& settings) {
-  if (settings.storage_units == 0) throw_invalid("storage_units must be >= 1, got 0");
-  const std::optional<transport::CurveKeyPair> keys = own_keys(settings.serving);
+ControllerServiceOptions controller_service_options(const ControllerServerOptions& server) {
+  if (server.storage_units == 0) throw_invalid("storage_units must be >= 1, got 0");
   ControllerServiceOptions options;
-  options.service = service_options(settings.serving, "tcp://127.0.0.1:5555", keys);
+  options.service = service_options(server.bind, server.max_workers, server.max_request_bytes, server.curve);
   // Every blocking get_meta holds a worker while it waits: room for many
   // waiting ranks and the calls that feed them.
-  if (settings.serving.max_workers == 0) options.service.max_workers = kControllerDefaultMaxWorkers;
-  options.controller = ControllerOptions{settings.sampler, settings.polling_mode};
-  options.storage_units = settings.storage_units;
-  options.load_checkpoint = settings.load_checkpoint;
-  options.checkpoint_root = settings.serving.checkpoint_root;
-  if (keys) options.storage_security = client_security(*keys, keys->public_key);
+  if (server.max_workers == 0) options.service.max_workers = kControllerDefaultMaxWorkers;
+  options.controller = server.controller;
+  options.storage_units = server.storage_units;
+  options.load_checkpoint = server.load_checkpoint;
+  options.checkpoint_root = server.checkpoint_root;
+  if (server.curve.enabled) options.storage_security = client_security(server.curve.keys, server.curve.keys.public_key);
+  return options;
+}
+
+ControllerServiceOptions controller_service_options(const ControllerSettings& settings) {
+  if (settings.storage_units == 0) throw_invalid("storage_units must be >= 1, got 0");
+  ControllerServerOptions server;
+  server.bind = settings.serving.bind.empty() ? "tcp://127.0.0.1:5555" : settings.serving.bind;
+  server.storage_units = settings.storage_units;
+  server.controller = ControllerOptions{settings.sampler, settings.polling_mode};
+  server.max_workers = settings.serving.max_workers;
+  server.max_request_bytes = settings.serving.max_request_bytes;
+  server.load_checkpoint = settings.load_checkpoint;
+  server.checkpoint_root = settings.serving.checkpoint_root;
+  server.curve = curve_of(settings.serving);
+  return controller_service_options(server);
+}
+
+StorageServiceOptions storage_service_options(const StorageServerOptions& server) {
+  if (server.controller_endpoint.empty()) {
+    throw_invalid(
+        "the controller endpoint is empty; a storage unit registers with the controller service "
+        "(e.g. tcp://10.0.0.1:5555)");
+  }
+  // Checked here, not only in the heartbeat thread that connects to it: an
+  // error there could only end the process.
+  check_endpoint(server.controller_endpoint, "controller_endpoint");
+  if (!server.advertise.empty()) check_endpoint(server.advertise, "advertise");
+  if (!server.curve.enabled && !server.controller_public_key.empty()) {
+    throw_invalid("controller_public_key needs curve.enabled and the storage unit's own key pair");
+  }
+  if (server.heartbeat.count() <= 0) {
+    throw_invalid("heartbeat must be > 0 ms, got " + std::to_string(server.heartbeat.count()) + " ms");
+  }
+  StorageServiceOptions options;
+  options.service = service_options(server.bind, server.max_workers, server.max_request_bytes, server.curve);
+  options.storage = server.storage;
+  options.controller_endpoint = server.controller_endpoint;
+  options.advertise = server.advertise;
+  options.checkpoint_root = server.checkpoint_root;
+  options.heartbeat = server.heartbeat;
+  if (server.curve.enabled) {
+    const std::string& controller_key =
+        server.controller_public_key.empty() ? server.curve.keys.public_key : server.controller_public_key;
+    check_curve_key(controller_key, "controller_public_key");
+    options.controller_security = client_security(server.curve.keys, controller_key);
+  }
   return options;
 }
 
@@ -133,28 +189,25 @@ StorageServiceOptions storage_service_options(const StorageSettings& settings) {
         "the controller endpoint is empty; a storage unit registers with the controller service "
         "(e.g. tcp://10.0.0.1:5555)");
   }
-  // Checked here, not only in the heartbeat thread that connects to it: an
-  // error there could only end the process.
   check_endpoint(settings.controller, "controller");
   if (!settings.advertise.empty()) check_endpoint(settings.advertise, "advertise");
-  const std::optional<transport::CurveKeyPair> keys = own_keys(settings.serving);
-  if (!keys && !settings.controller_key_file.empty()) {
+  StorageServerOptions server;
+  server.curve = curve_of(settings.serving);
+  if (!server.curve.enabled && !settings.controller_key_file.empty()) {
     throw_invalid("controller key file '" + settings.controller_key_file +
                   "' needs the storage unit's own CURVE secret key file for its calls to the controller");
   }
-  StorageServiceOptions options;
-  options.service = service_options(settings.serving, "tcp://127.0.0.1:0", keys);
-  options.storage = StorageOptions{settings.max_bytes, settings.max_samples};
-  options.controller_endpoint = settings.controller;
-  options.advertise = settings.advertise;
-  options.checkpoint_root = settings.serving.checkpoint_root;
-  if (keys) {
-    const std::string controller_key = settings.controller_key_file.empty()
-                                           ? keys->public_key
-                                           : transport::read_key_file(settings.controller_key_file).public_key;
-    options.controller_security = client_security(*keys, controller_key);
+  server.bind = settings.serving.bind.empty() ? "tcp://127.0.0.1:0" : settings.serving.bind;
+  server.controller_endpoint = settings.controller;
+  server.advertise = settings.advertise;
+  server.storage = StorageOptions{settings.max_bytes, settings.max_samples};
+  server.max_workers = settings.serving.max_workers;
+  server.max_request_bytes = settings.serving.max_request_bytes;
+  server.checkpoint_root = settings.serving.checkpoint_root;
+  if (!settings.controller_key_file.empty()) {
+    server.controller_public_key = transport::read_key_file(settings.controller_key_file).public_key;
   }
-  return options;
+  return storage_service_options(server);
 }
 
 std::unique_ptr<MetricsHttpServer> serve_metrics(const std::string& address, std::string_view parameter,

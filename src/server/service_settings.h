@@ -20,6 +20,7 @@
 #include "server/controller_service.h"
 #include "server/metrics_http.h"
 #include "server/storage_service.h"
+#include "seqflow/server.h"
 
 namespace seqflow::server {
 
@@ -56,6 +57,13 @@ struct StorageSettings {
 // or the key file that cannot be read (kNotFound).
 ControllerServiceOptions controller_service_options(const ControllerSettings& settings);
 StorageServiceOptions storage_service_options(const StorageSettings& settings);
+
+// The service options of a server's public options (seqflow/server.h), with
+// keys instead of key files: the settings above are read into these, and
+// every check of the options is here. Throw kInvalidArgument naming the
+// option and its value.
+ControllerServiceOptions controller_service_options(const ControllerServerOptions& options);
+StorageServiceOptions storage_service_options(const StorageServerOptions& options);
 
 // The steps of the two above that read files or parse endpoints, for a
 // frontend that names its own options in their errors (`seqflow serve`).

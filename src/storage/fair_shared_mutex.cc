@@ -1,10 +1,10 @@
 // StorageUnit's phase-fair reader-writer lock: readers and writers alternate
 // under contention, so neither puts nor gets can be starved.
-#include "seqflow/storage.h"
+#include "storage/fair_shared_mutex.h"
 
-namespace seqflow {
+namespace seqflow::storage {
 
-void StorageUnit::FairSharedMutex::lock_shared() {
+void FairSharedMutex::lock_shared() {
   std::unique_lock lock(mutex_);
   if (!writing_ && waiting_writers_ == 0) {
     ++active_readers_;
@@ -20,7 +20,7 @@ void StorageUnit::FairSharedMutex::lock_shared() {
   ++active_readers_;
 }
 
-void StorageUnit::FairSharedMutex::unlock_shared() {
+void FairSharedMutex::unlock_shared() {
   std::unique_lock lock(mutex_);
   --active_readers_;
   const bool wake_writer = active_readers_ == 0 && admitted_readers_ == 0 && waiting_writers_ > 0;
@@ -28,7 +28,7 @@ void StorageUnit::FairSharedMutex::unlock_shared() {
   if (wake_writer) writers_cv_.notify_one();
 }
 
-void StorageUnit::FairSharedMutex::lock() {
+void FairSharedMutex::lock() {
   std::unique_lock lock(mutex_);
   ++waiting_writers_;
   writers_cv_.wait(lock, [&] { return !writing_ && active_readers_ == 0 && admitted_readers_ == 0; });
@@ -36,7 +36,7 @@ void StorageUnit::FairSharedMutex::lock() {
   writing_ = true;
 }
 
-void StorageUnit::FairSharedMutex::unlock() {
+void FairSharedMutex::unlock() {
   std::unique_lock lock(mutex_);
   writing_ = false;
   ++writes_;
@@ -51,4 +51,4 @@ void StorageUnit::FairSharedMutex::unlock() {
   }
 }
 
-}  // namespace seqflow
+}  // namespace seqflow::storage

@@ -2,13 +2,16 @@
 #include "seqflow/storage.h"
 
 #include <algorithm>
+#include <map>
 #include <mutex>
 #include <shared_mutex>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "common/stale_sample.h"
 #include "seqflow/error.h"
 #include "storage/checkpoint.h"
+#include "storage/fair_shared_mutex.h"
 
 namespace seqflow {
 namespace {
@@ -76,7 +79,28 @@ void check_columns(size_t samples, const std::vector<Column>& columns) {
 
 }  // namespace
 
-StorageUnit::StorageUnit(StorageOptions options) : options_(options) {}
+namespace {
+
+// The values of one global index and the sample they belong to.
+struct StoredSample {
+  uint64_t generation = 0;  // 0: not known (a version 1 checkpoint): any sample may claim them
+  std::string partition;    // empty likewise
+  Fields fields;
+};
+using Values = std::unordered_map<int64_t, StoredSample>;
+
+}  // namespace
+
+struct StorageUnit::State {
+  StorageOptions options;
+  mutable storage::FairSharedMutex mutex;
+  Values values;
+  StorageStats stats;
+};
+
+StorageUnit::StorageUnit(StorageOptions options) : state_(std::make_unique<State>()) { state_->options = options; }
+
+StorageUnit::~StorageUnit() = default;
 
 void StorageUnit::put(const SampleKeys& samples, const std::vector<Column>& columns) {
   const std::span<const int64_t> global_indexes = samples.global_indexes;
@@ -101,13 +125,13 @@ void StorageUnit::put(const SampleKeys& samples, const std::vector<Column>& colu
     }
   }
 
-  std::unique_lock lock(mutex_);
+  std::unique_lock lock(state_->mutex);
   uint64_t replaced = 0;
   uint64_t fresh = 0;
   std::unordered_set<int64_t> superseded;  // holding an older generation's values: dropped whole
   for (const auto& [gi, sample] : staged) {
-    auto stored = values_.find(gi);
-    if (stored == values_.end()) {
+    auto stored = state_->values.find(gi);
+    if (stored == state_->values.end()) {
       ++fresh;
       continue;
     }
@@ -129,14 +153,14 @@ void StorageUnit::put(const SampleKeys& samples, const std::vector<Column>& colu
     }
   }
   // Overwritten bytes are released by this put, so they count as free.
-  check_room("max_bytes", options_.max_bytes, stats_.bytes - replaced, added, "bytes", "the put");
-  check_room("max_samples", options_.max_samples, values_.size(), fresh, "new samples", "the put");
-  values_.reserve(values_.size() + fresh);  // the last step that may throw
+  check_room("max_bytes", state_->options.max_bytes, state_->stats.bytes - replaced, added, "bytes", "the put");
+  check_room("max_samples", state_->options.max_samples, state_->values.size(), fresh, "new samples", "the put");
+  state_->values.reserve(state_->values.size() + fresh);  // the last step that may throw
 
   for (auto it = staged.begin(); it != staged.end();) {
-    auto stored = values_.find(it->first);
-    if (stored == values_.end()) {
-      values_.insert(staged.extract(it++));
+    auto stored = state_->values.find(it->first);
+    if (stored == state_->values.end()) {
+      state_->values.insert(staged.extract(it++));
       continue;
     }
     StoredSample& old = stored->second;
@@ -159,8 +183,8 @@ void StorageUnit::put(const SampleKeys& samples, const std::vector<Column>& colu
     }
     ++it;
   }
-  stats_.bytes = stats_.bytes - replaced + added;
-  stats_.samples = values_.size();
+  state_->stats.bytes = state_->stats.bytes - replaced + added;
+  state_->stats.samples = state_->values.size();
   lock.unlock();
   // `staged` now holds the overwritten views; their buffers may be freed here, unlocked.
 }
@@ -170,13 +194,13 @@ std::vector<std::vector<SampleView>> StorageUnit::get(const SampleKeys& samples,
   check_keys(samples, false);
   const std::span<const int64_t> global_indexes = samples.global_indexes;
   std::vector<std::vector<SampleView>> out(global_indexes.size());
-  std::shared_lock lock(mutex_);
+  std::shared_lock lock(state_->mutex);
   for (size_t i = 0; i < global_indexes.size(); ++i) {
     const int64_t gi = global_indexes[i];
     const std::string& partition = samples.partitions[i];
     const uint64_t generation = samples.generations.empty() ? 0 : samples.generations[i];
-    auto stored = values_.find(gi);
-    if (stored == values_.end()) {
+    auto stored = state_->values.find(gi);
+    if (stored == state_->values.end()) {
       if (fields.empty()) continue;
       throw_sample_without_data(partition, gi, generation, fields.front());
     }
@@ -203,36 +227,36 @@ std::vector<std::vector<SampleView>> StorageUnit::get(const SampleKeys& samples,
 void StorageUnit::clear(std::span<const int64_t> global_indexes) {
   std::vector<Values::node_type> dropped;
   dropped.reserve(global_indexes.size());
-  std::unique_lock lock(mutex_);
+  std::unique_lock lock(state_->mutex);
   for (int64_t gi : global_indexes) {
-    auto stored = values_.find(gi);
-    if (stored == values_.end()) continue;
-    stats_.bytes -= bytes_of(stored->second.fields);
-    dropped.push_back(values_.extract(stored));
+    auto stored = state_->values.find(gi);
+    if (stored == state_->values.end()) continue;
+    state_->stats.bytes -= bytes_of(stored->second.fields);
+    dropped.push_back(state_->values.extract(stored));
   }
-  stats_.samples = values_.size();
+  state_->stats.samples = state_->values.size();
   lock.unlock();
   // `dropped` releases the buffers here, unlocked.
 }
 
 void StorageUnit::clear_all() {
   Values dropped;
-  std::unique_lock lock(mutex_);
-  dropped.swap(values_);
-  stats_ = {};
+  std::unique_lock lock(state_->mutex);
+  dropped.swap(state_->values);
+  state_->stats = {};
 }
 
 StorageStats StorageUnit::stats() const {
-  std::shared_lock lock(mutex_);
-  return stats_;
+  std::shared_lock lock(state_->mutex);
+  return state_->stats;
 }
 
 void StorageUnit::save(const std::string& path) const {
   // Views keep their buffers alive, so the file is written without the lock.
   std::vector<StoredValue> snapshot;
   {
-    std::shared_lock lock(mutex_);
-    for (const auto& [gi, sample] : values_) {
+    std::shared_lock lock(state_->mutex);
+    for (const auto& [gi, sample] : state_->values) {
       for (const auto& [field, view] : sample.fields) {
         snapshot.push_back({gi, sample.generation, sample.partition, field, view});
       }
@@ -268,12 +292,12 @@ void StorageUnit::load(const std::string& path) {
   stats.samples = loaded.size();
   // The checkpoint replaces the content, so the whole limit is free.
   const std::string requester = "checkpoint \"" + path + "\"";
-  check_room("max_bytes", options_.max_bytes, 0, stats.bytes, "bytes", requester);
-  check_room("max_samples", options_.max_samples, 0, stats.samples, "samples", requester);
+  check_room("max_bytes", state_->options.max_bytes, 0, stats.bytes, "bytes", requester);
+  check_room("max_samples", state_->options.max_samples, 0, stats.samples, "samples", requester);
 
-  std::unique_lock lock(mutex_);
-  values_.swap(loaded);
-  stats_ = stats;
+  std::unique_lock lock(state_->mutex);
+  state_->values.swap(loaded);
+  state_->stats = stats;
   lock.unlock();
   // `loaded` now holds the old content; it is released here, unlocked.
 }

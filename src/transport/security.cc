@@ -13,7 +13,7 @@
 #include "transport/frames.h"
 #include "seqflow/error.h"
 
-namespace seqflow::transport {
+namespace seqflow {
 namespace {
 
 constexpr const char* kZapEndpoint = "inproc://zeromq.zap.01";
@@ -132,6 +132,8 @@ CurveKeyPair read_key_file(const std::string& path) {
   return keys;
 }
 
+namespace transport {
+
 ZapHandler::ZapHandler(zmq::context_t& context, const std::vector<std::string>& allowed_client_keys) {
   for (const auto& key : allowed_client_keys) {
     check_curve_key(key, "allowed_client_keys entry");
@@ -202,4 +204,5 @@ void ZapHandler::serve(zmq::socket_t handler, zmq::socket_t stop_receiver) {
   }
 }
 
-}  // namespace seqflow::transport
+}  // namespace transport
+}  // namespace seqflow

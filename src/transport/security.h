@@ -1,5 +1,5 @@
-// CURVE security: key pairs, key files, the options of servers and clients,
-// and the ZAP handler that restricts a server to a list of client keys.
+// CURVE security: the options of servers and clients, and the ZAP handler
+// that restricts a server to a list of client keys.
 #pragma once
 
 #include <zmq.hpp>
@@ -12,30 +12,17 @@
 #include <thread>
 #include <vector>
 
+#include "seqflow/security.h"
+
 namespace seqflow::transport {
 
-inline constexpr size_t kCurveKeyChars = 40;  // Z85 text of a 32-byte key
-
-struct CurveKeyPair {
-  std::string public_key;  // Z85, 40 characters
-  std::string secret_key;  // Z85, 40 characters; empty when read from a .pub file
-};
-
-CurveKeyPair generate_curve_keys();
-
-// Throws kInvalidArgument naming `what` (e.g. "server_public_key") unless
-// `key` is 40 characters of valid Z85.
-void check_curve_key(std::string_view key, std::string_view what);
-
-// Writes `prefix.key` (public and secret key, mode 0600) and `prefix.pub`
-// (public key only, mode 0644) in ZeroMQ's certificate text format.
-void write_key_files(const std::string& prefix, const CurveKeyPair& keys);
-
-// Reads a .key or .pub file written by write_key_files or ZeroMQ's zcert:
-// `public-key = "..."` and optional `secret-key = "..."` lines; '#' starts a
-// comment. Throws seqflow::Error naming the path and what is wrong (kNotFound
-// when it cannot be opened, kInvalidArgument when its content is bad).
-CurveKeyPair read_key_file(const std::string& path);
+// The keys and key files are public (seqflow/security.h).
+using seqflow::check_curve_key;
+using seqflow::CurveKeyPair;
+using seqflow::generate_curve_keys;
+using seqflow::kCurveKeyChars;
+using seqflow::read_key_file;
+using seqflow::write_key_files;
 
 struct ServerSecurity {
   bool enabled = false;

@@ -7,6 +7,7 @@
 
 #include "common/msgpack_reader.h"
 #include "common/msgpack_writer.h"
+#include "common/value_json.h"
 #include "seqflow/error.h"
 #include "common/aligned_buffer.h"
 #include "storage/value_check.h"
@@ -121,9 +122,9 @@ class EncodedMap {
     return out;
   }
 
-  Json json(std::string_view key) const {
+  Value decoded(std::string_view key) const {
     MsgpackReader reader(value(key), kMaxDecodeNesting);
-    return read_json(reader, depth_ + 1);
+    return read_value(reader, depth_ + 1);
   }
 
   bool has(std::string_view key) const {
@@ -318,7 +319,7 @@ std::string batch_meta_bytes(const BatchMeta& meta) {
   out.string("custom_meta_offsets");
   out.numbers(std::span<const uint32_t>(custom.offsets()));
   out.string("extra_info");
-  out.json(meta.extra_info);
+  out.value(meta.extra_info);
   return std::move(out).take();
 }
 
@@ -341,7 +342,7 @@ BatchMeta batch_meta_of(std::string_view bytes, std::string_view what) {
     header.fail("produced", "must hold one flag per sample and field");
   }
   meta.custom_meta = decode_custom_meta(header, n);
-  meta.extra_info = header.json("extra_info");
+  meta.extra_info = header.decoded("extra_info");
   if (!meta.extra_info.is_object()) header.fail("extra_info", "must be a map");
   return meta;
 }
@@ -491,7 +492,7 @@ std::string meta_request_bytes(const MetaRequest& request) {
   out.boolean(request.sampling.dp_rank_given);
   if (has_extra) {  // absent when empty: a plain fetch pays nothing for it
     out.string("sampling_extra");
-    out.json(request.sampling.extra);
+    out.value(request.sampling.extra);
   }
   out.string("polling");
   out.boolean(request.polling);
@@ -514,7 +515,7 @@ MetaRequest meta_request_of(std::string_view bytes, std::string_view what) {
   request.sampling.batch_index = header.integer("batch_index");
   request.sampling.dp_rank_given = header.boolean("dp_rank_given");
   if (header.has("sampling_extra")) {
-    request.sampling.extra = header.json("sampling_extra");
+    request.sampling.extra = header.decoded("sampling_extra");
     if (!request.sampling.extra.is_object()) header.fail("sampling_extra", "must be a map");
   }
   request.polling = header.boolean("polling");
@@ -689,13 +690,20 @@ std::vector<std::string> Header::texts(std::string_view key) const {
   return out;
 }
 
-std::vector<Json> Header::objects(std::string_view key) const {
+std::vector<Value> Header::objects(std::string_view key) const {
   const Json& value = at(key);
   if (!value.is_array()) fail(key, "must be an array of maps");
+  std::vector<Value> out;
+  out.reserve(value.size());
   for (const Json& item : value) {
     if (!item.is_object() && !item.is_null()) fail(key, "must be an array of maps");
+    try {
+      out.push_back(from_json(item));
+    } catch (const Error& error) {
+      fail(key, error.what());
+    }
   }
-  return value.get<std::vector<Json>>();
+  return out;
 }
 
 Json encode_schemas(const std::map<std::string, FieldSchema>& schemas) {

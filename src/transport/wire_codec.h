@@ -50,7 +50,7 @@ class Header {
   int64_t integer(std::string_view key) const;
   bool boolean(std::string_view key) const;
   std::vector<std::string> texts(std::string_view key) const;
-  std::vector<Json> objects(std::string_view key) const;  // JSON objects, or null for "none"
+  std::vector<Value> objects(std::string_view key) const;  // objects, or null for "none"
   template <typename T>
   std::vector<T> numbers(std::string_view key) const;
 

@@ -10,7 +10,6 @@ namespace seqflow {
 namespace {
 
 using test::throws_code;
-using json = nlohmann::json;
 
 // n samples 10, 11, ... of partition "p" with fields a (produced everywhere)
 // and b (produced on even positions), custom_meta {"i": position}.
@@ -22,7 +21,7 @@ BatchMeta make_meta(size_t n, std::vector<uint64_t> generations = {}) {
     meta.global_indexes.push_back(static_cast<int64_t>(10 + i));
     meta.partition_ids.push_back("p");
     meta.production_status.insert(meta.production_status.end(), {1, static_cast<uint8_t>(i % 2 == 0)});
-    meta.custom_meta.push_back(json{{"i", i}});
+    meta.custom_meta.push_back(Value{{"i", i}});
   }
   meta.generations = std::move(generations);
   return meta;
@@ -30,7 +29,7 @@ BatchMeta make_meta(size_t n, std::vector<uint64_t> generations = {}) {
 
 std::vector<int64_t> custom_values(const BatchMeta& meta) {
   std::vector<int64_t> out;
-  for (size_t i = 0; i < meta.size(); ++i) out.push_back(meta.custom_meta[i]["i"].get<int64_t>());
+  for (size_t i = 0; i < meta.size(); ++i) out.push_back(meta.custom_meta[i]["i"].as_int());
   return out;
 }
 
@@ -152,13 +151,13 @@ TEST(BatchMeta, UnionTakesTheOtherSidesFieldsAndKeys) {
   right.field_schema["c"] = FieldSchema{DType::kInt8, {}};
   right.production_status = {0, 1, 1, 1};  // b, c per sample
   right.custom_meta = CustomMetaList();
-  right.custom_meta.push_back(json{{"j", 1}});
-  right.custom_meta.push_back(json::object());
+  right.custom_meta.push_back(Value{{"j", 1}});
+  right.custom_meta.push_back(Value::object());
   const BatchMeta both = left.union_with(right);
   EXPECT_EQ(both.field_schema.size(), 3u);
   EXPECT_EQ(both.production_status, (std::vector<uint8_t>{1, 0, 1, 1, 1, 1}));  // a mine, b and c theirs
-  EXPECT_EQ(both.custom_meta[0], (json{{"i", 0}, {"j", 1}}));
-  EXPECT_EQ(both.custom_meta[1], (json{{"i", 1}}));
+  EXPECT_EQ(both.custom_meta[0], (Value{{"i", 0}, {"j", 1}}));
+  EXPECT_EQ(both.custom_meta[1], (Value{{"i", 1}}));
   EXPECT_EQ(left.union_with(BatchMeta()).global_indexes, left.global_indexes);
 
   EXPECT_TRUE(throws_code([&] { left.union_with(make_meta(3)); }, ErrorCode::kInvalidArgument,

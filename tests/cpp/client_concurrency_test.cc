@@ -15,8 +15,6 @@
 namespace seqflow::test {
 namespace {
 
-using Json = nlohmann::json;
-
 INSTANTIATE_TEST_SUITE_P(Modes, ClientModes, ::testing::ValuesIn(kClientModes), mode_name);
 
 // Producers put while a consumer fetches and clears what it consumed, so
@@ -32,7 +30,7 @@ TEST_P(ClientModes, ConcurrentPutsFetchesAndClearsKeepSamplesApart) {
     producers.emplace_back([&, p] {
       for (int b = 0; b < kBatches; ++b) {
         std::vector<int64_t> values;
-        std::vector<Json> metas;
+        std::vector<Value> metas;
         for (int i = 0; i < kBatch; ++i) {
           const int64_t id = (p * kBatches + b) * kBatch + i;
           values.push_back(id);
@@ -58,7 +56,7 @@ TEST_P(ClientModes, ConcurrentPutsFetchesAndClearsKeepSamplesApart) {
     }
     const auto rows = client->get_data(meta, fields);
     for (size_t i = 0; i < meta.size(); ++i) {
-      const int64_t id = meta.custom_meta[i]["id"].get<int64_t>();
+      const int64_t id = meta.custom_meta[i]["id"].as_int();
       ASSERT_EQ(int64_of(rows[i][0]), id);
       ASSERT_TRUE(seen.insert(id).second) << "sample " << id << " delivered twice";
     }

@@ -13,6 +13,7 @@
 
 #include "client_test_support.h"
 #include "controller_test_support.h"
+#include "common/value_json.h"
 #include "core/custom_meta.h"
 #include "remote_cluster.h"
 #include "seqflow/client.h"
@@ -20,8 +21,6 @@
 
 namespace seqflow::test {
 namespace {
-
-using Json = nlohmann::json;
 
 Column float_column(const std::string& field, const std::vector<float>& values) {
   std::vector<Bytes> samples;
@@ -105,7 +104,7 @@ TEST_P(ClientModes, BadPutsChangeNothing) {
                              client->put_new("p", {int64_column("x", {1, 2})}, lengths_meta({1}));
                            },
                            {"custom_meta holds 1 entries for 2 samples"}));
-  std::vector<Json> not_objects = {Json(1), Json::object()};
+  std::vector<Value> not_objects = {Value(1), Value::object()};
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
                            [&] {
                              client->put_new("p", {int64_column("x", {1, 2})}, not_objects);
@@ -116,9 +115,9 @@ TEST_P(ClientModes, BadPutsChangeNothing) {
 }
 
 // {"k": {"k": ... {"v": 1}}}: `depth` objects.
-Json nested_object(size_t depth) {
-  Json value = {{"v", 1}};
-  for (size_t d = 1; d < depth; ++d) value = Json{{"k", std::move(value)}};
+Value nested_object(size_t depth) {
+  Value value = {{"v", 1}};
+  for (size_t d = 1; d < depth; ++d) value = Value{{"k", std::move(value)}};
   return value;
 }
 
@@ -126,11 +125,11 @@ Json nested_object(size_t depth) {
 // written: remote requests would otherwise meet the wire's nesting limit.
 TEST_P(ClientModes, CustomMetaNestedTooDeepIsRefusedAlikeInEveryMode) {
   auto client = make_client();
-  const std::vector<Json> deepest_allowed = {nested_object(kMaxCustomMetaDepth)};
+  const std::vector<Value> deepest_allowed = {nested_object(kMaxCustomMetaDepth)};
   const BatchMeta put = client->put_new("p", {int64_column("x", {1})}, deepest_allowed);
   EXPECT_EQ(put.custom_meta[0], deepest_allowed[0]);
 
-  const std::vector<Json> too_deep = {Json::object(), nested_object(kMaxCustomMetaDepth + 1)};
+  const std::vector<Value> too_deep = {Value::object(), nested_object(kMaxCustomMetaDepth + 1)};
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
                            [&] {
                              client->put_new("q", {int64_column("x", {1, 2})}, too_deep);
@@ -247,7 +246,7 @@ TEST_P(ClientModes, PutExistingAddsFieldsAndRefusesClearedSamples) {
                            },
                            {"global index " + std::to_string(put.global_indexes[0]), "no longer exists"}));
   const std::string reward[] = {"reward"};
-  const BatchMeta rest{{put.global_indexes[1]}, PartitionIdList(1, "p"), {}, {}, {}, {}, Json::object()};
+  const BatchMeta rest{{put.global_indexes[1]}, PartitionIdList(1, "p"), {}, {}, {}, {}, Value::object()};
   EXPECT_TRUE(throws_error(ErrorCode::kNotFound, [&] { client->get_data(rest, reward); }, {"reward"}));
 }
 
@@ -269,7 +268,7 @@ TEST_P(ClientModes, PutExistingConflictKeepsTheOldValues) {
 TEST_P(ClientModes, KeyValueCallsTouchBothPlanes) {
   auto client = make_client();
   const std::vector<std::string> keys = {"a", "b"};
-  const std::vector<Json> tags = {{{"score", 1}}, {{"score", 2}}};
+  const std::vector<Value> tags = {{{"score", 1}}, {{"score", 2}}};
   const BatchMeta put = client->kv_put("kv", keys, tags, {int64_column("x", {5, 6})});
   EXPECT_EQ(put.custom_meta[1]["score"], 2);
   const BatchMeta meta = client->kv_meta("kv", keys);
@@ -282,7 +281,7 @@ TEST_P(ClientModes, KeyValueCallsTouchBothPlanes) {
   // A failing put removes the keys it created and keeps the known ones,
   // their tags as they were.
   const std::vector<std::string> mixed = {"a", "new"};
-  const std::vector<Json> mixed_tags = {{{"score", 99}, {"extra", true}}, {{"score", 100}}};
+  const std::vector<Value> mixed_tags = {{{"score", 99}, {"extra", true}}, {{"score", 100}}};
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
                            [&] {
                              client->kv_put("kv", mixed, mixed_tags, {float_column("x", {1.f, 2.f})});
@@ -290,9 +289,9 @@ TEST_P(ClientModes, KeyValueCallsTouchBothPlanes) {
                            {"dtype conflict"}));
   const std::string kv = "kv";
   ASSERT_EQ(client->control().kv_list(&kv).at(0).size(), 2u);
-  EXPECT_EQ(client->control().kv_list(&kv).at(0).tag(0), (Json{{"score", 1}}));
+  EXPECT_EQ(client->control().kv_list(&kv).at(0).tag(0), (Value{{"score", 1}}));
   // A bad tag fails before anything changes, named by its key.
-  const std::vector<Json> bad_tags = {{{"total_lengths", -1}}, Json::object()};
+  const std::vector<Value> bad_tags = {{{"total_lengths", -1}}, Value::object()};
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
                            [&] {
                              client->kv_put("kv", mixed, bad_tags, {int64_column("x", {7, 8})});
@@ -301,10 +300,10 @@ TEST_P(ClientModes, KeyValueCallsTouchBothPlanes) {
   EXPECT_EQ(client->control().kv_list(&kv).at(0).size(), 2u);
   EXPECT_EQ(int64_of(client->get_data(client->kv_meta("kv", keys), fields)[0][0]), 5);
   // A put that succeeds merges its tags into the known keys' ones.
-  const std::vector<Json> merged_tags = {{{"extra", true}}, Json()};
+  const std::vector<Value> merged_tags = {{{"extra", true}}, Value()};
   client->kv_put("kv", mixed, merged_tags, {int64_column("x", {7, 8})});
-  EXPECT_EQ(client->control().kv_list(&kv).at(0).tag(0), (Json{{"score", 1}, {"extra", true}}));
-  EXPECT_EQ(client->control().kv_list(&kv).at(0).tag(2), Json::object());
+  EXPECT_EQ(client->control().kv_list(&kv).at(0).tag(0), (Value{{"score", 1}, {"extra", true}}));
+  EXPECT_EQ(client->control().kv_list(&kv).at(0).tag(2), Value::object());
   const std::vector<std::string> added = {"new"};
   client->kv_clear("kv", added);
   EXPECT_EQ(client->storage_stats().samples, 2u);
@@ -319,7 +318,7 @@ TEST_P(ClientModes, KeyValueCallsTouchBothPlanes) {
   EXPECT_EQ(listed[0].partition_id(), "kv");
   ASSERT_EQ(listed[0].size(), 1u);
   EXPECT_EQ(listed[0].key(0), "b");
-  EXPECT_EQ(listed[0].tag(0), (Json{{"score", 2}}));
+  EXPECT_EQ(listed[0].tag(0), (Value{{"score", 2}}));
   EXPECT_TRUE(client->control().kv_list(&one[1]).empty());
 }
 
@@ -331,7 +330,7 @@ TEST_P(RemoteModes, KvListShowsEveryChangeMadeThroughAnyClient) {
   auto lister = cluster->client();
   auto writer = cluster->client();
   auto listing = [&](const std::string* partition) {
-    std::map<std::string, Json> out;
+    std::map<std::string, Value> out;
     for (const PartitionKeys& listed : lister->control().kv_list(partition)) {
       EXPECT_FALSE(listed.is_unchanged());  // the client answers with the listing it holds
       out[listed.partition_id()];
@@ -342,26 +341,26 @@ TEST_P(RemoteModes, KvListShowsEveryChangeMadeThroughAnyClient) {
   };
   const std::string p = "p";
   const std::vector<std::string> ab = {"a", "b"};
-  const std::vector<Json> ab_tags = {{{"s", 1}}, {{"s", 2}}}, a_tags = {{{"s", 3}}};
+  const std::vector<Value> ab_tags = {{{"s", 1}}, {{"s", 2}}}, a_tags = {{{"s", 3}}};
   writer->kv_put(p, ab, ab_tags, {int64_column("x", {1, 2})});
   const auto first = lister->control().kv_list(&p);
   EXPECT_EQ(lister->control().kv_list(&p), first);
-  EXPECT_EQ(listing(nullptr), (std::map<std::string, Json>{{"p", nullptr}, {"p/a", {{"s", 1}}}, {"p/b", {{"s", 2}}}}));
+  EXPECT_EQ(listing(nullptr), (std::map<std::string, Value>{{"p", nullptr}, {"p/a", {{"s", 1}}}, {"p/b", {{"s", 2}}}}));
 
   const std::vector<std::string> a = {"a"};
   writer->kv_put(p, a, a_tags, {int64_column("x", {3})});
-  EXPECT_EQ(listing(&p).at("p/a"), (Json{{"s", 3}}));
+  EXPECT_EQ(listing(&p).at("p/a"), (Value{{"s", 3}}));
   writer->kv_clear(p, a);
-  EXPECT_EQ(listing(&p), (std::map<std::string, Json>{{"p", nullptr}, {"p/b", {{"s", 2}}}}));
+  EXPECT_EQ(listing(&p), (std::map<std::string, Value>{{"p", nullptr}, {"p/b", {{"s", 2}}}}));
   const std::vector<std::string> q_keys = {"z"};
   writer->kv_put("q", q_keys, {}, {int64_column("x", {4})});
   EXPECT_EQ(listing(nullptr).size(), 4u);  // p, p/b, q, q/z
 
   const std::string checkpoint = (std::filesystem::temp_directory_path() / "seqflow_kv_list_restart").string();
   std::filesystem::remove_all(checkpoint);
-  writer->save_checkpoint(checkpoint, Json::object());
+  writer->save_checkpoint(checkpoint, Value::object());
   writer->kv_clear("q", q_keys);
-  EXPECT_EQ(listing(nullptr), (std::map<std::string, Json>{{"p", nullptr}, {"p/b", {{"s", 2}}}, {"q", nullptr}}));
+  EXPECT_EQ(listing(nullptr), (std::map<std::string, Value>{{"p", nullptr}, {"p/b", {{"s", 2}}}, {"q", nullptr}}));
   cluster->restart_controller(checkpoint);  // back to before the clear of q/z
   EXPECT_EQ(listing(nullptr).count("q/z"), 1u);
   writer = cluster->client();  // once every unit is back
@@ -437,13 +436,13 @@ TEST_P(ClientModes, CheckpointRoundTrip) {
   auto client = make_client();
   client->put_new("p", {int64_column("x", {1, 2, 3})}, lengths_meta({4, 5, 6}));
   client->get_meta(fetch_request("p", "train", {"x"}, 1));  // one consumed
-  const Json user_metadata = {{"step", 12}, {"note", "after rollout"}};
+  const Value user_metadata = {{"step", 12}, {"note", "after rollout"}};
   client->save_checkpoint(path, user_metadata);
   EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(path) / "manifest.json"));
   // TransferQueue's metadata.json, with the caller's metadata.
   std::ifstream metadata_file(std::filesystem::path(path) / "metadata.json");
-  const Json metadata = Json::parse(metadata_file);
-  EXPECT_EQ(metadata, (Json{{"storage_saved", true}, {"user_metadata", user_metadata}}));
+  const Value metadata = from_json(nlohmann::json::parse(metadata_file));
+  EXPECT_EQ(metadata, (Value{{"storage_saved", true}, {"user_metadata", user_metadata}}));
 
   auto restored = make_client();
   restored->put_new("other", {int64_column("y", {9})}, {});
@@ -456,16 +455,15 @@ TEST_P(ClientModes, CheckpointRoundTrip) {
   const std::string fields[] = {"x"};
   const auto rows = restored->get_data(rest, fields);
   EXPECT_EQ(int64_of(rows[0][0]) + int64_of(rows[1][0]), 2 + 3);
-  EXPECT_EQ(rest.custom_meta[0]["total_lengths"].get<int64_t>() + rest.custom_meta[1]["total_lengths"].get<int64_t>(),
-            5 + 6);
+  EXPECT_EQ(rest.custom_meta[0]["total_lengths"].as_int() + rest.custom_meta[1]["total_lengths"].as_int(), 5 + 6);
 
   // Saving again replaces the directory as a whole.
   restored->clear_partition("p");
-  restored->save_checkpoint(path, Json::object());
+  restored->save_checkpoint(path, Value::object());
   auto empty = make_client();
-  EXPECT_EQ(empty->load_checkpoint(path), Json::object());
+  EXPECT_EQ(empty->load_checkpoint(path), Value::object());
   EXPECT_TRUE(empty->control().partition_list().empty());
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { empty->save_checkpoint(path, Json::array()); },
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { empty->save_checkpoint(path, Value::array()); },
                            {"metadata", "object"}));
 }
 
@@ -485,7 +483,7 @@ TEST_P(ClientModes, BadCheckpointsLeaveTheStateUnchanged) {
   const std::string good = dir.file("good");
   auto other = make_client();
   other->put_new("q", {int64_column("x", {7})}, {});
-  other->save_checkpoint(good, Json::object());
+  other->save_checkpoint(good, Value::object());
 
   // A truncated storage file: caught by the manifest before anything changes.
   const std::string truncated = dir.file("truncated");
@@ -522,7 +520,7 @@ TEST_P(ClientModes, BadCheckpointsLeaveTheStateUnchanged) {
   std::ofstream(std::filesystem::path(foreign) / "notes.txt") << "mine";
   EXPECT_TRUE(throws_error(ErrorCode::kNotFound, [&] { client->load_checkpoint(foreign); },
                            {"no checkpoint", "manifest.json", "metadata.json"}));
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { client->save_checkpoint(foreign, Json::object()); },
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { client->save_checkpoint(foreign, Value::object()); },
                            {"not a seqflow checkpoint"}));
   EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(foreign) / "notes.txt"));
   check_unchanged();
@@ -530,13 +528,13 @@ TEST_P(ClientModes, BadCheckpointsLeaveTheStateUnchanged) {
   // Files of two saves of the same size mixed in one directory (custom_meta
   // of one save, tensors of another): refused before anything changes.
   const std::string later = dir.file("later");
-  const std::vector<Json> meta_later = {{{"score", 2}}}, meta_good = {{{"score", 1}}};
+  const std::vector<Value> meta_later = {{{"score", 2}}}, meta_good = {{{"score", 1}}};
   other->clear_partition("q");
   other->put_new("q", {int64_column("x", {8})}, meta_later);
-  other->save_checkpoint(later, Json{{"step", 2}});
+  other->save_checkpoint(later, Value{{"step", 2}});
   other->clear_partition("q");
   other->put_new("q", {int64_column("x", {7})}, meta_good);
-  other->save_checkpoint(good, Json{{"step", 1}});
+  other->save_checkpoint(good, Value{{"step", 1}});
   // Remote, storage.ckpt indexes the units' files, which the units check.
   const char* data_file = GetParam().storage_units == 0 ? "storage.ckpt" : "storage.ckpt.unit0";
   for (const char* file : {data_file, "controller.ckpt", "metadata.json"}) {
@@ -551,7 +549,7 @@ TEST_P(ClientModes, BadCheckpointsLeaveTheStateUnchanged) {
     check_unchanged();
     EXPECT_FALSE(has_partition(*client, "q"));
   }
-  EXPECT_EQ(client->load_checkpoint(good), (Json{{"step", 1}}));  // the unmixed one loads
+  EXPECT_EQ(client->load_checkpoint(good), (Value{{"step", 1}}));  // the unmixed one loads
   EXPECT_TRUE(has_partition(*client, "q"));
 }
 

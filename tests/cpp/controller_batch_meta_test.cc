@@ -13,7 +13,6 @@ namespace {
 using test::fetch_request;
 using test::put;
 using test::throws_code;
-using json = nlohmann::json;
 
 TEST(ControllerBatchMeta, PartitionIdsKeepOneEntryPerRun) {
   PartitionIdList ids;
@@ -40,23 +39,23 @@ TEST(ControllerBatchMeta, PartitionIdsKeepOneEntryPerRun) {
 
 TEST(ControllerBatchMeta, CustomMetaRoundTripsAndEmptyObjectsTakeNoBytes) {
   CustomMetaList list;
-  list.push_back(json{{"total_lengths", 17}, {"tag", "x"}});
-  list.push_back(json::object());
-  list.push_back(json{{"nested", {{"a", json::array({1, 2.5, nullptr, true})}}}});
+  list.push_back(Value{{"total_lengths", 17}, {"tag", "x"}});
+  list.push_back(Value::object());
+  list.push_back(Value{{"nested", {{"a", Value::array({1, 2.5, nullptr, true})}}}});
   ASSERT_EQ(list.size(), 3u);
-  EXPECT_EQ(list[0], (json{{"total_lengths", 17}, {"tag", "x"}}));
-  EXPECT_EQ(list[1], json::object());
+  EXPECT_EQ(list[0], (Value{{"total_lengths", 17}, {"tag", "x"}}));
+  EXPECT_EQ(list[1], Value::object());
   EXPECT_TRUE(list.encoded(1).empty());
-  EXPECT_EQ(list[2]["nested"]["a"][1], 2.5);
+  EXPECT_EQ(list[2].at("nested").at("a").at(1), 2.5);
   EXPECT_EQ(list.offsets().front(), 0u);
   EXPECT_EQ(list.offsets().back(), list.bytes().size());
 
   const CustomMetaList blank(4);
   ASSERT_EQ(blank.size(), 4u);
-  for (size_t i = 0; i < blank.size(); ++i) EXPECT_EQ(blank[i], json::object());
+  for (size_t i = 0; i < blank.size(); ++i) EXPECT_EQ(blank[i], Value::object());
   EXPECT_TRUE(CustomMetaList().empty());
 
-  EXPECT_TRUE(throws_code([&] { list.push_back(json::array()); }, ErrorCode::kInvalidArgument,
+  EXPECT_TRUE(throws_code([&] { list.push_back(Value::array()); }, ErrorCode::kInvalidArgument,
                           {"custom_meta[3]", "must be an object", "array"}));
   EXPECT_EQ(list.size(), 3u);
 
@@ -68,12 +67,12 @@ TEST(ControllerBatchMeta, CustomMetaRoundTripsAndEmptyObjectsTakeNoBytes) {
 
 TEST(ControllerBatchMeta, CustomMetaFromTheWireIsChecked) {
   CustomMetaList list;
-  list.push_back(json{{"k", 1}});
-  list.push_back(json::object());
-  list.push_back(json{{"k", 2}});
+  list.push_back(Value{{"k", 1}});
+  list.push_back(Value::object());
+  list.push_back(Value{{"k", 2}});
   const CustomMetaList same = CustomMetaList::from_encoded(list.bytes(), list.offsets());
   EXPECT_EQ(same, list);
-  EXPECT_EQ(same[2], (json{{"k", 2}}));
+  EXPECT_EQ(same[2], (Value{{"k", 2}}));
 
   const std::string bytes = list.bytes();
   const auto n = static_cast<uint32_t>(bytes.size());
@@ -95,7 +94,7 @@ TEST(ControllerBatchMeta, CustomMetaFromTheWireIsChecked) {
       },
       ErrorCode::kInvalidArgument, {"must ascend, entry 2 is 2"}));
   // A valid MessagePack value that is not a map, and bytes that are no value.
-  const std::vector<uint8_t> number = json::to_msgpack(json(5));
+  const std::vector<uint8_t> number = nlohmann::json::to_msgpack(nlohmann::json(5));
   EXPECT_TRUE(throws_code(
       [&] {
         CustomMetaList::from_encoded(std::string(number.begin(), number.end()), {0, 1});
@@ -110,31 +109,31 @@ TEST(ControllerBatchMeta, CustomMetaFromTheWireIsChecked) {
 
 TEST(ControllerBatchMeta, CustomMetaMergesKeyByKey) {
   CustomMetaList list;
-  list.push_back(json{{"a", 1}, {"b", 2}});
-  list.push_back(json{{"a", 3}});
+  list.push_back(Value{{"a", 1}, {"b", 2}});
+  list.push_back(Value{{"a", 3}});
   EXPECT_EQ(list.merged({}), list);
-  const std::vector<json> updates = {json{{"b", 20}, {"c", 30}}, json::object()};
+  const std::vector<Value> updates = {Value{{"b", 20}, {"c", 30}}, Value::object()};
   const CustomMetaList merged = list.merged(updates);
-  EXPECT_EQ(merged[0], (json{{"a", 1}, {"b", 20}, {"c", 30}}));
-  EXPECT_EQ(merged.encoded(1), list.encoded(1));   // no update: the same bytes
-  EXPECT_EQ(list[0], (json{{"a", 1}, {"b", 2}}));  // the source is unchanged
-  const std::vector<json> one = {json::object()};
+  EXPECT_EQ(merged[0], (Value{{"a", 1}, {"b", 20}, {"c", 30}}));
+  EXPECT_EQ(merged.encoded(1), list.encoded(1));    // no update: the same bytes
+  EXPECT_EQ(list[0], (Value{{"a", 1}, {"b", 2}}));  // the source is unchanged
+  const std::vector<Value> one = {Value::object()};
   EXPECT_TRUE(throws_code([&] { (void)list.merged(one); }, ErrorCode::kInvalidArgument, {"1 entries for 2 samples"}));
 }
 
 TEST(ControllerBatchMeta, FetchFillsEveryMemberPerSample) {
   Controller controller;
   const auto indexes =
-      put(controller, "p", 3, {"b", "a"}, {json{{"total_lengths", 5}}, json::object(), json{{"g", "x"}}});
+      put(controller, "p", 3, {"b", "a"}, {Value{{"total_lengths", 5}}, Value::object(), Value{{"g", "x"}}});
   const BatchMeta meta = controller.get_meta(fetch_request("p", "t", {"b", "a"}, 3));
   ASSERT_EQ(meta.size(), 3u);
   EXPECT_EQ(meta.global_indexes, indexes);
   EXPECT_EQ(meta.partition_ids.run_count(), 1u);
   EXPECT_EQ(meta.partition_ids.to_vector(), std::vector<std::string>(3, "p"));
   ASSERT_EQ(meta.custom_meta.size(), 3u);
-  EXPECT_EQ(meta.custom_meta[0], (json{{"total_lengths", 5}}));
-  EXPECT_EQ(meta.custom_meta[1], json::object());
-  EXPECT_EQ(meta.custom_meta[2], (json{{"g", "x"}}));
+  EXPECT_EQ(meta.custom_meta[0], (Value{{"total_lengths", 5}}));
+  EXPECT_EQ(meta.custom_meta[1], Value::object());
+  EXPECT_EQ(meta.custom_meta[2], (Value{{"g", "x"}}));
   ASSERT_EQ(meta.field_schema.size(), 2u);
   EXPECT_EQ(meta.field_schema.begin()->first, "a");
   EXPECT_EQ(meta.production_status, std::vector<uint8_t>(6, 1));

@@ -21,7 +21,6 @@ using test::read_bytes;
 using test::snapshot;
 using test::temp_path;
 using test::throws_code;
-using json = nlohmann::json;
 
 void write_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
@@ -40,7 +39,7 @@ void populate(Controller& controller) {
                            {});
   ASSERT_EQ(controller.get_meta(fetch_request("p", "actor", {"x"}, 2, 0, 0)).size(), 2u);
   controller.kv_resolve("q", std::vector<std::string>{"k1", "k2"},
-                        std::vector<json>{{{"total_lengths", 4}, {"group_id", 7}}, nullptr});
+                        std::vector<Value>{{{"total_lengths", 4}, {"group_id", 7}}, nullptr});
   controller.insert("q", 3);
   controller.clear_samples("q", std::vector<int64_t>{9}, {});
 }
@@ -78,7 +77,7 @@ TEST(ControllerCheckpoint, RoundTripKeepsEverythingIncludingReservedAnswers) {
   EXPECT_EQ(r.production_status, (std::vector<uint8_t>{1, 1, 1, 1, 0, 0, 0, 0}));
   EXPECT_EQ(r.field_schema.at("r").shape, (Shape{-1, 3}));
   EXPECT_EQ(restored.kv_lookup("q", std::vector<std::string>{"k1"}).custom_meta[0],
-            (json{{"total_lengths", 4}, {"group_id", 7}}));
+            (Value{{"total_lengths", 4}, {"group_id", 7}}));
   // Index 9 was free when saved: the next insert reuses it, as the original.
   EXPECT_EQ(restored.insert("q", 1).global_indexes, original.insert("q", 1).global_indexes);
   std::remove(path.c_str());

@@ -64,7 +64,7 @@ TEST(ControllerConcurrency, EightProducersSixteenConsumersThreeTasksExactlyOnce)
     threads.emplace_back([&] {
       for (int64_t i = 0; i < total / kProducers / kPut; ++i) {
         const BatchMeta inserted = controller.insert("p", kPut);
-        std::vector<nlohmann::json> meta;
+        std::vector<Value> meta;
         for (int64_t index : inserted.global_indexes) {
           meta.push_back({{"total_lengths", 100 + index % 50}});
         }
@@ -130,7 +130,7 @@ TEST(ControllerConcurrency, BalancedRanksRacingNeverShareASample) {
     threads.emplace_back([&] {
       for (int64_t i = 0; i < total / kGroup / 2; ++i) {
         const BatchMeta inserted = controller.insert("p", kGroup);
-        std::vector<nlohmann::json> meta;
+        std::vector<Value> meta;
         for (int64_t index : inserted.global_indexes) meta.push_back({{"total_lengths", 1 + index % 97}});
         controller.mark_produced("p", inserted.global_indexes, {}, test::fields_of({"x"}), meta);
       }

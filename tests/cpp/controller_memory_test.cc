@@ -36,7 +36,7 @@ TEST(ControllerMemory, MillionSamplesEightFieldsUnder300MB) {
   Controller controller;
   for (int64_t done = 0; done < kSamples; done += kPut) {
     const BatchMeta inserted = controller.insert("train@global_step_12", kPut);
-    std::vector<nlohmann::json> meta;
+    std::vector<Value> meta;
     meta.reserve(kPut);
     for (int64_t i = 0; i < kPut; ++i) meta.push_back({{"total_lengths", 1000 + (done + i) % 3000}});
     controller.mark_produced("train@global_step_12", inserted.global_indexes, {}, fields, meta);

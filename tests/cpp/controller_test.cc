@@ -19,14 +19,13 @@
 namespace seqflow {
 namespace {
 
+using std::chrono::milliseconds;
 using test::fetch_request;
 using test::fields_of;
 using test::put;
 using test::snapshot;
 using test::temp_path;
 using test::throws_code;
-using json = nlohmann::json;
-using std::chrono::milliseconds;
 
 std::vector<int64_t> sorted(std::vector<int64_t> v) {
   std::sort(v.begin(), v.end());
@@ -208,7 +207,7 @@ TEST(ControllerTest, InsertModeAllocatesBatchSizeSamples) {
   const BatchMeta meta = controller.get_meta(request);
   EXPECT_EQ(meta.global_indexes, (std::vector<int64_t>{0, 1, 2, 3, 4}));
   ASSERT_EQ(meta.custom_meta.size(), 5u);
-  for (size_t i = 0; i < 5; ++i) EXPECT_EQ(meta.custom_meta[i], json::object());
+  for (size_t i = 0; i < 5; ++i) EXPECT_EQ(meta.custom_meta[i], Value::object());
   EXPECT_EQ(parse_meta_mode("fetch"), MetaMode::kFetch);
   EXPECT_EQ(parse_meta_mode("force_fetch"), MetaMode::kForceFetch);
 }
@@ -216,13 +215,13 @@ TEST(ControllerTest, InsertModeAllocatesBatchSizeSamples) {
 TEST(ControllerTest, CustomMetaIsMergedAndHandedOutWithTheSample) {
   Controller controller;
   const BatchMeta inserted = controller.insert("p", 2);
-  const std::vector<json> meta = {{{"total_lengths", 10}, {"tag", "a"}}, {{"total_lengths", 20}}};
+  const std::vector<Value> meta = {{{"total_lengths", 10}, {"tag", "a"}}, {{"total_lengths", 20}}};
   controller.mark_produced("p", inserted.global_indexes, {}, fields_of({"x"}), meta);
-  const std::vector<json> update = {{{"tag", "b"}}, {{"score", 0.5}}};
+  const std::vector<Value> update = {{{"tag", "b"}}, {{"score", 0.5}}};
   controller.set_custom_meta("p", inserted.global_indexes, {}, update);
   const BatchMeta fetched = controller.get_meta(fetch_request("p", "t", {"x"}, 2));
-  EXPECT_EQ(fetched.custom_meta[0], (json{{"total_lengths", 10}, {"tag", "b"}}));
-  EXPECT_EQ(fetched.custom_meta[1], (json{{"total_lengths", 20}, {"score", 0.5}}));
+  EXPECT_EQ(fetched.custom_meta[0], (Value{{"total_lengths", 10}, {"tag", "b"}}));
+  EXPECT_EQ(fetched.custom_meta[1], (Value{{"total_lengths", 20}, {"score", 0.5}}));
 }
 
 TEST(ControllerTest, FieldSchemaMergesShapesAndRejectsConflicts) {
@@ -326,19 +325,21 @@ TEST(ControllerTest, BadInputIsRejectedAndChangesNothing) {
        {"custom_meta", "1 entries for 2 samples"}},
       {"meta not an object",
        [&] {
-         controller.mark_produced("p", live, {}, fields_of({"z"}), std::vector<json>{json::object(), 5});
+         controller.mark_produced("p", live, {}, fields_of({"z"}), std::vector<Value>{Value::object(), 5});
        },
        invalid,
        {"custom_meta[1]", "global index 2", "object"}},
       {"bad total_lengths",
        [&] {
-         controller.set_custom_meta("p", live, {}, std::vector<json>{{{"total_lengths", 1}}, {{"total_lengths", "x"}}});
+         controller.set_custom_meta("p", live, {},
+                                    std::vector<Value>{{{"total_lengths", 1}}, {{"total_lengths", "x"}}});
        },
        invalid,
        {"global index 2", "total_lengths"}},
       {"structured group_id",
        [&] {
-         controller.set_custom_meta("p", live, {}, std::vector<json>{json::object(), {{"group_id", {1}}}});
+         controller.set_custom_meta("p", live, {},
+                                    std::vector<Value>{Value::object(), {{"group_id", Value::array({1})}}});
        },
        invalid,
        {"group_id"}},
@@ -369,12 +370,12 @@ TEST(ControllerTest, BadInputIsRejectedAndChangesNothing) {
       {"kv bad tag",
        [&] {
          controller.kv_resolve("p", std::vector<std::string>{"new", "k"},
-                               std::vector<json>{json::object(), {{"total_lengths", -4}}});
+                               std::vector<Value>{Value::object(), {{"total_lengths", -4}}});
        },
        invalid,
        {"total_lengths"}},
       {"kv bad tag in new partition",
-       [&] { controller.kv_resolve("fresh", std::vector<std::string>{"a"}, std::vector<json>{json(3)}); },
+       [&] { controller.kv_resolve("fresh", std::vector<std::string>{"a"}, std::vector<Value>{Value(3)}); },
        invalid,
        {"tags[0]", "'a'"}},
       {"insert 0", [&] { controller.insert("fresh", 0); }, invalid, {"count", "0"}},
@@ -421,7 +422,7 @@ TEST(ControllerTest, ClearSamplesForgetsThemEverywhere) {
 
 TEST(ControllerTest, ForgetProductionHidesSamplesUntilTheyAreProducedAgain) {
   Controller controller;
-  std::vector<json> meta;
+  std::vector<Value> meta;
   for (int64_t i = 0; i < 6; ++i) meta.push_back({{"id", i}});
   const auto p = put(controller, "p", 6, {"x", "y"}, meta);  // indexes 0..5
   const auto q = put(controller, "q", 4, {"x"});             // indexes 6..9
@@ -517,20 +518,20 @@ TEST(ControllerTest, EmptyPartitionIsNeitherConsumedNorProduced) {
 TEST(ControllerTest, KeyValueApi) {
   Controller controller;
   const std::vector<std::string> keys = {"a", "b", "a"};
-  const std::vector<json> tags = {{{"total_lengths", 3}}, nullptr, {{"score", 1}}};
+  const std::vector<Value> tags = {{{"total_lengths", 3}}, nullptr, {{"score", 1}}};
   const BatchMeta first = controller.kv_resolve("p", keys, tags);
   EXPECT_EQ(first.global_indexes, (std::vector<int64_t>{0, 1, 0}));
-  EXPECT_EQ(first.custom_meta[0], (json{{"total_lengths", 3}, {"score", 1}}));
+  EXPECT_EQ(first.custom_meta[0], (Value{{"total_lengths", 3}, {"score", 1}}));
   // Known keys keep their sample; new ones get new samples; tags merge.
   const std::vector<std::string> more = {"c", "b"};
-  const std::vector<json> more_tags = {json::object(), {{"x", true}}};
+  const std::vector<Value> more_tags = {Value::object(), {{"x", true}}};
   EXPECT_EQ(controller.kv_resolve("p", more, more_tags).global_indexes, (std::vector<int64_t>{2, 1}));
   const std::vector<int64_t> produced = {1};
   controller.mark_produced("p", produced, {}, fields_of({"v"}), {});
   const BatchMeta looked = controller.kv_lookup("p", std::vector<std::string>{"b", "a"});
   EXPECT_EQ(looked.global_indexes, (std::vector<int64_t>{1, 0}));
   EXPECT_EQ(looked.production_status, (std::vector<uint8_t>{1, 0}));
-  EXPECT_EQ(looked.custom_meta[0], (json{{"x", true}}));
+  EXPECT_EQ(looked.custom_meta[0], (Value{{"x", true}}));
 
   controller.kv_resolve("q", std::vector<std::string>{"z"}, {});
   const std::string p = "p";
@@ -538,7 +539,7 @@ TEST(ControllerTest, KeyValueApi) {
   ASSERT_EQ(listed.size(), 1u);
   ASSERT_EQ(listed[0].size(), 3u);
   EXPECT_EQ(listed[0].key(0), "a");
-  EXPECT_EQ(listed[0].tag(0), (json{{"total_lengths", 3}, {"score", 1}}));
+  EXPECT_EQ(listed[0].tag(0), (Value{{"total_lengths", 3}, {"score", 1}}));
   put(controller, "no keys", 1, {"x"});
   const auto every = controller.kv_list(nullptr);  // oldest partition first
   ASSERT_EQ(every.size(), 3u);
@@ -563,7 +564,7 @@ TEST(ControllerTest, KeyValueApi) {
 TEST(ControllerTest, KvListAnswersUnchangedOnlyForTheCurrentVersion) {
   Controller controller;
   const std::string p = "p";
-  controller.kv_resolve(p, std::vector<std::string>{"a", "b"}, std::vector<json>{{{"s", 1}}, {{"s", 2}}});
+  controller.kv_resolve(p, std::vector<std::string>{"a", "b"}, std::vector<Value>{{{"s", 1}}, {{"s", 2}}});
   std::map<std::string, ListingVersion> known{{p, controller.kv_list(&p).at(0).version()}};
   auto expect_unchanged = [&](const char* after) {
     const PartitionKeys again = controller.kv_list(&p, known).at(0);
@@ -583,10 +584,10 @@ TEST(ControllerTest, KvListAnswersUnchangedOnlyForTheCurrentVersion) {
   put(controller, p, 1, {"x"});  // a sample without a key is not listed
   expect_unchanged("a put without keys");
 
-  controller.kv_resolve(p, std::vector<std::string>{"a"}, std::vector<json>{{{"s", 3}}});
+  controller.kv_resolve(p, std::vector<std::string>{"a"}, std::vector<Value>{{{"s", 3}}});
   expect_changed("a tag merged", 2);
   const std::vector<int64_t> b_index = {controller.kv_lookup(p, std::vector<std::string>{"b"}).global_indexes};
-  controller.set_custom_meta(p, b_index, {}, std::vector<json>{{{"s", 4}}});
+  controller.set_custom_meta(p, b_index, {}, std::vector<Value>{{{"s", 4}}});
   expect_changed("a keyed sample's custom_meta set", 2);
   controller.kv_resolve(p, std::vector<std::string>{"c"}, {});
   expect_changed("a key made", 3);

@@ -45,16 +45,15 @@ inline std::map<std::string, FieldSchema> fields_of(std::initializer_list<std::s
 // Inserts `count` samples (one put call) and marks `fields` produced, with
 // the given custom_meta (empty, or one object per sample).
 inline std::vector<int64_t> put(Controller& controller, const std::string& partition, int64_t count,
-                                std::initializer_list<std::string> fields,
-                                const std::vector<nlohmann::json>& meta = {}) {
+                                std::initializer_list<std::string> fields, const std::vector<Value>& meta = {}) {
   const BatchMeta inserted = controller.insert(partition, count);
   controller.mark_produced(partition, inserted.global_indexes, {}, fields_of(fields), meta);
   return inserted.global_indexes;
 }
 
 // total_lengths per sample, as custom_meta.
-inline std::vector<nlohmann::json> lengths_meta(const std::vector<int64_t>& lengths) {
-  std::vector<nlohmann::json> out;
+inline std::vector<Value> lengths_meta(const std::vector<int64_t>& lengths) {
+  std::vector<Value> out;
   for (int64_t length : lengths) out.push_back({{"total_lengths", length}});
   return out;
 }

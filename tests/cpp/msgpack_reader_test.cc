@@ -216,7 +216,7 @@ TEST(MsgpackReader, TrailingAndMalformedBytesAreErrorsNamingTheProblem) {
 
 TEST(CustomMetaNesting, FromEncodedRefusesADeepEntryNamingTheLimit) {
   CustomMetaList list;
-  list.push_back(Json{{"k", 1}});
+  list.push_back(Value{{"k", 1}});
   const std::string limit = std::to_string(kMaxDecodeNesting);
   const std::string deep = "\x81\xa1k" + nested_arrays(100000);
   const std::string bytes = list.bytes() + deep;
@@ -254,7 +254,7 @@ TEST(CustomMetaNesting, DecodeMetaRefusesADeepValue) {
         core::decode_meta(bytes_of({0x81, 0xa1, 'k'}));
       },
       {"custom_meta is not valid MessagePack: the data ends inside a value at byte 3"}));
-  EXPECT_EQ(core::decode_meta(bytes_of({0x81, 0xa1, 'k', 0x01})), (Json{{"k", 1}}));
+  EXPECT_EQ(core::decode_meta(bytes_of({0x81, 0xa1, 'k', 0x01})), (Value{{"k", 1}}));
 }
 
 }  // namespace

@@ -494,7 +494,7 @@ TEST(RemoteServiceFailures, ControllerRestartedFromACheckpointServesTheRestAndNe
   for (int64_t id : ids_of(client->get_meta(fetch(4, "p", "train")))) consumed.insert(id);
   ASSERT_EQ(consumed.size(), 4u);
   ASSERT_EQ(client->get_meta(fetch(1, "p", "eval")).size(), 1u);
-  client->save_checkpoint(checkpoint, Json::object());
+  client->save_checkpoint(checkpoint, Value::object());
   // Consumed after the checkpoint: forgotten by the restart, served again.
   ASSERT_EQ(client->get_meta(fetch(2, "p", "train")).size(), 2u);
 

@@ -29,13 +29,13 @@ inline std::vector<int64_t> values_of(Client& client, const BatchMeta& meta) {
 // custom_meta "id" of each sample of `meta`.
 inline std::vector<int64_t> ids_of(const BatchMeta& meta) {
   std::vector<int64_t> ids;
-  for (size_t i = 0; i < meta.size(); ++i) ids.push_back(meta.custom_meta[i]["id"].get<int64_t>());
+  for (size_t i = 0; i < meta.size(); ++i) ids.push_back(meta.custom_meta[i]["id"].as_int());
   return ids;
 }
 
 // custom_meta {"id": first}, {"id": first + 1}, ...: `count` entries.
-inline std::vector<nlohmann::json> ids(int64_t first, size_t count) {
-  std::vector<nlohmann::json> out;
+inline std::vector<Value> ids(int64_t first, size_t count) {
+  std::vector<Value> out;
   for (size_t i = 0; i < count; ++i) out.push_back({{"id", first + static_cast<int64_t>(i)}});
   return out;
 }

@@ -22,7 +22,6 @@ using test::fetch_request;
 using test::lengths_meta;
 using test::put;
 using test::throws_code;
-using json = nlohmann::json;
 
 std::vector<int64_t> sorted(std::vector<int64_t> v) {
   std::sort(v.begin(), v.end());
@@ -71,8 +70,8 @@ class StubInfo final : public SampleInfo {
     return it == lengths_.end() ? std::nullopt : std::optional<int64_t>(it->second);
   }
   std::string group_key(int64_t global_index, int64_t n) const override { return std::to_string(global_index / n); }
-  const json& custom_meta(int64_t) const override {
-    static const json kEmpty = json::object();
+  const Value& custom_meta(int64_t) const override {
+    static const Value kEmpty = Value::object();
     return kEmpty;
   }
   bool has_lengths() const override { return has_lengths_; }
@@ -374,7 +373,7 @@ TEST(SamplerTokenBudget, GroupOverTheBudgetIsAnError) {
 
 TEST(SamplerRegistry, BuildsByNameAndRejectsBadArguments) {
   EXPECT_EQ(make_sampler("sequential", nullptr)->name(), "sequential");
-  EXPECT_EQ(make_sampler("rank_aware", json::object())->name(), "rank_aware");
+  EXPECT_EQ(make_sampler("rank_aware", Value::object())->name(), "rank_aware");
   EXPECT_EQ(make_sampler("grpo_group_n", {{"n_samples_per_prompt", 4}})->name(), "grpo_group_n");
   EXPECT_EQ(make_sampler("seqlen_balanced",
                          {{"n_samples_per_prompt", 4}, {"dp_size", 2}, {"algorithm", "kk"}, {"default_length", 0}})
@@ -383,7 +382,7 @@ TEST(SamplerRegistry, BuildsByNameAndRejectsBadArguments) {
   EXPECT_EQ(make_sampler("token_budget", {{"max_tokens", 4096}, {"dp_size", 2}})->name(), "token_budget");
   const ErrorCode invalid = ErrorCode::kInvalidArgument;
   EXPECT_TRUE(throws_code([] { make_sampler("fifo", nullptr); }, invalid, {"'fifo'"}));
-  EXPECT_TRUE(throws_code([] { make_sampler("grpo_group_n", json::object()); }, invalid, {"n_samples_per_prompt"}));
+  EXPECT_TRUE(throws_code([] { make_sampler("grpo_group_n", Value::object()); }, invalid, {"n_samples_per_prompt"}));
   EXPECT_TRUE(throws_code(
       [] {
         make_sampler("grpo_group_n", {{"n_samples_per_promt", 4}});
@@ -396,7 +395,7 @@ TEST(SamplerRegistry, BuildsByNameAndRejectsBadArguments) {
       invalid, {"dp_size", "integer"}));
   EXPECT_TRUE(throws_code([] { make_sampler("seqlen_balanced", {{"dp_size", 0}}); }, invalid, {"dp_size", "0"}));
   EXPECT_TRUE(throws_code([] { make_sampler("token_budget", {{"dp_size", 2}}); }, invalid, {"max_tokens"}));
-  EXPECT_TRUE(throws_code([] { make_sampler("sequential", json::array()); }, invalid, {"object"}));
+  EXPECT_TRUE(throws_code([] { make_sampler("sequential", Value::array()); }, invalid, {"object"}));
 }
 
 TEST(SamplerDirect, NegativeBatchSizeIsAnErrorNamingTheValue) {
@@ -491,9 +490,9 @@ TEST(SamplerReservationBook, ServedFlagsSurviveCheckpoints) {
   EXPECT_TRUE(restored.unserved("p", "t").empty());
   EXPECT_EQ(restored.unserved("p", "u"), (std::unordered_set<int64_t>{5}));
   // A state written before the flag existed: every share counts as served.
-  json old = book.state();
-  for (auto& batch : old["reservations"]) {
-    for (auto& rank : batch["ranks"]) rank.erase("served");
+  Value old = book.state();
+  for (Value& batch : old["reservations"].as_array()) {
+    for (Value& rank : batch["ranks"].as_array()) rank.as_object().erase("served");
   }
   restored.restore(old);
   EXPECT_TRUE(restored.unserved("p", "t").empty());

@@ -29,9 +29,9 @@ BatchMeta two_partition_meta() {
   meta.field_schema["blob"] = FieldSchema{DType::kUInt8, {}, false, true};
   meta.production_status = {1, 0, 1, 1, 0, 1};
   meta.custom_meta.push_back({{"total_lengths", 70000}, {"tag", "a"}});
-  meta.custom_meta.push_back(Json::object());
+  meta.custom_meta.push_back(Value::object());
   meta.custom_meta.push_back({{"score", -0.5}});
-  meta.extra_info = {{"step", -3}, {"weights", {0.5, 1.5}}};
+  meta.extra_info = {{"step", -3}, {"weights", Value::array({0.5, 1.5})}};
   return meta;
 }
 

@@ -37,11 +37,11 @@ BatchMeta sample_batch_meta() {
   meta.field_schema["text"] = FieldSchema{DType::kUInt8, {}, false, true};
   meta.production_status = {1, 0, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, 1};
   meta.custom_meta.push_back({{"total_lengths", 1834}, {"group_id", "g1"}});
-  meta.custom_meta.push_back(Json::object());
-  meta.custom_meta.push_back({{"total_lengths", 9}, {"tags", {"a", "b"}}, {"score", 0.25}});
-  meta.custom_meta.push_back({{"nested", {{"k", {1, 2, 3}}}}});
-  meta.custom_meta.push_back(Json::object());
-  meta.extra_info = {{"step", 12}, {"note", "from rollout"}, {"weights", {0.5, 1.5}}};
+  meta.custom_meta.push_back(Value::object());
+  meta.custom_meta.push_back({{"total_lengths", 9}, {"tags", Value::array({"a", "b"})}, {"score", 0.25}});
+  meta.custom_meta.push_back({{"nested", {{"k", Value::array({1, 2, 3})}}}});
+  meta.custom_meta.push_back(Value::object());
+  meta.extra_info = {{"step", 12}, {"note", "from rollout"}, {"weights", Value::array({0.5, 1.5})}};
   return meta;
 }
 
@@ -190,7 +190,7 @@ TEST(WireCodecMetaRequest, SamplingConfigKeysAndDpRankGivenRoundTrip) {
   request.task_name = "t";
   request.sampling.dp_rank = 2;
   request.sampling.dp_rank_given = true;
-  request.sampling.extra = {{"temperature", 0.7}, {"policy_version", 12}, {"tags", {"a", nullptr, true}}};
+  request.sampling.extra = {{"temperature", 0.7}, {"policy_version", 12}, {"tags", Value::array({"a", nullptr, true})}};
   const Json encoded = wire::encode_meta_request(request);
   expect_same_meta_request(wire::decode_meta_request(through_wire(encoded), "request"), request);
   const Frames frames = wire::header_message(wire::meta_request_frame(request));
@@ -569,7 +569,7 @@ TEST(WireCodecKvList, AReceivedTagThatIsNoMapIsRefusedWhenDecoded) {
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { listed[0].tag(0); },
                            {"tag of key 'uid-1'", "'train'", "not a MessagePack map"}));
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { listed[0].tag(1); }, {"tag of key ''", "nests"}));
-  EXPECT_EQ(listed[2].tag(0), Json::object());  // "val"'s key: no bytes left, {}
+  EXPECT_EQ(listed[2].tag(0), Value::object());  // "val"'s key: no bytes left, {}
 }
 
 TEST(WireCodecMalformed, DeeplyNestedCustomMetaIsRejectedNotRecursedInto) {

@@ -485,16 +485,16 @@ std::vector<std::vector<uint8_t>> fuzz_seed_corpus() {
   meta.field_schema["b"] = FieldSchema{DType::kInt64, {-1}, true, false};
   meta.production_status = {1, 0, 1, 1, 0, 0};
   meta.custom_meta.push_back({{"total_lengths", 12}});
-  meta.custom_meta.push_back(Json::object());
-  meta.custom_meta.push_back({{"group_id", "g"}, {"list", {1, 2.5, "x"}}});
+  meta.custom_meta.push_back(Value::object());
+  meta.custom_meta.push_back({{"group_id", "g"}, {"list", Value::array({1, 2.5, "x"})}});
   meta.extra_info = {{"step", 3}};
   seeds.push_back(make_input(0, 0, with_envelope(ok(), wire::encode_batch_meta(meta))));
   seeds.push_back(make_input(0, 0, with_envelope(ok(), wire::encode_batch_meta(BatchMeta{}))));
   BatchMeta deep_meta;  // custom_meta nested up to the limit: {"deep": [[...1...]]}
   deep_meta.global_indexes = {0};
   deep_meta.partition_ids.append(1, "p");
-  Json deep_value = 1;
-  for (size_t level = 2; level <= kMaxDecodeNesting; ++level) deep_value = Json::array({deep_value});
+  Value deep_value = 1;
+  for (size_t level = 2; level <= kMaxDecodeNesting; ++level) deep_value = Value::array({deep_value});
   deep_meta.custom_meta.push_back({{"deep", deep_value}});
   seeds.push_back(make_input(0, 0, with_envelope(ok(), wire::encode_batch_meta(deep_meta))));
 
@@ -514,7 +514,7 @@ std::vector<std::vector<uint8_t>> fuzz_seed_corpus() {
   seeds.push_back(make_input(
       0, 0, with_envelope(transport::encode_request_envelope(3, "get_meta"), wire::encode_meta_request(request))));
   request.sampling.dp_rank_given = true;  // and the caller's other sampling_config keys
-  request.sampling.extra = {{"temperature", 0.7}, {"policy_version", 3}, {"tags", {"a", nullptr}}};
+  request.sampling.extra = {{"temperature", 0.7}, {"policy_version", 3}, {"tags", Value::array({"a", nullptr})}};
   seeds.push_back(make_input(
       0, 0, with_envelope(transport::encode_request_envelope(4, "get_meta"), wire::encode_meta_request(request))));
   seeds.push_back(make_input(0, 0, with_envelope(ok(), wire::encode_status({{1, true}, {5, false}}))));

@@ -1,11 +1,11 @@
-// Python values <-> JSON, for custom metadata, kv tags and sampler state.
+// Python values <-> seqflow::Value, for custom metadata, kv tags and sampler state.
 #pragma once
 
 #include <nanobind/nanobind.h>
 
 #include <string>
 
-#include <nlohmann/json.hpp>
+#include "seqflow/value.h"
 
 namespace seqflow::bindings {
 
@@ -16,8 +16,8 @@ namespace seqflow::bindings {
 // kMaxJsonDepth (a list that holds itself included), before the recursion
 // could exhaust the stack.
 inline constexpr size_t kMaxJsonDepth = 1000;
-nlohmann::json to_json(nanobind::handle value, const std::string& where);
+Value to_value(nanobind::handle value, const std::string& where);
 
-nanobind::object from_json(const nlohmann::json& value);
+nanobind::object from_value(const Value& value);
 
 }  // namespace seqflow::bindings

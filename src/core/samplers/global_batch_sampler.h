@@ -28,8 +28,8 @@ class GlobalBatchSampler : public Sampler {
                                                const SamplingConfig& sampling) override;
   SampleResult sample(const SampleRequest& request) final;
   void clear(const std::string& partition_id, const std::string* task_name) override;
-  nlohmann::json state() const override { return book_.state(); }
-  void restore(const nlohmann::json& state) override { book_.restore(state); }
+  Value state() const override { return book_.state(); }
+  void restore(const Value& state) override { book_.restore(state); }
 
  protected:
   // The global batch split over ranks, or nullopt when too little is ready.

@@ -41,8 +41,8 @@ class RankAwareSampler final : public Sampler {
   void clear(const std::string& partition_id, const std::string* task_name) override {
     book_.clear(partition_id, task_name);
   }
-  nlohmann::json state() const override { return book_.state(); }
-  void restore(const nlohmann::json& state) override { book_.restore(state); }
+  Value state() const override { return book_.state(); }
+  void restore(const Value& state) override { book_.restore(state); }
 
  private:
   samplers::ReservationBook book_;

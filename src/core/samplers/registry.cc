@@ -11,12 +11,12 @@ namespace {
 
 class Arguments {
  public:
-  Arguments(const std::string& sampler, const nlohmann::json& args, std::set<std::string> known)
-      : sampler_(sampler), args_(args.is_null() ? nlohmann::json::object() : args) {
+  Arguments(const std::string& sampler, const Value& args, std::set<std::string> known)
+      : sampler_(sampler), args_(args.is_null() ? Value::object() : args) {
     if (!args_.is_object()) {
       throw_invalid("arguments of sampler '" + sampler + "' must be a JSON object, got " + args.dump());
     }
-    for (const auto& [key, value] : args_.items()) {
+    for (const auto& [key, value] : args_.as_object()) {
       if (known.count(key) == 0) {
         throw_invalid("sampler '" + sampler + "' has no argument '" + key + "'");
       }
@@ -24,15 +24,15 @@ class Arguments {
   }
 
   int64_t integer(const std::string& key, std::optional<int64_t> fallback) const {
-    auto it = args_.find(key);
-    if (it == args_.end()) {
+    const Value* it = args_.find(key);
+    if (it == nullptr) {
       if (!fallback) throw_invalid("sampler '" + sampler_ + "' needs argument '" + key + "'");
       return *fallback;
     }
-    if (!it->is_number_integer()) {
+    if (!it->is_integer()) {
       throw_invalid("argument '" + key + "' of sampler '" + sampler_ + "' must be an integer, got " + it->dump());
     }
-    return it->get<int64_t>();
+    return it->as_int();
   }
 
   Workload workload() const {
@@ -45,22 +45,22 @@ class Arguments {
   }
 
   std::string text(const std::string& key, const std::string& fallback) const {
-    auto it = args_.find(key);
-    if (it == args_.end()) return fallback;
+    const Value* it = args_.find(key);
+    if (it == nullptr) return fallback;
     if (!it->is_string()) {
       throw_invalid("argument '" + key + "' of sampler '" + sampler_ + "' must be a string, got " + it->dump());
     }
-    return it->get<std::string>();
+    return it->as_string();
   }
 
  private:
   std::string sampler_;
-  nlohmann::json args_;
+  Value args_;
 };
 
 }  // namespace
 
-std::shared_ptr<Sampler> make_sampler(const std::string& name, const nlohmann::json& args) {
+std::shared_ptr<Sampler> make_sampler(const std::string& name, const Value& args) {
   if (name == "sequential") {
     Arguments(name, args, {});
     return make_sequential_sampler();

@@ -1,5 +1,6 @@
 #include "core/samplers/reservation_book.h"
 
+#include "common/value_json.h"
 #include "seqflow/error.h"
 
 namespace seqflow::samplers {
@@ -48,7 +49,7 @@ void ReservationBook::clear(const std::string& partition_id, const std::string* 
   }
 }
 
-nlohmann::json ReservationBook::state() const {
+Value ReservationBook::state() const {
   nlohmann::json batches = nlohmann::json::array();
   for (const auto& [key, ranks] : batches_) {
     nlohmann::json per_rank = nlohmann::json::array();
@@ -60,12 +61,13 @@ nlohmann::json ReservationBook::state() const {
                        {"batch_index", std::get<2>(key)},
                        {"ranks", std::move(per_rank)}});
   }
-  return {{"reservations", std::move(batches)}};
+  return from_json({{"reservations", std::move(batches)}});
 }
 
-void ReservationBook::restore(const nlohmann::json& state) {
+void ReservationBook::restore(const Value& state_value) {
   decltype(batches_) restored;
   try {
+    const nlohmann::json state = to_json(state_value);
     for (const auto& batch : state.at("reservations")) {
       auto& ranks = restored[Key{batch.at("partition_id").get<std::string>(), batch.at("task_name").get<std::string>(),
                                  batch.at("batch_index").get<int64_t>()}];

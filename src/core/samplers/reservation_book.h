@@ -12,7 +12,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include "seqflow/value.h"
 
 namespace seqflow::samplers {
 
@@ -30,9 +30,9 @@ class ReservationBook {
   // Everything of a partition, or of one task of it.
   void clear(const std::string& partition_id, const std::string* task_name);
 
-  nlohmann::json state() const;
+  Value state() const;
   // All or nothing: throws kInvalidArgument on a malformed state, unchanged.
-  void restore(const nlohmann::json& state);
+  void restore(const Value& state);
 
  private:
   struct Share {

@@ -1,0 +1,98 @@
+// The controller and storage services in this process: what `seqflow serve`
+// runs, for tests, benchmarks and jobs on one host. Clients reach them with
+// make_remote_client (client.h) at endpoint(). Each server starts in its
+// constructor and stops in stop() or its destructor.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "seqflow/controller.h"
+#include "seqflow/security.h"
+#include "seqflow/storage.h"
+
+namespace seqflow {
+
+// CURVE on a service. A cluster shares one key pair: the controller and
+// every storage unit serve with it and call each other with it; clients
+// give its public key as RemoteOptions::server_public_key.
+struct ServerCurve {
+  bool enabled = false;
+  CurveKeyPair keys;  // both keys
+  // Z85 public keys of the clients let in; empty: any client that knows
+  // keys.public_key.
+  std::vector<std::string> allowed_client_keys;
+};
+
+struct ControllerServerOptions {
+  std::string bind = "tcp://127.0.0.1:0";  // port 0: a free port (endpoint() tells which)
+  // Clients wait until this many storage units have registered.
+  size_t storage_units = 1;
+  ControllerOptions controller;  // sampler, polling mode
+  size_t max_workers = 0;        // 0: the default (a blocking fetch holds a worker while it waits)
+  size_t max_request_bytes = 0;  // 0: the default (8 GiB)
+  std::string load_checkpoint;   // a checkpoint directory to start from; empty: start empty
+  std::string checkpoint_root;   // clients save and load only under it; empty: anywhere
+  ServerCurve curve;
+  std::string metrics_address;  // Prometheus endpoint "HOST:PORT" (port 0: a free port); empty: none
+};
+
+class ControllerServer {
+ public:
+  // Binds and starts. Throws kInvalidArgument naming a bad option and its
+  // value (kNotFound for a checkpoint that is not there).
+  explicit ControllerServer(ControllerServerOptions options);
+  ~ControllerServer();
+  ControllerServer(const ControllerServer&) = delete;
+  ControllerServer& operator=(const ControllerServer&) = delete;
+
+  // The bound endpoint, e.g. tcp://127.0.0.1:40123 (the same after stop(),
+  // so a new server can bind it again).
+  std::string endpoint() const;
+  // http://HOST:PORT/metrics; empty without metrics_address.
+  std::string metrics_url() const;
+  // Idempotent: stops taking requests, finishes running ones, joins threads.
+  void stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+struct StorageServerOptions {
+  std::string bind = "tcp://127.0.0.1:0";  // port 0: a free port
+  std::string controller_endpoint;         // the controller service this unit registers with
+  std::string advertise;                   // the endpoint clients reach this unit at; empty: the bound one
+  StorageOptions storage;                  // capacity
+  size_t max_workers = 0;                  // 0: the default
+  size_t max_request_bytes = 0;            // 0: the default (8 GiB)
+  std::string checkpoint_root;             // clients save and load only under it; empty: anywhere
+  ServerCurve curve;
+  // The controller's public key; empty: curve.keys.public_key (one cluster pair).
+  std::string controller_public_key;
+  // How often the unit registers with the controller (a restarted
+  // controller learns it back within this).
+  std::chrono::milliseconds heartbeat{1000};
+  std::string metrics_address;  // as for the controller
+};
+
+class StorageServer {
+ public:
+  explicit StorageServer(StorageServerOptions options);  // throws as ControllerServer does
+  ~StorageServer();
+  StorageServer(const StorageServer&) = delete;
+  StorageServer& operator=(const StorageServer&) = delete;
+
+  std::string endpoint() const;
+  std::string metrics_url() const;
+  void stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace seqflow

@@ -1,0 +1,186 @@
+#include "seqflow/value.h"
+
+#include <string>
+
+#include "common/value_json.h"
+#include "seqflow/error.h"
+
+namespace seqflow {
+namespace {
+
+// nlohmann's names, which error messages have always shown.
+constexpr const char* kTypeNames[] = {"null", "boolean", "number", "number", "number", "string", "array", "object"};
+
+[[noreturn]] void wrong_type(const Value& value, const char* wanted) {
+  throw_invalid(std::string("Value is ") + value.type_name() + ", not " + wanted);
+}
+
+}  // namespace
+
+const char* Value::type_name() const { return kTypeNames[data_.index()]; }
+
+bool Value::as_bool() const {
+  if (!is_bool()) wrong_type(*this, "bool");
+  return std::get<bool>(data_);
+}
+
+int64_t Value::as_int() const {
+  if (type() == Type::kInt) return std::get<int64_t>(data_);
+  if (type() == Type::kUint) throw_invalid("Value " + dump() + " does not fit in int64");
+  wrong_type(*this, "integer");
+}
+
+uint64_t Value::as_uint() const {
+  if (type() == Type::kUint) return std::get<uint64_t>(data_);
+  if (type() != Type::kInt) wrong_type(*this, "integer");
+  const int64_t number = std::get<int64_t>(data_);
+  if (number < 0) throw_invalid("Value " + dump() + " is negative, not an unsigned integer");
+  return static_cast<uint64_t>(number);
+}
+
+double Value::as_double() const {
+  switch (type()) {
+    case Type::kInt:
+      return static_cast<double>(std::get<int64_t>(data_));
+    case Type::kUint:
+      return static_cast<double>(std::get<uint64_t>(data_));
+    case Type::kDouble:
+      return std::get<double>(data_);
+    default:
+      wrong_type(*this, "number");
+  }
+}
+
+const std::string& Value::as_string() const {
+  if (!is_string()) wrong_type(*this, "string");
+  return std::get<std::string>(data_);
+}
+
+const Value::Array& Value::as_array() const {
+  if (!is_array()) wrong_type(*this, "array");
+  return std::get<Array>(data_);
+}
+
+Value::Array& Value::as_array() {
+  if (!is_array()) wrong_type(*this, "array");
+  return std::get<Array>(data_);
+}
+
+const Value::Object& Value::as_object() const {
+  if (!is_object()) wrong_type(*this, "object");
+  return std::get<Object>(data_);
+}
+
+Value::Object& Value::as_object() {
+  if (!is_object()) wrong_type(*this, "object");
+  return std::get<Object>(data_);
+}
+
+size_t Value::size() const {
+  if (is_array()) return std::get<Array>(data_).size();
+  if (is_object()) return std::get<Object>(data_).size();
+  return 0;
+}
+
+const Value* Value::find(std::string_view key) const {
+  if (!is_object()) return nullptr;
+  const Object& members = std::get<Object>(data_);
+  const auto it = members.find(key);
+  return it == members.end() ? nullptr : &it->second;
+}
+
+const Value& Value::at(std::string_view key) const {
+  const Value* member = find(key);
+  if (member == nullptr) {
+    if (!is_object()) wrong_type(*this, "object");
+    throw Error(ErrorCode::kNotFound, "Value has no member '" + std::string(key) + "'");
+  }
+  return *member;
+}
+
+const Value& Value::at(size_t index) const {
+  const Array& items = as_array();
+  if (index >= items.size()) {
+    throw Error(ErrorCode::kNotFound,
+                "Value has " + std::to_string(items.size()) + " elements, no element " + std::to_string(index));
+  }
+  return items[index];
+}
+
+Value& Value::operator[](std::string_view key) {
+  if (is_null()) data_ = Object();
+  Object& members = as_object();
+  const auto it = members.find(key);
+  if (it != members.end()) return it->second;
+  return members.emplace(std::string(key), Value()).first->second;
+}
+
+void Value::push_back(Value item) {
+  if (is_null()) data_ = Array();
+  as_array().push_back(std::move(item));
+}
+
+// nlohmann's text, which error messages have always shown.
+std::string Value::dump() const { return to_json(*this).dump(); }
+
+nlohmann::json to_json(const Value& value) {
+  switch (value.type()) {
+    case Value::Type::kNull:
+      return nullptr;
+    case Value::Type::kBool:
+      return value.as_bool();
+    case Value::Type::kInt:
+      return value.as_int();
+    case Value::Type::kUint:
+      return value.as_uint();
+    case Value::Type::kDouble:
+      return value.as_double();
+    case Value::Type::kString:
+      return value.as_string();
+    case Value::Type::kArray: {
+      nlohmann::json out = nlohmann::json::array();
+      for (const Value& item : value.as_array()) out.push_back(to_json(item));
+      return out;
+    }
+    case Value::Type::kObject: {
+      nlohmann::json out = nlohmann::json::object();
+      for (const auto& [key, item] : value.as_object()) out[key] = to_json(item);
+      return out;
+    }
+  }
+  return nullptr;
+}
+
+Value from_json(const nlohmann::json& value) {
+  switch (value.type()) {
+    case nlohmann::json::value_t::null:
+    case nlohmann::json::value_t::discarded:
+      return Value();
+    case nlohmann::json::value_t::boolean:
+      return value.get<bool>();
+    case nlohmann::json::value_t::number_integer:
+      return value.get<int64_t>();
+    case nlohmann::json::value_t::number_unsigned:
+      return value.get<uint64_t>();
+    case nlohmann::json::value_t::number_float:
+      return value.get<double>();
+    case nlohmann::json::value_t::string:
+      return value.get_ref<const std::string&>();
+    case nlohmann::json::value_t::array: {
+      Value::Array out;
+      out.reserve(value.size());
+      for (const auto& item : value) out.push_back(from_json(item));
+      return out;
+    }
+    case nlohmann::json::value_t::object: {
+      Value::Object out;
+      for (const auto& [key, item] : value.items()) out.emplace_hint(out.end(), key, from_json(item));
+      return out;
+    }
+    case nlohmann::json::value_t::binary:
+      break;
+  }
+  throw_invalid("binary data has no Value form (null, bool, numbers, strings, arrays and objects only)");
+}
+
+}  // namespace seqflow

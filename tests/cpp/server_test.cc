@@ -1,0 +1,127 @@
+// seqflow/server.h: the services in this process, through public headers
+// only (plus the shared test helpers).
+#include "seqflow/server.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "remote_service_test_support.h"
+#include "seqflow/client.h"
+#include "seqflow/security.h"
+#include "test_support.h"
+
+namespace seqflow::test {
+namespace {
+
+std::shared_ptr<Client> client_of(const std::string& controller_endpoint, const RemoteOptions& base = {}) {
+  RemoteOptions options = base;
+  options.controller_endpoint = controller_endpoint;
+  options.timeout = std::chrono::seconds(20);
+  return make_remote_client(options);
+}
+
+StorageServerOptions unit_options(const std::string& controller_endpoint) {
+  StorageServerOptions options;
+  options.controller_endpoint = controller_endpoint;
+  options.heartbeat = std::chrono::milliseconds(100);
+  return options;
+}
+
+// Puts ids first.. with custom_meta {"id": ...} and reads them back.
+void expect_round_trip(Client& client, const std::string& partition, int64_t first) {
+  const std::vector<int64_t> values = {first, first + 1, first + 2};
+  client.put_new(partition, {int64_column("x", values)}, ids(first, values.size()));
+  const BatchMeta meta = client.get_meta(fetch(3, partition, "train"));
+  EXPECT_EQ(values_of(client, meta), values);
+  EXPECT_EQ(ids_of(meta), values);
+}
+
+TEST(Server, StartsOnAFreePortAndServesARemoteClient) {
+  ControllerServer controller({});
+  EXPECT_TRUE(controller.endpoint().starts_with("tcp://127.0.0.1:"));
+  EXPECT_NE(controller.endpoint(), "tcp://127.0.0.1:0");
+  StorageServer unit(unit_options(controller.endpoint()));
+  EXPECT_NE(unit.endpoint(), controller.endpoint());
+  EXPECT_EQ(controller.metrics_url(), "");
+  expect_round_trip(*client_of(controller.endpoint()), "p", 10);
+}
+
+TEST(Server, StopsAndStartsAgainOnTheSameEndpoint) {
+  auto controller = std::make_unique<ControllerServer>(ControllerServerOptions{});
+  const std::string endpoint = controller->endpoint();
+  auto unit = std::make_unique<StorageServer>(unit_options(endpoint));
+  expect_round_trip(*client_of(endpoint), "p", 1);
+  unit->stop();
+  unit->stop();  // idempotent
+  controller->stop();
+  EXPECT_EQ(controller->endpoint(), endpoint);
+  controller.reset();
+  unit.reset();
+
+  ControllerServerOptions again;
+  again.bind = endpoint;
+  ControllerServer restarted(again);
+  EXPECT_EQ(restarted.endpoint(), endpoint);
+  StorageServer new_unit(unit_options(endpoint));
+  expect_round_trip(*client_of(endpoint), "q", 7);  // a fresh controller: nothing of "p" left
+}
+
+TEST(Server, ServesWithCurveKeysAndMetrics) {
+  const CurveKeyPair cluster = generate_curve_keys();
+  const CurveKeyPair client_keys = generate_curve_keys();
+  ControllerServerOptions controller_options;
+  controller_options.curve = {true, cluster, {client_keys.public_key}};
+  controller_options.metrics_address = "127.0.0.1:0";
+  ControllerServer controller(controller_options);
+  EXPECT_TRUE(controller.metrics_url().starts_with("http://127.0.0.1:"));
+  EXPECT_TRUE(controller.metrics_url().ends_with("/metrics"));
+  StorageServerOptions storage_options = unit_options(controller.endpoint());
+  storage_options.curve = {true, cluster, {client_keys.public_key}};
+  StorageServer unit(storage_options);
+
+  RemoteOptions remote;
+  remote.server_public_key = cluster.public_key;
+  remote.client_public_key = client_keys.public_key;
+  remote.client_secret_key = client_keys.secret_key;
+  expect_round_trip(*client_of(controller.endpoint(), remote), "p", 3);
+}
+
+// Starts a controller server with the default options changed by `change`.
+void start_controller(const std::function<void(ControllerServerOptions&)>& change) {
+  ControllerServerOptions options;
+  change(options);
+  ControllerServer server(options);
+}
+
+TEST(Server, BadOptionsAreNamed) {
+  const ErrorCode invalid = ErrorCode::kInvalidArgument;
+  EXPECT_TRUE(
+      throws_code([] { start_controller([](auto& o) { o.storage_units = 0; }); }, invalid, {"storage_units", "got 0"}));
+  EXPECT_TRUE(throws_code([] { start_controller([](auto& o) { o.bind = "nowhere"; }); }, invalid, {"nowhere"}));
+  EXPECT_TRUE(throws_code([] { start_controller([](auto& o) {
+                                 o.curve = {true, {"short", "keys"}, {}};
+                               }); }, invalid,
+                          {"curve.keys.public_key"}));
+  EXPECT_TRUE(throws_code(
+      [] { start_controller([](auto& o) { o.curve.allowed_client_keys = {generate_curve_keys().public_key}; }); },
+      invalid, {"curve.allowed_client_keys", "curve.enabled"}));
+  EXPECT_TRUE(throws_code([] { start_controller([](auto& o) { o.metrics_address = "no-port"; }); }, invalid,
+                          {"metrics_address", "no-port"}));
+  EXPECT_TRUE(throws_code([] { StorageServer(StorageServerOptions{}); }, invalid, {"controller endpoint is empty"}));
+  EXPECT_TRUE(throws_code([] { StorageServer(unit_options("tcp://127.0.0.1:99999")); }, invalid,
+                          {"controller_endpoint", "tcp://127.0.0.1:99999"}));
+  EXPECT_TRUE(throws_code(
+      [] {
+        StorageServerOptions options = unit_options("tcp://127.0.0.1:5555");
+        options.heartbeat = std::chrono::milliseconds(0);
+        StorageServer server(options);
+      },
+      invalid, {"heartbeat", "0 ms"}));
+}
+
+}  // namespace
+}  // namespace seqflow::test
