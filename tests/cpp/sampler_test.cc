@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "controller_test_support.h"
+#include "common/value_json.h"
 #include "core/samplers/reservation_book.h"
 #include "seqflow/balance.h"
 #include "seqflow/controller.h"
@@ -214,11 +215,11 @@ TEST(SamplerSeqlenBalanced, KKBalancesTheWorkloadsGroupSums) {
       make_seqlen_balanced_sampler(4, 2, "kk", -1, squares),
       make_sampler(
           "seqlen_balanced",
-          json{{"n_samples_per_prompt", 4}, {"dp_size", 2}, {"algorithm", "kk"}, {"workload", "quadratic(0,1)"}}),
-      make_sampler("seqlen_balanced", json{{"n_samples_per_prompt", 4},
-                                           {"dp_size", 2},
-                                           {"algorithm", "kk"},
-                                           {"workload", json::parse(squares.to_json())}})};
+          Value{{"n_samples_per_prompt", 4}, {"dp_size", 2}, {"algorithm", "kk"}, {"workload", "quadratic(0,1)"}}),
+      make_sampler("seqlen_balanced", Value{{"n_samples_per_prompt", 4},
+                                            {"dp_size", 2},
+                                            {"algorithm", "kk"},
+                                            {"workload", from_json(nlohmann::json::parse(squares.to_json()))}})};
   for (const auto& sampler : samplers) {
     Controller controller = with(sampler);
     put(controller, "p", 16, {"x"}, lengths_meta(lengths));
@@ -232,7 +233,7 @@ TEST(SamplerSeqlenBalanced, KKBalancesTheWorkloadsGroupSums) {
   }
   EXPECT_TRUE(throws_code(
       [] {
-        make_sampler("token_budget", json{{"max_tokens", 10}, {"dp_size", 1}, {"workload", 3}});
+        make_sampler("token_budget", Value{{"max_tokens", 10}, {"dp_size", 1}, {"workload", 3}});
       },
       ErrorCode::kInvalidArgument, {"argument 'workload' of sampler 'token_budget'"}));
 }

@@ -36,9 +36,9 @@ class Arguments {
   }
 
   Workload workload() const {
-    auto it = args_.find("workload");
-    if (it == args_.end()) return Workload::tokens();
-    if (it->is_string()) return Workload::parse(it->get<std::string>());
+    const Value* it = args_.find("workload");
+    if (it == nullptr) return Workload::tokens();
+    if (it->is_string()) return Workload::parse(it->as_string());
     if (it->is_object()) return Workload::from_json(it->dump());
     throw_invalid("argument 'workload' of sampler '" + sampler_ +
                   "' must be a spec string or a workload JSON object, got " + it->dump());
