@@ -18,15 +18,26 @@ def sparkline(values, top: float) -> str:
     return "".join(BLOCKS[min(len(BLOCKS) - 1, max(0, math.ceil(len(BLOCKS) * v / top) - 1))] for v in values)
 
 
-def draw_chart(path: Path, report: dict) -> Optional[str]:
-    """The per-rank load of update_actor per step, balanced vs sequential.
-    Returns None when drawn, else why not."""
+NO_MATPLOTLIB = "matplotlib is not installed (pip install matplotlib)"
+
+
+def pyplot():
+    """matplotlib.pyplot on the file-only Agg backend; None without matplotlib."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        return "matplotlib is not installed (pip install matplotlib)"
+        return None
+    return plt
+
+
+def draw_chart(path: Path, report: dict) -> Optional[str]:
+    """The per-rank load of update_actor per step, balanced vs sequential.
+    Returns None when drawn, else why not."""
+    plt = pyplot()
+    if plt is None:
+        return NO_MATPLOTLIB
     steps = report["steps"]
     ranks = report["config"]["ranks"]
     cols = min(4, len(steps))
@@ -62,12 +73,9 @@ def draw_time_chart(path: Path, report: dict) -> Optional[str]:
     """update_actor's measured CPU seconds per rank per step, and measured
     against what a model of the earlier steps predicted. None when drawn,
     else why not."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return "matplotlib is not installed (pip install matplotlib)"
+    plt = pyplot()
+    if plt is None:
+        return NO_MATPLOTLIB
     steps = report["steps"]
     ranks = report["config"]["ranks"]
     fig, (bars, scatter) = plt.subplots(1, 2, figsize=(12, 4.2))
