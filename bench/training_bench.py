@@ -56,6 +56,7 @@ SEED = 20261127
 GROUP_SIZE = 4  # GRPO responses per prompt
 WARMUP_BATCHES = 3
 MAX_SEQUENCES_PER_BATCH = 5  # calibration micro-batches hold 1..5 sequences
+CALIBRATION_BATCHES_PER_RUN = 5  # micro-batches between optimizer steps while calibrating
 ONLINE_WINDOW = 4096
 ONLINE_MIN_RECORDS = 16
 
@@ -167,7 +168,8 @@ def calibration_batches(settings: Settings, vocab: int, rng: np.random.Generator
 
 
 def calibrate(trainer: Trainer, settings: Settings, vocab: int, rng: np.random.Generator) -> list:
-    """(lengths, seconds) of every calibration micro-batch, after a warm-up."""
+    """(lengths, seconds) of every calibration micro-batch, after a warm-up.
+    Gradients accumulate over runs of a few micro-batches, as on a rank."""
     batches = calibration_batches(settings, vocab, rng)
     records = []
     for index, lengths in enumerate(batches[:WARMUP_BATCHES] + batches):
@@ -176,7 +178,9 @@ def calibrate(trainer: Trainer, settings: Settings, vocab: int, rng: np.random.G
         seconds = trainer.seconds(pack_samples(samples, np.arange(len(lengths))))
         if index >= WARMUP_BATCHES:
             records.append((lengths, seconds))
-        trainer.model.zero_grad(set_to_none=True)
+        if index % CALIBRATION_BATCHES_PER_RUN == CALIBRATION_BATCHES_PER_RUN - 1:
+            trainer.model.zero_grad(set_to_none=True)
+    trainer.model.zero_grad(set_to_none=True)
     return records
 
 

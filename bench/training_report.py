@@ -179,6 +179,8 @@ def write_charts(cases, out: Path) -> list[Path]:
         idle_ax.axhline(100 * offline.idle, color=line.get_color(), linestyle="--", linewidth=0.8)
         error_ax.plot(steps, [100 * r.errors.max() for r in case.online], marker="o", color=line.get_color())
         error_ax.axhline(100 * offline.errors.max(), color=line.get_color(), linestyle="--", linewidth=0.8)
+    for ax in (idle_ax, error_ax):
+        ax.set_xticks(np.arange(1, max(len(case.online) for case in cases) + 1))
     idle_ax.set(xlabel="online step", ylabel="idle, %", title="idle (dashed: offline calibrated)")
     error_ax.set(xlabel="online step", ylabel="max rank error, %", title="prediction error (dashed: offline)")
     idle_ax.legend(fontsize=7)

@@ -12,7 +12,7 @@ import pytest
 
 from required import require
 
-torch = require("torch", version="2.13.0")
+torch = require("torch")
 require("tensordict")
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
