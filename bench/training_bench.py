@@ -35,10 +35,10 @@ PASS/FAIL lines of the targets; writes PNG charts to --out. The exit code is
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -68,23 +68,22 @@ ONLINE_IDLE_TOLERANCE = 0.01  # online is "at the offline fit" within these of i
 ONLINE_ERROR_TOLERANCE = 0.02
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Settings:
     max_length: int  # the longest sample, and the token cap of a micro-batch
     prompts_per_rank: int
     calibration_batches: int
     online_steps: int
-    dps: tuple
-    dists: tuple
+    cases: tuple  # (distribution, dp) pairs
 
 
-QUICK = Settings(max_length=512, prompts_per_rank=3, calibration_batches=40, online_steps=4, dps=(4,),
-                 dists=("lognormal",))
-FULL = Settings(max_length=1024, prompts_per_rank=3, calibration_batches=120, online_steps=5, dps=(4, 8),
-                dists=DISTRIBUTIONS)
+QUICK = Settings(max_length=512, prompts_per_rank=3, calibration_batches=40, online_steps=4,
+                 cases=(("lognormal", 4),))
+FULL = Settings(max_length=1024, prompts_per_rank=3, calibration_batches=120, online_steps=4,
+                cases=(("lognormal", 4), ("lognormal", 8), ("bimodal", 8)))
 
 
-@dataclass
+@dataclasses.dataclass
 class Row:
     """One way of splitting a case's rollout, measured."""
 
@@ -112,12 +111,12 @@ class Row:
         return sum(int(p.input_ids.shape[0]) for rank in self.ranks for p in rank)
 
 
-@dataclass
+@dataclasses.dataclass
 class Case:
     dist: str
     dp: int
-    rows: list = field(default_factory=list)
-    online: list = field(default_factory=list)  # a Row per online step
+    rows: list = dataclasses.field(default_factory=list)
+    online: list = dataclasses.field(default_factory=list)  # a Row per online step
 
     @property
     def label(self) -> str:
@@ -208,18 +207,32 @@ def measure_row(trainer: Trainer, name: str, predictor_name: str, predictor, ran
     return Row(name, predictor_name, ranks, measured, predicted, pack_seconds)
 
 
-def online_rows(trainer: Trainer, rollout, dp: int, settings: Settings, predictors: dict, repeats: int) -> list:
+def same_packs(a: list, b: list) -> bool:
+    return len(a) == len(b) and all(
+        len(x) == len(y) and all(np.array_equal(p.samples, q.samples) for p, q in zip(x, y)) for x, y in zip(a, b))
+
+
+def online_rows(trainer: Trainer, rollout, dp: int, settings: Settings, predictors: dict, repeats: int,
+                measured: list) -> list:
     """One row per step: plan with the online model's current snapshot,
-    train, report every pack's median seconds, wait for the refit."""
+    train, report every pack's median seconds, wait for the refit. A plan
+    identical to one of the `measured` rows (the tokens prior's first step)
+    reuses that row's measurement."""
     online = sb.OnlineWorkload(prior="tokens", window=ONLINE_WINDOW, min_records=ONLINE_MIN_RECORDS)
     rows = []
     for step in range(1, settings.online_steps + 1):
         workload = online.workload
         calibrated = hasattr(workload, "seconds")
         predictor = workload.seconds if calibrated else predictors["tokens"]
+        name = f"seqflow online, step {step}"
         ranks = seqflow_plan(rollout, dp, settings.max_length, workload)
-        row = measure_row(trainer, f"seqflow online, step {step}", "online" if calibrated else "tokens (prior)",
-                          predictor, ranks, repeats)
+        done = next((row for row in measured if same_packs(row.ranks, ranks)), None)
+        if done is None:
+            row = measure_row(trainer, name, "online" if calibrated else "tokens (prior)", predictor, ranks, repeats)
+        else:
+            predicted = np.array([sum(predictor(pack_lengths(p)) for p in packs) for packs in ranks])
+            row = Row(name, "online" if calibrated else "tokens (prior)", ranks, done.measured, predicted,
+                      done.pack_seconds)
         for packs, seconds in zip(ranks, row.pack_seconds):
             for pack, pack_seconds in zip(packs, seconds):
                 online.report(pack_lengths(pack), pack_seconds)
@@ -244,7 +257,7 @@ def run_case(trainer: Trainer, dist: str, dp: int, settings: Settings, calibrate
     ]
     for name, predictor_name, ranks in plans:
         case.rows.append(measure_row(trainer, name, predictor_name, predictors[predictor_name], ranks, repeats))
-    case.online = online_rows(trainer, rollout, dp, settings, predictors, repeats)
+    case.online = online_rows(trainer, rollout, dp, settings, predictors, repeats, case.rows)
     return case
 
 
@@ -256,18 +269,20 @@ def main() -> None:
     parser.add_argument("--dist", nargs="+", choices=DISTRIBUTIONS, help="length distributions")
     parser.add_argument("--repeats", type=int, default=5, help="runs per rank; its time is their median")
     args = parser.parse_args()
-    base = QUICK if args.quick else FULL
-    settings = Settings(base.max_length, base.prompts_per_rank, base.calibration_batches, base.online_steps,
-                        tuple(args.dp or base.dps), tuple(args.dist or base.dists))
-    if args.repeats < 1 or any(dp < 1 for dp in settings.dps):
-        parser.error(f"--repeats and --dp must be >= 1, got {args.repeats} and {list(settings.dps)}")
+    if args.repeats < 1 or any(dp < 1 for dp in args.dp or ()):
+        parser.error(f"--repeats and --dp must be >= 1, got {args.repeats} and {args.dp}")
+    settings = QUICK if args.quick else FULL
+    if args.dp or args.dist:  # every distribution at every dp
+        dists = args.dist or sorted({dist for dist, _ in settings.cases})
+        dps = args.dp or sorted({dp for _, dp in settings.cases})
+        settings = dataclasses.replace(settings, cases=tuple((dist, dp) for dist in dists for dp in dps))
 
     torch.set_num_threads(1)
     config = ModelConfig(max_length=settings.max_length)
     mean_tokens = settings.prompts_per_rank * GROUP_SIZE * settings.max_length * 0.4  # per rank, roughly
-    plans_per_case = 5 + settings.online_steps
+    plans_per_case = 5 + settings.online_steps - 1  # online's first step is the tokens row's plan
     total = int(settings.calibration_batches * settings.max_length * 0.6
-                + sum(dp for dp in settings.dps) * len(settings.dists) * plans_per_case * args.repeats * mean_tokens)
+                + sum(dp for _, dp in settings.cases) * plans_per_case * args.repeats * mean_tokens)
     from tqdm import tqdm  # only the command needs it (./run bench installs it)
 
     trainer = Trainer(config, tqdm(total=total, unit="tok", unit_scale=True, file=sys.stderr,
@@ -280,19 +295,18 @@ def main() -> None:
         "verl": scaled_predictor(verl_cost, records),
         "calibrated": calibrated.seconds,
     }
-    cases = [run_case(trainer, dist, dp, settings, calibrated, predictors, args.repeats)
-             for dist in settings.dists for dp in settings.dps]
+    results = [run_case(trainer, dist, dp, settings, calibrated, predictors, args.repeats) for dist, dp in settings.cases]
     trainer.bar.close()
 
     lines = run_header(seqflow)
     lines += report.describe(config, settings, GROUP_SIZE, args.repeats, torch.__version__)
     lines += report.calibration_lines(calibrated, records)
-    for case in cases:
+    for case in results:
         lines += report.case_lines(case)
-    lines += report.target_lines(cases, IDLE_TARGET, ERROR_TARGET, ONLINE_STEPS_TARGET, ONLINE_IDLE_TOLERANCE,
+    lines += report.target_lines(results, IDLE_TARGET, ERROR_TARGET, ONLINE_STEPS_TARGET, ONLINE_IDLE_TOLERANCE,
                                  ONLINE_ERROR_TOLERANCE)
     print("\n".join(lines), flush=True)
-    for path in report.write_charts(cases, args.out):
+    for path in report.write_charts(results, args.out):
         print(f"chart: {path}")
 
 

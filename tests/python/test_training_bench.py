@@ -114,8 +114,8 @@ def test_contiguous_takes_prompts_in_order_and_verl_agrees_on_the_count():
 
 
 def test_calibration_batches_hold_one_to_five_sequences_under_the_cap():
-    settings = tb.Settings(max_length=128, prompts_per_rank=1, calibration_batches=60, online_steps=1, dps=(2,),
-                           dists=DISTRIBUTIONS)
+    settings = tb.Settings(max_length=128, prompts_per_rank=1, calibration_batches=60, online_steps=1,
+                           cases=(("lognormal", 2),))
     batches = tb.calibration_batches(settings, TINY.vocab, np.random.default_rng(0))
     assert len(batches) == 60
     assert {len(b) for b in batches} <= set(range(1, tb.MAX_SEQUENCES_PER_BATCH + 1))
@@ -183,3 +183,13 @@ def test_rank_bars_scale_to_the_slowest_rank():
     bars = training_report.rank_bars(case)[1:]
     full = [line.count("\u2588") for line in bars]
     assert full == [training_report.BAR_WIDTH * m // 1 for m in (1, 0.5, 0.25, 0.75)]
+
+
+def test_same_packs_compares_every_rank_and_pack():
+    data = rollout(prompts=4, group_size=2)
+    ranks = seqflow_plan(data, 2, 128, "tokens")
+    assert tb.same_packs(ranks, seqflow_plan(data, 2, 128, "tokens"))
+    assert not tb.same_packs(ranks, contiguous(data, 2, 128)) or all(
+        np.array_equal(p.samples, q.samples) for x, y in zip(ranks, contiguous(data, 2, 128)) for p, q in zip(x, y))
+    assert not tb.same_packs(ranks, ranks[:1])
+    assert not tb.same_packs(ranks, [ranks[0], ranks[1][:-1]] if len(ranks[1]) > 1 else [ranks[0], []])
