@@ -222,7 +222,7 @@ def online_rows(trainer: Trainer, rollout, dp: int, settings: Settings, predicto
     rows = []
     for step in range(1, settings.online_steps + 1):
         workload = online.workload
-        calibrated = hasattr(workload, "seconds")
+        calibrated = workload != sb.Workload.tokens()  # the prior has no seconds: predict as the tokens row
         predictor = workload.seconds if calibrated else predictors["tokens"]
         name = f"seqflow online, step {step}"
         ranks = seqflow_plan(rollout, dp, settings.max_length, workload)
