@@ -80,7 +80,7 @@ class Settings:
 QUICK = Settings(max_length=512, prompts_per_rank=3, calibration_batches=40, online_steps=4,
                  cases=(("lognormal", 4),))
 FULL = Settings(max_length=1024, prompts_per_rank=3, calibration_batches=120, online_steps=4,
-                cases=(("lognormal", 4), ("lognormal", 8), ("bimodal", 8)))
+                cases=(("lognormal", 4), ("lognormal", 8), ("bimodal", 4)))
 
 
 @dataclasses.dataclass
