@@ -77,9 +77,9 @@ class Settings:
     cases: tuple  # (distribution, dp) pairs
 
 
-QUICK = Settings(max_length=512, prompts_per_rank=3, calibration_batches=40, online_steps=4,
+QUICK = Settings(max_length=512, prompts_per_rank=4, calibration_batches=40, online_steps=4,
                  cases=(("lognormal", 4),))
-FULL = Settings(max_length=1024, prompts_per_rank=3, calibration_batches=120, online_steps=4,
+FULL = Settings(max_length=1024, prompts_per_rank=4, calibration_batches=120, online_steps=4,
                 cases=(("lognormal", 4), ("lognormal", 8), ("bimodal", 4)))
 
 
