@@ -35,7 +35,9 @@ PASS/FAIL lines of the targets; writes PNG charts to --out. The exit code is
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import gc
 import statistics
 import sys
 import time
@@ -123,6 +125,18 @@ class Case:
         return f"{self.dist} dp={self.dp}"
 
 
+@contextlib.contextmanager
+def collector_paused():
+    """No cyclic garbage collection inside a timed run (its pauses would
+    land on whichever micro-batch allocates when it triggers)."""
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 class Trainer:
     """Times forward + backward of packs on one model; `bar` (a tqdm
     progress bar) counts the tokens trained."""
@@ -145,8 +159,9 @@ class Trainer:
         runs = [[[] for _ in packs] for packs in ranks]
         for _ in range(repeats):
             for packs, rank_runs in zip(ranks, runs):
-                for pack, pack_runs in zip(packs, rank_runs):
-                    pack_runs.append(self.seconds(pack))
+                with collector_paused():
+                    for pack, pack_runs in zip(packs, rank_runs):
+                        pack_runs.append(self.seconds(pack))
                 self.model.zero_grad(set_to_none=True)
         rank_seconds = np.array([statistics.median(map(sum, zip(*rank_runs))) for rank_runs in runs])
         return rank_seconds, [[statistics.median(p) for p in rank_runs] for rank_runs in runs]
@@ -174,7 +189,8 @@ def calibrate(trainer: Trainer, settings: Settings, vocab: int, rng: np.random.G
     for index, lengths in enumerate(batches[:WARMUP_BATCHES] + batches):
         ids = [rng.integers(0, vocab, size=int(n), dtype=np.int64) for n in lengths]
         samples = Rollout(lengths, np.zeros(len(lengths), dtype=np.int64), ids)
-        seconds = trainer.seconds(pack_samples(samples, np.arange(len(lengths))))
+        with collector_paused():
+            seconds = trainer.seconds(pack_samples(samples, np.arange(len(lengths))))
         if index >= WARMUP_BATCHES:
             records.append((lengths, seconds))
         if index % CALIBRATION_BATCHES_PER_RUN == CALIBRATION_BATCHES_PER_RUN - 1:
