@@ -192,3 +192,13 @@ def test_same_packs_compares_every_rank_and_pack():
     assert not tb.same_packs(ranks, ranks[::-1])  # no sample is on two ranks
     assert not tb.same_packs(ranks, ranks[:1])
     assert not tb.same_packs(ranks, [ranks[0], ranks[1][:-1]])
+
+
+def test_collector_paused_inside_and_back_after_an_error():
+    import gc
+
+    with pytest.raises(RuntimeError):
+        with tb.collector_paused():
+            assert not gc.isenabled()
+            raise RuntimeError("inside")
+    assert gc.isenabled()
