@@ -316,7 +316,7 @@ def main() -> None:
 
     lines = run_header(seqflow)
     lines += report.describe(config, settings, GROUP_SIZE, args.repeats, torch.__version__)
-    lines += report.calibration_lines(calibrated, records)
+    lines += report.calibration_lines(calibrated, records, predictors)
     for case in results:
         lines += report.case_lines(case)
     lines += report.target_lines(results, IDLE_TARGET, ERROR_TARGET, ONLINE_STEPS_TARGET, ONLINE_IDLE_TOLERANCE,

@@ -31,14 +31,21 @@ def describe(config, settings, group_size: int, repeats: int, torch_version: str
     ]
 
 
-def calibration_lines(calibrated, records) -> list[str]:
+def calibration_lines(calibrated, records, predictors: dict) -> list[str]:
+    """The fit, and how far each model's seconds are from the calibration
+    records' (the tokens and verl models scaled by least squares)."""
     fit = calibrated.fit
+    errors = []
+    for name, predict in predictors.items():
+        relative = [abs(predict(lengths) - seconds) / seconds for lengths, seconds in records]
+        errors.append(f"{name} {percent(float(np.median(relative)))} (p90 {percent(float(np.quantile(relative, 0.9)))})")
     return [
         f"calibration: {len(records)} random micro-batches of 1-5 sequences; seqflow.balance.calibrate: "
         f"{calibrated.per_token:.3e} s/token + {calibrated.per_token_squared:.3e} s/token^2 + "
         f"{calibrated.per_sequence:.3e} s/sequence + {calibrated.per_micro_batch:.3e} s/micro-batch; "
-        f"median error {percent(fit.median_error)}, p90 {percent(fit.p90_error)}, "
-        f"{fit.outliers} of {fit.records} records dropped as outliers",
+        f"fit median error {percent(fit.median_error)}, p90 {percent(fit.p90_error)}, "
+        f"{fit.outliers} of {fit.records} records left out as outliers",
+        "micro-batch time error on those records, median: " + ", ".join(errors),
         "",
     ]
 
