@@ -3,6 +3,7 @@
 #include <string>
 
 #include "bindings/arguments.h"
+#include "seqflow/calibration.h"
 #include "seqflow/error.h"
 
 namespace nb = nanobind;
@@ -11,7 +12,8 @@ namespace seqflow::bindings {
 
 namespace {
 
-constexpr const char* kWorkloads = "'tokens', 'verl', 'quadratic(a,b)', ('quadratic', a, b) or a Workload";
+constexpr const char* kWorkloads =
+    "'tokens', 'verl', 'quadratic(a,b)', ('quadratic', a, b), a Workload or an OnlineWorkload";
 
 std::string repr_of(nb::handle value) { return nb::repr(value).c_str(); }
 
@@ -71,6 +73,8 @@ std::optional<int64_t> optional_int_argument(nb::handle value, std::string_view 
 
 Workload workload_argument(nb::handle value) {
   if (nb::isinstance<Workload>(value)) return nb::cast<Workload>(value);
+  // An online model counts as its current snapshot.
+  if (nb::isinstance<OnlineWorkload>(value)) return nb::cast<const OnlineWorkload&>(value).current();
   if (nb::isinstance<nb::str>(value)) return Workload::parse(nb::cast<std::string>(value));
   if (nb::isinstance<nb::tuple>(value) && nb::len(value) == 3 && nb::isinstance<nb::str>(value[0]) &&
       nb::cast<std::string>(value[0]) == "quadratic") {

@@ -34,6 +34,27 @@ int64_t int64_argument(nb::handle value, const char* name) {
   return out;
 }
 
+const char* kind_name(Workload::Kind kind) {
+  switch (kind) {
+    case Workload::Kind::kTokens:
+      return "tokens";
+    case Workload::Kind::kVerl:
+      return "verl";
+    case Workload::Kind::kQuadratic:
+      return "quadratic";
+    case Workload::Kind::kCalibrated:
+      break;
+  }
+  return "calibrated";
+}
+
+const SecondsCoefficients& calibrated_coefficients(const Workload& w) {
+  if (w.kind() != Workload::Kind::kCalibrated) {
+    throw_invalid("workload: " + w.name() + " has no coefficients in seconds; only a calibrated workload has");
+  }
+  return w.coefficients();
+}
+
 std::string partition_repr(const balance::Partition& p) {
   size_t items = 0;
   size_t smallest = p.parts.empty() ? 0 : p.parts[0].size();
@@ -109,13 +130,44 @@ void bind_balance(nb::module_ m) {
             return Workload::parse(nb::cast<std::string>(spec));
           },
           "spec"_a.none(), "'tokens', 'verl' or 'quadratic(a,b)'")
+      .def_static(
+          "calibrated",
+          [](double per_token, double per_token_squared, double per_sequence, double per_micro_batch) {
+            return Workload::calibrated({per_token, per_token_squared, per_sequence, per_micro_batch});
+          },
+          "per_token"_a = 0.0, "per_token_squared"_a = 0.0, "per_sequence"_a = 0.0, "per_micro_batch"_a = 0.0,
+          "A calibrated model with these coefficients in seconds (seqflow.balance.calibrate fits one).")
+      .def_static(
+          "from_json",
+          [](nb::handle text) {
+            if (!nb::isinstance<nb::str>(text)) {
+              throw_invalid(std::string("workload: text = ") + nb::repr(text).c_str() + " is not a string");
+            }
+            return Workload::from_json(nb::cast<std::string>(text));
+          },
+          "text"_a.none(), "The model to_json() wrote (any kind).")
+      .def("to_json", &Workload::to_json)
       .def(
           "cost", [](const Workload& w, nb::handle length) { return w.cost(int64_argument(length, "length")); },
           "length"_a.none())
+      .def(
+          "_seconds", [](const Workload& w, const Int64Input& lengths) { return w.seconds(as_span(lengths)); },
+          "lengths"_a)
+      .def_prop_ro("kind", [](const Workload& w) { return kind_name(w.kind()); })
+      .def_prop_ro("per_token", [](const Workload& w) { return calibrated_coefficients(w).per_token; })
+      .def_prop_ro("per_token_squared", [](const Workload& w) { return calibrated_coefficients(w).per_token_squared; })
+      .def_prop_ro("per_sequence", [](const Workload& w) { return calibrated_coefficients(w).per_sequence; })
+      .def_prop_ro("per_micro_batch", [](const Workload& w) { return calibrated_coefficients(w).per_micro_batch; })
+      .def_prop_ro(
+          "fit", [](const Workload& w) { return w.fit(); }, "The FitReport (records 0 unless calibrated by a fit).")
       .def_prop_ro("name", &Workload::name)
       .def("__repr__", [](const Workload& w) { return "Workload(" + w.name() + ")"; })
-      .def("__eq__", [](const Workload& a, const Workload& b) { return a.name() == b.name(); });
+      .def("__eq__", [](const Workload& a, const Workload& b) { return a == b; })
+      .def("__getstate__", &Workload::to_json)
+      .def("__setstate__",
+           [](Workload& w, const std::string& state) { new (&w) Workload(Workload::from_json(state)); });
 
+  bind_calibration(m);
   bind_partition(m);
   m.def(
       "_partition",

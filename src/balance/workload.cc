@@ -1,8 +1,11 @@
 #include "seqflow/workload.h"
 
 #include <charconv>
+#include <cmath>
+#include <cstdio>
 #include <string>
 
+#include "balance/number_text.h"
 #include "common/checked_math.h"
 #include "seqflow/error.h"
 
@@ -26,8 +29,8 @@ int64_t parse_coefficient(std::string_view text, std::string_view spec) {
 
 }  // namespace
 
-Workload Workload::tokens() { return Workload(1, 0, false); }
-Workload Workload::verl() { return Workload(kVerlLinear, 1, true); }
+Workload Workload::tokens() { return Workload(Kind::kTokens, 1, 0); }
+Workload Workload::verl() { return Workload(Kind::kVerl, kVerlLinear, 1); }
 
 Workload Workload::quadratic(int64_t a, int64_t b) {
   if (a < 0 || b < 0) {
@@ -35,7 +38,30 @@ Workload Workload::quadratic(int64_t a, int64_t b) {
                   ", b=" + std::to_string(b));
   }
   if (a == 0 && b == 0) throw_invalid("workload: quadratic(0, 0) gives every item zero cost");
-  return Workload(a, b, false);
+  if (a == 1 && b == 0) return tokens();
+  return Workload(Kind::kQuadratic, a, b);
+}
+
+Workload Workload::calibrated(const SecondsCoefficients& coefficients, const FitReport& fit) {
+  const std::pair<const char*, double> named[] = {{"per_token", coefficients.per_token},
+                                                  {"per_token_squared", coefficients.per_token_squared},
+                                                  {"per_sequence", coefficients.per_sequence},
+                                                  {"per_micro_batch", coefficients.per_micro_batch}};
+  for (const auto& [name, value] : named) {
+    if (!std::isfinite(value) || value < 0) {
+      throw_invalid(std::string("workload: calibrated ") + name + " = " + calibration::number_text(value) +
+                    " must be a finite number of seconds >= 0");
+    }
+  }
+  if (coefficients.per_token == 0 && coefficients.per_token_squared == 0 && coefficients.per_sequence == 0) {
+    throw_invalid(
+        "workload: a calibrated model with per_token, per_token_squared and per_sequence all 0 gives every "
+        "sequence zero cost");
+  }
+  Workload out(Kind::kCalibrated, 0, 0);
+  out.seconds_ = coefficients;
+  out.fit_ = fit;
+  return out;
 }
 
 Workload Workload::parse(std::string_view spec) {
@@ -57,6 +83,14 @@ Workload Workload::parse(std::string_view spec) {
 }
 
 std::optional<int64_t> Workload::checked_cost(int64_t length) const {
+  if (kind_ == Kind::kCalibrated) {
+    const auto l = static_cast<double>(length);
+    const double units = std::round(
+        (seconds_.per_token * l + seconds_.per_token_squared * l * l + seconds_.per_sequence) * kCostUnitsPerSecond);
+    // 2^63 is exact in a double; anything at or above it is beyond int64.
+    if (!(units < 0x1p63)) return std::nullopt;
+    return static_cast<int64_t>(units);
+  }
   auto linear = checked_mul(a_, length);
   if (!linear) return std::nullopt;
   if (b_ == 0) return linear;
@@ -101,10 +135,43 @@ int64_t Workload::total(std::span<const int64_t> costs, std::string_view paramet
   return total;
 }
 
+double Workload::seconds(std::span<const int64_t> lengths) const {
+  if (kind_ != Kind::kCalibrated) {
+    throw_invalid("workload: " + name() +
+                  " has no seconds; only a calibrated workload (seqflow::calibrate) predicts a micro-batch's time");
+  }
+  double total = seconds_.per_micro_batch;
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    if (lengths[i] < 0) {
+      throw_invalid("lengths[" + std::to_string(i) + "] = " + std::to_string(lengths[i]) +
+                    " is negative; lengths must be >= 0");
+    }
+    const auto l = static_cast<double>(lengths[i]);
+    total += seconds_.per_token * l + seconds_.per_token_squared * l * l + seconds_.per_sequence;
+  }
+  return total;
+}
+
 std::string Workload::name() const {
-  if (is_tokens()) return "tokens";
-  if (verl_) return "verl";
-  return "quadratic(" + std::to_string(a_) + "," + std::to_string(b_) + ")";
+  switch (kind_) {
+    case Kind::kTokens:
+      return "tokens";
+    case Kind::kVerl:
+      return "verl";
+    case Kind::kQuadratic:
+      return "quadratic(" + std::to_string(a_) + "," + std::to_string(b_) + ")";
+    case Kind::kCalibrated:
+      break;
+  }
+  char text[160];
+  std::snprintf(text, sizeof text,
+                "calibrated(per_token=%.4g, per_token_squared=%.4g, per_sequence=%.4g, per_micro_batch=%.4g)",
+                seconds_.per_token, seconds_.per_token_squared, seconds_.per_sequence, seconds_.per_micro_batch);
+  return text;
+}
+
+bool Workload::operator==(const Workload& other) const {
+  return kind_ == other.kind_ && a_ == other.a_ && b_ == other.b_ && seconds_ == other.seconds_;
 }
 
 }  // namespace seqflow

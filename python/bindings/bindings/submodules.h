@@ -8,6 +8,8 @@ namespace seqflow::bindings {
 void bind_array_conversion(nanobind::module_ m);
 void bind_batch_meta(nanobind::module_ m);
 void bind_balance(nanobind::module_ m);
+// FitReport, calibrate and OnlineWorkload, into the balance submodule.
+void bind_calibration(nanobind::module_ m);
 void bind_pack(nanobind::module_ m);
 void bind_client(nanobind::module_ m);
 void bind_limits(nanobind::module_ m);

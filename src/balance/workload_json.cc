@@ -1,0 +1,141 @@
+// Workload::to_json / from_json: every kind as one JSON object with a
+// "format" version, so a calibrated model can be saved and loaded.
+//
+//   {"format": 1, "kind": "tokens"} / {"format": 1, "kind": "verl"}
+//   {"format": 1, "kind": "quadratic", "a": 3, "b": 2}
+//   {"format": 1, "kind": "calibrated", "per_token": ..., "per_token_squared": ...,
+//    "per_sequence": ..., "per_micro_batch": ..., "fit": {"records": ..., "outliers": ...,
+//    "median_error": ..., "p90_error": ..., "max_error": ...}}
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+
+#include "seqflow/error.h"
+#include "seqflow/workload.h"
+
+namespace seqflow {
+
+namespace {
+
+constexpr int64_t kWorkloadFormat = 1;
+
+using Json = nlohmann::json;
+
+// Throws naming the first key of `object` outside `known`.
+void check_keys(const Json& object, const std::set<std::string>& known, const std::string& where) {
+  for (const auto& [key, value] : object.items()) {
+    if (!known.contains(key)) throw_invalid("workload JSON: unknown key '" + key + "' in " + where);
+  }
+}
+
+const Json& member(const Json& object, const std::string& key, const std::string& where) {
+  auto it = object.find(key);
+  if (it == object.end()) throw_invalid("workload JSON: " + where + " lacks the key '" + key + "'");
+  return *it;
+}
+
+int64_t integer_member(const Json& object, const std::string& key, const std::string& where) {
+  const Json& value = member(object, key, where);
+  if (!value.is_number_integer()) {
+    throw_invalid("workload JSON: " + where + " '" + key + "' = " + value.dump() + " is not an integer");
+  }
+  return value.get<int64_t>();
+}
+
+double number_member(const Json& object, const std::string& key, const std::string& where) {
+  const Json& value = member(object, key, where);
+  if (!value.is_number()) {
+    throw_invalid("workload JSON: " + where + " '" + key + "' = " + value.dump() + " is not a number");
+  }
+  return value.get<double>();
+}
+
+FitReport fit_from_json(const Json& fit) {
+  const std::string where = "the calibrated model's 'fit'";
+  if (!fit.is_object()) throw_invalid("workload JSON: 'fit' = " + fit.dump() + " is not an object");
+  check_keys(fit, {"records", "outliers", "median_error", "p90_error", "max_error"}, where);
+  FitReport out;
+  out.records = integer_member(fit, "records", where);
+  out.outliers = integer_member(fit, "outliers", where);
+  out.median_error = number_member(fit, "median_error", where);
+  out.p90_error = number_member(fit, "p90_error", where);
+  out.max_error = number_member(fit, "max_error", where);
+  if (out.records < 0 || out.outliers < 0 || out.outliers > out.records) {
+    throw_invalid("workload JSON: 'fit' has records = " + std::to_string(out.records) +
+                  " and outliers = " + std::to_string(out.outliers) + "; expected 0 <= outliers <= records");
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string Workload::to_json() const {
+  Json out = {{"format", kWorkloadFormat}};
+  switch (kind_) {
+    case Kind::kTokens:
+      out["kind"] = "tokens";
+      break;
+    case Kind::kVerl:
+      out["kind"] = "verl";
+      break;
+    case Kind::kQuadratic:
+      out["kind"] = "quadratic";
+      out["a"] = a_;
+      out["b"] = b_;
+      break;
+    case Kind::kCalibrated:
+      out["kind"] = "calibrated";
+      out["per_token"] = seconds_.per_token;
+      out["per_token_squared"] = seconds_.per_token_squared;
+      out["per_sequence"] = seconds_.per_sequence;
+      out["per_micro_batch"] = seconds_.per_micro_batch;
+      out["fit"] = {{"records", fit_.records},
+                    {"outliers", fit_.outliers},
+                    {"median_error", fit_.median_error},
+                    {"p90_error", fit_.p90_error},
+                    {"max_error", fit_.max_error}};
+      break;
+  }
+  return out.dump();
+}
+
+Workload Workload::from_json(std::string_view text) {
+  Json object;
+  try {
+    object = Json::parse(text);
+  } catch (const Json::exception& error) {
+    throw_invalid(std::string("workload JSON: not valid JSON (") + error.what() + ")");
+  }
+  if (!object.is_object()) throw_invalid("workload JSON: expected an object, got " + object.dump());
+  const int64_t format = integer_member(object, "format", "the model");
+  if (format != kWorkloadFormat) {
+    throw_invalid("workload JSON: 'format' = " + std::to_string(format) + " is not supported; this version reads " +
+                  std::to_string(kWorkloadFormat));
+  }
+  const Json& kind = member(object, "kind", "the model");
+  const std::string name = kind.is_string() ? kind.get<std::string>() : "";
+  if (name == "tokens" || name == "verl") {
+    check_keys(object, {"format", "kind"}, "a " + name + " model");
+    return name == "tokens" ? tokens() : verl();
+  }
+  if (name == "quadratic") {
+    check_keys(object, {"format", "kind", "a", "b"}, "a quadratic model");
+    return quadratic(integer_member(object, "a", "the quadratic model"),
+                     integer_member(object, "b", "the quadratic model"));
+  }
+  if (name == "calibrated") {
+    const std::string where = "the calibrated model";
+    check_keys(object, {"format", "kind", "per_token", "per_token_squared", "per_sequence", "per_micro_batch", "fit"},
+               "a calibrated model");
+    SecondsCoefficients coefficients;
+    coefficients.per_token = number_member(object, "per_token", where);
+    coefficients.per_token_squared = number_member(object, "per_token_squared", where);
+    coefficients.per_sequence = number_member(object, "per_sequence", where);
+    coefficients.per_micro_batch = number_member(object, "per_micro_batch", where);
+    const auto fit = object.find("fit");
+    return calibrated(coefficients, fit == object.end() ? FitReport{} : fit_from_json(*fit));
+  }
+  throw_invalid("workload JSON: 'kind' = " + kind.dump() + " is not one of tokens, verl, quadratic, calibrated");
+}
+
+}  // namespace seqflow
