@@ -202,3 +202,20 @@ def test_collector_paused_inside_and_back_after_an_error():
             assert not gc.isenabled()
             raise RuntimeError("inside")
     assert gc.isenabled()
+
+
+def test_online_rows_start_from_tokens_then_use_the_refitted_model():
+    data = rollout(prompts=8, group_size=2, max_length=128)
+    settings = tb.Settings(max_length=128, prompts_per_rank=4, calibration_batches=0, online_steps=3,
+                           cases=(("lognormal", 2),))
+    trainer = tb.Trainer(TINY, Counter())
+    tokens_row = tb.measure_row(trainer, "seqflow, tokens", "tokens", lambda lengths: 1.0,
+                                seqflow_plan(data, 2, 128, "tokens"), 1)
+    rows = tb.online_rows(trainer, data, 2, settings, {"tokens": lambda lengths: 1.0}, 1, [tokens_row])
+    assert rows[0].predictor_name == "tokens (prior)"
+    assert rows[0].measured is tokens_row.measured  # the tokens prior's plan is the tokens row's: not run again
+    reported = np.cumsum([0] + [sum(len(packs) for packs in row.ranks) for row in rows[:-1]])
+    # a step plans with a fit once the steps before it reported min_records micro-batches
+    assert [row.predictor_name for row in rows] == [
+        "online" if n >= tb.ONLINE_MIN_RECORDS else "tokens (prior)" for n in reported]
+    assert "online" in [row.predictor_name for row in rows]
