@@ -312,6 +312,7 @@ def main() -> None:
         "calibrated": calibrated.seconds,
     }
     results = [run_case(trainer, dist, dp, settings, calibrated, predictors, args.repeats) for dist, dp in settings.cases]
+    trainer.bar.total = trainer.bar.n  # the total was an estimate; identical plans were not run twice
     trainer.bar.close()
 
     lines = run_header(seqflow)
