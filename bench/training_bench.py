@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Training benchmark: DP balance measured on real forward/backward compute.
 
-    python bench/training_bench.py [--quick] [--out build/bench-charts] [--dp 4 8 16] [--dist lognormal bimodal]
+    python bench/training_bench.py [--quick] [--out DIR] [--dp 4 8 16] [--dist lognormal bimodal] [--repeats 5]
+
+(`./run bench training` installs what it needs and runs it.) The default run
+takes ~15 minutes on a quiet 2-core machine, --quick a few minutes.
 
 A small causal transformer (bench/training_model.py: CPU torch, one thread,
 attention per sequence inside a packed micro-batch) trains on GRPO rollouts
@@ -17,7 +20,9 @@ max_length tokens (bench/training_splits.py):
 
 Every rank's micro-batches run forward + backward, ranks one after another
 (so that the ranks do not share the cores), each rank's time the median of
---repeats runs; the step takes as long as the slowest rank. A calibration
+--repeats runs; the step takes as long as the slowest rank. An online step
+whose plan is one of the rows' (the tokens prior's first step is the tokens
+row's) reuses that row's measurement. A calibration
 phase first times random micro-batches for seqflow.balance.calibrate; the
 tokens and verl models predict seconds with one scale fitted (least squares)
 on the same records. The online rows start from tokens and report every
@@ -167,7 +172,7 @@ class Trainer:
         return rank_seconds, [[statistics.median(p) for p in rank_runs] for rank_runs in runs]
 
 
-def calibration_batches(settings: Settings, vocab: int, rng: np.random.Generator) -> list:
+def calibration_batches(settings: Settings, rng: np.random.Generator) -> list:
     """Random micro-batches: 1..5 sequences of either distribution, the last
     ones dropped while the batch passes the cap."""
     batches = []
@@ -184,7 +189,7 @@ def calibration_batches(settings: Settings, vocab: int, rng: np.random.Generator
 def calibrate(trainer: Trainer, settings: Settings, vocab: int, rng: np.random.Generator) -> list:
     """(lengths, seconds) of every calibration micro-batch, after a warm-up.
     Gradients accumulate over runs of a few micro-batches, as on a rank."""
-    batches = calibration_batches(settings, vocab, rng)
+    batches = calibration_batches(settings, rng)
     records = []
     for index, lengths in enumerate(batches[:WARMUP_BATCHES] + batches):
         ids = [rng.integers(0, vocab, size=int(n), dtype=np.int64) for n in lengths]

@@ -116,7 +116,7 @@ def test_contiguous_takes_prompts_in_order_and_verl_agrees_on_the_count():
 def test_calibration_batches_hold_one_to_five_sequences_under_the_cap():
     settings = tb.Settings(max_length=128, prompts_per_rank=1, calibration_batches=60, online_steps=1,
                            cases=(("lognormal", 2),))
-    batches = tb.calibration_batches(settings, TINY.vocab, np.random.default_rng(0))
+    batches = tb.calibration_batches(settings, np.random.default_rng(0))
     assert len(batches) == 60
     assert {len(b) for b in batches} <= set(range(1, tb.MAX_SEQUENCES_PER_BATCH + 1))
     assert all(b.min() >= 1 and (b.sum() <= 128 or len(b) == 1) for b in batches)
