@@ -21,8 +21,8 @@ max_length tokens (bench/training_splits.py):
 Every rank's micro-batches run forward + backward, ranks one after another
 (so that the ranks do not share the cores), each rank's time the median of
 --repeats runs; the step takes as long as the slowest rank. An online step
-whose plan is one of the rows' (the tokens prior's first step is the tokens
-row's) reuses that row's measurement. A calibration
+whose plan is one of the rows' or an earlier step's (the tokens prior's
+first step is the tokens row's) reuses that measurement. A calibration
 phase first times random micro-batches for seqflow.balance.calibrate; the
 tokens and verl models predict seconds with one scale fitted (least squares)
 on the same records. The online rows start from tokens and report every
@@ -86,7 +86,7 @@ class Settings:
 
 QUICK = Settings(max_length=512, prompts_per_rank=4, calibration_batches=40, online_steps=4,
                  cases=(("lognormal", 4),))
-FULL = Settings(max_length=1024, prompts_per_rank=4, calibration_batches=120, online_steps=4,
+FULL = Settings(max_length=1024, prompts_per_rank=4, calibration_batches=100, online_steps=4,
                 cases=(("lognormal", 4), ("lognormal", 8), ("bimodal", 4)))
 
 
@@ -238,7 +238,7 @@ def online_rows(trainer: Trainer, rollout, dp: int, settings: Settings, predicto
     """One row per step: plan with the online model's current snapshot,
     train, report every pack's median seconds, wait for the refit. A plan
     identical to one of the `measured` rows (the tokens prior's first step)
-    reuses that row's measurement."""
+    or of an earlier step reuses that measurement."""
     online = sb.OnlineWorkload(prior="tokens", window=ONLINE_WINDOW, min_records=ONLINE_MIN_RECORDS)
     rows = []
     for step in range(1, settings.online_steps + 1):
@@ -247,7 +247,7 @@ def online_rows(trainer: Trainer, rollout, dp: int, settings: Settings, predicto
         predictor = workload.seconds if calibrated else predictors["tokens"]
         name = f"seqflow online, step {step}"
         ranks = seqflow_plan(rollout, dp, settings.max_length, workload)
-        done = next((row for row in measured if same_packs(row.ranks, ranks)), None)
+        done = next((row for row in measured + rows if same_packs(row.ranks, ranks)), None)
         if done is None:
             row = measure_row(trainer, name, "online" if calibrated else "tokens (prior)", predictor, ranks, repeats)
         else:
