@@ -20,7 +20,9 @@ max_length tokens (bench/training_splits.py):
 
 Every rank's micro-batches run forward + backward, ranks one after another
 (so that the ranks do not share the cores), each rank's time the median of
---repeats runs; the step takes as long as the slowest rank. An online step
+--repeats runs, timed by the training thread's CPU time (--clock cpu: what a
+core of its own would take, steady while other processes load the machine)
+or the wall clock (--clock wall); the step takes as long as the slowest rank. An online step
 whose plan is one of the rows' or an earlier step's (the tokens prior's
 first step is the tokens row's) reuses that measurement. A calibration
 phase first times random micro-batches for seqflow.balance.calibrate; the
@@ -142,18 +144,25 @@ def collector_paused():
         gc.enable()
 
 
-class Trainer:
-    """Times forward + backward of packs on one model; `bar` (a tqdm
-    progress bar) counts the tokens trained."""
+# What a micro-batch's seconds are. torch on one thread computes forward and
+# backward on the calling thread, so its CPU time is what the micro-batch
+# takes on a core of its own, however many other processes share the machine.
+CLOCKS = {"cpu": time.thread_time, "wall": time.perf_counter}
 
-    def __init__(self, config: ModelConfig, bar):
+
+class Trainer:
+    """Times forward + backward of packs on one model with `clock` (one of
+    CLOCKS); `bar` (a tqdm progress bar) counts the tokens trained."""
+
+    def __init__(self, config: ModelConfig, bar, clock=time.thread_time):
         self.model = CausalLM(config)
         self.bar = bar
+        self.clock = clock
 
     def seconds(self, pack: Pack) -> float:
-        start = time.perf_counter()
+        start = self.clock()
         train_micro_batch(self.model, pack)
-        elapsed = time.perf_counter() - start
+        elapsed = self.clock() - start
         self.bar.update(int(pack.input_ids.shape[0]))
         return elapsed
 
@@ -289,6 +298,9 @@ def main() -> None:
     parser.add_argument("--dp", type=int, nargs="+", help="DP sizes (default: 4 8; --quick: 4)")
     parser.add_argument("--dist", nargs="+", choices=DISTRIBUTIONS, help="length distributions")
     parser.add_argument("--repeats", type=int, default=5, help="runs per rank; its time is their median")
+    parser.add_argument("--clock", choices=CLOCKS, default="cpu",
+                        help="cpu: the training thread's CPU time (default; steady on a shared machine), "
+                             "wall: elapsed time")
     args = parser.parse_args()
     if args.repeats < 1 or any(dp < 1 for dp in args.dp or ()):
         parser.error(f"--repeats and --dp must be >= 1, got {args.repeats} and {args.dp}")
@@ -307,7 +319,7 @@ def main() -> None:
     from tqdm import tqdm  # only the command needs it (./run bench installs it)
 
     trainer = Trainer(config, tqdm(total=total, unit="tok", unit_scale=True, file=sys.stderr,
-                                   desc="training bench", dynamic_ncols=True))
+                                   desc="training bench", dynamic_ncols=True), CLOCKS[args.clock])
     rng = np.random.default_rng([SEED, 99])
     records = calibrate(trainer, settings, config.vocab, rng)
     calibrated = sb.calibrate(records)
@@ -321,7 +333,7 @@ def main() -> None:
     trainer.bar.close()
 
     lines = run_header(seqflow)
-    lines += report.describe(config, settings, GROUP_SIZE, args.repeats, torch.__version__)
+    lines += report.describe(config, settings, GROUP_SIZE, args.repeats, args.clock, torch.__version__)
     lines += report.calibration_lines(calibrated, records, predictors)
     for case in results:
         lines += report.case_lines(case)

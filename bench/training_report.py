@@ -20,13 +20,17 @@ def seconds(value: float) -> str:
     return f"{value:.2f} s" if value >= 1 else f"{1e3 * value:.0f} ms"
 
 
-def describe(config, settings, group_size: int, repeats: int, torch_version: str) -> list[str]:
+CLOCK_TEXT = {"cpu": "CPU time of the training thread", "wall": "wall-clock time"}
+
+
+def describe(config, settings, group_size: int, repeats: int, clock: str, torch_version: str) -> list[str]:
     return [
         f"model: causal transformer, {config.layers} layers, width {config.width}, {config.heads} heads, "
         f"vocab {config.vocab}; CPU torch {torch_version}, 1 thread; attention per sequence inside a pack",
         f"data: GRPO, {group_size} responses per prompt, {settings.prompts_per_rank} prompts per rank; "
         f"samples of at most {settings.max_length:,} tokens, micro-batches of at most {settings.max_length:,} "
-        f"tokens; each rank's time the median of {repeats} runs (ranks one after another), step = slowest rank",
+        f"tokens; each rank's time the median of {repeats} runs (ranks one after another; {CLOCK_TEXT[clock]}), "
+        "step = slowest rank",
         "",
     ]
 

@@ -219,3 +219,10 @@ def test_online_rows_start_from_tokens_then_use_the_refitted_model():
     assert [row.predictor_name for row in rows] == [
         "online" if n >= tb.ONLINE_MIN_RECORDS else "tokens (prior)" for n in reported]
     assert "online" in [row.predictor_name for row in rows]
+
+
+def test_trainer_times_with_the_clock_it_is_given():
+    ticks = iter(range(100))
+    trainer = tb.Trainer(TINY, Counter(), clock=lambda: 2.0 * next(ticks))
+    assert trainer.seconds(pack_samples(rollout(prompts=1, group_size=1), [0])) == 2.0
+    assert set(tb.CLOCKS) == {"cpu", "wall"}
