@@ -226,3 +226,17 @@ def test_trainer_times_with_the_clock_it_is_given():
     trainer = tb.Trainer(TINY, Counter(), clock=lambda: 2.0 * next(ticks))
     assert trainer.seconds(pack_samples(rollout(prompts=1, group_size=1), [0])) == 2.0
     assert set(tb.CLOCKS) == {"cpu", "wall"}
+
+
+@pytest.mark.parametrize("verl_slowest, calibrated_slowest, status", [
+    (1.01, 1.01, "n/a"),  # verl's workload idles < 2%: nothing for the calibrated model to fix
+    (1.2, 1.01, "PASS"),
+    (1.2, 1.1, "FAIL"),
+])
+def test_idle_target_applies_where_verls_workload_idles_more(verl_slowest, calibrated_slowest, status):
+    case = tb.Case("lognormal", 2)
+    case.rows = [make_row("verl", "verl", [1.0, verl_slowest], [1.0, 1.0]),
+                 make_row("cal", "calibrated", [1.0, calibrated_slowest], [1.0, 1.0])]
+    case.online = [make_row("s1", "online", [1.0, 1.0], [1.0, 1.0])]
+    lines = training_report.target_lines([case], 0.02, 0.05, 3, 0.01, 0.02)
+    assert lines[1].split()[0] == status and "calibrated idle" in lines[1]
