@@ -295,8 +295,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="one small case (a few minutes)")
     parser.add_argument("--out", type=Path, default=Path("build/bench-charts"), help="where the PNG charts go")
-    parser.add_argument("--dp", type=int, nargs="+", help="DP sizes (default: 4 8; --quick: 4)")
-    parser.add_argument("--dist", nargs="+", choices=DISTRIBUTIONS, help="length distributions")
+    parser.add_argument("--dp", type=int, nargs="+",
+                        help="DP sizes: every --dist at every --dp (default cases: lognormal dp 4 and 8, "
+                             "bimodal dp 4; --quick: lognormal dp 4)")
+    parser.add_argument("--dist", nargs="+", choices=DISTRIBUTIONS, help="length distributions (see --dp)")
     parser.add_argument("--repeats", type=int, default=5, help="runs per rank; its time is their median")
     parser.add_argument("--clock", choices=CLOCKS, default="cpu",
                         help="cpu: the training thread's CPU time (default; steady on a shared machine), "
