@@ -231,10 +231,14 @@ def verl_cost(lengths: np.ndarray) -> np.ndarray:
     return 24576.0 * lengths + lengths * lengths
 
 
+def predicted_ranks(predictor, ranks: list) -> np.ndarray:
+    """Predicted seconds per rank: the sum of its micro-batches'."""
+    return np.array([sum(predictor(pack_lengths(p)) for p in packs) for packs in ranks])
+
+
 def measure_row(trainer: Trainer, name: str, predictor_name: str, predictor, ranks: list, repeats: int) -> Row:
     measured, pack_seconds = trainer.measure(ranks, repeats)
-    predicted = np.array([sum(predictor(pack_lengths(p)) for p in packs) for packs in ranks])
-    return Row(name, predictor_name, ranks, measured, predicted, pack_seconds)
+    return Row(name, predictor_name, ranks, measured, predicted_ranks(predictor, ranks), pack_seconds)
 
 
 def same_packs(a: list, b: list) -> bool:
@@ -254,14 +258,13 @@ def online_rows(trainer: Trainer, rollout, dp: int, settings: Settings, predicto
         workload = online.workload
         calibrated = workload != sb.Workload.tokens()  # the prior has no seconds: predict as the tokens row
         predictor = workload.seconds if calibrated else predictors["tokens"]
-        name = f"seqflow online, step {step}"
+        name, predictor_name = f"seqflow online, step {step}", "online" if calibrated else "tokens (prior)"
         ranks = seqflow_plan(rollout, dp, settings.max_length, workload)
         done = next((row for row in measured + rows if same_packs(row.ranks, ranks)), None)
         if done is None:
-            row = measure_row(trainer, name, "online" if calibrated else "tokens (prior)", predictor, ranks, repeats)
+            row = measure_row(trainer, name, predictor_name, predictor, ranks, repeats)
         else:
-            predicted = np.array([sum(predictor(pack_lengths(p)) for p in packs) for packs in ranks])
-            row = Row(name, "online" if calibrated else "tokens (prior)", ranks, done.measured, predicted,
+            row = Row(name, predictor_name, ranks, done.measured, predicted_ranks(predictor, ranks),
                       done.pack_seconds)
         for packs, seconds in zip(ranks, row.pack_seconds):
             for pack, pack_seconds in zip(packs, seconds):
