@@ -1,0 +1,353 @@
+#!/usr/bin/env python3
+"""Training benchmark: DP balance measured on real forward/backward compute.
+
+    python bench/training_bench.py [--quick] [--out DIR] [--dp 4 8 16] [--dist lognormal bimodal] [--repeats 5]
+
+(`./run bench training` installs what it needs and runs it.) The default run
+takes 13 minutes of compute (one core), --quick 2.
+
+A small causal transformer (bench/training_model.py: CPU torch, one thread,
+attention per sequence inside a packed micro-batch) trains on GRPO rollouts
+with long-tailed response lengths (bench/training_data.py). Each row spreads
+the same rollout over the DP ranks and into packed micro-batches of at most
+max_length tokens (bench/training_splits.py):
+
+  contiguous                  whole prompts in order, micro-batches filled in order
+  verl KK, verl workload      seqflow.compat.verl: get_group_balanced_partitions +
+                              rearrange_micro_batches (verl's exact results)
+  seqflow tokens / verl workload / calibrated / online
+                              seqflow.pack.plan + materialize with that workload
+
+Every rank's micro-batches run forward + backward, ranks one after another
+(so that the ranks do not share the cores), each rank's time the median of
+--repeats runs, timed by the training thread's CPU time (--clock cpu: what a
+core of its own would take, steady while other processes load the machine)
+or the wall clock (--clock wall); the step takes as long as the slowest rank. An online step
+whose plan is one of the rows' or an earlier step's (the tokens prior's
+first step is the tokens row's) reuses that measurement. A calibration
+phase first times random micro-batches for seqflow.balance.calibrate; the
+tokens and verl models predict seconds with one scale fitted (least squares)
+on the same records. The online rows start from tokens and report every
+step's micro-batch timings to seqflow.balance.OnlineWorkload, the next step
+planned with its refitted model (on the same rollout, so that every step is
+comparable with the offline fit).
+
+Prints the run header, the calibration fit, a table per case (step time,
+idle = 1 - mean/max rank time, predicted vs measured rank time error,
+tokens/s), the online rows per step, text bars of the rank times and the
+PASS/FAIL lines of the targets; writes PNG charts to --out. The exit code is
+0 whatever the targets say: read the PASS/FAIL lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import gc
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+import seqflow
+import seqflow.balance as sb
+import training_report as report
+from run_header import run_header
+from training_data import DISTRIBUTIONS, Rollout, make_rollout, response_lengths
+from training_model import CausalLM, ModelConfig, train_micro_batch
+from training_splits import Pack, contiguous, pack_lengths, pack_samples, seqflow_plan, verl_split
+
+SEED = 20261127
+GROUP_SIZE = 4  # GRPO responses per prompt
+WARMUP_BATCHES = 3
+MAX_SEQUENCES_PER_BATCH = 5  # calibration micro-batches hold 1..5 sequences
+CALIBRATION_BATCHES_PER_RUN = 5  # micro-batches between optimizer steps while calibrating
+ONLINE_WINDOW = 4096
+ONLINE_MIN_RECORDS = 16
+
+# Targets.
+IDLE_TARGET = 0.02
+ERROR_TARGET = 0.05
+ONLINE_STEPS_TARGET = 3
+ONLINE_IDLE_TOLERANCE = 0.01  # online is "at the offline fit" within these of its idle and max error
+ONLINE_ERROR_TOLERANCE = 0.02
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    max_length: int  # the longest sample, and the token cap of a micro-batch
+    prompts_per_rank: int
+    calibration_batches: int
+    online_steps: int
+    cases: tuple  # (distribution, dp) pairs
+
+
+QUICK = Settings(max_length=512, prompts_per_rank=4, calibration_batches=40, online_steps=4,
+                 cases=(("lognormal", 4),))
+FULL = Settings(max_length=1024, prompts_per_rank=4, calibration_batches=100, online_steps=4,
+                cases=(("lognormal", 4), ("lognormal", 8), ("bimodal", 4)))
+
+
+@dataclasses.dataclass
+class Row:
+    """One way of splitting a case's rollout, measured."""
+
+    name: str
+    predictor_name: str  # the model whose seconds are the prediction
+    ranks: list  # per rank, its packs
+    measured: np.ndarray  # seconds per rank
+    predicted: np.ndarray  # seconds per rank
+    pack_seconds: list  # per rank, per pack, median seconds
+
+    @property
+    def step_seconds(self) -> float:
+        return float(self.measured.max())
+
+    @property
+    def idle(self) -> float:
+        return 1.0 - float(self.measured.mean() / self.measured.max())
+
+    @property
+    def errors(self) -> np.ndarray:
+        return np.abs(self.predicted - self.measured) / self.measured
+
+    @property
+    def tokens(self) -> int:
+        return sum(int(p.input_ids.shape[0]) for rank in self.ranks for p in rank)
+
+
+@dataclasses.dataclass
+class Case:
+    dist: str
+    dp: int
+    rows: list = dataclasses.field(default_factory=list)
+    online: list = dataclasses.field(default_factory=list)  # a Row per online step
+
+    @property
+    def label(self) -> str:
+        return f"{self.dist} dp={self.dp}"
+
+
+@contextlib.contextmanager
+def collector_paused():
+    """No cyclic garbage collection inside a timed run (its pauses would
+    land on whichever micro-batch allocates when it triggers)."""
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+# What a micro-batch's seconds are. torch on one thread computes forward and
+# backward on the calling thread, so its CPU time is what the micro-batch
+# takes on a core of its own, however many other processes share the machine.
+CLOCKS = {"cpu": time.thread_time, "wall": time.perf_counter}
+
+
+class Trainer:
+    """Times forward + backward of packs on one model with `clock` (one of
+    CLOCKS); `bar` (a tqdm progress bar) counts the tokens trained."""
+
+    def __init__(self, config: ModelConfig, bar, clock=time.thread_time):
+        self.model = CausalLM(config)
+        self.bar = bar
+        self.clock = clock
+
+    def seconds(self, pack: Pack) -> float:
+        start = self.clock()
+        train_micro_batch(self.model, pack)
+        elapsed = self.clock() - start
+        self.bar.update(int(pack.input_ids.shape[0]))
+        return elapsed
+
+    def measure(self, ranks: list, repeats: int) -> tuple[np.ndarray, list]:
+        """(median seconds per rank, median seconds per pack): every rank's
+        packs one after another, the gradients dropped after each rank (its
+        optimizer step), all `repeats` times, ranks interleaved."""
+        runs = [[[] for _ in packs] for packs in ranks]
+        for _ in range(repeats):
+            for packs, rank_runs in zip(ranks, runs):
+                with collector_paused():
+                    for pack, pack_runs in zip(packs, rank_runs):
+                        pack_runs.append(self.seconds(pack))
+                self.model.zero_grad(set_to_none=True)
+        rank_seconds = np.array([statistics.median(map(sum, zip(*rank_runs))) for rank_runs in runs])
+        return rank_seconds, [[statistics.median(p) for p in rank_runs] for rank_runs in runs]
+
+
+def calibration_batches(settings: Settings, rng: np.random.Generator) -> list:
+    """Random micro-batches: 1..5 sequences of either distribution, the last
+    ones dropped while the batch passes the cap."""
+    batches = []
+    for index in range(settings.calibration_batches):
+        count = int(rng.integers(1, MAX_SEQUENCES_PER_BATCH, endpoint=True))
+        dist = DISTRIBUTIONS[index % len(DISTRIBUTIONS)]
+        lengths = np.clip(response_lengths(dist, count, settings.max_length, rng), 1, settings.max_length)
+        while len(lengths) > 1 and lengths.sum() > settings.max_length:
+            lengths = lengths[:-1]
+        batches.append(lengths)
+    return batches
+
+
+def calibrate(trainer: Trainer, settings: Settings, vocab: int, rng: np.random.Generator) -> list:
+    """(lengths, seconds) of every calibration micro-batch, after a warm-up.
+    Gradients accumulate over runs of a few micro-batches, as on a rank."""
+    batches = calibration_batches(settings, rng)
+    records = []
+    for index, lengths in enumerate(batches[:WARMUP_BATCHES] + batches):
+        ids = [rng.integers(0, vocab, size=int(n), dtype=np.int64) for n in lengths]
+        samples = Rollout(lengths, np.zeros(len(lengths), dtype=np.int64), ids)
+        with collector_paused():
+            seconds = trainer.seconds(pack_samples(samples, np.arange(len(lengths))))
+        if index >= WARMUP_BATCHES:
+            records.append((lengths, seconds))
+        if index % CALIBRATION_BATCHES_PER_RUN == CALIBRATION_BATCHES_PER_RUN - 1:
+            trainer.model.zero_grad(set_to_none=True)
+    trainer.model.zero_grad(set_to_none=True)
+    return records
+
+
+def scaled_predictor(cost, records):
+    """seconds(lengths) = scale * sum(cost(L)), the scale fitted by least
+    squares on the calibration records."""
+    costs = np.array([cost(lengths).sum() for lengths, _ in records], dtype=np.float64)
+    seconds = np.array([s for _, s in records])
+    scale = float(costs @ seconds / (costs @ costs))
+    return lambda lengths: scale * float(cost(lengths).sum())
+
+
+def tokens_cost(lengths: np.ndarray) -> np.ndarray:
+    return lengths.astype(np.float64)
+
+
+def verl_cost(lengths: np.ndarray) -> np.ndarray:
+    lengths = lengths.astype(np.float64)
+    return 24576.0 * lengths + lengths * lengths
+
+
+def predicted_ranks(predictor, ranks: list) -> np.ndarray:
+    """Predicted seconds per rank: the sum of its micro-batches'."""
+    return np.array([sum(predictor(pack_lengths(p)) for p in packs) for packs in ranks])
+
+
+def measure_row(trainer: Trainer, name: str, predictor_name: str, predictor, ranks: list, repeats: int) -> Row:
+    measured, pack_seconds = trainer.measure(ranks, repeats)
+    return Row(name, predictor_name, ranks, measured, predicted_ranks(predictor, ranks), pack_seconds)
+
+
+def same_packs(a: list, b: list) -> bool:
+    return len(a) == len(b) and all(
+        len(x) == len(y) and all(np.array_equal(p.samples, q.samples) for p, q in zip(x, y)) for x, y in zip(a, b))
+
+
+def online_rows(trainer: Trainer, rollout, dp: int, settings: Settings, predictors: dict, repeats: int,
+                measured: list) -> list:
+    """One row per step: plan with the online model's current snapshot,
+    train, report every pack's median seconds, wait for the refit. A plan
+    identical to one of the `measured` rows (the tokens prior's first step)
+    or of an earlier step reuses that measurement."""
+    online = sb.OnlineWorkload(prior="tokens", window=ONLINE_WINDOW, min_records=ONLINE_MIN_RECORDS)
+    rows = []
+    for step in range(1, settings.online_steps + 1):
+        workload = online.workload
+        calibrated = workload != sb.Workload.tokens()  # the prior has no seconds: predict as the tokens row
+        predictor = workload.seconds if calibrated else predictors["tokens"]
+        name, predictor_name = f"seqflow online, step {step}", "online" if calibrated else "tokens (prior)"
+        ranks = seqflow_plan(rollout, dp, settings.max_length, workload)
+        done = next((row for row in measured + rows if same_packs(row.ranks, ranks)), None)
+        if done is None:
+            row = measure_row(trainer, name, predictor_name, predictor, ranks, repeats)
+        else:
+            row = Row(name, predictor_name, ranks, done.measured, predicted_ranks(predictor, ranks),
+                      done.pack_seconds)
+        for packs, seconds in zip(ranks, row.pack_seconds):
+            for pack, pack_seconds in zip(packs, seconds):
+                online.report(pack_lengths(pack), pack_seconds)
+        online.wait_for_refit()
+        rows.append(row)
+    return rows
+
+
+def run_case(trainer: Trainer, dist: str, dp: int, settings: Settings, calibrated, predictors: dict,
+             repeats: int) -> Case:
+    rng = np.random.default_rng([SEED, DISTRIBUTIONS.index(dist), dp])
+    rollout = make_rollout(dist, settings.prompts_per_rank * dp, GROUP_SIZE, settings.max_length,
+                           trainer.model.config.vocab, rng)
+    cap = settings.max_length
+    case = Case(dist, dp)
+    plans = [
+        ("contiguous", "tokens", contiguous(rollout, dp, cap)),
+        ("verl KK, verl workload", "verl", verl_split(rollout, dp, cap)),
+        ("seqflow, tokens", "tokens", seqflow_plan(rollout, dp, cap, "tokens")),
+        ("seqflow, verl workload", "verl", seqflow_plan(rollout, dp, cap, "verl")),
+        ("seqflow, calibrated", "calibrated", seqflow_plan(rollout, dp, cap, calibrated)),
+    ]
+    for name, predictor_name, ranks in plans:
+        case.rows.append(measure_row(trainer, name, predictor_name, predictors[predictor_name], ranks, repeats))
+    case.online = online_rows(trainer, rollout, dp, settings, predictors, repeats, case.rows)
+    return case
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="one small case (a few minutes)")
+    parser.add_argument("--out", type=Path, default=Path("build/bench-charts"), help="where the PNG charts go")
+    parser.add_argument("--dp", type=int, nargs="+",
+                        help="DP sizes: every --dist at every --dp (default cases: lognormal dp 4 and 8, "
+                             "bimodal dp 4; --quick: lognormal dp 4)")
+    parser.add_argument("--dist", nargs="+", choices=DISTRIBUTIONS, help="length distributions (see --dp)")
+    parser.add_argument("--repeats", type=int, default=5, help="runs per rank; its time is their median")
+    parser.add_argument("--clock", choices=CLOCKS, default="cpu",
+                        help="cpu: the training thread's CPU time (default; steady on a shared machine), "
+                             "wall: elapsed time")
+    args = parser.parse_args()
+    if args.repeats < 1 or any(dp < 1 for dp in args.dp or ()):
+        parser.error(f"--repeats and --dp must be >= 1, got {args.repeats} and {args.dp}")
+    settings = QUICK if args.quick else FULL
+    if args.dp or args.dist:  # every distribution at every dp
+        dists = args.dist or sorted({dist for dist, _ in settings.cases})
+        dps = args.dp or sorted({dp for _, dp in settings.cases})
+        settings = dataclasses.replace(settings, cases=tuple((dist, dp) for dist in dists for dp in dps))
+
+    torch.set_num_threads(1)
+    config = ModelConfig(max_length=settings.max_length)
+    mean_tokens = settings.prompts_per_rank * GROUP_SIZE * settings.max_length * 0.4  # per rank, roughly
+    plans_per_case = 5 + settings.online_steps - 1  # online's first step is the tokens row's plan
+    total = int(settings.calibration_batches * settings.max_length * 0.6
+                + sum(dp for _, dp in settings.cases) * plans_per_case * args.repeats * mean_tokens)
+    from tqdm import tqdm  # only the command needs it (./run bench installs it)
+
+    trainer = Trainer(config, tqdm(total=total, unit="tok", unit_scale=True, file=sys.stderr,
+                                   desc="training bench", dynamic_ncols=True), CLOCKS[args.clock])
+    rng = np.random.default_rng([SEED, 99])
+    records = calibrate(trainer, settings, config.vocab, rng)
+    calibrated = sb.calibrate(records)
+    predictors = {
+        "tokens": scaled_predictor(tokens_cost, records),
+        "verl": scaled_predictor(verl_cost, records),
+        "calibrated": calibrated.seconds,
+    }
+    results = [run_case(trainer, dist, dp, settings, calibrated, predictors, args.repeats) for dist, dp in settings.cases]
+    trainer.bar.total = trainer.bar.n  # the total was an estimate; identical plans were not run twice
+    trainer.bar.close()
+
+    lines = run_header(seqflow)
+    lines += report.describe(config, settings, GROUP_SIZE, args.repeats, args.clock, torch.__version__)
+    lines += report.calibration_lines(calibrated, records, predictors)
+    for case in results:
+        lines += report.case_lines(case)
+    lines += report.target_lines(results, IDLE_TARGET, ERROR_TARGET, ONLINE_STEPS_TARGET, ONLINE_IDLE_TOLERANCE,
+                                 ONLINE_ERROR_TOLERANCE)
+    print("\n".join(lines), flush=True)
+    for path in report.write_charts(results, args.out):
+        print(f"chart: {path}")
+
+
+if __name__ == "__main__":
+    main()

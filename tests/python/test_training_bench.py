@@ -1,0 +1,242 @@
+"""The training benchmark's pieces (bench/training_*.py) at tiny size: the
+packed model, the rollouts, every row's split, the calibration inputs and
+the reports. No timing is asserted: bench/training_bench.py measures."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from required import require
+
+torch = require("torch")
+require("tensordict")
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+if str(BENCH) not in sys.path:
+    sys.path.insert(0, str(BENCH))
+
+import training_bench as tb  # noqa: E402
+import training_report  # noqa: E402
+from training_data import DISTRIBUTIONS, Rollout, make_rollout  # noqa: E402
+from training_model import CausalLM, ModelConfig, next_token_loss, train_micro_batch  # noqa: E402
+from training_splits import contiguous, pack_lengths, pack_samples, seqflow_plan, verl_split  # noqa: E402
+
+TINY = ModelConfig(vocab=64, width=32, heads=2, layers=2, max_length=128)
+
+
+def rollout(dist="lognormal", prompts=8, group_size=3, max_length=128, seed=0) -> Rollout:
+    return make_rollout(dist, prompts, group_size, max_length, TINY.vocab, np.random.default_rng(seed))
+
+
+def test_packed_attention_equals_each_sequence_alone():
+    torch.manual_seed(0)
+    model = CausalLM(TINY)
+    data = rollout(prompts=2, group_size=2)
+    packed = pack_samples(data, [0, 1, 2, 3])
+    logits = model(packed.input_ids, packed.position_ids, packed.cu_seqlens)
+    alone = torch.cat([model(p.input_ids, p.position_ids, p.cu_seqlens)
+                       for p in (pack_samples(data, [i]) for i in range(4))])
+    torch.testing.assert_close(logits, alone, rtol=1e-4, atol=1e-5)
+
+
+def test_loss_never_predicts_across_sequences():
+    model = CausalLM(TINY)
+    data = rollout(prompts=1, group_size=3)
+    packed = pack_samples(data, [0, 1, 2])
+    with torch.no_grad():
+        loss = next_token_loss(model(packed.input_ids, packed.position_ids, packed.cu_seqlens), packed.labels,
+                               packed.cu_seqlens)
+        # the pack's mean = the token-weighted mean of each sequence's own loss
+        total, count = 0.0, 0
+        for i in range(3):
+            alone = pack_samples(data, [i])
+            logits = model(alone.input_ids, alone.position_ids, alone.cu_seqlens)
+            total += float(next_token_loss(logits, alone.labels, alone.cu_seqlens)) * (len(alone.input_ids) - 1)
+            count += len(alone.input_ids) - 1
+    assert float(loss) == pytest.approx(total / count, rel=1e-5)
+
+
+def test_train_micro_batch_accumulates_gradients():
+    model = CausalLM(TINY)
+    pack = pack_samples(rollout(prompts=1, group_size=2), [0, 1])
+    train_micro_batch(model, pack)
+    first = model.head.weight.grad.clone()
+    train_micro_batch(model, pack)
+    torch.testing.assert_close(model.head.weight.grad, 2 * first)
+
+
+@pytest.mark.parametrize("dist", DISTRIBUTIONS)
+def test_rollouts_keep_groups_adjacent_and_lengths_in_range(dist):
+    data = rollout(dist, prompts=20, group_size=4, max_length=256)
+    assert data.lengths.min() >= 1 and data.lengths.max() <= 256
+    assert data.groups.tolist() == [g for g in range(20) for _ in range(4)]
+    assert [len(ids) for ids in data.token_ids] == data.lengths.tolist()
+    assert all(ids.min() >= 0 and ids.max() < TINY.vocab for ids in data.token_ids)
+
+
+def check_split(data: Rollout, ranks, dp: int, cap: int):
+    assert len(ranks) == dp
+    seen = np.concatenate([p.samples for packs in ranks for p in packs])
+    assert sorted(seen.tolist()) == list(range(len(data.lengths)))  # every sample exactly once
+    for packs in ranks:
+        rank_samples = np.concatenate([p.samples for p in packs])
+        rank_groups = set(data.groups[rank_samples].tolist())
+        assert all(set(np.flatnonzero(data.groups == g)) <= set(rank_samples.tolist()) for g in rank_groups)
+        for p in packs:
+            assert len(p.input_ids) <= cap
+            assert pack_lengths(p).tolist() == data.lengths[p.samples].tolist()
+            expected = np.concatenate([data.token_ids[i] for i in p.samples])
+            assert p.input_ids.tolist() == expected.tolist()
+            assert p.position_ids.tolist() == [i for n in data.lengths[p.samples] for i in range(n)]
+
+
+@pytest.mark.parametrize("dp", [2, 4])
+@pytest.mark.parametrize("dist", DISTRIBUTIONS)
+def test_every_row_places_every_sample_once_under_the_cap(dp, dist):
+    data = rollout(dist, prompts=3 * dp, group_size=3, max_length=128)
+    check_split(data, contiguous(data, dp, 128), dp, 128)
+    check_split(data, verl_split(data, dp, 128), dp, 128)
+    for workload in ("tokens", "verl"):
+        check_split(data, seqflow_plan(data, dp, 128, workload), dp, 128)
+
+
+def test_contiguous_takes_prompts_in_order_and_verl_agrees_on_the_count():
+    data = rollout(prompts=8, group_size=3)
+    ranks = contiguous(data, 4, 128)
+    firsts = [int(data.groups[packs[0].samples[0]]) for packs in ranks]
+    assert firsts == sorted(firsts) and firsts[0] == 0
+    assert len({len(packs) for packs in verl_split(data, 4, 128)}) == 1
+    assert len({len(packs) for packs in seqflow_plan(data, 4, 128, "tokens")}) == 1
+
+
+def test_calibration_batches_hold_one_to_five_sequences_under_the_cap():
+    settings = tb.Settings(max_length=128, prompts_per_rank=1, calibration_batches=60, online_steps=1,
+                           cases=(("lognormal", 2),))
+    batches = tb.calibration_batches(settings, np.random.default_rng(0))
+    assert len(batches) == 60
+    assert {len(b) for b in batches} <= set(range(1, tb.MAX_SEQUENCES_PER_BATCH + 1))
+    assert all(b.min() >= 1 and (b.sum() <= 128 or len(b) == 1) for b in batches)
+
+
+def test_scaled_predictor_recovers_a_proportional_model():
+    rng = np.random.default_rng(1)
+    records = [(lengths, 3e-6 * float(tb.verl_cost(lengths).sum()))
+               for lengths in (rng.integers(1, 500, size=rng.integers(1, 6)) for _ in range(20))]
+    predict = tb.scaled_predictor(tb.verl_cost, records)
+    for lengths, seconds in records:
+        assert predict(lengths) == pytest.approx(seconds, rel=1e-9)
+
+
+class Counter:
+    def __init__(self):
+        self.total = 0
+
+    def update(self, n):
+        self.total += n
+
+
+def test_trainer_measures_every_rank_and_pack_and_counts_tokens():
+    data = rollout(prompts=4, group_size=2)
+    ranks = seqflow_plan(data, 2, 128, "tokens")
+    trainer = tb.Trainer(TINY, Counter())
+    rank_seconds, pack_seconds = trainer.measure(ranks, repeats=3)
+    assert rank_seconds.shape == (2,) and (rank_seconds > 0).all()
+    assert [len(s) for s in pack_seconds] == [len(packs) for packs in ranks]
+    assert trainer.bar.total == 3 * data.tokens
+    assert all(p.grad is None for p in trainer.model.parameters())  # each rank's gradients dropped
+
+
+def make_row(name, predictor_name, measured, predicted):
+    data = rollout(prompts=len(measured), group_size=1)
+    ranks = [[pack_samples(data, [i])] for i in range(len(measured))]
+    return tb.Row(name, predictor_name, ranks, np.array(measured), np.array(predicted), [[m] for m in measured])
+
+
+def test_row_metrics_follow_their_definitions():
+    row = make_row("r", "tokens", [1.0, 2.0, 4.0], [1.1, 2.0, 3.0])
+    assert row.step_seconds == 4.0
+    assert row.idle == pytest.approx(1 - (7 / 3) / 4)
+    np.testing.assert_allclose(row.errors, [0.1, 0.0, 0.25])
+
+
+def test_online_step_is_the_first_at_the_offline_fit():
+    case = tb.Case("lognormal", 3)
+    case.rows = [make_row("cal", "calibrated", [1.0, 1.0, 1.0], [1.0, 1.0, 1.0])]
+    case.online = [make_row("s1", "tokens", [1.0, 1.0, 2.0], [1.0, 1.0, 1.0]),
+                   make_row("s2", "online", [1.0, 1.0, 1.0], [1.0, 1.0, 1.04]),
+                   make_row("s3", "online", [1.0, 1.0, 1.0], [1.0, 1.0, 1.0])]
+    assert training_report.online_step(case, 0.01, 0.02) == 3
+    assert training_report.online_step(case, 0.01, 0.05) == 2
+    case.online = case.online[:1]
+    assert training_report.online_step(case, 0.01, 0.05) is None
+
+
+def test_rank_bars_scale_to_the_slowest_rank():
+    case = tb.Case("lognormal", 2)
+    case.rows = [make_row("a", "tokens", [1.0, 0.5], [1.0, 0.5]), make_row("b", "calibrated", [0.25, 0.75],
+                                                                            [0.25, 0.75])]
+    case.online = []
+    bars = training_report.rank_bars(case)[1:]
+    full = [line.count("\u2588") for line in bars]
+    assert full == [training_report.BAR_WIDTH * m // 1 for m in (1, 0.5, 0.25, 0.75)]
+
+
+def test_same_packs_compares_every_rank_and_pack():
+    data = rollout(prompts=4, group_size=2)
+    ranks = seqflow_plan(data, 2, 128, "tokens")
+    assert tb.same_packs(ranks, seqflow_plan(data, 2, 128, "tokens"))
+    assert not tb.same_packs(ranks, ranks[::-1])  # no sample is on two ranks
+    assert not tb.same_packs(ranks, ranks[:1])
+    assert not tb.same_packs(ranks, [ranks[0], ranks[1][:-1]])
+
+
+def test_collector_paused_inside_and_back_after_an_error():
+    import gc
+
+    with pytest.raises(RuntimeError):
+        with tb.collector_paused():
+            assert not gc.isenabled()
+            raise RuntimeError("inside")
+    assert gc.isenabled()
+
+
+def test_online_rows_start_from_tokens_then_use_the_refitted_model():
+    data = rollout(prompts=8, group_size=2, max_length=128)
+    settings = tb.Settings(max_length=128, prompts_per_rank=4, calibration_batches=0, online_steps=3,
+                           cases=(("lognormal", 2),))
+    trainer = tb.Trainer(TINY, Counter())
+    tokens_row = tb.measure_row(trainer, "seqflow, tokens", "tokens", lambda lengths: 1.0,
+                                seqflow_plan(data, 2, 128, "tokens"), 1)
+    rows = tb.online_rows(trainer, data, 2, settings, {"tokens": lambda lengths: 1.0}, 1, [tokens_row])
+    assert rows[0].predictor_name == "tokens (prior)"
+    assert rows[0].measured is tokens_row.measured  # the tokens prior's plan is the tokens row's: not run again
+    reported = np.cumsum([0] + [sum(len(packs) for packs in row.ranks) for row in rows[:-1]])
+    # a step plans with a fit once the steps before it reported min_records micro-batches
+    assert [row.predictor_name for row in rows] == [
+        "online" if n >= tb.ONLINE_MIN_RECORDS else "tokens (prior)" for n in reported]
+    assert "online" in [row.predictor_name for row in rows]
+
+
+def test_trainer_times_with_the_clock_it_is_given():
+    ticks = iter(range(100))
+    trainer = tb.Trainer(TINY, Counter(), clock=lambda: 2.0 * next(ticks))
+    assert trainer.seconds(pack_samples(rollout(prompts=1, group_size=1), [0])) == 2.0
+    assert set(tb.CLOCKS) == {"cpu", "wall"}
+
+
+@pytest.mark.parametrize("verl_slowest, calibrated_slowest, status", [
+    (1.01, 1.01, "n/a"),  # verl's workload idles < 2%: nothing for the calibrated model to fix
+    (1.2, 1.01, "PASS"),
+    (1.2, 1.1, "FAIL"),
+])
+def test_idle_target_applies_where_verls_workload_idles_more(verl_slowest, calibrated_slowest, status):
+    case = tb.Case("lognormal", 2)
+    case.rows = [make_row("verl", "verl", [1.0, verl_slowest], [1.0, 1.0]),
+                 make_row("cal", "calibrated", [1.0, calibrated_slowest], [1.0, 1.0])]
+    case.online = [make_row("s1", "online", [1.0, 1.0], [1.0, 1.0])]
+    lines = training_report.target_lines([case], 0.02, 0.05, 3, 0.01, 0.02)
+    assert lines[1].split()[0] == status and "calibrated idle" in lines[1]
