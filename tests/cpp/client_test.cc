@@ -5,6 +5,8 @@
 // client_concurrency_test.cc.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -356,7 +358,11 @@ TEST_P(RemoteModes, KvListShowsEveryChangeMadeThroughAnyClient) {
   writer->kv_put("q", q_keys, {}, {int64_column("x", {4})});
   EXPECT_EQ(listing(nullptr).size(), 4u);  // p, p/b, q, q/z
 
-  const std::string checkpoint = (std::filesystem::temp_directory_path() / "seqflow_kv_list_restart").string();
+  // One directory per mode and process: ctest runs the modes in parallel.
+  const std::string checkpoint =
+      (std::filesystem::temp_directory_path() /
+       ("seqflow_kv_list_restart_" + std::string(GetParam().name) + "_" + std::to_string(::getpid())))
+          .string();
   std::filesystem::remove_all(checkpoint);
   writer->save_checkpoint(checkpoint, Value::object());
   writer->kv_clear("q", q_keys);
