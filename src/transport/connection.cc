@@ -62,6 +62,12 @@ class WaitingReceive {
   static inline std::atomic<unsigned> waiting_{0};
 };
 
+// Only the receiving thread writes a connection's counts: no locked
+// read-modify-write on the receive path.
+void count_one(std::atomic<uint64_t>& counter) {
+  counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+}
+
 }  // namespace
 
 unsigned busy_poll_spinner_limit() {
@@ -153,11 +159,20 @@ Frames Connection::receive_until(Clock::time_point deadline) {
   // many calls as there are cores but one.
   if (last_wait_ < options_.busy_poll) {
     const Clock::time_point spin_until = std::min(deadline, started + options_.busy_poll);
-    while (WaitingReceive::leave_a_core_free() && Clock::now() < spin_until) {
+    for (bool first_poll = true;; first_poll = false) {
+      if (!WaitingReceive::leave_a_core_free()) {
+        count_one(counts_.spins_withheld_for_other_waiters);
+        break;
+      }
+      if (Clock::now() >= spin_until) break;
+      if (first_poll) count_one(counts_.spun);
       if (receive_first(zmq::recv_flags::dontwait)) return arrived();
       std::this_thread::yield();  // the threads that carry the reply may need this CPU
     }
+  } else if (options_.busy_poll.count() > 0) {
+    count_one(counts_.spins_skipped_after_a_slow_reply);
   }
+  count_one(counts_.slept);
   while (true) {
     // 0 once the deadline has passed: a reply that is already there is still taken.
     const auto remaining =
@@ -261,6 +276,13 @@ Frames Connection::receive(uint64_t id, Clock::time_point deadline) {
     throw Error(*envelope.error, std::string(as_string_view(results[0])));
   }
   return results;
+}
+
+ReceiveCounts Connection::receive_counts() const {
+  constexpr auto relaxed = std::memory_order_relaxed;
+  return {counts_.spun.load(relaxed), counts_.slept.load(relaxed),
+          counts_.spins_skipped_after_a_slow_reply.load(relaxed),
+          counts_.spins_withheld_for_other_waiters.load(relaxed)};
 }
 
 Frames Connection::call(std::string_view op, Frames args) { return call(op, std::move(args), options_.timeout); }

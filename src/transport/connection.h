@@ -4,6 +4,7 @@
 
 #include <zmq.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -33,6 +34,19 @@ void check_busy_poll(std::chrono::microseconds busy_poll, std::string_view what)
 // wait for replies: all cores but one (at least 1).
 unsigned busy_poll_spinner_limit();
 
+// What a connection's receives did while waiting for a message: how tests
+// observe busy polling without measuring time.
+struct ReceiveCounts {
+  uint64_t spun = 0;   // polled without blocking at least once
+  uint64_t slept = 0;  // waited in a blocking receive (after a spin or not)
+  // Did not spin: the previous wait took at least busy_poll.
+  uint64_t spins_skipped_after_a_slow_reply = 0;
+  // Did not spin, or stopped spinning, because more receives of the process
+  // waited than busy_poll_spinner_limit().
+  uint64_t spins_withheld_for_other_waiters = 0;
+  bool operator==(const ReceiveCounts&) const = default;
+};
+
 // Not thread-safe: one thread at a time (ConnectionPool hands them out).
 // Requests may be pipelined: several send() before their receive().
 class Connection {
@@ -61,6 +75,8 @@ class Connection {
 
   const std::string& endpoint() const { return endpoint_; }
   const ConnectionOptions& options() const { return options_; }
+  // Any thread may read them, also while a receive runs.
+  ReceiveCounts receive_counts() const;
 
  private:
   struct Pending {
@@ -78,6 +94,13 @@ class Connection {
   std::map<uint64_t, Pending> pending_;       // sent, not yet received
   std::map<uint64_t, Frames> early_replies_;  // pipelined replies that came before their turn
   Clock::duration last_wait_{0};              // the last receive's wait for a message: spin next time?
+  // Atomic for the readers of receive_counts(); only the receiving thread writes.
+  struct AtomicReceiveCounts {
+    std::atomic<uint64_t> spun{0};
+    std::atomic<uint64_t> slept{0};
+    std::atomic<uint64_t> spins_skipped_after_a_slow_reply{0};
+    std::atomic<uint64_t> spins_withheld_for_other_waiters{0};
+  } counts_;
 };
 
 // Thread-safe. Connections are created on demand, reused, and kept until the

@@ -1,19 +1,20 @@
 // Shared helpers of the transport and service tests: frames from strings, an
 // echo service on a free loopback port, quick client options, a service
-// that answers late and the CPU time a call takes, and a check of the
+// that answers late and what a call's receive did, and a check of the
 // metrics text format.
 #pragma once
 
 #include <gtest/gtest.h>
-#include <time.h>
-
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
+#include <exception>
 #include <functional>
 #include <initializer_list>
 #include <memory>
 #include <mutex>
+#include <ostream>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -102,14 +103,19 @@ inline void add_blocking_op(Service& service, Gate& release, std::atomic<int>& b
   });
 }
 
-// True once `count` handlers are blocked; false after 10 s.
-inline bool wait_for_blocked(const std::atomic<int>& blocked, int count) {
+// True once `condition` holds; false if it still does not after 10 s.
+inline bool holds_within_10s(const std::function<bool()>& condition) {
   const auto start = std::chrono::steady_clock::now();
-  while (blocked < count) {
+  while (!condition()) {
     if (std::chrono::steady_clock::now() - start > 10s) return false;
     std::this_thread::sleep_for(1ms);
   }
   return true;
+}
+
+// True once `count` handlers are blocked; false after 10 s.
+inline bool wait_for_blocked(const std::atomic<int>& blocked, int count) {
+  return holds_within_10s([&] { return blocked >= count; });
 }
 
 // A started service with op "echo" (results = args) plus whatever `add` registers.
@@ -139,16 +145,50 @@ inline std::unique_ptr<Service> sleeping_service() {
   });
 }
 
-// The CPU time this thread spends in a call whose reply comes after `sleep`.
-inline std::chrono::milliseconds cpu_of_call(Connection& connection, std::chrono::milliseconds sleep) {
-  const auto thread_cpu = [] {
-    timespec now{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
-    return std::chrono::seconds(now.tv_sec) + std::chrono::nanoseconds(now.tv_nsec);
-  };
-  const auto start = thread_cpu();
+// `count` connections to `service` with `options`.
+inline std::vector<std::unique_ptr<Connection>> connections_to(zmq::context_t& context, const Service& service,
+                                                               size_t count, const ConnectionOptions& options) {
+  std::vector<std::unique_ptr<Connection>> connections;
+  for (size_t c = 0; c < count; ++c)
+    connections.push_back(std::make_unique<Connection>(context, service.endpoint(), options));
+  return connections;
+}
+
+// One thread per connection calls op "block" (add_blocking_op) on it; a call
+// that throws counts in `failed_calls`.
+inline void start_blocked_calls(const std::vector<std::unique_ptr<Connection>>& connections,
+                                std::vector<std::thread>& threads, std::atomic<int>& failed_calls) {
+  for (const auto& connection : connections) {
+    threads.emplace_back([&failed_calls, &connection = *connection] {
+      try {
+        connection.call("block", {});
+      } catch (const std::exception&) {
+        ++failed_calls;
+      }
+    });
+  }
+}
+
+// True once receive_counts().*field of every connection reaches `count`;
+// false after 10 s.
+inline bool receive_counts_reach(const std::vector<std::unique_ptr<Connection>>& connections,
+                                 uint64_t ReceiveCounts::*field, uint64_t count) {
+  return holds_within_10s([&] {
+    for (const auto& connection : connections) {
+      if (connection->receive_counts().*field < count) return false;
+    }
+    return true;
+  });
+}
+
+// What the receive of a call whose reply comes after `sleep` did.
+inline ReceiveCounts receive_counts_of_call(Connection& connection, std::chrono::milliseconds sleep) {
+  const ReceiveCounts before = connection.receive_counts();
   connection.call("sleep", frames_of({std::to_string(sleep.count())}));
-  return std::chrono::duration_cast<std::chrono::milliseconds>(thread_cpu() - start);
+  const ReceiveCounts after = connection.receive_counts();
+  return {after.spun - before.spun, after.slept - before.slept,
+          after.spins_skipped_after_a_slow_reply - before.spins_skipped_after_a_slow_reply,
+          after.spins_withheld_for_other_waiters - before.spins_withheld_for_other_waiters};
 }
 
 // Every line is a # HELP, a # TYPE or a sample of the text exposition format.
@@ -170,3 +210,14 @@ inline ::testing::AssertionResult is_prometheus_text(const std::string& text) {
 }
 
 }  // namespace seqflow::server::test
+
+namespace seqflow::transport {
+
+// Readable failures of EXPECT_EQ on ReceiveCounts.
+inline void PrintTo(const ReceiveCounts& counts, std::ostream* out) {
+  *out << "{spun " << counts.spun << ", slept " << counts.slept << ", skipped after a slow reply "
+       << counts.spins_skipped_after_a_slow_reply << ", withheld for other waiters "
+       << counts.spins_withheld_for_other_waiters << "}";
+}
+
+}  // namespace seqflow::transport

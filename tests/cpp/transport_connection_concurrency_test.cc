@@ -1,9 +1,8 @@
-// Connections under threads: callers waiting on one call per core do not
-// spin, and replies through one pool shared by many threads each reach the
-// call that made the request.
+// Connections under threads: a caller does not spin while the process
+// waits on a call per core, and replies through one pool shared by many
+// threads each reach the call that made the request.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -17,30 +16,35 @@ namespace seqflow::transport {
 namespace {
 
 using namespace seqflow::server::test;
+using server::Service;
 
 // As many calls waiting as cores: spinning would take the CPU that carries
-// the replies, so none spins (beyond the moment before the others wait too).
+// the replies, so the call that makes them that many does not spin; alone
+// again, a caller spins.
 TEST(ConnectionConcurrency, NoReceiveSpinsWhileTheProcessWaitsOnACallPerCore) {
-  auto service = sleeping_service();
+  Gate release;
+  std::atomic<int> blocked{0};
+  auto service = echo_service({}, [&](Service& s) { add_blocking_op(s, release, blocked); });
   zmq::context_t context;
-  const unsigned callers = busy_poll_spinner_limit() + 1;
-  std::vector<std::unique_ptr<Connection>> connections;
-  for (unsigned c = 0; c < callers; ++c)
-    connections.push_back(std::make_unique<Connection>(context, service->endpoint(), busy_poll_of(1s)));
-  std::vector<std::chrono::milliseconds> cpu(callers);
-  std::atomic<unsigned> ready{0};
+  const unsigned spinners = busy_poll_spinner_limit();
+  const auto connections = connections_to(context, *service, spinners, busy_poll_of(1s));
+  std::atomic<int> failed_calls{0};
   std::vector<std::thread> threads;
-  for (unsigned c = 0; c < callers; ++c) {
-    threads.emplace_back([&, c] {
-      ++ready;
-      while (ready < callers) std::this_thread::yield();
-      cpu[c] = cpu_of_call(*connections[c], 500ms);
-    });
-  }
+  OpenAndJoin open_and_join{release, threads};
+  start_blocked_calls(connections, threads, failed_calls);
+  ASSERT_TRUE(receive_counts_reach(connections, &ReceiveCounts::spun, 1))
+      << "up to busy_poll_spinner_limit() waiting receives each spin";
+
+  Connection caller(context, service->endpoint(), busy_poll_of(1s));
+  caller.call("echo", {});
+  EXPECT_EQ(caller.receive_counts(), (ReceiveCounts{.slept = 1, .spins_withheld_for_other_waiters = 1}))
+      << "a receive spun while every core had a waiting call";
+
+  release.open();
   for (auto& thread : threads) thread.join();
-  EXPECT_LT(*std::max_element(cpu.begin(), cpu.end()), 150ms) << "a caller spun while every core had a waiting call";
-  // Alone again, a caller spins.
-  EXPECT_GE(cpu_of_call(*connections[0], 200ms), 50ms);
+  EXPECT_EQ(failed_calls.load(), 0);
+  caller.call("echo", {});
+  EXPECT_EQ(caller.receive_counts().spun, 1u) << "alone again, a caller spins";
 }
 
 // 8 threads x 500 calls through one pool; every reply matches its request.

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -82,43 +83,58 @@ TEST(Connection, ArgumentsAreChecked) {
   EXPECT_TRUE(throws_code([&] { connection.call("ping", {}); }, ErrorCode::kTimeout, {"'ping'", "100 ms"}));
 }
 
+// Replies come at once or after twice busy_poll: a loaded machine that
+// delays a thread does not turn one into the other.
 TEST(Connection, BusyPollSpinsOnlyWhileRepliesComeWithinIt) {
   auto service = sleeping_service();
   zmq::context_t context;
-  Connection spinning(context, service->endpoint(), busy_poll_of(400ms));
+  Connection spinning(context, service->endpoint(), busy_poll_of(1s));
   Connection sleeping(context, service->endpoint(), busy_poll_of(0us));
-  EXPECT_GE(cpu_of_call(spinning, 200ms), 50ms) << "a reply within busy_poll is waited for spinning";
-  EXPECT_LT(cpu_of_call(sleeping, 200ms), 30ms) << "busy_poll 0 sleeps";
-  EXPECT_GE(cpu_of_call(spinning, 600ms), 100ms) << "spins for busy_poll, then sleeps";
-  EXPECT_LT(cpu_of_call(spinning, 200ms), 30ms) << "the last reply took longer than busy_poll: no spin";
-  EXPECT_GE(cpu_of_call(spinning, 200ms), 50ms) << "the last reply came within busy_poll: spins again";
+  EXPECT_EQ(receive_counts_of_call(spinning, 0ms), (ReceiveCounts{.spun = 1}))
+      << "a reply within busy_poll is waited for spinning";
+  EXPECT_EQ(receive_counts_of_call(sleeping, 0ms), (ReceiveCounts{.slept = 1})) << "busy_poll 0 sleeps";
+  EXPECT_EQ(receive_counts_of_call(spinning, 2s), (ReceiveCounts{.spun = 1, .slept = 1}))
+      << "spins for busy_poll, then sleeps";
+  EXPECT_EQ(receive_counts_of_call(spinning, 0ms), (ReceiveCounts{.slept = 1, .spins_skipped_after_a_slow_reply = 1}))
+      << "the last reply took longer than busy_poll: no spin";
+  EXPECT_EQ(receive_counts_of_call(spinning, 0ms), (ReceiveCounts{.spun = 1}))
+      << "the last reply came within busy_poll: spins again";
 }
 
 // The waiting calls of a parent's other threads do not exist in a forked
 // child, so they must not keep the child's calls from spinning.
 TEST(Connection, AForkedChildSpinsWhateverItsParentWaitedOn) {
-  auto service = sleeping_service();
+  Gate release;
+  std::atomic<int> blocked{0};
+  auto service = echo_service({}, [&](Service& s) { add_blocking_op(s, release, blocked); });
   zmq::context_t context;
   const unsigned waiters = busy_poll_spinner_limit();
-  std::vector<std::unique_ptr<Connection>> connections;
-  for (unsigned w = 0; w < waiters; ++w)
-    connections.push_back(std::make_unique<Connection>(context, service->endpoint(), busy_poll_of(0us)));
+  const auto connections = connections_to(context, *service, waiters, busy_poll_of(0us));
+  std::atomic<int> failed_calls{0};
   std::vector<std::thread> threads;
-  for (unsigned w = 0; w < waiters; ++w) {
-    threads.emplace_back([&, w] { connections[w]->call("sleep", frames_of({"1500"})); });
-  }
-  std::this_thread::sleep_for(300ms);  // every waiter is in its receive now
+  OpenAndJoin open_and_join{release, threads};
+  start_blocked_calls(connections, threads, failed_calls);
+  ASSERT_TRUE(receive_counts_reach(connections, &ReceiveCounts::slept, 1)) << "the waiters never waited";
+  Connection parent_caller(context, service->endpoint(), busy_poll_of(1s));
+  parent_caller.call("echo", {});
+  EXPECT_EQ(parent_caller.receive_counts(), (ReceiveCounts{.slept = 1, .spins_withheld_for_other_waiters = 1}))
+      << "in the parent, the waiters keep a call from spinning";
+
   const pid_t child = ::fork();
   if (child == 0) {
     zmq::context_t own;
-    Connection spinning(own, service->endpoint(), busy_poll_of(400ms));
-    ::_exit(cpu_of_call(spinning, 200ms) >= 50ms ? 0 : 1);
+    Connection child_caller(own, service->endpoint(), busy_poll_of(1s));
+    child_caller.call("echo", {});
+    const ReceiveCounts counts = child_caller.receive_counts();
+    ::_exit(counts.spun == 1 && counts.spins_withheld_for_other_waiters == 0 ? 0 : 1);
   }
   ASSERT_GT(child, 0);
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child did not spin";
+  release.open();
   for (auto& thread : threads) thread.join();
+  EXPECT_EQ(failed_calls.load(), 0);
 }
 
 TEST(Connection, BusyPollIsChecked) {
