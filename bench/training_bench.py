@@ -66,6 +66,7 @@ GROUP_SIZE = 4  # GRPO responses per prompt
 WARMUP_BATCHES = 3
 MAX_SEQUENCES_PER_BATCH = 5  # calibration micro-batches hold 1..5 sequences
 CALIBRATION_BATCHES_PER_RUN = 5  # micro-batches between optimizer steps while calibrating
+REFERENCE_RUNS = 5  # the speed probe's start: the median of this many runs of the reference
 ONLINE_WINDOW = 4096
 ONLINE_MIN_RECORDS = 16
 
@@ -152,12 +153,22 @@ CLOCKS = {"cpu": time.thread_time, "wall": time.perf_counter}
 
 class Trainer:
     """Times forward + backward of packs on one model with `clock` (one of
-    CLOCKS); `bar` (a tqdm progress bar) counts the tokens trained."""
+    CLOCKS); `bar` (a tqdm progress bar) counts the tokens trained.
 
-    def __init__(self, config: ModelConfig, bar, clock=time.thread_time):
+    With a `reference` pack, every run of micro-batches (a rank's, or a few
+    calibration ones) is followed by the reference, and the run's seconds are
+    scaled by what the reference took at the start over what it takes now:
+    times come out at the machine's speed at the start, so a machine-wide
+    change of speed (other jobs sharing caches and cores, clock frequency)
+    between the calibration and a row, or between two rows, cancels."""
+
+    def __init__(self, config: ModelConfig, bar, clock=time.thread_time, reference: Pack | None = None):
         self.model = CausalLM(config)
         self.bar = bar
         self.clock = clock
+        self.reference = reference
+        self.reference_seconds = None  # what the reference took at the start (median of REFERENCE_RUNS)
+        self.speeds = []  # every probe's speed relative to the start
 
     def seconds(self, pack: Pack) -> float:
         start = self.clock()
@@ -165,6 +176,22 @@ class Trainer:
         elapsed = self.clock() - start
         self.bar.update(int(pack.input_ids.shape[0]))
         return elapsed
+
+    def start_speed_probe(self) -> None:
+        """Times the reference on a warm model: the speed everything is scaled to."""
+        if self.reference is not None:
+            self.reference_seconds = statistics.median(self.seconds(self.reference) for _ in range(REFERENCE_RUNS))
+            self.model.zero_grad(set_to_none=True)
+
+    def end_of_run(self) -> float:
+        """The factor that scales the run just done to the starting speed
+        (1 without a reference), then drops the gradients (the optimizer step)."""
+        factor = 1.0
+        if self.reference_seconds is not None:
+            factor = self.reference_seconds / self.seconds(self.reference)
+            self.speeds.append(1.0 / factor)
+        self.model.zero_grad(set_to_none=True)
+        return factor
 
     def measure(self, ranks: list, repeats: int) -> tuple[np.ndarray, list]:
         """(median seconds per rank, median seconds per pack): every rank's
@@ -174,11 +201,19 @@ class Trainer:
         for _ in range(repeats):
             for packs, rank_runs in zip(ranks, runs):
                 with collector_paused():
-                    for pack, pack_runs in zip(packs, rank_runs):
-                        pack_runs.append(self.seconds(pack))
-                self.model.zero_grad(set_to_none=True)
+                    run = [self.seconds(pack) for pack in packs]
+                    factor = self.end_of_run()
+                for seconds, pack_runs in zip(run, rank_runs):
+                    pack_runs.append(seconds * factor)
         rank_seconds = np.array([statistics.median(map(sum, zip(*rank_runs))) for rank_runs in runs])
         return rank_seconds, [[statistics.median(p) for p in rank_runs] for rank_runs in runs]
+
+
+def reference_pack(max_length: int, vocab: int) -> Pack:
+    """The speed probe's micro-batch: sequences of 1/2, 1/4, 1/8 and 1/8 of
+    the cap (a mix of attention and token work), fixed ids."""
+    lengths = np.array([max_length // 2, max_length // 4, max_length // 8, max_length // 8], dtype=np.int64)
+    return random_pack(lengths, vocab, np.random.default_rng([SEED, 7]))
 
 
 def calibration_batches(settings: Settings, rng: np.random.Generator) -> list:
@@ -196,21 +231,27 @@ def calibration_batches(settings: Settings, rng: np.random.Generator) -> list:
 
 
 def calibrate(trainer: Trainer, settings: Settings, vocab: int, rng: np.random.Generator) -> list:
-    """(lengths, seconds) of every calibration micro-batch, after a warm-up.
-    Gradients accumulate over runs of a few micro-batches, as on a rank."""
+    """(lengths, seconds) of every calibration micro-batch, after a warm-up
+    and the speed probe's start. Gradients accumulate over runs of a few
+    micro-batches, as on a rank."""
     batches = calibration_batches(settings, rng)
-    records = []
-    for index, lengths in enumerate(batches[:WARMUP_BATCHES] + batches):
-        ids = [rng.integers(0, vocab, size=int(n), dtype=np.int64) for n in lengths]
-        samples = Rollout(lengths, np.zeros(len(lengths), dtype=np.int64), ids)
-        with collector_paused():
-            seconds = trainer.seconds(pack_samples(samples, np.arange(len(lengths))))
-        if index >= WARMUP_BATCHES:
-            records.append((lengths, seconds))
-        if index % CALIBRATION_BATCHES_PER_RUN == CALIBRATION_BATCHES_PER_RUN - 1:
-            trainer.model.zero_grad(set_to_none=True)
+    for lengths in batches[:WARMUP_BATCHES]:
+        trainer.seconds(random_pack(lengths, vocab, rng))
     trainer.model.zero_grad(set_to_none=True)
+    trainer.start_speed_probe()
+    records = []
+    for start in range(0, len(batches), CALIBRATION_BATCHES_PER_RUN):
+        run = batches[start:start + CALIBRATION_BATCHES_PER_RUN]
+        with collector_paused():
+            seconds = [trainer.seconds(random_pack(lengths, vocab, rng)) for lengths in run]
+            factor = trainer.end_of_run()
+        records += [(lengths, s * factor) for lengths, s in zip(run, seconds)]
     return records
+
+
+def random_pack(lengths: np.ndarray, vocab: int, rng: np.random.Generator) -> Pack:
+    ids = [rng.integers(0, vocab, size=int(n), dtype=np.int64) for n in lengths]
+    return pack_samples(Rollout(lengths, np.zeros(len(lengths), dtype=np.int64), ids), np.arange(len(lengths)))
 
 
 def scaled_predictor(cost, records):
@@ -303,6 +344,8 @@ def main() -> None:
                              "bimodal dp 4; --quick: lognormal dp 4)")
     parser.add_argument("--dist", nargs="+", choices=DISTRIBUTIONS, help="length distributions (see --dp)")
     parser.add_argument("--repeats", type=int, default=5, help="runs per rank; its time is their median")
+    parser.add_argument("--no-speed-probe", dest="speed_probe", action="store_false",
+                        help="do not scale runs by a reference micro-batch timed after each (see Trainer)")
     parser.add_argument("--clock", choices=CLOCKS, default="cpu",
                         help="cpu: the training thread's CPU time (default; steady on a shared machine), "
                              "wall: elapsed time")
@@ -319,12 +362,14 @@ def main() -> None:
     config = ModelConfig(max_length=settings.max_length)
     mean_tokens = settings.prompts_per_rank * GROUP_SIZE * settings.max_length * 0.4  # per rank, roughly
     plans_per_case = 5 + settings.online_steps - 1  # online's first step is the tokens row's plan
-    total = int(settings.calibration_batches * settings.max_length * 0.6
-                + sum(dp for _, dp in settings.cases) * plans_per_case * args.repeats * mean_tokens)
+    rank_runs = sum(dp for _, dp in settings.cases) * plans_per_case * args.repeats
+    probe_tokens = settings.max_length if args.speed_probe else 0  # one reference after each run
+    total = int(settings.calibration_batches * settings.max_length * 0.6 + rank_runs * (mean_tokens + probe_tokens))
     from tqdm import tqdm  # only the command needs it (./run bench installs it)
 
+    reference = reference_pack(settings.max_length, config.vocab) if args.speed_probe else None
     trainer = Trainer(config, tqdm(total=total, unit="tok", unit_scale=True, file=sys.stderr,
-                                   desc="training bench", dynamic_ncols=True), CLOCKS[args.clock])
+                                   desc="training bench", dynamic_ncols=True), CLOCKS[args.clock], reference)
     rng = np.random.default_rng([SEED, 99])
     records = calibrate(trainer, settings, config.vocab, rng)
     calibrated = sb.calibrate(records)
@@ -333,12 +378,14 @@ def main() -> None:
         "verl": scaled_predictor(verl_cost, records),
         "calibrated": calibrated.seconds,
     }
-    results = [run_case(trainer, dist, dp, settings, calibrated, predictors, args.repeats) for dist, dp in settings.cases]
+    results = [run_case(trainer, dist, dp, settings, calibrated, predictors, args.repeats)
+               for dist, dp in settings.cases]
     trainer.bar.total = trainer.bar.n  # the total was an estimate; identical plans were not run twice
     trainer.bar.close()
 
     lines = run_header(seqflow)
     lines += report.describe(config, settings, GROUP_SIZE, args.repeats, args.clock, torch.__version__)
+    lines += report.speed_lines(trainer.reference_seconds, trainer.speeds)
     lines += report.calibration_lines(calibrated, records, predictors)
     for case in results:
         lines += report.case_lines(case)

@@ -35,6 +35,17 @@ def describe(config, settings, group_size: int, repeats: int, clock: str, torch_
     ]
 
 
+def speed_lines(reference_seconds, speeds: list) -> list[str]:
+    """How much the machine's speed moved during the run (the speed probe's
+    readings), which the times above are corrected for."""
+    if reference_seconds is None:
+        return ["speed probe: off (times as measured)", ""]
+    low, median, high = np.quantile(speeds, [0.0, 0.5, 1.0])
+    return [f"speed probe: the reference micro-batch took {seconds(reference_seconds)} at the start; after the "
+            f"{len(speeds)} runs it took {low:.2f}x-{high:.2f}x that (median {median:.2f}x); every run's times are "
+            "scaled to the starting speed", ""]
+
+
 def calibration_lines(calibrated, records, predictors: dict) -> list[str]:
     """The fit, and how far each model's seconds are from the calibration
     records' (the tokens and verl models scaled by least squares)."""
@@ -42,7 +53,8 @@ def calibration_lines(calibrated, records, predictors: dict) -> list[str]:
     errors = []
     for name, predict in predictors.items():
         relative = [abs(predict(lengths) - seconds) / seconds for lengths, seconds in records]
-        errors.append(f"{name} {percent(float(np.median(relative)))} (p90 {percent(float(np.quantile(relative, 0.9)))})")
+        p90 = percent(float(np.quantile(relative, 0.9)))
+        errors.append(f"{name} {percent(float(np.median(relative)))} (p90 {p90})")
     return [
         f"calibration: {len(records)} random micro-batches of 1-5 sequences; seqflow.balance.calibrate: "
         f"{calibrated.per_token:.3e} s/token + {calibrated.per_token_squared:.3e} s/token^2 + "

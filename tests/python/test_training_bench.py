@@ -240,3 +240,62 @@ def test_idle_target_applies_where_verls_workload_idles_more(verl_slowest, calib
     case.online = [make_row("s1", "online", [1.0, 1.0], [1.0, 1.0])]
     lines = training_report.target_lines([case], 0.02, 0.05, 3, 0.01, 0.02)
     assert lines[1].split()[0] == status and "calibrated idle" in lines[1]
+
+
+class DriftingTrainer(tb.Trainer):
+    """A micro-batch takes 1 ms per token times the machine's slowness, which
+    the test changes: the speed probe must scale every run back."""
+
+    def __init__(self, reference):
+        super().__init__(TINY, Counter(), reference=reference)
+        self.slowness = 1.0
+
+    def seconds(self, pack):
+        return 1e-3 * len(pack.input_ids) * self.slowness
+
+
+def test_speed_probe_scales_rank_and_calibration_times_to_the_starting_speed():
+    data = rollout(prompts=4, group_size=2)
+    ranks = seqflow_plan(data, 2, 128, "tokens")
+    rank_tokens = np.array([sum(len(p.input_ids) for p in packs) for packs in ranks])
+    probed = DriftingTrainer(tb.reference_pack(128, TINY.vocab))
+    probed.start_speed_probe()
+    probed.slowness = 2.5  # the machine slows down after the calibration's start
+    rank_seconds, pack_seconds = probed.measure(ranks, repeats=3)
+    np.testing.assert_allclose(rank_seconds, 1e-3 * rank_tokens)
+    np.testing.assert_allclose([sum(s) for s in pack_seconds], 1e-3 * rank_tokens)
+    assert probed.speeds == pytest.approx([2.5] * 6)  # one probe after each rank run
+
+    unprobed = DriftingTrainer(None)
+    unprobed.start_speed_probe()
+    unprobed.slowness = 2.5
+    np.testing.assert_allclose(unprobed.measure(ranks, repeats=3)[0], 2.5e-3 * rank_tokens)
+    assert unprobed.speeds == []
+
+
+def test_calibration_records_are_scaled_by_the_speed_probe():
+    settings = tb.Settings(max_length=128, prompts_per_rank=1, calibration_batches=12, online_steps=1,
+                           cases=(("lognormal", 2),))
+    trainer = DriftingTrainer(tb.reference_pack(128, TINY.vocab))
+    slowness = iter([1.0] * (tb.WARMUP_BATCHES + tb.REFERENCE_RUNS) + [3.0] * 1000)
+
+    def seconds(pack):  # slows down once the probe has its starting speed
+        return 1e-3 * len(pack.input_ids) * next(slowness)
+
+    trainer.seconds = seconds
+    records = tb.calibrate(trainer, settings, TINY.vocab, np.random.default_rng(0))
+    assert len(records) == 12
+    for lengths, recorded in records:
+        assert recorded == pytest.approx(1e-3 * lengths.sum())
+
+
+def test_reference_pack_fills_the_cap_with_a_mix_of_lengths():
+    pack = tb.reference_pack(128, TINY.vocab)
+    assert pack_lengths(pack).tolist() == [64, 32, 16, 16]
+    assert int(pack.input_ids.max()) < TINY.vocab
+
+
+def test_speed_lines_report_the_probe_range_or_that_it_is_off():
+    assert training_report.speed_lines(None, [])[0] == "speed probe: off (times as measured)"
+    line = training_report.speed_lines(0.08, [0.9, 1.0, 1.3])[0]
+    assert "took 80 ms at the start" in line and "after the 3 runs it took 0.90x-1.30x that (median 1.00x)" in line
