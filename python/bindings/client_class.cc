@@ -4,6 +4,7 @@
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 
+#include <array>
 #include <set>
 #include <stdexcept>
 
@@ -97,6 +98,26 @@ void after_fork_in_child() {
   for (PyClient* client : remote_clients()) client->abandon();
 }
 
+// The Python objects a client holds, for the garbage collector (a sampler or
+// the Ray services may refer back to the client), with its __dict__.
+int client_traverse(PyObject* self, visitproc visit, void* arg) {
+  Py_VISIT(Py_TYPE(self));
+  if (PyObject** dict = _PyObject_GetDictPtr(self)) Py_VISIT(*dict);
+  if (!nb::inst_ready(self)) return 0;
+  for (nb::handle held : nb::inst_ptr<PyClient>(self)->held_objects()) Py_VISIT(held.ptr());
+  return 0;
+}
+
+int client_clear(PyObject* self) {
+  if (PyObject** dict = _PyObject_GetDictPtr(self)) Py_CLEAR(*dict);
+  if (nb::inst_ready(self)) nb::inst_ptr<PyClient>(self)->release_objects();
+  return 0;
+}
+
+PyType_Slot client_slots[] = {{Py_tp_traverse, reinterpret_cast<void*>(client_traverse)},
+                              {Py_tp_clear, reinterpret_cast<void*>(client_clear)},
+                              {0, nullptr}};
+
 template <typename... Extra>
 void def_classmethod(ClientClass& cls, const char* name, auto&& function, const Extra&... extra) {
   nb::object method = nb::cpp_function(std::forward<decltype(function)>(function), nb::name(name), extra...);
@@ -154,13 +175,22 @@ void PyClient::abandon() {
   connect_on_use_ = true;
 }
 
+std::array<nb::handle, 3> PyClient::held_objects() const { return {sampler, remote_config, services_}; }
+
+void PyClient::release_objects() {
+  sampler = nb::none();
+  remote_config = nb::none();
+  services_ = nb::none();
+}
+
 bool pickle_allowed(PyClient& self, nb::handle allow_pickle) {
   if (!allow_pickle.is_none()) return check_bool(allow_pickle, "allow_pickle");
   return nb::cast<bool>(nb::find(&self).attr("allow_pickle"));
 }
 
 void bind_client_class(nb::module_ m) {
-  ClientClass cls(m, "Client", kClientDoc, nb::dynamic_attr(), nb::is_weak_referenceable());
+  ClientClass cls(m, "Client", kClientDoc, nb::dynamic_attr(), nb::is_weak_referenceable(),
+                  nb::type_slots(client_slots));
   cls.attr("__module__") = "seqflow.client";
   cls.attr("allow_pickle") = false;
   cls.def(

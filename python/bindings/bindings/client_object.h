@@ -5,6 +5,7 @@
 
 #include <nanobind/nanobind.h>
 
+#include <array>
 #include <memory>
 #include <string_view>
 
@@ -47,6 +48,9 @@ class PyClient {
   void close();
   // After fork in a child: the parent's sockets are left alone, the next call connects anew.
   void abandon();
+  // For the garbage collector: the Python objects held, and dropping them.
+  std::array<nanobind::handle, 3> held_objects() const;
+  void release_objects();
 
   double timeout;
   nanobind::object sampler;
