@@ -2,30 +2,15 @@
 // its samplers and its data conversion. Metadata crosses as the bound
 // seqflow::BatchMeta (batch_meta_bindings.cc); data crosses as Columns in and
 // as views out (see tensor_conversion.h).
-#include <nanobind/stl/optional.h>
-#include <nanobind/stl/pair.h>
-#include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
-#include <chrono>
-#include <cmath>
-#include <map>
-#include <optional>
-
-#include "bindings/arrays.h"
 #include "bindings/batch_meta_conversion.h"
 #include "bindings/client_object.h"
-#include "bindings/gil.h"
-#include "bindings/json_conversion.h"
-#include "bindings/msgpack_conversion.h"
 #include "bindings/samplers.h"
-#include "bindings/storage_stats.h"
 #include "bindings/submodules.h"
 #include "bindings/tensor_conversion.h"
-#include "bindings/timing_records.h"
 #include "seqflow/client.h"
-#include "seqflow/error.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;

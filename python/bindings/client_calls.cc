@@ -129,8 +129,8 @@ nb::object get_meta(PyClient& self, nb::handle data_fields, nb::handle batch_siz
 }
 
 // The engine's rows of `names` for `meta`, one dict entry per field that has any.
-nb::dict fetched_fields(Client& client, const BatchMeta& meta, const std::vector<std::string>& names,
-                        nb::handle nested, const FieldOutput& output) {
+nb::dict fetched_fields(Client& client, const BatchMeta& meta, const std::vector<std::string>& names, nb::handle nested,
+                        const FieldOutput& output) {
   std::vector<std::vector<SampleView>> per_field(names.size());
   {
     GilReleased release;
@@ -367,8 +367,8 @@ them; False for a partition that does not exist.)");
         const std::vector<std::string> names = strings(check_names(data_fields, "data_fields"));
         const std::string partition = nb::cast<std::string>(check_name(partition_id, "partition_id"));
         std::shared_ptr<Client> client = self.connected();
-        nb::tuple status = production_to_python(
-            without_gil([&] { return client->control().production_status(names, partition); }));
+        nb::tuple status =
+            production_to_python(without_gil([&] { return client->control().production_status(names, partition); }));
         if (status[1].is_none() || each_field) return status;
         return nb::make_tuple(status[0], status[1].attr("all")("axis"_a = 1));  // all of the fields, per sample
       },

@@ -261,9 +261,9 @@ void bind_client_class(nb::module_ m) {
                                                      client_key_file, local_copy, busy_poll_us);
         return kind.attr("_connect")(config);
       },
-      "cls"_a, "address"_a.none(), nb::kw_only(), "timeout"_a.none() = kDefaultTimeout,
-      "polling_mode"_a.none() = false, "server_public_key_file"_a.none() = nb::none(),
-      "client_key_file"_a.none() = nb::none(), "local_copy"_a.none() = true, "busy_poll_us"_a.none() = 200,
+      "cls"_a, "address"_a.none(), nb::kw_only(), "timeout"_a.none() = kDefaultTimeout, "polling_mode"_a.none() = false,
+      "server_public_key_file"_a.none() = nb::none(), "client_key_file"_a.none() = nb::none(),
+      "local_copy"_a.none() = true, "busy_poll_us"_a.none() = 200,
       nb::sig("def remote(cls, address: str, *, timeout: float = 30.0, polling_mode: bool = False, "
               "server_public_key_file: Optional[str] = None, client_key_file: Optional[str] = None, "
               "local_copy: bool = True, busy_poll_us: int = 200) -> Client"),
@@ -278,12 +278,14 @@ answer within `timeout`.)");
         if (settings.contains("controller.address")) {
           return kind.attr("_connect")(nb::type<RemoteConfig>().attr("from_config")(config));
         }
-                return kind(config_setting(settings, "controller.sampler", nb::none()),
+        return kind(config_setting(settings, "controller.sampler", nb::none()),
                     "polling_mode"_a = config_setting(settings, "controller.polling_mode", nb::bool_(false)),
                     "max_bytes"_a = config_setting(settings, "storage.max_bytes", nb::int_(0)),
-                    "max_samples"_a = config_setting(settings, "storage.max_samples",
-                                              config_setting(settings, "backend.SimpleStorage.total_storage_size", nb::int_(0))),
-                    "timeout"_a = config_timeout(settings), "sampler_args"_a = config_setting(settings, "controller.sampler_args", nb::none()));
+                    "max_samples"_a = config_setting(
+                        settings, "storage.max_samples",
+                        config_setting(settings, "backend.SimpleStorage.total_storage_size", nb::int_(0))),
+                    "timeout"_a = config_timeout(settings),
+                    "sampler_args"_a = config_setting(settings, "controller.sampler_args", nb::none()));
       },
       "cls"_a, "config"_a.none() = nb::none(), nb::sig("def from_config(cls, config=None) -> Client"),
       R"(TransferQueue's config keys: controller.sampler (instance, class or

@@ -62,8 +62,7 @@ nb::object kv_put_rows(PyClient& self, nb::list keys, nb::handle partition_id, n
   }
   const auto rows = nb::cast<std::vector<Column>>(columns);
   std::shared_ptr<Client> client = self.connected();
-  nb::object meta =
-      python_meta(without_gil([&] { return client->kv_put(partition, names, tag_values, rows); }));
+  nb::object meta = python_meta(without_gil([&] { return client->kv_put(partition, names, tag_values, rows); }));
   return kv_batch_meta_class().attr("_of_owned")(keys, meta.attr("custom_meta"), partition_id,
                                                  meta.attr("_produced_fields")(), meta.attr("extra_info"));
 }
@@ -76,9 +75,9 @@ nb::object kv_put(PyClient& self, nb::handle key, nb::handle partition_id, nb::h
   const bool pickled = pickle_allowed(self, allow_pickle);  // checked with or without fields
   if (fields.is_none() && tag.is_none()) throw nb::value_error("kv_put needs fields or a tag");
   static nb::handle single_sample_columns = python_attribute("seqflow._convert", "single_sample_columns");
-  nb::object columns = fields.is_none() ? nb::object(nb::list())
-                                        : single_sample_columns(fields, "borrow"_a = self.is_remote(),
-                                                                "allow_pickle"_a = pickled);
+  nb::object columns = fields.is_none()
+                           ? nb::object(nb::list())
+                           : single_sample_columns(fields, "borrow"_a = self.is_remote(), "allow_pickle"_a = pickled);
   nb::list keys;
   keys.append(key);
   nb::object tags = nb::none();

@@ -43,9 +43,8 @@ busy_poll_us: a control call (get_meta, insert, ...) waiting for its
 [[noreturn]] void throw_value_error(const std::string& message) { throw nb::value_error(message.c_str()); }
 
 // The fields checked, as the constructor takes them.
-RemoteConfig checked(nb::handle address, nb::handle timeout, nb::handle polling_mode,
-                     nb::handle server_public_key_file, nb::handle client_key_file, nb::handle local_copy,
-                     nb::handle busy_poll_us) {
+RemoteConfig checked(nb::handle address, nb::handle timeout, nb::handle polling_mode, nb::handle server_public_key_file,
+                     nb::handle client_key_file, nb::handle local_copy, nb::handle busy_poll_us) {
   if (!PyUnicode_Check(address.ptr()) || PyUnicode_GET_LENGTH(address.ptr()) == 0) {
     throw_value_error("address must name the controller service (e.g. tcp://10.0.0.1:5555), got " + repr_text(address));
   }
@@ -69,8 +68,8 @@ RemoteConfig checked(nb::handle address, nb::handle timeout, nb::handle polling_
 }
 
 nb::tuple fields_of(const RemoteConfig& c) {
-  return nb::make_tuple(c.address, c.timeout, c.polling_mode, c.server_public_key_file, c.client_key_file,
-                        c.local_copy, c.busy_poll_us);
+  return nb::make_tuple(c.address, c.timeout, c.polling_mode, c.server_public_key_file, c.client_key_file, c.local_copy,
+                        c.busy_poll_us);
 }
 
 std::string python_bool(bool value) { return value ? "True" : "False"; }
@@ -90,7 +89,8 @@ nb::object config_setting(const nb::dict& settings, const char* key, nb::handle 
 }
 
 nb::object config_timeout(const nb::dict& settings) {
-  return config_setting(settings, "timeout", config_setting(settings, "controller.timeout", nb::float_(kDefaultTimeout)));
+  return config_setting(settings, "timeout",
+                        config_setting(settings, "controller.timeout", nb::float_(kDefaultTimeout)));
 }
 
 const RemoteConfig& remote_config_of(nb::handle config, std::string_view parameter) {
@@ -164,8 +164,7 @@ void bind_remote_config(nb::module_ m) {
           },
           "state"_a)
       .def(
-          "connect",
-          [](nb::handle self) { return nb::type<PyClient>().attr("_connect")(self); },
+          "connect", [](nb::handle self) { return nb::type<PyClient>().attr("_connect")(self); },
           "A client connected with these settings (Client._connect); waits up to `timeout` for the controller and "
           "its storage units.");
   // A classmethod, so that a subclass makes its own kind.
@@ -174,12 +173,13 @@ void bind_remote_config(nb::module_ m) {
         static nb::handle read_config = python_attribute("seqflow._config", "read_config");
         nb::dict settings = nb::borrow<nb::dict>(read_config(config));
         const nb::object timeout = config_timeout(settings);
-        return kind(address.is_none() ? config_setting(settings, "controller.address", nb::none()) : nb::borrow(address),
-                    timeout, config_setting(settings, "controller.polling_mode", nb::bool_(false)),
-                    config_setting(settings, "security.server_public_key_file", nb::none()),
-                    config_setting(settings, "security.client_key_file", nb::none()),
-                    config_setting(settings, "local_copy", nb::bool_(true)),
-                    config_setting(settings, "busy_poll_us", nb::int_(kDefaultBusyPollUs)));
+        return kind(
+            address.is_none() ? config_setting(settings, "controller.address", nb::none()) : nb::borrow(address),
+            timeout, config_setting(settings, "controller.polling_mode", nb::bool_(false)),
+            config_setting(settings, "security.server_public_key_file", nb::none()),
+            config_setting(settings, "security.client_key_file", nb::none()),
+            config_setting(settings, "local_copy", nb::bool_(true)),
+            config_setting(settings, "busy_poll_us", nb::int_(kDefaultBusyPollUs)));
       },
       nb::name("from_config"), "cls"_a, "config"_a.none(), "address"_a.none() = nb::none(),
       nb::sig("def from_config(cls, config, address: Optional[str] = None) -> RemoteConfig"),
