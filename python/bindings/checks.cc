@@ -77,6 +77,8 @@ std::optional<std::string> text_problem(nb::handle text, int64_t limit) {
   return std::nullopt;
 }
 
+}  // namespace
+
 nb::object check_optional_name(nb::handle value, const std::string& parameter) {
   return value.is_none() ? nb::none() : check_name(value, parameter);
 }
@@ -118,6 +120,8 @@ nb::object check_choice(nb::handle value, const std::string& parameter, nb::tupl
   }
   return nb::borrow(value);
 }
+
+namespace {
 
 [[noreturn]] void throw_not_positions(nb::handle values, const std::string& parameter) {
   throw_value_error(parameter + " must be a list of integer positions, got " + repr_text(values));

@@ -52,8 +52,6 @@ NB_MODULE(_seqflow, m) {
   seqflow::bindings::bind_client(
       m.def_submodule("client", "The client (embedded or remote), samplers and data conversion"));
   seqflow::bindings::bind_checks(m.def_submodule("checks", "The argument checks of the Python API (seqflow._checks)"));
-  seqflow::bindings::bind_client_arguments(
-      m.def_submodule("client_arguments", "Checks of seqflow.Client's compound arguments"));
   seqflow::bindings::bind_config_reading(m.def_submodule("config", "Reading seqflow configs (seqflow._config)"));
   seqflow::bindings::bind_sampler_caches(
       m.def_submodule("sampler_caches", "The samplers' caches in TransferQueue's layouts"));

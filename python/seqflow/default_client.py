@@ -2,37 +2,29 @@
 module-level API (``seqflow.put``, ``seqflow.get_meta``, ... and their
 ``async_`` twins) calls it, as TransferQueue's module functions do."""
 
-from __future__ import annotations
-
 import inspect
 import os
 import threading
-from typing import Optional
 
 from seqflow._checks import check_count, check_name
 from seqflow._config import read_config
 from seqflow.client import _ASYNC_METHODS, Client
 from seqflow.remote import ray_client
 
-__all__ = ["close", "get_client", "init"]
-
+_DEFAULT = None
 _LOCK = threading.RLock()
+_BACKENDS = (None, "embedded", "ray")
 
 
-def _after_fork_in_child() -> None:
+def _new_lock() -> None:
     global _LOCK
     _LOCK = threading.RLock()  # a copy held by another parent thread would never be released
 
 
-os.register_at_fork(after_in_child=_after_fork_in_child)
-
-_DEFAULT: Optional[Client] = None
-
-_BACKENDS = (None, "embedded", "ray")
+os.register_at_fork(after_in_child=_new_lock)
 
 
-def init(config=None, *, backend: Optional[str] = None, name: str = "seqflow",
-         num_storage_units: Optional[int] = None) -> Client:
+def init(config=None, *, backend=None, name: str = "seqflow", num_storage_units=None) -> Client:
     """Creates the default client and returns it. If one exists already it is
     returned and the arguments are ignored, as in TransferQueue.
 
@@ -52,19 +44,16 @@ def init(config=None, *, backend: Optional[str] = None, name: str = "seqflow",
         check_count(num_storage_units, "num_storage_units", minimum=1)
     with _LOCK:
         if _DEFAULT is None:
-            if backend == "ray":
-                _DEFAULT = ray_client(name, config=config, num_storage_units=num_storage_units)
-            else:
-                _DEFAULT = Client.from_config(config)
+            _DEFAULT = (ray_client(name, config=config, num_storage_units=num_storage_units) if backend == "ray"
+                        else Client.from_config(config))
         return _DEFAULT
 
 
 def get_client() -> Client:
     """The default client; seqflow.init() must have been called."""
-    client = _DEFAULT
-    if client is None:
+    if _DEFAULT is None:
         raise RuntimeError("seqflow is not initialized; call seqflow.init() first")
-    return client
+    return _DEFAULT
 
 
 def close() -> None:
@@ -79,20 +68,17 @@ def close() -> None:
 
 def _module_function(name: str):
     method = getattr(Client, name)
-
     if inspect.iscoroutinefunction(method):
         async def function(*args, **kwargs):
             return await method(get_client(), *args, **kwargs)
     else:
         def function(*args, **kwargs):
             return method(get_client(), *args, **kwargs)
-
     function.__name__ = function.__qualname__ = name
     function.__doc__ = f"Client.{name} on the default client.\n\n{method.__doc__ or ''}"
     return function
 
 
-API_FUNCTIONS = tuple(list(_ASYNC_METHODS) + [f"async_{n}" for n in _ASYNC_METHODS])
-for _name in API_FUNCTIONS:
-    globals()[_name] = _module_function(_name)
-__all__ += list(API_FUNCTIONS)
+API_FUNCTIONS = (*_ASYNC_METHODS, *(f"async_{n}" for n in _ASYNC_METHODS))
+globals().update({name: _module_function(name) for name in API_FUNCTIONS})
+__all__ = ["close", "get_client", "init", *API_FUNCTIONS]

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -58,6 +59,13 @@ double check_seconds(nanobind::handle value, std::string_view parameter, bool al
 nanobind::object check_tag(nanobind::handle value, const std::string& parameter);
 // A list or tuple (not a str or a dict, whose items would be read as entries), as a list.
 nanobind::list check_list(nanobind::handle value, const std::string& parameter, const std::string& description);
+nanobind::object check_optional_name(nanobind::handle value, const std::string& parameter);
+std::optional<bool> check_optional_bool(nanobind::handle value, const std::string& parameter);
+int64_t check_int64(nanobind::handle value, const std::string& parameter);
+// An integer or an iterable of integers, each in int64's range, as an int64 numpy array.
+nanobind::object check_int64_list(nanobind::handle values, const std::string& parameter);
+// `value` if it is one of the str `choices`.
+nanobind::object check_choice(nanobind::handle value, const std::string& parameter, nanobind::tuple choices);
 nanobind::object check_instance(nanobind::handle value, std::string_view parameter, nanobind::handle kind,
                                 std::string_view description);
 

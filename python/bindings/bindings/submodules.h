@@ -14,7 +14,6 @@ void bind_calibration(nanobind::module_ m);
 void bind_checks(nanobind::module_ m);
 void bind_pack(nanobind::module_ m);
 void bind_client(nanobind::module_ m);
-void bind_client_arguments(nanobind::module_ m);
 void bind_deep_copy(nanobind::module_ m);
 void bind_config_reading(nanobind::module_ m);
 void bind_extra_info(nanobind::module_ m);

@@ -1,0 +1,139 @@
+"""seqflow.Client and seqflow.RemoteConfig as classes: their documentation
+(bound in C++), Python subclasses, RemoteConfig's value semantics, weak
+references, garbage collection and the allow_pickle attribute."""
+
+from __future__ import annotations
+
+import gc
+import pickle
+import pydoc
+import weakref
+
+import numpy as np
+import pytest
+
+import seqflow
+from remote_services import clusters  # noqa: F401 (fixture)
+
+DOCUMENTED_CALLS = ("put", "get_meta", "get_data", "kv_batch_get", "save_checkpoint", "report_timings")
+
+
+@pytest.mark.parametrize("name", DOCUMENTED_CALLS)
+def test_methods_module_functions_and_async_twins_carry_their_documentation(name):
+    method = getattr(seqflow.Client, name)
+    doc = method.__doc__
+    signature, _, text = doc.partition("\n\n")
+    assert signature.startswith(f"{name}(self, ") and len(text.split()) >= 8, doc
+    assert text.strip() in pydoc.render_doc(method, renderer=pydoc.plaintext).replace("\n    ", "\n")
+    assert doc in getattr(seqflow.Client, f"async_{name}").__doc__
+    assert doc in getattr(seqflow, name).__doc__ and doc in getattr(seqflow, f"async_{name}").__doc__
+
+
+def test_signatures_keep_their_keyword_names_defaults_and_keyword_only_markers():
+    docs = {name: getattr(seqflow.Client, name).__doc__.partition("\n\n")[0] for name in DOCUMENTED_CALLS}
+    assert "custom_meta: Optional[Sequence[dict]] = None, *, allow_pickle: Optional[bool] = None" in docs["put"]
+    assert "mode: str = 'fetch'" in docs["get_meta"] and "*, timeout" in docs["get_meta"]
+    assert docs["get_data"].startswith("get_data(self, metadata: BatchMeta, *, fields")
+    client = seqflow.Client()
+    client.put({"x": np.arange(3)}, partition_id="p")
+    meta = client.get_meta(data_fields=["x"], batch_size=2, partition_id="p", mode="fetch", task_name="t",
+                           sampling_config=None, timeout=1.0, polling=False)
+    with pytest.raises(TypeError):
+        client.get_data(meta, ["x"])  # fields is keyword-only
+    assert client.get_data(meta, fields=["x"], format="numpy")["x"].tolist() == [0, 1]
+    client.close()
+
+
+def test_the_classes_document_themselves():
+    for kind, words in [(seqflow.Client, "embedded"), (seqflow.RemoteConfig, "controller service")]:
+        assert words in kind.__doc__ and words in pydoc.render_doc(kind, renderer=pydoc.plaintext)
+    assert "TransferQueue's config keys" in seqflow.Client.from_config.__doc__
+    assert "TimeoutError" in seqflow.Client.remote.__doc__
+    assert seqflow.Client.__module__ == seqflow.RemoteConfig.__module__ == "seqflow.client"
+
+
+class CountingClient(seqflow.Client):
+    """A subclass with a constructor, an attribute and an override of its own."""
+
+    puts = 0
+
+    def __init__(self, *args, label: str = "counting", **kwargs):
+        super().__init__(*args, **kwargs)
+        self.label = label
+
+    def put(self, data, *args, **kwargs):
+        self.puts += 1
+        return super().put(data, *args, **kwargs)
+
+
+def test_a_python_subclass_of_an_embedded_client_works():
+    client = CountingClient(polling_mode=True, label="mine")
+    assert isinstance(client, seqflow.Client) and client.label == "mine" and client.polling_mode
+    meta = client.put({"x": np.arange(4)}, partition_id="p")
+    assert client.puts == 1 and client.get_data(meta, format="numpy")["x"].tolist() == [0, 1, 2, 3]
+    built = CountingClient.from_config({"controller": {"polling_mode": True}})
+    assert type(built) is CountingClient and built.polling_mode and built.label == "counting"
+    client.close()
+    built.close()
+
+
+def test_a_python_subclass_of_a_remote_client_connects_and_pickles_as_itself(clusters):
+    cluster = clusters(1)
+    client = CountingClient.remote(cluster.address, timeout=5.0)
+    assert type(client) is CountingClient and client.is_remote
+    assert not hasattr(client, "label")  # remote clients are made without __init__, as before
+    meta = client.put({"x": np.arange(3)}, partition_id="p")
+    assert client.puts == 1
+    client.allow_pickle = True
+    copy = pickle.loads(pickle.dumps(client))
+    assert type(copy) is CountingClient and copy.allow_pickle is True and copy.timeout == 5.0
+    assert copy.get_data(meta, format="numpy")["x"].tolist() == [0, 1, 2]
+    copy.close()
+    client.close()
+
+
+def test_remote_config_compares_hashes_prints_and_pickles_by_value():
+    config = seqflow.RemoteConfig("tcp://127.0.0.1:1", timeout=2, busy_poll_us=7)
+    same = seqflow.RemoteConfig("tcp://127.0.0.1:1", 2.0, False, None, None, True, 7)
+    other = seqflow.RemoteConfig("tcp://127.0.0.1:1", timeout=3)
+    assert config == same and hash(config) == hash(same) and config != other and config != "tcp://127.0.0.1:1"
+    assert isinstance(config.timeout, float) and config.timeout == 2.0
+    assert repr(config) == ("RemoteConfig(address='tcp://127.0.0.1:1', timeout=2.0, polling_mode=False, "
+                            "server_public_key_file=None, client_key_file=None, local_copy=True, busy_poll_us=7)")
+    assert pickle.loads(pickle.dumps(config)) == config
+    with pytest.raises(AttributeError):
+        config.timeout = 5.0
+    from_config = seqflow.RemoteConfig.from_config({"controller": {"address": "tcp://h:2", "timeout": 4}})
+    assert (from_config.address, from_config.timeout) == ("tcp://h:2", 4.0)
+
+
+def test_clients_are_weakly_referenceable_and_collected_through_cycles():
+    client = seqflow.Client()
+    ref = weakref.ref(client)
+    client.myself = client  # a cycle through the instance dict
+    client.sampler = client  # and one through what the C++ object holds
+    del client
+    gc.collect()
+    assert ref() is None
+
+
+def test_allow_pickle_is_a_class_default_set_per_client():
+    assert seqflow.Client.allow_pickle is False
+    trusting, careful = seqflow.Client(), seqflow.Client()
+    trusting.allow_pickle = True
+    trusting.put({"obj": [{1, 2}]}, partition_id="p")
+    with pytest.raises(ValueError, match="allow_pickle"):
+        careful.put({"obj": [{1, 2}]}, partition_id="p")
+    assert careful.allow_pickle is False and seqflow.Client.allow_pickle is False
+    trusting.close()
+    careful.close()
+
+
+def test_a_closed_client_refuses_calls():
+    client = seqflow.Client()
+    client.close()
+    client.close()  # twice is fine
+    with pytest.raises(RuntimeError, match="this seqflow client is closed"):
+        client.get_partition_list()
+    with pytest.raises(RuntimeError, match="this seqflow client is closed"):
+        client.polling_mode  # noqa: B018
