@@ -1,5 +1,5 @@
 // seqflow._checks: the argument checks of bindings/checks.h, bound for the
-// Python layer, with the positions and bounds helpers of its selections.
+// Python layer, and the positions of selections.
 #include "bindings/checks.h"
 
 #include <nanobind/stl/optional.h>
@@ -77,10 +77,6 @@ std::optional<std::string> text_problem(nb::handle text, int64_t limit) {
   return std::nullopt;
 }
 
-nb::object check_optional_name(nb::handle value, const std::string& parameter) {
-  return value.is_none() ? nb::none() : check_name(value, parameter);
-}
-
 std::optional<bool> check_optional_bool(nb::handle value, const std::string& parameter) {
   if (value.is_none()) return std::nullopt;
   return check_bool(value, parameter);
@@ -119,9 +115,19 @@ nb::object check_choice(nb::handle value, const std::string& parameter, nb::tupl
   return nb::borrow(value);
 }
 
+}  // namespace
+
+nb::object check_optional_name(nb::handle value, const std::string& parameter) {
+  return value.is_none() ? nb::none() : check_name(value, parameter);
+}
+
+namespace {
+
 [[noreturn]] void throw_not_positions(nb::handle values, const std::string& parameter) {
   throw_value_error(parameter + " must be a list of integer positions, got " + repr_text(values));
 }
+
+}  // namespace
 
 // `values` as a list of positions in [0, size); ValueError naming the parameter otherwise.
 nb::list positions(nb::handle values, int64_t size, const std::string& parameter) {
@@ -161,20 +167,6 @@ nb::list positions(nb::handle values, int64_t size, const std::string& parameter
   }
   return out;
 }
-
-// (start, end) of consecutive parts of these sizes.
-nb::list bounds(nb::handle sizes) {
-  nb::list out;
-  int64_t start = 0;
-  for (nb::handle size : sizes) {
-    const int64_t end = start + check_int64(size, "sizes");
-    out.append(nb::make_tuple(start, end));
-    start = end;
-  }
-  return out;
-}
-
-}  // namespace
 
 nb::list check_names(nb::handle values, const std::string& parameter) {
   nb::list names;
@@ -374,9 +366,6 @@ void bind_checks(nb::module_ m) {
         "A tag (kv_put) or one custom_meta entry: None or a dict whose keys are names.");
   m.def("check_list", &check_list, nb::arg("value").none(), nb::arg("parameter"), nb::arg("description"),
         "A list or tuple (not a str or a dict, whose items would be read as entries), as a list.");
-  m.def("positions", &positions, nb::arg("values").none(), nb::arg("size"), nb::arg("parameter"),
-        "`values` as a list of positions in [0, size); ValueError naming the parameter otherwise.");
-  m.def("bounds", &bounds, nb::arg("sizes").none(), "(start, end) of consecutive parts of these sizes.");
 }
 
 }  // namespace seqflow::bindings

@@ -10,10 +10,8 @@
 
 #include "bindings/checks.h"
 #include "bindings/deep_copy.h"
-#include "bindings/submodules.h"
 
 namespace nb = nanobind;
-using namespace nb::literals;
 
 namespace seqflow::bindings {
 
@@ -42,28 +40,6 @@ bool truthy(nb::handle value) {
 }
 
 nb::tuple tuple_of(nb::handle values) { return nb::steal<nb::tuple>(PySequence_Tuple(values.ptr())); }
-
-// "float32" for torch.float32, np.float32, "float32" or "torch.float32";
-// other spellings ("torch.float") as they are, for the engine to read.
-nb::object dtype_name(nb::handle dtype) {
-  if (dtype.is_none()) return nb::none();
-  nb::object text = nb::borrow(dtype);
-  if (!PyUnicode_Check(dtype.ptr())) {
-    try {
-      text = module_of(dtype) == "torch" ? nb::object(nb::str(str_text(dtype).c_str()))
-                                         : nb::object(nb::module_::import_("numpy").attr("dtype")(dtype).attr("name"));
-    } catch (nb::python_error& error) {
-      if (!error.matches(PyExc_TypeError) && !error.matches(PyExc_ValueError)) throw;
-      return nb::str(str_text(dtype).c_str());
-    }
-  }
-  std::string bare = nb::cast<std::string>(text);
-  if (bare.starts_with("torch.")) bare = bare.substr(6);
-  for (std::string_view name : kDtypeNames) {
-    if (bare == name) return nb::str(bare.c_str());
-  }
-  return text;
-}
 
 // The shape the engine reports for samples of these shapes: -1 where they differ.
 nb::tuple common_shape(nb::handle shapes) {
@@ -161,6 +137,30 @@ nb::dict field_entry(nb::handle name, nb::handle given, int64_t rows) {
   return entry(nb::none(), nb::none(), false, true);
 }
 
+}  // namespace
+
+// "float32" for torch.float32, np.float32, "float32" or "torch.float32";
+// other spellings ("torch.float") as they are, for the engine to read.
+nb::object dtype_name(nb::handle dtype) {
+  if (dtype.is_none()) return nb::none();
+  nb::object text = nb::borrow(dtype);
+  if (!PyUnicode_Check(dtype.ptr())) {
+    try {
+      text = module_of(dtype) == "torch" ? nb::object(nb::str(str_text(dtype).c_str()))
+                                         : nb::object(nb::module_::import_("numpy").attr("dtype")(dtype).attr("name"));
+    } catch (nb::python_error& error) {
+      if (!error.matches(PyExc_TypeError) && !error.matches(PyExc_ValueError)) throw;
+      return nb::str(str_text(dtype).c_str());
+    }
+  }
+  std::string bare = nb::cast<std::string>(text);
+  if (bare.starts_with("torch.")) bare = bare.substr(6);
+  for (std::string_view name : kDtypeNames) {
+    if (bare == name) return nb::str(bare.c_str());
+  }
+  return text;
+}
+
 // (sample count, field_schema) of a TensorDict or a dict of fields.
 nb::tuple schema_of(nb::handle data) {
   nb::list names;
@@ -231,8 +231,6 @@ nb::dict concat_schema(nb::handle parts) {
   return out;
 }
 
-}  // namespace
-
 nb::dict copy_schema(nb::handle schema, nb::handle at) {
   nb::dict out;
   for (nb::handle name : schema) {
@@ -251,20 +249,6 @@ nb::dict copy_schema(nb::handle schema, nb::handle at) {
     out[name] = copied;
   }
   return out;
-}
-
-void bind_field_schema(nb::module_ m) {
-  m.def("dtype_name", &dtype_name, nb::arg("dtype").none(),
-        "\"float32\" for torch.float32, np.float32, \"float32\" or \"torch.float32\"; other spellings as they are.");
-  m.def("common_shape", &common_shape, nb::arg("shapes"),
-        "The shape the engine reports for samples of these shapes: -1 where they differ.");
-  m.def("schema_of", &schema_of, nb::arg("data").none(),
-        "(sample count, field_schema) of a TensorDict or a dict of fields.");
-  m.def("concat_schema", &concat_schema, nb::arg("parts"),
-        "The first part's schema; a field nested in any part is nested, and per_sample_shapes are joined when any "
-        "part has them.");
-  m.def("copy_schema", &copy_schema, nb::arg("schema"), nb::arg("at").none() = nb::none(),
-        "A copy that shares nothing mutable (dtypes are kept); with `at`, the per_sample_shapes of those samples.");
 }
 
 }  // namespace seqflow::bindings

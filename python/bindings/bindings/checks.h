@@ -47,6 +47,7 @@ std::string short_repr(nanobind::handle value);
 [[noreturn]] void throw_wrong_type(nanobind::handle value, std::string_view parameter, std::string_view description);
 
 nanobind::object check_name(nanobind::handle value, std::string_view parameter);
+nanobind::object check_optional_name(nanobind::handle value, const std::string& parameter);
 // One name (a str) or an iterable of names, as a list; each checked, named by its position.
 nanobind::list check_names(nanobind::handle values, const std::string& parameter);
 nanobind::object check_path(nanobind::handle value, std::string_view parameter);
@@ -58,6 +59,9 @@ double check_seconds(nanobind::handle value, std::string_view parameter, bool al
 nanobind::object check_tag(nanobind::handle value, const std::string& parameter);
 // A list or tuple (not a str or a dict, whose items would be read as entries), as a list.
 nanobind::list check_list(nanobind::handle value, const std::string& parameter, const std::string& description);
+// `values` (integers, or a 1-D integer array) as a list of positions in [0, size); ValueError naming the
+// parameter otherwise.
+nanobind::list positions(nanobind::handle values, int64_t size, const std::string& parameter);
 nanobind::object check_instance(nanobind::handle value, std::string_view parameter, nanobind::handle kind,
                                 std::string_view description);
 
