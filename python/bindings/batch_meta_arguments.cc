@@ -184,11 +184,7 @@ nb::list dict_list(nb::handle values, size_t n, const std::string& name, bool co
     nb::handle entry = items[i];
     if (!is_mapping(entry))
       throw_type_error(name + "[" + std::to_string(i) + "] must be a dict, got " + type_name_of(entry));
-    nb::object own = copy_entries
-                         ? nb::steal(PyObject_CallOneArg(reinterpret_cast<PyObject*>(&PyDict_Type), entry.ptr()))
-                         : nb::borrow(entry);
-    if (!own.is_valid()) throw nb::python_error();
-    out.append(own);
+    out.append(copy_entries ? dict_of(entry) : nb::borrow(entry));
   }
   return out;
 }
@@ -225,13 +221,10 @@ PyBatchMeta checked_batch_meta(nb::handle global_indexes, nb::handle partition_i
   }
   meta.py_field_schema = schema;
   meta.py_production_status = status[0];
-  meta.py_extra_info =
-      extra_info.is_none()
-          ? nb::dict()
-          : nb::steal<nb::dict>(PyObject_CallOneArg(reinterpret_cast<PyObject*>(&PyDict_Type), extra_info.ptr()));
+  meta.py_extra_info = extra_info.is_none() ? nb::dict() : dict_of(extra_info);
   meta.py_backend_meta = PyObject_IsTrue(backend_meta.ptr()) == 1
-                          ? nb::object(dict_list(backend_meta, n, "_custom_backend_meta", true, true))
-                          : nb::none();
+                             ? nb::object(dict_list(backend_meta, n, "_custom_backend_meta", true, true))
+                             : nb::none();
   meta.py_custom_meta = dict_list(custom_meta, n, "custom_meta", true, true);
   return meta;
 }

@@ -218,9 +218,7 @@ PyBatchMeta from_native(BatchMeta&& native, nb::handle extra_info) {
   out.py_field_schema = std::move(schema);
   out.py_production_status = nb::cast(sample_status(out));
   const bool given = !extra_info.is_none() && PyObject_IsTrue(extra_info.ptr()) == 1;
-  out.py_extra_info = given ? nb::steal(PyObject_CallOneArg(reinterpret_cast<PyObject*>(&PyDict_Type), extra_info.ptr()))
-                            : nb::dict();
-  if (!out.py_extra_info.is_valid()) throw nb::python_error();
+  out.py_extra_info = given ? dict_of(extra_info) : nb::dict();
   out.py_custom_meta = nb::none();
   out.py_backend_meta = nb::none();
   return out;

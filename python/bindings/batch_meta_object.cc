@@ -92,9 +92,8 @@ int clear(PyObject* self) {
   return 0;
 }
 
-PyType_Slot kSlots[] = {{Py_tp_traverse, reinterpret_cast<void*>(traverse)},
-                        {Py_tp_clear, reinterpret_cast<void*>(clear)},
-                        {0, nullptr}};
+PyType_Slot kSlots[] = {
+    {Py_tp_traverse, reinterpret_cast<void*>(traverse)}, {Py_tp_clear, reinterpret_cast<void*>(clear)}, {0, nullptr}};
 
 void bind_members(BatchMetaClass& cls) {
   cls.def_prop_rw(
@@ -257,13 +256,12 @@ std::string text(const PyBatchMeta& self, bool shortened) {
 }
 
 void bind_pickling_and_text(BatchMetaClass& cls) {
-  cls.def(
-         "__getstate__",
-         [](const PyBatchMeta& self) {
-           // custom_meta still encoded stays so.
-           return nb::make_tuple(self.py_field_schema, self.py_production_status, self.py_extra_info,
-                                 self.py_custom_meta, self.py_backend_meta, columns_state(self));
-         })
+  cls.def("__getstate__",
+          [](const PyBatchMeta& self) {
+            // custom_meta still encoded stays so.
+            return nb::make_tuple(self.py_field_schema, self.py_production_status, self.py_extra_info,
+                                  self.py_custom_meta, self.py_backend_meta, columns_state(self));
+          })
       .def("__setstate__",
            [](PyBatchMeta* self, nb::tuple state) {
              if (state.size() != 6) throw nb::value_error("a BatchMeta's state holds 6 entries");

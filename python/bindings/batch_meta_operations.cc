@@ -34,23 +34,18 @@ nb::list copied_items(nb::handle values, const std::vector<int64_t>& at) {
   return out;
 }
 
-nb::object dict_copy(nb::handle value) {
-  nb::object out = nb::steal(PyObject_CallOneArg(reinterpret_cast<PyObject*>(&PyDict_Type), value.ptr()));
-  if (!out.is_valid()) throw nb::python_error();
-  return out;
-}
-
 // The samples at positions `at` (checked already).
 PyBatchMeta rows(const PyBatchMeta& self, const std::vector<int64_t>& at) {
   bool run = true;
   for (size_t k = 1; k < at.size() && run; ++k) run = at[k] == at[k - 1] + 1;
   PyBatchMeta out;
-  static_cast<BatchMeta&>(out) =
-      !run ? self.select_samples(at) : at.empty() ? self.slice(0, 0) : self.slice(at.front(), at.back() + 1);
+  static_cast<BatchMeta&>(out) = !run         ? self.select_samples(at)
+                                 : at.empty() ? self.slice(0, 0)
+                                              : self.slice(at.front(), at.back() + 1);
   nb::object where = nb::cast(at);
   out.py_field_schema = copy_schema(self.py_field_schema, where);
   out.py_production_status = int8_status(self.py_production_status, false)[nb::cast(to_numpy(std::vector(at)))];
-  out.py_extra_info = dict_copy(self.py_extra_info);
+  out.py_extra_info = dict_of(self.py_extra_info);
   out.py_custom_meta = self.py_custom_meta.is_none() ? nb::none() : nb::object(copied_items(self.py_custom_meta, at));
   out.py_backend_meta =
       self.py_backend_meta.is_none() ? nb::none() : nb::object(copied_items(self.py_backend_meta, at));
@@ -109,8 +104,7 @@ PyBatchMeta item(const PyBatchMeta& self, nb::handle item) {
     for (Py_ssize_t k = 0; k < count; ++k) at.push_back(start + k * step);
     return rows(self, at);
   }
-  throw nb::type_error(
-      ("Indexing with " + str_text(item.type()) + " is not supported; use an int or a slice").c_str());
+  throw nb::type_error(("Indexing with " + str_text(item.type()) + " is not supported; use an int or a slice").c_str());
 }
 
 PyBatchMeta select_fields(const PyBatchMeta& self, nb::handle field_names) {
@@ -146,7 +140,8 @@ PyBatchMeta select_fields(const PyBatchMeta& self, nb::handle field_names) {
       nb::dict own;
       for (nb::handle pair : nb::object(entry.attr("items")())) {
         nb::object key = pair[0];
-        if (nb::cast<std::string>(key).starts_with("_") || PySequence_Contains(kept.ptr(), key.ptr()) == 1) own[key] = deep_copy(pair[1]);
+        if (nb::cast<std::string>(key).starts_with("_") || PySequence_Contains(kept.ptr(), key.ptr()) == 1)
+          own[key] = deep_copy(pair[1]);
       }
       backend.append(own);
     }
@@ -158,9 +153,9 @@ PyBatchMeta select_fields(const PyBatchMeta& self, nb::handle field_names) {
 void reorder(PyBatchMeta& self, nb::handle indices) {
   nb::list given = nb::steal<nb::list>(PySequence_List(indices.ptr()));
   if (given.size() != self.size()) {
-    throw nb::value_error(("Indices length " + std::to_string(given.size()) + " mismatch batch size " +
-                           std::to_string(self.size()))
-                              .c_str());
+    throw nb::value_error(
+        ("Indices length " + std::to_string(given.size()) + " mismatch batch size " + std::to_string(self.size()))
+            .c_str());
   }
   nb::object unique = nb::steal(PySet_New(given.ptr()));
   if (!unique.is_valid()) throw nb::python_error();
@@ -183,7 +178,7 @@ nb::list merged_dicts(nb::handle left, nb::handle right) {
   nb::list out;
   const size_t n = nb::len(left);
   for (size_t i = 0; i < n; ++i) {
-    nb::object merged = dict_copy(deep_copy(left[nb::int_(i)]));
+    nb::object merged = dict_of(deep_copy(left[nb::int_(i)]));
     merged.attr("update")(deep_copy(right[nb::int_(i)]));
     out.append(merged);
   }
@@ -202,8 +197,7 @@ PyBatchMeta union_of(PyBatchMeta& self, nb::handle given) {
   const bool decoded = !self.py_custom_meta.is_none() || !other.py_custom_meta.is_none();
   out.py_custom_meta = decoded ? nb::object(merged_dicts(custom_meta_of(self), custom_meta_of(other))) : nb::none();
   const bool backend = !self.py_backend_meta.is_none() || !other.py_backend_meta.is_none();
-  out.py_backend_meta =
-      backend ? nb::object(merged_dicts(backend_meta_of(self), backend_meta_of(other))) : nb::none();
+  out.py_backend_meta = backend ? nb::object(merged_dicts(backend_meta_of(self), backend_meta_of(other))) : nb::none();
   static nb::handle bitwise_and = python_attribute("numpy", "bitwise_and");
   out.py_production_status =
       bitwise_and(int8_status(self.py_production_status, false), int8_status(other.py_production_status, false));
@@ -288,6 +282,12 @@ nb::object add_fields(nb::handle batch, nb::handle tensor_dict, nb::handle set_a
 
 }  // namespace
 
+nb::object dict_of(nb::handle mapping) {
+  nb::object out = nb::steal(PyObject_CallOneArg(reinterpret_cast<PyObject*>(&PyDict_Type), mapping.ptr()));
+  if (!out.is_valid()) throw nb::python_error();
+  return out;
+}
+
 PyBatchMeta copy_of(const PyBatchMeta& meta) {
   PyBatchMeta out;
   static_cast<BatchMeta&>(out) = meta.slice(0, meta.size());
@@ -305,8 +305,7 @@ void bind_batch_meta_operations(BatchMetaClass& cls) {
          [](const PyBatchMeta& self, nb::handle sample_indices) {
            return rows(self, int64s(positions(sample_indices, static_cast<int64_t>(self.size()), "sample_indices")));
          },
-         "sample_indices"_a.none(),
-         "The samples at these positions (not global indexes) in [0, size), in this order.")
+         "sample_indices"_a.none(), "The samples at these positions (not global indexes) in [0, size), in this order.")
       .def("select_fields", &select_fields, "field_names"_a.none(),
            "The same samples with only those of these fields the batch has.")
       .def("__getitem__", &item, "item"_a.none(),

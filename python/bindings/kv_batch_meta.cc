@@ -6,6 +6,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bindings/batch_meta_object.h"
@@ -139,16 +140,21 @@ nb::object of_owned(nb::handle type, nb::handle keys, nb::handle tags, nb::handl
 
 size_t size(nb::handle self) { return nb::len(nb::object(self.attr("keys"))); }
 
+// The keys and the tags at these positions.
+std::pair<nb::list, nb::list> keys_and_tags_at(nb::handle self, nb::handle at) {
+  nb::list keys = nb::cast<nb::list>(self.attr("keys"));
+  nb::list tags = nb::cast<nb::list>(self.attr("tags"));
+  std::pair<nb::list, nb::list> out;
+  for (nb::handle i : at) {
+    out.first.append(keys[nb::cast<size_t>(i)]);
+    out.second.append(tags[nb::cast<size_t>(i)]);
+  }
+  return out;
+}
+
 // A new batch of these positions' tags (and keys, unless given), the rest shared (the constructor copies).
 nb::object part(nb::handle self, nb::handle at, nb::handle keys) {
-  nb::list all_keys = nb::cast<nb::list>(self.attr("keys"));
-  nb::list all_tags = nb::cast<nb::list>(self.attr("tags"));
-  nb::list picked_keys;
-  nb::list picked_tags;
-  for (nb::handle i : at) {
-    picked_keys.append(all_keys[nb::cast<size_t>(i)]);
-    picked_tags.append(all_tags[nb::cast<size_t>(i)]);
-  }
+  auto [picked_keys, picked_tags] = keys_and_tags_at(self, at);
   return self.type()(nb::arg("keys") = keys.is_none() ? nb::object(picked_keys) : nb::borrow(keys),
                      nb::arg("tags") = picked_tags, nb::arg("partition_id") = self.attr("partition_id"),
                      nb::arg("fields") = self.attr("fields"), nb::arg("extra_info") = self.attr("extra_info"));
@@ -162,17 +168,9 @@ void reorder(nb::handle self, nb::handle indexes) {
                       " that does not match the batch size " + std::to_string(n) + ".");
   }
   if (has_duplicates(given)) throw_value_error("Contain duplicate indexes: " + str_text(given));
-  nb::list at = positions(given, static_cast<int64_t>(n), "indexes");
-  nb::list keys = nb::cast<nb::list>(self.attr("keys"));
-  nb::list tags = nb::cast<nb::list>(self.attr("tags"));
-  nb::list new_keys;
-  nb::list new_tags;
-  for (nb::handle i : at) {
-    new_keys.append(keys[nb::cast<size_t>(i)]);
-    new_tags.append(tags[nb::cast<size_t>(i)]);
-  }
-  nb::setattr(self, "keys", new_keys);
-  nb::setattr(self, "tags", new_tags);
+  auto [keys, tags] = keys_and_tags_at(self, positions(given, static_cast<int64_t>(n), "indexes"));
+  nb::setattr(self, "keys", keys);
+  nb::setattr(self, "tags", tags);
 }
 
 nb::list chunk(nb::handle self, nb::handle chunks) {

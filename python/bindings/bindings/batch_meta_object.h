@@ -64,8 +64,8 @@ int64_t count_of(nanobind::handle value, const char* name);
 // BatchMeta(...)'s arguments checked and copied.
 PyBatchMeta checked_batch_meta(nanobind::handle global_indexes, nanobind::handle partition_ids,
                                nanobind::handle field_schema, nanobind::handle production_status,
-                               nanobind::handle extra_info, nanobind::handle custom_meta,
-                               nanobind::handle backend_meta, nanobind::handle generations);
+                               nanobind::handle extra_info, nanobind::handle custom_meta, nanobind::handle backend_meta,
+                               nanobind::handle generations);
 // One dict per sample (empty ones for None, and for [] unless not empty_is_none), each
 // copied unless not copy_entries; TypeError / ValueError naming `name` otherwise.
 nanobind::list dict_list(nanobind::handle values, size_t n, const std::string& name, bool copy_entries = true,
@@ -88,6 +88,8 @@ std::vector<uint8_t> ready_mask(const PyBatchMeta& meta);
 nanobind::object int8_status(nanobind::handle status, bool copy);
 
 // ---- batch_meta_operations.cc ----
+// dict(mapping): a plain dict copy.
+nanobind::object dict_of(nanobind::handle mapping);
 // Selections, reorder, copy, concat, union, add_fields.
 void bind_batch_meta_operations(BatchMetaClass& cls);
 // A deep copy (custom_meta still encoded stays so).
