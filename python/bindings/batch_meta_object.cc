@@ -256,6 +256,11 @@ std::string text(const PyBatchMeta& self, bool shortened) {
 }
 
 void bind_pickling_and_text(BatchMetaClass& cls) {
+  // The names of __getstate__'s first entries (the columns follow): TransferQueue's
+  // tests find production_status in the state by BatchMeta.__slots__, as its own
+  // BatchMeta's state is its slots.
+  nb::setattr(cls, "__slots__",
+              nb::make_tuple("field_schema", "production_status", "extra_info", "_custom_meta", "_backend_meta"));
   cls.def("__getstate__",
           [](const PyBatchMeta& self) {
             // custom_meta still encoded stays so.

@@ -386,6 +386,14 @@ def test_pickling_keeps_everything_and_makes_status_writable():
     assert buffers and thawed.production_status.flags.writeable
     assert state(thawed) == state(meta)
     thawed.add_fields({"z": np.zeros(3)})
+    # TransferQueue's own test finds production_status in the state by __slots__.
+    frozen = list(meta.__getstate__())
+    at = BatchMeta.__slots__.index("production_status")
+    frozen[at] = frozen[at].copy()
+    frozen[at].flags.writeable = False
+    by_hand = BatchMeta.__new__(BatchMeta)
+    by_hand.__setstate__(tuple(frozen))
+    assert by_hand.production_status.flags.writeable and state(by_hand) == state(meta)
     assert state(copy.deepcopy(meta)) == state(meta)
 
 
