@@ -39,8 +39,6 @@ bool is_text(nb::handle value) { return PyUnicode_Check(value.ptr()) || PyBytes_
 
 [[noreturn]] void throw_type_error(const std::string& message) { throw nb::type_error(message.c_str()); }
 
-nb::list list_of(nb::handle values) { return nb::steal<nb::list>(PySequence_List(values.ptr())); }
-
 // The integer as int64, or nothing when it lies outside; `above` says on which side.
 std::optional<int64_t> as_int64(nb::handle integer, bool& above) {
   int overflow = 0;
@@ -142,7 +140,7 @@ nb::tuple checked_status(nb::handle production_status, size_t n, nb::handle sche
   if (production_status.is_none()) return nb::make_tuple(numpy.attr("zeros")(n, "dtype"_a = "int8"), nb::none());
   nb::object status = numpy.attr("array")(production_status, "copy"_a = true);
   const int ndim = nb::cast<int>(status.attr("ndim"));
-  nb::list names = nb::steal<nb::list>(PySequence_List(schema.ptr()));
+  nb::list names = list_of(schema);
   if (ndim == 2 && status.attr("shape").equal(nb::make_tuple(n, names.size()))) {
     nb::object matrix = status.attr("astype")("bool");
     nb::object ready = names.size() ? nb::object(matrix.attr("all")("axis"_a = 1)) : numpy.attr("zeros")(n, "bool");

@@ -225,8 +225,7 @@ PyBatchMeta from_native(BatchMeta&& native, nb::handle extra_info) {
 }
 
 BatchMeta to_native(const PyBatchMeta& meta, bool custom_meta) {
-  nb::object names = nb::steal(PySequence_List(meta.py_field_schema.ptr()));
-  if (!names.is_valid() || PyList_Sort(names.ptr()) != 0) throw nb::python_error();
+  nb::list names = sorted_names(meta.py_field_schema);
   BatchMeta out = static_cast<const BatchMeta&>(meta);
   out.field_schema.clear();
   for (nb::handle name : names) {

@@ -35,12 +35,6 @@ constexpr const char* kClassDoc =
     "TransferQueue's ``_custom_backend_meta``. ``transfer_queue.metadata.BatchMeta`` is this\n"
     "class. ``chunk`` and the data's micro-batch split share one rule, ``chunk_sizes``.";
 
-nb::list sorted_names(nb::handle schema) {
-  nb::object names = nb::steal(PySequence_List(schema.ptr()));
-  if (!names.is_valid() || PyList_Sort(names.ptr()) != 0) throw nb::python_error();
-  return nb::borrow<nb::list>(names);
-}
-
 nb::list empty_dicts(size_t n) {
   nb::list out;
   for (size_t i = 0; i < n; ++i) out.append(nb::dict());
@@ -211,7 +205,7 @@ void bind_queries(BatchMetaClass& cls) {
           [](const PyBatchMeta& self, nb::handle field_name) -> nb::list {
             nb::object entry = schema_entry(self, field_name);
             nb::object shapes = entry.attr("get")("per_sample_shapes");
-            if (!shapes.is_none()) return nb::steal<nb::list>(PySequence_List(shapes.ptr()));
+            if (!shapes.is_none()) return list_of(shapes);
             return repeated(entry.attr("get")("shape"), self.size());
           },
           "field_name"_a.none(), "Each sample's shape of the field (per_sample_shapes when the schema has them).")
@@ -291,6 +285,12 @@ void bind_pickling_and_text(BatchMetaClass& cls) {
 
 }  // namespace
 
+nb::list sorted_names(nb::handle schema) {
+  nb::list names = list_of(schema);
+  if (PyList_Sort(names.ptr()) != 0) throw nb::python_error();
+  return names;
+}
+
 nb::object instance_of(nb::handle type, PyBatchMeta&& meta) {
   nb::object out = nb::inst_alloc(type);
   new (nb::inst_ptr<PyBatchMeta>(out)) PyBatchMeta(std::move(meta));
@@ -329,7 +329,7 @@ nb::object int8_status(nb::handle status, bool copy) {
 }
 
 std::vector<uint8_t> field_produced(const PyBatchMeta& meta, nb::handle names) {
-  nb::list listed = nb::steal<nb::list>(PySequence_List(names.ptr()));
+  nb::list listed = list_of(names);
   std::vector<std::string> fields;
   std::vector<uint8_t> known;
   for (nb::handle name : listed) {

@@ -59,7 +59,7 @@ std::vector<int64_t> range(int64_t begin, int64_t end) {
 }
 
 std::vector<PyBatchMeta> split(const PyBatchMeta& self, nb::handle sizes) {
-  nb::list given = nb::steal<nb::list>(PySequence_List(sizes.ptr()));
+  nb::list given = list_of(sizes);
   std::vector<int64_t> counts;
   int64_t total = 0;
   bool valid = true;
@@ -112,7 +112,7 @@ PyBatchMeta select_fields(const PyBatchMeta& self, nb::handle field_names) {
   if (PyUnicode_Check(field_names.ptr())) {
     names.append(field_names);
   } else {
-    names = nb::steal<nb::list>(PySequence_List(field_names.ptr()));
+    names = list_of(field_names);
   }
   nb::list kept;
   std::vector<std::string> fields;
@@ -151,7 +151,7 @@ PyBatchMeta select_fields(const PyBatchMeta& self, nb::handle field_names) {
 }
 
 void reorder(PyBatchMeta& self, nb::handle indices) {
-  nb::list given = nb::steal<nb::list>(PySequence_List(indices.ptr()));
+  nb::list given = list_of(indices);
   if (given.size() != self.size()) {
     throw nb::value_error(
         ("Indices length " + std::to_string(given.size()) + " mismatch batch size " + std::to_string(self.size()))

@@ -97,7 +97,7 @@ nb::object check_int64_list(nb::handle values, const std::string& parameter) {
     static nb::handle ascontiguousarray = python_attribute("numpy", "ascontiguousarray");
     return ascontiguousarray(values, "int64");
   }
-  nb::list items = nb::steal<nb::list>(PySequence_List(values.ptr()));
+  nb::list items = list_of(values);
   std::vector<int64_t> out(items.size());
   for (size_t i = 0; i < out.size(); ++i) {
     PyObject* item = PyList_GET_ITEM(items.ptr(), static_cast<Py_ssize_t>(i));
@@ -141,7 +141,7 @@ nb::list positions(nb::handle values, int64_t size, const std::string& parameter
     }
     items = nb::cast<nb::list>(values.attr("tolist")());
   } else {
-    items = nb::steal<nb::list>(PySequence_List(values.ptr()));
+    items = list_of(values);
   }
   // numpy reads a list of bools only as bools (refused), a mix with integers as integers.
   size_t bools = 0;
@@ -177,7 +177,7 @@ nb::list check_names(nb::handle values, const std::string& parameter) {
   if (PyBytes_Check(values.ptr()) || PyByteArray_Check(values.ptr()) || !has_iter(values)) {
     throw_wrong_type(values, parameter, "a str or a list of str");
   }
-  names = nb::steal<nb::list>(PySequence_List(values.ptr()));
+  names = list_of(values);
   const size_t count = names.size();
   for (size_t i = 0; i < count; ++i) {
     PyObject* name = PyList_GET_ITEM(names.ptr(), static_cast<Py_ssize_t>(i));
@@ -199,10 +199,16 @@ nb::object check_tag(nb::handle value, const std::string& parameter) {
 
 nb::list check_list(nb::handle value, const std::string& parameter, const std::string& description) {
   if (!PyList_Check(value.ptr()) && !PyTuple_Check(value.ptr())) throw_wrong_type(value, parameter, description);
-  return nb::steal<nb::list>(PySequence_List(value.ptr()));
+  return list_of(value);
 }
 
 PyObject* argument_type_error() { return argument_type_error_type; }
+
+nb::list list_of(nb::handle values) {
+  PyObject* list = PySequence_List(values.ptr());
+  if (list == nullptr) throw nb::python_error();
+  return nb::steal<nb::list>(list);
+}
 
 std::string type_name_of(nb::handle value) { return nb::cast<std::string>(value.type().attr("__name__")); }
 

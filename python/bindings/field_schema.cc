@@ -43,7 +43,7 @@ nb::tuple tuple_of(nb::handle values) { return nb::steal<nb::tuple>(PySequence_T
 
 // The shape the engine reports for samples of these shapes: -1 where they differ.
 nb::tuple common_shape(nb::handle shapes) {
-  nb::list all = nb::steal<nb::list>(PySequence_List(shapes.ptr()));
+  nb::list all = list_of(shapes);
   nb::handle first = all[0];
   size_t longest = 0;
   bool same_rank = true;
@@ -95,8 +95,7 @@ nb::dict field_entry(nb::handle name, nb::handle given, int64_t rows) {
   }
   if (module_of(value).starts_with("torch") && nb::hasattr(value, "is_nested")) {
     const bool nested = truthy(value.attr("is_nested"));
-    nb::object samples =
-        nested ? nb::object(nb::steal(PySequence_List(nb::object(value.attr("unbind")()).ptr()))) : nb::none();
+    nb::object samples = nested ? nb::object(list_of(nb::object(value.attr("unbind")()))) : nb::none();
     const int64_t count = nested                                   ? static_cast<int64_t>(nb::len(samples))
                           : nb::cast<int64_t>(value.attr("dim")()) ? nb::cast<int64_t>(value.attr("shape")[0])
                                                                    : 0;
@@ -120,7 +119,7 @@ nb::dict field_entry(nb::handle name, nb::handle given, int64_t rows) {
     throw nb::value_error(
         ("field " + repr_text(name) + " is a " + type_name_of(value) + "; give a tensor, an array or a list").c_str());
   }
-  nb::list items = nb::steal<nb::list>(PySequence_List(value.ptr()));
+  nb::list items = list_of(value);
   if (static_cast<int64_t>(items.size()) != rows) throw_count(name, std::to_string(items.size()), rows);
   static nb::handle number_type = python_attribute("numbers", "Number");
   static nb::handle numpy_bool = python_attribute("numpy", "bool_");
@@ -192,7 +191,7 @@ nb::tuple schema_of(nb::handle data) {
 // The first part's schema; a field nested in any part is nested, and
 // per_sample_shapes are joined when any part has them.
 nb::dict concat_schema(nb::handle parts) {
-  nb::list all = nb::steal<nb::list>(PySequence_List(parts.ptr()));
+  nb::list all = list_of(parts);
   nb::object first = all[0].attr("field_schema");
   nb::dict out;
   for (nb::handle name : first) {

@@ -23,8 +23,6 @@ namespace {
 
 [[noreturn]] void throw_value_error(const std::string& message) { throw nb::value_error(message.c_str()); }
 
-nb::list list_of(nb::handle values) { return nb::steal<nb::list>(PySequence_List(values.ptr())); }
-
 bool has_duplicates(nb::handle values) {
   nb::object unique = nb::steal(PySet_New(values.ptr()));
   if (!unique.is_valid()) throw nb::python_error();

@@ -43,7 +43,7 @@ struct SampleView {
     return "_SampleView(global_index=" + str_text(column("global_indexes")) +
            ", partition_id=" + repr_text(column("partition_ids")) +
            ", production_status=" + str_text(nb::int_(column("production_status"))) +
-           ", fields=" + str_text(nb::steal(PySequence_List(nb::object(batch.attr("field_schema")).ptr()))) + ")";
+           ", fields=" + str_text(list_of(nb::object(batch.attr("field_schema")))) + ")";
   }
 };
 

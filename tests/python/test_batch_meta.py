@@ -432,6 +432,16 @@ def test_attribute_setters_check_per_sample_lists():
         meta.anything_else = 1
 
 
+@pytest.mark.parametrize("call", [
+    lambda meta, kv: meta.select_samples(5), lambda meta, kv: meta.select_fields(None),
+    lambda meta, kv: meta.split(None), lambda meta, kv: meta.reorder(3), lambda meta, kv: meta._field_produced(3),
+    lambda meta, kv: BatchMeta.concat(5), lambda meta, kv: meta.get_shapes(["x"]),
+    lambda meta, kv: kv.select_keys(5), lambda meta, kv: kv.reorder(5), lambda meta, kv: KVBatchMeta.concat(5)])
+def test_a_non_iterable_argument_is_a_type_error(call):
+    with pytest.raises(TypeError):
+        call(make_meta(n=2), KVBatchMeta(keys=["a"], tags=[{}]))
+
+
 def test_help_shows_the_docstrings():
     assert "TransferQueue 0.1.11" in BatchMeta.__doc__
     assert "in [0, size)" in BatchMeta.select_samples.__doc__

@@ -76,6 +76,8 @@ void bind_batch_meta_object(nanobind::module_ m);
 // (size, len(names)) row-major: sample i has field names[j]: it is in
 // field_schema and its production_status is 1 or the engine said so.
 std::vector<uint8_t> field_produced(const PyBatchMeta& meta, nanobind::handle names);
+// sorted(field_schema): the field names.
+nanobind::list sorted_names(nanobind::handle schema);
 // `meta` as an instance of `type` (seqflow.BatchMeta or a subclass).
 nanobind::object instance_of(nanobind::handle type, PyBatchMeta&& meta);
 // custom_meta decoded (and kept) on first read.

@@ -27,6 +27,9 @@ inline constexpr int64_t kMaxBusyPollUs = 1'000'000;
 // The exception type seqflow._checks.ArgumentTypeError.
 PyObject* argument_type_error();
 
+// list(values); a TypeError, as list() raises, for one that is not iterable.
+nanobind::list list_of(nanobind::handle values);
+
 // type(value).__name__, str(value), repr(value), isinstance(value, collections.abc.Mapping).
 std::string type_name_of(nanobind::handle value);
 std::string str_text(nanobind::handle value);
