@@ -76,12 +76,13 @@ int traverse(PyObject* self, visitproc visit, void* arg) {
   return 0;
 }
 
+// None rather than NULL: a finalizer in the cycle may still read the batch.
 int clear(PyObject* self) {
   if (!nb::inst_ready(self)) return 0;
   auto* meta = nb::inst_ptr<PyBatchMeta>(self);
   for (nb::object* member : {&meta->py_field_schema, &meta->py_production_status, &meta->py_extra_info,
                              &meta->py_custom_meta, &meta->py_backend_meta}) {
-    member->reset();
+    *member = nb::none();
   }
   return 0;
 }
