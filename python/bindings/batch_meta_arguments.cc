@@ -1,7 +1,6 @@
-// The checks and copies of seqflow.BatchMeta's constructor arguments that
-// hold Python objects (the engine's columns are checked by the engine):
-// global_indexes, generations, one dict per sample, field_schema.
-#include <nanobind/stl/optional.h>
+// The checks and copies of seqflow.BatchMeta's constructor arguments:
+// global_indexes, partition_ids, generations, field_schema,
+// production_status, extra_info and the dicts per sample.
 #include <nanobind/stl/string.h>
 
 #include <algorithm>
@@ -11,10 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "bindings/arrays.h"
+#include "bindings/batch_meta_object.h"
 #include "bindings/checks.h"
 #include "bindings/field_schema.h"
-#include "bindings/submodules.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -22,8 +20,6 @@ using namespace nb::literals;
 namespace seqflow::bindings {
 
 namespace {
-
-using UInt64Array = nb::ndarray<nb::numpy, uint64_t, nb::ndim<1>>;
 
 bool is_instance(nb::handle value, nb::handle type) {
   const int is = PyObject_IsInstance(value.ptr(), type.ptr());
@@ -43,8 +39,6 @@ bool is_text(nb::handle value) { return PyUnicode_Check(value.ptr()) || PyBytes_
 
 [[noreturn]] void throw_type_error(const std::string& message) { throw nb::type_error(message.c_str()); }
 
-nb::list list_of(nb::handle values) { return nb::steal<nb::list>(PySequence_List(values.ptr())); }
-
 // The integer as int64, or nothing when it lies outside; `above` says on which side.
 std::optional<int64_t> as_int64(nb::handle integer, bool& above) {
   int overflow = 0;
@@ -54,12 +48,12 @@ std::optional<int64_t> as_int64(nb::handle integer, bool& above) {
   return value;
 }
 
-Int64Array index_array(nb::handle values) {
+std::vector<int64_t> index_array(nb::handle values) {
   const auto refuse = [&] { throw_type_error("global_indexes must be a list of integers, got " + repr_text(values)); };
   if (is_text(values) || !is_iterable(values)) refuse();
   nb::list items;
   if (nb::hasattr(values, "dtype") && nb::hasattr(values, "ndim")) {  // a numpy array
-    if (nb::cast<int64_t>(values.attr("size")) == 0) return to_numpy(std::vector<int64_t>{});
+    if (nb::cast<int64_t>(values.attr("size")) == 0) return {};
     const std::string kind = nb::cast<std::string>(values.attr("dtype").attr("kind"));
     if (nb::cast<int>(values.attr("ndim")) != 1 || (kind != "i" && kind != "u")) refuse();
     items = nb::cast<nb::list>(values.attr("tolist")());
@@ -86,11 +80,12 @@ Int64Array index_array(nb::handle values) {
     if (!value) refuse();
     out.push_back(*value);
   }
-  return to_numpy(std::move(out));
+  return out;
 }
 
-std::optional<UInt64Array> generation_array(nb::handle values, size_t n) {
-  if (values.is_none()) return std::nullopt;
+// None: not known (empty).
+std::vector<uint64_t> generation_array(nb::handle values, size_t n) {
+  if (values.is_none()) return {};
   if (is_text(values) || !is_iterable(values)) {
     throw_type_error("generations must be None or a list of integers, got " + repr_text(values));
   }
@@ -114,34 +109,6 @@ std::optional<UInt64Array> generation_array(nb::handle values, size_t n) {
                        repr_text(item));
     }
     out[i] = value;
-  }
-  return to_numpy(std::move(out));
-}
-
-nb::list dict_list(nb::handle values, size_t n, const std::string& name, bool copy_entries, bool empty_is_none) {
-  const bool empty = (PyList_Check(values.ptr()) || PyTuple_Check(values.ptr())) && nb::len(values) == 0;
-  nb::list out;
-  if (values.is_none() || (empty_is_none && empty)) {
-    for (size_t i = 0; i < n; ++i) out.append(nb::dict());
-    return out;
-  }
-  if (is_text(values) || is_mapping(values) || !is_iterable(values)) {
-    throw_type_error(name + " must be a list of dicts, one per sample, got " + type_name_of(values));
-  }
-  nb::list items = list_of(values);
-  if (items.size() != n) {
-    throw nb::value_error(
-        (name + " length " + std::to_string(items.size()) + " != batch_size " + std::to_string(n)).c_str());
-  }
-  for (size_t i = 0; i < n; ++i) {
-    nb::handle entry = items[i];
-    if (!is_mapping(entry))
-      throw_type_error(name + "[" + std::to_string(i) + "] must be a dict, got " + type_name_of(entry));
-    nb::object own = copy_entries
-                         ? nb::steal(PyObject_CallOneArg(reinterpret_cast<PyObject*>(&PyDict_Type), entry.ptr()))
-                         : nb::borrow(entry);
-    if (!own.is_valid()) throw nb::python_error();
-    out.append(own);
   }
   return out;
 }
@@ -173,7 +140,7 @@ nb::tuple checked_status(nb::handle production_status, size_t n, nb::handle sche
   if (production_status.is_none()) return nb::make_tuple(numpy.attr("zeros")(n, "dtype"_a = "int8"), nb::none());
   nb::object status = numpy.attr("array")(production_status, "copy"_a = true);
   const int ndim = nb::cast<int>(status.attr("ndim"));
-  nb::list names = nb::steal<nb::list>(PySequence_List(schema.ptr()));
+  nb::list names = list_of(schema);
   if (ndim == 2 && status.attr("shape").equal(nb::make_tuple(n, names.size()))) {
     nb::object matrix = status.attr("astype")("bool");
     nb::object ready = names.size() ? nb::object(matrix.attr("all")("axis"_a = 1)) : numpy.attr("zeros")(n, "bool");
@@ -194,14 +161,38 @@ nb::tuple checked_status(nb::handle production_status, size_t n, nb::handle sche
   return nb::make_tuple(status.attr("astype")("int8"), nb::none());
 }
 
-// BatchMeta(...)'s arguments checked and copied: (indexes, partition_ids,
-// generations, field_schema, production_status, the per-field matrix or None,
-// extra_info, custom_meta, _custom_backend_meta or None).
-nb::tuple constructor_parts(nb::handle global_indexes, nb::handle partition_ids, nb::handle field_schema,
-                            nb::handle production_status, nb::handle extra_info, nb::handle custom_meta,
-                            nb::handle backend_meta, nb::handle generations) {
-  Int64Array indexes = index_array(global_indexes);
-  const size_t n = indexes.shape(0);
+}  // namespace
+
+nb::list dict_list(nb::handle values, size_t n, const std::string& name, bool copy_entries, bool empty_is_none) {
+  const bool empty = (PyList_Check(values.ptr()) || PyTuple_Check(values.ptr())) && nb::len(values) == 0;
+  nb::list out;
+  if (values.is_none() || (empty_is_none && empty)) {
+    for (size_t i = 0; i < n; ++i) out.append(nb::dict());
+    return out;
+  }
+  if (is_text(values) || is_mapping(values) || !is_iterable(values)) {
+    throw_type_error(name + " must be a list of dicts, one per sample, got " + type_name_of(values));
+  }
+  nb::list items = list_of(values);
+  if (items.size() != n) {
+    throw nb::value_error(
+        (name + " length " + std::to_string(items.size()) + " != batch_size " + std::to_string(n)).c_str());
+  }
+  for (size_t i = 0; i < n; ++i) {
+    nb::handle entry = items[i];
+    if (!is_mapping(entry))
+      throw_type_error(name + "[" + std::to_string(i) + "] must be a dict, got " + type_name_of(entry));
+    out.append(copy_entries ? dict_of(entry) : nb::borrow(entry));
+  }
+  return out;
+}
+
+PyBatchMeta checked_batch_meta(nb::handle global_indexes, nb::handle partition_ids, nb::handle field_schema,
+                               nb::handle production_status, nb::handle extra_info, nb::handle custom_meta,
+                               nb::handle backend_meta, nb::handle generations) {
+  PyBatchMeta meta;
+  meta.global_indexes = index_array(global_indexes);
+  const size_t n = meta.size();
   if (PyUnicode_Check(partition_ids.ptr())) {
     throw_type_error("partition_ids must be a list with one partition id per sample, got " + repr_text(partition_ids));
   }
@@ -211,33 +202,29 @@ nb::tuple constructor_parts(nb::handle global_indexes, nb::handle partition_ids,
                            std::to_string(partitions.size()))
                               .c_str());
   }
-  nb::object generation_column = nb::cast(generation_array(generations, n));
+  std::vector<std::string> ids;
+  for (nb::handle id : partitions) ids.push_back(nb::cast<std::string>(id));
+  meta.partition_ids = PartitionIdList(ids);
+  meta.generations = generation_array(generations, n);
   nb::dict schema = checked_schema(field_schema, n);
   nb::tuple status = checked_status(production_status, n, schema);
+  for (auto [name, entry] : schema) meta.field_schema.emplace(nb::cast<std::string>(name), FieldSchema{});
+  if (!status[1].is_none()) {
+    auto matrix = nb::cast<nb::ndarray<const bool, nb::ndim<2>, nb::c_contig, nb::device::cpu>>(status[1]);
+    const auto* bits = reinterpret_cast<const uint8_t*>(matrix.data());
+    meta.production_status.assign(bits, bits + matrix.shape(0) * matrix.shape(1));
+  }
   if (!extra_info.is_none() && !is_mapping(extra_info)) {
     throw_type_error("extra_info must be a dict, got " + type_name_of(extra_info));
   }
-  nb::dict info =
-      extra_info.is_none()
-          ? nb::dict()
-          : nb::steal<nb::dict>(PyObject_CallOneArg(reinterpret_cast<PyObject*>(&PyDict_Type), extra_info.ptr()));
-  nb::object backend = PyObject_IsTrue(backend_meta.ptr()) == 1
-                           ? nb::object(dict_list(backend_meta, n, "_custom_backend_meta", true, true))
-                           : nb::none();
-  nb::list custom = dict_list(custom_meta, n, "custom_meta", true, true);
-  return nb::make_tuple(indexes, partitions, generation_column, schema, status[0], status[1], info, custom, backend);
-}
-
-}  // namespace
-
-void bind_batch_meta_arguments(nb::module_ m) {
-  m.def("constructor_parts", &constructor_parts, nb::arg("global_indexes").none(), nb::arg("partition_ids").none(),
-        nb::arg("field_schema").none(), nb::arg("production_status").none(), nb::arg("extra_info").none(),
-        nb::arg("custom_meta").none(), nb::arg("custom_backend_meta").none(), nb::arg("generations").none(),
-        "BatchMeta(...)'s arguments checked and copied.");
-  m.def("dict_list", &dict_list, nb::arg("values").none(), nb::arg("n"), nb::arg("name"),
-        nb::arg("copy_entries") = true, nb::arg("empty_is_none") = true,
-        "One dict per sample (empty ones for None, and for [] unless not empty_is_none).");
+  meta.py_field_schema = schema;
+  meta.py_production_status = status[0];
+  meta.py_extra_info = extra_info.is_none() ? nb::dict() : dict_of(extra_info);
+  meta.py_backend_meta = PyObject_IsTrue(backend_meta.ptr()) == 1
+                             ? nb::object(dict_list(backend_meta, n, "_custom_backend_meta", true, true))
+                             : nb::none();
+  meta.py_custom_meta = dict_list(custom_meta, n, "custom_meta", true, true);
+  return meta;
 }
 
 }  // namespace seqflow::bindings

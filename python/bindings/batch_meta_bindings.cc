@@ -1,9 +1,7 @@
-// seqflow's BatchMeta as a Python class (seqflow.BatchMeta subclasses it):
-// the columns and their operations are C++; the Python subclass adds what
-// holds Python objects (field_schema's dtypes as given, extra_info, custom_meta
-// once decoded). Underscored methods are that subclass's.
-#include "bindings/batch_meta_conversion.h"
-
+// The engine's columns of a batch (seqflow::BatchMeta) in Python: bound as
+// _seqflow._NativeBatchMeta, which the client bindings take and return, and
+// moved into or copied out of seqflow.BatchMeta (batch_meta_object.h), whose
+// base class it is. custom_meta crosses as MessagePack, decoded on first read.
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
@@ -16,6 +14,10 @@
 #include <type_traits>
 
 #include "bindings/arrays.h"
+#include "bindings/batch_meta_conversion.h"
+#include "bindings/batch_meta_object.h"
+#include "bindings/checks.h"
+#include "bindings/field_schema.h"
 #include "bindings/json_conversion.h"
 #include "bindings/msgpack_conversion.h"
 #include "bindings/submodules.h"
@@ -28,15 +30,8 @@ namespace nb = nanobind;
 namespace seqflow::bindings {
 namespace {
 
-using BoolMatrix = nb::ndarray<nb::numpy, bool, nb::ndim<2>>;
 using Int8Array = nb::ndarray<nb::numpy, int8_t, nb::ndim<1>>;
-
-// Bools as one byte each, the layout numpy's bool dtype has.
-BoolMatrix bool_matrix(std::vector<uint8_t>&& values, size_t rows, size_t columns) {
-  auto* owned = new std::vector<uint8_t>(std::move(values));
-  nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<uint8_t>*>(p); });
-  return BoolMatrix(reinterpret_cast<bool*>(owned->data()), {rows, columns}, owner);
-}
+using BoolInput = nb::ndarray<const bool, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
 
 nb::dict schema_to_python(const FieldSchema& schema) {
   nb::dict out;
@@ -46,7 +41,7 @@ nb::dict schema_to_python(const FieldSchema& schema) {
     out["dtype"] = nb::none();
     out["shape"] = nb::none();
   } else {
-    out["dtype"] = std::string(dtype_name(schema.dtype));
+    out["dtype"] = std::string(seqflow::dtype_name(schema.dtype));
     nb::list shape;
     for (int64_t d : schema.shape) shape.append(d);
     out["shape"] = nb::tuple(shape);
@@ -56,23 +51,19 @@ nb::dict schema_to_python(const FieldSchema& schema) {
   return out;
 }
 
-FieldSchema schema_from_python(const std::string& field, nb::handle value) {
-  nb::dict entry;
-  if (!nb::try_cast(value, entry)) throw_invalid("field_schema[\"" + field + "\"] must be a dict");
+// One entry of seqflow.BatchMeta's field_schema as the engine reads it (the dtype by name).
+FieldSchema schema_from_python(const std::string& field, nb::handle entry) {
+  if (!is_mapping(entry)) throw_invalid("field_schema[\"" + field + "\"] must be a dict");
+  nb::object get = entry.attr("get");
   FieldSchema schema;
-  if (entry.contains("dtype") && !entry["dtype"].is_none()) {
-    nb::object dtype = entry["dtype"];
-    if (!nb::isinstance<nb::str>(dtype)) {
-      throw_invalid("field_schema[\"" + field + "\"][\"dtype\"] must be a dtype name, got a " +
-                    std::string(nb::type_name(dtype.type()).c_str()));
-    }
-    schema.dtype = parse_dtype(nb::cast<std::string>(dtype));
+  nb::object dtype = dtype_name(get("dtype"));
+  if (!dtype.is_none()) schema.dtype = parse_dtype(nb::cast<std::string>(nb::str(dtype)));
+  nb::object shape = get("shape");
+  if (!shape.is_none()) {
+    for (nb::handle d : shape) schema.shape.push_back(nb::cast<int64_t>(d));
   }
-  if (entry.contains("shape") && !entry["shape"].is_none()) {
-    for (nb::handle d : entry["shape"]) schema.shape.push_back(nb::cast<int64_t>(d));
-  }
-  if (entry.contains("is_nested")) schema.is_nested = nb::cast<bool>(entry["is_nested"]);
-  if (entry.contains("is_non_tensor")) schema.is_object = nb::cast<bool>(entry["is_non_tensor"]);
+  schema.is_nested = nb::cast<bool>(get("is_nested", false));
+  schema.is_object = nb::cast<bool>(get("is_non_tensor", false));
   return schema;
 }
 
@@ -96,11 +87,12 @@ nb::list int_list(const std::vector<Int>& values) {
   return out;
 }
 
-using BoolInput = nb::ndarray<const bool, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
-
-// Encoded custom_meta as the caller gives it (Python's _encoded_meta): the
+// Encoded custom_meta as the caller gives it (_encoded_meta, pickles): the
 // offsets are checked, the entries only when they go to the engine.
-CustomMetaList custom_meta_unchecked(nb::bytes bytes, const OffsetsInput& offsets, size_t samples) {
+CustomMetaList custom_meta_unchecked(nb::handle encoded, size_t samples) {
+  auto pair = nb::cast<nb::tuple>(encoded);
+  auto bytes = nb::cast<nb::bytes>(pair[0]);
+  auto offsets = nb::cast<OffsetsInput>(pair[1]);
   const std::span<const uint32_t> bounds(offsets.data(), offsets.shape(0));
   CustomMetaList::check_offsets(bytes.size(), bounds);
   if (bounds.size() != samples + 1) {
@@ -120,20 +112,6 @@ nb::tuple encoded_to_python(const BatchMeta& meta) {
   return nb::make_tuple(nb::bytes(list.bytes().data(), list.bytes().size()), to_numpy(std::move(offsets)));
 }
 
-std::vector<int64_t> positions_of(const Int64Input& positions) {
-  return {positions.data(), positions.data() + positions.shape(0)};
-}
-
-// A count argument (chunks, parts): an int >= 1, not a bool; ValueError naming it.
-int64_t count_of(nb::handle value, const char* name) {
-  if (PyBool_Check(value.ptr()) || !PyIndex_Check(value.ptr())) {
-    throw_invalid(std::string(name) + " must be an integer >= 1, got " + nb::cast<std::string>(nb::repr(value)));
-  }
-  const int64_t count = nb::cast<int64_t>(nb::int_(value));
-  if (count < 1) throw_invalid(std::string(name) + " must be an integer >= 1, got " + std::to_string(count));
-  return count;
-}
-
 nb::list partitions_to_python(const PartitionIdList& ids) {
   nb::list out;
   for (size_t r = 0, begin = 0; r < ids.run_count(); begin = ids.run_end(r++)) {
@@ -149,7 +127,7 @@ std::vector<std::string> strings_of(nb::handle values) {
   return out;
 }
 
-void check_count(size_t got, size_t samples, const char* name) {
+void check_length(size_t got, size_t samples, const char* name) {
   if (got != samples) {
     throw_invalid(std::string(name) + " has " + std::to_string(got) + " entries for " + std::to_string(samples) +
                   " samples");
@@ -170,6 +148,12 @@ void set_status(BatchMeta& meta, const std::optional<BoolInput>& status) {
   meta.production_status.assign(bits, bits + status->shape(0) * status->shape(1));
 }
 
+std::vector<std::string> field_names_of(const BatchMeta& meta) {
+  std::vector<std::string> names;
+  for (const auto& entry : meta.field_schema) names.push_back(entry.first);
+  return names;
+}
+
 }  // namespace
 
 nb::list decode_custom_meta(nb::bytes bytes, const OffsetsInput& offsets) {
@@ -186,6 +170,11 @@ nb::list decode_custom_meta(nb::bytes bytes, const OffsetsInput& offsets) {
     out.append(value);
   }
   return out;
+}
+
+nb::list decode_custom_meta(const BatchMeta& meta) {
+  nb::tuple encoded = encoded_to_python(meta);
+  return decode_custom_meta(nb::cast<nb::bytes>(encoded[0]), nb::cast<OffsetsInput>(encoded[1]));
 }
 
 std::vector<Value> custom_meta_from_python(nb::handle value) {
@@ -206,6 +195,81 @@ std::vector<Value> custom_meta_from_python(nb::handle value) {
   return out;
 }
 
+BoolMatrix bool_matrix(std::vector<uint8_t>&& values, size_t rows, size_t columns) {
+  auto* owned = new std::vector<uint8_t>(std::move(values));
+  nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<uint8_t>*>(p); });
+  return BoolMatrix(reinterpret_cast<bool*>(owned->data()), {rows, columns}, owner);
+}
+
+int64_t count_of(nb::handle value, const char* name) {
+  if (PyBool_Check(value.ptr()) || !PyIndex_Check(value.ptr())) {
+    throw_invalid(std::string(name) + " must be an integer >= 1, got " + nb::cast<std::string>(nb::repr(value)));
+  }
+  const int64_t count = nb::cast<int64_t>(nb::int_(value));
+  if (count < 1) throw_invalid(std::string(name) + " must be an integer >= 1, got " + std::to_string(count));
+  return count;
+}
+
+PyBatchMeta from_native(BatchMeta&& native, nb::handle extra_info) {
+  PyBatchMeta out;
+  static_cast<BatchMeta&>(out) = std::move(native);
+  nb::dict schema;
+  for (const auto& [field, entry] : out.field_schema) schema[field.c_str()] = schema_to_python(entry);
+  out.py_field_schema = std::move(schema);
+  out.py_production_status = nb::cast(sample_status(out));
+  const bool given = !extra_info.is_none() && PyObject_IsTrue(extra_info.ptr()) == 1;
+  out.py_extra_info = given ? dict_of(extra_info) : nb::dict();
+  out.py_custom_meta = nb::none();
+  out.py_backend_meta = nb::none();
+  return out;
+}
+
+BatchMeta to_native(const PyBatchMeta& meta, bool custom_meta) {
+  nb::list names = sorted_names(meta.py_field_schema);
+  BatchMeta out = static_cast<const BatchMeta&>(meta);
+  out.field_schema.clear();
+  for (nb::handle name : names) {
+    const std::string field = nb::cast<std::string>(name);
+    out.field_schema.emplace(field, schema_from_python(field, meta.py_field_schema[name]));
+  }
+  std::vector<uint8_t> bits = field_produced(meta, names);
+  set_status(out, BoolInput(bits.data(), {meta.size(), out.field_schema.size()}));
+  if (custom_meta && !meta.py_custom_meta.is_none()) {
+    out.custom_meta = CustomMetaList();
+    for (const Value& object : custom_meta_from_python(meta.py_custom_meta)) out.custom_meta.push_back(object);
+  } else {
+    // Bytes a caller may have set: checked before the engine reads them.
+    out.custom_meta = CustomMetaList::from_encoded(meta.custom_meta.bytes(), meta.custom_meta.offsets());
+  }
+  return out;
+}
+
+nb::tuple columns_state(const BatchMeta& meta) {
+  const std::vector<std::string> names = field_names_of(meta);
+  nb::object generations = meta.generations.empty() ? nb::object(nb::none()) : nb::object(int_list(meta.generations));
+  return nb::make_tuple(to_numpy(std::vector<int64_t>(meta.global_indexes)), partitions_to_python(meta.partition_ids),
+                        generations, names, bool_matrix(meta.field_produced(names), meta.size(), names.size()),
+                        encoded_to_python(meta));
+}
+
+BatchMeta columns_from_state(nb::handle state) {
+  auto columns = nb::cast<nb::tuple>(state);
+  if (columns.size() != 6) throw_invalid("a BatchMeta's columns state holds 6 entries, got " + repr_text(state));
+  BatchMeta meta;
+  auto indexes = nb::cast<Int64Input>(columns[0]);
+  meta.global_indexes.assign(indexes.data(), indexes.data() + indexes.shape(0));
+  meta.partition_ids = PartitionIdList(strings_of(columns[1]));
+  check_length(meta.partition_ids.size(), meta.size(), "partition_ids");
+  if (!columns[2].is_none()) {
+    meta.generations = nb::cast<std::vector<uint64_t>>(columns[2]);
+    check_length(meta.generations.size(), meta.size(), "generations");
+  }
+  for (const std::string& name : strings_of(columns[3])) meta.field_schema.emplace(name, FieldSchema{});
+  set_status(meta, nb::cast<BoolInput>(columns[4]));
+  meta.custom_meta = custom_meta_unchecked(columns[5], meta.size());
+  return meta;
+}
+
 void bind_batch_meta(nb::module_ m) {
   using namespace nb::literals;
   m.def(
@@ -217,125 +281,39 @@ void bind_batch_meta(nb::module_ m) {
       "total"_a, "parts"_a,
       "Sizes of `parts` consecutive chunks of `total` items: as equal as possible, the larger ones first "
       "(7 into 3 -> [3, 2, 2]).");
-  m.def(
-      "check_chunks", [](nb::handle chunks) { return count_of(chunks, "chunks"); }, "chunks"_a);
 
-  nb::class_<BatchMeta>(m, "BatchMeta", "The C++ columns of seqflow.BatchMeta and their operations.")
-      .def(nb::init<>())
-      .def(
-          "__init__", [](BatchMeta* self, BatchMeta& native) { new (self) BatchMeta(std::move(native)); }, "native"_a,
-          "Takes over `native`'s columns (left empty).")
-      .def(
-          "__init__",
-          [](BatchMeta* self, const Int64Input& global_indexes, nb::handle partition_ids,
-             const std::optional<UInt64Input>& generations, nb::handle field_names,
-             const std::optional<BoolInput>& field_status, nb::handle custom_meta_encoded) {
-            BatchMeta meta;
-            meta.global_indexes.assign(global_indexes.data(), global_indexes.data() + global_indexes.shape(0));
-            meta.partition_ids = PartitionIdList(strings_of(partition_ids));
-            check_count(meta.partition_ids.size(), meta.size(), "partition_ids");
-            const auto known = as_span(generations);
-            meta.generations.assign(known.begin(), known.end());
-            if (!meta.generations.empty()) check_count(meta.generations.size(), meta.size(), "generations");
-            for (const std::string& name : strings_of(field_names)) meta.field_schema.emplace(name, FieldSchema{});
-            set_status(meta, field_status);
-            if (!custom_meta_encoded.is_none()) {
-              auto encoded = nb::cast<nb::tuple>(custom_meta_encoded);
-              meta.custom_meta = custom_meta_unchecked(nb::cast<nb::bytes>(encoded[0]),
-                                                       nb::cast<OffsetsInput>(encoded[1]), meta.size());
-            }
-            new (self) BatchMeta(std::move(meta));
-          },
-          "global_indexes"_a, "partition_ids"_a, "generations"_a.none(), "field_names"_a, "field_status"_a.none(),
-          "custom_meta_encoded"_a.none())
+  nb::class_<BatchMeta>(m, "_NativeBatchMeta",
+                        "The engine's columns of a batch, which the client bindings take and return; "
+                        "seqflow.BatchMeta is a subclass.")
       .def_prop_ro("size", &BatchMeta::size, "Number of samples.")
       .def("__len__", &BatchMeta::size)
-      .def_prop_ro("global_indexes", [](const BatchMeta& self) { return int_list(self.global_indexes); })
+      .def_prop_ro(
+          "global_indexes", [](const BatchMeta& self) { return int_list(self.global_indexes); },
+          "Per sample, its index in its partition.")
       .def_prop_rw(
           "partition_ids", [](const BatchMeta& self) { return partitions_to_python(self.partition_ids); },
           [](BatchMeta& self, nb::handle ids) {
             PartitionIdList list(strings_of(ids));
-            check_count(list.size(), self.size(), "partition_ids");
+            check_length(list.size(), self.size(), "partition_ids");
             self.partition_ids = std::move(list);
-          })
+          },
+          "Per sample, its partition.")
       .def_prop_rw(
           "generations",
           [](const BatchMeta& self) {
             return self.generations.empty() ? nb::object(nb::none()) : nb::object(int_list(self.generations));
           },
           [](BatchMeta& self, std::optional<std::vector<uint64_t>> generations) {
-            if (generations) check_count(generations->size(), self.size(), "generations");
+            if (generations) check_length(generations->size(), self.size(), "generations");
             self.generations = generations.value_or(std::vector<uint64_t>{});
           },
           nb::arg("generations").none(),
           "Per sample, the generation the controller gave its global index; None when not known.")
       .def_prop_rw(
           "_encoded_meta", &encoded_to_python,
-          [](BatchMeta& self, nb::tuple encoded) {
-            self.custom_meta =
-                custom_meta_unchecked(nb::cast<nb::bytes>(encoded[0]), nb::cast<OffsetsInput>(encoded[1]), self.size());
-          },
-          "custom_meta as MessagePack bytes and uint32 offsets.")
-      .def("_decode_custom_meta",
-           [](const BatchMeta& self) {
-             nb::tuple encoded = encoded_to_python(self);
-             return decode_custom_meta(nb::cast<nb::bytes>(encoded[0]), nb::cast<OffsetsInput>(encoded[1]));
-           })
-      .def("_ready", &sample_status, "One int8 per sample: 1 when it has every field.")
-      .def_prop_ro("_field_names",
-                   [](const BatchMeta& self) {
-                     std::vector<std::string> names;
-                     for (const auto& entry : self.field_schema) names.push_back(entry.first);
-                     return names;
-                   })
-      .def(
-          "_field_status",
-          [](const BatchMeta& self, nb::handle names) {
-            const std::vector<std::string> fields = strings_of(names);
-            return bool_matrix(self.field_produced(fields), self.size(), fields.size());
-          },
-          "names"_a, "(size, len(names)) bools: the engine's word on each sample's fields.")
-      .def("_schema_dict",
-           [](const BatchMeta& self) {
-             nb::dict out;
-             for (const auto& [field, entry] : self.field_schema) out[field.c_str()] = schema_to_python(entry);
-             return out;
-           })
-      .def(
-          "_with_fields",
-          [](const BatchMeta& self, nb::dict field_schema, const std::optional<BoolInput>& field_status,
-             nb::handle custom_meta) {
-            BatchMeta out = self;
-            out.field_schema.clear();
-            for (auto [key, value] : field_schema) {
-              const std::string field = nb::cast<std::string>(key);
-              out.field_schema.emplace(field, schema_from_python(field, value));
-            }
-            set_status(out, field_status);
-            if (custom_meta.is_none()) {
-              // Bytes a caller may have set: checked before the engine reads them.
-              out.custom_meta = CustomMetaList::from_encoded(self.custom_meta.bytes(), self.custom_meta.offsets());
-            } else {
-              out.custom_meta = CustomMetaList();
-              for (const Value& object : custom_meta_from_python(custom_meta)) out.custom_meta.push_back(object);
-            }
-            return out;
-          },
-          "field_schema"_a, "field_status"_a.none(), "custom_meta"_a.none(),
-          "A copy with this schema (dtype names), field matrix and custom_meta (None: the encoded one, checked).")
-      .def("_select", [](const BatchMeta& self, const Int64Input& at) { return self.select_samples(positions_of(at)); })
-      .def("_slice", &BatchMeta::slice)
-      .def("_select_fields",
-           [](const BatchMeta& self, const std::vector<std::string>& names) { return self.select_fields(names); })
-      .def("_reorder", [](BatchMeta& self, const Int64Input& at) { self.reorder(positions_of(at)); })
-      .def("_union", &BatchMeta::union_with)
-      .def_static("_concat", [](const std::vector<const BatchMeta*>& parts,
-                                bool validate) { return BatchMeta::concat(parts, validate); })
-      .def("_partition_positions", [](const BatchMeta& self) {
-        nb::list out;
-        for (auto& positions : self.partition_positions()) out.append(to_numpy(std::move(positions)));
-        return out;
-      });
+          [](BatchMeta& self, nb::handle encoded) { self.custom_meta = custom_meta_unchecked(encoded, self.size()); },
+          "custom_meta as MessagePack bytes and uint32 offsets.");
+  bind_batch_meta_object(m);
 }
 
 }  // namespace seqflow::bindings

@@ -1,5 +1,5 @@
 // seqflow._checks: the argument checks of bindings/checks.h, bound for the
-// Python layer, with the positions and bounds helpers of its selections.
+// Python layer, and the positions of selections.
 #include "bindings/checks.h"
 
 #include <nanobind/stl/optional.h>
@@ -103,7 +103,7 @@ nb::object check_int64_list(nb::handle values, const std::string& parameter) {
     static nb::handle ascontiguousarray = python_attribute("numpy", "ascontiguousarray");
     return ascontiguousarray(values, "int64");
   }
-  nb::list items = nb::steal<nb::list>(PySequence_List(values.ptr()));
+  nb::list items = list_of(values);
   std::vector<int64_t> out(items.size());
   for (size_t i = 0; i < out.size(); ++i) {
     PyObject* item = PyList_GET_ITEM(items.ptr(), static_cast<Py_ssize_t>(i));
@@ -127,6 +127,8 @@ namespace {
   throw_value_error(parameter + " must be a list of integer positions, got " + repr_text(values));
 }
 
+}  // namespace
+
 // `values` as a list of positions in [0, size); ValueError naming the parameter otherwise.
 nb::list positions(nb::handle values, int64_t size, const std::string& parameter) {
   nb::list items;
@@ -139,7 +141,7 @@ nb::list positions(nb::handle values, int64_t size, const std::string& parameter
     }
     items = nb::cast<nb::list>(values.attr("tolist")());
   } else {
-    items = nb::steal<nb::list>(PySequence_List(values.ptr()));
+    items = list_of(values);
   }
   // numpy reads a list of bools only as bools (refused), a mix with integers as integers.
   size_t bools = 0;
@@ -166,20 +168,6 @@ nb::list positions(nb::handle values, int64_t size, const std::string& parameter
   return out;
 }
 
-// (start, end) of consecutive parts of these sizes.
-nb::list bounds(nb::handle sizes) {
-  nb::list out;
-  int64_t start = 0;
-  for (nb::handle size : sizes) {
-    const int64_t end = start + check_int64(size, "sizes");
-    out.append(nb::make_tuple(start, end));
-    start = end;
-  }
-  return out;
-}
-
-}  // namespace
-
 nb::list check_names(nb::handle values, const std::string& parameter) {
   nb::list names;
   if (PyUnicode_Check(values.ptr())) {
@@ -189,7 +177,7 @@ nb::list check_names(nb::handle values, const std::string& parameter) {
   if (PyBytes_Check(values.ptr()) || PyByteArray_Check(values.ptr()) || !has_iter(values)) {
     throw_wrong_type(values, parameter, "a str or a list of str");
   }
-  names = nb::steal<nb::list>(PySequence_List(values.ptr()));
+  names = list_of(values);
   const size_t count = names.size();
   for (size_t i = 0; i < count; ++i) {
     PyObject* name = PyList_GET_ITEM(names.ptr(), static_cast<Py_ssize_t>(i));
@@ -211,10 +199,16 @@ nb::object check_tag(nb::handle value, const std::string& parameter) {
 
 nb::list check_list(nb::handle value, const std::string& parameter, const std::string& description) {
   if (!PyList_Check(value.ptr()) && !PyTuple_Check(value.ptr())) throw_wrong_type(value, parameter, description);
-  return nb::steal<nb::list>(PySequence_List(value.ptr()));
+  return list_of(value);
 }
 
 PyObject* argument_type_error() { return argument_type_error_type; }
+
+nb::list list_of(nb::handle values) {
+  PyObject* list = PySequence_List(values.ptr());
+  if (list == nullptr) throw nb::python_error();
+  return nb::steal<nb::list>(list);
+}
 
 std::string type_name_of(nb::handle value) { return nb::cast<std::string>(value.type().attr("__name__")); }
 
@@ -378,9 +372,6 @@ void bind_checks(nb::module_ m) {
         "A tag (kv_put) or one custom_meta entry: None or a dict whose keys are names.");
   m.def("check_list", &check_list, nb::arg("value").none(), nb::arg("parameter"), nb::arg("description"),
         "A list or tuple (not a str or a dict, whose items would be read as entries), as a list.");
-  m.def("positions", &positions, nb::arg("values").none(), nb::arg("size"), nb::arg("parameter"),
-        "`values` as a list of positions in [0, size); ValueError naming the parameter otherwise.");
-  m.def("bounds", &bounds, nb::arg("sizes").none(), "(start, end) of consecutive parts of these sizes.");
 }
 
 }  // namespace seqflow::bindings

@@ -5,7 +5,6 @@
 #include "bindings/deep_copy.h"
 
 #include "bindings/checks.h"
-#include "bindings/submodules.h"
 
 namespace nb = nanobind;
 
@@ -55,25 +54,12 @@ nb::object copy_with(nb::handle value, nb::dict& memo) {
   return deepcopy(value, memo);
 }
 
-// [deep_copy(values[i]) for i in at]
-nb::list copied_items(nb::handle values, nb::handle at) {
-  nb::list out;
-  for (nb::handle i : at) out.append(deep_copy(values[i]));
-  return out;
-}
-
 }  // namespace
 
 nb::object deep_copy(nb::handle value) {
   if (is_atomic(value.ptr())) return nb::borrow(value);
   nb::dict memo;
   return copy_with(value, memo);
-}
-
-void bind_deep_copy(nb::module_ m) {
-  m.def("deep_copy", &deep_copy, nb::arg("value").none(),
-        "copy.deepcopy(value), with dicts and lists of plain values copied in C++.");
-  m.def("copied_items", &copied_items, nb::arg("values"), nb::arg("at"), "[deep_copy(values[i]) for i in at].");
 }
 
 }  // namespace seqflow::bindings

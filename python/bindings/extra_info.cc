@@ -1,12 +1,13 @@
 // extra_info of joined batches (BatchMeta.concat, KVBatchMeta.concat): the
 // union of the parts' dicts, whose values may be any objects (arrays and
 // tensors compare element by element).
+#include "bindings/extra_info.h"
+
 #include <nanobind/stl/string.h>
 
 #include <string>
 
 #include "bindings/checks.h"
-#include "bindings/submodules.h"
 
 namespace nb = nanobind;
 
@@ -37,6 +38,8 @@ bool values_equal(nb::handle a, nb::handle b) {
   }
   return truth == 1;
 }
+
+}  // namespace
 
 // The union of the chunks' extra_info; a key with different values in two
 // chunks raises ValueError.
@@ -69,13 +72,6 @@ nb::dict merged_extra_info(nb::list infos, const std::string& owner) {
     }
   }
   return merged;
-}
-
-}  // namespace
-
-void bind_extra_info(nb::module_ m) {
-  m.def("merged_extra_info", &merged_extra_info, nb::arg("infos"), nb::arg("owner"),
-        "The union of the chunks' extra_info; a key with different values in two chunks raises ValueError.");
 }
 
 }  // namespace seqflow::bindings

@@ -10,10 +10,8 @@
 
 #include "bindings/checks.h"
 #include "bindings/deep_copy.h"
-#include "bindings/submodules.h"
 
 namespace nb = nanobind;
-using namespace nb::literals;
 
 namespace seqflow::bindings {
 
@@ -43,31 +41,9 @@ bool truthy(nb::handle value) {
 
 nb::tuple tuple_of(nb::handle values) { return nb::steal<nb::tuple>(PySequence_Tuple(values.ptr())); }
 
-// "float32" for torch.float32, np.float32, "float32" or "torch.float32";
-// other spellings ("torch.float") as they are, for the engine to read.
-nb::object dtype_name(nb::handle dtype) {
-  if (dtype.is_none()) return nb::none();
-  nb::object text = nb::borrow(dtype);
-  if (!PyUnicode_Check(dtype.ptr())) {
-    try {
-      text = module_of(dtype) == "torch" ? nb::object(nb::str(str_text(dtype).c_str()))
-                                         : nb::object(nb::module_::import_("numpy").attr("dtype")(dtype).attr("name"));
-    } catch (nb::python_error& error) {
-      if (!error.matches(PyExc_TypeError) && !error.matches(PyExc_ValueError)) throw;
-      return nb::str(str_text(dtype).c_str());
-    }
-  }
-  std::string bare = nb::cast<std::string>(text);
-  if (bare.starts_with("torch.")) bare = bare.substr(6);
-  for (std::string_view name : kDtypeNames) {
-    if (bare == name) return nb::str(bare.c_str());
-  }
-  return text;
-}
-
 // The shape the engine reports for samples of these shapes: -1 where they differ.
 nb::tuple common_shape(nb::handle shapes) {
-  nb::list all = nb::steal<nb::list>(PySequence_List(shapes.ptr()));
+  nb::list all = list_of(shapes);
   nb::handle first = all[0];
   size_t longest = 0;
   bool same_rank = true;
@@ -119,8 +95,7 @@ nb::dict field_entry(nb::handle name, nb::handle given, int64_t rows) {
   }
   if (module_of(value).starts_with("torch") && nb::hasattr(value, "is_nested")) {
     const bool nested = truthy(value.attr("is_nested"));
-    nb::object samples =
-        nested ? nb::object(nb::steal(PySequence_List(nb::object(value.attr("unbind")()).ptr()))) : nb::none();
+    nb::object samples = nested ? nb::object(list_of(nb::object(value.attr("unbind")()))) : nb::none();
     const int64_t count = nested                                   ? static_cast<int64_t>(nb::len(samples))
                           : nb::cast<int64_t>(value.attr("dim")()) ? nb::cast<int64_t>(value.attr("shape")[0])
                                                                    : 0;
@@ -144,7 +119,7 @@ nb::dict field_entry(nb::handle name, nb::handle given, int64_t rows) {
     throw nb::value_error(
         ("field " + repr_text(name) + " is a " + type_name_of(value) + "; give a tensor, an array or a list").c_str());
   }
-  nb::list items = nb::steal<nb::list>(PySequence_List(value.ptr()));
+  nb::list items = list_of(value);
   if (static_cast<int64_t>(items.size()) != rows) throw_count(name, std::to_string(items.size()), rows);
   static nb::handle number_type = python_attribute("numbers", "Number");
   static nb::handle numpy_bool = python_attribute("numpy", "bool_");
@@ -159,6 +134,30 @@ nb::dict field_entry(nb::handle name, nb::handle given, int64_t rows) {
   if (numbers)
     return entry(nb::module_::import_("numpy").attr("asarray")(items).attr("dtype"), nb::tuple(), false, false);
   return entry(nb::none(), nb::none(), false, true);
+}
+
+}  // namespace
+
+// "float32" for torch.float32, np.float32, "float32" or "torch.float32";
+// other spellings ("torch.float") as they are, for the engine to read.
+nb::object dtype_name(nb::handle dtype) {
+  if (dtype.is_none()) return nb::none();
+  nb::object text = nb::borrow(dtype);
+  if (!PyUnicode_Check(dtype.ptr())) {
+    try {
+      text = module_of(dtype) == "torch" ? nb::object(nb::str(str_text(dtype).c_str()))
+                                         : nb::object(nb::module_::import_("numpy").attr("dtype")(dtype).attr("name"));
+    } catch (nb::python_error& error) {
+      if (!error.matches(PyExc_TypeError) && !error.matches(PyExc_ValueError)) throw;
+      return nb::str(str_text(dtype).c_str());
+    }
+  }
+  std::string bare = nb::cast<std::string>(text);
+  if (bare.starts_with("torch.")) bare = bare.substr(6);
+  for (std::string_view name : kDtypeNames) {
+    if (bare == name) return nb::str(bare.c_str());
+  }
+  return text;
 }
 
 // (sample count, field_schema) of a TensorDict or a dict of fields.
@@ -192,7 +191,7 @@ nb::tuple schema_of(nb::handle data) {
 // The first part's schema; a field nested in any part is nested, and
 // per_sample_shapes are joined when any part has them.
 nb::dict concat_schema(nb::handle parts) {
-  nb::list all = nb::steal<nb::list>(PySequence_List(parts.ptr()));
+  nb::list all = list_of(parts);
   nb::object first = all[0].attr("field_schema");
   nb::dict out;
   for (nb::handle name : first) {
@@ -231,8 +230,6 @@ nb::dict concat_schema(nb::handle parts) {
   return out;
 }
 
-}  // namespace
-
 nb::dict copy_schema(nb::handle schema, nb::handle at) {
   nb::dict out;
   for (nb::handle name : schema) {
@@ -251,20 +248,6 @@ nb::dict copy_schema(nb::handle schema, nb::handle at) {
     out[name] = copied;
   }
   return out;
-}
-
-void bind_field_schema(nb::module_ m) {
-  m.def("dtype_name", &dtype_name, nb::arg("dtype").none(),
-        "\"float32\" for torch.float32, np.float32, \"float32\" or \"torch.float32\"; other spellings as they are.");
-  m.def("common_shape", &common_shape, nb::arg("shapes"),
-        "The shape the engine reports for samples of these shapes: -1 where they differ.");
-  m.def("schema_of", &schema_of, nb::arg("data").none(),
-        "(sample count, field_schema) of a TensorDict or a dict of fields.");
-  m.def("concat_schema", &concat_schema, nb::arg("parts"),
-        "The first part's schema; a field nested in any part is nested, and per_sample_shapes are joined when any "
-        "part has them.");
-  m.def("copy_schema", &copy_schema, nb::arg("schema"), nb::arg("at").none() = nb::none(),
-        "A copy that shares nothing mutable (dtypes are kept); with `at`, the per_sample_shapes of those samples.");
 }
 
 }  // namespace seqflow::bindings

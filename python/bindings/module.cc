@@ -42,11 +42,6 @@ NB_MODULE(_seqflow, m) {
   seqflow::bindings::bind_array_conversion(m);
   seqflow::bindings::bind_batch_meta(m);
   seqflow::bindings::bind_sample_views(m);
-  seqflow::bindings::bind_extra_info(m);
-  seqflow::bindings::bind_deep_copy(m);
-  seqflow::bindings::bind_field_schema(m.def_submodule("field_schema", "BatchMeta's field_schema entries"));
-  seqflow::bindings::bind_batch_meta_arguments(
-      m.def_submodule("batch_meta_arguments", "Checks and copies of BatchMeta's constructor arguments"));
   seqflow::bindings::bind_balance(m.def_submodule("balance", "The balancing engine"));
   seqflow::bindings::bind_pack(m.def_submodule("pack", "Pack plans and micro-batch plans"));
   seqflow::bindings::bind_client(
@@ -55,8 +50,8 @@ NB_MODULE(_seqflow, m) {
   seqflow::bindings::bind_config_reading(m.def_submodule("config", "Reading seqflow configs (seqflow._config)"));
   seqflow::bindings::bind_sampler_caches(
       m.def_submodule("sampler_caches", "The samplers' caches in TransferQueue's layouts"));
-  seqflow::bindings::bind_kv_batch_meta_arguments(
-      m.def_submodule("kv_batch_meta_arguments", "Checks of KVBatchMeta's contents, selections and joins"));
+  seqflow::bindings::bind_kv_batch_meta(
+      m.def_submodule("kv_batch_meta", "KVBatchMeta's methods (seqflow.KVBatchMeta, a dataclass, binds them)"));
   seqflow::bindings::bind_streaming_arguments(m);
   seqflow::bindings::bind_limits(m.def_submodule("limits", "The limits the engine enforces (seqflow/limits.h)"));
   seqflow::bindings::bind_services(

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "bindings/batch_meta_object.h"
 #include "bindings/checks.h"
 #include "bindings/submodules.h"
 
@@ -42,7 +43,7 @@ struct SampleView {
     return "_SampleView(global_index=" + str_text(column("global_indexes")) +
            ", partition_id=" + repr_text(column("partition_ids")) +
            ", production_status=" + str_text(nb::int_(column("production_status"))) +
-           ", fields=" + str_text(nb::steal(PySequence_List(nb::object(batch.attr("field_schema")).ptr()))) + ")";
+           ", fields=" + str_text(list_of(nb::object(batch.attr("field_schema")))) + ")";
   }
 };
 
@@ -69,6 +70,8 @@ struct SampleViewList {
 
 }  // namespace
 
+nb::object sample_views(nb::handle batch) { return nb::cast(SampleViewList{nb::borrow(batch)}); }
+
 void bind_sample_views(nb::module_ m) {
   nb::class_<SampleView>(m, "_SampleView", "One sample of a BatchMeta, read-only (dicts are MappingProxyType).")
       .def_prop_ro("global_index", [](const SampleView& view) { return view.column("global_indexes"); })
@@ -80,7 +83,6 @@ void bind_sample_views(nb::module_ m) {
       .def("__repr__", &SampleView::repr);
   nb::class_<SampleViewList>(m, "_SampleViewList",
                              "BatchMeta.samples: indexable, sized and iterable, one view per sample.")
-      .def(nb::init<nb::object>(), nb::arg("batch"))
       .def("__len__", &SampleViewList::size)
       .def("__getitem__", &SampleViewList::at, nb::arg("idx").none())
       .def("__iter__", [](const SampleViewList& views) {

@@ -4,10 +4,13 @@ for data and metadata."""
 from __future__ import annotations
 
 import copy
+import dataclasses
+import gc
 import json
 import pickle
 import subprocess
 import sys
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -375,14 +378,88 @@ def test_pickling_keeps_everything_and_makes_status_writable():
     meta = make_meta(n=3, _custom_backend_meta=[{"a": {"k": 1}}] * 3)
     restored = pickle.loads(pickle.dumps(meta))
     assert state(restored) == state(meta) and restored._custom_backend_meta == meta._custom_backend_meta
+    assert restored._custom_meta == meta.custom_meta  # decoded stays decoded
+    # Ray's zero-copy deserialisation: arrays over read-only out-of-band buffers.
+    buffers = []
+    data = pickle.dumps(meta, protocol=5, buffer_callback=buffers.append)
+    thawed = pickle.loads(data, buffers=[memoryview(b).toreadonly() for b in buffers])
+    assert buffers and thawed.production_status.flags.writeable
+    assert state(thawed) == state(meta)
+    thawed.add_fields({"z": np.zeros(3)})
+    # TransferQueue's own test finds production_status in the state by __slots__.
     frozen = list(meta.__getstate__())
     at = BatchMeta.__slots__.index("production_status")
     frozen[at] = frozen[at].copy()
     frozen[at].flags.writeable = False
-    thawed = BatchMeta.__new__(BatchMeta)
-    thawed.__setstate__(tuple(frozen))
-    assert thawed.production_status.flags.writeable
+    by_hand = BatchMeta.__new__(BatchMeta)
+    by_hand.__setstate__(tuple(frozen))
+    assert by_hand.production_status.flags.writeable and state(by_hand) == state(meta)
     assert state(copy.deepcopy(meta)) == state(meta)
+
+
+def test_a_batch_in_its_own_extra_info_is_collected():
+    class Marker:
+        pass
+
+    meta, marker = make_meta(n=2), Marker()
+    meta.extra_info = {"self": meta, "marker": marker}
+    meta.custom_meta[0]["batch"] = meta
+    alive = weakref.ref(marker)
+    del meta, marker
+    gc.collect()
+    assert alive() is None
+
+
+def test_attribute_setters_check_per_sample_lists():
+    meta = make_meta(n=2)
+    with pytest.raises(ValueError, match="_custom_backend_meta length 1 != batch_size 2"):
+        meta._custom_backend_meta = [{}]
+    with pytest.raises(TypeError, match=r"_custom_backend_meta\[0\] must be a dict, got int"):
+        meta._custom_backend_meta = [1, {}]
+    with pytest.raises(TypeError, match="custom_meta must be a list of dicts, one per sample, got str"):
+        meta.custom_meta = "ab"
+    given = [{"b": 1}, {"b": 2}]
+    meta._custom_backend_meta = given
+    given[0]["b"] = 9  # the setter copies each dict
+    assert meta._custom_backend_meta == [{"b": 1}, {"b": 2}]
+    meta.custom_meta = None
+    assert meta.custom_meta == [{}, {}]
+    meta.field_schema, meta.production_status = schema_of("q"), np.array([1, 0], dtype=np.int8)
+    assert meta.field_names == ["q"] and not meta.is_ready
+    with pytest.raises(AttributeError):
+        meta.global_indexes = [1, 2]
+    with pytest.raises(AttributeError):
+        meta.anything_else = 1
+
+
+@pytest.mark.parametrize("call", [
+    lambda meta, kv: meta.select_samples(5), lambda meta, kv: meta.select_fields(None),
+    lambda meta, kv: meta.split(None), lambda meta, kv: meta.reorder(3), lambda meta, kv: meta._field_produced(3),
+    lambda meta, kv: BatchMeta.concat(5), lambda meta, kv: meta.get_shapes(["x"]),
+    lambda meta, kv: kv.select_keys(5), lambda meta, kv: kv.reorder(5), lambda meta, kv: KVBatchMeta.concat(5)])
+def test_a_non_iterable_argument_is_a_type_error(call):
+    with pytest.raises(TypeError):
+        call(make_meta(n=2), KVBatchMeta(keys=["a"], tags=[{}]))
+
+
+def test_help_shows_the_docstrings():
+    assert "TransferQueue 0.1.11" in BatchMeta.__doc__
+    assert "in [0, size)" in BatchMeta.select_samples.__doc__
+    assert "partition and the set of fields" in KVBatchMeta.concat.__doc__
+    assert "no key twice" in KVBatchMeta.__post_init__.__doc__
+
+
+def test_kv_batch_meta_is_a_dataclass():
+    kv = KVBatchMeta(keys=["a", "b"], tags=[{"t": 1}, {}], partition_id="p", fields=["x"])
+    assert [f.name for f in dataclasses.fields(kv)] == ["keys", "tags", "partition_id", "fields", "extra_info"]
+    assert dataclasses.asdict(kv) == {"keys": ["a", "b"], "tags": [{"t": 1}, {}], "partition_id": "p",
+                                      "fields": ["x"], "extra_info": {}}
+    other = dataclasses.replace(kv, keys=["c", "d"])
+    assert other.keys == ["c", "d"] and other.tags == kv.tags and other.tags is not kv.tags
+    assert kv == KVBatchMeta(keys=["a", "b"], tags=[{"t": 1}, {}], partition_id="p", fields=["x"]) != other
+    assert pickle.loads(pickle.dumps(kv)) == kv
+    assert str(kv) == "KVBatchMeta(size=2, field_names=['x'], extra_info={})" and len(kv) == kv.size == 2
+    assert repr(kv).startswith("KVBatchMeta(keys=['a', 'b'], tags=")
 
 
 def test_same_results_as_transferqueue():

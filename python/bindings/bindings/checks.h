@@ -28,6 +28,9 @@ inline constexpr int64_t kMaxBusyPollUs = 1'000'000;
 // The exception type seqflow._checks.ArgumentTypeError.
 PyObject* argument_type_error();
 
+// list(values); a TypeError, as list() raises, for one that is not iterable.
+nanobind::list list_of(nanobind::handle values);
+
 // type(value).__name__, str(value), repr(value), isinstance(value, collections.abc.Mapping).
 std::string type_name_of(nanobind::handle value);
 std::string str_text(nanobind::handle value);
@@ -48,6 +51,7 @@ std::string short_repr(nanobind::handle value);
 [[noreturn]] void throw_wrong_type(nanobind::handle value, std::string_view parameter, std::string_view description);
 
 nanobind::object check_name(nanobind::handle value, std::string_view parameter);
+nanobind::object check_optional_name(nanobind::handle value, const std::string& parameter);
 // One name (a str) or an iterable of names, as a list; each checked, named by its position.
 nanobind::list check_names(nanobind::handle values, const std::string& parameter);
 nanobind::object check_path(nanobind::handle value, std::string_view parameter);
@@ -59,13 +63,15 @@ double check_seconds(nanobind::handle value, std::string_view parameter, bool al
 nanobind::object check_tag(nanobind::handle value, const std::string& parameter);
 // A list or tuple (not a str or a dict, whose items would be read as entries), as a list.
 nanobind::list check_list(nanobind::handle value, const std::string& parameter, const std::string& description);
-nanobind::object check_optional_name(nanobind::handle value, const std::string& parameter);
 std::optional<bool> check_optional_bool(nanobind::handle value, const std::string& parameter);
 int64_t check_int64(nanobind::handle value, const std::string& parameter);
 // An integer or an iterable of integers, each in int64's range, as an int64 numpy array.
 nanobind::object check_int64_list(nanobind::handle values, const std::string& parameter);
 // `value` if it is one of the str `choices`.
 nanobind::object check_choice(nanobind::handle value, const std::string& parameter, nanobind::tuple choices);
+// `values` (integers, or a 1-D integer array) as a list of positions in [0, size); ValueError naming the
+// parameter otherwise.
+nanobind::list positions(nanobind::handle values, int64_t size, const std::string& parameter);
 nanobind::object check_instance(nanobind::handle value, std::string_view parameter, nanobind::handle kind,
                                 std::string_view description);
 

@@ -7,18 +7,14 @@ namespace seqflow::bindings {
 
 void bind_array_conversion(nanobind::module_ m);
 void bind_batch_meta(nanobind::module_ m);
-void bind_batch_meta_arguments(nanobind::module_ m);
 void bind_balance(nanobind::module_ m);
 // FitReport, calibrate and OnlineWorkload, into the balance submodule.
 void bind_calibration(nanobind::module_ m);
 void bind_checks(nanobind::module_ m);
 void bind_pack(nanobind::module_ m);
 void bind_client(nanobind::module_ m);
-void bind_deep_copy(nanobind::module_ m);
 void bind_config_reading(nanobind::module_ m);
-void bind_extra_info(nanobind::module_ m);
-void bind_field_schema(nanobind::module_ m);
-void bind_kv_batch_meta_arguments(nanobind::module_ m);
+void bind_kv_batch_meta(nanobind::module_ m);
 void bind_limits(nanobind::module_ m);
 void bind_sample_views(nanobind::module_ m);
 void bind_sampler_caches(nanobind::module_ m);
