@@ -500,7 +500,7 @@ def test_fetched_batch_has_transferqueues_types_and_per_field_bits(client):
     # Which fields a sample has travels privately (the kv API reads it).
     client.kv_batch_put(["k0", "k1", "k2"], "kv", {"x": np.arange(3)})
     client.kv_put("k1", "kv", {"y": np.arange(2)})
-    keyed = BatchMeta._from_native(client._client.kv_meta("kv", ["k0", "k1", "k2"]))
+    keyed = client.kv_meta(["k0", "k1", "k2"], "kv")
     assert keyed.production_status.dtype == np.int8 and keyed.production_status.tolist() == [0, 1, 0]
     assert keyed._field_produced(["x", "y"]).tolist() == [[True, False], [True, True], [True, False]]
     assert keyed.select_fields(["y"])._field_produced(["y"]).tolist() == [[False], [True], [False]]
