@@ -214,13 +214,17 @@ nb::dict states_of(const BuiltinSampler& s) {
 constexpr const char* kSampleDoc =
     "(sampled, consumed): consumed is sampled, as TransferQueue 0.1.11's samplers answer.";
 
-template <typename Class>
-void add_sample(Class& cls, const char* signature) {
-  cls.def(
-      "sample", [](const BuiltinSampler& s, nb::args args, nb::kwargs kwargs) { return s.run(args, kwargs); },
-      nb::sig(signature), kSampleDoc);
+// Binds `sample` (a function of (self, args, kwargs)) and remembers it as a built-in's.
+template <typename Class, typename Sample>
+void add_sample(Class& cls, const char* signature, Sample&& sample) {
+  cls.def("sample", std::forward<Sample>(sample), nb::sig(signature), kSampleDoc);
   builtin_sample_functions().push_back(nb::object(cls.attr("sample")).release());
 }
+
+// The C++ sampler's answer, for the samplers without rules of their own in Python.
+constexpr auto run_sample = [](const BuiltinSampler& s, nb::args args, nb::kwargs kwargs) {
+  return s.run(args, kwargs);
+};
 
 void bind_base(nb::module_ m) {
   nb::class_<BuiltinSampler>(m, "BuiltinSampler",
@@ -304,6 +308,21 @@ T& base_fields(T* self, std::shared_ptr<Sampler> native, Signature signature, bo
   return *self;
 }
 
+// GRPOGroupNSampler's and SeqlenBalancedSampler's, as TransferQueue's.
+constexpr const char* kGroupSampleSignature =
+    "def sample(self, ready_indexes, batch_size: int, task_name: str = '', partition_id: str = '', *args, "
+    "dp_rank: int | None = None, batch_index: int | None = None, partition=None, custom_meta: dict | None = None, "
+    "**kwargs) -> tuple[list[int], list[int]]";
+// The arguments both balancing samplers keep, as given (default_length and workload unconverted).
+template <typename T>
+T& balancing_fields(T& s, int64_t count, int64_t ranks, nb::handle default_length, nb::handle workload) {
+  s.n_samples_per_prompt = count;
+  s.dp_size = ranks;
+  s.default_length = nb::borrow(default_length);
+  s.workload = nb::borrow(workload);
+  return s;
+}
+
 const Signature kGroupSignature{0, 1, -1, -1,
                                 false};  // (ready, batch_size, task_name, partition_id, *, dp_rank, batch_index)
 
@@ -316,11 +335,9 @@ void bind_classes(nb::module_ m) {
   sequential.def("__init__", [](Sequential* self) {
     base_fields(new (self) Sequential(), make_sequential_sampler(), {}, false, false);
   });
-  sequential.def(
-      "sample", [](const BuiltinSampler&, nb::args args, nb::kwargs kwargs) { return sequential_sample(args, kwargs); },
-      nb::sig("def sample(self, ready_indexes, batch_size: int, *args, **kwargs) -> tuple[list[int], list[int]]"),
-      kSampleDoc);
-  builtin_sample_functions().push_back(nb::object(sequential.attr("sample")).release());
+  add_sample(sequential,
+             "def sample(self, ready_indexes, batch_size: int, *args, **kwargs) -> tuple[list[int], list[int]]",
+             [](const BuiltinSampler&, nb::args args, nb::kwargs kwargs) { return sequential_sample(args, kwargs); });
 
   auto grpo =
       nb::class_<GRPOGroupN, BuiltinSampler>(m, "GRPOGroupNSampler",
@@ -337,10 +354,7 @@ void bind_classes(nb::module_ m) {
           },
           "n_samples_per_prompt"_a.none() = 1)
       .def_ro("n_samples_per_prompt", &GRPOGroupN::n_samples_per_prompt);
-  add_sample(grpo,
-             "def sample(self, ready_indexes, batch_size: int, task_name: str = '', partition_id: str = '', *args, "
-             "dp_rank: int | None = None, batch_index: int | None = None, partition=None, custom_meta: dict | None = "
-             "None, **kwargs) -> tuple[list[int], list[int]]");
+  add_sample(grpo, kGroupSampleSignature, run_sample);
 
   auto rank_aware = nb::class_<RankAware, BuiltinSampler>(
       m, "RankAwareSampler",
@@ -351,7 +365,8 @@ void bind_classes(nb::module_ m) {
   add_sample(rank_aware,
              "def sample(self, ready_indexes, batch_size: int, dp_rank: int = 0, batch_index: int = 0, task_name: str "
              "= '', partition_id: str = '', *args, partition=None, custom_meta: dict | None = None, **kwargs) -> "
-             "tuple[list[int], list[int]]");
+             "tuple[list[int], list[int]]",
+             run_sample);
 
   auto seqlen = nb::class_<SeqlenBalanced, GRPOGroupN>(
       m, "SeqlenBalancedSampler",
@@ -374,13 +389,10 @@ void bind_classes(nb::module_ m) {
             static const nb::handle str_type(reinterpret_cast<PyObject*>(&PyUnicode_Type));
             const std::string split = nb::cast<std::string>(check_instance(algorithm, "algorithm", str_type, "a str"));
             auto native = make_seqlen_balanced_sampler(count, ranks, split, length, workload_argument(workload));
-            SeqlenBalanced& s =
-                base_fields(new (self) SeqlenBalanced(), std::move(native), kGroupSignature, true, true);
-            s.n_samples_per_prompt = count;
-            s.dp_size = ranks;
+            SeqlenBalanced& s = balancing_fields(
+                base_fields(new (self) SeqlenBalanced(), std::move(native), kGroupSignature, true, true), count, ranks,
+                default_length, workload);
             s.algorithm = nb::borrow(algorithm);
-            s.default_length = nb::borrow(default_length);
-            s.workload = nb::borrow(workload);
           },
           "n_samples_per_prompt"_a.none() = 1, "dp_size"_a.none() = 1, "algorithm"_a.none() = "auto",
           "default_length"_a.none() = nb::none(), "workload"_a.none() = "tokens")
@@ -392,21 +404,14 @@ void bind_classes(nb::module_ m) {
           "_balanced_cache", [](const SeqlenBalanced& s) { return reservation_cache(from_value(s.native->state())); },
           "TransferQueue's view of the reservations: {(partition_id,\n"
           "task_name, batch_index): [samples of rank 0, rank 1, ...]}.");
-  seqlen.def(
-      "sample",
-      [](const SeqlenBalanced& s, nb::args args, nb::kwargs kwargs) {
-        const nb::object dp_rank = argument(args, kwargs, -1, "dp_rank", nb::none());
-        const std::optional<nb::int_> rank = python_integer(dp_rank);
-        if (rank && PyObject_RichCompareBool(rank->ptr(), nb::int_(s.dp_size).ptr(), Py_GE) == 1) {
-          return nb::make_tuple(nb::list(), nb::list());  // TransferQueue's answer for a rank past dp_size
-        }
-        return s.run(args, kwargs);
-      },
-      nb::sig("def sample(self, ready_indexes, batch_size: int, task_name: str = '', partition_id: str = '', *args, "
-              "dp_rank: int | None = None, batch_index: int | None = None, partition=None, custom_meta: dict | None = "
-              "None, **kwargs) -> tuple[list[int], list[int]]"),
-      kSampleDoc);
-  builtin_sample_functions().push_back(nb::object(seqlen.attr("sample")).release());
+  add_sample(seqlen, kGroupSampleSignature, [](const SeqlenBalanced& s, nb::args args, nb::kwargs kwargs) {
+    const nb::object dp_rank = argument(args, kwargs, -1, "dp_rank", nb::none());
+    const std::optional<nb::int_> rank = python_integer(dp_rank);
+    if (rank && PyObject_RichCompareBool(rank->ptr(), nb::int_(s.dp_size).ptr(), Py_GE) == 1) {
+      return nb::make_tuple(nb::list(), nb::list());  // TransferQueue's answer for a rank past dp_size
+    }
+    return s.run(args, kwargs);
+  });
 
   auto budget =
       nb::class_<TokenBudget, BuiltinSampler>(m, "TokenBudgetSampler",
@@ -423,13 +428,10 @@ void bind_classes(nb::module_ m) {
             const int64_t ranks = positive(dp_size, "dp_size");
             const int64_t length = optional_length(default_length);
             auto native = make_token_budget_sampler(tokens, count, ranks, length, workload_argument(workload));
-            TokenBudget& s =
-                base_fields(new (self) TokenBudget(), std::move(native), {-1, -1, -1, -1, true}, true, true);
-            s.max_tokens = tokens;
-            s.n_samples_per_prompt = count;
-            s.dp_size = ranks;
-            s.default_length = nb::borrow(default_length);
-            s.workload = nb::borrow(workload);
+            balancing_fields(
+                base_fields(new (self) TokenBudget(), std::move(native), {-1, -1, -1, -1, true}, true, true), count,
+                ranks, default_length, workload)
+                .max_tokens = tokens;
           },
           "max_tokens"_a.none(), "n_samples_per_prompt"_a.none() = 1, "dp_size"_a.none() = 1,
           "default_length"_a.none() = nb::none(), "workload"_a.none() = "tokens")
@@ -441,7 +443,8 @@ void bind_classes(nb::module_ m) {
   add_sample(budget,
              "def sample(self, ready_indexes, batch_size: int, *args, partition_id: str = '', task_name: str = '', "
              "dp_rank: int = 0, batch_index: int = 0, partition=None, custom_meta: dict | None = None, **kwargs) -> "
-             "tuple[list[int], list[int]]");
+             "tuple[list[int], list[int]]",
+             run_sample);
 
   for (const char* name : {"BuiltinSampler", "SequentialSampler", "GRPOGroupNSampler", "RankAwareSampler",
                            "SeqlenBalancedSampler", "TokenBudgetSampler"}) {
