@@ -27,6 +27,13 @@ struct ServerCurve {
   std::vector<std::string> allowed_client_keys;
 };
 
+// A service's CURVE settings from key files, as `seqflow serve` takes them:
+// its own .key file (empty: plaintext) and the .pub files, or directories of
+// them, of the clients let in (empty: any client). Throws seqflow::Error
+// naming the file (kNotFound when it cannot be opened, kInvalidArgument when
+// it is not the kind of key file asked for).
+ServerCurve read_server_curve(const std::string& secret_key_file, const std::vector<std::string>& client_key_files);
+
 struct ControllerServerOptions {
   std::string bind = "tcp://127.0.0.1:0";  // port 0: a free port (endpoint() tells which)
   // Clients wait until this many storage units have registered.
@@ -88,6 +95,8 @@ class StorageServer {
 
   std::string endpoint() const;
   std::string metrics_url() const;
+  // The samples and bytes this unit holds.
+  StorageStats stats() const;
   void stop();
 
  private:

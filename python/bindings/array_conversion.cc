@@ -125,9 +125,8 @@ void check_objects(nb::handle array, const std::string& name) {
   }
 }
 
-// A 1-D contiguous int64 view of `values`; copies only when the layout or
-// dtype requires it. Rejects non-integers, NaN and (unless allowed)
-// negatives, naming the parameter, the index and the value.
+}  // namespace
+
 nb::object as_int64_array(nb::handle values, const std::string& name, bool allow_negative) {
   nb::object array;
   if (PyList_Check(values.ptr()) || PyTuple_Check(values.ptr())) {
@@ -165,6 +164,12 @@ nb::object as_int64_array(nb::handle values, const std::string& name, bool allow
   return result;
 }
 
+Int64Input int64_input(nb::handle values, const std::string& name, bool allow_negative) {
+  return nb::cast<Int64Input>(as_int64_array(values, name, allow_negative));
+}
+
+namespace {
+
 // Token ids or labels as an int64 array. Float dtypes are refused even when
 // the values are whole: float32 holds integers exactly only up to 2^24, so ids
 // that passed through a float may already be wrong.
@@ -194,8 +199,8 @@ nb::object id_array(nb::handle values, const std::string& name) {
   return array.attr("astype")("int64", "copy"_a = false);
 }
 
-// Sample i's ids as int64 arrays: a list of them, or (values, offsets) of a
-// `ragged_type` (seqflow.pack.Ragged).
+}  // namespace
+
 nb::object token_samples(nb::handle token_ids, const std::string& name, nb::handle ragged_type) {
   if (PyObject_IsInstance(token_ids.ptr(), ragged_type.ptr()) == 1) {
     nb::object values = id_array(token_ids.attr("values"), name + ".values");
@@ -223,8 +228,6 @@ nb::object token_samples(nb::handle token_ids, const std::string& name, nb::hand
   }
   return out;
 }
-
-}  // namespace
 
 void bind_array_conversion(nb::module_ m) {
   m.def("_exact_int64", &exact_int64, nb::arg("sequence").none(),

@@ -6,12 +6,17 @@
 #include <nanobind/stl/vector.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <memory>
+#include <span>
 
 #include "bindings/arguments.h"
 #include "bindings/arrays.h"
+#include "bindings/checks.h"
 #include "bindings/gil.h"
 #include "bindings/submodules.h"
+#include "durable/atomic_file.h"
 #include "seqflow/balance.h"
 #include "seqflow/error.h"
 
@@ -71,6 +76,29 @@ std::string partition_repr(const balance::Partition& p) {
   return "Partition(k=" + std::to_string(p.parts.size()) + ", items=" + std::to_string(items) +
          ", heaviest=" + std::to_string(p.heaviest()) + ", lower_bound=" + std::to_string(p.lower_bound) + ", " +
          numbers + ", part sizes " + std::to_string(smallest) + ".." + std::to_string(largest) + ")";
+}
+
+void save_workload(const Workload& w, nb::handle path_arg) {
+  const std::string path = nb::cast<std::string>(check_path(path_arg, "path"));
+  const std::string text = w.to_json() + "\n";
+  GilReleased release;
+  durable::AtomicFileWriter file(path);
+  file.write(std::as_bytes(std::span(text)));
+  file.commit();
+}
+
+Workload load_workload(nb::handle path_arg) {
+  const nb::object path = check_path(path_arg, "path");
+  std::shared_ptr<const Buffer> bytes;
+  try {
+    bytes = durable::read_file(nb::cast<std::string>(path));
+  } catch (const Error& error) {
+    if (error.code() != ErrorCode::kNotFound) throw;
+    errno = ENOENT;  // as open() reports it
+    PyErr_SetFromErrnoWithFilenameObject(PyExc_FileNotFoundError, path.ptr());
+    throw nb::python_error();
+  }
+  return Workload::from_json(std::string(reinterpret_cast<const char*>(bytes->data), bytes->size));
 }
 
 using PartitionState = std::tuple<std::vector<std::vector<int64_t>>, std::vector<int64_t>, std::vector<int64_t>,
@@ -153,8 +181,14 @@ void bind_balance(nb::module_ m) {
           "cost", [](const Workload& w, nb::handle length) { return w.cost(int64_argument(length, "length")); },
           "length"_a.none())
       .def(
-          "_seconds", [](const Workload& w, const Int64Input& lengths) { return w.seconds(as_span(lengths)); },
-          "lengths"_a)
+          "seconds",
+          [](const Workload& w, nb::handle lengths) {
+            return w.seconds(as_span(int64_input(lengths, "lengths", true)));
+          },
+          "lengths"_a.none(),
+          "Predicted seconds of one micro-batch of these sequence lengths\n(calibrated workloads only).")
+      .def("save", &save_workload, "path"_a.none(), "Write to_json() to `path` (replaced atomically).")
+      .def_static("load", &load_workload, "path"_a.none(), "The Workload save() wrote to `path`.")
       .def_prop_ro("kind", [](const Workload& w) { return kind_name(w.kind()); })
       .def_prop_ro("per_token", [](const Workload& w) { return calibrated_coefficients(w).per_token; })
       .def_prop_ro("per_token_squared", [](const Workload& w) { return calibrated_coefficients(w).per_token_squared; })
@@ -172,40 +206,59 @@ void bind_balance(nb::module_ m) {
   bind_calibration(m);
   bind_partition(m);
   m.def(
-      "_partition",
-      [](const Int64Input& weights, nb::handle k_arg, const std::string& cardinality, nb::handle workload,
-         std::optional<Int64Input> groups, const std::string& algorithm) {
+      "partition",
+      [](nb::handle weights, nb::handle k_arg, nb::handle cardinality, nb::handle workload, nb::handle groups,
+         nb::handle algorithm) {
+        const Int64Input values = int64_input(weights, "weights", false);
+        std::optional<Int64Input> group_ids;
+        if (!groups.is_none()) group_ids = int64_input(groups, "groups", true);
         const int64_t k = int_argument(k_arg, "k");
         balance::Options options;
-        options.cardinality = balance::parse_cardinality(cardinality);
-        options.algorithm = balance::parse_algorithm(algorithm);
+        options.cardinality = balance::parse_cardinality(str_text(cardinality));
+        options.algorithm = balance::parse_algorithm(str_text(algorithm));
         options.workload = workload_argument(workload);
-        if (groups) options.groups = as_span(*groups);
+        if (group_ids) options.groups = as_span(*group_ids);
         balance::Partition result;
         {
           GilReleased release;
-          result = balance::partition(as_span(weights), k, options);
+          result = balance::partition(as_span(values), k, options);
         }
         return result;
       },
-      "weights"_a, "k"_a.none(), "cardinality"_a, "workload"_a.none(), "groups"_a.none(), "algorithm"_a);
+      "weights"_a.none(), "k"_a.none(), nb::kw_only(), "cardinality"_a.none() = "free", "workload"_a.none() = "tokens",
+      "groups"_a.none() = nb::none(), "algorithm"_a.none() = "auto",
+      "Split items with non-negative integer `weights` (sequence lengths) into\n"
+      "`k` parts whose workloads are as even as possible.\n\n"
+      "cardinality: \"free\" (any count per part), \"equal\" (same count; needs\n"
+      "    n % k == 0) or \"balanced\" (counts differ by at most one).\n"
+      "workload: \"tokens\" (L), \"verl\" (24576*L + L*L), \"quadratic(a,b)\",\n"
+      "    (\"quadratic\", a, b), a Workload (calibrated ones too) or an\n"
+      "    OnlineWorkload (its current model).\n"
+      "groups: optional group id per item (e.g. the responses of one prompt); a\n"
+      "    group never splits and counts as one item for cardinality.\n"
+      "algorithm: \"auto\" (best of several, refined; never worse than \"kk\"),\n"
+      "    \"kk\" (Karmarkar-Karp largest differencing) or \"lpt\".",
+      nb::sig("def partition(weights, k: int, *, cardinality: str = 'free', workload='tokens', groups=None, algorithm: "
+              "str = 'auto') -> Partition"));
 
-  m.def(
-      "_karmarkar_karp",
-      [](const Int64Input& seqlens, nb::handle k_partitions, bool equal_size) {
-        const int64_t k = int_argument(k_partitions, "k_partitions");
-        GilReleased release;
-        return balance::karmarkar_karp(as_span(seqlens), k, equal_size);
-      },
-      "seqlen_list"_a, "k_partitions"_a.none(), "equal_size"_a);
-  m.def(
-      "_get_seqlen_balanced_partitions",
-      [](const Int64Input& seqlens, nb::handle k_partitions, bool equal_size) {
-        const int64_t k = int_argument(k_partitions, "k_partitions");
-        GilReleased release;
-        return balance::get_seqlen_balanced_partitions(as_span(seqlens), k, equal_size);
-      },
-      "seqlen_list"_a, "k_partitions"_a.none(), "equal_size"_a);
+  // verl's two functions take negative lengths as verl does (they sort them).
+  const auto verl_function = [](auto function) {
+    return [function](nb::handle seqlens, nb::handle k_partitions, nb::handle equal_size) {
+      const Int64Input values = int64_input(seqlens, "seqlen_list", true);
+      const bool equal = check_bool(equal_size, "equal_size");
+      const int64_t k = int_argument(k_partitions, "k_partitions");
+      GilReleased release;
+      return function(as_span(values), k, equal);
+    };
+  };
+  m.def("karmarkar_karp", verl_function(&balance::karmarkar_karp), "seqlen_list"_a.none(), "k_partitions"_a.none(),
+        "equal_size"_a.none(), "verl's karmarkar_karp: k lists of item indexes, in verl's exact order.",
+        nb::sig("def karmarkar_karp(seqlen_list, k_partitions: int, equal_size: bool) -> list[list[int]]"));
+  m.def("get_seqlen_balanced_partitions", verl_function(&balance::get_seqlen_balanced_partitions),
+        "seqlen_list"_a.none(), "k_partitions"_a.none(), "equal_size"_a.none(),
+        "verl's get_seqlen_balanced_partitions: as karmarkar_karp, each part sorted.",
+        nb::sig(
+            "def get_seqlen_balanced_partitions(seqlen_list, k_partitions: int, equal_size: bool) -> list[list[int]]"));
 }
 
 }  // namespace seqflow::bindings

@@ -12,6 +12,7 @@
 
 #include "bindings/arguments.h"
 #include "bindings/arrays.h"
+#include "bindings/checks.h"
 #include "bindings/gil.h"
 #include "bindings/submodules.h"
 #include "pack/xtuner_baseline.h"
@@ -219,15 +220,47 @@ nb::object packed_object(pack::PackedSequence&& seq, nb::handle convert) {
                                nb::tuple(nb::cast(seq.samples)), seq.padding});
 }
 
-nb::object materialize(const PlanObject& self, nb::handle token_ids, nb::handle labels, nb::handle rank_arg,
-                       nb::handle step_arg, nb::handle pad_id, nb::handle ignore_index, nb::handle convert) {
-  const pack::Plan& plan = self.plan;
+// seqflow.pack.Ragged: token ids of many samples in one flat array.
+nb::handle ragged_type() {
+  static nb::handle type = [] {
+    nb::object named = python_attribute("collections", "namedtuple")("Ragged", nb::make_tuple("values", "offsets"),
+                                                                     "module"_a = "seqflow.pack");
+    named.attr("__doc__") =
+        "Token ids of many samples in one flat array: sample i is\nvalues[offsets[i]:offsets[i + 1]].";
+    return named.release();
+  }();
+  return type;
+}
+
+nb::object materialize(nb::handle plan_arg, nb::handle token_ids, nb::handle rank_arg, nb::handle step_arg,
+                       nb::handle labels_arg, nb::handle pad_id, nb::handle ignore_index, nb::handle backend) {
+  if (!nb::isinstance<PlanObject>(plan_arg)) {
+    throw nb::value_error(("plan must be a PackPlan (from seqflow.pack.plan), got " + type_name_of(plan_arg)).c_str());
+  }
+  const pack::Plan& plan = nb::cast<const PlanObject&>(plan_arg).plan;
+  if (!nb::isinstance<nb::str>(backend) ||
+      (nb::cast<std::string>(backend) != "numpy" && nb::cast<std::string>(backend) != "torch")) {
+    throw nb::value_error(("backend must be 'numpy' or 'torch', got " + repr_text(backend)).c_str());
+  }
+  nb::object convert = nb::none();
+  if (nb::cast<std::string>(backend) == "torch") {
+    nb::object torch = nb::steal(PyImport_ImportModule("torch"));
+    if (!torch.is_valid()) {
+      if (!PyErr_ExceptionMatches(PyExc_ImportError)) throw nb::python_error();
+      nb::python_error cause;
+      nb::raise_from(cause, PyExc_ImportError, "backend='torch' needs torch installed");
+    }
+    convert = torch.attr("from_numpy");
+  }
+  const nb::handle ragged = ragged_type();
+  const nb::object token_arrays = token_samples(token_ids, "token_ids", ragged);
+  const nb::object labels = labels_arg.is_none() ? nb::none() : token_samples(labels_arg, "labels", ragged);
   const std::optional<int64_t> rank = optional_int_argument(rank_arg, "rank");
   const std::optional<int64_t> step = optional_int_argument(step_arg, "step");
   const pack::MaterializeOptions options{int_argument(pad_id, "pad_id"), int_argument(ignore_index, "ignore_index")};
   std::vector<Int64Input> keep_ids;
   std::vector<Int64Input> keep_labels;
-  const auto ids = samples_of(token_ids, keep_ids, "token_ids");
+  const auto ids = samples_of(token_arrays, keep_ids, "token_ids");
   const auto labs =
       labels.is_none() ? std::vector<std::span<const int64_t>>{} : samples_of(labels, keep_labels, "labels");
   // [rank][step] -> packs, for the ranks and steps asked for.
@@ -277,6 +310,40 @@ nb::object plan_object(pack::Plan&& plan) { return nb::cast(PlanObject{std::move
 
 nb::object micro_batch_object(pack::MicroBatchPlan&& plan) {
   return nb::cast(MicroBatchObject{std::move(plan), {}, {}, {}});
+}
+
+// One 1-D sequence of all samples, or (a non-empty list or tuple of sized
+// items) one sequence per rank, already placed.
+nb::object micro_batches(nb::handle lengths, nb::handle max_token_len, nb::handle dp_size, nb::handle same_count,
+                         nb::handle count_multiple, nb::handle workload, nb::handle order) {
+  const bool same = check_bool(same_count, "same_count_across_ranks");
+  const bool per_rank = (PyList_Check(lengths.ptr()) || PyTuple_Check(lengths.ptr())) && nb::len(lengths) > 0 &&
+                        nb::hasattr(lengths[0], "__len__") && !python_integer(lengths[0]);
+  std::vector<Int64Input> ranks;
+  if (per_rank) {
+    size_t index = 0;
+    for (nb::handle rank : lengths) {
+      ranks.push_back(int64_input(rank, "lengths[" + std::to_string(index++) + "]", false));
+    }
+  } else {
+    ranks.push_back(int64_input(lengths, "lengths", false));
+  }
+  const int64_t cap = int_argument(max_token_len, "max_token_len");
+  pack::MicroBatchOptions options{int_argument(dp_size, "dp_size"), same,
+                                  int_argument(count_multiple, "count_multiple"), workload_argument(workload),
+                                  pack::parse_micro_batch_order(str_text(order))};
+  pack::MicroBatchPlan result;
+  if (per_rank) {
+    if (options.dp_size == 1) options.dp_size = static_cast<int64_t>(ranks.size());
+    std::vector<std::span<const int64_t>> spans;
+    for (const auto& rank : ranks) spans.push_back(as_span(rank));
+    GilReleased release;
+    result = pack::micro_batches_per_rank(spans, cap, options);
+  } else {
+    GilReleased release;
+    result = pack::micro_batches(as_span(ranks[0]), cap, options);
+  }
+  return micro_batch_object(std::move(result));
 }
 
 // The classes read as seqflow.pack's own (repr, pickle).
@@ -437,36 +504,71 @@ void bind_pack(nb::module_ m) {
   m.attr("MAX_PACK_LENGTH") = pack::kMaxPackLength;
   m.attr("MAX_PLAN_LISTS") = pack::kMaxPlanLists;
   m.attr("MAX_PADDING_SEQUENCES") = pack::kMaxPaddingSequences;
+  m.attr("Ragged") = ragged_type();
   bind_classes(m);
 
   m.def(
-      "_plan",
-      [](const Int64Input& lengths, nb::handle dp_size, nb::handle optimizer_steps, nb::handle pack_max_length,
-         std::optional<Int64Input> groups, nb::handle workload, const std::string& pad_to, nb::handle pad_chunk,
-         nb::handle seed) {
+      "plan",
+      [](nb::handle lengths, nb::handle dp_size, nb::handle optimizer_steps, nb::handle pack_max_length,
+         nb::handle groups, nb::handle workload, nb::handle pad_to, nb::handle pad_chunk, nb::handle seed) {
+        const Int64Input values = int64_input(lengths, "lengths", false);
+        std::optional<Int64Input> group_ids;
+        if (!groups.is_none()) {
+          group_ids = int64_input(groups, "groups", true);
+          // Also when empty: the engine reads no groups as none given.
+          if (group_ids->shape(0) != values.shape(0)) {
+            throw nb::value_error(("groups has " + std::to_string(group_ids->shape(0)) + " entries but lengths has " +
+                                   std::to_string(values.shape(0)) + "; give one group id per sample")
+                                      .c_str());
+          }
+        }
         pack::Options options;
         options.seed = uint64_argument(seed, "seed");
         options.dp_size = int_argument(dp_size, "dp_size");
         options.optimizer_steps = int_argument(optimizer_steps, "optimizer_steps");
         options.pack_max_length = int_argument(pack_max_length, "pack_max_length");
-        if (groups) options.groups = as_span(*groups);
+        if (group_ids) options.groups = as_span(*group_ids);
         options.workload = workload_argument(workload);
-        options.pad_to = pack::parse_pad_to(pad_to);
+        options.pad_to = pack::parse_pad_to(str_text(pad_to));
         options.pad_chunk = int_argument(pad_chunk, "pad_chunk");
         pack::Plan result;
         {
           GilReleased release;
-          result = pack::plan(as_span(lengths), options);
+          result = pack::plan(as_span(values), options);
         }
         return plan_object(std::move(result));
       },
-      "lengths"_a, "dp_size"_a.none(), "optimizer_steps"_a.none(), "pack_max_length"_a.none(), "groups"_a.none(),
-      "workload"_a.none(), "pad_to"_a, "pad_chunk"_a.none(), "seed"_a.none());
+      "lengths"_a.none(), nb::kw_only(), "dp_size"_a.none(), "optimizer_steps"_a.none(), "pack_max_length"_a.none(),
+      "groups"_a.none() = nb::none(), "workload"_a.none() = "tokens", "pad_to"_a.none() = "cap",
+      "pad_chunk"_a.none() = 1024, "seed"_a.none() = 0,
+      "Plan the packs of one global batch.\n\n"
+      "lengths: tokens per sample; a sample longer than pack_max_length is an error.\n"
+      "groups: optional group id per sample (e.g. the responses of one prompt);\n"
+      "    a group stays on one rank and in one step.\n"
+      "workload: what balancing evens out: \"tokens\", \"verl\", \"quadratic(a,b)\", a\n"
+      "    Workload (calibrated ones too) or an OnlineWorkload (its current\n"
+      "    model). The cap is always on tokens.\n"
+      "pad_to: \"cap\" (every pack to pack_max_length), \"step_max\" (every pack to\n"
+      "    the longest pack of its slot across ranks) or \"none\".\n"
+      "pack_max_length: at most MAX_PACK_LENGTH (2^31 - 1): packs are\n"
+      "    materialized with int32 cu_seqlens.\n"
+      "pad_chunk: the longest padding sequence; a pack's padding makes at most\n"
+      "    MAX_PADDING_SEQUENCES (2^20) of them, so pad_chunk must be at least\n"
+      "    pack_max_length / 2^20.\n"
+      "seed: only decides which rank gets which part where ranks tie; the planner\n"
+      "    uses no randomness.\n\n"
+      "A plan holds at most MAX_PLAN_LISTS (rank, step) pairs and packs. Steps\n"
+      "keep group counts within one of each other; within a step ranks get even\n"
+      "workloads, and steps too unless a (rank, step) would hold about one group:\n"
+      "steps are then formed from groups of similar workload (plan.notes says so).",
+      nb::sig("def plan(lengths, *, dp_size: int, optimizer_steps: int, pack_max_length: int, groups=None, "
+              "workload='tokens', pad_to: str = 'cap', pad_chunk: int = 1024, seed: int = 0) -> PackPlan"));
 
   m.def(
-      "_xtuner_baseline",
-      [](const Int64Input& lengths, nb::handle dp_size, nb::handle optimizer_steps, nb::handle pack_max_length,
+      "xtuner_baseline",
+      [](nb::handle lengths, nb::handle dp_size, nb::handle optimizer_steps, nb::handle pack_max_length,
          nb::handle pad_chunk) {
+        const Int64Input values = int64_input(lengths, "lengths", false);
         const int64_t dp = int_argument(dp_size, "dp_size");
         const int64_t steps = int_argument(optimizer_steps, "optimizer_steps");
         const int64_t cap = int_argument(pack_max_length, "pack_max_length");
@@ -474,43 +576,62 @@ void bind_pack(nb::module_ m) {
         pack::Plan result;
         {
           GilReleased release;
-          result = pack::baseline::xtuner_pack(as_span(lengths), dp, steps, cap, chunk);
+          result = pack::baseline::xtuner_pack(as_span(values), dp, steps, cap, chunk);
         }
         return plan_object(std::move(result));
       },
-      "lengths"_a, "dp_size"_a.none(), "optimizer_steps"_a.none(), "pack_max_length"_a.none(), "pad_chunk"_a.none());
+      "lengths"_a.none(), nb::kw_only(), "dp_size"_a.none(), "optimizer_steps"_a.none(), "pack_max_length"_a.none(),
+      "pad_chunk"_a.none() = 1024,
+      "FOR COMPARISON ONLY: the pipeline xtuner's balanced-packing change\n"
+      "describes (Karmarkar-Karp equal split over ranks, then over steps, then\n"
+      "into ceil(tokens / cap) packs per (rank, step), every pack padded to the\n"
+      "cap, pack counts padded across ranks). It fails where that pipeline asserts\n"
+      "(counts that do not divide) and does not enforce the cap: see\n"
+      "stats.packs_over_cap.",
+      nb::sig("def xtuner_baseline(lengths, *, dp_size: int, optimizer_steps: int, pack_max_length: int, pad_chunk: "
+              "int = 1024) -> PackPlan"));
 
-  m.def(
-      "_micro_batches",
-      [](nb::handle lengths, nb::handle max_token_len, nb::handle dp_size, bool same_count, nb::handle count_multiple,
-         nb::handle workload, const std::string& order) {
-        const int64_t cap = int_argument(max_token_len, "max_token_len");
-        pack::MicroBatchOptions options{int_argument(dp_size, "dp_size"), same_count,
-                                        int_argument(count_multiple, "count_multiple"), workload_argument(workload),
-                                        pack::parse_micro_batch_order(order)};
-        pack::MicroBatchPlan result;
-        if (nb::isinstance<nb::list>(lengths)) {  // one array per rank, already placed
-          const auto per_rank = nb::cast<std::vector<Int64Input>>(lengths);
-          if (options.dp_size == 1) options.dp_size = static_cast<int64_t>(per_rank.size());
-          std::vector<std::span<const int64_t>> spans;
-          for (const auto& rank : per_rank) spans.push_back(as_span(rank));
-          GilReleased release;
-          result = pack::micro_batches_per_rank(spans, cap, options);
-        } else {
-          const auto all = nb::cast<Int64Input>(lengths);
-          GilReleased release;
-          result = pack::micro_batches(as_span(all), cap, options);
-        }
-        return micro_batch_object(std::move(result));
-      },
-      "lengths"_a, "max_token_len"_a.none(), "dp_size"_a.none(), "same_count_across_ranks"_a, "count_multiple"_a.none(),
-      "workload"_a.none(), "order"_a);
+  m.def("micro_batches", &micro_batches, "lengths"_a.none(), "max_token_len"_a.none(), nb::kw_only(),
+        "dp_size"_a.none() = 1, "same_count_across_ranks"_a.none() = true, "count_multiple"_a.none() = 1,
+        "workload"_a.none() = "tokens", "order"_a.none() = "interleave",
+        "Split samples into micro-batches of at most `max_token_len` tokens.\n\n"
+        "lengths: either one 1-D sequence of all samples, which are first spread\n"
+        "    over dp_size ranks (balanced; indexes in the plan are global), or a list\n"
+        "    of one sequence per rank, already placed (indexes are local to the rank;\n"
+        "    dp_size may stay 1 and is then taken from the list).\n"
+        "The count is the fewest for which the cap holds, the same on every rank\n"
+        "when same_count_across_ranks, and a multiple of count_multiple (pipeline\n"
+        "schedules). Micro-batches are balanced by `workload` (as plan takes it). A plan of more than\n"
+        "MAX_PLAN_LISTS micro-batches over all ranks is refused.\n"
+        "order: \"interleave\" (largest, smallest, second largest, ...: shrinks\n"
+        "    pipeline bubbles), \"descending\" or \"none\".",
+        nb::sig("def micro_batches(lengths, max_token_len: int, *, dp_size: int = 1, same_count_across_ranks: bool = "
+                "True, count_multiple: int = 1, workload='tokens', order: str = 'interleave') -> MicroBatchPlan"));
 
-  m.def("_materialize", &materialize, "plan"_a, "token_ids"_a, "labels"_a.none(), "rank"_a.none(), "step"_a.none(),
-        "pad_id"_a.none(), "ignore_index"_a.none(), "convert"_a.none());
+  m.def("materialize", &materialize, "plan"_a.none(), "token_ids"_a.none(), nb::kw_only(), "rank"_a.none() = nb::none(),
+        "step"_a.none() = nb::none(), "labels"_a.none() = nb::none(), "pad_id"_a.none() = 0,
+        "ignore_index"_a.none() = -100, "backend"_a.none() = "numpy",
+        "Build the packed sequences of a plan (in C++: seqflow::pack::materialize).\n\n"
+        "token_ids: the token ids of every sample, indexed as in the plan: a list of\n"
+        "    1-D arrays or tensors, a torch nested tensor, or a Ragged(values, offsets).\n"
+        "    Ids must have an integer dtype: float arrays are refused, even with\n"
+        "    whole values (cast them yourself if you know they are exact).\n"
+        "labels: the same for labels; by default the token ids themselves. Padding\n"
+        "    positions get ignore_index; padding tokens are pad_id (int64 integers).\n"
+        "rank, step: which packs, 0..dp_size-1 and 0..optimizer_steps-1 (no\n"
+        "    negative indexing). Returns a list over packs for one (rank, step);\n"
+        "    a list over steps of those for one rank; a list over ranks of those\n"
+        "    when rank is None.\n"
+        "backend: \"numpy\", or \"torch\" for tensors (needs torch installed).",
+        nb::sig("def materialize(plan: PackPlan, token_ids, *, rank: int | None = None, step: int | None = None, "
+                "labels=None, pad_id: int = 0, ignore_index: int = -100, backend: str = 'numpy')"));
   m.def(
-      "_inverse_permutation",
-      [](const Int64Input& order) { return to_numpy(pack::inverse_permutation(as_span(order))); }, "order"_a);
+      "inverse_permutation",
+      [](nb::handle order) { return to_numpy(pack::inverse_permutation(as_span(int64_input(order, "order", false)))); },
+      "order"_a.none(),
+      "inverse[order[i]] = i. For outputs laid out in `order` (a permutation of\n"
+      "0..n-1), outputs[inverse] restores the original order.",
+      nb::sig("def inverse_permutation(order) -> numpy.ndarray"));
   m.def(
       "padding_sequences",
       [](nb::handle padding, nb::handle pad_chunk) {

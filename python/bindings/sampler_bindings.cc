@@ -6,11 +6,6 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
-#include <algorithm>
-#include <unordered_map>
-
-#include "bindings/arguments.h"
-#include "bindings/arrays.h"
 #include "bindings/gil.h"
 #include "bindings/json_conversion.h"
 #include "bindings/samplers.h"
@@ -171,68 +166,11 @@ class PythonSampler final : public Sampler {
   std::string name_;
 };
 
-// Custom metadata from a dict, for running a sampler outside a controller.
-// Groups without "group_id" are TransferQueue's: in the ready indexes sorted
-// ascending, each run of n consecutive indexes, taken greedily from the
-// smallest. lengths_known is false when the caller gave no metadata at all.
-class MapSampleInfo final : public SampleInfo {
- public:
-  MapSampleInfo(std::unordered_map<int64_t, Value> meta, std::span<const int64_t> ready, bool lengths_known)
-      : meta_(std::move(meta)), ready_(ready.begin(), ready.end()), lengths_known_(lengths_known) {}
-
-  std::optional<int64_t> length(int64_t global_index) const override {
-    const Value* length = custom_meta(global_index).find("total_lengths");
-    if (length == nullptr || length->type() != Value::Type::kInt) return std::nullopt;
-    return length->as_int();
-  }
-
-  std::string group_key(int64_t global_index, int64_t n) const override {
-    if (const Value* group = custom_meta(global_index).find("group_id")) return "id:" + group->dump();
-    if (n != runs_of_n_) find_runs(n);
-    auto run = run_of_.find(global_index);
-    return run == run_of_.end() ? "alone:" + std::to_string(global_index) : "run:" + std::to_string(run->second);
-  }
-
-  const Value& custom_meta(int64_t global_index) const override {
-    static const Value kEmpty = Value::object();
-    auto it = meta_.find(global_index);
-    return it == meta_.end() ? kEmpty : it->second;
-  }
-
-  bool has_lengths() const override { return lengths_known_; }
-
- private:
-  // TransferQueue's scan: slide over the sorted indexes; a window of n
-  // consecutive values is a group and the scan jumps past it.
-  void find_runs(int64_t n) const {
-    std::vector<int64_t> sorted;
-    for (int64_t index : ready_) {
-      if (!custom_meta(index).contains("group_id")) sorted.push_back(index);
-    }
-    std::sort(sorted.begin(), sorted.end());
-    run_of_.clear();
-    runs_of_n_ = n;
-    const auto size = static_cast<int64_t>(sorted.size());
-    for (int64_t i = 0; i + n <= size;) {
-      bool consecutive = true;
-      for (int64_t j = i; j + 1 < i + n && consecutive; ++j) consecutive = sorted[j + 1] - sorted[j] == 1;
-      if (!consecutive) {
-        ++i;
-        continue;
-      }
-      for (int64_t j = i; j < i + n; ++j) run_of_.emplace(sorted[j], i);
-      i += n;
-    }
-  }
-
-  std::unordered_map<int64_t, Value> meta_;
-  std::vector<int64_t> ready_;
-  bool lengths_known_;
-  mutable int64_t runs_of_n_ = 0;
-  mutable std::unordered_map<int64_t, int64_t> run_of_;
-};
-
 }  // namespace
+
+std::shared_ptr<Sampler> python_sampler(nb::object target) {
+  return std::make_shared<PythonSampler>(std::move(target));
+}
 
 void bind_samplers(nb::module_ m) {
   nb::class_<Sampler>(m, "Sampler", "A C++ sampler, shared by the clients it is given to.")
@@ -275,62 +213,13 @@ void bind_samplers(nb::module_ m) {
           "TransferQueue's DataPartitionStatus.get_custom_meta: {global_index: custom_meta} of the samples "
           "that have any.");
 
-  m.def("sequential_sampler", &make_sequential_sampler);
-  m.def("grpo_group_n_sampler", &make_grpo_group_n_sampler, "n_samples_per_prompt"_a);
-  m.def("rank_aware_sampler", &make_rank_aware_sampler);
-  m.def(
-      "seqlen_balanced_sampler",
-      [](int64_t n, int64_t dp_size, const std::string& algorithm, int64_t default_length, nb::handle workload) {
-        return make_seqlen_balanced_sampler(n, dp_size, algorithm, default_length, workload_argument(workload));
-      },
-      "n_samples_per_prompt"_a, "dp_size"_a, "algorithm"_a, "default_length"_a, "workload"_a.none());
-  m.def(
-      "token_budget_sampler",
-      [](int64_t max_tokens, int64_t n, int64_t dp_size, int64_t default_length, nb::handle workload) {
-        return make_token_budget_sampler(max_tokens, n, dp_size, default_length, workload_argument(workload));
-      },
-      "max_tokens"_a, "n_samples_per_prompt"_a, "dp_size"_a, "default_length"_a, "workload"_a.none());
   m.def(
       "sampler_by_name",
       [](const std::string& name, nb::handle args) { return make_sampler(name, to_value(args, "sampler arguments")); },
       "name"_a, "args"_a);
-  m.def(
-      "python_sampler",
-      [](nb::object target) -> std::shared_ptr<Sampler> { return std::make_shared<PythonSampler>(std::move(target)); },
-      "target"_a, "A C++ sampler that calls target.sample(ready_indexes, batch_size, **kwargs).");
-
-  m.def(
-      "run_sampler",
-      [](Sampler& sampler, const Int64Input& ready_indexes, bool sort_ready, int64_t batch_size,
-         const std::string& partition_id, const std::string& task_name, std::optional<int64_t> dp_rank,
-         int64_t batch_index, nb::handle partition, std::optional<nb::dict> custom_meta) {
-        std::vector<int64_t> ready(ready_indexes.data(), ready_indexes.data() + ready_indexes.shape(0));
-        if (sort_ready) std::sort(ready.begin(), ready.end());
-        // The partition's custom_meta wins over the caller's dict, as TransferQueue reads it.
-        std::unordered_map<int64_t, Value> meta;
-        auto add_meta = [&](nb::handle entries) {
-          for (auto [key, value] : nb::cast<nb::dict>(entries)) {
-            meta.insert_or_assign(nb::cast<int64_t>(key),
-                                  to_value(value, "custom_meta[" + std::string(nb::str(key).c_str()) + "]"));
-          }
-        };
-        if (custom_meta) add_meta(*custom_meta);
-        if (!partition.is_none()) add_meta(partition.attr("get_custom_meta")(nb::cast(ready)));
-        MapSampleInfo info(std::move(meta), ready, custom_meta || !partition.is_none());
-        SampleRequest request;
-        request.ready = ready;
-        request.batch_size = batch_size;
-        request.partition_id = partition_id;
-        request.task_name = task_name;
-        request.sampling = {dp_rank.value_or(0), batch_index, dp_rank.has_value()};
-        request.info = &info;
-        return sampler.sample(request).sampled;
-      },
-      "sampler"_a, "ready_indexes"_a, "sort_ready"_a, "batch_size"_a, "partition_id"_a, "task_name"_a,
-      "dp_rank"_a.none(), "batch_index"_a, "partition"_a.none(), "custom_meta"_a.none(),
-      "Runs a sampler outside any controller (for tests and tools): the sampled indexes. Per-sample metadata\n"
-      "comes from custom_meta (global index -> dict) and partition.get_custom_meta(ready); with neither,\n"
-      "balancing samplers split in order, as TransferQueue's do.");
+  m.def("python_sampler", &python_sampler, "target"_a,
+        "A C++ sampler that calls target.sample(ready_indexes, batch_size, **kwargs).");
+  bind_builtin_samplers(m);
 }
 
 }  // namespace seqflow::bindings

@@ -1,4 +1,4 @@
-// The samplers' caches in TransferQueue's layouts, for seqflow.samplers:
+// The samplers' caches in TransferQueue's layouts (bindings/samplers.h):
 // `_states[partition_id][task_name][dp_rank][batch_index]` (a Python
 // sampler's own dict, or a built-in sampler's C++ reservations shown that
 // way) and SeqlenBalancedSampler's `_balanced_cache`.
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "bindings/checks.h"
+#include "bindings/samplers.h"
 #include "bindings/submodules.h"
 
 namespace nb = nanobind;
@@ -41,17 +42,6 @@ nb::object child(nb::handle node, nb::handle key) {
   return PyDict_Check(node.ptr()) ? nb::object(node.attr("get")(key)) : nb::none();
 }
 
-// The answer `states` (TransferQueue's layout) holds for this caller's
-// (dp_rank, batch_index), or None.
-nb::object cached(nb::handle states, nb::handle partition_id, nb::handle task_name, nb::handle sampling_config) {
-  nb::object dp_rank = sampling_config.attr("get")("dp_rank");
-  if (dp_rank.is_none()) return nb::none();
-  nb::object by_batch = child(child(child(states, partition_id), task_name), dp_rank);
-  nb::object batch_index = sampling_config.attr("get")("batch_index");
-  if (!PyDict_Check(by_batch.ptr()) || PySequence_Contains(by_batch.ptr(), batch_index.ptr()) != 1) return nb::none();
-  return cached_answer(by_batch[batch_index]);
-}
-
 struct Share {
   nb::object key;  // (partition_id, task_name, batch_index)
   nb::object dp_rank;
@@ -79,8 +69,17 @@ nb::handle set_default(nb::handle dict, nb::handle key, nb::handle fallback) {
   return value;  // borrowed from the dict
 }
 
-// A built-in sampler's reservations in `_states`' layout; entries are
-// (sampled, consumed) pairs when `pairs`, else the sampled list.
+}  // namespace
+
+nb::object cached(nb::handle states, nb::handle partition_id, nb::handle task_name, nb::handle sampling_config) {
+  nb::object dp_rank = sampling_config.attr("get")("dp_rank");
+  if (dp_rank.is_none()) return nb::none();
+  nb::object by_batch = child(child(child(states, partition_id), task_name), dp_rank);
+  nb::object batch_index = sampling_config.attr("get")("batch_index");
+  if (!PyDict_Check(by_batch.ptr()) || PySequence_Contains(by_batch.ptr(), batch_index.ptr()) != 1) return nb::none();
+  return cached_answer(by_batch[batch_index]);
+}
+
 nb::dict reservation_states(nb::handle state, bool pairs) {
   nb::dict states;
   for (const Share& share : reservations(state)) {
@@ -94,7 +93,6 @@ nb::dict reservation_states(nb::handle state, bool pairs) {
   return states;
 }
 
-// {(partition_id, task_name, batch_index): [samples of rank 0, rank 1, ...]}.
 nb::dict reservation_cache(nb::handle state) {
   nb::dict cache;
   for (const Share& share : reservations(state)) {
@@ -104,16 +102,10 @@ nb::dict reservation_cache(nb::handle state) {
   return cache;
 }
 
-}  // namespace
-
 void bind_sampler_caches(nb::module_ m) {
   m.def("cached", &cached, nb::arg("states").none(), nb::arg("partition_id").none(), nb::arg("task_name").none(),
         nb::arg("sampling_config"),
         "The answer `states` (TransferQueue's layout) holds for this caller's (dp_rank, batch_index), or None.");
-  m.def("reservation_states", &reservation_states, nb::arg("state"), nb::arg("pairs"),
-        "A built-in sampler's reservations in `_states`' layout.");
-  m.def("reservation_cache", &reservation_cache, nb::arg("state"),
-        "{(partition_id, task_name, batch_index): [samples of rank 0, rank 1, ...]}.");
 }
 
 }  // namespace seqflow::bindings

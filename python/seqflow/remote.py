@@ -26,14 +26,12 @@ from __future__ import annotations
 import atexit
 import os
 import uuid
-import weakref
-from typing import Any, Optional, Sequence
+from typing import Any, Optional
 
 from seqflow import _seqflow
 from seqflow._checks import check_count
 from seqflow._config import read_config
 from seqflow.client import Client, RemoteConfig
-from seqflow.samplers import native_sampler
 
 __all__ = [
     "RAY_NAMESPACE",
@@ -48,149 +46,15 @@ __all__ = [
     "start_ray_services",
 ]
 
+# The services in this process, CURVE key files (python/bindings/service_bindings.cc).
 _net = _seqflow.server
-
-# Handles still serving, stopped at exit while the interpreter can still run
-# the Python samplers their handlers may be calling.
-_LIVE: "weakref.WeakSet[ServiceHandle]" = weakref.WeakSet()
-
-
-class ServiceHandle:
-    """A controller or storage service running in this process."""
-
-    def __init__(self, native, role: str):
-        self._native = native
-        self.role = role
-        native.start()
-        _LIVE.add(self)
-
-    @property
-    def endpoint(self) -> str:
-        """The bound endpoint, e.g. tcp://127.0.0.1:40123."""
-        return self._native.endpoint
-
-    @property
-    def metrics_port(self) -> Optional[int]:
-        return self._native.metrics_port
-
-    @property
-    def serving_line(self) -> str:
-        """What ``seqflow serve`` prints: 'seqflow ROLE serving on ENDPOINT[ metrics on URL]'."""
-        return self._native.serving_line
-
-    def stats(self) -> dict:
-        """A storage unit's use: {"samples": ..., "bytes": ...}."""
-        if self.role != "storage":
-            raise ValueError(f"stats() is a storage unit's, this is the {self.role}")
-        return self._native.stats()
-
-    def stop(self) -> None:
-        """Stops serving (idempotent): running calls finish, queued ones are dropped."""
-        if self._native is not None:  # None: the parent's service, in a child after fork
-            self._native.stop()
-        _LIVE.discard(self)
-
-    def __enter__(self) -> "ServiceHandle":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
-    def __repr__(self) -> str:
-        return f"ServiceHandle({self.role!r}, {self.endpoint!r})"
-
-
-@atexit.register
-def _stop_live_services() -> None:
-    for handle in list(_LIVE):
-        handle.stop()
-
-
-def _forget_parent_services() -> None:
-    """In a child after fork the services' threads are the parent's: never
-    stop or free them here."""
-    for handle in list(_LIVE):
-        handle._native.abandon()
-        handle._native = None
-    _LIVE.clear()
-
-
-os.register_at_fork(after_in_child=_forget_parent_services)
-
-
-def _optional_count(value, name: str) -> int:
-    """0 (the service's default) for None, else an integer >= 1."""
-    return 0 if value is None else check_count(value, name, minimum=1)
-
-
-def _path(value) -> str:
-    return "" if value is None else os.fspath(value)
-
-
-def _serving_args(metrics, max_workers, max_request_bytes, curve_secret, curve_clients, checkpoint_root) -> dict:
-    if isinstance(curve_clients, (str, os.PathLike)):
-        curve_clients = [curve_clients]
-    return dict(metrics=metrics or "", max_workers=_optional_count(max_workers, "max_workers"),
-                max_request_bytes=_optional_count(max_request_bytes, "max_request_bytes"),
-                curve_secret=_path(curve_secret), curve_clients=[os.fspath(c) for c in curve_clients or ()],
-                checkpoint_root=_path(checkpoint_root))
-
-
-def serve_controller(bind: str = "tcp://127.0.0.1:5555", *, storage_units: int = 1, sampler=None,
-                     sampler_args: Optional[dict] = None, polling_mode: bool = False,
-                     load_checkpoint: Optional[str] = None, metrics: Optional[str] = None,
-                     max_workers: Optional[int] = None, max_request_bytes: Optional[int] = None,
-                     curve_secret: Optional[str] = None, curve_clients: Sequence[str] = (),
-                     checkpoint_root: Optional[str] = None) -> ServiceHandle:
-    """The controller service in this process, serving when this returns
-    (``seqflow serve controller``; port 0 in `bind` picks a free port).
-
-    storage_units: units clients wait for. sampler: an instance, class or
-    name (sampler_args for a class or name), Python samplers included.
-    metrics: "HOST:PORT" of a Prometheus endpoint. curve_secret: the cluster
-    .key file; curve_clients: .pub files (or directories of them) of the
-    admitted clients (default: any client knowing the cluster public key).
-    checkpoint_root: clients' save_checkpoint / load_checkpoint paths must
-    lie under this directory (default: anywhere)."""
-    native = _net.ControllerService(
-        bind, check_count(storage_units, "storage_units", minimum=1), native_sampler(sampler, sampler_args),
-        bool(polling_mode), _path(load_checkpoint),
-        **_serving_args(metrics, max_workers, max_request_bytes, curve_secret, curve_clients, checkpoint_root))
-    return ServiceHandle(native, "controller")
-
-
-def serve_storage(controller: str, bind: str = "tcp://127.0.0.1:0", *, advertise: Optional[str] = None,
-                  max_bytes: int = 0, max_samples: int = 0, metrics: Optional[str] = None,
-                  max_workers: Optional[int] = None, max_request_bytes: Optional[int] = None,
-                  curve_secret: Optional[str] = None, curve_clients: Sequence[str] = (),
-                  controller_key: Optional[str] = None, checkpoint_root: Optional[str] = None) -> ServiceHandle:
-    """A storage unit in this process that registers with the controller
-    service at `controller` (``seqflow serve storage``). advertise: the
-    endpoint clients reach it at (default the bound one). max_bytes,
-    max_samples: capacity (0: unlimited). controller_key: the controller's
-    .pub file when it is not the cluster key of curve_secret. checkpoint_root:
-    as for serve_controller."""
-    native = _net.StorageService(
-        bind, controller, advertise or "", check_count(max_bytes, "max_bytes"), check_count(max_samples, "max_samples"),
-        controller_key=_path(controller_key),
-        **_serving_args(metrics, max_workers, max_request_bytes, curve_secret, curve_clients, checkpoint_root))
-    return ServiceHandle(native, "storage")
-
-
-def keygen(prefix, *, overwrite: bool = False) -> str:
-    """A new CURVE key pair as prefix.key (public and secret key, mode 0600)
-    and prefix.pub; returns the public key (Z85)."""
-    prefix = os.fspath(prefix)
-    if not overwrite:
-        for path in (prefix + ".key", prefix + ".pub"):
-            if os.path.exists(path):
-                raise ValueError(f"prefix {prefix!r}: {path} exists; pass overwrite=True to replace it")
-    return _net.write_key_files(prefix)
-
-
-def read_key_file(path) -> tuple[str, Optional[str]]:
-    """(public key, secret key or None) of a .key or .pub file, as Z85 text."""
-    return _net.read_key_file(os.fspath(path))
+ServiceHandle, serve_controller, serve_storage = _net.ServiceHandle, _net.serve_controller, _net.serve_storage
+keygen, read_key_file = _net.keygen, _net.read_key_file
+# Services still serving stop at exit, while the interpreter can still run the
+# Python samplers their handlers may be calling; a child after fork leaves the
+# parent's services alone.
+atexit.register(_net.stop_live_services)
+os.register_at_fork(after_in_child=_net.forget_parent_services)
 
 
 # ---- Ray ----------------------------------------------------------------------

@@ -33,6 +33,7 @@ class Running {
     if (metrics_) metrics_->stop();
     service_->stop();
   }
+  Service& service() const { return *service_; }
 
  private:
   std::unique_ptr<Service> service_;
@@ -62,6 +63,7 @@ StorageServer::StorageServer(StorageServerOptions options)
 StorageServer::~StorageServer() = default;
 std::string StorageServer::endpoint() const { return impl_->endpoint(); }
 std::string StorageServer::metrics_url() const { return impl_->metrics_url(); }
+StorageStats StorageServer::stats() const { return impl_->service().storage().stats(); }
 void StorageServer::stop() { impl_->stop(); }
 
 }  // namespace seqflow

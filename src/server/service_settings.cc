@@ -13,20 +13,8 @@ namespace seqflow::server {
 
 namespace {
 
-// The service's CURVE keys from its key files.
 ServerCurve curve_of(const ServingSettings& settings) {
-  ServerCurve curve;
-  if (settings.curve_secret_file.empty()) {
-    if (!settings.curve_client_files.empty()) {
-      throw_invalid("the allowed client key files ('" + settings.curve_client_files.front() +
-                    "', ...) need the service's own CURVE secret key file");
-    }
-    return curve;
-  }
-  curve.enabled = true;
-  curve.keys = read_secret_key_file(settings.curve_secret_file);
-  curve.allowed_client_keys = read_client_key_files(settings.curve_client_files);
-  return curve;
+  return read_server_curve(settings.curve_secret_file, settings.curve_client_files);
 }
 
 ServiceOptions service_options(const std::string& bind, size_t max_workers, size_t max_request_bytes,
@@ -240,3 +228,22 @@ std::string serving_line(std::string_view role, const std::string& endpoint, con
 }
 
 }  // namespace seqflow::server
+
+namespace seqflow {
+
+ServerCurve read_server_curve(const std::string& secret_key_file, const std::vector<std::string>& client_key_files) {
+  ServerCurve curve;
+  if (secret_key_file.empty()) {
+    if (!client_key_files.empty()) {
+      throw_invalid("the allowed client key files ('" + client_key_files.front() +
+                    "', ...) need the service's own CURVE secret key file");
+    }
+    return curve;
+  }
+  curve.enabled = true;
+  curve.keys = server::read_secret_key_file(secret_key_file);
+  curve.allowed_client_keys = server::read_client_key_files(client_key_files);
+  return curve;
+}
+
+}  // namespace seqflow

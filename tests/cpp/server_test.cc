@@ -4,12 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "remote_service_test_support.h"
+#include "storage_test_support.h"
 #include "seqflow/client.h"
 #include "seqflow/security.h"
 #include "test_support.h"
@@ -88,6 +90,46 @@ TEST(Server, ServesWithCurveKeysAndMetrics) {
   remote.client_public_key = client_keys.public_key;
   remote.client_secret_key = client_keys.secret_key;
   expect_round_trip(*client_of(controller.endpoint(), remote), "p", 3);
+}
+
+TEST(Server, StorageServerReportsWhatItHolds) {
+  ControllerServer controller({});
+  StorageServer unit(unit_options(controller.endpoint()));
+  EXPECT_EQ(unit.stats().samples, 0u);
+  expect_round_trip(*client_of(controller.endpoint()), "p", 1);
+  EXPECT_EQ(unit.stats().samples, 3u);
+  EXPECT_GT(unit.stats().bytes, 0u);
+}
+
+TEST(Server, ReadsTheServerCurveFromKeyFiles) {
+  TempDir dir;
+  const CurveKeyPair cluster = generate_curve_keys();
+  const CurveKeyPair alice = generate_curve_keys();
+  const CurveKeyPair bob = generate_curve_keys();
+  write_key_files(dir.file("cluster"), cluster);
+  std::filesystem::create_directory(dir.file("clients"));
+  write_key_files(dir.file("clients/bob"), bob);
+  write_key_files(dir.file("clients/alice"), alice);
+  std::filesystem::remove(dir.file("clients/alice.key"));
+  std::filesystem::remove(dir.file("clients/bob.key"));
+
+  EXPECT_FALSE(read_server_curve("", {}).enabled);
+  const ServerCurve curve = read_server_curve(dir.file("cluster.key"), {dir.file("clients")});
+  EXPECT_TRUE(curve.enabled);
+  EXPECT_EQ(curve.keys.public_key, cluster.public_key);
+  EXPECT_EQ(curve.keys.secret_key, cluster.secret_key);
+  // A directory's .pub files by name: alice before bob.
+  EXPECT_EQ(curve.allowed_client_keys, (std::vector<std::string>{alice.public_key, bob.public_key}));
+  EXPECT_EQ(read_server_curve(dir.file("cluster.key"), {dir.file("cluster.pub")}).allowed_client_keys,
+            std::vector<std::string>{cluster.public_key});
+
+  const ErrorCode invalid = ErrorCode::kInvalidArgument;
+  EXPECT_TRUE(throws_code([&] { read_server_curve(dir.file("cluster.pub"), {}); }, invalid,
+                          {"cluster.pub", "holds no secret key"}));
+  EXPECT_TRUE(throws_code([&] { read_server_curve("", {dir.file("cluster.pub")}); }, invalid,
+                          {"cluster.pub", "need the service's own CURVE secret key file"}));
+  EXPECT_TRUE(
+      throws_code([&] { read_server_curve(dir.file("missing.key"), {}); }, ErrorCode::kNotFound, {"missing.key"}));
 }
 
 // Starts a controller server with the default options changed by `change`.

@@ -106,6 +106,13 @@ def test_json_save_load_and_pickle_round_trip(kind, tmp_path):
     assert unpickled == workload and unpickled.kind == workload.kind
 
 
+def test_loading_a_missing_model_is_file_not_found(tmp_path):
+    with pytest.raises(FileNotFoundError, match="missing.json"):
+        Workload.load(tmp_path / "missing.json")
+    with pytest.raises(TypeError, match="path must be a str or an os.PathLike"):
+        Workload.tokens().save(3)
+
+
 def test_fitted_model_keeps_its_fit_through_json():
     rng = np.random.default_rng(9)
     cal = sb.calibrate(synthetic(rng, 40, noise=0.01))

@@ -534,6 +534,7 @@ def test_python_subclass_of_a_builtin_runs_its_own_sample(make_client):  # noqa:
             picked = list(ready_indexes)[::-1][:batch_size]
             return picked, picked
 
+    assert isinstance(Newest(), BaseSampler) and issubclass(Newest, SequentialSampler)
     client = make_client(Newest())
     client.put({"x": np.arange(4)}, partition_id="p")
     assert list(client.get_meta(["x"], 2, "p", task_name="t", polling=True).global_indexes) == [3, 2]
@@ -573,6 +574,8 @@ def test_sampler_keeping_other_things_in_states_through_a_client(make_client):  
     (lambda: TokenBudgetSampler(100, default_length=-1), ValueError, "default_length must be >= 0, got -1"),
     (lambda: SeqlenBalancedSampler(dp_size="2"), TypeError, "dp_size must be an integer, got '2'"),
     (lambda: GRPOGroupNSampler(n_samples_per_prompt=0), ValueError, "n_samples_per_prompt must be positive, got 0"),
+    (lambda: SeqlenBalancedSampler(algorithm=3), TypeError, "algorithm must be a str, got int 3"),
+    (lambda: TokenBudgetSampler(max_tokens=0), ValueError, "max_tokens must be positive, got 0"),
 ])
 def test_bad_sampler_arguments_are_named(call, error, message):
     with pytest.raises(error, match=message.replace(".", r"\.").replace("(", r"\(")):
