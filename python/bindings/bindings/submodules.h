@@ -16,14 +16,16 @@ void bind_pack(nanobind::module_ m);
 void bind_client(nanobind::module_ m);
 void bind_client_arguments(nanobind::module_ m);
 void bind_deep_copy(nanobind::module_ m);
+void bind_column_input(nanobind::module_ m);
 void bind_config_reading(nanobind::module_ m);
 void bind_extra_info(nanobind::module_ m);
+void bind_field_output(nanobind::module_ m);
 void bind_field_schema(nanobind::module_ m);
 void bind_kv_batch_meta_arguments(nanobind::module_ m);
 void bind_limits(nanobind::module_ m);
 void bind_sample_views(nanobind::module_ m);
 void bind_sampler_caches(nanobind::module_ m);
 void bind_services(nanobind::module_ m);
-void bind_streaming_arguments(nanobind::module_ m);
+void bind_streaming(nanobind::module_ m);
 
 }  // namespace seqflow::bindings
