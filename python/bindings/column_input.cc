@@ -51,8 +51,7 @@ nb::object native_order(nb::handle array, const std::string& field) {
   static nb::handle ascontiguousarray = python_attribute("numpy", "ascontiguousarray");
   nb::object dtype = array.attr("dtype");
   if (kStorableKinds.find(kind_of(array)) == std::string_view::npos) {
-    throw_invalid("field \"" + field + "\" has dtype " + str_text(dtype) +
-                  ", which seqflow does not store; use bool, uint8, int8-64, float16, bfloat16, float32 or float64");
+    throw_unstorable_dtype(field, str_text(dtype));
   }
   nb::object out = nb::borrow(array);
   if (!nb::cast<bool>(dtype.attr("isnative"))) out = out.attr("astype")(dtype.attr("newbyteorder")("="));
@@ -128,6 +127,27 @@ nb::object non_tensor_rows(const std::string& field, nb::handle data, std::optio
   return out;
 }
 
+// Refuses tensors that hold no plain strided data, before torch's own message
+// would name neither the field nor the cause. `layout`, `dtype`: torch's names.
+void check_tensor(const std::string& field, const std::string& device, const std::string& layout,
+                  const std::string& dtype, bool quantized, bool nested) {
+  if (device == "meta")
+    throw_invalid("field " + quoted(field) + " is a tensor on the meta device, which holds no data");
+  if (layout != "torch.strided" && !nested) {
+    throw_invalid("field " + quoted(field) + " is a tensor of layout " + layout + "; give a dense (strided) tensor");
+  }
+  const std::string name = dtype.starts_with("torch.") ? dtype.substr(6) : dtype;
+  const bool storable = [&name] {
+    try {
+      parse_dtype(name);
+      return true;
+    } catch (const Error&) {
+      return false;
+    }
+  }();
+  if (quantized || !storable) throw_unstorable_dtype(field, name);
+}
+
 nb::list fields_of(nb::handle data, const std::string& parameter) {
   if (!is_mapping(data)) throw_wrong_type(data, parameter, "a TensorDict or a dict of fields");
   nb::list pairs = nb::steal<nb::list>(PySequence_List(nb::object(data.attr("items")()).ptr()));
@@ -164,6 +184,9 @@ void bind_column_input(nb::module_ m) {
   m.def("non_tensor_rows", &non_tensor_rows, "field"_a, "data"_a.none(), "rows"_a.none(),
         "One value per row of a tensordict NonTensorData's data: a list or an array of one value per row is read "
         "per row, as TransferQueue reads it; anything else is that value in every row.");
+  m.def("check_tensor", &check_tensor, "field"_a, "device"_a, "layout"_a, "dtype"_a, "quantized"_a, "nested"_a,
+        "Refuses a tensor on the meta device, of a layout other than strided (unless nested) or of a dtype seqflow "
+        "does not store, naming the field.");
   m.def("fields_of", &fields_of, "data"_a.none(), "parameter"_a = "data",
         "(name, value) of each field of a mapping (the caller's `parameter`), the names checked.");
 }

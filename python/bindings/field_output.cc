@@ -53,8 +53,7 @@ std::string resolve_format(nb::handle format, nb::handle layout) {
   std::string fmt = nb::cast<std::string>(format);
   const bool transfer_queue = nb::cast<std::string>(layout) == "transfer_queue";
   if (fmt == "numpy" && transfer_queue) {
-    throw_invalid(
-        "layout='transfer_queue' returns torch nested tensors; use format 'auto', 'torch' or 'tensordict'");
+    throw_invalid("layout='transfer_queue' returns torch nested tensors; use format 'auto', 'torch' or 'tensordict'");
   }
   if (fmt == "auto") fmt = installed("tensordict") ? "tensordict" : transfer_queue ? "torch" : "numpy";
   if (fmt != "numpy" && !installed("torch")) throw_invalid("format='" + fmt + "' needs torch, which is not installed");
@@ -80,9 +79,9 @@ struct Views {
   // An array of `shape` over `data`, which `owner` keeps alive; numpy arrays writable when `writable`.
   nb::object operator()(void* data, const std::vector<size_t>& shape, nb::handle owner, bool writable) const {
     if (torch) {
-      const nb::dlpack::dtype code = dtype == DType::kBFloat16
-                                         ? nb::dlpack::dtype{static_cast<uint8_t>(nb::dlpack::dtype_code::Bfloat), 16, 1}
-                                         : to_dlpack(dtype);
+      const nb::dlpack::dtype code =
+          dtype == DType::kBFloat16 ? nb::dlpack::dtype{static_cast<uint8_t>(nb::dlpack::dtype_code::Bfloat), 16, 1}
+                                    : to_dlpack(dtype);
       return nb::cast(
           nb::ndarray<nb::pytorch>(data, shape.size(), shape.data(), owner, nullptr, code, nb::device::cpu::value));
     }
@@ -90,8 +89,8 @@ struct Views {
       return nb::cast(nb::ndarray<nb::numpy>(data, shape.size(), shape.data(), owner, nullptr, to_dlpack(dtype),
                                              nb::device::cpu::value));
     }
-    return nb::cast(nb::ndarray<nb::numpy, nb::ro>(data, shape.size(), shape.data(), owner, nullptr,
-                                                   to_dlpack(dtype), nb::device::cpu::value));
+    return nb::cast(nb::ndarray<nb::numpy, nb::ro>(data, shape.size(), shape.data(), owner, nullptr, to_dlpack(dtype),
+                                                   nb::device::cpu::value));
   }
 
   // Part of numpy array `array`: from `byte_offset`, of `shape`.
@@ -134,7 +133,8 @@ nb::tuple ragged_out(const Views& views, nb::handle values, const Int64Matrix& s
   const int64_t* dims = shapes.data();
   const auto shape_of = [&](size_t i) { return std::vector<size_t>(dims + i * rank, dims + (i + 1) * rank); };
   bool same_inner = true;
-  for (size_t i = 1; i < n && same_inner; ++i) same_inner = std::equal(dims + i * rank + 1, dims + (i + 1) * rank, dims + 1);
+  for (size_t i = 1; i < n && same_inner; ++i)
+    same_inner = std::equal(dims + i * rank + 1, dims + (i + 1) * rank, dims + 1);
   if (views.torch && same_inner) {
     std::vector<size_t> stacked = shape_of(0);
     std::vector<int64_t> offsets{0};

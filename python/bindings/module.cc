@@ -62,7 +62,9 @@ NB_MODULE(_seqflow, m) {
       m.def_submodule("sampler_caches", "The samplers' caches in TransferQueue's layouts"));
   seqflow::bindings::bind_kv_batch_meta_arguments(
       m.def_submodule("kv_batch_meta_arguments", "Checks of KVBatchMeta's contents, selections and joins"));
-  seqflow::bindings::bind_streaming(m.def_submodule("streaming", "The rules of a rank's stream (seqflow.streaming)"));
+  nb::module_ streaming = m.def_submodule("streaming", "The rules of a rank's stream (seqflow.streaming)");
+  seqflow::bindings::bind_streaming(streaming);
+  seqflow::bindings::bind_loader_handoff(streaming);
   seqflow::bindings::bind_limits(m.def_submodule("limits", "The limits the engine enforces (seqflow/limits.h)"));
   seqflow::bindings::bind_services(
       m.def_submodule("server", "Remote mode's services in this process, CURVE key files"));

@@ -14,6 +14,7 @@
 
 #include "bindings/checks.h"
 #include "bindings/submodules.h"
+#include "seqflow/batch_meta.h"
 #include "seqflow/streaming.h"
 
 namespace nb = nanobind;
@@ -112,20 +113,23 @@ void bind_streaming(nb::module_ m) {
   nb::class_<StallWatch>(m, "StallWatch",
                          "When a stream that fetched nothing checks why: after waiting `seconds` for a batch, on "
                          "each empty fetch until it has warned once.")
-      .def("__init__",
-           [](StallWatch* self, double seconds) {
-             new (self) StallWatch(std::chrono::duration_cast<StallWatch::Clock::duration>(
-                 std::chrono::duration<double>(seconds)));
-           },
-           "seconds"_a)
-      .def("empty_fetch", [](StallWatch& self) { return self.empty_fetch(StallWatch::Clock::now()); },
-           "A fetch came back empty: True when the stream should check why.")
+      .def(
+          "__init__",
+          [](StallWatch* self, double seconds) {
+            new (self) StallWatch(
+                std::chrono::duration_cast<StallWatch::Clock::duration>(std::chrono::duration<double>(seconds)));
+          },
+          "seconds"_a)
+      .def(
+          "empty_fetch", [](StallWatch& self) { return self.empty_fetch(StallWatch::Clock::now()); },
+          "A fetch came back empty: True when the stream should check why.")
       .def("batch_came", &StallWatch::batch_came)
       .def("warned", &StallWatch::warned);
   m.def(
       "production_complete",
       [](const Flags& produced, std::optional<int64_t> total_samples) {
-        return streaming::production_complete({.batch_size = 1, .total_samples = total_samples, .drop_last = false}, span_of(produced));
+        return streaming::production_complete({.batch_size = 1, .total_samples = total_samples, .drop_last = false},
+                                              span_of(produced));
       },
       "produced"_a, "total_samples"_a.none(),
       "Production is complete: total_samples samples hold every requested field, or, without total_samples, every "
@@ -141,13 +145,26 @@ void bind_streaming(nb::module_ m) {
   m.def(
       "fetch_after_production",
       [](int64_t batch_size, bool drop_last, int64_t left) {
-        const streaming::LastFetch fetch =
-            streaming::fetch_after_production({.batch_size = batch_size, .total_samples = std::nullopt, .drop_last = drop_last}, left);
+        const streaming::LastFetch fetch = streaming::fetch_after_production(
+            {.batch_size = batch_size, .total_samples = std::nullopt, .drop_last = drop_last}, left);
         return std::make_pair(fetch.batch_size, fetch.ends_if_empty);
       },
       "batch_size"_a, "drop_last"_a, "left"_a,
       "(batch size, whether an empty answer ends the rank) of the fetch once production is complete and `left` "
       "samples are left: the short last batch unless drop_last.");
+  m.def(
+      "micro_batch_sizes",
+      [](int64_t rows, nb::handle micro_batch_size) {
+        check_int_at_least(micro_batch_size, "micro_batch_size", 1);
+        int overflow = 0;  // a size beyond int64 is one micro-batch
+        const int64_t size = PyLong_AsLongLongAndOverflow(micro_batch_size.ptr(), &overflow);
+        if (rows <= 0) return std::vector<size_t>{};
+        const int64_t parts = overflow != 0 ? 1 : rows / size + (rows % size != 0 ? 1 : 0);
+        return chunk_sizes(static_cast<size_t>(rows), parts);
+      },
+      "rows"_a, "micro_batch_size"_a.none(),
+      "ceil(rows / micro_batch_size) micro-batch sizes chunk_sizes(rows, k) (7 rows at 3 -> 3, 2, 2); none for "
+      "no rows.");
   m.def("stall_reason", &stall_reason, "fields"_a, "produced"_a.none(), "left"_a.none(),
         "Why a batch waited for cannot come as things stand, or None. produced: get_production_status(per_field="
         "True) flags (samples x fields); left: samples left to consume once production is complete (finite mode).");

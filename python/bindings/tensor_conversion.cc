@@ -71,12 +71,15 @@ DType to_dtype(nb::dlpack::dtype dtype, const std::string& field) {
         break;
     }
   }
-  throw_invalid(field_name(field) + " has dtype " + dlpack_name(dtype) +
-                ", which seqflow does not store; use bool, uint8, int8-64, float16, bfloat16, "
-                "float32 or float64");
+  throw_unstorable_dtype(field, dlpack_name(dtype));
 }
 
 }  // namespace
+
+void throw_unstorable_dtype(const std::string& field, const std::string& dtype) {
+  throw_invalid(field_name(field) + " has dtype " + dtype +
+                ", which seqflow does not store; use bool, uint8, int8-64, float16, bfloat16, float32 or float64");
+}
 
 nb::dlpack::dtype to_dlpack(DType dtype) {
   switch (dtype) {

@@ -53,22 +53,11 @@ def _is_tensordict(value) -> bool:
     return tensordict is not None and isinstance(value, tensordict.TensorDictBase)
 
 
-# What C++ reads of a tensor through DLPack; the message is the one C++ gives for other dtypes.
-_STORABLE_TORCH_DTYPES = ("bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32",
-                          "float64")
-
-
 def _cpu_tensor(value, field: str):
-    """A contiguous CPU tensor of plain strided data, refused before torch's
-    own message would name neither the field nor the cause."""
-    if value.device.type == "meta":
-        raise ValueError(f"field {field!r} is a tensor on the meta device, which holds no data")
-    if value.layout != torch.strided and not value.is_nested:
-        raise ValueError(f"field {field!r} is a tensor of layout {value.layout}; give a dense (strided) tensor")
-    dtype = str(value.dtype).removeprefix("torch.")
-    if value.is_quantized or dtype not in _STORABLE_TORCH_DTYPES:
-        raise ValueError(f'field "{field}" has dtype {dtype}, which seqflow does not store; use bool, uint8, '
-                         "int8-64, float16, bfloat16, float32 or float64")
+    """A contiguous CPU tensor of plain strided data (checked first: torch's
+    own message would name neither the field nor the cause)."""
+    _rules.check_tensor(field, value.device.type, str(value.layout), str(value.dtype), value.is_quantized,
+                        value.is_nested)
     return value.detach().cpu().contiguous()
 
 

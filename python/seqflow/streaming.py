@@ -6,16 +6,13 @@ short last batch, stall warnings, worker striding) are C++
 
 from __future__ import annotations
 
-import math
 import os
-import queue
 import threading
 import time
 import warnings
 from typing import Any, Callable, Iterator, Optional
 
 from seqflow import _convert, _seqflow
-from seqflow.batch_meta import chunk_sizes
 
 try:
     import torch
@@ -59,50 +56,39 @@ def default_fetch_batch_fn(tq_client, data_fields, batch_size, partition_id, tas
 def split_batch(data, batch_meta, micro_batch_size: int = 1) -> list[tuple[Any, Any]]:
     """ceil(n / micro_batch_size) micro-batches of sizes chunk_sizes(n, k),
     the same cut for data and metadata (7 rows at 3 -> 3, 2, 2)."""
-    if isinstance(micro_batch_size, bool) or not isinstance(micro_batch_size, int) or micro_batch_size < 1:
-        raise ValueError(f"micro_batch_size must be an integer >= 1, got {micro_batch_size!r}")
-    n = batch_meta.size
-    if n == 0:
-        return []
-    sizes = chunk_sizes(n, math.ceil(n / micro_batch_size))
-    return list(zip(_convert.split_rows(data, sizes), batch_meta.split(sizes)))
+    sizes = _rules.micro_batch_sizes(batch_meta.size, micro_batch_size)
+    return list(zip(_convert.split_rows(data, sizes), batch_meta.split(sizes))) if sizes else []
 
 
 class StreamingDataset(IterableDataset):
     """One DP rank's stream of (data, batch_meta) micro-batches: fetches batch
     batch_index through the sampler (get_meta(sampling_config={"dp_rank",
-    "batch_index"})), reads its data, splits it into micro-batches.
-
-    should_check_consumption_status: False: streaming, endless; when nothing
-        is ready it sleeps empty_batch_sleep seconds (default
-        TQ_STREAMING_DATASET_EMPTY_BATCH_SLEEP_INTERVAL or 1.0). True: finite,
-        ends once production is complete (total_samples samples hold every
-        data field, or, without total_samples, every sample of the partition
-        does) and the task consumed every produced sample.
+    "batch_index"})), reads its data, splits it into micro-batches. The
+    modes and rules: README.md (StreamingDataset), seqflow/streaming.h.
 
     config: used to seqflow.init() the default client when `client` is None.
     batch_size: samples per fetch for this rank (the sampler's per-rank size).
     dp_rank: ranks with the same dp_rank (TP/PP peers) get the same samples
         under RankAwareSampler / SeqlenBalancedSampler.
+    should_check_consumption_status: False: streaming, endless, sleeping
+        empty_batch_sleep seconds (default TQ_STREAMING_DATASET_EMPTY_BATCH_
+        SLEEP_INTERVAL or 1.0) when nothing is ready. True: finite, ends once
+        production is complete (total_samples samples hold every data field,
+        or every sample of the partition does) and all of it is consumed.
     fetch_batch_fn(tq_client=, data_fields=, batch_size=, partition_id=,
         task_name=, sampling_config=, batch_index=) -> (data or None, meta).
     process_batch_fn(data, meta, micro_batch_size=) -> [(data, meta), ...].
     keep_batches: keep fetched batches so that reset() replays them.
     data_format, data_layout: get_data's format and layout ("dense", or
         "transfer_queue" for TransferQueue's nested containers).
-    drop_last: finite mode only. False (default): once production is
-        complete, the last batch holds what is left when fewer than
-        batch_size samples are (a sampler that splits one global batch over
-        the ranks, SeqlenBalancedSampler or TokenBudgetSampler, serves no
-        tail shorter than a global batch: the rank then keeps waiting and
-        warns, so use True with those when the total is not a whole number
-        of global batches). True: the
-        short batch is not fetched and the rank ends; its samples stay
-        unconsumed for task_name (check_consumption_status stays False), so
-        the task's next stream over the partition gets them first.
+    drop_last: finite mode only. False: the last batch holds what is left
+        once production is complete (use True with samplers that split a
+        global batch over the ranks when the total is not a whole number of
+        global batches). True: the short batch is not fetched (its samples
+        stay unconsumed for task_name) and the rank ends.
     warn_after_seconds: how long a stream waits for a batch before it checks
-        why (see the module docstring) and, if the batch cannot come as
-        things stand, warns once (StreamStalledWarning); it keeps waiting.
+        why and, if the batch cannot come as things stand, warns once
+        (StreamStalledWarning); it keeps waiting.
     """
 
     def __init__(self, config=None, batch_size: int = 1, micro_batch_size: int = 1, data_fields=(),
@@ -268,9 +254,6 @@ class StreamingDataset(IterableDataset):
             self.partition_id = partition_id
 
 
-_DONE = object()
-
-
 class StreamingDataLoader(DataLoader):
     """A DataLoader over a StreamingDataset that yields (data, batch_meta)
     micro-batches. With num_workers > 0 the workers are threads (the client
@@ -300,45 +283,29 @@ class StreamingDataLoader(DataLoader):
     def _threaded(self):
         dataset: StreamingDataset = self.dataset
         workers = self._thread_workers
-        stop = threading.Event()
-        queues = [queue.Queue(maxsize=self._prefetch) for _ in range(workers)]
-
-        def put(q, item) -> bool:
-            while not stop.is_set():
-                try:
-                    q.put(item, timeout=0.05)
-                    return True
-                except queue.Full:
-                    continue
-            return False
+        handoff = _rules.Handoff(workers, self._prefetch)  # also the workers' stop event
 
         def work(w: int) -> None:
             try:
-                for _, data, meta in dataset.batches(w, workers, stop):
+                for _, data, meta in dataset.batches(w, workers, handoff):
                     parts = dataset.process_batch_fn(data, meta, micro_batch_size=dataset.micro_batch_size)
-                    if not put(queues[w], parts):
+                    if not handoff.put(w, parts):
                         return
-                put(queues[w], _DONE)
+                handoff.finish(w)
             except BaseException as error:  # handed to the consumer
-                put(queues[w], error)
+                handoff.put(w, error)
 
         threads = [threading.Thread(target=work, args=(w,), daemon=True, name=f"seqflow-loader-{w}")
                    for w in range(workers)]
         for t in threads:
             t.start()
         try:
-            live = list(range(workers))
-            while live:
-                for w in list(live):
-                    item = queues[w].get()
-                    if item is _DONE:
-                        live.remove(w)
-                        continue
-                    if isinstance(item, BaseException):
-                        raise item
-                    yield from item
+            for item in handoff:
+                if isinstance(item, BaseException):
+                    raise item
+                yield from item
         finally:
-            stop.set()
+            handoff.stop()
             for t in threads:
                 t.join(timeout=5)
 

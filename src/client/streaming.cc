@@ -49,8 +49,8 @@ std::optional<std::string> stall_reason(std::span<const std::string> fields, std
                                         std::optional<int64_t> left) {
   if (has_field.empty()) return std::nullopt;
   if (has_field.size() != fields.size()) {
-    throw_invalid("stall_reason: " + std::to_string(fields.size()) + " fields but " +
-                  std::to_string(has_field.size()) + " flags");
+    throw_invalid("stall_reason: " + std::to_string(fields.size()) + " fields but " + std::to_string(has_field.size()) +
+                  " flags");
   }
   std::string missing;
   for (size_t f = 0; f < fields.size(); ++f) {

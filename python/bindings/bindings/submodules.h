@@ -23,6 +23,7 @@ void bind_field_output(nanobind::module_ m);
 void bind_field_schema(nanobind::module_ m);
 void bind_kv_batch_meta_arguments(nanobind::module_ m);
 void bind_limits(nanobind::module_ m);
+void bind_loader_handoff(nanobind::module_ m);
 void bind_sample_views(nanobind::module_ m);
 void bind_sampler_caches(nanobind::module_ m);
 void bind_services(nanobind::module_ m);

@@ -33,6 +33,9 @@ Column ragged_column(const std::string& field, nanobind::handle arrays);
 // when `allow_pickle`, else an error naming the field, the sample and the type.
 Column object_column(const std::string& field, nanobind::handle items, bool allow_pickle);
 
+// Refuses a dtype seqflow does not store (`dtype`: its numpy or torch name), naming the field.
+[[noreturn]] void throw_unstorable_dtype(const std::string& field, const std::string& dtype);
+
 // The dlpack dtype of `dtype`; bfloat16 as uint16 bits (numpy has no bfloat16).
 nanobind::dlpack::dtype to_dlpack(DType dtype);
 
