@@ -5,6 +5,7 @@ documented in README.md (Data in and out)."""
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from typing import Any
 
@@ -21,20 +22,19 @@ NonTensorStack = TensorDict = is_non_tensor = None
 _loaded_optional = False
 
 
+def _installed(name: str):
+    """The module, or None when it is not installed (found without importing it)."""
+    return importlib.import_module(name) if importlib.util.find_spec(name) else None
+
+
 def _load_optional() -> None:
     global torch, tensordict, NonTensorStack, TensorDict, is_non_tensor, _loaded_optional
     if _loaded_optional:
         return
-    try:
-        import torch
-    except ImportError:  # pragma: no cover - exercised only without torch
-        pass
-    try:
-        import tensordict
+    torch, tensordict = _installed("torch"), _installed("tensordict")
+    if tensordict is not None:
         from tensordict import NonTensorStack, TensorDict
         from tensordict.utils import is_non_tensor
-    except ImportError:
-        tensordict = None
     _loaded_optional = True
 
 
