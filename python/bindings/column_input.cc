@@ -25,11 +25,6 @@ constexpr std::string_view kNonTensorKinds = "OUS";
 
 std::string quoted(const std::string& field) { return repr_text(nb::str(field.c_str())); }
 
-bool is_ndarray(nb::handle value) {
-  static nb::handle ndarray = python_attribute("numpy", "ndarray");
-  return PyObject_IsInstance(value.ptr(), ndarray.ptr()) == 1;
-}
-
 char kind_of(nb::handle array) { return nb::cast<std::string>(array.attr("dtype").attr("kind"))[0]; }
 
 bool is_non_tensor_array(nb::handle array) { return kNonTensorKinds.find(kind_of(array)) != std::string_view::npos; }

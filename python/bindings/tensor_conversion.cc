@@ -283,11 +283,13 @@ Column jagged_column(const std::string& field, const AnyArray& values, const Int
   const size_t row_bytes = values.shape(0) == 0 ? 0 : values.nbytes() / values.shape(0);
   const size_t n = offsets.shape(0) - 1;
   const int64_t* bounds = offsets.data();
-  for (size_t i = 0; i < n; ++i) {
-    if (bounds[i] < 0 || bounds[i + 1] < bounds[i] || bounds[i + 1] > static_cast<int64_t>(values.shape(0))) {
-      throw_invalid(field_name(field) + ": offsets[" + std::to_string(i) + ":" + std::to_string(i + 2) +
-                    "] = " + std::to_string(bounds[i]) + ", " + std::to_string(bounds[i + 1]) +
-                    " do not ascend within the " + std::to_string(values.shape(0)) + " rows of its values");
+  const auto rows = static_cast<int64_t>(values.shape(0));
+  for (size_t i = 0; i <= n; ++i) {
+    const int64_t floor = i == 0 ? 0 : bounds[i - 1];
+    if (bounds[i] < floor || bounds[i] > rows) {
+      throw_invalid(field_name(field) + ": offsets[" + std::to_string(i) + "] = " + std::to_string(bounds[i]) +
+                    " is outside [" + std::to_string(floor) + ", " + std::to_string(rows) +
+                    "]; offsets ascend within the rows of the values");
     }
   }
   column.offsets.reserve(n + 1);
