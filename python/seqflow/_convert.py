@@ -134,24 +134,17 @@ def resolve_format(fmt: str, layout: str = "dense") -> str:
 
 
 def _container(kind: str, value, *offsets):
-    """The torch or tensordict container field_out names."""
+    """The torch or tensordict container _seqflow.convert.field_out names."""
     if kind == "jagged":
         return torch.nested.nested_tensor_from_jagged(value, offsets[0])
     if kind == "strided":
         return torch.nested.as_nested_tensor(value, layout=torch.strided)
-    if kind == "stack":
-        return NonTensorStack(*value) if value else NonTensorStack()
-    return value
+    return NonTensorStack(*value) if value else NonTensorStack()  # "stack"
 
 
 def from_native(fields: list[str], native: dict, meta, fmt: str, layout: str = "dense"):
     """Assembles the get_data result: a TensorDict, or a dict of fields."""
-    out = {}
-    for field in fields:
-        if field in native:
-            out[field] = _container(*_rules.field_out(field, native[field], fmt, layout))
-        elif field in meta.field_schema:
-            out[field] = _container(*_rules.empty_field(field, meta.field_schema[field], fmt))
+    out = _rules.fields_out(fields, native, meta.field_schema, fmt, layout, _container)
     return TensorDict(out, batch_size=[meta.size]) if fmt == "tensordict" else out
 
 
