@@ -53,11 +53,6 @@ bool is_integer(nb::handle value) {
   return !is_bool(value) && (PyLong_Check(value.ptr()) || is_instance(value, numpy_integer));
 }
 
-bool is_ndarray(nb::handle value) {
-  static PyObject* ndarray = numpy_type("ndarray");
-  return is_instance(value, ndarray);
-}
-
 [[noreturn]] void throw_value_error(const std::string& message) { throw nb::value_error(message.c_str()); }
 
 bool has_iter(nb::handle value) { return PyObject_HasAttrString(value.ptr(), "__iter__") == 1; }
@@ -166,6 +161,11 @@ nb::list positions(nb::handle values, int64_t size, const std::string& parameter
     throw_value_error(parameter + " must lie in [0, " + std::to_string(size) + "), got " + repr_text(out));
   }
   return out;
+}
+
+bool is_ndarray(nb::handle value) {
+  static PyObject* ndarray = numpy_type("ndarray");
+  return is_instance(value, ndarray);
 }
 
 nb::list check_names(nb::handle values, const std::string& parameter) {

@@ -26,7 +26,7 @@ void bind_client(nb::module_ m) {
       .def_prop_ro("nbytes", [](const Column& c) { return c.buffer ? c.buffer->size : size_t{0}; })
       .def_prop_ro("is_object", [](const Column& c) { return c.is_object; });
   m.def("dense_column", &dense_column, "field"_a, "array"_a, "borrow"_a = false);
-  m.def("packed_column", &packed_column, "field"_a, "values"_a, "shapes"_a, "borrow"_a = false);
+  m.def("jagged_column", &jagged_column, "field"_a, "values"_a, "offsets"_a, "borrow"_a = false);
   m.def("ragged_column", &ragged_column, "field"_a, "arrays"_a);
   m.def("object_column", &object_column, "field"_a, "items"_a, "allow_pickle"_a);
   m.def("decode_custom_meta", &decode_custom_meta, "encoded"_a, "offsets"_a,

@@ -71,12 +71,16 @@ DType to_dtype(nb::dlpack::dtype dtype, const std::string& field) {
         break;
     }
   }
-  throw_invalid(field_name(field) + " has dtype " + dlpack_name(dtype) +
-                ", which seqflow does not store; use bool, uint8, int8-64, float16, bfloat16, "
-                "float32 or float64");
+  throw_unstorable_dtype(field, dlpack_name(dtype));
 }
 
-// Output dtype; bfloat16 leaves as uint16 bits (numpy has no bfloat16).
+}  // namespace
+
+void throw_unstorable_dtype(const std::string& field, const std::string& dtype) {
+  throw_invalid(field_name(field) + " has dtype " + dtype +
+                ", which seqflow does not store; use bool, uint8, int8-64, float16, bfloat16, float32 or float64");
+}
+
 nb::dlpack::dtype to_dlpack(DType dtype) {
   switch (dtype) {
     case DType::kBool:
@@ -102,6 +106,8 @@ nb::dlpack::dtype to_dlpack(DType dtype) {
   }
   return nb::dtype<uint8_t>();
 }
+
+namespace {
 
 Shape shape_of(const AnyArray& array, size_t first_dim) {
   Shape shape;
@@ -266,27 +272,42 @@ Column dense_column(const std::string& field, const AnyArray& array, bool borrow
   return column;
 }
 
-Column packed_column(const std::string& field, const AnyArray& values, const Int64Matrix& shapes, bool borrow) {
+Column jagged_column(const std::string& field, const AnyArray& values, const Int64Vector& offsets, bool borrow) {
+  if (values.ndim() == 0 || offsets.shape(0) == 0) {
+    throw_invalid(field_name(field) + ": a jagged field needs values with a first dimension and offsets");
+  }
   Column column;
   column.field = field;
   column.dtype = to_dtype(values.dtype(), field);
-  const size_t n = shapes.shape(0);
-  const size_t item = dtype_size(column.dtype);
+  const Shape inner = shape_of(values, 1);
+  const size_t row_bytes = values.shape(0) == 0 ? 0 : values.nbytes() / values.shape(0);
+  const size_t n = offsets.shape(0) - 1;
+  const int64_t* bounds = offsets.data();
+  const auto rows = static_cast<int64_t>(values.shape(0));
+  for (size_t i = 0; i <= n; ++i) {
+    const int64_t floor = i == 0 ? 0 : bounds[i - 1];
+    if (bounds[i] < floor || bounds[i] > rows) {
+      throw_invalid(field_name(field) + ": offsets[" + std::to_string(i) + "] = " + std::to_string(bounds[i]) +
+                    " is outside [" + std::to_string(floor) + ", " + std::to_string(rows) +
+                    "]; offsets ascend within the rows of the values");
+    }
+  }
   column.offsets.reserve(n + 1);
-  column.offsets.push_back(0);
   column.shapes.reserve(n);
-  size_t total = 0;
+  for (size_t i = 0; i <= n; ++i) column.offsets.push_back(static_cast<size_t>(bounds[i] - bounds[0]) * row_bytes);
   for (size_t i = 0; i < n; ++i) {
-    Shape shape(shapes.data() + i * shapes.shape(1), shapes.data() + (i + 1) * shapes.shape(1));
-    total += static_cast<size_t>(element_count(shape)) * item;
+    Shape shape{bounds[i + 1] - bounds[i]};
+    shape.insert(shape.end(), inner.begin(), inner.end());
     column.shapes.push_back(std::move(shape));
-    column.offsets.push_back(total);
   }
-  if (total != values.nbytes()) {
-    throw_invalid(field_name(field) + ": the sample shapes cover " + std::to_string(total) +
-                  " bytes but the values hold " + std::to_string(values.nbytes()));
+  const Part used{static_cast<const std::byte*>(values.data()) + static_cast<size_t>(bounds[0]) * row_bytes,
+                  column.offsets.back()};
+  if (borrow) {
+    column.buffer = std::make_shared<Buffer>(
+        Buffer{static_cast<const std::byte*>(used.data), used.nbytes, borrowed(values)});  // keeps the array
+  } else {
+    column.buffer = concatenate({used}, used.nbytes);
   }
-  column.buffer = bytes_of(values, borrow);
   return column;
 }
 

@@ -1,53 +1,18 @@
-"""StreamingDataset and StreamingDataLoader: a DP rank's stream of batches.
-
-Each rank fetches batch ``batch_index`` through the sampler
-(``get_meta(sampling_config={"dp_rank", "batch_index"})``), reads its data,
-splits it into micro-batches and yields ``(data, batch_meta)`` per
-micro-batch. TransferQueue's modes, without its defects:
-
-- streaming (``should_check_consumption_status=False``): endless; when
-  nothing is ready it sleeps ``empty_batch_sleep`` seconds (default
-  ``TQ_STREAMING_DATASET_EMPTY_BATCH_SLEEP_INTERVAL`` or 1.0), and the setting
-  is honoured.
-- finite (``True``): ends once production is complete (``total_samples``
-  samples hold every data field, or, without ``total_samples``, every sample
-  of the partition does) and the task consumed every produced sample. Every
-  rank ends, including one whose last batch_index never gets data. Once
-  production is complete, a rank whose full batch cannot fill asks for what
-  is left, so the short last batch comes out (8 samples in batches of 3:
-  3, 3, 2); with ``drop_last=True`` it is not fetched and the rank ends.
-- a stream that has waited ``warn_after_seconds`` (default 60) for a batch
-  warns once (StreamStalledWarning, naming the partition and task) if it
-  would otherwise wait forever without a word: the partition has samples
-  but none of them holds some requested field (a misspelt name, or a field
-  no producer writes: the warning names them), or, in finite mode,
-  production is complete but the sampler serves no batch of what is left.
-  It keeps waiting.
-- data and metadata are cut into the same micro-batches (one split rule,
-  ``seqflow.batch_meta.chunk_sizes``), whatever the fields hold: dense,
-  jagged or strided nested tensors, NonTensorStacks, lists.
-- with W workers, worker w handles batch indexes w, w+W, w+2W, ...: no two
-  workers of a rank fetch the same batch. StreamingDataLoader runs its
-  workers as threads (the fetches release the GIL). A torch DataLoader with
-  worker processes works with a remote client (each worker connects its own
-  from the client's RemoteConfig); with an embedded client a worker would
-  fetch from a private copy, so it is refused.
+"""StreamingDataset and StreamingDataLoader: a DP rank's stream of batches,
+TransferQueue's modes without its defects. The rules (when a rank ends, the
+short last batch, stall warnings, worker striding) are C++
+(seqflow/streaming.h, _seqflow.streaming); README.md (Streaming) documents them.
 """
 
 from __future__ import annotations
 
-import math
 import os
-import queue
 import threading
 import time
 import warnings
 from typing import Any, Callable, Iterator, Optional
 
-import numpy as np
-
 from seqflow import _convert, _seqflow
-from seqflow.batch_meta import chunk_sizes
 
 try:
     import torch
@@ -63,6 +28,7 @@ __all__ = ["StreamStalledWarning", "StreamingDataLoader", "StreamingDataset", "d
            "split_batch"]
 
 SLEEP_ENV = "TQ_STREAMING_DATASET_EMPTY_BATCH_SLEEP_INTERVAL"
+_rules = _seqflow.streaming
 
 
 class StreamStalledWarning(UserWarning):
@@ -90,41 +56,39 @@ def default_fetch_batch_fn(tq_client, data_fields, batch_size, partition_id, tas
 def split_batch(data, batch_meta, micro_batch_size: int = 1) -> list[tuple[Any, Any]]:
     """ceil(n / micro_batch_size) micro-batches of sizes chunk_sizes(n, k),
     the same cut for data and metadata (7 rows at 3 -> 3, 2, 2)."""
-    if isinstance(micro_batch_size, bool) or not isinstance(micro_batch_size, int) or micro_batch_size < 1:
-        raise ValueError(f"micro_batch_size must be an integer >= 1, got {micro_batch_size!r}")
-    n = batch_meta.size
-    if n == 0:
-        return []
-    sizes = chunk_sizes(n, math.ceil(n / micro_batch_size))
-    return list(zip(_convert.split_rows(data, sizes), batch_meta.split(sizes)))
+    sizes = _rules.micro_batch_sizes(batch_meta.size, micro_batch_size)
+    return list(zip(_convert.split_rows(data, sizes), batch_meta.split(sizes))) if sizes else []
 
 
 class StreamingDataset(IterableDataset):
-    """One DP rank's stream of (data, batch_meta) micro-batches (see the module docstring).
+    """One DP rank's stream of (data, batch_meta) micro-batches: fetches batch
+    batch_index through the sampler (get_meta(sampling_config={"dp_rank",
+    "batch_index"})), reads its data, splits it into micro-batches. The
+    modes and rules: README.md (StreamingDataset), seqflow/streaming.h.
 
     config: used to seqflow.init() the default client when `client` is None.
     batch_size: samples per fetch for this rank (the sampler's per-rank size).
     dp_rank: ranks with the same dp_rank (TP/PP peers) get the same samples
         under RankAwareSampler / SeqlenBalancedSampler.
+    should_check_consumption_status: False: streaming, endless, sleeping
+        empty_batch_sleep seconds (default TQ_STREAMING_DATASET_EMPTY_BATCH_
+        SLEEP_INTERVAL or 1.0) when nothing is ready. True: finite, ends once
+        production is complete (total_samples samples hold every data field,
+        or every sample of the partition does) and all of it is consumed.
     fetch_batch_fn(tq_client=, data_fields=, batch_size=, partition_id=,
         task_name=, sampling_config=, batch_index=) -> (data or None, meta).
     process_batch_fn(data, meta, micro_batch_size=) -> [(data, meta), ...].
     keep_batches: keep fetched batches so that reset() replays them.
     data_format, data_layout: get_data's format and layout ("dense", or
         "transfer_queue" for TransferQueue's nested containers).
-    drop_last: finite mode only. False (default): once production is
-        complete, the last batch holds what is left when fewer than
-        batch_size samples are (a sampler that splits one global batch over
-        the ranks, SeqlenBalancedSampler or TokenBudgetSampler, serves no
-        tail shorter than a global batch: the rank then keeps waiting and
-        warns, so use True with those when the total is not a whole number
-        of global batches). True: the
-        short batch is not fetched and the rank ends; its samples stay
-        unconsumed for task_name (check_consumption_status stays False), so
-        the task's next stream over the partition gets them first.
+    drop_last: finite mode only. False: the last batch holds what is left
+        once production is complete (use True with samplers that split a
+        global batch over the ranks when the total is not a whole number of
+        global batches). True: the short batch is not fetched (its samples
+        stay unconsumed for task_name) and the rank ends.
     warn_after_seconds: how long a stream waits for a batch before it checks
-        why (see the module docstring) and, if the batch cannot come as
-        things stand, warns once (StreamStalledWarning); it keeps waiting.
+        why and, if the batch cannot come as things stand, warns once
+        (StreamStalledWarning); it keeps waiting.
     """
 
     def __init__(self, config=None, batch_size: int = 1, micro_batch_size: int = 1, data_fields=(),
@@ -138,7 +102,7 @@ class StreamingDataset(IterableDataset):
         super().__init__()
         if empty_batch_sleep is None:
             empty_batch_sleep = float(os.environ.get(SLEEP_ENV, 1.0))
-        data_fields, empty_batch_sleep, warn_after_seconds = _seqflow.streaming_arguments(
+        data_fields, empty_batch_sleep, warn_after_seconds = _rules.streaming_arguments(
             batch_size, micro_batch_size, dp_rank, data_fields, partition_id, task_name, empty_batch_sleep,
             total_samples, drop_last, warn_after_seconds)
         self.config = config
@@ -199,35 +163,36 @@ class StreamingDataset(IterableDataset):
     def batches(self, worker: int = 0, workers: int = 1, stop: Optional[threading.Event] = None):
         """(batch_index, data, meta) of the batches worker `worker` of
         `workers` handles: indexes worker, worker + workers, ..."""
-        client = self._get_client()
-        key = (worker, workers)
+        client, share, key = self._get_client(), _rules.WorkerShare(worker, workers), (worker, workers)
+        watch = _rules.StallWatch(self.warn_after_seconds)
         with self._lock:
-            index = self._cursors.get(key, worker)
-        waiting_since, warned = None, False
+            index = self._cursors.get(key, share.first)
         while stop is None or not stop.is_set():
             with self._lock:
                 cached = self.buffer.get(index)
             if cached is None:
                 data, meta = self._fetch(client, index, self.batch_size)
                 if data is None and self.should_check_consumption_status:
-                    data, meta, finished = self._fetch_after_production(client, index)
-                    if finished:
-                        return
+                    left = self._left_to_consume(client)
+                    if left is not None:  # production is complete: ask for what is left
+                        size, ends_if_empty = _rules.fetch_after_production(self.batch_size, self.drop_last, left)
+                        data, meta = self._fetch(client, index, size)
+                        if data is None and ends_if_empty:
+                            return
                 if data is None:
-                    waiting_since = waiting_since or time.monotonic()
-                    if not warned and time.monotonic() - waiting_since >= self.warn_after_seconds:
-                        warned = self._warn_if_stalled(client)
+                    if watch.empty_fetch() and self._warn_if_stalled(client):
+                        watch.warned()
                     self._sleep(stop)
                     continue
-                waiting_since = None
+                watch.batch_came()
                 cached = (data, meta)
                 if self.keep_batches:
                     with self._lock:
                         self.buffer[index] = cached
             with self._lock:
-                self._cursors[key] = index + workers
+                self._cursors[key] = share.next(index)
             yield (index, *cached)
-            index += workers
+            index = share.next(index)
 
     def _fetch(self, client, index: int, batch_size: int):
         kwargs = dict(tq_client=client, data_fields=self.data_fields, batch_size=batch_size,
@@ -237,22 +202,6 @@ class StreamingDataset(IterableDataset):
             kwargs["data_format"] = self.data_format
             kwargs["data_layout"] = self.data_layout
         return self.fetch_batch_fn(**kwargs)
-
-    def _fetch_after_production(self, client, index: int):
-        """(data, meta, finished) of a fetch made once production is complete:
-        no sample becomes ready any more, so what is left to consume is all
-        this rank can still get. Fetches the short last batch (unless
-        drop_last), or a reservation made meanwhile; finished when nothing
-        came and nothing will."""
-        left = self._left_to_consume(client)
-        if left is None:
-            return None, None, False
-        size = self.batch_size if self.drop_last or left == 0 else min(self.batch_size, left)
-        data, meta = self._fetch(client, index, size)
-        # Nothing came though some is left: another rank took it meanwhile, or
-        # the sampler serves no batch that short (see _stall_reason); ask again.
-        finished = data is None and (self.drop_last or left == 0)
-        return data, meta, finished
 
     def _status_client(self, client):
         """The seqflow Client to ask for production and consumption status
@@ -265,42 +214,26 @@ class StreamingDataset(IterableDataset):
         production is not complete."""
         client = self._status_client(client)
         indexes, produced = client.get_production_status(self.data_fields, self.partition_id)
-        if produced is None:  # no partition yet
-            return None
-        if self.total_samples is not None:
-            if int(produced.sum()) < self.total_samples:
-                return None
-        elif not produced.size or not produced.all():
+        if produced is None or not _rules.production_complete(produced, self.total_samples):
             return None
         consumed_indexes, consumed = client.get_consumption_status(self.task_name, self.partition_id)
         if consumed is None:  # the partition was cleared meanwhile
             return None
-        return int(np.setdiff1d(indexes[produced], consumed_indexes[consumed]).size)
+        return _rules.left_to_consume(indexes, produced, consumed_indexes, consumed)
 
     def _warn_if_stalled(self, client) -> bool:
         """Warns when the batch waited for cannot come as things stand; True
         if it warned."""
-        reason = self._stall_reason(client)
+        _, produced = self._status_client(client).get_production_status(self.data_fields, self.partition_id,
+                                                                        per_field=True)
+        left = self._left_to_consume(client) if self.should_check_consumption_status and produced is not None else None
+        reason = _rules.stall_reason(self.data_fields, produced, left)
         if reason is None:
             return False
         warnings.warn(f"StreamingDataset (partition {self.partition_id!r}, task {self.task_name!r}) has waited "
                       f"{self.warn_after_seconds:g} s for a batch: {reason}; it keeps waiting.",
                       StreamStalledWarning, stacklevel=2)
         return True
-
-    def _stall_reason(self, client) -> Optional[str]:
-        _, produced = self._status_client(client).get_production_status(self.data_fields, self.partition_id, per_field=True)
-        if produced is None or not len(produced):
-            return None  # nothing put yet: producers may simply be slow
-        missing = [field for field, anywhere in zip(self.data_fields, produced.any(axis=0)) if not anywhere]
-        if missing:
-            return (f"no sample of the partition has field(s) {', '.join(map(repr, missing))}; check the names "
-                    f"against what the producers put")
-        left = self._left_to_consume(client) if self.should_check_consumption_status else None
-        if left:
-            return (f"production is complete, but the sampler serves no batch of the {left} sample(s) left "
-                    f"(with drop_last=True the stream ends without them)")
-        return None
 
     def _sleep(self, stop: Optional[threading.Event]) -> None:
         if stop is not None:
@@ -319,9 +252,6 @@ class StreamingDataset(IterableDataset):
             self.buffer = {}
             self._cursors.clear()
             self.partition_id = partition_id
-
-
-_DONE = object()
 
 
 class StreamingDataLoader(DataLoader):
@@ -353,45 +283,29 @@ class StreamingDataLoader(DataLoader):
     def _threaded(self):
         dataset: StreamingDataset = self.dataset
         workers = self._thread_workers
-        stop = threading.Event()
-        queues = [queue.Queue(maxsize=self._prefetch) for _ in range(workers)]
-
-        def put(q, item) -> bool:
-            while not stop.is_set():
-                try:
-                    q.put(item, timeout=0.05)
-                    return True
-                except queue.Full:
-                    continue
-            return False
+        handoff = _rules.Handoff(workers, self._prefetch)  # also the workers' stop event
 
         def work(w: int) -> None:
             try:
-                for _, data, meta in dataset.batches(w, workers, stop):
+                for _, data, meta in dataset.batches(w, workers, handoff):
                     parts = dataset.process_batch_fn(data, meta, micro_batch_size=dataset.micro_batch_size)
-                    if not put(queues[w], parts):
+                    if not handoff.put(w, parts):
                         return
-                put(queues[w], _DONE)
+                handoff.finish(w)
             except BaseException as error:  # handed to the consumer
-                put(queues[w], error)
+                handoff.put(w, error)
 
         threads = [threading.Thread(target=work, args=(w,), daemon=True, name=f"seqflow-loader-{w}")
                    for w in range(workers)]
         for t in threads:
             t.start()
         try:
-            live = list(range(workers))
-            while live:
-                for w in list(live):
-                    item = queues[w].get()
-                    if item is _DONE:
-                        live.remove(w)
-                        continue
-                    if isinstance(item, BaseException):
-                        raise item
-                    yield from item
+            for item in handoff:
+                if isinstance(item, BaseException):
+                    raise item
+                yield from item
         finally:
-            stop.set()
+            handoff.stop()
             for t in threads:
                 t.join(timeout=5)
 

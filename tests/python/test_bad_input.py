@@ -459,3 +459,13 @@ def test_bad_constructor_arguments_raise_naming_the_parameter(error, text, call)
     assert not any(leak in str(raised.value) for leak in LEAKED)
     with pytest.raises(RuntimeError, match="init"):
         seqflow.get_client()
+
+
+def test_jagged_values_and_offsets_that_disagree_are_refused():
+    values = np.arange(6.0, dtype=np.float32)
+    for offsets, pattern in [([0, 4, 7], r"offsets\[2\] = 7 is outside \[4, 6\]; offsets ascend within the rows"),
+                             ([0, 3, 2], r"offsets\[2\] = 2 is outside \[3, 6\]"),
+                             ([-1, 2], r"offsets\[0\] = -1 is outside \[0, 6\]"), ([7], r"offsets\[0\] = 7"),
+                             ([], "needs values with a first dimension and offsets")]:
+        with pytest.raises(ValueError, match=pattern):
+            seqflow._seqflow.client.jagged_column("x", values, np.array(offsets, dtype=np.int64))

@@ -342,3 +342,18 @@ def test_streaming_dataset_yields_non_tensor_columns_per_row(client):
         assert [meta.size for _, meta in parts] == [3, 3]
         assert all(data.get("strided").layout == torch.strided for data, _ in parts)
         assert all(tq_layout_probe.describe(data.get("dense"))["container"] == dense for data, _ in parts)
+
+
+def test_a_field_no_sample_holds_comes_back_empty_in_its_schema_shape():
+    def empty(schema, fmt):
+        return seqflow._seqflow.convert.fields_out(["f"], {}, {"f": schema}, fmt, "dense", lambda *kind: kind)["f"]
+
+    assert empty({"dtype": "int16", "shape": [-1, 3], "is_nested": True}, "numpy") == []
+    array = empty({"dtype": "int16", "shape": [-1, 3]}, "numpy")
+    assert array.shape == (0, 0, 3) and array.dtype == np.int16
+    tensor = empty({"dtype": "bfloat16", "shape": [4]}, "torch")
+    assert tensor.shape == (0, 4) and tensor.dtype == torch.bfloat16
+    assert empty({"is_non_tensor": True}, "tensordict") == ("stack", [])
+    assert empty({"is_non_tensor": True}, "numpy") == []
+    with pytest.raises(ValueError, match="field 'f' is bfloat16, which numpy cannot hold; use format='torch'"):
+        empty({"dtype": "bfloat16", "shape": [4]}, "numpy")

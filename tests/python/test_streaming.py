@@ -412,3 +412,45 @@ def test_import_without_torch():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert "refused" in result.stdout and "torch" in result.stdout
+
+
+def test_a_worker_outside_its_count_is_refused():
+    ds = dataset(seqflow.Client(), 0)
+    with pytest.raises(ValueError, match=r"worker must be in \[0, workers\), got worker 2 of 2"):
+        next(ds.batches(2, 2))
+
+
+def test_micro_batch_sizes_cover_every_row_with_sizes_apart_by_at_most_one(make_client):  # noqa: F811
+    client = make_client()
+    produce(client, 1, 7, delay=0)
+    meta = client.get_meta(["x"], batch_size=7, partition_id="p", task_name="t", mode="force_fetch")
+    data = client.get_data(meta, format="numpy")
+    for size in (1, 2, 3, 7, 8, 10**30):
+        parts = streaming.split_batch(data, meta, size)
+        sizes = [m.size for _, m in parts]
+        assert sum(sizes) == 7 and max(sizes) <= size and max(sizes) - min(sizes) <= 1
+        assert len(parts) == -(-7 // min(size, 7))
+        assert [i for d, _ in parts for i in d["x"].tolist()] == meta.global_indexes
+    for bad in (0, True, 1.5, None):
+        with pytest.raises(ValueError, match=f"micro_batch_size must be an integer >= 1, got {bad!r}"):
+            streaming.split_batch(data, meta, bad)
+
+
+def test_the_loader_handoff_takes_workers_in_turn_and_drops_items_once_stopped():
+    handoff = seqflow._seqflow.streaming.Handoff(2, 1)
+
+    def worker(w):
+        for i in range(3):
+            assert handoff.put(w, (w, i))  # depth 1: waits until the consumer took the last one
+        handoff.finish(w)
+
+    workers = [Background(worker, w, name=f"worker {w}") for w in range(2)]
+    consumed = Background(lambda: list(handoff), name="consumer")
+    assert consumed.finish(10) == [(0, 0), (1, 0), (0, 1), (1, 1), (0, 2), (1, 2)]
+    finish_all(workers, 10)
+    assert not handoff.is_set() and not handoff.wait(0.001)
+    handoff.stop()
+    assert handoff.is_set() and handoff.wait(60)  # returns at once once stopped
+    assert handoff.put(0, "late") is False
+    with pytest.raises(ValueError, match="worker must be < 2, got 2"):
+        handoff.put(2, "x")

@@ -36,6 +36,8 @@ std::string type_name_of(nanobind::handle value);
 std::string str_text(nanobind::handle value);
 std::string repr_text(nanobind::handle value);
 bool is_mapping(nanobind::handle value);
+// isinstance(value, numpy.ndarray); false without numpy.
+bool is_ndarray(nanobind::handle value);
 
 // module.name, looked up on first use and kept for the life of the process
 // (a static nb::object would be released after the interpreter is gone).

@@ -13,12 +13,15 @@ void bind_calibration(nanobind::module_ m);
 void bind_checks(nanobind::module_ m);
 void bind_pack(nanobind::module_ m);
 void bind_client(nanobind::module_ m);
+void bind_column_input(nanobind::module_ m);
 void bind_config_reading(nanobind::module_ m);
+void bind_field_output(nanobind::module_ m);
 void bind_kv_batch_meta(nanobind::module_ m);
 void bind_limits(nanobind::module_ m);
+void bind_loader_handoff(nanobind::module_ m);
 void bind_sample_views(nanobind::module_ m);
 void bind_sampler_caches(nanobind::module_ m);
 void bind_services(nanobind::module_ m);
-void bind_streaming_arguments(nanobind::module_ m);
+void bind_streaming(nanobind::module_ m);
 
 }  // namespace seqflow::bindings

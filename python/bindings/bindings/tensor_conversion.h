@@ -19,18 +19,25 @@ namespace seqflow::bindings {
 
 using AnyArray = nanobind::ndarray<nanobind::ro, nanobind::c_contig, nanobind::device::cpu>;
 using Int64Matrix = nanobind::ndarray<const int64_t, nanobind::ndim<2>, nanobind::c_contig, nanobind::device::cpu>;
+using Int64Vector = nanobind::ndarray<const int64_t, nanobind::ndim<1>, nanobind::c_contig, nanobind::device::cpu>;
 
 // A batch with the samples along the first dimension.
 Column dense_column(const std::string& field, const AnyArray& array, bool borrow);
-// Samples of varying shape stored back to back in `values`; shapes[i] is
-// sample i's shape.
-Column packed_column(const std::string& field, const AnyArray& values, const Int64Matrix& shapes, bool borrow);
+// A jagged nested tensor's rows: sample i is values[offsets[i]:offsets[i + 1]]
+// (offsets[0] need not be 0).
+Column jagged_column(const std::string& field, const AnyArray& values, const Int64Vector& offsets, bool borrow);
 // One array per sample: same dtype and number of dimensions, any sizes.
 Column ragged_column(const std::string& field, nanobind::handle arrays);
 // Non-tensor values, one per sample: strings stored as UTF-8, other plain
 // values (see plain_value_conversion.h) as MessagePack, anything else pickled
 // when `allow_pickle`, else an error naming the field, the sample and the type.
 Column object_column(const std::string& field, nanobind::handle items, bool allow_pickle);
+
+// Refuses a dtype seqflow does not store (`dtype`: its numpy or torch name), naming the field.
+[[noreturn]] void throw_unstorable_dtype(const std::string& field, const std::string& dtype);
+
+// The dlpack dtype of `dtype`; bfloat16 as uint16 bits (numpy has no bfloat16).
+nanobind::dlpack::dtype to_dlpack(DType dtype);
 
 // How get_data hands a field to Python.
 struct FieldOutput {
