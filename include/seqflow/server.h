@@ -43,7 +43,9 @@ struct ControllerServerOptions {
 class ControllerServer {
  public:
   // Binds and starts. Throws kInvalidArgument naming a bad option and its
-  // value (kNotFound for a checkpoint that is not there).
+  // value (kNotFound for a checkpoint that is not there); an error of loading
+  // the checkpoint, binding or serving metrics starts with the option's name
+  // ("load_checkpoint: ", "bind: ", "metrics_address").
   explicit ControllerServer(ControllerServerOptions options);
   ~ControllerServer();
   ControllerServer(const ControllerServer&) = delete;

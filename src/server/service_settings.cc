@@ -137,7 +137,7 @@ ControllerServiceOptions controller_service_options(const ControllerServerOption
   return options;
 }
 
-ControllerServiceOptions controller_service_options(const ControllerSettings& settings) {
+ControllerServerOptions controller_server_options(const ControllerSettings& settings) {
   if (settings.storage_units == 0) throw_invalid("storage_units must be >= 1, got 0");
   ControllerServerOptions server;
   server.bind = settings.serving.bind.empty() ? "tcp://127.0.0.1:5555" : settings.serving.bind;
@@ -148,7 +148,11 @@ ControllerServiceOptions controller_service_options(const ControllerSettings& se
   server.load_checkpoint = settings.load_checkpoint;
   server.checkpoint_root = settings.serving.checkpoint_root;
   server.curve = curve_of(settings.serving);
-  return controller_service_options(server);
+  return server;
+}
+
+ControllerServiceOptions controller_service_options(const ControllerSettings& settings) {
+  return controller_service_options(controller_server_options(settings));
 }
 
 StorageServiceOptions storage_service_options(const StorageServerOptions& server) {
@@ -183,7 +187,7 @@ StorageServiceOptions storage_service_options(const StorageServerOptions& server
   return options;
 }
 
-StorageServiceOptions storage_service_options(const StorageSettings& settings) {
+StorageServerOptions storage_server_options(const StorageSettings& settings) {
   if (settings.controller.empty()) {
     throw_invalid(
         "the controller endpoint is empty; a storage unit registers with the controller service "
@@ -207,7 +211,11 @@ StorageServiceOptions storage_service_options(const StorageSettings& settings) {
   if (!settings.controller_key_file.empty()) {
     server.controller_public_key = transport::read_key_file(settings.controller_key_file).public_key;
   }
-  return storage_service_options(server);
+  return server;
+}
+
+StorageServiceOptions storage_service_options(const StorageSettings& settings) {
+  return storage_service_options(storage_server_options(settings));
 }
 
 std::unique_ptr<MetricsHttpServer> serve_metrics(const std::string& address, std::string_view parameter,
@@ -229,14 +237,21 @@ std::unique_ptr<MetricsHttpServer> serve_metrics(const std::string& address, std
   return std::make_unique<MetricsHttpServer>(host, port, [&metrics] { return metrics.render(); });
 }
 
-std::string serving_line(std::string_view role, const std::string& endpoint, const MetricsHttpServer* metrics) {
+std::string metrics_url(const MetricsHttpServer& metrics) {
+  const std::string& host = metrics.host();
+  const bool ipv6 = host.find(':') != std::string::npos;
+  return "http://" + (ipv6 ? "[" + host + "]" : host) + ":" + std::to_string(metrics.port()) + "/metrics";
+}
+
+std::string serving_line(std::string_view role, const std::string& endpoint, std::string_view metrics_url) {
   std::string line = "seqflow " + std::string(role) + " serving on " + endpoint;
-  if (metrics != nullptr) {
-    const std::string& host = metrics->host();
-    const bool ipv6 = host.find(':') != std::string::npos;
-    line += " metrics on http://" + (ipv6 ? "[" + host + "]" : host) + ":" + std::to_string(metrics->port());
-  }
+  // The line names the endpoint's root, which also serves /health.
+  if (!metrics_url.empty()) line += " metrics on " + std::string(metrics_url.substr(0, metrics_url.rfind('/')));
   return line;
+}
+
+std::string serving_line(std::string_view role, const std::string& endpoint, const MetricsHttpServer* metrics) {
+  return serving_line(role, endpoint, metrics == nullptr ? std::string() : metrics_url(*metrics));
 }
 
 }  // namespace seqflow::server
