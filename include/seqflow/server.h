@@ -43,9 +43,7 @@ struct ControllerServerOptions {
 class ControllerServer {
  public:
   // Binds and starts. Throws kInvalidArgument naming a bad option and its
-  // value (kNotFound for a checkpoint that is not there); an error of loading
-  // the checkpoint, binding or serving metrics starts with the option's name
-  // ("load_checkpoint: ", "bind: ", "metrics_address").
+  // value (kNotFound for a checkpoint that is not there).
   explicit ControllerServer(ControllerServerOptions options);
   ~ControllerServer();
   ControllerServer(const ControllerServer&) = delete;

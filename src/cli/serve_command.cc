@@ -1,5 +1,5 @@
 // seqflow serve: the controller or a storage unit as a ZeroMQ service (remote
-// mode, through seqflow/server.h), until SIGTERM or SIGINT.
+// mode), until SIGTERM or SIGINT.
 #include <csignal>
 #include <iostream>
 #include <limits>
@@ -14,7 +14,6 @@
 #include "server/checkpoint_root.h"
 #include "server/service_settings.h"
 #include "seqflow/error.h"
-#include "seqflow/server.h"
 
 namespace seqflow::cli {
 
@@ -209,39 +208,27 @@ void keep_freed_buffers() {
 #endif
 }
 
-// The server's error of starting (server.h names its option) with the name
-// of this command's option instead, as with_option would have named it.
-Error naming_serve_option(const Error& error) {
-  static constexpr std::pair<std::string_view, std::string_view> kOptions[] = {
-      {"metrics_address", "--metrics"}, {"load_checkpoint", "--load-checkpoint"}, {"bind", "--bind"}};
-  const std::string_view message = error.what();
-  for (const auto& [name, option] : kOptions) {
-    if (!message.starts_with(name)) continue;
-    const std::string_view rest = message.substr(name.size());
-    if (rest.starts_with(": ")) return Error(error.code(), naming_option(option, rest.substr(2)));
-    return Error(error.code(), std::string(option).append(rest));
-  }
-  return error;
-}
-
-// `make_server` starts the server (its threads inherit the signal mask).
+// `make_service` makes the service (its threads inherit the signal mask).
 // The serving line comes only once the service and its metrics endpoint
 // serve: every error before it names its option and exits 2 (see main.cc).
-template <class MakeServer>
-int serve_until_signal(std::string_view role, MakeServer make_server) {
+template <class MakeService>
+int serve_until_signal(std::string_view role, MakeService make_service,
+                       const std::optional<std::string>& metrics_address) {
   const sigset_t signals = block_stop_signals();
   keep_freed_buffers();
-  decltype(make_server()) running;
-  try {
-    running = make_server();
-  } catch (const Error& error) {
-    throw naming_serve_option(error);
+  const auto service = make_service();
+  with_option("--bind", [&] { service->start(); });
+  std::unique_ptr<server::MetricsHttpServer> metrics;
+  if (metrics_address) {
+    metrics = with_option("--metrics",
+                          [&] { return server::serve_metrics(*metrics_address, "--metrics", service->metrics()); });
   }
-  std::cout << server::serving_line(role, running->endpoint(), running->metrics_url()) << std::endl;
+  std::cout << server::serving_line(role, service->endpoint(), metrics.get()) << std::endl;
   int received = 0;
   sigwait(&signals, &received);
   std::cerr << "seqflow " << role << ": " << (received == SIGTERM ? "SIGTERM" : "SIGINT") << ", stopping\n";
-  running->stop();
+  if (metrics) metrics->stop();
+  service->stop();
   return 0;
 }
 
@@ -263,9 +250,13 @@ int serve_controller(std::span<const std::string> arguments) {
   settings.polling_mode = args->has("--polling-mode");
   settings.load_checkpoint = args->get("--load-checkpoint").value_or("");
   check_files_and_endpoints(*args);
-  ControllerServerOptions options = server::controller_server_options(settings);
-  options.metrics_address = args->get("--metrics").value_or("");
-  return serve_until_signal("controller", [&] { return std::make_unique<ControllerServer>(std::move(options)); });
+  server::ControllerServiceOptions options = server::controller_service_options(settings);
+  // The controller loads --load-checkpoint as it is made; its other options are checked already.
+  const auto make_service = [&] {
+    return with_option("--load-checkpoint",
+                       [&] { return std::make_unique<server::ControllerService>(std::move(options)); });
+  };
+  return serve_until_signal("controller", make_service, args->get("--metrics"));
 }
 
 int serve_storage(std::span<const std::string> arguments) {
@@ -281,9 +272,9 @@ int serve_storage(std::span<const std::string> arguments) {
   settings.max_samples = static_cast<uint64_t>(args->integer("--max-samples", 0, 0, kInt64Max));
   settings.controller_key_file = args->get("--controller-key").value_or("");
   check_files_and_endpoints(*args);
-  StorageServerOptions options = server::storage_server_options(settings);
-  options.metrics_address = args->get("--metrics").value_or("");
-  return serve_until_signal("storage", [&] { return std::make_unique<StorageServer>(std::move(options)); });
+  server::StorageServiceOptions options = server::storage_service_options(settings);
+  const auto make_service = [&] { return std::make_unique<server::StorageService>(std::move(options)); };
+  return serve_until_signal("storage", make_service, args->get("--metrics"));
 }
 
 }  // namespace

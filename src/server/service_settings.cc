@@ -137,7 +137,7 @@ ControllerServiceOptions controller_service_options(const ControllerServerOption
   return options;
 }
 
-ControllerServerOptions controller_server_options(const ControllerSettings& settings) {
+ControllerServiceOptions controller_service_options(const ControllerSettings& settings) {
   if (settings.storage_units == 0) throw_invalid("storage_units must be >= 1, got 0");
   ControllerServerOptions server;
   server.bind = settings.serving.bind.empty() ? "tcp://127.0.0.1:5555" : settings.serving.bind;
@@ -148,11 +148,7 @@ ControllerServerOptions controller_server_options(const ControllerSettings& sett
   server.load_checkpoint = settings.load_checkpoint;
   server.checkpoint_root = settings.serving.checkpoint_root;
   server.curve = curve_of(settings.serving);
-  return server;
-}
-
-ControllerServiceOptions controller_service_options(const ControllerSettings& settings) {
-  return controller_service_options(controller_server_options(settings));
+  return controller_service_options(server);
 }
 
 StorageServiceOptions storage_service_options(const StorageServerOptions& server) {
@@ -187,7 +183,7 @@ StorageServiceOptions storage_service_options(const StorageServerOptions& server
   return options;
 }
 
-StorageServerOptions storage_server_options(const StorageSettings& settings) {
+StorageServiceOptions storage_service_options(const StorageSettings& settings) {
   if (settings.controller.empty()) {
     throw_invalid(
         "the controller endpoint is empty; a storage unit registers with the controller service "
@@ -211,11 +207,7 @@ StorageServerOptions storage_server_options(const StorageSettings& settings) {
   if (!settings.controller_key_file.empty()) {
     server.controller_public_key = transport::read_key_file(settings.controller_key_file).public_key;
   }
-  return server;
-}
-
-StorageServiceOptions storage_service_options(const StorageSettings& settings) {
-  return storage_service_options(storage_server_options(settings));
+  return storage_service_options(server);
 }
 
 std::unique_ptr<MetricsHttpServer> serve_metrics(const std::string& address, std::string_view parameter,
@@ -237,21 +229,14 @@ std::unique_ptr<MetricsHttpServer> serve_metrics(const std::string& address, std
   return std::make_unique<MetricsHttpServer>(host, port, [&metrics] { return metrics.render(); });
 }
 
-std::string metrics_url(const MetricsHttpServer& metrics) {
-  const std::string& host = metrics.host();
-  const bool ipv6 = host.find(':') != std::string::npos;
-  return "http://" + (ipv6 ? "[" + host + "]" : host) + ":" + std::to_string(metrics.port()) + "/metrics";
-}
-
-std::string serving_line(std::string_view role, const std::string& endpoint, std::string_view metrics_url) {
-  std::string line = "seqflow " + std::string(role) + " serving on " + endpoint;
-  // The line names the endpoint's root, which also serves /health.
-  if (!metrics_url.empty()) line += " metrics on " + std::string(metrics_url.substr(0, metrics_url.rfind('/')));
-  return line;
-}
-
 std::string serving_line(std::string_view role, const std::string& endpoint, const MetricsHttpServer* metrics) {
-  return serving_line(role, endpoint, metrics == nullptr ? std::string() : metrics_url(*metrics));
+  std::string line = "seqflow " + std::string(role) + " serving on " + endpoint;
+  if (metrics != nullptr) {
+    const std::string& host = metrics->host();
+    const bool ipv6 = host.find(':') != std::string::npos;
+    line += " metrics on http://" + (ipv6 ? "[" + host + "]" : host) + ":" + std::to_string(metrics->port());
+  }
+  return line;
 }
 
 }  // namespace seqflow::server

@@ -53,12 +53,8 @@ struct StorageSettings {
   std::string controller_key_file;
 };
 
-// The public options (seqflow/server.h) the settings mean, key files read
-// into keys. Throw seqflow::Error naming the setting and its value
-// (kInvalidArgument) or the key file that cannot be read (kNotFound).
-ControllerServerOptions controller_server_options(const ControllerSettings& settings);
-StorageServerOptions storage_server_options(const StorageSettings& settings);
-// Those options as service options (below): what Python's serve_* run.
+// Throw seqflow::Error naming the setting and its value (kInvalidArgument)
+// or the key file that cannot be read (kNotFound).
 ControllerServiceOptions controller_service_options(const ControllerSettings& settings);
 StorageServiceOptions storage_service_options(const StorageSettings& settings);
 
@@ -84,13 +80,8 @@ void check_endpoint(const std::string& endpoint, std::string_view parameter);
 std::unique_ptr<MetricsHttpServer> serve_metrics(const std::string& address, std::string_view parameter,
                                                  MetricsRegistry& metrics);
 
-// "http://HOST:PORT/metrics" of a metrics endpoint ("[HOST]" for IPv6).
-std::string metrics_url(const MetricsHttpServer& metrics);
-
 // "seqflow controller serving on tcp://127.0.0.1:5555[ metrics on
-// http://127.0.0.1:9100]" from the metrics URL (empty: no metrics): scripts
-// and tests read the bound port from it.
-std::string serving_line(std::string_view role, const std::string& endpoint, std::string_view metrics_url);
+// http://127.0.0.1:9100]": scripts and tests read the bound port from it.
 std::string serving_line(std::string_view role, const std::string& endpoint, const MetricsHttpServer* metrics);
 
 }  // namespace seqflow::server
