@@ -46,6 +46,18 @@ struct OnlineOptions {
   CalibrationOptions calibration = {};
 };
 
+// What an OnlineWorkload has learned: enough for another to answer as it
+// does and go on learning as it would (a controller checkpoint holds one per
+// task).
+struct OnlineWorkloadState {
+  Workload current = Workload::tokens();  // current(): the latest fit or the prior
+  std::vector<TimingRecord> window;       // the latest records, oldest first
+  int64_t reports = 0;                    // reports()
+  // Reports the current model has taken into account (a refit of the
+  // window, or too few records for one); a refit of the others was pending.
+  int64_t refitted = 0;
+};
+
 // A calibrated workload kept current from timings reported while training
 // runs. report() is thread-safe and cheap: a background thread refits on the
 // latest `window` records. A refit that fails (say, timings that do not grow
@@ -53,6 +65,11 @@ struct OnlineOptions {
 class OnlineWorkload {
  public:
   explicit OnlineWorkload(Workload prior = Workload::tokens(), OnlineOptions options = {});
+  // Resumes from `state` (a pending refit runs). Throws kInvalidArgument,
+  // naming the field, for a state no OnlineWorkload with `options` has: a bad
+  // record, a window longer than options.window or than reports, refitted
+  // outside 0..reports.
+  OnlineWorkload(const OnlineWorkloadState& state, OnlineOptions options);
   ~OnlineWorkload();
   OnlineWorkload(const OnlineWorkload&) = delete;
   OnlineWorkload& operator=(const OnlineWorkload&) = delete;
@@ -62,6 +79,8 @@ class OnlineWorkload {
   // The latest fit (calibrated), or the prior until min_records records are in.
   Workload current() const;
   int64_t reports() const;
+  // A consistent snapshot of everything above.
+  OnlineWorkloadState state() const;
   // Blocks until every record reported so far is in the current fit (or its
   // refit has failed).
   void wait_for_refit();

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -59,6 +60,29 @@ enum class PadTo {
 PadTo parse_pad_to(std::string_view name);  // "cap", "step_max", "none"
 std::string_view to_string(PadTo pad_to);
 
+// The phases of plan(), in the order they run (see plan() above).
+enum class PlanPhase {
+  kStepsFirst,   // samples split over optimizer steps, then each step over ranks
+  kStepsBySize,  // the other layout, tried only when balanced steps leave ranks waiting
+  kPacking,      // each (rank, step) packed under the cap
+};
+
+std::string_view to_string(PlanPhase phase);  // "steps_first", "steps_by_size", "packing"
+
+// Where plan() is: `done` of `total` samples through `phase`.
+struct PlanProgress {
+  PlanPhase phase = PlanPhase::kStepsFirst;
+  int64_t done = 0;
+  int64_t total = 0;
+};
+
+// Calls per phase are bounded, whatever the number of samples or steps: one
+// as the phase starts (done 0), one as it ends (done == total) and at most
+// kProgressUpdates between, as done crosses each 1/kProgressUpdates of total
+// (work is counted a step at a time, never per sample).
+inline constexpr int64_t kProgressUpdates = 1000;
+using PlanProgressCallback = std::function<void(const PlanProgress&)>;
+
 struct Options {
   int64_t dp_size = 1;
   int64_t optimizer_steps = 1;
@@ -72,6 +96,10 @@ struct Options {
   // The planner uses no randomness; the seed only decides which rank gets
   // which part where ranks are tied (seed 0 keeps rank order).
   uint64_t seed = 0;
+  // Called on plan()'s thread as it works (see PlanProgress); an exception it
+  // throws leaves plan() without a plan. Empty: no progress reported. The plan
+  // is the same either way.
+  PlanProgressCallback progress = {};
 };
 
 // One packed sequence: the samples, then `padding` tokens split into padding

@@ -52,7 +52,10 @@ struct OnlineWorkload::State {
   std::thread refitter;  // last: starts after the members it uses exist
 };
 
-OnlineWorkload::OnlineWorkload(Workload prior, OnlineOptions options) {
+namespace {
+
+// `options` checked, with the calibration's min_records set to its own.
+OnlineOptions checked(OnlineOptions options) {
   if (options.min_records < calibration::kCoefficients) {
     throw_invalid("OnlineWorkload: min_records = " + std::to_string(options.min_records) +
                   " must be >= " + std::to_string(calibration::kCoefficients) + ", the number of coefficients");
@@ -64,7 +67,41 @@ OnlineWorkload::OnlineWorkload(Workload prior, OnlineOptions options) {
   // The window fills to min_records before the first fit.
   options.calibration.min_records = options.min_records;
   calibration::check_options(options.calibration);
-  state_ = std::make_unique<State>(std::move(prior), options);
+  return options;
+}
+
+void check_state(const OnlineWorkloadState& state, const OnlineOptions& options) {
+  const auto window = static_cast<int64_t>(state.window.size());
+  if (window > options.window) {
+    throw_invalid("OnlineWorkload state: window holds " + std::to_string(window) +
+                  " records, more than window = " + std::to_string(options.window));
+  }
+  if (state.reports < window) {
+    throw_invalid("OnlineWorkload state: reports = " + std::to_string(state.reports) + " is fewer than the " +
+                  std::to_string(window) + " records of the window");
+  }
+  if (state.refitted < 0 || state.refitted > state.reports) {
+    throw_invalid("OnlineWorkload state: refitted = " + std::to_string(state.refitted) + " must be in 0.." +
+                  std::to_string(state.reports));
+  }
+  for (size_t i = 0; i < state.window.size(); ++i) {
+    calibration::check_timing(state.window[i].lengths, state.window[i].seconds,
+                              "OnlineWorkload state: window[" + std::to_string(i) + "].");
+  }
+}
+
+}  // namespace
+
+OnlineWorkload::OnlineWorkload(Workload prior, OnlineOptions options)
+    : OnlineWorkload(OnlineWorkloadState{std::move(prior), {}, 0, 0}, options) {}
+
+OnlineWorkload::OnlineWorkload(const OnlineWorkloadState& resumed, OnlineOptions options) {
+  options = checked(options);
+  check_state(resumed, options);
+  state_ = std::make_unique<State>(resumed.current, options);
+  state_->window.assign(resumed.window.begin(), resumed.window.end());
+  state_->reported = resumed.reports;
+  state_->fitted = resumed.refitted;
   state_->refitter = std::thread([state = state_.get()] { state->refit_loop(); });
 }
 
@@ -97,6 +134,12 @@ Workload OnlineWorkload::current() const {
 int64_t OnlineWorkload::reports() const {
   std::lock_guard lock(state_->mutex);
   return state_->reported;
+}
+
+OnlineWorkloadState OnlineWorkload::state() const {
+  std::lock_guard lock(state_->mutex);
+  return OnlineWorkloadState{
+      state_->current, {state_->window.begin(), state_->window.end()}, state_->reported, state_->fitted};
 }
 
 void OnlineWorkload::wait_for_refit() {

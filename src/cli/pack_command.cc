@@ -16,6 +16,7 @@
 #include "cli/command_io.h"
 #include "cli/commands.h"
 #include "cli/lengths_file.h"
+#include "cli/progress_bar.h"
 #include "cli/table.h"
 #include "pack/xtuner_baseline.h"
 #include "seqflow/error.h"
@@ -52,6 +53,10 @@ constexpr Option kOptions[] = {
     {"--compare", "",
      "also run the xtuner baseline (Karmarkar-Karp over ranks, steps and ceil(tokens/cap) "
      "packs, every pack padded to the cap) and print both side by side"},
+    {"--progress", "",
+     "draw a progress bar of the planner's phases on stderr even when stderr is not a terminal (by default "
+     "it is drawn only when stderr is a terminal); stdout is never touched"},
+    {"--no-progress", "", "never draw the progress bar"},
 };
 
 constexpr CommandSpec kSpec{
@@ -62,6 +67,8 @@ constexpr CommandSpec kSpec{
     "no pack over the cap, the same pack count on every rank within a step.\n"
     "spread = (max - min) / mean tokens across ranks within a step.",
     kOptions,
+    "Progress: on a terminal, stderr shows one bar per planner phase (steps_first, steps_by_size when\n"
+    "tried, packing) as it runs; --progress and --no-progress override the terminal check.\n"
     "Exit status: 0 on success, 2 on bad input (e.g. a sample longer than --cap).",
     "seqflow pack lengths.txt --dp 32 --steps 8 --cap 65536 --group-size 8 --compare",
 };
@@ -187,6 +194,16 @@ void write_json(const std::string& path, const pack::Plan& plan) {
   write_output(path, json.dump() + "\n", "--json");
 }
 
+// --progress, --no-progress, else whether stderr is a terminal (as git does).
+bool wants_progress(const Arguments& args) {
+  if (args.has("--progress") && args.has("--no-progress")) {
+    throw_invalid("--progress and --no-progress contradict each other; give one");
+  }
+  if (args.has("--progress")) return true;
+  if (args.has("--no-progress")) return false;
+  return isatty(STDERR_FILENO) == 1;
+}
+
 }  // namespace
 
 int run_pack(std::span<const std::string> arguments) {
@@ -195,6 +212,7 @@ int run_pack(std::span<const std::string> arguments) {
   for (const char* required : {"--dp", "--steps", "--cap"}) {
     if (!args->has(required)) throw_invalid(std::string(required) + " is required");
   }
+  const bool show_progress = wants_progress(*args);
   pack::Options options;
   options.dp_size = args->integer("--dp", 0, 1, kInt64Max);
   options.optimizer_steps = args->integer("--steps", 0, 1, kInt64Max);
@@ -209,6 +227,12 @@ int run_pack(std::span<const std::string> arguments) {
   const std::vector<int64_t> groups =
       group_size > 0 ? consecutive_groups(lengths.size(), group_size, "samples") : std::vector<int64_t>{};
   options.groups = groups;
+  ProgressBar bar(std::cerr, "samples");
+  if (show_progress) {
+    options.progress = [&bar](const pack::PlanProgress& at) {
+      bar.update(pack::to_string(at.phase), at.done, at.total);
+    };
+  }
 
   std::vector<Run> runs;
   runs.push_back(timed("seqflow, pad to " + std::string(pack::to_string(options.pad_to)),

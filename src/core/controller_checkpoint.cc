@@ -9,6 +9,7 @@
 #include "core/controller_checkpoint_format.h"
 #include "core/controller_state.h"
 #include "core/custom_meta.h"
+#include "core/task_workloads_codec.h"
 #include "seqflow/controller.h"
 #include "seqflow/error.h"
 
@@ -16,8 +17,10 @@ namespace seqflow {
 namespace {
 
 constexpr const char* kFormat = "seqflow.controller";
-// 2: generations, the generation counter and the incarnation. 1 still loads.
-constexpr int kVersion = 2;
+// 2: generations, the generation counter and the incarnation. 3: each task's
+// workload model ("task_workloads"). 1 and 2 still load, without task models.
+constexpr int kVersion = 3;
+constexpr int kOldestVersion = 1;
 // A controller that comes back from a checkpoint cannot know how far its
 // predecessor counted generations after the save; starting this far above
 // keeps its new generations above every one handed out before.
@@ -29,9 +32,12 @@ void Controller::save(const std::string& path) const {
   if (path.empty()) throw_invalid("checkpoint path must not be empty");
   std::lock_guard save_lock(state_->save_mutex);
   std::vector<uint8_t> payload;
+  // The models have their own lock; reports may land between them and the data.
+  nlohmann::json task_workloads = core::encode_task_workloads(state_->task_workloads.states());
   {
     std::lock_guard lock(state_->mutex);
     nlohmann::json encoded = core::encode_control_data(state_->data);
+    encoded["task_workloads"] = std::move(task_workloads);
     encoded["format"] = kFormat;
     encoded["version"] = kVersion;
     encoded["sampler"] = {{"name", state_->sampler->name()}, {"state", to_json(state_->sampler->state())}};
@@ -61,44 +67,52 @@ void Controller::load_checkpoint(const std::string& path, bool take_incarnation)
   core::ControlData fresh;
   std::string sampler_name;
   Value sampler_state;
+  core::TaskWorkloads::Models task_workloads;
   try {
     encoded = msgpack_to_json(payload, kMaxDecodeNesting);
     if (encoded.at("format").get<std::string>() != kFormat) {
       throw_invalid("format is not " + std::string(kFormat));
     }
     const int version = encoded.at("version").get<int>();
-    if (version != kVersion && version != 1) {
+    if (version < kOldestVersion || version > kVersion) {
       throw_invalid("version " + encoded.at("version").dump() + " is not supported");
     }
     fresh = core::decode_control_data(encoded);
     sampler_name = encoded.at("sampler").at("name").get<std::string>();
     sampler_state = from_json(encoded.at("sampler").at("state"));
+    if (version >= 3) {
+      task_workloads = core::TaskWorkloads::resume(core::decode_task_workloads(encoded.at("task_workloads")));
+    }
   } catch (const nlohmann::json::exception& error) {
     throw_invalid("checkpoint '" + path + "' is corrupt: " + error.what());
   } catch (const Error& error) {
     throw Error(error.code(), "checkpoint '" + path + "': " + error.what());
   }
 
-  std::lock_guard lock(state_->mutex);
-  Sampler& sampler = *state_->sampler;
-  if (sampler_name != sampler.name()) {
-    throw_invalid("checkpoint '" + path + "' holds the state of sampler '" + sampler_name +
-                  "', but this controller runs '" + sampler.name() + "'");
+  {
+    std::lock_guard lock(state_->mutex);
+    Sampler& sampler = *state_->sampler;
+    if (sampler_name != sampler.name()) {
+      throw_invalid("checkpoint '" + path + "' holds the state of sampler '" + sampler_name +
+                    "', but this controller runs '" + sampler.name() + "'");
+    }
+    // The sampler restores all or nothing; put its old state back if it throws.
+    const Value previous = sampler.state();
+    try {
+      sampler.restore(sampler_state);
+    } catch (const std::exception& error) {
+      sampler.restore(previous);
+      throw_invalid("checkpoint '" + path + "': sampler state: " + error.what());
+    }
+    const uint64_t counted = std::max(state_->data.indexes().next_generation(), fresh.indexes().next_generation());
+    fresh.set_next_generation(counted + kGenerationJumpOnLoad);
+    // Running on (not starting): the storage units hold this incarnation's data.
+    if (!take_incarnation) fresh.set_incarnation(state_->data.incarnation());
+    state_->data = std::move(fresh);
+    state_->changed.notify_all();
   }
-  // The sampler restores all or nothing; put its old state back if it throws.
-  const Value previous = sampler.state();
-  try {
-    sampler.restore(sampler_state);
-  } catch (const std::exception& error) {
-    sampler.restore(previous);
-    throw_invalid("checkpoint '" + path + "': sampler state: " + error.what());
-  }
-  const uint64_t counted = std::max(state_->data.indexes().next_generation(), fresh.indexes().next_generation());
-  fresh.set_next_generation(counted + kGenerationJumpOnLoad);
-  // Running on (not starting): the storage units hold this incarnation's data.
-  if (!take_incarnation) fresh.set_incarnation(state_->data.incarnation());
-  state_->data = std::move(fresh);
-  state_->changed.notify_all();
+  // Outside the controller's lock: the replaced models' refit threads join here.
+  state_->task_workloads.replace(std::move(task_workloads));
 }
 
 }  // namespace seqflow

@@ -2,6 +2,7 @@
 
 #include "balance/calibration_checks.h"
 #include "core/name_rule.h"
+#include "seqflow/error.h"
 
 namespace seqflow::core {
 namespace {
@@ -20,15 +21,15 @@ void TaskWorkloads::report(const std::string& task_name, std::span<const TimingR
     calibration::check_timing(records[i].lengths, records[i].seconds, "records[" + std::to_string(i) + "].");
   }
   if (records.empty()) return;
-  OnlineWorkload& online = model(task_name);
-  for (const TimingRecord& record : records) online.report(record.lengths, record.seconds);
+  const std::shared_ptr<OnlineWorkload> online = model(task_name);
+  for (const TimingRecord& record : records) online->report(record.lengths, record.seconds);
 }
 
-OnlineWorkload& TaskWorkloads::model(const std::string& task_name) {
+std::shared_ptr<OnlineWorkload> TaskWorkloads::model(const std::string& task_name) {
   std::lock_guard lock(mutex_);
   auto& slot = models_[task_name];
-  if (!slot) slot = std::make_unique<OnlineWorkload>();
-  return *slot;
+  if (!slot) slot = std::make_shared<OnlineWorkload>();
+  return slot;
 }
 
 std::optional<Workload> TaskWorkloads::fitted(const std::string& task_name) const {
@@ -53,6 +54,34 @@ std::vector<TaskWorkload> TaskWorkloads::all() const {
   out.reserve(models_.size());
   for (const auto& [task_name, model] : models_) out.push_back(describe(task_name, *model));
   return out;
+}
+
+std::map<std::string, OnlineWorkloadState> TaskWorkloads::states() const {
+  std::lock_guard lock(mutex_);
+  std::map<std::string, OnlineWorkloadState> out;
+  for (const auto& [task_name, model] : models_) out.emplace(task_name, model->state());
+  return out;
+}
+
+TaskWorkloads::Models TaskWorkloads::resume(const std::map<std::string, OnlineWorkloadState>& states) {
+  Models models;
+  for (const auto& [task_name, state] : states) {
+    try {
+      check_name(task_name, "task_name");
+      models.emplace(task_name, std::make_shared<OnlineWorkload>(state, OnlineOptions{}));
+    } catch (const Error& error) {
+      throw Error(error.code(), "task '" + task_name + "': " + error.what());
+    }
+  }
+  return models;
+}
+
+void TaskWorkloads::replace(Models models) {
+  {
+    std::lock_guard lock(mutex_);
+    models_.swap(models);
+  }
+  // `models` now holds the replaced ones: their refit threads join here, outside the lock.
 }
 
 }  // namespace seqflow::core

@@ -28,10 +28,22 @@ class TaskWorkloads {
   std::vector<TaskWorkload> all() const;
   std::optional<TaskWorkload> of(const std::string& task_name) const;
 
+  // Models by task name; shared so that a report in flight keeps its model
+  // alive while replace() swaps the set.
+  using Models = std::map<std::string, std::shared_ptr<OnlineWorkload>>;
+  // Every task's model state (a controller checkpoint saves them).
+  std::map<std::string, OnlineWorkloadState> states() const;
+  // Models resumed from saved states, built aside so that a load changes
+  // nothing until everything it holds is valid. Throws kInvalidArgument
+  // naming the task and what is wrong.
+  static Models resume(const std::map<std::string, OnlineWorkloadState>& states);
+  // Every model replaced by `models` (a load; tasks not in it start over).
+  void replace(Models models);
+
  private:
-  OnlineWorkload& model(const std::string& task_name);
+  std::shared_ptr<OnlineWorkload> model(const std::string& task_name);
   mutable std::mutex mutex_;
-  std::map<std::string, std::unique_ptr<OnlineWorkload>> models_;
+  Models models_;
 };
 
 }  // namespace seqflow::core

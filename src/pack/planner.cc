@@ -28,6 +28,7 @@
 #include "common/checked_math.h"
 #include "pack/bin_packing.h"
 #include "pack/limits.h"
+#include "pack/plan_progress.h"
 #include "pack/plan_stats.h"
 #include "seqflow/balance.h"
 #include "seqflow/error.h"
@@ -109,7 +110,11 @@ class Planner {
         steps_by_size_ = true;
       }
     }
-    for (size_t step = 0; step < layout.size(); ++step) pack_step(out, step, layout[step]);
+    detail::PhaseProgress packing(options_.progress, PlanPhase::kPacking, static_cast<int64_t>(lengths_.size()));
+    for (size_t step = 0; step < layout.size(); ++step) {
+      pack_step(out, step, layout[step]);
+      packing.advance(samples_in(layout[step]));
+    }
     detail::apply_padding(out);
     detail::summarize(out, lengths_, options_.workload);
     add_notes(out);
@@ -134,11 +139,13 @@ class Planner {
   // Steps first (balanced group counts, even workloads), then each step over
   // ranks. Best when every (rank, step) holds several groups.
   Layout steps_first(const std::vector<int64_t>& all, const std::vector<int64_t>& tie_order) const {
+    detail::PhaseProgress progress(options_.progress, PlanPhase::kStepsFirst, static_cast<int64_t>(all.size()));
     Layout layout;
     std::vector<int64_t> rank_workload(static_cast<size_t>(options_.dp_size), 0);
     for (const auto& step : split(all, options_.optimizer_steps, balance::Cardinality::kBalanced)) {
       layout.push_back(
           assign_to_ranks(split(step, options_.dp_size, balance::Cardinality::kFree), rank_workload, tie_order));
+      progress.advance(static_cast<int64_t>(step.size()));
     }
     return layout;
   }
@@ -149,6 +156,7 @@ class Planner {
   // share evenly even when a (rank, step) gets about one group, where
   // balanced steps would pair large and small groups and ranks would wait.
   Layout steps_by_size(const std::vector<int64_t>& all, const std::vector<int64_t>& tie_order) const {
+    detail::PhaseProgress progress(options_.progress, PlanPhase::kStepsBySize, static_cast<int64_t>(all.size()));
     auto groups = groups_in(all);
     const auto steps = static_cast<size_t>(options_.optimizer_steps);
     Layout layout;
@@ -160,6 +168,7 @@ class Planner {
       }
       layout.push_back(
           assign_to_ranks(split(samples, options_.dp_size, balance::Cardinality::kFree), rank_workload, tie_order));
+      progress.advance(static_cast<int64_t>(samples.size()));
     }
     return layout;
   }
@@ -182,6 +191,12 @@ class Planner {
     sorted.reserve(groups.size());
     for (size_t g : order) sorted.push_back(std::move(groups[g]));
     return sorted;
+  }
+
+  static int64_t samples_in(const std::vector<std::vector<int64_t>>& step) {
+    int64_t count = 0;
+    for (const auto& rank : step) count += static_cast<int64_t>(rank.size());
+    return count;
   }
 
   // What the ranks wait for: the sum over steps of the heaviest rank's workload.
@@ -393,6 +408,18 @@ std::string_view to_string(PadTo pad_to) {
       return "step_max";
     case PadTo::kNone:
       return "none";
+  }
+  return "?";
+}
+
+std::string_view to_string(PlanPhase phase) {
+  switch (phase) {
+    case PlanPhase::kStepsFirst:
+      return "steps_first";
+    case PlanPhase::kStepsBySize:
+      return "steps_by_size";
+    case PlanPhase::kPacking:
+      return "packing";
   }
   return "?";
 }

@@ -1,6 +1,7 @@
 // The controller under real threads: producers and consumers of several
 // tasks, and DP ranks of a balanced sampler racing each other. Every sample
-// must reach every task exactly once. SEQFLOW_CONCURRENCY_SAMPLES sets the
+// must reach every task exactly once. Timing reports race checkpoint loads
+// that replace the task models. SEQFLOW_CONCURRENCY_SAMPLES sets the
 // sample count (default 100000; the ThreadSanitizer run uses fewer).
 #include <gtest/gtest.h>
 
@@ -158,6 +159,40 @@ TEST(ControllerConcurrency, BalancedRanksRacingNeverShareASample) {
   for (size_t i = 0; i < times_seen.size(); ++i) {
     ASSERT_EQ(times_seen[i], 1) << "global index " << i;
   }
+}
+
+TEST(ControllerConcurrency, TimingReportsAndReadsRaceLoadsThatReplaceTheModels) {
+  const std::vector<int64_t> lengths = {100, 200};
+  const std::vector<TimingRecord> one = {{lengths, 0.01}};
+  const std::string saved = test::temp_path("task_models_saved");
+  const std::string resaved = test::temp_path("task_models_resaved");
+  Controller controller;
+  for (int i = 0; i < 20; ++i) controller.report_timing("actor", one);
+  controller.save(saved);
+  std::atomic<bool> loading{true};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&, t] {
+      while (loading) controller.report_timing(t == 0 ? "actor" : "critic", one);
+    });
+  }
+  threads.emplace_back([&] {
+    while (loading) {
+      if (auto model = controller.task_workload("actor")) {
+        EXPECT_GE(model->reports, 1);
+      }
+      controller.task_workloads();
+    }
+  });
+  for (int round = 0; round < 10; ++round) {
+    controller.load(saved);
+    controller.save(resaved);
+  }
+  loading = false;
+  for (auto& thread : threads) thread.join();
+  controller.load(saved);
+  EXPECT_EQ(controller.task_workload("actor")->reports, 20);
+  EXPECT_FALSE(controller.task_workload("critic").has_value());
 }
 
 }  // namespace

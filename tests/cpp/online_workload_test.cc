@@ -1,6 +1,7 @@
 // OnlineWorkload on one thread: the prior until min_records, a fit on the
 // latest `window` records, a failed refit keeps the model, bad reports and
-// options are named.
+// options are named; a model resumed from its state answers and learns as the
+// original does.
 #include <gtest/gtest.h>
 
 #include "calibration_test_support.h"
@@ -85,6 +86,60 @@ TEST(OnlineWorkload, BadReportsAndOptionsAreNamed) {
                              {"min_records = 3"}));
   EXPECT_TRUE(throws_invalid([] { OnlineWorkload(Workload::tokens(), {.window = 8, .min_records = 16}); },
                              {"window = 8", "min_records = 16"}));
+}
+
+TEST(OnlineWorkload, ResumedFromItsStateAnswersAndLearnsAsTheOriginal) {
+  test::Rng rng(test::kSeed + 3);
+  const OnlineOptions options{.window = 32, .min_records = 16};
+  OnlineWorkload original(Workload::tokens(), options);
+  report_all(original, test::synthetic_timings(kFirst, 40, 0.0, rng));
+  original.wait_for_refit();
+  const OnlineWorkloadState state = original.state();
+  EXPECT_EQ(state.reports, 40);
+  EXPECT_EQ(state.refitted, 40);
+  ASSERT_EQ(state.window.size(), 32u);
+  OnlineWorkload resumed(state, options);
+  EXPECT_EQ(resumed.reports(), 40);
+  EXPECT_EQ(resumed.current().to_json(), original.current().to_json());  // the fit report too
+  // Both go on from the same window: 12 old records stay in it beside 20 new.
+  const auto later = test::synthetic_timings(kSecond, 20, 0.0, rng);
+  report_all(original, later);
+  report_all(resumed, later);
+  original.wait_for_refit();
+  resumed.wait_for_refit();
+  EXPECT_EQ(resumed.current().to_json(), original.current().to_json());
+  EXPECT_EQ(resumed.current().fit().records, 32);
+  EXPECT_EQ(resumed.reports(), 60);
+}
+
+TEST(OnlineWorkload, ARefitPendingInTheStateRunsOnResume) {
+  test::Rng rng(test::kSeed + 4);
+  const OnlineOptions options{.window = 32, .min_records = 16};
+  OnlineWorkloadState state{Workload::tokens(), test::synthetic_timings(kFirst, 16, 0.0, rng), 16, 16};
+  OnlineWorkload settled(state, options);  // every record considered: the model stays
+  settled.wait_for_refit();
+  EXPECT_TRUE(settled.current().is_tokens());
+  state.refitted = 0;
+  OnlineWorkload pending(state, options);
+  pending.wait_for_refit();
+  expect_model(pending.current(), kFirst);
+}
+
+TEST(OnlineWorkload, AStateNoModelCouldHaveIsNamed) {
+  test::Rng rng(test::kSeed + 5);
+  const OnlineOptions options{.window = 16, .min_records = 16};
+  const OnlineWorkloadState good{Workload::tokens(), test::synthetic_timings(kFirst, 16, 0.0, rng), 20, 20};
+  auto refused = [&](auto change, std::initializer_list<std::string_view> fragments) {
+    OnlineWorkloadState state = good;
+    change(state);
+    return throws_invalid([&] { OnlineWorkload online(state, options); }, fragments);
+  };
+  EXPECT_TRUE(refused([](auto& s) { s.window.push_back(s.window[0]); }, {"window holds 17 records", "window = 16"}));
+  EXPECT_TRUE(refused([](auto& s) { s.reports = 15; }, {"reports = 15", "16 records"}));
+  EXPECT_TRUE(refused([](auto& s) { s.refitted = -1; }, {"refitted = -1", "0..20"}));
+  EXPECT_TRUE(refused([](auto& s) { s.refitted = 21; }, {"refitted = 21", "0..20"}));
+  EXPECT_TRUE(refused([](auto& s) { s.window[1].seconds = -2; }, {"window[1].seconds = -2"}));
+  EXPECT_TRUE(refused([](auto& s) { s.window[3].lengths = {}; }, {"window[3].lengths is empty"}));
 }
 
 }  // namespace

@@ -1,18 +1,24 @@
 // The controller's measured workload per task: report_timing, its fit,
-// over the wire and in metrics.
+// over the wire, in metrics and in checkpoints.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <bit>
 #include <chrono>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <thread>
 
+#include "client_test_support.h"
+#include "common/msgpack_reader.h"
 #include "controller_test_support.h"
+#include "core/controller_checkpoint_format.h"
 #include "remote_cluster.h"
 #include "seqflow/calibration.h"
 #include "seqflow/client.h"
 #include "seqflow/controller.h"
+#include "storage_test_support.h"
 #include "transport/timing_codec.h"
 
 namespace seqflow::test {
@@ -192,6 +198,124 @@ TEST(RemoteTaskWorkload, ReportsReachTheControllerAndItsMetrics) {
   bad[0].seconds = std::nan("");
   EXPECT_TRUE(throws_invalid([&] { client->control().report_timing("update_actor", bad); }, {"records[0]."}));
   EXPECT_EQ(client->control().task_workload("update_actor")->reports, 64);
+}
+
+void expect_same_model(const std::optional<TaskWorkload>& actual, const std::optional<TaskWorkload>& expected) {
+  ASSERT_EQ(actual.has_value(), expected.has_value());
+  if (!expected) return;
+  EXPECT_EQ(actual->task_name, expected->task_name);
+  EXPECT_EQ(actual->workload.to_json(), expected->workload.to_json());  // kind, coefficients and fit report
+  EXPECT_EQ(actual->reports, expected->reports);
+  EXPECT_EQ(actual->fitted, expected->fitted);
+}
+
+class TaskWorkloadCheckpoint : public ClientModes {};
+INSTANTIATE_TEST_SUITE_P(Modes, TaskWorkloadCheckpoint, ::testing::ValuesIn(kClientModes), mode_name);
+
+TEST_P(TaskWorkloadCheckpoint, ALoadedCheckpointAnswersWithEachTasksSavedModel) {
+  TempDir dir;
+  const std::string path = dir.file("ckpt");
+  const auto records = measured(64);
+  auto client = make_client();
+  client->control().report_timing("update_actor", records);
+  client->control().report_timing("log_prob", std::span(records).first(10));
+  const TaskWorkload fitted = fitted_model(client->control(), "update_actor", 64);
+  client->save_checkpoint(path, Value::object());
+
+  auto restored = make_client();
+  restored->control().report_timing("other", std::span(records).first(3));  // replaced by the load
+  restored->load_checkpoint(path);
+  expect_same_model(restored->control().task_workload("update_actor"), fitted);
+  expect_same_model(restored->control().task_workload("log_prob"), client->control().task_workload("log_prob"));
+  EXPECT_FALSE(restored->control().task_workload("other").has_value());
+  // The unfitted model goes on from its 10 records: 6 more make its first fit.
+  restored->control().report_timing("log_prob", std::span(records).subspan(10, 6));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!restored->control().task_workload("log_prob")->fitted && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_TRUE(restored->control().task_workload("log_prob")->fitted);
+  EXPECT_EQ(restored->control().task_workload("log_prob")->reports, 16);
+}
+
+// Checkpoints saved before controllers kept task models (tests/data/checkpoints/README.md).
+TEST(TaskWorkloadCheckpointFile, ACheckpointFromBeforeTaskModelsLoadsWithoutThem) {
+  const std::string data = SEQFLOW_TEST_DATA_DIR "/checkpoints/";
+  auto embedded = make_embedded_client(ControllerOptions{}, {});
+  RemoteCluster cluster(2);
+  auto remote = cluster.client();
+  for (auto& [client, directory] : {std::pair{embedded, data + "before_task_models_embedded"},
+                                    std::pair{remote, data + "before_task_models_remote"}}) {
+    SCOPED_TRACE(directory);
+    client->control().report_timing("actor", measured(2));
+    client->load_checkpoint(directory);
+    EXPECT_FALSE(client->control().task_workload("actor").has_value());
+    const BatchMeta batch = client->get_meta(fetch_request("train", "reader", {"x"}, 3));
+    ASSERT_EQ(batch.size(), 3u);
+    const std::string fields[] = {"x"};
+    const auto rows = client->get_data(batch, fields);
+    int64_t sum = 0;
+    for (const auto& row : rows) {
+      ASSERT_EQ(row[0].dtype, DType::kInt64);
+      const auto bytes = row[0].bytes();
+      for (size_t at = 0; at < bytes.size(); at += sizeof(int64_t)) {
+        int64_t value = 0;
+        std::memcpy(&value, bytes.data() + at, sizeof value);
+        sum += value;
+      }
+    }
+    EXPECT_EQ(sum, 0 + 1 + 2 + 3 + 4 + 5);
+  }
+}
+
+// The controller checkpoint at `path` with its decoded payload changed by `change`.
+template <typename Change>
+void rewrite_controller_checkpoint(const std::string& path, Change change) {
+  const durable::FramedFile file = durable::open_framed_file(path, core::kControllerCheckpoint);
+  const std::string_view payload(reinterpret_cast<const char*>(file.bytes->data) + durable::kFrameHeaderSize,
+                                 file.body_end - durable::kFrameHeaderSize);
+  nlohmann::json encoded = msgpack_to_json(payload, kMaxDecodeNesting);
+  change(encoded);
+  const std::vector<uint8_t> bytes = nlohmann::json::to_msgpack(encoded);
+  durable::FramedFileWriter writer(path, core::kControllerCheckpoint);
+  writer.write(std::as_bytes(std::span(bytes)));
+  writer.commit();
+}
+
+TEST(TaskWorkloadCheckpointFile, ABadTaskModelInACheckpointIsNamedAndChangesNothing) {
+  const std::string path = temp_path("bad_task_model");
+  Controller saved;
+  saved.report_timing("update_actor", measured(20));
+  saved.save(path);
+  Controller running;
+  running.report_timing("other", measured(3));
+  put(running, "kept", 2, {"x"});
+  const auto refused = [&](auto change, std::initializer_list<std::string_view> fragments) {
+    TempDir dir;
+    const std::string copy = dir.file("controller.ckpt");
+    std::filesystem::copy_file(path, copy);
+    rewrite_controller_checkpoint(copy, change);
+    return throws_invalid([&] { running.load(copy); }, fragments);
+  };
+  EXPECT_TRUE(refused([](auto& e) { e["task_workloads"]["update_actor"]["refitted"] = 21; },
+                      {"task 'update_actor'", "refitted = 21"}));
+  EXPECT_TRUE(refused([](auto& e) { e["task_workloads"]["update_actor"]["seconds"][4] = -1.0; },
+                      {"task 'update_actor'", "window[4].seconds"}));
+  EXPECT_TRUE(refused([](auto& e) { e["task_workloads"]["update_actor"]["seconds"].erase(0); },
+                      {"task 'update_actor'", "'lengths' and 'seconds'"}));
+  EXPECT_TRUE(refused([](auto& e) { e["task_workloads"]["update_actor"]["workload"]["kind"] = "cubic"; },
+                      {"task 'update_actor'", "cubic"}));
+  EXPECT_TRUE(refused([](auto& e) { e["task_workloads"] = nlohmann::json::array(); }, {"task_workloads"}));
+  EXPECT_TRUE(refused([](auto& e) { e["task_workloads"]["update_actor"].erase("reports"); }, {"corrupt", "reports"}));
+  EXPECT_TRUE(refused([](auto& e) { e.erase("task_workloads"); }, {"corrupt", "task_workloads"}));
+  EXPECT_EQ(running.task_workload("other")->reports, 3);
+  EXPECT_FALSE(running.task_workload("update_actor").has_value());
+  ASSERT_EQ(running.progress().size(), 1u);
+  EXPECT_EQ(running.progress()[0].partition_id, "kept");
+  // The checkpoint as saved loads.
+  running.load(path);
+  EXPECT_EQ(running.task_workload("update_actor")->reports, 20);
+  EXPECT_FALSE(running.task_workload("other").has_value());
 }
 
 }  // namespace

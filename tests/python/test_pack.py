@@ -3,6 +3,8 @@ micro_batches() over random inputs, and the materialised packs."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -302,6 +304,76 @@ def test_cli_pack_writes_a_plan_and_compares(tmp_path):
         for t, step in enumerate(rank):
             assert len(step) == len(plan["pack_tokens"][0][t])
             assert all(tokens <= 32768 for tokens in step)
+
+
+def _without_time_line(text: str) -> str:
+    return "".join(line for line in text.splitlines(keepends=True) if not line.startswith("time "))
+
+
+def test_cli_pack_progress_goes_to_stderr_only(tmp_path):
+    from test_cli import ok
+
+    lengths = rollout_lengths(np.random.default_rng(7), 512).tolist()
+    path = tmp_path / "lengths.txt"
+    path.write_text("\n".join(map(str, lengths)))
+    args = ["pack", str(path), "--dp", "4", "--steps", "8", "--cap", "32768", "--group-size", "4"]
+    # stderr is a pipe here: no bar unless asked for.
+    quiet, forced, off = (ok(*args, *flags, "--json", "-") for flags in ([], ["--progress"], ["--no-progress"]))
+    assert quiet.stdout == forced.stdout == off.stdout  # the JSON plan, byte for byte
+    bar = forced.stderr.decode()
+    for phase in ("steps_first", "packing"):
+        assert f"\r{phase}" in bar and "] 100%  512 / 512 samples" in bar
+    assert "\r" not in quiet.stderr.decode() + off.stderr.decode()
+    # The summary follows the bar's finished lines unchanged.
+    summary = bar[bar.rindex("\n", 0, bar.index("input ")) + 1:]
+    assert _without_time_line(summary) == _without_time_line(quiet.stderr.decode())
+    human, human_forced = ok(*args), ok(*args, "--progress")
+    assert _without_time_line(human.stdout.decode()) == _without_time_line(human_forced.stdout.decode())
+    assert "\r" not in human_forced.stdout.decode() and "packing" in human_forced.stderr.decode()
+
+
+def test_cli_pack_draws_progress_when_stderr_is_a_terminal():
+    import pty
+    import subprocess
+
+    from test_cli import SEQFLOW
+
+    def stderr_on_a_terminal(*flags: str) -> str:
+        leader, follower = pty.openpty()
+        try:
+            result = subprocess.run([SEQFLOW, "pack", "--dp", "2", "--steps", "2", "--cap", "100", *flags],
+                                    input=b"5\n60\n7\n80\n", stdout=subprocess.PIPE, stderr=follower, timeout=60)
+            os.close(follower)
+            follower = -1
+            assert result.returncode == 0 and b"samples" in result.stdout
+            chunks = []
+            while True:
+                try:
+                    chunk = os.read(leader, 65536)
+                except OSError:  # EIO: the terminal's other end is closed and drained
+                    break
+                if not chunk:
+                    break
+                chunks.append(chunk)
+            return b"".join(chunks).decode()
+        finally:
+            os.close(leader)
+            if follower != -1:
+                os.close(follower)
+
+    drawn = stderr_on_a_terminal()
+    assert "\rpacking" in drawn and "4 / 4 samples" in drawn
+    assert stderr_on_a_terminal("--no-progress") == ""
+
+
+def test_cli_pack_progress_flags_are_documented_and_exclusive():
+    from test_cli import ok, run
+
+    help_text = ok("pack", "--help").stdout.decode()
+    assert "--progress" in help_text and "--no-progress" in help_text and "terminal" in help_text
+    result = run("pack", "--dp", "2", "--steps", "1", "--cap", "100", "--progress", "--no-progress", stdin="5\n")
+    assert result.returncode == 2
+    assert "--progress and --no-progress" in result.stderr.decode()
 
 
 def test_cli_pack_bad_input():

@@ -1,12 +1,13 @@
 """report_timing, embedded and remote: ranks report how long their
 micro-batches took; the controller fits each task's workload model in the
-background and hands it out (task_workload)."""
+background and hands it out (task_workload); checkpoints keep the models."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -123,3 +124,42 @@ def test_a_sampler_given_the_online_workload_balances_the_tasks_fit(make_client)
     client.report_timings("actor", timings(64))
     fitted(client, "actor", 64)
     assert slowest_rank("after") == pytest.approx(best, rel=1e-9)
+
+
+def same_model(actual, expected) -> bool:
+    return (actual.task_name, actual.workload.to_json(), actual.reports, actual.fitted) == (
+        expected.task_name, expected.workload.to_json(), expected.reports, expected.fitted)
+
+
+def test_a_loaded_checkpoint_answers_with_each_tasks_saved_model(make_client, tmp_path):  # noqa: F811
+    client = make_client()
+    records = timings(48)
+    client.report_timings("update_actor", records)
+    client.report_timings("log_prob", records[:10])
+    model = fitted(client, "update_actor", 48)
+    client.save_checkpoint(tmp_path / "ckpt")
+
+    restored = make_client()
+    restored.report_timings("other", timings(3))  # replaced by the load
+    restored.load_checkpoint(tmp_path / "ckpt")
+    assert same_model(restored.task_workload("update_actor"), model)
+    assert same_model(restored.task_workload("log_prob"), client.task_workload("log_prob"))
+    assert restored.task_workload("other") is None
+    # The unfitted model goes on from its 10 records: 6 more make its first fit.
+    restored.report_timings("log_prob", records[10:16])
+    assert fitted(restored, "log_prob", 16).workload.fit.records == 16
+
+
+# Saved by a build before checkpoints held task models (tests/data/checkpoints/README.md).
+BEFORE_TASK_MODELS = Path(__file__).resolve().parents[1] / "data" / "checkpoints"
+
+
+def test_a_checkpoint_from_before_task_models_loads_without_them(client_mode, make_client):  # noqa: F811
+    client = make_client()  # remote: two storage units, as when it was saved
+    client.report_timings("actor", timings(2))
+    client.load_checkpoint(BEFORE_TASK_MODELS / f"before_task_models_{client_mode}")
+    assert client.task_workload("actor") is None
+    meta = client.get_meta(["x"], 3, "train", task_name="reader")
+    data = client.get_data(meta)
+    assert sorted(np.asarray(data["x"]).ravel().tolist()) == list(range(6))
+
