@@ -22,7 +22,7 @@ namespace {
 nb::object numpy(const char* name) { return nb::module_::import_("numpy").attr(name); }
 
 nb::object contiguous(nb::handle array, const char* dtype) {
-  static nb::handle ascontiguousarray = python_attribute("numpy", "ascontiguousarray");
+  static CachedAttribute ascontiguousarray("numpy", "ascontiguousarray");
   return ascontiguousarray(array, dtype);
 }
 
@@ -72,7 +72,7 @@ std::optional<Int64Array> exact_int64(nb::handle sequence) {
 
 // `values` as a numpy array; a CPU torch tensor (any DLPack producer) without a copy.
 nb::object to_array(nb::handle values, const std::string& name, const char* expected) {
-  static nb::handle ndarray = python_attribute("numpy", "ndarray");
+  static CachedAttribute ndarray("numpy", "ndarray");
   if (PyObject_IsInstance(values.ptr(), ndarray.ptr()) == 1) return nb::borrow(values);
   if (nb::hasattr(values, "__dlpack__") && nb::hasattr(values, "device")) {
     if (str_text(values.attr("device")) != "cpu") {

@@ -28,11 +28,11 @@ bool is_instance(nb::handle value, nb::handle type) {
 }
 
 bool is_iterable(nb::handle value) {
-  static nb::handle iterable = python_attribute("collections.abc", "Iterable");
+  static CachedAttribute iterable("collections.abc", "Iterable");
   return is_instance(value, iterable);
 }
 bool is_integer(nb::handle value) {
-  static nb::handle integral = python_attribute("numbers", "Integral");
+  static CachedAttribute integral("numbers", "Integral");
   return PyLong_CheckExact(value.ptr()) || (!PyBool_Check(value.ptr()) && is_instance(value, integral));
 }
 bool is_text(nb::handle value) { return PyUnicode_Check(value.ptr()) || PyBytes_Check(value.ptr()); }

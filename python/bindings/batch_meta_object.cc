@@ -270,7 +270,7 @@ void bind_pickling_and_text(BatchMetaClass& cls) {
              meta.py_field_schema = state[0];
              meta.py_production_status = state[1];
              // Ray's zero-copy deserialisation gives read-only arrays; add_fields writes.
-             static nb::handle ndarray = python_attribute("numpy", "ndarray");
+             static CachedAttribute ndarray("numpy", "ndarray");
              if (nb::isinstance(meta.py_production_status, ndarray) &&
                  !nb::cast<bool>(meta.py_production_status.attr("flags").attr("writeable"))) {
                meta.py_production_status = meta.py_production_status.attr("copy")();
@@ -310,7 +310,7 @@ nb::list backend_meta_of(PyBatchMeta& meta) {
 }
 
 std::vector<uint8_t> ready_mask(const PyBatchMeta& meta) {
-  static nb::handle asarray = python_attribute("numpy", "asarray");
+  static CachedAttribute asarray("numpy", "asarray");
   nb::object flat = asarray(meta.py_production_status).attr("reshape")(-1);
   nb::object ones = nb::steal(PyObject_RichCompare(flat.ptr(), nb::int_(1).ptr(), Py_EQ));
   if (!ones.is_valid()) throw nb::python_error();
@@ -325,7 +325,7 @@ std::vector<uint8_t> ready_mask(const PyBatchMeta& meta) {
 }
 
 nb::object int8_status(nb::handle status, bool copy) {
-  static nb::handle array = python_attribute("numpy", "array");
+  static CachedAttribute array("numpy", "array");
   return array(status, "dtype"_a = "int8", "copy"_a = copy ? nb::object(nb::bool_(true)) : nb::object(nb::none()));
 }
 

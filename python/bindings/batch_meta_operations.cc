@@ -82,7 +82,7 @@ std::vector<PyBatchMeta> split(const PyBatchMeta& self, nb::handle sizes) {
 }
 
 PyBatchMeta item(const PyBatchMeta& self, nb::handle item) {
-  static nb::handle numpy_integer = python_attribute("numpy", "integer");
+  static CachedAttribute numpy_integer("numpy", "integer");
   const auto n = static_cast<int64_t>(self.size());
   if (!PyBool_Check(item.ptr()) &&
       (PyLong_Check(item.ptr()) || PyObject_IsInstance(item.ptr(), numpy_integer.ptr()) == 1)) {
@@ -198,7 +198,7 @@ PyBatchMeta union_of(PyBatchMeta& self, nb::handle given) {
   out.py_custom_meta = decoded ? nb::object(merged_dicts(custom_meta_of(self), custom_meta_of(other))) : nb::none();
   const bool backend = !self.py_backend_meta.is_none() || !other.py_backend_meta.is_none();
   out.py_backend_meta = backend ? nb::object(merged_dicts(backend_meta_of(self), backend_meta_of(other))) : nb::none();
-  static nb::handle bitwise_and = python_attribute("numpy", "bitwise_and");
+  static CachedAttribute bitwise_and("numpy", "bitwise_and");
   out.py_production_status =
       bitwise_and(int8_status(self.py_production_status, false), int8_status(other.py_production_status, false));
   nb::dict info;
@@ -239,7 +239,7 @@ nb::object concat(nb::handle type, nb::handle data, bool validate) {
   PyBatchMeta out;
   static_cast<BatchMeta&>(out) = BatchMeta::concat(pointers, validate);
   out.py_field_schema = concat_schema(parts);
-  static nb::handle concatenate = python_attribute("numpy", "concatenate");
+  static CachedAttribute concatenate("numpy", "concatenate");
   out.py_production_status = concatenate(statuses);
   out.py_extra_info = merged_extra_info(infos, "BatchMeta");
   nb::list custom;
@@ -259,7 +259,7 @@ nb::object add_fields(nb::handle batch, nb::handle tensor_dict, nb::handle set_a
   nb::tuple found = schema_of(tensor_dict);
   const auto count = nb::cast<int64_t>(found[0]);
   if (count == 0) {
-    static nb::handle get_logger = python_attribute("logging", "getLogger");
+    static CachedAttribute get_logger("logging", "getLogger");
     get_logger("seqflow.batch_meta").attr("warning")("add_fields: the input holds no samples; nothing added");
     return nb::borrow(batch);
   }

@@ -37,7 +37,7 @@ double seconds_value(nb::handle value, const std::string& name) {
   if (nb::hasattr(value, "item") && nb::getattr(value, "ndim", nb::none()).equal(nb::int_(0))) {
     number = value.attr("item")();
   }
-  static nb::handle real = python_attribute("numbers", "Real");
+  static CachedAttribute real("numbers", "Real");
   if (PyBool_Check(number.ptr()) || PyObject_IsInstance(number.ptr(), real.ptr()) != 1) {
     throw nb::value_error((name + " must be a number of seconds, got " + short_repr(number)).c_str());
   }

@@ -95,7 +95,7 @@ nb::object check_int64_list(nb::handle values, const std::string& parameter) {
   }
   if (is_ndarray(values) && nb::cast<int>(values.attr("ndim")) == 1 &&
       nb::cast<std::string>(values.attr("dtype").attr("kind")) == "i") {
-    static nb::handle ascontiguousarray = python_attribute("numpy", "ascontiguousarray");
+    static CachedAttribute ascontiguousarray("numpy", "ascontiguousarray");
     return ascontiguousarray(values, "int64");
   }
   nb::list items = list_of(values);
@@ -225,7 +225,7 @@ nb::handle python_attribute(const char* module, const char* name) {
 }
 
 bool is_mapping(nb::handle value) {
-  static nb::handle mapping = python_attribute("collections.abc", "Mapping");
+  static CachedAttribute mapping("collections.abc", "Mapping");
   const int is = PyObject_IsInstance(value.ptr(), mapping.ptr());
   if (is < 0) throw nb::python_error();
   return is == 1;

@@ -64,8 +64,6 @@ nb::tuple production_to_python(std::optional<ProductionStatus>&& status) {
                         bool_array(std::move(status->produced), {n, status->field_count}));
 }
 
-nb::handle convert(const char* name) { return python_attribute("seqflow._convert", name); }
-
 const BatchMeta& checked_meta(nb::handle metadata, const char* description = "a BatchMeta") {
   check_instance(metadata, "metadata", batch_meta_class(), description);
   return nb::cast<const BatchMeta&>(metadata);
@@ -81,7 +79,7 @@ nb::object put(PyClient& self, nb::handle data, nb::handle metadata, nb::handle 
     checked_meta(metadata, "a BatchMeta or None");
   }
   nb::object metas = checked_custom_meta(custom_meta);
-  static nb::handle to_columns = convert("to_columns");
+  static CachedAttribute to_columns("seqflow._convert", "to_columns");
   const auto columns = nb::cast<std::vector<Column>>(
       to_columns(data, "borrow"_a = self.is_remote(), "allow_pickle"_a = pickle_allowed(self, allow_pickle)));
   const size_t rows = !metadata.is_none() ? meta_size(metadata) : columns.empty() ? 0 : columns[0].sample_count();
@@ -97,7 +95,7 @@ nb::object put(PyClient& self, nb::handle data, nb::handle metadata, nb::handle 
     return python_meta(without_gil([&] { return client->put_new(partition, columns, values); }));
   }
   if (metas.is_none()) {
-    static nb::handle any = python_attribute("builtins", "any");
+    static CachedAttribute any("builtins", "any");
     nb::object changed = metadata.attr("_changed_custom_meta")();
     if (!changed.is_none() && nb::cast<bool>(any(changed))) metas = changed;
   }
@@ -197,7 +195,7 @@ nb::object load_checkpoint(PyClient& self, nb::handle directory) {
 
 void report_timings(PyClient& self, nb::handle task_name, nb::handle records) {
   const std::string task = nb::cast<std::string>(check_name(task_name, "task_name"));
-  static nb::handle timing_columns = python_attribute("seqflow.balance", "timing_columns");
+  static CachedAttribute timing_columns("seqflow.balance", "timing_columns");
   nb::tuple columns = nb::borrow<nb::tuple>(timing_columns(records));
   const std::vector<TimingRecord> timings =
       timing_records(nb::cast<std::vector<Int64Input>>(columns[0]), nb::cast<std::vector<double>>(columns[1]));
@@ -214,12 +212,12 @@ void report_timing(PyClient& self, nb::handle task_name, nb::handle lengths, nb:
 }  // namespace
 
 nb::handle batch_meta_class() {
-  static nb::handle kind = python_attribute("seqflow.batch_meta", "BatchMeta");
+  static CachedAttribute kind("seqflow.batch_meta", "BatchMeta");
   return kind;
 }
 
 nb::handle kv_batch_meta_class() {
-  static nb::handle kind = python_attribute("seqflow.batch_meta", "KVBatchMeta");
+  static CachedAttribute kind("seqflow.batch_meta", "KVBatchMeta");
   return kind;
 }
 
@@ -230,21 +228,21 @@ nb::object python_meta(BatchMeta&& native, nb::handle extra_info) {
 nb::object get_data(PyClient& self, nb::handle metadata, nb::handle fields, nb::handle format, nb::handle copy,
                     nb::handle layout, nb::handle allow_pickle) {
   const BatchMeta& meta = checked_meta(metadata);
-  static nb::handle resolve_format = convert("resolve_format");
+  static CachedAttribute resolve_format("seqflow._convert", "resolve_format");
   const nb::object fmt = resolve_format(format, layout);
   const nb::object names = fields.is_none() ? nb::object(metadata.attr("field_names")) : check_names(fields, "fields");
   const bool fresh_copy = check_bool(copy, "copy");
   const bool pickled = pickle_allowed(self, allow_pickle);
   nb::object native = nb::dict();
   if (meta.size()) {
-    static nb::handle nested_flags = convert("nested_flags");
+    static CachedAttribute nested_flags("seqflow._convert", "nested_flags");
     std::shared_ptr<Client> client = self.connected();
     // A remote get's buffers are this call's own already: copying them again would be waste.
     const FieldOutput output{false, fresh_copy && !self.is_remote(), fresh_copy || !fmt.equal(nb::str("numpy")),
                              pickled};
     native = fetched_fields(*client, meta, strings(names), nested_flags(names, metadata), output);
   }
-  static nb::handle from_native = convert("from_native");
+  static CachedAttribute from_native("seqflow._convert", "from_native");
   return from_native(names, native, metadata, fmt, layout);
 }
 
@@ -436,8 +434,8 @@ task's first report.)");
         check_bool(include_storage, "include_storage");
         Value user_metadata = Value::object();
         if (!metadata.is_none()) {
-          static nb::handle mapping = python_attribute("collections.abc", "Mapping");
-          static nb::handle dict = python_attribute("builtins", "dict");
+          static CachedAttribute mapping("collections.abc", "Mapping");
+          static CachedAttribute dict("builtins", "dict");
           check_instance(metadata, "metadata", mapping, "a dict (JSON-able) or None");
           user_metadata = to_value(dict(metadata), "metadata");
         }

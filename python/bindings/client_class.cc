@@ -55,7 +55,7 @@ std::set<PyClient*>& remote_clients() {
 nb::handle connect_lock;
 
 nb::handle new_lock() {
-  static nb::handle rlock = python_attribute("threading", "RLock");
+  static CachedAttribute rlock("threading", "RLock");
   return rlock().release();
 }
 
@@ -199,10 +199,10 @@ void bind_client_class(nb::module_ m) {
             nb::handle timeout, nb::handle sampler_args) {
            const double seconds = check_seconds(timeout, "timeout");
            if (!sampler_args.is_none()) {
-             static nb::handle mapping = python_attribute("collections.abc", "Mapping");
+             static CachedAttribute mapping("collections.abc", "Mapping");
              check_instance(sampler_args, "sampler_args", mapping, "a dict or None");
            }
-           static nb::handle native_sampler = python_attribute("seqflow.samplers", "native_sampler");
+           static CachedAttribute native_sampler("seqflow.samplers", "native_sampler");
            nb::object handle = native_sampler(sampler, sampler_args);
            const bool polling = check_bool(polling_mode, "polling_mode");
            const uint64_t bytes = check_count(max_bytes, "max_bytes");
@@ -273,7 +273,7 @@ answer within `timeout`.)");
   def_classmethod(
       cls, "from_config",
       [](nb::handle kind, nb::handle config) {
-        static nb::handle read_config = python_attribute("seqflow._config", "read_config");
+        static CachedAttribute read_config("seqflow._config", "read_config");
         nb::dict settings = nb::borrow<nb::dict>(read_config(config));
         if (settings.contains("controller.address")) {
           return kind.attr("_connect")(nb::type<RemoteConfig>().attr("from_config")(config));

@@ -74,7 +74,7 @@ nb::object kv_put(PyClient& self, nb::handle key, nb::handle partition_id, nb::h
   check_tag(tag, "tag");
   const bool pickled = pickle_allowed(self, allow_pickle);  // checked with or without fields
   if (fields.is_none() && tag.is_none()) throw nb::value_error("kv_put needs fields or a tag");
-  static nb::handle single_sample_columns = python_attribute("seqflow._convert", "single_sample_columns");
+  static CachedAttribute single_sample_columns("seqflow._convert", "single_sample_columns");
   nb::object columns = fields.is_none()
                            ? nb::object(nb::list())
                            : single_sample_columns(fields, "borrow"_a = self.is_remote(), "allow_pickle"_a = pickled);
@@ -93,7 +93,7 @@ nb::object kv_batch_put(PyClient& self, nb::handle keys, nb::handle partition_id
   nb::object checked = checked_tags(tags, names.size());
   const bool pickled = pickle_allowed(self, allow_pickle);  // checked with or without fields
   if (fields.is_none() && checked.is_none()) throw nb::value_error("kv_batch_put needs fields or tags");
-  static nb::handle to_columns = python_attribute("seqflow._convert", "to_columns");
+  static CachedAttribute to_columns("seqflow._convert", "to_columns");
   nb::object columns = fields.is_none() ? nb::object(nb::list())
                                         : to_columns(fields, "borrow"_a = self.is_remote(), "allow_pickle"_a = pickled,
                                                      "parameter"_a = "fields");

@@ -31,8 +31,8 @@ bool is_non_tensor_array(nb::handle array) { return kNonTensorKinds.find(kind_of
 
 // A number a list field stores densely: numbers.Number or numpy.bool_, but not complex.
 bool is_number(nb::handle item) {
-  static nb::handle number = python_attribute("numbers", "Number");
-  static nb::handle numpy_bool = python_attribute("numpy", "bool_");
+  static CachedAttribute number("numbers", "Number");
+  static CachedAttribute numpy_bool("numpy", "bool_");
   return !PyComplex_Check(item.ptr()) &&
          (PyObject_IsInstance(item.ptr(), number.ptr()) == 1 || PyObject_IsInstance(item.ptr(), numpy_bool.ptr()) == 1);
 }
@@ -43,7 +43,7 @@ bool is_array(nb::handle item) { return is_ndarray(item) || nb::hasattr(item, "_
 // A C-contiguous array in this machine's byte order (DLPack carries no other),
 // refusing dtypes seqflow does not store.
 nb::object native_order(nb::handle array, const std::string& field) {
-  static nb::handle ascontiguousarray = python_attribute("numpy", "ascontiguousarray");
+  static CachedAttribute ascontiguousarray("numpy", "ascontiguousarray");
   nb::object dtype = array.attr("dtype");
   if (kStorableKinds.find(kind_of(array)) == std::string_view::npos) {
     throw_unstorable_dtype(field, str_text(dtype));
@@ -78,7 +78,7 @@ Column list_column(const std::string& field, nb::handle value, bool allow_pickle
     return ragged_column(field, plain);
   }
   if (!all_of(is_number)) return object_column(field, items, allow_pickle);
-  static nb::handle asarray = python_attribute("numpy", "asarray");
+  static CachedAttribute asarray("numpy", "asarray");
   nb::object array = asarray(items);
   if (kind_of(array) == 'O') {  // an int beyond 64 bits
     throw_invalid("field " + quoted(field) + " holds numbers that fit no 64-bit dtype, got " +

@@ -50,7 +50,7 @@ nb::object copy_with(nb::handle value, nb::dict& memo) {
       out.append(copy_with(PyList_GET_ITEM(original, i), memo));
     return out;
   }
-  static nb::handle deepcopy = python_attribute("copy", "deepcopy");
+  static CachedAttribute deepcopy("copy", "deepcopy");
   return deepcopy(value, memo);
 }
 

@@ -18,9 +18,9 @@ namespace {
 // Same type and equal, never an ambiguous truth value.
 bool values_equal(nb::handle a, nb::handle b) {
   if (!a.type().is(b.type())) return false;
-  static nb::handle ndarray = python_attribute("numpy", "ndarray");
+  static CachedAttribute ndarray("numpy", "ndarray");
   if (PyObject_IsInstance(a.ptr(), ndarray.ptr()) == 1) {
-    static nb::handle array_equal = python_attribute("numpy", "array_equal");
+    static CachedAttribute array_equal("numpy", "array_equal");
     return nb::cast<bool>(array_equal(a, b));
   }
   const bool torch = nb::cast<std::string>(a.type().attr("__module__")).starts_with("torch");

@@ -39,7 +39,7 @@ std::string tuple_text(const std::array<std::string_view, N>& choices) {
 
 // Whether a module can be imported, without importing it.
 bool installed(const char* module) {
-  static nb::handle find_spec = python_attribute("importlib.util", "find_spec");
+  static CachedAttribute find_spec("importlib.util", "find_spec");
   return !find_spec(module).is_none();
 }
 
@@ -103,10 +103,10 @@ struct Views {
   // several times cheaper than a DLPack export for the common dense field.
   nb::object whole(nb::handle array) const {
     if (!torch) return nb::borrow(array);
-    static nb::handle from_numpy = python_attribute("torch", "from_numpy");
+    static CachedAttribute from_numpy("torch", "from_numpy");
     nb::object tensor = from_numpy(array);
     if (dtype != DType::kBFloat16) return tensor;
-    static nb::handle bfloat16 = python_attribute("torch", "bfloat16");
+    static CachedAttribute bfloat16("torch", "bfloat16");
     return tensor.attr("view")(bfloat16);  // field_to_python hands bfloat16 over as uint16 bits
   }
 };

@@ -104,7 +104,7 @@ nb::dict field_entry(nb::handle name, nb::handle given, int64_t rows) {
     return entry(value.attr("dtype"), tuple_of(value.attr("shape")[nb::slice(nb::int_(1), nb::none(), nb::none())]),
                  false, false);
   }
-  static nb::handle ndarray_type = python_attribute("numpy", "ndarray");
+  static CachedAttribute ndarray_type("numpy", "ndarray");
   const bool ndarray = is_instance(value, ndarray_type);
   if (ndarray &&
       std::string("OUS").find(nb::cast<std::string>(value.attr("dtype").attr("kind"))) == std::string::npos) {
@@ -121,8 +121,8 @@ nb::dict field_entry(nb::handle name, nb::handle given, int64_t rows) {
   }
   nb::list items = list_of(value);
   if (static_cast<int64_t>(items.size()) != rows) throw_count(name, std::to_string(items.size()), rows);
-  static nb::handle number_type = python_attribute("numbers", "Number");
-  static nb::handle numpy_bool = python_attribute("numpy", "bool_");
+  static CachedAttribute number_type("numbers", "Number");
+  static CachedAttribute numpy_bool("numpy", "bool_");
   bool arrays = items.size() > 0;
   bool numbers = items.size() > 0;
   for (nb::handle item : items) {

@@ -7,6 +7,9 @@
 namespace nb = nanobind;
 
 NB_MODULE(_seqflow, m) {
+  // Imported here, while the module loads on one thread: the bindings' function-local statics that look numpy's
+  // types up then find it in sys.modules and run no Python code under their initialisation guard.
+  nb::module_::import_("numpy");
   // A KeyError, so that callers that caught KeyError for a cleared sample
   // still catch it; seqflow re-exports it as seqflow.StaleSampleError.
   static PyObject* stale_sample_error =

@@ -170,7 +170,7 @@ void bind_remote_config(nb::module_ m) {
   // A classmethod, so that a subclass makes its own kind.
   nb::object from_config = nb::cpp_function(
       [](nb::handle kind, nb::handle config, nb::handle address) {
-        static nb::handle read_config = python_attribute("seqflow._config", "read_config");
+        static CachedAttribute read_config("seqflow._config", "read_config");
         nb::dict settings = nb::borrow<nb::dict>(read_config(config));
         const nb::object timeout = config_timeout(settings);
         return kind(

@@ -55,7 +55,7 @@ struct SampleViewList {
 
   SampleView at(nb::handle index) const {
     const Py_ssize_t n = size();
-    static nb::handle numpy_integer = python_attribute("numpy", "integer");
+    static CachedAttribute numpy_integer("numpy", "integer");
     const bool integer = !PyBool_Check(index.ptr()) &&
                          (PyLong_Check(index.ptr()) || PyObject_IsInstance(index.ptr(), numpy_integer.ptr()) == 1);
     int overflow = 0;

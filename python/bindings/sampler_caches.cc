@@ -20,7 +20,7 @@ namespace seqflow::bindings {
 namespace {
 
 nb::handle numpy_integer() {
-  static nb::handle type = python_attribute("numpy", "integer");
+  static CachedAttribute type("numpy", "integer");
   return type;
 }
 

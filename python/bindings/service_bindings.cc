@@ -138,7 +138,7 @@ size_t optional_count(nb::handle value, std::string_view name) {
 
 // curve_clients: one path or a sequence of them.
 std::vector<std::string> client_key_files(nb::handle values) {
-  static nb::handle path_like = python_attribute("os", "PathLike");
+  static CachedAttribute path_like("os", "PathLike");
   if (PyUnicode_Check(values.ptr()) || PyObject_IsInstance(values.ptr(), path_like.ptr()) == 1) {
     return {path_text(values)};
   }
@@ -187,7 +187,7 @@ std::unique_ptr<ServiceHandle> serve_controller(const std::string& bind, nb::han
   ControllerServerOptions options;
   options.bind = bind;
   options.storage_units = static_cast<size_t>(check_count(storage_units, "storage_units", 1));
-  static nb::handle native_sampler = python_attribute("seqflow.samplers", "native_sampler");
+  static CachedAttribute native_sampler("seqflow.samplers", "native_sampler");
   const nb::object handle = native_sampler(sampler, sampler_args);
   if (!handle.is_none()) options.controller.sampler = nb::cast<std::shared_ptr<Sampler>>(handle);
   options.controller.polling_mode = PyObject_IsTrue(polling_mode.ptr()) == 1;

@@ -20,6 +20,8 @@
 #include <string>
 #include <string_view>
 
+#include "bindings/cached_attribute.h"
+
 namespace seqflow::bindings {
 
 // The C++ client's bound of busy_poll_us: beyond a second, sleeping is cheaper.
@@ -39,8 +41,7 @@ bool is_mapping(nanobind::handle value);
 // isinstance(value, numpy.ndarray); false without numpy.
 bool is_ndarray(nanobind::handle value);
 
-// module.name, looked up on first use and kept for the life of the process
-// (a static nb::object would be released after the interpreter is gone).
+// module.name, as a new reference the caller keeps (see CachedAttribute for a lookup kept per process).
 nanobind::handle python_attribute(const char* module, const char* name);
 
 // Raises ArgumentTypeError(message).
