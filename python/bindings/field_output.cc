@@ -107,7 +107,7 @@ struct Views {
     nb::object tensor = from_numpy(array);
     if (dtype != DType::kBFloat16) return tensor;
     static CachedAttribute bfloat16("torch", "bfloat16");
-    return tensor.attr("view")(bfloat16);  // field_to_python hands bfloat16 over as uint16 bits
+    return tensor.attr("view")(bfloat16.get());  // field_to_python hands bfloat16 over as uint16 bits
   }
 };
 
