@@ -64,7 +64,8 @@ from training_splits import Pack, contiguous, pack_lengths, pack_samples, seqflo
 SEED = 20261127
 GROUP_SIZE = 4  # GRPO responses per prompt
 WARMUP_BATCHES = 3
-MAX_SEQUENCES_PER_BATCH = 5  # calibration micro-batches hold 1..5 sequences
+MAX_SEQUENCES_PER_BATCH = 5  # the small calibration micro-batches hold 1..5 sequences
+PACK_DRAWS = 64  # sequences drawn for a filled calibration pack (those that fit are kept)
 CALIBRATION_BATCHES_PER_RUN = 5  # micro-batches between optimizer steps while calibrating
 REFERENCE_RUNS = 5  # the speed probe's start: the median of this many runs of the reference
 ONLINE_WINDOW = 4096
@@ -217,13 +218,19 @@ def reference_pack(max_length: int, vocab: int) -> Pack:
 
 
 def calibration_batches(settings: Settings, rng: np.random.Generator) -> list:
-    """Random micro-batches: 1..5 sequences of either distribution, the last
-    ones dropped while the batch passes the cap."""
+    """Random micro-batches of either distribution, alternately of two
+    shapes: 1..MAX_SEQUENCES_PER_BATCH sequences (the last ones dropped while
+    the batch passes the cap: small batches pin down the per-micro-batch and
+    per-sequence terms) and packs filled like the planner's (sequences added
+    while they fit under the cap: what the plans will train)."""
     batches = []
     for index in range(settings.calibration_batches):
-        count = int(rng.integers(1, MAX_SEQUENCES_PER_BATCH, endpoint=True))
-        dist = DISTRIBUTIONS[index % len(DISTRIBUTIONS)]
+        dist = DISTRIBUTIONS[(index // 2) % len(DISTRIBUTIONS)]
+        filled = index % 2 == 1
+        count = PACK_DRAWS if filled else int(rng.integers(1, MAX_SEQUENCES_PER_BATCH, endpoint=True))
         lengths = np.clip(response_lengths(dist, count, settings.max_length, rng), 1, settings.max_length)
+        if filled:
+            lengths = lengths[:max(1, int(np.searchsorted(np.cumsum(lengths), settings.max_length, side="right")))]
         while len(lengths) > 1 and lengths.sum() > settings.max_length:
             lengths = lengths[:-1]
         batches.append(lengths)

@@ -56,7 +56,8 @@ def calibration_lines(calibrated, records, predictors: dict) -> list[str]:
         p90 = percent(float(np.quantile(relative, 0.9)))
         errors.append(f"{name} {percent(float(np.median(relative)))} (p90 {p90})")
     return [
-        f"calibration: {len(records)} random micro-batches of 1-5 sequences; seqflow.balance.calibrate: "
+        f"calibration: {len(records)} random micro-batches (1-5 sequences, or filled up to the cap); "
+        "seqflow.balance.calibrate: "
         f"{calibrated.per_token:.3e} s/token + {calibrated.per_token_squared:.3e} s/token^2 + "
         f"{calibrated.per_sequence:.3e} s/sequence + {calibrated.per_micro_batch:.3e} s/micro-batch; "
         f"fit median error {percent(fit.median_error)}, p90 {percent(fit.p90_error)}, "

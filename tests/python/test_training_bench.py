@@ -113,13 +113,17 @@ def test_contiguous_takes_prompts_in_order_and_verl_agrees_on_the_count():
     assert len({len(packs) for packs in seqflow_plan(data, 4, 128, "tokens")}) == 1
 
 
-def test_calibration_batches_hold_one_to_five_sequences_under_the_cap():
+def test_calibration_batches_alternate_small_batches_and_packs_filled_under_the_cap():
     settings = tb.Settings(max_length=128, prompts_per_rank=1, calibration_batches=60, online_steps=1,
                            cases=(("lognormal", 2),))
     batches = tb.calibration_batches(settings, np.random.default_rng(0))
     assert len(batches) == 60
-    assert {len(b) for b in batches} <= set(range(1, tb.MAX_SEQUENCES_PER_BATCH + 1))
-    assert all(b.min() >= 1 and (b.sum() <= 128 or len(b) == 1) for b in batches)
+    small, filled = batches[0::2], batches[1::2]
+    assert {len(b) for b in small} <= set(range(1, tb.MAX_SEQUENCES_PER_BATCH + 1))
+    assert all(b.min() >= 1 and (b.sum() <= 128 or len(b) == 1) for b in small)
+    assert all(b.min() >= 1 and b.sum() <= 128 for b in filled)
+    assert max(len(b) for b in filled) > tb.MAX_SEQUENCES_PER_BATCH  # short sequences fill a pack
+    assert np.mean([b.sum() for b in filled]) > np.mean([b.sum() for b in small])
 
 
 def test_scaled_predictor_recovers_a_proportional_model():
