@@ -498,6 +498,22 @@ void bind_classes(nb::module_ m) {
   public_name(packed);
 }
 
+// progress(phase, done, total), called on the planner's thread with the GIL
+// taken (the plan runs without it). The callable is the caller's argument,
+// alive for the whole call, so the callback holds no reference of its own:
+// copies of it made and dropped without the GIL touch no refcount.
+pack::PlanProgressCallback progress_argument(nb::handle progress) {
+  if (progress.is_none()) return {};
+  if (PyCallable_Check(progress.ptr()) != 1) {
+    throw nb::type_error(
+        ("progress must be None or a callable progress(phase, done, total), got " + type_name_of(progress)).c_str());
+  }
+  return [progress](const pack::PlanProgress& at) {
+    GilHeld gil;
+    progress(std::string(pack::to_string(at.phase)), at.done, at.total);
+  };
+}
+
 }  // namespace
 
 void bind_pack(nb::module_ m) {
@@ -510,7 +526,8 @@ void bind_pack(nb::module_ m) {
   m.def(
       "plan",
       [](nb::handle lengths, nb::handle dp_size, nb::handle optimizer_steps, nb::handle pack_max_length,
-         nb::handle groups, nb::handle workload, nb::handle pad_to, nb::handle pad_chunk, nb::handle seed) {
+         nb::handle groups, nb::handle workload, nb::handle pad_to, nb::handle pad_chunk, nb::handle seed,
+         nb::handle progress) {
         const Int64Input values = int64_input(lengths, "lengths", false);
         std::optional<Int64Input> group_ids;
         if (!groups.is_none()) {
@@ -531,6 +548,7 @@ void bind_pack(nb::module_ m) {
         options.workload = workload_argument(workload);
         options.pad_to = pack::parse_pad_to(str_text(pad_to));
         options.pad_chunk = int_argument(pad_chunk, "pad_chunk");
+        options.progress = progress_argument(progress);
         pack::Plan result;
         {
           GilReleased release;
@@ -540,7 +558,7 @@ void bind_pack(nb::module_ m) {
       },
       "lengths"_a.none(), nb::kw_only(), "dp_size"_a.none(), "optimizer_steps"_a.none(), "pack_max_length"_a.none(),
       "groups"_a.none() = nb::none(), "workload"_a.none() = "tokens", "pad_to"_a.none() = "cap",
-      "pad_chunk"_a.none() = 1024, "seed"_a.none() = 0,
+      "pad_chunk"_a.none() = 1024, "seed"_a.none() = 0, "progress"_a.none() = nb::none(),
       "Plan the packs of one global batch.\n\n"
       "lengths: tokens per sample; a sample longer than pack_max_length is an error.\n"
       "groups: optional group id per sample (e.g. the responses of one prompt);\n"
@@ -556,13 +574,18 @@ void bind_pack(nb::module_ m) {
       "    MAX_PADDING_SEQUENCES (2^20) of them, so pad_chunk must be at least\n"
       "    pack_max_length / 2^20.\n"
       "seed: only decides which rank gets which part where ranks tie; the planner\n"
-      "    uses no randomness.\n\n"
+      "    uses no randomness.\n"
+      "progress: optional progress(phase, done, total), called as the planner\n"
+      "    works: phase \"steps_first\", \"steps_by_size\" (only when tried) or\n"
+      "    \"packing\"; done of total samples; at most 1,002 calls per phase. An\n"
+      "    exception it raises ends plan() with that exception. The plan is the\n"
+      "    same with or without it.\n\n"
       "A plan holds at most MAX_PLAN_LISTS (rank, step) pairs and packs. Steps\n"
       "keep group counts within one of each other; within a step ranks get even\n"
       "workloads, and steps too unless a (rank, step) would hold about one group:\n"
       "steps are then formed from groups of similar workload (plan.notes says so).",
       nb::sig("def plan(lengths, *, dp_size: int, optimizer_steps: int, pack_max_length: int, groups=None, "
-              "workload='tokens', pad_to: str = 'cap', pad_chunk: int = 1024, seed: int = 0) -> PackPlan"));
+              "workload='tokens', pad_to: str = 'cap', pad_chunk: int = 1024, seed: int = 0, progress=None) -> PackPlan"));
 
   m.def(
       "xtuner_baseline",

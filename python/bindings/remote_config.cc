@@ -128,6 +128,9 @@ std::shared_ptr<Client> connect_remote(const RemoteConfig& config) {
 void bind_remote_config(nb::module_ m) {
   nb::class_<RemoteConfig> cls(m, "RemoteConfig", kDoc);
   cls.attr("__module__") = "seqflow.client";
+  // The fields in the order of __init__ and of fields_of (pattern matching; seqflow.client's dataclass fields).
+  cls.attr("__match_args__") = nb::make_tuple("address", "timeout", "polling_mode", "server_public_key_file",
+                                              "client_key_file", "local_copy", "busy_poll_us");
   cls.def(
          "__init__",
          [](RemoteConfig* self, nb::handle address, nb::handle timeout, nb::handle polling_mode,

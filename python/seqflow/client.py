@@ -4,6 +4,8 @@ call in a worker thread: the C++ side releases the GIL for every controller and 
 waiting never blocks the event loop or other Python threads. seqflow.default_client holds the
 process's default client (``seqflow.init``) and the module-level functions."""
 
+import dataclasses
+
 from seqflow import _seqflow
 from seqflow._async import async_twin
 
@@ -11,6 +13,12 @@ __all__ = ["Client", "RemoteConfig", "StaleSampleError"]
 
 Client = _seqflow.client.Client
 RemoteConfig = _seqflow.client.RemoteConfig
+# RemoteConfig was a frozen dataclass: dataclasses.fields, replace and asdict keep working on
+# the bound class through the field records of a dataclass of the same fields and defaults.
+_DEFAULTS = RemoteConfig("tcp://127.0.0.1:1")
+RemoteConfig.__dataclass_fields__ = dataclasses.make_dataclass("RemoteConfig", [
+    (name, object) if name == "address" else (name, object, dataclasses.field(default=getattr(_DEFAULTS, name)))
+    for name in RemoteConfig.__match_args__], frozen=True).__dataclass_fields__
 # A BatchMeta names a sample that is gone or whose global index holds another sample now (a KeyError).
 StaleSampleError = _seqflow.StaleSampleError
 

@@ -4,6 +4,7 @@ references, garbage collection and the allow_pickle attribute."""
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import pickle
 import pydoc
@@ -105,6 +106,32 @@ def test_remote_config_compares_hashes_prints_and_pickles_by_value():
         config.timeout = 5.0
     from_config = seqflow.RemoteConfig.from_config({"controller": {"address": "tcp://h:2", "timeout": 4}})
     assert (from_config.address, from_config.timeout) == ("tcp://h:2", 4.0)
+
+
+def test_remote_config_keeps_the_dataclass_functions_it_had():
+    config = seqflow.RemoteConfig("tcp://127.0.0.1:1", timeout=2, busy_poll_us=7)
+    assert dataclasses.is_dataclass(config)
+    names = [f.name for f in dataclasses.fields(seqflow.RemoteConfig)]
+    assert names == ["address", "timeout", "polling_mode", "server_public_key_file", "client_key_file", "local_copy",
+                     "busy_poll_us"] == list(seqflow.RemoteConfig.__match_args__)
+    defaults = {f.name: f.default for f in dataclasses.fields(config)}
+    assert defaults["address"] is dataclasses.MISSING
+    assert defaults == {**vars_of(seqflow.RemoteConfig("tcp://h:1")), "address": dataclasses.MISSING}
+    changed = dataclasses.replace(config, timeout=9)
+    assert type(changed) is seqflow.RemoteConfig and changed.timeout == 9.0 and changed.busy_poll_us == 7
+    assert changed == seqflow.RemoteConfig("tcp://127.0.0.1:1", timeout=9, busy_poll_us=7)
+    assert dataclasses.asdict(config) == vars_of(config) and dataclasses.astuple(config) == config.__getstate__()
+    with pytest.raises(ValueError, match="timeout"):  # replace checks as the constructor does
+        dataclasses.replace(config, timeout=-1)
+    match config:
+        case seqflow.RemoteConfig(address, timeout):
+            assert (address, timeout) == ("tcp://127.0.0.1:1", 2.0)
+        case _:
+            pytest.fail("RemoteConfig did not match its positional pattern")
+
+
+def vars_of(config) -> dict:
+    return {name: getattr(config, name) for name in seqflow.RemoteConfig.__match_args__}
 
 
 def test_clients_are_weakly_referenceable_and_collected_through_cycles():

@@ -159,6 +159,40 @@ def test_plan_is_deterministic_and_repr_is_concise():
     assert a.to_dict()["stats"]["padding_tokens"] == a.stats.padding_tokens
 
 
+def test_plan_reports_progress_per_phase_without_changing_the_plan():
+    rng = np.random.default_rng(5)
+    lengths = rng.integers(1, 3000, 50_000)
+    grouping = dict(dp_size=8, optimizer_steps=16, pack_max_length=8192, groups=np.arange(50_000) // 4)
+    calls = []
+    reported = pack.plan(lengths, **grouping, progress=lambda *at: calls.append(at))
+    assert reported.packs == pack.plan(lengths, **grouping).packs
+    phases = list(dict.fromkeys(phase for phase, _, _ in calls))
+    assert phases[0] == "steps_first" and phases[-1] == "packing"
+    assert set(phases) <= {"steps_first", "steps_by_size", "packing"}
+    for phase in phases:
+        done = [d for p, d, total in calls if p == phase]
+        assert {total for p, _, total in calls if p == phase} == {50_000}
+        assert done[0] == 0 and done[-1] == 50_000 and len(done) <= 1002
+        assert all(later > earlier for earlier, later in zip(done, done[1:]))
+    # The phases run one after another: no phase comes back once left.
+    assert [p for i, (p, _, _) in enumerate(calls) if i == 0 or calls[i - 1][0] != p] == phases
+
+
+def test_plan_progress_errors_reach_the_caller():
+    ok = dict(dp_size=2, optimizer_steps=2, pack_max_length=100)
+
+    def stop(phase, done, total):
+        if phase == "packing":
+            raise KeyboardInterrupt(f"stopped at {phase} {done}/{total}")
+
+    with pytest.raises(KeyboardInterrupt, match="stopped at packing 0/6"):
+        pack.plan([5, 6, 7, 8, 9, 10], **ok, progress=stop)
+    with pytest.raises(TypeError, match="progress must be None or a callable.*got int"):
+        pack.plan([1, 2, 3], **ok, progress=3)
+    with pytest.raises(TypeError):  # a callable of the wrong arity: Python's own error, from the first call
+        pack.plan([1, 2, 3], **ok, progress=lambda phase: None)
+
+
 def test_xtuner_baseline_keeps_its_defects():
     with pytest.raises(ValueError, match="baseline"):
         pack.xtuner_baseline([5] * 10, dp_size=4, optimizer_steps=1, pack_max_length=100)
