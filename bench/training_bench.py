@@ -25,7 +25,8 @@ core of its own would take, steady while other processes load the machine)
 or the wall clock (--clock wall); the step takes as long as the slowest rank. An online step
 whose plan is one of the rows' or an earlier step's (the tokens prior's
 first step is the tokens row's) reuses that measurement. A calibration
-phase first times random micro-batches for seqflow.balance.calibrate; the
+phase first times random micro-batches for seqflow.balance.calibrate (each
+the median of --repeats runs, as the ranks are timed); the
 tokens and verl models predict seconds with one scale fitted (least squares)
 on the same records. The online rows start from tokens and report every
 step's micro-batch timings to seqflow.balance.OnlineWorkload, the next step
@@ -237,23 +238,21 @@ def calibration_batches(settings: Settings, rng: np.random.Generator) -> list:
     return batches
 
 
-def calibrate(trainer: Trainer, settings: Settings, vocab: int, rng: np.random.Generator) -> list:
+def calibrate(trainer: Trainer, settings: Settings, vocab: int, rng: np.random.Generator, repeats: int) -> list:
     """(lengths, seconds) of every calibration micro-batch, after a warm-up
-    and the speed probe's start. Gradients accumulate over runs of a few
-    micro-batches, as on a rank."""
+    and the speed probe's start: timed as the rows are (Trainer.measure), in
+    runs of a few micro-batches whose gradients accumulate as on a rank, each
+    micro-batch's seconds the median of `repeats` runs. One run each erred
+    by up to 6% on whole ranks of packs the fit had not seen."""
     batches = calibration_batches(settings, rng)
     for lengths in batches[:WARMUP_BATCHES]:
         trainer.seconds(random_pack(lengths, vocab, rng))
     trainer.model.zero_grad(set_to_none=True)
     trainer.start_speed_probe()
-    records = []
-    for start in range(0, len(batches), CALIBRATION_BATCHES_PER_RUN):
-        run = batches[start:start + CALIBRATION_BATCHES_PER_RUN]
-        with collector_paused():
-            seconds = [trainer.seconds(random_pack(lengths, vocab, rng)) for lengths in run]
-            factor = trainer.end_of_run()
-        records += [(lengths, s * factor) for lengths, s in zip(run, seconds)]
-    return records
+    packs = [random_pack(lengths, vocab, rng) for lengths in batches]
+    runs = [packs[start:start + CALIBRATION_BATCHES_PER_RUN] for start in range(0, len(packs), CALIBRATION_BATCHES_PER_RUN)]
+    _, seconds = trainer.measure(runs, repeats)
+    return list(zip(batches, (s for run in seconds for s in run)))
 
 
 def random_pack(lengths: np.ndarray, vocab: int, rng: np.random.Generator) -> Pack:
@@ -371,14 +370,16 @@ def main() -> None:
     plans_per_case = 5 + settings.online_steps - 1  # online's first step is the tokens row's plan
     rank_runs = sum(dp for _, dp in settings.cases) * plans_per_case * args.repeats
     probe_tokens = settings.max_length if args.speed_probe else 0  # one reference after each run
-    total = int(settings.calibration_batches * settings.max_length * 0.6 + rank_runs * (mean_tokens + probe_tokens))
+    calibration_runs = -(-settings.calibration_batches // CALIBRATION_BATCHES_PER_RUN) * args.repeats
+    total = int(settings.calibration_batches * settings.max_length * 0.6 * args.repeats
+                + calibration_runs * probe_tokens + rank_runs * (mean_tokens + probe_tokens))
     from tqdm import tqdm  # only the command needs it (./run bench installs it)
 
     reference = reference_pack(settings.max_length, config.vocab) if args.speed_probe else None
     trainer = Trainer(config, tqdm(total=total, unit="tok", unit_scale=True, file=sys.stderr,
                                    desc="training bench", dynamic_ncols=True), CLOCKS[args.clock], reference)
     rng = np.random.default_rng([SEED, 99])
-    records = calibrate(trainer, settings, config.vocab, rng)
+    records = calibrate(trainer, settings, config.vocab, rng, args.repeats)
     calibrated = sb.calibrate(records)
     predictors = {
         "tokens": scaled_predictor(tokens_cost, records),
@@ -393,7 +394,7 @@ def main() -> None:
     lines = run_header(seqflow)
     lines += report.describe(config, settings, GROUP_SIZE, args.repeats, args.clock, torch.__version__)
     lines += report.speed_lines(trainer.reference_seconds, trainer.speeds)
-    lines += report.calibration_lines(calibrated, records, predictors)
+    lines += report.calibration_lines(calibrated, records, predictors, args.repeats)
     for case in results:
         lines += report.case_lines(case)
     lines += report.target_lines(results, IDLE_TARGET, ERROR_TARGET, ONLINE_STEPS_TARGET, ONLINE_IDLE_TOLERANCE,

@@ -46,7 +46,7 @@ def speed_lines(reference_seconds, speeds: list) -> list[str]:
             "scaled to the starting speed", ""]
 
 
-def calibration_lines(calibrated, records, predictors: dict) -> list[str]:
+def calibration_lines(calibrated, records, predictors: dict, repeats: int) -> list[str]:
     """The fit, and how far each model's seconds are from the calibration
     records' (the tokens and verl models scaled by least squares)."""
     fit = calibrated.fit
@@ -56,7 +56,8 @@ def calibration_lines(calibrated, records, predictors: dict) -> list[str]:
         p90 = percent(float(np.quantile(relative, 0.9)))
         errors.append(f"{name} {percent(float(np.median(relative)))} (p90 {p90})")
     return [
-        f"calibration: {len(records)} random micro-batches (1-5 sequences, or filled up to the cap); "
+        f"calibration: {len(records)} random micro-batches (1-5 sequences, or filled up to the cap), "
+        f"each the median of {repeats} runs; "
         "seqflow.balance.calibrate: "
         f"{calibrated.per_token:.3e} s/token + {calibrated.per_token_squared:.3e} s/token^2 + "
         f"{calibrated.per_sequence:.3e} s/sequence + {calibrated.per_micro_batch:.3e} s/micro-batch; "

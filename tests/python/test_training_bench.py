@@ -4,6 +4,7 @@ the reports. No timing is asserted: bench/training_bench.py measures."""
 
 from __future__ import annotations
 
+import itertools
 import sys
 from pathlib import Path
 
@@ -277,18 +278,25 @@ def test_speed_probe_scales_rank_and_calibration_times_to_the_starting_speed():
     assert unprobed.speeds == []
 
 
-def test_calibration_records_are_scaled_by_the_speed_probe():
+def test_calibration_records_are_medians_of_runs_scaled_by_the_speed_probe():
     settings = tb.Settings(max_length=128, prompts_per_rank=1, calibration_batches=12, online_steps=1,
                            cases=(("lognormal", 2),))
     trainer = DriftingTrainer(tb.reference_pack(128, TINY.vocab))
     slowness = iter([1.0] * (tb.WARMUP_BATCHES + tb.REFERENCE_RUNS) + [3.0] * 1000)
+    # One micro-batch run in five is a straggler (10x); no micro-batch straggles in two of its runs.
+    stragglers = itertools.cycle([True, False, False, False, False])
+    runs = []
 
     def seconds(pack):  # slows down once the probe has its starting speed
-        return 1e-3 * len(pack.input_ids) * next(slowness)
+        factor = next(slowness)
+        if pack is not trainer.reference:
+            runs.append(len(pack.input_ids))
+            factor *= 10.0 if next(stragglers) else 1.0
+        return 1e-3 * len(pack.input_ids) * factor
 
     trainer.seconds = seconds
-    records = tb.calibrate(trainer, settings, TINY.vocab, np.random.default_rng(0))
-    assert len(records) == 12
+    records = tb.calibrate(trainer, settings, TINY.vocab, np.random.default_rng(0), repeats=3)
+    assert len(records) == 12 and len(runs) == tb.WARMUP_BATCHES + 3 * 12
     for lengths, recorded in records:
         assert recorded == pytest.approx(1e-3 * lengths.sum())
 
