@@ -584,8 +584,9 @@ void bind_pack(nb::module_ m) {
       "keep group counts within one of each other; within a step ranks get even\n"
       "workloads, and steps too unless a (rank, step) would hold about one group:\n"
       "steps are then formed from groups of similar workload (plan.notes says so).",
-      nb::sig("def plan(lengths, *, dp_size: int, optimizer_steps: int, pack_max_length: int, groups=None, "
-              "workload='tokens', pad_to: str = 'cap', pad_chunk: int = 1024, seed: int = 0, progress=None) -> PackPlan"));
+      nb::sig(
+          "def plan(lengths, *, dp_size: int, optimizer_steps: int, pack_max_length: int, groups=None, "
+          "workload='tokens', pad_to: str = 'cap', pad_chunk: int = 1024, seed: int = 0, progress=None) -> PackPlan"));
 
   m.def(
       "xtuner_baseline",
