@@ -19,14 +19,15 @@ max_length tokens (bench/training_splits.py):
                               seqflow.pack.plan + materialize with that workload
 
 Every rank's micro-batches run forward + backward, ranks one after another
-(so that the ranks do not share the cores), each rank's time the median of
---repeats runs, timed by the training thread's CPU time (--clock cpu: what a
+(so that the ranks do not share the cores), all ranks --repeats times;
+each micro-batch's time is the median of its --repeats runs and a rank's
+the sum of its micro-batches' (Trainer.measure), timed by the training thread's CPU time (--clock cpu: what a
 core of its own would take, steady while other processes load the machine)
 or the wall clock (--clock wall); the step takes as long as the slowest rank. An online step
 whose plan is one of the rows' or an earlier step's (the tokens prior's
 first step is the tokens row's) reuses that measurement. A calibration
-phase first times random micro-batches for seqflow.balance.calibrate (each
-the median of --repeats runs, as the ranks are timed); the
+phase first times random micro-batches for seqflow.balance.calibrate (timed
+as the ranks are); the
 tokens and verl models predict seconds with one scale fitted (least squares)
 on the same records. The online rows start from tokens and report every
 step's micro-batch timings to seqflow.balance.OnlineWorkload, the next step
@@ -158,9 +159,9 @@ class Trainer:
     CLOCKS); `bar` (a tqdm progress bar) counts the tokens trained.
 
     With a `reference` pack, every run of micro-batches (a rank's, or a few
-    calibration ones) is followed by the reference, and the run's seconds are
-    scaled by what the reference took at the start over what it takes now:
-    times come out at the machine's speed at the start, so a machine-wide
+    calibration ones) is followed by the reference, and a round of runs is
+    scaled by what the reference took at the start over what it takes now
+    (see measure): times come out at the machine's speed at the start, so a machine-wide
     change of speed (other jobs sharing caches and cores, clock frequency)
     between the calibration and a row, or between two rows, cancels."""
 
@@ -186,8 +187,9 @@ class Trainer:
             self.model.zero_grad(set_to_none=True)
 
     def end_of_run(self) -> float:
-        """The factor that scales the run just done to the starting speed
-        (1 without a reference), then drops the gradients (the optimizer step)."""
+        """The probe's factor after the run just done (the starting speed
+        over the current one; 1 without a reference), then drops the
+        gradients (the optimizer step)."""
         factor = 1.0
         if self.reference_seconds is not None:
             factor = self.reference_seconds / self.seconds(self.reference)
@@ -196,19 +198,26 @@ class Trainer:
         return factor
 
     def measure(self, ranks: list, repeats: int) -> tuple[np.ndarray, list]:
-        """(median seconds per rank, median seconds per pack): every rank's
-        packs one after another, the gradients dropped after each rank (its
-        optimizer step), all `repeats` times, ranks interleaved."""
-        runs = [[[] for _ in packs] for packs in ranks]
+        """(seconds per rank, seconds per pack): `repeats` rounds, each
+        running every rank's packs one after another and dropping the
+        gradients after each rank (its optimizer step). A round's times are
+        scaled by the median of the probes after its ranks: one probe is as
+        noisy as one micro-batch (1.5-4% here), the median of a round's is
+        not, and it scales every rank of the round alike. A pack's seconds
+        are the median over the rounds and a rank's the sum of its packs',
+        so a straggling micro-batch in one run counts in no rank's time."""
+        rounds = []
         for _ in range(repeats):
-            for packs, rank_runs in zip(ranks, runs):
+            seconds, factors = [], []
+            for packs in ranks:
                 with collector_paused():
-                    run = [self.seconds(pack) for pack in packs]
-                    factor = self.end_of_run()
-                for seconds, pack_runs in zip(run, rank_runs):
-                    pack_runs.append(seconds * factor)
-        rank_seconds = np.array([statistics.median(map(sum, zip(*rank_runs))) for rank_runs in runs])
-        return rank_seconds, [[statistics.median(p) for p in rank_runs] for rank_runs in runs]
+                    seconds.append([self.seconds(pack) for pack in packs])
+                    factors.append(self.end_of_run())
+            factor = statistics.median(factors)
+            rounds.append([[s * factor for s in rank] for rank in seconds])
+        pack_seconds = [[statistics.median(run[rank][index] for run in rounds) for index in range(len(packs))]
+                        for rank, packs in enumerate(ranks)]
+        return np.array([sum(packs) for packs in pack_seconds]), pack_seconds
 
 
 def reference_pack(max_length: int, vocab: int) -> Pack:

@@ -278,6 +278,44 @@ def test_speed_probe_scales_rank_and_calibration_times_to_the_starting_speed():
     assert unprobed.speeds == []
 
 
+def test_a_straggling_probe_scales_no_rank_its_round_takes_the_median_probe():
+    data = rollout(prompts=6, group_size=2)
+    ranks = seqflow_plan(data, 3, 128, "tokens")
+    rank_tokens = np.array([sum(len(p.input_ids) for p in packs) for packs in ranks])
+    trainer = DriftingTrainer(tb.reference_pack(128, TINY.vocab))
+    trainer.start_speed_probe()
+    trainer.slowness = 2.0
+    probes = itertools.cycle([True, False, False])  # the probe after the first rank of every round straggles
+
+    def seconds(pack):
+        straggles = pack is trainer.reference and next(probes)
+        return DriftingTrainer.seconds(trainer, pack) * (10.0 if straggles else 1.0)
+
+    trainer.seconds = seconds
+    rank_seconds, _ = trainer.measure(ranks, repeats=3)
+    np.testing.assert_allclose(rank_seconds, 1e-3 * rank_tokens)  # one probe per run would put rank 0 at 10x
+
+
+def test_rank_time_is_the_sum_of_its_packs_medians_so_stragglers_in_different_runs_drop_out():
+    data = rollout(prompts=4, group_size=2)
+    ranks = seqflow_plan(data, 1, 128, "tokens")
+    packs = ranks[0]
+    assert len(packs) >= 3
+    trainer = DriftingTrainer(None)
+    runs = [0]
+
+    def seconds(pack):  # pack i straggles in run i: every run of the rank holds a straggler
+        index = next(i for i, p in enumerate(packs) if p is pack)
+        straggles = index == runs[0]
+        runs[0] += index == len(packs) - 1
+        return 1e-3 * len(pack.input_ids) * (5.0 if straggles else 1.0)
+
+    trainer.seconds = seconds
+    rank_seconds, pack_seconds = trainer.measure(ranks, repeats=3)
+    np.testing.assert_allclose(rank_seconds, 1e-3 * sum(len(p.input_ids) for p in packs))
+    np.testing.assert_allclose(pack_seconds[0], [1e-3 * len(p.input_ids) for p in packs])
+
+
 def test_calibration_records_are_medians_of_runs_scaled_by_the_speed_probe():
     settings = tb.Settings(max_length=128, prompts_per_rank=1, calibration_batches=12, online_steps=1,
                            cases=(("lognormal", 2),))
