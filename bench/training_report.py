@@ -29,8 +29,8 @@ def describe(config, settings, group_size: int, repeats: int, clock: str, torch_
         f"vocab {config.vocab}; CPU torch {torch_version}, 1 thread; attention per sequence inside a pack",
         f"data: GRPO, {group_size} responses per prompt, {settings.prompts_per_rank} prompts per rank; "
         f"samples of at most {settings.max_length:,} tokens, micro-batches of at most {settings.max_length:,} "
-        f"tokens; each rank's time the median of {repeats} runs (ranks one after another; {CLOCK_TEXT[clock]}), "
-        "step = slowest rank",
+        f"tokens; each micro-batch's time the median of {repeats} runs, a rank's the sum of its micro-batches' "
+        f"(ranks one after another; {CLOCK_TEXT[clock]}), step = slowest rank",
         "",
     ]
 
@@ -42,8 +42,8 @@ def speed_lines(reference_seconds, speeds: list) -> list[str]:
         return ["speed probe: off (times as measured)", ""]
     low, median, high = np.quantile(speeds, [0.0, 0.5, 1.0])
     return [f"speed probe: the reference micro-batch took {seconds(reference_seconds)} at the start; after the "
-            f"{len(speeds)} runs it took {low:.2f}x-{high:.2f}x that (median {median:.2f}x); every run's times are "
-            "scaled to the starting speed", ""]
+            f"{len(speeds)} runs it took {low:.2f}x-{high:.2f}x that (median {median:.2f}x); every round of runs is "
+            "scaled to the starting speed by the median of its probes", ""]
 
 
 def calibration_lines(calibrated, records, predictors: dict, repeats: int) -> list[str]:
