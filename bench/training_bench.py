@@ -4,7 +4,7 @@
     python bench/training_bench.py [--quick] [--out DIR] [--dp 4 8 16] [--dist lognormal bimodal] [--repeats 5]
 
 (`./run bench training` installs what it needs and runs it.) The default run
-takes 18 minutes of compute (one core), --quick 4.
+takes 15-18 minutes of compute (one core), --quick 4.
 
 A small causal transformer (bench/training_model.py: CPU torch, one thread,
 attention per sequence inside a packed micro-batch) trains on GRPO rollouts
