@@ -21,9 +21,10 @@ max_length tokens (bench/training_splits.py):
 Every rank's micro-batches run forward + backward, ranks one after another
 (so that the ranks do not share the cores), all ranks --repeats times;
 each micro-batch's time is the median of its --repeats runs and a rank's
-the sum of its micro-batches' (Trainer.measure), timed by the training thread's CPU time (--clock cpu: what a
-core of its own would take, steady while other processes load the machine)
-or the wall clock (--clock wall); the step takes as long as the slowest rank. An online step
+the sum of its micro-batches' (Trainer.measure), timed by the training
+thread's CPU time (--clock cpu: what a core of its own would take, steady
+while other processes load the machine) or the wall clock (--clock wall);
+the step takes as long as the slowest rank. An online step
 whose plan is one of the rows' or an earlier step's (the tokens prior's
 first step is the tokens row's) reuses that measurement. A calibration
 phase first times random micro-batches for seqflow.balance.calibrate (timed
@@ -161,8 +162,8 @@ class Trainer:
     With a `reference` pack, every run of micro-batches (a rank's, or a few
     calibration ones) is followed by the reference, and a round of runs is
     scaled by what the reference took at the start over what it takes now
-    (see measure): times come out at the machine's speed at the start, so a machine-wide
-    change of speed (other jobs sharing caches and cores, clock frequency)
+    (see measure): times come out at the machine's speed at the start, so a
+    machine-wide change of speed (other jobs sharing caches and cores, clock frequency)
     between the calibration and a row, or between two rows, cancels."""
 
     def __init__(self, config: ModelConfig, bar, clock=time.thread_time, reference: Pack | None = None):

@@ -259,13 +259,19 @@ class DriftingTrainer(tb.Trainer):
         return 1e-3 * len(pack.input_ids) * self.slowness
 
 
-def test_speed_probe_scales_rank_and_calibration_times_to_the_starting_speed():
-    data = rollout(prompts=4, group_size=2)
-    ranks = seqflow_plan(data, 2, 128, "tokens")
+def probed_after_a_slowdown(dp: int, slowness: float):
+    """(ranks of a plan on dp ranks, their tokens, a DriftingTrainer whose
+    probe started at speed 1 and whose machine then slowed by `slowness`)."""
+    ranks = seqflow_plan(rollout(prompts=2 * dp, group_size=2), dp, 128, "tokens")
     rank_tokens = np.array([sum(len(p.input_ids) for p in packs) for packs in ranks])
-    probed = DriftingTrainer(tb.reference_pack(128, TINY.vocab))
-    probed.start_speed_probe()
-    probed.slowness = 2.5  # the machine slows down after the calibration's start
+    trainer = DriftingTrainer(tb.reference_pack(128, TINY.vocab))
+    trainer.start_speed_probe()
+    trainer.slowness = slowness
+    return ranks, rank_tokens, trainer
+
+
+def test_speed_probe_scales_rank_and_calibration_times_to_the_starting_speed():
+    ranks, rank_tokens, probed = probed_after_a_slowdown(2, 2.5)  # slower after the calibration's start
     rank_seconds, pack_seconds = probed.measure(ranks, repeats=3)
     np.testing.assert_allclose(rank_seconds, 1e-3 * rank_tokens)
     np.testing.assert_allclose([sum(s) for s in pack_seconds], 1e-3 * rank_tokens)
@@ -279,12 +285,7 @@ def test_speed_probe_scales_rank_and_calibration_times_to_the_starting_speed():
 
 
 def test_a_straggling_probe_scales_no_rank_its_round_takes_the_median_probe():
-    data = rollout(prompts=6, group_size=2)
-    ranks = seqflow_plan(data, 3, 128, "tokens")
-    rank_tokens = np.array([sum(len(p.input_ids) for p in packs) for packs in ranks])
-    trainer = DriftingTrainer(tb.reference_pack(128, TINY.vocab))
-    trainer.start_speed_probe()
-    trainer.slowness = 2.0
+    ranks, rank_tokens, trainer = probed_after_a_slowdown(3, 2.0)
     probes = itertools.cycle([True, False, False])  # the probe after the first rank of every round straggles
 
     def seconds(pack):
