@@ -24,18 +24,18 @@ each micro-batch's time is the median of its --repeats runs and a rank's
 the sum of its micro-batches' (Trainer.measure), timed by the training
 thread's CPU time (--clock cpu: what a core of its own would take, steady
 while other processes load the machine) or the wall clock (--clock wall);
-the step takes as long as the slowest rank. An online step
-whose plan is one of the rows' or an earlier step's (the tokens prior's
-first step is the tokens row's) reuses that measurement. A calibration
-phase first times random micro-batches for seqflow.balance.calibrate (timed
-as the ranks are); the
-tokens and verl models predict seconds with one scale fitted (least squares)
-on the same records. The online rows start from tokens and report every
-step's micro-batch timings to seqflow.balance.OnlineWorkload, the next step
-planned with its refitted model (on the same rollout, so that every step is
-comparable with the offline fit).
+the step takes as long as the slowest rank. An online step whose plan is
+one of the rows' or an earlier step's (the tokens prior's first step is the
+tokens row's) reuses that measurement. Each case first times random
+micro-batches of its distribution for seqflow.balance.calibrate (timed as
+the ranks are, right before its rows); the tokens and verl models predict
+seconds with one scale fitted (least squares) on the same records. The
+online rows start from tokens and report every step's micro-batch timings
+to seqflow.balance.OnlineWorkload, the next step planned with its refitted
+model (on the same rollout, so that every step is comparable with the
+offline fit).
 
-Prints the run header, the calibration fit, a table per case (step time,
+Prints the run header, per case its calibration fit and a table (step time,
 idle = 1 - mean/max rank time, predicted vs measured rank time error,
 tokens/s), the online rows per step, text bars of the rank times and the
 PASS/FAIL lines of the targets; writes PNG charts to --out. The exit code is
@@ -126,9 +126,20 @@ class Row:
 
 
 @dataclasses.dataclass
+class Calibration:
+    """A case's calibration: its records, the fitted model and every row's
+    predictor (seconds of a micro-batch's lengths)."""
+
+    records: list  # (lengths, seconds) per calibration micro-batch
+    workload: sb.Workload
+    predictors: dict  # predictor name -> seconds(lengths)
+
+
+@dataclasses.dataclass
 class Case:
     dist: str
     dp: int
+    calibration: Calibration
     rows: list = dataclasses.field(default_factory=list)
     online: list = dataclasses.field(default_factory=list)  # a Row per online step
 
@@ -228,15 +239,14 @@ def reference_pack(max_length: int, vocab: int) -> Pack:
     return random_pack(lengths, vocab, np.random.default_rng([SEED, 7]))
 
 
-def calibration_batches(settings: Settings, rng: np.random.Generator) -> list:
-    """Random micro-batches of either distribution, alternately of two
-    shapes: 1..MAX_SEQUENCES_PER_BATCH sequences (the last ones dropped while
-    the batch passes the cap: small batches pin down the per-micro-batch and
+def calibration_batches(settings: Settings, dist: str, rng: np.random.Generator) -> list:
+    """Random micro-batches of `dist`, alternately of two shapes:
+    1..MAX_SEQUENCES_PER_BATCH sequences (the last ones dropped while the
+    batch passes the cap: small batches pin down the per-micro-batch and
     per-sequence terms) and packs filled like the planner's (sequences added
     while they fit under the cap: what the plans will train)."""
     batches = []
     for index in range(settings.calibration_batches):
-        dist = DISTRIBUTIONS[(index // 2) % len(DISTRIBUTIONS)]
         filled = index % 2 == 1
         count = PACK_DRAWS if filled else int(rng.integers(1, MAX_SEQUENCES_PER_BATCH, endpoint=True))
         lengths = np.clip(response_lengths(dist, count, settings.max_length, rng), 1, settings.max_length)
@@ -248,21 +258,40 @@ def calibration_batches(settings: Settings, rng: np.random.Generator) -> list:
     return batches
 
 
-def calibrate(trainer: Trainer, settings: Settings, vocab: int, rng: np.random.Generator, repeats: int) -> list:
-    """(lengths, seconds) of every calibration micro-batch, after a warm-up
-    and the speed probe's start: timed as the rows are (Trainer.measure), in
-    runs of a few micro-batches whose gradients accumulate as on a rank, each
-    micro-batch's seconds the median of `repeats` runs. One run each erred
-    by up to 6% on whole ranks of packs the fit had not seen."""
-    batches = calibration_batches(settings, rng)
-    for lengths in batches[:WARMUP_BATCHES]:
+def warm_up(trainer: Trainer, settings: Settings, vocab: int, rng: np.random.Generator) -> None:
+    """A few untimed micro-batches of every distribution, then the speed
+    probe's start: what every later time is scaled to."""
+    for index in range(WARMUP_BATCHES):
+        dist = DISTRIBUTIONS[index % len(DISTRIBUTIONS)]
+        lengths = np.clip(response_lengths(dist, 1, settings.max_length, rng), 1, settings.max_length)
         trainer.seconds(random_pack(lengths, vocab, rng))
     trainer.model.zero_grad(set_to_none=True)
     trainer.start_speed_probe()
+
+
+def calibrate(trainer: Trainer, settings: Settings, dist: str, vocab: int, rng: np.random.Generator,
+              repeats: int) -> Calibration:
+    """Times calibration micro-batches of `dist` as the rows are
+    (Trainer.measure: runs of a few micro-batches whose gradients accumulate
+    as on a rank, each micro-batch's seconds the median of `repeats` runs)
+    and fits seqflow.balance.calibrate to them, and the scale of the tokens
+    and verl models. Each case calibrates right before its rows, as a user
+    calibrates on their own data before training: the cost of long
+    attention relative to the rest moves with the machine's state by a few
+    percent over minutes, so a fit from the start of the run drifts from
+    what the last case measures."""
+    batches = calibration_batches(settings, dist, rng)
     packs = [random_pack(lengths, vocab, rng) for lengths in batches]
     runs = [packs[start:start + CALIBRATION_BATCHES_PER_RUN] for start in range(0, len(packs), CALIBRATION_BATCHES_PER_RUN)]
     _, seconds = trainer.measure(runs, repeats)
-    return list(zip(batches, (s for run in seconds for s in run)))
+    records = list(zip(batches, (s for run in seconds for s in run)))
+    workload = sb.calibrate(records)
+    predictors = {
+        "tokens": scaled_predictor(tokens_cost, records),
+        "verl": scaled_predictor(verl_cost, records),
+        "calibrated": workload.seconds,
+    }
+    return Calibration(records, workload, predictors)
 
 
 def random_pack(lengths: np.ndarray, vocab: int, rng: np.random.Generator) -> Pack:
@@ -331,19 +360,20 @@ def online_rows(trainer: Trainer, rollout, dp: int, settings: Settings, predicto
     return rows
 
 
-def run_case(trainer: Trainer, dist: str, dp: int, settings: Settings, calibrated, predictors: dict,
-             repeats: int) -> Case:
+def run_case(trainer: Trainer, dist: str, dp: int, settings: Settings, repeats: int) -> Case:
     rng = np.random.default_rng([SEED, DISTRIBUTIONS.index(dist), dp])
     rollout = make_rollout(dist, settings.prompts_per_rank * dp, GROUP_SIZE, settings.max_length,
                            trainer.model.config.vocab, rng)
+    calibration = calibrate(trainer, settings, dist, trainer.model.config.vocab, rng, repeats)
+    predictors = calibration.predictors
     cap = settings.max_length
-    case = Case(dist, dp)
+    case = Case(dist, dp, calibration)
     plans = [
         ("contiguous", "tokens", contiguous(rollout, dp, cap)),
         ("verl KK, verl workload", "verl", verl_split(rollout, dp, cap)),
         ("seqflow, tokens", "tokens", seqflow_plan(rollout, dp, cap, "tokens")),
         ("seqflow, verl workload", "verl", seqflow_plan(rollout, dp, cap, "verl")),
-        ("seqflow, calibrated", "calibrated", seqflow_plan(rollout, dp, cap, calibrated)),
+        ("seqflow, calibrated", "calibrated", seqflow_plan(rollout, dp, cap, calibration.workload)),
     ]
     for name, predictor_name, ranks in plans:
         case.rows.append(measure_row(trainer, name, predictor_name, predictors[predictor_name], ranks, repeats))
@@ -381,32 +411,24 @@ def main() -> None:
     rank_runs = sum(dp for _, dp in settings.cases) * plans_per_case * args.repeats
     probe_tokens = settings.max_length if args.speed_probe else 0  # one reference after each run
     calibration_runs = -(-settings.calibration_batches // CALIBRATION_BATCHES_PER_RUN) * args.repeats
-    total = int(settings.calibration_batches * settings.max_length * 0.6 * args.repeats
-                + calibration_runs * probe_tokens + rank_runs * (mean_tokens + probe_tokens))
+    calibration_tokens = (settings.calibration_batches * settings.max_length * 0.6 * args.repeats
+                          + calibration_runs * probe_tokens)
+    total = int(len(settings.cases) * calibration_tokens + rank_runs * (mean_tokens + probe_tokens))
     from tqdm import tqdm  # only the command needs it (./run bench installs it)
 
     reference = reference_pack(settings.max_length, config.vocab) if args.speed_probe else None
     trainer = Trainer(config, tqdm(total=total, unit="tok", unit_scale=True, file=sys.stderr,
                                    desc="training bench", dynamic_ncols=True), CLOCKS[args.clock], reference)
-    rng = np.random.default_rng([SEED, 99])
-    records = calibrate(trainer, settings, config.vocab, rng, args.repeats)
-    calibrated = sb.calibrate(records)
-    predictors = {
-        "tokens": scaled_predictor(tokens_cost, records),
-        "verl": scaled_predictor(verl_cost, records),
-        "calibrated": calibrated.seconds,
-    }
-    results = [run_case(trainer, dist, dp, settings, calibrated, predictors, args.repeats)
-               for dist, dp in settings.cases]
+    warm_up(trainer, settings, config.vocab, np.random.default_rng([SEED, 99]))
+    results = [run_case(trainer, dist, dp, settings, args.repeats) for dist, dp in settings.cases]
     trainer.bar.total = trainer.bar.n  # the total was an estimate; identical plans were not run twice
     trainer.bar.close()
 
     lines = run_header(seqflow)
     lines += report.describe(config, settings, GROUP_SIZE, args.repeats, args.clock, torch.__version__)
     lines += report.speed_lines(trainer.reference_seconds, trainer.speeds)
-    lines += report.calibration_lines(calibrated, records, predictors, args.repeats)
     for case in results:
-        lines += report.case_lines(case)
+        lines += report.case_lines(case, args.repeats)
     lines += report.target_lines(results, IDLE_TARGET, ERROR_TARGET, ONLINE_STEPS_TARGET, ONLINE_IDLE_TOLERANCE,
                                  ONLINE_ERROR_TOLERANCE)
     print("\n".join(lines), flush=True)

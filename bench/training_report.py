@@ -46,21 +46,23 @@ def speed_lines(reference_seconds, speeds: list) -> list[str]:
             "scaled to the starting speed by the median of its probes", ""]
 
 
-def calibration_lines(calibrated, records, predictors: dict, repeats: int) -> list[str]:
-    """The fit, and how far each model's seconds are from the calibration
-    records' (the tokens and verl models scaled by least squares)."""
-    fit = calibrated.fit
+def calibration_lines(calibration, dist: str, repeats: int) -> list[str]:
+    """A case's fit, and how far each model's seconds are from its
+    calibration records' (the tokens and verl models scaled by least
+    squares)."""
+    workload, records = calibration.workload, calibration.records
+    fit = workload.fit
     errors = []
-    for name, predict in predictors.items():
+    for name, predict in calibration.predictors.items():
         relative = [abs(predict(lengths) - seconds) / seconds for lengths, seconds in records]
         p90 = percent(float(np.quantile(relative, 0.9)))
         errors.append(f"{name} {percent(float(np.median(relative)))} (p90 {p90})")
     return [
-        f"calibration: {len(records)} random micro-batches (1-5 sequences, or filled up to the cap), "
-        f"each the median of {repeats} runs; "
+        f"calibration: {len(records)} random {dist} micro-batches (1-5 sequences, or filled up to the cap), "
+        f"each the median of {repeats} runs, timed right before the rows; "
         "seqflow.balance.calibrate: "
-        f"{calibrated.per_token:.3e} s/token + {calibrated.per_token_squared:.3e} s/token^2 + "
-        f"{calibrated.per_sequence:.3e} s/sequence + {calibrated.per_micro_batch:.3e} s/micro-batch; "
+        f"{workload.per_token:.3e} s/token + {workload.per_token_squared:.3e} s/token^2 + "
+        f"{workload.per_sequence:.3e} s/sequence + {workload.per_micro_batch:.3e} s/micro-batch; "
         f"fit median error {percent(fit.median_error)}, p90 {percent(fit.p90_error)}, "
         f"{fit.outliers} of {fit.records} records left out as outliers",
         "micro-batch time error on those records, median: " + ", ".join(errors),
@@ -84,12 +86,13 @@ ROW_HEADERS = ["predicted by", "step time", "idle", "rank error (median)", "rank
                "micro-batches per rank"]
 
 
-def case_lines(case) -> list[str]:
+def case_lines(case, repeats: int) -> list[str]:
     first = case.rows[0]
     samples = sum(len(p.samples) for packs in first.ranks for p in packs)
     lines = [
         f"## {case.label}: {samples} samples, {first.tokens:,} tokens",
         "",
+        *calibration_lines(case.calibration, case.dist, repeats),
         table(["row", *ROW_HEADERS], [[row.name, *row_cells(row)] for row in case.rows + case.online[-1:]],
               "llrrrrrr"),
         "",

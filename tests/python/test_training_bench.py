@@ -117,7 +117,7 @@ def test_contiguous_takes_prompts_in_order_and_verl_agrees_on_the_count():
 def test_calibration_batches_alternate_small_batches_and_packs_filled_under_the_cap():
     settings = tb.Settings(max_length=128, prompts_per_rank=1, calibration_batches=60, online_steps=1,
                            cases=(("lognormal", 2),))
-    batches = tb.calibration_batches(settings, np.random.default_rng(0))
+    batches = tb.calibration_batches(settings, "lognormal", np.random.default_rng(0))
     assert len(batches) == 60
     small, filled = batches[0::2], batches[1::2]
     assert {len(b) for b in small} <= set(range(1, tb.MAX_SEQUENCES_PER_BATCH + 1))
@@ -125,6 +125,18 @@ def test_calibration_batches_alternate_small_batches_and_packs_filled_under_the_
     assert all(b.min() >= 1 and b.sum() <= 128 for b in filled)
     assert max(len(b) for b in filled) > tb.MAX_SEQUENCES_PER_BATCH  # short sequences fill a pack
     assert np.mean([b.sum() for b in filled]) > np.mean([b.sum() for b in small])
+
+
+def test_calibration_batches_follow_the_cases_distribution():
+    settings = tb.Settings(max_length=1000, prompts_per_rank=1, calibration_batches=200, online_steps=1,
+                           cases=(("bimodal", 2),))
+
+    def middle_share(dist):  # bimodal has next to nothing between its short and long modes
+        lengths = np.concatenate(tb.calibration_batches(settings, dist, np.random.default_rng(0)))
+        return float(np.mean((lengths > 300) & (lengths < 500)))
+
+    assert middle_share("bimodal") < 0.02
+    assert middle_share("lognormal") > 0.1
 
 
 def test_scaled_predictor_recovers_a_proportional_model():
@@ -169,7 +181,7 @@ def test_row_metrics_follow_their_definitions():
 
 
 def test_online_step_is_the_first_at_the_offline_fit():
-    case = tb.Case("lognormal", 3)
+    case = tb.Case("lognormal", 3, calibration=None)
     case.rows = [make_row("cal", "calibrated", [1.0, 1.0, 1.0], [1.0, 1.0, 1.0])]
     case.online = [make_row("s1", "tokens", [1.0, 1.0, 2.0], [1.0, 1.0, 1.0]),
                    make_row("s2", "online", [1.0, 1.0, 1.0], [1.0, 1.0, 1.04]),
@@ -181,7 +193,7 @@ def test_online_step_is_the_first_at_the_offline_fit():
 
 
 def test_rank_bars_scale_to_the_slowest_rank():
-    case = tb.Case("lognormal", 2)
+    case = tb.Case("lognormal", 2, calibration=None)
     case.rows = [make_row("a", "tokens", [1.0, 0.5], [1.0, 0.5]), make_row("b", "calibrated", [0.25, 0.75],
                                                                             [0.25, 0.75])]
     case.online = []
@@ -239,7 +251,7 @@ def test_trainer_times_with_the_clock_it_is_given():
     (1.2, 1.1, "FAIL"),
 ])
 def test_idle_target_applies_where_verls_workload_idles_more(verl_slowest, calibrated_slowest, status):
-    case = tb.Case("lognormal", 2)
+    case = tb.Case("lognormal", 2, calibration=None)
     case.rows = [make_row("verl", "verl", [1.0, verl_slowest], [1.0, 1.0]),
                  make_row("cal", "calibrated", [1.0, calibrated_slowest], [1.0, 1.0])]
     case.online = [make_row("s1", "online", [1.0, 1.0], [1.0, 1.0])]
@@ -334,10 +346,44 @@ def test_calibration_records_are_medians_of_runs_scaled_by_the_speed_probe():
         return 1e-3 * len(pack.input_ids) * factor
 
     trainer.seconds = seconds
-    records = tb.calibrate(trainer, settings, TINY.vocab, np.random.default_rng(0), repeats=3)
-    assert len(records) == 12 and len(runs) == tb.WARMUP_BATCHES + 3 * 12
-    for lengths, recorded in records:
+    rng = np.random.default_rng(0)
+    tb.warm_up(trainer, settings, TINY.vocab, rng)
+    calibration = tb.calibrate(trainer, settings, "lognormal", TINY.vocab, rng, repeats=3)
+    assert len(calibration.records) == 12 and len(runs) == tb.WARMUP_BATCHES + 3 * 12
+    for lengths, recorded in calibration.records:
         assert recorded == pytest.approx(1e-3 * lengths.sum())
+        for name in ("tokens", "calibrated"):  # both fit a time proportional to the tokens
+            assert calibration.predictors[name](lengths) == pytest.approx(recorded, rel=1e-3)
+
+
+class ShiftingAttentionTrainer(tb.Trainer):
+    """A micro-batch takes 1 ms per token plus `attention` ms per token^2 of
+    each sequence; the test changes `attention` between cases, as the
+    machine's state moves the cost of long attention relative to the rest."""
+
+    def __init__(self):
+        super().__init__(TINY, Counter())
+        self.attention = 1e-5
+
+    def seconds(self, pack):
+        lengths = pack_lengths(pack).astype(np.float64)
+        return 1e-3 * lengths.sum() + 1e-3 * self.attention * float(lengths @ lengths)
+
+
+def test_each_case_calibrates_on_its_data_right_before_its_rows_so_a_shift_between_cases_is_no_error():
+    settings = tb.Settings(max_length=1000, prompts_per_rank=2, calibration_batches=20, online_steps=2,
+                           cases=(("bimodal", 2), ("lognormal", 2)))
+    trainer = ShiftingAttentionTrainer()
+    first = tb.run_case(trainer, "bimodal", 2, settings, repeats=1)
+    trainer.attention = 1e-2  # long attention became far costlier after the first case
+    second = tb.run_case(trainer, "lognormal", 2, settings, repeats=1)
+    calibrated = [training_report.calibrated_row(case) for case in (first, second)]
+    for row in calibrated:
+        np.testing.assert_allclose(row.predicted, row.measured, rtol=1e-3)
+    stale = tb.predicted_ranks(first.calibration.workload.seconds, calibrated[1].ranks)
+    assert (np.abs(stale - calibrated[1].measured) / calibrated[1].measured).max() > 0.2
+    bimodal = np.concatenate([lengths for lengths, _ in first.calibration.records])
+    assert np.mean((bimodal > 300) & (bimodal < 500)) < 0.02  # no lognormal micro-batches in its calibration
 
 
 def test_reference_pack_fills_the_cap_with_a_mix_of_lengths():
