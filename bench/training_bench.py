@@ -4,7 +4,7 @@
     python bench/training_bench.py [--quick] [--out DIR] [--dp 4 8 16] [--dist lognormal bimodal] [--repeats 5]
 
 (`./run bench training` installs what it needs and runs it.) The default run
-takes 15-18 minutes of compute (one core), --quick 4.
+takes 17-19 minutes of compute (one core), --quick 4.
 
 A small causal transformer (bench/training_model.py: CPU torch, one thread,
 attention per sequence inside a packed micro-batch) trains on GRPO rollouts
@@ -19,8 +19,10 @@ max_length tokens (bench/training_splits.py):
                               seqflow.pack.plan + materialize with that workload
 
 Every rank's micro-batches run forward + backward, ranks one after another
-(so that the ranks do not share the cores), all ranks --repeats times;
-each micro-batch's time is the median of its --repeats runs and a rank's
+(so that the ranks do not share the cores), in --repeats rounds that each
+run every offline row of the case once (rows interleaved, so that a spell of
+the machine lands in one round of every row); each micro-batch's time is
+the median of its --repeats runs and a rank's
 the sum of its micro-batches' (Trainer.measure), timed by the training
 thread's CPU time (--clock cpu: what a core of its own would take, steady
 while other processes load the machine) or the wall clock (--clock wall);
@@ -173,7 +175,7 @@ class Trainer:
     With a `reference` pack, every run of micro-batches (a rank's, or a few
     calibration ones) is followed by the reference, and a round of runs is
     scaled by what the reference took at the start over what it takes now
-    (see measure): times come out at the machine's speed at the start, so a
+    (see time_round): times come out at the machine's speed at the start, so a
     machine-wide change of speed (other jobs sharing caches and cores, clock frequency)
     between the calibration and a row, or between two rows, cancels."""
 
@@ -209,27 +211,38 @@ class Trainer:
         self.model.zero_grad(set_to_none=True)
         return factor
 
-    def measure(self, ranks: list, repeats: int) -> tuple[np.ndarray, list]:
-        """(seconds per rank, seconds per pack): `repeats` rounds, each
-        running every rank's packs one after another and dropping the
-        gradients after each rank (its optimizer step). A round's times are
-        scaled by the median of the probes after its ranks: one probe is as
-        noisy as one micro-batch (1.5-4% here), the median of a round's is
-        not, and it scales every rank of the round alike. A pack's seconds
-        are the median over the rounds and a rank's the sum of its packs',
-        so a straggling micro-batch in one run counts in no rank's time."""
-        rounds = []
+    def time_round(self, ranks: list) -> list:
+        """Seconds per rank per pack of one run of every rank's packs, ranks
+        one after another, the gradients dropped after each (its optimizer
+        step). Scaled by the median of the probes after its ranks: one probe
+        is as noisy as one micro-batch (1.5-4% here), the median of a
+        round's is not, and it scales every rank of the round alike."""
+        seconds, factors = [], []
+        for packs in ranks:
+            with collector_paused():
+                seconds.append([self.seconds(pack) for pack in packs])
+                factors.append(self.end_of_run())
+        factor = statistics.median(factors)
+        return [[s * factor for s in rank] for rank in seconds]
+
+    def measure(self, plans: list, repeats: int) -> list:
+        """Per plan (its ranks' packs): (seconds per rank, seconds per pack).
+        `repeats` rounds, each timing every plan once (time_round): a spell
+        of the machine lands in one round of each plan, which the median
+        drops, where timing one plan's rounds back to back would put it in
+        most rounds of whichever plan ran then. A pack's seconds are the
+        median over the rounds and a rank's the sum of its packs', so a
+        straggling micro-batch in one run counts in no rank's time."""
+        rounds = [[] for _ in plans]
         for _ in range(repeats):
-            seconds, factors = [], []
-            for packs in ranks:
-                with collector_paused():
-                    seconds.append([self.seconds(pack) for pack in packs])
-                    factors.append(self.end_of_run())
-            factor = statistics.median(factors)
-            rounds.append([[s * factor for s in rank] for rank in seconds])
-        pack_seconds = [[statistics.median(run[rank][index] for run in rounds) for index in range(len(packs))]
-                        for rank, packs in enumerate(ranks)]
-        return np.array([sum(packs) for packs in pack_seconds]), pack_seconds
+            for runs, ranks in zip(rounds, plans):
+                runs.append(self.time_round(ranks))
+        results = []
+        for runs, ranks in zip(rounds, plans):
+            pack_seconds = [[statistics.median(run[rank][index] for run in runs) for index in range(len(packs))]
+                            for rank, packs in enumerate(ranks)]
+            results.append((np.array([sum(packs) for packs in pack_seconds]), pack_seconds))
+        return results
 
 
 def reference_pack(max_length: int, vocab: int) -> Pack:
@@ -283,7 +296,7 @@ def calibrate(trainer: Trainer, settings: Settings, dist: str, vocab: int, rng: 
     batches = calibration_batches(settings, dist, rng)
     packs = [random_pack(lengths, vocab, rng) for lengths in batches]
     runs = [packs[start:start + CALIBRATION_BATCHES_PER_RUN] for start in range(0, len(packs), CALIBRATION_BATCHES_PER_RUN)]
-    _, seconds = trainer.measure(runs, repeats)
+    [(_, seconds)] = trainer.measure([runs], repeats)
     records = list(zip(batches, (s for run in seconds for s in run)))
     workload = sb.calibrate(records)
     predictors = {
@@ -322,9 +335,12 @@ def predicted_ranks(predictor, ranks: list) -> np.ndarray:
     return np.array([sum(predictor(pack_lengths(p)) for p in packs) for packs in ranks])
 
 
-def measure_row(trainer: Trainer, name: str, predictor_name: str, predictor, ranks: list, repeats: int) -> Row:
-    measured, pack_seconds = trainer.measure(ranks, repeats)
-    return Row(name, predictor_name, ranks, measured, predicted_ranks(predictor, ranks), pack_seconds)
+def measured_rows(trainer: Trainer, plans: list, predictors: dict, repeats: int) -> list:
+    """A Row per (name, predictor name, ranks) plan, the plans timed
+    together (Trainer.measure)."""
+    results = trainer.measure([ranks for _, _, ranks in plans], repeats)
+    return [Row(name, predictor_name, ranks, measured, predicted_ranks(predictors[predictor_name], ranks), seconds)
+            for (name, predictor_name, ranks), (measured, seconds) in zip(plans, results)]
 
 
 def same_packs(a: list, b: list) -> bool:
@@ -348,7 +364,7 @@ def online_rows(trainer: Trainer, rollout, dp: int, settings: Settings, predicto
         ranks = seqflow_plan(rollout, dp, settings.max_length, workload)
         done = next((row for row in measured + rows if same_packs(row.ranks, ranks)), None)
         if done is None:
-            row = measure_row(trainer, name, predictor_name, predictor, ranks, repeats)
+            [row] = measured_rows(trainer, [(name, predictor_name, ranks)], {predictor_name: predictor}, repeats)
         else:
             row = Row(name, predictor_name, ranks, done.measured, predicted_ranks(predictor, ranks),
                       done.pack_seconds)
@@ -375,8 +391,7 @@ def run_case(trainer: Trainer, dist: str, dp: int, settings: Settings, repeats: 
         ("seqflow, verl workload", "verl", seqflow_plan(rollout, dp, cap, "verl")),
         ("seqflow, calibrated", "calibrated", seqflow_plan(rollout, dp, cap, calibration.workload)),
     ]
-    for name, predictor_name, ranks in plans:
-        case.rows.append(measure_row(trainer, name, predictor_name, predictors[predictor_name], ranks, repeats))
+    case.rows = measured_rows(trainer, plans, predictors, repeats)
     case.online = online_rows(trainer, rollout, dp, settings, predictors, repeats, case.rows)
     return case
 

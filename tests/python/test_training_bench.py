@@ -160,7 +160,7 @@ def test_trainer_measures_every_rank_and_pack_and_counts_tokens():
     data = rollout(prompts=4, group_size=2)
     ranks = seqflow_plan(data, 2, 128, "tokens")
     trainer = tb.Trainer(TINY, Counter())
-    rank_seconds, pack_seconds = trainer.measure(ranks, repeats=3)
+    rank_seconds, pack_seconds = trainer.measure([ranks], repeats=3)[0]
     assert rank_seconds.shape == (2,) and (rank_seconds > 0).all()
     assert [len(s) for s in pack_seconds] == [len(packs) for packs in ranks]
     assert trainer.bar.total == 3 * data.tokens
@@ -226,8 +226,8 @@ def test_online_rows_start_from_tokens_then_use_the_refitted_model():
     settings = tb.Settings(max_length=128, prompts_per_rank=4, calibration_batches=0, online_steps=3,
                            cases=(("lognormal", 2),))
     trainer = tb.Trainer(TINY, Counter())
-    tokens_row = tb.measure_row(trainer, "seqflow, tokens", "tokens", lambda lengths: 1.0,
-                                seqflow_plan(data, 2, 128, "tokens"), 1)
+    [tokens_row] = tb.measured_rows(trainer, [("seqflow, tokens", "tokens", seqflow_plan(data, 2, 128, "tokens"))],
+                                    {"tokens": lambda lengths: 1.0}, 1)
     rows = tb.online_rows(trainer, data, 2, settings, {"tokens": lambda lengths: 1.0}, 1, [tokens_row])
     assert rows[0].predictor_name == "tokens (prior)"
     assert rows[0].measured is tokens_row.measured  # the tokens prior's plan is the tokens row's: not run again
@@ -284,7 +284,7 @@ def probed_after_a_slowdown(dp: int, slowness: float):
 
 def test_speed_probe_scales_rank_and_calibration_times_to_the_starting_speed():
     ranks, rank_tokens, probed = probed_after_a_slowdown(2, 2.5)  # slower after the calibration's start
-    rank_seconds, pack_seconds = probed.measure(ranks, repeats=3)
+    rank_seconds, pack_seconds = probed.measure([ranks], repeats=3)[0]
     np.testing.assert_allclose(rank_seconds, 1e-3 * rank_tokens)
     np.testing.assert_allclose([sum(s) for s in pack_seconds], 1e-3 * rank_tokens)
     assert probed.speeds == pytest.approx([2.5] * 6)  # one probe after each rank run
@@ -292,7 +292,7 @@ def test_speed_probe_scales_rank_and_calibration_times_to_the_starting_speed():
     unprobed = DriftingTrainer(None)
     unprobed.start_speed_probe()
     unprobed.slowness = 2.5
-    np.testing.assert_allclose(unprobed.measure(ranks, repeats=3)[0], 2.5e-3 * rank_tokens)
+    np.testing.assert_allclose(unprobed.measure([ranks], repeats=3)[0][0], 2.5e-3 * rank_tokens)
     assert unprobed.speeds == []
 
 
@@ -305,7 +305,7 @@ def test_a_straggling_probe_scales_no_rank_its_round_takes_the_median_probe():
         return DriftingTrainer.seconds(trainer, pack) * (10.0 if straggles else 1.0)
 
     trainer.seconds = seconds
-    rank_seconds, _ = trainer.measure(ranks, repeats=3)
+    rank_seconds, _ = trainer.measure([ranks], repeats=3)[0]
     np.testing.assert_allclose(rank_seconds, 1e-3 * rank_tokens)  # one probe per run would put rank 0 at 10x
 
 
@@ -324,9 +324,26 @@ def test_rank_time_is_the_sum_of_its_packs_medians_so_stragglers_in_different_ru
         return 1e-3 * len(pack.input_ids) * (5.0 if straggles else 1.0)
 
     trainer.seconds = seconds
-    rank_seconds, pack_seconds = trainer.measure(ranks, repeats=3)
+    rank_seconds, pack_seconds = trainer.measure([ranks], repeats=3)[0]
     np.testing.assert_allclose(rank_seconds, 1e-3 * sum(len(p.input_ids) for p in packs))
     np.testing.assert_allclose(pack_seconds[0], [1e-3 * len(p.input_ids) for p in packs])
+
+
+def test_plans_are_timed_in_interleaved_rounds_so_a_spell_of_the_machine_is_in_one_round_of_each():
+    ranks = seqflow_plan(rollout(prompts=4, group_size=2), 2, 128, "tokens")
+    plans = [ranks, [packs[::-1] for packs in ranks], ranks[::-1]]  # three plans, as long as each other
+    calls_per_round = sum(len(packs) for packs in ranks)
+    trainer = DriftingTrainer(None)
+    calls = [0]
+
+    def seconds(pack):  # slow for the first three rounds' worth of micro-batches
+        calls[0] += 1
+        return 1e-3 * len(pack.input_ids) * (4.0 if calls[0] <= 3 * calls_per_round else 1.0)
+
+    trainer.seconds = seconds
+    results = trainer.measure(plans, repeats=5)
+    for plan, (rank_seconds, _) in zip(plans, results):  # one plan after another: the first one 4x in 3 of 5 runs
+        np.testing.assert_allclose(rank_seconds, [1e-3 * sum(len(p.input_ids) for p in packs) for packs in plan])
 
 
 def test_calibration_records_are_medians_of_runs_scaled_by_the_speed_probe():
