@@ -46,7 +46,7 @@ def speed_lines(reference_seconds, speeds: list) -> list[str]:
             "scaled to the starting speed by the median of its probes", ""]
 
 
-def calibration_lines(calibration, dist: str, repeats: int) -> list[str]:
+def calibration_lines(calibration, repeats: int) -> list[str]:
     """A case's fit, and how far each model's seconds are from its
     calibration records' (the tokens and verl models scaled by least
     squares)."""
@@ -58,7 +58,7 @@ def calibration_lines(calibration, dist: str, repeats: int) -> list[str]:
         p90 = percent(float(np.quantile(relative, 0.9)))
         errors.append(f"{name} {percent(float(np.median(relative)))} (p90 {p90})")
     return [
-        f"calibration: {len(records)} random {dist} micro-batches (1-5 sequences, or filled up to the cap), "
+        f"calibration: {len(records)} random micro-batches of both distributions (1-5 sequences, or filled up to the cap), "
         f"each the median of {repeats} runs, timed right before the rows; "
         "seqflow.balance.calibrate: "
         f"{workload.per_token:.3e} s/token + {workload.per_token_squared:.3e} s/token^2 + "
@@ -92,7 +92,7 @@ def case_lines(case, repeats: int) -> list[str]:
     lines = [
         f"## {case.label}: {samples} samples, {first.tokens:,} tokens",
         "",
-        *calibration_lines(case.calibration, case.dist, repeats),
+        *calibration_lines(case.calibration, repeats),
         table(["row", *ROW_HEADERS], [[row.name, *row_cells(row)] for row in case.rows + case.online[-1:]],
               "llrrrrrr"),
         "",

@@ -117,7 +117,7 @@ def test_contiguous_takes_prompts_in_order_and_verl_agrees_on_the_count():
 def test_calibration_batches_alternate_small_batches_and_packs_filled_under_the_cap():
     settings = tb.Settings(max_length=128, prompts_per_rank=1, calibration_batches=60, online_steps=1,
                            cases=(("lognormal", 2),))
-    batches = tb.calibration_batches(settings, "lognormal", np.random.default_rng(0))
+    batches = tb.calibration_batches(settings, np.random.default_rng(0))
     assert len(batches) == 60
     small, filled = batches[0::2], batches[1::2]
     assert {len(b) for b in small} <= set(range(1, tb.MAX_SEQUENCES_PER_BATCH + 1))
@@ -125,18 +125,6 @@ def test_calibration_batches_alternate_small_batches_and_packs_filled_under_the_
     assert all(b.min() >= 1 and b.sum() <= 128 for b in filled)
     assert max(len(b) for b in filled) > tb.MAX_SEQUENCES_PER_BATCH  # short sequences fill a pack
     assert np.mean([b.sum() for b in filled]) > np.mean([b.sum() for b in small])
-
-
-def test_calibration_batches_follow_the_cases_distribution():
-    settings = tb.Settings(max_length=1000, prompts_per_rank=1, calibration_batches=200, online_steps=1,
-                           cases=(("bimodal", 2),))
-
-    def middle_share(dist):  # bimodal has next to nothing between its short and long modes
-        lengths = np.concatenate(tb.calibration_batches(settings, dist, np.random.default_rng(0)))
-        return float(np.mean((lengths > 300) & (lengths < 500)))
-
-    assert middle_share("bimodal") < 0.02
-    assert middle_share("lognormal") > 0.1
 
 
 def test_scaled_predictor_recovers_a_proportional_model():
@@ -365,7 +353,7 @@ def test_calibration_records_are_medians_of_runs_scaled_by_the_speed_probe():
     trainer.seconds = seconds
     rng = np.random.default_rng(0)
     tb.warm_up(trainer, settings, TINY.vocab, rng)
-    calibration = tb.calibrate(trainer, settings, "lognormal", TINY.vocab, rng, repeats=3)
+    calibration = tb.calibrate(trainer, settings, TINY.vocab, rng, repeats=3)
     assert len(calibration.records) == 12 and len(runs) == tb.WARMUP_BATCHES + 3 * 12
     for lengths, recorded in calibration.records:
         assert recorded == pytest.approx(1e-3 * lengths.sum())
@@ -387,7 +375,7 @@ class ShiftingAttentionTrainer(tb.Trainer):
         return 1e-3 * lengths.sum() + 1e-3 * self.attention * float(lengths @ lengths)
 
 
-def test_each_case_calibrates_on_its_data_right_before_its_rows_so_a_shift_between_cases_is_no_error():
+def test_each_case_calibrates_right_before_its_rows_so_a_shift_between_cases_is_no_error():
     settings = tb.Settings(max_length=1000, prompts_per_rank=2, calibration_batches=20, online_steps=2,
                            cases=(("bimodal", 2), ("lognormal", 2)))
     trainer = ShiftingAttentionTrainer()
@@ -399,8 +387,9 @@ def test_each_case_calibrates_on_its_data_right_before_its_rows_so_a_shift_betwe
         np.testing.assert_allclose(row.predicted, row.measured, rtol=1e-3)
     stale = tb.predicted_ranks(first.calibration.workload.seconds, calibrated[1].ranks)
     assert (np.abs(stale - calibrated[1].measured) / calibrated[1].measured).max() > 0.2
-    bimodal = np.concatenate([lengths for lengths, _ in first.calibration.records])
-    assert np.mean((bimodal > 300) & (bimodal < 500)) < 0.02  # no lognormal micro-batches in its calibration
+    for case in (first, second):  # lognormal cases too calibrate on long sequences (bimodal's long mode)
+        lengths = np.concatenate([lengths for lengths, _ in case.calibration.records])
+        assert np.sum(lengths >= 700) >= 5
 
 
 def test_reference_pack_fills_the_cap_with_a_mix_of_lengths():
