@@ -40,7 +40,9 @@ offline fit).
 Prints the run header, per case its calibration fit and a table (step time,
 idle = 1 - mean/max rank time, predicted vs measured rank time error,
 tokens/s), the online rows per step, text bars of the rank times and the
-PASS/FAIL lines of the targets; writes PNG charts to --out. The exit code is
+PASS/FAIL lines of the targets; writes PNG charts and training_results.json
+(every row's per-rank and per-pack times, every case's calibration records)
+to --out. The exit code is
 0 whatever the targets say: read the PASS/FAIL lines.
 """
 
@@ -402,7 +404,7 @@ def run_case(trainer: Trainer, dist: str, dp: int, settings: Settings, repeats: 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="one small case (a few minutes)")
-    parser.add_argument("--out", type=Path, default=Path("build/bench-charts"), help="where the PNG charts go")
+    parser.add_argument("--out", type=Path, default=Path("build/bench-charts"), help="where the PNG charts and training_results.json go")
     parser.add_argument("--dp", type=int, nargs="+",
                         help="DP sizes: every --dist at every --dp (default cases: lognormal dp 4 and 8, "
                              "bimodal dp 4; --quick: lognormal dp 4)")
@@ -452,6 +454,7 @@ def main() -> None:
     print("\n".join(lines), flush=True)
     for path in report.write_charts(results, args.out):
         print(f"chart: {path}")
+    print(f"results: {report.write_results(results, args.out / 'training_results.json')}")
 
 
 if __name__ == "__main__":

@@ -1,13 +1,15 @@
 """What the training benchmark prints and draws: its tables, text bars of
-the rank times, the PASS/FAIL lines of its targets and the PNG charts."""
+the rank times, the PASS/FAIL lines of its targets, the PNG charts and the JSON results."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 
 from balance_bench import table
+from training_splits import pack_lengths
 
 BAR_WIDTH = 40
 
@@ -157,6 +159,38 @@ def target_lines(cases, idle_target, error_target, steps_target, idle_tolerance,
     status = {True: "PASS", False: "FAIL", None: "n/a "}
     return ["targets (all measured in this run; n/a: the case does not meet the target's condition):",
             *(f"  {status[ok]}  {text}" for ok, text in checks)]
+
+
+def row_results(row) -> dict:
+    return {
+        "name": row.name,
+        "predicted_by": row.predictor_name,
+        "measured": [float(x) for x in row.measured],
+        "predicted": [float(x) for x in row.predicted],
+        "packs": [[{"lengths": [int(n) for n in pack_lengths(pack)], "seconds": float(seconds)}
+                   for pack, seconds in zip(packs, rank_seconds)]
+                  for packs, rank_seconds in zip(row.ranks, row.pack_seconds)],
+    }
+
+
+def write_results(cases, path: Path) -> Path:
+    """Every case's calibration records and fit, and every row's per-rank
+    and per-pack times (lengths and seconds) as JSON: what the tables and
+    charts summarize, for analysis across runs."""
+    results = [{
+        "dist": case.dist,
+        "dp": case.dp,
+        "calibration": {
+            "workload": json.loads(case.calibration.workload.to_json()),
+            "records": [{"lengths": [int(n) for n in lengths], "seconds": float(seconds)}
+                        for lengths, seconds in case.calibration.records],
+        },
+        "rows": [row_results(row) for row in case.rows],
+        "online": [row_results(row) for row in case.online],
+    } for case in cases]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"cases": results}, indent=1) + "\n")
+    return path
 
 
 def write_charts(cases, out: Path) -> list[Path]:

@@ -5,6 +5,7 @@ the reports. No timing is asserted: bench/training_bench.py measures."""
 from __future__ import annotations
 
 import itertools
+import json
 import sys
 from pathlib import Path
 
@@ -20,6 +21,7 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
 if str(BENCH) not in sys.path:
     sys.path.insert(0, str(BENCH))
 
+import seqflow.balance as sb  # noqa: E402
 import training_bench as tb  # noqa: E402
 import training_report  # noqa: E402
 from training_data import DISTRIBUTIONS, Rollout, make_rollout  # noqa: E402
@@ -390,6 +392,25 @@ def test_each_case_calibrates_right_before_its_rows_so_a_shift_between_cases_is_
     for case in (first, second):  # lognormal cases too calibrate on long sequences (bimodal's long mode)
         lengths = np.concatenate([lengths for lengths, _ in case.calibration.records])
         assert np.sum(lengths >= 700) >= 5
+
+
+def test_results_json_holds_every_rank_pack_and_calibration_record(tmp_path):
+    settings = tb.Settings(max_length=1000, prompts_per_rank=2, calibration_batches=20, online_steps=2,
+                           cases=(("bimodal", 2),))
+    case = tb.run_case(ShiftingAttentionTrainer(), "bimodal", 2, settings, repeats=1)
+    path = training_report.write_results([case], tmp_path / "out" / "training_results.json")
+    [saved] = json.loads(path.read_text())["cases"]
+    assert (saved["dist"], saved["dp"]) == ("bimodal", 2)
+    assert sb.Workload.from_json(json.dumps(saved["calibration"]["workload"])) == case.calibration.workload
+    assert [(r["lengths"], r["seconds"]) for r in saved["calibration"]["records"]] == [
+        (lengths.tolist(), seconds) for lengths, seconds in case.calibration.records]
+    for rows, saved_rows in ((case.rows, saved["rows"]), (case.online, saved["online"])):
+        assert [r["name"] for r in saved_rows] == [row.name for row in rows]
+        for row, saved_row in zip(rows, saved_rows):
+            assert saved_row["measured"] == row.measured.tolist() and saved_row["predicted"] == row.predicted.tolist()
+            assert [[(p["lengths"], p["seconds"]) for p in packs] for packs in saved_row["packs"]] == [
+                [(pack_lengths(pack).tolist(), seconds) for pack, seconds in zip(packs, rank_seconds)]
+                for packs, rank_seconds in zip(row.ranks, row.pack_seconds)]
 
 
 def test_reference_pack_fills_the_cap_with_a_mix_of_lengths():
