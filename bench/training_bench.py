@@ -254,11 +254,16 @@ def reference_pack(max_length: int, vocab: int) -> Pack:
     return random_pack(lengths, vocab, np.random.default_rng([SEED, 7]))
 
 
+def sample_lengths(dist: str, count: int, max_length: int, rng: np.random.Generator) -> np.ndarray:
+    """`count` response lengths of `dist`, each within 1..max_length."""
+    return np.clip(response_lengths(dist, count, max_length, rng), 1, max_length)
+
+
 def calibration_batches(settings: Settings, rng: np.random.Generator) -> list:
     """Random micro-batches of either distribution (whatever the case's:
     lognormal tails reach the cap too rarely to pin down the attention
     term; a lognormal-only calibration left lognormal dp 8 idling 2.0-2.3%
-    in three runs where the mixed one had idled 1.0-1.8% in seven),
+    in three runs where the mixed one had idled 0.8-1.8% in ten),
     alternately of two shapes: 1..MAX_SEQUENCES_PER_BATCH sequences (the
     last ones dropped while the batch passes the cap: small batches pin down
     the per-micro-batch and per-sequence terms) and packs filled like the
@@ -269,7 +274,7 @@ def calibration_batches(settings: Settings, rng: np.random.Generator) -> list:
         dist = DISTRIBUTIONS[(index // 2) % len(DISTRIBUTIONS)]
         filled = index % 2 == 1
         count = PACK_DRAWS if filled else int(rng.integers(1, MAX_SEQUENCES_PER_BATCH, endpoint=True))
-        lengths = np.clip(response_lengths(dist, count, settings.max_length, rng), 1, settings.max_length)
+        lengths = sample_lengths(dist, count, settings.max_length, rng)
         if filled:
             lengths = lengths[:max(1, int(np.searchsorted(np.cumsum(lengths), settings.max_length, side="right")))]
         while len(lengths) > 1 and lengths.sum() > settings.max_length:
@@ -283,7 +288,7 @@ def warm_up(trainer: Trainer, settings: Settings, vocab: int, rng: np.random.Gen
     probe's start: what every later time is scaled to."""
     for index in range(WARMUP_BATCHES):
         dist = DISTRIBUTIONS[index % len(DISTRIBUTIONS)]
-        lengths = np.clip(response_lengths(dist, 1, settings.max_length, rng), 1, settings.max_length)
+        lengths = sample_lengths(dist, 1, settings.max_length, rng)
         trainer.seconds(random_pack(lengths, vocab, rng))
     trainer.model.zero_grad(set_to_none=True)
     trainer.start_speed_probe()
