@@ -25,8 +25,11 @@ the machine lands in one round of every row); each micro-batch's time is
 the median of its --repeats runs and a rank's
 the sum of its micro-batches' (Trainer.measure), timed by the training
 thread's CPU time (--clock cpu: what a core of its own would take, steady
-while other processes load the machine) or the wall clock (--clock wall);
-the step takes as long as the slowest rank. An online step whose plan is
+while other processes load the machine) or the wall clock (--clock wall),
+freed memory kept in the process for the next micro-batch as a GPU caching
+allocator keeps it (--malloc keep; bench/training_malloc.py: with glibc's
+defaults a long micro-batch faulted its buffers in again on most runs, 15-20%
+of its time); the step takes as long as the slowest rank. An online step whose plan is
 one of the rows' or an earlier step's (the tokens prior's first step is the
 tokens row's) reuses that measurement. Each case first times random
 micro-batches of both distributions for seqflow.balance.calibrate (timed as
@@ -37,7 +40,8 @@ to seqflow.balance.OnlineWorkload, the next step planned with its refitted
 model (on the same rollout, so that every step is comparable with the
 offline fit).
 
-Prints the run header, per case its calibration fit and a table (step time,
+Prints the run header (with the page faults inside timed micro-batches),
+per case its calibration fit and a table (step time,
 idle = 1 - mean/max rank time, predicted vs measured rank time error,
 tokens/s), the online rows per step, text bars of the rank times and the
 PASS/FAIL lines of the targets; writes PNG charts and training_results.json
@@ -62,6 +66,7 @@ import torch
 
 import seqflow
 import seqflow.balance as sb
+import training_malloc
 import training_report as report
 from run_header import run_header
 from training_data import DISTRIBUTIONS, Rollout, make_rollout, response_lengths
@@ -188,11 +193,16 @@ class Trainer:
         self.reference = reference
         self.reference_seconds = None  # what the reference took at the start (median of REFERENCE_RUNS)
         self.speeds = []  # every probe's speed relative to the start
+        self.micro_batches = 0  # timed so far
+        self.page_faults = 0  # taken while they ran (see training_malloc)
 
     def seconds(self, pack: Pack) -> float:
+        faults = training_malloc.page_faults()
         start = self.clock()
         train_micro_batch(self.model, pack)
         elapsed = self.clock() - start
+        self.page_faults += training_malloc.page_faults() - faults
+        self.micro_batches += 1
         self.bar.update(int(pack.input_ids.shape[0]))
         return elapsed
 
@@ -417,6 +427,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5, help="runs per rank; its time is their median")
     parser.add_argument("--no-speed-probe", dest="speed_probe", action="store_false",
                         help="do not scale runs by a reference micro-batch timed after each (see Trainer)")
+    parser.add_argument("--malloc", choices=training_malloc.MODES, default="keep",
+                        help="keep: freed memory stays in the process for the next micro-batch (default; as a GPU "
+                             "caching allocator), system: glibc's defaults (see bench/training_malloc.py)")
     parser.add_argument("--clock", choices=CLOCKS, default="cpu",
                         help="cpu: the training thread's CPU time (default; steady on a shared machine), "
                              "wall: elapsed time")
@@ -429,6 +442,7 @@ def main() -> None:
         dps = args.dp or sorted({dp for _, dp in settings.cases})
         settings = dataclasses.replace(settings, cases=tuple((dist, dp) for dist in dists for dp in dps))
 
+    malloc = training_malloc.set_mode(args.malloc)
     torch.set_num_threads(1)
     config = ModelConfig(max_length=settings.max_length)
     mean_tokens = settings.prompts_per_rank * GROUP_SIZE * settings.max_length * 0.4  # per rank, roughly
@@ -452,6 +466,7 @@ def main() -> None:
     lines = run_header(seqflow)
     lines += report.describe(config, settings, GROUP_SIZE, args.repeats, args.clock, torch.__version__)
     lines += report.speed_lines(trainer.reference_seconds, trainer.speeds)
+    lines += report.memory_lines(malloc, trainer.micro_batches, trainer.page_faults)
     for case in results:
         lines += report.case_lines(case, args.repeats)
     lines += report.target_lines(results, IDLE_TARGET, ERROR_TARGET, ONLINE_STEPS_TARGET, ONLINE_IDLE_TOLERANCE,

@@ -48,6 +48,12 @@ def speed_lines(reference_seconds, speeds: list) -> list[str]:
             "scaled to the starting speed by the median of its probes", ""]
 
 
+def memory_lines(malloc: str, micro_batches: int, page_faults: int) -> list[str]:
+    """How memory was allocated, and the page faults the timed micro-batches
+    took (each a page zeroed by the kernel inside a micro-batch's time)."""
+    return [f"memory: {malloc}; {page_faults:,} page faults in the {micro_batches:,} timed micro-batches", ""]
+
+
 def calibration_lines(calibration, repeats: int) -> list[str]:
     """A case's fit, and how far each model's seconds are from its
     calibration records' (the tokens and verl models scaled by least

@@ -154,6 +154,8 @@ def test_trainer_measures_every_rank_and_pack_and_counts_tokens():
     assert rank_seconds.shape == (2,) and (rank_seconds > 0).all()
     assert [len(s) for s in pack_seconds] == [len(packs) for packs in ranks]
     assert trainer.bar.total == 3 * data.tokens
+    assert trainer.micro_batches == 3 * sum(len(packs) for packs in ranks)
+    assert isinstance(trainer.page_faults, int) and trainer.page_faults >= 0
     assert all(p.grad is None for p in trainer.model.parameters())  # each rank's gradients dropped
 
 
