@@ -4,9 +4,10 @@ CPU torch takes its tensors from glibc malloc. With glibc's defaults, the
 large buffers of a long sequence's attention and activations are given
 back to the operating system when freed (munmap, or the heap trimmed) and
 faulted in again, page by page and zeroed, on the next micro-batch: a
-1,024-token micro-batch here took 20,000-29,000 page faults and 15-20%
-longer than without them, by an amount that moved with the kernel's memory
-state, while short micro-batches took none. No GPU trainer pays that (the
+1,024-token micro-batch here took 8,000-31,000 page faults on most runs
+and 15-20% longer than without them, by an amount that moved with the
+heap's history and the kernel's memory state, while short micro-batches
+took none. No GPU trainer pays that (the
 CUDA caching allocator keeps freed blocks), so the benchmark keeps freed
 memory in the process too: every micro-batch then costs what its compute
 costs.
