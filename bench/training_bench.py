@@ -18,11 +18,12 @@ max_length tokens (bench/training_splits.py):
   seqflow tokens / verl workload / calibrated / online
                               seqflow.pack.plan + materialize with that workload
 
-Every rank's micro-batches run forward + backward, ranks one after another
-(so that the ranks do not share the cores), in --repeats rounds that each
-run every offline row of the case once (rows interleaved, so that a spell of
-the machine lands in one round of every row); each micro-batch's time is
-the median of its --repeats runs and a rank's
+Every micro-batch runs forward + backward alone (one at a time, so that the
+ranks do not share the cores), in --repeats rounds that each run every
+micro-batch of every offline row of the case once, in a random order (so
+that a spell of the machine lands on a few micro-batches of many ranks and
+in one round of every row, not on the ranks timed then); each micro-batch's
+time is the median of its --repeats runs and a rank's
 the sum of its micro-batches' (Trainer.measure), timed by the training
 thread's CPU time (--clock cpu: what a core of its own would take, steady
 while other processes load the machine) or the wall clock (--clock wall),
@@ -193,6 +194,7 @@ class Trainer:
         self.reference = reference
         self.reference_seconds = None  # what the reference took at the start (median of REFERENCE_RUNS)
         self.speeds = []  # every probe's speed relative to the start
+        self.order = np.random.default_rng([SEED, 11])  # of the micro-batches in a round (time_round)
         self.micro_batches = 0  # timed so far
         self.page_faults = 0  # taken while they ran (see training_malloc)
 
@@ -223,35 +225,45 @@ class Trainer:
         self.model.zero_grad(set_to_none=True)
         return factor
 
-    def time_round(self, ranks: list) -> list:
-        """Seconds per rank per pack of one run of every rank's packs, ranks
-        one after another, the gradients dropped after each (its optimizer
-        step). Scaled by the median of the probes after its ranks: one probe
-        is as noisy as one micro-batch (1.5-4% here), the median of a
-        round's is not, and it scales every rank of the round alike."""
-        seconds, factors = [], []
-        for packs in ranks:
+    def time_round(self, plans: list) -> list:
+        """Seconds per plan, per rank, per pack of one run of every pack of
+        every plan, one micro-batch at a time in a fresh random order, split
+        into as many runs as the plans have ranks, each run followed by a
+        probe and by dropping the gradients (an optimizer step). A spell of
+        the machine then lands on a few micro-batches of many ranks, which
+        the medians over rounds drop; timed a rank after another, a spell of
+        a few seconds lands on one or two ranks whole and, recurring, in
+        several rounds (one dp 16 plan timed 10 rounds each way: the rank
+        shares of half the rounds and of the other half differed by 2.6% sd
+        a rank after another, by 1.0% shuffled). Scaled by the median of the
+        round's probes: one probe is as noisy as one micro-batch (1.5-4%
+        here), their median is not, and it scales every rank alike."""
+        slots = [(plan, rank, index) for plan, ranks in enumerate(plans) for rank, packs in enumerate(ranks)
+                 for index in range(len(packs))]
+        runs = np.array_split(self.order.permutation(len(slots)), sum(len(ranks) for ranks in plans))
+        seconds = [[[0.0] * len(packs) for packs in ranks] for ranks in plans]
+        factors = []
+        for run in runs:
             with collector_paused():
-                seconds.append([self.seconds(pack) for pack in packs])
+                for slot in run:
+                    plan, rank, index = slots[slot]
+                    seconds[plan][rank][index] = self.seconds(plans[plan][rank][index])
                 factors.append(self.end_of_run())
         factor = statistics.median(factors)
-        return [[s * factor for s in rank] for rank in seconds]
+        return [[[s * factor for s in packs] for packs in ranks] for ranks in seconds]
 
     def measure(self, plans: list, repeats: int) -> list:
         """Per plan (its ranks' packs): (seconds per rank, seconds per pack).
-        `repeats` rounds, each timing every plan once (time_round): a spell
-        of the machine lands in one round of each plan, which the median
-        drops, where timing one plan's rounds back to back would put it in
-        most rounds of whichever plan ran then. A pack's seconds are the
-        median over the rounds and a rank's the sum of its packs', so a
-        straggling micro-batch in one run counts in no rank's time."""
-        rounds = [[] for _ in plans]
-        for _ in range(repeats):
-            for runs, ranks in zip(rounds, plans):
-                runs.append(self.time_round(ranks))
+        `repeats` rounds, each running every pack of every plan once
+        (time_round), so a spell of the machine lands in one round of each
+        plan rather than in most rounds of whichever plan ran then. A pack's
+        seconds are the median over the rounds and a rank's the sum of its
+        packs', so a straggling micro-batch in one run counts in no rank's
+        time."""
+        rounds = [self.time_round(plans) for _ in range(repeats)]
         results = []
-        for runs, ranks in zip(rounds, plans):
-            pack_seconds = [[statistics.median(run[rank][index] for run in runs) for index in range(len(packs))]
+        for plan, ranks in enumerate(plans):
+            pack_seconds = [[statistics.median(run[plan][rank][index] for run in rounds) for index in range(len(packs))]
                             for rank, packs in enumerate(ranks)]
             results.append((np.array([sum(packs) for packs in pack_seconds]), pack_seconds))
         return results

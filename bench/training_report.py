@@ -32,7 +32,7 @@ def describe(config, settings, group_size: int, repeats: int, clock: str, torch_
         f"data: GRPO, {group_size} responses per prompt, {settings.prompts_per_rank} prompts per rank; "
         f"samples of at most {settings.max_length:,} tokens, micro-batches of at most {settings.max_length:,} "
         f"tokens; each micro-batch's time the median of {repeats} runs, a rank's the sum of its micro-batches' "
-        f"(ranks one after another; {CLOCK_TEXT[clock]}), step = slowest rank",
+        f"(one micro-batch at a time, in a random order; {CLOCK_TEXT[clock]}), step = slowest rank",
         "",
     ]
 

@@ -4,6 +4,7 @@ the reports. No timing is asserted: bench/training_bench.py measures."""
 
 from __future__ import annotations
 
+import collections
 import itertools
 import json
 import sys
@@ -307,12 +308,12 @@ def test_rank_time_is_the_sum_of_its_packs_medians_so_stragglers_in_different_ru
     packs = ranks[0]
     assert len(packs) >= 3
     trainer = DriftingTrainer(None)
-    runs = [0]
+    runs_of = collections.Counter()
 
-    def seconds(pack):  # pack i straggles in run i: every run of the rank holds a straggler
+    def seconds(pack):  # pack i straggles in its run i: every run of the rank holds a straggler
         index = next(i for i, p in enumerate(packs) if p is pack)
-        straggles = index == runs[0]
-        runs[0] += index == len(packs) - 1
+        straggles = runs_of[index] == index
+        runs_of[index] += 1
         return 1e-3 * len(pack.input_ids) * (5.0 if straggles else 1.0)
 
     trainer.seconds = seconds
@@ -338,20 +339,55 @@ def test_plans_are_timed_in_interleaved_rounds_so_a_spell_of_the_machine_is_in_o
         np.testing.assert_allclose(rank_seconds, [1e-3 * sum(len(p.input_ids) for p in packs) for packs in plan])
 
 
+class InOrder:
+    """An order generator that keeps the micro-batches in plan order (a rank after another)."""
+
+    @staticmethod
+    def permutation(count: int) -> np.ndarray:
+        return np.arange(count)
+
+
+@pytest.mark.parametrize("order, rank_0_factor", [(None, 1.0), (InOrder(), 4.0)])
+def test_a_rounds_micro_batches_run_in_a_random_order_so_a_recurring_spell_lands_on_no_rank_whole(
+        order, rank_0_factor):
+    ranks = seqflow_plan(rollout(prompts=32, group_size=2), 16, 128, "tokens")
+    per_round = sum(len(packs) for packs in ranks)
+    spell = len(ranks[0])  # as many micro-batches as rank 0 holds
+    rank_tokens = np.array([sum(len(p.input_ids) for p in packs) for packs in ranks])
+    trainer = DriftingTrainer(None)
+    if order is not None:
+        trainer.order = order
+    calls = [0]
+
+    def seconds(pack):  # the first `spell` micro-batches of every round run 4x slower
+        slow = calls[0] % per_round < spell
+        calls[0] += 1
+        return 1e-3 * len(pack.input_ids) * (4.0 if slow else 1.0)
+
+    trainer.seconds = seconds
+    rank_seconds, _ = trainer.measure([ranks], repeats=7)[0]
+    expected = 1e-3 * rank_tokens
+    expected[0] *= rank_0_factor  # in plan order the spell is rank 0's whole run in every round
+    np.testing.assert_allclose(rank_seconds, expected)
+
+
 def test_calibration_records_are_medians_of_runs_scaled_by_the_speed_probe():
     settings = tb.Settings(max_length=128, prompts_per_rank=1, calibration_batches=12, online_steps=1,
                            cases=(("lognormal", 2),))
     trainer = DriftingTrainer(tb.reference_pack(128, TINY.vocab))
     slowness = iter([1.0] * (tb.WARMUP_BATCHES + tb.REFERENCE_RUNS) + [3.0] * 1000)
-    # One micro-batch run in five is a straggler (10x); no micro-batch straggles in two of its runs.
-    stragglers = itertools.cycle([True, False, False, False, False])
+    # Micro-batch i straggles (10x) in its run i % 3, whatever order a round runs them in.
+    runs_of = collections.Counter()
+    index_of = {}
     runs = []
 
     def seconds(pack):  # slows down once the probe has its starting speed
         factor = next(slowness)
         if pack is not trainer.reference:
             runs.append(len(pack.input_ids))
-            factor *= 10.0 if next(stragglers) else 1.0
+            index = index_of.setdefault(id(pack), len(index_of))
+            factor *= 10.0 if runs_of[id(pack)] == index % 3 else 1.0
+            runs_of[id(pack)] += 1
         return 1e-3 * len(pack.input_ids) * factor
 
     trainer.seconds = seconds
