@@ -43,8 +43,10 @@ offline fit).
 
 Prints the run header (with the page faults inside timed micro-batches),
 per case its calibration fit and a table (step time,
-idle = 1 - mean/max rank time, predicted vs measured rank time error,
-tokens/s), the online rows per step, text bars of the rank times and the
+idle = 1 - mean/max rank time, the rank times' noise (standard error, from
+each pack's spread over the rounds) and the idle that noise alone would show
+on a plan of equal ranks, predicted vs measured rank time error, tokens/s),
+the online rows per step, text bars of the rank times and the
 PASS/FAIL lines of the targets; writes PNG charts and training_results.json
 (every row's per-rank and per-pack times, every case's calibration records)
 to --out. The exit code is
@@ -90,6 +92,9 @@ ERROR_TARGET = 0.05
 ONLINE_STEPS_TARGET = 3
 ONLINE_IDLE_TOLERANCE = 0.01  # online is "at the offline fit" within these of its idle and max error
 ONLINE_ERROR_TOLERANCE = 0.02
+MEDIAN_SE = 1.2533  # sqrt(pi / 2): a median's standard error over a mean's, for normal noise
+MAD_SD = 1.4826  # sd / MAD, for normal noise
+NOISE_DRAWS = 20000  # of Timing.noise_idle
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,6 +112,48 @@ FULL = Settings(max_length=1024, prompts_per_rank=4, calibration_batches=100, on
                 cases=(("lognormal", 4), ("lognormal", 8), ("bimodal", 4)))
 
 
+@dataclasses.dataclass(frozen=True)
+class Timing:
+    """A plan's measured seconds (Trainer.measure): per rank, a (packs,
+    rounds) array of every pack's seconds in every round."""
+
+    runs: list
+
+    @property
+    def pack_seconds(self) -> list:
+        """Per rank, per pack: the median over the rounds."""
+        return [[float(s) for s in np.median(runs, axis=1)] for runs in self.runs]
+
+    @property
+    def rank_seconds(self) -> np.ndarray:
+        """Per rank: the sum of its packs' medians."""
+        return np.array([float(np.median(runs, axis=1).sum()) for runs in self.runs])
+
+    def rank_noise(self) -> np.ndarray:
+        """Per rank: the standard error of its time, relative to it, from
+        its packs' spreads over the rounds (a pack's median has a standard
+        error of about 1.25 sd / sqrt(rounds) for normal noise, its sd
+        estimated robustly as 1.48 MAD; packs independent)."""
+        errors = []
+        for runs in self.runs:
+            rounds = runs.shape[1]
+            mad = np.median(np.abs(runs - np.median(runs, axis=1, keepdims=True)), axis=1)
+            errors.append(float(np.sqrt(np.sum((MEDIAN_SE * MAD_SD * mad) ** 2 / rounds))))
+        return np.array(errors) / self.rank_seconds
+
+    def noise_idle(self) -> float:
+        """What its rank noise alone would idle (noise_idle)."""
+        return noise_idle(self.rank_noise())
+
+
+def noise_idle(rank_noise: np.ndarray, draws: int = NOISE_DRAWS) -> float:
+    """The mean idle of ranks that all take the same time, each measured
+    with its relative standard error `rank_noise` (normal draws)."""
+    rng = np.random.default_rng([SEED, 13])
+    totals = 1.0 + rng.standard_normal((draws, len(rank_noise))) * rank_noise
+    return float(np.mean(1.0 - totals.mean(axis=1) / totals.max(axis=1)))
+
+
 @dataclasses.dataclass
 class Row:
     """One way of splitting a case's rollout, measured."""
@@ -114,9 +161,18 @@ class Row:
     name: str
     predictor_name: str  # the model whose seconds are the prediction
     ranks: list  # per rank, its packs
-    measured: np.ndarray  # seconds per rank
+    timing: Timing
     predicted: np.ndarray  # seconds per rank
-    pack_seconds: list  # per rank, per pack, median seconds
+
+    @property
+    def measured(self) -> np.ndarray:
+        """Seconds per rank."""
+        return self.timing.rank_seconds
+
+    @property
+    def pack_seconds(self) -> list:
+        """Per rank, per pack, median seconds."""
+        return self.timing.pack_seconds
 
     @property
     def step_seconds(self) -> float:
@@ -124,7 +180,8 @@ class Row:
 
     @property
     def idle(self) -> float:
-        return 1.0 - float(self.measured.mean() / self.measured.max())
+        measured = self.measured
+        return 1.0 - float(measured.mean() / measured.max())
 
     @property
     def errors(self) -> np.ndarray:
@@ -160,8 +217,9 @@ class Case:
 
 @contextlib.contextmanager
 def collector_paused():
-    """No cyclic garbage collection inside a timed run (its pauses would
-    land on whichever micro-batch allocates when it triggers)."""
+    """No cyclic garbage collection inside a timed round (its pauses would
+    land on whichever micro-batch allocates when it triggers; the autograd
+    graph a micro-batch leaves is freed by reference counting)."""
     gc.collect()
     gc.disable()
     try:
@@ -243,8 +301,8 @@ class Trainer:
         runs = np.array_split(self.order.permutation(len(slots)), sum(len(ranks) for ranks in plans))
         seconds = [[[0.0] * len(packs) for packs in ranks] for ranks in plans]
         factors = []
-        for run in runs:
-            with collector_paused():
+        with collector_paused():  # once a round: a full collection takes 0.15 s with torch loaded
+            for run in runs:
                 for slot in run:
                     plan, rank, index = slots[slot]
                     seconds[plan][rank][index] = self.seconds(plans[plan][rank][index])
@@ -253,20 +311,17 @@ class Trainer:
         return [[[s * factor for s in packs] for packs in ranks] for ranks in seconds]
 
     def measure(self, plans: list, repeats: int) -> list:
-        """Per plan (its ranks' packs): (seconds per rank, seconds per pack).
-        `repeats` rounds, each running every pack of every plan once
-        (time_round), so a spell of the machine lands in one round of each
-        plan rather than in most rounds of whichever plan ran then. A pack's
-        seconds are the median over the rounds and a rank's the sum of its
-        packs', so a straggling micro-batch in one run counts in no rank's
-        time."""
+        """A Timing per plan (its ranks' packs), from `repeats` rounds, each
+        running every pack of every plan once (time_round), so a spell of
+        the machine lands in one round of each plan rather than in most
+        rounds of whichever plan ran then. A pack's seconds are the median
+        over the rounds and a rank's the sum of its packs', so a straggling
+        micro-batch in one run counts in no rank's time."""
         rounds = [self.time_round(plans) for _ in range(repeats)]
-        results = []
-        for plan, ranks in enumerate(plans):
-            pack_seconds = [[statistics.median(run[plan][rank][index] for run in rounds) for index in range(len(packs))]
-                            for rank, packs in enumerate(ranks)]
-            results.append((np.array([sum(packs) for packs in pack_seconds]), pack_seconds))
-        return results
+        return [Timing([np.array([[run[plan][rank][index] for run in rounds] for index in range(len(packs))],
+                                 dtype=np.float64).reshape(len(packs), repeats)
+                        for rank, packs in enumerate(ranks)])
+                for plan, ranks in enumerate(plans)]
 
 
 def reference_pack(max_length: int, vocab: int) -> Pack:
@@ -328,8 +383,8 @@ def calibrate(trainer: Trainer, settings: Settings, vocab: int, rng: np.random.G
     batches = calibration_batches(settings, rng)
     packs = [random_pack(lengths, vocab, rng) for lengths in batches]
     runs = [packs[start:start + CALIBRATION_BATCHES_PER_RUN] for start in range(0, len(packs), CALIBRATION_BATCHES_PER_RUN)]
-    [(_, seconds)] = trainer.measure([runs], repeats)
-    records = list(zip(batches, (s for run in seconds for s in run)))
+    [timing] = trainer.measure([runs], repeats)
+    records = list(zip(batches, (s for run in timing.pack_seconds for s in run)))
     workload = sb.calibrate(records)
     predictors = {
         "tokens": scaled_predictor(tokens_cost, records),
@@ -370,9 +425,9 @@ def predicted_ranks(predictor, ranks: list) -> np.ndarray:
 def measured_rows(trainer: Trainer, plans: list, predictors: dict, repeats: int) -> list:
     """A Row per (name, predictor name, ranks) plan, the plans timed
     together (Trainer.measure)."""
-    results = trainer.measure([ranks for _, _, ranks in plans], repeats)
-    return [Row(name, predictor_name, ranks, measured, predicted_ranks(predictors[predictor_name], ranks), seconds)
-            for (name, predictor_name, ranks), (measured, seconds) in zip(plans, results)]
+    timings = trainer.measure([ranks for _, _, ranks in plans], repeats)
+    return [Row(name, predictor_name, ranks, timing, predicted_ranks(predictors[predictor_name], ranks))
+            for (name, predictor_name, ranks), timing in zip(plans, timings)]
 
 
 def same_packs(a: list, b: list) -> bool:
@@ -398,8 +453,7 @@ def online_rows(trainer: Trainer, rollout, dp: int, settings: Settings, predicto
         if done is None:
             [row] = measured_rows(trainer, [(name, predictor_name, ranks)], {predictor_name: predictor}, repeats)
         else:
-            row = Row(name, predictor_name, ranks, done.measured, predicted_ranks(predictor, ranks),
-                      done.pack_seconds)
+            row = Row(name, predictor_name, ranks, done.timing, predicted_ranks(predictor, ranks))
         for packs, seconds in zip(ranks, row.pack_seconds):
             for pack, pack_seconds in zip(packs, seconds):
                 online.report(pack_lengths(pack), pack_seconds)

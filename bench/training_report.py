@@ -33,6 +33,9 @@ def describe(config, settings, group_size: int, repeats: int, clock: str, torch_
         f"samples of at most {settings.max_length:,} tokens, micro-batches of at most {settings.max_length:,} "
         f"tokens; each micro-batch's time the median of {repeats} runs, a rank's the sum of its micro-batches' "
         f"(one micro-batch at a time, in a random order; {CLOCK_TEXT[clock]}), step = slowest rank",
+        f"rank noise: the standard error of a rank's time, from its micro-batches' spreads over the {repeats} runs "
+        "(1.25 x 1.48 MAD / sqrt(runs) each, independent); idle from noise: what a plan of equal ranks would "
+        "idle, measured with that noise (the mean of 1 - mean/max over normal draws)",
         "",
     ]
 
@@ -83,6 +86,8 @@ def row_cells(row) -> list[str]:
         row.predictor_name,
         seconds(row.step_seconds),
         percent(row.idle),
+        percent(float(np.median(row.timing.rank_noise()))),
+        percent(row.timing.noise_idle()),
         percent(float(np.median(row.errors))),
         percent(float(row.errors.max())),
         f"{row.tokens / row.step_seconds:,.0f}",
@@ -90,7 +95,7 @@ def row_cells(row) -> list[str]:
     ]
 
 
-ROW_HEADERS = ["predicted by", "step time", "idle", "rank error (median)", "rank error (max)", "tokens/s",
+ROW_HEADERS = ["predicted by", "step time", "idle", "rank noise (median)", "idle from noise", "rank error (median)", "rank error (max)", "tokens/s",
                "micro-batches per rank"]
 
 
@@ -102,7 +107,7 @@ def case_lines(case, repeats: int) -> list[str]:
         "",
         *calibration_lines(case.calibration, repeats),
         table(["row", *ROW_HEADERS], [[row.name, *row_cells(row)] for row in case.rows + case.online[-1:]],
-              "llrrrrrr"),
+              "llrrrrrrrr"),
         "",
         "online, per step (each planned with the model fitted on the steps before; same rollout):",
         "",
@@ -111,7 +116,7 @@ def case_lines(case, repeats: int) -> list[str]:
     steps = [[row.name, *row_cells(row), f"{100 * (row.idle - offline.idle):+.1f} pp",
               f"{100 * (row.errors.max() - offline.errors.max()):+.1f} pp"] for row in case.online]
     lines += [table(["step", *ROW_HEADERS, "idle vs calibrated", "max error vs calibrated"], steps,
-                    "llrrrrrrrr"), ""]
+                    "llrrrrrrrrrr"), ""]
     return lines + rank_bars(case) + [""]
 
 
@@ -152,7 +157,8 @@ def target_lines(cases, idle_target, error_target, steps_target, idle_tolerance,
         verl_idle = min(row.idle for row in verl_rows)
         # The target is for cases that verl's workload leaves out of balance.
         checks.append((cal.idle <= idle_target if verl_idle > idle_target else None,
-                       f"{case.label}: calibrated idle {percent(cal.idle)} <= {percent(idle_target)} where verl's "
+                       f"{case.label}: calibrated idle {percent(cal.idle)} (noise alone: {percent(cal.timing.noise_idle())}) "
+                       f"<= {percent(idle_target)} where verl's "
                        f"workload idles more than that ({percent(verl_idle)} at best)"))
         checks.append((cal.errors.max() <= error_target,
                        f"{case.label}: calibrated prediction error per rank <= {percent(error_target)} "
@@ -173,9 +179,12 @@ def row_results(row) -> dict:
         "predicted_by": row.predictor_name,
         "measured": [float(x) for x in row.measured],
         "predicted": [float(x) for x in row.predicted],
-        "packs": [[{"lengths": [int(n) for n in pack_lengths(pack)], "seconds": float(seconds)}
-                   for pack, seconds in zip(packs, rank_seconds)]
-                  for packs, rank_seconds in zip(row.ranks, row.pack_seconds)],
+        "rank_noise": [float(x) for x in row.timing.rank_noise()],
+        "noise_idle": row.timing.noise_idle(),
+        "packs": [[{"lengths": [int(n) for n in pack_lengths(pack)], "seconds": float(seconds),
+                    "rounds": [float(x) for x in runs]}
+                   for pack, seconds, runs in zip(packs, rank_seconds, rank_runs)]
+                  for packs, rank_seconds, rank_runs in zip(row.ranks, row.pack_seconds, row.timing.runs)],
     }
 
 

@@ -151,9 +151,10 @@ def test_trainer_measures_every_rank_and_pack_and_counts_tokens():
     data = rollout(prompts=4, group_size=2)
     ranks = seqflow_plan(data, 2, 128, "tokens")
     trainer = tb.Trainer(TINY, Counter())
-    rank_seconds, pack_seconds = trainer.measure([ranks], repeats=3)[0]
-    assert rank_seconds.shape == (2,) and (rank_seconds > 0).all()
-    assert [len(s) for s in pack_seconds] == [len(packs) for packs in ranks]
+    [timing] = trainer.measure([ranks], repeats=3)
+    assert timing.rank_seconds.shape == (2,) and (timing.rank_seconds > 0).all()
+    assert [runs.shape for runs in timing.runs] == [(len(packs), 3) for packs in ranks]
+    assert [len(s) for s in timing.pack_seconds] == [len(packs) for packs in ranks]
     assert trainer.bar.total == 3 * data.tokens
     assert trainer.micro_batches == 3 * sum(len(packs) for packs in ranks)
     assert isinstance(trainer.page_faults, int) and trainer.page_faults >= 0
@@ -163,7 +164,7 @@ def test_trainer_measures_every_rank_and_pack_and_counts_tokens():
 def make_row(name, predictor_name, measured, predicted):
     data = rollout(prompts=len(measured), group_size=1)
     ranks = [[pack_samples(data, [i])] for i in range(len(measured))]
-    return tb.Row(name, predictor_name, ranks, np.array(measured), np.array(predicted), [[m] for m in measured])
+    return tb.Row(name, predictor_name, ranks, tb.Timing([np.array([[m]]) for m in measured]), np.array(predicted))
 
 
 def test_row_metrics_follow_their_definitions():
@@ -171,6 +172,29 @@ def test_row_metrics_follow_their_definitions():
     assert row.step_seconds == 4.0
     assert row.idle == pytest.approx(1 - (7 / 3) / 4)
     np.testing.assert_allclose(row.errors, [0.1, 0.0, 0.25])
+
+
+def test_rank_noise_is_the_standard_error_of_the_packs_medians():
+    spread = [1.0, 1.2, 0.8, 1.1, 0.9]  # median 1.0, MAD 0.1
+    timing = tb.Timing([np.array([spread, spread]), np.array([[3.0] * 5])])
+    pack_error = tb.MEDIAN_SE * tb.MAD_SD * 0.1 / np.sqrt(5)
+    np.testing.assert_allclose(timing.rank_noise(), [np.sqrt(2) * pack_error / 2.0, 0.0])
+    assert tb.MEDIAN_SE == pytest.approx(np.sqrt(np.pi / 2), abs=1e-4)
+    assert tb.MAD_SD == pytest.approx(1 / 0.6744898, abs=1e-4)  # 1 / the normal's 75th percentile
+
+
+@pytest.mark.parametrize("sd", [0.0, 0.002, 0.01])
+def test_noise_idle_is_what_equal_ranks_idle_when_measured_with_that_noise(sd):
+    # Two ranks of 1 s: 1 - mean/max = |a - b| / (2 max), to first order in
+    # sd (small here) sd |z1 - z2| / 2, whose mean is sd / sqrt(pi).
+    assert tb.noise_idle(np.array([sd, sd])) == pytest.approx(sd / np.sqrt(np.pi), rel=0.03, abs=1e-12)
+
+
+def test_noise_idle_grows_with_the_ranks():
+    timings = [tb.Timing([np.array([[1.0, 1.1, 0.9, 1.05, 0.95]])] * dp) for dp in (2, 4, 16)]
+    idles = [t.noise_idle() for t in timings]
+    assert idles == [tb.noise_idle(t.rank_noise()) for t in timings]
+    assert 0 < idles[0] < idles[1] < idles[2]
 
 
 def test_online_step_is_the_first_at_the_offline_fit():
@@ -223,7 +247,7 @@ def test_online_rows_start_from_tokens_then_use_the_refitted_model():
                                     {"tokens": lambda lengths: 1.0}, 1)
     rows = tb.online_rows(trainer, data, 2, settings, {"tokens": lambda lengths: 1.0}, 1, [tokens_row])
     assert rows[0].predictor_name == "tokens (prior)"
-    assert rows[0].measured is tokens_row.measured  # the tokens prior's plan is the tokens row's: not run again
+    assert rows[0].timing is tokens_row.timing  # the tokens prior's plan is the tokens row's: not run again
     reported = np.cumsum([0] + [sum(len(packs) for packs in row.ranks) for row in rows[:-1]])
     # a step plans with a fit once the steps before it reported min_records micro-batches
     assert [row.predictor_name for row in rows] == [
@@ -277,15 +301,15 @@ def probed_after_a_slowdown(dp: int, slowness: float):
 
 def test_speed_probe_scales_rank_and_calibration_times_to_the_starting_speed():
     ranks, rank_tokens, probed = probed_after_a_slowdown(2, 2.5)  # slower after the calibration's start
-    rank_seconds, pack_seconds = probed.measure([ranks], repeats=3)[0]
-    np.testing.assert_allclose(rank_seconds, 1e-3 * rank_tokens)
-    np.testing.assert_allclose([sum(s) for s in pack_seconds], 1e-3 * rank_tokens)
+    [timing] = probed.measure([ranks], repeats=3)
+    np.testing.assert_allclose(timing.rank_seconds, 1e-3 * rank_tokens)
+    np.testing.assert_allclose([sum(s) for s in timing.pack_seconds], 1e-3 * rank_tokens)
     assert probed.speeds == pytest.approx([2.5] * 6)  # one probe after each rank run
 
     unprobed = DriftingTrainer(None)
     unprobed.start_speed_probe()
     unprobed.slowness = 2.5
-    np.testing.assert_allclose(unprobed.measure([ranks], repeats=3)[0][0], 2.5e-3 * rank_tokens)
+    np.testing.assert_allclose(unprobed.measure([ranks], repeats=3)[0].rank_seconds, 2.5e-3 * rank_tokens)
     assert unprobed.speeds == []
 
 
@@ -298,8 +322,8 @@ def test_a_straggling_probe_scales_no_rank_its_round_takes_the_median_probe():
         return DriftingTrainer.seconds(trainer, pack) * (10.0 if straggles else 1.0)
 
     trainer.seconds = seconds
-    rank_seconds, _ = trainer.measure([ranks], repeats=3)[0]
-    np.testing.assert_allclose(rank_seconds, 1e-3 * rank_tokens)  # one probe per run would put rank 0 at 10x
+    [timing] = trainer.measure([ranks], repeats=3)
+    np.testing.assert_allclose(timing.rank_seconds, 1e-3 * rank_tokens)  # one probe per run would put rank 0 at 10x
 
 
 def test_rank_time_is_the_sum_of_its_packs_medians_so_stragglers_in_different_runs_drop_out():
@@ -317,9 +341,9 @@ def test_rank_time_is_the_sum_of_its_packs_medians_so_stragglers_in_different_ru
         return 1e-3 * len(pack.input_ids) * (5.0 if straggles else 1.0)
 
     trainer.seconds = seconds
-    rank_seconds, pack_seconds = trainer.measure([ranks], repeats=3)[0]
-    np.testing.assert_allclose(rank_seconds, 1e-3 * sum(len(p.input_ids) for p in packs))
-    np.testing.assert_allclose(pack_seconds[0], [1e-3 * len(p.input_ids) for p in packs])
+    [timing] = trainer.measure([ranks], repeats=3)
+    np.testing.assert_allclose(timing.rank_seconds, 1e-3 * sum(len(p.input_ids) for p in packs))
+    np.testing.assert_allclose(timing.pack_seconds[0], [1e-3 * len(p.input_ids) for p in packs])
 
 
 def test_plans_are_timed_in_interleaved_rounds_so_a_spell_of_the_machine_is_in_one_round_of_each():
@@ -334,9 +358,9 @@ def test_plans_are_timed_in_interleaved_rounds_so_a_spell_of_the_machine_is_in_o
         return 1e-3 * len(pack.input_ids) * (4.0 if calls[0] <= 3 * calls_per_round else 1.0)
 
     trainer.seconds = seconds
-    results = trainer.measure(plans, repeats=5)
-    for plan, (rank_seconds, _) in zip(plans, results):  # one plan after another: the first one 4x in 3 of 5 runs
-        np.testing.assert_allclose(rank_seconds, [1e-3 * sum(len(p.input_ids) for p in packs) for packs in plan])
+    timings = trainer.measure(plans, repeats=5)
+    for plan, timing in zip(plans, timings):  # one plan after another: the first one 4x in 3 of 5 runs
+        np.testing.assert_allclose(timing.rank_seconds, [1e-3 * sum(len(p.input_ids) for p in packs) for packs in plan])
 
 
 class InOrder:
@@ -365,10 +389,10 @@ def test_a_rounds_micro_batches_run_in_a_random_order_so_a_recurring_spell_lands
         return 1e-3 * len(pack.input_ids) * (4.0 if slow else 1.0)
 
     trainer.seconds = seconds
-    rank_seconds, _ = trainer.measure([ranks], repeats=7)[0]
+    [timing] = trainer.measure([ranks], repeats=7)
     expected = 1e-3 * rank_tokens
     expected[0] *= rank_0_factor  # in plan order the spell is rank 0's whole run in every round
-    np.testing.assert_allclose(rank_seconds, expected)
+    np.testing.assert_allclose(timing.rank_seconds, expected)
 
 
 def test_calibration_records_are_medians_of_runs_scaled_by_the_speed_probe():
@@ -446,9 +470,28 @@ def test_results_json_holds_every_rank_pack_and_calibration_record(tmp_path):
         assert [r["name"] for r in saved_rows] == [row.name for row in rows]
         for row, saved_row in zip(rows, saved_rows):
             assert saved_row["measured"] == row.measured.tolist() and saved_row["predicted"] == row.predicted.tolist()
-            assert [[(p["lengths"], p["seconds"]) for p in packs] for packs in saved_row["packs"]] == [
-                [(pack_lengths(pack).tolist(), seconds) for pack, seconds in zip(packs, rank_seconds)]
-                for packs, rank_seconds in zip(row.ranks, row.pack_seconds)]
+            assert saved_row["rank_noise"] == row.timing.rank_noise().tolist()
+            assert saved_row["noise_idle"] == row.timing.noise_idle()
+            assert [[(p["lengths"], p["seconds"], p["rounds"]) for p in packs] for packs in saved_row["packs"]] == [
+                [(pack_lengths(pack).tolist(), seconds, runs.tolist()) for pack, seconds, runs in zip(packs, rank_seconds,
+                                                                                                     rank_runs)]
+                for packs, rank_seconds, rank_runs in zip(row.ranks, row.pack_seconds, row.timing.runs)]
+
+
+def test_case_report_shows_every_row_with_its_idle_and_noise():
+    settings = tb.Settings(max_length=1000, prompts_per_rank=2, calibration_batches=20, online_steps=2,
+                           cases=(("bimodal", 2),))
+    case = tb.run_case(ShiftingAttentionTrainer(), "bimodal", 2, settings, repeats=3)
+    lines = "\n".join(training_report.case_lines(case, 3)).splitlines()
+    for row in case.rows + case.online:
+        shown = [line for line in lines if line.startswith(f"| {row.name} ")]
+        assert len(shown) == (2 if row is case.online[-1] else 1)  # the last online step is in both tables
+        for line in shown:
+            cells = [cell.strip() for cell in line.strip("|").split("|")]
+            # the fake trainer's rounds are all alike: no noise
+            assert cells[3:6] == [training_report.percent(row.idle), "0.0%", "0.0%"]
+    targets = training_report.target_lines([case], 0.02, 0.05, 3, 0.01, 0.02)
+    assert "(noise alone: 0.0%)" in targets[1]
 
 
 def test_reference_pack_fills_the_cap_with_a_mix_of_lengths():
