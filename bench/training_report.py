@@ -95,8 +95,8 @@ def row_cells(row) -> list[str]:
     ]
 
 
-ROW_HEADERS = ["predicted by", "step time", "idle", "rank noise (median)", "idle from noise", "rank error (median)", "rank error (max)", "tokens/s",
-               "micro-batches per rank"]
+ROW_HEADERS = ["predicted by", "step time", "idle", "rank noise (median)", "idle from noise", "rank error (median)",
+               "rank error (max)", "tokens/s", "micro-batches per rank"]
 
 
 def case_lines(case, repeats: int) -> list[str]:
