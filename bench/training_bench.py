@@ -145,6 +145,22 @@ class Timing:
         """What its rank noise alone would idle (noise_idle)."""
         return noise_idle(self.rank_noise())
 
+    def halves_difference(self) -> tuple:
+        """A check of rank_noise against the runs themselves: the sd of the
+        difference between the rank shares (a rank's time over the mean
+        rank's) from the odd and from the even rounds, measured, and as
+        rank_noise predicts it (each half's standard error grows with the
+        square root of rounds over its rounds). Needs two rounds."""
+        rounds = self.runs[0].shape[1]
+        if rounds < 2:
+            raise ValueError(f"halves_difference needs at least 2 rounds, got {rounds}")
+        first, second = (np.array([np.median(runs[:, half::2], axis=1).sum() for runs in self.runs])
+                         for half in (0, 1))
+        measured = float(np.std(first / first.mean() - second / second.mean()))
+        halves = np.array([(rounds + 1) // 2, rounds // 2])
+        expected = float(np.sqrt(np.mean(self.rank_noise() ** 2) * np.sum(rounds / halves)))
+        return measured, expected
+
 
 def noise_idle(rank_noise: np.ndarray, draws: int = NOISE_DRAWS) -> float:
     """The mean idle of ranks that all take the same time, each measured

@@ -109,6 +109,7 @@ def case_lines(case, repeats: int) -> list[str]:
         table(["row", *ROW_HEADERS], [[row.name, *row_cells(row)] for row in case.rows + case.online[-1:]],
               "llrrrrrrrr"),
         "",
+        *noise_check_lines(case.rows, repeats),
         "online, per step (each planned with the model fitted on the steps before; same rollout):",
         "",
     ]
@@ -118,6 +119,16 @@ def case_lines(case, repeats: int) -> list[str]:
     lines += [table(["step", *ROW_HEADERS, "idle vs calibrated", "max error vs calibrated"], steps,
                     "llrrrrrrrrrr"), ""]
     return lines + rank_bars(case) + [""]
+
+
+def noise_check_lines(rows, repeats: int) -> list[str]:
+    """The rank noise checked against the runs (Timing.halves_difference),
+    over the rows (root mean square)."""
+    if repeats < 2:
+        return []
+    measured, expected = np.sqrt(np.mean(np.square([row.timing.halves_difference() for row in rows]), axis=0))
+    return [f"noise check: each rank's share of its row's mean from the odd and from the even runs differed by "
+            f"{percent(measured)} sd (over the rows); the rank noise predicts {percent(expected)}", ""]
 
 
 def calibrated_row(case):

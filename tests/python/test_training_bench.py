@@ -197,6 +197,26 @@ def test_noise_idle_grows_with_the_ranks():
     assert 0 < idles[0] < idles[1] < idles[2]
 
 
+def test_halves_difference_compares_the_odd_and_even_rounds():
+    # Rank 0 takes 1.0 s in the odd rounds and 1.2 s in the even ones: shares
+    # (1, 1) and (1.2, 1) / 1.1, a difference of +-0.2 / 2.2.
+    timing = tb.Timing([np.array([[1.0, 1.2] * 3]), np.array([[1.0] * 6])])
+    measured, expected = timing.halves_difference()
+    assert measured == pytest.approx(0.2 / 2.2)
+    assert expected > 0
+    with pytest.raises(ValueError, match="at least 2 rounds, got 1"):
+        tb.Timing([np.array([[1.0]])]).halves_difference()
+
+
+@pytest.mark.parametrize("rounds", [5, 8])
+def test_rank_noise_predicts_how_far_the_halves_differ_under_normal_noise(rounds):
+    rng = np.random.default_rng(5)
+    packs = rng.uniform(0.05, 0.3, size=(256, 7))  # 256 ranks of 7 micro-batches
+    timing = tb.Timing([p[:, None] * (1 + 0.08 * rng.standard_normal((7, rounds))) for p in packs])
+    measured, expected = timing.halves_difference()
+    assert measured == pytest.approx(expected, rel=0.2)
+
+
 def test_online_step_is_the_first_at_the_offline_fit():
     case = tb.Case("lognormal", 3, calibration=None)
     case.rows = [make_row("cal", "calibrated", [1.0, 1.0, 1.0], [1.0, 1.0, 1.0])]
@@ -490,6 +510,8 @@ def test_case_report_shows_every_row_with_its_idle_and_noise():
             cells = [cell.strip() for cell in line.strip("|").split("|")]
             # the fake trainer's rounds are all alike: no noise
             assert cells[3:6] == [training_report.percent(row.idle), "0.0%", "0.0%"]
+    assert ("noise check: each rank's share of its row's mean from the odd and from the even runs differed by 0.0% "
+            "sd (over the rows); the rank noise predicts 0.0%") in lines
     targets = training_report.target_lines([case], 0.02, 0.05, 3, 0.01, 0.02)
     assert "(noise alone: 0.0%)" in targets[1]
 
