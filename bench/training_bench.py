@@ -46,7 +46,7 @@ per case its calibration fit and a table (step time,
 idle = 1 - mean/max rank time, the rank times' noise (standard error, from
 each pack's spread over the rounds) and the idle that noise alone would show
 on a plan of equal ranks, predicted vs measured rank time error, tokens/s),
-the online rows per step, text bars of the rank times and the
+a check of that noise against the odd and even runs, the online rows per step, text bars of the rank times and the
 PASS/FAIL lines of the targets; writes PNG charts and training_results.json
 (every row's per-rank and per-pack times, every case's calibration records)
 to --out. The exit code is
