@@ -56,7 +56,9 @@ TaskWorkload fitted_model(const ControlPlane& control, const std::string& task, 
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   for (;;) {
     std::optional<TaskWorkload> model = control.task_workload(task);
-    if (model && model->reports == reports && model->fitted &&
+    // The fit of every report: a fit of the first few is already accurate here, and a refit of
+    // all of them may still be on its way (a checkpoint saved then holds the later one).
+    if (model && model->reports == reports && model->fitted && model->workload.fit().records == reports &&
         std::abs(model->workload.seconds({{1000}}) - seconds_of({1000})) < 1e-3 * seconds_of({1000})) {
       return *model;
     }
