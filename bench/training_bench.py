@@ -58,6 +58,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import functools
 import gc
 import statistics
 import sys
@@ -119,16 +120,17 @@ class Timing:
 
     runs: list
 
-    @property
+    @functools.cached_property  # Row's metrics read these many times
     def pack_seconds(self) -> list:
         """Per rank, per pack: the median over the rounds."""
         return [[float(s) for s in np.median(runs, axis=1)] for runs in self.runs]
 
-    @property
+    @functools.cached_property
     def rank_seconds(self) -> np.ndarray:
         """Per rank: the sum of its packs' medians."""
         return np.array([float(np.median(runs, axis=1).sum()) for runs in self.runs])
 
+    @functools.cached_property
     def rank_noise(self) -> np.ndarray:
         """Per rank: the standard error of its time, relative to it, from
         its packs' spreads over the rounds (a pack's median has a standard
@@ -141,9 +143,10 @@ class Timing:
             errors.append(float(np.sqrt(np.sum((MEDIAN_SE * MAD_SD * mad) ** 2 / rounds))))
         return np.array(errors) / self.rank_seconds
 
+    @functools.cached_property
     def noise_idle(self) -> float:
         """What its rank noise alone would idle (noise_idle)."""
-        return noise_idle(self.rank_noise())
+        return noise_idle(self.rank_noise)
 
     def halves_difference(self) -> tuple:
         """A check of rank_noise against the runs themselves: the sd of the
@@ -158,7 +161,7 @@ class Timing:
                          for half in (0, 1))
         measured = float(np.std(first / first.mean() - second / second.mean()))
         halves = np.array([(rounds + 1) // 2, rounds // 2])
-        expected = float(np.sqrt(np.mean(self.rank_noise() ** 2) * np.sum(rounds / halves)))
+        expected = float(np.sqrt(np.mean(self.rank_noise ** 2) * np.sum(rounds / halves)))
         return measured, expected
 
 

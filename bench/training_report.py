@@ -86,8 +86,8 @@ def row_cells(row) -> list[str]:
         row.predictor_name,
         seconds(row.step_seconds),
         percent(row.idle),
-        percent(float(np.median(row.timing.rank_noise()))),
-        percent(row.timing.noise_idle()),
+        percent(float(np.median(row.timing.rank_noise))),
+        percent(row.timing.noise_idle),
         percent(float(np.median(row.errors))),
         percent(float(row.errors.max())),
         f"{row.tokens / row.step_seconds:,.0f}",
@@ -168,9 +168,9 @@ def target_lines(cases, idle_target, error_target, steps_target, idle_tolerance,
         verl_idle = min(row.idle for row in verl_rows)
         # The target is for cases that verl's workload leaves out of balance.
         checks.append((cal.idle <= idle_target if verl_idle > idle_target else None,
-                       f"{case.label}: calibrated idle {percent(cal.idle)} (noise alone: {percent(cal.timing.noise_idle())}) "
-                       f"<= {percent(idle_target)} where verl's "
-                       f"workload idles more than that ({percent(verl_idle)} at best)"))
+                       f"{case.label}: calibrated idle {percent(cal.idle)} (noise alone: "
+                       f"{percent(cal.timing.noise_idle)}) <= {percent(idle_target)} where verl's workload idles more "
+                       f"than that ({percent(verl_idle)} at best)"))
         checks.append((cal.errors.max() <= error_target,
                        f"{case.label}: calibrated prediction error per rank <= {percent(error_target)} "
                        f"(max {percent(cal.errors.max())})"))
@@ -190,8 +190,8 @@ def row_results(row) -> dict:
         "predicted_by": row.predictor_name,
         "measured": [float(x) for x in row.measured],
         "predicted": [float(x) for x in row.predicted],
-        "rank_noise": [float(x) for x in row.timing.rank_noise()],
-        "noise_idle": row.timing.noise_idle(),
+        "rank_noise": [float(x) for x in row.timing.rank_noise],
+        "noise_idle": row.timing.noise_idle,
         "packs": [[{"lengths": [int(n) for n in pack_lengths(pack)], "seconds": float(seconds),
                     "rounds": [float(x) for x in runs]}
                    for pack, seconds, runs in zip(packs, rank_seconds, rank_runs)]

@@ -178,7 +178,7 @@ def test_rank_noise_is_the_standard_error_of_the_packs_medians():
     spread = [1.0, 1.2, 0.8, 1.1, 0.9]  # median 1.0, MAD 0.1
     timing = tb.Timing([np.array([spread, spread]), np.array([[3.0] * 5])])
     pack_error = tb.MEDIAN_SE * tb.MAD_SD * 0.1 / np.sqrt(5)
-    np.testing.assert_allclose(timing.rank_noise(), [np.sqrt(2) * pack_error / 2.0, 0.0])
+    np.testing.assert_allclose(timing.rank_noise, [np.sqrt(2) * pack_error / 2.0, 0.0])
     assert tb.MEDIAN_SE == pytest.approx(np.sqrt(np.pi / 2), abs=1e-4)
     assert tb.MAD_SD == pytest.approx(1 / 0.6744898, abs=1e-4)  # 1 / the normal's 75th percentile
 
@@ -192,8 +192,8 @@ def test_noise_idle_is_what_equal_ranks_idle_when_measured_with_that_noise(sd):
 
 def test_noise_idle_grows_with_the_ranks():
     timings = [tb.Timing([np.array([[1.0, 1.1, 0.9, 1.05, 0.95]])] * dp) for dp in (2, 4, 16)]
-    idles = [t.noise_idle() for t in timings]
-    assert idles == [tb.noise_idle(t.rank_noise()) for t in timings]
+    idles = [t.noise_idle for t in timings]
+    assert idles == [tb.noise_idle(t.rank_noise) for t in timings]
     assert 0 < idles[0] < idles[1] < idles[2]
 
 
@@ -490,8 +490,8 @@ def test_results_json_holds_every_rank_pack_and_calibration_record(tmp_path):
         assert [r["name"] for r in saved_rows] == [row.name for row in rows]
         for row, saved_row in zip(rows, saved_rows):
             assert saved_row["measured"] == row.measured.tolist() and saved_row["predicted"] == row.predicted.tolist()
-            assert saved_row["rank_noise"] == row.timing.rank_noise().tolist()
-            assert saved_row["noise_idle"] == row.timing.noise_idle()
+            assert saved_row["rank_noise"] == row.timing.rank_noise.tolist()
+            assert saved_row["noise_idle"] == row.timing.noise_idle
             assert [[(p["lengths"], p["seconds"], p["rounds"]) for p in packs] for packs in saved_row["packs"]] == [
                 [(pack_lengths(pack).tolist(), seconds, runs.tolist()) for pack, seconds, runs in zip(packs, rank_seconds,
                                                                                                      rank_runs)]
