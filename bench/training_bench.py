@@ -2,6 +2,7 @@
 """Training benchmark: DP balance measured on real forward/backward compute.
 
     python bench/training_bench.py [--quick] [--out DIR] [--dp 4 8 16] [--dist lognormal bimodal] [--repeats 5]
+                                   [--resolve PERCENT [--max-repeats 40]]
 
 (`./run bench training` installs what it needs and runs it.) The default run
 takes 17-19 minutes of compute (one core), --quick 4.
@@ -23,7 +24,9 @@ ranks do not share the cores), in --repeats rounds that each run every
 micro-batch of every offline row of the case once, in a random order (so
 that a spell of the machine lands on a few micro-batches of many ranks and
 in one round of every row, not on the ranks timed then); each micro-batch's
-time is the median of its --repeats runs and a rank's
+time is the median of its --repeats runs (with --resolve, the balanced
+rows then run alone in more rounds until their idle from noise is at most
+PERCENT: see Resolution) and a rank's
 the sum of its micro-batches' (Trainer.measure), timed by the training
 thread's CPU time (--clock cpu: what a core of its own would take, steady
 while other processes load the machine) or the wall clock (--clock wall),
@@ -120,6 +123,15 @@ class Timing:
 
     runs: list
 
+    @property
+    def rounds(self) -> int:
+        return self.runs[0].shape[1]
+
+    def with_round(self, seconds: list) -> Timing:
+        """This timing and one more round (per rank, per pack: seconds)."""
+        return Timing([np.column_stack((runs, np.array(s, dtype=np.float64).reshape(len(runs))))
+                       for runs, s in zip(self.runs, seconds)])
+
     @functools.cached_property  # Row's metrics read these many times
     def pack_seconds(self) -> list:
         """Per rank, per pack: the median over the rounds."""
@@ -154,7 +166,7 @@ class Timing:
         rank's) from the odd and from the even rounds, measured, and as
         rank_noise predicts it (each half's standard error grows with the
         square root of rounds over its rounds). Needs two rounds."""
-        rounds = self.runs[0].shape[1]
+        rounds = self.rounds
         if rounds < 2:
             raise ValueError(f"halves_difference needs at least 2 rounds, got {rounds}")
         first, second = (np.array([np.median(runs[:, half::2], axis=1).sum() for runs in self.runs])
@@ -163,6 +175,23 @@ class Timing:
         halves = np.array([(rounds + 1) // 2, rounds // 2])
         expected = float(np.sqrt(np.mean(self.rank_noise ** 2) * np.sum(rounds / halves)))
         return measured, expected
+
+
+@dataclasses.dataclass(frozen=True)
+class Resolution:
+    """How finely the plans the targets judge are measured: after the
+    common rounds, rounds of those plans alone are added until each one's
+    idle from noise is at most `idle` or it has `max_rounds` rounds (the
+    floor falls with the square root of the rounds; timing every row that
+    long would multiply the run's time for rows no target reads)."""
+
+    idle: float
+    max_rounds: int
+
+    def pending(self, timings: list, judged) -> list:
+        """The judged plans (indices into timings) not yet resolved."""
+        return [plan for plan in judged
+                if timings[plan].rounds < self.max_rounds and timings[plan].noise_idle > self.idle]
 
 
 def noise_idle(rank_noise: np.ndarray, draws: int = NOISE_DRAWS) -> float:
@@ -329,18 +358,26 @@ class Trainer:
         factor = statistics.median(factors)
         return [[[s * factor for s in packs] for packs in ranks] for ranks in seconds]
 
-    def measure(self, plans: list, repeats: int) -> list:
+    def measure(self, plans: list, repeats: int, resolution: Resolution | None = None, judged=()) -> list:
         """A Timing per plan (its ranks' packs), from `repeats` rounds, each
         running every pack of every plan once (time_round), so a spell of
         the machine lands in one round of each plan rather than in most
         rounds of whichever plan ran then. A pack's seconds are the median
         over the rounds and a rank's the sum of its packs', so a straggling
-        micro-batch in one run counts in no rank's time."""
-        rounds = [self.time_round(plans) for _ in range(repeats)]
-        return [Timing([np.array([[run[plan][rank][index] for run in rounds] for index in range(len(packs))],
-                                 dtype=np.float64).reshape(len(packs), repeats)
-                        for rank, packs in enumerate(ranks)])
-                for plan, ranks in enumerate(plans)]
+        micro-batch in one run counts in no rank's time. With a
+        `resolution`, the `judged` plans (indices) then get rounds of their
+        own until it is met."""
+        timings = [Timing([np.empty((len(packs), 0)) for packs in ranks]) for ranks in plans]
+
+        def add_round(indices: list) -> None:
+            for plan, seconds in zip(indices, self.time_round([plans[plan] for plan in indices])):
+                timings[plan] = timings[plan].with_round(seconds)
+
+        for _ in range(repeats):
+            add_round(list(range(len(plans))))
+        while resolution is not None and (pending := resolution.pending(timings, judged)):
+            add_round(pending)
+        return timings
 
 
 def reference_pack(max_length: int, vocab: int) -> Pack:
@@ -441,10 +478,11 @@ def predicted_ranks(predictor, ranks: list) -> np.ndarray:
     return np.array([sum(predictor(pack_lengths(p)) for p in packs) for packs in ranks])
 
 
-def measured_rows(trainer: Trainer, plans: list, predictors: dict, repeats: int) -> list:
+def measured_rows(trainer: Trainer, plans: list, predictors: dict, repeats: int,
+                  resolution: Resolution | None = None, judged=()) -> list:
     """A Row per (name, predictor name, ranks) plan, the plans timed
-    together (Trainer.measure)."""
-    timings = trainer.measure([ranks for _, _, ranks in plans], repeats)
+    together (Trainer.measure), the `judged` ones (indices) to `resolution`."""
+    timings = trainer.measure([ranks for _, _, ranks in plans], repeats, resolution, judged)
     return [Row(name, predictor_name, ranks, timing, predicted_ranks(predictors[predictor_name], ranks))
             for (name, predictor_name, ranks), timing in zip(plans, timings)]
 
@@ -455,7 +493,7 @@ def same_packs(a: list, b: list) -> bool:
 
 
 def online_rows(trainer: Trainer, rollout, dp: int, settings: Settings, predictors: dict, repeats: int,
-                measured: list) -> list:
+                measured: list, resolution: Resolution | None = None) -> list:
     """One row per step: plan with the online model's current snapshot,
     train, report every pack's median seconds, wait for the refit. A plan
     identical to one of the `measured` rows (the tokens prior's first step)
@@ -470,7 +508,8 @@ def online_rows(trainer: Trainer, rollout, dp: int, settings: Settings, predicto
         ranks = seqflow_plan(rollout, dp, settings.max_length, workload)
         done = next((row for row in measured + rows if same_packs(row.ranks, ranks)), None)
         if done is None:
-            [row] = measured_rows(trainer, [(name, predictor_name, ranks)], {predictor_name: predictor}, repeats)
+            [row] = measured_rows(trainer, [(name, predictor_name, ranks)], {predictor_name: predictor}, repeats,
+                                  resolution, judged=[0])
         else:
             row = Row(name, predictor_name, ranks, done.timing, predicted_ranks(predictor, ranks))
         for packs, seconds in zip(ranks, row.pack_seconds):
@@ -481,7 +520,8 @@ def online_rows(trainer: Trainer, rollout, dp: int, settings: Settings, predicto
     return rows
 
 
-def run_case(trainer: Trainer, dist: str, dp: int, settings: Settings, repeats: int) -> Case:
+def run_case(trainer: Trainer, dist: str, dp: int, settings: Settings, repeats: int,
+             resolution: Resolution | None = None) -> Case:
     rng = np.random.default_rng([SEED, DISTRIBUTIONS.index(dist), dp])
     rollout = make_rollout(dist, settings.prompts_per_rank * dp, GROUP_SIZE, settings.max_length,
                            trainer.model.config.vocab, rng)
@@ -496,8 +536,10 @@ def run_case(trainer: Trainer, dist: str, dp: int, settings: Settings, repeats: 
         ("seqflow, verl workload", "verl", seqflow_plan(rollout, dp, cap, "verl")),
         ("seqflow, calibrated", "calibrated", seqflow_plan(rollout, dp, cap, calibration.workload)),
     ]
-    case.rows = measured_rows(trainer, plans, predictors, repeats)
-    case.online = online_rows(trainer, rollout, dp, settings, predictors, repeats, case.rows)
+    # Every balanced row is judged: the targets read verl's and the calibrated,
+    # and the online steps, whose first is the tokens row's plan.
+    case.rows = measured_rows(trainer, plans, predictors, repeats, resolution, judged=range(1, len(plans)))
+    case.online = online_rows(trainer, rollout, dp, settings, predictors, repeats, case.rows, resolution)
     return case
 
 
@@ -510,6 +552,10 @@ def main() -> None:
                              "bimodal dp 4; --quick: lognormal dp 4)")
     parser.add_argument("--dist", nargs="+", choices=DISTRIBUTIONS, help="length distributions (see --dp)")
     parser.add_argument("--repeats", type=int, default=5, help="runs per rank; its time is their median")
+    parser.add_argument("--resolve", type=float, metavar="PERCENT",
+                        help="then time the balanced rows (all but contiguous; the targets judge them) in more "
+                             "runs until each one's idle from noise is at most PERCENT (default: no more runs)")
+    parser.add_argument("--max-repeats", type=int, default=40, help="with --resolve: at most this many runs per row")
     parser.add_argument("--no-speed-probe", dest="speed_probe", action="store_false",
                         help="do not scale runs by a reference micro-batch timed after each (see Trainer)")
     parser.add_argument("--malloc", choices=training_malloc.MODES, default="keep",
@@ -521,6 +567,13 @@ def main() -> None:
     args = parser.parse_args()
     if args.repeats < 1 or any(dp < 1 for dp in args.dp or ()):
         parser.error(f"--repeats and --dp must be >= 1, got {args.repeats} and {args.dp}")
+    resolution = None
+    if args.resolve is not None:
+        if not 0 < args.resolve < 100:
+            parser.error(f"--resolve must be a percentage between 0 and 100, got {args.resolve}")
+        if args.max_repeats < args.repeats:
+            parser.error(f"--max-repeats must be >= --repeats ({args.repeats}), got {args.max_repeats}")
+        resolution = Resolution(args.resolve / 100, args.max_repeats)
     settings = QUICK if args.quick else FULL
     if args.dp or args.dist:  # every distribution at every dp
         dists = args.dist or sorted({dist for dist, _ in settings.cases})
@@ -532,7 +585,9 @@ def main() -> None:
     config = ModelConfig(max_length=settings.max_length)
     mean_tokens = settings.prompts_per_rank * GROUP_SIZE * settings.max_length * 0.4  # per rank, roughly
     plans_per_case = 5 + settings.online_steps - 1  # online's first step is the tokens row's plan
-    rank_runs = sum(dp for _, dp in settings.cases) * plans_per_case * args.repeats
+    judged_per_case = 3 + settings.online_steps  # every row but contiguous; online after the prior
+    most_runs = judged_per_case * (resolution.max_rounds - args.repeats) if resolution else 0
+    rank_runs = sum(dp for _, dp in settings.cases) * (plans_per_case * args.repeats + most_runs)
     probe_tokens = settings.max_length if args.speed_probe else 0  # one reference after each run
     calibration_runs = -(-settings.calibration_batches // CALIBRATION_BATCHES_PER_RUN) * args.repeats
     calibration_tokens = (settings.calibration_batches * settings.max_length * 0.6 * args.repeats
@@ -544,12 +599,12 @@ def main() -> None:
     trainer = Trainer(config, tqdm(total=total, unit="tok", unit_scale=True, file=sys.stderr,
                                    desc="training bench", dynamic_ncols=True), CLOCKS[args.clock], reference)
     warm_up(trainer, settings, config.vocab, np.random.default_rng([SEED, 99]))
-    results = [run_case(trainer, dist, dp, settings, args.repeats) for dist, dp in settings.cases]
+    results = [run_case(trainer, dist, dp, settings, args.repeats, resolution) for dist, dp in settings.cases]
     trainer.bar.total = trainer.bar.n  # the total was an estimate; identical plans were not run twice
     trainer.bar.close()
 
     lines = run_header(seqflow)
-    lines += report.describe(config, settings, GROUP_SIZE, args.repeats, args.clock, torch.__version__)
+    lines += report.describe(config, settings, GROUP_SIZE, args.repeats, resolution, args.clock, torch.__version__)
     lines += report.speed_lines(trainer.reference_seconds, trainer.speeds)
     lines += report.memory_lines(malloc, trainer.micro_batches, trainer.page_faults)
     for case in results:

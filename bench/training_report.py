@@ -25,15 +25,20 @@ def seconds(value: float) -> str:
 CLOCK_TEXT = {"cpu": "CPU time of the training thread", "wall": "wall-clock time"}
 
 
-def describe(config, settings, group_size: int, repeats: int, clock: str, torch_version: str) -> list[str]:
+def describe(config, settings, group_size: int, repeats: int, resolution, clock: str,
+             torch_version: str) -> list[str]:
+    runs = f"{repeats} runs"
+    if resolution is not None:
+        runs += (f" (the balanced rows, which the targets judge: more, until their idle from noise is at most "
+                 f"{percent(resolution.idle)}, at most {resolution.max_rounds}; a row's runs in its table)")
     return [
         f"model: causal transformer, {config.layers} layers, width {config.width}, {config.heads} heads, "
         f"vocab {config.vocab}; CPU torch {torch_version}, 1 thread; attention per sequence inside a pack",
         f"data: GRPO, {group_size} responses per prompt, {settings.prompts_per_rank} prompts per rank; "
         f"samples of at most {settings.max_length:,} tokens, micro-batches of at most {settings.max_length:,} "
-        f"tokens; each micro-batch's time the median of {repeats} runs, a rank's the sum of its micro-batches' "
+        f"tokens; each micro-batch's time the median of {runs}, a rank's the sum of its micro-batches' "
         f"(one micro-batch at a time, in a random order; {CLOCK_TEXT[clock]}), step = slowest rank",
-        f"rank noise: the standard error of a rank's time, from its micro-batches' spreads over the {repeats} runs "
+        "rank noise: the standard error of a rank's time, from its micro-batches' spreads over their runs "
         "(1.25 x 1.48 MAD / sqrt(runs) each, independent); idle from noise: what a plan of equal ranks would "
         "idle, measured with that noise (the mean of 1 - mean/max over normal draws)",
         "",
@@ -86,6 +91,7 @@ def row_cells(row) -> list[str]:
         row.predictor_name,
         seconds(row.step_seconds),
         percent(row.idle),
+        str(row.timing.rounds),
         percent(float(np.median(row.timing.rank_noise))),
         percent(row.timing.noise_idle),
         percent(float(np.median(row.errors))),
@@ -95,8 +101,8 @@ def row_cells(row) -> list[str]:
     ]
 
 
-ROW_HEADERS = ["predicted by", "step time", "idle", "rank noise (median)", "idle from noise", "rank error (median)",
-               "rank error (max)", "tokens/s", "micro-batches per rank"]
+ROW_HEADERS = ["predicted by", "step time", "idle", "runs", "rank noise (median)", "idle from noise",
+               "rank error (median)", "rank error (max)", "tokens/s", "micro-batches per rank"]
 
 
 def case_lines(case, repeats: int) -> list[str]:
@@ -107,7 +113,7 @@ def case_lines(case, repeats: int) -> list[str]:
         "",
         *calibration_lines(case.calibration, repeats),
         table(["row", *ROW_HEADERS], [[row.name, *row_cells(row)] for row in case.rows + case.online[-1:]],
-              "llrrrrrrrr"),
+              "llrrrrrrrrr"),
         "",
         *noise_check_lines(case.rows, repeats),
         "online, per step (each planned with the model fitted on the steps before; same rollout):",
@@ -117,7 +123,7 @@ def case_lines(case, repeats: int) -> list[str]:
     steps = [[row.name, *row_cells(row), f"{100 * (row.idle - offline.idle):+.1f} pp",
               f"{100 * (row.errors.max() - offline.errors.max()):+.1f} pp"] for row in case.online]
     lines += [table(["step", *ROW_HEADERS, "idle vs calibrated", "max error vs calibrated"], steps,
-                    "llrrrrrrrrrr"), ""]
+                    "llrrrrrrrrrrr"), ""]
     return lines + rank_bars(case) + [""]
 
 

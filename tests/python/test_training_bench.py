@@ -509,11 +509,97 @@ def test_case_report_shows_every_row_with_its_idle_and_noise():
         for line in shown:
             cells = [cell.strip() for cell in line.strip("|").split("|")]
             # the fake trainer's rounds are all alike: no noise
-            assert cells[3:6] == [training_report.percent(row.idle), "0.0%", "0.0%"]
+            assert cells[3:7] == [training_report.percent(row.idle), "3", "0.0%", "0.0%"]
     assert ("noise check: each rank's share of its row's mean from the odd and from the even runs differed by 0.0% "
             "sd (over the rows); the rank noise predicts 0.0%") in lines
     targets = training_report.target_lines([case], 0.02, 0.05, 3, 0.01, 0.02)
     assert "(noise alone: 0.0%)" in targets[1]
+
+
+class NoisyTrainer(DriftingTrainer):
+    """A micro-batch takes 1 ms per token times a seeded random factor of
+    sd `sd` (the machine's noise), counted per plan by its packs."""
+
+    def __init__(self, sd: float):
+        super().__init__(None)
+        self.sd = sd
+        self.noise = np.random.default_rng(5)
+        self.runs = collections.Counter()  # id(pack) -> runs
+
+    def seconds(self, pack):
+        self.runs[id(pack)] += 1
+        return 1e-3 * len(pack.input_ids) * (1.0 + self.sd * self.noise.standard_normal())
+
+
+def test_timing_with_round_adds_a_column_to_every_rank():
+    timing = tb.Timing([np.array([[1.0, 2.0]]), np.empty((0, 2))])
+    more = timing.with_round([[3.0], []])
+    assert more.rounds == 3 and timing.rounds == 2
+    assert [runs.tolist() for runs in more.runs] == [[[1.0, 2.0, 3.0]], []]
+
+
+@pytest.mark.parametrize("bound", [0.02, 0.01])
+def test_resolution_times_the_judged_plans_alone_until_their_idle_from_noise_is_under_the_bound(bound):
+    ranks = seqflow_plan(rollout(prompts=16, group_size=2), 8, 128, "tokens")
+    plans = [ranks, [packs[::-1] for packs in ranks], ranks[::-1]]
+    trainer = NoisyTrainer(0.05)
+    timings = trainer.measure(plans, 3, tb.Resolution(bound, 200), judged=[0, 2])
+    assert timings[1].rounds == 3  # not judged: the common rounds only
+    for plan in (0, 2):
+        timing = timings[plan]
+        assert 3 < timing.rounds < 200
+        assert timing.noise_idle <= bound
+        # the round before the last was not yet resolved
+        earlier = tb.Timing([runs[:, :-1] for runs in timing.runs])
+        assert earlier.noise_idle > bound
+        # every pack of the plan ran in every one of its rounds
+        assert all(trainer.runs[id(p)] >= timing.rounds for packs in plans[plan] for p in packs)
+    assert [runs.shape for runs in timings[0].runs] == [(len(packs), timings[0].rounds) for packs in ranks]
+
+
+def test_resolution_stops_at_its_most_rounds_and_without_it_measure_takes_the_repeats():
+    ranks = seqflow_plan(rollout(prompts=8, group_size=2), 4, 128, "tokens")
+    [capped] = NoisyTrainer(0.2).measure([ranks], 3, tb.Resolution(1e-6, 7), judged=[0])
+    assert capped.rounds == 7 and capped.noise_idle > 1e-6
+    [resolved] = NoisyTrainer(0.0).measure([ranks], 3, tb.Resolution(0.01, 7), judged=[0])
+    assert resolved.rounds == 3  # no noise: the floor is 0 after the common rounds
+    [plain] = NoisyTrainer(0.2).measure([ranks], 3)
+    assert plain.rounds == 3
+
+
+def test_a_case_resolves_every_balanced_row():
+    settings = tb.Settings(max_length=128, prompts_per_rank=2, calibration_batches=12, online_steps=3,
+                           cases=(("lognormal", 4),))
+    trainer = NoisyTrainer(0.05)
+    case = tb.run_case(trainer, "lognormal", 4, settings, 3, tb.Resolution(0.01, 9))
+    assert case.rows[0].name == "contiguous" and case.rows[0].timing.rounds == 3  # no target reads it
+    for row in case.rows[1:] + case.online:  # every balanced row, the online steps' too
+        assert 3 < row.timing.rounds <= 9 and (row.timing.rounds == 9 or row.timing.noise_idle <= 0.01), row.name
+    assert case.online[0].predictor_name == "tokens (prior)" and case.online[1].predictor_name == "online"
+
+
+def test_the_header_names_the_resolution_and_the_tables_each_rows_runs():
+    settings = tb.Settings(max_length=128, prompts_per_rank=2, calibration_batches=4, online_steps=1,
+                           cases=(("lognormal", 2),))
+    plain = training_report.describe(TINY, settings, 4, 5, None, "cpu", "2.13.0")[1]
+    assert "the median of 5 runs, a rank's" in plain
+    resolved = training_report.describe(TINY, settings, 4, 5, tb.Resolution(0.01, 40), "cpu", "2.13.0")[1]
+    assert ("the median of 5 runs (the balanced rows, which the targets judge: more, until their idle from noise "
+            "is at most 1.0%, at most 40; a row's runs in its table)") in resolved
+    assert training_report.ROW_HEADERS[3] == "runs"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--resolve", "0"], "--resolve must be a percentage between 0 and 100, got 0.0"),
+    (["--resolve", "150"], "--resolve must be a percentage between 0 and 100, got 150.0"),
+    (["--resolve", "1", "--max-repeats", "4"], "--max-repeats must be >= --repeats (5), got 4"),
+])
+def test_bad_resolution_arguments_are_refused_by_name(args, message, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["training_bench.py", *args])
+    with pytest.raises(SystemExit) as exit_info:
+        tb.main()
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
 
 
 def test_reference_pack_fills_the_cap_with_a_mix_of_lengths():
