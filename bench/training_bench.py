@@ -26,7 +26,8 @@ that a spell of the machine lands on a few micro-batches of many ranks and
 in one round of every row, not on the ranks timed then); each micro-batch's
 time is the median of its --repeats runs (with --resolve, the balanced
 rows then run alone in more rounds until their idle from noise is at most
-PERCENT: see Resolution) and a rank's
+PERCENT, see Resolution, and calibration micro-batches run --max-repeats
+times) and a rank's
 the sum of its micro-batches' (Trainer.measure), timed by the training
 thread's CPU time (--clock cpu: what a core of its own would take, steady
 while other processes load the machine) or the wall clock (--clock wall),
@@ -248,6 +249,7 @@ class Calibration:
     records: list  # (lengths, seconds) per calibration micro-batch
     workload: sb.Workload
     predictors: dict  # predictor name -> seconds(lengths)
+    runs: int  # a record's seconds are the median of this many
 
 
 @dataclasses.dataclass
@@ -447,7 +449,7 @@ def calibrate(trainer: Trainer, settings: Settings, vocab: int, rng: np.random.G
         "verl": scaled_predictor(verl_cost, records),
         "calibrated": workload.seconds,
     }
-    return Calibration(records, workload, predictors)
+    return Calibration(records, workload, predictors, timing.rounds)
 
 
 def random_pack(lengths: np.ndarray, vocab: int, rng: np.random.Generator) -> Pack:
@@ -525,7 +527,10 @@ def run_case(trainer: Trainer, dist: str, dp: int, settings: Settings, repeats: 
     rng = np.random.default_rng([SEED, DISTRIBUTIONS.index(dist), dp])
     rollout = make_rollout(dist, settings.prompts_per_rank * dp, GROUP_SIZE, settings.max_length,
                            trainer.model.config.vocab, rng)
-    calibration = calibrate(trainer, settings, trainer.model.config.vocab, rng, repeats)
+    # Resolved, the calibration takes the most runs: every row's prediction
+    # error is the fit's, and its 100 micro-batches cost a dp 4 row's round.
+    calibration_runs = resolution.max_rounds if resolution is not None else repeats
+    calibration = calibrate(trainer, settings, trainer.model.config.vocab, rng, calibration_runs)
     predictors = calibration.predictors
     cap = settings.max_length
     case = Case(dist, dp, calibration)
@@ -554,7 +559,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5, help="runs per rank; its time is their median")
     parser.add_argument("--resolve", type=float, metavar="PERCENT",
                         help="then time the balanced rows (all but contiguous; the targets judge them) in more "
-                             "runs until each one's idle from noise is at most PERCENT (default: no more runs)")
+                             "runs until each one's idle from noise is at most PERCENT, and the calibration in "
+                             "--max-repeats runs (default: no more runs)")
     parser.add_argument("--max-repeats", type=int, default=40, help="with --resolve: at most this many runs per row")
     parser.add_argument("--no-speed-probe", dest="speed_probe", action="store_false",
                         help="do not scale runs by a reference micro-batch timed after each (see Trainer)")
@@ -589,8 +595,9 @@ def main() -> None:
     most_runs = judged_per_case * (resolution.max_rounds - args.repeats) if resolution else 0
     rank_runs = sum(dp for _, dp in settings.cases) * (plans_per_case * args.repeats + most_runs)
     probe_tokens = settings.max_length if args.speed_probe else 0  # one reference after each run
-    calibration_runs = -(-settings.calibration_batches // CALIBRATION_BATCHES_PER_RUN) * args.repeats
-    calibration_tokens = (settings.calibration_batches * settings.max_length * 0.6 * args.repeats
+    calibration_repeats = resolution.max_rounds if resolution else args.repeats  # see run_case
+    calibration_runs = -(-settings.calibration_batches // CALIBRATION_BATCHES_PER_RUN) * calibration_repeats
+    calibration_tokens = (settings.calibration_batches * settings.max_length * 0.6 * calibration_repeats
                           + calibration_runs * probe_tokens)
     total = int(len(settings.cases) * calibration_tokens + rank_runs * (mean_tokens + probe_tokens))
     from tqdm import tqdm  # only the command needs it (./run bench installs it)

@@ -30,7 +30,8 @@ def describe(config, settings, group_size: int, repeats: int, resolution, clock:
     runs = f"{repeats} runs"
     if resolution is not None:
         runs += (f" (the balanced rows, which the targets judge: more, until their idle from noise is at most "
-                 f"{percent(resolution.idle)}, at most {resolution.max_rounds}; a row's runs in its table)")
+                 f"{percent(resolution.idle)}, at most {resolution.max_rounds}; a row's runs in its table; "
+                 f"calibration micro-batches: {resolution.max_rounds})")
     return [
         f"model: causal transformer, {config.layers} layers, width {config.width}, {config.heads} heads, "
         f"vocab {config.vocab}; CPU torch {torch_version}, 1 thread; attention per sequence inside a pack",
@@ -62,7 +63,7 @@ def memory_lines(malloc: str, micro_batches: int, page_faults: int) -> list[str]
     return [f"memory: {malloc}; {page_faults:,} page faults in the {micro_batches:,} timed micro-batches", ""]
 
 
-def calibration_lines(calibration, repeats: int) -> list[str]:
+def calibration_lines(calibration) -> list[str]:
     """A case's fit, and how far each model's seconds are from its
     calibration records' (the tokens and verl models scaled by least
     squares)."""
@@ -75,7 +76,7 @@ def calibration_lines(calibration, repeats: int) -> list[str]:
         errors.append(f"{name} {percent(float(np.median(relative)))} (p90 {p90})")
     return [
         f"calibration: {len(records)} random micro-batches of both distributions (1-5 sequences, or filled up to the cap), "
-        f"each the median of {repeats} runs, timed right before the rows; "
+        f"each the median of {calibration.runs} runs, timed right before the rows; "
         "seqflow.balance.calibrate: "
         f"{workload.per_token:.3e} s/token + {workload.per_token_squared:.3e} s/token^2 + "
         f"{workload.per_sequence:.3e} s/sequence + {workload.per_micro_batch:.3e} s/micro-batch; "
@@ -111,7 +112,7 @@ def case_lines(case, repeats: int) -> list[str]:
     lines = [
         f"## {case.label}: {samples} samples, {first.tokens:,} tokens",
         "",
-        *calibration_lines(case.calibration, repeats),
+        *calibration_lines(case.calibration),
         table(["row", *ROW_HEADERS], [[row.name, *row_cells(row)] for row in case.rows + case.online[-1:]],
               "llrrrrrrrrr"),
         "",

@@ -503,6 +503,7 @@ def test_case_report_shows_every_row_with_its_idle_and_noise():
                            cases=(("bimodal", 2),))
     case = tb.run_case(ShiftingAttentionTrainer(), "bimodal", 2, settings, repeats=3)
     lines = "\n".join(training_report.case_lines(case, 3)).splitlines()
+    assert case.calibration.runs == 3 and "each the median of 3 runs" in "\n".join(lines)
     for row in case.rows + case.online:
         shown = [line for line in lines if line.startswith(f"| {row.name} ")]
         assert len(shown) == (2 if row is case.online[-1] else 1)  # the last online step is in both tables
@@ -572,6 +573,8 @@ def test_a_case_resolves_every_balanced_row():
                            cases=(("lognormal", 4),))
     trainer = NoisyTrainer(0.05)
     case = tb.run_case(trainer, "lognormal", 4, settings, 3, tb.Resolution(0.01, 9))
+    assert case.calibration.runs == 9  # the fit behind every calibrated prediction: the most runs
+    assert "each the median of 9 runs" in training_report.calibration_lines(case.calibration)[0]
     assert case.rows[0].name == "contiguous" and case.rows[0].timing.rounds == 3  # no target reads it
     for row in case.rows[1:] + case.online:  # every balanced row, the online steps' too
         assert 3 < row.timing.rounds <= 9 and (row.timing.rounds == 9 or row.timing.noise_idle <= 0.01), row.name
@@ -585,7 +588,7 @@ def test_the_header_names_the_resolution_and_the_tables_each_rows_runs():
     assert "the median of 5 runs, a rank's" in plain
     resolved = training_report.describe(TINY, settings, 4, 5, tb.Resolution(0.01, 40), "cpu", "2.13.0")[1]
     assert ("the median of 5 runs (the balanced rows, which the targets judge: more, until their idle from noise "
-            "is at most 1.0%, at most 40; a row's runs in its table)") in resolved
+            "is at most 1.0%, at most 40; a row's runs in its table; calibration micro-batches: 40)") in resolved
     assert training_report.ROW_HEADERS[3] == "runs"
 
 
