@@ -522,15 +522,20 @@ def online_rows(trainer: Trainer, rollout, dp: int, settings: Settings, predicto
     return rows
 
 
+def calibration_repeats(repeats: int, resolution: Resolution | None) -> int:
+    """Runs per calibration micro-batch. Resolved, the most: every row's
+    prediction error is the fit's, and its 100 micro-batches cost a dp 4
+    row's round."""
+    return resolution.max_rounds if resolution is not None else repeats
+
+
 def run_case(trainer: Trainer, dist: str, dp: int, settings: Settings, repeats: int,
              resolution: Resolution | None = None) -> Case:
     rng = np.random.default_rng([SEED, DISTRIBUTIONS.index(dist), dp])
     rollout = make_rollout(dist, settings.prompts_per_rank * dp, GROUP_SIZE, settings.max_length,
                            trainer.model.config.vocab, rng)
-    # Resolved, the calibration takes the most runs: every row's prediction
-    # error is the fit's, and its 100 micro-batches cost a dp 4 row's round.
-    calibration_runs = resolution.max_rounds if resolution is not None else repeats
-    calibration = calibrate(trainer, settings, trainer.model.config.vocab, rng, calibration_runs)
+    calibration = calibrate(trainer, settings, trainer.model.config.vocab, rng,
+                            calibration_repeats(repeats, resolution))
     predictors = calibration.predictors
     cap = settings.max_length
     case = Case(dist, dp, calibration)
@@ -595,9 +600,9 @@ def main() -> None:
     most_runs = judged_per_case * (resolution.max_rounds - args.repeats) if resolution else 0
     rank_runs = sum(dp for _, dp in settings.cases) * (plans_per_case * args.repeats + most_runs)
     probe_tokens = settings.max_length if args.speed_probe else 0  # one reference after each run
-    calibration_repeats = resolution.max_rounds if resolution else args.repeats  # see run_case
-    calibration_runs = -(-settings.calibration_batches // CALIBRATION_BATCHES_PER_RUN) * calibration_repeats
-    calibration_tokens = (settings.calibration_batches * settings.max_length * 0.6 * calibration_repeats
+    calibration_runs_per_case = calibration_repeats(args.repeats, resolution)
+    calibration_runs = -(-settings.calibration_batches // CALIBRATION_BATCHES_PER_RUN) * calibration_runs_per_case
+    calibration_tokens = (settings.calibration_batches * settings.max_length * 0.6 * calibration_runs_per_case
                           + calibration_runs * probe_tokens)
     total = int(len(settings.cases) * calibration_tokens + rank_runs * (mean_tokens + probe_tokens))
     from tqdm import tqdm  # only the command needs it (./run bench installs it)
