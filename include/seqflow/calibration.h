@@ -1,6 +1,7 @@
 // Calibrated workload models: fit seconds = per_micro_batch + sum over the
 // micro-batch's sequences of (per_token * L + per_token_squared * L^2 +
-// per_sequence) to measured times, and keep such a fit current while
+// per_sequence), with an optional term for lengths that are not a multiple
+// of an alignment, to measured times, and keep such a fit current while
 // training runs (OnlineWorkload). FitReport and the calibrated Workload
 // itself are in workload.h.
 #pragma once
@@ -31,6 +32,11 @@ struct CalibrationOptions {
   double min_outlier_error = 0.05;
   // At most this fraction of the records are left out as outliers.
   double max_outlier_fraction = 0.4;
+  // > 1: also fit per_unaligned_token_squared, the extra L^2 seconds of a
+  // sequence whose length is not a multiple of this (see SecondsCoefficients;
+  // 8 for torch's CPU attention with AVX2). The records need long sequences
+  // of both kinds for it to be told apart from per_token_squared.
+  int64_t alignment = 1;
 };
 
 // Non-negative least squares on relative errors (a 10 ms micro-batch counts

@@ -26,12 +26,18 @@ struct FitReport {
 
 // A calibrated model's coefficients, in seconds, all finite and >= 0. One
 // micro-batch of sequences L_1..L_n takes per_micro_batch + sum over i of
-// (per_token * L_i + per_token_squared * L_i^2 + per_sequence).
+// (per_token * L_i + per_token_squared * L_i^2 + per_sequence), plus
+// per_unaligned_token_squared * L_i^2 for each L_i not a multiple of
+// `alignment`: attention kernels vectorised over a block of positions (torch's
+// on CPU, 8 wide with AVX2) take a slower path on a ragged last block.
+// alignment 1 (every length aligned) leaves that term out.
 struct SecondsCoefficients {
   double per_token = 0;
   double per_token_squared = 0;
   double per_sequence = 0;
   double per_micro_batch = 0;
+  double per_unaligned_token_squared = 0;
+  int64_t alignment = 1;
   bool operator==(const SecondsCoefficients&) const = default;
 };
 
@@ -93,6 +99,7 @@ class Workload {
  private:
   Workload(Kind kind, int64_t a, int64_t b) : kind_(kind), a_(a), b_(b) {}
   std::optional<int64_t> checked_cost(int64_t length) const;
+  double sequence_seconds(int64_t length) const;
   Kind kind_;
   int64_t a_;
   int64_t b_;

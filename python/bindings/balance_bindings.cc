@@ -162,11 +162,16 @@ void bind_balance(nb::module_ m) {
           "spec"_a.none(), "'tokens', 'verl' or 'quadratic(a,b)'")
       .def_static(
           "calibrated",
-          [](double per_token, double per_token_squared, double per_sequence, double per_micro_batch) {
-            return Workload::calibrated({per_token, per_token_squared, per_sequence, per_micro_batch});
+          [](double per_token, double per_token_squared, double per_sequence, double per_micro_batch,
+             double per_unaligned_token_squared, nb::handle alignment) {
+            return Workload::calibrated({per_token, per_token_squared, per_sequence, per_micro_batch,
+                                         per_unaligned_token_squared, int_argument(alignment, "alignment")});
           },
           "per_token"_a = 0.0, "per_token_squared"_a = 0.0, "per_sequence"_a = 0.0, "per_micro_batch"_a = 0.0,
-          "A calibrated model with these coefficients in seconds (seqflow.balance.calibrate fits one).")
+          "per_unaligned_token_squared"_a = 0.0, "alignment"_a.none() = 1,
+          "A calibrated model with these coefficients in seconds (seqflow.balance.calibrate fits one).\n"
+          "per_unaligned_token_squared: extra seconds per L^2 of a sequence whose length is\n"
+          "not a multiple of `alignment` (1: no such term).")
       .def_static(
           "from_json",
           [](nb::handle text) {
@@ -194,6 +199,9 @@ void bind_balance(nb::module_ m) {
       .def_prop_ro("per_token_squared", [](const Workload& w) { return calibrated_coefficients(w).per_token_squared; })
       .def_prop_ro("per_sequence", [](const Workload& w) { return calibrated_coefficients(w).per_sequence; })
       .def_prop_ro("per_micro_batch", [](const Workload& w) { return calibrated_coefficients(w).per_micro_batch; })
+      .def_prop_ro("per_unaligned_token_squared",
+                   [](const Workload& w) { return calibrated_coefficients(w).per_unaligned_token_squared; })
+      .def_prop_ro("alignment", [](const Workload& w) { return calibrated_coefficients(w).alignment; })
       .def_prop_ro(
           "fit", [](const Workload& w) { return w.fit(); }, "The FitReport (records 0 unless calibrated by a fit).")
       .def_prop_ro("name", &Workload::name)

@@ -104,7 +104,7 @@ void bind_calibration(nb::module_ m) {
   m.def(
       "calibrate",
       [](nb::handle records, nb::handle min_records, nb::handle outlier_threshold, nb::handle min_outlier_error,
-         nb::handle max_outlier_fraction) {
+         nb::handle max_outlier_fraction, nb::handle alignment) {
         const auto [lengths, seconds] = timing_columns(records);
         const std::vector<TimingRecord> timings = timing_records(nb::cast<std::vector<Int64Input>>(lengths), seconds);
         // float() as Python spells it (a numeric string too), before the engine checks the ranges.
@@ -112,12 +112,13 @@ void bind_calibration(nb::module_ m) {
         const double threshold = number(outlier_threshold);
         const double min_error = number(min_outlier_error);
         const double max_fraction = number(max_outlier_fraction);
-        const CalibrationOptions options{int_argument(min_records, "min_records"), threshold, min_error, max_fraction};
+        const CalibrationOptions options{int_argument(min_records, "min_records"), threshold, min_error, max_fraction,
+                                         int_argument(alignment, "alignment")};
         GilReleased release;
         return calibrate(timings, options);
       },
       "records"_a.none(), nb::kw_only(), "min_records"_a.none() = 8, "outlier_threshold"_a.none() = 3.5,
-      "min_outlier_error"_a.none() = 0.05, "max_outlier_fraction"_a.none() = 0.4,
+      "min_outlier_error"_a.none() = 0.05, "max_outlier_fraction"_a.none() = 0.4, "alignment"_a.none() = 1,
       "Fit a calibrated Workload to measured times.\n\n"
       "records: an iterable of (lengths, seconds) pairs or {\"lengths\": ...,\n"
       "    \"seconds\": ...} dicts, one per micro-batch (or pack): the sequence\n"
@@ -127,9 +128,12 @@ void bind_calibration(nb::module_ m) {
       "squares on relative errors, leaving out outliers (warm-up steps,\n"
       "stragglers): records whose relative error is beyond `outlier_threshold`\n"
       "robust standard deviations and beyond `min_outlier_error`, at most\n"
-      "`max_outlier_fraction` of them. The result's `fit` reports the errors.",
+      "`max_outlier_fraction` of them. The result's `fit` reports the errors.\n"
+      "alignment > 1 also fits per_unaligned_token_squared, the extra L^2 seconds of\n"
+      "a sequence whose length is not a multiple of it (8 for torch's CPU attention\n"
+      "with AVX2, which takes a slower path on a ragged last block).",
       nb::sig("def calibrate(records, *, min_records: int = 8, outlier_threshold: float = 3.5, min_outlier_error: "
-              "float = 0.05, max_outlier_fraction: float = 0.4) -> Workload"));
+              "float = 0.05, max_outlier_fraction: float = 0.4, alignment: int = 1) -> Workload"));
 
   nb::class_<OnlineWorkload>(m, "OnlineWorkload",
                              "A calibrated workload kept current from timings reported while\n"
@@ -139,13 +143,14 @@ void bind_calibration(nb::module_ m) {
                              "itself wherever workload= is taken, and the call uses that snapshot.")
       .def(
           "__init__",
-          [](OnlineWorkload* self, nb::handle prior, nb::handle window, nb::handle min_records) {
+          [](OnlineWorkload* self, nb::handle prior, nb::handle window, nb::handle min_records, nb::handle alignment) {
             OnlineOptions options;
             options.window = int_argument(window, "window");
             options.min_records = int_argument(min_records, "min_records");
+            options.calibration.alignment = int_argument(alignment, "alignment");
             new (self) OnlineWorkload(workload_argument(prior), options);
           },
-          "prior"_a.none() = "tokens", "window"_a.none() = 4096, "min_records"_a.none() = 16)
+          "prior"_a.none() = "tokens", "window"_a.none() = 4096, "min_records"_a.none() = 16, "alignment"_a.none() = 1)
       .def(
           "report",
           [](OnlineWorkload& online, nb::handle lengths, nb::handle seconds) {

@@ -1,11 +1,12 @@
 // calibrate(): a robust, relative-error, non-negative least-squares fit of
 // seconds = per_token * sum(L) + per_token_squared * sum(L^2) +
-//           per_sequence * (#sequences) + per_micro_batch.
+//           per_sequence * (#sequences) + per_micro_batch
+//           [+ per_unaligned_token_squared * sum(L^2 of L not a multiple of the alignment)].
 //
 // Each record's row is its features divided by its measured seconds, with
 // target 1, so the residual is the relative error predicted / measured - 1.
-// Non-negativity: with 4 coefficients, the least-squares solution on every
-// subset of them (15 and the empty one) is cheap; the best one whose
+// Non-negativity: with at most 5 coefficients, the least-squares solution on
+// every subset of them (31 and the empty one) is cheap; the best one whose
 // coefficients are all >= 0 is the NNLS optimum (which is the unconstrained
 // fit on its own support). Outliers (warm-up steps, stragglers) are the
 // records whose relative error is far, in robust standard deviations, from
@@ -26,7 +27,9 @@ namespace seqflow {
 
 namespace {
 
-constexpr int kFeatures = calibration::kCoefficients;  // sum L, sum L^2, #sequences, 1
+// sum L, sum L^2, #sequences, 1, sum L^2 of unaligned L (a zero column, so
+// never fitted, without an alignment).
+constexpr int kFeatures = calibration::kCoefficients + 1;
 constexpr int kMaxRounds = 20;
 // A scaled Gram matrix pivot below this means the subset's columns are
 // (nearly) collinear, e.g. #sequences and 1 when every micro-batch holds one
@@ -40,12 +43,13 @@ constexpr double kMadToSigma = 1.4826;
 
 using Vector = std::array<double, kFeatures>;
 
-Vector row_of(const TimingRecord& record) {
-  Vector row{0, 0, static_cast<double>(record.lengths.size()), 1};
+Vector row_of(const TimingRecord& record, int64_t alignment) {
+  Vector row{0, 0, static_cast<double>(record.lengths.size()), 1, 0};
   for (int64_t length : record.lengths) {
     const auto l = static_cast<double>(length);
     row[0] += l;
     row[1] += l * l;
+    if (length % alignment != 0) row[4] += l * l;
   }
   for (double& value : row) value /= record.seconds;
   return row;
@@ -161,8 +165,9 @@ std::vector<bool> inliers(const std::vector<double>& errors, const CalibrationOp
   for (double error : errors) deviations.push_back(std::abs(error - center));
   const double sigma = kMadToSigma * median_of(deviations);
   const size_t n = errors.size();
-  const auto cap = std::min(static_cast<size_t>(options.max_outlier_fraction * static_cast<double>(n)),
-                            n > kFeatures ? n - kFeatures : 0);
+  const size_t fitted = options.alignment > 1 ? kFeatures : calibration::kCoefficients;
+  const auto cap =
+      std::min(static_cast<size_t>(options.max_outlier_fraction * static_cast<double>(n)), n > fitted ? n - fitted : 0);
   std::vector<size_t> outliers;
   for (size_t i = 0; i < n; ++i) {
     if (deviations[i] > options.outlier_threshold * sigma && std::abs(errors[i]) > options.min_outlier_error) {
@@ -207,7 +212,7 @@ Workload calibrate(std::span<const TimingRecord> records, const CalibrationOptio
   }
   std::vector<Vector> rows;
   rows.reserve(records.size());
-  for (const TimingRecord& record : records) rows.push_back(row_of(record));
+  for (const TimingRecord& record : records) rows.push_back(row_of(record, options.alignment));
 
   std::vector<bool> kept(rows.size(), true);
   std::vector<double> errors(rows.size());
@@ -225,8 +230,12 @@ Workload calibrate(std::span<const TimingRecord> records, const CalibrationOptio
         "calibrate: the best fit gives every sequence zero cost (the timings do not grow with the micro-batches' "
         "sequences)");
   }
-  return Workload::calibrated({coefficients[0], coefficients[1], coefficients[2], coefficients[3]},
-                              report_of(errors, kept));
+  SecondsCoefficients seconds{coefficients[0], coefficients[1], coefficients[2], coefficients[3]};
+  if (options.alignment > 1) {
+    seconds.per_unaligned_token_squared = coefficients[4];
+    seconds.alignment = options.alignment;
+  }
+  return Workload::calibrated(seconds, report_of(errors, kept));
 }
 
 }  // namespace seqflow

@@ -35,6 +35,10 @@ void check_options(const CalibrationOptions& options) {
     throw_invalid("calibrate: min_outlier_error = " + number_text(options.min_outlier_error) +
                   " must be a finite number >= 0");
   }
+  if (options.alignment < 1) {
+    throw_invalid("calibrate: alignment = " + std::to_string(options.alignment) +
+                  " must be >= 1 (1: no term for unaligned lengths)");
+  }
   if (!(options.max_outlier_fraction >= 0 && options.max_outlier_fraction < 0.5)) {
     throw_invalid("calibrate: max_outlier_fraction = " + number_text(options.max_outlier_fraction) +
                   " must be in [0, 0.5)");

@@ -9,7 +9,8 @@
 
 namespace seqflow::calibration {
 
-// The coefficients a fit finds, so the fewest records it can use.
+// The coefficients a fit finds without an alignment term, so the fewest
+// records it can use.
 inline constexpr int64_t kCoefficients = 4;
 
 // Throws kInvalidArgument unless `lengths` is non-empty with every length

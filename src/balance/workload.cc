@@ -44,15 +44,26 @@ Workload Workload::quadratic(int64_t a, int64_t b) {
 }
 
 Workload Workload::calibrated(const SecondsCoefficients& coefficients, const FitReport& fit) {
-  const std::pair<const char*, double> named[] = {{"per_token", coefficients.per_token},
-                                                  {"per_token_squared", coefficients.per_token_squared},
-                                                  {"per_sequence", coefficients.per_sequence},
-                                                  {"per_micro_batch", coefficients.per_micro_batch}};
+  const std::pair<const char*, double> named[] = {
+      {"per_token", coefficients.per_token},
+      {"per_token_squared", coefficients.per_token_squared},
+      {"per_sequence", coefficients.per_sequence},
+      {"per_micro_batch", coefficients.per_micro_batch},
+      {"per_unaligned_token_squared", coefficients.per_unaligned_token_squared}};
   for (const auto& [name, value] : named) {
     if (!std::isfinite(value) || value < 0) {
       throw_invalid(std::string("workload: calibrated ") + name + " = " + calibration::number_text(value) +
                     " must be a finite number of seconds >= 0");
     }
+  }
+  if (coefficients.alignment < 1) {
+    throw_invalid("workload: calibrated alignment = " + std::to_string(coefficients.alignment) +
+                  " must be >= 1 (1: no length is unaligned)");
+  }
+  if (coefficients.alignment == 1 && coefficients.per_unaligned_token_squared != 0) {
+    throw_invalid("workload: calibrated per_unaligned_token_squared = " +
+                  calibration::number_text(coefficients.per_unaligned_token_squared) +
+                  " needs an alignment > 1; with alignment = 1 no length is unaligned");
   }
   if (coefficients.per_token == 0 && coefficients.per_token_squared == 0 && coefficients.per_sequence == 0) {
     throw_invalid(
@@ -85,11 +96,16 @@ Workload Workload::parse(std::string_view spec) {
   return quadratic(parse_coefficient(body.substr(0, comma), spec), parse_coefficient(body.substr(comma + 1), spec));
 }
 
+double Workload::sequence_seconds(int64_t length) const {
+  const auto l = static_cast<double>(length);
+  const double squared =
+      seconds_.per_token_squared + (length % seconds_.alignment != 0 ? seconds_.per_unaligned_token_squared : 0.0);
+  return seconds_.per_token * l + squared * l * l + seconds_.per_sequence;
+}
+
 std::optional<int64_t> Workload::checked_cost(int64_t length) const {
   if (kind_ == Kind::kCalibrated) {
-    const auto l = static_cast<double>(length);
-    const double units = std::round(
-        (seconds_.per_token * l + seconds_.per_token_squared * l * l + seconds_.per_sequence) * kCostUnitsPerSecond);
+    const double units = std::round(sequence_seconds(length) * kCostUnitsPerSecond);
     // 2^63 is exact in a double; anything at or above it is beyond int64.
     if (!(units < 0x1p63)) return std::nullopt;
     return static_cast<int64_t>(units);
@@ -149,8 +165,7 @@ double Workload::seconds(std::span<const int64_t> lengths) const {
       throw_invalid("lengths[" + std::to_string(i) + "] = " + std::to_string(lengths[i]) +
                     " is negative; lengths must be >= 0");
     }
-    const auto l = static_cast<double>(lengths[i]);
-    total += seconds_.per_token * l + seconds_.per_token_squared * l * l + seconds_.per_sequence;
+    total += sequence_seconds(lengths[i]);
   }
   return total;
 }
@@ -168,11 +183,18 @@ std::string Workload::name() const {
     case Kind::kCalibrated:
       break;
   }
-  char text[160];
-  std::snprintf(text, sizeof text,
-                "calibrated(per_token=%.4g, per_token_squared=%.4g, per_sequence=%.4g, per_micro_batch=%.4g)",
-                seconds_.per_token, seconds_.per_token_squared, seconds_.per_sequence, seconds_.per_micro_batch);
-  return text;
+  char text[256];
+  int written =
+      std::snprintf(text, sizeof text,
+                    "calibrated(per_token=%.4g, per_token_squared=%.4g, per_sequence=%.4g, "
+                    "per_micro_batch=%.4g",
+                    seconds_.per_token, seconds_.per_token_squared, seconds_.per_sequence, seconds_.per_micro_batch);
+  if (seconds_.alignment > 1) {
+    written += std::snprintf(text + written, sizeof text - static_cast<size_t>(written),
+                             ", per_unaligned_token_squared=%.4g, alignment=%lld", seconds_.per_unaligned_token_squared,
+                             static_cast<long long>(seconds_.alignment));
+  }
+  return std::string(text, static_cast<size_t>(written)) + ")";
 }
 
 bool Workload::operator==(const Workload& other) const {

@@ -6,6 +6,9 @@
 //   {"format": 1, "kind": "calibrated", "per_token": ..., "per_token_squared": ...,
 //    "per_sequence": ..., "per_micro_batch": ..., "fit": {"records": ..., "outliers": ...,
 //    "median_error": ..., "p90_error": ..., "max_error": ...}}
+//   A calibrated model with an alignment > 1 adds "per_unaligned_token_squared"
+//   and "alignment"; without them a model has alignment 1 (files written
+//   before the term existed load unchanged).
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -92,6 +95,10 @@ std::string Workload::to_json() const {
       out["per_token_squared"] = seconds_.per_token_squared;
       out["per_sequence"] = seconds_.per_sequence;
       out["per_micro_batch"] = seconds_.per_micro_batch;
+      if (seconds_.alignment > 1) {
+        out["per_unaligned_token_squared"] = seconds_.per_unaligned_token_squared;
+        out["alignment"] = seconds_.alignment;
+      }
       out["fit"] = {{"records", fit_.records},
                     {"outliers", fit_.outliers},
                     {"median_error", fit_.median_error},
@@ -128,13 +135,19 @@ Workload Workload::from_json(std::string_view text) {
   }
   if (name == "calibrated") {
     const std::string where = "the calibrated model";
-    check_keys(object, {"format", "kind", "per_token", "per_token_squared", "per_sequence", "per_micro_batch", "fit"},
+    check_keys(object,
+               {"format", "kind", "per_token", "per_token_squared", "per_sequence", "per_micro_batch",
+                "per_unaligned_token_squared", "alignment", "fit"},
                "a calibrated model");
     SecondsCoefficients coefficients;
     coefficients.per_token = number_member(object, "per_token", where);
     coefficients.per_token_squared = number_member(object, "per_token_squared", where);
     coefficients.per_sequence = number_member(object, "per_sequence", where);
     coefficients.per_micro_batch = number_member(object, "per_micro_batch", where);
+    if (object.contains("alignment") || object.contains("per_unaligned_token_squared")) {
+      coefficients.per_unaligned_token_squared = number_member(object, "per_unaligned_token_squared", where);
+      coefficients.alignment = integer_member(object, "alignment", where);
+    }
     const auto fit = object.find("fit");
     return calibrated(coefficients, fit == object.end() ? FitReport{} : fit_from_json(*fit));
   }

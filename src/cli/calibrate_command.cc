@@ -23,6 +23,9 @@ constexpr Option kOptions[] = {
      "(blank lines ignored); '-' reads standard input; required"},
     {"--out", "PATH", "also write the model as JSON to PATH, for --workload PATH of balance and pack"},
     {"--min-records", "N", "fewest records the fit accepts (default 8, at least 4)"},
+    {"--alignment", "N",
+     "also fit per_unaligned_token_squared, the extra L^2 seconds of a sequence whose length is not a multiple "
+     "of N (8 for torch's CPU attention with AVX2; default 1: no such term)"},
 };
 
 constexpr CommandSpec kSpec{
@@ -84,6 +87,10 @@ void print_model(std::ostream& out, const Workload& model) {
   table.add_row({"per_token_squared", seconds_text(c.per_token_squared)});
   table.add_row({"per_sequence", seconds_text(c.per_sequence)});
   table.add_row({"per_micro_batch", seconds_text(c.per_micro_batch)});
+  if (c.alignment > 1) {
+    table.add_row({"per_unaligned_token_squared (L % " + std::to_string(c.alignment) + " != 0)",
+                   seconds_text(c.per_unaligned_token_squared)});
+  }
   table.print(out);
   out << "\nrecords " << fit.records << ", outliers " << fit.outliers << "; relative error of the records kept: median "
       << percent(fit.median_error, 2) << ", p90 " << percent(fit.p90_error, 2) << ", max " << percent(fit.max_error, 2)
@@ -99,6 +106,7 @@ int run_calibrate(std::span<const std::string> arguments) {
   if (!path) throw_invalid("--timings FILE is required (JSON lines of {\"lengths\": [...], \"seconds\": S})");
   CalibrationOptions options;
   options.min_records = args->integer("--min-records", options.min_records, 4, std::numeric_limits<int64_t>::max());
+  options.alignment = args->integer("--alignment", options.alignment, 1, std::numeric_limits<int64_t>::max());
   const std::string text =
       *path == "-" ? std::string(std::istreambuf_iterator<char>(std::cin), {}) : read_text_file(*path, "--timings");
   const std::vector<TimingRecord> records = parse_timings(text, *path);

@@ -106,6 +106,55 @@ TEST(Calibrate, CollinearFeaturesStillPredict) {
   for (const auto& record : records) EXPECT_NEAR(fitted.seconds(record.lengths), record.seconds, 1e-9);
 }
 
+// Attention-heavy timings on a kernel 8 wide whose ragged last block costs
+// 20% more attention.
+constexpr SecondsCoefficients kTruthAligned{2e-6, 3e-10, 5e-4, 0.02, 6e-11, 8};
+
+TEST(Calibrate, WithAnAlignmentRecoversTheUnalignedTerm) {
+  test::Rng rng(test::kSeed + 6);
+  const auto records = test::synthetic_timings(kTruthAligned, 200, 0.0, rng);
+  const Workload fitted = calibrate(records, {.alignment = 8});
+  expect_recovers(fitted, kTruthAligned, 1e-6);
+  expect_near_relative(fitted.coefficients().per_unaligned_token_squared, kTruthAligned.per_unaligned_token_squared,
+                       1e-6, "per_unaligned_token_squared");
+  EXPECT_EQ(fitted.coefficients().alignment, 8);
+  EXPECT_LT(fitted.fit().max_error, 1e-9);
+  // Without the term the same timings are mispriced: the long aligned ones and
+  // the long unaligned ones cannot both fit.
+  const Workload four_terms = calibrate(records);
+  EXPECT_EQ(four_terms.coefficients().alignment, 1);
+  EXPECT_EQ(four_terms.coefficients().per_unaligned_token_squared, 0);
+  EXPECT_GT(four_terms.fit().max_error, 0.01);
+}
+
+TEST(Calibrate, AnAlignmentTheTimingsDoNotNeedStaysZero) {
+  test::Rng rng(test::kSeed + 7);
+  const auto records = test::synthetic_timings(kTruth, 64, 0.0, rng);
+  const Workload fitted = calibrate(records, {.alignment = 8});
+  expect_recovers(fitted, kTruth, 1e-6);
+  EXPECT_EQ(fitted.coefficients().per_unaligned_token_squared, 0);
+  EXPECT_EQ(fitted.coefficients().alignment, 8);
+  for (const auto& record : records) EXPECT_NEAR(fitted.seconds(record.lengths), record.seconds, 1e-9);
+}
+
+TEST(Calibrate, AnAlignmentNoLengthMeetsStillPredicts) {
+  // Every length odd: the unaligned L^2 column equals the L^2 one, so only
+  // their sum can be fitted, and it predicts exactly.
+  test::Rng rng(test::kSeed + 8);
+  auto records = test::synthetic_timings(kTruthAligned, 64, 0.0, rng);
+  for (auto& record : records) {
+    for (int64_t& length : record.lengths) length |= 1;
+    record.seconds = model_seconds(kTruthAligned, record.lengths);
+  }
+  const Workload fitted = calibrate(records, {.alignment = 8});
+  const SecondsCoefficients& c = fitted.coefficients();
+  EXPECT_NEAR(c.per_token_squared + c.per_unaligned_token_squared,
+              kTruthAligned.per_token_squared + kTruthAligned.per_unaligned_token_squared, 1e-18);
+  for (const auto& record : records) {
+    EXPECT_NEAR(fitted.seconds(record.lengths), record.seconds, 1e-9 * record.seconds);
+  }
+}
+
 TEST(Calibrate, TimingsThatDoNotGrowWithSequencesAreRejected) {
   std::vector<TimingRecord> records;
   for (int64_t i = 1; i <= 10; ++i)
@@ -135,6 +184,10 @@ TEST(Calibrate, BadInputIsNamed) {
   EXPECT_TRUE(throws_invalid([&] { calibrate(good, {.outlier_threshold = 0}); }, {"outlier_threshold = 0"}));
   EXPECT_TRUE(throws_invalid([&] { calibrate(good, {.min_outlier_error = NAN}); }, {"min_outlier_error = nan"}));
   EXPECT_TRUE(throws_invalid([&] { calibrate(good, {.max_outlier_fraction = 0.5}); }, {"max_outlier_fraction = 0.5"}));
+  for (int64_t alignment : {int64_t{0}, int64_t{-8}}) {
+    EXPECT_TRUE(throws_invalid([&] { calibrate(good, {.alignment = alignment}); },
+                               {"alignment = " + std::to_string(alignment), ">= 1"}));
+  }
 }
 
 TEST(CalibratedWorkload, CostIsTheSequenceSecondsInPicoseconds) {
@@ -149,6 +202,23 @@ TEST(CalibratedWorkload, CostIsTheSequenceSecondsInPicoseconds) {
   EXPECT_NE(w.name().find("calibrated"), std::string::npos);
   EXPECT_TRUE(throws_invalid([&] { w.cost(int64_t{1} << 40); }, {"overflows int64"}));
   EXPECT_TRUE(throws_invalid([&] { w.cost(-1); }, {"-1"}));
+}
+
+TEST(CalibratedWorkload, UnalignedLengthsCostTheirExtraTerm) {
+  const Workload w = Workload::calibrated(kTruthAligned);
+  for (int64_t length : {int64_t{0}, int64_t{7}, int64_t{8}, int64_t{1016}, int64_t{1017}, int64_t{1023}}) {
+    const auto l = static_cast<double>(length);
+    const double squared =
+        kTruthAligned.per_token_squared + (length % 8 != 0 ? kTruthAligned.per_unaligned_token_squared : 0.0);
+    const double seconds = kTruthAligned.per_token * l + squared * l * l + kTruthAligned.per_sequence;
+    EXPECT_EQ(w.cost(length), std::llround(seconds * 1e12)) << length;
+  }
+  EXPECT_GT(w.cost(1017), w.cost(1024));
+  const std::vector<int64_t> lengths = {1016, 1017, 3};
+  EXPECT_DOUBLE_EQ(w.seconds(lengths), model_seconds(kTruthAligned, lengths));
+  EXPECT_NE(w.name().find("per_unaligned_token_squared=6e-11, alignment=8"), std::string::npos) << w.name();
+  EXPECT_EQ(Workload::calibrated(kTruth).name().find("alignment"), std::string::npos);
+  EXPECT_NE(w, Workload::calibrated(kTruth));
 }
 
 TEST(CalibratedWorkload, SecondsOfAMicroBatch) {
@@ -169,12 +239,31 @@ TEST(CalibratedWorkload, CoefficientsMustBeFiniteAndNonNegative) {
   EXPECT_TRUE(throws_invalid([] { Workload::calibrated({1e-6, 0, INFINITY, 0}); }, {"per_sequence = inf"}));
   EXPECT_TRUE(throws_invalid([] { Workload::calibrated({1e-6, 0, 0, -2}); }, {"per_micro_batch = -2"}));
   EXPECT_TRUE(throws_invalid([] { Workload::calibrated({0, 0, 0, 1}); }, {"zero cost"}));
+  EXPECT_TRUE(throws_invalid([] { Workload::calibrated({0, 0, 0, 1, 1e-12, 8}); }, {"zero cost"}));
+  EXPECT_TRUE(throws_invalid(
+      [] {
+        Workload::calibrated({1e-6, 0, 0, 0, -1e-12, 8});
+      },
+      {"per_unaligned_token_squared = -1e-12"}));
+  EXPECT_TRUE(throws_invalid(
+      [] {
+        Workload::calibrated({1e-6, 0, 0, 0, NAN, 8});
+      },
+      {"per_unaligned_token_squared = nan"}));
+  EXPECT_TRUE(throws_invalid([] { Workload::calibrated({1e-6, 0, 0, 0, 0, 0}); }, {"alignment = 0", ">= 1"}));
+  EXPECT_TRUE(throws_invalid(
+      [] {
+        Workload::calibrated({1e-6, 0, 0, 0, 1e-12, 1});
+      },
+      {"per_unaligned_token_squared = 1e-12", "alignment > 1"}));
 }
 
 TEST(WorkloadJson, EveryKindRoundTrips) {
   const FitReport fit{120, 7, 0.011, 0.031, 0.049};
   for (const Workload& w : {Workload::tokens(), Workload::verl(), Workload::quadratic(3, 2),
-                            Workload::calibrated({1.0 / 3 * 1e-6, 2.5e-11, 1e-4, 0.01}, fit)}) {
+                            Workload::calibrated({1.0 / 3 * 1e-6, 2.5e-11, 1e-4, 0.01}, fit),
+                            Workload::calibrated({1.0 / 3 * 1e-6, 2.5e-11, 1e-4, 0.01, 1.0 / 7 * 1e-11, 8}, fit),
+                            Workload::calibrated({1e-6, 0, 0, 0, 0, 64})}) {
     const Workload back = Workload::from_json(w.to_json());
     EXPECT_EQ(back, w) << w.to_json();
     EXPECT_EQ(back.name(), w.name());
@@ -212,6 +301,27 @@ TEST(WorkloadJson, BadModelsAreNamed) {
        {"lacks the key 'outliers'"}},
       {R"({"format":1,"kind":"calibrated","per_token":1,"per_token_squared":0,"per_sequence":0,"per_micro_batch":0,"fit":{"records":1,"outliers":2,"median_error":0,"p90_error":0,"max_error":0}})",
        {"outliers = 2"}},
+  };
+  for (const auto& [text, fragments] : cases) {
+    EXPECT_TRUE(test::throws_code([&] { Workload::from_json(text); }, ErrorCode::kInvalidArgument, fragments)) << text;
+  }
+}
+
+TEST(WorkloadJson, TheAlignmentTermIsWrittenOnlyWhenThereIsOne) {
+  const std::string four_terms = Workload::calibrated(kTruth).to_json();
+  EXPECT_EQ(four_terms.find("alignment"), std::string::npos) << four_terms;
+  // A model saved before the term existed loads as alignment 1.
+  const Workload old = Workload::from_json(
+      R"({"format":1,"kind":"calibrated","per_token":2e-6,"per_token_squared":3e-11,"per_sequence":5e-4,"per_micro_batch":0.02})");
+  EXPECT_EQ(old, Workload::calibrated(kTruth));
+  const std::string prefix =
+      R"({"format":1,"kind":"calibrated","per_token":1e-6,"per_token_squared":0,"per_sequence":0,"per_micro_batch":0,)";
+  const std::pair<std::string, std::vector<std::string_view>> cases[] = {
+      {prefix + R"("alignment":8})", {"lacks the key 'per_unaligned_token_squared'"}},
+      {prefix + R"("per_unaligned_token_squared":1e-12})", {"lacks the key 'alignment'"}},
+      {prefix + R"("per_unaligned_token_squared":1e-12,"alignment":0})", {"alignment = 0"}},
+      {prefix + R"("per_unaligned_token_squared":1e-12,"alignment":8.5})", {"'alignment' = 8.5", "not an integer"}},
+      {prefix + R"("per_unaligned_token_squared":-1,"alignment":8})", {"per_unaligned_token_squared = -1"}},
   };
   for (const auto& [text, fragments] : cases) {
     EXPECT_TRUE(test::throws_code([&] { Workload::from_json(text); }, ErrorCode::kInvalidArgument, fragments)) << text;

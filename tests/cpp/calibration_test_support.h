@@ -14,7 +14,8 @@ inline double model_seconds(const SecondsCoefficients& c, const std::vector<int6
   double total = c.per_micro_batch;
   for (int64_t length : lengths) {
     const auto l = static_cast<double>(length);
-    total += c.per_token * l + c.per_token_squared * l * l + c.per_sequence;
+    const double squared = c.per_token_squared + (length % c.alignment != 0 ? c.per_unaligned_token_squared : 0.0);
+    total += c.per_token * l + squared * l * l + c.per_sequence;
   }
   return total;
 }

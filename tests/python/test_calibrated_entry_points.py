@@ -174,6 +174,23 @@ def test_cli_calibrate_then_balance_and_pack_with_the_model(tmp_path, optima):
             assert packed["stats"]["workloads"][rank][step] == expected
 
 
+def test_cli_calibrate_with_an_alignment(tmp_path):
+    truth = Workload.calibrated(per_token=2e-6, per_token_squared=3e-10, per_sequence=1e-4, per_micro_batch=0.01,
+                                per_unaligned_token_squared=6e-11, alignment=8)
+    timings, records = timings_file(tmp_path, truth, count=120)
+    model_path = tmp_path / "model.json"
+    result = cli("calibrate", "--timings", str(timings), "--alignment", "8", "--out", str(model_path))
+    assert result.returncode == 0, result.stderr
+    fitted = Workload.load(model_path)
+    assert fitted == sb.calibrate(records, alignment=8)
+    assert (fitted.alignment, fitted.per_unaligned_token_squared) == (8, pytest.approx(6e-11, rel=1e-6))
+    assert "per_unaligned_token_squared (L % 8 != 0)" in result.stdout
+    result = cli("calibrate", "--timings", str(timings))
+    assert result.returncode == 0 and "per_unaligned_token_squared" not in result.stdout
+    result = cli("calibrate", "--timings", str(timings), "--alignment", "0")
+    assert result.returncode == 2 and "--alignment" in result.stderr and "0" in result.stderr
+
+
 def test_cli_bad_models_and_timings_are_named(tmp_path):
     bad_model = tmp_path / "bad.json"
     bad_model.write_text('{"format": 1, "kind": "calibrated"}')

@@ -17,8 +17,17 @@ from seqflow.balance import Workload
 TRUTH = {"per_token": 2e-6, "per_token_squared": 3e-11, "per_sequence": 5e-4, "per_micro_batch": 0.02}
 
 
+# Attention-heavy timings on a kernel 8 wide whose ragged last block costs 20% more attention.
+ALIGNED_TRUTH = {"per_token": 2e-6, "per_token_squared": 3e-10, "per_sequence": 5e-4, "per_micro_batch": 0.02,
+                 "per_unaligned_token_squared": 6e-11, "alignment": 8}
+
+
 def model_seconds(lengths, c=TRUTH) -> float:
-    return c["per_micro_batch"] + sum(c["per_token"] * L + c["per_token_squared"] * L * L + c["per_sequence"]
+    def squared(length):
+        unaligned = length % c.get("alignment", 1) != 0
+        return c["per_token_squared"] + (c["per_unaligned_token_squared"] if unaligned else 0.0)
+
+    return c["per_micro_batch"] + sum(c["per_token"] * L + squared(L) * L * L + c["per_sequence"]
                                       for L in map(int, lengths))
 
 
@@ -80,6 +89,39 @@ def test_seconds_predicts_a_micro_batch():
             other.seconds([1])
         with pytest.raises(ValueError, match="no coefficients in seconds"):
             other.per_token  # noqa: B018
+
+
+def test_calibrate_with_an_alignment_fits_the_unaligned_term():
+    records = synthetic(np.random.default_rng(12), 200, truth=ALIGNED_TRUTH)
+    cal = sb.calibrate(records, alignment=8)
+    assert_recovers(cal, ALIGNED_TRUTH, 1e-6)
+    assert cal.fit.max_error < 1e-9
+    assert cal.cost(1017) > cal.cost(1024)
+    assert "alignment=8" in cal.name
+    four_terms = sb.calibrate(records)
+    assert (four_terms.alignment, four_terms.per_unaligned_token_squared) == (1, 0.0)
+    assert four_terms.fit.max_error > 0.01
+    online = sb.OnlineWorkload(window=256, min_records=16, alignment=8)
+    for lengths, seconds in records:
+        online.report(lengths, seconds)
+    online.wait_for_refit()
+    assert_recovers(online.workload, ALIGNED_TRUTH, 1e-6)
+
+
+def test_the_alignment_term_round_trips_and_is_checked(tmp_path):
+    cal = Workload.calibrated(**ALIGNED_TRUTH)
+    assert cal.seconds([1016, 1017]) == pytest.approx(model_seconds([1016, 1017], ALIGNED_TRUTH), rel=1e-12)
+    assert Workload.from_json(cal.to_json()) == cal
+    assert pickle.loads(pickle.dumps(cal)) == cal
+    assert "alignment" not in Workload.calibrated(**TRUTH).to_json()
+    with pytest.raises(ValueError, match="alignment = 0"):
+        sb.calibrate(synthetic(np.random.default_rng(13), 10), alignment=0)
+    with pytest.raises(ValueError, match="alignment must be an integer"):
+        sb.calibrate(synthetic(np.random.default_rng(13), 10), alignment=8.5)
+    with pytest.raises(ValueError, match="alignment = -1"):
+        sb.OnlineWorkload(alignment=-1)
+    with pytest.raises(ValueError, match="per_unaligned_token_squared = 1e-12 needs an alignment > 1"):
+        Workload.calibrated(per_token=1e-6, per_unaligned_token_squared=1e-12)
 
 
 def re_escape(text: str) -> str:
