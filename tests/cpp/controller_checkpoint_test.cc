@@ -5,7 +5,6 @@
 
 #include <unistd.h>
 
-#include <cstdio>
 #include <fstream>
 
 #include "controller_test_support.h"
@@ -20,6 +19,7 @@ using test::put;
 using test::read_bytes;
 using test::snapshot;
 using test::temp_path;
+using test::TempFile;
 using test::throws_code;
 
 void write_bytes(const std::string& path, const std::string& bytes) {
@@ -50,13 +50,13 @@ void populate_and_save(Controller& controller, const std::string& path) {
 }
 
 TEST(ControllerCheckpoint, RoundTripKeepsEverythingIncludingReservedAnswers) {
-  const std::string path = temp_path("round_trip");
+  const TempFile checkpoint("round_trip");
   Controller original = seqlen_controller();
-  populate_and_save(original, path);
+  populate_and_save(original, checkpoint.path());
 
   Controller restored = seqlen_controller();
   put(restored, "junk", 3, {"z"});  // replaced by the load
-  restored.load(path);
+  restored.load(checkpoint.path());
   EXPECT_EQ(snapshot(restored), snapshot(original));
   EXPECT_EQ(restored.partition_list(), (std::vector<std::string>{"p", "q"}));
 
@@ -80,21 +80,20 @@ TEST(ControllerCheckpoint, RoundTripKeepsEverythingIncludingReservedAnswers) {
             (Value{{"total_lengths", 4}, {"group_id", 7}}));
   // Index 9 was free when saved: the next insert reuses it, as the original.
   EXPECT_EQ(restored.insert("q", 1).global_indexes, original.insert("q", 1).global_indexes);
-  std::remove(path.c_str());
 }
 
 TEST(ControllerCheckpoint, MissingOrCorruptCheckpointChangesNothing) {
-  const std::string good = temp_path("good");
+  const TempFile good("good");
   Controller source = seqlen_controller();
-  populate_and_save(source, good);
-  const std::string bytes = read_bytes(good);
+  populate_and_save(source, good.path());
+  const std::string bytes = read_bytes(good.path());
 
   Controller controller = seqlen_controller();
   put(controller, "live", 4, {"x"}, test::lengths_meta({1, 2, 3, 4}));
   const std::string before = snapshot(controller);
 
   EXPECT_TRUE(throws_code([&] { controller.load(temp_path("nowhere")); }, ErrorCode::kNotFound, {"nowhere"}));
-  const std::string bad = temp_path("bad");
+  const TempFile bad("bad");
   std::string flipped = bytes;
   flipped[flipped.size() / 2] = static_cast<char>(flipped[flipped.size() / 2] ^ 0x40);
   struct Damage {
@@ -110,69 +109,66 @@ TEST(ControllerCheckpoint, MissingOrCorruptCheckpointChangesNothing) {
   };
   for (const auto& [what, content, message] : damaged) {
     SCOPED_TRACE(what);
-    write_bytes(bad, content);
-    EXPECT_TRUE(throws_code([&] { controller.load(bad); }, ErrorCode::kInvalidArgument,
-                            {"controller checkpoint", bad, message}));
+    write_bytes(bad.path(), content);
+    EXPECT_TRUE(throws_code([&] { controller.load(bad.path()); }, ErrorCode::kInvalidArgument,
+                            {"controller checkpoint", bad.path(), message}));
     EXPECT_EQ(snapshot(controller), before);
   }
   // A valid checkpoint of another sampler is refused as well.
   Controller other(ControllerOptions{make_rank_aware_sampler(), false});
-  EXPECT_TRUE(throws_code([&] { other.load(good); }, ErrorCode::kInvalidArgument, {"seqlen_balanced", "rank_aware"}));
-  std::remove(good.c_str());
-  std::remove(bad.c_str());
+  EXPECT_TRUE(
+      throws_code([&] { other.load(good.path()); }, ErrorCode::kInvalidArgument, {"seqlen_balanced", "rank_aware"}));
 }
 
 // A checkpoint with a valid checksum but crafted to nest 100,000 levels deep
 // is refused with an error, not a stack overflow.
 TEST(ControllerCheckpoint, DeeplyNestedCheckpointIsRefused) {
-  const std::string path = temp_path("deep");
+  const TempFile checkpoint("deep");
   std::vector<uint8_t> payload(100000, 0x91);  // fixarray of one element, nested
   payload.push_back(0xc0);
-  test::write_checkpoint_payload(path, payload);
+  test::write_checkpoint_payload(checkpoint.path(), payload);
   Controller controller = seqlen_controller();
   put(controller, "live", 2, {"x"}, test::lengths_meta({1, 2}));
   const std::string before = snapshot(controller);
-  EXPECT_TRUE(throws_code([&] { controller.load(path); }, ErrorCode::kInvalidArgument, {path, "nests deeper"}));
+  EXPECT_TRUE(throws_code([&] { controller.load(checkpoint.path()); }, ErrorCode::kInvalidArgument,
+                          {checkpoint.path(), "nests deeper"}));
   EXPECT_EQ(snapshot(controller), before);
-  std::remove(path.c_str());
 }
 
 // A crash mid-save leaves only a stale ".tmp" behind; the previous checkpoint
 // still loads, and the next save replaces both.
 TEST(ControllerCheckpoint, SaveIsAtomic) {
-  const std::string path = temp_path("atomic");
+  const TempFile checkpoint("atomic");
   Controller controller = seqlen_controller();
-  populate_and_save(controller, path);
-  const std::string first = read_bytes(path);
-  write_bytes(path + ".tmp", first.substr(0, first.size() / 3));  // the crashed save
+  populate_and_save(controller, checkpoint.path());
+  const std::string first = read_bytes(checkpoint.path());
+  write_bytes(checkpoint.path() + ".tmp", first.substr(0, first.size() / 3));  // the crashed save
 
   Controller reader = seqlen_controller();
-  reader.load(path);
+  reader.load(checkpoint.path());
   EXPECT_EQ(snapshot(reader), snapshot(controller));
 
   put(controller, "p", 2, {"x"}, test::lengths_meta({1, 1}));
-  controller.save(path);
-  EXPECT_NE(read_bytes(path), first);
-  EXPECT_NE(::access((path + ".tmp").c_str(), F_OK), 0) << "the .tmp file must be gone";
-  reader.load(path);
+  controller.save(checkpoint.path());
+  EXPECT_NE(read_bytes(checkpoint.path()), first);
+  EXPECT_NE(::access((checkpoint.path() + ".tmp").c_str(), F_OK), 0) << "the .tmp file must be gone";
+  reader.load(checkpoint.path());
   EXPECT_EQ(snapshot(reader), snapshot(controller));
   // A path in no directory is the caller's bad argument, for every checkpoint kind.
   EXPECT_TRUE(throws_code([&] { controller.save(temp_path("no_such_dir") + "/x/ckpt"); }, ErrorCode::kInvalidArgument,
                           {"no_such_dir", "No such file or directory"}));
-  std::remove(path.c_str());
 }
 
 TEST(ControllerCheckpoint, RankAwareReservationsSurvive) {
-  const std::string path = temp_path("rank_aware");
+  const TempFile checkpoint("rank_aware");
   Controller original(ControllerOptions{make_rank_aware_sampler(), false});
   put(original, "p", 6, {"x"});
   const auto first = original.get_meta(fetch_request("p", "t", {"x"}, 2, 1, 0)).global_indexes;
-  original.save(path);
+  original.save(checkpoint.path());
   Controller restored(ControllerOptions{make_rank_aware_sampler(), false});
-  restored.load(path);
+  restored.load(checkpoint.path());
   EXPECT_EQ(restored.get_meta(fetch_request("p", "t", {"x"}, 2, 1, 0)).global_indexes, first);
   EXPECT_EQ(restored.get_meta(fetch_request("p", "t", {"x"}, 2, 0, 0)).global_indexes, (std::vector<int64_t>{2, 3}));
-  std::remove(path.c_str());
 }
 
 }  // namespace

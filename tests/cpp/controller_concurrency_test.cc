@@ -164,11 +164,11 @@ TEST(ControllerConcurrency, BalancedRanksRacingNeverShareASample) {
 TEST(ControllerConcurrency, TimingReportsAndReadsRaceLoadsThatReplaceTheModels) {
   const std::vector<int64_t> lengths = {100, 200};
   const std::vector<TimingRecord> one = {{lengths, 0.01}};
-  const std::string saved = test::temp_path("task_models_saved");
-  const std::string resaved = test::temp_path("task_models_resaved");
+  const test::TempFile saved("task_models_saved");
+  const test::TempFile resaved("task_models_resaved");
   Controller controller;
   for (int i = 0; i < 20; ++i) controller.report_timing("actor", one);
-  controller.save(saved);
+  controller.save(saved.path());
   std::atomic<bool> loading{true};
   std::vector<std::thread> threads;
   for (int t = 0; t < 2; ++t) {
@@ -185,12 +185,12 @@ TEST(ControllerConcurrency, TimingReportsAndReadsRaceLoadsThatReplaceTheModels) 
     }
   });
   for (int round = 0; round < 10; ++round) {
-    controller.load(saved);
-    controller.save(resaved);
+    controller.load(saved.path());
+    controller.save(resaved.path());
   }
   loading = false;
   for (auto& thread : threads) thread.join();
-  controller.load(saved);
+  controller.load(saved.path());
   EXPECT_EQ(controller.task_workload("actor")->reports, 20);
   EXPECT_FALSE(controller.task_workload("critic").has_value());
 }

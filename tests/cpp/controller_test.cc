@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cstdio>
 #include <optional>
 #include <set>
 #include <thread>
@@ -25,6 +24,7 @@ using test::fields_of;
 using test::put;
 using test::snapshot;
 using test::temp_path;
+using test::TempFile;
 using test::throws_code;
 
 std::vector<int64_t> sorted(std::vector<int64_t> v) {
@@ -59,12 +59,11 @@ TEST(ControllerTest, PartitionsAreListedInTheOrderTheyWereMade) {
   std::vector<std::string> listed;
   for (const PartitionKeys& partition : controller.kv_list(nullptr)) listed.push_back(partition.partition_id());
   EXPECT_EQ(listed, expected);
-  const std::string path = temp_path("creation_order");
-  controller.save(path);
+  const TempFile checkpoint("creation_order");
+  controller.save(checkpoint.path());
   Controller restored;
-  restored.load(path);
+  restored.load(checkpoint.path());
   EXPECT_EQ(restored.partition_list(), expected);
-  std::remove(path.c_str());
 }
 
 TEST(ControllerTest, FetchHandsEachSampleOncePerTask) {

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iterator>
@@ -17,6 +18,7 @@
 #include <utility>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -72,10 +74,54 @@ inline MetaRequest fetch_request(const std::string& partition, const std::string
   return request;
 }
 
+inline constexpr std::string_view kTempPathPrefix = "seqflow_controller_";
+
+inline std::string temp_path_suffix() { return "_" + std::to_string(::getpid()); }
+
 // A file name under the test temp dir, unique to this process.
 inline std::string temp_path(const std::string& name) {
-  return ::testing::TempDir() + "seqflow_controller_" + name + "_" + std::to_string(::getpid());
+  return ::testing::TempDir() + std::string(kTempPathPrefix) + name + temp_path_suffix();
 }
+
+// A temp_path() file and the ".tmp" beside it (SaveIsAtomic writes one),
+// removed when this goes: also when a failed assertion or an exception ends
+// the test early.
+class TempFile {
+ public:
+  explicit TempFile(const std::string& name) : path_(temp_path(name)) {}
+  ~TempFile() {
+    std::error_code ignored;
+    std::filesystem::remove(path_, ignored);
+    std::filesystem::remove(path_ + ".tmp", ignored);
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Fails the run when a temp_path() file of this process (or its ".tmp")
+// outlives the tests: they once left files in /tmp on every run.
+class TempPathsRemovedCheck : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    std::error_code ignored;
+    for (const auto& entry : std::filesystem::directory_iterator(::testing::TempDir(), ignored)) {
+      std::string name = entry.path().filename().string();
+      if (name.ends_with(".tmp")) name.resize(name.size() - 4);
+      if (name.starts_with(kTempPathPrefix) && name.ends_with(temp_path_suffix())) {
+        ADD_FAILURE() << "a test left " << entry.path() << " behind";
+      }
+    }
+  }
+};
+
+// Registered by every test binary that can make temp_path() files.
+inline ::testing::Environment* const kTempPathsRemovedCheck =
+    ::testing::AddGlobalTestEnvironment(new TempPathsRemovedCheck);
 
 inline std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -135,9 +181,9 @@ inline void write_checkpoint_payload(const std::string& path, const std::vector<
 // counter and the incarnation: a load moves the one on (see
 // Controller::load) and keeps the running controller's other.
 inline std::string snapshot(const Controller& controller) {
-  const std::string path = temp_path("snapshot");
-  controller.save(path);
-  nlohmann::json state = nlohmann::json::from_msgpack(read_checkpoint_payload(path));
+  const TempFile checkpoint("snapshot");
+  controller.save(checkpoint.path());
+  nlohmann::json state = nlohmann::json::from_msgpack(read_checkpoint_payload(checkpoint.path()));
   state.erase("next_generation");
   state.erase("incarnation");
   return state.dump();

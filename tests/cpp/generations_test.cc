@@ -95,35 +95,34 @@ TEST(ControllerGenerations, AMetaWithoutGenerationsIsCheckedByPartitionOnly) {
 }
 
 TEST(ControllerGenerations, CheckpointsKeepGenerationsAndNewOnesCountAbove) {
-  const std::string path = temp_path("generations");
+  const TempFile checkpoint("generations");
   Controller original;
   const BatchMeta kept = original.insert("p", 3);
-  original.save(path);
+  original.save(checkpoint.path());
   const BatchMeta after_save = original.insert("p", 2);  // handed out after the save: never again
 
   Controller restored;
-  restored.load(path);
+  restored.load(checkpoint.path());
   restored.mark_produced("p", kept.global_indexes, kept.generations, fields_of({"x"}), {});  // still valid
   const BatchMeta fresh = restored.insert("p", 2);
   EXPECT_EQ(fresh.global_indexes, after_save.global_indexes);
   for (size_t i = 0; i < 2; ++i) EXPECT_GT(fresh.generations[i], after_save.generations[i]);
-  std::remove(path.c_str());
 }
 
 TEST(ControllerGenerations, AVersionOneCheckpointLoadsWithNewGenerations) {
-  const std::string path = temp_path("version_one");
+  const TempFile checkpoint("version_one");
   Controller original;
   put(original, "p", 2, {"x"});
-  original.save(path);
-  Json state = Json::from_msgpack(read_checkpoint_payload(path));
+  original.save(checkpoint.path());
+  Json state = Json::from_msgpack(read_checkpoint_payload(checkpoint.path()));
   state["version"] = 1;
   state.erase("next_generation");
   state.erase("incarnation");
   for (Json& partition : state["partitions"]) partition.erase("generations");
-  write_checkpoint_payload(path, Json::to_msgpack(state));
+  write_checkpoint_payload(checkpoint.path(), Json::to_msgpack(state));
 
   Controller restored;
-  restored.load(path);
+  restored.load(checkpoint.path());
   MetaRequest everything;
   everything.partition_id = "p";
   everything.mode = MetaMode::kForceFetch;
@@ -131,7 +130,6 @@ TEST(ControllerGenerations, AVersionOneCheckpointLoadsWithNewGenerations) {
   ASSERT_EQ(meta.generations.size(), 2u);
   EXPECT_NE(meta.generations[0], meta.generations[1]);
   restored.set_custom_meta("p", meta.global_indexes, meta.generations, lengths_meta({1, 2}));
-  std::remove(path.c_str());
 }
 
 TEST(StorageGenerations, AnOlderGenerationCanNeitherReadNorOverwriteANewerOne) {
@@ -172,7 +170,8 @@ TEST(StorageGenerations, AnotherPartitionsSampleIsRefusedWithOrWithoutGeneration
 }
 
 TEST(StorageGenerations, CheckpointsKeepEachValuesSample) {
-  const std::string path = ::testing::TempDir() + "seqflow_storage_generations_" + std::to_string(::getpid());
+  const TempDir dir;
+  const std::string path = dir.file("storage.ckpt");
   StorageUnit unit;
   unit.put(samples_of(std::vector<int64_t>{1}, 11, "a"), {object_column("x", {"one"})});
   unit.save(path);
@@ -182,7 +181,6 @@ TEST(StorageGenerations, CheckpointsKeepEachValuesSample) {
   EXPECT_TRUE(throws_error(ErrorCode::kStaleSample,
                            [&] { loaded.get(samples_of(std::vector<int64_t>{1}, 12, "a"), kFieldX); },
                            {"now holds generation 11"}));
-  std::remove(path.c_str());
 }
 
 struct Mode {

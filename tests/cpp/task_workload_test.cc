@@ -285,17 +285,17 @@ void rewrite_controller_checkpoint(const std::string& path, Change change) {
 }
 
 TEST(TaskWorkloadCheckpointFile, ABadTaskModelInACheckpointIsNamedAndChangesNothing) {
-  const std::string path = temp_path("bad_task_model");
+  const TempFile checkpoint("bad_task_model");
   Controller saved;
   saved.report_timing("update_actor", measured(20));
-  saved.save(path);
+  saved.save(checkpoint.path());
   Controller running;
   running.report_timing("other", measured(3));
   put(running, "kept", 2, {"x"});
   const auto refused = [&](auto change, std::initializer_list<std::string_view> fragments) {
     TempDir dir;
     const std::string copy = dir.file("controller.ckpt");
-    std::filesystem::copy_file(path, copy);
+    std::filesystem::copy_file(checkpoint.path(), copy);
     rewrite_controller_checkpoint(copy, change);
     return throws_invalid([&] { running.load(copy); }, fragments);
   };
@@ -315,7 +315,7 @@ TEST(TaskWorkloadCheckpointFile, ABadTaskModelInACheckpointIsNamedAndChangesNoth
   ASSERT_EQ(running.progress().size(), 1u);
   EXPECT_EQ(running.progress()[0].partition_id, "kept");
   // The checkpoint as saved loads.
-  running.load(path);
+  running.load(checkpoint.path());
   EXPECT_EQ(running.task_workload("update_actor")->reports, 20);
   EXPECT_FALSE(running.task_workload("other").has_value());
 }

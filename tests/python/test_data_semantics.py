@@ -9,8 +9,10 @@ and one split rule for every kind of field."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -270,9 +272,16 @@ def transfer_queue_results():
         python = reference_peer.transferqueue_python()
     except reference_peer.ReferenceUnavailable as error:
         pytest.fail(f"TransferQueue {reference_peer.VERSION}'s reference venv cannot be made: {error}", pytrace=False)
-    done = subprocess.run([python, tq_layout_probe.__file__], capture_output=True, text=True,
-                          timeout=PROBE_TIMEOUT, cwd=Path(tq_layout_probe.__file__).parent)
-    assert done.returncode == 0, done.stderr[-3000:]
+    # The probe gets a temp dir of its own, to see that it removes its Ray
+    # directory (one was once left in /tmp per run). Not pytest's tmp_path: Ray's
+    # socket paths under it would exceed the 107-byte limit on a Unix socket path.
+    with tempfile.TemporaryDirectory() as probe_tmp:
+        done = subprocess.run([python, tq_layout_probe.__file__], capture_output=True, text=True,
+                              timeout=PROBE_TIMEOUT, cwd=Path(tq_layout_probe.__file__).parent,
+                              env={**os.environ, "TMPDIR": probe_tmp})
+        assert done.returncode == 0, done.stderr[-3000:]
+        left = [name for name in os.listdir(probe_tmp) if name.startswith("tqprobe")]
+        assert not left, f"the probe left its Ray directory behind: {left}"
     return json.loads(done.stdout)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import sys
 import tempfile
 
@@ -92,14 +93,22 @@ def describe(value, order=None) -> dict:
 
 
 def _probe_transfer_queue() -> dict:
+    ray_dir = tempfile.mkdtemp(prefix="tqprobe")
+    try:
+        return _probe_on_private_ray(ray_dir)
+    finally:
+        # Ray leaves its session files there: one directory in /tmp per run otherwise.
+        shutil.rmtree(ray_dir, ignore_errors=True)
+
+
+def _probe_on_private_ray(ray_dir: str) -> dict:
     import ray
     import transfer_queue as tq
     from omegaconf import OmegaConf
 
     # A private instance (its own directory: other processes' ray.init() must
     # not find it) with room for the controller and both units (a CPU each).
-    ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False,
-             _temp_dir=tempfile.mkdtemp(prefix="tqprobe"))
+    ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False, _temp_dir=ray_dir)
     tq.init(OmegaConf.create({"controller": {"polling_mode": True},
                               "backend": {"storage_backend": "SimpleStorage",
                                           "SimpleStorage": {"num_data_storage_units": 2}}}))
