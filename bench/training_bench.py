@@ -109,6 +109,7 @@ class Settings:
     calibration_batches: int
     online_steps: int
     cases: tuple  # (distribution, dp) pairs
+    alignment: int = 1  # calibrate's (and the online model's): > 1 prices lengths not a multiple of it apart
 
 
 QUICK = Settings(max_length=512, prompts_per_rank=4, calibration_batches=40, online_steps=4,
@@ -443,7 +444,7 @@ def calibrate(trainer: Trainer, settings: Settings, vocab: int, rng: np.random.G
     runs = [packs[start:start + CALIBRATION_BATCHES_PER_RUN] for start in range(0, len(packs), CALIBRATION_BATCHES_PER_RUN)]
     [timing] = trainer.measure([runs], repeats)
     records = list(zip(batches, (s for run in timing.pack_seconds for s in run)))
-    workload = sb.calibrate(records)
+    workload = sb.calibrate(records, alignment=settings.alignment)
     predictors = {
         "tokens": scaled_predictor(tokens_cost, records),
         "verl": scaled_predictor(verl_cost, records),
@@ -500,7 +501,8 @@ def online_rows(trainer: Trainer, rollout, dp: int, settings: Settings, predicto
     train, report every pack's median seconds, wait for the refit. A plan
     identical to one of the `measured` rows (the tokens prior's first step)
     or of an earlier step reuses that measurement."""
-    online = sb.OnlineWorkload(prior="tokens", window=ONLINE_WINDOW, min_records=ONLINE_MIN_RECORDS)
+    online = sb.OnlineWorkload(prior="tokens", window=ONLINE_WINDOW, min_records=ONLINE_MIN_RECORDS,
+                               alignment=settings.alignment)
     rows = []
     for step in range(1, settings.online_steps + 1):
         workload = online.workload
@@ -567,6 +569,10 @@ def main() -> None:
                              "runs until each one's idle from noise is at most PERCENT, and the calibration in "
                              "--max-repeats runs (default: no more runs)")
     parser.add_argument("--max-repeats", type=int, default=40, help="with --resolve: at most this many runs per row")
+    parser.add_argument("--alignment", type=int, default=1, metavar="N",
+                        help="fit the calibrated and online models with calibrate(alignment=N): extra attention "
+                             "seconds for sequences whose length is not a multiple of N (8: torch's CPU attention "
+                             "with AVX2; default 1: the four terms)")
     parser.add_argument("--no-speed-probe", dest="speed_probe", action="store_false",
                         help="do not scale runs by a reference micro-batch timed after each (see Trainer)")
     parser.add_argument("--malloc", choices=training_malloc.MODES, default="keep",
@@ -576,8 +582,8 @@ def main() -> None:
                         help="cpu: the training thread's CPU time (default; steady on a shared machine), "
                              "wall: elapsed time")
     args = parser.parse_args()
-    if args.repeats < 1 or any(dp < 1 for dp in args.dp or ()):
-        parser.error(f"--repeats and --dp must be >= 1, got {args.repeats} and {args.dp}")
+    if args.repeats < 1 or args.alignment < 1 or any(dp < 1 for dp in args.dp or ()):
+        parser.error(f"--repeats, --alignment and --dp must be >= 1, got {args.repeats}, {args.alignment} and {args.dp}")
     resolution = None
     if args.resolve is not None:
         if not 0 < args.resolve < 100:
@@ -590,6 +596,7 @@ def main() -> None:
         dists = args.dist or sorted({dist for dist, _ in settings.cases})
         dps = args.dp or sorted({dp for _, dp in settings.cases})
         settings = dataclasses.replace(settings, cases=tuple((dist, dp) for dist in dists for dp in dps))
+    settings = dataclasses.replace(settings, alignment=args.alignment)
 
     malloc = training_malloc.set_mode(args.malloc)
     torch.set_num_threads(1)

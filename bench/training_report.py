@@ -63,6 +63,12 @@ def memory_lines(malloc: str, micro_batches: int, page_faults: int) -> list[str]
     return [f"memory: {malloc}; {page_faults:,} page faults in the {micro_batches:,} timed micro-batches", ""]
 
 
+def unaligned_term(workload) -> str:
+    if workload.alignment == 1:
+        return ""
+    return f" + {workload.per_unaligned_token_squared:.3e} s/token^2 of lengths not a multiple of {workload.alignment}"
+
+
 def calibration_lines(calibration) -> list[str]:
     """A case's fit, and how far each model's seconds are from its
     calibration records' (the tokens and verl models scaled by least
@@ -79,7 +85,8 @@ def calibration_lines(calibration) -> list[str]:
         f"each the median of {calibration.runs} runs, timed right before the rows; "
         "seqflow.balance.calibrate: "
         f"{workload.per_token:.3e} s/token + {workload.per_token_squared:.3e} s/token^2 + "
-        f"{workload.per_sequence:.3e} s/sequence + {workload.per_micro_batch:.3e} s/micro-batch; "
+        f"{workload.per_sequence:.3e} s/sequence + {workload.per_micro_batch:.3e} s/micro-batch"
+        f"{unaligned_term(workload)}; "
         f"fit median error {percent(fit.median_error)}, p90 {percent(fit.p90_error)}, "
         f"{fit.outliers} of {fit.records} records left out as outliers",
         "micro-batch time error on those records, median: " + ", ".join(errors),

@@ -5,6 +5,7 @@ the reports. No timing is asserted: bench/training_bench.py measures."""
 from __future__ import annotations
 
 import collections
+import dataclasses
 import itertools
 import json
 import sys
@@ -457,6 +458,36 @@ class ShiftingAttentionTrainer(tb.Trainer):
     def seconds(self, pack):
         lengths = pack_lengths(pack).astype(np.float64)
         return 1e-3 * lengths.sum() + 1e-3 * self.attention * float(lengths @ lengths)
+
+
+class RaggedAttentionTrainer(tb.Trainer):
+    """Attention-heavy micro-batches whose sequences cost 30% more attention
+    when their length is not a multiple of 8 (as torch's CPU kernel on AVX2)."""
+
+    def __init__(self):
+        super().__init__(TINY, Counter())
+
+    def seconds(self, pack):
+        lengths = pack_lengths(pack).astype(np.int64)
+        attention = np.where(lengths % 8 != 0, 1.3, 1.0) * lengths.astype(np.float64) ** 2
+        return 1e-3 * lengths.sum() + 1e-5 * float(attention.sum())
+
+
+def test_the_alignment_setting_fits_the_calibrated_and_online_models_with_that_term():
+    settings = tb.Settings(max_length=1000, prompts_per_rank=8, calibration_batches=40, online_steps=3,
+                           cases=(("bimodal", 2),))
+    errors = {}
+    for alignment in (1, 8):
+        case = tb.run_case(RaggedAttentionTrainer(), "bimodal", 2, dataclasses.replace(settings, alignment=alignment),
+                           repeats=1)
+        workload = case.calibration.workload
+        assert workload.alignment == alignment
+        assert (workload.per_unaligned_token_squared > 0) == (alignment == 8)
+        assert ("not a multiple of 8" in training_report.calibration_lines(case.calibration)[0]) == (alignment == 8)
+        assert case.online[-1].predictor_name == "online"
+        errors[alignment] = max(float(training_report.calibrated_row(case).errors.max()),
+                                float(case.online[-1].errors.max()))
+    assert errors[8] < 1e-6 < 0.01 < errors[1]  # exact with the term, off without it
 
 
 def test_each_case_calibrates_right_before_its_rows_so_a_shift_between_cases_is_no_error():
