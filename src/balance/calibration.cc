@@ -230,12 +230,10 @@ Workload calibrate(std::span<const TimingRecord> records, const CalibrationOptio
         "calibrate: the best fit gives every sequence zero cost (the timings do not grow with the micro-batches' "
         "sequences)");
   }
-  SecondsCoefficients seconds{coefficients[0], coefficients[1], coefficients[2], coefficients[3]};
-  if (options.alignment > 1) {
-    seconds.per_unaligned_token_squared = coefficients[4];
-    seconds.alignment = options.alignment;
-  }
-  return Workload::calibrated(seconds, report_of(errors, kept));
+  // Without an alignment the fifth column is all zeros, so coefficients[4] is 0.
+  return Workload::calibrated(
+      {coefficients[0], coefficients[1], coefficients[2], coefficients[3], coefficients[4], options.alignment},
+      report_of(errors, kept));
 }
 
 }  // namespace seqflow
