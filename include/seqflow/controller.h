@@ -86,6 +86,10 @@ struct PartitionProgress {
 struct ControllerOptions {
   std::shared_ptr<Sampler> sampler;  // null: sequential
   bool polling_mode = false;         // every fetch polls (seqflow serve controller --polling-mode)
+  // The alignment every task's online workload model is fitted with
+  // (report_timing; CalibrationOptions::alignment): > 1 also fits the extra
+  // cost of sequence lengths that are not a multiple of it. 1: no such term.
+  int64_t timing_alignment = 1;
 };
 
 // A task's measured workload model, fitted to the micro-batch timings its

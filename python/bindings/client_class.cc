@@ -29,6 +29,9 @@ polling_mode: the default of get_meta(polling=...): True returns an empty
     batch at once when too little is ready; False waits up to `timeout`.
 max_bytes, max_samples: storage capacity (0: unlimited).
 timeout: seconds a non-polling fetch waits by default.
+timing_alignment: > 1 fits each task's workload model (report_timing) with
+    a term for sequence lengths that are not a multiple of it, as
+    seqflow.balance.calibrate(alignment=...) does (default 1: none).
 
 Errors: bad arguments raise ValueError, reading or writing samples, fields
 and keys that do not exist raises KeyError (StaleSampleError, a KeyError,
@@ -196,7 +199,7 @@ void bind_client_class(nb::module_ m) {
   cls.def(
          "__init__",
          [](PyClient* self, nb::handle sampler, nb::handle polling_mode, nb::handle max_bytes, nb::handle max_samples,
-            nb::handle timeout, nb::handle sampler_args) {
+            nb::handle timeout, nb::handle sampler_args, nb::handle timing_alignment) {
            const double seconds = check_seconds(timeout, "timeout");
            if (!sampler_args.is_none()) {
              static CachedAttribute mapping("collections.abc", "Mapping");
@@ -207,15 +210,19 @@ void bind_client_class(nb::module_ m) {
            const bool polling = check_bool(polling_mode, "polling_mode");
            const uint64_t bytes = check_count(max_bytes, "max_bytes");
            const uint64_t samples = check_count(max_samples, "max_samples");
+           const int64_t alignment = check_count(timing_alignment, "timing_alignment", 1);
            // polling_mode is this client's default, as in remote mode: a request that says polling=False waits.
-           ControllerOptions controller{handle.is_none() ? nullptr : nb::cast<std::shared_ptr<Sampler>>(handle), false};
+           ControllerOptions controller{handle.is_none() ? nullptr : nb::cast<std::shared_ptr<Sampler>>(handle), false,
+                                        alignment};
            new (self) PyClient(make_embedded_client(std::move(controller), StorageOptions{bytes, samples}), polling,
                                seconds, nb::borrow(sampler), nb::none(), nb::none());
          },
          "sampler"_a.none() = nb::none(), nb::kw_only(), "polling_mode"_a.none() = false, "max_bytes"_a.none() = 0,
          "max_samples"_a.none() = 0, "timeout"_a.none() = kDefaultTimeout, "sampler_args"_a.none() = nb::none(),
+         "timing_alignment"_a.none() = 1,
          nb::sig("def __init__(self, sampler=None, *, polling_mode: bool = False, max_bytes: int = 0, "
-                 "max_samples: int = 0, timeout: float = 30.0, sampler_args: Optional[dict] = None) -> None"))
+                 "max_samples: int = 0, timeout: float = 30.0, sampler_args: Optional[dict] = None, timing_alignment: "
+                 "int = 1) -> None"))
       .def_rw("timeout", &PyClient::timeout, "Seconds a non-polling fetch waits by default.")
       .def_rw("sampler", &PyClient::sampler, "The sampler given to the constructor (None for a remote client).")
       .def_ro("remote_config", &PyClient::remote_config, "The RemoteConfig of a remote client; None when embedded.")
@@ -285,13 +292,15 @@ answer within `timeout`.)");
                         settings, "storage.max_samples",
                         config_setting(settings, "backend.SimpleStorage.total_storage_size", nb::int_(0))),
                     "timeout"_a = config_timeout(settings),
-                    "sampler_args"_a = config_setting(settings, "controller.sampler_args", nb::none()));
+                    "sampler_args"_a = config_setting(settings, "controller.sampler_args", nb::none()),
+                    "timing_alignment"_a = config_setting(settings, "controller.timing_alignment", nb::int_(1)));
       },
       "cls"_a, "config"_a.none() = nb::none(), nb::sig("def from_config(cls, config=None) -> Client"),
       R"(TransferQueue's config keys: controller.sampler (instance, class or
 name), controller.sampler_args, controller.polling_mode,
 controller.timeout (seconds), backend.SimpleStorage.total_storage_size
-(samples); seqflow's storage.max_bytes and storage.max_samples.
+(samples); seqflow's storage.max_bytes, storage.max_samples and
+controller.timing_alignment.
 Remote when controller.address is set (see RemoteConfig.from_config);
 the sampler and the storage settings belong to the services then.
 Every key is checked (see seqflow._config.read_config).)");

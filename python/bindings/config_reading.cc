@@ -22,7 +22,7 @@ namespace seqflow::bindings {
 
 namespace {
 
-enum class Check { kAddress, kAnything, kMapping, kBool, kSeconds, kCount, kPath, kBusyPoll };
+enum class Check { kAddress, kAnything, kMapping, kBool, kSeconds, kCount, kPositiveCount, kPath, kBusyPoll };
 
 struct Setting {
   std::string_view key;
@@ -30,11 +30,12 @@ struct Setting {
 };
 
 // Each key seqflow reads, with its check; None values count as unset.
-constexpr std::array<Setting, 15> kSettings{{
+constexpr std::array<Setting, 16> kSettings{{
     {"controller.address", Check::kAddress},
     {"controller.sampler", Check::kAnything},  // checked where it is used (seqflow.samplers.native_sampler)
     {"controller.sampler_args", Check::kMapping},
     {"controller.polling_mode", Check::kBool},
+    {"controller.timing_alignment", Check::kPositiveCount},
     {"controller.timeout", Check::kSeconds},
     {"timeout", Check::kSeconds},
     {"storage.max_bytes", Check::kCount},
@@ -74,6 +75,8 @@ nb::object checked(nb::handle value, const std::string& path, Check check) {
       return nb::float_(check_seconds(value, path));
     case Check::kCount:
       return nb::int_(check_count(value, path));
+    case Check::kPositiveCount:
+      return nb::int_(check_count(value, path, 1));
     case Check::kPath:
       return check_path(value, path);
     case Check::kBusyPoll:

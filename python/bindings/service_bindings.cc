@@ -181,7 +181,8 @@ void apply_serving(Options& options, nb::handle metrics, nb::handle max_workers,
 
 std::unique_ptr<ServiceHandle> serve_controller(const std::string& bind, nb::handle storage_units, nb::handle sampler,
                                                 nb::handle sampler_args, nb::handle polling_mode,
-                                                nb::handle load_checkpoint, nb::handle metrics, nb::handle max_workers,
+                                                nb::handle timing_alignment, nb::handle load_checkpoint,
+                                                nb::handle metrics, nb::handle max_workers,
                                                 nb::handle max_request_bytes, nb::handle curve_secret,
                                                 nb::handle curve_clients, nb::handle checkpoint_root) {
   ControllerServerOptions options;
@@ -191,6 +192,7 @@ std::unique_ptr<ServiceHandle> serve_controller(const std::string& bind, nb::han
   const nb::object handle = native_sampler(sampler, sampler_args);
   if (!handle.is_none()) options.controller.sampler = nb::cast<std::shared_ptr<Sampler>>(handle);
   options.controller.polling_mode = PyObject_IsTrue(polling_mode.ptr()) == 1;
+  options.controller.timing_alignment = check_count(timing_alignment, "timing_alignment", 1);
   options.load_checkpoint = path_text(load_checkpoint);
   apply_serving(options, metrics, max_workers, max_request_bytes, curve_secret, curve_clients, checkpoint_root);
   return with_python_names([&] { return ServiceHandle::start<ControllerServer>("controller", std::move(options)); });
@@ -259,12 +261,13 @@ void bind_services(nb::module_ m) {
 
   m.def("serve_controller", &serve_controller, "bind"_a = "tcp://127.0.0.1:5555", nb::kw_only(),
         "storage_units"_a.none() = 1, "sampler"_a.none() = nb::none(), "sampler_args"_a.none() = nb::none(),
-        "polling_mode"_a.none() = false, "load_checkpoint"_a.none() = nb::none(), "metrics"_a.none() = nb::none(),
-        "max_workers"_a.none() = nb::none(), "max_request_bytes"_a.none() = nb::none(),
+        "polling_mode"_a.none() = false, "timing_alignment"_a.none() = 1, "load_checkpoint"_a.none() = nb::none(),
+        "metrics"_a.none() = nb::none(), "max_workers"_a.none() = nb::none(), "max_request_bytes"_a.none() = nb::none(),
         "curve_secret"_a.none() = nb::none(), "curve_clients"_a.none() = nb::tuple(),
         "checkpoint_root"_a.none() = nb::none(),
         nb::sig("def serve_controller(bind: str = 'tcp://127.0.0.1:5555', *, storage_units: int = 1, sampler=None, "
-                "sampler_args: dict | None = None, polling_mode: bool = False, load_checkpoint: str | None = None, "
+                "sampler_args: dict | None = None, polling_mode: bool = False, timing_alignment: int = 1, "
+                "load_checkpoint: str | None = None, "
                 "metrics: str | None = None, max_workers: int | None = None, max_request_bytes: int | None = None, "
                 "curve_secret: str | None = None, curve_clients: Sequence[str] = (), checkpoint_root: str | None = "
                 "None) -> ServiceHandle"),
@@ -272,6 +275,7 @@ void bind_services(nb::module_ m) {
         "(``seqflow serve controller``; port 0 in `bind` picks a free port).\n\n"
         "storage_units: units clients wait for. sampler: an instance, class or\n"
         "name (sampler_args for a class or name), Python samplers included.\n"
+        "timing_alignment: see Client (seqflow serve controller --timing-alignment).\n"
         "metrics: \"HOST:PORT\" of a Prometheus endpoint. curve_secret: the cluster\n"
         ".key file; curve_clients: .pub files (or directories of them) of the\n"
         "admitted clients (default: any client knowing the cluster public key).\n"

@@ -164,7 +164,8 @@ def _service_settings(config) -> tuple[dict, dict]:
     common = dict(curve_secret=settings.get("security.server_secret_key_file"),
                   checkpoint_root=settings.get("checkpoint_root"))
     controller = dict(sampler=settings.get("controller.sampler"), sampler_args=settings.get("controller.sampler_args"),
-                      polling_mode=settings.get("controller.polling_mode", False), **common)
+                      polling_mode=settings.get("controller.polling_mode", False),
+                      timing_alignment=settings.get("controller.timing_alignment", 1), **common)
     storage = dict(max_bytes=settings.get("storage.max_bytes", 0), max_samples=settings.get("storage.max_samples", 0),
                    **common)
     return controller, storage

@@ -49,6 +49,9 @@ constexpr Option kControllerOptions[] = {
     {"--polling-mode", "",
      "fetches that do not say otherwise return an empty batch at once when too little "
      "is ready, instead of waiting"},
+    {"--timing-alignment", "N",
+     "fit each task's workload model (report_timing) with a term for sequence lengths that are not a "
+     "multiple of N, as seqflow calibrate --alignment N (default 1: none)"},
     {"--load-checkpoint", "DIR", "start from a checkpoint directory written by save_checkpoint"},
     kMetricsOption,
     kWorkersOption,
@@ -248,6 +251,7 @@ int serve_controller(std::span<const std::string> arguments) {
   settings.storage_units = static_cast<size_t>(args->integer("--storage-units", 1, 1, 1 << 20));
   settings.sampler = sampler_of(*args);
   settings.polling_mode = args->has("--polling-mode");
+  settings.timing_alignment = args->integer("--timing-alignment", 1, 1, kInt64Max);
   settings.load_checkpoint = args->get("--load-checkpoint").value_or("");
   check_files_and_endpoints(*args);
   server::ControllerServiceOptions options = server::controller_service_options(settings);

@@ -3,6 +3,7 @@
 #include "seqflow/controller.h"
 
 #include <algorithm>
+#include <string>
 
 #include "core/batch_meta_builder.h"
 #include "core/controller_state.h"
@@ -21,7 +22,22 @@ MetaMode parse_meta_mode(std::string_view name) {
   throw_invalid("mode must be 'insert', 'fetch' or 'force_fetch', got '" + std::string(name) + "'");
 }
 
-Controller::Controller(ControllerOptions options) : state_(std::make_unique<State>()) {
+namespace {
+
+OnlineOptions task_workload_options(int64_t timing_alignment) {
+  if (timing_alignment < 1) {
+    throw_invalid("timing_alignment = " + std::to_string(timing_alignment) +
+                  " must be >= 1 (1: no term for unaligned lengths)");
+  }
+  OnlineOptions options;
+  options.calibration.alignment = timing_alignment;
+  return options;
+}
+
+}  // namespace
+
+Controller::Controller(ControllerOptions options)
+    : state_(std::make_unique<State>(task_workload_options(options.timing_alignment))) {
   state_->sampler = options.sampler ? std::move(options.sampler) : make_sequential_sampler();
   state_->polling_mode = options.polling_mode;
 }

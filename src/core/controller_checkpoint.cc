@@ -81,7 +81,7 @@ void Controller::load_checkpoint(const std::string& path, bool take_incarnation)
     sampler_name = encoded.at("sampler").at("name").get<std::string>();
     sampler_state = from_json(encoded.at("sampler").at("state"));
     if (version >= 3) {
-      task_workloads = core::TaskWorkloads::resume(core::decode_task_workloads(encoded.at("task_workloads")));
+      task_workloads = state_->task_workloads.resume(core::decode_task_workloads(encoded.at("task_workloads")));
     }
   } catch (const nlohmann::json::exception& error) {
     throw_invalid("checkpoint '" + path + "' is corrupt: " + error.what());

@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <utility>
 
 #include "core/control_data.h"
 #include "core/task_workloads.h"
@@ -14,6 +15,7 @@
 namespace seqflow {
 
 struct Controller::State {
+  explicit State(OnlineOptions task_workload_options) : task_workloads(std::move(task_workload_options)) {}
   std::shared_ptr<Sampler> sampler;
   bool polling_mode = false;
   mutable std::mutex mutex;

@@ -1,5 +1,7 @@
 #include "core/task_workloads.h"
 
+#include <utility>
+
 #include "balance/calibration_checks.h"
 #include "core/name_rule.h"
 #include "seqflow/error.h"
@@ -15,6 +17,8 @@ TaskWorkload describe(const std::string& task_name, const OnlineWorkload& model)
 
 }  // namespace
 
+TaskWorkloads::TaskWorkloads(OnlineOptions options) : options_(std::move(options)) {}
+
 void TaskWorkloads::report(const std::string& task_name, std::span<const TimingRecord> records) {
   check_name(task_name, "task_name");
   for (size_t i = 0; i < records.size(); ++i) {
@@ -28,7 +32,7 @@ void TaskWorkloads::report(const std::string& task_name, std::span<const TimingR
 std::shared_ptr<OnlineWorkload> TaskWorkloads::model(const std::string& task_name) {
   std::lock_guard lock(mutex_);
   auto& slot = models_[task_name];
-  if (!slot) slot = std::make_shared<OnlineWorkload>();
+  if (!slot) slot = std::make_shared<OnlineWorkload>(Workload::tokens(), options_);
   return slot;
 }
 
@@ -63,12 +67,12 @@ std::map<std::string, OnlineWorkloadState> TaskWorkloads::states() const {
   return out;
 }
 
-TaskWorkloads::Models TaskWorkloads::resume(const std::map<std::string, OnlineWorkloadState>& states) {
+TaskWorkloads::Models TaskWorkloads::resume(const std::map<std::string, OnlineWorkloadState>& states) const {
   Models models;
   for (const auto& [task_name, state] : states) {
     try {
       check_name(task_name, "task_name");
-      models.emplace(task_name, std::make_shared<OnlineWorkload>(state, OnlineOptions{}));
+      models.emplace(task_name, std::make_shared<OnlineWorkload>(state, options_));
     } catch (const Error& error) {
       throw Error(error.code(), "task '" + task_name + "': " + error.what());
     }

@@ -20,6 +20,8 @@ namespace seqflow::core {
 
 class TaskWorkloads {
  public:
+  // Every task's model learns with `options`.
+  explicit TaskWorkloads(OnlineOptions options = {});
   // Every record is checked before any is taken: a bad one changes nothing.
   void report(const std::string& task_name, std::span<const TimingRecord> records);
   // The task's current fit; nullopt until it has one (too few reports).
@@ -33,15 +35,16 @@ class TaskWorkloads {
   using Models = std::map<std::string, std::shared_ptr<OnlineWorkload>>;
   // Every task's model state (a controller checkpoint saves them).
   std::map<std::string, OnlineWorkloadState> states() const;
-  // Models resumed from saved states, built aside so that a load changes
-  // nothing until everything it holds is valid. Throws kInvalidArgument
-  // naming the task and what is wrong.
-  static Models resume(const std::map<std::string, OnlineWorkloadState>& states);
+  // Models resumed from saved states, learning on with this set's options;
+  // built aside so that a load changes nothing until everything it holds is
+  // valid. Throws kInvalidArgument naming the task and what is wrong.
+  Models resume(const std::map<std::string, OnlineWorkloadState>& states) const;
   // Every model replaced by `models` (a load; tasks not in it start over).
   void replace(Models models);
 
  private:
   std::shared_ptr<OnlineWorkload> model(const std::string& task_name);
+  const OnlineOptions options_;
   mutable std::mutex mutex_;
   Models models_;
 };

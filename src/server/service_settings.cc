@@ -130,7 +130,7 @@ ControllerServiceOptions controller_service_options(const ControllerSettings& se
   ControllerServerOptions server;
   server.bind = settings.serving.bind.empty() ? "tcp://127.0.0.1:5555" : settings.serving.bind;
   server.storage_units = settings.storage_units;
-  server.controller = ControllerOptions{settings.sampler, settings.polling_mode};
+  server.controller = ControllerOptions{settings.sampler, settings.polling_mode, settings.timing_alignment};
   server.max_workers = settings.serving.max_workers;
   server.max_request_bytes = settings.serving.max_request_bytes;
   server.load_checkpoint = settings.load_checkpoint;

@@ -39,7 +39,8 @@ struct ControllerSettings {
   size_t storage_units = 1;
   std::shared_ptr<Sampler> sampler;  // null: sequential
   bool polling_mode = false;
-  std::string load_checkpoint;  // empty: start empty
+  int64_t timing_alignment = 1;  // ControllerOptions::timing_alignment
+  std::string load_checkpoint;   // empty: start empty
 };
 
 struct StorageSettings {

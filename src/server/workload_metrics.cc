@@ -27,7 +27,8 @@ void render_task_workloads(const std::vector<TaskWorkload>& models, std::string&
   }
   family(out, "seqflow_task_workload_seconds", "gauge",
          "Coefficients of the task's fitted workload model: seconds per token, per token squared, per sequence "
-         "and per micro-batch (tasks without a fit yet are absent)");
+         "and per micro-batch, and per token squared of a length that is not a multiple of the alignment when "
+         "the controller fits one (tasks without a fit yet are absent)");
   for (const auto& model : models) {
     if (!model.fitted) continue;
     const SecondsCoefficients& c = model.workload.coefficients();
@@ -36,6 +37,19 @@ void render_task_workloads(const std::vector<TaskWorkload>& models, std::string&
                                       {"per_sequence", c.per_sequence},
                                       {"per_micro_batch", c.per_micro_batch}}) {
       sample(out, "seqflow_task_workload_seconds", task_label(model) + ",term=\"" + term + "\"", value);
+    }
+    if (c.alignment > 1) {
+      sample(out, "seqflow_task_workload_seconds", task_label(model) + ",term=\"per_unaligned_token_squared\"",
+             c.per_unaligned_token_squared);
+    }
+  }
+  family(out, "seqflow_task_workload_alignment", "gauge",
+         "The alignment of the task's fit: its sequence lengths that are not a multiple of it cost "
+         "per_unaligned_token_squared more (1: no such term)");
+  for (const auto& model : models) {
+    if (model.fitted) {
+      sample(out, "seqflow_task_workload_alignment", task_label(model),
+             static_cast<double>(model.workload.coefficients().alignment));
     }
   }
   family(out, "seqflow_task_workload_prediction_error", "gauge",

@@ -36,30 +36,49 @@ double seconds_of(const std::vector<int64_t>& lengths) {
   return total;
 }
 
-// Micro-batches of 1-4 sequences of 50..4000 tokens, timed by kTruth.
-std::vector<TimingRecord> measured(int64_t count) {
+// A kernel vectorised over 8 positions: kTruth plus kUnaligned seconds per
+// token squared of every length that is not a multiple of 8.
+constexpr double kUnaligned = 1e-9;
+
+double unaligned_seconds_of(const std::vector<int64_t>& lengths) {
+  double total = seconds_of(lengths);
+  for (int64_t length : lengths) {
+    if (length % 8 != 0) total += kUnaligned * static_cast<double>(length) * static_cast<double>(length);
+  }
+  return total;
+}
+
+using Truth = double (*)(const std::vector<int64_t>&);
+
+// Micro-batches of 1-4 sequences of 50..4000 tokens (about half of them a
+// multiple of 8), timed by `truth`.
+std::vector<TimingRecord> measured(int64_t count, Truth truth = seconds_of) {
   Rng rng(kSeed);
-  std::uniform_int_distribution<int64_t> sequences(1, 4), length(50, 4000);
+  std::uniform_int_distribution<int64_t> sequences(1, 4), length(50, 4000), coin(0, 1);
   std::vector<TimingRecord> records;
   for (int64_t i = 0; i < count; ++i) {
     TimingRecord record;
-    for (int64_t s = sequences(rng); s > 0; --s) record.lengths.push_back(length(rng));
-    record.seconds = seconds_of(record.lengths);
+    for (int64_t s = sequences(rng); s > 0; --s) {
+      const int64_t drawn = length(rng);
+      record.lengths.push_back(coin(rng) == 1 ? drawn - drawn % 8 : drawn);
+    }
+    record.seconds = truth(record.lengths);
     records.push_back(std::move(record));
   }
   return records;
 }
 
 // The fit runs in the background: waits (bounded) until the task's model
-// covers `reports` records and is fitted.
-TaskWorkload fitted_model(const ControlPlane& control, const std::string& task, int64_t reports) {
+// covers `reports` records timed by `truth` and is fitted.
+TaskWorkload fitted_model(const ControlPlane& control, const std::string& task, int64_t reports,
+                          Truth truth = seconds_of) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   for (;;) {
     std::optional<TaskWorkload> model = control.task_workload(task);
     // The fit of every report: a fit of the first few is already accurate here, and a refit of
     // all of them may still be on its way (a checkpoint saved then holds the later one).
     if (model && model->reports == reports && model->fitted && model->workload.fit().records == reports &&
-        std::abs(model->workload.seconds({{1000}}) - seconds_of({1000})) < 1e-3 * seconds_of({1000})) {
+        std::abs(model->workload.seconds({{1001}}) - truth({1001})) < 1e-3 * truth({1001})) {
       return *model;
     }
     if (std::chrono::steady_clock::now() > deadline) {
@@ -70,12 +89,19 @@ TaskWorkload fitted_model(const ControlPlane& control, const std::string& task, 
   }
 }
 
-void expect_recovers_truth(const TaskWorkload& model) {
+void expect_recovers_truth(const TaskWorkload& model, Truth truth = seconds_of) {
   EXPECT_TRUE(model.fitted);
-  for (const auto& lengths : std::vector<std::vector<int64_t>>{{100}, {4000}, {300, 2000, 50}}) {
-    EXPECT_NEAR(model.workload.seconds(lengths), seconds_of(lengths), 1e-3 * seconds_of(lengths));
+  for (const auto& lengths : std::vector<std::vector<int64_t>>{{100}, {4000}, {3999}, {300, 2001, 50}}) {
+    EXPECT_NEAR(model.workload.seconds(lengths), truth(lengths), 1e-3 * truth(lengths));
   }
   EXPECT_LT(model.workload.fit().median_error, 1e-3);
+}
+
+// A model fitted with an alignment of 8 to timings of unaligned_seconds_of.
+void expect_recovers_unaligned_truth(const TaskWorkload& model) {
+  expect_recovers_truth(model, unaligned_seconds_of);
+  EXPECT_EQ(model.workload.coefficients().alignment, 8);
+  EXPECT_NEAR(model.workload.coefficients().per_unaligned_token_squared, kUnaligned, 1e-3 * kUnaligned);
 }
 
 TEST(ControllerTaskWorkload, FitsEachTasksTimingsApart) {
@@ -89,10 +115,35 @@ TEST(ControllerTaskWorkload, FitsEachTasksTimingsApart) {
   EXPECT_FALSE(early->fitted);  // fewer than the fit needs: still the tokens prior
   EXPECT_TRUE(early->workload.is_tokens());
   controller.report_timing("update_actor", std::span(records).subspan(10));
-  expect_recovers_truth(fitted_model(controller, "update_actor", 64));
+  const TaskWorkload model = fitted_model(controller, "update_actor", 64);
+  expect_recovers_truth(model);
+  EXPECT_EQ(model.workload.coefficients().alignment, 1);  // no term for unaligned lengths unless asked
   EXPECT_FALSE(controller.task_workload("log_prob").has_value());
   ASSERT_EQ(controller.task_workloads().size(), 1u);
   EXPECT_EQ(controller.task_workloads()[0].task_name, "update_actor");
+}
+
+TEST(ControllerTaskWorkload, ATimingAlignmentFitsWhatUnalignedLengthsCostMore) {
+  ControllerOptions options;
+  options.timing_alignment = 8;
+  Controller controller(options);
+  controller.report_timing("update_actor", measured(64, unaligned_seconds_of));
+  expect_recovers_unaligned_truth(fitted_model(controller, "update_actor", 64, unaligned_seconds_of));
+  // Timings without that cost leave the term at zero.
+  controller.report_timing("log_prob", measured(64));
+  const TaskWorkload plain = fitted_model(controller, "log_prob", 64);
+  expect_recovers_truth(plain);
+  EXPECT_EQ(plain.workload.coefficients().per_unaligned_token_squared, 0);
+}
+
+TEST(ControllerTaskWorkload, ATimingAlignmentBelowOneIsRefusedByName) {
+  for (const int64_t alignment : {0, -8}) {
+    ControllerOptions options;
+    options.timing_alignment = alignment;
+    EXPECT_TRUE(throws_invalid([&] { Controller controller(options); },
+                               {"timing_alignment = " + std::to_string(alignment), ">= 1"}));
+    EXPECT_TRUE(throws_invalid([&] { make_embedded_client(options, {}); }, {"timing_alignment"}));
+  }
 }
 
 TEST(ControllerTaskWorkload, RefusesABadRecordAndTakesNoneOfTheReport) {
@@ -196,10 +247,27 @@ TEST(RemoteTaskWorkload, ReportsReachTheControllerAndItsMetrics) {
             std::string::npos);
   EXPECT_NE(metrics.find("seqflow_task_workload_prediction_error{task=\"update_actor\",quantile=\"0.9\"}"),
             std::string::npos);
+  EXPECT_NE(metrics.find("seqflow_task_workload_alignment{task=\"update_actor\"} 1\n"), std::string::npos);
+  EXPECT_EQ(metrics.find("per_unaligned_token_squared"), std::string::npos);  // no such term without an alignment
   auto bad = records;
   bad[0].seconds = std::nan("");
   EXPECT_TRUE(throws_invalid([&] { client->control().report_timing("update_actor", bad); }, {"records[0]."}));
   EXPECT_EQ(client->control().task_workload("update_actor")->reports, 64);
+}
+
+TEST(RemoteTaskWorkload, AControllerServiceWithATimingAlignmentFitsAndPublishesTheTerm) {
+  server::ControllerServiceOptions options;
+  options.controller.timing_alignment = 8;
+  RemoteCluster cluster(1, {}, options);
+  auto client = cluster.client();
+  client->control().report_timing("update_actor", measured(64, unaligned_seconds_of));
+  const TaskWorkload model = fitted_model(client->control(), "update_actor", 64, unaligned_seconds_of);
+  expect_recovers_unaligned_truth(model);
+  const std::string metrics = cluster.controller().metrics().render();
+  EXPECT_NE(metrics.find("seqflow_task_workload_seconds{task=\"update_actor\",term=\"per_unaligned_token_squared\"}"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("seqflow_task_workload_alignment{task=\"update_actor\"} 8\n"), std::string::npos) << metrics;
 }
 
 void expect_same_model(const std::optional<TaskWorkload>& actual, const std::optional<TaskWorkload>& expected) {
@@ -238,6 +306,25 @@ TEST_P(TaskWorkloadCheckpoint, ALoadedCheckpointAnswersWithEachTasksSavedModel) 
   }
   EXPECT_TRUE(restored->control().task_workload("log_prob")->fitted);
   EXPECT_EQ(restored->control().task_workload("log_prob")->reports, 16);
+}
+
+// The alignment is the controller's setting, not the checkpoint's: a model
+// saved by a controller without one learns on with the loading one's.
+TEST(TaskWorkloadCheckpointFile, ALoadedModelLearnsOnWithTheLoadingControllersAlignment) {
+  TempDir dir;
+  const std::string path = dir.file("ckpt");
+  const auto records = measured(64, unaligned_seconds_of);
+  auto saving = make_embedded_client(ControllerOptions{}, {});
+  saving->control().report_timing("update_actor", std::span(records).first(10));
+  saving->save_checkpoint(path, Value::object());
+
+  ControllerOptions aligned;
+  aligned.timing_alignment = 8;
+  auto loading = make_embedded_client(aligned, {});
+  loading->load_checkpoint(path);
+  EXPECT_EQ(loading->control().task_workload("update_actor")->reports, 10);
+  loading->control().report_timing("update_actor", std::span(records).subspan(10));
+  expect_recovers_unaligned_truth(fitted_model(loading->control(), "update_actor", 64, unaligned_seconds_of));
 }
 
 // Checkpoints saved before controllers kept task models (tests/data/checkpoints/README.md).

@@ -174,21 +174,23 @@ def client_mode(request) -> str:
 @pytest.fixture
 def make_client(client_mode, clusters):
     """make_client(sampler=None, *, sampler_args=None, polling_mode=False,
-    max_samples=0, units=2) -> a new client in this test's mode: an embedded
-    client with those settings, or a remote client of a new in-process
-    cluster (`units` storage units) whose controller has the sampler and
-    polling mode and whose units each hold at most max_samples. Each call
-    makes a separate store; every client is closed at teardown."""
+    max_samples=0, units=2, timing_alignment=1) -> a new client in this
+    test's mode: an embedded client with those settings, or a remote client
+    of a new in-process cluster (`units` storage units) whose controller has
+    the sampler, polling mode and timing alignment and whose units each hold
+    at most max_samples. Each call makes a separate store; every client is
+    closed at teardown."""
     made: list[seqflow.Client] = []
 
     def make(sampler=None, *, sampler_args: Optional[dict] = None, polling_mode: bool = False,
-             max_samples: int = 0, units: int = 2) -> seqflow.Client:
+             max_samples: int = 0, units: int = 2, timing_alignment: int = 1) -> seqflow.Client:
         if client_mode == "embedded":
             client = seqflow.Client(sampler, sampler_args=sampler_args, polling_mode=polling_mode,
-                                    max_samples=max_samples)
+                                    max_samples=max_samples, timing_alignment=timing_alignment)
         else:
             cluster = clusters(units, controller_args={"sampler": sampler, "sampler_args": sampler_args,
-                                                       "polling_mode": polling_mode},
+                                                       "polling_mode": polling_mode,
+                                                       "timing_alignment": timing_alignment},
                                storage_args={"max_samples": max_samples})
             client = cluster.client(polling_mode=polling_mode)
         made.append(client)

@@ -131,7 +131,7 @@ def system(request):
         import ray
 
         ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    conf = tq.init({"controller": {"polling_mode": True}, "seqflow": {"mode": mode},
+    conf = tq.init({"controller": {"polling_mode": True, "timing_alignment": 8}, "seqflow": {"mode": mode},
                     "metrics": {"enabled": mode != "embedded"}})
     try:
         yield mode, conf
@@ -168,6 +168,15 @@ def run_child() -> tuple:
         if child.is_alive():
             child.kill()
             child.join(timeout=30)
+
+
+@pytest.mark.parametrize("system", ["embedded", "local", "ray"], indirect=True)
+def test_the_configs_timing_alignment_reaches_the_controller(system):
+    from test_task_workload import expect_unaligned_truth, fitted, timings, unaligned_seconds_of
+
+    client = tq.get_client().seqflow
+    client.report_timings("update_actor", timings(64, truth=unaligned_seconds_of))
+    expect_unaligned_truth(fitted(client, "update_actor", 64).workload)
 
 
 @pytest.mark.parametrize("system", ["embedded", "local", "ray"], indirect=True)

@@ -83,6 +83,8 @@ NOT_HERE = "tcp://192.0.2.1:5555"  # TEST-NET-1: an address of no interface of t
     ([*CONTROLLER, "--sampler", "grpo_group_n", "--sampler-args", "{oops"], "--sampler-args", "{oops"),
     ([*CONTROLLER, "--sampler-args", "{}"], "--sampler-args", "{}"),
     ([*CONTROLLER, "--polling-mode=yes"], "--polling-mode", "--polling-mode=yes"),
+    ([*CONTROLLER, "--timing-alignment", "0"], "--timing-alignment", "0"),
+    ([*CONTROLLER, "--timing-alignment", "eight"], "--timing-alignment", "'eight'"),
     ([*CONTROLLER, "--curve-secret", "missing.key"], "--curve-secret", "missing.key"),
     ([*CONTROLLER, "--curve-secret", "PUB"], "--curve-secret", "PUB"),
     ([*CONTROLLER, "--curve-clients", "a.pub,,b.pub"], "--curve-clients", "a.pub,,b.pub"),

@@ -24,12 +24,25 @@ def seconds_of(lengths) -> float:
         (TRUTH["per_token"] * lengths + TRUTH["per_token_squared"] * lengths**2 + TRUTH["per_sequence"]).sum())
 
 
-def timings(count: int, seed: int = 0) -> list:
+# A kernel vectorised over 8 positions: a length that is not a multiple of 8
+# costs this much more per token squared.
+UNALIGNED = 1e-9
+
+
+def unaligned_seconds_of(lengths) -> float:
+    lengths = np.asarray(lengths, dtype=np.float64)
+    return seconds_of(lengths) + UNALIGNED * float((lengths[lengths % 8 != 0] ** 2).sum())
+
+
+def timings(count: int, seed: int = 0, truth=seconds_of) -> list:
+    """Micro-batches of 1-4 sequences of 50..4000 tokens (about half of them
+    a multiple of 8), timed by `truth`."""
     rng = np.random.default_rng(seed)
     records = []
     for _ in range(count):
         lengths = rng.integers(50, 4000, size=int(rng.integers(1, 5)))
-        records.append((lengths, seconds_of(lengths)))
+        lengths = np.where(rng.random(lengths.size) < 0.5, lengths - lengths % 8, lengths)
+        records.append((lengths, truth(lengths)))
     return records
 
 
@@ -38,14 +51,15 @@ def client(client_in_each_mode):  # noqa: F811
     return client_in_each_mode
 
 
-def fitted(client, task: str, reports: int, deadline: float = 30.0):
+def fitted(client, task: str, reports: int, deadline: float = 30.0, exact: bool = True):
     """The fit runs in the background: the task's model once it covers
-    `reports` timings (bounded wait)."""
+    `reports` timings (bounded wait); `exact`: once it prices a sequence of
+    1000 tokens (a multiple of 8) as the timings' truth does."""
     stop = time.monotonic() + deadline
     while True:
         model = client.task_workload(task)
-        if (model is not None and model.reports == reports and model.fitted
-                and model.workload.seconds([1000]) == pytest.approx(seconds_of([1000]), rel=1e-3)):
+        if (model is not None and model.reports == reports and model.fitted and model.workload.fit.records == reports
+                and (not exact or model.workload.seconds([1000]) == pytest.approx(seconds_of([1000]), rel=1e-3))):
             return model
         assert time.monotonic() < stop, f"no fit of {reports} reports for {task!r}: {model}"
         time.sleep(0.01)
@@ -66,6 +80,53 @@ def test_reported_timings_give_each_task_its_fitted_model(client):
         assert getattr(model.workload, name) == pytest.approx(value, rel=1e-3, abs=1e-12)
     assert model.workload.fit.records == 48 and model.workload.fit.median_error < 1e-3
     assert client.task_workload("log_prob") is None  # another task has its own model
+
+
+def expect_unaligned_truth(workload) -> None:
+    assert workload.alignment == 8
+    assert workload.per_unaligned_token_squared == pytest.approx(UNALIGNED, rel=1e-3)
+    for lengths in ([1001], [3999, 40], [4000], [50, 2001, 300]):
+        assert workload.seconds(lengths) == pytest.approx(unaligned_seconds_of(lengths), rel=1e-3)
+
+
+def test_a_timing_alignment_fits_what_unaligned_lengths_cost_more(make_client):  # noqa: F811
+    records = timings(64, truth=unaligned_seconds_of)
+    aligned = make_client(timing_alignment=8)
+    aligned.report_timings("update_actor", records)
+    expect_unaligned_truth(fitted(aligned, "update_actor", 64).workload)
+    # The same timings without the term: four coefficients cannot price both kinds of length.
+    plain = make_client()
+    plain.report_timings("update_actor", records)
+    workload = fitted(plain, "update_actor", 64, exact=False).workload
+    assert (workload.alignment, workload.per_unaligned_token_squared) == (1, 0)
+    assert workload.fit.median_error > 0.01
+
+
+def test_a_timing_alignment_comes_from_the_config_and_the_serve_command(clusters):  # noqa: F811
+    import seqflow
+
+    embedded = seqflow.Client.from_config({"controller": {"timing_alignment": 8}})
+    served = clusters(1, processes=True, controller_args={"timing_alignment": 8}).client()
+    try:
+        for client in (embedded, served):
+            client.report_timings("update_actor", timings(64, truth=unaligned_seconds_of))
+            expect_unaligned_truth(fitted(client, "update_actor", 64).workload)
+    finally:
+        embedded.close()
+        served.close()
+
+
+@pytest.mark.parametrize("value, fragment", [(0, ">= 1, got 0"), (-8, ">= 1, got -8"), ("8", "integer, got '8'"),
+                                             (2.5, "integer, got 2.5"), (True, "integer, got True")])
+def test_a_bad_timing_alignment_is_refused_by_name(value, fragment):
+    import seqflow
+
+    with pytest.raises((TypeError, ValueError), match=f"^timing_alignment must be.*{fragment}"):
+        seqflow.Client(timing_alignment=value)
+    with pytest.raises((TypeError, ValueError), match=f"^timing_alignment must be.*{fragment}"):
+        seqflow.serve_controller("tcp://127.0.0.1:0", timing_alignment=value)
+    with pytest.raises((TypeError, ValueError), match=f"^controller.timing_alignment must be.*{fragment}"):
+        seqflow.Client.from_config({"controller": {"timing_alignment": value}})
 
 
 def test_async_twins_report_and_read(client):

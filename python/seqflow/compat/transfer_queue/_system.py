@@ -161,6 +161,11 @@ def _metrics_port(conf) -> Optional[int]:
     return port
 
 
+def _timing_alignment(conf):
+    """seqflow's controller.timing_alignment (see seqflow.Client), checked where it is used."""
+    return config_get(conf, "controller.timing_alignment", 1)
+
+
 def _join_record(address: str, conf, metrics_endpoint: Optional[str]) -> dict:
     return {"address": address, "polling_mode": bool(config_get(conf, "controller.polling_mode", False)),
             "metrics_endpoint": metrics_endpoint}
@@ -189,7 +194,7 @@ def _start_embedded(conf) -> System:
 
     units, per_unit = _storage_settings(conf)
     client = Client(_sampler_of(conf), polling_mode=bool(config_get(conf, "controller.polling_mode", False)),
-                    max_samples=per_unit * units)
+                    max_samples=per_unit * units, timing_alignment=_timing_alignment(conf))
     if _metrics_port(conf) is not None:
         logger.warning("metrics.enabled: embedded mode has no metrics endpoint; use seqflow.mode local or ray")
     return _published(System(client, conf, "embedded"), {"embedded_pid": os.getpid()})
@@ -204,6 +209,7 @@ def _start_local(conf) -> System:
     with _stopped_on_failure(owned):
         controller = serve_controller("tcp://127.0.0.1:0", storage_units=units, sampler=_sampler_of(conf),
                                       polling_mode=bool(config_get(conf, "controller.polling_mode", False)),
+                                      timing_alignment=_timing_alignment(conf),
                                       metrics=None if port is None else f"127.0.0.1:{port}")
         owned.append(controller.stop)
         for _ in range(units):
@@ -223,7 +229,8 @@ def _start_ray(ray, conf) -> System:
     sampler = _sampler_of(conf)  # checked here; the actor gets a class or name when one was given
     configured = config_get(conf, "controller.sampler", None)
     settings = {"controller": {"sampler": configured if isinstance(configured, (str, type)) else sampler,
-                               "polling_mode": bool(config_get(conf, "controller.polling_mode", False))},
+                               "polling_mode": bool(config_get(conf, "controller.polling_mode", False)),
+                               "timing_alignment": _timing_alignment(conf)},
                 "storage": {"max_samples": per_unit}}
     services = start_ray_services(SERVICES_NAME, config=settings, num_storage_units=units, metrics_port=port)
     owned = [services.stop] if services.owned else []
