@@ -38,7 +38,7 @@ struct ControllerServerOptions {
   std::string bind = "tcp://127.0.0.1:0";  // port 0: a free port (endpoint() tells which)
   // Clients wait until this many storage units have registered.
   size_t storage_units = 1;
-  ControllerOptions controller;  // sampler, polling mode
+  ControllerOptions controller;  // sampler, polling mode, timing alignment
   size_t max_workers = 0;        // 0: the default (a blocking fetch holds a worker while it waits)
   size_t max_request_bytes = 0;  // 0: the default (8 GiB)
   std::string load_checkpoint;   // a checkpoint directory to start from; empty: start empty

@@ -248,7 +248,7 @@ TEST(RemoteTaskWorkload, ReportsReachTheControllerAndItsMetrics) {
   EXPECT_NE(metrics.find("seqflow_task_workload_prediction_error{task=\"update_actor\",quantile=\"0.9\"}"),
             std::string::npos);
   EXPECT_NE(metrics.find("seqflow_task_workload_alignment{task=\"update_actor\"} 1\n"), std::string::npos);
-  EXPECT_EQ(metrics.find("per_unaligned_token_squared"), std::string::npos);  // no such term without an alignment
+  EXPECT_EQ(metrics.find("term=\"per_unaligned_token_squared\""), std::string::npos);  // none without an alignment
   auto bad = records;
   bad[0].seconds = std::nan("");
   EXPECT_TRUE(throws_invalid([&] { client->control().report_timing("update_actor", bad); }, {"records[0]."}));

@@ -105,15 +105,13 @@ def test_a_timing_alignment_fits_what_unaligned_lengths_cost_more(make_client): 
 def test_a_timing_alignment_comes_from_the_config_and_the_serve_command(clusters):  # noqa: F811
     import seqflow
 
-    embedded = seqflow.Client.from_config({"controller": {"timing_alignment": 8}})
-    served = clusters(1, processes=True, controller_args={"timing_alignment": 8}).client()
-    try:
-        for client in (embedded, served):
+    cluster = clusters(1, processes=True, controller_args={"timing_alignment": 8})
+    for client in (seqflow.Client.from_config({"controller": {"timing_alignment": 8}}), cluster.client()):
+        try:
             client.report_timings("update_actor", timings(64, truth=unaligned_seconds_of))
             expect_unaligned_truth(fitted(client, "update_actor", 64).workload)
-    finally:
-        embedded.close()
-        served.close()
+        finally:
+            client.close()
 
 
 @pytest.mark.parametrize("value, fragment", [(0, ">= 1, got 0"), (-8, ">= 1, got -8"), ("8", "integer, got '8'"),

@@ -30,6 +30,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from seqflow._checks import check_count
 from seqflow._config import config_get
 from seqflow.compat.transfer_queue.controller import ACTOR_NAME, ACTOR_NAMESPACE
 
@@ -161,9 +162,9 @@ def _metrics_port(conf) -> Optional[int]:
     return port
 
 
-def _timing_alignment(conf):
-    """seqflow's controller.timing_alignment (see seqflow.Client), checked where it is used."""
-    return config_get(conf, "controller.timing_alignment", 1)
+def _timing_alignment(conf) -> int:
+    """seqflow's controller.timing_alignment (see seqflow.Client)."""
+    return check_count(config_get(conf, "controller.timing_alignment", 1), "controller.timing_alignment", minimum=1)
 
 
 def _join_record(address: str, conf, metrics_endpoint: Optional[str]) -> dict:
