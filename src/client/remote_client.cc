@@ -30,17 +30,17 @@ std::shared_ptr<Client> make_remote_client(const RemoteOptions& options) {
     connection.security.client_keys = {options.client_public_key, options.client_secret_key};
   }
   auto context = std::make_shared<zmq::context_t>(1);
-  auto control = std::make_shared<RemoteControlPlane>(
-      std::make_shared<transport::ConnectionPool>(context, options.controller_endpoint, connection), options.timeout);
+  auto controller = std::make_shared<transport::ConnectionPool>(context, options.controller_endpoint, connection);
+  auto control = std::make_shared<RemoteControlPlane>(controller, options.timeout);
   std::vector<std::shared_ptr<transport::ConnectionPool>> units;
   // Data calls do not spin: they are long enough to pay for a wake-up.
   connection.busy_poll = std::chrono::microseconds(0);
   for (const std::string& endpoint : control->storage_units()) {
     units.push_back(std::make_shared<transport::ConnectionPool>(context, endpoint, connection));
   }
-  return std::make_shared<CoordinatingClient>(control,
-                                              std::make_shared<ShardedStorage>(std::move(units), options.local_copy),
-                                              ReleasedData::kDroppedByControlPlane, options.timeout);
+  return std::make_shared<CoordinatingClient>(
+      control, std::make_shared<ShardedStorage>(std::move(units), controller, options.local_copy),
+      ReleasedData::kDroppedByControlPlane, options.timeout);
 }
 
 }  // namespace seqflow

@@ -74,14 +74,15 @@ class FanOut {
   std::vector<Call> calls_;
 };
 
-std::string unit_file(const std::string& path, size_t unit) { return path + ".unit" + std::to_string(unit); }
+// How long opening a same-host session may take (a local handshake).
+constexpr std::chrono::milliseconds kSessionTimeout{5000};
 
 // A unit's get reply whose values are still in the unit's memory: the
 // request positions of its rows (which hold placeholder views) and the
 // description of its frames.
 struct DescribedRows {
   std::span<const size_t> positions;
-  Json description;
+  pid_t unit_pid;  // from the unit's session, never from its reply
 };
 
 // Copies the values of described rows out of the units' memory into one
@@ -109,7 +110,7 @@ void copy_described(const std::vector<DescribedRows>& described, size_t fields,
     }
   }
   for (size_t d = 0; d < described.size(); ++d) {
-    transport::local_copy::read_pieces(described[d].description, pieces[d], "get reply local_frames");
+    transport::local_copy::read_pieces(described[d].unit_pid, pieces[d], "get reply local_frames");
   }
 }
 
@@ -135,10 +136,32 @@ Json keys_header(const SampleKeys& samples, std::span<const size_t> positions) {
 
 }  // namespace
 
-ShardedStorage::ShardedStorage(std::vector<std::shared_ptr<transport::ConnectionPool>> units, bool local_copy)
-    : units_(std::move(units)), local_copy_(std::make_unique<std::atomic<bool>[]>(units_.size())) {
+ShardedStorage::ShardedStorage(std::vector<std::shared_ptr<transport::ConnectionPool>> units,
+                               std::shared_ptr<transport::ConnectionPool> controller, bool local_copy)
+    : units_(std::move(units)),
+      controller_(std::move(controller)),
+      local_copy_(std::make_unique<std::atomic<bool>[]>(units_.size())),
+      sessions_(units_.size()) {
   if (units_.empty()) throw_invalid("remote storage needs at least one storage unit");
   for (size_t u = 0; u < units_.size(); ++u) local_copy_[u] = local_copy;
+}
+
+std::shared_ptr<const transport::local_copy::Session> ShardedStorage::session_for(size_t unit) const {
+  if (!local_copy_[unit]) return nullptr;
+  std::lock_guard lock(sessions_mutex_);
+  auto& session = sessions_[unit];
+  if (session && session->usable()) return session;
+  session.reset();
+  try {
+    const Frames reply = units_[unit]->call("local_copy_session", transport::wire::header_message(Json::object()));
+    const Json json = transport::wire::read_header(reply, 0, "local_copy_session reply");
+    const std::string address = Header(json, "local_copy_session reply", {"address"}).text("address");
+    session = transport::local_copy::Session::open(address, kSessionTimeout);
+  } catch (const Error&) {
+    session.reset();  // a unit that cannot be asked: the bytes go over TCP
+  }
+  if (!session) local_copy_[unit] = false;
+  return session;
 }
 
 void ShardedStorage::put(const SampleKeys& samples, const std::vector<Column>& columns) {
@@ -166,26 +189,35 @@ void ShardedStorage::put(const SampleKeys& samples, const std::vector<Column>& c
   FanOut fan_out(units_);
   for (size_t u = 0; u < shards.size(); ++u) {
     if (shards[u].global_indexes.empty()) continue;
-    if (local_copy_[u] && bytes_at(columns, positions_of(u)) >= transport::local_copy::kMinBytes) {
+    const auto session = local_copy_[u] && bytes_at(columns, positions_of(u)) >= transport::local_copy::kMinBytes
+                             ? session_for(u)
+                             : nullptr;
+    if (session && session->unit_reads_us()) {
       // The unit assembles each column's frame from the samples where they
       // lie in the columns, which stay valid until it has replied.
       std::vector<std::vector<std::span<const std::byte>>> pieces;
       Json header = keys_of(u);
       header["columns"] = transport::wire::describe_columns(columns, positions_of(u), pieces);
-      header["local_frames"] = transport::local_copy::describe(pieces);
+      Json description = transport::local_copy::describe(pieces);
+      description["session"] = transport::wire::binary_of(std::span<const uint8_t>(session->id()));
+      header["local_frames"] = std::move(description);
       fan_out.send(u, "put", transport::wire::header_message(header));
     } else {
       fan_out.send(u, "put", with_bytes(u));
     }
   }
-  // A unit that cannot read this process gets the bytes instead.
+  // A unit that refused the session (it restarted since, or cannot read this
+  // process) gets the bytes now; the next put opens a new session.
   FanOut resend(units_);
   bool resending = false;
   for (auto& [unit, frames] : fan_out.receive_all()) {
     const Json header = transport::wire::read_header(frames, 0, "put reply");
     const Header reply(header, "put reply", {"local_copy_refused"});
     if (!reply.has("local_copy_refused")) continue;
-    local_copy_[unit] = false;
+    {
+      std::lock_guard lock(sessions_mutex_);
+      sessions_[unit].reset();
+    }
     resend.send(unit, "put", with_bytes(unit));
     resending = true;
   }
@@ -198,69 +230,61 @@ std::vector<std::vector<SampleView>> ShardedStorage::get(const SampleKeys& sampl
   const auto shards = transport::shard_indexes(global_indexes, units_.size());
   const std::vector<std::string> names(fields.begin(), fields.end());
   std::vector<std::vector<SampleView>> rows(global_indexes.size());
-  std::vector<size_t> asking;
+  FanOut fan_out(units_);
+  std::optional<Error> failure;
+  // The session each unit was asked under: its pid is the one to copy from.
+  std::vector<std::shared_ptr<const transport::local_copy::Session>> asked_under(units_.size());
+  // Every request that could be sent is answered and its reply looked at,
+  // also when another unit failed: a reply's lease must be given back.
   for (size_t u = 0; u < shards.size(); ++u) {
-    if (!shards[u].global_indexes.empty()) asking.push_back(u);
+    if (shards[u].global_indexes.empty()) continue;
+    try {
+      Json header = keys_header(samples, shards[u].positions);
+      header["fields"] = names;
+      if (auto session = session_for(u); session && session->reads_unit()) {
+        header["local_copy"] = transport::wire::binary_of(std::span<const uint8_t>(session->id()));
+        asked_under[u] = std::move(session);
+      }
+      fan_out.send(u, "get", transport::wire::header_message(header));
+    } catch (const Error& e) {
+      if (!failure) failure = e;
+    }
   }
-  // Round two asks the units this process turned out not to be able to
-  // read for the bytes themselves.
-  for (bool first_round = true; !asking.empty(); first_round = false) {
-    FanOut fan_out(units_);
-    std::optional<Error> failure;
-    // Every request that could be sent is answered and its reply looked at,
-    // also when another unit failed: a reply's lease must be given back.
-    for (const size_t u : asking) {
-      try {
-        Json header = keys_header(samples, shards[u].positions);
-        header["fields"] = names;
-        header["local_copy"] = first_round && local_copy_[u].load();
-        fan_out.send(u, "get", transport::wire::header_message(header));
-      } catch (const Error& e) {
-        if (!failure) failure = e;
-      }
+  std::vector<std::pair<size_t, int64_t>> leases;  // (unit, lease): given back once read
+  std::vector<DescribedRows> described;
+  for (auto& [unit, frames, error] : fan_out.receive_each()) {
+    if (error) {
+      if (!failure) failure = error;
+      continue;
     }
-    asking.clear();
-    std::vector<std::pair<size_t, int64_t>> leases;  // (unit, lease): given back once read
-    std::vector<DescribedRows> described;
-    for (auto& [unit, frames, error] : fan_out.receive_each()) {
-      if (error) {
-        if (!failure) failure = error;
-        continue;
+    try {
+      const Json header = transport::wire::read_header(frames, 0, "get reply");
+      const Header reply(header, "get reply", {"fields", "local_frames", "lease"});
+      if (reply.has("lease")) leases.emplace_back(unit, reply.integer("lease"));
+      if (reply.has("local_frames")) {
+        if (!asked_under[unit]) reply.fail("local_frames", "came from a unit this client asked for the bytes");
+        // take_views lays the values out over stand-ins; copy_described fetches them.
+        Frames stand_ins = transport::local_copy::placeholders(reply.at("local_frames"), "get reply local_frames");
+        frames.resize(1);
+        std::move(stand_ins.begin(), stand_ins.end(), std::back_inserter(frames));
+        described.push_back({shards[unit].positions, asked_under[unit]->unit_pid()});
       }
-      try {
-        const Json header = transport::wire::read_header(frames, 0, "get reply");
-        const Header reply(header, "get reply", {"fields", "local_frames", "lease"});
-        if (reply.has("lease")) leases.emplace_back(unit, reply.integer("lease"));
-        if (reply.has("local_frames")) {
-          const Json& description = reply.at("local_frames");
-          if (transport::local_copy::unreadable_reason(description, "get reply local_frames")) {
-            local_copy_[unit] = false;
-            asking.push_back(unit);
-            continue;
-          }
-          // take_views lays the values out over stand-ins; copy_described fetches them.
-          Frames stand_ins = transport::local_copy::placeholders(description, "get reply local_frames");
-          frames.resize(1);
-          std::move(stand_ins.begin(), stand_ins.end(), std::back_inserter(frames));
-          described.push_back({shards[unit].positions, description});
-        }
-        auto views = transport::wire::take_views(reply.at("fields"), frames, 1, shards[unit].positions.size(),
-                                                 names.size(), "get reply");
-        for (size_t i = 0; i < views.size(); ++i) rows[shards[unit].positions[i]] = std::move(views[i]);
-      } catch (const Error& e) {
-        if (!failure) failure = e;
-      }
+      auto views = transport::wire::take_views(reply.at("fields"), frames, 1, shards[unit].positions.size(),
+                                               names.size(), "get reply");
+      for (size_t i = 0; i < views.size(); ++i) rows[shards[unit].positions[i]] = std::move(views[i]);
+    } catch (const Error& e) {
+      if (!failure) failure = e;
     }
-    if (!failure) {
-      try {
-        copy_described(described, names.size(), rows);
-      } catch (const Error& e) {
-        failure = e;
-      }
-    }
-    give_back(leases);
-    if (failure) throw *failure;
   }
+  if (!failure) {
+    try {
+      copy_described(described, names.size(), rows);
+    } catch (const Error& e) {
+      failure = e;
+    }
+  }
+  give_back(leases);
+  if (failure) throw *failure;
   return rows;
 }
 
@@ -280,23 +304,16 @@ void ShardedStorage::give_back(const std::vector<std::pair<size_t, int64_t>>& le
   }
 }
 
-void ShardedStorage::clear(std::span<const int64_t> global_indexes) {
-  const auto shards = transport::shard_indexes(global_indexes, units_.size());
-  FanOut fan_out(units_);
-  for (size_t u = 0; u < shards.size(); ++u) {
-    if (shards[u].global_indexes.empty()) continue;
-    fan_out.send(u, "clear",
-                 transport::wire::header_message(Json{
-                     {"indexes", transport::wire::binary_of(std::span<const int64_t>(shards[u].global_indexes))}}));
-  }
-  fan_out.receive_all();
+void ShardedStorage::clear(std::span<const int64_t>) {
+  throw_invalid(
+      "remote storage units drop data only for their controller: clear samples through the controller "
+      "(clear_samples, clear_partition, kv_clear)");
 }
 
 void ShardedStorage::clear_all() {
-  FanOut fan_out(units_);
-  for (size_t u = 0; u < units_.size(); ++u)
-    fan_out.send(u, "clear_all", transport::wire::header_message(Json::object()));
-  fan_out.receive_all();
+  throw_invalid(
+      "remote storage units drop data only for their controller: clear partitions through the controller "
+      "(clear_partition)");
 }
 
 StorageStats ShardedStorage::stats() const {
@@ -316,17 +333,15 @@ StorageStats ShardedStorage::stats() const {
 // directory's manifest (which fingerprints the index) covers the unit files
 // too, and each unit refuses a file of another save.
 void ShardedStorage::save(const std::string& path) const {
-  FanOut fan_out(units_);
-  for (size_t u = 0; u < units_.size(); ++u)
-    fan_out.send(u, "save", transport::wire::header_message(Json{{"path", unit_file(path, u)}}));
-  Json fingerprints = Json::array();
-  for (auto& [unit, reply] : fan_out.receive_all()) {
-    const Json json = transport::wire::read_header(reply, 0, "save reply");
-    const Json& fingerprint = Header(json, "save reply", {"fingerprint"}).at("fingerprint");
-    if (!fingerprint.is_number_unsigned()) {
-      throw_invalid("save reply of storage unit " + std::to_string(unit) + ": fingerprint must be an unsigned integer");
-    }
-    fingerprints.push_back(fingerprint);
+  const Frames reply = controller_->call("save_storage", transport::wire::header_message(Json{{"path", path}}));
+  const Json json = transport::wire::read_header(reply, 0, "save_storage reply");
+  Json fingerprints = Header(json, "save_storage reply", {"fingerprints"}).at("fingerprints");
+  if (!fingerprints.is_array() || fingerprints.size() != units_.size()) {
+    throw_invalid("save_storage reply: fingerprints must hold one per storage unit");
+  }
+  for (const Json& fingerprint : fingerprints) {
+    if (!fingerprint.is_number_unsigned())
+      throw_invalid("save_storage reply: a fingerprint must be an unsigned integer");
   }
   // Durable as the unit files are (temporary, fsync, rename): the directory
   // swap that publishes the checkpoint must not publish an empty index.
@@ -360,14 +375,9 @@ void ShardedStorage::load(const std::string& path) {
   // save must not leave some units loaded and others not.
   for (const bool check_only : {true, false}) {
     if (check_only && fingerprints.empty()) continue;
-    FanOut fan_out(units_);
-    for (size_t u = 0; u < units_.size(); ++u) {
-      Json request{{"path", unit_file(path, u)}};
-      if (!fingerprints.empty()) request["fingerprint"] = fingerprints[u];
-      if (check_only) request["check_only"] = true;
-      fan_out.send(u, "load", transport::wire::header_message(request));
-    }
-    fan_out.receive_all();
+    Json request{{"path", path}, {"fingerprints", fingerprints}};
+    if (check_only) request["check_only"] = true;
+    controller_->call("load_storage", transport::wire::header_message(request));
   }
 }
 

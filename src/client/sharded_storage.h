@@ -1,17 +1,20 @@
 // The data plane of remote mode: storage services reached over ZeroMQ,
 // sample gi on unit gi % N. A put or get fans out to the units at once (one
 // request each, all sent before any reply is awaited). With local_copy on,
-// units on this host move data through memory instead of TCP (see
-// net/local_copy.h); a unit that cannot is sent the bytes from then on.
+// units on this host move data through memory instead of TCP, within a
+// session opened with each unit (transport/local_copy_session.h); a unit
+// that cannot is sent the bytes from then on.
 #pragma once
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "transport/connection.h"
+#include "transport/local_copy_session.h"
 #include "seqflow/storage.h"
 
 namespace seqflow {
@@ -19,16 +22,23 @@ namespace seqflow {
 class ShardedStorage final : public DataPlane {
  public:
   // units[u]: the pool of unit u (ordered as the controller orders them).
-  ShardedStorage(std::vector<std::shared_ptr<transport::ConnectionPool>> units, bool local_copy);
+  // Checkpoints of the units go through the controller (a unit saves and
+  // loads for no one else).
+  ShardedStorage(std::vector<std::shared_ptr<transport::ConnectionPool>> units,
+                 std::shared_ptr<transport::ConnectionPool> controller, bool local_copy);
 
   void put(const SampleKeys& samples, const std::vector<Column>& columns) override;
   std::vector<std::vector<SampleView>> get(const SampleKeys& samples,
                                            std::span<const std::string> fields) const override;
+  // Refused: a unit drops data only for its controller (clear_samples,
+  // clear_partition and kv_clear drop released data there).
   void clear(std::span<const int64_t> global_indexes) override;
   void clear_all() override;
   StorageStats stats() const override;
-  // Unit u's file is path + ".unit<u>"; `path` itself lists them (written
-  // here, read on load) so that a checkpoint directory's manifest covers it.
+  // Unit u's file is path + ".unit<u>" (storage_unit_file), written and read
+  // by the unit at the controller's request; `path` itself lists their
+  // fingerprints (written here, read on load) so that a checkpoint
+  // directory's manifest covers them.
   void save(const std::string& path) const override;
   void load(const std::string& path) override;
 
@@ -37,9 +47,17 @@ class ShardedStorage final : public DataPlane {
   // copied; throws kTimeout if a unit had let one go (the copy may be torn).
   void give_back(const std::vector<std::pair<size_t, int64_t>>& leases) const;
 
+  // Unit u's open same-host session, opened on first use (again after the
+  // unit restarted, or in a forked child); null once local copy with that
+  // unit proved impossible (local_copy_[u] is then false).
+  std::shared_ptr<const transport::local_copy::Session> session_for(size_t unit) const;
+
   std::vector<std::shared_ptr<transport::ConnectionPool>> units_;
+  std::shared_ptr<transport::ConnectionPool> controller_;
   // Per unit: may it still be tried? Cleared when it proves elsewhere.
   std::unique_ptr<std::atomic<bool>[]> local_copy_;
+  mutable std::mutex sessions_mutex_;
+  mutable std::vector<std::shared_ptr<const transport::local_copy::Session>> sessions_;
 };
 
 }  // namespace seqflow

@@ -1,5 +1,9 @@
 #include "durable/framed_file.h"
 
+#include <sys/stat.h>
+
+#include <cerrno>
+
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -27,7 +31,30 @@ std::string quoted(const std::string& path) { return "\"" + path + "\""; }
 
 }  // namespace
 
-FramedFileWriter::FramedFileWriter(std::string path, const FileKind& kind) : file_(std::move(path)) {
+namespace {
+
+// A checkpoint replaces only a file of its own kind: a path a peer named
+// must never turn a service into a way to overwrite someone's files.
+const std::string& replaceable(const std::string& path, const FileKind& kind) {
+  struct stat status {};
+  if (::lstat(path.c_str(), &status) != 0) {
+    if (errno == ENOENT) return path;
+    throw_invalid("cannot write " + std::string(kind.name) + " " + quoted(path) + ": " + std::strerror(errno));
+  }
+  std::array<char, 8> magic{};
+  std::ifstream in(path, std::ios::binary);
+  const bool same_kind = S_ISREG(status.st_mode) && in.read(magic.data(), magic.size()) &&
+                         std::string_view(magic.data(), magic.size()) == kind.magic;
+  if (!same_kind) {
+    throw_invalid("refusing to write " + std::string(kind.name) + " " + quoted(path) + ": a file that is not a " +
+                  std::string(kind.name) + " is there, and a checkpoint never replaces one");
+  }
+  return path;
+}
+
+}  // namespace
+
+FramedFileWriter::FramedFileWriter(std::string path, const FileKind& kind) : file_(replaceable(path, kind)) {
   FrameHeader header{{}, kind.version, 0};
   std::memcpy(header.magic.data(), kind.magic.data(), header.magic.size());
   write(std::as_bytes(std::span(&header, 1)));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -17,6 +18,7 @@
 namespace seqflow::server {
 namespace {
 
+using transport::storage_unit_file;
 using transport::wire::Header;
 using transport::wire::Json;
 
@@ -84,6 +86,9 @@ struct ControllerService::Units {
   std::map<std::string, Clock::time_point> last_seen;
   // The instance id each unit last registered with (units that send one).
   std::map<std::string, int64_t> instances;
+  // The admin token each unit last registered with: its clear, save and load
+  // carry it (the unit serves them to no one else).
+  std::map<std::string, std::string> admin_tokens;
   // Units that restarted before every unit had registered (so before the
   // routing existed): their samples are forgotten once it does.
   std::set<std::string> restarted;
@@ -103,8 +108,8 @@ struct ControllerService::Units {
   // they are put again. Under the units' lock (then the controller's; nothing
   // takes them the other way round), so that joins and restarts are seen in
   // one order; not under the reuse gate, which a clear may hold for long.
-  void heartbeat(const std::string& endpoint, std::optional<int64_t> instance, const ControllerServiceOptions& options,
-                 Controller& controller) {
+  void heartbeat(const std::string& endpoint, std::optional<int64_t> instance, const std::string& admin_token,
+                 const ControllerServiceOptions& options, Controller& controller) {
     std::lock_guard lock(mutex);
     const size_t expected = options.storage_units;
     if (!pools.count(endpoint)) {
@@ -118,6 +123,7 @@ struct ControllerService::Units {
       endpoints.insert(std::upper_bound(endpoints.begin(), endpoints.end(), endpoint), endpoint);
     }
     last_seen[endpoint] = Clock::now();
+    admin_tokens[endpoint] = admin_token;
     if (instance) {
       auto [known, first] = instances.try_emplace(endpoint, *instance);
       if (!first && known->second != *instance) {
@@ -137,41 +143,77 @@ struct ControllerService::Units {
     restarted.clear();
   }
 
-  // The pools in routing order, null for a unit silent past the limit.
-  // Before every expected unit has registered (e.g. just after a restart)
-  // no routing exists: kTimeout, asked before anything is released.
-  std::vector<std::shared_ptr<transport::ConnectionPool>> drop_targets(size_t expected,
-                                                                       std::chrono::milliseconds silence_limit) {
+  // A unit as the controller calls it: its pool (null when silent past the
+  // limit) and the admin token its calls carry.
+  struct Target {
+    std::shared_ptr<transport::ConnectionPool> pool;
+    std::string admin_token;
+  };
+
+  // The units in routing order. Before every expected unit has registered
+  // (e.g. just after a restart) no routing exists: kTimeout, asked before
+  // anything is released.
+  std::vector<Target> targets(size_t expected, std::optional<std::chrono::milliseconds> silence_limit) {
     std::lock_guard lock(mutex);
     if (endpoints.size() != expected) {
       throw Error(ErrorCode::kTimeout, std::to_string(endpoints.size()) + " of " + std::to_string(expected) +
                                            " storage units have registered; retry once they have");
     }
-    std::vector<std::shared_ptr<transport::ConnectionPool>> out;
+    std::vector<Target> out;
     const auto now = Clock::now();
     for (const auto& endpoint : endpoints) {
-      const bool silent = now - last_seen.at(endpoint) > silence_limit;
-      out.push_back(silent ? nullptr : pools.at(endpoint));
+      const bool silent = silence_limit && now - last_seen.at(endpoint) > *silence_limit;
+      out.push_back({silent ? nullptr : pools.at(endpoint), admin_tokens.at(endpoint)});
     }
     return out;
+  }
+
+  // Sends each unit its request (admin token added) at once, then takes
+  // every reply in routing order; the first failure is rethrown once all
+  // are in. For the controller's own ops: saves and loads.
+  static std::vector<transport::Frames> call_each(const std::vector<Target>& units, std::string_view op,
+                                                  const std::function<Json(size_t unit)>& request,
+                                                  std::chrono::milliseconds timeout) {
+    std::vector<transport::ConnectionPool::Lease> leases;
+    std::vector<uint64_t> ids;
+    const auto deadline = transport::Connection::Clock::now() + timeout;
+    for (size_t u = 0; u < units.size(); ++u) {
+      Json json = request(u);
+      json["admin_token"] = units[u].admin_token;
+      leases.push_back(units[u].pool->acquire());
+      ids.push_back(leases.back()->send(op, transport::wire::header_message(json), deadline));
+    }
+    std::vector<transport::Frames> replies;
+    std::optional<Error> failure;
+    for (size_t u = 0; u < units.size(); ++u) {
+      try {
+        replies.push_back(leases[u]->receive(ids[u], deadline));
+      } catch (const Error& e) {
+        if (!failure) failure = Error(e.code(), "storage unit " + std::to_string(u) + ": " + e.what());
+        replies.emplace_back();
+      }
+    }
+    if (failure) throw *failure;
+    return replies;
   }
 
   // Drops the released samples' data on their units (the reuse gate is
   // held exclusively, so each call waits at most `timeout`: a unit that died
   // moments ago must not hold every insert for the storage timeout). A
   // silent or failing unit is counted, not fatal: its data went down with it.
-  void drop(const std::vector<std::shared_ptr<transport::ConnectionPool>>& targets,
-            const std::vector<int64_t>& released, std::chrono::milliseconds timeout) {
+  void drop(const std::vector<Target>& targets, const std::vector<int64_t>& released,
+            std::chrono::milliseconds timeout) {
     if (released.empty()) return;
     const auto shards = transport::shard_indexes(released, targets.size());
     for (size_t u = 0; u < targets.size(); ++u) {
       if (shards[u].global_indexes.empty()) continue;
       try {
-        if (!targets[u]) throw Error(ErrorCode::kTimeout, "storage unit is silent");
-        targets[u]->call(
+        if (!targets[u].pool) throw Error(ErrorCode::kTimeout, "storage unit is silent");
+        targets[u].pool->call(
             "clear",
             transport::wire::header_message(
-                Json{{"indexes", transport::wire::binary_of(std::span<const int64_t>(shards[u].global_indexes))}}),
+                Json{{"indexes", transport::wire::binary_of(std::span<const int64_t>(shards[u].global_indexes))},
+                     {"admin_token", targets[u].admin_token}}),
             timeout);
       } catch (const Error&) {
         drop_failures->increment();
@@ -273,7 +315,7 @@ void ControllerService::register_handlers() {
     const Json json = transport::wire::read_header(args, 0, "clear_samples request");
     const Header header(json, "clear_samples request", {"partition_id", "indexes", "generations"});
     std::unique_lock gate(reuse_gate_);
-    const auto targets = units_->drop_targets(options_.storage_units, options_.storage_silence_limit);
+    const auto targets = units_->targets(options_.storage_units, options_.storage_silence_limit);
     const auto released = controller.clear_samples(header.text("partition_id"), header.numbers<int64_t>("indexes"),
                                                    generations_of(header));
     units_->drop(targets, released, std::min(options_.storage_timeout, options_.storage_silence_limit));
@@ -283,7 +325,7 @@ void ControllerService::register_handlers() {
     const Json json = transport::wire::read_header(args, 0, "clear_partition request");
     const Header header(json, "clear_partition request", {"partition_id"});
     std::unique_lock gate(reuse_gate_);
-    const auto targets = units_->drop_targets(options_.storage_units, options_.storage_silence_limit);
+    const auto targets = units_->targets(options_.storage_units, options_.storage_silence_limit);
     const auto released = controller.clear_partition(header.text("partition_id"));
     units_->drop(targets, released, std::min(options_.storage_timeout, options_.storage_silence_limit));
     return transport::wire::header_message(released_reply(released));
@@ -292,7 +334,7 @@ void ControllerService::register_handlers() {
     const Json json = transport::wire::read_header(args, 0, "kv_clear request");
     const Header header(json, "kv_clear request", {"partition_id", "keys"});
     std::unique_lock gate(reuse_gate_);
-    const auto targets = units_->drop_targets(options_.storage_units, options_.storage_silence_limit);
+    const auto targets = units_->targets(options_.storage_units, options_.storage_silence_limit);
     const auto released = controller.kv_clear(header.text("partition_id"), header.texts("keys"));
     units_->drop(targets, released, std::min(options_.storage_timeout, options_.storage_silence_limit));
     return transport::wire::header_message(released_reply(released));
@@ -407,10 +449,54 @@ void ControllerService::register_handlers() {
     controller.load(path);
     return transport::wire::header_message(Json::object());
   });
+  // The storage units' part of a client's checkpoint: the controller asks
+  // every unit (a unit saves and loads for no one else), each writing or
+  // reading <path>.unit<u> under its own checkpoint root. A save answers
+  // with the units' fingerprints, which a load may be given back: a unit
+  // then refuses a file of another save; check_only asks only that, so that
+  // a client learns of a mixed checkpoint before any unit loads.
+  service_.handle("save_storage", [this](transport::Frames& args) {
+    const Json json = transport::wire::read_header(args, 0, "save_storage request");
+    const std::string path = Header(json, "save_storage request", {"path"}).text("path");
+    const auto units = units_->targets(options_.storage_units, std::nullopt);
+    Json fingerprints = Json::array();
+    for (const auto& reply : Units::call_each(
+             units, "save",
+             [&](size_t u) {
+               return Json{{"path", storage_unit_file(path, u)}};
+             },
+             options_.storage_timeout)) {
+      const Json header = transport::wire::read_header(reply, 0, "save reply");
+      fingerprints.push_back(Header(header, "save reply", {"fingerprint"}).at("fingerprint"));
+    }
+    return transport::wire::header_message(Json{{"fingerprints", std::move(fingerprints)}});
+  });
+  service_.handle("load_storage", [this](transport::Frames& args) {
+    const Json json = transport::wire::read_header(args, 0, "load_storage request");
+    const Header header(json, "load_storage request", {"path", "fingerprints", "check_only"});
+    const std::string path = header.text("path");
+    const auto units = units_->targets(options_.storage_units, std::nullopt);
+    const Json fingerprints = header.has("fingerprints") ? header.at("fingerprints") : Json::array();
+    if (!fingerprints.is_array() || (!fingerprints.empty() && fingerprints.size() != units.size())) {
+      header.fail("fingerprints", "must hold one fingerprint per storage unit (" + std::to_string(units.size()) + ")");
+    }
+    const bool check_only = header.has("check_only") && header.boolean("check_only");
+    Units::call_each(
+        units, "load",
+        [&](size_t u) {
+          Json request{{"path", storage_unit_file(path, u)}};
+          if (!fingerprints.empty()) request["fingerprint"] = fingerprints[u];
+          if (check_only) request["check_only"] = true;
+          return request;
+        },
+        options_.storage_timeout);
+    return transport::wire::header_message(Json::object());
+  });
   service_.handle("register_storage", [this, &controller](transport::Frames& args) {
     const Json json = transport::wire::read_header(args, 0, "register_storage request");
-    const Header header(json, "register_storage request", {"endpoint", "instance", "incarnation"});
+    const Header header(json, "register_storage request", {"endpoint", "instance", "incarnation", "admin_token"});
     const std::string endpoint = header.text("endpoint");
+    const std::string admin_token = header.text("admin_token");
     if (endpoint.empty()) throw_invalid("register_storage request field 'endpoint' is empty");
     // A unit that sends no instance id: its restarts go unseen.
     const auto instance = header.has("instance") ? std::optional(header.integer("instance")) : std::nullopt;
@@ -420,7 +506,7 @@ void ControllerService::register_handlers() {
     // once it has dropped that data and registers again with this one, so
     // no client learns of it before (a unit that sends none predates this).
     const bool joins = !header.has("incarnation") || header.integer("incarnation") == incarnation;
-    if (joins) units_->heartbeat(endpoint, instance, options_, controller);
+    if (joins) units_->heartbeat(endpoint, instance, admin_token, options_, controller);
     Json reply = units_->listing(options_.storage_units);
     reply["incarnation"] = incarnation;
     return transport::wire::header_message(reply);

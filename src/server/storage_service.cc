@@ -6,6 +6,7 @@
 #include "common/random_id.h"
 #include "transport/connection.h"
 #include "transport/local_copy.h"
+#include "transport/local_copy_session.h"
 #include "transport/wire_codec.h"
 #include "seqflow/error.h"
 #include "durable/framed_file.h"
@@ -17,14 +18,41 @@ namespace {
 using transport::wire::Header;
 using transport::wire::Json;
 
+std::string random_token() {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string token;
+  for (int half = 0; half < 2; ++half) {
+    for (uint64_t bits = random_u64(), i = 0; i < 16; ++i, bits >>= 4) token += kDigits[bits & 15];
+  }
+  return token;
+}
+
+// Compares without stopping at the first difference: the time taken tells
+// a guesser nothing about how much of the token it has right.
+bool same_token(std::string_view given, std::string_view expected) {
+  if (given.size() != expected.size()) return false;
+  unsigned char difference = 0;
+  for (size_t i = 0; i < given.size(); ++i) difference |= static_cast<unsigned char>(given[i] ^ expected[i]);
+  return difference == 0;
+}
+
 }  // namespace
+
+void StorageService::check_controller(const Header& header) const {
+  if (!header.has("admin_token") || !same_token(header.text("admin_token"), admin_token_)) {
+    throw Error(ErrorCode::kInvalidArgument,
+                header.what() + " refused: only the controller this unit registered with may clear, save or load it");
+  }
+}
 
 StorageService::StorageService(StorageServiceOptions options)
     : options_(std::move(options)),
       checkpoint_root_(options_.checkpoint_root),
       instance_id_(random_u64()),
+      admin_token_(random_token()),
       storage_(std::make_shared<StorageUnit>(options_.storage)),
       leases_(options_.lease_lifetime),
+      sessions_(std::make_unique<transport::local_copy::SessionListener>()),
       service_(options_.service) {
   if (options_.heartbeat.count() <= 0) {
     throw_invalid("heartbeat must be positive, got " + std::to_string(options_.heartbeat.count()) + " ms");
@@ -60,7 +88,8 @@ void StorageService::register_handlers() {
   };
   Counter& local_puts = local_copy_bytes("put");
   Counter& local_gets = local_copy_bytes("get");
-  service_.handle("put", [&storage, &local_puts, max_request_bytes](transport::Frames& args) {
+  const transport::local_copy::SessionListener& sessions = *sessions_;
+  service_.handle("put", [&storage, &sessions, &local_puts, max_request_bytes](transport::Frames& args) {
     const Json json = transport::wire::read_header(args, 0, "put request");
     const Header header(json, "put request",
                         {"indexes", "partitions", "partition_ends", "generations", "columns", "local_frames"});
@@ -68,11 +97,18 @@ void StorageService::register_handlers() {
     const auto& indexes = samples.global_indexes;
     if (header.has("local_frames")) {
       const Json& description = header.at("local_frames");
-      if (auto reason = transport::local_copy::unreadable_reason(description, "put request local_frames")) {
-        return transport::wire::header_message(Json{{"local_copy_refused", *reason}});
+      // Only the memory of the process that opened the named session: never
+      // a pid or an address space a message names.
+      const auto client =
+          sessions.reader_of(transport::local_copy::session_of(description, "put request local_frames"));
+      if (!client) {
+        return transport::wire::header_message(
+            Json{{"local_copy_refused",
+                  "no open local-copy session of this unit names that id (or the unit may not read "
+                  "its client): send the bytes"}});
       }
       const Json& columns = header.at("columns");
-      transport::Frames data = transport::local_copy::read(description, "put request local_frames",
+      transport::Frames data = transport::local_copy::read(*client, description, "put request local_frames",
                                                            columns.is_array() ? columns.size() : 0, max_request_bytes);
       local_puts.increment(static_cast<double>(transport::local_copy::data_bytes(data, 0)));
       args.resize(1);
@@ -82,7 +118,7 @@ void StorageService::register_handlers() {
     storage.put(samples.keys(), columns);
     return transport::wire::header_message(Json::object());
   });
-  service_.handle("get", [this, &storage, &local_gets](transport::Frames& args) {
+  service_.handle("get", [this, &storage, &sessions, &local_gets](transport::Frames& args) {
     const Json json = transport::wire::read_header(args, 0, "get request");
     const Header header(json, "get request",
                         {"indexes", "partitions", "partition_ends", "generations", "fields", "local_copy"});
@@ -90,8 +126,11 @@ void StorageService::register_handlers() {
     const auto rows = storage.get(transport::wire::read_sample_keys(header).keys(), fields);
     transport::Frames out(1);
     Json reply{{"fields", transport::wire::append_views(rows, fields.size(), out)}};
-    if (header.has("local_copy") && header.boolean("local_copy") &&
-        transport::local_copy::data_bytes(out, 1) >= transport::local_copy::kMinBytes) {
+    // Described (left in this process for the client to copy) only for a
+    // client with an open session, which the kernel vouched for.
+    const bool session_open = header.has("local_copy") && header.at("local_copy").is_binary() &&
+                              sessions.is_open(header.at("local_copy").get_binary());
+    if (session_open && transport::local_copy::data_bytes(out, 1) >= transport::local_copy::kMinBytes) {
       transport::Frames data(std::make_move_iterator(out.begin() + 1), std::make_move_iterator(out.end()));
       local_gets.increment(static_cast<double>(transport::local_copy::data_bytes(data, 0)));
       reply["local_frames"] = transport::local_copy::describe(data, 0);
@@ -101,21 +140,22 @@ void StorageService::register_handlers() {
     out[0] = transport::wire::header_frame(reply);
     return out;
   });
+  service_.handle("local_copy_session", nullptr, [&sessions](const transport::Frames& args) {
+    const Json json = transport::wire::read_header(args, 0, "local_copy_session request");
+    const Header header(json, "local_copy_session request", {});
+    return transport::wire::header_message(Json{{"address", sessions.address()}});
+  });
   service_.handle("release", [this](transport::Frames& args) {
     const Json json = transport::wire::read_header(args, 0, "release request");
     const Header header(json, "release request", {"lease"});
     return transport::wire::header_message(
         Json{{"held", leases_.release(std::bit_cast<uint64_t>(header.integer("lease")))}});
   });
-  service_.handle("clear", [&storage](transport::Frames& args) {
+  service_.handle("clear", [this, &storage](transport::Frames& args) {
     const Json json = transport::wire::read_header(args, 0, "clear request");
-    storage.clear(Header(json, "clear request", {"indexes"}).numbers<int64_t>("indexes"));
-    return transport::wire::header_message(Json::object());
-  });
-  service_.handle("clear_all", [&storage](transport::Frames& args) {
-    const Json json = transport::wire::read_header(args, 0, "clear_all request");
-    const Header header(json, "clear_all request", {});
-    storage.clear_all();
+    const Header header(json, "clear request", {"indexes", "admin_token"});
+    check_controller(header);
+    storage.clear(header.numbers<int64_t>("indexes"));
     return transport::wire::header_message(Json::object());
   });
   service_.handle("stats", [&storage](transport::Frames& args) {
@@ -130,14 +170,16 @@ void StorageService::register_handlers() {
   // any unit loads.
   service_.handle("save", [this, &storage](transport::Frames& args) {
     const Json json = transport::wire::read_header(args, 0, "save request");
-    const std::string path =
-        checkpoint_root_.resolve(Header(json, "save request", {"path"}).text("path"), "save request");
+    const Header header(json, "save request", {"path", "admin_token"});
+    check_controller(header);
+    const std::string path = checkpoint_root_.resolve(header.text("path"), "save request");
     storage.save(path);
     return transport::wire::header_message(Json{{"fingerprint", durable::framed_file_fingerprint(path).value_or(0)}});
   });
   service_.handle("load", [this, &storage](transport::Frames& args) {
     const Json json = transport::wire::read_header(args, 0, "load request");
-    const Header header(json, "load request", {"path", "fingerprint", "check_only"});
+    const Header header(json, "load request", {"path", "fingerprint", "check_only", "admin_token"});
+    check_controller(header);
     const std::string path = checkpoint_root_.resolve(header.text("path"), "load request");
     if (header.has("fingerprint")) {
       const Json& given = header.at("fingerprint");
@@ -193,6 +235,7 @@ void StorageService::run_heartbeat() {
           "register_storage",
           transport::wire::header_message(Json{{"endpoint", advertised},
                                                {"instance", std::bit_cast<int64_t>(instance_id_)},
+                                               {"admin_token", admin_token_},
                                                {"incarnation", std::bit_cast<int64_t>(incarnation_.load())}}));
       const Json json = transport::wire::read_header(reply, 0, "register_storage reply");
       const Header header(json, "register_storage reply", {"units", "expected", "incarnation"});

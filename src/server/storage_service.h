@@ -8,11 +8,12 @@
 // checkpoint), the unit drops everything it holds and registers again, so
 // nothing from before the restart is ever read.
 //
-// Same-host clients move data by local_copy: a put names the client's frames
-// and the unit copies them out of the client's memory; a get with
-// "local_copy" is answered, when large enough, with a description of the
-// reply's frames held under a lease, which the client gives back ("release")
-// after copying them.
+// Same-host clients move data by local_copy, after opening a session
+// ("local_copy_session" names the unit's socket; local_copy_session.h): a
+// put names the client's frames and its session, and the unit copies them
+// out of that session's client; a get naming an open session is answered,
+// when large enough, with a description of the reply's frames held under a
+// lease, which the client gives back ("release") after copying them.
 #pragma once
 
 #include <atomic>
@@ -26,7 +27,9 @@
 
 #include "server/checkpoint_root.h"
 #include "transport/frame_leases.h"
+#include "transport/local_copy_session.h"
 #include "server/service.h"
+#include "transport/wire_codec.h"
 #include "seqflow/storage.h"
 
 namespace seqflow::server {
@@ -58,6 +61,10 @@ class StorageService {
   StorageUnit& storage() { return *storage_; }
   // Random, drawn when this service is made: it names the data this unit holds.
   uint64_t instance_id() const { return instance_id_; }
+  // Random, drawn when this service is made, and told only to the controller
+  // (in each registration): clear, save and load must carry it, so they are
+  // the controller's alone.
+  const std::string& admin_token() const { return admin_token_; }
   // The controller incarnation this unit's data belongs to; 0 before the
   // first registration.
   uint64_t incarnation() const { return incarnation_.load(); }
@@ -65,13 +72,17 @@ class StorageService {
  private:
   void register_handlers();
   void run_heartbeat();
+  // Throws unless the request carries this unit's admin token.
+  void check_controller(const transport::wire::Header& header) const;
 
   StorageServiceOptions options_;
   CheckpointRoot checkpoint_root_;
   uint64_t instance_id_;
+  std::string admin_token_;
   std::atomic<uint64_t> incarnation_{0};
   std::shared_ptr<StorageUnit> storage_;
   transport::FrameLeases leases_;
+  std::unique_ptr<transport::local_copy::SessionListener> sessions_;  // same-host clients
   Service service_;
   std::thread heartbeat_;
   std::mutex heartbeat_mutex_;

@@ -1,15 +1,11 @@
 #include "transport/local_copy.h"
 
 #include <sys/uio.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <array>
-#include <bit>
 #include <cerrno>
 #include <climits>
 #include <cstring>
-#include <random>
 #include <system_error>
 #include <thread>
 #include <vector>
@@ -23,27 +19,7 @@ namespace {
 using wire::Header;
 using wire::Json;
 
-using Token = std::array<uint8_t, 16>;
-
-// Drawn once per process; a forked child keeps the bytes at the same
-// address, and describes itself by its own pid.
-const Token& own_token() {
-  static const Token token = [] {
-    std::random_device device;
-    Token out;
-    for (size_t i = 0; i < out.size(); i += 4) {
-      const uint32_t word = device();
-      std::memcpy(out.data() + i, &word, 4);
-    }
-    return out;
-  }();
-  return token;
-}
-
 struct Description {
-  pid_t pid;
-  uint64_t token_address;
-  Token token;
   std::vector<uint64_t> ranges;  // (address, size) pairs
   // Ranges per frame, in order; empty: one each.
   std::vector<uint32_t> pieces;
@@ -52,21 +28,12 @@ struct Description {
 };
 
 Header header_of(const Json& description, std::string_view what) {
-  return Header(description, what, {"pid", "token_address", "token", "frames", "pieces"});
+  return Header(description, what, {"session", "frames", "pieces"});
 }
 
 Description parse(const Json& description, std::string_view what) {
   const Header header = header_of(description, what);
-  const int64_t pid = header.integer("pid");
-  if (pid <= 0 || pid > INT_MAX) header.fail("pid", "must be a process id, got " + std::to_string(pid));
-  const auto token = header.numbers<uint8_t>("token");
-  if (token.size() != Token().size()) header.fail("token", "must hold 16 bytes");
-  Description out{static_cast<pid_t>(pid),
-                  std::bit_cast<uint64_t>(header.integer("token_address")),
-                  {},
-                  header.numbers<uint64_t>("frames"),
-                  {}};
-  std::copy(token.begin(), token.end(), out.token.begin());
+  Description out{header.numbers<uint64_t>("frames"), {}};
   if (out.ranges.size() % 2 != 0) header.fail("frames", "must hold (address, size) pairs");
   if (header.has("pieces")) {
     out.pieces = header.numbers<uint32_t>("pieces");
@@ -174,13 +141,8 @@ Json describe(std::span<const std::vector<std::span<const std::byte>>> frames) {
       ranges.push_back(piece.size());
     }
   }
-  const Token& token = own_token();
-  return Json{
-      {"pid", static_cast<int64_t>(getpid())},
-      {"token_address", std::bit_cast<int64_t>(static_cast<uint64_t>(reinterpret_cast<uintptr_t>(token.data())))},
-      {"token", wire::binary_of(std::span<const uint8_t>(token))},
-      {"frames", wire::binary_of(std::span<const uint64_t>(ranges))},
-      {"pieces", wire::binary_of(std::span<const uint32_t>(pieces))}};
+  return Json{{"frames", wire::binary_of(std::span<const uint64_t>(ranges))},
+              {"pieces", wire::binary_of(std::span<const uint32_t>(pieces))}};
 }
 
 Json describe(const Frames& frames, size_t first) {
@@ -189,21 +151,15 @@ Json describe(const Frames& frames, size_t first) {
   return describe(whole);
 }
 
-std::optional<std::string> unreadable_reason(const Json& description, std::string_view what) {
-  const Description peer = parse(description, what);
-  Token found{};
-  iovec local{found.data(), found.size()};
-  iovec remote{reinterpret_cast<void*>(static_cast<uintptr_t>(peer.token_address)), found.size()};
-  if (process_vm_readv(peer.pid, &local, 1, &remote, 1, 0) != static_cast<ssize_t>(found.size())) {
-    return "cannot read process " + std::to_string(peer.pid) + ": " + std::strerror(errno);
-  }
-  if (found != peer.token) {
-    return "process " + std::to_string(peer.pid) + " here is not the sender (another host or another pid namespace)";
-  }
-  return std::nullopt;
+std::span<const uint8_t> session_of(const Json& description, std::string_view what) {
+  const Header header = header_of(description, what);
+  if (!header.has("session")) return {};
+  const Json& session = header.at("session");
+  if (!session.is_binary()) header.fail("session", "must be a binary session id");
+  return std::span<const uint8_t>(session.get_binary());
 }
 
-Frames read(const Json& description, std::string_view what, size_t frame_count, size_t max_bytes) {
+Frames read(pid_t peer_pid, const Json& description, std::string_view what, size_t frame_count, size_t max_bytes) {
   const Description peer = parse(description, what);
   const auto& ranges = peer.ranges;
   if (peer.frame_count() != frame_count) {
@@ -241,7 +197,7 @@ Frames read(const Json& description, std::string_view what, size_t frame_count, 
       to += ranges[2 * r + 1];
     }
   }
-  read_pieces(description, pieces, what);
+  read_pieces(peer_pid, pieces, what);
   Frames frames;
   frames.reserve(buffers.size());
   for (WritableBuffer& buffer : buffers) {
@@ -268,8 +224,7 @@ Frames placeholders(const Json& description, std::string_view what) {
   return frames;
 }
 
-void read_pieces(const Json& description, std::span<const Piece> pieces, std::string_view what) {
-  const Description peer = parse(description, what);
+void read_pieces(pid_t peer, std::span<const Piece> pieces, std::string_view what) {
   std::vector<iovec> local, remote;
   for (const Piece& piece : pieces) {
     if (piece.size == 0) continue;
@@ -282,9 +237,9 @@ void read_pieces(const Json& description, std::span<const Piece> pieces, std::st
     local.push_back({piece.to, piece.size});
     remote.push_back({const_cast<std::byte*>(piece.from), piece.size});
   }
-  if (const int error = read_process_split(peer.pid, local, remote); error != 0) {
-    header_of(description, what)
-        .fail("frames", "cannot be read from process " + std::to_string(peer.pid) + ": " + std::strerror(error));
+  if (const int error = read_process_split(peer, local, remote); error != 0) {
+    throw_invalid(std::string(what) + ": the described frames cannot be read from process " + std::to_string(peer) +
+                  ": " + std::strerror(error));
   }
 }
 

@@ -10,15 +10,16 @@
 // get reply under a lease (FrameLeases) that the client gives back after
 // reading.
 //
-// A description names a process and a token: random bytes at an address in
-// that process. The reader first checks that it finds the token there, so
-// a peer on another host, in another pid namespace, or one it may not read
-// (another user, a seccomp filter) is detected and the caller sends the
-// bytes instead.
+// A description names only ranges: which process they lie in is never taken
+// from a message but from the session the two ends opened, in which the
+// kernel vouched for each side's pid (local_copy_session.h). A put's
+// description carries its session's id, so that the unit knows whose memory
+// it may read.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstddef>
-#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -36,25 +37,23 @@ inline constexpr size_t kMinBytes = size_t{256} << 10;
 // Data bytes of frames[first..].
 size_t data_bytes(const Frames& frames, size_t first);
 
-// frames[first..] as this process sees them: its pid and token, each
-// frame's address and size. The frames must not change until the reader is
-// done with them.
+// frames[first..] as this process sees them: each frame's address and size.
+// The frames must not change until the reader is done with them.
 wire::Json describe(const Frames& frames, size_t first);
 // Frames not made yet: frame i would be the ranges frames[i] back to back
 // (the reader assembles it, so the sender need not).
 wire::Json describe(std::span<const std::vector<std::span<const std::byte>>> frames);
 
-// Why this process cannot read the described process's memory (it is
-// elsewhere, or not ours to read), or nullopt when it can. Throws
-// kInvalidArgument naming the key when the description is malformed.
-std::optional<std::string> unreadable_reason(const wire::Json& description, std::string_view what);
+// The session id a description names (a put's: its client's session), or
+// an empty span. Throws kInvalidArgument on a malformed description.
+std::span<const uint8_t> session_of(const wire::Json& description, std::string_view what);
 
-// Copies the described frames out of the peer's memory into fresh buffers,
-// returned as frames that own them. Throws kInvalidArgument, before
-// allocating, when the description is malformed, names other than
-// `frame_count` frames or more than `max_bytes` bytes; and when it names
-// memory the peer does not have.
-Frames read(const wire::Json& description, std::string_view what, size_t frame_count, size_t max_bytes);
+// Copies the described frames out of process `peer` (the session's other
+// end, never a pid from a message) into fresh buffers, returned as frames
+// that own them. Throws kInvalidArgument, before allocating, when the
+// description is malformed, names other than `frame_count` frames or more
+// than `max_bytes` bytes; and when it names memory the peer does not have.
+Frames read(pid_t peer, const wire::Json& description, std::string_view what, size_t frame_count, size_t max_bytes);
 
 // Frames that stand in for the described ones: each has the described
 // address and size, but its bytes live in the peer. They are only laid out
@@ -68,8 +67,8 @@ struct Piece {
   std::byte* to;
   size_t size;
 };
-// Copies the pieces out of the described peer's memory (adjacent pieces in
-// one go). Throws kInvalidArgument when the peer does not have them.
-void read_pieces(const wire::Json& description, std::span<const Piece> pieces, std::string_view what);
+// Copies the pieces out of process `peer` (adjacent pieces in one go).
+// Throws kInvalidArgument naming `what` when the peer does not have them.
+void read_pieces(pid_t peer, std::span<const Piece> pieces, std::string_view what);
 
 }  // namespace seqflow::transport::local_copy

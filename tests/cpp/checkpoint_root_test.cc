@@ -1,7 +1,9 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <string>
 
 #include "server/checkpoint_root.h"
@@ -41,10 +43,40 @@ TEST(CheckpointRoot, PathsOutsideTheRootAreRefusedNamingBoth) {
   EXPECT_TRUE(throws_invalid([&] { root.resolve("", "save request"); }, {"save request", "empty"}));
 }
 
-TEST(CheckpointRoot, WithoutARootAnyPathIsMadeAbsolute) {
-  const CheckpointRoot anywhere("");
-  EXPECT_EQ(anywhere.resolve("/tmp/../tmp/x.bin", "save request"), "/tmp/x.bin");
-  EXPECT_EQ(anywhere.resolve("x.bin", "save request"), (fs::current_path() / "x.bin").string());
+// Sets an environment variable for one test (ctest runs each test in a
+// process of its own) and puts the old value back.
+class ScopedEnvironment {
+ public:
+  ScopedEnvironment(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    value ? ::setenv(name, value, 1) : ::unsetenv(name);
+  }
+  ~ScopedEnvironment() { old_ ? ::setenv(name_, old_->c_str(), 1) : ::unsetenv(name_); }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+TEST(CheckpointRoot, WithoutARootTheDefaultIsADirectoryOfTheServicesOwn) {
+  TempDir dir;
+  const ScopedEnvironment no_override("SEQFLOW_CHECKPOINT_ROOT", nullptr);
+  const ScopedEnvironment state("XDG_STATE_HOME", dir.file("state").c_str());
+  const CheckpointRoot root("");
+  const std::string expected = dir.file("state/seqflow/checkpoints");
+  EXPECT_EQ(root.directory(), fs::path(expected));
+  EXPECT_EQ(fs::status(expected).permissions() & (fs::perms::group_all | fs::perms::others_all), fs::perms::none);
+  // Relative paths lie under it; nothing outside it is written or read.
+  EXPECT_EQ(root.resolve("run/step_1", "save request"), expected + "/run/step_1");
+  EXPECT_TRUE(throws_invalid([&] { root.resolve("/tmp/x.bin", "save request"); }, {"outside", expected}));
+  EXPECT_TRUE(throws_invalid([&] { root.resolve("../x.bin", "save request"); }, {"outside"}));
+  // A default others may write to is not trusted.
+  fs::permissions(expected, fs::perms::others_write, fs::perm_options::add);
+  EXPECT_TRUE(throws_invalid([&] { CheckpointRoot(""); }, {"checkpoint_root", expected, "no one else"}));
+  // SEQFLOW_CHECKPOINT_ROOT names it instead.
+  fs::create_directory(dir.file("chosen"));
+  const ScopedEnvironment chosen("SEQFLOW_CHECKPOINT_ROOT", dir.file("chosen").c_str());
+  EXPECT_EQ(CheckpointRoot("").directory(), fs::path(dir.file("chosen")));
 }
 
 TEST(CheckpointRoot, TheRootMustBeAnExistingDirectory) {

@@ -10,13 +10,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
+#include <functional>
+#include <numeric>
+#include <optional>
 #include <thread>
 
 #include "common/aligned_buffer.h"
 #include "transport/connection.h"
 #include "transport/frame_leases.h"
+#include "transport/local_copy_session.h"
 #include "remote_cluster.h"
 #include "local_copy_test_support.h"
 #include "storage_test_support.h"
@@ -41,11 +46,11 @@ TEST(LocalCopy, DescribedFramesAreReadBackByteForByte) {
   // Sizes around ZeroMQ's inline-message and frame_of's copy thresholds, and a huge-page buffer.
   const Frames sent = data_frames({0, 1, 33, 34, 1023, 1024, 3 << 20});
   const Json description = transport::local_copy::describe(sent, 1);
-  EXPECT_EQ(transport::local_copy::unreadable_reason(description, "test"), std::nullopt);
-  expect_same_frames(sent, 1, transport::local_copy::read(description, "test", sent.size() - 1, kNoLimit));
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
-                           [&] { transport::local_copy::read(description, "put request local_frames", 2, kNoLimit); },
-                           {"put request local_frames", "frames", "describes 7 frames, not the 2"}));
+  expect_same_frames(sent, 1, transport::local_copy::read(getpid(), description, "test", sent.size() - 1, kNoLimit));
+  EXPECT_TRUE(
+      throws_error(ErrorCode::kInvalidArgument,
+                   [&] { transport::local_copy::read(getpid(), description, "put request local_frames", 2, kNoLimit); },
+                   {"put request local_frames", "frames", "describes 7 frames, not the 2"}));
   EXPECT_EQ(transport::local_copy::data_bytes(sent, 1), size_t{0 + 1 + 33 + 34 + 1023 + 1024 + (3 << 20)});
 }
 
@@ -57,18 +62,18 @@ TEST(LocalCopy, ALargeCopySplitBetweenThreadsComesBackWhole) {
     for (size_t i = 0; i < size; ++i) buffer.data[i] = static_cast<std::byte>((i * 2654435761u) >> 13);
     sent.push_back(transport::frame_of(std::move(buffer.buffer), 0, size));
   }
-  expect_same_frames(
-      sent, 1,
-      transport::local_copy::read(transport::local_copy::describe(sent, 1), "test", sent.size() - 1, kNoLimit));
+  expect_same_frames(sent, 1,
+                     transport::local_copy::read(getpid(), transport::local_copy::describe(sent, 1), "test",
+                                                 sent.size() - 1, kNoLimit));
 }
 
 TEST(LocalCopy, MoreFramesThanOneSystemCallTakesAreAllRead) {
   Frames sent(1);
   for (size_t i = 0; i < 3 * IOV_MAX + 7; ++i)
     sent.push_back(transport::frame_of(random_buffer(40 + i % 3000, i), 0, 40 + i % 3000));
-  expect_same_frames(
-      sent, 1,
-      transport::local_copy::read(transport::local_copy::describe(sent, 1), "test", sent.size() - 1, kNoLimit));
+  expect_same_frames(sent, 1,
+                     transport::local_copy::read(getpid(), transport::local_copy::describe(sent, 1), "test",
+                                                 sent.size() - 1, kNoLimit));
 }
 
 TEST(LocalCopy, PlaceholdersStandForTheDescribedFramesAndPiecesAreCopiedFromThem) {
@@ -91,7 +96,7 @@ TEST(LocalCopy, PlaceholdersStandForTheDescribedFramesAndPiecesAreCopiedFromThem
       {big + 30100, out.data() + 30000, 39900},  // adjacent both sides
       {mid + 7, out.data() + 69900, 300},
       {big, out.data() + 70200, 0}};
-  transport::local_copy::read_pieces(description, pieces, "test");
+  transport::local_copy::read_pieces(getpid(), pieces, "test");
   const auto expected_big = transport::as_bytes(sent[4]);
   const auto expected_mid = transport::as_bytes(sent[3]);
   EXPECT_TRUE(std::equal(out.begin(), out.begin() + 69900, expected_big.begin() + 100));
@@ -100,7 +105,7 @@ TEST(LocalCopy, PlaceholdersStandForTheDescribedFramesAndPiecesAreCopiedFromThem
       ErrorCode::kInvalidArgument,
       [&] {
         const transport::local_copy::Piece unmapped{reinterpret_cast<const std::byte*>(4096), out.data(), 10};
-        transport::local_copy::read_pieces(description, {&unmapped, 1}, "get reply local_frames");
+        transport::local_copy::read_pieces(getpid(), {&unmapped, 1}, "get reply local_frames");
       },
       {"get reply local_frames", "cannot be read from process"}));
 }
@@ -113,7 +118,7 @@ TEST(LocalCopy, FramesDescribedAsPiecesAreAssembledByTheReader) {
   const std::vector<std::vector<std::span<const std::byte>>> frames = {
       {b.subspan(500, 3000), a.subspan(9000, 1000), b.subspan(60000, 10000)}, {}, {a}};
   const Json description = transport::local_copy::describe(frames);
-  const Frames read = transport::local_copy::read(description, "test", 3, kNoLimit);
+  const Frames read = transport::local_copy::read(getpid(), description, "test", 3, kNoLimit);
   ASSERT_EQ(read.size(), 3u);
   std::vector<std::byte> expected;
   for (const auto& piece : frames[0]) expected.insert(expected.end(), piece.begin(), piece.end());
@@ -126,9 +131,10 @@ TEST(LocalCopy, FramesDescribedAsPiecesAreAssembledByTheReader) {
                            {"get reply local_frames", "pieces", "one per frame"}));
   Json miscounted = description;
   miscounted["pieces"] = transport::wire::binary_of(std::span<const uint32_t>(std::vector<uint32_t>{3, 0, 2}));
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
-                           [&] { transport::local_copy::read(miscounted, "put request local_frames", 3, kNoLimit); },
-                           {"put request local_frames", "pieces", "every range"}));
+  EXPECT_TRUE(
+      throws_error(ErrorCode::kInvalidArgument,
+                   [&] { transport::local_copy::read(getpid(), miscounted, "put request local_frames", 3, kNoLimit); },
+                   {"put request local_frames", "pieces", "every range"}));
 }
 
 TEST(LocalCopy, AnotherProcessReadsTheFramesOfItsParent) {
@@ -139,9 +145,8 @@ TEST(LocalCopy, AnotherProcessReadsTheFramesOfItsParent) {
   if (child == 0) {
     bool same = false;
     try {
-      same = !transport::local_copy::unreadable_reason(description, "child") &&
-             transport::as_string_view(transport::local_copy::read(description, "child", 2, kNoLimit)[1]) ==
-                 transport::as_string_view(sent[2]);
+      same = transport::as_string_view(transport::local_copy::read(getppid(), description, "child", 2, kNoLimit)[1]) ==
+             transport::as_string_view(sent[2]);
     } catch (...) {
     }
     _exit(same ? 0 : 1);
@@ -151,27 +156,16 @@ TEST(LocalCopy, AnotherProcessReadsTheFramesOfItsParent) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
 }
 
-TEST(LocalCopy, APeerWhoseTokenIsNotThereIsDetected) {
-  const Frames sent = data_frames({4096});
-  Json description = transport::local_copy::describe(sent, 1);
-  auto& token = description["token"].get_binary();
-  token[0] ^= 0xff;
-  const auto reason = transport::local_copy::unreadable_reason(description, "test");
-  ASSERT_TRUE(reason.has_value());
-  EXPECT_NE(reason->find("not the sender"), std::string::npos) << *reason;
-}
-
-TEST(LocalCopy, AProcessThatIsGoneIsDetected) {
+TEST(LocalCopy, AProcessThatIsGoneCannotBeRead) {
   const pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) _exit(0);
   ASSERT_EQ(waitpid(child, nullptr, 0), child);  // reaped: the pid names no process now
   const Frames sent = data_frames({4096});
-  Json description = transport::local_copy::describe(sent, 1);
-  description["pid"] = child;
-  const auto reason = transport::local_copy::unreadable_reason(description, "test");
-  ASSERT_TRUE(reason.has_value());
-  EXPECT_NE(reason->find("cannot read process " + std::to_string(child)), std::string::npos) << *reason;
+  EXPECT_TRUE(throws_error(
+      ErrorCode::kInvalidArgument,
+      [&] { transport::local_copy::read(child, transport::local_copy::describe(sent, 1), "test", 1, kNoLimit); },
+      {"test", "cannot be read from process " + std::to_string(child)}));
 }
 
 TEST(LocalCopy, MalformedDescriptionsAreRefusedNamingTheKey) {
@@ -180,20 +174,23 @@ TEST(LocalCopy, MalformedDescriptionsAreRefusedNamingTheKey) {
   const auto refused = [&](Json description, std::vector<std::string> fragments) {
     EXPECT_TRUE(throws_error(
         ErrorCode::kInvalidArgument,
-        [&] { transport::local_copy::read(description, "put request local_frames", 1, kNoLimit); }, fragments))
+        [&] { transport::local_copy::read(getpid(), description, "put request local_frames", 1, kNoLimit); },
+        fragments))
         << description.dump();
-    EXPECT_TRUE(throws_error(
-        ErrorCode::kInvalidArgument,
-        [&] { transport::local_copy::unreadable_reason(description, "put request local_frames"); }, fragments));
   };
-  for (const int64_t pid : {int64_t{0}, int64_t{-4}, int64_t{INT_MAX} + 1}) {
-    Json bad = good;
-    bad["pid"] = pid;
-    refused(bad, {"pid", std::to_string(pid)});
-  }
-  Json short_token = good;
-  short_token["token"] = Json::binary(std::vector<uint8_t>(15));
-  refused(short_token, {"token", "16 bytes"});
+  // What descriptions used to carry: a peer that names a process (the unit's
+  // own, to read its memory back) is refused, not obeyed.
+  Json naming_a_process = good;
+  naming_a_process["pid"] = int64_t{getpid()};
+  refused(naming_a_process, {"pid"});
+  Json with_token = good;
+  with_token["token"] = Json::binary(std::vector<uint8_t>(16));
+  refused(with_token, {"token"});
+  Json session_as_text = good;
+  session_as_text["session"] = "0123456789abcdef";
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                           [&] { transport::local_copy::session_of(session_as_text, "put request local_frames"); },
+                           {"put request local_frames", "session", "binary"}));
   Json unknown = good;
   unknown["checksum"] = 1;
   refused(unknown, {"checksum"});
@@ -216,24 +213,26 @@ TEST(LocalCopy, BadFrameListsAreRefusedBeforeAnythingIsAllocated) {
   };
   const auto address = reinterpret_cast<uintptr_t>(sent[1].data());
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
-                           [&] { transport::local_copy::read(with_ranges({address}), "test", 1, kNoLimit); },
+                           [&] { transport::local_copy::read(getpid(), with_ranges({address}), "test", 1, kNoLimit); },
                            {"frames", "(address, size) pairs"}));
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
-                           [&] {
-                             transport::local_copy::read(with_ranges({address, uint64_t{1} << 50}), "test", 1, 1 << 20);
-                           },
-                           {"frames", "limit of 1048576 bytes"}));
-  // Two sizes that wrap around size_t when added.
   EXPECT_TRUE(throws_error(
       ErrorCode::kInvalidArgument,
       [&] {
-        transport::local_copy::read(with_ranges({address, 4096, address, UINT64_MAX - 100}), "test", 2, kNoLimit - 1);
+        transport::local_copy::read(getpid(), with_ranges({address, uint64_t{1} << 50}), "test", 1, 1 << 20);
       },
-      {"frames", "limit"}));
+      {"frames", "limit of 1048576 bytes"}));
+  // Two sizes that wrap around size_t when added.
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                           [&] {
+                             transport::local_copy::read(getpid(),
+                                                         with_ranges({address, 4096, address, UINT64_MAX - 100}),
+                                                         "test", 2, kNoLimit - 1);
+                           },
+                           {"frames", "limit"}));
   // Memory the peer does not have: the page at address 4096 is never mapped.
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
                            [&] {
-                             transport::local_copy::read(with_ranges({4096, 100}), "test", 1, kNoLimit);
+                             transport::local_copy::read(getpid(), with_ranges({4096, 100}), "test", 1, kNoLimit);
                            },
                            {"frames", "cannot be read from process"}));
 }
@@ -353,29 +352,74 @@ TEST(LocalCopyService, AGetThatFailsOnOneUnitGivesTheOtherUnitsLeasesBack) {
   }
 }
 
-TEST(LocalCopyService, APutDescribingAProcessItCannotReadIsRefusedAndStoresNothing) {
+// Waits up to 10 s for `condition`.
+bool eventually(const std::function<bool()>& condition) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+TEST(LocalCopySession, TheKernelNamesEachEndAndTheSessionEndsWithItsSocket) {
+  transport::local_copy::SessionListener listener;
+  auto session = transport::local_copy::Session::open(listener.address(), std::chrono::seconds(5));
+  ASSERT_NE(session, nullptr);
+  EXPECT_EQ(session->unit_pid(), getpid());
+  EXPECT_TRUE(session->reads_unit());
+  EXPECT_TRUE(session->unit_reads_us());
+  EXPECT_TRUE(session->usable());
+  const std::span<const uint8_t> id(session->id());
+  ASSERT_TRUE(eventually([&] { return listener.is_open(id); }));
+  EXPECT_EQ(listener.reader_of(id), getpid());
+  // An id nobody was given, or of the wrong size, names no session.
+  auto guessed = session->id();
+  guessed[0] ^= 1;
+  EXPECT_EQ(listener.reader_of(guessed), std::nullopt);
+  EXPECT_EQ(listener.reader_of(id.first(15)), std::nullopt);
+  const auto kept = session->id();
+  session.reset();
+  EXPECT_TRUE(eventually([&] { return !listener.is_open(kept); }));
+  EXPECT_EQ(listener.reader_of(kept), std::nullopt);
+}
+
+TEST(LocalCopySession, AnAddressNoUnitListensOnGivesNoSession) {
+  std::string why;
+  EXPECT_EQ(transport::local_copy::Session::open("seqflow-local-copy-nobody", std::chrono::seconds(2), &why), nullptr);
+  EXPECT_NE(why.find("cannot reach"), std::string::npos) << why;
+}
+
+// A put's local frames, naming `session` when given.
+Json put_request(const Frames& message, const Json& columns, std::optional<transport::local_copy::SessionId> session) {
+  Json header = test::storage_request({0, 1});
+  header["columns"] = columns;
+  header["local_frames"] = transport::local_copy::describe(message, 1);
+  if (session) header["local_frames"]["session"] = transport::wire::binary_of(std::span<const uint8_t>(*session));
+  return header;
+}
+
+TEST(LocalCopyService, APutNamingNoOpenSessionIsRefusedAndStoresNothing) {
   RemoteCluster cluster(1);
   zmq::context_t context(1);
   transport::Connection unit(context, cluster.unit(0).endpoint(), transport::ConnectionOptions{});
   Frames message(1);
   const Json entries = transport::wire::append_columns({wide_column("a", 2, 100000)}, {}, message);
-  Json description = transport::local_copy::describe(message, 1);
-  description["token"].get_binary()[3] ^= 1;
-  const auto put_header = [](const Json& columns, const Json& local_frames) {
-    Json header = test::storage_request({0, 1});
-    header["columns"] = columns;
-    header["local_frames"] = local_frames;
-    return header;
-  };
-  const Frames reply = unit.call("put", transport::wire::header_message(put_header(entries, description)));
-  const Json header = transport::wire::read_header(reply, 0, "put reply");
-  ASSERT_TRUE(header.contains("local_copy_refused")) << header.dump();
-  EXPECT_NE(header["local_copy_refused"].get<std::string>().find("not the sender"), std::string::npos);
+  transport::local_copy::SessionId made_up{};
+  made_up.fill(7);
+  for (const auto& session : {std::optional<transport::local_copy::SessionId>(), std::optional(made_up)}) {
+    const Frames reply = unit.call("put", transport::wire::header_message(put_request(message, entries, session)));
+    const Json header = transport::wire::read_header(reply, 0, "put reply");
+    ASSERT_TRUE(header.contains("local_copy_refused")) << header.dump();
+    EXPECT_NE(header["local_copy_refused"].get<std::string>().find("no open local-copy session"), std::string::npos);
+  }
   EXPECT_EQ(cluster.unit(0).storage().stats().samples, 0u);
-  // A malformed description is an error reply, and the unit keeps serving.
-  description["pid"] = -1;
+  // The old way of naming a process (pid, token) is an error reply, and the
+  // unit keeps serving.
+  Json naming_the_unit = put_request(message, entries, std::nullopt);
+  naming_the_unit["local_frames"]["pid"] = int64_t{getpid()};
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
-                           [&] { unit.call("put", transport::wire::header_message(put_header(entries, description))); },
+                           [&] { unit.call("put", transport::wire::header_message(naming_the_unit)); },
                            {"put request local_frames", "pid"}));
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
                            [&] {
@@ -384,6 +428,79 @@ TEST(LocalCopyService, APutDescribingAProcessItCannotReadIsRefusedAndStoresNothi
                            {"release request", "lease"}));
   const Frames released = unit.call("release", transport::wire::header_message(Json{{"lease", 12345}}));
   EXPECT_FALSE(transport::wire::read_header(released, 0, "release reply")["held"].get<bool>());
+}
+
+TEST(LocalCopyService, AGetWithoutAnOpenSessionIsAnsweredWithTheBytes) {
+  RemoteCluster cluster(1);
+  auto client = cluster.client(std::chrono::seconds(20), /*local_copy=*/false);
+  const BatchMeta meta = client->put_new("p", {wide_column("a", 96, 8192)}, {});
+  zmq::context_t context(1);
+  transport::Connection unit(context, cluster.unit(0).endpoint(), transport::ConnectionOptions{});
+  transport::local_copy::SessionId made_up{};
+  for (const Json& asked : {Json(true), transport::wire::binary_of(std::span<const uint8_t>(made_up))}) {
+    Json request = Json::object();
+    std::vector<size_t> all(meta.size());
+    std::iota(all.begin(), all.end(), size_t{0});
+    transport::wire::add_sample_keys(request, SampleKeys{meta.global_indexes, meta.partition_ids, meta.generations},
+                                     all);
+    request["fields"] = std::vector<std::string>{"a"};
+    request["local_copy"] = asked;
+    const Frames reply = unit.call("get", transport::wire::header_message(request));
+    const Json header = transport::wire::read_header(reply, 0, "get reply");
+    // No description of the unit's memory, no lease: the bytes themselves.
+    EXPECT_FALSE(header.contains("local_frames")) << asked.dump();
+    EXPECT_FALSE(header.contains("lease"));
+    EXPECT_EQ(transport::local_copy::data_bytes(reply, 1), size_t{96} * 8192 * sizeof(float));
+  }
+  EXPECT_EQ(local_copy_bytes(cluster, "get"), 0.0);
+}
+
+TEST(LocalCopyService, AUnitReadsOnlyTheProcessThatOpenedTheSession) {
+  // The child opens a session and changes its copy of a buffer; this process
+  // then puts naming that buffer's address and the child's session: the
+  // unit copies the child's bytes, never this process's (nor its own).
+  RemoteCluster cluster(1);
+  zmq::context_t context(1);
+  transport::Connection unit(context, cluster.unit(0).endpoint(), transport::ConnectionOptions{});
+  const Frames reply = unit.call("local_copy_session", transport::wire::header_message(Json::object()));
+  const std::string address = transport::wire::read_header(reply, 0, "reply")["address"].get<std::string>();
+  Frames message(1);
+  const Json entries = transport::wire::append_columns({wide_column("a", 2, 100000)}, {}, message);
+  auto* bytes = static_cast<std::byte*>(message[1].data());
+  int ids[2];
+  int done[2];
+  ASSERT_EQ(pipe(ids), 0);
+  ASSERT_EQ(pipe(done), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    std::fill(bytes, bytes + message[1].size(), std::byte{0x5a});
+    auto session = transport::local_copy::Session::open(address, std::chrono::seconds(5));
+    const auto id = session ? session->id() : transport::local_copy::SessionId{};
+    const bool sent = write(ids[1], id.data(), id.size()) == static_cast<ssize_t>(id.size());
+    char byte = 0;
+    const bool waited = read(done[0], &byte, 1) == 1;  // keep the session open until the parent is done
+    _exit(session && sent && waited ? 0 : 1);
+  }
+  transport::local_copy::SessionId child_session{};
+  ASSERT_EQ(read(ids[0], child_session.data(), child_session.size()), static_cast<ssize_t>(child_session.size()));
+  std::fill(bytes, bytes + message[1].size(), std::byte{0x11});
+  ASSERT_TRUE(eventually([&] { return cluster.unit(0).storage().stats().samples == 0; }));
+  const Frames put = unit.call("put", transport::wire::header_message(put_request(message, entries, child_session)));
+  EXPECT_FALSE(transport::wire::read_header(put, 0, "put reply").contains("local_copy_refused"));
+  ASSERT_EQ(write(done[1], "x", 1), 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+  for (const int fd : {ids[0], ids[1], done[0], done[1]}) close(fd);
+  const std::vector<std::string> fields{"a"};
+  const std::vector<int64_t> indexes{0, 1};
+  const auto rows = cluster.unit(0).storage().get(samples_of(indexes), fields);
+  ASSERT_EQ(rows.size(), 2u);
+  for (const auto& row : rows) {
+    const auto stored = row[0].bytes();
+    EXPECT_TRUE(std::all_of(stored.begin(), stored.end(), [](std::byte b) { return b == std::byte{0x5a}; }));
+  }
 }
 
 }  // namespace

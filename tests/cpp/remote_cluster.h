@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,6 +27,8 @@ class RemoteCluster {
                          std::chrono::milliseconds lease_lifetime = server::StorageServiceOptions{}.lease_lifetime)
       : storage_(storage), controller_options_(std::move(controller_options)), lease_lifetime_(lease_lifetime) {
     controller_options_.storage_units = unit_count;
+    // The tests' checkpoints lie in the system's temporary directory.
+    if (controller_options_.checkpoint_root.empty()) controller_options_.checkpoint_root = checkpoint_root();
     controller_ = std::make_unique<server::ControllerService>(controller_options_);
     controller_->start();
     controller_endpoint_ = controller_->endpoint();
@@ -69,6 +72,8 @@ class RemoteCluster {
   }
 
  private:
+  static std::string checkpoint_root() { return std::filesystem::temp_directory_path().string(); }
+
   std::unique_ptr<server::StorageService> start_unit(const std::string& bind) const {
     server::StorageServiceOptions options;
     options.service.bind = bind;
@@ -76,6 +81,7 @@ class RemoteCluster {
     options.controller_endpoint = controller_endpoint_;
     options.heartbeat = kHeartbeat;
     options.lease_lifetime = lease_lifetime_;
+    options.checkpoint_root = checkpoint_root();
     auto unit = std::make_unique<server::StorageService>(options);
     unit->start();
     return unit;

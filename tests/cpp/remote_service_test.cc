@@ -9,6 +9,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <set>
 #include <string>
 #include <thread>
@@ -453,7 +456,8 @@ TEST(RemoteServiceFailures, ARestartBeforeEveryUnitRegisteredIsAppliedOnceTheRou
   transport::Connection controller(context, service.endpoint(),
                                    transport::ConnectionOptions{.timeout = 5s, .security = {}});
   const auto register_unit = [&](const std::string& endpoint, const Json& instance) {
-    controller.call("register_storage", wire::header_message(Json{{"endpoint", endpoint}, {"instance", instance}}));
+    controller.call("register_storage",
+                    wire::header_message(Json{{"endpoint", endpoint}, {"instance", instance}, {"admin_token", "t"}}));
   };
   Controller& core = service.controller();
   const std::vector<int64_t> indexes = core.insert("p", 4).global_indexes;
@@ -469,7 +473,8 @@ TEST(RemoteServiceFailures, ARestartBeforeEveryUnitRegisteredIsAppliedOnceTheRou
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { register_unit("tcp://127.0.0.1:1", "new"); },
                            {"register_storage request field 'instance'", "integer"}));
   // Without an instance id (a unit before instance ids): never a restart.
-  controller.call("register_storage", wire::header_message(Json{{"endpoint", "tcp://127.0.0.1:1"}}));
+  controller.call("register_storage",
+                  wire::header_message(Json{{"endpoint", "tcp://127.0.0.1:1"}, {"admin_token", "t"}}));
   // Both registered: tcp://127.0.0.1:2 is unit 1 of 2.
   EXPECT_EQ(status(), (Status{{0, true}, {1, false}, {2, true}, {3, false}}));
   EXPECT_EQ(service.metrics().counter("seqflow_storage_restarts_total", "").value(), 1);
@@ -508,6 +513,74 @@ TEST(RemoteServiceFailures, ControllerRestartedFromACheckpointServesTheRestAndNe
   EXPECT_EQ(all.size(), values.size());
   // The old client reconnects to the restarted controller on its own.
   EXPECT_EQ(drain(*client, "p", "eval").size(), values.size() - 1);
+}
+
+// A unit drops, saves and loads only for its controller: a client (or any
+// peer) that sends those ops itself is refused, with or without a guessed
+// token, and nothing changes; through the controller they work.
+TEST(RemoteServiceSecurity, AUnitClearsSavesAndLoadsOnlyForItsController) {
+  RemoteCluster cluster(1);
+  auto client = cluster.client();
+  const BatchMeta put = client->put_new("p", {int64_column("x", {1, 2})}, {});
+  TempDir dir;
+  zmq::context_t context;
+  transport::Connection unit(context, cluster.unit(0).endpoint(),
+                             transport::ConnectionOptions{.timeout = 5s, .security = {}});
+  const std::string victim = dir.file("victim.txt");
+  { std::ofstream(victim) << "keep me"; }
+  const Json indexes = wire::binary_of(std::span<const int64_t>(put.global_indexes));
+  for (const Json& token : {Json(), Json("0123456789abcdef0123456789abcdef"), Json("")}) {
+    for (const auto& [op, request] : std::vector<std::pair<std::string, Json>>{{"clear", Json{{"indexes", indexes}}},
+                                                                               {"save", Json{{"path", victim}}},
+                                                                               {"load", Json{{"path", victim}}}}) {
+      Json sent = request;
+      if (!token.is_null()) sent["admin_token"] = token;
+      EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { unit.call(op, wire::header_message(sent)); },
+                               {op + " request refused", "only the controller"}))
+          << op << " " << token.dump();
+    }
+  }
+  EXPECT_TRUE(throws_error(ErrorCode::kNotFound, [&] { unit.call("clear_all", wire::header_message(Json::object())); },
+                           {"unknown operation 'clear_all'"}));
+  EXPECT_EQ(cluster.unit(0).storage().stats().samples, 2u);
+  std::ifstream kept(victim);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(kept), {}), "keep me");
+  // Through the controller: a checkpoint saves and loads the unit.
+  client->save_checkpoint(dir.file("checkpoint"), Value::object());
+  client->load_checkpoint(dir.file("checkpoint"));
+  EXPECT_EQ(cluster.unit(0).storage().stats().samples, 2u);
+  client->clear_samples("p", put.global_indexes, {});
+  EXPECT_EQ(cluster.unit(0).storage().stats().samples, 0u);
+}
+
+// A checkpoint path a peer names never replaces a file that is not a
+// checkpoint of that kind (its contents and mode stay).
+TEST(RemoteServiceSecurity, ASaveNeverReplacesAFileThatIsNotACheckpoint) {
+  RemoteCluster cluster(1);
+  cluster.client();  // waits until the unit has registered
+  TempDir dir;
+  zmq::context_t context;
+  transport::Connection controller(context, cluster.controller_endpoint(),
+                                   transport::ConnectionOptions{.timeout = 5s, .security = {}});
+  const std::string victim = dir.file("authorized_keys");
+  { std::ofstream(victim) << "ssh-ed25519 AAAA"; }
+  std::filesystem::permissions(victim, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  for (const char* op : {"save", "save_storage"}) {
+    const std::string path = std::string(op) == "save" ? victim : victim.substr(0, victim.size() - 6);
+    if (std::string(op) == "save_storage") {
+      std::ofstream(path + ".unit0") << "not a checkpoint";
+    }
+    EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                             [&] {
+                               controller.call(op, wire::header_message(Json{{"path", path}}));
+                             },
+                             {"refusing to write", "never replaces"}))
+        << op;
+  }
+  std::ifstream kept(victim);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(kept), {}), "ssh-ed25519 AAAA");
+  EXPECT_EQ(std::filesystem::status(victim).permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
 }
 
 }  // namespace

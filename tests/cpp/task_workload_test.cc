@@ -333,8 +333,12 @@ TEST(TaskWorkloadCheckpointFile, ACheckpointFromBeforeTaskModelsLoadsWithoutThem
   auto embedded = make_embedded_client(ControllerOptions{}, {});
   RemoteCluster cluster(2);
   auto remote = cluster.client();
+  // The services read checkpoints only under their root (the temp directory).
+  const TempDir copies;
+  std::filesystem::copy(data + "before_task_models_remote", copies.file("before_task_models_remote"),
+                        std::filesystem::copy_options::recursive);
   for (auto& [client, directory] : {std::pair{embedded, data + "before_task_models_embedded"},
-                                    std::pair{remote, data + "before_task_models_remote"}}) {
+                                    std::pair{remote, copies.file("before_task_models_remote")}}) {
     SCOPED_TRACE(directory);
     client->control().report_timing("actor", measured(2));
     client->load_checkpoint(directory);

@@ -1,7 +1,8 @@
 // Fuzz target of everything that decodes bytes from a peer: the transport
 // envelope, the MessagePack header, and every wire codec decoder on it
 // (batch metadata, metadata requests, kv_list replies, status lists,
-// schemas, the columns of a put, the views of a get reply). A decoder may refuse input only with
+// schemas, the columns of a put, the views of a get reply, same-host
+// descriptions). A decoder may refuse input only with
 // seqflow::Error. Anything else is a finding: a crash, another exception, a
 // sanitizer report, a header read differently from nlohmann's reader, a
 // decoded value that does not survive being encoded again, or a tensor whose
@@ -25,6 +26,7 @@
 
 #include "fuzz_target.h"
 #include "transport/envelope.h"
+#include "transport/local_copy.h"
 #include "transport/wire_codec.h"
 #include "seqflow/error.h"
 #include "seqflow/storage.h"
@@ -321,6 +323,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   });
   decode_or_refuse([&] { decode_columns(header, message.frames); });
   decode_or_refuse([&] { decode_views(header, message); });
+  // A same-host description (a put's local_frames, a get reply's).
+  decode_or_refuse([&] { touch(std::as_bytes(transport::local_copy::session_of(header, "local frames"))); });
+  decode_or_refuse([&] { (void)transport::local_copy::placeholders(header, "local frames"); });
   return 0;
 }
 

@@ -4,14 +4,22 @@ cannot be had or is another version), and a fixed-seed random generator."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+
+# Services the tests start (in this process, as `seqflow serve` processes or
+# Ray actors, all inheriting this) save checkpoints where the tests ask:
+# under the system's temporary directory, instead of their default root
+# (~/.local/state/seqflow/checkpoints), which would refuse those paths.
+os.environ.setdefault("SEQFLOW_CHECKPOINT_ROOT", tempfile.gettempdir())
 TOOLS_DIR = REPO_ROOT / "tools"
 
 

@@ -409,7 +409,8 @@ MALFORMED_REQUESTS = {
     "a request over max_request_bytes": ([b"insert", b"\x00" * (MAX_REQUEST_BYTES + 1)], INVALID_ARGUMENT,
                                          "max_request_bytes"),
     "a storage unit the controller does not expect": (
-        [b"register_storage", packed({"endpoint": "tcp://127.0.0.1:1"})], INVALID_ARGUMENT, "cannot join"),
+        [b"register_storage", packed({"endpoint": "tcp://127.0.0.1:1", "admin_token": "t"})], INVALID_ARGUMENT,
+        "cannot join"),
 }
 
 

@@ -1,0 +1,313 @@
+#include "transport/local_copy_session.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstddef>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "seqflow/error.h"
+
+namespace seqflow::transport::local_copy {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Token = std::array<uint8_t, 16>;
+
+// 16 bytes at a fixed address of this process: the other side of a session
+// copies them to learn whether it may copy from this process at all.
+const Token& own_token() {
+  static const Token token = [] {
+    std::random_device device;
+    Token out;
+    for (size_t i = 0; i < out.size(); i += 4) {
+      const uint32_t word = device();
+      std::memcpy(out.data() + i, &word, 4);
+    }
+    return out;
+  }();
+  return token;
+}
+
+SessionId random_id() {
+  SessionId id;
+  std::random_device device;
+  for (size_t i = 0; i < id.size(); i += 4) {
+    const uint32_t word = device();
+    std::memcpy(id.data() + i, &word, 4);
+  }
+  return id;
+}
+
+// [address (8 bytes, little endian), token (16)]
+constexpr size_t kTokenMessageBytes = 8 + sizeof(Token);
+
+void write_token(uint8_t* out) {
+  const auto address = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(own_token().data()));
+  std::memcpy(out, &address, 8);
+  std::memcpy(out + 8, own_token().data(), sizeof(Token));
+}
+
+// Whether this process can copy the token the other side described out of
+// process `pid`, and finds it there.
+bool can_read(pid_t pid, const uint8_t* token_message) {
+  uint64_t address = 0;
+  std::memcpy(&address, token_message, 8);
+  Token found{};
+  iovec local{found.data(), found.size()};
+  iovec remote{reinterpret_cast<void*>(static_cast<uintptr_t>(address)), found.size()};
+  if (process_vm_readv(pid, &local, 1, &remote, 1, 0) != static_cast<ssize_t>(found.size())) return false;
+  return std::memcmp(found.data(), token_message + 8, found.size()) == 0;
+}
+
+sockaddr_un abstract_address(const std::string& name, socklen_t& length) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  address.sun_path[0] = '\0';  // the abstract namespace: no file, gone with the socket
+  std::memcpy(address.sun_path + 1, name.data(), name.size());
+  length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  return address;
+}
+
+// Waits for `events` on fd until the deadline; false once it has passed.
+bool wait_for(int fd, short events, Clock::time_point deadline) {
+  while (true) {
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return false;
+    pollfd item{fd, events, 0};
+    const int ready = ::poll(&item, 1, static_cast<int>(std::min<int64_t>(left, 60000)));
+    if (ready > 0) return true;
+    if (ready < 0 && errno != EINTR) return false;
+  }
+}
+
+bool send_all(int fd, const uint8_t* data, size_t size, Clock::time_point deadline) {
+  while (size > 0) {
+    const ssize_t sent = ::send(fd, data, size, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (sent > 0) {
+      data += sent;
+      size -= static_cast<size_t>(sent);
+      continue;
+    }
+    if (sent < 0 && errno == EINTR) continue;
+    if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && wait_for(fd, POLLOUT, deadline)) continue;
+    return false;
+  }
+  return true;
+}
+
+bool receive_all(int fd, uint8_t* data, size_t size, Clock::time_point deadline) {
+  while (size > 0) {
+    const ssize_t got = ::recv(fd, data, size, MSG_DONTWAIT);
+    if (got > 0) {
+      data += got;
+      size -= static_cast<size_t>(got);
+      continue;
+    }
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && wait_for(fd, POLLIN, deadline)) continue;
+    return false;  // closed, failed or too slow
+  }
+  return true;
+}
+
+pid_t peer_pid(int fd) {
+  ucred credentials{};
+  socklen_t length = sizeof(credentials);
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) return 0;
+  return credentials.pid;  // 0 when the peer's pid namespace is not visible from ours
+}
+
+std::string hex(std::span<const uint8_t> bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (const uint8_t b : bytes) {
+    out += kDigits[b >> 4];
+    out += kDigits[b & 15];
+  }
+  return out;
+}
+
+}  // namespace
+
+size_t SessionListener::IdHash::operator()(const SessionId& id) const {
+  size_t hash = 0;
+  std::memcpy(&hash, id.data(), sizeof(hash));
+  return hash;
+}
+
+SessionListener::SessionListener() : address_("seqflow-local-copy-" + hex(random_id())) {
+  listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  socklen_t length = 0;
+  const sockaddr_un address = abstract_address(address_, length);
+  if (listen_fd_ < 0 || ::bind(listen_fd_, reinterpret_cast<const sockaddr*>(&address), length) != 0 ||
+      ::listen(listen_fd_, 128) != 0) {
+    const int error = errno;
+    if (listen_fd_ >= 0) ::close(listen_fd_);
+    throw Error(ErrorCode::kInternal,
+                "local copy: cannot listen on a Unix socket: " + std::string(std::strerror(error)));
+  }
+  stop_fd_ = ::eventfd(0, EFD_CLOEXEC);
+  if (stop_fd_ < 0) {
+    const int error = errno;
+    ::close(listen_fd_);
+    throw Error(ErrorCode::kInternal, "local copy: eventfd failed: " + std::string(std::strerror(error)));
+  }
+  thread_ = std::thread(&SessionListener::run, this);
+}
+
+SessionListener::~SessionListener() {
+  const uint64_t one = 1;
+  [[maybe_unused]] const ssize_t written = ::write(stop_fd_, &one, sizeof(one));
+  thread_.join();
+  for (const auto& [id, session] : sessions_) ::close(session.fd);
+  ::close(listen_fd_);
+  ::close(stop_fd_);
+}
+
+std::optional<pid_t> SessionListener::reader_of(std::span<const uint8_t> session) const {
+  if (session.size() != SessionId().size()) return std::nullopt;
+  SessionId id;
+  std::copy(session.begin(), session.end(), id.begin());
+  std::lock_guard lock(mutex_);
+  const auto found = sessions_.find(id);
+  if (found == sessions_.end() || !found->second.readable) return std::nullopt;
+  return found->second.pid;
+}
+
+bool SessionListener::is_open(std::span<const uint8_t> session) const {
+  if (session.size() != SessionId().size()) return false;
+  SessionId id;
+  std::copy(session.begin(), session.end(), id.begin());
+  std::lock_guard lock(mutex_);
+  return sessions_.count(id) > 0;
+}
+
+size_t SessionListener::open_sessions() const {
+  std::lock_guard lock(mutex_);
+  return sessions_.size();
+}
+
+void SessionListener::run() {
+  std::vector<pollfd> items;
+  std::vector<SessionId> ids;  // of items[2..]
+  while (true) {
+    items.assign({{stop_fd_, POLLIN, 0}, {listen_fd_, POLLIN, 0}});
+    ids.clear();
+    {
+      std::lock_guard lock(mutex_);
+      for (const auto& [id, session] : sessions_) {
+        items.push_back({session.fd, POLLIN, 0});
+        ids.push_back(id);
+      }
+    }
+    if (::poll(items.data(), items.size(), -1) < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    if (items[0].revents != 0) return;
+    if (items[1].revents & POLLIN) accept_one();
+    for (size_t i = 2; i < items.size(); ++i) {
+      if (items[i].revents == 0) continue;
+      // A client sends nothing after its handshake: data or end of file ends
+      // the session.
+      uint8_t byte = 0;
+      const ssize_t got = ::recv(items[i].fd, &byte, 1, MSG_DONTWAIT);
+      if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
+      std::lock_guard lock(mutex_);
+      sessions_.erase(ids[i - 2]);
+      ::close(items[i].fd);
+    }
+  }
+}
+
+void SessionListener::accept_one() {
+  const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+  if (fd < 0) return;
+  if (open_sessions() >= kMaxSessions) {
+    ::close(fd);
+    return;
+  }
+  SessionId id = random_id();
+  std::optional<Session> session = handshake(fd, id);
+  if (!session) {
+    ::close(fd);
+    return;
+  }
+  std::lock_guard lock(mutex_);
+  sessions_.emplace(id, *session);
+}
+
+std::optional<SessionListener::Session> SessionListener::handshake(int fd, SessionId& id) const {
+  const pid_t pid = peer_pid(fd);
+  if (pid <= 0) return std::nullopt;
+  const auto deadline = Clock::now() + kHandshakeTimeout;
+  uint8_t hello[sizeof(SessionId) + kTokenMessageBytes];
+  std::memcpy(hello, id.data(), id.size());
+  write_token(hello + id.size());
+  uint8_t token[kTokenMessageBytes];
+  if (!send_all(fd, hello, sizeof(hello), deadline) || !receive_all(fd, token, sizeof(token), deadline)) {
+    return std::nullopt;
+  }
+  const bool readable = can_read(pid, token);
+  const uint8_t answer = readable ? 1 : 0;
+  if (!send_all(fd, &answer, 1, deadline)) return std::nullopt;
+  return Session{pid, readable, fd};
+}
+
+std::unique_ptr<Session> Session::open(const std::string& address, std::chrono::milliseconds timeout,
+                                       std::string* why) {
+  const auto fail = [why](std::string reason) -> std::unique_ptr<Session> {
+    if (why) *why = std::move(reason);
+    return nullptr;
+  };
+  if (address.empty() || address.size() + 1 > sizeof(sockaddr_un::sun_path)) {
+    return fail("the unit's session address is malformed");
+  }
+  const auto deadline = Clock::now() + timeout;
+  std::unique_ptr<Session> session(new Session());
+  session->fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (session->fd_ < 0) return fail(std::string("socket: ") + std::strerror(errno));
+  socklen_t length = 0;
+  const sockaddr_un unit = abstract_address(address, length);
+  if (::connect(session->fd_, reinterpret_cast<const sockaddr*>(&unit), length) != 0) {
+    return fail(std::string("cannot reach the unit's session socket (another host or network namespace?): ") +
+                std::strerror(errno));
+  }
+  session->unit_pid_ = peer_pid(session->fd_);
+  if (session->unit_pid_ <= 0) return fail("the unit's process is not visible from this pid namespace");
+  uint8_t hello[sizeof(SessionId) + kTokenMessageBytes];
+  if (!receive_all(session->fd_, hello, sizeof(hello), deadline)) return fail("the unit refused a session");
+  std::memcpy(session->id_.data(), hello, session->id_.size());
+  session->reads_unit_ = can_read(session->unit_pid_, hello + session->id_.size());
+  uint8_t token[kTokenMessageBytes];
+  write_token(token);
+  uint8_t answer = 0;
+  if (!send_all(session->fd_, token, sizeof(token), deadline) || !receive_all(session->fd_, &answer, 1, deadline)) {
+    return fail("the unit ended the session's handshake");
+  }
+  session->unit_reads_ = answer == 1;
+  session->owner_ = ::getpid();
+  return session;
+}
+
+bool Session::usable() const {
+  if (owner_ != ::getpid()) return false;
+  pollfd item{fd_, POLLIN, 0};
+  // The unit never writes after the handshake: anything readable is its end.
+  return ::poll(&item, 1, 0) == 0;
+}
+
+Session::~Session() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+}  // namespace seqflow::transport::local_copy
