@@ -232,21 +232,31 @@ void SessionListener::run() {
 void SessionListener::accept_one() {
   const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
   if (fd < 0) return;
-  if (open_sessions() >= kMaxSessions) {
-    ::close(fd);
-    return;
-  }
-  SessionId id = random_id();
-  std::optional<Session> session = handshake(fd, id);
+  const SessionId id = random_id();
+  std::optional<Session> session;
+  if (open_sessions() < kMaxSessions) session = handshake(fd, id);
   if (!session) {
     ::close(fd);
     return;
   }
-  std::lock_guard lock(mutex_);
-  sessions_.emplace(id, *session);
+  {
+    // Registered before the client hears the answer: its first request may
+    // come right after, on another thread of this process.
+    std::lock_guard lock(mutex_);
+    sessions_.emplace(id, *session);
+  }
+  const uint8_t answer = session->readable ? 1 : 0;
+  if (!send_all(fd, &answer, 1, Clock::now() + kHandshakeTimeout)) {
+    std::lock_guard lock(mutex_);
+    sessions_.erase(id);
+    ::close(fd);
+  }
 }
 
-std::optional<SessionListener::Session> SessionListener::handshake(int fd, SessionId& id) const {
+// The session's first two messages: the unit's id and token out, the
+// client's token in (the answer, whether this process can read the client,
+// goes out once the session is registered).
+std::optional<SessionListener::Session> SessionListener::handshake(int fd, const SessionId& id) const {
   const pid_t pid = peer_pid(fd);
   if (pid <= 0) return std::nullopt;
   const auto deadline = Clock::now() + kHandshakeTimeout;
@@ -257,10 +267,7 @@ std::optional<SessionListener::Session> SessionListener::handshake(int fd, Sessi
   if (!send_all(fd, hello, sizeof(hello), deadline) || !receive_all(fd, token, sizeof(token), deadline)) {
     return std::nullopt;
   }
-  const bool readable = can_read(pid, token);
-  const uint8_t answer = readable ? 1 : 0;
-  if (!send_all(fd, &answer, 1, deadline)) return std::nullopt;
-  return Session{pid, readable, fd};
+  return Session{pid, can_read(pid, token), fd};
 }
 
 std::unique_ptr<Session> Session::open(const std::string& address, std::chrono::milliseconds timeout,

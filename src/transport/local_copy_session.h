@@ -79,7 +79,7 @@ class SessionListener {
   };
   void run();
   void accept_one();
-  std::optional<Session> handshake(int fd, SessionId& id) const;
+  std::optional<Session> handshake(int fd, const SessionId& id) const;
 
   std::string address_;
   int listen_fd_ = -1;

@@ -2,13 +2,16 @@
 and this one: large puts and gets move through memory (the units' metrics
 count the bytes) and come back exact, also in a forked child; small ones and
 clients that opt out use TCP; a unit in another pid namespace, where this
-process's pid names another process, is detected and sent the bytes."""
+process's pid names another process, is detected and sent the bytes; a peer
+speaking the wire protocol cannot make a unit copy its own memory."""
 
 from __future__ import annotations
 
 import multiprocessing
+import os
 import re
 import signal
+import struct
 import urllib.request
 
 import pytest
@@ -18,6 +21,8 @@ from remote_services import LOCAL, ServeProcess
 from required import require
 
 torch = require("torch")
+zmq = require("zmq")
+msgpack = require("msgpack")
 
 ROWS, WIDTH = 64, 8192  # 2 MiB per float32 field: above the local-copy threshold
 
@@ -170,4 +175,54 @@ def test_a_unit_in_another_pid_namespace_is_sent_the_bytes(services):
         expect_same(data, *put_and_get(client, data, f"p{round_}"))
     assert cluster.copied_bytes("put") == 0
     assert cluster.copied_bytes("get") == 0
+    client.close()
+
+
+def _raw_call(endpoint: str, op: bytes, header: dict) -> tuple[int, list[bytes]]:
+    """One request as a hostile peer sends it, straight on the wire: the
+    reply's status byte and its frames."""
+    context = zmq.Context()
+    try:
+        peer = context.socket(zmq.DEALER)
+        peer.setsockopt(zmq.LINGER, 0)
+        peer.connect(endpoint)
+        peer.send_multipart([struct.pack("<Q", 1) + op, msgpack.packb(header, use_bin_type=True)])
+        assert peer.poll(10_000), f"no reply to {op!r} within 10 s"
+        envelope, *frames = peer.recv_multipart()
+        return envelope[8], frames
+    finally:
+        context.destroy(linger=0)
+
+
+def test_a_peer_cannot_make_a_unit_copy_its_own_memory(services):
+    # The attack this closes: a get "with local copy" used to answer with the
+    # unit's pid and token, and a put naming them plus any address range made
+    # the unit copy its own memory into a value anyone could read back.
+    cluster = services(1)
+    client = cluster.client()
+    data = batch()
+    meta, _ = put_and_get(client, data)
+    unit = cluster.units[0]
+    copied = cluster.copied_bytes("put")
+    keys = {"indexes": struct.pack(f"<{len(meta)}q", *meta.global_indexes), "partitions": ["p"],
+            "partition_ends": struct.pack("<Q", len(meta))}
+
+    status, frames = _raw_call(unit.endpoint, b"get", {**keys, "fields": ["logits"], "local_copy": True})
+    assert status == 0
+    reply = msgpack.unpackb(frames[0])
+    assert set(reply) == {"fields"}, "no description of the unit's memory, no lease: the bytes themselves"
+    assert sum(len(f) for f in frames[1:]) == data["logits"].nbytes
+
+    described = {"frames": struct.pack("<2Q", 4096, 1 << 20)}
+    naming_the_unit = {**described, "pid": unit.process.pid, "token_address": 4096, "token": bytes(16)}
+    status, frames = _raw_call(unit.endpoint, b"put", {**keys, "columns": [], "local_frames": naming_the_unit})
+    assert status != 0 and b"pid" in frames[0], frames
+    status, frames = _raw_call(unit.endpoint, b"put",
+                               {**keys, "columns": [], "local_frames": {**described, "session": os.urandom(16)}})
+    assert status == 0
+    assert "no open local-copy session" in msgpack.unpackb(frames[0])["local_copy_refused"]
+
+    # The samples are as they were put.
+    expect_same(data, meta, client.get_data(meta, format="torch"))
+    assert cluster.copied_bytes("put") == copied, "the unit copied nothing for the hostile puts"
     client.close()
