@@ -44,6 +44,23 @@ std::optional<std::chrono::steady_clock::time_point> insert_deadline(const Heade
   return received + std::chrono::milliseconds(budget);
 }
 
+// A blocking fetch waits no longer than its client does, less a margin for
+// the reply's way back: a batch handed out after the client gave up would be
+// consumed and received by nobody. kTimeout when no time is left.
+MetaRequest within_client_budget(MetaRequest request) {
+  const auto deadline = request_deadline();
+  if (!deadline) return request;
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - std::chrono::steady_clock::now());
+  const auto margin = std::min(left / 10, std::chrono::milliseconds(500));
+  if (left - margin <= std::chrono::milliseconds(0)) {
+    throw Error(ErrorCode::kTimeout,
+                "get_meta not run: its client's deadline passed before it could start; nothing "
+                "was consumed");
+  }
+  request.timeout = std::min(request.timeout, left - margin);
+  return request;
+}
+
 // Takes the reuse gate, waiting for it or (may_wait false) only if free now.
 bool take(std::shared_lock<std::shared_mutex>& gate, bool may_wait) {
   if (!may_wait) return gate.try_lock();
@@ -297,7 +314,8 @@ void ControllerService::register_handlers() {
       checked_insert_count(request.batch_size, "batch_size");
       if (!take(gate, may_wait)) return std::nullopt;
     }
-    std::optional<BatchMeta> meta = may_wait ? controller.get_meta(request) : controller.try_get_meta(request);
+    std::optional<BatchMeta> meta =
+        may_wait ? controller.get_meta(within_client_budget(request)) : controller.try_get_meta(request);
     if (!meta) return std::nullopt;
     return transport::wire::header_message(transport::wire::batch_meta_frame(*meta));
   };
@@ -315,6 +333,8 @@ void ControllerService::register_handlers() {
     const Json json = transport::wire::read_header(args, 0, "clear_samples request");
     const Header header(json, "clear_samples request", {"partition_id", "indexes", "generations"});
     std::unique_lock gate(reuse_gate_);
+    check_request_open("clear_samples of partition '" + header.text("partition_id") +
+                       "'");  // it may have waited behind another clear
     const auto targets = units_->targets(options_.storage_units, options_.storage_silence_limit);
     const auto released = controller.clear_samples(header.text("partition_id"), header.numbers<int64_t>("indexes"),
                                                    generations_of(header));
@@ -325,6 +345,8 @@ void ControllerService::register_handlers() {
     const Json json = transport::wire::read_header(args, 0, "clear_partition request");
     const Header header(json, "clear_partition request", {"partition_id"});
     std::unique_lock gate(reuse_gate_);
+    check_request_open("clear_partition of '" + header.text("partition_id") +
+                       "'");  // it may have waited behind another clear
     const auto targets = units_->targets(options_.storage_units, options_.storage_silence_limit);
     const auto released = controller.clear_partition(header.text("partition_id"));
     units_->drop(targets, released, std::min(options_.storage_timeout, options_.storage_silence_limit));
@@ -334,6 +356,8 @@ void ControllerService::register_handlers() {
     const Json json = transport::wire::read_header(args, 0, "kv_clear request");
     const Header header(json, "kv_clear request", {"partition_id", "keys"});
     std::unique_lock gate(reuse_gate_);
+    check_request_open("kv_clear in partition '" + header.text("partition_id") +
+                       "'");  // it may have waited behind another clear
     const auto targets = units_->targets(options_.storage_units, options_.storage_silence_limit);
     const auto released = controller.kv_clear(header.text("partition_id"), header.texts("keys"));
     units_->drop(targets, released, std::min(options_.storage_timeout, options_.storage_silence_limit));
@@ -446,6 +470,7 @@ void ControllerService::register_handlers() {
     const std::string path =
         checkpoint_root_.resolve(Header(json, "load request", {"path"}).text("path"), "load request");
     std::unique_lock gate(reuse_gate_);
+    check_request_open("load of '" + path + "'");  // it may have waited behind a clear
     controller.load(path);
     return transport::wire::header_message(Json::object());
   });

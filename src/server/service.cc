@@ -26,6 +26,21 @@ constexpr auto kLastReplyGrace = std::chrono::milliseconds(200);
 constexpr int kHeartbeatMs = 2000;  // forget clients that vanished without closing TCP
 constexpr int kHeartbeatTimeoutMs = 6000;
 
+thread_local std::optional<Clock::time_point> current_deadline;
+
+// Sets the handling thread's request deadline for one call.
+class DeadlineScope {
+ public:
+  explicit DeadlineScope(std::optional<Clock::time_point> deadline) { current_deadline = deadline; }
+  ~DeadlineScope() { current_deadline.reset(); }
+  DeadlineScope(const DeadlineScope&) = delete;
+  DeadlineScope& operator=(const DeadlineScope&) = delete;
+};
+
+std::string milliseconds_since(Clock::time_point start) {
+  return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count()) + " ms";
+}
+
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 transport::Frames error_reply(zmq::message_t routing_id, uint64_t id, ErrorCode code, const std::string& message) {
@@ -66,12 +81,22 @@ std::optional<transport::Frames> reply_of(const std::string& op, zmq::message_t&
 
 }  // namespace
 
+std::optional<std::chrono::steady_clock::time_point> request_deadline() { return current_deadline; }
+
+void check_request_open(std::string_view what) {
+  if (current_deadline && Clock::now() > *current_deadline) {
+    throw Error(ErrorCode::kTimeout,
+                std::string(what) + " not done: its client's deadline passed before it could start; nothing changed");
+  }
+}
+
 struct Service::Route {
   std::string op;
   Handler handler;           // empty: try_inline always answers
   InlineHandler try_inline;  // empty: always a worker
   Counter* requests = nullptr;
   Counter* errors = nullptr;
+  Counter* expired = nullptr;
   Histogram* latency = nullptr;
 };
 
@@ -81,6 +106,7 @@ struct Service::Job {
   const Route* route = nullptr;
   transport::Frames args;
   Clock::time_point received;
+  std::optional<Clock::time_point> deadline;  // from the client's budget
 };
 
 Service::Service(ServiceOptions options) : options_(std::move(options)) {
@@ -125,6 +151,9 @@ void Service::handle(std::string op, Handler handler, InlineHandler try_inline) 
   route->requests = &metrics_.counter("seqflow_requests_total", "Requests answered, by operation.", labels);
   route->errors =
       &metrics_.counter("seqflow_request_errors_total", "Requests answered with an error, by operation.", labels);
+  route->expired =
+      &metrics_.counter("seqflow_requests_expired_total",
+                        "Requests not run: their client's deadline passed before a worker took them.", labels);
   route->latency = &metrics_.histogram("seqflow_request_duration_seconds",
                                        "Time from receiving a request to its reply, by operation.", labels);
   routes_.emplace(std::move(op), std::move(route));
@@ -338,10 +367,12 @@ void Service::dispatch(transport::Frames message, Clock::time_point received) {
   job.id = envelope.id;
   job.route = &route;
   job.received = received;
+  if (envelope.budget_ms != 0) job.deadline = received + std::chrono::milliseconds(envelope.budget_ms);
   job.args.reserve(message.size() - 2);
   for (size_t i = 2; i < message.size(); ++i) job.args.push_back(std::move(message[i]));
   if (route.try_inline) {
     bool failed = false;
+    const DeadlineScope scope(job.deadline);
     std::optional<transport::Frames> reply = reply_of(
         route.op, job.routing_id, job.id, [&] { return route.try_inline(std::as_const(job.args)); }, failed);
     if (!reply && !route.handler) {
@@ -408,6 +439,17 @@ void Service::run_worker() {
     jobs_.pop_front();
     lock.unlock();
 
+    if (job.deadline && Clock::now() > *job.deadline) {
+      job.route->expired->increment();
+      finish(job,
+             error_reply(std::move(job.routing_id), job.id, ErrorCode::kTimeout,
+                         "request '" + job.route->op + "' not run: its client's deadline passed after " +
+                             milliseconds_since(job.received) + " in the service's queue"),
+             true);
+      lock.lock();
+      continue;
+    }
+    const DeadlineScope scope(job.deadline);
     bool failed = false;
     std::optional<transport::Frames> reply = reply_of(
         job.route->op, job.routing_id, job.id,

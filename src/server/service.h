@@ -23,6 +23,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -46,7 +47,8 @@ struct ServiceOptions {
 
 // Handlers run on worker threads, several at once. The result frames are
 // the reply; a thrown seqflow::Error keeps its code, anything else becomes
-// kInternal.
+// kInternal. A request whose client gave up before a worker took it is not
+// run (its client would discard the reply; seqflow_requests_expired_total).
 using Handler = std::function<transport::Frames(transport::Frames& args)>;
 
 // Runs on the I/O thread, before any worker sees the request, and saves the
@@ -56,6 +58,14 @@ using Handler = std::function<transport::Frames(transport::Frames& args)>;
 using InlineHandler = std::function<std::optional<transport::Frames>(const transport::Frames& args)>;
 
 inline constexpr size_t kMaxMessageSlackBytes = size_t{1} << 20;
+
+// The deadline of the request the calling thread handles: its arrival plus
+// the budget its client sent (transport/envelope.h); nullopt when it sent
+// none, or outside a handler. A handler that waits must not wait past it.
+std::optional<std::chrono::steady_clock::time_point> request_deadline();
+// Throws kTimeout naming `what` once the request's client has given up:
+// for a handler that waited (for a lock, say) before it changes anything.
+void check_request_open(std::string_view what);
 
 class Service {
  public:

@@ -196,7 +196,10 @@ uint64_t Connection::send(std::string_view op, Frames args) {
 uint64_t Connection::send(std::string_view op, Frames args, Clock::time_point deadline) {
   const Clock::time_point started = Clock::now();
   const uint64_t id = next_id_++;
-  zmq::message_t envelope = encode_request_envelope(id, op);  // checks the op name
+  // The budget tells the service when this client gives up (at least 1 ms).
+  const auto budget = std::chrono::ceil<std::chrono::milliseconds>(deadline - started).count();
+  const auto budget_ms = static_cast<uint32_t>(std::clamp<int64_t>(budget, 1, std::numeric_limits<uint32_t>::max()));
+  zmq::message_t envelope = encode_request_envelope(id, op, budget_ms);  // checks the op name
   const auto first_flags =
       args.empty() ? zmq::send_flags::dontwait : zmq::send_flags::sndmore | zmq::send_flags::dontwait;
   // Polls only when the socket cannot take the message now: a poll costs a

@@ -6,6 +6,7 @@ namespace seqflow::transport {
 namespace {
 
 constexpr size_t kReplyEnvelopeBytes = kRequestIdBytes + 1;
+constexpr size_t kBudgetBytes = 4;
 
 void put_id(uint64_t id, unsigned char* out) {
   for (size_t i = 0; i < kRequestIdBytes; ++i) out[i] = static_cast<unsigned char>(id >> (8 * i));
@@ -71,14 +72,20 @@ void check_op_name(std::string_view op) {
                   std::to_string(op.size()) + " bytes");
   }
   if (!is_utf8(op)) throw_invalid("operation name of " + std::to_string(op.size()) + " bytes is not UTF-8");
+  if (op.find('\0') != std::string_view::npos) throw_invalid("operation name holds a NUL byte");
 }
 
-zmq::message_t encode_request_envelope(uint64_t id, std::string_view op) {
+zmq::message_t encode_request_envelope(uint64_t id, std::string_view op, uint32_t budget_ms) {
   check_op_name(op);
-  zmq::message_t frame(kRequestIdBytes + op.size());
+  zmq::message_t frame(kRequestIdBytes + op.size() + (budget_ms == 0 ? 0 : 1 + kBudgetBytes));
   auto* out = frame.data<unsigned char>();
   put_id(id, out);
   std::memcpy(out + kRequestIdBytes, op.data(), op.size());
+  if (budget_ms != 0) {
+    unsigned char* budget = out + kRequestIdBytes + op.size();
+    budget[0] = 0;
+    for (size_t i = 0; i < kBudgetBytes; ++i) budget[1 + i] = static_cast<unsigned char>(budget_ms >> (8 * i));
+  }
   return frame;
 }
 
@@ -98,7 +105,17 @@ RequestEnvelope decode_request_envelope(const zmq::message_t& frame) {
   const auto* in = frame.data<unsigned char>();
   RequestEnvelope envelope;
   envelope.id = get_id(in);
-  const std::string_view op(frame.data<char>() + kRequestIdBytes, frame.size() - kRequestIdBytes);
+  std::string_view op(frame.data<char>() + kRequestIdBytes, frame.size() - kRequestIdBytes);
+  if (const size_t nul = op.find('\0'); nul != std::string_view::npos) {
+    if (op.size() - nul != 1 + kBudgetBytes) {
+      throw_invalid("request envelope's budget is " + std::to_string(op.size() - nul - 1) + " bytes, expected " +
+                    std::to_string(kBudgetBytes));
+    }
+    for (size_t i = 0; i < kBudgetBytes; ++i)
+      envelope.budget_ms |= uint32_t{in[kRequestIdBytes + nul + 1 + i]} << (8 * i);
+    if (envelope.budget_ms == 0) throw_invalid("request envelope's budget is 0 ms");
+    op = op.substr(0, nul);
+  }
   check_op_name(op);
   envelope.op = op;
   return envelope;

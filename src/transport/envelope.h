@@ -1,7 +1,12 @@
 // The transport envelope: the first frame of every request and reply.
 //
-//   request  [envelope, args...]     envelope = 8-byte LE request id + op name (UTF-8, 1..64 bytes)
+//   request  [envelope, args...]     envelope = 8-byte LE request id + op name (UTF-8, 1..64 bytes, no NUL)
+//                                    [+ NUL + 4-byte LE budget in ms: how long the client waits for the reply]
 //   reply    [envelope, results...]  envelope = 8-byte LE request id + status byte
+//
+// The budget is the request's deadline as the service can know it (it
+// counts from the request's arrival): a service never starts work whose
+// client has given up, and no blocking wait outlasts it.
 //
 // Status 0 is success; otherwise it is 1 + the numeric value of the
 // seqflow::ErrorCode, and the reply carries exactly one result: the message.
@@ -25,6 +30,7 @@ inline constexpr size_t kMaxOpNameBytes = 64;
 struct RequestEnvelope {
   uint64_t id = 0;
   std::string op;
+  uint32_t budget_ms = 0;  // 0: none given
 };
 
 struct ReplyEnvelope {
@@ -32,11 +38,12 @@ struct ReplyEnvelope {
   std::optional<ErrorCode> error;  // nullopt: success
 };
 
-// Throws kInvalidArgument when `op` is empty, longer than kMaxOpNameBytes or
-// not UTF-8; shared by the encoder and Service::handle.
+// Throws kInvalidArgument when `op` is empty, longer than kMaxOpNameBytes,
+// not UTF-8 or holds a NUL; shared by the encoder and Service::handle.
 void check_op_name(std::string_view op);
 
-zmq::message_t encode_request_envelope(uint64_t id, std::string_view op);
+// budget_ms 0: none (the envelope then ends with the op name).
+zmq::message_t encode_request_envelope(uint64_t id, std::string_view op, uint32_t budget_ms = 0);
 zmq::message_t encode_reply_envelope(uint64_t id, std::optional<ErrorCode> error);
 
 // Both throw kInvalidArgument naming what is wrong with the frame (its size,

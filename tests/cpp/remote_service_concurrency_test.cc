@@ -13,6 +13,7 @@
 #include "service_test_support.h"
 #include "storage_test_support.h"
 #include "transport/connection.h"
+#include "seqflow/error.h"
 #include "wire_test_support.h"
 
 namespace seqflow::test {
@@ -54,6 +55,64 @@ TEST(RemoteServiceConcurrency, GarbageFromOnePeerDoesNotDisturbAnother) {
   garbage.request_stop();
   garbage.join();
   EXPECT_GT(answered.load(), 0);
+}
+
+// A blocking fetch whose client gave up is not served later: the samples
+// that arrive afterwards go to the next fetch, not to nobody.
+TEST(RemoteServiceDeadlines, AFetchWhoseClientGaveUpConsumesNothingThatArrivesLater) {
+  RemoteCluster cluster(1);
+  auto client = cluster.client();
+  // A client that waits 300 ms for the reply of a fetch that asks the
+  // controller to wait 20 s for data (as one whose process died would).
+  MetaRequest waiting = fetch(2, "p", "train");
+  waiting.polling = false;
+  waiting.timeout = 20s;
+  zmq::context_t context;
+  transport::Connection impatient(context, cluster.controller_endpoint(),
+                                  transport::ConnectionOptions{.timeout = 300ms, .security = {}});
+  EXPECT_TRUE(throws_error(
+      ErrorCode::kTimeout,
+      [&] {
+        impatient.call("get_meta", transport::wire::header_message(transport::wire::meta_request_frame(waiting)));
+      },
+      {}));
+  std::this_thread::sleep_for(100ms);  // past that client's deadline
+  client->put_new("p", {int64_column("x", {7, 8})}, ids(7, 2));
+  MetaRequest next = fetch(2, "p", "train");
+  next.polling = false;
+  next.timeout = 5s;
+  EXPECT_EQ(ids_of(client->get_meta(next)), (std::vector<int64_t>{7, 8}));
+}
+
+// A clear whose client gave up while it waited behind another clear does
+// not run afterwards.
+TEST(RemoteServiceDeadlines, AClearWhoseClientGaveUpWhileItWaitedDoesNotRunLater) {
+  server::ControllerServiceOptions options;
+  options.storage_timeout = 1500ms;
+  options.storage_silence_limit = 10s;
+  RemoteCluster cluster(1, {}, options);
+  auto client = cluster.client();
+  const BatchMeta kept = client->put_new("p", {int64_column("x", {1, 2})}, ids(1, 2));
+  client->put_new("slow", {int64_column("x", {3})}, ids(3, 1));
+  cluster.stop_unit(0);  // dropping "slow"'s data now waits for the unit's timeout, holding the clears' gate
+  std::jthread slow_clear([&] {
+    try {
+      cluster.client()->clear_partition("slow");
+    } catch (const Error&) {
+      // the unit is gone: the drop fails, counted, not fatal
+    }
+  });
+  std::this_thread::sleep_for(200ms);  // the slow clear holds the gate by now (it waits 1.5 s)
+  EXPECT_TRUE(throws_error(ErrorCode::kTimeout, [&] { cluster.client(300ms)->clear_partition("p"); }, {}));
+  slow_clear.join();
+  std::this_thread::sleep_for(200ms);  // room for the abandoned clear, had it run
+  const std::string fields[] = {"x"};
+  const auto status = client->control().production_status(fields, "p");
+  ASSERT_TRUE(status.has_value());
+  EXPECT_EQ(status->global_indexes, kept.global_indexes) << "the abandoned clear_partition ran";
+  EXPECT_GE(
+      cluster.controller().metrics().counter("seqflow_request_errors_total", "", {{"op", "clear_partition"}}).value(),
+      1.0);
 }
 
 }  // namespace

@@ -132,7 +132,7 @@ TEST(Service, RequestOverMaxRequestBytesGetsAnErrorNamingBothSizes) {
       [&] {
         connection.call("echo", frames_of({std::string(600, 'a'), std::string(600, 'b')}));
       },
-      {"'echo'", "1212 bytes", "max_request_bytes = 1000"}));
+      {"'echo'", "1217 bytes", "max_request_bytes = 1000"}));
   EXPECT_EQ(connection.call("echo", frames_of({std::string(900, 'a')})).size(), 1u);
 }
 

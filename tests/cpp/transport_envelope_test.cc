@@ -36,6 +36,24 @@ TEST(Envelope, RequestRoundTrip) {
   EXPECT_EQ(decode_request_envelope(encode_request_envelope(7, longest)).op, longest);
 }
 
+TEST(Envelope, ABudgetTravelsAfterANulAndOldEnvelopesHaveNone) {
+  for (const uint32_t budget : {uint32_t{1}, uint32_t{30000}, ~uint32_t{0}}) {
+    const RequestEnvelope envelope = decode_request_envelope(encode_request_envelope(9, "clear_partition", budget));
+    EXPECT_EQ(envelope.op, "clear_partition");
+    EXPECT_EQ(envelope.budget_ms, budget);
+  }
+  EXPECT_EQ(as_string_view(encode_request_envelope(1, "ping", 0x01020304)),
+            with_id(1, std::string("ping\0\x04\x03\x02\x01", 9)));
+  EXPECT_EQ(decode_request_envelope(bytes(with_id(1, "ping"))).budget_ms, 0u);
+  EXPECT_TRUE(throws_invalid([] { decode_request_envelope(bytes(with_id(1, std::string("ping\0\x01\x02", 7)))); },
+                             {"budget", "2 bytes", "expected 4"}));
+  EXPECT_TRUE(throws_invalid([] { decode_request_envelope(bytes(with_id(1, std::string("ping\0\0\0\0\0", 9)))); },
+                             {"budget is 0 ms"}));
+  EXPECT_TRUE(throws_invalid([] { decode_request_envelope(bytes(with_id(1, std::string("\0\x01\0\0\0", 5)))); },
+                             {"operation name", "1..64"}));
+  EXPECT_TRUE(throws_invalid([] { encode_request_envelope(1, std::string("pi\0ng", 5)); }, {"NUL"}));
+}
+
 TEST(Envelope, ReplyRoundTripForOkAndEveryErrorCode) {
   const auto ok = decode_reply_envelope(encode_reply_envelope(42, std::nullopt));
   EXPECT_EQ(ok.id, 42u);
