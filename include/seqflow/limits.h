@@ -21,6 +21,10 @@ inline constexpr size_t kMaxDecodeNesting = 64;
 // Partition ids, field names and KV keys: bytes of UTF-8.
 inline constexpr size_t kMaxNameBytes = 1024;
 
+// Global indexes are dense from 0 and reused, so none is ever near this: a
+// larger (or negative) one in a request is bad input, refused whole.
+inline constexpr int64_t kMaxGlobalIndex = (int64_t{1} << 40) - 1;
+
 // Dimensions of a stored tensor.
 inline constexpr size_t kMaxRank = 64;
 

@@ -6,6 +6,7 @@
 #include "common/random_id.h"
 #include "common/stale_sample.h"
 #include "core/name_rule.h"
+#include "seqflow/limits.h"
 #include "seqflow/error.h"
 
 namespace seqflow::core {
@@ -26,6 +27,15 @@ void check_generations(std::span<const int64_t> global_indexes, std::span<const 
   if (!generations.empty() && generations.size() != global_indexes.size()) {
     throw_invalid("generations holds " + std::to_string(generations.size()) + " entries for " +
                   std::to_string(global_indexes.size()) + " global indexes; give one per index, or none");
+  }
+}
+
+void check_global_indexes(std::span<const int64_t> global_indexes, const char* parameter) {
+  for (size_t i = 0; i < global_indexes.size(); ++i) {
+    if (global_indexes[i] < 0 || global_indexes[i] > kMaxGlobalIndex) {
+      throw_invalid(std::string(parameter) + "[" + std::to_string(i) + "] = " + std::to_string(global_indexes[i]) +
+                    " is not a global index (0.." + std::to_string(kMaxGlobalIndex) + ")");
+    }
   }
 }
 

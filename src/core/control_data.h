@@ -88,6 +88,9 @@ class ControlData {
 
 // Checks `generations` holds one per index or none; throws kInvalidArgument.
 void check_generations(std::span<const int64_t> global_indexes, std::span<const uint64_t> generations);
+// Throws kInvalidArgument naming `parameter`, the position and the value of
+// the first index outside [0, kMaxGlobalIndex].
+void check_global_indexes(std::span<const int64_t> global_indexes, const char* parameter);
 
 // Throws kInvalidArgument unless 0 < count <= the most one call may add.
 void check_sample_count(int64_t count, const char* parameter);

@@ -124,6 +124,9 @@ void Controller::set_custom_meta(const std::string& partition_id, std::span<cons
 std::vector<int64_t> Controller::clear_samples(const std::string& partition_id, std::span<const int64_t> global_indexes,
                                                std::span<const uint64_t> generations) {
   core::check_generations(global_indexes, generations);
+  // Indexes already gone are skipped, but one no sample can have is bad
+  // input: refused before anything is cleared.
+  core::check_global_indexes(global_indexes, "clear_samples: global_indexes");
   std::lock_guard lock(state_->mutex);
   PartitionState* partition = state_->data.find(partition_id);
   if (partition == nullptr) return {};

@@ -553,6 +553,31 @@ TEST(RemoteServiceSecurity, AUnitClearsSavesAndLoadsOnlyForItsController) {
   EXPECT_EQ(cluster.unit(0).storage().stats().samples, 0u);
 }
 
+// A clear naming an index no sample can have (negative, or past the
+// largest an index can be) is refused whole: nothing is cleared.
+TEST(RemoteServiceBadInput, AClearWithAnImpossibleIndexClearsNothing) {
+  RemoteCluster cluster(1);
+  auto client = cluster.client();
+  const BatchMeta put = client->put_new("p", {int64_column("x", {1, 2})}, ids(1, 2));
+  zmq::context_t context;
+  transport::Connection controller(context, cluster.controller_endpoint(),
+                                   transport::ConnectionOptions{.timeout = 5s, .security = {}});
+  for (const int64_t impossible : {int64_t{-5}, int64_t{1} << 62}) {
+    const std::vector<int64_t> indexes{put.global_indexes[0], impossible};
+    EXPECT_TRUE(throws_error(
+        ErrorCode::kInvalidArgument,
+        [&] {
+          controller.call(
+              "clear_samples",
+              wire::header_message(Json{{"partition_id", "p"}, {"indexes", wire::binary_of(std::span(indexes))}}));
+        },
+        {"clear_samples", std::to_string(impossible)}))
+        << impossible;
+  }
+  const std::string fields[] = {"x"};
+  EXPECT_EQ(client->control().production_status(fields, "p")->global_indexes, put.global_indexes);
+}
+
 // A checkpoint path a peer names never replaces a file that is not a
 // checkpoint of that kind (its contents and mode stay).
 TEST(RemoteServiceSecurity, ASaveNeverReplacesAFileThatIsNotACheckpoint) {
