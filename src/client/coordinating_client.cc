@@ -196,8 +196,20 @@ class CoordinatingClient::PutDeadline {
 };
 
 CoordinatingClient::CoordinatingClient(std::shared_ptr<ControlPlane> control, std::shared_ptr<DataPlane> data,
-                                       ReleasedData released, std::chrono::milliseconds put_timeout)
-    : control_(std::move(control)), data_(std::move(data)), released_(released), put_timeout_(put_timeout) {}
+                                       ReleasedData released, std::chrono::milliseconds put_timeout,
+                                       SaveParts save_parts)
+    : control_(std::move(control)),
+      data_(std::move(data)),
+      released_(released),
+      put_timeout_(put_timeout),
+      save_parts_(std::move(save_parts)) {
+  if (!save_parts_) {
+    save_parts_ = [this](const std::string& controller_path, const std::string& storage_path) {
+      control_->save(controller_path);
+      data_->save(storage_path);
+    };
+  }
+}
 
 BatchMeta CoordinatingClient::put_new(const std::string& partition_id, const std::vector<Column>& columns,
                                       std::span<const Value> custom_meta) {
@@ -450,8 +462,7 @@ void CoordinatingClient::kv_clear(const std::string& partition_id, std::span<con
 void CoordinatingClient::save_checkpoint(const std::string& directory, const Value& user_metadata) {
   std::unique_lock lock(mutex_);
   durable::write_checkpoint_directory(directory, to_json(user_metadata), [this](const durable::CheckpointFiles& files) {
-    control_->save(files.controller);
-    data_->save(files.storage);
+    save_parts_(files.controller, files.storage);
   });
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <shared_mutex>
 #include <span>
@@ -40,8 +41,13 @@ class CoordinatingClient final : public Client {
   static constexpr int kRollbackFloorShare = 4;  // a quarter
   static constexpr std::chrono::milliseconds kMaxRollbackFloor{1000};
 
+  // Writes a checkpoint's controller file and storage file. Remote mode
+  // writes both in one cut (the controller holds writes while its units
+  // save); the default saves the control plane, then the data plane.
+  using SaveParts = std::function<void(const std::string& controller_path, const std::string& storage_path)>;
+
   CoordinatingClient(std::shared_ptr<ControlPlane> control, std::shared_ptr<DataPlane> data, ReleasedData released,
-                     std::chrono::milliseconds put_timeout = {});
+                     std::chrono::milliseconds put_timeout = {}, SaveParts save_parts = {});
 
   BatchMeta put_new(const std::string& partition_id, const std::vector<Column>& columns,
                     std::span<const Value> custom_meta) override;
@@ -88,6 +94,7 @@ class CoordinatingClient final : public Client {
   std::shared_ptr<DataPlane> data_;
   ReleasedData released_;
   std::chrono::milliseconds put_timeout_;  // zero: no put deadline (embedded)
+  SaveParts save_parts_;
   // Shared: puts and reads. Exclusive: clears, checkpoints.
   mutable Mutex mutex_;
 };

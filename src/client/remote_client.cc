@@ -38,9 +38,13 @@ std::shared_ptr<Client> make_remote_client(const RemoteOptions& options) {
   for (const std::string& endpoint : control->storage_units()) {
     units.push_back(std::make_shared<transport::ConnectionPool>(context, endpoint, connection));
   }
-  return std::make_shared<CoordinatingClient>(
-      control, std::make_shared<ShardedStorage>(std::move(units), controller, options.local_copy),
-      ReleasedData::kDroppedByControlPlane, options.timeout);
+  auto storage = std::make_shared<ShardedStorage>(std::move(units), controller, options.local_copy);
+  // One cut: the controller saves itself and its units while it holds writes.
+  auto save_parts = [storage](const std::string& controller_path, const std::string& storage_path) {
+    storage->save_with_controller(controller_path, storage_path);
+  };
+  return std::make_shared<CoordinatingClient>(control, storage, ReleasedData::kDroppedByControlPlane, options.timeout,
+                                              save_parts);
 }
 
 }  // namespace seqflow

@@ -333,15 +333,26 @@ StorageStats ShardedStorage::stats() const {
 // directory's manifest (which fingerprints the index) covers the unit files
 // too, and each unit refuses a file of another save.
 void ShardedStorage::save(const std::string& path) const {
-  const Frames reply = controller_->call("save_storage", transport::wire::header_message(Json{{"path", path}}));
-  const Json json = transport::wire::read_header(reply, 0, "save_storage reply");
-  Json fingerprints = Header(json, "save_storage reply", {"fingerprints"}).at("fingerprints");
+  write_index(path, controller_->call("save_storage", transport::wire::header_message(Json{{"path", path}})),
+              "save_storage reply");
+}
+
+void ShardedStorage::save_with_controller(const std::string& controller_path, const std::string& storage_path) const {
+  write_index(storage_path,
+              controller_->call("save_checkpoint", transport::wire::header_message(Json{{"controller", controller_path},
+                                                                                        {"storage", storage_path}})),
+              "save_checkpoint reply");
+}
+
+void ShardedStorage::write_index(const std::string& path, const Frames& reply, std::string_view what) const {
+  const Json json = transport::wire::read_header(reply, 0, what);
+  Json fingerprints = Header(json, what, {"fingerprints"}).at("fingerprints");
   if (!fingerprints.is_array() || fingerprints.size() != units_.size()) {
-    throw_invalid("save_storage reply: fingerprints must hold one per storage unit");
+    throw_invalid(std::string(what) + ": fingerprints must hold one per storage unit");
   }
   for (const Json& fingerprint : fingerprints) {
     if (!fingerprint.is_number_unsigned())
-      throw_invalid("save_storage reply: a fingerprint must be an unsigned integer");
+      throw_invalid(std::string(what) + ": a fingerprint must be an unsigned integer");
   }
   // Durable as the unit files are (temporary, fsync, rename): the directory
   // swap that publishes the checkpoint must not publish an empty index.

@@ -40,9 +40,16 @@ class ShardedStorage final : public DataPlane {
   // fingerprints (written here, read on load) so that a checkpoint
   // directory's manifest covers them.
   void save(const std::string& path) const override;
+  // A whole checkpoint in one cut: the controller writes its own file at
+  // `controller_path` and has every unit write its part of `storage_path`
+  // while it holds inserts, clears and loads; then the index as save() does.
+  void save_with_controller(const std::string& controller_path, const std::string& storage_path) const;
   void load(const std::string& path) override;
 
  private:
+  // Writes the index of a storage checkpoint from the units' fingerprints
+  // (a save_storage or save_checkpoint reply).
+  void write_index(const std::string& path, const transport::Frames& reply, std::string_view what) const;
   // Gives back the (unit, lease) pairs of a get's same-host replies once
   // copied; throws kTimeout if a unit had let one go (the copy may be torn).
   void give_back(const std::vector<std::pair<size_t, int64_t>>& leases) const;

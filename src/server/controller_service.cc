@@ -480,9 +480,9 @@ void ControllerService::register_handlers() {
   // with the units' fingerprints, which a load may be given back: a unit
   // then refuses a file of another save; check_only asks only that, so that
   // a client learns of a mixed checkpoint before any unit loads.
-  service_.handle("save_storage", [this](transport::Frames& args) {
-    const Json json = transport::wire::read_header(args, 0, "save_storage request");
-    const std::string path = Header(json, "save_storage request", {"path"}).text("path");
+  // Has every unit write its part of the storage checkpoint at `path`;
+  // their fingerprints, in routing order.
+  const auto save_units = [this](const std::string& path) {
     const auto units = units_->targets(options_.storage_units, std::nullopt);
     Json fingerprints = Json::array();
     for (const auto& reply : Units::call_each(
@@ -494,7 +494,24 @@ void ControllerService::register_handlers() {
       const Json header = transport::wire::read_header(reply, 0, "save reply");
       fingerprints.push_back(Header(header, "save reply", {"fingerprint"}).at("fingerprint"));
     }
-    return transport::wire::header_message(Json{{"fingerprints", std::move(fingerprints)}});
+    return Json{{"fingerprints", std::move(fingerprints)}};
+  };
+  service_.handle("save_storage", [save_units](transport::Frames& args) {
+    const Json json = transport::wire::read_header(args, 0, "save_storage request");
+    return transport::wire::header_message(save_units(Header(json, "save_storage request", {"path"}).text("path")));
+  });
+  // A client's whole checkpoint in one cut: no insert, clear or load runs
+  // while the controller and then every unit save. A sample produced in the
+  // controller's file had its data put before, and nothing can drop it or
+  // reuse its index until the units have saved.
+  service_.handle("save_checkpoint", [this, &controller, save_units](transport::Frames& args) {
+    const Json json = transport::wire::read_header(args, 0, "save_checkpoint request");
+    const Header header(json, "save_checkpoint request", {"controller", "storage"});
+    const std::string path = checkpoint_root_.resolve(header.text("controller"), "save_checkpoint request");
+    std::unique_lock gate(reuse_gate_);
+    check_request_open("save_checkpoint");
+    controller.save(path);
+    return transport::wire::header_message(save_units(header.text("storage")));
   });
   service_.handle("load_storage", [this](transport::Frames& args) {
     const Json json = transport::wire::read_header(args, 0, "load_storage request");

@@ -2,11 +2,13 @@
 // sending garbage does not disturb another's puts, fetches and clears.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <stop_token>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "remote_cluster.h"
 #include "remote_service_test_support.h"
@@ -113,6 +115,56 @@ TEST(RemoteServiceDeadlines, AClearWhoseClientGaveUpWhileItWaitedDoesNotRunLater
   EXPECT_GE(
       cluster.controller().metrics().counter("seqflow_request_errors_total", "", {{"op", "clear_partition"}}).value(),
       1.0);
+}
+
+// Checkpoints saved while other clients put and clear are each one cut:
+// every sample a restored controller calls produced has its own data (its
+// value is its id), never none and never a later sample's.
+TEST(RemoteServiceCheckpoints, ACheckpointTakenUnderLivePutsAndClearsIsOneCut) {
+  RemoteCluster cluster(2);
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> next_id{0};
+  const auto put_and_clear = [&] {
+    auto client = cluster.client();
+    while (!stop) {
+      const int64_t id = next_id.fetch_add(2);
+      const BatchMeta put = client->put_new("p", {int64_column("x", {id, id + 1})}, ids(id, 2));
+      if (id % 4 == 0) client->clear_samples("p", put.global_indexes, put.generations);  // indexes get reused
+    }
+  };
+  std::vector<std::jthread> writers;
+  for (int w = 0; w < 2; ++w) writers.emplace_back(put_and_clear);
+  TempDir dir;
+  auto client = cluster.client();
+  const auto started = std::chrono::steady_clock::now();
+  while (next_id < 40 && std::chrono::steady_clock::now() - started < 20s) std::this_thread::sleep_for(1ms);
+  constexpr int kCheckpoints = 12;
+  for (int c = 0; c < kCheckpoints; ++c) {
+    client->save_checkpoint(dir.file("c" + std::to_string(c)), Value::object());
+  }
+  stop = true;
+  writers.clear();
+  const std::string fields[] = {"x"};
+  for (int c = 0; c < kCheckpoints; ++c) {
+    SCOPED_TRACE("checkpoint " + std::to_string(c));
+    client->load_checkpoint(dir.file("c" + std::to_string(c)));
+    const auto status = client->control().production_status(fields, "p");
+    ASSERT_TRUE(status.has_value());
+    MetaRequest all = fetch(0, "p", "check");
+    all.mode = MetaMode::kForceFetch;
+    const BatchMeta every = client->get_meta(all);
+    BatchMeta produced;
+    for (size_t i = 0; i < every.size(); ++i) {
+      const auto at =
+          std::lower_bound(status->global_indexes.begin(), status->global_indexes.end(), every.global_indexes[i]);
+      if (at == status->global_indexes.end() || !status->has(at - status->global_indexes.begin(), 0)) continue;
+      produced.global_indexes.push_back(every.global_indexes[i]);
+      produced.generations.push_back(every.generations[i]);
+      produced.partition_ids.push_back("p");
+      produced.custom_meta.push_back(every.custom_meta[i]);
+    }
+    EXPECT_EQ(values_of(*client, produced), ids_of(produced));
+  }
 }
 
 }  // namespace
