@@ -113,10 +113,12 @@ class ControlPlane {
  public:
   virtual ~ControlPlane() = default;
 
-  // Allocates `count` new samples in `partition_id` (created if new). The
-  // samples exist but have no produced field yet. The samples of one insert
-  // are one "put call" for GRPO grouping (see SampleInfo::group_key).
-  virtual BatchMeta insert(const std::string& partition_id, int64_t count) = 0;
+  // Allocates `count` new samples in `partition_id` (created if new: then
+  // *created, when given, is set true, else false; one atomic step, so two
+  // callers never both create it). The samples exist but have no produced
+  // field yet. The samples of one insert are one "put call" for GRPO
+  // grouping (see SampleInfo::group_key).
+  virtual BatchMeta insert(const std::string& partition_id, int64_t count, bool* created = nullptr) = 0;
 
   // Marks `fields` produced for these samples, with their schema (merged into
   // the partition's schema; a dtype conflict is an error) and, when given, one
@@ -146,6 +148,10 @@ class ControlPlane {
   virtual std::vector<int64_t> clear_samples(const std::string& partition_id, std::span<const int64_t> global_indexes,
                                              std::span<const uint64_t> generations) = 0;
   virtual std::vector<int64_t> clear_partition(const std::string& partition_id) = 0;
+  // Removes the partition if it holds no sample, in one step (a put that
+  // failed undoes the partition it made, never one another put filled
+  // meanwhile). True if it removed it.
+  virtual bool forget_partition_if_empty(const std::string& partition_id) = 0;
 
   // Every task, or one. A partition that does not exist has nothing to reset.
   virtual void reset_consumption(const std::string& partition_id, const std::string* task_name) = 0;
@@ -177,9 +183,10 @@ class ControlPlane {
   // Key-value API: a key names one sample of a partition. Unknown keys get
   // new samples (one put call); known keys return their sample. A key's tag
   // is its sample's custom_meta: tags (empty, or one object or null per key)
-  // are merged into it key by key; null leaves it as it is.
+  // are merged into it key by key; null leaves it as it is. *created, when
+  // given, tells whether this call made the partition (as insert's does).
   virtual BatchMeta kv_resolve(const std::string& partition_id, std::span<const std::string> keys,
-                               std::span<const Value> tags) = 0;
+                               std::span<const Value> tags, bool* created = nullptr) = 0;
   // Known keys only: a missing key throws kNotFound naming it.
   virtual BatchMeta kv_lookup(const std::string& partition_id, std::span<const std::string> keys) const = 0;
   // The known keys among `keys`, in the order given; unknown keys, and every
@@ -221,7 +228,7 @@ class Controller final : public ControlPlane {
   explicit Controller(ControllerOptions options = {});
   ~Controller() override;
 
-  BatchMeta insert(const std::string& partition_id, int64_t count) override;
+  BatchMeta insert(const std::string& partition_id, int64_t count, bool* created = nullptr) override;
   void mark_produced(const std::string& partition_id, std::span<const int64_t> global_indexes,
                      std::span<const uint64_t> generations, const std::map<std::string, FieldSchema>& fields,
                      std::span<const Value> custom_meta) override;
@@ -234,6 +241,7 @@ class Controller final : public ControlPlane {
   std::vector<int64_t> clear_samples(const std::string& partition_id, std::span<const int64_t> global_indexes,
                                      std::span<const uint64_t> generations) override;
   std::vector<int64_t> clear_partition(const std::string& partition_id) override;
+  bool forget_partition_if_empty(const std::string& partition_id) override;
   void reset_consumption(const std::string& partition_id, const std::string* task_name) override;
   std::optional<std::vector<std::pair<int64_t, bool>>> consumption_status(
       const std::string& task_name, const std::string& partition_id) const override;
@@ -245,8 +253,8 @@ class Controller final : public ControlPlane {
   bool all_consumed(const std::string& task_name, const std::string& partition_id) const override;
   bool all_produced(std::span<const std::string> fields, const std::string& partition_id) const override;
   std::vector<std::string> partition_list() const override;
-  BatchMeta kv_resolve(const std::string& partition_id, std::span<const std::string> keys,
-                       std::span<const Value> tags) override;
+  BatchMeta kv_resolve(const std::string& partition_id, std::span<const std::string> keys, std::span<const Value> tags,
+                       bool* created = nullptr) override;
   BatchMeta kv_lookup(const std::string& partition_id, std::span<const std::string> keys) const override;
   BatchMeta kv_find(const std::string& partition_id, std::span<const std::string> keys) const override;
   std::vector<std::string> kv_keys(const std::string& partition_id,

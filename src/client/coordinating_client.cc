@@ -220,8 +220,8 @@ BatchMeta CoordinatingClient::put_new(const std::string& partition_id, const std
 
   std::shared_lock lock(mutex_);
   PutDeadline deadline(put_timeout_);
-  const bool partition_is_new = !has_partition(partition_id);
-  BatchMeta meta = control_->insert(partition_id, static_cast<int64_t>(n));
+  bool partition_is_new = false;  // made by this insert: a failed put removes it again if empty
+  BatchMeta meta = control_->insert(partition_id, static_cast<int64_t>(n), &partition_is_new);
   try {
     data_->put(keys_of(meta), columns);
     control_->mark_produced(partition_id, meta.global_indexes, meta.generations, schemas, custom_meta);
@@ -344,11 +344,6 @@ std::vector<std::vector<SampleView>> CoordinatingClient::get_data(const BatchMet
   return data_->get(keys_of(meta), fields);
 }
 
-bool CoordinatingClient::has_partition(const std::string& partition_id) const {
-  const std::vector<std::string> partitions = control_->partition_list();
-  return std::find(partitions.begin(), partitions.end(), partition_id) != partitions.end();
-}
-
 void CoordinatingClient::forget_partition_if_empty(std::shared_lock<Mutex>& lock, const std::string& partition_id,
                                                    const PutDeadline& deadline) {
   lock.unlock();
@@ -357,8 +352,7 @@ void CoordinatingClient::forget_partition_if_empty(std::shared_lock<Mutex>& lock
   std::unique_lock exclusive(mutex_, std::defer_lock);
   if (!deadline.take(exclusive)) return;
   try {
-    const auto samples = control_->production_status({}, partition_id);
-    if (samples && samples->global_indexes.empty()) control_->clear_partition(partition_id);
+    control_->forget_partition_if_empty(partition_id);
   } catch (...) {
     // Best effort on a failure path: the caller reports the original error.
   }
@@ -421,11 +415,10 @@ BatchMeta CoordinatingClient::kv_put(const std::string& partition_id, std::span<
   for (const Value& tag : tags) tag_updates.push_back(tag.is_null() ? Value::object() : tag);
   // The samples of keys known before this put: a failed write releases only
   // the others. (Asked for the keys of this put, not the whole partition.)
-  const bool partition_is_new = !has_partition(partition_id);
-  const std::vector<int64_t> known_indexes =
-      partition_is_new ? std::vector<int64_t>{} : control_->kv_find(partition_id, keys).global_indexes;
+  const std::vector<int64_t> known_indexes = control_->kv_find(partition_id, keys).global_indexes;
   const std::unordered_set<int64_t> known(known_indexes.begin(), known_indexes.end());
-  BatchMeta meta = control_->kv_resolve(partition_id, keys, {});
+  bool partition_is_new = false;  // made by kv_resolve: a failed put removes it again if empty
+  BatchMeta meta = control_->kv_resolve(partition_id, keys, {}, &partition_is_new);
   try {
     return write_existing(meta, columns, tag_updates, deadline);
   } catch (...) {

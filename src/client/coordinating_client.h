@@ -84,7 +84,6 @@ class CoordinatingClient final : public Client {
   void drop_released(const std::vector<int64_t>& released);
   // Undoes a put_new that failed after its insert.
   void remove_inserted(const BatchMeta& inserted);
-  bool has_partition(const std::string& partition_id) const;
   // After a failed put that created `partition_id`: removes it if no sample
   // is left. Trades the shared `lock` for the exclusive one.
   void forget_partition_if_empty(std::shared_lock<Mutex>& lock, const std::string& partition_id,

@@ -56,6 +56,15 @@ BatchMeta batch_meta_reply(transport::ConnectionPool& controller, std::string_vi
                                           std::string(op) + " reply");
 }
 
+// A reply [the batch, {"created": bool}]: a call that may create its partition.
+BatchMeta batch_meta_with_created(const transport::Frames& reply, const std::string& what, bool* created) {
+  if (reply.size() != 2) throw_invalid(what + " holds " + std::to_string(reply.size()) + " frames, not 2");
+  const Json json = transport::wire::read_header(reply, 1, what);
+  const bool made = Header(json, what, {"created"}).boolean("created");
+  if (created) *created = made;
+  return transport::wire::read_batch_meta(reply, 0, what);
+}
+
 }  // namespace
 
 RemoteControlPlane::RemoteControlPlane(std::shared_ptr<transport::ConnectionPool> controller,
@@ -71,7 +80,7 @@ Json RemoteControlPlane::call(std::string_view op, const Json& header, Clock::ti
                                       std::string(op) + " reply");
 }
 
-BatchMeta RemoteControlPlane::insert(const std::string& partition_id, int64_t count) {
+BatchMeta RemoteControlPlane::insert(const std::string& partition_id, int64_t count, bool* created) {
   const auto deadline = CallDeadline::of_request(timeout_);
   // The controller refuses the insert once this budget is spent, so a client
   // that gave up leaves no samples behind. Relative: clocks differ between
@@ -80,7 +89,8 @@ BatchMeta RemoteControlPlane::insert(const std::string& partition_id, int64_t co
       std::min(std::chrono::floor<std::chrono::milliseconds>(deadline - Clock::now()), kMaxInsertBudget);
   if (budget.count() < 1) CallDeadline::throw_passed("insert", controller_->endpoint());
   const Json header{{"partition_id", partition_id}, {"count", count}, {"budget_ms", budget.count()}};
-  return batch_meta_reply(*controller_, "insert", transport::wire::header_message(header), deadline);
+  return batch_meta_with_created(exchange(*controller_, "insert", transport::wire::header_message(header), deadline),
+                                 "insert reply", created);
 }
 
 void RemoteControlPlane::mark_produced(const std::string& partition_id, std::span<const int64_t> global_indexes,
@@ -119,6 +129,11 @@ std::vector<int64_t> RemoteControlPlane::clear_samples(const std::string& partit
 
 std::vector<int64_t> RemoteControlPlane::clear_partition(const std::string& partition_id) {
   return released_of(call("clear_partition", Json{{"partition_id", partition_id}}), "clear_partition");
+}
+
+bool RemoteControlPlane::forget_partition_if_empty(const std::string& partition_id) {
+  const Json reply = call("forget_partition_if_empty", Json{{"partition_id", partition_id}});
+  return Header(reply, "forget_partition_if_empty reply", {"forgotten"}).boolean("forgotten");
 }
 
 void RemoteControlPlane::reset_consumption(const std::string& partition_id, const std::string* task_name) {
@@ -200,13 +215,14 @@ std::vector<std::string> RemoteControlPlane::partition_list() const {
 }
 
 BatchMeta RemoteControlPlane::kv_resolve(const std::string& partition_id, std::span<const std::string> keys,
-                                         std::span<const Value> tags) {
+                                         std::span<const Value> tags, bool* created) {
   core::check_tag_depths(keys, tags);
   const Json header{{"partition_id", partition_id},
                     {"keys", std::vector<std::string>(keys.begin(), keys.end())},
                     {"tags", objects_of(tags)}};
-  return batch_meta_reply(*controller_, "kv_resolve", transport::wire::header_message(header),
-                          CallDeadline::of_request(timeout_));
+  return batch_meta_with_created(
+      exchange(*controller_, "kv_resolve", transport::wire::header_message(header), CallDeadline::of_request(timeout_)),
+      "kv_resolve reply", created);
 }
 
 BatchMeta RemoteControlPlane::kv_lookup(const std::string& partition_id, std::span<const std::string> keys) const {

@@ -18,7 +18,7 @@ class RemoteControlPlane final : public ControlPlane {
  public:
   RemoteControlPlane(std::shared_ptr<transport::ConnectionPool> controller, std::chrono::milliseconds timeout);
 
-  BatchMeta insert(const std::string& partition_id, int64_t count) override;
+  BatchMeta insert(const std::string& partition_id, int64_t count, bool* created = nullptr) override;
   void mark_produced(const std::string& partition_id, std::span<const int64_t> global_indexes,
                      std::span<const uint64_t> generations, const std::map<std::string, FieldSchema>& fields,
                      std::span<const Value> custom_meta) override;
@@ -28,6 +28,7 @@ class RemoteControlPlane final : public ControlPlane {
   std::vector<int64_t> clear_samples(const std::string& partition_id, std::span<const int64_t> global_indexes,
                                      std::span<const uint64_t> generations) override;
   std::vector<int64_t> clear_partition(const std::string& partition_id) override;
+  bool forget_partition_if_empty(const std::string& partition_id) override;
   void reset_consumption(const std::string& partition_id, const std::string* task_name) override;
   std::optional<std::vector<std::pair<int64_t, bool>>> consumption_status(
       const std::string& task_name, const std::string& partition_id) const override;
@@ -41,8 +42,8 @@ class RemoteControlPlane final : public ControlPlane {
   std::vector<std::string> partition_list() const override;
   void report_timing(const std::string& task_name, std::span<const TimingRecord> records) override;
   std::optional<TaskWorkload> task_workload(const std::string& task_name) const override;
-  BatchMeta kv_resolve(const std::string& partition_id, std::span<const std::string> keys,
-                       std::span<const Value> tags) override;
+  BatchMeta kv_resolve(const std::string& partition_id, std::span<const std::string> keys, std::span<const Value> tags,
+                       bool* created = nullptr) override;
   BatchMeta kv_lookup(const std::string& partition_id, std::span<const std::string> keys) const override;
   BatchMeta kv_find(const std::string& partition_id, std::span<const std::string> keys) const override;
   std::vector<std::string> kv_keys(const std::string& partition_id,

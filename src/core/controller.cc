@@ -44,9 +44,10 @@ Controller::Controller(ControllerOptions options)
 
 Controller::~Controller() = default;
 
-BatchMeta Controller::insert(const std::string& partition_id, int64_t count) {
+BatchMeta Controller::insert(const std::string& partition_id, int64_t count, bool* created) {
   core::check_sample_count(count, "count");
   std::lock_guard lock(state_->mutex);
+  if (created) *created = state_->data.find(partition_id) == nullptr;
   PartitionState& partition = state_->data.find_or_create(partition_id);
   const core::NewSamples added = state_->data.add_samples(partition, count);
   state_->changed.notify_all();
@@ -148,6 +149,16 @@ std::vector<int64_t> Controller::clear_partition(const std::string& partition_id
   state_->sampler->clear(partition_id, nullptr);
   state_->changed.notify_all();
   return released;
+}
+
+bool Controller::forget_partition_if_empty(const std::string& partition_id) {
+  std::lock_guard lock(state_->mutex);
+  const PartitionState* partition = state_->data.find(partition_id);
+  if (partition == nullptr || partition->size() != 0) return false;
+  state_->data.erase(partition_id);  // no samples: nothing is released
+  state_->sampler->clear(partition_id, nullptr);
+  state_->changed.notify_all();
+  return true;
 }
 
 void Controller::reset_consumption(const std::string& partition_id, const std::string* task_name) {

@@ -39,13 +39,14 @@ std::vector<uint32_t> require_keys(const PartitionState& partition, std::span<co
 }  // namespace
 
 BatchMeta Controller::kv_resolve(const std::string& partition_id, std::span<const std::string> keys,
-                                 std::span<const Value> tags) {
+                                 std::span<const Value> tags, bool* created) {
   core::check_name(partition_id, "partition_id");
   check_keys(keys);
   core::check_tags(keys, tags);
 
   std::unique_lock lock(state_->mutex);
   PartitionState* existing = state_->data.find(partition_id);
+  if (created) *created = existing == nullptr && !keys.empty();
   // Keys not yet known, first occurrence each, in the order given.
   // (Hash sets, not scans: a call may carry 100k keys.)
   std::vector<std::string> fresh;

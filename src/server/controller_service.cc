@@ -73,6 +73,15 @@ std::vector<uint64_t> generations_of(const Header& header) {
   return header.has("generations") ? header.numbers<uint64_t>("generations") : std::vector<uint64_t>{};
 }
 
+// [the batch, {"created": bool}]: whether the call made its partition, so
+// that a client whose put fails removes only a partition it made.
+transport::Frames with_created(const BatchMeta& meta, bool created) {
+  transport::Frames reply;
+  reply.push_back(transport::wire::batch_meta_frame(meta));
+  reply.push_back(transport::wire::header_frame(Json{{"created", created}}));
+  return reply;
+}
+
 Json released_reply(const std::vector<int64_t>& released) {
   return Json{{"released", transport::wire::binary_of(std::span<const int64_t>(released))}};
 }
@@ -290,7 +299,9 @@ void ControllerService::register_handlers() {
                                            std::to_string(waited.count()) +
                                            " ms behind a clear or load; nothing was inserted");
     }
-    return transport::wire::header_message(transport::wire::batch_meta_frame(controller.insert(partition_id, count)));
+    bool created = false;
+    const BatchMeta inserted = controller.insert(partition_id, count, &created);
+    return with_created(inserted, created);
   };
   service_.handle(
       "insert", [insert](transport::Frames& args) { return *insert(args, true); },
@@ -363,6 +374,12 @@ void ControllerService::register_handlers() {
     units_->drop(targets, released, std::min(options_.storage_timeout, options_.storage_silence_limit));
     return transport::wire::header_message(released_reply(released));
   });
+  service_.handle("forget_partition_if_empty", nullptr, [&controller](const transport::Frames& args) {
+    const Json json = transport::wire::read_header(args, 0, "forget_partition_if_empty request");
+    const Header header(json, "forget_partition_if_empty request", {"partition_id"});
+    return transport::wire::header_message(
+        Json{{"forgotten", controller.forget_partition_if_empty(header.text("partition_id"))}});
+  });
   service_.handle("reset_consumption", nullptr, [&controller](const transport::Frames& args) {
     const Json json = transport::wire::read_header(args, 0, "reset_consumption request");
     const Header header(json, "reset_consumption request", {"partition_id", "task_name"});
@@ -432,8 +449,10 @@ void ControllerService::register_handlers() {
     const Json json = transport::wire::read_header(args, 0, "kv_resolve request");
     const Header header(json, "kv_resolve request", {"partition_id", "keys", "tags"});
     std::shared_lock gate(reuse_gate_);
-    return transport::wire::header_message(transport::wire::batch_meta_frame(
-        controller.kv_resolve(header.text("partition_id"), header.texts("keys"), header.objects("tags"))));
+    bool created = false;
+    const BatchMeta resolved =
+        controller.kv_resolve(header.text("partition_id"), header.texts("keys"), header.objects("tags"), &created);
+    return with_created(resolved, created);
   });
   service_.handle("kv_lookup", nullptr, [&controller](const transport::Frames& args) {
     const Json json = transport::wire::read_header(args, 0, "kv_lookup request");

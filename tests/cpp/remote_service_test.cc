@@ -578,6 +578,38 @@ TEST(RemoteServiceBadInput, AClearWithAnImpossibleIndexClearsNothing) {
   EXPECT_EQ(client->control().production_status(fields, "p")->global_indexes, put.global_indexes);
 }
 
+// A put costs the same however many partitions live: no client call lists
+// them (insert and kv_resolve say whether they made the partition), and a
+// failed put's undo removes only a partition it made, in one step.
+TEST(RemoteServicePartitions, PutsNeverListThePartitionsAndTellWhetherTheyMadeOne) {
+  RemoteCluster cluster(2);
+  auto client = cluster.client();
+  for (int p = 0; p < 50; ++p) client->put_new("p" + std::to_string(p), {int64_column("x", {p})}, ids(p, 1));
+  const std::string keys[] = {"a", "b"};
+  client->kv_put("kv", keys, {}, {int64_column("x", {1, 2})});
+  client->kv_put("kv", keys, {}, {int64_column("x", {3, 4})});
+  EXPECT_EQ(cluster.controller().metrics().counter("seqflow_requests_total", "", {{"op", "partition_list"}}).value(),
+            0.0);
+  bool created = true;
+  client->control().insert("p0", 1, &created);
+  EXPECT_FALSE(created);
+  client->control().insert("fresh", 1, &created);
+  EXPECT_TRUE(created);
+  client->control().kv_resolve("kv2", keys, {}, &created);
+  EXPECT_TRUE(created);
+  client->control().kv_resolve("kv2", keys, {}, &created);
+  EXPECT_FALSE(created);
+  // Only an empty partition is forgotten.
+  EXPECT_FALSE(client->control().forget_partition_if_empty("p0"));
+  client->control().insert("empty", 1, &created);
+  const std::string fields[] = {"x"};
+  const auto samples = client->control().production_status(fields, "empty");
+  client->clear_samples("empty", samples->global_indexes, {});
+  EXPECT_TRUE(client->control().forget_partition_if_empty("empty"));
+  EXPECT_FALSE(client->control().production_status(fields, "empty").has_value());
+  EXPECT_FALSE(client->control().forget_partition_if_empty("never"));
+}
+
 // A checkpoint path a peer names never replaces a file that is not a
 // checkpoint of that kind (its contents and mode stay).
 TEST(RemoteServiceSecurity, ASaveNeverReplacesAFileThatIsNotACheckpoint) {
