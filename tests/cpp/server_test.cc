@@ -13,6 +13,7 @@
 
 #include "remote_service_test_support.h"
 #include "server/service_settings.h"
+#include "transport/connection.h"
 #include "storage_test_support.h"
 #include "seqflow/client.h"
 #include "seqflow/security.h"
@@ -92,6 +93,47 @@ TEST(Server, ServesWithCurveKeysAndMetrics) {
   remote.client_public_key = client_keys.public_key;
   remote.client_secret_key = client_keys.secret_key;
   expect_round_trip(*client_of(controller.endpoint(), remote), "p", 3);
+}
+
+// The README's deployment through server.h: one key directory for every
+// service; a listed client is served, an unlisted one refused at once, and a
+// listed client may not call the services' own register_storage.
+TEST(Server, ACurveClusterFromOneKeyDirectoryAdmitsOnlyItsKeys) {
+  TempDir dir;
+  const std::string keys = dir.file("keys");
+  server::write_cluster_directory(keys, {"trainer"}, false);
+  ControllerServerOptions controller_options;
+  controller_options.curve = read_cluster_curve(keys);
+  ControllerServer controller(controller_options);
+  StorageServerOptions storage_options = unit_options(controller.endpoint());
+  storage_options.curve = read_cluster_curve(keys);
+  StorageServer unit(storage_options);
+
+  const std::string cluster_public = read_key_file(keys + "/cluster.pub").public_key;
+  const CurveKeyPair trainer = read_key_file(keys + "/clients/trainer.key");
+  RemoteOptions remote;
+  remote.server_public_key = cluster_public;
+  remote.client_public_key = trainer.public_key;
+  remote.client_secret_key = trainer.secret_key;
+  expect_round_trip(*client_of(controller.endpoint(), remote), "p", 3);
+
+  const CurveKeyPair stranger = generate_curve_keys();
+  remote.client_public_key = stranger.public_key;
+  remote.client_secret_key = stranger.secret_key;
+  EXPECT_TRUE(throws_code([&] { client_of(controller.endpoint(), remote); }, ErrorCode::kPermissionDenied,
+                          {controller.endpoint(), "ZAP authentication failed"}));
+  zmq::context_t context;
+  transport::ConnectionOptions connection_options;
+  connection_options.timeout = std::chrono::seconds(20);
+  connection_options.security = {true, stranger, cluster_public};
+  transport::Connection to_unit(context, unit.endpoint(), connection_options);
+  EXPECT_TRUE(throws_code([&] { to_unit.call("ping", {}); }, ErrorCode::kPermissionDenied,
+                          {unit.endpoint(), "refused this client's CURVE key"}));
+
+  connection_options.security.client_keys = trainer;
+  transport::Connection to_controller(context, controller.endpoint(), connection_options);
+  EXPECT_TRUE(throws_code([&] { to_controller.call("register_storage", {}); }, ErrorCode::kPermissionDenied,
+                          {"'register_storage'", "services' own"}));
 }
 
 TEST(Server, StorageServerReportsWhatItHolds) {
