@@ -124,8 +124,9 @@ Connection::Connection(zmq::context_t& context, std::string endpoint, Connection
   }
   if (security.enabled) {
     // Before the connect: no handshake goes unseen. The monitor's queue has
-    // no limit (rcvhwm 0 on this end): a refused socket retries the handshake
-    // about once a second, and a full queue would stall ZeroMQ's I/O thread.
+    // no limit (rcvhwm 0 on this end): events of a connection that is never
+    // called again pile up (one per reconnect), and a full queue would stall
+    // ZeroMQ's I/O thread. ZeroMQ does not retry a refused handshake.
     try {
       const std::string monitor = monitor_endpoint();
       if (zmq_socket_monitor(socket_.handle(), monitor.c_str(), kMonitoredEvents) != 0) throw zmq::error_t();
