@@ -15,6 +15,9 @@ enum class ErrorCode {
   // A BatchMeta names a sample that is gone, or whose global index now
   // belongs to another sample (another generation or partition).
   kStaleSample,  // Python: seqflow.StaleSampleError, a KeyError
+  // The caller's identity may not do this: a CURVE key the service refused,
+  // or a client key calling an operation that is the services' own.
+  kPermissionDenied,  // Python: PermissionError
 };
 
 class Error : public std::runtime_error {

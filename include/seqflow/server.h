@@ -18,21 +18,35 @@ namespace seqflow {
 
 // CURVE on a service. A cluster shares one key pair: the controller and
 // every storage unit serve with it and call each other with it; clients
-// give its public key as RemoteOptions::server_public_key.
+// give its public key as RemoteOptions::server_public_key. The cluster's
+// own key is the "service" role: only it may call the services' own
+// operations (a unit registering with the controller); every other listed
+// key is a client.
 struct ServerCurve {
   bool enabled = false;
   CurveKeyPair keys;  // both keys
-  // Z85 public keys of the clients let in; empty: any client that knows
-  // keys.public_key.
+  // Z85 public keys of the clients let in. With `enabled` at least one: a
+  // server refuses to start with CURVE and no allow-list (any key pair could
+  // call it).
   std::vector<std::string> allowed_client_keys;
 };
 
 // A service's CURVE settings from key files, as `seqflow serve` takes them:
 // its own .key file (empty: plaintext) and the .pub files, or directories of
-// them, of the clients let in (empty: any client). Throws seqflow::Error
-// naming the file (kNotFound when it cannot be opened, kInvalidArgument when
-// it is not the kind of key file asked for).
+// them, of the clients let in. Throws seqflow::Error naming the file
+// (kNotFound when it cannot be opened, kInvalidArgument when it is not the
+// kind of key file asked for).
 ServerCurve read_server_curve(const std::string& secret_key_file, const std::vector<std::string>& client_key_files);
+
+// The CURVE settings of one cluster key directory, as `seqflow keygen
+// --cluster DIR` writes it and `seqflow serve --curve-keys DIR` reads it:
+// DIR/cluster.key serves, DIR/cluster.pub and every DIR/clients/*.pub are
+// let in. Throws kNotFound naming DIR or the file that is missing.
+ServerCurve read_cluster_curve(const std::string& directory);
+// DIR/metrics.token: the bearer token the metrics endpoint of a service
+// serving with DIR requires (see metrics_token below). Throws kNotFound
+// naming the file when it is missing, kInvalidArgument when it is empty.
+std::string read_metrics_token(const std::string& directory);
 
 struct ControllerServerOptions {
   std::string bind = "tcp://127.0.0.1:0";  // port 0: a free port (endpoint() tells which)
@@ -45,6 +59,9 @@ struct ControllerServerOptions {
   std::string checkpoint_root;   // clients save and load only under it; empty: anywhere
   ServerCurve curve;
   std::string metrics_address;  // Prometheus endpoint "HOST:PORT" (port 0: a free port); empty: none
+  // GET /metrics then requires "Authorization: Bearer <metrics_token>" (401
+  // otherwise; /health stays open); empty: open. See read_metrics_token.
+  std::string metrics_token;
 };
 
 class ControllerServer {
@@ -84,6 +101,7 @@ struct StorageServerOptions {
   // controller learns it back within this).
   std::chrono::milliseconds heartbeat{1000};
   std::string metrics_address;  // as for the controller
+  std::string metrics_token;    // as for the controller
 };
 
 class StorageServer {

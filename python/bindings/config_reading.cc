@@ -30,7 +30,7 @@ struct Setting {
 };
 
 // Each key seqflow reads, with its check; None values count as unset.
-constexpr std::array<Setting, 16> kSettings{{
+constexpr std::array<Setting, 17> kSettings{{
     {"controller.address", Check::kAddress},
     {"controller.sampler", Check::kAnything},  // checked where it is used (seqflow.samplers.native_sampler)
     {"controller.sampler_args", Check::kMapping},
@@ -44,6 +44,7 @@ constexpr std::array<Setting, 16> kSettings{{
     {"security.server_public_key_file", Check::kPath},
     {"security.client_key_file", Check::kPath},
     {"security.server_secret_key_file", Check::kPath},
+    {"security.curve_keys", Check::kPath},
     {"local_copy", Check::kBool},
     {"busy_poll_us", Check::kBusyPoll},
     {"checkpoint_root", Check::kPath},

@@ -39,6 +39,9 @@ NB_MODULE(_seqflow, m) {
         case seqflow::ErrorCode::kStaleSample:
           PyErr_SetString(stale_sample_error, e.what());
           break;
+        case seqflow::ErrorCode::kPermissionDenied:
+          PyErr_SetString(PyExc_PermissionError, e.what());
+          break;
       }
     }
   });

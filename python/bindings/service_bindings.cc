@@ -169,14 +169,36 @@ auto with_python_names(Fn&& fn) -> decltype(fn()) {
 // The settings both services take, into their options.
 template <class Options>
 void apply_serving(Options& options, nb::handle metrics, nb::handle max_workers, nb::handle max_request_bytes,
-                   nb::handle curve_secret, nb::handle curve_clients, nb::handle checkpoint_root) {
+                   nb::handle curve_secret, nb::handle curve_clients, nb::handle curve_keys,
+                   nb::handle checkpoint_root) {
   options.metrics_address = PyObject_IsTrue(metrics.ptr()) == 1 ? nb::cast<std::string>(metrics) : "";
   options.max_workers = optional_count(max_workers, "max_workers");
   options.max_request_bytes = optional_count(max_request_bytes, "max_request_bytes");
   const std::string secret = path_text(curve_secret);
   const std::vector<std::string> clients = client_key_files(curve_clients);
+  const std::string keys = path_text(curve_keys);
   options.checkpoint_root = path_text(checkpoint_root);
-  options.curve = read_server_curve(secret, clients);
+  if (!keys.empty()) {
+    if (!secret.empty() || !clients.empty()) {
+      throw_invalid("curve_keys '" + keys + "' replaces curve_secret and curve_clients: give one or the other");
+    }
+    const auto named = [](const Error& error) {
+      return Error(error.code(), std::string("curve_keys: ") + error.what());
+    };
+    try {
+      options.curve = read_cluster_curve(keys);
+      if (!options.metrics_address.empty()) options.metrics_token = read_metrics_token(keys);
+    } catch (const Error& error) {
+      throw named(error);
+    }
+    return;
+  }
+  options.curve = read_server_curve(secret, clients);  // a missing or bad key file first
+  if (options.curve.enabled && clients.empty()) {
+    throw_invalid("curve_secret '" + secret +
+                  "' needs curve_clients: a CURVE service admits only listed client keys; list their .pub files, "
+                  "or use curve_keys=DIR (seqflow keygen --cluster DIR)");
+  }
 }
 
 std::unique_ptr<ServiceHandle> serve_controller(const std::string& bind, nb::handle storage_units, nb::handle sampler,
@@ -184,7 +206,8 @@ std::unique_ptr<ServiceHandle> serve_controller(const std::string& bind, nb::han
                                                 nb::handle timing_alignment, nb::handle load_checkpoint,
                                                 nb::handle metrics, nb::handle max_workers,
                                                 nb::handle max_request_bytes, nb::handle curve_secret,
-                                                nb::handle curve_clients, nb::handle checkpoint_root) {
+                                                nb::handle curve_clients, nb::handle curve_keys,
+                                                nb::handle checkpoint_root) {
   ControllerServerOptions options;
   options.bind = bind;
   options.storage_units = static_cast<size_t>(check_count(storage_units, "storage_units", 1));
@@ -194,14 +217,15 @@ std::unique_ptr<ServiceHandle> serve_controller(const std::string& bind, nb::han
   options.controller.polling_mode = PyObject_IsTrue(polling_mode.ptr()) == 1;
   options.controller.timing_alignment = check_count(timing_alignment, "timing_alignment", 1);
   options.load_checkpoint = path_text(load_checkpoint);
-  apply_serving(options, metrics, max_workers, max_request_bytes, curve_secret, curve_clients, checkpoint_root);
+  apply_serving(options, metrics, max_workers, max_request_bytes, curve_secret, curve_clients, curve_keys,
+                checkpoint_root);
   return with_python_names([&] { return ServiceHandle::start<ControllerServer>("controller", std::move(options)); });
 }
 
 std::unique_ptr<ServiceHandle> serve_storage(const std::string& controller, const std::string& bind,
                                              nb::handle advertise, nb::handle max_bytes, nb::handle max_samples,
                                              nb::handle metrics, nb::handle max_workers, nb::handle max_request_bytes,
-                                             nb::handle curve_secret, nb::handle curve_clients,
+                                             nb::handle curve_secret, nb::handle curve_clients, nb::handle curve_keys,
                                              nb::handle controller_key, nb::handle checkpoint_root) {
   StorageServerOptions options;
   options.bind = bind;
@@ -210,7 +234,8 @@ std::unique_ptr<ServiceHandle> serve_storage(const std::string& controller, cons
   options.storage.max_bytes = static_cast<uint64_t>(check_count(max_bytes, "max_bytes"));
   options.storage.max_samples = static_cast<uint64_t>(check_count(max_samples, "max_samples"));
   const std::string controller_key_file = path_text(controller_key);
-  apply_serving(options, metrics, max_workers, max_request_bytes, curve_secret, curve_clients, checkpoint_root);
+  apply_serving(options, metrics, max_workers, max_request_bytes, curve_secret, curve_clients, curve_keys,
+                checkpoint_root);
   if (!controller_key_file.empty()) {
     if (!options.curve.enabled) {
       throw_invalid("controller key file '" + controller_key_file +
@@ -264,39 +289,44 @@ void bind_services(nb::module_ m) {
         "polling_mode"_a.none() = false, "timing_alignment"_a.none() = 1, "load_checkpoint"_a.none() = nb::none(),
         "metrics"_a.none() = nb::none(), "max_workers"_a.none() = nb::none(), "max_request_bytes"_a.none() = nb::none(),
         "curve_secret"_a.none() = nb::none(), "curve_clients"_a.none() = nb::tuple(),
-        "checkpoint_root"_a.none() = nb::none(),
+        "curve_keys"_a.none() = nb::none(), "checkpoint_root"_a.none() = nb::none(),
         nb::sig("def serve_controller(bind: str = 'tcp://127.0.0.1:5555', *, storage_units: int = 1, sampler=None, "
                 "sampler_args: dict | None = None, polling_mode: bool = False, timing_alignment: int = 1, "
                 "load_checkpoint: str | None = None, "
                 "metrics: str | None = None, max_workers: int | None = None, max_request_bytes: int | None = None, "
-                "curve_secret: str | None = None, curve_clients: Sequence[str] = (), checkpoint_root: str | None = "
-                "None) -> ServiceHandle"),
+                "curve_secret: str | None = None, curve_clients: Sequence[str] = (), curve_keys: str | None = None, "
+                "checkpoint_root: str | None = None) -> ServiceHandle"),
         "The controller service in this process, serving when this returns\n"
         "(``seqflow serve controller``; port 0 in `bind` picks a free port).\n\n"
         "storage_units: units clients wait for. sampler: an instance, class or\n"
         "name (sampler_args for a class or name), Python samplers included.\n"
         "timing_alignment: see Client (seqflow serve controller --timing-alignment).\n"
-        "metrics: \"HOST:PORT\" of a Prometheus endpoint. curve_secret: the cluster\n"
-        ".key file; curve_clients: .pub files (or directories of them) of the\n"
-        "admitted clients (default: any client knowing the cluster public key).\n"
+        "metrics: \"HOST:PORT\" of a Prometheus endpoint. curve_keys: a cluster key\n"
+        "directory (seqflow keygen --cluster DIR): CURVE with DIR/cluster.key,\n"
+        "admitting DIR/cluster.pub and DIR/clients/*.pub, metrics behind\n"
+        "DIR/metrics.token. Or curve_secret: the cluster .key file with\n"
+        "curve_clients: .pub files (or directories of them) of the admitted\n"
+        "clients (required with curve_secret).\n"
         "checkpoint_root: clients' save_checkpoint / load_checkpoint paths must\n"
         "lie under this directory (default: anywhere).");
   m.def("serve_storage", &serve_storage, "controller"_a, "bind"_a = "tcp://127.0.0.1:0", nb::kw_only(),
         "advertise"_a.none() = nb::none(), "max_bytes"_a.none() = 0, "max_samples"_a.none() = 0,
         "metrics"_a.none() = nb::none(), "max_workers"_a.none() = nb::none(), "max_request_bytes"_a.none() = nb::none(),
         "curve_secret"_a.none() = nb::none(), "curve_clients"_a.none() = nb::tuple(),
-        "controller_key"_a.none() = nb::none(), "checkpoint_root"_a.none() = nb::none(),
+        "curve_keys"_a.none() = nb::none(), "controller_key"_a.none() = nb::none(),
+        "checkpoint_root"_a.none() = nb::none(),
         nb::sig("def serve_storage(controller: str, bind: str = 'tcp://127.0.0.1:0', *, advertise: str | None = None, "
                 "max_bytes: int = 0, max_samples: int = 0, metrics: str | None = None, max_workers: int | None = "
                 "None, max_request_bytes: int | None = None, curve_secret: str | None = None, curve_clients: "
-                "Sequence[str] = (), controller_key: str | None = None, checkpoint_root: str | None = None) -> "
-                "ServiceHandle"),
+                "Sequence[str] = (), curve_keys: str | None = None, controller_key: str | None = None, "
+                "checkpoint_root: str | None = None) -> ServiceHandle"),
         "A storage unit in this process that registers with the controller\n"
         "service at `controller` (``seqflow serve storage``). advertise: the\n"
         "endpoint clients reach it at (default the bound one). max_bytes,\n"
-        "max_samples: capacity (0: unlimited). controller_key: the controller's\n"
-        ".pub file when it is not the cluster key of curve_secret. checkpoint_root:\n"
-        "as for serve_controller.");
+        "max_samples: capacity (0: unlimited). curve_keys, curve_secret,\n"
+        "curve_clients: as for serve_controller. controller_key: the controller's\n"
+        ".pub file when it is not the cluster key. checkpoint_root: as for\n"
+        "serve_controller.");
   m.def("keygen", &keygen, "prefix"_a.none(), nb::kw_only(), "overwrite"_a.none() = false,
         nb::sig("def keygen(prefix, *, overwrite: bool = False) -> str"),
         "A new CURVE key pair as prefix.key (public and secret key, mode 0600)\n"

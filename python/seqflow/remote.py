@@ -13,12 +13,14 @@ address on a free port. Any other process of the job attaches with
 are found by name and tell the controller's endpoint. Ray is imported only
 when one of these is called.
 
-CURVE: one cluster key pair (``seqflow keygen cluster`` or ``keygen``) serves
-the controller and every storage unit (``curve_secret="cluster.key"``);
-clients need ``cluster.pub`` and a key pair of their own. With Ray, the config
-names them: ``security.server_secret_key_file`` (the services),
-``security.server_public_key_file`` and ``security.client_key_file`` (the
-clients); the files must exist under these paths on every node.
+CURVE: one cluster key directory (``seqflow keygen --cluster DIR --clients
+trainer``) serves the controller and every storage unit
+(``curve_keys=DIR``): they admit DIR/cluster.pub and DIR/clients/*.pub
+only; clients need ``DIR/cluster.pub`` and their own key
+(``DIR/clients/trainer.key``). With Ray, the config names them:
+``security.curve_keys`` (the services), ``security.server_public_key_file``
+and ``security.client_key_file`` (the clients); the files must exist under
+these paths on every node.
 """
 
 from __future__ import annotations
@@ -162,7 +164,7 @@ def _service_settings(config) -> tuple[dict, dict]:
     read_config checks every config ('polling_mode: "false"' is refused, not taken as True)."""
     settings = read_config(config)
     common = dict(curve_secret=settings.get("security.server_secret_key_file"),
-                  checkpoint_root=settings.get("checkpoint_root"))
+                  curve_keys=settings.get("security.curve_keys"), checkpoint_root=settings.get("checkpoint_root"))
     controller = dict(sampler=settings.get("controller.sampler"), sampler_args=settings.get("controller.sampler_args"),
                       polling_mode=settings.get("controller.polling_mode", False),
                       timing_alignment=settings.get("controller.timing_alignment", 1), **common)

@@ -34,7 +34,12 @@ constexpr Option kCurveSecretOption{
 constexpr Option kCurveClientsOption{
     "--curve-clients", "FILE,...",
     "admit only clients whose public key is in these .pub files (or in the .pub files of these "
-    "directories), plus the cluster key itself; default: any client that knows the cluster public key"};
+    "directories), plus the cluster key itself; required with --curve-secret"};
+constexpr Option kCurveKeysOption{
+    "--curve-keys", "DIR",
+    "CURVE with a cluster key directory (seqflow keygen --cluster DIR): serve with DIR/cluster.key, admit "
+    "DIR/cluster.pub and every DIR/clients/*.pub, and require DIR/metrics.token on GET /metrics; "
+    "instead of --curve-secret and --curve-clients"};
 
 constexpr Option kCheckpointRootOption{
     "--checkpoint-root", "DIR",
@@ -56,6 +61,7 @@ constexpr Option kControllerOptions[] = {
     kMetricsOption,
     kWorkersOption,
     kMaxRequestOption,
+    kCurveKeysOption,
     kCurveSecretOption,
     kCurveClientsOption,
     kCheckpointRootOption,
@@ -72,6 +78,7 @@ constexpr Option kStorageOptions[] = {
     kMetricsOption,
     kWorkersOption,
     kMaxRequestOption,
+    kCurveKeysOption,
     kCurveSecretOption,
     kCurveClientsOption,
     kCheckpointRootOption,
@@ -79,9 +86,11 @@ constexpr Option kStorageOptions[] = {
 };
 
 constexpr std::string_view kCurveNotes =
-    "CURVE: 'seqflow keygen cluster' writes cluster.key and cluster.pub. Start the\n"
-    "controller and every storage unit with --curve-secret cluster.key; clients need\n"
-    "cluster.pub as the server key and a key pair of their own (seqflow keygen client).\n"
+    "CURVE: 'seqflow keygen --cluster keys --clients trainer' writes keys/cluster.key,\n"
+    "keys/cluster.pub, keys/clients/trainer.key and .pub and keys/metrics.token. Start\n"
+    "the controller and every storage unit with --curve-keys keys; clients need\n"
+    "keys/cluster.pub as the server key and their own key (keys/clients/trainer.key).\n"
+    "Only the cluster key may call the services' own operations (register_storage).\n"
     "The service prints 'seqflow ROLE serving on ENDPOINT' once it serves, and exits 0\n"
     "on SIGTERM or SIGINT. Exit status 2 on bad options.";
 
@@ -143,6 +152,7 @@ server::ServingSettings serving_settings(const Arguments& args) {
   serving.max_workers = static_cast<size_t>(args.integer("--workers", 0, 1, 1 << 16));
   serving.max_request_bytes = static_cast<size_t>(args.integer("--max-request-bytes", 0, 1, kInt64Max));
   serving.curve_secret_file = args.get("--curve-secret").value_or("");
+  serving.curve_keys_dir = args.get("--curve-keys").value_or("");
   if (auto clients = args.get("--curve-clients")) serving.curve_client_files = split_list(*clients, "--curve-clients");
   serving.checkpoint_root = args.get("--checkpoint-root").value_or("");
   return serving;
@@ -170,9 +180,19 @@ std::shared_ptr<Sampler> sampler_of(const Arguments& args) {
 // again, naming them as Python's serve_controller and serve_storage do).
 void check_files_and_endpoints(const Arguments& args) {
   const std::optional<std::string> secret = args.get("--curve-secret");
+  const std::optional<std::string> keys = args.get("--curve-keys");
+  if (keys) {
+    for (const std::string_view option : {"--curve-secret", "--curve-clients"}) {
+      if (args.get(option)) {
+        throw_invalid("--curve-keys '" + *keys + "' replaces " + std::string(option) + ": give one or the other");
+      }
+    }
+    with_option("--curve-keys", [&] { read_cluster_curve(*keys); });
+    if (args.get("--metrics")) with_option("--curve-keys", [&] { read_metrics_token(*keys); });
+  }
   for (const std::string_view option : {"--curve-clients", "--controller-key"}) {
     const std::optional<std::string> value = args.get(option);
-    if (value && !secret) {
+    if (value && !secret && !(keys && option == "--controller-key")) {
       throw_invalid(std::string(option) + " '" + *value + "' needs --curve-secret FILE.key, the service's own keys");
     }
   }
@@ -186,6 +206,11 @@ void check_files_and_endpoints(const Arguments& args) {
   }
   for (const std::string_view option : {"--controller", "--advertise"}) {
     if (auto endpoint = args.get(option)) server::check_endpoint(*endpoint, option);
+  }
+  if (secret && !args.get("--curve-clients")) {
+    throw_invalid("--curve-secret '" + *secret +
+                  "' needs --curve-clients FILE,...: a CURVE service admits only listed client keys; list them, "
+                  "or use --curve-keys DIR (seqflow keygen --cluster DIR)");
   }
 }
 
@@ -216,15 +241,16 @@ void keep_freed_buffers() {
 // serve: every error before it names its option and exits 2 (see main.cc).
 template <class MakeService>
 int serve_until_signal(std::string_view role, MakeService make_service,
-                       const std::optional<std::string>& metrics_address) {
+                       const std::optional<std::string>& metrics_address, const std::string& metrics_token) {
   const sigset_t signals = block_stop_signals();
   keep_freed_buffers();
   const auto service = make_service();
   with_option("--bind", [&] { service->start(); });
   std::unique_ptr<server::MetricsHttpServer> metrics;
   if (metrics_address) {
-    metrics = with_option("--metrics",
-                          [&] { return server::serve_metrics(*metrics_address, "--metrics", service->metrics()); });
+    metrics = with_option("--metrics", [&] {
+      return server::serve_metrics(*metrics_address, "--metrics", service->metrics(), metrics_token);
+    });
   }
   std::cout << server::serving_line(role, service->endpoint(), metrics.get()) << std::endl;
   int received = 0;
@@ -260,7 +286,8 @@ int serve_controller(std::span<const std::string> arguments) {
     return with_option("--load-checkpoint",
                        [&] { return std::make_unique<server::ControllerService>(std::move(options)); });
   };
-  return serve_until_signal("controller", make_service, args->get("--metrics"));
+  return serve_until_signal("controller", make_service, args->get("--metrics"),
+                            args->get("--metrics") ? server::metrics_token_of(settings.serving) : "");
 }
 
 int serve_storage(std::span<const std::string> arguments) {
@@ -278,7 +305,8 @@ int serve_storage(std::span<const std::string> arguments) {
   check_files_and_endpoints(*args);
   server::StorageServiceOptions options = server::storage_service_options(settings);
   const auto make_service = [&] { return std::make_unique<server::StorageService>(std::move(options)); };
-  return serve_until_signal("storage", make_service, args->get("--metrics"));
+  return serve_until_signal("storage", make_service, args->get("--metrics"),
+                            args->get("--metrics") ? server::metrics_token_of(settings.serving) : "");
 }
 
 }  // namespace

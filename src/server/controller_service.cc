@@ -553,7 +553,7 @@ void ControllerService::register_handlers() {
         options_.storage_timeout);
     return transport::wire::header_message(Json::object());
   });
-  service_.handle("register_storage", [this, &controller](transport::Frames& args) {
+  service_.handle_services_only("register_storage", [this, &controller](transport::Frames& args) {
     const Json json = transport::wire::read_header(args, 0, "register_storage request");
     const Header header(json, "register_storage request", {"endpoint", "instance", "incarnation", "admin_token"});
     const std::string endpoint = header.text("endpoint");

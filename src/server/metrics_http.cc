@@ -5,12 +5,25 @@
 #include <sys/socket.h>
 
 #include <chrono>
+#include <string_view>
 
 #include "seqflow/error.h"
 
 namespace seqflow::server {
 
-MetricsHttpServer::MetricsHttpServer(std::string host, int port, std::function<std::string()> render)
+namespace {
+
+// Compares in time independent of where the texts differ.
+bool same_text(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char difference = 0;
+  for (size_t i = 0; i < a.size(); ++i) difference |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return difference == 0;
+}
+
+}  // namespace
+
+MetricsHttpServer::MetricsHttpServer(std::string host, int port, std::function<std::string()> render, std::string token)
     : host_(std::move(host)), server_(std::make_unique<httplib::Server>()) {
   // Scrapes are rare and short: two threads, not httplib's default of one per core (min 8).
   // httplib's default sets SO_REUSEPORT, which lets a second server bind the
@@ -21,7 +34,15 @@ MetricsHttpServer::MetricsHttpServer(std::string host, int port, std::function<s
     ::setsockopt(socket, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
   });
   server_->new_task_queue = [] { return new httplib::ThreadPool(2); };
-  server_->Get("/metrics", [render = std::move(render)](const httplib::Request&, httplib::Response& response) {
+  server_->Get("/metrics", [render = std::move(render), token = std::move(token)](const httplib::Request& request,
+                                                                                  httplib::Response& response) {
+    if (!token.empty() && !same_text(request.get_header_value("Authorization"), "Bearer " + token)) {
+      response.status = 401;
+      response.set_header("WWW-Authenticate", "Bearer");
+      response.set_content(
+          "metrics need 'Authorization: Bearer <token>' (the token of --curve-keys DIR/metrics.token)\n", "text/plain");
+      return;
+    }
     try {
       response.set_content(render(), "text/plain; version=0.0.4; charset=utf-8");
     } catch (const std::exception& error) {

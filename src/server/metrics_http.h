@@ -1,4 +1,6 @@
 // A small HTTP server for Prometheus scrapes: GET /metrics and GET /health.
+// The metrics name partitions, fields and tasks: with a token, GET /metrics
+// requires "Authorization: Bearer TOKEN" (401 otherwise); /health stays open.
 #pragma once
 
 #include <atomic>
@@ -16,9 +18,10 @@ namespace seqflow::server {
 class MetricsHttpServer {
  public:
   // Binds host:port (port 0: a free port) and serves in its own thread;
-  // `render` is called for every GET /metrics (e.g. MetricsRegistry::render).
+  // `render` is called for every GET /metrics (e.g. MetricsRegistry::render)
+  // that carries `token` (empty: every GET /metrics).
   // Throws kInvalidArgument naming host and port when it cannot bind.
-  MetricsHttpServer(std::string host, int port, std::function<std::string()> render);
+  MetricsHttpServer(std::string host, int port, std::function<std::string()> render, std::string token = "");
   ~MetricsHttpServer();
   MetricsHttpServer(const MetricsHttpServer&) = delete;
   MetricsHttpServer& operator=(const MetricsHttpServer&) = delete;

@@ -12,12 +12,12 @@ template <class Service>
 class Running {
  public:
   template <class Options>
-  Running(Options options, const std::string& metrics_address)
+  Running(Options options, const std::string& metrics_address, const std::string& metrics_token)
       : service_(std::make_unique<Service>(std::move(options))) {
     service_->start();
     endpoint_ = service_->endpoint();
     if (!metrics_address.empty()) {
-      metrics_ = server::serve_metrics(metrics_address, "metrics_address", service_->metrics());
+      metrics_ = server::serve_metrics(metrics_address, "metrics_address", service_->metrics(), metrics_token);
     }
   }
   ~Running() { stop(); }
@@ -48,7 +48,8 @@ struct ControllerServer::Impl : Running<server::ControllerService> {
 };
 
 ControllerServer::ControllerServer(ControllerServerOptions options)
-    : impl_(std::make_unique<Impl>(server::controller_service_options(options), options.metrics_address)) {}
+    : impl_(std::make_unique<Impl>(server::controller_service_options(options), options.metrics_address,
+                                   options.metrics_token)) {}
 ControllerServer::~ControllerServer() = default;
 std::string ControllerServer::endpoint() const { return impl_->endpoint(); }
 std::string ControllerServer::metrics_url() const { return impl_->metrics_url(); }
@@ -59,7 +60,8 @@ struct StorageServer::Impl : Running<server::StorageService> {
 };
 
 StorageServer::StorageServer(StorageServerOptions options)
-    : impl_(std::make_unique<Impl>(server::storage_service_options(options), options.metrics_address)) {}
+    : impl_(std::make_unique<Impl>(server::storage_service_options(options), options.metrics_address,
+                                   options.metrics_token)) {}
 StorageServer::~StorageServer() = default;
 std::string StorageServer::endpoint() const { return impl_->endpoint(); }
 std::string StorageServer::metrics_url() const { return impl_->metrics_url(); }

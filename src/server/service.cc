@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <limits>
+#include <string_view>
 #include <system_error>
 #include <utility>
 
@@ -79,6 +80,13 @@ std::optional<transport::Frames> reply_of(const std::string& op, zmq::message_t&
   }
 }
 
+// A request from a key the ZAP handler admitted with the "service" role
+// (ZeroMQ's "User-Id" message property; see transport::ZapHandler).
+bool from_a_service(const zmq::message_t& frame) {
+  const char* user_id = zmq_msg_gets(frame.handle(), "User-Id");
+  return user_id != nullptr && std::string_view(user_id) == transport::kServiceUserId;
+}
+
 }  // namespace
 
 std::optional<std::chrono::steady_clock::time_point> request_deadline() { return current_deadline; }
@@ -92,6 +100,7 @@ void check_request_open(std::string_view what) {
 
 struct Service::Route {
   std::string op;
+  bool services_only = false;
   Handler handler;           // empty: try_inline always answers
   InlineHandler try_inline;  // empty: always a worker
   Counter* requests = nullptr;
@@ -119,8 +128,17 @@ Service::Service(ServiceOptions options) : options_(std::move(options)) {
   if (options_.security.enabled) {
     transport::check_curve_key(options_.security.server_keys.secret_key,
                                "ServiceOptions.security.server_keys.secret_key");
+    transport::check_curve_key(options_.security.server_keys.public_key,
+                               "ServiceOptions.security.server_keys.public_key");
+    if (options_.security.allowed_client_keys.empty()) {
+      throw_invalid(
+          "ServiceOptions.security.allowed_client_keys is empty: a CURVE service admits only listed client keys");
+    }
     for (const auto& key : options_.security.allowed_client_keys) {
       transport::check_curve_key(key, "ServiceOptions.security.allowed_client_keys entry");
+    }
+    for (const auto& key : options_.security.service_keys) {
+      transport::check_curve_key(key, "ServiceOptions.security.service_keys entry");
     }
   }
   dropped_messages_ =
@@ -131,6 +149,8 @@ Service::Service(ServiceOptions options) : options_(std::move(options)) {
       &metrics_.counter("seqflow_rejected_requests_total", rejected_help, {{"reason", "unknown_op"}});
   rejected_malformed_ = &metrics_.counter("seqflow_rejected_requests_total", rejected_help, {{"reason", "malformed"}});
   rejected_too_large_ = &metrics_.counter("seqflow_rejected_requests_total", rejected_help, {{"reason", "too_large"}});
+  rejected_permission_ =
+      &metrics_.counter("seqflow_rejected_requests_total", rejected_help, {{"reason", "permission_denied"}});
   in_flight_ = &metrics_.gauge("seqflow_requests_in_flight", "Requests received and not yet answered.");
   worker_count_ = &metrics_.gauge("seqflow_service_workers", "Worker threads started (they stay until stop).");
   handle(kPingOp, nullptr, [](const transport::Frames&) { return transport::Frames(); });
@@ -139,12 +159,21 @@ Service::Service(ServiceOptions options) : options_(std::move(options)) {
 Service::~Service() { stop(); }
 
 void Service::handle(std::string op, Handler handler, InlineHandler try_inline) {
+  add_route(std::move(op), std::move(handler), std::move(try_inline), false);
+}
+
+void Service::handle_services_only(std::string op, Handler handler, InlineHandler try_inline) {
+  add_route(std::move(op), std::move(handler), std::move(try_inline), true);
+}
+
+void Service::add_route(std::string op, Handler handler, InlineHandler try_inline, bool services_only) {
   if (started_) throw_invalid("Service::handle('" + op + "') must come before start()");
   transport::check_op_name(op);
   if (routes_.count(op) > 0) throw_invalid("Service::handle: operation '" + op + "' already has a handler");
   if (!handler && !try_inline) throw_invalid("Service::handle: operation '" + op + "' has no handler");
   auto route = std::make_unique<Route>();
   route->op = op;
+  route->services_only = services_only;
   route->handler = std::move(handler);
   route->try_inline = std::move(try_inline);
   const MetricLabels labels = {{"op", op}};
@@ -213,10 +242,10 @@ void Service::open_router() {
                   : static_cast<int64_t>(limit + kMaxMessageSlackBytes));
   const transport::ServerSecurity& security = options_.security;
   if (security.enabled) {
-    if (!security.allowed_client_keys.empty()) {
-      zap_handler_ = std::make_unique<transport::ZapHandler>(context_, security.allowed_client_keys);
-      router_.set(zmq::sockopt::zap_domain, "seqflow");
-    }
+    std::vector<std::string> service_keys = security.service_keys;
+    service_keys.push_back(security.server_keys.public_key);
+    zap_handler_ = std::make_unique<transport::ZapHandler>(context_, service_keys, security.allowed_client_keys);
+    router_.set(zmq::sockopt::zap_domain, "seqflow");
     router_.set(zmq::sockopt::curve_server, true);
     router_.set(zmq::sockopt::curve_secretkey, security.server_keys.secret_key);
   }
@@ -362,6 +391,14 @@ void Service::dispatch(transport::Frames message, Clock::time_point received) {
     return;
   }
   const Route& route = *found->second;
+  // Without CURVE there is no identity to check.
+  if (route.services_only && options_.security.enabled && !from_a_service(message[1])) {
+    rejected_permission_->increment();
+    answer_now(error_reply(
+        std::move(message[0]), envelope.id, ErrorCode::kPermissionDenied,
+        "operation '" + route.op + "' is the services' own: only the cluster's key may call it, not a client key"));
+    return;
+  }
   Job job;
   job.routing_id = std::move(message[0]);
   job.id = envelope.id;

@@ -78,6 +78,12 @@ class Service {
   // only an InlineHandler must never decline. "ping" is built in: an inline
   // reply with no frames, so it answers even when every worker is busy.
   void handle(std::string op, Handler handler, InlineHandler try_inline = nullptr);
+  // An operation that only the cluster's services may call (a storage unit
+  // registering, say). With CURVE, a request from a key the ZAP handler
+  // admitted as a client gets kPermissionDenied naming the operation before
+  // any handler runs; without CURVE there is no identity to check and it is
+  // served like any other.
+  void handle_services_only(std::string op, Handler handler, InlineHandler try_inline = nullptr);
 
   // Binds (throws kInvalidArgument naming the address on failure) and starts
   // the threads. Once only.
@@ -96,6 +102,7 @@ class Service {
   struct Route;
   struct Job;
 
+  void add_route(std::string op, Handler handler, InlineHandler try_inline, bool services_only);
   void open_router();
   void run_io();
   void receive_requests(zmq::socket_t& router);
@@ -137,6 +144,7 @@ class Service {
   Counter* rejected_unknown_op_ = nullptr;
   Counter* rejected_malformed_ = nullptr;
   Counter* rejected_too_large_ = nullptr;
+  Counter* rejected_permission_ = nullptr;
   Gauge* in_flight_ = nullptr;
   Gauge* worker_count_ = nullptr;
 };

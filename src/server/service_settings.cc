@@ -1,9 +1,18 @@
 #include "server/service_settings.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <optional>
+#include <random>
 
 #include <zmq.hpp>
 
@@ -14,7 +23,49 @@ namespace seqflow::server {
 namespace {
 
 ServerCurve curve_of(const ServingSettings& settings) {
+  if (!settings.curve_keys_dir.empty()) {
+    if (!settings.curve_secret_file.empty() || !settings.curve_client_files.empty()) {
+      throw_invalid("curve keys directory '" + settings.curve_keys_dir +
+                    "' replaces the CURVE secret key file and the client key files: give one or the other");
+    }
+    return read_cluster_curve(settings.curve_keys_dir);
+  }
   return read_server_curve(settings.curve_secret_file, settings.curve_client_files);
+}
+
+// Writes through open(2): a secret file never exists with looser permissions.
+void write_private_file(const std::string& path, const std::string& text) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  bool ok = fd >= 0 && ::fchmod(fd, 0600) == 0;
+  size_t written = 0;
+  while (ok && written < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + written, text.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    ok = n > 0;
+    if (ok) written += static_cast<size_t>(n);
+  }
+  const int saved_errno = errno;
+  if (fd >= 0) ok = ::close(fd) == 0 && ok;
+  if (!ok) throw_invalid("'" + path + "' cannot be written: " + std::strerror(saved_errno));
+}
+
+std::string random_token() {
+  std::random_device device;
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string token;
+  for (int i = 0; i < 32; ++i) {
+    const unsigned byte = device() & 0xFF;
+    token += kHex[byte >> 4];
+    token += kHex[byte & 0xF];
+  }
+  return token;
+}
+
+void check_client_name(const std::string& name) {
+  const bool ok = !name.empty() && name != "." && name != ".." && std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+  });
+  if (!ok) throw_invalid("client name '" + name + "' must be letters, digits, '-', '_' or '.' (a file name)");
 }
 
 ServiceOptions service_options(const std::string& bind, size_t max_workers, size_t max_request_bytes,
@@ -29,16 +80,15 @@ ServiceOptions service_options(const std::string& bind, size_t max_workers, size
   if (curve.enabled) {
     check_curve_key(curve.keys.public_key, "curve.keys.public_key");
     check_curve_key(curve.keys.secret_key, "curve.keys.secret_key");
+    if (curve.allowed_client_keys.empty()) throw_no_allow_list();
     for (size_t i = 0; i < curve.allowed_client_keys.size(); ++i) {
       check_curve_key(curve.allowed_client_keys[i], "curve.allowed_client_keys[" + std::to_string(i) + "]");
     }
+    // The other services of the cluster call in with the shared pair, which
+    // the service admits as its own (the "service" role).
     options.security.enabled = true;
     options.security.server_keys = curve.keys;
     options.security.allowed_client_keys = curve.allowed_client_keys;
-    // The other services of the cluster call in with the shared pair.
-    if (!options.security.allowed_client_keys.empty()) {
-      options.security.allowed_client_keys.push_back(curve.keys.public_key);
-    }
   } else if (!curve.allowed_client_keys.empty()) {
     throw_invalid("curve.allowed_client_keys need curve.enabled and the service's own key pair");
   }
@@ -167,6 +217,8 @@ StorageServiceOptions storage_service_options(const StorageServerOptions& server
         server.controller_public_key.empty() ? server.curve.keys.public_key : server.controller_public_key;
     check_curve_key(controller_key, "controller_public_key");
     options.controller_security = client_security(server.curve.keys, controller_key);
+    // A controller with its own key pair calls the unit as a service.
+    if (controller_key != server.curve.keys.public_key) options.service.security.service_keys.push_back(controller_key);
   }
   return options;
 }
@@ -199,7 +251,7 @@ StorageServiceOptions storage_service_options(const StorageSettings& settings) {
 }
 
 std::unique_ptr<MetricsHttpServer> serve_metrics(const std::string& address, std::string_view parameter,
-                                                 MetricsRegistry& metrics) {
+                                                 MetricsRegistry& metrics, const std::string& token) {
   const auto bad = [&](const std::string& why) {
     throw_invalid(std::string(parameter) + " must be HOST:PORT (e.g. 127.0.0.1:9100), got '" + address + "': " + why);
   };
@@ -214,7 +266,68 @@ std::unique_ptr<MetricsHttpServer> serve_metrics(const std::string& address, std
   if (error != std::errc() || end != port_text.data() + port_text.size() || port < 0 || port > 65535) {
     bad("the port must be an integer in 0..65535");
   }
-  return std::make_unique<MetricsHttpServer>(host, port, [&metrics] { return metrics.render(); });
+  return std::make_unique<MetricsHttpServer>(
+      host, port, [&metrics] { return metrics.render(); }, token);
+}
+
+std::string metrics_token_of(const ServingSettings& settings) {
+  return settings.curve_keys_dir.empty() ? "" : read_metrics_token(settings.curve_keys_dir);
+}
+
+void throw_no_allow_list() {
+  throw_invalid(
+      "a CURVE service needs a client allow-list (curve.allowed_client_keys): list the client .pub files with "
+      "--curve-clients (Python: curve_clients), or serve with one cluster key directory, --curve-keys DIR "
+      "(curve_keys; seqflow keygen --cluster DIR); without one any key pair could call the service");
+}
+
+std::vector<std::string> write_cluster_directory(const std::string& directory,
+                                                 const std::vector<std::string>& client_names, bool overwrite) {
+  namespace fs = std::filesystem;
+  for (const std::string& name : client_names) check_client_name(name);
+  const fs::path dir(directory);
+  const fs::path clients = dir / "clients";
+  const auto exists = [](const fs::path& path) {
+    std::error_code error;
+    return fs::exists(path, error);
+  };
+  const bool keep_cluster = !overwrite && exists(dir / "cluster.key");
+  if (keep_cluster && client_names.empty()) {
+    throw_invalid("cluster key directory '" + directory +
+                  "' holds cluster.key already; name new clients with --clients, or pass --force to replace it");
+  }
+  if (!overwrite) {
+    for (const std::string& name : client_names) {
+      const fs::path key = clients / (name + ".key");
+      if (exists(key) || exists(clients / (name + ".pub"))) {
+        throw_invalid("client '" + name + "': " + key.string() + " exists; pass --force to replace it");
+      }
+    }
+  }
+  const auto make_directory = [](const fs::path& path) {
+    std::error_code error;
+    if (fs::create_directories(path, error)) {
+      fs::permissions(path, fs::perms::owner_all, fs::perm_options::replace, error);
+    }
+    if (error || !fs::is_directory(path)) {
+      throw_invalid("directory '" + path.string() + "' cannot be made" + (error ? ": " + error.message() : ""));
+    }
+  };
+  make_directory(dir);
+  std::vector<std::string> written;
+  if (!keep_cluster) {
+    transport::write_key_files((dir / "cluster").string(), transport::generate_curve_keys());
+    write_private_file((dir / "metrics.token").string(), random_token() + "\n");
+    written.insert(written.end(),
+                   {(dir / "cluster.key").string(), (dir / "cluster.pub").string(), (dir / "metrics.token").string()});
+  }
+  if (!client_names.empty()) make_directory(clients);
+  for (const std::string& name : client_names) {
+    const std::string prefix = (clients / name).string();
+    transport::write_key_files(prefix, transport::generate_curve_keys());
+    written.insert(written.end(), {prefix + ".key", prefix + ".pub"});
+  }
+  return written;
 }
 
 std::string serving_line(std::string_view role, const std::string& endpoint, const MetricsHttpServer* metrics) {
@@ -244,6 +357,50 @@ ServerCurve read_server_curve(const std::string& secret_key_file, const std::vec
   curve.keys = server::read_secret_key_file(secret_key_file);
   curve.allowed_client_keys = server::read_client_key_files(client_key_files);
   return curve;
+}
+
+ServerCurve read_cluster_curve(const std::string& directory) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  if (!fs::is_directory(directory, error)) {
+    throw Error(ErrorCode::kNotFound,
+                "curve keys directory '" + directory + "' is not a directory; seqflow keygen --cluster DIR writes one");
+  }
+  const fs::path dir(directory);
+  ServerCurve curve;
+  curve.enabled = true;
+  curve.keys = server::read_secret_key_file((dir / "cluster.key").string());
+  const std::string cluster_pub = (dir / "cluster.pub").string();
+  if (transport::read_key_file(cluster_pub).public_key != curve.keys.public_key) {
+    throw_invalid("curve keys directory '" + directory + "': cluster.pub is not the public key of cluster.key");
+  }
+  curve.allowed_client_keys = {curve.keys.public_key};
+  const fs::path clients = dir / "clients";
+  if (fs::is_directory(clients, error)) {
+    std::vector<fs::path> files;
+    for (fs::directory_iterator it(clients, error), end; !error && it != end; it.increment(error)) {
+      if (it->path().extension() == ".pub") files.push_back(it->path());
+    }
+    if (error) throw_invalid("client key directory '" + clients.string() + "' cannot be read: " + error.message());
+    std::sort(files.begin(), files.end());
+    for (const auto& file : files)
+      curve.allowed_client_keys.push_back(transport::read_key_file(file.string()).public_key);
+  }
+  return curve;
+}
+
+std::string read_metrics_token(const std::string& directory) {
+  const std::string path = (std::filesystem::path(directory) / "metrics.token").string();
+  std::ifstream in(path);
+  if (!in) {
+    throw Error(ErrorCode::kNotFound, "metrics token file '" + path + "' cannot be opened: " + std::strerror(errno) +
+                                          "; seqflow keygen --cluster DIR writes one");
+  }
+  std::string token;
+  std::getline(in, token);
+  while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
+  if (token.empty()) throw_invalid("metrics token file '" + path + "' is empty");
+  return token;
 }
 
 }  // namespace seqflow

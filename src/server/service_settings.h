@@ -4,11 +4,13 @@
 // key files), the metrics endpoint and the line that announces the service.
 //
 // CURVE in a cluster: one key pair shared by the controller and the storage
-// units (`seqflow keygen cluster`). Each service serves with it; a storage
-// unit registers with the controller and the controller drops released data
-// on the units as clients holding that same pair, so a service always admits
-// its own public key. Clients need cluster.pub as the server key (the same
-// for the controller and every unit) and a key pair of their own.
+// units (`seqflow keygen --cluster DIR`). Each service serves with it; a
+// storage unit registers with the controller and the controller drops
+// released data on the units as clients holding that same pair, so a service
+// always admits its own public key, as the "service" role that alone may
+// call the services' own operations. Clients need cluster.pub as the server
+// key (the same for the controller and every unit) and a key pair of their
+// own, listed: a CURVE service without an allow-list refuses to start.
 #pragma once
 
 #include <cstdint>
@@ -30,8 +32,11 @@ struct ServingSettings {
   size_t max_workers = 0;
   size_t max_request_bytes = 0;
   std::string curve_secret_file;                // a .key file; empty: plaintext
-  std::vector<std::string> curve_client_files;  // .pub files or directories of them; empty: any client
-  std::string checkpoint_root;                  // clients save and load only under it; empty: anywhere
+  std::vector<std::string> curve_client_files;  // .pub files or directories of them; needed with curve_secret_file
+  // A cluster key directory (read_cluster_curve) instead of the two above;
+  // its metrics.token then guards the metrics endpoint.
+  std::string curve_keys_dir;
+  std::string checkpoint_root;  // clients save and load only under it; empty: anywhere
 };
 
 struct ControllerSettings {
@@ -77,9 +82,26 @@ std::vector<std::string> read_client_key_files(const std::vector<std::string>& p
 void check_endpoint(const std::string& endpoint, std::string_view parameter);
 
 // The Prometheus endpoint of a service's metrics at "HOST:PORT" (port 0: a
-// free port). Throws kInvalidArgument naming `parameter` and the address.
+// free port); a non-empty `token` is required as "Authorization: Bearer
+// TOKEN" by GET /metrics. Throws kInvalidArgument naming `parameter` and the
+// address.
 std::unique_ptr<MetricsHttpServer> serve_metrics(const std::string& address, std::string_view parameter,
-                                                 MetricsRegistry& metrics);
+                                                 MetricsRegistry& metrics, const std::string& token = "");
+
+// The token of settings.curve_keys_dir (read_metrics_token); empty without one.
+std::string metrics_token_of(const ServingSettings& settings);
+
+// The error a CURVE service without a client allow-list gets.
+[[noreturn]] void throw_no_allow_list();
+
+// `seqflow keygen --cluster DIR`: DIR/cluster.key and cluster.pub (the
+// services' pair), DIR/clients/NAME.key and NAME.pub for each client name
+// (DIR/clients is mode 0700) and DIR/metrics.token (32 random bytes as hex,
+// mode 0600). Without `overwrite` an existing cluster pair and token are
+// kept (new clients join it) and an existing client pair is an error.
+// Returns the paths written.
+std::vector<std::string> write_cluster_directory(const std::string& directory,
+                                                 const std::vector<std::string>& client_names, bool overwrite);
 
 // "seqflow controller serving on tcp://127.0.0.1:5555[ metrics on
 // http://127.0.0.1:9100]": scripts and tests read the bound port from it.

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstring>
 #include <limits>
 #include <thread>
 
@@ -23,6 +24,14 @@ constexpr int kHeartbeatTimeoutMs = 6000;
 // Requests sent and never received (a caller that gave up without calling
 // receive) are forgotten beyond this many, oldest first.
 constexpr size_t kMaxPending = 4096;
+
+constexpr int kMonitoredEvents = ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_SUCCEEDED;
+
+// A name for each connection's monitor endpoint in the process.
+std::string monitor_endpoint() {
+  static std::atomic<uint64_t> next{0};
+  return "inproc://seqflow-curve-monitor-" + std::to_string(next.fetch_add(1));
+}
 
 std::string milliseconds_text(Connection::Clock::duration duration) {
   return std::to_string(std::chrono::round<std::chrono::milliseconds>(duration).count()) + " ms";
@@ -113,6 +122,22 @@ Connection::Connection(zmq::context_t& context, std::string endpoint, Connection
   } catch (const zmq::error_t& error) {
     throw Error(ErrorCode::kInternal, "connection to '" + endpoint_ + "' cannot set up its socket: " + error.what());
   }
+  if (security.enabled) {
+    // Before the connect: no handshake goes unseen. The monitor's queue has
+    // no limit (rcvhwm 0 on this end): events of a connection that is never
+    // called again pile up (one per reconnect), and a full queue would stall
+    // ZeroMQ's I/O thread. ZeroMQ does not retry a refused handshake.
+    try {
+      const std::string monitor = monitor_endpoint();
+      if (zmq_socket_monitor(socket_.handle(), monitor.c_str(), kMonitoredEvents) != 0) throw zmq::error_t();
+      monitor_ = zmq::socket_t(context, zmq::socket_type::pair);
+      monitor_.set(zmq::sockopt::linger, 0);
+      monitor_.set(zmq::sockopt::rcvhwm, 0);
+      monitor_.connect(monitor);
+    } catch (const zmq::error_t& error) {
+      throw Error(ErrorCode::kInternal, "connection to '" + endpoint_ + "' cannot monitor its socket: " + error.what());
+    }
+  }
   try {
     socket_.connect(endpoint_);
   } catch (const zmq::error_t& error) {
@@ -120,17 +145,46 @@ Connection::Connection(zmq::context_t& context, std::string endpoint, Connection
   }
 }
 
-bool Connection::poll_until(short events, Clock::time_point deadline) {
-  zmq::pollitem_t item = {socket_.handle(), 0, events, 0};
+// A monitor event is [u16 event, u32 value][endpoint].
+bool Connection::key_refused() {
+  if (!monitor_) return false;
   while (true) {
+    zmq::message_t event;
+    if (!monitor_.recv(event, zmq::recv_flags::dontwait)) return refused_;
+    const bool more = event.more();
+    if (event.size() >= sizeof(uint16_t)) {
+      uint16_t code = 0;
+      std::memcpy(&code, event.data(), sizeof code);
+      if (code == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) refused_ = true;
+      if (code == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) refused_ = false;
+    }
+    if (more) (void)rest_of_message(monitor_, zmq::message_t());
+  }
+}
+
+void Connection::throw_key_refused(std::string_view op) {
+  throw Error(ErrorCode::kPermissionDenied,
+              endpoint_ +
+                  " refused this client's CURVE key (ZAP authentication failed: the key is not in the service's "
+                  "allow-list); request '" +
+                  std::string(op) + "' was not served");
+}
+
+bool Connection::poll_until(short events, Clock::time_point deadline) {
+  zmq::pollitem_t items[] = {{socket_.handle(), 0, events, 0}, {monitor_.handle(), 0, ZMQ_POLLIN, 0}};
+  const int count = monitor_ ? 2 : 1;
+  while (true) {
+    // ZeroMQ does not retry a handshake that failed authentication: once
+    // refused, nothing wakes the poll.
+    if (monitor_ && key_refused()) return false;  // the caller names the refusal
     const auto remaining = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
     try {
-      zmq::poll(&item, 1, std::max(remaining, std::chrono::milliseconds(0)));
+      zmq::poll(items, count, std::max(remaining, std::chrono::milliseconds(0)));
     } catch (const zmq::error_t& error) {
       if (error.num() != EINTR) throw Error(ErrorCode::kInternal, "polling " + endpoint_ + " failed: " + error.what());
       continue;
     }
-    if (item.revents & events) return true;
+    if (items[0].revents & events) return true;
     if (Clock::now() >= deadline) return false;
   }
 }
@@ -173,6 +227,17 @@ Frames Connection::receive_until(Clock::time_point deadline) {
     count_one(counts_.spins_skipped_after_a_slow_reply);
   }
   count_one(counts_.slept);
+  // With CURVE the wait polls the monitor beside the socket: a refused key
+  // ends it at once (an empty result with refused_ set).
+  while (monitor_) {
+    if (key_refused()) return {};
+    const bool readable = poll_until(ZMQ_POLLIN, deadline);
+    if (readable && receive_first(zmq::recv_flags::dontwait)) return arrived();
+    if (!readable && (refused_ || Clock::now() >= deadline)) {
+      last_wait_ = Clock::now() - started;
+      return {};
+    }
+  }
   while (true) {
     // 0 once the deadline has passed: a reply that is already there is still taken.
     const auto remaining =
@@ -206,6 +271,7 @@ uint64_t Connection::send(std::string_view op, Frames args, Clock::time_point de
   // system call on every request.
   while (!socket_.send(envelope, first_flags)) {
     if (!poll_until(ZMQ_POLLOUT, deadline)) {
+      if (key_refused()) throw_key_refused(op);
       throw Error(ErrorCode::kTimeout, "request '" + std::string(op) + "' to " + endpoint_ +
                                            " could not be sent within " + milliseconds_text(deadline - started) +
                                            ": the service is not reachable or not taking requests");
@@ -251,7 +317,13 @@ Frames Connection::receive(uint64_t id, Clock::time_point deadline) {
   }
   while (reply.empty()) {
     Frames message = receive_until(deadline);
-    if (message.empty()) throw_no_reply(id, deadline);
+    if (message.empty()) {
+      if (key_refused()) {
+        pending_.erase(id);
+        throw_key_refused(op);
+      }
+      throw_no_reply(id, deadline);
+    }
     const uint64_t reply_id = request_id_or_zero(message[0]);
     if (reply_id == id) {
       reply = std::move(message);

@@ -68,6 +68,12 @@ class Connection {
   // The result frames of request `id`. An error reply throws seqflow::Error
   // with the service's code and message; no reply by the deadline throws
   // kTimeout, and a late reply is discarded when it comes.
+  //
+  // With CURVE, a service whose ZAP handler refuses this client's key makes
+  // send and receive throw kPermissionDenied naming the endpoint and the
+  // authentication as soon as the handshake fails (a socket monitor reports
+  // it), instead of kTimeout at the deadline. Without CURVE there is no
+  // monitor and no cost.
   Frames receive(uint64_t id, Clock::time_point deadline);
 
   Frames call(std::string_view op, Frames args);  // send + receive within options.timeout
@@ -84,12 +90,20 @@ class Connection {
     Clock::time_point sent;
   };
   bool poll_until(short events, Clock::time_point deadline);  // false: deadline passed
-  Frames receive_until(Clock::time_point deadline);           // the next message; empty: deadline passed
+  // With CURVE: reads the handshake events the monitor holds; true while the
+  // last one says the service refused this client's key.
+  bool key_refused();
+  [[noreturn]] void throw_key_refused(std::string_view op);
+  Frames receive_until(Clock::time_point deadline);  // the next message; empty: deadline passed
   [[noreturn]] void throw_no_reply(uint64_t id, Clock::time_point deadline);
 
   std::string endpoint_;
   ConnectionOptions options_;
   zmq::socket_t socket_;
+  // With CURVE only: the PAIR end of socket_'s monitor (handshake failures
+  // and successes), polled beside it.
+  zmq::socket_t monitor_;
+  bool refused_ = false;                      // the last handshake event was ZMQ_EVENT_HANDSHAKE_FAILED_AUTH
   uint64_t next_id_ = 1;                      // 0 is what the service answers to an envelope without an id
   std::map<uint64_t, Pending> pending_;       // sent, not yet received
   std::map<uint64_t, Frames> early_replies_;  // pipelined replies that came before their turn

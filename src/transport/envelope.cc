@@ -59,6 +59,7 @@ bool is_error_code(unsigned value) {
     case ErrorCode::kTimeout:
     case ErrorCode::kInternal:
     case ErrorCode::kStaleSample:
+    case ErrorCode::kPermissionDenied:
       return true;
   }
   return false;

@@ -134,10 +134,15 @@ CurveKeyPair read_key_file(const std::string& path) {
 
 namespace transport {
 
-ZapHandler::ZapHandler(zmq::context_t& context, const std::vector<std::string>& allowed_client_keys) {
-  for (const auto& key : allowed_client_keys) {
+ZapHandler::ZapHandler(zmq::context_t& context, const std::vector<std::string>& service_keys,
+                       const std::vector<std::string>& client_keys) {
+  for (const auto& key : service_keys) {
+    check_curve_key(key, "service key");
+    services_.insert(decode_key(key));
+  }
+  for (const auto& key : client_keys) {
     check_curve_key(key, "allowed_client_keys entry");
-    allowed_.insert(decode_key(key));
+    clients_.insert(decode_key(key));
   }
   zmq::socket_t handler(context, zmq::socket_type::rep);
   handler.set(zmq::sockopt::linger, 0);
@@ -166,7 +171,7 @@ void ZapHandler::stop() {
 
 // ZAP (RFC 27): request [version, request id, domain, address, identity,
 // mechanism, credentials...]; reply [version, request id, status code,
-// status text, user id, metadata].
+// status text, user id, metadata]. The user id is the role.
 void ZapHandler::serve(zmq::socket_t handler, zmq::socket_t stop_receiver) {
   zmq::pollitem_t items[] = {{handler.handle(), 0, ZMQ_POLLIN, 0}, {stop_receiver.handle(), 0, ZMQ_POLLIN, 0}};
   while (true) {
@@ -186,12 +191,18 @@ void ZapHandler::serve(zmq::socket_t handler, zmq::socket_t stop_receiver) {
     } while (request.back().more());
     if (request.empty()) continue;
 
-    const bool allowed = request.size() >= 7 && as_string_view(request[0]) == "1.0" &&
-                         as_string_view(request[5]) == "CURVE" && request[6].size() == 32 && [&] {
-                           std::array<uint8_t, 32> key{};
-                           std::memcpy(key.data(), request[6].data(), key.size());
-                           return allowed_.count(key) > 0;
-                         }();
+    std::string_view role;  // empty: denied
+    if (request.size() >= 7 && as_string_view(request[0]) == "1.0" && as_string_view(request[5]) == "CURVE" &&
+        request[6].size() == 32) {
+      std::array<uint8_t, 32> key{};
+      std::memcpy(key.data(), request[6].data(), key.size());
+      if (services_.count(key) > 0) {
+        role = kServiceUserId;
+      } else if (clients_.count(key) > 0) {
+        role = kClientUserId;
+      }
+    }
+    const bool allowed = !role.empty();
     const std::string_view request_id = request.size() >= 2 ? as_string_view(request[1]) : "";
     const char* status = allowed ? "200" : "400";
     const char* text = allowed ? "OK" : "client key not allowed";
@@ -199,7 +210,7 @@ void ZapHandler::serve(zmq::socket_t handler, zmq::socket_t stop_receiver) {
     handler.send(copy_frame(request_id), zmq::send_flags::sndmore);
     handler.send(copy_frame(std::string_view(status)), zmq::send_flags::sndmore);
     handler.send(copy_frame(std::string_view(text)), zmq::send_flags::sndmore);
-    handler.send(zmq::message_t(), zmq::send_flags::sndmore);
+    handler.send(copy_frame(role), zmq::send_flags::sndmore);
     handler.send(zmq::message_t(), zmq::send_flags::none);
   }
 }

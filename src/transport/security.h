@@ -26,10 +26,13 @@ using seqflow::write_key_files;
 
 struct ServerSecurity {
   bool enabled = false;
-  CurveKeyPair server_keys;
-  // Z85 public keys of the clients allowed in; empty: any client that knows
-  // the server's public key.
+  CurveKeyPair server_keys;  // its public key is let in with the "service" role
+  // Z85 public keys of the clients allowed in (role "client"); with CURVE
+  // at least one: a service never admits any key that knows its public key.
   std::vector<std::string> allowed_client_keys;
+  // Other services' public keys let in with the "service" role (a storage
+  // unit's controller when it has its own key pair).
+  std::vector<std::string> service_keys;
 };
 
 struct ClientSecurity {
@@ -38,13 +41,21 @@ struct ClientSecurity {
   std::string server_public_key;
 };
 
+// The user ids the ZAP handler gives the peers it admits: ZeroMQ hands them
+// to the service as the "User-Id" property of every message they send.
+inline constexpr std::string_view kServiceUserId = "service";  // the cluster's own key
+inline constexpr std::string_view kClientUserId = "client";    // a listed client key
+
 // ZeroMQ authenticates through a ZAP handler bound at inproc://zeromq.zap.01
 // in the socket's context: one per context. This one accepts CURVE clients
-// whose public key is listed and denies everything else. Denied clients
-// never complete the handshake, so their requests time out.
+// whose public key is listed, as "service" (service_keys) or "client"
+// (client_keys; a key in both is a service), and denies everything else with
+// status 400: the client's handshake fails (its socket monitor reports
+// ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) and it never gets to send a request.
 class ZapHandler {
  public:
-  ZapHandler(zmq::context_t& context, const std::vector<std::string>& allowed_client_keys);
+  ZapHandler(zmq::context_t& context, const std::vector<std::string>& service_keys,
+             const std::vector<std::string>& client_keys);
   ~ZapHandler();
   ZapHandler(const ZapHandler&) = delete;
   ZapHandler& operator=(const ZapHandler&) = delete;
@@ -54,7 +65,8 @@ class ZapHandler {
  private:
   void serve(zmq::socket_t handler, zmq::socket_t stop_receiver);
 
-  std::set<std::array<uint8_t, 32>> allowed_;
+  std::set<std::array<uint8_t, 32>> services_;
+  std::set<std::array<uint8_t, 32>> clients_;
   zmq::socket_t stop_sender_;
   std::thread thread_;
 };

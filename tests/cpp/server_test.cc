@@ -3,6 +3,7 @@
 #include "seqflow/server.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <functional>
@@ -11,6 +12,8 @@
 #include <vector>
 
 #include "remote_service_test_support.h"
+#include "server/service_settings.h"
+#include "transport/connection.h"
 #include "storage_test_support.h"
 #include "seqflow/client.h"
 #include "seqflow/security.h"
@@ -92,6 +95,47 @@ TEST(Server, ServesWithCurveKeysAndMetrics) {
   expect_round_trip(*client_of(controller.endpoint(), remote), "p", 3);
 }
 
+// The README's deployment through server.h: one key directory for every
+// service; a listed client is served, an unlisted one refused at once, and a
+// listed client may not call the services' own register_storage.
+TEST(Server, ACurveClusterFromOneKeyDirectoryAdmitsOnlyItsKeys) {
+  TempDir dir;
+  const std::string keys = dir.file("keys");
+  server::write_cluster_directory(keys, {"trainer"}, false);
+  ControllerServerOptions controller_options;
+  controller_options.curve = read_cluster_curve(keys);
+  ControllerServer controller(controller_options);
+  StorageServerOptions storage_options = unit_options(controller.endpoint());
+  storage_options.curve = read_cluster_curve(keys);
+  StorageServer unit(storage_options);
+
+  const std::string cluster_public = read_key_file(keys + "/cluster.pub").public_key;
+  const CurveKeyPair trainer = read_key_file(keys + "/clients/trainer.key");
+  RemoteOptions remote;
+  remote.server_public_key = cluster_public;
+  remote.client_public_key = trainer.public_key;
+  remote.client_secret_key = trainer.secret_key;
+  expect_round_trip(*client_of(controller.endpoint(), remote), "p", 3);
+
+  const CurveKeyPair stranger = generate_curve_keys();
+  remote.client_public_key = stranger.public_key;
+  remote.client_secret_key = stranger.secret_key;
+  EXPECT_TRUE(throws_code([&] { client_of(controller.endpoint(), remote); }, ErrorCode::kPermissionDenied,
+                          {controller.endpoint(), "ZAP authentication failed"}));
+  zmq::context_t context;
+  transport::ConnectionOptions connection_options;
+  connection_options.timeout = std::chrono::seconds(20);
+  connection_options.security = {true, stranger, cluster_public};
+  transport::Connection to_unit(context, unit.endpoint(), connection_options);
+  EXPECT_TRUE(throws_code([&] { to_unit.call("ping", {}); }, ErrorCode::kPermissionDenied,
+                          {unit.endpoint(), "refused this client's CURVE key"}));
+
+  connection_options.security.client_keys = trainer;
+  transport::Connection to_controller(context, controller.endpoint(), connection_options);
+  EXPECT_TRUE(throws_code([&] { to_controller.call("register_storage", {}); }, ErrorCode::kPermissionDenied,
+                          {"'register_storage'", "services' own"}));
+}
+
 TEST(Server, StorageServerReportsWhatItHolds) {
   ControllerServer controller({});
   StorageServer unit(unit_options(controller.endpoint()));
@@ -132,6 +176,50 @@ TEST(Server, ReadsTheServerCurveFromKeyFiles) {
       throws_code([&] { read_server_curve(dir.file("missing.key"), {}); }, ErrorCode::kNotFound, {"missing.key"}));
 }
 
+TEST(Server, AClusterKeyDirectoryIsWrittenAndReadBack) {
+  TempDir dir;
+  const std::string keys = dir.file("keys");
+  const std::vector<std::string> written = server::write_cluster_directory(keys, {"trainer", "rollout"}, false);
+  EXPECT_EQ(written.size(), 7u);
+  struct stat info {};
+  ASSERT_EQ(::stat((keys + "/clients").c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 0777, 0700u);
+  for (const char* secret : {"/cluster.key", "/metrics.token", "/clients/trainer.key"}) {
+    ASSERT_EQ(::stat((keys + secret).c_str(), &info), 0) << secret;
+    EXPECT_EQ(info.st_mode & 0777, 0600u) << secret;
+  }
+  const std::string token = read_metrics_token(keys);
+  EXPECT_EQ(token.size(), 64u);
+  EXPECT_EQ(token.find_first_not_of("0123456789abcdef"), std::string::npos);
+
+  const ServerCurve curve = read_cluster_curve(keys);
+  EXPECT_TRUE(curve.enabled);
+  const CurveKeyPair cluster = read_key_file(keys + "/cluster.key");
+  EXPECT_EQ(curve.keys.secret_key, cluster.secret_key);
+  // cluster.pub, then the clients by name.
+  EXPECT_EQ(curve.allowed_client_keys,
+            (std::vector<std::string>{cluster.public_key, read_key_file(keys + "/clients/rollout.pub").public_key,
+                                      read_key_file(keys + "/clients/trainer.pub").public_key}));
+
+  const ErrorCode invalid = ErrorCode::kInvalidArgument;
+  EXPECT_TRUE(
+      throws_code([&] { server::write_cluster_directory(keys, {}, false); }, invalid, {"cluster.key", "--force"}));
+  EXPECT_TRUE(throws_code([&] { server::write_cluster_directory(keys, {"trainer"}, false); }, invalid,
+                          {"trainer", "exists", "--force"}));
+  EXPECT_TRUE(throws_code([&] { server::write_cluster_directory(keys, {"../evil"}, false); }, invalid, {"../evil"}));
+  // A new client joins the cluster pair, which stays.
+  server::write_cluster_directory(keys, {"eval"}, false);
+  EXPECT_EQ(read_cluster_curve(keys).keys.public_key, cluster.public_key);
+  EXPECT_EQ(read_cluster_curve(keys).allowed_client_keys.size(), 4u);
+  EXPECT_EQ(read_metrics_token(keys), token);
+  server::write_cluster_directory(keys, {}, true);
+  EXPECT_NE(read_cluster_curve(keys).keys.public_key, cluster.public_key);
+
+  EXPECT_TRUE(throws_code([&] { read_cluster_curve(dir.file("missing")); }, ErrorCode::kNotFound,
+                          {dir.file("missing"), "keygen --cluster"}));
+  EXPECT_TRUE(throws_code([&] { read_metrics_token(dir.file("missing")); }, ErrorCode::kNotFound, {"metrics.token"}));
+}
+
 // Starts a controller server with the default options changed by `change`.
 void start_controller(const std::function<void(ControllerServerOptions&)>& change) {
   ControllerServerOptions options;
@@ -151,6 +239,21 @@ TEST(Server, BadOptionsAreNamed) {
   EXPECT_TRUE(throws_code(
       [] { start_controller([](auto& o) { o.curve.allowed_client_keys = {generate_curve_keys().public_key}; }); },
       invalid, {"curve.allowed_client_keys", "curve.enabled"}));
+  // CURVE without an allow-list would admit any key pair.
+  for (const bool storage : {false, true}) {
+    EXPECT_TRUE(throws_code(
+        [&] {
+          ServerCurve curve{true, generate_curve_keys(), {}};
+          if (storage) {
+            StorageServerOptions options = unit_options("tcp://127.0.0.1:5555");
+            options.curve = curve;
+            StorageServer server(options);
+          } else {
+            start_controller([&](auto& o) { o.curve = curve; });
+          }
+        },
+        invalid, {"allow-list", "--curve-clients", "curve_clients", "--curve-keys DIR"}));
+  }
   EXPECT_TRUE(throws_code([] { start_controller([](auto& o) { o.metrics_address = "no-port"; }); }, invalid,
                           {"metrics_address", "no-port"}));
   EXPECT_TRUE(throws_code([] { StorageServer(StorageServerOptions{}); }, invalid, {"controller endpoint is empty"}));

@@ -58,8 +58,8 @@ TEST(Envelope, ReplyRoundTripForOkAndEveryErrorCode) {
   const auto ok = decode_reply_envelope(encode_reply_envelope(42, std::nullopt));
   EXPECT_EQ(ok.id, 42u);
   EXPECT_FALSE(ok.error.has_value());
-  for (ErrorCode code :
-       {ErrorCode::kInvalidArgument, ErrorCode::kNotFound, ErrorCode::kTimeout, ErrorCode::kInternal}) {
+  for (ErrorCode code : {ErrorCode::kInvalidArgument, ErrorCode::kNotFound, ErrorCode::kTimeout, ErrorCode::kInternal,
+                         ErrorCode::kStaleSample, ErrorCode::kPermissionDenied}) {
     const auto frame = encode_reply_envelope(9, code);
     ASSERT_EQ(frame.size(), 9u);
     EXPECT_EQ(frame.data<unsigned char>()[8], 1 + static_cast<unsigned>(code));
@@ -85,7 +85,7 @@ TEST(Envelope, MalformedReplyEnvelopesThrowNamingTheProblem) {
   EXPECT_TRUE(throws_invalid([] { decode_reply_envelope(bytes("")); }, {"reply envelope is 0 bytes", "expected 9"}));
   EXPECT_TRUE(throws_invalid([] { decode_reply_envelope(bytes(with_id(1, ""))); }, {"8 bytes"}));
   EXPECT_TRUE(throws_invalid([] { decode_reply_envelope(bytes(with_id(1, "xy"))); }, {"10 bytes"}));
-  EXPECT_TRUE(throws_invalid([] { decode_reply_envelope(bytes(with_id(1, "\x06"))); }, {"status byte 6"}));
+  EXPECT_TRUE(throws_invalid([] { decode_reply_envelope(bytes(with_id(1, "\x07"))); }, {"status byte 7"}));
   EXPECT_TRUE(throws_invalid([] { decode_reply_envelope(bytes(with_id(1, "\xff"))); }, {"status byte 255"}));
 }
 

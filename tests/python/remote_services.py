@@ -47,11 +47,12 @@ class ServeProcess:
     """`seqflow serve ROLE ...` as a child process that is serving once the
     constructor returns: its first stdout line names the endpoint."""
 
-    def __init__(self, role: str, *args: str, startup_timeout: float = 20.0, wrapper: tuple[str, ...] = ()):
-        """wrapper: a command that runs the service, e.g. ("unshare", "--pid", "--fork")."""
+    def __init__(self, role: str, *args: str, startup_timeout: float = 20.0, wrapper: tuple[str, ...] = (),
+                 cwd: Optional[Path] = None):
+        """wrapper: a command that runs the service, e.g. ("unshare", "--pid", "--fork"); cwd: its directory."""
         command = require_seqflow_command()
         self.process = subprocess.Popen([*wrapper, command, "serve", role, *args], stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE)
+                                        stderr=subprocess.PIPE, cwd=cwd)
         self.line = self._first_line(startup_timeout)
         words = self.line.split()
         if words[:4] != ["seqflow", role, "serving", "on"]:

@@ -90,6 +90,13 @@ NOT_HERE = "tcp://192.0.2.1:5555"  # TEST-NET-1: an address of no interface of t
     ([*CONTROLLER, "--curve-clients", "a.pub,,b.pub"], "--curve-clients", "a.pub,,b.pub"),
     ([*CONTROLLER, "--curve-clients", "PUB"], "--curve-clients", "PUB"),
     ([*CONTROLLER, "--curve-secret", "KEY", "--curve-clients", "missing.pub"], "--curve-clients", "missing.pub"),
+    # CURVE without an allow-list would admit any key pair: refused, on every service.
+    ([*CONTROLLER, "--curve-secret", "KEY"], "--curve-clients", "--curve-keys DIR"),
+    ([*STORAGE, "--curve-secret", "KEY"], "--curve-clients", "--curve-keys DIR"),
+    ([*CONTROLLER, "--curve-keys", "/nonexistent/keys"], "--curve-keys", "/nonexistent/keys"),
+    ([*STORAGE, "--curve-keys", "/nonexistent/keys"], "--curve-keys", "/nonexistent/keys"),
+    ([*CONTROLLER, "--curve-keys", "/nonexistent/keys", "--curve-secret", "KEY"], "--curve-keys", "--curve-secret"),
+    (["keygen", "--clients", "trainer"], "--clients", "--cluster"),
     ([*CONTROLLER, "--load-checkpoint", "/nonexistent/ckpt"], "--load-checkpoint", "/nonexistent/ckpt"),
     ([*CONTROLLER, "--checkpoint-root", "/nonexistent/root"], "--checkpoint-root", "/nonexistent/root"),
     ([*CONTROLLER, "--frobnicate"], "--frobnicate", "--frobnicate"),
@@ -153,3 +160,24 @@ def test_keygen_writes_a_private_key_and_a_public_key(tmp_path):
     assert seqflow.read_key_file(tmp_path / "cluster.key") == (public, secret)  # not replaced
     assert run("keygen", str(prefix), "--force").returncode == 0
     assert seqflow.read_key_file(tmp_path / "cluster.key")[0] != public
+
+
+def test_keygen_cluster_writes_one_directory_for_every_service_and_client(tmp_path):
+    keys = tmp_path / "keys"
+    result = run("keygen", "--cluster", str(keys), "--clients", "trainer,rollout")
+    assert result.returncode == 0, result.stderr
+    assert "--curve-keys" in result.stdout
+    for secret in ("cluster.key", "metrics.token", "clients/trainer.key", "clients/rollout.key"):
+        assert stat.S_IMODE((keys / secret).stat().st_mode) == 0o600, secret
+    assert stat.S_IMODE((keys / "clients").stat().st_mode) == 0o700
+    token = (keys / "metrics.token").read_text().strip()
+    assert len(token) == 64 and int(token, 16) >= 0
+    public, _ = seqflow.read_key_file(keys / "cluster.key")
+    assert seqflow.read_key_file(keys / "cluster.pub") == (public, None)
+    again = run("keygen", "--cluster", str(keys))
+    assert again.returncode == 2 and "--force" in again.stderr
+    assert run("keygen", "--cluster", str(keys), "--clients", "eval").returncode == 0  # joins the cluster
+    assert seqflow.read_key_file(keys / "cluster.pub") == (public, None)
+    assert (keys / "clients" / "eval.pub").exists()
+    taken = run("keygen", "--cluster", str(keys), "--clients", "trainer")
+    assert taken.returncode == 2 and "trainer" in taken.stderr and "--force" in taken.stderr
