@@ -56,7 +56,9 @@ struct ControllerServerOptions {
   size_t max_workers = 0;        // 0: the default (a blocking fetch holds a worker while it waits)
   size_t max_request_bytes = 0;  // 0: the default (8 GiB)
   std::string load_checkpoint;   // a checkpoint directory to start from; empty: start empty
-  std::string checkpoint_root;   // clients save and load only under it; empty: anywhere
+  // Clients save and load only under it; empty: $SEQFLOW_CHECKPOINT_ROOT, else
+  // ~/.local/state/seqflow/checkpoints (made 0700).
+  std::string checkpoint_root;
   ServerCurve curve;
   std::string metrics_address;  // Prometheus endpoint "HOST:PORT" (port 0: a free port); empty: none
   // GET /metrics then requires "Authorization: Bearer <metrics_token>" (401
@@ -93,7 +95,7 @@ struct StorageServerOptions {
   StorageOptions storage;                  // capacity
   size_t max_workers = 0;                  // 0: the default
   size_t max_request_bytes = 0;            // 0: the default (8 GiB)
-  std::string checkpoint_root;             // clients save and load only under it; empty: anywhere
+  std::string checkpoint_root;             // clients save and load only under it; empty: the default
   ServerCurve curve;
   // The controller's public key; empty: curve.keys.public_key (one cluster pair).
   std::string controller_public_key;

@@ -308,7 +308,8 @@ void bind_services(nb::module_ m) {
         "curve_clients: .pub files (or directories of them) of the admitted\n"
         "clients (required with curve_secret).\n"
         "checkpoint_root: clients' save_checkpoint / load_checkpoint paths must\n"
-        "lie under this directory (default: anywhere).");
+        "lie under this directory (default: $SEQFLOW_CHECKPOINT_ROOT, else\n"
+        "~/.local/state/seqflow/checkpoints, made 0700; a relative path lies under it).");
   m.def("serve_storage", &serve_storage, "controller"_a, "bind"_a = "tcp://127.0.0.1:0", nb::kw_only(),
         "advertise"_a.none() = nb::none(), "max_bytes"_a.none() = 0, "max_samples"_a.none() = 0,
         "metrics"_a.none() = nb::none(), "max_workers"_a.none() = nb::none(), "max_request_bytes"_a.none() = nb::none(),

@@ -44,7 +44,7 @@ constexpr Option kCurveKeysOption{
 constexpr Option kCheckpointRootOption{
     "--checkpoint-root", "DIR",
     "save and load clients' checkpoints only under DIR (a path outside it gets an error reply); "
-    "default: anywhere this service's user may write"};
+    "default: $SEQFLOW_CHECKPOINT_ROOT, else ~/.local/state/seqflow/checkpoints (made 0700)"};
 
 constexpr Option kControllerOptions[] = {
     {"--bind", "ADDR", "the ZeroMQ endpoint to listen on (default tcp://127.0.0.1:5555; port 0: a free port)"},
@@ -179,6 +179,7 @@ std::shared_ptr<Sampler> sampler_of(const Arguments& args) {
 // made so that an error names its option (the service settings check them
 // again, naming them as Python's serve_controller and serve_storage do).
 void check_files_and_endpoints(const Arguments& args) {
+  if (const auto bind = args.get("--bind")) with_option("--bind", [&] { server::check_bind_address(*bind); });
   const std::optional<std::string> secret = args.get("--curve-secret");
   const std::optional<std::string> keys = args.get("--curve-keys");
   if (keys) {

@@ -4,6 +4,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <limits>
@@ -89,6 +90,17 @@ bool from_a_service(const zmq::message_t& frame) {
 
 }  // namespace
 
+void check_bind_address(const std::string& bind) {
+  if (!bind.starts_with("tcp://")) return;
+  const std::string port = bind.substr(bind.rfind(':') + 1);
+  if (port == "*") return;
+  const bool digits = !port.empty() && port.size() <= 5 &&
+                      std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (!digits || std::stoi(port) > 65535) {
+    throw_invalid("bind address '" + bind + "': the port must be 0 (a free one) or 1..65535, got '" + port + "'");
+  }
+}
+
 std::optional<std::chrono::steady_clock::time_point> request_deadline() { return current_deadline; }
 
 void check_request_open(std::string_view what) {
@@ -125,6 +137,7 @@ Service::Service(ServiceOptions options) : options_(std::move(options)) {
                   ") must not exceed max_workers (" + std::to_string(options_.max_workers) + ")");
   }
   if (options_.max_request_bytes == 0) throw_invalid("ServiceOptions.max_request_bytes must be > 0, got 0");
+  check_bind_address(options_.bind);
   if (options_.security.enabled) {
     transport::check_curve_key(options_.security.server_keys.secret_key,
                                "ServiceOptions.security.server_keys.secret_key");

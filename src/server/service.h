@@ -59,6 +59,10 @@ using InlineHandler = std::function<std::optional<transport::Frames>(const trans
 
 inline constexpr size_t kMaxMessageSlackBytes = size_t{1} << 20;
 
+// Throws kInvalidArgument naming `bind` when its TCP port is outside
+// 0..65535 (ZeroMQ would take it modulo 65536: -5 binds 65531).
+void check_bind_address(const std::string& bind);
+
 // The deadline of the request the calling thread handles: its arrival plus
 // the budget its client sent (transport/envelope.h); nullopt when it sent
 // none, or outside a handler. A handler that waits must not wait past it.

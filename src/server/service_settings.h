@@ -36,7 +36,7 @@ struct ServingSettings {
   // A cluster key directory (read_cluster_curve) instead of the two above;
   // its metrics.token then guards the metrics endpoint.
   std::string curve_keys_dir;
-  std::string checkpoint_root;  // clients save and load only under it; empty: anywhere
+  std::string checkpoint_root;  // clients save and load only under it; empty: the default (CheckpointRoot)
 };
 
 struct ControllerSettings {

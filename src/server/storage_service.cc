@@ -40,7 +40,7 @@ bool same_token(std::string_view given, std::string_view expected) {
 
 void StorageService::check_controller(const Header& header) const {
   if (!header.has("admin_token") || !same_token(header.text("admin_token"), admin_token_)) {
-    throw Error(ErrorCode::kInvalidArgument,
+    throw Error(ErrorCode::kPermissionDenied,
                 header.what() + " refused: only the controller this unit registered with may clear, save or load it");
   }
 }

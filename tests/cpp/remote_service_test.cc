@@ -535,7 +535,7 @@ TEST(RemoteServiceSecurity, AUnitClearsSavesAndLoadsOnlyForItsController) {
                                                                                {"load", Json{{"path", victim}}}}) {
       Json sent = request;
       if (!token.is_null()) sent["admin_token"] = token;
-      EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { unit.call(op, wire::header_message(sent)); },
+      EXPECT_TRUE(throws_error(ErrorCode::kPermissionDenied, [&] { unit.call(op, wire::header_message(sent)); },
                                {op + " request refused", "only the controller"}))
           << op << " " << token.dump();
     }

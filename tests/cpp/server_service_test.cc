@@ -18,6 +18,21 @@ namespace {
 
 using namespace seqflow::server::test;
 
+TEST(Service, ABindPortOutsideTheRangeIsRefusedNotWrapped) {
+  for (const std::string port : {"-5", "99999", "65536", "", "80x"}) {
+    ServiceOptions options;
+    options.bind = "tcp://127.0.0.1:" + port;
+    EXPECT_TRUE(
+        throws_invalid([&] { Service service(options); }, {"tcp://127.0.0.1:" + port, "0 (a free one) or 1..65535"}))
+        << port;
+  }
+  ServiceOptions star;
+  star.bind = "tcp://127.0.0.1:*";
+  Service service(star);
+  service.start();
+  EXPECT_NE(service.endpoint().find("tcp://127.0.0.1:"), std::string::npos);
+}
+
 TEST(Service, EchoRoundTripWithMultipartFrames) {
   auto service = echo_service();
   zmq::context_t context;

@@ -100,6 +100,10 @@ NOT_HERE = "tcp://192.0.2.1:5555"  # TEST-NET-1: an address of no interface of t
     ([*CONTROLLER, "--load-checkpoint", "/nonexistent/ckpt"], "--load-checkpoint", "/nonexistent/ckpt"),
     ([*CONTROLLER, "--checkpoint-root", "/nonexistent/root"], "--checkpoint-root", "/nonexistent/root"),
     ([*CONTROLLER, "--frobnicate"], "--frobnicate", "--frobnicate"),
+    # ZeroMQ would take these modulo 65536 (-5 binds 65531): refused instead.
+    (["serve", "controller", "--bind", "tcp://127.0.0.1:-5"], "--bind", "tcp://127.0.0.1:-5"),
+    (["serve", "controller", "--bind", "tcp://127.0.0.1:99999"], "--bind", "tcp://127.0.0.1:99999"),
+    ([*STORAGE, "--bind", "tcp://127.0.0.1:70000"], "--bind", "tcp://127.0.0.1:70000"),
     ([*CONTROLLER, "extra"], "argument", "'extra'"),
     (["serve", "storage"], "--controller", "--controller"),
     (["serve", "storage", "--controller", "garbage"], "--controller", "'garbage'"),
