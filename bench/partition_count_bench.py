@@ -5,8 +5,9 @@ cost the same at the 20,000th as at the 100th (it used to list every
 partition first: 0.6 ms at 100 live, 10 ms at 20,000). Starts a controller
 and one storage unit as `seqflow serve` processes on 127.0.0.1, grows the
 partition count to each row's (one small put each) and times puts of 8
-samples x 1024 float32 into fresh partitions. The first row is timed again
-at the end: the two readings of the same row are the run's noise.
+samples x 1024 float32 into fresh partitions; beside them, puts that list
+the partitions first, as every put did before. The first row is timed
+again at the end: the two readings of the same row are the run's noise.
 
     .venv/bin/python bench/partition_count_bench.py [--puts 400] [--counts 100,10000,20000]
 """
@@ -52,11 +53,15 @@ class Serve:
             self.process.wait(timeout=30)
 
 
-def put_latencies(client, puts: int, prefix: str) -> np.ndarray:
+def put_latencies(client, puts: int, prefix: str, list_first: bool = False) -> np.ndarray:
+    """ms per put; list_first: each put also lists the partitions, as every
+    put did before (the side-by-side baseline)."""
     data = {"x": np.ones((8, 1024), dtype=np.float32)}
     times = []
     for i in range(puts):
         start = time.perf_counter()
+        if list_first:
+            client.get_partition_list()
         client.put(data, partition_id=f"{prefix}-{i}")
         times.append(time.perf_counter() - start)
     return np.array(times) * 1e3
@@ -81,10 +86,11 @@ def main(argv=None) -> int:
                 client.put(small, partition_id=f"filler-{live}")
                 live += 1
             times = put_latencies(client, args.puts, f"row{count}")
-            live += args.puts
-            rows.append((f"{count:,}", times))
+            listing = put_latencies(client, args.puts // 4, f"listing{count}", list_first=True)
+            live += args.puts + args.puts // 4
+            rows.append((f"{count:,}", times, listing))
         times = put_latencies(client, args.puts, "again")
-        rows.append((f"{counts[0]:,} (again: the noise)", times))
+        rows.append((f"{counts[0]:,} (again: the noise)", times, None))
         client.close()
     finally:
         unit.stop()
@@ -93,12 +99,13 @@ def main(argv=None) -> int:
     base = np.median(rows[0][1])
     print(f"\nremote put of 8 x 1024 float32 into a fresh partition, {args.puts} puts per row, "
           f"one controller and one unit (seqflow serve) on 127.0.0.1\n")
-    print("| live partitions | p50 (ms) | p90 (ms) | p50 / first row |")
-    print("|---|---:|---:|---:|")
-    for name, times in rows:
+    print("| live partitions | put p50 (ms) | put p90 (ms) | p50 / first row | put + partition list p50 (ms): what a put cost before |")
+    print("|---|---:|---:|---:|---:|")
+    for name, times, listing in rows:
         p50, p90 = np.median(times), np.percentile(times, 90)
-        print(f"| {name} | {p50:.3f} | {p90:.3f} | {p50 / base:.2f} |")
-    medians = [np.median(times) for _, times in rows[:-1]]
+        before = "" if listing is None else f"{np.median(listing):.3f}"
+        print(f"| {name} | {p50:.3f} | {p90:.3f} | {p50 / base:.2f} | {before} |")
+    medians = [np.median(times) for _, times, _ in rows[:-1]]
     noise = abs(np.median(rows[-1][1]) / base - 1)
     spread = max(medians) / min(medians)
     verdict = "PASS" if spread <= TARGET_RATIO else "FAIL"

@@ -14,6 +14,7 @@ void bind_limits(nb::module_ m) {
   m.attr("MAX_DECODE_NESTING") = kMaxDecodeNesting;
   m.attr("MAX_NAME_BYTES") = kMaxNameBytes;
   m.attr("MAX_RANK") = kMaxRank;
+  m.attr("MAX_GLOBAL_INDEX") = kMaxGlobalIndex;
 }
 
 }  // namespace seqflow::bindings

@@ -40,6 +40,7 @@ from hypothesis.stateful import (RuleBasedStateMachine, invariant, precondition,
 import seqflow  # noqa: E402
 from remote_services import Cluster  # noqa: E402
 from seqflow._checks import MAX_NAME_BYTES  # noqa: E402
+from seqflow._seqflow.limits import MAX_GLOBAL_INDEX  # noqa: E402
 
 settings.register_profile(
     "ci", max_examples=200, stateful_step_count=30, deadline=None, derandomize=True, database=None,
@@ -546,8 +547,9 @@ class BadInputMachine(RuleBasedStateMachine):
                     partition
             # A negative index: refused as a bad value (remote) or found nowhere (embedded).
             errors = (stale_error, ValueError) if gi < 0 else (stale_error,)
-            if stale_error is None:
-                return Arg(meta, None if gi < 0 else True, ("global index", "sample", "partition"),
+            if stale_error is None:  # a clear: gone samples are skipped, impossible indexes refused
+                possible = 0 <= gi <= MAX_GLOBAL_INDEX
+                return Arg(meta, None if gi < 0 else possible, ("global index", "sample", "partition"),
                            (KeyError, ValueError)), None, partition
             return Arg(meta, False, ("global index", "sample", "partition", "global_indexes"), errors), None, partition
         if kind == "empty":

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import shutil
 import time
 from pathlib import Path
 
@@ -213,10 +214,13 @@ def test_a_loaded_checkpoint_answers_with_each_tasks_saved_model(make_client, tm
 BEFORE_TASK_MODELS = Path(__file__).resolve().parents[1] / "data" / "checkpoints"
 
 
-def test_a_checkpoint_from_before_task_models_loads_without_them(client_mode, make_client):  # noqa: F811
+def test_a_checkpoint_from_before_task_models_loads_without_them(client_mode, make_client, tmp_path):  # noqa: F811
     client = make_client()  # remote: two storage units, as when it was saved
     client.report_timings("actor", timings(2))
-    client.load_checkpoint(BEFORE_TASK_MODELS / f"before_task_models_{client_mode}")
+    # A copy: services read checkpoints only under their root (the tests': the temp directory).
+    checkpoint = tmp_path / "checkpoint"
+    shutil.copytree(BEFORE_TASK_MODELS / f"before_task_models_{client_mode}", checkpoint)
+    client.load_checkpoint(checkpoint)
     assert client.task_workload("actor") is None
     meta = client.get_meta(["x"], 3, "train", task_name="reader")
     data = client.get_data(meta)
