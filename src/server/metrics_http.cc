@@ -7,21 +7,10 @@
 #include <chrono>
 #include <string_view>
 
+#include "common/constant_time.h"
 #include "seqflow/error.h"
 
 namespace seqflow::server {
-
-namespace {
-
-// Compares in time independent of where the texts differ.
-bool same_text(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  unsigned char difference = 0;
-  for (size_t i = 0; i < a.size(); ++i) difference |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return difference == 0;
-}
-
-}  // namespace
 
 MetricsHttpServer::MetricsHttpServer(std::string host, int port, std::function<std::string()> render, std::string token)
     : host_(std::move(host)), server_(std::make_unique<httplib::Server>()) {
@@ -36,7 +25,7 @@ MetricsHttpServer::MetricsHttpServer(std::string host, int port, std::function<s
   server_->new_task_queue = [] { return new httplib::ThreadPool(2); };
   server_->Get("/metrics", [render = std::move(render), token = std::move(token)](const httplib::Request& request,
                                                                                   httplib::Response& response) {
-    if (!token.empty() && !same_text(request.get_header_value("Authorization"), "Bearer " + token)) {
+    if (!token.empty() && !equal_in_constant_time(request.get_header_value("Authorization"), "Bearer " + token)) {
       response.status = 401;
       response.set_header("WWW-Authenticate", "Bearer");
       response.set_content(

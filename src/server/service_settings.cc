@@ -33,22 +33,6 @@ ServerCurve curve_of(const ServingSettings& settings) {
   return read_server_curve(settings.curve_secret_file, settings.curve_client_files);
 }
 
-// Writes through open(2): a secret file never exists with looser permissions.
-void write_private_file(const std::string& path, const std::string& text) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  bool ok = fd >= 0 && ::fchmod(fd, 0600) == 0;
-  size_t written = 0;
-  while (ok && written < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + written, text.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    ok = n > 0;
-    if (ok) written += static_cast<size_t>(n);
-  }
-  const int saved_errno = errno;
-  if (fd >= 0) ok = ::close(fd) == 0 && ok;
-  if (!ok) throw_invalid("'" + path + "' cannot be written: " + std::strerror(saved_errno));
-}
-
 std::string random_token() {
   std::random_device device;
   static constexpr char kHex[] = "0123456789abcdef";
@@ -317,7 +301,7 @@ std::vector<std::string> write_cluster_directory(const std::string& directory,
   std::vector<std::string> written;
   if (!keep_cluster) {
     transport::write_key_files((dir / "cluster").string(), transport::generate_curve_keys());
-    write_private_file((dir / "metrics.token").string(), random_token() + "\n");
+    transport::write_key_file((dir / "metrics.token").string(), random_token() + "\n", 0600, "metrics token");
     written.insert(written.end(),
                    {(dir / "cluster.key").string(), (dir / "cluster.pub").string(), (dir / "metrics.token").string()});
   }

@@ -3,6 +3,7 @@
 #include <bit>
 #include <iterator>
 
+#include "common/constant_time.h"
 #include "common/random_id.h"
 #include "transport/connection.h"
 #include "transport/local_copy.h"
@@ -27,19 +28,10 @@ std::string random_token() {
   return token;
 }
 
-// Compares without stopping at the first difference: the time taken tells
-// a guesser nothing about how much of the token it has right.
-bool same_token(std::string_view given, std::string_view expected) {
-  if (given.size() != expected.size()) return false;
-  unsigned char difference = 0;
-  for (size_t i = 0; i < given.size(); ++i) difference |= static_cast<unsigned char>(given[i] ^ expected[i]);
-  return difference == 0;
-}
-
 }  // namespace
 
 void StorageService::check_controller(const Header& header) const {
-  if (!header.has("admin_token") || !same_token(header.text("admin_token"), admin_token_)) {
+  if (!header.has("admin_token") || !equal_in_constant_time(header.text("admin_token"), admin_token_)) {
     throw Error(ErrorCode::kPermissionDenied,
                 header.what() + " refused: only the controller this unit registered with may clear, save or load it");
   }

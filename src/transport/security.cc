@@ -34,29 +34,6 @@ std::string certificate_text(const CurveKeyPair& keys, bool with_secret) {
   return out.str();
 }
 
-// Writes through open(2) so that a secret file never exists with looser
-// permissions, even for a moment; fchmod also tightens a file that existed.
-void write_file(const std::string& path, const std::string& text, mode_t mode) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-  if (fd < 0) {
-    throw Error(ErrorCode::kInvalidArgument, "key file '" + path + "' cannot be written: " + std::strerror(errno));
-  }
-  bool ok = ::fchmod(fd, mode) == 0;
-  size_t written = 0;
-  while (ok && written < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + written, text.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    ok = n > 0;
-    if (ok) written += static_cast<size_t>(n);
-  }
-  const int saved_errno = errno;
-  ok = ::close(fd) == 0 && ok;
-  if (!ok) {
-    throw Error(ErrorCode::kInvalidArgument,
-                "key file '" + path + "' cannot be written: " + std::strerror(saved_errno));
-  }
-}
-
 std::string_view trim(std::string_view text) {
   const auto first = text.find_first_not_of(" \t\r");
   if (first == std::string_view::npos) return {};
@@ -91,8 +68,8 @@ void check_curve_key(std::string_view key, std::string_view what) {
 void write_key_files(const std::string& prefix, const CurveKeyPair& keys) {
   check_curve_key(keys.public_key, "write_key_files: public_key");
   check_curve_key(keys.secret_key, "write_key_files: secret_key");
-  write_file(prefix + ".key", certificate_text(keys, true), 0600);
-  write_file(prefix + ".pub", certificate_text(keys, false), 0644);
+  transport::write_key_file(prefix + ".key", certificate_text(keys, true), 0600, "key file");
+  transport::write_key_file(prefix + ".pub", certificate_text(keys, false), 0644, "key file");
 }
 
 CurveKeyPair read_key_file(const std::string& path) {
@@ -133,6 +110,24 @@ CurveKeyPair read_key_file(const std::string& path) {
 }
 
 namespace transport {
+
+void write_key_file(const std::string& path, const std::string& text, mode_t mode, std::string_view what) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  bool ok = fd >= 0 && ::fchmod(fd, mode) == 0;
+  size_t written = 0;
+  while (ok && written < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + written, text.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    ok = n > 0;
+    if (ok) written += static_cast<size_t>(n);
+  }
+  const int saved_errno = errno;
+  if (fd >= 0) ok = ::close(fd) == 0 && ok;
+  if (!ok) {
+    throw Error(ErrorCode::kInvalidArgument,
+                std::string(what) + " '" + path + "' cannot be written: " + std::strerror(saved_errno));
+  }
+}
 
 ZapHandler::ZapHandler(zmq::context_t& context, const std::vector<std::string>& service_keys,
                        const std::vector<std::string>& client_keys) {

@@ -2,6 +2,7 @@
 // that restricts a server to a list of client keys.
 #pragma once
 
+#include <sys/types.h>
 #include <zmq.hpp>
 
 #include <array>
@@ -23,6 +24,11 @@ using seqflow::generate_curve_keys;
 using seqflow::kCurveKeyChars;
 using seqflow::read_key_file;
 using seqflow::write_key_files;
+
+// Writes `text` to `path` through open(2), so that a secret file never
+// exists with looser permissions, even for a moment; fchmod also tightens a
+// file that existed. Throws kInvalidArgument naming `what` and the path.
+void write_key_file(const std::string& path, const std::string& text, mode_t mode, std::string_view what);
 
 struct ServerSecurity {
   bool enabled = false;
