@@ -13,14 +13,24 @@
 namespace seqflow {
 
 struct StorageOptions {
-  uint64_t max_bytes = 0;    // 0: unlimited
+  uint64_t max_bytes = 0;    // 0: unlimited; bounds the values' bytes and their bookkeeping (StorageStats)
   uint64_t max_samples = 0;  // 0: unlimited
 };
+
+// What a storage unit counts per sample and per stored value (field) beside
+// the values' bytes: estimates of its bookkeeping memory (hash and map nodes,
+// names, views), which max_bytes bounds together with the bytes.
+inline constexpr uint64_t kSampleOverheadBytes = 128;
+inline constexpr uint64_t kValueOverheadBytes = 160;
 
 struct StorageStats {
   uint64_t samples = 0;  // global indexes holding at least one field
   uint64_t bytes = 0;    // bytes of the values held (a shared buffer counts
                          // only the slices still referenced)
+  // Memory the unit keeps per sample and per value beside the bytes (an
+  // estimate per entry): max_bytes bounds bytes + overhead_bytes, so a
+  // million one-byte samples cannot hold far more memory than the limit.
+  uint64_t overhead_bytes = 0;
 };
 
 // The samples a put or a get means: their global indexes and, for each, the

@@ -404,7 +404,9 @@ clear_samples and kv_clear leave them listed.)");
         std::shared_ptr<Client> client = self.connected();
         return stats_to_python(without_gil([&] { return client->storage_stats(); }));
       },
-      nb::sig("def stats(self) -> dict"), R"(Storage use: {"samples": ..., "bytes": ...}.)");
+      nb::sig("def stats(self) -> dict"),
+      R"(Storage use: {"samples": ..., "bytes": ..., "overhead_bytes": ...} (bookkeeping memory
+per sample and value, an estimate; max_bytes bounds bytes + overhead_bytes).)");
   cls.def("report_timing", &report_timing, "task_name"_a.none(), "lengths"_a.none(), "seconds"_a.none(),
           nb::sig("def report_timing(self, task_name: str, lengths, seconds: float) -> None"),
           R"(How long one micro-batch of `task_name` took on this rank: the

@@ -270,7 +270,8 @@ void bind_services(nb::module_ m) {
       .def_prop_ro("metrics_port", &ServiceHandle::metrics_port, "The metrics endpoint's port, or None.")
       .def_prop_ro("serving_line", &ServiceHandle::serving_line,
                    "What ``seqflow serve`` prints: 'seqflow ROLE serving on ENDPOINT[ metrics on URL]'.")
-      .def("stats", &ServiceHandle::stats, "A storage unit's use: {\"samples\": ..., \"bytes\": ...}.")
+      .def("stats", &ServiceHandle::stats,
+           "A storage unit's use: {\"samples\": ..., \"bytes\": ..., \"overhead_bytes\": ...}.")
       .def("stop", &ServiceHandle::stop, "Stops serving (idempotent): running calls finish, queued ones are dropped.")
       .def("abandon", &ServiceHandle::abandon,
            "Forget the service without stopping it (in a child process after fork).")

@@ -322,9 +322,10 @@ StorageStats ShardedStorage::stats() const {
   StorageStats total;
   for (auto& [unit, frames] : fan_out.receive_all()) {
     const Json header = transport::wire::read_header(frames, 0, "stats reply");
-    const Header reply(header, "stats reply", {"samples", "bytes"});
+    const Header reply(header, "stats reply", {"samples", "bytes", "overhead_bytes"});
     total.samples += static_cast<uint64_t>(reply.integer("samples"));
     total.bytes += static_cast<uint64_t>(reply.integer("bytes"));
+    total.overhead_bytes += static_cast<uint64_t>(reply.integer("overhead_bytes"));
   }
   return total;
 }

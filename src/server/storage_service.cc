@@ -58,6 +58,10 @@ StorageService::StorageService(StorageServiceOptions options)
     out += "# HELP seqflow_storage_bytes Bytes of the values held\n# TYPE seqflow_storage_bytes gauge\n";
     out += "seqflow_storage_bytes " + std::to_string(stats.bytes) + "\n";
     out +=
+        "# HELP seqflow_storage_overhead_bytes Memory held per sample and value beside their bytes (an estimate; "
+        "max_bytes bounds both)\n# TYPE seqflow_storage_overhead_bytes gauge\n";
+    out += "seqflow_storage_overhead_bytes " + std::to_string(stats.overhead_bytes) + "\n";
+    out +=
         "# HELP seqflow_storage_samples Samples holding at least one field\n"
         "# TYPE seqflow_storage_samples gauge\n";
     out += "seqflow_storage_samples " + std::to_string(stats.samples) + "\n";
@@ -154,7 +158,8 @@ void StorageService::register_handlers() {
     const Json json = transport::wire::read_header(args, 0, "stats request");
     const Header header(json, "stats request", {});
     const StorageStats stats = storage.stats();
-    return transport::wire::header_message(Json{{"samples", stats.samples}, {"bytes", stats.bytes}});
+    return transport::wire::header_message(
+        Json{{"samples", stats.samples}, {"bytes", stats.bytes}, {"overhead_bytes", stats.overhead_bytes}});
   });
   // A save answers with its file's fingerprint; a load given one refuses a
   // file of another save (the client keeps them in the checkpoint's index).

@@ -87,6 +87,10 @@ struct StoredSample {
   std::string partition;    // empty likewise
   Fields fields;
 };
+
+uint64_t overhead_of(const StoredSample& sample) {
+  return kSampleOverheadBytes + kValueOverheadBytes * sample.fields.size();
+}
 using Values = std::unordered_map<int64_t, StoredSample>;
 
 }  // namespace
@@ -128,11 +132,14 @@ void StorageUnit::put(const SampleKeys& samples, const std::vector<Column>& colu
   std::unique_lock lock(state_->mutex);
   uint64_t replaced = 0;
   uint64_t fresh = 0;
+  uint64_t added_overhead = 0;
+  uint64_t replaced_overhead = 0;
   std::unordered_set<int64_t> superseded;  // holding an older generation's values: dropped whole
   for (const auto& [gi, sample] : staged) {
     auto stored = state_->values.find(gi);
     if (stored == state_->values.end()) {
       ++fresh;
+      added_overhead += overhead_of(sample);
       continue;
     }
     const StoredSample& old = stored->second;
@@ -142,6 +149,8 @@ void StorageUnit::put(const SampleKeys& samples, const std::vector<Column>& colu
     if (old.generation != 0 && sample.generation > old.generation) {
       superseded.insert(gi);
       replaced += bytes_of(old.fields);
+      replaced_overhead += overhead_of(old);
+      added_overhead += overhead_of(sample);
       continue;
     }
     if (!old.partition.empty() && old.partition != sample.partition) {
@@ -149,11 +158,17 @@ void StorageUnit::put(const SampleKeys& samples, const std::vector<Column>& colu
     }
     for (const auto& [field, view] : sample.fields) {
       auto slot = old.fields.find(field);
-      if (slot != old.fields.end()) replaced += slot->second.nbytes;
+      if (slot != old.fields.end()) {
+        replaced += slot->second.nbytes;
+      } else {
+        added_overhead += kValueOverheadBytes;
+      }
     }
   }
   // Overwritten bytes are released by this put, so they count as free.
-  check_room("max_bytes", state_->options.max_bytes, state_->stats.bytes - replaced, added, "bytes", "the put");
+  const StorageStats& held = state_->stats;
+  check_room("max_bytes", state_->options.max_bytes, held.bytes + held.overhead_bytes - replaced - replaced_overhead,
+             added + added_overhead, "bytes (values and their bookkeeping)", "the put");
   check_room("max_samples", state_->options.max_samples, state_->values.size(), fresh, "new samples", "the put");
   state_->values.reserve(state_->values.size() + fresh);  // the last step that may throw
 
@@ -184,6 +199,7 @@ void StorageUnit::put(const SampleKeys& samples, const std::vector<Column>& colu
     ++it;
   }
   state_->stats.bytes = state_->stats.bytes - replaced + added;
+  state_->stats.overhead_bytes = state_->stats.overhead_bytes - replaced_overhead + added_overhead;
   state_->stats.samples = state_->values.size();
   lock.unlock();
   // `staged` now holds the overwritten views; their buffers may be freed here, unlocked.
@@ -232,6 +248,7 @@ void StorageUnit::clear(std::span<const int64_t> global_indexes) {
     auto stored = state_->values.find(gi);
     if (stored == state_->values.end()) continue;
     state_->stats.bytes -= bytes_of(stored->second.fields);
+    state_->stats.overhead_bytes -= overhead_of(stored->second);
     dropped.push_back(state_->values.extract(stored));
   }
   state_->stats.samples = state_->values.size();
@@ -290,9 +307,11 @@ void StorageUnit::load(const std::string& path) {
     }
   }
   stats.samples = loaded.size();
+  for (const auto& [gi, sample] : loaded) stats.overhead_bytes += overhead_of(sample);
   // The checkpoint replaces the content, so the whole limit is free.
   const std::string requester = "checkpoint \"" + path + "\"";
-  check_room("max_bytes", state_->options.max_bytes, 0, stats.bytes, "bytes", requester);
+  check_room("max_bytes", state_->options.max_bytes, 0, stats.bytes + stats.overhead_bytes,
+             "bytes (values and their bookkeeping)", requester);
   check_room("max_samples", state_->options.max_samples, 0, stats.samples, "samples", requester);
 
   std::unique_lock lock(state_->mutex);

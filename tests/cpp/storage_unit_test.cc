@@ -268,13 +268,20 @@ TEST(StorageUnit, BadPutsThrowAndChangeNothing) {
   }
 }
 
+// The bookkeeping of a sample with one field, counted against max_bytes.
+constexpr uint64_t kOneFieldSample = kSampleOverheadBytes + kValueOverheadBytes;
+
 TEST(StorageUnit, ByteCapacityNamesLimitRequestAndFree) {
-  StorageUnit unit({.max_bytes = 10});
+  // Room for two one-field samples' bookkeeping and 10 bytes of values.
+  const uint64_t limit = 2 * kOneFieldSample + 10;
+  StorageUnit unit({.max_bytes = limit});
   unit.put(samples_of(indexes({1, 2})), {object_column("x", {"aaaa", "bb"})});  // 6 bytes used
+  EXPECT_EQ(unit.stats().overhead_bytes, 2 * kOneFieldSample);
   const auto before = content_of(unit, indexes({1, 2, 3}), kFieldX);
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
                            [&] { unit.put(samples_of(indexes({3})), {object_column("x", {"12345"})}); },
-                           {"storage full", "max_bytes is 10", "needs 5 bytes", "4 are free"}));
+                           {"storage full", "max_bytes is " + std::to_string(limit),
+                            "needs " + std::to_string(kOneFieldSample + 5) + " bytes", "4 are free"}));
   EXPECT_EQ(content_of(unit, indexes({1, 2, 3}), kFieldX), before);
   EXPECT_EQ(unit.stats().bytes, 6u);
   // Overwriting releases what it replaces: 10 - 6 + 4 = 8 bytes are free for index 1.
@@ -286,6 +293,33 @@ TEST(StorageUnit, ByteCapacityNamesLimitRequestAndFree) {
   unit.clear(indexes({2}));
   unit.put(samples_of(indexes({3})), {object_column("x", {"zz"})});
   EXPECT_EQ(unit.stats().bytes, 10u);
+  EXPECT_EQ(unit.stats().overhead_bytes, 2 * kOneFieldSample);
+}
+
+// Tiny samples are bounded by their bookkeeping: a unit capped at 4 MiB
+// holds about 14,000 one-byte samples, not millions (it once held 2 million
+// in 536 MB).
+TEST(StorageUnit, MaxBytesBoundsTheBookkeepingOfTinySamples) {
+  constexpr uint64_t kLimit = uint64_t{4} << 20;
+  StorageUnit unit({.max_bytes = kLimit});
+  constexpr int64_t kBatch = 1000;
+  int64_t next = 0;
+  bool refused = false;
+  for (int round = 0; round < 2000 && !refused; ++round) {
+    std::vector<int64_t> batch(kBatch);
+    for (int64_t& gi : batch) gi = next++;
+    try {
+      unit.put(samples_of(batch), {object_column("x", std::vector<std::string>(kBatch, "a"))});
+    } catch (const Error& error) {
+      EXPECT_NE(std::string(error.what()).find("storage full"), std::string::npos) << error.what();
+      refused = true;
+    }
+  }
+  ASSERT_TRUE(refused) << "a unit capped at 4 MiB took " << next << " one-byte samples";
+  const StorageStats stats = unit.stats();
+  EXPECT_EQ(stats.overhead_bytes, stats.samples * kOneFieldSample);
+  EXPECT_LE(stats.bytes + stats.overhead_bytes, kLimit);
+  EXPECT_GT(stats.bytes + stats.overhead_bytes, kLimit - kBatch * (kOneFieldSample + 1));
 }
 
 TEST(StorageUnit, SampleCapacityCountsNewIndexesOnly) {
@@ -485,10 +519,11 @@ TEST_F(StorageCheckpoint, LoadOverCapacityChangesNothing) {
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { small.load(path); },
                            {"max_samples is 3", path, "needs 4 samples"}));
   expect_kept(small);
-  StorageUnit tiny({.max_bytes = 100});
+  const std::string limit = std::to_string(2 * kOneFieldSample);  // room for two of its four samples
+  StorageUnit tiny({.max_bytes = 2 * kOneFieldSample});
   keep(tiny);
-  EXPECT_TRUE(
-      throws_error(ErrorCode::kInvalidArgument, [&] { tiny.load(path); }, {"max_bytes is 100", "100 are free"}));
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { tiny.load(path); },
+                           {"max_bytes is " + limit, limit + " are free"}));
   EXPECT_EQ(tiny.stats().samples, 1u);
 }
 

@@ -22,7 +22,7 @@ def test_handle_reports_its_service_and_stops_as_a_context_manager():
         assert repr(controller) == f"ServiceHandle('controller', {controller.endpoint!r})"
         assert controller.metrics_port is None
         assert unit.serving_line == f"seqflow storage serving on {unit.endpoint}"
-        assert unit.stats() == {"samples": 0, "bytes": 0}
+        assert unit.stats() == {"samples": 0, "bytes": 0, "overhead_bytes": 0}
         with pytest.raises(ValueError, match="stats\\(\\) is a storage unit's, this is the controller"):
             controller.stats()
     controller.stop()  # idempotent after the with block stopped it

@@ -11,6 +11,7 @@ inline nanobind::dict stats_to_python(const StorageStats& stats) {
   nanobind::dict out;
   out["samples"] = stats.samples;
   out["bytes"] = stats.bytes;
+  out["overhead_bytes"] = stats.overhead_bytes;
   return out;
 }
 
