@@ -148,9 +148,9 @@ class ControlPlane {
   virtual std::vector<int64_t> clear_samples(const std::string& partition_id, std::span<const int64_t> global_indexes,
                                              std::span<const uint64_t> generations) = 0;
   virtual std::vector<int64_t> clear_partition(const std::string& partition_id) = 0;
-  // Removes the partition if it holds no sample, in one step (a put that
-  // failed undoes the partition it made, never one another put filled
-  // meanwhile). True if it removed it.
+  // Removes the partition if it holds no sample and no task has fetched from
+  // it, in one step (a put that failed undoes the partition it made, never
+  // one another put filled or a consumer uses meanwhile). True if it removed it.
   virtual bool forget_partition_if_empty(const std::string& partition_id) = 0;
 
   // Every task, or one. A partition that does not exist has nothing to reset.

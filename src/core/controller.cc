@@ -154,7 +154,8 @@ std::vector<int64_t> Controller::clear_partition(const std::string& partition_id
 bool Controller::forget_partition_if_empty(const std::string& partition_id) {
   std::lock_guard lock(state_->mutex);
   const PartitionState* partition = state_->data.find(partition_id);
-  if (partition == nullptr || partition->size() != 0) return false;
+  // A partition a task has fetched from (or waits on) is in use, even empty.
+  if (partition == nullptr || partition->size() != 0 || !partition->tasks().empty()) return false;
   state_->data.erase(partition_id);  // no samples: nothing is released
   state_->sampler->clear(partition_id, nullptr);
   state_->changed.notify_all();

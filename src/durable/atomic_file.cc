@@ -26,7 +26,10 @@ std::string parent_directory(const std::string& path) {
 }  // namespace
 
 AtomicFileWriter::AtomicFileWriter(std::string path) : path_(std::move(path)), temporary_(path_ + ".tmp") {
-  fd_ = ::open(temporary_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // A new file, never one that is there (a leftover is removed first): a
+  // symlink planted at the temporary name must not redirect the write.
+  ::unlink(temporary_.c_str());
+  fd_ = ::open(temporary_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd_ < 0) {
     const int error_number = errno;
     // A missing or unwritable directory is the caller's bad path, not a fault.

@@ -148,6 +148,16 @@ struct ControllerService::Units {
       pools.emplace(endpoint, std::make_shared<transport::ConnectionPool>(context, endpoint, connection));
       endpoints.insert(std::upper_bound(endpoints.begin(), endpoints.end(), endpoint), endpoint);
     }
+    // A unit's token changes only with its instance (a restart): another
+    // token for the same instance is a peer posing as the unit, refused so
+    // that it cannot lock the controller out of the unit's clears and saves.
+    const auto known_token = admin_tokens.find(endpoint);
+    const auto known_instance = instances.find(endpoint);
+    if (known_token != admin_tokens.end() && known_token->second != admin_token &&
+        (!instance || known_instance == instances.end() || known_instance->second == *instance)) {
+      throw Error(ErrorCode::kPermissionDenied,
+                  "register_storage for " + endpoint + " refused: another admin token for the same unit instance");
+    }
     last_seen[endpoint] = Clock::now();
     admin_tokens[endpoint] = admin_token;
     if (instance) {
@@ -179,7 +189,7 @@ struct ControllerService::Units {
   // The units in routing order. Before every expected unit has registered
   // (e.g. just after a restart) no routing exists: kTimeout, asked before
   // anything is released.
-  std::vector<Target> targets(size_t expected, std::optional<std::chrono::milliseconds> silence_limit) {
+  std::vector<Target> targets(size_t expected, std::chrono::milliseconds silence_limit) {
     std::lock_guard lock(mutex);
     if (endpoints.size() != expected) {
       throw Error(ErrorCode::kTimeout, std::to_string(endpoints.size()) + " of " + std::to_string(expected) +
@@ -188,10 +198,24 @@ struct ControllerService::Units {
     std::vector<Target> out;
     const auto now = Clock::now();
     for (const auto& endpoint : endpoints) {
-      const bool silent = silence_limit && now - last_seen.at(endpoint) > *silence_limit;
+      const bool silent = now - last_seen.at(endpoint) > silence_limit;
       out.push_back({silent ? nullptr : pools.at(endpoint), admin_tokens.at(endpoint)});
     }
     return out;
+  }
+
+  // targets() for calls every unit must answer (saves, loads): a silent unit
+  // fails the call at once (kTimeout) instead of holding it, and with it the
+  // reuse gate, for the storage timeout.
+  std::vector<Target> answering(size_t expected, std::chrono::milliseconds silence_limit) {
+    std::vector<Target> units = targets(expected, silence_limit);
+    for (size_t u = 0; u < units.size(); ++u) {
+      if (!units[u].pool) {
+        throw Error(ErrorCode::kTimeout, "storage unit " + std::to_string(u) + " has not registered for " +
+                                             std::to_string(silence_limit.count()) + " ms; retry once it is back");
+      }
+    }
+    return units;
   }
 
   // Sends each unit its request (admin token added) at once, then takes
@@ -502,7 +526,7 @@ void ControllerService::register_handlers() {
   // Has every unit write its part of the storage checkpoint at `path`;
   // their fingerprints, in routing order.
   const auto save_units = [this](const std::string& path) {
-    const auto units = units_->targets(options_.storage_units, std::nullopt);
+    const auto units = units_->answering(options_.storage_units, options_.storage_silence_limit);
     Json fingerprints = Json::array();
     for (const auto& reply : Units::call_each(
              units, "save",
@@ -536,7 +560,7 @@ void ControllerService::register_handlers() {
     const Json json = transport::wire::read_header(args, 0, "load_storage request");
     const Header header(json, "load_storage request", {"path", "fingerprints", "check_only"});
     const std::string path = header.text("path");
-    const auto units = units_->targets(options_.storage_units, std::nullopt);
+    const auto units = units_->answering(options_.storage_units, options_.storage_silence_limit);
     const Json fingerprints = header.has("fingerprints") ? header.at("fingerprints") : Json::array();
     if (!fingerprints.is_array() || (!fingerprints.empty() && fingerprints.size() != units.size())) {
       header.fail("fingerprints", "must hold one fingerprint per storage unit (" + std::to_string(units.size()) + ")");

@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/un.h>
@@ -12,6 +13,7 @@
 #include <cstddef>
 #include <cstring>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "seqflow/error.h"
@@ -144,7 +146,19 @@ size_t SessionListener::IdHash::operator()(const SessionId& id) const {
   return hash;
 }
 
-SessionListener::SessionListener() : address_("seqflow-local-copy-" + hex(random_id())) {
+namespace {
+
+// Sessions hold a descriptor each: at most a quarter of the process's limit.
+size_t session_limit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return SessionListener::kMaxSessions;
+  return std::min<size_t>(SessionListener::kMaxSessions, static_cast<size_t>(limit.rlim_cur / 4));
+}
+
+}  // namespace
+
+SessionListener::SessionListener()
+    : address_("seqflow-local-copy-" + hex(random_id())), max_sessions_(session_limit()) {
   listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   socklen_t length = 0;
   const sockaddr_un address = abstract_address(address_, length);
@@ -177,10 +191,15 @@ std::optional<pid_t> SessionListener::reader_of(std::span<const uint8_t> session
   if (session.size() != SessionId().size()) return std::nullopt;
   SessionId id;
   std::copy(session.begin(), session.end(), id.begin());
-  std::lock_guard lock(mutex_);
-  const auto found = sessions_.find(id);
-  if (found == sessions_.end() || !found->second.readable) return std::nullopt;
-  return found->second.pid;
+  Session found;
+  {
+    std::lock_guard lock(mutex_);
+    const auto at = sessions_.find(id);
+    if (at == sessions_.end() || !at->second.readable) return std::nullopt;
+    found = at->second;
+  }
+  if (!can_read(found.pid, found.token.data())) return std::nullopt;
+  return found.pid;
 }
 
 bool SessionListener::is_open(std::span<const uint8_t> session) const {
@@ -231,10 +250,15 @@ void SessionListener::run() {
 
 void SessionListener::accept_one() {
   const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-  if (fd < 0) return;
+  if (fd < 0) {
+    // Out of descriptors: the connection stays queued and poll reports it
+    // again at once; pause rather than spin (its client times out, uses TCP).
+    if (errno == EMFILE || errno == ENFILE) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    return;
+  }
   const SessionId id = random_id();
   std::optional<Session> session;
-  if (open_sessions() < kMaxSessions) session = handshake(fd, id);
+  if (open_sessions() < max_sessions_) session = handshake(fd, id);
   if (!session) {
     ::close(fd);
     return;
@@ -267,7 +291,9 @@ std::optional<SessionListener::Session> SessionListener::handshake(int fd, const
   if (!send_all(fd, hello, sizeof(hello), deadline) || !receive_all(fd, token, sizeof(token), deadline)) {
     return std::nullopt;
   }
-  return Session{pid, can_read(pid, token), fd};
+  Session session{pid, can_read(pid, token), fd, {}};
+  std::memcpy(session.token.data(), token, sizeof(token));
+  return session;
 }
 
 std::unique_ptr<Session> Session::open(const std::string& address, std::chrono::milliseconds timeout,

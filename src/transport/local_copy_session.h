@@ -19,7 +19,10 @@
 // unit's random bytes, never sent anywhere else): a peer that makes up or
 // guesses one is refused, and no request can point the unit at another
 // process, its own included. The session ends when its socket closes (the
-// client closed it or died), so a pid is never used after it could be reused.
+// client closed it or died), and every read first finds the client's
+// token where the handshake showed it, so a pid that now names another
+// process (the client died while a child kept the socket, or it exec'd) is
+// never read.
 //
 // Abstract Unix sockets belong to a network namespace, so a client on
 // another host or in another network namespace cannot connect; a pid that
@@ -50,7 +53,7 @@ class SessionListener {
  public:
   // More open sessions than this are refused (the client uses TCP): each
   // holds a file descriptor.
-  static constexpr size_t kMaxSessions = 4096;
+  static constexpr size_t kMaxSessions = 4096;  // or a quarter of the process's file limit, if lower
   // A client that stalls its handshake longer is dropped.
   static constexpr std::chrono::milliseconds kHandshakeTimeout{2000};
 
@@ -62,7 +65,10 @@ class SessionListener {
   // The abstract socket name (without its leading NUL) clients connect to.
   const std::string& address() const { return address_; }
   // The pid of the process that opened `session`, when this process can
-  // read its memory; nullopt for an unknown, ended or unreadable session.
+  // read its memory; nullopt for an unknown, ended or unreadable session,
+  // and for one whose process no longer holds the token it showed in the
+  // handshake (it exited and the pid was reused, or it exec'd another
+  // program): checked on every call, right before the caller reads.
   std::optional<pid_t> reader_of(std::span<const uint8_t> session) const;
   // Whether `session` is open (its client may copy from this process).
   bool is_open(std::span<const uint8_t> session) const;
@@ -73,6 +79,7 @@ class SessionListener {
     pid_t pid;
     bool readable;  // this process can read the client's memory
     int fd;
+    std::array<uint8_t, 24> token;  // the client's token message: address and bytes
   };
   struct IdHash {
     size_t operator()(const SessionId& id) const;
@@ -82,6 +89,7 @@ class SessionListener {
   std::optional<Session> handshake(int fd, const SessionId& id) const;
 
   std::string address_;
+  size_t max_sessions_;
   int listen_fd_ = -1;
   int stop_fd_ = -1;  // eventfd
   mutable std::mutex mutex_;

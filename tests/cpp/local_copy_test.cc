@@ -391,6 +391,40 @@ TEST(LocalCopySession, TheKernelNamesEachEndAndTheSessionEndsWithItsSocket) {
   EXPECT_EQ(listener.reader_of(kept), std::nullopt);
 }
 
+// The session's process exits while a child it forked keeps the socket: the
+// pid may now name anyone, so the unit reads it no more.
+TEST(LocalCopySession, ASessionWhoseProcessIsGoneIsNotReadEvenWhileItsSocketLives) {
+  transport::local_copy::SessionListener listener;
+  int ids[2];
+  int hold[2];
+  ASSERT_EQ(pipe(ids), 0);
+  ASSERT_EQ(pipe(hold), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto session = transport::local_copy::Session::open(listener.address(), std::chrono::seconds(5));
+    const auto id = session ? session->id() : transport::local_copy::SessionId{};
+    const bool sent = write(ids[1], id.data(), id.size()) == static_cast<ssize_t>(id.size());
+    if (fork() == 0) {  // keeps the session's socket open until the test closes `hold`
+      close(hold[1]);
+      char byte = 0;
+      [[maybe_unused]] const ssize_t got = read(hold[0], &byte, 1);
+      _exit(0);
+    }
+    _exit(session && sent ? 0 : 1);
+  }
+  close(hold[0]);
+  transport::local_copy::SessionId id{};
+  ASSERT_EQ(read(ids[0], id.data(), id.size()), static_cast<ssize_t>(id.size()));
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_TRUE(listener.is_open(id)) << "the grandchild holds the socket";
+  EXPECT_EQ(listener.reader_of(id), std::nullopt) << "the process that opened it is gone";
+  for (const int fd : {ids[0], ids[1], hold[1]}) close(fd);
+  EXPECT_TRUE(eventually([&] { return !listener.is_open(id); }));
+}
+
 TEST(LocalCopySession, AnAddressNoUnitListensOnGivesNoSession) {
   std::string why;
   EXPECT_EQ(transport::local_copy::Session::open("seqflow-local-copy-nobody", std::chrono::seconds(2), &why), nullptr);

@@ -578,6 +578,47 @@ TEST(RemoteServiceBadInput, AClearWithAnImpossibleIndexClearsNothing) {
   EXPECT_EQ(client->control().production_status(fields, "p")->global_indexes, put.global_indexes);
 }
 
+// Without CURVE a peer can reach register_storage; it still cannot swap a
+// known unit's admin token (which would lock the controller out of the
+// unit's clears and saves) unless the unit restarted (a new instance id).
+TEST(RemoteServiceSecurity, AKnownUnitsAdminTokenChangesOnlyWithARestart) {
+  server::ControllerServiceOptions options;
+  options.storage_units = 2;
+  server::ControllerService service(options);
+  service.start();
+  zmq::context_t context;
+  transport::Connection controller(context, service.endpoint(),
+                                   transport::ConnectionOptions{.timeout = 5s, .security = {}});
+  const auto register_unit = [&](int64_t instance, const std::string& token) {
+    controller.call(
+        "register_storage",
+        wire::header_message(Json{{"endpoint", "tcp://127.0.0.1:2"}, {"instance", instance}, {"admin_token", token}}));
+  };
+  register_unit(7, "a");
+  register_unit(7, "a");
+  EXPECT_TRUE(throws_error(ErrorCode::kPermissionDenied, [&] { register_unit(7, "b"); },
+                           {"register_storage", "another admin token"}));
+  register_unit(8, "b");  // a restart: a new instance brings its own token
+}
+
+// A checkpoint needs every unit: a silent one fails it at once instead of
+// holding inserts and clears for the storage timeout.
+TEST(RemoteServiceFailures, ACheckpointWithASilentUnitFailsAtOnce) {
+  server::ControllerServiceOptions options;
+  options.storage_silence_limit = 300ms;
+  options.storage_timeout = 30s;
+  RemoteCluster cluster(2, {}, options);
+  auto client = cluster.client(5s);
+  client->put_new("p", {int64_column("x", {1, 2})}, ids(1, 2));
+  cluster.stop_unit(1);
+  std::this_thread::sleep_for(600ms);
+  TempDir dir;
+  const auto started = Clock::now();
+  EXPECT_TRUE(throws_error(ErrorCode::kTimeout, [&] { client->save_checkpoint(dir.file("c"), Value::object()); },
+                           {"storage unit", "has not registered"}));
+  EXPECT_LT(Clock::now() - started, 4s);
+}
+
 // A put costs the same however many partitions live: no client call lists
 // them (insert and kv_resolve say whether they made the partition), and a
 // failed put's undo removes only a partition it made, in one step.
@@ -607,6 +648,13 @@ TEST(RemoteServicePartitions, PutsNeverListThePartitionsAndTellWhetherTheyMadeOn
   client->clear_samples("empty", samples->global_indexes, {});
   EXPECT_TRUE(client->control().forget_partition_if_empty("empty"));
   EXPECT_FALSE(client->control().production_status(fields, "empty").has_value());
+  // A partition a task has fetched from is in use, even empty.
+  client->put_new("used", {int64_column("x", {1})}, ids(1, 1));
+  const BatchMeta fetched = client->get_meta(fetch(1, "used", "train"));
+  client->clear_samples("used", fetched.global_indexes, fetched.generations);
+  EXPECT_FALSE(client->control().forget_partition_if_empty("used"));
+  client->control().reset_consumption("used", nullptr);
+  EXPECT_TRUE(client->control().forget_partition_if_empty("used"));
   EXPECT_FALSE(client->control().forget_partition_if_empty("never"));
 }
 
