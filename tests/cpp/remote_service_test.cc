@@ -445,16 +445,27 @@ TEST(RemoteServiceFailures, SamplesOfAUnitRestartedEmptyAreNotServedUntilTheyAre
   EXPECT_EQ(produced(*client, "other"), on_unit(other, 0, 2)) << "not put again";
 }
 
+// A controller service expecting two storage units, none started, and a
+// connection to it that speaks the wire as a unit would.
+struct LoneController {
+  static server::ControllerServiceOptions options() {
+    server::ControllerServiceOptions out;
+    out.storage_units = 2;
+    return out;
+  }
+  server::ControllerService service{options()};
+  bool started = (service.start(), true);  // before the connection asks for its endpoint
+  zmq::context_t context;
+  transport::Connection connection{context, service.endpoint(),
+                                   transport::ConnectionOptions{.timeout = 5s, .security = {}}};
+};
+
 // Registrations as a unit sends them: a new instance id on a known endpoint
 // is a restart, applied once the routing exists (every unit registered).
 TEST(RemoteServiceFailures, ARestartBeforeEveryUnitRegisteredIsAppliedOnceTheRoutingExists) {
-  server::ControllerServiceOptions options;
-  options.storage_units = 2;
-  server::ControllerService service(options);
-  service.start();
-  zmq::context_t context;
-  transport::Connection controller(context, service.endpoint(),
-                                   transport::ConnectionOptions{.timeout = 5s, .security = {}});
+  LoneController lone;
+  server::ControllerService& service = lone.service;
+  transport::Connection& controller = lone.connection;
   const auto register_unit = [&](const std::string& endpoint, const Json& instance) {
     controller.call("register_storage",
                     wire::header_message(Json{{"endpoint", endpoint}, {"instance", instance}, {"admin_token", "t"}}));
@@ -582,13 +593,8 @@ TEST(RemoteServiceBadInput, AClearWithAnImpossibleIndexClearsNothing) {
 // known unit's admin token (which would lock the controller out of the
 // unit's clears and saves) unless the unit restarted (a new instance id).
 TEST(RemoteServiceSecurity, AKnownUnitsAdminTokenChangesOnlyWithARestart) {
-  server::ControllerServiceOptions options;
-  options.storage_units = 2;
-  server::ControllerService service(options);
-  service.start();
-  zmq::context_t context;
-  transport::Connection controller(context, service.endpoint(),
-                                   transport::ConnectionOptions{.timeout = 5s, .security = {}});
+  LoneController lone;
+  transport::Connection& controller = lone.connection;
   const auto register_unit = [&](int64_t instance, const std::string& token) {
     controller.call(
         "register_storage",
