@@ -236,6 +236,9 @@ class Controller final : public ControlPlane {
   // get_meta without waiting: nullopt where get_meta would wait for data
   // (a fetch that does not poll, with too little ready or no partition yet).
   std::optional<BatchMeta> try_get_meta(const MetaRequest& request);
+  // The last pass of a fetch that waited elsewhere (a service's waiter) for
+  // `waited`: the batch if it is ready now, else get_meta's kTimeout.
+  BatchMeta get_meta_at_deadline(const MetaRequest& request, std::chrono::milliseconds waited);
   void set_custom_meta(const std::string& partition_id, std::span<const int64_t> global_indexes,
                        std::span<const uint64_t> generations, std::span<const Value> custom_meta) override;
   std::vector<int64_t> clear_samples(const std::string& partition_id, std::span<const int64_t> global_indexes,
@@ -277,6 +280,21 @@ class Controller final : public ControlPlane {
   // See core::ControlData::incarnation.
   uint64_t incarnation() const;
 
+  // A fetched batch that reached nobody (its reply could not be sent): its
+  // samples become unconsumed by `task_name` again, in their arrival order,
+  // so the next fetch serves them. Samples cleared or reused since (by
+  // generation) are skipped; a sampler's own bookkeeping (a reservation for
+  // other ranks) is not undone. Returns how many were given back.
+  size_t give_back(const std::string& partition_id, const std::string& task_name,
+                   std::span<const int64_t> global_indexes, std::span<const uint64_t> generations);
+
+  // `listener` is told (with the partition, or null for every one) after a
+  // change that may let a waiting fetch proceed: samples added, produced,
+  // given back or cleared, consumption reset, a checkpoint loaded. It runs
+  // under the controller's lock and must not call the controller; set it
+  // before other threads use the controller.
+  void on_change(std::function<void(const std::string* partition_id)> listener);
+
   // Walks every sample under the lock: for scrapes, not for hot paths.
   std::vector<PartitionProgress> progress() const;
 
@@ -298,6 +316,8 @@ class Controller final : public ControlPlane {
   // One pass of get_meta, the lock held. Nullopt only for a fetch that has
   // to wait for data (a polling fetch gets an empty batch instead).
   std::optional<BatchMeta> answer_without_waiting(const MetaRequest& request);
+  // The lock held.
+  [[noreturn]] void throw_fetch_timeout(const MetaRequest& request, std::chrono::milliseconds waited) const;
   void load_checkpoint(const std::string& path, bool take_incarnation);
 
   std::unique_ptr<State> state_;

@@ -24,8 +24,10 @@ constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 constexpr Option kMetricsOption{
     "--metrics", "HOST:PORT",
     "serve Prometheus metrics at http://HOST:PORT/metrics (and /health); port 0 picks a free port"};
-constexpr Option kWorkersOption{"--workers", "MAX",
-                                "at most MAX requests handled at once (worker threads; default 64)"};
+constexpr Option kWorkersOption{
+    "--workers", "MAX",
+    "at most MAX requests handled at once by worker threads (default: controller 256, storage 64; blocking fetches "
+    "wait without one)"};
 constexpr Option kMaxRequestOption{"--max-request-bytes", "N", "a larger request gets an error reply (default 8 GiB)"};
 constexpr Option kCurveSecretOption{
     "--curve-secret", "FILE.key",

@@ -50,7 +50,7 @@ BatchMeta Controller::insert(const std::string& partition_id, int64_t count, boo
   if (created) *created = state_->data.find(partition_id) == nullptr;
   PartitionState& partition = state_->data.find_or_create(partition_id);
   const core::NewSamples added = state_->data.add_samples(partition, count);
-  state_->changed.notify_all();
+  state_->notify_changed(&partition_id);
   return core::collect_batch(state_->data, partition, added.slots, std::span<const std::string>{});
 }
 
@@ -81,7 +81,7 @@ void Controller::mark_produced(const std::string& partition_id, std::span<const 
     for (uint32_t id : field_ids) partition.set_produced(slot, id);
   }
   for (auto& [slot, meta] : metas) partition.set_meta(slot, std::move(meta));
-  state_->changed.notify_all();
+  state_->notify_changed(&partition_id);
 }
 
 std::vector<int64_t> Controller::forget_production(const std::string* partition_id,
@@ -119,7 +119,7 @@ void Controller::set_custom_meta(const std::string& partition_id, std::span<cons
   auto metas = core::prepare_meta(*partition, slots, global_indexes, custom_meta, std::move(updates));
   for (auto& [slot, meta] : metas) partition->set_meta(slot, std::move(meta));
   // A new group_id can complete a group.
-  state_->changed.notify_all();
+  state_->notify_changed(&partition_id);
 }
 
 std::vector<int64_t> Controller::clear_samples(const std::string& partition_id, std::span<const int64_t> global_indexes,
@@ -138,7 +138,7 @@ std::vector<int64_t> Controller::clear_samples(const std::string& partition_id, 
     if (auto slot = state_->data.named_slot(*partition, global_indexes[i], generation)) slots.push_back(*slot);
   }
   std::vector<int64_t> released = state_->data.remove_samples(*partition, std::move(slots));
-  state_->changed.notify_all();
+  state_->notify_changed(&partition_id);
   return released;
 }
 
@@ -147,7 +147,7 @@ std::vector<int64_t> Controller::clear_partition(const std::string& partition_id
   if (state_->data.find(partition_id) == nullptr) return {};
   std::vector<int64_t> released = state_->data.erase(partition_id);
   state_->sampler->clear(partition_id, nullptr);
-  state_->changed.notify_all();
+  state_->notify_changed(&partition_id);
   return released;
 }
 
@@ -158,7 +158,7 @@ bool Controller::forget_partition_if_empty(const std::string& partition_id) {
   if (partition == nullptr || partition->size() != 0 || !partition->tasks().empty()) return false;
   state_->data.erase(partition_id);  // no samples: nothing is released
   state_->sampler->clear(partition_id, nullptr);
-  state_->changed.notify_all();
+  state_->notify_changed(&partition_id);
   return true;
 }
 
@@ -172,7 +172,7 @@ void Controller::reset_consumption(const std::string& partition_id, const std::s
     partition->erase_tasks();
   }
   state_->sampler->clear(partition_id, task_name);
-  state_->changed.notify_all();
+  state_->notify_changed(&partition_id);
 }
 
 std::optional<std::vector<std::pair<int64_t, bool>>> Controller::consumption_status(

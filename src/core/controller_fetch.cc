@@ -192,16 +192,24 @@ BatchMeta Controller::get_meta(const MetaRequest& request) {
   for (;;) {
     // Re-resolved on every pass: the partition may be created or cleared while we wait.
     if (auto batch = answer_without_waiting(request)) return std::move(*batch);
-    if (std::chrono::steady_clock::now() >= deadline) {
-      const bool exists = state_->data.find(request.partition_id) != nullptr;
-      throw Error(ErrorCode::kTimeout,
-                  "get_meta timed out after " + std::to_string(request.timeout.count()) +
-                      " ms: " + (exists ? "too few samples ready for " : "the partition was not created, for ") +
-                      describe(request));
-    }
+    if (std::chrono::steady_clock::now() >= deadline) throw_fetch_timeout(request, request.timeout);
     // Releases the lock while waiting: other callers proceed.
     state_->changed.wait_until(lock, deadline);
   }
+}
+
+BatchMeta Controller::get_meta_at_deadline(const MetaRequest& request, std::chrono::milliseconds waited) {
+  validate(request);
+  std::lock_guard lock(state_->mutex);
+  if (auto batch = answer_without_waiting(request)) return std::move(*batch);
+  throw_fetch_timeout(request, waited);
+}
+
+void Controller::throw_fetch_timeout(const MetaRequest& request, std::chrono::milliseconds waited) const {
+  const bool exists = state_->data.find(request.partition_id) != nullptr;
+  throw Error(ErrorCode::kTimeout, "get_meta timed out after " + std::to_string(waited.count()) + " ms: " +
+                                       (exists ? "too few samples ready for " : "the partition was not created, for ") +
+                                       describe(request));
 }
 
 std::optional<BatchMeta> Controller::answer_without_waiting(const MetaRequest& request) {
@@ -209,7 +217,7 @@ std::optional<BatchMeta> Controller::answer_without_waiting(const MetaRequest& r
   if (request.mode == MetaMode::kInsert) {
     PartitionState& partition = state.data.find_or_create(request.partition_id);
     const core::NewSamples added = state.data.add_samples(partition, request.batch_size);
-    state.changed.notify_all();
+    state.notify_changed(&request.partition_id);
     return core::collect_batch(state.data, partition, added.slots, request.fields);
   }
   if (request.mode == MetaMode::kForceFetch) return force_fetch(state.data, request);
@@ -219,6 +227,33 @@ std::optional<BatchMeta> Controller::answer_without_waiting(const MetaRequest& r
   }
   if (request.polling || state.polling_mode) return BatchMeta{};
   return std::nullopt;
+}
+
+size_t Controller::give_back(const std::string& partition_id, const std::string& task_name,
+                             std::span<const int64_t> global_indexes, std::span<const uint64_t> generations) {
+  core::check_generations(global_indexes, generations);
+  std::lock_guard lock(state_->mutex);
+  PartitionState* partition = state_->data.find(partition_id);
+  if (partition == nullptr || partition->find_task(task_name) == nullptr) return 0;
+  core::TaskQueue& queue = partition->task(task_name);
+  size_t given = 0;
+  for (size_t i = 0; i < global_indexes.size(); ++i) {
+    const std::optional<uint32_t> slot = state_->data.slot_of(*partition, global_indexes[i]);
+    const bool same_sample =
+        slot && (generations.empty() || state_->data.generation(global_indexes[i]) == generations[i]);
+    if (!same_sample || !queue.is_consumed(*slot)) continue;
+    uint32_t later = partition->next(*slot);
+    while (later != core::kNoSlot && queue.is_consumed(later)) later = partition->next(later);
+    queue.give_back(*slot, later);
+    ++given;
+  }
+  if (given > 0) state_->notify_changed(&partition_id);
+  return given;
+}
+
+void Controller::on_change(std::function<void(const std::string* partition_id)> listener) {
+  std::lock_guard lock(state_->mutex);
+  state_->change_listener = std::move(listener);
 }
 
 std::optional<BatchMeta> Controller::try_get_meta(const MetaRequest& request) {

@@ -93,7 +93,7 @@ BatchMeta Controller::kv_resolve(const std::string& partition_id, std::span<cons
   }
   for (auto& [slot, meta] : known_meta) partition.set_meta(slot, std::move(meta));
   for (auto& [key, meta] : fresh_meta) partition.set_meta(*partition.key_slot(key), std::move(meta));
-  state_->changed.notify_all();
+  state_->notify_changed(&partition_id);
   return core::collect_batch(state_->data, partition, require_keys(partition, keys));
 }
 
@@ -183,7 +183,7 @@ std::vector<int64_t> Controller::kv_clear(const std::string& partition_id, std::
     if (auto slot = partition->key_slot(key)) slots.push_back(*slot);
   }
   std::vector<int64_t> released = state_->data.remove_samples(*partition, std::move(slots));
-  state_->changed.notify_all();
+  state_->notify_changed(&partition_id);
   return released;
 }
 

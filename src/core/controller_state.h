@@ -3,8 +3,10 @@
 #pragma once
 
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <utility>
 
 #include "core/control_data.h"
@@ -22,11 +24,20 @@ struct Controller::State {
   // Notified whenever samples may have become ready (or their partition
   // went away), so that blocked fetches re-check without polling.
   std::condition_variable changed;
+  // Controller::on_change's listener; called under `mutex`.
+  std::function<void(const std::string* partition_id)> change_listener;
   // Saves share path + ".tmp": one at a time.
   mutable std::mutex save_mutex;
   core::ControlData data;
   // Not under `mutex`: reports take their own lock, fetches read a snapshot.
   core::TaskWorkloads task_workloads;
+
+  // Under `mutex`: wakes blocked fetches and tells the listener, for one
+  // partition or (null) any.
+  void notify_changed(const std::string* partition_id) {
+    changed.notify_all();
+    if (change_listener) change_listener(partition_id);
+  }
 };
 
 }  // namespace seqflow

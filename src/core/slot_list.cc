@@ -21,6 +21,24 @@ void SlotList::push_back(uint32_t slot) {
   ++size_;
 }
 
+void SlotList::insert_before(uint32_t slot, uint32_t before) {
+  if (before == kNoSlot) {
+    push_back(slot);
+    return;
+  }
+  reserve_slots(static_cast<size_t>(slot) + 1);
+  const uint32_t after_of = prev_[before];
+  prev_[slot] = after_of;
+  next_[slot] = before;
+  prev_[before] = slot;
+  if (after_of == kNoSlot) {
+    head_ = slot;
+  } else {
+    next_[after_of] = slot;
+  }
+  ++size_;
+}
+
 void SlotList::unlink(uint32_t slot) {
   const uint32_t before = prev_[slot];
   const uint32_t after = next_[slot];

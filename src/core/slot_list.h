@@ -16,6 +16,9 @@ class SlotList {
   void reserve_slots(size_t slots);
   void push_back(uint32_t slot);  // grows to fit the slot
   void unlink(uint32_t slot);     // the slot must be in the list
+  // Links `slot` (not in the list) before `before` (in it), or last when
+  // `before` is kNoSlot.
+  void insert_before(uint32_t slot, uint32_t before);
 
   // head(), then next(slot) until kNoSlot.
   uint32_t head() const { return head_; }

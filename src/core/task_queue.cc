@@ -29,6 +29,11 @@ void TaskQueue::consume(uint32_t slot) {
   set_consumed(slot, true);
 }
 
+void TaskQueue::give_back(uint32_t slot, uint32_t next_unconsumed) {
+  set_consumed(slot, false);
+  unconsumed_.insert_before(slot, next_unconsumed);
+}
+
 void TaskQueue::remove(uint32_t slot) {
   if (is_consumed(slot)) {
     set_consumed(slot, false);

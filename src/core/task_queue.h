@@ -20,6 +20,10 @@ class TaskQueue {
   void remove(uint32_t slot);
   // Marks consumed and unlinks; the slot must be unconsumed.
   void consume(uint32_t slot);
+  // Unconsumed again, back in arrival order: before `next_unconsumed`, the
+  // first unconsumed sample that arrived after it (kNoSlot: none did). The
+  // slot must be consumed.
+  void give_back(uint32_t slot, uint32_t next_unconsumed);
   // Consumed by this task? (Only for live samples.)
   bool is_consumed(uint32_t slot) const;
 

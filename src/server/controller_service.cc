@@ -47,18 +47,20 @@ std::optional<std::chrono::steady_clock::time_point> insert_deadline(const Heade
 // A blocking fetch waits no longer than its client does, less a margin for
 // the reply's way back: a batch handed out after the client gave up would be
 // consumed and received by nobody. kTimeout when no time is left.
-MetaRequest within_client_budget(MetaRequest request) {
-  const auto deadline = request_deadline();
-  if (!deadline) return request;
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - std::chrono::steady_clock::now());
+std::chrono::steady_clock::time_point wait_deadline(const MetaRequest& request) {
+  constexpr auto kLongestWait = std::chrono::hours(24 * 365);
+  const auto now = std::chrono::steady_clock::now();
+  auto deadline = now + std::min<std::chrono::milliseconds>(request.timeout, kLongestWait);
+  const auto client_deadline = request_deadline();
+  if (!client_deadline) return deadline;
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*client_deadline - now);
   const auto margin = std::min(left / 10, std::chrono::milliseconds(500));
   if (left - margin <= std::chrono::milliseconds(0)) {
     throw Error(ErrorCode::kTimeout,
                 "get_meta not run: its client's deadline passed before it could start; nothing "
                 "was consumed");
   }
-  request.timeout = std::min(request.timeout, left - margin);
-  return request;
+  return std::min(deadline, now + (left - margin));
 }
 
 // Takes the reuse gate, waiting for it or (may_wait false) only if free now.
@@ -284,6 +286,7 @@ ControllerService::ControllerService(ControllerServiceOptions options)
   }
   units_->drop_failures = &service_.metrics().counter(
       "seqflow_storage_drop_failures_total", "Released samples whose data a storage unit did not confirm dropping");
+  waiters_ = std::make_unique<FetchWaiters>(*controller_);
   units_->restarts = &service_.metrics().counter(
       "seqflow_storage_restarts_total",
       "Storage units that registered again with a new instance id (restarted empty); the samples routed "
@@ -295,7 +298,10 @@ ControllerService::ControllerService(ControllerServiceOptions options)
 ControllerService::~ControllerService() { stop(); }
 
 void ControllerService::start() { service_.start(); }
-void ControllerService::stop() { service_.stop(); }
+void ControllerService::stop() {
+  service_.stop();  // first: no request registers a waiter, no waiter's client is reported gone
+  waiters_->stop();
+}
 
 void ControllerService::register_handlers() {
   Controller& controller = *controller_;
@@ -340,18 +346,30 @@ void ControllerService::register_handlers() {
     controller.mark_produced(header.text("partition_id"), indexes, generations_of(header), fields, custom_meta);
     return transport::wire::header_message(Json::object());
   });
-  // Also answered on the I/O thread: a fetch with enough ready, a poll.
+  // On the I/O thread: a fetch with enough ready, a poll, an insert while
+  // no clear holds the reuse gate. A fetch that must wait becomes a waiter
+  // (FetchWaiters), holding no thread; an insert behind a clear goes to a
+  // worker, which waits for the gate. A reply that reaches nobody gives its
+  // samples back.
   const auto get_meta = [this, &controller](const transport::Frames& args,
                                             bool may_wait) -> std::optional<transport::Frames> {
     const MetaRequest request = transport::wire::read_meta_request(args, 0, "get_meta request");
-    std::shared_lock gate(reuse_gate_, std::defer_lock);
+    std::optional<BatchMeta> meta;
     if (request.mode == MetaMode::kInsert) {
       checked_insert_count(request.batch_size, "batch_size");
+      std::shared_lock gate(reuse_gate_, std::defer_lock);
       if (!take(gate, may_wait)) return std::nullopt;
+      meta = controller.try_get_meta(request);
+    } else {
+      meta = controller.try_get_meta(request);
+      if (!meta) {
+        const auto deadline = wait_deadline(request);
+        const zmq::message_t& encoded = args.at(0);
+        waiters_->wait(request, std::string(static_cast<const char*>(encoded.data()), encoded.size()), deadline);
+        return std::nullopt;
+      }
     }
-    std::optional<BatchMeta> meta =
-        may_wait ? controller.get_meta(within_client_budget(request)) : controller.try_get_meta(request);
-    if (!meta) return std::nullopt;
+    on_undelivered(giving_back(controller, request, *meta));
     return transport::wire::header_message(transport::wire::batch_meta_frame(*meta));
   };
   service_.handle(

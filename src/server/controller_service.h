@@ -12,15 +12,17 @@
 #include <vector>
 
 #include "server/checkpoint_root.h"
+#include "server/fetch_waiters.h"
 #include "server/service.h"
 #include "seqflow/controller.h"
 #include "seqflow/limits.h"
 
 namespace seqflow::server {
 
-// The controller's default worker cap (ServiceOptions says 64): a waiting
-// fetch occupies a worker thread, and jobs run hundreds of ranks.
-inline constexpr size_t kControllerDefaultMaxWorkers = 1024;
+// The controller's default worker cap (ServiceOptions says 64): inserts
+// waiting behind a clear's reuse gate hold a worker each, and jobs run
+// hundreds of ranks. Blocking fetches hold none (FetchWaiters).
+inline constexpr size_t kControllerDefaultMaxWorkers = 256;
 
 // More samples than this in one insert request are refused: a typo must not
 // make the controller allocate the machine away.
@@ -69,6 +71,8 @@ class ControllerService {
   // released samples' data is gone from the storage units.
   std::shared_mutex reuse_gate_;
   Service service_;
+  // After service_: its waiters' replies go through it, so it goes first.
+  std::unique_ptr<FetchWaiters> waiters_;
 };
 
 }  // namespace seqflow::server

@@ -10,6 +10,7 @@
 #include <limits>
 #include <string_view>
 #include <system_error>
+#include <functional>
 #include <utility>
 
 #include "transport/envelope.h"
@@ -27,6 +28,11 @@ constexpr size_t kMaxMessagesPerWakeup = 64;  // then send replies again: neithe
 constexpr auto kLastReplyGrace = std::chrono::milliseconds(200);
 constexpr int kHeartbeatMs = 2000;  // forget clients that vanished without closing TCP
 constexpr int kHeartbeatTimeoutMs = 6000;
+// A disconnect event names a descriptor, which a new connection may reuse:
+// each deferral from it is probed (a reply only a gone client cannot take)
+// this often, this many times, before it is taken as alive.
+constexpr auto kProbeInterval = std::chrono::milliseconds(200);
+constexpr int kProbes = 5;
 
 thread_local std::optional<Clock::time_point> current_deadline;
 
@@ -44,6 +50,13 @@ std::string milliseconds_since(Clock::time_point start) {
 }
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+std::string monitor_endpoint() {
+  static std::atomic<uint64_t> next{0};
+  return "inproc://seqflow-service-monitor-" + std::to_string(next.fetch_add(1));
+}
+
+zmq::message_t copy_message(const zmq::message_t& message) { return zmq::message_t(message.data(), message.size()); }
 
 transport::Frames error_reply(zmq::message_t routing_id, uint64_t id, ErrorCode code, const std::string& message) {
   transport::Frames reply;
@@ -128,7 +141,77 @@ struct Service::Job {
   transport::Frames args;
   Clock::time_point received;
   std::optional<Clock::time_point> deadline;  // from the client's budget
+  int source_fd = -1;                         // the connection's descriptor (ZMQ_SRCFD)
 };
+
+struct Service::Reply {
+  transport::Frames frames;
+  std::function<void()> undelivered;
+};
+
+struct Service::Deferral {
+  zmq::message_t routing_id;
+  uint64_t request_id = 0;
+  const Route* route = nullptr;
+  Clock::time_point received;
+  int source_fd = -1;
+  std::function<void()> client_gone;
+  Clock::time_point probe_at;  // while a suspect: its connection may be gone
+  int probes_left = 0;
+};
+
+// What defer_reply() and on_undelivered() act on.
+struct Service::Call {
+  Service* service = nullptr;
+  Job* job = nullptr;
+  bool inline_call = false;
+  uint64_t deferral = 0;  // nonzero: the handler deferred its reply
+  std::function<void()> undelivered;
+};
+
+thread_local Service::Call* Service::current_call_ = nullptr;
+
+DeferredReply defer_reply(std::function<void()> client_gone) {
+  Service::Call* call = Service::current_call_;
+  if (call == nullptr || !call->inline_call || call->deferral != 0) {
+    throw Error(ErrorCode::kInternal, "defer_reply: only an InlineHandler may defer its reply, once");
+  }
+  call->deferral = call->service->defer(*call->job, std::move(client_gone));
+  return DeferredReply(call->service, call->deferral);
+}
+
+void on_undelivered(std::function<void()> undelivered) {
+  Service::Call* call = Service::current_call_;
+  if (call == nullptr) throw Error(ErrorCode::kInternal, "on_undelivered: called outside a handler");
+  call->undelivered = std::move(undelivered);
+}
+
+DeferredReply::DeferredReply(DeferredReply&& other) noexcept
+    : service_(std::exchange(other.service_, nullptr)), id_(other.id_) {}
+
+DeferredReply& DeferredReply::operator=(DeferredReply&& other) noexcept {
+  if (this != &other) {
+    if (service_ != nullptr) service_->forget_deferred(id_);
+    service_ = std::exchange(other.service_, nullptr);
+    id_ = other.id_;
+  }
+  return *this;
+}
+
+DeferredReply::~DeferredReply() {
+  if (service_ != nullptr) service_->forget_deferred(id_);
+}
+
+void DeferredReply::send(transport::Frames results, std::function<void()> undelivered) {
+  if (service_ == nullptr) throw Error(ErrorCode::kInternal, "DeferredReply::send: the reply was sent already");
+  std::exchange(service_, nullptr)
+      ->send_deferred(id_, std::move(results), ErrorCode::kInternal, {}, std::move(undelivered));
+}
+
+void DeferredReply::fail(ErrorCode code, const std::string& message) {
+  if (service_ == nullptr) throw Error(ErrorCode::kInternal, "DeferredReply::fail: the reply was sent already");
+  std::exchange(service_, nullptr)->send_deferred(id_, std::nullopt, code, message, nullptr);
+}
 
 Service::Service(ServiceOptions options) : options_(std::move(options)) {
   if (options_.max_workers == 0) throw_invalid("ServiceOptions.max_workers must be >= 1, got 0");
@@ -166,6 +249,10 @@ Service::Service(ServiceOptions options) : options_(std::move(options)) {
       &metrics_.counter("seqflow_rejected_requests_total", rejected_help, {{"reason", "permission_denied"}});
   in_flight_ = &metrics_.gauge("seqflow_requests_in_flight", "Requests received and not yet answered.");
   worker_count_ = &metrics_.gauge("seqflow_service_workers", "Worker threads started (they stay until stop).");
+  deferred_count_ = &metrics_.gauge("seqflow_requests_deferred",
+                                    "Requests waiting without a thread (blocking fetches) for a later reply.");
+  clients_gone_ = &metrics_.counter("seqflow_deferred_clients_gone_total",
+                                    "Deferred requests dropped because their client's connection closed.");
   handle(kPingOp, nullptr, [](const transport::Frames&) { return transport::Frames(); });
 }
 
@@ -208,6 +295,7 @@ void Service::start() {
     throw Error(ErrorCode::kInternal, std::string("Service::start: eventfd failed: ") + std::strerror(errno));
   }
   const auto fail = [this](Error error) {
+    monitor_.close();
     router_.close();
     zap_handler_.reset();
     ::close(wake_fd_);
@@ -216,6 +304,7 @@ void Service::start() {
   };
   try {
     open_router();
+    open_monitor();
   } catch (const zmq::error_t& error) {
     fail(Error(ErrorCode::kInternal, "Service on '" + options_.bind + "' cannot set up its socket: " + error.what()));
   }
@@ -248,6 +337,9 @@ void Service::open_router() {
   router_.set(zmq::sockopt::sndhwm, kHighWaterMark);
   router_.set(zmq::sockopt::heartbeat_ivl, kHeartbeatMs);
   router_.set(zmq::sockopt::heartbeat_timeout, kHeartbeatTimeoutMs);
+  // A reply to a client that is gone fails instead of vanishing: the
+  // handler's `undelivered` then undoes what the reply handed out.
+  router_.set(zmq::sockopt::router_mandatory, true);
   const size_t limit = options_.max_request_bytes;
   router_.set(zmq::sockopt::maxmsgsize,
               limit > static_cast<size_t>(std::numeric_limits<int64_t>::max()) - kMaxMessageSlackBytes
@@ -262,6 +354,14 @@ void Service::open_router() {
     router_.set(zmq::sockopt::curve_server, true);
     router_.set(zmq::sockopt::curve_secretkey, security.server_keys.secret_key);
   }
+}
+
+void Service::open_monitor() {
+  const std::string endpoint = monitor_endpoint();
+  if (zmq_socket_monitor(router_.handle(), endpoint.c_str(), ZMQ_EVENT_DISCONNECTED) != 0) throw zmq::error_t();
+  monitor_ = zmq::socket_t(context_, zmq::socket_type::pair);
+  monitor_.set(zmq::sockopt::linger, 0);
+  monitor_.connect(endpoint);
 }
 
 void Service::stop() {
@@ -282,10 +382,23 @@ void Service::stop() {
   if (io_thread_.joinable()) {
     io_thread_.join();
   } else {
+    monitor_.close();
     router_.close();  // start() failed before the I/O thread took the socket
+  }
+  {
+    std::lock_guard lock(replies_mutex_);
+    replies_closed_ = true;  // a DeferredReply sent from now on goes nowhere
+    replies_.clear();
+  }
+  {
+    std::lock_guard lock(deferred_mutex_);
+    in_flight_->add(-static_cast<double>(deferred_.size()));
+    deferred_count_->set(0);
+    deferred_.clear();
   }
   zap_handler_.reset();
   context_.close();
+  std::lock_guard lock(replies_mutex_);
   ::close(wake_fd_);
   wake_fd_ = -1;
 }
@@ -298,12 +411,161 @@ void Service::wake_io() {
   [[maybe_unused]] const ssize_t written = ::eventfd_write(wake_fd_, 1);
 }
 
+void Service::queue_reply(transport::Frames reply, std::function<void()> undelivered) {
+  std::lock_guard lock(replies_mutex_);  // also keeps stop() from closing the eventfd meanwhile
+  if (replies_closed_) return;
+  replies_.push_back(Reply{std::move(reply), std::move(undelivered)});
+  wake_io();
+}
+
+uint64_t Service::defer(Job& job, std::function<void()> client_gone) {
+  Deferral deferral;
+  deferral.routing_id = copy_message(job.routing_id);
+  deferral.request_id = job.id;
+  deferral.route = job.route;
+  deferral.received = job.received;
+  deferral.source_fd = job.source_fd;
+  deferral.client_gone = std::move(client_gone);
+  std::lock_guard lock(deferred_mutex_);
+  const uint64_t id = next_deferral_++;
+  deferred_.emplace(id, std::move(deferral));
+  deferred_count_->set(static_cast<double>(deferred_.size()));
+  in_flight_->add(1);
+  return id;
+}
+
+void Service::forget_deferred(uint64_t id) {
+  std::lock_guard lock(deferred_mutex_);
+  if (deferred_.erase(id) == 0) return;
+  deferred_count_->set(static_cast<double>(deferred_.size()));
+  in_flight_->add(-1);
+}
+
+void Service::send_deferred(uint64_t id, std::optional<transport::Frames> results, ErrorCode code,
+                            const std::string& message, std::function<void()> undelivered) {
+  Deferral deferral;
+  {
+    std::lock_guard lock(deferred_mutex_);
+    const auto found = deferred_.find(id);
+    if (found == deferred_.end()) {
+      // Its client is gone (or the service stopped): nobody will read it.
+      if (results && undelivered) undelivered();
+      return;
+    }
+    deferral = std::move(found->second);
+    deferred_.erase(found);
+    deferred_count_->set(static_cast<double>(deferred_.size()));
+    in_flight_->add(-1);
+  }
+  const Route& route = *deferral.route;
+  route.requests->increment();
+  route.latency->observe(seconds_since(deferral.received));
+  if (!results) {
+    route.errors->increment();
+    queue_reply(error_reply(std::move(deferral.routing_id), deferral.request_id, code, message), nullptr);
+    return;
+  }
+  transport::Frames reply;
+  reply.reserve(results->size() + 2);
+  reply.push_back(std::move(deferral.routing_id));
+  reply.push_back(transport::encode_reply_envelope(deferral.request_id, std::nullopt));
+  for (auto& result : *results) reply.push_back(std::move(result));
+  queue_reply(std::move(reply), std::move(undelivered));
+}
+
+// A monitor event is [u16 event, u32 value][endpoint]; a disconnect's value
+// is the connection's descriptor.
+void Service::read_disconnects() {
+  while (true) {
+    zmq::message_t event;
+    if (!monitor_.recv(event, zmq::recv_flags::dontwait)) return;
+    bool more = event.more();
+    while (more) {
+      zmq::message_t rest;
+      (void)monitor_.recv(rest, zmq::recv_flags::none);
+      more = rest.more();
+    }
+    if (event.size() < sizeof(uint16_t) + sizeof(uint32_t)) continue;
+    uint16_t code = 0;
+    uint32_t fd = 0;
+    std::memcpy(&code, event.data(), sizeof code);
+    std::memcpy(&fd, static_cast<const char*>(event.data()) + sizeof code, sizeof fd);
+    if (code != ZMQ_EVENT_DISCONNECTED) continue;
+    const auto now = Clock::now();
+    std::lock_guard lock(deferred_mutex_);
+    for (auto& [id, deferral] : deferred_) {
+      if (deferral.source_fd != static_cast<int>(fd)) continue;
+      deferral.probe_at = now;
+      deferral.probes_left = kProbes;
+      suspects_.insert(id);
+    }
+  }
+}
+
+std::optional<Service::Clock::time_point> Service::probe_suspects(zmq::socket_t& router) {
+  std::vector<std::function<void()>> gone;
+  std::optional<Clock::time_point> next;
+  {
+    std::lock_guard lock(deferred_mutex_);
+    if (suspects_.empty()) return std::nullopt;
+    const auto now = Clock::now();
+    for (auto suspect = suspects_.begin(); suspect != suspects_.end();) {
+      const auto found = deferred_.find(*suspect);
+      if (found == deferred_.end()) {  // answered or forgotten meanwhile
+        suspect = suspects_.erase(suspect);
+        continue;
+      }
+      Deferral& deferral = found->second;
+      if (deferral.probe_at > now) {
+        next = next ? std::min(*next, deferral.probe_at) : deferral.probe_at;
+        ++suspect;
+        continue;
+      }
+      // Id 0 answers no request: clients discard it (transport/envelope.h).
+      // A router that still knows the peer sends it; one that does not
+      // refuses it with EHOSTUNREACH.
+      zmq::message_t routing_id = copy_message(deferral.routing_id);
+      zmq::message_t probe = transport::encode_reply_envelope(0, std::nullopt);
+      bool known = true;
+      try {
+        if (router.send(routing_id, zmq::send_flags::sndmore | zmq::send_flags::dontwait)) {
+          (void)router.send(probe, zmq::send_flags::dontwait);
+        }
+      } catch (const zmq::error_t& error) {
+        known = error.num() != EHOSTUNREACH;
+      }
+      if (!known) {
+        clients_gone_->increment();
+        in_flight_->add(-1);
+        if (deferral.client_gone) gone.push_back(std::move(deferral.client_gone));
+        deferred_.erase(found);
+        suspect = suspects_.erase(suspect);
+        continue;
+      }
+      if (--deferral.probes_left > 0) {
+        deferral.probe_at = now + kProbeInterval;
+        next = next ? std::min(*next, deferral.probe_at) : deferral.probe_at;
+        ++suspect;
+      } else {
+        suspect = suspects_.erase(suspect);  // alive: the descriptor was another connection's by now
+      }
+    }
+    deferred_count_->set(static_cast<double>(deferred_.size()));
+  }
+  for (auto& tell : gone) tell();  // outside the lock: they may send replies
+  return next;
+}
+
 void Service::run_io() {
   // poll(2) on the router's descriptor, not zmq_poll, which makes a
   // system call more before every wait.
-  pollfd waits[] = {{router_.get(zmq::sockopt::fd), POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+  pollfd waits[] = {
+      {router_.get(zmq::sockopt::fd), POLLIN, 0}, {wake_fd_, POLLIN, 0}, {monitor_.get(zmq::sockopt::fd), POLLIN, 0}};
   Clock::time_point last_reply{};
+  std::optional<Clock::time_point> next_probe;
   while (true) {
+    read_disconnects();  // its descriptor, too, only signals a change
+    next_probe = probe_suspects(router_);
     // The descriptor only signals that the socket's state may have changed,
     // and a send may have taken that signal: sleep only when the socket has
     // nothing to read.
@@ -315,7 +577,12 @@ void Service::run_io() {
       break;
     }
     if (!readable) {
-      if (::poll(waits, 2, -1) < 0) {
+      int timeout_ms = -1;
+      if (next_probe) {
+        timeout_ms = static_cast<int>(
+            std::max<int64_t>(1, std::chrono::ceil<std::chrono::milliseconds>(*next_probe - Clock::now()).count()));
+      }
+      if (::poll(waits, 3, timeout_ms) < 0) {
         if (errno == EINTR) continue;
         break;
       }
@@ -338,6 +605,7 @@ void Service::run_io() {
       break;
     }
   }
+  monitor_.close();
   router_.close();
 }
 
@@ -372,9 +640,9 @@ void Service::dispatch(transport::Frames message, Clock::time_point received) {
     dropped_messages_->increment();
     return;
   }
-  auto answer_now = [&](transport::Frames reply) {
+  auto answer_now = [&](transport::Frames reply, std::function<void()> undelivered = nullptr) {
     std::lock_guard lock(replies_mutex_);
-    replies_.push_back(std::move(reply));
+    replies_.push_back(Reply{std::move(reply), std::move(undelivered)});
   };
   transport::RequestEnvelope envelope;
   try {
@@ -418,15 +686,31 @@ void Service::dispatch(transport::Frames message, Clock::time_point received) {
   job.route = &route;
   job.received = received;
   if (envelope.budget_ms != 0) job.deadline = received + std::chrono::milliseconds(envelope.budget_ms);
+  job.source_fd = zmq_msg_get(message[1].handle(), ZMQ_SRCFD);
   job.args.reserve(message.size() - 2);
   for (size_t i = 2; i < message.size(); ++i) job.args.push_back(std::move(message[i]));
   if (route.try_inline) {
     bool failed = false;
     const DeadlineScope scope(job.deadline);
+    Call call{this, &job, true, 0, nullptr};
+    current_call_ = &call;
+    // The routing id is still needed if the handler defers: reply_of takes a copy.
+    zmq::message_t routing_id = copy_message(job.routing_id);
     std::optional<transport::Frames> reply = reply_of(
-        route.op, job.routing_id, job.id, [&] { return route.try_inline(std::as_const(job.args)); }, failed);
+        route.op, routing_id, job.id, [&] { return route.try_inline(std::as_const(job.args)); }, failed);
+    current_call_ = nullptr;
+    if (call.deferral != 0) {
+      if (reply) {
+        // It deferred and then threw: the error is the reply.
+        forget_deferred(call.deferral);
+        route.requests->increment();
+        route.errors->increment();
+        answer_now(std::move(*reply));
+      }
+      return;
+    }
     if (!reply && !route.handler) {
-      reply = error_reply(std::move(job.routing_id), job.id, ErrorCode::kInternal,
+      reply = error_reply(std::move(routing_id), job.id, ErrorCode::kInternal,
                           "operation '" + route.op + "' declined a request and has no worker handler");
       failed = true;
     }
@@ -434,7 +718,7 @@ void Service::dispatch(transport::Frames message, Clock::time_point received) {
       route.requests->increment();
       if (failed) route.errors->increment();
       route.latency->observe(seconds_since(received));
-      answer_now(std::move(*reply));
+      answer_now(std::move(*reply), failed ? nullptr : std::move(call.undelivered));
       return;
     }
   }
@@ -458,21 +742,29 @@ void Service::dispatch(transport::Frames message, Clock::time_point received) {
 }
 
 bool Service::send_replies(zmq::socket_t& router) {
-  std::vector<transport::Frames> replies;
+  std::vector<Reply> replies;
   {
     std::lock_guard lock(replies_mutex_);
     replies.swap(replies_);
   }
-  for (transport::Frames& reply : replies) {
+  for (Reply& reply : replies) {
     try {
-      // A ROUTER never blocks: it drops replies to peers that are gone or full.
-      for (size_t i = 0; i < reply.size(); ++i) {
-        const auto flags =
-            i + 1 < reply.size() ? zmq::send_flags::sndmore | zmq::send_flags::dontwait : zmq::send_flags::dontwait;
-        if (!router.send(reply[i], flags)) throw zmq::error_t();
+      // Never blocks: a reply to a peer that is gone (EHOSTUNREACH, the
+      // router being mandatory) or full (EAGAIN) fails on its first frame.
+      for (size_t i = 0; i < reply.frames.size(); ++i) {
+        const auto flags = i + 1 < reply.frames.size() ? zmq::send_flags::sndmore | zmq::send_flags::dontwait
+                                                       : zmq::send_flags::dontwait;
+        if (!router.send(reply.frames[i], flags)) throw zmq::error_t();
       }
     } catch (const zmq::error_t&) {
       dropped_messages_->increment();
+      if (reply.undelivered) {
+        try {
+          reply.undelivered();
+        } catch (const std::exception&) {
+          // Undoing is best effort; the I/O loop must survive it.
+        }
+      }
     }
   }
   return !replies.empty();
@@ -495,30 +787,29 @@ void Service::run_worker() {
              error_reply(std::move(job.routing_id), job.id, ErrorCode::kTimeout,
                          "request '" + job.route->op + "' not run: its client's deadline passed after " +
                              milliseconds_since(job.received) + " in the service's queue"),
-             true);
+             true, nullptr);
       lock.lock();
       continue;
     }
     const DeadlineScope scope(job.deadline);
     bool failed = false;
+    Call call{this, &job, false, 0, nullptr};
+    current_call_ = &call;
     std::optional<transport::Frames> reply = reply_of(
         job.route->op, job.routing_id, job.id,
         [&] { return std::optional<transport::Frames>(job.route->handler(job.args)); }, failed);
-    finish(job, std::move(*reply), failed);
+    current_call_ = nullptr;
+    finish(job, std::move(*reply), failed, failed ? nullptr : std::move(call.undelivered));
     lock.lock();
   }
 }
 
-void Service::finish(Job& job, transport::Frames reply, bool failed) {
+void Service::finish(Job& job, transport::Frames reply, bool failed, std::function<void()> undelivered) {
   job.route->requests->increment();
   if (failed) job.route->errors->increment();
   job.route->latency->observe(seconds_since(job.received));
   in_flight_->add(-1);
-  {
-    std::lock_guard lock(replies_mutex_);
-    replies_.push_back(std::move(reply));
-  }
-  wake_io();
+  queue_reply(std::move(reply), std::move(undelivered));
 }
 
 }  // namespace seqflow::server

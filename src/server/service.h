@@ -22,6 +22,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -30,6 +31,7 @@
 
 #include "transport/frames.h"
 #include "server/metrics.h"
+#include "seqflow/error.h"
 #include "transport/security.h"
 
 namespace seqflow::server {
@@ -71,6 +73,44 @@ std::optional<std::chrono::steady_clock::time_point> request_deadline();
 // for a handler that waited (for a lock, say) before it changes anything.
 void check_request_open(std::string_view what);
 
+class Service;
+
+// The reply to a request whose InlineHandler deferred it (defer_reply()):
+// sent later, from any thread, once. Destroyed unsent, the request ends
+// without a reply (its client times out); a reply sent after the service
+// stopped goes nowhere. It must not outlive its Service object.
+class DeferredReply {
+ public:
+  DeferredReply() = default;
+  DeferredReply(DeferredReply&& other) noexcept;
+  DeferredReply& operator=(DeferredReply&& other) noexcept;
+  ~DeferredReply();
+
+  explicit operator bool() const { return service_ != nullptr; }
+  // `results` as the reply. `undelivered` runs if it cannot reach the
+  // client (gone, or its queue full), on the service's I/O thread or, when
+  // the client is known to be gone already, here: nobody received it.
+  void send(transport::Frames results, std::function<void()> undelivered = nullptr);
+  void fail(ErrorCode code, const std::string& message);
+
+ private:
+  friend class Service;
+  friend DeferredReply defer_reply(std::function<void()> client_gone);
+  DeferredReply(Service* service, uint64_t id) : service_(service), id_(id) {}
+  Service* service_ = nullptr;
+  uint64_t id_ = 0;
+};
+
+// Inside an InlineHandler: its request is answered later through the
+// returned DeferredReply; the handler then returns nullopt and no worker
+// runs the request. `client_gone` runs on the I/O thread when the client's
+// connection closes first (a send after that goes nowhere); it must not
+// block. Throws kInternal outside an InlineHandler.
+DeferredReply defer_reply(std::function<void()> client_gone);
+// Inside a handler (inline or on a worker): `undelivered` runs on the I/O
+// thread if the reply cannot reach the client.
+void on_undelivered(std::function<void()> undelivered);
+
 class Service {
  public:
   explicit Service(ServiceOptions options);  // throws kInvalidArgument on bad options
@@ -103,8 +143,16 @@ class Service {
   MetricsRegistry& metrics() { return metrics_; }
 
  private:
+  friend class DeferredReply;
+  friend DeferredReply defer_reply(std::function<void()> client_gone);
+  friend void on_undelivered(std::function<void()> undelivered);
   struct Route;
   struct Job;
+  struct Reply;
+  struct Deferral;
+  struct Call;
+  using Clock = std::chrono::steady_clock;
+  static thread_local Call* current_call_;  // the handler call on this thread
 
   void add_route(std::string op, Handler handler, InlineHandler try_inline, bool services_only);
   void open_router();
@@ -113,8 +161,20 @@ class Service {
   void dispatch(transport::Frames message, std::chrono::steady_clock::time_point received);
   bool send_replies(zmq::socket_t& router);  // true: it sent at least one
   void run_worker();
-  void finish(Job& job, transport::Frames reply, bool failed);
+  void finish(Job& job, transport::Frames reply, bool failed, std::function<void()> undelivered);
+  void queue_reply(transport::Frames reply, std::function<void()> undelivered);
   void wake_io();
+
+  // Deferred replies (DeferredReply).
+  uint64_t defer(Job& job, std::function<void()> client_gone);
+  void send_deferred(uint64_t id, std::optional<transport::Frames> results, ErrorCode code, const std::string& message,
+                     std::function<void()> undelivered);
+  void forget_deferred(uint64_t id);
+  void open_monitor();
+  void read_disconnects();  // marks deferrals from a closed connection's descriptor for a probe
+  // Probes the marked deferrals' clients; those gone are forgotten and told.
+  // Returns when to probe next (nullopt: nothing marked).
+  std::optional<Clock::time_point> probe_suspects(zmq::socket_t& router);
 
   ServiceOptions options_;
   MetricsRegistry metrics_;
@@ -142,7 +202,15 @@ class Service {
 
   // Replies waiting for the I/O thread.
   std::mutex replies_mutex_;
-  std::vector<transport::Frames> replies_;
+  std::vector<Reply> replies_;
+  bool replies_closed_ = false;  // stopped: nothing more is queued
+
+  // Requests answered later, by deferral id.
+  std::mutex deferred_mutex_;
+  std::unordered_map<uint64_t, Deferral> deferred_;
+  std::set<uint64_t> suspects_;  // deferrals from a connection that closed, or one reusing its descriptor
+  uint64_t next_deferral_ = 1;
+  zmq::socket_t monitor_;  // the router's disconnect events; the I/O thread's
 
   Counter* dropped_messages_ = nullptr;
   Counter* rejected_unknown_op_ = nullptr;
@@ -150,6 +218,8 @@ class Service {
   Counter* rejected_too_large_ = nullptr;
   Counter* rejected_permission_ = nullptr;
   Gauge* in_flight_ = nullptr;
+  Gauge* deferred_count_ = nullptr;
+  Counter* clients_gone_ = nullptr;
   Gauge* worker_count_ = nullptr;
 };
 

@@ -10,6 +10,9 @@
 //
 // Status 0 is success; otherwise it is 1 + the numeric value of the
 // seqflow::ErrorCode, and the reply carries exactly one result: the message.
+// A reply with id 0 answers no request: a service's probe of whether a
+// client that waits for a deferred reply is still connected. Clients
+// discard it.
 #pragma once
 
 #include <zmq.hpp>

@@ -84,6 +84,36 @@ TEST(ControllerTest, FetchHandsEachSampleOncePerTask) {
   EXPECT_FALSE(controller.all_consumed("critic", "p"));
 }
 
+// A fetched batch that reached nobody goes back to the task, in arrival
+// order, and only to that task; a sample cleared and reused since is not
+// given back, and the listener hears of the change.
+TEST(ControllerTest, GiveBackMakesABatchUnconsumedInArrivalOrder) {
+  Controller controller;
+  std::vector<std::string> changes;
+  controller.on_change([&](const std::string* partition) { changes.push_back(partition ? *partition : "*"); });
+  put(controller, "p", 6, {"x"});
+  const BatchMeta first = controller.get_meta(fetch_request("p", "actor", {"x"}, 2));
+  const BatchMeta middle = controller.get_meta(fetch_request("p", "actor", {"x"}, 2));
+  EXPECT_EQ(controller.get_meta(fetch_request("p", "ref", {"x"}, 6)).size(), 6u);
+  changes.clear();
+  EXPECT_EQ(controller.give_back("p", "actor", middle.global_indexes, middle.generations), 2u);
+  EXPECT_EQ(controller.give_back("p", "actor", first.global_indexes, first.generations), 2u);
+  EXPECT_EQ(changes, (std::vector<std::string>{"p", "p"}));
+  EXPECT_EQ(controller.give_back("p", "actor", first.global_indexes, first.generations), 0u) << "given back twice";
+  EXPECT_EQ(controller.get_meta(fetch_request("p", "actor", {"x"}, 6)).global_indexes,
+            (std::vector<int64_t>{0, 1, 2, 3, 4, 5}));
+  EXPECT_TRUE(controller.all_consumed("ref", "p"));
+  EXPECT_EQ(controller.give_back("p", "critic", first.global_indexes, {}), 0u) << "a task that never fetched";
+
+  // Cleared and reused: another sample now, not given back.
+  controller.clear_samples("p", first.global_indexes, first.generations);
+  put(controller, "p", 2, {"x"});
+  const BatchMeta reused = controller.get_meta(fetch_request("p", "actor", {"x"}, 2));
+  ASSERT_EQ(reused.global_indexes, first.global_indexes);
+  EXPECT_EQ(controller.give_back("p", "actor", first.global_indexes, first.generations), 0u);
+  EXPECT_EQ(controller.get_meta(fetch_request("p", "actor", {"x"}, 1)).size(), 0u);
+}
+
 TEST(ControllerTest, ReadyNeedsEveryRequestedField) {
   Controller controller;
   const BatchMeta inserted = controller.insert("p", 3);

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -115,5 +116,107 @@ TEST(ServiceConcurrency, MaxWorkersCapsThePool) {
   EXPECT_EQ(strings_of(pool.call("echo", frames_of({"x"}), 5s)), std::vector<std::string>{"x"});
 }
 
+// Deferred replies: an InlineHandler defers, another thread answers later;
+// a client that disconnects first is reported gone, and a reply that can
+// no longer reach its client runs its `undelivered`, from either path.
+struct Deferred {
+  std::mutex mutex;
+  std::vector<DeferredReply> replies;
+  std::atomic<int> gone{0};
+  std::atomic<int> undelivered{0};
+
+  void add_to(Service& service) {
+    service.handle("later", nullptr, [this](const Frames&) -> std::optional<Frames> {
+      DeferredReply reply = defer_reply([this] { ++gone; });
+      std::lock_guard lock(mutex);
+      replies.push_back(std::move(reply));
+      return std::nullopt;
+    });
+  }
+  size_t count() {
+    std::lock_guard lock(mutex);
+    return replies.size();
+  }
+  void send_all(const std::string& text) {
+    std::lock_guard lock(mutex);
+    for (auto& reply : replies) reply.send(frames_of({text}), [this] { ++undelivered; });
+    replies.clear();
+  }
+};
+
+TEST(ServiceConcurrency, ADeferredReplyComesFromAnotherThreadWithoutAWorker) {
+  Deferred deferred;
+  Gate release;
+  std::atomic<int> blocked{0};
+  auto service = echo_service(with_workers(1, 1), [&](Service& s) {
+    deferred.add_to(s);
+    add_blocking_op(s, release, blocked);
+  });
+  auto context = std::make_shared<zmq::context_t>();
+  ConnectionPool pool(context, service->endpoint(), timeout_of(20s));
+  std::vector<std::thread> callers;
+  OpenAndJoin cleanup{release, callers};
+  callers.emplace_back([&] { pool.call("block", {}); });  // the only worker is busy throughout
+  ASSERT_TRUE(wait_for_blocked(blocked, 1));
+  std::vector<std::string> answers(3);
+  for (size_t i = 0; i < answers.size(); ++i) {
+    callers.emplace_back([&, i] { answers[i] = strings_of(pool.call("later", {}, 10s)).at(0); });
+  }
+  ASSERT_TRUE(holds_within_10s([&] { return deferred.count() == 3; }));
+  std::thread([&] { deferred.send_all("answered later"); }).join();
+  release.open();
+  for (auto& caller : callers) caller.join();
+  callers.clear();
+  EXPECT_EQ(answers, std::vector<std::string>(3, "answered later"));
+  EXPECT_EQ(deferred.undelivered.load(), 0);
+  EXPECT_EQ(deferred.gone.load(), 0);
+}
+
+TEST(ServiceConcurrency, AClientGoneBeforeItsDeferredReplyIsReportedAndTheReplyIsUndelivered) {
+  Deferred deferred;
+  auto service = echo_service({}, [&](Service& s) { deferred.add_to(s); });
+  {
+    zmq::context_t context;
+    Connection leaving(context, service->endpoint(), timeout_of(20s));
+    (void)leaving.send("later", {}, std::chrono::steady_clock::now() + 20s);
+    ASSERT_TRUE(holds_within_10s([&] { return deferred.count() == 1; }));
+  }  // closes its TCP connection
+  ASSERT_TRUE(holds_within_10s([&] { return deferred.gone == 1; })) << "the client's disconnect went unnoticed";
+  deferred.send_all("for nobody");
+  EXPECT_TRUE(holds_within_10s([&] { return deferred.undelivered == 1; }));
+}
+
+// A worker's reply to a client that left meanwhile: the router refuses it
+// (mandatory routing) and the handler's `undelivered` runs.
+TEST(ServiceConcurrency, AWorkersReplyToAGoneClientRunsItsUndelivered) {
+  Deferred deferred;
+  Gate release;
+  std::atomic<int> blocked{0};
+  std::atomic<int> undelivered{0};
+  auto service = echo_service({}, [&](Service& s) {
+    deferred.add_to(s);
+    s.handle("block", [&](Frames& args) {
+      on_undelivered([&] { ++undelivered; });
+      ++blocked;
+      release.wait();
+      return std::move(args);
+    });
+  });
+  std::vector<std::thread> callers;
+  OpenAndJoin cleanup{release, callers};
+  {
+    zmq::context_t context;
+    Connection leaving(context, service->endpoint(), timeout_of(20s));
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    (void)leaving.send("block", {}, deadline);
+    (void)leaving.send("later", {}, deadline);  // its "gone" tells when the router has forgotten the client
+    ASSERT_TRUE(wait_for_blocked(blocked, 1));
+    ASSERT_TRUE(holds_within_10s([&] { return deferred.count() == 1; }));
+  }
+  ASSERT_TRUE(holds_within_10s([&] { return deferred.gone == 1; }));
+  release.open();
+  EXPECT_TRUE(holds_within_10s([&] { return undelivered == 1; }));
+  deferred.send_all("for nobody");  // before the service goes: a DeferredReply must not outlive it
+}
 }  // namespace
 }  // namespace seqflow::server
