@@ -288,6 +288,14 @@ class Controller final : public ControlPlane {
   size_t give_back(const std::string& partition_id, const std::string& task_name,
                    std::span<const int64_t> global_indexes, std::span<const uint64_t> generations);
 
+  // Removes those of the samples that are still live (of these generations;
+  // empty: any) and have no field produced: an insert whose producer never
+  // put its data (remote mode: its lease expired). Produced or gone samples
+  // are skipped. Returns the released global indexes, ascending, for the
+  // storage to drop.
+  std::vector<int64_t> reclaim_unproduced(const std::string& partition_id, std::span<const int64_t> global_indexes,
+                                          std::span<const uint64_t> generations);
+
   // `listener` is told (with the partition, or null for every one) after a
   // change that may let a waiting fetch proceed: samples added, produced,
   // given back or cleared, consumption reset, a checkpoint loaded. It runs

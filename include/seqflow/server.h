@@ -53,9 +53,12 @@ struct ControllerServerOptions {
   // Clients wait until this many storage units have registered.
   size_t storage_units = 1;
   ControllerOptions controller;  // sampler, polling mode, timing alignment
-  size_t max_workers = 0;        // 0: the default (a blocking fetch holds a worker while it waits)
+  size_t max_workers = 0;        // 0: the default (256; blocking fetches wait without one)
   size_t max_request_bytes = 0;  // 0: the default (8 GiB)
   std::string load_checkpoint;   // a checkpoint directory to start from; empty: start empty
+  // Samples a put inserted and did not mark produced within this long (its
+  // producer died mid-put) are reclaimed; 0: each put's timeout plus 2 s.
+  std::chrono::milliseconds insert_lease{0};
   // Clients save and load only under it; empty: $SEQFLOW_CHECKPOINT_ROOT, else
   // ~/.local/state/seqflow/checkpoints (made 0700).
   std::string checkpoint_root;

@@ -60,6 +60,9 @@ constexpr Option kControllerOptions[] = {
      "fit each task's workload model (report_timing) with a term for sequence lengths that are not a "
      "multiple of N, as seqflow calibrate --alignment N (default 1: none)"},
     {"--load-checkpoint", "DIR", "start from a checkpoint directory written by save_checkpoint"},
+    {"--insert-lease", "SECONDS",
+     "samples a put inserted and did not mark produced within SECONDS (its producer died mid-put) are "
+     "reclaimed (default: each put's own timeout plus 2 s)"},
     kMetricsOption,
     kWorkersOption,
     kMaxRequestOption,
@@ -282,6 +285,7 @@ int serve_controller(std::span<const std::string> arguments) {
   settings.polling_mode = args->has("--polling-mode");
   settings.timing_alignment = args->integer("--timing-alignment", 1, 1, kInt64Max);
   settings.load_checkpoint = args->get("--load-checkpoint").value_or("");
+  settings.insert_lease = std::chrono::seconds(args->integer("--insert-lease", 0, 1, 7 * 24 * 3600));
   check_files_and_endpoints(*args);
   server::ControllerServiceOptions options = server::controller_service_options(settings);
   // The controller loads --load-checkpoint as it is made; its other options are checked already.

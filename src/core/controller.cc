@@ -142,6 +142,27 @@ std::vector<int64_t> Controller::clear_samples(const std::string& partition_id, 
   return released;
 }
 
+std::vector<int64_t> Controller::reclaim_unproduced(const std::string& partition_id,
+                                                    std::span<const int64_t> global_indexes,
+                                                    std::span<const uint64_t> generations) {
+  core::check_generations(global_indexes, generations);
+  std::lock_guard lock(state_->mutex);
+  PartitionState* partition = state_->data.find(partition_id);
+  if (partition == nullptr) return {};
+  std::vector<uint32_t> slots;
+  for (size_t i = 0; i < global_indexes.size(); ++i) {
+    const std::optional<uint32_t> slot = state_->data.slot_of(*partition, global_indexes[i]);
+    if (!slot || (!generations.empty() && state_->data.generation(global_indexes[i]) != generations[i])) continue;
+    const auto words = partition->produced_words(*slot);
+    if (std::any_of(words.begin(), words.end(), [](uint64_t word) { return word != 0; })) continue;
+    slots.push_back(*slot);
+  }
+  if (slots.empty()) return {};
+  std::vector<int64_t> released = state_->data.remove_samples(*partition, std::move(slots));
+  state_->notify_changed(&partition_id);
+  return released;
+}
+
 std::vector<int64_t> Controller::clear_partition(const std::string& partition_id) {
   std::lock_guard lock(state_->mutex);
   if (state_->data.find(partition_id) == nullptr) return {};

@@ -44,6 +44,15 @@ std::optional<std::chrono::steady_clock::time_point> insert_deadline(const Heade
   return received + std::chrono::milliseconds(budget);
 }
 
+// When an insert's samples, unproduced by then, are reclaimed: see
+// ControllerServiceOptions::insert_lease.
+std::chrono::steady_clock::time_point lease_expiry(std::chrono::milliseconds insert_lease, const Header& header,
+                                                   std::chrono::steady_clock::time_point received) {
+  if (insert_lease.count() > 0) return received + insert_lease;
+  if (!header.has("budget_ms")) return received + kDefaultInsertLease;
+  return received + std::chrono::milliseconds(header.integer("budget_ms")) + kInsertLeaseGrace;
+}
+
 // A blocking fetch waits no longer than its client does, less a margin for
 // the reply's way back: a batch handed out after the client gave up would be
 // consumed and received by nobody. kTimeout when no time is left.
@@ -287,6 +296,19 @@ ControllerService::ControllerService(ControllerServiceOptions options)
   units_->drop_failures = &service_.metrics().counter(
       "seqflow_storage_drop_failures_total", "Released samples whose data a storage unit did not confirm dropping");
   waiters_ = std::make_unique<FetchWaiters>(*controller_);
+  Counter& reclaimed = service_.metrics().counter(
+      "seqflow_insert_samples_reclaimed_total",
+      "Samples a put inserted and never marked produced within its lease (its producer died mid-put): removed");
+  leases_ = std::make_unique<InsertLeases>([this, &reclaimed](const std::string& partition_id,
+                                                              const std::vector<int64_t>& indexes,
+                                                              const std::vector<uint64_t>& generations) {
+    std::unique_lock gate(reuse_gate_);
+    const auto targets = units_->targets(options_.storage_units, options_.storage_silence_limit);
+    const auto released = controller_->reclaim_unproduced(partition_id, indexes, generations);
+    if (released.empty()) return;
+    units_->drop(targets, released, std::min(options_.storage_timeout, options_.storage_silence_limit));
+    reclaimed.increment(static_cast<double>(released.size()));
+  });
   units_->restarts = &service_.metrics().counter(
       "seqflow_storage_restarts_total",
       "Storage units that registered again with a new instance id (restarted empty); the samples routed "
@@ -301,6 +323,7 @@ void ControllerService::start() { service_.start(); }
 void ControllerService::stop() {
   service_.stop();  // first: no request registers a waiter, no waiter's client is reported gone
   waiters_->stop();
+  leases_->stop();
 }
 
 void ControllerService::register_handlers() {
@@ -331,12 +354,14 @@ void ControllerService::register_handlers() {
     }
     bool created = false;
     const BatchMeta inserted = controller.insert(partition_id, count, &created);
+    leases_->grant(partition_id, inserted.global_indexes, inserted.generations,
+                   lease_expiry(options_.insert_lease, header, received));
     return with_created(inserted, created);
   };
   service_.handle(
       "insert", [insert](transport::Frames& args) { return *insert(args, true); },
       [insert](const transport::Frames& args) { return insert(args, false); });
-  service_.handle("mark_produced", nullptr, [&controller](const transport::Frames& args) {
+  service_.handle("mark_produced", nullptr, [this, &controller](const transport::Frames& args) {
     const Json json = transport::wire::read_header(args, 0, "mark_produced request");
     const Header header(json, "mark_produced request",
                         {"partition_id", "indexes", "generations", "fields", "custom_meta"});
@@ -344,6 +369,7 @@ void ControllerService::register_handlers() {
     const auto fields = transport::wire::decode_schemas(header.at("fields"), "mark_produced request");
     const auto custom_meta = header.objects("custom_meta");
     controller.mark_produced(header.text("partition_id"), indexes, generations_of(header), fields, custom_meta);
+    leases_->settle(header.text("partition_id"), indexes);
     return transport::wire::header_message(Json::object());
   });
   // On the I/O thread: a fetch with enough ready, a poll, an insert while

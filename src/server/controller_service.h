@@ -13,6 +13,7 @@
 
 #include "server/checkpoint_root.h"
 #include "server/fetch_waiters.h"
+#include "server/insert_leases.h"
 #include "server/service.h"
 #include "seqflow/controller.h"
 #include "seqflow/limits.h"
@@ -45,7 +46,15 @@ struct ControllerServiceOptions {
   // with the unit), so a dead unit does not stall clears and the inserts
   // waiting behind them.
   std::chrono::milliseconds storage_silence_limit{5000};
+  // How long a put's inserted samples may stay unproduced before they are
+  // reclaimed (InsertLeases): its producer died mid-put. 0: the put's own
+  // budget (its client's timeout; it is over by then either way) plus
+  // kInsertLeaseGrace, or kDefaultInsertLease for a client that sends none.
+  std::chrono::milliseconds insert_lease{0};
 };
+
+inline constexpr std::chrono::milliseconds kInsertLeaseGrace{2000};
+inline constexpr std::chrono::milliseconds kDefaultInsertLease{10 * 60 * 1000};
 
 class ControllerService {
  public:
@@ -73,6 +82,7 @@ class ControllerService {
   Service service_;
   // After service_: its waiters' replies go through it, so it goes first.
   std::unique_ptr<FetchWaiters> waiters_;
+  std::unique_ptr<InsertLeases> leases_;
 };
 
 }  // namespace seqflow::server

@@ -148,9 +148,12 @@ ControllerServiceOptions controller_service_options(const ControllerServerOption
   if (server.storage_units == 0) throw_invalid("storage_units must be >= 1, got 0");
   ControllerServiceOptions options;
   options.service = service_options(server.bind, server.max_workers, server.max_request_bytes, server.curve);
-  // Every blocking get_meta holds a worker while it waits: room for many
-  // waiting ranks and the calls that feed them.
   if (server.max_workers == 0) options.service.max_workers = kControllerDefaultMaxWorkers;
+  if (server.insert_lease.count() < 0) {
+    throw_invalid("insert_lease must be >= 0 ms (0: each put's timeout), got " +
+                  std::to_string(server.insert_lease.count()) + " ms");
+  }
+  options.insert_lease = server.insert_lease;
   options.controller = server.controller;
   options.storage_units = server.storage_units;
   options.load_checkpoint = server.load_checkpoint;
@@ -168,6 +171,7 @@ ControllerServiceOptions controller_service_options(const ControllerSettings& se
   server.max_workers = settings.serving.max_workers;
   server.max_request_bytes = settings.serving.max_request_bytes;
   server.load_checkpoint = settings.load_checkpoint;
+  server.insert_lease = settings.insert_lease;
   server.checkpoint_root = settings.serving.checkpoint_root;
   server.curve = curve_of(settings.serving);
   return controller_service_options(server);

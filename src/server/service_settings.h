@@ -13,6 +13,7 @@
 // own, listed: a CURVE service without an allow-list refuses to start.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -44,8 +45,9 @@ struct ControllerSettings {
   size_t storage_units = 1;
   std::shared_ptr<Sampler> sampler;  // null: sequential
   bool polling_mode = false;
-  int64_t timing_alignment = 1;  // ControllerOptions::timing_alignment
-  std::string load_checkpoint;   // empty: start empty
+  int64_t timing_alignment = 1;               // ControllerOptions::timing_alignment
+  std::string load_checkpoint;                // empty: start empty
+  std::chrono::milliseconds insert_lease{0};  // ControllerServiceOptions::insert_lease
 };
 
 struct StorageSettings {

@@ -474,3 +474,42 @@ def test_malformed_traffic_gets_error_replies_and_the_controller_serves_on(proce
     finally:
         for raw in raw_peers:
             raw.close()
+
+
+def test_a_producer_that_dies_after_its_insert_leaves_nothing_a_finite_stream_waits_for(process_cluster):
+    """A put's insert is a lease of its producer: one that inserts 3 samples
+    and dies (here: a raw insert, then the socket closes) leaves them
+    unproduced only until the lease (--insert-lease 1) runs out; then they
+    are reclaimed, and a finite stream without total_samples ends with
+    exactly the samples that were put."""
+    zmq = require("zmq")
+    torch = require("torch")  # noqa: F841 (StreamingDataset's data_format="numpy" still imports torch)
+    from seqflow import StreamingDataset
+    from test_streaming import run_ranks
+
+    cluster = process_cluster(1, "--insert-lease", "1")
+    client = cluster.client(timeout=10.0)
+    client.put({"x": np.arange(4)}, partition_id="p", custom_meta=[{"id": i} for i in range(4)])
+    context = zmq.Context()
+    try:
+        dying = context.socket(zmq.DEALER)
+        dying.setsockopt(zmq.LINGER, 0)
+        dying.connect(cluster.address)
+        dying.send_multipart([envelope(1, b"insert"), packed({"partition_id": "p", "count": 3, "budget_ms": 60_000})])
+        assert dying.poll(10_000), "the insert was not answered"
+        status, *reply = dying.recv_multipart()
+        assert status[8] == OK, reply
+        started = time.monotonic()
+        dying.close()
+    finally:
+        context.term()
+    indexes, produced = client.get_production_status(["x"], "p")
+    assert len(indexes) == 7 and sum(produced) == 4, (indexes, produced)
+    stream = StreamingDataset(partition_id="p", task_name="train", dp_rank=0, client=client, batch_size=2,
+                              micro_batch_size=2, data_fields=["x"], should_check_consumption_status=True,
+                              total_samples=None, empty_batch_sleep=0.05, data_format="numpy")
+    [seen] = run_ranks([stream], timeout=30)
+    assert sorted(seen) == [0, 1, 2, 3]
+    assert time.monotonic() - started >= 0.5, "the stream ended before the orphaned samples were reclaimed"
+    indexes, produced = client.get_production_status(["x"], "p")
+    assert len(indexes) == 4 and all(produced), (indexes, produced)

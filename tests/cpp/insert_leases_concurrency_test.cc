@@ -1,0 +1,103 @@
+// A put's insert is a lease of its producer: samples inserted, written to
+// storage and never marked produced (the producer died mid-put) are
+// reclaimed once the lease expires, their storage freed; a put that
+// completes is never touched, and a late mark of reclaimed samples fails.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "client/remote_control_plane.h"
+#include "remote_cluster.h"
+#include "remote_service_test_support.h"
+#include "seqflow/error.h"
+#include "seqflow/partition_id_list.h"
+#include "server/insert_leases.h"
+#include "service_test_support.h"
+#include "storage_test_support.h"
+
+namespace seqflow::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+double reclaimed(server::ControllerService& service) {
+  return service.metrics().counter("seqflow_insert_samples_reclaimed_total", "").value();
+}
+
+TEST(InsertLeases, SamplesADeadProducerLeftUnproducedAreReclaimedAndTheirStorageFreed) {
+  server::ControllerServiceOptions options;
+  options.insert_lease = 300ms;
+  RemoteCluster cluster(1, {}, options);
+  auto client = cluster.client();
+  RemoteControlPlane dying(
+      std::make_shared<transport::ConnectionPool>(std::make_shared<zmq::context_t>(1), cluster.controller_endpoint(),
+                                                  transport::ConnectionOptions{.timeout = 5s, .security = {}}),
+      5s);
+  // Inserted and written, never marked produced: the producer died there.
+  const BatchMeta orphaned = dying.insert("p", 3);
+  PartitionIdList partitions;
+  for (size_t i = 0; i < orphaned.size(); ++i) partitions.push_back("p");
+  cluster.unit(0).storage().put(SampleKeys{orphaned.global_indexes, partitions, orphaned.generations},
+                                {int64_column("x", {1, 2, 3})});
+  const BatchMeta complete = client->put_new("p", {int64_column("x", {4, 5})}, ids(4, 2));
+  ASSERT_EQ(cluster.unit(0).storage().stats().samples, 5u);
+
+  ASSERT_TRUE(server::test::holds_within_10s([&] { return reclaimed(cluster.controller()) == 3.0; }));
+  const std::string fields[] = {"x"};
+  const auto status = client->control().production_status(fields, "p");
+  ASSERT_TRUE(status.has_value());
+  EXPECT_EQ(status->global_indexes, complete.global_indexes) << "the completed put must stay, whole";
+  EXPECT_EQ(cluster.unit(0).storage().stats().samples, 2u) << "the reclaimed samples' data stays on the unit";
+  EXPECT_TRUE(throws_error(ErrorCode::kStaleSample,
+                           [&] { dying.mark_produced("p", orphaned.global_indexes, orphaned.generations, {}, {}); },
+                           {}));
+  MetaRequest all = fetch(2, "p", "train");
+  EXPECT_EQ(values_of(*client, client->get_meta(all)), (std::vector<int64_t>{4, 5}));
+}
+
+TEST(InsertLeases, APutThatCompletesIsNeverReclaimed) {
+  server::ControllerServiceOptions options;
+  options.insert_lease = 200ms;
+  RemoteCluster cluster(1, {}, options);
+  auto client = cluster.client();
+  for (int64_t round = 0; round < 20; ++round) client->put_new("p", {int64_column("x", {round})}, ids(round, 1));
+  std::this_thread::sleep_for(600ms);  // past every lease: none is left to expire
+  EXPECT_EQ(reclaimed(cluster.controller()), 0.0);
+  MetaRequest all = fetch(20, "p", "train");
+  EXPECT_EQ(client->get_meta(all).size(), 20u);
+}
+
+// The lease book alone: settled leases are dropped, an expired one is
+// reclaimed once, a failed reclaim is retried.
+TEST(InsertLeases, SettledLeasesAreForgottenAndAFailedReclaimIsRetried) {
+  std::mutex mutex;
+  std::vector<std::string> calls;
+  int failures_left = 1;
+  server::InsertLeases leases(
+      [&](const std::string& partition, const std::vector<int64_t>& indexes, const std::vector<uint64_t>&) {
+        std::lock_guard lock(mutex);
+        if (failures_left-- > 0) throw Error(ErrorCode::kTimeout, "a unit is unreachable");
+        calls.push_back(partition + ":" + std::to_string(indexes.front()));
+      });
+  const auto soon = std::chrono::steady_clock::now() + 50ms;
+  leases.grant("a", {1, 2}, {7, 7}, soon);
+  leases.grant("b", {3}, {7}, soon);
+  const int64_t produced[] = {1, 2};
+  leases.settle("a", produced);
+  const int64_t partly[] = {3, 4};
+  leases.settle("b", partly);  // not the lease's samples: it stays
+  ASSERT_TRUE(server::test::holds_within_10s([&] {
+    std::lock_guard lock(mutex);
+    return !calls.empty();
+  }));
+  std::lock_guard lock(mutex);
+  EXPECT_EQ(calls, std::vector<std::string>{"b:3"});
+  EXPECT_EQ(leases.held(), 0u);
+}
+
+}  // namespace
+}  // namespace seqflow::test
