@@ -145,9 +145,13 @@ NewSamples ControlData::add_samples(PartitionState& partition, int64_t count) {
     throw_invalid("partition '" + partition.name() + "' would exceed " + std::to_string(kMaxSamplesPerPartition) +
                   " samples");
   }
+  // Every allocation first: from allocate() on nothing can fail, so a
+  // failed insert (out of memory) leaves no sample behind.
   NewSamples out;
+  out.slots.reserve(static_cast<size_t>(count));
+  indexes_.reserve(count);
+  partition.reserve_samples(static_cast<size_t>(count));
   out.global_indexes = indexes_.allocate(count);
-  out.slots.reserve(out.global_indexes.size());
   const uint32_t put_id = partition.new_put_id();
   for (size_t i = 0; i < out.global_indexes.size(); ++i) {
     const uint32_t slot = partition.add_sample(out.global_indexes[i], put_id, static_cast<uint32_t>(i));

@@ -8,6 +8,7 @@
 #include "core/batch_meta_builder.h"
 #include "core/controller_state.h"
 #include "core/field_schema_merge.h"
+#include "core/insert_undo.h"
 #include "core/meta_update.h"
 #include "seqflow/error.h"
 
@@ -47,11 +48,14 @@ Controller::~Controller() = default;
 BatchMeta Controller::insert(const std::string& partition_id, int64_t count, bool* created) {
   core::check_sample_count(count, "count");
   std::lock_guard lock(state_->mutex);
-  if (created) *created = state_->data.find(partition_id) == nullptr;
+  core::InsertUndo undo(state_->data, partition_id);
   PartitionState& partition = state_->data.find_or_create(partition_id);
-  const core::NewSamples added = state_->data.add_samples(partition, count);
+  const core::NewSamples& added = undo.added(state_->data.add_samples(partition, count));
+  BatchMeta inserted = core::collect_batch(state_->data, partition, added.slots, std::span<const std::string>{});
+  undo.commit();
+  if (created) *created = undo.made_partition();
   state_->notify_changed(&partition_id);
-  return core::collect_batch(state_->data, partition, added.slots, std::span<const std::string>{});
+  return inserted;
 }
 
 void Controller::mark_produced(const std::string& partition_id, std::span<const int64_t> global_indexes,

@@ -5,6 +5,7 @@
 
 #include "core/batch_meta_builder.h"
 #include "core/controller_state.h"
+#include "core/insert_undo.h"
 #include "core/name_rule.h"
 #include "core/sample_info.h"
 #include "core/scan_counter.h"
@@ -215,10 +216,13 @@ void Controller::throw_fetch_timeout(const MetaRequest& request, std::chrono::mi
 std::optional<BatchMeta> Controller::answer_without_waiting(const MetaRequest& request) {
   State& state = *state_;
   if (request.mode == MetaMode::kInsert) {
+    core::InsertUndo undo(state.data, request.partition_id);
     PartitionState& partition = state.data.find_or_create(request.partition_id);
-    const core::NewSamples added = state.data.add_samples(partition, request.batch_size);
+    const core::NewSamples& added = undo.added(state.data.add_samples(partition, request.batch_size));
+    BatchMeta inserted = core::collect_batch(state.data, partition, added.slots, request.fields);
+    undo.commit();
     state.notify_changed(&request.partition_id);
-    return core::collect_batch(state.data, partition, added.slots, request.fields);
+    return inserted;
   }
   if (request.mode == MetaMode::kForceFetch) return force_fetch(state.data, request);
   const std::optional<Workload> task_workload = state.task_workloads.fitted(request.task_name);

@@ -6,6 +6,7 @@
 
 #include "core/batch_meta_builder.h"
 #include "core/controller_state.h"
+#include "core/insert_undo.h"
 #include "core/name_rule.h"
 #include "core/meta_update.h"
 #include "seqflow/controller.h"
@@ -86,15 +87,18 @@ BatchMeta Controller::kv_resolve(const std::string& partition_id, std::span<cons
                                         : std::vector<std::pair<uint32_t, core::EncodedMeta>>{};
 
   if (!fresh.empty()) core::check_sample_count(static_cast<int64_t>(fresh.size()), "new keys");
+  core::InsertUndo undo(state_->data, partition_id);
   PartitionState& partition = state_->data.find_or_create(partition_id);
   if (!fresh.empty()) {
-    const core::NewSamples added = state_->data.add_samples(partition, static_cast<int64_t>(fresh.size()));
+    const core::NewSamples& added = undo.added(state_->data.add_samples(partition, static_cast<int64_t>(fresh.size())));
     for (size_t i = 0; i < fresh.size(); ++i) partition.set_key(fresh[i], added.slots[i]);
   }
   for (auto& [slot, meta] : known_meta) partition.set_meta(slot, std::move(meta));
   for (auto& [key, meta] : fresh_meta) partition.set_meta(*partition.key_slot(key), std::move(meta));
+  BatchMeta resolved = core::collect_batch(state_->data, partition, require_keys(partition, keys));
+  undo.commit();
   state_->notify_changed(&partition_id);
-  return core::collect_batch(state_->data, partition, require_keys(partition, keys));
+  return resolved;
 }
 
 BatchMeta Controller::kv_lookup(const std::string& partition_id, std::span<const std::string> keys) const {

@@ -28,6 +28,15 @@ void IndexAllocator::set_live(int64_t index, bool live) {
   }
 }
 
+void IndexAllocator::reserve(int64_t count) {
+  // Every index at or above high_water() is free: the largest one `count`
+  // allocations can reach is below high_water() + count.
+  const auto indexes = static_cast<size_t>(high_water() + count);
+  live_bits_.reserve((indexes + 63) / 64);
+  where_.reserve(indexes);
+  generation_.reserve(indexes);
+}
+
 std::vector<int64_t> IndexAllocator::allocate(int64_t count) {
   std::vector<int64_t> out;
   out.reserve(static_cast<size_t>(count));

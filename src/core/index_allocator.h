@@ -25,6 +25,9 @@ class IndexAllocator {
   // `count` free indexes, smallest first, now live, each with the next
   // generation; bind() places each.
   std::vector<int64_t> allocate(int64_t count);
+  // Makes room for `count` more indexes, so that allocating them (and
+  // binding them) cannot fail: a failed insert must change nothing.
+  void reserve(int64_t count);
   // Binds a live index to its location (allocate marks it live, bind places it).
   void bind(int64_t index, Location where);
   // Marks a specific index live with its generation (checkpoint load); false

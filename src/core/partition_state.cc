@@ -15,6 +15,20 @@ uint64_t random_epoch() {
 PartitionState::PartitionState(std::string name, uint32_t number)
     : name_(std::move(name)), number_(number), listing_version_{random_epoch(), 0} {}
 
+void PartitionState::reserve_samples(size_t count) {
+  const size_t slots = global_index_.size() + (count > free_slots_.size() ? count - free_slots_.size() : 0);
+  global_index_.reserve(slots);
+  produced_.reserve(slots * stride_);
+  meta_.reserve(slots);
+  key_.reserve(slots);
+  length_.reserve(slots);
+  group_.reserve(slots);
+  put_id_.reserve(slots);
+  put_pos_.reserve(slots);
+  live_.reserve_slots(slots);
+  for (auto& [name, queue] : tasks_) queue.reserve_slots(slots);
+}
+
 uint32_t PartitionState::add_sample(int64_t global_index, uint32_t put_id, uint32_t put_pos) {
   uint32_t slot;
   if (!free_slots_.empty()) {

@@ -36,6 +36,8 @@ class PartitionState {
   uint32_t new_put_id() { return next_put_id_++; }
   // Checkpoint load: later puts get ids above `id`.
   void note_put_id(uint32_t id) { next_put_id_ = std::max(next_put_id_, id + 1); }
+  // Makes room for `count` more samples, so that adding them cannot fail.
+  void reserve_samples(size_t count);
   // A new live sample: the newest, unconsumed by every task.
   uint32_t add_sample(int64_t global_index, uint32_t put_id, uint32_t put_pos);
   // Forgets the sample everywhere (arrival order, tasks, key) and frees the slot.
