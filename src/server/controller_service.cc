@@ -299,16 +299,18 @@ ControllerService::ControllerService(ControllerServiceOptions options)
   Counter& reclaimed = service_.metrics().counter(
       "seqflow_insert_samples_reclaimed_total",
       "Samples a put inserted and never marked produced within its lease (its producer died mid-put): removed");
-  leases_ = std::make_unique<InsertLeases>([this, &reclaimed](const std::string& partition_id,
-                                                              const std::vector<int64_t>& indexes,
-                                                              const std::vector<uint64_t>& generations) {
-    std::unique_lock gate(reuse_gate_);
-    const auto targets = units_->targets(options_.storage_units, options_.storage_silence_limit);
-    const auto released = controller_->reclaim_unproduced(partition_id, indexes, generations);
-    if (released.empty()) return;
-    units_->drop(targets, released, std::min(options_.storage_timeout, options_.storage_silence_limit));
-    reclaimed.increment(static_cast<double>(released.size()));
-  });
+  leases_ = std::make_unique<InsertLeases>(
+      [this, &reclaimed](const std::string& partition_id, const std::vector<int64_t>& indexes,
+                         const std::vector<uint64_t>& generations, bool made_partition) {
+        std::unique_lock gate(reuse_gate_);
+        const auto targets = units_->targets(options_.storage_units, options_.storage_silence_limit);
+        const auto released = controller_->reclaim_unproduced(partition_id, indexes, generations);
+        if (released.empty()) return;
+        units_->drop(targets, released, std::min(options_.storage_timeout, options_.storage_silence_limit));
+        reclaimed.increment(static_cast<double>(released.size()));
+        // A put whose reply was lost made the partition: it does not stay, empty.
+        if (made_partition) controller_->forget_partition_if_empty(partition_id);
+      });
   units_->restarts = &service_.metrics().counter(
       "seqflow_storage_restarts_total",
       "Storage units that registered again with a new instance id (restarted empty); the samples routed "
@@ -354,7 +356,7 @@ void ControllerService::register_handlers() {
     }
     bool created = false;
     const BatchMeta inserted = controller.insert(partition_id, count, &created);
-    leases_->grant(partition_id, inserted.global_indexes, inserted.generations,
+    leases_->grant(partition_id, inserted.global_indexes, inserted.generations, created,
                    lease_expiry(options_.insert_lease, header, received));
     return with_created(inserted, created);
   };

@@ -27,7 +27,7 @@ void InsertLeases::stop() {
 }
 
 void InsertLeases::grant(const std::string& partition_id, std::vector<int64_t> global_indexes,
-                         std::vector<uint64_t> generations, Clock::time_point expiry) {
+                         std::vector<uint64_t> generations, bool made_partition, Clock::time_point expiry) {
   if (global_indexes.empty()) return;
   Key key{partition_id, global_indexes.front()};
   std::lock_guard lock(mutex_);
@@ -39,7 +39,7 @@ void InsertLeases::grant(const std::string& partition_id, std::vector<int64_t> g
   }
   expiries_.emplace(expiry, key);
   const bool earliest = expiries_.begin()->second == key;
-  leases_.emplace(std::move(key), Lease{std::move(global_indexes), std::move(generations), expiry});
+  leases_.emplace(std::move(key), Lease{std::move(global_indexes), std::move(generations), made_partition, expiry});
   if (earliest) wake_.notify_all();
 }
 
@@ -79,7 +79,7 @@ void InsertLeases::run() {
     leases_.erase(found);
     lock.unlock();
     try {
-      reclaim_(key.first, lease.global_indexes, lease.generations);
+      reclaim_(key.first, lease.global_indexes, lease.generations, lease.made_partition);
       lock.lock();
     } catch (const std::exception&) {
       lock.lock();

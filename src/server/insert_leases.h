@@ -25,10 +25,11 @@ class InsertLeases {
  public:
   using Clock = std::chrono::steady_clock;
   // Removes the samples of an expired lease that are still unproduced and
-  // frees their storage. It throws to be retried a second later (a storage
-  // unit that cannot be reached, say).
+  // frees their storage; `made_partition`: the insert made the partition
+  // (then it goes too if that leaves it unused). It throws to be retried a
+  // second later (a storage unit that cannot be reached, say).
   using Reclaim = std::function<void(const std::string& partition_id, const std::vector<int64_t>& global_indexes,
-                                     const std::vector<uint64_t>& generations)>;
+                                     const std::vector<uint64_t>& generations, bool made_partition)>;
 
   // Starts the thread that reclaims expired leases.
   explicit InsertLeases(Reclaim reclaim);
@@ -38,7 +39,7 @@ class InsertLeases {
 
   // One insert's samples, until `expiry`.
   void grant(const std::string& partition_id, std::vector<int64_t> global_indexes, std::vector<uint64_t> generations,
-             Clock::time_point expiry);
+             bool made_partition, Clock::time_point expiry);
   // The producer marked these samples produced: a lease of exactly them
   // (its first index names it) is settled. Other marks are no-ops; a lease
   // they cover partly is checked at expiry.
@@ -52,6 +53,7 @@ class InsertLeases {
   struct Lease {
     std::vector<int64_t> global_indexes;
     std::vector<uint64_t> generations;
+    bool made_partition = false;
     Clock::time_point expiry;
   };
 

@@ -4,6 +4,7 @@
 // completes is never touched, and a late mark of reclaimed samples fails.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -57,6 +58,13 @@ TEST(InsertLeases, SamplesADeadProducerLeftUnproducedAreReclaimedAndTheirStorage
                            {}));
   MetaRequest all = fetch(2, "p", "train");
   EXPECT_EQ(values_of(*client, client->get_meta(all)), (std::vector<int64_t>{4, 5}));
+
+  // An insert that made its partition and whose producer vanished (its
+  // reply lost, say): the partition goes with its samples.
+  dying.insert("lost", 2);
+  ASSERT_TRUE(server::test::holds_within_10s([&] { return reclaimed(cluster.controller()) == 5.0; }));
+  const auto listed = client->control().partition_list();
+  EXPECT_EQ(std::count(listed.begin(), listed.end(), "lost"), 0) << "an empty partition stayed";
 }
 
 TEST(InsertLeases, APutThatCompletesIsNeverReclaimed) {
@@ -78,14 +86,14 @@ TEST(InsertLeases, SettledLeasesAreForgottenAndAFailedReclaimIsRetried) {
   std::vector<std::string> calls;
   int failures_left = 1;
   server::InsertLeases leases(
-      [&](const std::string& partition, const std::vector<int64_t>& indexes, const std::vector<uint64_t>&) {
+      [&](const std::string& partition, const std::vector<int64_t>& indexes, const std::vector<uint64_t>&, bool) {
         std::lock_guard lock(mutex);
         if (failures_left-- > 0) throw Error(ErrorCode::kTimeout, "a unit is unreachable");
         calls.push_back(partition + ":" + std::to_string(indexes.front()));
       });
   const auto soon = std::chrono::steady_clock::now() + 50ms;
-  leases.grant("a", {1, 2}, {7, 7}, soon);
-  leases.grant("b", {3}, {7}, soon);
+  leases.grant("a", {1, 2}, {7, 7}, false, soon);
+  leases.grant("b", {3}, {7}, true, soon);
   const int64_t produced[] = {1, 2};
   leases.settle("a", produced);
   const int64_t partly[] = {3, 4};
