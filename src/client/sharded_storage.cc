@@ -198,9 +198,7 @@ void ShardedStorage::put(const SampleKeys& samples, const std::vector<Column>& c
       std::vector<std::vector<std::span<const std::byte>>> pieces;
       Json header = keys_of(u);
       header["columns"] = transport::wire::describe_columns(columns, positions_of(u), pieces);
-      Json description = transport::local_copy::describe(pieces);
-      description["session"] = transport::wire::binary_of(std::span<const uint8_t>(session->id()));
-      header["local_frames"] = std::move(description);
+      header["local_frames"] = transport::local_copy::seal(transport::local_copy::describe(pieces), *session);
       fan_out.send(u, "put", transport::wire::header_message(header));
     } else {
       fan_out.send(u, "put", with_bytes(u));

@@ -84,7 +84,7 @@ void StorageService::register_handlers() {
   };
   Counter& local_puts = local_copy_bytes("put");
   Counter& local_gets = local_copy_bytes("get");
-  const transport::local_copy::SessionListener& sessions = *sessions_;
+  transport::local_copy::SessionListener& sessions = *sessions_;
   service_.handle("put", [&storage, &sessions, &local_puts, max_request_bytes](transport::Frames& args) {
     const Json json = transport::wire::read_header(args, 0, "put request");
     const Header header(json, "put request",
@@ -93,14 +93,13 @@ void StorageService::register_handlers() {
     const auto& indexes = samples.global_indexes;
     if (header.has("local_frames")) {
       const Json& description = header.at("local_frames");
-      // Only the memory of the process that opened the named session: never
-      // a pid or an address space a message names.
-      const auto client =
-          sessions.reader_of(transport::local_copy::session_of(description, "put request local_frames"));
+      // Only the memory of the process that opened the named session, and
+      // only ranges it signed: never a pid or an address space a message names.
+      const auto client = transport::local_copy::sealed_reader(sessions, description, "put request local_frames");
       if (!client) {
         return transport::wire::header_message(
             Json{{"local_copy_refused",
-                  "no open local-copy session of this unit names that id (or the unit may not read "
+                  "no open local-copy session of this unit signed these ranges (or the unit may not read "
                   "its client): send the bytes"}});
       }
       const Json& columns = header.at("columns");

@@ -28,7 +28,21 @@ struct Description {
 };
 
 Header header_of(const Json& description, std::string_view what) {
-  return Header(description, what, {"session", "frames", "pieces"});
+  return Header(description, what, {"session", "sequence", "tag", "frames", "pieces"});
+}
+
+// What a seal signs: the sequence number, then the ranges as sent.
+std::vector<uint8_t> signed_message(const Header& header, uint64_t sequence) {
+  std::vector<uint8_t> message(sizeof(sequence));
+  std::memcpy(message.data(), &sequence, sizeof(sequence));
+  for (const char* field : {"frames", "pieces"}) {
+    if (!header.has(field)) continue;
+    const Json& value = header.at(field);
+    if (!value.is_binary()) header.fail(field, "must be binary");
+    const auto& bytes = value.get_binary();
+    message.insert(message.end(), bytes.begin(), bytes.end());
+  }
+  return message;
 }
 
 Description parse(const Json& description, std::string_view what) {
@@ -151,12 +165,28 @@ Json describe(const Frames& frames, size_t first) {
   return describe(whole);
 }
 
-std::span<const uint8_t> session_of(const Json& description, std::string_view what) {
+Json seal(Json description, const Session& session) {
+  return seal(std::move(description), session.id(), session.key(), session.next_sequence());
+}
+
+Json seal(Json description, const SessionId& session, const SipKey& key, uint64_t sequence) {
+  const uint64_t tag = siphash24(key, signed_message(header_of(description, "description"), sequence));
+  description["session"] = wire::binary_of(std::span<const uint8_t>(session));
+  description["sequence"] = sequence;
+  description["tag"] = tag;
+  return description;
+}
+
+std::optional<pid_t> sealed_reader(SessionListener& sessions, const Json& description, std::string_view what) {
   const Header header = header_of(description, what);
-  if (!header.has("session")) return {};
+  if (!header.has("session") || !header.has("sequence") || !header.has("tag")) return std::nullopt;
   const Json& session = header.at("session");
   if (!session.is_binary()) header.fail("session", "must be a binary session id");
-  return std::span<const uint8_t>(session.get_binary());
+  const auto sequence = static_cast<uint64_t>(header.integer("sequence"));
+  const Json& tag = header.at("tag");
+  if (!tag.is_number_unsigned() && !tag.is_number_integer()) header.fail("tag", "must be an integer");
+  return sessions.reader_of(std::span<const uint8_t>(session.get_binary()), sequence, signed_message(header, sequence),
+                            tag.get<uint64_t>());
 }
 
 Frames read(pid_t peer_pid, const Json& description, std::string_view what, size_t frame_count, size_t max_bytes) {

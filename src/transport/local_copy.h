@@ -20,12 +20,14 @@
 #include <sys/types.h>
 
 #include <cstddef>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "transport/frames.h"
+#include "transport/local_copy_session.h"
 #include "transport/wire_codec.h"
 
 namespace seqflow::transport::local_copy {
@@ -44,9 +46,18 @@ wire::Json describe(const Frames& frames, size_t first);
 // (the reader assembles it, so the sender need not).
 wire::Json describe(std::span<const std::vector<std::span<const std::byte>>> frames);
 
-// The session id a description names (a put's: its client's session), or
-// an empty span. Throws kInvalidArgument on a malformed description.
-std::span<const uint8_t> session_of(const wire::Json& description, std::string_view what);
+// A put's description, signed for the unit of `session`: its id, a new
+// sequence number and the tag (SipHash under the session key) of both and
+// the ranges, so that only this client can name ranges of its memory to
+// the unit, each description once.
+wire::Json seal(wire::Json description, const Session& session);
+// The same with the session's parts, for a sequence of the caller's.
+wire::Json seal(wire::Json description, const SessionId& session, const SipKey& key, uint64_t sequence);
+// The client whose memory a sealed description names, vouched for by the
+// unit's session listener (SessionListener::reader_of); nullopt when the
+// description is not sealed, or its session, tag or sequence is refused.
+// Throws kInvalidArgument on a malformed description.
+std::optional<pid_t> sealed_reader(SessionListener& sessions, const wire::Json& description, std::string_view what);
 
 // Copies the described frames out of process `peer` (the session's other
 // end, never a pid from a message) into fresh buffers, returned as frames

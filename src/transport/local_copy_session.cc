@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/constant_time.h"
 #include "seqflow/error.h"
 
 namespace seqflow::transport::local_copy {
@@ -187,19 +188,52 @@ SessionListener::~SessionListener() {
   ::close(stop_fd_);
 }
 
-std::optional<pid_t> SessionListener::reader_of(std::span<const uint8_t> session) const {
+bool SessionListener::take_sequence(Session& session, uint64_t sequence) {
+  if (sequence == 0) return false;
+  if (sequence > session.highest) {
+    const uint64_t shift = sequence - session.highest;
+    // Bit i of the window is sequence highest - i: move it up by `shift`.
+    std::array<uint64_t, kReplayWindow / 64> moved{};
+    for (uint64_t bit = 0; bit + shift < kReplayWindow; ++bit) {
+      if ((session.taken[bit / 64] >> (bit % 64)) & 1U)
+        moved[(bit + shift) / 64] |= uint64_t{1} << ((bit + shift) % 64);
+    }
+    session.taken = moved;
+    session.highest = sequence;
+    session.taken[0] |= 1U;
+    return true;
+  }
+  const uint64_t age = session.highest - sequence;
+  if (age >= kReplayWindow) return false;
+  uint64_t& word = session.taken[age / 64];
+  const uint64_t bit = uint64_t{1} << (age % 64);
+  if (word & bit) return false;
+  word |= bit;
+  return true;
+}
+
+std::optional<pid_t> SessionListener::reader_of(std::span<const uint8_t> session, uint64_t sequence,
+                                                std::span<const uint8_t> message, uint64_t tag) {
   if (session.size() != SessionId().size()) return std::nullopt;
   SessionId id;
   std::copy(session.begin(), session.end(), id.begin());
-  Session found;
+  pid_t pid = 0;
+  std::array<uint8_t, 24> token{};
   {
     std::lock_guard lock(mutex_);
     const auto at = sessions_.find(id);
     if (at == sessions_.end() || !at->second.readable) return std::nullopt;
-    found = at->second;
+    const uint64_t expected = siphash24(at->second.key, message);
+    const std::string_view expected_bytes(reinterpret_cast<const char*>(&expected), sizeof(expected));
+    const std::string_view tag_bytes(reinterpret_cast<const char*>(&tag), sizeof(tag));
+    if (!equal_in_constant_time(tag_bytes, expected_bytes) || !take_sequence(at->second, sequence)) {
+      return std::nullopt;
+    }
+    pid = at->second.pid;
+    token = at->second.token;
   }
-  if (!can_read(found.pid, found.token.data())) return std::nullopt;
-  return found.pid;
+  if (!can_read(pid, token.data())) return std::nullopt;
+  return pid;
 }
 
 bool SessionListener::is_open(std::span<const uint8_t> session) const {
@@ -284,15 +318,18 @@ std::optional<SessionListener::Session> SessionListener::handshake(int fd, const
   const pid_t pid = peer_pid(fd);
   if (pid <= 0) return std::nullopt;
   const auto deadline = Clock::now() + kHandshakeTimeout;
-  uint8_t hello[sizeof(SessionId) + kTokenMessageBytes];
+  const SessionId key = random_id();
+  uint8_t hello[sizeof(SessionId) + kTokenMessageBytes + sizeof(SipKey)];
   std::memcpy(hello, id.data(), id.size());
   write_token(hello + id.size());
+  std::memcpy(hello + id.size() + kTokenMessageBytes, key.data(), key.size());
   uint8_t token[kTokenMessageBytes];
   if (!send_all(fd, hello, sizeof(hello), deadline) || !receive_all(fd, token, sizeof(token), deadline)) {
     return std::nullopt;
   }
-  Session session{pid, can_read(pid, token), fd, {}};
+  Session session{pid, can_read(pid, token), fd, {}, {}};
   std::memcpy(session.token.data(), token, sizeof(token));
+  std::copy(key.begin(), key.end(), session.key.begin());
   return session;
 }
 
@@ -317,9 +354,10 @@ std::unique_ptr<Session> Session::open(const std::string& address, std::chrono::
   }
   session->unit_pid_ = peer_pid(session->fd_);
   if (session->unit_pid_ <= 0) return fail("the unit's process is not visible from this pid namespace");
-  uint8_t hello[sizeof(SessionId) + kTokenMessageBytes];
+  uint8_t hello[sizeof(SessionId) + kTokenMessageBytes + sizeof(SipKey)];
   if (!receive_all(session->fd_, hello, sizeof(hello), deadline)) return fail("the unit refused a session");
   std::memcpy(session->id_.data(), hello, session->id_.size());
+  std::memcpy(session->key_.data(), hello + session->id_.size() + kTokenMessageBytes, session->key_.size());
   session->reads_unit_ = can_read(session->unit_pid_, hello + session->id_.size());
   uint8_t token[kTokenMessageBytes];
   write_token(token);

@@ -9,7 +9,8 @@
 //   client                                   unit (SessionListener)
 //   connect(address) ----------------------> accept: client pid from SO_PEERCRED
 //                    <---------------------- session id (16 random bytes, the
-//                                            unit's), its token's address and bytes
+//                                            unit's), its token's address and
+//                                            bytes, the session key (16 random bytes)
 //   unit pid from SO_PEERCRED; reads the
 //   unit's token (can it copy from it?)
 //   its own token's address and bytes ---->  reads the client's token (can it
@@ -18,7 +19,12 @@
 // Requests then name the session id, which only the two ends know (the
 // unit's random bytes, never sent anywhere else): a peer that makes up or
 // guesses one is refused, and no request can point the unit at another
-// process, its own included. The session ends when its socket closes (the
+// process, its own included. A request that makes the unit read the client
+// (a put) also carries a sequence number and a tag, SipHash of the request's
+// ranges under the session key: the id alone, which a peer the client put
+// to over TCP may have seen (a hostile endpoint registered as a unit),
+// names no ranges of its choosing, and no request is taken twice (a replay
+// would read whatever the client holds there by then). The session ends when its socket closes (the
 // client closed it or died), and every read first finds the client's
 // token where the handshake showed it, so a pid that now names another
 // process (the client died while a child kept the socket, or it exec'd) is
@@ -44,6 +50,8 @@
 #include <thread>
 #include <unordered_map>
 
+#include "common/siphash.h"
+
 namespace seqflow::transport::local_copy {
 
 using SessionId = std::array<uint8_t, 16>;
@@ -65,11 +73,17 @@ class SessionListener {
   // The abstract socket name (without its leading NUL) clients connect to.
   const std::string& address() const { return address_; }
   // The pid of the process that opened `session`, when this process can
-  // read its memory; nullopt for an unknown, ended or unreadable session,
-  // and for one whose process no longer holds the token it showed in the
-  // handshake (it exited and the pid was reused, or it exec'd another
-  // program): checked on every call, right before the caller reads.
-  std::optional<pid_t> reader_of(std::span<const uint8_t> session) const;
+  // read its memory and `tag` is the SipHash of `message` under the
+  // session's key and `sequence` (which `message` holds) was not taken
+  // before; nullopt for an unknown, ended or unreadable session, a wrong
+  // tag, a sequence taken before or too old (more than kReplayWindow below
+  // the highest), and for a session whose process no longer holds the token
+  // it showed in the handshake (it exited and the pid was reused, or it
+  // exec'd another program): checked on every call, right before the caller
+  // reads.
+  std::optional<pid_t> reader_of(std::span<const uint8_t> session, uint64_t sequence, std::span<const uint8_t> message,
+                                 uint64_t tag);
+  static constexpr uint64_t kReplayWindow = 1024;
   // Whether `session` is open (its client may copy from this process).
   bool is_open(std::span<const uint8_t> session) const;
   size_t open_sessions() const;
@@ -80,7 +94,13 @@ class SessionListener {
     bool readable;  // this process can read the client's memory
     int fd;
     std::array<uint8_t, 24> token;  // the client's token message: address and bytes
+    SipKey key;
+    // Sequences taken: the highest, and a bit per one below it in the window.
+    uint64_t highest = 0;
+    std::array<uint64_t, kReplayWindow / 64> taken{};
   };
+  // Under mutex_: takes `sequence` unless it was taken or is too old.
+  static bool take_sequence(Session& session, uint64_t sequence);
   struct IdHash {
     size_t operator()(const SessionId& id) const;
   };
@@ -111,6 +131,9 @@ class Session {
   Session& operator=(const Session&) = delete;
 
   const SessionId& id() const { return id_; }
+  const SipKey& key() const { return key_; }
+  // A new sequence number for a request signed under key(), from 1 up.
+  uint64_t next_sequence() const { return sequence_.fetch_add(1) + 1; }
   pid_t unit_pid() const { return unit_pid_; }        // as the kernel reported it
   bool reads_unit() const { return reads_unit_; }     // this process can copy from the unit
   bool unit_reads_us() const { return unit_reads_; }  // the unit can copy from this process
@@ -123,6 +146,8 @@ class Session {
   Session() = default;
   int fd_ = -1;
   SessionId id_{};
+  SipKey key_{};
+  mutable std::atomic<uint64_t> sequence_{0};
   pid_t unit_pid_ = 0;
   bool reads_unit_ = false;
   bool unit_reads_ = false;

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "common/aligned_buffer.h"
+#include "common/siphash.h"
 #include "transport/connection.h"
 #include "transport/frame_leases.h"
 #include "transport/local_copy_session.h"
@@ -188,9 +189,13 @@ TEST(LocalCopy, MalformedDescriptionsAreRefusedNamingTheKey) {
   refused(with_token, {"token"});
   Json session_as_text = good;
   session_as_text["session"] = "0123456789abcdef";
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
-                           [&] { transport::local_copy::session_of(session_as_text, "put request local_frames"); },
-                           {"put request local_frames", "session", "binary"}));
+  session_as_text["sequence"] = 1;
+  session_as_text["tag"] = 1;
+  transport::local_copy::SessionListener listener;
+  EXPECT_TRUE(
+      throws_error(ErrorCode::kInvalidArgument,
+                   [&] { transport::local_copy::sealed_reader(listener, session_as_text, "put request local_frames"); },
+                   {"put request local_frames", "session", "binary"}));
   Json unknown = good;
   unknown["checksum"] = 1;
   refused(unknown, {"checksum"});
@@ -362,6 +367,20 @@ bool eventually(const std::function<bool()>& condition) {
   return true;
 }
 
+// What the unit reads for a request signed with `key` under `sequence`
+// (SessionListener::reader_of with a tag made as the client makes it).
+std::optional<pid_t> signed_reader(transport::local_copy::SessionListener& listener, std::span<const uint8_t> id,
+                                   const SipKey& key, uint64_t sequence) {
+  std::vector<uint8_t> message(sizeof(sequence));
+  std::memcpy(message.data(), &sequence, sizeof(sequence));
+  return listener.reader_of(id, sequence, message, siphash24(key, message));
+}
+
+std::optional<pid_t> signed_reader(transport::local_copy::SessionListener& listener,
+                                   const transport::local_copy::Session& session) {
+  return signed_reader(listener, session.id(), session.key(), session.next_sequence());
+}
+
 TEST(LocalCopySession, TheKernelNamesEachEndAndTheSessionEndsWithItsSocket) {
   transport::local_copy::SessionListener listener;
   auto session = transport::local_copy::Session::open(listener.address(), std::chrono::seconds(5));
@@ -374,21 +393,22 @@ TEST(LocalCopySession, TheKernelNamesEachEndAndTheSessionEndsWithItsSocket) {
   // Known to the unit by the time the client has its answer: the client's
   // first request may follow at once.
   EXPECT_TRUE(listener.is_open(id));
-  EXPECT_EQ(listener.reader_of(id), getpid());
+  EXPECT_EQ(signed_reader(listener, *session), getpid());
   for (int i = 0; i < 200; ++i) {
     const auto another = transport::local_copy::Session::open(listener.address(), std::chrono::seconds(5));
     ASSERT_NE(another, nullptr);
-    ASSERT_EQ(listener.reader_of(another->id()), getpid()) << "open " << i;
+    ASSERT_EQ(signed_reader(listener, *another), getpid()) << "open " << i;
   }
   // An id nobody was given, or of the wrong size, names no session.
   auto guessed = session->id();
   guessed[0] ^= 1;
-  EXPECT_EQ(listener.reader_of(guessed), std::nullopt);
-  EXPECT_EQ(listener.reader_of(id.first(15)), std::nullopt);
+  EXPECT_EQ(signed_reader(listener, guessed, session->key(), session->next_sequence()), std::nullopt);
+  EXPECT_EQ(signed_reader(listener, id.first(15), session->key(), session->next_sequence()), std::nullopt);
   const auto kept = session->id();
+  const auto key = session->key();
   session.reset();
   EXPECT_TRUE(eventually([&] { return !listener.is_open(kept); }));
-  EXPECT_EQ(listener.reader_of(kept), std::nullopt);
+  EXPECT_EQ(signed_reader(listener, kept, key, 1000), std::nullopt);
 }
 
 // The session's process exits while a child it forked keeps the socket: the
@@ -404,7 +424,9 @@ TEST(LocalCopySession, ASessionWhoseProcessIsGoneIsNotReadEvenWhileItsSocketLive
   if (child == 0) {
     auto session = transport::local_copy::Session::open(listener.address(), std::chrono::seconds(5));
     const auto id = session ? session->id() : transport::local_copy::SessionId{};
-    const bool sent = write(ids[1], id.data(), id.size()) == static_cast<ssize_t>(id.size());
+    const auto key = session ? session->key() : SipKey{};
+    const bool sent = write(ids[1], id.data(), id.size()) == static_cast<ssize_t>(id.size()) &&
+                      write(ids[1], key.data(), key.size()) == static_cast<ssize_t>(key.size());
     if (fork() == 0) {  // keeps the session's socket open until the test closes `hold`
       close(hold[1]);
       char byte = 0;
@@ -415,14 +437,53 @@ TEST(LocalCopySession, ASessionWhoseProcessIsGoneIsNotReadEvenWhileItsSocketLive
   }
   close(hold[0]);
   transport::local_copy::SessionId id{};
+  SipKey key{};
   ASSERT_EQ(read(ids[0], id.data(), id.size()), static_cast<ssize_t>(id.size()));
+  ASSERT_EQ(read(ids[0], key.data(), key.size()), static_cast<ssize_t>(key.size()));
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   EXPECT_TRUE(listener.is_open(id)) << "the grandchild holds the socket";
-  EXPECT_EQ(listener.reader_of(id), std::nullopt) << "the process that opened it is gone";
+  EXPECT_EQ(signed_reader(listener, id, key, 1), std::nullopt) << "the process that opened it is gone";
   for (const int fd : {ids[0], ids[1], hold[1]}) close(fd);
   EXPECT_TRUE(eventually([&] { return !listener.is_open(id); }));
+}
+
+// A peer that saw a client's session id (a hostile endpoint the client put
+// to over TCP) cannot make the unit read other ranges of the client, nor
+// the same ones again later: only descriptions the client sealed, once each.
+TEST(LocalCopySession, OnlyRangesTheClientSealedAreReadAndEachOnlyOnce) {
+  transport::local_copy::SessionListener listener;
+  auto session = transport::local_copy::Session::open(listener.address(), std::chrono::seconds(5));
+  ASSERT_NE(session, nullptr);
+  const std::vector<std::byte> mine(64, std::byte{7});
+  const std::vector<std::byte> secret(64, std::byte{9});
+  const auto described = [](const std::vector<std::byte>& bytes) {
+    const std::vector<std::vector<std::span<const std::byte>>> frames = {{std::span(bytes)}};
+    return transport::local_copy::describe(frames);
+  };
+  const Json sealed = transport::local_copy::seal(described(mine), *session);
+  EXPECT_EQ(transport::local_copy::sealed_reader(listener, sealed, "put"), getpid());
+  EXPECT_EQ(transport::local_copy::sealed_reader(listener, sealed, "put"), std::nullopt) << "a replay was read";
+
+  Json forged = transport::local_copy::seal(described(mine), *session);
+  forged["frames"] = described(secret)["frames"];  // the id, sequence and tag of a real one, other ranges
+  EXPECT_EQ(transport::local_copy::sealed_reader(listener, forged, "put"), std::nullopt);
+  Json unsigned_description = described(secret);
+  unsigned_description["session"] = Json::binary(std::vector<uint8_t>(session->id().begin(), session->id().end()));
+  EXPECT_EQ(transport::local_copy::sealed_reader(listener, unsigned_description, "put"), std::nullopt);
+
+  // Puts of several threads arrive out of order: any unseen sequence within
+  // the window is taken; older ones are not.
+  const uint64_t first = session->next_sequence();
+  for (uint64_t step = 0; step < 10; ++step) (void)session->next_sequence();
+  const uint64_t last = session->next_sequence();
+  EXPECT_EQ(signed_reader(listener, session->id(), session->key(), last), getpid());
+  EXPECT_EQ(signed_reader(listener, session->id(), session->key(), first), getpid());
+  EXPECT_EQ(signed_reader(listener, session->id(), session->key(), first), std::nullopt);
+  const uint64_t far = last + transport::local_copy::SessionListener::kReplayWindow + 5;
+  EXPECT_EQ(signed_reader(listener, session->id(), session->key(), far), getpid());
+  EXPECT_EQ(signed_reader(listener, session->id(), session->key(), last + 1), std::nullopt) << "older than the window";
 }
 
 TEST(LocalCopySession, AnAddressNoUnitListensOnGivesNoSession) {
@@ -431,12 +492,13 @@ TEST(LocalCopySession, AnAddressNoUnitListensOnGivesNoSession) {
   EXPECT_NE(why.find("cannot reach"), std::string::npos) << why;
 }
 
-// A put's local frames, naming `session` when given.
-Json put_request(const Frames& message, const Json& columns, std::optional<transport::local_copy::SessionId> session) {
+// A put's local frames, sealed for `session` with `key` when given.
+Json put_request(const Frames& message, const Json& columns, std::optional<transport::local_copy::SessionId> session,
+                 const SipKey& key = {}) {
   Json header = test::storage_request({0, 1});
   header["columns"] = columns;
   header["local_frames"] = transport::local_copy::describe(message, 1);
-  if (session) header["local_frames"]["session"] = transport::wire::binary_of(std::span<const uint8_t>(*session));
+  if (session) header["local_frames"] = transport::local_copy::seal(header["local_frames"], *session, key, 1);
   return header;
 }
 
@@ -452,7 +514,8 @@ TEST(LocalCopyService, APutNamingNoOpenSessionIsRefusedAndStoresNothing) {
     const Frames reply = unit.call("put", transport::wire::header_message(put_request(message, entries, session)));
     const Json header = transport::wire::read_header(reply, 0, "put reply");
     ASSERT_TRUE(header.contains("local_copy_refused")) << header.dump();
-    EXPECT_NE(header["local_copy_refused"].get<std::string>().find("no open local-copy session"), std::string::npos);
+    EXPECT_NE(header["local_copy_refused"].get<std::string>().find("no open local-copy session of this unit signed"),
+              std::string::npos);
   }
   EXPECT_EQ(cluster.unit(0).storage().stats().samples, 0u);
   // The old way of naming a process (pid, token) is an error reply, and the
@@ -518,16 +581,21 @@ TEST(LocalCopyService, AUnitReadsOnlyTheProcessThatOpenedTheSession) {
     std::fill(bytes, bytes + message[1].size(), std::byte{0x5a});
     auto session = transport::local_copy::Session::open(address, std::chrono::seconds(5));
     const auto id = session ? session->id() : transport::local_copy::SessionId{};
-    const bool sent = write(ids[1], id.data(), id.size()) == static_cast<ssize_t>(id.size());
+    const auto key = session ? session->key() : SipKey{};
+    const bool sent = write(ids[1], id.data(), id.size()) == static_cast<ssize_t>(id.size()) &&
+                      write(ids[1], key.data(), key.size()) == static_cast<ssize_t>(key.size());
     char byte = 0;
     const bool waited = read(done[0], &byte, 1) == 1;  // keep the session open until the parent is done
     _exit(session && sent && waited ? 0 : 1);
   }
   transport::local_copy::SessionId child_session{};
+  SipKey child_key{};
   ASSERT_EQ(read(ids[0], child_session.data(), child_session.size()), static_cast<ssize_t>(child_session.size()));
+  ASSERT_EQ(read(ids[0], child_key.data(), child_key.size()), static_cast<ssize_t>(child_key.size()));
   std::fill(bytes, bytes + message[1].size(), std::byte{0x11});
   ASSERT_TRUE(eventually([&] { return cluster.unit(0).storage().stats().samples == 0; }));
-  const Frames put = unit.call("put", transport::wire::header_message(put_request(message, entries, child_session)));
+  const Frames put =
+      unit.call("put", transport::wire::header_message(put_request(message, entries, child_session, child_key)));
   EXPECT_FALSE(transport::wire::read_header(put, 0, "put reply").contains("local_copy_refused"));
   ASSERT_EQ(write(done[1], "x", 1), 1);
   int status = 0;
