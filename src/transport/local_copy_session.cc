@@ -183,6 +183,7 @@ SessionListener::~SessionListener() {
   const uint64_t one = 1;
   [[maybe_unused]] const ssize_t written = ::write(stop_fd_, &one, sizeof(one));
   thread_.join();
+  for (const Handshake& pending : handshakes_) ::close(pending.fd);
   for (const auto& [id, session] : sessions_) ::close(session.fd);
   ::close(listen_fd_);
   ::close(stop_fd_);
@@ -217,18 +218,24 @@ std::optional<pid_t> SessionListener::reader_of(std::span<const uint8_t> session
   if (session.size() != SessionId().size()) return std::nullopt;
   SessionId id;
   std::copy(session.begin(), session.end(), id.begin());
-  pid_t pid = 0;
-  std::array<uint8_t, 24> token{};
+  SipKey key;
   {
     std::lock_guard lock(mutex_);
     const auto at = sessions_.find(id);
     if (at == sessions_.end() || !at->second.readable) return std::nullopt;
-    const uint64_t expected = siphash24(at->second.key, message);
-    const std::string_view expected_bytes(reinterpret_cast<const char*>(&expected), sizeof(expected));
-    const std::string_view tag_bytes(reinterpret_cast<const char*>(&tag), sizeof(tag));
-    if (!equal_in_constant_time(tag_bytes, expected_bytes) || !take_sequence(at->second, sequence)) {
-      return std::nullopt;
-    }
+    key = at->second.key;
+  }
+  // Hashed outside the lock: a large put's ranges take a while.
+  const uint64_t expected = siphash24(key, message);
+  const std::string_view expected_bytes(reinterpret_cast<const char*>(&expected), sizeof(expected));
+  const std::string_view tag_bytes(reinterpret_cast<const char*>(&tag), sizeof(tag));
+  if (!equal_in_constant_time(tag_bytes, expected_bytes)) return std::nullopt;
+  pid_t pid = 0;
+  std::array<uint8_t, 24> token{};
+  {
+    std::lock_guard lock(mutex_);
+    const auto at = sessions_.find(id);  // it may have ended meanwhile
+    if (at == sessions_.end() || !take_sequence(at->second, sequence)) return std::nullopt;
     pid = at->second.pid;
     token = at->second.token;
   }
@@ -251,9 +258,11 @@ size_t SessionListener::open_sessions() const {
 
 void SessionListener::run() {
   std::vector<pollfd> items;
-  std::vector<SessionId> ids;  // of items[2..]
+  std::vector<SessionId> ids;  // of the open sessions' items, after the pending handshakes'
   while (true) {
     items.assign({{stop_fd_, POLLIN, 0}, {listen_fd_, POLLIN, 0}});
+    for (const Handshake& pending : handshakes_) items.push_back({pending.fd, POLLIN, 0});
+    const size_t first_session = items.size();
     ids.clear();
     {
       std::lock_guard lock(mutex_);
@@ -262,13 +271,34 @@ void SessionListener::run() {
         ids.push_back(id);
       }
     }
-    if (::poll(items.data(), items.size(), -1) < 0) {
+    int timeout_ms = -1;
+    if (!handshakes_.empty()) {
+      auto earliest = handshakes_.front().deadline;
+      for (const Handshake& pending : handshakes_) earliest = std::min(earliest, pending.deadline);
+      timeout_ms = static_cast<int>(
+          std::max<int64_t>(0, std::chrono::ceil<std::chrono::milliseconds>(earliest - Clock::now()).count()));
+    }
+    if (::poll(items.data(), items.size(), timeout_ms) < 0) {
       if (errno == EINTR) continue;
       return;
     }
     if (items[0].revents != 0) return;
+    // Handshakes step by step, never waiting on one client: a local process
+    // that stalls its handshake delays no one else's.
+    std::vector<Handshake> waiting;
+    for (size_t i = 0; i < handshakes_.size(); ++i) {
+      Handshake& pending = handshakes_[i];
+      if (items[2 + i].revents != 0 && !continue_handshake(pending)) continue;  // finished or failed
+      if (pending.fd < 0) continue;
+      if (Clock::now() >= pending.deadline) {
+        ::close(pending.fd);
+        continue;
+      }
+      waiting.push_back(pending);
+    }
+    handshakes_ = std::move(waiting);
     if (items[1].revents & POLLIN) accept_one();
-    for (size_t i = 2; i < items.size(); ++i) {
+    for (size_t i = first_session; i < items.size(); ++i) {
       if (items[i].revents == 0) continue;
       // A client sends nothing after its handshake: data or end of file ends
       // the session.
@@ -276,61 +306,69 @@ void SessionListener::run() {
       const ssize_t got = ::recv(items[i].fd, &byte, 1, MSG_DONTWAIT);
       if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
       std::lock_guard lock(mutex_);
-      sessions_.erase(ids[i - 2]);
+      sessions_.erase(ids[i - first_session]);
       ::close(items[i].fd);
     }
   }
 }
 
+// The session's first message goes out at once (a new socket's buffer takes
+// it whole); the client's token comes in as the poll loop sees it.
 void SessionListener::accept_one() {
-  const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+  const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
   if (fd < 0) {
     // Out of descriptors: the connection stays queued and poll reports it
     // again at once; pause rather than spin (its client times out, uses TCP).
     if (errno == EMFILE || errno == ENFILE) std::this_thread::sleep_for(std::chrono::milliseconds(100));
     return;
   }
-  const SessionId id = random_id();
-  std::optional<Session> session;
-  if (open_sessions() < max_sessions_) session = handshake(fd, id);
-  if (!session) {
+  Handshake pending;
+  pending.fd = fd;
+  pending.pid = peer_pid(fd);
+  pending.id = random_id();
+  pending.key = random_id();
+  pending.deadline = Clock::now() + kHandshakeTimeout;
+  uint8_t hello[sizeof(SessionId) + kTokenMessageBytes + sizeof(SipKey)];
+  std::memcpy(hello, pending.id.data(), pending.id.size());
+  write_token(hello + pending.id.size());
+  std::memcpy(hello + pending.id.size() + kTokenMessageBytes, pending.key.data(), pending.key.size());
+  const bool room = open_sessions() + handshakes_.size() < max_sessions_;
+  if (!room || pending.pid <= 0 ||
+      ::send(fd, hello, sizeof(hello), MSG_NOSIGNAL | MSG_DONTWAIT) != static_cast<ssize_t>(sizeof(hello))) {
     ::close(fd);
     return;
   }
-  {
-    // Registered before the client hears the answer: its first request may
-    // come right after, on another thread of this process.
-    std::lock_guard lock(mutex_);
-    sessions_.emplace(id, *session);
-  }
-  const uint8_t answer = session->readable ? 1 : 0;
-  if (!send_all(fd, &answer, 1, Clock::now() + kHandshakeTimeout)) {
-    std::lock_guard lock(mutex_);
-    sessions_.erase(id);
-    ::close(fd);
-  }
+  handshakes_.push_back(pending);
 }
 
-// The session's first two messages: the unit's id and token out, the
-// client's token in (the answer, whether this process can read the client,
-// goes out once the session is registered).
-std::optional<SessionListener::Session> SessionListener::handshake(int fd, const SessionId& id) const {
-  const pid_t pid = peer_pid(fd);
-  if (pid <= 0) return std::nullopt;
-  const auto deadline = Clock::now() + kHandshakeTimeout;
-  const SessionId key = random_id();
-  uint8_t hello[sizeof(SessionId) + kTokenMessageBytes + sizeof(SipKey)];
-  std::memcpy(hello, id.data(), id.size());
-  write_token(hello + id.size());
-  std::memcpy(hello + id.size() + kTokenMessageBytes, key.data(), key.size());
-  uint8_t token[kTokenMessageBytes];
-  if (!send_all(fd, hello, sizeof(hello), deadline) || !receive_all(fd, token, sizeof(token), deadline)) {
-    return std::nullopt;
+// Reads what the client sent of its token; once it is whole, registers the
+// session (before the client hears the answer: its first request may come
+// right after, on another thread of this process) and answers whether this
+// process can read the client. False when the handshake is over (done:
+// pending.fd is then -1, or failed: closed).
+bool SessionListener::continue_handshake(Handshake& pending) {
+  const ssize_t got = ::recv(pending.fd, pending.token.data() + pending.received,
+                             pending.token.size() - pending.received, MSG_DONTWAIT);
+  if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return true;
+  if (got <= 0) {
+    ::close(pending.fd);
+    return false;
   }
-  Session session{pid, can_read(pid, token), fd, {}, {}};
-  std::memcpy(session.token.data(), token, sizeof(token));
-  std::copy(key.begin(), key.end(), session.key.begin());
-  return session;
+  pending.received += static_cast<size_t>(got);
+  if (pending.received < pending.token.size()) return true;
+  Session session{pending.pid, can_read(pending.pid, pending.token.data()), pending.fd, pending.token, pending.key};
+  {
+    std::lock_guard lock(mutex_);
+    sessions_.emplace(pending.id, session);
+  }
+  const uint8_t answer = session.readable ? 1 : 0;
+  if (::send(pending.fd, &answer, 1, MSG_NOSIGNAL | MSG_DONTWAIT) != 1) {
+    std::lock_guard lock(mutex_);
+    sessions_.erase(pending.id);
+    ::close(pending.fd);
+  }
+  pending.fd = -1;  // the session's now, or closed
+  return false;
 }
 
 std::unique_ptr<Session> Session::open(const std::string& address, std::chrono::milliseconds timeout,

@@ -49,6 +49,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "common/siphash.h"
 
@@ -104,9 +105,19 @@ class SessionListener {
   struct IdHash {
     size_t operator()(const SessionId& id) const;
   };
+  // A client whose handshake is under way (the listener thread's alone).
+  struct Handshake {
+    int fd = -1;
+    pid_t pid = 0;
+    SessionId id{};
+    SipKey key{};
+    std::array<uint8_t, 24> token{};  // the client's token message, as far as it came
+    size_t received = 0;
+    std::chrono::steady_clock::time_point deadline;
+  };
   void run();
   void accept_one();
-  std::optional<Session> handshake(int fd, const SessionId& id) const;
+  bool continue_handshake(Handshake& pending);
 
   std::string address_;
   size_t max_sessions_;
@@ -114,6 +125,7 @@ class SessionListener {
   int stop_fd_ = -1;  // eventfd
   mutable std::mutex mutex_;
   std::unordered_map<SessionId, Session, IdHash> sessions_;
+  std::vector<Handshake> handshakes_;
   std::thread thread_;
 };
 

@@ -2,8 +2,15 @@
 // threads are never lost or shared, and clients on several threads put and
 // get their own data through memory.
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
+#include <array>
 #include <atomic>
+#include <cstddef>
+#include <cstring>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -13,6 +20,7 @@
 #include "remote_cluster.h"
 #include "storage_test_support.h"
 #include "transport/frame_leases.h"
+#include "transport/local_copy_session.h"
 
 namespace seqflow::test {
 namespace {
@@ -41,6 +49,49 @@ TEST(FrameLeasesConcurrency, ThreadsHoldingAndGivingBackNeverLoseOrShareALease) 
 }
 
 INSTANTIATE_TEST_SUITE_P(Units, LocalCopyCluster, ::testing::ValuesIn(kLocalCopyUnitCounts));
+
+// Local processes that connect to a unit's session socket and then send
+// nothing hold up no one: other clients open their sessions at once while
+// the stalled handshakes wait out their timeout, which then closes them.
+TEST(LocalCopySessionConcurrency, StalledHandshakesDelayNoOtherClient) {
+  transport::local_copy::SessionListener listener;
+  std::vector<int> stalled;
+  for (int i = 0; i < 8; ++i) {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::memcpy(address.sun_path + 1, listener.address().data(), listener.address().size());
+    const auto length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + listener.address().size());
+    ASSERT_EQ(::connect(fd, reinterpret_cast<const sockaddr*>(&address), length), 0);
+    stalled.push_back(fd);
+  }
+  std::vector<std::thread> clients;
+  std::atomic<int> opened{0};
+  const auto start = std::chrono::steady_clock::now();
+  for (int c = 0; c < 4; ++c) {
+    clients.emplace_back([&] {
+      if (transport::local_copy::Session::open(listener.address(), std::chrono::milliseconds(1000))) ++opened;
+    });
+  }
+  for (auto& client : clients) client.join();
+  EXPECT_EQ(opened.load(), 4);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(1000));
+  // The stalled ones are closed at their deadline (end of file on our side).
+  for (const int fd : stalled) {
+    pollfd item{fd, POLLIN, 0};
+    EXPECT_EQ(::poll(&item, 1, 10000), 1);
+    std::array<uint8_t, 128> hello{};
+    ssize_t total = 0;
+    for (ssize_t got = 1; got > 0;) {
+      got = ::recv(fd, hello.data(), hello.size(), 0);
+      if (got > 0) total += got;
+    }
+    EXPECT_EQ(total, 56) << "the unit's hello, then end of file";
+    ::close(fd);
+  }
+  EXPECT_EQ(listener.open_sessions(), 0u);
+}
 
 TEST_P(LocalCopyCluster, ConcurrentClientsPutAndGetTheirOwnDataThroughMemory) {
   RemoteCluster cluster(GetParam());
