@@ -297,7 +297,7 @@ def main(argv=None) -> int:
                 verdicts.append((medians["seqflow"] / link, f"{direction} at {link:g} Gbit/s"))
     print(f"\nTCP's payload ceiling on these links: {PAYLOAD_PER_FRAME:.3f} of the rate (1448 of 1514 bytes a frame)")
     for ratio, what in verdicts:
-        print(f"{'PASS' if ratio >= TARGET else 'FAIL'} seqflow {what}: {ratio:.2f}x the link (target >= {TARGET})")
+        print(f"{'PASS' if ratio >= TARGET else 'FAIL'} seqflow {what}: {ratio:.3f}x the link (target >= {TARGET})")
     return 0
 
 
