@@ -296,6 +296,12 @@ class Controller final : public ControlPlane {
   std::vector<int64_t> reclaim_unproduced(const std::string& partition_id, std::span<const int64_t> global_indexes,
                                           std::span<const uint64_t> generations);
 
+  // The generation each index had when it was last handed out: a released
+  // index keeps it until it is handed out again (so a caller that keeps
+  // inserts out meanwhile learns what the storage may still hold under it).
+  // An index never handed out throws kInvalidArgument naming it.
+  std::vector<uint64_t> last_generations(std::span<const int64_t> global_indexes) const;
+
   // `listener` is told (with the partition, or null for every one) after a
   // change that may let a waiting fetch proceed: samples added, produced,
   // given back or cleared, consumption reset, a checkpoint loaded. It runs

@@ -95,6 +95,9 @@ class StorageUnit final : public DataPlane {
   std::vector<std::vector<SampleView>> get(const SampleKeys& samples,
                                            std::span<const std::string> fields) const override;
   void clear(std::span<const int64_t> global_indexes) override;
+  // clear() of the samples that still hold these generations (one per
+  // index): data that a newer sample put under a reused index stays.
+  void clear_generations(std::span<const int64_t> global_indexes, std::span<const uint64_t> generations);
   void clear_all() override;
   StorageStats stats() const override;
   void save(const std::string& path) const override;

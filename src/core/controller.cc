@@ -146,6 +146,20 @@ std::vector<int64_t> Controller::clear_samples(const std::string& partition_id, 
   return released;
 }
 
+std::vector<uint64_t> Controller::last_generations(std::span<const int64_t> global_indexes) const {
+  std::lock_guard lock(state_->mutex);
+  const int64_t handed_out = state_->data.indexes().high_water();
+  std::vector<uint64_t> generations;
+  generations.reserve(global_indexes.size());
+  for (const int64_t index : global_indexes) {
+    if (index < 0 || index >= handed_out) {
+      throw_invalid("global index " + std::to_string(index) + " was never handed out");
+    }
+    generations.push_back(state_->data.generation(index));
+  }
+  return generations;
+}
+
 std::vector<int64_t> Controller::reclaim_unproduced(const std::string& partition_id,
                                                     std::span<const int64_t> global_indexes,
                                                     std::span<const uint64_t> generations) {

@@ -129,6 +129,15 @@ struct ControllerService::Units {
   // Units that restarted before every unit had registered (so before the
   // routing existed): their samples are forgotten once it does.
   std::set<std::string> restarted;
+  // Drops a unit did not confirm (silent, cut off, failing), by endpoint:
+  // sent when it registers again, by generation, so that data a newer
+  // sample put under a reused index stays. Forgotten when the unit restarts
+  // (its data went with it).
+  struct Owed {
+    std::vector<int64_t> indexes;
+    std::vector<uint64_t> generations;
+  };
+  std::map<std::string, Owed> owed;
   std::shared_ptr<zmq::context_t> context = std::make_shared<zmq::context_t>(1);
   Counter* drop_failures = nullptr;
   Counter* restarts = nullptr;
@@ -176,6 +185,7 @@ struct ControllerService::Units {
       if (!first && known->second != *instance) {
         known->second = *instance;
         restarted.insert(endpoint);
+        owed.erase(endpoint);
         restarts->increment();
       }
     }
@@ -195,6 +205,7 @@ struct ControllerService::Units {
   struct Target {
     std::shared_ptr<transport::ConnectionPool> pool;
     std::string admin_token;
+    std::string endpoint;
   };
 
   // The units in routing order. Before every expected unit has registered
@@ -210,7 +221,7 @@ struct ControllerService::Units {
     const auto now = Clock::now();
     for (const auto& endpoint : endpoints) {
       const bool silent = now - last_seen.at(endpoint) > silence_limit;
-      out.push_back({silent ? nullptr : pools.at(endpoint), admin_tokens.at(endpoint)});
+      out.push_back({silent ? nullptr : pools.at(endpoint), admin_tokens.at(endpoint), endpoint});
     }
     return out;
   }
@@ -258,28 +269,74 @@ struct ControllerService::Units {
     return replies;
   }
 
-  // Drops the released samples' data on their units (the reuse gate is
-  // held exclusively, so each call waits at most `timeout`: a unit that died
+  // Drops the released samples' data on their units, by generation, so
+  // that a drop that arrives late (a link that came back) never touches data
+  // a newer sample put under a reused index. The caller holds the reuse gate
+  // exclusively, so each call waits at most `timeout` (a unit that died
   // moments ago must not hold every insert for the storage timeout). A
-  // silent or failing unit is counted, not fatal: its data went down with it.
-  void drop(const std::vector<Target>& targets, const std::vector<int64_t>& released,
+  // silent or failing unit is counted, not fatal: if it died, its data went
+  // with it; if it was only cut off, it owes the drop, sent when it
+  // registers again (settle_owed).
+  void drop(const std::vector<Target>& targets, const std::vector<int64_t>& released, const Controller& controller,
             std::chrono::milliseconds timeout) {
     if (released.empty()) return;
+    // Read under the gate: no insert has handed these indexes out again.
+    const std::vector<uint64_t> generations = controller.last_generations(released);
     const auto shards = transport::shard_indexes(released, targets.size());
     for (size_t u = 0; u < targets.size(); ++u) {
-      if (shards[u].global_indexes.empty()) continue;
+      const std::vector<int64_t>& indexes = shards[u].global_indexes;
+      if (indexes.empty()) continue;
+      std::vector<uint64_t> unit_generations;
+      unit_generations.reserve(indexes.size());
+      for (const size_t p : shards[u].positions) unit_generations.push_back(generations[p]);
       try {
         if (!targets[u].pool) throw Error(ErrorCode::kTimeout, "storage unit is silent");
-        targets[u].pool->call(
-            "clear",
-            transport::wire::header_message(
-                Json{{"indexes", transport::wire::binary_of(std::span<const int64_t>(shards[u].global_indexes))},
-                     {"admin_token", targets[u].admin_token}}),
-            timeout);
+        targets[u].pool->call("clear", clear_request(indexes, unit_generations, targets[u].admin_token), timeout);
       } catch (const Error&) {
         drop_failures->increment();
+        std::lock_guard lock(mutex);
+        Owed& debt = owed[targets[u].endpoint];
+        debt.indexes.insert(debt.indexes.end(), indexes.begin(), indexes.end());
+        debt.generations.insert(debt.generations.end(), unit_generations.begin(), unit_generations.end());
       }
     }
+  }
+
+  // What `endpoint` owes, sent now (it just registered); kept on failure,
+  // unless the unit restarted meanwhile.
+  void settle_owed(const std::string& endpoint, std::chrono::milliseconds timeout) {
+    Owed debt;
+    std::shared_ptr<transport::ConnectionPool> pool;
+    std::string admin_token;
+    std::optional<int64_t> instance;
+    {
+      std::lock_guard lock(mutex);
+      const auto found = owed.find(endpoint);
+      if (found == owed.end()) return;
+      debt = std::move(found->second);
+      owed.erase(found);
+      pool = pools.at(endpoint);
+      admin_token = admin_tokens.at(endpoint);
+      if (const auto known = instances.find(endpoint); known != instances.end()) instance = known->second;
+    }
+    try {
+      pool->call("clear", clear_request(debt.indexes, debt.generations, admin_token), timeout);
+    } catch (const Error&) {
+      std::lock_guard lock(mutex);
+      const auto known = instances.find(endpoint);
+      const std::optional<int64_t> now = known != instances.end() ? std::optional(known->second) : std::nullopt;
+      if (now != instance) return;  // restarted: its data went with it
+      Owed& kept = owed[endpoint];
+      kept.indexes.insert(kept.indexes.begin(), debt.indexes.begin(), debt.indexes.end());
+      kept.generations.insert(kept.generations.begin(), debt.generations.begin(), debt.generations.end());
+    }
+  }
+
+  static transport::Frames clear_request(std::span<const int64_t> indexes, std::span<const uint64_t> generations,
+                                         const std::string& admin_token) {
+    return transport::wire::header_message(Json{{"indexes", transport::wire::binary_of(indexes)},
+                                                {"generations", transport::wire::binary_of(generations)},
+                                                {"admin_token", admin_token}});
   }
 };
 
@@ -299,18 +356,18 @@ ControllerService::ControllerService(ControllerServiceOptions options)
   Counter& reclaimed = service_.metrics().counter(
       "seqflow_insert_samples_reclaimed_total",
       "Samples a put inserted and never marked produced within its lease (its producer died mid-put): removed");
-  leases_ = std::make_unique<InsertLeases>(
-      [this, &reclaimed](const std::string& partition_id, const std::vector<int64_t>& indexes,
-                         const std::vector<uint64_t>& generations, bool made_partition) {
-        std::unique_lock gate(reuse_gate_);
-        const auto targets = units_->targets(options_.storage_units, options_.storage_silence_limit);
-        const auto released = controller_->reclaim_unproduced(partition_id, indexes, generations);
-        if (released.empty()) return;
-        units_->drop(targets, released, std::min(options_.storage_timeout, options_.storage_silence_limit));
-        reclaimed.increment(static_cast<double>(released.size()));
-        // A put whose reply was lost made the partition: it does not stay, empty.
-        if (made_partition) controller_->forget_partition_if_empty(partition_id);
-      });
+  leases_ = std::make_unique<InsertLeases>([this, &reclaimed](
+                                               const std::string& partition_id, const std::vector<int64_t>& indexes,
+                                               const std::vector<uint64_t>& generations, bool made_partition) {
+    std::unique_lock gate(reuse_gate_);
+    const auto targets = units_->targets(options_.storage_units, options_.storage_silence_limit);
+    const auto released = controller_->reclaim_unproduced(partition_id, indexes, generations);
+    if (released.empty()) return;
+    units_->drop(targets, released, *controller_, std::min(options_.storage_timeout, options_.storage_silence_limit));
+    reclaimed.increment(static_cast<double>(released.size()));
+    // A put whose reply was lost made the partition: it does not stay, empty.
+    if (made_partition) controller_->forget_partition_if_empty(partition_id);
+  });
   units_->restarts = &service_.metrics().counter(
       "seqflow_storage_restarts_total",
       "Storage units that registered again with a new instance id (restarted empty); the samples routed "
@@ -419,7 +476,7 @@ void ControllerService::register_handlers() {
     const auto targets = units_->targets(options_.storage_units, options_.storage_silence_limit);
     const auto released = controller.clear_samples(header.text("partition_id"), header.numbers<int64_t>("indexes"),
                                                    generations_of(header));
-    units_->drop(targets, released, std::min(options_.storage_timeout, options_.storage_silence_limit));
+    units_->drop(targets, released, *controller_, std::min(options_.storage_timeout, options_.storage_silence_limit));
     return transport::wire::header_message(released_reply(released));
   });
   service_.handle("clear_partition", [this, &controller](transport::Frames& args) {
@@ -430,7 +487,7 @@ void ControllerService::register_handlers() {
                        "'");  // it may have waited behind another clear
     const auto targets = units_->targets(options_.storage_units, options_.storage_silence_limit);
     const auto released = controller.clear_partition(header.text("partition_id"));
-    units_->drop(targets, released, std::min(options_.storage_timeout, options_.storage_silence_limit));
+    units_->drop(targets, released, *controller_, std::min(options_.storage_timeout, options_.storage_silence_limit));
     return transport::wire::header_message(released_reply(released));
   });
   service_.handle("kv_clear", [this, &controller](transport::Frames& args) {
@@ -441,7 +498,7 @@ void ControllerService::register_handlers() {
                        "'");  // it may have waited behind another clear
     const auto targets = units_->targets(options_.storage_units, options_.storage_silence_limit);
     const auto released = controller.kv_clear(header.text("partition_id"), header.texts("keys"));
-    units_->drop(targets, released, std::min(options_.storage_timeout, options_.storage_silence_limit));
+    units_->drop(targets, released, *controller_, std::min(options_.storage_timeout, options_.storage_silence_limit));
     return transport::wire::header_message(released_reply(released));
   });
   service_.handle("forget_partition_if_empty", nullptr, [&controller](const transport::Frames& args) {
@@ -637,7 +694,10 @@ void ControllerService::register_handlers() {
     // once it has dropped that data and registers again with this one, so
     // no client learns of it before (a unit that sends none predates this).
     const bool joins = !header.has("incarnation") || header.integer("incarnation") == incarnation;
-    if (joins) units_->heartbeat(endpoint, instance, admin_token, options_, controller);
+    if (joins) {
+      units_->heartbeat(endpoint, instance, admin_token, options_, controller);
+      units_->settle_owed(endpoint, options_.storage_timeout);
+    }
     Json reply = units_->listing(options_.storage_units);
     reply["incarnation"] = incarnation;
     return transport::wire::header_message(reply);

@@ -148,9 +148,12 @@ void StorageService::register_handlers() {
   });
   service_.handle("clear", [this, &storage](transport::Frames& args) {
     const Json json = transport::wire::read_header(args, 0, "clear request");
-    const Header header(json, "clear request", {"indexes", "admin_token"});
+    const Header header(json, "clear request", {"indexes", "generations", "admin_token"});
     check_controller(header);
-    storage.clear(header.numbers<int64_t>("indexes"));
+    // With generations (drops owed since a cut): only data those samples put.
+    storage.clear_generations(header.numbers<int64_t>("indexes"), header.has("generations")
+                                                                      ? header.numbers<uint64_t>("generations")
+                                                                      : std::vector<uint64_t>{});
     return transport::wire::header_message(Json::object());
   });
   service_.handle("stats", [&storage](transport::Frames& args) {

@@ -240,13 +240,20 @@ std::vector<std::vector<SampleView>> StorageUnit::get(const SampleKeys& samples,
   return out;
 }
 
-void StorageUnit::clear(std::span<const int64_t> global_indexes) {
+void StorageUnit::clear(std::span<const int64_t> global_indexes) { clear_generations(global_indexes, {}); }
+
+void StorageUnit::clear_generations(std::span<const int64_t> global_indexes, std::span<const uint64_t> generations) {
+  if (!generations.empty() && generations.size() != global_indexes.size()) {
+    throw_invalid("clear: " + std::to_string(generations.size()) + " generations for " +
+                  std::to_string(global_indexes.size()) + " global indexes; give one per index");
+  }
   std::vector<Values::node_type> dropped;
   dropped.reserve(global_indexes.size());
   std::unique_lock lock(state_->mutex);
-  for (int64_t gi : global_indexes) {
-    auto stored = state_->values.find(gi);
+  for (size_t i = 0; i < global_indexes.size(); ++i) {
+    auto stored = state_->values.find(global_indexes[i]);
     if (stored == state_->values.end()) continue;
+    if (!generations.empty() && stored->second.generation != generations[i]) continue;
     state_->stats.bytes -= bytes_of(stored->second.fields);
     state_->stats.overhead_bytes -= overhead_of(stored->second);
     dropped.push_back(state_->values.extract(stored));

@@ -114,6 +114,19 @@ TEST(ControllerTest, GiveBackMakesABatchUnconsumedInArrivalOrder) {
   EXPECT_EQ(controller.get_meta(fetch_request("p", "actor", {"x"}, 1)).size(), 0u);
 }
 
+TEST(ControllerTest, LastGenerationsOutliveTheRelease) {
+  Controller controller;
+  const BatchMeta first = controller.insert("p", 2);
+  controller.clear_partition("p");
+  EXPECT_EQ(controller.last_generations(first.global_indexes), first.generations);
+  const BatchMeta again = controller.insert("p", 1);
+  ASSERT_EQ(again.global_indexes.front(), first.global_indexes.front());
+  EXPECT_EQ(controller.last_generations(again.global_indexes), again.generations);
+  const std::vector<int64_t> never = {2};
+  EXPECT_TRUE(throws_code([&] { controller.last_generations(never); }, ErrorCode::kInvalidArgument,
+                          {"global index 2", "never handed out"}));
+}
+
 TEST(ControllerTest, ReadyNeedsEveryRequestedField) {
   Controller controller;
   const BatchMeta inserted = controller.insert("p", 3);

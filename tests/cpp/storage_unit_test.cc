@@ -192,6 +192,24 @@ TEST(StorageUnit, ClearReleasesBytesAndIgnoresUnknownIndexes) {
   EXPECT_EQ(text_of(unit.get(samples_of(indexes({2})), kFieldX)[0][0]), "again");
 }
 
+// A drop owed since a cut names the generations it releases: data a newer
+// sample put under a reused index stays.
+TEST(StorageUnit, ClearGenerationsDropsOnlyThoseGenerations) {
+  StorageUnit unit;
+  unit.put(samples_of(indexes({1, 2}), 5), {object_column("x", {"old", "old"})});
+  unit.put(samples_of(indexes({3}), 9), {object_column("x", {"new"})});
+  const std::vector<int64_t> owed = {1, 3};
+  const std::vector<uint64_t> generations = {5, 5};  // index 3 holds generation 9 by now
+  unit.clear_generations(owed, generations);
+  EXPECT_EQ(unit.stats().samples, 2u);
+  EXPECT_TRUE(throws_error(ErrorCode::kStaleSample, [&] { unit.get(samples_of(indexes({1}), 5), kFieldX); },
+                           {"global index 1", "no data"}));
+  EXPECT_EQ(text_of(unit.get(samples_of(indexes({3}), 9), kFieldX)[0][0]), "new");
+  const std::vector<uint64_t> one = {5};
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { unit.clear_generations(owed, one); },
+                           {"1 generations for 2 global indexes"}));
+}
+
 TEST(StorageUnit, MissingIndexIsStaleMissingFieldIsNotFound) {
   StorageUnit unit;
   unit.put(samples_of(indexes({7})), {object_column("x", {"v"})});

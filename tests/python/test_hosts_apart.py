@@ -350,3 +350,46 @@ def test_connections_reset_while_idle_are_made_again_and_the_next_calls_succeed(
     # Reconnected: the first calls succeed, without a timeout first.
     client.call(put_samples, 20, partition="p", ids=list(range(1000, 1000 + ROWS)))
     expect_exactly(client.call(read_produced, 20, partition="p"), [*range(ROWS), *range(1000, 1000 + ROWS)])
+
+
+# ---- a clear while a unit is cut off ------------------------------------------------
+
+def clear_partition(state: dict, partition: str) -> None:
+    state["client"].clear_partition(partition)
+
+
+def stored_samples(state: dict) -> int:
+    """Samples the units hold, all of them answering."""
+    return state["client"].stats()["samples"]
+
+
+def test_a_clear_while_a_unit_is_cut_off_is_dropped_there_once_it_is_back(hosts_apart):
+    """The controller cannot drop the cleared samples' data on a unit whose
+    link is down: the unit owes the drop, which reaches it (by generation)
+    when it registers again, so no cleared data stays on it."""
+    hosts = hosts_apart(2)
+    client = hosts.agent("client")
+    address = hosts.start_services()
+    client.call(connect, 20, address=address, timeout=FAULT_TIMEOUT)
+    client.call(put_samples, 20, partition="p", ids=list(range(ROWS)))
+    assert client.call(stored_samples, 20) == ROWS
+
+    # A patient client: its clear returns once the controller has given up
+    # dropping on unit0 (at most 5 s), which then owes the drop.
+    patient = hosts.agent("client")
+    patient.call(connect, 20, address=address, timeout=20.0)
+    hosts.link_down("unit0")
+    patient.call(clear_partition, 30, partition="p")
+    assert client.call(production_status, 20, partition="p") == {"indexes": [], "produced": []}
+    hosts.link_up("unit0")
+
+    deadline = time.monotonic() + RECOVERY_TIMEOUT
+    while True:
+        outcome = client.start(stored_samples).outcome(FAULT_TIMEOUT * 3 + MARGIN)
+        if outcome.error is None and outcome.value == 0:
+            break
+        assert time.monotonic() < deadline, f"unit0 still holds cleared data: {outcome.value or outcome.error!r}"
+        time.sleep(0.2)
+    # Indexes reused by new samples keep their data.
+    client.call(put_samples, 20, partition="p", ids=list(range(1000, 1000 + ROWS)))
+    expect_exactly(client.call(read_produced, 20, partition="p"), range(1000, 1000 + ROWS))
