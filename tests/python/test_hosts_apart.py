@@ -186,11 +186,19 @@ def test_puts_and_gets_across_namespaces_move_over_tcp_not_through_memory(hosts_
 
 # ---- b: a unit's link cut mid-transfer ----------------------------------------------
 
-def test_a_unit_link_cut_during_a_put_fails_in_time_and_commits_nothing(hosts_apart):
+def two_units_holding_samples(hosts_apart):
+    """Two units, a client (timeout FAULT_TIMEOUT) and ROWS samples in
+    partition p: (hosts, the client's agent, the controller's address)."""
     hosts = hosts_apart(2)
     client = hosts.agent("client")
-    client.call(connect, 20, address=hosts.start_services(), timeout=FAULT_TIMEOUT)
+    address = hosts.start_services()
+    client.call(connect, 20, address=address, timeout=FAULT_TIMEOUT)
     client.call(put_samples, 20, partition="p", ids=list(range(ROWS)))
+    return hosts, client, address
+
+
+def test_a_unit_link_cut_during_a_put_fails_in_time_and_commits_nothing(hosts_apart):
+    hosts, client, _ = two_units_holding_samples(hosts_apart)
 
     hosts.rate_limit("unit0", SLOW_LINK_BITS)
     failing_ids = list(range(1000, 1000 + ROWS))
@@ -219,10 +227,7 @@ def test_a_unit_link_cut_during_a_put_fails_in_time_and_commits_nothing(hosts_ap
 
 
 def test_a_unit_link_cut_during_a_get_fails_in_time_and_the_unit_serves_again(hosts_apart):
-    hosts = hosts_apart(2)
-    client = hosts.agent("client")
-    client.call(connect, 20, address=hosts.start_services(), timeout=FAULT_TIMEOUT)
-    client.call(put_samples, 20, partition="p", ids=list(range(ROWS)))
+    hosts, client, _ = two_units_holding_samples(hosts_apart)
 
     hosts.rate_limit("unit0", SLOW_LINK_BITS)
     get = client.start(read_produced, partition="p")
@@ -371,11 +376,7 @@ def test_a_clear_while_a_unit_is_cut_off_is_dropped_there_once_it_is_back(hosts_
     """The controller cannot drop the cleared samples' data on a unit whose
     link is down: the unit owes the drop, which reaches it (by generation)
     when it registers again, so no cleared data stays on it."""
-    hosts = hosts_apart(2)
-    client = hosts.agent("client")
-    address = hosts.start_services()
-    client.call(connect, 20, address=address, timeout=FAULT_TIMEOUT)
-    client.call(put_samples, 20, partition="p", ids=list(range(ROWS)))
+    hosts, client, address = two_units_holding_samples(hosts_apart)
     assert client.call(stored_samples, 20) == ROWS
 
     # A patient client: its clear returns once the controller has given up
