@@ -184,9 +184,13 @@ class ControlPlane {
   // new samples (one put call); known keys return their sample. A key's tag
   // is its sample's custom_meta: tags (empty, or one object or null per key)
   // are merged into it key by key; null leaves it as it is. *created, when
-  // given, tells whether this call made the partition (as insert's does).
+  // given, tells whether this call made the partition (as insert's does);
+  // *made_keys, one flag per key, whether this call made the key's sample
+  // (so that a writer whose put fails removes only keys it made, never one
+  // another writer made meanwhile).
   virtual BatchMeta kv_resolve(const std::string& partition_id, std::span<const std::string> keys,
-                               std::span<const Value> tags, bool* created = nullptr) = 0;
+                               std::span<const Value> tags, bool* created = nullptr,
+                               std::vector<uint8_t>* made_keys = nullptr) = 0;
   // Known keys only: a missing key throws kNotFound naming it.
   virtual BatchMeta kv_lookup(const std::string& partition_id, std::span<const std::string> keys) const = 0;
   // The known keys among `keys`, in the order given; unknown keys, and every
@@ -257,7 +261,7 @@ class Controller final : public ControlPlane {
   bool all_produced(std::span<const std::string> fields, const std::string& partition_id) const override;
   std::vector<std::string> partition_list() const override;
   BatchMeta kv_resolve(const std::string& partition_id, std::span<const std::string> keys, std::span<const Value> tags,
-                       bool* created = nullptr) override;
+                       bool* created = nullptr, std::vector<uint8_t>* made_keys = nullptr) override;
   BatchMeta kv_lookup(const std::string& partition_id, std::span<const std::string> keys) const override;
   BatchMeta kv_find(const std::string& partition_id, std::span<const std::string> keys) const override;
   std::vector<std::string> kv_keys(const std::string& partition_id,

@@ -413,12 +413,11 @@ BatchMeta CoordinatingClient::kv_put(const std::string& partition_id, std::span<
   std::vector<Value> tag_updates;
   tag_updates.reserve(tags.size());
   for (const Value& tag : tags) tag_updates.push_back(tag.is_null() ? Value::object() : tag);
-  // The samples of keys known before this put: a failed write releases only
-  // the others. (Asked for the keys of this put, not the whole partition.)
-  const std::vector<int64_t> known_indexes = control_->kv_find(partition_id, keys).global_indexes;
-  const std::unordered_set<int64_t> known(known_indexes.begin(), known_indexes.end());
+  // The keys this call makes: a failed write releases only those (a key
+  // another writer made meanwhile stays).
+  std::vector<uint8_t> made_keys;
   bool partition_is_new = false;  // made by kv_resolve: a failed put removes it again if empty
-  BatchMeta meta = control_->kv_resolve(partition_id, keys, {}, &partition_is_new);
+  BatchMeta meta = control_->kv_resolve(partition_id, keys, {}, &partition_is_new, &made_keys);
   try {
     return write_existing(meta, columns, tag_updates, deadline);
   } catch (...) {
@@ -426,7 +425,7 @@ BatchMeta CoordinatingClient::kv_put(const std::string& partition_id, std::span<
     std::vector<std::string> created;
     std::vector<int64_t> created_indexes;
     for (size_t i = 0; i < keys.size(); ++i) {
-      if (!known.count(meta.global_indexes[i])) {
+      if (made_keys[i] != 0) {
         created.push_back(keys[i]);
         created_indexes.push_back(meta.global_indexes[i]);
       }

@@ -57,12 +57,20 @@ BatchMeta batch_meta_reply(transport::ConnectionPool& controller, std::string_vi
 }
 
 // A reply [the batch, {"created": bool}]: a call that may create its partition.
-BatchMeta batch_meta_with_created(const transport::Frames& reply, const std::string& what, bool* created) {
+// made_keys: a kv_resolve's flag per key (its reply's "made_keys").
+BatchMeta batch_meta_with_created(const transport::Frames& reply, const std::string& what, bool* created,
+                                  std::vector<uint8_t>* made_keys = nullptr) {
   if (reply.size() != 2) throw_invalid(what + " holds " + std::to_string(reply.size()) + " frames, not 2");
   const Json json = transport::wire::read_header(reply, 1, what);
-  const bool made = Header(json, what, {"created"}).boolean("created");
+  const Header header(json, what, {"created", "made_keys"});
+  const bool made = header.boolean("created");
   if (created) *created = made;
-  return transport::wire::read_batch_meta(reply, 0, what);
+  BatchMeta meta = transport::wire::read_batch_meta(reply, 0, what);
+  if (made_keys) {
+    *made_keys = header.numbers<uint8_t>("made_keys");
+    if (made_keys->size() != meta.size()) header.fail("made_keys", "must hold one flag per key");
+  }
+  return meta;
 }
 
 }  // namespace
@@ -215,14 +223,14 @@ std::vector<std::string> RemoteControlPlane::partition_list() const {
 }
 
 BatchMeta RemoteControlPlane::kv_resolve(const std::string& partition_id, std::span<const std::string> keys,
-                                         std::span<const Value> tags, bool* created) {
+                                         std::span<const Value> tags, bool* created, std::vector<uint8_t>* made_keys) {
   core::check_tag_depths(keys, tags);
   const Json header{{"partition_id", partition_id},
                     {"keys", std::vector<std::string>(keys.begin(), keys.end())},
                     {"tags", objects_of(tags)}};
   return batch_meta_with_created(
       exchange(*controller_, "kv_resolve", transport::wire::header_message(header), CallDeadline::of_request(timeout_)),
-      "kv_resolve reply", created);
+      "kv_resolve reply", created, made_keys);
 }
 
 BatchMeta RemoteControlPlane::kv_lookup(const std::string& partition_id, std::span<const std::string> keys) const {

@@ -43,7 +43,7 @@ class RemoteControlPlane final : public ControlPlane {
   void report_timing(const std::string& task_name, std::span<const TimingRecord> records) override;
   std::optional<TaskWorkload> task_workload(const std::string& task_name) const override;
   BatchMeta kv_resolve(const std::string& partition_id, std::span<const std::string> keys, std::span<const Value> tags,
-                       bool* created = nullptr) override;
+                       bool* created = nullptr, std::vector<uint8_t>* made_keys = nullptr) override;
   BatchMeta kv_lookup(const std::string& partition_id, std::span<const std::string> keys) const override;
   BatchMeta kv_find(const std::string& partition_id, std::span<const std::string> keys) const override;
   std::vector<std::string> kv_keys(const std::string& partition_id,

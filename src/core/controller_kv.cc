@@ -40,7 +40,7 @@ std::vector<uint32_t> require_keys(const PartitionState& partition, std::span<co
 }  // namespace
 
 BatchMeta Controller::kv_resolve(const std::string& partition_id, std::span<const std::string> keys,
-                                 std::span<const Value> tags, bool* created) {
+                                 std::span<const Value> tags, bool* created, std::vector<uint8_t>* made_keys) {
   core::check_name(partition_id, "partition_id");
   check_keys(keys);
   core::check_tags(keys, tags);
@@ -96,6 +96,10 @@ BatchMeta Controller::kv_resolve(const std::string& partition_id, std::span<cons
   for (auto& [slot, meta] : known_meta) partition.set_meta(slot, std::move(meta));
   for (auto& [key, meta] : fresh_meta) partition.set_meta(*partition.key_slot(key), std::move(meta));
   BatchMeta resolved = core::collect_batch(state_->data, partition, require_keys(partition, keys));
+  if (made_keys) {
+    made_keys->assign(keys.size(), 0);
+    for (size_t i = 0; i < keys.size(); ++i) (*made_keys)[i] = fresh_seen.count(keys[i]) > 0 ? 1 : 0;
+  }
   undo.commit();
   state_->notify_changed(&partition_id);
   return resolved;

@@ -577,9 +577,13 @@ void ControllerService::register_handlers() {
     const Header header(json, "kv_resolve request", {"partition_id", "keys", "tags"});
     std::shared_lock gate(reuse_gate_);
     bool created = false;
-    const BatchMeta resolved =
-        controller.kv_resolve(header.text("partition_id"), header.texts("keys"), header.objects("tags"), &created);
-    return with_created(resolved, created);
+    std::vector<uint8_t> made_keys;
+    const BatchMeta resolved = controller.kv_resolve(header.text("partition_id"), header.texts("keys"),
+                                                     header.objects("tags"), &created, &made_keys);
+    transport::Frames reply = with_created(resolved, created);
+    reply[1] = transport::wire::header_frame(
+        Json{{"created", created}, {"made_keys", transport::wire::binary_of(std::span<const uint8_t>(made_keys))}});
+    return reply;
   });
   service_.handle("kv_lookup", nullptr, [&controller](const transport::Frames& args) {
     const Json json = transport::wire::read_header(args, 0, "kv_lookup request");

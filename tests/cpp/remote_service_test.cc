@@ -664,6 +664,35 @@ TEST(RemoteServicePartitions, PutsNeverListThePartitionsAndTellWhetherTheyMadeOn
   EXPECT_FALSE(client->control().forget_partition_if_empty("never"));
 }
 
+// kv_resolve says which keys it made, embedded and remote alike, so that a
+// kv_put whose write fails removes only those: a key another writer made
+// between its look and its resolve stays, with its data.
+TEST(RemoteServicePartitions, KvResolveTellsWhichKeysItMade) {
+  RemoteCluster cluster(1);
+  auto remote = cluster.client();
+  Controller embedded;
+  for (ControlPlane* control : {static_cast<ControlPlane*>(&embedded), &remote->control()}) {
+    const std::string first[] = {"a", "b"};
+    std::vector<uint8_t> made;
+    control->kv_resolve("kv", first, {}, nullptr, &made);
+    EXPECT_EQ(made, (std::vector<uint8_t>{1, 1}));
+    const std::string second[] = {"c", "a"};
+    control->kv_resolve("kv", second, {}, nullptr, &made);
+    EXPECT_EQ(made, (std::vector<uint8_t>{1, 0}));
+  }
+  // A put whose write fails (a column that does not fit its schema) after
+  // its resolve: the key it made goes, the one that was there stays.
+  const std::string keys[] = {"b", "fresh"};
+  remote->kv_put("kv", std::span<const std::string>(keys).first(1), {}, {int64_column("x", {2})});
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                           [&] {
+                             remote->kv_put("kv", keys, {}, {object_column("x", {"not", "int64"})});
+                           },
+                           {"x"}));
+  const std::string both[] = {"b", "fresh"};
+  EXPECT_EQ(remote->control().kv_find("kv", both).size(), 1u) << "the failed put removed a key it did not make";
+}
+
 // A checkpoint path a peer names never replaces a file that is not a
 // checkpoint of that kind (its contents and mode stay).
 TEST(RemoteServiceSecurity, ASaveNeverReplacesAFileThatIsNotACheckpoint) {
