@@ -1,7 +1,7 @@
 """Data in and out of the client: what needs torch or tensordict objects. The
 rules, checks and numpy conversions are C++ (_seqflow.convert: column,
 field_out, ...); which values a field may hold and what get_data returns is
-documented in README.md (Data in and out)."""
+documented in docs/streaming.md (Data in and out)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """StreamingDataset and StreamingDataLoader: a DP rank's stream of batches,
 TransferQueue's modes without its defects. The rules (when a rank ends, the
 short last batch, stall warnings, worker striding) are C++
-(seqflow/streaming.h, _seqflow.streaming); README.md (Streaming) documents them.
+(seqflow/streaming.h, _seqflow.streaming); docs/streaming.md documents them.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ class StreamingDataset(IterableDataset):
     """One DP rank's stream of (data, batch_meta) micro-batches: fetches batch
     batch_index through the sampler (get_meta(sampling_config={"dp_rank",
     "batch_index"})), reads its data, splits it into micro-batches. The
-    modes and rules: README.md (StreamingDataset), seqflow/streaming.h.
+    modes and rules: docs/streaming.md (StreamingDataset), seqflow/streaming.h.
 
     config: used to seqflow.init() the default client when `client` is None.
     batch_size: samples per fetch for this rank (the sampler's per-rank size).

@@ -95,7 +95,7 @@ TEST(Server, ServesWithCurveKeysAndMetrics) {
   expect_round_trip(*client_of(controller.endpoint(), remote), "p", 3);
 }
 
-// The README's deployment through server.h: one key directory for every
+// docs/deployment.md's secure deployment through server.h: one key directory for every
 // service; a listed client is served, an unlisted one refused at once, and a
 // listed client may not call the services' own register_storage.
 TEST(Server, ACurveClusterFromOneKeyDirectoryAdmitsOnlyItsKeys) {

@@ -28,7 +28,7 @@ ROWS, WIDTH = 64, 16384  # int32 rows of 64 KiB: 4 MiB a put, 2 MiB for each of 
 PAYLOAD_BYTES = ROWS * WIDTH * 4
 FAULT_TIMEOUT = 2.0  # the clients' timeout in the fault tests: short, so that a lost reply shows quickly
 # A put and its rollback share one deadline, the rollback getting at least a
-# floor of its own (README: a put to a dead unit fails within about 1.25x
+# floor of its own (docs/deployment.md: a put to a dead unit fails within about 1.25x
 # the timeout); every failed call must end within that plus this margin (2
 # shared cores, other processes running).
 PUT_DEADLINE_SHARE = 1.25
@@ -284,7 +284,7 @@ CUTS = {
 }
 # The insert reply lost, the client does not know the samples it inserted
 # and cannot remove them: the controller reclaims them once the put's lease
-# runs out (README: the put's own timeout plus 2 s). After any other cut
+# runs out (docs/deployment.md: the put's own timeout plus 2 s). After any other cut
 # the failed put has removed its samples itself before it raised.
 INSERT_LEASE = FAULT_TIMEOUT + 2.0
 

@@ -1,4 +1,4 @@
-"""The README's secure deployment (its **Security** paragraph), run as
+"""The secure deployment of docs/deployment.md (its Security section), run as
 written with real `seqflow serve` processes on 127.0.0.1: the listed trainer
 key puts and gets; an unlisted key pair gets a PermissionError naming the
 authentication from the controller and from a storage unit; the trainer's
@@ -26,16 +26,17 @@ import seqflow
 from remote_services import ServeProcess, require_seqflow_command
 
 SEQFLOW = require_seqflow_command()
-README = Path(__file__).resolve().parents[2] / "README.md"
+DEPLOYMENT_DOC = Path(__file__).resolve().parents[2] / "docs" / "deployment.md"
 DEADLINE = 20.0  # seconds: every wait below ends by then
 # ErrorCode::kPermissionDenied in a reply envelope's status byte (1 + the code).
 PERMISSION_DENIED_STATUS = 6
 
 
 def security_blocks() -> tuple[list[str], str]:
-    """(the bash block's command lines, the python block) of the README's Security paragraph."""
-    text = README.read_text()
-    section = text[text.index("**Security**"):]
+    """(the bash block's command lines, the python block) of docs/deployment.md's Security section."""
+    text = DEPLOYMENT_DOC.read_text()
+    section = text[text.index("\n## Security\n"):]
+    section = section[:section.index("\n## ", 1)]  # this section only
     bash = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
     python = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     lines = [line.split("  #")[0].strip() for line in bash.replace("\\\n", " ").splitlines()]
@@ -49,7 +50,7 @@ def replaced_option(words: list[str], option: str, value: str) -> list[str]:
 
 
 class Deployment:
-    """The README's commands, with its addresses replaced by free ports on 127.0.0.1."""
+    """The page's commands, with its addresses replaced by free ports on 127.0.0.1."""
 
     def __init__(self, directory: Path, extra_controller_args: tuple[str, ...] = ()):
         commands, self.python = security_blocks()
@@ -75,7 +76,7 @@ class Deployment:
             raise
 
     def client_config(self) -> dict:
-        """The README's seqflow.init config, at this controller."""
+        """The page's seqflow.init config, at this controller."""
         call = self.python.strip()
         assert call.startswith("seqflow.init(") and call.endswith(")"), call
         config = ast.literal_eval(call[len("seqflow.init("):-1])
@@ -90,7 +91,7 @@ class Deployment:
 
 @pytest.fixture
 def deployment(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)  # the README's paths are relative: keys/...
+    monkeypatch.chdir(tmp_path)  # the page's paths are relative: keys/...
     started = Deployment(tmp_path)
     yield started
     started.stop()

@@ -373,7 +373,7 @@ def test_seqlen_balanced_stays_exactly_once_where_transferqueue_duplicates(tq):
         return owners
 
     theirs = run(tq["SeqlenBalancedSampler"](n_samples_per_prompt=1, dp_size=2))
-    assert any(len(owner) > 1 for owner in theirs.values()), "TransferQueue's defect is gone: update the README"
+    assert any(len(owner) > 1 for owner in theirs.values()), "TransferQueue's defect is gone: update docs/switching.md"
     ours = run(SeqlenBalancedSampler(n_samples_per_prompt=1, dp_size=2))
     assert sorted(ours) == list(range(8)) and all(len(owner) == 1 for owner in ours.values())
 

@@ -77,8 +77,8 @@ def results(tmp_path_factory) -> dict:
     return _run_sides(pythons, tmp_path_factory.mktemp("tq-differential"))
 
 
-# Where seqflow deliberately differs from TransferQueue (README, "Switching
-# from TransferQueue / verl", the difference table): a scenario's result key,
+# Where seqflow deliberately differs from TransferQueue (docs/switching.md,
+# the difference table): a scenario's result key,
 # what seqflow must answer there instead, and why. Everything else is compared
 # with TransferQueue's result.
 DELIBERATE = {
@@ -101,7 +101,7 @@ DELIBERATE = {
 
 
 def _documented_schema_leaf(path: str, expected, actual) -> bool:
-    """BatchMeta.get_dtypes / get_shapes as the README documents them:
+    """BatchMeta.get_dtypes / get_shapes as docs/switching.md documents them:
     dtype names ("int64") for TransferQueue's torch.dtype objects, shapes as
     tuples, () for one value per row where TransferQueue says [1], and -1 in
     the dimensions that vary where TransferQueue lists each row's length."""
@@ -170,7 +170,7 @@ def test_same_results_as_transferqueue(results, name, side):
         if key in DELIBERATE:
             meets, why = DELIBERATE[key]
             if key not in got or not meets(got[key]):
-                found.append(f"{key}: seqflow={_short(got.get(key))}, not what the README documents ({why})")
+                found.append(f"{key}: seqflow={_short(got.get(key))}, not what docs/switching.md documents ({why})")
     skip = set(DELIBERATE) if isinstance(expected, dict) else set()
     found += differences({k: v for k, v in expected.items() if k not in skip} if skip else expected,
                          {k: v for k, v in got.items() if k not in skip} if skip else got)

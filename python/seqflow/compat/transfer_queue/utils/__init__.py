@@ -1,3 +1,3 @@
 """``transfer_queue.utils``: TransferQueue's internals (ZeroMQ sockets,
 serialisation, storage clients) have no seqflow counterpart; see the
-README's difference table."""
+difference table in docs/switching.md."""
