@@ -239,10 +239,14 @@ class Controller final : public ControlPlane {
   BatchMeta get_meta(const MetaRequest& request) override;
   // get_meta without waiting: nullopt where get_meta would wait for data
   // (a fetch that does not poll, with too little ready or no partition yet).
-  std::optional<BatchMeta> try_get_meta(const MetaRequest& request);
+  // *returnable, when given: the answer consumed exactly the samples it
+  // holds and nothing was reserved (for this caller earlier, or for other
+  // ranks now), so give_back may undo it if it reaches nobody.
+  std::optional<BatchMeta> try_get_meta(const MetaRequest& request, bool* returnable = nullptr);
   // The last pass of a fetch that waited elsewhere (a service's waiter) for
   // `waited`: the batch if it is ready now, else get_meta's kTimeout.
-  BatchMeta get_meta_at_deadline(const MetaRequest& request, std::chrono::milliseconds waited);
+  BatchMeta get_meta_at_deadline(const MetaRequest& request, std::chrono::milliseconds waited,
+                                 bool* returnable = nullptr);
   void set_custom_meta(const std::string& partition_id, std::span<const int64_t> global_indexes,
                        std::span<const uint64_t> generations, std::span<const Value> custom_meta) override;
   std::vector<int64_t> clear_samples(const std::string& partition_id, std::span<const int64_t> global_indexes,
@@ -286,9 +290,10 @@ class Controller final : public ControlPlane {
 
   // A fetched batch that reached nobody (its reply could not be sent): its
   // samples become unconsumed by `task_name` again, in their arrival order,
-  // so the next fetch serves them. Samples cleared or reused since (by
-  // generation) are skipped; a sampler's own bookkeeping (a reservation for
-  // other ranks) is not undone. Returns how many were given back.
+  // so the next fetch serves them. Only for an answer try_get_meta called
+  // returnable (a sampler's reservations are never undone). Samples cleared
+  // or reused since (by generation) are skipped. Returns how many were
+  // given back.
   size_t give_back(const std::string& partition_id, const std::string& task_name,
                    std::span<const int64_t> global_indexes, std::span<const uint64_t> generations);
 
@@ -333,7 +338,7 @@ class Controller final : public ControlPlane {
   struct State;
   // One pass of get_meta, the lock held. Nullopt only for a fetch that has
   // to wait for data (a polling fetch gets an empty batch instead).
-  std::optional<BatchMeta> answer_without_waiting(const MetaRequest& request);
+  std::optional<BatchMeta> answer_without_waiting(const MetaRequest& request, bool* returnable);
   // The lock held.
   [[noreturn]] void throw_fetch_timeout(const MetaRequest& request, std::chrono::milliseconds waited) const;
   void load_checkpoint(const std::string& path, bool take_incarnation);

@@ -120,9 +120,11 @@ std::vector<uint32_t> answer_slots(const core::ControlData& data, const Partitio
 }
 
 // One attempt at a fetch; nullopt when the sampler finds too little ready
-// (nothing is, in a partition that does not exist).
+// (nothing is, in a partition that does not exist). *returnable: the answer
+// consumed exactly what it hands out, nothing reserved (for this caller
+// earlier, or now for other ranks), so give_back may undo it whole.
 std::optional<BatchMeta> try_fetch(core::ControlData& data, Sampler& sampler, const MetaRequest& request,
-                                   const Workload* task_workload) {
+                                   const Workload* task_workload, bool* returnable) {
   PartitionState* found = data.find(request.partition_id);
   if (found == nullptr) return std::nullopt;
   PartitionState& partition = *found;
@@ -168,6 +170,10 @@ std::optional<BatchMeta> try_fetch(core::ControlData& data, Sampler& sampler, co
                             ? check_consumable(partition, queue, sampled, result.consumed, sampler)
                             : answer_slots(data, partition, queue, result.consumed, true, sampler);
   for (uint32_t slot : consumed) queue.consume(slot);
+  // A sampler that keeps the answer for this caller's repeats (tensor-parallel
+  // ranks of one DP rank) hands it out again: not the controller's to undo.
+  *returnable = result.consumed == result.sampled &&
+                !sampler.reserved(request.partition_id, request.task_name, request.sampling).has_value();
   return core::collect_batch(data, partition, sampled, request.fields);
 }
 
@@ -192,17 +198,18 @@ BatchMeta Controller::get_meta(const MetaRequest& request) {
   const auto deadline = std::chrono::steady_clock::now() + std::min(request.timeout, kLongestWait);
   for (;;) {
     // Re-resolved on every pass: the partition may be created or cleared while we wait.
-    if (auto batch = answer_without_waiting(request)) return std::move(*batch);
+    if (auto batch = answer_without_waiting(request, nullptr)) return std::move(*batch);
     if (std::chrono::steady_clock::now() >= deadline) throw_fetch_timeout(request, request.timeout);
     // Releases the lock while waiting: other callers proceed.
     state_->changed.wait_until(lock, deadline);
   }
 }
 
-BatchMeta Controller::get_meta_at_deadline(const MetaRequest& request, std::chrono::milliseconds waited) {
+BatchMeta Controller::get_meta_at_deadline(const MetaRequest& request, std::chrono::milliseconds waited,
+                                           bool* returnable) {
   validate(request);
   std::lock_guard lock(state_->mutex);
-  if (auto batch = answer_without_waiting(request)) return std::move(*batch);
+  if (auto batch = answer_without_waiting(request, returnable)) return std::move(*batch);
   throw_fetch_timeout(request, waited);
 }
 
@@ -213,8 +220,10 @@ void Controller::throw_fetch_timeout(const MetaRequest& request, std::chrono::mi
                                        describe(request));
 }
 
-std::optional<BatchMeta> Controller::answer_without_waiting(const MetaRequest& request) {
+std::optional<BatchMeta> Controller::answer_without_waiting(const MetaRequest& request, bool* returnable) {
   State& state = *state_;
+  bool fresh_answer = false;
+  if (returnable) *returnable = false;
   if (request.mode == MetaMode::kInsert) {
     core::InsertUndo undo(state.data, request.partition_id);
     PartitionState& partition = state.data.find_or_create(request.partition_id);
@@ -226,7 +235,9 @@ std::optional<BatchMeta> Controller::answer_without_waiting(const MetaRequest& r
   }
   if (request.mode == MetaMode::kForceFetch) return force_fetch(state.data, request);
   const std::optional<Workload> task_workload = state.task_workloads.fitted(request.task_name);
-  if (auto batch = try_fetch(state.data, *state.sampler, request, task_workload ? &*task_workload : nullptr)) {
+  if (auto batch =
+          try_fetch(state.data, *state.sampler, request, task_workload ? &*task_workload : nullptr, &fresh_answer)) {
+    if (returnable) *returnable = fresh_answer;
     return batch;
   }
   if (request.polling || state.polling_mode) return BatchMeta{};
@@ -260,10 +271,10 @@ void Controller::on_change(std::function<void(const std::string* partition_id)> 
   state_->change_listener = std::move(listener);
 }
 
-std::optional<BatchMeta> Controller::try_get_meta(const MetaRequest& request) {
+std::optional<BatchMeta> Controller::try_get_meta(const MetaRequest& request, bool* returnable) {
   validate(request);
   std::lock_guard lock(state_->mutex);
-  return answer_without_waiting(request);
+  return answer_without_waiting(request, returnable);
 }
 
 }  // namespace seqflow

@@ -440,13 +440,14 @@ void ControllerService::register_handlers() {
                                             bool may_wait) -> std::optional<transport::Frames> {
     const MetaRequest request = transport::wire::read_meta_request(args, 0, "get_meta request");
     std::optional<BatchMeta> meta;
+    bool returnable = false;
     if (request.mode == MetaMode::kInsert) {
       checked_insert_count(request.batch_size, "batch_size");
       std::shared_lock gate(reuse_gate_, std::defer_lock);
       if (!take(gate, may_wait)) return std::nullopt;
       meta = controller.try_get_meta(request);
     } else {
-      meta = controller.try_get_meta(request);
+      meta = controller.try_get_meta(request, &returnable);
       if (!meta) {
         const auto deadline = wait_deadline(request);
         const zmq::message_t& encoded = args.at(0);
@@ -454,7 +455,7 @@ void ControllerService::register_handlers() {
         return std::nullopt;
       }
     }
-    on_undelivered(giving_back(controller, request, *meta));
+    on_undelivered(giving_back(controller, request, *meta, returnable));
     return transport::wire::header_message(transport::wire::batch_meta_frame(*meta));
   };
   service_.handle(

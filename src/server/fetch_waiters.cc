@@ -6,8 +6,9 @@
 #include "transport/wire_codec.h"
 
 namespace seqflow::server {
-std::function<void()> giving_back(Controller& controller, const MetaRequest& request, const BatchMeta& meta) {
-  if (request.mode != MetaMode::kFetch || meta.size() == 0) return nullptr;  // nothing was consumed
+std::function<void()> giving_back(Controller& controller, const MetaRequest& request, const BatchMeta& meta,
+                                  bool returnable) {
+  if (!returnable || request.mode != MetaMode::kFetch || meta.size() == 0) return nullptr;
   return [&controller, partition = request.partition_id, task = request.task_name, indexes = meta.global_indexes,
           generations = meta.generations] { controller.give_back(partition, task, indexes, generations); };
 }
@@ -28,10 +29,14 @@ void FetchWaiters::stop() {
   wake_.notify_all();
   thread_.join();
   controller_.on_change(nullptr);
-  std::lock_guard lock(mutex_);
-  waiters_.clear();
-  by_partition_.clear();
-  deadlines_.clear();
+  std::map<uint64_t, Waiter> left;
+  {
+    std::lock_guard lock(mutex_);
+    left.swap(waiters_);
+    by_partition_.clear();
+    deadlines_.clear();
+  }
+  // `left` goes here, unlocked: its DeferredReplies take the service's lock.
 }
 
 void FetchWaiters::wait(MetaRequest request, std::string identity, Clock::time_point deadline) {
@@ -71,8 +76,12 @@ void FetchWaiters::changed(const std::string* partition_id) {
 }
 
 void FetchWaiters::drop(uint64_t id) {
-  std::lock_guard lock(mutex_);
-  (void)take_locked(id);  // its DeferredReply goes with it
+  std::optional<Waiter> dropped;
+  {
+    std::lock_guard lock(mutex_);
+    dropped = take_locked(id);
+  }
+  // Destroyed here, unlocked: its DeferredReply takes the service's lock.
 }
 
 std::optional<FetchWaiters::Waiter> FetchWaiters::take_locked(uint64_t id) {
@@ -144,8 +153,9 @@ void FetchWaiters::run() {
       if (not_ready.count(*attempt.identity) > 0) continue;
       std::optional<BatchMeta> meta;
       std::optional<Error> error;
+      bool returnable = false;
       try {
-        meta = controller_.try_get_meta(*attempt.request);
+        meta = controller_.try_get_meta(*attempt.request, &returnable);
       } catch (const Error& failure) {
         error = failure;
       } catch (const std::exception& failure) {
@@ -165,26 +175,26 @@ void FetchWaiters::run() {
         continue;
       }
       if (waiter) {
-        answer(*waiter, std::move(*meta));
-      } else {
-        // Dropped meanwhile (its client is gone): nobody takes the batch.
-        controller_.give_back(attempt.request->partition_id, attempt.request->task_name, meta->global_indexes,
-                              meta->generations);
+        answer(*waiter, std::move(*meta), returnable);
+      } else if (auto undo = giving_back(controller_, *attempt.request, *meta, returnable)) {
+        undo();  // dropped meanwhile (its client is gone): nobody takes the batch
       }
     }
     lock.lock();
   }
 }
 
-void FetchWaiters::answer(Waiter& waiter, BatchMeta meta) {
-  std::function<void()> undo = giving_back(controller_, *waiter.request, meta);
+void FetchWaiters::answer(Waiter& waiter, BatchMeta meta, bool returnable) {
+  std::function<void()> undo = giving_back(controller_, *waiter.request, meta, returnable);
   waiter.reply.send(transport::wire::header_message(transport::wire::batch_meta_frame(meta)), std::move(undo));
 }
 
 void FetchWaiters::finish_at_deadline(Waiter& waiter) {
   const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - waiter.since);
   try {
-    answer(waiter, controller_.get_meta_at_deadline(*waiter.request, waited));
+    bool returnable = false;
+    BatchMeta meta = controller_.get_meta_at_deadline(*waiter.request, waited, &returnable);
+    answer(waiter, std::move(meta), returnable);
   } catch (const Error& error) {
     waiter.reply.fail(error.code(), error.what());
   } catch (const std::exception& error) {

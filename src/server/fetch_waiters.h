@@ -28,8 +28,10 @@ namespace seqflow::server {
 
 // What undoes a fetch whose reply reached nobody (on_undelivered,
 // DeferredReply::send): its samples go back to the task's queue, for the
-// next fetch. Null where nothing was consumed (no sample, or not kFetch).
-std::function<void()> giving_back(Controller& controller, const MetaRequest& request, const BatchMeta& meta);
+// next fetch. Null unless the controller called the answer returnable
+// (Controller::try_get_meta): nothing consumed, or a sampler's reservation.
+std::function<void()> giving_back(Controller& controller, const MetaRequest& request, const BatchMeta& meta,
+                                  bool returnable);
 
 class FetchWaiters {
  public:
@@ -77,7 +79,7 @@ class FetchWaiters {
   // Under mutex_: the waiter, out of every index; nullopt if dropped.
   std::optional<Waiter> take_locked(uint64_t id);
   // Outside mutex_: replies to a waiter taken out.
-  void answer(Waiter& waiter, BatchMeta meta);
+  void answer(Waiter& waiter, BatchMeta meta, bool returnable);
   void finish_at_deadline(Waiter& waiter);
 
   Controller& controller_;

@@ -385,11 +385,13 @@ void Service::stop() {
     monitor_.close();
     router_.close();  // start() failed before the I/O thread took the socket
   }
+  std::vector<Reply> unsent;
   {
     std::lock_guard lock(replies_mutex_);
     replies_closed_ = true;  // a DeferredReply sent from now on goes nowhere
-    replies_.clear();
+    unsent.swap(replies_);
   }
+  for (const Reply& reply : unsent) run_undelivered(reply.undelivered);
   {
     std::lock_guard lock(deferred_mutex_);
     in_flight_->add(-static_cast<double>(deferred_.size()));
@@ -412,10 +414,25 @@ void Service::wake_io() {
 }
 
 void Service::queue_reply(transport::Frames reply, std::function<void()> undelivered) {
-  std::lock_guard lock(replies_mutex_);  // also keeps stop() from closing the eventfd meanwhile
-  if (replies_closed_) return;
-  replies_.push_back(Reply{std::move(reply), std::move(undelivered)});
-  wake_io();
+  {
+    std::lock_guard lock(replies_mutex_);  // also keeps stop() from closing the eventfd meanwhile
+    if (!replies_closed_) {
+      replies_.push_back(Reply{std::move(reply), std::move(undelivered)});
+      wake_io();
+      return;
+    }
+  }
+  // Stopped: the reply reaches nobody.
+  run_undelivered(undelivered);
+}
+
+void Service::run_undelivered(const std::function<void()>& undelivered) {
+  if (!undelivered) return;
+  try {
+    undelivered();
+  } catch (const std::exception&) {
+    dropped_messages_->increment();  // undoing is best effort; the caller must go on
+  }
 }
 
 uint64_t Service::defer(Job& job, std::function<void()> client_gone) {
@@ -445,10 +462,11 @@ void Service::send_deferred(uint64_t id, std::optional<transport::Frames> result
                             const std::string& message, std::function<void()> undelivered) {
   Deferral deferral;
   {
-    std::lock_guard lock(deferred_mutex_);
+    std::unique_lock lock(deferred_mutex_);
     const auto found = deferred_.find(id);
     if (found == deferred_.end()) {
       // Its client is gone (or the service stopped): nobody will read it.
+      lock.unlock();  // `undelivered` may take other locks (the controller's)
       if (results && undelivered) undelivered();
       return;
     }
@@ -758,13 +776,7 @@ bool Service::send_replies(zmq::socket_t& router) {
       }
     } catch (const zmq::error_t&) {
       dropped_messages_->increment();
-      if (reply.undelivered) {
-        try {
-          reply.undelivered();
-        } catch (const std::exception&) {
-          // Undoing is best effort; the I/O loop must survive it.
-        }
-      }
+      run_undelivered(reply.undelivered);
     }
   }
   return !replies.empty();

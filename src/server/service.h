@@ -162,7 +162,9 @@ class Service {
   bool send_replies(zmq::socket_t& router);  // true: it sent at least one
   void run_worker();
   void finish(Job& job, transport::Frames reply, bool failed, std::function<void()> undelivered);
+  // Queues a reply for the I/O thread; once stopped, runs `undelivered`.
   void queue_reply(transport::Frames reply, std::function<void()> undelivered);
+  void run_undelivered(const std::function<void()>& undelivered);
   void wake_io();
 
   // Deferred replies (DeferredReply).

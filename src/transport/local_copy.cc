@@ -31,16 +31,30 @@ Header header_of(const Json& description, std::string_view what) {
   return Header(description, what, {"session", "sequence", "tag", "frames", "pieces"});
 }
 
-// What a seal signs: the sequence number, then the ranges as sent.
+// What a seal signs: the sequence number, then each of the ranges' fields
+// as sent, after its length (so that no bytes can move from one to the
+// other under the same tag; an absent field has length 0).
 std::vector<uint8_t> signed_message(const Header& header, uint64_t sequence) {
-  std::vector<uint8_t> message(sizeof(sequence));
-  std::memcpy(message.data(), &sequence, sizeof(sequence));
-  for (const char* field : {"frames", "pieces"}) {
-    if (!header.has(field)) continue;
-    const Json& value = header.at(field);
-    if (!value.is_binary()) header.fail(field, "must be binary");
-    const auto& bytes = value.get_binary();
-    message.insert(message.end(), bytes.begin(), bytes.end());
+  const std::vector<uint8_t> none;
+  const std::vector<uint8_t>* fields[2] = {&none, &none};
+  const char* names[2] = {"frames", "pieces"};
+  for (size_t f = 0; f < 2; ++f) {
+    if (!header.has(names[f])) continue;
+    const Json& value = header.at(names[f]);
+    if (!value.is_binary()) header.fail(names[f], "must be binary");
+    fields[f] = &value.get_binary();
+  }
+  std::vector<uint8_t> message(3 * sizeof(uint64_t) + fields[0]->size() + fields[1]->size());
+  size_t at = 0;
+  const auto append = [&message, &at](const void* bytes, size_t size) {
+    if (size > 0) std::memcpy(message.data() + at, bytes, size);
+    at += size;
+  };
+  append(&sequence, sizeof(sequence));
+  for (const std::vector<uint8_t>* field : fields) {
+    const uint64_t size = field->size();
+    append(&size, sizeof(size));
+    append(field->data(), field->size());
   }
   return message;
 }

@@ -530,6 +530,27 @@ TEST(ControllerTest, AReservedAnswerWaitsUntilItsForgottenSamplesAreProducedAgai
   EXPECT_EQ(controller.get_meta(fetch_request("p", "t", {"x"}, 2, 1)).global_indexes, (std::vector<int64_t>{2, 3}));
 }
 
+// Only an answer that consumed exactly what it holds, with nothing kept in
+// a sampler's reservations, may be given back when it reaches nobody.
+TEST(ControllerTest, OnlyAnAnswerNoSamplerKeepsIsReturnable) {
+  Controller sequential;
+  put(sequential, "p", 4, {"x"});
+  bool returnable = false;
+  ASSERT_EQ(sequential.try_get_meta(fetch_request("p", "t", {"x"}, 2), &returnable)->size(), 2u);
+  EXPECT_TRUE(returnable);
+  ASSERT_EQ(sequential.try_get_meta(fetch_request("p", "t", {"x"}, 4), &returnable)->size(), 0u);
+  EXPECT_FALSE(returnable) << "an empty poll consumed nothing";
+
+  Controller rank_aware(ControllerOptions{make_rank_aware_sampler(), false});
+  put(rank_aware, "p", 4, {"x"});
+  returnable = true;
+  ASSERT_EQ(rank_aware.try_get_meta(fetch_request("p", "t", {"x"}, 2), &returnable)->size(), 2u);
+  EXPECT_FALSE(returnable) << "the sampler keeps the answer for this rank's other callers";
+  returnable = true;
+  ASSERT_EQ(rank_aware.try_get_meta(fetch_request("p", "t", {"x"}, 2), &returnable)->size(), 2u);
+  EXPECT_FALSE(returnable) << "a reserved answer";
+}
+
 TEST(ControllerTest, ResetConsumptionOfOneTaskOrAll) {
   Controller controller;
   put(controller, "p", 2, {"x"});

@@ -469,6 +469,14 @@ TEST(LocalCopySession, OnlyRangesTheClientSealedAreReadAndEachOnlyOnce) {
   Json forged = transport::local_copy::seal(described(mine), *session);
   forged["frames"] = described(secret)["frames"];  // the id, sequence and tag of a real one, other ranges
   EXPECT_EQ(transport::local_copy::sealed_reader(listener, forged, "put"), std::nullopt);
+  // Bytes moved from one signed field to the other, under the same tag.
+  Json shifted = transport::local_copy::seal(described(mine), *session);
+  auto frames = shifted["frames"].get_binary();
+  const auto pieces = shifted["pieces"].get_binary();
+  frames.insert(frames.end(), pieces.begin(), pieces.end());
+  shifted["frames"] = Json::binary(std::vector<uint8_t>(frames.begin(), frames.end()));
+  shifted.erase("pieces");
+  EXPECT_EQ(transport::local_copy::sealed_reader(listener, shifted, "put"), std::nullopt);
   Json unsigned_description = described(secret);
   unsigned_description["session"] = Json::binary(std::vector<uint8_t>(session->id().begin(), session->id().end()));
   EXPECT_EQ(transport::local_copy::sealed_reader(listener, unsigned_description, "put"), std::nullopt);

@@ -189,6 +189,20 @@ TEST(ServiceConcurrency, AClientGoneBeforeItsDeferredReplyIsReportedAndTheReplyI
   EXPECT_TRUE(holds_within_10s([&] { return deferred.undelivered == 1; }));
 }
 
+// A deferred reply sent after its service stopped reaches nobody: its
+// `undelivered` runs (a fetched batch goes back, not lost).
+TEST(ServiceConcurrency, ADeferredReplySentAfterStopRunsItsUndelivered) {
+  Deferred deferred;
+  auto service = echo_service({}, [&](Service& s) { deferred.add_to(s); });
+  zmq::context_t context;
+  Connection waiting(context, service->endpoint(), timeout_of(20s));
+  (void)waiting.send("later", {}, std::chrono::steady_clock::now() + 20s);
+  ASSERT_TRUE(holds_within_10s([&] { return deferred.count() == 1; }));
+  service->stop();
+  deferred.send_all("too late");
+  EXPECT_EQ(deferred.undelivered.load(), 1);
+}
+
 // A worker's reply to a client that left meanwhile: the router refuses it
 // (mandatory routing) and the handler's `undelivered` runs.
 TEST(ServiceConcurrency, AWorkersReplyToAGoneClientRunsItsUndelivered) {

@@ -208,6 +208,13 @@ TEST(StorageUnit, ClearGenerationsDropsOnlyThoseGenerations) {
   const std::vector<uint64_t> one = {5};
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { unit.clear_generations(owed, one); },
                            {"1 generations for 2 global indexes"}));
+  // Generation 0 (from a checkpoint that kept none) belongs to any sample.
+  unit.put(samples_of(indexes({4}), 0), {object_column("x", {"unknown"})});
+  const std::vector<int64_t> four = {4};
+  const std::vector<uint64_t> any = {7};
+  ASSERT_EQ(unit.stats().samples, 3u);
+  unit.clear_generations(four, any);
+  EXPECT_EQ(unit.stats().samples, 2u);
 }
 
 TEST(StorageUnit, MissingIndexIsStaleMissingFieldIsNotFound) {
