@@ -72,7 +72,7 @@ def test_a_second_demo_on_an_unchanged_tree_does_not_build_again(tree):
 def test_help_prints_the_commands_and_starts_nothing(tree, args):
     shown = run(tree, *args)
     assert shown.returncode == 0, shown.stderr
-    for command in ("./run demo", "./run tests", "./run tests TARGET", "./run bench", "./run help"):
+    for command in ("./run demo", "./run tests", "./run tests TARGET", "./run bench", "./run wheel", "./run help"):
         assert command in shown.stdout
     assert calls(tree) == []
 
