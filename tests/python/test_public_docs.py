@@ -113,18 +113,7 @@ def test_runnable_block_runs_as_written(page, line, code, tmp_path):
 
 def prose(path: Path) -> str:
     """The page without its fenced blocks and inline code."""
-    lines, inside = [], None
-    for text in path.read_text().splitlines():
-        opening = FENCE.match(text)
-        if inside is None and opening:
-            inside = opening.group(1)
-            continue
-        if inside is not None:
-            if text.startswith(inside):
-                inside = None
-            continue
-        lines.append(text)
-    return re.sub(r"`[^`\n]*`", "", "\n".join(lines))
+    return re.sub(r"`[^`\n]*`", "", prose_with_code(path))
 
 
 def slug(heading: str) -> str:
