@@ -29,17 +29,13 @@ void InsertLeases::stop() {
 void InsertLeases::grant(const std::string& partition_id, std::vector<int64_t> global_indexes,
                          std::vector<uint64_t> generations, bool made_partition, Clock::time_point expiry) {
   if (global_indexes.empty()) return;
-  Key key{partition_id, global_indexes.front()};
   std::lock_guard lock(mutex_);
-  // An index is live in one partition at a time: a lease of the same key is
-  // of samples cleared since, and settled by then.
-  if (const auto old = leases_.find(key); old != leases_.end()) {
-    expiries_.erase({old->second.expiry, key});
-    leases_.erase(old);
-  }
-  expiries_.emplace(expiry, key);
-  const bool earliest = expiries_.begin()->second == key;
-  leases_.emplace(std::move(key), Lease{std::move(global_indexes), std::move(generations), made_partition, expiry});
+  const uint64_t grant = next_grant_++;
+  by_key_[Key{partition_id, global_indexes.front()}] = grant;
+  expiries_.emplace(expiry, grant);
+  const bool earliest = expiries_.begin()->second == grant;
+  leases_.emplace(grant,
+                  Lease{partition_id, std::move(global_indexes), std::move(generations), made_partition, expiry});
   if (earliest) wake_.notify_all();
 }
 
@@ -47,12 +43,14 @@ void InsertLeases::settle(const std::string& partition_id, std::span<const int64
   if (global_indexes.empty()) return;
   std::lock_guard lock(mutex_);
   if (leases_.empty()) return;
-  const auto found = leases_.find(Key{partition_id, global_indexes.front()});
-  if (found == leases_.end()) return;
+  const auto key = by_key_.find(Key{partition_id, global_indexes.front()});
+  if (key == by_key_.end()) return;
+  const auto found = leases_.find(key->second);
   const std::vector<int64_t>& leased = found->second.global_indexes;
   if (!std::equal(leased.begin(), leased.end(), global_indexes.begin(), global_indexes.end())) return;
   expiries_.erase({found->second.expiry, found->first});
   leases_.erase(found);
+  by_key_.erase(key);
 }
 
 size_t InsertLeases::held() const {
@@ -72,22 +70,26 @@ void InsertLeases::run() {
       wake_.wait_until(lock, next);
       continue;
     }
-    const Key key = expiries_.begin()->second;
+    const uint64_t grant = expiries_.begin()->second;
     expiries_.erase(expiries_.begin());
-    auto found = leases_.find(key);
+    auto found = leases_.find(grant);
     Lease lease = std::move(found->second);
     leases_.erase(found);
+    const Key key{lease.partition_id, lease.global_indexes.front()};
+    if (const auto newest = by_key_.find(key); newest != by_key_.end() && newest->second == grant) {
+      by_key_.erase(newest);
+    }
     lock.unlock();
     try {
-      reclaim_(key.first, lease.global_indexes, lease.generations, lease.made_partition);
+      reclaim_(lease.partition_id, lease.global_indexes, lease.generations, lease.made_partition);
       lock.lock();
     } catch (const std::exception&) {
       lock.lock();
-      // Retried unless a new lease of the same samples took its place.
-      if (!stopping_ && leases_.count(key) == 0) {
+      if (!stopping_) {  // retried a second later, under a grant of its own
         lease.expiry = Clock::now() + kRetryAfter;
-        expiries_.emplace(lease.expiry, key);
-        leases_.emplace(key, std::move(lease));
+        const uint64_t retry = next_grant_++;
+        expiries_.emplace(lease.expiry, retry);
+        leases_.emplace(retry, std::move(lease));
       }
     }
   }

@@ -49,8 +49,9 @@ class InsertLeases {
   void stop();
 
  private:
-  using Key = std::pair<std::string, int64_t>;  // partition, first global index
+  using Key = std::pair<std::string, int64_t>;  // partition, first global index: how settle() finds a lease
   struct Lease {
+    std::string partition_id;
     std::vector<int64_t> global_indexes;
     std::vector<uint64_t> generations;
     bool made_partition = false;
@@ -63,8 +64,12 @@ class InsertLeases {
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;
-  std::map<Key, Lease> leases_;
-  std::set<std::pair<Clock::time_point, Key>> expiries_;
+  uint64_t next_grant_ = 1;
+  std::map<uint64_t, Lease> leases_;  // by grant
+  // The newest grant of each key. An older lease of the same key (its first
+  // sample cleared and reused meanwhile) keeps running until it expires.
+  std::map<Key, uint64_t> by_key_;
+  std::set<std::pair<Clock::time_point, uint64_t>> expiries_;
   std::thread thread_;
 };
 

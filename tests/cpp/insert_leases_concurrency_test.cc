@@ -107,5 +107,30 @@ TEST(InsertLeases, SettledLeasesAreForgottenAndAFailedReclaimIsRetried) {
   EXPECT_EQ(leases.held(), 0u);
 }
 
+// A lease whose first sample was cleared and handed to a new insert keeps
+// running: the new grant of the same first index neither settles nor
+// replaces it, and it still reclaims its own samples when it expires.
+TEST(InsertLeases, ALeaseWhoseFirstIndexIsReusedStillExpires) {
+  std::mutex mutex;
+  std::vector<std::vector<int64_t>> reclaimed;
+  server::InsertLeases leases(
+      [&](const std::string&, const std::vector<int64_t>& indexes, const std::vector<uint64_t>&, bool) {
+        std::lock_guard lock(mutex);
+        reclaimed.push_back(indexes);
+      });
+  const auto now = std::chrono::steady_clock::now();
+  leases.grant("p", {5, 6, 7}, {1, 1, 1}, false, now + 50ms);  // its producer died; 5 was cleared since
+  leases.grant("p", {5, 9}, {2, 2}, false, now + 20s);
+  const int64_t second[] = {5, 9};
+  leases.settle("p", second);  // the new insert's producer finished
+  ASSERT_TRUE(server::test::holds_within_10s([&] {
+    std::lock_guard lock(mutex);
+    return !reclaimed.empty();
+  }));
+  std::lock_guard lock(mutex);
+  EXPECT_EQ(reclaimed, (std::vector<std::vector<int64_t>>{{5, 6, 7}}));
+  EXPECT_EQ(leases.held(), 0u);
+}
+
 }  // namespace
 }  // namespace seqflow::test
