@@ -86,10 +86,14 @@ def test_keep_takes_large_buffers_from_the_heap_and_keeps_them_after_free():
 
 
 def test_keep_trains_a_long_micro_batch_again_without_page_faults():
-    [faults] = run_in_process(LONG_MICRO_BATCHES, "keep")
-    # glibc's defaults took 8,000-31,000 per run here in most processes (about
-    # 150,000 over these ten); keep takes none but a rare 16 MiB of heap growth.
-    assert faults <= 2 * 16 * 1024 * 1024 // PAGE_BYTES
+    [kept] = run_in_process(LONG_MICRO_BATCHES, "keep")
+    [system] = run_in_process(LONG_MICRO_BATCHES, "system")
+    # glibc's defaults took 58,000-150,000 over these ten runs here; keep takes
+    # none but a rare 16 MiB of heap growth (4,097 in a quiet run). Side by
+    # side, not against a fixed count: a loaded machine (a CI run) adds faults
+    # to both, and once took keep to 17,920.
+    assert system >= 4 * 16 * 1024 * 1024 // PAGE_BYTES, f"glibc's defaults faulted only {system} times"
+    assert kept * 2 <= system, f"keep: {kept} page faults, glibc's defaults: {system}"
 
 
 def test_mode_names_the_parameter_and_value_when_unknown():
