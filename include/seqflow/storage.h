@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "seqflow/field_versions.h"
 #include "seqflow/partition_id_list.h"
 #include "seqflow/tensor.h"
 
@@ -43,6 +44,17 @@ struct SampleKeys {
   std::span<const int64_t> global_indexes;
   const PartitionIdList& partitions;      // one per index
   std::span<const uint64_t> generations;  // one per index; a get may give none (not known): partition checked only
+  // A put or a commit: the write's version. 0 (put only): unversioned, the
+  // value replaces every version held and is committed at once (new
+  // samples). Otherwise the value is staged beside the committed one until
+  // commit() names its version.
+  uint64_t write_version = 0;
+  // A get: per field, the version each sample reads (a BatchMeta's
+  // versions). A field not named, or 0, reads the committed value; a version
+  // at or below the committed one reads the committed value (it is newer);
+  // a staged version above it reads that staged value (committed by the
+  // controller, its commit not yet seen here).
+  const FieldVersions* read_versions = nullptr;
 };
 
 // The data plane's calls, served by a StorageUnit in this process or by
@@ -54,8 +66,10 @@ class DataPlane {
   virtual ~DataPlane() = default;
 
   // Stores columns[c].sample(i) under (global index i, columns[c].field);
-  // every column must hold one sample per index. Overwrites values already
-  // stored for the same sample. An index that holds an older generation's
+  // every column must hold one sample per index. An unversioned put
+  // overwrites values already stored for the same sample; a versioned one
+  // (samples.write_version) stages them beside the committed value, and is
+  // ignored where a version at least as new is committed already. An index that holds an older generation's
   // values drops them all first (they belong to a cleared sample); one that
   // holds a newer generation, or the same of another partition, throws
   // kStaleSample. Throws kInvalidArgument on bad columns or duplicate
@@ -70,6 +84,12 @@ class DataPlane {
   // kNotFound naming it.
   virtual std::vector<std::vector<SampleView>> get(const SampleKeys& samples,
                                                    std::span<const std::string> fields) const = 0;
+
+  // Makes samples.write_version the committed value of these fields of these
+  // samples where it is held and newer than the committed one, and drops
+  // the older versions. Anything else is ignored: a version that lost to a
+  // newer one, or one never stored here. Checks keys like get.
+  virtual void commit(const SampleKeys& samples, std::span<const std::string> fields) = 0;
 
   // Drops every field of these indexes; unknown indexes are ignored.
   virtual void clear(std::span<const int64_t> global_indexes) = 0;
@@ -94,6 +114,7 @@ class StorageUnit final : public DataPlane {
   void put(const SampleKeys& samples, const std::vector<Column>& columns) override;
   std::vector<std::vector<SampleView>> get(const SampleKeys& samples,
                                            std::span<const std::string> fields) const override;
+  void commit(const SampleKeys& samples, std::span<const std::string> fields) override;
   void clear(std::span<const int64_t> global_indexes) override;
   // clear() of the samples that still hold these generations (one per
   // index): data that a newer sample put under a reused index stays.
