@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "seqflow/custom_meta_list.h"
+#include "seqflow/field_versions.h"
 #include "seqflow/partition_id_list.h"
 #include "seqflow/tensor.h"
 #include "seqflow/value.h"
@@ -46,6 +47,10 @@ struct BatchMeta {
   CustomMetaList custom_meta;  // one object per sample, or none (all empty)
   // Echoed by the wire only; the Python layer keeps its own (any objects).
   Value extra_info = Value::object();
+  // The committed write each sample's overwritten fields hold (one entry
+  // per sample for each field named); a get reads exactly those. Fields
+  // never overwritten are absent.
+  FieldVersions versions = {};
 
   size_t size() const { return global_indexes.size(); }
   bool produced(size_t sample, size_t field) const {

@@ -55,6 +55,9 @@ struct SampleProduction {
   std::vector<uint8_t> exists;        // per sample: 1 while it lives in the partition
   std::vector<uint64_t> generations;  // per sample: its generation (0 where it does not exist)
   std::vector<uint8_t> produced;      // per sample, per field (row-major): 1 if produced
+  // A write version no other write has, above every one committed so far:
+  // the version of the overwrite this answer precedes.
+  uint64_t write_version = 0;
 
   bool has(size_t sample, size_t field) const { return produced[sample * field_count + field] != 0; }
 };
@@ -130,9 +133,14 @@ class ControlPlane {
   // their number of dims; dims that differ become -1 and the field nested.
   // custom_meta "total_lengths" must be a non-negative integer and
   // "group_id" a scalar.
+  // write_version: 0 for new samples' first write; an overwrite's version
+  // (from sample_production) commits it: per sample and field the highest
+  // version wins (an older one that arrives later changes nothing there),
+  // and its custom_meta lands only where no newer write's did, so one
+  // write's data and tags are seen together.
   virtual void mark_produced(const std::string& partition_id, std::span<const int64_t> global_indexes,
                              std::span<const uint64_t> generations, const std::map<std::string, FieldSchema>& fields,
-                             std::span<const Value> custom_meta) = 0;
+                             std::span<const Value> custom_meta, uint64_t write_version = 0) = 0;
 
   virtual BatchMeta get_meta(const MetaRequest& request) = 0;
 
@@ -166,12 +174,12 @@ class ControlPlane {
                                                             const std::string& partition_id) const = 0;
   // Of these samples only (O(samples x fields), not O(partition)): for each,
   // whether it exists in the partition, its generation and which of `fields`
-  // it has produced. In a partition that does not exist, none does. A sample
-  // whose index holds another generation than `generations` says throws
-  // kStaleSample.
+  // it has produced, and a fresh write version. In a partition that does
+  // not exist, none does. A sample whose index holds another generation than
+  // `generations` says throws kStaleSample.
   virtual SampleProduction sample_production(const std::string& partition_id, std::span<const int64_t> global_indexes,
                                              std::span<const uint64_t> generations,
-                                             std::span<const std::string> fields) const = 0;
+                                             std::span<const std::string> fields) = 0;
   // Both false for a partition without samples or that does not exist.
   virtual bool all_consumed(const std::string& task_name, const std::string& partition_id) const = 0;
   virtual bool all_produced(std::span<const std::string> fields, const std::string& partition_id) const = 0;
@@ -235,7 +243,7 @@ class Controller final : public ControlPlane {
   BatchMeta insert(const std::string& partition_id, int64_t count, bool* created = nullptr) override;
   void mark_produced(const std::string& partition_id, std::span<const int64_t> global_indexes,
                      std::span<const uint64_t> generations, const std::map<std::string, FieldSchema>& fields,
-                     std::span<const Value> custom_meta) override;
+                     std::span<const Value> custom_meta, uint64_t write_version = 0) override;
   BatchMeta get_meta(const MetaRequest& request) override;
   // get_meta without waiting: nullopt where get_meta would wait for data
   // (a fetch that does not poll, with too little ready or no partition yet).
@@ -260,7 +268,7 @@ class Controller final : public ControlPlane {
                                                     const std::string& partition_id) const override;
   SampleProduction sample_production(const std::string& partition_id, std::span<const int64_t> global_indexes,
                                      std::span<const uint64_t> generations,
-                                     std::span<const std::string> fields) const override;
+                                     std::span<const std::string> fields) override;
   bool all_consumed(const std::string& task_name, const std::string& partition_id) const override;
   bool all_produced(std::span<const std::string> fields, const std::string& partition_id) const override;
   std::vector<std::string> partition_list() const override;

@@ -112,6 +112,13 @@ nb::tuple encoded_to_python(const BatchMeta& meta) {
   return nb::make_tuple(nb::bytes(list.bytes().data(), list.bytes().size()), to_numpy(std::move(offsets)));
 }
 
+// {field: [version per sample]} of the overwritten fields.
+nb::dict versions_to_python(const BatchMeta& meta) {
+  nb::dict out;
+  for (const auto& [field, per_sample] : meta.versions) out[field.c_str()] = int_list(per_sample);
+  return out;
+}
+
 nb::list partitions_to_python(const PartitionIdList& ids) {
   nb::list out;
   for (size_t r = 0, begin = 0; r < ids.run_count(); begin = ids.run_end(r++)) {
@@ -249,12 +256,15 @@ nb::tuple columns_state(const BatchMeta& meta) {
   nb::object generations = meta.generations.empty() ? nb::object(nb::none()) : nb::object(int_list(meta.generations));
   return nb::make_tuple(to_numpy(std::vector<int64_t>(meta.global_indexes)), partitions_to_python(meta.partition_ids),
                         generations, names, bool_matrix(meta.field_produced(names), meta.size(), names.size()),
-                        encoded_to_python(meta));
+                        encoded_to_python(meta), versions_to_python(meta));
 }
 
 BatchMeta columns_from_state(nb::handle state) {
   auto columns = nb::cast<nb::tuple>(state);
-  if (columns.size() != 6) throw_invalid("a BatchMeta's columns state holds 6 entries, got " + repr_text(state));
+  // 6 entries: pickled before write versions existed.
+  if (columns.size() != 6 && columns.size() != 7) {
+    throw_invalid("a BatchMeta's columns state holds 6 or 7 entries, got " + repr_text(state));
+  }
   BatchMeta meta;
   auto indexes = nb::cast<Int64Input>(columns[0]);
   meta.global_indexes.assign(indexes.data(), indexes.data() + indexes.shape(0));
@@ -267,6 +277,13 @@ BatchMeta columns_from_state(nb::handle state) {
   for (const std::string& name : strings_of(columns[3])) meta.field_schema.emplace(name, FieldSchema{});
   set_status(meta, nb::cast<BoolInput>(columns[4]));
   meta.custom_meta = custom_meta_unchecked(columns[5], meta.size());
+  if (columns.size() == 7) {
+    for (auto [field, per_sample] : nb::cast<nb::dict>(columns[6])) {
+      std::vector<uint64_t> versions = nb::cast<std::vector<uint64_t>>(per_sample);
+      check_length(versions.size(), meta.size(), "versions");
+      meta.versions.emplace(nb::cast<std::string>(field), std::move(versions));
+    }
+  }
   return meta;
 }
 
@@ -287,6 +304,9 @@ void bind_batch_meta(nb::module_ m) {
                         "seqflow.BatchMeta is a subclass.")
       .def_prop_ro("size", &BatchMeta::size, "Number of samples.")
       .def("__len__", &BatchMeta::size)
+      .def_prop_ro("write_versions", &versions_to_python,
+                   "Per overwritten field, the committed write each sample reads (0: its first write); fields never "
+                   "overwritten are absent.")
       .def_prop_ro(
           "global_indexes", [](const BatchMeta& self) { return int_list(self.global_indexes); },
           "Per sample, its index in its partition.")

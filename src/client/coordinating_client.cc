@@ -4,7 +4,6 @@
 #include "client/coordinating_client.h"
 
 #include <algorithm>
-#include <cstring>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -17,7 +16,6 @@
 #include "common/stale_sample.h"
 #include "core/custom_meta.h"
 #include "seqflow/error.h"
-#include "common/aligned_buffer.h"
 #include "common/value_json.h"
 
 namespace seqflow {
@@ -99,43 +97,6 @@ BatchMeta with_produced(BatchMeta meta, const Schemas& fields, std::span<const V
   meta.custom_meta = meta.custom_meta.merged(custom_meta);
   return meta;
 }
-
-// One column holding copies of `views` (all of one field), for putting old
-// values back. Nullopt when they cannot share one column.
-std::optional<Column> column_of_views(const std::string& field, const std::vector<SampleView>& views) {
-  if (views.empty()) return std::nullopt;
-  Column column;
-  column.field = field;
-  column.dtype = views.front().dtype;
-  column.is_object = views.front().is_object;
-  size_t total = 0;
-  for (const SampleView& view : views) {
-    if (view.dtype != column.dtype || view.is_object != column.is_object) return std::nullopt;
-    total += view.nbytes;
-  }
-  WritableBuffer out = allocate_buffer(total);
-  column.offsets.reserve(views.size() + 1);
-  column.offsets.push_back(0);
-  size_t at = 0;
-  for (const SampleView& view : views) {
-    if (view.nbytes != 0) std::memcpy(out.data + at, view.bytes().data(), view.nbytes);
-    at += view.nbytes;
-    column.offsets.push_back(at);
-    column.shapes.push_back(view.shape);
-  }
-  column.buffer = std::move(out.buffer);
-  return column;
-}
-
-// The values a put_existing may overwrite: per field, the samples that have
-// it produced (only those hold a value anybody can see).
-struct OverwrittenValues {
-  std::string field;
-  std::string partition;
-  std::vector<int64_t> global_indexes;
-  std::vector<uint64_t> generations;
-  std::vector<SampleView> views;
-};
 
 // A partition per sample, and a generation per sample or none.
 void check_sample_columns(const BatchMeta& meta) {
@@ -237,12 +198,12 @@ BatchMeta CoordinatingClient::put_new(const std::string& partition_id, const std
 BatchMeta CoordinatingClient::put_existing(const BatchMeta& meta, const std::vector<Column>& columns,
                                            std::span<const Value> custom_meta) {
   std::shared_lock lock(mutex_);
-  PutDeadline deadline(put_timeout_);
-  return write_existing(meta, columns, custom_meta, deadline);
+  const PutDeadline deadline(put_timeout_);  // the scope every request of the put honours
+  return write_existing(meta, columns, custom_meta);
 }
 
 BatchMeta CoordinatingClient::write_existing(const BatchMeta& meta, const std::vector<Column>& columns,
-                                             std::span<const Value> custom_meta, PutDeadline& deadline) {
+                                             std::span<const Value> custom_meta) {
   const size_t n = sample_count_of(columns);
   if (n != meta.size()) {
     throw_invalid("the data holds " + std::to_string(n) + " samples but the metadata " + std::to_string(meta.size()) +
@@ -257,14 +218,15 @@ BatchMeta CoordinatingClient::write_existing(const BatchMeta& meta, const std::v
   check_custom_meta(custom_meta, n);
 
   // Positions of each partition's samples, a check that they still exist
-  // (of the BatchMeta's generations, when it has them), and their current
-  // generations, which the storage stores with the values.
+  // (of the BatchMeta's generations, when it has them), their current
+  // generations, which the storage stores with the values, and this write's
+  // version: the highest drawn (each is unique, so no other write has it).
   std::map<std::string, std::vector<size_t>> positions;
   for (size_t i = 0; i < n; ++i) positions[meta.partition_ids[i]].push_back(i);
   BatchMeta target = meta;
   target.generations.resize(n);
   const std::vector<std::string> names = field_names(columns);
-  std::vector<OverwrittenValues> overwritten;
+  uint64_t write_version = 0;
   for (const auto& [partition_id, at] : positions) {
     std::vector<int64_t> indexes;
     std::vector<uint64_t> generations;
@@ -280,55 +242,38 @@ BatchMeta CoordinatingClient::write_existing(const BatchMeta& meta, const std::v
       }
       target.generations[at[k]] = production.generations[k];
     }
-    for (size_t f = 0; f < names.size(); ++f) {
-      const std::string& field = names[f];
-      OverwrittenValues values{field, partition_id, {}, {}, {}};
-      const std::string one_field[] = {field};
-      for (size_t k = 0; k < indexes.size(); ++k) {
-        if (!production.has(k, f)) continue;
-        values.global_indexes.push_back(indexes[k]);
-        values.generations.push_back(production.generations[k]);
-      }
-      if (values.global_indexes.empty()) continue;
-      try {
-        const PartitionIdList partitions(values.global_indexes.size(), partition_id);
-        for (auto& row : data_->get({values.global_indexes, partitions, values.generations}, one_field)) {
-          values.views.push_back(row.at(0));
-        }
-        overwritten.push_back(std::move(values));
-      } catch (const Error&) {
-        // Produced but not stored: nothing to put back.
-      }
-    }
+    write_version = std::max(write_version, production.write_version);
   }
 
-  data_->put(keys_of(target), columns);
-  try {
-    for (const auto& [partition_id, at] : positions) {
-      std::vector<int64_t> indexes;
-      std::vector<uint64_t> generations;
-      std::vector<Value> metas;
-      for (size_t i : at) {
-        indexes.push_back(target.global_indexes[i]);
-        generations.push_back(target.generations[i]);
-        if (!custom_meta.empty()) metas.push_back(custom_meta[i]);
-      }
-      control_->mark_produced(partition_id, indexes, generations, schemas, metas);
+  // Staged beside the committed values: nobody reads them until the
+  // controller commits this version, so a put that fails before that is
+  // never seen, and needs no undo.
+  SampleKeys keys = keys_of(target);
+  keys.write_version = write_version;
+  data_->put(keys, columns);
+  for (const auto& [partition_id, at] : positions) {
+    std::vector<int64_t> indexes;
+    std::vector<uint64_t> generations;
+    std::vector<Value> metas;
+    for (size_t i : at) {
+      indexes.push_back(target.global_indexes[i]);
+      generations.push_back(target.generations[i]);
+      if (!custom_meta.empty()) metas.push_back(custom_meta[i]);
     }
-  } catch (...) {
-    deadline.start_rollback();
-    try {
-      for (const OverwrittenValues& values : overwritten) {
-        if (auto column = column_of_views(values.field, values.views)) {
-          const PartitionIdList partitions(values.global_indexes.size(), values.partition);
-          data_->put({values.global_indexes, partitions, values.generations}, {*column});
-        }
-      }
-    } catch (...) {
-    }
-    throw;
+    control_->mark_produced(partition_id, indexes, generations, schemas, metas, write_version);
   }
-  return with_produced(std::move(target), schemas, custom_meta);
+  // Committed: every BatchMeta the controller gives out names this version
+  // now, and the units serve it when named. Telling them lets them drop the
+  // older versions and serve it unnamed too; a unit that misses this (slow,
+  // or gone) keeps them until a later commit or the sample's clear, which
+  // costs memory, never correctness, so the put has succeeded regardless.
+  try {
+    data_->commit(keys, names);
+  } catch (const Error&) {
+  }
+  BatchMeta out = with_produced(std::move(target), schemas, custom_meta);
+  for (const std::string& name : names) out.versions[name].assign(n, write_version);
+  return out;
 }
 
 BatchMeta CoordinatingClient::get_meta(const MetaRequest& request) {
@@ -408,8 +353,10 @@ BatchMeta CoordinatingClient::kv_put(const std::string& partition_id, std::span<
 
   std::shared_lock lock(mutex_);
   PutDeadline deadline(put_timeout_);
-  // Tags land with the data (mark_produced merges them as kv_resolve would):
-  // a write that fails leaves the known keys' tags as they were.
+  // Tags land with the data (mark_produced merges them as kv_resolve would,
+  // under the data's write version): a write that fails leaves the known
+  // keys' tags as they were, and of two writes of one key, the tags and the
+  // data of the newer one are seen.
   std::vector<Value> tag_updates;
   tag_updates.reserve(tags.size());
   for (const Value& tag : tags) tag_updates.push_back(tag.is_null() ? Value::object() : tag);
@@ -419,7 +366,7 @@ BatchMeta CoordinatingClient::kv_put(const std::string& partition_id, std::span<
   bool partition_is_new = false;  // made by kv_resolve: a failed put removes it again if empty
   BatchMeta meta = control_->kv_resolve(partition_id, keys, {}, &partition_is_new, &made_keys);
   try {
-    return write_existing(meta, columns, tag_updates, deadline);
+    return write_existing(meta, columns, tag_updates);
   } catch (...) {
     deadline.start_rollback();
     std::vector<std::string> created;

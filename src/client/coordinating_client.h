@@ -80,7 +80,7 @@ class CoordinatingClient final : public Client {
 
   // put_existing without taking the lock (kv_put holds it already).
   BatchMeta write_existing(const BatchMeta& meta, const std::vector<Column>& columns,
-                           std::span<const Value> custom_meta, PutDeadline& deadline);
+                           std::span<const Value> custom_meta);
   void drop_released(const std::vector<int64_t>& released);
   // Undoes a put_new that failed after its insert.
   void remove_inserted(const BatchMeta& inserted);

@@ -104,11 +104,12 @@ BatchMeta RemoteControlPlane::insert(const std::string& partition_id, int64_t co
 void RemoteControlPlane::mark_produced(const std::string& partition_id, std::span<const int64_t> global_indexes,
                                        std::span<const uint64_t> generations,
                                        const std::map<std::string, FieldSchema>& fields,
-                                       std::span<const Value> custom_meta) {
+                                       std::span<const Value> custom_meta, uint64_t write_version) {
   core::check_meta_depths(global_indexes, custom_meta);
   Json request = samples_request(partition_id, global_indexes, generations);
   request["fields"] = transport::wire::encode_schemas(fields);
   request["custom_meta"] = objects_of(custom_meta);
+  if (write_version != 0) request["write_version"] = write_version;
   call("mark_produced", request);
 }
 
@@ -178,12 +179,15 @@ std::optional<ProductionStatus> RemoteControlPlane::production_status(std::span<
 SampleProduction RemoteControlPlane::sample_production(const std::string& partition_id,
                                                        std::span<const int64_t> global_indexes,
                                                        std::span<const uint64_t> generations,
-                                                       std::span<const std::string> fields) const {
+                                                       std::span<const std::string> fields) {
   Json request = samples_request(partition_id, global_indexes, generations);
   request["fields"] = std::vector<std::string>(fields.begin(), fields.end());
   const Json reply = call("sample_production", request);
-  const Header header(reply, "sample_production reply", {"exists", "generations", "produced"});
+  const Header header(reply, "sample_production reply", {"exists", "generations", "produced", "write_version"});
   SampleProduction out;
+  const int64_t write_version = header.integer("write_version");
+  if (write_version <= 0) header.fail("write_version", "must be a positive integer");
+  out.write_version = static_cast<uint64_t>(write_version);
   out.field_count = fields.size();
   out.exists = header.numbers<uint8_t>("exists");
   out.generations = header.numbers<uint64_t>("generations");

@@ -21,7 +21,7 @@ class RemoteControlPlane final : public ControlPlane {
   BatchMeta insert(const std::string& partition_id, int64_t count, bool* created = nullptr) override;
   void mark_produced(const std::string& partition_id, std::span<const int64_t> global_indexes,
                      std::span<const uint64_t> generations, const std::map<std::string, FieldSchema>& fields,
-                     std::span<const Value> custom_meta) override;
+                     std::span<const Value> custom_meta, uint64_t write_version = 0) override;
   BatchMeta get_meta(const MetaRequest& request) override;
   void set_custom_meta(const std::string& partition_id, std::span<const int64_t> global_indexes,
                        std::span<const uint64_t> generations, std::span<const Value> custom_meta) override;
@@ -36,7 +36,7 @@ class RemoteControlPlane final : public ControlPlane {
                                                     const std::string& partition_id) const override;
   SampleProduction sample_production(const std::string& partition_id, std::span<const int64_t> global_indexes,
                                      std::span<const uint64_t> generations,
-                                     std::span<const std::string> fields) const override;
+                                     std::span<const std::string> fields) override;
   bool all_consumed(const std::string& task_name, const std::string& partition_id) const override;
   bool all_produced(std::span<const std::string> fields, const std::string& partition_id) const override;
   std::vector<std::string> partition_list() const override;

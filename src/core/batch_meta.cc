@@ -28,6 +28,11 @@ BatchMeta rows_of(const BatchMeta& meta, const Positions& positions) {
   out.production_status.reserve(positions.size() * fields);
   if (!meta.generations.empty()) out.generations.reserve(positions.size());
   out.custom_meta.reserve(positions.size(), 0);
+  for (const auto& [field, versions] : meta.versions) {
+    std::vector<uint64_t>& picked = out.versions[field];
+    picked.reserve(positions.size());
+    for (const auto position : positions) picked.push_back(versions[static_cast<size_t>(position)]);
+  }
   for (const auto position : positions) {
     const auto i = static_cast<size_t>(position);
     out.global_indexes.push_back(meta.global_indexes[i]);
@@ -109,7 +114,10 @@ BatchMeta BatchMeta::select_fields(std::span<const std::string> names) const {
   out.extra_info = extra_info;
   for (const std::string& name : names) {
     const auto found = field_schema.find(name);
-    if (found != field_schema.end()) out.field_schema.insert(*found);
+    if (found == field_schema.end()) continue;
+    out.field_schema.insert(*found);
+    const auto written = versions.find(name);
+    if (written != versions.end()) out.versions.insert(*written);
   }
   std::vector<std::string> kept;
   for (const auto& entry : out.field_schema) kept.push_back(entry.first);

@@ -24,6 +24,19 @@ BatchMeta collect(const ControlData& data, const PartitionState& partition, std:
     for (uint32_t id : ids) *status++ = partition.produced(slot, id) ? 1 : 0;
     meta.custom_meta.push_back_encoded(partition.meta_bytes(slot));
   }
+  auto id = ids.begin();
+  for (const auto& entry : meta.field_schema) {
+    const uint32_t field = *id++;
+    if (!partition.field_has_versions(field)) continue;
+    std::vector<uint64_t> versions;
+    versions.reserve(slots.size());
+    bool overwritten = false;
+    for (uint32_t slot : slots) {
+      versions.push_back(partition.field_version(slot, field));
+      overwritten = overwritten || versions.back() != 0;
+    }
+    if (overwritten) meta.versions.emplace(entry.first, std::move(versions));
+  }
   return meta;
 }
 

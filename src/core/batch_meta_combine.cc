@@ -133,6 +133,22 @@ BatchMeta BatchMeta::concat(std::span<const BatchMeta* const> all_parts, bool va
     for (size_t i = 0; i < part->size(); ++i) out.custom_meta.push_back_encoded(part->custom_meta_of(i));
     merge_extra_info(out.extra_info, part->extra_info);
   }
+  // 0 (the committed value) where a part never overwrote the field.
+  for (const std::string& name : names) {
+    const bool written =
+        std::any_of(parts.begin(), parts.end(), [&](const BatchMeta* p) { return p->versions.contains(name); });
+    if (!written) continue;
+    std::vector<uint64_t>& joined = out.versions[name];
+    joined.reserve(samples);
+    for (const BatchMeta* part : parts) {
+      const auto found = part->versions.find(name);
+      if (found == part->versions.end()) {
+        joined.resize(joined.size() + part->size(), 0);
+      } else {
+        joined.insert(joined.end(), found->second.begin(), found->second.end());
+      }
+    }
+  }
   return out;
 }
 
@@ -167,6 +183,9 @@ BatchMeta BatchMeta::union_with(const BatchMeta& other) const {
       const size_t at = i * names.size() + j;
       out.production_status[at] = from_other ? theirs[at] : mine[at];
     }
+    const FieldVersions& side = from_other ? other.versions : versions;
+    const auto written = side.find(names[j]);
+    if (written != side.end()) out.versions.insert(*written);
   }
   std::vector<Value> updates;
   updates.reserve(size());

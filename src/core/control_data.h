@@ -73,6 +73,9 @@ class ControlData {
 
   const IndexAllocator& indexes() const { return indexes_; }
   void set_next_generation(uint64_t next) { indexes_.set_next_generation(next); }
+  // A write version (seqflow/field_versions.h): drawn from the generation
+  // sequence, so it outgrows every earlier one even after a checkpoint load.
+  uint64_t new_write_version() { return indexes_.take_generation(); }
   // Names this controller's data to the storage units: a unit drops what it
   // holds from another incarnation (a controller restarted without a
   // checkpoint). Checkpoints keep it.

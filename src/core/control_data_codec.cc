@@ -54,11 +54,36 @@ json encode_partition(const ControlData& data, const PartitionState& partition) 
     if (const std::string* key = partition.key_of(slot))
       keys.push_back(json::array({*key, partition.global_index(slot)}));
   }
-  return {
-      {"name", partition.name()},  {"fields", std::move(fields)}, {"words_per_sample", partition.words_per_sample()},
-      {"global_indexes", indexes}, {"generations", generations},  {"put_ids", put_ids},
-      {"put_pos", put_pos},        {"produced", produced},        {"custom_meta", std::move(metas)},
-      {"tasks", std::move(tasks)}, {"keys", std::move(keys)}};
+  // Write versions, per sample in the order above: only fields overwritten.
+  json field_versions = json::object();
+  for (uint32_t id = 0; id < partition.field_count(); ++id) {
+    if (!partition.field_has_versions(id)) continue;
+    std::vector<uint64_t> versions;
+    for (uint32_t slot = partition.first(); slot != kNoSlot; slot = partition.next(slot)) {
+      versions.push_back(partition.field_version(slot, id));
+    }
+    field_versions[partition.field_name(id)] = std::move(versions);
+  }
+  std::vector<uint64_t> meta_versions;
+  bool tags_versioned = false;
+  for (uint32_t slot = partition.first(); slot != kNoSlot; slot = partition.next(slot)) {
+    meta_versions.push_back(partition.meta_version(slot));
+    tags_versioned = tags_versioned || meta_versions.back() != 0;
+  }
+  if (!tags_versioned) meta_versions.clear();
+  return {{"field_versions", std::move(field_versions)},
+          {"meta_versions", std::move(meta_versions)},
+          {"name", partition.name()},
+          {"fields", std::move(fields)},
+          {"words_per_sample", partition.words_per_sample()},
+          {"global_indexes", indexes},
+          {"generations", generations},
+          {"put_ids", put_ids},
+          {"put_pos", put_pos},
+          {"produced", produced},
+          {"custom_meta", std::move(metas)},
+          {"tasks", std::move(tasks)},
+          {"keys", std::move(keys)}};
 }
 
 FieldSchema decode_schema(const json& entry) {
@@ -104,6 +129,21 @@ void decode_partition(ControlData& data, const json& encoded, uint64_t next_gene
   // Bits of fields that do not exist would make phantom fields ready.
   FieldMask valid(words, 0);
   for (uint32_t id = 0; id < partition.field_count(); ++id) valid[id / 64] |= uint64_t{1} << (id % 64);
+  // Checkpoints written before write versions have none: every value is its first write.
+  std::vector<std::pair<uint32_t, std::vector<uint64_t>>> field_versions;
+  if (encoded.contains("field_versions")) {
+    for (const auto& [field, versions] : encoded.at("field_versions").items()) {
+      const auto id = partition.field_id(field);
+      if (!id) throw_invalid(context + "write versions of unknown field '" + field + "'");
+      field_versions.emplace_back(*id, versions.get<std::vector<uint64_t>>());
+      if (field_versions.back().second.size() != n) throw_invalid(context + "sample columns differ in length");
+    }
+  }
+  std::vector<uint64_t> meta_versions;  // empty: no tags of a versioned write
+  if (encoded.contains("meta_versions")) meta_versions = encoded.at("meta_versions").get<std::vector<uint64_t>>();
+  if (!meta_versions.empty() && meta_versions.size() != n) {
+    throw_invalid(context + "sample columns differ in length");
+  }
   std::vector<uint64_t> bits(words);
   for (size_t i = 0; i < n; ++i) {
     uint32_t slot = 0;
@@ -121,6 +161,8 @@ void decode_partition(ControlData& data, const json& encoded, uint64_t next_gene
     }
     for (size_t w = 0; w < words; ++w) bits[w] = produced[i * words + w] & valid[w];
     partition.set_produced_words(slot, bits);
+    for (const auto& [id, versions] : field_versions) partition.set_field_version(slot, id, versions[i]);
+    if (!meta_versions.empty()) partition.set_meta_version(slot, meta_versions[i]);
     const auto& bytes = metas[i].get_binary();
     if (!bytes.empty()) {
       const std::string where = context + "custom_meta of global index " + std::to_string(indexes[i]);

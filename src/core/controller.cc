@@ -60,13 +60,18 @@ BatchMeta Controller::insert(const std::string& partition_id, int64_t count, boo
 
 void Controller::mark_produced(const std::string& partition_id, std::span<const int64_t> global_indexes,
                                std::span<const uint64_t> generations, const std::map<std::string, FieldSchema>& fields,
-                               std::span<const Value> custom_meta) {
+                               std::span<const Value> custom_meta, uint64_t write_version) {
   for (const auto& [name, schema] : fields) core::check_schema(name, schema);
   // Checked and encoded before locking: the lock is held only to merge.
   std::vector<core::EncodedMeta> updates;
   if (!custom_meta.empty()) updates = core::encode_updates(global_indexes, custom_meta);
 
   std::lock_guard lock(state_->mutex);
+  // Only versions this controller drew: a made-up huge one would win over every later write.
+  if (write_version >= state_->data.indexes().next_generation()) {
+    throw_invalid("write_version " + std::to_string(write_version) +
+                  " was never handed out; take it from sample_production");
+  }
   auto [found, slots] = state_->data.require_samples(partition_id, global_indexes, generations);
   PartitionState& partition = *found;
   std::vector<std::pair<const std::string*, FieldSchema>> schemas;
@@ -81,10 +86,21 @@ void Controller::mark_produced(const std::string& partition_id, std::span<const 
   // Everything checked: publish fields, bits and metadata together.
   std::vector<uint32_t> field_ids;
   for (const auto& [name, schema] : schemas) field_ids.push_back(partition.set_field(*name, schema));
+  // An overwrite's fields and tags land only where no newer write's have.
   for (uint32_t slot : slots) {
-    for (uint32_t id : field_ids) partition.set_produced(slot, id);
+    for (uint32_t id : field_ids) {
+      if (write_version != 0 && partition.produced(slot, id) && write_version < partition.field_version(slot, id)) {
+        continue;
+      }
+      partition.set_produced(slot, id);
+      partition.set_field_version(slot, id, write_version);
+    }
   }
-  for (auto& [slot, meta] : metas) partition.set_meta(slot, std::move(meta));
+  for (auto& [slot, meta] : metas) {
+    if (write_version != 0 && write_version < partition.meta_version(slot)) continue;
+    partition.set_meta(slot, std::move(meta));
+    if (write_version != 0) partition.set_meta_version(slot, write_version);
+  }
   state_->notify_changed(&partition_id);
 }
 
@@ -256,10 +272,11 @@ std::optional<ProductionStatus> Controller::production_status(std::span<const st
 
 SampleProduction Controller::sample_production(const std::string& partition_id, std::span<const int64_t> global_indexes,
                                                std::span<const uint64_t> generations,
-                                               std::span<const std::string> fields) const {
+                                               std::span<const std::string> fields) {
   core::check_generations(global_indexes, generations);
   std::lock_guard lock(state_->mutex);
   SampleProduction out;
+  out.write_version = state_->data.new_write_version();
   out.field_count = fields.size();
   out.exists.resize(global_indexes.size());
   out.generations.resize(global_indexes.size());

@@ -18,8 +18,10 @@ namespace {
 
 constexpr const char* kFormat = "seqflow.controller";
 // 2: generations, the generation counter and the incarnation. 3: each task's
-// workload model ("task_workloads"). 1 and 2 still load, without task models.
-constexpr int kVersion = 3;
+// workload model ("task_workloads"). 4: write versions of overwritten fields
+// and tags. Older ones still load (without task models before 3; every value
+// its first write before 4).
+constexpr int kVersion = 4;
 constexpr int kOldestVersion = 1;
 // A controller that comes back from a checkpoint cannot know how far its
 // predecessor counted generations after the save; starting this far above

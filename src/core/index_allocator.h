@@ -41,6 +41,9 @@ class IndexAllocator {
   // The generation the next allocated index gets; checkpoints keep it.
   uint64_t next_generation() const { return next_generation_; }
   void set_next_generation(uint64_t next) { next_generation_ = next; }
+  // A number of the same sequence that no index gets: unique, above every
+  // generation and version handed out before (also across checkpoint loads).
+  uint64_t take_generation() { return next_generation_++; }
   int64_t live_count() const { return live_; }
   // One past the largest index ever handed out.
   int64_t high_water() const { return static_cast<int64_t>(where_.size()); }

@@ -67,6 +67,10 @@ void PartitionState::remove_sample(uint32_t slot) {
     key_[slot].shrink_to_fit();
   }
   live_.unlink(slot);
+  for (std::vector<uint64_t>& versions : field_versions_) {
+    if (slot < versions.size()) versions[slot] = 0;
+  }
+  if (slot < meta_version_.size()) meta_version_[slot] = 0;
   global_index_[slot] = -1;
   meta_[slot].clear();
   meta_[slot].shrink_to_fit();
@@ -117,6 +121,42 @@ bool PartitionState::clear_produced(uint32_t slot) {
   const bool any = std::any_of(first, last, [](uint64_t word) { return word != 0; });
   std::fill(first, last, 0);
   return any;
+}
+
+namespace {
+
+uint64_t version_at(const std::vector<uint64_t>& versions, uint32_t slot) {
+  return slot < versions.size() ? versions[slot] : 0;
+}
+
+// Sized on the first version set (to every slot there is, so that later
+// writes rarely grow it); a 0 into a vector never sized needs nothing.
+void set_version_at(std::vector<uint64_t>& versions, uint32_t slot, uint64_t version, size_t slots) {
+  if (slot >= versions.size()) {
+    if (version == 0) return;
+    versions.resize(std::max<size_t>(slots, slot + 1), 0);
+  }
+  versions[slot] = version;
+}
+
+}  // namespace
+
+uint64_t PartitionState::field_version(uint32_t slot, uint32_t field) const {
+  return field < field_versions_.size() ? version_at(field_versions_[field], slot) : 0;
+}
+
+void PartitionState::set_field_version(uint32_t slot, uint32_t field, uint64_t version) {
+  if (field >= field_versions_.size()) {
+    if (version == 0) return;
+    field_versions_.resize(field + 1);
+  }
+  set_version_at(field_versions_[field], slot, version, global_index_.size());
+}
+
+uint64_t PartitionState::meta_version(uint32_t slot) const { return version_at(meta_version_, slot); }
+
+void PartitionState::set_meta_version(uint32_t slot, uint64_t version) {
+  set_version_at(meta_version_, slot, version, global_index_.size());
 }
 
 std::optional<FieldMask> PartitionState::mask(std::span<const std::string> fields) const {

@@ -65,6 +65,18 @@ class PartitionState {
   void set_produced_words(uint32_t slot, std::span<const uint64_t> words);
   size_t words_per_sample() const { return stride_; }
 
+  // --- write versions (see seqflow/field_versions.h) ---
+  // The committed write the sample's field holds; 0: its first, unversioned one.
+  uint64_t field_version(uint32_t slot, uint32_t field) const;
+  void set_field_version(uint32_t slot, uint32_t field, uint64_t version);
+  // The write whose tags the sample's custom_meta holds; 0: no versioned one.
+  uint64_t meta_version(uint32_t slot) const;
+  void set_meta_version(uint32_t slot, uint64_t version);
+  // False while no field of the partition was ever overwritten: gets skip versions.
+  bool field_has_versions(uint32_t field) const {
+    return field < field_versions_.size() && !field_versions_[field].empty();
+  }
+
   // --- custom metadata ---
   const std::string& meta_bytes(uint32_t slot) const { return meta_[slot]; }
   void set_meta(uint32_t slot, EncodedMeta meta);
@@ -108,6 +120,10 @@ class PartitionState {
   std::vector<uint32_t> group_;     // interned group_id + 1; 0: none
   std::vector<uint32_t> put_id_, put_pos_;
   std::vector<uint32_t> free_slots_;
+  // Per field id, per slot; empty until a versioned write of the field (the
+  // common path pays nothing). meta_version_ likewise per slot.
+  std::vector<std::vector<uint64_t>> field_versions_;
+  std::vector<uint64_t> meta_version_;
 
   size_t stride_ = 1;
   std::vector<std::string> field_names_;

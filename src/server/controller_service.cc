@@ -423,11 +423,14 @@ void ControllerService::register_handlers() {
   service_.handle("mark_produced", nullptr, [this, &controller](const transport::Frames& args) {
     const Json json = transport::wire::read_header(args, 0, "mark_produced request");
     const Header header(json, "mark_produced request",
-                        {"partition_id", "indexes", "generations", "fields", "custom_meta"});
+                        {"partition_id", "indexes", "generations", "fields", "custom_meta", "write_version"});
     const auto indexes = header.numbers<int64_t>("indexes");
     const auto fields = transport::wire::decode_schemas(header.at("fields"), "mark_produced request");
     const auto custom_meta = header.objects("custom_meta");
-    controller.mark_produced(header.text("partition_id"), indexes, generations_of(header), fields, custom_meta);
+    const int64_t write_version = header.has("write_version") ? header.integer("write_version") : 0;
+    if (write_version < 0) header.fail("write_version", "must not be negative");
+    controller.mark_produced(header.text("partition_id"), indexes, generations_of(header), fields, custom_meta,
+                             static_cast<uint64_t>(write_version));
     leases_->settle(header.text("partition_id"), indexes);
     return transport::wire::header_message(Json::object());
   });
@@ -542,7 +545,8 @@ void ControllerService::register_handlers() {
     return transport::wire::header_message(
         Json{{"exists", transport::wire::binary_of(std::span<const uint8_t>(production.exists))},
              {"generations", transport::wire::binary_of(std::span<const uint64_t>(production.generations))},
-             {"produced", transport::wire::binary_of(std::span<const uint8_t>(production.produced))}});
+             {"produced", transport::wire::binary_of(std::span<const uint8_t>(production.produced))},
+             {"write_version", production.write_version}});
   });
   service_.handle("all_consumed", nullptr, [&controller](const transport::Frames& args) {
     const Json json = transport::wire::read_header(args, 0, "all_consumed request");

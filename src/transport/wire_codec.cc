@@ -271,6 +271,36 @@ std::map<std::string, FieldSchema> read_schemas(std::string_view bytes, size_t d
   return out;
 }
 
+// Per field, one version per sample: a map of field names to uint64 arrays.
+void write_field_versions(MsgpackWriter& out, const FieldVersions& versions) {
+  out.map(versions.size());
+  for (const auto& [field, per_sample] : versions) {
+    out.string(field);
+    out.numbers(std::span<const uint64_t>(per_sample));
+  }
+}
+
+// The versions that `bytes` hold, one value inside `depth` containers, each
+// field's with one entry per each of `samples`.
+FieldVersions read_field_versions(std::string_view bytes, size_t depth, size_t samples, std::string_view what) {
+  MsgpackReader reader(bytes, kMaxDecodeNesting);
+  const MsgpackReader::Token map = reader.next(depth);
+  if (map.kind != Kind::kMap) throw_invalid(std::string(what) + " field \"versions\" must be a map");
+  FieldVersions out;
+  for (uint64_t i = 0; i < map.number; ++i) {
+    const std::string field(reader.key());
+    const MsgpackReader::Token token = reader.next(depth + 1);
+    if (token.kind != Kind::kBinary || token.bytes.size() != samples * sizeof(uint64_t)) {
+      throw_invalid(std::string(what) + " field \"versions\" of \"" + field + "\" must hold one uint64 per sample (" +
+                    std::to_string(samples) + ")");
+    }
+    std::vector<uint64_t> per_sample(samples);
+    if (samples != 0) std::memcpy(per_sample.data(), token.bytes.data(), token.bytes.size());
+    out.insert_or_assign(field, std::move(per_sample));  // a repeated field: the last one wins
+  }
+  return out;
+}
+
 // The partition of each of `samples` samples, sent as runs: "partitions"
 // (names) and "partition_ends". Map: an EncodedMap or a Header.
 template <typename Map>
@@ -295,8 +325,13 @@ std::string batch_meta_bytes(const BatchMeta& meta) {
   // Every field's bytes plus room for headers, keys and the schema.
   MsgpackWriter out(256 + 64 * meta.field_schema.size() + 48 * runs + 9 * meta.global_indexes.size() +
                     8 * meta.generations.size() + meta.production_status.size() + custom.bytes().size() +
-                    4 * custom.offsets().size());
-  out.map(9);
+                    4 * custom.offsets().size() + (8 * meta.size() + 32) * meta.versions.size());
+  // "versions" only when a field was overwritten: the common path carries nothing.
+  out.map(meta.versions.empty() ? 9 : 10);
+  if (!meta.versions.empty()) {
+    out.string("versions");
+    write_field_versions(out, meta.versions);
+  }
   out.string("indexes");
   out.numbers(std::span<const int64_t>(meta.global_indexes));
   out.string("generations");
@@ -324,9 +359,10 @@ std::string batch_meta_bytes(const BatchMeta& meta) {
 }
 
 BatchMeta batch_meta_of(std::string_view bytes, std::string_view what) {
-  const EncodedMap header = encoded_header(bytes, what,
-                                           {"indexes", "generations", "partitions", "partition_ends", "schema",
-                                            "produced", "custom_meta", "custom_meta_offsets", "extra_info"});
+  const EncodedMap header =
+      encoded_header(bytes, what,
+                     {"indexes", "generations", "partitions", "partition_ends", "schema", "produced", "custom_meta",
+                      "custom_meta_offsets", "extra_info", "versions"});
   BatchMeta meta;
   meta.global_indexes = header.numbers<int64_t>("indexes");
   const size_t n = meta.global_indexes.size();
@@ -344,6 +380,8 @@ BatchMeta batch_meta_of(std::string_view bytes, std::string_view what) {
   meta.custom_meta = decode_custom_meta(header, n);
   meta.extra_info = header.decoded("extra_info");
   if (!meta.extra_info.is_object()) header.fail("extra_info", "must be a map");
+  if (header.has("versions"))
+    meta.versions = read_field_versions(header.value("versions"), header.depth() + 1, n, what);
   return meta;
 }
 

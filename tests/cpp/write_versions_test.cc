@@ -1,0 +1,137 @@
+// Write versions on the controller and in BatchMeta: per sample and field
+// the highest committed version wins, tags land with their write's data,
+// only versions the controller drew are taken, checkpoints keep them, and
+// every BatchMeta operation and the wire carry them.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "controller_test_support.h"
+#include "seqflow/batch_meta.h"
+#include "seqflow/controller.h"
+#include "transport/wire_codec.h"
+
+namespace seqflow::test {
+namespace {
+
+namespace wire = transport::wire;
+
+MetaRequest everything(const std::string& partition, std::vector<std::string> fields, int64_t count) {
+  MetaRequest request = fetch_request(partition, "reader", std::move(fields), count);
+  request.mode = MetaMode::kForceFetch;
+  return request;
+}
+
+uint64_t draw_version(Controller& controller, const std::string& partition, std::span<const int64_t> indexes) {
+  return controller.sample_production(partition, indexes, {}, {}).write_version;
+}
+
+std::string writer_of(const BatchMeta& meta, size_t sample) {
+  const Value tag = meta.custom_meta[sample];
+  const Value* writer = tag.find("writer");
+  return writer == nullptr ? "" : writer->as_string();
+}
+
+TEST(WriteVersions, TheNewestWriteWinsPerFieldAndItsTagsLandWithIt) {
+  Controller controller;
+  const std::vector<int64_t> indexes = put(controller, "p", 2, {"x"});
+  const uint64_t older = draw_version(controller, "p", indexes);
+  const uint64_t newer = draw_version(controller, "p", indexes);
+  ASSERT_LT(older, newer);
+
+  const std::vector<Value> newer_tags(2, Value{{"writer", "newer"}});
+  const std::vector<Value> older_tags(2, Value{{"writer", "older"}});
+  controller.mark_produced("p", indexes, {}, fields_of({"x"}), newer_tags, newer);
+  // The older write commits last: it changes neither x's version nor the tags.
+  controller.mark_produced("p", indexes, {}, fields_of({"x", "y"}), older_tags, older);
+
+  const BatchMeta meta = controller.get_meta(everything("p", {"x", "y"}, 2));
+  ASSERT_EQ(meta.size(), 2u);
+  EXPECT_EQ(meta.versions.at("x"), std::vector<uint64_t>(2, newer));
+  EXPECT_EQ(meta.versions.at("y"), std::vector<uint64_t>(2, older));  // y only the older one wrote
+  EXPECT_EQ(writer_of(meta, 0), "newer");
+  EXPECT_EQ(writer_of(meta, 1), "newer");
+}
+
+TEST(WriteVersions, FieldsNeverOverwrittenCarryNoVersions) {
+  Controller controller;
+  put(controller, "p", 3, {"x", "y"});
+  EXPECT_TRUE(controller.get_meta(everything("p", {"x", "y"}, 3)).versions.empty());
+}
+
+TEST(WriteVersions, AVersionTheControllerNeverDrewIsRefused) {
+  Controller controller;
+  const std::vector<int64_t> indexes = put(controller, "p", 1, {"x"});
+  const uint64_t drawn = draw_version(controller, "p", indexes);
+  EXPECT_TRUE(throws_invalid([&] { controller.mark_produced("p", indexes, {}, fields_of({"x"}), {}, drawn + 1000); },
+                             {"write_version " + std::to_string(drawn + 1000), "never handed out"}));
+  EXPECT_TRUE(controller.get_meta(everything("p", {"x"}, 1)).versions.empty());
+}
+
+TEST(WriteVersions, ACheckpointKeepsVersionsAndLaterOnesStayAboveThem) {
+  const TempFile checkpoint("write_versions");
+  Controller original;
+  const std::vector<int64_t> indexes = put(original, "p", 2, {"x"});
+  const uint64_t version = draw_version(original, "p", indexes);
+  original.mark_produced("p", indexes, {}, fields_of({"x"}), std::vector<Value>(2, Value{{"writer", "w"}}), version);
+  original.save(checkpoint.path());
+
+  Controller restored;
+  restored.load(checkpoint.path());
+  const BatchMeta meta = restored.get_meta(everything("p", {"x"}, 2));
+  EXPECT_EQ(meta.versions.at("x"), std::vector<uint64_t>(2, version));
+  const uint64_t later = draw_version(restored, "p", indexes);
+  EXPECT_GT(later, version);
+  // The tags' version came back too: an older write still cannot replace them.
+  restored.mark_produced("p", indexes, {}, fields_of({"x"}), std::vector<Value>(2, Value{{"writer", "late"}}),
+                         version - 1);
+  EXPECT_EQ(writer_of(restored.get_meta(everything("p", {"x"}, 2)), 0), "w");
+}
+
+BatchMeta versioned_meta() {
+  BatchMeta meta;
+  meta.global_indexes = {10, 11, 12};
+  meta.partition_ids = PartitionIdList(3, "p");
+  meta.generations = {1, 2, 3};
+  meta.field_schema = {{"x", tensor_schema()}, {"y", tensor_schema()}};
+  meta.production_status = std::vector<uint8_t>(6, 1);
+  meta.custom_meta = CustomMetaList(3);
+  meta.versions = {{"x", {7, 0, 9}}};
+  return meta;
+}
+
+TEST(WriteVersions, BatchMetaOperationsCarryThem) {
+  const BatchMeta meta = versioned_meta();
+  const std::vector<int64_t> positions = {2, 0};
+  EXPECT_EQ(meta.select_samples(positions).versions.at("x"), (std::vector<uint64_t>{9, 7}));
+  EXPECT_EQ(meta.slice(1, 3).versions.at("x"), (std::vector<uint64_t>{0, 9}));
+  const std::vector<std::string> only_y = {"y"};
+  EXPECT_TRUE(meta.select_fields(only_y).versions.empty());
+  const std::vector<std::string> only_x = {"x"};
+  EXPECT_EQ(meta.select_fields(only_x).versions.at("x"), meta.versions.at("x"));
+
+  BatchMeta plain = meta;
+  plain.versions.clear();
+  const BatchMeta* parts[] = {&plain, &meta};
+  EXPECT_EQ(BatchMeta::concat(parts, true).versions.at("x"), (std::vector<uint64_t>{0, 0, 0, 7, 0, 9}));
+
+  BatchMeta other = plain;  // other's x wins the union: its versions (none) with it
+  other.field_schema = {{"x", tensor_schema()}};
+  other.production_status = std::vector<uint8_t>(3, 1);
+  EXPECT_TRUE(meta.union_with(other).versions.empty());
+  EXPECT_EQ(other.union_with(meta).versions.at("x"), meta.versions.at("x"));
+}
+
+TEST(WriteVersions, TheWireCarriesThemAndRefusesAWrongCount) {
+  const BatchMeta meta = versioned_meta();
+  EXPECT_EQ(wire::decode_batch_meta(wire::encode_batch_meta(meta), "reply").versions, meta.versions);
+
+  BatchMeta wrong = meta;
+  wrong.versions["x"].pop_back();
+  EXPECT_TRUE(throws_invalid([&] { wire::decode_batch_meta(wire::encode_batch_meta(wrong), "reply"); },
+                             {"versions", "\"x\"", "one uint64 per sample"}));
+}
+
+}  // namespace
+}  // namespace seqflow::test
