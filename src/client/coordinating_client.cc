@@ -111,7 +111,11 @@ void check_sample_columns(const BatchMeta& meta) {
   }
 }
 
-SampleKeys keys_of(const BatchMeta& meta) { return {meta.global_indexes, meta.partition_ids, meta.generations}; }
+// A get reads the versions the BatchMeta names; a put (target's) writes unversioned unless given one.
+SampleKeys keys_of(const BatchMeta& meta) {
+  return {meta.global_indexes, meta.partition_ids, meta.generations, 0,
+          meta.versions.empty() ? nullptr : &meta.versions};
+}
 
 }  // namespace
 
@@ -250,6 +254,7 @@ BatchMeta CoordinatingClient::write_existing(const BatchMeta& meta, const std::v
   // never seen, and needs no undo.
   SampleKeys keys = keys_of(target);
   keys.write_version = write_version;
+  keys.read_versions = nullptr;
   data_->put(keys, columns);
   for (const auto& [partition_id, at] : positions) {
     std::vector<int64_t> indexes;
