@@ -136,6 +136,7 @@ std::vector<const std::vector<uint64_t>*> read_versions_of(const SampleKeys& sam
   return out;
 }
 
+// Version 0 (the committed value) gets the words it got before versions.
 [[noreturn]] void throw_no_value(const std::string& field, uint64_t version, const VersionedValue* held, int64_t gi,
                                  const std::string& partition) {
   if (version == 0) {
@@ -220,8 +221,11 @@ void StorageUnit::put(const SampleKeys& samples, const std::vector<Column>& colu
       const VersionedValue::Change change = slot->second.change_of_write(value);
       bytes_in += change.bytes_in;
       bytes_out += change.bytes_out;
-      overhead_in += kValueOverheadBytes * change.values_in;
-      overhead_out += kValueOverheadBytes * change.values_out;
+      // A value that takes another's place reuses its bookkeeping: an
+      // overwrite asks only for its bytes.
+      const uint64_t reused = std::min(change.values_in, change.values_out);
+      overhead_in += kValueOverheadBytes * (change.values_in - reused);
+      overhead_out += kValueOverheadBytes * (change.values_out - reused);
     }
   }
   // Values this put drops are released by it, so they count as free.
