@@ -810,7 +810,10 @@ SampleKeyColumns read_sample_keys(const Header& header) {
   if (header.has("write_version")) {
     const Json& version = header.at("write_version");
     if (!version.is_number_unsigned()) {
-      header.fail("write_version", "must be an unsigned integer, got " + version.dump());
+      // Never dump(): a peer's string may not be UTF-8.
+      const std::string got =
+          version.is_number_integer() ? std::to_string(version.get<int64_t>()) : std::string(version.type_name());
+      header.fail("write_version", "must be an unsigned integer, got " + got);
     }
     out.write_version = version.get<uint64_t>();
   }
