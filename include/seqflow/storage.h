@@ -81,14 +81,20 @@ class DataPlane {
   // order: result[i][f] is fields[f] of sample i. The views share the put's
   // buffer (no copy) and keep it alive after clear(). An index without
   // values, or with another sample's, throws kStaleSample; a missing field
-  // kNotFound naming it.
+  // kNotFound naming it, and a read version this unit does not hold (nor a
+  // newer committed one) kNotFound naming the field, the version, the index
+  // and the partition. samples.read_versions must hold one version per
+  // sample for each field it names (else kInvalidArgument).
   virtual std::vector<std::vector<SampleView>> get(const SampleKeys& samples,
                                                    std::span<const std::string> fields) const = 0;
 
   // Makes samples.write_version the committed value of these fields of these
   // samples where it is held and newer than the committed one, and drops
   // the older versions. Anything else is ignored: a version that lost to a
-  // newer one, or one never stored here. Checks keys like get.
+  // newer one, or one never stored here (an index holding nothing too).
+  // Checks keys like get: an index holding another sample throws
+  // kStaleSample and nothing is committed. write_version 0 is
+  // kInvalidArgument.
   virtual void commit(const SampleKeys& samples, std::span<const std::string> fields) = 0;
 
   // Drops every field of these indexes; unknown indexes are ignored.

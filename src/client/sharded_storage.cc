@@ -286,6 +286,26 @@ std::vector<std::vector<SampleView>> ShardedStorage::get(const SampleKeys& sampl
   return rows;
 }
 
+void ShardedStorage::commit(const SampleKeys& samples, std::span<const std::string> fields) {
+  // As a unit refuses it, also when no unit would be asked.
+  if (samples.write_version == 0) {
+    throw_invalid("commit needs write_version above 0 (an unversioned put commits itself); got 0");
+  }
+  const auto shards = transport::shard_indexes(samples.global_indexes, units_.size());
+  const std::vector<std::string> names(fields.begin(), fields.end());
+  FanOut fan_out(units_);
+  for (size_t u = 0; u < shards.size(); ++u) {
+    if (shards[u].global_indexes.empty()) continue;
+    Json header = keys_header(samples, shards[u].positions);
+    header["fields"] = names;
+    fan_out.send(u, "commit", transport::wire::header_message(header));
+  }
+  for (const auto& [unit, frames] : fan_out.receive_all()) {
+    const Json header = transport::wire::read_header(frames, 0, "commit reply");
+    (void)Header(header, "commit reply", {});
+  }
+}
+
 void ShardedStorage::give_back(const std::vector<std::pair<size_t, int64_t>>& leases) const {
   if (leases.empty()) return;
   FanOut fan_out(units_);

@@ -1,5 +1,5 @@
 // The data plane of remote mode: storage services reached over ZeroMQ,
-// sample gi on unit gi % N. A put or get fans out to the units at once (one
+// sample gi on unit gi % N. A put, get or commit fans out to the units at once (one
 // request each, all sent before any reply is awaited). With local_copy on,
 // units on this host move data through memory instead of TCP, within a
 // session opened with each unit (transport/local_copy_session.h); a unit
@@ -30,6 +30,8 @@ class ShardedStorage final : public DataPlane {
   void put(const SampleKeys& samples, const std::vector<Column>& columns) override;
   std::vector<std::vector<SampleView>> get(const SampleKeys& samples,
                                            std::span<const std::string> fields) const override;
+  // To the units that hold the samples, at once.
+  void commit(const SampleKeys& samples, std::span<const std::string> fields) override;
   // Refused: a unit drops data only for its controller (clear_samples,
   // clear_partition and kv_clear drop released data there).
   void clear(std::span<const int64_t> global_indexes) override;

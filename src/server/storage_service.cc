@@ -87,8 +87,9 @@ void StorageService::register_handlers() {
   transport::local_copy::SessionListener& sessions = *sessions_;
   service_.handle("put", [&storage, &sessions, &local_puts, max_request_bytes](transport::Frames& args) {
     const Json json = transport::wire::read_header(args, 0, "put request");
-    const Header header(json, "put request",
-                        {"indexes", "partitions", "partition_ends", "generations", "columns", "local_frames"});
+    const Header header(
+        json, "put request",
+        {"indexes", "partitions", "partition_ends", "generations", "write_version", "columns", "local_frames"});
     const transport::wire::SampleKeyColumns samples = transport::wire::read_sample_keys(header);
     const auto& indexes = samples.global_indexes;
     if (header.has("local_frames")) {
@@ -115,8 +116,9 @@ void StorageService::register_handlers() {
   });
   service_.handle("get", [this, &storage, &sessions, &local_gets](transport::Frames& args) {
     const Json json = transport::wire::read_header(args, 0, "get request");
-    const Header header(json, "get request",
-                        {"indexes", "partitions", "partition_ends", "generations", "fields", "local_copy"});
+    const Header header(
+        json, "get request",
+        {"indexes", "partitions", "partition_ends", "generations", "read_versions", "fields", "local_copy"});
     const auto fields = header.texts("fields");
     const auto rows = storage.get(transport::wire::read_sample_keys(header).keys(), fields);
     transport::Frames out(1);
@@ -134,6 +136,15 @@ void StorageService::register_handlers() {
     }
     out[0] = transport::wire::header_frame(reply);
     return out;
+  });
+  // The second step of a versioned put (its own op, not an admin one): the
+  // client that staged the write makes it the value readers see.
+  service_.handle("commit", [&storage](transport::Frames& args) {
+    const Json json = transport::wire::read_header(args, 0, "commit request");
+    const Header header(json, "commit request",
+                        {"indexes", "partitions", "partition_ends", "generations", "write_version", "fields"});
+    storage.commit(transport::wire::read_sample_keys(header).keys(), header.texts("fields"));
+    return transport::wire::header_message(Json::object());
   });
   service_.handle("local_copy_session", nullptr, [&sessions](const transport::Frames& args) {
     const Json json = transport::wire::read_header(args, 0, "local_copy_session request");

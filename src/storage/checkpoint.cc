@@ -17,7 +17,8 @@ namespace {
 static_assert(std::endian::native == std::endian::little,
               "checkpoints are written in host order; a big-endian host needs byte swapping");
 
-constexpr uint32_t kVersion = 2;
+constexpr uint32_t kVersion = 3;
+constexpr uint32_t kVersionWithoutWriteVersions = 2;
 constexpr uint32_t kVersionWithoutOwners = 1;
 constexpr durable::FileKind kStorageCheckpoint{"SEQFSTOR", "storage checkpoint", kVersion, kVersionWithoutOwners};
 constexpr size_t kPayloadAlignment = 64;
@@ -39,6 +40,14 @@ struct OwnerHeader {
   uint32_t zero;
 };
 
+// Version 3: which write the value is (see StoredValue).
+struct WriteVersionHeader {
+  uint64_t version;
+  uint8_t committed;
+  std::array<uint8_t, 7> zero;
+};
+
+static_assert(sizeof(WriteVersionHeader) == 16 && std::is_trivially_copyable_v<WriteVersionHeader>);
 static_assert(sizeof(OwnerHeader) == 16 && std::is_trivially_copyable_v<OwnerHeader>);
 static_assert(sizeof(RecordHeader) == 32 && std::is_trivially_copyable_v<RecordHeader>);
 constexpr size_t kMinRecordSize = sizeof(RecordHeader) + 1;  // a field name has a byte at least
@@ -74,7 +83,8 @@ class Decoder {
         file_(file.bytes),
         end_(file.body_end),
         offset_(durable::kFrameHeaderSize),
-        with_owners_(file.version == kVersion) {}
+        with_owners_(file.version >= kVersionWithoutWriteVersions),
+        with_write_versions_(file.version >= kVersion) {}
 
   std::vector<StoredValue> decode() {
     const auto records = take<uint64_t>("the record count");
@@ -113,6 +123,12 @@ class Decoder {
     const auto owner = with_owners_ ? take<OwnerHeader>("the owner header") : OwnerHeader{0, 0, 0};
     if (owner.zero != 0) fail_record("reserved owner bytes are not zero");
     value.generation = owner.generation;
+    const auto write =
+        with_write_versions_ ? take<WriteVersionHeader>("the write version header") : WriteVersionHeader{0, 1, {}};
+    if (write.zero != decltype(write.zero){}) fail_record("reserved write version bytes are not zero");
+    if (write.committed > 1) fail_record("committed is " + std::to_string(write.committed));
+    value.version = write.version;
+    value.committed = write.committed == 1;
     const auto field = take_bytes(header.field_size, "the field name");
     value.field.assign(reinterpret_cast<const char*>(field.data()), field.size());
     const auto partition = take_bytes(owner.partition_size, "the partition name");
@@ -167,6 +183,7 @@ class Decoder {
   static constexpr uint64_t kNoRecord = UINT64_MAX;  // still in the file header
   uint64_t record_ = kNoRecord;
   bool with_owners_;
+  bool with_write_versions_;
 };
 
 }  // namespace
@@ -187,6 +204,8 @@ void write_checkpoint(const std::string& path, std::span<const StoredValue> valu
     out.put(bytes_of(record));
     const OwnerHeader owner{value.generation, static_cast<uint32_t>(value.partition.size()), 0};
     out.put(bytes_of(owner));
+    const WriteVersionHeader write{value.version, static_cast<uint8_t>(value.committed ? 1 : 0), {}};
+    out.put(bytes_of(write));
     out.put(std::as_bytes(std::span(value.field.data(), value.field.size())));
     out.put(std::as_bytes(std::span(value.partition.data(), value.partition.size())));
     out.put(std::as_bytes(std::span(view.shape.data(), view.shape.size())));

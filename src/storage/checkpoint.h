@@ -1,15 +1,19 @@
-// The storage checkpoint file: every stored (global index, field) value.
+// The storage checkpoint file: every stored (global index, field) value,
+// each version held.
 //
-// Format (version 2, little-endian), inside durable's frame (framed_file.h:
+// Format (version 3, little-endian), inside durable's frame (framed_file.h:
 // magic "SEQFSTOR", version, checksum trailer):
 //   body     u64 record count, then the records
 //   record   i64 global index | u64 nbytes | u32 field length | u32 rank |
 //            u8 dtype | u8 is_object | 6 zero bytes |
 //            u64 generation | u32 partition length | u32 zero |
+//            u64 version | u8 committed | 7 zero bytes |
 //            field | partition | rank x i64 dims |
 //            zero padding to a 64-byte file offset | nbytes of payload
-// Version 1 (still read) has no generation and partition: its values load
-// with generation 0 and no partition, which any BatchMeta may read.
+// Older versions are still read. Version 2 has no version line: each value
+// loads as committed version 0. Version 1 has no generation and partition
+// either: its values load with generation 0 and no partition, which any
+// BatchMeta may read.
 // Payloads start at 64-byte offsets so that the views of a loaded file are as
 // aligned as those of a fresh put.
 #pragma once
@@ -28,6 +32,8 @@ struct StoredValue {
   uint64_t generation = 0;
   std::string partition;
   std::string field;
+  uint64_t version = 0;   // the write's (seqflow/field_versions.h)
+  bool committed = true;  // false: staged beside the committed one
   SampleView view;
 };
 

@@ -1,4 +1,5 @@
-// The column store: (global index, field) -> view of a put's buffer.
+// The column store: (global index, field) -> views of puts' buffers, one
+// per version held (versioned_value.h).
 #include "seqflow/storage.h"
 
 #include <algorithm>
@@ -12,16 +13,24 @@
 #include "seqflow/error.h"
 #include "storage/checkpoint.h"
 #include "storage/fair_shared_mutex.h"
+#include "storage/versioned_value.h"
 
 namespace seqflow {
 namespace {
 
-using Fields = std::map<std::string, SampleView>;
+using Fields = std::map<std::string, VersionedValue>;
 
 uint64_t bytes_of(const Fields& fields) {
   uint64_t bytes = 0;
-  for (const auto& [field, view] : fields) bytes += view.nbytes;
+  for (const auto& [field, value] : fields) bytes += value.bytes();
   return bytes;
+}
+
+// Values held, counting each version.
+uint64_t values_of(const Fields& fields) {
+  uint64_t values = 0;
+  for (const auto& [field, value] : fields) values += value.versions().size();
+  return values;
 }
 
 // Throws when `requested` more units do not fit under `limit` (0: unlimited).
@@ -89,9 +98,57 @@ struct StoredSample {
 };
 
 uint64_t overhead_of(const StoredSample& sample) {
-  return kSampleOverheadBytes + kValueOverheadBytes * sample.fields.size();
+  return kSampleOverheadBytes + kValueOverheadBytes * values_of(sample.fields);
 }
 using Values = std::unordered_map<int64_t, StoredSample>;
+
+// A put of a newer generation: the stored values are a cleared sample's.
+bool supersedes(const StoredSample& incoming, const StoredSample& stored) {
+  return stored.generation != 0 && incoming.generation > stored.generation;
+}
+
+// A get's or commit's sample against the one stored under its index.
+void check_owner(const StoredSample& stored, int64_t gi, const std::string& partition, uint64_t generation) {
+  if (generation != 0 && stored.generation != 0 && generation != stored.generation) {
+    throw_sample_reused(partition, gi, generation, stored.generation);
+  }
+  if (!stored.partition.empty() && stored.partition != partition) {
+    throw_sample_foreign(partition, gi, generation, stored.partition);
+  }
+}
+
+// Per requested field, the version each sample reads (null: the committed one).
+std::vector<const std::vector<uint64_t>*> read_versions_of(const SampleKeys& samples,
+                                                           std::span<const std::string> fields) {
+  std::vector<const std::vector<uint64_t>*> out(fields.size(), nullptr);
+  if (samples.read_versions == nullptr) return out;
+  const size_t n = samples.global_indexes.size();
+  for (const auto& [field, versions] : *samples.read_versions) {
+    if (versions.size() != n) {
+      throw_invalid("read_versions of field \"" + field + "\" holds " + std::to_string(versions.size()) +
+                    " versions for " + std::to_string(n) + " global indexes; give one per index");
+    }
+  }
+  for (size_t f = 0; f < fields.size(); ++f) {
+    auto named = samples.read_versions->find(fields[f]);
+    if (named != samples.read_versions->end()) out[f] = &named->second;
+  }
+  return out;
+}
+
+// Version 0 (the committed value) gets the words it got before versions.
+[[noreturn]] void throw_no_value(const std::string& field, uint64_t version, const VersionedValue* held, int64_t gi,
+                                 const std::string& partition) {
+  if (version == 0) {
+    throw Error(ErrorCode::kNotFound, "storage holds no field \"" + field + "\" for global index " +
+                                          std::to_string(gi) + " of partition '" + partition + "'");
+  }
+  const std::string committed =
+      held != nullptr && held->committed() ? "version " + std::to_string(*held->committed()) : std::string("none");
+  throw Error(ErrorCode::kNotFound, "storage holds no version " + std::to_string(version) + " of field \"" + field +
+                                        "\" for global index " + std::to_string(gi) + " of partition '" + partition +
+                                        "' (committed: " + committed + ")");
+}
 
 }  // namespace
 
@@ -117,58 +174,64 @@ void StorageUnit::put(const SampleKeys& samples, const std::vector<Column>& colu
   // move between node-based maps, which cannot throw, so a put lands whole.
   Values staged;
   staged.reserve(global_indexes.size());
-  uint64_t added = 0;
   for (size_t i = 0; i < global_indexes.size(); ++i) {
     StoredSample& sample = staged[global_indexes[i]];
     sample.generation = samples.generations[i];
     sample.partition = samples.partitions[i];
     for (const Column& column : columns) {
-      SampleView view = column.sample(i);
-      added += view.nbytes;
-      sample.fields.emplace(column.field, std::move(view));
+      sample.fields.emplace(column.field, VersionedValue(samples.write_version, column.sample(i)));
     }
   }
 
   std::unique_lock lock(state_->mutex);
-  uint64_t replaced = 0;
+  uint64_t bytes_in = 0;
+  uint64_t bytes_out = 0;
+  uint64_t overhead_in = 0;
+  uint64_t overhead_out = 0;
   uint64_t fresh = 0;
-  uint64_t added_overhead = 0;
-  uint64_t replaced_overhead = 0;
-  std::unordered_set<int64_t> superseded;  // holding an older generation's values: dropped whole
   for (const auto& [gi, sample] : staged) {
     auto stored = state_->values.find(gi);
     if (stored == state_->values.end()) {
       ++fresh;
-      added_overhead += overhead_of(sample);
+      bytes_in += bytes_of(sample.fields);
+      overhead_in += overhead_of(sample);
       continue;
     }
     const StoredSample& old = stored->second;
     if (old.generation != 0 && sample.generation < old.generation) {
       throw_sample_reused(sample.partition, gi, sample.generation, old.generation);
     }
-    if (old.generation != 0 && sample.generation > old.generation) {
-      superseded.insert(gi);
-      replaced += bytes_of(old.fields);
-      replaced_overhead += overhead_of(old);
-      added_overhead += overhead_of(sample);
+    if (supersedes(sample, old)) {  // dropped whole
+      bytes_out += bytes_of(old.fields);
+      overhead_out += overhead_of(old);
+      bytes_in += bytes_of(sample.fields);
+      overhead_in += overhead_of(sample);
       continue;
     }
     if (!old.partition.empty() && old.partition != sample.partition) {
       throw_sample_foreign(sample.partition, gi, sample.generation, old.partition);
     }
-    for (const auto& [field, view] : sample.fields) {
+    for (const auto& [field, value] : sample.fields) {
       auto slot = old.fields.find(field);
-      if (slot != old.fields.end()) {
-        replaced += slot->second.nbytes;
-      } else {
-        added_overhead += kValueOverheadBytes;
+      if (slot == old.fields.end()) {
+        bytes_in += value.bytes();
+        overhead_in += kValueOverheadBytes;
+        continue;
       }
+      const VersionedValue::Change change = slot->second.change_of_write(value);
+      bytes_in += change.bytes_in;
+      bytes_out += change.bytes_out;
+      // A value that takes another's place reuses its bookkeeping: an
+      // overwrite asks only for its bytes.
+      const uint64_t reused = std::min(change.values_in, change.values_out);
+      overhead_in += kValueOverheadBytes * (change.values_in - reused);
+      overhead_out += kValueOverheadBytes * (change.values_out - reused);
     }
   }
-  // Overwritten bytes are released by this put, so they count as free.
+  // Values this put drops are released by it, so they count as free.
   const StorageStats& held = state_->stats;
-  check_room("max_bytes", state_->options.max_bytes, held.bytes + held.overhead_bytes - replaced - replaced_overhead,
-             added + added_overhead, "bytes (values and their bookkeeping)", "the put");
+  check_room("max_bytes", state_->options.max_bytes, held.bytes + held.overhead_bytes - bytes_out - overhead_out,
+             bytes_in + overhead_in, "bytes (values and their bookkeeping)", "the put");
   check_room("max_samples", state_->options.max_samples, state_->values.size(), fresh, "new samples", "the put");
   state_->values.reserve(state_->values.size() + fresh);  // the last step that may throw
 
@@ -179,7 +242,7 @@ void StorageUnit::put(const SampleKeys& samples, const std::vector<Column>& colu
       continue;
     }
     StoredSample& old = stored->second;
-    if (superseded.count(it->first) != 0) {
+    if (supersedes(it->second, old)) {
       std::swap(old, it->second);  // the old sample leaves with `staged`
       ++it;
       continue;
@@ -192,22 +255,23 @@ void StorageUnit::put(const SampleKeys& samples, const std::vector<Column>& colu
       if (slot == old.fields.end()) {
         old.fields.insert(fields.extract(field++));
       } else {
-        std::swap(slot->second, field->second);  // the old view leaves with `staged`
+        slot->second.write(field->second);  // what it drops, or an ignored write, leaves with `staged`
         ++field;
       }
     }
     ++it;
   }
-  state_->stats.bytes = state_->stats.bytes - replaced + added;
-  state_->stats.overhead_bytes = state_->stats.overhead_bytes - replaced_overhead + added_overhead;
+  state_->stats.bytes = state_->stats.bytes - bytes_out + bytes_in;
+  state_->stats.overhead_bytes = state_->stats.overhead_bytes - overhead_out + overhead_in;
   state_->stats.samples = state_->values.size();
   lock.unlock();
-  // `staged` now holds the overwritten views; their buffers may be freed here, unlocked.
+  // `staged` now holds the dropped views; their buffers may be freed here, unlocked.
 }
 
 std::vector<std::vector<SampleView>> StorageUnit::get(const SampleKeys& samples,
                                                       std::span<const std::string> fields) const {
   check_keys(samples, false);
+  const std::vector<const std::vector<uint64_t>*> read_versions = read_versions_of(samples, fields);
   const std::span<const int64_t> global_indexes = samples.global_indexes;
   std::vector<std::vector<SampleView>> out(global_indexes.size());
   std::shared_lock lock(state_->mutex);
@@ -221,23 +285,62 @@ std::vector<std::vector<SampleView>> StorageUnit::get(const SampleKeys& samples,
       throw_sample_without_data(partition, gi, generation, fields.front());
     }
     const StoredSample& sample = stored->second;
-    if (generation != 0 && sample.generation != 0 && generation != sample.generation) {
-      throw_sample_reused(partition, gi, generation, sample.generation);
-    }
-    if (!sample.partition.empty() && sample.partition != partition) {
-      throw_sample_foreign(partition, gi, generation, sample.partition);
-    }
+    check_owner(sample, gi, partition, generation);
     out[i].reserve(fields.size());
-    for (const std::string& field : fields) {
-      auto slot = sample.fields.find(field);
-      if (slot == sample.fields.end()) {
-        throw Error(ErrorCode::kNotFound, "storage holds no field \"" + field + "\" for global index " +
-                                              std::to_string(gi) + " of partition '" + partition + "'");
-      }
-      out[i].push_back(slot->second);
+    for (size_t f = 0; f < fields.size(); ++f) {
+      const uint64_t version = read_versions[f] == nullptr ? 0 : (*read_versions[f])[i];
+      auto slot = sample.fields.find(fields[f]);
+      const VersionedValue* held = slot == sample.fields.end() ? nullptr : &slot->second;
+      const SampleView* view = held == nullptr ? nullptr : held->read(version);
+      if (view == nullptr) throw_no_value(fields[f], version, held, gi, partition);
+      out[i].push_back(*view);
     }
   }
   return out;
+}
+
+void StorageUnit::commit(const SampleKeys& samples, std::span<const std::string> fields) {
+  check_keys(samples, false);
+  const uint64_t version = samples.write_version;
+  if (version == 0) {
+    throw_invalid("commit needs write_version above 0 (an unversioned put commits itself); got 0");
+  }
+  const std::span<const int64_t> global_indexes = samples.global_indexes;
+  // Room for the versions the commit drops, made before the lock: usually
+  // one (the value committed before) per sample and field.
+  std::vector<VersionedValue::Versions::node_type> dropped;
+  dropped.reserve(global_indexes.size() * fields.size());
+  std::unique_lock lock(state_->mutex);
+  for (;;) {
+    size_t drops = 0;
+    for (size_t i = 0; i < global_indexes.size(); ++i) {
+      auto stored = state_->values.find(global_indexes[i]);
+      if (stored == state_->values.end()) continue;  // nothing was stored: nothing to commit
+      check_owner(stored->second, global_indexes[i], samples.partitions[i],
+                  samples.generations.empty() ? 0 : samples.generations[i]);
+      for (const std::string& field : fields) {
+        auto slot = stored->second.fields.find(field);
+        if (slot == stored->second.fields.end()) continue;
+        drops += slot->second.drops_of_commit(version).value_or(0);
+      }
+    }
+    if (drops <= dropped.capacity()) break;
+    lock.unlock();
+    dropped.reserve(drops);
+    lock.lock();
+  }
+  for (const int64_t gi : global_indexes) {
+    auto stored = state_->values.find(gi);
+    if (stored == state_->values.end()) continue;
+    for (const std::string& field : fields) {
+      auto slot = stored->second.fields.find(field);
+      if (slot != stored->second.fields.end()) slot->second.commit(version, dropped);
+    }
+  }
+  for (const auto& node : dropped) state_->stats.bytes -= node.mapped().nbytes;
+  state_->stats.overhead_bytes -= kValueOverheadBytes * dropped.size();
+  lock.unlock();
+  // `dropped` releases the buffers here, unlocked.
 }
 
 void StorageUnit::clear(std::span<const int64_t> global_indexes) { clear_generations(global_indexes, {}); }
@@ -284,14 +387,18 @@ void StorageUnit::save(const std::string& path) const {
   {
     std::shared_lock lock(state_->mutex);
     for (const auto& [gi, sample] : state_->values) {
-      for (const auto& [field, view] : sample.fields) {
-        snapshot.push_back({gi, sample.generation, sample.partition, field, view});
+      for (const auto& [field, value] : sample.fields) {
+        for (const auto& [version, view] : value.versions()) {
+          snapshot.push_back(
+              {gi, sample.generation, sample.partition, field, version, value.committed() == version, view});
+        }
       }
     }
   }
   // Sorted so that the same content gives the same file.
   std::sort(snapshot.begin(), snapshot.end(), [](const StoredValue& a, const StoredValue& b) {
-    return a.global_index != b.global_index ? a.global_index < b.global_index : a.field < b.field;
+    if (a.global_index != b.global_index) return a.global_index < b.global_index;
+    return a.field != b.field ? a.field < b.field : a.version < b.version;
   });
   write_checkpoint(path, snapshot);
 }
@@ -300,6 +407,9 @@ void StorageUnit::load(const std::string& path) {
   std::vector<StoredValue> records = read_checkpoint(path);
   Values loaded;
   StorageStats stats;
+  const auto corrupt = [&path](int64_t gi, const std::string& problem) {
+    throw_invalid("checkpoint \"" + path + "\" is corrupt: global index " + std::to_string(gi) + ": " + problem);
+  };
   for (StoredValue& record : records) {
     stats.bytes += record.view.nbytes;
     auto [at, first] = loaded.try_emplace(record.global_index);
@@ -308,16 +418,20 @@ void StorageUnit::load(const std::string& path) {
       sample.generation = record.generation;
       sample.partition = record.partition;
     } else if (sample.generation != record.generation || sample.partition != record.partition) {
-      throw_invalid("checkpoint \"" + path + "\" is corrupt: the fields of global index " +
-                    std::to_string(record.global_index) + " belong to different samples");
+      corrupt(record.global_index, "its fields belong to different samples");
     }
-    if (!sample.fields.emplace(record.field, std::move(record.view)).second) {
-      throw_invalid("checkpoint \"" + path + "\" is corrupt: field \"" + record.field + "\" of global index " +
-                    std::to_string(record.global_index) + " appears twice");
+    VersionedValue& value = sample.fields[record.field];
+    if (const char* problem = value.restore(record.version, record.committed, std::move(record.view))) {
+      corrupt(record.global_index, "field \"" + record.field + "\": " + problem);
     }
   }
   stats.samples = loaded.size();
-  for (const auto& [gi, sample] : loaded) stats.overhead_bytes += overhead_of(sample);
+  for (const auto& [gi, sample] : loaded) {
+    stats.overhead_bytes += overhead_of(sample);
+    for (const auto& [field, value] : sample.fields) {
+      if (const char* problem = value.restored_problem()) corrupt(gi, "field \"" + field + "\": " + problem);
+    }
+  }
   // The checkpoint replaces the content, so the whole limit is free.
   const std::string requester = "checkpoint \"" + path + "\"";
   check_room("max_bytes", state_->options.max_bytes, 0, stats.bytes + stats.overhead_bytes,

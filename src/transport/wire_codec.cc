@@ -821,6 +821,19 @@ void add_sample_keys(Json& header, const SampleKeys& samples, std::span<const si
   header["partitions"] = std::move(names);
   header["partition_ends"] = binary_of(std::span<const uint64_t>(ends));
   if (!samples.generations.empty()) header["generations"] = binary_of(std::span<const uint64_t>(generations));
+  if (samples.write_version != 0) header["write_version"] = samples.write_version;
+  if (samples.read_versions == nullptr || samples.read_versions->empty()) return;
+  Json read_versions = Json::object();
+  std::vector<uint64_t> versions(positions.size());
+  for (const auto& [field, all] : *samples.read_versions) {
+    if (all.size() != samples.global_indexes.size()) {
+      throw_invalid("read_versions of field \"" + field + "\" holds " + std::to_string(all.size()) + " versions for " +
+                    std::to_string(samples.global_indexes.size()) + " global indexes; give one per index");
+    }
+    for (size_t i = 0; i < positions.size(); ++i) versions[i] = all[positions[i]];
+    read_versions[field] = binary_of(std::span<const uint64_t>(versions));
+  }
+  header["read_versions"] = std::move(read_versions);
 }
 
 SampleKeyColumns read_sample_keys(const Header& header) {
@@ -831,6 +844,34 @@ SampleKeyColumns read_sample_keys(const Header& header) {
   if (header.has("generations")) {
     out.generations = header.numbers<uint64_t>("generations");
     if (out.generations.size() != n) header.fail("generations", "must hold one generation per sample");
+  }
+  if (header.has("write_version")) {
+    const Json& version = header.at("write_version");
+    if (!version.is_number_unsigned()) {
+      // Never dump(): a peer's string may not be UTF-8.
+      const std::string got =
+          version.is_number_integer() ? std::to_string(version.get<int64_t>()) : std::string(version.type_name());
+      header.fail("write_version", "must be an unsigned integer, got " + got);
+    }
+    out.write_version = version.get<uint64_t>();
+  }
+  if (header.has("read_versions")) {
+    const Json& fields = header.at("read_versions");
+    if (!fields.is_object()) header.fail("read_versions", "must be a map of field to versions");
+    for (const auto& [field, versions] : fields.items()) {
+      const std::string where = "of field " + in_quotes(field);
+      if (!versions.is_binary()) header.fail("read_versions", where + " must be a binary array");
+      const auto& bytes = versions.get_binary();
+      // Checked before anything is allocated: the sender's count is not trusted.
+      if (bytes.size() != n * sizeof(uint64_t)) {
+        header.fail("read_versions", where + " holds " + std::to_string(bytes.size()) + " bytes; " + std::to_string(n) +
+                                         " samples need one u64 version each (" + std::to_string(n * sizeof(uint64_t)) +
+                                         " bytes)");
+      }
+      std::vector<uint64_t> read(n);
+      if (n != 0) std::memcpy(read.data(), bytes.data(), bytes.size());
+      out.read_versions.insert_or_assign(field, std::move(read));
+    }
   }
   return out;
 }

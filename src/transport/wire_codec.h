@@ -20,6 +20,7 @@
 
 #include "transport/frames.h"
 #include "seqflow/controller.h"
+#include "seqflow/field_versions.h"
 #include "seqflow/limits.h"
 #include "seqflow/storage.h"
 #include "seqflow/tensor.h"
@@ -112,15 +113,22 @@ std::vector<PartitionKeys> decode_kv_list(const Json& value, std::string_view wh
 Json encode_meta_request(const MetaRequest& request);
 MetaRequest decode_meta_request(const Json& value, std::string_view what);
 
-// The samples of a storage put or get: "indexes", "partitions" with
+// The samples of a storage put, get or commit: "indexes", "partitions" with
 // "partition_ends" (runs of equal names, as in a BatchMeta), "generations"
-// (absent when not known). add_sample_keys writes those of `samples` at
-// `positions` (one unit's), in that order.
+// (absent when not known), "write_version" (a put's or commit's; absent
+// when 0) and "read_versions" (a get's: field -> binary u64 array, one
+// version per sample; absent when none). add_sample_keys writes those of
+// `samples` at `positions` (one unit's), in that order. read_sample_keys
+// reads those present: the request's Header says which it allows.
 struct SampleKeyColumns {
   std::vector<int64_t> global_indexes;
   PartitionIdList partitions;
   std::vector<uint64_t> generations;
-  SampleKeys keys() const { return {global_indexes, partitions, generations}; }
+  uint64_t write_version = 0;
+  FieldVersions read_versions;
+  SampleKeys keys() const {
+    return {global_indexes, partitions, generations, write_version, read_versions.empty() ? nullptr : &read_versions};
+  }
 };
 void add_sample_keys(Json& header, const SampleKeys& samples, std::span<const size_t> positions);
 SampleKeyColumns read_sample_keys(const Header& header);

@@ -522,7 +522,7 @@ TEST_F(StorageCheckpoint, CorruptionMessagesSayWhat) {
     return [&unit, path = write_variant(corrupt)] { unit.load(path); };
   };
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, load_with(0, 'X'), {"bad magic"}));
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, load_with(8, 3), {"version 3"}));
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, load_with(8, 4), {"version 4"}));
   // Record 0's dtype byte: header (24) + global index, nbytes, field size, rank (24).
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, load_with(24 + 24, 77), {"record 0", "unknown dtype code 77"}));
   // The last payload byte: structure intact, only the checksum notices.

@@ -85,6 +85,58 @@ TEST(WireCodecSampleKeys, StorageRequestsCarryPartitionsAndGenerations) {
                            {"get request field 'generations'", "one generation per sample"}));
 }
 
+TEST(WireCodecSampleKeys, VersionsTravelOnlyWhenSetAndOnlyForTheUnitsSamples) {
+  const std::vector<int64_t> indexes = {4, 9, 2, 7};
+  const PartitionIdList partitions(4, "p");
+  const std::vector<uint64_t> generations = {1, 1, 1, 1};
+  const FieldVersions read = {{"x", {10, 11, 12, 13}}, {"y", {0, 5, 0, 6}}};
+  const size_t positions[] = {3, 1};  // one unit's share, in its order
+  const auto keys_through_wire = [&](const SampleKeys& keys) {
+    Json header = Json::object();
+    wire::add_sample_keys(header, keys, positions);
+    return through_wire(header);
+  };
+  const auto read_keys = [](const Json& header) {
+    return wire::read_sample_keys(
+        wire::Header(header, "get request",
+                     {"indexes", "partitions", "partition_ends", "generations", "write_version", "read_versions"}));
+  };
+
+  const Json plain = keys_through_wire({indexes, partitions, generations});
+  EXPECT_FALSE(plain.contains("write_version"));
+  EXPECT_FALSE(plain.contains("read_versions"));
+  const wire::SampleKeyColumns unversioned = read_keys(plain);
+  EXPECT_EQ(unversioned.write_version, 0u);
+  EXPECT_EQ(unversioned.keys().read_versions, nullptr);
+
+  const FieldVersions none;
+  const Json versioned = keys_through_wire({indexes, partitions, generations, 9, &read});
+  const wire::SampleKeyColumns got = read_keys(versioned);
+  EXPECT_EQ(got.write_version, 9u);
+  EXPECT_EQ(got.read_versions, (FieldVersions{{"x", {13, 11}}, {"y", {6, 5}}}));
+  EXPECT_EQ(got.keys().read_versions, &got.read_versions);
+  EXPECT_EQ(got.keys().write_version, 9u);
+  EXPECT_FALSE(keys_through_wire({indexes, partitions, generations, 0, &none}).contains("read_versions"));
+
+  const FieldVersions short_y = {{"y", {1, 2}}};
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                           [&] {
+                             keys_through_wire({indexes, partitions, generations, 0, &short_y});
+                           },
+                           {"read_versions", "\"y\"", "2 versions for 4 global indexes"}));
+  Json long_x = versioned;
+  long_x["read_versions"]["x"] = wire::binary_of(std::span<const uint64_t>(read.at("x")));
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { read_keys(long_x); },
+                           {"get request field 'read_versions'", "'x'", "32 bytes", "2 samples"}));
+  Json half = versioned;
+  half["read_versions"]["x"] = Json::binary(std::vector<uint8_t>(12));
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { read_keys(half); }, {"'read_versions'", "12 bytes"}));
+  Json text_version = versioned;
+  text_version["write_version"] = "9";
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { read_keys(text_version); },
+                           {"get request field 'write_version'", "unsigned integer"}));
+}
+
 TEST(WireCodecBatchMeta, RoundTripKeepsPartitionsSchemaProductionCustomMetaAndExtraInfo) {
   const BatchMeta meta = sample_batch_meta();
   const Json encoded = wire::encode_batch_meta(meta);

@@ -1,7 +1,8 @@
 // Fuzz target of everything that decodes bytes from a peer: the transport
 // envelope, the MessagePack header, and every wire codec decoder on it
 // (batch metadata, metadata requests, kv_list replies, status lists,
-// schemas, the columns of a put, the views of a get reply, same-host
+// schemas, the columns of a put, the sample keys of a get or a commit with
+// their write and read versions, the views of a get reply, same-host
 // descriptions). A decoder may refuse input only with
 // seqflow::Error. Anything else is a finding: a crash, another exception, a
 // sanitizer report, a header read differently from nlohmann's reader, a
@@ -160,7 +161,7 @@ void expect_same_reading(const std::optional<Json>& from_frame, const std::funct
 
 void decode_columns(const Json& header_json, const Frames& frames) {
   const wire::Header header(header_json, "put request",
-                            {"indexes", "partitions", "partition_ends", "generations", "columns"});
+                            {"indexes", "partitions", "partition_ends", "generations", "write_version", "columns"});
   const wire::SampleKeyColumns samples = wire::read_sample_keys(header);
   const auto& indexes = samples.global_indexes;
   Frames args = test::copies(frames);
@@ -191,6 +192,56 @@ void decode_columns(const Json& header_json, const Frames& frames) {
       }
     }
   }
+}
+
+// A unit holding seed_columns() for samples 0, 5 and 2 (partition "p",
+// generation 1, as test::storage_request names them): committed, and an
+// overwrite staged as version 2, for fuzzed gets and commits to run against.
+StorageUnit& unit_with_versions(StorageUnit& storage, const std::vector<Column>& columns) {
+  const std::vector<int64_t> indexes = {0, 5, 2};
+  const test::TestSamples samples = test::samples_of(indexes);
+  storage.put(samples, columns);
+  SampleKeys staged = samples;
+  staged.write_version = 2;
+  storage.put(staged, columns);
+  return storage;
+}
+
+std::vector<Column> seed_columns();
+
+void decode_get_request(const Json& header_json) {
+  const wire::Header header(header_json, "get request",
+                            {"indexes", "partitions", "partition_ends", "generations", "read_versions", "fields"});
+  const wire::SampleKeyColumns samples = wire::read_sample_keys(header);
+  for (const auto& [field, versions] : samples.read_versions) {
+    if (versions.size() != samples.global_indexes.size()) {
+      finding("read_versions of '" + field + "' does not hold one version per sample");
+    }
+  }
+  const std::vector<std::string> fields = header.texts("fields");
+  StorageUnit storage;
+  const auto rows = unit_with_versions(storage, seed_columns()).get(samples.keys(), fields);
+  for (const auto& row : rows) {
+    for (const SampleView& view : row) {
+      expect_consistent(view, "a stored value a get request reads");
+      touch(view.bytes());
+    }
+  }
+}
+
+void decode_commit_request(const Json& header_json) {
+  const wire::Header header(header_json, "commit request",
+                            {"indexes", "partitions", "partition_ends", "generations", "write_version", "fields"});
+  const wire::SampleKeyColumns samples = wire::read_sample_keys(header);
+  const std::vector<std::string> fields = header.texts("fields");
+  StorageUnit storage;
+  const std::vector<Column> columns = seed_columns();
+  unit_with_versions(storage, columns);
+  storage.commit(samples.keys(), fields);
+  // A commit only drops values: never more bytes than both versions.
+  uint64_t both = 0;
+  for (const Column& column : columns) both += 2 * (column.offsets.back() - column.offsets.front());
+  if (storage.stats().bytes > both) finding("a commit made the unit hold more bytes");
 }
 
 void decode_views(const Json& header_json, const Message& message) {
@@ -330,6 +381,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     expect_stable<Schemas>(decode_schemas(header, "schemas"), wire::encode_schemas, decode_schemas, "schemas");
   });
   decode_or_refuse([&] { decode_columns(header, message.frames); });
+  decode_or_refuse([&] { decode_get_request(header); });
+  decode_or_refuse([&] { decode_commit_request(header); });
   decode_or_refuse([&] { decode_views(header, message); });
   // A same-host description (a put's local_frames, a get reply's).
   decode_or_refuse([&] { (void)transport::local_copy::sealed_reader(fuzz_sessions(), header, "local frames"); });
@@ -546,7 +599,28 @@ std::vector<std::vector<uint8_t>> fuzz_seed_corpus() {
     header["columns"] = entries;
     put[1] = wire::header_frame(header);
     seeds.push_back(make_input(0, 0, put));
+    header["write_version"] = 2;  // the same put, staged
+    put[1] = wire::header_frame(header);
+    seeds.push_back(make_input(0, 0, put));
   }
+
+  // A get of staged versions and the commit of one.
+  const FieldVersions read_versions = {{"fixed", {2, 0, 2}}, {"text", {0, 0, 2}}};
+  const test::TestSamples seed_samples = test::samples_of(indexes);
+  SampleKeys versioned = seed_samples;
+  versioned.write_version = 2;
+  versioned.read_versions = &read_versions;
+  const std::vector<size_t> all = {0, 1, 2};
+  Json get_request = Json::object();
+  wire::add_sample_keys(get_request, versioned, all);
+  get_request.erase("write_version");  // a get's keys carry read versions only
+  get_request["fields"] = {"fixed", "text"};
+  seeds.push_back(make_input(0, 0, with_envelope(transport::encode_request_envelope(10, "get"), get_request)));
+  Json commit_request = Json::object();
+  versioned.read_versions = nullptr;
+  wire::add_sample_keys(commit_request, versioned, all);
+  commit_request["fields"] = {"fixed", "nested", "text"};
+  seeds.push_back(make_input(0, 0, with_envelope(transport::encode_request_envelope(11, "commit"), commit_request)));
 
   StorageUnit storage;
   storage.put(test::samples_of(indexes), columns);
