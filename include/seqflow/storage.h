@@ -96,6 +96,10 @@ class DataPlane {
   // kStaleSample and nothing is committed. write_version 0 is
   // kInvalidArgument.
   virtual void commit(const SampleKeys& samples, std::span<const std::string> fields) = 0;
+  // Drops samples.write_version of these fields where it is staged (not
+  // committed): the undo of a put the controller refused, so that it leaves
+  // nothing behind. Anything else is ignored. Checks keys like commit.
+  virtual void discard(const SampleKeys& samples, std::span<const std::string> fields) = 0;
 
   // Drops every field of these indexes; unknown indexes are ignored.
   virtual void clear(std::span<const int64_t> global_indexes) = 0;
@@ -121,6 +125,7 @@ class StorageUnit final : public DataPlane {
   std::vector<std::vector<SampleView>> get(const SampleKeys& samples,
                                            std::span<const std::string> fields) const override;
   void commit(const SampleKeys& samples, std::span<const std::string> fields) override;
+  void discard(const SampleKeys& samples, std::span<const std::string> fields) override;
   void clear(std::span<const int64_t> global_indexes) override;
   // clear() of the samples that still hold these generations (one per
   // index): data that a newer sample put under a reused index stays.
@@ -134,6 +139,10 @@ class StorageUnit final : public DataPlane {
 
  private:
   struct State;  // the values, their lock and counts (src/storage/storage_unit.cc)
+  // commit and discard: one walk over the samples' stored fields.
+  template <typename Drops, typename Apply>
+  void settle_version(const SampleKeys& samples, std::span<const std::string> fields, const char* op, Drops drops_of,
+                      Apply apply);
   std::unique_ptr<State> state_;
 };
 

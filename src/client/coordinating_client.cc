@@ -255,17 +255,24 @@ BatchMeta CoordinatingClient::write_existing(const BatchMeta& meta, const std::v
   SampleKeys keys = keys_of(target);
   keys.write_version = write_version;
   keys.read_versions = nullptr;
-  data_->put(keys, columns);
-  for (const auto& [partition_id, at] : positions) {
-    std::vector<int64_t> indexes;
-    std::vector<uint64_t> generations;
-    std::vector<Value> metas;
-    for (size_t i : at) {
-      indexes.push_back(target.global_indexes[i]);
-      generations.push_back(target.generations[i]);
-      if (!custom_meta.empty()) metas.push_back(custom_meta[i]);
+  try {
+    data_->put(keys, columns);
+    for (const auto& [partition_id, at] : positions) {
+      std::vector<int64_t> indexes;
+      std::vector<uint64_t> generations;
+      std::vector<Value> metas;
+      for (size_t i : at) {
+        indexes.push_back(target.global_indexes[i]);
+        generations.push_back(target.generations[i]);
+        if (!custom_meta.empty()) metas.push_back(custom_meta[i]);
+      }
+      control_->mark_produced(partition_id, indexes, generations, schemas, metas, write_version);
     }
-    control_->mark_produced(partition_id, indexes, generations, schemas, metas, write_version);
+  } catch (const Error& error) {
+    // A refusal (not a call that may have landed unseen: a timeout, a lost
+    // reply) leaves the version uncommitted for good: the units drop it.
+    if (error.code() != ErrorCode::kTimeout && error.code() != ErrorCode::kInternal) discard_staged(keys, names);
+    throw;
   }
   // Committed: every BatchMeta the controller gives out names this version
   // now, and the units serve it when named. Telling them lets them drop the
@@ -305,6 +312,14 @@ void CoordinatingClient::forget_partition_if_empty(std::shared_lock<Mutex>& lock
     control_->forget_partition_if_empty(partition_id);
   } catch (...) {
     // Best effort on a failure path: the caller reports the original error.
+  }
+}
+
+void CoordinatingClient::discard_staged(const SampleKeys& keys, std::span<const std::string> fields) {
+  try {
+    data_->discard(keys, fields);
+  } catch (const Error&) {
+    // Never read either way; a unit that missed this drops it with a later commit or the sample's clear.
   }
 }
 

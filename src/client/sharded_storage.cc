@@ -287,9 +287,18 @@ std::vector<std::vector<SampleView>> ShardedStorage::get(const SampleKeys& sampl
 }
 
 void ShardedStorage::commit(const SampleKeys& samples, std::span<const std::string> fields) {
+  settle_version("commit", samples, fields);
+}
+
+void ShardedStorage::discard(const SampleKeys& samples, std::span<const std::string> fields) {
+  settle_version("discard", samples, fields);
+}
+
+void ShardedStorage::settle_version(const std::string& op, const SampleKeys& samples,
+                                    std::span<const std::string> fields) {
   // As a unit refuses it, also when no unit would be asked.
   if (samples.write_version == 0) {
-    throw_invalid("commit needs write_version above 0 (an unversioned put commits itself); got 0");
+    throw_invalid(op + " needs write_version above 0 (an unversioned put commits itself); got 0");
   }
   const auto shards = transport::shard_indexes(samples.global_indexes, units_.size());
   const std::vector<std::string> names(fields.begin(), fields.end());
@@ -298,11 +307,11 @@ void ShardedStorage::commit(const SampleKeys& samples, std::span<const std::stri
     if (shards[u].global_indexes.empty()) continue;
     Json header = keys_header(samples, shards[u].positions);
     header["fields"] = names;
-    fan_out.send(u, "commit", transport::wire::header_message(header));
+    fan_out.send(u, op, transport::wire::header_message(header));
   }
   for (const auto& [unit, frames] : fan_out.receive_all()) {
-    const Json header = transport::wire::read_header(frames, 0, "commit reply");
-    (void)Header(header, "commit reply", {});
+    const Json header = transport::wire::read_header(frames, 0, op + " reply");
+    (void)Header(header, op + " reply", {});
   }
 }
 

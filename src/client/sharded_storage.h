@@ -32,6 +32,7 @@ class ShardedStorage final : public DataPlane {
                                            std::span<const std::string> fields) const override;
   // To the units that hold the samples, at once.
   void commit(const SampleKeys& samples, std::span<const std::string> fields) override;
+  void discard(const SampleKeys& samples, std::span<const std::string> fields) override;
   // Refused: a unit drops data only for its controller (clear_samples,
   // clear_partition and kv_clear drop released data there).
   void clear(std::span<const int64_t> global_indexes) override;
@@ -49,6 +50,8 @@ class ShardedStorage final : public DataPlane {
   void load(const std::string& path) override;
 
  private:
+  // commit and discard: op to every unit holding some of the samples.
+  void settle_version(const std::string& op, const SampleKeys& samples, std::span<const std::string> fields);
   // Writes the index of a storage checkpoint from the units' fingerprints
   // (a save_storage or save_checkpoint reply).
   void write_index(const std::string& path, const transport::Frames& reply, std::string_view what) const;

@@ -139,13 +139,21 @@ void StorageService::register_handlers() {
   });
   // The second step of a versioned put (its own op, not an admin one): the
   // client that staged the write makes it the value readers see.
-  service_.handle("commit", [&storage](transport::Frames& args) {
-    const Json json = transport::wire::read_header(args, 0, "commit request");
-    const Header header(json, "commit request",
-                        {"indexes", "partitions", "partition_ends", "generations", "write_version", "fields"});
-    storage.commit(transport::wire::read_sample_keys(header).keys(), header.texts("fields"));
-    return transport::wire::header_message(Json::object());
-  });
+  // commit and discard: part of a data put (a put's promotion or its undo), open to any admitted client.
+  for (const std::string op : {"commit", "discard"}) {
+    service_.handle(op, [&storage, op](transport::Frames& args) {
+      const Json json = transport::wire::read_header(args, 0, op + " request");
+      const Header header(json, op + " request",
+                          {"indexes", "partitions", "partition_ends", "generations", "write_version", "fields"});
+      const transport::wire::SampleKeyColumns samples = transport::wire::read_sample_keys(header);
+      if (op == "commit") {
+        storage.commit(samples.keys(), header.texts("fields"));
+      } else {
+        storage.discard(samples.keys(), header.texts("fields"));
+      }
+      return transport::wire::header_message(Json::object());
+    });
+  }
   service_.handle("local_copy_session", nullptr, [&sessions](const transport::Frames& args) {
     const Json json = transport::wire::read_header(args, 0, "local_copy_session request");
     const Header header(json, "local_copy_session request", {});

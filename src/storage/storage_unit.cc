@@ -299,29 +299,33 @@ std::vector<std::vector<SampleView>> StorageUnit::get(const SampleKeys& samples,
   return out;
 }
 
-void StorageUnit::commit(const SampleKeys& samples, std::span<const std::string> fields) {
+// A commit or a discard of samples.write_version (op names it in errors):
+// `drops` counts the values it drops of one stored field, `apply` drops them.
+// Room for them is made before the lock (again, unlocked, if a put added
+// more meanwhile), so that under it values only move between maps.
+template <typename Drops, typename Apply>
+void StorageUnit::settle_version(const SampleKeys& samples, std::span<const std::string> fields, const char* op,
+                                 Drops drops_of, Apply apply) {
   check_keys(samples, false);
   const uint64_t version = samples.write_version;
   if (version == 0) {
-    throw_invalid("commit needs write_version above 0 (an unversioned put commits itself); got 0");
+    throw_invalid(std::string(op) + " needs write_version above 0 (an unversioned put commits itself); got 0");
   }
   const std::span<const int64_t> global_indexes = samples.global_indexes;
-  // Room for the versions the commit drops, made before the lock: usually
-  // one (the value committed before) per sample and field.
   std::vector<VersionedValue::Versions::node_type> dropped;
-  dropped.reserve(global_indexes.size() * fields.size());
+  dropped.reserve(global_indexes.size() * fields.size());  // usually one per sample and field
   std::unique_lock lock(state_->mutex);
   for (;;) {
     size_t drops = 0;
     for (size_t i = 0; i < global_indexes.size(); ++i) {
       auto stored = state_->values.find(global_indexes[i]);
-      if (stored == state_->values.end()) continue;  // nothing was stored: nothing to commit
+      if (stored == state_->values.end()) continue;  // nothing was stored: nothing to settle
       check_owner(stored->second, global_indexes[i], samples.partitions[i],
                   samples.generations.empty() ? 0 : samples.generations[i]);
       for (const std::string& field : fields) {
         auto slot = stored->second.fields.find(field);
         if (slot == stored->second.fields.end()) continue;
-        drops += slot->second.drops_of_commit(version).value_or(0);
+        drops += drops_of(slot->second, version).value_or(0);
       }
     }
     if (drops <= dropped.capacity()) break;
@@ -334,13 +338,25 @@ void StorageUnit::commit(const SampleKeys& samples, std::span<const std::string>
     if (stored == state_->values.end()) continue;
     for (const std::string& field : fields) {
       auto slot = stored->second.fields.find(field);
-      if (slot != stored->second.fields.end()) slot->second.commit(version, dropped);
+      if (slot != stored->second.fields.end()) apply(slot->second, version, dropped);
     }
   }
   for (const auto& node : dropped) state_->stats.bytes -= node.mapped().nbytes;
   state_->stats.overhead_bytes -= kValueOverheadBytes * dropped.size();
   lock.unlock();
   // `dropped` releases the buffers here, unlocked.
+}
+
+void StorageUnit::commit(const SampleKeys& samples, std::span<const std::string> fields) {
+  settle_version(
+      samples, fields, "commit", [](const VersionedValue& value, uint64_t v) { return value.drops_of_commit(v); },
+      [](VersionedValue& value, uint64_t v, auto& dropped) { value.commit(v, dropped); });
+}
+
+void StorageUnit::discard(const SampleKeys& samples, std::span<const std::string> fields) {
+  settle_version(
+      samples, fields, "discard", [](const VersionedValue& value, uint64_t v) { return value.drops_of_discard(v); },
+      [](VersionedValue& value, uint64_t v, auto& dropped) { value.discard(v, dropped); });
 }
 
 void StorageUnit::clear(std::span<const int64_t> global_indexes) { clear_generations(global_indexes, {}); }

@@ -55,6 +55,16 @@ void VersionedValue::commit(uint64_t version, std::vector<Versions::node_type>& 
   committed_ = version;
 }
 
+std::optional<size_t> VersionedValue::drops_of_discard(uint64_t version) const {
+  if (!versions_.contains(version) || (committed_ && version <= *committed_)) return std::nullopt;
+  return 1;
+}
+
+void VersionedValue::discard(uint64_t version, std::vector<Versions::node_type>& dropped) noexcept {
+  if (!drops_of_discard(version)) return;
+  dropped.push_back(versions_.extract(version));
+}
+
 const SampleView* VersionedValue::read(uint64_t version) const {
   // A committed version at or above the one asked for is newer: it wins.
   if (committed_ && version <= *committed_) return &versions_.find(*committed_)->second;

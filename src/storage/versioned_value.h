@@ -45,6 +45,11 @@ class VersionedValue {
   // Commits `version` if drops_of_commit says so; the dropped values go to
   // `dropped`, which has room for them.
   void commit(uint64_t version, std::vector<Versions::node_type>& dropped) noexcept;
+  // Values a discard of `version` drops: 1 when it is staged (held, newer
+  // than the committed one), else nullopt.
+  std::optional<size_t> drops_of_discard(uint64_t version) const;
+  // Drops `version` if drops_of_discard says so, into `dropped`, which has room.
+  void discard(uint64_t version, std::vector<Versions::node_type>& dropped) noexcept;
 
   // The value a reader of `version` sees (seqflow/storage.h, SampleKeys::
   // read_versions); null when none.

@@ -100,6 +100,31 @@ TEST(StorageVersions, ACommitPromotesItsVersionAndDropsTheOlderOnes) {
   EXPECT_EQ(unit.stats().overhead_bytes, 2 * kSampleOverheadBytes + 2 * kValueOverheadBytes);
 }
 
+TEST(StorageVersions, ADiscardDropsOnlyItsStagedVersion) {
+  StorageUnit unit;
+  const TestSamples two = samples_of(kTwo);
+  unit.put(two, {object_column("x", {"aa", "aa"})});
+  const StorageStats before = unit.stats();
+  unit.put(writing(two, 2), {object_column("x", {"bbb", "bbb"})});
+  unit.put(writing(two, 5), {object_column("x", {"ccccc", "ccccc"})});
+
+  unit.discard(writing(two, 2), kFieldX);
+  EXPECT_EQ(x_at(unit, two, {5, 5}), (Texts{"ccccc", "ccccc"}));  // another write's staged value stays
+  EXPECT_TRUE(throws_error(ErrorCode::kNotFound, [&] { x_at(unit, two, {2, 2}); }, {"no version 2"}));
+  unit.discard(writing(two, 5), kFieldX);
+  EXPECT_EQ(unit.stats().bytes, before.bytes);  // as before either put
+  EXPECT_EQ(unit.stats().overhead_bytes, before.overhead_bytes);
+  EXPECT_EQ(committed_x(unit, two), (Texts{"aa", "aa"}));
+
+  // A committed version is not the discard's to drop.
+  unit.put(writing(two, 7), {object_column("x", {"d", "d"})});
+  unit.commit(writing(two, 7), kFieldX);
+  unit.discard(writing(two, 7), kFieldX);
+  EXPECT_EQ(committed_x(unit, two), (Texts{"d", "d"}));
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { unit.discard(writing(two, 0), kFieldX); },
+                           {"discard needs write_version above 0"}));
+}
+
 TEST(StorageVersions, ACommitTouchesOnlyItsFieldsAndSamples) {
   StorageUnit unit;
   const TestSamples two = samples_of(kTwo);

@@ -229,19 +229,24 @@ void decode_get_request(const Json& header_json) {
   }
 }
 
-void decode_commit_request(const Json& header_json) {
-  const wire::Header header(header_json, "commit request",
+// A commit or a discard (`commit` false): the same request.
+void decode_settle_request(const Json& header_json, bool commit) {
+  const wire::Header header(header_json, commit ? "commit request" : "discard request",
                             {"indexes", "partitions", "partition_ends", "generations", "write_version", "fields"});
   const wire::SampleKeyColumns samples = wire::read_sample_keys(header);
   const std::vector<std::string> fields = header.texts("fields");
   StorageUnit storage;
   const std::vector<Column> columns = seed_columns();
   unit_with_versions(storage, columns);
-  storage.commit(samples.keys(), fields);
-  // A commit only drops values: never more bytes than both versions.
+  if (commit) {
+    storage.commit(samples.keys(), fields);
+  } else {
+    storage.discard(samples.keys(), fields);
+  }
+  // A commit or a discard only drops values: never more bytes than both versions.
   uint64_t both = 0;
   for (const Column& column : columns) both += 2 * (column.offsets.back() - column.offsets.front());
-  if (storage.stats().bytes > both) finding("a commit made the unit hold more bytes");
+  if (storage.stats().bytes > both) finding("a commit or a discard made the unit hold more bytes");
 }
 
 void decode_views(const Json& header_json, const Message& message) {
@@ -382,7 +387,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   });
   decode_or_refuse([&] { decode_columns(header, message.frames); });
   decode_or_refuse([&] { decode_get_request(header); });
-  decode_or_refuse([&] { decode_commit_request(header); });
+  decode_or_refuse([&] { decode_settle_request(header, true); });
+  decode_or_refuse([&] { decode_settle_request(header, false); });
   decode_or_refuse([&] { decode_views(header, message); });
   // A same-host description (a put's local_frames, a get reply's).
   decode_or_refuse([&] { (void)transport::local_copy::sealed_reader(fuzz_sessions(), header, "local frames"); });
