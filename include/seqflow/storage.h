@@ -127,8 +127,9 @@ class StorageUnit final : public DataPlane {
   void commit(const SampleKeys& samples, std::span<const std::string> fields) override;
   void discard(const SampleKeys& samples, std::span<const std::string> fields) override;
   void clear(std::span<const int64_t> global_indexes) override;
-  // clear() of the samples that still hold these generations (one per
-  // index): data that a newer sample put under a reused index stays.
+  // clear() of the samples that hold these generations or older ones (one
+  // per index; an index's generations only grow, so all of those are
+  // released): data that a newer sample put under a reused index stays.
   void clear_generations(std::span<const int64_t> global_indexes, std::span<const uint64_t> generations);
   void clear_all() override;
   StorageStats stats() const override;

@@ -13,6 +13,7 @@
 #include "transport/timing_codec.h"
 #include "transport/wire_codec.h"
 #include "seqflow/error.h"
+#include "server/owed_drops.h"
 #include "server/workload_metrics.h"
 
 namespace seqflow::server {
@@ -133,11 +134,8 @@ struct ControllerService::Units {
   // sent when it registers again, by generation, so that data a newer
   // sample put under a reused index stays. Forgotten when the unit restarts
   // (its data went with it).
-  struct Owed {
-    std::vector<int64_t> indexes;
-    std::vector<uint64_t> generations;
-  };
-  std::map<std::string, Owed> owed;
+  OwedDrops owed;
+  Gauge* owed_drops = nullptr;
   std::shared_ptr<zmq::context_t> context = std::make_shared<zmq::context_t>(1);
   Counter* drop_failures = nullptr;
   Counter* restarts = nullptr;
@@ -185,7 +183,8 @@ struct ControllerService::Units {
       if (!first && known->second != *instance) {
         known->second = *instance;
         restarted.insert(endpoint);
-        owed.erase(endpoint);
+        owed.forget(endpoint);
+        owed_drops->set(static_cast<double>(owed.size()));
         restarts->increment();
       }
     }
@@ -295,9 +294,8 @@ struct ControllerService::Units {
       } catch (const Error&) {
         drop_failures->increment();
         std::lock_guard lock(mutex);
-        Owed& debt = owed[targets[u].endpoint];
-        debt.indexes.insert(debt.indexes.end(), indexes.begin(), indexes.end());
-        debt.generations.insert(debt.generations.end(), unit_generations.begin(), unit_generations.end());
+        owed.add(targets[u].endpoint, indexes, unit_generations);
+        owed_drops->set(static_cast<double>(owed.size()));
       }
     }
   }
@@ -305,16 +303,15 @@ struct ControllerService::Units {
   // What `endpoint` owes, sent now (it just registered); kept on failure,
   // unless the unit restarted meanwhile.
   void settle_owed(const std::string& endpoint, std::chrono::milliseconds timeout) {
-    Owed debt;
+    OwedDrops::Debt debt;
     std::shared_ptr<transport::ConnectionPool> pool;
     std::string admin_token;
     std::optional<int64_t> instance;
     {
       std::lock_guard lock(mutex);
-      const auto found = owed.find(endpoint);
-      if (found == owed.end()) return;
-      debt = std::move(found->second);
-      owed.erase(found);
+      debt = owed.take(endpoint);
+      if (debt.indexes.empty()) return;
+      owed_drops->set(static_cast<double>(owed.size()));
       pool = pools.at(endpoint);
       admin_token = admin_tokens.at(endpoint);
       if (const auto known = instances.find(endpoint); known != instances.end()) instance = known->second;
@@ -326,9 +323,8 @@ struct ControllerService::Units {
       const auto known = instances.find(endpoint);
       const std::optional<int64_t> now = known != instances.end() ? std::optional(known->second) : std::nullopt;
       if (now != instance) return;  // restarted: its data went with it
-      Owed& kept = owed[endpoint];
-      kept.indexes.insert(kept.indexes.begin(), debt.indexes.begin(), debt.indexes.end());
-      kept.generations.insert(kept.generations.begin(), debt.generations.begin(), debt.generations.end());
+      owed.add(endpoint, debt.indexes, debt.generations);
+      owed_drops->set(static_cast<double>(owed.size()));
     }
   }
 
@@ -350,6 +346,8 @@ ControllerService::ControllerService(ControllerServiceOptions options)
   if (!options_.load_checkpoint.empty()) {
     controller_->start_from(durable::open_checkpoint_directory(options_.load_checkpoint).controller);
   }
+  units_->owed_drops = &service_.metrics().gauge(
+      "seqflow_storage_owed_drops", "Released samples' data a storage unit owes a drop of, until it registers again");
   units_->drop_failures = &service_.metrics().counter(
       "seqflow_storage_drop_failures_total", "Released samples whose data a storage unit did not confirm dropping");
   waiters_ = std::make_unique<FetchWaiters>(*controller_);

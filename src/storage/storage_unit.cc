@@ -372,10 +372,10 @@ void StorageUnit::clear_generations(std::span<const int64_t> global_indexes, std
   for (size_t i = 0; i < global_indexes.size(); ++i) {
     auto stored = state_->values.find(global_indexes[i]);
     if (stored == state_->values.end()) continue;
-    // Generation 0 (loaded from a checkpoint that kept none) is any sample's.
-    if (!generations.empty() && stored->second.generation != 0 && stored->second.generation != generations[i]) {
-      continue;
-    }
+    // An index's generations only grow: every one up to a released one is
+    // released too. Generation 0 (loaded from a checkpoint that kept none)
+    // is any sample's.
+    if (!generations.empty() && stored->second.generation > generations[i]) continue;
     state_->stats.bytes -= bytes_of(stored->second.fields);
     state_->stats.overhead_bytes -= overhead_of(stored->second);
     dropped.push_back(state_->values.extract(stored));

@@ -192,9 +192,9 @@ TEST(StorageUnit, ClearReleasesBytesAndIgnoresUnknownIndexes) {
   EXPECT_EQ(text_of(unit.get(samples_of(indexes({2})), kFieldX)[0][0]), "again");
 }
 
-// A drop owed since a cut names the generations it releases: data a newer
-// sample put under a reused index stays.
-TEST(StorageUnit, ClearGenerationsDropsOnlyThoseGenerations) {
+// A drop owed since a cut names the generations it releases, and with them
+// every older one: data a newer sample put under a reused index stays.
+TEST(StorageUnit, ClearGenerationsDropsThoseAndOlderGenerationsOnly) {
   StorageUnit unit;
   unit.put(samples_of(indexes({1, 2}), 5), {object_column("x", {"old", "old"})});
   unit.put(samples_of(indexes({3}), 9), {object_column("x", {"new"})});
@@ -208,6 +208,11 @@ TEST(StorageUnit, ClearGenerationsDropsOnlyThoseGenerations) {
   const std::vector<uint64_t> one = {5};
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { unit.clear_generations(owed, one); },
                            {"1 generations for 2 global indexes"}));
+  // An older sample's data under a later released generation goes too.
+  unit.put(samples_of(indexes({5}), 3), {object_column("x", {"older"})});
+  unit.clear_generations(std::vector<int64_t>{5}, std::vector<uint64_t>{8});
+  EXPECT_TRUE(throws_error(ErrorCode::kStaleSample, [&] { unit.get(samples_of(indexes({5}), 3), kFieldX); },
+                           {"global index 5", "no data"}));
   // Generation 0 (from a checkpoint that kept none) belongs to any sample.
   unit.put(samples_of(indexes({4}), 0), {object_column("x", {"unknown"})});
   const std::vector<int64_t> four = {4};
