@@ -91,14 +91,13 @@ class DataPlane {
   // Makes samples.write_version the committed value of these fields of these
   // samples where it is held and newer than the committed one, and drops
   // the older versions. Anything else is ignored: a version that lost to a
-  // newer one, or one never stored here (an index holding nothing too).
-  // Checks keys like get: an index holding another sample throws
-  // kStaleSample and nothing is committed. write_version 0 is
+  // newer one, one never stored here, an index holding nothing or another
+  // sample's values (cleared and reused since). write_version 0 is
   // kInvalidArgument.
   virtual void commit(const SampleKeys& samples, std::span<const std::string> fields) = 0;
   // Drops samples.write_version of these fields where it is staged (not
   // committed): the undo of a put the controller refused, so that it leaves
-  // nothing behind. Anything else is ignored. Checks keys like commit.
+  // nothing behind. Anything else is ignored, as by commit.
   virtual void discard(const SampleKeys& samples, std::span<const std::string> fields) = 0;
 
   // Drops every field of these indexes; unknown indexes are ignored.

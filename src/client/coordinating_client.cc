@@ -255,6 +255,7 @@ BatchMeta CoordinatingClient::write_existing(const BatchMeta& meta, const std::v
   SampleKeys keys = keys_of(target);
   keys.write_version = write_version;
   keys.read_versions = nullptr;
+  std::vector<int64_t> committed;  // positions of the partitions whose samples the controller committed
   try {
     data_->put(keys, columns);
     for (const auto& [partition_id, at] : positions) {
@@ -267,11 +268,23 @@ BatchMeta CoordinatingClient::write_existing(const BatchMeta& meta, const std::v
         if (!custom_meta.empty()) metas.push_back(custom_meta[i]);
       }
       control_->mark_produced(partition_id, indexes, generations, schemas, metas, write_version);
+      committed.insert(committed.end(), at.begin(), at.end());
     }
   } catch (const Error& error) {
     // A refusal (not a call that may have landed unseen: a timeout, a lost
-    // reply) leaves the version uncommitted for good: the units drop it.
-    if (error.code() != ErrorCode::kTimeout && error.code() != ErrorCode::kInternal) discard_staged(keys, names);
+    // reply) leaves the version uncommitted for good where it was refused:
+    // the units drop it there, and commit it where the controller already
+    // did (partitions commit one by one).
+    if (error.code() != ErrorCode::kTimeout && error.code() != ErrorCode::kInternal) {
+      std::vector<int64_t> refused;
+      std::vector<uint8_t> is_committed(n, 0);
+      for (int64_t i : committed) is_committed[static_cast<size_t>(i)] = 1;
+      for (size_t i = 0; i < n; ++i) {
+        if (!is_committed[i]) refused.push_back(static_cast<int64_t>(i));
+      }
+      settle_staged(target.select_samples(refused), names, write_version, false);
+      if (!committed.empty()) settle_staged(target.select_samples(committed), names, write_version, true);
+    }
     throw;
   }
   // Committed: every BatchMeta the controller gives out names this version
@@ -279,10 +292,7 @@ BatchMeta CoordinatingClient::write_existing(const BatchMeta& meta, const std::v
   // older versions and serve it unnamed too; a unit that misses this (slow,
   // or gone) keeps them until a later commit or the sample's clear, which
   // costs memory, never correctness, so the put has succeeded regardless.
-  try {
-    data_->commit(keys, names);
-  } catch (const Error&) {
-  }
+  settle_staged(target, names, write_version, true);
   BatchMeta out = with_produced(std::move(target), schemas, custom_meta);
   for (const std::string& name : names) out.versions[name].assign(n, write_version);
   return out;
@@ -315,11 +325,21 @@ void CoordinatingClient::forget_partition_if_empty(std::shared_lock<Mutex>& lock
   }
 }
 
-void CoordinatingClient::discard_staged(const SampleKeys& keys, std::span<const std::string> fields) {
+void CoordinatingClient::settle_staged(const BatchMeta& samples, std::span<const std::string> fields,
+                                       uint64_t write_version, bool commit) {
+  if (samples.size() == 0) return;
+  SampleKeys keys = keys_of(samples);
+  keys.write_version = write_version;
+  keys.read_versions = nullptr;
   try {
-    data_->discard(keys, fields);
+    if (commit) {
+      data_->commit(keys, fields);
+    } else {
+      data_->discard(keys, fields);
+    }
   } catch (const Error&) {
-    // Never read either way; a unit that missed this drops it with a later commit or the sample's clear.
+    // Correct either way (only committed versions are named); a unit that
+    // missed this drops the values with a later commit or the sample's clear.
   }
 }
 

@@ -3,6 +3,7 @@
 #include "seqflow/controller.h"
 
 #include <algorithm>
+#include <unordered_set>
 #include <string>
 
 #include "core/batch_meta_builder.h"
@@ -83,10 +84,14 @@ void Controller::mark_produced(const std::string& partition_id, std::span<const 
                    ? std::vector<std::pair<uint32_t, core::EncodedMeta>>{}
                    : core::prepare_meta(partition, slots, global_indexes, custom_meta, std::move(updates));
 
+  std::unordered_set<uint32_t> landed;  // reserved here: publishing does not fail halfway
+  landed.reserve(slots.size());
   // Everything checked: publish fields, bits and metadata together.
   std::vector<uint32_t> field_ids;
   for (const auto& [name, schema] : schemas) field_ids.push_back(partition.set_field(*name, schema));
-  // An overwrite's fields and tags land only where no newer write's have.
+  // An overwrite's fields land only where no newer write's have; its tags
+  // only on samples where some of its fields landed and no newer write's
+  // tags did, so that a sample's tags and values come from one write.
   for (uint32_t slot : slots) {
     for (uint32_t id : field_ids) {
       if (write_version != 0 && partition.produced(slot, id) && write_version < partition.field_version(slot, id)) {
@@ -94,10 +99,11 @@ void Controller::mark_produced(const std::string& partition_id, std::span<const 
       }
       partition.set_produced(slot, id);
       partition.set_field_version(slot, id, write_version);
+      landed.insert(slot);
     }
   }
   for (auto& [slot, meta] : metas) {
-    if (write_version != 0 && write_version < partition.meta_version(slot)) continue;
+    if (write_version != 0 && (!landed.contains(slot) || write_version < partition.meta_version(slot))) continue;
     partition.set_meta(slot, std::move(meta));
     if (write_version != 0) partition.set_meta_version(slot, write_version);
   }

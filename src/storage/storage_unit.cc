@@ -108,6 +108,11 @@ bool supersedes(const StoredSample& incoming, const StoredSample& stored) {
 }
 
 // A get's or commit's sample against the one stored under its index.
+bool is_owner(const StoredSample& stored, const std::string& partition, uint64_t generation) {
+  return (generation == 0 || stored.generation == 0 || generation == stored.generation) &&
+         (stored.partition.empty() || stored.partition == partition);
+}
+
 void check_owner(const StoredSample& stored, int64_t gi, const std::string& partition, uint64_t generation) {
   if (generation != 0 && stored.generation != 0 && generation != stored.generation) {
     throw_sample_reused(partition, gi, generation, stored.generation);
@@ -312,6 +317,7 @@ void StorageUnit::settle_version(const SampleKeys& samples, std::span<const std:
     throw_invalid(std::string(op) + " needs write_version above 0 (an unversioned put commits itself); got 0");
   }
   const std::span<const int64_t> global_indexes = samples.global_indexes;
+  const auto generation_of = [&](size_t i) { return samples.generations.empty() ? 0 : samples.generations[i]; };
   std::vector<VersionedValue::Versions::node_type> dropped;
   dropped.reserve(global_indexes.size() * fields.size());  // usually one per sample and field
   std::unique_lock lock(state_->mutex);
@@ -319,9 +325,11 @@ void StorageUnit::settle_version(const SampleKeys& samples, std::span<const std:
     size_t drops = 0;
     for (size_t i = 0; i < global_indexes.size(); ++i) {
       auto stored = state_->values.find(global_indexes[i]);
-      if (stored == state_->values.end()) continue;  // nothing was stored: nothing to settle
-      check_owner(stored->second, global_indexes[i], samples.partitions[i],
-                  samples.generations.empty() ? 0 : samples.generations[i]);
+      // Nothing stored, or another sample's values (the index was cleared and
+      // reused meanwhile): nothing of this write to settle there.
+      if (stored == state_->values.end() || !is_owner(stored->second, samples.partitions[i], generation_of(i))) {
+        continue;
+      }
       for (const std::string& field : fields) {
         auto slot = stored->second.fields.find(field);
         if (slot == stored->second.fields.end()) continue;
@@ -333,9 +341,11 @@ void StorageUnit::settle_version(const SampleKeys& samples, std::span<const std:
     dropped.reserve(drops);
     lock.lock();
   }
-  for (const int64_t gi : global_indexes) {
-    auto stored = state_->values.find(gi);
-    if (stored == state_->values.end()) continue;
+  for (size_t i = 0; i < global_indexes.size(); ++i) {
+    auto stored = state_->values.find(global_indexes[i]);
+    if (stored == state_->values.end() || !is_owner(stored->second, samples.partitions[i], generation_of(i))) {
+      continue;
+    }
     for (const std::string& field : fields) {
       auto slot = stored->second.fields.find(field);
       if (slot != stored->second.fields.end()) apply(slot->second, version, dropped);

@@ -267,6 +267,46 @@ TEST_P(ClientModes, PutExistingConflictKeepsTheOldValues) {
   EXPECT_EQ(rows[0][0].dtype, DType::kInt64);
 }
 
+TEST_P(ClientModes, ARefusedOverwriteLeavesNoStagedBytesBehind) {
+  auto client = make_client();
+  const BatchMeta put = client->put_new("p", {int64_column("x", {1, 2})}, {});
+  const StorageStats before = client->storage_stats();
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                           [&] {
+                             client->put_existing(put, {float_column("x", {9.f, 9.f})}, {});
+                           },
+                           {"dtype conflict"}));
+  EXPECT_EQ(client->storage_stats().bytes, before.bytes);
+  EXPECT_EQ(client->storage_stats().overhead_bytes, before.overhead_bytes);
+}
+
+// Partitions commit one by one: when the second refuses, the first stays
+// committed (readers see its new values, not a missing version) and the
+// second keeps its old ones.
+TEST_P(ClientModes, AnOverwriteRefusedInOnePartitionKeepsWhatAnotherCommitted) {
+  auto client = make_client();
+  const BatchMeta a = client->put_new("a", {int64_column("x", {1, 2})}, {});
+  const BatchMeta b = client->put_new("b", {float_column("x", {3.f, 4.f})}, {});
+  const BatchMeta* parts[] = {&a, &b};
+  const BatchMeta both = BatchMeta::concat(parts, false);
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                           [&] {
+                             client->put_existing(both, {int64_column("x", {10, 20, 30, 40})}, {});
+                           },
+                           {"dtype conflict"}));
+  const std::string fields[] = {"x"};
+  MetaRequest request;
+  request.fields = {"x"};
+  request.batch_size = 2;
+  request.partition_id = "a";
+  request.mode = MetaMode::kForceFetch;
+  const auto rows = client->get_data(client->get_meta(request), fields);
+  EXPECT_EQ(int64_of(rows[0][0]), 10);
+  EXPECT_EQ(int64_of(rows[1][0]), 20);
+  const auto old = client->get_data(b, fields);
+  EXPECT_EQ(old[0][0].dtype, DType::kFloat32);
+}
+
 TEST_P(ClientModes, KeyValueCallsTouchBothPlanes) {
   auto client = make_client();
   const std::vector<std::string> keys = {"a", "b"};

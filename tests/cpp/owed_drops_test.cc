@@ -43,7 +43,9 @@ TEST(OwedDrops, ARestartedUnitOwesNothing) {
 TEST(OwedDrops, GenerationsMustMatchIndexes) {
   OwedDrops owed;
   EXPECT_TRUE(test::throws_invalid(
-      [&] { owed.add("unit0", std::vector<int64_t>{1, 2}, std::vector<uint64_t>{4}); },
+      [&] {
+        owed.add("unit0", std::vector<int64_t>{1, 2}, std::vector<uint64_t>{4});
+      },
       {"1 generations for 2 global indexes"}));
   EXPECT_EQ(owed.size(), 0u);
 }

@@ -54,6 +54,20 @@ TEST(WriteVersions, TheNewestWriteWinsPerFieldAndItsTagsLandWithIt) {
   EXPECT_EQ(writer_of(meta, 1), "newer");
 }
 
+TEST(WriteVersions, AnOlderWritesTagsDoNotLandWhereNoneOfItsValuesDid) {
+  Controller controller;
+  const std::vector<int64_t> indexes = put(controller, "p", 1, {"x", "y"});
+  const uint64_t older = draw_version(controller, "p", indexes);
+  const uint64_t newer = draw_version(controller, "p", indexes);
+  controller.mark_produced("p", indexes, {}, fields_of({"x"}), {}, newer);  // no tags
+  controller.mark_produced("p", indexes, {}, fields_of({"x"}), std::vector<Value>{Value{{"writer", "older"}}}, older);
+  EXPECT_EQ(writer_of(controller.get_meta(everything("p", {"x"}, 1)), 0), "");
+  // Where one of its values lands (y), its tags do.
+  controller.mark_produced("p", indexes, {}, fields_of({"x", "y"}), std::vector<Value>{Value{{"writer", "older"}}},
+                           older);
+  EXPECT_EQ(writer_of(controller.get_meta(everything("p", {"x"}, 1)), 0), "older");
+}
+
 TEST(WriteVersions, FieldsNeverOverwrittenCarryNoVersions) {
   Controller controller;
   put(controller, "p", 3, {"x", "y"});
