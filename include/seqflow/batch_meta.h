@@ -48,8 +48,8 @@ struct BatchMeta {
   // Echoed by the wire only; the Python layer keeps its own (any objects).
   Value extra_info = Value::object();
   // The committed write each sample's overwritten fields hold (one entry
-  // per sample for each field named); a get reads exactly those. Fields
-  // never overwritten are absent.
+  // per sample for each field named); a get reads those, or a newer
+  // committed value where the unit holds one. Fields never overwritten are absent.
   FieldVersions versions = {};
 
   size_t size() const { return global_indexes.size(); }
