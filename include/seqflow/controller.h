@@ -58,6 +58,9 @@ struct SampleProduction {
   // A write version no other write has, above every one committed so far:
   // the version of the overwrite this answer precedes.
   uint64_t write_version = 0;
+  // Remote mode: per storage unit (in the controller's unit order), the tag
+  // that unit takes to commit or discard write_version; empty in-process.
+  std::vector<uint64_t> write_tags;
 
   bool has(size_t sample, size_t field) const { return produced[sample * field_count + field] != 0; }
 };

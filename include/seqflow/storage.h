@@ -55,6 +55,10 @@ struct SampleKeys {
   // a staged version above it reads that staged value (committed by the
   // controller, its commit not yet seen here).
   const FieldVersions* read_versions = nullptr;
+  // A commit or a discard to storage units over the wire: per unit, the
+  // write's tag from the controller (SampleProduction::write_tags); a unit
+  // refuses either without its tag. Empty in-process.
+  std::span<const uint64_t> write_tags = {};
 };
 
 // The data plane's calls, served by a StorageUnit in this process or by

@@ -231,6 +231,7 @@ BatchMeta CoordinatingClient::write_existing(const BatchMeta& meta, const std::v
   target.generations.resize(n);
   const std::vector<std::string> names = field_names(columns);
   uint64_t write_version = 0;
+  std::vector<uint64_t> write_tags;  // remote: what the units take to settle the version
   for (const auto& [partition_id, at] : positions) {
     std::vector<int64_t> indexes;
     std::vector<uint64_t> generations;
@@ -246,7 +247,10 @@ BatchMeta CoordinatingClient::write_existing(const BatchMeta& meta, const std::v
       }
       target.generations[at[k]] = production.generations[k];
     }
-    write_version = std::max(write_version, production.write_version);
+    if (production.write_version > write_version) {
+      write_version = production.write_version;
+      write_tags = production.write_tags;
+    }
   }
 
   // Staged beside the committed values: nobody reads them until the
@@ -282,8 +286,10 @@ BatchMeta CoordinatingClient::write_existing(const BatchMeta& meta, const std::v
       for (size_t i = 0; i < n; ++i) {
         if (!is_committed[i]) refused.push_back(static_cast<int64_t>(i));
       }
-      settle_staged(target.select_samples(refused), names, write_version, false);
-      if (!committed.empty()) settle_staged(target.select_samples(committed), names, write_version, true);
+      settle_staged(target.select_samples(refused), names, write_version, write_tags, false);
+      if (!committed.empty()) {
+        settle_staged(target.select_samples(committed), names, write_version, write_tags, true);
+      }
     }
     throw;
   }
@@ -292,7 +298,7 @@ BatchMeta CoordinatingClient::write_existing(const BatchMeta& meta, const std::v
   // older versions and serve it unnamed too; a unit that misses this (slow,
   // or gone) keeps them until a later commit or the sample's clear, which
   // costs memory, never correctness, so the put has succeeded regardless.
-  settle_staged(target, names, write_version, true);
+  settle_staged(target, names, write_version, write_tags, true);
   BatchMeta out = with_produced(std::move(target), schemas, custom_meta);
   for (const std::string& name : names) out.versions[name].assign(n, write_version);
   return out;
@@ -326,11 +332,12 @@ void CoordinatingClient::forget_partition_if_empty(std::shared_lock<Mutex>& lock
 }
 
 void CoordinatingClient::settle_staged(const BatchMeta& samples, std::span<const std::string> fields,
-                                       uint64_t write_version, bool commit) {
+                                       uint64_t write_version, std::span<const uint64_t> write_tags, bool commit) {
   if (samples.size() == 0) return;
   SampleKeys keys = keys_of(samples);
   keys.write_version = write_version;
   keys.read_versions = nullptr;
+  keys.write_tags = write_tags;
   try {
     if (commit) {
       data_->commit(keys, fields);

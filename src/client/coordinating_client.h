@@ -82,10 +82,11 @@ class CoordinatingClient final : public Client {
   BatchMeta write_existing(const BatchMeta& meta, const std::vector<Column>& columns,
                            std::span<const Value> custom_meta);
   // Tells the units holding `samples` that `write_version` of `fields` is
-  // committed (they drop older versions) or refused (they drop it). Best
-  // effort: readers name only committed versions either way.
+  // committed (they drop older versions) or refused (they drop it), with
+  // the version's write tags (remote). Best effort: readers name only
+  // committed versions either way.
   void settle_staged(const BatchMeta& samples, std::span<const std::string> fields, uint64_t write_version,
-                     bool commit);
+                     std::span<const uint64_t> write_tags, bool commit);
   void drop_released(const std::vector<int64_t>& released);
   // Undoes a put_new that failed after its insert.
   void remove_inserted(const BatchMeta& inserted);

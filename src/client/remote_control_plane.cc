@@ -183,11 +183,13 @@ SampleProduction RemoteControlPlane::sample_production(const std::string& partit
   Json request = samples_request(partition_id, global_indexes, generations);
   request["fields"] = std::vector<std::string>(fields.begin(), fields.end());
   const Json reply = call("sample_production", request);
-  const Header header(reply, "sample_production reply", {"exists", "generations", "produced", "write_version"});
+  const Header header(reply, "sample_production reply",
+                      {"exists", "generations", "produced", "write_version", "write_tags"});
   SampleProduction out;
   const int64_t write_version = header.integer("write_version");
   if (write_version <= 0) header.fail("write_version", "must be a positive integer");
   out.write_version = static_cast<uint64_t>(write_version);
+  if (header.has("write_tags")) out.write_tags = header.numbers<uint64_t>("write_tags");
   out.field_count = fields.size();
   out.exists = header.numbers<uint8_t>("exists");
   out.generations = header.numbers<uint64_t>("generations");

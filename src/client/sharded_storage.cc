@@ -307,6 +307,7 @@ void ShardedStorage::settle_version(const std::string& op, const SampleKeys& sam
     if (shards[u].global_indexes.empty()) continue;
     Json header = keys_header(samples, shards[u].positions);
     header["fields"] = names;
+    if (samples.write_tags.size() == units_.size()) header["write_tag"] = samples.write_tags[u];
     fan_out.send(u, op, transport::wire::header_message(header));
   }
   for (const auto& [unit, frames] : fan_out.receive_all()) {

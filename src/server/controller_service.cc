@@ -12,6 +12,7 @@
 #include "transport/storage_routing.h"
 #include "transport/timing_codec.h"
 #include "transport/wire_codec.h"
+#include "transport/write_tag.h"
 #include "seqflow/error.h"
 #include "server/owed_drops.h"
 #include "server/workload_metrics.h"
@@ -139,6 +140,18 @@ struct ControllerService::Units {
   std::shared_ptr<zmq::context_t> context = std::make_shared<zmq::context_t>(1);
   Counter* drop_failures = nullptr;
   Counter* restarts = nullptr;
+
+  // Per unit in routing order, the tag it takes to settle `version`
+  // (transport/write_tag.h); none before every unit has registered.
+  std::vector<uint64_t> write_tags(uint64_t version, size_t expected) {
+    std::lock_guard lock(mutex);
+    std::vector<uint64_t> out;
+    if (endpoints.size() != expected) return out;
+    out.reserve(endpoints.size());
+    for (const std::string& endpoint : endpoints)
+      out.push_back(transport::write_tag(admin_tokens.at(endpoint), version));
+    return out;
+  }
 
   Json listing(size_t expected) {
     std::lock_guard lock(mutex);
@@ -534,17 +547,19 @@ void ControllerService::register_handlers() {
               {{"indexes", transport::wire::binary_of(std::span<const int64_t>(status->global_indexes))},
                {"produced", transport::wire::binary_of(std::span<const uint8_t>(status->produced))}}}});
   });
-  service_.handle("sample_production", nullptr, [&controller](const transport::Frames& args) {
+  service_.handle("sample_production", nullptr, [this, &controller](const transport::Frames& args) {
     const Json json = transport::wire::read_header(args, 0, "sample_production request");
     const Header header(json, "sample_production request", {"partition_id", "indexes", "generations", "fields"});
     const SampleProduction production =
         controller.sample_production(header.text("partition_id"), header.numbers<int64_t>("indexes"),
                                      generations_of(header), header.texts("fields"));
+    const std::vector<uint64_t> tags = units_->write_tags(production.write_version, options_.storage_units);
     return transport::wire::header_message(
         Json{{"exists", transport::wire::binary_of(std::span<const uint8_t>(production.exists))},
              {"generations", transport::wire::binary_of(std::span<const uint64_t>(production.generations))},
              {"produced", transport::wire::binary_of(std::span<const uint8_t>(production.produced))},
-             {"write_version", production.write_version}});
+             {"write_version", production.write_version},
+             {"write_tags", transport::wire::binary_of(std::span<const uint64_t>(tags))}});
   });
   service_.handle("all_consumed", nullptr, [&controller](const transport::Frames& args) {
     const Json json = transport::wire::read_header(args, 0, "all_consumed request");

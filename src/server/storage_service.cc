@@ -9,6 +9,7 @@
 #include "transport/local_copy.h"
 #include "transport/local_copy_session.h"
 #include "transport/wire_codec.h"
+#include "transport/write_tag.h"
 #include "seqflow/error.h"
 #include "durable/framed_file.h"
 #include "storage/checkpoint.h"
@@ -29,6 +30,16 @@ std::string random_token() {
 }
 
 }  // namespace
+
+void StorageService::check_write_tag(const Header& header, const std::string& op, uint64_t version) const {
+  if (version == 0) return;  // refused by the storage itself, naming write_version
+  const bool tagged = header.has("write_tag") && header.at("write_tag").is_number_unsigned() &&
+                      header.at("write_tag").get<uint64_t>() == transport::write_tag(admin_token_, version);
+  if (!tagged) {
+    throw Error(ErrorCode::kPermissionDenied, op + " of write_version " + std::to_string(version) +
+                                                  " refused: it needs the write_tag its controller handed out");
+  }
+}
 
 void StorageService::check_controller(const Header& header) const {
   if (!header.has("admin_token") || !equal_in_constant_time(header.text("admin_token"), admin_token_)) {
@@ -141,11 +152,13 @@ void StorageService::register_handlers() {
   // client that staged the write makes it the value readers see.
   // commit and discard: part of a data put (a put's promotion or its undo), open to any admitted client.
   for (const std::string op : {"commit", "discard"}) {
-    service_.handle(op, [&storage, op](transport::Frames& args) {
+    service_.handle(op, [this, &storage, op](transport::Frames& args) {
       const Json json = transport::wire::read_header(args, 0, op + " request");
-      const Header header(json, op + " request",
-                          {"indexes", "partitions", "partition_ends", "generations", "write_version", "fields"});
+      const Header header(
+          json, op + " request",
+          {"indexes", "partitions", "partition_ends", "generations", "write_version", "fields", "write_tag"});
       const transport::wire::SampleKeyColumns samples = transport::wire::read_sample_keys(header);
+      check_write_tag(header, op, samples.keys().write_version);
       if (op == "commit") {
         storage.commit(samples.keys(), header.texts("fields"));
       } else {

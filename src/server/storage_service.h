@@ -74,6 +74,8 @@ class StorageService {
   void run_heartbeat();
   // Throws unless the request carries this unit's admin token.
   void check_controller(const transport::wire::Header& header) const;
+  // Throws kPermissionDenied unless the request carries `version`'s write tag (transport/write_tag.h).
+  void check_write_tag(const transport::wire::Header& header, const std::string& op, uint64_t version) const;
 
   StorageServiceOptions options_;
   CheckpointRoot checkpoint_root_;

@@ -17,6 +17,7 @@
 #include "client/sharded_storage.h"
 #include "local_copy_test_support.h"
 #include "server/storage_service.h"
+#include "transport/write_tag.h"
 #include "storage_test_support.h"
 #include "transport/connection.h"
 #include "transport/wire_codec.h"
@@ -58,9 +59,12 @@ Frames put_request(const std::vector<int64_t>& indexes, const std::vector<int64_
   return frames;
 }
 
-Frames commit_request(const std::vector<int64_t>& indexes, uint64_t version) {
+// A commit (or a discard: the same request) of field "x", with the write
+// tag the unit's controller would hand out (none without a token).
+Frames commit_request(const std::vector<int64_t>& indexes, uint64_t version, const std::string& unit_token = "") {
   Json header = keys_of(indexes, version);
   header["fields"] = {"x"};
+  if (!unit_token.empty()) header["write_tag"] = transport::write_tag(unit_token, version);
   return wire::header_message(header);
 }
 
@@ -89,7 +93,18 @@ TEST(StorageServiceVersions, AStagedPutIsServedOnlyAtItsVersionUntilCommitted) {
   const FieldVersions mixed = {{"x", {2, 0}}};
   EXPECT_EQ(get_x(unit, gis, &mixed), (std::vector<int64_t>{20, 11}));
 
-  const Frames reply = unit.call("commit", commit_request(gis, 2));
+  // Without the controller's tag for version 2 (none, or another version's), no peer settles it.
+  for (const std::string op : {"commit", "discard"}) {
+    EXPECT_TRUE(throws_error(ErrorCode::kPermissionDenied, [&] { unit.call(op, commit_request(gis, 2)); },
+                             {op + " of write_version 2 refused", "write_tag"}));
+    Frames forged = commit_request(gis, 2);
+    Json header = wire::read_header(forged, 0, "request");
+    header["write_tag"] = transport::write_tag(service->admin_token(), 3);
+    EXPECT_TRUE(throws_error(ErrorCode::kPermissionDenied, [&] { unit.call(op, wire::header_message(header)); },
+                             {"write_tag"}));
+  }
+  EXPECT_EQ(get_x(unit, gis, &mixed), (std::vector<int64_t>{20, 11}));  // still staged, still held
+  const Frames reply = unit.call("commit", commit_request(gis, 2, service->admin_token()));
   EXPECT_TRUE(wire::read_header(reply, 0, "commit reply").empty());
   EXPECT_EQ(get_x(unit, gis), (std::vector<int64_t>{20, 21}));
   unit.call("put", put_request(gis, {1, 1}, 1));  // lost to the committed 2
@@ -194,6 +209,9 @@ TEST_P(ShardedStorageVersions, EachUnitStagesReadsAndCommitsItsSamples) {
   storage_->put(samples, {float_column("a", kSamples, kWidth, 0)});
   SampleKeys staged = samples;
   staged.write_version = 7;
+  std::vector<uint64_t> tags;  // what the controller hands the writer, per unit in routing order
+  for (const auto& unit : units_) tags.push_back(transport::write_tag(unit->admin_token(), 7));
+  staged.write_tags = tags;
   storage_->put(staged, {float_column("a", kSamples, kWidth, 0.5f)});
   if (GetParam()) {
     EXPECT_GE(local_puts(), 2.0 * kSamples * kWidth * sizeof(float));  // both puts by same-host copy
