@@ -231,8 +231,9 @@ void decode_get_request(const Json& header_json) {
 
 // A commit or a discard (`commit` false): the same request.
 void decode_settle_request(const Json& header_json, bool commit) {
-  const wire::Header header(header_json, commit ? "commit request" : "discard request",
-                            {"indexes", "partitions", "partition_ends", "generations", "write_version", "fields"});
+  const wire::Header header(
+      header_json, commit ? "commit request" : "discard request",
+      {"indexes", "partitions", "partition_ends", "generations", "write_version", "fields", "write_tag"});
   const wire::SampleKeyColumns samples = wire::read_sample_keys(header);
   const std::vector<std::string> fields = header.texts("fields");
   StorageUnit storage;
