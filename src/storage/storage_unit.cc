@@ -348,9 +348,17 @@ void StorageUnit::settle_version(const SampleKeys& samples, std::span<const std:
     }
     for (const std::string& field : fields) {
       auto slot = stored->second.fields.find(field);
-      if (slot != stored->second.fields.end()) apply(slot->second, version, dropped);
+      if (slot == stored->second.fields.end()) continue;
+      apply(slot->second, version, dropped);
+      // A field only ever staged, its write discarded: as if never put.
+      if (slot->second.versions().empty()) stored->second.fields.erase(slot);
+    }
+    if (stored->second.fields.empty()) {
+      state_->values.erase(stored);
+      state_->stats.overhead_bytes -= kSampleOverheadBytes;
     }
   }
+  state_->stats.samples = state_->values.size();
   for (const auto& node : dropped) state_->stats.bytes -= node.mapped().nbytes;
   state_->stats.overhead_bytes -= kValueOverheadBytes * dropped.size();
   lock.unlock();

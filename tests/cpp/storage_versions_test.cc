@@ -125,6 +125,24 @@ TEST(StorageVersions, ADiscardDropsOnlyItsStagedVersion) {
                            {"discard needs write_version above 0"}));
 }
 
+TEST(StorageVersions, ADiscardOfAFieldOnlyEverStagedLeavesNothingBehind) {
+  StorageUnit unit;
+  const TestSamples two = samples_of(kTwo);
+  unit.put(two, {object_column("x", {"aa", "aa"})});
+  const StorageStats before = unit.stats();
+  unit.put(writing(two, 2), {object_column("y", {"new", "new"})});  // a new field, staged
+  unit.discard(writing(two, 2), std::vector<std::string>{"y"});
+  EXPECT_EQ(unit.stats().bytes, before.bytes);
+  EXPECT_EQ(unit.stats().overhead_bytes, before.overhead_bytes);
+  EXPECT_EQ(unit.stats().samples, before.samples);
+
+  const TestSamples fresh = samples_of(std::vector<int64_t>{5});  // a sample with no value but a staged one
+  unit.put(writing(fresh, 3), {object_column("x", {"staged"})});
+  unit.discard(writing(fresh, 3), kFieldX);
+  EXPECT_EQ(unit.stats().samples, before.samples);
+  EXPECT_EQ(unit.stats().overhead_bytes, before.overhead_bytes);
+}
+
 TEST(StorageVersions, ACommitTouchesOnlyItsFieldsAndSamples) {
   StorageUnit unit;
   const TestSamples two = samples_of(kTwo);
