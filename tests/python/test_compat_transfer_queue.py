@@ -358,27 +358,31 @@ def test_get_logger_reads_the_level_from_the_environment(monkeypatch):
 
 
 class _PrioritySampler(tq.BaseSampler):
-    """Takes the ready sample of highest priority: needs the numpy array itself."""
+    """Takes the ready samples of highest priority: needs the numpy arrays themselves."""
 
-    def sample(self, ready_indexes, batch_size, priority_scores=None, **kwargs):
+    def sample(self, ready_indexes, batch_size, priority_scores=None, weights=None, **kwargs):
         import numpy as np
 
-        assert isinstance(priority_scores, np.ndarray), type(priority_scores)
+        assert isinstance(priority_scores, np.ndarray) and priority_scores.flags.writeable
+        assert isinstance(weights["w"][0], np.ndarray) and weights["w"][0].shape == (2, 2)
         chosen = sorted(ready_indexes, key=lambda i: -priority_scores[i])[:batch_size]
         return chosen, chosen
 
 
 @pytest.mark.parametrize("mode", ["embedded", "local"])
-def test_a_python_sampler_gets_sampling_config_objects_as_given(mode):
+def test_a_python_sampler_gets_numpy_arrays_of_sampling_config_as_arrays(mode):
     import numpy as np
 
     tq.init({"controller": {"sampler": _PrioritySampler()}, "seqflow": {"mode": mode}})
     try:
         client = tq.get_client()
         client.put(batch(4), partition_id="p")
-        meta = client.get_meta(["x"], 2, "p", task_name="t",
-                               sampling_config={"priority_scores": np.array([0.1, 5.0, 0.2, 9.0]), "dp_rank": 0})
+        sampling_config = {"priority_scores": np.array([0.1, 5.0, 0.2, 9.0]), "dp_rank": 0,
+                           "weights": {"w": [np.eye(2, dtype=np.float32)]}}
+        meta = client.get_meta(["x"], 2, "p", task_name="t", sampling_config=sampling_config)
         assert list(meta.global_indexes) == [3, 1]
+        with pytest.raises(ValueError, match="sampling_config\\['tags'\\]"):
+            client.get_meta(["x"], 1, "p", task_name="t", sampling_config={"tags": {"a", "b"}})
     finally:
         tq.close()
 

@@ -112,11 +112,10 @@ def _ray_if_initialized():
 def _sampler_of(conf):
     """controller.sampler as TransferQueue takes it: an instance, a class, or
     a name of one of the samplers; a Python sampler gets the caller's
-    sampling_config objects as TransferQueue hands them
-    (sampler.object_arguments)."""
-    from seqflow.compat.transfer_queue.sampler.object_arguments import with_object_arguments
+    numpy arrays in sampling_config as arrays (sampler.numpy_arguments)."""
+    from seqflow.compat.transfer_queue.sampler.numpy_arguments import with_numpy_arguments
 
-    return with_object_arguments(_configured_sampler(conf))
+    return with_numpy_arguments(_configured_sampler(conf))
 
 
 def _configured_sampler(conf):
