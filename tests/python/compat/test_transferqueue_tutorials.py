@@ -45,7 +45,8 @@ sys.path.insert(0, str(HERE.parents[2] / "tools"))
 import reference_peer  # noqa: E402  (tools/ is no package)
 
 LAUNCHER = HERE / "run_as_transfer_queue.py"
-SCRIPT_TIMEOUT = 240.0  # one script; the slowest sleeps ~35 s by design, Ray starts take ~10 s
+SCRIPT_TIMEOUT = 240.0  # one script on seqflow; the slowest sleeps ~35 s by design, Ray starts take ~10 s
+REFERENCE_SCRIPT_TIMEOUT = 400.0  # on TransferQueue, once per wheel: its Ray actors start slowly on a busy machine
 PARALLEL_SCRIPTS = 2  # each script starts its own Ray instance; more would starve this 2-core machine
 RAY_CPUS = 8  # the scripts' actors ask for CPUs (TransferQueue's and single_controller_demo's workers)
 # Changes when the way the scripts are run changes: the cached reference outputs are then made anew.
@@ -116,22 +117,23 @@ def normalized(script: Script, stdout: str, stderr: str) -> dict[str, list[str]]
     return {"driver": driver, "workers": sorted(workers)}
 
 
-def run_script(python: str, script_dir: Path, script: Script, as_seqflow: bool) -> dict:
+def run_script(python: str, script_dir: Path, script: Script, as_seqflow: bool, timeout: float) -> dict:
     path = script_dir / script.path
     command = [python, str(LAUNCHER), str(path)] if as_seqflow else [python, str(path)]
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", RAY_DEDUP_LOGS="0", PYTHONDONTWRITEBYTECODE="1",
                RAY_OVERRIDE_RESOURCES=json.dumps({"CPU": RAY_CPUS}))
     env.pop("SEQFLOW_AS_TRANSFER_QUEUE", None)  # each side decides for itself
+    env.pop("SEQFLOW_TRANSFER_QUEUE", None)  # a system this test process started is not the script's to join
     env.pop("RAY_ADDRESS", None)  # each script starts its own Ray instance
     process = subprocess.Popen(command, cwd=path.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, start_new_session=True)  # its own group: Ray's processes go with it
     try:
-        stdout, stderr = process.communicate(timeout=SCRIPT_TIMEOUT)
+        stdout, stderr = process.communicate(timeout=timeout)
         returncode = process.returncode
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         stdout, stderr = process.communicate(timeout=60)
-        returncode = f"no exit within {SCRIPT_TIMEOUT:.0f} s"
+        returncode = f"no exit within {timeout:.0f} s"
     finally:
         try:
             os.killpg(process.pid, signal.SIGKILL)  # what the script left behind (Ray's raylet, workers)
@@ -146,9 +148,10 @@ def extract_scripts(destination: Path) -> Path:
     return destination
 
 
-def run_all(python: str, script_dir: Path, as_seqflow: bool) -> dict[str, dict]:
+def run_all(python: str, script_dir: Path, as_seqflow: bool, timeout: float) -> dict[str, dict]:
     with concurrent.futures.ThreadPoolExecutor(PARALLEL_SCRIPTS) as pool:
-        runs = {script.path: pool.submit(run_script, python, script_dir, script, as_seqflow) for script in SCRIPTS}
+        runs = {script.path: pool.submit(run_script, python, script_dir, script, as_seqflow, timeout)
+                for script in SCRIPTS}
         return {path: run.result() for path, run in runs.items()}
 
 
@@ -159,7 +162,8 @@ def reference_runs(script_dir: Path) -> dict[str, dict]:
     cache = Path(reference_peer.CACHE_DIR) / f"tq-tutorials-reference-{reference_peer.VERSION}-{digest}.json"
     if cache.exists():
         return json.loads(cache.read_text())
-    runs = run_all(reference_peer.transferqueue_python(), script_dir, as_seqflow=False)
+    runs = run_all(reference_peer.transferqueue_python(), script_dir, as_seqflow=False,
+                   timeout=REFERENCE_SCRIPT_TIMEOUT)
     if all(run["returncode"] == 0 for run in runs.values()):
         cache.write_text(json.dumps(runs, indent=1))
     return runs
@@ -172,10 +176,10 @@ def runs(tmp_path_factory):
         reference = reference_runs(script_dir)
     except reference_peer.ReferenceUnavailable as error:
         pytest.fail(f"TransferQueue {reference_peer.VERSION}, the reference, cannot be had: {error}")
-    return reference, run_all(sys.executable, script_dir, as_seqflow=True)
+    return reference, run_all(sys.executable, script_dir, as_seqflow=True, timeout=SCRIPT_TIMEOUT)
 
 
-@pytest.mark.timeout(1800)  # the first run also installs and runs the reference
+@pytest.mark.timeout(3600)  # a first run may also install the reference venv (<= 20 min) and run the scripts there
 @pytest.mark.parametrize("script", SCRIPTS, ids=[Path(s.path).stem for s in SCRIPTS])
 def test_script_runs_unmodified_with_transferqueues_output(runs, script):
     reference, seqflow = runs[0][script.path], runs[1][script.path]
