@@ -82,15 +82,16 @@ def _in_partition_dtypes(partition_id: str, fields):
     schema = _seqflow().kv_meta(keys, partition_id).field_schema
     converted, changed = fields.copy(), False
     for name in fields.keys():
-        value, dtype = fields[name], schema.get(name, {}).get("dtype")
-        if not isinstance(value, torch.Tensor) or value.is_nested or dtype is None or value.dtype == getattr(
-                torch, dtype, None):
+        value = fields[name]
+        existing = getattr(torch, str(schema.get(name, {}).get("dtype")), None)
+        if not isinstance(value, torch.Tensor) or value.is_nested or not isinstance(existing, torch.dtype) \
+                or value.dtype == existing:
             continue
-        cast = value.to(getattr(torch, dtype))
+        cast = value.to(existing)
         if not torch.equal(cast.to(value.dtype), value):
             return None
         logger.error("partition %r, field %r: dtype mismatch: existing=%s, incoming=%s; stored as %s (as "
-                     "TransferQueue reads it back)", partition_id, name, dtype, value.dtype, dtype)
+                     "TransferQueue reads it back)", partition_id, name, existing, value.dtype, existing)
         converted[name], changed = cast, True
     return converted if changed else None
 
