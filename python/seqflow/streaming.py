@@ -275,6 +275,15 @@ class StreamingDataLoader(DataLoader):
     def workers(self) -> int:
         return self._thread_workers
 
+    def reset(self) -> None:
+        """Iterate again from batch 0 (StreamingDataset.reset)."""
+        self.dataset.reset()
+
+    def step(self, partition_id: str) -> None:
+        """Move to another partition (StreamingDataset.step): a loader is
+        reused across training steps, one partition each."""
+        self.dataset.step(partition_id)
+
     def __iter__(self):
         if self._thread_workers <= 0:
             return super().__iter__()

@@ -330,3 +330,70 @@ def test_data_parser_rewrites_columns_before_they_are_stored(system):
     tq.kv_batch_put(["k"], "parsed_kv", fields=TensorDict({"text": NonTensorStack("a://3")}, batch_size=1),
                     data_parser=fetch_urls)
     assert list(tq.kv_batch_get("k", "parsed_kv")["text"]) == ["content of a://3"]
+
+
+# ---- what TransferQueue's tutorials and recipes rely on --------------------------------
+# (they run unmodified in tests/python/compat/test_transferqueue_tutorials.py)
+def test_the_default_config_is_a_resource_of_the_package():
+    from importlib import resources
+
+    from omegaconf import OmegaConf
+
+    conf = OmegaConf.load(resources.files("transfer_queue") / "config.yaml")
+    reference = OmegaConf.create(wheel_source("transfer_queue/config.yaml"))
+    for key in ("controller.sampler", "controller.polling_mode", "backend.storage_backend",
+                "backend.SimpleStorage.num_data_storage_units", "backend.SimpleStorage.total_storage_size",
+                "metrics.enabled", "metrics.port"):
+        assert OmegaConf.select(conf, key) == OmegaConf.select(reference, key), key
+
+
+def test_get_logger_reads_the_level_from_the_environment(monkeypatch):
+    from transfer_queue.utils.logging_utils import get_logger
+
+    monkeypatch.setenv("TQ_LOGGING_LEVEL", "ERROR")
+    assert get_logger("tq-test-logger", default_level="INFO").level == __import__("logging").ERROR
+    monkeypatch.delenv("TQ_LOGGING_LEVEL")
+    logger = get_logger("tq-test-logger", default_level="INFO")
+    assert logger.level == __import__("logging").INFO and logger.hasHandlers()
+
+
+class _PrioritySampler(tq.BaseSampler):
+    """Takes the ready samples of highest priority: needs the numpy arrays themselves."""
+
+    def sample(self, ready_indexes, batch_size, priority_scores=None, weights=None, **kwargs):
+        import numpy as np
+
+        assert isinstance(priority_scores, np.ndarray) and priority_scores.flags.writeable
+        assert isinstance(weights["w"][0], np.ndarray) and weights["w"][0].shape == (2, 2)
+        chosen = sorted(ready_indexes, key=lambda i: -priority_scores[i])[:batch_size]
+        return chosen, chosen
+
+
+@pytest.mark.parametrize("mode", ["embedded", "local"])
+def test_a_python_sampler_gets_numpy_arrays_of_sampling_config_as_arrays(mode):
+    import numpy as np
+
+    tq.init({"controller": {"sampler": _PrioritySampler()}, "seqflow": {"mode": mode}})
+    try:
+        client = tq.get_client()
+        client.put(batch(4), partition_id="p")
+        sampling_config = {"priority_scores": np.array([0.1, 5.0, 0.2, 9.0]), "dp_rank": 0,
+                           "weights": {"w": [np.eye(2, dtype=np.float32)]}}
+        meta = client.get_meta(["x"], 2, "p", task_name="t", sampling_config=sampling_config)
+        assert list(meta.global_indexes) == [3, 1]
+        with pytest.raises(ValueError, match="sampling_config\\['tags'\\]"):
+            client.get_meta(["x"], 1, "p", task_name="t", sampling_config={"tags": {"a", "b"}})
+    finally:
+        tq.close()
+
+
+@pytest.mark.parametrize("system", ["embedded"], indirect=True)
+def test_a_kv_put_of_another_dtype_is_stored_in_the_fields_first_one_when_exact(system):
+    tq.kv_put("a", "kv", fields=TensorDict({"m": torch.ones(1, 3)}, batch_size=1))
+    tq.kv_batch_put(["b", "c"], "kv", fields=TensorDict({"m": torch.ones(2, 3, dtype=torch.int64)}, batch_size=2))
+    read = tq.kv_batch_get(["a", "b", "c"], "kv")["m"]
+    assert read.dtype == torch.float32  # as TransferQueue reads it back
+    assert [row.tolist() for row in read.unbind()] == [[1.0] * 3] * 3
+    with pytest.raises(ValueError, match="dtype"):  # 2**40 + 1 has no float32: nothing stored
+        tq.kv_put("d", "kv", fields=TensorDict({"m": torch.full((1, 3), 2**40 + 1)}, batch_size=1))
+    assert set(tq.kv_list("kv")["kv"]) == {"a", "b", "c"}

@@ -365,18 +365,22 @@ def test_micro_batches_split_data_and_meta_alike(make_client):  # noqa: F811
         assert data["x"].tolist() == meta.global_indexes
 
 
-def test_reset_replays_and_step_moves_on(make_client):  # noqa: F811
+@pytest.mark.parametrize("through_loader", [False, True])
+def test_reset_replays_and_step_moves_on(make_client, through_loader):  # noqa: F811
+    """The loader's reset() and step() are its dataset's (TransferQueue's
+    recipes reuse one loader across partitions)."""
     client = make_client()
     produce(client, 2, 4, delay=0)
     ds = dataset(client, 0, should_check_consumption_status=True, total_samples=8)
-    first = [m.global_indexes for _, m in ds]
-    ds.reset()
-    assert [m.global_indexes for _, m in ds] == first
+    stream = StreamingDataLoader(ds) if through_loader else ds
+    first = [m.global_indexes for _, m in stream]
+    stream.reset()
+    assert [m.global_indexes for _, m in stream] == first
     client.put({"x": np.arange(100, 104)}, partition_id="q",
                custom_meta=[{"id": i} for i in range(100, 104)])
-    ds.step("q")
+    stream.step("q")
     ds.total_samples = 4
-    assert sorted(i for data, _ in ds for i in data["x"].tolist()) == [100, 101, 102, 103]
+    assert sorted(i for data, _ in stream for i in data["x"].tolist()) == [100, 101, 102, 103]
 
 
 def test_bad_arguments():

@@ -19,6 +19,12 @@ class _ExistingModuleLoader(importlib.abc.Loader):
     def exec_module(self, module):  # the target module ran its code when it was imported
         pass
 
+    def get_resource_reader(self, name):
+        """The target's files: importlib.resources.files(alias) reads the
+        target package's directory (TransferQueue's recipes load its
+        config.yaml that way)."""
+        return self._module.__loader__.get_resource_reader(self._module.__name__)
+
 
 class ModuleAlias(importlib.abc.MetaPathFinder):
     def __init__(self, alias: str, target: str):

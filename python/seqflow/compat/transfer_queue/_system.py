@@ -28,8 +28,10 @@ import math
 import os
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Optional
 
+from seqflow import _seqflow
 from seqflow._checks import check_count
 from seqflow._config import config_get
 from seqflow.compat.transfer_queue.controller import ACTOR_NAME, ACTOR_NAMESPACE
@@ -41,16 +43,8 @@ JOIN_ENV = "SEQFLOW_TRANSFER_QUEUE"  # JSON: how child processes join
 MODES = ("auto", "ray", "local", "embedded")
 STORAGE_BACKENDS = ("SimpleStorage", "MooncakeStore", "Yuanrong", "RayStore")
 
-# TransferQueue 0.1.11's defaults (its config.yaml) for the keys seqflow reads.
-DEFAULT_CONFIG = {
-    "metrics": {"enabled": False, "port": 0},
-    "controller": {"sampler": "SequentialSampler", "polling_mode": False, "zmq_info": None},
-    "backend": {
-        "storage_backend": "SimpleStorage",
-        "SimpleStorage": {"total_storage_size": None, "num_data_storage_units": 2, "zmq_info": None},
-    },
-    "seqflow": {"mode": "auto"},
-}
+# TransferQueue 0.1.11's defaults for the keys seqflow reads, and seqflow's own.
+CONFIG_FILE = Path(__file__).with_name("config.yaml")
 
 
 @dataclass
@@ -101,7 +95,7 @@ _SYSTEM: Optional[System] = None
 def _merged_config(conf):
     from omegaconf import OmegaConf
 
-    merged = OmegaConf.create(DEFAULT_CONFIG, flags={"allow_objects": True})
+    merged = OmegaConf.create(OmegaConf.to_container(OmegaConf.load(CONFIG_FILE)), flags={"allow_objects": True})
     if conf:
         merged = OmegaConf.merge(merged, conf)
     return merged
@@ -117,7 +111,14 @@ def _ray_if_initialized():
 
 def _sampler_of(conf):
     """controller.sampler as TransferQueue takes it: an instance, a class, or
-    a name of one of the samplers."""
+    a name of one of the samplers; a Python sampler gets the caller's
+    numpy arrays in sampling_config as arrays (sampler.numpy_arguments)."""
+    from seqflow.compat.transfer_queue.sampler.numpy_arguments import with_numpy_arguments
+
+    return with_numpy_arguments(_configured_sampler(conf))
+
+
+def _configured_sampler(conf):
     from seqflow.compat.transfer_queue import sampler as samplers
 
     sampler = config_get(conf, "controller.sampler", "SequentialSampler")
@@ -227,9 +228,10 @@ def _start_ray(ray, conf) -> System:
 
     units, per_unit = _storage_settings(conf)
     port = _metrics_port(conf)
-    sampler = _sampler_of(conf)  # checked here; the actor gets a class or name when one was given
+    sampler = _sampler_of(conf)  # checked here; the actor gets a built-in's class or name when one was given
     configured = config_get(conf, "controller.sampler", None)
-    settings = {"controller": {"sampler": configured if isinstance(configured, (str, type)) else sampler,
+    builtin = isinstance(sampler, _seqflow.client.BuiltinSampler)
+    settings = {"controller": {"sampler": configured if builtin and isinstance(configured, (str, type)) else sampler,
                                "polling_mode": bool(config_get(conf, "controller.polling_mode", False)),
                                "timing_alignment": _timing_alignment(conf)},
                 "storage": {"max_samples": per_unit}}

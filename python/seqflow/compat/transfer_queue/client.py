@@ -15,6 +15,7 @@ from typing import Any, Callable, Optional
 
 from seqflow._async import async_twin
 from seqflow.batch_meta import BatchMeta
+from seqflow.compat.transfer_queue.sampler import numpy_arguments
 
 
 def _as_torch_status(indexes, flags):
@@ -110,8 +111,8 @@ class TransferQueueClient:
                  task_name: Optional[str] = None, sampling_config: Optional[dict] = None, **kwargs) -> BatchMeta:
         if batch_size == 0 and not isinstance(batch_size, bool):
             return BatchMeta.empty()  # TransferQueue's answer; seqflow's own get_meta refuses a batch of 0
-        return self.seqflow.get_meta(data_fields, batch_size, partition_id, mode, task_name, sampling_config,
-                                     **kwargs)
+        return self.seqflow.get_meta(data_fields, batch_size, partition_id, mode, task_name,
+                                     numpy_arguments.encoded(sampling_config), **kwargs)
 
     @_controller_call
     def set_custom_meta(self, metadata: BatchMeta) -> None:

@@ -6,6 +6,7 @@ endpoint, each with its ``async_`` twin; plus the client's data calls
 from __future__ import annotations
 
 import functools
+import logging
 import os
 from typing import Callable, Optional
 
@@ -13,6 +14,8 @@ from seqflow._async import async_twin
 from seqflow.batch_meta import KVBatchMeta
 from seqflow.compat.transfer_queue import _system
 from seqflow.compat.transfer_queue.client import LAYOUT, TransferQueueClient, _keys_list, sorted_fields
+
+logger = logging.getLogger("seqflow.compat.transfer_queue")
 
 _CLIENT: Optional[TransferQueueClient] = None
 _CLIENT_OF: Optional[_system.System] = None
@@ -65,16 +68,57 @@ def _parsed_fields(fields, data_parser: Optional[Callable]):
     return _parsed(fields, data_parser)
 
 
+def _in_partition_dtypes(partition_id: str, fields):
+    """`fields` with each tensor whose dtype differs from its field's dtype in
+    the partition converted to that dtype, when that changes no value; None
+    when no tensor differs or one would change. TransferQueue keeps a field's
+    first dtype when a later put brings another: it logs the mismatch and
+    reads the rows back in the first dtype."""
+    import torch
+
+    keys = list(_seqflow().kv_list(partition_id).get(partition_id, {}))
+    if not keys or not hasattr(fields, "keys"):
+        return None
+    schema = _seqflow().kv_meta(keys, partition_id).field_schema
+    converted, changed = fields.copy(), False
+    for name in fields.keys():
+        value = fields[name]
+        existing = getattr(torch, str(schema.get(name, {}).get("dtype")), None)
+        if not isinstance(value, torch.Tensor) or value.is_nested or not isinstance(existing, torch.dtype) \
+                or value.dtype == existing:
+            continue
+        cast = value.to(existing)
+        if not torch.equal(cast.to(value.dtype), value):
+            return None
+        logger.error("partition %r, field %r: dtype mismatch: existing=%s, incoming=%s; stored as %s (as "
+                     "TransferQueue reads it back)", partition_id, name, existing, value.dtype, existing)
+        converted[name], changed = cast, True
+    return converted if changed else None
+
+
+def _kv_write(partition_id: str, fields, write):
+    try:
+        return write(fields)
+    except ValueError:  # a dtype conflict (seqflow's rule) that TransferQueue lets pass
+        converted = _in_partition_dtypes(partition_id, fields) if fields is not None else None
+        if converted is None:
+            raise
+        return write(converted)
+
+
 def kv_put(key: str, partition_id: str, fields=None, tag: Optional[dict] = None,
            data_parser: Optional[Callable] = None) -> KVBatchMeta:
     if not isinstance(key, str):
         raise TypeError(f"key must be a string, got {type(key).__name__}")
-    return _seqflow().kv_put(key, partition_id, _parsed_fields(fields, data_parser), tag)
+    return _kv_write(partition_id, _parsed_fields(fields, data_parser),
+                     lambda data: _seqflow().kv_put(key, partition_id, data, tag))
 
 
 def kv_batch_put(keys: list, partition_id: str, fields=None, tags: Optional[list] = None,
                  data_parser: Optional[Callable] = None) -> KVBatchMeta:
-    return _seqflow().kv_batch_put(_keys_list(keys), partition_id, _parsed_fields(fields, data_parser), tags)
+    keys = _keys_list(keys)
+    return _kv_write(partition_id, _parsed_fields(fields, data_parser),
+                     lambda data: _seqflow().kv_batch_put(keys, partition_id, data, tags))
 
 
 def kv_batch_get(keys, partition_id: str, select_fields=None):
