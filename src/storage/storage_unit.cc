@@ -317,19 +317,25 @@ void StorageUnit::settle_version(const SampleKeys& samples, std::span<const std:
     throw_invalid(std::string(op) + " needs write_version above 0 (an unversioned put commits itself); got 0");
   }
   const std::span<const int64_t> global_indexes = samples.global_indexes;
-  const auto generation_of = [&](size_t i) { return samples.generations.empty() ? 0 : samples.generations[i]; };
+  // The stored sample at position i, or end(): nothing stored, or another
+  // sample's values (the index was cleared and reused meanwhile), where
+  // nothing of this write is to settle.
+  const auto owned = [&](size_t i) {
+    const auto stored = state_->values.find(global_indexes[i]);
+    const uint64_t generation = samples.generations.empty() ? 0 : samples.generations[i];
+    if (stored == state_->values.end() || !is_owner(stored->second, samples.partitions[i], generation)) {
+      return state_->values.end();
+    }
+    return stored;
+  };
   std::vector<VersionedValue::Versions::node_type> dropped;
   dropped.reserve(global_indexes.size() * fields.size());  // usually one per sample and field
   std::unique_lock lock(state_->mutex);
   for (;;) {
     size_t drops = 0;
     for (size_t i = 0; i < global_indexes.size(); ++i) {
-      auto stored = state_->values.find(global_indexes[i]);
-      // Nothing stored, or another sample's values (the index was cleared and
-      // reused meanwhile): nothing of this write to settle there.
-      if (stored == state_->values.end() || !is_owner(stored->second, samples.partitions[i], generation_of(i))) {
-        continue;
-      }
+      const auto stored = owned(i);
+      if (stored == state_->values.end()) continue;
       for (const std::string& field : fields) {
         auto slot = stored->second.fields.find(field);
         if (slot == stored->second.fields.end()) continue;
@@ -342,10 +348,8 @@ void StorageUnit::settle_version(const SampleKeys& samples, std::span<const std:
     lock.lock();
   }
   for (size_t i = 0; i < global_indexes.size(); ++i) {
-    auto stored = state_->values.find(global_indexes[i]);
-    if (stored == state_->values.end() || !is_owner(stored->second, samples.partitions[i], generation_of(i))) {
-      continue;
-    }
+    const auto stored = owned(i);
+    if (stored == state_->values.end()) continue;
     for (const std::string& field : fields) {
       auto slot = stored->second.fields.find(field);
       if (slot == stored->second.fields.end()) continue;
