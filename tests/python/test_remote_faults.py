@@ -364,11 +364,13 @@ OK, INVALID_ARGUMENT, NOT_FOUND = 0, 1, 2  # reply status byte: 0, or 1 + seqflo
 
 
 def packed(value) -> bytes:
-    """MessagePack of the str, int, bool, list and dict values request headers hold."""
+    """MessagePack of the bytes, str, int, bool, list and dict values request headers hold."""
     if isinstance(value, bool):
         return b"\xc3" if value else b"\xc2"
     if isinstance(value, int):
         return b"\xd3" + struct.pack(">q", value)
+    if isinstance(value, bytes):
+        return b"\xc6" + struct.pack(">I", len(value)) + value
     if isinstance(value, str):
         raw = value.encode()
         return b"\xdb" + struct.pack(">I", len(raw)) + raw
@@ -408,6 +410,13 @@ MALFORMED_REQUESTS = {
                               INVALID_ARGUMENT, "indexes"),
     "a request over max_request_bytes": ([b"insert", b"\x00" * (MAX_REQUEST_BYTES + 1)], INVALID_ARGUMENT,
                                          "max_request_bytes"),
+    # A version the controller never drew would win over every later write of the field.
+    "a write_version never handed out": ([b"mark_produced", packed({
+        "partition_id": "p", "indexes": b"", "generations": b"", "fields": {}, "custom_meta": [],
+        "write_version": 1 << 62})], INVALID_ARGUMENT, "never handed out"),
+    "a negative write_version": ([b"mark_produced", packed({
+        "partition_id": "p", "indexes": b"", "generations": b"", "fields": {}, "custom_meta": [],
+        "write_version": -1})], INVALID_ARGUMENT, "write_version"),
     "a storage unit the controller does not expect": (
         [b"register_storage", packed({"endpoint": "tcp://127.0.0.1:1", "admin_token": "t"})], INVALID_ARGUMENT,
         "cannot join"),
