@@ -255,7 +255,7 @@ BatchMeta CoordinatingClient::write_existing(const BatchMeta& meta, const std::v
 
   // Staged beside the committed values: nobody reads them until the
   // controller commits this version, so a put that fails before that is
-  // never seen, and needs no undo.
+  // never seen (the units are told to drop a refused one, for its memory).
   SampleKeys keys = keys_of(target);
   keys.write_version = write_version;
   keys.read_versions = nullptr;
