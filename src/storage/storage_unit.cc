@@ -328,6 +328,13 @@ void StorageUnit::settle_version(const SampleKeys& samples, std::span<const std:
     }
     return stored;
   };
+  // Calls visit(slot) for each of `fields` the sample holds; visit may erase its slot.
+  const auto each_field = [&](StoredSample& sample, const auto& visit) {
+    for (const std::string& field : fields) {
+      const auto slot = sample.fields.find(field);
+      if (slot != sample.fields.end()) visit(slot);
+    }
+  };
   std::vector<VersionedValue::Versions::node_type> dropped;
   dropped.reserve(global_indexes.size() * fields.size());  // usually one per sample and field
   std::unique_lock lock(state_->mutex);
@@ -336,11 +343,7 @@ void StorageUnit::settle_version(const SampleKeys& samples, std::span<const std:
     for (size_t i = 0; i < global_indexes.size(); ++i) {
       const auto stored = owned(i);
       if (stored == state_->values.end()) continue;
-      for (const std::string& field : fields) {
-        auto slot = stored->second.fields.find(field);
-        if (slot == stored->second.fields.end()) continue;
-        drops += drops_of(slot->second, version).value_or(0);
-      }
+      each_field(stored->second, [&](auto slot) { drops += drops_of(slot->second, version).value_or(0); });
     }
     if (drops <= dropped.capacity()) break;
     lock.unlock();
@@ -350,13 +353,11 @@ void StorageUnit::settle_version(const SampleKeys& samples, std::span<const std:
   for (size_t i = 0; i < global_indexes.size(); ++i) {
     const auto stored = owned(i);
     if (stored == state_->values.end()) continue;
-    for (const std::string& field : fields) {
-      auto slot = stored->second.fields.find(field);
-      if (slot == stored->second.fields.end()) continue;
+    each_field(stored->second, [&](auto slot) {
       apply(slot->second, version, dropped);
       // A field only ever staged, its write discarded: as if never put.
       if (slot->second.versions().empty()) stored->second.fields.erase(slot);
-    }
+    });
     if (stored->second.fields.empty()) {
       state_->values.erase(stored);
       state_->stats.overhead_bytes -= kSampleOverheadBytes;
