@@ -159,6 +159,15 @@ class ControlPlane {
   virtual std::vector<int64_t> clear_samples(const std::string& partition_id, std::span<const int64_t> global_indexes,
                                              std::span<const uint64_t> generations) = 0;
   virtual std::vector<int64_t> clear_partition(const std::string& partition_id) = 0;
+  // Removes those of the samples that are still live (of these generations;
+  // empty: any) and have no field produced: an insert whose producer never
+  // put its data (remote mode: its lease expired), or keys a kv_put made
+  // whose write failed (one that landed unseen, its reply lost, stays).
+  // Produced or gone samples are skipped. Returns the released global
+  // indexes, ascending, for the storage to drop.
+  virtual std::vector<int64_t> reclaim_unproduced(const std::string& partition_id,
+                                                  std::span<const int64_t> global_indexes,
+                                                  std::span<const uint64_t> generations) = 0;
   // Removes the partition if it holds no sample and no task has fetched from
   // it, in one step (a put that failed undoes the partition it made, never
   // one another put filled or a consumer uses meanwhile). True if it removed it.
@@ -263,6 +272,8 @@ class Controller final : public ControlPlane {
   std::vector<int64_t> clear_samples(const std::string& partition_id, std::span<const int64_t> global_indexes,
                                      std::span<const uint64_t> generations) override;
   std::vector<int64_t> clear_partition(const std::string& partition_id) override;
+  std::vector<int64_t> reclaim_unproduced(const std::string& partition_id, std::span<const int64_t> global_indexes,
+                                          std::span<const uint64_t> generations) override;
   bool forget_partition_if_empty(const std::string& partition_id) override;
   void reset_consumption(const std::string& partition_id, const std::string* task_name) override;
   std::optional<std::vector<std::pair<int64_t, bool>>> consumption_status(
@@ -307,14 +318,6 @@ class Controller final : public ControlPlane {
   // given back.
   size_t give_back(const std::string& partition_id, const std::string& task_name,
                    std::span<const int64_t> global_indexes, std::span<const uint64_t> generations);
-
-  // Removes those of the samples that are still live (of these generations;
-  // empty: any) and have no field produced: an insert whose producer never
-  // put its data (remote mode: its lease expired). Produced or gone samples
-  // are skipped. Returns the released global indexes, ascending, for the
-  // storage to drop.
-  std::vector<int64_t> reclaim_unproduced(const std::string& partition_id, std::span<const int64_t> global_indexes,
-                                          std::span<const uint64_t> generations);
 
   // The generation each index had when it was last handed out: a released
   // index keeps it until it is handed out again (so a caller that keeps

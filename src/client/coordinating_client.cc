@@ -408,7 +408,9 @@ BatchMeta CoordinatingClient::kv_put(const std::string& partition_id, std::span<
   tag_updates.reserve(tags.size());
   for (const Value& tag : tags) tag_updates.push_back(tag.is_null() ? Value::object() : tag);
   // The keys this call makes: a failed write releases only those (a key
-  // another writer made meanwhile stays).
+  // another writer made meanwhile stays), and only while nothing is
+  // produced in them (a write whose reply was lost may have landed, and a
+  // retry overwrites it: keys are idempotent).
   std::vector<uint8_t> made_keys;
   bool partition_is_new = false;  // made by kv_resolve: a failed put removes it again if empty
   BatchMeta meta = control_->kv_resolve(partition_id, keys, {}, &partition_is_new, &made_keys);
@@ -416,20 +418,21 @@ BatchMeta CoordinatingClient::kv_put(const std::string& partition_id, std::span<
     return write_existing(meta, columns, tag_updates);
   } catch (...) {
     deadline.start_rollback();
-    std::vector<std::string> created;
-    std::vector<int64_t> created_indexes;
+    std::vector<int64_t> made;
     for (size_t i = 0; i < keys.size(); ++i) {
-      if (made_keys[i] != 0) {
-        created.push_back(keys[i]);
-        created_indexes.push_back(meta.global_indexes[i]);
-      }
+      if (made_keys[i] != 0) made.push_back(static_cast<int64_t>(i));
     }
-    try {
-      if (!created.empty()) {
-        if (released_ == ReleasedData::kDroppedByClient) data_->clear(created_indexes);
-        control_->kv_clear(partition_id, created);
+    if (!made.empty()) {
+      const BatchMeta made_meta = meta.select_samples(made);
+      try {
+        if (released_ == ReleasedData::kDroppedByClient) {
+          // In this process a write that raised changed nothing: its keys are unproduced.
+          data_->clear(made_meta.global_indexes);
+        }
+        control_->reclaim_unproduced(partition_id, made_meta.global_indexes, made_meta.generations);
+      } catch (...) {
+        // The original error is the one to report.
       }
-    } catch (...) {
     }
     if (partition_is_new) forget_partition_if_empty(lock, partition_id, deadline);
     throw;

@@ -136,6 +136,13 @@ std::vector<int64_t> RemoteControlPlane::clear_samples(const std::string& partit
                      "clear_samples");
 }
 
+std::vector<int64_t> RemoteControlPlane::reclaim_unproduced(const std::string& partition_id,
+                                                            std::span<const int64_t> global_indexes,
+                                                            std::span<const uint64_t> generations) {
+  return released_of(call("reclaim_unproduced", samples_request(partition_id, global_indexes, generations)),
+                     "reclaim_unproduced");
+}
+
 std::vector<int64_t> RemoteControlPlane::clear_partition(const std::string& partition_id) {
   return released_of(call("clear_partition", Json{{"partition_id", partition_id}}), "clear_partition");
 }

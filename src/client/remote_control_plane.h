@@ -28,6 +28,8 @@ class RemoteControlPlane final : public ControlPlane {
   std::vector<int64_t> clear_samples(const std::string& partition_id, std::span<const int64_t> global_indexes,
                                      std::span<const uint64_t> generations) override;
   std::vector<int64_t> clear_partition(const std::string& partition_id) override;
+  std::vector<int64_t> reclaim_unproduced(const std::string& partition_id, std::span<const int64_t> global_indexes,
+                                          std::span<const uint64_t> generations) override;
   bool forget_partition_if_empty(const std::string& partition_id) override;
   void reset_consumption(const std::string& partition_id, const std::string* task_name) override;
   std::optional<std::vector<std::pair<int64_t, bool>>> consumption_status(
