@@ -15,6 +15,7 @@
 
 #include "seqflow/batch_meta.h"
 #include "seqflow/calibration.h"
+#include "seqflow/field_versions.h"
 #include "seqflow/partition_keys.h"
 #include "seqflow/sampler.h"
 #include "seqflow/tensor.h"
@@ -63,6 +64,20 @@ struct SampleProduction {
   std::vector<uint64_t> write_tags;
 
   bool has(size_t sample, size_t field) const { return produced[sample * field_count + field] != 0; }
+};
+
+// ControlPlane::mark_produced's answer to an overwrite: what readers see
+// now, so that the writer's BatchMeta names it (a newer write may have won
+// some samples and fields, and the writer's own staged values there are
+// never committed).
+struct CommittedWrite {
+  // Per field written, per sample asked: the committed version (the
+  // write's own where it won).
+  FieldVersions versions;
+  // Positions among the samples asked whose tags are a newer write's, and
+  // those tags (the write's custom_meta did not land there).
+  std::vector<int64_t> newer_meta_positions;
+  std::vector<Value> newer_metas;
 };
 
 // ControlPlane::production_status's answer: a partition's samples, ascending
@@ -140,10 +155,12 @@ class ControlPlane {
   // (from sample_production) commits it: per sample and field the highest
   // version wins (an older one that arrives later changes nothing there),
   // and its custom_meta lands only where no newer write's did, so one
-  // write's data and tags are seen together.
-  virtual void mark_produced(const std::string& partition_id, std::span<const int64_t> global_indexes,
-                             std::span<const uint64_t> generations, const std::map<std::string, FieldSchema>& fields,
-                             std::span<const Value> custom_meta, uint64_t write_version = 0) = 0;
+  // write's data and tags are seen together. Returns, for an overwrite,
+  // what is committed now (CommittedWrite); for a first write, nothing.
+  virtual CommittedWrite mark_produced(const std::string& partition_id, std::span<const int64_t> global_indexes,
+                                       std::span<const uint64_t> generations,
+                                       const std::map<std::string, FieldSchema>& fields,
+                                       std::span<const Value> custom_meta, uint64_t write_version = 0) = 0;
 
   virtual BatchMeta get_meta(const MetaRequest& request) = 0;
 
@@ -253,9 +270,9 @@ class Controller final : public ControlPlane {
   ~Controller() override;
 
   BatchMeta insert(const std::string& partition_id, int64_t count, bool* created = nullptr) override;
-  void mark_produced(const std::string& partition_id, std::span<const int64_t> global_indexes,
-                     std::span<const uint64_t> generations, const std::map<std::string, FieldSchema>& fields,
-                     std::span<const Value> custom_meta, uint64_t write_version = 0) override;
+  CommittedWrite mark_produced(const std::string& partition_id, std::span<const int64_t> global_indexes,
+                               std::span<const uint64_t> generations, const std::map<std::string, FieldSchema>& fields,
+                               std::span<const Value> custom_meta, uint64_t write_version = 0) override;
   BatchMeta get_meta(const MetaRequest& request) override;
   // get_meta without waiting: nullopt where get_meta would wait for data
   // (a fetch that does not poll, with too little ready or no partition yet).

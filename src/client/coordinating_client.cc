@@ -260,6 +260,11 @@ BatchMeta CoordinatingClient::write_existing(const BatchMeta& meta, const std::v
   keys.write_version = write_version;
   keys.read_versions = nullptr;
   std::vector<int64_t> committed;  // positions of the partitions whose samples the controller committed
+  // What readers see now, by position: the committed versions, and the tags
+  // of samples where a newer write's won.
+  FieldVersions versions;
+  for (const std::string& name : names) versions[name].assign(n, write_version);
+  std::map<size_t, Value> newer_metas;
   try {
     data_->put(keys, columns);
     for (const auto& [partition_id, at] : positions) {
@@ -271,8 +276,18 @@ BatchMeta CoordinatingClient::write_existing(const BatchMeta& meta, const std::v
         generations.push_back(target.generations[i]);
         if (!custom_meta.empty()) metas.push_back(custom_meta[i]);
       }
-      control_->mark_produced(partition_id, indexes, generations, schemas, metas, write_version);
+      CommittedWrite landed =
+          control_->mark_produced(partition_id, indexes, generations, schemas, metas, write_version);
       committed.insert(committed.end(), at.begin(), at.end());
+      for (const auto& [name, per_sample] : landed.versions) {
+        const auto field = versions.find(name);
+        if (field == versions.end() || per_sample.size() != at.size()) continue;
+        for (size_t k = 0; k < at.size(); ++k) field->second[at[k]] = per_sample[k];
+      }
+      for (size_t k = 0; k < landed.newer_meta_positions.size(); ++k) {
+        newer_metas.insert_or_assign(at[static_cast<size_t>(landed.newer_meta_positions[k])],
+                                     std::move(landed.newer_metas[k]));
+      }
     }
   } catch (const Error& error) {
     // A refusal (not a call that may have landed unseen: a timeout, a lost
@@ -300,7 +315,19 @@ BatchMeta CoordinatingClient::write_existing(const BatchMeta& meta, const std::v
   // costs memory, never correctness, so the put has succeeded regardless.
   settle_staged(target, names, write_version, write_tags, true);
   BatchMeta out = with_produced(std::move(target), schemas, custom_meta);
-  for (const std::string& name : names) out.versions[name].assign(n, write_version);
+  for (auto& [name, per_sample] : versions) out.versions[name] = std::move(per_sample);
+  if (!newer_metas.empty()) {
+    CustomMetaList tags;
+    for (size_t i = 0; i < n; ++i) {
+      const auto newer = newer_metas.find(i);
+      if (newer != newer_metas.end()) {
+        tags.push_back(newer->second);
+      } else {
+        tags.push_back_encoded(out.custom_meta.encoded(i));
+      }
+    }
+    out.custom_meta = std::move(tags);
+  }
   return out;
 }
 

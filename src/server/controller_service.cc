@@ -440,10 +440,11 @@ void ControllerService::register_handlers() {
     const auto custom_meta = header.objects("custom_meta");
     const int64_t write_version = header.has("write_version") ? header.integer("write_version") : 0;
     if (write_version < 0) header.fail("write_version", "must not be negative");
-    controller.mark_produced(header.text("partition_id"), indexes, generations_of(header), fields, custom_meta,
-                             static_cast<uint64_t>(write_version));
+    const CommittedWrite committed =
+        controller.mark_produced(header.text("partition_id"), indexes, generations_of(header), fields, custom_meta,
+                                 static_cast<uint64_t>(write_version));
     leases_->settle(header.text("partition_id"), indexes);
-    return transport::wire::header_message(Json::object());
+    return transport::wire::header_message(transport::wire::encode_committed_write(committed));
   });
   // On the I/O thread: a fetch with enough ready, a poll, an insert while
   // no clear holds the reuse gate. A fetch that must wait becomes a waiter
