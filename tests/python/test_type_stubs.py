@@ -67,6 +67,14 @@ def test_every_name_exported_before_still_is(module_name):
     assert sorted(module.__all__) == sorted(set(names) - NOT_IN_ALL.get(module_name, set()))
 
 
+def test_every_client_call_with_an_async_twin_is_a_module_function_too():
+    from seqflow import default_client
+    from seqflow.client import _ASYNC_METHODS
+
+    expected = {*_ASYNC_METHODS, *(f"async_{name}" for name in _ASYNC_METHODS)}
+    assert sorted(expected - set(default_client.__all__)) == []
+
+
 @pytest.mark.parametrize("module_name", sorted(WHOLE_SUBMODULES))
 def test_private_modules_still_re_export_their_whole_submodule(module_name):
     module, native = importlib.import_module(module_name), WHOLE_SUBMODULES[module_name]
