@@ -19,8 +19,6 @@ import pytest
 import seqflow
 from seqflow import _seqflow
 
-pytest.importorskip("mypy", reason="mypy is not installed (./run tests installs it)")
-
 PACKAGE = Path(seqflow.__file__).parent
 
 # What each module exported before its names were spelled out (the
@@ -101,6 +99,7 @@ def test_the_installed_package_ships_the_marker_and_a_stub_per_submodule():
 @pytest.fixture(scope="module")
 def mypy_cache(tmp_path_factory):
     """One cache for the module's mypy runs: the first analyses numpy and seqflow, the others reuse it."""
+    pytest.importorskip("mypy", reason="mypy is not installed (./run tests installs it)")
     return tmp_path_factory.mktemp("mypy_cache")
 
 
