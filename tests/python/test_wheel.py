@@ -4,9 +4,9 @@ built here) installs into a new virtual environment inside a private mount
 namespace where the compiler, the headers and the system copies of the
 libraries the wheel vendors cannot be seen, and a smoke set runs there:
 balance, pack, embedded put -> get_meta -> get_data, `seqflow serve`
-processes with a remote client, the TransferQueue switch. Needs root (for
-the namespace and its mounts) and unshare; it skips with the reason
-otherwise."""
+processes with a remote client, the TransferQueue switch; the wheel carries
+the typed stubs. Needs root (for the namespace and its mounts) and unshare;
+it skips with the reason otherwise."""
 
 from __future__ import annotations
 
@@ -227,6 +227,9 @@ def test_the_wheel_installs_and_runs_without_compiler_headers_or_system_librarie
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
     assert "seqflow/_bin/seqflow" in names and "_seqflow_cli.py" in names, "the CLI is not in the package"
+    typing_files = {"seqflow/py.typed", "seqflow/_seqflow/__init__.pyi", "seqflow/_seqflow/balance.pyi",
+                    "seqflow/_seqflow/client.pyi"}
+    assert typing_files <= set(names), f"the typed stubs are not in the package: {sorted(typing_files - set(names))}"
 
     smoke = tmp_path / "smoke.py"
     smoke.write_text(SMOKE)
