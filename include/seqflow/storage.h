@@ -106,6 +106,10 @@ class DataPlane {
 
   // Drops every field of these indexes; unknown indexes are ignored.
   virtual void clear(std::span<const int64_t> global_indexes) = 0;
+  // clear() of the samples that hold these generations or older ones (one
+  // per index; an index's generations only grow, so all of those are
+  // released): data that a newer sample put under a reused index stays.
+  virtual void clear_generations(std::span<const int64_t> global_indexes, std::span<const uint64_t> generations) = 0;
   virtual void clear_all() = 0;
 
   virtual StorageStats stats() const = 0;
@@ -130,10 +134,7 @@ class StorageUnit final : public DataPlane {
   void commit(const SampleKeys& samples, std::span<const std::string> fields) override;
   void discard(const SampleKeys& samples, std::span<const std::string> fields) override;
   void clear(std::span<const int64_t> global_indexes) override;
-  // clear() of the samples that hold these generations or older ones (one
-  // per index; an index's generations only grow, so all of those are
-  // released): data that a newer sample put under a reused index stays.
-  void clear_generations(std::span<const int64_t> global_indexes, std::span<const uint64_t> generations);
+  void clear_generations(std::span<const int64_t> global_indexes, std::span<const uint64_t> generations) override;
   void clear_all() override;
   StorageStats stats() const override;
   void save(const std::string& path) const override;

@@ -15,7 +15,6 @@ follows them; docs/streaming.md documents them):
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
@@ -78,7 +77,7 @@ def micro_batch_sizes(rows: int, micro_batch_size: Any) -> list[int]:
     check_int_at_least(micro_batch_size, "micro_batch_size", 1)
     if rows <= 0:
         return []
-    return list(_seqflow.chunk_sizes(rows, math.ceil(rows / min(int(micro_batch_size), rows))))
+    return list(_seqflow.chunk_sizes(rows, -(-rows // min(int(micro_batch_size), rows))))
 
 
 def production_complete(produced: np.ndarray, total_samples: Optional[int]) -> bool:

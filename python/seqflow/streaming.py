@@ -270,8 +270,11 @@ class StreamingDataLoader(DataLoader):
         _require_torch("StreamingDataLoader")
         if not isinstance(dataset, StreamingDataset):
             raise ValueError(f"StreamingDataLoader needs a StreamingDataset, got {type(dataset).__name__}")
+        _rules.check_int_at_least(num_workers, "num_workers", 0)
+        if prefetch_factor is not None:
+            _rules.check_int_at_least(prefetch_factor, "prefetch_factor", 1)
         self._thread_workers = int(num_workers)
-        self._prefetch = prefetch_factor or 2
+        self._prefetch = 2 if prefetch_factor is None else int(prefetch_factor)
         kwargs.setdefault("collate_fn", _identity)
         super().__init__(dataset, batch_size=None, num_workers=0, **kwargs)
 

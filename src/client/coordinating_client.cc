@@ -452,11 +452,20 @@ BatchMeta CoordinatingClient::kv_put(const std::string& partition_id, std::span<
     if (!made.empty()) {
       const BatchMeta made_meta = meta.select_samples(made);
       try {
-        if (released_ == ReleasedData::kDroppedByClient) {
-          // In this process a write that raised changed nothing: its keys are unproduced.
-          data_->clear(made_meta.global_indexes);
+        const std::vector<int64_t> released =
+            control_->reclaim_unproduced(partition_id, made_meta.global_indexes, made_meta.generations);
+        if (released_ == ReleasedData::kDroppedByClient && !released.empty()) {
+          // Only what the controller released (another writer may have
+          // produced a key meanwhile), and only of these generations (a put
+          // may have been handed a released index again by now).
+          std::map<int64_t, uint64_t> generation_of;
+          for (size_t i = 0; i < made_meta.size(); ++i) {
+            generation_of.emplace(made_meta.global_indexes[i], made_meta.generations[i]);
+          }
+          std::vector<uint64_t> generations;
+          for (int64_t index : released) generations.push_back(generation_of.at(index));
+          data_->clear_generations(released, generations);
         }
-        control_->reclaim_unproduced(partition_id, made_meta.global_indexes, made_meta.generations);
       } catch (...) {
         // The original error is the one to report.
       }

@@ -105,8 +105,14 @@ CommittedWrite RemoteControlPlane::mark_produced(const std::string& partition_id
   request["fields"] = transport::wire::encode_schemas(fields);
   request["custom_meta"] = transport::wire::encode_objects(custom_meta);
   if (write_version != 0) request["write_version"] = write_version;
-  return transport::wire::decode_committed_write(call("mark_produced", request), global_indexes.size(),
-                                                 "mark_produced reply");
+  const Json reply = call("mark_produced", request);
+  try {
+    return transport::wire::decode_committed_write(reply, global_indexes.size(), "mark_produced reply");
+  } catch (const Error& error) {
+    // The controller committed (it replied): not a refusal, which would
+    // have the writer discard the version it now names.
+    throw Error(ErrorCode::kInternal, std::string(error.what()) + " (the write was committed)");
+  }
 }
 
 BatchMeta RemoteControlPlane::get_meta(const MetaRequest& request) {

@@ -338,6 +338,10 @@ void ShardedStorage::clear(std::span<const int64_t>) {
       "(clear_samples, clear_partition, kv_clear)");
 }
 
+void ShardedStorage::clear_generations(std::span<const int64_t> global_indexes, std::span<const uint64_t>) {
+  clear(global_indexes);
+}
+
 void ShardedStorage::clear_all() {
   throw_invalid(
       "remote storage units drop data only for their controller: clear partitions through the controller "

@@ -36,6 +36,7 @@ class ShardedStorage final : public DataPlane {
   // Refused: a unit drops data only for its controller (clear_samples,
   // clear_partition and kv_clear drop released data there).
   void clear(std::span<const int64_t> global_indexes) override;
+  void clear_generations(std::span<const int64_t> global_indexes, std::span<const uint64_t> generations) override;
   void clear_all() override;
   StorageStats stats() const override;
   // Unit u's file is path + ".unit<u>" (storage_unit_file), written and read

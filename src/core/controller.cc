@@ -36,21 +36,31 @@ OnlineOptions task_workload_options(int64_t timing_alignment) {
   return options;
 }
 
-// What an overwrite's mark_produced left committed (its `fields`, and its
-// tags when it wrote some) for the samples at `slots`, in their order.
-CommittedWrite committed_write(const core::PartitionState& partition, std::span<const uint32_t> slots,
-                               std::span<const std::pair<const std::string*, FieldSchema>> fields, bool wrote_meta,
-                               uint64_t write_version) {
+// What an overwrite's mark_produced will leave committed, worked out before
+// it publishes anything (so that building the answer cannot fail after the
+// write landed): per sample and field, the write's version where it wins
+// (no newer write's value is produced there) and the newer one elsewhere;
+// the tags a newer write left where the write's own do not land (on samples
+// where none of its values lands, or whose tags are newer).
+CommittedWrite predicted_commit(const core::PartitionState& partition, std::span<const uint32_t> slots,
+                                const std::map<std::string, FieldSchema>& fields, bool wrote_meta,
+                                uint64_t write_version) {
   CommittedWrite out;
+  std::vector<uint8_t> lands(slots.size(), 0);
   for (const auto& [name, schema] : fields) {
-    const uint32_t id = *partition.field_id(*name);
-    std::vector<uint64_t>& versions = out.versions[*name];
+    const std::optional<uint32_t> id = partition.field_id(name);
+    std::vector<uint64_t>& versions = out.versions[name];
     versions.reserve(slots.size());
-    for (uint32_t slot : slots) versions.push_back(partition.field_version(slot, id));
+    for (size_t i = 0; i < slots.size(); ++i) {
+      const bool newer =
+          id && partition.produced(slots[i], *id) && write_version < partition.field_version(slots[i], *id);
+      versions.push_back(newer ? partition.field_version(slots[i], *id) : write_version);
+      if (!newer) lands[i] = 1;
+    }
   }
   if (!wrote_meta) return out;
   for (size_t i = 0; i < slots.size(); ++i) {
-    if (partition.meta_version(slots[i]) == write_version) continue;
+    if (lands[i] != 0 && write_version >= partition.meta_version(slots[i])) continue;
     out.newer_meta_positions.push_back(static_cast<int64_t>(i));
     out.newer_metas.push_back(core::decode_meta(partition.meta_bytes(slots[i])));
   }
@@ -106,6 +116,9 @@ CommittedWrite Controller::mark_produced(const std::string& partition_id, std::s
                    ? std::vector<std::pair<uint32_t, core::EncodedMeta>>{}
                    : core::prepare_meta(partition, slots, global_indexes, custom_meta, std::move(updates));
 
+  CommittedWrite committed = write_version == 0
+                                 ? CommittedWrite{}
+                                 : predicted_commit(partition, slots, fields, !custom_meta.empty(), write_version);
   std::unordered_set<uint32_t> landed;  // reserved here: publishing does not fail halfway
   landed.reserve(slots.size());
   // Everything checked: publish fields, bits and metadata together.
@@ -130,8 +143,7 @@ CommittedWrite Controller::mark_produced(const std::string& partition_id, std::s
     if (write_version != 0) partition.set_meta_version(slot, write_version);
   }
   state_->notify_changed(&partition_id);
-  return write_version == 0 ? CommittedWrite{}
-                            : committed_write(partition, slots, schemas, !custom_meta.empty(), write_version);
+  return committed;
 }
 
 std::vector<int64_t> Controller::forget_production(const std::string* partition_id,

@@ -367,18 +367,16 @@ ControllerService::ControllerService(ControllerServiceOptions options)
   Counter& reclaimed = service_.metrics().counter(
       "seqflow_insert_samples_reclaimed_total",
       "Samples a put inserted and never marked produced within its lease (its producer died mid-put): removed");
-  leases_ = std::make_unique<InsertLeases>([this, &reclaimed](
-                                               const std::string& partition_id, const std::vector<int64_t>& indexes,
-                                               const std::vector<uint64_t>& generations, bool made_partition) {
-    std::unique_lock gate(reuse_gate_);
-    const auto targets = units_->targets(options_.storage_units, options_.storage_silence_limit);
-    const auto released = controller_->reclaim_unproduced(partition_id, indexes, generations);
-    if (released.empty()) return;
-    units_->drop(targets, released, *controller_, std::min(options_.storage_timeout, options_.storage_silence_limit));
-    reclaimed.increment(static_cast<double>(released.size()));
-    // A put whose reply was lost made the partition: it does not stay, empty.
-    if (made_partition) controller_->forget_partition_if_empty(partition_id);
-  });
+  leases_ = std::make_unique<InsertLeases>(
+      [this, &reclaimed](const std::string& partition_id, const std::vector<int64_t>& indexes,
+                         const std::vector<uint64_t>& generations, bool made_partition) {
+        const auto released =
+            release_and_drop([&] { return controller_->reclaim_unproduced(partition_id, indexes, generations); });
+        if (released.empty()) return;
+        reclaimed.increment(static_cast<double>(released.size()));
+        // A put whose reply was lost made the partition: it does not stay, empty.
+        if (made_partition) controller_->forget_partition_if_empty(partition_id);
+      });
   units_->restarts = &service_.metrics().counter(
       "seqflow_storage_restarts_total",
       "Storage units that registered again with a new instance id (restarted empty); the samples routed "
@@ -394,6 +392,16 @@ void ControllerService::stop() {
   service_.stop();  // first: no request registers a waiter, no waiter's client is reported gone
   waiters_->stop();
   leases_->stop();
+}
+
+std::vector<int64_t> ControllerService::release_and_drop(const std::function<std::vector<int64_t>()>& release,
+                                                         const std::string* request) {
+  std::unique_lock gate(reuse_gate_);
+  if (request != nullptr) check_request_open(*request);
+  const auto targets = units_->targets(options_.storage_units, options_.storage_silence_limit);
+  std::vector<int64_t> released = release();
+  units_->drop(targets, released, *controller_, std::min(options_.storage_timeout, options_.storage_silence_limit));
+  return released;
 }
 
 void ControllerService::register_handlers() {
@@ -483,16 +491,9 @@ void ControllerService::register_handlers() {
                                header.objects("custom_meta"));
     return transport::wire::header_message(Json::object());
   });
-  // A clear releases samples under the reuse gate (after which it may have
-  // waited behind another clear, so its request may have closed) and drops
-  // their data on the units.
-  const auto release_and_drop = [this](const std::string& what, const auto& release) {
-    std::unique_lock gate(reuse_gate_);
-    check_request_open(what);
-    const auto targets = units_->targets(options_.storage_units, options_.storage_silence_limit);
-    const std::vector<int64_t> released = release();
-    units_->drop(targets, released, *controller_, std::min(options_.storage_timeout, options_.storage_silence_limit));
-    return transport::wire::header_message(released_reply(released));
+  // A clear's reply: the indexes it released (and dropped on the units).
+  const auto release_and_drop = [this](const std::string& what, const std::function<std::vector<int64_t>()>& release) {
+    return transport::wire::header_message(released_reply(this->release_and_drop(release, &what)));
   };
   // clear_samples and reclaim_unproduced: samples named by index and generation.
   const auto handle_samples_release = [this, release_and_drop](const std::string& op, const auto& release) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -70,6 +71,11 @@ class ControllerService {
  private:
   struct Units;
   void register_handlers();
+  // Releases samples (`release`) under the reuse gate and drops their data on
+  // the units; the released indexes. `request`: a handler's, checked still
+  // open once the gate is taken (it may have waited behind another clear).
+  std::vector<int64_t> release_and_drop(const std::function<std::vector<int64_t>()>& release,
+                                        const std::string* request = nullptr);
   void add_metrics_collector();
 
   ControllerServiceOptions options_;

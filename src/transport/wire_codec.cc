@@ -888,10 +888,11 @@ SampleKeyColumns read_sample_keys(const Header& header) {
 
 Json encode_committed_write(const CommittedWrite& committed) {
   Json reply = Json::object();
-  if (committed.versions.empty()) return reply;
-  Json versions = Json::object();
-  for (const auto& [field, per_sample] : committed.versions) versions[field] = binary_of(std::span(per_sample));
-  reply["versions"] = std::move(versions);
+  if (!committed.versions.empty()) {
+    Json versions = Json::object();
+    for (const auto& [field, per_sample] : committed.versions) versions[field] = binary_of(std::span(per_sample));
+    reply["versions"] = std::move(versions);
+  }
   if (!committed.newer_meta_positions.empty()) {
     reply["newer_meta_positions"] = binary_of(std::span(committed.newer_meta_positions));
     reply["newer_metas"] = encode_objects(committed.newer_metas);

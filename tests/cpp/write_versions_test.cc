@@ -14,6 +14,7 @@
 #include "controller_test_support.h"
 #include "seqflow/batch_meta.h"
 #include "seqflow/controller.h"
+#include "seqflow/error.h"
 #include "seqflow/storage.h"
 #include "storage_test_support.h"
 #include "transport/wire_codec.h"
@@ -86,14 +87,18 @@ TEST(WriteVersions, MarkProducedReturnsWhatIsCommittedWhereANewerWriteWon) {
 
 // A data plane that, on the first versioned put, first lets another writer
 // overwrite the same samples: that writer draws a newer version and
-// commits before the put it interrupted.
+// commits before the put it interrupted, which then goes on, or is refused.
 class InterleavingStorage final : public DataPlane {
  public:
   explicit InterleavingStorage(std::shared_ptr<StorageUnit> unit) : unit_(std::move(unit)) {}
   std::function<void()> before_versioned_put;
+  bool refuse_that_put = false;
 
   void put(const SampleKeys& samples, const std::vector<Column>& columns) override {
-    if (samples.write_version != 0 && before_versioned_put) std::exchange(before_versioned_put, nullptr)();
+    if (samples.write_version != 0 && before_versioned_put) {
+      std::exchange(before_versioned_put, nullptr)();
+      if (refuse_that_put) throw Error(ErrorCode::kInvalidArgument, "the unit refuses the interrupted put");
+    }
     unit_->put(samples, columns);
   }
   std::vector<std::vector<SampleView>> get(const SampleKeys& samples,
@@ -107,6 +112,9 @@ class InterleavingStorage final : public DataPlane {
     unit_->discard(samples, fields);
   }
   void clear(std::span<const int64_t> global_indexes) override { unit_->clear(global_indexes); }
+  void clear_generations(std::span<const int64_t> global_indexes, std::span<const uint64_t> generations) override {
+    unit_->clear_generations(global_indexes, generations);
+  }
   void clear_all() override { unit_->clear_all(); }
   StorageStats stats() const override { return unit_->stats(); }
   void save(const std::string& path) const override { unit_->save(path); }
@@ -140,6 +148,26 @@ TEST(WriteVersions, AWriterWhoseOverwriteLostIsHandedWhatWonNotItsOwnStagedValue
   const auto rows = slow.get_data(lost, fields);
   EXPECT_EQ(int64_of(rows[0][0]), 30);
   EXPECT_EQ(int64_of(rows[1][0]), 40);
+}
+
+// A kv_put makes a key, another writer's kv_put of it lands, then the first
+// is refused: its rollback releases the key only if nothing is produced in
+// it, so the other writer's value stays, readable.
+TEST(WriteVersions, AFailedKvPutKeepsAKeyAnotherWriterFilledMeanwhile) {
+  auto controller = std::make_shared<Controller>();
+  auto unit = std::make_shared<StorageUnit>();
+  auto interleaving = std::make_shared<InterleavingStorage>(unit);
+  CoordinatingClient refused(controller, interleaving, ReleasedData::kDroppedByClient);
+  CoordinatingClient other(controller, unit, ReleasedData::kDroppedByClient);
+  const std::string keys[] = {"k"};
+  interleaving->before_versioned_put = [&] { other.kv_put("p", keys, {}, {int64_column("x", {42})}); };
+  interleaving->refuse_that_put = true;
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                           [&] { refused.kv_put("p", keys, {}, {int64_column("x", {1})}); },
+                           {"refuses the interrupted put"}));
+  const BatchMeta meta = other.kv_meta("p", keys);
+  const std::string fields[] = {"x"};
+  EXPECT_EQ(int64_of(other.get_data(meta, fields).at(0).at(0)), 42);
 }
 
 TEST(WriteVersions, TheWireCarriesACommittedWriteAndRefusesPositionsOutsideTheWrite) {

@@ -487,3 +487,15 @@ def test_a_loader_workers_error_reaches_the_consumer(make_client):  # noqa: F811
     with pytest.raises(KeyError, match="batch 1 cannot be read"):
         for _ in StreamingDataLoader(ds, num_workers=2):
             pass
+
+
+def test_a_loader_refuses_worker_counts_and_prefetch_that_are_not_counts():
+    ds = dataset(seqflow.Client(), 0)
+    for kwargs, pattern in [({"num_workers": -1}, "num_workers must be an integer >= 0, got -1"),
+                            ({"num_workers": 1.5}, "num_workers must be an integer >= 0, got 1.5"),
+                            ({"num_workers": 2, "prefetch_factor": 0}, "prefetch_factor must be an integer >= 1, got 0"),
+                            ({"num_workers": 2, "prefetch_factor": -1}, "prefetch_factor must be an integer >= 1, got -1"),
+                            ({"num_workers": 2, "prefetch_factor": 1.5},
+                             "prefetch_factor must be an integer >= 1, got 1.5")]:
+        with pytest.raises(ValueError, match=pattern):
+            StreamingDataLoader(ds, **kwargs)

