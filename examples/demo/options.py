@@ -11,8 +11,8 @@ from rollout import MAX_LENGTH
 MAX_SAMPLES = 16384  # per step: every sample is trained three times, on one core
 
 
-def _integer(minimum: int):
-    """An argparse type: an integer >= minimum."""
+def _integer(minimum: int, why: str = ""):
+    """An argparse type: an integer >= minimum (`why`: what the minimum is)."""
 
     def parse(text: str) -> int:
         try:
@@ -20,7 +20,7 @@ def _integer(minimum: int):
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
         if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}{f' ({why})' if why else ''}, got {value}")
         return value
 
     return parse
@@ -42,9 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--workload", choices=("online", "tokens"), default="online",
                         help="what seqflow balances: 'online' (default) the seconds its controller's model predicts, "
                              "fitted to the timings the ranks report, or 'tokens'")
-    parser.add_argument("--micro-batch-tokens", type=_integer(MAX_LENGTH), default=MAX_LENGTH,
-                        help=f"token cap of a micro-batch, >= the longest sample, {MAX_LENGTH} "
-                             f"(default {MAX_LENGTH})")
+    parser.add_argument("--micro-batch-tokens", type=_integer(MAX_LENGTH, "the longest sample"), default=MAX_LENGTH,
+                        help=f"token cap of a micro-batch, at least the longest sample (default {MAX_LENGTH})")
     parser.add_argument("--report", default="out/demo_report.json",
                         help="where to write the JSON report (default out/demo_report.json)")
     parser.add_argument("--png", default="out/demo_ranks.png",
