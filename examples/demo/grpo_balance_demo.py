@@ -16,11 +16,11 @@ rollout (long-tailed response lengths) is split over the DP ranks three ways:
 
 Every rank's share is trained for real (forward + backward of a small
 transformer, CPU torch on one thread) and timed. The ranks run one after
-another, so that they do not compete for the cores: a synchronous step then
-takes as long as its slowest rank, and the others idle for 1 - mean / max of
-it. Some rank shares are timed twice, to show the noise of the measurements.
-Prints one line per step and a table; writes a JSON report and, with
-matplotlib, a chart of every rank's time.
+another, so that they do not compete for the cores (step_timing.py: every
+micro-batch twice, in a random order; the two runs also give the noise). A
+synchronous step takes as long as its slowest rank; the others idle for
+1 - mean / max of it. Prints one line per step and a table; writes a JSON
+report and, with matplotlib, a chart of every rank's time.
 """
 
 from __future__ import annotations
@@ -31,27 +31,42 @@ import time
 import numpy as np
 
 from options import Config, parse_config
-from rollout import LENGTH_SCALE, MAX_LENGTH, MEDIAN_RESPONSE, MAX_PROMPT, MIN_PROMPT, RESPONSE_SIGMA, make_rollout
-
-WARM_UP_MICRO_BATCHES = 32  # timed before step 0: the controller's first model of the task
-WARM_UP_UNTIMED = 2  # torch's first calls, and the heap grown to the longest micro-batch
+from rollout import LENGTH_SCALE, MAX_LENGTH, MAX_PROMPT, MEDIAN_RESPONSE, MIN_PROMPT, RESPONSE_SIGMA, make_rollout
 
 
-def warm_up(model, rng: np.random.Generator) -> list:
-    """Micro-batches of 1-4 sequences of the rollouts' lengths, timed:
-    (lengths, seconds) of each after the first few, which are the longest."""
-    from model import train_seconds
+def print_header(config: Config, parameters: int) -> None:
+    print(f"seqflow demo: {config.steps} steps x {config.prompts} prompts x {config.responses} responses "
+          f"= {config.samples:,} samples per step, over {config.ranks} DP ranks; seed {config.seed}")
+    print(f"  lengths: prompt {MIN_PROMPT}-{MAX_PROMPT}, response lognormal (median {MEDIAN_RESPONSE:.0f}, "
+          f"sigma {RESPONSE_SIGMA}), at most {MAX_LENGTH:,} tokens (a production rollout's / {LENGTH_SCALE})")
+    print(f"  each rank trains its share for real (a {parameters:,}-parameter transformer, forward + backward, "
+          f"micro-batches of at most {config.micro_batch_tokens:,} tokens); ranks run one after another")
 
-    rollout = make_rollout(rng, WARM_UP_MICRO_BATCHES * 4, 1)
-    longest = [rng.integers(0, 2**15, size=MAX_LENGTH)]
-    records = []
-    for i in range(WARM_UP_UNTIMED + WARM_UP_MICRO_BATCHES):
-        picked = rng.choice(len(rollout.lengths), size=rng.integers(1, 5), replace=False)
-        batch = longest if i < WARM_UP_UNTIMED else [rollout.token_ids[p] for p in picked]
-        seconds = train_seconds(model, batch)
-        model.zero_grad(set_to_none=True)
-        records += [([len(s) for s in batch], seconds)] if i >= WARM_UP_UNTIMED else []
-    return records
+
+def run_step(step: int, config: Config, rollout, stream, model, order_rng: np.random.Generator) -> tuple:
+    """One step: the three splits of the rollout, trained and timed. Its
+    report entry, and (first runs, second runs) seconds of every rank share."""
+    from rank_work import rank_works
+    from report import METHODS, method_result
+    from splits import karmarkar_karp_split, naive_split
+    from step_timing import time_step
+
+    streamed = stream.step(step, rollout)
+    positions = {"naive": naive_split(config.samples, config.ranks),
+                 "karmarkar_karp": karmarkar_karp_split(rollout.lengths, config.ranks),
+                 "seqflow": streamed.positions}
+    token_ids = {method: [[rollout.token_ids[p] for p in rank] for rank in positions[method]]
+                 for method in ("naive", "karmarkar_karp")}
+    token_ids["seqflow"] = streamed.token_ids  # what get_data returned
+    works = {method: rank_works(token_ids[method], config.micro_batch_tokens) for method in METHODS}
+    predictor = stream.model()  # as the controller saw the step when it split it
+    times = time_step(model, works, order_rng)
+    stream.report(times.records("seqflow"))
+    result = {"step": step, "samples": config.samples, "tokens": rollout.tokens,
+              "exactly_once": streamed.exactly_once, "data_mismatches": streamed.data_mismatches,
+              "methods": {method: method_result(positions[method], works[method], times.seconds(method), predictor)
+                          for method in METHODS}}
+    return result, [pair for method in METHODS for pair in times.run_pairs(method)]
 
 
 def run(config: Config) -> int:
@@ -66,10 +81,8 @@ def run(config: Config) -> int:
     from memory import keep_freed_memory
     from model import TinyCausalLM
     from noise import idle_from_noise, rank_noise
-    from rank_work import idle, predicted_seconds, rank_works
-    from step_timing import time_step
     from report import METHODS, label, step_line, summarize, table_lines, write_report
-    from splits import karmarkar_karp_split, naive_split
+    from warm_up import warm_up
 
     started = time.perf_counter()
     torch.set_num_threads(1)  # ranks run one at a time, each on one core
@@ -77,47 +90,16 @@ def run(config: Config) -> int:
     model = TinyCausalLM(MAX_LENGTH, seed=config.seed)
     rng = np.random.default_rng(config.seed)  # the lengths and token ids
     order_rng = np.random.default_rng([config.seed, 1])  # the order micro-batches are timed in
-    print(f"seqflow demo: {config.steps} steps x {config.prompts} prompts x {config.responses} responses "
-          f"= {config.samples:,} samples per step, over {config.ranks} DP ranks; seed {config.seed}")
-    print(f"  lengths: prompt {MIN_PROMPT}-{MAX_PROMPT}, response lognormal (median {MEDIAN_RESPONSE:.0f}, "
-          f"sigma {RESPONSE_SIGMA}), at most {MAX_LENGTH:,} tokens (a production rollout's / {LENGTH_SCALE})")
-    print(f"  each rank trains its share for real (a {sum(p.numel() for p in model.parameters()):,}-parameter "
-          f"transformer, forward + backward, micro-batches of at most {config.micro_batch_tokens:,} tokens); "
-          "ranks run one after another")
-
+    print_header(config, sum(p.numel() for p in model.parameters()))
     steps, noise_pairs = [], []
     with BalancedStream(config.responses, config.ranks, config.workload) as stream:
         stream.report(warm_up(model, rng))
         stream.wait_for_fit()
         for step in range(config.steps):
-            rollout = make_rollout(rng, config.prompts, config.responses)
-            streamed = stream.step(step, rollout)
-            positions = {"naive": naive_split(config.samples, config.ranks),
-                         "karmarkar_karp": karmarkar_karp_split(rollout.lengths, config.ranks),
-                         "seqflow": streamed.positions}
-            works = {method: rank_works([[rollout.token_ids[p] for p in rank] for rank in positions[method]],
-                                        config.micro_batch_tokens) for method in METHODS if method != "seqflow"}
-            works["seqflow"] = rank_works(streamed.token_ids, config.micro_batch_tokens)  # what get_data returned
-            predictor = stream.model()  # as the controller saw the step when it split it
-            times = time_step(model, works, order_rng)
-            stream.report(times.records("seqflow"))
-            noise_pairs += [pair for method in METHODS for pair in times.run_pairs(method)]
-            result = {"step": step, "samples": config.samples, "tokens": rollout.tokens,
-                      "exactly_once": streamed.exactly_once, "data_mismatches": streamed.data_mismatches,
-                      "methods": {}}
-            for method in METHODS:
-                seconds = times.seconds(method)
-                predicted = [predicted_seconds(predictor, work) for work in works[method]]
-                result["methods"][method] = {
-                    "positions_per_rank": [p.tolist() for p in positions[method]],
-                    "tokens_per_rank": [work.tokens for work in works[method]],
-                    "seconds_per_rank": seconds,
-                    "step_seconds": max(seconds),
-                    "idle": idle(seconds),
-                    "predicted_seconds_per_rank": predicted,
-                    "predicted_idle": idle(predicted),
-                }
+            result, pairs = run_step(step, config, make_rollout(rng, config.prompts, config.responses), stream,
+                                     model, order_rng)
             steps.append(result)
+            noise_pairs += pairs
             print(step_line(result), flush=True)
 
     summary = summarize(steps)
@@ -140,9 +122,8 @@ def run(config: Config) -> int:
     print(f"mean over {config.steps} steps (step time: the slowest rank's; idle: 1 - mean/max of the rank times)")
     for line in table_lines(summary, config.workload):
         print("  " + line)
-    print(f"noise: every micro-batch ran twice (the faster run counts); a rank's time from the first runs and "
-          f"from the second differ by {100 * noise:.1f}% (sd), so ranks of equal work would show about "
-          f"{100 * floor:.1f}% idle from noise alone")
+    print(f"noise: every micro-batch ran twice and its faster run counts; one run of a rank's share varies by "
+          f"{100 * noise:.1f}% (sd), which alone would show as {100 * floor:.1f}% idle on ranks of equal work")
     print(f"seqflow handed every sample to exactly one rank, every step: {'yes' if exactly_once else 'NO'}")
     write_report(config.report, report)
     print(f"report: {config.report}")

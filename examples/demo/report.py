@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
+from rank_work import idle, predicted_seconds
+
 # name in the report -> label in the table and the chart
 METHODS = {
     "naive": "naive (contiguous chunks)",
@@ -22,6 +24,21 @@ def seqflow_label(workload: str) -> str:
 
 def label(method: str, workload: str) -> str:
     return seqflow_label(workload) if method == "seqflow" else METHODS[method]
+
+
+def method_result(positions: list, works: list, seconds: list, predictor) -> dict:
+    """One method's entry in a step: where each sample went, the tokens and
+    the measured and predicted seconds of each rank."""
+    predicted = [predicted_seconds(predictor, work) for work in works]
+    return {
+        "positions_per_rank": [p.tolist() for p in positions],
+        "tokens_per_rank": [work.tokens for work in works],
+        "seconds_per_rank": seconds,
+        "step_seconds": max(seconds),
+        "idle": idle(seconds),
+        "predicted_seconds_per_rank": predicted,
+        "predicted_idle": idle(predicted),
+    }
 
 
 def summarize(steps: list) -> dict:
