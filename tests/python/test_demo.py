@@ -51,7 +51,7 @@ def test_prints_each_step_and_one_table(demo):
         assert f"step {step}: {PROMPTS * RESPONSES} samples" in out
     for label in report["config"]["labels"].values():
         assert sum(line.strip().startswith(label) for line in out.splitlines()) == 1, label
-    assert "noise: every micro-batch ran twice" in out and "idle from noise alone" in out
+    assert "noise: every micro-batch ran twice" in out and "idle on ranks of equal work" in out
     assert "seqflow handed every sample to exactly one rank, every step: yes" in out
     assert "report: reports/demo.json" in out
 
