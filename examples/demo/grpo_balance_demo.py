@@ -25,6 +25,7 @@ report and, with matplotlib, a chart of every rank's time.
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 
@@ -101,6 +102,7 @@ def run(config: Config) -> int:
             steps.append(result)
             noise_pairs += pairs
             print(step_line(result), flush=True)
+        model_json = stream.model().to_json()  # the controller's model of the task, fitted to the timings
 
     summary = summarize(steps)
     noise = rank_noise(noise_pairs)
@@ -115,6 +117,7 @@ def run(config: Config) -> int:
         "steps": steps,
         "summary": summary,
         "noise": {"pairs": noise_pairs, "rank_noise": noise, "idle_from_noise": floor},
+        "seqflow_model": json.loads(model_json),
         "exactly_once": exactly_once,
         "elapsed_s": elapsed,
     }

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-LENGTH_SCALE = 10
+LENGTH_SCALE = 11
 MIN_PROMPT = 100 // LENGTH_SCALE
 MAX_PROMPT = 1500 // LENGTH_SCALE
 MEDIAN_RESPONSE = 1500 / LENGTH_SCALE
