@@ -50,13 +50,13 @@ class BalancedStream:
         """(lengths, seconds) of timed micro-batches: the controller refits on them."""
         self.client.report_timings(TASK, records)
 
-    def wait_for_fit(self):
-        """The controller's first fitted model of the task (its refit runs in the background)."""
+    def wait_for_fit(self) -> None:
+        """Until the controller has fitted its first model of the task (fits run in the background)."""
         deadline = time.monotonic() + FIT_DEADLINE
         while True:
             model = self.client.task_workload(TASK)
             if model is not None and model.fitted:
-                return model.workload
+                return
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the controller fitted no model of {TASK} within {FIT_DEADLINE:.0f} s "
                                    f"({0 if model is None else model.reports} timings reported)")

@@ -126,7 +126,8 @@ def run(config: Config) -> int:
     for line in table_lines(summary, config.workload):
         print("  " + line)
     print(f"noise: every micro-batch ran twice and its faster run counts; one run of a rank's share varies by "
-          f"{100 * noise:.1f}% (sd), which alone would show as {100 * floor:.1f}% idle on ranks of equal work")
+          f"{100 * noise:.1f}% (sd), which alone would show as {100 * floor:.1f}% idle on ranks of equal work "
+          "(the faster of two runs varies less)")
     print(f"seqflow handed every sample to exactly one rank, every step: {'yes' if exactly_once else 'NO'}")
     write_report(config.report, report)
     print(f"report: {config.report}")

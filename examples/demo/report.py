@@ -10,20 +10,14 @@ import numpy as np
 
 from rank_work import idle, predicted_seconds
 
-# name in the report -> label in the table and the chart
-METHODS = {
-    "naive": "naive (contiguous chunks)",
-    "karmarkar_karp": "Karmarkar-Karp on tokens (verl)",
-    "seqflow": "seqflow",
-}
-
-
-def seqflow_label(workload: str) -> str:
-    return "seqflow (measured time)" if workload == "online" else "seqflow (tokens)"
+METHODS = ("naive", "karmarkar_karp", "seqflow")  # as the report names them
 
 
 def label(method: str, workload: str) -> str:
-    return seqflow_label(workload) if method == "seqflow" else METHODS[method]
+    """How the table and the chart name a method."""
+    return {"naive": "naive (contiguous chunks)",
+            "karmarkar_karp": "Karmarkar-Karp on tokens (verl)",
+            "seqflow": "seqflow (measured time)" if workload == "online" else "seqflow (tokens)"}[method]
 
 
 def method_result(positions: list, works: list, seconds: list, predictor) -> dict:
