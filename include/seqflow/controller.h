@@ -15,6 +15,7 @@
 
 #include "seqflow/batch_meta.h"
 #include "seqflow/calibration.h"
+#include "seqflow/field_versions.h"
 #include "seqflow/partition_keys.h"
 #include "seqflow/sampler.h"
 #include "seqflow/tensor.h"
@@ -63,6 +64,20 @@ struct SampleProduction {
   std::vector<uint64_t> write_tags;
 
   bool has(size_t sample, size_t field) const { return produced[sample * field_count + field] != 0; }
+};
+
+// ControlPlane::mark_produced's answer to an overwrite: what readers see
+// now, so that the writer's BatchMeta names it (a newer write may have won
+// some samples and fields, and the writer's own staged values there are
+// never committed).
+struct CommittedWrite {
+  // Per field written, per sample asked: the committed version (the
+  // write's own where it won).
+  FieldVersions versions;
+  // Positions among the samples asked whose tags are a newer write's, and
+  // those tags (the write's custom_meta did not land there).
+  std::vector<int64_t> newer_meta_positions;
+  std::vector<Value> newer_metas;
 };
 
 // ControlPlane::production_status's answer: a partition's samples, ascending
@@ -140,10 +155,12 @@ class ControlPlane {
   // (from sample_production) commits it: per sample and field the highest
   // version wins (an older one that arrives later changes nothing there),
   // and its custom_meta lands only where no newer write's did, so one
-  // write's data and tags are seen together.
-  virtual void mark_produced(const std::string& partition_id, std::span<const int64_t> global_indexes,
-                             std::span<const uint64_t> generations, const std::map<std::string, FieldSchema>& fields,
-                             std::span<const Value> custom_meta, uint64_t write_version = 0) = 0;
+  // write's data and tags are seen together. Returns, for an overwrite,
+  // what is committed now (CommittedWrite); for a first write, nothing.
+  virtual CommittedWrite mark_produced(const std::string& partition_id, std::span<const int64_t> global_indexes,
+                                       std::span<const uint64_t> generations,
+                                       const std::map<std::string, FieldSchema>& fields,
+                                       std::span<const Value> custom_meta, uint64_t write_version = 0) = 0;
 
   virtual BatchMeta get_meta(const MetaRequest& request) = 0;
 
@@ -159,6 +176,15 @@ class ControlPlane {
   virtual std::vector<int64_t> clear_samples(const std::string& partition_id, std::span<const int64_t> global_indexes,
                                              std::span<const uint64_t> generations) = 0;
   virtual std::vector<int64_t> clear_partition(const std::string& partition_id) = 0;
+  // Removes those of the samples that are still live (of these generations;
+  // empty: any) and have no field produced: an insert whose producer never
+  // put its data (remote mode: its lease expired), or keys a kv_put made
+  // whose write failed (one that landed unseen, its reply lost, stays).
+  // Produced or gone samples are skipped. Returns the released global
+  // indexes, ascending, for the storage to drop.
+  virtual std::vector<int64_t> reclaim_unproduced(const std::string& partition_id,
+                                                  std::span<const int64_t> global_indexes,
+                                                  std::span<const uint64_t> generations) = 0;
   // Removes the partition if it holds no sample and no task has fetched from
   // it, in one step (a put that failed undoes the partition it made, never
   // one another put filled or a consumer uses meanwhile). True if it removed it.
@@ -244,9 +270,9 @@ class Controller final : public ControlPlane {
   ~Controller() override;
 
   BatchMeta insert(const std::string& partition_id, int64_t count, bool* created = nullptr) override;
-  void mark_produced(const std::string& partition_id, std::span<const int64_t> global_indexes,
-                     std::span<const uint64_t> generations, const std::map<std::string, FieldSchema>& fields,
-                     std::span<const Value> custom_meta, uint64_t write_version = 0) override;
+  CommittedWrite mark_produced(const std::string& partition_id, std::span<const int64_t> global_indexes,
+                               std::span<const uint64_t> generations, const std::map<std::string, FieldSchema>& fields,
+                               std::span<const Value> custom_meta, uint64_t write_version = 0) override;
   BatchMeta get_meta(const MetaRequest& request) override;
   // get_meta without waiting: nullopt where get_meta would wait for data
   // (a fetch that does not poll, with too little ready or no partition yet).
@@ -263,6 +289,8 @@ class Controller final : public ControlPlane {
   std::vector<int64_t> clear_samples(const std::string& partition_id, std::span<const int64_t> global_indexes,
                                      std::span<const uint64_t> generations) override;
   std::vector<int64_t> clear_partition(const std::string& partition_id) override;
+  std::vector<int64_t> reclaim_unproduced(const std::string& partition_id, std::span<const int64_t> global_indexes,
+                                          std::span<const uint64_t> generations) override;
   bool forget_partition_if_empty(const std::string& partition_id) override;
   void reset_consumption(const std::string& partition_id, const std::string* task_name) override;
   std::optional<std::vector<std::pair<int64_t, bool>>> consumption_status(
@@ -307,14 +335,6 @@ class Controller final : public ControlPlane {
   // given back.
   size_t give_back(const std::string& partition_id, const std::string& task_name,
                    std::span<const int64_t> global_indexes, std::span<const uint64_t> generations);
-
-  // Removes those of the samples that are still live (of these generations;
-  // empty: any) and have no field produced: an insert whose producer never
-  // put its data (remote mode: its lease expired). Produced or gone samples
-  // are skipped. Returns the released global indexes, ascending, for the
-  // storage to drop.
-  std::vector<int64_t> reclaim_unproduced(const std::string& partition_id, std::span<const int64_t> global_indexes,
-                                          std::span<const uint64_t> generations);
 
   // The generation each index had when it was last handed out: a released
   // index keeps it until it is handed out again (so a caller that keeps

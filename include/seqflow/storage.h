@@ -143,10 +143,9 @@ class StorageUnit final : public DataPlane {
 
  private:
   struct State;  // the values, their lock and counts (src/storage/storage_unit.cc)
+  enum class Settle { kCommit, kDiscard };
   // commit and discard: one walk over the samples' stored fields.
-  template <typename Drops, typename Apply>
-  void settle_version(const SampleKeys& samples, std::span<const std::string> fields, const char* op, Drops drops_of,
-                      Apply apply);
+  void settle_version(const SampleKeys& samples, std::span<const std::string> fields, Settle settle);
   std::unique_ptr<State> state_;
 };
 

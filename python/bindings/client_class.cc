@@ -194,7 +194,6 @@ bool pickle_allowed(PyClient& self, nb::handle allow_pickle) {
 void bind_client_class(nb::module_ m) {
   ClientClass cls(m, "Client", kClientDoc, nb::dynamic_attr(), nb::is_weak_referenceable(),
                   nb::type_slots(client_slots));
-  cls.attr("__module__") = "seqflow.client";
   cls.attr("allow_pickle") = false;
   cls.def(
          "__init__",
@@ -306,6 +305,8 @@ the sampler and the storage settings belong to the services then.
 Every key is checked (see seqflow._config.read_config).)");
   bind_client_calls(cls);
   bind_client_kv(cls);
+  // After the methods: each keeps the module that binds it (the typed stubs define them there).
+  cls.attr("__module__") = "seqflow.client";
 
   connect_lock = new_lock();
   python_attribute("os", "register_at_fork")("after_in_child"_a = nb::cpp_function(&after_fork_in_child));

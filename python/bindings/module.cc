@@ -61,9 +61,6 @@ NB_MODULE(_seqflow, m) {
       m.def_submodule("sampler_caches", "The samplers' caches in TransferQueue's layouts"));
   seqflow::bindings::bind_kv_batch_meta(
       m.def_submodule("kv_batch_meta", "KVBatchMeta's methods (seqflow.KVBatchMeta, a dataclass, binds them)"));
-  nb::module_ streaming = m.def_submodule("streaming", "The rules of a rank's stream (seqflow.streaming)");
-  seqflow::bindings::bind_streaming(streaming);
-  seqflow::bindings::bind_loader_handoff(streaming);
   seqflow::bindings::bind_limits(m.def_submodule("limits", "The limits the engine enforces (seqflow/limits.h)"));
   seqflow::bindings::bind_services(
       m.def_submodule("server", "Remote mode's services in this process, CURVE key files"));

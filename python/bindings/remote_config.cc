@@ -127,7 +127,6 @@ std::shared_ptr<Client> connect_remote(const RemoteConfig& config) {
 
 void bind_remote_config(nb::module_ m) {
   nb::class_<RemoteConfig> cls(m, "RemoteConfig", kDoc);
-  cls.attr("__module__") = "seqflow.client";
   // The fields in the order of __init__ and of fields_of (pattern matching; seqflow.client's dataclass fields).
   cls.attr("__match_args__") = nb::make_tuple("address", "timeout", "polling_mode", "server_public_key_file",
                                               "client_key_file", "local_copy", "busy_poll_us");
@@ -191,6 +190,8 @@ controller.polling_mode, security.server_public_key_file,
 security.client_key_file, local_copy and busy_poll_us of a TransferQueue-style config
 (checked: see seqflow._config.read_config).)");
   cls.attr("from_config") = nb::steal(PyClassMethod_New(from_config.ptr()));
+  // After the methods: each keeps the module that binds it (the typed stubs define them there).
+  cls.attr("__module__") = "seqflow.client";
 }
 
 }  // namespace seqflow::bindings

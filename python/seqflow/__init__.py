@@ -14,6 +14,7 @@ The streaming API loads on first use, so that ``seqflow.balance`` and
 """
 
 import importlib
+from typing import TYPE_CHECKING
 
 from seqflow import balance, pack
 
@@ -42,21 +43,44 @@ _LAZY_NAMES = {
 }
 
 
-def _default_client_module():
-    return importlib.import_module("seqflow.default_client")
+if TYPE_CHECKING:
+    # What __getattr__ loads on first use, spelled out for type checkers
+    # ("import X as X": re-exported under mypy --strict).
+    from seqflow.batch_meta import BatchMeta as BatchMeta, KVBatchMeta as KVBatchMeta
+    from seqflow.client import Client as Client, RemoteConfig as RemoteConfig, StaleSampleError as StaleSampleError
+    from seqflow.default_client import *  # noqa: F403 (init, close, get_client and the calls on the default client)
+    from seqflow.remote import (
+        ServiceHandle as ServiceHandle,
+        keygen as keygen,
+        read_key_file as read_key_file,
+        serve_controller as serve_controller,
+        serve_storage as serve_storage,
+        shutdown_ray_services as shutdown_ray_services,
+    )
+    from seqflow.samplers import (
+        BaseSampler as BaseSampler,
+        GRPOGroupNSampler as GRPOGroupNSampler,
+        RankAwareSampler as RankAwareSampler,
+        SeqlenBalancedSampler as SeqlenBalancedSampler,
+        SequentialSampler as SequentialSampler,
+        TokenBudgetSampler as TokenBudgetSampler,
+    )
+    from seqflow.streaming import StreamingDataLoader as StreamingDataLoader, StreamingDataset as StreamingDataset
+else:
+    # Hidden from type checkers: they would take every unknown name for a lazy one.
+    def _default_client_module():
+        return importlib.import_module("seqflow.default_client")
 
+    def __getattr__(name):
+        if name in _LAZY_NAMES:
+            return getattr(importlib.import_module(_LAZY_NAMES[name]), name)
+        if name == "__all__":
+            return ["balance", "pack", "__version__", *_LAZY_NAMES, *_default_client_module().__all__]
+        if not name.startswith("_"):  # a private name is a submodule being imported, never a client function
+            default = _default_client_module()
+            if name in default.__all__:
+                return getattr(default, name)
+        raise AttributeError(f"module 'seqflow' has no attribute {name!r}")
 
-def __getattr__(name):
-    if name in _LAZY_NAMES:
-        return getattr(importlib.import_module(_LAZY_NAMES[name]), name)
-    if name == "__all__":
-        return ["balance", "pack", "__version__", *_LAZY_NAMES, *_default_client_module().__all__]
-    if not name.startswith("_"):  # a private name is a submodule being imported, never a client function
-        default = _default_client_module()
-        if name in default.__all__:
-            return getattr(default, name)
-    raise AttributeError(f"module 'seqflow' has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__getattr__("__all__")))
+    def __dir__():
+        return sorted(set(globals()) | set(__getattr__("__all__")))

@@ -1,6 +1,6 @@
 """Reading TransferQueue-style configs (dicts or OmegaConf configs):
 read_config, config_get and MAX_BUSY_POLL_US (python/bindings/config_reading.cc)."""
 
-from seqflow import _seqflow
+from seqflow._seqflow.config import MAX_BUSY_POLL_US, config_get, read_config
 
-globals().update({name: value for name, value in vars(_seqflow.config).items() if not name.startswith("_")})
+__all__ = ["MAX_BUSY_POLL_US", "config_get", "read_config"]

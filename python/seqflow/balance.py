@@ -11,7 +11,17 @@ Every name here is bound from C++ (python/bindings/balance_bindings.cc,
 calibration_bindings.cc).
 """
 
-from seqflow import _seqflow
+from seqflow._seqflow.balance import (
+    FitReport,
+    OnlineWorkload,
+    Partition,
+    Workload,
+    calibrate,
+    get_seqlen_balanced_partitions,
+    karmarkar_karp,
+    partition,
+    timing_columns,  # not public: Client.report_timings looks it up here (python/bindings/client_calls.cc)
+)
 
 __all__ = [
     "FitReport",
@@ -23,5 +33,3 @@ __all__ = [
     "karmarkar_karp",
     "get_seqlen_balanced_partitions",
 ]
-
-globals().update({name: getattr(_seqflow.balance, name) for name in [*__all__, "timing_columns"]})

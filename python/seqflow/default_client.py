@@ -2,16 +2,27 @@
 module-level API (``seqflow.put``, ``seqflow.get_meta``, ... and their
 ``async_`` twins) calls it, as TransferQueue's module functions do."""
 
-import inspect
+from __future__ import annotations
+
 import os
 import threading
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 
+from seqflow._async import async_twin
 from seqflow._checks import check_count, check_name
 from seqflow._config import read_config
-from seqflow.client import _ASYNC_METHODS, Client
+from seqflow.client import Client
 from seqflow.remote import ray_client
 
-_DEFAULT = None
+if TYPE_CHECKING:  # typing_extensions: ParamSpec and Concatenate are in typing from Python 3.10 only
+    from typing import TypeVar
+
+    from typing_extensions import Concatenate, ParamSpec
+
+    _Params = ParamSpec("_Params")
+    _Result = TypeVar("_Result")
+
+_DEFAULT: Optional[Client] = None
 _LOCK = threading.RLock()
 _BACKENDS = (None, "embedded", "ray")
 
@@ -24,7 +35,8 @@ def _new_lock() -> None:
 os.register_at_fork(after_in_child=_new_lock)
 
 
-def init(config=None, *, backend=None, name: str = "seqflow", num_storage_units=None) -> Client:
+def init(config: Optional[Mapping[str, Any]] = None, *, backend: Optional[str] = None, name: str = "seqflow",
+         num_storage_units: Optional[int] = None) -> Client:
     """Creates the default client and returns it. If one exists already it is
     returned and the arguments are ignored, as in TransferQueue.
 
@@ -66,19 +78,80 @@ def close() -> None:
         _DEFAULT = None
 
 
-def _module_function(name: str):
-    method = getattr(Client, name)
-    if inspect.iscoroutinefunction(method):
-        async def function(*args, **kwargs):
-            return await method(get_client(), *args, **kwargs)
-    else:
-        def function(*args, **kwargs):
-            return method(get_client(), *args, **kwargs)
-    function.__name__ = function.__qualname__ = name
-    function.__doc__ = f"Client.{name} on the default client.\n\n{method.__doc__ or ''}"
+def _on_default_client(method: Callable[Concatenate[Client, _Params], _Result]) -> Callable[_Params, _Result]:
+    """Client `method` as a module function that calls it on the default client."""
+
+    def function(*args: _Params.args, **kwargs: _Params.kwargs) -> _Result:
+        return method(get_client(), *args, **kwargs)
+
+    function.__name__ = function.__qualname__ = method.__name__
+    function.__doc__ = f"Client.{method.__name__} on the default client.\n\n{method.__doc__ or ''}"
     return function
 
 
-API_FUNCTIONS = (*_ASYNC_METHODS, *(f"async_{n}" for n in _ASYNC_METHODS))
-globals().update({name: _module_function(name) for name in API_FUNCTIONS})
-__all__ = ["close", "get_client", "init", *API_FUNCTIONS]
+# One line each (not a loop over _ASYNC_METHODS) so that type checkers see every name with its signature.
+put = _on_default_client(Client.put)
+get_meta = _on_default_client(Client.get_meta)
+get_data = _on_default_client(Client.get_data)
+set_custom_meta = _on_default_client(Client.set_custom_meta)
+clear_partition = _on_default_client(Client.clear_partition)
+clear_samples = _on_default_client(Client.clear_samples)
+reset_consumption = _on_default_client(Client.reset_consumption)
+get_consumption_status = _on_default_client(Client.get_consumption_status)
+check_consumption_status = _on_default_client(Client.check_consumption_status)
+get_production_status = _on_default_client(Client.get_production_status)
+check_production_status = _on_default_client(Client.check_production_status)
+get_partition_list = _on_default_client(Client.get_partition_list)
+kv_put = _on_default_client(Client.kv_put)
+kv_batch_put = _on_default_client(Client.kv_batch_put)
+kv_batch_get = _on_default_client(Client.kv_batch_get)
+kv_batch_get_by_meta = _on_default_client(Client.kv_batch_get_by_meta)
+kv_meta = _on_default_client(Client.kv_meta)
+kv_keys = _on_default_client(Client.kv_keys)
+kv_list = _on_default_client(Client.kv_list)
+kv_clear = _on_default_client(Client.kv_clear)
+save_checkpoint = _on_default_client(Client.save_checkpoint)
+load_checkpoint = _on_default_client(Client.load_checkpoint)
+report_timing = _on_default_client(Client.report_timing)
+report_timings = _on_default_client(Client.report_timings)
+task_workload = _on_default_client(Client.task_workload)
+
+async_put = async_twin(put)
+async_get_meta = async_twin(get_meta)
+async_get_data = async_twin(get_data)
+async_set_custom_meta = async_twin(set_custom_meta)
+async_clear_partition = async_twin(clear_partition)
+async_clear_samples = async_twin(clear_samples)
+async_reset_consumption = async_twin(reset_consumption)
+async_get_consumption_status = async_twin(get_consumption_status)
+async_check_consumption_status = async_twin(check_consumption_status)
+async_get_production_status = async_twin(get_production_status)
+async_check_production_status = async_twin(check_production_status)
+async_get_partition_list = async_twin(get_partition_list)
+async_kv_put = async_twin(kv_put)
+async_kv_batch_put = async_twin(kv_batch_put)
+async_kv_batch_get = async_twin(kv_batch_get)
+async_kv_batch_get_by_meta = async_twin(kv_batch_get_by_meta)
+async_kv_meta = async_twin(kv_meta)
+async_kv_keys = async_twin(kv_keys)
+async_kv_list = async_twin(kv_list)
+async_kv_clear = async_twin(kv_clear)
+async_save_checkpoint = async_twin(save_checkpoint)
+async_load_checkpoint = async_twin(load_checkpoint)
+async_report_timing = async_twin(report_timing)
+async_report_timings = async_twin(report_timings)
+async_task_workload = async_twin(task_workload)
+
+__all__ = [
+    "close", "get_client", "init", "put", "get_meta", "get_data", "set_custom_meta", "clear_partition", "clear_samples",
+    "reset_consumption", "get_consumption_status", "check_consumption_status", "get_production_status",
+    "check_production_status", "get_partition_list", "kv_put", "kv_batch_put", "kv_batch_get", "kv_batch_get_by_meta",
+    "kv_meta", "kv_keys", "kv_list", "kv_clear", "save_checkpoint", "load_checkpoint", "report_timing",
+    "report_timings", "task_workload", "async_put", "async_get_meta", "async_get_data", "async_set_custom_meta",
+    "async_clear_partition", "async_clear_samples", "async_reset_consumption", "async_get_consumption_status",
+    "async_check_consumption_status", "async_get_production_status", "async_check_production_status",
+    "async_get_partition_list", "async_kv_put", "async_kv_batch_put", "async_kv_batch_get",
+    "async_kv_batch_get_by_meta", "async_kv_meta", "async_kv_keys", "async_kv_list", "async_kv_clear",
+    "async_save_checkpoint", "async_load_checkpoint", "async_report_timing", "async_report_timings",
+    "async_task_workload",
+]

@@ -19,12 +19,25 @@ sequences in one pack; MAX_PLAN_LISTS the most (rank, step) pairs, packs or
 micro-batches a plan may hold.
 """
 
-from seqflow import _seqflow
+from seqflow._seqflow.pack import (
+    MAX_PACK_LENGTH,
+    MAX_PADDING_SEQUENCES,
+    MAX_PLAN_LISTS,
+    MicroBatchPlan,
+    PackedSequence,
+    PackPlan,
+    PackStats,
+    Ragged,
+    inverse_permutation,
+    materialize,
+    micro_batches,
+    padding_sequences,
+    plan,
+    xtuner_baseline,
+)
 
 __all__ = [
     "MAX_PACK_LENGTH", "MAX_PADDING_SEQUENCES", "MAX_PLAN_LISTS", "MicroBatchPlan", "PackPlan", "PackStats",
     "PackedSequence", "Ragged", "inverse_permutation", "materialize", "micro_batches", "padding_sequences", "plan",
     "xtuner_baseline",
 ]
-
-globals().update({name: getattr(_seqflow.pack, name) for name in __all__})

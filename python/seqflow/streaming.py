@@ -1,18 +1,20 @@
 """StreamingDataset and StreamingDataLoader: a DP rank's stream of batches,
 TransferQueue's modes without its defects. The rules (when a rank ends, the
-short last batch, stall warnings, worker striding) are C++
-(seqflow/streaming.h, _seqflow.streaming); docs/streaming.md documents them.
+short last batch, stall warnings, worker striding) are in _stream_rules;
+docs/streaming.md documents them.
 """
 
 from __future__ import annotations
 
 import os
+import queue
 import threading
 import time
 import warnings
 from typing import Any, Callable, Iterator, Optional
 
-from seqflow import _convert, _seqflow
+from seqflow import _convert
+from seqflow import _stream_rules as _rules
 
 try:
     import torch
@@ -28,7 +30,6 @@ __all__ = ["StreamStalledWarning", "StreamingDataLoader", "StreamingDataset", "d
            "split_batch"]
 
 SLEEP_ENV = "TQ_STREAMING_DATASET_EMPTY_BATCH_SLEEP_INTERVAL"
-_rules = _seqflow.streaming
 
 
 class StreamStalledWarning(UserWarning):
@@ -64,7 +65,7 @@ class StreamingDataset(IterableDataset):
     """One DP rank's stream of (data, batch_meta) micro-batches: fetches batch
     batch_index through the sampler (get_meta(sampling_config={"dp_rank",
     "batch_index"})), reads its data, splits it into micro-batches. The
-    modes and rules: docs/streaming.md (StreamingDataset), seqflow/streaming.h.
+    modes and rules: docs/streaming.md (StreamingDataset), seqflow/_stream_rules.py.
 
     config: used to seqflow.init() the default client when `client` is None.
     batch_size: samples per fetch for this rank (the sampler's per-rank size).
@@ -102,9 +103,11 @@ class StreamingDataset(IterableDataset):
         super().__init__()
         if empty_batch_sleep is None:
             empty_batch_sleep = float(os.environ.get(SLEEP_ENV, 1.0))
-        data_fields, empty_batch_sleep, warn_after_seconds = _rules.streaming_arguments(
-            batch_size, micro_batch_size, dp_rank, data_fields, partition_id, task_name, empty_batch_sleep,
-            total_samples, drop_last, warn_after_seconds)
+        checked = _rules.check_stream_arguments(batch_size, micro_batch_size, dp_rank, data_fields, partition_id,
+                                                task_name, empty_batch_sleep, total_samples, drop_last,
+                                                warn_after_seconds)
+        data_fields, empty_batch_sleep = checked.data_fields, checked.empty_batch_sleep
+        warn_after_seconds = checked.warn_after_seconds
         self.config = config
         self.batch_size = batch_size
         self.micro_batch_size = micro_batch_size
@@ -163,10 +166,11 @@ class StreamingDataset(IterableDataset):
     def batches(self, worker: int = 0, workers: int = 1, stop: Optional[threading.Event] = None):
         """(batch_index, data, meta) of the batches worker `worker` of
         `workers` handles: indexes worker, worker + workers, ..."""
-        client, share, key = self._get_client(), _rules.WorkerShare(worker, workers), (worker, workers)
+        _rules.check_worker_share(worker, workers)
+        client, key = self._get_client(), (worker, workers)
         watch = _rules.StallWatch(self.warn_after_seconds)
         with self._lock:
-            index = self._cursors.get(key, share.first)
+            index = self._cursors.get(key, worker)
         while stop is None or not stop.is_set():
             with self._lock:
                 cached = self.buffer.get(index)
@@ -175,9 +179,9 @@ class StreamingDataset(IterableDataset):
                 if data is None and self.should_check_consumption_status:
                     left = self._left_to_consume(client)
                     if left is not None:  # production is complete: ask for what is left
-                        size, ends_if_empty = _rules.fetch_after_production(self.batch_size, self.drop_last, left)
-                        data, meta = self._fetch(client, index, size)
-                        if data is None and ends_if_empty:
+                        last = _rules.fetch_after_production(self.batch_size, self.drop_last, left)
+                        data, meta = self._fetch(client, index, last.batch_size)
+                        if data is None and last.ends_if_empty:
                             return
                 if data is None:
                     if watch.empty_fetch() and self._warn_if_stalled(client):
@@ -190,9 +194,9 @@ class StreamingDataset(IterableDataset):
                     with self._lock:
                         self.buffer[index] = cached
             with self._lock:
-                self._cursors[key] = share.next(index)
+                self._cursors[key] = index + workers
             yield (index, *cached)
-            index = share.next(index)
+            index += workers
 
     def _fetch(self, client, index: int, batch_size: int):
         kwargs = dict(tq_client=client, data_fields=self.data_fields, batch_size=batch_size,
@@ -290,33 +294,59 @@ class StreamingDataLoader(DataLoader):
         return self._threaded()
 
     def _threaded(self):
+        """Worker w's micro-batches go through its own bounded queue; the
+        consumer takes the queues in worker order (worker w handles batch
+        indexes w, w + W, ..., so batches come out in batch-index order)."""
         dataset: StreamingDataset = self.dataset
         workers = self._thread_workers
-        handoff = _rules.Handoff(workers, self._prefetch)  # also the workers' stop event
+        stop = threading.Event()  # the consumer left: workers stop fetching and handing over
+        queues = [queue.Queue(maxsize=self._prefetch) for _ in range(workers)]
+
+        def hand_over(w: int, item) -> bool:
+            """Waits for room in worker w's queue; False (dropped) once stopped."""
+            while not stop.is_set():
+                try:
+                    queues[w].put(item, timeout=_HANDOVER_RECHECK)
+                    return True
+                except queue.Full:
+                    pass
+            return False
 
         def work(w: int) -> None:
             try:
-                for _, data, meta in dataset.batches(w, workers, handoff):
-                    parts = dataset.process_batch_fn(data, meta, micro_batch_size=dataset.micro_batch_size)
-                    if not handoff.put(w, parts):
+                for _, data, meta in dataset.batches(w, workers, stop):
+                    if not hand_over(w, dataset.process_batch_fn(data, meta,
+                                                                 micro_batch_size=dataset.micro_batch_size)):
                         return
-                handoff.finish(w)
+                hand_over(w, _WORKER_DONE)
             except BaseException as error:  # handed to the consumer
-                handoff.put(w, error)
+                hand_over(w, error)
 
         threads = [threading.Thread(target=work, args=(w,), daemon=True, name=f"seqflow-loader-{w}")
                    for w in range(workers)]
         for t in threads:
             t.start()
         try:
-            for item in handoff:
-                if isinstance(item, BaseException):
-                    raise item
-                yield from item
+            live = list(range(workers))
+            while live:
+                for w in list(live):
+                    item = queues[w].get()  # every worker ends with _WORKER_DONE or its error
+                    if item is _WORKER_DONE:
+                        live.remove(w)
+                    elif isinstance(item, BaseException):
+                        raise item
+                    else:
+                        yield from item
         finally:
-            handoff.stop()
+            stop.set()
             for t in threads:
                 t.join(timeout=5)
+
+
+# A worker's last item in its queue; and how often a worker waiting for room
+# checks whether the consumer left.
+_WORKER_DONE = object()
+_HANDOVER_RECHECK = 0.05
 
 
 def _identity(x):

@@ -260,6 +260,11 @@ BatchMeta CoordinatingClient::write_existing(const BatchMeta& meta, const std::v
   keys.write_version = write_version;
   keys.read_versions = nullptr;
   std::vector<int64_t> committed;  // positions of the partitions whose samples the controller committed
+  // What readers see now, by position: the committed versions, and the tags
+  // of samples where a newer write's won.
+  FieldVersions versions;
+  for (const std::string& name : names) versions[name].assign(n, write_version);
+  std::map<size_t, Value> newer_metas;
   try {
     data_->put(keys, columns);
     for (const auto& [partition_id, at] : positions) {
@@ -271,8 +276,18 @@ BatchMeta CoordinatingClient::write_existing(const BatchMeta& meta, const std::v
         generations.push_back(target.generations[i]);
         if (!custom_meta.empty()) metas.push_back(custom_meta[i]);
       }
-      control_->mark_produced(partition_id, indexes, generations, schemas, metas, write_version);
+      CommittedWrite landed =
+          control_->mark_produced(partition_id, indexes, generations, schemas, metas, write_version);
       committed.insert(committed.end(), at.begin(), at.end());
+      for (const auto& [name, per_sample] : landed.versions) {
+        const auto field = versions.find(name);
+        if (field == versions.end() || per_sample.size() != at.size()) continue;
+        for (size_t k = 0; k < at.size(); ++k) field->second[at[k]] = per_sample[k];
+      }
+      for (size_t k = 0; k < landed.newer_meta_positions.size(); ++k) {
+        newer_metas.insert_or_assign(at[static_cast<size_t>(landed.newer_meta_positions[k])],
+                                     std::move(landed.newer_metas[k]));
+      }
     }
   } catch (const Error& error) {
     // A refusal (not a call that may have landed unseen: a timeout, a lost
@@ -300,7 +315,19 @@ BatchMeta CoordinatingClient::write_existing(const BatchMeta& meta, const std::v
   // costs memory, never correctness, so the put has succeeded regardless.
   settle_staged(target, names, write_version, write_tags, true);
   BatchMeta out = with_produced(std::move(target), schemas, custom_meta);
-  for (const std::string& name : names) out.versions[name].assign(n, write_version);
+  for (auto& [name, per_sample] : versions) out.versions[name] = std::move(per_sample);
+  if (!newer_metas.empty()) {
+    CustomMetaList tags;
+    for (size_t i = 0; i < n; ++i) {
+      const auto newer = newer_metas.find(i);
+      if (newer != newer_metas.end()) {
+        tags.push_back(newer->second);
+      } else {
+        tags.push_back_encoded(out.custom_meta.encoded(i));
+      }
+    }
+    out.custom_meta = std::move(tags);
+  }
   return out;
 }
 
@@ -408,7 +435,9 @@ BatchMeta CoordinatingClient::kv_put(const std::string& partition_id, std::span<
   tag_updates.reserve(tags.size());
   for (const Value& tag : tags) tag_updates.push_back(tag.is_null() ? Value::object() : tag);
   // The keys this call makes: a failed write releases only those (a key
-  // another writer made meanwhile stays).
+  // another writer made meanwhile stays), and only while nothing is
+  // produced in them (a write whose reply was lost may have landed, and a
+  // retry overwrites it: keys are idempotent).
   std::vector<uint8_t> made_keys;
   bool partition_is_new = false;  // made by kv_resolve: a failed put removes it again if empty
   BatchMeta meta = control_->kv_resolve(partition_id, keys, {}, &partition_is_new, &made_keys);
@@ -416,20 +445,21 @@ BatchMeta CoordinatingClient::kv_put(const std::string& partition_id, std::span<
     return write_existing(meta, columns, tag_updates);
   } catch (...) {
     deadline.start_rollback();
-    std::vector<std::string> created;
-    std::vector<int64_t> created_indexes;
+    std::vector<int64_t> made;
     for (size_t i = 0; i < keys.size(); ++i) {
-      if (made_keys[i] != 0) {
-        created.push_back(keys[i]);
-        created_indexes.push_back(meta.global_indexes[i]);
-      }
+      if (made_keys[i] != 0) made.push_back(static_cast<int64_t>(i));
     }
-    try {
-      if (!created.empty()) {
-        if (released_ == ReleasedData::kDroppedByClient) data_->clear(created_indexes);
-        control_->kv_clear(partition_id, created);
+    if (!made.empty()) {
+      const BatchMeta made_meta = meta.select_samples(made);
+      try {
+        if (released_ == ReleasedData::kDroppedByClient) {
+          // In this process a write that raised changed nothing: its keys are unproduced.
+          data_->clear(made_meta.global_indexes);
+        }
+        control_->reclaim_unproduced(partition_id, made_meta.global_indexes, made_meta.generations);
+      } catch (...) {
+        // The original error is the one to report.
       }
-    } catch (...) {
     }
     if (partition_is_new) forget_partition_if_empty(lock, partition_id, deadline);
     throw;

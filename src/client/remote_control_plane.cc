@@ -30,12 +30,6 @@ std::vector<int64_t> released_of(const Json& reply, std::string_view op) {
   return Header(reply, std::string(op) + " reply", {"released"}).numbers<int64_t>("released");
 }
 
-Json objects_of(std::span<const Value> values) {
-  Json out = Json::array();
-  for (const Value& value : values) out.push_back(to_json(value));
-  return out;
-}
-
 // A blocking fetch may wait `request.timeout` at the controller: the call
 // itself gets that long plus the usual round-trip allowance.
 constexpr std::chrono::milliseconds kMaxCallTimeout = std::chrono::hours(24 * 365);
@@ -101,16 +95,18 @@ BatchMeta RemoteControlPlane::insert(const std::string& partition_id, int64_t co
                                  "insert reply", created);
 }
 
-void RemoteControlPlane::mark_produced(const std::string& partition_id, std::span<const int64_t> global_indexes,
-                                       std::span<const uint64_t> generations,
-                                       const std::map<std::string, FieldSchema>& fields,
-                                       std::span<const Value> custom_meta, uint64_t write_version) {
+CommittedWrite RemoteControlPlane::mark_produced(const std::string& partition_id,
+                                                 std::span<const int64_t> global_indexes,
+                                                 std::span<const uint64_t> generations,
+                                                 const std::map<std::string, FieldSchema>& fields,
+                                                 std::span<const Value> custom_meta, uint64_t write_version) {
   core::check_meta_depths(global_indexes, custom_meta);
   Json request = samples_request(partition_id, global_indexes, generations);
   request["fields"] = transport::wire::encode_schemas(fields);
-  request["custom_meta"] = objects_of(custom_meta);
+  request["custom_meta"] = transport::wire::encode_objects(custom_meta);
   if (write_version != 0) request["write_version"] = write_version;
-  call("mark_produced", request);
+  return transport::wire::decode_committed_write(call("mark_produced", request), global_indexes.size(),
+                                                 "mark_produced reply");
 }
 
 BatchMeta RemoteControlPlane::get_meta(const MetaRequest& request) {
@@ -125,7 +121,7 @@ void RemoteControlPlane::set_custom_meta(const std::string& partition_id, std::s
                                          std::span<const uint64_t> generations, std::span<const Value> custom_meta) {
   core::check_meta_depths(global_indexes, custom_meta);
   Json request = samples_request(partition_id, global_indexes, generations);
-  request["custom_meta"] = objects_of(custom_meta);
+  request["custom_meta"] = transport::wire::encode_objects(custom_meta);
   call("set_custom_meta", request);
 }
 
@@ -134,6 +130,13 @@ std::vector<int64_t> RemoteControlPlane::clear_samples(const std::string& partit
                                                        std::span<const uint64_t> generations) {
   return released_of(call("clear_samples", samples_request(partition_id, global_indexes, generations)),
                      "clear_samples");
+}
+
+std::vector<int64_t> RemoteControlPlane::reclaim_unproduced(const std::string& partition_id,
+                                                            std::span<const int64_t> global_indexes,
+                                                            std::span<const uint64_t> generations) {
+  return released_of(call("reclaim_unproduced", samples_request(partition_id, global_indexes, generations)),
+                     "reclaim_unproduced");
 }
 
 std::vector<int64_t> RemoteControlPlane::clear_partition(const std::string& partition_id) {
@@ -233,7 +236,7 @@ BatchMeta RemoteControlPlane::kv_resolve(const std::string& partition_id, std::s
   core::check_tag_depths(keys, tags);
   const Json header{{"partition_id", partition_id},
                     {"keys", std::vector<std::string>(keys.begin(), keys.end())},
-                    {"tags", objects_of(tags)}};
+                    {"tags", transport::wire::encode_objects(tags)}};
   return batch_meta_with_created(
       exchange(*controller_, "kv_resolve", transport::wire::header_message(header), CallDeadline::of_request(timeout_)),
       "kv_resolve reply", created, made_keys);

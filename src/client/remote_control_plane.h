@@ -19,15 +19,17 @@ class RemoteControlPlane final : public ControlPlane {
   RemoteControlPlane(std::shared_ptr<transport::ConnectionPool> controller, std::chrono::milliseconds timeout);
 
   BatchMeta insert(const std::string& partition_id, int64_t count, bool* created = nullptr) override;
-  void mark_produced(const std::string& partition_id, std::span<const int64_t> global_indexes,
-                     std::span<const uint64_t> generations, const std::map<std::string, FieldSchema>& fields,
-                     std::span<const Value> custom_meta, uint64_t write_version = 0) override;
+  CommittedWrite mark_produced(const std::string& partition_id, std::span<const int64_t> global_indexes,
+                               std::span<const uint64_t> generations, const std::map<std::string, FieldSchema>& fields,
+                               std::span<const Value> custom_meta, uint64_t write_version = 0) override;
   BatchMeta get_meta(const MetaRequest& request) override;
   void set_custom_meta(const std::string& partition_id, std::span<const int64_t> global_indexes,
                        std::span<const uint64_t> generations, std::span<const Value> custom_meta) override;
   std::vector<int64_t> clear_samples(const std::string& partition_id, std::span<const int64_t> global_indexes,
                                      std::span<const uint64_t> generations) override;
   std::vector<int64_t> clear_partition(const std::string& partition_id) override;
+  std::vector<int64_t> reclaim_unproduced(const std::string& partition_id, std::span<const int64_t> global_indexes,
+                                          std::span<const uint64_t> generations) override;
   bool forget_partition_if_empty(const std::string& partition_id) override;
   void reset_consumption(const std::string& partition_id, const std::string* task_name) override;
   std::optional<std::vector<std::pair<int64_t, bool>>> consumption_status(

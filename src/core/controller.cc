@@ -36,6 +36,27 @@ OnlineOptions task_workload_options(int64_t timing_alignment) {
   return options;
 }
 
+// What an overwrite's mark_produced left committed (its `fields`, and its
+// tags when it wrote some) for the samples at `slots`, in their order.
+CommittedWrite committed_write(const core::PartitionState& partition, std::span<const uint32_t> slots,
+                               std::span<const std::pair<const std::string*, FieldSchema>> fields, bool wrote_meta,
+                               uint64_t write_version) {
+  CommittedWrite out;
+  for (const auto& [name, schema] : fields) {
+    const uint32_t id = *partition.field_id(*name);
+    std::vector<uint64_t>& versions = out.versions[*name];
+    versions.reserve(slots.size());
+    for (uint32_t slot : slots) versions.push_back(partition.field_version(slot, id));
+  }
+  if (!wrote_meta) return out;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (partition.meta_version(slots[i]) == write_version) continue;
+    out.newer_meta_positions.push_back(static_cast<int64_t>(i));
+    out.newer_metas.push_back(core::decode_meta(partition.meta_bytes(slots[i])));
+  }
+  return out;
+}
+
 }  // namespace
 
 Controller::Controller(ControllerOptions options)
@@ -59,9 +80,10 @@ BatchMeta Controller::insert(const std::string& partition_id, int64_t count, boo
   return inserted;
 }
 
-void Controller::mark_produced(const std::string& partition_id, std::span<const int64_t> global_indexes,
-                               std::span<const uint64_t> generations, const std::map<std::string, FieldSchema>& fields,
-                               std::span<const Value> custom_meta, uint64_t write_version) {
+CommittedWrite Controller::mark_produced(const std::string& partition_id, std::span<const int64_t> global_indexes,
+                                         std::span<const uint64_t> generations,
+                                         const std::map<std::string, FieldSchema>& fields,
+                                         std::span<const Value> custom_meta, uint64_t write_version) {
   for (const auto& [name, schema] : fields) core::check_schema(name, schema);
   // Checked and encoded before locking: the lock is held only to merge.
   std::vector<core::EncodedMeta> updates;
@@ -108,6 +130,8 @@ void Controller::mark_produced(const std::string& partition_id, std::span<const 
     if (write_version != 0) partition.set_meta_version(slot, write_version);
   }
   state_->notify_changed(&partition_id);
+  return write_version == 0 ? CommittedWrite{}
+                            : committed_write(partition, slots, schemas, !custom_meta.empty(), write_version);
 }
 
 std::vector<int64_t> Controller::forget_production(const std::string* partition_id,

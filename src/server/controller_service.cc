@@ -440,10 +440,11 @@ void ControllerService::register_handlers() {
     const auto custom_meta = header.objects("custom_meta");
     const int64_t write_version = header.has("write_version") ? header.integer("write_version") : 0;
     if (write_version < 0) header.fail("write_version", "must not be negative");
-    controller.mark_produced(header.text("partition_id"), indexes, generations_of(header), fields, custom_meta,
-                             static_cast<uint64_t>(write_version));
+    const CommittedWrite committed =
+        controller.mark_produced(header.text("partition_id"), indexes, generations_of(header), fields, custom_meta,
+                                 static_cast<uint64_t>(write_version));
     leases_->settle(header.text("partition_id"), indexes);
-    return transport::wire::header_message(Json::object());
+    return transport::wire::header_message(transport::wire::encode_committed_write(committed));
   });
   // On the I/O thread: a fetch with enough ready, a poll, an insert while
   // no clear holds the reuse gate. A fetch that must wait becomes a waiter
@@ -482,39 +483,48 @@ void ControllerService::register_handlers() {
                                header.objects("custom_meta"));
     return transport::wire::header_message(Json::object());
   });
-  service_.handle("clear_samples", [this, &controller](transport::Frames& args) {
-    const Json json = transport::wire::read_header(args, 0, "clear_samples request");
-    const Header header(json, "clear_samples request", {"partition_id", "indexes", "generations"});
+  // A clear releases samples under the reuse gate (after which it may have
+  // waited behind another clear, so its request may have closed) and drops
+  // their data on the units.
+  const auto release_and_drop = [this](const std::string& what, const auto& release) {
     std::unique_lock gate(reuse_gate_);
-    check_request_open("clear_samples of partition '" + header.text("partition_id") +
-                       "'");  // it may have waited behind another clear
+    check_request_open(what);
     const auto targets = units_->targets(options_.storage_units, options_.storage_silence_limit);
-    const auto released = controller.clear_samples(header.text("partition_id"), header.numbers<int64_t>("indexes"),
-                                                   generations_of(header));
+    const std::vector<int64_t> released = release();
     units_->drop(targets, released, *controller_, std::min(options_.storage_timeout, options_.storage_silence_limit));
     return transport::wire::header_message(released_reply(released));
-  });
-  service_.handle("clear_partition", [this, &controller](transport::Frames& args) {
+  };
+  // clear_samples and reclaim_unproduced: samples named by index and generation.
+  const auto handle_samples_release = [this, release_and_drop](const std::string& op, const auto& release) {
+    service_.handle(op, [op, release_and_drop, release](transport::Frames& args) {
+      const Json json = transport::wire::read_header(args, 0, op + " request");
+      const Header header(json, op + " request", {"partition_id", "indexes", "generations"});
+      return release_and_drop(op + " of partition '" + header.text("partition_id") + "'", [&] {
+        return release(header.text("partition_id"), header.numbers<int64_t>("indexes"), generations_of(header));
+      });
+    });
+  };
+  handle_samples_release("clear_samples",
+                         [&controller](const std::string& partition_id, const std::vector<int64_t>& indexes,
+                                       const std::vector<uint64_t>& generations) {
+                           return controller.clear_samples(partition_id, indexes, generations);
+                         });
+  handle_samples_release("reclaim_unproduced",
+                         [&controller](const std::string& partition_id, const std::vector<int64_t>& indexes,
+                                       const std::vector<uint64_t>& generations) {
+                           return controller.reclaim_unproduced(partition_id, indexes, generations);
+                         });
+  service_.handle("clear_partition", [&controller, release_and_drop](transport::Frames& args) {
     const Json json = transport::wire::read_header(args, 0, "clear_partition request");
     const Header header(json, "clear_partition request", {"partition_id"});
-    std::unique_lock gate(reuse_gate_);
-    check_request_open("clear_partition of '" + header.text("partition_id") +
-                       "'");  // it may have waited behind another clear
-    const auto targets = units_->targets(options_.storage_units, options_.storage_silence_limit);
-    const auto released = controller.clear_partition(header.text("partition_id"));
-    units_->drop(targets, released, *controller_, std::min(options_.storage_timeout, options_.storage_silence_limit));
-    return transport::wire::header_message(released_reply(released));
+    return release_and_drop("clear_partition of '" + header.text("partition_id") + "'",
+                            [&] { return controller.clear_partition(header.text("partition_id")); });
   });
-  service_.handle("kv_clear", [this, &controller](transport::Frames& args) {
+  service_.handle("kv_clear", [&controller, release_and_drop](transport::Frames& args) {
     const Json json = transport::wire::read_header(args, 0, "kv_clear request");
     const Header header(json, "kv_clear request", {"partition_id", "keys"});
-    std::unique_lock gate(reuse_gate_);
-    check_request_open("kv_clear in partition '" + header.text("partition_id") +
-                       "'");  // it may have waited behind another clear
-    const auto targets = units_->targets(options_.storage_units, options_.storage_silence_limit);
-    const auto released = controller.kv_clear(header.text("partition_id"), header.texts("keys"));
-    units_->drop(targets, released, *controller_, std::min(options_.storage_timeout, options_.storage_silence_limit));
-    return transport::wire::header_message(released_reply(released));
+    return release_and_drop("kv_clear in partition '" + header.text("partition_id") + "'",
+                            [&] { return controller.kv_clear(header.text("partition_id"), header.texts("keys")); });
   });
   service_.handle("forget_partition_if_empty", nullptr, [&controller](const transport::Frames& args) {
     const Json json = transport::wire::read_header(args, 0, "forget_partition_if_empty request");

@@ -33,6 +33,10 @@ constexpr int kHeartbeatTimeoutMs = 6000;
 // this often, this many times, before it is taken as alive.
 constexpr auto kProbeInterval = std::chrono::milliseconds(200);
 constexpr int kProbes = 5;
+// A request deferred this soon after its descriptor's disconnect event may
+// have come from the closed connection (read from its queue after the event):
+// it is probed as well.
+constexpr auto kRecentDisconnect = std::chrono::seconds(2);
 
 thread_local std::optional<Clock::time_point> current_deadline;
 
@@ -445,6 +449,13 @@ uint64_t Service::defer(Job& job, std::function<void()> client_gone) {
   deferral.client_gone = std::move(client_gone);
   std::lock_guard lock(deferred_mutex_);
   const uint64_t id = next_deferral_++;
+  const auto now = Clock::now();
+  if (const auto closed = disconnected_at_.find(job.source_fd);
+      closed != disconnected_at_.end() && now - closed->second < kRecentDisconnect) {
+    deferral.probe_at = now;
+    deferral.probes_left = kProbes;
+    suspects_.insert(id);
+  }
   deferred_.emplace(id, std::move(deferral));
   deferred_count_->set(static_cast<double>(deferred_.size()));
   in_flight_->add(1);
@@ -511,6 +522,7 @@ void Service::read_disconnects() {
     if (code != ZMQ_EVENT_DISCONNECTED) continue;
     const auto now = Clock::now();
     std::lock_guard lock(deferred_mutex_);
+    disconnected_at_[static_cast<int>(fd)] = now;
     for (auto& [id, deferral] : deferred_) {
       if (deferral.source_fd != static_cast<int>(fd)) continue;
       deferral.probe_at = now;

@@ -211,6 +211,9 @@ class Service {
   std::mutex deferred_mutex_;
   std::unordered_map<uint64_t, Deferral> deferred_;
   std::set<uint64_t> suspects_;  // deferrals from a connection that closed, or one reusing its descriptor
+  // When each descriptor last closed (one entry per descriptor number): a
+  // request read after its connection's disconnect event is probed too.
+  std::unordered_map<int, Clock::time_point> disconnected_at_;
   uint64_t next_deferral_ = 1;
   zmq::socket_t monitor_;  // the router's disconnect events; the I/O thread's
 

@@ -304,13 +304,19 @@ std::vector<std::vector<SampleView>> StorageUnit::get(const SampleKeys& samples,
   return out;
 }
 
-// A commit or a discard of samples.write_version (op names it in errors):
-// `drops` counts the values it drops of one stored field, `apply` drops them.
-// Room for them is made before the lock (again, unlocked, if a put added
-// more meanwhile), so that under it values only move between maps.
-template <typename Drops, typename Apply>
-void StorageUnit::settle_version(const SampleKeys& samples, std::span<const std::string> fields, const char* op,
-                                 Drops drops_of, Apply apply) {
+// A commit or a discard of samples.write_version. Room for the values it
+// drops is made before the lock (again, unlocked, if a put added more
+// meanwhile), so that under it values only move between maps.
+void StorageUnit::settle_version(const SampleKeys& samples, std::span<const std::string> fields, Settle settle) {
+  const bool commit = settle == Settle::kCommit;
+  const char* op = commit ? "commit" : "discard";
+  const auto drops_of = [commit](const VersionedValue& value, uint64_t v) {
+    return commit ? value.drops_of_commit(v) : value.drops_of_discard(v);
+  };
+  const auto apply = [commit](VersionedValue& value, uint64_t v,
+                              std::vector<VersionedValue::Versions::node_type>& out) {
+    commit ? value.commit(v, out) : value.discard(v, out);
+  };
   check_keys(samples, false);
   const uint64_t version = samples.write_version;
   if (version == 0) {
@@ -371,15 +377,11 @@ void StorageUnit::settle_version(const SampleKeys& samples, std::span<const std:
 }
 
 void StorageUnit::commit(const SampleKeys& samples, std::span<const std::string> fields) {
-  settle_version(
-      samples, fields, "commit", [](const VersionedValue& value, uint64_t v) { return value.drops_of_commit(v); },
-      [](VersionedValue& value, uint64_t v, auto& dropped) { value.commit(v, dropped); });
+  settle_version(samples, fields, Settle::kCommit);
 }
 
 void StorageUnit::discard(const SampleKeys& samples, std::span<const std::string> fields) {
-  settle_version(
-      samples, fields, "discard", [](const VersionedValue& value, uint64_t v) { return value.drops_of_discard(v); },
-      [](VersionedValue& value, uint64_t v, auto& dropped) { value.discard(v, dropped); });
+  settle_version(samples, fields, Settle::kDiscard);
 }
 
 void StorageUnit::clear(std::span<const int64_t> global_indexes) { clear_generations(global_indexes, {}); }

@@ -13,9 +13,11 @@ VersionedValue::VersionedValue(uint64_t version, SampleView view) {
 VersionedValue::Change VersionedValue::change_of_write(const VersionedValue& incoming) const {
   const auto& [version, view] = *incoming.versions_.begin();
   Change change;
-  if (incoming.committed_) {  // unversioned: replaces every version
-    change.values_out = versions_.size();
-    change.bytes_out = bytes();
+  if (incoming.committed_) {  // unversioned: replaces the committed value
+    if (committed_) {
+      change.values_out = 1;
+      change.bytes_out = versions_.find(*committed_)->second.nbytes;
+    }
   } else if (committed_ && *committed_ >= version) {
     return change;  // lost already: ignored
   } else if (auto held = versions_.find(version); held != versions_.end()) {
@@ -29,8 +31,15 @@ VersionedValue::Change VersionedValue::change_of_write(const VersionedValue& inc
 
 void VersionedValue::write(VersionedValue& incoming) noexcept {
   if (incoming.committed_) {
-    versions_.swap(incoming.versions_);
-    std::swap(committed_, incoming.committed_);
+    // In place, under the committed version's number: staged writes stay, so
+    // that a reader handed a version the controller committed (and this unit
+    // has not yet been told of) still finds it.
+    if (committed_) {
+      std::swap(versions_.find(*committed_)->second, incoming.versions_.begin()->second);
+    } else {
+      versions_.insert(incoming.versions_.extract(incoming.versions_.begin()));
+      committed_ = 0;
+    }
     return;
   }
   const auto staged = incoming.versions_.begin();
@@ -88,7 +97,7 @@ const char* VersionedValue::restore(uint64_t version, bool committed, SampleView
 }
 
 const char* VersionedValue::restored_problem() const {
-  // A commit drops the older versions; an unversioned write drops them all.
+  // A commit drops the older versions; an unversioned write replaces the committed one in place.
   if (committed_ && versions_.begin()->first != *committed_) return "a version older than the committed one is held";
   return nullptr;
 }

@@ -21,8 +21,9 @@ class VersionedValue {
   using Versions = std::map<uint64_t, SampleView>;
 
   VersionedValue() = default;
-  // One put's value: version 0 is unversioned, committed at once; any
-  // other version is staged. Allocates the one map node the value needs.
+  // One put's value: version 0 is unversioned, committed at once (it
+  // replaces the committed value, staged ones stay); any other version is
+  // staged. Allocates the one map node the value needs.
   VersionedValue(uint64_t version, SampleView view);
 
   // Held values (a count and their bytes) that a write of `incoming` (a

@@ -728,6 +728,12 @@ std::vector<std::string> Header::texts(std::string_view key) const {
   return out;
 }
 
+Json encode_objects(std::span<const Value> values) {
+  Json out = Json::array();
+  for (const Value& value : values) out.push_back(to_json(value));
+  return out;
+}
+
 std::vector<Value> Header::objects(std::string_view key) const {
   const Json& value = at(key);
   if (!value.is_array()) fail(key, "must be an array of maps");
@@ -836,6 +842,27 @@ void add_sample_keys(Json& header, const SampleKeys& samples, std::span<const si
   header["read_versions"] = std::move(read_versions);
 }
 
+// header[key]: field -> binary array of one u64 version per sample.
+static FieldVersions field_versions_at(const Header& header, std::string_view key, size_t n) {
+  const Json& fields = header.at(key);
+  if (!fields.is_object()) header.fail(key, "must be a map of field to versions");
+  FieldVersions out;
+  for (const auto& [field, versions] : fields.items()) {
+    const std::string where = "of field " + in_quotes(field);
+    if (!versions.is_binary()) header.fail(key, where + " must be a binary array");
+    const auto& bytes = versions.get_binary();
+    // Checked before anything is allocated: the sender's count is not trusted.
+    if (bytes.size() != n * sizeof(uint64_t)) {
+      header.fail(key, where + " holds " + std::to_string(bytes.size()) + " bytes; " + std::to_string(n) +
+                           " samples need one u64 version each (" + std::to_string(n * sizeof(uint64_t)) + " bytes)");
+    }
+    std::vector<uint64_t> read(n);
+    if (n != 0) std::memcpy(read.data(), bytes.data(), bytes.size());
+    out.insert_or_assign(field, std::move(read));
+  }
+  return out;
+}
+
 SampleKeyColumns read_sample_keys(const Header& header) {
   SampleKeyColumns out;
   out.global_indexes = header.numbers<int64_t>("indexes");
@@ -855,22 +882,37 @@ SampleKeyColumns read_sample_keys(const Header& header) {
     }
     out.write_version = version.get<uint64_t>();
   }
-  if (header.has("read_versions")) {
-    const Json& fields = header.at("read_versions");
-    if (!fields.is_object()) header.fail("read_versions", "must be a map of field to versions");
-    for (const auto& [field, versions] : fields.items()) {
-      const std::string where = "of field " + in_quotes(field);
-      if (!versions.is_binary()) header.fail("read_versions", where + " must be a binary array");
-      const auto& bytes = versions.get_binary();
-      // Checked before anything is allocated: the sender's count is not trusted.
-      if (bytes.size() != n * sizeof(uint64_t)) {
-        header.fail("read_versions", where + " holds " + std::to_string(bytes.size()) + " bytes; " + std::to_string(n) +
-                                         " samples need one u64 version each (" + std::to_string(n * sizeof(uint64_t)) +
-                                         " bytes)");
-      }
-      std::vector<uint64_t> read(n);
-      if (n != 0) std::memcpy(read.data(), bytes.data(), bytes.size());
-      out.read_versions.insert_or_assign(field, std::move(read));
+  if (header.has("read_versions")) out.read_versions = field_versions_at(header, "read_versions", n);
+  return out;
+}
+
+Json encode_committed_write(const CommittedWrite& committed) {
+  Json reply = Json::object();
+  if (committed.versions.empty()) return reply;
+  Json versions = Json::object();
+  for (const auto& [field, per_sample] : committed.versions) versions[field] = binary_of(std::span(per_sample));
+  reply["versions"] = std::move(versions);
+  if (!committed.newer_meta_positions.empty()) {
+    reply["newer_meta_positions"] = binary_of(std::span(committed.newer_meta_positions));
+    reply["newer_metas"] = encode_objects(committed.newer_metas);
+  }
+  return reply;
+}
+
+CommittedWrite decode_committed_write(const Json& reply, size_t samples, std::string_view what) {
+  const Header header(reply, what, {"versions", "newer_meta_positions", "newer_metas"});
+  CommittedWrite out;
+  if (header.has("versions")) out.versions = field_versions_at(header, "versions", samples);
+  if (!header.has("newer_meta_positions")) return out;
+  out.newer_meta_positions = header.numbers<int64_t>("newer_meta_positions");
+  out.newer_metas = header.objects("newer_metas");
+  if (out.newer_metas.size() != out.newer_meta_positions.size()) {
+    header.fail("newer_metas", "must hold one object per position in newer_meta_positions");
+  }
+  for (int64_t position : out.newer_meta_positions) {
+    if (position < 0 || static_cast<size_t>(position) >= samples) {
+      header.fail("newer_meta_positions", "holds " + std::to_string(position) + ", outside the " +
+                                              std::to_string(samples) + " samples written");
     }
   }
   return out;

