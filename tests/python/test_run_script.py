@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-BUILD_INPUTS = ("run", "CMakeLists.txt", "pyproject.toml", "cmake", "include", "src", "python")
+BUILD_INPUTS = ("run", "CMakeLists.txt", "pyproject.toml", "build_backend", "cmake", "include", "src", "python")
 
 # Answers every call; `-m pip install ... .` (the package build) and the
 # demo script's runs are written to calls.log.
