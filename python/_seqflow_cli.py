@@ -17,8 +17,6 @@ def binary_path() -> str:
 
 def main() -> int:
     binary = binary_path()
-    # `seqflow demo` runs `python -m seqflow demo`: with this interpreter.
-    os.environ.setdefault("SEQFLOW_PYTHON", sys.executable)
     try:
         os.execv(binary, ["seqflow", *sys.argv[1:]])  # same process: signals reach the CLI itself
     except OSError as error:

@@ -1,6 +1,6 @@
 // seqflow balance-demo: a GRPO batch split over DP ranks three ways, under
-// two workload models, to show what balancing buys (the balancing part of
-// `seqflow demo`'s story, in C++ alone).
+// two workload models, to show what balancing buys by the models' costs (the
+// repository's examples/demo trains and times the splits for real).
 #include <algorithm>
 #include <chrono>
 #include <cmath>

@@ -14,7 +14,6 @@ namespace seqflow::cli {
 int run_balance(std::span<const std::string> args);
 int run_balance_demo(std::span<const std::string> args);
 int run_calibrate(std::span<const std::string> args);
-int run_demo(std::span<const std::string> args);
 int run_keygen(std::span<const std::string> args);
 int run_pack(std::span<const std::string> args);
 int run_serve(std::span<const std::string> args);

@@ -26,8 +26,6 @@ constexpr Command kCommands[] = {
      seqflow::cli::run_balance_demo},
     {"calibrate", "fit a workload model in seconds to measured micro-batch times (JSON lines)",
      seqflow::cli::run_calibrate},
-    {"demo", "a GRPO pipeline over simulated DP ranks, balanced (python -m seqflow demo; ./run demo)",
-     seqflow::cli::run_demo},
     {"keygen", "write a CURVE key pair for remote mode (PREFIX.key, PREFIX.pub)", seqflow::cli::run_keygen},
     {"pack", "plan the packs of a batch over DP ranks and optimizer steps", seqflow::cli::run_pack},
     {"serve", "run the controller or a storage unit as a service (remote mode)", seqflow::cli::run_serve},

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 from pathlib import Path
@@ -77,7 +76,7 @@ def write_lines(path: Path, values) -> Path:
 def test_top_level_help_lists_every_command(args):
     out = ok(*args).stdout.decode()
     assert out.startswith("usage: seqflow")
-    for command in ("balance", "balance-demo", "demo", "help"):
+    for command in ("balance", "balance-demo", "help"):
         assert re.search(rf"^  {command}\b", out, re.M), command
     assert "example:" in out
 
@@ -474,7 +473,7 @@ def test_unknown_subcommand():
     assert "Traceback" not in result.stderr.decode()
 
 
-# ---- demo and balance-demo ----------------------------------------------------
+# ---- balance-demo ------------------------------------------------------------
 
 DEMO_METHODS = ("contiguous", "kk (verl)", "auto")
 
@@ -488,25 +487,6 @@ def demo_rows(out: str) -> list[list[str]]:
                 cells = line[len(method) + 2:].split()
                 rows.append([method, *cells[:-1]])
     return rows
-
-
-def test_demo_is_the_pipeline_demo_that_run_demo_runs(tmp_path):
-    """One demo name: `seqflow demo` runs `python -m seqflow demo` (with the interpreter beside it)."""
-    result = subprocess.run([SEQFLOW, "demo", "--steps", "1", "--prompts", "8", "--ranks", "2", "--report",
-                             str(tmp_path / "report.json")], capture_output=True, text=True, timeout=300,
-                            cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
-    assert "exactly once, every step and task: yes" in result.stdout
-    assert "see also: seqflow balance-demo" in result.stdout
-    assert json.loads((tmp_path / "report.json").read_text())["steps"]
-
-
-def test_demo_without_its_python_says_how_to_get_it():
-    env = dict(os.environ, SEQFLOW_PYTHON="/nonexistent/python")
-    result = subprocess.run([SEQFLOW, "demo"], capture_output=True, text=True, timeout=60, env=env)
-    assert result.returncode == 1
-    assert "seqflow demo: error:" in result.stderr and "'/nonexistent/python' cannot be started" in result.stderr
-    assert "./run demo" in result.stderr
 
 
 def test_demo_prints_three_methods_on_two_workloads():

@@ -15,13 +15,13 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 BUILD_INPUTS = ("run", "CMakeLists.txt", "pyproject.toml", "build_backend", "cmake", "include", "src", "python")
 
-# Answers every call; `-m pip install ... .` (the package build) and `-m
-# seqflow ...` are written to calls.log.
+# Answers every call; `-m pip install ... .` (the package build) and the
+# demo script's runs are written to calls.log.
 FAKE_PYTHON = """#!/usr/bin/env bash
 log="$(dirname "$0")/../calls.log"
 case "$*" in
   "-m pip install"*" .") echo "build" >>"$log" ;;
-  "-m seqflow"*) echo "run $*" >>"$log" ;;
+  "examples/demo/"*) echo "run $*" >>"$log" ;;
 esac
 exit 0
 """
@@ -44,6 +44,9 @@ def tree(tmp_path: Path) -> Path:
     return tmp_path
 
 
+RUN_DEMO = "run examples/demo/grpo_balance_demo.py"
+
+
 def run(tree: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(["bash", str(tree / "run"), *args], cwd=tree, capture_output=True, text=True, timeout=120)
 
@@ -56,16 +59,16 @@ def calls(tree: Path) -> list[str]:
 def test_a_second_demo_on_an_unchanged_tree_does_not_build_again(tree):
     first = run(tree, "demo")
     assert first.returncode == 0, first.stderr
-    assert calls(tree) == ["build", "run -m seqflow demo"]
+    assert calls(tree) == ["build", RUN_DEMO]
     second = run(tree, "demo")
     assert second.returncode == 0, second.stderr
-    assert calls(tree) == ["build", "run -m seqflow demo", "run -m seqflow demo"]
+    assert calls(tree) == ["build", RUN_DEMO, RUN_DEMO]
     assert "installed from this tree already" in second.stdout
 
     with (tree / "src" / "common" / "siphash.cc").open("a") as source:
         source.write("// changed\n")
     assert run(tree, "demo").returncode == 0
-    assert calls(tree)[-2:] == ["build", "run -m seqflow demo"], "a changed source was not built"
+    assert calls(tree)[-2:] == ["build", RUN_DEMO], "a changed source was not built"
 
 
 @pytest.mark.parametrize("args", [("help",), ("tests", "--help"), ("--help",)])
