@@ -124,14 +124,23 @@ class InterleavingStorage final : public DataPlane {
   std::shared_ptr<StorageUnit> unit_;
 };
 
+// Two embedded clients of one controller and one unit: `interrupted`
+// writes through an InterleavingStorage, `other` straight to the unit.
+struct TwoWriters {
+  std::shared_ptr<Controller> controller = std::make_shared<Controller>();
+  std::shared_ptr<StorageUnit> unit = std::make_shared<StorageUnit>();
+  std::shared_ptr<InterleavingStorage> interleaving = std::make_shared<InterleavingStorage>(unit);
+  CoordinatingClient interrupted{controller, interleaving, ReleasedData::kDroppedByClient};
+  CoordinatingClient other{controller, unit, ReleasedData::kDroppedByClient};
+};
+
 // The writer whose overwrite lost gets a BatchMeta naming what readers
 // see (the newer write's version and tags), never its own staged values.
 TEST(WriteVersions, AWriterWhoseOverwriteLostIsHandedWhatWonNotItsOwnStagedValues) {
-  auto controller = std::make_shared<Controller>();
-  auto unit = std::make_shared<StorageUnit>();
-  auto interleaving = std::make_shared<InterleavingStorage>(unit);
-  CoordinatingClient slow(controller, interleaving, ReleasedData::kDroppedByClient);
-  CoordinatingClient fast(controller, unit, ReleasedData::kDroppedByClient);
+  TwoWriters writers;
+  auto& interleaving = writers.interleaving;
+  CoordinatingClient& slow = writers.interrupted;
+  CoordinatingClient& fast = writers.other;
   const BatchMeta first = fast.put_new("p", {int64_column("x", {1, 2})}, {});
   BatchMeta winner;
   interleaving->before_versioned_put = [&] {
@@ -154,11 +163,10 @@ TEST(WriteVersions, AWriterWhoseOverwriteLostIsHandedWhatWonNotItsOwnStagedValue
 // is refused: its rollback releases the key only if nothing is produced in
 // it, so the other writer's value stays, readable.
 TEST(WriteVersions, AFailedKvPutKeepsAKeyAnotherWriterFilledMeanwhile) {
-  auto controller = std::make_shared<Controller>();
-  auto unit = std::make_shared<StorageUnit>();
-  auto interleaving = std::make_shared<InterleavingStorage>(unit);
-  CoordinatingClient refused(controller, interleaving, ReleasedData::kDroppedByClient);
-  CoordinatingClient other(controller, unit, ReleasedData::kDroppedByClient);
+  TwoWriters writers;
+  auto& interleaving = writers.interleaving;
+  CoordinatingClient& refused = writers.interrupted;
+  CoordinatingClient& other = writers.other;
   const std::string keys[] = {"k"};
   interleaving->before_versioned_put = [&] { other.kv_put("p", keys, {}, {int64_column("x", {42})}); };
   interleaving->refuse_that_put = true;
