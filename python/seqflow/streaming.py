@@ -173,7 +173,8 @@ class StreamingDataset(IterableDataset):
             index = self._cursors.get(key, worker)
         while stop is None or not stop.is_set():
             with self._lock:
-                cached = self.buffer.get(index)
+                # A batch handed back (give_back) is replayed once unless batches are kept.
+                cached = self.buffer.get(index) if self.keep_batches else self.buffer.pop(index, None)
             if cached is None:
                 data, meta = self._fetch(client, index, self.batch_size)
                 if data is None and self.should_check_consumption_status:
@@ -197,6 +198,15 @@ class StreamingDataset(IterableDataset):
                 self._cursors[key] = index + workers
             yield (index, *cached)
             index += workers
+
+    def give_back(self, worker: int, workers: int, index: int, data, meta) -> None:
+        """A batch worker `worker` of `workers` fetched that reached no
+        consumer: its samples are consumed at the controller, so it is kept
+        and the worker's next pass starts at it."""
+        key = (worker, workers)
+        with self._lock:
+            self.buffer[index] = (data, meta)
+            self._cursors[key] = min(self._cursors.get(key, index), index)
 
     def _fetch(self, client, index: int, batch_size: int):
         kwargs = dict(tq_client=client, data_fields=self.data_fields, batch_size=batch_size,
@@ -297,16 +307,18 @@ class StreamingDataLoader(DataLoader):
         return self._threaded()
 
     def _threaded(self):
-        """Worker w's micro-batches go through its own bounded queue; the
-        consumer takes the queues in worker order (worker w handles batch
-        indexes w, w + W, ..., so batches come out in batch-index order)."""
+        """Worker w's batches go through its own bounded queue; the consumer
+        takes the queues in worker order (worker w handles batch indexes w,
+        w + W, ..., so batches come out in batch-index order). Batches the
+        consumer never started when it stops go back to the dataset
+        (StreamingDataset.give_back): their samples are consumed already."""
         dataset: StreamingDataset = self.dataset
         workers = self._thread_workers
         stop = threading.Event()  # the consumer left: workers stop fetching and handing over
         queues = [queue.Queue(maxsize=self._prefetch) for _ in range(workers)]
 
         def hand_over(w: int, item) -> bool:
-            """Waits for room in worker w's queue; False (dropped) once stopped."""
+            """Waits for room in worker w's queue; False (not handed over) once stopped."""
             while not stop.is_set():
                 try:
                     queues[w].put(item, timeout=_HANDOVER_RECHECK)
@@ -317,9 +329,10 @@ class StreamingDataLoader(DataLoader):
 
         def work(w: int) -> None:
             try:
-                for _, data, meta in dataset.batches(w, workers, stop):
-                    if not hand_over(w, dataset.process_batch_fn(data, meta,
-                                                                 micro_batch_size=dataset.micro_batch_size)):
+                for index, data, meta in dataset.batches(w, workers, stop):
+                    parts = dataset.process_batch_fn(data, meta, micro_batch_size=dataset.micro_batch_size)
+                    if not hand_over(w, (index, data, meta, parts)):
+                        dataset.give_back(w, workers, index, data, meta)
                         return
                 hand_over(w, _WORKER_DONE)
             except BaseException as error:  # handed to the consumer
@@ -339,11 +352,16 @@ class StreamingDataLoader(DataLoader):
                     elif isinstance(item, BaseException):
                         raise item
                     else:
-                        yield from item
+                        yield from item[3]
         finally:
             stop.set()
             for t in threads:
                 t.join(timeout=5)
+            for w, waiting in enumerate(queues):
+                while not waiting.empty():
+                    item = waiting.get_nowait()
+                    if isinstance(item, tuple):
+                        dataset.give_back(w, workers, *item[:3])
 
 
 # A worker's last item in its queue; and how often a worker waiting for room

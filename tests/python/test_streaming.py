@@ -499,3 +499,19 @@ def test_a_loader_refuses_worker_counts_and_prefetch_that_are_not_counts():
                              "prefetch_factor must be an integer >= 1, got 1.5")]:
         with pytest.raises(ValueError, match=pattern):
             StreamingDataLoader(ds, **kwargs)
+
+
+@pytest.mark.parametrize("keep_batches", [True, False])
+def test_a_loader_stopped_early_gives_its_prefetched_batches_back(make_client, keep_batches):  # noqa: F811
+    """Three batches taken, the loop left while the workers hold more:
+    the next pass delivers every other sample, none twice."""
+    client = make_client()
+    produce(client, 1, 40, delay=0)
+    ds = dataset(client, 0, batch_size=2, micro_batch_size=2, should_check_consumption_status=True,
+                 total_samples=40, keep_batches=keep_batches)
+    loader = StreamingDataLoader(ds, num_workers=2, prefetch_factor=2)
+    batches = iter(loader)
+    seen = [i for _ in range(3) for i in next(batches)[0]["x"].tolist()]
+    batches.close()
+    seen += [i for data, _ in loader for i in data["x"].tolist()]
+    assert sorted(seen) == list(range(40))
