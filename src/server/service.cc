@@ -270,6 +270,14 @@ void Service::handle_services_only(std::string op, Handler handler, InlineHandle
   add_route(std::move(op), std::move(handler), std::move(try_inline), true);
 }
 
+std::vector<std::string> Service::ops() const {
+  std::vector<std::string> out;
+  out.reserve(routes_.size());
+  for (const auto& [op, route] : routes_) out.push_back(op);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 void Service::add_route(std::string op, Handler handler, InlineHandler try_inline, bool services_only) {
   if (started_) throw_invalid("Service::handle('" + op + "') must come before start()");
   transport::check_op_name(op);

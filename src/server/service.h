@@ -128,6 +128,9 @@ class Service {
   // any handler runs; without CURVE there is no identity to check and it is
   // served like any other.
   void handle_services_only(std::string op, Handler handler, InlineHandler try_inline = nullptr);
+  // The operations with a handler, sorted ("ping" among them): what a
+  // protocol's op list is checked against.
+  std::vector<std::string> ops() const;
 
   // Binds (throws kInvalidArgument naming the address on failure) and starts
   // the threads. Once only.
