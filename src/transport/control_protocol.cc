@@ -18,9 +18,6 @@ using wire::Json;
 std::string request_of(std::string_view op) { return std::string(op) + " request"; }
 std::string reply_of(std::string_view op) { return std::string(op) + " reply"; }
 
-// A message's header frame, read as a map.
-Json only_header(const Frames& frames, const std::string& what) { return wire::read_header(frames, 0, what); }
-
 Json strings(std::span<const std::string> values) { return std::vector<std::string>(values.begin(), values.end()); }
 
 void add_samples(Json& header, const SamplesRequest& request) {
@@ -69,13 +66,9 @@ CreatedBatch created_batch_of(const Frames& reply, std::string_view op, bool wit
 
 }  // namespace
 
-Frames encode_empty_reply() { return header_message(Json::object()); }
+Frames encode_empty_reply() { return wire::empty_message(); }
 
-void decode_empty_reply(const Frames& reply, std::string_view op) {
-  const std::string what = reply_of(op);
-  const Json json = only_header(reply, what);
-  const Header header(json, what, {});
-}
+void decode_empty_reply(const Frames& reply, std::string_view op) { wire::read_empty_message(reply, reply_of(op)); }
 
 Frames encode_batch_reply(const BatchMeta& meta) { return header_message(wire::batch_meta_frame(meta)); }
 
@@ -91,7 +84,7 @@ Frames encode_insert_request(const InsertRequest& request) {
 
 InsertRequest decode_insert_request(const Frames& request) {
   const std::string what = request_of(kInsert);
-  const Json json = only_header(request, what);
+  const Json json = wire::read_header(request, 0, what);
   const Header header(json, what, {"partition_id", "count", "budget_ms"});
   InsertRequest out{header.text("partition_id"), header.integer("count"), std::nullopt};
   if (header.has("budget_ms")) {
@@ -136,7 +129,7 @@ Frames encode_samples_request(const SamplesRequest& request) {
 
 SamplesRequest decode_samples_request(const Frames& request, std::string_view op) {
   const std::string what = request_of(op);
-  const Json json = only_header(request, what);
+  const Json json = wire::read_header(request, 0, what);
   return samples_of(Header(json, what, {"partition_id", "indexes", "generations"}));
 }
 
@@ -146,7 +139,7 @@ Frames encode_released_reply(const std::vector<int64_t>& released) {
 
 std::vector<int64_t> decode_released_reply(const Frames& reply, std::string_view op) {
   const std::string what = reply_of(op);
-  const Json json = only_header(reply, what);
+  const Json json = wire::read_header(reply, 0, what);
   return Header(json, what, {"released"}).numbers<int64_t>("released");
 }
 
@@ -161,7 +154,7 @@ Frames encode_mark_produced_request(const MarkProducedRequest& request) {
 
 MarkProducedRequest decode_mark_produced_request(const Frames& request) {
   const std::string what = request_of(kMarkProduced);
-  const Json json = only_header(request, what);
+  const Json json = wire::read_header(request, 0, what);
   const Header header(json, what, {"partition_id", "indexes", "generations", "fields", "custom_meta", "write_version"});
   MarkProducedRequest out{samples_of(header), wire::decode_schemas(header.at("fields"), what),
                           header.objects("custom_meta"), 0};
@@ -177,7 +170,7 @@ Frames encode_mark_produced_reply(const CommittedWrite& committed) {
 
 CommittedWrite decode_mark_produced_reply(const Frames& reply, size_t samples) {
   const std::string what = reply_of(kMarkProduced);
-  return wire::decode_committed_write(only_header(reply, what), samples, what);
+  return wire::decode_committed_write(wire::read_header(reply, 0, what), samples, what);
 }
 
 Frames encode_set_custom_meta_request(const SetCustomMetaRequest& request) {
@@ -189,7 +182,7 @@ Frames encode_set_custom_meta_request(const SetCustomMetaRequest& request) {
 
 SetCustomMetaRequest decode_set_custom_meta_request(const Frames& request) {
   const std::string what = request_of(kSetCustomMeta);
-  const Json json = only_header(request, what);
+  const Json json = wire::read_header(request, 0, what);
   const Header header(json, what, {"partition_id", "indexes", "generations", "custom_meta"});
   return {samples_of(header), header.objects("custom_meta")};
 }
@@ -203,7 +196,7 @@ Frames encode_sample_production_request(const SampleProductionRequest& request) 
 
 SampleProductionRequest decode_sample_production_request(const Frames& request) {
   const std::string what = request_of(kSampleProduction);
-  const Json json = only_header(request, what);
+  const Json json = wire::read_header(request, 0, what);
   const Header header(json, what, {"partition_id", "indexes", "generations", "fields"});
   return {samples_of(header), header.texts("fields")};
 }
@@ -218,7 +211,7 @@ Frames encode_sample_production_reply(const SampleProduction& production) {
 
 SampleProduction decode_sample_production_reply(const Frames& reply, size_t samples, size_t fields) {
   const std::string what = reply_of(kSampleProduction);
-  const Json json = only_header(reply, what);
+  const Json json = wire::read_header(reply, 0, what);
   const Header header(json, what, {"exists", "generations", "produced", "write_version", "write_tags"});
   SampleProduction out;
   const int64_t write_version = header.integer("write_version");
@@ -243,7 +236,7 @@ Frames encode_partition_request(const std::string& partition_id) {
 
 std::string decode_partition_request(const Frames& request, std::string_view op) {
   const std::string what = request_of(op);
-  const Json json = only_header(request, what);
+  const Json json = wire::read_header(request, 0, what);
   return Header(json, what, {"partition_id"}).text("partition_id");
 }
 
@@ -251,7 +244,7 @@ Frames encode_flag_reply(std::string_view op, bool flag) { return header_message
 
 bool decode_flag_reply(const Frames& reply, std::string_view op) {
   const std::string what = reply_of(op);
-  const Json json = only_header(reply, what);
+  const Json json = wire::read_header(reply, 0, what);
   return Header(json, what, {flag_key(op)}).boolean(flag_key(op));
 }
 
@@ -261,7 +254,7 @@ Frames encode_keys_request(const KeysRequest& request) {
 
 KeysRequest decode_keys_request(const Frames& request, std::string_view op) {
   const std::string what = request_of(op);
-  const Json json = only_header(request, what);
+  const Json json = wire::read_header(request, 0, what);
   const Header header(json, what, {"partition_id", "keys"});
   return {header.text("partition_id"), header.texts("keys")};
 }
@@ -274,7 +267,7 @@ Frames encode_reset_consumption_request(const ResetConsumptionRequest& request) 
 
 ResetConsumptionRequest decode_reset_consumption_request(const Frames& request) {
   const std::string what = request_of(kResetConsumption);
-  const Json json = only_header(request, what);
+  const Json json = wire::read_header(request, 0, what);
   const Header header(json, what, {"partition_id", "task_name"});
   return {header.text("partition_id"),
           header.has("task_name") ? std::optional(header.text("task_name")) : std::nullopt};
@@ -286,7 +279,7 @@ Frames encode_task_request(const TaskRequest& request) {
 
 TaskRequest decode_task_request(const Frames& request, std::string_view op) {
   const std::string what = request_of(op);
-  const Json json = only_header(request, what);
+  const Json json = wire::read_header(request, 0, what);
   const Header header(json, what, {"task_name", "partition_id"});
   return {header.text("task_name"), header.text("partition_id")};
 }
@@ -297,7 +290,7 @@ Frames encode_fields_request(const FieldsRequest& request) {
 
 FieldsRequest decode_fields_request(const Frames& request, std::string_view op) {
   const std::string what = request_of(op);
-  const Json json = only_header(request, what);
+  const Json json = wire::read_header(request, 0, what);
   const Header header(json, what, {"fields", "partition_id"});
   return {header.texts("fields"), header.text("partition_id")};
 }
@@ -308,7 +301,7 @@ Frames encode_consumption_status_reply(const ConsumptionStatus& status) {
 
 ConsumptionStatus decode_consumption_status_reply(const Frames& reply) {
   const std::string what = reply_of(kConsumptionStatus);
-  const Json json = only_header(reply, what);
+  const Json json = wire::read_header(reply, 0, what);
   const Header header(json, what, {"status"});
   if (!header.has("status")) return std::nullopt;
   return wire::decode_status(header.at("status"), what);
@@ -323,7 +316,7 @@ Frames encode_production_status_reply(const std::optional<ProductionStatus>& sta
 
 std::optional<ProductionStatus> decode_production_status_reply(const Frames& reply, size_t fields) {
   const std::string what = reply_of(kProductionStatus);
-  const Json json = only_header(reply, what);
+  const Json json = wire::read_header(reply, 0, what);
   const Header header(json, what, {"status"});
   if (!header.has("status")) return std::nullopt;
   const Header status(header.at("status"), what + "'s status", {"indexes", "produced"});
@@ -343,7 +336,7 @@ Frames encode_report_timing_request(const std::string& task_name, std::span<cons
 
 ReportTimingRequest decode_report_timing_request(const Frames& request) {
   const std::string what = request_of(kReportTiming);
-  const Json json = only_header(request, what);
+  const Json json = wire::read_header(request, 0, what);
   const Header header(json, what, {"task_name", "lengths", "counts", "seconds"});
   return {header.text("task_name"), wire::read_timing_records(header)};
 }
@@ -354,7 +347,7 @@ Frames encode_task_workload_request(const std::string& task_name) {
 
 std::string decode_task_workload_request(const Frames& request) {
   const std::string what = request_of(kTaskWorkload);
-  const Json json = only_header(request, what);
+  const Json json = wire::read_header(request, 0, what);
   return Header(json, what, {"task_name"}).text("task_name");
 }
 
@@ -363,15 +356,13 @@ Frames encode_task_workload_reply(const std::optional<TaskWorkload>& model) {
 }
 
 std::optional<TaskWorkload> decode_task_workload_reply(const Frames& reply, const std::string& task_name) {
-  return wire::read_task_workload(only_header(reply, reply_of(kTaskWorkload)), task_name);
+  return wire::read_task_workload(wire::read_header(reply, 0, reply_of(kTaskWorkload)), task_name);
 }
 
-Frames encode_bare_request() { return header_message(Json::object()); }
+Frames encode_bare_request() { return wire::empty_message(); }
 
 void decode_bare_request(const Frames& request, std::string_view op) {
-  const std::string what = request_of(op);
-  const Json json = only_header(request, what);
-  const Header header(json, what, {});
+  wire::read_empty_message(request, request_of(op));
 }
 
 Frames encode_partition_list_reply(const std::vector<std::string>& partitions) {
@@ -380,7 +371,7 @@ Frames encode_partition_list_reply(const std::vector<std::string>& partitions) {
 
 std::vector<std::string> decode_partition_list_reply(const Frames& reply) {
   const std::string what = reply_of(kPartitionList);
-  const Json json = only_header(reply, what);
+  const Json json = wire::read_header(reply, 0, what);
   return Header(json, what, {"partitions"}).texts("partitions");
 }
 
@@ -392,7 +383,7 @@ Frames encode_kv_resolve_request(const KvResolveRequest& request) {
 
 KvResolveRequest decode_kv_resolve_request(const Frames& request) {
   const std::string what = request_of(kKvResolve);
-  const Json json = only_header(request, what);
+  const Json json = wire::read_header(request, 0, what);
   const Header header(json, what, {"partition_id", "keys", "tags"});
   return {header.text("partition_id"), header.texts("keys"), header.objects("tags")};
 }
@@ -404,7 +395,7 @@ Frames encode_kv_keys_request(const KvKeysRequest& request) {
 
 KvKeysRequest decode_kv_keys_request(const Frames& request) {
   const std::string what = request_of(kKvKeys);
-  const Json json = only_header(request, what);
+  const Json json = wire::read_header(request, 0, what);
   const Header header(json, what, {"partition_id", "global_indexes"});
   return {header.text("partition_id"), header.numbers<int64_t>("global_indexes")};
 }
@@ -413,7 +404,7 @@ Frames encode_kv_keys_reply(const std::vector<std::string>& keys) { return heade
 
 std::vector<std::string> decode_kv_keys_reply(const Frames& reply, size_t global_indexes) {
   const std::string what = reply_of(kKvKeys);
-  const Json json = only_header(reply, what);
+  const Json json = wire::read_header(reply, 0, what);
   auto keys = Header(json, what, {"keys"}).texts("keys");
   if (keys.size() != global_indexes) {
     throw_invalid(what + " holds " + std::to_string(keys.size()) + " keys for " + std::to_string(global_indexes) +
@@ -428,7 +419,7 @@ Frames encode_kv_list_request(const KvListRequest& request) {
 
 KvListRequest decode_kv_list_request(const Frames& request) {
   const std::string what = request_of(kKvList);
-  const Json json = only_header(request, what);
+  const Json json = wire::read_header(request, 0, what);
   const Header header(json, what, {"partition_id", "known_partitions", "known_versions"});
   return {header.has("partition_id") ? std::optional(header.text("partition_id")) : std::nullopt,
           wire::read_known_listings(header)};
@@ -446,7 +437,7 @@ Frames encode_path_request(const std::string& path) { return header_message(Json
 
 std::string decode_path_request(const Frames& request, std::string_view op) {
   const std::string what = request_of(op);
-  const Json json = only_header(request, what);
+  const Json json = wire::read_header(request, 0, what);
   return Header(json, what, {"path"}).text("path");
 }
 
@@ -456,7 +447,7 @@ Frames encode_save_checkpoint_request(const SaveCheckpointRequest& request) {
 
 SaveCheckpointRequest decode_save_checkpoint_request(const Frames& request) {
   const std::string what = request_of(kSaveCheckpoint);
-  const Json json = only_header(request, what);
+  const Json json = wire::read_header(request, 0, what);
   const Header header(json, what, {"controller", "storage"});
   return {header.text("controller"), header.text("storage")};
 }
@@ -467,7 +458,7 @@ Frames encode_fingerprints_reply(const std::vector<uint64_t>& fingerprints) {
 
 std::vector<uint64_t> decode_fingerprints_reply(const Frames& reply, std::string_view op) {
   const std::string what = reply_of(op);
-  const Json json = only_header(reply, what);
+  const Json json = wire::read_header(reply, 0, what);
   return unsigned_integers(Header(json, what, {"fingerprints"}), "fingerprints");
 }
 
@@ -479,7 +470,7 @@ Frames encode_load_storage_request(const LoadStorageRequest& request) {
 
 LoadStorageRequest decode_load_storage_request(const Frames& request) {
   const std::string what = request_of(kLoadStorage);
-  const Json json = only_header(request, what);
+  const Json json = wire::read_header(request, 0, what);
   const Header header(json, what, {"path", "fingerprints", "check_only"});
   return {header.text("path"),
           header.has("fingerprints") ? unsigned_integers(header, "fingerprints") : std::vector<uint64_t>{},
@@ -495,7 +486,7 @@ Frames encode_register_storage_request(const RegisterStorageRequest& request) {
 
 RegisterStorageRequest decode_register_storage_request(const Frames& request) {
   const std::string what = request_of(kRegisterStorage);
-  const Json json = only_header(request, what);
+  const Json json = wire::read_header(request, 0, what);
   const Header header(json, what, {"endpoint", "instance", "incarnation", "admin_token"});
   RegisterStorageRequest out{header.text("endpoint"), bit_cast_id(header, "instance"), header.text("admin_token"),
                              bit_cast_id(header, "incarnation")};
@@ -511,7 +502,7 @@ Frames encode_storage_units_reply(const StorageUnitsReply& reply) {
 
 StorageUnitsReply decode_storage_units_reply(const Frames& reply, std::string_view op) {
   const std::string what = reply_of(op);
-  const Json json = only_header(reply, what);
+  const Json json = wire::read_header(reply, 0, what);
   const Header header(json, what, {"units", "expected", "incarnation"});
   StorageUnitsReply out{header.texts("units"), header.integer("expected"), std::nullopt};
   // Only a registration's reply names the controller's incarnation.

@@ -39,13 +39,9 @@ uint64_t count(const Header& header, std::string_view key) {
 
 }  // namespace
 
-Frames encode_empty_reply() { return header_message(Json::object()); }
+Frames encode_empty_reply() { return wire::empty_message(); }
 
-void decode_empty_reply(const Frames& reply, std::string_view op) {
-  const std::string what = reply_of(op);
-  const Json json = wire::read_header(reply, 0, what);
-  const Header header(json, what, {});
-}
+void decode_empty_reply(const Frames& reply, std::string_view op) { wire::read_empty_message(reply, reply_of(op)); }
 
 Frames encode_put_request(const SampleKeys& samples, std::span<const size_t> positions, Json columns, Frames data) {
   Json header = keys_header(samples, positions);
@@ -141,12 +137,10 @@ SettleRequest decode_settle_request(const Frames& request, std::string_view op) 
   return out;
 }
 
-Frames encode_bare_request() { return header_message(Json::object()); }
+Frames encode_bare_request() { return wire::empty_message(); }
 
 void decode_bare_request(const Frames& request, std::string_view op) {
-  const std::string what = request_of(op);
-  const Json json = wire::read_header(request, 0, what);
-  const Header header(json, what, {});
+  wire::read_empty_message(request, request_of(op));
 }
 
 Frames encode_local_copy_session_reply(const std::string& address) {
