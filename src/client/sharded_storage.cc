@@ -23,6 +23,7 @@ namespace control = transport::control;
 namespace storage_protocol = transport::storage_protocol;
 using transport::wire::Header;
 using transport::wire::Json;
+using transport::wire::reply_name;
 
 // One request per unit that has work, sent before any reply is awaited; the
 // first error is rethrown once every reply (or timeout) is in. Each request
@@ -114,7 +115,8 @@ void copy_described(const std::vector<DescribedRows>& described, size_t fields,
     }
   }
   for (size_t d = 0; d < described.size(); ++d) {
-    transport::local_copy::read_pieces(described[d].unit_pid, pieces[d], "get reply local_frames");
+    transport::local_copy::read_pieces(described[d].unit_pid, pieces[d],
+                                       reply_name(storage_protocol::kGet) + " local_frames");
   }
 }
 
@@ -252,16 +254,18 @@ std::vector<std::vector<SampleView>> ShardedStorage::get(const SampleKeys& sampl
       if (reply.lease) leases.emplace_back(unit, *reply.lease);
       if (reply.local_frames) {
         if (!asked_under[unit]) {
-          throw_invalid("get reply field 'local_frames' came from a unit this client asked for the bytes");
+          throw_invalid(reply_name(storage_protocol::kGet) +
+                        " field 'local_frames' came from a unit this client asked for the bytes");
         }
         // take_views lays the values out over stand-ins; copy_described fetches them.
-        Frames stand_ins = transport::local_copy::placeholders(*reply.local_frames, "get reply local_frames");
+        Frames stand_ins = transport::local_copy::placeholders(*reply.local_frames,
+                                                               reply_name(storage_protocol::kGet) + " local_frames");
         frames.resize(1);
         std::move(stand_ins.begin(), stand_ins.end(), std::back_inserter(frames));
         described.push_back({shards[unit].positions, asked_under[unit]->unit_pid()});
       }
       auto views = transport::wire::take_views(reply.fields, frames, 1, shards[unit].positions.size(), names.size(),
-                                               "get reply");
+                                               reply_name(storage_protocol::kGet));
       for (size_t i = 0; i < views.size(); ++i) rows[shards[unit].positions[i]] = std::move(views[i]);
     } catch (const Error& e) {
       if (!failure) failure = e;

@@ -22,6 +22,7 @@ namespace {
 
 namespace storage_protocol = transport::storage_protocol;
 using transport::storage_unit_file;
+using transport::wire::request_name;
 
 // kMaxInsertPerRequest, checked before the controller allocates anything.
 int64_t checked_insert_count(int64_t count, const char* parameter) {
@@ -391,9 +392,9 @@ void ControllerService::register_handlers() {
     return control::encode_insert_reply(inserted, created);
   };
   service_.handle(
-      std::string(control::kInsert), [insert](transport::Frames& args) { return *insert(args, true); },
+      control::kInsert, [insert](transport::Frames& args) { return *insert(args, true); },
       [insert](const transport::Frames& args) { return insert(args, false); });
-  service_.handle(std::string(control::kMarkProduced), nullptr, [this, &controller](const transport::Frames& args) {
+  service_.handle(control::kMarkProduced, nullptr, [this, &controller](const transport::Frames& args) {
     const control::MarkProducedRequest request = control::decode_mark_produced_request(args);
     const control::SamplesRequest& samples = request.samples;
     const CommittedWrite committed =
@@ -430,9 +431,9 @@ void ControllerService::register_handlers() {
     return control::encode_batch_reply(*meta);
   };
   service_.handle(
-      std::string(control::kGetMeta), [get_meta](transport::Frames& args) { return *get_meta(args, true); },
+      control::kGetMeta, [get_meta](transport::Frames& args) { return *get_meta(args, true); },
       [get_meta](const transport::Frames& args) { return get_meta(args, false); });
-  service_.handle(std::string(control::kSetCustomMeta), nullptr, [&controller](const transport::Frames& args) {
+  service_.handle(control::kSetCustomMeta, nullptr, [&controller](const transport::Frames& args) {
     const control::SetCustomMetaRequest request = control::decode_set_custom_meta_request(args);
     controller.set_custom_meta(request.samples.partition_id, request.samples.indexes, request.samples.generations,
                                request.custom_meta);
@@ -451,7 +452,7 @@ void ControllerService::register_handlers() {
   };
   // clear_samples and reclaim_unproduced: samples named by index and generation.
   const auto handle_samples_release = [this, release_and_drop](std::string_view op, const auto& release) {
-    service_.handle(std::string(op), [op, release_and_drop, release](transport::Frames& args) {
+    service_.handle(op, [op, release_and_drop, release](transport::Frames& args) {
       const control::SamplesRequest request = control::decode_samples_request(args, op);
       return release_and_drop(std::string(op) + " of partition '" + request.partition_id + "'",
                               [&] { return release(request.partition_id, request.indexes, request.generations); });
@@ -467,65 +468,65 @@ void ControllerService::register_handlers() {
                                        const std::vector<uint64_t>& generations) {
                            return controller.reclaim_unproduced(partition_id, indexes, generations);
                          });
-  service_.handle(std::string(control::kClearPartition), [&controller, release_and_drop](transport::Frames& args) {
+  service_.handle(control::kClearPartition, [&controller, release_and_drop](transport::Frames& args) {
     const std::string partition_id = control::decode_partition_request(args, control::kClearPartition);
-    return release_and_drop("clear_partition of '" + partition_id + "'",
+    return release_and_drop(std::string(control::kClearPartition) + " of '" + partition_id + "'",
                             [&] { return controller.clear_partition(partition_id); });
   });
-  service_.handle(std::string(control::kKvClear), [&controller, release_and_drop](transport::Frames& args) {
+  service_.handle(control::kKvClear, [&controller, release_and_drop](transport::Frames& args) {
     const control::KeysRequest request = control::decode_keys_request(args, control::kKvClear);
-    return release_and_drop("kv_clear in partition '" + request.partition_id + "'",
+    return release_and_drop(std::string(control::kKvClear) + " in partition '" + request.partition_id + "'",
                             [&] { return controller.kv_clear(request.partition_id, request.keys); });
   });
-  service_.handle(std::string(control::kForgetPartitionIfEmpty), nullptr, [&controller](const transport::Frames& args) {
+  service_.handle(control::kForgetPartitionIfEmpty, nullptr, [&controller](const transport::Frames& args) {
     const std::string partition_id = control::decode_partition_request(args, control::kForgetPartitionIfEmpty);
     return control::encode_flag_reply(control::kForgetPartitionIfEmpty,
                                       controller.forget_partition_if_empty(partition_id));
   });
-  service_.handle(std::string(control::kResetConsumption), nullptr, [&controller](const transport::Frames& args) {
+  service_.handle(control::kResetConsumption, nullptr, [&controller](const transport::Frames& args) {
     const control::ResetConsumptionRequest request = control::decode_reset_consumption_request(args);
     controller.reset_consumption(request.partition_id, request.task_name ? &*request.task_name : nullptr);
     return control::encode_empty_reply();
   });
-  service_.handle(std::string(control::kConsumptionStatus), nullptr, [&controller](const transport::Frames& args) {
+  service_.handle(control::kConsumptionStatus, nullptr, [&controller](const transport::Frames& args) {
     const control::TaskRequest request = control::decode_task_request(args, control::kConsumptionStatus);
     return control::encode_consumption_status_reply(
         controller.consumption_status(request.task_name, request.partition_id));
   });
-  service_.handle(std::string(control::kProductionStatus), nullptr, [&controller](const transport::Frames& args) {
+  service_.handle(control::kProductionStatus, nullptr, [&controller](const transport::Frames& args) {
     const control::FieldsRequest request = control::decode_fields_request(args, control::kProductionStatus);
     return control::encode_production_status_reply(controller.production_status(request.fields, request.partition_id));
   });
-  service_.handle(std::string(control::kSampleProduction), nullptr, [this, &controller](const transport::Frames& args) {
+  service_.handle(control::kSampleProduction, nullptr, [this, &controller](const transport::Frames& args) {
     const control::SampleProductionRequest request = control::decode_sample_production_request(args);
     SampleProduction production = controller.sample_production(request.samples.partition_id, request.samples.indexes,
                                                                request.samples.generations, request.fields);
     production.write_tags = units_->write_tags(production.write_version, options_.storage_units);
     return control::encode_sample_production_reply(production);
   });
-  service_.handle(std::string(control::kAllConsumed), nullptr, [&controller](const transport::Frames& args) {
+  service_.handle(control::kAllConsumed, nullptr, [&controller](const transport::Frames& args) {
     const control::TaskRequest request = control::decode_task_request(args, control::kAllConsumed);
     return control::encode_flag_reply(control::kAllConsumed,
                                       controller.all_consumed(request.task_name, request.partition_id));
   });
-  service_.handle(std::string(control::kAllProduced), nullptr, [&controller](const transport::Frames& args) {
+  service_.handle(control::kAllProduced, nullptr, [&controller](const transport::Frames& args) {
     const control::FieldsRequest request = control::decode_fields_request(args, control::kAllProduced);
     return control::encode_flag_reply(control::kAllProduced,
                                       controller.all_produced(request.fields, request.partition_id));
   });
-  service_.handle(std::string(control::kReportTiming), nullptr, [&controller](const transport::Frames& args) {
+  service_.handle(control::kReportTiming, nullptr, [&controller](const transport::Frames& args) {
     const control::ReportTimingRequest request = control::decode_report_timing_request(args);
     controller.report_timing(request.task_name, request.records);
     return control::encode_empty_reply();
   });
-  service_.handle(std::string(control::kTaskWorkload), nullptr, [&controller](const transport::Frames& args) {
+  service_.handle(control::kTaskWorkload, nullptr, [&controller](const transport::Frames& args) {
     return control::encode_task_workload_reply(controller.task_workload(control::decode_task_workload_request(args)));
   });
-  service_.handle(std::string(control::kPartitionList), nullptr, [&controller](const transport::Frames& args) {
+  service_.handle(control::kPartitionList, nullptr, [&controller](const transport::Frames& args) {
     control::decode_bare_request(args, control::kPartitionList);
     return control::encode_partition_list_reply(controller.partition_list());
   });
-  service_.handle(std::string(control::kKvResolve), [this, &controller](transport::Frames& args) {
+  service_.handle(control::kKvResolve, [this, &controller](transport::Frames& args) {
     const control::KvResolveRequest request = control::decode_kv_resolve_request(args);
     std::shared_lock gate(reuse_gate_);
     bool created = false;
@@ -534,32 +535,33 @@ void ControllerService::register_handlers() {
         controller.kv_resolve(request.partition_id, request.keys, request.tags, &created, &made_keys);
     return control::encode_kv_resolve_reply(resolved, created, made_keys);
   });
-  service_.handle(std::string(control::kKvLookup), nullptr, [&controller](const transport::Frames& args) {
+  service_.handle(control::kKvLookup, nullptr, [&controller](const transport::Frames& args) {
     const control::KeysRequest request = control::decode_keys_request(args, control::kKvLookup);
     return control::encode_batch_reply(controller.kv_lookup(request.partition_id, request.keys));
   });
-  service_.handle(std::string(control::kKvFind), nullptr, [&controller](const transport::Frames& args) {
+  service_.handle(control::kKvFind, nullptr, [&controller](const transport::Frames& args) {
     const control::KeysRequest request = control::decode_keys_request(args, control::kKvFind);
     return control::encode_batch_reply(controller.kv_find(request.partition_id, request.keys));
   });
-  service_.handle(std::string(control::kKvKeys), nullptr, [&controller](const transport::Frames& args) {
+  service_.handle(control::kKvKeys, nullptr, [&controller](const transport::Frames& args) {
     const control::KvKeysRequest request = control::decode_kv_keys_request(args);
     return control::encode_kv_keys_reply(controller.kv_keys(request.partition_id, request.global_indexes));
   });
-  service_.handle(std::string(control::kKvList), nullptr, [&controller](const transport::Frames& args) {
+  service_.handle(control::kKvList, nullptr, [&controller](const transport::Frames& args) {
     const control::KvListRequest request = control::decode_kv_list_request(args);
     return control::encode_kv_list_reply(
         controller.kv_list(request.partition_id ? &*request.partition_id : nullptr, request.known));
   });
-  service_.handle(std::string(control::kSave), [this, &controller](transport::Frames& args) {
-    controller.save(checkpoint_root_.resolve(control::decode_path_request(args, control::kSave), "save request"));
+  service_.handle(control::kSave, [this, &controller](transport::Frames& args) {
+    controller.save(
+        checkpoint_root_.resolve(control::decode_path_request(args, control::kSave), request_name(control::kSave)));
     return control::encode_empty_reply();
   });
-  service_.handle(std::string(control::kLoad), [this, &controller](transport::Frames& args) {
+  service_.handle(control::kLoad, [this, &controller](transport::Frames& args) {
     const std::string path =
-        checkpoint_root_.resolve(control::decode_path_request(args, control::kLoad), "load request");
+        checkpoint_root_.resolve(control::decode_path_request(args, control::kLoad), request_name(control::kLoad));
     std::unique_lock gate(reuse_gate_);
-    check_request_open("load of '" + path + "'");  // it may have waited behind a clear
+    check_request_open(std::string(control::kLoad) + " of '" + path + "'");  // it may have waited behind a clear
     controller.load(path);
     return control::encode_empty_reply();
   });
@@ -584,28 +586,24 @@ void ControllerService::register_handlers() {
     }
     return fingerprints;
   };
-  service_.handle(std::string(control::kSaveStorage), [save_units](transport::Frames& args) {
+  service_.handle(control::kSaveStorage, [save_units](transport::Frames& args) {
     return control::encode_fingerprints_reply(save_units(control::decode_path_request(args, control::kSaveStorage)));
   });
   // A client's whole checkpoint in one cut: no insert, clear or load runs
   // while the controller and then every unit save. A sample produced in the
   // controller's file had its data put before, and nothing can drop it or
   // reuse its index until the units have saved.
-  service_.handle(std::string(control::kSaveCheckpoint), [this, &controller, save_units](transport::Frames& args) {
+  service_.handle(control::kSaveCheckpoint, [this, &controller, save_units](transport::Frames& args) {
     const control::SaveCheckpointRequest request = control::decode_save_checkpoint_request(args);
-    const std::string path = checkpoint_root_.resolve(request.controller, "save_checkpoint request");
+    const std::string path = checkpoint_root_.resolve(request.controller, request_name(control::kSaveCheckpoint));
     std::unique_lock gate(reuse_gate_);
-    check_request_open("save_checkpoint");
+    check_request_open(std::string(control::kSaveCheckpoint));
     controller.save(path);
     return control::encode_fingerprints_reply(save_units(request.storage));
   });
-  service_.handle(std::string(control::kLoadStorage), [this](transport::Frames& args) {
-    const control::LoadStorageRequest request = control::decode_load_storage_request(args);
+  service_.handle(control::kLoadStorage, [this](transport::Frames& args) {
+    const control::LoadStorageRequest request = control::decode_load_storage_request(args, options_.storage_units);
     const auto units = units_->answering(options_.storage_units, options_.storage_silence_limit);
-    if (!request.fingerprints.empty() && request.fingerprints.size() != units.size()) {
-      throw_invalid("load_storage request field 'fingerprints' must hold one fingerprint per storage unit (" +
-                    std::to_string(units.size()) + ")");
-    }
     Units::call_each(
         units, storage_protocol::kLoad,
         [&](size_t u, const std::string& admin_token) {
@@ -616,7 +614,7 @@ void ControllerService::register_handlers() {
         options_.storage_timeout);
     return control::encode_empty_reply();
   });
-  service_.handle_services_only(std::string(control::kRegisterStorage), [this, &controller](transport::Frames& args) {
+  service_.handle_services_only(control::kRegisterStorage, [this, &controller](transport::Frames& args) {
     const control::RegisterStorageRequest request = control::decode_register_storage_request(args);
     // A unit that holds (or may hold) data of another incarnation joins only
     // once it has dropped that data and registers again with this one, so
@@ -630,7 +628,7 @@ void ControllerService::register_handlers() {
     reply.incarnation = controller.incarnation();
     return control::encode_storage_units_reply(reply);
   });
-  service_.handle(std::string(control::kStorageUnits), nullptr, [this](const transport::Frames& args) {
+  service_.handle(control::kStorageUnits, nullptr, [this](const transport::Frames& args) {
     control::decode_bare_request(args, control::kStorageUnits);
     return control::encode_storage_units_reply(units_->listing(options_.storage_units));
   });

@@ -20,6 +20,7 @@ namespace seqflow::server {
 namespace {
 
 namespace storage_protocol = transport::storage_protocol;
+using transport::wire::request_name;
 
 std::string random_token() {
   static constexpr char kDigits[] = "0123456789abcdef";
@@ -96,56 +97,55 @@ void StorageService::register_handlers() {
   Counter& local_puts = local_copy_bytes("put");
   Counter& local_gets = local_copy_bytes("get");
   transport::local_copy::SessionListener& sessions = *sessions_;
-  service_.handle(std::string(storage_protocol::kPut), [&storage, &sessions, &local_puts,
-                                                        max_request_bytes](transport::Frames& args) {
-    const storage_protocol::PutRequest request = storage_protocol::decode_put_request(args);
-    if (request.local_frames) {
-      // Only the memory of the process that opened the named session, and
-      // only ranges it signed: never a pid or an address space a message names.
-      const auto client =
-          transport::local_copy::sealed_reader(sessions, *request.local_frames, "put request local_frames");
-      if (!client) {
-        return storage_protocol::encode_put_reply(
-            "no open local-copy session of this unit signed these ranges (or the unit may not read its client): "
-            "send the bytes");
-      }
-      transport::Frames data =
-          transport::local_copy::read(*client, *request.local_frames, "put request local_frames",
-                                      request.columns.is_array() ? request.columns.size() : 0, max_request_bytes);
-      local_puts.increment(static_cast<double>(transport::local_copy::data_bytes(data, 0)));
-      args.resize(1);
-      std::move(data.begin(), data.end(), std::back_inserter(args));
-    }
-    const auto columns =
-        transport::wire::take_columns(request.columns, args, 1, request.samples.global_indexes.size(), "put request");
-    storage.put(request.samples.keys(), columns);
-    return storage_protocol::encode_put_reply(std::nullopt);
-  });
   service_.handle(
-      std::string(storage_protocol::kGet), [this, &storage, &sessions, &local_gets](transport::Frames& args) {
-        const storage_protocol::GetRequest request = storage_protocol::decode_get_request(args);
-        const auto rows = storage.get(request.samples.keys(), request.fields);
-        transport::Frames out(1);
-        storage_protocol::GetReply reply{transport::wire::append_views(rows, request.fields.size(), out), std::nullopt,
-                                         std::nullopt};
-        // Described (left in this process for the client to copy) only for a
-        // client with an open session, which the kernel vouched for.
-        const bool session_open = request.local_copy && sessions.is_open(*request.local_copy);
-        if (session_open && transport::local_copy::data_bytes(out, 1) >= transport::local_copy::kMinBytes) {
-          transport::Frames data(std::make_move_iterator(out.begin() + 1), std::make_move_iterator(out.end()));
-          local_gets.increment(static_cast<double>(transport::local_copy::data_bytes(data, 0)));
-          reply.local_frames = transport::local_copy::describe(data, 0);
-          reply.lease = leases_.hold(std::move(data));
-          out.resize(1);
+      storage_protocol::kPut, [&storage, &sessions, &local_puts, max_request_bytes](transport::Frames& args) {
+        const storage_protocol::PutRequest request = storage_protocol::decode_put_request(args);
+        if (request.local_frames) {
+          // Only the memory of the process that opened the named session, and
+          // only ranges it signed: never a pid or an address space a message names.
+          const auto client = transport::local_copy::sealed_reader(
+              sessions, *request.local_frames, request_name(storage_protocol::kPut) + " local_frames");
+          if (!client) {
+            return storage_protocol::encode_put_reply(
+                "no open local-copy session of this unit signed these ranges (or the unit may not read its client): "
+                "send the bytes");
+          }
+          transport::Frames data = transport::local_copy::read(
+              *client, *request.local_frames, request_name(storage_protocol::kPut) + " local_frames",
+              request.columns.is_array() ? request.columns.size() : 0, max_request_bytes);
+          local_puts.increment(static_cast<double>(transport::local_copy::data_bytes(data, 0)));
+          args.resize(1);
+          std::move(data.begin(), data.end(), std::back_inserter(args));
         }
-        out[0] = storage_protocol::encode_get_reply_header(reply);
-        return out;
+        const auto columns = transport::wire::take_columns(
+            request.columns, args, 1, request.samples.global_indexes.size(), request_name(storage_protocol::kPut));
+        storage.put(request.samples.keys(), columns);
+        return storage_protocol::encode_put_reply(std::nullopt);
       });
+  service_.handle(storage_protocol::kGet, [this, &storage, &sessions, &local_gets](transport::Frames& args) {
+    const storage_protocol::GetRequest request = storage_protocol::decode_get_request(args);
+    const auto rows = storage.get(request.samples.keys(), request.fields);
+    transport::Frames out(1);
+    storage_protocol::GetReply reply{transport::wire::append_views(rows, request.fields.size(), out), std::nullopt,
+                                     std::nullopt};
+    // Described (left in this process for the client to copy) only for a
+    // client with an open session, which the kernel vouched for.
+    const bool session_open = request.local_copy && sessions.is_open(*request.local_copy);
+    if (session_open && transport::local_copy::data_bytes(out, 1) >= transport::local_copy::kMinBytes) {
+      transport::Frames data(std::make_move_iterator(out.begin() + 1), std::make_move_iterator(out.end()));
+      local_gets.increment(static_cast<double>(transport::local_copy::data_bytes(data, 0)));
+      reply.local_frames = transport::local_copy::describe(data, 0);
+      reply.lease = leases_.hold(std::move(data));
+      out.resize(1);
+    }
+    out[0] = storage_protocol::encode_get_reply_header(reply);
+    return out;
+  });
   // The second step of a versioned put (its own op, not an admin one): the
   // client that staged the write makes it the value readers see, or drops
   // it. Open to any admitted client holding the controller's write tag.
   for (const std::string_view op : {storage_protocol::kCommit, storage_protocol::kDiscard}) {
-    service_.handle(std::string(op), [this, &storage, op](transport::Frames& args) {
+    service_.handle(op, [this, &storage, op](transport::Frames& args) {
       const storage_protocol::SettleRequest request = storage_protocol::decode_settle_request(args, op);
       check_write_tag(request.write_tag, op, request.samples.write_version);
       if (op == storage_protocol::kCommit) {
@@ -156,22 +156,21 @@ void StorageService::register_handlers() {
       return storage_protocol::encode_empty_reply();
     });
   }
-  service_.handle(std::string(storage_protocol::kLocalCopySession), nullptr,
-                  [&sessions](const transport::Frames& args) {
-                    storage_protocol::decode_bare_request(args, storage_protocol::kLocalCopySession);
-                    return storage_protocol::encode_local_copy_session_reply(sessions.address());
-                  });
-  service_.handle(std::string(storage_protocol::kRelease), [this](transport::Frames& args) {
+  service_.handle(storage_protocol::kLocalCopySession, nullptr, [&sessions](const transport::Frames& args) {
+    storage_protocol::decode_bare_request(args, storage_protocol::kLocalCopySession);
+    return storage_protocol::encode_local_copy_session_reply(sessions.address());
+  });
+  service_.handle(storage_protocol::kRelease, [this](transport::Frames& args) {
     return storage_protocol::encode_release_reply(leases_.release(storage_protocol::decode_release_request(args)));
   });
-  service_.handle(std::string(storage_protocol::kClear), [this, &storage](transport::Frames& args) {
+  service_.handle(storage_protocol::kClear, [this, &storage](transport::Frames& args) {
     const storage_protocol::ClearRequest request = storage_protocol::decode_clear_request(args);
-    check_controller(request.admin_token, "clear request");
+    check_controller(request.admin_token, request_name(storage_protocol::kClear));
     // With generations (drops owed since a cut): only data those samples put.
     storage.clear_generations(request.indexes, request.generations);
     return storage_protocol::encode_empty_reply();
   });
-  service_.handle(std::string(storage_protocol::kStats), [&storage](transport::Frames& args) {
+  service_.handle(storage_protocol::kStats, [&storage](transport::Frames& args) {
     storage_protocol::decode_bare_request(args, storage_protocol::kStats);
     return storage_protocol::encode_stats_reply(storage.stats());
   });
@@ -179,17 +178,17 @@ void StorageService::register_handlers() {
   // file of another save (the client keeps them in the checkpoint's index).
   // check_only: that refusal alone, so that a client asks every unit before
   // any unit loads.
-  service_.handle(std::string(storage_protocol::kSave), [this, &storage](transport::Frames& args) {
+  service_.handle(storage_protocol::kSave, [this, &storage](transport::Frames& args) {
     const storage_protocol::SaveRequest request = storage_protocol::decode_save_request(args);
-    check_controller(request.admin_token, "save request");
-    const std::string path = checkpoint_root_.resolve(request.path, "save request");
+    check_controller(request.admin_token, request_name(storage_protocol::kSave));
+    const std::string path = checkpoint_root_.resolve(request.path, request_name(storage_protocol::kSave));
     storage.save(path);
     return storage_protocol::encode_save_reply(durable::framed_file_fingerprint(path).value_or(0));
   });
-  service_.handle(std::string(storage_protocol::kLoad), [this, &storage](transport::Frames& args) {
+  service_.handle(storage_protocol::kLoad, [this, &storage](transport::Frames& args) {
     const storage_protocol::LoadRequest request = storage_protocol::decode_load_request(args);
-    check_controller(request.admin_token, "load request");
-    const std::string path = checkpoint_root_.resolve(request.path, "load request");
+    check_controller(request.admin_token, request_name(storage_protocol::kLoad));
+    const std::string path = checkpoint_root_.resolve(request.path, request_name(storage_protocol::kLoad));
     if (request.fingerprint) {
       const auto found = durable::framed_file_fingerprint(path);
       if (found != *request.fingerprint) {

@@ -15,8 +15,8 @@ using wire::Header;
 using wire::header_message;
 using wire::Json;
 
-std::string request_of(std::string_view op) { return std::string(op) + " request"; }
-std::string reply_of(std::string_view op) { return std::string(op) + " reply"; }
+using wire::reply_name;
+using wire::request_name;
 
 Json strings(std::span<const std::string> values) { return std::vector<std::string>(values.begin(), values.end()); }
 
@@ -52,7 +52,7 @@ std::optional<uint64_t> bit_cast_id(const Header& header, std::string_view key) 
 std::string_view flag_key(std::string_view op) { return op == kForgetPartitionIfEmpty ? "forgotten" : "value"; }
 
 CreatedBatch created_batch_of(const Frames& reply, std::string_view op, bool with_made_keys) {
-  const std::string what = reply_of(op);
+  const std::string what = reply_name(op);
   if (reply.size() != 2) throw_invalid(what + " holds " + std::to_string(reply.size()) + " frames, not 2");
   const Json json = wire::read_header(reply, 1, what);
   const Header header(json, what, {"created", "made_keys"});
@@ -68,12 +68,12 @@ CreatedBatch created_batch_of(const Frames& reply, std::string_view op, bool wit
 
 Frames encode_empty_reply() { return wire::empty_message(); }
 
-void decode_empty_reply(const Frames& reply, std::string_view op) { wire::read_empty_message(reply, reply_of(op)); }
+void decode_empty_reply(const Frames& reply, std::string_view op) { wire::read_empty_message(reply, reply_name(op)); }
 
 Frames encode_batch_reply(const BatchMeta& meta) { return header_message(wire::batch_meta_frame(meta)); }
 
 BatchMeta decode_batch_reply(const Frames& reply, std::string_view op) {
-  return wire::read_batch_meta(reply, 0, reply_of(op));
+  return wire::read_batch_meta(reply, 0, reply_name(op));
 }
 
 Frames encode_insert_request(const InsertRequest& request) {
@@ -83,7 +83,7 @@ Frames encode_insert_request(const InsertRequest& request) {
 }
 
 InsertRequest decode_insert_request(const Frames& request) {
-  const std::string what = request_of(kInsert);
+  const std::string what = request_name(kInsert);
   const Json json = wire::read_header(request, 0, what);
   const Header header(json, what, {"partition_id", "count", "budget_ms"});
   InsertRequest out{header.text("partition_id"), header.integer("count"), std::nullopt};
@@ -118,7 +118,7 @@ CreatedBatch decode_kv_resolve_reply(const Frames& reply) { return created_batch
 Frames encode_get_meta_request(const MetaRequest& request) { return header_message(wire::meta_request_frame(request)); }
 
 MetaRequest decode_get_meta_request(const Frames& request) {
-  return wire::read_meta_request(request, 0, request_of(kGetMeta));
+  return wire::read_meta_request(request, 0, request_name(kGetMeta));
 }
 
 Frames encode_samples_request(const SamplesRequest& request) {
@@ -128,7 +128,7 @@ Frames encode_samples_request(const SamplesRequest& request) {
 }
 
 SamplesRequest decode_samples_request(const Frames& request, std::string_view op) {
-  const std::string what = request_of(op);
+  const std::string what = request_name(op);
   const Json json = wire::read_header(request, 0, what);
   return samples_of(Header(json, what, {"partition_id", "indexes", "generations"}));
 }
@@ -138,7 +138,7 @@ Frames encode_released_reply(const std::vector<int64_t>& released) {
 }
 
 std::vector<int64_t> decode_released_reply(const Frames& reply, std::string_view op) {
-  const std::string what = reply_of(op);
+  const std::string what = reply_name(op);
   const Json json = wire::read_header(reply, 0, what);
   return Header(json, what, {"released"}).numbers<int64_t>("released");
 }
@@ -153,7 +153,7 @@ Frames encode_mark_produced_request(const MarkProducedRequest& request) {
 }
 
 MarkProducedRequest decode_mark_produced_request(const Frames& request) {
-  const std::string what = request_of(kMarkProduced);
+  const std::string what = request_name(kMarkProduced);
   const Json json = wire::read_header(request, 0, what);
   const Header header(json, what, {"partition_id", "indexes", "generations", "fields", "custom_meta", "write_version"});
   MarkProducedRequest out{samples_of(header), wire::decode_schemas(header.at("fields"), what),
@@ -169,7 +169,7 @@ Frames encode_mark_produced_reply(const CommittedWrite& committed) {
 }
 
 CommittedWrite decode_mark_produced_reply(const Frames& reply, size_t samples) {
-  const std::string what = reply_of(kMarkProduced);
+  const std::string what = reply_name(kMarkProduced);
   return wire::decode_committed_write(wire::read_header(reply, 0, what), samples, what);
 }
 
@@ -181,7 +181,7 @@ Frames encode_set_custom_meta_request(const SetCustomMetaRequest& request) {
 }
 
 SetCustomMetaRequest decode_set_custom_meta_request(const Frames& request) {
-  const std::string what = request_of(kSetCustomMeta);
+  const std::string what = request_name(kSetCustomMeta);
   const Json json = wire::read_header(request, 0, what);
   const Header header(json, what, {"partition_id", "indexes", "generations", "custom_meta"});
   return {samples_of(header), header.objects("custom_meta")};
@@ -195,7 +195,7 @@ Frames encode_sample_production_request(const SampleProductionRequest& request) 
 }
 
 SampleProductionRequest decode_sample_production_request(const Frames& request) {
-  const std::string what = request_of(kSampleProduction);
+  const std::string what = request_name(kSampleProduction);
   const Json json = wire::read_header(request, 0, what);
   const Header header(json, what, {"partition_id", "indexes", "generations", "fields"});
   return {samples_of(header), header.texts("fields")};
@@ -210,7 +210,7 @@ Frames encode_sample_production_reply(const SampleProduction& production) {
 }
 
 SampleProduction decode_sample_production_reply(const Frames& reply, size_t samples, size_t fields) {
-  const std::string what = reply_of(kSampleProduction);
+  const std::string what = reply_name(kSampleProduction);
   const Json json = wire::read_header(reply, 0, what);
   const Header header(json, what, {"exists", "generations", "produced", "write_version", "write_tags"});
   SampleProduction out;
@@ -235,7 +235,7 @@ Frames encode_partition_request(const std::string& partition_id) {
 }
 
 std::string decode_partition_request(const Frames& request, std::string_view op) {
-  const std::string what = request_of(op);
+  const std::string what = request_name(op);
   const Json json = wire::read_header(request, 0, what);
   return Header(json, what, {"partition_id"}).text("partition_id");
 }
@@ -243,7 +243,7 @@ std::string decode_partition_request(const Frames& request, std::string_view op)
 Frames encode_flag_reply(std::string_view op, bool flag) { return header_message(Json{{flag_key(op), flag}}); }
 
 bool decode_flag_reply(const Frames& reply, std::string_view op) {
-  const std::string what = reply_of(op);
+  const std::string what = reply_name(op);
   const Json json = wire::read_header(reply, 0, what);
   return Header(json, what, {flag_key(op)}).boolean(flag_key(op));
 }
@@ -253,7 +253,7 @@ Frames encode_keys_request(const KeysRequest& request) {
 }
 
 KeysRequest decode_keys_request(const Frames& request, std::string_view op) {
-  const std::string what = request_of(op);
+  const std::string what = request_name(op);
   const Json json = wire::read_header(request, 0, what);
   const Header header(json, what, {"partition_id", "keys"});
   return {header.text("partition_id"), header.texts("keys")};
@@ -266,7 +266,7 @@ Frames encode_reset_consumption_request(const ResetConsumptionRequest& request) 
 }
 
 ResetConsumptionRequest decode_reset_consumption_request(const Frames& request) {
-  const std::string what = request_of(kResetConsumption);
+  const std::string what = request_name(kResetConsumption);
   const Json json = wire::read_header(request, 0, what);
   const Header header(json, what, {"partition_id", "task_name"});
   return {header.text("partition_id"),
@@ -278,7 +278,7 @@ Frames encode_task_request(const TaskRequest& request) {
 }
 
 TaskRequest decode_task_request(const Frames& request, std::string_view op) {
-  const std::string what = request_of(op);
+  const std::string what = request_name(op);
   const Json json = wire::read_header(request, 0, what);
   const Header header(json, what, {"task_name", "partition_id"});
   return {header.text("task_name"), header.text("partition_id")};
@@ -289,7 +289,7 @@ Frames encode_fields_request(const FieldsRequest& request) {
 }
 
 FieldsRequest decode_fields_request(const Frames& request, std::string_view op) {
-  const std::string what = request_of(op);
+  const std::string what = request_name(op);
   const Json json = wire::read_header(request, 0, what);
   const Header header(json, what, {"fields", "partition_id"});
   return {header.texts("fields"), header.text("partition_id")};
@@ -300,7 +300,7 @@ Frames encode_consumption_status_reply(const ConsumptionStatus& status) {
 }
 
 ConsumptionStatus decode_consumption_status_reply(const Frames& reply) {
-  const std::string what = reply_of(kConsumptionStatus);
+  const std::string what = reply_name(kConsumptionStatus);
   const Json json = wire::read_header(reply, 0, what);
   const Header header(json, what, {"status"});
   if (!header.has("status")) return std::nullopt;
@@ -315,7 +315,7 @@ Frames encode_production_status_reply(const std::optional<ProductionStatus>& sta
 }
 
 std::optional<ProductionStatus> decode_production_status_reply(const Frames& reply, size_t fields) {
-  const std::string what = reply_of(kProductionStatus);
+  const std::string what = reply_name(kProductionStatus);
   const Json json = wire::read_header(reply, 0, what);
   const Header header(json, what, {"status"});
   if (!header.has("status")) return std::nullopt;
@@ -335,7 +335,7 @@ Frames encode_report_timing_request(const std::string& task_name, std::span<cons
 }
 
 ReportTimingRequest decode_report_timing_request(const Frames& request) {
-  const std::string what = request_of(kReportTiming);
+  const std::string what = request_name(kReportTiming);
   const Json json = wire::read_header(request, 0, what);
   const Header header(json, what, {"task_name", "lengths", "counts", "seconds"});
   return {header.text("task_name"), wire::read_timing_records(header)};
@@ -346,7 +346,7 @@ Frames encode_task_workload_request(const std::string& task_name) {
 }
 
 std::string decode_task_workload_request(const Frames& request) {
-  const std::string what = request_of(kTaskWorkload);
+  const std::string what = request_name(kTaskWorkload);
   const Json json = wire::read_header(request, 0, what);
   return Header(json, what, {"task_name"}).text("task_name");
 }
@@ -356,13 +356,13 @@ Frames encode_task_workload_reply(const std::optional<TaskWorkload>& model) {
 }
 
 std::optional<TaskWorkload> decode_task_workload_reply(const Frames& reply, const std::string& task_name) {
-  return wire::read_task_workload(wire::read_header(reply, 0, reply_of(kTaskWorkload)), task_name);
+  return wire::read_task_workload(wire::read_header(reply, 0, reply_name(kTaskWorkload)), task_name);
 }
 
 Frames encode_bare_request() { return wire::empty_message(); }
 
 void decode_bare_request(const Frames& request, std::string_view op) {
-  wire::read_empty_message(request, request_of(op));
+  wire::read_empty_message(request, request_name(op));
 }
 
 Frames encode_partition_list_reply(const std::vector<std::string>& partitions) {
@@ -370,7 +370,7 @@ Frames encode_partition_list_reply(const std::vector<std::string>& partitions) {
 }
 
 std::vector<std::string> decode_partition_list_reply(const Frames& reply) {
-  const std::string what = reply_of(kPartitionList);
+  const std::string what = reply_name(kPartitionList);
   const Json json = wire::read_header(reply, 0, what);
   return Header(json, what, {"partitions"}).texts("partitions");
 }
@@ -382,7 +382,7 @@ Frames encode_kv_resolve_request(const KvResolveRequest& request) {
 }
 
 KvResolveRequest decode_kv_resolve_request(const Frames& request) {
-  const std::string what = request_of(kKvResolve);
+  const std::string what = request_name(kKvResolve);
   const Json json = wire::read_header(request, 0, what);
   const Header header(json, what, {"partition_id", "keys", "tags"});
   return {header.text("partition_id"), header.texts("keys"), header.objects("tags")};
@@ -394,7 +394,7 @@ Frames encode_kv_keys_request(const KvKeysRequest& request) {
 }
 
 KvKeysRequest decode_kv_keys_request(const Frames& request) {
-  const std::string what = request_of(kKvKeys);
+  const std::string what = request_name(kKvKeys);
   const Json json = wire::read_header(request, 0, what);
   const Header header(json, what, {"partition_id", "global_indexes"});
   return {header.text("partition_id"), header.numbers<int64_t>("global_indexes")};
@@ -403,7 +403,7 @@ KvKeysRequest decode_kv_keys_request(const Frames& request) {
 Frames encode_kv_keys_reply(const std::vector<std::string>& keys) { return header_message(Json{{"keys", keys}}); }
 
 std::vector<std::string> decode_kv_keys_reply(const Frames& reply, size_t global_indexes) {
-  const std::string what = reply_of(kKvKeys);
+  const std::string what = reply_name(kKvKeys);
   const Json json = wire::read_header(reply, 0, what);
   auto keys = Header(json, what, {"keys"}).texts("keys");
   if (keys.size() != global_indexes) {
@@ -418,7 +418,7 @@ Frames encode_kv_list_request(const KvListRequest& request) {
 }
 
 KvListRequest decode_kv_list_request(const Frames& request) {
-  const std::string what = request_of(kKvList);
+  const std::string what = request_name(kKvList);
   const Json json = wire::read_header(request, 0, what);
   const Header header(json, what, {"partition_id", "known_partitions", "known_versions"});
   return {header.has("partition_id") ? std::optional(header.text("partition_id")) : std::nullopt,
@@ -430,13 +430,13 @@ Frames encode_kv_list_reply(const std::vector<PartitionKeys>& listed) {
 }
 
 std::vector<PartitionKeys> decode_kv_list_reply(Frames& reply) {
-  return wire::read_kv_list(reply, 0, reply_of(kKvList));
+  return wire::read_kv_list(reply, 0, reply_name(kKvList));
 }
 
 Frames encode_path_request(const std::string& path) { return header_message(Json{{"path", path}}); }
 
 std::string decode_path_request(const Frames& request, std::string_view op) {
-  const std::string what = request_of(op);
+  const std::string what = request_name(op);
   const Json json = wire::read_header(request, 0, what);
   return Header(json, what, {"path"}).text("path");
 }
@@ -446,7 +446,7 @@ Frames encode_save_checkpoint_request(const SaveCheckpointRequest& request) {
 }
 
 SaveCheckpointRequest decode_save_checkpoint_request(const Frames& request) {
-  const std::string what = request_of(kSaveCheckpoint);
+  const std::string what = request_name(kSaveCheckpoint);
   const Json json = wire::read_header(request, 0, what);
   const Header header(json, what, {"controller", "storage"});
   return {header.text("controller"), header.text("storage")};
@@ -457,7 +457,7 @@ Frames encode_fingerprints_reply(const std::vector<uint64_t>& fingerprints) {
 }
 
 std::vector<uint64_t> decode_fingerprints_reply(const Frames& reply, std::string_view op) {
-  const std::string what = reply_of(op);
+  const std::string what = reply_name(op);
   const Json json = wire::read_header(reply, 0, what);
   return unsigned_integers(Header(json, what, {"fingerprints"}), "fingerprints");
 }
@@ -468,13 +468,16 @@ Frames encode_load_storage_request(const LoadStorageRequest& request) {
   return header_message(header);
 }
 
-LoadStorageRequest decode_load_storage_request(const Frames& request) {
-  const std::string what = request_of(kLoadStorage);
+LoadStorageRequest decode_load_storage_request(const Frames& request, size_t storage_units) {
+  const std::string what = request_name(kLoadStorage);
   const Json json = wire::read_header(request, 0, what);
   const Header header(json, what, {"path", "fingerprints", "check_only"});
-  return {header.text("path"),
-          header.has("fingerprints") ? unsigned_integers(header, "fingerprints") : std::vector<uint64_t>{},
-          header.has("check_only") && header.boolean("check_only")};
+  LoadStorageRequest out{header.text("path"), {}, header.has("check_only") && header.boolean("check_only")};
+  if (header.has("fingerprints")) out.fingerprints = unsigned_integers(header, "fingerprints");
+  if (!out.fingerprints.empty() && out.fingerprints.size() != storage_units) {
+    header.fail("fingerprints", "must hold one fingerprint per storage unit (" + std::to_string(storage_units) + ")");
+  }
+  return out;
 }
 
 Frames encode_register_storage_request(const RegisterStorageRequest& request) {
@@ -485,7 +488,7 @@ Frames encode_register_storage_request(const RegisterStorageRequest& request) {
 }
 
 RegisterStorageRequest decode_register_storage_request(const Frames& request) {
-  const std::string what = request_of(kRegisterStorage);
+  const std::string what = request_name(kRegisterStorage);
   const Json json = wire::read_header(request, 0, what);
   const Header header(json, what, {"endpoint", "instance", "incarnation", "admin_token"});
   RegisterStorageRequest out{header.text("endpoint"), bit_cast_id(header, "instance"), header.text("admin_token"),
@@ -501,7 +504,7 @@ Frames encode_storage_units_reply(const StorageUnitsReply& reply) {
 }
 
 StorageUnitsReply decode_storage_units_reply(const Frames& reply, std::string_view op) {
-  const std::string what = reply_of(op);
+  const std::string what = reply_name(op);
   const Json json = wire::read_header(reply, 0, what);
   const Header header(json, what, {"units", "expected", "incarnation"});
   StorageUnitsReply out{header.texts("units"), header.integer("expected"), std::nullopt};

@@ -282,15 +282,16 @@ SaveCheckpointRequest decode_save_checkpoint_request(const Frames& request);
 Frames encode_fingerprints_reply(const std::vector<uint64_t>& fingerprints);
 std::vector<uint64_t> decode_fingerprints_reply(const Frames& reply, std::string_view op);
 
-// load_storage: fingerprints empty (absent) loads unchecked; check_only
-// has every unit check its file and load nothing.
+// load_storage: fingerprints empty (absent) loads unchecked, else one per
+// each of the `storage_units` units; check_only has every unit check its
+// file and load nothing.
 struct LoadStorageRequest {
   std::string path;
   std::vector<uint64_t> fingerprints;
   bool check_only = false;
 };
 Frames encode_load_storage_request(const LoadStorageRequest& request);
-LoadStorageRequest decode_load_storage_request(const Frames& request);
+LoadStorageRequest decode_load_storage_request(const Frames& request, size_t storage_units);
 
 // A unit's registration (its heartbeat). instance and incarnation are absent
 // from units that predate them; the wire's integers are signed, so the

@@ -13,8 +13,8 @@ using wire::Header;
 using wire::header_message;
 using wire::Json;
 
-std::string request_of(std::string_view op) { return std::string(op) + " request"; }
-std::string reply_of(std::string_view op) { return std::string(op) + " reply"; }
+using wire::reply_name;
+using wire::request_name;
 
 // The sample keys of `samples` at `positions`, the start of most headers.
 Json keys_header(const SampleKeys& samples, std::span<const size_t> positions) {
@@ -41,7 +41,7 @@ uint64_t count(const Header& header, std::string_view key) {
 
 Frames encode_empty_reply() { return wire::empty_message(); }
 
-void decode_empty_reply(const Frames& reply, std::string_view op) { wire::read_empty_message(reply, reply_of(op)); }
+void decode_empty_reply(const Frames& reply, std::string_view op) { wire::read_empty_message(reply, reply_name(op)); }
 
 Frames encode_put_request(const SampleKeys& samples, std::span<const size_t> positions, Json columns, Frames data) {
   Json header = keys_header(samples, positions);
@@ -60,7 +60,7 @@ Frames encode_local_put_request(const SampleKeys& samples, std::span<const size_
 }
 
 PutRequest decode_put_request(const Frames& request) {
-  const std::string what = request_of(kPut);
+  const std::string what = request_name(kPut);
   const Json json = wire::read_header(request, 0, what);
   const Header header(
       json, what,
@@ -74,7 +74,7 @@ Frames encode_put_reply(const std::optional<std::string>& local_copy_refused) {
 }
 
 std::optional<std::string> decode_put_reply(const Frames& reply) {
-  const std::string what = reply_of(kPut);
+  const std::string what = reply_name(kPut);
   const Json json = wire::read_header(reply, 0, what);
   return optional_text(Header(json, what, {"local_copy_refused"}), "local_copy_refused");
 }
@@ -88,7 +88,7 @@ Frames encode_get_request(const SampleKeys& samples, std::span<const size_t> pos
 }
 
 GetRequest decode_get_request(const Frames& request) {
-  const std::string what = request_of(kGet);
+  const std::string what = request_name(kGet);
   const Json json = wire::read_header(request, 0, what);
   const Header header(
       json, what, {"indexes", "partitions", "partition_ends", "generations", "read_versions", "fields", "local_copy"});
@@ -109,7 +109,7 @@ zmq::message_t encode_get_reply_header(const GetReply& reply) {
 }
 
 GetReply decode_get_reply(const Frames& reply) {
-  const std::string what = reply_of(kGet);
+  const std::string what = reply_name(kGet);
   const Json json = wire::read_header(reply, 0, what);
   const Header header(json, what, {"fields", "local_frames", "lease"});
   GetReply out{header.at("fields"), optional_entry(header, "local_frames"), std::nullopt};
@@ -126,7 +126,7 @@ Frames encode_settle_request(const SampleKeys& samples, std::span<const size_t> 
 }
 
 SettleRequest decode_settle_request(const Frames& request, std::string_view op) {
-  const std::string what = request_of(op);
+  const std::string what = request_name(op);
   const Json json = wire::read_header(request, 0, what);
   const Header header(
       json, what, {"indexes", "partitions", "partition_ends", "generations", "write_version", "fields", "write_tag"});
@@ -140,7 +140,7 @@ SettleRequest decode_settle_request(const Frames& request, std::string_view op) 
 Frames encode_bare_request() { return wire::empty_message(); }
 
 void decode_bare_request(const Frames& request, std::string_view op) {
-  wire::read_empty_message(request, request_of(op));
+  wire::read_empty_message(request, request_name(op));
 }
 
 Frames encode_local_copy_session_reply(const std::string& address) {
@@ -148,7 +148,7 @@ Frames encode_local_copy_session_reply(const std::string& address) {
 }
 
 std::string decode_local_copy_session_reply(const Frames& reply) {
-  const std::string what = reply_of(kLocalCopySession);
+  const std::string what = reply_name(kLocalCopySession);
   const Json json = wire::read_header(reply, 0, what);
   return Header(json, what, {"address"}).text("address");
 }
@@ -156,7 +156,7 @@ std::string decode_local_copy_session_reply(const Frames& reply) {
 Frames encode_release_request(uint64_t lease) { return header_message(Json{{"lease", std::bit_cast<int64_t>(lease)}}); }
 
 uint64_t decode_release_request(const Frames& request) {
-  const std::string what = request_of(kRelease);
+  const std::string what = request_name(kRelease);
   const Json json = wire::read_header(request, 0, what);
   return std::bit_cast<uint64_t>(Header(json, what, {"lease"}).integer("lease"));
 }
@@ -164,7 +164,7 @@ uint64_t decode_release_request(const Frames& request) {
 Frames encode_release_reply(bool held) { return header_message(Json{{"held", held}}); }
 
 bool decode_release_reply(const Frames& reply) {
-  const std::string what = reply_of(kRelease);
+  const std::string what = reply_name(kRelease);
   const Json json = wire::read_header(reply, 0, what);
   return Header(json, what, {"held"}).boolean("held");
 }
@@ -177,7 +177,7 @@ Frames encode_clear_request(const ClearRequest& request) {
 }
 
 ClearRequest decode_clear_request(const Frames& request) {
-  const std::string what = request_of(kClear);
+  const std::string what = request_name(kClear);
   const Json json = wire::read_header(request, 0, what);
   const Header header(json, what, {"indexes", "generations", "admin_token"});
   return {header.numbers<int64_t>("indexes"),
@@ -191,7 +191,7 @@ Frames encode_stats_reply(const StorageStats& stats) {
 }
 
 StorageStats decode_stats_reply(const Frames& reply) {
-  const std::string what = reply_of(kStats);
+  const std::string what = reply_name(kStats);
   const Json json = wire::read_header(reply, 0, what);
   const Header header(json, what, {"samples", "bytes", "overhead_bytes"});
   StorageStats out;
@@ -208,7 +208,7 @@ Frames encode_save_request(const SaveRequest& request) {
 }
 
 SaveRequest decode_save_request(const Frames& request) {
-  const std::string what = request_of(kSave);
+  const std::string what = request_name(kSave);
   const Json json = wire::read_header(request, 0, what);
   const Header header(json, what, {"path", "admin_token"});
   return {header.text("path"), optional_text(header, "admin_token")};
@@ -217,7 +217,7 @@ SaveRequest decode_save_request(const Frames& request) {
 Frames encode_save_reply(uint64_t fingerprint) { return header_message(Json{{"fingerprint", fingerprint}}); }
 
 uint64_t decode_save_reply(const Frames& reply) {
-  const std::string what = reply_of(kSave);
+  const std::string what = reply_name(kSave);
   const Json json = wire::read_header(reply, 0, what);
   const Header header(json, what, {"fingerprint"});
   const Json& fingerprint = header.at("fingerprint");
@@ -234,7 +234,7 @@ Frames encode_load_request(const LoadRequest& request) {
 }
 
 LoadRequest decode_load_request(const Frames& request) {
-  const std::string what = request_of(kLoad);
+  const std::string what = request_name(kLoad);
   const Json json = wire::read_header(request, 0, what);
   const Header header(json, what, {"path", "fingerprint", "check_only", "admin_token"});
   LoadRequest out{header.text("path"), std::nullopt, header.has("check_only") && header.boolean("check_only"),

@@ -44,6 +44,9 @@ inline Frames header_message(zmq::message_t header) {
 inline Frames header_message(const Json& header) { return header_message(header_frame(header)); }
 // frames[index] decoded; it must be a map. `what` names the message.
 Json read_header(const Frames& frames, size_t index, std::string_view what);
+// How errors name an op's messages: "<op> request", "<op> reply".
+std::string request_name(std::string_view op);
+std::string reply_name(std::string_view op);
 // A message whose header is an empty map (a request or reply with no keys),
 // and its reader, which refuses any key.
 Frames empty_message();

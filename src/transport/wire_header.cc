@@ -27,6 +27,9 @@ Json read_header(const Frames& frames, size_t index, std::string_view what) {
   return out;
 }
 
+std::string request_name(std::string_view op) { return std::string(op) + " request"; }
+std::string reply_name(std::string_view op) { return std::string(op) + " reply"; }
+
 Frames empty_message() { return header_message(Json::object()); }
 
 void read_empty_message(const Frames& frames, std::string_view what) {

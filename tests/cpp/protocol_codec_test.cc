@@ -58,9 +58,16 @@ TEST(ControlProtocol, FingerprintsMustBeUnsignedIntegers) {
   EXPECT_TRUE(throws_error(
       ErrorCode::kInvalidArgument,
       [] {
-        control::decode_load_storage_request(message_of(Json{{"path", "x"}, {"fingerprints", Json::array({"1"})}}));
+        control::decode_load_storage_request(message_of(Json{{"path", "x"}, {"fingerprints", Json::array({"1"})}}), 1);
       },
       {"load_storage request", "fingerprints"}));
+  EXPECT_TRUE(throws_error(
+      ErrorCode::kInvalidArgument,
+      [] {
+        control::decode_load_storage_request(control::encode_load_storage_request({"x", {1, 2}, false}), 3);
+      },
+      {"load_storage request", "fingerprints", "one fingerprint per storage unit (3)"}));
+  EXPECT_EQ(control::decode_load_storage_request(control::encode_load_storage_request({"x", {}, true}), 3).path, "x");
 }
 
 TEST(ControlProtocol, RegistrationKeepsUnsignedIdsAndItsReplyNamesTheIncarnation) {

@@ -207,10 +207,11 @@ const std::vector<ProtocolDecoder>& protocol_decoders() {
        [] {
          return control::encode_fingerprints_reply({1, uint64_t{1} << 63});
        }},
-      {"load_storage request", [](Frames& f, size_t, size_t) { control::decode_load_storage_request(f); },
+      {"load_storage request", [](Frames& f, size_t, size_t units) { control::decode_load_storage_request(f, units); },
        [] {
          return control::encode_load_storage_request({"ckpt/storage", {1, 2}, true});
-       }},
+       },
+       0, 2},
       {"register_storage request", [](Frames& f, size_t, size_t) { control::decode_register_storage_request(f); },
        [] {
          return control::encode_register_storage_request({"tcp://127.0.0.1:1", uint64_t{1} << 63, "token", 5});

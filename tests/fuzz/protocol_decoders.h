@@ -15,8 +15,8 @@ namespace seqflow::test {
 struct ProtocolDecoder {
   std::string_view name;
   // Decodes `frames` (header first, then data) as this entry's message. A
-  // reply decoder that checks counts against its request is given `rows`
-  // samples and `fields` fields, as its caller knows them.
+  // decoder that checks counts against what its caller knows is given
+  // `rows` samples and `fields` fields (load_storage: `fields` units).
   void (*decode)(transport::Frames& frames, size_t rows, size_t fields);
   // A valid message for `decode`, with the rows and fields it is read with.
   transport::Frames (*seed)();
