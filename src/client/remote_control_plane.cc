@@ -3,69 +3,26 @@
 #include <thread>
 
 #include "client/call_deadline.h"
-#include "common/value_json.h"
 #include "core/custom_meta.h"
-#include "seqflow/limits.h"
-#include "transport/timing_codec.h"
-#include "transport/wire_codec.h"
 #include "seqflow/error.h"
+#include "seqflow/limits.h"
+#include "transport/control_protocol.h"
 
 namespace seqflow {
 namespace {
 
-using transport::wire::Header;
-using transport::wire::Json;
-
-Json binary_indexes(std::span<const int64_t> indexes) { return transport::wire::binary_of(indexes); }
-
-// The request naming samples, with their generations when known.
-Json samples_request(const std::string& partition_id, std::span<const int64_t> indexes,
-                     std::span<const uint64_t> generations) {
-  Json request{{"partition_id", partition_id}, {"indexes", binary_indexes(indexes)}};
-  if (!generations.empty()) request["generations"] = transport::wire::binary_of(generations);
-  return request;
-}
-
-std::vector<int64_t> released_of(const Json& reply, std::string_view op) {
-  return Header(reply, std::string(op) + " reply", {"released"}).numbers<int64_t>("released");
-}
+namespace control = transport::control;
 
 // A blocking fetch may wait `request.timeout` at the controller: the call
 // itself gets that long plus the usual round-trip allowance.
 constexpr std::chrono::milliseconds kMaxCallTimeout = std::chrono::hours(24 * 365);
 
-// One request on a pooled connection, and the frames of its reply.
-transport::Frames exchange(transport::ConnectionPool& controller, std::string_view op, transport::Frames request,
-                           transport::Connection::Clock::time_point deadline) {
-  CallDeadline::check_open(deadline, op, controller.endpoint());
-  auto lease = controller.acquire();
-  const uint64_t id = lease->send(op, std::move(request), deadline);
-  return lease->receive(id, deadline);
+control::SamplesRequest samples_of(const std::string& partition_id, std::span<const int64_t> indexes,
+                                   std::span<const uint64_t> generations) {
+  return {partition_id, {indexes.begin(), indexes.end()}, {generations.begin(), generations.end()}};
 }
 
-// A reply that is a BatchMeta, read from its frame without a JSON tree.
-BatchMeta batch_meta_reply(transport::ConnectionPool& controller, std::string_view op, transport::Frames request,
-                           transport::Connection::Clock::time_point deadline) {
-  return transport::wire::read_batch_meta(exchange(controller, op, std::move(request), deadline), 0,
-                                          std::string(op) + " reply");
-}
-
-// A reply [the batch, {"created": bool}]: a call that may create its partition.
-// made_keys: a kv_resolve's flag per key (its reply's "made_keys").
-BatchMeta batch_meta_with_created(const transport::Frames& reply, const std::string& what, bool* created,
-                                  std::vector<uint8_t>* made_keys = nullptr) {
-  if (reply.size() != 2) throw_invalid(what + " holds " + std::to_string(reply.size()) + " frames, not 2");
-  const Json json = transport::wire::read_header(reply, 1, what);
-  const Header header(json, what, {"created", "made_keys"});
-  const bool made = header.boolean("created");
-  if (created) *created = made;
-  BatchMeta meta = transport::wire::read_batch_meta(reply, 0, what);
-  if (made_keys) {
-    *made_keys = header.numbers<uint8_t>("made_keys");
-    if (made_keys->size() != meta.size()) header.fail("made_keys", "must hold one flag per key");
-  }
-  return meta;
-}
+std::vector<std::string> strings_of(std::span<const std::string> values) { return {values.begin(), values.end()}; }
 
 }  // namespace
 
@@ -73,13 +30,17 @@ RemoteControlPlane::RemoteControlPlane(std::shared_ptr<transport::ConnectionPool
                                        std::chrono::milliseconds timeout)
     : controller_(std::move(controller)), timeout_(timeout) {}
 
-Json RemoteControlPlane::call(std::string_view op, const Json& header) const {
-  return call(op, header, CallDeadline::of_request(timeout_));
+transport::Frames RemoteControlPlane::call(std::string_view op, transport::Frames request) const {
+  return call(op, std::move(request), CallDeadline::of_request(timeout_));
 }
 
-Json RemoteControlPlane::call(std::string_view op, const Json& header, Clock::time_point deadline) const {
-  return transport::wire::read_header(exchange(*controller_, op, transport::wire::header_message(header), deadline), 0,
-                                      std::string(op) + " reply");
+// One request on a pooled connection, and the frames of its reply.
+transport::Frames RemoteControlPlane::call(std::string_view op, transport::Frames request,
+                                           Clock::time_point deadline) const {
+  CallDeadline::check_open(deadline, op, controller_->endpoint());
+  auto lease = controller_->acquire();
+  const uint64_t id = lease->send(op, std::move(request), deadline);
+  return lease->receive(id, deadline);
 }
 
 BatchMeta RemoteControlPlane::insert(const std::string& partition_id, int64_t count, bool* created) {
@@ -89,10 +50,11 @@ BatchMeta RemoteControlPlane::insert(const std::string& partition_id, int64_t co
   // machines. Rounded down: the controller must not outlast this client.
   const auto budget =
       std::min(std::chrono::floor<std::chrono::milliseconds>(deadline - Clock::now()), kMaxInsertBudget);
-  if (budget.count() < 1) CallDeadline::throw_passed("insert", controller_->endpoint());
-  const Json header{{"partition_id", partition_id}, {"count", count}, {"budget_ms", budget.count()}};
-  return batch_meta_with_created(exchange(*controller_, "insert", transport::wire::header_message(header), deadline),
-                                 "insert reply", created);
+  if (budget.count() < 1) CallDeadline::throw_passed(control::kInsert, controller_->endpoint());
+  control::CreatedBatch reply = control::decode_insert_reply(
+      call(control::kInsert, control::encode_insert_request({partition_id, count, budget}), deadline));
+  if (created) *created = reply.created;
+  return std::move(reply.meta);
 }
 
 CommittedWrite RemoteControlPlane::mark_produced(const std::string& partition_id,
@@ -101,13 +63,13 @@ CommittedWrite RemoteControlPlane::mark_produced(const std::string& partition_id
                                                  const std::map<std::string, FieldSchema>& fields,
                                                  std::span<const Value> custom_meta, uint64_t write_version) {
   core::check_meta_depths(global_indexes, custom_meta);
-  Json request = samples_request(partition_id, global_indexes, generations);
-  request["fields"] = transport::wire::encode_schemas(fields);
-  request["custom_meta"] = transport::wire::encode_objects(custom_meta);
-  if (write_version != 0) request["write_version"] = write_version;
-  const Json reply = call("mark_produced", request);
+  const control::MarkProducedRequest request{samples_of(partition_id, global_indexes, generations),
+                                             fields,
+                                             {custom_meta.begin(), custom_meta.end()},
+                                             write_version};
+  const transport::Frames reply = call(control::kMarkProduced, control::encode_mark_produced_request(request));
   try {
-    return transport::wire::decode_committed_write(reply, global_indexes.size(), "mark_produced reply");
+    return control::decode_mark_produced_reply(reply, global_indexes.size());
   } catch (const Error& error) {
     // The controller committed (it replied): not a refusal, which would
     // have the writer discard the version it now names.
@@ -118,158 +80,130 @@ CommittedWrite RemoteControlPlane::mark_produced(const std::string& partition_id
 BatchMeta RemoteControlPlane::get_meta(const MetaRequest& request) {
   const bool waits = request.mode == MetaMode::kFetch && !request.polling;
   const auto timeout = waits ? std::min(kMaxCallTimeout, request.timeout + timeout_) : timeout_;
-  return batch_meta_reply(*controller_, "get_meta",
-                          transport::wire::header_message(transport::wire::meta_request_frame(request)),
-                          CallDeadline::of_request(timeout));
+  return control::decode_batch_reply(
+      call(control::kGetMeta, control::encode_get_meta_request(request), CallDeadline::of_request(timeout)),
+      control::kGetMeta);
 }
 
 void RemoteControlPlane::set_custom_meta(const std::string& partition_id, std::span<const int64_t> global_indexes,
                                          std::span<const uint64_t> generations, std::span<const Value> custom_meta) {
   core::check_meta_depths(global_indexes, custom_meta);
-  Json request = samples_request(partition_id, global_indexes, generations);
-  request["custom_meta"] = transport::wire::encode_objects(custom_meta);
-  call("set_custom_meta", request);
+  const control::SetCustomMetaRequest request{samples_of(partition_id, global_indexes, generations),
+                                              {custom_meta.begin(), custom_meta.end()}};
+  control::decode_empty_reply(call(control::kSetCustomMeta, control::encode_set_custom_meta_request(request)),
+                              control::kSetCustomMeta);
 }
 
 std::vector<int64_t> RemoteControlPlane::clear_samples(const std::string& partition_id,
                                                        std::span<const int64_t> global_indexes,
                                                        std::span<const uint64_t> generations) {
-  return released_of(call("clear_samples", samples_request(partition_id, global_indexes, generations)),
-                     "clear_samples");
+  return control::decode_released_reply(call(control::kClearSamples, control::encode_samples_request(samples_of(
+                                                                         partition_id, global_indexes, generations))),
+                                        control::kClearSamples);
 }
 
 std::vector<int64_t> RemoteControlPlane::reclaim_unproduced(const std::string& partition_id,
                                                             std::span<const int64_t> global_indexes,
                                                             std::span<const uint64_t> generations) {
-  return released_of(call("reclaim_unproduced", samples_request(partition_id, global_indexes, generations)),
-                     "reclaim_unproduced");
+  return control::decode_released_reply(
+      call(control::kReclaimUnproduced,
+           control::encode_samples_request(samples_of(partition_id, global_indexes, generations))),
+      control::kReclaimUnproduced);
 }
 
 std::vector<int64_t> RemoteControlPlane::clear_partition(const std::string& partition_id) {
-  return released_of(call("clear_partition", Json{{"partition_id", partition_id}}), "clear_partition");
+  return control::decode_released_reply(call(control::kClearPartition, control::encode_partition_request(partition_id)),
+                                        control::kClearPartition);
 }
 
 bool RemoteControlPlane::forget_partition_if_empty(const std::string& partition_id) {
-  const Json reply = call("forget_partition_if_empty", Json{{"partition_id", partition_id}});
-  return Header(reply, "forget_partition_if_empty reply", {"forgotten"}).boolean("forgotten");
+  return control::decode_flag_reply(
+      call(control::kForgetPartitionIfEmpty, control::encode_partition_request(partition_id)),
+      control::kForgetPartitionIfEmpty);
 }
 
 void RemoteControlPlane::reset_consumption(const std::string& partition_id, const std::string* task_name) {
-  Json header{{"partition_id", partition_id}};
-  if (task_name != nullptr) header["task_name"] = *task_name;
-  call("reset_consumption", header);
+  const control::ResetConsumptionRequest request{partition_id, task_name ? std::optional(*task_name) : std::nullopt};
+  control::decode_empty_reply(call(control::kResetConsumption, control::encode_reset_consumption_request(request)),
+                              control::kResetConsumption);
 }
 
 std::optional<std::vector<std::pair<int64_t, bool>>> RemoteControlPlane::consumption_status(
     const std::string& task_name, const std::string& partition_id) const {
-  const Json reply = call("consumption_status", Json{{"task_name", task_name}, {"partition_id", partition_id}});
-  const Header header(reply, "consumption_status reply", {"status"});
-  if (!header.has("status")) return std::nullopt;
-  return transport::wire::decode_status(header.at("status"), "consumption_status reply");
+  return control::decode_consumption_status_reply(
+      call(control::kConsumptionStatus, control::encode_task_request({task_name, partition_id})));
 }
 
 std::optional<ProductionStatus> RemoteControlPlane::production_status(std::span<const std::string> fields,
                                                                       const std::string& partition_id) const {
-  const Json reply = call("production_status", Json{{"fields", std::vector<std::string>(fields.begin(), fields.end())},
-                                                    {"partition_id", partition_id}});
-  const Header header(reply, "production_status reply", {"status"});
-  if (!header.has("status")) return std::nullopt;
-  const Header status(header.at("status"), "production_status reply's status", {"indexes", "produced"});
-  ProductionStatus out;
-  out.field_count = fields.size();
-  out.global_indexes = status.numbers<int64_t>("indexes");
-  out.produced = status.numbers<uint8_t>("produced");
-  if (out.produced.size() != out.global_indexes.size() * fields.size()) {
-    status.fail("produced", "must hold one flag per sample and field");
-  }
-  return out;
+  return control::decode_production_status_reply(
+      call(control::kProductionStatus, control::encode_fields_request({strings_of(fields), partition_id})),
+      fields.size());
 }
 
 SampleProduction RemoteControlPlane::sample_production(const std::string& partition_id,
                                                        std::span<const int64_t> global_indexes,
                                                        std::span<const uint64_t> generations,
                                                        std::span<const std::string> fields) {
-  Json request = samples_request(partition_id, global_indexes, generations);
-  request["fields"] = std::vector<std::string>(fields.begin(), fields.end());
-  const Json reply = call("sample_production", request);
-  const Header header(reply, "sample_production reply",
-                      {"exists", "generations", "produced", "write_version", "write_tags"});
-  SampleProduction out;
-  const int64_t write_version = header.integer("write_version");
-  if (write_version <= 0) header.fail("write_version", "must be a positive integer");
-  out.write_version = static_cast<uint64_t>(write_version);
-  if (header.has("write_tags")) out.write_tags = header.numbers<uint64_t>("write_tags");
-  out.field_count = fields.size();
-  out.exists = header.numbers<uint8_t>("exists");
-  out.generations = header.numbers<uint64_t>("generations");
-  out.produced = header.numbers<uint8_t>("produced");
-  if (out.exists.size() != global_indexes.size()) header.fail("exists", "must hold one flag per sample");
-  if (out.generations.size() != global_indexes.size()) {
-    header.fail("generations", "must hold one generation per sample");
-  }
-  if (out.produced.size() != global_indexes.size() * fields.size()) {
-    header.fail("produced", "must hold one flag per sample and field");
-  }
-  return out;
+  const control::SampleProductionRequest request{samples_of(partition_id, global_indexes, generations),
+                                                 strings_of(fields)};
+  return control::decode_sample_production_reply(
+      call(control::kSampleProduction, control::encode_sample_production_request(request)), global_indexes.size(),
+      fields.size());
 }
 
 bool RemoteControlPlane::all_consumed(const std::string& task_name, const std::string& partition_id) const {
-  const Json reply = call("all_consumed", Json{{"task_name", task_name}, {"partition_id", partition_id}});
-  return Header(reply, "all_consumed reply", {"value"}).boolean("value");
+  return control::decode_flag_reply(
+      call(control::kAllConsumed, control::encode_task_request({task_name, partition_id})), control::kAllConsumed);
 }
 
 bool RemoteControlPlane::all_produced(std::span<const std::string> fields, const std::string& partition_id) const {
-  const Json reply = call("all_produced", Json{{"fields", std::vector<std::string>(fields.begin(), fields.end())},
-                                               {"partition_id", partition_id}});
-  return Header(reply, "all_produced reply", {"value"}).boolean("value");
+  return control::decode_flag_reply(
+      call(control::kAllProduced, control::encode_fields_request({strings_of(fields), partition_id})),
+      control::kAllProduced);
 }
 
 void RemoteControlPlane::report_timing(const std::string& task_name, std::span<const TimingRecord> records) {
-  call("report_timing", transport::wire::timing_request(task_name, records));
+  control::decode_empty_reply(call(control::kReportTiming, control::encode_report_timing_request(task_name, records)),
+                              control::kReportTiming);
 }
 
 std::optional<TaskWorkload> RemoteControlPlane::task_workload(const std::string& task_name) const {
-  return transport::wire::read_task_workload(call("task_workload", Json{{"task_name", task_name}}), task_name);
+  return control::decode_task_workload_reply(
+      call(control::kTaskWorkload, control::encode_task_workload_request(task_name)), task_name);
 }
 
 std::vector<std::string> RemoteControlPlane::partition_list() const {
-  const Json reply = call("partition_list", Json::object());
-  return Header(reply, "partition_list reply", {"partitions"}).texts("partitions");
+  return control::decode_partition_list_reply(call(control::kPartitionList, control::encode_bare_request()));
 }
 
 BatchMeta RemoteControlPlane::kv_resolve(const std::string& partition_id, std::span<const std::string> keys,
                                          std::span<const Value> tags, bool* created, std::vector<uint8_t>* made_keys) {
   core::check_tag_depths(keys, tags);
-  const Json header{{"partition_id", partition_id},
-                    {"keys", std::vector<std::string>(keys.begin(), keys.end())},
-                    {"tags", transport::wire::encode_objects(tags)}};
-  return batch_meta_with_created(
-      exchange(*controller_, "kv_resolve", transport::wire::header_message(header), CallDeadline::of_request(timeout_)),
-      "kv_resolve reply", created, made_keys);
+  control::CreatedBatch reply = control::decode_kv_resolve_reply(
+      call(control::kKvResolve,
+           control::encode_kv_resolve_request({partition_id, strings_of(keys), {tags.begin(), tags.end()}})));
+  if (created) *created = reply.created;
+  if (made_keys) *made_keys = std::move(reply.made_keys);
+  return std::move(reply.meta);
 }
 
 BatchMeta RemoteControlPlane::kv_lookup(const std::string& partition_id, std::span<const std::string> keys) const {
-  const Json header{{"partition_id", partition_id}, {"keys", std::vector<std::string>(keys.begin(), keys.end())}};
-  return batch_meta_reply(*controller_, "kv_lookup", transport::wire::header_message(header),
-                          CallDeadline::of_request(timeout_));
+  return control::decode_batch_reply(
+      call(control::kKvLookup, control::encode_keys_request({partition_id, strings_of(keys)})), control::kKvLookup);
 }
 
 BatchMeta RemoteControlPlane::kv_find(const std::string& partition_id, std::span<const std::string> keys) const {
-  const Json header{{"partition_id", partition_id}, {"keys", std::vector<std::string>(keys.begin(), keys.end())}};
-  return batch_meta_reply(*controller_, "kv_find", transport::wire::header_message(header),
-                          CallDeadline::of_request(timeout_));
+  return control::decode_batch_reply(
+      call(control::kKvFind, control::encode_keys_request({partition_id, strings_of(keys)})), control::kKvFind);
 }
 
 std::vector<std::string> RemoteControlPlane::kv_keys(const std::string& partition_id,
                                                      std::span<const int64_t> global_indexes) const {
-  const Json reply =
-      call("kv_keys", Json{{"partition_id", partition_id}, {"global_indexes", binary_indexes(global_indexes)}});
-  auto keys = Header(reply, "kv_keys reply", {"keys"}).texts("keys");
-  if (keys.size() != global_indexes.size()) {
-    throw_invalid("kv_keys reply holds " + std::to_string(keys.size()) + " keys for " +
-                  std::to_string(global_indexes.size()) + " global indexes");
-  }
-  return keys;
+  return control::decode_kv_keys_reply(
+      call(control::kKvKeys,
+           control::encode_kv_keys_request({partition_id, {global_indexes.begin(), global_indexes.end()}})),
+      global_indexes.size());
 }
 
 std::vector<PartitionKeys> RemoteControlPlane::kv_list(const std::string* partition_id) const {
@@ -278,10 +212,10 @@ std::vector<PartitionKeys> RemoteControlPlane::kv_list(const std::string* partit
   for (const auto& [name, listing] : listings_) {
     if (partition_id == nullptr || name == *partition_id) known[name] = listing.version();
   }
-  transport::Frames reply = exchange(
-      *controller_, "kv_list", transport::wire::header_message(transport::wire::kv_list_request(partition_id, known)),
-      CallDeadline::of_request(timeout_));
-  std::vector<PartitionKeys> listed = transport::wire::read_kv_list(reply, 0, "kv_list reply");
+  transport::Frames reply =
+      call(control::kKvList,
+           control::encode_kv_list_request({partition_id ? std::optional(*partition_id) : std::nullopt, known}));
+  std::vector<PartitionKeys> listed = control::decode_kv_list_reply(reply);
   std::map<std::string, PartitionKeys> held;  // what the answer leaves this client holding
   for (PartitionKeys& partition : listed) {
     if (partition.is_unchanged()) {
@@ -305,25 +239,27 @@ std::vector<PartitionKeys> RemoteControlPlane::kv_list(const std::string* partit
 }
 
 std::vector<int64_t> RemoteControlPlane::kv_clear(const std::string& partition_id, std::span<const std::string> keys) {
-  return released_of(call("kv_clear", Json{{"partition_id", partition_id},
-                                           {"keys", std::vector<std::string>(keys.begin(), keys.end())}}),
-                     "kv_clear");
+  return control::decode_released_reply(
+      call(control::kKvClear, control::encode_keys_request({partition_id, strings_of(keys)})), control::kKvClear);
 }
 
-void RemoteControlPlane::save(const std::string& path) const { call("save", Json{{"path", path}}); }
+void RemoteControlPlane::save(const std::string& path) const {
+  control::decode_empty_reply(call(control::kSave, control::encode_path_request(path)), control::kSave);
+}
 
-void RemoteControlPlane::load(const std::string& path) { call("load", Json{{"path", path}}); }
+void RemoteControlPlane::load(const std::string& path) {
+  control::decode_empty_reply(call(control::kLoad, control::encode_path_request(path)), control::kLoad);
+}
 
 std::vector<std::string> RemoteControlPlane::storage_units() const {
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
   for (;;) {
-    const Json reply = call("storage_units", Json::object());
-    const Header fields(reply, "storage_units reply", {"units", "expected"});
-    auto units = fields.texts("units");
-    const int64_t expected = fields.integer("expected");
-    if (expected > 0 && units.size() == static_cast<size_t>(expected)) return units;
+    control::StorageUnitsReply reply = control::decode_storage_units_reply(
+        call(control::kStorageUnits, control::encode_bare_request()), control::kStorageUnits);
+    const int64_t expected = reply.expected;
+    if (expected > 0 && reply.units.size() == static_cast<size_t>(expected)) return std::move(reply.units);
     if (std::chrono::steady_clock::now() >= deadline) {
-      throw Error(ErrorCode::kTimeout, std::to_string(units.size()) + " of " + std::to_string(expected) +
+      throw Error(ErrorCode::kTimeout, std::to_string(reply.units.size()) + " of " + std::to_string(expected) +
                                            " storage units registered with the controller at " +
                                            controller_->endpoint() + " within " + std::to_string(timeout_.count()) +
                                            " ms; start the missing ones");

@@ -6,7 +6,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <string>
 
 #include "transport/connection.h"
@@ -64,8 +63,8 @@ class RemoteControlPlane final : public ControlPlane {
 
   // By CallDeadline::of_request(timeout_): the timeout, cut to the deadline
   // of the client call this request is part of.
-  nlohmann::json call(std::string_view op, const nlohmann::json& header) const;
-  nlohmann::json call(std::string_view op, const nlohmann::json& header, Clock::time_point deadline) const;
+  transport::Frames call(std::string_view op, transport::Frames request) const;
+  transport::Frames call(std::string_view op, transport::Frames request, Clock::time_point deadline) const;
 
   std::shared_ptr<transport::ConnectionPool> controller_;
   std::chrono::milliseconds timeout_;

@@ -6,7 +6,9 @@
 #include <optional>
 
 #include "client/call_deadline.h"
+#include "transport/control_protocol.h"
 #include "transport/local_copy.h"
+#include "transport/storage_protocol.h"
 #include "transport/storage_routing.h"
 #include "transport/wire_codec.h"
 #include "seqflow/error.h"
@@ -17,8 +19,11 @@ namespace seqflow {
 namespace {
 
 using transport::Frames;
+namespace control = transport::control;
+namespace storage_protocol = transport::storage_protocol;
 using transport::wire::Header;
 using transport::wire::Json;
+using transport::wire::reply_name;
 
 // One request per unit that has work, sent before any reply is awaited; the
 // first error is rethrown once every reply (or timeout) is in. Each request
@@ -110,7 +115,8 @@ void copy_described(const std::vector<DescribedRows>& described, size_t fields,
     }
   }
   for (size_t d = 0; d < described.size(); ++d) {
-    transport::local_copy::read_pieces(described[d].unit_pid, pieces[d], "get reply local_frames");
+    transport::local_copy::read_pieces(described[d].unit_pid, pieces[d],
+                                       reply_name(storage_protocol::kGet) + " local_frames");
   }
 }
 
@@ -125,13 +131,6 @@ size_t bytes_at(const std::vector<Column>& columns, std::span<const size_t> posi
     for (const size_t p : positions) total += column.offsets[p + 1] - column.offsets[p];
   }
   return total;
-}
-
-// A put or get request naming the samples of `samples` at `positions`.
-Json keys_header(const SampleKeys& samples, std::span<const size_t> positions) {
-  Json header = Json::object();
-  transport::wire::add_sample_keys(header, samples, positions);
-  return header;
 }
 
 }  // namespace
@@ -153,9 +152,8 @@ std::shared_ptr<const transport::local_copy::Session> ShardedStorage::session_fo
   if (session && session->usable()) return session;
   session.reset();
   try {
-    const Frames reply = units_[unit]->call("local_copy_session", transport::wire::header_message(Json::object()));
-    const Json json = transport::wire::read_header(reply, 0, "local_copy_session reply");
-    const std::string address = Header(json, "local_copy_session reply", {"address"}).text("address");
+    const std::string address = storage_protocol::decode_local_copy_session_reply(
+        units_[unit]->call(storage_protocol::kLocalCopySession, storage_protocol::encode_bare_request()));
     session = transport::local_copy::Session::open(address, kSessionTimeout);
   } catch (const Error&) {
     session.reset();  // a unit that cannot be asked: the bytes go over TCP
@@ -178,13 +176,10 @@ void ShardedStorage::put(const SampleKeys& samples, const std::vector<Column>& c
   const auto positions_of = [&](size_t u) {
     return units_.size() == 1 ? std::span<const size_t>() : std::span<const size_t>(shards[u].positions);
   };
-  const auto keys_of = [&](size_t u) { return keys_header(samples, shards[u].positions); };
   const auto with_bytes = [&](size_t u) {
-    Frames message(1);
-    Json header = keys_of(u);
-    header["columns"] = transport::wire::append_columns(columns, positions_of(u), message);
-    message[0] = transport::wire::header_frame(header);
-    return message;
+    Frames data;
+    Json entries = transport::wire::append_columns(columns, positions_of(u), data);
+    return storage_protocol::encode_put_request(samples, shards[u].positions, std::move(entries), std::move(data));
   };
   FanOut fan_out(units_);
   for (size_t u = 0; u < shards.size(); ++u) {
@@ -196,12 +191,13 @@ void ShardedStorage::put(const SampleKeys& samples, const std::vector<Column>& c
       // The unit assembles each column's frame from the samples where they
       // lie in the columns, which stay valid until it has replied.
       std::vector<std::vector<std::span<const std::byte>>> pieces;
-      Json header = keys_of(u);
-      header["columns"] = transport::wire::describe_columns(columns, positions_of(u), pieces);
-      header["local_frames"] = transport::local_copy::seal(transport::local_copy::describe(pieces), *session);
-      fan_out.send(u, "put", transport::wire::header_message(header));
+      Json entries = transport::wire::describe_columns(columns, positions_of(u), pieces);
+      fan_out.send(u, storage_protocol::kPut,
+                   storage_protocol::encode_local_put_request(
+                       samples, shards[u].positions, std::move(entries),
+                       transport::local_copy::seal(transport::local_copy::describe(pieces), *session)));
     } else {
-      fan_out.send(u, "put", with_bytes(u));
+      fan_out.send(u, storage_protocol::kPut, with_bytes(u));
     }
   }
   // A unit that refused the session (it restarted since, or cannot read this
@@ -209,14 +205,12 @@ void ShardedStorage::put(const SampleKeys& samples, const std::vector<Column>& c
   FanOut resend(units_);
   bool resending = false;
   for (auto& [unit, frames] : fan_out.receive_all()) {
-    const Json header = transport::wire::read_header(frames, 0, "put reply");
-    const Header reply(header, "put reply", {"local_copy_refused"});
-    if (!reply.has("local_copy_refused")) continue;
+    if (!storage_protocol::decode_put_reply(frames)) continue;
     {
       std::lock_guard lock(sessions_mutex_);
       sessions_[unit].reset();
     }
-    resend.send(unit, "put", with_bytes(unit));
+    resend.send(unit, storage_protocol::kPut, with_bytes(unit));
     resending = true;
   }
   if (resending) resend.receive_all();
@@ -237,18 +231,18 @@ std::vector<std::vector<SampleView>> ShardedStorage::get(const SampleKeys& sampl
   for (size_t u = 0; u < shards.size(); ++u) {
     if (shards[u].global_indexes.empty()) continue;
     try {
-      Json header = keys_header(samples, shards[u].positions);
-      header["fields"] = names;
+      std::span<const uint8_t> local_copy;
       if (auto session = session_for(u); session && session->reads_unit()) {
-        header["local_copy"] = transport::wire::binary_of(std::span<const uint8_t>(session->id()));
         asked_under[u] = std::move(session);
+        local_copy = asked_under[u]->id();
       }
-      fan_out.send(u, "get", transport::wire::header_message(header));
+      fan_out.send(u, storage_protocol::kGet,
+                   storage_protocol::encode_get_request(samples, shards[u].positions, names, local_copy));
     } catch (const Error& e) {
       if (!failure) failure = e;
     }
   }
-  std::vector<std::pair<size_t, int64_t>> leases;  // (unit, lease): given back once read
+  std::vector<std::pair<size_t, uint64_t>> leases;  // (unit, lease): given back once read
   std::vector<DescribedRows> described;
   for (auto& [unit, frames, error] : fan_out.receive_each()) {
     if (error) {
@@ -256,19 +250,22 @@ std::vector<std::vector<SampleView>> ShardedStorage::get(const SampleKeys& sampl
       continue;
     }
     try {
-      const Json header = transport::wire::read_header(frames, 0, "get reply");
-      const Header reply(header, "get reply", {"fields", "local_frames", "lease"});
-      if (reply.has("lease")) leases.emplace_back(unit, reply.integer("lease"));
-      if (reply.has("local_frames")) {
-        if (!asked_under[unit]) reply.fail("local_frames", "came from a unit this client asked for the bytes");
+      const storage_protocol::GetReply reply = storage_protocol::decode_get_reply(frames);
+      if (reply.lease) leases.emplace_back(unit, *reply.lease);
+      if (reply.local_frames) {
+        if (!asked_under[unit]) {
+          throw_invalid(reply_name(storage_protocol::kGet) +
+                        " field 'local_frames' came from a unit this client asked for the bytes");
+        }
         // take_views lays the values out over stand-ins; copy_described fetches them.
-        Frames stand_ins = transport::local_copy::placeholders(reply.at("local_frames"), "get reply local_frames");
+        Frames stand_ins = transport::local_copy::placeholders(*reply.local_frames,
+                                                               reply_name(storage_protocol::kGet) + " local_frames");
         frames.resize(1);
         std::move(stand_ins.begin(), stand_ins.end(), std::back_inserter(frames));
         described.push_back({shards[unit].positions, asked_under[unit]->unit_pid()});
       }
-      auto views = transport::wire::take_views(reply.at("fields"), frames, 1, shards[unit].positions.size(),
-                                               names.size(), "get reply");
+      auto views = transport::wire::take_views(reply.fields, frames, 1, shards[unit].positions.size(), names.size(),
+                                               reply_name(storage_protocol::kGet));
       for (size_t i = 0; i < views.size(); ++i) rows[shards[unit].positions[i]] = std::move(views[i]);
     } catch (const Error& e) {
       if (!failure) failure = e;
@@ -287,44 +284,39 @@ std::vector<std::vector<SampleView>> ShardedStorage::get(const SampleKeys& sampl
 }
 
 void ShardedStorage::commit(const SampleKeys& samples, std::span<const std::string> fields) {
-  settle_version("commit", samples, fields);
+  settle_version(storage_protocol::kCommit, samples, fields);
 }
 
 void ShardedStorage::discard(const SampleKeys& samples, std::span<const std::string> fields) {
-  settle_version("discard", samples, fields);
+  settle_version(storage_protocol::kDiscard, samples, fields);
 }
 
-void ShardedStorage::settle_version(const std::string& op, const SampleKeys& samples,
+void ShardedStorage::settle_version(std::string_view op, const SampleKeys& samples,
                                     std::span<const std::string> fields) {
   // As a unit refuses it, also when no unit would be asked.
   if (samples.write_version == 0) {
-    throw_invalid(op + " needs write_version above 0 (an unversioned put commits itself); got 0");
+    throw_invalid(std::string(op) + " needs write_version above 0 (an unversioned put commits itself); got 0");
   }
   const auto shards = transport::shard_indexes(samples.global_indexes, units_.size());
   const std::vector<std::string> names(fields.begin(), fields.end());
   FanOut fan_out(units_);
   for (size_t u = 0; u < shards.size(); ++u) {
     if (shards[u].global_indexes.empty()) continue;
-    Json header = keys_header(samples, shards[u].positions);
-    header["fields"] = names;
-    if (samples.write_tags.size() == units_.size()) header["write_tag"] = samples.write_tags[u];
-    fan_out.send(u, op, transport::wire::header_message(header));
+    const auto write_tag =
+        samples.write_tags.size() == units_.size() ? std::optional(samples.write_tags[u]) : std::nullopt;
+    fan_out.send(u, op, storage_protocol::encode_settle_request(samples, shards[u].positions, names, write_tag));
   }
-  for (const auto& [unit, frames] : fan_out.receive_all()) {
-    const Json header = transport::wire::read_header(frames, 0, op + " reply");
-    (void)Header(header, op + " reply", {});
-  }
+  for (const auto& [unit, frames] : fan_out.receive_all()) storage_protocol::decode_empty_reply(frames, op);
 }
 
-void ShardedStorage::give_back(const std::vector<std::pair<size_t, int64_t>>& leases) const {
+void ShardedStorage::give_back(const std::vector<std::pair<size_t, uint64_t>>& leases) const {
   if (leases.empty()) return;
   FanOut fan_out(units_);
   for (const auto& [unit, lease] : leases) {
-    fan_out.send(unit, "release", transport::wire::header_message(Json{{"lease", lease}}));
+    fan_out.send(unit, storage_protocol::kRelease, storage_protocol::encode_release_request(lease));
   }
   for (const auto& [unit, frames] : fan_out.receive_all()) {
-    const Json header = transport::wire::read_header(frames, 0, "release reply");
-    if (!Header(header, "release reply", {"held"}).boolean("held")) {
+    if (!storage_protocol::decode_release_reply(frames)) {
       throw Error(ErrorCode::kTimeout, "storage unit " + units_[unit]->endpoint() +
                                            " let go of a get's values before this client had copied them "
                                            "(its lease ran out); nothing was returned, call get again");
@@ -350,14 +342,15 @@ void ShardedStorage::clear_all() {
 
 StorageStats ShardedStorage::stats() const {
   FanOut fan_out(units_);
-  for (size_t u = 0; u < units_.size(); ++u) fan_out.send(u, "stats", transport::wire::header_message(Json::object()));
+  for (size_t u = 0; u < units_.size(); ++u) {
+    fan_out.send(u, storage_protocol::kStats, storage_protocol::encode_bare_request());
+  }
   StorageStats total;
   for (auto& [unit, frames] : fan_out.receive_all()) {
-    const Json header = transport::wire::read_header(frames, 0, "stats reply");
-    const Header reply(header, "stats reply", {"samples", "bytes", "overhead_bytes"});
-    total.samples += static_cast<uint64_t>(reply.integer("samples"));
-    total.bytes += static_cast<uint64_t>(reply.integer("bytes"));
-    total.overhead_bytes += static_cast<uint64_t>(reply.integer("overhead_bytes"));
+    const StorageStats stats = storage_protocol::decode_stats_reply(frames);
+    total.samples += stats.samples;
+    total.bytes += stats.bytes;
+    total.overhead_bytes += stats.overhead_bytes;
   }
   return total;
 }
@@ -366,31 +359,26 @@ StorageStats ShardedStorage::stats() const {
 // directory's manifest (which fingerprints the index) covers the unit files
 // too, and each unit refuses a file of another save.
 void ShardedStorage::save(const std::string& path) const {
-  write_index(path, controller_->call("save_storage", transport::wire::header_message(Json{{"path", path}})),
-              "save_storage reply");
+  write_index(path,
+              control::decode_fingerprints_reply(
+                  controller_->call(control::kSaveStorage, control::encode_path_request(path)), control::kSaveStorage));
 }
 
 void ShardedStorage::save_with_controller(const std::string& controller_path, const std::string& storage_path) const {
-  write_index(storage_path,
-              controller_->call("save_checkpoint", transport::wire::header_message(Json{{"controller", controller_path},
-                                                                                        {"storage", storage_path}})),
-              "save_checkpoint reply");
+  write_index(storage_path, control::decode_fingerprints_reply(
+                                controller_->call(control::kSaveCheckpoint, control::encode_save_checkpoint_request(
+                                                                                {controller_path, storage_path})),
+                                control::kSaveCheckpoint));
 }
 
-void ShardedStorage::write_index(const std::string& path, const Frames& reply, std::string_view what) const {
-  const Json json = transport::wire::read_header(reply, 0, what);
-  Json fingerprints = Header(json, what, {"fingerprints"}).at("fingerprints");
-  if (!fingerprints.is_array() || fingerprints.size() != units_.size()) {
-    throw_invalid(std::string(what) + ": fingerprints must hold one per storage unit");
-  }
-  for (const Json& fingerprint : fingerprints) {
-    if (!fingerprint.is_number_unsigned())
-      throw_invalid(std::string(what) + ": a fingerprint must be an unsigned integer");
+void ShardedStorage::write_index(const std::string& path, const std::vector<uint64_t>& fingerprints) const {
+  if (fingerprints.size() != units_.size()) {
+    throw_invalid("the controller's save reply holds " + std::to_string(fingerprints.size()) + " fingerprints for " +
+                  std::to_string(units_.size()) + " storage units");
   }
   // Durable as the unit files are (temporary, fsync, rename): the directory
   // swap that publishes the checkpoint must not publish an empty index.
-  const std::string text =
-      Json{{"storage_units", units_.size()}, {"fingerprints", std::move(fingerprints)}}.dump() + "\n";
+  const std::string text = Json{{"storage_units", units_.size()}, {"fingerprints", fingerprints}}.dump() + "\n";
   durable::AtomicFileWriter index(path);
   index.write(std::as_bytes(std::span(text)));
   index.commit();
@@ -411,17 +399,24 @@ void ShardedStorage::load(const std::string& path) {
                   " storage units; this cluster has " + std::to_string(units_.size()));
   }
   // Indexes saved before fingerprints existed load unchecked.
-  const Json fingerprints = header.has("fingerprints") ? header.at("fingerprints") : Json::array();
-  if (header.has("fingerprints") && (!fingerprints.is_array() || fingerprints.size() != units_.size())) {
-    header.fail("fingerprints", "must hold one fingerprint per storage unit");
+  std::vector<uint64_t> fingerprints;
+  if (header.has("fingerprints")) {
+    const Json& listed = header.at("fingerprints");
+    if (!listed.is_array() || listed.size() != units_.size()) {
+      header.fail("fingerprints", "must hold one fingerprint per storage unit");
+    }
+    for (const Json& fingerprint : listed) {
+      if (!fingerprint.is_number_unsigned()) header.fail("fingerprints", "must hold unsigned integers");
+      fingerprints.push_back(fingerprint.get<uint64_t>());
+    }
   }
   // Every unit checks its file before any unit loads: a file of another
   // save must not leave some units loaded and others not.
   for (const bool check_only : {true, false}) {
     if (check_only && fingerprints.empty()) continue;
-    Json request{{"path", path}, {"fingerprints", fingerprints}};
-    if (check_only) request["check_only"] = true;
-    controller_->call("load_storage", transport::wire::header_message(request));
+    control::decode_empty_reply(controller_->call(control::kLoadStorage, control::encode_load_storage_request(
+                                                                             {path, fingerprints, check_only})),
+                                control::kLoadStorage);
   }
 }
 

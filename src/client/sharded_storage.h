@@ -52,13 +52,13 @@ class ShardedStorage final : public DataPlane {
 
  private:
   // commit and discard: op to every unit holding some of the samples.
-  void settle_version(const std::string& op, const SampleKeys& samples, std::span<const std::string> fields);
+  void settle_version(std::string_view op, const SampleKeys& samples, std::span<const std::string> fields);
   // Writes the index of a storage checkpoint from the units' fingerprints
   // (a save_storage or save_checkpoint reply).
-  void write_index(const std::string& path, const transport::Frames& reply, std::string_view what) const;
+  void write_index(const std::string& path, const std::vector<uint64_t>& fingerprints) const;
   // Gives back the (unit, lease) pairs of a get's same-host replies once
   // copied; throws kTimeout if a unit had let one go (the copy may be torn).
-  void give_back(const std::vector<std::pair<size_t, int64_t>>& leases) const;
+  void give_back(const std::vector<std::pair<size_t, uint64_t>>& leases) const;
 
   // Unit u's open same-host session, opened on first use (again after the
   // unit restarted, or in a forked child); null once local copy with that

@@ -9,9 +9,9 @@
 
 #include "durable/checkpoint_directory.h"
 #include "transport/connection.h"
+#include "transport/control_protocol.h"
+#include "transport/storage_protocol.h"
 #include "transport/storage_routing.h"
-#include "transport/timing_codec.h"
-#include "transport/wire_codec.h"
 #include "transport/write_tag.h"
 #include "seqflow/error.h"
 #include "server/owed_drops.h"
@@ -20,9 +20,9 @@
 namespace seqflow::server {
 namespace {
 
+namespace storage_protocol = transport::storage_protocol;
 using transport::storage_unit_file;
-using transport::wire::Header;
-using transport::wire::Json;
+using transport::wire::request_name;
 
 // kMaxInsertPerRequest, checked before the controller allocates anything.
 int64_t checked_insert_count(int64_t count, const char* parameter) {
@@ -33,26 +33,14 @@ int64_t checked_insert_count(int64_t count, const char* parameter) {
   return count;
 }
 
-// The deadline of an insert request, from its "budget_ms" field (absent:
-// none, as from clients that predate it).
-std::optional<std::chrono::steady_clock::time_point> insert_deadline(const Header& header,
-                                                                     std::chrono::steady_clock::time_point received) {
-  if (!header.has("budget_ms")) return std::nullopt;
-  const int64_t budget = header.integer("budget_ms");
-  if (budget < 1 || budget > kMaxInsertBudget.count()) {
-    header.fail("budget_ms", "must be between 1 and " + std::to_string(kMaxInsertBudget.count()) + " ms, got " +
-                                 std::to_string(budget));
-  }
-  return received + std::chrono::milliseconds(budget);
-}
-
 // When an insert's samples, unproduced by then, are reclaimed: see
 // ControllerServiceOptions::insert_lease.
-std::chrono::steady_clock::time_point lease_expiry(std::chrono::milliseconds insert_lease, const Header& header,
+std::chrono::steady_clock::time_point lease_expiry(std::chrono::milliseconds insert_lease,
+                                                   std::optional<std::chrono::milliseconds> budget,
                                                    std::chrono::steady_clock::time_point received) {
   if (insert_lease.count() > 0) return received + insert_lease;
-  if (!header.has("budget_ms")) return received + kDefaultInsertLease;
-  return received + std::chrono::milliseconds(header.integer("budget_ms")) + kInsertLeaseGrace;
+  if (!budget) return received + kDefaultInsertLease;
+  return received + *budget + kInsertLeaseGrace;
 }
 
 // A blocking fetch waits no longer than its client does, less a margin for
@@ -81,24 +69,6 @@ bool take(std::shared_lock<std::shared_mutex>& gate, bool may_wait) {
   return true;
 }
 
-// A request's "generations" (absent: not known, a BatchMeta built by hand).
-std::vector<uint64_t> generations_of(const Header& header) {
-  return header.has("generations") ? header.numbers<uint64_t>("generations") : std::vector<uint64_t>{};
-}
-
-// [the batch, {"created": bool}]: whether the call made its partition, so
-// that a client whose put fails removes only a partition it made.
-transport::Frames with_created(const BatchMeta& meta, bool created) {
-  transport::Frames reply;
-  reply.push_back(transport::wire::batch_meta_frame(meta));
-  reply.push_back(transport::wire::header_frame(Json{{"created", created}}));
-  return reply;
-}
-
-Json released_reply(const std::vector<int64_t>& released) {
-  return Json{{"released", transport::wire::binary_of(std::span<const int64_t>(released))}};
-}
-
 // Prometheus label values: backslash, quote and newline escaped.
 std::string label(std::string_view value) {
   std::string out;
@@ -124,7 +94,7 @@ struct ControllerService::Units {
   std::map<std::string, std::shared_ptr<transport::ConnectionPool>> pools;
   std::map<std::string, Clock::time_point> last_seen;
   // The instance id each unit last registered with (units that send one).
-  std::map<std::string, int64_t> instances;
+  std::map<std::string, uint64_t> instances;
   // The admin token each unit last registered with: its clear, save and load
   // carry it (the unit serves them to no one else).
   std::map<std::string, std::string> admin_tokens;
@@ -153,9 +123,9 @@ struct ControllerService::Units {
     return out;
   }
 
-  Json listing(size_t expected) {
+  transport::control::StorageUnitsReply listing(size_t expected) {
     std::lock_guard lock(mutex);
-    return Json{{"units", endpoints}, {"expected", expected}};
+    return {endpoints, static_cast<int64_t>(expected), std::nullopt};
   }
 
   // A unit's registration (every heartbeat): the first one joins it, up to
@@ -165,7 +135,7 @@ struct ControllerService::Units {
   // they are put again. Under the units' lock (then the controller's; nothing
   // takes them the other way round), so that joins and restarts are seen in
   // one order; not under the reuse gate, which a clear may hold for long.
-  void heartbeat(const std::string& endpoint, std::optional<int64_t> instance, const std::string& admin_token,
+  void heartbeat(const std::string& endpoint, std::optional<uint64_t> instance, const std::string& admin_token,
                  const ControllerServiceOptions& options, Controller& controller) {
     std::lock_guard lock(mutex);
     const size_t expected = options.storage_units;
@@ -252,20 +222,19 @@ struct ControllerService::Units {
     return units;
   }
 
-  // Sends each unit its request (admin token added) at once, then takes
-  // every reply in routing order; the first failure is rethrown once all
-  // are in. For the controller's own ops: saves and loads.
-  static std::vector<transport::Frames> call_each(const std::vector<Target>& units, std::string_view op,
-                                                  const std::function<Json(size_t unit)>& request,
-                                                  std::chrono::milliseconds timeout) {
+  // Sends each unit its request (given the unit's admin token) at once,
+  // then takes every reply in routing order; the first failure is rethrown
+  // once all are in. For the controller's own ops: saves and loads.
+  static std::vector<transport::Frames> call_each(
+      const std::vector<Target>& units, std::string_view op,
+      const std::function<transport::Frames(size_t unit, const std::string& admin_token)>& request,
+      std::chrono::milliseconds timeout) {
     std::vector<transport::ConnectionPool::Lease> leases;
     std::vector<uint64_t> ids;
     const auto deadline = transport::Connection::Clock::now() + timeout;
     for (size_t u = 0; u < units.size(); ++u) {
-      Json json = request(u);
-      json["admin_token"] = units[u].admin_token;
       leases.push_back(units[u].pool->acquire());
-      ids.push_back(leases.back()->send(op, transport::wire::header_message(json), deadline));
+      ids.push_back(leases.back()->send(op, request(u, units[u].admin_token), deadline));
     }
     std::vector<transport::Frames> replies;
     std::optional<Error> failure;
@@ -303,7 +272,9 @@ struct ControllerService::Units {
       for (const size_t p : shards[u].positions) unit_generations.push_back(generations[p]);
       try {
         if (!targets[u].pool) throw Error(ErrorCode::kTimeout, "storage unit is silent");
-        targets[u].pool->call("clear", clear_request(indexes, unit_generations, targets[u].admin_token), timeout);
+        targets[u].pool->call(
+            storage_protocol::kClear,
+            storage_protocol::encode_clear_request({indexes, unit_generations, targets[u].admin_token}), timeout);
       } catch (const Error&) {
         drop_failures->increment();
         std::lock_guard lock(mutex);
@@ -319,7 +290,7 @@ struct ControllerService::Units {
     OwedDrops::Debt debt;
     std::shared_ptr<transport::ConnectionPool> pool;
     std::string admin_token;
-    std::optional<int64_t> instance;
+    std::optional<uint64_t> instance;
     {
       std::lock_guard lock(mutex);
       debt = owed.take(endpoint);
@@ -330,22 +301,16 @@ struct ControllerService::Units {
       if (const auto known = instances.find(endpoint); known != instances.end()) instance = known->second;
     }
     try {
-      pool->call("clear", clear_request(debt.indexes, debt.generations, admin_token), timeout);
+      pool->call(storage_protocol::kClear,
+                 storage_protocol::encode_clear_request({debt.indexes, debt.generations, admin_token}), timeout);
     } catch (const Error&) {
       std::lock_guard lock(mutex);
       const auto known = instances.find(endpoint);
-      const std::optional<int64_t> now = known != instances.end() ? std::optional(known->second) : std::nullopt;
+      const std::optional<uint64_t> now = known != instances.end() ? std::optional(known->second) : std::nullopt;
       if (now != instance) return;  // restarted: its data went with it
       owed.add(endpoint, debt.indexes, debt.generations);
       owed_drops->set(static_cast<double>(owed.size()));
     }
-  }
-
-  static transport::Frames clear_request(std::span<const int64_t> indexes, std::span<const uint64_t> generations,
-                                         const std::string& admin_token) {
-    return transport::wire::header_message(Json{{"indexes", transport::wire::binary_of(indexes)},
-                                                {"generations", transport::wire::binary_of(generations)},
-                                                {"admin_token", admin_token}});
   }
 };
 
@@ -405,6 +370,7 @@ std::vector<int64_t> ControllerService::release_and_drop(const std::function<std
 }
 
 void ControllerService::register_handlers() {
+  namespace control = transport::control;
   Controller& controller = *controller_;
   // Requests that take the reuse gate are answered on the I/O thread when
   // it is free (`may_wait` false; nullopt otherwise) and by a worker, which
@@ -414,45 +380,36 @@ void ControllerService::register_handlers() {
     // The budget counts from here: queueing in the service before a worker
     // picks the request up is not counted.
     const auto received = std::chrono::steady_clock::now();
-    const Json json = transport::wire::read_header(args, 0, "insert request");
-    const Header header(json, "insert request", {"partition_id", "count", "budget_ms"});
-    const std::string partition_id = header.text("partition_id");
-    const int64_t count = checked_insert_count(header.integer("count"), "count");
-    const auto deadline = insert_deadline(header, received);
+    const control::InsertRequest request = control::decode_insert_request(args);
+    const int64_t count = checked_insert_count(request.count, "count");
     std::shared_lock gate(reuse_gate_, std::defer_lock);  // a clear may hold it while it drops released data
     if (!take(gate, may_wait)) return std::nullopt;
     const auto now = std::chrono::steady_clock::now();
-    if (deadline && now > *deadline) {
+    if (request.budget && now > received + *request.budget) {
       const auto waited = std::chrono::round<std::chrono::milliseconds>(now - received);
       throw Error(ErrorCode::kTimeout, "insert of " + std::to_string(count) + " samples into partition '" +
-                                           partition_id + "' refused: its client's budget_ms of " +
-                                           std::to_string(header.integer("budget_ms")) + " ran out after " +
+                                           request.partition_id + "' refused: its client's budget_ms of " +
+                                           std::to_string(request.budget->count()) + " ran out after " +
                                            std::to_string(waited.count()) +
                                            " ms behind a clear or load; nothing was inserted");
     }
     bool created = false;
-    const BatchMeta inserted = controller.insert(partition_id, count, &created);
-    leases_->grant(partition_id, inserted.global_indexes, inserted.generations, created,
-                   lease_expiry(options_.insert_lease, header, received));
-    return with_created(inserted, created);
+    const BatchMeta inserted = controller.insert(request.partition_id, count, &created);
+    leases_->grant(request.partition_id, inserted.global_indexes, inserted.generations, created,
+                   lease_expiry(options_.insert_lease, request.budget, received));
+    return control::encode_insert_reply(inserted, created);
   };
   service_.handle(
-      "insert", [insert](transport::Frames& args) { return *insert(args, true); },
+      control::kInsert, [insert](transport::Frames& args) { return *insert(args, true); },
       [insert](const transport::Frames& args) { return insert(args, false); });
-  service_.handle("mark_produced", nullptr, [this, &controller](const transport::Frames& args) {
-    const Json json = transport::wire::read_header(args, 0, "mark_produced request");
-    const Header header(json, "mark_produced request",
-                        {"partition_id", "indexes", "generations", "fields", "custom_meta", "write_version"});
-    const auto indexes = header.numbers<int64_t>("indexes");
-    const auto fields = transport::wire::decode_schemas(header.at("fields"), "mark_produced request");
-    const auto custom_meta = header.objects("custom_meta");
-    const int64_t write_version = header.has("write_version") ? header.integer("write_version") : 0;
-    if (write_version < 0) header.fail("write_version", "must not be negative");
+  service_.handle(control::kMarkProduced, nullptr, [this, &controller](const transport::Frames& args) {
+    const control::MarkProducedRequest request = control::decode_mark_produced_request(args);
+    const control::SamplesRequest& samples = request.samples;
     const CommittedWrite committed =
-        controller.mark_produced(header.text("partition_id"), indexes, generations_of(header), fields, custom_meta,
-                                 static_cast<uint64_t>(write_version));
-    leases_->settle(header.text("partition_id"), indexes);
-    return transport::wire::header_message(transport::wire::encode_committed_write(committed));
+        controller.mark_produced(samples.partition_id, samples.indexes, samples.generations, request.fields,
+                                 request.custom_meta, request.write_version);
+    leases_->settle(samples.partition_id, samples.indexes);
+    return control::encode_mark_produced_reply(committed);
   });
   // On the I/O thread: a fetch with enough ready, a poll, an insert while
   // no clear holds the reuse gate. A fetch that must wait becomes a waiter
@@ -461,7 +418,7 @@ void ControllerService::register_handlers() {
   // samples back.
   const auto get_meta = [this, &controller](const transport::Frames& args,
                                             bool may_wait) -> std::optional<transport::Frames> {
-    const MetaRequest request = transport::wire::read_meta_request(args, 0, "get_meta request");
+    const MetaRequest request = control::decode_get_meta_request(args);
     std::optional<BatchMeta> meta;
     bool returnable = false;
     if (request.mode == MetaMode::kInsert) {
@@ -479,179 +436,135 @@ void ControllerService::register_handlers() {
       }
     }
     on_undelivered(giving_back(controller, request, *meta, returnable));
-    return transport::wire::header_message(transport::wire::batch_meta_frame(*meta));
+    return control::encode_batch_reply(*meta);
   };
   service_.handle(
-      "get_meta", [get_meta](transport::Frames& args) { return *get_meta(args, true); },
+      control::kGetMeta, [get_meta](transport::Frames& args) { return *get_meta(args, true); },
       [get_meta](const transport::Frames& args) { return get_meta(args, false); });
-  service_.handle("set_custom_meta", nullptr, [&controller](const transport::Frames& args) {
-    const Json json = transport::wire::read_header(args, 0, "set_custom_meta request");
-    const Header header(json, "set_custom_meta request", {"partition_id", "indexes", "generations", "custom_meta"});
-    controller.set_custom_meta(header.text("partition_id"), header.numbers<int64_t>("indexes"), generations_of(header),
-                               header.objects("custom_meta"));
-    return transport::wire::header_message(Json::object());
+  service_.handle(control::kSetCustomMeta, nullptr, [&controller](const transport::Frames& args) {
+    const control::SetCustomMetaRequest request = control::decode_set_custom_meta_request(args);
+    controller.set_custom_meta(request.samples.partition_id, request.samples.indexes, request.samples.generations,
+                               request.custom_meta);
+    return control::encode_empty_reply();
   });
   // A clear's reply: the indexes it released (and dropped on the units).
   const auto release_and_drop = [this](const std::string& what, const std::function<std::vector<int64_t>()>& release) {
-    return transport::wire::header_message(released_reply(this->release_and_drop(release, &what)));
+    return control::encode_released_reply(this->release_and_drop(release, &what));
   };
   // clear_samples and reclaim_unproduced: samples named by index and generation.
-  const auto handle_samples_release = [this, release_and_drop](const std::string& op, const auto& release) {
+  const auto handle_samples_release = [this, release_and_drop](std::string_view op, const auto& release) {
     service_.handle(op, [op, release_and_drop, release](transport::Frames& args) {
-      const Json json = transport::wire::read_header(args, 0, op + " request");
-      const Header header(json, op + " request", {"partition_id", "indexes", "generations"});
-      return release_and_drop(op + " of partition '" + header.text("partition_id") + "'", [&] {
-        return release(header.text("partition_id"), header.numbers<int64_t>("indexes"), generations_of(header));
-      });
+      const control::SamplesRequest request = control::decode_samples_request(args, op);
+      return release_and_drop(std::string(op) + " of partition '" + request.partition_id + "'",
+                              [&] { return release(request.partition_id, request.indexes, request.generations); });
     });
   };
-  handle_samples_release("clear_samples",
+  handle_samples_release(control::kClearSamples,
                          [&controller](const std::string& partition_id, const std::vector<int64_t>& indexes,
                                        const std::vector<uint64_t>& generations) {
                            return controller.clear_samples(partition_id, indexes, generations);
                          });
-  handle_samples_release("reclaim_unproduced",
+  handle_samples_release(control::kReclaimUnproduced,
                          [&controller](const std::string& partition_id, const std::vector<int64_t>& indexes,
                                        const std::vector<uint64_t>& generations) {
                            return controller.reclaim_unproduced(partition_id, indexes, generations);
                          });
-  service_.handle("clear_partition", [&controller, release_and_drop](transport::Frames& args) {
-    const Json json = transport::wire::read_header(args, 0, "clear_partition request");
-    const Header header(json, "clear_partition request", {"partition_id"});
-    return release_and_drop("clear_partition of '" + header.text("partition_id") + "'",
-                            [&] { return controller.clear_partition(header.text("partition_id")); });
+  service_.handle(control::kClearPartition, [&controller, release_and_drop](transport::Frames& args) {
+    const std::string partition_id = control::decode_partition_request(args, control::kClearPartition);
+    return release_and_drop(std::string(control::kClearPartition) + " of '" + partition_id + "'",
+                            [&] { return controller.clear_partition(partition_id); });
   });
-  service_.handle("kv_clear", [&controller, release_and_drop](transport::Frames& args) {
-    const Json json = transport::wire::read_header(args, 0, "kv_clear request");
-    const Header header(json, "kv_clear request", {"partition_id", "keys"});
-    return release_and_drop("kv_clear in partition '" + header.text("partition_id") + "'",
-                            [&] { return controller.kv_clear(header.text("partition_id"), header.texts("keys")); });
+  service_.handle(control::kKvClear, [&controller, release_and_drop](transport::Frames& args) {
+    const control::KeysRequest request = control::decode_keys_request(args, control::kKvClear);
+    return release_and_drop(std::string(control::kKvClear) + " in partition '" + request.partition_id + "'",
+                            [&] { return controller.kv_clear(request.partition_id, request.keys); });
   });
-  service_.handle("forget_partition_if_empty", nullptr, [&controller](const transport::Frames& args) {
-    const Json json = transport::wire::read_header(args, 0, "forget_partition_if_empty request");
-    const Header header(json, "forget_partition_if_empty request", {"partition_id"});
-    return transport::wire::header_message(
-        Json{{"forgotten", controller.forget_partition_if_empty(header.text("partition_id"))}});
+  service_.handle(control::kForgetPartitionIfEmpty, nullptr, [&controller](const transport::Frames& args) {
+    const std::string partition_id = control::decode_partition_request(args, control::kForgetPartitionIfEmpty);
+    return control::encode_flag_reply(control::kForgetPartitionIfEmpty,
+                                      controller.forget_partition_if_empty(partition_id));
   });
-  service_.handle("reset_consumption", nullptr, [&controller](const transport::Frames& args) {
-    const Json json = transport::wire::read_header(args, 0, "reset_consumption request");
-    const Header header(json, "reset_consumption request", {"partition_id", "task_name"});
-    const std::string task = header.has("task_name") ? header.text("task_name") : std::string();
-    controller.reset_consumption(header.text("partition_id"), header.has("task_name") ? &task : nullptr);
-    return transport::wire::header_message(Json::object());
+  service_.handle(control::kResetConsumption, nullptr, [&controller](const transport::Frames& args) {
+    const control::ResetConsumptionRequest request = control::decode_reset_consumption_request(args);
+    controller.reset_consumption(request.partition_id, request.task_name ? &*request.task_name : nullptr);
+    return control::encode_empty_reply();
   });
-  // Status replies of a partition that does not exist hold no "status".
-  service_.handle("consumption_status", nullptr, [&controller](const transport::Frames& args) {
-    const Json json = transport::wire::read_header(args, 0, "consumption_status request");
-    const Header header(json, "consumption_status request", {"task_name", "partition_id"});
-    const auto status = controller.consumption_status(header.text("task_name"), header.text("partition_id"));
-    return transport::wire::header_message(status ? Json{{"status", transport::wire::encode_status(*status)}}
-                                                  : Json::object());
+  service_.handle(control::kConsumptionStatus, nullptr, [&controller](const transport::Frames& args) {
+    const control::TaskRequest request = control::decode_task_request(args, control::kConsumptionStatus);
+    return control::encode_consumption_status_reply(
+        controller.consumption_status(request.task_name, request.partition_id));
   });
-  service_.handle("production_status", nullptr, [&controller](const transport::Frames& args) {
-    const Json json = transport::wire::read_header(args, 0, "production_status request");
-    const Header header(json, "production_status request", {"fields", "partition_id"});
-    const auto status = controller.production_status(header.texts("fields"), header.text("partition_id"));
-    if (!status) return transport::wire::header_message(Json::object());
-    return transport::wire::header_message(
-        Json{{"status",
-              {{"indexes", transport::wire::binary_of(std::span<const int64_t>(status->global_indexes))},
-               {"produced", transport::wire::binary_of(std::span<const uint8_t>(status->produced))}}}});
+  service_.handle(control::kProductionStatus, nullptr, [&controller](const transport::Frames& args) {
+    const control::FieldsRequest request = control::decode_fields_request(args, control::kProductionStatus);
+    return control::encode_production_status_reply(controller.production_status(request.fields, request.partition_id));
   });
-  service_.handle("sample_production", nullptr, [this, &controller](const transport::Frames& args) {
-    const Json json = transport::wire::read_header(args, 0, "sample_production request");
-    const Header header(json, "sample_production request", {"partition_id", "indexes", "generations", "fields"});
-    const SampleProduction production =
-        controller.sample_production(header.text("partition_id"), header.numbers<int64_t>("indexes"),
-                                     generations_of(header), header.texts("fields"));
-    const std::vector<uint64_t> tags = units_->write_tags(production.write_version, options_.storage_units);
-    return transport::wire::header_message(
-        Json{{"exists", transport::wire::binary_of(std::span<const uint8_t>(production.exists))},
-             {"generations", transport::wire::binary_of(std::span<const uint64_t>(production.generations))},
-             {"produced", transport::wire::binary_of(std::span<const uint8_t>(production.produced))},
-             {"write_version", production.write_version},
-             {"write_tags", transport::wire::binary_of(std::span<const uint64_t>(tags))}});
+  service_.handle(control::kSampleProduction, nullptr, [this, &controller](const transport::Frames& args) {
+    const control::SampleProductionRequest request = control::decode_sample_production_request(args);
+    SampleProduction production = controller.sample_production(request.samples.partition_id, request.samples.indexes,
+                                                               request.samples.generations, request.fields);
+    production.write_tags = units_->write_tags(production.write_version, options_.storage_units);
+    return control::encode_sample_production_reply(production);
   });
-  service_.handle("all_consumed", nullptr, [&controller](const transport::Frames& args) {
-    const Json json = transport::wire::read_header(args, 0, "all_consumed request");
-    const Header header(json, "all_consumed request", {"task_name", "partition_id"});
-    return transport::wire::header_message(
-        Json{{"value", controller.all_consumed(header.text("task_name"), header.text("partition_id"))}});
+  service_.handle(control::kAllConsumed, nullptr, [&controller](const transport::Frames& args) {
+    const control::TaskRequest request = control::decode_task_request(args, control::kAllConsumed);
+    return control::encode_flag_reply(control::kAllConsumed,
+                                      controller.all_consumed(request.task_name, request.partition_id));
   });
-  service_.handle("all_produced", nullptr, [&controller](const transport::Frames& args) {
-    const Json json = transport::wire::read_header(args, 0, "all_produced request");
-    const Header header(json, "all_produced request", {"fields", "partition_id"});
-    return transport::wire::header_message(
-        Json{{"value", controller.all_produced(header.texts("fields"), header.text("partition_id"))}});
+  service_.handle(control::kAllProduced, nullptr, [&controller](const transport::Frames& args) {
+    const control::FieldsRequest request = control::decode_fields_request(args, control::kAllProduced);
+    return control::encode_flag_reply(control::kAllProduced,
+                                      controller.all_produced(request.fields, request.partition_id));
   });
-  service_.handle("report_timing", nullptr, [&controller](const transport::Frames& args) {
-    const Json json = transport::wire::read_header(args, 0, "report_timing request");
-    const Header header(json, "report_timing request", {"task_name", "lengths", "counts", "seconds"});
-    controller.report_timing(header.text("task_name"), transport::wire::read_timing_records(header));
-    return transport::wire::header_message(Json::object());
+  service_.handle(control::kReportTiming, nullptr, [&controller](const transport::Frames& args) {
+    const control::ReportTimingRequest request = control::decode_report_timing_request(args);
+    controller.report_timing(request.task_name, request.records);
+    return control::encode_empty_reply();
   });
-  service_.handle("task_workload", nullptr, [&controller](const transport::Frames& args) {
-    const Json json = transport::wire::read_header(args, 0, "task_workload request");
-    const Header header(json, "task_workload request", {"task_name"});
-    return transport::wire::header_message(
-        transport::wire::task_workload_reply(controller.task_workload(header.text("task_name"))));
+  service_.handle(control::kTaskWorkload, nullptr, [&controller](const transport::Frames& args) {
+    return control::encode_task_workload_reply(controller.task_workload(control::decode_task_workload_request(args)));
   });
-  service_.handle("partition_list", nullptr, [&controller](const transport::Frames& args) {
-    const Json json = transport::wire::read_header(args, 0, "partition_list request");
-    const Header header(json, "partition_list request", {});
-    return transport::wire::header_message(Json{{"partitions", controller.partition_list()}});
+  service_.handle(control::kPartitionList, nullptr, [&controller](const transport::Frames& args) {
+    control::decode_bare_request(args, control::kPartitionList);
+    return control::encode_partition_list_reply(controller.partition_list());
   });
-  service_.handle("kv_resolve", [this, &controller](transport::Frames& args) {
-    const Json json = transport::wire::read_header(args, 0, "kv_resolve request");
-    const Header header(json, "kv_resolve request", {"partition_id", "keys", "tags"});
+  service_.handle(control::kKvResolve, [this, &controller](transport::Frames& args) {
+    const control::KvResolveRequest request = control::decode_kv_resolve_request(args);
     std::shared_lock gate(reuse_gate_);
     bool created = false;
     std::vector<uint8_t> made_keys;
-    const BatchMeta resolved = controller.kv_resolve(header.text("partition_id"), header.texts("keys"),
-                                                     header.objects("tags"), &created, &made_keys);
-    transport::Frames reply = with_created(resolved, created);
-    reply[1] = transport::wire::header_frame(
-        Json{{"created", created}, {"made_keys", transport::wire::binary_of(std::span<const uint8_t>(made_keys))}});
-    return reply;
+    const BatchMeta resolved =
+        controller.kv_resolve(request.partition_id, request.keys, request.tags, &created, &made_keys);
+    return control::encode_kv_resolve_reply(resolved, created, made_keys);
   });
-  service_.handle("kv_lookup", nullptr, [&controller](const transport::Frames& args) {
-    const Json json = transport::wire::read_header(args, 0, "kv_lookup request");
-    const Header header(json, "kv_lookup request", {"partition_id", "keys"});
-    return transport::wire::header_message(
-        transport::wire::batch_meta_frame(controller.kv_lookup(header.text("partition_id"), header.texts("keys"))));
+  service_.handle(control::kKvLookup, nullptr, [&controller](const transport::Frames& args) {
+    const control::KeysRequest request = control::decode_keys_request(args, control::kKvLookup);
+    return control::encode_batch_reply(controller.kv_lookup(request.partition_id, request.keys));
   });
-  service_.handle("kv_find", nullptr, [&controller](const transport::Frames& args) {
-    const Json json = transport::wire::read_header(args, 0, "kv_find request");
-    const Header header(json, "kv_find request", {"partition_id", "keys"});
-    return transport::wire::header_message(
-        transport::wire::batch_meta_frame(controller.kv_find(header.text("partition_id"), header.texts("keys"))));
+  service_.handle(control::kKvFind, nullptr, [&controller](const transport::Frames& args) {
+    const control::KeysRequest request = control::decode_keys_request(args, control::kKvFind);
+    return control::encode_batch_reply(controller.kv_find(request.partition_id, request.keys));
   });
-  service_.handle("kv_keys", nullptr, [&controller](const transport::Frames& args) {
-    const Json json = transport::wire::read_header(args, 0, "kv_keys request");
-    const Header header(json, "kv_keys request", {"partition_id", "global_indexes"});
-    return transport::wire::header_message(
-        Json{{"keys", controller.kv_keys(header.text("partition_id"), header.numbers<int64_t>("global_indexes"))}});
+  service_.handle(control::kKvKeys, nullptr, [&controller](const transport::Frames& args) {
+    const control::KvKeysRequest request = control::decode_kv_keys_request(args);
+    return control::encode_kv_keys_reply(controller.kv_keys(request.partition_id, request.global_indexes));
   });
-  service_.handle("kv_list", nullptr, [&controller](const transport::Frames& args) {
-    const Json json = transport::wire::read_header(args, 0, "kv_list request");
-    const Header header(json, "kv_list request", {"partition_id", "known_partitions", "known_versions"});
-    const std::string partition = header.has("partition_id") ? header.text("partition_id") : std::string();
-    return transport::wire::header_message(transport::wire::kv_list_frame(controller.kv_list(
-        header.has("partition_id") ? &partition : nullptr, transport::wire::read_known_listings(header))));
+  service_.handle(control::kKvList, nullptr, [&controller](const transport::Frames& args) {
+    const control::KvListRequest request = control::decode_kv_list_request(args);
+    return control::encode_kv_list_reply(
+        controller.kv_list(request.partition_id ? &*request.partition_id : nullptr, request.known));
   });
-  service_.handle("save", [this, &controller](transport::Frames& args) {
-    const Json json = transport::wire::read_header(args, 0, "save request");
-    controller.save(checkpoint_root_.resolve(Header(json, "save request", {"path"}).text("path"), "save request"));
-    return transport::wire::header_message(Json::object());
+  service_.handle(control::kSave, [this, &controller](transport::Frames& args) {
+    controller.save(
+        checkpoint_root_.resolve(control::decode_path_request(args, control::kSave), request_name(control::kSave)));
+    return control::encode_empty_reply();
   });
-  service_.handle("load", [this, &controller](transport::Frames& args) {
-    const Json json = transport::wire::read_header(args, 0, "load request");
+  service_.handle(control::kLoad, [this, &controller](transport::Frames& args) {
     const std::string path =
-        checkpoint_root_.resolve(Header(json, "load request", {"path"}).text("path"), "load request");
+        checkpoint_root_.resolve(control::decode_path_request(args, control::kLoad), request_name(control::kLoad));
     std::unique_lock gate(reuse_gate_);
-    check_request_open("load of '" + path + "'");  // it may have waited behind a clear
+    check_request_open(std::string(control::kLoad) + " of '" + path + "'");  // it may have waited behind a clear
     controller.load(path);
-    return transport::wire::header_message(Json::object());
+    return control::encode_empty_reply();
   });
   // The storage units' part of a client's checkpoint: the controller asks
   // every unit (a unit saves and loads for no one else), each writing or
@@ -663,82 +576,62 @@ void ControllerService::register_handlers() {
   // their fingerprints, in routing order.
   const auto save_units = [this](const std::string& path) {
     const auto units = units_->answering(options_.storage_units, options_.storage_silence_limit);
-    Json fingerprints = Json::array();
+    std::vector<uint64_t> fingerprints;
     for (const auto& reply : Units::call_each(
-             units, "save",
-             [&](size_t u) {
-               return Json{{"path", storage_unit_file(path, u)}};
+             units, storage_protocol::kSave,
+             [&](size_t u, const std::string&admin_token) {
+               return storage_protocol::encode_save_request({storage_unit_file(path, u), admin_token});
              },
              options_.storage_timeout)) {
-      const Json header = transport::wire::read_header(reply, 0, "save reply");
-      fingerprints.push_back(Header(header, "save reply", {"fingerprint"}).at("fingerprint"));
+      fingerprints.push_back(storage_protocol::decode_save_reply(reply));
     }
-    return Json{{"fingerprints", std::move(fingerprints)}};
+    return fingerprints;
   };
-  service_.handle("save_storage", [save_units](transport::Frames& args) {
-    const Json json = transport::wire::read_header(args, 0, "save_storage request");
-    return transport::wire::header_message(save_units(Header(json, "save_storage request", {"path"}).text("path")));
+  service_.handle(control::kSaveStorage, [save_units](transport::Frames& args) {
+    return control::encode_fingerprints_reply(save_units(control::decode_path_request(args, control::kSaveStorage)));
   });
   // A client's whole checkpoint in one cut: no insert, clear or load runs
   // while the controller and then every unit save. A sample produced in the
   // controller's file had its data put before, and nothing can drop it or
   // reuse its index until the units have saved.
-  service_.handle("save_checkpoint", [this, &controller, save_units](transport::Frames& args) {
-    const Json json = transport::wire::read_header(args, 0, "save_checkpoint request");
-    const Header header(json, "save_checkpoint request", {"controller", "storage"});
-    const std::string path = checkpoint_root_.resolve(header.text("controller"), "save_checkpoint request");
+  service_.handle(control::kSaveCheckpoint, [this, &controller, save_units](transport::Frames& args) {
+    const control::SaveCheckpointRequest request = control::decode_save_checkpoint_request(args);
+    const std::string path = checkpoint_root_.resolve(request.controller, request_name(control::kSaveCheckpoint));
     std::unique_lock gate(reuse_gate_);
-    check_request_open("save_checkpoint");
+    check_request_open(std::string(control::kSaveCheckpoint));
     controller.save(path);
-    return transport::wire::header_message(save_units(header.text("storage")));
+    return control::encode_fingerprints_reply(save_units(request.storage));
   });
-  service_.handle("load_storage", [this](transport::Frames& args) {
-    const Json json = transport::wire::read_header(args, 0, "load_storage request");
-    const Header header(json, "load_storage request", {"path", "fingerprints", "check_only"});
-    const std::string path = header.text("path");
+  service_.handle(control::kLoadStorage, [this](transport::Frames& args) {
+    const control::LoadStorageRequest request = control::decode_load_storage_request(args, options_.storage_units);
     const auto units = units_->answering(options_.storage_units, options_.storage_silence_limit);
-    const Json fingerprints = header.has("fingerprints") ? header.at("fingerprints") : Json::array();
-    if (!fingerprints.is_array() || (!fingerprints.empty() && fingerprints.size() != units.size())) {
-      header.fail("fingerprints", "must hold one fingerprint per storage unit (" + std::to_string(units.size()) + ")");
-    }
-    const bool check_only = header.has("check_only") && header.boolean("check_only");
     Units::call_each(
-        units, "load",
-        [&](size_t u) {
-          Json request{{"path", storage_unit_file(path, u)}};
-          if (!fingerprints.empty()) request["fingerprint"] = fingerprints[u];
-          if (check_only) request["check_only"] = true;
-          return request;
+        units, storage_protocol::kLoad,
+        [&](size_t u, const std::string& admin_token) {
+          const auto fingerprint = request.fingerprints.empty() ? std::nullopt : std::optional(request.fingerprints[u]);
+          return storage_protocol::encode_load_request(
+              {storage_unit_file(request.path, u), fingerprint, request.check_only, admin_token});
         },
         options_.storage_timeout);
-    return transport::wire::header_message(Json::object());
+    return control::encode_empty_reply();
   });
-  service_.handle_services_only("register_storage", [this, &controller](transport::Frames& args) {
-    const Json json = transport::wire::read_header(args, 0, "register_storage request");
-    const Header header(json, "register_storage request", {"endpoint", "instance", "incarnation", "admin_token"});
-    const std::string endpoint = header.text("endpoint");
-    const std::string admin_token = header.text("admin_token");
-    if (endpoint.empty()) throw_invalid("register_storage request field 'endpoint' is empty");
-    // A unit that sends no instance id: its restarts go unseen.
-    const auto instance = header.has("instance") ? std::optional(header.integer("instance")) : std::nullopt;
-    // As int64: the wire's integers are signed.
-    const auto incarnation = std::bit_cast<int64_t>(controller.incarnation());
+  service_.handle_services_only(control::kRegisterStorage, [this, &controller](transport::Frames& args) {
+    const control::RegisterStorageRequest request = control::decode_register_storage_request(args);
     // A unit that holds (or may hold) data of another incarnation joins only
     // once it has dropped that data and registers again with this one, so
     // no client learns of it before (a unit that sends none predates this).
-    const bool joins = !header.has("incarnation") || header.integer("incarnation") == incarnation;
-    if (joins) {
-      units_->heartbeat(endpoint, instance, admin_token, options_, controller);
-      units_->settle_owed(endpoint, options_.storage_timeout);
+    if (!request.incarnation || *request.incarnation == controller.incarnation()) {
+      // A unit that sends no instance id: its restarts go unseen.
+      units_->heartbeat(request.endpoint, request.instance, request.admin_token, options_, controller);
+      units_->settle_owed(request.endpoint, options_.storage_timeout);
     }
-    Json reply = units_->listing(options_.storage_units);
-    reply["incarnation"] = incarnation;
-    return transport::wire::header_message(reply);
+    control::StorageUnitsReply reply = units_->listing(options_.storage_units);
+    reply.incarnation = controller.incarnation();
+    return control::encode_storage_units_reply(reply);
   });
-  service_.handle("storage_units", nullptr, [this](const transport::Frames& args) {
-    const Json json = transport::wire::read_header(args, 0, "storage_units request");
-    const Header header(json, "storage_units request", {});
-    return transport::wire::header_message(units_->listing(options_.storage_units));
+  service_.handle(control::kStorageUnits, nullptr, [this](const transport::Frames& args) {
+    control::decode_bare_request(args, control::kStorageUnits);
+    return control::encode_storage_units_reply(units_->listing(options_.storage_units));
   });
 }
 

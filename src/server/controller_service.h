@@ -65,6 +65,7 @@ class ControllerService {
   void start();
   void stop();
   std::string endpoint() const { return service_.endpoint(); }
+  std::vector<std::string> ops() const { return service_.ops(); }  // the operations it answers
   MetricsRegistry& metrics() { return service_.metrics(); }
   Controller& controller() { return *controller_; }
 

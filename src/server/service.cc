@@ -262,12 +262,20 @@ Service::Service(ServiceOptions options) : options_(std::move(options)) {
 
 Service::~Service() { stop(); }
 
-void Service::handle(std::string op, Handler handler, InlineHandler try_inline) {
-  add_route(std::move(op), std::move(handler), std::move(try_inline), false);
+void Service::handle(std::string_view op, Handler handler, InlineHandler try_inline) {
+  add_route(std::string(op), std::move(handler), std::move(try_inline), false);
 }
 
-void Service::handle_services_only(std::string op, Handler handler, InlineHandler try_inline) {
-  add_route(std::move(op), std::move(handler), std::move(try_inline), true);
+void Service::handle_services_only(std::string_view op, Handler handler, InlineHandler try_inline) {
+  add_route(std::string(op), std::move(handler), std::move(try_inline), true);
+}
+
+std::vector<std::string> Service::ops() const {
+  std::vector<std::string> out;
+  out.reserve(routes_.size());
+  for (const auto& [op, route] : routes_) out.push_back(op);
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 void Service::add_route(std::string op, Handler handler, InlineHandler try_inline, bool services_only) {

@@ -121,13 +121,16 @@ class Service {
   // Before start(). At least one of the two handlers; an operation with
   // only an InlineHandler must never decline. "ping" is built in: an inline
   // reply with no frames, so it answers even when every worker is busy.
-  void handle(std::string op, Handler handler, InlineHandler try_inline = nullptr);
+  void handle(std::string_view op, Handler handler, InlineHandler try_inline = nullptr);
   // An operation that only the cluster's services may call (a storage unit
   // registering, say). With CURVE, a request from a key the ZAP handler
   // admitted as a client gets kPermissionDenied naming the operation before
   // any handler runs; without CURVE there is no identity to check and it is
   // served like any other.
-  void handle_services_only(std::string op, Handler handler, InlineHandler try_inline = nullptr);
+  void handle_services_only(std::string_view op, Handler handler, InlineHandler try_inline = nullptr);
+  // The operations with a handler, sorted ("ping" among them): what a
+  // protocol's op list is checked against.
+  std::vector<std::string> ops() const;
 
   // Binds (throws kInvalidArgument naming the address on failure) and starts
   // the threads. Once only.

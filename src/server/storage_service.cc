@@ -6,8 +6,10 @@
 #include "common/constant_time.h"
 #include "common/random_id.h"
 #include "transport/connection.h"
+#include "transport/control_protocol.h"
 #include "transport/local_copy.h"
 #include "transport/local_copy_session.h"
+#include "transport/storage_protocol.h"
 #include "transport/wire_codec.h"
 #include "transport/write_tag.h"
 #include "seqflow/error.h"
@@ -17,8 +19,8 @@
 namespace seqflow::server {
 namespace {
 
-using transport::wire::Header;
-using transport::wire::Json;
+namespace storage_protocol = transport::storage_protocol;
+using transport::wire::request_name;
 
 std::string random_token() {
   static constexpr char kDigits[] = "0123456789abcdef";
@@ -31,20 +33,19 @@ std::string random_token() {
 
 }  // namespace
 
-void StorageService::check_write_tag(const Header& header, const std::string& op, uint64_t version) const {
+void StorageService::check_write_tag(std::optional<uint64_t> write_tag, std::string_view op, uint64_t version) const {
   if (version == 0) return;  // refused by the storage itself, naming write_version
-  const bool tagged = header.has("write_tag") && header.at("write_tag").is_number_unsigned() &&
-                      header.at("write_tag").get<uint64_t>() == transport::write_tag(admin_token_, version);
-  if (!tagged) {
-    throw Error(ErrorCode::kPermissionDenied, op + " of write_version " + std::to_string(version) +
+  if (write_tag != transport::write_tag(admin_token_, version)) {
+    throw Error(ErrorCode::kPermissionDenied, std::string(op) + " of write_version " + std::to_string(version) +
                                                   " refused: it needs the write_tag its controller handed out");
   }
 }
 
-void StorageService::check_controller(const Header& header) const {
-  if (!header.has("admin_token") || !equal_in_constant_time(header.text("admin_token"), admin_token_)) {
-    throw Error(ErrorCode::kPermissionDenied,
-                header.what() + " refused: only the controller this unit registered with may clear, save or load it");
+void StorageService::check_controller(const std::optional<std::string>& admin_token, std::string_view what) const {
+  if (!admin_token || !equal_in_constant_time(*admin_token, admin_token_)) {
+    throw Error(ErrorCode::kPermissionDenied, std::string(what) +
+                                                  " refused: only the controller this unit registered with may "
+                                                  "clear, save or load it");
   }
 }
 
@@ -96,139 +97,110 @@ void StorageService::register_handlers() {
   Counter& local_puts = local_copy_bytes("put");
   Counter& local_gets = local_copy_bytes("get");
   transport::local_copy::SessionListener& sessions = *sessions_;
-  service_.handle("put", [&storage, &sessions, &local_puts, max_request_bytes](transport::Frames& args) {
-    const Json json = transport::wire::read_header(args, 0, "put request");
-    const Header header(
-        json, "put request",
-        {"indexes", "partitions", "partition_ends", "generations", "write_version", "columns", "local_frames"});
-    const transport::wire::SampleKeyColumns samples = transport::wire::read_sample_keys(header);
-    const auto& indexes = samples.global_indexes;
-    if (header.has("local_frames")) {
-      const Json& description = header.at("local_frames");
-      // Only the memory of the process that opened the named session, and
-      // only ranges it signed: never a pid or an address space a message names.
-      const auto client = transport::local_copy::sealed_reader(sessions, description, "put request local_frames");
-      if (!client) {
-        return transport::wire::header_message(
-            Json{{"local_copy_refused",
-                  "no open local-copy session of this unit signed these ranges (or the unit may not read "
-                  "its client): send the bytes"}});
-      }
-      const Json& columns = header.at("columns");
-      transport::Frames data = transport::local_copy::read(*client, description, "put request local_frames",
-                                                           columns.is_array() ? columns.size() : 0, max_request_bytes);
-      local_puts.increment(static_cast<double>(transport::local_copy::data_bytes(data, 0)));
-      args.resize(1);
-      std::move(data.begin(), data.end(), std::back_inserter(args));
-    }
-    const auto columns = transport::wire::take_columns(header.at("columns"), args, 1, indexes.size(), "put request");
-    storage.put(samples.keys(), columns);
-    return transport::wire::header_message(Json::object());
-  });
-  service_.handle("get", [this, &storage, &sessions, &local_gets](transport::Frames& args) {
-    const Json json = transport::wire::read_header(args, 0, "get request");
-    const Header header(
-        json, "get request",
-        {"indexes", "partitions", "partition_ends", "generations", "read_versions", "fields", "local_copy"});
-    const auto fields = header.texts("fields");
-    const auto rows = storage.get(transport::wire::read_sample_keys(header).keys(), fields);
+  service_.handle(
+      storage_protocol::kPut, [&storage, &sessions, &local_puts, max_request_bytes](transport::Frames& args) {
+        const storage_protocol::PutRequest request = storage_protocol::decode_put_request(args);
+        if (request.local_frames) {
+          // Only the memory of the process that opened the named session, and
+          // only ranges it signed: never a pid or an address space a message names.
+          const auto client = transport::local_copy::sealed_reader(
+              sessions, *request.local_frames, request_name(storage_protocol::kPut) + " local_frames");
+          if (!client) {
+            return storage_protocol::encode_put_reply(
+                "no open local-copy session of this unit signed these ranges (or the unit may not read its client): "
+                "send the bytes");
+          }
+          transport::Frames data = transport::local_copy::read(
+              *client, *request.local_frames, request_name(storage_protocol::kPut) + " local_frames",
+              request.columns.is_array() ? request.columns.size() : 0, max_request_bytes);
+          local_puts.increment(static_cast<double>(transport::local_copy::data_bytes(data, 0)));
+          args.resize(1);
+          std::move(data.begin(), data.end(), std::back_inserter(args));
+        }
+        const auto columns = transport::wire::take_columns(
+            request.columns, args, 1, request.samples.global_indexes.size(), request_name(storage_protocol::kPut));
+        storage.put(request.samples.keys(), columns);
+        return storage_protocol::encode_put_reply(std::nullopt);
+      });
+  service_.handle(storage_protocol::kGet, [this, &storage, &sessions, &local_gets](transport::Frames& args) {
+    const storage_protocol::GetRequest request = storage_protocol::decode_get_request(args);
+    const auto rows = storage.get(request.samples.keys(), request.fields);
     transport::Frames out(1);
-    Json reply{{"fields", transport::wire::append_views(rows, fields.size(), out)}};
+    storage_protocol::GetReply reply{transport::wire::append_views(rows, request.fields.size(), out), std::nullopt,
+                                     std::nullopt};
     // Described (left in this process for the client to copy) only for a
     // client with an open session, which the kernel vouched for.
-    const bool session_open = header.has("local_copy") && header.at("local_copy").is_binary() &&
-                              sessions.is_open(header.at("local_copy").get_binary());
+    const bool session_open = request.local_copy && sessions.is_open(*request.local_copy);
     if (session_open && transport::local_copy::data_bytes(out, 1) >= transport::local_copy::kMinBytes) {
       transport::Frames data(std::make_move_iterator(out.begin() + 1), std::make_move_iterator(out.end()));
       local_gets.increment(static_cast<double>(transport::local_copy::data_bytes(data, 0)));
-      reply["local_frames"] = transport::local_copy::describe(data, 0);
-      reply["lease"] = std::bit_cast<int64_t>(leases_.hold(std::move(data)));
+      reply.local_frames = transport::local_copy::describe(data, 0);
+      reply.lease = leases_.hold(std::move(data));
       out.resize(1);
     }
-    out[0] = transport::wire::header_frame(reply);
+    out[0] = storage_protocol::encode_get_reply_header(reply);
     return out;
   });
   // The second step of a versioned put (its own op, not an admin one): the
-  // client that staged the write makes it the value readers see.
-  // commit and discard: part of a data put (a put's promotion or its undo), open to any admitted client.
-  for (const std::string op : {"commit", "discard"}) {
+  // client that staged the write makes it the value readers see, or drops
+  // it. Open to any admitted client holding the controller's write tag.
+  for (const std::string_view op : {storage_protocol::kCommit, storage_protocol::kDiscard}) {
     service_.handle(op, [this, &storage, op](transport::Frames& args) {
-      const Json json = transport::wire::read_header(args, 0, op + " request");
-      const Header header(
-          json, op + " request",
-          {"indexes", "partitions", "partition_ends", "generations", "write_version", "fields", "write_tag"});
-      const transport::wire::SampleKeyColumns samples = transport::wire::read_sample_keys(header);
-      check_write_tag(header, op, samples.keys().write_version);
-      if (op == "commit") {
-        storage.commit(samples.keys(), header.texts("fields"));
+      const storage_protocol::SettleRequest request = storage_protocol::decode_settle_request(args, op);
+      check_write_tag(request.write_tag, op, request.samples.write_version);
+      if (op == storage_protocol::kCommit) {
+        storage.commit(request.samples.keys(), request.fields);
       } else {
-        storage.discard(samples.keys(), header.texts("fields"));
+        storage.discard(request.samples.keys(), request.fields);
       }
-      return transport::wire::header_message(Json::object());
+      return storage_protocol::encode_empty_reply();
     });
   }
-  service_.handle("local_copy_session", nullptr, [&sessions](const transport::Frames& args) {
-    const Json json = transport::wire::read_header(args, 0, "local_copy_session request");
-    const Header header(json, "local_copy_session request", {});
-    return transport::wire::header_message(Json{{"address", sessions.address()}});
+  service_.handle(storage_protocol::kLocalCopySession, nullptr, [&sessions](const transport::Frames& args) {
+    storage_protocol::decode_bare_request(args, storage_protocol::kLocalCopySession);
+    return storage_protocol::encode_local_copy_session_reply(sessions.address());
   });
-  service_.handle("release", [this](transport::Frames& args) {
-    const Json json = transport::wire::read_header(args, 0, "release request");
-    const Header header(json, "release request", {"lease"});
-    return transport::wire::header_message(
-        Json{{"held", leases_.release(std::bit_cast<uint64_t>(header.integer("lease")))}});
+  service_.handle(storage_protocol::kRelease, [this](transport::Frames& args) {
+    return storage_protocol::encode_release_reply(leases_.release(storage_protocol::decode_release_request(args)));
   });
-  service_.handle("clear", [this, &storage](transport::Frames& args) {
-    const Json json = transport::wire::read_header(args, 0, "clear request");
-    const Header header(json, "clear request", {"indexes", "generations", "admin_token"});
-    check_controller(header);
+  service_.handle(storage_protocol::kClear, [this, &storage](transport::Frames& args) {
+    const storage_protocol::ClearRequest request = storage_protocol::decode_clear_request(args);
+    check_controller(request.admin_token, request_name(storage_protocol::kClear));
     // With generations (drops owed since a cut): only data those samples put.
-    storage.clear_generations(header.numbers<int64_t>("indexes"), header.has("generations")
-                                                                      ? header.numbers<uint64_t>("generations")
-                                                                      : std::vector<uint64_t>{});
-    return transport::wire::header_message(Json::object());
+    storage.clear_generations(request.indexes, request.generations);
+    return storage_protocol::encode_empty_reply();
   });
-  service_.handle("stats", [&storage](transport::Frames& args) {
-    const Json json = transport::wire::read_header(args, 0, "stats request");
-    const Header header(json, "stats request", {});
-    const StorageStats stats = storage.stats();
-    return transport::wire::header_message(
-        Json{{"samples", stats.samples}, {"bytes", stats.bytes}, {"overhead_bytes", stats.overhead_bytes}});
+  service_.handle(storage_protocol::kStats, [&storage](transport::Frames& args) {
+    storage_protocol::decode_bare_request(args, storage_protocol::kStats);
+    return storage_protocol::encode_stats_reply(storage.stats());
   });
   // A save answers with its file's fingerprint; a load given one refuses a
   // file of another save (the client keeps them in the checkpoint's index).
   // check_only: that refusal alone, so that a client asks every unit before
   // any unit loads.
-  service_.handle("save", [this, &storage](transport::Frames& args) {
-    const Json json = transport::wire::read_header(args, 0, "save request");
-    const Header header(json, "save request", {"path", "admin_token"});
-    check_controller(header);
-    const std::string path = checkpoint_root_.resolve(header.text("path"), "save request");
+  service_.handle(storage_protocol::kSave, [this, &storage](transport::Frames& args) {
+    const storage_protocol::SaveRequest request = storage_protocol::decode_save_request(args);
+    check_controller(request.admin_token, request_name(storage_protocol::kSave));
+    const std::string path = checkpoint_root_.resolve(request.path, request_name(storage_protocol::kSave));
     storage.save(path);
-    return transport::wire::header_message(Json{{"fingerprint", durable::framed_file_fingerprint(path).value_or(0)}});
+    return storage_protocol::encode_save_reply(durable::framed_file_fingerprint(path).value_or(0));
   });
-  service_.handle("load", [this, &storage](transport::Frames& args) {
-    const Json json = transport::wire::read_header(args, 0, "load request");
-    const Header header(json, "load request", {"path", "fingerprint", "check_only", "admin_token"});
-    check_controller(header);
-    const std::string path = checkpoint_root_.resolve(header.text("path"), "load request");
-    if (header.has("fingerprint")) {
-      const Json& given = header.at("fingerprint");
-      if (!given.is_number_unsigned()) header.fail("fingerprint", "must be an unsigned integer");
-      const auto expected = given.get<uint64_t>();
+  service_.handle(storage_protocol::kLoad, [this, &storage](transport::Frames& args) {
+    const storage_protocol::LoadRequest request = storage_protocol::decode_load_request(args);
+    check_controller(request.admin_token, request_name(storage_protocol::kLoad));
+    const std::string path = checkpoint_root_.resolve(request.path, request_name(storage_protocol::kLoad));
+    if (request.fingerprint) {
       const auto found = durable::framed_file_fingerprint(path);
-      if (found != expected) {
+      if (found != *request.fingerprint) {
         throw_invalid("storage checkpoint \"" + path +
                       "\" mixes saves: it is not the file its checkpoint was "
                       "saved with (fingerprint " +
                       (found ? std::to_string(*found) : std::string("none")) + ", the checkpoint says " +
-                      std::to_string(expected) + ")");
+                      std::to_string(*request.fingerprint) + ")");
       }
     }
-    if (header.has("check_only") && header.boolean("check_only"))
-      return transport::wire::header_message(Json::object());
-    storage.load(path);
-    return transport::wire::header_message(Json::object());
+    if (!request.check_only) storage.load(path);
+    return storage_protocol::encode_empty_reply();
   });
 }
 
@@ -261,16 +233,11 @@ void StorageService::run_heartbeat() {
     lock.unlock();
     bool joined = true;
     try {
-      // As int64: the wire's integers are signed.
+      namespace control = transport::control;
       const transport::Frames reply = controller.call(
-          "register_storage",
-          transport::wire::header_message(Json{{"endpoint", advertised},
-                                               {"instance", std::bit_cast<int64_t>(instance_id_)},
-                                               {"admin_token", admin_token_},
-                                               {"incarnation", std::bit_cast<int64_t>(incarnation_.load())}}));
-      const Json json = transport::wire::read_header(reply, 0, "register_storage reply");
-      const Header header(json, "register_storage reply", {"units", "expected", "incarnation"});
-      const auto incarnation = std::bit_cast<uint64_t>(header.integer("incarnation"));
+          control::kRegisterStorage,
+          control::encode_register_storage_request({advertised, instance_id_, admin_token_, incarnation_.load()}));
+      const uint64_t incarnation = *control::decode_storage_units_reply(reply, control::kRegisterStorage).incarnation;
       if (incarnation != incarnation_.load()) {
         // A controller that knows nothing of what this unit holds: drop it
         // all, then register again at once, now with its incarnation.

@@ -22,14 +22,15 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "server/checkpoint_root.h"
 #include "transport/frame_leases.h"
 #include "transport/local_copy_session.h"
 #include "server/service.h"
-#include "transport/wire_codec.h"
 #include "seqflow/storage.h"
 
 namespace seqflow::server {
@@ -57,6 +58,7 @@ class StorageService {
   void start();
   void stop();
   std::string endpoint() const { return service_.endpoint(); }
+  std::vector<std::string> ops() const { return service_.ops(); }  // the operations it answers
   MetricsRegistry& metrics() { return service_.metrics(); }
   StorageUnit& storage() { return *storage_; }
   // Random, drawn when this service is made: it names the data this unit holds.
@@ -72,10 +74,10 @@ class StorageService {
  private:
   void register_handlers();
   void run_heartbeat();
-  // Throws unless the request carries this unit's admin token.
-  void check_controller(const transport::wire::Header& header) const;
+  // Throws unless the request (`what`) carries this unit's admin token.
+  void check_controller(const std::optional<std::string>& admin_token, std::string_view what) const;
   // Throws kPermissionDenied unless the request carries `version`'s write tag (transport/write_tag.h).
-  void check_write_tag(const transport::wire::Header& header, const std::string& op, uint64_t version) const;
+  void check_write_tag(std::optional<uint64_t> write_tag, std::string_view op, uint64_t version) const;
 
   StorageServiceOptions options_;
   CheckpointRoot checkpoint_root_;

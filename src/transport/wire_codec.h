@@ -3,7 +3,12 @@
 // bytes, never re-encoded). Numeric arrays travel as MessagePack binaries of
 // little-endian values. Decoding never trusts the peer: unknown keys, wrong
 // types, bad sizes and deep nesting are kInvalidArgument errors that name
-// the key.
+// the key. The pieces shared by both protocols (control_protocol.h,
+// storage_protocol.h) are declared here and defined one concept per file:
+// wire_header.cc (header frames, Header), schema_codec.cc,
+// batch_meta_codec.cc, meta_request_codec.cc, kv_list_codec.cc,
+// sample_keys_codec.cc, field_versions_codec.cc, committed_write_codec.cc,
+// status_codec.cc, column_codec.cc (columns and views).
 #pragma once
 
 #include <cstdint>
@@ -39,6 +44,13 @@ inline Frames header_message(zmq::message_t header) {
 inline Frames header_message(const Json& header) { return header_message(header_frame(header)); }
 // frames[index] decoded; it must be a map. `what` names the message.
 Json read_header(const Frames& frames, size_t index, std::string_view what);
+// How errors name an op's messages: "<op> request", "<op> reply".
+std::string request_name(std::string_view op);
+std::string reply_name(std::string_view op);
+// A message whose header is an empty map (a request or reply with no keys),
+// and its reader, which refuses any key.
+Frames empty_message();
+void read_empty_message(const Frames& frames, std::string_view what);
 
 // A decoded header whose keys are checked against the allowed ones.
 class Header {

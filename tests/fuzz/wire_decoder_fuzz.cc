@@ -9,10 +9,15 @@
 // decoded value that does not survive being encoded again, or a tensor whose
 // shape does not match its bytes.
 //
+// Besides, the message (header and data) goes to one decoder of the
+// controller's or the storage units' protocol (protocol_decoders.h), which
+// may refuse it only with a kInvalidArgument seqflow::Error.
+//
 // Input: the row and field count a get reply is read with (the requester
-// knows them, the message does not), then the frames of one message
-// [envelope, header, data...], each as a 4-byte little-endian length and its
-// bytes; a length past the end takes what is left.
+// knows them, the message does not), the protocol decoder's place in its
+// table, then the frames of one message [envelope, header, data...], each as
+// a 4-byte little-endian length and its bytes; a length past the end takes
+// what is left.
 #include <algorithm>
 #include <cstring>
 #include <functional>
@@ -26,6 +31,7 @@
 #include <vector>
 
 #include "fuzz_target.h"
+#include "protocol_decoders.h"
 #include "transport/envelope.h"
 #include "transport/local_copy.h"
 #include "transport/local_copy_session.h"
@@ -43,20 +49,23 @@ using transport::wire::Json;
 namespace wire = transport::wire;
 
 constexpr size_t kLengthBytes = 4;
-constexpr size_t kMaxFields = 8;  // of a get reply; the first two bytes pick rows and fields
+constexpr size_t kMaxFields = 8;    // of a get reply; the first two bytes pick rows and fields
+constexpr size_t kPrefixBytes = 3;  // rows, fields, protocol decoder
 
 struct Message {
   size_t rows = 0;
   size_t fields = 0;
+  size_t decoder = 0;  // its place in test::protocol_decoders()
   Frames frames;
 };
 
 Message parse_input(const uint8_t* data, size_t size) {
   Message message;
-  if (size < 2) return message;
+  if (size < kPrefixBytes) return message;
   message.rows = data[0];
   message.fields = data[1] % (kMaxFields + 1);
-  size_t at = 2;
+  message.decoder = data[2];
+  size_t at = kPrefixBytes;
   while (at < size) {
     uint32_t length = 0;
     for (size_t b = 0; b < kLengthBytes && at < size; ++b) length |= static_cast<uint32_t>(data[at++]) << (8 * b);
@@ -67,8 +76,8 @@ Message parse_input(const uint8_t* data, size_t size) {
   return message;
 }
 
-std::vector<uint8_t> make_input(size_t rows, size_t fields, const Frames& frames) {
-  std::vector<uint8_t> out = {static_cast<uint8_t>(rows), static_cast<uint8_t>(fields)};
+std::vector<uint8_t> make_input(size_t rows, size_t fields, size_t decoder, const Frames& frames) {
+  std::vector<uint8_t> out = {static_cast<uint8_t>(rows), static_cast<uint8_t>(fields), static_cast<uint8_t>(decoder)};
   for (const auto& frame : frames) {
     for (size_t b = 0; b < kLengthBytes; ++b) out.push_back(static_cast<uint8_t>(frame.size() >> (8 * b)));
     const auto bytes = transport::as_bytes(frame);
@@ -85,6 +94,19 @@ void decode_or_refuse(Decode&& decode) {
   try {
     decode();
   } catch (const Error&) {
+  }
+}
+
+// A protocol decoder refuses input only as invalid: no other code, no other
+// exception.
+void decode_or_refuse_as_invalid(const test::ProtocolDecoder& entry, const Frames& frames, size_t rows, size_t fields) {
+  Frames message = test::copies(frames);
+  try {
+    entry.decode(message, rows, fields);
+  } catch (const Error& error) {
+    if (error.code() != ErrorCode::kInvalidArgument) {
+      finding(std::string(entry.name) + " refuses input with another code than kInvalidArgument: " + error.what());
+    }
   }
 }
 
@@ -333,6 +355,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)transport::request_id_or_zero(message.frames[0]);
 
   if (message.frames.size() < 2) return 0;
+  const auto& decoders = test::protocol_decoders();
+  Frames body = test::copies(message.frames);
+  body.erase(body.begin());  // the envelope
+  decode_or_refuse_as_invalid(decoders[message.decoder % decoders.size()], body, message.rows, message.fields);
   const std::optional<Json> meta_from_frame =
       read_from_frame<BatchMeta>(wire::read_batch_meta, wire::encode_batch_meta, message.frames);
   const std::optional<Json> request_from_frame =
@@ -539,7 +565,7 @@ extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max
     mutate_json(header, rng);
     message.frames[1] = wire::header_frame(header);
   }
-  const std::vector<uint8_t> out = make_input(message.rows, message.fields, message.frames);
+  const std::vector<uint8_t> out = make_input(message.rows, message.fields, message.decoder, message.frames);
   if (out.size() > max_size) return size;
   std::memcpy(data, out.data(), out.size());
   return out.size();
@@ -561,15 +587,15 @@ std::vector<std::vector<uint8_t>> fuzz_seed_corpus() {
   meta.custom_meta.push_back(Value::object());
   meta.custom_meta.push_back({{"group_id", "g"}, {"list", Value::array({1, 2.5, "x"})}});
   meta.extra_info = {{"step", 3}};
-  seeds.push_back(make_input(0, 0, with_envelope(ok(), wire::encode_batch_meta(meta))));
-  seeds.push_back(make_input(0, 0, with_envelope(ok(), wire::encode_batch_meta(BatchMeta{}))));
+  seeds.push_back(make_input(0, 0, 0, with_envelope(ok(), wire::encode_batch_meta(meta))));
+  seeds.push_back(make_input(0, 0, 0, with_envelope(ok(), wire::encode_batch_meta(BatchMeta{}))));
   BatchMeta deep_meta;  // custom_meta nested up to the limit: {"deep": [[...1...]]}
   deep_meta.global_indexes = {0};
   deep_meta.partition_ids.append(1, "p");
   Value deep_value = 1;
   for (size_t level = 2; level <= kMaxDecodeNesting; ++level) deep_value = Value::array({deep_value});
   deep_meta.custom_meta.push_back({{"deep", deep_value}});
-  seeds.push_back(make_input(0, 0, with_envelope(ok(), wire::encode_batch_meta(deep_meta))));
+  seeds.push_back(make_input(0, 0, 0, with_envelope(ok(), wire::encode_batch_meta(deep_meta))));
 
   Listing listed;
   const std::vector<uint8_t> done = Json::to_msgpack(Json{{"status", "done"}, {"global_steps", 2}});
@@ -577,7 +603,7 @@ std::vector<std::vector<uint8_t>> fuzz_seed_corpus() {
                                          std::string_view(reinterpret_cast<const char*>(done.data()), done.size()));
   listed.back().push_back("k2", {});
   listed.emplace_back("empty");
-  seeds.push_back(make_input(0, 0, with_envelope(ok(), wire::encode_kv_list(listed))));
+  seeds.push_back(make_input(0, 0, 0, with_envelope(ok(), wire::encode_kv_list(listed))));
 
   MetaRequest request;
   request.fields = {"a", "b"};
@@ -585,13 +611,13 @@ std::vector<std::vector<uint8_t>> fuzz_seed_corpus() {
   request.partition_id = "train";
   request.task_name = "t";
   seeds.push_back(make_input(
-      0, 0, with_envelope(transport::encode_request_envelope(3, "get_meta"), wire::encode_meta_request(request))));
+      0, 0, 0, with_envelope(transport::encode_request_envelope(3, "get_meta"), wire::encode_meta_request(request))));
   request.sampling.dp_rank_given = true;  // and the caller's other sampling_config keys
   request.sampling.extra = {{"temperature", 0.7}, {"policy_version", 3}, {"tags", Value::array({"a", nullptr})}};
   seeds.push_back(make_input(
-      0, 0, with_envelope(transport::encode_request_envelope(4, "get_meta"), wire::encode_meta_request(request))));
-  seeds.push_back(make_input(0, 0, with_envelope(ok(), wire::encode_status({{1, true}, {5, false}}))));
-  seeds.push_back(make_input(0, 0, with_envelope(ok(), wire::encode_schemas(meta.field_schema))));
+      0, 0, 0, with_envelope(transport::encode_request_envelope(4, "get_meta"), wire::encode_meta_request(request))));
+  seeds.push_back(make_input(0, 0, 0, with_envelope(ok(), wire::encode_status({{1, true}, {5, false}}))));
+  seeds.push_back(make_input(0, 0, 0, with_envelope(ok(), wire::encode_schemas(meta.field_schema))));
 
   const std::vector<Column> columns = seed_columns();
   const std::vector<int64_t> indexes = {0, 5, 2};
@@ -605,10 +631,10 @@ std::vector<std::vector<uint8_t>> fuzz_seed_corpus() {
     Json header = test::storage_request(routed);
     header["columns"] = entries;
     put[1] = wire::header_frame(header);
-    seeds.push_back(make_input(0, 0, put));
+    seeds.push_back(make_input(0, 0, 0, put));
     header["write_version"] = 2;  // the same put, staged
     put[1] = wire::header_frame(header);
-    seeds.push_back(make_input(0, 0, put));
+    seeds.push_back(make_input(0, 0, 0, put));
   }
 
   // A get of staged versions and the commit of one.
@@ -622,12 +648,12 @@ std::vector<std::vector<uint8_t>> fuzz_seed_corpus() {
   wire::add_sample_keys(get_request, versioned, all);
   get_request.erase("write_version");  // a get's keys carry read versions only
   get_request["fields"] = {"fixed", "text"};
-  seeds.push_back(make_input(0, 0, with_envelope(transport::encode_request_envelope(10, "get"), get_request)));
+  seeds.push_back(make_input(0, 0, 0, with_envelope(transport::encode_request_envelope(10, "get"), get_request)));
   Json commit_request = Json::object();
   versioned.read_versions = nullptr;
   wire::add_sample_keys(commit_request, versioned, all);
   commit_request["fields"] = {"fixed", "nested", "text"};
-  seeds.push_back(make_input(0, 0, with_envelope(transport::encode_request_envelope(11, "commit"), commit_request)));
+  seeds.push_back(make_input(0, 0, 0, with_envelope(transport::encode_request_envelope(11, "commit"), commit_request)));
 
   StorageUnit storage;
   storage.put(test::samples_of(indexes), columns);
@@ -637,16 +663,31 @@ std::vector<std::vector<uint8_t>> fuzz_seed_corpus() {
   reply[0] = ok();
   const Json views = wire::append_views(rows, std::size(fields), reply);
   reply[1] = wire::header_frame(Json{{"fields", views}});
-  seeds.push_back(make_input(rows.size(), std::size(fields), reply));
+  seeds.push_back(make_input(rows.size(), std::size(fields), 0, reply));
 
   Frames error;
   error.push_back(transport::encode_reply_envelope(7, ErrorCode::kNotFound));
   error.push_back(transport::copy_frame(std::string_view("partition_id 'x' does not exist")));
-  seeds.push_back(make_input(0, 0, error));
+  seeds.push_back(make_input(0, 0, 0, error));
+
+  // One valid message per protocol decoder, which it must accept.
+  const auto& decoders = test::protocol_decoders();
+  for (size_t d = 0; d < decoders.size(); ++d) {
+    Frames body = decoders[d].seed();
+    try {
+      decoders[d].decode(body, decoders[d].rows, decoders[d].fields);
+    } catch (const Error& error) {
+      finding(std::string(decoders[d].name) + " refuses the message its encoder made: " + error.what());
+    }
+    Frames frames;
+    frames.push_back(ok());
+    std::move(body.begin(), body.end(), std::back_inserter(frames));
+    seeds.push_back(make_input(decoders[d].rows, decoders[d].fields, d, frames));
+  }
 
   Frames nested;  // a header at the nesting limit
   nested.push_back(transport::encode_request_envelope(1, "insert"));
   nested.push_back(transport::copy_frame(std::string_view(test::nested_msgpack(kMaxDecodeNesting))));
-  seeds.push_back(make_input(0, 0, nested));
+  seeds.push_back(make_input(0, 0, 0, nested));
   return seeds;
 }

@@ -1,0 +1,58 @@
+#include "transport/field_versions_codec.h"
+
+#include <cstring>
+
+#include "transport/encoded_map.h"
+
+namespace seqflow::transport::wire {
+
+using Kind = MsgpackReader::Kind;
+
+void write_field_versions(MsgpackWriter& out, const FieldVersions& versions) {
+  out.map(versions.size());
+  for (const auto& [field, per_sample] : versions) {
+    out.string(field);
+    out.numbers(std::span<const uint64_t>(per_sample));
+  }
+}
+
+FieldVersions read_field_versions(std::string_view bytes, size_t depth, size_t samples, std::string_view what) {
+  MsgpackReader reader(bytes, kMaxDecodeNesting);
+  const MsgpackReader::Token map = reader.next(depth);
+  if (map.kind != Kind::kMap) throw_invalid(std::string(what) + " field \"versions\" must be a map");
+  FieldVersions out;
+  for (uint64_t i = 0; i < map.number; ++i) {
+    const std::string field(reader.key());
+    const MsgpackReader::Token token = reader.next(depth + 1);
+    if (token.kind != Kind::kBinary || token.bytes.size() != samples * sizeof(uint64_t)) {
+      throw_invalid(std::string(what) + " field \"versions\" of \"" + field + "\" must hold one uint64 per sample (" +
+                    std::to_string(samples) + ")");
+    }
+    std::vector<uint64_t> per_sample(samples);
+    if (samples != 0) std::memcpy(per_sample.data(), token.bytes.data(), token.bytes.size());
+    out.insert_or_assign(field, std::move(per_sample));  // a repeated field: the last one wins
+  }
+  return out;
+}
+
+FieldVersions field_versions_at(const Header& header, std::string_view key, size_t n) {
+  const Json& fields = header.at(key);
+  if (!fields.is_object()) header.fail(key, "must be a map of field to versions");
+  FieldVersions out;
+  for (const auto& [field, versions] : fields.items()) {
+    const std::string where = "of field " + in_quotes(field);
+    if (!versions.is_binary()) header.fail(key, where + " must be a binary array");
+    const auto& bytes = versions.get_binary();
+    // Checked before anything is allocated: the sender's count is not trusted.
+    if (bytes.size() != n * sizeof(uint64_t)) {
+      header.fail(key, where + " holds " + std::to_string(bytes.size()) + " bytes; " + std::to_string(n) +
+                           " samples need one u64 version each (" + std::to_string(n * sizeof(uint64_t)) + " bytes)");
+    }
+    std::vector<uint64_t> read(n);
+    if (n != 0) std::memcpy(read.data(), bytes.data(), bytes.size());
+    out.insert_or_assign(field, std::move(read));
+  }
+  return out;
+}
+
+}  // namespace seqflow::transport::wire

@@ -1,0 +1,56 @@
+#include "transport/schema_codec.h"
+
+#include "transport/encoded_map.h"
+
+namespace seqflow::transport::wire {
+
+using Kind = MsgpackReader::Kind;
+
+void write_schemas(MsgpackWriter& out, const std::map<std::string, FieldSchema>& schemas) {
+  out.map(schemas.size());
+  for (const auto& [field, schema] : schemas) {
+    out.string(field);
+    out.map(4);
+    out.string("dtype");
+    out.string(dtype_name(schema.dtype));
+    out.string("shape");
+    out.numbers(std::span<const int64_t>(schema.shape));
+    out.string("nested");
+    out.boolean(schema.is_nested);
+    out.string("object");
+    out.boolean(schema.is_object);
+  }
+}
+
+std::map<std::string, FieldSchema> read_schemas(std::string_view bytes, size_t depth, std::string_view what) {
+  MsgpackReader reader(bytes, kMaxDecodeNesting);
+  const MsgpackReader::Token map = reader.next(depth);
+  if (map.kind != Kind::kMap) throw_invalid(std::string(what) + " field schema must be a map");
+  std::map<std::string, FieldSchema> out;
+  for (uint64_t i = 0; i < map.number; ++i) {
+    const std::string_view field = reader.key();
+    const size_t start = reader.position();
+    reader.skip(depth + 1);
+    const EncodedMap entry(bytes.substr(start, reader.position() - start), depth + 1, what,
+                           {"dtype", "shape", "nested", "object"}, field);
+    FieldSchema schema;
+    schema.dtype = parse_dtype(entry.text("dtype"));
+    schema.shape = entry.numbers<int64_t>("shape");
+    schema.is_nested = entry.boolean("nested");
+    schema.is_object = entry.boolean("object");
+    out.insert_or_assign(std::string(field), std::move(schema));  // a repeated field: the last one wins
+  }
+  return out;
+}
+
+Json encode_schemas(const std::map<std::string, FieldSchema>& schemas) {
+  MsgpackWriter out;
+  write_schemas(out, schemas);
+  return msgpack_to_json(out.bytes(), kMaxDecodeNesting);
+}
+
+std::map<std::string, FieldSchema> decode_schemas(const Json& value, std::string_view what) {
+  return read_schemas(msgpack_of(value), 0, what);
+}
+
+}  // namespace seqflow::transport::wire

@@ -1,0 +1,250 @@
+#include "transport/storage_protocol.h"
+
+#include <bit>
+#include <iterator>
+
+#include "seqflow/error.h"
+
+namespace seqflow::transport::storage_protocol {
+namespace {
+
+using wire::binary_of;
+using wire::Header;
+using wire::header_message;
+using wire::Json;
+
+using wire::reply_name;
+using wire::request_name;
+
+// The sample keys of `samples` at `positions`, the start of most headers.
+Json keys_header(const SampleKeys& samples, std::span<const size_t> positions) {
+  Json header = Json::object();
+  wire::add_sample_keys(header, samples, positions);
+  return header;
+}
+
+std::optional<std::string> optional_text(const Header& header, std::string_view key) {
+  return header.has(key) ? std::optional(header.text(key)) : std::nullopt;
+}
+
+std::optional<Json> optional_entry(const Header& header, std::string_view key) {
+  return header.has(key) ? std::optional(header.at(key)) : std::nullopt;
+}
+
+uint64_t count(const Header& header, std::string_view key) {
+  const int64_t value = header.integer(key);
+  if (value < 0) header.fail(key, "must not be negative");
+  return static_cast<uint64_t>(value);
+}
+
+}  // namespace
+
+Frames encode_empty_reply() { return wire::empty_message(); }
+
+void decode_empty_reply(const Frames& reply, std::string_view op) { wire::read_empty_message(reply, reply_name(op)); }
+
+Frames encode_put_request(const SampleKeys& samples, std::span<const size_t> positions, Json columns, Frames data) {
+  Json header = keys_header(samples, positions);
+  header["columns"] = std::move(columns);
+  Frames request = header_message(header);
+  std::move(data.begin(), data.end(), std::back_inserter(request));
+  return request;
+}
+
+Frames encode_local_put_request(const SampleKeys& samples, std::span<const size_t> positions, Json columns,
+                                Json local_frames) {
+  Json header = keys_header(samples, positions);
+  header["columns"] = std::move(columns);
+  header["local_frames"] = std::move(local_frames);
+  return header_message(header);
+}
+
+PutRequest decode_put_request(const Frames& request) {
+  const std::string what = request_name(kPut);
+  const Json json = wire::read_header(request, 0, what);
+  const Header header(
+      json, what,
+      {"indexes", "partitions", "partition_ends", "generations", "write_version", "columns", "local_frames"});
+  return {wire::read_sample_keys(header), header.at("columns"), optional_entry(header, "local_frames")};
+}
+
+Frames encode_put_reply(const std::optional<std::string>& local_copy_refused) {
+  if (!local_copy_refused) return encode_empty_reply();
+  return header_message(Json{{"local_copy_refused", *local_copy_refused}});
+}
+
+std::optional<std::string> decode_put_reply(const Frames& reply) {
+  const std::string what = reply_name(kPut);
+  const Json json = wire::read_header(reply, 0, what);
+  return optional_text(Header(json, what, {"local_copy_refused"}), "local_copy_refused");
+}
+
+Frames encode_get_request(const SampleKeys& samples, std::span<const size_t> positions,
+                          const std::vector<std::string>& fields, std::span<const uint8_t> local_copy) {
+  Json header = keys_header(samples, positions);
+  header["fields"] = fields;
+  if (!local_copy.empty()) header["local_copy"] = binary_of(local_copy);
+  return header_message(header);
+}
+
+GetRequest decode_get_request(const Frames& request) {
+  const std::string what = request_name(kGet);
+  const Json json = wire::read_header(request, 0, what);
+  const Header header(
+      json, what, {"indexes", "partitions", "partition_ends", "generations", "read_versions", "fields", "local_copy"});
+  GetRequest out{wire::read_sample_keys(header), header.texts("fields"), std::nullopt};
+  if (header.has("local_copy") && header.at("local_copy").is_binary()) {
+    const auto& id = header.at("local_copy").get_binary();
+    out.local_copy = std::vector<uint8_t>(id.begin(), id.end());
+  }
+  return out;
+}
+
+zmq::message_t encode_get_reply_header(const GetReply& reply) {
+  Json header{{"fields", reply.fields}};
+  if (reply.local_frames) header["local_frames"] = *reply.local_frames;
+  // As int64: the wire's integers are signed.
+  if (reply.lease) header["lease"] = std::bit_cast<int64_t>(*reply.lease);
+  return wire::header_frame(header);
+}
+
+GetReply decode_get_reply(const Frames& reply) {
+  const std::string what = reply_name(kGet);
+  const Json json = wire::read_header(reply, 0, what);
+  const Header header(json, what, {"fields", "local_frames", "lease"});
+  GetReply out{header.at("fields"), optional_entry(header, "local_frames"), std::nullopt};
+  if (header.has("lease")) out.lease = std::bit_cast<uint64_t>(header.integer("lease"));
+  return out;
+}
+
+Frames encode_settle_request(const SampleKeys& samples, std::span<const size_t> positions,
+                             const std::vector<std::string>& fields, std::optional<uint64_t> write_tag) {
+  Json header = keys_header(samples, positions);
+  header["fields"] = fields;
+  if (write_tag) header["write_tag"] = *write_tag;
+  return header_message(header);
+}
+
+SettleRequest decode_settle_request(const Frames& request, std::string_view op) {
+  const std::string what = request_name(op);
+  const Json json = wire::read_header(request, 0, what);
+  const Header header(
+      json, what, {"indexes", "partitions", "partition_ends", "generations", "write_version", "fields", "write_tag"});
+  SettleRequest out{wire::read_sample_keys(header), header.texts("fields"), std::nullopt};
+  if (header.has("write_tag") && header.at("write_tag").is_number_unsigned()) {
+    out.write_tag = header.at("write_tag").get<uint64_t>();
+  }
+  return out;
+}
+
+Frames encode_bare_request() { return wire::empty_message(); }
+
+void decode_bare_request(const Frames& request, std::string_view op) {
+  wire::read_empty_message(request, request_name(op));
+}
+
+Frames encode_local_copy_session_reply(const std::string& address) {
+  return header_message(Json{{"address", address}});
+}
+
+std::string decode_local_copy_session_reply(const Frames& reply) {
+  const std::string what = reply_name(kLocalCopySession);
+  const Json json = wire::read_header(reply, 0, what);
+  return Header(json, what, {"address"}).text("address");
+}
+
+Frames encode_release_request(uint64_t lease) { return header_message(Json{{"lease", std::bit_cast<int64_t>(lease)}}); }
+
+uint64_t decode_release_request(const Frames& request) {
+  const std::string what = request_name(kRelease);
+  const Json json = wire::read_header(request, 0, what);
+  return std::bit_cast<uint64_t>(Header(json, what, {"lease"}).integer("lease"));
+}
+
+Frames encode_release_reply(bool held) { return header_message(Json{{"held", held}}); }
+
+bool decode_release_reply(const Frames& reply) {
+  const std::string what = reply_name(kRelease);
+  const Json json = wire::read_header(reply, 0, what);
+  return Header(json, what, {"held"}).boolean("held");
+}
+
+Frames encode_clear_request(const ClearRequest& request) {
+  Json header{{"indexes", binary_of(std::span<const int64_t>(request.indexes))},
+              {"generations", binary_of(std::span<const uint64_t>(request.generations))}};
+  if (request.admin_token) header["admin_token"] = *request.admin_token;
+  return header_message(header);
+}
+
+ClearRequest decode_clear_request(const Frames& request) {
+  const std::string what = request_name(kClear);
+  const Json json = wire::read_header(request, 0, what);
+  const Header header(json, what, {"indexes", "generations", "admin_token"});
+  return {header.numbers<int64_t>("indexes"),
+          header.has("generations") ? header.numbers<uint64_t>("generations") : std::vector<uint64_t>{},
+          optional_text(header, "admin_token")};
+}
+
+Frames encode_stats_reply(const StorageStats& stats) {
+  return header_message(
+      Json{{"samples", stats.samples}, {"bytes", stats.bytes}, {"overhead_bytes", stats.overhead_bytes}});
+}
+
+StorageStats decode_stats_reply(const Frames& reply) {
+  const std::string what = reply_name(kStats);
+  const Json json = wire::read_header(reply, 0, what);
+  const Header header(json, what, {"samples", "bytes", "overhead_bytes"});
+  StorageStats out;
+  out.samples = count(header, "samples");
+  out.bytes = count(header, "bytes");
+  out.overhead_bytes = count(header, "overhead_bytes");
+  return out;
+}
+
+Frames encode_save_request(const SaveRequest& request) {
+  Json header{{"path", request.path}};
+  if (request.admin_token) header["admin_token"] = *request.admin_token;
+  return header_message(header);
+}
+
+SaveRequest decode_save_request(const Frames& request) {
+  const std::string what = request_name(kSave);
+  const Json json = wire::read_header(request, 0, what);
+  const Header header(json, what, {"path", "admin_token"});
+  return {header.text("path"), optional_text(header, "admin_token")};
+}
+
+Frames encode_save_reply(uint64_t fingerprint) { return header_message(Json{{"fingerprint", fingerprint}}); }
+
+uint64_t decode_save_reply(const Frames& reply) {
+  const std::string what = reply_name(kSave);
+  const Json json = wire::read_header(reply, 0, what);
+  const Header header(json, what, {"fingerprint"});
+  const Json& fingerprint = header.at("fingerprint");
+  if (!fingerprint.is_number_unsigned()) header.fail("fingerprint", "must be an unsigned integer");
+  return fingerprint.get<uint64_t>();
+}
+
+Frames encode_load_request(const LoadRequest& request) {
+  Json header{{"path", request.path}};
+  if (request.fingerprint) header["fingerprint"] = *request.fingerprint;
+  if (request.check_only) header["check_only"] = true;
+  if (request.admin_token) header["admin_token"] = *request.admin_token;
+  return header_message(header);
+}
+
+LoadRequest decode_load_request(const Frames& request) {
+  const std::string what = request_name(kLoad);
+  const Json json = wire::read_header(request, 0, what);
+  const Header header(json, what, {"path", "fingerprint", "check_only", "admin_token"});
+  LoadRequest out{header.text("path"), std::nullopt, header.has("check_only") && header.boolean("check_only"),
+                  optional_text(header, "admin_token")};
+  if (header.has("fingerprint")) {
+    const Json& fingerprint = header.at("fingerprint");
+    if (!fingerprint.is_number_unsigned()) header.fail("fingerprint", "must be an unsigned integer");
+    out.fingerprint = fingerprint.get<uint64_t>();
+  }
+  return out;
+}
+
+}  // namespace seqflow::transport::storage_protocol

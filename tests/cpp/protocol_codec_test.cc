@@ -1,0 +1,145 @@
+// The protocols' codecs: what an encoder writes its decoder reads back, and
+// the checks a decoder makes that no service or client repeats.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "storage_test_support.h"
+#include "transport/control_protocol.h"
+#include "transport/storage_protocol.h"
+#include "wire_test_support.h"
+
+namespace seqflow::test {
+namespace {
+
+namespace control = transport::control;
+namespace storage_protocol = transport::storage_protocol;
+using transport::Frames;
+using transport::wire::Json;
+
+Frames message_of(const Json& header) { return transport::wire::header_message(header); }
+
+TEST(ControlProtocol, InsertKeepsItsBudgetAndRefusesOneOutOfRange) {
+  const control::InsertRequest back =
+      control::decode_insert_request(control::encode_insert_request({"p", 3, std::chrono::milliseconds(250)}));
+  EXPECT_EQ(back.partition_id, "p");
+  EXPECT_EQ(back.count, 3);
+  EXPECT_EQ(back.budget, std::chrono::milliseconds(250));
+  EXPECT_FALSE(control::decode_insert_request(control::encode_insert_request({"p", 3, std::nullopt})).budget);
+  EXPECT_TRUE(throws_error(
+      ErrorCode::kInvalidArgument,
+      [] {
+        control::decode_insert_request(message_of(Json{{"partition_id", "p"}, {"count", 1}, {"budget_ms", 0}}));
+      },
+      {"insert request", "budget_ms"}));
+}
+
+TEST(ControlProtocol, SharedShapesNameTheirOpInErrors) {
+  EXPECT_TRUE(throws_error(
+      ErrorCode::kInvalidArgument,
+      [] {
+        control::decode_samples_request(message_of(Json{{"partition_id", "p"}}), control::kReclaimUnproduced);
+      },
+      {"reclaim_unproduced request", "indexes"}));
+  EXPECT_TRUE(
+      throws_error(ErrorCode::kInvalidArgument,
+                   [] {
+                     control::decode_flag_reply(message_of(Json{{"value", true}}), control::kForgetPartitionIfEmpty);
+                   },
+                   {"forget_partition_if_empty reply", "value"}));
+}
+
+TEST(ControlProtocol, FingerprintsMustBeUnsignedIntegers) {
+  EXPECT_EQ(control::decode_fingerprints_reply(control::encode_fingerprints_reply({0, uint64_t{1} << 63}),
+                                               control::kSaveStorage),
+            (std::vector<uint64_t>{0, uint64_t{1} << 63}));
+  EXPECT_TRUE(throws_error(
+      ErrorCode::kInvalidArgument,
+      [] {
+        control::decode_load_storage_request(message_of(Json{{"path", "x"}, {"fingerprints", Json::array({"1"})}}), 1);
+      },
+      {"load_storage request", "fingerprints"}));
+  EXPECT_TRUE(throws_error(
+      ErrorCode::kInvalidArgument,
+      [] {
+        control::decode_load_storage_request(control::encode_load_storage_request({"x", {1, 2}, false}), 3);
+      },
+      {"load_storage request", "fingerprints", "one fingerprint per storage unit (3)"}));
+  EXPECT_EQ(control::decode_load_storage_request(control::encode_load_storage_request({"x", {}, true}), 3).path, "x");
+}
+
+TEST(ControlProtocol, RegistrationKeepsUnsignedIdsAndItsReplyNamesTheIncarnation) {
+  const control::RegisterStorageRequest back = control::decode_register_storage_request(
+      control::encode_register_storage_request({"tcp://a:1", uint64_t{1} << 63, "t", 5}));
+  EXPECT_EQ(back.instance, uint64_t{1} << 63);
+  EXPECT_EQ(back.incarnation, 5u);
+  EXPECT_TRUE(
+      throws_error(ErrorCode::kInvalidArgument,
+                   [] {
+                     control::decode_register_storage_request(message_of(Json{{"endpoint", ""}, {"admin_token", "t"}}));
+                   },
+                   {"register_storage request", "endpoint", "empty"}));
+  const Frames listing = control::encode_storage_units_reply({{"tcp://a:1"}, 1, std::nullopt});
+  EXPECT_EQ(control::decode_storage_units_reply(listing, control::kStorageUnits).units,
+            std::vector<std::string>{"tcp://a:1"});
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                           [&] { control::decode_storage_units_reply(listing, control::kRegisterStorage); },
+                           {"register_storage reply", "incarnation"}));
+}
+
+TEST(ControlProtocol, RepliesAreCheckedAgainstWhatWasAsked) {
+  SampleProduction production;
+  production.exists = {1, 1};
+  production.generations = {1, 2};
+  production.produced = {1, 0, 1, 1};
+  production.write_version = 3;
+  const Frames reply = control::encode_sample_production_reply(production);
+  EXPECT_EQ(control::decode_sample_production_reply(reply, 2, 2).produced, production.produced);
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { control::decode_sample_production_reply(reply, 2, 3); },
+                           {"produced"}));
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                           [] { control::decode_kv_keys_reply(control::encode_kv_keys_reply({"a"}), 2); },
+                           {"kv_keys reply", "1 keys for 2"}));
+}
+
+TEST(StorageProtocol, AdminRequestsKeepTheirToken) {
+  const storage_protocol::ClearRequest clear =
+      storage_protocol::decode_clear_request(storage_protocol::encode_clear_request({{4, 9}, {1, 2}, "t"}));
+  EXPECT_EQ(clear.indexes, (std::vector<int64_t>{4, 9}));
+  EXPECT_EQ(clear.generations, (std::vector<uint64_t>{1, 2}));
+  EXPECT_EQ(clear.admin_token, "t");
+  const storage_protocol::LoadRequest load =
+      storage_protocol::decode_load_request(storage_protocol::encode_load_request({"f", 7, true, std::nullopt}));
+  EXPECT_EQ(load.fingerprint, 7u);
+  EXPECT_TRUE(load.check_only);
+  EXPECT_FALSE(load.admin_token);
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                           [] {
+                             storage_protocol::decode_save_reply(message_of(Json{{"fingerprint", -1}}));
+                           },
+                           {"save reply", "fingerprint"}));
+}
+
+TEST(StorageProtocol, LeasesTravelSignedAndComeBackUnsigned) {
+  const uint64_t lease = uint64_t{1} << 63;
+  EXPECT_EQ(storage_protocol::decode_release_request(storage_protocol::encode_release_request(lease)), lease);
+  Frames reply;
+  reply.push_back(storage_protocol::encode_get_reply_header({Json::array(), std::nullopt, lease}));
+  EXPECT_EQ(storage_protocol::decode_get_reply(reply).lease, lease);
+}
+
+TEST(StorageProtocol, StatsMustNotBeNegative) {
+  const StorageStats stats = storage_protocol::decode_stats_reply(storage_protocol::encode_stats_reply({3, 24, 100}));
+  EXPECT_EQ(stats.bytes, 24u);
+  EXPECT_TRUE(throws_error(
+      ErrorCode::kInvalidArgument,
+      [] {
+        storage_protocol::decode_stats_reply(message_of(Json{{"samples", -1}, {"bytes", 0}, {"overhead_bytes", 0}}));
+      },
+      {"stats reply", "samples"}));
+}
+
+}  // namespace
+}  // namespace seqflow::test
