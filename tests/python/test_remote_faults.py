@@ -485,6 +485,53 @@ def test_malformed_traffic_gets_error_replies_and_the_controller_serves_on(proce
             raw.close()
 
 
+def test_a_peers_reclaim_unproduced_never_removes_produced_samples_whatever_it_names(process_cluster):
+    """reclaim_unproduced (a failed kv_put's rollback) sent raw with hostile
+    values: produced samples, indexes no sample has (2**62, -5), a partition
+    that does not exist. It releases nothing of those; only samples nobody
+    produced (a raw insert's) go, as clear_samples would let any client."""
+    zmq = require("zmq")
+    msgpack = require("msgpack")
+    cluster = process_cluster(1)
+    client = cluster.client(timeout=10.0)
+    produced = put_ids(client, "p", range(4)).global_indexes
+    context = zmq.Context()
+    try:
+        peer = context.socket(zmq.DEALER)
+        peer.setsockopt(zmq.LINGER, 0)
+        peer.connect(cluster.address)
+
+        def call(request_id: int, op: bytes, header: dict):
+            peer.send_multipart([envelope(request_id, op), packed(header)])
+            assert peer.poll(10_000), f"{op!r} was not answered"
+            status, *reply = peer.recv_multipart()
+            assert status[8] == OK, reply
+            return msgpack.unpackb(reply[0])
+
+        def indexes(values) -> bytes:
+            return struct.pack(f"<{len(values)}q", *values)
+
+        inserted = call(1, b"insert", {"partition_id": "p", "count": 2, "budget_ms": 60_000})
+        unproduced = sorted(struct.unpack(f"<{len(inserted['indexes']) // 8}q", inserted["indexes"]))
+        assert len(unproduced) == 2 and not set(unproduced) & set(produced)
+        hostile = {"produced samples": ("p", list(produced)), "indexes no sample has": ("p", [1 << 62, -5]),
+                   "a partition that does not exist": ("nowhere", list(produced))}
+        for request_id, (what, (partition, named)) in enumerate(hostile.items(), start=2):
+            reply = call(request_id, b"reclaim_unproduced",
+                         {"partition_id": partition, "indexes": indexes(named), "generations": b""})
+            assert reply["released"] == b"", f"{what}: released {reply['released']!r}"
+        reply = call(9, b"reclaim_unproduced", {"partition_id": "p", "indexes": indexes(unproduced + list(produced)),
+                                                "generations": b""})
+        released = list(struct.unpack(f"<{len(reply['released']) // 8}q", reply["released"]))
+        assert released == unproduced, released
+    finally:
+        context.destroy(linger=0)
+    indexes_now, produced_now = client.get_production_status(["x"], "p")
+    assert sorted(indexes_now.tolist()) == sorted(produced) and bool(produced_now.all())
+    meta = client.get_meta(["x"], 4, "p", task_name="t")
+    assert sorted(client.get_data(meta, format="numpy")["x"].tolist()) == [0, 1, 2, 3]
+
+
 def test_a_producer_that_dies_after_its_insert_leaves_nothing_a_finite_stream_waits_for(process_cluster):
     """A put's insert is a lease of its producer: one that inserts 3 samples
     and dies (here: a raw insert, then the socket closes) leaves them
