@@ -1,11 +1,11 @@
-// seqflow._checks: the argument checks of bindings/checks.h, bound for the
-// Python layer, and the positions of selections.
+// The argument checks of the bindings that still take Python objects
+// (bindings/checks.h; seqflow/_checks.py has the same for Python), and the
+// positions of selections.
 #include "bindings/checks.h"
 
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
-#include <cmath>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,8 +22,6 @@ namespace {
 
 // Paths go to the file system, whose own limit (PATH_MAX) is larger than a name's.
 constexpr int64_t kMaxPathBytes = 4096;
-// About 31 years: a deadline of now plus more would overflow the engine's clock (int64 nanoseconds).
-constexpr double kMaxSeconds = 1e9;
 constexpr size_t kShortRepr = 80;
 
 PyObject* argument_type_error_type = nullptr;
@@ -76,44 +74,6 @@ std::optional<std::string> text_problem(nb::handle text, int64_t limit) {
 
 nb::object check_optional_name(nb::handle value, const std::string& parameter) {
   return value.is_none() ? nb::none() : check_name(value, parameter);
-}
-
-std::optional<bool> check_optional_bool(nb::handle value, const std::string& parameter) {
-  if (value.is_none()) return std::nullopt;
-  return check_bool(value, parameter);
-}
-
-int64_t check_int64(nb::handle value, const std::string& parameter) {
-  return check_count(value, parameter, std::numeric_limits<int64_t>::min());
-}
-
-nb::object check_int64_list(nb::handle values, const std::string& parameter) {
-  if (is_integer(values)) return nb::cast(to_numpy(std::vector<int64_t>{check_int64(values, parameter)}));
-  if (PyUnicode_Check(values.ptr()) || PyBytes_Check(values.ptr()) || PyByteArray_Check(values.ptr()) ||
-      is_bool(values) || !has_iter(values)) {
-    throw_argument_type_error(parameter + " must be an integer or a list of integers, got " + short_repr(values));
-  }
-  if (is_ndarray(values) && nb::cast<int>(values.attr("ndim")) == 1 &&
-      nb::cast<std::string>(values.attr("dtype").attr("kind")) == "i") {
-    static CachedAttribute ascontiguousarray("numpy", "ascontiguousarray");
-    return ascontiguousarray(values, "int64");
-  }
-  nb::list items = list_of(values);
-  std::vector<int64_t> out(items.size());
-  for (size_t i = 0; i < out.size(); ++i) {
-    PyObject* item = PyList_GET_ITEM(items.ptr(), static_cast<Py_ssize_t>(i));
-    int overflow = 1;
-    if (PyLong_CheckExact(item)) out[i] = PyLong_AsLongLongAndOverflow(item, &overflow);
-    if (overflow != 0) out[i] = check_int64(item, parameter + "[" + std::to_string(i) + "]");
-  }
-  return nb::cast(to_numpy(std::move(out)));
-}
-
-nb::object check_choice(nb::handle value, const std::string& parameter, nb::tuple choices) {
-  if (!PyUnicode_Check(value.ptr()) || PySequence_Contains(choices.ptr(), value.ptr()) != 1) {
-    throw_value_error(parameter + " must be one of " + str_text(choices) + ", got " + short_repr(value));
-  }
-  return nb::borrow(value);
 }
 
 namespace {
@@ -189,20 +149,6 @@ nb::list check_names(nb::handle values, const std::string& parameter) {
   }
   return names;
 }
-
-nb::object check_tag(nb::handle value, const std::string& parameter) {
-  if (value.is_none()) return nb::none();
-  check_instance(value, parameter, reinterpret_cast<PyObject*>(&PyDict_Type), "a dict or None");
-  for (nb::handle key : value) check_name(key, parameter + " key");
-  return nb::borrow(value);
-}
-
-nb::list check_list(nb::handle value, const std::string& parameter, const std::string& description) {
-  if (!PyList_Check(value.ptr()) && !PyTuple_Check(value.ptr())) throw_wrong_type(value, parameter, description);
-  return list_of(value);
-}
-
-PyObject* argument_type_error() { return argument_type_error_type; }
 
 nb::list list_of(nb::handle values) {
   PyObject* list = PySequence_List(values.ptr());
@@ -294,20 +240,6 @@ int64_t check_count(nb::handle value, std::string_view parameter, int64_t minimu
   return number;
 }
 
-double check_seconds(nb::handle value, std::string_view parameter, bool allow_zero) {
-  static PyObject* numpy_floating = numpy_type("floating");
-  const bool number = is_integer(value) || PyFloat_Check(value.ptr()) || is_instance(value, numpy_floating);
-  if (!number)
-    throw_argument_type_error(std::string(parameter) + " must be a number of seconds, got " + short_repr(value));
-  const double seconds = PyFloat_AsDouble(value.ptr());
-  if (seconds == -1.0 && PyErr_Occurred()) throw nb::python_error();
-  if (!std::isfinite(seconds) || seconds < 0 || (seconds == 0 && !allow_zero) || seconds > kMaxSeconds) {
-    throw_value_error(std::string(parameter) + " must be a finite number of seconds " + (allow_zero ? ">= 0" : "> 0") +
-                      " and <= 1e+09, got " + repr_text(value));
-  }
-  return seconds;
-}
-
 nb::object check_instance(nb::handle value, std::string_view parameter, nb::handle kind, std::string_view description) {
   const int is = PyObject_IsInstance(value.ptr(), kind.ptr());
   if (is < 0) throw nb::python_error();
@@ -315,63 +247,13 @@ nb::object check_instance(nb::handle value, std::string_view parameter, nb::hand
   return nb::borrow(value);
 }
 
+// Only the exception type: the checks Python calls are seqflow/_checks.py's.
 void bind_checks(nb::module_ m) {
   nb::object bases = nb::make_tuple(nb::handle(PyExc_TypeError), nb::handle(PyExc_ValueError));
   argument_type_error_type = PyErr_NewExceptionWithDoc("seqflow._checks.ArgumentTypeError",
                                                        "An argument of the wrong type.", bases.ptr(), nullptr);
   if (argument_type_error_type == nullptr) throw nb::python_error();
   m.attr("ArgumentTypeError") = nb::handle(argument_type_error_type);
-  m.attr("MAX_NAME_BYTES") = kMaxNameBytes;
-  m.attr("MAX_PATH_BYTES") = kMaxPathBytes;
-  m.attr("MAX_SECONDS") = kMaxSeconds;
-  m.attr("INT64_MIN") = std::numeric_limits<int64_t>::min();
-  m.attr("INT64_MAX") = std::numeric_limits<int64_t>::max();
-  m.def(
-      "short_repr", [](nb::handle value) { return short_repr(value); }, nb::arg("value").none());
-  m.def(
-      "check_name", [](nb::handle value, const std::string& parameter) { return check_name(value, parameter); },
-      nb::arg("value").none(), nb::arg("parameter"), "`value` if it follows the name rule.");
-  m.def("check_optional_name", &check_optional_name, nb::arg("value").none(), nb::arg("parameter"));
-  m.def("check_names", &check_names, nb::arg("values").none(), nb::arg("parameter"),
-        "One name (a str) or an iterable of names, as a list; each checked, named by its position.");
-  m.def(
-      "check_path", [](nb::handle value, const std::string& parameter) { return check_path(value, parameter); },
-      nb::arg("value").none(), nb::arg("parameter"), "A str or os.PathLike naming a file or directory, as a str.");
-  m.def(
-      "check_bool", [](nb::handle value, const std::string& parameter) { return check_bool(value, parameter); },
-      nb::arg("value").none(), nb::arg("parameter"),
-      "A real bool: a string such as 'false' would be true by truthiness.");
-  m.def("check_optional_bool", &check_optional_bool, nb::arg("value").none(), nb::arg("parameter"));
-  m.def(
-      "check_count",
-      [](nb::handle value, const std::string& parameter, int64_t minimum, int64_t maximum) {
-        return check_count(value, parameter, minimum, maximum);
-      },
-      nb::arg("value").none(), nb::arg("parameter"), nb::kw_only(), nb::arg("minimum") = 0,
-      nb::arg("maximum") = std::numeric_limits<int64_t>::max(),
-      "An integer (not a bool, not a float) in [minimum, maximum].");
-  m.def("check_int64", &check_int64, nb::arg("value").none(), nb::arg("parameter"));
-  m.def("check_int64_list", &check_int64_list, nb::arg("values").none(), nb::arg("parameter"),
-        "An integer or an iterable of integers (no bools, no floats), each in int64's range, as an int64 array.");
-  m.def(
-      "check_seconds",
-      [](nb::handle value, const std::string& parameter, bool allow_zero) {
-        return check_seconds(value, parameter, allow_zero);
-      },
-      nb::arg("value").none(), nb::arg("parameter"), nb::kw_only(), nb::arg("allow_zero") = false,
-      "A finite number of seconds, > 0 (or >= 0 with allow_zero), at most MAX_SECONDS.");
-  m.def("check_choice", &check_choice, nb::arg("value").none(), nb::arg("parameter"), nb::arg("choices"));
-  m.def(
-      "check_instance",
-      [](nb::handle value, const std::string& parameter, nb::handle kind, const std::string& description) {
-        return check_instance(value, parameter, kind, description);
-      },
-      nb::arg("value").none(), nb::arg("parameter"), nb::arg("kind"), nb::arg("description"),
-      "`value` if it is a `kind` (described to the user as `description`).");
-  m.def("check_tag", &check_tag, nb::arg("value").none(), nb::arg("parameter"),
-        "A tag (kv_put) or one custom_meta entry: None or a dict whose keys are names.");
-  m.def("check_list", &check_list, nb::arg("value").none(), nb::arg("parameter"), nb::arg("description"),
-        "A list or tuple (not a str or a dict, whose items would be read as entries), as a list.");
 }
 
 }  // namespace seqflow::bindings

@@ -1,4 +1,4 @@
-// seqflow.client: the client for Python, embedded or remote (client_object.h),
+// _seqflow.client: the engine's client for seqflow.Client (native_client.cc),
 // its samplers and its data conversion. Metadata crosses as the bound
 // seqflow::BatchMeta (batch_meta_bindings.cc); data crosses as Columns in and
 // as views out (see tensor_conversion.h).
@@ -6,7 +6,6 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings/batch_meta_conversion.h"
-#include "bindings/client_object.h"
 #include "bindings/samplers.h"
 #include "bindings/submodules.h"
 #include "bindings/tensor_conversion.h"
@@ -43,8 +42,7 @@ void bind_client(nb::module_ m) {
         return "TaskWorkload(task_name='" + model.task_name + "', workload=" + model.workload.name() +
                ", reports=" + std::to_string(model.reports) + ", fitted=" + (model.fitted ? "True" : "False") + ")";
       });
-  bind_client_class(m);
-  bind_remote_config(m);
+  bind_native_client(m);
 }
 
 }  // namespace seqflow::bindings

@@ -4,12 +4,10 @@
 #include <nanobind/stl/string.h>
 
 #include <algorithm>
-#include <array>
 #include <string>
 #include <vector>
 
 #include "bindings/checks.h"
-#include "bindings/submodules.h"
 #include "bindings/tensor_conversion.h"
 #include "seqflow/error.h"
 
@@ -19,49 +17,6 @@ using namespace nb::literals;
 namespace seqflow::bindings {
 
 namespace {
-
-constexpr std::array<std::string_view, 4> kFormats = {"auto", "numpy", "torch", "tensordict"};
-constexpr std::array<std::string_view, 2> kLayouts = {"dense", "transfer_queue"};
-
-template <size_t N>
-bool one_of(nb::handle value, const std::array<std::string_view, N>& choices) {
-  if (!PyUnicode_Check(value.ptr())) return false;
-  const std::string text = nb::cast<std::string>(value);
-  return std::find(choices.begin(), choices.end(), text) != choices.end();
-}
-
-template <size_t N>
-std::string tuple_text(const std::array<std::string_view, N>& choices) {
-  std::string out = "(";
-  for (size_t i = 0; i < N; ++i) out += (i ? ", '" : "'") + std::string(choices[i]) + "'";
-  return out + ")";
-}
-
-// Whether a module can be imported, without importing it.
-bool installed(const char* module) {
-  static CachedAttribute find_spec("importlib.util", "find_spec");
-  return !find_spec(module).is_none();
-}
-
-std::string resolve_format(nb::handle format, nb::handle layout) {
-  if (!one_of(format, kFormats)) {
-    throw_invalid("format must be one of " + tuple_text(kFormats) + ", got " + repr_text(format));
-  }
-  if (!one_of(layout, kLayouts)) {
-    throw_invalid("layout must be one of " + tuple_text(kLayouts) + ", got " + repr_text(layout));
-  }
-  std::string fmt = nb::cast<std::string>(format);
-  const bool transfer_queue = nb::cast<std::string>(layout) == "transfer_queue";
-  if (fmt == "numpy" && transfer_queue) {
-    throw_invalid("layout='transfer_queue' returns torch nested tensors; use format 'auto', 'torch' or 'tensordict'");
-  }
-  if (fmt == "auto") fmt = installed("tensordict") ? "tensordict" : transfer_queue ? "torch" : "numpy";
-  if (fmt != "numpy" && !installed("torch")) throw_invalid("format='" + fmt + "' needs torch, which is not installed");
-  if (fmt == "tensordict" && !installed("tensordict")) {
-    throw_invalid("format='tensordict' needs tensordict, which is not installed");
-  }
-  return fmt;
-}
 
 // Arrays of one field in one format: views of the arrays field_to_python made.
 struct Views {
@@ -200,35 +155,24 @@ nb::tuple empty_field(const std::string& field, nb::handle schema, const std::st
   return value(views(nothing, shape, nb::handle(), true));
 }
 
-// get_data's fields by name: field_out for those in `native`, empty_field for
-// the others `schema` (the batch's field_schema) names; `container(kind,
-// ...)` makes the torch or tensordict container of each answer not a "value".
-nb::dict fields_out(nb::handle fields, nb::dict native, nb::handle schema, const std::string& fmt,
-                    const std::string& layout, nb::handle container) {
+}  // namespace
+
+nb::dict fields_out(const std::vector<std::string>& fields, const nb::dict& native, nb::handle schema,
+                    const std::string& fmt, const std::string& layout, nb::handle container) {
   nb::dict out;
-  for (nb::handle name : fields) {
+  for (const std::string& field : fields) {
+    nb::str name(field.c_str(), field.size());
     nb::tuple answer;
     if (native.contains(name)) {
-      answer = field_out(nb::cast<std::string>(name), nb::borrow<nb::tuple>(native[name]), fmt, layout);
+      answer = field_out(field, nb::borrow<nb::tuple>(native[name]), fmt, layout);
     } else if (PySequence_Contains(schema.ptr(), name.ptr()) == 1) {
-      answer = empty_field(nb::cast<std::string>(name), schema[name], fmt);
+      answer = empty_field(field, schema[name], fmt);
     } else {
       continue;
     }
     out[name] = nb::cast<std::string>(answer[0]) == "value" ? answer[1] : container(*answer);
   }
   return out;
-}
-
-}  // namespace
-
-void bind_field_output(nb::module_ m) {
-  m.def("resolve_format", &resolve_format, "format"_a.none(), "layout"_a.none() = "dense",
-        "get_data's format checked and resolved: 'auto' is 'tensordict' when tensordict is installed, else "
-        "'torch' for layout 'transfer_queue' and 'numpy' for 'dense' (found without importing torch).");
-  m.def("fields_out", &fields_out, "fields"_a, "native"_a, "schema"_a, "format"_a, "layout"_a, "container"_a,
-        "get_data's fields by name: field_out for those the batch holds, empty_field for the others its "
-        "field_schema names; container(kind, ...) makes the container of each answer that is not a 'value'.");
 }
 
 }  // namespace seqflow::bindings

@@ -54,9 +54,7 @@ NB_MODULE(_seqflow, m) {
       m.def_submodule("client", "The client (embedded or remote), samplers and data conversion"));
   nb::module_ convert = m.def_submodule("convert", "Data in and out of the client (seqflow._convert)");
   seqflow::bindings::bind_column_input(convert);
-  seqflow::bindings::bind_field_output(convert);
   seqflow::bindings::bind_checks(m.def_submodule("checks", "The argument checks of the Python API (seqflow._checks)"));
-  seqflow::bindings::bind_config_reading(m.def_submodule("config", "Reading seqflow configs (seqflow._config)"));
   seqflow::bindings::bind_sampler_caches(
       m.def_submodule("sampler_caches", "The samplers' caches in TransferQueue's layouts"));
   seqflow::bindings::bind_kv_batch_meta(

@@ -10,7 +10,6 @@
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
-#include <filesystem>
 #include <memory>
 #include <optional>
 #include <set>
@@ -18,7 +17,6 @@
 #include <string_view>
 #include <vector>
 
-#include "bindings/checks.h"
 #include "bindings/gil.h"
 #include "bindings/storage_stats.h"
 #include "bindings/submodules.h"
@@ -123,32 +121,6 @@ class ServiceHandle {
   std::unique_ptr<StorageServer> storage_;
 };
 
-// A path argument (str or os.PathLike) as os.fspath reads it; "" for None.
-std::string path_text(nb::handle value) {
-  if (value.is_none()) return "";
-  nb::object path = nb::steal(PyOS_FSPath(value.ptr()));
-  if (!path.is_valid()) throw nb::python_error();
-  return nb::cast<std::string>(path);
-}
-
-// 0 (the service's default) for None, else an integer >= 1.
-size_t optional_count(nb::handle value, std::string_view name) {
-  return value.is_none() ? 0 : static_cast<size_t>(check_count(value, name, 1));
-}
-
-// curve_clients: one path or a sequence of them.
-std::vector<std::string> client_key_files(nb::handle values) {
-  static CachedAttribute path_like("os", "PathLike");
-  if (PyUnicode_Check(values.ptr()) || PyObject_IsInstance(values.ptr(), path_like.ptr()) == 1) {
-    return {path_text(values)};
-  }
-  std::vector<std::string> out;
-  if (!values.is_none()) {
-    for (nb::handle value : values) out.push_back(path_text(value));
-  }
-  return out;
-}
-
 // The public options name some settings by their C++ fields; Python's
 // parameters have `seqflow serve`'s names, which the errors keep.
 template <class Fn>
@@ -166,18 +138,15 @@ auto with_python_names(Fn&& fn) -> decltype(fn()) {
   }
 }
 
-// The settings both services take, into their options.
+// The settings both services take, into their options ("" and 0: not set).
 template <class Options>
-void apply_serving(Options& options, nb::handle metrics, nb::handle max_workers, nb::handle max_request_bytes,
-                   nb::handle curve_secret, nb::handle curve_clients, nb::handle curve_keys,
-                   nb::handle checkpoint_root) {
-  options.metrics_address = PyObject_IsTrue(metrics.ptr()) == 1 ? nb::cast<std::string>(metrics) : "";
-  options.max_workers = optional_count(max_workers, "max_workers");
-  options.max_request_bytes = optional_count(max_request_bytes, "max_request_bytes");
-  const std::string secret = path_text(curve_secret);
-  const std::vector<std::string> clients = client_key_files(curve_clients);
-  const std::string keys = path_text(curve_keys);
-  options.checkpoint_root = path_text(checkpoint_root);
+void apply_serving(Options& options, const std::string& metrics, size_t max_workers, size_t max_request_bytes,
+                   const std::string& secret, const std::vector<std::string>& clients, const std::string& keys,
+                   const std::string& checkpoint_root) {
+  options.metrics_address = metrics;
+  options.max_workers = max_workers;
+  options.max_request_bytes = max_request_bytes;
+  options.checkpoint_root = checkpoint_root;
   if (!keys.empty()) {
     if (!secret.empty() || !clients.empty()) {
       throw_invalid("curve_keys '" + keys + "' replaces curve_secret and curve_clients: give one or the other");
@@ -201,39 +170,38 @@ void apply_serving(Options& options, nb::handle metrics, nb::handle max_workers,
   }
 }
 
-std::unique_ptr<ServiceHandle> serve_controller(const std::string& bind, nb::handle storage_units, nb::handle sampler,
-                                                nb::handle sampler_args, nb::handle polling_mode,
-                                                nb::handle timing_alignment, nb::handle load_checkpoint,
-                                                nb::handle metrics, nb::handle max_workers,
-                                                nb::handle max_request_bytes, nb::handle curve_secret,
-                                                nb::handle curve_clients, nb::handle curve_keys,
-                                                nb::handle checkpoint_root) {
+std::unique_ptr<ServiceHandle> serve_controller(const std::string& bind, size_t storage_units,
+                                                std::shared_ptr<Sampler> sampler, bool polling_mode,
+                                                int64_t timing_alignment, const std::string& load_checkpoint,
+                                                const std::string& metrics, size_t max_workers,
+                                                size_t max_request_bytes, const std::string& curve_secret,
+                                                const std::vector<std::string>& curve_clients,
+                                                const std::string& curve_keys, const std::string& checkpoint_root) {
   ControllerServerOptions options;
   options.bind = bind;
-  options.storage_units = static_cast<size_t>(check_count(storage_units, "storage_units", 1));
-  static CachedAttribute native_sampler("seqflow.samplers", "native_sampler");
-  const nb::object handle = native_sampler(sampler, sampler_args);
-  if (!handle.is_none()) options.controller.sampler = nb::cast<std::shared_ptr<Sampler>>(handle);
-  options.controller.polling_mode = PyObject_IsTrue(polling_mode.ptr()) == 1;
-  options.controller.timing_alignment = check_count(timing_alignment, "timing_alignment", 1);
-  options.load_checkpoint = path_text(load_checkpoint);
+  options.storage_units = storage_units;
+  options.controller.sampler = std::move(sampler);
+  options.controller.polling_mode = polling_mode;
+  options.controller.timing_alignment = timing_alignment;
+  options.load_checkpoint = load_checkpoint;
   apply_serving(options, metrics, max_workers, max_request_bytes, curve_secret, curve_clients, curve_keys,
                 checkpoint_root);
   return with_python_names([&] { return ServiceHandle::start<ControllerServer>("controller", std::move(options)); });
 }
 
 std::unique_ptr<ServiceHandle> serve_storage(const std::string& controller, const std::string& bind,
-                                             nb::handle advertise, nb::handle max_bytes, nb::handle max_samples,
-                                             nb::handle metrics, nb::handle max_workers, nb::handle max_request_bytes,
-                                             nb::handle curve_secret, nb::handle curve_clients, nb::handle curve_keys,
-                                             nb::handle controller_key, nb::handle checkpoint_root) {
+                                             const std::string& advertise, uint64_t max_bytes, uint64_t max_samples,
+                                             const std::string& metrics, size_t max_workers, size_t max_request_bytes,
+                                             const std::string& curve_secret,
+                                             const std::vector<std::string>& curve_clients,
+                                             const std::string& curve_keys, const std::string& checkpoint_root,
+                                             const std::string& controller_key_file) {
   StorageServerOptions options;
   options.bind = bind;
   options.controller_endpoint = controller;
-  options.advertise = PyObject_IsTrue(advertise.ptr()) == 1 ? nb::cast<std::string>(advertise) : "";
-  options.storage.max_bytes = static_cast<uint64_t>(check_count(max_bytes, "max_bytes"));
-  options.storage.max_samples = static_cast<uint64_t>(check_count(max_samples, "max_samples"));
-  const std::string controller_key_file = path_text(controller_key);
+  options.advertise = advertise;
+  options.storage.max_bytes = max_bytes;
+  options.storage.max_samples = max_samples;
   apply_serving(options, metrics, max_workers, max_request_bytes, curve_secret, curve_clients, curve_keys,
                 checkpoint_root);
   if (!controller_key_file.empty()) {
@@ -244,21 +212,6 @@ std::unique_ptr<ServiceHandle> serve_storage(const std::string& controller, cons
     options.controller_public_key = read_key_file(controller_key_file).public_key;
   }
   return with_python_names([&] { return ServiceHandle::start<StorageServer>("storage", std::move(options)); });
-}
-
-std::string keygen(nb::handle prefix_arg, nb::handle overwrite) {
-  const std::string prefix = path_text(prefix_arg);
-  if (PyObject_IsTrue(overwrite.ptr()) != 1) {
-    for (const std::string& path : {prefix + ".key", prefix + ".pub"}) {
-      if (std::filesystem::exists(path)) {
-        throw_invalid("prefix " + repr_text(nb::str(prefix.c_str(), prefix.size())) + ": " + path +
-                      " exists; pass overwrite=True to replace it");
-      }
-    }
-  }
-  const CurveKeyPair keys = generate_curve_keys();
-  write_key_files(prefix, keys);
-  return keys.public_key;
 }
 
 }  // namespace
@@ -279,68 +232,33 @@ void bind_services(nb::module_ m) {
       .def(
           "__exit__", [](ServiceHandle& self, nb::args) { self.stop(); }, nb::sig("def __exit__(self, *exc) -> None"))
       .def("__repr__",
-           [](const ServiceHandle& self) {
-             return "ServiceHandle(" + repr_text(nb::str(self.role().c_str())) + ", " +
-                    repr_text(nb::str(self.endpoint().c_str())) + ")";
-           })
+           [](const ServiceHandle& self) { return "ServiceHandle('" + self.role() + "', '" + self.endpoint() + "')"; })
       .attr("__module__") = "seqflow.remote";
 
-  m.def("serve_controller", &serve_controller, "bind"_a = "tcp://127.0.0.1:5555", nb::kw_only(),
-        "storage_units"_a.none() = 1, "sampler"_a.none() = nb::none(), "sampler_args"_a.none() = nb::none(),
-        "polling_mode"_a.none() = false, "timing_alignment"_a.none() = 1, "load_checkpoint"_a.none() = nb::none(),
-        "metrics"_a.none() = nb::none(), "max_workers"_a.none() = nb::none(), "max_request_bytes"_a.none() = nb::none(),
-        "curve_secret"_a.none() = nb::none(), "curve_clients"_a.none() = nb::tuple(),
-        "curve_keys"_a.none() = nb::none(), "checkpoint_root"_a.none() = nb::none(),
-        nb::sig("def serve_controller(bind: str = 'tcp://127.0.0.1:5555', *, storage_units: int = 1, sampler=None, "
-                "sampler_args: dict | None = None, polling_mode: bool = False, timing_alignment: int = 1, "
-                "load_checkpoint: str | None = None, "
-                "metrics: str | None = None, max_workers: int | None = None, max_request_bytes: int | None = None, "
-                "curve_secret: str | None = None, curve_clients: Sequence[str] = (), curve_keys: str | None = None, "
-                "checkpoint_root: str | None = None) -> ServiceHandle"),
-        "The controller service in this process, serving when this returns\n"
-        "(``seqflow serve controller``; port 0 in `bind` picks a free port).\n\n"
-        "storage_units: units clients wait for. sampler: an instance, class or\n"
-        "name (sampler_args for a class or name), Python samplers included.\n"
-        "timing_alignment: see Client (seqflow serve controller --timing-alignment).\n"
-        "metrics: \"HOST:PORT\" of a Prometheus endpoint. curve_keys: a cluster key\n"
-        "directory (seqflow keygen --cluster DIR): CURVE with DIR/cluster.key,\n"
-        "admitting DIR/cluster.pub and DIR/clients/*.pub, metrics behind\n"
-        "DIR/metrics.token. Or curve_secret: the cluster .key file with\n"
-        "curve_clients: .pub files (or directories of them) of the admitted\n"
-        "clients (required with curve_secret).\n"
-        "checkpoint_root: clients' save_checkpoint / load_checkpoint paths must\n"
-        "lie under this directory (default: $SEQFLOW_CHECKPOINT_ROOT, else\n"
-        "~/.local/state/seqflow/checkpoints, made 0700; a relative path lies under it).");
-  m.def("serve_storage", &serve_storage, "controller"_a, "bind"_a = "tcp://127.0.0.1:0", nb::kw_only(),
-        "advertise"_a.none() = nb::none(), "max_bytes"_a.none() = 0, "max_samples"_a.none() = 0,
-        "metrics"_a.none() = nb::none(), "max_workers"_a.none() = nb::none(), "max_request_bytes"_a.none() = nb::none(),
-        "curve_secret"_a.none() = nb::none(), "curve_clients"_a.none() = nb::tuple(),
-        "curve_keys"_a.none() = nb::none(), "controller_key"_a.none() = nb::none(),
-        "checkpoint_root"_a.none() = nb::none(),
-        nb::sig("def serve_storage(controller: str, bind: str = 'tcp://127.0.0.1:0', *, advertise: str | None = None, "
-                "max_bytes: int = 0, max_samples: int = 0, metrics: str | None = None, max_workers: int | None = "
-                "None, max_request_bytes: int | None = None, curve_secret: str | None = None, curve_clients: "
-                "Sequence[str] = (), curve_keys: str | None = None, controller_key: str | None = None, "
-                "checkpoint_root: str | None = None) -> ServiceHandle"),
-        "A storage unit in this process that registers with the controller\n"
-        "service at `controller` (``seqflow serve storage``). advertise: the\n"
-        "endpoint clients reach it at (default the bound one). max_bytes,\n"
-        "max_samples: capacity (0: unlimited). curve_keys, curve_secret,\n"
-        "curve_clients: as for serve_controller. controller_key: the controller's\n"
-        ".pub file when it is not the cluster key. checkpoint_root: as for\n"
-        "serve_controller.");
-  m.def("keygen", &keygen, "prefix"_a.none(), nb::kw_only(), "overwrite"_a.none() = false,
-        nb::sig("def keygen(prefix, *, overwrite: bool = False) -> str"),
-        "A new CURVE key pair as prefix.key (public and secret key, mode 0600)\n"
-        "and prefix.pub; returns the public key (Z85).");
+  // seqflow.remote's serve_controller and serve_storage check the arguments; "" and 0 mean not set.
+  m.def("serve_controller", &serve_controller, "bind"_a, "storage_units"_a, "sampler"_a.none(), "polling_mode"_a,
+        "timing_alignment"_a, "load_checkpoint"_a, "metrics"_a, "max_workers"_a, "max_request_bytes"_a,
+        "curve_secret"_a, "curve_clients"_a, "curve_keys"_a, "checkpoint_root"_a,
+        "The controller service in this process, serving when this returns.");
+  m.def("serve_storage", &serve_storage, "controller"_a, "bind"_a, "advertise"_a, "max_bytes"_a, "max_samples"_a,
+        "metrics"_a, "max_workers"_a, "max_request_bytes"_a, "curve_secret"_a, "curve_clients"_a, "curve_keys"_a,
+        "checkpoint_root"_a, "controller_key"_a,
+        "A storage unit in this process that registers with the controller service at `controller`.");
+  m.def(
+      "keygen",
+      [](const std::string& prefix) {
+        const CurveKeyPair keys = generate_curve_keys();
+        write_key_files(prefix, keys);
+        return keys.public_key;
+      },
+      "prefix"_a, "A new CURVE key pair as prefix.key and prefix.pub; returns the public key (Z85).");
   m.def(
       "read_key_file",
-      [](nb::handle path) {
-        const CurveKeyPair keys = read_key_file(path_text(path));
+      [](const std::string& path) {
+        const CurveKeyPair keys = read_key_file(path);
         return std::make_pair(keys.public_key, keys.secret_key.empty() ? std::nullopt : std::optional(keys.secret_key));
       },
-      "path"_a.none(), nb::sig("def read_key_file(path) -> tuple[str, str | None]"),
-      "(public key, secret key or None) of a .key or .pub file, as Z85 text.");
+      "path"_a, "(public key, secret key or None) of a .key or .pub file, as Z85 text.");
   m.def(
       "stop_live_services",
       [] {

@@ -1,6 +1,6 @@
 """Data in and out of the client: what needs torch or tensordict objects. The
-rules, checks and numpy conversions are C++ (_seqflow.convert: column,
-field_out, ...); which values a field may hold and what get_data returns is
+rules, checks and numpy conversions are C++ (_seqflow.convert: column, ...;
+the fields get_data returns: NativeClient.get_data); which values a field may hold and what get_data returns is
 documented in docs/streaming.md (Data in and out)."""
 
 from __future__ import annotations
@@ -126,15 +126,41 @@ def single_sample_columns(fields, borrow: bool = False, allow_pickle: bool = Fal
 # ---- out --------------------------------------------------------------------
 
 
+_FORMATS = ("auto", "numpy", "torch", "tensordict")
+_LAYOUTS = ("dense", "transfer_queue")
+
+
+def _findable(name: str) -> bool:
+    """Whether a module can be imported, without importing it."""
+    return importlib.util.find_spec(name) is not None
+
+
 def resolve_format(fmt: str, layout: str = "dense") -> str:
-    fmt = _rules.resolve_format(fmt, layout)
+    """get_data's format checked and resolved: 'auto' is 'tensordict' when
+    tensordict is installed, else 'torch' for layout 'transfer_queue' and
+    'numpy' for 'dense' (found without importing torch)."""
+    if not isinstance(fmt, str) or fmt not in _FORMATS:
+        raise ValueError(f"format must be one of {_FORMATS}, got {fmt!r}")
+    if not isinstance(layout, str) or layout not in _LAYOUTS:
+        raise ValueError(f"layout must be one of {_LAYOUTS}, got {layout!r}")
+    transfer_queue = layout == "transfer_queue"
+    if fmt == "numpy" and transfer_queue:
+        raise ValueError("layout='transfer_queue' returns torch nested tensors; use format 'auto', 'torch' or "
+                         "'tensordict'")
+    if fmt == "auto":
+        fmt = "tensordict" if _findable("tensordict") else "torch" if transfer_queue else "numpy"
+    if fmt != "numpy" and not _findable("torch"):
+        raise ValueError(f"format='{fmt}' needs torch, which is not installed")
+    if fmt == "tensordict" and not _findable("tensordict"):
+        raise ValueError("format='tensordict' needs tensordict, which is not installed")
     if fmt != "numpy":
         _load_optional()
     return fmt
 
 
-def _container(kind: str, value, *offsets):
-    """The torch or tensordict container _seqflow.convert.field_out names."""
+def container(kind: str, value, *offsets):
+    """The torch or tensordict container a field of get_data's result comes in
+    (NativeClient.get_data calls it for each field that is not a plain array or list)."""
     if kind == "jagged":
         return torch.nested.nested_tensor_from_jagged(value, offsets[0])
     if kind == "strided":
@@ -142,10 +168,9 @@ def _container(kind: str, value, *offsets):
     return NonTensorStack(*value) if value else NonTensorStack()  # "stack"
 
 
-def from_native(fields: list[str], native: dict, meta, fmt: str, layout: str = "dense"):
-    """Assembles the get_data result: a TensorDict, or a dict of fields."""
-    out = _rules.fields_out(fields, native, meta.field_schema, fmt, layout, _container)
-    return TensorDict(out, batch_size=[meta.size]) if fmt == "tensordict" else out
+def as_result(fields: dict, size: int, fmt: str):
+    """The get_data result: a TensorDict of the fields, or the dict itself."""
+    return TensorDict(fields, batch_size=[size]) if fmt == "tensordict" else fields
 
 
 def nested_flags(fields: list[str], meta) -> list[bool]:

@@ -20,7 +20,7 @@ from seqflow._seqflow.balance import (
     get_seqlen_balanced_partitions,
     karmarkar_karp,
     partition,
-    timing_columns,  # not public: Client.report_timings looks it up here (python/bindings/client_calls.cc)
+    timing_columns,  # not public: Client.report_timings converts its records with it
 )
 
 __all__ = [

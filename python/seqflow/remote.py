@@ -33,6 +33,7 @@ from typing import Any, Optional
 from seqflow import _seqflow
 from seqflow._checks import check_count
 from seqflow._config import read_config
+from seqflow._serve import ServiceHandle, keygen, read_key_file, serve_controller, serve_storage
 from seqflow.client import Client, RemoteConfig
 
 __all__ = [
@@ -48,15 +49,11 @@ __all__ = [
     "start_ray_services",
 ]
 
-# The services in this process, CURVE key files (python/bindings/service_bindings.cc).
-_net = _seqflow.server
-ServiceHandle, serve_controller, serve_storage = _net.ServiceHandle, _net.serve_controller, _net.serve_storage
-keygen, read_key_file = _net.keygen, _net.read_key_file
 # Services still serving stop at exit, while the interpreter can still run the
 # Python samplers their handlers may be calling; a child after fork leaves the
 # parent's services alone.
-atexit.register(_net.stop_live_services)
-os.register_at_fork(after_in_child=_net.forget_parent_services)
+atexit.register(_seqflow.server.stop_live_services)
+os.register_at_fork(after_in_child=_seqflow.server.forget_parent_services)
 
 
 # ---- Ray ----------------------------------------------------------------------

@@ -1,11 +1,12 @@
 """seqflow.Client and seqflow.RemoteConfig as classes: their documentation
-(bound in C++), Python subclasses, RemoteConfig's value semantics, weak
+and signatures, Python subclasses, RemoteConfig's value semantics, weak
 references, garbage collection and the allow_pickle attribute."""
 
 from __future__ import annotations
 
 import dataclasses
 import gc
+import inspect
 import pickle
 import pydoc
 import weakref
@@ -23,18 +24,22 @@ DOCUMENTED_CALLS = ("put", "get_meta", "get_data", "kv_batch_get", "save_checkpo
 def test_methods_module_functions_and_async_twins_carry_their_documentation(name):
     method = getattr(seqflow.Client, name)
     doc = method.__doc__
-    signature, _, text = doc.partition("\n\n")
-    assert signature.startswith(f"{name}(self, ") and len(text.split()) >= 8, doc
-    assert text.strip() in pydoc.render_doc(method, renderer=pydoc.plaintext).replace("\n    ", "\n")
+    assert len(doc.split()) >= 8, doc
+    rendered = pydoc.render_doc(method, renderer=pydoc.plaintext)
+    assert f"{name}(self, " in rendered and inspect.cleandoc(doc).splitlines()[0] in rendered
     assert doc in getattr(seqflow.Client, f"async_{name}").__doc__
     assert doc in getattr(seqflow, name).__doc__ and doc in getattr(seqflow, f"async_{name}").__doc__
 
 
 def test_signatures_keep_their_keyword_names_defaults_and_keyword_only_markers():
-    docs = {name: getattr(seqflow.Client, name).__doc__.partition("\n\n")[0] for name in DOCUMENTED_CALLS}
-    assert "custom_meta: Optional[Sequence[dict]] = None, *, allow_pickle: Optional[bool] = None" in docs["put"]
-    assert "mode: str = 'fetch'" in docs["get_meta"] and "*, timeout" in docs["get_meta"]
-    assert docs["get_data"].startswith("get_data(self, metadata: BatchMeta, *, fields")
+    keyword_only = inspect.Parameter.KEYWORD_ONLY
+    put = inspect.signature(seqflow.Client.put).parameters
+    assert list(put) == ["self", "data", "metadata", "partition_id", "custom_meta", "allow_pickle"]
+    assert put["custom_meta"].default is None and put["allow_pickle"].kind is keyword_only
+    get_meta = inspect.signature(seqflow.Client.get_meta).parameters
+    assert get_meta["mode"].default == "fetch" and get_meta["timeout"].kind is keyword_only
+    get_data = inspect.signature(seqflow.Client.get_data).parameters
+    assert list(get_data)[:3] == ["self", "metadata", "fields"] and get_data["fields"].kind is keyword_only
     client = seqflow.Client()
     client.put({"x": np.arange(3)}, partition_id="p")
     meta = client.get_meta(data_fields=["x"], batch_size=2, partition_id="p", mode="fetch", task_name="t",
@@ -125,6 +130,20 @@ def test_remote_config_keeps_the_dataclass_functions_it_had():
         dataclasses.replace(config, timeout=-1)
 
 
+def pickled_as_before(state: tuple) -> bytes:
+    """A RemoteConfig as its C++ class pickled it: the class made without __init__, then its fields as a tuple
+    (its __getstate__) handed to __setstate__ (opcodes GLOBAL, EMPTY_TUPLE, NEWOBJ, the state, BUILD)."""
+    return b"\x80\x02cseqflow.client\nRemoteConfig\n)\x81" + pickle.dumps(state, protocol=2)[2:-1] + b"b."
+
+
+def test_a_remote_config_pickled_by_earlier_versions_loads_and_is_checked_again():
+    config = pickle.loads(pickled_as_before(("tcp://h:1", 2.0, False, None, None, True, 7)))
+    assert config == seqflow.RemoteConfig("tcp://h:1", timeout=2, busy_poll_us=7)
+    assert pickle.loads(pickle.dumps(config, protocol=2)) == config
+    with pytest.raises(ValueError, match="timeout must be a finite number of seconds > 0"):
+        pickle.loads(pickled_as_before(("tcp://h:1", -1.0, False, None, None, True, 7)))
+
+
 def vars_of(config) -> dict:
     return {name: getattr(config, name) for name in seqflow.RemoteConfig.__match_args__}
 
@@ -133,7 +152,7 @@ def test_clients_are_weakly_referenceable_and_collected_through_cycles():
     client = seqflow.Client()
     ref = weakref.ref(client)
     client.myself = client  # a cycle through the instance dict
-    client.sampler = client  # and one through what the C++ object holds
+    client.sampler = client  # and one through an attribute the class declares
     del client
     gc.collect()
     assert ref() is None

@@ -24,12 +24,6 @@
 
 namespace seqflow::bindings {
 
-// The C++ client's bound of busy_poll_us: beyond a second, sleeping is cheaper.
-inline constexpr int64_t kMaxBusyPollUs = 1'000'000;
-
-// The exception type seqflow._checks.ArgumentTypeError.
-PyObject* argument_type_error();
-
 // list(values); a TypeError, as list() raises, for one that is not iterable.
 nanobind::list list_of(nanobind::handle values);
 
@@ -61,17 +55,6 @@ nanobind::object check_path(nanobind::handle value, std::string_view parameter);
 bool check_bool(nanobind::handle value, std::string_view parameter);
 int64_t check_count(nanobind::handle value, std::string_view parameter, int64_t minimum = 0,
                     int64_t maximum = std::numeric_limits<int64_t>::max());
-double check_seconds(nanobind::handle value, std::string_view parameter, bool allow_zero = false);
-// None or a dict whose keys are names (a tag, one custom_meta entry).
-nanobind::object check_tag(nanobind::handle value, const std::string& parameter);
-// A list or tuple (not a str or a dict, whose items would be read as entries), as a list.
-nanobind::list check_list(nanobind::handle value, const std::string& parameter, const std::string& description);
-std::optional<bool> check_optional_bool(nanobind::handle value, const std::string& parameter);
-int64_t check_int64(nanobind::handle value, const std::string& parameter);
-// An integer or an iterable of integers, each in int64's range, as an int64 numpy array.
-nanobind::object check_int64_list(nanobind::handle values, const std::string& parameter);
-// `value` if it is one of the str `choices`.
-nanobind::object check_choice(nanobind::handle value, const std::string& parameter, nanobind::tuple choices);
 // `values` (integers, or a 1-D integer array) as a list of positions in [0, size); ValueError naming the
 // parameter otherwise.
 nanobind::list positions(nanobind::handle values, int64_t size, const std::string& parameter);

@@ -13,9 +13,9 @@ void bind_calibration(nanobind::module_ m);
 void bind_checks(nanobind::module_ m);
 void bind_pack(nanobind::module_ m);
 void bind_client(nanobind::module_ m);
+// NativeClient, into the client submodule.
+void bind_native_client(nanobind::module_ m);
 void bind_column_input(nanobind::module_ m);
-void bind_config_reading(nanobind::module_ m);
-void bind_field_output(nanobind::module_ m);
 void bind_kv_batch_meta(nanobind::module_ m);
 void bind_limits(nanobind::module_ m);
 void bind_sample_views(nanobind::module_ m);

@@ -56,4 +56,13 @@ struct FieldOutput {
 nanobind::tuple field_to_python(const std::vector<SampleView>& views, const std::string& field,
                                 const FieldOutput& output);
 
+// get_data's result by field name (field_output.cc), as numpy arrays or torch
+// tensors (`fmt`) viewing `native` (field_to_python's answers by name); a
+// field no sample holds but `schema` (the batch's field_schema) names comes
+// back empty in its schema's shape. container(kind, ...) makes the torch or
+// tensordict container ("jagged", "strided", "stack") of each field that is
+// not a plain array or list.
+nanobind::dict fields_out(const std::vector<std::string>& fields, const nanobind::dict& native, nanobind::handle schema,
+                          const std::string& fmt, const std::string& layout, nanobind::handle container);
+
 }  // namespace seqflow::bindings
