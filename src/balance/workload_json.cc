@@ -9,11 +9,12 @@
 //   A calibrated model with an alignment > 1 adds "per_unaligned_token_squared"
 //   and "alignment"; without them a model has alignment 1 (files written
 //   before the term existed load unchanged).
-#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 
+#include "common/json_text.h"
 #include "seqflow/error.h"
+#include "seqflow/limits.h"
 #include "seqflow/workload.h"
 
 namespace seqflow {
@@ -22,38 +23,36 @@ namespace {
 
 constexpr int64_t kWorkloadFormat = 1;
 
-using Json = nlohmann::json;
-
 // Throws naming the first key of `object` outside `known`.
-void check_keys(const Json& object, const std::set<std::string>& known, const std::string& where) {
-  for (const auto& [key, value] : object.items()) {
+void check_keys(const Value& object, const std::set<std::string>& known, const std::string& where) {
+  for (const auto& [key, value] : object.as_object()) {
     if (!known.contains(key)) throw_invalid("workload JSON: unknown key '" + key + "' in " + where);
   }
 }
 
-const Json& member(const Json& object, const std::string& key, const std::string& where) {
-  auto it = object.find(key);
-  if (it == object.end()) throw_invalid("workload JSON: " + where + " lacks the key '" + key + "'");
-  return *it;
+const Value& member(const Value& object, const std::string& key, const std::string& where) {
+  const Value* value = object.find(key);
+  if (value == nullptr) throw_invalid("workload JSON: " + where + " lacks the key '" + key + "'");
+  return *value;
 }
 
-int64_t integer_member(const Json& object, const std::string& key, const std::string& where) {
-  const Json& value = member(object, key, where);
-  if (!value.is_number_integer()) {
+int64_t integer_member(const Value& object, const std::string& key, const std::string& where) {
+  const Value& value = member(object, key, where);
+  if (value.type() != Value::Type::kInt) {
     throw_invalid("workload JSON: " + where + " '" + key + "' = " + value.dump() + " is not an integer");
   }
-  return value.get<int64_t>();
+  return value.as_int();
 }
 
-double number_member(const Json& object, const std::string& key, const std::string& where) {
-  const Json& value = member(object, key, where);
+double number_member(const Value& object, const std::string& key, const std::string& where) {
+  const Value& value = member(object, key, where);
   if (!value.is_number()) {
     throw_invalid("workload JSON: " + where + " '" + key + "' = " + value.dump() + " is not a number");
   }
-  return value.get<double>();
+  return value.as_double();
 }
 
-FitReport fit_from_json(const Json& fit) {
+FitReport fit_from_json(const Value& fit) {
   const std::string where = "the calibrated model's 'fit'";
   if (!fit.is_object()) throw_invalid("workload JSON: 'fit' = " + fit.dump() + " is not an object");
   check_keys(fit, {"records", "outliers", "median_error", "p90_error", "max_error"}, where);
@@ -73,7 +72,7 @@ FitReport fit_from_json(const Json& fit) {
 }  // namespace
 
 std::string Workload::to_json() const {
-  Json out = {{"format", kWorkloadFormat}};
+  Value out{{"format", kWorkloadFormat}};
   switch (kind_) {
     case Kind::kTokens:
       out["kind"] = "tokens";
@@ -106,15 +105,15 @@ std::string Workload::to_json() const {
                     {"max_error", fit_.max_error}};
       break;
   }
-  return out.dump();
+  return json_text(out);
 }
 
 Workload Workload::from_json(std::string_view text) {
-  Json object;
+  Value object;
   try {
-    object = Json::parse(text);
-  } catch (const Json::exception& error) {
-    throw_invalid(std::string("workload JSON: not valid JSON (") + error.what() + ")");
+    object = parse_json_text(text, kMaxDecodeNesting);
+  } catch (const Error& error) {
+    throw_invalid(std::string("workload JSON: the text ") + error.what());
   }
   if (!object.is_object()) throw_invalid("workload JSON: expected an object, got " + object.dump());
   const int64_t format = integer_member(object, "format", "the model");
@@ -122,8 +121,8 @@ Workload Workload::from_json(std::string_view text) {
     throw_invalid("workload JSON: 'format' = " + std::to_string(format) + " is not supported; this version reads " +
                   std::to_string(kWorkloadFormat));
   }
-  const Json& kind = member(object, "kind", "the model");
-  const std::string name = kind.is_string() ? kind.get<std::string>() : "";
+  const Value& kind = member(object, "kind", "the model");
+  const std::string name = kind.is_string() ? kind.as_string() : "";
   if (name == "tokens" || name == "verl" || name == "online") {
     check_keys(object, {"format", "kind"}, "a " + name + " model");
     return parse(name);
@@ -148,8 +147,8 @@ Workload Workload::from_json(std::string_view text) {
       coefficients.per_unaligned_token_squared = number_member(object, "per_unaligned_token_squared", where);
       coefficients.alignment = integer_member(object, "alignment", where);
     }
-    const auto fit = object.find("fit");
-    return calibrated(coefficients, fit == object.end() ? FitReport{} : fit_from_json(*fit));
+    const Value* fit = object.find("fit");
+    return calibrated(coefficients, fit == nullptr ? FitReport{} : fit_from_json(*fit));
   }
   throw_invalid("workload JSON: 'kind' = " + kind.dump() +
                 " is not one of tokens, verl, quadratic, calibrated, online");

@@ -16,7 +16,6 @@
 #include "common/stale_sample.h"
 #include "core/custom_meta.h"
 #include "seqflow/error.h"
-#include "common/value_json.h"
 
 namespace seqflow {
 namespace {
@@ -486,7 +485,7 @@ void CoordinatingClient::kv_clear(const std::string& partition_id, std::span<con
 
 void CoordinatingClient::save_checkpoint(const std::string& directory, const Value& user_metadata) {
   std::unique_lock lock(mutex_);
-  durable::write_checkpoint_directory(directory, to_json(user_metadata), [this](const durable::CheckpointFiles& files) {
+  durable::write_checkpoint_directory(directory, user_metadata, [this](const durable::CheckpointFiles& files) {
     save_parts_(files.controller, files.storage);
   });
 }
@@ -495,8 +494,7 @@ Value CoordinatingClient::load_checkpoint(const std::string& directory) {
   namespace fs = std::filesystem;
   std::unique_lock lock(mutex_);
   const durable::CheckpointFiles files = durable::open_checkpoint_directory(directory);
-  Value user_metadata =
-      from_json(durable::read_checkpoint_metadata(files));  // a corrupt file fails before anything changes
+  Value user_metadata = durable::read_checkpoint_metadata(files);  // a corrupt file fails before anything changes
   // The controller is loaded first and can be put back from this copy if the
   // storage file turns out to be bad; storage loads are all-or-nothing.
   const fs::path backup = durable::temporary_checkpoint_sibling(directory, "controller-backup");

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "common/json_text.h"
 #include "common/value_json.h"
 #include "seqflow/error.h"
 
@@ -120,8 +121,7 @@ void Value::push_back(Value item) {
   as_array().push_back(std::move(item));
 }
 
-// nlohmann's text, which error messages have always shown.
-std::string Value::dump() const { return to_json(*this).dump(); }
+std::string Value::dump() const { return json_text(*this); }
 
 nlohmann::json to_json(const Value& value) {
   switch (value.type()) {

@@ -35,7 +35,7 @@ void Controller::save(const std::string& path) const {
   std::lock_guard save_lock(state_->save_mutex);
   std::vector<uint8_t> payload;
   // The models have their own lock; reports may land between them and the data.
-  nlohmann::json task_workloads = core::encode_task_workloads(state_->task_workloads.states());
+  nlohmann::json task_workloads = to_json(core::encode_task_workloads(state_->task_workloads.states()));
   {
     std::lock_guard lock(state_->mutex);
     nlohmann::json encoded = core::encode_control_data(state_->data);
@@ -83,7 +83,8 @@ void Controller::load_checkpoint(const std::string& path, bool take_incarnation)
     sampler_name = encoded.at("sampler").at("name").get<std::string>();
     sampler_state = from_json(encoded.at("sampler").at("state"));
     if (version >= 3) {
-      task_workloads = state_->task_workloads.resume(core::decode_task_workloads(encoded.at("task_workloads")));
+      task_workloads =
+          state_->task_workloads.resume(core::decode_task_workloads(from_json(encoded.at("task_workloads"))));
     }
   } catch (const nlohmann::json::exception& error) {
     throw_invalid("checkpoint '" + path + "' is corrupt: " + error.what());

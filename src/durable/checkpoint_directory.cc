@@ -13,12 +13,12 @@
 #include <sstream>
 #include <system_error>
 
-#include <nlohmann/json.hpp>
-
+#include "common/json_text.h"
 #include "durable/atomic_file.h"
 #include "durable/checksum.h"
 #include "durable/framed_file.h"
 #include "seqflow/error.h"
+#include "seqflow/limits.h"
 
 namespace seqflow::durable {
 namespace {
@@ -73,8 +73,10 @@ uint64_t fingerprint_of(const fs::path& path) {
   return checksum.value();
 }
 
-nlohmann::json file_entry(const fs::path& path) {
-  return {{"name", path.filename().string()}, {"bytes", fs::file_size(path)}, {"fingerprint", fingerprint_of(path)}};
+Value file_entry(const fs::path& path) {
+  return {{"name", path.filename().string()},
+          {"bytes", static_cast<uint64_t>(fs::file_size(path))},
+          {"fingerprint", fingerprint_of(path)}};
 }
 
 void write_text(const fs::path& path, const std::string& text) {
@@ -84,21 +86,20 @@ void write_text(const fs::path& path, const std::string& text) {
 }
 
 // TransferQueue's metadata.json: the data is always saved with the rest.
-void write_metadata(const fs::path& directory, const nlohmann::json& user_metadata) {
-  const nlohmann::json content = {{"storage_saved", true}, {"user_metadata", user_metadata}};
-  write_text(directory / kMetadataName, content.dump(2) + "\n");
+void write_metadata(const fs::path& directory, const Value& user_metadata) {
+  const Value content{{"storage_saved", true}, {"user_metadata", user_metadata}};
+  write_text(directory / kMetadataName, json_text(content, 2) + "\n");
 }
 
 void write_manifest(const fs::path& directory) {
-  nlohmann::json manifest = {
+  const Value manifest{
       {"format", kFormat},
       {"version", kVersion},
-      {"files",
-       {{"controller", file_entry(directory / kControllerName)},
-        {"storage", file_entry(directory / kStorageName)},
-        {"metadata", file_entry(directory / kMetadataName)}}},
+      {"files", Value{{"controller", file_entry(directory / kControllerName)},
+                      {"storage", file_entry(directory / kStorageName)},
+                      {"metadata", file_entry(directory / kMetadataName)}}},
   };
-  write_text(directory / kManifestName, manifest.dump(2) + "\n");
+  write_text(directory / kManifestName, json_text(manifest, 2) + "\n");
 }
 
 // An existing target is replaced only when it is a checkpoint or empty.
@@ -140,11 +141,20 @@ void swap_into_place(const fs::path& fresh, const fs::path& target) {
   fs::remove_all(previous);
 }
 
-void check_file(const fs::path& directory, const nlohmann::json& entry, const char* role, const char* expected_name,
+// A member holding a non-negative integer, or nullptr.
+const Value* unsigned_member(const Value& entry, std::string_view key) {
+  const Value* member = entry.find(key);
+  if (member == nullptr || !member->is_integer() || (member->type() == Value::Type::kInt && member->as_int() < 0)) {
+    return nullptr;
+  }
+  return member;
+}
+
+void check_file(const fs::path& directory, const Value& entry, const char* role, const char* expected_name,
                 bool fingerprinted) {
-  if (!entry.is_object() || !entry.contains("name") || !entry.contains("bytes") || entry["name"] != expected_name ||
-      !entry["bytes"].is_number_unsigned() ||
-      (fingerprinted && !(entry.contains("fingerprint") && entry["fingerprint"].is_number_unsigned()))) {
+  const Value* name = entry.find("name");
+  if (name == nullptr || *name != Value(expected_name) || unsigned_member(entry, "bytes") == nullptr ||
+      (fingerprinted && unsigned_member(entry, "fingerprint") == nullptr)) {
     throw_invalid("checkpoint " + in_quotes(directory) + ": manifest entry of the " + role + " file is malformed");
   }
   const fs::path path = directory / expected_name;
@@ -154,7 +164,7 @@ void check_file(const fs::path& directory, const nlohmann::json& entry, const ch
     throw_invalid("checkpoint " + in_quotes(directory) + " is incomplete: " + role + " file " + in_quotes(path) +
                   " is missing or unreadable");
   }
-  const auto expected = entry["bytes"].get<uint64_t>();
+  const uint64_t expected = entry.at("bytes").as_uint();
   if (size != expected) {
     throw_invalid("checkpoint " + in_quotes(directory) + " is corrupt: " + role + " file " + in_quotes(path) +
                   " holds " + std::to_string(size) + " bytes, the manifest says " + std::to_string(expected));
@@ -163,12 +173,22 @@ void check_file(const fs::path& directory, const nlohmann::json& entry, const ch
   // copy): custom_meta of one save and tensors of another must not load.
   if (fingerprinted) {
     const uint64_t found = fingerprint_of(path);
-    const auto recorded = entry["fingerprint"].get<uint64_t>();
+    const uint64_t recorded = entry.at("fingerprint").as_uint();
     if (found != recorded) {
       throw_invalid("checkpoint " + in_quotes(directory) + " mixes saves: its " + role + " file " + in_quotes(path) +
                     " is not the one its manifest was saved with (fingerprint " + std::to_string(found) +
                     ", the manifest says " + std::to_string(recorded) + ")");
     }
+  }
+}
+
+// The JSON value of a manifest or metadata file; null when it is not JSON
+// (the callers name the file as corrupt).
+Value parsed_json(const std::string& text) {
+  try {
+    return parse_json_text(text, kMaxDecodeNesting);
+  } catch (const Error&) {
+    return Value();
   }
 }
 
@@ -183,7 +203,7 @@ std::string temporary_checkpoint_sibling(const std::string& directory, const cha
   return temporary_sibling(normalized(directory), kind).string();
 }
 
-void write_checkpoint_directory(const std::string& directory, const nlohmann::json& user_metadata,
+void write_checkpoint_directory(const std::string& directory, const Value& user_metadata,
                                 const std::function<void(const CheckpointFiles&)>& write) {
   const fs::path target = normalized(directory);
   if (!user_metadata.is_object()) {
@@ -231,42 +251,44 @@ CheckpointFiles open_checkpoint_directory(const std::string& directory) {
   }
   std::stringstream text;
   text << in.rdbuf();
-  nlohmann::json manifest = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (manifest.is_discarded() || !manifest.is_object() || manifest.value("format", "") != kFormat ||
-      !manifest.contains("files") || !manifest["files"].is_object()) {
+  const Value manifest = parsed_json(text.str());
+  const Value* format = manifest.find("format");
+  const Value* files = manifest.find("files");
+  if (format == nullptr || *format != Value(kFormat) || files == nullptr || !files->is_object()) {
     throw_invalid("checkpoint " + in_quotes(path) + " is corrupt: " + kManifestName +
                   " is not a seqflow checkpoint manifest");
   }
-  const nlohmann::json version = manifest.value("version", nlohmann::json());
-  if (!version.is_number_integer() || version.get<int64_t>() < kOldestVersion || version.get<int64_t>() > kVersion) {
+  const Value* found_version = manifest.find("version");
+  const Value version = found_version == nullptr ? Value() : *found_version;
+  if (version.type() != Value::Type::kInt || version.as_int() < kOldestVersion || version.as_int() > kVersion) {
     throw_invalid("checkpoint " + in_quotes(path) + " has format version " + version.dump() +
                   "; this build reads versions " + std::to_string(kOldestVersion) + " to " + std::to_string(kVersion));
   }
-  const bool fingerprinted = version.get<int64_t>() >= 2;
-  const nlohmann::json& files = manifest["files"];
-  check_file(path, files.value("controller", nlohmann::json()), "controller", kControllerName, fingerprinted);
-  check_file(path, files.value("storage", nlohmann::json()), "storage", kStorageName, fingerprinted);
+  const bool fingerprinted = version.as_int() >= 2;
+  const auto entry = [&](std::string_view role) { return files->contains(role) ? files->at(role) : Value(); };
+  check_file(path, entry("controller"), "controller", kControllerName, fingerprinted);
+  check_file(path, entry("storage"), "storage", kStorageName, fingerprinted);
   CheckpointFiles out = files_in(path);
-  if (files.contains("metadata")) {
-    check_file(path, files["metadata"], "metadata", kMetadataName, fingerprinted);
+  if (files->contains("metadata")) {
+    check_file(path, files->at("metadata"), "metadata", kMetadataName, fingerprinted);
   } else {
     out.metadata.clear();  // saved before metadata.json existed
   }
   return out;
 }
 
-nlohmann::json read_checkpoint_metadata(const CheckpointFiles& files) {
-  if (files.metadata.empty()) return nlohmann::json::object();
+Value read_checkpoint_metadata(const CheckpointFiles& files) {
+  if (files.metadata.empty()) return Value::object();
   std::ifstream in(files.metadata);
   std::stringstream text;
   text << in.rdbuf();
-  const nlohmann::json content = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (!in || content.is_discarded() || !content.is_object() || !content.contains("user_metadata") ||
-      !content["user_metadata"].is_object()) {
+  const Value content = parsed_json(text.str());
+  const Value* user_metadata = content.find("user_metadata");
+  if (!in || user_metadata == nullptr || !user_metadata->is_object()) {
     throw_invalid("checkpoint file " + in_quotes(files.metadata) +
                   " is corrupt: it must be a JSON object whose user_metadata is an object");
   }
-  return content["user_metadata"];
+  return *user_metadata;
 }
 
 }  // namespace seqflow::durable

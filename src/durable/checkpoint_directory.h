@@ -9,7 +9,7 @@
 #include <functional>
 #include <string>
 
-#include <nlohmann/json.hpp>
+#include "seqflow/value.h"
 
 namespace seqflow::durable {
 
@@ -26,7 +26,7 @@ struct CheckpointFiles {
 // directory `directory` atomically. An existing `directory` must be a
 // checkpoint (or empty): anything else is refused, never overwritten. On
 // failure the temporary directory is removed and `directory` is untouched.
-void write_checkpoint_directory(const std::string& directory, const nlohmann::json& user_metadata,
+void write_checkpoint_directory(const std::string& directory, const Value& user_metadata,
                                 const std::function<void(const CheckpointFiles&)>& write);
 
 // The files of the checkpoint in `directory`, after checking that the
@@ -37,7 +37,7 @@ void write_checkpoint_directory(const std::string& directory, const nlohmann::js
 CheckpointFiles open_checkpoint_directory(const std::string& directory);
 
 // The user metadata saved with the checkpoint; {} when it has none.
-nlohmann::json read_checkpoint_metadata(const CheckpointFiles& files);
+Value read_checkpoint_metadata(const CheckpointFiles& files);
 
 // A fresh hidden path beside checkpoint `directory` for a temporary file of
 // kind `kind` (".NAME.seqflow-KIND-PID-N"): where a save writes, so where a

@@ -1,10 +1,7 @@
 #include "transport/control_protocol.h"
 
-#include <bit>
-
 #include "seqflow/error.h"
 #include "seqflow/limits.h"
-#include "transport/timing_codec.h"
 #include "transport/wire_codec.h"
 
 namespace seqflow::transport::control {
@@ -31,31 +28,12 @@ SamplesRequest samples_of(const Header& header) {
           header.has("generations") ? header.numbers<uint64_t>("generations") : std::vector<uint64_t>{}};
 }
 
-std::vector<uint64_t> unsigned_integers(const Header& header, std::string_view key) {
-  const Json& value = header.at(key);
-  if (!value.is_array()) header.fail(key, "must be an array of unsigned integers");
-  std::vector<uint64_t> out;
-  out.reserve(value.size());
-  for (const Json& item : value) {
-    if (!item.is_number_unsigned()) header.fail(key, "must be an array of unsigned integers");
-    out.push_back(item.get<uint64_t>());
-  }
-  return out;
-}
-
-// A signed wire integer holding an unsigned id.
-std::optional<uint64_t> bit_cast_id(const Header& header, std::string_view key) {
-  if (!header.has(key)) return std::nullopt;
-  return std::bit_cast<uint64_t>(header.integer(key));
-}
-
 std::string_view flag_key(std::string_view op) { return op == kForgetPartitionIfEmpty ? "forgotten" : "value"; }
 
 CreatedBatch created_batch_of(const Frames& reply, std::string_view op, bool with_made_keys) {
   const std::string what = reply_name(op);
   if (reply.size() != 2) throw_invalid(what + " holds " + std::to_string(reply.size()) + " frames, not 2");
-  const Json json = wire::read_header(reply, 1, what);
-  const Header header(json, what, {"created", "made_keys"});
+  const Header header = wire::read_header(reply, 1, what, {"created", "made_keys"});
   CreatedBatch out{wire::read_batch_meta(reply, 0, what), header.boolean("created"), {}};
   if (with_made_keys) {
     out.made_keys = header.numbers<uint8_t>("made_keys");
@@ -83,9 +61,7 @@ Frames encode_insert_request(const InsertRequest& request) {
 }
 
 InsertRequest decode_insert_request(const Frames& request) {
-  const std::string what = request_name(kInsert);
-  const Json json = wire::read_header(request, 0, what);
-  const Header header(json, what, {"partition_id", "count", "budget_ms"});
+  const Header header = wire::read_header(request, 0, request_name(kInsert), {"partition_id", "count", "budget_ms"});
   InsertRequest out{header.text("partition_id"), header.integer("count"), std::nullopt};
   if (header.has("budget_ms")) {
     const int64_t budget = header.integer("budget_ms");
@@ -128,9 +104,7 @@ Frames encode_samples_request(const SamplesRequest& request) {
 }
 
 SamplesRequest decode_samples_request(const Frames& request, std::string_view op) {
-  const std::string what = request_name(op);
-  const Json json = wire::read_header(request, 0, what);
-  return samples_of(Header(json, what, {"partition_id", "indexes", "generations"}));
+  return samples_of(wire::read_header(request, 0, request_name(op), {"partition_id", "indexes", "generations"}));
 }
 
 Frames encode_released_reply(const std::vector<int64_t>& released) {
@@ -138,9 +112,7 @@ Frames encode_released_reply(const std::vector<int64_t>& released) {
 }
 
 std::vector<int64_t> decode_released_reply(const Frames& reply, std::string_view op) {
-  const std::string what = reply_name(op);
-  const Json json = wire::read_header(reply, 0, what);
-  return Header(json, what, {"released"}).numbers<int64_t>("released");
+  return wire::read_header(reply, 0, reply_name(op), {"released"}).numbers<int64_t>("released");
 }
 
 Frames encode_mark_produced_request(const MarkProducedRequest& request) {
@@ -153,10 +125,10 @@ Frames encode_mark_produced_request(const MarkProducedRequest& request) {
 }
 
 MarkProducedRequest decode_mark_produced_request(const Frames& request) {
-  const std::string what = request_name(kMarkProduced);
-  const Json json = wire::read_header(request, 0, what);
-  const Header header(json, what, {"partition_id", "indexes", "generations", "fields", "custom_meta", "write_version"});
-  MarkProducedRequest out{samples_of(header), wire::decode_schemas(header.at("fields"), what),
+  const Header header =
+      wire::read_header(request, 0, request_name(kMarkProduced),
+                        {"partition_id", "indexes", "generations", "fields", "custom_meta", "write_version"});
+  MarkProducedRequest out{samples_of(header), wire::decode_schemas(header.at("fields"), header.what()),
                           header.objects("custom_meta"), 0};
   const int64_t write_version = header.has("write_version") ? header.integer("write_version") : 0;
   if (write_version < 0) header.fail("write_version", "must not be negative");
@@ -181,9 +153,8 @@ Frames encode_set_custom_meta_request(const SetCustomMetaRequest& request) {
 }
 
 SetCustomMetaRequest decode_set_custom_meta_request(const Frames& request) {
-  const std::string what = request_name(kSetCustomMeta);
-  const Json json = wire::read_header(request, 0, what);
-  const Header header(json, what, {"partition_id", "indexes", "generations", "custom_meta"});
+  const Header header = wire::read_header(request, 0, request_name(kSetCustomMeta),
+                                          {"partition_id", "indexes", "generations", "custom_meta"});
   return {samples_of(header), header.objects("custom_meta")};
 }
 
@@ -195,9 +166,8 @@ Frames encode_sample_production_request(const SampleProductionRequest& request) 
 }
 
 SampleProductionRequest decode_sample_production_request(const Frames& request) {
-  const std::string what = request_name(kSampleProduction);
-  const Json json = wire::read_header(request, 0, what);
-  const Header header(json, what, {"partition_id", "indexes", "generations", "fields"});
+  const Header header = wire::read_header(request, 0, request_name(kSampleProduction),
+                                          {"partition_id", "indexes", "generations", "fields"});
   return {samples_of(header), header.texts("fields")};
 }
 
@@ -210,9 +180,8 @@ Frames encode_sample_production_reply(const SampleProduction& production) {
 }
 
 SampleProduction decode_sample_production_reply(const Frames& reply, size_t samples, size_t fields) {
-  const std::string what = reply_name(kSampleProduction);
-  const Json json = wire::read_header(reply, 0, what);
-  const Header header(json, what, {"exists", "generations", "produced", "write_version", "write_tags"});
+  const Header header = wire::read_header(reply, 0, reply_name(kSampleProduction),
+                                          {"exists", "generations", "produced", "write_version", "write_tags"});
   SampleProduction out;
   const int64_t write_version = header.integer("write_version");
   if (write_version <= 0) header.fail("write_version", "must be a positive integer");
@@ -235,17 +204,13 @@ Frames encode_partition_request(const std::string& partition_id) {
 }
 
 std::string decode_partition_request(const Frames& request, std::string_view op) {
-  const std::string what = request_name(op);
-  const Json json = wire::read_header(request, 0, what);
-  return Header(json, what, {"partition_id"}).text("partition_id");
+  return wire::read_header(request, 0, request_name(op), {"partition_id"}).text("partition_id");
 }
 
 Frames encode_flag_reply(std::string_view op, bool flag) { return header_message(Json{{flag_key(op), flag}}); }
 
 bool decode_flag_reply(const Frames& reply, std::string_view op) {
-  const std::string what = reply_name(op);
-  const Json json = wire::read_header(reply, 0, what);
-  return Header(json, what, {flag_key(op)}).boolean(flag_key(op));
+  return wire::read_header(reply, 0, reply_name(op), {flag_key(op)}).boolean(flag_key(op));
 }
 
 Frames encode_keys_request(const KeysRequest& request) {
@@ -253,9 +218,7 @@ Frames encode_keys_request(const KeysRequest& request) {
 }
 
 KeysRequest decode_keys_request(const Frames& request, std::string_view op) {
-  const std::string what = request_name(op);
-  const Json json = wire::read_header(request, 0, what);
-  const Header header(json, what, {"partition_id", "keys"});
+  const Header header = wire::read_header(request, 0, request_name(op), {"partition_id", "keys"});
   return {header.text("partition_id"), header.texts("keys")};
 }
 
@@ -266,9 +229,7 @@ Frames encode_reset_consumption_request(const ResetConsumptionRequest& request) 
 }
 
 ResetConsumptionRequest decode_reset_consumption_request(const Frames& request) {
-  const std::string what = request_name(kResetConsumption);
-  const Json json = wire::read_header(request, 0, what);
-  const Header header(json, what, {"partition_id", "task_name"});
+  const Header header = wire::read_header(request, 0, request_name(kResetConsumption), {"partition_id", "task_name"});
   return {header.text("partition_id"),
           header.has("task_name") ? std::optional(header.text("task_name")) : std::nullopt};
 }
@@ -278,9 +239,7 @@ Frames encode_task_request(const TaskRequest& request) {
 }
 
 TaskRequest decode_task_request(const Frames& request, std::string_view op) {
-  const std::string what = request_name(op);
-  const Json json = wire::read_header(request, 0, what);
-  const Header header(json, what, {"task_name", "partition_id"});
+  const Header header = wire::read_header(request, 0, request_name(op), {"task_name", "partition_id"});
   return {header.text("task_name"), header.text("partition_id")};
 }
 
@@ -289,9 +248,7 @@ Frames encode_fields_request(const FieldsRequest& request) {
 }
 
 FieldsRequest decode_fields_request(const Frames& request, std::string_view op) {
-  const std::string what = request_name(op);
-  const Json json = wire::read_header(request, 0, what);
-  const Header header(json, what, {"fields", "partition_id"});
+  const Header header = wire::read_header(request, 0, request_name(op), {"fields", "partition_id"});
   return {header.texts("fields"), header.text("partition_id")};
 }
 
@@ -300,11 +257,9 @@ Frames encode_consumption_status_reply(const ConsumptionStatus& status) {
 }
 
 ConsumptionStatus decode_consumption_status_reply(const Frames& reply) {
-  const std::string what = reply_name(kConsumptionStatus);
-  const Json json = wire::read_header(reply, 0, what);
-  const Header header(json, what, {"status"});
+  const Header header = wire::read_header(reply, 0, reply_name(kConsumptionStatus), {"status"});
   if (!header.has("status")) return std::nullopt;
-  return wire::decode_status(header.at("status"), what);
+  return wire::decode_status(header.at("status"), header.what());
 }
 
 Frames encode_production_status_reply(const std::optional<ProductionStatus>& status) {
@@ -315,11 +270,9 @@ Frames encode_production_status_reply(const std::optional<ProductionStatus>& sta
 }
 
 std::optional<ProductionStatus> decode_production_status_reply(const Frames& reply, size_t fields) {
-  const std::string what = reply_name(kProductionStatus);
-  const Json json = wire::read_header(reply, 0, what);
-  const Header header(json, what, {"status"});
+  const Header header = wire::read_header(reply, 0, reply_name(kProductionStatus), {"status"});
   if (!header.has("status")) return std::nullopt;
-  const Header status(header.at("status"), what + "'s status", {"indexes", "produced"});
+  const Header status(header.at("status"), header.what() + "'s status", {"indexes", "produced"});
   ProductionStatus out;
   out.field_count = fields;
   out.global_indexes = status.numbers<int64_t>("indexes");
@@ -328,35 +281,6 @@ std::optional<ProductionStatus> decode_production_status_reply(const Frames& rep
     status.fail("produced", "must hold one flag per sample and field");
   }
   return out;
-}
-
-Frames encode_report_timing_request(const std::string& task_name, std::span<const TimingRecord> records) {
-  return header_message(wire::timing_request(task_name, records));
-}
-
-ReportTimingRequest decode_report_timing_request(const Frames& request) {
-  const std::string what = request_name(kReportTiming);
-  const Json json = wire::read_header(request, 0, what);
-  const Header header(json, what, {"task_name", "lengths", "counts", "seconds"});
-  return {header.text("task_name"), wire::read_timing_records(header)};
-}
-
-Frames encode_task_workload_request(const std::string& task_name) {
-  return header_message(Json{{"task_name", task_name}});
-}
-
-std::string decode_task_workload_request(const Frames& request) {
-  const std::string what = request_name(kTaskWorkload);
-  const Json json = wire::read_header(request, 0, what);
-  return Header(json, what, {"task_name"}).text("task_name");
-}
-
-Frames encode_task_workload_reply(const std::optional<TaskWorkload>& model) {
-  return header_message(wire::task_workload_reply(model));
-}
-
-std::optional<TaskWorkload> decode_task_workload_reply(const Frames& reply, const std::string& task_name) {
-  return wire::read_task_workload(wire::read_header(reply, 0, reply_name(kTaskWorkload)), task_name);
 }
 
 Frames encode_bare_request() { return wire::empty_message(); }
@@ -370,9 +294,7 @@ Frames encode_partition_list_reply(const std::vector<std::string>& partitions) {
 }
 
 std::vector<std::string> decode_partition_list_reply(const Frames& reply) {
-  const std::string what = reply_name(kPartitionList);
-  const Json json = wire::read_header(reply, 0, what);
-  return Header(json, what, {"partitions"}).texts("partitions");
+  return wire::read_header(reply, 0, reply_name(kPartitionList), {"partitions"}).texts("partitions");
 }
 
 Frames encode_kv_resolve_request(const KvResolveRequest& request) {
@@ -382,9 +304,7 @@ Frames encode_kv_resolve_request(const KvResolveRequest& request) {
 }
 
 KvResolveRequest decode_kv_resolve_request(const Frames& request) {
-  const std::string what = request_name(kKvResolve);
-  const Json json = wire::read_header(request, 0, what);
-  const Header header(json, what, {"partition_id", "keys", "tags"});
+  const Header header = wire::read_header(request, 0, request_name(kKvResolve), {"partition_id", "keys", "tags"});
   return {header.text("partition_id"), header.texts("keys"), header.objects("tags")};
 }
 
@@ -394,21 +314,18 @@ Frames encode_kv_keys_request(const KvKeysRequest& request) {
 }
 
 KvKeysRequest decode_kv_keys_request(const Frames& request) {
-  const std::string what = request_name(kKvKeys);
-  const Json json = wire::read_header(request, 0, what);
-  const Header header(json, what, {"partition_id", "global_indexes"});
+  const Header header = wire::read_header(request, 0, request_name(kKvKeys), {"partition_id", "global_indexes"});
   return {header.text("partition_id"), header.numbers<int64_t>("global_indexes")};
 }
 
 Frames encode_kv_keys_reply(const std::vector<std::string>& keys) { return header_message(Json{{"keys", keys}}); }
 
 std::vector<std::string> decode_kv_keys_reply(const Frames& reply, size_t global_indexes) {
-  const std::string what = reply_name(kKvKeys);
-  const Json json = wire::read_header(reply, 0, what);
-  auto keys = Header(json, what, {"keys"}).texts("keys");
+  const Header header = wire::read_header(reply, 0, reply_name(kKvKeys), {"keys"});
+  auto keys = header.texts("keys");
   if (keys.size() != global_indexes) {
-    throw_invalid(what + " holds " + std::to_string(keys.size()) + " keys for " + std::to_string(global_indexes) +
-                  " global indexes");
+    throw_invalid(header.what() + " holds " + std::to_string(keys.size()) + " keys for " +
+                  std::to_string(global_indexes) + " global indexes");
   }
   return keys;
 }
@@ -418,9 +335,8 @@ Frames encode_kv_list_request(const KvListRequest& request) {
 }
 
 KvListRequest decode_kv_list_request(const Frames& request) {
-  const std::string what = request_name(kKvList);
-  const Json json = wire::read_header(request, 0, what);
-  const Header header(json, what, {"partition_id", "known_partitions", "known_versions"});
+  const Header header =
+      wire::read_header(request, 0, request_name(kKvList), {"partition_id", "known_partitions", "known_versions"});
   return {header.has("partition_id") ? std::optional(header.text("partition_id")) : std::nullopt,
           wire::read_known_listings(header)};
 }
@@ -431,86 +347,6 @@ Frames encode_kv_list_reply(const std::vector<PartitionKeys>& listed) {
 
 std::vector<PartitionKeys> decode_kv_list_reply(Frames& reply) {
   return wire::read_kv_list(reply, 0, reply_name(kKvList));
-}
-
-Frames encode_path_request(const std::string& path) { return header_message(Json{{"path", path}}); }
-
-std::string decode_path_request(const Frames& request, std::string_view op) {
-  const std::string what = request_name(op);
-  const Json json = wire::read_header(request, 0, what);
-  return Header(json, what, {"path"}).text("path");
-}
-
-Frames encode_save_checkpoint_request(const SaveCheckpointRequest& request) {
-  return header_message(Json{{"controller", request.controller}, {"storage", request.storage}});
-}
-
-SaveCheckpointRequest decode_save_checkpoint_request(const Frames& request) {
-  const std::string what = request_name(kSaveCheckpoint);
-  const Json json = wire::read_header(request, 0, what);
-  const Header header(json, what, {"controller", "storage"});
-  return {header.text("controller"), header.text("storage")};
-}
-
-Frames encode_fingerprints_reply(const std::vector<uint64_t>& fingerprints) {
-  return header_message(Json{{"fingerprints", fingerprints}});
-}
-
-std::vector<uint64_t> decode_fingerprints_reply(const Frames& reply, std::string_view op) {
-  const std::string what = reply_name(op);
-  const Json json = wire::read_header(reply, 0, what);
-  return unsigned_integers(Header(json, what, {"fingerprints"}), "fingerprints");
-}
-
-Frames encode_load_storage_request(const LoadStorageRequest& request) {
-  Json header{{"path", request.path}, {"fingerprints", request.fingerprints}};
-  if (request.check_only) header["check_only"] = true;
-  return header_message(header);
-}
-
-LoadStorageRequest decode_load_storage_request(const Frames& request, size_t storage_units) {
-  const std::string what = request_name(kLoadStorage);
-  const Json json = wire::read_header(request, 0, what);
-  const Header header(json, what, {"path", "fingerprints", "check_only"});
-  LoadStorageRequest out{header.text("path"), {}, header.has("check_only") && header.boolean("check_only")};
-  if (header.has("fingerprints")) out.fingerprints = unsigned_integers(header, "fingerprints");
-  if (!out.fingerprints.empty() && out.fingerprints.size() != storage_units) {
-    header.fail("fingerprints", "must hold one fingerprint per storage unit (" + std::to_string(storage_units) + ")");
-  }
-  return out;
-}
-
-Frames encode_register_storage_request(const RegisterStorageRequest& request) {
-  Json header{{"endpoint", request.endpoint}, {"admin_token", request.admin_token}};
-  if (request.instance) header["instance"] = std::bit_cast<int64_t>(*request.instance);
-  if (request.incarnation) header["incarnation"] = std::bit_cast<int64_t>(*request.incarnation);
-  return header_message(header);
-}
-
-RegisterStorageRequest decode_register_storage_request(const Frames& request) {
-  const std::string what = request_name(kRegisterStorage);
-  const Json json = wire::read_header(request, 0, what);
-  const Header header(json, what, {"endpoint", "instance", "incarnation", "admin_token"});
-  RegisterStorageRequest out{header.text("endpoint"), bit_cast_id(header, "instance"), header.text("admin_token"),
-                             bit_cast_id(header, "incarnation")};
-  if (out.endpoint.empty()) header.fail("endpoint", "is empty");
-  return out;
-}
-
-Frames encode_storage_units_reply(const StorageUnitsReply& reply) {
-  Json header{{"units", reply.units}, {"expected", reply.expected}};
-  if (reply.incarnation) header["incarnation"] = std::bit_cast<int64_t>(*reply.incarnation);
-  return header_message(header);
-}
-
-StorageUnitsReply decode_storage_units_reply(const Frames& reply, std::string_view op) {
-  const std::string what = reply_name(op);
-  const Json json = wire::read_header(reply, 0, what);
-  const Header header(json, what, {"units", "expected", "incarnation"});
-  StorageUnitsReply out{header.texts("units"), header.integer("expected"), std::nullopt};
-  // Only a registration's reply names the controller's incarnation.
-  if (op == kRegisterStorage) out.incarnation = std::bit_cast<uint64_t>(header.integer("incarnation"));
-  return out;
 }
 
 }  // namespace seqflow::transport::control

@@ -18,11 +18,11 @@
 
 #include "common/constant_time.h"
 #include "seqflow/error.h"
+#include "transport/unix_socket.h"
 
 namespace seqflow::transport::local_copy {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using Token = std::array<uint8_t, 16>;
 
 // 16 bytes at a fixed address of this process: the other side of a session
@@ -69,64 +69,6 @@ bool can_read(pid_t pid, const uint8_t* token_message) {
   iovec remote{reinterpret_cast<void*>(static_cast<uintptr_t>(address)), found.size()};
   if (process_vm_readv(pid, &local, 1, &remote, 1, 0) != static_cast<ssize_t>(found.size())) return false;
   return std::memcmp(found.data(), token_message + 8, found.size()) == 0;
-}
-
-sockaddr_un abstract_address(const std::string& name, socklen_t& length) {
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  address.sun_path[0] = '\0';  // the abstract namespace: no file, gone with the socket
-  std::memcpy(address.sun_path + 1, name.data(), name.size());
-  length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
-  return address;
-}
-
-// Waits for `events` on fd until the deadline; false once it has passed.
-bool wait_for(int fd, short events, Clock::time_point deadline) {
-  while (true) {
-    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) return false;
-    pollfd item{fd, events, 0};
-    const int ready = ::poll(&item, 1, static_cast<int>(std::min<int64_t>(left, 60000)));
-    if (ready > 0) return true;
-    if (ready < 0 && errno != EINTR) return false;
-  }
-}
-
-bool send_all(int fd, const uint8_t* data, size_t size, Clock::time_point deadline) {
-  while (size > 0) {
-    const ssize_t sent = ::send(fd, data, size, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (sent > 0) {
-      data += sent;
-      size -= static_cast<size_t>(sent);
-      continue;
-    }
-    if (sent < 0 && errno == EINTR) continue;
-    if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && wait_for(fd, POLLOUT, deadline)) continue;
-    return false;
-  }
-  return true;
-}
-
-bool receive_all(int fd, uint8_t* data, size_t size, Clock::time_point deadline) {
-  while (size > 0) {
-    const ssize_t got = ::recv(fd, data, size, MSG_DONTWAIT);
-    if (got > 0) {
-      data += got;
-      size -= static_cast<size_t>(got);
-      continue;
-    }
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && wait_for(fd, POLLIN, deadline)) continue;
-    return false;  // closed, failed or too slow
-  }
-  return true;
-}
-
-pid_t peer_pid(int fd) {
-  ucred credentials{};
-  socklen_t length = sizeof(credentials);
-  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) return 0;
-  return credentials.pid;  // 0 when the peer's pid namespace is not visible from ours
 }
 
 std::string hex(std::span<const uint8_t> bytes) {

@@ -60,10 +60,8 @@ Frames encode_local_put_request(const SampleKeys& samples, std::span<const size_
 }
 
 PutRequest decode_put_request(const Frames& request) {
-  const std::string what = request_name(kPut);
-  const Json json = wire::read_header(request, 0, what);
-  const Header header(
-      json, what,
+  const Header header = wire::read_header(
+      request, 0, request_name(kPut),
       {"indexes", "partitions", "partition_ends", "generations", "write_version", "columns", "local_frames"});
   return {wire::read_sample_keys(header), header.at("columns"), optional_entry(header, "local_frames")};
 }
@@ -74,9 +72,7 @@ Frames encode_put_reply(const std::optional<std::string>& local_copy_refused) {
 }
 
 std::optional<std::string> decode_put_reply(const Frames& reply) {
-  const std::string what = reply_name(kPut);
-  const Json json = wire::read_header(reply, 0, what);
-  return optional_text(Header(json, what, {"local_copy_refused"}), "local_copy_refused");
+  return optional_text(wire::read_header(reply, 0, reply_name(kPut), {"local_copy_refused"}), "local_copy_refused");
 }
 
 Frames encode_get_request(const SampleKeys& samples, std::span<const size_t> positions,
@@ -88,10 +84,9 @@ Frames encode_get_request(const SampleKeys& samples, std::span<const size_t> pos
 }
 
 GetRequest decode_get_request(const Frames& request) {
-  const std::string what = request_name(kGet);
-  const Json json = wire::read_header(request, 0, what);
-  const Header header(
-      json, what, {"indexes", "partitions", "partition_ends", "generations", "read_versions", "fields", "local_copy"});
+  const Header header = wire::read_header(
+      request, 0, request_name(kGet),
+      {"indexes", "partitions", "partition_ends", "generations", "read_versions", "fields", "local_copy"});
   GetRequest out{wire::read_sample_keys(header), header.texts("fields"), std::nullopt};
   if (header.has("local_copy") && header.at("local_copy").is_binary()) {
     const auto& id = header.at("local_copy").get_binary();
@@ -109,9 +104,7 @@ zmq::message_t encode_get_reply_header(const GetReply& reply) {
 }
 
 GetReply decode_get_reply(const Frames& reply) {
-  const std::string what = reply_name(kGet);
-  const Json json = wire::read_header(reply, 0, what);
-  const Header header(json, what, {"fields", "local_frames", "lease"});
+  const Header header = wire::read_header(reply, 0, reply_name(kGet), {"fields", "local_frames", "lease"});
   GetReply out{header.at("fields"), optional_entry(header, "local_frames"), std::nullopt};
   if (header.has("lease")) out.lease = std::bit_cast<uint64_t>(header.integer("lease"));
   return out;
@@ -126,10 +119,9 @@ Frames encode_settle_request(const SampleKeys& samples, std::span<const size_t> 
 }
 
 SettleRequest decode_settle_request(const Frames& request, std::string_view op) {
-  const std::string what = request_name(op);
-  const Json json = wire::read_header(request, 0, what);
-  const Header header(
-      json, what, {"indexes", "partitions", "partition_ends", "generations", "write_version", "fields", "write_tag"});
+  const Header header = wire::read_header(
+      request, 0, request_name(op),
+      {"indexes", "partitions", "partition_ends", "generations", "write_version", "fields", "write_tag"});
   SettleRequest out{wire::read_sample_keys(header), header.texts("fields"), std::nullopt};
   if (header.has("write_tag") && header.at("write_tag").is_number_unsigned()) {
     out.write_tag = header.at("write_tag").get<uint64_t>();
@@ -148,25 +140,19 @@ Frames encode_local_copy_session_reply(const std::string& address) {
 }
 
 std::string decode_local_copy_session_reply(const Frames& reply) {
-  const std::string what = reply_name(kLocalCopySession);
-  const Json json = wire::read_header(reply, 0, what);
-  return Header(json, what, {"address"}).text("address");
+  return wire::read_header(reply, 0, reply_name(kLocalCopySession), {"address"}).text("address");
 }
 
 Frames encode_release_request(uint64_t lease) { return header_message(Json{{"lease", std::bit_cast<int64_t>(lease)}}); }
 
 uint64_t decode_release_request(const Frames& request) {
-  const std::string what = request_name(kRelease);
-  const Json json = wire::read_header(request, 0, what);
-  return std::bit_cast<uint64_t>(Header(json, what, {"lease"}).integer("lease"));
+  return std::bit_cast<uint64_t>(wire::read_header(request, 0, request_name(kRelease), {"lease"}).integer("lease"));
 }
 
 Frames encode_release_reply(bool held) { return header_message(Json{{"held", held}}); }
 
 bool decode_release_reply(const Frames& reply) {
-  const std::string what = reply_name(kRelease);
-  const Json json = wire::read_header(reply, 0, what);
-  return Header(json, what, {"held"}).boolean("held");
+  return wire::read_header(reply, 0, reply_name(kRelease), {"held"}).boolean("held");
 }
 
 Frames encode_clear_request(const ClearRequest& request) {
@@ -177,9 +163,7 @@ Frames encode_clear_request(const ClearRequest& request) {
 }
 
 ClearRequest decode_clear_request(const Frames& request) {
-  const std::string what = request_name(kClear);
-  const Json json = wire::read_header(request, 0, what);
-  const Header header(json, what, {"indexes", "generations", "admin_token"});
+  const Header header = wire::read_header(request, 0, request_name(kClear), {"indexes", "generations", "admin_token"});
   return {header.numbers<int64_t>("indexes"),
           header.has("generations") ? header.numbers<uint64_t>("generations") : std::vector<uint64_t>{},
           optional_text(header, "admin_token")};
@@ -191,9 +175,7 @@ Frames encode_stats_reply(const StorageStats& stats) {
 }
 
 StorageStats decode_stats_reply(const Frames& reply) {
-  const std::string what = reply_name(kStats);
-  const Json json = wire::read_header(reply, 0, what);
-  const Header header(json, what, {"samples", "bytes", "overhead_bytes"});
+  const Header header = wire::read_header(reply, 0, reply_name(kStats), {"samples", "bytes", "overhead_bytes"});
   StorageStats out;
   out.samples = count(header, "samples");
   out.bytes = count(header, "bytes");
@@ -208,18 +190,14 @@ Frames encode_save_request(const SaveRequest& request) {
 }
 
 SaveRequest decode_save_request(const Frames& request) {
-  const std::string what = request_name(kSave);
-  const Json json = wire::read_header(request, 0, what);
-  const Header header(json, what, {"path", "admin_token"});
+  const Header header = wire::read_header(request, 0, request_name(kSave), {"path", "admin_token"});
   return {header.text("path"), optional_text(header, "admin_token")};
 }
 
 Frames encode_save_reply(uint64_t fingerprint) { return header_message(Json{{"fingerprint", fingerprint}}); }
 
 uint64_t decode_save_reply(const Frames& reply) {
-  const std::string what = reply_name(kSave);
-  const Json json = wire::read_header(reply, 0, what);
-  const Header header(json, what, {"fingerprint"});
+  const Header header = wire::read_header(reply, 0, reply_name(kSave), {"fingerprint"});
   const Json& fingerprint = header.at("fingerprint");
   if (!fingerprint.is_number_unsigned()) header.fail("fingerprint", "must be an unsigned integer");
   return fingerprint.get<uint64_t>();
@@ -234,9 +212,8 @@ Frames encode_load_request(const LoadRequest& request) {
 }
 
 LoadRequest decode_load_request(const Frames& request) {
-  const std::string what = request_name(kLoad);
-  const Json json = wire::read_header(request, 0, what);
-  const Header header(json, what, {"path", "fingerprint", "check_only", "admin_token"});
+  const Header header =
+      wire::read_header(request, 0, request_name(kLoad), {"path", "fingerprint", "check_only", "admin_token"});
   LoadRequest out{header.text("path"), std::nullopt, header.has("check_only") && header.boolean("check_only"),
                   optional_text(header, "admin_token")};
   if (header.has("fingerprint")) {

@@ -55,7 +55,7 @@ void read_empty_message(const Frames& frames, std::string_view what);
 // A decoded header whose keys are checked against the allowed ones.
 class Header {
  public:
-  Header(const Json& header, std::string_view what, std::initializer_list<std::string_view> allowed);
+  Header(Json header, std::string_view what, std::initializer_list<std::string_view> allowed);
 
   bool has(std::string_view key) const;
   const Json& at(std::string_view key) const;  // throws naming a missing key
@@ -71,9 +71,14 @@ class Header {
   const std::string& what() const { return what_; }
 
  private:
-  const Json& header_;
+  Json header_;
   std::string what_;
 };
+
+// frames[index] decoded as a Header of `allowed` keys: what every decoder
+// of a message does first.
+Header read_header(const Frames& frames, size_t index, std::string_view what,
+                   std::initializer_list<std::string_view> allowed);
 
 // Objects (custom_meta, tags) as a JSON array; Header::objects reads it.
 Json encode_objects(std::span<const Value> values);

@@ -32,13 +32,15 @@ std::string reply_name(std::string_view op) { return std::string(op) + " reply";
 
 Frames empty_message() { return header_message(Json::object()); }
 
-void read_empty_message(const Frames& frames, std::string_view what) {
-  const Json json = read_header(frames, 0, what);
-  const Header header(json, what, {});
+void read_empty_message(const Frames& frames, std::string_view what) { read_header(frames, 0, what, {}); }
+
+Header read_header(const Frames& frames, size_t index, std::string_view what,
+                   std::initializer_list<std::string_view> allowed) {
+  return Header(read_header(frames, index, what), what, allowed);
 }
 
-Header::Header(const Json& header, std::string_view what, std::initializer_list<std::string_view> allowed)
-    : header_(header), what_(what) {
+Header::Header(Json header, std::string_view what, std::initializer_list<std::string_view> allowed)
+    : header_(std::move(header)), what_(what) {
   if (!header_.is_object()) {
     throw_invalid(what_ + " must be a map, got " + std::string(header_.type_name()));
   }

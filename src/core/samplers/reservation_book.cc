@@ -1,6 +1,5 @@
 #include "core/samplers/reservation_book.h"
 
-#include "common/value_json.h"
 #include "seqflow/error.h"
 
 namespace seqflow::samplers {
@@ -50,34 +49,37 @@ void ReservationBook::clear(const std::string& partition_id, const std::string* 
 }
 
 Value ReservationBook::state() const {
-  nlohmann::json batches = nlohmann::json::array();
+  Value batches = Value::array();
   for (const auto& [key, ranks] : batches_) {
-    nlohmann::json per_rank = nlohmann::json::array();
+    Value per_rank = Value::array();
     for (const auto& [rank, share] : ranks) {
-      per_rank.push_back({{"dp_rank", rank}, {"samples", share.samples}, {"served", share.served}});
+      per_rank.push_back({{"dp_rank", rank},
+                          {"samples", Value::Array(share.samples.begin(), share.samples.end())},
+                          {"served", share.served}});
     }
     batches.push_back({{"partition_id", std::get<0>(key)},
                        {"task_name", std::get<1>(key)},
                        {"batch_index", std::get<2>(key)},
                        {"ranks", std::move(per_rank)}});
   }
-  return from_json({{"reservations", std::move(batches)}});
+  return {{"reservations", std::move(batches)}};
 }
 
-void ReservationBook::restore(const Value& state_value) {
+void ReservationBook::restore(const Value& state) {
   decltype(batches_) restored;
   try {
-    const nlohmann::json state = to_json(state_value);
-    for (const auto& batch : state.at("reservations")) {
-      auto& ranks = restored[Key{batch.at("partition_id").get<std::string>(), batch.at("task_name").get<std::string>(),
-                                 batch.at("batch_index").get<int64_t>()}];
-      for (const auto& rank : batch.at("ranks")) {
+    for (const Value& batch : state.at("reservations").as_array()) {
+      auto& ranks = restored[Key{batch.at("partition_id").as_string(), batch.at("task_name").as_string(),
+                                 batch.at("batch_index").as_int()}];
+      for (const Value& rank : batch.at("ranks").as_array()) {
+        std::vector<int64_t> samples;
+        for (const Value& sample : rank.at("samples").as_array()) samples.push_back(sample.as_int());
         // Checkpoints written before "served" existed: every share counted as served.
-        ranks[rank.at("dp_rank").get<int64_t>()] =
-            Share{rank.at("samples").get<std::vector<int64_t>>(), rank.value("served", true)};
+        const Value* served = rank.find("served");
+        ranks[rank.at("dp_rank").as_int()] = Share{std::move(samples), served == nullptr || served->as_bool()};
       }
     }
-  } catch (const nlohmann::json::exception& error) {
+  } catch (const Error& error) {
     throw_invalid(std::string("reservations state is malformed: ") + error.what());
   }
   batches_ = std::move(restored);
