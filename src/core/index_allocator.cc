@@ -1,5 +1,6 @@
 #include "core/index_allocator.h"
 
+#include "common/amortized_reserve.h"
 #include "seqflow/error.h"
 
 namespace seqflow::core {
@@ -32,9 +33,9 @@ void IndexAllocator::reserve(int64_t count) {
   // Every index at or above high_water() is free: the largest one `count`
   // allocations can reach is below high_water() + count.
   const auto indexes = static_cast<size_t>(high_water() + count);
-  live_bits_.reserve((indexes + 63) / 64);
-  where_.reserve(indexes);
-  generation_.reserve(indexes);
+  amortized_reserve(live_bits_, (indexes + 63) / 64);
+  amortized_reserve(where_, indexes);
+  amortized_reserve(generation_, indexes);
 }
 
 std::vector<int64_t> IndexAllocator::allocate(int64_t count) {

@@ -2,6 +2,8 @@
 
 #include <random>
 
+#include "common/amortized_reserve.h"
+
 namespace seqflow::core {
 namespace {
 
@@ -17,14 +19,14 @@ PartitionState::PartitionState(std::string name, uint32_t number)
 
 void PartitionState::reserve_samples(size_t count) {
   const size_t slots = global_index_.size() + (count > free_slots_.size() ? count - free_slots_.size() : 0);
-  global_index_.reserve(slots);
-  produced_.reserve(slots * stride_);
-  meta_.reserve(slots);
-  key_.reserve(slots);
-  length_.reserve(slots);
-  group_.reserve(slots);
-  put_id_.reserve(slots);
-  put_pos_.reserve(slots);
+  amortized_reserve(global_index_, slots);
+  amortized_reserve(produced_, slots * stride_);
+  amortized_reserve(meta_, slots);
+  amortized_reserve(key_, slots);
+  amortized_reserve(length_, slots);
+  amortized_reserve(group_, slots);
+  amortized_reserve(put_id_, slots);
+  amortized_reserve(put_pos_, slots);
   live_.reserve_slots(slots);
   for (auto& [name, queue] : tasks_) queue.reserve_slots(slots);
 }
