@@ -148,7 +148,10 @@ class NativeClient {
     RemoteOptions options;
     options.controller_endpoint = address;
     options.timeout = milliseconds(timeout);
-    if (server_public_key_file && client_key_file) {
+    if (server_public_key_file.has_value() != client_key_file.has_value()) {
+      throw_invalid("CURVE needs both server_public_key_file and client_key_file");  // never plaintext by mistake
+    }
+    if (server_public_key_file) {
       const CurveKeyPair server = read_key_file(*server_public_key_file);
       const CurveKeyPair own = read_key_file(*client_key_file);
       if (own.secret_key.empty()) {
@@ -205,9 +208,9 @@ PyBatchMeta put_existing(const NativeClient& self, const PyBatchMeta& meta, cons
 }
 
 PyBatchMeta get_meta(const NativeClient& self, const std::string& partition, const std::vector<std::string>& fields,
-                   int64_t batch_size, const std::string& mode, const std::string& task_name,
-                   std::optional<int64_t> dp_rank, int64_t batch_index, const std::optional<nb::dict>& sampler_args,
-                   bool polling, double timeout) {
+                     int64_t batch_size, const std::string& mode, const std::string& task_name,
+                     std::optional<int64_t> dp_rank, int64_t batch_index, const std::optional<nb::dict>& sampler_args,
+                     bool polling, double timeout) {
   MetaRequest request;
   request.fields = fields;
   request.batch_size = batch_size;
@@ -228,7 +231,9 @@ nb::dict get_data(const NativeClient* client_or_none, const PyBatchMeta& meta, c
                   bool writable, bool allow_pickle, const nb::callable& container) {
   std::vector<std::vector<SampleView>> per_field(fields.size());
   if (meta.size()) {
-    if (client_or_none == nullptr) throw_invalid("get_data of " + std::to_string(meta.size()) + " samples needs a client");
+    if (client_or_none == nullptr) {
+      throw_invalid("get_data of " + std::to_string(meta.size()) + " samples needs a client");
+    }
     std::shared_ptr<Client> client = client_or_none->connected();
     GilReleased release;
     std::vector<std::vector<SampleView>> rows = client->get_data(meta, fields);
@@ -339,7 +344,7 @@ void bind_native_client(nb::module_ m) {
   cls.def("put_new", &put_new, "partition_id"_a, "columns"_a, "custom_meta"_a.none());
   cls.def("put_existing", &put_existing, "meta"_a, "columns"_a, "custom_meta"_a.none());
   cls.def("get_meta", &get_meta, "partition_id"_a, "fields"_a, "batch_size"_a, "mode"_a, "task_name"_a,
-           "dp_rank"_a.none(), "batch_index"_a, "sampler_args"_a.none(), "polling"_a, "timeout"_a);
+          "dp_rank"_a.none(), "batch_index"_a, "sampler_args"_a.none(), "polling"_a, "timeout"_a);
   m.def("get_data", &get_data, "client"_a.none(), "meta"_a, "fields"_a, "nested"_a, "format"_a, "layout"_a, "fresh"_a,
         "writable"_a, "allow_pickle"_a, "container"_a,
         "The fields of `meta`'s samples as seqflow.Client.get_data returns them (before a TensorDict wraps them).");
@@ -422,9 +427,8 @@ void bind_native_client(nb::module_ m) {
       "kv_meta",
       [](const NativeClient& self, const std::string& partition, const std::vector<std::string>& keys, bool skip) {
         std::shared_ptr<Client> client = self.connected();
-        return python_meta(without_gil([&] {
-          return skip ? client->control().kv_find(partition, keys) : client->kv_meta(partition, keys);
-        }));
+        return python_meta(without_gil(
+            [&] { return skip ? client->control().kv_find(partition, keys) : client->kv_meta(partition, keys); }));
       },
       "partition_id"_a, "keys"_a, "skip_missing"_a);
   cls.def(

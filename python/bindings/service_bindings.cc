@@ -232,7 +232,10 @@ void bind_services(nb::module_ m) {
       .def(
           "__exit__", [](ServiceHandle& self, nb::args) { self.stop(); }, nb::sig("def __exit__(self, *exc) -> None"))
       .def("__repr__",
-           [](const ServiceHandle& self) { return "ServiceHandle('" + self.role() + "', '" + self.endpoint() + "')"; })
+           [](const ServiceHandle& self) {
+             return "ServiceHandle(" + std::string(nb::repr(nb::str(self.role().c_str())).c_str()) + ", " +
+                    std::string(nb::repr(nb::str(self.endpoint().c_str())).c_str()) + ")";
+           })
       .attr("__module__") = "seqflow.remote";
 
   // seqflow.remote's serve_controller and serve_storage check the arguments; "" and 0 mean not set.

@@ -1,6 +1,6 @@
 """Data in and out of the client: what needs torch or tensordict objects. The
 rules, checks and numpy conversions are C++ (_seqflow.convert: column, ...;
-the fields get_data returns: NativeClient.get_data); which values a field may hold and what get_data returns is
+the fields get_data returns: _seqflow.client.get_data); which values a field may hold and what get_data returns is
 documented in docs/streaming.md (Data in and out)."""
 
 from __future__ import annotations
@@ -24,7 +24,12 @@ _loaded_optional = False
 
 def _installed(name: str):
     """The module, or None when it is not installed (found without importing it)."""
-    return importlib.import_module(name) if importlib.util.find_spec(name) else None
+    return importlib.import_module(name) if _findable(name) else None
+
+
+def _findable(name: str) -> bool:
+    """Whether a module can be imported, without importing it."""
+    return importlib.util.find_spec(name) is not None
 
 
 def _load_optional() -> None:
@@ -130,11 +135,6 @@ _FORMATS = ("auto", "numpy", "torch", "tensordict")
 _LAYOUTS = ("dense", "transfer_queue")
 
 
-def _findable(name: str) -> bool:
-    """Whether a module can be imported, without importing it."""
-    return importlib.util.find_spec(name) is not None
-
-
 def resolve_format(fmt: str, layout: str = "dense") -> str:
     """get_data's format checked and resolved: 'auto' is 'tensordict' when
     tensordict is installed, else 'torch' for layout 'transfer_queue' and
@@ -160,7 +160,7 @@ def resolve_format(fmt: str, layout: str = "dense") -> str:
 
 def container(kind: str, value, *offsets):
     """The torch or tensordict container a field of get_data's result comes in
-    (NativeClient.get_data calls it for each field that is not a plain array or list)."""
+    (_seqflow.client.get_data calls it for each field that is not a plain array or list)."""
     if kind == "jagged":
         return torch.nested.nested_tensor_from_jagged(value, offsets[0])
     if kind == "strided":

@@ -77,9 +77,10 @@ def serve_controller(bind: str = "tcp://127.0.0.1:5555", *, storage_units: int =
     checkpoint_root: clients' save_checkpoint / load_checkpoint paths must
     lie under this directory (default: $SEQFLOW_CHECKPOINT_ROOT, else
     ~/.local/state/seqflow/checkpoints, made 0700; a relative path lies under it)."""
+    endpoint = _text(bind, "bind")
     units = check_count(storage_units, "storage_units", minimum=1)
     handle = native_sampler(sampler, sampler_args)
-    return _net.serve_controller(_text(bind, "bind"), units, handle, check_bool(polling_mode, "polling_mode"),
+    return _net.serve_controller(endpoint, units, handle, check_bool(polling_mode, "polling_mode"),
                                  check_count(timing_alignment, "timing_alignment", minimum=1),
                                  _path_text(load_checkpoint, "load_checkpoint"),
                                  *_serving(metrics, max_workers, max_request_bytes, curve_secret, curve_clients,

@@ -92,18 +92,16 @@ class RemoteConfig:
         if not isinstance(self.address, str) or not self.address:
             raise ValueError(f"address must name the controller service (e.g. tcp://10.0.0.1:5555), "
                              f"got {self.address!r}")
-        checked = {
-            "timeout": check_seconds(self.timeout, "timeout"),
-            "polling_mode": check_bool(self.polling_mode, "polling_mode"),
-            "local_copy": check_bool(self.local_copy, "local_copy"),
-            "busy_poll_us": check_count(self.busy_poll_us, "busy_poll_us", maximum=MAX_BUSY_POLL_US),
-        }
+        checked = {"timeout": check_seconds(self.timeout, "timeout"),
+                   "polling_mode": check_bool(self.polling_mode, "polling_mode")}
         if (self.server_public_key_file is None) != (self.client_key_file is None):
             raise ValueError(f"CURVE needs both server_public_key_file and client_key_file, got "
                              f"{self.server_public_key_file!r} and {self.client_key_file!r}")
         if self.client_key_file is not None:
             check_path(self.server_public_key_file, "server_public_key_file")
             check_path(self.client_key_file, "client_key_file")
+        checked["local_copy"] = check_bool(self.local_copy, "local_copy")
+        checked["busy_poll_us"] = check_count(self.busy_poll_us, "busy_poll_us", maximum=MAX_BUSY_POLL_US)
         for name, value in checked.items():
             object.__setattr__(self, name, value)
 
@@ -113,7 +111,7 @@ class RemoteConfig:
         return tuple(getattr(self, field.name) for field in dataclasses.fields(self))
 
     def __setstate__(self, state: tuple[Any, ...]) -> None:
-        checked = RemoteConfig(*state)
+        checked = type(self)(*state)
         for field in dataclasses.fields(self):
             object.__setattr__(self, field.name, getattr(checked, field.name))
 
@@ -149,14 +147,14 @@ def _config_timeout(settings: dict[str, Any]) -> float:
 # Remote clients of this process, whose connections a forked child abandons,
 # and the lock that serializes connecting on first use (made anew in a forked
 # child: a copy held by another parent thread would never be released).
-_REMOTE_CLIENTS: weakref.WeakSet[Client] = weakref.WeakSet()
+_REMOTE_CLIENTS: weakref.WeakValueDictionary[int, Client] = weakref.WeakValueDictionary()  # by id(): any __eq__
 _CONNECT_LOCK = threading.RLock()
 
 
 def _after_fork_in_child() -> None:
     global _CONNECT_LOCK
     _CONNECT_LOCK = threading.RLock()
-    for client in list(_REMOTE_CLIENTS):
+    for client in list(_REMOTE_CLIENTS.values()):
         client._abandon()
 
 
@@ -191,8 +189,6 @@ class Client:
     whoever wrote it. Calls that take allow_pickle= override it."""
 
     allow_pickle: bool = False
-    timeout: float
-    """Seconds a non-polling fetch waits by default."""
     sampler: Any
     """The sampler given to the constructor (None for a remote client)."""
 
@@ -210,6 +206,7 @@ class Client:
 
     def _set_up(self, native: Any, polling_mode: bool, timeout: float, sampler: Any,
                 remote_config: Optional[RemoteConfig], services: Any) -> None:
+        self._state_lock = threading.Lock()  # guards _native, _connect_on_use and _services
         self._native = native  # None: closed, or (remote) not connected yet
         self._connect_on_use = native is None and remote_config is not None
         self._polling_mode = polling_mode
@@ -218,7 +215,7 @@ class Client:
         self.timeout = timeout
         self.sampler = sampler
         if remote_config is not None:
-            _REMOTE_CLIENTS.add(self)
+            _REMOTE_CLIENTS[id(self)] = self
 
     @classmethod
     def _remote_instance(cls, config: RemoteConfig, native: Any, timeout: float, services: Any) -> Client:
@@ -236,8 +233,9 @@ class Client:
     @classmethod
     def _unpickled(cls, config: RemoteConfig, timeout: float, allow_pickle: Optional[bool]) -> Client:
         """A pickled remote client, connecting on first use."""
-        self = cls._remote_instance(config, None, timeout, None)
-        self.allow_pickle = bool(allow_pickle)
+        check_instance(config, "config", RemoteConfig, "a RemoteConfig")
+        self = cls._remote_instance(config, None, check_seconds(timeout, "timeout"), None)
+        self.allow_pickle = bool(check_optional_bool(allow_pickle, "allow_pickle"))
         return self
 
     @classmethod
@@ -274,6 +272,15 @@ class Client:
     # ---- life cycle ---------------------------------------------------------
 
     @property
+    def timeout(self) -> float:
+        """Seconds a non-polling fetch waits by default."""
+        return self._timeout
+
+    @timeout.setter
+    def timeout(self, seconds: float) -> None:
+        self._timeout = check_seconds(seconds, "timeout")
+
+    @property
     def remote_config(self) -> Optional[RemoteConfig]:
         """The RemoteConfig of a remote client; None when embedded."""
         return self._remote_config
@@ -295,20 +302,27 @@ class Client:
             with _CONNECT_LOCK:
                 if self._connect_on_use:
                     assert self._remote_config is not None
-                    self._native = self._remote_config._native()
-                    self._connect_on_use = False
-        if self._native is None:
+                    fresh = self._remote_config._native()  # waits without the GIL: close() may run meanwhile
+                    with self._state_lock:
+                        if self._connect_on_use:
+                            self._native, fresh = fresh, None
+                            self._connect_on_use = False
+                    if fresh is not None:  # closed while connecting: stays closed
+                        fresh.close()
+        native = self._native
+        if native is None:
             raise RuntimeError("this seqflow client is closed")
-        return self._native
+        return native
 
     def close(self) -> None:
         """Releases the controller and the storage (arrays already returned
         stay valid); stops the services this client started (Ray)."""
-        native, self._native = self._native, None
-        self._connect_on_use = False
+        with self._state_lock:  # two threads closing: one closes, one finds it closed
+            native, self._native = self._native, None
+            services, self._services = self._services, None
+            self._connect_on_use = False
         if native is not None:
             native.close()
-        services, self._services = self._services, None
         if services is not None:
             services.stop()
 
@@ -318,6 +332,7 @@ class Client:
             self._native.abandon()
             self._native = None
             self._connect_on_use = True
+        self._state_lock = threading.Lock()  # a copy held by another parent thread would never be released
 
     def __reduce__(self) -> tuple[Any, ...]:
         if not self.is_remote:
@@ -411,12 +426,13 @@ class Client:
         names = list(metadata.field_names) if fields is None else check_names(fields, "fields")
         fresh_copy = check_bool(copy, "copy")
         pickled = self._pickle_allowed(allow_pickle)
+        nested = _convert.nested_flags(names, metadata)
         # A batch of no samples asks no one (not even a client that would connect on first use).
         native = self._connected() if metadata.size else None
         # A remote get's buffers are this call's own already: copying them again would be waste.
-        fields_out = _seqflow.client.get_data(native, metadata, names, _convert.nested_flags(names, metadata), fmt, layout,
-                                     fresh_copy and not self.is_remote, fresh_copy or fmt != "numpy", pickled,
-                                     _convert.container)
+        fields_out = _seqflow.client.get_data(native, metadata, names, nested, fmt, layout,
+                                              fresh_copy and not self.is_remote, fresh_copy or fmt != "numpy",
+                                              pickled, _convert.container)
         return _convert.as_result(fields_out, metadata.size, fmt)
 
     def set_custom_meta(self, metadata: BatchMeta) -> None:
@@ -429,7 +445,8 @@ class Client:
         """Removes the partition: its samples, their data, consumption and
         keys. A partition that does not exist (never made, or cleared) is
         left as it is, as in TransferQueue."""
-        self._connected().clear_partition(check_name(partition_id, "partition_id"))
+        partition = check_name(partition_id, "partition_id")
+        self._connected().clear_partition(partition)
 
     def clear_samples(self, metadata: BatchMeta) -> None:
         """Removes these samples and their data; the partition stays (listed,
@@ -501,7 +518,7 @@ class Client:
         lengths of its sequences and its seconds (e.g. forward + backward).
         The controller fits the task's workload model to these timings in the
         background; samplers made with workload="online" balance it."""
-        self.report_timings(task_name, [(lengths, seconds)])
+        Client.report_timings(self, task_name, [(lengths, seconds)])
 
     def report_timings(self, task_name: str, records: Iterable[Any]) -> None:
         """report_timing for many micro-batches in one call: an iterable of
@@ -515,7 +532,8 @@ class Client:
         """The task's TaskWorkload (workload, reports, fitted): its current
         fit, or the tokens prior until enough timings came; None before the
         task's first report."""
-        return self._connected().task_workload(check_name(task_name, "task_name"))
+        task = check_name(task_name, "task_name")
+        return self._connected().task_workload(task)
 
     # ---- checkpoints ----------------------------------------------------------
 
@@ -539,7 +557,8 @@ class Client:
         save_checkpoint ({} if none). A directory that holds no checkpoint
         raises FileNotFoundError naming it; a corrupt one ValueError; the
         state is unchanged after either."""
-        return self._connected().load_checkpoint(check_path(directory, "directory"))
+        path = check_path(directory, "directory")
+        return self._connected().load_checkpoint(path)
 
     # ---- keys -----------------------------------------------------------------
 
@@ -594,7 +613,9 @@ class Client:
         else:
             _check_fields_set(meta, fields, names, partition)
             meta = meta.select_fields(fields)
-        return self.get_data(meta, fields=fields, format=format, copy=copy, layout=layout, allow_pickle=allow_pickle)
+        # Client's own get_data: a subclass's override sees its callers' calls, not this one's (as before).
+        return Client.get_data(self, meta, fields=fields, format=format, copy=copy, layout=layout,
+                               allow_pickle=allow_pickle)
 
     def kv_batch_get_by_meta(self, meta: KVBatchMeta, select_fields: Union[str, Iterable[str], None] = None,
                              **kwargs: Any) -> Any:
@@ -623,19 +644,22 @@ class Client:
         controller call. A sample without a key (or not in the partition)
         raises KeyError naming its global index."""
         indexes = check_int64_list(global_indexes, "global_indexes")
-        return self._connected().kv_keys(check_name(partition_id, "partition_id"), indexes)
+        partition = check_name(partition_id, "partition_id")
+        return self._connected().kv_keys(partition, indexes)
 
     def kv_list(self, partition_id: Optional[str] = None) -> dict[str, dict[str, Any]]:
         """{partition_id: {key: tag}} for one partition or (None) for every
         partition, those without keys included (with {}). A partition that
         does not exist is left out: kv_list("gone") is {}."""
-        return self._connected().kv_list(check_optional_name(partition_id, "partition_id"))
+        partition = check_optional_name(partition_id, "partition_id")
+        return self._connected().kv_list(partition)
 
     def kv_clear(self, keys: Union[str, Iterable[str]], partition_id: str) -> None:
         """Removes the keys' samples and data; keys (or a partition) that do
         not exist are skipped, as in TransferQueue."""
         names = check_names(keys, "keys")
-        self._connected().kv_clear(check_name(partition_id, "partition_id"), names)
+        partition = check_name(partition_id, "partition_id")
+        self._connected().kv_clear(partition, names)
 
 
     # The calls in a worker thread, for asyncio (one line each, so that type checkers see every one).

@@ -6,12 +6,20 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <new>
 
 namespace seqflow {
 
+// Near the memory limit, where doubling does not fit, exactly `size` still
+// may: a failed reserve leaves the vector as it was.
 template <class Vector>
 void amortized_reserve(Vector& vector, size_t size) {
-  if (size > vector.capacity()) vector.reserve(std::max(size, 2 * vector.capacity()));
+  if (size <= vector.capacity()) return;
+  try {
+    vector.reserve(std::max(size, 2 * vector.capacity()));
+  } catch (const std::bad_alloc&) {
+    vector.reserve(size);
+  }
 }
 
 }  // namespace seqflow

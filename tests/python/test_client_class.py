@@ -9,6 +9,9 @@ import gc
 import inspect
 import pickle
 import pydoc
+import socket
+import threading
+import time
 import weakref
 
 import numpy as np
@@ -178,3 +181,75 @@ def test_a_closed_client_refuses_calls():
         client.get_partition_list()
     with pytest.raises(RuntimeError, match="this seqflow client is closed"):
         client.polling_mode  # noqa: B018
+
+
+def test_a_client_closed_while_it_connects_on_first_use_stays_closed():
+    with socket.socket() as probe:  # a port nothing listens on yet
+        probe.bind(("127.0.0.1", 0))
+        address = f"tcp://127.0.0.1:{probe.getsockname()[1]}"
+    client = pickle.loads(pickle.dumps(seqflow.Client._unpickled(seqflow.RemoteConfig(address, timeout=30.0), 30.0,
+                                                                    False)))
+    outcome = []
+
+    def first_call():
+        try:
+            outcome.append(client.get_partition_list())
+        except RuntimeError as error:
+            outcome.append(error)
+
+    caller = threading.Thread(target=first_call)
+    caller.start()  # connects on first use: waits for the controller, without the GIL
+    time.sleep(0.3)
+    client.close()
+    controller = seqflow.serve_controller(address)
+    storage = seqflow.serve_storage(controller.endpoint)
+    try:
+        caller.join(timeout=30)
+        assert not caller.is_alive()
+        assert len(outcome) == 1 and isinstance(outcome[0], RuntimeError), outcome
+        with pytest.raises(RuntimeError, match="this seqflow client is closed"):
+            client.get_partition_list()
+    finally:
+        storage.stop()
+        controller.stop()
+
+
+def test_an_unpickled_client_checks_what_the_pickle_holds():
+    config = seqflow.RemoteConfig("tcp://127.0.0.1:1")
+    with pytest.raises(TypeError, match="config must be a RemoteConfig"):
+        seqflow.Client._unpickled("tcp://127.0.0.1:1", 1.0, False)
+    with pytest.raises(TypeError, match="timeout must be a number of seconds, got 'soon'"):
+        seqflow.Client._unpickled(config, "soon", False)
+    with pytest.raises(TypeError, match="allow_pickle must be True or False, got 'no'"):
+        seqflow.Client._unpickled(config, 1.0, "no")
+    assert seqflow.Client._unpickled(config, 1.0, None).allow_pickle is False
+
+
+def test_a_clients_timeout_is_checked_when_set():
+    client = seqflow.Client()
+    client.timeout = 2
+    assert client.timeout == 2.0
+    for bad, error in ((None, TypeError), ("5", TypeError), (float("nan"), ValueError), (-1, ValueError)):
+        with pytest.raises(error, match="timeout"):
+            client.timeout = bad
+    assert client.timeout == 2.0
+    client.close()
+
+
+class EqualToEverything(seqflow.Client):
+    """A subclass whose instances compare equal and do not hash: remote clients are tracked by identity."""
+
+    def __eq__(self, other):
+        return True
+
+    __hash__ = None
+
+
+def test_remote_clients_of_a_subclass_that_compares_by_value_are_tracked_apart(clusters):
+    cluster = clusters(1)
+    first = EqualToEverything.remote(cluster.address, timeout=5.0)
+    second = EqualToEverything.remote(cluster.address, timeout=5.0)
+    first.put({"x": np.arange(2)}, partition_id="p")
+    assert second.get_partition_list() == ["p"]
+    first.close()
+    second.close()

@@ -45,9 +45,9 @@ EXPORTED_BEFORE = {
     # Private, but used beyond the package (seqflow.compat, tests): once re-exports of C++ submodules, now Python.
     "seqflow._checks": [
         "ArgumentTypeError", "INT64_MAX", "INT64_MIN", "MAX_NAME_BYTES", "MAX_PATH_BYTES", "MAX_SECONDS", "check_bool",
-        "check_choice", "check_count", "check_instance", "check_int64", "check_int64_list", "check_list", "check_name",
-        "check_names", "check_optional_bool", "check_optional_name", "check_path", "check_seconds", "check_tag",
-        "short_repr",
+        "check_choice", "check_count", "check_dicts", "check_instance", "check_int64", "check_int64_list",
+        "check_list", "check_name", "check_names", "check_optional_bool", "check_optional_name", "check_path",
+        "check_seconds", "check_tag", "short_repr",
     ],
     "seqflow._config": ["MAX_BUSY_POLL_US", "config_get", "read_config"],
 }
