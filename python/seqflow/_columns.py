@@ -36,9 +36,14 @@ def _is_non_tensor_array(array: np.ndarray) -> bool:
     return array.dtype.kind in _NON_TENSOR_KINDS
 
 
+# Checked first: the ABC check costs more, once per item of a long list.
+_PLAIN_NUMBER_TYPES = frozenset((int, float, bool))
+
+
 def _is_number(item: object) -> bool:
     """A number a list field stores densely: numbers.Number or numpy.bool_, but not complex."""
-    return not isinstance(item, complex) and isinstance(item, (numbers.Number, np.bool_))
+    return type(item) in _PLAIN_NUMBER_TYPES or (
+        not isinstance(item, complex) and isinstance(item, (numbers.Number, np.bool_)))
 
 
 def _is_array(item: object) -> bool:

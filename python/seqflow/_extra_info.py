@@ -13,7 +13,7 @@ import numpy as np
 _log = logging.getLogger("seqflow.batch_meta")
 
 
-def _values_equal(a: object, b: object) -> bool:
+def _values_equal(a: Any, b: Any) -> bool:
     """Same type and equal, never an ambiguous truth value."""
     if type(a) is not type(b):
         return False

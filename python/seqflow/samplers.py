@@ -31,13 +31,14 @@ two ranks (TransferQueue's hands them out again).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 import numpy as np
 
 from seqflow import _seqflow
 from seqflow._arrays import as_int64_array
 from seqflow._checks import check_count, check_instance, check_int64
+from seqflow._seqflow.client import Sampler as NativeSampler
 from seqflow._sampler_caches import cached, reservation_cache, reservation_states
 
 _native = _seqflow.client
@@ -106,7 +107,7 @@ class BaseSampler(ABC):
     def load_checkpoint(self, state: dict) -> None:
         self._states = state["_states"]
 
-    def _native_handle(self) -> Any:
+    def _native_handle(self) -> NativeSampler:
         """The C++ sampler the controller calls."""
         return _native.python_sampler(self)
 
@@ -136,7 +137,7 @@ class BuiltinSampler(BaseSampler):
     _sorts_ready = False
     _caches_pairs = False
 
-    def __init__(self, native: Any) -> None:
+    def __init__(self, native: NativeSampler) -> None:
         # Not BaseSampler.__init__: `_states` is the C++ reservations' view.
         self._native = native
 
@@ -153,7 +154,7 @@ class BuiltinSampler(BaseSampler):
         """One direct call of the C++ sampler (not while a client uses it).
         dp_rank None: the caller named no rank (GRPOGroupNSampler then keeps
         no answer for it)."""
-        ready = as_int64_array(ready_indexes, "ready_indexes")
+        ready = cast(np.ndarray, as_int64_array(ready_indexes, "ready_indexes"))
         if self._sorts_ready:
             ready = np.sort(ready)
         batch_size = check_int64(batch_size, "batch_size")
@@ -170,7 +171,7 @@ class BuiltinSampler(BaseSampler):
         sampled = _native.sample_directly(self._native, ready, batch_size, partition_id, task_name, rank, index, meta)
         return sampled, list(sampled)
 
-    def _native_handle(self) -> Any:
+    def _native_handle(self) -> NativeSampler:
         """The C++ sampler the controller calls: the built-in itself, or (a
         Python subclass that overrides sample()) one that calls this object."""
         return self._native if type(self).sample in _BUILTIN_SAMPLE_FUNCTIONS else _native.python_sampler(self)
@@ -263,7 +264,8 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
         self.n_samples_per_prompt = _positive(n_samples_per_prompt, "n_samples_per_prompt")
         self.dp_size = _positive(dp_size, "dp_size")
         length = _optional_length(default_length)
-        self.algorithm = check_instance(algorithm, "algorithm", str, "a str")
+        check_instance(algorithm, "algorithm", str, "a str")
+        self.algorithm = algorithm
         self.default_length, self.workload = default_length, workload
         # Not GRPOGroupNSampler.__init__, which would make a C++ sampler of its own.
         BuiltinSampler.__init__(self, _native.seqlen_balanced_sampler(self.n_samples_per_prompt, self.dp_size,
