@@ -52,13 +52,9 @@ NB_MODULE(_seqflow, m) {
   seqflow::bindings::bind_pack(m.def_submodule("pack", "Pack plans and micro-batch plans"));
   seqflow::bindings::bind_client(
       m.def_submodule("client", "The client (embedded or remote), samplers and data conversion"));
-  nb::module_ convert = m.def_submodule("convert", "Data in and out of the client (seqflow._convert)");
-  seqflow::bindings::bind_column_input(convert);
+  seqflow::bindings::bind_dtype_names(
+      m.def_submodule("convert", "The element types a put may hold (seqflow._columns, seqflow._convert)"));
   seqflow::bindings::bind_checks(m.def_submodule("checks", "The argument checks of the Python API (seqflow._checks)"));
-  seqflow::bindings::bind_sampler_caches(
-      m.def_submodule("sampler_caches", "The samplers' caches in TransferQueue's layouts"));
-  seqflow::bindings::bind_kv_batch_meta(
-      m.def_submodule("kv_batch_meta", "KVBatchMeta's methods (seqflow.KVBatchMeta, a dataclass, binds them)"));
   seqflow::bindings::bind_limits(m.def_submodule("limits", "The limits the engine enforces (seqflow/limits.h)"));
   seqflow::bindings::bind_services(
       m.def_submodule("server", "Remote mode's services in this process, CURVE key files"));

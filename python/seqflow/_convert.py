@@ -1,7 +1,8 @@
-"""Data in and out of the client: what needs torch or tensordict objects. The
-rules, checks and numpy conversions are C++ (_seqflow.convert: column, ...;
-the fields get_data returns: _seqflow.client.get_data); which values a field may hold and what get_data returns is
-documented in docs/streaming.md (Data in and out)."""
+"""Data in and out of the client: what needs torch or tensordict objects
+(seqflow._columns holds the rules of numpy arrays and lists; the numpy
+conversions out are C++: _seqflow.client.get_data); which values a field may
+hold and what get_data returns is documented in docs/streaming.md (Data in
+and out)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,10 @@ import importlib.util
 import sys
 from typing import Any
 
-from seqflow import _seqflow
+from seqflow import _columns, _seqflow
+from seqflow._seqflow.client import Column
 
 _native = _seqflow.client
-_rules = _seqflow.convert
 
 # The optional integrations, imported on first need (_load_optional): a
 # client that only moves numpy arrays never pays for torch (seconds and
@@ -58,15 +59,26 @@ def _is_tensordict(value) -> bool:
     return tensordict is not None and isinstance(value, tensordict.TensorDictBase)
 
 
+def _check_tensor(value, field: str) -> None:
+    """Refuses a tensor that holds no plain strided data, before torch's own
+    message would name neither the field nor the cause."""
+    if value.device.type == "meta":
+        raise ValueError(f"field {field!r} is a tensor on the meta device, which holds no data")
+    layout = str(value.layout)
+    if layout != "torch.strided" and not value.is_nested:
+        raise ValueError(f"field {field!r} is a tensor of layout {layout}; give a dense (strided) tensor")
+    dtype = str(value.dtype).removeprefix("torch.")
+    if value.is_quantized or dtype not in _columns.DTYPES:
+        raise _columns.unstorable_dtype(field, dtype)
+
+
 def _cpu_tensor(value, field: str):
-    """A contiguous CPU tensor of plain strided data (checked first: torch's
-    own message would name neither the field nor the cause)."""
-    _rules.check_tensor(field, value.device.type, str(value.layout), str(value.dtype), value.is_quantized,
-                        value.is_nested)
+    """A contiguous CPU tensor of plain strided data."""
+    _check_tensor(value, field)
     return value.detach().cpu().contiguous()
 
 
-def _tensor_column(field: str, value, borrow: bool):
+def _tensor_column(field: str, value, borrow: bool) -> Column:
     if not value.is_nested:
         if value.dim() == 0:
             raise ValueError(f"field {field!r} is a 0-d tensor; the first dimension must be the batch")
@@ -77,17 +89,17 @@ def _tensor_column(field: str, value, borrow: bool):
     return _native.ragged_column(field, [_cpu_tensor(t, field) for t in value.unbind()])
 
 
-def _column(field: str, value, borrow: bool = False, allow_pickle: bool = False):
+def _column(field: str, value, borrow: bool = False, allow_pickle: bool = False) -> Column:
     if tensordict is not None and is_non_tensor(value):
         if isinstance(value, NonTensorStack):
             return _native.object_column(field, value.tolist(), allow_pickle)
         rows = value.batch_size[0] if len(value.batch_size) else None
-        return _native.object_column(field, _rules.non_tensor_rows(field, value.data, rows), allow_pickle)
+        return _native.object_column(field, _columns.non_tensor_rows(field, value.data, rows), allow_pickle)
     if _is_tensor(value):
         return _tensor_column(field, value, borrow)
     if isinstance(value, (list, tuple)) and value and _is_tensor(value[0]):  # a tensor per sample
         value = [_cpu_tensor(item, field) if _is_tensor(item) else item for item in value]
-    return _rules.column(field, value, borrow, allow_pickle)
+    return _columns.column(field, value, borrow, allow_pickle)
 
 
 def fields_of(data, parameter: str = "data") -> list[tuple[str, Any]]:
@@ -95,10 +107,10 @@ def fields_of(data, parameter: str = "data") -> list[tuple[str, Any]]:
     `parameter`); the names checked (seqflow._checks.check_name)."""
     if _is_tensordict(data):
         data = {key: data.get(key) for key in data.keys()}
-    return _rules.fields_of(data, parameter)
+    return _columns.fields_of(data, parameter)
 
 
-def to_columns(data, borrow: bool = False, allow_pickle: bool = False, parameter: str = "data") -> list:
+def to_columns(data, borrow: bool = False, allow_pickle: bool = False, parameter: str = "data") -> list[Column]:
     """One native Column per field: a copy of the caller's data, or with
     borrow a view of its tensors and arrays (a non-contiguous or non-CPU one
     through its contiguous CPU copy), valid only while the caller does not
@@ -110,7 +122,7 @@ def to_columns(data, borrow: bool = False, allow_pickle: bool = False, parameter
     return [_column(name, value, borrow, allow_pickle) for name, value in pairs]
 
 
-def single_sample_columns(fields, borrow: bool = False, allow_pickle: bool = False) -> list:
+def single_sample_columns(fields, borrow: bool = False, allow_pickle: bool = False) -> list[Column]:
     """Columns of one sample from a dict of per-sample values (kv_put): a
     tensor or a numeric array is the sample's row; any other value is a
     non-tensor value, as in TransferQueue (a number too)."""
@@ -120,7 +132,7 @@ def single_sample_columns(fields, borrow: bool = False, allow_pickle: bool = Fal
     columns = []
     for name, value in fields_of(fields, "fields"):
         if not _is_tensor(value):
-            columns.append(_rules.sample_column(name, value, borrow, allow_pickle))
+            columns.append(_columns.sample_column(name, value, borrow, allow_pickle))
         elif value.is_nested:
             raise ValueError(f"field {name!r}: a nested tensor holds a batch; use kv_batch_put")
         else:

@@ -15,11 +15,10 @@ void bind_pack(nanobind::module_ m);
 void bind_client(nanobind::module_ m);
 // NativeClient, into the client submodule.
 void bind_native_client(nanobind::module_ m);
-void bind_column_input(nanobind::module_ m);
-void bind_kv_batch_meta(nanobind::module_ m);
+// DTYPES, the names of the element types the engine stores.
+void bind_dtype_names(nanobind::module_ m);
 void bind_limits(nanobind::module_ m);
 void bind_sample_views(nanobind::module_ m);
-void bind_sampler_caches(nanobind::module_ m);
 void bind_services(nanobind::module_ m);
 
 }  // namespace seqflow::bindings

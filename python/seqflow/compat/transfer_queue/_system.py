@@ -31,10 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from seqflow import _seqflow
 from seqflow._checks import check_count
 from seqflow._config import config_get
 from seqflow.compat.transfer_queue.controller import ACTOR_NAME, ACTOR_NAMESPACE
+from seqflow.samplers import BuiltinSampler
 
 logger = logging.getLogger("seqflow.compat.transfer_queue")
 
@@ -230,7 +230,7 @@ def _start_ray(ray, conf) -> System:
     port = _metrics_port(conf)
     sampler = _sampler_of(conf)  # checked here; the actor gets a built-in's class or name when one was given
     configured = config_get(conf, "controller.sampler", None)
-    builtin = isinstance(sampler, _seqflow.client.BuiltinSampler)
+    builtin = isinstance(sampler, BuiltinSampler)
     settings = {"controller": {"sampler": configured if builtin and isinstance(configured, (str, type)) else sampler,
                                "polling_mode": bool(config_get(conf, "controller.polling_mode", False)),
                                "timing_alignment": _timing_alignment(conf)},

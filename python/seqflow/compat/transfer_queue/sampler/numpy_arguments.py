@@ -18,7 +18,7 @@ from typing import Any, Optional
 import numpy as np
 
 from seqflow import _seqflow
-from seqflow.samplers import BaseSampler
+from seqflow.samplers import BaseSampler, BuiltinSampler
 
 ARRAY = "__transfer_queue_ndarray__"
 
@@ -83,7 +83,7 @@ BaseSampler.register(NumpyArgumentsSampler)
 def with_numpy_arguments(sampler):
     """The sampler to run for a TransferQueue config: built-in (C++) samplers
     read no arrays and run as they are."""
-    if isinstance(sampler, (_seqflow.client.BuiltinSampler, NumpyArgumentsSampler)):
+    if isinstance(sampler, (BuiltinSampler, NumpyArgumentsSampler)):
         return sampler
     return NumpyArgumentsSampler(sampler)
 
