@@ -137,9 +137,19 @@ class BuiltinSampler(BaseSampler):
     _sorts_ready = False
     _caches_pairs = False
 
+    # The settings the C++ sampler is made with: read-only once it is, since
+    # assigning one would leave the sampler as it was without a word.
+    _SETTINGS: tuple[str, ...] = ()
+
     def __init__(self, native: NativeSampler) -> None:
         # Not BaseSampler.__init__: `_states` is the C++ reservations' view.
         self._native = native
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in self._SETTINGS and "_native" in self.__dict__:
+            raise AttributeError(f"{type(self).__name__}.{name} is fixed when the sampler is made; make a new "
+                                 f"{type(self).__name__} instead")
+        super().__setattr__(name, value)
 
     @property
     def name(self) -> str:
@@ -221,6 +231,7 @@ class GRPOGroupNSampler(BuiltinSampler):
 
     _sorts_ready = True
     _caches_pairs = True
+    _SETTINGS = ("n_samples_per_prompt",)
 
     def __init__(self, n_samples_per_prompt: int = 1) -> None:
         self.n_samples_per_prompt = _positive(n_samples_per_prompt, "n_samples_per_prompt")
@@ -259,6 +270,8 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
     seqflow.balance.partition takes it (default tokens; an OnlineWorkload
     counts as its model at construction)."""
 
+    _SETTINGS = ("n_samples_per_prompt", "dp_size", "algorithm", "default_length", "workload")
+
     def __init__(self, n_samples_per_prompt: int = 1, dp_size: int = 1, algorithm: str = "auto",
                  default_length: Optional[int] = None, workload: Any = "tokens") -> None:
         self.n_samples_per_prompt = _positive(n_samples_per_prompt, "n_samples_per_prompt")
@@ -294,6 +307,7 @@ class TokenBudgetSampler(BuiltinSampler):
 
     _sorts_ready = True
     _caches_pairs = True
+    _SETTINGS = ("max_tokens", "n_samples_per_prompt", "dp_size", "default_length", "workload")
 
     def __init__(self, max_tokens: int, n_samples_per_prompt: int = 1, dp_size: int = 1,
                  default_length: Optional[int] = None, workload: Any = "tokens") -> None:

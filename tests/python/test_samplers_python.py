@@ -34,6 +34,20 @@ def test_builtin_samplers_are_base_samplers():
         SeqlenBalancedSampler(dp_size=0)
 
 
+def test_a_builtin_samplers_settings_cannot_change_after_it_is_made():
+    sampler = SeqlenBalancedSampler(n_samples_per_prompt=2, dp_size=2)
+    for name, value in (("dp_size", 4), ("n_samples_per_prompt", 8), ("algorithm", "kk"), ("workload", "quadratic")):
+        with pytest.raises(AttributeError, match=f"SeqlenBalancedSampler.{name} is fixed when the sampler is made"):
+            setattr(sampler, name, value)
+    assert (sampler.dp_size, sampler.n_samples_per_prompt, sampler.algorithm) == (2, 2, "auto")
+    with pytest.raises(AttributeError, match="max_tokens is fixed"):
+        TokenBudgetSampler(100).max_tokens = 5
+    with pytest.raises(AttributeError, match="n_samples_per_prompt is fixed"):
+        GRPOGroupNSampler(2).n_samples_per_prompt = 3
+    sampler.note = "mine"  # attributes of the caller's own stay free
+    assert sampler.note == "mine"
+
+
 def test_builtin_sampler_runs_standalone():
     sampled, consumed = SequentialSampler().sample([5, 3, 9, 1], 2)
     assert sampled == [5, 3] and consumed == [5, 3]
