@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "common/msgpack_reader.h"
-#include "test_support.h"
+#include "error_matchers.h"
 
 namespace seqflow {
 namespace {

@@ -13,7 +13,6 @@
 #include <string_view>
 #include <vector>
 
-#include "sample_keys_support.h"
 #include "seqflow/error.h"
 #include "seqflow/tensor.h"
 

@@ -13,7 +13,7 @@
 
 #include "durable/framed_file.h"
 #include "storage_test_support.h"
-#include "test_support.h"
+#include "error_matchers.h"
 
 namespace seqflow::test {
 namespace {

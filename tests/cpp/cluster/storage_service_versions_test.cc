@@ -18,6 +18,7 @@
 #include "local_copy_test_support.h"
 #include "server/storage_service.h"
 #include "transport/write_tag.h"
+#include "sample_keys_support.h"
 #include "storage_test_support.h"
 #include "transport/connection.h"
 #include "transport/wire_codec.h"

@@ -9,6 +9,7 @@
 
 #include "seqflow/error.h"
 #include "seqflow/storage.h"
+#include "sample_keys_support.h"
 #include "storage_test_support.h"
 
 namespace seqflow::test {

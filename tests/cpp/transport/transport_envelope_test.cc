@@ -4,7 +4,7 @@
 
 #include "transport/envelope.h"
 #include "transport/frames.h"
-#include "service_test_support.h"
+#include "error_matchers.h"
 
 namespace seqflow::transport {
 namespace {

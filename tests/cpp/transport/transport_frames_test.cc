@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "transport/frames.h"
-#include "service_test_support.h"
+#include "error_matchers.h"
 
 namespace seqflow::transport {
 namespace {

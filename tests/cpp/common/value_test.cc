@@ -13,7 +13,7 @@
 #include "common/msgpack_reader.h"
 #include "common/msgpack_writer.h"
 #include "common/value_json.h"
-#include "test_support.h"
+#include "error_matchers.h"
 
 namespace seqflow {
 namespace {

@@ -11,6 +11,7 @@
 #include "remote_cluster.h"
 #include "seqflow/client.h"
 #include "seqflow/controller.h"
+#include "sample_keys_support.h"
 #include "storage_test_support.h"
 
 namespace seqflow::test {

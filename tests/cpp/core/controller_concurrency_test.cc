@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -21,6 +22,9 @@ namespace {
 
 using std::chrono::milliseconds;
 using test::fetch_request;
+using test::fields_of;
+using test::put;
+using test::throws_code;
 
 int64_t sample_count(int64_t fallback) {
   const char* value = std::getenv("SEQFLOW_CONCURRENCY_SAMPLES");
@@ -193,6 +197,87 @@ TEST(ControllerConcurrency, TimingReportsAndReadsRaceLoadsThatReplaceTheModels) 
   controller.load(saved.path());
   EXPECT_EQ(controller.task_workload("actor")->reports, 20);
   EXPECT_FALSE(controller.task_workload("critic").has_value());
+}
+
+TEST(ControllerTest, BlockingFetchWakesWhenDataArrives) {
+  Controller controller;
+  controller.insert("p", 1);
+  const auto indexes = controller.insert("p", 2).global_indexes;
+  std::thread producer([&] {
+    std::this_thread::sleep_for(milliseconds(100));
+    controller.mark_produced("p", indexes, {}, fields_of({"x"}), {});
+  });
+  MetaRequest request = fetch_request("p", "t", {"x"}, 2);
+  request.polling = false;
+  request.timeout = milliseconds(20000);
+  // Woken by the producer: the batch comes back well before the 20 s
+  // timeout, which is only the test's deadline (a timeout throws).
+  const BatchMeta meta = controller.get_meta(request);
+  producer.join();
+  EXPECT_EQ(meta.global_indexes, indexes);
+}
+
+TEST(ControllerTest, BlockingFetchTimesOutWhileOthersProceed) {
+  Controller controller;
+  controller.insert("p", 1);
+  std::atomic<bool> timed_out{false};
+  std::atomic<bool> waiter_done{false};
+  std::thread waiter([&] {
+    MetaRequest request = fetch_request("p", "t", {"x"}, 1);
+    request.polling = false;
+    request.timeout = milliseconds(2000);
+    timed_out = throws_code([&] { controller.get_meta(request); }, ErrorCode::kTimeout, {"2000 ms", "'p'", "'t'"});
+    waiter_done = true;
+  });
+  // While the waiter blocks, other callers get through: all of them before
+  // its timeout ends its wait.
+  for (int i = 0; i < 50; ++i) {
+    put(controller, "other", 1, {"x"});
+    EXPECT_EQ(controller.get_meta(fetch_request("other", "t", {"x"}, 1)).size(), 1u);
+  }
+  EXPECT_FALSE(waiter_done) << "the waiter timed out before the other callers were through";
+  waiter.join();
+  EXPECT_TRUE(timed_out);
+}
+
+// A waiting fetch of a partition that does not exist waits for it to be
+// created and filled (TransferQueue's producers and consumers start in any
+// order), also when its partition is cleared (and made again) meanwhile.
+TEST(ControllerTest, BlockingFetchWaitsForItsPartitionToBeCreatedAndFilled) {
+  Controller controller;
+  controller.insert("old", 1);
+  std::optional<BatchMeta> fresh, recreated;
+  std::thread waiters([&] {
+    MetaRequest request = fetch_request("fresh", "t", {"x"}, 2);
+    request.polling = false;
+    request.timeout = milliseconds(20000);
+    std::thread other([&] {
+      MetaRequest again = fetch_request("old", "t", {"x"}, 1);
+      again.polling = false;
+      again.timeout = milliseconds(20000);
+      recreated = controller.get_meta(again);
+    });
+    fresh = controller.get_meta(request);
+    other.join();
+  });
+  std::this_thread::sleep_for(milliseconds(100));
+  controller.clear_partition("old");
+  controller.insert("fresh", 1);  // created, nothing produced yet
+  std::this_thread::sleep_for(milliseconds(50));
+  const auto a = put(controller, "fresh", 2, {"x"});
+  const auto b = put(controller, "old", 1, {"x"});
+  waiters.join();
+  ASSERT_TRUE(fresh && recreated);
+  EXPECT_EQ(fresh->global_indexes, a);
+  EXPECT_EQ(recreated->global_indexes, b);
+
+  // Until its timeout, which names the partition that never came.
+  MetaRequest never = fetch_request("never", "t", {"x"}, 1);
+  never.polling = false;
+  never.timeout = milliseconds(100);
+  EXPECT_TRUE(
+      throws_code([&] { controller.get_meta(never); }, ErrorCode::kTimeout, {"100 ms", "not created", "'never'"}));
+  EXPECT_FALSE(controller.try_get_meta(never).has_value()) << "a waiting fetch, declined without waiting";
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // Shared helpers of the balancing-engine tests: independent recomputation of
-// what a Partition must satisfy, error matchers, random inputs and brute force.
+// what a Partition must satisfy, random inputs and brute force (and, through
+// error_matchers.h, the error matchers).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "seqflow/balance.h"
+#include "error_matchers.h"
 #include "seqflow/error.h"
 #include "seqflow/workload.h"
 
@@ -30,37 +32,6 @@ using Rng = std::mt19937_64;
 
 // Fixed seed of every random test: failures reproduce exactly.
 inline constexpr uint64_t kSeed = 0x5eedf10eULL;
-
-// Passes when `fn` throws seqflow::Error with `code` and a message holding
-// every fragment.
-inline ::testing::AssertionResult throws_code(const std::function<void()>& fn, ErrorCode code,
-                                              const std::vector<std::string_view>& fragments = {}) {
-  try {
-    fn();
-  } catch (const Error& error) {
-    const std::string message = error.what();
-    if (error.code() != code) {
-      return ::testing::AssertionFailure()
-             << "wrong error code " << static_cast<int>(error.code()) << "; message: " << message;
-    }
-    for (std::string_view fragment : fragments) {
-      if (message.find(fragment) == std::string::npos) {
-        return ::testing::AssertionFailure() << "message \"" << message << "\" lacks \"" << fragment << "\"";
-      }
-    }
-    return ::testing::AssertionSuccess();
-  } catch (const std::exception& error) {
-    return ::testing::AssertionFailure() << "threw a non-seqflow exception: " << error.what();
-  }
-  return ::testing::AssertionFailure() << "did not throw";
-}
-
-// Passes when `fn` throws seqflow::Error with kInvalidArgument and a message
-// that contains every fragment.
-inline ::testing::AssertionResult throws_invalid(const std::function<void()>& fn,
-                                                 std::initializer_list<std::string_view> fragments) {
-  return throws_code(fn, ErrorCode::kInvalidArgument, std::vector<std::string_view>(fragments));
-}
 
 // cost = a * L + b * L * L in 128 bits; nullopt when it does not fit in int64.
 inline std::optional<int64_t> model_cost(int64_t a, int64_t b, int64_t length) {

@@ -16,6 +16,7 @@
 #include "seqflow/error.h"
 #include "seqflow/storage.h"
 #include "storage/checkpoint.h"
+#include "sample_keys_support.h"
 #include "storage_test_support.h"
 
 namespace seqflow::test {

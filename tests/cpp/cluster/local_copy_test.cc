@@ -25,6 +25,7 @@
 #include "transport/local_copy_session.h"
 #include "remote_cluster.h"
 #include "local_copy_test_support.h"
+#include "sample_keys_support.h"
 #include "storage_test_support.h"
 #include "wire_test_support.h"
 

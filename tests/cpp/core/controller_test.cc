@@ -4,11 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <optional>
 #include <set>
-#include <thread>
 
 #include "controller_test_support.h"
 #include "core/scan_counter.h"
@@ -677,91 +675,6 @@ TEST(ControllerTest, KvListAnswersUnchangedOnlyForTheCurrentVersion) {
   EXPECT_TRUE(every[0].is_unchanged());
   EXPECT_FALSE(every[1].is_unchanged());
   EXPECT_EQ(every[1].key(0), "z");
-}
-
-TEST(ControllerTest, BlockingFetchWakesWhenDataArrives) {
-  Controller controller;
-  controller.insert("p", 1);
-  const auto indexes = controller.insert("p", 2).global_indexes;
-  std::thread producer([&] {
-    std::this_thread::sleep_for(milliseconds(100));
-    controller.mark_produced("p", indexes, {}, fields_of({"x"}), {});
-  });
-  MetaRequest request = fetch_request("p", "t", {"x"}, 2);
-  request.polling = false;
-  request.timeout = milliseconds(20000);
-  const auto start = std::chrono::steady_clock::now();
-  const BatchMeta meta = controller.get_meta(request);
-  const auto waited = std::chrono::steady_clock::now() - start;
-  producer.join();
-  EXPECT_EQ(meta.global_indexes, indexes);
-  EXPECT_LT(waited, milliseconds(10000));
-}
-
-TEST(ControllerTest, BlockingFetchTimesOutWhileOthersProceed) {
-  Controller controller;
-  controller.insert("p", 1);
-  std::atomic<bool> timed_out{false};
-  std::chrono::steady_clock::duration waited{};
-  std::thread waiter([&] {
-    MetaRequest request = fetch_request("p", "t", {"x"}, 1);
-    request.polling = false;
-    request.timeout = milliseconds(600);
-    const auto start = std::chrono::steady_clock::now();
-    timed_out = throws_code([&] { controller.get_meta(request); }, ErrorCode::kTimeout, {"600 ms", "'p'", "'t'"});
-    waited = std::chrono::steady_clock::now() - start;
-  });
-  // While the waiter blocks, other callers get through at once.
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < 50; ++i) {
-    put(controller, "other", 1, {"x"});
-    EXPECT_EQ(controller.get_meta(fetch_request("other", "t", {"x"}, 1)).size(), 1u);
-  }
-  const auto others = std::chrono::steady_clock::now() - start;
-  waiter.join();
-  EXPECT_TRUE(timed_out);
-  EXPECT_GE(waited, milliseconds(600));
-  EXPECT_LT(others, milliseconds(600));
-}
-
-// A waiting fetch of a partition that does not exist waits for it to be
-// created and filled (TransferQueue's producers and consumers start in any
-// order), also when its partition is cleared (and made again) meanwhile.
-TEST(ControllerTest, BlockingFetchWaitsForItsPartitionToBeCreatedAndFilled) {
-  Controller controller;
-  controller.insert("old", 1);
-  std::optional<BatchMeta> fresh, recreated;
-  std::thread waiters([&] {
-    MetaRequest request = fetch_request("fresh", "t", {"x"}, 2);
-    request.polling = false;
-    request.timeout = milliseconds(20000);
-    std::thread other([&] {
-      MetaRequest again = fetch_request("old", "t", {"x"}, 1);
-      again.polling = false;
-      again.timeout = milliseconds(20000);
-      recreated = controller.get_meta(again);
-    });
-    fresh = controller.get_meta(request);
-    other.join();
-  });
-  std::this_thread::sleep_for(milliseconds(100));
-  controller.clear_partition("old");
-  controller.insert("fresh", 1);  // created, nothing produced yet
-  std::this_thread::sleep_for(milliseconds(50));
-  const auto a = put(controller, "fresh", 2, {"x"});
-  const auto b = put(controller, "old", 1, {"x"});
-  waiters.join();
-  ASSERT_TRUE(fresh && recreated);
-  EXPECT_EQ(fresh->global_indexes, a);
-  EXPECT_EQ(recreated->global_indexes, b);
-
-  // Until its timeout, which names the partition that never came.
-  MetaRequest never = fetch_request("never", "t", {"x"}, 1);
-  never.polling = false;
-  never.timeout = milliseconds(100);
-  EXPECT_TRUE(
-      throws_code([&] { controller.get_meta(never); }, ErrorCode::kTimeout, {"100 ms", "not created", "'never'"}));
-  EXPECT_FALSE(controller.try_get_meta(never).has_value()) << "a waiting fetch, declined without waiting";
 }
 
 // try_get_meta never waits: a waiting fetch with too little ready declines
