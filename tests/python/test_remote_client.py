@@ -10,7 +10,6 @@ from __future__ import annotations
 import gc
 import pickle
 import signal
-import socket
 import time
 import weakref
 
@@ -21,16 +20,11 @@ import seqflow
 from background import Background
 from remote_services import LOCAL, clusters  # noqa: F401 (fixture)
 from required import require
+from support import free_port
 
 torch = require("torch")
 
 # test_client.py runs the client suite in both modes; this module holds what is remote only.
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def expected_counts(indexes, units: int) -> list[int]:

@@ -19,6 +19,7 @@ import pytest
 
 from remote_cluster import process_cluster  # noqa: F401 (fixture)
 from required import require
+from support import wait_until
 
 # Short, so that a dead peer shows quickly; every failing call must return
 # within its timeout plus this margin (2 shared cores, other tests running).
@@ -37,15 +38,6 @@ def put_ids(client, partition: str, ids):
     ids = list(ids)
     return client.put({"x": np.array(ids, dtype=np.int64)}, partition_id=partition,
                custom_meta=[{"id": i} for i in ids])
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
-    """Polls predicate() until it holds; fails after timeout seconds."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout} s: {what}")
-        time.sleep(0.05)
 
 
 def produced_indexes(client, partition: str) -> set[int]:
