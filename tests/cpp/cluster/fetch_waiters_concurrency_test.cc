@@ -128,17 +128,16 @@ TEST(FetchWaiters, ABatchAnsweredToAClientThatLeftGoesToTheNextFetch) {
 TEST(FetchWaiters, AWaiterTimesOutAtItsDeadlineNamingWhatItWaitedFor) {
   RemoteCluster cluster(1);
   auto client = cluster.client();
-  const auto started = std::chrono::steady_clock::now();
   try {
     client->get_meta(blocking_fetch(2, "never", 300ms));
     FAIL() << "the fetch did not time out";
   } catch (const Error& error) {
+    // Ended by the waiter's own deadline (the controller's answer), before
+    // the client's call timeout, which is only the test's deadline.
     EXPECT_EQ(error.code(), ErrorCode::kTimeout);
+    EXPECT_NE(std::string(error.what()).find("get_meta timed out after"), std::string::npos) << error.what();
     EXPECT_NE(std::string(error.what()).find("partition 'never'"), std::string::npos) << error.what();
   }
-  const auto took = std::chrono::steady_clock::now() - started;
-  EXPECT_GE(took, 300ms);
-  EXPECT_LT(took, 5s);
   EXPECT_TRUE(waiters_become(cluster.controller(), 0));
 }
 
