@@ -15,8 +15,6 @@
 namespace seqflow::test {
 namespace {
 
-INSTANTIATE_TEST_SUITE_P(Modes, ClientModes, ::testing::ValuesIn(kClientModes), mode_name);
-
 // Producers put while a consumer fetches and clears what it consumed, so
 // global indexes are reused all the time: every fetched sample must still
 // carry its own value.

@@ -48,8 +48,6 @@ TEST(FrameLeasesConcurrency, ThreadsHoldingAndGivingBackNeverLoseOrShareALease) 
   EXPECT_EQ(leases.held(), 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Units, LocalCopyCluster, ::testing::ValuesIn(kLocalCopyUnitCounts));
-
 // Local processes that connect to a unit's session socket and then send
 // nothing hold up no one: other clients open their sessions at once while
 // the stalled handshakes wait out their timeout, which then closes them.

@@ -21,8 +21,10 @@ struct Mode {
   size_t storage_units;  // 0: embedded
 };
 
-// Every mode; a file instantiates ClientModes over them with
-// INSTANTIATE_TEST_SUITE_P(Modes, ClientModes, ::testing::ValuesIn(kClientModes), mode_name).
+// Every mode; one file of each test executable instantiates ClientModes over
+// them (cluster/client_test.cc) with
+// INSTANTIATE_TEST_SUITE_P(Modes, ClientModes, ::testing::ValuesIn(kClientModes), mode_name):
+// a second instantiation in the same executable would run every test twice.
 inline constexpr Mode kClientModes[] = {{"Embedded", 0}, {"RemoteOneUnit", 1}, {"RemoteThreeUnits", 3}};
 
 class ClientModes : public ::testing::TestWithParam<Mode> {

@@ -61,8 +61,10 @@ inline double local_copy_bytes(RemoteCluster& cluster, const std::string& direct
   return total;
 }
 
-// A RemoteCluster of this many storage units per test; a file instantiates it with
-// INSTANTIATE_TEST_SUITE_P(Units, LocalCopyCluster, ::testing::ValuesIn(kLocalCopyUnitCounts)).
+// A RemoteCluster of this many storage units per test; one file of each test
+// executable (cluster/local_copy_test.cc) instantiates it with
+// INSTANTIATE_TEST_SUITE_P(Units, LocalCopyCluster, ::testing::ValuesIn(kLocalCopyUnitCounts)):
+// a second instantiation in the same executable would run every test twice.
 inline constexpr size_t kLocalCopyUnitCounts[] = {1, 3};
 
 class LocalCopyCluster : public ::testing::TestWithParam<size_t> {};
