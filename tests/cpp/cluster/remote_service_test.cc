@@ -318,23 +318,21 @@ TEST(RemoteServiceFailures, PutToAStoppedUnitTimesOutLeavesNothingReadyAndWorksA
   const std::vector<int64_t> values = {10, 11, 12, 13, 14, 15};
 
   cluster.stop_unit(1);
-  const auto start = Clock::now();
   EXPECT_TRUE(throws_error(ErrorCode::kTimeout, [&] { client->put_new("p", {int64_column("x", values)}, ids(10, 6)); },
                            {"'put'", cluster.unit(1).endpoint()}));
-  const auto took = Clock::now() - start;
-  EXPECT_GE(took, kTimeout);
-  EXPECT_LT(took, kTimeout + controller_options.storage_timeout + 1500ms) << "the rollback must be bounded too";
+  // The rollback ended within the put: its clear came back once the
+  // controller gave up the dead unit's drop (after storage_timeout).
+  EXPECT_EQ(cluster.drop_failures(), 1.0) << "the put came back before its rollback's clear";
   EXPECT_EQ(ready_samples(*client, "p"), 0u);
   const auto listed = client->control().partition_list();
   EXPECT_EQ(std::count(listed.begin(), listed.end(), "p"), 0) << "the failed put's new partition is gone";
 
-  // The controller keeps serving other partitions at once.
-  const auto served_start = Clock::now();
+  // The controller keeps serving other partitions: each call within the
+  // client's timeout (a timeout throws).
   const BatchMeta other = client->get_meta(fetch(4, "other", "train"));
   ASSERT_EQ(other.size(), 4u);
   EXPECT_EQ(ready_samples(*client, "other"), 4u);
   EXPECT_EQ(client->control().insert("third", 2).size(), 2u);
-  EXPECT_LT(Clock::now() - served_start, kTimeout);
 
   cluster.restart_unit(1);
   const BatchMeta put = client->put_new("p", {int64_column("x", values)}, ids(10, 6));
@@ -619,10 +617,11 @@ TEST(RemoteServiceFailures, ACheckpointWithASilentUnitFailsAtOnce) {
   cluster.stop_unit(1);
   std::this_thread::sleep_for(600ms);
   TempDir dir;
-  const auto started = Clock::now();
+  // The controller's own refusal, naming the silent unit: a checkpoint that
+  // waited for the unit (up to storage_timeout) would meet the client's 5 s
+  // timeout instead, whose error names no unit.
   EXPECT_TRUE(throws_error(ErrorCode::kTimeout, [&] { client->save_checkpoint(dir.file("c"), Value::object()); },
                            {"storage unit", "has not registered"}));
-  EXPECT_LT(Clock::now() - started, 4s);
 }
 
 // A put costs the same however many partitions live: no client call lists

@@ -22,7 +22,6 @@ namespace {
 
 using std::chrono::milliseconds;
 using test::fetch_request;
-using test::fields_of;
 using test::put;
 using test::throws_code;
 
@@ -205,7 +204,7 @@ TEST(ControllerTest, BlockingFetchWakesWhenDataArrives) {
   const auto indexes = controller.insert("p", 2).global_indexes;
   std::thread producer([&] {
     std::this_thread::sleep_for(milliseconds(100));
-    controller.mark_produced("p", indexes, {}, fields_of({"x"}), {});
+    controller.mark_produced("p", indexes, {}, test::fields_of({"x"}), {});
   });
   MetaRequest request = fetch_request("p", "t", {"x"}, 2);
   request.polling = false;

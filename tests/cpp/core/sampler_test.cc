@@ -22,12 +22,8 @@ namespace {
 using test::fetch_request;
 using test::lengths_meta;
 using test::put;
+using test::sorted;
 using test::throws_code;
-
-std::vector<int64_t> sorted(std::vector<int64_t> v) {
-  std::sort(v.begin(), v.end());
-  return v;
-}
 
 std::vector<int64_t> fetch(Controller& controller, int64_t batch_size, int64_t dp_rank = 0, int64_t batch_index = 0,
                            const std::string& task = "t") {

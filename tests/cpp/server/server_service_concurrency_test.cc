@@ -37,10 +37,10 @@ TEST(ServiceConcurrency, BlockedHandlersDoNotHoldBackOthers) {
     });
   }
   ASSERT_TRUE(wait_for_blocked(blocked, 8));
-  const auto start = std::chrono::steady_clock::now();
+  // Answered while all eight still block (the gate opens only after), each
+  // within its 5 s timeout, which is only the test's deadline.
   EXPECT_EQ(strings_of(pool.call("echo", frames_of({"through"}), 5s)), std::vector<std::string>{"through"});
   EXPECT_TRUE(pool.call("ping", {}, 5s).empty());
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
   release.open();
   for (auto& caller : callers) caller.join();
   EXPECT_EQ(answered.load(), 8);

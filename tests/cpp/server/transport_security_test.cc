@@ -146,17 +146,17 @@ TEST(Curve, ARefusedKeyFailsFastWithPermissionDeniedNotATimeout) {
   CurveSetup setup;
   auto service = echo_service(setup.service_options());
   zmq::context_t context;
-  // A 20 s deadline: the refusal must come from the handshake, long before it.
+  // A 20 s deadline, which is only the test's deadline: the refusal comes
+  // from the handshake before it (a call that waited for it would end in
+  // kTimeout instead).
   Connection stranger(context, service->endpoint(),
                       setup.client_options(generate_curve_keys(), setup.server.public_key, 20s));
   const std::string endpoint = service->endpoint();
-  const auto started = std::chrono::steady_clock::now();
   EXPECT_TRUE(throws_code([&] { stranger.call("echo", frames_of({"x"})); }, ErrorCode::kPermissionDenied,
                           {endpoint, "refused this client's CURVE key", "allow-list"}));
   // ZeroMQ does not retry a refused handshake: later calls fail at once too.
   EXPECT_TRUE(throws_code([&] { stranger.send("echo", frames_of({"y"})); }, ErrorCode::kPermissionDenied,
                           {"refused this client's CURVE key"}));
-  EXPECT_LT(std::chrono::steady_clock::now() - started, 10s);
   // A listed key on another connection of the same context is served.
   Connection listed(context, service->endpoint(), setup.client_options(setup.client, setup.server.public_key, 5s));
   EXPECT_EQ(strings_of(listed.call("echo", frames_of({"ok"}))), std::vector<std::string>{"ok"});

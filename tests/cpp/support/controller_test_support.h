@@ -31,6 +31,11 @@
 
 namespace seqflow::test {
 
+inline std::vector<int64_t> sorted(std::vector<int64_t> v) {
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
 inline FieldSchema tensor_schema(Shape shape = {4}, DType dtype = DType::kFloat32) {
   FieldSchema schema;
   schema.dtype = dtype;

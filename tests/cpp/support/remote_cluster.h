@@ -40,6 +40,10 @@ class RemoteCluster {
   size_t unit_count() const { return units_.size(); }
   server::StorageService& unit(size_t u) { return *units_.at(u); }
 
+  // Drops of released samples that a unit did not confirm: the controller
+  // gave them up after its storage_timeout (the unit was down) and owes them.
+  double drop_failures() { return controller_->metrics().counter("seqflow_storage_drop_failures_total", "").value(); }
+
   // Unit u stops (its data goes with it) and comes back empty on the same
   // endpoint, as after a process restart.
   void stop_unit(size_t u) { units_.at(u)->stop(); }
