@@ -13,9 +13,11 @@
 # CONCURRENCY, seqflow_concurrency_tests, which the run script builds.
 add_custom_target(seqflow_tests)
 add_custom_target(seqflow_concurrency_tests)
+set_property(GLOBAL PROPERTY SEQFLOW_TEST_DIRS "")
 
 function(seqflow_layer_tests dir)
   cmake_parse_arguments(PARSE_ARGV 1 TESTS "" "" "LIBRARIES;LINK;CONCURRENCY")
+  set_property(GLOBAL APPEND PROPERTY SEQFLOW_TEST_DIRS ${dir})
   if(NOT TESTS_LIBRARIES)
     set(TESTS_LIBRARIES seqflow_${dir})
   endif()
@@ -54,4 +56,19 @@ function(seqflow_test_executable target label)
   else()
     gtest_discover_tests(${target} DISCOVERY_TIMEOUT 60)
   endif()
+endfunction()
+
+# After the seqflow_layer_tests calls: fails on a test source that would build
+# into no executable, one directly in tests/cpp or in a directory that no call
+# names (tests/cpp/support holds helpers only).
+function(seqflow_check_test_dirs)
+  get_property(dirs GLOBAL PROPERTY SEQFLOW_TEST_DIRS)
+  file(GLOB_RECURSE sources CONFIGURE_DEPENDS RELATIVE "${PROJECT_SOURCE_DIR}/tests/cpp"
+       "${PROJECT_SOURCE_DIR}/tests/cpp/*.cc")
+  foreach(source IN LISTS sources)
+    get_filename_component(dir "${source}" DIRECTORY)
+    if(NOT dir IN_LIST dirs AND NOT dir STREQUAL "support")
+      message(FATAL_ERROR "tests/cpp/${source} is in no test executable: move it to its layer's directory")
+    endif()
+  endforeach()
 endfunction()
