@@ -14,12 +14,14 @@
 #include "transport/storage_routing.h"
 #include "transport/write_tag.h"
 #include "seqflow/error.h"
+#include "server/handler_table.h"
 #include "server/owed_drops.h"
 #include "server/workload_metrics.h"
 
 namespace seqflow::server {
 namespace {
 
+namespace control = transport::control;
 namespace storage_protocol = transport::storage_protocol;
 using transport::storage_unit_file;
 using transport::wire::request_name;
@@ -370,269 +372,313 @@ std::vector<int64_t> ControllerService::release_and_drop(const std::function<std
 }
 
 void ControllerService::register_handlers() {
-  namespace control = transport::control;
-  Controller& controller = *controller_;
-  // Requests that take the reuse gate are answered on the I/O thread when
-  // it is free (`may_wait` false; nullopt otherwise) and by a worker, which
-  // waits for it, when a clear holds it.
-  const auto insert = [this, &controller](const transport::Frames& args,
-                                          bool may_wait) -> std::optional<transport::Frames> {
-    // The budget counts from here: queueing in the service before a worker
-    // picks the request up is not counted.
-    const auto received = std::chrono::steady_clock::now();
-    const control::InsertRequest request = control::decode_insert_request(args);
-    const int64_t count = checked_insert_count(request.count, "count");
-    std::shared_lock gate(reuse_gate_, std::defer_lock);  // a clear may hold it while it drops released data
-    if (!take(gate, may_wait)) return std::nullopt;
-    const auto now = std::chrono::steady_clock::now();
-    if (request.budget && now > received + *request.budget) {
-      const auto waited = std::chrono::round<std::chrono::milliseconds>(now - received);
-      throw Error(ErrorCode::kTimeout, "insert of " + std::to_string(count) + " samples into partition '" +
-                                           request.partition_id + "' refused: its client's budget_ms of " +
-                                           std::to_string(request.budget->count()) + " ran out after " +
-                                           std::to_string(waited.count()) +
-                                           " ms behind a clear or load; nothing was inserted");
-    }
-    bool created = false;
-    const BatchMeta inserted = controller.insert(request.partition_id, count, &created);
-    leases_->grant(request.partition_id, inserted.global_indexes, inserted.generations, created,
-                   lease_expiry(options_.insert_lease, request.budget, received));
-    return control::encode_insert_reply(inserted, created);
-  };
-  service_.handle(
-      control::kInsert, [insert](transport::Frames& args) { return *insert(args, true); },
-      [insert](const transport::Frames& args) { return insert(args, false); });
-  service_.handle(control::kMarkProduced, nullptr, [this, &controller](const transport::Frames& args) {
-    const control::MarkProducedRequest request = control::decode_mark_produced_request(args);
-    const control::SamplesRequest& samples = request.samples;
-    const CommittedWrite committed =
-        controller.mark_produced(samples.partition_id, samples.indexes, samples.generations, request.fields,
+  HandlerTable<ControllerService> table(service_, *this);
+  // The reuse gate's takers are tried on the I/O thread while no clear holds
+  // it, and go to a worker, which waits for it, when one does.
+  table.io_then_worker(control::kInsert, &ControllerService::insert);
+  table.on_io_thread(control::kMarkProduced, &ControllerService::mark_produced);
+  table.io_then_worker(control::kGetMeta, &ControllerService::get_meta);
+  table.on_io_thread(control::kSetCustomMeta, &ControllerService::set_custom_meta);
+  table.on_worker(control::kClearSamples, &ControllerService::clear_samples);
+  table.on_worker(control::kReclaimUnproduced, &ControllerService::reclaim_unproduced);
+  table.on_worker(control::kClearPartition, &ControllerService::clear_partition);
+  table.on_worker(control::kKvClear, &ControllerService::kv_clear);
+  table.on_io_thread(control::kForgetPartitionIfEmpty, &ControllerService::forget_partition_if_empty);
+  table.on_io_thread(control::kResetConsumption, &ControllerService::reset_consumption);
+  table.on_io_thread(control::kConsumptionStatus, &ControllerService::consumption_status);
+  table.on_io_thread(control::kProductionStatus, &ControllerService::production_status);
+  table.on_io_thread(control::kSampleProduction, &ControllerService::sample_production);
+  table.on_io_thread(control::kAllConsumed, &ControllerService::all_consumed);
+  table.on_io_thread(control::kAllProduced, &ControllerService::all_produced);
+  table.on_io_thread(control::kReportTiming, &ControllerService::report_timing);
+  table.on_io_thread(control::kTaskWorkload, &ControllerService::task_workload);
+  table.on_io_thread(control::kPartitionList, &ControllerService::partition_list);
+  table.on_worker(control::kKvResolve, &ControllerService::kv_resolve);
+  table.on_io_thread(control::kKvLookup, &ControllerService::kv_lookup);
+  table.on_io_thread(control::kKvFind, &ControllerService::kv_find);
+  table.on_io_thread(control::kKvKeys, &ControllerService::kv_keys);
+  table.on_io_thread(control::kKvList, &ControllerService::kv_list);
+  table.on_worker(control::kSave, &ControllerService::save);
+  table.on_worker(control::kLoad, &ControllerService::load);
+  table.on_worker(control::kSaveStorage, &ControllerService::save_storage);
+  table.on_worker(control::kSaveCheckpoint, &ControllerService::save_checkpoint);
+  table.on_worker(control::kLoadStorage, &ControllerService::load_storage);
+  table.services_only_on_worker(control::kRegisterStorage, &ControllerService::register_storage);
+  table.on_io_thread(control::kStorageUnits, &ControllerService::storage_units);
+}
+
+std::optional<transport::Frames> ControllerService::insert(const transport::Frames& args, bool may_wait) {
+  // The budget counts from here: queueing in the service before a worker
+  // picks the request up is not counted.
+  const auto received = std::chrono::steady_clock::now();
+  const control::InsertRequest request = control::decode_insert_request(args);
+  const int64_t count = checked_insert_count(request.count, "count");
+  std::shared_lock gate(reuse_gate_, std::defer_lock);  // a clear may hold it while it drops released data
+  if (!take(gate, may_wait)) return std::nullopt;
+  const auto now = std::chrono::steady_clock::now();
+  if (request.budget && now > received + *request.budget) {
+    const auto waited = std::chrono::round<std::chrono::milliseconds>(now - received);
+    throw Error(ErrorCode::kTimeout, "insert of " + std::to_string(count) + " samples into partition '" +
+                                         request.partition_id + "' refused: its client's budget_ms of " +
+                                         std::to_string(request.budget->count()) + " ran out after " +
+                                         std::to_string(waited.count()) +
+                                         " ms behind a clear or load; nothing was inserted");
+  }
+  bool created = false;
+  const BatchMeta inserted = controller_->insert(request.partition_id, count, &created);
+  leases_->grant(request.partition_id, inserted.global_indexes, inserted.generations, created,
+                 lease_expiry(options_.insert_lease, request.budget, received));
+  return control::encode_insert_reply(inserted, created);
+}
+
+transport::Frames ControllerService::mark_produced(const transport::Frames& args) {
+  const control::MarkProducedRequest request = control::decode_mark_produced_request(args);
+  const control::SamplesRequest& samples = request.samples;
+  const CommittedWrite committed =
+      controller_->mark_produced(samples.partition_id, samples.indexes, samples.generations, request.fields,
                                  request.custom_meta, request.write_version);
-    leases_->settle(samples.partition_id, samples.indexes);
-    return control::encode_mark_produced_reply(committed);
-  });
-  // On the I/O thread: a fetch with enough ready, a poll, an insert while
-  // no clear holds the reuse gate. A fetch that must wait becomes a waiter
-  // (FetchWaiters), holding no thread; an insert behind a clear goes to a
-  // worker, which waits for the gate. A reply that reaches nobody gives its
-  // samples back.
-  const auto get_meta = [this, &controller](const transport::Frames& args,
-                                            bool may_wait) -> std::optional<transport::Frames> {
-    const MetaRequest request = control::decode_get_meta_request(args);
-    std::optional<BatchMeta> meta;
-    bool returnable = false;
-    if (request.mode == MetaMode::kInsert) {
-      checked_insert_count(request.batch_size, "batch_size");
-      std::shared_lock gate(reuse_gate_, std::defer_lock);
-      if (!take(gate, may_wait)) return std::nullopt;
-      meta = controller.try_get_meta(request);
-    } else {
-      meta = controller.try_get_meta(request, &returnable);
-      if (!meta) {
-        const auto deadline = wait_deadline(request);
-        const zmq::message_t& encoded = args.at(0);
-        waiters_->wait(request, std::string(static_cast<const char*>(encoded.data()), encoded.size()), deadline);
-        return std::nullopt;
-      }
+  leases_->settle(samples.partition_id, samples.indexes);
+  return control::encode_mark_produced_reply(committed);
+}
+
+// On the I/O thread: a fetch with enough ready, a poll, an insert while no
+// clear holds the reuse gate. A fetch that must wait becomes a waiter
+// (FetchWaiters), holding no thread; an insert behind a clear goes to a
+// worker, which waits for the gate. A reply that reaches nobody gives its
+// samples back.
+std::optional<transport::Frames> ControllerService::get_meta(const transport::Frames& args, bool may_wait) {
+  const MetaRequest request = control::decode_get_meta_request(args);
+  std::optional<BatchMeta> meta;
+  bool returnable = false;
+  if (request.mode == MetaMode::kInsert) {
+    checked_insert_count(request.batch_size, "batch_size");
+    std::shared_lock gate(reuse_gate_, std::defer_lock);
+    if (!take(gate, may_wait)) return std::nullopt;
+    meta = controller_->try_get_meta(request);
+  } else {
+    meta = controller_->try_get_meta(request, &returnable);
+    if (!meta) {
+      const auto deadline = wait_deadline(request);
+      const zmq::message_t& encoded = args.at(0);
+      waiters_->wait(request, std::string(static_cast<const char*>(encoded.data()), encoded.size()), deadline);
+      return std::nullopt;
     }
-    on_undelivered(giving_back(controller, request, *meta, returnable));
-    return control::encode_batch_reply(*meta);
-  };
-  service_.handle(
-      control::kGetMeta, [get_meta](transport::Frames& args) { return *get_meta(args, true); },
-      [get_meta](const transport::Frames& args) { return get_meta(args, false); });
-  service_.handle(control::kSetCustomMeta, nullptr, [&controller](const transport::Frames& args) {
-    const control::SetCustomMetaRequest request = control::decode_set_custom_meta_request(args);
-    controller.set_custom_meta(request.samples.partition_id, request.samples.indexes, request.samples.generations,
+  }
+  on_undelivered(giving_back(*controller_, request, *meta, returnable));
+  return control::encode_batch_reply(*meta);
+}
+
+transport::Frames ControllerService::set_custom_meta(const transport::Frames& args) {
+  const control::SetCustomMetaRequest request = control::decode_set_custom_meta_request(args);
+  controller_->set_custom_meta(request.samples.partition_id, request.samples.indexes, request.samples.generations,
                                request.custom_meta);
-    return control::encode_empty_reply();
+  return control::encode_empty_reply();
+}
+
+transport::Frames ControllerService::released_reply(const std::string& what,
+                                                    const std::function<std::vector<int64_t>()>& release) {
+  return control::encode_released_reply(release_and_drop(release, &what));
+}
+
+transport::Frames ControllerService::clear_samples(transport::Frames& args) {
+  const control::SamplesRequest request = control::decode_samples_request(args, control::kClearSamples);
+  return released_reply(std::string(control::kClearSamples) + " of partition '" + request.partition_id + "'", [&] {
+    return controller_->clear_samples(request.partition_id, request.indexes, request.generations);
   });
-  // A clear's reply: the indexes it released (and dropped on the units).
-  const auto release_and_drop = [this](const std::string& what, const std::function<std::vector<int64_t>()>& release) {
-    return control::encode_released_reply(this->release_and_drop(release, &what));
-  };
-  // clear_samples and reclaim_unproduced: samples named by index and generation.
-  const auto handle_samples_release = [this, release_and_drop](std::string_view op, const auto& release) {
-    service_.handle(op, [op, release_and_drop, release](transport::Frames& args) {
-      const control::SamplesRequest request = control::decode_samples_request(args, op);
-      return release_and_drop(std::string(op) + " of partition '" + request.partition_id + "'",
-                              [&] { return release(request.partition_id, request.indexes, request.generations); });
-    });
-  };
-  handle_samples_release(control::kClearSamples,
-                         [&controller](const std::string& partition_id, const std::vector<int64_t>& indexes,
-                                       const std::vector<uint64_t>& generations) {
-                           return controller.clear_samples(partition_id, indexes, generations);
-                         });
-  handle_samples_release(control::kReclaimUnproduced,
-                         [&controller](const std::string& partition_id, const std::vector<int64_t>& indexes,
-                                       const std::vector<uint64_t>& generations) {
-                           return controller.reclaim_unproduced(partition_id, indexes, generations);
-                         });
-  service_.handle(control::kClearPartition, [&controller, release_and_drop](transport::Frames& args) {
-    const std::string partition_id = control::decode_partition_request(args, control::kClearPartition);
-    return release_and_drop(std::string(control::kClearPartition) + " of '" + partition_id + "'",
-                            [&] { return controller.clear_partition(partition_id); });
+}
+
+transport::Frames ControllerService::reclaim_unproduced(transport::Frames& args) {
+  const control::SamplesRequest request = control::decode_samples_request(args, control::kReclaimUnproduced);
+  return released_reply(std::string(control::kReclaimUnproduced) + " of partition '" + request.partition_id + "'", [&] {
+    return controller_->reclaim_unproduced(request.partition_id, request.indexes, request.generations);
   });
-  service_.handle(control::kKvClear, [&controller, release_and_drop](transport::Frames& args) {
-    const control::KeysRequest request = control::decode_keys_request(args, control::kKvClear);
-    return release_and_drop(std::string(control::kKvClear) + " in partition '" + request.partition_id + "'",
-                            [&] { return controller.kv_clear(request.partition_id, request.keys); });
-  });
-  service_.handle(control::kForgetPartitionIfEmpty, nullptr, [&controller](const transport::Frames& args) {
-    const std::string partition_id = control::decode_partition_request(args, control::kForgetPartitionIfEmpty);
-    return control::encode_flag_reply(control::kForgetPartitionIfEmpty,
-                                      controller.forget_partition_if_empty(partition_id));
-  });
-  service_.handle(control::kResetConsumption, nullptr, [&controller](const transport::Frames& args) {
-    const control::ResetConsumptionRequest request = control::decode_reset_consumption_request(args);
-    controller.reset_consumption(request.partition_id, request.task_name ? &*request.task_name : nullptr);
-    return control::encode_empty_reply();
-  });
-  service_.handle(control::kConsumptionStatus, nullptr, [&controller](const transport::Frames& args) {
-    const control::TaskRequest request = control::decode_task_request(args, control::kConsumptionStatus);
-    return control::encode_consumption_status_reply(
-        controller.consumption_status(request.task_name, request.partition_id));
-  });
-  service_.handle(control::kProductionStatus, nullptr, [&controller](const transport::Frames& args) {
-    const control::FieldsRequest request = control::decode_fields_request(args, control::kProductionStatus);
-    return control::encode_production_status_reply(controller.production_status(request.fields, request.partition_id));
-  });
-  service_.handle(control::kSampleProduction, nullptr, [this, &controller](const transport::Frames& args) {
-    const control::SampleProductionRequest request = control::decode_sample_production_request(args);
-    SampleProduction production = controller.sample_production(request.samples.partition_id, request.samples.indexes,
+}
+
+transport::Frames ControllerService::clear_partition(transport::Frames& args) {
+  const std::string partition_id = control::decode_partition_request(args, control::kClearPartition);
+  return released_reply(std::string(control::kClearPartition) + " of '" + partition_id + "'",
+                        [&] { return controller_->clear_partition(partition_id); });
+}
+
+transport::Frames ControllerService::kv_clear(transport::Frames& args) {
+  const control::KeysRequest request = control::decode_keys_request(args, control::kKvClear);
+  return released_reply(std::string(control::kKvClear) + " in partition '" + request.partition_id + "'",
+                        [&] { return controller_->kv_clear(request.partition_id, request.keys); });
+}
+
+transport::Frames ControllerService::forget_partition_if_empty(const transport::Frames& args) {
+  const std::string partition_id = control::decode_partition_request(args, control::kForgetPartitionIfEmpty);
+  return control::encode_flag_reply(control::kForgetPartitionIfEmpty,
+                                    controller_->forget_partition_if_empty(partition_id));
+}
+
+transport::Frames ControllerService::reset_consumption(const transport::Frames& args) {
+  const control::ResetConsumptionRequest request = control::decode_reset_consumption_request(args);
+  controller_->reset_consumption(request.partition_id, request.task_name ? &*request.task_name : nullptr);
+  return control::encode_empty_reply();
+}
+
+transport::Frames ControllerService::consumption_status(const transport::Frames& args) {
+  const control::TaskRequest request = control::decode_task_request(args, control::kConsumptionStatus);
+  return control::encode_consumption_status_reply(
+      controller_->consumption_status(request.task_name, request.partition_id));
+}
+
+transport::Frames ControllerService::production_status(const transport::Frames& args) {
+  const control::FieldsRequest request = control::decode_fields_request(args, control::kProductionStatus);
+  return control::encode_production_status_reply(controller_->production_status(request.fields, request.partition_id));
+}
+
+transport::Frames ControllerService::sample_production(const transport::Frames& args) {
+  const control::SampleProductionRequest request = control::decode_sample_production_request(args);
+  SampleProduction production = controller_->sample_production(request.samples.partition_id, request.samples.indexes,
                                                                request.samples.generations, request.fields);
-    production.write_tags = units_->write_tags(production.write_version, options_.storage_units);
-    return control::encode_sample_production_reply(production);
-  });
-  service_.handle(control::kAllConsumed, nullptr, [&controller](const transport::Frames& args) {
-    const control::TaskRequest request = control::decode_task_request(args, control::kAllConsumed);
-    return control::encode_flag_reply(control::kAllConsumed,
-                                      controller.all_consumed(request.task_name, request.partition_id));
-  });
-  service_.handle(control::kAllProduced, nullptr, [&controller](const transport::Frames& args) {
-    const control::FieldsRequest request = control::decode_fields_request(args, control::kAllProduced);
-    return control::encode_flag_reply(control::kAllProduced,
-                                      controller.all_produced(request.fields, request.partition_id));
-  });
-  service_.handle(control::kReportTiming, nullptr, [&controller](const transport::Frames& args) {
-    const control::ReportTimingRequest request = control::decode_report_timing_request(args);
-    controller.report_timing(request.task_name, request.records);
-    return control::encode_empty_reply();
-  });
-  service_.handle(control::kTaskWorkload, nullptr, [&controller](const transport::Frames& args) {
-    return control::encode_task_workload_reply(controller.task_workload(control::decode_task_workload_request(args)));
-  });
-  service_.handle(control::kPartitionList, nullptr, [&controller](const transport::Frames& args) {
-    control::decode_bare_request(args, control::kPartitionList);
-    return control::encode_partition_list_reply(controller.partition_list());
-  });
-  service_.handle(control::kKvResolve, [this, &controller](transport::Frames& args) {
-    const control::KvResolveRequest request = control::decode_kv_resolve_request(args);
-    std::shared_lock gate(reuse_gate_);
-    bool created = false;
-    std::vector<uint8_t> made_keys;
-    const BatchMeta resolved =
-        controller.kv_resolve(request.partition_id, request.keys, request.tags, &created, &made_keys);
-    return control::encode_kv_resolve_reply(resolved, created, made_keys);
-  });
-  service_.handle(control::kKvLookup, nullptr, [&controller](const transport::Frames& args) {
-    const control::KeysRequest request = control::decode_keys_request(args, control::kKvLookup);
-    return control::encode_batch_reply(controller.kv_lookup(request.partition_id, request.keys));
-  });
-  service_.handle(control::kKvFind, nullptr, [&controller](const transport::Frames& args) {
-    const control::KeysRequest request = control::decode_keys_request(args, control::kKvFind);
-    return control::encode_batch_reply(controller.kv_find(request.partition_id, request.keys));
-  });
-  service_.handle(control::kKvKeys, nullptr, [&controller](const transport::Frames& args) {
-    const control::KvKeysRequest request = control::decode_kv_keys_request(args);
-    return control::encode_kv_keys_reply(controller.kv_keys(request.partition_id, request.global_indexes));
-  });
-  service_.handle(control::kKvList, nullptr, [&controller](const transport::Frames& args) {
-    const control::KvListRequest request = control::decode_kv_list_request(args);
-    return control::encode_kv_list_reply(
-        controller.kv_list(request.partition_id ? &*request.partition_id : nullptr, request.known));
-  });
-  service_.handle(control::kSave, [this, &controller](transport::Frames& args) {
-    controller.save(
-        checkpoint_root_.resolve(control::decode_path_request(args, control::kSave), request_name(control::kSave)));
-    return control::encode_empty_reply();
-  });
-  service_.handle(control::kLoad, [this, &controller](transport::Frames& args) {
-    const std::string path =
-        checkpoint_root_.resolve(control::decode_path_request(args, control::kLoad), request_name(control::kLoad));
-    std::unique_lock gate(reuse_gate_);
-    check_request_open(std::string(control::kLoad) + " of '" + path + "'");  // it may have waited behind a clear
-    controller.load(path);
-    return control::encode_empty_reply();
-  });
-  // The storage units' part of a client's checkpoint: the controller asks
-  // every unit (a unit saves and loads for no one else), each writing or
-  // reading <path>.unit<u> under its own checkpoint root. A save answers
-  // with the units' fingerprints, which a load may be given back: a unit
-  // then refuses a file of another save; check_only asks only that, so that
-  // a client learns of a mixed checkpoint before any unit loads.
-  // Has every unit write its part of the storage checkpoint at `path`;
-  // their fingerprints, in routing order.
-  const auto save_units = [this](const std::string& path) {
-    const auto units = units_->answering(options_.storage_units, options_.storage_silence_limit);
-    std::vector<uint64_t> fingerprints;
-    for (const auto& reply : Units::call_each(
-             units, storage_protocol::kSave,
-             [&](size_t u, const std::string&admin_token) {
-               return storage_protocol::encode_save_request({storage_unit_file(path, u), admin_token});
-             },
-             options_.storage_timeout)) {
-      fingerprints.push_back(storage_protocol::decode_save_reply(reply));
-    }
-    return fingerprints;
-  };
-  service_.handle(control::kSaveStorage, [save_units](transport::Frames& args) {
-    return control::encode_fingerprints_reply(save_units(control::decode_path_request(args, control::kSaveStorage)));
-  });
-  // A client's whole checkpoint in one cut: no insert, clear or load runs
-  // while the controller and then every unit save. A sample produced in the
-  // controller's file had its data put before, and nothing can drop it or
-  // reuse its index until the units have saved.
-  service_.handle(control::kSaveCheckpoint, [this, &controller, save_units](transport::Frames& args) {
-    const control::SaveCheckpointRequest request = control::decode_save_checkpoint_request(args);
-    const std::string path = checkpoint_root_.resolve(request.controller, request_name(control::kSaveCheckpoint));
-    std::unique_lock gate(reuse_gate_);
-    check_request_open(std::string(control::kSaveCheckpoint));
-    controller.save(path);
-    return control::encode_fingerprints_reply(save_units(request.storage));
-  });
-  service_.handle(control::kLoadStorage, [this](transport::Frames& args) {
-    const control::LoadStorageRequest request = control::decode_load_storage_request(args, options_.storage_units);
-    const auto units = units_->answering(options_.storage_units, options_.storage_silence_limit);
-    Units::call_each(
-        units, storage_protocol::kLoad,
-        [&](size_t u, const std::string& admin_token) {
-          const auto fingerprint = request.fingerprints.empty() ? std::nullopt : std::optional(request.fingerprints[u]);
-          return storage_protocol::encode_load_request(
-              {storage_unit_file(request.path, u), fingerprint, request.check_only, admin_token});
-        },
-        options_.storage_timeout);
-    return control::encode_empty_reply();
-  });
-  service_.handle_services_only(control::kRegisterStorage, [this, &controller](transport::Frames& args) {
-    const control::RegisterStorageRequest request = control::decode_register_storage_request(args);
-    // A unit that holds (or may hold) data of another incarnation joins only
-    // once it has dropped that data and registers again with this one, so
-    // no client learns of it before (a unit that sends none predates this).
-    if (!request.incarnation || *request.incarnation == controller.incarnation()) {
-      // A unit that sends no instance id: its restarts go unseen.
-      units_->heartbeat(request.endpoint, request.instance, request.admin_token, options_, controller);
-      units_->settle_owed(request.endpoint, options_.storage_timeout);
-    }
-    control::StorageUnitsReply reply = units_->listing(options_.storage_units);
-    reply.incarnation = controller.incarnation();
-    return control::encode_storage_units_reply(reply);
-  });
-  service_.handle(control::kStorageUnits, nullptr, [this](const transport::Frames& args) {
-    control::decode_bare_request(args, control::kStorageUnits);
-    return control::encode_storage_units_reply(units_->listing(options_.storage_units));
-  });
+  production.write_tags = units_->write_tags(production.write_version, options_.storage_units);
+  return control::encode_sample_production_reply(production);
+}
+
+transport::Frames ControllerService::all_consumed(const transport::Frames& args) {
+  const control::TaskRequest request = control::decode_task_request(args, control::kAllConsumed);
+  return control::encode_flag_reply(control::kAllConsumed,
+                                    controller_->all_consumed(request.task_name, request.partition_id));
+}
+
+transport::Frames ControllerService::all_produced(const transport::Frames& args) {
+  const control::FieldsRequest request = control::decode_fields_request(args, control::kAllProduced);
+  return control::encode_flag_reply(control::kAllProduced,
+                                    controller_->all_produced(request.fields, request.partition_id));
+}
+
+transport::Frames ControllerService::report_timing(const transport::Frames& args) {
+  const control::ReportTimingRequest request = control::decode_report_timing_request(args);
+  controller_->report_timing(request.task_name, request.records);
+  return control::encode_empty_reply();
+}
+
+transport::Frames ControllerService::task_workload(const transport::Frames& args) {
+  return control::encode_task_workload_reply(controller_->task_workload(control::decode_task_workload_request(args)));
+}
+
+transport::Frames ControllerService::partition_list(const transport::Frames& args) {
+  control::decode_bare_request(args, control::kPartitionList);
+  return control::encode_partition_list_reply(controller_->partition_list());
+}
+
+transport::Frames ControllerService::kv_resolve(transport::Frames& args) {
+  const control::KvResolveRequest request = control::decode_kv_resolve_request(args);
+  std::shared_lock gate(reuse_gate_);
+  bool created = false;
+  std::vector<uint8_t> made_keys;
+  const BatchMeta resolved =
+      controller_->kv_resolve(request.partition_id, request.keys, request.tags, &created, &made_keys);
+  return control::encode_kv_resolve_reply(resolved, created, made_keys);
+}
+
+transport::Frames ControllerService::kv_lookup(const transport::Frames& args) {
+  const control::KeysRequest request = control::decode_keys_request(args, control::kKvLookup);
+  return control::encode_batch_reply(controller_->kv_lookup(request.partition_id, request.keys));
+}
+
+transport::Frames ControllerService::kv_find(const transport::Frames& args) {
+  const control::KeysRequest request = control::decode_keys_request(args, control::kKvFind);
+  return control::encode_batch_reply(controller_->kv_find(request.partition_id, request.keys));
+}
+
+transport::Frames ControllerService::kv_keys(const transport::Frames& args) {
+  const control::KvKeysRequest request = control::decode_kv_keys_request(args);
+  return control::encode_kv_keys_reply(controller_->kv_keys(request.partition_id, request.global_indexes));
+}
+
+transport::Frames ControllerService::kv_list(const transport::Frames& args) {
+  const control::KvListRequest request = control::decode_kv_list_request(args);
+  return control::encode_kv_list_reply(
+      controller_->kv_list(request.partition_id ? &*request.partition_id : nullptr, request.known));
+}
+
+transport::Frames ControllerService::save(transport::Frames& args) {
+  controller_->save(
+      checkpoint_root_.resolve(control::decode_path_request(args, control::kSave), request_name(control::kSave)));
+  return control::encode_empty_reply();
+}
+
+transport::Frames ControllerService::load(transport::Frames& args) {
+  const std::string path =
+      checkpoint_root_.resolve(control::decode_path_request(args, control::kLoad), request_name(control::kLoad));
+  std::unique_lock gate(reuse_gate_);
+  check_request_open(std::string(control::kLoad) + " of '" + path + "'");  // it may have waited behind a clear
+  controller_->load(path);
+  return control::encode_empty_reply();
+}
+
+// The storage units' part of a client's checkpoint: the controller asks
+// every unit (a unit saves and loads for no one else), each writing or
+// reading <path>.unit<u> under its own checkpoint root. A save answers with
+// the units' fingerprints, which a load may be given back: a unit then
+// refuses a file of another save; check_only asks only that, so that a
+// client learns of a mixed checkpoint before any unit loads.
+std::vector<uint64_t> ControllerService::save_units(const std::string& path) {
+  const auto units = units_->answering(options_.storage_units, options_.storage_silence_limit);
+  std::vector<uint64_t> fingerprints;
+  for (const auto& reply : Units::call_each(
+           units, storage_protocol::kSave,
+           [&](size_t u, const std::string&admin_token) {
+             return storage_protocol::encode_save_request({storage_unit_file(path, u), admin_token});
+           },
+           options_.storage_timeout)) {
+    fingerprints.push_back(storage_protocol::decode_save_reply(reply));
+  }
+  return fingerprints;
+}
+
+transport::Frames ControllerService::save_storage(transport::Frames& args) {
+  return control::encode_fingerprints_reply(save_units(control::decode_path_request(args, control::kSaveStorage)));
+}
+
+// A client's whole checkpoint in one cut: no insert, clear or load runs
+// while the controller and then every unit save. A sample produced in the
+// controller's file had its data put before, and nothing can drop it or
+// reuse its index until the units have saved.
+transport::Frames ControllerService::save_checkpoint(transport::Frames& args) {
+  const control::SaveCheckpointRequest request = control::decode_save_checkpoint_request(args);
+  const std::string path = checkpoint_root_.resolve(request.controller, request_name(control::kSaveCheckpoint));
+  std::unique_lock gate(reuse_gate_);
+  check_request_open(std::string(control::kSaveCheckpoint));
+  controller_->save(path);
+  return control::encode_fingerprints_reply(save_units(request.storage));
+}
+
+transport::Frames ControllerService::load_storage(transport::Frames& args) {
+  const control::LoadStorageRequest request = control::decode_load_storage_request(args, options_.storage_units);
+  const auto units = units_->answering(options_.storage_units, options_.storage_silence_limit);
+  Units::call_each(
+      units, storage_protocol::kLoad,
+      [&](size_t u, const std::string& admin_token) {
+        const auto fingerprint = request.fingerprints.empty() ? std::nullopt : std::optional(request.fingerprints[u]);
+        return storage_protocol::encode_load_request(
+            {storage_unit_file(request.path, u), fingerprint, request.check_only, admin_token});
+      },
+      options_.storage_timeout);
+  return control::encode_empty_reply();
+}
+
+transport::Frames ControllerService::register_storage(transport::Frames& args) {
+  const control::RegisterStorageRequest request = control::decode_register_storage_request(args);
+  // A unit that holds (or may hold) data of another incarnation joins only
+  // once it has dropped that data and registers again with this one, so no
+  // client learns of it before (a unit that sends none predates this).
+  if (!request.incarnation || *request.incarnation == controller_->incarnation()) {
+    // A unit that sends no instance id: its restarts go unseen.
+    units_->heartbeat(request.endpoint, request.instance, request.admin_token, options_, *controller_);
+    units_->settle_owed(request.endpoint, options_.storage_timeout);
+  }
+  control::StorageUnitsReply reply = units_->listing(options_.storage_units);
+  reply.incarnation = controller_->incarnation();
+  return control::encode_storage_units_reply(reply);
+}
+
+transport::Frames ControllerService::storage_units(const transport::Frames& args) {
+  control::decode_bare_request(args, control::kStorageUnits);
+  return control::encode_storage_units_reply(units_->listing(options_.storage_units));
 }
 
 void ControllerService::add_metrics_collector() {

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <string>
 #include <vector>
@@ -72,6 +73,45 @@ class ControllerService {
  private:
   struct Units;
   void register_handlers();
+
+  // The handlers, one per op of transport/control_protocol.h; the table in
+  // register_handlers says which thread runs each.
+  std::optional<transport::Frames> insert(const transport::Frames& args, bool may_wait);
+  transport::Frames mark_produced(const transport::Frames& args);
+  std::optional<transport::Frames> get_meta(const transport::Frames& args, bool may_wait);
+  transport::Frames set_custom_meta(const transport::Frames& args);
+  transport::Frames clear_samples(transport::Frames& args);
+  transport::Frames reclaim_unproduced(transport::Frames& args);
+  transport::Frames clear_partition(transport::Frames& args);
+  transport::Frames kv_clear(transport::Frames& args);
+  transport::Frames forget_partition_if_empty(const transport::Frames& args);
+  transport::Frames reset_consumption(const transport::Frames& args);
+  transport::Frames consumption_status(const transport::Frames& args);
+  transport::Frames production_status(const transport::Frames& args);
+  transport::Frames sample_production(const transport::Frames& args);
+  transport::Frames all_consumed(const transport::Frames& args);
+  transport::Frames all_produced(const transport::Frames& args);
+  transport::Frames report_timing(const transport::Frames& args);
+  transport::Frames task_workload(const transport::Frames& args);
+  transport::Frames partition_list(const transport::Frames& args);
+  transport::Frames kv_resolve(transport::Frames& args);
+  transport::Frames kv_lookup(const transport::Frames& args);
+  transport::Frames kv_find(const transport::Frames& args);
+  transport::Frames kv_keys(const transport::Frames& args);
+  transport::Frames kv_list(const transport::Frames& args);
+  transport::Frames save(transport::Frames& args);
+  transport::Frames load(transport::Frames& args);
+  transport::Frames save_storage(transport::Frames& args);
+  transport::Frames save_checkpoint(transport::Frames& args);
+  transport::Frames load_storage(transport::Frames& args);
+  transport::Frames register_storage(transport::Frames& args);
+  transport::Frames storage_units(const transport::Frames& args);
+
+  // A clear's reply: release_and_drop's released indexes; `what` names the request.
+  transport::Frames released_reply(const std::string& what, const std::function<std::vector<int64_t>()>& release);
+  // Has every unit write its part of the storage checkpoint at `path`;
+  // their fingerprints, in routing order.
+  std::vector<uint64_t> save_units(const std::string& path);
   // Releases samples (`release`) under the reuse gate and drops their data on
   // the units; the released indexes. `request`: a handler's, checked still
   // open once the gate is taken (it may have waited behind another clear).

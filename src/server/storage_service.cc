@@ -15,6 +15,7 @@
 #include "seqflow/error.h"
 #include "durable/framed_file.h"
 #include "storage/checkpoint.h"
+#include "server/handler_table.h"
 
 namespace seqflow::server {
 namespace {
@@ -61,6 +62,13 @@ StorageService::StorageService(StorageServiceOptions options)
   if (options_.heartbeat.count() <= 0) {
     throw_invalid("heartbeat must be positive, got " + std::to_string(options_.heartbeat.count()) + " ms");
   }
+  const auto local_copy_bytes = [this](const std::string& direction) {
+    return &service_.metrics().counter("seqflow_storage_local_copy_bytes_total",
+                                       "Bytes moved through memory to or from same-host clients",
+                                       {{"direction", direction}});
+  };
+  local_put_bytes_ = local_copy_bytes("put");
+  local_get_bytes_ = local_copy_bytes("get");
   register_handlers();
   std::weak_ptr<StorageUnit> weak = storage_;
   service_.metrics().add_collector([this, weak](std::string& out) {
@@ -87,121 +95,135 @@ StorageService::StorageService(StorageServiceOptions options)
 StorageService::~StorageService() { stop(); }
 
 void StorageService::register_handlers() {
-  StorageUnit& storage = *storage_;
-  const size_t max_request_bytes = options_.service.max_request_bytes;
-  const auto local_copy_bytes = [this](const std::string& direction) -> Counter& {
-    return service_.metrics().counter("seqflow_storage_local_copy_bytes_total",
-                                      "Bytes moved through memory to or from same-host clients",
-                                      {{"direction", direction}});
-  };
-  Counter& local_puts = local_copy_bytes("put");
-  Counter& local_gets = local_copy_bytes("get");
-  transport::local_copy::SessionListener& sessions = *sessions_;
-  service_.handle(
-      storage_protocol::kPut, [&storage, &sessions, &local_puts, max_request_bytes](transport::Frames& args) {
-        const storage_protocol::PutRequest request = storage_protocol::decode_put_request(args);
-        if (request.local_frames) {
-          // Only the memory of the process that opened the named session, and
-          // only ranges it signed: never a pid or an address space a message names.
-          const auto client = transport::local_copy::sealed_reader(
-              sessions, *request.local_frames, request_name(storage_protocol::kPut) + " local_frames");
-          if (!client) {
-            return storage_protocol::encode_put_reply(
-                "no open local-copy session of this unit signed these ranges (or the unit may not read its client): "
-                "send the bytes");
-          }
-          transport::Frames data = transport::local_copy::read(
-              *client, *request.local_frames, request_name(storage_protocol::kPut) + " local_frames",
-              request.columns.is_array() ? request.columns.size() : 0, max_request_bytes);
-          local_puts.increment(static_cast<double>(transport::local_copy::data_bytes(data, 0)));
-          args.resize(1);
-          std::move(data.begin(), data.end(), std::back_inserter(args));
-        }
-        const auto columns = transport::wire::take_columns(
-            request.columns, args, 1, request.samples.global_indexes.size(), request_name(storage_protocol::kPut));
-        storage.put(request.samples.keys(), columns);
-        return storage_protocol::encode_put_reply(std::nullopt);
-      });
-  service_.handle(storage_protocol::kGet, [this, &storage, &sessions, &local_gets](transport::Frames& args) {
-    const storage_protocol::GetRequest request = storage_protocol::decode_get_request(args);
-    const auto rows = storage.get(request.samples.keys(), request.fields);
-    transport::Frames out(1);
-    storage_protocol::GetReply reply{transport::wire::append_views(rows, request.fields.size(), out), std::nullopt,
-                                     std::nullopt};
-    // Described (left in this process for the client to copy) only for a
-    // client with an open session, which the kernel vouched for.
-    const bool session_open = request.local_copy && sessions.is_open(*request.local_copy);
-    if (session_open && transport::local_copy::data_bytes(out, 1) >= transport::local_copy::kMinBytes) {
-      transport::Frames data(std::make_move_iterator(out.begin() + 1), std::make_move_iterator(out.end()));
-      local_gets.increment(static_cast<double>(transport::local_copy::data_bytes(data, 0)));
-      reply.local_frames = transport::local_copy::describe(data, 0);
-      reply.lease = leases_.hold(std::move(data));
-      out.resize(1);
+  HandlerTable<StorageService> table(service_, *this);
+  table.on_worker(storage_protocol::kPut, &StorageService::put);
+  table.on_worker(storage_protocol::kGet, &StorageService::get);
+  table.on_worker(storage_protocol::kCommit, &StorageService::commit);
+  table.on_worker(storage_protocol::kDiscard, &StorageService::discard);
+  table.on_io_thread(storage_protocol::kLocalCopySession, &StorageService::local_copy_session);
+  table.on_worker(storage_protocol::kRelease, &StorageService::release);
+  table.on_worker(storage_protocol::kClear, &StorageService::clear);
+  table.on_worker(storage_protocol::kStats, &StorageService::stats);
+  table.on_worker(storage_protocol::kSave, &StorageService::save);
+  table.on_worker(storage_protocol::kLoad, &StorageService::load);
+}
+
+transport::Frames StorageService::put(transport::Frames& args) {
+  const storage_protocol::PutRequest request = storage_protocol::decode_put_request(args);
+  if (request.local_frames) {
+    // Only the memory of the process that opened the named session, and
+    // only ranges it signed: never a pid or an address space a message names.
+    const auto client = transport::local_copy::sealed_reader(*sessions_, *request.local_frames,
+                                                             request_name(storage_protocol::kPut) + " local_frames");
+    if (!client) {
+      return storage_protocol::encode_put_reply(
+          "no open local-copy session of this unit signed these ranges (or the unit may not read its client): "
+          "send the bytes");
     }
-    out[0] = storage_protocol::encode_get_reply_header(reply);
-    return out;
-  });
-  // The second step of a versioned put (its own op, not an admin one): the
-  // client that staged the write makes it the value readers see, or drops
-  // it. Open to any admitted client holding the controller's write tag.
-  for (const std::string_view op : {storage_protocol::kCommit, storage_protocol::kDiscard}) {
-    service_.handle(op, [this, &storage, op](transport::Frames& args) {
-      const storage_protocol::SettleRequest request = storage_protocol::decode_settle_request(args, op);
-      check_write_tag(request.write_tag, op, request.samples.write_version);
-      if (op == storage_protocol::kCommit) {
-        storage.commit(request.samples.keys(), request.fields);
-      } else {
-        storage.discard(request.samples.keys(), request.fields);
-      }
-      return storage_protocol::encode_empty_reply();
-    });
+    transport::Frames data = transport::local_copy::read(
+        *client, *request.local_frames, request_name(storage_protocol::kPut) + " local_frames",
+        request.columns.is_array() ? request.columns.size() : 0, options_.service.max_request_bytes);
+    local_put_bytes_->increment(static_cast<double>(transport::local_copy::data_bytes(data, 0)));
+    args.resize(1);
+    std::move(data.begin(), data.end(), std::back_inserter(args));
   }
-  service_.handle(storage_protocol::kLocalCopySession, nullptr, [&sessions](const transport::Frames& args) {
-    storage_protocol::decode_bare_request(args, storage_protocol::kLocalCopySession);
-    return storage_protocol::encode_local_copy_session_reply(sessions.address());
-  });
-  service_.handle(storage_protocol::kRelease, [this](transport::Frames& args) {
-    return storage_protocol::encode_release_reply(leases_.release(storage_protocol::decode_release_request(args)));
-  });
-  service_.handle(storage_protocol::kClear, [this, &storage](transport::Frames& args) {
-    const storage_protocol::ClearRequest request = storage_protocol::decode_clear_request(args);
-    check_controller(request.admin_token, request_name(storage_protocol::kClear));
-    // With generations (drops owed since a cut): only data those samples put.
-    storage.clear_generations(request.indexes, request.generations);
-    return storage_protocol::encode_empty_reply();
-  });
-  service_.handle(storage_protocol::kStats, [&storage](transport::Frames& args) {
-    storage_protocol::decode_bare_request(args, storage_protocol::kStats);
-    return storage_protocol::encode_stats_reply(storage.stats());
-  });
-  // A save answers with its file's fingerprint; a load given one refuses a
-  // file of another save (the client keeps them in the checkpoint's index).
-  // check_only: that refusal alone, so that a client asks every unit before
-  // any unit loads.
-  service_.handle(storage_protocol::kSave, [this, &storage](transport::Frames& args) {
-    const storage_protocol::SaveRequest request = storage_protocol::decode_save_request(args);
-    check_controller(request.admin_token, request_name(storage_protocol::kSave));
-    const std::string path = checkpoint_root_.resolve(request.path, request_name(storage_protocol::kSave));
-    storage.save(path);
-    return storage_protocol::encode_save_reply(durable::framed_file_fingerprint(path).value_or(0));
-  });
-  service_.handle(storage_protocol::kLoad, [this, &storage](transport::Frames& args) {
-    const storage_protocol::LoadRequest request = storage_protocol::decode_load_request(args);
-    check_controller(request.admin_token, request_name(storage_protocol::kLoad));
-    const std::string path = checkpoint_root_.resolve(request.path, request_name(storage_protocol::kLoad));
-    if (request.fingerprint) {
-      const auto found = durable::framed_file_fingerprint(path);
-      if (found != *request.fingerprint) {
-        throw_invalid("storage checkpoint \"" + path +
-                      "\" mixes saves: it is not the file its checkpoint was "
-                      "saved with (fingerprint " +
-                      (found ? std::to_string(*found) : std::string("none")) + ", the checkpoint says " +
-                      std::to_string(*request.fingerprint) + ")");
-      }
+  const auto columns = transport::wire::take_columns(request.columns, args, 1, request.samples.global_indexes.size(),
+                                                     request_name(storage_protocol::kPut));
+  storage_->put(request.samples.keys(), columns);
+  return storage_protocol::encode_put_reply(std::nullopt);
+}
+
+transport::Frames StorageService::get(transport::Frames& args) {
+  const storage_protocol::GetRequest request = storage_protocol::decode_get_request(args);
+  const auto rows = storage_->get(request.samples.keys(), request.fields);
+  transport::Frames out(1);
+  storage_protocol::GetReply reply{transport::wire::append_views(rows, request.fields.size(), out), std::nullopt,
+                                   std::nullopt};
+  // Described (left in this process for the client to copy) only for a
+  // client with an open session, which the kernel vouched for.
+  const bool session_open = request.local_copy && sessions_->is_open(*request.local_copy);
+  if (session_open && transport::local_copy::data_bytes(out, 1) >= transport::local_copy::kMinBytes) {
+    transport::Frames data(std::make_move_iterator(out.begin() + 1), std::make_move_iterator(out.end()));
+    local_get_bytes_->increment(static_cast<double>(transport::local_copy::data_bytes(data, 0)));
+    reply.local_frames = transport::local_copy::describe(data, 0);
+    reply.lease = leases_.hold(std::move(data));
+    out.resize(1);
+  }
+  out[0] = storage_protocol::encode_get_reply_header(reply);
+  return out;
+}
+
+// The second step of a versioned put (its own op, not an admin one): the
+// client that staged the write makes it the value readers see, or drops it.
+// Open to any admitted client holding the controller's write tag.
+storage_protocol::SettleRequest StorageService::settle_request(transport::Frames& args, std::string_view op) const {
+  storage_protocol::SettleRequest request = storage_protocol::decode_settle_request(args, op);
+  check_write_tag(request.write_tag, op, request.samples.write_version);
+  return request;
+}
+
+transport::Frames StorageService::commit(transport::Frames& args) {
+  const storage_protocol::SettleRequest request = settle_request(args, storage_protocol::kCommit);
+  storage_->commit(request.samples.keys(), request.fields);
+  return storage_protocol::encode_empty_reply();
+}
+
+transport::Frames StorageService::discard(transport::Frames& args) {
+  const storage_protocol::SettleRequest request = settle_request(args, storage_protocol::kDiscard);
+  storage_->discard(request.samples.keys(), request.fields);
+  return storage_protocol::encode_empty_reply();
+}
+
+transport::Frames StorageService::local_copy_session(const transport::Frames& args) {
+  storage_protocol::decode_bare_request(args, storage_protocol::kLocalCopySession);
+  return storage_protocol::encode_local_copy_session_reply(sessions_->address());
+}
+
+transport::Frames StorageService::release(transport::Frames& args) {
+  return storage_protocol::encode_release_reply(leases_.release(storage_protocol::decode_release_request(args)));
+}
+
+transport::Frames StorageService::clear(transport::Frames& args) {
+  const storage_protocol::ClearRequest request = storage_protocol::decode_clear_request(args);
+  check_controller(request.admin_token, request_name(storage_protocol::kClear));
+  // With generations (drops owed since a cut): only data those samples put.
+  storage_->clear_generations(request.indexes, request.generations);
+  return storage_protocol::encode_empty_reply();
+}
+
+transport::Frames StorageService::stats(transport::Frames& args) {
+  storage_protocol::decode_bare_request(args, storage_protocol::kStats);
+  return storage_protocol::encode_stats_reply(storage_->stats());
+}
+
+// A save answers with its file's fingerprint; a load given one refuses a
+// file of another save (the client keeps them in the checkpoint's index).
+// check_only: that refusal alone, so that a client asks every unit before
+// any unit loads.
+transport::Frames StorageService::save(transport::Frames& args) {
+  const storage_protocol::SaveRequest request = storage_protocol::decode_save_request(args);
+  check_controller(request.admin_token, request_name(storage_protocol::kSave));
+  const std::string path = checkpoint_root_.resolve(request.path, request_name(storage_protocol::kSave));
+  storage_->save(path);
+  return storage_protocol::encode_save_reply(durable::framed_file_fingerprint(path).value_or(0));
+}
+
+transport::Frames StorageService::load(transport::Frames& args) {
+  const storage_protocol::LoadRequest request = storage_protocol::decode_load_request(args);
+  check_controller(request.admin_token, request_name(storage_protocol::kLoad));
+  const std::string path = checkpoint_root_.resolve(request.path, request_name(storage_protocol::kLoad));
+  if (request.fingerprint) {
+    const auto found = durable::framed_file_fingerprint(path);
+    if (found != *request.fingerprint) {
+      throw_invalid("storage checkpoint \"" + path +
+                    "\" mixes saves: it is not the file its checkpoint was "
+                    "saved with (fingerprint " +
+                    (found ? std::to_string(*found) : std::string("none")) + ", the checkpoint says " +
+                    std::to_string(*request.fingerprint) + ")");
     }
-    if (!request.check_only) storage.load(path);
-    return storage_protocol::encode_empty_reply();
-  });
+  }
+  if (!request.check_only) storage_->load(path);
+  return storage_protocol::encode_empty_reply();
 }
 
 void StorageService::start() {

@@ -30,6 +30,7 @@
 #include "server/checkpoint_root.h"
 #include "transport/frame_leases.h"
 #include "transport/local_copy_session.h"
+#include "transport/storage_protocol.h"
 #include "server/service.h"
 #include "seqflow/storage.h"
 
@@ -73,6 +74,22 @@ class StorageService {
 
  private:
   void register_handlers();
+
+  // The handlers, one per op of transport/storage_protocol.h; the table in
+  // register_handlers says which thread runs each.
+  transport::Frames put(transport::Frames& args);
+  transport::Frames get(transport::Frames& args);
+  transport::Frames commit(transport::Frames& args);
+  transport::Frames discard(transport::Frames& args);
+  transport::Frames local_copy_session(const transport::Frames& args);
+  transport::Frames release(transport::Frames& args);
+  transport::Frames clear(transport::Frames& args);
+  transport::Frames stats(transport::Frames& args);
+  transport::Frames save(transport::Frames& args);
+  transport::Frames load(transport::Frames& args);
+  // A commit's or discard's request (`op`), once its write tag is checked.
+  transport::storage_protocol::SettleRequest settle_request(transport::Frames& args, std::string_view op) const;
+
   void run_heartbeat();
   // Throws unless the request (`what`) carries this unit's admin token.
   void check_controller(const std::optional<std::string>& admin_token, std::string_view what) const;
@@ -88,6 +105,8 @@ class StorageService {
   transport::FrameLeases leases_;
   std::unique_ptr<transport::local_copy::SessionListener> sessions_;  // same-host clients
   Service service_;
+  Counter* local_put_bytes_ = nullptr;  // bytes copied from same-host clients' memory
+  Counter* local_get_bytes_ = nullptr;  // bytes left for same-host clients to copy
   std::thread heartbeat_;
   std::mutex heartbeat_mutex_;
   std::condition_variable heartbeat_stop_;

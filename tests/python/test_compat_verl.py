@@ -10,7 +10,6 @@ import copy
 import importlib.metadata
 import os
 import queue
-import socket
 import time
 import traceback
 from datetime import timedelta
@@ -23,6 +22,7 @@ from tensordict import NonTensorData, NonTensorStack, TensorDict
 from torch import distributed as dist
 
 from required import require
+from support import free_port
 
 # verl's own code, the reference, pinned. No skip: without it, or with
 # another version, every test here fails (at import, naming what to install).
@@ -615,16 +615,10 @@ def _dist_rank(rank: int, port: int, results) -> None:
         results.put((rank, None, traceback.format_exc()))
 
 
-def _free_loopback_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def test_two_gloo_ranks_agree_on_the_micro_batch_count():
     context = torch.multiprocessing.get_context("spawn")
     results = context.Queue()
-    port = _free_loopback_port()
+    port = free_port()
     ranks = [context.Process(target=_dist_rank, args=(rank, port, results), daemon=True) for rank in range(2)]
     started = time.monotonic()
     try:

@@ -9,7 +9,6 @@ indexes."""
 from __future__ import annotations
 
 import pickle
-import time
 
 import numpy as np
 import pytest
@@ -18,6 +17,7 @@ import seqflow
 from remote_cluster import process_cluster  # noqa: F401 (fixture)
 from remote_services import client_in_each_mode, client_mode, clusters, make_client  # noqa: F401 (fixtures)
 from required import require
+from support import wait_until
 
 torch = require("torch")
 from tensordict import TensorDict  # noqa: E402
@@ -177,7 +177,5 @@ def test_a_controller_restarted_without_checkpoint_never_serves_old_unit_data(pr
             reader.get_data(old)
         with pytest.raises(seqflow.StaleSampleError):
             reader.get_data(seqflow.BatchMeta(old.global_indexes[4:], ["p"] * 4, old.field_schema))
-    deadline = time.monotonic() + 10
-    while fresh_client.stats()["samples"] != 4 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert fresh_client.stats()["samples"] == 4  # the units dropped what they held from before
+    # The units dropped what they held from before.
+    wait_until(lambda: fresh_client.stats()["samples"] == 4, 10, "the units hold only the 4 new samples")

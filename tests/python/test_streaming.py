@@ -19,6 +19,7 @@ import seqflow
 from background import Background, finish_all
 from remote_services import client_mode, clusters, make_client  # noqa: F401 (fixtures)
 from required import require
+from support import wait_until
 from seqflow import RankAwareSampler, SeqlenBalancedSampler, SequentialSampler
 
 torch = require("torch")
@@ -466,10 +467,7 @@ def test_a_loader_whose_consumer_leaves_stops_its_workers_even_while_they_wait_f
     assert first == [0, 1, 2], "batches come out in batch-index order, the workers in turn"
     assert len(loader_threads()) == 2
     batches.close()
-    deadline = time.monotonic() + 10
-    while loader_threads() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert loader_threads() == [], "a loader worker outlived its consumer"
+    wait_until(lambda: not loader_threads(), 10, "a loader worker outlived its consumer", poll=0.02)
 
 
 def test_a_loader_workers_error_reaches_the_consumer(make_client):  # noqa: F811
