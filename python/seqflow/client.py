@@ -397,11 +397,11 @@ class Client:
         check_choice(mode, "mode", _MODES)
         task = check_optional_name(task_name, "task_name")
         dp_rank, batch_index, sampler_args = _sampling_config(sampling_config)
-        seconds = self.timeout if timeout is None else check_seconds(timeout, "timeout", allow_zero=True)
+        seconds = self._timeout if timeout is None else check_seconds(timeout, "timeout", allow_zero=True)
         poll = check_optional_bool(polling, "polling")
-        if poll is None:
-            poll = self.polling_mode
         native = self._connected()
+        if poll is None:
+            poll = self._polling_mode
         return native.get_meta(partition, fields, size, mode, task or "", dp_rank, batch_index, sampler_args, poll,
                                seconds)
 
