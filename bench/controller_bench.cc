@@ -35,8 +35,7 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
+#include "common/json_text.h"
 #include "seqflow/controller.h"
 
 namespace {
@@ -47,6 +46,7 @@ using seqflow::Controller;
 using seqflow::FieldSchema;
 using seqflow::MetaMode;
 using seqflow::MetaRequest;
+using seqflow::Value;
 
 constexpr int64_t kReady = 65536;
 constexpr int64_t kBatch = 256;
@@ -334,7 +334,7 @@ int run(int argc, char** argv) {
   }
 
   if (!json_path.empty()) {
-    nlohmann::json out = {{"command", command}, {"fetches_per_row", fetches}, {"rows", nlohmann::json::array()}};
+    Value out = {{"command", command}, {"fetches_per_row", fetches}, {"rows", Value::array()}};
     for (const Row& row : rows) {
       out["rows"].push_back({{"consumed_before", row.consumed_before},
                              {"live", row.live},
@@ -344,7 +344,7 @@ int run(int argc, char** argv) {
                              {"mean_us", row.mean}});
     }
     if (measured) out["memory"] = {{"rss_before", before}, {"rss_after", after}, {"delta_mb", delta_mb}};
-    std::ofstream(json_path) << out.dump(2) << "\n";
+    std::ofstream(json_path) << seqflow::json_text(out, 2) << "\n";
   }
   return 0;
 }

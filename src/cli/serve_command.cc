@@ -6,14 +6,13 @@
 #include <malloc.h>
 #include <pthread.h>
 
-#include <nlohmann/json.hpp>
-
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "common/value_json.h"
+#include "common/json_text.h"
 #include "server/checkpoint_root.h"
 #include "server/service_settings.h"
 #include "seqflow/error.h"
+#include "seqflow/limits.h"
 
 namespace seqflow::cli {
 
@@ -170,14 +169,16 @@ std::shared_ptr<Sampler> sampler_of(const Arguments& args) {
     if (text) throw_invalid("--sampler-args '" + *text + "' needs --sampler NAME");
     return nullptr;
   }
-  nlohmann::json sampler_args = nlohmann::json::object();
+  Value sampler_args = Value::object();
   if (text) {
-    sampler_args = nlohmann::json::parse(*text, nullptr, false);
-    if (sampler_args.is_discarded() || !sampler_args.is_object()) {
-      throw_invalid("--sampler-args must be a JSON object, got '" + *text + "'");
+    try {
+      sampler_args = parse_json_text(*text, kMaxDecodeNesting);
+    } catch (const Error&) {
+      sampler_args = Value();  // refused below, as any value that is no object
     }
+    if (!sampler_args.is_object()) throw_invalid("--sampler-args must be a JSON object, got '" + *text + "'");
   }
-  return with_option("--sampler", [&] { return make_sampler(*name, from_json(sampler_args)); });
+  return with_option("--sampler", [&] { return make_sampler(*name, sampler_args); });
 }
 
 // The files and endpoints the options name, checked before the service is

@@ -1,11 +1,11 @@
 #include "client/sharded_storage.h"
 
 #include <algorithm>
-#include <fstream>
 #include <iterator>
 #include <optional>
 
 #include "client/call_deadline.h"
+#include "client/storage_index.h"
 #include "transport/control_protocol.h"
 #include "transport/local_copy.h"
 #include "transport/storage_protocol.h"
@@ -21,8 +21,6 @@ namespace {
 using transport::Frames;
 namespace control = transport::control;
 namespace storage_protocol = transport::storage_protocol;
-using transport::wire::Header;
-using transport::wire::Json;
 using transport::wire::reply_name;
 
 // One request per unit that has work, sent before any reply is awaited; the
@@ -178,8 +176,8 @@ void ShardedStorage::put(const SampleKeys& samples, const std::vector<Column>& c
   };
   const auto with_bytes = [&](size_t u) {
     Frames data;
-    Json entries = transport::wire::append_columns(columns, positions_of(u), data);
-    return storage_protocol::encode_put_request(samples, shards[u].positions, std::move(entries), std::move(data));
+    const std::string entries = transport::wire::append_columns(columns, positions_of(u), data);
+    return storage_protocol::encode_put_request(samples, shards[u].positions, entries, std::move(data));
   };
   FanOut fan_out(units_);
   for (size_t u = 0; u < shards.size(); ++u) {
@@ -191,10 +189,10 @@ void ShardedStorage::put(const SampleKeys& samples, const std::vector<Column>& c
       // The unit assembles each column's frame from the samples where they
       // lie in the columns, which stay valid until it has replied.
       std::vector<std::vector<std::span<const std::byte>>> pieces;
-      Json entries = transport::wire::describe_columns(columns, positions_of(u), pieces);
+      const std::string entries = transport::wire::describe_columns(columns, positions_of(u), pieces);
       fan_out.send(u, storage_protocol::kPut,
                    storage_protocol::encode_local_put_request(
-                       samples, shards[u].positions, std::move(entries),
+                       samples, shards[u].positions, entries,
                        transport::local_copy::seal(transport::local_copy::describe(pieces), *session)));
     } else {
       fan_out.send(u, storage_protocol::kPut, with_bytes(u));
@@ -378,38 +376,14 @@ void ShardedStorage::write_index(const std::string& path, const std::vector<uint
   }
   // Durable as the unit files are (temporary, fsync, rename): the directory
   // swap that publishes the checkpoint must not publish an empty index.
-  const std::string text = Json{{"storage_units", units_.size()}, {"fingerprints", fingerprints}}.dump() + "\n";
+  const std::string text = storage_index_text(fingerprints);
   durable::AtomicFileWriter index(path);
   index.write(std::as_bytes(std::span(text)));
   index.commit();
 }
 
 void ShardedStorage::load(const std::string& path) {
-  std::ifstream index(path);
-  if (!index) throw Error(ErrorCode::kNotFound, "no storage checkpoint index at " + path);
-  Json listing;
-  try {
-    index >> listing;
-  } catch (const Json::exception& e) {
-    throw_invalid("storage checkpoint index " + path + " is corrupt: " + e.what());
-  }
-  const Header header(listing, "storage checkpoint index " + path, {"storage_units", "fingerprints"});
-  if (header.integer("storage_units") != static_cast<int64_t>(units_.size())) {
-    throw_invalid("storage checkpoint " + path + " was saved from " + std::to_string(header.integer("storage_units")) +
-                  " storage units; this cluster has " + std::to_string(units_.size()));
-  }
-  // Indexes saved before fingerprints existed load unchecked.
-  std::vector<uint64_t> fingerprints;
-  if (header.has("fingerprints")) {
-    const Json& listed = header.at("fingerprints");
-    if (!listed.is_array() || listed.size() != units_.size()) {
-      header.fail("fingerprints", "must hold one fingerprint per storage unit");
-    }
-    for (const Json& fingerprint : listed) {
-      if (!fingerprint.is_number_unsigned()) header.fail("fingerprints", "must hold unsigned integers");
-      fingerprints.push_back(fingerprint.get<uint64_t>());
-    }
-  }
+  const std::vector<uint64_t> fingerprints = read_storage_index(path, units_.size());
   // Every unit checks its file before any unit loads: a file of another
   // save must not leave some units loaded and others not.
   for (const bool check_only : {true, false}) {

@@ -9,46 +9,8 @@ namespace seqflow {
 namespace {
 
 using Kind = MsgpackReader::Kind;
-using Json = nlohmann::json;
 
 }  // namespace
-
-// Recursion is bounded by the reader's depth limit.
-Json read_json(MsgpackReader& reader, size_t depth) {
-  const MsgpackReader::Token token = reader.next(depth);
-  switch (token.kind) {
-    case Kind::kNull:
-      return nullptr;
-    case Kind::kBool:
-      return token.number != 0;
-    case Kind::kUnsigned:
-      return token.number;
-    case Kind::kSigned:
-      return token.integer;
-    case Kind::kFloat:
-      return token.real;
-    case Kind::kString:
-      return std::string(token.bytes);
-    case Kind::kBinary: {
-      Json::binary_t::container_type bytes(token.bytes.begin(), token.bytes.end());
-      return token.subtype < 0 ? Json::binary(std::move(bytes)) : Json::binary(std::move(bytes), token.subtype);
-    }
-    case Kind::kArray:
-    case Kind::kMap:
-      break;
-  }
-  if (token.kind == Kind::kArray) {
-    Json out = Json::array();
-    for (uint64_t i = 0; i < token.number; ++i) out.push_back(read_json(reader, depth + 1));
-    return out;
-  }
-  Json out = Json::object();
-  for (uint64_t i = 0; i < token.number; ++i) {
-    std::string key(reader.key());
-    out[std::move(key)] = read_json(reader, depth + 1);  // a repeated key: the last one wins
-  }
-  return out;
-}
 
 // Recursion is bounded by the reader's depth limit.
 Value read_value(MsgpackReader& reader, size_t depth) {
@@ -115,13 +77,6 @@ MsgpackReader::Kind MsgpackReader::skip(size_t depth) {
 
 void MsgpackReader::finish() const {
   if (at_ != end_) fail(std::to_string(left()) + " bytes follow the value", position());
-}
-
-Json msgpack_to_json(std::string_view bytes, size_t max_depth) {
-  MsgpackReader reader(bytes, max_depth);
-  Json out = read_json(reader, 0);
-  reader.finish();
-  return out;
 }
 
 Value msgpack_to_value(std::string_view bytes, size_t max_depth) {

@@ -14,14 +14,12 @@
 #include <cstring>
 #include <string_view>
 
-#include <nlohmann/json.hpp>
-
 #include "seqflow/value.h"
 
 namespace seqflow {
 
 // Reads one token at a time; callers recurse into containers themselves,
-// passing each value's depth, and build what they need (a JSON tree, Python
+// passing each value's depth, and build what they need (a Value, Python
 // objects) without an intermediate tree.
 //
 // The token path is forced inline: in a recursive caller GCC otherwise keeps
@@ -226,18 +224,11 @@ inline std::string_view MsgpackReader::key() {
   }
 }
 
-// The value at the reader's position, inside `depth` containers, built as
-// msgpack_to_json builds it.
-nlohmann::json read_json(MsgpackReader& reader, size_t depth);
-
-// The one value `bytes` hold, built as nlohmann's from_msgpack builds it
-// (ext values become binaries with their subtype; a repeated key's last value
-// wins), but with the checks above and binaries copied whole, not byte by byte.
-nlohmann::json msgpack_to_json(std::string_view bytes, size_t max_depth);
-
-// As read_json and msgpack_to_json, into a Value; a binary or ext value is
+// The value at the reader's position, inside `depth` containers, as a
+// Value (a repeated key's last value wins); a binary or ext value is
 // kInvalidArgument (Value holds none).
 Value read_value(MsgpackReader& reader, size_t depth);
+// The one value `bytes` hold.
 Value msgpack_to_value(std::string_view bytes, size_t max_depth);
 
 // Checks that `bytes` hold exactly one value, a map, without building it;

@@ -123,8 +123,9 @@ void MsgpackWriter::array(size_t count) { size_header(count, 0x90, 16, 0, 0xdc, 
 
 void MsgpackWriter::map(size_t count) { size_header(count, 0x80, 16, 0, 0xde, 0xdf); }
 
-void MsgpackWriter::json(const nlohmann::json& value) {
-  nlohmann::json::to_msgpack(value, nlohmann::detail::output_adapter<char>(bytes_));
+void MsgpackWriter::strings(std::span<const std::string> texts) {
+  array(texts.size());
+  for (const std::string& text : texts) string(text);
 }
 
 }  // namespace seqflow

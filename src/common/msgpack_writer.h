@@ -1,12 +1,12 @@
 // Writes MessagePack straight into a byte string, each value in its
-// shortest form (as nlohmann and msgpack-python write it), so that hot wire
-// messages need no intermediate JSON tree. msgpack_reader.h reads it back.
+// shortest form (as msgpack-python and earlier builds write it), with no
+// tree in between. msgpack_reader.h reads it back; msgpack_map_writer.h
+// writes a map whose members come in any order.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <nlohmann/json.hpp>
 #include <span>
 #include <string>
 #include <string_view>
@@ -26,7 +26,7 @@ class MsgpackWriter {
   void boolean(bool value) { bytes_.push_back(value ? '\xc3' : '\xc2'); }
   void integer(int64_t value);  // non-negative values take the unsigned forms
   void unsigned_integer(uint64_t value);
-  // A float 32 when that holds `value` exactly, else a float 64 (as nlohmann writes it).
+  // A float 32 when that holds `value` exactly, else a float 64 (as earlier builds wrote it).
   void real(double value);
   void string(std::string_view text);
   void binary(std::span<const std::byte> bytes);
@@ -39,10 +39,12 @@ class MsgpackWriter {
   }
   void array(size_t count);
   void map(size_t count);
+  // An array of strings.
+  void strings(std::span<const std::string> texts);
   // Objects with their members in key order.
   void value(const Value& value);
-  // Any JSON value, encoded by nlohmann (rare, small values: extra_info).
-  void json(const nlohmann::json& value);
+  // One value encoded already (a map writer's, a value read from a message).
+  void encoded(std::string_view value) { bytes_.append(value); }
 
   const std::string& bytes() const { return bytes_; }
   std::string take() && { return std::move(bytes_); }

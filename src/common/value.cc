@@ -3,13 +3,13 @@
 #include <string>
 
 #include "common/json_text.h"
-#include "common/value_json.h"
 #include "seqflow/error.h"
 
 namespace seqflow {
 namespace {
 
-// nlohmann's names, which error messages have always shown.
+// The names error messages have always shown (those of the JSON library of
+// earlier builds).
 constexpr const char* kTypeNames[] = {"null", "boolean", "number", "number", "number", "string", "array", "object"};
 
 [[noreturn]] void wrong_type(const Value& value, const char* wanted) {
@@ -122,65 +122,5 @@ void Value::push_back(Value item) {
 }
 
 std::string Value::dump() const { return json_text(*this); }
-
-nlohmann::json to_json(const Value& value) {
-  switch (value.type()) {
-    case Value::Type::kNull:
-      return nullptr;
-    case Value::Type::kBool:
-      return value.as_bool();
-    case Value::Type::kInt:
-      return value.as_int();
-    case Value::Type::kUint:
-      return value.as_uint();
-    case Value::Type::kDouble:
-      return value.as_double();
-    case Value::Type::kString:
-      return value.as_string();
-    case Value::Type::kArray: {
-      nlohmann::json out = nlohmann::json::array();
-      for (const Value& item : value.as_array()) out.push_back(to_json(item));
-      return out;
-    }
-    case Value::Type::kObject: {
-      nlohmann::json out = nlohmann::json::object();
-      for (const auto& [key, item] : value.as_object()) out[key] = to_json(item);
-      return out;
-    }
-  }
-  return nullptr;
-}
-
-Value from_json(const nlohmann::json& value) {
-  switch (value.type()) {
-    case nlohmann::json::value_t::null:
-    case nlohmann::json::value_t::discarded:
-      return Value();
-    case nlohmann::json::value_t::boolean:
-      return value.get<bool>();
-    case nlohmann::json::value_t::number_integer:
-      return value.get<int64_t>();
-    case nlohmann::json::value_t::number_unsigned:
-      return value.get<uint64_t>();
-    case nlohmann::json::value_t::number_float:
-      return value.get<double>();
-    case nlohmann::json::value_t::string:
-      return value.get_ref<const std::string&>();
-    case nlohmann::json::value_t::array: {
-      Value::Array out;
-      out.reserve(value.size());
-      for (const auto& item : value) out.push_back(from_json(item));
-      return out;
-    }
-    case nlohmann::json::value_t::object: {
-      Value::Object out;
-      for (const auto& [key, item] : value.items()) out.emplace_hint(out.end(), key, from_json(item));
-      return out;
-    }
-    case nlohmann::json::value_t::binary:
-      break;
-  }
-  throw_invalid("binary data has no Value form (null, bool, numbers, strings, arrays and objects only)");
-}
 
 }  // namespace seqflow

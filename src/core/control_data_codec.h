@@ -1,17 +1,21 @@
-// ControlData to and from JSON (stored as MessagePack in checkpoints).
+// ControlData in the controller checkpoint: its members of the checkpoint's
+// MessagePack map ("partitions", "next_generation", "incarnation"), written
+// as every earlier build wrote them (keys in byte order, numbers in their
+// shortest forms) and read from any of them.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
+#include "common/encoded_map.h"
+#include "common/msgpack_map_writer.h"
 #include "core/control_data.h"
 
 namespace seqflow::core {
 
-nlohmann::json encode_control_data(const ControlData& data);
+void write_control_data(MsgpackMapWriter& checkpoint, const ControlData& data);
 
-// A fresh ControlData; throws kInvalidArgument naming what is wrong. Checks
-// everything the running controller relies on: unique live global indexes,
-// known keys and consumed samples, schemas, decodable metadata.
-ControlData decode_control_data(const nlohmann::json& encoded);
+// A fresh ControlData from the checkpoint's map; throws kInvalidArgument
+// naming what is wrong. Checks everything the running controller relies on:
+// unique live global indexes, known keys and consumed samples, schemas,
+// decodable metadata. Keys it does not read are passed over.
+ControlData read_control_data(const EncodedMap& checkpoint);
 
 }  // namespace seqflow::core

@@ -3,8 +3,9 @@
 // and swaps it in only when all of it is valid.
 #include <algorithm>
 
+#include "common/encoded_map.h"
+#include "common/msgpack_map_writer.h"
 #include "common/msgpack_reader.h"
-#include "common/value_json.h"
 #include "core/control_data_codec.h"
 #include "core/controller_checkpoint_format.h"
 #include "core/controller_state.h"
@@ -33,18 +34,21 @@ constexpr uint64_t kGenerationJumpOnLoad = uint64_t{1} << 40;
 void Controller::save(const std::string& path) const {
   if (path.empty()) throw_invalid("checkpoint path must not be empty");
   std::lock_guard save_lock(state_->save_mutex);
-  std::vector<uint8_t> payload;
   // The models have their own lock; reports may land between them and the data.
-  nlohmann::json task_workloads = to_json(core::encode_task_workloads(state_->task_workloads.states()));
+  const Value task_workloads = core::encode_task_workloads(state_->task_workloads.states());
+  MsgpackMapWriter checkpoint;
+  checkpoint.set("task_workloads").value(task_workloads);
+  checkpoint.set("format").string(kFormat);
+  checkpoint.set("version").integer(kVersion);
   {
     std::lock_guard lock(state_->mutex);
-    nlohmann::json encoded = core::encode_control_data(state_->data);
-    encoded["task_workloads"] = std::move(task_workloads);
-    encoded["format"] = kFormat;
-    encoded["version"] = kVersion;
-    encoded["sampler"] = {{"name", state_->sampler->name()}, {"state", to_json(state_->sampler->state())}};
-    payload = nlohmann::json::to_msgpack(encoded);
+    core::write_control_data(checkpoint, state_->data);
+    MsgpackMapWriter sampler;
+    sampler.set("name").string(state_->sampler->name());
+    sampler.set("state").value(state_->sampler->state());
+    sampler.write(checkpoint.set("sampler"));
   }
+  const std::string payload = checkpoint.bytes();
   durable::FramedFileWriter file(path, core::kControllerCheckpoint);  // outside the lock: I/O is slow
   file.write(std::as_bytes(std::span(payload)));
   file.commit();
@@ -65,29 +69,29 @@ void Controller::load_checkpoint(const std::string& path, bool take_incarnation)
   durable::check_checksum(file, path, core::kControllerCheckpoint);
   const std::string_view payload(reinterpret_cast<const char*>(file.bytes->data) + durable::kFrameHeaderSize,
                                  file.body_end - durable::kFrameHeaderSize);
-  nlohmann::json encoded;
   core::ControlData fresh;
   std::string sampler_name;
   Value sampler_state;
   core::TaskWorkloads::Models task_workloads;
   try {
-    encoded = msgpack_to_json(payload, kMaxDecodeNesting);
-    if (encoded.at("format").get<std::string>() != kFormat) {
-      throw_invalid("format is not " + std::string(kFormat));
-    }
-    const int version = encoded.at("version").get<int>();
+    check_msgpack_map(payload, kMaxDecodeNesting);
+    // Keys this build does not read are passed over, as earlier builds did.
+    const auto encoded = EncodedMap::skipping_unknown(
+        payload, 0, "controller checkpoint",
+        {"format", "version", "partitions", "next_generation", "incarnation", "sampler", "task_workloads"});
+    if (encoded.text("format") != kFormat) throw_invalid("format is not " + std::string(kFormat));
+    const int64_t version = encoded.integer("version");
     if (version < kOldestVersion || version > kVersion) {
-      throw_invalid("version " + encoded.at("version").dump() + " is not supported");
+      throw_invalid("version " + std::to_string(version) + " is not supported");
     }
-    fresh = core::decode_control_data(encoded);
-    sampler_name = encoded.at("sampler").at("name").get<std::string>();
-    sampler_state = from_json(encoded.at("sampler").at("state"));
+    fresh = core::read_control_data(encoded);
+    const auto sampler =
+        EncodedMap::skipping_unknown(encoded.value("sampler"), 1, "controller checkpoint sampler", {"name", "state"});
+    sampler_name = sampler.text("name");
+    sampler_state = sampler.decoded("state");
     if (version >= 3) {
-      task_workloads =
-          state_->task_workloads.resume(core::decode_task_workloads(from_json(encoded.at("task_workloads"))));
+      task_workloads = state_->task_workloads.resume(core::decode_task_workloads(encoded.decoded("task_workloads")));
     }
-  } catch (const nlohmann::json::exception& error) {
-    throw_invalid("checkpoint '" + path + "' is corrupt: " + error.what());
   } catch (const Error& error) {
     throw Error(error.code(), "checkpoint '" + path + "': " + error.what());
   }

@@ -122,7 +122,7 @@ transport::Frames StorageService::put(transport::Frames& args) {
     }
     transport::Frames data = transport::local_copy::read(
         *client, *request.local_frames, request_name(storage_protocol::kPut) + " local_frames",
-        request.columns.is_array() ? request.columns.size() : 0, options_.service.max_request_bytes);
+        transport::wire::column_count(request.columns), options_.service.max_request_bytes);
     local_put_bytes_->increment(static_cast<double>(transport::local_copy::data_bytes(data, 0)));
     args.resize(1);
     std::move(data.begin(), data.end(), std::back_inserter(args));

@@ -1,7 +1,7 @@
 #include <cstring>
 
 #include "common/msgpack_writer.h"
-#include "transport/encoded_map.h"
+#include "transport/wire_codec.h"
 #include "transport/field_versions_codec.h"
 #include "transport/schema_codec.h"
 
@@ -67,7 +67,7 @@ std::string batch_meta_bytes(const BatchMeta& meta) {
   out.string("partition_ends");
   out.numbers(std::span<const uint64_t>(ends));
   out.string("schema");
-  write_schemas(out, meta.field_schema);
+  write_schemas(out, meta.field_schema, SchemaKeys::kShapeSecond);
   out.string("produced");
   out.numbers(std::span<const uint8_t>(meta.production_status));
   out.string("custom_meta");
@@ -113,9 +113,5 @@ zmq::message_t batch_meta_frame(const BatchMeta& meta) { return frame_of(batch_m
 BatchMeta read_batch_meta(const Frames& frames, size_t index, std::string_view what) {
   return batch_meta_of(header_bytes(frames, index, what), what);
 }
-
-Json encode_batch_meta(const BatchMeta& meta) { return msgpack_to_json(batch_meta_bytes(meta), kMaxDecodeNesting); }
-
-BatchMeta decode_batch_meta(const Json& value, std::string_view what) { return batch_meta_of(msgpack_of(value), what); }
 
 }  // namespace seqflow::transport::wire

@@ -3,31 +3,37 @@
 
 #include "common/aligned_buffer.h"
 #include "storage/value_check.h"
-#include "transport/encoded_map.h"
+#include "transport/wire_codec.h"
 
 namespace seqflow::transport::wire {
 namespace {
 
-Json encode_shapes(const std::vector<Shape>& shapes) {
-  Json out = Json::array();
-  for (const Shape& shape : shapes) out.push_back(binary_of(std::span<const int64_t>(shape)));
-  return out;
+void write_shapes(MsgpackWriter& out, const std::vector<Shape>& shapes) {
+  out.array(shapes.size());
+  for (const Shape& shape : shapes) out.numbers(std::span<const int64_t>(shape));
 }
 
-std::vector<Shape> decode_shapes(const Header& entry, std::string_view key) {
-  const Json& value = entry.at(key);
-  if (!value.is_array()) entry.fail(key, "must be an array of shapes");
+std::vector<Shape> read_shapes(const EncodedMap& entry, std::string_view key) {
+  const std::vector<std::string_view> items = entry.elements(key, "must be an array of shapes");
   std::vector<Shape> shapes;
-  shapes.reserve(value.size());
-  for (const Json& shape : value) {
-    if (!shape.is_binary() || shape.get_binary().size() % sizeof(int64_t) != 0) {
+  shapes.reserve(items.size());
+  for (const std::string_view item : items) {
+    const MsgpackReader::Token shape = MsgpackReader(item, kMaxDecodeNesting).next(entry.depth() + 2);
+    if (shape.kind != MsgpackReader::Kind::kBinary || shape.bytes.size() % sizeof(int64_t) != 0) {
       entry.fail(key, "must hold binary int64 shapes");
     }
-    Shape dims(shape.get_binary().size() / sizeof(int64_t));
-    if (!dims.empty()) std::memcpy(dims.data(), shape.get_binary().data(), shape.get_binary().size());
+    Shape dims(shape.bytes.size() / sizeof(int64_t));
+    if (!dims.empty()) std::memcpy(dims.data(), shape.bytes.data(), shape.bytes.size());
     shapes.push_back(std::move(dims));
   }
   return shapes;
+}
+
+// The entries of an encoded array, a header's value; else throws `problem`.
+std::vector<std::string_view> array_items(std::string_view entries, const std::string& problem) {
+  std::optional<std::vector<std::string_view>> items = array_elements(entries, kValueDepth);
+  if (!items) throw_invalid(problem);
+  return std::move(*items);
 }
 
 // True when the samples at `positions` lie back to back in the column's buffer.
@@ -38,11 +44,11 @@ bool contiguous(const Column& column, std::span<const size_t> positions) {
   return true;
 }
 
-// A column restricted to `positions`: its header entry,
-// laid out as if its samples were packed back to back, and where each
-// sample's bytes lie in the column's buffer.
-Json column_entry(const Column& column, std::span<const size_t> positions,
-                  std::vector<std::span<const std::byte>>& samples) {
+// A column restricted to `positions`: its header entry (written into
+// `out`), laid out as if its samples were packed back to back, and where
+// each sample's bytes lie in the column's buffer.
+void write_column_entry(MsgpackWriter& out, const Column& column, std::span<const size_t> positions,
+                        std::vector<std::span<const std::byte>>& samples) {
   std::vector<uint64_t> offsets;
   offsets.reserve(positions.size() + 1);
   std::vector<Shape> shapes;
@@ -56,16 +62,18 @@ Json column_entry(const Column& column, std::span<const size_t> positions,
     samples.emplace_back(column.buffer->data + column.offsets[p], size);
     if (!one_shape) shapes.push_back(column.shape_of(p));
   }
-  return Json{{"field", column.field},
-              {"dtype", std::string(dtype_name(column.dtype))},
-              {"object", column.is_object},
-              {"shapes", encode_shapes(shapes)},
-              {"offsets", binary_of(std::span<const uint64_t>(offsets))}};
+  MsgpackMapWriter entry;
+  entry.set("field").string(column.field);
+  entry.set("dtype").string(dtype_name(column.dtype));
+  entry.set("object").boolean(column.is_object);
+  write_shapes(entry.set("shapes"), shapes);
+  entry.set("offsets").numbers(std::span<const uint64_t>(offsets));
+  entry.write(out);
 }
 
-Json append_column(const Column& column, std::span<const size_t> positions, Frames& frames) {
+void append_column(MsgpackWriter& out, const Column& column, std::span<const size_t> positions, Frames& frames) {
   std::vector<std::span<const std::byte>> samples;
-  Json entry = column_entry(column, positions, samples);
+  write_column_entry(out, column, positions, samples);
   size_t total = 0;
   for (const auto& sample : samples) total += sample.size();
   if (contiguous(column, positions)) {
@@ -82,7 +90,6 @@ Json append_column(const Column& column, std::span<const size_t> positions, Fram
     }
     frames.push_back(frame_of(std::move(packed.buffer), 0, total));
   }
-  return entry;
 }
 
 // All samples of the columns when `positions` is empty.
@@ -96,43 +103,50 @@ std::span<const size_t> positions_or_all(const std::vector<Column>& columns, std
 
 }  // namespace
 
-Json append_columns(const std::vector<Column>& columns, std::span<const size_t> positions, Frames& frames) {
+std::string append_columns(const std::vector<Column>& columns, std::span<const size_t> positions, Frames& frames) {
   std::vector<size_t> all;
   positions = positions_or_all(columns, positions, all);
-  Json out = Json::array();
-  for (const Column& column : columns) out.push_back(append_column(column, positions, frames));
-  return out;
+  MsgpackWriter out;
+  out.array(columns.size());
+  for (const Column& column : columns) append_column(out, column, positions, frames);
+  return std::move(out).take();
 }
 
-Json describe_columns(const std::vector<Column>& columns, std::span<const size_t> positions,
-                      std::vector<std::vector<std::span<const std::byte>>>& pieces) {
+std::string describe_columns(const std::vector<Column>& columns, std::span<const size_t> positions,
+                             std::vector<std::vector<std::span<const std::byte>>>& pieces) {
   std::vector<size_t> all;
   positions = positions_or_all(columns, positions, all);
-  Json out = Json::array();
+  MsgpackWriter out;
+  out.array(columns.size());
   for (const Column& column : columns) {
     pieces.emplace_back();
-    out.push_back(column_entry(column, positions, pieces.back()));
+    write_column_entry(out, column, positions, pieces.back());
   }
-  return out;
+  return std::move(out).take();
 }
 
-std::vector<Column> take_columns(const Json& entries, Frames& frames, size_t first, size_t samples,
+size_t column_count(std::string_view entries) {
+  const std::optional<std::vector<std::string_view>> items = array_elements(entries, kValueDepth);
+  return items ? items->size() : 0;
+}
+
+std::vector<Column> take_columns(std::string_view entries, Frames& frames, size_t first, size_t samples,
                                  std::string_view what) {
-  if (!entries.is_array()) throw_invalid(std::string(what) + " columns must be an array");
-  if (frames.size() != first + entries.size()) {
-    throw_invalid(std::string(what) + " names " + std::to_string(entries.size()) + " columns but carries " +
+  const std::vector<std::string_view> items = array_items(entries, std::string(what) + " columns must be an array");
+  if (frames.size() != first + items.size()) {
+    throw_invalid(std::string(what) + " names " + std::to_string(items.size()) + " columns but carries " +
                   std::to_string(frames.size() > first ? frames.size() - first : 0) + " data frames");
   }
   std::vector<Column> columns;
-  columns.reserve(entries.size());
-  for (size_t c = 0; c < entries.size(); ++c) {
-    const Header entry(entries[c], std::string(what) + " column " + std::to_string(c),
-                       {"field", "dtype", "object", "shapes", "offsets"});
+  columns.reserve(items.size());
+  for (size_t c = 0; c < items.size(); ++c) {
+    const EncodedMap entry(items[c], kValueDepth + 1, std::string(what) + " column " + std::to_string(c),
+                           {"field", "dtype", "object", "shapes", "offsets"});
     Column column;
     column.field = entry.text("field");
     column.dtype = parse_dtype(entry.text("dtype"));
     column.is_object = entry.boolean("object");
-    column.shapes = decode_shapes(entry, "shapes");
+    column.shapes = read_shapes(entry, "shapes");
     const auto offsets = entry.numbers<uint64_t>("offsets");
     if (offsets.size() != samples + 1) {
       entry.fail("offsets", "must hold " + std::to_string(samples + 1) + " offsets");
@@ -148,9 +162,10 @@ std::vector<Column> take_columns(const Json& entries, Frames& frames, size_t fir
   return columns;
 }
 
-Json append_views(const std::vector<std::vector<SampleView>>& rows, size_t fields, Frames& frames) {
+std::string append_views(const std::vector<std::vector<SampleView>>& rows, size_t fields, Frames& frames) {
   const size_t first = frames.size();  // frame numbers count from here
-  Json out = Json::array();
+  MsgpackWriter out;
+  out.array(fields);
   for (size_t f = 0; f < fields; ++f) {
     std::vector<uint32_t> frame_index;
     std::vector<uint64_t> offsets, sizes;
@@ -179,35 +194,37 @@ Json append_views(const std::vector<std::vector<SampleView>>& rows, size_t field
       shapes.push_back(view.shape);
     }
     close_run();
-    out.push_back(Json{{"frames", binary_of(std::span<const uint32_t>(frame_index))},
-                       {"offsets", binary_of(std::span<const uint64_t>(offsets))},
-                       {"sizes", binary_of(std::span<const uint64_t>(sizes))},
-                       {"dtypes", binary_of(std::span<const uint8_t>(dtypes))},
-                       {"objects", binary_of(std::span<const uint8_t>(objects))},
-                       {"shapes", encode_shapes(shapes)}});
+    MsgpackMapWriter entry;
+    entry.set("frames").numbers(std::span<const uint32_t>(frame_index));
+    entry.set("offsets").numbers(std::span<const uint64_t>(offsets));
+    entry.set("sizes").numbers(std::span<const uint64_t>(sizes));
+    entry.set("dtypes").numbers(std::span<const uint8_t>(dtypes));
+    entry.set("objects").numbers(std::span<const uint8_t>(objects));
+    write_shapes(entry.set("shapes"), shapes);
+    entry.write(out);
   }
-  return out;
+  return std::move(out).take();
 }
 
-std::vector<std::vector<SampleView>> take_views(const Json& entry_list, Frames& frames, size_t first, size_t rows,
+std::vector<std::vector<SampleView>> take_views(std::string_view entries, Frames& frames, size_t first, size_t rows,
                                                 size_t fields, std::string_view what) {
-  if (!entry_list.is_array() || entry_list.size() != fields) {
-    throw_invalid(std::string(what) + " must describe " + std::to_string(fields) + " fields");
-  }
+  const std::string must_describe = std::string(what) + " must describe " + std::to_string(fields) + " fields";
+  const std::vector<std::string_view> items = array_items(entries, must_describe);
+  if (items.size() != fields) throw_invalid(must_describe);
   std::vector<std::shared_ptr<const Buffer>> buffers;
   buffers.reserve(frames.size() - std::min(first, frames.size()));
   for (size_t i = first; i < frames.size(); ++i) buffers.push_back(buffer_of(std::move(frames[i])));
   std::vector<std::vector<SampleView>> out(rows, std::vector<SampleView>(fields));
   const auto dtype_count = static_cast<uint8_t>(DType::kFloat64) + 1;
   for (size_t f = 0; f < fields; ++f) {
-    const Header entry(entry_list[f], std::string(what) + " field " + std::to_string(f),
-                       {"frames", "offsets", "sizes", "dtypes", "objects", "shapes"});
+    const EncodedMap entry(items[f], kValueDepth + 1, std::string(what) + " field " + std::to_string(f),
+                           {"frames", "offsets", "sizes", "dtypes", "objects", "shapes"});
     const auto frame_index = entry.numbers<uint32_t>("frames");
     const auto offsets = entry.numbers<uint64_t>("offsets");
     const auto sizes = entry.numbers<uint64_t>("sizes");
     const auto dtypes = entry.numbers<uint8_t>("dtypes");
     const auto objects = entry.numbers<uint8_t>("objects");
-    const auto shapes = decode_shapes(entry, "shapes");
+    const auto shapes = read_shapes(entry, "shapes");
     for (const size_t count :
          {frame_index.size(), offsets.size(), sizes.size(), dtypes.size(), objects.size(), shapes.size()}) {
       if (count != rows) entry.fail("frames", "and its siblings must hold one entry per sample");

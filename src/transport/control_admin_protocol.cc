@@ -10,49 +10,61 @@
 namespace seqflow::transport::control {
 namespace {
 
-using wire::Header;
 using wire::header_message;
-using wire::Json;
 using wire::reply_name;
 using wire::request_name;
 
-std::vector<uint64_t> unsigned_integers(const Header& header, std::string_view key) {
-  const Json& value = header.at(key);
-  if (!value.is_array()) header.fail(key, "must be an array of unsigned integers");
+void write_unsigned_integers(MsgpackWriter& out, const std::vector<uint64_t>& values) {
+  out.array(values.size());
+  for (const uint64_t value : values) out.unsigned_integer(value);
+}
+
+std::vector<uint64_t> unsigned_integers(const EncodedMap& header, std::string_view key) {
+  const std::vector<std::string_view> items = header.elements(key, "must be an array of unsigned integers");
   std::vector<uint64_t> out;
-  out.reserve(value.size());
-  for (const Json& item : value) {
-    if (!item.is_number_unsigned()) header.fail(key, "must be an array of unsigned integers");
-    out.push_back(item.get<uint64_t>());
+  out.reserve(items.size());
+  for (const std::string_view item : items) {
+    const MsgpackReader::Token token = MsgpackReader(item, kMaxDecodeNesting).next(header.depth() + 2);
+    if (token.kind != MsgpackReader::Kind::kUnsigned) header.fail(key, "must be an array of unsigned integers");
+    out.push_back(token.number);
   }
   return out;
 }
 
 // A signed wire integer holding an unsigned id.
-std::optional<uint64_t> bit_cast_id(const Header& header, std::string_view key) {
+std::optional<uint64_t> bit_cast_id(const EncodedMap& header, std::string_view key) {
   if (!header.has(key)) return std::nullopt;
   return std::bit_cast<uint64_t>(header.integer(key));
 }
 
 }  // namespace
 
-Frames encode_path_request(const std::string& path) { return header_message(Json{{"path", path}}); }
+Frames encode_path_request(const std::string& path) {
+  MsgpackMapWriter header;
+  header.set("path").string(path);
+  return header_message(header);
+}
 
 std::string decode_path_request(const Frames& request, std::string_view op) {
   return wire::read_header(request, 0, request_name(op), {"path"}).text("path");
 }
 
 Frames encode_save_checkpoint_request(const SaveCheckpointRequest& request) {
-  return header_message(Json{{"controller", request.controller}, {"storage", request.storage}});
+  MsgpackMapWriter header;
+  header.set("controller").string(request.controller);
+  header.set("storage").string(request.storage);
+  return header_message(header);
 }
 
 SaveCheckpointRequest decode_save_checkpoint_request(const Frames& request) {
-  const Header header = wire::read_header(request, 0, request_name(kSaveCheckpoint), {"controller", "storage"});
+  const EncodedMap header = wire::read_header(request, 0, request_name(kSaveCheckpoint), {"controller", "storage"});
   return {header.text("controller"), header.text("storage")};
 }
 
 Frames encode_fingerprints_reply(const std::vector<uint64_t>& fingerprints) {
-  return header_message(Json{{"fingerprints", fingerprints}});
+  MsgpackMapWriter header;
+  write_unsigned_integers(header.set("fingerprints"), fingerprints);
+  return header_message(header);
 }
 
 std::vector<uint64_t> decode_fingerprints_reply(const Frames& reply, std::string_view op) {
@@ -60,13 +72,15 @@ std::vector<uint64_t> decode_fingerprints_reply(const Frames& reply, std::string
 }
 
 Frames encode_load_storage_request(const LoadStorageRequest& request) {
-  Json header{{"path", request.path}, {"fingerprints", request.fingerprints}};
-  if (request.check_only) header["check_only"] = true;
+  MsgpackMapWriter header;
+  header.set("path").string(request.path);
+  write_unsigned_integers(header.set("fingerprints"), request.fingerprints);
+  if (request.check_only) header.set("check_only").boolean(true);
   return header_message(header);
 }
 
 LoadStorageRequest decode_load_storage_request(const Frames& request, size_t storage_units) {
-  const Header header =
+  const EncodedMap header =
       wire::read_header(request, 0, request_name(kLoadStorage), {"path", "fingerprints", "check_only"});
   LoadStorageRequest out{header.text("path"), {}, header.has("check_only") && header.boolean("check_only")};
   if (header.has("fingerprints")) out.fingerprints = unsigned_integers(header, "fingerprints");
@@ -77,15 +91,17 @@ LoadStorageRequest decode_load_storage_request(const Frames& request, size_t sto
 }
 
 Frames encode_register_storage_request(const RegisterStorageRequest& request) {
-  Json header{{"endpoint", request.endpoint}, {"admin_token", request.admin_token}};
-  if (request.instance) header["instance"] = std::bit_cast<int64_t>(*request.instance);
-  if (request.incarnation) header["incarnation"] = std::bit_cast<int64_t>(*request.incarnation);
+  MsgpackMapWriter header;
+  header.set("endpoint").string(request.endpoint);
+  header.set("admin_token").string(request.admin_token);
+  if (request.instance) header.set("instance").integer(std::bit_cast<int64_t>(*request.instance));
+  if (request.incarnation) header.set("incarnation").integer(std::bit_cast<int64_t>(*request.incarnation));
   return header_message(header);
 }
 
 RegisterStorageRequest decode_register_storage_request(const Frames& request) {
-  const Header header = wire::read_header(request, 0, request_name(kRegisterStorage),
-                                          {"endpoint", "instance", "incarnation", "admin_token"});
+  const EncodedMap header = wire::read_header(request, 0, request_name(kRegisterStorage),
+                                              {"endpoint", "instance", "incarnation", "admin_token"});
   RegisterStorageRequest out{header.text("endpoint"), bit_cast_id(header, "instance"), header.text("admin_token"),
                              bit_cast_id(header, "incarnation")};
   if (out.endpoint.empty()) header.fail("endpoint", "is empty");
@@ -93,13 +109,15 @@ RegisterStorageRequest decode_register_storage_request(const Frames& request) {
 }
 
 Frames encode_storage_units_reply(const StorageUnitsReply& reply) {
-  Json header{{"units", reply.units}, {"expected", reply.expected}};
-  if (reply.incarnation) header["incarnation"] = std::bit_cast<int64_t>(*reply.incarnation);
+  MsgpackMapWriter header;
+  header.set("units").strings(reply.units);
+  header.set("expected").integer(reply.expected);
+  if (reply.incarnation) header.set("incarnation").integer(std::bit_cast<int64_t>(*reply.incarnation));
   return header_message(header);
 }
 
 StorageUnitsReply decode_storage_units_reply(const Frames& reply, std::string_view op) {
-  const Header header = wire::read_header(reply, 0, reply_name(op), {"units", "expected", "incarnation"});
+  const EncodedMap header = wire::read_header(reply, 0, reply_name(op), {"units", "expected", "incarnation"});
   StorageUnitsReply out{header.texts("units"), header.integer("expected"), std::nullopt};
   // Only a registration's reply names the controller's incarnation.
   if (op == kRegisterStorage) out.incarnation = std::bit_cast<uint64_t>(header.integer("incarnation"));

@@ -2,28 +2,24 @@
 
 #include "seqflow/error.h"
 #include "seqflow/limits.h"
+#include "transport/schema_codec.h"
 #include "transport/wire_codec.h"
 
 namespace seqflow::transport::control {
 namespace {
 
-using wire::binary_of;
-using wire::Header;
 using wire::header_message;
-using wire::Json;
 
 using wire::reply_name;
 using wire::request_name;
 
-Json strings(std::span<const std::string> values) { return std::vector<std::string>(values.begin(), values.end()); }
-
-void add_samples(Json& header, const SamplesRequest& request) {
-  header["partition_id"] = request.partition_id;
-  header["indexes"] = binary_of(std::span<const int64_t>(request.indexes));
-  if (!request.generations.empty()) header["generations"] = binary_of(std::span<const uint64_t>(request.generations));
+void add_samples(MsgpackMapWriter& header, const SamplesRequest& request) {
+  header.set("partition_id").string(request.partition_id);
+  header.set("indexes").numbers(std::span<const int64_t>(request.indexes));
+  if (!request.generations.empty()) header.set("generations").numbers(std::span<const uint64_t>(request.generations));
 }
 
-SamplesRequest samples_of(const Header& header) {
+SamplesRequest samples_of(const EncodedMap& header) {
   return {header.text("partition_id"), header.numbers<int64_t>("indexes"),
           header.has("generations") ? header.numbers<uint64_t>("generations") : std::vector<uint64_t>{}};
 }
@@ -33,7 +29,7 @@ std::string_view flag_key(std::string_view op) { return op == kForgetPartitionIf
 CreatedBatch created_batch_of(const Frames& reply, std::string_view op, bool with_made_keys) {
   const std::string what = reply_name(op);
   if (reply.size() != 2) throw_invalid(what + " holds " + std::to_string(reply.size()) + " frames, not 2");
-  const Header header = wire::read_header(reply, 1, what, {"created", "made_keys"});
+  const EncodedMap header = wire::read_header(reply, 1, what, {"created", "made_keys"});
   CreatedBatch out{wire::read_batch_meta(reply, 0, what), header.boolean("created"), {}};
   if (with_made_keys) {
     out.made_keys = header.numbers<uint8_t>("made_keys");
@@ -55,13 +51,16 @@ BatchMeta decode_batch_reply(const Frames& reply, std::string_view op) {
 }
 
 Frames encode_insert_request(const InsertRequest& request) {
-  Json header{{"partition_id", request.partition_id}, {"count", request.count}};
-  if (request.budget) header["budget_ms"] = request.budget->count();
+  MsgpackMapWriter header;
+  header.set("partition_id").string(request.partition_id);
+  header.set("count").integer(request.count);
+  if (request.budget) header.set("budget_ms").integer(request.budget->count());
   return header_message(header);
 }
 
 InsertRequest decode_insert_request(const Frames& request) {
-  const Header header = wire::read_header(request, 0, request_name(kInsert), {"partition_id", "count", "budget_ms"});
+  const EncodedMap header =
+      wire::read_header(request, 0, request_name(kInsert), {"partition_id", "count", "budget_ms"});
   InsertRequest out{header.text("partition_id"), header.integer("count"), std::nullopt};
   if (header.has("budget_ms")) {
     const int64_t budget = header.integer("budget_ms");
@@ -76,7 +75,9 @@ InsertRequest decode_insert_request(const Frames& request) {
 
 Frames encode_insert_reply(const BatchMeta& meta, bool created) {
   Frames reply = encode_batch_reply(meta);
-  reply.push_back(wire::header_frame(Json{{"created", created}}));
+  MsgpackMapWriter header;
+  header.set("created").boolean(created);
+  reply.push_back(wire::header_frame(header));
   return reply;
 }
 
@@ -84,8 +85,10 @@ CreatedBatch decode_insert_reply(const Frames& reply) { return created_batch_of(
 
 Frames encode_kv_resolve_reply(const BatchMeta& meta, bool created, const std::vector<uint8_t>& made_keys) {
   Frames reply = encode_batch_reply(meta);
-  reply.push_back(
-      wire::header_frame(Json{{"created", created}, {"made_keys", binary_of(std::span<const uint8_t>(made_keys))}}));
+  MsgpackMapWriter header;
+  header.set("created").boolean(created);
+  header.set("made_keys").numbers(std::span<const uint8_t>(made_keys));
+  reply.push_back(wire::header_frame(header));
   return reply;
 }
 
@@ -98,7 +101,7 @@ MetaRequest decode_get_meta_request(const Frames& request) {
 }
 
 Frames encode_samples_request(const SamplesRequest& request) {
-  Json header;
+  MsgpackMapWriter header;
   add_samples(header, request);
   return header_message(header);
 }
@@ -108,7 +111,9 @@ SamplesRequest decode_samples_request(const Frames& request, std::string_view op
 }
 
 Frames encode_released_reply(const std::vector<int64_t>& released) {
-  return header_message(Json{{"released", binary_of(std::span<const int64_t>(released))}});
+  MsgpackMapWriter header;
+  header.set("released").numbers(std::span<const int64_t>(released));
+  return header_message(header);
 }
 
 std::vector<int64_t> decode_released_reply(const Frames& reply, std::string_view op) {
@@ -116,19 +121,20 @@ std::vector<int64_t> decode_released_reply(const Frames& reply, std::string_view
 }
 
 Frames encode_mark_produced_request(const MarkProducedRequest& request) {
-  Json header;
+  MsgpackMapWriter header;
   add_samples(header, request.samples);
-  header["fields"] = wire::encode_schemas(request.fields);
-  header["custom_meta"] = wire::encode_objects(request.custom_meta);
-  if (request.write_version != 0) header["write_version"] = request.write_version;
+  wire::write_schemas(header.set("fields"), request.fields, wire::SchemaKeys::kSorted);
+  wire::write_objects(header.set("custom_meta"), request.custom_meta);
+  if (request.write_version != 0) header.set("write_version").unsigned_integer(request.write_version);
   return header_message(header);
 }
 
 MarkProducedRequest decode_mark_produced_request(const Frames& request) {
-  const Header header =
+  const EncodedMap header =
       wire::read_header(request, 0, request_name(kMarkProduced),
                         {"partition_id", "indexes", "generations", "fields", "custom_meta", "write_version"});
-  MarkProducedRequest out{samples_of(header), wire::decode_schemas(header.at("fields"), header.what()),
+  MarkProducedRequest out{samples_of(header),
+                          wire::read_schemas(header.value("fields"), header.depth() + 1, header.what()),
                           header.objects("custom_meta"), 0};
   const int64_t write_version = header.has("write_version") ? header.integer("write_version") : 0;
   if (write_version < 0) header.fail("write_version", "must not be negative");
@@ -137,51 +143,54 @@ MarkProducedRequest decode_mark_produced_request(const Frames& request) {
 }
 
 Frames encode_mark_produced_reply(const CommittedWrite& committed) {
-  return header_message(wire::encode_committed_write(committed));
+  return header_message(wire::committed_write_header(committed));
 }
 
 CommittedWrite decode_mark_produced_reply(const Frames& reply, size_t samples) {
-  const std::string what = reply_name(kMarkProduced);
-  return wire::decode_committed_write(wire::read_header(reply, 0, what), samples, what);
+  return wire::read_committed_write(
+      wire::read_header(reply, 0, reply_name(kMarkProduced), {"versions", "newer_meta_positions", "newer_metas"}),
+      samples);
 }
 
 Frames encode_set_custom_meta_request(const SetCustomMetaRequest& request) {
-  Json header;
+  MsgpackMapWriter header;
   add_samples(header, request.samples);
-  header["custom_meta"] = wire::encode_objects(request.custom_meta);
+  wire::write_objects(header.set("custom_meta"), request.custom_meta);
   return header_message(header);
 }
 
 SetCustomMetaRequest decode_set_custom_meta_request(const Frames& request) {
-  const Header header = wire::read_header(request, 0, request_name(kSetCustomMeta),
-                                          {"partition_id", "indexes", "generations", "custom_meta"});
+  const EncodedMap header = wire::read_header(request, 0, request_name(kSetCustomMeta),
+                                              {"partition_id", "indexes", "generations", "custom_meta"});
   return {samples_of(header), header.objects("custom_meta")};
 }
 
 Frames encode_sample_production_request(const SampleProductionRequest& request) {
-  Json header;
+  MsgpackMapWriter header;
   add_samples(header, request.samples);
-  header["fields"] = request.fields;
+  header.set("fields").strings(request.fields);
   return header_message(header);
 }
 
 SampleProductionRequest decode_sample_production_request(const Frames& request) {
-  const Header header = wire::read_header(request, 0, request_name(kSampleProduction),
-                                          {"partition_id", "indexes", "generations", "fields"});
+  const EncodedMap header = wire::read_header(request, 0, request_name(kSampleProduction),
+                                              {"partition_id", "indexes", "generations", "fields"});
   return {samples_of(header), header.texts("fields")};
 }
 
 Frames encode_sample_production_reply(const SampleProduction& production) {
-  return header_message(Json{{"exists", binary_of(std::span<const uint8_t>(production.exists))},
-                             {"generations", binary_of(std::span<const uint64_t>(production.generations))},
-                             {"produced", binary_of(std::span<const uint8_t>(production.produced))},
-                             {"write_version", production.write_version},
-                             {"write_tags", binary_of(std::span<const uint64_t>(production.write_tags))}});
+  MsgpackMapWriter header;
+  header.set("exists").numbers(std::span<const uint8_t>(production.exists));
+  header.set("generations").numbers(std::span<const uint64_t>(production.generations));
+  header.set("produced").numbers(std::span<const uint8_t>(production.produced));
+  header.set("write_version").unsigned_integer(production.write_version);
+  header.set("write_tags").numbers(std::span<const uint64_t>(production.write_tags));
+  return header_message(header);
 }
 
 SampleProduction decode_sample_production_reply(const Frames& reply, size_t samples, size_t fields) {
-  const Header header = wire::read_header(reply, 0, reply_name(kSampleProduction),
-                                          {"exists", "generations", "produced", "write_version", "write_tags"});
+  const EncodedMap header = wire::read_header(reply, 0, reply_name(kSampleProduction),
+                                              {"exists", "generations", "produced", "write_version", "write_tags"});
   SampleProduction out;
   const int64_t write_version = header.integer("write_version");
   if (write_version <= 0) header.fail("write_version", "must be a positive integer");
@@ -200,79 +209,102 @@ SampleProduction decode_sample_production_reply(const Frames& reply, size_t samp
 }
 
 Frames encode_partition_request(const std::string& partition_id) {
-  return header_message(Json{{"partition_id", partition_id}});
+  MsgpackMapWriter header;
+  header.set("partition_id").string(partition_id);
+  return header_message(header);
 }
 
 std::string decode_partition_request(const Frames& request, std::string_view op) {
   return wire::read_header(request, 0, request_name(op), {"partition_id"}).text("partition_id");
 }
 
-Frames encode_flag_reply(std::string_view op, bool flag) { return header_message(Json{{flag_key(op), flag}}); }
+Frames encode_flag_reply(std::string_view op, bool flag) {
+  MsgpackMapWriter header;
+  header.set(flag_key(op)).boolean(flag);
+  return header_message(header);
+}
 
 bool decode_flag_reply(const Frames& reply, std::string_view op) {
   return wire::read_header(reply, 0, reply_name(op), {flag_key(op)}).boolean(flag_key(op));
 }
 
 Frames encode_keys_request(const KeysRequest& request) {
-  return header_message(Json{{"partition_id", request.partition_id}, {"keys", strings(request.keys)}});
+  MsgpackMapWriter header;
+  header.set("partition_id").string(request.partition_id);
+  header.set("keys").strings(request.keys);
+  return header_message(header);
 }
 
 KeysRequest decode_keys_request(const Frames& request, std::string_view op) {
-  const Header header = wire::read_header(request, 0, request_name(op), {"partition_id", "keys"});
+  const EncodedMap header = wire::read_header(request, 0, request_name(op), {"partition_id", "keys"});
   return {header.text("partition_id"), header.texts("keys")};
 }
 
 Frames encode_reset_consumption_request(const ResetConsumptionRequest& request) {
-  Json header{{"partition_id", request.partition_id}};
-  if (request.task_name) header["task_name"] = *request.task_name;
+  MsgpackMapWriter header;
+  header.set("partition_id").string(request.partition_id);
+  if (request.task_name) header.set("task_name").string(*request.task_name);
   return header_message(header);
 }
 
 ResetConsumptionRequest decode_reset_consumption_request(const Frames& request) {
-  const Header header = wire::read_header(request, 0, request_name(kResetConsumption), {"partition_id", "task_name"});
+  const EncodedMap header =
+      wire::read_header(request, 0, request_name(kResetConsumption), {"partition_id", "task_name"});
   return {header.text("partition_id"),
           header.has("task_name") ? std::optional(header.text("task_name")) : std::nullopt};
 }
 
 Frames encode_task_request(const TaskRequest& request) {
-  return header_message(Json{{"task_name", request.task_name}, {"partition_id", request.partition_id}});
+  MsgpackMapWriter header;
+  header.set("task_name").string(request.task_name);
+  header.set("partition_id").string(request.partition_id);
+  return header_message(header);
 }
 
 TaskRequest decode_task_request(const Frames& request, std::string_view op) {
-  const Header header = wire::read_header(request, 0, request_name(op), {"task_name", "partition_id"});
+  const EncodedMap header = wire::read_header(request, 0, request_name(op), {"task_name", "partition_id"});
   return {header.text("task_name"), header.text("partition_id")};
 }
 
 Frames encode_fields_request(const FieldsRequest& request) {
-  return header_message(Json{{"fields", strings(request.fields)}, {"partition_id", request.partition_id}});
+  MsgpackMapWriter header;
+  header.set("fields").strings(request.fields);
+  header.set("partition_id").string(request.partition_id);
+  return header_message(header);
 }
 
 FieldsRequest decode_fields_request(const Frames& request, std::string_view op) {
-  const Header header = wire::read_header(request, 0, request_name(op), {"fields", "partition_id"});
+  const EncodedMap header = wire::read_header(request, 0, request_name(op), {"fields", "partition_id"});
   return {header.texts("fields"), header.text("partition_id")};
 }
 
 Frames encode_consumption_status_reply(const ConsumptionStatus& status) {
-  return header_message(status ? Json{{"status", wire::encode_status(*status)}} : Json::object());
+  MsgpackMapWriter header;
+  if (status) wire::write_status(header.set("status"), *status);
+  return header_message(header);
 }
 
 ConsumptionStatus decode_consumption_status_reply(const Frames& reply) {
-  const Header header = wire::read_header(reply, 0, reply_name(kConsumptionStatus), {"status"});
+  const EncodedMap header = wire::read_header(reply, 0, reply_name(kConsumptionStatus), {"status"});
   if (!header.has("status")) return std::nullopt;
-  return wire::decode_status(header.at("status"), header.what());
+  return wire::read_status(header.map("status", header.what(), {"indexes", "flags"}));
 }
 
 Frames encode_production_status_reply(const std::optional<ProductionStatus>& status) {
-  if (!status) return header_message(Json::object());
-  return header_message(Json{{"status",
-                              {{"indexes", binary_of(std::span<const int64_t>(status->global_indexes))},
-                               {"produced", binary_of(std::span<const uint8_t>(status->produced))}}}});
+  MsgpackMapWriter header;
+  if (status) {
+    MsgpackMapWriter entry;
+    entry.set("indexes").numbers(std::span<const int64_t>(status->global_indexes));
+    entry.set("produced").numbers(std::span<const uint8_t>(status->produced));
+    entry.write(header.set("status"));
+  }
+  return header_message(header);
 }
 
 std::optional<ProductionStatus> decode_production_status_reply(const Frames& reply, size_t fields) {
-  const Header header = wire::read_header(reply, 0, reply_name(kProductionStatus), {"status"});
+  const EncodedMap header = wire::read_header(reply, 0, reply_name(kProductionStatus), {"status"});
   if (!header.has("status")) return std::nullopt;
-  const Header status(header.at("status"), header.what() + "'s status", {"indexes", "produced"});
+  const EncodedMap status = header.map("status", header.what() + "'s status", {"indexes", "produced"});
   ProductionStatus out;
   out.field_count = fields;
   out.global_indexes = status.numbers<int64_t>("indexes");
@@ -290,7 +322,9 @@ void decode_bare_request(const Frames& request, std::string_view op) {
 }
 
 Frames encode_partition_list_reply(const std::vector<std::string>& partitions) {
-  return header_message(Json{{"partitions", partitions}});
+  MsgpackMapWriter header;
+  header.set("partitions").strings(partitions);
+  return header_message(header);
 }
 
 std::vector<std::string> decode_partition_list_reply(const Frames& reply) {
@@ -298,30 +332,38 @@ std::vector<std::string> decode_partition_list_reply(const Frames& reply) {
 }
 
 Frames encode_kv_resolve_request(const KvResolveRequest& request) {
-  return header_message(Json{{"partition_id", request.partition_id},
-                             {"keys", strings(request.keys)},
-                             {"tags", wire::encode_objects(request.tags)}});
+  MsgpackMapWriter header;
+  header.set("partition_id").string(request.partition_id);
+  header.set("keys").strings(request.keys);
+  wire::write_objects(header.set("tags"), request.tags);
+  return header_message(header);
 }
 
 KvResolveRequest decode_kv_resolve_request(const Frames& request) {
-  const Header header = wire::read_header(request, 0, request_name(kKvResolve), {"partition_id", "keys", "tags"});
+  const EncodedMap header = wire::read_header(request, 0, request_name(kKvResolve), {"partition_id", "keys", "tags"});
   return {header.text("partition_id"), header.texts("keys"), header.objects("tags")};
 }
 
 Frames encode_kv_keys_request(const KvKeysRequest& request) {
-  return header_message(Json{{"partition_id", request.partition_id},
-                             {"global_indexes", binary_of(std::span<const int64_t>(request.global_indexes))}});
+  MsgpackMapWriter header;
+  header.set("partition_id").string(request.partition_id);
+  header.set("global_indexes").numbers(std::span<const int64_t>(request.global_indexes));
+  return header_message(header);
 }
 
 KvKeysRequest decode_kv_keys_request(const Frames& request) {
-  const Header header = wire::read_header(request, 0, request_name(kKvKeys), {"partition_id", "global_indexes"});
+  const EncodedMap header = wire::read_header(request, 0, request_name(kKvKeys), {"partition_id", "global_indexes"});
   return {header.text("partition_id"), header.numbers<int64_t>("global_indexes")};
 }
 
-Frames encode_kv_keys_reply(const std::vector<std::string>& keys) { return header_message(Json{{"keys", keys}}); }
+Frames encode_kv_keys_reply(const std::vector<std::string>& keys) {
+  MsgpackMapWriter header;
+  header.set("keys").strings(keys);
+  return header_message(header);
+}
 
 std::vector<std::string> decode_kv_keys_reply(const Frames& reply, size_t global_indexes) {
-  const Header header = wire::read_header(reply, 0, reply_name(kKvKeys), {"keys"});
+  const EncodedMap header = wire::read_header(reply, 0, reply_name(kKvKeys), {"keys"});
   auto keys = header.texts("keys");
   if (keys.size() != global_indexes) {
     throw_invalid(header.what() + " holds " + std::to_string(keys.size()) + " keys for " +
@@ -335,7 +377,7 @@ Frames encode_kv_list_request(const KvListRequest& request) {
 }
 
 KvListRequest decode_kv_list_request(const Frames& request) {
-  const Header header =
+  const EncodedMap header =
       wire::read_header(request, 0, request_name(kKvList), {"partition_id", "known_partitions", "known_versions"});
   return {header.has("partition_id") ? std::optional(header.text("partition_id")) : std::nullopt,
           wire::read_known_listings(header)};

@@ -92,7 +92,7 @@ Frames encode_empty_reply();
 void decode_empty_reply(const Frames& reply, std::string_view op);
 
 // Requests and replies that are nothing but a BatchMeta frame (get_meta's
-// reply, kv_lookup's, kv_find's), read without a JSON tree.
+// reply, kv_lookup's, kv_find's).
 Frames encode_batch_reply(const BatchMeta& meta);
 BatchMeta decode_batch_reply(const Frames& reply, std::string_view op);
 
@@ -119,7 +119,7 @@ CreatedBatch decode_insert_reply(const Frames& reply);
 Frames encode_kv_resolve_reply(const BatchMeta& meta, bool created, const std::vector<uint8_t>& made_keys);
 CreatedBatch decode_kv_resolve_reply(const Frames& reply);
 
-// get_meta: the MetaRequest as MessagePack, read without a JSON tree.
+// get_meta: the MetaRequest, written and read directly (wire_codec.h).
 Frames encode_get_meta_request(const MetaRequest& request);
 MetaRequest decode_get_meta_request(const Frames& request);
 

@@ -15,13 +15,15 @@ Frames encode_report_timing_request(const std::string& task_name, std::span<cons
 }
 
 ReportTimingRequest decode_report_timing_request(const Frames& request) {
-  const wire::Header header =
+  const EncodedMap header =
       wire::read_header(request, 0, request_name(kReportTiming), {"task_name", "lengths", "counts", "seconds"});
   return {header.text("task_name"), wire::read_timing_records(header)};
 }
 
 Frames encode_task_workload_request(const std::string& task_name) {
-  return header_message(wire::Json{{"task_name", task_name}});
+  MsgpackMapWriter header;
+  header.set("task_name").string(task_name);
+  return header_message(header);
 }
 
 std::string decode_task_workload_request(const Frames& request) {
@@ -33,7 +35,8 @@ Frames encode_task_workload_reply(const std::optional<TaskWorkload>& model) {
 }
 
 std::optional<TaskWorkload> decode_task_workload_reply(const Frames& reply, const std::string& task_name) {
-  return wire::read_task_workload(wire::read_header(reply, 0, reply_name(kTaskWorkload)), task_name);
+  return wire::read_task_workload(
+      wire::read_header(reply, 0, reply_name(kTaskWorkload), {"found", "workload", "reports", "fitted"}), task_name);
 }
 
 }  // namespace seqflow::transport::control

@@ -2,8 +2,6 @@
 
 #include <cstring>
 
-#include "transport/encoded_map.h"
-
 namespace seqflow::transport::wire {
 
 using Kind = MsgpackReader::Kind;
@@ -35,22 +33,20 @@ FieldVersions read_field_versions(std::string_view bytes, size_t depth, size_t s
   return out;
 }
 
-FieldVersions field_versions_at(const Header& header, std::string_view key, size_t n) {
-  const Json& fields = header.at(key);
-  if (!fields.is_object()) header.fail(key, "must be a map of field to versions");
+FieldVersions field_versions_at(const EncodedMap& header, std::string_view key, size_t n) {
   FieldVersions out;
-  for (const auto& [field, versions] : fields.items()) {
+  for (const auto& [field, versions] : header.members(key, "must be a map of field to versions")) {
     const std::string where = "of field " + in_quotes(field);
-    if (!versions.is_binary()) header.fail(key, where + " must be a binary array");
-    const auto& bytes = versions.get_binary();
+    const MsgpackReader::Token token = MsgpackReader(versions, kMaxDecodeNesting).next(header.depth() + 2);
+    if (token.kind != Kind::kBinary) header.fail(key, where + " must be a binary array");
     // Checked before anything is allocated: the sender's count is not trusted.
-    if (bytes.size() != n * sizeof(uint64_t)) {
-      header.fail(key, where + " holds " + std::to_string(bytes.size()) + " bytes; " + std::to_string(n) +
+    if (token.bytes.size() != n * sizeof(uint64_t)) {
+      header.fail(key, where + " holds " + std::to_string(token.bytes.size()) + " bytes; " + std::to_string(n) +
                            " samples need one u64 version each (" + std::to_string(n * sizeof(uint64_t)) + " bytes)");
     }
     std::vector<uint64_t> read(n);
-    if (n != 0) std::memcpy(read.data(), bytes.data(), bytes.size());
-    out.insert_or_assign(field, std::move(read));
+    if (n != 0) std::memcpy(read.data(), token.bytes.data(), token.bytes.size());
+    out.insert_or_assign(std::string(field), std::move(read));  // a repeated field: the last one wins
   }
   return out;
 }

@@ -1,8 +1,7 @@
 // Per field, one version per sample (a BatchMeta's versions, a get's
 // read_versions, an overwrite's committed versions): a map of field names
-// to uint64 arrays, written and read directly as MessagePack or read from a
-// JSON header. Every array must hold one version per sample. Internal to
-// the transport layer's codecs.
+// to uint64 arrays, written and read as MessagePack. Every array must hold
+// one version per sample. Internal to the transport layer's codecs.
 #pragma once
 
 #include <string_view>
@@ -17,6 +16,6 @@ void write_field_versions(MsgpackWriter& out, const FieldVersions& versions);
 // The versions that `bytes` hold, one value inside `depth` containers.
 FieldVersions read_field_versions(std::string_view bytes, size_t depth, size_t samples, std::string_view what);
 // header[key], as a request or reply naming `samples` samples holds it.
-FieldVersions field_versions_at(const Header& header, std::string_view key, size_t samples);
+FieldVersions field_versions_at(const EncodedMap& header, std::string_view key, size_t samples);
 
 }  // namespace seqflow::transport::wire

@@ -2,7 +2,7 @@
 
 #include "common/aligned_buffer.h"
 #include "common/msgpack_writer.h"
-#include "transport/encoded_map.h"
+#include "transport/wire_codec.h"
 
 namespace seqflow::transport::wire {
 namespace {
@@ -130,9 +130,9 @@ std::vector<PartitionKeys> kv_list_of(std::string_view bytes, const std::shared_
 
 zmq::message_t kv_list_frame(const std::vector<PartitionKeys>& listed) { return frame_of(kv_list_bytes(listed)); }
 
-Json kv_list_request(const std::string* partition_id, const std::map<std::string, ListingVersion>& known) {
-  Json request = Json::object();
-  if (partition_id != nullptr) request["partition_id"] = *partition_id;
+MsgpackMapWriter kv_list_request(const std::string* partition_id, const std::map<std::string, ListingVersion>& known) {
+  MsgpackMapWriter request;
+  if (partition_id != nullptr) request.set("partition_id").string(*partition_id);
   if (known.empty()) return request;
   std::vector<std::string> names;
   std::vector<uint64_t> versions;
@@ -140,12 +140,12 @@ Json kv_list_request(const std::string* partition_id, const std::map<std::string
     names.push_back(name);
     versions.insert(versions.end(), {version.epoch, version.changes});
   }
-  request["known_partitions"] = std::move(names);
-  request["known_versions"] = binary_of(std::span<const uint64_t>(versions));
+  request.set("known_partitions").strings(names);
+  request.set("known_versions").numbers(std::span<const uint64_t>(versions));
   return request;
 }
 
-std::map<std::string, ListingVersion> read_known_listings(const Header& request) {
+std::map<std::string, ListingVersion> read_known_listings(const EncodedMap& request) {
   std::map<std::string, ListingVersion> known;
   if (!request.has("known_partitions")) return known;
   const std::vector<std::string> names = request.texts("known_partitions");
@@ -161,15 +161,6 @@ std::vector<PartitionKeys> read_kv_list(Frames& frames, size_t index, std::strin
   header_bytes(frames, index, what);  // there, or a clear error
   const std::shared_ptr<const Buffer> frame = buffer_of(std::move(frames[index]));
   return kv_list_of(std::string_view(reinterpret_cast<const char*>(frame->data), frame->size), frame, what);
-}
-
-Json encode_kv_list(const std::vector<PartitionKeys>& listed) {
-  return msgpack_to_json(kv_list_bytes(listed), kMaxDecodeNesting);
-}
-
-std::vector<PartitionKeys> decode_kv_list(const Json& value, std::string_view what) {
-  const auto bytes = std::make_shared<const std::string>(msgpack_of(value));
-  return kv_list_of(*bytes, bytes, what);
 }
 
 }  // namespace seqflow::transport::wire

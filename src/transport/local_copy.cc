@@ -16,9 +16,6 @@
 namespace seqflow::transport::local_copy {
 namespace {
 
-using wire::Header;
-using wire::Json;
-
 struct Description {
   std::vector<uint64_t> ranges;  // (address, size) pairs
   // Ranges per frame, in order; empty: one each.
@@ -27,40 +24,39 @@ struct Description {
   size_t frame_count() const { return pieces.empty() ? ranges.size() / 2 : pieces.size(); }
 };
 
-Header header_of(const Json& description, std::string_view what) {
-  return Header(description, what, {"session", "sequence", "tag", "frames", "pieces"});
+// A description: the value of a message's key (or, from the fuzzer, a whole header).
+EncodedMap header_of(std::string_view description, std::string_view what) {
+  return EncodedMap(description, wire::kValueDepth, what, {"session", "sequence", "tag", "frames", "pieces"});
 }
 
 // What a seal signs: the sequence number, then each of the ranges' fields
 // as sent, after its length (so that no bytes can move from one to the
 // other under the same tag; an absent field has length 0).
-std::vector<uint8_t> signed_message(const Header& header, uint64_t sequence) {
-  const std::vector<uint8_t> none;
-  const std::vector<uint8_t>* fields[2] = {&none, &none};
+std::vector<uint8_t> signed_message(const EncodedMap& header, uint64_t sequence) {
+  std::string_view fields[2];
   const char* names[2] = {"frames", "pieces"};
   for (size_t f = 0; f < 2; ++f) {
     if (!header.has(names[f])) continue;
-    const Json& value = header.at(names[f]);
-    if (!value.is_binary()) header.fail(names[f], "must be binary");
-    fields[f] = &value.get_binary();
+    if (header.token(names[f]).kind != MsgpackReader::Kind::kBinary) header.fail(names[f], "must be binary");
+    fields[f] = header.binary(names[f]);
   }
-  std::vector<uint8_t> message(3 * sizeof(uint64_t) + fields[0]->size() + fields[1]->size());
+  std::vector<uint8_t> message(3 * sizeof(uint64_t) + fields[0].size() + fields[1].size());
   size_t at = 0;
   const auto append = [&message, &at](const void* bytes, size_t size) {
     if (size > 0) std::memcpy(message.data() + at, bytes, size);
     at += size;
   };
   append(&sequence, sizeof(sequence));
-  for (const std::vector<uint8_t>* field : fields) {
-    const uint64_t size = field->size();
+  for (const std::string_view field : fields) {
+    const uint64_t size = field.size();
     append(&size, sizeof(size));
-    append(field->data(), field->size());
+    append(field.data(), field.size());
   }
   return message;
 }
 
-Description parse(const Json& description, std::string_view what) {
-  const Header header = header_of(description, what);
+Description parse(std::string_view description, std::string_view what) {
+  const EncodedMap header = header_of(description, what);
   Description out{header.numbers<uint64_t>("frames"), {}};
   if (out.ranges.size() % 2 != 0) header.fail("frames", "must hold (address, size) pairs");
   if (header.has("pieces")) {
@@ -158,7 +154,7 @@ size_t data_bytes(const Frames& frames, size_t first) {
   return total;
 }
 
-Json describe(std::span<const std::vector<std::span<const std::byte>>> frames) {
+std::string describe(std::span<const std::vector<std::span<const std::byte>>> frames) {
   std::vector<uint64_t> ranges;
   std::vector<uint32_t> pieces;
   pieces.reserve(frames.size());
@@ -169,41 +165,54 @@ Json describe(std::span<const std::vector<std::span<const std::byte>>> frames) {
       ranges.push_back(piece.size());
     }
   }
-  return Json{{"frames", wire::binary_of(std::span<const uint64_t>(ranges))},
-              {"pieces", wire::binary_of(std::span<const uint32_t>(pieces))}};
+  MsgpackMapWriter description;
+  description.set("frames").numbers(std::span<const uint64_t>(ranges));
+  description.set("pieces").numbers(std::span<const uint32_t>(pieces));
+  return description.bytes();
 }
 
-Json describe(const Frames& frames, size_t first) {
+std::string describe(const Frames& frames, size_t first) {
   std::vector<std::vector<std::span<const std::byte>>> whole;
   for (size_t i = first; i < frames.size(); ++i) whole.push_back({as_bytes(frames[i])});
   return describe(whole);
 }
 
-Json seal(Json description, const Session& session) {
-  return seal(std::move(description), session.id(), session.key(), session.next_sequence());
+std::string seal(std::string_view description, const Session& session) {
+  return seal(description, session.id(), session.key(), session.next_sequence());
 }
 
-Json seal(Json description, const SessionId& session, const SipKey& key, uint64_t sequence) {
-  const uint64_t tag = siphash24(key, signed_message(header_of(description, "description"), sequence));
-  description["session"] = wire::binary_of(std::span<const uint8_t>(session));
-  description["sequence"] = sequence;
-  description["tag"] = tag;
-  return description;
+std::string seal(std::string_view description, const SessionId& session, const SipKey& key, uint64_t sequence) {
+  const EncodedMap ranges = header_of(description, "description");
+  const uint64_t tag = siphash24(key, signed_message(ranges, sequence));
+  MsgpackMapWriter sealed;
+  for (const std::string_view field : {"frames", "pieces"}) {
+    if (ranges.has(field)) sealed.set(field).encoded(ranges.value(field));
+  }
+  sealed.set("session").numbers(std::span<const uint8_t>(session));
+  sealed.set("sequence").unsigned_integer(sequence);
+  sealed.set("tag").unsigned_integer(tag);
+  return sealed.bytes();
 }
 
-std::optional<pid_t> sealed_reader(SessionListener& sessions, const Json& description, std::string_view what) {
-  const Header header = header_of(description, what);
+std::optional<pid_t> sealed_reader(SessionListener& sessions, std::string_view description, std::string_view what) {
+  const EncodedMap header = header_of(description, what);
   if (!header.has("session") || !header.has("sequence") || !header.has("tag")) return std::nullopt;
-  const Json& session = header.at("session");
-  if (!session.is_binary()) header.fail("session", "must be a binary session id");
+  if (header.token("session").kind != MsgpackReader::Kind::kBinary) {
+    header.fail("session", "must be a binary session id");
+  }
+  const std::string_view session = header.binary("session");
   const auto sequence = static_cast<uint64_t>(header.integer("sequence"));
-  const Json& tag = header.at("tag");
-  if (!tag.is_number_unsigned() && !tag.is_number_integer()) header.fail("tag", "must be an integer");
-  return sessions.reader_of(std::span<const uint8_t>(session.get_binary()), sequence, signed_message(header, sequence),
-                            tag.get<uint64_t>());
+  const MsgpackReader::Token tag = header.token("tag");
+  if (tag.kind != MsgpackReader::Kind::kUnsigned && tag.kind != MsgpackReader::Kind::kSigned) {
+    header.fail("tag", "must be an integer");
+  }
+  return sessions.reader_of(
+      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(session.data()), session.size()), sequence,
+      signed_message(header, sequence),
+      tag.kind == MsgpackReader::Kind::kUnsigned ? tag.number : static_cast<uint64_t>(tag.integer));
 }
 
-Frames read(pid_t peer_pid, const Json& description, std::string_view what, size_t frame_count, size_t max_bytes) {
+Frames read(pid_t peer_pid, std::string_view description, std::string_view what, size_t frame_count, size_t max_bytes) {
   const Description peer = parse(description, what);
   const auto& ranges = peer.ranges;
   if (peer.frame_count() != frame_count) {
@@ -251,7 +260,7 @@ Frames read(pid_t peer_pid, const Json& description, std::string_view what, size
   return frames;
 }
 
-Frames placeholders(const Json& description, std::string_view what) {
+Frames placeholders(std::string_view description, std::string_view what) {
   const Description peer = parse(description, what);
   if (peer.frame_count() != peer.ranges.size() / 2) {
     header_of(description, what).fail("pieces", "must be one per frame: a placeholder stands for one range");

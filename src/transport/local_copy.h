@@ -39,38 +39,39 @@ inline constexpr size_t kMinBytes = size_t{256} << 10;
 // Data bytes of frames[first..].
 size_t data_bytes(const Frames& frames, size_t first);
 
-// frames[first..] as this process sees them: each frame's address and size.
-// The frames must not change until the reader is done with them.
-wire::Json describe(const Frames& frames, size_t first);
+// frames[first..] as this process sees them: each frame's address and size,
+// as an encoded value (wire_codec.h) of a message. The frames must not
+// change until the reader is done with them.
+std::string describe(const Frames& frames, size_t first);
 // Frames not made yet: frame i would be the ranges frames[i] back to back
 // (the reader assembles it, so the sender need not).
-wire::Json describe(std::span<const std::vector<std::span<const std::byte>>> frames);
+std::string describe(std::span<const std::vector<std::span<const std::byte>>> frames);
 
 // A put's description, signed for the unit of `session`: its id, a new
 // sequence number and the tag (SipHash under the session key) of both and
 // the ranges, so that only this client can name ranges of its memory to
 // the unit, each description once.
-wire::Json seal(wire::Json description, const Session& session);
+std::string seal(std::string_view description, const Session& session);
 // The same with the session's parts, for a sequence of the caller's.
-wire::Json seal(wire::Json description, const SessionId& session, const SipKey& key, uint64_t sequence);
+std::string seal(std::string_view description, const SessionId& session, const SipKey& key, uint64_t sequence);
 // The client whose memory a sealed description names, vouched for by the
 // unit's session listener (SessionListener::reader_of); nullopt when the
 // description is not sealed, or its session, tag or sequence is refused.
 // Throws kInvalidArgument on a malformed description.
-std::optional<pid_t> sealed_reader(SessionListener& sessions, const wire::Json& description, std::string_view what);
+std::optional<pid_t> sealed_reader(SessionListener& sessions, std::string_view description, std::string_view what);
 
 // Copies the described frames out of process `peer` (the session's other
 // end, never a pid from a message) into fresh buffers, returned as frames
 // that own them. Throws kInvalidArgument, before allocating, when the
 // description is malformed, names other than `frame_count` frames or more
 // than `max_bytes` bytes; and when it names memory the peer does not have.
-Frames read(pid_t peer, const wire::Json& description, std::string_view what, size_t frame_count, size_t max_bytes);
+Frames read(pid_t peer, std::string_view description, std::string_view what, size_t frame_count, size_t max_bytes);
 
 // Frames that stand in for the described ones: each has the described
 // address and size, but its bytes live in the peer. They are only laid out
 // (e.g. by wire::take_views) to find where each value lies; read_pieces
 // copies the values. Throws kInvalidArgument on a malformed description.
-Frames placeholders(const wire::Json& description, std::string_view what);
+Frames placeholders(std::string_view description, std::string_view what);
 
 // One range to copy: `from` is an address in the described peer.
 struct Piece {

@@ -1,6 +1,5 @@
 #include "common/msgpack_writer.h"
-#include "common/value_json.h"
-#include "transport/encoded_map.h"
+#include "transport/wire_codec.h"
 
 namespace seqflow::transport::wire {
 namespace {
@@ -68,14 +67,6 @@ zmq::message_t meta_request_frame(const MetaRequest& request) { return copy_fram
 
 MetaRequest read_meta_request(const Frames& frames, size_t index, std::string_view what) {
   return meta_request_of(header_bytes(frames, index, what), what);
-}
-
-Json encode_meta_request(const MetaRequest& request) {
-  return msgpack_to_json(meta_request_bytes(request), kMaxDecodeNesting);
-}
-
-MetaRequest decode_meta_request(const Json& value, std::string_view what) {
-  return meta_request_of(msgpack_of(value), what);
 }
 
 }  // namespace seqflow::transport::wire

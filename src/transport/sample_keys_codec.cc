@@ -1,10 +1,9 @@
 #include "seqflow/error.h"
-#include "transport/encoded_map.h"
 #include "transport/field_versions_codec.h"
 
 namespace seqflow::transport::wire {
 
-void add_sample_keys(Json& header, const SampleKeys& samples, std::span<const size_t> positions) {
+void add_sample_keys(MsgpackMapWriter& header, const SampleKeys& samples, std::span<const size_t> positions) {
   std::vector<int64_t> indexes;
   std::vector<uint64_t> generations;
   PartitionIdList partitions;
@@ -20,13 +19,13 @@ void add_sample_keys(Json& header, const SampleKeys& samples, std::span<const si
     names.push_back(partitions.run_name(r));
     ends.push_back(partitions.run_end(r));
   }
-  header["indexes"] = binary_of(std::span<const int64_t>(indexes));
-  header["partitions"] = std::move(names);
-  header["partition_ends"] = binary_of(std::span<const uint64_t>(ends));
-  if (!samples.generations.empty()) header["generations"] = binary_of(std::span<const uint64_t>(generations));
-  if (samples.write_version != 0) header["write_version"] = samples.write_version;
+  header.set("indexes").numbers(std::span<const int64_t>(indexes));
+  header.set("partitions").strings(names);
+  header.set("partition_ends").numbers(std::span<const uint64_t>(ends));
+  if (!samples.generations.empty()) header.set("generations").numbers(std::span<const uint64_t>(generations));
+  if (samples.write_version != 0) header.set("write_version").unsigned_integer(samples.write_version);
   if (samples.read_versions == nullptr || samples.read_versions->empty()) return;
-  Json read_versions = Json::object();
+  MsgpackMapWriter read_versions;
   std::vector<uint64_t> versions(positions.size());
   for (const auto& [field, all] : *samples.read_versions) {
     if (all.size() != samples.global_indexes.size()) {
@@ -34,12 +33,27 @@ void add_sample_keys(Json& header, const SampleKeys& samples, std::span<const si
                     std::to_string(samples.global_indexes.size()) + " global indexes; give one per index");
     }
     for (size_t i = 0; i < positions.size(); ++i) versions[i] = all[positions[i]];
-    read_versions[field] = binary_of(std::span<const uint64_t>(versions));
+    read_versions.set(field).numbers(std::span<const uint64_t>(versions));
   }
-  header["read_versions"] = std::move(read_versions);
+  read_versions.write(header.set("read_versions"));
 }
 
-SampleKeyColumns read_sample_keys(const Header& header) {
+PartitionIdList partition_runs(const EncodedMap& header, size_t samples) {
+  const std::vector<std::string> names = header.texts("partitions");
+  const auto ends = header.numbers<uint64_t>("partition_ends");
+  if (names.size() != ends.size()) header.fail("partition_ends", "must hold one end per partition");
+  PartitionIdList out;
+  uint64_t begin = 0;
+  for (size_t r = 0; r < names.size(); ++r) {
+    if (ends[r] <= begin || ends[r] > samples) header.fail("partition_ends", "must ascend within the sample count");
+    out.append(ends[r] - begin, names[r]);
+    begin = ends[r];
+  }
+  if (begin != samples) header.fail("partition_ends", "must end at the sample count " + std::to_string(samples));
+  return out;
+}
+
+SampleKeyColumns read_sample_keys(const EncodedMap& header) {
   SampleKeyColumns out;
   out.global_indexes = header.numbers<int64_t>("indexes");
   const size_t n = out.global_indexes.size();
@@ -48,16 +62,7 @@ SampleKeyColumns read_sample_keys(const Header& header) {
     out.generations = header.numbers<uint64_t>("generations");
     if (out.generations.size() != n) header.fail("generations", "must hold one generation per sample");
   }
-  if (header.has("write_version")) {
-    const Json& version = header.at("write_version");
-    if (!version.is_number_unsigned()) {
-      // Never dump(): a peer's string may not be UTF-8.
-      const std::string got =
-          version.is_number_integer() ? std::to_string(version.get<int64_t>()) : std::string(version.type_name());
-      header.fail("write_version", "must be an unsigned integer, got " + got);
-    }
-    out.write_version = version.get<uint64_t>();
-  }
+  if (header.has("write_version")) out.write_version = header.unsigned_integer("write_version");
   if (header.has("read_versions")) out.read_versions = field_versions_at(header, "read_versions", n);
   return out;
 }

@@ -1,24 +1,29 @@
 #include "transport/schema_codec.h"
 
-#include "transport/encoded_map.h"
+#include "common/encoded_map.h"
+#include "common/msgpack_reader.h"
 
 namespace seqflow::transport::wire {
 
 using Kind = MsgpackReader::Kind;
 
-void write_schemas(MsgpackWriter& out, const std::map<std::string, FieldSchema>& schemas) {
+void write_schemas(MsgpackWriter& out, const std::map<std::string, FieldSchema>& schemas, SchemaKeys order) {
   out.map(schemas.size());
   for (const auto& [field, schema] : schemas) {
     out.string(field);
     out.map(4);
     out.string("dtype");
     out.string(dtype_name(schema.dtype));
-    out.string("shape");
-    out.numbers(std::span<const int64_t>(schema.shape));
+    const auto shape = [&] {
+      out.string("shape");
+      out.numbers(std::span<const int64_t>(schema.shape));
+    };
+    if (order == SchemaKeys::kShapeSecond) shape();
     out.string("nested");
     out.boolean(schema.is_nested);
     out.string("object");
     out.boolean(schema.is_object);
+    if (order == SchemaKeys::kSorted) shape();
   }
 }
 
@@ -41,16 +46,6 @@ std::map<std::string, FieldSchema> read_schemas(std::string_view bytes, size_t d
     out.insert_or_assign(std::string(field), std::move(schema));  // a repeated field: the last one wins
   }
   return out;
-}
-
-Json encode_schemas(const std::map<std::string, FieldSchema>& schemas) {
-  MsgpackWriter out;
-  write_schemas(out, schemas);
-  return msgpack_to_json(out.bytes(), kMaxDecodeNesting);
-}
-
-std::map<std::string, FieldSchema> decode_schemas(const Json& value, std::string_view what) {
-  return read_schemas(msgpack_of(value), 0, what);
 }
 
 }  // namespace seqflow::transport::wire

@@ -1,5 +1,5 @@
-// Field schemas as MessagePack, written and read directly (a BatchMeta
-// holds them) or through JSON (mark_produced's request). Internal to the
+// Field schemas as MessagePack (a BatchMeta holds them, and mark_produced's
+// request): a map of field name to its schema's map. Internal to the
 // transport layer's codecs.
 #pragma once
 
@@ -12,7 +12,11 @@
 
 namespace seqflow::transport::wire {
 
-void write_schemas(MsgpackWriter& out, const std::map<std::string, FieldSchema>& schemas);
+// A schema's keys in the order each message has always had them: a
+// BatchMeta's "dtype", "shape", "nested", "object"; mark_produced's in byte
+// order (so both keep their bytes; readers take any order).
+enum class SchemaKeys : uint8_t { kShapeSecond, kSorted };
+void write_schemas(MsgpackWriter& out, const std::map<std::string, FieldSchema>& schemas, SchemaKeys order);
 // The schemas that `bytes` hold, one value inside `depth` containers.
 std::map<std::string, FieldSchema> read_schemas(std::string_view bytes, size_t depth, std::string_view what);
 

@@ -8,30 +8,28 @@
 namespace seqflow::transport::storage_protocol {
 namespace {
 
-using wire::binary_of;
-using wire::Header;
 using wire::header_message;
-using wire::Json;
 
 using wire::reply_name;
 using wire::request_name;
 
 // The sample keys of `samples` at `positions`, the start of most headers.
-Json keys_header(const SampleKeys& samples, std::span<const size_t> positions) {
-  Json header = Json::object();
+MsgpackMapWriter keys_header(const SampleKeys& samples, std::span<const size_t> positions) {
+  MsgpackMapWriter header;
   wire::add_sample_keys(header, samples, positions);
   return header;
 }
 
-std::optional<std::string> optional_text(const Header& header, std::string_view key) {
+std::optional<std::string> optional_text(const EncodedMap& header, std::string_view key) {
   return header.has(key) ? std::optional(header.text(key)) : std::nullopt;
 }
 
-std::optional<Json> optional_entry(const Header& header, std::string_view key) {
-  return header.has(key) ? std::optional(header.at(key)) : std::nullopt;
+// An encoded value's copy.
+std::optional<std::string> optional_entry(const EncodedMap& header, std::string_view key) {
+  return header.has(key) ? std::optional(std::string(header.value(key))) : std::nullopt;
 }
 
-uint64_t count(const Header& header, std::string_view key) {
+uint64_t count(const EncodedMap& header, std::string_view key) {
   const int64_t value = header.integer(key);
   if (value < 0) header.fail(key, "must not be negative");
   return static_cast<uint64_t>(value);
@@ -43,32 +41,35 @@ Frames encode_empty_reply() { return wire::empty_message(); }
 
 void decode_empty_reply(const Frames& reply, std::string_view op) { wire::read_empty_message(reply, reply_name(op)); }
 
-Frames encode_put_request(const SampleKeys& samples, std::span<const size_t> positions, Json columns, Frames data) {
-  Json header = keys_header(samples, positions);
-  header["columns"] = std::move(columns);
+Frames encode_put_request(const SampleKeys& samples, std::span<const size_t> positions, std::string_view columns,
+                          Frames data) {
+  MsgpackMapWriter header = keys_header(samples, positions);
+  header.set("columns").encoded(columns);
   Frames request = header_message(header);
   std::move(data.begin(), data.end(), std::back_inserter(request));
   return request;
 }
 
-Frames encode_local_put_request(const SampleKeys& samples, std::span<const size_t> positions, Json columns,
-                                Json local_frames) {
-  Json header = keys_header(samples, positions);
-  header["columns"] = std::move(columns);
-  header["local_frames"] = std::move(local_frames);
+Frames encode_local_put_request(const SampleKeys& samples, std::span<const size_t> positions, std::string_view columns,
+                                std::string_view local_frames) {
+  MsgpackMapWriter header = keys_header(samples, positions);
+  header.set("columns").encoded(columns);
+  header.set("local_frames").encoded(local_frames);
   return header_message(header);
 }
 
 PutRequest decode_put_request(const Frames& request) {
-  const Header header = wire::read_header(
+  const EncodedMap header = wire::read_header(
       request, 0, request_name(kPut),
       {"indexes", "partitions", "partition_ends", "generations", "write_version", "columns", "local_frames"});
-  return {wire::read_sample_keys(header), header.at("columns"), optional_entry(header, "local_frames")};
+  return {wire::read_sample_keys(header), std::string(header.value("columns")), optional_entry(header, "local_frames")};
 }
 
 Frames encode_put_reply(const std::optional<std::string>& local_copy_refused) {
   if (!local_copy_refused) return encode_empty_reply();
-  return header_message(Json{{"local_copy_refused", *local_copy_refused}});
+  MsgpackMapWriter header;
+  header.set("local_copy_refused").string(*local_copy_refused);
+  return header_message(header);
 }
 
 std::optional<std::string> decode_put_reply(const Frames& reply) {
@@ -77,54 +78,55 @@ std::optional<std::string> decode_put_reply(const Frames& reply) {
 
 Frames encode_get_request(const SampleKeys& samples, std::span<const size_t> positions,
                           const std::vector<std::string>& fields, std::span<const uint8_t> local_copy) {
-  Json header = keys_header(samples, positions);
-  header["fields"] = fields;
-  if (!local_copy.empty()) header["local_copy"] = binary_of(local_copy);
+  MsgpackMapWriter header = keys_header(samples, positions);
+  header.set("fields").strings(fields);
+  if (!local_copy.empty()) header.set("local_copy").numbers(local_copy);
   return header_message(header);
 }
 
 GetRequest decode_get_request(const Frames& request) {
-  const Header header = wire::read_header(
+  const EncodedMap header = wire::read_header(
       request, 0, request_name(kGet),
       {"indexes", "partitions", "partition_ends", "generations", "read_versions", "fields", "local_copy"});
   GetRequest out{wire::read_sample_keys(header), header.texts("fields"), std::nullopt};
-  if (header.has("local_copy") && header.at("local_copy").is_binary()) {
-    const auto& id = header.at("local_copy").get_binary();
+  if (header.has("local_copy") && header.token("local_copy").kind == MsgpackReader::Kind::kBinary) {
+    const std::string_view id = header.binary("local_copy");
     out.local_copy = std::vector<uint8_t>(id.begin(), id.end());
   }
   return out;
 }
 
 zmq::message_t encode_get_reply_header(const GetReply& reply) {
-  Json header{{"fields", reply.fields}};
-  if (reply.local_frames) header["local_frames"] = *reply.local_frames;
+  MsgpackMapWriter header;
+  header.set("fields").encoded(reply.fields);
+  if (reply.local_frames) header.set("local_frames").encoded(*reply.local_frames);
   // As int64: the wire's integers are signed.
-  if (reply.lease) header["lease"] = std::bit_cast<int64_t>(*reply.lease);
+  if (reply.lease) header.set("lease").integer(std::bit_cast<int64_t>(*reply.lease));
   return wire::header_frame(header);
 }
 
 GetReply decode_get_reply(const Frames& reply) {
-  const Header header = wire::read_header(reply, 0, reply_name(kGet), {"fields", "local_frames", "lease"});
-  GetReply out{header.at("fields"), optional_entry(header, "local_frames"), std::nullopt};
+  const EncodedMap header = wire::read_header(reply, 0, reply_name(kGet), {"fields", "local_frames", "lease"});
+  GetReply out{std::string(header.value("fields")), optional_entry(header, "local_frames"), std::nullopt};
   if (header.has("lease")) out.lease = std::bit_cast<uint64_t>(header.integer("lease"));
   return out;
 }
 
 Frames encode_settle_request(const SampleKeys& samples, std::span<const size_t> positions,
                              const std::vector<std::string>& fields, std::optional<uint64_t> write_tag) {
-  Json header = keys_header(samples, positions);
-  header["fields"] = fields;
-  if (write_tag) header["write_tag"] = *write_tag;
+  MsgpackMapWriter header = keys_header(samples, positions);
+  header.set("fields").strings(fields);
+  if (write_tag) header.set("write_tag").unsigned_integer(*write_tag);
   return header_message(header);
 }
 
 SettleRequest decode_settle_request(const Frames& request, std::string_view op) {
-  const Header header = wire::read_header(
+  const EncodedMap header = wire::read_header(
       request, 0, request_name(op),
       {"indexes", "partitions", "partition_ends", "generations", "write_version", "fields", "write_tag"});
   SettleRequest out{wire::read_sample_keys(header), header.texts("fields"), std::nullopt};
-  if (header.has("write_tag") && header.at("write_tag").is_number_unsigned()) {
-    out.write_tag = header.at("write_tag").get<uint64_t>();
+  if (header.has("write_tag") && header.token("write_tag").kind == MsgpackReader::Kind::kUnsigned) {
+    out.write_tag = header.unsigned_integer("write_tag");
   }
   return out;
 }
@@ -136,46 +138,61 @@ void decode_bare_request(const Frames& request, std::string_view op) {
 }
 
 Frames encode_local_copy_session_reply(const std::string& address) {
-  return header_message(Json{{"address", address}});
+  MsgpackMapWriter header;
+  header.set("address").string(address);
+  return header_message(header);
 }
 
 std::string decode_local_copy_session_reply(const Frames& reply) {
   return wire::read_header(reply, 0, reply_name(kLocalCopySession), {"address"}).text("address");
 }
 
-Frames encode_release_request(uint64_t lease) { return header_message(Json{{"lease", std::bit_cast<int64_t>(lease)}}); }
+Frames encode_release_request(uint64_t lease) {
+  MsgpackMapWriter header;
+  header.set("lease").integer(std::bit_cast<int64_t>(lease));
+  return header_message(header);
+}
 
 uint64_t decode_release_request(const Frames& request) {
   return std::bit_cast<uint64_t>(wire::read_header(request, 0, request_name(kRelease), {"lease"}).integer("lease"));
 }
 
-Frames encode_release_reply(bool held) { return header_message(Json{{"held", held}}); }
+Frames encode_release_reply(bool held) {
+  MsgpackMapWriter header;
+  header.set("held").boolean(held);
+  return header_message(header);
+}
 
 bool decode_release_reply(const Frames& reply) {
   return wire::read_header(reply, 0, reply_name(kRelease), {"held"}).boolean("held");
 }
 
 Frames encode_clear_request(const ClearRequest& request) {
-  Json header{{"indexes", binary_of(std::span<const int64_t>(request.indexes))},
-              {"generations", binary_of(std::span<const uint64_t>(request.generations))}};
-  if (request.admin_token) header["admin_token"] = *request.admin_token;
+  MsgpackMapWriter header;
+  header.set("indexes").numbers(std::span<const int64_t>(request.indexes));
+  header.set("generations").numbers(std::span<const uint64_t>(request.generations));
+  if (request.admin_token) header.set("admin_token").string(*request.admin_token);
   return header_message(header);
 }
 
 ClearRequest decode_clear_request(const Frames& request) {
-  const Header header = wire::read_header(request, 0, request_name(kClear), {"indexes", "generations", "admin_token"});
+  const EncodedMap header =
+      wire::read_header(request, 0, request_name(kClear), {"indexes", "generations", "admin_token"});
   return {header.numbers<int64_t>("indexes"),
           header.has("generations") ? header.numbers<uint64_t>("generations") : std::vector<uint64_t>{},
           optional_text(header, "admin_token")};
 }
 
 Frames encode_stats_reply(const StorageStats& stats) {
-  return header_message(
-      Json{{"samples", stats.samples}, {"bytes", stats.bytes}, {"overhead_bytes", stats.overhead_bytes}});
+  MsgpackMapWriter header;
+  header.set("samples").unsigned_integer(stats.samples);
+  header.set("bytes").unsigned_integer(stats.bytes);
+  header.set("overhead_bytes").unsigned_integer(stats.overhead_bytes);
+  return header_message(header);
 }
 
 StorageStats decode_stats_reply(const Frames& reply) {
-  const Header header = wire::read_header(reply, 0, reply_name(kStats), {"samples", "bytes", "overhead_bytes"});
+  const EncodedMap header = wire::read_header(reply, 0, reply_name(kStats), {"samples", "bytes", "overhead_bytes"});
   StorageStats out;
   out.samples = count(header, "samples");
   out.bytes = count(header, "bytes");
@@ -184,43 +201,43 @@ StorageStats decode_stats_reply(const Frames& reply) {
 }
 
 Frames encode_save_request(const SaveRequest& request) {
-  Json header{{"path", request.path}};
-  if (request.admin_token) header["admin_token"] = *request.admin_token;
+  MsgpackMapWriter header;
+  header.set("path").string(request.path);
+  if (request.admin_token) header.set("admin_token").string(*request.admin_token);
   return header_message(header);
 }
 
 SaveRequest decode_save_request(const Frames& request) {
-  const Header header = wire::read_header(request, 0, request_name(kSave), {"path", "admin_token"});
+  const EncodedMap header = wire::read_header(request, 0, request_name(kSave), {"path", "admin_token"});
   return {header.text("path"), optional_text(header, "admin_token")};
 }
 
-Frames encode_save_reply(uint64_t fingerprint) { return header_message(Json{{"fingerprint", fingerprint}}); }
+Frames encode_save_reply(uint64_t fingerprint) {
+  MsgpackMapWriter header;
+  header.set("fingerprint").unsigned_integer(fingerprint);
+  return header_message(header);
+}
 
 uint64_t decode_save_reply(const Frames& reply) {
-  const Header header = wire::read_header(reply, 0, reply_name(kSave), {"fingerprint"});
-  const Json& fingerprint = header.at("fingerprint");
-  if (!fingerprint.is_number_unsigned()) header.fail("fingerprint", "must be an unsigned integer");
-  return fingerprint.get<uint64_t>();
+  const EncodedMap header = wire::read_header(reply, 0, reply_name(kSave), {"fingerprint"});
+  return header.unsigned_integer("fingerprint");
 }
 
 Frames encode_load_request(const LoadRequest& request) {
-  Json header{{"path", request.path}};
-  if (request.fingerprint) header["fingerprint"] = *request.fingerprint;
-  if (request.check_only) header["check_only"] = true;
-  if (request.admin_token) header["admin_token"] = *request.admin_token;
+  MsgpackMapWriter header;
+  header.set("path").string(request.path);
+  if (request.fingerprint) header.set("fingerprint").unsigned_integer(*request.fingerprint);
+  if (request.check_only) header.set("check_only").boolean(true);
+  if (request.admin_token) header.set("admin_token").string(*request.admin_token);
   return header_message(header);
 }
 
 LoadRequest decode_load_request(const Frames& request) {
-  const Header header =
+  const EncodedMap header =
       wire::read_header(request, 0, request_name(kLoad), {"path", "fingerprint", "check_only", "admin_token"});
   LoadRequest out{header.text("path"), std::nullopt, header.has("check_only") && header.boolean("check_only"),
                   optional_text(header, "admin_token")};
-  if (header.has("fingerprint")) {
-    const Json& fingerprint = header.at("fingerprint");
-    if (!fingerprint.is_number_unsigned()) header.fail("fingerprint", "must be an unsigned integer");
-    out.fingerprint = fingerprint.get<uint64_t>();
-  }
+  if (header.has("fingerprint")) out.fingerprint = header.unsigned_integer("fingerprint");
   return out;
 }
 

@@ -43,17 +43,17 @@ void decode_empty_reply(const Frames& reply, std::string_view op);
 // columns either as frames after the header (`columns` from
 // wire::append_columns) or, for a same-host unit, left in the client's
 // memory: `local_frames` (local_copy::seal) says where, and `columns`
-// comes from wire::describe_columns.
-Frames encode_put_request(const SampleKeys& samples, std::span<const size_t> positions, wire::Json columns,
+// comes from wire::describe_columns. Both are encoded values (wire_codec.h).
+Frames encode_put_request(const SampleKeys& samples, std::span<const size_t> positions, std::string_view columns,
                           Frames data);
-Frames encode_local_put_request(const SampleKeys& samples, std::span<const size_t> positions, wire::Json columns,
-                                wire::Json local_frames);
+Frames encode_local_put_request(const SampleKeys& samples, std::span<const size_t> positions, std::string_view columns,
+                                std::string_view local_frames);
 // The frames after the header stay in `request` (wire::take_columns reads
-// them from frame 1 on).
+// them from frame 1 on); the encoded values are copies, which outlive it.
 struct PutRequest {
   wire::SampleKeyColumns samples;
-  wire::Json columns;
-  std::optional<wire::Json> local_frames;
+  std::string columns;
+  std::optional<std::string> local_frames;
 };
 PutRequest decode_put_request(const Frames& request);
 // Empty, or why the unit did not read the client's memory: the client then
@@ -76,8 +76,8 @@ GetRequest decode_get_request(const Frames& request);
 // and for values left in the unit's memory their description and the
 // lease that holds them until the client releases it.
 struct GetReply {
-  wire::Json fields;
-  std::optional<wire::Json> local_frames;
+  std::string fields;  // encoded, as the two below
+  std::optional<std::string> local_frames;
   std::optional<uint64_t> lease;
 };
 zmq::message_t encode_get_reply_header(const GetReply& reply);

@@ -2,7 +2,7 @@
 
 namespace seqflow::transport::wire {
 
-Json timing_request(const std::string& task_name, std::span<const TimingRecord> records) {
+MsgpackMapWriter timing_request(const std::string& task_name, std::span<const TimingRecord> records) {
   std::vector<int64_t> lengths;
   std::vector<int64_t> counts;
   std::vector<double> seconds;
@@ -13,13 +13,15 @@ Json timing_request(const std::string& task_name, std::span<const TimingRecord> 
     counts.push_back(static_cast<int64_t>(record.lengths.size()));
     seconds.push_back(record.seconds);
   }
-  return Json{{"task_name", task_name},
-              {"lengths", binary_of(std::span<const int64_t>(lengths))},
-              {"counts", binary_of(std::span<const int64_t>(counts))},
-              {"seconds", binary_of(std::span<const double>(seconds))}};
+  MsgpackMapWriter request;
+  request.set("task_name").string(task_name);
+  request.set("lengths").numbers(std::span<const int64_t>(lengths));
+  request.set("counts").numbers(std::span<const int64_t>(counts));
+  request.set("seconds").numbers(std::span<const double>(seconds));
+  return request;
 }
 
-std::vector<TimingRecord> read_timing_records(const Header& header) {
+std::vector<TimingRecord> read_timing_records(const EncodedMap& header) {
   const auto lengths = header.numbers<int64_t>("lengths");
   const auto counts = header.numbers<int64_t>("counts");
   const auto seconds = header.numbers<double>("seconds");
@@ -38,14 +40,17 @@ std::vector<TimingRecord> read_timing_records(const Header& header) {
   return records;
 }
 
-Json task_workload_reply(const std::optional<TaskWorkload>& model) {
-  if (!model) return Json{{"found", false}};
-  return Json{
-      {"found", true}, {"workload", model->workload.to_json()}, {"reports", model->reports}, {"fitted", model->fitted}};
+MsgpackMapWriter task_workload_reply(const std::optional<TaskWorkload>& model) {
+  MsgpackMapWriter reply;
+  reply.set("found").boolean(model.has_value());
+  if (!model) return reply;
+  reply.set("workload").string(model->workload.to_json());
+  reply.set("reports").integer(model->reports);
+  reply.set("fitted").boolean(model->fitted);
+  return reply;
 }
 
-std::optional<TaskWorkload> read_task_workload(const Json& reply, const std::string& task_name) {
-  const Header found(reply, "task_workload reply", {"found", "workload", "reports", "fitted"});
+std::optional<TaskWorkload> read_task_workload(const EncodedMap& found, const std::string& task_name) {
   if (!found.boolean("found")) return std::nullopt;
   return TaskWorkload{task_name, Workload::from_json(found.text("workload")), found.integer("reports"),
                       found.boolean("fitted")};

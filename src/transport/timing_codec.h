@@ -13,12 +13,12 @@
 
 namespace seqflow::transport::wire {
 
-Json timing_request(const std::string& task_name, std::span<const TimingRecord> records);
+MsgpackMapWriter timing_request(const std::string& task_name, std::span<const TimingRecord> records);
 // The records of a report_timing request; the counts must add up to the
 // lengths given and match the seconds, or the request is refused naming the key.
-std::vector<TimingRecord> read_timing_records(const Header& header);
+std::vector<TimingRecord> read_timing_records(const EncodedMap& header);
 
-Json task_workload_reply(const std::optional<TaskWorkload>& model);
-std::optional<TaskWorkload> read_task_workload(const Json& reply, const std::string& task_name);
+MsgpackMapWriter task_workload_reply(const std::optional<TaskWorkload>& model);
+std::optional<TaskWorkload> read_task_workload(const EncodedMap& reply, const std::string& task_name);
 
 }  // namespace seqflow::transport::wire

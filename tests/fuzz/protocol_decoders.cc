@@ -50,7 +50,7 @@ Frames seed_get_reply() {
   const std::string fields[] = {"x"};
   const auto rows = storage.get(samples, fields);
   Frames reply(1);
-  const wire::Json views = wire::append_views(rows, 1, reply);
+  const std::string views = wire::append_views(rows, 1, reply);
   reply[0] = storage_protocol::encode_get_reply_header({views, std::nullopt, std::nullopt});
   return reply;
 }
@@ -237,8 +237,8 @@ const std::vector<ProtocolDecoder>& protocol_decoders() {
        },
        [] {
          Frames data;
-         wire::Json entries = wire::append_columns({seed_column()}, {}, data);
-         return storage_protocol::encode_put_request(samples_of(kIndexes), kAll, std::move(entries), std::move(data));
+         const std::string entries = wire::append_columns({seed_column()}, {}, data);
+         return storage_protocol::encode_put_request(samples_of(kIndexes), kAll, entries, std::move(data));
        }},
       {"put reply", [](Frames& f, size_t, size_t) { storage_protocol::decode_put_reply(f); },
        [] { return storage_protocol::encode_put_reply("no session"); }},

@@ -5,9 +5,9 @@
 // their write and read versions, the views of a get reply, same-host
 // descriptions). A decoder may refuse input only with
 // seqflow::Error. Anything else is a finding: a crash, another exception, a
-// sanitizer report, a header read differently from nlohmann's reader, a
-// decoded value that does not survive being encoded again, or a tensor whose
-// shape does not match its bytes.
+// sanitizer report, a header the checking reader and the tree reader judge
+// differently, a decoded value that does not survive being encoded again,
+// or a tensor whose shape does not match its bytes.
 //
 // Besides, the message (header and data) goes to one decoder of the
 // controller's or the storage units' protocol (protocol_decoders.h), which
@@ -30,11 +30,13 @@
 #include <string>
 #include <vector>
 
+#include "common/msgpack_reader.h"
 #include "fuzz_target.h"
 #include "protocol_decoders.h"
 #include "transport/envelope.h"
 #include "transport/local_copy.h"
 #include "transport/local_copy_session.h"
+#include "transport/schema_codec.h"
 #include "transport/wire_codec.h"
 #include "seqflow/error.h"
 #include "seqflow/storage.h"
@@ -44,8 +46,8 @@
 namespace {
 
 using namespace seqflow;
+using test::Tree;
 using transport::Frames;
-using transport::wire::Json;
 namespace wire = transport::wire;
 
 constexpr size_t kLengthBytes = 4;
@@ -140,54 +142,33 @@ void expect_consistent(const SampleView& view, const std::string& where) {
 
 // Whatever a decoder accepted encodes to a message it accepts again, with
 // the same encoding.
-template <typename Value>
-void expect_stable(const Value& value, Json (*encode)(const Value&), Value (*decode)(const Json&, std::string_view),
-                   const char* what) {
-  const Json once = encode(value);
+template <typename T>
+void expect_stable(const T& value, const std::function<std::string(const T&)>& encode,
+                   const std::function<T(std::string_view)>& decode, const char* what) {
+  const std::string once = encode(value);
   try {
-    const Json twice = encode(decode(test::through_wire(once, what), what));
-    if (Json::to_msgpack(once) != Json::to_msgpack(twice)) finding(std::string(what) + " changes when re-encoded");
+    if (encode(decode(once)) != once) finding(std::string(what) + " changes when re-encoded");
   } catch (const Error& error) {
     finding(std::string(what) + " re-encoded is refused: " + error.what());
   }
 }
 
-// The frame readers of the get_meta messages read the header bytes without
-// a JSON tree: they must give the verdict and the value the JSON path gives.
-// Values compare as their JSON encodings.
-template <typename Value>
-std::optional<Json> read_from_frame(Value (*read)(const Frames&, size_t, std::string_view),
-                                    Json (*encode)(const Value&), const Frames& frames) {
-  try {
-    return encode(read(frames, 1, "fuzzed message"));
-  } catch (const Error&) {
-    return std::nullopt;
-  }
+// One header frame's bytes as a message.
+Frames message_of_bytes(std::string_view bytes) {
+  Frames frames;
+  frames.push_back(transport::copy_frame(bytes));
+  return frames;
 }
 
-void expect_same_reading(const std::optional<Json>& from_frame, const std::function<Json()>& through_json,
-                         const char* what) {
-  std::optional<Json> from_json;
-  try {
-    from_json = through_json();
-  } catch (const Error&) {
-  }
-  if (from_frame.has_value() != from_json.has_value()) {
-    finding(std::string(what) + ": the frame reader " + (from_frame ? "accepts" : "refuses") +
-            " a header the JSON path " + (from_json ? "accepts" : "refuses"));
-  }
-  if (from_frame && Json::to_msgpack(*from_frame) != Json::to_msgpack(*from_json)) {
-    finding(std::string(what) + ": the frame reader and the JSON path read a header differently");
-  }
-}
-
-void decode_columns(const Json& header_json, const Frames& frames) {
-  const wire::Header header(header_json, "put request",
-                            {"indexes", "partitions", "partition_ends", "generations", "write_version", "columns"});
+void decode_columns(std::string_view header_bytes, const Frames& frames) {
+  const EncodedMap header =
+      wire::encoded_header(header_bytes, "put request",
+                           {"indexes", "partitions", "partition_ends", "generations", "write_version", "columns"});
   const wire::SampleKeyColumns samples = wire::read_sample_keys(header);
   const auto& indexes = samples.global_indexes;
   Frames args = test::copies(frames);
-  const std::vector<Column> columns = wire::take_columns(header.at("columns"), args, 2, indexes.size(), "put request");
+  const std::vector<Column> columns =
+      wire::take_columns(header.value("columns"), args, 2, indexes.size(), "put request");
   for (const Column& column : columns) {
     for (size_t i = 0; i < column.sample_count(); ++i) {
       const SampleView view = column.sample(i);
@@ -202,9 +183,8 @@ void decode_columns(const Json& header_json, const Frames& frames) {
   for (const Column& column : columns) fields.push_back(column.field);
   const auto rows = storage.get(samples.keys(), fields);
   Frames reply(1);
-  const Json views = wire::append_views(rows, fields.size(), reply);
-  const auto back = wire::take_views(test::through_wire(Json{{"v", views}}, "get reply").at("v"), reply, 1, rows.size(),
-                                     fields.size(), "get reply");
+  const std::string views = wire::append_views(rows, fields.size(), reply);
+  const auto back = wire::take_views(views, reply, 1, rows.size(), fields.size(), "get reply");
   for (size_t i = 0; i < rows.size(); ++i) {
     for (size_t f = 0; f < fields.size(); ++f) {
       const auto want = columns[f].sample(i).bytes();
@@ -231,9 +211,10 @@ StorageUnit& unit_with_versions(StorageUnit& storage, const std::vector<Column>&
 
 std::vector<Column> seed_columns();
 
-void decode_get_request(const Json& header_json) {
-  const wire::Header header(header_json, "get request",
-                            {"indexes", "partitions", "partition_ends", "generations", "read_versions", "fields"});
+void decode_get_request(std::string_view header_bytes) {
+  const EncodedMap header =
+      wire::encoded_header(header_bytes, "get request",
+                           {"indexes", "partitions", "partition_ends", "generations", "read_versions", "fields"});
   const wire::SampleKeyColumns samples = wire::read_sample_keys(header);
   for (const auto& [field, versions] : samples.read_versions) {
     if (versions.size() != samples.global_indexes.size()) {
@@ -252,9 +233,9 @@ void decode_get_request(const Json& header_json) {
 }
 
 // A commit or a discard (`commit` false): the same request.
-void decode_settle_request(const Json& header_json, bool commit) {
-  const wire::Header header(
-      header_json, commit ? "commit request" : "discard request",
+void decode_settle_request(std::string_view header_bytes, bool commit) {
+  const EncodedMap header = wire::encoded_header(
+      header_bytes, commit ? "commit request" : "discard request",
       {"indexes", "partitions", "partition_ends", "generations", "write_version", "fields", "write_tag"});
   const wire::SampleKeyColumns samples = wire::read_sample_keys(header);
   const std::vector<std::string> fields = header.texts("fields");
@@ -272,10 +253,10 @@ void decode_settle_request(const Json& header_json, bool commit) {
   if (storage.stats().bytes > both) finding("a commit or a discard made the unit hold more bytes");
 }
 
-void decode_views(const Json& header_json, const Message& message) {
-  const wire::Header header(header_json, "get reply", {"fields"});
+void decode_views(std::string_view header_bytes, const Message& message) {
+  const EncodedMap header = wire::encoded_header(header_bytes, "get reply", {"fields"});
   Frames frames = test::copies(message.frames);
-  const auto rows = wire::take_views(header.at("fields"), frames, 2, message.rows, message.fields, "get reply");
+  const auto rows = wire::take_views(header.value("fields"), frames, 2, message.rows, message.fields, "get reply");
   for (const auto& row : rows) {
     for (const SampleView& view : row) {
       expect_consistent(view, "a view of a get reply");
@@ -284,58 +265,68 @@ void decode_views(const Json& header_json, const Message& message) {
   }
 }
 
-BatchMeta decode_batch_meta(const Json& json, std::string_view what) { return wire::decode_batch_meta(json, what); }
-MetaRequest decode_meta_request(const Json& json, std::string_view what) {
-  return wire::decode_meta_request(json, what);
-}
 using Status = std::vector<std::pair<int64_t, bool>>;
-Status decode_status(const Json& json, std::string_view what) { return wire::decode_status(json, what); }
 using Schemas = std::map<std::string, FieldSchema>;
-Schemas decode_schemas(const Json& json, std::string_view what) { return wire::decode_schemas(json, what); }
 using Listing = std::vector<PartitionKeys>;
-Listing decode_kv_list(const Json& json, std::string_view what) { return wire::decode_kv_list(json, what); }
-Listing read_kv_list(const Frames& frames, size_t index, std::string_view what) {
-  Frames taken = test::copies(frames);  // the reader takes its frame over
-  return wire::read_kv_list(taken, index, what);
+
+BatchMeta read_batch_meta(std::string_view bytes) {
+  return wire::read_batch_meta(message_of_bytes(bytes), 0, "batch meta");
+}
+std::string batch_meta_bytes(const BatchMeta& meta) {
+  return std::string(transport::as_string_view(wire::batch_meta_frame(meta)));
+}
+MetaRequest read_meta_request(std::string_view bytes) {
+  return wire::read_meta_request(message_of_bytes(bytes), 0, "meta request");
+}
+std::string meta_request_bytes(const MetaRequest& request) {
+  return std::string(transport::as_string_view(wire::meta_request_frame(request)));
+}
+Listing read_kv_list(std::string_view bytes) {
+  Frames frames = message_of_bytes(bytes);  // the reader takes its frame over
+  return wire::read_kv_list(frames, 0, "kv_list reply");
+}
+std::string kv_list_bytes(const Listing& listed) {
+  return std::string(transport::as_string_view(wire::kv_list_frame(listed)));
+}
+Status read_status(std::string_view bytes) {
+  return wire::read_status(wire::encoded_header(bytes, "status", {"indexes", "flags"}));
+}
+std::string status_bytes(const Status& status) {
+  MsgpackWriter out;
+  wire::write_status(out, status);
+  return std::move(out).take();
+}
+Schemas read_schemas(std::string_view bytes) {
+  check_msgpack_map(bytes, kMaxDecodeNesting);
+  return wire::read_schemas(bytes, 0, "schemas");
+}
+std::string schemas_bytes(const Schemas& schemas) {
+  MsgpackWriter out;
+  wire::write_schemas(out, schemas, wire::SchemaKeys::kShapeSecond);
+  return std::move(out).take();
 }
 
-// nlohmann's own verdict on a header, the reference for the codec's reader:
-// its reader with a depth limit added (it has none and recurses per level).
-class ReferenceAcceptor : public nlohmann::detail::json_sax_acceptor<Json> {
- public:
-  bool start_object(std::size_t) { return enter(); }
-  bool start_array(std::size_t) { return enter(); }
-  bool end_object() { return --depth_, true; }
-  bool end_array() { return --depth_, true; }
-  bool too_deep = false;
-
- private:
-  bool enter() {
-    too_deep = ++depth_ > kMaxDecodeNesting;
-    return !too_deep;
+// The header's bytes as the checking reader (what every decoder runs first)
+// and as a tree (which builds every value) see them: both accept it, as a
+// map, or both refuse it.
+bool header_is_a_map(std::string_view bytes) {
+  bool checked = true;
+  try {
+    check_msgpack_map(bytes, kMaxDecodeNesting);
+  } catch (const Error&) {
+    checked = false;
   }
-  size_t depth_ = 0;
-};
-
-// The codec's reader and nlohmann's agree on every header: the same verdict,
-// and the same value when both accept it.
-void expect_reference_agrees(const Frames& frames, const Json* accepted, const std::string& refusal) {
-  const std::string_view bytes = transport::as_string_view(frames[1]);
-  ReferenceAcceptor reference;
-  const bool reference_accepts =
-      Json::sax_parse(bytes.begin(), bytes.end(), &reference, Json::input_format_t::msgpack, true);
-  if (accepted != nullptr) {
-    // Accepted means at most kMaxDecodeNesting levels: nlohmann may recurse.
-    if (Json::to_msgpack(Json::from_msgpack(bytes)) != Json::to_msgpack(*accepted)) {
-      finding("the header reader and nlohmann decode a header differently");
-    }
-  } else if (refusal.find("nests deeper") != std::string::npos) {
-    if (!reference.too_deep) finding("the header reader finds nesting too deep that nlohmann does not");
-  } else if (refusal.find("must be a MessagePack map") != std::string::npos) {
-    if (!reference_accepts) finding("the header reader accepts MessagePack that nlohmann refuses");
-  } else if (reference_accepts) {
-    finding("the header reader refuses MessagePack that nlohmann accepts: " + refusal);
+  bool built = true;
+  try {
+    built = Tree::read(bytes).is_map();
+  } catch (const Error&) {
+    built = false;
   }
+  if (checked != built) {
+    finding(std::string("the header's checking reader ") + (checked ? "accepts" : "refuses") +
+            " a header the tree reader " + (built ? "accepts" : "refuses"));
+  }
+  return checked;
 }
 
 // A unit's session listener, made once: sealed descriptions are checked
@@ -359,45 +350,34 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Frames body = test::copies(message.frames);
   body.erase(body.begin());  // the envelope
   decode_or_refuse_as_invalid(decoders[message.decoder % decoders.size()], body, message.rows, message.fields);
-  const std::optional<Json> meta_from_frame =
-      read_from_frame<BatchMeta>(wire::read_batch_meta, wire::encode_batch_meta, message.frames);
-  const std::optional<Json> request_from_frame =
-      read_from_frame<MetaRequest>(wire::read_meta_request, wire::encode_meta_request, message.frames);
-  const std::optional<Json> listing_from_frame =
-      read_from_frame<Listing>(read_kv_list, wire::encode_kv_list, message.frames);
-  Json header;
-  try {
-    header = wire::read_header(message.frames, 1, "fuzzed message");
-  } catch (const Error& error) {
-    expect_reference_agrees(message.frames, nullptr, error.what());
-    if (meta_from_frame || request_from_frame || listing_from_frame) {
-      finding("a frame reader accepts a header read_header refuses");
+  const std::string_view header = transport::as_string_view(message.frames[1]);
+  if (!header_is_a_map(header)) {
+    // Every frame reader checks the whole header first.
+    for (const auto& read : {+[](std::string_view b) { (void)read_batch_meta(b); },
+                             +[](std::string_view b) { (void)read_meta_request(b); },
+                             +[](std::string_view b) { (void)read_kv_list(b); }}) {
+      try {
+        read(header);
+      } catch (const Error&) {
+        continue;
+      }
+      finding("a frame reader accepts a header that is no valid MessagePack map");
     }
     return 0;
   }
-  expect_reference_agrees(message.frames, &header, "");
-  expect_same_reading(
-      meta_from_frame, [&] { return wire::encode_batch_meta(decode_batch_meta(header, "batch meta")); }, "batch meta");
-  expect_same_reading(
-      request_from_frame, [&] { return wire::encode_meta_request(decode_meta_request(header, "meta request")); },
-      "meta request");
   decode_or_refuse([&] {
-    const BatchMeta meta = decode_batch_meta(header, "batch meta");
+    const BatchMeta meta = read_batch_meta(header);
     for (size_t i = 0; i < meta.size(); ++i) {
       (void)meta.partition_ids[i];
       (void)meta.custom_meta[i];  // decodes the entry the codec let through
     }
-    expect_stable<BatchMeta>(meta, wire::encode_batch_meta, decode_batch_meta, "batch meta");
+    expect_stable<BatchMeta>(meta, batch_meta_bytes, read_batch_meta, "batch meta");
   });
   decode_or_refuse([&] {
-    expect_stable<MetaRequest>(decode_meta_request(header, "meta request"), wire::encode_meta_request,
-                               decode_meta_request, "meta request");
+    expect_stable<MetaRequest>(read_meta_request(header), meta_request_bytes, read_meta_request, "meta request");
   });
-  expect_same_reading(
-      listing_from_frame, [&] { return wire::encode_kv_list(decode_kv_list(header, "kv_list reply")); },
-      "kv_list reply");
   decode_or_refuse([&] {
-    const Listing listed = decode_kv_list(header, "kv_list reply");
+    const Listing listed = read_kv_list(header);
     for (const PartitionKeys& partition : listed) {
       for (size_t i = 0; i < partition.size(); ++i) {
         touch(std::as_bytes(std::span(partition.key(i))));
@@ -405,13 +385,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         decode_or_refuse([&] { (void)partition.tag(i); });  // tags are checked where they are decoded
       }
     }
-    expect_stable<Listing>(listed, wire::encode_kv_list, decode_kv_list, "kv_list reply");
+    expect_stable<Listing>(listed, kv_list_bytes, read_kv_list, "kv_list reply");
   });
-  decode_or_refuse(
-      [&] { expect_stable<Status>(decode_status(header, "status"), wire::encode_status, decode_status, "status"); });
-  decode_or_refuse([&] {
-    expect_stable<Schemas>(decode_schemas(header, "schemas"), wire::encode_schemas, decode_schemas, "schemas");
-  });
+  decode_or_refuse([&] { expect_stable<Status>(read_status(header), status_bytes, read_status, "status"); });
+  decode_or_refuse([&] { expect_stable<Schemas>(read_schemas(header), schemas_bytes, read_schemas, "schemas"); });
   decode_or_refuse([&] { decode_columns(header, message.frames); });
   decode_or_refuse([&] { decode_get_request(header); });
   decode_or_refuse([&] { decode_settle_request(header, true); });
@@ -431,37 +408,37 @@ size_t below(Rng& rng, size_t n) { return n == 0 ? 0 : static_cast<size_t>(rng()
 
 // Values at the edges of what the decoders check: sizes, counts, offsets,
 // dtype names and codes, modes.
-Json edge_value(Rng& rng) {
+Tree edge_value(Rng& rng) {
   switch (below(rng, 10)) {
     case 0:
-      return Json(int64_t{0});
+      return Tree(int64_t{0});
     case 1:
-      return Json(int64_t{-1});
+      return Tree(int64_t{-1});
     case 2:
-      return Json(std::numeric_limits<int64_t>::max());
+      return Tree(std::numeric_limits<int64_t>::max());
     case 3:
-      return Json(std::numeric_limits<uint64_t>::max());
+      return Tree(std::numeric_limits<uint64_t>::max());
     case 4:
-      return Json(static_cast<int64_t>(below(rng, 300)));
+      return Tree(static_cast<int64_t>(below(rng, 300)));
     case 5:
-      return Json(0.5);
+      return Tree(0.5);
     case 6:
-      return Json(below(rng, 2) == 0);
+      return Tree(below(rng, 2) == 0);
     case 7:
-      return Json(nullptr);
+      return Tree(nullptr);
     case 8: {
       static const char* const kTexts[] = {"",      "float32",     "bfloat16", "torch.float", "complex64",
                                            "fetch", "force_fetch", "insert",   "x",           "unknown"};
-      return Json(kTexts[below(rng, std::size(kTexts))]);
+      return Tree(kTexts[below(rng, std::size(kTexts))]);
     }
     default:
-      return Json::array();
+      return Tree::array();
   }
 }
 
 // Rewrites one little-endian element of a binary array (offsets, sizes,
 // indexes, shapes) with an edge value, or changes the array's length.
-void mutate_binary(Json::binary_t& bytes, Rng& rng) {
+void mutate_binary(std::string& bytes, Rng& rng) {
   const size_t width = size_t{1} << below(rng, 4);  // 1, 2, 4 or 8 bytes
   if (below(rng, 4) == 0 || bytes.size() < width) {
     bytes.resize(below(rng, 2) == 0 ? below(rng, bytes.size() + 1) : bytes.size() + 1 + below(rng, 16));
@@ -470,31 +447,29 @@ void mutate_binary(Json::binary_t& bytes, Rng& rng) {
   const uint64_t edges[] = {0, 1, 2, ~uint64_t{0}, uint64_t{1} << 62, uint64_t{1} << 31, bytes.size(), rng()};
   const uint64_t value = edges[below(rng, std::size(edges))];
   const size_t at = below(rng, bytes.size() / width) * width;
-  for (size_t b = 0; b < width; ++b) bytes[at + b] = static_cast<uint8_t>(value >> (8 * b));
+  for (size_t b = 0; b < width; ++b) bytes[at + b] = static_cast<char>(value >> (8 * b));
 }
 
 // One change somewhere in the tree: descend at random, then change the node.
-void mutate_json(Json& value, Rng& rng) {
-  if ((value.is_object() || value.is_array()) && !value.empty() && below(rng, 3) != 0) {
-    auto it = value.begin();
-    std::advance(it, static_cast<std::ptrdiff_t>(below(rng, value.size())));
-    mutate_json(*it, rng);
+void mutate_tree(Tree& value, Rng& rng) {
+  if (value.size() != 0 && below(rng, 3) != 0) {
+    const auto at = static_cast<std::ptrdiff_t>(below(rng, value.size()));
+    mutate_tree(value.is_map() ? std::next(value.as_map().begin(), at)->second : value.as_array()[at], rng);
     return;
   }
   if (value.is_binary() && below(rng, 4) != 0) {
-    mutate_binary(value.get_binary(), rng);
-  } else if (value.is_object() && !value.empty() && below(rng, 2) == 0) {
-    auto it = value.begin();
-    std::advance(it, static_cast<std::ptrdiff_t>(below(rng, value.size())));
-    value.erase(it.key());  // a missing key
-  } else if (value.is_object() && below(rng, 2) == 0) {
+    mutate_binary(value.binary_bytes(), rng);
+  } else if (value.is_map() && value.size() != 0 && below(rng, 2) == 0) {
+    const auto member = std::next(value.as_map().begin(), static_cast<std::ptrdiff_t>(below(rng, value.size())));
+    value.as_map().erase(member);  // a missing key
+  } else if (value.is_map() && below(rng, 2) == 0) {
     value["extra"] = edge_value(rng);  // an unknown key
-  } else if (value.is_array() && !value.empty() && below(rng, 2) == 0) {
+  } else if (value.is_array() && value.size() != 0 && below(rng, 2) == 0) {
     const size_t at = below(rng, value.size());
     if (below(rng, 2) == 0) {
       value.erase(at);
     } else {
-      value.push_back(Json(value[at]));
+      value.push_back(Tree(value[at]));
     }
   } else {
     value = edge_value(rng);
@@ -526,10 +501,10 @@ std::vector<Column> seed_columns() {
           seed_column("text", DType::kUInt8, {{3}, {0}, {5}}, 0, true)};
 }
 
-Frames with_envelope(zmq::message_t envelope, const Json& header) {
+Frames with_envelope(zmq::message_t envelope, zmq::message_t header) {
   Frames frames;
   frames.push_back(std::move(envelope));
-  frames.push_back(wire::header_frame(header));
+  frames.push_back(std::move(header));
   return frames;
 }
 
@@ -556,14 +531,16 @@ extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max
         break;
     }
   } else {
-    Json header;
+    if (message.frames.size() < 2) return size;
+    Tree header;
     try {
-      header = wire::read_header(message.frames, 1, "mutated message");
+      header = test::tree_of(message.frames[1]);
     } catch (const Error&) {
       return size;
     }
-    mutate_json(header, rng);
-    message.frames[1] = wire::header_frame(header);
+    if (!header.is_map()) return size;
+    mutate_tree(header, rng);
+    message.frames[1] = test::tree_frame(header);
   }
   const std::vector<uint8_t> out = make_input(message.rows, message.fields, message.decoder, message.frames);
   if (out.size() > max_size) return size;
@@ -587,23 +564,22 @@ std::vector<std::vector<uint8_t>> fuzz_seed_corpus() {
   meta.custom_meta.push_back(Value::object());
   meta.custom_meta.push_back({{"group_id", "g"}, {"list", Value::array({1, 2.5, "x"})}});
   meta.extra_info = {{"step", 3}};
-  seeds.push_back(make_input(0, 0, 0, with_envelope(ok(), wire::encode_batch_meta(meta))));
-  seeds.push_back(make_input(0, 0, 0, with_envelope(ok(), wire::encode_batch_meta(BatchMeta{}))));
+  seeds.push_back(make_input(0, 0, 0, with_envelope(ok(), wire::batch_meta_frame(meta))));
+  seeds.push_back(make_input(0, 0, 0, with_envelope(ok(), wire::batch_meta_frame(BatchMeta{}))));
   BatchMeta deep_meta;  // custom_meta nested up to the limit: {"deep": [[...1...]]}
   deep_meta.global_indexes = {0};
   deep_meta.partition_ids.append(1, "p");
   Value deep_value = 1;
   for (size_t level = 2; level <= kMaxDecodeNesting; ++level) deep_value = Value::array({deep_value});
   deep_meta.custom_meta.push_back({{"deep", deep_value}});
-  seeds.push_back(make_input(0, 0, 0, with_envelope(ok(), wire::encode_batch_meta(deep_meta))));
+  seeds.push_back(make_input(0, 0, 0, with_envelope(ok(), wire::batch_meta_frame(deep_meta))));
 
   Listing listed;
-  const std::vector<uint8_t> done = Json::to_msgpack(Json{{"status", "done"}, {"global_steps", 2}});
-  listed.emplace_back("train").push_back("k1",
-                                         std::string_view(reinterpret_cast<const char*>(done.data()), done.size()));
+  const std::string done = Tree{{"status", "done"}, {"global_steps", 2}}.bytes();
+  listed.emplace_back("train").push_back("k1", done);
   listed.back().push_back("k2", {});
   listed.emplace_back("empty");
-  seeds.push_back(make_input(0, 0, 0, with_envelope(ok(), wire::encode_kv_list(listed))));
+  seeds.push_back(make_input(0, 0, 0, with_envelope(ok(), wire::kv_list_frame(listed))));
 
   MetaRequest request;
   request.fields = {"a", "b"};
@@ -611,13 +587,14 @@ std::vector<std::vector<uint8_t>> fuzz_seed_corpus() {
   request.partition_id = "train";
   request.task_name = "t";
   seeds.push_back(make_input(
-      0, 0, 0, with_envelope(transport::encode_request_envelope(3, "get_meta"), wire::encode_meta_request(request))));
+      0, 0, 0, with_envelope(transport::encode_request_envelope(3, "get_meta"), wire::meta_request_frame(request))));
   request.sampling.dp_rank_given = true;  // and the caller's other sampling_config keys
   request.sampling.extra = {{"temperature", 0.7}, {"policy_version", 3}, {"tags", Value::array({"a", nullptr})}};
   seeds.push_back(make_input(
-      0, 0, 0, with_envelope(transport::encode_request_envelope(4, "get_meta"), wire::encode_meta_request(request))));
-  seeds.push_back(make_input(0, 0, 0, with_envelope(ok(), wire::encode_status({{1, true}, {5, false}}))));
-  seeds.push_back(make_input(0, 0, 0, with_envelope(ok(), wire::encode_schemas(meta.field_schema))));
+      0, 0, 0, with_envelope(transport::encode_request_envelope(4, "get_meta"), wire::meta_request_frame(request))));
+  seeds.push_back(
+      make_input(0, 0, 0, with_envelope(ok(), transport::copy_frame(status_bytes({{1, true}, {5, false}})))));
+  seeds.push_back(make_input(0, 0, 0, with_envelope(ok(), transport::copy_frame(schemas_bytes(meta.field_schema)))));
 
   const std::vector<Column> columns = seed_columns();
   const std::vector<int64_t> indexes = {0, 5, 2};
@@ -625,15 +602,15 @@ std::vector<std::vector<uint8_t>> fuzz_seed_corpus() {
   for (const auto& positions : subsets) {
     Frames put(2);
     put[0] = transport::encode_request_envelope(9, "put");
-    const Json entries = wire::append_columns(columns, positions, put);
+    const std::string entries = wire::append_columns(columns, positions, put);
     std::vector<int64_t> routed = indexes;
     if (!positions.empty()) routed = {indexes[positions[0]], indexes[positions[1]]};
-    Json header = test::storage_request(routed);
-    header["columns"] = entries;
-    put[1] = wire::header_frame(header);
+    Tree header = test::storage_request(routed);
+    header["columns"] = Tree::read(entries);
+    put[1] = test::tree_frame(header);
     seeds.push_back(make_input(0, 0, 0, put));
     header["write_version"] = 2;  // the same put, staged
-    put[1] = wire::header_frame(header);
+    put[1] = test::tree_frame(header);
     seeds.push_back(make_input(0, 0, 0, put));
   }
 
@@ -644,16 +621,20 @@ std::vector<std::vector<uint8_t>> fuzz_seed_corpus() {
   versioned.write_version = 2;
   versioned.read_versions = &read_versions;
   const std::vector<size_t> all = {0, 1, 2};
-  Json get_request = Json::object();
-  wire::add_sample_keys(get_request, versioned, all);
+  MsgpackMapWriter get_keys;
+  wire::add_sample_keys(get_keys, versioned, all);
+  Tree get_request = test::tree_of(get_keys);
   get_request.erase("write_version");  // a get's keys carry read versions only
-  get_request["fields"] = {"fixed", "text"};
-  seeds.push_back(make_input(0, 0, 0, with_envelope(transport::encode_request_envelope(10, "get"), get_request)));
-  Json commit_request = Json::object();
+  get_request["fields"] = Tree::array({"fixed", "text"});
+  seeds.push_back(
+      make_input(0, 0, 0, with_envelope(transport::encode_request_envelope(10, "get"), test::tree_frame(get_request))));
+  MsgpackMapWriter commit_request;
   versioned.read_versions = nullptr;
   wire::add_sample_keys(commit_request, versioned, all);
-  commit_request["fields"] = {"fixed", "nested", "text"};
-  seeds.push_back(make_input(0, 0, 0, with_envelope(transport::encode_request_envelope(11, "commit"), commit_request)));
+  const std::string settled[] = {"fixed", "nested", "text"};
+  commit_request.set("fields").strings(settled);
+  seeds.push_back(make_input(
+      0, 0, 0, with_envelope(transport::encode_request_envelope(11, "commit"), wire::header_frame(commit_request))));
 
   StorageUnit storage;
   storage.put(test::samples_of(indexes), columns);
@@ -661,8 +642,9 @@ std::vector<std::vector<uint8_t>> fuzz_seed_corpus() {
   const auto rows = storage.get(test::samples_of(std::vector<int64_t>{2, 0, 5}), fields);
   Frames reply(2);
   reply[0] = ok();
-  const Json views = wire::append_views(rows, std::size(fields), reply);
-  reply[1] = wire::header_frame(Json{{"fields", views}});
+  MsgpackMapWriter views;
+  views.set("fields").encoded(wire::append_views(rows, std::size(fields), reply));
+  reply[1] = wire::header_frame(views);
   seeds.push_back(make_input(rows.size(), std::size(fields), 0, reply));
 
   Frames error;

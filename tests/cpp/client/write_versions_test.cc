@@ -17,12 +17,14 @@
 #include "seqflow/error.h"
 #include "seqflow/storage.h"
 #include "storage_test_support.h"
+#include "transport/control_protocol.h"
 #include "transport/wire_codec.h"
+#include "wire_test_support.h"
 
 namespace seqflow::test {
 namespace {
 
-namespace wire = transport::wire;
+namespace control = transport::control;
 
 MetaRequest everything(const std::string& partition, std::vector<std::string> fields, int64_t count) {
   MetaRequest request = fetch_request(partition, "reader", std::move(fields), count);
@@ -183,21 +185,23 @@ TEST(WriteVersions, TheWireCarriesACommittedWriteAndRefusesPositionsOutsideTheWr
   committed.versions["x"] = {7, 9};
   committed.newer_meta_positions = {1};
   committed.newer_metas = {Value{{"writer", "newer"}}};
-  const CommittedWrite back =
-      wire::decode_committed_write(wire::encode_committed_write(committed), 2, "mark_produced reply");
+  const CommittedWrite back = control::decode_mark_produced_reply(control::encode_mark_produced_reply(committed), 2);
   EXPECT_EQ(back.versions, committed.versions);
   EXPECT_EQ(back.newer_meta_positions, committed.newer_meta_positions);
   EXPECT_EQ(back.newer_metas.at(0).find("writer")->as_string(), "newer");
-  EXPECT_TRUE(wire::decode_committed_write(wire::encode_committed_write({}), 2, "r").versions.empty());
+  EXPECT_TRUE(control::decode_mark_produced_reply(control::encode_mark_produced_reply({}), 2).versions.empty());
 
-  EXPECT_TRUE(throws_invalid([&] { wire::decode_committed_write(wire::encode_committed_write(committed), 1, "reply"); },
-                             {"reply", "versions", "1 samples need one u64 version each"}));
+  EXPECT_TRUE(
+      throws_invalid([&] { control::decode_mark_produced_reply(control::encode_mark_produced_reply(committed), 1); },
+                     {"reply", "versions", "1 samples need one u64 version each"}));
   committed.newer_meta_positions = {5};
-  EXPECT_TRUE(throws_invalid([&] { wire::decode_committed_write(wire::encode_committed_write(committed), 2, "reply"); },
-                             {"newer_meta_positions", "holds 5, outside the 2 samples written"}));
+  EXPECT_TRUE(
+      throws_invalid([&] { control::decode_mark_produced_reply(control::encode_mark_produced_reply(committed), 2); },
+                     {"newer_meta_positions", "holds 5, outside the 2 samples written"}));
   committed.newer_meta_positions = {0, 1};
-  EXPECT_TRUE(throws_invalid([&] { wire::decode_committed_write(wire::encode_committed_write(committed), 2, "reply"); },
-                             {"newer_metas", "one object per position"}));
+  EXPECT_TRUE(
+      throws_invalid([&] { control::decode_mark_produced_reply(control::encode_mark_produced_reply(committed), 2); },
+                     {"newer_metas", "one object per position"}));
 }
 
 TEST(WriteVersions, AnOlderWritesTagsDoNotLandWhereNoneOfItsValuesDid) {
@@ -285,11 +289,11 @@ TEST(WriteVersions, BatchMetaOperationsCarryThem) {
 
 TEST(WriteVersions, TheWireCarriesThemAndRefusesAWrongCount) {
   const BatchMeta meta = versioned_meta();
-  EXPECT_EQ(wire::decode_batch_meta(wire::encode_batch_meta(meta), "reply").versions, meta.versions);
+  EXPECT_EQ(decode_batch_meta(encode_batch_meta(meta), "reply").versions, meta.versions);
 
   BatchMeta wrong = meta;
   wrong.versions["x"].pop_back();
-  EXPECT_TRUE(throws_invalid([&] { wire::decode_batch_meta(wire::encode_batch_meta(wrong), "reply"); },
+  EXPECT_TRUE(throws_invalid([&] { decode_batch_meta(encode_batch_meta(wrong), "reply"); },
                              {"versions", "\"x\"", "one uint64 per sample"}));
 }
 

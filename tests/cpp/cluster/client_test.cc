@@ -9,13 +9,14 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <optional>
 #include <set>
 #include <thread>
 
 #include "client_test_support.h"
 #include "controller_test_support.h"
-#include "common/value_json.h"
+#include "common/json_text.h"
 #include "core/custom_meta.h"
 #include "remote_cluster.h"
 #include "service_test_support.h"
@@ -485,7 +486,8 @@ TEST_P(ClientModes, CheckpointRoundTrip) {
   EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(path) / "manifest.json"));
   // TransferQueue's metadata.json, with the caller's metadata.
   std::ifstream metadata_file(std::filesystem::path(path) / "metadata.json");
-  const Value metadata = from_json(nlohmann::json::parse(metadata_file));
+  const Value metadata =
+      parse_json_text(std::string(std::istreambuf_iterator<char>(metadata_file), {}), kMaxDecodeNesting);
   EXPECT_EQ(metadata, (Value{{"storage_saved", true}, {"user_metadata", user_metadata}}));
 
   auto restored = make_client();

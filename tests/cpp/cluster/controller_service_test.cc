@@ -12,12 +12,12 @@
 #include "transport/wire_codec.h"
 #include "seqflow/client.h"
 #include "storage_test_support.h"
+#include "wire_test_support.h"
 
 namespace seqflow::test {
 namespace {
 
 using namespace std::chrono_literals;
-using Json = nlohmann::json;
 
 std::shared_ptr<transport::ConnectionPool> pool_of(const server::ControllerService& service) {
   transport::ConnectionOptions options;
@@ -61,9 +61,7 @@ bool has_partition(const RemoteControlPlane& control, const std::string& partiti
   return std::find(list.begin(), list.end(), partition) != list.end();
 }
 
-void raw_insert(transport::ConnectionPool& pool, const Json& header) {
-  pool.call("insert", transport::wire::header_message(header));
-}
+void raw_insert(transport::ConnectionPool& pool, const Tree& header) { pool.call("insert", message_of(header)); }
 
 TEST(ControllerService, RefusesBadInsertBudgets) {
   server::ControllerService service({});
@@ -71,21 +69,21 @@ TEST(ControllerService, RefusesBadInsertBudgets) {
   auto pool = pool_of(service);
   const std::string too_long = std::to_string(kMaxInsertBudget.count() + 1);
   for (const auto& [budget, shown] :
-       std::vector<std::pair<Json, std::string>>{{Json(-5), "got -5"},
-                                                 {Json(0), "got 0"},
-                                                 {Json(kMaxInsertBudget.count() + 1), "got " + too_long},
-                                                 {Json("100"), "must be an integer"},
-                                                 {Json(1.5), "must be an integer"}}) {
+       std::vector<std::pair<Tree, std::string>>{{Tree(-5), "got -5"},
+                                                 {Tree(0), "got 0"},
+                                                 {Tree(kMaxInsertBudget.count() + 1), "got " + too_long},
+                                                 {Tree("100"), "must be an integer"},
+                                                 {Tree(1.5), "must be an integer"}}) {
     EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
                              [&] {
-                               raw_insert(*pool, Json{{"partition_id", "p"}, {"count", 2}, {"budget_ms", budget}});
+                               raw_insert(*pool, Tree{{"partition_id", "p"}, {"count", 2}, {"budget_ms", budget}});
                              },
                              {"insert request field 'budget_ms'", shown}));
   }
   RemoteControlPlane control(pool, 5s);
   EXPECT_TRUE(control.partition_list().empty());
-  raw_insert(*pool, Json{{"partition_id", "p"}, {"count", 2}});  // no budget: a client before budgets
-  raw_insert(*pool, Json{{"partition_id", "p"}, {"count", 2}, {"budget_ms", 5000}});
+  raw_insert(*pool, Tree{{"partition_id", "p"}, {"count", 2}});  // no budget: a client before budgets
+  raw_insert(*pool, Tree{{"partition_id", "p"}, {"count", 2}, {"budget_ms", 5000}});
   EXPECT_EQ(control.insert("p", 2).size(), 2u);  // the client sends its budget
   EXPECT_EQ(control.production_status({}, "p").value().global_indexes.size(), 6u);
 }
@@ -117,7 +115,7 @@ TEST(ControllerService, RefusesAnInsertWhoseBudgetRanOutBehindAClear) {
   EXPECT_TRUE(
       throws_error(ErrorCode::kTimeout,
                    [&] {
-                     raw_insert(*patient, Json{{"partition_id", "new"}, {"count", 4}, {"budget_ms", 100}});
+                     raw_insert(*patient, Tree{{"partition_id", "new"}, {"count", 4}, {"budget_ms", 100}});
                    },
                    {"insert of 4 samples into partition 'new' refused", "budget_ms of 100", "nothing was inserted"}));
   clear.join();

@@ -17,8 +17,6 @@
 namespace seqflow::test {
 namespace {
 
-using Json = nlohmann::json;
-
 std::string text(uint64_t value) { return std::to_string(value); }
 
 const std::string kFieldX[] = {"x"};
@@ -115,12 +113,12 @@ TEST(ControllerGenerations, AVersionOneCheckpointLoadsWithNewGenerations) {
   Controller original;
   put(original, "p", 2, {"x"});
   original.save(checkpoint.path());
-  Json state = Json::from_msgpack(read_checkpoint_payload(checkpoint.path()));
+  Tree state = Tree::read(read_checkpoint_payload(checkpoint.path()));
   state["version"] = 1;
   state.erase("next_generation");
   state.erase("incarnation");
-  for (Json& partition : state["partitions"]) partition.erase("generations");
-  write_checkpoint_payload(checkpoint.path(), Json::to_msgpack(state));
+  for (Tree& partition : state["partitions"].as_array()) partition.erase("generations");
+  write_checkpoint_payload(checkpoint.path(), state.bytes());
 
   Controller restored;
   restored.load(checkpoint.path());

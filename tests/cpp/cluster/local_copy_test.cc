@@ -23,6 +23,7 @@
 #include "transport/connection.h"
 #include "transport/frame_leases.h"
 #include "transport/local_copy_session.h"
+#include "transport/storage_protocol.h"
 #include "remote_cluster.h"
 #include "local_copy_test_support.h"
 #include "sample_keys_support.h"
@@ -33,7 +34,6 @@ namespace seqflow::test {
 namespace {
 
 using transport::Frames;
-using transport::wire::Json;
 
 void expect_same_frames(const Frames& sent, size_t first, const Frames& read) {
   ASSERT_EQ(read.size(), sent.size() - first);
@@ -47,7 +47,7 @@ constexpr size_t kNoLimit = SIZE_MAX;
 TEST(LocalCopy, DescribedFramesAreReadBackByteForByte) {
   // Sizes around ZeroMQ's inline-message and frame_of's copy thresholds, and a huge-page buffer.
   const Frames sent = data_frames({0, 1, 33, 34, 1023, 1024, 3 << 20});
-  const Json description = transport::local_copy::describe(sent, 1);
+  const std::string description = transport::local_copy::describe(sent, 1);
   expect_same_frames(sent, 1, transport::local_copy::read(getpid(), description, "test", sent.size() - 1, kNoLimit));
   EXPECT_TRUE(
       throws_error(ErrorCode::kInvalidArgument,
@@ -80,7 +80,7 @@ TEST(LocalCopy, MoreFramesThanOneSystemCallTakesAreAllRead) {
 
 TEST(LocalCopy, PlaceholdersStandForTheDescribedFramesAndPiecesAreCopiedFromThem) {
   const Frames sent = data_frames({0, 100, 5000, 70000});
-  const Json description = transport::local_copy::describe(sent, 1);
+  const std::string description = transport::local_copy::describe(sent, 1);
   const Frames stand_ins = transport::local_copy::placeholders(description, "test");
   ASSERT_EQ(stand_ins.size(), 4u);
   for (size_t i = 0; i < 4; ++i) {
@@ -119,7 +119,7 @@ TEST(LocalCopy, FramesDescribedAsPiecesAreAssembledByTheReader) {
   // Frame 0: two scattered pieces of b and one of a; frame 1: empty; frame 2: all of a.
   const std::vector<std::vector<std::span<const std::byte>>> frames = {
       {b.subspan(500, 3000), a.subspan(9000, 1000), b.subspan(60000, 10000)}, {}, {a}};
-  const Json description = transport::local_copy::describe(frames);
+  const std::string description = transport::local_copy::describe(frames);
   const Frames read = transport::local_copy::read(getpid(), description, "test", 3, kNoLimit);
   ASSERT_EQ(read.size(), 3u);
   std::vector<std::byte> expected;
@@ -131,17 +131,17 @@ TEST(LocalCopy, FramesDescribedAsPiecesAreAssembledByTheReader) {
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
                            [&] { transport::local_copy::placeholders(description, "get reply local_frames"); },
                            {"get reply local_frames", "pieces", "one per frame"}));
-  Json miscounted = description;
-  miscounted["pieces"] = transport::wire::binary_of(std::span<const uint32_t>(std::vector<uint32_t>{3, 0, 2}));
-  EXPECT_TRUE(
-      throws_error(ErrorCode::kInvalidArgument,
-                   [&] { transport::local_copy::read(getpid(), miscounted, "put request local_frames", 3, kNoLimit); },
-                   {"put request local_frames", "pieces", "every range"}));
+  Tree miscounted = Tree::read(description);
+  miscounted["pieces"] = Tree::numbers(std::vector<uint32_t>{3, 0, 2});
+  EXPECT_TRUE(throws_error(
+      ErrorCode::kInvalidArgument,
+      [&] { transport::local_copy::read(getpid(), miscounted.bytes(), "put request local_frames", 3, kNoLimit); },
+      {"put request local_frames", "pieces", "every range"}));
 }
 
 TEST(LocalCopy, AnotherProcessReadsTheFramesOfItsParent) {
   const Frames sent = data_frames({5000, 1 << 20});
-  const Json description = transport::local_copy::describe(sent, 1);
+  const std::string description = transport::local_copy::describe(sent, 1);
   const pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
@@ -172,50 +172,50 @@ TEST(LocalCopy, AProcessThatIsGoneCannotBeRead) {
 
 TEST(LocalCopy, MalformedDescriptionsAreRefusedNamingTheKey) {
   const Frames sent = data_frames({4096});
-  const Json good = transport::local_copy::describe(sent, 1);
-  const auto refused = [&](Json description, std::vector<std::string> fragments) {
+  const Tree good = Tree::read(transport::local_copy::describe(sent, 1));
+  const auto refused = [&](const Tree& description, std::vector<std::string> fragments) {
     EXPECT_TRUE(throws_error(
         ErrorCode::kInvalidArgument,
-        [&] { transport::local_copy::read(getpid(), description, "put request local_frames", 1, kNoLimit); },
+        [&] { transport::local_copy::read(getpid(), description.bytes(), "put request local_frames", 1, kNoLimit); },
         fragments))
-        << description.dump();
+        << fragments.front();
   };
   // What descriptions used to carry: a peer that names a process (the unit's
   // own, to read its memory back) is refused, not obeyed.
-  Json naming_a_process = good;
+  Tree naming_a_process = good;
   naming_a_process["pid"] = int64_t{getpid()};
   refused(naming_a_process, {"pid"});
-  Json with_token = good;
-  with_token["token"] = Json::binary(std::vector<uint8_t>(16));
+  Tree with_token = good;
+  with_token["token"] = Tree::binary(std::vector<uint8_t>(16));
   refused(with_token, {"token"});
-  Json session_as_text = good;
+  Tree session_as_text = good;
   session_as_text["session"] = "0123456789abcdef";
   session_as_text["sequence"] = 1;
   session_as_text["tag"] = 1;
   transport::local_copy::SessionListener listener;
-  EXPECT_TRUE(
-      throws_error(ErrorCode::kInvalidArgument,
-                   [&] { transport::local_copy::sealed_reader(listener, session_as_text, "put request local_frames"); },
-                   {"put request local_frames", "session", "binary"}));
-  Json unknown = good;
+  EXPECT_TRUE(throws_error(
+      ErrorCode::kInvalidArgument,
+      [&] { transport::local_copy::sealed_reader(listener, session_as_text.bytes(), "put request local_frames"); },
+      {"put request local_frames", "session", "binary"}));
+  Tree unknown = good;
   unknown["checksum"] = 1;
   refused(unknown, {"checksum"});
-  Json missing = good;
+  Tree missing = good;
   missing.erase("frames");
   refused(missing, {"frames"});
-  Json not_binary = good;
+  Tree not_binary = good;
   not_binary["frames"] = "everything";
   refused(not_binary, {"frames"});
 }
 
 TEST(LocalCopy, BadFrameListsAreRefusedBeforeAnythingIsAllocated) {
   const Frames sent = data_frames({4096});
-  const Json good = transport::local_copy::describe(sent, 1);
+  const Tree good = Tree::read(transport::local_copy::describe(sent, 1));
   const auto with_ranges = [&](std::vector<uint64_t> ranges) {
-    Json out = good;
-    out["frames"] = transport::wire::binary_of(std::span<const uint64_t>(ranges));
+    Tree out = good;
+    out["frames"] = Tree::numbers(ranges);
     out.erase("pieces");  // one range per frame
-    return out;
+    return out.bytes();
   };
   const auto address = reinterpret_cast<uintptr_t>(sent[1].data());
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
@@ -463,24 +463,23 @@ TEST(LocalCopySession, OnlyRangesTheClientSealedAreReadAndEachOnlyOnce) {
     const std::vector<std::vector<std::span<const std::byte>>> frames = {{std::span(bytes)}};
     return transport::local_copy::describe(frames);
   };
-  const Json sealed = transport::local_copy::seal(described(mine), *session);
+  const std::string sealed = transport::local_copy::seal(described(mine), *session);
   EXPECT_EQ(transport::local_copy::sealed_reader(listener, sealed, "put"), getpid());
   EXPECT_EQ(transport::local_copy::sealed_reader(listener, sealed, "put"), std::nullopt) << "a replay was read";
 
-  Json forged = transport::local_copy::seal(described(mine), *session);
-  forged["frames"] = described(secret)["frames"];  // the id, sequence and tag of a real one, other ranges
-  EXPECT_EQ(transport::local_copy::sealed_reader(listener, forged, "put"), std::nullopt);
+  Tree forged = Tree::read(transport::local_copy::seal(described(mine), *session));
+  // The id, sequence and tag of a real one, other ranges.
+  forged["frames"] = Tree::read(described(secret)).at("frames");
+  EXPECT_EQ(transport::local_copy::sealed_reader(listener, forged.bytes(), "put"), std::nullopt);
   // Bytes moved from one signed field to the other, under the same tag.
-  Json shifted = transport::local_copy::seal(described(mine), *session);
-  auto frames = shifted["frames"].get_binary();
-  const auto pieces = shifted["pieces"].get_binary();
-  frames.insert(frames.end(), pieces.begin(), pieces.end());
-  shifted["frames"] = Json::binary(std::vector<uint8_t>(frames.begin(), frames.end()));
+  Tree shifted = Tree::read(transport::local_copy::seal(described(mine), *session));
+  const std::string pieces = shifted["pieces"].binary_bytes();
+  shifted["frames"].binary_bytes() += pieces;
   shifted.erase("pieces");
-  EXPECT_EQ(transport::local_copy::sealed_reader(listener, shifted, "put"), std::nullopt);
-  Json unsigned_description = described(secret);
-  unsigned_description["session"] = Json::binary(std::vector<uint8_t>(session->id().begin(), session->id().end()));
-  EXPECT_EQ(transport::local_copy::sealed_reader(listener, unsigned_description, "put"), std::nullopt);
+  EXPECT_EQ(transport::local_copy::sealed_reader(listener, shifted.bytes(), "put"), std::nullopt);
+  Tree unsigned_description = Tree::read(described(secret));
+  unsigned_description["session"] = Tree::binary(std::vector<uint8_t>(session->id().begin(), session->id().end()));
+  EXPECT_EQ(transport::local_copy::sealed_reader(listener, unsigned_description.bytes(), "put"), std::nullopt);
 
   // Puts of several threads arrive out of order: any unseen sequence within
   // the window is taken; older ones are not.
@@ -502,12 +501,13 @@ TEST(LocalCopySession, AnAddressNoUnitListensOnGivesNoSession) {
 }
 
 // A put's local frames, sealed for `session` with `key` when given.
-Json put_request(const Frames& message, const Json& columns, std::optional<transport::local_copy::SessionId> session,
-                 const SipKey& key = {}) {
-  Json header = test::storage_request({0, 1});
-  header["columns"] = columns;
-  header["local_frames"] = transport::local_copy::describe(message, 1);
-  if (session) header["local_frames"] = transport::local_copy::seal(header["local_frames"], *session, key, 1);
+Tree put_request(const Frames& message, const std::string& columns,
+                 std::optional<transport::local_copy::SessionId> session, const SipKey& key = {}) {
+  Tree header = test::storage_request({0, 1});
+  header["columns"] = Tree::read(columns);
+  std::string description = transport::local_copy::describe(message, 1);
+  if (session) description = transport::local_copy::seal(description, *session, key, 1);
+  header["local_frames"] = Tree::read(description);
   return header;
 }
 
@@ -516,31 +516,29 @@ TEST(LocalCopyService, APutNamingNoOpenSessionIsRefusedAndStoresNothing) {
   zmq::context_t context(1);
   transport::Connection unit(context, cluster.unit(0).endpoint(), transport::ConnectionOptions{});
   Frames message(1);
-  const Json entries = transport::wire::append_columns({wide_column("a", 2, 100000)}, {}, message);
+  const std::string entries = transport::wire::append_columns({wide_column("a", 2, 100000)}, {}, message);
   transport::local_copy::SessionId made_up{};
   made_up.fill(7);
   for (const auto& session : {std::optional<transport::local_copy::SessionId>(), std::optional(made_up)}) {
-    const Frames reply = unit.call("put", transport::wire::header_message(put_request(message, entries, session)));
-    const Json header = transport::wire::read_header(reply, 0, "put reply");
-    ASSERT_TRUE(header.contains("local_copy_refused")) << header.dump();
-    EXPECT_NE(header["local_copy_refused"].get<std::string>().find("no open local-copy session of this unit signed"),
-              std::string::npos);
+    const Frames reply = unit.call("put", message_of(put_request(message, entries, session)));
+    const std::optional<std::string> refused = transport::storage_protocol::decode_put_reply(reply);
+    ASSERT_TRUE(refused.has_value());
+    EXPECT_NE(refused->find("no open local-copy session of this unit signed"), std::string::npos);
   }
   EXPECT_EQ(cluster.unit(0).storage().stats().samples, 0u);
   // The old way of naming a process (pid, token) is an error reply, and the
   // unit keeps serving.
-  Json naming_the_unit = put_request(message, entries, std::nullopt);
+  Tree naming_the_unit = put_request(message, entries, std::nullopt);
   naming_the_unit["local_frames"]["pid"] = int64_t{getpid()};
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
-                           [&] { unit.call("put", transport::wire::header_message(naming_the_unit)); },
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { unit.call("put", message_of(naming_the_unit)); },
                            {"put request local_frames", "pid"}));
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
                            [&] {
-                             unit.call("release", transport::wire::header_message(Json{{"lease", "one"}}));
+                             unit.call("release", message_of(Tree{{"lease", "one"}}));
                            },
                            {"release request", "lease"}));
-  const Frames released = unit.call("release", transport::wire::header_message(Json{{"lease", 12345}}));
-  EXPECT_FALSE(transport::wire::read_header(released, 0, "release reply")["held"].get<bool>());
+  const Frames released = unit.call("release", message_of(Tree{{"lease", 12345}}));
+  EXPECT_FALSE(transport::storage_protocol::decode_release_reply(released));
 }
 
 TEST(LocalCopyService, AGetWithoutAnOpenSessionIsAnsweredWithTheBytes) {
@@ -550,18 +548,18 @@ TEST(LocalCopyService, AGetWithoutAnOpenSessionIsAnsweredWithTheBytes) {
   zmq::context_t context(1);
   transport::Connection unit(context, cluster.unit(0).endpoint(), transport::ConnectionOptions{});
   transport::local_copy::SessionId made_up{};
-  for (const Json& asked : {Json(true), transport::wire::binary_of(std::span<const uint8_t>(made_up))}) {
-    Json request = Json::object();
+  for (const Tree& asked : {Tree(true), Tree::numbers(std::span<const uint8_t>(made_up))}) {
+    MsgpackMapWriter keys;
     std::vector<size_t> all(meta.size());
     std::iota(all.begin(), all.end(), size_t{0});
-    transport::wire::add_sample_keys(request, SampleKeys{meta.global_indexes, meta.partition_ids, meta.generations},
-                                     all);
-    request["fields"] = std::vector<std::string>{"a"};
+    transport::wire::add_sample_keys(keys, SampleKeys{meta.global_indexes, meta.partition_ids, meta.generations}, all);
+    Tree request = tree_of(keys);
+    request["fields"] = Tree::array({"a"});
     request["local_copy"] = asked;
-    const Frames reply = unit.call("get", transport::wire::header_message(request));
-    const Json header = transport::wire::read_header(reply, 0, "get reply");
+    const Frames reply = unit.call("get", message_of(request));
+    const Tree header = tree_of(reply[0]);
     // No description of the unit's memory, no lease: the bytes themselves.
-    EXPECT_FALSE(header.contains("local_frames")) << asked.dump();
+    EXPECT_FALSE(header.contains("local_frames")) << (asked.is_binary() ? "a made-up session" : "no binary");
     EXPECT_FALSE(header.contains("lease"));
     EXPECT_EQ(transport::local_copy::data_bytes(reply, 1), size_t{96} * 8192 * sizeof(float));
   }
@@ -575,10 +573,10 @@ TEST(LocalCopyService, AUnitReadsOnlyTheProcessThatOpenedTheSession) {
   RemoteCluster cluster(1);
   zmq::context_t context(1);
   transport::Connection unit(context, cluster.unit(0).endpoint(), transport::ConnectionOptions{});
-  const Frames reply = unit.call("local_copy_session", transport::wire::header_message(Json::object()));
-  const std::string address = transport::wire::read_header(reply, 0, "reply")["address"].get<std::string>();
+  const Frames reply = unit.call("local_copy_session", message_of(Tree::map()));
+  const std::string address = transport::storage_protocol::decode_local_copy_session_reply(reply);
   Frames message(1);
-  const Json entries = transport::wire::append_columns({wide_column("a", 2, 100000)}, {}, message);
+  const std::string entries = transport::wire::append_columns({wide_column("a", 2, 100000)}, {}, message);
   auto* bytes = static_cast<std::byte*>(message[1].data());
   int ids[2];
   int done[2];
@@ -603,9 +601,8 @@ TEST(LocalCopyService, AUnitReadsOnlyTheProcessThatOpenedTheSession) {
   ASSERT_EQ(read(ids[0], child_key.data(), child_key.size()), static_cast<ssize_t>(child_key.size()));
   std::fill(bytes, bytes + message[1].size(), std::byte{0x11});
   ASSERT_TRUE(eventually([&] { return cluster.unit(0).storage().stats().samples == 0; }));
-  const Frames put =
-      unit.call("put", transport::wire::header_message(put_request(message, entries, child_session, child_key)));
-  EXPECT_FALSE(transport::wire::read_header(put, 0, "put reply").contains("local_copy_refused"));
+  const Frames put = unit.call("put", message_of(put_request(message, entries, child_session, child_key)));
+  EXPECT_FALSE(transport::storage_protocol::decode_put_reply(put).has_value());
   ASSERT_EQ(write(done[1], "x", 1), 1);
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);

@@ -32,34 +32,30 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using transport::Frames;
-using transport::wire::Json;
 namespace wire = transport::wire;
 
-std::string msgpack_text(const Json& value) {
-  const std::vector<uint8_t> bytes = Json::to_msgpack(value);
-  return {bytes.begin(), bytes.end()};
-}
+std::string msgpack_text(const Tree& value) { return value.bytes(); }
 
-Json indexes_of(const std::vector<int64_t>& indexes) { return wire::binary_of(std::span<const int64_t>(indexes)); }
+Tree indexes_of(const std::vector<int64_t>& indexes) { return Tree::numbers(std::span<const int64_t>(indexes)); }
 
 // A valid put request for storage: int64 values under field "x".
 Frames put_request(const std::vector<int64_t>& indexes, const std::vector<int64_t>& values) {
   Frames frames(1);
-  const Json columns = wire::append_columns({int64_column("x", values)}, {}, frames);
-  Json header = test::storage_request(indexes);
-  header["columns"] = columns;
-  frames[0] = wire::header_frame(header);
+  const std::string columns = wire::append_columns({int64_column("x", values)}, {}, frames);
+  Tree header = test::storage_request(indexes);
+  header["columns"] = Tree::read(columns);
+  frames[0] = test::tree_frame(header);
   return frames;
 }
 
 int64_t stored_samples(transport::Connection& storage) {
-  Frames reply = storage.call("stats", wire::header_message(Json::object()));
-  return wire::read_header(reply, 0, "stats reply").at("samples").get<int64_t>();
+  Frames reply = storage.call("stats", test::message_of(Tree::map()));
+  return wire::read_header(reply, 0, "stats reply", {"samples", "bytes", "overhead_bytes"}).integer("samples");
 }
 
 std::vector<std::string> partitions(transport::Connection& controller) {
-  Frames reply = controller.call("partition_list", wire::header_message(Json::object()));
-  return wire::read_header(reply, 0, "partition_list reply").at("partitions").get<std::vector<std::string>>();
+  Frames reply = controller.call("partition_list", test::message_of(Tree::map()));
+  return wire::read_header(reply, 0, "partition_list reply", {"partitions"}).texts("partitions");
 }
 
 struct BadRequest {
@@ -101,7 +97,7 @@ TEST(RemoteServiceMalformed, ControllerAnswersBadRequestsAndKeepsServing) {
       {"truncated header",
        "insert",
        [] {
-         const std::string valid = msgpack_text(Json{{"partition_id", "p"}, {"count", 3}});
+         const std::string valid = msgpack_text(Tree{{"partition_id", "p"}, {"count", 3}});
          return server::test::frames_of({std::string_view(valid).substr(0, valid.size() - 2)});
        },
        ErrorCode::kInvalidArgument,
@@ -109,7 +105,7 @@ TEST(RemoteServiceMalformed, ControllerAnswersBadRequestsAndKeepsServing) {
       {"header not a map",
        "insert",
        [] {
-         return server::test::frames_of({msgpack_text(Json::array({"p", 3}))});
+         return server::test::frames_of({msgpack_text(Tree::array({"p", 3}))});
        },
        ErrorCode::kInvalidArgument,
        {"insert request header must be a MessagePack map, got array"}},
@@ -121,31 +117,31 @@ TEST(RemoteServiceMalformed, ControllerAnswersBadRequestsAndKeepsServing) {
       {"unknown field",
        "insert",
        [] {
-         return wire::header_message(Json{{"partition_id", "p"}, {"count", 3}, {"priority", 1}});
+         return test::message_of(Tree{{"partition_id", "p"}, {"count", 3}, {"priority", 1}});
        },
        ErrorCode::kInvalidArgument,
        {"insert request has an unknown field 'priority'"}},
       {"missing field",
        "insert",
        [] {
-         return wire::header_message(Json{{"partition_id", "p"}});
+         return test::message_of(Tree{{"partition_id", "p"}});
        },
        ErrorCode::kInvalidArgument,
        {"insert request lacks the field 'count'"}},
       {"wrong type",
        "insert",
        [] {
-         return wire::header_message(Json{{"partition_id", "p"}, {"count", "3"}});
+         return test::message_of(Tree{{"partition_id", "p"}, {"count", "3"}});
        },
        ErrorCode::kInvalidArgument,
        {"insert request field 'count' must be an integer, got string"}},
       {"partial index array",
        "mark_produced",
        [] {
-         return wire::header_message(Json{{"partition_id", "p"},
-                                          {"indexes", Json::binary(std::vector<uint8_t>(12))},
-                                          {"fields", Json::object()},
-                                          {"custom_meta", Json::array()}});
+         return test::message_of(Tree{{"partition_id", "p"},
+                                      {"indexes", Tree::binary(std::vector<uint8_t>(12))},
+                                      {"fields", Tree::map()},
+                                      {"custom_meta", Tree::array()}});
        },
        ErrorCode::kInvalidArgument,
        {"mark_produced request field 'indexes' holds a partial element"}},
@@ -166,74 +162,74 @@ TEST(RemoteServiceMalformed, StorageAnswersBadPutsAndKeepsServing) {
   zmq::context_t context;
   transport::Connection storage(context, cluster.unit(0).endpoint(),
                                 transport::ConnectionOptions{.timeout = 5s, .security = {}});
-  const auto spoiled_put = [](const std::function<void(Json & header, Frames & frames)>& spoil) {
+  const auto spoiled_put = [](const std::function<void(Tree & header, Frames & frames)>& spoil) {
     return [spoil] {
       Frames frames = put_request({0, 1}, {10, 11});
-      Json header = wire::read_header(frames, 0, "test");
+      Tree header = test::tree_of(frames[0]);
       spoil(header, frames);
-      frames[0] = wire::header_frame(header);
+      frames[0] = test::tree_frame(header);
       return frames;
     };
   };
   const std::vector<BadRequest> requests = {
       {"missing data frame",
        "put",
-       spoiled_put([](Json&, Frames& frames) { frames.pop_back(); }),
+       spoiled_put([](Tree&, Frames& frames) { frames.pop_back(); }),
        ErrorCode::kInvalidArgument,
        {"put request names 1 columns but carries 0 data frames"}},
       {"extra data frame",
        "put",
-       spoiled_put([](Json&, Frames& frames) { frames.push_back(transport::copy_frame(std::string_view("?"))); }),
+       spoiled_put([](Tree&, Frames& frames) { frames.push_back(transport::copy_frame(std::string_view("?"))); }),
        ErrorCode::kInvalidArgument,
        {"put request names 1 columns but carries 2 data frames"}},
       {"offset past the frame",
        "put",
-       spoiled_put([](Json& header, Frames&) {
-         header["columns"][0]["offsets"] = wire::binary_of(std::span<const uint64_t>(std::vector<uint64_t>{0, 8, 24}));
+       spoiled_put([](Tree& header, Frames&) {
+         header["columns"][0]["offsets"] = Tree::numbers(std::span<const uint64_t>(std::vector<uint64_t>{0, 8, 24}));
        }),
        ErrorCode::kInvalidArgument,
        {"column \"x\", sample 1", "beyond the buffer of 16 bytes"}},
       {"offsets for the wrong sample count",
        "put",
-       spoiled_put([](Json& header, Frames&) {
-         header["columns"][0]["offsets"] = wire::binary_of(std::span<const uint64_t>(std::vector<uint64_t>{0, 16}));
+       spoiled_put([](Tree& header, Frames&) {
+         header["columns"][0]["offsets"] = Tree::numbers(std::span<const uint64_t>(std::vector<uint64_t>{0, 16}));
        }),
        ErrorCode::kInvalidArgument,
        {"put request column 0 field 'offsets' must hold 3 offsets"}},
       {"unknown column field",
        "put",
-       spoiled_put([](Json& header, Frames&) { header["columns"][0]["order"] = "C"; }),
+       spoiled_put([](Tree& header, Frames&) { header["columns"][0]["order"] = "C"; }),
        ErrorCode::kInvalidArgument,
        {"put request column 0 has an unknown field 'order'"}},
       {"unknown header field",
        "put",
-       spoiled_put([](Json& header, Frames&) { header["partition_id"] = "p"; }),
+       spoiled_put([](Tree& header, Frames&) { header["partition_id"] = "p"; }),
        ErrorCode::kInvalidArgument,
        {"put request has an unknown field 'partition_id'"}},
       {"negative index",
        "put",
-       spoiled_put([](Json& header, Frames&) {
+       spoiled_put([](Tree& header, Frames&) {
          header["indexes"] = indexes_of({0, -1});
        }),
        ErrorCode::kInvalidArgument,
        {"global_indexes[1] is negative: -1"}},
       {"columns not an array",
        "put",
-       spoiled_put([](Json& header, Frames&) { header["columns"] = 1; }),
+       spoiled_put([](Tree& header, Frames&) { header["columns"] = 1; }),
        ErrorCode::kInvalidArgument,
        {"put request columns must be an array"}},
       {"get of a missing sample",
        "get",
        [] {
-         Json header = test::storage_request({5});
-         header["fields"] = {"x"};
-         return wire::header_message(header);
+         Tree header = test::storage_request({5});
+         header["fields"] = Tree::array({"x"});
+         return test::message_of(header);
        },
        ErrorCode::kStaleSample,
        {"global index 5", "no data"}},
       {"controller op",
        "get_meta",
-       [] { return wire::header_message(Json::object()); },
+       [] { return test::message_of(Tree::map()); },
        ErrorCode::kNotFound,
        {"unknown operation 'get_meta'", "put"}},
   };
@@ -241,11 +237,11 @@ TEST(RemoteServiceMalformed, StorageAnswersBadPutsAndKeepsServing) {
   EXPECT_EQ(stored_samples(storage), 0) << "no bad put stored anything";
 
   storage.call("put", put_request({3, 4}, {30, 40}));
-  Json get = test::storage_request({4, 3});
-  get["fields"] = {"x"};
-  Frames reply = storage.call("get", wire::header_message(get));
-  const Json header = wire::read_header(reply, 0, "get reply");
-  const auto rows = wire::take_views(header.at("fields"), reply, 1, 2, 1, "get reply");
+  Tree get = test::storage_request({4, 3});
+  get["fields"] = Tree::array({"x"});
+  Frames reply = storage.call("get", test::message_of(get));
+  const EncodedMap header = wire::read_header(reply, 0, "get reply", {"fields", "local_frames", "lease"});
+  const auto rows = wire::take_views(header.value("fields"), reply, 1, 2, 1, "get reply");
   EXPECT_EQ(int64_of(rows[0][0]), 40);
   EXPECT_EQ(int64_of(rows[1][0]), 30);
 }
@@ -274,11 +270,11 @@ TEST(RemoteServiceLimits, OversizedRequestsGetAnErrorAndTheServicesKeepServing) 
   unit.call("put", put_request({1}, {2}));
   EXPECT_EQ(stored_samples(unit), 1);
 
-  const Json big{{"partition_id", std::string(kLimit, 'p')}, {"count", 1}};
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { controller.call("insert", wire::header_message(big)); },
+  const Tree big{{"partition_id", std::string(kLimit, 'p')}, {"count", 1}};
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { controller.call("insert", test::message_of(big)); },
                            {"request 'insert'", limit}));
   EXPECT_TRUE(partitions(controller).empty());
-  controller.call("insert", wire::header_message(Json{{"partition_id", "p"}, {"count", 1}}));
+  controller.call("insert", test::message_of(Tree{{"partition_id", "p"}, {"count", 1}}));
   EXPECT_EQ(partitions(controller), std::vector<std::string>{"p"});
 }
 
@@ -464,9 +460,9 @@ TEST(RemoteServiceFailures, ARestartBeforeEveryUnitRegisteredIsAppliedOnceTheRou
   LoneController lone;
   server::ControllerService& service = lone.service;
   transport::Connection& controller = lone.connection;
-  const auto register_unit = [&](const std::string& endpoint, const Json& instance) {
+  const auto register_unit = [&](const std::string& endpoint, const Tree& instance) {
     controller.call("register_storage",
-                    wire::header_message(Json{{"endpoint", endpoint}, {"instance", instance}, {"admin_token", "t"}}));
+                    test::message_of(Tree{{"endpoint", endpoint}, {"instance", instance}, {"admin_token", "t"}}));
   };
   Controller& core = service.controller();
   const std::vector<int64_t> indexes = core.insert("p", 4).global_indexes;
@@ -482,8 +478,7 @@ TEST(RemoteServiceFailures, ARestartBeforeEveryUnitRegisteredIsAppliedOnceTheRou
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { register_unit("tcp://127.0.0.1:1", "new"); },
                            {"register_storage request field 'instance'", "integer"}));
   // Without an instance id (a unit before instance ids): never a restart.
-  controller.call("register_storage",
-                  wire::header_message(Json{{"endpoint", "tcp://127.0.0.1:1"}, {"admin_token", "t"}}));
+  controller.call("register_storage", test::message_of(Tree{{"endpoint", "tcp://127.0.0.1:1"}, {"admin_token", "t"}}));
   // Both registered: tcp://127.0.0.1:2 is unit 1 of 2.
   EXPECT_EQ(status(), (Status{{0, true}, {1, false}, {2, true}, {3, false}}));
   EXPECT_EQ(service.metrics().counter("seqflow_storage_restarts_total", "").value(), 1);
@@ -537,19 +532,19 @@ TEST(RemoteServiceSecurity, AUnitClearsSavesAndLoadsOnlyForItsController) {
                              transport::ConnectionOptions{.timeout = 5s, .security = {}});
   const std::string victim = dir.file("victim.txt");
   { std::ofstream(victim) << "keep me"; }
-  const Json indexes = wire::binary_of(std::span<const int64_t>(put.global_indexes));
-  for (const Json& token : {Json(), Json("0123456789abcdef0123456789abcdef"), Json("")}) {
-    for (const auto& [op, request] : std::vector<std::pair<std::string, Json>>{{"clear", Json{{"indexes", indexes}}},
-                                                                               {"save", Json{{"path", victim}}},
-                                                                               {"load", Json{{"path", victim}}}}) {
-      Json sent = request;
+  const Tree indexes = Tree::numbers(std::span<const int64_t>(put.global_indexes));
+  for (const Tree& token : {Tree(), Tree("0123456789abcdef0123456789abcdef"), Tree("")}) {
+    for (const auto& [op, request] : std::vector<std::pair<std::string, Tree>>{{"clear", Tree{{"indexes", indexes}}},
+                                                                               {"save", Tree{{"path", victim}}},
+                                                                               {"load", Tree{{"path", victim}}}}) {
+      Tree sent = request;
       if (!token.is_null()) sent["admin_token"] = token;
-      EXPECT_TRUE(throws_error(ErrorCode::kPermissionDenied, [&] { unit.call(op, wire::header_message(sent)); },
+      EXPECT_TRUE(throws_error(ErrorCode::kPermissionDenied, [&] { unit.call(op, test::message_of(sent)); },
                                {op + " request refused", "only the controller"}))
-          << op << " " << token.dump();
+          << op << " " << (token.is_null() ? "no token" : "a token");
     }
   }
-  EXPECT_TRUE(throws_error(ErrorCode::kNotFound, [&] { unit.call("clear_all", wire::header_message(Json::object())); },
+  EXPECT_TRUE(throws_error(ErrorCode::kNotFound, [&] { unit.call("clear_all", test::message_of(Tree::map())); },
                            {"unknown operation 'clear_all'"}));
   EXPECT_EQ(cluster.unit(0).storage().stats().samples, 2u);
   std::ifstream kept(victim);
@@ -573,14 +568,13 @@ TEST(RemoteServiceBadInput, AClearWithAnImpossibleIndexClearsNothing) {
                                    transport::ConnectionOptions{.timeout = 5s, .security = {}});
   for (const int64_t impossible : {int64_t{-5}, int64_t{1} << 62}) {
     const std::vector<int64_t> indexes{put.global_indexes[0], impossible};
-    EXPECT_TRUE(throws_error(
-        ErrorCode::kInvalidArgument,
-        [&] {
-          controller.call(
-              "clear_samples",
-              wire::header_message(Json{{"partition_id", "p"}, {"indexes", wire::binary_of(std::span(indexes))}}));
-        },
-        {"clear_samples", std::to_string(impossible)}))
+    EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                             [&] {
+                               controller.call(
+                                   "clear_samples",
+                                   test::message_of(Tree{{"partition_id", "p"}, {"indexes", Tree::numbers(indexes)}}));
+                             },
+                             {"clear_samples", std::to_string(impossible)}))
         << impossible;
   }
   const std::string fields[] = {"x"};
@@ -596,7 +590,7 @@ TEST(RemoteServiceSecurity, AKnownUnitsAdminTokenChangesOnlyWithARestart) {
   const auto register_unit = [&](int64_t instance, const std::string& token) {
     controller.call(
         "register_storage",
-        wire::header_message(Json{{"endpoint", "tcp://127.0.0.1:2"}, {"instance", instance}, {"admin_token", token}}));
+        test::message_of(Tree{{"endpoint", "tcp://127.0.0.1:2"}, {"instance", instance}, {"admin_token", token}}));
   };
   register_unit(7, "a");
   register_unit(7, "a");
@@ -711,7 +705,7 @@ TEST(RemoteServiceSecurity, ASaveNeverReplacesAFileThatIsNotACheckpoint) {
     }
     EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
                              [&] {
-                               controller.call(op, wire::header_message(Json{{"path", path}}));
+                               controller.call(op, test::message_of(Tree{{"path", path}}));
                              },
                              {"refusing to write", "never replaces"}))
         << op;

@@ -29,7 +29,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using transport::Frames;
-using transport::wire::Json;
 namespace wire = transport::wire;
 
 // A storage service on loopback, registered with no controller.
@@ -40,44 +39,44 @@ std::unique_ptr<server::StorageService> start_unit() {
 }
 
 // Requests naming samples `indexes` (partition "p", generation 1) by their keys.
-Json keys_of(const std::vector<int64_t>& indexes, uint64_t write_version = 0, const FieldVersions* read = nullptr) {
+Tree keys_of(const std::vector<int64_t>& indexes, uint64_t write_version = 0, const FieldVersions* read = nullptr) {
   const TestSamples samples = samples_of(indexes);
   SampleKeys keys = samples;
   keys.write_version = write_version;
   keys.read_versions = read;
   std::vector<size_t> all(indexes.size());
   std::iota(all.begin(), all.end(), size_t{0});
-  Json header = Json::object();
+  MsgpackMapWriter header;
   wire::add_sample_keys(header, keys, all);
-  return header;
+  return tree_of(header);
 }
 
 Frames put_request(const std::vector<int64_t>& indexes, const std::vector<int64_t>& values, uint64_t version) {
   Frames frames(1);
-  Json header = keys_of(indexes, version);
-  header["columns"] = wire::append_columns({int64_column("x", values)}, {}, frames);
-  frames[0] = wire::header_frame(header);
+  Tree header = keys_of(indexes, version);
+  header["columns"] = Tree::read(wire::append_columns({int64_column("x", values)}, {}, frames));
+  frames[0] = tree_frame(header);
   return frames;
 }
 
 // A commit (or a discard: the same request) of field "x", with the write
 // tag the unit's controller would hand out (none without a token).
 Frames commit_request(const std::vector<int64_t>& indexes, uint64_t version, const std::string& unit_token = "") {
-  Json header = keys_of(indexes, version);
-  header["fields"] = {"x"};
+  Tree header = keys_of(indexes, version);
+  header["fields"] = Tree::array({"x"});
   if (!unit_token.empty()) header["write_tag"] = transport::write_tag(unit_token, version);
-  return wire::header_message(header);
+  return message_of(header);
 }
 
 // Field "x" of each sample, read at `read` (null: the committed values).
 std::vector<int64_t> get_x(transport::Connection& unit, const std::vector<int64_t>& indexes,
                            const FieldVersions* read = nullptr) {
-  Json header = keys_of(indexes, 0, read);
-  header["fields"] = {"x"};
-  Frames reply = unit.call("get", wire::header_message(header));
-  const Json json = wire::read_header(reply, 0, "get reply");
+  Tree header = keys_of(indexes, 0, read);
+  header["fields"] = Tree::array({"x"});
+  Frames reply = unit.call("get", message_of(header));
+  const EncodedMap received = wire::read_header(reply, 0, "get reply", {"fields", "local_frames", "lease"});
   std::vector<int64_t> out;
-  for (const auto& row : wire::take_views(json.at("fields"), reply, 1, indexes.size(), 1, "get reply")) {
+  for (const auto& row : wire::take_views(received.value("fields"), reply, 1, indexes.size(), 1, "get reply")) {
     out.push_back(int64_of(row[0]));
   }
   return out;
@@ -99,14 +98,13 @@ TEST(StorageServiceVersions, AStagedPutIsServedOnlyAtItsVersionUntilCommitted) {
     EXPECT_TRUE(throws_error(ErrorCode::kPermissionDenied, [&] { unit.call(op, commit_request(gis, 2)); },
                              {op + " of write_version 2 refused", "write_tag"}));
     Frames forged = commit_request(gis, 2);
-    Json header = wire::read_header(forged, 0, "request");
+    Tree header = tree_of(forged[0]);
     header["write_tag"] = transport::write_tag(service->admin_token(), 3);
-    EXPECT_TRUE(throws_error(ErrorCode::kPermissionDenied, [&] { unit.call(op, wire::header_message(header)); },
-                             {"write_tag"}));
+    EXPECT_TRUE(throws_error(ErrorCode::kPermissionDenied, [&] { unit.call(op, message_of(header)); }, {"write_tag"}));
   }
   EXPECT_EQ(get_x(unit, gis, &mixed), (std::vector<int64_t>{20, 11}));  // still staged, still held
   const Frames reply = unit.call("commit", commit_request(gis, 2, service->admin_token()));
-  EXPECT_TRUE(wire::read_header(reply, 0, "commit reply").empty());
+  EXPECT_EQ(tree_of(reply[0]), Tree::map());
   EXPECT_EQ(get_x(unit, gis), (std::vector<int64_t>{20, 21}));
   unit.call("put", put_request(gis, {1, 1}, 1));  // lost to the committed 2
   EXPECT_EQ(get_x(unit, gis), (std::vector<int64_t>{20, 21}));
@@ -121,32 +119,32 @@ TEST(StorageServiceVersions, BadVersionsGetErrorsNamingThemAndChangeNothing) {
   unit.call("put", put_request(gis, {10, 11}, 0));
   unit.call("put", put_request(gis, {20, 21}, 2));
 
-  Json get = keys_of(gis);
-  get["fields"] = {"x"};
-  get["read_versions"] = {{"x", wire::binary_of(std::span<const uint64_t>(std::vector<uint64_t>{2}))}};
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { unit.call("get", wire::header_message(get)); },
+  Tree get = keys_of(gis);
+  get["fields"] = Tree::array({"x"});
+  get["read_versions"] = Tree{{"x", Tree::numbers(std::vector<uint64_t>{2})}};
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { unit.call("get", message_of(get)); },
                            {"get request field 'read_versions'", "'x'", "2 samples"}));
-  get["read_versions"] = {{"x", "two"}};
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { unit.call("get", wire::header_message(get)); },
+  get["read_versions"] = Tree{{"x", "two"}};
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { unit.call("get", message_of(get)); },
                            {"'read_versions'", "binary"}));
-  get["read_versions"] = Json::array({1});
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { unit.call("get", wire::header_message(get)); },
+  get["read_versions"] = Tree::array({1});
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { unit.call("get", message_of(get)); },
                            {"'read_versions'", "map"}));
   get.erase("read_versions");
   get["write_version"] = 2;  // a get reads; it writes no version
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { unit.call("get", wire::header_message(get)); },
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { unit.call("get", message_of(get)); },
                            {"get request has an unknown field 'write_version'"}));
 
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { unit.call("commit", commit_request(gis, 0)); },
                            {"write_version", "got 0"}));
-  Json commit = keys_of(gis);
-  commit["fields"] = {"x"};
+  Tree commit = keys_of(gis);
+  commit["fields"] = Tree::array({"x"});
   commit["write_version"] = -2;
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { unit.call("commit", wire::header_message(commit)); },
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { unit.call("commit", message_of(commit)); },
                            {"commit request field 'write_version'", "unsigned integer", "-2"}));
   commit["write_version"] = 2;
-  commit["columns"] = Json::array();
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { unit.call("commit", wire::header_message(commit)); },
+  commit["columns"] = Tree::array();
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { unit.call("commit", message_of(commit)); },
                            {"commit request has an unknown field 'columns'"}));
   EXPECT_EQ(get_x(unit, gis), (std::vector<int64_t>{10, 11}));
 }

@@ -20,6 +20,7 @@
 #include "seqflow/controller.h"
 #include "storage_test_support.h"
 #include "transport/timing_codec.h"
+#include "wire_test_support.h"
 
 namespace seqflow::test {
 namespace {
@@ -214,8 +215,8 @@ TEST(ControllerTaskWorkload, AnOnlineSamplerBalancesTheTasksFit) {
 
 TEST(WireTimingCodec, RecordsTravelWholeAndInconsistentCountsAreRefused) {
   const auto records = measured(5);
-  const auto request = transport::wire::timing_request("actor", records);
-  const transport::wire::Header header(request, "report_timing request", {"task_name", "lengths", "counts", "seconds"});
+  const test::Tree request = test::tree_of(transport::wire::timing_request("actor", records));
+  const test::TreeHeader header(request, "report_timing request", {"task_name", "lengths", "counts", "seconds"});
   const auto decoded = transport::wire::read_timing_records(header);
   ASSERT_EQ(decoded.size(), records.size());
   for (size_t i = 0; i < records.size(); ++i) {
@@ -224,9 +225,9 @@ TEST(WireTimingCodec, RecordsTravelWholeAndInconsistentCountsAreRefused) {
   }
   for (const std::vector<int64_t>& counts :
        std::vector<std::vector<int64_t>>{{1, 1, 1, 1, 100}, {0, 0, 0, 0, 0}, {-1, 1, 1, 1, 1}, {1, 1}}) {
-    auto forged = request;
-    forged["counts"] = transport::wire::binary_of(std::span<const int64_t>(counts));
-    const transport::wire::Header bad(forged, "report_timing request", {"task_name", "lengths", "counts", "seconds"});
+    test::Tree forged = request;
+    forged["counts"] = test::Tree::numbers(counts);
+    const test::TreeHeader bad(forged, "report_timing request", {"task_name", "lengths", "counts", "seconds"});
     EXPECT_TRUE(throws_invalid([&] { transport::wire::read_timing_records(bad); }, {"counts"}));
   }
 }
@@ -367,9 +368,9 @@ void rewrite_controller_checkpoint(const std::string& path, Change change) {
   const durable::FramedFile file = durable::open_framed_file(path, core::kControllerCheckpoint);
   const std::string_view payload(reinterpret_cast<const char*>(file.bytes->data) + durable::kFrameHeaderSize,
                                  file.body_end - durable::kFrameHeaderSize);
-  nlohmann::json encoded = msgpack_to_json(payload, kMaxDecodeNesting);
+  test::Tree encoded = test::Tree::read(payload);
   change(encoded);
-  const std::vector<uint8_t> bytes = nlohmann::json::to_msgpack(encoded);
+  const std::string bytes = encoded.bytes();
   durable::FramedFileWriter writer(path, core::kControllerCheckpoint);
   writer.write(std::as_bytes(std::span(bytes)));
   writer.commit();
@@ -398,9 +399,9 @@ TEST(TaskWorkloadCheckpointFile, ABadTaskModelInACheckpointIsNamedAndChangesNoth
                       {"task 'update_actor'", "'lengths' and 'seconds'"}));
   EXPECT_TRUE(refused([](auto& e) { e["task_workloads"]["update_actor"]["workload"]["kind"] = "cubic"; },
                       {"task 'update_actor'", "cubic"}));
-  EXPECT_TRUE(refused([](auto& e) { e["task_workloads"] = nlohmann::json::array(); }, {"task_workloads"}));
+  EXPECT_TRUE(refused([](auto& e) { e["task_workloads"] = test::Tree::array(); }, {"task_workloads"}));
   EXPECT_TRUE(refused([](auto& e) { e["task_workloads"]["update_actor"].erase("reports"); }, {"corrupt", "reports"}));
-  EXPECT_TRUE(refused([](auto& e) { e.erase("task_workloads"); }, {"corrupt", "task_workloads"}));
+  EXPECT_TRUE(refused([](auto& e) { e.erase("task_workloads"); }, {"lacks the field 'task_workloads'"}));
   EXPECT_EQ(running.task_workload("other")->reports, 3);
   EXPECT_FALSE(running.task_workload("update_actor").has_value());
   ASSERT_EQ(running.progress().size(), 1u);

@@ -94,10 +94,10 @@ TEST(ControllerBatchMeta, CustomMetaFromTheWireIsChecked) {
       },
       ErrorCode::kInvalidArgument, {"must ascend, entry 2 is 2"}));
   // A valid MessagePack value that is not a map, and bytes that are no value.
-  const std::vector<uint8_t> number = nlohmann::json::to_msgpack(nlohmann::json(5));
+  const std::string number = "\x05";  // MessagePack's 5
   EXPECT_TRUE(throws_code(
       [&] {
-        CustomMetaList::from_encoded(std::string(number.begin(), number.end()), {0, 1});
+        CustomMetaList::from_encoded(number, {0, 1});
       },
       ErrorCode::kInvalidArgument, {"custom_meta[0]", "MessagePack map"}));
   EXPECT_TRUE(throws_code(

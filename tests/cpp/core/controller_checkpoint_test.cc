@@ -124,8 +124,8 @@ TEST(ControllerCheckpoint, MissingOrCorruptCheckpointChangesNothing) {
 // is refused with an error, not a stack overflow.
 TEST(ControllerCheckpoint, DeeplyNestedCheckpointIsRefused) {
   const TempFile checkpoint("deep");
-  std::vector<uint8_t> payload(100000, 0x91);  // fixarray of one element, nested
-  payload.push_back(0xc0);
+  std::string payload(100000, '\x91');  // fixarray of one element, nested
+  payload.push_back('\xc0');
   test::write_checkpoint_payload(checkpoint.path(), payload);
   Controller controller = seqlen_controller();
   put(controller, "live", 2, {"x"}, test::lengths_meta({1, 2}));

@@ -10,7 +10,7 @@
 #include <unordered_set>
 
 #include "controller_test_support.h"
-#include "common/value_json.h"
+#include "common/json_text.h"
 #include "core/samplers/reservation_book.h"
 #include "seqflow/balance.h"
 #include "seqflow/controller.h"
@@ -215,7 +215,7 @@ TEST(SamplerSeqlenBalanced, KKBalancesTheWorkloadsGroupSums) {
       make_sampler("seqlen_balanced", Value{{"n_samples_per_prompt", 4},
                                             {"dp_size", 2},
                                             {"algorithm", "kk"},
-                                            {"workload", from_json(nlohmann::json::parse(squares.to_json()))}})};
+                                            {"workload", parse_json_text(squares.to_json(), kMaxDecodeNesting)}})};
   for (const auto& sampler : samplers) {
     Controller controller = with(sampler);
     put(controller, "p", 16, {"x"}, lengths_meta(lengths));

@@ -21,12 +21,11 @@
 #include <system_error>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "core/controller_checkpoint_format.h"
 #include "seqflow/controller.h"
 #include "seqflow/error.h"
 
+#include "msgpack_tree.h"
 #include "test_support.h"
 
 namespace seqflow::test {
@@ -169,13 +168,13 @@ inline SampleFlags consumed(const ControlPlane& control, const std::string& task
 }
 
 // The MessagePack inside a controller checkpoint file, and a file made of one.
-inline std::vector<uint8_t> read_checkpoint_payload(const std::string& path) {
+inline std::string read_checkpoint_payload(const std::string& path) {
   const durable::FramedFile file = durable::open_framed_file(path, core::kControllerCheckpoint);
-  const auto* body = reinterpret_cast<const uint8_t*>(file.bytes->data);
+  const auto* body = reinterpret_cast<const char*>(file.bytes->data);
   return {body + durable::kFrameHeaderSize, body + file.body_end};
 }
 
-inline void write_checkpoint_payload(const std::string& path, const std::vector<uint8_t>& payload) {
+inline void write_checkpoint_payload(const std::string& path, std::string_view payload) {
   durable::FramedFileWriter file(path, core::kControllerCheckpoint);
   file.write(std::as_bytes(std::span(payload)));
   file.commit();
@@ -188,10 +187,10 @@ inline void write_checkpoint_payload(const std::string& path, const std::vector<
 inline std::string snapshot(const Controller& controller) {
   const TempFile checkpoint("snapshot");
   controller.save(checkpoint.path());
-  nlohmann::json state = nlohmann::json::from_msgpack(read_checkpoint_payload(checkpoint.path()));
+  Tree state = Tree::read(read_checkpoint_payload(checkpoint.path()));
   state.erase("next_generation");
   state.erase("incarnation");
-  return state.dump();
+  return state.bytes();
 }
 
 // Every part of two batch metas agrees (custom_meta sample by sample, to name the first that differs).

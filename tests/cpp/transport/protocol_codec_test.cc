@@ -17,9 +17,6 @@ namespace {
 namespace control = transport::control;
 namespace storage_protocol = transport::storage_protocol;
 using transport::Frames;
-using transport::wire::Json;
-
-Frames message_of(const Json& header) { return transport::wire::header_message(header); }
 
 TEST(ControlProtocol, InsertKeepsItsBudgetAndRefusesOneOutOfRange) {
   const control::InsertRequest back =
@@ -31,7 +28,7 @@ TEST(ControlProtocol, InsertKeepsItsBudgetAndRefusesOneOutOfRange) {
   EXPECT_TRUE(throws_error(
       ErrorCode::kInvalidArgument,
       [] {
-        control::decode_insert_request(message_of(Json{{"partition_id", "p"}, {"count", 1}, {"budget_ms", 0}}));
+        control::decode_insert_request(message_of(Tree{{"partition_id", "p"}, {"count", 1}, {"budget_ms", 0}}));
       },
       {"insert request", "budget_ms"}));
 }
@@ -40,13 +37,13 @@ TEST(ControlProtocol, SharedShapesNameTheirOpInErrors) {
   EXPECT_TRUE(throws_error(
       ErrorCode::kInvalidArgument,
       [] {
-        control::decode_samples_request(message_of(Json{{"partition_id", "p"}}), control::kReclaimUnproduced);
+        control::decode_samples_request(message_of(Tree{{"partition_id", "p"}}), control::kReclaimUnproduced);
       },
       {"reclaim_unproduced request", "indexes"}));
   EXPECT_TRUE(
       throws_error(ErrorCode::kInvalidArgument,
                    [] {
-                     control::decode_flag_reply(message_of(Json{{"value", true}}), control::kForgetPartitionIfEmpty);
+                     control::decode_flag_reply(message_of(Tree{{"value", true}}), control::kForgetPartitionIfEmpty);
                    },
                    {"forget_partition_if_empty reply", "value"}));
 }
@@ -58,7 +55,7 @@ TEST(ControlProtocol, FingerprintsMustBeUnsignedIntegers) {
   EXPECT_TRUE(throws_error(
       ErrorCode::kInvalidArgument,
       [] {
-        control::decode_load_storage_request(message_of(Json{{"path", "x"}, {"fingerprints", Json::array({"1"})}}), 1);
+        control::decode_load_storage_request(message_of(Tree{{"path", "x"}, {"fingerprints", Tree::array({"1"})}}), 1);
       },
       {"load_storage request", "fingerprints"}));
   EXPECT_TRUE(throws_error(
@@ -78,7 +75,7 @@ TEST(ControlProtocol, RegistrationKeepsUnsignedIdsAndItsReplyNamesTheIncarnation
   EXPECT_TRUE(
       throws_error(ErrorCode::kInvalidArgument,
                    [] {
-                     control::decode_register_storage_request(message_of(Json{{"endpoint", ""}, {"admin_token", "t"}}));
+                     control::decode_register_storage_request(message_of(Tree{{"endpoint", ""}, {"admin_token", "t"}}));
                    },
                    {"register_storage request", "endpoint", "empty"}));
   const Frames listing = control::encode_storage_units_reply({{"tcp://a:1"}, 1, std::nullopt});
@@ -117,7 +114,7 @@ TEST(StorageProtocol, AdminRequestsKeepTheirToken) {
   EXPECT_FALSE(load.admin_token);
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
                            [] {
-                             storage_protocol::decode_save_reply(message_of(Json{{"fingerprint", -1}}));
+                             storage_protocol::decode_save_reply(message_of(Tree{{"fingerprint", -1}}));
                            },
                            {"save reply", "fingerprint"}));
 }
@@ -126,7 +123,7 @@ TEST(StorageProtocol, LeasesTravelSignedAndComeBackUnsigned) {
   const uint64_t lease = uint64_t{1} << 63;
   EXPECT_EQ(storage_protocol::decode_release_request(storage_protocol::encode_release_request(lease)), lease);
   Frames reply;
-  reply.push_back(storage_protocol::encode_get_reply_header({Json::array(), std::nullopt, lease}));
+  reply.push_back(storage_protocol::encode_get_reply_header({Tree::array().bytes(), std::nullopt, lease}));
   EXPECT_EQ(storage_protocol::decode_get_reply(reply).lease, lease);
 }
 
@@ -136,7 +133,7 @@ TEST(StorageProtocol, StatsMustNotBeNegative) {
   EXPECT_TRUE(throws_error(
       ErrorCode::kInvalidArgument,
       [] {
-        storage_protocol::decode_stats_reply(message_of(Json{{"samples", -1}, {"bytes", 0}, {"overhead_bytes", 0}}));
+        storage_protocol::decode_stats_reply(message_of(Tree{{"samples", -1}, {"bytes", 0}, {"overhead_bytes", 0}}));
       },
       {"stats reply", "samples"}));
 }

@@ -16,13 +16,13 @@
 
 #include "controller_test_support.h"
 #include "storage_test_support.h"
+#include "transport/schema_codec.h"
 #include "wire_test_support.h"
 
 namespace seqflow::test {
 namespace {
 
 using transport::Frames;
-using transport::wire::Json;
 namespace wire = transport::wire;
 
 BatchMeta sample_batch_meta() {
@@ -48,39 +48,39 @@ BatchMeta sample_batch_meta() {
 TEST(WireCodecBatchMeta, ABatchMetaWithoutGenerationsStaysWithout) {
   BatchMeta meta = sample_batch_meta();
   meta.generations.clear();  // built by hand: not known
-  expect_same_batch_meta(wire::decode_batch_meta(through_wire(wire::encode_batch_meta(meta)), "reply"), meta);
-  Json encoded = wire::encode_batch_meta(meta);
+  expect_same_batch_meta(decode_batch_meta(encode_batch_meta(meta), "reply"), meta);
+  Tree encoded = encode_batch_meta(meta);
   encoded.erase("generations");  // a peer may leave them out
-  EXPECT_TRUE(wire::decode_batch_meta(through_wire(encoded), "reply").generations.empty());
+  EXPECT_TRUE(decode_batch_meta(encoded, "reply").generations.empty());
 }
 
 TEST(WireCodecSampleKeys, StorageRequestsCarryPartitionsAndGenerations) {
   const std::vector<int64_t> indexes = {4, 9, 2, 7};
   const PartitionIdList partitions(std::vector<std::string>{"a", "a", "b", "a"});
   const std::vector<uint64_t> generations = {10, 11, 12, 13};
-  Json header = Json::object();
+  MsgpackMapWriter header;
   const size_t positions[] = {3, 1, 2};  // one unit's share, in its order
   wire::add_sample_keys(header, {indexes, partitions, generations}, positions);
-  const Json got_json = through_wire(header);
+  const Tree got_json = tree_of(header);
   const wire::SampleKeyColumns got = wire::read_sample_keys(
-      wire::Header(got_json, "get request", {"indexes", "partitions", "partition_ends", "generations"}));
+      TreeHeader(got_json, "get request", {"indexes", "partitions", "partition_ends", "generations"}));
   EXPECT_EQ(got.global_indexes, (std::vector<int64_t>{7, 9, 2}));
   EXPECT_EQ(got.partitions, PartitionIdList(std::vector<std::string>{"a", "a", "b"}));
   EXPECT_EQ(got.generations, (std::vector<uint64_t>{13, 11, 12}));
 
-  Json unknown = Json::object();  // a hand-built BatchMeta's get: no generations
+  MsgpackMapWriter unknown;  // a hand-built BatchMeta's get: no generations
   wire::add_sample_keys(unknown, {indexes, partitions, {}}, positions);
-  const Json unknown_json = through_wire(unknown);
+  const Tree unknown_json = tree_of(unknown);
   EXPECT_TRUE(wire::read_sample_keys(
-                  wire::Header(unknown_json, "get request", {"indexes", "partitions", "partition_ends", "generations"}))
+                  TreeHeader(unknown_json, "get request", {"indexes", "partitions", "partition_ends", "generations"}))
                   .generations.empty());
-  Json short_generations = got_json;
-  short_generations["generations"] = wire::binary_of(std::span<const uint64_t>(generations).first(2));
+  Tree short_generations = got_json;
+  short_generations["generations"] = Tree::numbers(std::span<const uint64_t>(generations).first(2));
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
                            [&] {
                              wire::read_sample_keys(
-                                 wire::Header(short_generations, "get request",
-                                              {"indexes", "partitions", "partition_ends", "generations"}));
+                                 TreeHeader(short_generations, "get request",
+                                            {"indexes", "partitions", "partition_ends", "generations"}));
                            },
                            {"get request field 'generations'", "one generation per sample"}));
 }
@@ -92,17 +92,17 @@ TEST(WireCodecSampleKeys, VersionsTravelOnlyWhenSetAndOnlyForTheUnitsSamples) {
   const FieldVersions read = {{"x", {10, 11, 12, 13}}, {"y", {0, 5, 0, 6}}};
   const size_t positions[] = {3, 1};  // one unit's share, in its order
   const auto keys_through_wire = [&](const SampleKeys& keys) {
-    Json header = Json::object();
+    MsgpackMapWriter header;
     wire::add_sample_keys(header, keys, positions);
-    return through_wire(header);
+    return tree_of(header);
   };
-  const auto read_keys = [](const Json& header) {
+  const auto read_keys = [](const Tree& header) {
     return wire::read_sample_keys(
-        wire::Header(header, "get request",
-                     {"indexes", "partitions", "partition_ends", "generations", "write_version", "read_versions"}));
+        TreeHeader(header, "get request",
+                   {"indexes", "partitions", "partition_ends", "generations", "write_version", "read_versions"}));
   };
 
-  const Json plain = keys_through_wire({indexes, partitions, generations});
+  const Tree plain = keys_through_wire({indexes, partitions, generations});
   EXPECT_FALSE(plain.contains("write_version"));
   EXPECT_FALSE(plain.contains("read_versions"));
   const wire::SampleKeyColumns unversioned = read_keys(plain);
@@ -110,7 +110,7 @@ TEST(WireCodecSampleKeys, VersionsTravelOnlyWhenSetAndOnlyForTheUnitsSamples) {
   EXPECT_EQ(unversioned.keys().read_versions, nullptr);
 
   const FieldVersions none;
-  const Json versioned = keys_through_wire({indexes, partitions, generations, 9, &read});
+  const Tree versioned = keys_through_wire({indexes, partitions, generations, 9, &read});
   const wire::SampleKeyColumns got = read_keys(versioned);
   EXPECT_EQ(got.write_version, 9u);
   EXPECT_EQ(got.read_versions, (FieldVersions{{"x", {13, 11}}, {"y", {6, 5}}}));
@@ -124,14 +124,14 @@ TEST(WireCodecSampleKeys, VersionsTravelOnlyWhenSetAndOnlyForTheUnitsSamples) {
                              keys_through_wire({indexes, partitions, generations, 0, &short_y});
                            },
                            {"read_versions", "\"y\"", "2 versions for 4 global indexes"}));
-  Json long_x = versioned;
-  long_x["read_versions"]["x"] = wire::binary_of(std::span<const uint64_t>(read.at("x")));
+  Tree long_x = versioned;
+  long_x["read_versions"]["x"] = Tree::numbers(std::span<const uint64_t>(read.at("x")));
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { read_keys(long_x); },
                            {"get request field 'read_versions'", "'x'", "32 bytes", "2 samples"}));
-  Json half = versioned;
-  half["read_versions"]["x"] = Json::binary(std::vector<uint8_t>(12));
+  Tree half = versioned;
+  half["read_versions"]["x"] = Tree::binary(std::vector<uint8_t>(12));
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { read_keys(half); }, {"'read_versions'", "12 bytes"}));
-  Json text_version = versioned;
+  Tree text_version = versioned;
   text_version["write_version"] = "9";
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { read_keys(text_version); },
                            {"get request field 'write_version'", "unsigned integer"}));
@@ -139,15 +139,15 @@ TEST(WireCodecSampleKeys, VersionsTravelOnlyWhenSetAndOnlyForTheUnitsSamples) {
 
 TEST(WireCodecBatchMeta, RoundTripKeepsPartitionsSchemaProductionCustomMetaAndExtraInfo) {
   const BatchMeta meta = sample_batch_meta();
-  const Json encoded = wire::encode_batch_meta(meta);
+  const Tree encoded = encode_batch_meta(meta);
   // The partition names travel once per run, not once per sample.
   EXPECT_EQ(encoded.at("partitions").size(), meta.partition_ids.run_count());
-  expect_same_batch_meta(wire::decode_batch_meta(through_wire(encoded), "reply"), meta);
+  expect_same_batch_meta(decode_batch_meta(encoded, "reply"), meta);
 }
 
 TEST(WireCodecBatchMeta, EmptyBatchRoundTrips) {
   BatchMeta empty;
-  const BatchMeta got = wire::decode_batch_meta(through_wire(wire::encode_batch_meta(empty)), "reply");
+  const BatchMeta got = decode_batch_meta(encode_batch_meta(empty), "reply");
   EXPECT_EQ(got.size(), 0u);
   EXPECT_TRUE(got.partition_ids.empty());
   EXPECT_TRUE(got.custom_meta.empty());
@@ -155,7 +155,10 @@ TEST(WireCodecBatchMeta, EmptyBatchRoundTrips) {
 }
 
 std::vector<PartitionKeys> sample_listing() {
-  auto tag = [](const Json& object) { return Json::to_msgpack(object); };
+  auto tag = [](const Tree& object) {
+    const std::string bytes = object.bytes();
+    return std::vector<uint8_t>(bytes.begin(), bytes.end());
+  };
   std::vector<PartitionKeys> listed;
   PartitionKeys& train = listed.emplace_back("train");
   auto push = [](PartitionKeys& partition, std::string_view key, const std::vector<uint8_t>& encoded) {
@@ -163,7 +166,7 @@ std::vector<PartitionKeys> sample_listing() {
   };
   push(train, "uid-1", tag({{"status", "running"}, {"global_steps", 3}}));
   push(train, "", {});  // keys are bytes to the codec; "" is kept, as is a tag of {}
-  push(train, "uid-\xc3\xa9", tag({{"uid", "g"}, {"nested", {{"k", {1, 2}}}}}));
+  push(train, "uid-\xc3\xa9", tag({{"uid", "g"}, {"nested", {{"k", Tree::array({1, 2})}}}}));
   train.set_version(ListingVersion{0xfedcba9876543210u, 7});
   listed.emplace_back("no keys");
   push(listed.emplace_back("val"), "v", tag({{"score", 0.5}}));
@@ -182,17 +185,17 @@ void expect_same_listing(const std::vector<PartitionKeys>& got, const std::vecto
 
 TEST(WireCodecKvList, RoundTripKeepsPartitionOrderKeysAndEncodedTags) {
   const std::vector<PartitionKeys> listed = sample_listing();
-  expect_same_listing(wire::decode_kv_list(through_wire(wire::encode_kv_list(listed)), "kv_list reply"), listed);
+  expect_same_listing(decode_kv_list(encode_kv_list(listed), "kv_list reply"), listed);
   Frames frames;
   frames.push_back(wire::kv_list_frame(listed));
   expect_same_listing(wire::read_kv_list(frames, 0, "kv_list reply"), listed);
-  EXPECT_TRUE(wire::decode_kv_list(through_wire(wire::encode_kv_list({})), "kv_list reply").empty());
+  EXPECT_TRUE(decode_kv_list(encode_kv_list({}), "kv_list reply").empty());
 }
 
 TEST(WireCodecKvList, UnchangedListingsTravelAsVersionsOnly) {
   std::vector<PartitionKeys> listed = sample_listing();
   listed.insert(listed.begin() + 1, PartitionKeys::unchanged("held", ListingVersion{42, 3}));
-  const auto got = wire::decode_kv_list(through_wire(wire::encode_kv_list(listed)), "kv_list reply");
+  const auto got = decode_kv_list(encode_kv_list(listed), "kv_list reply");
   expect_same_listing(got, listed);
   EXPECT_TRUE(got[1].is_unchanged());
   EXPECT_EQ(got[1].version(), (ListingVersion{42, 3}));
@@ -201,17 +204,17 @@ TEST(WireCodecKvList, UnchangedListingsTravelAsVersionsOnly) {
 
   const std::map<std::string, ListingVersion> known = {{"held", {42, 3}}, {"other", {1, 0}}};
   const std::string p = "p";
-  const Json request = wire::kv_list_request(&p, known);
-  const Json received = through_wire(request);
-  const wire::Header header(received, "kv_list request", {"partition_id", "known_partitions", "known_versions"});
+  const Tree request = tree_of(wire::kv_list_request(&p, known));
+  const Tree received = request;
+  const TreeHeader header(received, "kv_list request", {"partition_id", "known_partitions", "known_versions"});
   EXPECT_EQ(wire::read_known_listings(header), known);
   EXPECT_TRUE(wire::kv_list_request(nullptr, {}).empty());
-  Json short_versions = request;
-  short_versions["known_versions"] = wire::binary_of(std::span<const uint64_t>(std::vector<uint64_t>{42, 3, 1}));
-  const Json spoiled = through_wire(short_versions);
+  Tree short_versions = request;
+  short_versions["known_versions"] = Tree::numbers(std::span<const uint64_t>(std::vector<uint64_t>{42, 3, 1}));
+  const Tree spoiled = short_versions;
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
                            [&] {
-                             wire::read_known_listings(wire::Header(
+                             wire::read_known_listings(TreeHeader(
                                  spoiled, "kv_list request", {"partition_id", "known_partitions", "known_versions"}));
                            },
                            {"'known_versions'", "an epoch and a count per known partition"}));
@@ -229,7 +232,7 @@ TEST(WireCodecMetaRequest, RoundTripInEveryMode) {
     request.sampling.batch_index = 17;
     request.polling = mode == MetaMode::kFetch;
     request.timeout = std::chrono::milliseconds(1234);
-    const MetaRequest got = wire::decode_meta_request(through_wire(wire::encode_meta_request(request)), "request");
+    const MetaRequest got = decode_meta_request(encode_meta_request(request), "request");
     expect_same_meta_request(got, request);
   }
 }
@@ -243,28 +246,28 @@ TEST(WireCodecMetaRequest, SamplingConfigKeysAndDpRankGivenRoundTrip) {
   request.sampling.dp_rank = 2;
   request.sampling.dp_rank_given = true;
   request.sampling.extra = {{"temperature", 0.7}, {"policy_version", 12}, {"tags", Value::array({"a", nullptr, true})}};
-  const Json encoded = wire::encode_meta_request(request);
-  expect_same_meta_request(wire::decode_meta_request(through_wire(encoded), "request"), request);
+  const Tree encoded = encode_meta_request(request);
+  expect_same_meta_request(decode_meta_request(encoded, "request"), request);
   const Frames frames = wire::header_message(wire::meta_request_frame(request));
   expect_same_meta_request(wire::read_meta_request(frames, 0, "request"), request);
   // No other keys: the message carries none.
   request.sampling.extra = nullptr;
   request.sampling.dp_rank_given = false;
-  const Json plain = wire::encode_meta_request(request);
+  const Tree plain = encode_meta_request(request);
   EXPECT_FALSE(plain.contains("sampling_extra"));
-  expect_same_meta_request(wire::decode_meta_request(through_wire(plain), "request"), request);
+  expect_same_meta_request(decode_meta_request(plain, "request"), request);
 }
 
 TEST(WireCodecMetaRequest, SamplingExtraThatIsNotAMapIsRefused) {
   MetaRequest request;
   request.sampling.extra = {{"k", 1}};
-  Json encoded = wire::encode_meta_request(request);
-  encoded["sampling_extra"] = Json::array({1, 2});
-  EXPECT_TRUE(throws_invalid([&] { wire::decode_meta_request(encoded, "get_meta request"); },
+  Tree encoded = encode_meta_request(request);
+  encoded["sampling_extra"] = Tree::array({1, 2});
+  EXPECT_TRUE(throws_invalid([&] { decode_meta_request(encoded, "get_meta request"); },
                              {"get_meta request field 'sampling_extra' must be a map"}));
   encoded.erase("dp_rank_given");
-  EXPECT_TRUE(throws_invalid([&] { wire::decode_meta_request(encoded, "get_meta request"); },
-                             {"lacks the field 'dp_rank_given'"}));
+  EXPECT_TRUE(
+      throws_invalid([&] { decode_meta_request(encoded, "get_meta request"); }, {"lacks the field 'dp_rank_given'"}));
 }
 
 TEST(WireCodecSchemas, RoundTripOfFixedNestedAndObjectFields) {
@@ -274,13 +277,19 @@ TEST(WireCodecSchemas, RoundTripOfFixedNestedAndObjectFields) {
       {"object", FieldSchema{DType::kUInt8, {}, false, true}},
       {"scalar", FieldSchema{DType::kFloat64, {}, false, false}},
   };
-  EXPECT_EQ(wire::decode_schemas(through_wire(Json{{"s", wire::encode_schemas(schemas)}}).at("s"), "m"), schemas);
+  MsgpackWriter encoded;
+  wire::write_schemas(encoded, schemas, wire::SchemaKeys::kShapeSecond);
+  EXPECT_EQ(wire::read_schemas(encoded.bytes(), 0, "m"), schemas);
+  MsgpackWriter sorted;
+  wire::write_schemas(sorted, schemas, wire::SchemaKeys::kSorted);
+  EXPECT_EQ(wire::read_schemas(sorted.bytes(), 0, "m"), schemas);
+  EXPECT_EQ(sorted.bytes(), Tree::read(encoded.bytes()).bytes()) << "the sorted keys are those of a tree";
 }
 
 TEST(WireCodecStatus, RoundTripKeepsIndexOrderAndFlags) {
   const std::vector<std::pair<int64_t, bool>> status = {{0, true}, {9, false}, {4, true}, {1LL << 40, false}};
-  EXPECT_EQ(wire::decode_status(through_wire(wire::encode_status(status)), "reply"), status);
-  EXPECT_TRUE(wire::decode_status(through_wire(wire::encode_status({})), "reply").empty());
+  EXPECT_EQ(decode_status(encode_status(status), "reply"), status);
+  EXPECT_TRUE(decode_status(encode_status({}), "reply").empty());
 }
 
 // Samples of `floats` float32 values each, sample i filled with i + 0.5.
@@ -310,13 +319,14 @@ void expect_same_sample(const Column& got, size_t i, const Column& column, size_
 std::vector<Column> send_columns(const std::vector<Column>& columns, std::span<const size_t> positions,
                                  std::vector<const void*>& frame_data) {
   Frames frames(1);
-  const Json entries = wire::append_columns(columns, positions, frames);
-  frames[0] = wire::header_frame(Json{{"columns", entries}});
+  MsgpackMapWriter header;
+  header.set("columns").encoded(wire::append_columns(columns, positions, frames));
+  frames[0] = wire::header_frame(header);
   frame_data.clear();
   for (size_t f = 1; f < frames.size(); ++f) frame_data.push_back(frames[f].data());
   const size_t samples = positions.empty() ? columns.front().sample_count() : positions.size();
-  const Json header = wire::read_header(frames, 0, "put request");
-  return wire::take_columns(header.at("columns"), frames, 1, samples, "put request");
+  const EncodedMap received = wire::read_header(frames, 0, "put request", {"columns"});
+  return wire::take_columns(received.value("columns"), frames, 1, samples, "put request");
 }
 
 bool points_into(const void* data, const Buffer& buffer) {
@@ -389,11 +399,12 @@ SampleView view_into(const std::shared_ptr<const Buffer>& buffer, size_t offset,
 std::vector<std::vector<SampleView>> send_views(const std::vector<std::vector<SampleView>>& rows, size_t fields,
                                                 size_t& data_frames) {
   Frames frames(1);
-  const Json views = wire::append_views(rows, fields, frames);
-  frames[0] = wire::header_frame(Json{{"fields", views}});
+  MsgpackMapWriter header;
+  header.set("fields").encoded(wire::append_views(rows, fields, frames));
+  frames[0] = wire::header_frame(header);
   data_frames = frames.size() - 1;
-  const Json header = wire::read_header(frames, 0, "get reply");
-  return wire::take_views(header.at("fields"), frames, 1, rows.size(), fields, "get reply");
+  const EncodedMap received = wire::read_header(frames, 0, "get reply", {"fields"});
+  return wire::take_views(received.value("fields"), frames, 1, rows.size(), fields, "get reply");
 }
 
 TEST(WireCodecViews, BackToBackViewsShareOneFrameAndComeBackWithShapesDtypesAndBytes) {
@@ -447,177 +458,175 @@ TEST(WireCodecViews, NoRowsNoFrames) {
 
 struct SpoiledHeader {
   const char* name;
-  std::function<void(Json&)> spoil;
+  std::function<void(Tree&)> spoil;
   std::vector<std::string> fragments;  // the message names the problem
 };
 
-void expect_each_rejected(const Json& valid, const std::vector<SpoiledHeader>& cases,
-                          const std::function<void(const Json&)>& decode) {
-  ASSERT_NO_THROW(decode(through_wire(valid)));
+void expect_each_rejected(const Tree& valid, const std::vector<SpoiledHeader>& cases,
+                          const std::function<void(const Tree&)>& decode) {
+  ASSERT_NO_THROW(decode(valid));
   for (const SpoiledHeader& c : cases) {
-    Json spoiled = valid;
+    Tree spoiled = valid;
     c.spoil(spoiled);
     EXPECT_TRUE(throws_error(
-        ErrorCode::kInvalidArgument, [&] { decode(through_wire(spoiled)); }, c.fragments))
+        ErrorCode::kInvalidArgument, [&] { decode(spoiled); }, c.fragments))
         << c.name;
   }
 }
 
-Json int64_binary(std::vector<int64_t> values) { return wire::binary_of(std::span<const int64_t>(values)); }
+Tree int64_binary(std::vector<int64_t> values) { return Tree::numbers(std::span<const int64_t>(values)); }
 
 TEST(WireCodecMalformed, BatchMetaFieldsAreCheckedByNameTypeAndSize) {
   const BatchMeta meta = sample_batch_meta();
   const std::string n = std::to_string(meta.size());
   const std::vector<SpoiledHeader> cases = {
-      {"unknown key", [](Json& h) { h["bogus"] = 1; }, {"unknown field 'bogus'"}},
-      {"missing key", [](Json& h) { h.erase("indexes"); }, {"lacks the field 'indexes'"}},
+      {"unknown key", [](Tree& h) { h["bogus"] = 1; }, {"unknown field 'bogus'"}},
+      {"missing key", [](Tree& h) { h.erase("indexes"); }, {"lacks the field 'indexes'"}},
       {"generations short of the count",
-       [](Json& h) {
-         h["generations"] = wire::binary_of(std::span<const uint64_t>(std::vector<uint64_t>{1, 2}));
+       [](Tree& h) {
+         h["generations"] = Tree::numbers(std::span<const uint64_t>(std::vector<uint64_t>{1, 2}));
        },
        {"'generations'", "one generation per sample"}},
       {"partial generation",
-       [](Json& h) { h["generations"] = Json::binary(std::vector<uint8_t>(9)); },
+       [](Tree& h) { h["generations"] = Tree::binary(std::vector<uint8_t>(9)); },
        {"'generations'", "partial element"}},
       {"indexes not binary",
-       [](Json& h) {
-         h["indexes"] = Json::array({1, 2});
+       [](Tree& h) {
+         h["indexes"] = Tree::array({1, 2});
        },
        {"'indexes'", "binary array"}},
       {"partial index",
-       [](Json& h) { h["indexes"] = Json::binary(std::vector<uint8_t>(7)); },
+       [](Tree& h) { h["indexes"] = Tree::binary(std::vector<uint8_t>(7)); },
        {"'indexes'", "partial element"}},
-      {"partitions not strings", [](Json& h) { h["partitions"] = Json::array({1}); }, {"'partitions'", "strings"}},
+      {"partitions not strings", [](Tree& h) { h["partitions"] = Tree::array({1}); }, {"'partitions'", "strings"}},
       {"one end too few",
-       [](Json& h) { h["partition_ends"] = wire::binary_of(std::span<const uint64_t>()); },
+       [](Tree& h) { h["partition_ends"] = Tree::numbers(std::span<const uint64_t>()); },
        {"'partition_ends'", "one end per partition"}},
       {"ends descend",
-       [](Json& h) {
+       [](Tree& h) {
          h["partition_ends"] = int64_binary({2, 1, 5});
        },
        {"'partition_ends'", "ascend"}},
       {"ends short of the count",
-       [](Json& h) {
+       [](Tree& h) {
          h["partition_ends"] = int64_binary({1, 2, 3});
        },
        {"'partition_ends'", "sample count " + n}},
       {"produced short",
-       [](Json& h) { h["produced"] = Json::binary(std::vector<uint8_t>(3)); },
+       [](Tree& h) { h["produced"] = Tree::binary(std::vector<uint8_t>(3)); },
        {"'produced'", "one flag per sample and field"}},
-      {"schema not a map", [](Json& h) { h["schema"] = "x"; }, {"schema must be a map"}},
-      {"schema unknown dtype", [](Json& h) { h["schema"]["reward"]["dtype"] = "float128"; }, {"float128"}},
+      {"schema not a map", [](Tree& h) { h["schema"] = "x"; }, {"schema must be a map"}},
+      {"schema unknown dtype", [](Tree& h) { h["schema"]["reward"]["dtype"] = "float128"; }, {"float128"}},
       {"schema flag not bool",
-       [](Json& h) { h["schema"]["reward"]["nested"] = 1; },
+       [](Tree& h) { h["schema"]["reward"]["nested"] = 1; },
        {"'reward'", "'nested'", "must be a boolean, got number"}},
       {"custom_meta offsets short",
-       [](Json& h) { h["custom_meta_offsets"] = Json::binary(std::vector<uint8_t>(4)); },
+       [](Tree& h) { h["custom_meta_offsets"] = Tree::binary(std::vector<uint8_t>(4)); },
        {"'custom_meta_offsets'", "one offset per sample"}},
       {"custom_meta offsets past the bytes",
-       [&](Json& h) {
+       [&](Tree& h) {
          std::vector<uint32_t> offsets = meta.custom_meta.offsets();
          offsets.back() += 1;
-         h["custom_meta_offsets"] = wire::binary_of(std::span<const uint32_t>(offsets));
+         h["custom_meta_offsets"] = Tree::numbers(std::span<const uint32_t>(offsets));
        },
        {"custom_meta offsets", "end at the byte count"}},
       {"custom_meta entry not a map",
-       [&](Json& h) {
-         const std::vector<uint8_t> entry = Json::to_msgpack(Json::array({1, 2}));
-         h["custom_meta"] = Json::binary(entry);
+       [&](Tree& h) {
+         const std::string entry = Tree::array({1, 2}).bytes();
+         h["custom_meta"] = Tree::binary(entry);
          std::vector<uint32_t> offsets(meta.size() + 1, static_cast<uint32_t>(entry.size()));
          offsets[0] = 0;
-         h["custom_meta_offsets"] = wire::binary_of(std::span<const uint32_t>(offsets));
+         h["custom_meta_offsets"] = Tree::numbers(std::span<const uint32_t>(offsets));
        },
        {"'custom_meta' entry 0", "MessagePack map"}},
-      {"extra_info not a map", [](Json& h) { h["extra_info"] = Json::array(); }, {"'extra_info'", "must be a map"}},
+      {"extra_info not a map", [](Tree& h) { h["extra_info"] = Tree::array(); }, {"'extra_info'", "must be a map"}},
   };
-  expect_each_rejected(wire::encode_batch_meta(meta), cases,
-                       [](const Json& h) { wire::decode_batch_meta(h, "get_meta reply"); });
+  expect_each_rejected(encode_batch_meta(meta), cases, [](const Tree& h) { decode_batch_meta(h, "get_meta reply"); });
 }
 
 TEST(WireCodecMalformed, KvListFieldsAreCheckedByNameTypeAndSize) {
-  auto u32_binary = [](std::vector<uint32_t> values) { return wire::binary_of(std::span<const uint32_t>(values)); };
-  auto u64_binary = [](std::vector<uint64_t> values) { return wire::binary_of(std::span<const uint64_t>(values)); };
+  auto u32_binary = [](std::vector<uint32_t> values) { return Tree::numbers(std::span<const uint32_t>(values)); };
+  auto u64_binary = [](std::vector<uint64_t> values) { return Tree::numbers(std::span<const uint64_t>(values)); };
   const std::vector<SpoiledHeader> cases = {
-      {"unknown key", [](Json& h) { h["bogus"] = 1; }, {"unknown field 'bogus'"}},
-      {"missing keys", [](Json& h) { h.erase("keys"); }, {"lacks the field 'keys'"}},
+      {"unknown key", [](Tree& h) { h["bogus"] = 1; }, {"unknown field 'bogus'"}},
+      {"missing keys", [](Tree& h) { h.erase("keys"); }, {"lacks the field 'keys'"}},
       {"partitions not strings",
-       [](Json& h) {
-         h["partitions"] = Json::array({1, 2, 3});
+       [](Tree& h) {
+         h["partitions"] = Tree::array({1, 2, 3});
        },
        {"'partitions'"}},
       {"one end too few",
-       [&](Json& h) {
+       [&](Tree& h) {
          h["partition_ends"] = u64_binary({3, 3});
        },
        {"one end per partition"}},
       {"ends descend",
-       [&](Json& h) {
+       [&](Tree& h) {
          h["partition_ends"] = u64_binary({3, 1, 4});
        },
        {"'partition_ends'"}},
       {"ends past the key count",
-       [&](Json& h) {
+       [&](Tree& h) {
          h["partition_ends"] = u64_binary({3, 3, 5});
        },
        {"'partition_ends'", "key count"}},
       {"ends short of the key count",
-       [&](Json& h) {
+       [&](Tree& h) {
          h["partition_ends"] = u64_binary({3, 3, 3});
        },
        {"'partition_ends'", "end at the key count 4"}},
       {"key offsets past the bytes",
-       [&](Json& h) {
+       [&](Tree& h) {
          h["key_offsets"] = u32_binary({0, 5, 5, 12, 99});
        },
        {"'key_offsets'", "ascend from 0"}},
       {"key offsets descend",
-       [&](Json& h) {
+       [&](Tree& h) {
          h["key_offsets"] = u32_binary({0, 5, 3, 12, 13});
        },
        {"'key_offsets'", "ascend from 0"}},
-      {"no key offsets", [&](Json& h) { h["key_offsets"] = u32_binary({}); }, {"'key_offsets'"}},
+      {"no key offsets", [&](Tree& h) { h["key_offsets"] = u32_binary({}); }, {"'key_offsets'"}},
       {"one tag offset too few",
-       [&](Json& h) {
+       [&](Tree& h) {
          h["tag_offsets"] = u32_binary({0, 0, 0, 0});
        },
        {"'tag_offsets'", "one offset per key"}},
       {"tag offsets past the bytes",
-       [&](Json& h) {
+       [&](Tree& h) {
          h["tag_offsets"] = u32_binary({0, 0, 0, 0, 99});
        },
        {"'tag_offsets'", "ascend from 0"}},
       {"one version too few",
-       [&](Json& h) {
+       [&](Tree& h) {
          h["versions"] = u64_binary({1, 2, 3, 4, 5});
        },
        {"'versions'", "an epoch and a count per partition"}},
-      {"no unchanged flags", [](Json& h) { h.erase("unchanged"); }, {"lacks the field 'unchanged'"}},
+      {"no unchanged flags", [](Tree& h) { h.erase("unchanged"); }, {"lacks the field 'unchanged'"}},
       {"an unchanged flag of 2",
-       [](Json& h) {
-         h["unchanged"] = Json::binary(std::vector<uint8_t>{0, 2, 0});
+       [](Tree& h) {
+         h["unchanged"] = Tree::binary(std::vector<uint8_t>{0, 2, 0});
        },
        {"'unchanged'", "flags of 0 or 1"}},
       {"an unchanged partition with keys",
-       [](Json& h) {
-         h["unchanged"] = Json::binary(std::vector<uint8_t>{1, 0, 0});
+       [](Tree& h) {
+         h["unchanged"] = Tree::binary(std::vector<uint8_t>{1, 0, 0});
        },
        {"'unchanged'", "listed with keys"}},
   };
-  expect_each_rejected(wire::encode_kv_list(sample_listing()), cases,
-                       [](const Json& h) { wire::decode_kv_list(h, "kv_list reply"); });
+  expect_each_rejected(encode_kv_list(sample_listing()), cases,
+                       [](const Tree& h) { decode_kv_list(h, "kv_list reply"); });
 }
 
 // Received tags are checked where they are decoded, naming the key.
 TEST(WireCodecKvList, AReceivedTagThatIsNoMapIsRefusedWhenDecoded) {
-  Json header = wire::encode_kv_list(sample_listing());
-  const std::vector<uint8_t> entry = Json::to_msgpack(Json::array({1}));
+  Tree header = encode_kv_list(sample_listing());
+  const std::string entry = Tree::array({1}).bytes();
   const std::string deep = nested_msgpack(200000);
-  std::vector<uint8_t> tags(entry);
-  tags.insert(tags.end(), deep.begin(), deep.end());
+  const std::string tags = entry + deep;
   const auto first = static_cast<uint32_t>(entry.size()), all = static_cast<uint32_t>(tags.size());
-  header["tags"] = Json::binary(tags);
-  header["tag_offsets"] = wire::binary_of(std::span<const uint32_t>(std::vector<uint32_t>{0, first, all, all, all}));
-  const auto listed = wire::decode_kv_list(through_wire(header), "kv_list reply");
+  header["tags"] = Tree::binary(tags);
+  header["tag_offsets"] = Tree::numbers(std::span<const uint32_t>(std::vector<uint32_t>{0, first, all, all, all}));
+  const auto listed = decode_kv_list(header, "kv_list reply");
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { listed[0].tag(0); },
                            {"tag of key 'uid-1'", "'train'", "not a MessagePack map"}));
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { listed[0].tag(1); }, {"tag of key ''", "nests"}));
@@ -629,12 +638,12 @@ TEST(WireCodecMalformed, DeeplyNestedCustomMetaIsRejectedNotRecursedInto) {
   BatchMeta meta;
   meta.global_indexes = {1};
   meta.partition_ids.append(1, "p");
-  Json header = wire::encode_batch_meta(meta);
+  Tree header = encode_batch_meta(meta);
   const std::string entry = nested_msgpack(200000);
-  header["custom_meta"] = Json::binary(std::vector<uint8_t>(entry.begin(), entry.end()));
+  header["custom_meta"] = Tree::binary(std::vector<uint8_t>(entry.begin(), entry.end()));
   header["custom_meta_offsets"] =
-      wire::binary_of(std::span<const uint32_t>(std::vector<uint32_t>{0, static_cast<uint32_t>(entry.size())}));
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { wire::decode_batch_meta(through_wire(header), "r"); },
+      Tree::numbers(std::span<const uint32_t>(std::vector<uint32_t>{0, static_cast<uint32_t>(entry.size())}));
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { decode_batch_meta(header, "r"); },
                            {"'custom_meta' entry 0", "nests deeper than " + std::to_string(kMaxDecodeNesting)}));
 }
 
@@ -645,57 +654,60 @@ TEST(WireCodecMalformed, MetaRequestFieldsAreCheckedByNameAndType) {
   request.partition_id = "p";
   request.task_name = "t";
   const std::vector<SpoiledHeader> cases = {
-      {"unknown key", [](Json& h) { h["sampler"] = "x"; }, {"unknown field 'sampler'"}},
-      {"missing key", [](Json& h) { h.erase("task_name"); }, {"lacks the field 'task_name'"}},
+      {"unknown key", [](Tree& h) { h["sampler"] = "x"; }, {"unknown field 'sampler'"}},
+      {"missing key", [](Tree& h) { h.erase("task_name"); }, {"lacks the field 'task_name'"}},
       {"batch_size a string",
-       [](Json& h) { h["batch_size"] = "4"; },
+       [](Tree& h) { h["batch_size"] = "4"; },
        {"'batch_size'", "must be an integer, got string"}},
-      {"batch_size a float", [](Json& h) { h["batch_size"] = 4.5; }, {"'batch_size'", "must be an integer"}},
+      {"batch_size a float", [](Tree& h) { h["batch_size"] = 4.5; }, {"'batch_size'", "must be an integer"}},
       {"batch_size beyond int64",
-       [](Json& h) { h["batch_size"] = uint64_t{1} << 63; },
+       [](Tree& h) { h["batch_size"] = uint64_t{1} << 63; },
        {"'batch_size'", "out of range"}},
-      {"polling an integer", [](Json& h) { h["polling"] = 1; }, {"'polling'", "must be a boolean"}},
-      {"fields a string", [](Json& h) { h["fields"] = "x"; }, {"'fields'", "array of strings"}},
-      {"unknown mode", [](Json& h) { h["mode"] = "steal"; }, {"steal"}},
+      {"polling an integer", [](Tree& h) { h["polling"] = 1; }, {"'polling'", "must be a boolean"}},
+      {"fields a string", [](Tree& h) { h["fields"] = "x"; }, {"'fields'", "array of strings"}},
+      {"unknown mode", [](Tree& h) { h["mode"] = "steal"; }, {"steal"}},
   };
-  expect_each_rejected(wire::encode_meta_request(request), cases,
-                       [](const Json& h) { wire::decode_meta_request(h, "get_meta request"); });
+  expect_each_rejected(encode_meta_request(request), cases,
+                       [](const Tree& h) { decode_meta_request(h, "get_meta request"); });
 }
 
 TEST(WireCodecMalformed, StatusNeedsOneFlagPerIndex) {
   const std::vector<SpoiledHeader> cases = {
       {"flags short",
-       [](Json& h) { h["flags"] = Json::binary(std::vector<uint8_t>(1)); },
+       [](Tree& h) { h["flags"] = Tree::binary(std::vector<uint8_t>(1)); },
        {"'flags'", "one flag per index"}},
-      {"flags missing", [](Json& h) { h.erase("flags"); }, {"lacks the field 'flags'"}},
+      {"flags missing", [](Tree& h) { h.erase("flags"); }, {"lacks the field 'flags'"}},
   };
-  expect_each_rejected(wire::encode_status({{1, true}, {2, false}}), cases,
-                       [](const Json& h) { wire::decode_status(h, "status reply"); });
+  expect_each_rejected(encode_status({{1, true}, {2, false}}), cases,
+                       [](const Tree& h) { decode_status(h, "status reply"); });
 }
 
 TEST(WireCodecMalformed, HeaderFramesThatAreNotMessagePackMapsAreRejected) {
   Frames none;
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { wire::read_header(none, 0, "put request"); },
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { wire::read_header(none, 0, "put request", {}); },
                            {"put request", "header frame at position 0", "got 0 frames"}));
 
-  std::vector<uint8_t> valid = Json::to_msgpack(wire::encode_batch_meta(sample_batch_meta()));
+  std::string valid = encode_batch_meta(sample_batch_meta()).bytes();
   for (size_t keep : {size_t{0}, size_t{1}, valid.size() / 2, valid.size() - 1}) {
-    const std::vector<uint8_t> truncated(valid.begin(), valid.begin() + static_cast<std::ptrdiff_t>(keep));
+    const std::string truncated = valid.substr(0, keep);
     EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
-                             [&] { wire::read_header(frames_of_bytes(truncated), 0, "get reply"); },
+                             [&] { wire::read_header(frames_of_bytes(truncated), 0, "get reply", {}); },
                              {"get reply header is not valid MessagePack"}))
         << "kept " << keep << " of " << valid.size() << " bytes";
   }
-  valid.push_back(0xc0);  // trailing bytes after a complete map
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { wire::read_header(frames_of_bytes(valid), 0, "m"); },
+  valid.push_back('\xc0');  // trailing bytes after a complete map
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { wire::read_header(frames_of_bytes(valid), 0, "m", {}); },
                            {"not valid MessagePack"}));
 
-  for (const Json& not_a_map : {Json::array({1, 2}), Json(7), Json("text"), Json(nullptr)}) {
+  const std::pair<Tree, std::string> not_maps[] = {
+      {Tree::array({1, 2}), "array"}, {Tree(7), "number"}, {Tree("text"), "string"}, {Tree(nullptr), "null"}};
+  for (const auto& [not_a_map, type] : not_maps) {
     EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
-                             [&] { wire::read_header(frames_of_bytes(Json::to_msgpack(not_a_map)), 0, "m"); },
-                             {"must be a MessagePack map, got " + std::string(not_a_map.type_name())}));
+                             [&] { wire::read_header(frames_of_bytes(not_a_map.bytes()), 0, "m", {}); },
+                             {"must be a MessagePack map, got " + type}));
   }
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { wire::read_header(frames_of_bytes({0xc1}), 0, "m"); },
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                           [&] { wire::read_header(frames_of_bytes(std::vector<uint8_t>{0xc1}), 0, "m", {}); },
                            {"not valid MessagePack"}));
 }
 
@@ -752,20 +764,32 @@ std::vector<uint8_t> every_format() {
   return b;
 }
 
-TEST(WireCodecHeader, EveryMessagePackFormatReadsAsNlohmannReadsIt) {
+TEST(WireCodecHeader, EveryMessagePackFormatReadsAsWritten) {
   const std::vector<uint8_t> bytes = every_format();
-  const Json header = wire::read_header(frames_of_bytes(bytes), 0, "m");
-  EXPECT_EQ(header, Json::from_msgpack(bytes));
-  EXPECT_EQ(header.size(), 29u) << "the repeated key counts once";
-  EXPECT_EQ(header["repeated"], 2) << "the last value of a repeated key wins";
-  EXPECT_EQ(header["i8"].get<int64_t>(), -128);
-  EXPECT_EQ(header["i64"].get<int64_t>(), std::numeric_limits<int64_t>::min());
-  EXPECT_TRUE(header["u64"].is_number_unsigned());
-  EXPECT_EQ(header["u64"].get<uint64_t>(), (uint64_t{1} << 63) + 5);
-  EXPECT_EQ(header["f32"].get<double>(), 1.5);
-  EXPECT_EQ(header["bin32"].get_binary().size(), 70000u);
-  EXPECT_EQ(header["ext8"].get_binary().subtype(), 0xfeu);
-  EXPECT_EQ(header["str32"].get<std::string>().size(), 70000u);
+  const Frames frames = frames_of_bytes(bytes);
+  const EncodedMap header = EncodedMap::skipping_unknown(transport::as_string_view(frames[0]), 0, "m",
+                                                         {"neg_fixint", "nil", "true", "u64", "i8", "i64", "f32", "f64",
+                                                          "str32", "bin32", "ext8", "array16", "map32", "repeated"});
+  EXPECT_EQ(header.integer("repeated"), 2) << "the last value of a repeated key wins";
+  EXPECT_EQ(header.integer("neg_fixint"), -5);
+  EXPECT_EQ(header.integer("i8"), -128);
+  EXPECT_EQ(header.integer("i64"), std::numeric_limits<int64_t>::min());
+  EXPECT_EQ(header.unsigned_integer("u64"), (uint64_t{1} << 63) + 5);
+  EXPECT_TRUE(throws_invalid([&] { header.integer("u64"); }, {"'u64' is out of range"}));
+  EXPECT_TRUE(header.boolean("true"));
+  EXPECT_FALSE(header.has("nil"));
+  EXPECT_EQ(header.decoded("f32"), Value(1.5));
+  EXPECT_EQ(header.decoded("f64"), Value(-2.25));
+  EXPECT_EQ(header.binary("bin32").size(), 70000u);
+  EXPECT_EQ(header.binary("ext8"), std::string(3, '\x06')) << "an ext value reads as its bytes";
+  EXPECT_EQ(header.text("str32").size(), 70000u);
+  EXPECT_EQ(header.decoded("array16"), Value::array({1, "z"}));
+  EXPECT_EQ(header.decoded("map32"), (Value{{"k", Value::object()}}));
+  const Tree tree = Tree::read(transport::as_string_view(frames[0]));
+  EXPECT_EQ(tree.size(), 29u) << "the repeated key counts once";
+  EXPECT_EQ(tree.at("repeated"), Tree(uint64_t{2}));
+  EXPECT_EQ(tree.at("u8"), Tree(uint64_t{200}));
+  EXPECT_EQ(tree.at("i16"), Tree(int64_t{-32768}));
 }
 
 TEST(WireCodecHeader, EveryTruncationAndNonStringKeysAreInvalid) {
@@ -773,24 +797,24 @@ TEST(WireCodecHeader, EveryTruncationAndNonStringKeysAreInvalid) {
   for (size_t keep = 0; keep < bytes.size(); keep += keep < 2000 ? 1 : keep / 16) {
     EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
                              [&] {
-                               wire::read_header(frames_of_bytes({bytes.begin(), bytes.begin() + keep}), 0, "m");
+                               wire::read_header(frames_of_bytes({bytes.begin(), bytes.begin() + keep}), 0, "m", {});
                              },
                              {"m header is not valid MessagePack"}))
         << "kept " << keep;
   }
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
                            [&] {
-                             wire::read_header(frames_of_bytes({0x81, 0x01, 0x02}), 0, "m");
+                             wire::read_header(frames_of_bytes(std::vector<uint8_t>{0x81, 0x01, 0x02}), 0, "m", {});
                            },
                            {"not valid MessagePack", "a map key is not a string"}));
 }
 
 TEST(WireCodecMalformed, NestingBeyondTheLimitIsRefusedAtAnyDepth) {
-  EXPECT_EQ(wire::read_header(frames_of_bytes(nested_msgpack(kMaxDecodeNesting)), 0, "m").size(), 1u);
+  EXPECT_TRUE(wire::read_header(frames_of_bytes(nested_msgpack(kMaxDecodeNesting)), 0, "m", {"x"}).has("x"));
   const std::string limit = std::to_string(kMaxDecodeNesting);
   for (size_t depth : {kMaxDecodeNesting + 1, size_t{100000}, size_t{1} << 22}) {
     EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
-                             [&] { wire::read_header(frames_of_bytes(nested_msgpack(depth)), 0, "m"); },
+                             [&] { wire::read_header(frames_of_bytes(nested_msgpack(depth)), 0, "m", {"x"}); },
                              {"nests deeper than " + limit + " levels"}))
         << "depth " << depth;
   }
@@ -798,22 +822,22 @@ TEST(WireCodecMalformed, NestingBeyondTheLimitIsRefusedAtAnyDepth) {
 
 // A valid one-column put: header entries plus its data frame.
 struct PutMessage {
-  Json entries;
+  Tree entries;   // the columns: an array of maps
   Frames frames;  // [header slot, data frames...]
   size_t samples;
 };
 
 PutMessage put_message(const std::vector<Column>& columns) {
-  PutMessage put{Json(), Frames(1), columns.front().sample_count()};
-  put.entries = wire::append_columns(columns, {}, put.frames);
+  PutMessage put{Tree(), Frames(1), columns.front().sample_count()};
+  put.entries = Tree::read(wire::append_columns(columns, {}, put.frames));
   return put;
 }
 
 TEST(WireCodecMalformed, ColumnsAreCheckedAgainstTheirFrames) {
   const std::vector<Column> columns = {float_samples("a", {4, 4, 4}), float_samples("b", {1, 2, 3})};
   PutMessage put = put_message(columns);
-  const auto take = [&](const Json& entries, Frames frames, size_t samples) {
-    wire::take_columns(through_wire(Json{{"c", entries}}).at("c"), frames, 1, samples, "put request");
+  const auto take = [&](const Tree& entries, Frames frames, size_t samples) {
+    wire::take_columns(entries.bytes(), frames, 1, samples, "put request");
   };
   ASSERT_NO_THROW(take(put.entries, copies(put.frames), put.samples));
 
@@ -827,36 +851,36 @@ TEST(WireCodecMalformed, ColumnsAreCheckedAgainstTheirFrames) {
                            {"names 2 columns but carries 3 data frames"}));
 
   const std::vector<SpoiledHeader> cases = {
-      {"not an array", [](Json& e) { e = Json::object(); }, {"columns must be an array"}},
-      {"unknown key", [](Json& e) { e[1]["stride"] = 4; }, {"column 1", "unknown field 'stride'"}},
-      {"missing key", [](Json& e) { e[0].erase("offsets"); }, {"column 0", "lacks the field 'offsets'"}},
+      {"not an array", [](Tree& e) { e = Tree::map(); }, {"columns must be an array"}},
+      {"unknown key", [](Tree& e) { e[1]["stride"] = 4; }, {"column 1", "unknown field 'stride'"}},
+      {"missing key", [](Tree& e) { e[0].erase("offsets"); }, {"column 0", "lacks the field 'offsets'"}},
       {"offsets count",
-       [](Json& e) { e[0]["offsets"] = wire::binary_of(std::span<const uint64_t>()); },
+       [](Tree& e) { e[0]["offsets"] = Tree::numbers(std::span<const uint64_t>()); },
        {"column 0", "'offsets'", "must hold 4 offsets"}},
       {"offset past the frame",
-       [&](Json& e) {
+       [&](Tree& e) {
          std::vector<uint64_t> offsets(columns[1].offsets.begin(), columns[1].offsets.end());
          offsets.back() = columns[1].buffer->size + 4;
-         e[1]["offsets"] = wire::binary_of(std::span<const uint64_t>(offsets));
+         e[1]["offsets"] = Tree::numbers(std::span<const uint64_t>(offsets));
        },
        {"\"b\"", "beyond the buffer of " + std::to_string(columns[1].buffer->size) + " bytes"}},
       {"shape against bytes",
-       [](Json& e) { e[0]["shapes"] = Json::array({int64_binary({5})}); },
+       [](Tree& e) { e[0]["shapes"] = Tree::array({int64_binary({5})}); },
        {"\"a\"", "needs 20 bytes"}},
       {"shape count",
-       [](Json& e) {
-         e[1]["shapes"] = Json::array({int64_binary({1}), int64_binary({2})});
+       [](Tree& e) {
+         e[1]["shapes"] = Tree::array({int64_binary({1}), int64_binary({2})});
        },
        {"column 1", "'shapes'", "one shape or one per sample"}},
       {"shape not binary",
-       [](Json& e) {
-         e[1]["shapes"] = Json::array({1, 2, 3});
+       [](Tree& e) {
+         e[1]["shapes"] = Tree::array({1, 2, 3});
        },
        {"'shapes'", "binary int64 shapes"}},
-      {"unknown dtype", [](Json& e) { e[0]["dtype"] = "complex64"; }, {"complex64"}},
+      {"unknown dtype", [](Tree& e) { e[0]["dtype"] = "complex64"; }, {"complex64"}},
   };
   for (const SpoiledHeader& c : cases) {
-    Json spoiled = put.entries;
+    Tree spoiled = put.entries;
     c.spoil(spoiled);
     EXPECT_TRUE(throws_error(
         ErrorCode::kInvalidArgument, [&] { take(spoiled, copies(put.frames), put.samples); }, c.fragments))
@@ -868,66 +892,66 @@ TEST(WireCodecMalformed, ViewsAreCheckedAgainstTheirFrames) {
   const auto buffer = Buffer::copy_of(bytes_of(std::vector<float>(1024, 1.0f)));
   const std::vector<std::vector<SampleView>> rows = {{view_into(buffer, 0, 512)}, {view_into(buffer, 2048, 512)}};
   Frames frames(1);
-  const Json valid = wire::append_views(rows, 1, frames);
-  const auto take = [&](const Json& entries, size_t rows_expected, size_t fields) {
+  const Tree valid = Tree::read(wire::append_views(rows, 1, frames));
+  const auto take = [&](const Tree& entries, size_t rows_expected, size_t fields) {
     Frames copy = copies(frames);
-    wire::take_views(through_wire(Json{{"v", entries}}).at("v"), copy, 1, rows_expected, fields, "get reply");
+    wire::take_views(entries.bytes(), copy, 1, rows_expected, fields, "get reply");
   };
   ASSERT_NO_THROW(take(valid, 2, 1));
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { take(valid, 2, 2); }, {"get reply", "2 fields"}));
   EXPECT_TRUE(
       throws_error(ErrorCode::kInvalidArgument, [&] { take(valid, 3, 1); }, {"'frames'", "one entry per sample"}));
 
-  const auto u64 = [](std::vector<uint64_t> v) { return wire::binary_of(std::span<const uint64_t>(v)); };
+  const auto u64 = [](std::vector<uint64_t> v) { return Tree::numbers(std::span<const uint64_t>(v)); };
   const std::vector<SpoiledHeader> cases = {
       {"frame that is not there",
-       [](Json& e) {
-         e[0]["frames"] = wire::binary_of(std::span<const uint32_t>(std::vector<uint32_t>{0, 1}));
+       [](Tree& e) {
+         e[0]["frames"] = Tree::numbers(std::span<const uint32_t>(std::vector<uint32_t>{0, 1}));
        },
        {"'frames'", "names a frame that is not there"}},
       {"offset outside the frame",
-       [&](Json& e) {
+       [&](Tree& e) {
          e[0]["offsets"] = u64({0, 4096});
        },
        {"'offsets'", "points outside its frame"}},
       {"size outside the frame",
-       [&](Json& e) {
+       [&](Tree& e) {
          e[0]["sizes"] = u64({2048, 4096});
        },
        {"'offsets'", "points outside its frame"}},
       {"offset plus size wraps around",
-       [&](Json& e) {
+       [&](Tree& e) {
          e[0]["offsets"] = u64({0, 8});
          e[0]["sizes"] = u64({2048, ~uint64_t{0} - 4});
        },
        {"points outside its frame"}},
       {"unknown dtype",
-       [](Json& e) {
-         e[0]["dtypes"] = Json::binary(std::vector<uint8_t>{8, 200});
+       [](Tree& e) {
+         e[0]["dtypes"] = Tree::binary(std::vector<uint8_t>{8, 200});
        },
        {"'dtypes'", "unknown dtype"}},
       {"shape against bytes",
-       [](Json& e) {
-         e[0]["shapes"] = Json::array({int64_binary({512}), int64_binary({3})});
+       [](Tree& e) {
+         e[0]["shapes"] = Tree::array({int64_binary({512}), int64_binary({3})});
        },
        {"'shapes'", "sample 1", "needs 12 bytes"}},
       {"negative dimension",
-       [](Json& e) {
-         e[0]["shapes"] = Json::array({int64_binary({512}), int64_binary({-512})});
+       [](Tree& e) {
+         e[0]["shapes"] = Tree::array({int64_binary({512}), int64_binary({-512})});
        },
        {"negative"}},
       // 2^62 float32 elements are 2^64 bytes: must not wrap around to 0.
       {"element count overflowing the byte size",
-       [&](Json& e) {
+       [&](Tree& e) {
          e[0]["sizes"] = u64({2048, 0});
-         e[0]["shapes"] = Json::array({int64_binary({512}), int64_binary({int64_t{1} << 62})});
+         e[0]["shapes"] = Tree::array({int64_binary({512}), int64_binary({int64_t{1} << 62})});
        },
        {"'shapes'", "sample 1", "overflows"}},
-      {"missing key", [](Json& e) { e[0].erase("dtypes"); }, {"lacks the field 'dtypes'"}},
-      {"unknown key", [](Json& e) { e[0]["strides"] = 1; }, {"unknown field 'strides'"}},
+      {"missing key", [](Tree& e) { e[0].erase("dtypes"); }, {"lacks the field 'dtypes'"}},
+      {"unknown key", [](Tree& e) { e[0]["strides"] = 1; }, {"unknown field 'strides'"}},
   };
   for (const SpoiledHeader& c : cases) {
-    Json spoiled = valid;
+    Tree spoiled = valid;
     c.spoil(spoiled);
     EXPECT_TRUE(throws_error(
         ErrorCode::kInvalidArgument, [&] { take(spoiled, 2, 1); }, c.fragments))
@@ -940,7 +964,7 @@ TEST(WireCodecColumns, DescribedColumnsLayTheirSamplesOutAsAppendedFramesDo) {
                                     object_column("o", {"a", "bcd", "", "ef", "g"})};
   for (const std::vector<size_t>& positions : {std::vector<size_t>{4, 1, 3}, std::vector<size_t>{}}) {
     Frames frames;
-    const Json appended = wire::append_columns(columns, positions, frames);
+    const std::string appended = wire::append_columns(columns, positions, frames);
     std::vector<std::vector<std::span<const std::byte>>> pieces;
     EXPECT_EQ(wire::describe_columns(columns, positions, pieces), appended);
     ASSERT_EQ(pieces.size(), frames.size());
