@@ -342,9 +342,11 @@ class Client:
         return type(self)._unpickled, (self._remote_config, self.timeout, self.allow_pickle)
 
     def _pickle_allowed(self, allow_pickle: Optional[bool]) -> bool:
-        if allow_pickle is not None:
-            return check_bool(allow_pickle, "allow_pickle")
-        return check_bool(self.allow_pickle, "Client.allow_pickle")
+        if allow_pickle is None:
+            allow_pickle, parameter = self.allow_pickle, "Client.allow_pickle"
+        else:
+            parameter = "allow_pickle"
+        return allow_pickle if type(allow_pickle) is bool else check_bool(allow_pickle, parameter)
 
     # ---- samples --------------------------------------------------------------
 
@@ -363,11 +365,12 @@ class Client:
         if custom_meta is not None:
             metas = check_list(custom_meta, "custom_meta", "a list of dicts (one per sample) or None")
             check_dicts(metas, "custom_meta")
-        columns = _convert.to_columns(data, borrow=self.is_remote, allow_pickle=self._pickle_allowed(allow_pickle))
-        rows = metadata.size if metadata is not None else columns[0].sample_count if columns else 0
-        if metas is not None and not metas and rows:
-            # The engine takes an empty list as none; a caller's [] for rows is a wrong length (its words).
-            raise ValueError(f"custom_meta holds 0 entries for {rows} samples; give one object per sample")
+        columns = _convert.to_columns(data, borrow=self._remote_config is not None,
+                                      allow_pickle=self._pickle_allowed(allow_pickle))
+        if metas is not None and not metas:
+            rows = metadata.size if metadata is not None else columns[0].sample_count if columns else 0
+            if rows:  # the engine takes an empty list as none; a caller's [] for rows is a wrong length
+                raise ValueError(f"custom_meta holds 0 entries for {rows} samples; give one object per sample")
         native = self._connected()
         if metadata is None:
             return native.put_new(partition, columns, metas)
