@@ -8,6 +8,8 @@
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/variant.h>
 #include <nanobind/stl/vector.h>
 
 #include <cerrno>
@@ -191,17 +193,28 @@ PyBatchMeta python_meta(BatchMeta&& meta, nb::handle extra_info = nb::none()) {
   return from_native(std::move(meta), extra_info);
 }
 
-PyBatchMeta put_new(const NativeClient& self, const std::string& partition, const std::vector<Column>& columns,
+// custom_meta, one object per sample of a put of `rows` samples: the engine takes an empty list as none,
+// so a caller's [] for rows is refused here as a wrong length.
+std::vector<Value> put_custom_meta(const std::optional<nb::list>& custom_meta, size_t rows) {
+  if (custom_meta && custom_meta->size() == 0 && rows > 0) {
+    throw_invalid("custom_meta holds 0 entries for " + std::to_string(rows) + " samples; give one object per sample");
+  }
+  return custom_meta_of(custom_meta);
+}
+
+PyBatchMeta put_new(const NativeClient& self, const std::string& partition, const std::vector<FieldInput>& fields,
                     const std::optional<nb::list>& custom_meta) {
-  const std::vector<Value> metas = custom_meta_of(custom_meta);
+  const std::vector<Column> columns = columns_of(fields);
+  const std::vector<Value> metas = put_custom_meta(custom_meta, columns.empty() ? 0 : columns[0].sample_count());
   std::shared_ptr<Client> client = self.connected();
   return python_meta(without_gil([&] { return client->put_new(partition, columns, metas); }));
 }
 
 // More fields of `meta`'s samples; the result keeps its extra_info.
-PyBatchMeta put_existing(const NativeClient& self, const PyBatchMeta& meta, const std::vector<Column>& columns,
+PyBatchMeta put_existing(const NativeClient& self, const PyBatchMeta& meta, const std::vector<FieldInput>& fields,
                          const std::optional<nb::list>& custom_meta) {
-  const std::vector<Value> metas = custom_meta_of(custom_meta);
+  const std::vector<Column> columns = columns_of(fields);
+  const std::vector<Value> metas = put_custom_meta(custom_meta, meta.size());
   const BatchMeta native = to_native(meta, true);
   std::shared_ptr<Client> client = self.connected();
   return python_meta(without_gil([&] { return client->put_existing(native, columns, metas); }), meta.py_extra_info);
@@ -341,8 +354,8 @@ void bind_native_client(nb::module_ m) {
                   "storage units.")
       .def("close", &NativeClient::close, "Releases the controller and the storage (or the connections).")
       .def("abandon", &NativeClient::abandon, "After fork, in the child: leaves the parent's sockets alone.");
-  cls.def("put_new", &put_new, "partition_id"_a, "columns"_a, "custom_meta"_a.none());
-  cls.def("put_existing", &put_existing, "meta"_a, "columns"_a, "custom_meta"_a.none());
+  cls.def("put_new", &put_new, "partition_id"_a, "fields"_a, "custom_meta"_a.none());
+  cls.def("put_existing", &put_existing, "meta"_a, "fields"_a, "custom_meta"_a.none());
   cls.def("get_meta", &get_meta, "partition_id"_a, "fields"_a, "batch_size"_a, "mode"_a, "task_name"_a,
           "dp_rank"_a.none(), "batch_index"_a, "sampler_args"_a.none(), "polling"_a, "timeout"_a);
   m.def("get_data", &get_data, "client"_a.none(), "meta"_a, "fields"_a, "nested"_a, "format"_a, "layout"_a, "fresh"_a,
@@ -416,12 +429,13 @@ void bind_native_client(nb::module_ m) {
   cls.def(
       "kv_put",
       [](const NativeClient& self, const std::string& partition, const std::vector<std::string>& keys,
-         const std::optional<nb::list>& tags, const std::vector<Column>& columns) {
+         const std::optional<nb::list>& tags, const std::vector<FieldInput>& fields) {
+        const std::vector<Column> columns = columns_of(fields);
         const std::vector<Value> tag_values = tags_of(tags);
         std::shared_ptr<Client> client = self.connected();
         return python_meta(without_gil([&] { return client->kv_put(partition, keys, tag_values, columns); }));
       },
-      "partition_id"_a, "keys"_a, "tags"_a.none(), "columns"_a,
+      "partition_id"_a, "keys"_a, "tags"_a.none(), "fields"_a,
       "Samples under `keys` (made when new), their tags merged and their fields written.");
   cls.def(
       "kv_meta",

@@ -6,6 +6,7 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <type_traits>
 
 #include "seqflow/error.h"
 #include "bindings/gil.h"
@@ -254,8 +255,6 @@ std::vector<SampleView> copied(const std::vector<SampleView>& views) {
   return out;
 }
 
-}  // namespace
-
 Column dense_column(const std::string& field, const AnyArray& array, bool borrow) {
   if (array.ndim() == 0) {
     throw_invalid(field_name(field) + " is a 0-d value; the first dimension must be the batch");
@@ -398,6 +397,30 @@ Column object_column(const std::string& field, nb::handle items, bool allow_pick
   }
   column.buffer = concatenate(parts, total);
   return column;
+}
+
+}  // namespace
+
+std::vector<Column> columns_of(const std::vector<FieldInput>& fields) {
+  std::vector<Column> columns;
+  columns.reserve(fields.size());
+  for (const FieldInput& field : fields) {
+    columns.push_back(std::visit(
+        [](const auto& input) {
+          using Input = std::decay_t<decltype(input)>;
+          if constexpr (std::is_same_v<Input, DenseInput>) {
+            return std::apply(dense_column, input);
+          } else if constexpr (std::is_same_v<Input, JaggedInput>) {
+            return std::apply(jagged_column, input);
+          } else if constexpr (std::is_same_v<Input, RaggedInput>) {
+            return std::apply(ragged_column, input);
+          } else {
+            return std::apply(object_column, input);
+          }
+        },
+        field));
+  }
+  return columns;
 }
 
 nb::tuple field_to_python(const std::vector<SampleView>& views, const std::string& field, const FieldOutput& output) {

@@ -1,20 +1,23 @@
 """What a field of a put may hold (numpy arrays and lists; seqflow._convert
-adds torch and tensordict), and the rule that turns each kind into a native
-Column through the typed constructors of _seqflow.client."""
+adds torch and tensordict), and the rule that turns each kind into the
+field's input to the native put: a tuple the put converts in C++ with every
+other field, in one crossing (python/bindings/bindings/tensor_conversion.h):
+(field, array, borrow), (field, values, offsets, borrow), (field, [array per
+sample]) or (field, [value per sample], allow_pickle)."""
 
 from __future__ import annotations
 
 import numbers
 from collections.abc import Mapping
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 import numpy as np
 
 from seqflow import _seqflow
 from seqflow._checks import check_instance, check_name
-from seqflow._seqflow.client import Column
 
-_native = _seqflow.client
+# A field as the native put takes it (the tuples above).
+FieldInput = Union[tuple[str, Any, bool], tuple[str, Any, Any, bool], tuple[str, list[Any]], tuple[str, list[Any], bool]]
 
 # The element types the engine stores, by name (seqflow/tensor.h).
 DTYPES: frozenset[str] = frozenset(_seqflow.convert.DTYPES)
@@ -66,24 +69,23 @@ def _array_rows(array: np.ndarray) -> list[Any]:
     return list(array) if array.ndim == 1 else array.tolist()
 
 
-def _list_column(field: str, value: list[Any] | tuple[Any, ...], allow_pickle: bool) -> Column:
+def _list_input(field: str, value: list[Any] | tuple[Any, ...], allow_pickle: bool) -> FieldInput:
     """A plain list: arrays (a tensor field of varying shapes), numbers (dense), or non-tensor values."""
     items = list(value)
     if not items:
         raise ValueError(f"field {field!r} is an empty list; a field needs one value per sample")
     if all(_is_array(item) for item in items):
-        return _native.ragged_column(
-            field, [_native_order(item, field) if isinstance(item, np.ndarray) else item for item in items])
+        return (field, [_native_order(item, field) if isinstance(item, np.ndarray) else item for item in items])
     if not all(_is_number(item) for item in items):
-        return _native.object_column(field, items, allow_pickle)
+        return (field, items, allow_pickle)
     array = np.asarray(items)
     if array.dtype.kind == "O":  # an int beyond 64 bits
         raise ValueError(f"field {field!r} holds numbers that fit no 64-bit dtype, got {items[:8]!r}")
-    return _native.dense_column(field, _native_order(array, field), False)
+    return (field, _native_order(array, field), False)
 
 
-def column(field: str, value: Any, borrow: bool = False, allow_pickle: bool = False) -> Column:
-    """A native Column of one field of a put: a numpy array (samples along the
+def field_input(field: str, value: Any, borrow: bool = False, allow_pickle: bool = False) -> FieldInput:
+    """The native put's input of one field: a numpy array (samples along the
     first dimension; one of objects, str or bytes is one non-tensor value per
     row), a list of arrays or tensors of varying shape, a list of numbers, or
     a list of non-tensor values. Tensor fields are copied once into a buffer
@@ -97,21 +99,21 @@ def column(field: str, value: Any, borrow: bool = False, allow_pickle: bool = Fa
         if value.ndim == 0:
             raise ValueError(f"field {field!r} is a 0-d array; the first dimension must be the batch")
         if _is_non_tensor_array(value):
-            return _native.object_column(field, _array_rows(value), allow_pickle)
-        return _native.dense_column(field, _native_order(value, field), borrow)
+            return (field, _array_rows(value), allow_pickle)
+        return (field, _native_order(value, field), borrow)
     if isinstance(value, (list, tuple)):
-        return _list_column(field, value, allow_pickle)
+        return _list_input(field, value, allow_pickle)
     raise ValueError(f"field {field!r} is a {type(value).__name__}; "
                      "give a tensor, an array or a list with one value per sample")
 
 
-def sample_column(field: str, value: Any, borrow: bool = False, allow_pickle: bool = False) -> Column:
-    """A Column of one sample's value (kv_put): a numeric array is the
+def sample_input(field: str, value: Any, borrow: bool = False, allow_pickle: bool = False) -> FieldInput:
+    """The input of one sample's value (kv_put): a numeric array is the
     sample's row; any other value (a number too) is one non-tensor value, as
     in TransferQueue."""
     if isinstance(value, np.ndarray) and not _is_non_tensor_array(value):
-        return column(field, value[None], borrow, allow_pickle)
-    return _native.object_column(field, [value], allow_pickle)
+        return field_input(field, value[None], borrow, allow_pickle)
+    return (field, [value], allow_pickle)
 
 
 def non_tensor_rows(field: str, data: Any, rows: Optional[int]) -> list[Any]:

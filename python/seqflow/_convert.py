@@ -10,10 +10,8 @@ import importlib.util
 import sys
 from typing import Any
 
-from seqflow import _columns, _seqflow
-from seqflow._seqflow.client import Column
-
-_native = _seqflow.client
+from seqflow import _columns
+from seqflow._columns import FieldInput
 
 # The optional integrations, imported on first need (_load_optional): a
 # client that only moves numpy arrays never pays for torch (seconds and
@@ -78,28 +76,28 @@ def _cpu_tensor(value, field: str):
     return value.detach().cpu().contiguous()
 
 
-def _tensor_column(field: str, value, borrow: bool) -> Column:
+def _tensor_input(field: str, value, borrow: bool) -> FieldInput:
     if not value.is_nested:
         if value.dim() == 0:
             raise ValueError(f"field {field!r} is a 0-d tensor; the first dimension must be the batch")
-        return _native.dense_column(field, _cpu_tensor(value, field), borrow)
+        return (field, _cpu_tensor(value, field), borrow)
     if value.layout == torch.jagged and getattr(value, "_lengths", None) is None:
         offsets = value.offsets().to("cpu", torch.int64)
-        return _native.jagged_column(field, _cpu_tensor(value.values(), field), offsets, borrow)
-    return _native.ragged_column(field, [_cpu_tensor(t, field) for t in value.unbind()])
+        return (field, _cpu_tensor(value.values(), field), offsets, borrow)
+    return (field, [_cpu_tensor(t, field) for t in value.unbind()])
 
 
-def _column(field: str, value, borrow: bool = False, allow_pickle: bool = False) -> Column:
+def _field_input(field: str, value, borrow: bool = False, allow_pickle: bool = False) -> FieldInput:
     if tensordict is not None and is_non_tensor(value):
         if isinstance(value, NonTensorStack):
-            return _native.object_column(field, value.tolist(), allow_pickle)
+            return (field, value.tolist(), allow_pickle)
         rows = value.batch_size[0] if len(value.batch_size) else None
-        return _native.object_column(field, _columns.non_tensor_rows(field, value.data, rows), allow_pickle)
+        return (field, _columns.non_tensor_rows(field, value.data, rows), allow_pickle)
     if _is_tensor(value):
-        return _tensor_column(field, value, borrow)
+        return _tensor_input(field, value, borrow)
     if isinstance(value, (list, tuple)) and value and _is_tensor(value[0]):  # a tensor per sample
         value = [_cpu_tensor(item, field) if _is_tensor(item) else item for item in value]
-    return _columns.column(field, value, borrow, allow_pickle)
+    return _columns.field_input(field, value, borrow, allow_pickle)
 
 
 def fields_of(data, parameter: str = "data") -> list[tuple[str, Any]]:
@@ -110,34 +108,35 @@ def fields_of(data, parameter: str = "data") -> list[tuple[str, Any]]:
     return _columns.fields_of(data, parameter)
 
 
-def to_columns(data, borrow: bool = False, allow_pickle: bool = False, parameter: str = "data") -> list[Column]:
-    """One native Column per field: a copy of the caller's data, or with
-    borrow a view of its tensors and arrays (a non-contiguous or non-CPU one
-    through its contiguous CPU copy), valid only while the caller does not
-    change them: for a put that has sent the data when it returns."""
+def field_inputs(data, borrow: bool = False, allow_pickle: bool = False, parameter: str = "data") -> list[FieldInput]:
+    """The native put's input of each field (seqflow._columns): the put
+    copies the caller's data, or with borrow uses its tensors and arrays (a
+    non-contiguous or non-CPU one through its contiguous CPU copy) as they
+    are, valid only while the caller does not change them: for a put that
+    has sent the data when it returns."""
     _load_optional_if_in_use()
     pairs = fields_of(data, parameter)
     if not pairs:
         raise ValueError(f"{parameter} holds no fields")
-    return [_column(name, value, borrow, allow_pickle) for name, value in pairs]
+    return [_field_input(name, value, borrow, allow_pickle) for name, value in pairs]
 
 
-def single_sample_columns(fields, borrow: bool = False, allow_pickle: bool = False) -> list[Column]:
-    """Columns of one sample from a dict of per-sample values (kv_put): a
+def single_sample_inputs(fields, borrow: bool = False, allow_pickle: bool = False) -> list[FieldInput]:
+    """The put's inputs of one sample from a dict of per-sample values (kv_put): a
     tensor or a numeric array is the sample's row; any other value is a
     non-tensor value, as in TransferQueue (a number too)."""
     _load_optional_if_in_use()
     if _is_tensordict(fields):
-        return to_columns(fields, borrow, allow_pickle, "fields")
-    columns = []
+        return field_inputs(fields, borrow, allow_pickle, "fields")
+    inputs = []
     for name, value in fields_of(fields, "fields"):
         if not _is_tensor(value):
-            columns.append(_columns.sample_column(name, value, borrow, allow_pickle))
+            inputs.append(_columns.sample_input(name, value, borrow, allow_pickle))
         elif value.is_nested:
             raise ValueError(f"field {name!r}: a nested tensor holds a batch; use kv_batch_put")
         else:
-            columns.append(_tensor_column(name, value.unsqueeze(0), borrow))
-    return columns
+            inputs.append(_tensor_input(name, value.unsqueeze(0), borrow))
+    return inputs
 
 
 # ---- out --------------------------------------------------------------------

@@ -365,20 +365,16 @@ class Client:
         if custom_meta is not None:
             metas = check_list(custom_meta, "custom_meta", "a list of dicts (one per sample) or None")
             check_dicts(metas, "custom_meta")
-        columns = _convert.to_columns(data, borrow=self._remote_config is not None,
-                                      allow_pickle=self._pickle_allowed(allow_pickle))
-        if metas is not None and not metas:
-            rows = metadata.size if metadata is not None else columns[0].sample_count if columns else 0
-            if rows:  # the engine takes an empty list as none; a caller's [] for rows is a wrong length
-                raise ValueError(f"custom_meta holds 0 entries for {rows} samples; give one object per sample")
+        fields = _convert.field_inputs(data, borrow=self._remote_config is not None,
+                                       allow_pickle=self._pickle_allowed(allow_pickle))
         native = self._connected()
         if metadata is None:
-            return native.put_new(partition, columns, metas)
+            return native.put_new(partition, fields, metas)
         if metas is None:
             changed = metadata._changed_custom_meta()
             if changed is not None and any(changed):
                 metas = list(changed)
-        return native.put_existing(metadata, columns, metas)
+        return native.put_existing(metadata, fields, metas)
 
     def get_meta(self, data_fields: Union[str, Iterable[str]], batch_size: int, partition_id: str,
                  mode: str = "fetch", task_name: Optional[str] = None,
@@ -577,9 +573,9 @@ class Client:
         pickled = self._pickle_allowed(allow_pickle)  # checked with or without fields
         if fields is None and tag is None:
             raise ValueError("kv_put needs fields or a tag")
-        columns = ([] if fields is None
-                   else _convert.single_sample_columns(fields, borrow=self.is_remote, allow_pickle=pickled))
-        return self._kv_put_rows([key], partition, columns, None if tag is None else [tag])
+        inputs = ([] if fields is None
+                  else _convert.single_sample_inputs(fields, borrow=self.is_remote, allow_pickle=pickled))
+        return self._kv_put_rows([key], partition, inputs, None if tag is None else [tag])
 
     def kv_batch_put(self, keys: Sequence[str], partition_id: str, fields: Any = None,
                      tags: Optional[Sequence[dict]] = None, *, allow_pickle: Optional[bool] = None) -> KVBatchMeta:
@@ -592,12 +588,12 @@ class Client:
         pickled = self._pickle_allowed(allow_pickle)  # checked with or without fields
         if fields is None and checked is None:
             raise ValueError("kv_batch_put needs fields or tags")
-        columns = ([] if fields is None else _convert.to_columns(fields, borrow=self.is_remote, allow_pickle=pickled,
-                                                                 parameter="fields"))
-        return self._kv_put_rows(names, partition, columns, checked)
+        inputs = ([] if fields is None else _convert.field_inputs(fields, borrow=self.is_remote, allow_pickle=pickled,
+                                                                  parameter="fields"))
+        return self._kv_put_rows(names, partition, inputs, checked)
 
-    def _kv_put_rows(self, keys: list[str], partition_id: str, columns: list, tags: Optional[list]) -> KVBatchMeta:
-        meta = self._connected().kv_put(partition_id, keys, tags, columns)
+    def _kv_put_rows(self, keys: list[str], partition_id: str, inputs: list, tags: Optional[list]) -> KVBatchMeta:
+        meta = self._connected().kv_put(partition_id, keys, tags, inputs)
         return KVBatchMeta._of_owned(keys, meta.custom_meta, partition_id, meta._produced_fields(), meta.extra_info)
 
     def kv_batch_get(self, keys: Union[str, Iterable[str]], partition_id: str,

@@ -462,10 +462,15 @@ def test_bad_constructor_arguments_raise_naming_the_parameter(error, text, call)
 
 
 def test_jagged_values_and_offsets_that_disagree_are_refused():
+    """The native put checks a jagged field's offsets itself (torch's nested
+    tensors never hand over bad ones; a caller of the binding may)."""
+    client = seqflow.Client()
+    native = client._connected()
     values = np.arange(6.0, dtype=np.float32)
     for offsets, pattern in [([0, 4, 7], r"offsets\[2\] = 7 is outside \[4, 6\]; offsets ascend within the rows"),
                              ([0, 3, 2], r"offsets\[2\] = 2 is outside \[3, 6\]"),
                              ([-1, 2], r"offsets\[0\] = -1 is outside \[0, 6\]"), ([7], r"offsets\[0\] = 7"),
                              ([], "needs values with a first dimension and offsets")]:
         with pytest.raises(ValueError, match=pattern):
-            seqflow._seqflow.client.jagged_column("x", values, np.array(offsets, dtype=np.int64))
+            native.put_new("p", [("x", values, np.array(offsets, dtype=np.int64), False)], None)
+    assert client.stats()["samples"] == 0

@@ -167,23 +167,6 @@ def test_put_copies_the_callers_data(client):
     np.testing.assert_array_equal(client.get_data(meta2, format="numpy")["r"][0], np.arange(3))
 
 
-def test_borrowed_columns_hold_the_callers_array_and_copies_do_not():
-    # No client: _convert's columns in this process, the same for both modes.
-    from seqflow import _convert
-
-    source = np.arange(1024, dtype=np.float32)
-    alive = weakref.ref(source)
-    borrowed = _convert.to_columns({"x": source}, borrow=True)
-    copied = _convert.to_columns({"x": np.arange(1024, dtype=np.float32)})
-    assert borrowed[0].nbytes == copied[0].nbytes == 4096
-    del source
-    gc.collect()
-    assert alive() is not None  # the borrowed column holds it
-    del borrowed
-    gc.collect()
-    assert alive() is None
-
-
 def test_a_large_put_stores_one_copy_and_keeps_no_reference_to_the_callers_array(client):
     """What put's speed rests on, without timing it (bench/ measures it): the
     bytes are stored once, and the caller's array is not held after put."""

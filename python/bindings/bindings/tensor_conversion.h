@@ -11,6 +11,8 @@
 #include <nanobind/ndarray.h>
 
 #include <string>
+#include <tuple>
+#include <variant>
 #include <vector>
 
 #include "seqflow/tensor.h"
@@ -21,17 +23,26 @@ using AnyArray = nanobind::ndarray<nanobind::ro, nanobind::c_contig, nanobind::d
 using Int64Matrix = nanobind::ndarray<const int64_t, nanobind::ndim<2>, nanobind::c_contig, nanobind::device::cpu>;
 using Int64Vector = nanobind::ndarray<const int64_t, nanobind::ndim<1>, nanobind::c_contig, nanobind::device::cpu>;
 
-// A batch with the samples along the first dimension.
-Column dense_column(const std::string& field, const AnyArray& array, bool borrow);
-// A jagged nested tensor's rows: sample i is values[offsets[i]:offsets[i + 1]]
-// (offsets[0] need not be 0).
-Column jagged_column(const std::string& field, const AnyArray& values, const Int64Vector& offsets, bool borrow);
-// One array per sample: same dtype and number of dimensions, any sizes.
-Column ragged_column(const std::string& field, nanobind::handle arrays);
-// Non-tensor values, one per sample: strings stored as UTF-8, other plain
-// values (see plain_value_conversion.h) as MessagePack, anything else pickled
-// when `allow_pickle`, else an error naming the field, the sample and the type.
-Column object_column(const std::string& field, nanobind::handle items, bool allow_pickle);
+// One field of a put as python/seqflow/_columns.py hands it over (tuples,
+// so that a put crosses into C++ once, with every field):
+//   (field, array, borrow)                    a batch, samples along the first dimension
+//   (field, values, offsets, borrow)          a jagged nested tensor's rows: sample i is
+//                                             values[offsets[i]:offsets[i + 1]] (offsets[0] need not be 0)
+//   (field, [array per sample])               same dtype and number of dimensions, any sizes
+//   (field, [value per sample], allow_pickle) non-tensor values: strings stored as UTF-8, other
+//                                             plain values (plain_value_conversion.h) as MessagePack,
+//                                             anything else pickled when allow_pickle, else an error
+//                                             naming the field, the sample and the type
+// With borrow (a remote put, which has sent the bytes when it returns) the
+// column's buffer is the caller's array, kept alive; otherwise one copy.
+using DenseInput = std::tuple<std::string, AnyArray, bool>;
+using JaggedInput = std::tuple<std::string, AnyArray, Int64Vector, bool>;
+using RaggedInput = std::tuple<std::string, nanobind::list>;
+using ObjectInput = std::tuple<std::string, nanobind::list, bool>;
+using FieldInput = std::variant<DenseInput, JaggedInput, RaggedInput, ObjectInput>;
+
+// The columns of a put's fields, in their order.
+std::vector<Column> columns_of(const std::vector<FieldInput>& fields);
 
 // Refuses a dtype seqflow does not store (`dtype`: its numpy or torch name), naming the field.
 [[noreturn]] void throw_unstorable_dtype(const std::string& field, const std::string& dtype);
