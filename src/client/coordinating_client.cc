@@ -186,12 +186,22 @@ BatchMeta CoordinatingClient::put_new(const std::string& partition_id, const std
   PutDeadline deadline(put_timeout_);
   bool partition_is_new = false;  // made by this insert: a failed put removes it again if empty
   BatchMeta meta = control_->insert(partition_id, static_cast<int64_t>(n), &partition_is_new);
+  bool may_have_committed = false;  // mark_produced sent, its answer lost
   try {
     data_->put(keys_of(meta), columns);
-    control_->mark_produced(partition_id, meta.global_indexes, meta.generations, schemas, custom_meta);
+    try {
+      control_->mark_produced(partition_id, meta.global_indexes, meta.generations, schemas, custom_meta);
+    } catch (const Error& error) {
+      may_have_committed = error.code() == ErrorCode::kTimeout || error.code() == ErrorCode::kInternal;
+      throw;
+    }
   } catch (...) {
     deadline.start_rollback();
-    remove_inserted(meta);
+    // Never a clear: a commit whose reply was lost has made the samples
+    // visible, and a consumer may have fetched them. Then nothing is left
+    // unproduced and the put is done; a retry would put them twice.
+    const std::optional<size_t> released = release_unproduced(partition_id, meta);
+    if (may_have_committed && released == 0) return with_produced(std::move(meta), schemas, custom_meta);
     if (partition_is_new) forget_partition_if_empty(lock, partition_id, deadline);
     throw;
   }
@@ -380,14 +390,25 @@ void CoordinatingClient::drop_released(const std::vector<int64_t>& released) {
   if (released_ == ReleasedData::kDroppedByClient && !released.empty()) data_->clear(released);
 }
 
-void CoordinatingClient::remove_inserted(const BatchMeta& inserted) {
+std::optional<size_t> CoordinatingClient::release_unproduced(const std::string& partition_id,
+                                                             const BatchMeta& samples) {
   try {
-    // Storage first when this client drops data: the control plane still
-    // owns these indexes, so no other put can have reused them yet.
-    if (released_ == ReleasedData::kDroppedByClient) data_->clear(inserted.global_indexes);
-    control_->clear_samples(inserted.partition_ids[0], inserted.global_indexes, inserted.generations);
+    const std::vector<int64_t> released =
+        control_->reclaim_unproduced(partition_id, samples.global_indexes, samples.generations);
+    if (released_ == ReleasedData::kDroppedByClient && !released.empty()) {
+      // Only what the controller released (another writer may have
+      // produced a sample meanwhile), and only of these generations (a put
+      // may have been handed a released index again by now).
+      std::map<int64_t, uint64_t> generation_of;
+      for (size_t i = 0; i < samples.size(); ++i)
+        generation_of.emplace(samples.global_indexes[i], samples.generations[i]);
+      std::vector<uint64_t> generations;
+      for (int64_t index : released) generations.push_back(generation_of.at(index));
+      data_->clear_generations(released, generations);
+    }
+    return released.size();
   } catch (...) {
-    // The original error is the one to report.
+    return std::nullopt;  // the original error is the one to report
   }
 }
 
@@ -448,27 +469,7 @@ BatchMeta CoordinatingClient::kv_put(const std::string& partition_id, std::span<
     for (size_t i = 0; i < keys.size(); ++i) {
       if (made_keys[i] != 0) made.push_back(static_cast<int64_t>(i));
     }
-    if (!made.empty()) {
-      const BatchMeta made_meta = meta.select_samples(made);
-      try {
-        const std::vector<int64_t> released =
-            control_->reclaim_unproduced(partition_id, made_meta.global_indexes, made_meta.generations);
-        if (released_ == ReleasedData::kDroppedByClient && !released.empty()) {
-          // Only what the controller released (another writer may have
-          // produced a key meanwhile), and only of these generations (a put
-          // may have been handed a released index again by now).
-          std::map<int64_t, uint64_t> generation_of;
-          for (size_t i = 0; i < made_meta.size(); ++i) {
-            generation_of.emplace(made_meta.global_indexes[i], made_meta.generations[i]);
-          }
-          std::vector<uint64_t> generations;
-          for (int64_t index : released) generations.push_back(generation_of.at(index));
-          data_->clear_generations(released, generations);
-        }
-      } catch (...) {
-        // The original error is the one to report.
-      }
-    }
+    if (!made.empty()) release_unproduced(partition_id, meta.select_samples(made));
     if (partition_is_new) forget_partition_if_empty(lock, partition_id, deadline);
     throw;
   }

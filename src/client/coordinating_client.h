@@ -8,6 +8,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <shared_mutex>
 #include <span>
 #include <string>
@@ -88,8 +89,10 @@ class CoordinatingClient final : public Client {
   void settle_staged(const BatchMeta& samples, std::span<const std::string> fields, uint64_t write_version,
                      std::span<const uint64_t> write_tags, bool commit);
   void drop_released(const std::vector<int64_t>& released);
-  // Undoes a put_new that failed after its insert.
-  void remove_inserted(const BatchMeta& inserted);
+  // After a failed put: releases those of `samples` (of one partition) that
+  // nothing was produced in, and drops their data where this client drops
+  // data. The number released; nullopt when the controller did not answer.
+  std::optional<size_t> release_unproduced(const std::string& partition_id, const BatchMeta& samples);
   // After a failed put that created `partition_id`: removes it if no sample
   // is left. Trades the shared `lock` for the exclusive one.
   void forget_partition_if_empty(std::shared_lock<Mutex>& lock, const std::string& partition_id,
