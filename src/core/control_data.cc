@@ -70,9 +70,14 @@ const PartitionState& ControlData::require(const std::string& name) const {
 
 PartitionState& ControlData::find_or_create(const std::string& name) {
   check_name(name, "partition_id");
-  auto& entry = partitions_[name];
-  if (!entry) entry = std::make_unique<PartitionState>(name, next_partition_number_++);
-  return *entry;
+  if (PartitionState* found = find(name)) return *found;
+  // Made first, then listed: out of memory on either, nothing is listed (an
+  // empty entry would be a partition without state).
+  auto made = std::make_unique<PartitionState>(name, next_partition_number_);
+  PartitionState& partition = *made;
+  partitions_.emplace(name, std::move(made));
+  ++next_partition_number_;
+  return partition;
 }
 
 std::vector<const PartitionState*> ControlData::in_creation_order() const {
@@ -166,6 +171,7 @@ std::vector<int64_t> ControlData::remove_samples(PartitionState& partition, std:
   slots.erase(std::unique(slots.begin(), slots.end()), slots.end());
   std::vector<int64_t> released;
   released.reserve(slots.size());
+  partition.reserve_removals(slots.size());  // then removing cannot fail halfway
   for (uint32_t slot : slots) {
     released.push_back(partition.global_index(slot));
     indexes_.release(released.back());

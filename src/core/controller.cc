@@ -67,6 +67,80 @@ CommittedWrite predicted_commit(const core::PartitionState& partition, std::span
   return out;
 }
 
+// Publishes a write's fields, production bits and metadata together. An
+// overwrite's fields land only where no newer write's have; its tags only on
+// samples where some of its fields landed and no newer write's tags did, so
+// that a sample's tags and values come from one write. Whole or not at all:
+// everything that can fail (the field table, the landing decisions, the
+// versions' and the tags' storage) comes before the first change a reader
+// could see, and is put back if it fails.
+void publish_write(core::PartitionState& partition, std::span<const uint32_t> slots,
+                   const std::vector<std::pair<const std::string*, FieldSchema>>& schemas,
+                   std::vector<std::pair<uint32_t, core::EncodedMeta>> metas, uint64_t write_version) {
+  const bool table_changes = std::any_of(schemas.begin(), schemas.end(), [&](const auto& entry) {
+    const std::optional<uint32_t> id = partition.field_id(*entry.first);
+    return !id || !(partition.schema(*id) == entry.second);
+  });
+  std::optional<core::PartitionState::FieldTable> table_before;
+  if (table_changes) table_before = partition.field_table();
+  std::vector<uint32_t> sized_fields;  // versions this write sized, unsized again if it fails
+  bool sized_meta = false;
+  std::vector<uint32_t> field_ids;
+  std::vector<uint8_t> lands;     // per sample and field: the write's value lands there
+  std::vector<uint32_t> landed;  // the slots where some field lands, sorted
+  std::vector<std::pair<uint32_t, core::PartitionState::StoredMeta>> stored;
+  try {
+    field_ids.reserve(schemas.size());
+    for (const auto& [name, schema] : schemas) {
+      field_ids.push_back(table_changes ? partition.set_field(*name, schema) : *partition.field_id(*name));
+    }
+    lands.assign(slots.size() * field_ids.size(), 0);
+    landed.reserve(slots.size());
+    for (size_t i = 0; i < slots.size(); ++i) {
+      for (size_t j = 0; j < field_ids.size(); ++j) {
+        const uint32_t id = field_ids[j];
+        const bool newer = write_version != 0 && partition.produced(slots[i], id) &&
+                           write_version < partition.field_version(slots[i], id);
+        if (newer) continue;
+        lands[i * field_ids.size() + j] = 1;
+        if (landed.empty() || landed.back() != slots[i]) landed.push_back(slots[i]);
+      }
+    }
+    std::sort(landed.begin(), landed.end());
+    if (write_version != 0) {
+      sized_fields.reserve(field_ids.size());
+      for (size_t j = 0; j < field_ids.size(); ++j) {
+        if (partition.size_field_versions(field_ids[j])) sized_fields.push_back(field_ids[j]);
+      }
+      sized_meta = !metas.empty() && partition.size_meta_versions();
+    }
+    stored.reserve(metas.size());
+    for (auto& [slot, meta] : metas) {
+      if (write_version != 0 && (!std::binary_search(landed.begin(), landed.end(), slot) ||
+                                 write_version < partition.meta_version(slot))) {
+        continue;
+      }
+      stored.emplace_back(slot, partition.stored(std::move(meta)));
+    }
+  } catch (...) {
+    for (uint32_t id : sized_fields) partition.unsize_field_versions(id);
+    if (sized_meta) partition.unsize_meta_versions();
+    if (table_before) partition.restore_field_table(std::move(*table_before));
+    throw;
+  }
+  for (size_t i = 0; i < slots.size(); ++i) {
+    for (size_t j = 0; j < field_ids.size(); ++j) {
+      if (lands[i * field_ids.size() + j] == 0) continue;
+      partition.set_produced(slots[i], field_ids[j]);
+      partition.set_field_version(slots[i], field_ids[j], write_version);
+    }
+  }
+  for (auto& [slot, meta] : stored) {
+    partition.swap_meta(slot, meta);
+    if (write_version != 0) partition.set_meta_version(slot, write_version);
+  }
+}
+
 }  // namespace
 
 Controller::Controller(ControllerOptions options)
@@ -119,29 +193,7 @@ CommittedWrite Controller::mark_produced(const std::string& partition_id, std::s
   CommittedWrite committed = write_version == 0
                                  ? CommittedWrite{}
                                  : predicted_commit(partition, slots, fields, !custom_meta.empty(), write_version);
-  std::unordered_set<uint32_t> landed;  // reserved here: publishing does not fail halfway
-  landed.reserve(slots.size());
-  // Everything checked: publish fields, bits and metadata together.
-  std::vector<uint32_t> field_ids;
-  for (const auto& [name, schema] : schemas) field_ids.push_back(partition.set_field(*name, schema));
-  // An overwrite's fields land only where no newer write's have; its tags
-  // only on samples where some of its fields landed and no newer write's
-  // tags did, so that a sample's tags and values come from one write.
-  for (uint32_t slot : slots) {
-    for (uint32_t id : field_ids) {
-      if (write_version != 0 && partition.produced(slot, id) && write_version < partition.field_version(slot, id)) {
-        continue;
-      }
-      partition.set_produced(slot, id);
-      partition.set_field_version(slot, id, write_version);
-      landed.insert(slot);
-    }
-  }
-  for (auto& [slot, meta] : metas) {
-    if (write_version != 0 && (!landed.contains(slot) || write_version < partition.meta_version(slot))) continue;
-    partition.set_meta(slot, std::move(meta));
-    if (write_version != 0) partition.set_meta_version(slot, write_version);
-  }
+  publish_write(partition, slots, schemas, std::move(metas), write_version);
   state_->notify_changed(&partition_id);
   return committed;
 }
@@ -179,7 +231,11 @@ void Controller::set_custom_meta(const std::string& partition_id, std::span<cons
   std::lock_guard lock(state_->mutex);
   auto [partition, slots] = state_->data.require_samples(partition_id, global_indexes, generations);
   auto metas = core::prepare_meta(*partition, slots, global_indexes, custom_meta, std::move(updates));
-  for (auto& [slot, meta] : metas) partition->set_meta(slot, std::move(meta));
+  // Stored first (what can fail), then traded in: every sample's or none.
+  std::vector<std::pair<uint32_t, core::PartitionState::StoredMeta>> stored;
+  stored.reserve(metas.size());
+  for (auto& [slot, meta] : metas) stored.emplace_back(slot, partition->stored(std::move(meta)));
+  for (auto& [slot, meta] : stored) partition->swap_meta(slot, meta);
   // A new group_id can complete a group.
   state_->notify_changed(&partition_id);
 }

@@ -123,6 +123,10 @@ std::vector<uint32_t> answer_slots(const core::ControlData& data, const Partitio
 // (nothing is, in a partition that does not exist). *returnable: the answer
 // consumed exactly what it hands out, nothing reserved (for this caller
 // earlier, or now for other ranks), so give_back may undo it whole.
+std::optional<BatchMeta> sample_and_consume(core::ControlData& data, PartitionState& partition, Sampler& sampler,
+                                            const MetaRequest& request, const core::FieldMask& mask,
+                                            const Workload* task_workload, bool* returnable);
+
 std::optional<BatchMeta> try_fetch(core::ControlData& data, Sampler& sampler, const MetaRequest& request,
                                    const Workload* task_workload, bool* returnable) {
   PartitionState* found = data.find(request.partition_id);
@@ -133,6 +137,22 @@ std::optional<BatchMeta> try_fetch(core::ControlData& data, Sampler& sampler, co
   }
   const auto mask = partition.mask(request.fields);
   if (!mask) return std::nullopt;  // a requested field was never produced here
+  // A fetch that fails (out of memory, a sampler's bad answer) leaves no task it made.
+  const bool task_is_new = partition.find_task(request.task_name) == nullptr;
+  try {
+    return sample_and_consume(data, partition, sampler, request, *mask, task_workload, returnable);
+  } catch (...) {
+    if (task_is_new) partition.erase_task(request.task_name);
+    throw;
+  }
+}
+
+// try_fetch's sampling: the batch the sampler picks from the task's ready
+// samples, consumed as the sampler says. The answer is built before
+// anything is consumed, so a fetch that raises consumes nothing.
+std::optional<BatchMeta> sample_and_consume(core::ControlData& data, PartitionState& partition, Sampler& sampler,
+                                            const MetaRequest& request, const core::FieldMask& mask,
+                                            const Workload* task_workload, bool* returnable) {
   core::TaskQueue& queue = partition.task(request.task_name);
   core::PartitionSampleInfo info(data, partition);
 
@@ -154,7 +174,7 @@ std::optional<BatchMeta> try_fetch(core::ControlData& data, Sampler& sampler, co
   for (;;) {
     while (cursor != core::kNoSlot && ready.size() < window) {
       ++detail::fetch_scan_visits;
-      if (partition.has_all(cursor, *mask)) ready.push_back(partition.global_index(cursor));
+      if (partition.has_all(cursor, mask)) ready.push_back(partition.global_index(cursor));
       cursor = queue.next(cursor);
     }
     sample_request.ready = ready;
@@ -169,12 +189,13 @@ std::optional<BatchMeta> try_fetch(core::ControlData& data, Sampler& sampler, co
   const auto consumed = result.consumed == result.sampled
                             ? check_consumable(partition, queue, sampled, result.consumed, sampler)
                             : answer_slots(data, partition, queue, result.consumed, true, sampler);
-  for (uint32_t slot : consumed) queue.consume(slot);
+  BatchMeta batch = core::collect_batch(data, partition, sampled, request.fields);
   // A sampler that keeps the answer for this caller's repeats (tensor-parallel
   // ranks of one DP rank) hands it out again: not the controller's to undo.
   *returnable = result.consumed == result.sampled &&
                 !sampler.reserved(request.partition_id, request.task_name, request.sampling).has_value();
-  return core::collect_batch(data, partition, sampled, request.fields);
+  for (uint32_t slot : consumed) queue.consume(slot);
+  return batch;
 }
 
 // Every sample, in arrival order, whatever it has produced (its

@@ -37,6 +37,32 @@ std::vector<uint32_t> require_keys(const PartitionState& partition, std::span<co
   return slots;
 }
 
+// New custom metadata of known samples: applied whole, and undone whole
+// unless committed (each trade cannot fail, so neither can the undo).
+class KnownMetaSwap {
+ public:
+  KnownMetaSwap() = default;
+  KnownMetaSwap(const KnownMetaSwap&) = delete;
+  KnownMetaSwap& operator=(const KnownMetaSwap&) = delete;
+  ~KnownMetaSwap() {
+    if (partition_ == nullptr || committed_) return;
+    // Backwards: a sample named twice gets its first value back last.
+    for (auto swap = swaps_.rbegin(); swap != swaps_.rend(); ++swap) partition_->swap_meta(swap->first, swap->second);
+  }
+
+  void add(uint32_t slot, PartitionState::StoredMeta meta) { swaps_.emplace_back(slot, std::move(meta)); }
+  void apply(PartitionState& partition) noexcept {
+    partition_ = &partition;
+    for (auto& [slot, meta] : swaps_) partition.swap_meta(slot, meta);
+  }
+  void commit() { committed_ = true; }
+
+ private:
+  std::vector<std::pair<uint32_t, PartitionState::StoredMeta>> swaps_;
+  PartitionState* partition_ = nullptr;
+  bool committed_ = false;
+};
+
 }  // namespace
 
 BatchMeta Controller::kv_resolve(const std::string& partition_id, std::span<const std::string> keys,
@@ -82,9 +108,14 @@ BatchMeta Controller::kv_resolve(const std::string& partition_id, std::span<cons
       }
     }
   }
-  auto known_meta = existing != nullptr ? core::prepare_meta(*existing, known_slots, known_indexes, known_tags,
-                                                             core::encode_updates(known_indexes, known_tags))
-                                        : std::vector<std::pair<uint32_t, core::EncodedMeta>>{};
+  // Known keys' merged metadata as stored, so that setting it cannot fail.
+  KnownMetaSwap known_meta;
+  if (existing != nullptr) {
+    for (auto& [slot, meta] : core::prepare_meta(*existing, known_slots, known_indexes, known_tags,
+                                                 core::encode_updates(known_indexes, known_tags))) {
+      known_meta.add(slot, existing->stored(std::move(meta)));
+    }
+  }
 
   if (!fresh.empty()) core::check_sample_count(static_cast<int64_t>(fresh.size()), "new keys");
   core::InsertUndo undo(state_->data, partition_id);
@@ -93,14 +124,15 @@ BatchMeta Controller::kv_resolve(const std::string& partition_id, std::span<cons
     const core::NewSamples& added = undo.added(state_->data.add_samples(partition, static_cast<int64_t>(fresh.size())));
     for (size_t i = 0; i < fresh.size(); ++i) partition.set_key(fresh[i], added.slots[i]);
   }
-  for (auto& [slot, meta] : known_meta) partition.set_meta(slot, std::move(meta));
   for (auto& [key, meta] : fresh_meta) partition.set_meta(*partition.key_slot(key), std::move(meta));
+  known_meta.apply(partition);  // undone unless the call completes (out of memory building the answer, say)
   BatchMeta resolved = core::collect_batch(state_->data, partition, require_keys(partition, keys));
   if (made_keys) {
     made_keys->assign(keys.size(), 0);
     for (size_t i = 0; i < keys.size(); ++i) (*made_keys)[i] = fresh_seen.count(keys[i]) > 0 ? 1 : 0;
   }
   undo.commit();
+  known_meta.commit();
   state_->notify_changed(&partition_id);
   return resolved;
 }

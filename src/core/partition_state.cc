@@ -109,6 +109,12 @@ uint32_t PartitionState::set_field(const std::string& name, const FieldSchema& s
   return id;
 }
 
+void PartitionState::restore_field_table(FieldTable&& table) noexcept {
+  field_names_ = std::move(table.names);
+  schemas_ = std::move(table.schemas);
+  field_ids_ = std::move(table.ids);
+}
+
 bool PartitionState::produced(uint32_t slot, uint32_t field) const {
   return ((produced_[slot * stride_ + field / 64] >> (field % 64)) & 1U) != 0;
 }
@@ -155,6 +161,20 @@ void PartitionState::set_field_version(uint32_t slot, uint32_t field, uint64_t v
   set_version_at(field_versions_[field], slot, version, global_index_.size());
 }
 
+bool PartitionState::size_field_versions(uint32_t field) {
+  if (field >= field_versions_.size()) field_versions_.resize(field + 1);
+  std::vector<uint64_t>& versions = field_versions_[field];
+  const bool unsized = versions.empty();
+  if (versions.size() < global_index_.size()) versions.resize(global_index_.size(), 0);
+  return unsized;
+}
+
+bool PartitionState::size_meta_versions() {
+  const bool unsized = meta_version_.empty();
+  if (meta_version_.size() < global_index_.size()) meta_version_.resize(global_index_.size(), 0);
+  return unsized;
+}
+
 uint64_t PartitionState::meta_version(uint32_t slot) const { return version_at(meta_version_, slot); }
 
 void PartitionState::set_meta_version(uint32_t slot, uint64_t version) {
@@ -189,16 +209,32 @@ void PartitionState::set_produced_words(uint32_t slot, std::span<const uint64_t>
 }
 
 void PartitionState::set_meta(uint32_t slot, EncodedMeta meta) {
-  if (!key_[slot].empty()) ++listing_version_.changes;
-  meta_[slot] = std::move(meta.bytes);
-  length_[slot] = meta.length.value_or(kNoLength);
-  if (!meta.group) {
-    group_[slot] = 0;
-    return;
+  StoredMeta replacement = stored(std::move(meta));
+  swap_meta(slot, replacement);
+}
+
+PartitionState::StoredMeta PartitionState::stored(EncodedMeta meta) {
+  StoredMeta out{std::move(meta.bytes), meta.length.value_or(kNoLength), 0};
+  if (!meta.group) return out;
+  auto known = group_ids_.find(*meta.group);
+  if (known == group_ids_.end()) {
+    group_names_.push_back(*meta.group);
+    try {
+      known = group_ids_.emplace(*meta.group, static_cast<uint32_t>(group_names_.size() - 1)).first;
+    } catch (...) {
+      group_names_.pop_back();
+      throw;
+    }
   }
-  auto [it, inserted] = group_ids_.emplace(*meta.group, static_cast<uint32_t>(group_names_.size()));
-  if (inserted) group_names_.push_back(*meta.group);
-  group_[slot] = it->second + 1;
+  out.group = known->second + 1;
+  return out;
+}
+
+void PartitionState::swap_meta(uint32_t slot, StoredMeta& meta) noexcept {
+  if (!key_[slot].empty()) ++listing_version_.changes;
+  std::swap(meta_[slot], meta.bytes);
+  std::swap(length_[slot], meta.length);
+  std::swap(group_[slot], meta.group);
 }
 
 std::optional<int64_t> PartitionState::length(uint32_t slot) const {

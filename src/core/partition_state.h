@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/amortized_reserve.h"
 #include "core/custom_meta.h"
 #include "core/slot_list.h"
 #include "core/task_queue.h"
@@ -25,6 +26,8 @@ using FieldMask = std::vector<uint64_t>;
 
 class PartitionState {
  public:
+  static constexpr int64_t kNoLength = INT64_MIN;  // a sample without total_lengths
+
   PartitionState(std::string name, uint32_t number);
 
   const std::string& name() const { return name_; }
@@ -42,6 +45,8 @@ class PartitionState {
   uint32_t add_sample(int64_t global_index, uint32_t put_id, uint32_t put_pos);
   // Forgets the sample everywhere (arrival order, tasks, key) and frees the slot.
   void remove_sample(uint32_t slot);
+  // Makes room to free `count` more slots, so that removing them cannot fail.
+  void reserve_removals(size_t count) { amortized_reserve(free_slots_, free_slots_.size() + count); }
   int64_t global_index(uint32_t slot) const { return global_index_[slot]; }
   uint32_t first() const { return live_.head(); }  // then next() until kNoSlot
   uint32_t next(uint32_t slot) const { return live_.next(slot); }
@@ -53,6 +58,16 @@ class PartitionState {
   const FieldSchema& schema(uint32_t id) const { return schemas_[id]; }
   // Adds the field or replaces its schema.
   uint32_t set_field(const std::string& name, const FieldSchema& schema);
+  // The field table (names, schemas), to put back when a change that set
+  // fields fails; putting it back cannot fail (a bitset widened past 64
+  // fields stays wide).
+  struct FieldTable {
+    std::vector<std::string> names;
+    std::vector<FieldSchema> schemas;
+    std::unordered_map<std::string, uint32_t> ids;
+  };
+  FieldTable field_table() const { return {field_names_, schemas_, field_ids_}; }
+  void restore_field_table(FieldTable&& table) noexcept;
   bool produced(uint32_t slot, uint32_t field) const;
   void set_produced(uint32_t slot, uint32_t field);
   // Every field of the sample not produced; false if none was.
@@ -72,6 +87,13 @@ class PartitionState {
   // The write whose tags the sample's custom_meta holds; 0: no versioned one.
   uint64_t meta_version(uint32_t slot) const;
   void set_meta_version(uint32_t slot, uint64_t version);
+  // Sizes the versions of `field` (of custom_meta) for every slot, so that
+  // setting one cannot fail; true if they were not sized before, and then
+  // unsize_* puts them back (a failed change leaves them as they were).
+  bool size_field_versions(uint32_t field);
+  bool size_meta_versions();
+  void unsize_field_versions(uint32_t field) noexcept { field_versions_[field].clear(); }
+  void unsize_meta_versions() noexcept { meta_version_.clear(); }
   // False while no field of the partition was ever overwritten: gets skip versions.
   bool field_has_versions(uint32_t field) const {
     return field < field_versions_.size() && !field_versions_[field].empty();
@@ -80,6 +102,17 @@ class PartitionState {
   // --- custom metadata ---
   const std::string& meta_bytes(uint32_t slot) const { return meta_[slot]; }
   void set_meta(uint32_t slot, EncodedMeta meta);
+  // A sample's custom metadata as the partition stores it (its group interned).
+  struct StoredMeta {
+    std::string bytes;
+    int64_t length = kNoLength;
+    uint32_t group = 0;
+  };
+  // `meta` as stored, its group interned here (the one change; a throw leaves none).
+  StoredMeta stored(EncodedMeta meta);
+  // Trades the sample's custom metadata with `meta`: cannot fail, so a
+  // change of many samples' metadata can be made, and undone, whole.
+  void swap_meta(uint32_t slot, StoredMeta& meta) noexcept;
   std::optional<int64_t> length(uint32_t slot) const;
   // SampleInfo::group_key: group_id when set, else the run of n in its put.
   std::string group_key(uint32_t slot, int64_t n) const;
@@ -105,8 +138,6 @@ class PartitionState {
   const ListingVersion& listing_version() const { return listing_version_; }
 
  private:
-  static constexpr int64_t kNoLength = INT64_MIN;
-
   std::string name_;
   uint32_t number_;
   uint32_t next_put_id_ = 0;

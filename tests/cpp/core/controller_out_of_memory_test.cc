@@ -1,0 +1,161 @@
+// A controller call that runs out of memory at any of its allocations
+// changes nothing: each call below runs with its 1st, 2nd, 3rd, ...
+// allocation failing until it completes, and after every failure the
+// controller's state (a checkpoint of it) is what it was before the call.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "controller_test_support.h"
+#include "failing_allocations.h"
+#include "seqflow/controller.h"
+
+namespace seqflow {
+namespace {
+
+using test::fields_of;
+using test::put;
+using test::snapshot;
+
+// A partition "p": two keyed samples with tags, two plain produced ones
+// (one of them consumed by task "t") and two inserted, not yet produced;
+// and a write version drawn for an overwrite of the keyed ones.
+struct Filled {
+  BatchMeta keyed;
+  BatchMeta unproduced;
+  uint64_t write_version = 0;
+};
+
+Filled fill(Controller& controller) {
+  const std::vector<std::string> keys = {"a", "b"};
+  const std::vector<Value> tags = {{{"status", "running"}, {"group_id", "g1"}}, {{"status", "pending"}}};
+  const BatchMeta keyed = controller.kv_resolve("p", keys, tags);
+  controller.mark_produced("p", keyed.global_indexes, keyed.generations, fields_of({"x"}), {});
+  put(controller, "p", 2, {"x"}, test::lengths_meta({5, 7}));
+  controller.get_meta(test::fetch_request("p", "t", {"x"}, 1));
+  const std::vector<std::string> x = {"x"};
+  const uint64_t write_version =
+      controller.sample_production("p", keyed.global_indexes, keyed.generations, x).write_version;
+  return {keyed, controller.insert("p", 2), write_version};
+}
+
+// Runs `call` on a filled controller with its n-th allocation failing, for
+// n = 1, 2, ... until it allocates fewer times than n; every call that
+// raised must have left the state as it was (one may also survive a failed
+// allocation: amortized_reserve falls back to the exact size). Returns the
+// number of calls that raised.
+size_t fail_each_allocation(const std::function<void(Controller&, const Filled&)>& call) {
+  size_t raised = 0;
+  for (size_t nth = 1;; ++nth) {
+    Controller controller;
+    const Filled filled = fill(controller);
+    const std::string before = snapshot(controller);
+    bool failed = false;
+    bool fired = false;
+    {
+      const test::FailNthAllocation failing(nth);
+      try {
+        call(controller, filled);
+      } catch (const std::bad_alloc&) {
+        failed = true;
+      }
+      fired = failing.fired();
+    }
+    if (!fired) return raised;
+    if (!failed) continue;
+    ++raised;
+    EXPECT_EQ(snapshot(controller), before) << "allocation " << nth << " failed and left a change";
+    if (::testing::Test::HasFailure()) return raised;
+  }
+}
+
+TEST(ControllerOutOfMemory, KvResolveOfKnownAndNewKeysChangesNothing) {
+  const std::vector<std::string> keys = {"a", "c", "b", "d", "c"};
+  const std::vector<Value> tags = {{{"status", "finished"}, {"group_id", "g2"}},
+                                   {{"status", "pending"}},
+                                   {{"reward", 1.5}},
+                                   Value::object(),
+                                   {{"group_id", "g3"}}};
+  const size_t failures =
+      fail_each_allocation([&](Controller& controller, const Filled&) { controller.kv_resolve("p", keys, tags); });
+  EXPECT_GT(failures, 10u) << "the call allocates more than that: the sweep did not reach it";
+}
+
+TEST(ControllerOutOfMemory, KvResolveIntoANewPartitionChangesNothing) {
+  const std::vector<std::string> keys = {"k0", "k1"};
+  const std::vector<Value> tags = {{{"status", "pending"}}, {{"group_id", "g"}}};
+  EXPECT_GT(
+      fail_each_allocation([&](Controller& controller, const Filled&) { controller.kv_resolve("q", keys, tags); }), 5u);
+}
+
+TEST(ControllerOutOfMemory, InsertChangesNothing) {
+  EXPECT_GT(fail_each_allocation([](Controller& controller, const Filled&) { controller.insert("p", 3); }), 1u);
+  EXPECT_GT(fail_each_allocation([](Controller& controller, const Filled&) { controller.insert("new", 3); }), 1u);
+}
+
+TEST(ControllerOutOfMemory, MarkProducedChangesNothing) {
+  const std::vector<Value> meta = {{{"total_lengths", 3}}, {{"group_id", "g9"}}};
+  EXPECT_GT(fail_each_allocation([&](Controller& controller, const Filled& filled) {
+              controller.mark_produced("p", filled.unproduced.global_indexes, filled.unproduced.generations,
+                                       fields_of({"x", "y"}), meta);
+            }),
+            1u);
+}
+
+TEST(ControllerOutOfMemory, AnOverwritesMarkProducedChangesNothing) {
+  const std::vector<Value> tags = {{{"status", "finished"}}, {{"group_id", "g7"}, {"reward", 0.5}}};
+  EXPECT_GT(fail_each_allocation([&](Controller& controller, const Filled& filled) {
+              controller.mark_produced("p", filled.keyed.global_indexes, filled.keyed.generations,
+                                       fields_of({"x", "z"}), tags, filled.write_version);
+            }),
+            1u);
+}
+
+TEST(ControllerOutOfMemory, FetchConsumesNothingItDoesNotReturn) {
+  for (const char* task : {"t", "u"}) {
+    EXPECT_GT(fail_each_allocation([&](Controller& controller, const Filled&) {
+                controller.get_meta(test::fetch_request("p", task, {"x"}, 2));
+              }),
+              1u)
+        << task;
+  }
+}
+
+TEST(ControllerOutOfMemory, SetCustomMetaChangesNothing) {
+  const std::vector<Value> meta = {{{"status", "finished"}}, {{"group_id", "g4"}, {"total_lengths", 9}}};
+  EXPECT_GT(fail_each_allocation([&](Controller& controller, const Filled& filled) {
+              controller.set_custom_meta("p", filled.unproduced.global_indexes, filled.unproduced.generations, meta);
+            }),
+            1u);
+}
+
+TEST(ControllerOutOfMemory, ReclaimAndGiveBackChangeNothing) {
+  EXPECT_GT(fail_each_allocation([](Controller& controller, const Filled& filled) {
+              controller.reclaim_unproduced("p", filled.unproduced.global_indexes, filled.unproduced.generations);
+            }),
+            0u);
+  EXPECT_GT(fail_each_allocation([](Controller& controller, const Filled&) {
+              const std::vector<int64_t> all = {0, 1, 2, 3};
+              controller.give_back("p", "t", all, {});
+            }),
+            0u);
+}
+
+TEST(ControllerOutOfMemory, ClearsChangeNothing) {
+  EXPECT_GT(fail_each_allocation([](Controller& controller, const Filled& filled) {
+              controller.clear_samples("p", filled.unproduced.global_indexes, filled.unproduced.generations);
+            }),
+            0u);
+  EXPECT_GT(fail_each_allocation([](Controller& controller, const Filled&) {
+              const std::vector<std::string> keys = {"a", "zz"};
+              controller.kv_clear("p", keys);
+            }),
+            0u);
+  EXPECT_GT(fail_each_allocation([](Controller& controller, const Filled&) { controller.clear_partition("p"); }), 0u);
+}
+
+}  // namespace
+}  // namespace seqflow
