@@ -34,4 +34,11 @@ inline constexpr size_t kMaxRank = 64;
 // leaves no samples behind. Longer budgets are refused as bad input.
 inline constexpr std::chrono::milliseconds kMaxInsertBudget = std::chrono::hours(24);
 
+// The version of the wire protocol the services and clients speak: a client
+// says hello with it before anything else and a storage unit registers with
+// it; the controller refuses any other, so peers of two seqflow versions
+// fail at once, naming both, instead of on the first message that changed
+// between them. Raised with every change of a message.
+inline constexpr int64_t kWireProtocolVersion = 1;
+
 }  // namespace seqflow

@@ -63,6 +63,9 @@ struct SampleResult {
   std::vector<int64_t> sampled;   // handed to this caller, in order
   std::vector<int64_t> consumed;  // marked consumed for the task (may include
                                   // samples reserved for other ranks)
+  // sample() reserved this answer (and any other ranks' shares) for later
+  // calls: reserved() serves it from now on, cancel_reservation() takes it back.
+  bool reserved = false;
 };
 
 // Called with the controller's lock held: implementations need no locking of
@@ -81,6 +84,12 @@ class Sampler {
                                                        const SamplingConfig& sampling) {
     (void)partition_id, (void)task_name, (void)sampling;
     return std::nullopt;
+  }
+  // Takes back what the last sample() for this caller reserved
+  // (SampleResult::reserved): the controller could not consume its answer.
+  virtual void cancel_reservation(const std::string& partition_id, const std::string& task_name,
+                                  const SamplingConfig& sampling) noexcept {
+    (void)partition_id, (void)task_name, (void)sampling;
   }
   // True when sample() on the oldest part of the ready list gives the answer
   // it would give on the whole list whenever that answer is not empty. The

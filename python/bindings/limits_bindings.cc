@@ -15,6 +15,7 @@ void bind_limits(nb::module_ m) {
   m.attr("MAX_NAME_BYTES") = kMaxNameBytes;
   m.attr("MAX_RANK") = kMaxRank;
   m.attr("MAX_GLOBAL_INDEX") = kMaxGlobalIndex;
+  m.attr("WIRE_PROTOCOL_VERSION") = kWireProtocolVersion;
 }
 
 }  // namespace seqflow::bindings

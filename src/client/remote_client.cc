@@ -35,6 +35,7 @@ std::shared_ptr<Client> make_remote_client(const RemoteOptions& options) {
   std::vector<std::shared_ptr<transport::ConnectionPool>> units;
   // Data calls do not spin: they are long enough to pay for a wake-up.
   connection.busy_poll = std::chrono::microseconds(0);
+  control->hello();  // before anything else: a controller of another seqflow version fails here, clearly
   for (const std::string& endpoint : control->storage_units()) {
     units.push_back(std::make_shared<transport::ConnectionPool>(context, endpoint, connection));
   }

@@ -7,6 +7,7 @@
 #include "seqflow/error.h"
 #include "seqflow/limits.h"
 #include "transport/control_protocol.h"
+#include "transport/wire_codec.h"
 
 namespace seqflow {
 namespace {
@@ -249,6 +250,31 @@ void RemoteControlPlane::save(const std::string& path) const {
 
 void RemoteControlPlane::load(const std::string& path) {
   control::decode_empty_reply(call(control::kLoad, control::encode_path_request(path)), control::kLoad);
+}
+
+void RemoteControlPlane::hello() const {
+  const std::string controller = "the controller at " + controller_->endpoint();
+  int64_t protocol = 0;
+  try {
+    protocol = control::decode_hello(call(control::kHello, control::encode_hello(control::kProtocolVersion)),
+                                     transport::wire::reply_name(control::kHello));
+  } catch (const Error& error) {
+    // A controller without hello predates protocol versions: it answers as
+    // any service does to an operation it does not know, listing the ones it
+    // handles, storage_units among them. Any other service is no controller:
+    // its own answer says so.
+    const std::string_view message = error.what();
+    const std::string unknown = "unknown operation '" + std::string(control::kHello) + "'";
+    const bool older_controller = error.code() == ErrorCode::kNotFound &&
+                                  message.find(unknown) != std::string_view::npos &&
+                                  message.find(control::kStorageUnits) != std::string_view::npos;
+    if (!older_controller) throw;
+    throw Error(ErrorCode::kInvalidArgument, control::protocol_mismatch("this client", controller, std::nullopt));
+  }
+
+  if (protocol != control::kProtocolVersion) {
+    throw Error(ErrorCode::kInvalidArgument, control::protocol_mismatch("this client", controller, protocol));
+  }
 }
 
 std::vector<std::string> RemoteControlPlane::storage_units() const {

@@ -56,6 +56,9 @@ class RemoteControlPlane final : public ControlPlane {
 
   // The storage units' endpoints (ordered: sample gi on unit gi % N) once all
   // the controller expects have registered; kTimeout if they do not in time.
+  // Refuses (kInvalidArgument, naming both versions) a controller that
+  // speaks another wire protocol than this client (control::kProtocolVersion).
+  void hello() const;
   std::vector<std::string> storage_units() const;
 
  private:

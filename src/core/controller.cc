@@ -86,7 +86,7 @@ void publish_write(core::PartitionState& partition, std::span<const uint32_t> sl
   std::vector<uint32_t> sized_fields;  // versions this write sized, unsized again if it fails
   bool sized_meta = false;
   std::vector<uint32_t> field_ids;
-  std::vector<uint8_t> lands;     // per sample and field: the write's value lands there
+  std::vector<uint8_t> lands;    // per sample and field: the write's value lands there
   std::vector<uint32_t> landed;  // the slots where some field lands, sorted
   std::vector<std::pair<uint32_t, core::PartitionState::StoredMeta>> stored;
   try {
@@ -116,8 +116,8 @@ void publish_write(core::PartitionState& partition, std::span<const uint32_t> sl
     }
     stored.reserve(metas.size());
     for (auto& [slot, meta] : metas) {
-      if (write_version != 0 && (!std::binary_search(landed.begin(), landed.end(), slot) ||
-                                 write_version < partition.meta_version(slot))) {
+      if (write_version != 0 &&
+          (!std::binary_search(landed.begin(), landed.end(), slot) || write_version < partition.meta_version(slot))) {
         continue;
       }
       stored.emplace_back(slot, partition.stored(std::move(meta)));

@@ -137,12 +137,16 @@ std::optional<BatchMeta> try_fetch(core::ControlData& data, Sampler& sampler, co
   }
   const auto mask = partition.mask(request.fields);
   if (!mask) return std::nullopt;  // a requested field was never produced here
-  // A fetch that fails (out of memory, a sampler's bad answer) leaves no task it made.
+  // A fetch that fails (out of memory, a sampler's bad answer) leaves no
+  // task it made, unless it consumed for a sampler's booking.
   const bool task_is_new = partition.find_task(request.task_name) == nullptr;
   try {
     return sample_and_consume(data, partition, sampler, request, *mask, task_workload, returnable);
   } catch (...) {
-    if (task_is_new) partition.erase_task(request.task_name);
+    const core::TaskQueue* task = partition.find_task(request.task_name);
+    if (task_is_new && task != nullptr && task->unconsumed() == partition.size()) {
+      partition.erase_task(request.task_name);
+    }
     throw;
   }
 }
@@ -184,16 +188,27 @@ std::optional<BatchMeta> sample_and_consume(core::ControlData& data, PartitionSt
   }
   if (result.sampled.empty()) return std::nullopt;
 
-  const auto sampled = answer_slots(data, partition, queue, result.sampled, false, sampler);
-  // Most samplers consume what they hand out: look the slots up once.
-  const auto consumed = result.consumed == result.sampled
-                            ? check_consumable(partition, queue, sampled, result.consumed, sampler)
-                            : answer_slots(data, partition, queue, result.consumed, true, sampler);
+  std::vector<uint32_t> sampled, consumed;
+  try {
+    sampled = answer_slots(data, partition, queue, result.sampled, false, sampler);
+    // Most samplers consume what they hand out: look the slots up once.
+    consumed = result.consumed == result.sampled ? check_consumable(partition, queue, sampled, result.consumed, sampler)
+                                                 : answer_slots(data, partition, queue, result.consumed, true, sampler);
+  } catch (...) {
+    if (result.reserved) sampler.cancel_reservation(request.partition_id, request.task_name, request.sampling);
+    throw;
+  }
+  // A sampler that reserved the answer for this caller's repeats (tensor-
+  // parallel ranks of one DP rank) hands it out again: not the controller's
+  // to undo. It serves its reservation only as consumed samples, so then they
+  // are consumed first: a fetch that fails below is answered by its retry.
+  // Otherwise the answer is built first: a fetch that fails consumes nothing.
+  *returnable = result.consumed == result.sampled && !result.reserved;
+  if (result.reserved) {
+    for (uint32_t slot : consumed) queue.consume(slot);
+    return core::collect_batch(data, partition, sampled, request.fields);
+  }
   BatchMeta batch = core::collect_batch(data, partition, sampled, request.fields);
-  // A sampler that keeps the answer for this caller's repeats (tensor-parallel
-  // ranks of one DP rank) hands it out again: not the controller's to undo.
-  *returnable = result.consumed == result.sampled &&
-                !sampler.reserved(request.partition_id, request.task_name, request.sampling).has_value();
   for (uint32_t slot : consumed) queue.consume(slot);
   return batch;
 }

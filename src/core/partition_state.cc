@@ -251,12 +251,13 @@ std::string PartitionState::group_key(uint32_t slot, int64_t n) const {
 TaskQueue& PartitionState::task(const std::string& name) {
   auto it = tasks_.find(name);
   if (it != tasks_.end()) return it->second;
-  TaskQueue& queue = tasks_[name];
+  // Built whole, then listed: out of memory on either, no task is left half made.
+  TaskQueue queue;
   queue.reserve_slots(global_index_.size());
   for (uint32_t slot = live_.head(); slot != kNoSlot; slot = live_.next(slot)) {
     queue.append(slot);
   }
-  return queue;
+  return tasks_.emplace(name, std::move(queue)).first->second;
 }
 
 const TaskQueue* PartitionState::find_task(const std::string& name) const {

@@ -405,6 +405,7 @@ void ControllerService::register_handlers() {
   table.on_worker(control::kLoadStorage, &ControllerService::load_storage);
   table.services_only_on_worker(control::kRegisterStorage, &ControllerService::register_storage);
   table.on_io_thread(control::kStorageUnits, &ControllerService::storage_units);
+  table.on_io_thread(control::kHello, &ControllerService::hello);
 }
 
 std::optional<transport::Frames> ControllerService::insert(const transport::Frames& args, bool may_wait) {
@@ -663,6 +664,11 @@ transport::Frames ControllerService::load_storage(transport::Frames& args) {
 
 transport::Frames ControllerService::register_storage(transport::Frames& args) {
   const control::RegisterStorageRequest request = control::decode_register_storage_request(args);
+  if (request.protocol != control::kProtocolVersion) {
+    throw Error(
+        ErrorCode::kInvalidArgument,
+        control::protocol_mismatch("this controller", "the storage unit at " + request.endpoint, request.protocol));
+  }
   // A unit that holds (or may hold) data of another incarnation joins only
   // once it has dropped that data and registers again with this one, so no
   // client learns of it before (a unit that sends none predates this).
@@ -674,6 +680,14 @@ transport::Frames ControllerService::register_storage(transport::Frames& args) {
   control::StorageUnitsReply reply = units_->listing(options_.storage_units);
   reply.incarnation = controller_->incarnation();
   return control::encode_storage_units_reply(reply);
+}
+
+transport::Frames ControllerService::hello(const transport::Frames& args) {
+  const int64_t protocol = control::decode_hello(args, request_name(control::kHello));
+  if (protocol != control::kProtocolVersion) {
+    throw Error(ErrorCode::kInvalidArgument, control::protocol_mismatch("this controller", "the client", protocol));
+  }
+  return control::encode_hello(control::kProtocolVersion);
 }
 
 transport::Frames ControllerService::storage_units(const transport::Frames& args) {

@@ -256,9 +256,10 @@ void StorageService::run_heartbeat() {
     bool joined = true;
     try {
       namespace control = transport::control;
-      const transport::Frames reply = controller.call(
-          control::kRegisterStorage,
-          control::encode_register_storage_request({advertised, instance_id_, admin_token_, incarnation_.load()}));
+      const transport::Frames reply =
+          controller.call(control::kRegisterStorage,
+                          control::encode_register_storage_request({advertised, instance_id_, admin_token_,
+                                                                    incarnation_.load(), control::kProtocolVersion}));
       const uint64_t incarnation = *control::decode_storage_units_reply(reply, control::kRegisterStorage).incarnation;
       if (incarnation != incarnation_.load()) {
         // A controller that knows nothing of what this unit holds: drop it

@@ -96,14 +96,17 @@ Frames encode_register_storage_request(const RegisterStorageRequest& request) {
   header.set("admin_token").string(request.admin_token);
   if (request.instance) header.set("instance").integer(std::bit_cast<int64_t>(*request.instance));
   if (request.incarnation) header.set("incarnation").integer(std::bit_cast<int64_t>(*request.incarnation));
+  if (request.protocol) header.set("protocol").integer(*request.protocol);
   return header_message(header);
 }
 
 RegisterStorageRequest decode_register_storage_request(const Frames& request) {
   const EncodedMap header = wire::read_header(request, 0, request_name(kRegisterStorage),
-                                              {"endpoint", "instance", "incarnation", "admin_token"});
-  RegisterStorageRequest out{header.text("endpoint"), bit_cast_id(header, "instance"), header.text("admin_token"),
-                             bit_cast_id(header, "incarnation")};
+                                              {"endpoint", "instance", "incarnation", "admin_token", "protocol"});
+  RegisterStorageRequest out{
+      header.text("endpoint"), bit_cast_id(header, "instance"), header.text("admin_token"),
+      bit_cast_id(header, "incarnation"),
+      header.has("protocol") ? std::optional<int64_t>(header.integer("protocol")) : std::nullopt};
   if (out.endpoint.empty()) header.fail("endpoint", "is empty");
   return out;
 }
@@ -122,6 +125,24 @@ StorageUnitsReply decode_storage_units_reply(const Frames& reply, std::string_vi
   // Only a registration's reply names the controller's incarnation.
   if (op == kRegisterStorage) out.incarnation = std::bit_cast<uint64_t>(header.integer("incarnation"));
   return out;
+}
+
+Frames encode_hello(int64_t protocol) {
+  MsgpackMapWriter header;
+  header.set("protocol").integer(protocol);
+  return header_message(header);
+}
+
+int64_t decode_hello(const Frames& message, std::string_view what) {
+  return wire::read_header(message, 0, what, {"protocol"}).integer("protocol");
+}
+
+std::string protocol_mismatch(const std::string& here, const std::string& peer, std::optional<int64_t> version) {
+  const std::string speaks = "wire protocol " + std::to_string(kProtocolVersion);
+  return here + " speaks seqflow's " + speaks + "; " + peer +
+         (version ? " speaks wire protocol " + std::to_string(*version)
+                  : " predates wire protocol versions (an older seqflow)") +
+         ": run one seqflow version on every host";
 }
 
 }  // namespace seqflow::transport::control

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "seqflow/controller.h"
+#include "seqflow/limits.h"
 #include "seqflow/storage.h"
 #include "transport/frames.h"
 
@@ -54,6 +55,10 @@ inline constexpr std::string_view kSaveCheckpoint = "save_checkpoint";
 inline constexpr std::string_view kLoadStorage = "load_storage";
 inline constexpr std::string_view kRegisterStorage = "register_storage";
 inline constexpr std::string_view kStorageUnits = "storage_units";
+inline constexpr std::string_view kHello = "hello";
+
+// seqflow::kWireProtocolVersion: what hello and register_storage carry.
+inline constexpr int64_t kProtocolVersion = kWireProtocolVersion;
 
 // Every op above: the controller service registers exactly these.
 inline constexpr std::array kOps{kInsert,
@@ -85,7 +90,8 @@ inline constexpr std::array kOps{kInsert,
                                  kSaveCheckpoint,
                                  kLoadStorage,
                                  kRegisterStorage,
-                                 kStorageUnits};
+                                 kStorageUnits,
+                                 kHello};
 
 // A reply that carries nothing (an empty map); its decoder checks that.
 Frames encode_empty_reply();
@@ -293,14 +299,15 @@ struct LoadStorageRequest {
 Frames encode_load_storage_request(const LoadStorageRequest& request);
 LoadStorageRequest decode_load_storage_request(const Frames& request, size_t storage_units);
 
-// A unit's registration (its heartbeat). instance and incarnation are absent
-// from units that predate them; the wire's integers are signed, so the
-// unsigned ids travel bit-cast.
+// A unit's registration (its heartbeat). instance, incarnation and
+// protocol are absent from units that predate them; the wire's integers are
+// signed, so the unsigned ids travel bit-cast.
 struct RegisterStorageRequest {
   std::string endpoint;  // never empty
   std::optional<uint64_t> instance;
   std::string admin_token;
   std::optional<uint64_t> incarnation;
+  std::optional<int64_t> protocol;
 };
 Frames encode_register_storage_request(const RegisterStorageRequest& request);
 RegisterStorageRequest decode_register_storage_request(const Frames& request);
@@ -314,5 +321,12 @@ struct StorageUnitsReply {
 };
 Frames encode_storage_units_reply(const StorageUnitsReply& reply);
 StorageUnitsReply decode_storage_units_reply(const Frames& reply, std::string_view op);
+
+// hello's request and reply: {"protocol": the sender's kProtocolVersion}.
+Frames encode_hello(int64_t protocol);
+int64_t decode_hello(const Frames& message, std::string_view what);
+// The error a peer of another protocol version gets: `peer` names it and
+// its version (nullopt: it predates versions); `here` is who refuses it.
+std::string protocol_mismatch(const std::string& here, const std::string& peer, std::optional<int64_t> version);
 
 }  // namespace seqflow::transport::control

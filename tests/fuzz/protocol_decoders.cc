@@ -214,8 +214,20 @@ const std::vector<ProtocolDecoder>& protocol_decoders() {
        0, 2},
       {"register_storage request", [](Frames& f, size_t, size_t) { control::decode_register_storage_request(f); },
        [] {
-         return control::encode_register_storage_request({"tcp://127.0.0.1:1", uint64_t{1} << 63, "token", 5});
+         // A unit that predates protocol versions: still read (then refused).
+         return control::encode_register_storage_request(
+             {"tcp://127.0.0.1:1", uint64_t{1} << 63, "token", 5, std::nullopt});
        }},
+      {"versioned register_storage request",
+       [](Frames& f, size_t, size_t) { control::decode_register_storage_request(f); },
+       [] {
+         return control::encode_register_storage_request(
+             {"tcp://127.0.0.1:1", uint64_t{1} << 63, "token", 5, control::kProtocolVersion});
+       }},
+      {"hello request", [](Frames& f, size_t, size_t) { control::decode_hello(f, "hello request"); },
+       [] { return control::encode_hello(control::kProtocolVersion); }},
+      {"hello reply", [](Frames& f, size_t, size_t) { control::decode_hello(f, "hello reply"); },
+       [] { return control::encode_hello(control::kProtocolVersion); }},
       {"storage_units reply",
        [](Frames& f, size_t, size_t) { control::decode_storage_units_reply(f, control::kStorageUnits); },
        [] {

@@ -17,6 +17,8 @@ from typing import Callable
 import numpy as np
 import pytest
 
+import seqflow
+
 from remote_cluster import process_cluster  # noqa: F401 (fixture)
 from required import require
 from support import wait_until
@@ -353,6 +355,7 @@ def test_controller_restarted_from_its_checkpoint_serves_on_without_repeats(proc
 MAX_REQUEST_BYTES = 64 * 1024
 ZMQ_MESSAGE_LIMIT = MAX_REQUEST_BYTES + (1 << 20)  # the service's max_request_bytes plus its 1 MiB slack
 OK, INVALID_ARGUMENT, NOT_FOUND = 0, 1, 2  # reply status byte: 0, or 1 + seqflow::ErrorCode
+WIRE_PROTOCOL = seqflow._seqflow.limits.WIRE_PROTOCOL_VERSION
 
 
 def packed(value) -> bytes:
@@ -410,8 +413,14 @@ MALFORMED_REQUESTS = {
         "partition_id": "p", "indexes": b"", "generations": b"", "fields": {}, "custom_meta": [],
         "write_version": -1})], INVALID_ARGUMENT, "write_version"),
     "a storage unit the controller does not expect": (
-        [b"register_storage", packed({"endpoint": "tcp://127.0.0.1:1", "admin_token": "t"})], INVALID_ARGUMENT,
-        "cannot join"),
+        [b"register_storage", packed({"endpoint": "tcp://127.0.0.1:1", "admin_token": "t", "protocol": WIRE_PROTOCOL})],
+        INVALID_ARGUMENT, "cannot join"),
+    "a storage unit of another seqflow version": (
+        [b"register_storage", packed({"endpoint": "tcp://127.0.0.1:1", "admin_token": "t", "protocol": 0})],
+        INVALID_ARGUMENT, "speaks wire protocol 0"),
+    "a client of another seqflow version": (
+        [b"hello", packed({"protocol": WIRE_PROTOCOL + 1})], INVALID_ARGUMENT,
+        f"the client speaks wire protocol {WIRE_PROTOCOL + 1}"),
 }
 
 

@@ -42,14 +42,18 @@ SampleResult GlobalBatchSampler::sample(const SampleRequest& request) {
   }
   std::optional<RankSplit> split = plan(fresh);
   if (!split) return result;
-  for (int64_t rank = 0; rank < dp_size_; ++rank) {
-    const auto& share = split->ranks[static_cast<size_t>(rank)];
-    result.consumed.insert(result.consumed.end(), share.begin(), share.end());
-    book_.put(request.partition_id, request.task_name, request.sampling.batch_index, rank, share,
-              rank == request.sampling.dp_rank);
-  }
+  for (const auto& share : split->ranks) result.consumed.insert(result.consumed.end(), share.begin(), share.end());
   result.sampled = split->ranks[static_cast<size_t>(request.sampling.dp_rank)];
+  // Every rank's share reserved at once, last: a sample() that fails reserves nothing.
+  book_.put_batch(request.partition_id, request.task_name, request.sampling.batch_index, std::move(split->ranks),
+                  request.sampling.dp_rank);
+  result.reserved = true;
   return result;
+}
+
+void GlobalBatchSampler::cancel_reservation(const std::string& partition_id, const std::string& task_name,
+                                            const SamplingConfig& sampling) noexcept {
+  book_.erase(partition_id, task_name, sampling.batch_index, std::nullopt);
 }
 
 void GlobalBatchSampler::clear(const std::string& partition_id, const std::string* task_name) {

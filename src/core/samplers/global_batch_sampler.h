@@ -27,6 +27,8 @@ class GlobalBatchSampler : public Sampler {
   std::optional<std::vector<int64_t>> reserved(const std::string& partition_id, const std::string& task_name,
                                                const SamplingConfig& sampling) override;
   SampleResult sample(const SampleRequest& request) final;
+  void cancel_reservation(const std::string& partition_id, const std::string& task_name,
+                          const SamplingConfig& sampling) noexcept override;
   void clear(const std::string& partition_id, const std::string* task_name) override;
   Value state() const override { return book_.state(); }
   void restore(const Value& state) override { book_.restore(state); }

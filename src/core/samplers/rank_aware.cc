@@ -35,9 +35,14 @@ class RankAwareSampler final : public Sampler {
     result.consumed = result.sampled;
     book_.put(request.partition_id, request.task_name, request.sampling.batch_index, request.sampling.dp_rank,
               result.sampled);
+    result.reserved = true;
     return result;
   }
 
+  void cancel_reservation(const std::string& partition_id, const std::string& task_name,
+                          const SamplingConfig& sampling) noexcept override {
+    book_.erase(partition_id, task_name, sampling.batch_index, sampling.dp_rank);
+  }
   void clear(const std::string& partition_id, const std::string* task_name) override {
     book_.clear(partition_id, task_name);
   }

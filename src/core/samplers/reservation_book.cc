@@ -23,6 +23,24 @@ std::optional<std::vector<int64_t>> ReservationBook::take(const std::string& par
   return rank->second.samples;
 }
 
+void ReservationBook::put_batch(const std::string& partition_id, const std::string& task_name, int64_t batch_index,
+                                std::vector<std::vector<int64_t>> shares, int64_t served_rank) {
+  std::map<int64_t, Share> batch;
+  for (size_t rank = 0; rank < shares.size(); ++rank) {
+    const auto dp_rank = static_cast<int64_t>(rank);
+    batch.emplace(dp_rank, Share{std::move(shares[rank]), dp_rank == served_rank});
+  }
+  batches_[Key{partition_id, task_name, batch_index}] = std::move(batch);
+}
+
+void ReservationBook::erase(const std::string& partition_id, const std::string& task_name, int64_t batch_index,
+                            std::optional<int64_t> dp_rank) noexcept {
+  const auto batch = batches_.find(std::tie(partition_id, task_name, batch_index));
+  if (batch == batches_.end()) return;
+  if (dp_rank) batch->second.erase(*dp_rank);
+  if (!dp_rank || batch->second.empty()) batches_.erase(batch);
+}
+
 void ReservationBook::put(const std::string& partition_id, const std::string& task_name, int64_t batch_index,
                           int64_t dp_rank, std::vector<int64_t> samples, bool served) {
   batches_[Key{partition_id, task_name, batch_index}][dp_rank] = Share{std::move(samples), served};

@@ -25,6 +25,13 @@ class ReservationBook {
                                            int64_t batch_index, int64_t dp_rank);
   void put(const std::string& partition_id, const std::string& task_name, int64_t batch_index, int64_t dp_rank,
            std::vector<int64_t> samples, bool served = true);
+  // Every rank's share of a batch at once (shares[rank]; `served_rank`'s
+  // counts as served): all or, out of memory, none.
+  void put_batch(const std::string& partition_id, const std::string& task_name, int64_t batch_index,
+                 std::vector<std::vector<int64_t>> shares, int64_t served_rank);
+  // Forgets one rank's share of a batch, or (nullopt) the whole batch.
+  void erase(const std::string& partition_id, const std::string& task_name, int64_t batch_index,
+             std::optional<int64_t> dp_rank) noexcept;
   // The samples of the task's shares not served yet.
   std::unordered_set<int64_t> unserved(const std::string& partition_id, const std::string& task_name) const;
   // Everything of a partition, or of one task of it.
@@ -39,8 +46,8 @@ class ReservationBook {
     std::vector<int64_t> samples;
     bool served = true;
   };
-  using Key = std::tuple<std::string, std::string, int64_t>;  // partition, task, batch
-  std::map<Key, std::map<int64_t, Share>> batches_;
+  using Key = std::tuple<std::string, std::string, int64_t>;      // partition, task, batch
+  std::map<Key, std::map<int64_t, Share>, std::less<>> batches_;  // found by std::tie too, copying no string
 };
 
 }  // namespace seqflow::samplers

@@ -19,6 +19,7 @@
 
 #include "controller_test_support.h"
 #include "transport/connection.h"
+#include "transport/control_protocol.h"
 #include "transport/wire_codec.h"
 #include "service_test_support.h"
 #include "remote_cluster.h"
@@ -461,8 +462,10 @@ TEST(RemoteServiceFailures, ARestartBeforeEveryUnitRegisteredIsAppliedOnceTheRou
   server::ControllerService& service = lone.service;
   transport::Connection& controller = lone.connection;
   const auto register_unit = [&](const std::string& endpoint, const Tree& instance) {
-    controller.call("register_storage",
-                    test::message_of(Tree{{"endpoint", endpoint}, {"instance", instance}, {"admin_token", "t"}}));
+    controller.call("register_storage", test::message_of(Tree{{"endpoint", endpoint},
+                                                              {"instance", instance},
+                                                              {"admin_token", "t"},
+                                                              {"protocol", transport::control::kProtocolVersion}}));
   };
   Controller& core = service.controller();
   const std::vector<int64_t> indexes = core.insert("p", 4).global_indexes;
@@ -478,7 +481,9 @@ TEST(RemoteServiceFailures, ARestartBeforeEveryUnitRegisteredIsAppliedOnceTheRou
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { register_unit("tcp://127.0.0.1:1", "new"); },
                            {"register_storage request field 'instance'", "integer"}));
   // Without an instance id (a unit before instance ids): never a restart.
-  controller.call("register_storage", test::message_of(Tree{{"endpoint", "tcp://127.0.0.1:1"}, {"admin_token", "t"}}));
+  controller.call("register_storage", test::message_of(Tree{{"endpoint", "tcp://127.0.0.1:1"},
+                                                            {"admin_token", "t"},
+                                                            {"protocol", transport::control::kProtocolVersion}}));
   // Both registered: tcp://127.0.0.1:2 is unit 1 of 2.
   EXPECT_EQ(status(), (Status{{0, true}, {1, false}, {2, true}, {3, false}}));
   EXPECT_EQ(service.metrics().counter("seqflow_storage_restarts_total", "").value(), 1);
@@ -588,9 +593,10 @@ TEST(RemoteServiceSecurity, AKnownUnitsAdminTokenChangesOnlyWithARestart) {
   LoneController lone;
   transport::Connection& controller = lone.connection;
   const auto register_unit = [&](int64_t instance, const std::string& token) {
-    controller.call(
-        "register_storage",
-        test::message_of(Tree{{"endpoint", "tcp://127.0.0.1:2"}, {"instance", instance}, {"admin_token", token}}));
+    controller.call("register_storage", test::message_of(Tree{{"endpoint", "tcp://127.0.0.1:2"},
+                                                              {"instance", instance},
+                                                              {"admin_token", token},
+                                                              {"protocol", transport::control::kProtocolVersion}}));
   };
   register_unit(7, "a");
   register_unit(7, "a");

@@ -4,6 +4,7 @@
 // controller's state (a checkpoint of it) is what it was before the call.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <new>
 #include <string>
@@ -12,6 +13,7 @@
 #include "controller_test_support.h"
 #include "failing_allocations.h"
 #include "seqflow/controller.h"
+#include "seqflow/sampler.h"
 
 namespace seqflow {
 namespace {
@@ -121,6 +123,37 @@ TEST(ControllerOutOfMemory, FetchConsumesNothingItDoesNotReturn) {
               }),
               1u)
         << task;
+  }
+}
+
+// A sampler that books each rank's answer (seqlen-balanced: the global
+// batch split over 2 DP ranks) serves the booking again: a fetch that fails
+// at any allocation is answered by its retry, and the ranks get every sample
+// of the global batch once.
+TEST(ControllerOutOfMemory, AFailedFetchOfABookingSamplerIsAnsweredByItsRetry) {
+  const auto fetch = [](Controller& controller, int64_t rank) {
+    return controller.get_meta(test::fetch_request("p", "t", {"x"}, 4, rank, 0)).global_indexes;
+  };
+  for (size_t nth = 1;; ++nth) {
+    Controller controller(ControllerOptions{make_seqlen_balanced_sampler(1, 2), false});
+    put(controller, "p", 8, {"x"}, test::lengths_meta({5, 9, 1, 7, 3, 3, 8, 2}));
+    bool fired = false;
+    {
+      const test::FailNthAllocation failing(nth);
+      try {
+        fetch(controller, 0);
+      } catch (const std::bad_alloc&) {
+      }
+      fired = failing.fired();
+    }
+    std::vector<int64_t> served = fetch(controller, 0);
+    const std::vector<int64_t> rank1 = fetch(controller, 1);
+    EXPECT_EQ(served.size(), 4u) << "allocation " << nth;
+    served.insert(served.end(), rank1.begin(), rank1.end());
+    std::sort(served.begin(), served.end());
+    EXPECT_EQ(std::adjacent_find(served.begin(), served.end()), served.end()) << "allocation " << nth;
+    EXPECT_EQ(served.size(), 8u) << "allocation " << nth;
+    if (!fired || ::testing::Test::HasFailure()) return;
   }
 }
 

@@ -69,9 +69,14 @@ TEST(ControlProtocol, FingerprintsMustBeUnsignedIntegers) {
 
 TEST(ControlProtocol, RegistrationKeepsUnsignedIdsAndItsReplyNamesTheIncarnation) {
   const control::RegisterStorageRequest back = control::decode_register_storage_request(
-      control::encode_register_storage_request({"tcp://a:1", uint64_t{1} << 63, "t", 5}));
+      control::encode_register_storage_request({"tcp://a:1", uint64_t{1} << 63, "t", 5, 3}));
   EXPECT_EQ(back.instance, uint64_t{1} << 63);
   EXPECT_EQ(back.incarnation, 5u);
+  EXPECT_EQ(back.protocol, 3);
+  EXPECT_EQ(control::decode_register_storage_request(
+                control::encode_register_storage_request({"tcp://a:1", std::nullopt, "t", std::nullopt, std::nullopt}))
+                .protocol,
+            std::nullopt);
   EXPECT_TRUE(
       throws_error(ErrorCode::kInvalidArgument,
                    [] {
