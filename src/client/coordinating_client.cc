@@ -186,26 +186,57 @@ BatchMeta CoordinatingClient::put_new(const std::string& partition_id, const std
   PutDeadline deadline(put_timeout_);
   bool partition_is_new = false;  // made by this insert: a failed put removes it again if empty
   BatchMeta meta = control_->insert(partition_id, static_cast<int64_t>(n), &partition_is_new);
-  bool may_have_committed = false;  // mark_produced sent, its answer lost
+  std::optional<Error> lost_reply;  // mark_produced sent, its answer lost: it may have committed
   try {
     data_->put(keys_of(meta), columns);
     try {
       control_->mark_produced(partition_id, meta.global_indexes, meta.generations, schemas, custom_meta);
     } catch (const Error& error) {
-      may_have_committed = error.code() == ErrorCode::kTimeout || error.code() == ErrorCode::kInternal;
+      if (error.code() == ErrorCode::kTimeout || error.code() == ErrorCode::kInternal) lost_reply = error;
       throw;
     }
   } catch (...) {
     deadline.start_rollback();
     // Never a clear: a commit whose reply was lost has made the samples
-    // visible, and a consumer may have fetched them. Then nothing is left
-    // unproduced and the put is done; a retry would put them twice.
+    // visible, and a consumer may have fetched them. Then the put is done
+    // (a retry would put them twice), which the controller confirms.
     const std::optional<size_t> released = release_unproduced(partition_id, meta);
-    if (may_have_committed && released == 0) return with_produced(std::move(meta), schemas, custom_meta);
+    if (lost_reply && released.value_or(0) == 0) {  // nothing released, or no answer: did the commit land?
+      const std::optional<bool> committed =
+          released ? produced_whole(partition_id, meta, schemas) : std::optional<bool>();
+      if (committed == true) return with_produced(std::move(meta), schemas, custom_meta);
+      if (!committed) {
+        throw Error(lost_reply->code(), std::string(lost_reply->what()) +
+                                            "; the put may have landed: its commit's reply was lost and the "
+                                            "controller did not answer the rollback, so check before putting again");
+      }
+    }
     if (partition_is_new) forget_partition_if_empty(lock, partition_id, deadline);
     throw;
   }
   return with_produced(std::move(meta), schemas, custom_meta);
+}
+
+std::optional<bool> CoordinatingClient::produced_whole(const std::string& partition_id, const BatchMeta& samples,
+                                                       const Schemas& schemas) {
+  try {
+    std::vector<std::string> names;
+    for (const auto& [name, schema] : schemas) names.push_back(name);
+    const SampleProduction production =
+        control_->sample_production(partition_id, samples.global_indexes, samples.generations, names);
+    for (size_t i = 0; i < samples.size(); ++i) {
+      if (production.exists[i] == 0) return false;
+      for (size_t j = 0; j < names.size(); ++j) {
+        if (!production.has(i, j)) return false;
+      }
+    }
+    return true;
+  } catch (const Error& error) {
+    if (error.code() == ErrorCode::kStaleSample) return false;  // gone, its index reused
+    return std::nullopt;
+  } catch (...) {
+    return std::nullopt;
+  }
 }
 
 BatchMeta CoordinatingClient::put_existing(const BatchMeta& meta, const std::vector<Column>& columns,

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <shared_mutex>
@@ -93,6 +94,10 @@ class CoordinatingClient final : public Client {
   // nothing was produced in, and drops their data where this client drops
   // data. The number released; nullopt when the controller did not answer.
   std::optional<size_t> release_unproduced(const std::string& partition_id, const BatchMeta& samples);
+  // Whether every one of `samples` (of one partition) lives with every field
+  // of `schemas` produced; nullopt when the controller did not answer.
+  std::optional<bool> produced_whole(const std::string& partition_id, const BatchMeta& samples,
+                                     const std::map<std::string, FieldSchema>& schemas);
   // After a failed put that created `partition_id`: removes it if no sample
   // is left. Trades the shared `lock` for the exclusive one.
   void forget_partition_if_empty(std::shared_lock<Mutex>& lock, const std::string& partition_id,

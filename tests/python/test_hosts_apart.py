@@ -337,12 +337,16 @@ def test_a_connection_cut_mid_call_fails_clearly_and_a_retry_leaves_every_sample
         limit = FAULT_TIMEOUT + MARGIN
     assert hosts.relay.stats()[route]["cuts"] == cuts + 1, "the relay did not cut the connection"
 
-    if (cut_request, direction) == ("mark_produced", "down"):
+    committed = (cut_request, direction) == ("mark_produced", "down")
+    if committed:
         # The controller committed the put; only the reply was lost. The put
         # finds its samples produced instead of removing them (a consumer may
-        # have fetched them already) and succeeds: a retry would put them twice.
-        assert outcome.error is None, f"a put whose commit landed raised: {outcome.error}"
-    if outcome.error is None:  # it completed despite the cut: then all of it
+        # have fetched them already) and succeeds: a retry would put them
+        # twice. Only a rollback the controller did not answer in time (a
+        # loaded machine) leaves the caller a "may have landed" error.
+        assert outcome.error is None or "the put may have landed" in str(outcome.error), \
+            f"a put whose commit landed raised: {outcome.error}"
+    if outcome.error is None or committed:  # it completed despite the cut: then all of it
         if call == "put":
             expected += new_ids
         else:
