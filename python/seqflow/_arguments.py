@@ -19,6 +19,9 @@ WorkloadLike = Union[str, tuple[str, int, int], Workload, OnlineWorkload]
 
 _WORKLOADS = "'tokens', 'verl', 'quadratic(a,b)', ('quadratic', a, b), a Workload or an OnlineWorkload"
 UINT64_MAX = 2**64 - 1
+# Workloads by name, parsed once (a Workload is immutable): most calls name the default, "tokens".
+_PARSED: dict[str, Workload] = {}
+_MAX_PARSED = 64
 
 
 def int64_argument(value: Any, name: str, low: int = INT64_MIN, high: int = INT64_MAX) -> int:
@@ -40,10 +43,15 @@ def optional_int64_argument(value: Any, name: str) -> Optional[int]:
 
 def workload_argument(value: Any) -> Workload:
     """The Workload `value` names; an OnlineWorkload counts as its current model."""
+    if isinstance(value, str):  # first: isinstance of a bound class costs more
+        workload = _PARSED.get(value)
+        if workload is None:
+            workload = Workload.parse(value)
+            if len(_PARSED) < _MAX_PARSED:
+                _PARSED[value] = workload
+        return workload
     if isinstance(value, Workload):
         return value
-    if isinstance(value, str):
-        return Workload.parse(value)
     if isinstance(value, OnlineWorkload):
         return value.workload
     if isinstance(value, tuple) and len(value) == 3 and isinstance(value[0], str) and value[0] == "quadratic":

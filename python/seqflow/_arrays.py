@@ -14,6 +14,8 @@ from seqflow._checks import INT64_MAX, short_repr
 
 __all__ = ["IntArrayLike", "Tensor", "as_int64_array"]
 
+_INT64 = np.dtype(np.int64)  # numpy's one instance: arrays of int64 carry it
+
 
 class Tensor(Protocol):
     """A torch tensor or another DLPack producer (numpy arrays are one too)."""
@@ -31,7 +33,7 @@ def as_int64_array(values: Any, name: str, allow_negative: bool = False) -> np.n
     negatives. The engine names negative lengths itself: callers whose engine
     call checks them pass allow_negative=True and spare the scan."""
     array = values if type(values) is np.ndarray else _to_array(values, name)
-    if array.dtype != np.int64 or array.ndim != 1 or not array.flags.c_contiguous:
+    if array.dtype is not _INT64 or array.ndim != 1 or not array.flags.c_contiguous:
         array = _checked_int64(array, values, name)
     if not allow_negative and array.size and array.min() < 0:
         lowest = int(array.argmin())  # named at the first smallest value
