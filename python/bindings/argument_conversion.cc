@@ -3,7 +3,6 @@
 #include <string>
 
 #include "bindings/arguments.h"
-#include "seqflow/calibration.h"
 #include "seqflow/error.h"
 
 namespace nb = nanobind;
@@ -11,9 +10,6 @@ namespace nb = nanobind;
 namespace seqflow::bindings {
 
 namespace {
-
-constexpr const char* kWorkloads =
-    "'tokens', 'verl', 'quadratic(a,b)', ('quadratic', a, b), a Workload or an OnlineWorkload";
 
 std::string repr_of(nb::handle value) { return nb::repr(value).c_str(); }
 
@@ -55,40 +51,9 @@ int64_t int_argument(nb::handle value, std::string_view name, int64_t low, int64
   return number;
 }
 
-uint64_t uint64_argument(nb::handle value, std::string_view name) {
-  const std::optional<nb::int_> integer = python_integer(value);
-  if (!integer) throw_invalid(std::string(name) + " must be an integer, got " + repr_of(value));
-  const unsigned long long number = PyLong_AsUnsignedLongLong(integer->ptr());
-  if (number == static_cast<unsigned long long>(-1) && PyErr_Occurred()) {
-    PyErr_Clear();
-    throw_outside(*integer, name, "0.." + std::to_string(std::numeric_limits<uint64_t>::max()));
-  }
-  return number;
-}
-
 std::optional<int64_t> optional_int_argument(nb::handle value, std::string_view name) {
   if (value.is_none()) return std::nullopt;
   return int_argument(value, name);
-}
-
-Workload workload_argument(nb::handle value) {
-  if (nb::isinstance<Workload>(value)) return nb::cast<Workload>(value);
-  // An online model counts as its current snapshot.
-  if (nb::isinstance<OnlineWorkload>(value)) return nb::cast<const OnlineWorkload&>(value).current();
-  if (nb::isinstance<nb::str>(value)) return Workload::parse(nb::cast<std::string>(value));
-  if (nb::isinstance<nb::tuple>(value) && nb::len(value) == 3 && nb::isinstance<nb::str>(value[0]) &&
-      nb::cast<std::string>(value[0]) == "quadratic") {
-    int64_t a = 0;
-    int64_t b = 0;
-    try {
-      a = int_argument(value[1], "a");
-      b = int_argument(value[2], "b");
-    } catch (const Error& error) {
-      throw_invalid("workload = " + repr_of(value) + ": " + error.what() + "; workload must be " + kWorkloads);
-    }
-    return Workload::quadratic(a, b);
-  }
-  throw_invalid(std::string("workload must be ") + kWorkloads + ", got " + repr_of(value));
 }
 
 }  // namespace seqflow::bindings

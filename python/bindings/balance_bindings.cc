@@ -213,60 +213,34 @@ void bind_balance(nb::module_ m) {
 
   bind_calibration(m);
   bind_partition(m);
+  // Typed calls under seqflow.balance's Python functions, which convert the user's arguments.
   m.def(
       "partition",
-      [](nb::handle weights, nb::handle k_arg, nb::handle cardinality, nb::handle workload, nb::handle groups,
-         nb::handle algorithm) {
-        const Int64Input values = int64_input(weights, "weights", false);
-        std::optional<Int64Input> group_ids;
-        if (!groups.is_none()) group_ids = int64_input(groups, "groups", true);
-        const int64_t k = int_argument(k_arg, "k");
+      [](const Int64Input& weights, int64_t k, const std::string& cardinality, const Workload& workload,
+         const std::optional<Int64Input>& groups, const std::string& algorithm) {
         balance::Options options;
-        options.cardinality = balance::parse_cardinality(str_text(cardinality));
-        options.algorithm = balance::parse_algorithm(str_text(algorithm));
-        options.workload = workload_argument(workload);
-        if (group_ids) options.groups = as_span(*group_ids);
-        balance::Partition result;
-        {
-          GilReleased release;
-          result = balance::partition(as_span(values), k, options);
-        }
-        return result;
+        options.cardinality = balance::parse_cardinality(cardinality);
+        options.algorithm = balance::parse_algorithm(algorithm);
+        options.workload = workload;
+        if (groups) options.groups = as_span(*groups);
+        GilReleased release;
+        return balance::partition(as_span(weights), k, options);
       },
-      "weights"_a.none(), "k"_a.none(), nb::kw_only(), "cardinality"_a.none() = "free", "workload"_a.none() = "tokens",
-      "groups"_a.none() = nb::none(), "algorithm"_a.none() = "auto",
-      "Split items with non-negative integer `weights` (sequence lengths) into\n"
-      "`k` parts whose workloads are as even as possible.\n\n"
-      "cardinality: \"free\" (any count per part), \"equal\" (same count; needs\n"
-      "    n % k == 0) or \"balanced\" (counts differ by at most one).\n"
-      "workload: \"tokens\" (L), \"verl\" (24576*L + L*L), \"quadratic(a,b)\",\n"
-      "    (\"quadratic\", a, b), a Workload (calibrated ones too) or an\n"
-      "    OnlineWorkload (its current model).\n"
-      "groups: optional group id per item (e.g. the responses of one prompt); a\n"
-      "    group never splits and counts as one item for cardinality.\n"
-      "algorithm: \"auto\" (best of several, refined; never worse than \"kk\"),\n"
-      "    \"kk\" (Karmarkar-Karp largest differencing) or \"lpt\".",
-      nb::sig("def partition(weights, k: int, *, cardinality: str = 'free', workload='tokens', groups=None, algorithm: "
-              "str = 'auto') -> Partition"));
+      "weights"_a, "k"_a, "cardinality"_a, "workload"_a, "groups"_a.none(), "algorithm"_a,
+      "seqflow.balance.partition with its arguments converted.");
 
   // verl's two functions take negative lengths as verl does (they sort them).
   const auto verl_function = [](auto function) {
-    return [function](nb::handle seqlens, nb::handle k_partitions, nb::handle equal_size) {
-      const Int64Input values = int64_input(seqlens, "seqlen_list", true);
-      const bool equal = check_bool(equal_size, "equal_size");
-      const int64_t k = int_argument(k_partitions, "k_partitions");
+    return [function](const Int64Input& seqlens, int64_t k_partitions, bool equal_size) {
       GilReleased release;
-      return function(as_span(values), k, equal);
+      return function(as_span(seqlens), k_partitions, equal_size);
     };
   };
-  m.def("karmarkar_karp", verl_function(&balance::karmarkar_karp), "seqlen_list"_a.none(), "k_partitions"_a.none(),
-        "equal_size"_a.none(), "verl's karmarkar_karp: k lists of item indexes, in verl's exact order.",
-        nb::sig("def karmarkar_karp(seqlen_list, k_partitions: int, equal_size: bool) -> list[list[int]]"));
-  m.def("get_seqlen_balanced_partitions", verl_function(&balance::get_seqlen_balanced_partitions),
-        "seqlen_list"_a.none(), "k_partitions"_a.none(), "equal_size"_a.none(),
-        "verl's get_seqlen_balanced_partitions: as karmarkar_karp, each part sorted.",
-        nb::sig(
-            "def get_seqlen_balanced_partitions(seqlen_list, k_partitions: int, equal_size: bool) -> list[list[int]]"));
+  m.def("karmarkar_karp", verl_function(&balance::karmarkar_karp), "seqlen_list"_a, "k_partitions"_a, "equal_size"_a,
+        "verl's karmarkar_karp: k lists of item indexes, in verl's exact order.");
+  m.def("get_seqlen_balanced_partitions", verl_function(&balance::get_seqlen_balanced_partitions), "seqlen_list"_a,
+        "k_partitions"_a, "equal_size"_a,
+        "verl's get_seqlen_balanced_partitions: as karmarkar_karp, each part sorted.");
 }
 
 }  // namespace seqflow::bindings

@@ -13,7 +13,6 @@
 #include <unordered_map>
 #include <vector>
 
-#include "bindings/arguments.h"
 #include "bindings/arrays.h"
 #include "bindings/json_conversion.h"
 #include "bindings/samplers.h"
@@ -119,24 +118,10 @@ void bind_builtin_samplers(nb::module_ m) {
   m.def("sequential_sampler", &make_sequential_sampler);
   m.def("grpo_group_n_sampler", &make_grpo_group_n_sampler, "n_samples_per_prompt"_a);
   m.def("rank_aware_sampler", &make_rank_aware_sampler);
-  m.def(
-      "seqlen_balanced_sampler",
-      [](int64_t n_samples_per_prompt, int64_t dp_size, const std::string& algorithm, int64_t default_length,
-         nb::handle workload) {
-        return make_seqlen_balanced_sampler(n_samples_per_prompt, dp_size, algorithm, default_length,
-                                            workload_argument(workload));
-      },
-      "n_samples_per_prompt"_a, "dp_size"_a, "algorithm"_a, "default_length"_a, "workload"_a,
-      "default_length -1: a sample without total_lengths is an error. workload: as seqflow.balance.partition "
-      "takes it.");
-  m.def(
-      "token_budget_sampler",
-      [](int64_t max_tokens, int64_t n_samples_per_prompt, int64_t dp_size, int64_t default_length,
-         nb::handle workload) {
-        return make_token_budget_sampler(max_tokens, n_samples_per_prompt, dp_size, default_length,
-                                         workload_argument(workload));
-      },
-      "max_tokens"_a, "n_samples_per_prompt"_a, "dp_size"_a, "default_length"_a, "workload"_a);
+  m.def("seqlen_balanced_sampler", &make_seqlen_balanced_sampler, "n_samples_per_prompt"_a, "dp_size"_a, "algorithm"_a,
+        "default_length"_a, "workload"_a, "default_length -1: a sample without total_lengths is an error.");
+  m.def("token_budget_sampler", &make_token_budget_sampler, "max_tokens"_a, "n_samples_per_prompt"_a, "dp_size"_a,
+        "default_length"_a, "workload"_a);
   m.def("sample_directly", &sample_directly, "sampler"_a, "ready"_a, "batch_size"_a, "partition_id"_a, "task_name"_a,
         "dp_rank"_a.none(), "batch_index"_a, "custom_meta"_a.none(),
         "The samples a C++ sampler hands this caller, outside a controller: samples without "

@@ -70,14 +70,6 @@ std::optional<std::string> text_problem(nb::handle text, int64_t limit) {
   return std::nullopt;
 }
 
-}  // namespace
-
-nb::object check_optional_name(nb::handle value, const std::string& parameter) {
-  return value.is_none() ? nb::none() : check_name(value, parameter);
-}
-
-namespace {
-
 [[noreturn]] void throw_not_positions(nb::handle values, const std::string& parameter) {
   throw_value_error(parameter + " must be a list of integer positions, got " + repr_text(values));
 }
@@ -218,12 +210,6 @@ nb::object check_path(nb::handle value, std::string_view parameter) {
   return path;
 }
 
-bool check_bool(nb::handle value, std::string_view parameter) {
-  if (!is_bool(value))
-    throw_argument_type_error(std::string(parameter) + " must be True or False, got " + short_repr(value));
-  return PyObject_IsTrue(value.ptr()) == 1;
-}
-
 int64_t check_count(nb::handle value, std::string_view parameter, int64_t minimum, int64_t maximum) {
   if (!is_integer(value))
     throw_argument_type_error(std::string(parameter) + " must be an integer, got " + short_repr(value));
@@ -238,13 +224,6 @@ int64_t check_count(nb::handle value, std::string_view parameter, int64_t minimu
     throw_value_error(std::string(parameter) + " must be <= " + std::to_string(maximum) + ", got " + str_text(value));
   }
   return number;
-}
-
-nb::object check_instance(nb::handle value, std::string_view parameter, nb::handle kind, std::string_view description) {
-  const int is = PyObject_IsInstance(value.ptr(), kind.ptr());
-  if (is < 0) throw nb::python_error();
-  if (is == 0) throw_wrong_type(value, parameter, description);
-  return nb::borrow(value);
 }
 
 // Only the exception type: the checks Python calls are seqflow/_checks.py's.

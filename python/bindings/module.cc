@@ -45,7 +45,6 @@ NB_MODULE(_seqflow, m) {
       }
     }
   });
-  seqflow::bindings::bind_array_conversion(m);
   seqflow::bindings::bind_batch_meta(m);
   seqflow::bindings::bind_sample_views(m);
   seqflow::bindings::bind_balance(m.def_submodule("balance", "The balancing engine"));

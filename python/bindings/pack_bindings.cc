@@ -197,16 +197,17 @@ const pack::Pack& pack_argument(const PlanObject& self, nb::handle rank, nb::han
   return pack::pack_at(self.plan, int_argument(rank, "rank"), int_argument(step, "step"), int_argument(slot, "slot"));
 }
 
-// Sample i's ids: a list of int64 arrays, or (values, offsets) of one flat array.
-std::vector<std::span<const int64_t>> samples_of(nb::handle samples, std::vector<Int64Input>& keep, const char* name) {
-  if (nb::isinstance<nb::tuple>(samples)) {
-    keep = {nb::cast<Int64Input>(samples[0]), nb::cast<Int64Input>(samples[1])};
-    return pack::split_flat(as_span(keep[0]), as_span(keep[1]), name);
+// Sample i's ids: one int64 array each, or (offsets given) sample i is
+// flat[offsets[i]:offsets[i + 1]] of the one array given.
+std::vector<std::span<const int64_t>> samples_of(const std::vector<Int64Input>& arrays,
+                                                 const std::optional<Int64Input>& offsets, const char* name) {
+  if (offsets) {
+    if (arrays.size() != 1) throw_invalid(std::string(name) + ": offsets go with one flat array of values");
+    return pack::split_flat(as_span(arrays[0]), as_span(*offsets), name);
   }
-  keep = nb::cast<std::vector<Int64Input>>(samples);
   std::vector<std::span<const int64_t>> out;
-  out.reserve(keep.size());
-  for (const auto& array : keep) out.push_back(as_span(array));
+  out.reserve(arrays.size());
+  for (const auto& array : arrays) out.push_back(as_span(array));
   return out;
 }
 
@@ -220,49 +221,18 @@ nb::object packed_object(pack::PackedSequence&& seq, nb::handle convert) {
                                nb::tuple(nb::cast(seq.samples)), seq.padding});
 }
 
-// seqflow.pack.Ragged: token ids of many samples in one flat array.
-nb::handle ragged_type() {
-  static nb::handle type = [] {
-    nb::object named = python_attribute("collections", "namedtuple")("Ragged", nb::make_tuple("values", "offsets"),
-                                                                     "module"_a = "seqflow.pack");
-    named.attr("__doc__") =
-        "Token ids of many samples in one flat array: sample i is\nvalues[offsets[i]:offsets[i + 1]].";
-    return named.release();
-  }();
-  return type;
-}
-
-nb::object materialize(nb::handle plan_arg, nb::handle token_ids, nb::handle rank_arg, nb::handle step_arg,
-                       nb::handle labels_arg, nb::handle pad_id, nb::handle ignore_index, nb::handle backend) {
-  if (!nb::isinstance<PlanObject>(plan_arg)) {
-    throw nb::value_error(("plan must be a PackPlan (from seqflow.pack.plan), got " + type_name_of(plan_arg)).c_str());
-  }
-  const pack::Plan& plan = nb::cast<const PlanObject&>(plan_arg).plan;
-  if (!nb::isinstance<nb::str>(backend) ||
-      (nb::cast<std::string>(backend) != "numpy" && nb::cast<std::string>(backend) != "torch")) {
-    throw nb::value_error(("backend must be 'numpy' or 'torch', got " + repr_text(backend)).c_str());
-  }
-  nb::object convert = nb::none();
-  if (nb::cast<std::string>(backend) == "torch") {
-    nb::object torch = nb::steal(PyImport_ImportModule("torch"));
-    if (!torch.is_valid()) {
-      if (!PyErr_ExceptionMatches(PyExc_ImportError)) throw nb::python_error();
-      nb::python_error cause;
-      nb::raise_from(cause, PyExc_ImportError, "backend='torch' needs torch installed");
-    }
-    convert = torch.attr("from_numpy");
-  }
-  const nb::handle ragged = ragged_type();
-  const nb::object token_arrays = token_samples(token_ids, "token_ids", ragged);
-  const nb::object labels = labels_arg.is_none() ? nb::none() : token_samples(labels_arg, "labels", ragged);
-  const std::optional<int64_t> rank = optional_int_argument(rank_arg, "rank");
-  const std::optional<int64_t> step = optional_int_argument(step_arg, "step");
-  const pack::MaterializeOptions options{int_argument(pad_id, "pad_id"), int_argument(ignore_index, "ignore_index")};
-  std::vector<Int64Input> keep_ids;
-  std::vector<Int64Input> keep_labels;
-  const auto ids = samples_of(token_arrays, keep_ids, "token_ids");
-  const auto labs =
-      labels.is_none() ? std::vector<std::span<const int64_t>>{} : samples_of(labels, keep_labels, "labels");
+// The packs of a plan, for one (rank, step), one rank or every rank; `convert`
+// (torch.from_numpy) turns each numpy array into what the caller asked for.
+nb::object materialize(const PlanObject& plan_object, const std::vector<Int64Input>& token_ids,
+                       const std::optional<Int64Input>& token_offsets,
+                       const std::optional<std::vector<Int64Input>>& labels,
+                       const std::optional<Int64Input>& label_offsets, std::optional<int64_t> rank,
+                       std::optional<int64_t> step, int64_t pad_id, int64_t ignore_index,
+                       const std::optional<nb::callable>& convert) {
+  const pack::Plan& plan = plan_object.plan;
+  const pack::MaterializeOptions options{pad_id, ignore_index};
+  const auto ids = samples_of(token_ids, token_offsets, "token_ids");
+  const auto labs = labels ? samples_of(*labels, label_offsets, "labels") : std::vector<std::span<const int64_t>>{};
   // [rank][step] -> packs, for the ranks and steps asked for.
   std::vector<std::vector<std::vector<pack::PackedSequence>>> packed;
   {
@@ -278,12 +248,13 @@ nb::object materialize(nb::handle plan_arg, nb::handle token_ids, nb::handle ran
       }
     }
   }
+  const nb::handle converter = convert ? nb::handle(*convert) : nb::handle(nb::none());
   nb::list ranks;
   for (auto& steps : packed) {
     nb::list step_lists;
     for (auto& packs : steps) {
       nb::list out;
-      for (auto& seq : packs) out.append(packed_object(std::move(seq), convert));
+      for (auto& seq : packs) out.append(packed_object(std::move(seq), converter));
       step_lists.append(out);
     }
     ranks.append(step ? step_lists[0] : nb::object(step_lists));
@@ -312,38 +283,9 @@ nb::object micro_batch_object(pack::MicroBatchPlan&& plan) {
   return nb::cast(MicroBatchObject{std::move(plan), {}, {}, {}});
 }
 
-// One 1-D sequence of all samples, or (a non-empty list or tuple of sized
-// items) one sequence per rank, already placed.
-nb::object micro_batches(nb::handle lengths, nb::handle max_token_len, nb::handle dp_size, nb::handle same_count,
-                         nb::handle count_multiple, nb::handle workload, nb::handle order) {
-  const bool same = check_bool(same_count, "same_count_across_ranks");
-  const bool per_rank = (PyList_Check(lengths.ptr()) || PyTuple_Check(lengths.ptr())) && nb::len(lengths) > 0 &&
-                        nb::hasattr(lengths[0], "__len__") && !python_integer(lengths[0]);
-  std::vector<Int64Input> ranks;
-  if (per_rank) {
-    size_t index = 0;
-    for (nb::handle rank : lengths) {
-      ranks.push_back(int64_input(rank, "lengths[" + std::to_string(index++) + "]", false));
-    }
-  } else {
-    ranks.push_back(int64_input(lengths, "lengths", false));
-  }
-  const int64_t cap = int_argument(max_token_len, "max_token_len");
-  pack::MicroBatchOptions options{int_argument(dp_size, "dp_size"), same,
-                                  int_argument(count_multiple, "count_multiple"), workload_argument(workload),
-                                  pack::parse_micro_batch_order(str_text(order))};
-  pack::MicroBatchPlan result;
-  if (per_rank) {
-    if (options.dp_size == 1) options.dp_size = static_cast<int64_t>(ranks.size());
-    std::vector<std::span<const int64_t>> spans;
-    for (const auto& rank : ranks) spans.push_back(as_span(rank));
-    GilReleased release;
-    result = pack::micro_batches_per_rank(spans, cap, options);
-  } else {
-    GilReleased release;
-    result = pack::micro_batches(as_span(ranks[0]), cap, options);
-  }
-  return micro_batch_object(std::move(result));
+pack::MicroBatchOptions micro_batch_options(int64_t dp_size, bool same_count_across_ranks, int64_t count_multiple,
+                                            const Workload& workload, const std::string& order) {
+  return {dp_size, same_count_across_ranks, count_multiple, workload, pack::parse_micro_batch_order(order)};
 }
 
 // The classes read as seqflow.pack's own (repr, pickle).
@@ -500,17 +442,13 @@ void bind_classes(nb::module_ m) {
 
 // progress(phase, done, total), called on the planner's thread with the GIL
 // taken (the plan runs without it). The callable is the caller's argument,
-// alive for the whole call, so the callback holds no reference of its own:
-// copies of it made and dropped without the GIL touch no refcount.
-pack::PlanProgressCallback progress_argument(nb::handle progress) {
-  if (progress.is_none()) return {};
-  if (PyCallable_Check(progress.ptr()) != 1) {
-    throw nb::type_error(
-        ("progress must be None or a callable progress(phase, done, total), got " + type_name_of(progress)).c_str());
-  }
-  return [progress](const pack::PlanProgress& at) {
+// alive for the whole call, so the callback holds a handle, no reference of
+// its own: copies of it made and dropped without the GIL touch no refcount.
+pack::PlanProgressCallback progress_callback(const std::optional<nb::callable>& progress) {
+  if (!progress) return {};
+  return [callable = nb::handle(*progress)](const pack::PlanProgress& at) {
     GilHeld gil;
-    progress(std::string(pack::to_string(at.phase)), at.done, at.total);
+    callable(std::string(pack::to_string(at.phase)), at.done, at.total);
   };
 }
 
@@ -520,150 +458,90 @@ void bind_pack(nb::module_ m) {
   m.attr("MAX_PACK_LENGTH") = pack::kMaxPackLength;
   m.attr("MAX_PLAN_LISTS") = pack::kMaxPlanLists;
   m.attr("MAX_PADDING_SEQUENCES") = pack::kMaxPaddingSequences;
-  m.attr("Ragged") = ragged_type();
   bind_classes(m);
 
+  // Typed calls under seqflow.pack's Python functions, which convert the user's arguments.
   m.def(
       "plan",
-      [](nb::handle lengths, nb::handle dp_size, nb::handle optimizer_steps, nb::handle pack_max_length,
-         nb::handle groups, nb::handle workload, nb::handle pad_to, nb::handle pad_chunk, nb::handle seed,
-         nb::handle progress) {
-        const Int64Input values = int64_input(lengths, "lengths", false);
-        std::optional<Int64Input> group_ids;
-        if (!groups.is_none()) {
-          group_ids = int64_input(groups, "groups", true);
-          // Also when empty: the engine reads no groups as none given.
-          if (group_ids->shape(0) != values.shape(0)) {
-            throw nb::value_error(("groups has " + std::to_string(group_ids->shape(0)) + " entries but lengths has " +
-                                   std::to_string(values.shape(0)) + "; give one group id per sample")
-                                      .c_str());
-          }
-        }
+      [](const Int64Input& lengths, int64_t dp_size, int64_t optimizer_steps, int64_t pack_max_length,
+         const std::optional<Int64Input>& groups, const Workload& workload, const std::string& pad_to,
+         int64_t pad_chunk, uint64_t seed, const std::optional<nb::callable>& progress) {
         pack::Options options;
-        options.seed = uint64_argument(seed, "seed");
-        options.dp_size = int_argument(dp_size, "dp_size");
-        options.optimizer_steps = int_argument(optimizer_steps, "optimizer_steps");
-        options.pack_max_length = int_argument(pack_max_length, "pack_max_length");
-        if (group_ids) options.groups = as_span(*group_ids);
-        options.workload = workload_argument(workload);
-        options.pad_to = pack::parse_pad_to(str_text(pad_to));
-        options.pad_chunk = int_argument(pad_chunk, "pad_chunk");
-        options.progress = progress_argument(progress);
+        options.seed = seed;
+        options.dp_size = dp_size;
+        options.optimizer_steps = optimizer_steps;
+        options.pack_max_length = pack_max_length;
+        if (groups) options.groups = as_span(*groups);
+        options.workload = workload;
+        options.pad_to = pack::parse_pad_to(pad_to);
+        options.pad_chunk = pad_chunk;
+        options.progress = progress_callback(progress);
         pack::Plan result;
         {
           GilReleased release;
-          result = pack::plan(as_span(values), options);
+          result = pack::plan(as_span(lengths), options);
         }
         return plan_object(std::move(result));
       },
-      "lengths"_a.none(), nb::kw_only(), "dp_size"_a.none(), "optimizer_steps"_a.none(), "pack_max_length"_a.none(),
-      "groups"_a.none() = nb::none(), "workload"_a.none() = "tokens", "pad_to"_a.none() = "cap",
-      "pad_chunk"_a.none() = 1024, "seed"_a.none() = 0, "progress"_a.none() = nb::none(),
-      "Plan the packs of one global batch.\n\n"
-      "lengths: tokens per sample; a sample longer than pack_max_length is an error.\n"
-      "groups: optional group id per sample (e.g. the responses of one prompt);\n"
-      "    a group stays on one rank and in one step.\n"
-      "workload: what balancing evens out: \"tokens\", \"verl\", \"quadratic(a,b)\", a\n"
-      "    Workload (calibrated ones too) or an OnlineWorkload (its current\n"
-      "    model). The cap is always on tokens.\n"
-      "pad_to: \"cap\" (every pack to pack_max_length), \"step_max\" (every pack to\n"
-      "    the longest pack of its slot across ranks) or \"none\".\n"
-      "pack_max_length: at most MAX_PACK_LENGTH (2^31 - 1): packs are\n"
-      "    materialized with int32 cu_seqlens.\n"
-      "pad_chunk: the longest padding sequence; a pack's padding makes at most\n"
-      "    MAX_PADDING_SEQUENCES (2^20) of them, so pad_chunk must be at least\n"
-      "    pack_max_length / 2^20.\n"
-      "seed: only decides which rank gets which part where ranks tie; the planner\n"
-      "    uses no randomness.\n"
-      "progress: optional progress(phase, done, total), called as the planner\n"
-      "    works: phase \"steps_first\", \"steps_by_size\" (only when tried) or\n"
-      "    \"packing\"; done of total samples; at most 1,002 calls per phase. An\n"
-      "    exception it raises ends plan() with that exception. The plan is the\n"
-      "    same with or without it.\n\n"
-      "A plan holds at most MAX_PLAN_LISTS (rank, step) pairs and packs. Steps\n"
-      "keep group counts within one of each other; within a step ranks get even\n"
-      "workloads, and steps too unless a (rank, step) would hold about one group:\n"
-      "steps are then formed from groups of similar workload (plan.notes says so).",
-      nb::sig(
-          "def plan(lengths, *, dp_size: int, optimizer_steps: int, pack_max_length: int, groups=None, "
-          "workload='tokens', pad_to: str = 'cap', pad_chunk: int = 1024, seed: int = 0, progress=None) -> PackPlan"));
+      "lengths"_a, "dp_size"_a, "optimizer_steps"_a, "pack_max_length"_a, "groups"_a.none(), "workload"_a, "pad_to"_a,
+      "pad_chunk"_a, "seed"_a, "progress"_a.none(), "seqflow.pack.plan with its arguments converted.");
 
   m.def(
       "xtuner_baseline",
-      [](nb::handle lengths, nb::handle dp_size, nb::handle optimizer_steps, nb::handle pack_max_length,
-         nb::handle pad_chunk) {
-        const Int64Input values = int64_input(lengths, "lengths", false);
-        const int64_t dp = int_argument(dp_size, "dp_size");
-        const int64_t steps = int_argument(optimizer_steps, "optimizer_steps");
-        const int64_t cap = int_argument(pack_max_length, "pack_max_length");
-        const int64_t chunk = int_argument(pad_chunk, "pad_chunk");
+      [](const Int64Input& lengths, int64_t dp_size, int64_t optimizer_steps, int64_t pack_max_length,
+         int64_t pad_chunk) {
         pack::Plan result;
         {
           GilReleased release;
-          result = pack::baseline::xtuner_pack(as_span(values), dp, steps, cap, chunk);
+          result = pack::baseline::xtuner_pack(as_span(lengths), dp_size, optimizer_steps, pack_max_length, pad_chunk);
         }
         return plan_object(std::move(result));
       },
-      "lengths"_a.none(), nb::kw_only(), "dp_size"_a.none(), "optimizer_steps"_a.none(), "pack_max_length"_a.none(),
-      "pad_chunk"_a.none() = 1024,
-      "FOR COMPARISON ONLY: the pipeline xtuner's balanced-packing change\n"
-      "describes (Karmarkar-Karp equal split over ranks, then over steps, then\n"
-      "into ceil(tokens / cap) packs per (rank, step), every pack padded to the\n"
-      "cap, pack counts padded across ranks). It fails where that pipeline asserts\n"
-      "(counts that do not divide) and does not enforce the cap: see\n"
-      "stats.packs_over_cap.",
-      nb::sig("def xtuner_baseline(lengths, *, dp_size: int, optimizer_steps: int, pack_max_length: int, pad_chunk: "
-              "int = 1024) -> PackPlan"));
+      "lengths"_a, "dp_size"_a, "optimizer_steps"_a, "pack_max_length"_a, "pad_chunk"_a,
+      "seqflow.pack.xtuner_baseline with its arguments converted.");
 
-  m.def("micro_batches", &micro_batches, "lengths"_a.none(), "max_token_len"_a.none(), nb::kw_only(),
-        "dp_size"_a.none() = 1, "same_count_across_ranks"_a.none() = true, "count_multiple"_a.none() = 1,
-        "workload"_a.none() = "tokens", "order"_a.none() = "interleave",
-        "Split samples into micro-batches of at most `max_token_len` tokens.\n\n"
-        "lengths: either one 1-D sequence of all samples, which are first spread\n"
-        "    over dp_size ranks (balanced; indexes in the plan are global), or a list\n"
-        "    of one sequence per rank, already placed (indexes are local to the rank;\n"
-        "    dp_size may stay 1 and is then taken from the list).\n"
-        "The count is the fewest for which the cap holds, the same on every rank\n"
-        "when same_count_across_ranks, and a multiple of count_multiple (pipeline\n"
-        "schedules). Micro-batches are balanced by `workload` (as plan takes it). A plan of more than\n"
-        "MAX_PLAN_LISTS micro-batches over all ranks is refused.\n"
-        "order: \"interleave\" (largest, smallest, second largest, ...: shrinks\n"
-        "    pipeline bubbles), \"descending\" or \"none\".",
-        nb::sig("def micro_batches(lengths, max_token_len: int, *, dp_size: int = 1, same_count_across_ranks: bool = "
-                "True, count_multiple: int = 1, workload='tokens', order: str = 'interleave') -> MicroBatchPlan"));
+  m.def(
+      "micro_batches",
+      [](const Int64Input& lengths, int64_t max_token_len, int64_t dp_size, bool same_count_across_ranks,
+         int64_t count_multiple, const Workload& workload, const std::string& order) {
+        const auto options = micro_batch_options(dp_size, same_count_across_ranks, count_multiple, workload, order);
+        pack::MicroBatchPlan result;
+        {
+          GilReleased release;
+          result = pack::micro_batches(as_span(lengths), max_token_len, options);
+        }
+        return micro_batch_object(std::move(result));
+      },
+      "lengths"_a, "max_token_len"_a, "dp_size"_a, "same_count_across_ranks"_a, "count_multiple"_a, "workload"_a,
+      "order"_a, "seqflow.pack.micro_batches of one sequence of all samples, its arguments converted.");
+  m.def(
+      "micro_batches_per_rank",
+      [](const std::vector<Int64Input>& ranks, int64_t max_token_len, int64_t dp_size, bool same_count_across_ranks,
+         int64_t count_multiple, const Workload& workload, const std::string& order) {
+        const auto options = micro_batch_options(dp_size, same_count_across_ranks, count_multiple, workload, order);
+        std::vector<std::span<const int64_t>> spans;
+        for (const auto& rank : ranks) spans.push_back(as_span(rank));
+        pack::MicroBatchPlan result;
+        {
+          GilReleased release;
+          result = pack::micro_batches_per_rank(spans, max_token_len, options);
+        }
+        return micro_batch_object(std::move(result));
+      },
+      "ranks"_a, "max_token_len"_a, "dp_size"_a, "same_count_across_ranks"_a, "count_multiple"_a, "workload"_a,
+      "order"_a, "seqflow.pack.micro_batches of one sequence per rank, already placed, its arguments converted.");
 
-  m.def("materialize", &materialize, "plan"_a.none(), "token_ids"_a.none(), nb::kw_only(), "rank"_a.none() = nb::none(),
-        "step"_a.none() = nb::none(), "labels"_a.none() = nb::none(), "pad_id"_a.none() = 0,
-        "ignore_index"_a.none() = -100, "backend"_a.none() = "numpy",
-        "Build the packed sequences of a plan (in C++: seqflow::pack::materialize).\n\n"
-        "token_ids: the token ids of every sample, indexed as in the plan: a list of\n"
-        "    1-D arrays or tensors, a torch nested tensor, or a Ragged(values, offsets).\n"
-        "    Ids must have an integer dtype: float arrays are refused, even with\n"
-        "    whole values (cast them yourself if you know they are exact).\n"
-        "labels: the same for labels; by default the token ids themselves. Padding\n"
-        "    positions get ignore_index; padding tokens are pad_id (int64 integers).\n"
-        "rank, step: which packs, 0..dp_size-1 and 0..optimizer_steps-1 (no\n"
-        "    negative indexing). Returns a list over packs for one (rank, step);\n"
-        "    a list over steps of those for one rank; a list over ranks of those\n"
-        "    when rank is None.\n"
-        "backend: \"numpy\", or \"torch\" for tensors (needs torch installed).",
-        nb::sig("def materialize(plan: PackPlan, token_ids, *, rank: int | None = None, step: int | None = None, "
-                "labels=None, pad_id: int = 0, ignore_index: int = -100, backend: str = 'numpy')"));
+  m.def("materialize", &materialize, "plan"_a, "token_ids"_a, "token_offsets"_a.none(), "labels"_a.none(),
+        "label_offsets"_a.none(), "rank"_a.none(), "step"_a.none(), "pad_id"_a, "ignore_index"_a, "convert"_a.none(),
+        "seqflow.pack.materialize with its arguments converted: the token ids (and labels) as one int64 array\n"
+        "per sample, or one flat array and its offsets.");
   m.def(
       "inverse_permutation",
-      [](nb::handle order) { return to_numpy(pack::inverse_permutation(as_span(int64_input(order, "order", false)))); },
-      "order"_a.none(),
+      [](const Int64Input& order) { return to_numpy(pack::inverse_permutation(as_span(order))); }, "order"_a,
       "inverse[order[i]] = i. For outputs laid out in `order` (a permutation of\n"
-      "0..n-1), outputs[inverse] restores the original order.",
-      nb::sig("def inverse_permutation(order) -> numpy.ndarray"));
-  m.def(
-      "padding_sequences",
-      [](nb::handle padding, nb::handle pad_chunk) {
-        return pack::padding_sequences(int_argument(padding, "padding"), int_argument(pad_chunk, "pad_chunk"));
-      },
-      "padding"_a.none(), "pad_chunk"_a.none(),
-      "The lengths of the padding sequences that make up `padding` tokens (at most MAX_PACK_LENGTH, in at most\n"
-      "MAX_PADDING_SEQUENCES sequences): full chunks of pad_chunk, then the remainder.");
+      "0..n-1), outputs[inverse] restores the original order.");
+  m.def("padding_sequences", &pack::padding_sequences, "padding"_a, "pad_chunk"_a,
+        "seqflow.pack.padding_sequences with its arguments converted.");
 }
 
 }  // namespace seqflow::bindings

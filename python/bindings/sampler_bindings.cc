@@ -215,7 +215,9 @@ void bind_samplers(nb::module_ m) {
 
   m.def(
       "sampler_by_name",
-      [](const std::string& name, nb::handle args) { return make_sampler(name, to_value(args, "sampler arguments")); },
+      [](const std::string& name, const nb::dict& args) {
+        return make_sampler(name, to_value(args, "sampler arguments"));
+      },
       "name"_a, "args"_a);
   m.def("python_sampler", &python_sampler, "target"_a,
         "A C++ sampler that calls target.sample(ready_indexes, batch_size, **kwargs).");

@@ -229,8 +229,7 @@ void bind_services(nb::module_ m) {
       .def("abandon", &ServiceHandle::abandon,
            "Forget the service without stopping it (in a child process after fork).")
       .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
-      .def(
-          "__exit__", [](ServiceHandle& self, nb::args) { self.stop(); }, nb::sig("def __exit__(self, *exc) -> None"))
+      .def("__exit__", [](ServiceHandle& self, nb::args) { self.stop(); })
       .def("__repr__",
            [](const ServiceHandle& self) {
              return "ServiceHandle(" + std::string(nb::repr(nb::str(self.role().c_str())).c_str()) + ", " +

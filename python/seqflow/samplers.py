@@ -36,6 +36,7 @@ from typing import Any, Optional, cast
 import numpy as np
 
 from seqflow import _seqflow
+from seqflow._arguments import workload_argument
 from seqflow._arrays import as_int64_array
 from seqflow._checks import check_count, check_instance, check_int64
 from seqflow._seqflow.client import Sampler as NativeSampler
@@ -282,7 +283,8 @@ class SeqlenBalancedSampler(GRPOGroupNSampler):
         self.default_length, self.workload = default_length, workload
         # Not GRPOGroupNSampler.__init__, which would make a C++ sampler of its own.
         BuiltinSampler.__init__(self, _native.seqlen_balanced_sampler(self.n_samples_per_prompt, self.dp_size,
-                                                                       self.algorithm, length, workload))
+                                                                       self.algorithm, length,
+                                                                       workload_argument(workload)))
 
     @property
     def _balanced_cache(self) -> dict:
@@ -316,7 +318,8 @@ class TokenBudgetSampler(BuiltinSampler):
         self.dp_size = _positive(dp_size, "dp_size")
         self.default_length, self.workload = default_length, workload
         super().__init__(_native.token_budget_sampler(self.max_tokens, self.n_samples_per_prompt, self.dp_size,
-                                                      _optional_length(default_length), workload))
+                                                      _optional_length(default_length),
+                                                      workload_argument(workload)))
 
     def sample(self, ready_indexes, batch_size: int, *args, partition_id: str = "", task_name: str = "",
                dp_rank: Optional[int] = 0, batch_index: Optional[int] = 0, partition=None,

@@ -6,6 +6,7 @@ and reports a call with an argument of the wrong type."""
 
 from __future__ import annotations
 
+import ast
 import importlib
 import re
 import subprocess
@@ -202,3 +203,37 @@ def test_mypy_reports_an_argument_of_the_wrong_type(tmp_path, mypy_cache):
     assert re.search(r':6: error: Argument "dp_size" to "plan" has incompatible type "str"; expected "int', output), \
         output
     assert re.search(r':7: error: Module has no attribute "no_such_function"', output), output
+
+
+def test_mypy_sees_typed_parameters_of_the_balancing_and_packing_calls(tmp_path, mypy_cache):
+    """Every parameter of the balancing and packing functions has a type (none is `object` or Any): a call with
+    an argument of the wrong type, in each position the engine reads, is reported."""
+    code, output = run_mypy(tmp_path, mypy_cache, """
+        import seqflow.balance as sb
+        import seqflow.pack as sp
+
+        sb.partition("lengths", 2)
+        sb.partition([5, 3, 2], 2, workload=3.5)
+        sb.partition([5, 3, 2], 2, groups=["a", "b", "c"])
+        sb.karmarkar_karp({"a": 1}, 2, False)
+        sb.get_seqlen_balanced_partitions([5, 3], 2, "no")
+        sp.plan([1.5], dp_size=1, optimizer_steps=1, pack_max_length=8)
+        sp.plan([5], dp_size=1, optimizer_steps=1, pack_max_length=8, progress=3)
+        sp.micro_batches([5, 3], "100")
+        sp.inverse_permutation("0123")
+        sp.xtuner_baseline([5], dp_size=1, optimizer_steps=1, pack_max_length=None)
+        sp.materialize([], [[1, 2]])
+        sb.calibrate([], min_records="8")
+        sb.OnlineWorkload(prior=3)
+    """)
+    assert code == 1, output
+    reported = sorted({int(line) for line in re.findall(r":(\d+): error: ", output)})
+    assert reported == list(range(5, 18)), output
+    # The typed C++ functions under them: nanobind's signatures, no parameter left `object` or unannotated.
+    for native in ("balance", "pack"):
+        stub = ast.parse((PACKAGE / "_seqflow" / f"{native}.pyi").read_text())
+        functions = [node for node in stub.body if isinstance(node, ast.FunctionDef)]
+        assert {"partition", "plan"} & {function.name for function in functions}, native
+        untyped = [f"{function.name}({argument.arg})" for function in functions for argument in function.args.args
+                   if argument.annotation is None or ast.unparse(argument.annotation) in ("object", "Any")]
+        assert untyped == [], native

@@ -1,4 +1,5 @@
-// Integer and workload arguments as seqflow's Python API takes them: an int
+// Integer arguments of the bound methods that take them as they come (seqflow._arguments checks the
+// Python functions' the same way): an int
 // or a numpy integer, never a bool or a float (which would be truncated);
 // errors name the parameter and the value.
 #pragma once
@@ -10,8 +11,6 @@
 #include <optional>
 #include <string_view>
 
-#include "seqflow/workload.h"
-
 namespace seqflow::bindings {
 
 // The value as a Python int, or nullopt when it is not an integer.
@@ -22,13 +21,7 @@ std::optional<nanobind::int_> python_integer(nanobind::handle value);
 int64_t int_argument(nanobind::handle value, std::string_view name, int64_t low = std::numeric_limits<int64_t>::min(),
                      int64_t high = std::numeric_limits<int64_t>::max());
 
-// As int_argument, within 0..2^64-1.
-uint64_t uint64_argument(nanobind::handle value, std::string_view name);
-
 // None, or an int_argument.
 std::optional<int64_t> optional_int_argument(nanobind::handle value, std::string_view name);
-
-// A Workload, its name ("tokens", "verl", "quadratic(a,b)") or ("quadratic", a, b).
-Workload workload_argument(nanobind::handle value);
 
 }  // namespace seqflow::bindings

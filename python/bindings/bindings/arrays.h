@@ -37,15 +37,8 @@ nanobind::ndarray<nanobind::numpy, const T, nanobind::ndim<1>> view_of(const std
 }
 
 // User input (a list, numpy array or torch tensor) as a 1-D contiguous int64
-// array; copies only when the layout or dtype requires it. Rejects
-// non-integers, NaN and (unless allowed) negatives, naming the parameter, the
-// index and the value (array_conversion.cc).
-nanobind::object as_int64_array(nanobind::handle values, const std::string& name, bool allow_negative);
+// array, converted by seqflow._arrays.as_int64_array (array_conversion.cc).
 Int64Input int64_input(nanobind::handle values, const std::string& name, bool allow_negative);
-
-// Sample i's token ids as int64 arrays: a list of them, or (values, offsets)
-// of a `ragged_type` (seqflow.pack.Ragged). Float dtypes are refused.
-nanobind::object token_samples(nanobind::handle token_ids, const std::string& name, nanobind::handle ragged_type);
 
 inline std::span<const int64_t> as_span(const Int64Input& array) { return {array.data(), array.shape(0)}; }
 

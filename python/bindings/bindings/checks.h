@@ -48,17 +48,13 @@ std::string short_repr(nanobind::handle value);
 [[noreturn]] void throw_wrong_type(nanobind::handle value, std::string_view parameter, std::string_view description);
 
 nanobind::object check_name(nanobind::handle value, std::string_view parameter);
-nanobind::object check_optional_name(nanobind::handle value, const std::string& parameter);
 // One name (a str) or an iterable of names, as a list; each checked, named by its position.
 nanobind::list check_names(nanobind::handle values, const std::string& parameter);
 nanobind::object check_path(nanobind::handle value, std::string_view parameter);
-bool check_bool(nanobind::handle value, std::string_view parameter);
 int64_t check_count(nanobind::handle value, std::string_view parameter, int64_t minimum = 0,
                     int64_t maximum = std::numeric_limits<int64_t>::max());
 // `values` (integers, or a 1-D integer array) as a list of positions in [0, size); ValueError naming the
 // parameter otherwise.
 nanobind::list positions(nanobind::handle values, int64_t size, const std::string& parameter);
-nanobind::object check_instance(nanobind::handle value, std::string_view parameter, nanobind::handle kind,
-                                std::string_view description);
 
 }  // namespace seqflow::bindings

@@ -5,7 +5,6 @@
 
 namespace seqflow::bindings {
 
-void bind_array_conversion(nanobind::module_ m);
 void bind_batch_meta(nanobind::module_ m);
 void bind_balance(nanobind::module_ m);
 // FitReport, calibrate and OnlineWorkload, into the balance submodule.
