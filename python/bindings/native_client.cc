@@ -193,19 +193,10 @@ PyBatchMeta python_meta(BatchMeta&& meta, nb::handle extra_info = nb::none()) {
   return from_native(std::move(meta), extra_info);
 }
 
-// custom_meta, one object per sample of a put of `rows` samples: the engine takes an empty list as none,
-// so a caller's [] for rows is refused here as a wrong length.
-std::vector<Value> put_custom_meta(const std::optional<nb::list>& custom_meta, size_t rows) {
-  if (custom_meta && custom_meta->size() == 0 && rows > 0) {
-    throw_invalid("custom_meta holds 0 entries for " + std::to_string(rows) + " samples; give one object per sample");
-  }
-  return custom_meta_of(custom_meta);
-}
-
 PyBatchMeta put_new(const NativeClient& self, const std::string& partition, const std::vector<FieldInput>& fields,
                     const std::optional<nb::list>& custom_meta) {
   const std::vector<Column> columns = columns_of(fields);
-  const std::vector<Value> metas = put_custom_meta(custom_meta, columns.empty() ? 0 : columns[0].sample_count());
+  const std::vector<Value> metas = custom_meta_of(custom_meta);
   std::shared_ptr<Client> client = self.connected();
   return python_meta(without_gil([&] { return client->put_new(partition, columns, metas); }));
 }
@@ -214,7 +205,7 @@ PyBatchMeta put_new(const NativeClient& self, const std::string& partition, cons
 PyBatchMeta put_existing(const NativeClient& self, const PyBatchMeta& meta, const std::vector<FieldInput>& fields,
                          const std::optional<nb::list>& custom_meta) {
   const std::vector<Column> columns = columns_of(fields);
-  const std::vector<Value> metas = put_custom_meta(custom_meta, meta.size());
+  const std::vector<Value> metas = custom_meta_of(custom_meta);
   const BatchMeta native = to_native(meta, true);
   std::shared_ptr<Client> client = self.connected();
   return python_meta(without_gil([&] { return client->put_existing(native, columns, metas); }), meta.py_extra_info);

@@ -57,7 +57,7 @@ def _is_array(item: object) -> bool:
 def _native_order(array: np.ndarray, field: str) -> np.ndarray:
     """A C-contiguous array in this machine's byte order (DLPack carries no
     other), refusing dtypes seqflow does not store."""
-    if array.dtype.kind not in _STORABLE_KINDS:
+    if array.dtype.kind not in _STORABLE_KINDS or array.dtype.name not in DTYPES:  # not float128, say
         raise unstorable_dtype(field, str(array.dtype))
     if not array.dtype.isnative:
         array = array.astype(array.dtype.newbyteorder("="))
@@ -105,6 +105,11 @@ def field_input(field: str, value: Any, borrow: bool = False, allow_pickle: bool
         return _list_input(field, value, allow_pickle)
     raise ValueError(f"field {field!r} is a {type(value).__name__}; "
                      "give a tensor, an array or a list with one value per sample")
+
+
+def input_rows(field: FieldInput) -> int:
+    """The number of samples one field input holds (its first dimension; a jagged one's offsets less one)."""
+    return len(field[2]) - 1 if len(field) == 4 else len(field[1])
 
 
 def sample_input(field: str, value: Any, borrow: bool = False, allow_pickle: bool = False) -> FieldInput:

@@ -18,7 +18,7 @@ from typing import Any, Iterable, Optional, Sequence, Union
 
 import numpy as np
 
-from seqflow import _convert, _seqflow
+from seqflow import _columns, _convert, _seqflow
 from seqflow._async import async_twin
 from seqflow._checks import (
     ArgumentTypeError,
@@ -367,6 +367,10 @@ class Client:
             check_dicts(metas, "custom_meta")
         fields = _convert.field_inputs(data, borrow=self._remote_config is not None,
                                        allow_pickle=self._pickle_allowed(allow_pickle))
+        if metas is not None and not metas:
+            rows = metadata.size if metadata is not None else _columns.input_rows(fields[0])
+            if rows:  # the engine takes an empty list as none; a caller's [] for rows is a wrong length
+                raise ValueError(f"custom_meta holds 0 entries for {rows} samples; give one object per sample")
         native = self._connected()
         if metadata is None:
             return native.put_new(partition, fields, metas)

@@ -156,6 +156,7 @@ NewSamples ControlData::add_samples(PartitionState& partition, int64_t count) {
   out.slots.reserve(static_cast<size_t>(count));
   indexes_.reserve(count);
   partition.reserve_samples(static_cast<size_t>(count));
+  partition.reserve_removals(static_cast<size_t>(count));  // so that undoing the insert cannot fail (InsertUndo)
   out.global_indexes = indexes_.allocate(count);
   const uint32_t put_id = partition.new_put_id();
   for (size_t i = 0; i < out.global_indexes.size(); ++i) {
@@ -171,14 +172,18 @@ std::vector<int64_t> ControlData::remove_samples(PartitionState& partition, std:
   slots.erase(std::unique(slots.begin(), slots.end()), slots.end());
   std::vector<int64_t> released;
   released.reserve(slots.size());
+  for (uint32_t slot : slots) released.push_back(partition.global_index(slot));
   partition.reserve_removals(slots.size());  // then removing cannot fail halfway
-  for (uint32_t slot : slots) {
-    released.push_back(partition.global_index(slot));
-    indexes_.release(released.back());
-    partition.remove_sample(slot);
-  }
+  discard_samples(partition, slots);
   std::sort(released.begin(), released.end());
   return released;
+}
+
+void ControlData::discard_samples(PartitionState& partition, std::span<const uint32_t> slots) noexcept {
+  for (uint32_t slot : slots) {
+    indexes_.release(partition.global_index(slot));
+    partition.remove_sample(slot);
+  }
 }
 
 bool ControlData::restore_sample(PartitionState& partition, int64_t global_index, std::optional<uint64_t> generation,

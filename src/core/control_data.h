@@ -65,6 +65,9 @@ class ControlData {
   // Releases the samples' global indexes and slots (each once); returns the
   // released indexes, ascending.
   std::vector<int64_t> remove_samples(PartitionState& partition, std::vector<uint32_t> slots);
+  // remove_samples of distinct slots, answering nothing: cannot fail once
+  // the partition has room to free them (add_samples makes it for its own).
+  void discard_samples(PartitionState& partition, std::span<const uint32_t> slots) noexcept;
   // Checkpoint load: a sample with a given global index and generation
   // (nullopt: a new one, for checkpoints written before generations); false
   // if the index is taken.

@@ -19,7 +19,9 @@ class InsertUndo {
     if (committed_) return;
     PartitionState* partition = data_.find(partition_id_);
     if (partition == nullptr) return;
-    if (!added_.slots.empty()) data_.remove_samples(*partition, std::move(added_.slots));
+    // Nothing here allocates (a destructor must not fail): add_samples made
+    // room to free its slots, and a partition the insert made is empty now.
+    data_.discard_samples(*partition, added_.slots);
     if (made_) data_.erase(partition_id_);
   }
   InsertUndo(const InsertUndo&) = delete;

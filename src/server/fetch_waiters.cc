@@ -1,5 +1,7 @@
 #include "server/fetch_waiters.h"
 
+#include <new>
+
 #include <unordered_set>
 
 #include "seqflow/error.h"
@@ -67,7 +69,12 @@ void FetchWaiters::changed(const std::string* partition_id) {
     if (partition_id == nullptr) {
       all_changed_ = true;
     } else if (by_partition_.count(*partition_id) > 0) {
-      changed_partitions_.insert(*partition_id);
+      try {
+        changed_partitions_.insert(*partition_id);
+      } catch (const std::bad_alloc&) {
+        // Told after the change was made: never an error then, every waiter retries instead.
+        all_changed_ = true;
+      }
     } else {
       return;
     }

@@ -253,3 +253,20 @@ def test_remote_clients_of_a_subclass_that_compares_by_value_are_tracked_apart(c
     assert second.get_partition_list() == ["p"]
     first.close()
     second.close()
+
+
+def test_a_lazily_connecting_client_checks_a_puts_arguments_before_it_connects():
+    """An unpickled remote client connects on first use: a put with bad
+    arguments (an empty custom_meta for two samples, a float128 field) fails
+    on them at once, without waiting to connect to a controller that is not there."""
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        address = f"tcp://127.0.0.1:{probe.getsockname()[1]}"
+    client = seqflow.Client._unpickled(seqflow.RemoteConfig(address, timeout=30.0), 30.0, False)
+    started = time.monotonic()
+    with pytest.raises(ValueError, match="custom_meta holds 0 entries for 2 samples"):
+        client.put({"x": np.arange(2)}, partition_id="p", custom_meta=[])
+    with pytest.raises(ValueError, match='field "f" has dtype float128, which seqflow does not store'):
+        client.put({"f": np.zeros(2, dtype=np.longdouble)}, partition_id="p")
+    assert time.monotonic() - started < 10, "the checks waited for the connection"
+    client.close()

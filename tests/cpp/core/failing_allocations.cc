@@ -1,5 +1,7 @@
 // operator new for the core tests: malloc, failing once on the thread that
-// armed a FailNthAllocation (failing_allocations.h).
+// armed a FailNthAllocation (failing_allocations.h). Every form is replaced
+// (plain, array, nothrow, aligned), so that no allocation of this executable
+// goes through the sanitizer's operator new and back through this delete.
 #include "failing_allocations.h"
 
 #include <cstdlib>
@@ -10,12 +12,19 @@ namespace {
 thread_local size_t countdown = 0;  // allocations until the failing one; 0: unarmed
 thread_local bool failed = false;
 
-void* allocate(std::size_t size) {
+// The memory, or null when the armed allocation is this one or malloc fails.
+void* try_allocate(std::size_t size, std::size_t alignment) noexcept {
   if (countdown != 0 && --countdown == 0) {
     failed = true;
-    throw std::bad_alloc();
+    return nullptr;
   }
-  if (void* memory = std::malloc(size == 0 ? 1 : size)) return memory;
+  if (size == 0) size = 1;
+  if (alignment <= alignof(std::max_align_t)) return std::malloc(size);
+  return std::aligned_alloc(alignment, (size + alignment - 1) / alignment * alignment);
+}
+
+void* allocate(std::size_t size, std::size_t alignment) {
+  if (void* memory = try_allocate(size, alignment)) return memory;
   throw std::bad_alloc();
 }
 
@@ -34,9 +43,32 @@ bool FailNthAllocation::fired() const { return failed; }
 
 }  // namespace seqflow::test
 
-void* operator new(std::size_t size) { return allocate(size); }
-void* operator new[](std::size_t size) { return allocate(size); }
+void* operator new(std::size_t size) { return allocate(size, 0); }
+void* operator new[](std::size_t size) { return allocate(size, 0); }
+void* operator new(std::size_t size, const std::nothrow_t&) noexcept { return try_allocate(size, 0); }
+void* operator new[](std::size_t size, const std::nothrow_t&) noexcept { return try_allocate(size, 0); }
+void* operator new(std::size_t size, std::align_val_t alignment) {
+  return allocate(size, static_cast<std::size_t>(alignment));
+}
+void* operator new[](std::size_t size, std::align_val_t alignment) {
+  return allocate(size, static_cast<std::size_t>(alignment));
+}
+void* operator new(std::size_t size, std::align_val_t alignment, const std::nothrow_t&) noexcept {
+  return try_allocate(size, static_cast<std::size_t>(alignment));
+}
+void* operator new[](std::size_t size, std::align_val_t alignment, const std::nothrow_t&) noexcept {
+  return try_allocate(size, static_cast<std::size_t>(alignment));
+}
+
 void operator delete(void* memory) noexcept { std::free(memory); }
 void operator delete[](void* memory) noexcept { std::free(memory); }
 void operator delete(void* memory, std::size_t) noexcept { std::free(memory); }
 void operator delete[](void* memory, std::size_t) noexcept { std::free(memory); }
+void operator delete(void* memory, const std::nothrow_t&) noexcept { std::free(memory); }
+void operator delete[](void* memory, const std::nothrow_t&) noexcept { std::free(memory); }
+void operator delete(void* memory, std::align_val_t) noexcept { std::free(memory); }
+void operator delete[](void* memory, std::align_val_t) noexcept { std::free(memory); }
+void operator delete(void* memory, std::size_t, std::align_val_t) noexcept { std::free(memory); }
+void operator delete[](void* memory, std::size_t, std::align_val_t) noexcept { std::free(memory); }
+void operator delete(void* memory, std::align_val_t, const std::nothrow_t&) noexcept { std::free(memory); }
+void operator delete[](void* memory, std::align_val_t, const std::nothrow_t&) noexcept { std::free(memory); }
