@@ -75,9 +75,7 @@ def main() -> None:
     parser.add_argument("--columns", nargs="+", default=None, metavar="TEXT",
                         help="only columns whose header holds one of these (e.g. ms us): the timings")
     argv = sys.argv[1:]
-    if "--" not in argv:
-        parser.error("name the benchmark script after --: ... -- SCRIPT [ARGS...]")
-    split = argv.index("--")
+    split = argv.index("--") if "--" in argv else len(argv)
     args, script = parser.parse_args(argv[:split]), argv[split + 1:]
     if not script:
         parser.error("name the benchmark script after --")
