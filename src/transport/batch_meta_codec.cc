@@ -101,8 +101,7 @@ BatchMeta batch_meta_of(std::string_view bytes, std::string_view what) {
   meta.custom_meta = decode_custom_meta(header, n);
   meta.extra_info = header.decoded("extra_info");
   if (!meta.extra_info.is_object()) header.fail("extra_info", "must be a map");
-  if (header.has("versions"))
-    meta.versions = read_field_versions(header.value("versions"), header.depth() + 1, n, what);
+  if (header.has("versions")) meta.versions = field_versions_at(header, "versions", n);
   return meta;
 }
 

@@ -14,25 +14,6 @@ void write_field_versions(MsgpackWriter& out, const FieldVersions& versions) {
   }
 }
 
-FieldVersions read_field_versions(std::string_view bytes, size_t depth, size_t samples, std::string_view what) {
-  MsgpackReader reader(bytes, kMaxDecodeNesting);
-  const MsgpackReader::Token map = reader.next(depth);
-  if (map.kind != Kind::kMap) throw_invalid(std::string(what) + " field \"versions\" must be a map");
-  FieldVersions out;
-  for (uint64_t i = 0; i < map.number; ++i) {
-    const std::string field(reader.key());
-    const MsgpackReader::Token token = reader.next(depth + 1);
-    if (token.kind != Kind::kBinary || token.bytes.size() != samples * sizeof(uint64_t)) {
-      throw_invalid(std::string(what) + " field \"versions\" of \"" + field + "\" must hold one uint64 per sample (" +
-                    std::to_string(samples) + ")");
-    }
-    std::vector<uint64_t> per_sample(samples);
-    if (samples != 0) std::memcpy(per_sample.data(), token.bytes.data(), token.bytes.size());
-    out.insert_or_assign(field, std::move(per_sample));  // a repeated field: the last one wins
-  }
-  return out;
-}
-
 FieldVersions field_versions_at(const EncodedMap& header, std::string_view key, size_t n) {
   FieldVersions out;
   for (const auto& [field, versions] : header.members(key, "must be a map of field to versions")) {

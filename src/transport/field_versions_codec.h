@@ -13,8 +13,6 @@
 namespace seqflow::transport::wire {
 
 void write_field_versions(MsgpackWriter& out, const FieldVersions& versions);
-// The versions that `bytes` hold, one value inside `depth` containers.
-FieldVersions read_field_versions(std::string_view bytes, size_t depth, size_t samples, std::string_view what);
 // header[key], as a request or reply naming `samples` samples holds it.
 FieldVersions field_versions_at(const EncodedMap& header, std::string_view key, size_t samples);
 
