@@ -294,7 +294,7 @@ TEST(WriteVersions, TheWireCarriesThemAndRefusesAWrongCount) {
   BatchMeta wrong = meta;
   wrong.versions["x"].pop_back();
   EXPECT_TRUE(throws_invalid([&] { decode_batch_meta(encode_batch_meta(wrong), "reply"); },
-                             {"versions", "of field \"x\"", "one u64 version each"}));
+                             {"versions", "of field 'x'", "one u64 version each"}));
 }
 
 }  // namespace
