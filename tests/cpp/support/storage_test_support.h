@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "error_matchers.h"
 #include "seqflow/error.h"
 #include "seqflow/tensor.h"
 
@@ -124,22 +125,10 @@ inline std::optional<Error> error_of(const std::function<void()>& fn) {
   return std::nullopt;
 }
 
-// Passes when `fn` throws seqflow::Error with `code` and every fragment in its message.
+// throws_code (error_matchers.h) with the code first and owned fragments.
 inline ::testing::AssertionResult throws_error(ErrorCode code, const std::function<void()>& fn,
                                                const std::vector<std::string>& fragments) {
-  const std::optional<Error> error = error_of(fn);
-  if (!error) return ::testing::AssertionFailure() << "did not throw";
-  const std::string message = error->what();
-  if (error->code() != code) {
-    return ::testing::AssertionFailure() << "wrong error code " << static_cast<int>(error->code())
-                                         << "; message: " << message;
-  }
-  for (const std::string& fragment : fragments) {
-    if (message.find(fragment) == std::string::npos) {
-      return ::testing::AssertionFailure() << "message \"" << message << "\" lacks \"" << fragment << "\"";
-    }
-  }
-  return ::testing::AssertionSuccess() << message;
+  return throws_code(fn, code, std::vector<std::string_view>(fragments.begin(), fragments.end()));
 }
 
 // A fresh directory per test, removed afterwards.
