@@ -54,10 +54,22 @@ def _is_array(item: object) -> bool:
     return isinstance(item, np.ndarray) or hasattr(item, "__dlpack__")
 
 
+# Per numpy dtype number: whether seqflow stores the dtype (dtype.name costs
+# over a microsecond; the number and a lookup, a few dozen nanoseconds).
+_storable_by_number: dict[int, bool] = {}
+
+
+def _is_storable(dtype: np.dtype) -> bool:
+    known = _storable_by_number.get(dtype.num)
+    if known is None:
+        known = _storable_by_number[dtype.num] = dtype.kind in _STORABLE_KINDS and dtype.name in DTYPES
+    return known
+
+
 def _native_order(array: np.ndarray, field: str) -> np.ndarray:
     """A C-contiguous array in this machine's byte order (DLPack carries no
-    other), refusing dtypes seqflow does not store."""
-    if array.dtype.kind not in _STORABLE_KINDS or array.dtype.name not in DTYPES:  # not float128, say
+    other), refusing dtypes seqflow does not store (float128, say)."""
+    if not _is_storable(array.dtype):
         raise unstorable_dtype(field, str(array.dtype))
     if not array.dtype.isnative:
         array = array.astype(array.dtype.newbyteorder("="))
