@@ -6,6 +6,7 @@ TransferQueue's API catch either)."""
 from __future__ import annotations
 
 import math
+import operator
 import os
 from typing import Any, Iterable, Optional
 
@@ -17,8 +18,8 @@ from seqflow._seqflow.checks import ArgumentTypeError
 __all__ = [
     "ArgumentTypeError", "INT64_MAX", "INT64_MIN", "MAX_NAME_BYTES", "MAX_PATH_BYTES", "MAX_SECONDS", "check_bool",
     "check_choice", "check_count", "check_dicts", "check_instance", "check_int64", "check_int64_list", "check_list",
-    "check_name", "check_names", "check_optional_bool", "check_optional_name", "check_path", "check_seconds",
-    "check_tag", "short_repr",
+    "check_name", "check_names", "check_optional_bool", "check_optional_name", "check_parts", "check_path",
+    "check_positions", "check_seconds", "check_tag", "short_repr",
 ]
 
 MAX_NAME_BYTES: int = limits.MAX_NAME_BYTES
@@ -153,6 +154,36 @@ def check_count(value: Any, parameter: str, *, minimum: int = 0, maximum: int = 
     if number > maximum:
         raise ValueError(f"{parameter} must be <= {maximum}, got {value}")
     return number
+
+
+def check_parts(value: Any, parameter: str) -> int:
+    """A number of parts (chunks): an integer >= 1, not a bool; ValueError otherwise."""
+    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+        raise ValueError(f"{parameter} must be an integer >= 1, got {value!r}")
+    count = operator.index(value)
+    if count < 1:
+        raise ValueError(f"{parameter} must be an integer >= 1, got {count}")
+    return count
+
+
+def check_positions(values: Any, size: int, parameter: str) -> list[int]:
+    """Integers (or a 1-D integer array) as positions in [0, size); ValueError naming the parameter otherwise."""
+    if isinstance(values, np.ndarray):
+        if values.size == 0:
+            return []
+        if values.ndim != 1 or values.dtype.kind not in "iu":
+            raise ValueError(f"{parameter} must be a list of integer positions, got {values!r}")
+        items = values.tolist()
+    else:
+        items = list(values)
+    if not all(type(item) is int for item in items):
+        if not all(_is_integer(item) or _is_bool(item) for item in items) or all(_is_bool(item) for item in items):
+            # numpy reads a list of bools only as a mask (refused), a mix with integers as integers.
+            raise ValueError(f"{parameter} must be a list of integer positions, got {values!r}")
+        items = [operator.index(item) for item in items]
+    if not all(0 <= item < size for item in items):
+        raise ValueError(f"{parameter} must lie in [0, {size}), got {items!r}")
+    return items
 
 
 def check_int64(value: Any, parameter: str) -> int:
