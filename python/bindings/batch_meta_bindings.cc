@@ -7,6 +7,7 @@
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -161,8 +162,16 @@ void bind_columns(nb::class_<BatchMeta>& cls) {
           "global_indexes", [](const BatchMeta& self) { return view_of(self.global_indexes, self); }, kArray,
           "Per sample, its index in its partition (read-only).")
       .def_prop_ro(
-          "partition_ids", [](const BatchMeta& self) { return self.partition_ids.to_vector(); },
-          "Per sample, its partition.")
+          "partition_runs",
+          [](const BatchMeta& self) {
+            std::pair<std::vector<std::string>, std::vector<size_t>> runs;
+            for (size_t r = 0, begin = 0; r < self.partition_ids.run_count(); begin = self.partition_ids.run_end(r++)) {
+              runs.first.emplace_back(self.partition_ids.run_name(r));
+              runs.second.push_back(self.partition_ids.run_end(r) - begin);
+            }
+            return runs;
+          },
+          "The partition ids as runs: (partition of each run, its sample count).")
       .def_prop_ro(
           "generations",
           [](const BatchMeta& self) {

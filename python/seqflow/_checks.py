@@ -177,6 +177,13 @@ def check_positions(values: Any, size: int, parameter: str) -> list[int]:
     else:
         items = list(values)
     if not all(type(item) is int for item in items):
+        try:
+            as_array = np.asarray(items)  # numpy integers at C speed; bools alone, floats and others below
+        except (TypeError, ValueError):
+            as_array = None
+        if as_array is not None and as_array.ndim == 1 and as_array.dtype.kind in "iu":
+            items = as_array.tolist()
+    if not all(type(item) is int for item in items):
         if not all(_is_integer(item) or _is_bool(item) for item in items) or all(_is_bool(item) for item in items):
             # numpy reads a list of bools only as a mask (refused), a mix with integers as integers.
             raise ValueError(f"{parameter} must be a list of integer positions, got {values!r}")

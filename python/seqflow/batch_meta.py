@@ -8,6 +8,7 @@ columns, cut and joined in C++) beside the members that hold Python objects;
 from __future__ import annotations
 
 import copy
+import itertools
 import logging
 from collections.abc import Iterable, Mapping
 from typing import Any, Optional, TypeVar
@@ -169,8 +170,11 @@ class BatchMeta:
 
     @property
     def partition_ids(self) -> list[str]:
-        """Per sample, its partition."""
-        return self._native.partition_ids
+        """Per sample, its partition (one str object per run of samples)."""
+        names, counts = self._native.partition_runs
+        if len(names) == 1:
+            return names * counts[0]
+        return list(itertools.chain.from_iterable(itertools.repeat(name, count) for name, count in zip(names, counts)))
 
     @partition_ids.setter
     def partition_ids(self, ids: Any) -> None:
@@ -207,7 +211,7 @@ class BatchMeta:
         read first: the new one's field entries are names only)."""
         native, names = self._native, sorted(self.field_schema)
         self.production_status  # noqa: B018 (built while the engine's bits are at hand)
-        columns = dict(global_indexes=native.global_indexes, partition_ids=native.partition_ids,
+        columns = dict(global_indexes=native.global_indexes, partition_ids=self.partition_ids,
                        generations=native.generations, field_schema=dict.fromkeys(names, _BY_HAND),
                        produced=native.field_produced(names), custom_meta_bytes=native.custom_meta_bytes,
                        custom_meta_offsets=native.custom_meta_offsets, write_versions=native.write_versions)
@@ -517,7 +521,7 @@ class BatchMeta:
     def __getstate__(self) -> tuple:
         native = self._native
         names = native.field_names
-        columns = (np.array(native.global_indexes), native.partition_ids, self.generations, names,
+        columns = (np.array(native.global_indexes), self.partition_ids, self.generations, names,
                    native.field_produced(names), (native.custom_meta_bytes, native.custom_meta_offsets),
                    native.write_versions)
         # custom_meta still encoded stays so.
