@@ -18,8 +18,8 @@ from seqflow._seqflow.checks import ArgumentTypeError
 __all__ = [
     "ArgumentTypeError", "INT64_MAX", "INT64_MIN", "MAX_NAME_BYTES", "MAX_PATH_BYTES", "MAX_SECONDS", "check_bool",
     "check_choice", "check_count", "check_dicts", "check_instance", "check_int64", "check_int64_list", "check_list",
-    "check_name", "check_names", "check_optional_bool", "check_optional_name", "check_parts", "check_path",
-    "check_positions", "check_seconds", "check_tag", "short_repr",
+    "check_name", "check_names", "check_optional_bool", "check_optional_name", "check_path", "check_seconds",
+    "check_tag", "short_repr",
 ]
 
 MAX_NAME_BYTES: int = limits.MAX_NAME_BYTES

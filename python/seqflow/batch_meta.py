@@ -521,7 +521,9 @@ class BatchMeta:
     def __getstate__(self) -> tuple:
         native = self._native
         names = native.field_names
-        columns = (np.array(native.global_indexes), self.partition_ids, self.generations, names,
+        known = native.generations  # an array (earlier builds wrote a list; both load)
+        generations = None if known is None else np.array(known)
+        columns = (np.array(native.global_indexes), self.partition_ids, generations, names,
                    native.field_produced(names), (native.custom_meta_bytes, native.custom_meta_offsets),
                    native.write_versions)
         # custom_meta still encoded stays so.
@@ -535,7 +537,7 @@ class BatchMeta:
         # 6 entries: pickled before write versions existed.
         if len(columns) not in (6, 7):
             raise ValueError(f"a BatchMeta's columns state holds 6 or 7 entries, got {columns!r}")
-        generations = None if columns[2] is None else np.array(columns[2], dtype=np.uint64)
+        generations = None if columns[2] is None else np.ascontiguousarray(columns[2], dtype=np.uint64)
         self._native = _NativeBatchMeta(
             np.ascontiguousarray(columns[0], dtype=np.int64), list(columns[1]), generations,
             dict.fromkeys(columns[3], _BY_HAND), np.ascontiguousarray(columns[4], dtype=bool), columns[5][0],
