@@ -43,17 +43,35 @@ _log = logging.getLogger("seqflow.batch_meta")
 Meta = TypeVar("Meta", bound="BatchMeta")
 
 
+_PLAIN_TYPES = frozenset((bool, int, float, str, type(None)))
+
+
 def _copy_dict(entry: dict) -> dict:
     """copy.deepcopy(entry), without its cost for a dict of plain values (custom_meta's usual one)."""
-    if all(value is None or type(value) in (bool, int, float, str) for value in entry.values()):
-        return dict(entry)
+    if type(entry) is dict and _PLAIN_TYPES.issuperset(map(type, entry.values())):
+        return entry.copy()
     return copy.deepcopy(entry)
 
 
+def _all_plain(entries: list) -> bool:
+    """Every entry a dict of plain values (custom_meta's usual ones), checked at C speed."""
+    return set(map(type, entries)) <= {dict} and _PLAIN_TYPES.issuperset(
+        map(type, itertools.chain.from_iterable(map(dict.values, entries))))
+
+
 def _copied_dicts(entries: Optional[list], at: Optional[Iterable[int]] = None) -> Optional[list]:
+    """A deep copy of each entry (at these positions) on its own."""
     if entries is None:
         return None
-    return [_copy_dict(entries[i]) for i in at] if at is not None else [_copy_dict(entry) for entry in entries]
+    picked = entries if at is None else [entries[i] for i in at]
+    return list(map(dict.copy, picked)) if _all_plain(picked) else [_copy_dict(entry) for entry in picked]
+
+
+def _deep_copied(entries: Optional[list]) -> Optional[list]:
+    """copy.deepcopy(entries): entries shared in the list stay shared in the copy."""
+    if entries is not None and len(set(map(id, entries))) == len(entries) and _all_plain(entries):
+        return list(map(dict.copy, entries))
+    return copy.deepcopy(entries)
 
 
 def _int8(status: Any) -> np.ndarray:
@@ -409,7 +427,7 @@ class BatchMeta:
         schema = copy_schema({name: self.field_schema[name] for name in kept})
         return type(self)._assemble(self._native.select_fields(kept), schema,
                           np.array(self.production_status, dtype=np.int8, copy=True), copy.deepcopy(self.extra_info),
-                          copy.deepcopy(self._custom_meta), backend)
+                          _deep_copied(self._custom_meta), backend)
 
     def _parts(self: Meta, natives: list, sizes: Iterable[int]) -> list[Meta]:
         out, begin = [], 0
@@ -441,8 +459,8 @@ class BatchMeta:
                           copy_schema(self.field_schema) if _has(self, "field_schema") else None,
                           np.array(self.production_status, dtype=np.int8, copy=True)
                           if _has(self, "production_status") else None,
-                          copy.deepcopy(self.extra_info), _copied_dicts(self._custom_meta),
-                          _copied_dicts(self._backend_meta))
+                          copy.deepcopy(self.extra_info), _deep_copied(self._custom_meta),
+                          _deep_copied(self._backend_meta))
 
     def reorder(self, indices: Any) -> None:
         """Puts the samples in the order of these positions (a permutation of 0..size-1), in place."""
@@ -454,8 +472,11 @@ class BatchMeta:
         at = check_positions(given, self.size, "sample_indices")
         if _has(self, "production_status"):
             self.production_status = _int8(self.production_status)[at]
-        self._custom_meta = _copied_dicts(self._custom_meta, at)
-        self._backend_meta = _copied_dicts(self._backend_meta, at)
+        # Moved, not copied (as TransferQueue's): the batch owns its dicts.
+        if self._custom_meta is not None:
+            self._custom_meta = [self._custom_meta[i] for i in at]
+        if self._backend_meta is not None:
+            self._backend_meta = [self._backend_meta[i] for i in at]
         if _has(self, "field_schema"):
             for entry in self.field_schema.values():
                 if entry.get("per_sample_shapes") is not None:
@@ -499,8 +520,8 @@ class BatchMeta:
         return cls._assemble(native, concat_schema(parts),
                          np.concatenate([_int8(part.production_status) for part in parts]),
                          merged_extra_info([part.extra_info for part in parts], "BatchMeta"),
-                         [_copy_dict(e) for part in parts for e in part.custom_meta] if decoded else None,
-                         [_copy_dict(e) for part in parts for e in part._custom_backend_meta] if backend else None)
+                         _copied_dicts([e for part in parts for e in part.custom_meta]) if decoded else None,
+                         _copied_dicts([e for part in parts for e in part._custom_backend_meta]) if backend else None)
 
     def add_fields(self: Meta, tensor_dict: Any, set_all_ready: Any = True) -> Meta:
         """Adds the fields of a TensorDict (or dict of fields) with one row per sample to field_schema,
