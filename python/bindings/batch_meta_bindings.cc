@@ -228,6 +228,7 @@ void bind_queries(nb::class_<BatchMeta>& cls) {
             return bool_array<BoolVector>(std::move(ready), {n});
           },
           "Per sample: it has every field (and there are fields).")
+      .def("produced_fields", &BatchMeta::produced_fields, "The fields every sample has, sorted.")
       .def("decoded_custom_meta", &decoded_custom_meta, "custom_meta decoded afresh: one dict per sample.");
 }
 

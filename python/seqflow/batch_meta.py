@@ -95,13 +95,12 @@ class BatchMeta:
     this class. ``chunk`` and the data's micro-batch split share one rule, ``chunk_sizes``.
     """
 
-    # The first five are __getstate__'s first entries, in this order (the engine's columns
-    # follow): TransferQueue's tests find production_status in the state by __slots__.
-    # field_schema and production_status stay unset until read (__getattr__ builds them).
-    __slots__ = ("field_schema", "production_status", "extra_info", "_custom_meta", "_backend_meta", "_native")
+    # _field_schema and _production_status: None until read in a batch the engine made (the
+    # properties build them from its columns). BatchMeta.__slots__ is set again below the class.
+    __slots__ = ("_field_schema", "_production_status", "extra_info", "_custom_meta", "_backend_meta", "_native")
 
-    field_schema: dict[str, dict[str, Any]]
-    production_status: np.ndarray
+    _field_schema: Optional[dict[str, dict[str, Any]]]
+    _production_status: Optional[np.ndarray]
     extra_info: dict[Any, Any]
     _custom_meta: Optional[list[dict]]
     _backend_meta: Optional[list[dict]]
@@ -135,7 +134,7 @@ class BatchMeta:
         meta = cls.__new__(cls)
         meta._native = native
         meta.extra_info = dict(extra_info) if extra_info else {}
-        meta._custom_meta = meta._backend_meta = None
+        meta._field_schema = meta._production_status = meta._custom_meta = meta._backend_meta = None
         return meta
 
     @classmethod
@@ -143,28 +142,35 @@ class BatchMeta:
                   extra_info: dict, custom_meta: Optional[list], backend_meta: Optional[list]) -> Meta:
         """A batch of this class; field_schema / production_status None: built from `native`."""
         out = cls.__new__(cls)
-        out._native = native
-        if field_schema is not None:
-            out.field_schema = field_schema
-        if production_status is not None:
-            out.production_status = production_status
+        out._native, out._field_schema, out._production_status = native, field_schema, production_status
         out.extra_info, out._custom_meta, out._backend_meta = extra_info, custom_meta, backend_meta
         return out
 
-    def __getattr__(self, name: str) -> Any:
-        # Only for unset slots: field_schema and production_status of a batch the engine made.
-        if name == "field_schema":
-            value: Any = {field: from_engine(entry) for field, entry in self._native.field_schema.items()}
-        elif name == "production_status":
-            value = self._native.ready().astype(np.int8)
-        else:
-            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
-        setattr(self, name, value)
-        return value
+    @property
+    def field_schema(self) -> dict[str, dict[str, Any]]:
+        """{field: {dtype, shape, is_nested, is_non_tensor, per_sample_shapes?}}, dtypes as the caller gave them."""
+        if self._field_schema is None:
+            self._field_schema = {field: from_engine(entry) for field, entry in self._native.field_schema.items()}
+        return self._field_schema
 
-    def _built(self) -> bool:
+    @field_schema.setter
+    def field_schema(self, value: dict[str, dict[str, Any]]) -> None:
+        self._field_schema = value
+
+    @property
+    def production_status(self) -> np.ndarray:
+        """int8 per sample (numpy); 1 counts as every field produced."""
+        if self._production_status is None:
+            self._production_status = self._native.ready().astype(np.int8)
+        return self._production_status
+
+    @production_status.setter
+    def production_status(self, value: np.ndarray) -> None:
+        self._production_status = value
+
+    def _as_the_engine_made(self) -> bool:
         """field_schema and production_status are still the engine's (neither read nor set)."""
-        return not (_has(self, "field_schema") or _has(self, "production_status"))
+        return self._field_schema is None and self._production_status is None
 
     @classmethod
     def empty(cls: type[Meta], extra_info: Any = None) -> Meta:
@@ -241,7 +247,7 @@ class BatchMeta:
         by name), each field's produced bits (production_status 1 counts as every field), and with
         custom_meta, the decoded custom_meta (else the bytes, checked)."""
         decoded = self._custom_meta if custom_meta else None
-        if decoded is None and self._built():
+        if decoded is None and self._as_the_engine_made():
             return self._native
         names = sorted(self.field_schema)
         schemas = {name: to_engine(name, self.field_schema[name]) for name in names}
@@ -327,11 +333,11 @@ class BatchMeta:
     @property
     def field_names(self) -> list[str]:
         """The fields, sorted."""
-        return sorted(self.field_schema)
+        return sorted(self.field_schema) if self._field_schema is not None else self._native.field_names
 
     def _ready(self) -> np.ndarray:
         """Per sample: production_status == 1."""
-        if not _has(self, "production_status"):
+        if self._production_status is None:
             return self._native.ready()
         flat = np.asarray(self.production_status).reshape(-1)
         if len(flat) != self.size:
@@ -372,23 +378,26 @@ class BatchMeta:
         sample's production_status is 1 or the engine said so."""
         names = list(names)
         produced = self._native.field_produced(names)
-        if self._built():
+        if self._as_the_engine_made():
             return produced
         known = np.array([name in self.field_schema for name in names], dtype=bool)
         return (produced | self._ready()[:, None]) & known
 
     def _produced_fields(self) -> list[str]:
         """The fields every sample has."""
+        if self._as_the_engine_made():
+            return self._native.produced_fields()
         names = self.field_names
-        produced = self._field_produced(names)
-        return [name for j, name in enumerate(names) if produced[:, j].all()]
+        everywhere = self._field_produced(names).all(axis=0)
+        return [name for name, produced in zip(names, everywhere.tolist()) if produced]
 
     # ---- selections and joins -------------------------------------------------------
 
     def _rows(self: Meta, native: Any, at: list[int]) -> Meta:
         """The batch of `native` (self's samples at positions `at`)."""
-        return type(self)._assemble(native, copy_schema(self.field_schema, at) if _has(self, "field_schema") else None,
-                          _int8(self.production_status)[at] if _has(self, "production_status") else None,
+        schema, status = self._field_schema, self._production_status
+        return type(self)._assemble(native, None if schema is None else copy_schema(schema, at),
+                          None if status is None else _int8(status)[at],
                           dict(self.extra_info), _copied_dicts(self._custom_meta, at),
                           _copied_dicts(self._backend_meta, at))
 
@@ -456,9 +465,9 @@ class BatchMeta:
     def copy(self: Meta) -> Meta:
         """A deep copy (custom_meta still encoded stays so: the bytes are immutable)."""
         return type(self)._assemble(self._native.copy(),
-                          copy_schema(self.field_schema) if _has(self, "field_schema") else None,
+                          copy_schema(self.field_schema) if self._field_schema is not None else None,
                           np.array(self.production_status, dtype=np.int8, copy=True)
-                          if _has(self, "production_status") else None,
+                          if self._production_status is not None else None,
                           copy.deepcopy(self.extra_info), _deep_copied(self._custom_meta),
                           _deep_copied(self._backend_meta))
 
@@ -470,14 +479,14 @@ class BatchMeta:
         if len(set(given)) != self.size:
             raise ValueError(f"Indices contain duplicates: {given}")
         at = check_positions(given, self.size, "sample_indices")
-        if _has(self, "production_status"):
+        if self._production_status is not None:
             self.production_status = _int8(self.production_status)[at]
         # Moved, not copied (as TransferQueue's): the batch owns its dicts.
         if self._custom_meta is not None:
             self._custom_meta = [self._custom_meta[i] for i in at]
         if self._backend_meta is not None:
             self._backend_meta = [self._backend_meta[i] for i in at]
-        if _has(self, "field_schema"):
+        if self._field_schema is not None:
             for entry in self.field_schema.values():
                 if entry.get("per_sample_shapes") is not None:
                     entry["per_sample_shapes"] = [entry["per_sample_shapes"][i] for i in at]
@@ -580,16 +589,10 @@ class BatchMeta:
                 f"is_ready={self.is_ready})")
 
 
-_SLOTS = {name: BatchMeta.__dict__[name] for name in ("field_schema", "production_status")}
-
-
-def _has(meta: BatchMeta, slot: str) -> bool:
-    """Whether the slot is set (read or assigned), without building it."""
-    try:
-        _SLOTS[slot].__get__(meta)
-    except AttributeError:
-        return False
-    return True
+# The names of __getstate__'s first five entries, in this order (the engine's columns follow):
+# TransferQueue's tests find production_status in the state by BatchMeta.__slots__, as its own
+# BatchMeta's state is its slots. (The attribute only; the class's slots are the ones above.)
+BatchMeta.__slots__ = ("field_schema", "production_status", "extra_info", "_custom_meta", "_backend_meta")
 
 
 def _merged_dicts(left: list[dict], right: list[dict]) -> list[dict]:
