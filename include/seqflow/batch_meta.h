@@ -33,6 +33,11 @@ struct FieldSchema {
 // one rule. Throws kInvalidArgument unless parts >= 1.
 std::vector<size_t> chunk_sizes(size_t total, int64_t parts);
 
+// The shape joined batches report for a field whose parts (or samples) have
+// these shapes: -1 in each dim where they differ, every dim of the longest
+// when their ranks differ. Throws kInvalidArgument for no shapes.
+Shape common_shape(std::span<const Shape> shapes);
+
 struct BatchMeta {
   std::vector<int64_t> global_indexes;
   PartitionIdList partition_ids;  // one per sample

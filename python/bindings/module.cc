@@ -46,7 +46,6 @@ NB_MODULE(_seqflow, m) {
     }
   });
   seqflow::bindings::bind_batch_meta(m);
-  seqflow::bindings::bind_sample_views(m);
   seqflow::bindings::bind_balance(m.def_submodule("balance", "The balancing engine"));
   seqflow::bindings::bind_pack(m.def_submodule("pack", "Pack plans and micro-batch plans"));
   seqflow::bindings::bind_client(

@@ -20,7 +20,6 @@
 
 #include "bindings/arrays.h"
 #include "bindings/batch_meta_conversion.h"
-#include "bindings/batch_meta_object.h"
 #include "bindings/gil.h"
 #include "bindings/json_conversion.h"
 #include "bindings/msgpack_conversion.h"
@@ -188,33 +187,27 @@ class NativeClient {
   std::shared_ptr<Client> client_;
 };
 
-// The engine's batch as a seqflow.BatchMeta (its columns moved in).
-PyBatchMeta python_meta(BatchMeta&& meta, nb::handle extra_info = nb::none()) {
-  return from_native(std::move(meta), extra_info);
-}
-
-PyBatchMeta put_new(const NativeClient& self, const std::string& partition, const std::vector<FieldInput>& fields,
-                    const std::optional<nb::list>& custom_meta) {
+BatchMeta put_new(const NativeClient& self, const std::string& partition, const std::vector<FieldInput>& fields,
+                  const std::optional<nb::list>& custom_meta) {
   const std::vector<Column> columns = columns_of(fields);
   const std::vector<Value> metas = custom_meta_of(custom_meta);
   std::shared_ptr<Client> client = self.connected();
-  return python_meta(without_gil([&] { return client->put_new(partition, columns, metas); }));
+  return without_gil([&] { return client->put_new(partition, columns, metas); });
 }
 
-// More fields of `meta`'s samples; the result keeps its extra_info.
-PyBatchMeta put_existing(const NativeClient& self, const PyBatchMeta& meta, const std::vector<FieldInput>& fields,
-                         const std::optional<nb::list>& custom_meta) {
+// More fields of `meta`'s samples (the engine's view of seqflow.BatchMeta).
+BatchMeta put_existing(const NativeClient& self, const BatchMeta& meta, const std::vector<FieldInput>& fields,
+                       const std::optional<nb::list>& custom_meta) {
   const std::vector<Column> columns = columns_of(fields);
   const std::vector<Value> metas = custom_meta_of(custom_meta);
-  const BatchMeta native = to_native(meta, true);
   std::shared_ptr<Client> client = self.connected();
-  return python_meta(without_gil([&] { return client->put_existing(native, columns, metas); }), meta.py_extra_info);
+  return without_gil([&] { return client->put_existing(meta, columns, metas); });
 }
 
-PyBatchMeta get_meta(const NativeClient& self, const std::string& partition, const std::vector<std::string>& fields,
-                     int64_t batch_size, const std::string& mode, const std::string& task_name,
-                     std::optional<int64_t> dp_rank, int64_t batch_index, const std::optional<nb::dict>& sampler_args,
-                     bool polling, double timeout) {
+BatchMeta get_meta(const NativeClient& self, const std::string& partition, const std::vector<std::string>& fields,
+                   int64_t batch_size, const std::string& mode, const std::string& task_name,
+                   std::optional<int64_t> dp_rank, int64_t batch_index, const std::optional<nb::dict>& sampler_args,
+                   bool polling, double timeout) {
   MetaRequest request;
   request.fields = fields;
   request.batch_size = batch_size;
@@ -225,14 +218,16 @@ PyBatchMeta get_meta(const NativeClient& self, const std::string& partition, con
   request.polling = polling;
   request.timeout = milliseconds(timeout);
   std::shared_ptr<Client> client = self.connected();
-  return python_meta(without_gil([&] { return client->get_meta(request); }));
+  return without_gil([&] { return client->get_meta(request); });
 }
 
-// get_data's fields by name (see fields_out in tensor_conversion.h); a batch
-// of no samples asks no one (`client` may be None then).
-nb::dict get_data(const NativeClient* client_or_none, const PyBatchMeta& meta, const std::vector<std::string>& fields,
-                  const std::vector<bool>& nested, const std::string& fmt, const std::string& layout, bool fresh,
-                  bool writable, bool allow_pickle, const nb::callable& container) {
+// get_data's fields by name (see fields_out in tensor_conversion.h; a field
+// no sample holds comes back empty in its `field_schema` entry's shape); a
+// batch of no samples asks no one (`client` may be None then).
+nb::dict get_data(const NativeClient* client_or_none, const BatchMeta& meta, const nb::dict& field_schema,
+                  const std::vector<std::string>& fields, const std::vector<bool>& nested, const std::string& fmt,
+                  const std::string& layout, bool fresh, bool writable, bool allow_pickle,
+                  const nb::callable& container) {
   std::vector<std::vector<SampleView>> per_field(fields.size());
   if (meta.size()) {
     if (client_or_none == nullptr) {
@@ -251,7 +246,7 @@ nb::dict get_data(const NativeClient* client_or_none, const PyBatchMeta& meta, c
     const FieldOutput output{nested.at(f), fresh, writable, allow_pickle};
     if (!per_field[f].empty()) native[fields[f].c_str()] = field_to_python(per_field[f], fields[f], output);
   }
-  return fields_out(fields, native, meta.py_field_schema, fmt, layout, container);
+  return fields_out(fields, native, field_schema, fmt, layout, container);
 }
 
 void set_custom_meta(const NativeClient& self, const BatchMeta& meta, const nb::list& custom_meta) {
@@ -349,8 +344,8 @@ void bind_native_client(nb::module_ m) {
   cls.def("put_existing", &put_existing, "meta"_a, "fields"_a, "custom_meta"_a.none());
   cls.def("get_meta", &get_meta, "partition_id"_a, "fields"_a, "batch_size"_a, "mode"_a, "task_name"_a,
           "dp_rank"_a.none(), "batch_index"_a, "sampler_args"_a.none(), "polling"_a, "timeout"_a);
-  m.def("get_data", &get_data, "client"_a.none(), "meta"_a, "fields"_a, "nested"_a, "format"_a, "layout"_a, "fresh"_a,
-        "writable"_a, "allow_pickle"_a, "container"_a,
+  m.def("get_data", &get_data, "client"_a.none(), "meta"_a, "field_schema"_a, "fields"_a, "nested"_a, "format"_a,
+        "layout"_a, "fresh"_a, "writable"_a, "allow_pickle"_a, "container"_a,
         "The fields of `meta`'s samples as seqflow.Client.get_data returns them (before a TensorDict wraps them).");
   cls.def("set_custom_meta", &set_custom_meta, "meta"_a, "custom_meta"_a);
   cls.def("clear_samples", &clear_samples, "meta"_a);
@@ -424,7 +419,7 @@ void bind_native_client(nb::module_ m) {
         const std::vector<Column> columns = columns_of(fields);
         const std::vector<Value> tag_values = tags_of(tags);
         std::shared_ptr<Client> client = self.connected();
-        return python_meta(without_gil([&] { return client->kv_put(partition, keys, tag_values, columns); }));
+        return without_gil([&] { return client->kv_put(partition, keys, tag_values, columns); });
       },
       "partition_id"_a, "keys"_a, "tags"_a.none(), "fields"_a,
       "Samples under `keys` (made when new), their tags merged and their fields written.");
@@ -432,8 +427,8 @@ void bind_native_client(nb::module_ m) {
       "kv_meta",
       [](const NativeClient& self, const std::string& partition, const std::vector<std::string>& keys, bool skip) {
         std::shared_ptr<Client> client = self.connected();
-        return python_meta(without_gil(
-            [&] { return skip ? client->control().kv_find(partition, keys) : client->kv_meta(partition, keys); }));
+        return without_gil(
+            [&] { return skip ? client->control().kv_find(partition, keys) : client->kv_meta(partition, keys); });
       },
       "partition_id"_a, "keys"_a, "skip_missing"_a);
   cls.def(

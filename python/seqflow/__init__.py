@@ -16,7 +16,7 @@ The streaming API loads on first use, so that ``seqflow.balance`` and
 import importlib
 from typing import TYPE_CHECKING
 
-from seqflow import balance, pack
+from seqflow import _seqflow, balance, pack
 
 __version__ = "0.1.0"
 
@@ -42,6 +42,17 @@ _LAZY_NAMES = {
     "shutdown_ray_services": "seqflow.remote",
 }
 
+
+
+
+def _earlier_name(name: str) -> object:
+    """seqflow._seqflow.BatchMeta: the name pickles written while BatchMeta was a C++ class give it."""
+    if name == "BatchMeta":
+        return importlib.import_module("seqflow.batch_meta").BatchMeta
+    raise AttributeError(f"module 'seqflow._seqflow' has no attribute '{name}'")
+
+
+setattr(_seqflow, "__getattr__", _earlier_name)
 
 if TYPE_CHECKING:
     # What __getattr__ loads on first use, spelled out for type checkers

@@ -6,6 +6,7 @@ TransferQueue's API catch either)."""
 from __future__ import annotations
 
 import math
+import operator
 import os
 from typing import Any, Iterable, Optional
 
@@ -153,6 +154,43 @@ def check_count(value: Any, parameter: str, *, minimum: int = 0, maximum: int = 
     if number > maximum:
         raise ValueError(f"{parameter} must be <= {maximum}, got {value}")
     return number
+
+
+def check_parts(value: Any, parameter: str) -> int:
+    """A number of parts (chunks): an integer >= 1, not a bool; ValueError otherwise."""
+    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+        raise ValueError(f"{parameter} must be an integer >= 1, got {value!r}")
+    count = operator.index(value)
+    if count < 1:
+        raise ValueError(f"{parameter} must be an integer >= 1, got {count}")
+    return count
+
+
+def check_positions(values: Any, size: int, parameter: str) -> list[int]:
+    """Integers (or a 1-D integer array) as positions in [0, size); ValueError naming the parameter otherwise."""
+    if isinstance(values, np.ndarray):
+        if values.size == 0:
+            return []
+        if values.ndim != 1 or values.dtype.kind not in "iu":
+            raise ValueError(f"{parameter} must be a list of integer positions, got {values!r}")
+        items = values.tolist()
+    else:
+        items = list(values)
+    if not all(type(item) is int for item in items):
+        try:
+            as_array = np.asarray(items)  # numpy integers at C speed; bools alone, floats and others below
+        except (TypeError, ValueError):
+            as_array = None
+        if as_array is not None and as_array.ndim == 1 and as_array.dtype.kind in "iu":
+            items = as_array.tolist()
+    if not all(type(item) is int for item in items):
+        if not all(_is_integer(item) or _is_bool(item) for item in items) or all(_is_bool(item) for item in items):
+            # numpy reads a list of bools only as a mask (refused), a mix with integers as integers.
+            raise ValueError(f"{parameter} must be a list of integer positions, got {values!r}")
+        items = [operator.index(item) for item in items]
+    if not all(0 <= item < size for item in items):
+        raise ValueError(f"{parameter} must lie in [0, {size}), got {items!r}")
+    return items
 
 
 def check_int64(value: Any, parameter: str) -> int:

@@ -1,7 +1,6 @@
-"""extra_info of joined batches (KVBatchMeta.concat): the union of the parts'
-dicts, whose values may be any objects (arrays and tensors compare element by
-element). BatchMeta, still a C++ class, joins its own in
-python/bindings/extra_info.cc by the same rule."""
+"""extra_info of joined batches (BatchMeta.concat, KVBatchMeta.concat): the
+union of the parts' dicts, whose values may be any objects (arrays and tensors
+compare element by element)."""
 
 from __future__ import annotations
 

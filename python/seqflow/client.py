@@ -373,12 +373,12 @@ class Client:
                 raise ValueError(f"custom_meta holds 0 entries for {rows} samples; give one object per sample")
         native = self._connected()
         if metadata is None:
-            return native.put_new(partition, fields, metas)
+            return BatchMeta._of_native(native.put_new(partition, fields, metas))
         if metas is None:
             changed = metadata._changed_custom_meta()
             if changed is not None and any(changed):
                 metas = list(changed)
-        return native.put_existing(metadata, fields, metas)
+        return BatchMeta._of_native(native.put_existing(metadata._engine_view(), fields, metas), metadata.extra_info)
 
     def get_meta(self, data_fields: Union[str, Iterable[str]], batch_size: int, partition_id: str,
                  mode: str = "fetch", task_name: Optional[str] = None,
@@ -405,8 +405,8 @@ class Client:
         native = self._connected()
         if poll is None:
             poll = self._polling_mode
-        return native.get_meta(partition, fields, size, mode, task or "", dp_rank, batch_index, sampler_args, poll,
-                               seconds)
+        return BatchMeta._of_native(native.get_meta(partition, fields, size, mode, task or "", dp_rank, batch_index,
+                                                    sampler_args, poll, seconds))
 
     def get_data(self, metadata: BatchMeta, *, fields: Optional[Iterable[str]] = None, format: str = "auto",
                  copy: bool = True, layout: str = "dense", allow_pickle: Optional[bool] = None) -> Any:
@@ -433,8 +433,8 @@ class Client:
         # A batch of no samples asks no one (not even a client that would connect on first use).
         native = self._connected() if metadata.size else None
         # A remote get's buffers are this call's own already: copying them again would be waste.
-        fields_out = _seqflow.client.get_data(native, metadata, names, nested, fmt, layout,
-                                              fresh_copy and not self.is_remote, fresh_copy or fmt != "numpy",
+        fields_out = _seqflow.client.get_data(native, metadata._native, metadata.field_schema, names, nested, fmt,
+                                              layout, fresh_copy and not self.is_remote, fresh_copy or fmt != "numpy",
                                               pickled, _convert.container)
         return _convert.as_result(fields_out, metadata.size, fmt)
 
@@ -442,7 +442,7 @@ class Client:
         """Merges metadata.custom_meta into the controller's, key by key."""
         check_instance(metadata, "metadata", BatchMeta, "a BatchMeta")
         if metadata.size:
-            self._connected().set_custom_meta(metadata, list(metadata.custom_meta))
+            self._connected().set_custom_meta(metadata._native, list(metadata.custom_meta))
 
     def clear_partition(self, partition_id: str) -> None:
         """Removes the partition: its samples, their data, consumption and
@@ -455,7 +455,7 @@ class Client:
         """Removes these samples and their data; the partition stays (listed,
         maybe empty). Samples already cleared are skipped."""
         check_instance(metadata, "metadata", BatchMeta, "a BatchMeta")
-        self._connected().clear_samples(metadata)
+        self._connected().clear_samples(metadata._native)
 
     def reset_consumption(self, partition_id: str, task_name: Optional[str] = None) -> bool:
         """Makes every sample unconsumed again for task_name (None: every
@@ -597,7 +597,7 @@ class Client:
         return self._kv_put_rows(names, partition, inputs, checked)
 
     def _kv_put_rows(self, keys: list[str], partition_id: str, inputs: list, tags: Optional[list]) -> KVBatchMeta:
-        meta = self._connected().kv_put(partition_id, keys, tags, inputs)
+        meta = BatchMeta._of_native(self._connected().kv_put(partition_id, keys, tags, inputs))
         return KVBatchMeta._of_owned(keys, meta.custom_meta, partition_id, meta._produced_fields(), meta.extra_info)
 
     def kv_batch_get(self, keys: Union[str, Iterable[str]], partition_id: str,
@@ -610,7 +610,7 @@ class Client:
         names = check_names(keys, "keys")
         partition = check_name(partition_id, "partition_id")
         fields = None if select_fields is None else check_names(select_fields, "select_fields")
-        meta = self._connected().kv_meta(partition, names, False)
+        meta = BatchMeta._of_native(self._connected().kv_meta(partition, names, False))
         if fields is None:
             fields = meta._produced_fields()
         else:
@@ -640,7 +640,8 @@ class Client:
         make = check_bool(create, "create")
         skip = check_choice(missing, "missing", ("error", "skip")) == "skip"
         native = self._connected()
-        return native.kv_put(partition, names, None, []) if make else native.kv_meta(partition, names, skip)
+        return BatchMeta._of_native(native.kv_put(partition, names, None, []) if make
+                                    else native.kv_meta(partition, names, skip))
 
     def kv_keys(self, global_indexes: Union[int, Iterable[int]], partition_id: str) -> list[str]:
         """The key of each sample in `global_indexes`, in that order; one

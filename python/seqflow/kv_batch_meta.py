@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Optional
 
 from seqflow import _seqflow
-from seqflow._checks import check_names, check_optional_name
+from seqflow._checks import check_names, check_optional_name, check_parts
 from seqflow._extra_info import merged_extra_info
 
 
@@ -23,16 +23,6 @@ def _listed(value: Any, name: str) -> list[Any]:
     if isinstance(value, (str, bytes, Mapping)) or not hasattr(value, "__iter__"):
         raise TypeError(f"{name} must be a list, got {value!r}")
     return list(value)
-
-
-def _count(value: Any, name: str) -> int:
-    """An integer >= 1 (ValueError otherwise, as BatchMeta.chunk)."""
-    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-    count = operator.index(value)
-    if count < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {count}")
-    return count
 
 
 def _positions(given: list[Any], size: int) -> list[int]:
@@ -144,7 +134,7 @@ class KVBatchMeta:
         """`chunks` consecutive parts with sizes chunk_sizes(size, chunks)."""
         out: list[KVBatchMeta] = []
         begin = 0
-        for count in _seqflow.chunk_sizes(self.size, _count(chunks, "chunks")):
+        for count in _seqflow.chunk_sizes(self.size, check_parts(chunks, "chunks")):
             out.append(self._part(range(begin, begin + count)))
             begin += count
         return out

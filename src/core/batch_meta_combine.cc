@@ -61,23 +61,18 @@ void check_same_fields(std::span<const BatchMeta* const> parts) {
   }
 }
 
-// The first part's entry; nested when any part's is, -1 in each dim where
-// the parts' shapes differ (every dim when their ranks differ).
+// The first part's entry; nested when any part's is, its shape the parts'
+// common_shape.
 FieldSchema merged_schema(const std::string& name, std::span<const BatchMeta* const> parts) {
   FieldSchema out = parts[0]->field_schema.at(name);
+  std::vector<Shape> shapes;
   for (const BatchMeta* part : parts) {
     const auto found = part->field_schema.find(name);
     if (found == part->field_schema.end()) continue;
-    const FieldSchema& entry = found->second;
-    out.is_nested = out.is_nested || entry.is_nested;
-    if (entry.shape.size() != out.shape.size()) {
-      out.shape.assign(std::max(entry.shape.size(), out.shape.size()), -1);
-      continue;
-    }
-    for (size_t d = 0; d < out.shape.size(); ++d) {
-      if (entry.shape[d] != out.shape[d]) out.shape[d] = -1;
-    }
+    out.is_nested = out.is_nested || found->second.is_nested;
+    shapes.push_back(found->second.shape);
   }
+  out.shape = common_shape(shapes);
   return out;
 }
 
@@ -94,6 +89,21 @@ void merge_extra_info(Value& into, const Value& from) {
 }
 
 }  // namespace
+
+Shape common_shape(std::span<const Shape> shapes) {
+  if (shapes.empty()) throw_invalid("common_shape needs at least one shape");
+  Shape out = shapes[0];
+  for (const Shape& shape : shapes) {
+    if (shape.size() != out.size()) {
+      out.assign(std::max(shape.size(), out.size()), -1);
+      continue;
+    }
+    for (size_t d = 0; d < out.size(); ++d) {
+      if (shape[d] != out[d]) out[d] = -1;
+    }
+  }
+  return out;
+}
 
 BatchMeta BatchMeta::concat(std::span<const BatchMeta* const> all_parts, bool validate) {
   std::vector<const BatchMeta*> parts;

@@ -708,3 +708,33 @@ def test_kv_put_reply_is_validated_and_owns_its_tags(client):
     assert client.kv_list("kv")["kv"]["a"]["nested"] == {"step": 1}
     with pytest.raises(ValueError, match='"c" appears twice'):
         client.kv_batch_put(["c", "c"], "kv", tags=[{}, {}])
+
+
+class Tagged(BatchMeta):
+    """A subclass at module level (pickle finds it by name)."""
+
+    __slots__ = ()
+
+
+def test_a_subclass_gets_its_own_class_back():
+    meta = Tagged(global_indexes=[1, 2, 3], partition_ids=["p", "p", "q"], field_schema=schema_of("a"),
+                  production_status=[1, 1, 1])
+    parts = [meta.select_samples([2, 0]), meta[0], meta[0:2], meta.select_fields(["a"]), meta.copy(),
+             meta.union(meta), Tagged.concat([meta, meta]), Tagged.empty(), *meta.chunk(2), *meta.split([1, 2]),
+             *meta.chunk_by_partition(), pickle.loads(pickle.dumps(meta)), copy.deepcopy(meta)]
+    assert [type(part) for part in parts] == [Tagged] * len(parts)
+
+
+def test_a_fetched_batch_builds_field_schema_and_status_from_the_engine_on_first_read(client):
+    client.put({"x": np.arange(6).reshape(3, 2), "t": [[1], [1, 2], [3]]}, partition_id="p")
+    meta = client.get_meta(["x", "t"], 3, "p", mode="force_fetch")
+    assert meta._engine_view() is meta._native  # nothing read: the engine's batch as it came
+    built = BatchMeta(global_indexes=meta.global_indexes, partition_ids=meta.partition_ids,
+                      field_schema=meta.field_schema, production_status=meta.production_status,
+                      generations=meta.generations)
+    assert meta._engine_view() is not meta._native  # read once: the Python members are the truth now
+    assert meta.field_schema["x"] == {"dtype": "int64", "shape": (2,), "is_nested": False, "is_non_tensor": False}
+    assert meta.production_status.dtype == np.int8 and meta.production_status.tolist() == [1, 1, 1]
+    assert state(meta) == state(built) and meta._produced_fields() == built._produced_fields() == ["t", "x"]
+    meta.production_status[1] = 0  # the array is the caller's to write, and counts
+    assert not meta.is_ready and meta._field_produced(["x"]).tolist() == [[True], [True], [True]]

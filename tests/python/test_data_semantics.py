@@ -356,8 +356,8 @@ def test_streaming_dataset_yields_non_tensor_columns_per_row(client):
 def test_a_field_no_sample_holds_comes_back_empty_in_its_schema_shape():
     def empty(schema, fmt):
         meta = seqflow.BatchMeta(field_schema={"f": schema})  # no samples: nothing to fetch, no client needed
-        return seqflow._seqflow.client.get_data(None, meta, ["f"], [False], fmt, "dense", True, True, False,
-                                                lambda *kind: kind)["f"]
+        return seqflow._seqflow.client.get_data(None, meta._native, meta.field_schema, ["f"], [False], fmt, "dense",
+                                                True, True, False, lambda *kind: kind)["f"]
 
     assert empty({"dtype": "int16", "shape": [-1, 3], "is_nested": True}, "numpy") == []
     array = empty({"dtype": "int16", "shape": [-1, 3]}, "numpy")

@@ -158,8 +158,8 @@ def test_mypy_resolves_the_readme_calls_to_seqflow_types(tmp_path, mypy_cache):
     assert len(revealed) == 10, output
     assert [text for text in revealed if text == "Any" or "def (*Any, **Any)" in text] == [], output
     assert revealed[6:] == ["seqflow._seqflow.balance.Partition", "seqflow._seqflow.pack.PackPlan",
-                            "seqflow.client.Client", "seqflow._seqflow.BatchMeta"], output
-    assert "Coroutine[Any, Any, seqflow._seqflow.BatchMeta]" in revealed[5], output
+                            "seqflow.client.Client", "seqflow.batch_meta.BatchMeta"], output
+    assert "Coroutine[Any, Any, seqflow.batch_meta.BatchMeta]" in revealed[5], output
 
 
 def test_mypy_sees_every_public_name(tmp_path, mypy_cache):

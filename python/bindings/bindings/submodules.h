@@ -17,7 +17,6 @@ void bind_native_client(nanobind::module_ m);
 // DTYPES, the names of the element types the engine stores.
 void bind_dtype_names(nanobind::module_ m);
 void bind_limits(nanobind::module_ m);
-void bind_sample_views(nanobind::module_ m);
 void bind_services(nanobind::module_ m);
 
 }  // namespace seqflow::bindings

@@ -39,6 +39,16 @@ TEST(BatchMeta, ChunkSizesAreEqualLargestFirst) {
   EXPECT_TRUE(throws_code([] { chunk_sizes(3, 0); }, ErrorCode::kInvalidArgument, {"parts must be", "got 0"}));
 }
 
+TEST(BatchMeta, CommonShapeMarksTheDimsThatDiffer) {
+  const std::vector<Shape> same_rank{{2, 3}, {2, 5}, {2, 3}};
+  EXPECT_EQ(common_shape(same_rank), (Shape{2, -1}));
+  const std::vector<Shape> ranks_differ{{2}, {2, 3}, {2}};
+  EXPECT_EQ(common_shape(ranks_differ), (Shape{-1, -1}));
+  const std::vector<Shape> one{{4, 1}};
+  EXPECT_EQ(common_shape(one), (Shape{4, 1}));
+  EXPECT_TRUE(throws_code([] { common_shape({}); }, ErrorCode::kInvalidArgument, {"at least one shape"}));
+}
+
 TEST(BatchMeta, QueriesReadTheFieldMatrix) {
   const BatchMeta meta = make_meta(3);
   EXPECT_EQ(meta.ready(), (std::vector<uint8_t>{1, 0, 1}));
