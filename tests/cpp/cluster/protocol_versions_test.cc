@@ -10,6 +10,7 @@
 
 #include "error_matchers.h"
 #include "remote_cluster.h"
+#include "remote_service_test_support.h"
 #include "service_test_support.h"
 #include "storage_test_support.h"
 #include "transport/connection.h"
@@ -24,16 +25,8 @@ namespace control = transport::control;
 
 const std::string kOurs = "wire protocol " + std::to_string(control::kProtocolVersion);
 
-struct ControllerAndConnection {
-  server::ControllerService service{server::ControllerServiceOptions{}};
-  bool started = (service.start(), true);  // before the connection asks for its endpoint
-  zmq::context_t context;
-  transport::Connection connection{context, service.endpoint(),
-                                   transport::ConnectionOptions{.timeout = 5s, .security = {}}};
-};
-
 TEST(ProtocolVersions, AClientOfAnotherVersionIsRefusedNamingBoth) {
-  ControllerAndConnection controller;
+  LoneController controller;
   const auto hello = [&](int64_t protocol) {
     return control::decode_hello(controller.connection.call("hello", control::encode_hello(protocol)), "hello reply");
   };
@@ -45,7 +38,7 @@ TEST(ProtocolVersions, AClientOfAnotherVersionIsRefusedNamingBoth) {
 }
 
 TEST(ProtocolVersions, AUnitOfAnotherVersionOrOfNoneIsRefusedNamingBoth) {
-  ControllerAndConnection controller;
+  LoneController controller;
   const auto register_unit = [&](std::optional<int64_t> protocol) {
     Tree request{{"endpoint", "tcp://127.0.0.1:2"}, {"instance", 7}, {"admin_token", "a"}};
     if (protocol)

@@ -440,21 +440,6 @@ TEST(RemoteServiceFailures, SamplesOfAUnitRestartedEmptyAreNotServedUntilTheyAre
   EXPECT_EQ(produced(*client, "other"), on_unit(other, 0, 2)) << "not put again";
 }
 
-// A controller service expecting two storage units, none started, and a
-// connection to it that speaks the wire as a unit would.
-struct LoneController {
-  static server::ControllerServiceOptions options() {
-    server::ControllerServiceOptions out;
-    out.storage_units = 2;
-    return out;
-  }
-  server::ControllerService service{options()};
-  bool started = (service.start(), true);  // before the connection asks for its endpoint
-  zmq::context_t context;
-  transport::Connection connection{context, service.endpoint(),
-                                   transport::ConnectionOptions{.timeout = 5s, .security = {}}};
-};
-
 // Registrations as a unit sends them: a new instance id on a known endpoint
 // is a restart, applied once the routing exists (every unit registered).
 TEST(RemoteServiceFailures, ARestartBeforeEveryUnitRegisteredIsAppliedOnceTheRoutingExists) {

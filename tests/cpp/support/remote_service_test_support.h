@@ -3,12 +3,17 @@
 // carry their id both as data and as custom_meta {"id": ...}.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include <zmq.hpp>
+
 #include "controller_test_support.h"
+#include "server/controller_service.h"
+#include "transport/connection.h"
 #include "seqflow/client.h"
 #include "storage_test_support.h"
 
@@ -39,5 +44,20 @@ inline std::vector<Value> ids(int64_t first, size_t count) {
   for (size_t i = 0; i < count; ++i) out.push_back({{"id", first + static_cast<int64_t>(i)}});
   return out;
 }
+
+// A controller service expecting two storage units, none started, and a
+// connection to it that speaks the wire as a unit would.
+struct LoneController {
+  static server::ControllerServiceOptions options() {
+    server::ControllerServiceOptions out;
+    out.storage_units = 2;
+    return out;
+  }
+  server::ControllerService service{options()};
+  bool started = (service.start(), true);  // before the connection asks for its endpoint
+  zmq::context_t context;
+  transport::Connection connection{context, service.endpoint(),
+                                   transport::ConnectionOptions{.timeout = std::chrono::seconds(5), .security = {}}};
+};
 
 }  // namespace seqflow::test
