@@ -600,7 +600,9 @@ TEST(LocalCopyService, AUnitReadsOnlyTheProcessThatOpenedTheSession) {
   ASSERT_EQ(read(ids[0], child_session.data(), child_session.size()), static_cast<ssize_t>(child_session.size()));
   ASSERT_EQ(read(ids[0], child_key.data(), child_key.size()), static_cast<ssize_t>(child_key.size()));
   std::fill(bytes, bytes + message[1].size(), std::byte{0x11});
-  ASSERT_TRUE(eventually([&] { return cluster.unit(0).storage().stats().samples == 0; }));
+  // Joined: a unit drops what it holds of another controller incarnation
+  // before the controller lists it, which would drop this put's data too.
+  cluster.client();
   const Frames put = unit.call("put", message_of(put_request(message, entries, child_session, child_key)));
   EXPECT_FALSE(transport::storage_protocol::decode_put_reply(put).has_value());
   ASSERT_EQ(write(done[1], "x", 1), 1);
