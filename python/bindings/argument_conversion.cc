@@ -1,5 +1,8 @@
+// The conversions of bindings/arguments.h's typed parameters, with the
+// messages of seqflow._arguments and seqflow._checks.
 #include <nanobind/stl/string.h>
 
+#include <optional>
 #include <string>
 
 #include "bindings/arguments.h"
@@ -11,49 +14,91 @@ namespace seqflow::bindings {
 
 namespace {
 
+// Paths go to the file system, whose own limit (PATH_MAX) is larger than a name's.
+constexpr Py_ssize_t kMaxPathBytes = 4096;
+constexpr Py_ssize_t kShortRepr = 80;
+
 std::string repr_of(nb::handle value) { return nb::repr(value).c_str(); }
 
-bool is_numpy_integer(nb::handle value) {
-  // Looked up once and kept for the life of the process (numpy is never unloaded).
-  static PyObject* numpy_integer = [] {
-    nb::object numpy = nb::steal(PyImport_ImportModule("numpy"));
-    if (!numpy.is_valid()) {
-      PyErr_Clear();
-      return static_cast<PyObject*>(nullptr);
-    }
-    return nb::object(numpy.attr("integer")).release().ptr();
-  }();
-  return numpy_integer != nullptr && PyObject_IsInstance(value.ptr(), numpy_integer) == 1;
+// repr(value), at most 80 characters of it and the length when longer.
+std::string short_repr(nb::handle value) {
+  nb::str text = nb::repr(value);
+  const Py_ssize_t length = PyUnicode_GET_LENGTH(text.ptr());
+  if (length <= kShortRepr) return text.c_str();
+  nb::str head = nb::steal<nb::str>(PyUnicode_Substring(text.ptr(), 0, kShortRepr));
+  return std::string(head.c_str()) + "... (" + std::to_string(length) + " characters)";
 }
 
-[[noreturn]] void throw_outside(nb::handle integer, std::string_view name, const std::string& range) {
-  throw_invalid(std::string(name) + " = " + nb::str(integer).c_str() + " is outside " + range);
+[[noreturn]] void throw_wrong_type(nb::handle value, std::string_view name, std::string_view description) {
+  throw ArgumentTypeError(std::string(name) + " must be " + std::string(description) + ", got " +
+                          nb::cast<std::string>(value.type().attr("__name__")) + " " + short_repr(value));
+}
+
+// What makes the str `text` no path, or nothing.
+std::optional<std::string> text_problem(nb::handle text, Py_ssize_t limit) {
+  PyObject* str = text.ptr();
+  const Py_ssize_t length = PyUnicode_GET_LENGTH(str);
+  if (length == 0) return "must not be empty";
+  if (PyUnicode_FindChar(str, 0, 0, length, 1) >= 0) return "must not contain NUL ('\\x00')";
+  Py_ssize_t size = length;
+  if (!PyUnicode_IS_ASCII(str) && PyUnicode_AsUTF8AndSize(str, &size) == nullptr) {
+    PyErr_Clear();
+    return "must be valid UTF-8 (it holds a lone surrogate)";
+  }
+  if (size > limit) return "must be at most " + std::to_string(limit) + " bytes of UTF-8, has " + std::to_string(size);
+  return std::nullopt;
 }
 
 }  // namespace
 
-std::optional<nb::int_> python_integer(nb::handle value) {
-  if (PyBool_Check(value.ptr()) || !(PyLong_Check(value.ptr()) || is_numpy_integer(value))) return std::nullopt;
-  PyObject* integer = PyNumber_Index(value.ptr());
-  if (integer == nullptr) throw nb::python_error();
-  return nb::steal<nb::int_>(integer);
-}
-
-int64_t int_argument(nb::handle value, std::string_view name, int64_t low, int64_t high) {
-  const std::optional<nb::int_> integer = python_integer(value);
-  if (!integer) throw_invalid(std::string(name) + " must be an integer, got " + repr_of(value));
+int64_t integer_argument(nb::handle value, std::string_view name) {
+  // An integer is what has __index__ (an int, a numpy or a 0-d torch integer); a bool has it too, but is none.
+  nb::object integer;
+  if (!PyBool_Check(value.ptr()) && PyIndex_Check(value.ptr())) integer = nb::steal(PyNumber_Index(value.ptr()));
+  if (!integer.is_valid()) {
+    PyErr_Clear();
+    throw_invalid(std::string(name) + " must be an integer, got " + repr_of(value));
+  }
   int overflow = 0;
-  const long long number = PyLong_AsLongLongAndOverflow(integer->ptr(), &overflow);
-  const bool full = low == std::numeric_limits<int64_t>::min() && high == std::numeric_limits<int64_t>::max();
-  if (overflow != 0 || number < low || number > high) {
-    throw_outside(*integer, name, full ? "the int64 range" : std::to_string(low) + ".." + std::to_string(high));
+  const long long number = PyLong_AsLongLongAndOverflow(integer.ptr(), &overflow);
+  if (overflow != 0) {
+    throw_invalid(std::string(name) + " = " + nb::str(integer).c_str() + " is outside the int64 range");
   }
   return number;
 }
 
-std::optional<int64_t> optional_int_argument(nb::handle value, std::string_view name) {
-  if (value.is_none()) return std::nullopt;
-  return int_argument(value, name);
+std::vector<int64_t> integers_argument(nb::handle values, std::string_view name) {
+  nb::object items;
+  if (!PyUnicode_Check(values.ptr()) && !PyBytes_Check(values.ptr())) items = nb::steal(PyObject_GetIter(values.ptr()));
+  if (!items.is_valid()) {
+    PyErr_Clear();
+    throw_wrong_type(values, name, "a sequence of integers");
+  }
+  std::vector<int64_t> out;
+  for (nb::handle value : nb::borrow<nb::iterator>(items)) {
+    out.push_back(integer_argument(value, std::string(name) + "[" + std::to_string(out.size()) + "]"));
+  }
+  return out;
+}
+
+std::string text_argument(nb::handle value, std::string_view name) {
+  if (!PyUnicode_Check(value.ptr())) throw_wrong_type(value, name, "a str");
+  return nb::cast<std::string>(value);
+}
+
+std::filesystem::path path_argument(nb::handle value, std::string_view name) {
+  nb::object path;
+  if (PyUnicode_Check(value.ptr())) {
+    path = nb::borrow(value);
+  } else if (PyObject_HasAttrString(reinterpret_cast<PyObject*>(Py_TYPE(value.ptr())), "__fspath__") == 1) {
+    path = nb::steal(PyOS_FSPath(value.ptr()));
+    if (!path.is_valid()) throw nb::python_error();
+  }
+  if (!path.is_valid() || !PyUnicode_Check(path.ptr())) throw_wrong_type(value, name, "a str or an os.PathLike");
+  if (std::optional<std::string> problem = text_problem(path, kMaxPathBytes)) {
+    throw_invalid(std::string(name) + " " + *problem + ", got " + short_repr(value));
+  }
+  return nb::cast<std::string>(path);
 }
 
 }  // namespace seqflow::bindings

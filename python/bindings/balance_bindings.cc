@@ -6,14 +6,12 @@
 #include <nanobind/stl/vector.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <memory>
 #include <span>
 
 #include "bindings/arguments.h"
 #include "bindings/arrays.h"
-#include "bindings/checks.h"
 #include "bindings/gil.h"
 #include "bindings/submodules.h"
 #include "durable/atomic_file.h"
@@ -26,18 +24,6 @@ using namespace nb::literals;
 namespace seqflow::bindings {
 
 namespace {
-
-// An integer argument of a Workload method; errors name the parameter and
-// the value in the words Workload's methods have always used.
-int64_t int64_argument(nb::handle value, const char* name) {
-  const std::string where = std::string(name) + " = " + nb::repr(value).c_str();
-  const std::optional<nb::int_> integer = python_integer(value);
-  if (!integer) throw_invalid(where + " is not an integer");
-  int overflow = 0;
-  const long long out = PyLong_AsLongLongAndOverflow(integer->ptr(), &overflow);
-  if (overflow != 0) throw_invalid(where + " is beyond the int64 range");
-  return out;
-}
 
 const char* kind_name(Workload::Kind kind) {
   switch (kind) {
@@ -78,25 +64,22 @@ std::string partition_repr(const balance::Partition& p) {
          numbers + ", part sizes " + std::to_string(smallest) + ".." + std::to_string(largest) + ")";
 }
 
-void save_workload(const Workload& w, nb::handle path_arg) {
-  const std::string path = nb::cast<std::string>(check_path(path_arg, "path"));
+void save_workload(const Workload& w, const PathParameter<"path">& path) {
   const std::string text = w.to_json() + "\n";
   GilReleased release;
-  durable::AtomicFileWriter file(path);
+  durable::AtomicFileWriter file(path.value);
   file.write(std::as_bytes(std::span(text)));
   file.commit();
 }
 
-Workload load_workload(nb::handle path_arg) {
-  const nb::object path = check_path(path_arg, "path");
+Workload load_workload(const PathParameter<"path">& path) {
   std::shared_ptr<const Buffer> bytes;
   try {
-    bytes = durable::read_file(nb::cast<std::string>(path));
+    GilReleased release;
+    bytes = durable::read_file(path.value);
   } catch (const Error& error) {
     if (error.code() != ErrorCode::kNotFound) throw;
-    errno = ENOENT;  // as open() reports it
-    PyErr_SetFromErrnoWithFilenameObject(PyExc_FileNotFoundError, path.ptr());
-    throw nb::python_error();
+    throw MissingFile("No such file or directory", path.value);
   }
   return Workload::from_json(std::string(reinterpret_cast<const char*>(bytes->data), bytes->size));
 }
@@ -145,55 +128,35 @@ void bind_balance(nb::module_ m) {
       .def_static("tokens", &Workload::tokens, "cost = L")
       .def_static("verl", &Workload::verl, "cost = 24576 * L + L * L (verl's model)")
       .def_static(
-          "quadratic",
-          [](nb::handle a, nb::handle b) {
-            return Workload::quadratic(int64_argument(a, "workload: a"), int64_argument(b, "workload: b"));
-          },
-          "a"_a.none(), "b"_a.none(), "cost = a * L + b * L * L")
+          "quadratic", [](IntegerParameter<"a"> a, IntegerParameter<"b"> b) { return Workload::quadratic(a, b); },
+          "a"_a, "b"_a, "cost = a * L + b * L * L")
       .def_static(
-          "parse",
-          [](nb::handle spec) {
-            if (!nb::isinstance<nb::str>(spec)) {
-              throw_invalid(std::string("workload: spec = ") + nb::repr(spec).c_str() +
-                            " is not a string; expected tokens, verl or quadratic(a,b)");
-            }
-            return Workload::parse(nb::cast<std::string>(spec));
-          },
-          "spec"_a.none(), "'tokens', 'verl' or 'quadratic(a,b)'")
+          "parse", [](const TextParameter<"spec">& spec) { return Workload::parse(spec.value); }, "spec"_a,
+          "'tokens', 'verl' or 'quadratic(a,b)'")
       .def_static(
           "calibrated",
           [](double per_token, double per_token_squared, double per_sequence, double per_micro_batch,
-             double per_unaligned_token_squared, nb::handle alignment) {
-            return Workload::calibrated({per_token, per_token_squared, per_sequence, per_micro_batch,
-                                         per_unaligned_token_squared, int_argument(alignment, "alignment")});
+             double per_unaligned_token_squared, IntegerParameter<"alignment"> alignment) {
+            return Workload::calibrated(
+                {per_token, per_token_squared, per_sequence, per_micro_batch, per_unaligned_token_squared, alignment});
           },
           "per_token"_a = 0.0, "per_token_squared"_a = 0.0, "per_sequence"_a = 0.0, "per_micro_batch"_a = 0.0,
-          "per_unaligned_token_squared"_a = 0.0, "alignment"_a.none() = 1,
+          "per_unaligned_token_squared"_a = 0.0, "alignment"_a = 1,
           "A calibrated model with these coefficients in seconds (seqflow.balance.calibrate fits one).\n"
           "per_unaligned_token_squared: extra seconds per L^2 of a sequence whose length is\n"
           "not a multiple of `alignment` (1: no such term).")
       .def_static(
-          "from_json",
-          [](nb::handle text) {
-            if (!nb::isinstance<nb::str>(text)) {
-              throw_invalid(std::string("workload: text = ") + nb::repr(text).c_str() + " is not a string");
-            }
-            return Workload::from_json(nb::cast<std::string>(text));
-          },
-          "text"_a.none(), "The model to_json() wrote (any kind).")
+          "from_json", [](const TextParameter<"text">& text) { return Workload::from_json(text.value); }, "text"_a,
+          "The model to_json() wrote (any kind).")
       .def("to_json", &Workload::to_json)
       .def(
-          "cost", [](const Workload& w, nb::handle length) { return w.cost(int64_argument(length, "length")); },
-          "length"_a.none())
+          "cost", [](const Workload& w, IntegerParameter<"length"> length) { return w.cost(length); }, "length"_a)
       .def(
           "seconds",
-          [](const Workload& w, nb::handle lengths) {
-            return w.seconds(as_span(int64_input(lengths, "lengths", true)));
-          },
-          "lengths"_a.none(),
-          "Predicted seconds of one micro-batch of these sequence lengths\n(calibrated workloads only).")
-      .def("save", &save_workload, "path"_a.none(), "Write to_json() to `path` (replaced atomically).")
-      .def_static("load", &load_workload, "path"_a.none(), "The Workload save() wrote to `path`.")
+          [](const Workload& w, const IntegersParameter<"lengths">& lengths) { return w.seconds(lengths.value); },
+          "lengths"_a, "Predicted seconds of one micro-batch of these sequence lengths\n(calibrated workloads only).")
+      .def("save", &save_workload, "path"_a, "Write to_json() to `path` (replaced atomically).")
+      .def_static("load", &load_workload, "path"_a, "The Workload save() wrote to `path`.")
       .def_prop_ro("kind", [](const Workload& w) { return kind_name(w.kind()); })
       .def_prop_ro("per_token", [](const Workload& w) { return calibrated_coefficients(w).per_token; })
       .def_prop_ro("per_token_squared", [](const Workload& w) { return calibrated_coefficients(w).per_token_squared; })

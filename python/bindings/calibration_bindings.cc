@@ -9,7 +9,6 @@
 
 #include "bindings/arguments.h"
 #include "bindings/arrays.h"
-#include "bindings/checks.h"
 #include "bindings/gil.h"
 #include "bindings/submodules.h"
 #include "bindings/timing_records.h"

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "bindings/checks.h"
+#include "bindings/cached_attribute.h"
 #include "bindings/tensor_conversion.h"
 #include "seqflow/error.h"
 
@@ -140,11 +140,11 @@ nb::tuple field_out(const std::string& field, nb::tuple native, const std::strin
 // A field no sample of the batch holds: no rows, in the shape its schema gives.
 nb::tuple empty_field(const std::string& field, nb::handle schema, const std::string& fmt) {
   const auto entry = [&schema](const char* key) { return schema.attr("get")(key); };
-  if (PyObject_IsTrue(entry("is_non_tensor").ptr()) == 1) {
+  if (bool(nb::bool_(entry("is_non_tensor")))) {
     return nb::make_tuple(fmt == "tensordict" ? "stack" : "value", nb::list());
   }
   const Views views{field, parse_dtype(nb::cast<std::string>(entry("dtype"))), fmt != "numpy"};
-  if (!views.torch && PyObject_IsTrue(entry("is_nested").ptr()) == 1) return value(nb::list());
+  if (!views.torch && bool(nb::bool_(entry("is_nested")))) return value(nb::list());
   views.check_numpy();
   std::vector<size_t> shape{0};
   nb::object dims = entry("shape");
@@ -157,7 +157,7 @@ nb::tuple empty_field(const std::string& field, nb::handle schema, const std::st
 
 }  // namespace
 
-nb::dict fields_out(const std::vector<std::string>& fields, const nb::dict& native, nb::handle schema,
+nb::dict fields_out(const std::vector<std::string>& fields, const nb::dict& native, const nb::dict& schema,
                     const std::string& fmt, const std::string& layout, nb::handle container) {
   nb::dict out;
   for (const std::string& field : fields) {
@@ -165,7 +165,7 @@ nb::dict fields_out(const std::vector<std::string>& fields, const nb::dict& nati
     nb::tuple answer;
     if (native.contains(name)) {
       answer = field_out(field, nb::borrow<nb::tuple>(native[name]), fmt, layout);
-    } else if (PySequence_Contains(schema.ptr(), name.ptr()) == 1) {
+    } else if (schema.contains(name)) {
       answer = empty_field(field, schema[name], fmt);
     } else {
       continue;

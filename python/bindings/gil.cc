@@ -44,6 +44,11 @@ GilReleased::~GilReleased() {
   take_gil_or_park([this] { PyEval_RestoreThread(state_); });
 }
 
+std::optional<GilReleased> released_if_held() noexcept {
+  if (PyGILState_Check()) return std::optional<GilReleased>(std::in_place);
+  return std::nullopt;
+}
+
 GilHeld::GilHeld() noexcept : state_(take_gil_or_park([] { return PyGILState_Ensure(); })) {}
 
 GilHeld::~GilHeld() { PyGILState_Release(state_); }

@@ -1,6 +1,10 @@
 // The _seqflow extension module: one submodule per C++ layer.
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
 
+#include <cerrno>
+
+#include "bindings/arguments.h"
 #include "bindings/submodules.h"
 #include "seqflow/error.h"
 
@@ -19,9 +23,22 @@ NB_MODULE(_seqflow, m) {
                                 PyExc_KeyError, nullptr);
   if (stale_sample_error == nullptr) throw nb::python_error();
   m.attr("StaleSampleError") = nb::handle(stale_sample_error);
+  // A wrong argument's type: a TypeError that is also a ValueError (seqflow raised ValueError for these before,
+  // and callers catch that); seqflow._checks raises it too.
+  nb::module_ checks = m.def_submodule("checks", "The argument checks' exception (seqflow._checks)");
+  nb::object bases = nb::make_tuple(nb::handle(PyExc_TypeError), nb::handle(PyExc_ValueError));
+  static PyObject* argument_type_error = PyErr_NewExceptionWithDoc(
+      "seqflow._checks.ArgumentTypeError", "An argument of the wrong type.", bases.ptr(), nullptr);
+  if (argument_type_error == nullptr) throw nb::python_error();
+  checks.attr("ArgumentTypeError") = nb::handle(argument_type_error);
   nb::register_exception_translator([](const std::exception_ptr& error, void*) {
     try {
       std::rethrow_exception(error);
+    } catch (const seqflow::bindings::ArgumentTypeError& e) {
+      PyErr_SetString(argument_type_error, e.what());
+    } catch (const seqflow::bindings::MissingFile& e) {
+      nb::object raised = nb::handle(PyExc_FileNotFoundError)(ENOENT, e.what(), e.path());
+      PyErr_SetObject(PyExc_FileNotFoundError, raised.ptr());
     } catch (const seqflow::Error& e) {
       switch (e.code()) {
         case seqflow::ErrorCode::kInvalidArgument:
@@ -52,7 +69,6 @@ NB_MODULE(_seqflow, m) {
       m.def_submodule("client", "The client (embedded or remote), samplers and data conversion"));
   seqflow::bindings::bind_dtype_names(
       m.def_submodule("convert", "The element types a put may hold (seqflow._columns, seqflow._convert)"));
-  seqflow::bindings::bind_checks(m.def_submodule("checks", "The argument checks of the Python API (seqflow._checks)"));
   seqflow::bindings::bind_limits(m.def_submodule("limits", "The limits the engine enforces (seqflow/limits.h)"));
   seqflow::bindings::bind_services(
       m.def_submodule("server", "Remote mode's services in this process, CURVE key files"));

@@ -101,4 +101,27 @@ nb::object MsgpackDecoder::decode(std::string_view bytes, std::string& error) {
   }
 }
 
+// kv_list's {partition_id: {key: tag}}, tags decoded straight from their
+// MessagePack (one decoder: verl's tag keys become str objects once).
+nb::dict listing_to_python(const std::vector<PartitionKeys>& listed) {
+  MsgpackDecoder decoder;
+  nb::dict out;
+  for (const PartitionKeys& partition : listed) {
+    // Sized once: a growing dict of 100k keys rehashes itself ~14 times.
+    nb::object keys = nb::steal(_PyDict_NewPresized(static_cast<Py_ssize_t>(partition.size())));
+    if (!keys.is_valid()) throw nb::python_error();
+    for (size_t i = 0; i < partition.size(); ++i) {
+      const std::string_view name = partition.key(i);
+      std::string error;
+      nb::object tag = decoder.decode(partition.encoded_tag(i), error);
+      if (!tag.is_valid()) throw_invalid("tag of key '" + std::string(name) + "' " + error);
+      nb::object key = nb::steal(PyUnicode_DecodeUTF8(name.data(), static_cast<Py_ssize_t>(name.size()), "strict"));
+      if (!key.is_valid()) throw nb::python_error();
+      if (PyDict_SetItem(keys.ptr(), key.ptr(), tag.ptr()) != 0) throw nb::python_error();
+    }
+    out[nb::str(partition.partition_id().data(), partition.partition_id().size())] = keys;
+  }
+  return out;
+}
+
 }  // namespace seqflow::bindings

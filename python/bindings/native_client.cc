@@ -12,12 +12,12 @@
 #include <nanobind/stl/variant.h>
 #include <nanobind/stl/vector.h>
 
-#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <map>
 #include <optional>
 
+#include "bindings/arguments.h"
 #include "bindings/arrays.h"
 #include "bindings/batch_meta_conversion.h"
 #include "bindings/gil.h"
@@ -64,8 +64,7 @@ std::shared_ptr<Client> torn_down_without_gil(std::shared_ptr<Client> client) {
   Client* raw = client.get();
   return std::shared_ptr<Client>(raw, [inner = std::move(client)](Client*) mutable {
     if (python_finalizing()) return leak(std::move(inner));
-    std::optional<GilReleased> release;
-    if (PyGILState_Check()) release.emplace();
+    const std::optional<GilReleased> release = released_if_held();
     inner.reset();
   });
 }
@@ -75,29 +74,6 @@ BoolArray bool_array(std::vector<uint8_t>&& flags, std::initializer_list<size_t>
   auto* owned = new std::vector<uint8_t>(std::move(flags));
   nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<uint8_t>*>(p); });
   return BoolArray(reinterpret_cast<bool*>(owned->data()), shape, owner);
-}
-
-// kv_list's {partition_id: {key: tag}}, tags decoded straight from their
-// MessagePack (one decoder: verl's tag keys become str objects once).
-nb::dict listing_to_python(const std::vector<PartitionKeys>& listed) {
-  MsgpackDecoder decoder;
-  nb::dict out;
-  for (const PartitionKeys& partition : listed) {
-    // Sized once: a growing dict of 100k keys rehashes itself ~14 times.
-    nb::object keys = nb::steal(_PyDict_NewPresized(static_cast<Py_ssize_t>(partition.size())));
-    if (!keys.is_valid()) throw nb::python_error();
-    for (size_t i = 0; i < partition.size(); ++i) {
-      const std::string_view name = partition.key(i);
-      std::string error;
-      nb::object tag = decoder.decode(partition.encoded_tag(i), error);
-      if (!tag.is_valid()) throw_invalid("tag of key '" + std::string(name) + "' " + error);
-      nb::object key = nb::steal(PyUnicode_DecodeUTF8(name.data(), static_cast<Py_ssize_t>(name.size()), "strict"));
-      if (!key.is_valid()) throw nb::python_error();
-      if (PyDict_SetItem(keys.ptr(), key.ptr(), tag.ptr()) != 0) throw nb::python_error();
-    }
-    out[nb::str(partition.partition_id().data(), partition.partition_id().size())] = keys;
-  }
-  return out;
 }
 
 std::vector<Value> tags_of(const std::optional<nb::list>& tags) {
@@ -318,10 +294,7 @@ nb::object load_checkpoint(const NativeClient& self, const std::string& path) {
     user_metadata = without_gil([&] { return client->load_checkpoint(path); });
   } catch (const Error& error) {
     if (error.code() != ErrorCode::kNotFound) throw;
-    nb::object raised =
-        nb::handle(PyExc_FileNotFoundError)(ENOENT, error.what()[0] ? error.what() : "no checkpoint", path);
-    PyErr_SetObject(PyExc_FileNotFoundError, raised.ptr());
-    throw nb::python_error();
+    throw MissingFile(error.what()[0] ? error.what() : "no checkpoint", path);
   }
   return from_value(user_metadata);
 }

@@ -12,7 +12,6 @@
 
 #include "bindings/arguments.h"
 #include "bindings/arrays.h"
-#include "bindings/checks.h"
 #include "bindings/gil.h"
 #include "bindings/submodules.h"
 #include "pack/xtuner_baseline.h"
@@ -193,9 +192,9 @@ nb::dict plan_dict(nb::handle self) {
   return out;
 }
 
-const pack::Pack& pack_argument(const PlanObject& self, nb::handle rank, nb::handle step, nb::handle slot) {
-  return pack::pack_at(self.plan, int_argument(rank, "rank"), int_argument(step, "step"), int_argument(slot, "slot"));
-}
+using Rank = IntegerParameter<"rank">;
+using Step = IntegerParameter<"step">;
+using Slot = IntegerParameter<"slot">;
 
 // Sample i's ids: one int64 array each, or (offsets given) sample i is
 // flat[offsets[i]:offsets[i + 1]] of the one array given.
@@ -273,8 +272,8 @@ std::string micro_batch_repr(const pack::MicroBatchPlan& plan) {
          " tokens, empty_batches=" + std::to_string(plan.empty_batches) + ")";
 }
 
-std::vector<int64_t> micro_batch_order(const MicroBatchObject& self, nb::handle rank) {
-  return pack::micro_batch_order(self.plan, optional_int_argument(rank, "rank"));
+std::vector<int64_t> micro_batch_order(const MicroBatchObject& self, const OptionalIntegerParameter<"rank">& rank) {
+  return pack::micro_batch_order(self.plan, rank.value);
 }
 
 nb::object plan_object(pack::Plan&& plan) { return nb::cast(PlanObject{std::move(plan), {}, {}, {}}); }
@@ -345,17 +344,16 @@ void bind_classes(nb::module_ m) {
       .def_prop_ro("notes", [](const PlanObject& p) { return p.plan.notes; })
       .def(
           "padding_sequences",
-          [](const PlanObject& p, nb::handle rank, nb::handle step, nb::handle slot) {
-            return pack::padding_sequences(pack_argument(p, rank, step, slot).padding, p.plan.pad_chunk);
+          [](const PlanObject& p, Rank rank, Step step, Slot slot) {
+            return pack::padding_sequences(pack::pack_at(p.plan, rank, step, slot).padding, p.plan.pad_chunk);
           },
-          "rank"_a.none(), "step"_a.none(), "slot"_a.none(),
-          "Lengths of the padding sequences that end pack `slot` of (rank, step).")
+          "rank"_a, "step"_a, "slot"_a, "Lengths of the padding sequences that end pack `slot` of (rank, step).")
       .def(
           "padded_length",
-          [](const PlanObject& p, nb::handle rank, nb::handle step, nb::handle slot) {
-            return pack_argument(p, rank, step, slot).padded_length();
+          [](const PlanObject& p, Rank rank, Step step, Slot slot) {
+            return pack::pack_at(p.plan, rank, step, slot).padded_length();
           },
-          "rank"_a.none(), "step"_a.none(), "slot"_a.none())
+          "rank"_a, "step"_a, "slot"_a)
       .def("to_dict", &plan_dict, "A JSON-ready dict: the packs, their padding, the stats and the notes.")
       .def("__repr__", [](const PlanObject& p) { return plan_repr(p.plan); })
       .def("__getstate__", [](const PlanObject& p) { return plan_state(p.plan); })
@@ -382,12 +380,15 @@ void bind_classes(nb::module_ m) {
                      return counts;
                    })
       .def(
-          "order", [](const MicroBatchObject& p, nb::handle rank) { return to_numpy(micro_batch_order(p, rank)); },
+          "order",
+          [](const MicroBatchObject& p, const OptionalIntegerParameter<"rank">& rank) {
+            return to_numpy(micro_batch_order(p, rank));
+          },
           "rank"_a.none() = nb::none(),
           "Sample indexes in micro-batch order: of one rank, or of all ranks, rank by rank.")
       .def(
           "restore_order",
-          [](const MicroBatchObject& p, nb::handle rank) {
+          [](const MicroBatchObject& p, const OptionalIntegerParameter<"rank">& rank) {
             return to_numpy(pack::restore_order(micro_batch_order(p, rank)));
           },
           "rank"_a.none() = nb::none(),

@@ -4,6 +4,7 @@ pickling) and OnlineWorkload, from Python."""
 from __future__ import annotations
 
 import math
+import errno
 import pickle
 
 import numpy as np
@@ -84,6 +85,11 @@ def test_seconds_predicts_a_micro_batch():
                                     + TRUTH["per_sequence"]) * 1e12)
     with pytest.raises(ValueError, match=r"lengths\[1\] = -3"):
         cal.seconds([5, -3])
+    with pytest.raises(ValueError, match=r"lengths\[1\] must be an integer, got 1\.5"):
+        cal.seconds([5, 1.5])
+    with pytest.raises(ValueError, match=r"lengths\[0\] must be an integer, got np.float64\(5\.0\)"):
+        cal.seconds(np.array([5, 1.5]))
+    assert cal.seconds(np.array([5, 7])) == cal.seconds((5, 7))
     for other in (Workload.tokens(), Workload.verl(), Workload.quadratic(3, 2)):
         with pytest.raises(ValueError, match=f"{re_escape(other.name)} has no seconds"):
             other.seconds([1])
@@ -149,10 +155,13 @@ def test_json_save_load_and_pickle_round_trip(kind, tmp_path):
 
 
 def test_loading_a_missing_model_is_file_not_found(tmp_path):
-    with pytest.raises(FileNotFoundError, match="missing.json"):
+    with pytest.raises(FileNotFoundError, match="missing.json") as missing:
         Workload.load(tmp_path / "missing.json")
-    with pytest.raises(TypeError, match="path must be a str or an os.PathLike"):
+    assert missing.value.errno == errno.ENOENT and missing.value.filename == str(tmp_path / "missing.json")
+    with pytest.raises(TypeError, match="path must be a str or an os.PathLike, got int 3"):
         Workload.tokens().save(3)
+    with pytest.raises(ValueError, match="path must not contain NUL"):
+        Workload.tokens().save("a\0b")
 
 
 def test_fitted_model_keeps_its_fit_through_json():
@@ -192,7 +201,7 @@ def test_bad_models_and_options_are_named():
         Workload.calibrated(per_token=-1.0)
     with pytest.raises(ValueError, match="unknown key 'x'"):
         Workload.from_json('{"format": 1, "kind": "tokens", "x": 1}')
-    with pytest.raises(ValueError, match="text = 3 is not a string"):
+    with pytest.raises(TypeError, match="text must be a str, got int 3"):
         Workload.from_json(3)
 
 

@@ -36,10 +36,6 @@ nanobind::ndarray<nanobind::numpy, const T, nanobind::ndim<1>> view_of(const std
   return {values.data(), {values.size()}, nanobind::find(owner)};
 }
 
-// User input (a list, numpy array or torch tensor) as a 1-D contiguous int64
-// array, converted by seqflow._arrays.as_int64_array (array_conversion.cc).
-Int64Input int64_input(nanobind::handle values, const std::string& name, bool allow_negative);
-
 inline std::span<const int64_t> as_span(const Int64Input& array) { return {array.data(), array.shape(0)}; }
 
 // A BatchMeta's generations: none (not known) or one per sample.

@@ -14,6 +14,8 @@
 
 #include <Python.h>
 
+#include <optional>
+
 namespace seqflow::bindings {
 
 // True once the interpreter is finalizing, or before or after it runs. Code
@@ -34,6 +36,10 @@ class GilReleased {
  private:
   PyThreadState* state_;
 };
+
+// A GilReleased when this thread holds the GIL, else nothing (a last
+// reference dropped on a thread of the engine's).
+std::optional<GilReleased> released_if_held() noexcept;
 
 // Takes the GIL on a thread that does not hold it (a C++ thread calling a
 // Python sampler, a ZeroMQ thread dropping a borrowed array), or parks the

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/msgpack_reader.h"
+#include "seqflow/partition_keys.h"
 
 namespace seqflow::bindings {
 
@@ -39,5 +40,9 @@ class MsgpackDecoder {
   std::vector<std::pair<std::string, nanobind::object>> keys_;
   std::vector<std::pair<std::string, nanobind::object>> texts_;
 };
+
+// kv_list's {partition_id: {key: tag}}, tags decoded straight from their
+// MessagePack (one decoder: verl's tag keys become str objects once).
+nanobind::dict listing_to_python(const std::vector<PartitionKeys>& listed);
 
 }  // namespace seqflow::bindings

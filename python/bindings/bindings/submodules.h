@@ -9,7 +9,6 @@ void bind_batch_meta(nanobind::module_ m);
 void bind_balance(nanobind::module_ m);
 // FitReport, calibrate and OnlineWorkload, into the balance submodule.
 void bind_calibration(nanobind::module_ m);
-void bind_checks(nanobind::module_ m);
 void bind_pack(nanobind::module_ m);
 void bind_client(nanobind::module_ m);
 // NativeClient, into the client submodule.

@@ -73,7 +73,8 @@ nanobind::tuple field_to_python(const std::vector<SampleView>& views, const std:
 // back empty in its schema's shape. container(kind, ...) makes the torch or
 // tensordict container ("jagged", "strided", "stack") of each field that is
 // not a plain array or list.
-nanobind::dict fields_out(const std::vector<std::string>& fields, const nanobind::dict& native, nanobind::handle schema,
-                          const std::string& fmt, const std::string& layout, nanobind::handle container);
+nanobind::dict fields_out(const std::vector<std::string>& fields, const nanobind::dict& native,
+                          const nanobind::dict& schema, const std::string& fmt, const std::string& layout,
+                          nanobind::handle container);
 
 }  // namespace seqflow::bindings
