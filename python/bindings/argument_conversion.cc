@@ -49,6 +49,15 @@ std::optional<std::string> text_problem(nb::handle text, Py_ssize_t limit) {
   return std::nullopt;
 }
 
+// An exact int within int64 (the common case, without a call into Python).
+std::optional<int64_t> exact_int(PyObject* value) {
+  if (!PyLong_CheckExact(value)) return std::nullopt;
+  int overflow = 0;
+  const long long number = PyLong_AsLongLongAndOverflow(value, &overflow);
+  if (overflow != 0) return std::nullopt;
+  return number;
+}
+
 }  // namespace
 
 int64_t integer_argument(nb::handle value, std::string_view name) {
@@ -76,9 +85,28 @@ std::vector<int64_t> integers_argument(nb::handle values, std::string_view name)
   }
   std::vector<int64_t> out;
   for (nb::handle value : nb::borrow<nb::iterator>(items)) {
-    out.push_back(integer_argument(value, std::string(name) + "[" + std::to_string(out.size()) + "]"));
+    const std::optional<int64_t> number = exact_int(value.ptr());
+    out.push_back(number ? *number
+                         : integer_argument(value, std::string(name) + "[" + std::to_string(out.size()) + "]"));
   }
   return out;
+}
+
+bool int_list(nb::handle value, std::vector<int64_t>& out) noexcept {
+  if (!PyList_CheckExact(value.ptr())) return false;
+  // Nothing below runs Python code, so the list cannot change under the loop.
+  const Py_ssize_t size = PyList_GET_SIZE(value.ptr());
+  try {
+    out.resize(static_cast<size_t>(size));
+  } catch (const std::bad_alloc&) {
+    return false;
+  }
+  for (Py_ssize_t i = 0; i < size; ++i) {
+    const std::optional<int64_t> number = exact_int(PyList_GET_ITEM(value.ptr(), i));
+    if (!number) return false;
+    out[static_cast<size_t>(i)] = *number;
+  }
+  return true;
 }
 
 std::string text_argument(nb::handle value, std::string_view name) {

@@ -192,18 +192,28 @@ void bind_balance(nb::module_ m) {
       "weights"_a, "k"_a, "cardinality"_a, "workload"_a, "groups"_a.none(), "algorithm"_a,
       "seqflow.balance.partition with its arguments converted.");
 
-  // verl's two functions take negative lengths as verl does (they sort them).
-  const auto verl_function = [](auto function) {
-    return [function](const Int64Input& seqlens, int64_t k_partitions, bool equal_size) {
-      GilReleased release;
-      return function(as_span(seqlens), k_partitions, equal_size);
-    };
+  // verl's two functions take negative lengths as verl does (they sort them),
+  // as an int64 array or (the lists users pass, without numpy) an IntList.
+  const auto verl_function = [&m](const char* name, auto function, const char* doc) {
+    m.def(
+        name,
+        [function](const Int64Input& seqlens, int64_t k_partitions, bool equal_size) {
+          GilReleased release;
+          return function(as_span(seqlens), k_partitions, equal_size);
+        },
+        "seqlen_list"_a, "k_partitions"_a, "equal_size"_a, doc);
+    m.def(
+        name,
+        [function](const IntList& seqlens, int64_t k_partitions, bool equal_size) {
+          GilReleased release;
+          return function(seqlens.values, k_partitions, equal_size);
+        },
+        "seqlen_list"_a, "k_partitions"_a, "equal_size"_a, doc);
   };
-  m.def("karmarkar_karp", verl_function(&balance::karmarkar_karp), "seqlen_list"_a, "k_partitions"_a, "equal_size"_a,
-        "verl's karmarkar_karp: k lists of item indexes, in verl's exact order.");
-  m.def("get_seqlen_balanced_partitions", verl_function(&balance::get_seqlen_balanced_partitions), "seqlen_list"_a,
-        "k_partitions"_a, "equal_size"_a,
-        "verl's get_seqlen_balanced_partitions: as karmarkar_karp, each part sorted.");
+  verl_function("karmarkar_karp", &balance::karmarkar_karp,
+                "verl's karmarkar_karp: k lists of item indexes, in verl's exact order.");
+  verl_function("get_seqlen_balanced_partitions", &balance::get_seqlen_balanced_partitions,
+                "verl's get_seqlen_balanced_partitions: as karmarkar_karp, each part sorted.");
 }
 
 }  // namespace seqflow::bindings

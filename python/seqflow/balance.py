@@ -15,7 +15,7 @@ calibration_bindings.cc); the algorithms run there.
 from __future__ import annotations
 
 import numbers
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Optional
 
 import numpy as np
@@ -62,17 +62,25 @@ def partition(weights: IntArrayLike, k: int, *, cardinality: str = "free", workl
 
 def karmarkar_karp(seqlen_list: IntArrayLike, k_partitions: int, equal_size: bool) -> list[list[int]]:
     """verl's karmarkar_karp: k lists of item indexes, in verl's exact order."""
-    values = as_int64_array(seqlen_list, "seqlen_list", allow_negative=True)  # verl sorts negative lengths too
-    equal = check_bool(equal_size, "equal_size")
-    return _native.karmarkar_karp(values, int64_argument(k_partitions, "k_partitions"), equal)
+    return _verl_call(_native.karmarkar_karp, seqlen_list, k_partitions, equal_size)
 
 
 def get_seqlen_balanced_partitions(seqlen_list: IntArrayLike, k_partitions: int,
                                    equal_size: bool) -> list[list[int]]:
     """verl's get_seqlen_balanced_partitions: as karmarkar_karp, each part sorted."""
-    values = as_int64_array(seqlen_list, "seqlen_list", allow_negative=True)
+    return _verl_call(_native.get_seqlen_balanced_partitions, seqlen_list, k_partitions, equal_size)
+
+
+def _verl_call(function: Callable[..., list[list[int]]], seqlen_list: IntArrayLike, k_partitions: int, equal_size: bool) -> list[list[int]]:
+    k = int64_argument(k_partitions, "k_partitions")
     equal = check_bool(equal_size, "equal_size")
-    return _native.get_seqlen_balanced_partitions(values, int64_argument(k_partitions, "k_partitions"), equal)
+    if type(seqlen_list) is list:
+        try:  # a list of ints, as verl passes it: converted in C++ (numpy's conversion costs more)
+            return function(seqlen_list, k, equal)
+        except TypeError:
+            pass  # other elements: converted below, a bad one named
+    values = as_int64_array(seqlen_list, "seqlen_list", allow_negative=True)  # verl sorts negative lengths too
+    return function(values, k, equal)
 
 
 def calibrate(records: Iterable[Any], *, min_records: int = 8, outlier_threshold: float = 3.5,

@@ -470,3 +470,18 @@ def test_workload_methods_name_bad_arguments(call, error_type, fragments):
     for fragment in fragments:
         assert fragment in str(error.value), str(error.value)
     assert Workload.quadratic(np.int64(3), 1).cost(np.int32(2)) == 10
+
+
+@pytest.mark.parametrize("function", [balance.karmarkar_karp, balance.get_seqlen_balanced_partitions])
+def test_verl_functions_take_lists_as_arrays(function):
+    # A list of ints is converted in C++, anything else by numpy: the same answer and the same errors either way.
+    lengths = np.random.default_rng(5).integers(-50, 5000, 304)
+    expected = function(lengths, 8, True)
+    assert function(lengths.tolist(), 8, True) == expected
+    assert function(tuple(lengths.tolist()), 8, True) == expected
+    assert function([float(x) for x in lengths], 8, True) == expected  # whole floats, as numpy takes them
+    assert function([np.int32(x) for x in lengths], 8, True) == expected
+    with pytest.raises(ValueError, match=r"seqlen_list\[1\] = 1\.5 is not an integer"):
+        function([1, 1.5, 3], 1, False)
+    with pytest.raises(ValueError, match=r"seqlen_list\[1\] = 18446744073709551616 is beyond the int64 range"):
+        function([1, 2**64, 3], 1, False)

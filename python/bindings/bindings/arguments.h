@@ -34,6 +34,7 @@ int64_t integer_argument(nanobind::handle value, std::string_view name);
 std::vector<int64_t> integers_argument(nanobind::handle values, std::string_view name);
 std::string text_argument(nanobind::handle value, std::string_view name);
 std::filesystem::path path_argument(nanobind::handle value, std::string_view name);
+bool int_list(nanobind::handle value, std::vector<int64_t>& out) noexcept;
 
 // An integer (what has __index__: an int, a numpy or torch integer), never a
 // bool or a float (which would be truncated): "`name` must be an integer, got
@@ -87,6 +88,16 @@ struct PathParameter {
   std::filesystem::path value;
 };
 
+// A list of ints only (no subclass, no numpy integer), each within int64:
+// the balancing functions' fast path for the lists users pass (numpy's
+// conversion of a list costs more than the balancing of a few thousand
+// lengths). Anything else does not convert, without an error of its own:
+// the Python function then converts it with numpy, whose errors name the
+// index and the value.
+struct IntList {
+  std::vector<int64_t> values;
+};
+
 // A wrong argument's type: seqflow's ArgumentTypeError (a TypeError that is
 // also a ValueError), raised by the module's exception translator.
 class ArgumentTypeError : public std::runtime_error {
@@ -115,6 +126,14 @@ struct type_caster<Kind<Parameter>> {
   bool from_python(handle src, uint32_t, cleanup_list*) {
     value.value = Kind<Parameter>::convert(src, Parameter.view());
     return true;
+  }
+};
+
+template <>
+struct type_caster<seqflow::bindings::IntList> {
+  NB_TYPE_CASTER(seqflow::bindings::IntList, const_name("list[int]"))
+  bool from_python(handle src, uint32_t, cleanup_list*) noexcept {
+    return seqflow::bindings::int_list(src, value.values);
   }
 };
 
