@@ -3,7 +3,8 @@
 numeric cell of the tables the script prints, as the median over the rounds
 for A and for B, their ratio B / A, and A's own spread (max / min of its
 rounds) as the noise floor: a ratio within it is no difference. Rows are
-matched by their table's position and their first cell.
+matched by their table's position and their first cell (the n-th row with
+the same first cell as "cell #n").
 
     python bench/ab_tables.py OLD_VENV/bin/python NEW_VENV/bin/python --rounds 3 --columns ms \
         --a-root OLD_TREE --b-root . -- bench/pack_bench.py --rollouts 5
@@ -48,7 +49,11 @@ def tables(output: str) -> dict[tuple[int, str], dict[str, float]]:
                 match = NUMBER.match(cell.replace(",", ""))
                 if match:
                     numbers[name] = float(match.group(0))
-            out[(ordinal, row[0])] = numbers
+            key, seen = row[0], 1
+            while (ordinal, key) in out:  # rows that share a first cell (one size, 1, 2 and 4 units) stay apart
+                seen += 1
+                key = f"{row[0]} #{seen}"
+            out[(ordinal, key)] = numbers
         elif len(row) >= 3:
             ordinal, header = ordinal + 1, row
         else:
