@@ -66,6 +66,12 @@ class Client {
   virtual StorageStats storage_stats() const = 0;
 };
 
+// ControlPlane::end_leases for the samples of a fetched batch (each run of
+// one partition in one call): acknowledged, or released to be served again.
+// Returns the leases it ended (fewer than the batch's samples: some expired
+// and went back, and may be served again).
+size_t end_leases(ControlPlane& control, const BatchMeta& meta, const std::string& task_name, bool release);
+
 std::shared_ptr<Client> make_embedded_client(ControllerOptions controller_options, StorageOptions storage_options);
 
 // Remote mode: the controller service at `controller_endpoint` (e.g.

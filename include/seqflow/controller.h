@@ -48,7 +48,17 @@ struct MetaRequest {
   // batch for a partition that does not exist.
   bool polling = false;
   std::chrono::milliseconds timeout{30000};
+  // Fetch only. Above 0, the samples this fetch consumes are leased to the
+  // task for this long (at most kMaxLease): acknowledged (end_leases), they
+  // stay consumed; released, or unacknowledged when the lease expires, they
+  // are given back (unconsumed again, in arrival order) and served again.
+  // A sampler's repeats of an answer it reserved (the tensor-parallel ranks
+  // of one DP rank) are served under the lease of the fetch that consumed.
+  std::chrono::milliseconds lease{0};
 };
+
+// The longest lease a fetch may take (a week).
+inline constexpr std::chrono::milliseconds kMaxLease = std::chrono::hours(24 * 7);
 
 // ControlPlane::sample_production's answer, in the order of the samples asked.
 struct SampleProduction {
@@ -102,6 +112,7 @@ struct PartitionProgress {
   size_t samples = 0;
   std::map<std::string, size_t> produced;  // per field: samples that have it
   std::map<std::string, size_t> consumed;  // per task: samples it consumed
+  std::map<std::string, size_t> leased;    // per task: consumed samples under a lease not yet ended
 };
 
 struct ControllerOptions {
@@ -192,6 +203,17 @@ class ControlPlane {
 
   // Every task, or one. A partition that does not exist has nothing to reset.
   virtual void reset_consumption(const std::string& partition_id, const std::string* task_name) = 0;
+
+  // Ends the task's leases (MetaRequest::lease) of these samples (of these
+  // generations; empty: any). Acknowledged (release false), they stay
+  // consumed: that work is done, and never served again. Released, they are
+  // given back now, unconsumed, to be served again. Samples the task holds
+  // no lease of (never leased, or the lease expired and they went back, or
+  // it was reset) are skipped: a late acknowledgement learns from the count
+  // that its samples may be served again. Returns the leases it ended.
+  virtual size_t end_leases(const std::string& partition_id, const std::string& task_name,
+                            std::span<const int64_t> global_indexes, std::span<const uint64_t> generations,
+                            bool release) = 0;
 
   // Per sample of the partition (ascending global index): consumed by the
   // task? Nullopt for a partition that does not exist.
@@ -293,6 +315,13 @@ class Controller final : public ControlPlane {
                                           std::span<const uint64_t> generations) override;
   bool forget_partition_if_empty(const std::string& partition_id) override;
   void reset_consumption(const std::string& partition_id, const std::string* task_name) override;
+  size_t end_leases(const std::string& partition_id, const std::string& task_name,
+                    std::span<const int64_t> global_indexes, std::span<const uint64_t> generations,
+                    bool release) override;
+  // Gives back the samples of the leases that expired by now (get_meta and
+  // end_leases do it too, before they look). Returns the earliest expiry of
+  // the leases still held, for a caller that wakes up then (a service).
+  std::optional<std::chrono::steady_clock::time_point> expire_leases();
   std::optional<std::vector<std::pair<int64_t, bool>>> consumption_status(
       const std::string& task_name, const std::string& partition_id) const override;
   std::optional<ProductionStatus> production_status(std::span<const std::string> fields,

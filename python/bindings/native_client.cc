@@ -183,7 +183,7 @@ BatchMeta put_existing(const NativeClient& self, const BatchMeta& meta, const st
 BatchMeta get_meta(const NativeClient& self, const std::string& partition, const std::vector<std::string>& fields,
                    int64_t batch_size, const std::string& mode, const std::string& task_name,
                    std::optional<int64_t> dp_rank, int64_t batch_index, const std::optional<nb::dict>& sampler_args,
-                   bool polling, double timeout) {
+                   bool polling, double timeout, double lease) {
   MetaRequest request;
   request.fields = fields;
   request.batch_size = batch_size;
@@ -193,6 +193,7 @@ BatchMeta get_meta(const NativeClient& self, const std::string& partition, const
   request.sampling = sampling_of(dp_rank, batch_index, sampler_args);
   request.polling = polling;
   request.timeout = milliseconds(timeout);
+  request.lease = milliseconds(lease);
   std::shared_ptr<Client> client = self.connected();
   return without_gil([&] { return client->get_meta(request); });
 }
@@ -316,7 +317,7 @@ void bind_native_client(nb::module_ m) {
   cls.def("put_new", &put_new, "partition_id"_a, "fields"_a, "custom_meta"_a.none());
   cls.def("put_existing", &put_existing, "meta"_a, "fields"_a, "custom_meta"_a.none());
   cls.def("get_meta", &get_meta, "partition_id"_a, "fields"_a, "batch_size"_a, "mode"_a, "task_name"_a,
-          "dp_rank"_a.none(), "batch_index"_a, "sampler_args"_a.none(), "polling"_a, "timeout"_a);
+          "dp_rank"_a.none(), "batch_index"_a, "sampler_args"_a.none(), "polling"_a, "timeout"_a, "lease"_a);
   m.def("get_data", &get_data, "client"_a.none(), "meta"_a, "field_schema"_a, "fields"_a, "nested"_a, "format"_a,
         "layout"_a, "fresh"_a, "writable"_a, "allow_pickle"_a, "container"_a,
         "The fields of `meta`'s samples as seqflow.Client.get_data returns them (before a TensorDict wraps them).");
@@ -336,6 +337,13 @@ void bind_native_client(nb::module_ m) {
         without_gil([&] { client->control().reset_consumption(partition, task ? &*task : nullptr); });
       },
       "partition_id"_a, "task_name"_a.none());
+  cls.def(
+      "end_leases",
+      [](const NativeClient& self, const BatchMeta& meta, const std::string& task, bool release) {
+        std::shared_ptr<Client> client = self.connected();
+        return without_gil([&] { return end_leases(client->control(), meta, task, release); });
+      },
+      "metadata"_a, "task_name"_a, "release"_a);
   cls.def("consumption_status", &consumption_status, "task_name"_a, "partition_id"_a);
   cls.def(
       "all_consumed",

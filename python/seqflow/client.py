@@ -383,7 +383,7 @@ class Client:
     def get_meta(self, data_fields: Union[str, Iterable[str]], batch_size: int, partition_id: str,
                  mode: str = "fetch", task_name: Optional[str] = None,
                  sampling_config: Optional[Mapping[str, Any]] = None, *, timeout: Optional[float] = None,
-                 polling: Optional[bool] = None) -> BatchMeta:
+                 polling: Optional[bool] = None, lease: Optional[float] = None) -> BatchMeta:
         """fetch: ready samples through the sampler, consumed for task_name;
         force_fetch: every sample of the partition, also those lacking a
         field (their production status says so), nothing consumed; insert:
@@ -393,7 +393,12 @@ class Client:
         polling (default the client's polling_mode): an empty batch at once
         when too little is ready; otherwise wait up to timeout seconds, then
         TimeoutError. A partition that does not exist has nothing ready: a
-        waiting fetch waits for it to be created and filled."""
+        waiting fetch waits for it to be created and filled.
+        lease (fetch only, seconds, at most a week): the samples are consumed
+        and leased to task_name for that long. ack(batch, task_name) keeps
+        them consumed; release(batch, task_name), or no ack before the lease
+        expires (the consumer died or stalled), gives them back, to be served
+        again."""
         fields = check_names(data_fields, "data_fields")
         size = check_int64(batch_size, "batch_size")
         partition = check_name(partition_id, "partition_id")
@@ -402,11 +407,12 @@ class Client:
         dp_rank, batch_index, sampler_args = _sampling_config(sampling_config)
         seconds = self._timeout if timeout is None else check_seconds(timeout, "timeout", allow_zero=True)
         poll = check_optional_bool(polling, "polling")
+        lease_seconds = 0.0 if lease is None else _lease_seconds(lease)
         native = self._connected()
         if poll is None:
             poll = self._polling_mode
         return BatchMeta._of_native(native.get_meta(partition, fields, size, mode, task or "", dp_rank, batch_index,
-                                                    sampler_args, poll, seconds))
+                                                    sampler_args, poll, seconds, lease_seconds))
 
     def get_data(self, metadata: BatchMeta, *, fields: Optional[Iterable[str]] = None, format: str = "auto",
                  copy: bool = True, layout: str = "dense", allow_pickle: Optional[bool] = None) -> Any:
@@ -465,6 +471,25 @@ class Client:
         task = check_optional_name(task_name, "task_name")
         self._connected().reset_consumption(partition, task)
         return True
+
+    def ack(self, metadata: BatchMeta, task_name: str) -> int:
+        """Acknowledges a batch fetched with a lease: its samples stay consumed
+        by task_name and are never served to it again. Returns how many
+        leases it ended: fewer than metadata.size when some expired first
+        (they went back and may be served again)."""
+        return self._end_leases(metadata, task_name, release=False)
+
+    def release(self, metadata: BatchMeta, task_name: str) -> int:
+        """Gives a leased batch back now (unconsumed, in arrival order), to be
+        served again, as its lease's expiry would. Returns how many leases it
+        ended."""
+        return self._end_leases(metadata, task_name, release=True)
+
+    def _end_leases(self, metadata: BatchMeta, task_name: str, *, release: bool) -> int:
+        check_instance(metadata, "metadata", BatchMeta, "a BatchMeta")
+        task = check_name(task_name, "task_name")
+        ended: int = self._connected().end_leases(metadata._native, task, release)
+        return ended
 
     def get_consumption_status(self, task_name: str,
                                partition_id: str) -> tuple[Optional[np.ndarray], Optional[np.ndarray]]:
@@ -674,6 +699,8 @@ class Client:
     async_clear_partition = async_twin(clear_partition)
     async_clear_samples = async_twin(clear_samples)
     async_reset_consumption = async_twin(reset_consumption)
+    async_ack = async_twin(ack)
+    async_release = async_twin(release)
     async_get_consumption_status = async_twin(get_consumption_status)
     async_check_consumption_status = async_twin(check_consumption_status)
     async_get_production_status = async_twin(get_production_status)
@@ -692,6 +719,14 @@ class Client:
     async_report_timing = async_twin(report_timing)
     async_report_timings = async_twin(report_timings)
     async_task_workload = async_twin(task_workload)
+
+
+def _lease_seconds(value: Any) -> float:
+    """A lease's seconds: the engine counts whole milliseconds, at least one."""
+    seconds = check_seconds(value, "lease")
+    if round(seconds * 1000) < 1:
+        raise ValueError(f"lease must be at least 0.001 seconds, got {value!r}")
+    return seconds
 
 
 def _sampling_config(sampling_config: Optional[Mapping[str, Any]]) -> tuple[Optional[int], int, Optional[dict]]:

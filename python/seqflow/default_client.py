@@ -97,6 +97,8 @@ set_custom_meta = _on_default_client(Client.set_custom_meta)
 clear_partition = _on_default_client(Client.clear_partition)
 clear_samples = _on_default_client(Client.clear_samples)
 reset_consumption = _on_default_client(Client.reset_consumption)
+ack = _on_default_client(Client.ack)
+release = _on_default_client(Client.release)
 get_consumption_status = _on_default_client(Client.get_consumption_status)
 check_consumption_status = _on_default_client(Client.check_consumption_status)
 get_production_status = _on_default_client(Client.get_production_status)
@@ -123,6 +125,8 @@ async_set_custom_meta = async_twin(set_custom_meta)
 async_clear_partition = async_twin(clear_partition)
 async_clear_samples = async_twin(clear_samples)
 async_reset_consumption = async_twin(reset_consumption)
+async_ack = async_twin(ack)
+async_release = async_twin(release)
 async_get_consumption_status = async_twin(get_consumption_status)
 async_check_consumption_status = async_twin(check_consumption_status)
 async_get_production_status = async_twin(get_production_status)
@@ -144,11 +148,12 @@ async_task_workload = async_twin(task_workload)
 
 __all__ = [
     "close", "get_client", "init", "put", "get_meta", "get_data", "set_custom_meta", "clear_partition", "clear_samples",
-    "reset_consumption", "get_consumption_status", "check_consumption_status", "get_production_status",
+    "reset_consumption", "ack", "release", "get_consumption_status", "check_consumption_status", "get_production_status",
     "check_production_status", "get_partition_list", "kv_put", "kv_batch_put", "kv_batch_get", "kv_batch_get_by_meta",
     "kv_meta", "kv_keys", "kv_list", "kv_clear", "save_checkpoint", "load_checkpoint", "report_timing",
     "report_timings", "task_workload", "async_put", "async_get_meta", "async_get_data", "async_set_custom_meta",
-    "async_clear_partition", "async_clear_samples", "async_reset_consumption", "async_get_consumption_status",
+    "async_clear_partition", "async_clear_samples", "async_reset_consumption", "async_ack", "async_release",
+    "async_get_consumption_status",
     "async_check_consumption_status", "async_get_production_status", "async_check_production_status",
     "async_get_partition_list", "async_kv_put", "async_kv_batch_put", "async_kv_batch_get",
     "async_kv_batch_get_by_meta", "async_kv_meta", "async_kv_keys", "async_kv_list", "async_kv_clear",

@@ -129,6 +129,16 @@ void RemoteControlPlane::reset_consumption(const std::string& partition_id, cons
                               control::kResetConsumption);
 }
 
+size_t RemoteControlPlane::end_leases(const std::string& partition_id, const std::string& task_name,
+                                      std::span<const int64_t> global_indexes, std::span<const uint64_t> generations,
+                                      bool release) {
+  const control::EndLeasesRequest request{
+      {partition_id, {global_indexes.begin(), global_indexes.end()}, {generations.begin(), generations.end()}},
+      task_name,
+      release};
+  return control::decode_end_leases_reply(call(control::kEndLeases, control::encode_end_leases_request(request)));
+}
+
 std::optional<std::vector<std::pair<int64_t, bool>>> RemoteControlPlane::consumption_status(
     const std::string& task_name, const std::string& partition_id) const {
   return control::decode_consumption_status_reply(

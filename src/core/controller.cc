@@ -300,6 +300,7 @@ std::vector<int64_t> Controller::clear_partition(const std::string& partition_id
   if (state_->data.find(partition_id) == nullptr) return {};
   std::vector<int64_t> released = state_->data.erase(partition_id);
   state_->sampler->clear(partition_id, nullptr);
+  state_->leases.forget(partition_id, nullptr);
   state_->notify_changed(&partition_id);
   return released;
 }
@@ -324,6 +325,7 @@ void Controller::reset_consumption(const std::string& partition_id, const std::s
   } else {
     partition->erase_tasks();
   }
+  state_->leases.forget(partition_id, task_name);
   state_->sampler->clear(partition_id, task_name);
   state_->notify_changed(&partition_id);
 }

@@ -28,6 +28,10 @@ void validate(const MetaRequest& request) {
     core::check_name(request.fields[i], "fields[" + std::to_string(i) + "]");
   }
   if (!request.task_name.empty()) core::check_name(request.task_name, "task_name");
+  if (request.mode != MetaMode::kFetch && request.lease.count() != 0) {
+    throw_invalid("lease applies to fetch mode only, got " + std::to_string(request.lease.count()) + " ms for " +
+                  (request.mode == MetaMode::kInsert ? "insert" : "force_fetch"));
+  }
   switch (request.mode) {
     case MetaMode::kInsert:
       core::check_sample_count(request.batch_size, "batch_size");
@@ -51,6 +55,10 @@ void validate(const MetaRequest& request) {
   }
   if (request.timeout.count() < 0) {
     throw_invalid("timeout must be >= 0 ms, got " + std::to_string(request.timeout.count()));
+  }
+  if (request.lease.count() < 0 || request.lease > kMaxLease) {
+    throw_invalid("lease must be 0 (none) to " + std::to_string(kMaxLease.count()) + " ms, got " +
+                  std::to_string(request.lease.count()));
   }
 }
 
@@ -125,10 +133,10 @@ std::vector<uint32_t> answer_slots(const core::ControlData& data, const Partitio
 // earlier, or now for other ranks), so give_back may undo it whole.
 std::optional<BatchMeta> sample_and_consume(core::ControlData& data, PartitionState& partition, Sampler& sampler,
                                             const MetaRequest& request, const core::FieldMask& mask,
-                                            const Workload* task_workload, bool* returnable);
+                                            const Workload* task_workload, core::FetchLeases& leases, bool* returnable);
 
 std::optional<BatchMeta> try_fetch(core::ControlData& data, Sampler& sampler, const MetaRequest& request,
-                                   const Workload* task_workload, bool* returnable) {
+                                   const Workload* task_workload, core::FetchLeases& leases, bool* returnable) {
   PartitionState* found = data.find(request.partition_id);
   if (found == nullptr) return std::nullopt;
   PartitionState& partition = *found;
@@ -141,7 +149,7 @@ std::optional<BatchMeta> try_fetch(core::ControlData& data, Sampler& sampler, co
   // task it made, unless it consumed for a sampler's booking.
   const bool task_is_new = partition.find_task(request.task_name) == nullptr;
   try {
-    return sample_and_consume(data, partition, sampler, request, *mask, task_workload, returnable);
+    return sample_and_consume(data, partition, sampler, request, *mask, task_workload, leases, returnable);
   } catch (...) {
     const core::TaskQueue* task = partition.find_task(request.task_name);
     if (task_is_new && task != nullptr && task->unconsumed() == partition.size()) {
@@ -151,12 +159,24 @@ std::optional<BatchMeta> try_fetch(core::ControlData& data, Sampler& sampler, co
   }
 }
 
+// A leasing fetch's consumed samples, leased to its task.
+void lease_consumed(const core::ControlData& data, core::FetchLeases& leases, const MetaRequest& request,
+                    std::span<const int64_t> consumed) {
+  if (request.lease.count() == 0) return;
+  std::vector<uint64_t> generations;
+  generations.reserve(consumed.size());
+  for (int64_t index : consumed) generations.push_back(data.generation(index));
+  leases.lease(request.partition_id, request.task_name, consumed, generations,
+               std::chrono::steady_clock::now() + request.lease);
+}
+
 // try_fetch's sampling: the batch the sampler picks from the task's ready
-// samples, consumed as the sampler says. The answer is built before
-// anything is consumed, so a fetch that raises consumes nothing.
+// samples, consumed (and leased) as the sampler says. The answer is built
+// before anything is consumed, so a fetch that raises consumes nothing.
 std::optional<BatchMeta> sample_and_consume(core::ControlData& data, PartitionState& partition, Sampler& sampler,
                                             const MetaRequest& request, const core::FieldMask& mask,
-                                            const Workload* task_workload, bool* returnable) {
+                                            const Workload* task_workload, core::FetchLeases& leases,
+                                            bool* returnable) {
   core::TaskQueue& queue = partition.task(request.task_name);
   core::PartitionSampleInfo info(data, partition);
 
@@ -194,6 +214,7 @@ std::optional<BatchMeta> sample_and_consume(core::ControlData& data, PartitionSt
     // Most samplers consume what they hand out: look the slots up once.
     consumed = result.consumed == result.sampled ? check_consumable(partition, queue, sampled, result.consumed, sampler)
                                                  : answer_slots(data, partition, queue, result.consumed, true, sampler);
+    if (result.reserved) lease_consumed(data, leases, request, result.consumed);
   } catch (...) {
     if (result.reserved) sampler.cancel_reservation(request.partition_id, request.task_name, request.sampling);
     throw;
@@ -209,6 +230,7 @@ std::optional<BatchMeta> sample_and_consume(core::ControlData& data, PartitionSt
     return core::collect_batch(data, partition, sampled, request.fields);
   }
   BatchMeta batch = core::collect_batch(data, partition, sampled, request.fields);
+  lease_consumed(data, leases, request, result.consumed);
   for (uint32_t slot : consumed) queue.consume(slot);
   return batch;
 }
@@ -236,8 +258,10 @@ BatchMeta Controller::get_meta(const MetaRequest& request) {
     // Re-resolved on every pass: the partition may be created or cleared while we wait.
     if (auto batch = answer_without_waiting(request, nullptr)) return std::move(*batch);
     if (std::chrono::steady_clock::now() >= deadline) throw_fetch_timeout(request, request.timeout);
-    // Releases the lock while waiting: other callers proceed.
-    state_->changed.wait_until(lock, deadline);
+    // Releases the lock while waiting: other callers proceed. A lease that
+    // expires meanwhile gives samples back: wake up for it.
+    const auto lease_expiry = state_->leases.next_expiry();
+    state_->changed.wait_until(lock, lease_expiry ? std::min(deadline, *lease_expiry) : deadline);
   }
 }
 
@@ -270,9 +294,10 @@ std::optional<BatchMeta> Controller::answer_without_waiting(const MetaRequest& r
     return inserted;
   }
   if (request.mode == MetaMode::kForceFetch) return force_fetch(state.data, request);
+  state.expire_leases();
   const std::optional<Workload> task_workload = state.task_workloads.fitted(request.task_name);
-  if (auto batch =
-          try_fetch(state.data, *state.sampler, request, task_workload ? &*task_workload : nullptr, &fresh_answer)) {
+  if (auto batch = try_fetch(state.data, *state.sampler, request, task_workload ? &*task_workload : nullptr,
+                             state.leases, &fresh_answer)) {
     if (returnable) *returnable = fresh_answer;
     return batch;
   }
@@ -284,21 +309,27 @@ size_t Controller::give_back(const std::string& partition_id, const std::string&
                              std::span<const int64_t> global_indexes, std::span<const uint64_t> generations) {
   core::check_generations(global_indexes, generations);
   std::lock_guard lock(state_->mutex);
-  PartitionState* partition = state_->data.find(partition_id);
+  // An answer that reached nobody holds no lease either.
+  state_->leases.end(partition_id, task_name, global_indexes, generations);
+  return state_->give_back(partition_id, task_name, global_indexes, generations);
+}
+
+size_t Controller::State::give_back(const std::string& partition_id, const std::string& task_name,
+                                    std::span<const int64_t> indexes, std::span<const uint64_t> generations) {
+  PartitionState* partition = data.find(partition_id);
   if (partition == nullptr || partition->find_task(task_name) == nullptr) return 0;
   core::TaskQueue& queue = partition->task(task_name);
   size_t given = 0;
-  for (size_t i = 0; i < global_indexes.size(); ++i) {
-    const std::optional<uint32_t> slot = state_->data.slot_of(*partition, global_indexes[i]);
-    const bool same_sample =
-        slot && (generations.empty() || state_->data.generation(global_indexes[i]) == generations[i]);
+  for (size_t i = 0; i < indexes.size(); ++i) {
+    const std::optional<uint32_t> slot = data.slot_of(*partition, indexes[i]);
+    const bool same_sample = slot && (generations.empty() || data.generation(indexes[i]) == generations[i]);
     if (!same_sample || !queue.is_consumed(*slot)) continue;
     uint32_t later = partition->next(*slot);
     while (later != core::kNoSlot && queue.is_consumed(later)) later = partition->next(later);
     queue.give_back(*slot, later);
     ++given;
   }
-  if (given > 0) state_->notify_changed(&partition_id);
+  if (given > 0) notify_changed(&partition_id);
   return given;
 }
 

@@ -22,6 +22,7 @@ std::vector<PartitionProgress> Controller::progress() const {
     }
     for (const auto& [task, queue] : partition->tasks()) {
       entry.consumed[task] = partition->size() - queue.unconsumed();
+      if (const size_t leased = state_->leases.leased_samples(name, task)) entry.leased[task] = leased;
     }
     out.push_back(std::move(entry));
   }

@@ -6,10 +6,13 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "core/control_data.h"
+#include "core/fetch_leases.h"
 #include "core/task_workloads.h"
 #include "seqflow/controller.h"
 #include "seqflow/sampler.h"
@@ -31,6 +34,16 @@ struct Controller::State {
   core::ControlData data;
   // Not under `mutex`: reports take their own lock, fetches read a snapshot.
   core::TaskWorkloads task_workloads;
+  core::FetchLeases leases;
+
+  // Under `mutex`: the samples (of these generations; empty: any) become
+  // unconsumed by the task again, each before the next consumed one in
+  // arrival order; those gone, reused or unconsumed are skipped. Returns how
+  // many it gave back (and tells the waiters when any).
+  size_t give_back(const std::string& partition_id, const std::string& task_name, std::span<const int64_t> indexes,
+                   std::span<const uint64_t> generations);
+  // Under `mutex`: gives back what the leases expired by now held.
+  void expire_leases();
 
   // Under `mutex`: wakes blocked fetches and tells the listener, for one
   // partition or (null) any.

@@ -331,6 +331,7 @@ ControllerService::ControllerService(ControllerServiceOptions options)
   units_->drop_failures = &service_.metrics().counter(
       "seqflow_storage_drop_failures_total", "Released samples whose data a storage unit did not confirm dropping");
   waiters_ = std::make_unique<FetchWaiters>(*controller_);
+  fetch_lease_expiry_ = std::make_unique<LeaseExpiry>(*controller_);
   Counter& reclaimed = service_.metrics().counter(
       "seqflow_insert_samples_reclaimed_total",
       "Samples a put inserted and never marked produced within its lease (its producer died mid-put): removed");
@@ -356,7 +357,8 @@ ControllerService::~ControllerService() { stop(); }
 
 void ControllerService::start() { service_.start(); }
 void ControllerService::stop() {
-  service_.stop();  // first: no request registers a waiter, no waiter's client is reported gone
+  service_.stop();              // first: no request registers a waiter, no waiter's client is reported gone
+  fetch_lease_expiry_.reset();  // then nothing gives samples back to the waiters
   waiters_->stop();
   leases_->stop();
 }
@@ -385,6 +387,7 @@ void ControllerService::register_handlers() {
   table.on_worker(control::kKvClear, &ControllerService::kv_clear);
   table.on_io_thread(control::kForgetPartitionIfEmpty, &ControllerService::forget_partition_if_empty);
   table.on_io_thread(control::kResetConsumption, &ControllerService::reset_consumption);
+  table.on_io_thread(control::kEndLeases, &ControllerService::end_leases);
   table.on_io_thread(control::kConsumptionStatus, &ControllerService::consumption_status);
   table.on_io_thread(control::kProductionStatus, &ControllerService::production_status);
   table.on_io_thread(control::kSampleProduction, &ControllerService::sample_production);
@@ -465,6 +468,7 @@ std::optional<transport::Frames> ControllerService::get_meta(const transport::Fr
       return std::nullopt;
     }
   }
+  if (request.lease.count() != 0 && meta->size() != 0) fetch_lease_expiry_->poke();
   on_undelivered(giving_back(*controller_, request, *meta, returnable));
   return control::encode_batch_reply(*meta);
 }
@@ -511,6 +515,13 @@ transport::Frames ControllerService::forget_partition_if_empty(const transport::
   const std::string partition_id = control::decode_partition_request(args, control::kForgetPartitionIfEmpty);
   return control::encode_flag_reply(control::kForgetPartitionIfEmpty,
                                     controller_->forget_partition_if_empty(partition_id));
+}
+
+transport::Frames ControllerService::end_leases(const transport::Frames& args) {
+  const control::EndLeasesRequest request = control::decode_end_leases_request(args);
+  return control::encode_end_leases_reply(controller_->end_leases(request.samples.partition_id, request.task_name,
+                                                                  request.samples.indexes, request.samples.generations,
+                                                                  request.release));
 }
 
 transport::Frames ControllerService::reset_consumption(const transport::Frames& args) {

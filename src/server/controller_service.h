@@ -16,6 +16,7 @@
 #include "server/checkpoint_root.h"
 #include "server/fetch_waiters.h"
 #include "server/insert_leases.h"
+#include "server/lease_expiry.h"
 #include "server/service.h"
 #include "seqflow/controller.h"
 #include "seqflow/limits.h"
@@ -86,6 +87,7 @@ class ControllerService {
   transport::Frames kv_clear(transport::Frames& args);
   transport::Frames forget_partition_if_empty(const transport::Frames& args);
   transport::Frames reset_consumption(const transport::Frames& args);
+  transport::Frames end_leases(const transport::Frames& args);
   transport::Frames consumption_status(const transport::Frames& args);
   transport::Frames production_status(const transport::Frames& args);
   transport::Frames sample_production(const transport::Frames& args);
@@ -131,6 +133,8 @@ class ControllerService {
   // After service_: its waiters' replies go through it, so it goes first.
   std::unique_ptr<FetchWaiters> waiters_;
   std::unique_ptr<InsertLeases> leases_;
+  // Gives back what expired fetch leases held; goes before the waiters it tells.
+  std::unique_ptr<LeaseExpiry> fetch_lease_expiry_;
 };
 
 }  // namespace seqflow::server

@@ -254,6 +254,33 @@ ResetConsumptionRequest decode_reset_consumption_request(const Frames& request) 
           header.has("task_name") ? std::optional(header.text("task_name")) : std::nullopt};
 }
 
+Frames encode_end_leases_request(const EndLeasesRequest& request) {
+  MsgpackMapWriter header;
+  add_samples(header, request.samples);
+  header.set("task_name").string(request.task_name);
+  header.set("release").boolean(request.release);
+  return header_message(header);
+}
+
+EndLeasesRequest decode_end_leases_request(const Frames& request) {
+  const EncodedMap header = wire::read_header(request, 0, request_name(kEndLeases),
+                                              {"partition_id", "indexes", "generations", "task_name", "release"});
+  return {samples_of(header), header.text("task_name"), header.boolean("release")};
+}
+
+Frames encode_end_leases_reply(size_t ended) {
+  MsgpackMapWriter header;
+  header.set("ended").integer(static_cast<int64_t>(ended));
+  return header_message(header);
+}
+
+size_t decode_end_leases_reply(const Frames& reply) {
+  const EncodedMap header = wire::read_header(reply, 0, reply_name(kEndLeases), {"ended"});
+  const int64_t ended = header.integer("ended");
+  if (ended < 0) header.fail("ended", "must not be negative");
+  return static_cast<size_t>(ended);
+}
+
 Frames encode_task_request(const TaskRequest& request) {
   MsgpackMapWriter header;
   header.set("task_name").string(request.task_name);

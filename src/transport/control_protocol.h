@@ -35,6 +35,7 @@ inline constexpr std::string_view kClearPartition = "clear_partition";
 inline constexpr std::string_view kKvClear = "kv_clear";
 inline constexpr std::string_view kForgetPartitionIfEmpty = "forget_partition_if_empty";
 inline constexpr std::string_view kResetConsumption = "reset_consumption";
+inline constexpr std::string_view kEndLeases = "end_leases";
 inline constexpr std::string_view kConsumptionStatus = "consumption_status";
 inline constexpr std::string_view kProductionStatus = "production_status";
 inline constexpr std::string_view kSampleProduction = "sample_production";
@@ -71,6 +72,7 @@ inline constexpr std::array kOps{kInsert,
                                  kKvClear,
                                  kForgetPartitionIfEmpty,
                                  kResetConsumption,
+                                 kEndLeases,
                                  kConsumptionStatus,
                                  kProductionStatus,
                                  kSampleProduction,
@@ -198,6 +200,18 @@ struct ResetConsumptionRequest {
 };
 Frames encode_reset_consumption_request(const ResetConsumptionRequest& request);
 ResetConsumptionRequest decode_reset_consumption_request(const Frames& request);
+
+// end_leases: the task's leases of these samples, acknowledged or released.
+struct EndLeasesRequest {
+  SamplesRequest samples;
+  std::string task_name;
+  bool release = false;
+};
+Frames encode_end_leases_request(const EndLeasesRequest& request);
+EndLeasesRequest decode_end_leases_request(const Frames& request);
+// The leases it ended.
+Frames encode_end_leases_reply(size_t ended);
+size_t decode_end_leases_reply(const Frames& reply);
 
 // A task in a partition: consumption_status, all_consumed.
 struct TaskRequest {

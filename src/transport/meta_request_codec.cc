@@ -9,8 +9,9 @@ std::string meta_request_bytes(const MetaRequest& request) {
                      : request.mode == MetaMode::kFetch ? "fetch"
                                                         : "force_fetch";
   const bool has_extra = !request.sampling.extra.is_null();
+  const bool leases = request.lease.count() != 0;
   MsgpackWriter out(256);
-  out.map(has_extra ? 11 : 10);
+  out.map(10 + (has_extra ? 1 : 0) + (leases ? 1 : 0));
   out.string("fields");
   out.array(request.fields.size());
   for (const std::string& field : request.fields) out.string(field);
@@ -36,13 +37,18 @@ std::string meta_request_bytes(const MetaRequest& request) {
   out.boolean(request.polling);
   out.string("timeout_ms");
   out.integer(request.timeout.count());
+  if (leases) {  // absent when 0, as sampling_extra
+    out.string("lease_ms");
+    out.integer(request.lease.count());
+  }
   return std::move(out).take();
 }
 
 MetaRequest meta_request_of(std::string_view bytes, std::string_view what) {
-  const EncodedMap header = encoded_header(bytes, what,
-                                           {"fields", "batch_size", "partition_id", "mode", "task_name", "dp_rank",
-                                            "batch_index", "dp_rank_given", "sampling_extra", "polling", "timeout_ms"});
+  const EncodedMap header =
+      encoded_header(bytes, what,
+                     {"fields", "batch_size", "partition_id", "mode", "task_name", "dp_rank", "batch_index",
+                      "dp_rank_given", "sampling_extra", "polling", "timeout_ms", "lease_ms"});
   MetaRequest request;
   request.fields = header.texts("fields");
   request.batch_size = header.integer("batch_size");
@@ -58,6 +64,7 @@ MetaRequest meta_request_of(std::string_view bytes, std::string_view what) {
   }
   request.polling = header.boolean("polling");
   request.timeout = std::chrono::milliseconds(header.integer("timeout_ms"));
+  if (header.has("lease_ms")) request.lease = std::chrono::milliseconds(header.integer("lease_ms"));
   return request;
 }
 

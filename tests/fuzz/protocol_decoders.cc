@@ -1,5 +1,7 @@
 #include "protocol_decoders.h"
 
+#include <chrono>
+
 #include "sample_keys_support.h"
 #include "seqflow/storage.h"
 #include "transport/control_protocol.h"
@@ -30,6 +32,15 @@ BatchMeta seed_meta() {
 }
 
 control::SamplesRequest seed_samples() { return {"train", kIndexes, {1, 1, 2}}; }
+
+MetaRequest seed_meta_request() {
+  MetaRequest request;
+  request.fields = {"a"};
+  request.batch_size = 8;
+  request.partition_id = "train";
+  request.task_name = "t";
+  return request;
+}
 
 // Field "x": one int64 per sample of kIndexes, its global index.
 Column seed_column() {
@@ -67,12 +78,11 @@ const std::vector<ProtocolDecoder>& protocol_decoders() {
       {"insert reply", [](Frames& f, size_t, size_t) { control::decode_insert_reply(f); },
        [] { return control::encode_insert_reply(seed_meta(), true); }},
       {"get_meta request", [](Frames& f, size_t, size_t) { control::decode_get_meta_request(f); },
+       [] { return control::encode_get_meta_request(seed_meta_request()); }},
+      {"get_meta request with a lease", [](Frames& f, size_t, size_t) { control::decode_get_meta_request(f); },
        [] {
-         MetaRequest request;
-         request.fields = {"a"};
-         request.batch_size = 8;
-         request.partition_id = "train";
-         request.task_name = "t";
+         MetaRequest request = seed_meta_request();
+         request.lease = std::chrono::milliseconds(30000);
          return control::encode_get_meta_request(request);
        }},
       {"batch reply", [](Frames& f, size_t, size_t) { control::decode_batch_reply(f, control::kGetMeta); },
@@ -130,6 +140,12 @@ const std::vector<ProtocolDecoder>& protocol_decoders() {
        [] {
          return control::encode_reset_consumption_request({"train", "t"});
        }},
+      {"end_leases request", [](Frames& f, size_t, size_t) { control::decode_end_leases_request(f); },
+       [] {
+         return control::encode_end_leases_request({seed_samples(), "t", true});
+       }},
+      {"end_leases reply", [](Frames& f, size_t, size_t) { control::decode_end_leases_reply(f); },
+       [] { return control::encode_end_leases_reply(3); }},
       {"task request", [](Frames& f, size_t, size_t) { control::decode_task_request(f, control::kAllConsumed); },
        [] {
          return control::encode_task_request({"t", "train"});

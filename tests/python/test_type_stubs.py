@@ -38,6 +38,7 @@ EXPORTED_BEFORE = {
         "close", "get_client", "init",
         *(prefix + name for prefix in ("", "async_") for name in (
             "put", "get_meta", "get_data", "set_custom_meta", "clear_partition", "clear_samples", "reset_consumption",
+            "ack", "release",
             "get_consumption_status", "check_consumption_status", "get_production_status",
             "check_production_status", "get_partition_list", "kv_put", "kv_batch_put", "kv_batch_get",
             "kv_batch_get_by_meta", "kv_meta", "kv_keys", "kv_list", "kv_clear", "save_checkpoint",

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <functional>
 #include <new>
 #include <string>
@@ -154,6 +155,53 @@ TEST(ControllerOutOfMemory, AFailedFetchOfABookingSamplerIsAnsweredByItsRetry) {
     EXPECT_EQ(std::adjacent_find(served.begin(), served.end()), served.end()) << "allocation " << nth;
     EXPECT_EQ(served.size(), 8u) << "allocation " << nth;
     if (!fired || ::testing::Test::HasFailure()) return;
+  }
+}
+
+// A leased fetch that fails leases nothing (snapshot: nothing consumed;
+// progress: nothing leased); ending leases, acknowledged or released,
+// ends none when it fails.
+TEST(ControllerOutOfMemory, LeasedFetchesAndTheirEndsChangeNothing) {
+  const auto leased = [](Controller& controller) {
+    size_t total = 0;
+    for (const PartitionProgress& partition : controller.progress()) {
+      for (const auto& [task, count] : partition.leased) total += count;
+    }
+    return total;
+  };
+  MetaRequest request = test::fetch_request("p", "u", {"x"}, 2);
+  request.lease = std::chrono::hours(1);
+  EXPECT_GT(fail_each_allocation([&](Controller& controller, const Filled&) {
+              try {
+                controller.get_meta(request);
+              } catch (const std::bad_alloc&) {
+                EXPECT_EQ(leased(controller), 0u);
+                throw;
+              }
+            }),
+            1u);
+  for (const bool release : {false, true}) {
+    size_t raised = 0;
+    for (size_t nth = 1;; ++nth) {
+      Controller controller;
+      fill(controller);
+      const BatchMeta batch = controller.get_meta(request);
+      const std::string before = snapshot(controller);
+      bool fired = false;
+      {
+        const test::FailNthAllocation failing(nth);
+        try {
+          controller.end_leases("p", "u", batch.global_indexes, batch.generations, release);
+        } catch (const std::bad_alloc&) {
+          ++raised;
+          EXPECT_EQ(snapshot(controller), before) << "allocation " << nth;
+          EXPECT_EQ(leased(controller), batch.size()) << "allocation " << nth;
+        }
+        fired = failing.fired();
+      }
+      if (!fired || ::testing::Test::HasFailure()) break;
+    }
+    EXPECT_GT(raised, 0u) << "release " << release;
   }
 }
 

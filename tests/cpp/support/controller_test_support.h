@@ -219,6 +219,7 @@ inline void expect_same_meta_request(const MetaRequest& got, const MetaRequest& 
   EXPECT_EQ(got.sampling.extra, request.sampling.extra);
   EXPECT_EQ(got.polling, request.polling);
   EXPECT_EQ(got.timeout, request.timeout);
+  EXPECT_EQ(got.lease, request.lease);
 }
 
 }  // namespace seqflow::test

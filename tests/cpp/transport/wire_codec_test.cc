@@ -256,6 +256,12 @@ TEST(WireCodecMetaRequest, SamplingConfigKeysAndDpRankGivenRoundTrip) {
   const Tree plain = encode_meta_request(request);
   EXPECT_FALSE(plain.contains("sampling_extra"));
   expect_same_meta_request(decode_meta_request(plain, "request"), request);
+  // A lease travels as lease_ms, absent without one.
+  EXPECT_FALSE(plain.contains("lease_ms"));
+  request.lease = std::chrono::milliseconds(2500);
+  const Tree leased = encode_meta_request(request);
+  EXPECT_TRUE(leased.contains("lease_ms"));
+  expect_same_meta_request(decode_meta_request(leased, "request"), request);
 }
 
 TEST(WireCodecMetaRequest, SamplingExtraThatIsNotAMapIsRefused) {
