@@ -39,7 +39,8 @@ void write_schema(MsgpackWriter& out, const std::string& name, const FieldSchema
   entry.write(out);
 }
 
-void write_partition(MsgpackWriter& out, const ControlData& data, const PartitionState& partition) {
+void write_partition(MsgpackWriter& out, const ControlData& data, const PartitionState& partition,
+                     const FetchLeases& leases) {
   MsgpackMapWriter map;
   MsgpackWriter& fields = map.set("fields");
   fields.array(partition.field_count());
@@ -66,8 +67,12 @@ void write_partition(MsgpackWriter& out, const ControlData& data, const Partitio
   MsgpackMapWriter tasks;
   for (const auto& [name, queue] : partition.tasks()) {
     std::vector<int64_t> consumed;
+    const bool any_leased = leases.leased_samples(partition.name(), name) != 0;
     for (uint32_t slot = partition.first(); slot != kNoSlot; slot = partition.next(slot)) {
-      if (queue.is_consumed(slot)) consumed.push_back(partition.global_index(slot));
+      const int64_t index = partition.global_index(slot);
+      if (queue.is_consumed(slot) && !(any_leased && leases.holds(partition.name(), name, index))) {
+        consumed.push_back(index);
+      }
     }
     write_integers(tasks.set(name), consumed);
   }
@@ -263,12 +268,12 @@ void read_partition(ControlData& data, const EncodedMap& encoded, uint64_t next_
 
 }  // namespace
 
-void write_control_data(MsgpackMapWriter& checkpoint, const ControlData& data) {
+void write_control_data(MsgpackMapWriter& checkpoint, const ControlData& data, const FetchLeases& leases) {
   // Reading creates the partitions in this order, so the restored ones keep it.
   const std::vector<const PartitionState*> partitions = data.in_creation_order();
   MsgpackWriter& list = checkpoint.set("partitions");
   list.array(partitions.size());
-  for (const PartitionState* partition : partitions) write_partition(list, data, *partition);
+  for (const PartitionState* partition : partitions) write_partition(list, data, *partition, leases);
   checkpoint.set("next_generation").unsigned_integer(data.indexes().next_generation());
   checkpoint.set("incarnation").unsigned_integer(data.incarnation());
 }

@@ -7,10 +7,14 @@
 #include "common/encoded_map.h"
 #include "common/msgpack_map_writer.h"
 #include "core/control_data.h"
+#include "core/fetch_leases.h"
 
 namespace seqflow::core {
 
-void write_control_data(MsgpackMapWriter& checkpoint, const ControlData& data);
+// Samples under a fetch lease not yet ended are written unconsumed: whoever
+// holds the lease may be gone when the checkpoint loads, and its work was
+// not acknowledged.
+void write_control_data(MsgpackMapWriter& checkpoint, const ControlData& data, const FetchLeases& leases);
 
 // A fresh ControlData from the checkpoint's map; throws kInvalidArgument
 // naming what is wrong. Checks everything the running controller relies on:

@@ -42,7 +42,7 @@ void Controller::save(const std::string& path) const {
   checkpoint.set("version").integer(kVersion);
   {
     std::lock_guard lock(state_->mutex);
-    core::write_control_data(checkpoint, state_->data);
+    core::write_control_data(checkpoint, state_->data, state_->leases);
     MsgpackMapWriter sampler;
     sampler.set("name").string(state_->sampler->name());
     sampler.set("state").value(state_->sampler->state());

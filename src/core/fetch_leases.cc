@@ -100,6 +100,11 @@ std::optional<FetchLeases::Clock::time_point> FetchLeases::next_expiry() const {
   return expiries_.begin()->first;
 }
 
+bool FetchLeases::holds(const std::string& partition_id, const std::string& task_name, int64_t index) const {
+  const auto task = held_.find(TaskKey{partition_id, task_name});
+  return task != held_.end() && task->second.contains(index);
+}
+
 size_t FetchLeases::leased_samples() const { return leased_; }
 
 size_t FetchLeases::leased_samples(const std::string& partition_id, const std::string& task_name) const {

@@ -61,6 +61,9 @@ class FetchLeases {
   // The earliest expiry of a lease still held; nothing without leases.
   std::optional<Clock::time_point> next_expiry() const;
 
+  // Whether the task holds a lease of the sample at `index` in the partition.
+  bool holds(const std::string& partition_id, const std::string& task_name, int64_t index) const;
+
   size_t leased_samples() const;
   // The task's leased samples in the partition.
   size_t leased_samples(const std::string& partition_id, const std::string& task_name) const;

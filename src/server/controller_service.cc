@@ -730,15 +730,19 @@ void ControllerService::add_metrics_collector() {
                "\"} " + std::to_string(count) + "\n";
       }
     }
-    out +=
-        "# HELP seqflow_partition_consumed Samples the task consumed\n"
-        "# TYPE seqflow_partition_consumed gauge\n";
-    for (const auto& p : progress) {
-      for (const auto& [task, count] : p.consumed) {
-        out += "seqflow_partition_consumed{partition=\"" + label(p.partition_id) + "\",task=\"" + label(task) + "\"} " +
-               std::to_string(count) + "\n";
+    const auto per_task = [&](const std::string& name, const char* help,
+                              std::map<std::string, size_t> PartitionProgress::*counts) {
+      out += "# HELP " + name + " " + help + "\n# TYPE " + name + " gauge\n";
+      for (const auto& p : progress) {
+        for (const auto& [task, count] : p.*counts) {
+          out += name + "{partition=\"" + label(p.partition_id) + "\",task=\"" + label(task) + "\"} " +
+                 std::to_string(count) + "\n";
+        }
       }
-    }
+    };
+    per_task("seqflow_partition_consumed", "Samples the task consumed", &PartitionProgress::consumed);
+    per_task("seqflow_partition_leased", "Consumed samples the task holds under a fetch lease not yet ended",
+             &PartitionProgress::leased);
     render_task_workloads(controller->task_workloads(), out);
     std::lock_guard lock(units->mutex);
     out +=

@@ -52,6 +52,9 @@ TEST(FetchLeasesRemote, AcknowledgedStaysConsumedReleasedComesBack) {
   const BatchMeta acknowledged = client->get_meta(leased(1, 200ms));
   EXPECT_EQ(end_leases(client->control(), acknowledged, "train", false), 1u);
   const BatchMeta released = client->get_meta(leased(2, 1h));
+  const std::string metrics = cluster.controller().metrics().render();
+  EXPECT_NE(metrics.find("seqflow_partition_leased{partition=\"p\",task=\"train\"} 2\n"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("seqflow_partition_consumed{partition=\"p\",task=\"train\"} 3\n"), std::string::npos);
   EXPECT_EQ(end_leases(client->control(), released, "train", true), 2u);
   std::this_thread::sleep_for(400ms);  // past the acknowledged lease
   const BatchMeta rest = client->get_meta(fetch(2, "p", "train"));

@@ -151,6 +151,29 @@ TEST(ControllerLeaseTest, ResetAndClearDropLeasesSoThatNothingComesBackTwice) {
   EXPECT_EQ(controller.get_meta(fetch_request("q", "train", {"x"}, 2)).size(), 2u);
 }
 
+// Unacknowledged work is not done: a checkpoint saves a leased batch
+// unconsumed, so the controller that loads it serves it again; an
+// acknowledged one stays consumed, and the running controller's leases end.
+TEST(ControllerLeaseTest, ACheckpointSavesLeasedSamplesUnconsumed) {
+  const TempFile checkpoint("leased");
+  Controller controller;
+  const std::vector<int64_t> indexes = put(controller, "p", 4, {"x"});
+  const BatchMeta acknowledged = controller.get_meta(leased_fetch("p", 2, 1h));
+  controller.end_leases("p", "train", acknowledged.global_indexes, acknowledged.generations, false);
+  const BatchMeta held = controller.get_meta(leased_fetch("p", 1, 1h));
+  controller.save(checkpoint.path());
+  EXPECT_EQ(controller.get_meta(fetch_request("p", "train", {"x"}, 1)).global_indexes, std::vector<int64_t>{indexes[3]})
+      << "the save changed nothing running";
+
+  Controller restored;
+  restored.load(checkpoint.path());
+  EXPECT_EQ(restored.get_meta(fetch_request("p", "train", {"x"}, 2)).global_indexes,
+            (std::vector<int64_t>{indexes[2], indexes[3]}));
+  controller.load(checkpoint.path());
+  EXPECT_EQ(controller.end_leases("p", "train", held.global_indexes, held.generations, false), 0u);
+  EXPECT_EQ(controller.get_meta(fetch_request("p", "train", {"x"}, 2)).size(), 2u);
+}
+
 TEST(ControllerLeaseTest, ABlockedFetchWakesWhenALeaseExpires) {
   Controller controller;
   const std::vector<int64_t> indexes = put(controller, "p", 1, {"x"});
