@@ -52,8 +52,10 @@ struct MetaRequest {
   // task for this long (at most kMaxLease): acknowledged (end_leases), they
   // stay consumed; released, or unacknowledged when the lease expires, they
   // are given back (unconsumed again, in arrival order) and served again.
-  // A sampler's repeats of an answer it reserved (the tensor-parallel ranks
-  // of one DP rank) are served under the lease of the fetch that consumed.
+  // A lease covers what the fetch hands out: a sampler that consumes other
+  // ranks' shares with it leaves them to the fetches it serves them to, and
+  // a repeat of a reserved answer (a tensor-parallel rank) moves it to the
+  // repeat's lease.
   std::chrono::milliseconds lease{0};
 };
 

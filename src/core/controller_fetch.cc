@@ -74,8 +74,12 @@ std::string describe(const MetaRequest& request) {
 // consumed by the task are served: a cleared (and maybe reused) index is not.
 // Nullopt (not ready: poll or wait) while one of them lacks a requested
 // field: storage lost its data (forget_production) and it was not put again.
+void lease_served(const core::ControlData& data, core::FetchLeases& leases, const MetaRequest& request,
+                  std::span<const int64_t> served);
+
 std::optional<BatchMeta> serve_reserved(const core::ControlData& data, const PartitionState& partition,
-                                        const MetaRequest& request, const std::vector<int64_t>& reserved) {
+                                        const MetaRequest& request, const std::vector<int64_t>& reserved,
+                                        core::FetchLeases& leases) {
   const core::TaskQueue* queue = partition.find_task(request.task_name);
   const auto mask = partition.mask(request.fields);
   std::vector<uint32_t> slots;
@@ -86,7 +90,9 @@ std::optional<BatchMeta> serve_reserved(const core::ControlData& data, const Par
     if (mask && !partition.has_all(*slot, *mask)) return std::nullopt;
     slots.push_back(*slot);
   }
-  return core::collect_batch(data, partition, slots, request.fields);
+  BatchMeta batch = core::collect_batch(data, partition, slots, request.fields);
+  lease_served(data, leases, request, batch.global_indexes);  // a repeat moves them to its own lease
+  return batch;
 }
 
 // The slots of a sampler's answer; throws kInternal (a sampler bug) when it
@@ -141,7 +147,7 @@ std::optional<BatchMeta> try_fetch(core::ControlData& data, Sampler& sampler, co
   if (found == nullptr) return std::nullopt;
   PartitionState& partition = *found;
   if (auto reserved = sampler.reserved(request.partition_id, request.task_name, request.sampling)) {
-    return serve_reserved(data, partition, request, *reserved);
+    return serve_reserved(data, partition, request, *reserved, leases);
   }
   const auto mask = partition.mask(request.fields);
   if (!mask) return std::nullopt;  // a requested field was never produced here
@@ -159,15 +165,29 @@ std::optional<BatchMeta> try_fetch(core::ControlData& data, Sampler& sampler, co
   }
 }
 
-// A leasing fetch's consumed samples, leased to its task.
-void lease_consumed(const core::ControlData& data, core::FetchLeases& leases, const MetaRequest& request,
-                    std::span<const int64_t> consumed) {
+// A leasing fetch's samples, leased to its task: what it hands out (a
+// sampler that consumes other ranks' shares with it leaves those to their
+// own fetches, which serve them from its reservation).
+void lease_served(const core::ControlData& data, core::FetchLeases& leases, const MetaRequest& request,
+                  std::span<const int64_t> served) {
   if (request.lease.count() == 0) return;
   std::vector<uint64_t> generations;
-  generations.reserve(consumed.size());
-  for (int64_t index : consumed) generations.push_back(data.generation(index));
-  leases.lease(request.partition_id, request.task_name, consumed, generations,
+  generations.reserve(served.size());
+  for (int64_t index : served) generations.push_back(data.generation(index));
+  leases.lease(request.partition_id, request.task_name, served, generations,
                std::chrono::steady_clock::now() + request.lease);
+}
+
+// What a fetch hands out that it consumed: the samples its lease covers.
+std::vector<int64_t> handed_out_and_consumed(const SampleResult& result) {
+  if (result.consumed == result.sampled) return result.sampled;
+  std::vector<int64_t> consumed = result.consumed;
+  std::sort(consumed.begin(), consumed.end());
+  std::vector<int64_t> out;
+  for (int64_t index : result.sampled) {
+    if (std::binary_search(consumed.begin(), consumed.end(), index)) out.push_back(index);
+  }
+  return out;
 }
 
 // try_fetch's sampling: the batch the sampler picks from the task's ready
@@ -214,7 +234,7 @@ std::optional<BatchMeta> sample_and_consume(core::ControlData& data, PartitionSt
     // Most samplers consume what they hand out: look the slots up once.
     consumed = result.consumed == result.sampled ? check_consumable(partition, queue, sampled, result.consumed, sampler)
                                                  : answer_slots(data, partition, queue, result.consumed, true, sampler);
-    if (result.reserved) lease_consumed(data, leases, request, result.consumed);
+    if (result.reserved) lease_served(data, leases, request, handed_out_and_consumed(result));
   } catch (...) {
     if (result.reserved) sampler.cancel_reservation(request.partition_id, request.task_name, request.sampling);
     throw;
@@ -230,7 +250,7 @@ std::optional<BatchMeta> sample_and_consume(core::ControlData& data, PartitionSt
     return core::collect_batch(data, partition, sampled, request.fields);
   }
   BatchMeta batch = core::collect_batch(data, partition, sampled, request.fields);
-  lease_consumed(data, leases, request, result.consumed);
+  if (request.lease.count() != 0) lease_served(data, leases, request, handed_out_and_consumed(result));
   for (uint32_t slot : consumed) queue.consume(slot);
   return batch;
 }

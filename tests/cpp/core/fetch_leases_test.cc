@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "core/fetch_leases.h"
 #include "error_matchers.h"
 #include "seqflow/controller.h"
+#include "seqflow/sampler.h"
 
 namespace seqflow::test {
 namespace {
@@ -149,6 +151,33 @@ TEST(ControllerLeaseTest, ResetAndClearDropLeasesSoThatNothingComesBackTwice) {
   EXPECT_EQ(controller.end_leases("q", "train", cleared, {}, true), 0u);  // the clear ended them
   put(controller, "q", 2, {"x"});
   EXPECT_EQ(controller.get_meta(fetch_request("q", "train", {"x"}, 2)).size(), 2u);
+}
+
+// A sampler that books the global batch consumes every rank's share with
+// the first fetch; each rank's lease covers only the share it was handed:
+// a slow rank still finds its share booked after the first rank's lease
+// expired, and a dead rank's share comes back alone.
+TEST(ControllerLeaseTest, EachRankOfABookingSamplerLeasesItsOwnShare) {
+  Controller controller(ControllerOptions{make_seqlen_balanced_sampler(1, 2), false});
+  put(controller, "p", 8, {"x"}, lengths_meta({5, 9, 1, 7, 3, 3, 8, 2}));
+  MetaRequest rank0 = leased_fetch("p", 4, 100ms);
+  MetaRequest rank1 = rank0;
+  rank1.sampling.dp_rank = 1;
+  const BatchMeta zero = controller.get_meta(rank0);
+  ASSERT_EQ(zero.size(), 4u);
+  EXPECT_EQ(controller.end_leases("p", "train", zero.global_indexes, zero.generations, false), 4u);
+  std::this_thread::sleep_for(150ms);  // rank 1 is slow: past rank 0's lease, its share is still booked for it
+  controller.expire_leases();
+  const BatchMeta one = controller.get_meta(rank1);  // from the booking; then rank 1 dies
+  ASSERT_EQ(one.size(), 4u);
+  EXPECT_EQ(controller.progress()[0].leased.at("train"), 4u);
+  std::this_thread::sleep_for(150ms);
+  controller.expire_leases();
+  std::set<int64_t> back;
+  for (const auto& [index, is_consumed] : consumed(controller, "train", "p")) {
+    if (!is_consumed) back.insert(index);
+  }
+  EXPECT_EQ(back, std::set<int64_t>(one.global_indexes.begin(), one.global_indexes.end()));
 }
 
 // Unacknowledged work is not done: a checkpoint saves a leased batch
