@@ -56,6 +56,11 @@ struct BatchMeta {
   // per sample for each field named); a get reads those, or a newer
   // committed value where the unit holds one. Fields never overwritten are absent.
   FieldVersions versions = {};
+  // The fetch lease that holds these samples (MetaRequest::lease), which
+  // acknowledging or releasing them names; 0: none. A batch made from it
+  // (cut, joined, selected) names none: ending its leases then ends the
+  // task's leases of its samples whoever took them.
+  uint64_t lease = 0;
 
   size_t size() const { return global_indexes.size(); }
   bool produced(size_t sample, size_t field) const {

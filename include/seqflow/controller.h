@@ -207,7 +207,8 @@ class ControlPlane {
   virtual void reset_consumption(const std::string& partition_id, const std::string* task_name) = 0;
 
   // Ends the task's leases (MetaRequest::lease) of these samples (of these
-  // generations; empty: any). Acknowledged (release false), they stay
+  // generations; empty: any) held under `lease` (BatchMeta::lease; 0: under
+  // any lease: a batch made by hand, or cut from the fetched one). Acknowledged (release false), they stay
   // consumed: that work is done, and never served again. Released, they are
   // given back now, unconsumed, to be served again. Samples the task holds
   // no lease of (never leased, or the lease expired and they went back, or
@@ -215,7 +216,7 @@ class ControlPlane {
   // that its samples may be served again. Returns the leases it ended.
   virtual size_t end_leases(const std::string& partition_id, const std::string& task_name,
                             std::span<const int64_t> global_indexes, std::span<const uint64_t> generations,
-                            bool release) = 0;
+                            bool release, uint64_t lease) = 0;
 
   // Per sample of the partition (ascending global index): consumed by the
   // task? Nullopt for a partition that does not exist.
@@ -318,8 +319,8 @@ class Controller final : public ControlPlane {
   bool forget_partition_if_empty(const std::string& partition_id) override;
   void reset_consumption(const std::string& partition_id, const std::string* task_name) override;
   size_t end_leases(const std::string& partition_id, const std::string& task_name,
-                    std::span<const int64_t> global_indexes, std::span<const uint64_t> generations,
-                    bool release) override;
+                    std::span<const int64_t> global_indexes, std::span<const uint64_t> generations, bool release,
+                    uint64_t lease) override;
   // Gives back the samples of the leases that expired by now (get_meta and
   // end_leases do it too, before they look). Returns the earliest expiry of
   // the leases still held, for a caller that wakes up then (a service).
@@ -362,10 +363,10 @@ class Controller final : public ControlPlane {
   // samples become unconsumed by `task_name` again, in their arrival order,
   // so the next fetch serves them. Only for an answer try_get_meta called
   // returnable (a sampler's reservations are never undone). Samples cleared
-  // or reused since (by generation) are skipped. Returns how many were
-  // given back.
+  // or reused since (by generation) are skipped; the fetch's `lease`
+  // (BatchMeta::lease), if it took one, ends. Returns how many were given back.
   size_t give_back(const std::string& partition_id, const std::string& task_name,
-                   std::span<const int64_t> global_indexes, std::span<const uint64_t> generations);
+                   std::span<const int64_t> global_indexes, std::span<const uint64_t> generations, uint64_t lease = 0);
 
   // The generation each index had when it was last handed out: a released
   // index keeps it until it is handed out again (so a caller that keeps

@@ -2,6 +2,7 @@
 // messages of seqflow._arguments and seqflow._checks.
 #include <nanobind/stl/string.h>
 
+#include <cmath>
 #include <optional>
 #include <string>
 
@@ -58,6 +59,32 @@ std::optional<int64_t> exact_int(PyObject* value) {
   return number;
 }
 
+// An element of a sequence of lengths as numpy's conversion takes it
+// (seqflow._arrays): an integer, or a float that is whole and within int64
+// (1.0, np.float64(7.0)); nothing for anything else.
+std::optional<int64_t> whole_number(nb::handle value) {
+  if (PyBool_Check(value.ptr())) return std::nullopt;
+  if (PyIndex_Check(value.ptr())) {
+    nb::object integer = nb::steal(PyNumber_Index(value.ptr()));
+    int overflow = 0;
+    const long long number = integer.is_valid() ? PyLong_AsLongLongAndOverflow(integer.ptr(), &overflow) : 0;
+    if (integer.is_valid() && overflow == 0) return number;
+    PyErr_Clear();
+    return std::nullopt;
+  }
+  if (!PyFloat_Check(value.ptr()) && Py_TYPE(value.ptr())->tp_as_number == nullptr) return std::nullopt;
+  const double number = PyFloat_AsDouble(value.ptr());
+  if (number == -1.0 && PyErr_Occurred()) {
+    PyErr_Clear();
+    return std::nullopt;
+  }
+  constexpr double kTwoTo63 = 9223372036854775808.0;
+  if (!std::isfinite(number) || std::floor(number) != number || number < -kTwoTo63 || number >= kTwoTo63) {
+    return std::nullopt;
+  }
+  return static_cast<int64_t>(number);
+}
+
 }  // namespace
 
 int64_t integer_argument(nb::handle value, std::string_view name) {
@@ -85,7 +112,9 @@ std::vector<int64_t> integers_argument(nb::handle values, std::string_view name)
   }
   std::vector<int64_t> out;
   for (nb::handle value : nb::borrow<nb::iterator>(items)) {
-    const std::optional<int64_t> number = exact_int(value.ptr());
+    std::optional<int64_t> number = exact_int(value.ptr());
+    if (!number) number = whole_number(value);
+    // The element's name is built for an error only.
     out.push_back(number ? *number
                          : integer_argument(value, std::string(name) + "[" + std::to_string(out.size()) + "]"));
   }

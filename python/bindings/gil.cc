@@ -38,6 +38,8 @@ bool python_finalizing() noexcept {
 #endif
 }
 
+bool python_gone() noexcept { return !Py_IsInitialized(); }
+
 GilReleased::GilReleased() noexcept : state_(PyEval_SaveThread()) {}
 
 GilReleased::~GilReleased() {

@@ -6,6 +6,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include "bindings/cached_attribute.h"
 #include "bindings/gil.h"
 #include "bindings/json_conversion.h"
 #include "bindings/samplers.h"
@@ -35,9 +36,12 @@ struct SampleInfoHandle {
 };
 
 ErrorCode code_of(const nb::python_error& error) {
-  if (error.matches(PyExc_ValueError)) return ErrorCode::kInvalidArgument;
-  if (error.matches(PyExc_KeyError)) return ErrorCode::kNotFound;
-  if (error.matches(PyExc_TimeoutError)) return ErrorCode::kTimeout;
+  static CachedAttribute value_error("builtins", "ValueError");
+  static CachedAttribute key_error("builtins", "KeyError");
+  static CachedAttribute timeout_error("builtins", "TimeoutError");
+  if (error.matches(value_error)) return ErrorCode::kInvalidArgument;
+  if (error.matches(key_error)) return ErrorCode::kNotFound;
+  if (error.matches(timeout_error)) return ErrorCode::kTimeout;
   return ErrorCode::kInternal;
 }
 
@@ -75,7 +79,7 @@ class PythonSampler final : public Sampler {
       : target_(std::move(target)), name_(nb::type_name(target_.type()).c_str()) {}
 
   ~PythonSampler() override {
-    if (!Py_IsInitialized()) {
+    if (python_gone()) {
       target_.release();  // the interpreter is gone: nothing left to free
       return;
     }

@@ -12,7 +12,8 @@ size_t end_leases(ControlPlane& control, const BatchMeta& meta, const std::strin
   for (size_t run = 0; run < meta.partition_ids.run_count(); ++run) {
     const size_t end = meta.partition_ids.run_end(run);
     ended += control.end_leases(meta.partition_ids.run_name(run), task_name, indexes.subspan(start, end - start),
-                                generations.empty() ? generations : generations.subspan(start, end - start), release);
+                                generations.empty() ? generations : generations.subspan(start, end - start), release,
+                                meta.lease);
     start = end;
   }
   return ended;

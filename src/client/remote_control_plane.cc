@@ -131,11 +131,12 @@ void RemoteControlPlane::reset_consumption(const std::string& partition_id, cons
 
 size_t RemoteControlPlane::end_leases(const std::string& partition_id, const std::string& task_name,
                                       std::span<const int64_t> global_indexes, std::span<const uint64_t> generations,
-                                      bool release) {
+                                      bool release, uint64_t lease) {
   const control::EndLeasesRequest request{
       {partition_id, {global_indexes.begin(), global_indexes.end()}, {generations.begin(), generations.end()}},
       task_name,
-      release};
+      release,
+      lease};
   return control::decode_end_leases_reply(call(control::kEndLeases, control::encode_end_leases_request(request)));
 }
 

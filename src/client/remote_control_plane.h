@@ -32,8 +32,8 @@ class RemoteControlPlane final : public ControlPlane {
   bool forget_partition_if_empty(const std::string& partition_id) override;
   void reset_consumption(const std::string& partition_id, const std::string* task_name) override;
   size_t end_leases(const std::string& partition_id, const std::string& task_name,
-                    std::span<const int64_t> global_indexes, std::span<const uint64_t> generations,
-                    bool release) override;
+                    std::span<const int64_t> global_indexes, std::span<const uint64_t> generations, bool release,
+                    uint64_t lease) override;
   std::optional<std::vector<std::pair<int64_t, bool>>> consumption_status(
       const std::string& task_name, const std::string& partition_id) const override;
   std::optional<ProductionStatus> production_status(std::span<const std::string> fields,

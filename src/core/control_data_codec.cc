@@ -70,7 +70,8 @@ void write_partition(MsgpackWriter& out, const ControlData& data, const Partitio
     const bool any_leased = leases.leased_samples(partition.name(), name) != 0;
     for (uint32_t slot = partition.first(); slot != kNoSlot; slot = partition.next(slot)) {
       const int64_t index = partition.global_index(slot);
-      if (queue.is_consumed(slot) && !(any_leased && leases.holds(partition.name(), name, index))) {
+      if (queue.is_consumed(slot) &&
+          !(any_leased && leases.holds(partition.name(), name, index, data.generation(index)))) {
         consumed.push_back(index);
       }
     }

@@ -3,6 +3,7 @@
 #include "seqflow/controller.h"
 
 #include <algorithm>
+#include <new>
 #include <unordered_set>
 #include <string>
 
@@ -256,6 +257,7 @@ std::vector<int64_t> Controller::clear_samples(const std::string& partition_id, 
     if (auto slot = state_->data.named_slot(*partition, global_indexes[i], generation)) slots.push_back(*slot);
   }
   std::vector<int64_t> released = state_->data.remove_samples(*partition, std::move(slots));
+  state_->leases.forget_samples(partition_id, released);
   state_->notify_changed(&partition_id);
   return released;
 }
@@ -291,6 +293,7 @@ std::vector<int64_t> Controller::reclaim_unproduced(const std::string& partition
   }
   if (slots.empty()) return {};
   std::vector<int64_t> released = state_->data.remove_samples(*partition, std::move(slots));
+  state_->leases.forget_samples(partition_id, released);
   state_->notify_changed(&partition_id);
   return released;
 }
@@ -300,7 +303,12 @@ std::vector<int64_t> Controller::clear_partition(const std::string& partition_id
   if (state_->data.find(partition_id) == nullptr) return {};
   std::vector<int64_t> released = state_->data.erase(partition_id);
   state_->sampler->clear(partition_id, nullptr);
-  state_->leases.forget(partition_id, nullptr);
+  try {
+    state_->leases.forget(partition_id, nullptr);
+  } catch (const std::bad_alloc&) {
+    // Its entries stay: the samples are gone, and a later sample at one of
+    // their indexes has another generation, which no lease of theirs matches.
+  }
   state_->notify_changed(&partition_id);
   return released;
 }
@@ -320,12 +328,12 @@ void Controller::reset_consumption(const std::string& partition_id, const std::s
   std::lock_guard lock(state_->mutex);
   PartitionState* partition = state_->data.find(partition_id);
   if (partition == nullptr) return;
+  state_->leases.forget(partition_id, task_name);  // first: it may throw
   if (task_name != nullptr) {
     partition->erase_task(*task_name);  // rebuilt, all unconsumed, on next use
   } else {
     partition->erase_tasks();
   }
-  state_->leases.forget(partition_id, task_name);
   state_->sampler->clear(partition_id, task_name);
   state_->notify_changed(&partition_id);
 }

@@ -57,7 +57,7 @@ void validate(const MetaRequest& request) {
     throw_invalid("timeout must be >= 0 ms, got " + std::to_string(request.timeout.count()));
   }
   if (request.lease.count() < 0 || request.lease > kMaxLease) {
-    throw_invalid("lease must be 0 (none) to " + std::to_string(kMaxLease.count()) + " ms, got " +
+    throw_invalid("lease must be 1 to " + std::to_string(kMaxLease.count()) + " ms (0: no lease), got " +
                   std::to_string(request.lease.count()));
   }
 }
@@ -74,12 +74,19 @@ std::string describe(const MetaRequest& request) {
 // consumed by the task are served: a cleared (and maybe reused) index is not.
 // Nullopt (not ready: poll or wait) while one of them lacks a requested
 // field: storage lost its data (forget_production) and it was not put again.
-void lease_served(const core::ControlData& data, core::FetchLeases& leases, const MetaRequest& request,
-                  std::span<const int64_t> served);
+// A sampler's booked answers (other ranks' shares, tensor-parallel repeats)
+// outlive any one fetch, so a lease that gave its samples back would leave
+// them booked and served again: leases need a sampler that books nothing.
+[[noreturn]] void refuse_booked_lease(const Sampler& sampler) {
+  throw_invalid("lease: sampler '" + sampler.name() +
+                "' books answers for other ranks or repeats, which a lease's expiry or release cannot take back; "
+                "fetch with lease=0, or use a sampler that books nothing (sequential)");
+}
 
 std::optional<BatchMeta> serve_reserved(const core::ControlData& data, const PartitionState& partition,
                                         const MetaRequest& request, const std::vector<int64_t>& reserved,
-                                        core::FetchLeases& leases) {
+                                        const Sampler& sampler) {
+  if (request.lease.count() != 0) refuse_booked_lease(sampler);
   const core::TaskQueue* queue = partition.find_task(request.task_name);
   const auto mask = partition.mask(request.fields);
   std::vector<uint32_t> slots;
@@ -90,9 +97,7 @@ std::optional<BatchMeta> serve_reserved(const core::ControlData& data, const Par
     if (mask && !partition.has_all(*slot, *mask)) return std::nullopt;
     slots.push_back(*slot);
   }
-  BatchMeta batch = core::collect_batch(data, partition, slots, request.fields);
-  lease_served(data, leases, request, batch.global_indexes);  // a repeat moves them to its own lease
-  return batch;
+  return core::collect_batch(data, partition, slots, request.fields);
 }
 
 // The slots of a sampler's answer; throws kInternal (a sampler bug) when it
@@ -147,7 +152,7 @@ std::optional<BatchMeta> try_fetch(core::ControlData& data, Sampler& sampler, co
   if (found == nullptr) return std::nullopt;
   PartitionState& partition = *found;
   if (auto reserved = sampler.reserved(request.partition_id, request.task_name, request.sampling)) {
-    return serve_reserved(data, partition, request, *reserved, leases);
+    return serve_reserved(data, partition, request, *reserved, sampler);
   }
   const auto mask = partition.mask(request.fields);
   if (!mask) return std::nullopt;  // a requested field was never produced here
@@ -165,17 +170,16 @@ std::optional<BatchMeta> try_fetch(core::ControlData& data, Sampler& sampler, co
   }
 }
 
-// A leasing fetch's samples, leased to its task: what it hands out (a
-// sampler that consumes other ranks' shares with it leaves those to their
-// own fetches, which serve them from its reservation).
-void lease_served(const core::ControlData& data, core::FetchLeases& leases, const MetaRequest& request,
-                  std::span<const int64_t> served) {
-  if (request.lease.count() == 0) return;
+// A leasing fetch's samples (what it hands out and consumes), leased to its
+// task; the lease's id, or 0 without a lease.
+uint64_t lease_served(const core::ControlData& data, core::FetchLeases& leases, const MetaRequest& request,
+                      std::span<const int64_t> served) {
+  if (request.lease.count() == 0) return 0;
   std::vector<uint64_t> generations;
   generations.reserve(served.size());
   for (int64_t index : served) generations.push_back(data.generation(index));
-  leases.lease(request.partition_id, request.task_name, served, generations,
-               std::chrono::steady_clock::now() + request.lease);
+  return leases.lease(request.partition_id, request.task_name, served, generations,
+                      std::chrono::steady_clock::now() + request.lease);
 }
 
 // What a fetch hands out that it consumed: the samples its lease covers.
@@ -234,7 +238,7 @@ std::optional<BatchMeta> sample_and_consume(core::ControlData& data, PartitionSt
     // Most samplers consume what they hand out: look the slots up once.
     consumed = result.consumed == result.sampled ? check_consumable(partition, queue, sampled, result.consumed, sampler)
                                                  : answer_slots(data, partition, queue, result.consumed, true, sampler);
-    if (result.reserved) lease_served(data, leases, request, handed_out_and_consumed(result));
+    if (result.reserved && request.lease.count() != 0) refuse_booked_lease(sampler);
   } catch (...) {
     if (result.reserved) sampler.cancel_reservation(request.partition_id, request.task_name, request.sampling);
     throw;
@@ -250,7 +254,7 @@ std::optional<BatchMeta> sample_and_consume(core::ControlData& data, PartitionSt
     return core::collect_batch(data, partition, sampled, request.fields);
   }
   BatchMeta batch = core::collect_batch(data, partition, sampled, request.fields);
-  if (request.lease.count() != 0) lease_served(data, leases, request, handed_out_and_consumed(result));
+  if (request.lease.count() != 0) batch.lease = lease_served(data, leases, request, handed_out_and_consumed(result));
   for (uint32_t slot : consumed) queue.consume(slot);
   return batch;
 }
@@ -326,11 +330,12 @@ std::optional<BatchMeta> Controller::answer_without_waiting(const MetaRequest& r
 }
 
 size_t Controller::give_back(const std::string& partition_id, const std::string& task_name,
-                             std::span<const int64_t> global_indexes, std::span<const uint64_t> generations) {
+                             std::span<const int64_t> global_indexes, std::span<const uint64_t> generations,
+                             uint64_t lease) {
   core::check_generations(global_indexes, generations);
   std::lock_guard lock(state_->mutex);
   // An answer that reached nobody holds no lease either.
-  state_->leases.end(partition_id, task_name, global_indexes, generations);
+  if (lease != 0) state_->leases.end(partition_id, task_name, global_indexes, generations, lease);
   return state_->give_back(partition_id, task_name, global_indexes, generations);
 }
 

@@ -223,6 +223,7 @@ std::vector<int64_t> Controller::kv_clear(const std::string& partition_id, std::
     if (auto slot = partition->key_slot(key)) slots.push_back(*slot);
   }
   std::vector<int64_t> released = state_->data.remove_samples(*partition, std::move(slots));
+  state_->leases.forget_samples(partition_id, released);
   state_->notify_changed(&partition_id);
   return released;
 }

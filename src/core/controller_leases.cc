@@ -7,11 +7,12 @@ namespace seqflow {
 
 size_t Controller::end_leases(const std::string& partition_id, const std::string& task_name,
                               std::span<const int64_t> global_indexes, std::span<const uint64_t> generations,
-                              bool release) {
+                              bool release, uint64_t lease) {
   core::check_generations(global_indexes, generations);
   std::lock_guard lock(state_->mutex);
   state_->expire_leases();  // an acknowledgement that comes too late ends nothing
-  const core::FetchLeases::Samples ended = state_->leases.end(partition_id, task_name, global_indexes, generations);
+  const core::FetchLeases::Samples ended =
+      state_->leases.end(partition_id, task_name, global_indexes, generations, lease);
   if (release) state_->give_back(partition_id, task_name, ended.indexes, ended.generations);
   return ended.size();
 }

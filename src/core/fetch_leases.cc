@@ -1,10 +1,14 @@
 #include "core/fetch_leases.h"
 
+#include <iterator>
+#include <tuple>
+
 namespace seqflow::core {
 
-void FetchLeases::lease(const std::string& partition_id, const std::string& task_name, std::span<const int64_t> indexes,
-                        std::span<const uint64_t> generations, Clock::time_point expiry) {
-  if (indexes.empty()) return;
+uint64_t FetchLeases::lease(const std::string& partition_id, const std::string& task_name,
+                            std::span<const int64_t> indexes, std::span<const uint64_t> generations,
+                            Clock::time_point expiry) {
+  if (indexes.empty()) return 0;
   const uint64_t id = next_lease_;
   // What may throw comes first, and changes nothing it does not undo.
   std::unordered_map<int64_t, Held> fresh;
@@ -13,20 +17,19 @@ void FetchLeases::lease(const std::string& partition_id, const std::string& task
   TaskKey key{partition_id, task_name};
   const auto lease =
       leases_.emplace(id, Lease{key, expiry, std::vector<int64_t>(indexes.begin(), indexes.end()), fresh.size()}).first;
+  auto task = held_.end();
   bool task_added = false;
-  std::unordered_map<int64_t, Held>* held = nullptr;
   try {
     expiries_.emplace(expiry, id);
-    auto [task, added] = held_.try_emplace(std::move(key));
-    task_added = added;
-    held = &task->second;
-    held->reserve(held->size() + fresh.size());  // so that merge below moves nodes without rehashing
+    std::tie(task, task_added) = held_.try_emplace(std::move(key));
+    task->second.reserve(task->second.size() + fresh.size());  // so that merge below moves nodes without rehashing
   } catch (...) {
     expiries_.erase({expiry, id});
     leases_.erase(lease);
-    if (task_added) held_.erase(TaskKey{partition_id, task_name});
+    if (task_added) held_.erase(task);
     throw;
   }
+  std::unordered_map<int64_t, Held>* held = &task->second;
   next_lease_ = id + 1;
   const size_t asked = fresh.size();
   held->merge(fresh);
@@ -36,10 +39,12 @@ void FetchLeases::lease(const std::string& partition_id, const std::string& task
     release_one(earlier.lease);
     earlier = sample;
   }
+  return id;
 }
 
 FetchLeases::Samples FetchLeases::end(const std::string& partition_id, const std::string& task_name,
-                                      std::span<const int64_t> indexes, std::span<const uint64_t> generations) {
+                                      std::span<const int64_t> indexes, std::span<const uint64_t> generations,
+                                      uint64_t lease) {
   Samples ended;
   auto task = held_.find(TaskKey{partition_id, task_name});
   if (task == held_.end()) return ended;
@@ -49,6 +54,7 @@ FetchLeases::Samples FetchLeases::end(const std::string& partition_id, const std
     auto sample = task->second.find(indexes[i]);
     if (sample == task->second.end()) continue;
     if (!generations.empty() && sample->second.generation != generations[i]) continue;
+    if (lease != 0 && sample->second.lease != lease) continue;  // an earlier holder's: not its to end
     ended.indexes.push_back(indexes[i]);
     ended.generations.push_back(sample->second.generation);
     release_one(sample->second.lease);
@@ -69,6 +75,26 @@ void FetchLeases::forget(const std::string& partition_id, const std::string* tas
     for (const auto& [index, held] : task->second) release_one(held.lease);
     leased_ -= task->second.size();
     task = held_.erase(task);
+  }
+}
+
+void FetchLeases::forget_samples(const std::string& partition_id, std::span<const int64_t> indexes) noexcept {
+  if (held_.empty() || indexes.empty()) return;
+  std::map<TaskKey, std::unordered_map<int64_t, Held>>::iterator task;
+  try {
+    task = held_.lower_bound(TaskKey{partition_id, ""});
+  } catch (...) {
+    return;  // no memory for the key: the entries stay, told apart from later samples by their generations
+  }
+  while (task != held_.end() && task->first.first == partition_id) {
+    for (int64_t index : indexes) {
+      const auto sample = task->second.find(index);
+      if (sample == task->second.end()) continue;
+      release_one(sample->second.lease);
+      task->second.erase(sample);
+      --leased_;
+    }
+    task = task->second.empty() ? held_.erase(task) : std::next(task);
   }
 }
 
@@ -100,9 +126,12 @@ std::optional<FetchLeases::Clock::time_point> FetchLeases::next_expiry() const {
   return expiries_.begin()->first;
 }
 
-bool FetchLeases::holds(const std::string& partition_id, const std::string& task_name, int64_t index) const {
+bool FetchLeases::holds(const std::string& partition_id, const std::string& task_name, int64_t index,
+                        uint64_t generation) const {
   const auto task = held_.find(TaskKey{partition_id, task_name});
-  return task != held_.end() && task->second.contains(index);
+  if (task == held_.end()) return false;
+  const auto sample = task->second.find(index);
+  return sample != task->second.end() && sample->second.generation == generation;
 }
 
 size_t FetchLeases::leased_samples() const { return leased_; }

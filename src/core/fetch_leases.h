@@ -38,20 +38,26 @@ class FetchLeases {
   };
 
   // Leases the samples (one generation per index) to the task until
-  // `expiry`. All or nothing: on an exception (out of memory) nothing is
-  // leased.
-  void lease(const std::string& partition_id, const std::string& task_name, std::span<const int64_t> indexes,
-             std::span<const uint64_t> generations, Clock::time_point expiry);
+  // `expiry`, and returns the lease's id (never 0). All or nothing: on an
+  // exception (out of memory) nothing is leased.
+  uint64_t lease(const std::string& partition_id, const std::string& task_name, std::span<const int64_t> indexes,
+                 std::span<const uint64_t> generations, Clock::time_point expiry);
 
   // Ends the task's leases of these samples (of these generations; empty:
-  // any). Returns the samples whose lease it ended, in the order given. It
-  // allocates before it changes anything: out of memory, nothing ends.
+  // any) held under lease `lease` (0: under any lease). Returns the samples
+  // whose lease it ended, in the order given. It allocates before it
+  // changes anything: out of memory, nothing ends.
   Samples end(const std::string& partition_id, const std::string& task_name, std::span<const int64_t> indexes,
-              std::span<const uint64_t> generations);
+              std::span<const uint64_t> generations, uint64_t lease);
 
   // Drops the leases of the task (null: of every task) in the partition,
   // giving nothing back: its consumption was reset or its samples cleared.
+  // Call it before the change: it may throw (out of memory), changing nothing.
   void forget(const std::string& partition_id, const std::string* task_name);
+  // Drops every task's leases of these samples of the partition: they are
+  // gone. Never throws; out of memory, entries stay, which the samples'
+  // generations tell apart from any later sample at the same index.
+  void forget_samples(const std::string& partition_id, std::span<const int64_t> indexes) noexcept;
 
   // Removes the earliest lease if it expired by `now`, and returns what it
   // held. It allocates before it changes anything: out of memory, the lease
@@ -61,8 +67,8 @@ class FetchLeases {
   // The earliest expiry of a lease still held; nothing without leases.
   std::optional<Clock::time_point> next_expiry() const;
 
-  // Whether the task holds a lease of the sample at `index` in the partition.
-  bool holds(const std::string& partition_id, const std::string& task_name, int64_t index) const;
+  // Whether the task holds a lease of the sample (index and generation) in the partition.
+  bool holds(const std::string& partition_id, const std::string& task_name, int64_t index, uint64_t generation) const;
 
   size_t leased_samples() const;
   // The task's leased samples in the partition.

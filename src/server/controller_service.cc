@@ -519,9 +519,9 @@ transport::Frames ControllerService::forget_partition_if_empty(const transport::
 
 transport::Frames ControllerService::end_leases(const transport::Frames& args) {
   const control::EndLeasesRequest request = control::decode_end_leases_request(args);
-  return control::encode_end_leases_reply(controller_->end_leases(request.samples.partition_id, request.task_name,
-                                                                  request.samples.indexes, request.samples.generations,
-                                                                  request.release));
+  const control::SamplesRequest& samples = request.samples;
+  return control::encode_end_leases_reply(controller_->end_leases(
+      samples.partition_id, request.task_name, samples.indexes, samples.generations, request.release, request.lease));
 }
 
 transport::Frames ControllerService::reset_consumption(const transport::Frames& args) {

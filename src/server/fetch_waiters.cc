@@ -12,7 +12,8 @@ std::function<void()> giving_back(Controller& controller, const MetaRequest& req
                                   bool returnable) {
   if (!returnable || request.mode != MetaMode::kFetch || meta.size() == 0) return nullptr;
   return [&controller, partition = request.partition_id, task = request.task_name, indexes = meta.global_indexes,
-          generations = meta.generations] { controller.give_back(partition, task, indexes, generations); };
+          generations = meta.generations,
+          lease = meta.lease] { controller.give_back(partition, task, indexes, generations, lease); };
 }
 
 FetchWaiters::FetchWaiters(Controller& controller) : controller_(controller) {

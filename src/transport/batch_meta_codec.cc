@@ -48,7 +48,11 @@ std::string batch_meta_bytes(const BatchMeta& meta) {
                     8 * meta.generations.size() + meta.production_status.size() + custom.bytes().size() +
                     4 * custom.offsets().size() + (8 * meta.size() + 32) * meta.versions.size());
   // "versions" only when a field was overwritten: the common path carries nothing.
-  out.map(meta.versions.empty() ? 9 : 10);
+  out.map(9 + (meta.versions.empty() ? 0 : 1) + (meta.lease == 0 ? 0 : 1));
+  if (meta.lease != 0) {  // a fetch's lease only
+    out.string("lease");
+    out.unsigned_integer(meta.lease);
+  }
   if (!meta.versions.empty()) {
     out.string("versions");
     write_field_versions(out, meta.versions);
@@ -83,7 +87,7 @@ BatchMeta batch_meta_of(std::string_view bytes, std::string_view what) {
   const EncodedMap header =
       encoded_header(bytes, what,
                      {"indexes", "generations", "partitions", "partition_ends", "schema", "produced", "custom_meta",
-                      "custom_meta_offsets", "extra_info", "versions"});
+                      "custom_meta_offsets", "extra_info", "versions", "lease"});
   BatchMeta meta;
   meta.global_indexes = header.numbers<int64_t>("indexes");
   const size_t n = meta.global_indexes.size();
@@ -102,6 +106,11 @@ BatchMeta batch_meta_of(std::string_view bytes, std::string_view what) {
   meta.extra_info = header.decoded("extra_info");
   if (!meta.extra_info.is_object()) header.fail("extra_info", "must be a map");
   if (header.has("versions")) meta.versions = field_versions_at(header, "versions", n);
+  if (header.has("lease")) {
+    const int64_t lease = header.integer("lease");
+    if (lease <= 0) header.fail("lease", "must be positive");
+    meta.lease = static_cast<uint64_t>(lease);
+  }
   return meta;
 }
 

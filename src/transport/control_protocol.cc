@@ -259,13 +259,21 @@ Frames encode_end_leases_request(const EndLeasesRequest& request) {
   add_samples(header, request.samples);
   header.set("task_name").string(request.task_name);
   header.set("release").boolean(request.release);
+  if (request.lease != 0) header.set("lease").unsigned_integer(request.lease);
   return header_message(header);
 }
 
 EndLeasesRequest decode_end_leases_request(const Frames& request) {
-  const EncodedMap header = wire::read_header(request, 0, request_name(kEndLeases),
-                                              {"partition_id", "indexes", "generations", "task_name", "release"});
-  return {samples_of(header), header.text("task_name"), header.boolean("release")};
+  const EncodedMap header =
+      wire::read_header(request, 0, request_name(kEndLeases),
+                        {"partition_id", "indexes", "generations", "task_name", "release", "lease"});
+  EndLeasesRequest out{samples_of(header), header.text("task_name"), header.boolean("release"), 0};
+  if (header.has("lease")) {
+    const int64_t lease = header.integer("lease");
+    if (lease <= 0) header.fail("lease", "must be positive");
+    out.lease = static_cast<uint64_t>(lease);
+  }
+  return out;
 }
 
 Frames encode_end_leases_reply(size_t ended) {

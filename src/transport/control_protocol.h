@@ -206,6 +206,7 @@ struct EndLeasesRequest {
   SamplesRequest samples;
   std::string task_name;
   bool release = false;
+  uint64_t lease = 0;  // BatchMeta::lease; 0 (absent on the wire): any
 };
 Frames encode_end_leases_request(const EndLeasesRequest& request);
 EndLeasesRequest decode_end_leases_request(const Frames& request);

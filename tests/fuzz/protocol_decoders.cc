@@ -87,6 +87,12 @@ const std::vector<ProtocolDecoder>& protocol_decoders() {
        }},
       {"batch reply", [](Frames& f, size_t, size_t) { control::decode_batch_reply(f, control::kGetMeta); },
        [] { return control::encode_batch_reply(seed_meta()); }},
+      {"batch reply with a lease", [](Frames& f, size_t, size_t) { control::decode_batch_reply(f, control::kGetMeta); },
+       [] {
+         BatchMeta meta = seed_meta();
+         meta.lease = 7;
+         return control::encode_batch_reply(meta);
+       }},
       {"samples request", [](Frames& f, size_t, size_t) { control::decode_samples_request(f, control::kClearSamples); },
        [] { return control::encode_samples_request(seed_samples()); }},
       {"released reply", [](Frames& f, size_t, size_t) { control::decode_released_reply(f, control::kClearSamples); },
@@ -142,7 +148,7 @@ const std::vector<ProtocolDecoder>& protocol_decoders() {
        }},
       {"end_leases request", [](Frames& f, size_t, size_t) { control::decode_end_leases_request(f); },
        [] {
-         return control::encode_end_leases_request({seed_samples(), "t", true});
+         return control::encode_end_leases_request({seed_samples(), "t", true, 7});
        }},
       {"end_leases reply", [](Frames& f, size_t, size_t) { control::decode_end_leases_reply(f); },
        [] { return control::encode_end_leases_reply(3); }},

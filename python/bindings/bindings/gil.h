@@ -23,6 +23,9 @@ namespace seqflow::bindings {
 // from a ZeroMQ thread) checks it and leaks instead of taking the GIL: once
 // finalization is over, even trying to take the GIL is not safe.
 bool python_finalizing() noexcept;
+// True once the interpreter has finalized (or before it ran): no Python
+// object may be touched then, not even released.
+bool python_gone() noexcept;
 
 // Releases the GIL for a call into C++; takes it back, or parks the thread
 // when the interpreter finalized meanwhile.

@@ -191,7 +191,7 @@ TEST(ControllerOutOfMemory, LeasedFetchesAndTheirEndsChangeNothing) {
       {
         const test::FailNthAllocation failing(nth);
         try {
-          controller.end_leases("p", "u", batch.global_indexes, batch.generations, release);
+          controller.end_leases("p", "u", batch.global_indexes, batch.generations, release, batch.lease);
         } catch (const std::bad_alloc&) {
           ++raised;
           EXPECT_EQ(snapshot(controller), before) << "allocation " << nth;

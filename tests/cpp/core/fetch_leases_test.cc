@@ -40,19 +40,23 @@ TEST(FetchLeasesTest, EndReturnsOnlyWhatTheTaskHolds) {
   core::FetchLeases leases;
   const std::vector<int64_t> indexes{4, 7, 9};
   const std::vector<uint64_t> generations{1, 2, 3};
-  leases.lease("p", "train", indexes, generations, Clock::now() + 1h);
+  const uint64_t id = leases.lease("p", "train", indexes, generations, Clock::now() + 1h);
+  EXPECT_NE(id, 0u);
   EXPECT_EQ(leases.leased_samples(), 3u);
+  EXPECT_TRUE(leases.holds("p", "train", 7, 2));
+  EXPECT_FALSE(leases.holds("p", "train", 7, 3));                                // another generation: another sample
+  EXPECT_EQ(leases.end("p", "train", indexes, generations, id + 1).size(), 0u);  // another lease's
   EXPECT_EQ(leases.leased_samples("p", "train"), 3u);
   EXPECT_EQ(leases.leased_samples("p", "other"), 0u);
   // Another task, another generation: not held.
-  EXPECT_EQ(leases.end("p", "other", indexes, generations).size(), 0u);
+  EXPECT_EQ(leases.end("p", "other", indexes, generations, 0).size(), 0u);
   const std::vector<int64_t> seven{7};
   const std::vector<uint64_t> stale{5};
-  EXPECT_EQ(leases.end("p", "train", seven, stale).size(), 0u);
-  const auto ended = leases.end("p", "train", seven, {});
+  EXPECT_EQ(leases.end("p", "train", seven, stale, 0).size(), 0u);
+  const auto ended = leases.end("p", "train", seven, {}, id);
   EXPECT_EQ(ended.indexes, seven);
   EXPECT_EQ(ended.generations, std::vector<uint64_t>{2});
-  EXPECT_EQ(leases.end("p", "train", seven, {}).size(), 0u);  // once
+  EXPECT_EQ(leases.end("p", "train", seven, {}, 0).size(), 0u);  // once
   EXPECT_EQ(leases.leased_samples(), 2u);
 }
 
@@ -63,7 +67,7 @@ TEST(FetchLeasesTest, ExpireReturnsWhatIsStillHeldOldestLeaseFirst) {
   leases.lease("q", "train", std::vector<int64_t>{3}, std::vector<uint64_t>{1}, now + 1s);
   leases.lease("p", "train", std::vector<int64_t>{5}, std::vector<uint64_t>{1}, now + 3s);
   EXPECT_EQ(leases.next_expiry(), now + 1s);
-  leases.end("p", "train", std::vector<int64_t>{2}, {});
+  leases.end("p", "train", std::vector<int64_t>{2}, {}, 0);
   EXPECT_FALSE(leases.expire_next(now).has_value());
   const auto first = leases.expire_next(now + 2s);
   ASSERT_TRUE(first.has_value());
@@ -93,10 +97,10 @@ TEST(ControllerLeaseTest, AnAcknowledgedBatchIsNeverServedAgain) {
   const std::vector<int64_t> indexes = put(controller, "p", 4, {"x"});
   const BatchMeta batch = controller.get_meta(leased_fetch("p", 4, 50ms));
   ASSERT_EQ(batch.global_indexes, indexes);
-  EXPECT_EQ(controller.end_leases("p", "train", batch.global_indexes, batch.generations, false), 4u);
+  EXPECT_EQ(controller.end_leases("p", "train", batch.global_indexes, batch.generations, false, batch.lease), 4u);
   std::this_thread::sleep_for(120ms);  // well past the lease
   EXPECT_EQ(controller.get_meta(fetch_request("p", "train", {"x"}, 1)).size(), 0u);
-  EXPECT_EQ(controller.end_leases("p", "train", batch.global_indexes, batch.generations, false), 0u);
+  EXPECT_EQ(controller.end_leases("p", "train", batch.global_indexes, batch.generations, false, 0), 0u);
 }
 
 TEST(ControllerLeaseTest, AnExpiredLeaseServesItsSamplesAgainOnceInArrivalOrder) {
@@ -109,7 +113,7 @@ TEST(ControllerLeaseTest, AnExpiredLeaseServesItsSamplesAgainOnceInArrivalOrder)
   // The leased three come back before the two never served, in arrival order.
   EXPECT_EQ(again.global_indexes, (std::vector<int64_t>{indexes[0], indexes[1], indexes[2], indexes[4], indexes[5]}));
   // A late acknowledgement ends nothing: the work may have been served again.
-  EXPECT_EQ(controller.end_leases("p", "train", first.global_indexes, first.generations, false), 0u);
+  EXPECT_EQ(controller.end_leases("p", "train", first.global_indexes, first.generations, false, 0), 0u);
   EXPECT_EQ(controller.get_meta(fetch_request("p", "train", {"x"}, 1)).size(), 0u);
 }
 
@@ -118,9 +122,9 @@ TEST(ControllerLeaseTest, AReleasedBatchIsServedAgainAtOnce) {
   const std::vector<int64_t> indexes = put(controller, "p", 2, {"x"});
   const BatchMeta batch = controller.get_meta(leased_fetch("p", 2, 1h));
   EXPECT_EQ(controller.get_meta(fetch_request("p", "train", {"x"}, 1)).size(), 0u);
-  EXPECT_EQ(controller.end_leases("p", "train", batch.global_indexes, batch.generations, true), 2u);
+  EXPECT_EQ(controller.end_leases("p", "train", batch.global_indexes, batch.generations, true, 0), 2u);
   EXPECT_EQ(controller.get_meta(fetch_request("p", "train", {"x"}, 2)).global_indexes, indexes);
-  EXPECT_EQ(controller.end_leases("p", "train", batch.global_indexes, batch.generations, true), 0u);
+  EXPECT_EQ(controller.end_leases("p", "train", batch.global_indexes, batch.generations, true, 0), 0u);
 }
 
 TEST(ControllerLeaseTest, ProgressCountsLeasedSamplesPerTask) {
@@ -148,36 +152,53 @@ TEST(ControllerLeaseTest, ResetAndClearDropLeasesSoThatNothingComesBackTwice) {
   const std::vector<int64_t> cleared = put(controller, "q", 2, {"x"});
   controller.get_meta(leased_fetch("q", 2, 1h));
   controller.clear_partition("q");
-  EXPECT_EQ(controller.end_leases("q", "train", cleared, {}, true), 0u);  // the clear ended them
+  EXPECT_EQ(controller.end_leases("q", "train", cleared, {}, true, 0), 0u);  // the clear ended them
   put(controller, "q", 2, {"x"});
   EXPECT_EQ(controller.get_meta(fetch_request("q", "train", {"x"}, 2)).size(), 2u);
 }
 
-// A sampler that books the global batch consumes every rank's share with
-// the first fetch; each rank's lease covers only the share it was handed:
-// a slow rank still finds its share booked after the first rank's lease
-// expired, and a dead rank's share comes back alone.
-TEST(ControllerLeaseTest, EachRankOfABookingSamplerLeasesItsOwnShare) {
+// A sampler that books answers (other ranks' shares, repeats) would serve
+// them again after a lease gave them back: such a fetch is refused, and
+// consumes nothing.
+TEST(ControllerLeaseTest, ASamplerThatBooksAnswersRefusesLeases) {
   Controller controller(ControllerOptions{make_seqlen_balanced_sampler(1, 2), false});
   put(controller, "p", 8, {"x"}, lengths_meta({5, 9, 1, 7, 3, 3, 8, 2}));
-  MetaRequest rank0 = leased_fetch("p", 4, 100ms);
-  MetaRequest rank1 = rank0;
+  EXPECT_TRUE(throws_invalid([&] { controller.get_meta(leased_fetch("p", 4, 1h)); },
+                             {"lease: sampler", "books answers", "lease=0"}));
+  for (const auto& [index, is_consumed] : consumed(controller, "train", "p")) EXPECT_FALSE(is_consumed) << index;
+  // Booked by a fetch without a lease, the other rank's share is refused to a leasing fetch too.
+  ASSERT_EQ(controller.get_meta(fetch_request("p", "train", {"x"}, 4)).size(), 4u);
+  MetaRequest rank1 = leased_fetch("p", 4, 1h);
   rank1.sampling.dp_rank = 1;
-  const BatchMeta zero = controller.get_meta(rank0);
-  ASSERT_EQ(zero.size(), 4u);
-  EXPECT_EQ(controller.end_leases("p", "train", zero.global_indexes, zero.generations, false), 4u);
-  std::this_thread::sleep_for(150ms);  // rank 1 is slow: past rank 0's lease, its share is still booked for it
-  controller.expire_leases();
-  const BatchMeta one = controller.get_meta(rank1);  // from the booking; then rank 1 dies
-  ASSERT_EQ(one.size(), 4u);
-  EXPECT_EQ(controller.progress()[0].leased.at("train"), 4u);
-  std::this_thread::sleep_for(150ms);
-  controller.expire_leases();
-  std::set<int64_t> back;
-  for (const auto& [index, is_consumed] : consumed(controller, "train", "p")) {
-    if (!is_consumed) back.insert(index);
-  }
-  EXPECT_EQ(back, std::set<int64_t>(one.global_indexes.begin(), one.global_indexes.end()));
+  EXPECT_TRUE(throws_invalid([&] { controller.get_meta(rank1); }, {"books answers"}));
+}
+
+// A consumer whose lease expired and whose samples another consumer leased
+// since ends nothing with its late release or acknowledgement: the lease it
+// names (BatchMeta::lease) is no longer theirs.
+TEST(ControllerLeaseTest, ALateEndOfAnExpiredLeaseLeavesTheNewHoldersLeaseAlone) {
+  Controller controller;
+  put(controller, "p", 1, {"x"});
+  const BatchMeta first = controller.get_meta(leased_fetch("p", 1, 30ms));
+  ASSERT_NE(first.lease, 0u);
+  const BatchMeta second = fetch_when_back(controller, "p", 1);  // no lease: served again
+  ASSERT_EQ(second.global_indexes, first.global_indexes);
+  controller.give_back("p", "train", second.global_indexes, second.generations);
+  const BatchMeta third = controller.get_meta(leased_fetch("p", 1, 1h));
+  ASSERT_NE(third.lease, first.lease);
+  EXPECT_EQ(controller.end_leases("p", "train", first.global_indexes, first.generations, true, first.lease), 0u);
+  EXPECT_EQ(controller.get_meta(fetch_request("p", "train", {"x"}, 1)).size(), 0u) << "the stale release gave it back";
+  EXPECT_EQ(controller.end_leases("p", "train", third.global_indexes, third.generations, false, third.lease), 1u);
+}
+
+TEST(ControllerLeaseTest, ClearedSamplesLeaveNoLease) {
+  Controller controller;
+  put(controller, "p", 3, {"x"});
+  const BatchMeta batch = controller.get_meta(leased_fetch("p", 3, 1h));
+  const std::vector<int64_t> two(batch.global_indexes.begin(), batch.global_indexes.begin() + 2);
+  controller.clear_samples("p", two, {});
+  EXPECT_EQ(controller.progress()[0].leased.at("train"), 1u);
+  EXPECT_EQ(controller.end_leases("p", "train", batch.global_indexes, batch.generations, false, batch.lease), 1u);
 }
 
 // Unacknowledged work is not done: a checkpoint saves a leased batch
@@ -188,7 +209,7 @@ TEST(ControllerLeaseTest, ACheckpointSavesLeasedSamplesUnconsumed) {
   Controller controller;
   const std::vector<int64_t> indexes = put(controller, "p", 4, {"x"});
   const BatchMeta acknowledged = controller.get_meta(leased_fetch("p", 2, 1h));
-  controller.end_leases("p", "train", acknowledged.global_indexes, acknowledged.generations, false);
+  controller.end_leases("p", "train", acknowledged.global_indexes, acknowledged.generations, false, 0);
   const BatchMeta held = controller.get_meta(leased_fetch("p", 1, 1h));
   controller.save(checkpoint.path());
   EXPECT_EQ(controller.get_meta(fetch_request("p", "train", {"x"}, 1)).global_indexes, std::vector<int64_t>{indexes[3]})
@@ -199,7 +220,7 @@ TEST(ControllerLeaseTest, ACheckpointSavesLeasedSamplesUnconsumed) {
   EXPECT_EQ(restored.get_meta(fetch_request("p", "train", {"x"}, 2)).global_indexes,
             (std::vector<int64_t>{indexes[2], indexes[3]}));
   controller.load(checkpoint.path());
-  EXPECT_EQ(controller.end_leases("p", "train", held.global_indexes, held.generations, false), 0u);
+  EXPECT_EQ(controller.end_leases("p", "train", held.global_indexes, held.generations, false, 0), 0u);
   EXPECT_EQ(controller.get_meta(fetch_request("p", "train", {"x"}, 2)).size(), 2u);
 }
 
@@ -224,7 +245,8 @@ TEST(ControllerLeaseTest, LeasesAreForFetchesAndBounded) {
   insert.batch_size = 1;
   insert.lease = 1s;
   EXPECT_TRUE(throws_invalid([&] { controller.get_meta(insert); }, {"lease applies to fetch mode only"}));
-  EXPECT_TRUE(throws_invalid([&] { controller.get_meta(leased_fetch("p", 1, -1ms)); }, {"lease must be", "-1"}));
+  EXPECT_TRUE(throws_invalid([&] { controller.get_meta(leased_fetch("p", 1, -1ms)); },
+                             {"lease must be 1 to", "(0: no lease)", "-1"}));
   EXPECT_TRUE(throws_invalid([&] { controller.get_meta(leased_fetch("p", 1, kMaxLease + 1ms)); },
                              {"lease must be", "604800001"}));
 }
