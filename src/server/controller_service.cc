@@ -387,7 +387,7 @@ void ControllerService::register_handlers() {
   table.on_worker(control::kKvClear, &ControllerService::kv_clear);
   table.on_io_thread(control::kForgetPartitionIfEmpty, &ControllerService::forget_partition_if_empty);
   table.on_io_thread(control::kResetConsumption, &ControllerService::reset_consumption);
-  table.on_io_thread(control::kEndLeases, &ControllerService::end_leases);
+  table.on_worker(control::kEndLeases, &ControllerService::end_leases);  // a release gives back: may walk long queues
   table.on_io_thread(control::kConsumptionStatus, &ControllerService::consumption_status);
   table.on_io_thread(control::kProductionStatus, &ControllerService::production_status);
   table.on_io_thread(control::kSampleProduction, &ControllerService::sample_production);
@@ -517,7 +517,7 @@ transport::Frames ControllerService::forget_partition_if_empty(const transport::
                                     controller_->forget_partition_if_empty(partition_id));
 }
 
-transport::Frames ControllerService::end_leases(const transport::Frames& args) {
+transport::Frames ControllerService::end_leases(transport::Frames& args) {
   const control::EndLeasesRequest request = control::decode_end_leases_request(args);
   const control::SamplesRequest& samples = request.samples;
   return control::encode_end_leases_reply(controller_->end_leases(

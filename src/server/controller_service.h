@@ -87,7 +87,7 @@ class ControllerService {
   transport::Frames kv_clear(transport::Frames& args);
   transport::Frames forget_partition_if_empty(const transport::Frames& args);
   transport::Frames reset_consumption(const transport::Frames& args);
-  transport::Frames end_leases(const transport::Frames& args);
+  transport::Frames end_leases(transport::Frames& args);
   transport::Frames consumption_status(const transport::Frames& args);
   transport::Frames production_status(const transport::Frames& args);
   transport::Frames sample_production(const transport::Frames& args);
