@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -93,6 +94,10 @@ struct SampleKeys {
   // write's tag from the controller (SampleProduction::write_tags); a unit
   // refuses either without its tag. Empty in-process.
   std::span<const uint64_t> write_tags = {};
+  // A put that waits for room (WhenFull::kWait) runs each of its waits as
+  // (*around_wait)(wait), which must call wait() once: its caller releases
+  // its own locks meanwhile, so that the clears that make room can run.
+  const std::function<void(const std::function<void()>& wait)>* around_wait = nullptr;
 };
 
 // The data plane's calls, served by a StorageUnit in this process or by

@@ -23,7 +23,7 @@ from seqflow._checks import (
     short_repr,
 )
 
-__all__ = ["MAX_BUSY_POLL_US", "WHEN_FULL", "config_get", "read_config"]
+__all__ = ["MAX_BUSY_POLL_US", "config_get", "read_config"]
 
 # busy_poll_us's bound: beyond a second, sleeping is cheaper.
 MAX_BUSY_POLL_US = 1_000_000

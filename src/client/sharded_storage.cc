@@ -225,14 +225,14 @@ void ShardedStorage::put(const SampleKeys& samples, const std::vector<Column>& c
       if (reply.full) full[unit] = std::move(*reply.full);
     }
   }
-  if (!full.empty()) wait_for_room(full, with_bytes);
+  if (!full.empty()) wait_for_room(samples, full, with_bytes);
 }
 
 // The units told the put to wait until clears make room: it asks them again,
 // backing off from 1 ms to 100 ms, until they stored it or the put's
 // deadline (its call's, CallDeadline, or else one unit timeout) passed.
 // Each try stores all or nothing on its unit, so retries never duplicate.
-void ShardedStorage::wait_for_room(std::map<size_t, std::string>& full,
+void ShardedStorage::wait_for_room(const SampleKeys& samples, std::map<size_t, std::string>& full,
                                    const std::function<Frames(size_t)>& request) const {
   constexpr std::chrono::milliseconds kFirstBackoff{1};
   constexpr std::chrono::milliseconds kMaxBackoff{100};
@@ -248,7 +248,14 @@ void ShardedStorage::wait_for_room(std::map<size_t, std::string>& full,
       throw_invalid(full.begin()->second + "; the put waited " + std::to_string(waited.count()) +
                     " ms for room (its timeout)");
     }
-    std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - now));
+    const std::function<void()> wait = [&] {
+      std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - now));
+    };
+    if (samples.around_wait != nullptr) {
+      (*samples.around_wait)(wait);  // the caller's locks are released meanwhile
+    } else {
+      wait();
+    }
     backoff = std::min(backoff * 2, kMaxBackoff);
     if (Clock::now() >= deadline) continue;
     FanOut retry(units_);

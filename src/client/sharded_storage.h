@@ -56,7 +56,8 @@ class ShardedStorage final : public DataPlane {
   // put: asks the units in `full` (unit -> its "storage full" answer) again,
   // with `request(unit)`, until they stored their share or the put's
   // deadline passed (then kInvalidArgument, the last answer, saying it waited).
-  void wait_for_room(std::map<size_t, std::string>& full,
+  // Each pause goes through samples.around_wait.
+  void wait_for_room(const SampleKeys& samples, std::map<size_t, std::string>& full,
                      const std::function<transport::Frames(size_t)>& request) const;
   // commit and discard: op to every unit holding some of the samples.
   void settle_version(std::string_view op, const SampleKeys& samples, std::span<const std::string> fields);

@@ -329,7 +329,18 @@ std::optional<std::string> StorageUnit::store(const SampleKeys& samples, const s
     }
     waited = true;
     ++state_->capacity_stats.waiting_puts;
-    state_->room_made.wait_until(lock, deadline);  // unlocked meanwhile; clears, commits and discards notify
+    // Unlocked meanwhile; clears, commits and discards notify. The caller's
+    // locks (around_wait) are taken again only after this unit's is released.
+    const std::function<void()> wait = [&] {
+      state_->room_made.wait_until(lock, deadline);
+      lock.unlock();
+    };
+    if (samples.around_wait != nullptr) {
+      (*samples.around_wait)(wait);
+    } else {
+      wait();
+    }
+    lock.lock();
     --state_->capacity_stats.waiting_puts;
   }
   state_->capacity.add(change.partitions);
