@@ -1,5 +1,6 @@
 #include "server/storage_capacity_metrics.h"
 
+#include <tuple>
 #include <utility>
 
 #include "server/metrics.h"
@@ -28,20 +29,18 @@ void append_capacity_metrics(const StorageUnit& storage, std::string& out) {
   append_metric_sample(out, "seqflow_storage_wait_when_full", "", options.when_full == WhenFull::kWait ? 1 : 0);
 
   const std::vector<StorageUnit::PartitionUsage> partitions = storage.partition_usage();
-  if (!partitions.empty()) {
-    append_metric_family(out, "seqflow_storage_partition_samples", "gauge",
-                         "Samples of the partition the unit holds (counted with a per-partition limit)");
+  using Member = uint64_t StorageUnit::PartitionUsage::*;
+  for (const auto& [name, member, help] :
+       {std::tuple<const char*, Member, const char*>{
+            "seqflow_storage_partition_samples", &StorageUnit::PartitionUsage::samples,
+            "Samples of the partition the unit holds (counted with a per-partition limit)"},
+        {"seqflow_storage_partition_bytes", &StorageUnit::PartitionUsage::bytes,
+         "Bytes (values and their bookkeeping) of the partition the unit holds"}}) {
+    if (partitions.empty()) break;
+    append_metric_family(out, name, "gauge", help);
     for (const auto& usage : partitions) {
-      append_metric_sample(out, "seqflow_storage_partition_samples",
-                           "partition=\"" + escape_label_value(usage.partition) + "\"",
-                           static_cast<double>(usage.samples));
-    }
-    append_metric_family(out, "seqflow_storage_partition_bytes", "gauge",
-                         "Bytes (values and their bookkeeping) of the partition the unit holds");
-    for (const auto& usage : partitions) {
-      append_metric_sample(out, "seqflow_storage_partition_bytes",
-                           "partition=\"" + escape_label_value(usage.partition) + "\"",
-                           static_cast<double>(usage.bytes));
+      append_metric_sample(out, name, "partition=\"" + escape_label_value(usage.partition) + "\"",
+                           static_cast<double>(usage.*member));
     }
   }
 
@@ -52,8 +51,10 @@ void append_capacity_metrics(const StorageUnit& storage, std::string& out) {
   append_metric_family(out, "seqflow_storage_puts_waited_total", "counter",
                        "Puts that found no room and waited (a service counts each 'full' answer its clients retry)");
   append_metric_sample(out, "seqflow_storage_puts_waited_total", "", static_cast<double>(puts.puts_waited));
-  append_metric_family(out, "seqflow_storage_puts_refused_total", "counter",
-                       "Puts that failed 'storage full', at once or at their deadline");
+  append_metric_family(
+      out, "seqflow_storage_puts_refused_total", "counter",
+      "Puts that failed 'storage full', at once or at their deadline (a service's waiting puts give up "
+      "in their clients: not counted here)");
   append_metric_sample(out, "seqflow_storage_puts_refused_total", "", static_cast<double>(puts.puts_refused));
 }
 

@@ -51,16 +51,24 @@ StorageCapacity::StorageCapacity(const StorageOptions& options)
   check_storage_options(options);
 }
 
-std::optional<Refusal> StorageCapacity::check(std::string_view limit_name, std::string_view scope, uint64_t limit,
+std::optional<Refusal> StorageCapacity::check(std::string_view limit_name, const std::string* partition, uint64_t limit,
                                               bool& filled, uint64_t used, uint64_t released, uint64_t requested,
                                               std::string_view unit, std::string_view requester) const {
   if (limit == 0 || requested == 0) return std::nullopt;
   const uint64_t kept = used > released ? used - released : 0;
   const uint64_t high = at_watermark(limit, options_.high_watermark);
   const uint64_t low = at_watermark(limit, low_watermark_);
-  const std::string limit_text =
-      "storage full: " + std::string(limit_name) + " is " + std::to_string(limit) + std::string(scope);
-  if (requested > high) {
+  const bool never_fits = requested > high;
+  const bool closed = !never_fits && filled && kept > low;
+  const uint64_t free = kept < high ? high - kept : 0;
+  if (!never_fits && !closed && requested <= free) {
+    filled = false;
+    return std::nullopt;
+  }
+  // Refused: the words are made only now, off a put's usual path.
+  const std::string limit_text = "storage full: " + std::string(limit_name) + " is " + std::to_string(limit) +
+                                 (partition == nullptr ? std::string() : " for partition '" + *partition + "'");
+  if (never_fits) {
     const std::string allowed = high == limit ? std::string()
                                               : " at its high watermark " + fraction_text(options_.high_watermark) +
                                                     " (" + std::to_string(high) + ")";
@@ -68,16 +76,13 @@ std::optional<Refusal> StorageCapacity::check(std::string_view limit_name, std::
                        std::string(unit) + ", more than the limit allows" + allowed + ": it never fits",
                    true};
   }
-  if (filled && kept > low) {
+  if (closed) {
     return Refusal{limit_text + " and filled up: puts resume once usage falls to its low watermark " +
                        fraction_text(low_watermark_) + " (" + std::to_string(low) + "); usage is " +
                        std::to_string(kept) + ", " + std::string(requester) + " needs " + std::to_string(requested) +
                        " " + std::string(unit),
                    false};
   }
-  filled = false;
-  const uint64_t free = kept < high ? high - kept : 0;
-  if (requested <= free) return std::nullopt;
   filled = low < high;  // without hysteresis, room is simply what is free
   const std::string watermark =
       high == limit ? std::string()
@@ -91,11 +96,11 @@ std::optional<Refusal> StorageCapacity::refusal(const Usage& held, const UsageCh
                                                 const PartitionChanges& partitions, std::string_view requester) {
   static constexpr std::string_view kBytes = "bytes (values and their bookkeeping)";
   static constexpr std::string_view kSamples = "new samples";
-  if (auto refused = check("max_bytes", "", options_.max_bytes, unit_.bytes_filled, held.bytes, total.out.bytes,
+  if (auto refused = check("max_bytes", nullptr, options_.max_bytes, unit_.bytes_filled, held.bytes, total.out.bytes,
                            total.in.bytes, kBytes, requester)) {
     return refused;
   }
-  if (auto refused = check("max_samples", "", options_.max_samples, unit_.samples_filled, held.samples,
+  if (auto refused = check("max_samples", nullptr, options_.max_samples, unit_.samples_filled, held.samples,
                            total.out.samples, total.in.samples, kSamples, requester)) {
     return refused;
   }
@@ -105,13 +110,13 @@ std::optional<Refusal> StorageCapacity::refusal(const Usage& held, const UsageCh
     const auto known = partitions_.find(partition);
     Scope fresh;
     Scope& scope = known == partitions_.end() ? fresh : known->second;
-    const std::string name = " for partition '" + partition + "'";
-    if (auto refused = check("max_bytes_per_partition", name, options_.max_bytes_per_partition, scope.bytes_filled,
-                             scope.usage.bytes, change.out.bytes, change.in.bytes, kBytes, requester)) {
+    if (auto refused =
+            check("max_bytes_per_partition", &partition, options_.max_bytes_per_partition, scope.bytes_filled,
+                  scope.usage.bytes, change.out.bytes, change.in.bytes, kBytes, requester)) {
       return refused;
     }
     if (auto refused =
-            check("max_samples_per_partition", name, options_.max_samples_per_partition, scope.samples_filled,
+            check("max_samples_per_partition", &partition, options_.max_samples_per_partition, scope.samples_filled,
                   scope.usage.samples, change.out.samples, change.in.samples, kSamples, requester)) {
       return refused;
     }

@@ -64,8 +64,8 @@ class StorageCapacity {
     bool bytes_filled = false;  // a put found it full: closed until the low watermark
     bool samples_filled = false;
   };
-  // One limit (0: none) of one scope (" for partition 'p'", or empty: the unit).
-  std::optional<Refusal> check(std::string_view limit_name, std::string_view scope, uint64_t limit, bool& filled,
+  // One limit (0: none) of one scope: `partition`'s, or (null) the unit's.
+  std::optional<Refusal> check(std::string_view limit_name, const std::string* partition, uint64_t limit, bool& filled,
                                uint64_t used, uint64_t released, uint64_t requested, std::string_view unit,
                                std::string_view requester) const;
 
