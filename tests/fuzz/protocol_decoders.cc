@@ -254,7 +254,7 @@ const std::vector<ProtocolDecoder>& protocol_decoders() {
        }},
       {"put reply", [](Frames& f, size_t, size_t) { storage_protocol::decode_put_reply(f); },
        [] {
-         return storage_protocol::encode_put_reply({"no session", "storage full: max_samples is 1"});
+         return storage_protocol::encode_put_reply({"no session", std::nullopt});
        }},
       {"get request", [](Frames& f, size_t, size_t) { storage_protocol::decode_get_request(f); },
        [] {
