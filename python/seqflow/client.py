@@ -170,7 +170,7 @@ class Client:
     polling_mode: the default of get_meta(polling=...): True returns an empty
         batch at once when too little is ready; False waits up to `timeout`.
     max_bytes, max_samples: storage capacity (0: unlimited); bytes count the
-        values and their bookkeeping (storage_stats' overhead_bytes).
+        values and their bookkeeping (stats()["overhead_bytes"]).
     max_bytes_per_partition, max_samples_per_partition: the same for each
         partition's samples (0: unlimited).
     when_full: "raise" (default): a put that does not fit raises ValueError
