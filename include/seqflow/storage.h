@@ -1,8 +1,11 @@
 // The data plane: a column store keyed by (global index, field).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -13,9 +16,41 @@
 
 namespace seqflow {
 
+// What a put that does not fit does (StorageOptions::when_full).
+enum class WhenFull {
+  kRaise,  // throws kInvalidArgument "storage full: ..." at once
+  kWait,   // waits until clears make room, then stores; at its deadline throws the same, saying it waited
+};
+
 struct StorageOptions {
   uint64_t max_bytes = 0;    // 0: unlimited; bounds the values' bytes and their bookkeeping (StorageStats)
   uint64_t max_samples = 0;  // 0: unlimited
+  // The same limits for the samples of each partition (0: unlimited).
+  uint64_t max_bytes_per_partition = 0;
+  uint64_t max_samples_per_partition = 0;
+  WhenFull when_full = WhenFull::kRaise;
+  // Fractions of each limit: a put fits while usage stays at or below
+  // high_watermark x limit; a limit a put found full admits puts again only
+  // once usage fell to low_watermark x limit (hysteresis: producers resume
+  // in a burst, not one put per freed sample). 0 < low <= high <= 1; no
+  // low_watermark: the high one.
+  double high_watermark = 1.0;
+  std::optional<double> low_watermark = std::nullopt;
+  // kWait in this process (StorageUnit::put): the longest a put waits for
+  // room. A storage service answers a put that does not fit at once, and
+  // the remote client retries within its put's own budget instead.
+  std::chrono::milliseconds wait_timeout{30000};
+};
+
+// Throws kInvalidArgument naming the option and its value when one is out
+// of range (watermarks, wait_timeout).
+void check_storage_options(const StorageOptions& options);
+
+// What capacity did to puts so far (metrics).
+struct CapacityStats {
+  uint64_t waiting_puts = 0;  // puts waiting for room now (kWait in this process)
+  uint64_t puts_waited = 0;   // puts that found no room and waited (or, from a service, were told to)
+  uint64_t puts_refused = 0;  // puts that failed "storage full" (at once, or at their deadline)
 };
 
 // What a storage unit counts per sample and per stored value (field) beside
@@ -59,6 +94,10 @@ struct SampleKeys {
   // write's tag from the controller (SampleProduction::write_tags); a unit
   // refuses either without its tag. Empty in-process.
   std::span<const uint64_t> write_tags = {};
+  // A put that waits for room (WhenFull::kWait) runs each of its waits as
+  // (*around_wait)(wait), which must call wait() once: its caller releases
+  // its own locks meanwhile, so that the clears that make room can run.
+  const std::function<void(const std::function<void()>& wait)>* around_wait = nullptr;
 };
 
 // The data plane's calls, served by a StorageUnit in this process or by
@@ -140,11 +179,29 @@ class StorageUnit final : public DataPlane {
   void save(const std::string& path) const override;
   void load(const std::string& path) override;
 
+  // put() that never waits, for a storage service (whose waiting puts must
+  // hold no thread): where put() would wait (kWait), it stores nothing and
+  // returns why the put does not fit ("storage full: ..."); otherwise as
+  // put() (stored: nullopt; a put that can never fit throws).
+  std::optional<std::string> try_put(const SampleKeys& samples, const std::vector<Column>& columns);
+  CapacityStats capacity_stats() const;
+  // Bytes (values and bookkeeping) and samples held per partition; empty
+  // unless a per-partition limit is set (only then are they counted).
+  struct PartitionUsage {
+    std::string partition;
+    uint64_t samples = 0;
+    uint64_t bytes = 0;
+  };
+  std::vector<PartitionUsage> partition_usage() const;
+  const StorageOptions& options() const;
+
   ~StorageUnit() override;
 
  private:
   struct State;  // the values, their lock and counts (src/storage/storage_unit.cc)
   enum class Settle { kCommit, kDiscard };
+  // put() and try_put(): waits for room only with `wait`.
+  std::optional<std::string> store(const SampleKeys& samples, const std::vector<Column>& columns, bool wait);
   // commit and discard: one walk over the samples' stored fields.
   void settle_version(const SampleKeys& samples, std::span<const std::string> fields, Settle settle);
   std::unique_ptr<State> state_;

@@ -2,6 +2,8 @@
 // its samplers and its data conversion. Metadata crosses as the bound
 // seqflow::BatchMeta (batch_meta_bindings.cc); data crosses as one tuple per field in
 // and as views out (see tensor_conversion.h).
+#include <nanobind/stl/chrono.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -10,6 +12,7 @@
 #include "bindings/submodules.h"
 #include "bindings/tensor_conversion.h"
 #include "seqflow/client.h"
+#include "seqflow/storage.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -33,6 +36,22 @@ void bind_client(nb::module_ m) {
         return "TaskWorkload(task_name='" + model.task_name + "', workload=" + model.workload.name() +
                ", reports=" + std::to_string(model.reports) + ", fitted=" + (model.fitted ? "True" : "False") + ")";
       });
+  nb::enum_<WhenFull>(m, "WhenFull", "What a put that does not fit does (StorageOptions.when_full).")
+      .value("RAISE", WhenFull::kRaise, "fails 'storage full' at once")
+      .value("WAIT", WhenFull::kWait, "waits until clears make room, at most its timeout");
+  nb::class_<StorageOptions>(m, "StorageOptions",
+                             "A storage unit's capacity (seqflow/storage.h; 0: unlimited). seqflow._capacity "
+                             "builds it from a client's or a service's arguments.")
+      .def(nb::init<>())
+      .def_rw("max_bytes", &StorageOptions::max_bytes)
+      .def_rw("max_samples", &StorageOptions::max_samples)
+      .def_rw("max_bytes_per_partition", &StorageOptions::max_bytes_per_partition)
+      .def_rw("max_samples_per_partition", &StorageOptions::max_samples_per_partition)
+      .def_rw("when_full", &StorageOptions::when_full)
+      .def_rw("high_watermark", &StorageOptions::high_watermark)
+      .def_rw("low_watermark", &StorageOptions::low_watermark, nb::arg().none())
+      .def_rw("wait_timeout", &StorageOptions::wait_timeout)
+      .def("check", &check_storage_options, "Raises ValueError naming an option that is out of range.");
   bind_native_client(m);
 }
 

@@ -111,11 +111,11 @@ class NativeClient {
  public:
   explicit NativeClient(std::shared_ptr<Client> client) : client_(torn_down_without_gil(std::move(client))) {}
 
-  static NativeClient embedded(std::shared_ptr<Sampler> sampler, uint64_t max_bytes, uint64_t max_samples,
+  static NativeClient embedded(std::shared_ptr<Sampler> sampler, const StorageOptions& storage,
                                int64_t timing_alignment) {
     // polling_mode is the Python client's default, as in remote mode: a request that says polling=False waits.
     ControllerOptions controller{std::move(sampler), false, timing_alignment};
-    return NativeClient(make_embedded_client(std::move(controller), StorageOptions{max_bytes, max_samples}));
+    return NativeClient(make_embedded_client(std::move(controller), storage));
   }
 
   static NativeClient connect(const std::string& address, double timeout,
@@ -306,8 +306,8 @@ void bind_native_client(nb::module_ m) {
   nb::class_<NativeClient> cls(m, "NativeClient",
                                "The engine's client, embedded or remote; seqflow.Client checks the arguments and "
                                "converts the data before each call.");
-  cls.def_static("embedded", &NativeClient::embedded, "sampler"_a.none(), "max_bytes"_a, "max_samples"_a,
-                 "timing_alignment"_a, "Controller and storage in this process.")
+  cls.def_static("embedded", &NativeClient::embedded, "sampler"_a.none(), "storage"_a, "timing_alignment"_a,
+                 "Controller and storage in this process.")
       .def_static("connect", &NativeClient::connect, "address"_a, "timeout"_a, "server_public_key_file"_a.none(),
                   "client_key_file"_a.none(), "local_copy"_a, "busy_poll_us"_a,
                   "A client of the controller service at `address`; waits up to `timeout` seconds for it and its "

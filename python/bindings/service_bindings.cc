@@ -190,7 +190,7 @@ std::unique_ptr<ServiceHandle> serve_controller(const std::string& bind, size_t 
 }
 
 std::unique_ptr<ServiceHandle> serve_storage(const std::string& controller, const std::string& bind,
-                                             const std::string& advertise, uint64_t max_bytes, uint64_t max_samples,
+                                             const std::string& advertise, const StorageOptions& storage,
                                              const std::string& metrics, size_t max_workers, size_t max_request_bytes,
                                              const std::string& curve_secret,
                                              const std::vector<std::string>& curve_clients,
@@ -200,8 +200,7 @@ std::unique_ptr<ServiceHandle> serve_storage(const std::string& controller, cons
   options.bind = bind;
   options.controller_endpoint = controller;
   options.advertise = advertise;
-  options.storage.max_bytes = max_bytes;
-  options.storage.max_samples = max_samples;
+  options.storage = storage;
   apply_serving(options, metrics, max_workers, max_request_bytes, curve_secret, curve_clients, curve_keys,
                 checkpoint_root);
   if (!controller_key_file.empty()) {
@@ -242,8 +241,8 @@ void bind_services(nb::module_ m) {
         "timing_alignment"_a, "load_checkpoint"_a, "metrics"_a, "max_workers"_a, "max_request_bytes"_a,
         "curve_secret"_a, "curve_clients"_a, "curve_keys"_a, "checkpoint_root"_a,
         "The controller service in this process, serving when this returns.");
-  m.def("serve_storage", &serve_storage, "controller"_a, "bind"_a, "advertise"_a, "max_bytes"_a, "max_samples"_a,
-        "metrics"_a, "max_workers"_a, "max_request_bytes"_a, "curve_secret"_a, "curve_clients"_a, "curve_keys"_a,
+  m.def("serve_storage", &serve_storage, "controller"_a, "bind"_a, "advertise"_a, "storage"_a, "metrics"_a,
+        "max_workers"_a, "max_request_bytes"_a, "curve_secret"_a, "curve_clients"_a, "curve_keys"_a,
         "checkpoint_root"_a, "controller_key"_a,
         "A storage unit in this process that registers with the controller service at `controller`.");
   m.def(

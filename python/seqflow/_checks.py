@@ -225,6 +225,13 @@ def check_seconds(value: Any, parameter: str, *, allow_zero: bool = False) -> fl
     return seconds
 
 
+def check_number(value: Any, parameter: str) -> float:
+    """A real number (an int or a float, not a bool), as a float; its range is checked where it is used."""
+    if not (_is_integer(value) or isinstance(value, (float, np.floating))):
+        raise ArgumentTypeError(f"{parameter} must be a number, got {type(value).__name__} {short_repr(value)}")
+    return float(value)
+
+
 def check_choice(value: Any, parameter: str, choices: tuple[str, ...]) -> str:
     if not isinstance(value, str) or value not in choices:
         raise ValueError(f"{parameter} must be one of {choices}, got {short_repr(value)}")

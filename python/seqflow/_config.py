@@ -15,7 +15,9 @@ from typing import Any, Callable
 from seqflow._checks import (
     ArgumentTypeError,
     check_bool,
+    check_choice,
     check_count,
+    check_number,
     check_path,
     check_seconds,
     short_repr,
@@ -25,6 +27,8 @@ __all__ = ["MAX_BUSY_POLL_US", "config_get", "read_config"]
 
 # busy_poll_us's bound: beyond a second, sleeping is cheaper.
 MAX_BUSY_POLL_US = 1_000_000
+# storage.when_full: what a put that does not fit does.
+WHEN_FULL = ("raise", "wait")
 
 
 def _address(value: Any, path: str) -> str:
@@ -51,6 +55,11 @@ _SETTINGS: dict[str, Callable[[Any, str], Any]] = {
     "timeout": check_seconds,
     "storage.max_bytes": check_count,
     "storage.max_samples": check_count,
+    "storage.max_bytes_per_partition": check_count,
+    "storage.max_samples_per_partition": check_count,
+    "storage.when_full": lambda value, path: check_choice(value, path, WHEN_FULL),
+    "storage.high_watermark": check_number,
+    "storage.low_watermark": check_number,
     "backend.SimpleStorage.total_storage_size": check_count,
     "security.server_public_key_file": check_path,
     "security.client_key_file": check_path,

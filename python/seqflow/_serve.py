@@ -9,6 +9,7 @@ import os
 from typing import Any, Iterable, Optional, Union
 
 from seqflow import _seqflow
+from seqflow._capacity import storage_options
 from seqflow._checks import check_bool, check_count, check_instance, check_name, check_path
 from seqflow.samplers import native_sampler
 
@@ -88,7 +89,9 @@ def serve_controller(bind: str = "tcp://127.0.0.1:5555", *, storage_units: int =
 
 
 def serve_storage(controller: str, bind: str = "tcp://127.0.0.1:0", *, advertise: Optional[str] = None,
-                  max_bytes: int = 0, max_samples: int = 0, metrics: Optional[str] = None,
+                  max_bytes: int = 0, max_samples: int = 0, max_bytes_per_partition: int = 0,
+                  max_samples_per_partition: int = 0, when_full: str = "raise", high_watermark: float = 1.0,
+                  low_watermark: Optional[float] = None, metrics: Optional[str] = None,
                   max_workers: Optional[int] = None, max_request_bytes: Optional[int] = None,
                   curve_secret: Optional[PathLike] = None,
                   curve_clients: Union[PathLike, Iterable[PathLike], None] = (),
@@ -97,13 +100,21 @@ def serve_storage(controller: str, bind: str = "tcp://127.0.0.1:0", *, advertise
     """A storage unit in this process that registers with the controller
     service at `controller` (``seqflow serve storage``). advertise: the
     endpoint clients reach it at (default the bound one). max_bytes,
-    max_samples: capacity (0: unlimited). curve_keys, curve_secret,
+    max_samples, max_bytes_per_partition, max_samples_per_partition,
+    when_full, high_watermark, low_watermark: capacity, as seqflow.Client
+    takes it (0: unlimited); with when_full="wait" a put that does not fit
+    is told so at once, and its client retries until the put's timeout
+    (the unit holds no thread for it). curve_keys, curve_secret,
     curve_clients: as for serve_controller. controller_key: the controller's
     .pub file when it is not the cluster key. checkpoint_root: as for
     serve_controller."""
     return _net.serve_storage(_text(controller, "controller"), _text(bind, "bind"),
                               "" if not advertise else check_name(advertise, "advertise"),
-                              check_count(max_bytes, "max_bytes"), check_count(max_samples, "max_samples"),
+                              storage_options(max_bytes=max_bytes, max_samples=max_samples,
+                                              max_bytes_per_partition=max_bytes_per_partition,
+                                              max_samples_per_partition=max_samples_per_partition,
+                                              when_full=when_full, high_watermark=high_watermark,
+                                              low_watermark=low_watermark),
                               *_serving(metrics, max_workers, max_request_bytes, curve_secret, curve_clients,
                                         curve_keys, checkpoint_root),
                               _path_text(controller_key, "controller_key"))

@@ -20,6 +20,7 @@ import numpy as np
 
 from seqflow import _columns, _convert, _seqflow
 from seqflow._async import async_twin
+from seqflow._capacity import capacity_of_settings, storage_options
 from seqflow._checks import (
     ArgumentTypeError,
     check_bool,
@@ -168,8 +169,18 @@ class Client:
     sampler: a BaseSampler instance or subclass, or a name (default sequential).
     polling_mode: the default of get_meta(polling=...): True returns an empty
         batch at once when too little is ready; False waits up to `timeout`.
-    max_bytes, max_samples: storage capacity (0: unlimited).
-    timeout: seconds a non-polling fetch waits by default.
+    max_bytes, max_samples: storage capacity (0: unlimited); bytes count the
+        values and their bookkeeping (stats()["overhead_bytes"]).
+    max_bytes_per_partition, max_samples_per_partition: the same for each
+        partition's samples (0: unlimited).
+    when_full: "raise" (default): a put that does not fit raises ValueError
+        ("storage full: ...") at once; "wait": it waits until clears make
+        room, at most `timeout` seconds, then raises the same, saying it waited.
+    high_watermark, low_watermark: fractions of each limit (0 < low <= high
+        <= 1): puts stop fitting above high x limit; a limit that filled admits
+        puts again only once its usage fell to low x limit (default: high).
+    timeout: seconds a non-polling fetch waits by default, and a put that
+        waits for room (when_full="wait") at most.
     timing_alignment: > 1 fits each task's workload model (report_timing) with
         a term for sequence lengths that are not a multiple of it, as
         seqflow.balance.calibrate(alignment=...) does (default 1: none).
@@ -194,15 +205,20 @@ class Client:
 
     def __init__(self, sampler: Any = None, *, polling_mode: bool = False, max_bytes: int = 0, max_samples: int = 0,
                  timeout: float = _DEFAULT_TIMEOUT, sampler_args: Optional[Mapping[str, Any]] = None,
-                 timing_alignment: int = 1) -> None:
+                 timing_alignment: int = 1, max_bytes_per_partition: int = 0, max_samples_per_partition: int = 0,
+                 when_full: str = "raise", high_watermark: float = 1.0,
+                 low_watermark: Optional[float] = None) -> None:
         seconds = check_seconds(timeout, "timeout")
         if sampler_args is not None:
             check_instance(sampler_args, "sampler_args", Mapping, "a dict or None")
         handle = native_sampler(sampler, sampler_args)
         polling = check_bool(polling_mode, "polling_mode")
-        capacity = (check_count(max_bytes, "max_bytes"), check_count(max_samples, "max_samples"))
+        storage = storage_options(max_bytes=max_bytes, max_samples=max_samples,
+                                  max_bytes_per_partition=max_bytes_per_partition,
+                                  max_samples_per_partition=max_samples_per_partition, when_full=when_full,
+                                  high_watermark=high_watermark, low_watermark=low_watermark, wait_timeout=seconds)
         alignment = check_count(timing_alignment, "timing_alignment", minimum=1)
-        self._set_up(_NativeClient.embedded(handle, *capacity, alignment), polling, seconds, sampler, None, None)
+        self._set_up(_NativeClient.embedded(handle, storage, alignment), polling, seconds, sampler, None, None)
 
     def _set_up(self, native: Any, polling_mode: bool, timeout: float, sampler: Any,
                 remote_config: Optional[RemoteConfig], services: Any) -> None:
@@ -253,7 +269,10 @@ class Client:
         """TransferQueue's config keys: controller.sampler (instance, class or
         name), controller.sampler_args, controller.polling_mode,
         controller.timeout (seconds), backend.SimpleStorage.total_storage_size
-        (samples); seqflow's storage.max_bytes, storage.max_samples and
+        (samples, raise when full); seqflow's storage.max_bytes,
+        storage.max_samples, storage.max_bytes_per_partition,
+        storage.max_samples_per_partition, storage.when_full,
+        storage.high_watermark, storage.low_watermark and
         controller.timing_alignment.
         Remote when controller.address is set (see RemoteConfig.from_config);
         the sampler and the storage settings belong to the services then.
@@ -261,13 +280,12 @@ class Client:
         settings = read_config(config)
         if "controller.address" in settings:
             return cls._connect(RemoteConfig.from_config(config))
+        capacity = capacity_of_settings(settings)
+        capacity.setdefault("max_samples", settings.get("backend.SimpleStorage.total_storage_size", 0))
         return cls(settings.get("controller.sampler"),
                    polling_mode=settings.get("controller.polling_mode", False),
-                   max_bytes=settings.get("storage.max_bytes", 0),
-                   max_samples=settings.get("storage.max_samples",
-                                            settings.get("backend.SimpleStorage.total_storage_size", 0)),
                    timeout=_config_timeout(settings), sampler_args=settings.get("controller.sampler_args"),
-                   timing_alignment=settings.get("controller.timing_alignment", 1))
+                   timing_alignment=settings.get("controller.timing_alignment", 1), **capacity)
 
     # ---- life cycle ---------------------------------------------------------
 

@@ -31,6 +31,7 @@ import uuid
 from typing import Any, Optional
 
 from seqflow import _seqflow
+from seqflow._capacity import capacity_of_settings
 from seqflow._checks import check_count
 from seqflow._config import read_config
 from seqflow._serve import ServiceHandle, keygen, read_key_file, serve_controller, serve_storage
@@ -165,8 +166,7 @@ def _service_settings(config) -> tuple[dict, dict]:
     controller = dict(sampler=settings.get("controller.sampler"), sampler_args=settings.get("controller.sampler_args"),
                       polling_mode=settings.get("controller.polling_mode", False),
                       timing_alignment=settings.get("controller.timing_alignment", 1), **common)
-    storage = dict(max_bytes=settings.get("storage.max_bytes", 0), max_samples=settings.get("storage.max_samples", 0),
-                   **common)
+    storage = dict(capacity_of_settings(settings), **common)
     return controller, storage
 
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <iostream>
 #include <limits>
 
@@ -80,6 +81,12 @@ int64_t Arguments::integer(std::string_view name, int64_t fallback, int64_t min,
   return text ? parse_integer(name, *text, min, max) : fallback;
 }
 
+std::optional<double> Arguments::number(std::string_view name) const {
+  auto text = get(name);
+  if (!text) return std::nullopt;
+  return parse_number(name, *text);
+}
+
 std::optional<Arguments> parse_arguments(std::span<const std::string> args, const CommandSpec& spec) {
   Arguments out;
   bool options_ended = false;
@@ -146,6 +153,15 @@ std::string naming_option(std::string_view option, std::string_view message) {
                      (message[python_name.size()] == ':' || message[python_name.size()] == ' ');
   if (named) return std::string(option).append(message.substr(python_name.size()));
   return std::string(option).append(": ").append(message);
+}
+
+double parse_number(std::string_view parameter, std::string_view text) {
+  double value = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || !std::isfinite(value)) {
+    throw_invalid(std::string(parameter) + ": '" + std::string(text) + "' is not a number");
+  }
+  return value;
 }
 
 int64_t parse_integer(std::string_view parameter, std::string_view text, int64_t min, int64_t max) {

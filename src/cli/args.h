@@ -35,6 +35,8 @@ class Arguments {
   std::optional<std::string> get(std::string_view name) const;
   // The option's value as an integer in [min, max]; `fallback` when absent.
   int64_t integer(std::string_view name, int64_t fallback, int64_t min, int64_t max) const;
+  // The option's value as a decimal number; nullopt when not given.
+  std::optional<double> number(std::string_view name) const;
   const std::vector<std::string>& positionals() const { return positionals_; }
 
  private:
@@ -66,6 +68,8 @@ decltype(auto) with_option(std::string_view option, Step&& step) {
   }
 }
 
+// `text` as a finite decimal number; the error names `parameter` and `text`.
+double parse_number(std::string_view parameter, std::string_view text);
 // `text` as an integer in [min, max]; the error names `parameter` and `text`.
 int64_t parse_integer(std::string_view parameter, std::string_view text, int64_t min, int64_t max);
 

@@ -79,6 +79,14 @@ constexpr Option kStorageOptions[] = {
      "wildcard address such as tcp://0.0.0.0:7000"},
     {"--max-bytes", "N", "capacity in bytes (default 0: unlimited)"},
     {"--max-samples", "N", "capacity in samples (default 0: unlimited)"},
+    {"--max-bytes-per-partition", "N", "capacity in bytes for each partition (default 0: unlimited)"},
+    {"--max-samples-per-partition", "N", "capacity in samples for each partition (default 0: unlimited)"},
+    {"--when-full", "wait|raise",
+     "a put that does not fit fails 'storage full' at once (raise, the default) or waits until clears make room "
+     "(wait): its client retries within the put's timeout"},
+    {"--high-watermark", "F", "puts stop fitting above this fraction of each limit (default 1)"},
+    {"--low-watermark", "F",
+     "a limit that filled admits puts again once usage fell to this fraction (default: the high watermark)"},
     kMetricsOption,
     kWorkersOption,
     kMaxRequestOption,
@@ -298,6 +306,33 @@ int serve_controller(std::span<const std::string> arguments) {
                             args->get("--metrics") ? server::metrics_token_of(settings.serving) : "");
 }
 
+WhenFull when_full_of(const std::optional<std::string>& text) {
+  if (!text || *text == "raise") return WhenFull::kRaise;
+  if (*text == "wait") return WhenFull::kWait;
+  throw_invalid("--when-full must be wait or raise, got '" + *text + "'");
+}
+
+StorageOptions storage_options(const Arguments& args) {
+  StorageOptions options;
+  const auto count = [&](std::string_view option) {
+    return static_cast<uint64_t>(args.integer(option, 0, 0, kInt64Max));
+  };
+  options.max_bytes = count("--max-bytes");
+  options.max_samples = count("--max-samples");
+  options.max_bytes_per_partition = count("--max-bytes-per-partition");
+  options.max_samples_per_partition = count("--max-samples-per-partition");
+  options.when_full = when_full_of(args.get("--when-full"));
+  options.high_watermark = args.number("--high-watermark").value_or(1.0);
+  options.low_watermark = args.number("--low-watermark");
+  try {
+    check_storage_options(options);
+  } catch (const Error& error) {  // it names low_watermark or high_watermark
+    const bool low = std::string_view(error.what()).starts_with("low_");
+    throw Error(error.code(), naming_option(low ? "--low-watermark" : "--high-watermark", error.what()));
+  }
+  return options;
+}
+
 int serve_storage(std::span<const std::string> arguments) {
   const std::optional<Arguments> args = parse_arguments(arguments, kStorageSpec);
   if (!args) return 0;
@@ -307,8 +342,7 @@ int serve_storage(std::span<const std::string> arguments) {
   settings.serving = serving_settings(*args);
   settings.controller = *args->get("--controller");
   settings.advertise = args->get("--advertise").value_or("");
-  settings.max_bytes = static_cast<uint64_t>(args->integer("--max-bytes", 0, 0, kInt64Max));
-  settings.max_samples = static_cast<uint64_t>(args->integer("--max-samples", 0, 0, kInt64Max));
+  settings.storage = storage_options(*args);
   settings.controller_key_file = args->get("--controller-key").value_or("");
   check_files_and_endpoints(*args);
   server::StorageServiceOptions options = server::storage_service_options(settings);

@@ -188,7 +188,10 @@ BatchMeta CoordinatingClient::put_new(const std::string& partition_id, const std
   BatchMeta meta = control_->insert(partition_id, static_cast<int64_t>(n), &partition_is_new);
   std::optional<Error> lost_reply;  // mark_produced sent, its answer lost: it may have committed
   try {
-    data_->put(keys_of(meta), columns);
+    const AroundWait around_wait = unlocked_while_waiting(lock);
+    SampleKeys keys = keys_of(meta);
+    keys.around_wait = &around_wait;
+    data_->put(keys, columns);
     try {
       control_->mark_produced(partition_id, meta.global_indexes, meta.generations, schemas, custom_meta);
     } catch (const Error& error) {
@@ -243,11 +246,19 @@ BatchMeta CoordinatingClient::put_existing(const BatchMeta& meta, const std::vec
                                            std::span<const Value> custom_meta) {
   std::shared_lock lock(mutex_);
   const PutDeadline deadline(put_timeout_);  // the scope every request of the put honours
-  return write_existing(meta, columns, custom_meta);
+  return write_existing(meta, columns, custom_meta, lock);
+}
+
+CoordinatingClient::AroundWait CoordinatingClient::unlocked_while_waiting(std::shared_lock<Mutex>& lock) {
+  return [&lock](const std::function<void()>& wait) {
+    lock.unlock();
+    wait();
+    lock.lock();
+  };
 }
 
 BatchMeta CoordinatingClient::write_existing(const BatchMeta& meta, const std::vector<Column>& columns,
-                                             std::span<const Value> custom_meta) {
+                                             std::span<const Value> custom_meta, std::shared_lock<Mutex>& lock) {
   const size_t n = sample_count_of(columns);
   if (n != meta.size()) {
     throw_invalid("the data holds " + std::to_string(n) + " samples but the metadata " + std::to_string(meta.size()) +
@@ -299,6 +310,8 @@ BatchMeta CoordinatingClient::write_existing(const BatchMeta& meta, const std::v
   SampleKeys keys = keys_of(target);
   keys.write_version = write_version;
   keys.read_versions = nullptr;
+  const AroundWait around_wait = unlocked_while_waiting(lock);
+  keys.around_wait = &around_wait;
   std::vector<int64_t> committed;  // positions of the partitions whose samples the controller committed
   // What readers see now, by position: the committed versions, and the tags
   // of samples where a newer write's won.
@@ -493,7 +506,7 @@ BatchMeta CoordinatingClient::kv_put(const std::string& partition_id, std::span<
   bool partition_is_new = false;  // made by kv_resolve: a failed put removes it again if empty
   BatchMeta meta = control_->kv_resolve(partition_id, keys, {}, &partition_is_new, &made_keys);
   try {
-    return write_existing(meta, columns, tag_updates);
+    return write_existing(meta, columns, tag_updates, lock);
   } catch (...) {
     deadline.start_rollback();
     std::vector<int64_t> made;

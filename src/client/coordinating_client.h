@@ -80,9 +80,13 @@ class CoordinatingClient final : public Client {
   class PutDeadline;
   using Mutex = std::shared_timed_mutex;  // timed: a rollback waits for the lock until its deadline only
 
-  // put_existing without taking the lock (kv_put holds it already).
+  // put_existing without taking the lock (kv_put holds it already: `lock`).
   BatchMeta write_existing(const BatchMeta& meta, const std::vector<Column>& columns,
-                           std::span<const Value> custom_meta);
+                           std::span<const Value> custom_meta, std::shared_lock<Mutex>& lock);
+  // SampleKeys::around_wait of a put holding `lock`: released while the put
+  // waits for room, so that this client's clears can make it.
+  using AroundWait = std::function<void(const std::function<void()>&)>;
+  static AroundWait unlocked_while_waiting(std::shared_lock<Mutex>& lock);
   // Tells the units holding `samples` that `write_version` of `fields` is
   // committed (they drop older versions) or refused (they drop it), with
   // the version's write tags (remote). Best effort: readers name only

@@ -1,8 +1,12 @@
 #include "client/sharded_storage.h"
 
 #include <algorithm>
+#include <chrono>
+#include <functional>
 #include <iterator>
+#include <map>
 #include <optional>
+#include <thread>
 
 #include "client/call_deadline.h"
 #include "client/storage_index.h"
@@ -199,11 +203,15 @@ void ShardedStorage::put(const SampleKeys& samples, const std::vector<Column>& c
     }
   }
   // A unit that refused the session (it restarted since, or cannot read this
-  // process) gets the bytes now; the next put opens a new session.
+  // process) gets the bytes now; the next put opens a new session. A unit
+  // without room (it waits for room: WhenFull::kWait) stored nothing.
+  std::map<size_t, std::string> full;  // unit -> its "storage full" answer
   FanOut resend(units_);
   bool resending = false;
   for (auto& [unit, frames] : fan_out.receive_all()) {
-    if (!storage_protocol::decode_put_reply(frames)) continue;
+    storage_protocol::PutReply reply = storage_protocol::decode_put_reply(frames);
+    if (reply.full) full[unit] = std::move(*reply.full);
+    if (!reply.local_copy_refused) continue;
     {
       std::lock_guard lock(sessions_mutex_);
       sessions_[unit].reset();
@@ -211,7 +219,57 @@ void ShardedStorage::put(const SampleKeys& samples, const std::vector<Column>& c
     resend.send(unit, storage_protocol::kPut, with_bytes(unit));
     resending = true;
   }
-  if (resending) resend.receive_all();
+  if (resending) {
+    for (auto& [unit, frames] : resend.receive_all()) {
+      storage_protocol::PutReply reply = storage_protocol::decode_put_reply(frames);
+      if (reply.full) full[unit] = std::move(*reply.full);
+    }
+  }
+  if (!full.empty()) wait_for_room(samples, full, with_bytes);
+}
+
+// The units told the put to wait until clears make room: it asks them again,
+// backing off from 1 ms to 100 ms, until they stored it or the put's
+// deadline (its call's, CallDeadline, or else one unit timeout) passed.
+// Each try stores all or nothing on its unit, so retries never duplicate.
+void ShardedStorage::wait_for_room(const SampleKeys& samples, std::map<size_t, std::string>& full,
+                                   const std::function<Frames(size_t)>& request) const {
+  constexpr std::chrono::milliseconds kFirstBackoff{1};
+  constexpr std::chrono::milliseconds kMaxBackoff{100};
+  using Clock = CallDeadline::Clock;
+  const Clock::time_point started = Clock::now();
+  const Clock::time_point deadline =
+      CallDeadline::of_request(units_[full.begin()->first]->acquire()->options().timeout);
+  std::chrono::milliseconds backoff = kFirstBackoff;
+  for (;;) {
+    const Clock::time_point now = Clock::now();
+    if (now >= deadline) {
+      const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - started);
+      throw_invalid(full.begin()->second + "; the put waited " + std::to_string(waited.count()) +
+                    " ms for room (its timeout)");
+    }
+    const std::function<void()> wait = [&] {
+      std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - now));
+    };
+    if (samples.around_wait != nullptr) {
+      (*samples.around_wait)(wait);  // the caller's locks are released meanwhile
+    } else {
+      wait();
+    }
+    backoff = std::min(backoff * 2, kMaxBackoff);
+    if (Clock::now() >= deadline) continue;
+    FanOut retry(units_);
+    for (const auto& [unit, message] : full) retry.send(unit, storage_protocol::kPut, request(unit));
+    for (auto& [unit, frames] : retry.receive_all()) {
+      storage_protocol::PutReply reply = storage_protocol::decode_put_reply(frames);
+      if (reply.full) {
+        full[unit] = std::move(*reply.full);
+      } else {
+        full.erase(unit);
+      }
+    }
+    if (full.empty()) return;
+  }
 }
 
 std::vector<std::vector<SampleView>> ShardedStorage::get(const SampleKeys& samples,

@@ -7,6 +7,8 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -51,6 +53,12 @@ class ShardedStorage final : public DataPlane {
   void load(const std::string& path) override;
 
  private:
+  // put: asks the units in `full` (unit -> its "storage full" answer) again,
+  // with `request(unit)`, until they stored their share or the put's
+  // deadline passed (then kInvalidArgument, the last answer, saying it waited).
+  // Each pause goes through samples.around_wait.
+  void wait_for_room(const SampleKeys& samples, std::map<size_t, std::string>& full,
+                     const std::function<transport::Frames(size_t)>& request) const;
   // commit and discard: op to every unit holding some of the samples.
   void settle_version(std::string_view op, const SampleKeys& samples, std::span<const std::string> fields);
   // Writes the index of a storage checkpoint from the units' fingerprints

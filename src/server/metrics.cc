@@ -106,6 +106,14 @@ std::string format_metric_value(double value) {
   return text;
 }
 
+void append_metric_family(std::string& out, const char* name, const char* type, const char* help) {
+  out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+}
+
+void append_metric_sample(std::string& out, const char* name, const std::string& labels, double value) {
+  out += std::string(name) + (labels.empty() ? " " : "{" + labels + "} ") + format_metric_value(value) + "\n";
+}
+
 void Counter::increment(double amount) {
   if (!(amount >= 0)) throw_invalid("counter increment must be >= 0, got " + format_metric_value(amount));
   value_.fetch_add(amount, std::memory_order_relaxed);

@@ -101,5 +101,9 @@ class MetricsRegistry {
 // Prometheus text helpers, for collectors that render their own lines.
 std::string escape_label_value(const std::string& value);
 std::string format_metric_value(double value);
+// "# HELP name help" and "# TYPE name type" lines.
+void append_metric_family(std::string& out, const char* name, const char* type, const char* help);
+// "name{labels} value" (labels rendered, e.g. task="actor"; empty: none).
+void append_metric_sample(std::string& out, const char* name, const std::string& labels, double value);
 
 }  // namespace seqflow::server

@@ -228,7 +228,7 @@ StorageServiceOptions storage_service_options(const StorageSettings& settings) {
   server.bind = settings.serving.bind.empty() ? "tcp://127.0.0.1:0" : settings.serving.bind;
   server.controller_endpoint = settings.controller;
   server.advertise = settings.advertise;
-  server.storage = StorageOptions{settings.max_bytes, settings.max_samples};
+  server.storage = settings.storage;
   server.max_workers = settings.serving.max_workers;
   server.max_request_bytes = settings.serving.max_request_bytes;
   server.checkpoint_root = settings.serving.checkpoint_root;

@@ -54,8 +54,7 @@ struct StorageSettings {
   ServingSettings serving;
   std::string controller;  // the controller service's endpoint
   std::string advertise;   // empty: the bound endpoint
-  uint64_t max_bytes = 0;
-  uint64_t max_samples = 0;
+  StorageOptions storage;  // capacity: limits, when_full, watermarks
   // The controller's public key (.pub or .key); empty: the unit's own, as
   // with one cluster key pair. Needs curve_secret_file.
   std::string controller_key_file;

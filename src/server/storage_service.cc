@@ -16,6 +16,7 @@
 #include "durable/framed_file.h"
 #include "storage/checkpoint.h"
 #include "server/handler_table.h"
+#include "server/storage_capacity_metrics.h"
 
 namespace seqflow::server {
 namespace {
@@ -89,6 +90,7 @@ StorageService::StorageService(StorageServiceOptions options)
         "# HELP seqflow_storage_leases Get replies held for same-host clients to copy\n"
         "# TYPE seqflow_storage_leases gauge\n";
     out += "seqflow_storage_leases " + std::to_string(leases_.held()) + "\n";
+    append_capacity_metrics(*storage, out);
   });
 }
 
@@ -117,8 +119,9 @@ transport::Frames StorageService::put(transport::Frames& args) {
                                                              request_name(storage_protocol::kPut) + " local_frames");
     if (!client) {
       return storage_protocol::encode_put_reply(
-          "no open local-copy session of this unit signed these ranges (or the unit may not read its client): "
-          "send the bytes");
+          {"no open local-copy session of this unit signed these ranges (or the unit may not read its client): "
+           "send the bytes",
+           std::nullopt});
     }
     transport::Frames data = transport::local_copy::read(
         *client, *request.local_frames, request_name(storage_protocol::kPut) + " local_frames",
@@ -129,8 +132,9 @@ transport::Frames StorageService::put(transport::Frames& args) {
   }
   const auto columns = transport::wire::take_columns(request.columns, args, 1, request.samples.global_indexes.size(),
                                                      request_name(storage_protocol::kPut));
-  storage_->put(request.samples.keys(), columns);
-  return storage_protocol::encode_put_reply(std::nullopt);
+  // A put that waits for room holds no worker: the unit answers "full" and
+  // its client retries within its own budget.
+  return storage_protocol::encode_put_reply({std::nullopt, storage_->try_put(request.samples.keys(), columns)});
 }
 
 transport::Frames StorageService::get(transport::Frames& args) {

@@ -3,6 +3,8 @@
 #include "seqflow/storage.h"
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <shared_mutex>
@@ -13,6 +15,7 @@
 #include "seqflow/error.h"
 #include "storage/checkpoint.h"
 #include "storage/fair_shared_mutex.h"
+#include "storage/storage_capacity.h"
 #include "storage/versioned_value.h"
 
 namespace seqflow {
@@ -158,22 +161,133 @@ std::vector<const std::vector<uint64_t>*> read_versions_of(const SampleKeys& sam
 }  // namespace
 
 struct StorageUnit::State {
+  explicit State(const StorageOptions& given) : options(given), capacity(given) {}
+
   StorageOptions options;
   mutable storage::FairSharedMutex mutex;
   Values values;
   StorageStats stats;
+  storage::StorageCapacity capacity;
+  std::condition_variable_any room_made;  // waiting puts (WhenFull::kWait): notified when values are dropped
+  CapacityStats capacity_stats;
 };
 
-StorageUnit::StorageUnit(StorageOptions options) : state_(std::make_unique<State>()) { state_->options = options; }
+namespace {
+
+// What a put changes, checked against the limits before it changes anything.
+struct PutChange {
+  uint64_t bytes_in = 0;
+  uint64_t bytes_out = 0;
+  uint64_t overhead_in = 0;
+  uint64_t overhead_out = 0;
+  storage::UsageChange total;            // samples and bytes (values and bookkeeping)
+  storage::PartitionChanges partitions;  // counted only with a per-partition limit
+};
+
+// Under the unit's lock, of its `values`; throws kStaleSample as a put of `staged` would.
+PutChange change_of_put(const Values& values, const Values& staged, bool per_partition) {
+  PutChange change;
+  const auto count = [&](const std::string& partition, storage::Usage in, storage::Usage out) {
+    if (!per_partition) return;
+    storage::UsageChange& scope = change.partitions[partition];
+    scope.in.samples += in.samples;
+    scope.in.bytes += in.bytes;
+    scope.out.samples += out.samples;
+    scope.out.bytes += out.bytes;
+  };
+  const auto whole = [](const StoredSample& sample) {
+    return storage::Usage{1, bytes_of(sample.fields) + overhead_of(sample)};
+  };
+  for (const auto& [gi, sample] : staged) {
+    auto stored = values.find(gi);
+    if (stored == values.end()) {
+      ++change.total.in.samples;
+      change.bytes_in += bytes_of(sample.fields);
+      change.overhead_in += overhead_of(sample);
+      count(sample.partition, whole(sample), {});
+      continue;
+    }
+    const StoredSample& old = stored->second;
+    if (old.generation != 0 && sample.generation < old.generation) {
+      throw_sample_reused(sample.partition, gi, sample.generation, old.generation);
+    }
+    if (supersedes(sample, old)) {  // dropped whole
+      change.bytes_out += bytes_of(old.fields);
+      change.overhead_out += overhead_of(old);
+      change.bytes_in += bytes_of(sample.fields);
+      change.overhead_in += overhead_of(sample);
+      count(old.partition, {}, whole(old));
+      count(sample.partition, whole(sample), {});
+      continue;
+    }
+    if (!old.partition.empty() && old.partition != sample.partition) {
+      throw_sample_foreign(sample.partition, gi, sample.generation, old.partition);
+    }
+    if (old.partition.empty()) {  // a sample of a checkpoint that kept no partitions: claimed by this one's
+      count(old.partition, {}, whole(old));
+      count(sample.partition, whole(old), {});
+    }
+    storage::UsageChange fields;
+    for (const auto& [field, value] : sample.fields) {
+      auto slot = old.fields.find(field);
+      if (slot == old.fields.end()) {
+        fields.in.bytes += value.bytes() + kValueOverheadBytes;
+        change.bytes_in += value.bytes();
+        change.overhead_in += kValueOverheadBytes;
+        continue;
+      }
+      const VersionedValue::Change written = slot->second.change_of_write(value);
+      // A value that takes another's place reuses its bookkeeping: an
+      // overwrite asks only for its bytes.
+      const uint64_t reused = std::min(written.values_in, written.values_out);
+      const uint64_t overhead_in = kValueOverheadBytes * (written.values_in - reused);
+      const uint64_t overhead_out = kValueOverheadBytes * (written.values_out - reused);
+      change.bytes_in += written.bytes_in;
+      change.bytes_out += written.bytes_out;
+      change.overhead_in += overhead_in;
+      change.overhead_out += overhead_out;
+      fields.in.bytes += written.bytes_in + overhead_in;
+      fields.out.bytes += written.bytes_out + overhead_out;
+    }
+    count(sample.partition, fields.in, fields.out);
+  }
+  // Values this put drops are released by it, so they count as free.
+  change.total.in.bytes = change.bytes_in + change.overhead_in;
+  change.total.out.bytes = change.bytes_out + change.overhead_out;
+  return change;
+}
+
+}  // namespace
+
+StorageUnit::StorageUnit(StorageOptions options) : state_(std::make_unique<State>(options)) {}
+
+const StorageOptions& StorageUnit::options() const { return state_->options; }
+
+CapacityStats StorageUnit::capacity_stats() const {
+  std::shared_lock lock(state_->mutex);
+  return state_->capacity_stats;
+}
+
+std::vector<StorageUnit::PartitionUsage> StorageUnit::partition_usage() const {
+  std::shared_lock lock(state_->mutex);
+  return state_->capacity.partition_usage();
+}
 
 StorageUnit::~StorageUnit() = default;
 
-void StorageUnit::put(const SampleKeys& samples, const std::vector<Column>& columns) {
+void StorageUnit::put(const SampleKeys& samples, const std::vector<Column>& columns) { store(samples, columns, true); }
+
+std::optional<std::string> StorageUnit::try_put(const SampleKeys& samples, const std::vector<Column>& columns) {
+  return store(samples, columns, false);
+}
+
+std::optional<std::string> StorageUnit::store(const SampleKeys& samples, const std::vector<Column>& columns,
+                                              bool wait) {
   const std::span<const int64_t> global_indexes = samples.global_indexes;
   check_keys(samples, true);
   check_indexes(global_indexes);
   check_columns(global_indexes.size(), columns);
-  if (columns.empty() || global_indexes.empty()) return;
+  if (columns.empty() || global_indexes.empty()) return std::nullopt;
 
   // Every allocation happens here, before the lock: under it, values only
   // move between node-based maps, which cannot throw, so a put lands whole.
@@ -188,57 +302,49 @@ void StorageUnit::put(const SampleKeys& samples, const std::vector<Column>& colu
     }
   }
 
+  const auto started = std::chrono::steady_clock::now();
+  const auto deadline = started + state_->options.wait_timeout;
+  bool waited = false;
   std::unique_lock lock(state_->mutex);
-  uint64_t bytes_in = 0;
-  uint64_t bytes_out = 0;
-  uint64_t overhead_in = 0;
-  uint64_t overhead_out = 0;
-  uint64_t fresh = 0;
-  for (const auto& [gi, sample] : staged) {
-    auto stored = state_->values.find(gi);
-    if (stored == state_->values.end()) {
-      ++fresh;
-      bytes_in += bytes_of(sample.fields);
-      overhead_in += overhead_of(sample);
-      continue;
+  PutChange change;
+  for (;;) {
+    change = change_of_put(state_->values, staged, state_->capacity.counts_partitions());
+    const std::optional<storage::Refusal> refusal =
+        state_->capacity.refusal({state_->values.size(), state_->stats.bytes + state_->stats.overhead_bytes},
+                                 change.total, change.partitions, "the put");
+    if (!refusal) break;
+    const bool waits = state_->options.when_full == WhenFull::kWait && !refusal->never_fits;
+    if (waits && !wait) {  // a service's put: its client waits and retries
+      ++state_->capacity_stats.puts_waited;
+      return refusal->message;
     }
-    const StoredSample& old = stored->second;
-    if (old.generation != 0 && sample.generation < old.generation) {
-      throw_sample_reused(sample.partition, gi, sample.generation, old.generation);
+    if (waits && !waited) ++state_->capacity_stats.puts_waited;
+    if (!waits || std::chrono::steady_clock::now() >= deadline) {
+      ++state_->capacity_stats.puts_refused;
+      if (!waited) throw_invalid(refusal->message);
+      const auto waited_ms =
+          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+      throw_invalid(refusal->message + "; the put waited " + std::to_string(waited_ms.count()) +
+                    " ms for room (wait_timeout " + std::to_string(state_->options.wait_timeout.count()) + " ms)");
     }
-    if (supersedes(sample, old)) {  // dropped whole
-      bytes_out += bytes_of(old.fields);
-      overhead_out += overhead_of(old);
-      bytes_in += bytes_of(sample.fields);
-      overhead_in += overhead_of(sample);
-      continue;
+    waited = true;
+    ++state_->capacity_stats.waiting_puts;
+    // Unlocked meanwhile; clears, commits and discards notify. The caller's
+    // locks (around_wait) are taken again only after this unit's is released.
+    const std::function<void()> wait = [&] {
+      state_->room_made.wait_until(lock, deadline);
+      lock.unlock();
+    };
+    if (samples.around_wait != nullptr) {
+      (*samples.around_wait)(wait);
+    } else {
+      wait();
     }
-    if (!old.partition.empty() && old.partition != sample.partition) {
-      throw_sample_foreign(sample.partition, gi, sample.generation, old.partition);
-    }
-    for (const auto& [field, value] : sample.fields) {
-      auto slot = old.fields.find(field);
-      if (slot == old.fields.end()) {
-        bytes_in += value.bytes();
-        overhead_in += kValueOverheadBytes;
-        continue;
-      }
-      const VersionedValue::Change change = slot->second.change_of_write(value);
-      bytes_in += change.bytes_in;
-      bytes_out += change.bytes_out;
-      // A value that takes another's place reuses its bookkeeping: an
-      // overwrite asks only for its bytes.
-      const uint64_t reused = std::min(change.values_in, change.values_out);
-      overhead_in += kValueOverheadBytes * (change.values_in - reused);
-      overhead_out += kValueOverheadBytes * (change.values_out - reused);
-    }
+    lock.lock();
+    --state_->capacity_stats.waiting_puts;
   }
-  // Values this put drops are released by it, so they count as free.
-  const StorageStats& held = state_->stats;
-  check_room("max_bytes", state_->options.max_bytes, held.bytes + held.overhead_bytes - bytes_out - overhead_out,
-             bytes_in + overhead_in, "bytes (values and their bookkeeping)", "the put");
-  check_room("max_samples", state_->options.max_samples, state_->values.size(), fresh, "new samples", "the put");
-  state_->values.reserve(state_->values.size() + fresh);  // the last step that may throw
+  state_->capacity.add(change.partitions);
+  state_->values.reserve(state_->values.size() + change.total.in.samples);  // the last step that may throw
 
   for (auto it = staged.begin(); it != staged.end();) {
     auto stored = state_->values.find(it->first);
@@ -266,11 +372,12 @@ void StorageUnit::put(const SampleKeys& samples, const std::vector<Column>& colu
     }
     ++it;
   }
-  state_->stats.bytes = state_->stats.bytes - bytes_out + bytes_in;
-  state_->stats.overhead_bytes = state_->stats.overhead_bytes - overhead_out + overhead_in;
+  state_->stats.bytes = state_->stats.bytes - change.bytes_out + change.bytes_in;
+  state_->stats.overhead_bytes = state_->stats.overhead_bytes - change.overhead_out + change.overhead_in;
   state_->stats.samples = state_->values.size();
   lock.unlock();
   // `staged` now holds the dropped views; their buffers may be freed here, unlocked.
+  return std::nullopt;
 }
 
 std::vector<std::vector<SampleView>> StorageUnit::get(const SampleKeys& samples,
@@ -359,20 +466,30 @@ void StorageUnit::settle_version(const SampleKeys& samples, std::span<const std:
   for (size_t i = 0; i < global_indexes.size(); ++i) {
     const auto stored = owned(i);
     if (stored == state_->values.end()) continue;
+    const size_t dropped_before = dropped.size();
     each_field(stored->second, [&](auto slot) {
       apply(slot->second, version, dropped);
       // A field only ever staged, its write discarded: as if never put.
       if (slot->second.versions().empty()) stored->second.fields.erase(slot);
     });
+    storage::Usage freed;
+    for (size_t d = dropped_before; d < dropped.size(); ++d) {
+      freed.bytes += dropped[d].mapped().nbytes + kValueOverheadBytes;
+    }
     if (stored->second.fields.empty()) {
+      freed = {1, freed.bytes + kSampleOverheadBytes};
+      state_->capacity.release(stored->second.partition, freed);
       state_->values.erase(stored);
       state_->stats.overhead_bytes -= kSampleOverheadBytes;
+    } else {
+      state_->capacity.release(stored->second.partition, freed);
     }
   }
   state_->stats.samples = state_->values.size();
   for (const auto& node : dropped) state_->stats.bytes -= node.mapped().nbytes;
   state_->stats.overhead_bytes -= kValueOverheadBytes * dropped.size();
   lock.unlock();
+  if (!dropped.empty()) state_->room_made.notify_all();
   // `dropped` releases the buffers here, unlocked.
 }
 
@@ -401,12 +518,16 @@ void StorageUnit::clear_generations(std::span<const int64_t> global_indexes, std
     // released too. Generation 0 (loaded from a checkpoint that kept none)
     // is any sample's.
     if (!generations.empty() && stored->second.generation > generations[i]) continue;
-    state_->stats.bytes -= bytes_of(stored->second.fields);
-    state_->stats.overhead_bytes -= overhead_of(stored->second);
+    const uint64_t bytes = bytes_of(stored->second.fields);
+    const uint64_t overhead = overhead_of(stored->second);
+    state_->stats.bytes -= bytes;
+    state_->stats.overhead_bytes -= overhead;
+    state_->capacity.release(stored->second.partition, {1, bytes + overhead});
     dropped.push_back(state_->values.extract(stored));
   }
   state_->stats.samples = state_->values.size();
   lock.unlock();
+  if (!dropped.empty()) state_->room_made.notify_all();
   // `dropped` releases the buffers here, unlocked.
 }
 
@@ -415,6 +536,9 @@ void StorageUnit::clear_all() {
   std::unique_lock lock(state_->mutex);
   dropped.swap(state_->values);
   state_->stats = {};
+  state_->capacity.reset({});
+  lock.unlock();
+  state_->room_made.notify_all();
 }
 
 StorageStats StorageUnit::stats() const {
@@ -467,8 +591,12 @@ void StorageUnit::load(const std::string& path) {
     }
   }
   stats.samples = loaded.size();
+  std::unordered_map<std::string, storage::Usage> partitions;
   for (const auto& [gi, sample] : loaded) {
     stats.overhead_bytes += overhead_of(sample);
+    storage::Usage& usage = partitions[sample.partition];
+    ++usage.samples;
+    usage.bytes += bytes_of(sample.fields) + overhead_of(sample);
     for (const auto& [field, value] : sample.fields) {
       if (const char* problem = value.restored_problem()) corrupt(gi, "field \"" + field + "\": " + problem);
     }
@@ -482,7 +610,9 @@ void StorageUnit::load(const std::string& path) {
   std::unique_lock lock(state_->mutex);
   state_->values.swap(loaded);
   state_->stats = stats;
+  state_->capacity.reset(std::move(partitions));
   lock.unlock();
+  state_->room_made.notify_all();
   // `loaded` now holds the old content; it is released here, unlocked.
 }
 

@@ -65,15 +65,17 @@ PutRequest decode_put_request(const Frames& request) {
   return {wire::read_sample_keys(header), std::string(header.value("columns")), optional_entry(header, "local_frames")};
 }
 
-Frames encode_put_reply(const std::optional<std::string>& local_copy_refused) {
-  if (!local_copy_refused) return encode_empty_reply();
+Frames encode_put_reply(const PutReply& reply) {
+  if (!reply.local_copy_refused && !reply.full) return encode_empty_reply();
   MsgpackMapWriter header;
-  header.set("local_copy_refused").string(*local_copy_refused);
+  if (reply.local_copy_refused) header.set("local_copy_refused").string(*reply.local_copy_refused);
+  if (reply.full) header.set("full").string(*reply.full);
   return header_message(header);
 }
 
-std::optional<std::string> decode_put_reply(const Frames& reply) {
-  return optional_text(wire::read_header(reply, 0, reply_name(kPut), {"local_copy_refused"}), "local_copy_refused");
+PutReply decode_put_reply(const Frames& reply) {
+  const EncodedMap header = wire::read_header(reply, 0, reply_name(kPut), {"local_copy_refused", "full"});
+  return {optional_text(header, "local_copy_refused"), optional_text(header, "full")};
 }
 
 Frames encode_get_request(const SampleKeys& samples, std::span<const size_t> positions,

@@ -56,10 +56,18 @@ struct PutRequest {
   std::optional<std::string> local_frames;
 };
 PutRequest decode_put_request(const Frames& request);
-// Empty, or why the unit did not read the client's memory: the client then
-// sends the bytes.
-Frames encode_put_reply(const std::optional<std::string>& local_copy_refused);
-std::optional<std::string> decode_put_reply(const Frames& reply);
+// Empty (stored), or what kept the unit from storing the put: nothing of
+// it is stored then.
+struct PutReply {
+  // Why the unit did not read the client's memory: the client sends the bytes.
+  std::optional<std::string> local_copy_refused;
+  // The unit's limits leave no room now and it waits for room
+  // (WhenFull::kWait), without a thread: the client retries until its put's
+  // deadline ("storage full: ...").
+  std::optional<std::string> full;
+};
+Frames encode_put_reply(const PutReply& reply);
+PutReply decode_put_reply(const Frames& reply);
 
 // get: the samples' `fields`; `local_copy` (a session id) asks a same-host
 // unit to leave the values in its memory for the client to copy. A

@@ -275,7 +275,9 @@ const std::vector<ProtocolDecoder>& protocol_decoders() {
          return storage_protocol::encode_put_request(samples_of(kIndexes), kAll, entries, std::move(data));
        }},
       {"put reply", [](Frames& f, size_t, size_t) { storage_protocol::decode_put_reply(f); },
-       [] { return storage_protocol::encode_put_reply("no session"); }},
+       [] {
+         return storage_protocol::encode_put_reply({"no session", std::nullopt});
+       }},
       {"get request", [](Frames& f, size_t, size_t) { storage_protocol::decode_get_request(f); },
        [] {
          const std::vector<uint8_t> session(16, 7);

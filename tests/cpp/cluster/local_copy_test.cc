@@ -521,7 +521,7 @@ TEST(LocalCopyService, APutNamingNoOpenSessionIsRefusedAndStoresNothing) {
   made_up.fill(7);
   for (const auto& session : {std::optional<transport::local_copy::SessionId>(), std::optional(made_up)}) {
     const Frames reply = unit.call("put", message_of(put_request(message, entries, session)));
-    const std::optional<std::string> refused = transport::storage_protocol::decode_put_reply(reply);
+    const std::optional<std::string> refused = transport::storage_protocol::decode_put_reply(reply).local_copy_refused;
     ASSERT_TRUE(refused.has_value());
     EXPECT_NE(refused->find("no open local-copy session of this unit signed"), std::string::npos);
   }
@@ -604,7 +604,7 @@ TEST(LocalCopyService, AUnitReadsOnlyTheProcessThatOpenedTheSession) {
   // before the controller lists it, which would drop this put's data too.
   cluster.client();
   const Frames put = unit.call("put", message_of(put_request(message, entries, child_session, child_key)));
-  EXPECT_FALSE(transport::storage_protocol::decode_put_reply(put).has_value());
+  EXPECT_FALSE(transport::storage_protocol::decode_put_reply(put).local_copy_refused.has_value());
   ASSERT_EQ(write(done[1], "x", 1), 1);
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
