@@ -33,6 +33,7 @@ void bind_client(nb::module_ m) {
         return "TaskWorkload(task_name='" + model.task_name + "', workload=" + model.workload.name() +
                ", reports=" + std::to_string(model.reports) + ", fitted=" + (model.fitted ? "True" : "False") + ")";
       });
+  bind_replay(m);
   bind_native_client(m);
 }
 
