@@ -53,6 +53,8 @@ class Client {
                            std::span<const Value> tags, const std::vector<Column>& columns) = 0;
   virtual BatchMeta kv_meta(const std::string& partition_id, std::span<const std::string> keys) = 0;
   virtual void kv_clear(const std::string& partition_id, std::span<const std::string> keys) = 0;
+  // ControlPlane::replay_pass, the released samples dropped in both planes (as kv_clear's).
+  virtual ReplayPass replay_pass(const ReplayRequest& request) = 0;
 
   // Controller, samplers and storage, as one atomic directory, with the
   // caller's `user_metadata` (a JSON object) in its metadata.json, which

@@ -17,6 +17,7 @@
 #include "seqflow/calibration.h"
 #include "seqflow/field_versions.h"
 #include "seqflow/partition_keys.h"
+#include "seqflow/replay.h"
 #include "seqflow/sampler.h"
 #include "seqflow/tensor.h"
 #include "seqflow/value.h"
@@ -271,6 +272,11 @@ class ControlPlane {
   // Releases the keys' samples; keys (or a partition) that do not exist are
   // skipped, as TransferQueue does. An empty key is an error.
   virtual std::vector<int64_t> kv_clear(const std::string& partition_id, std::span<const std::string> keys) = 0;
+  // One pass of verl's replay-buffer loop over the partition's prompt and
+  // trajectory keys (seqflow/replay.h); bad options throw kInvalidArgument
+  // naming them. Released samples' indexes are in the answer, for the
+  // storage to drop (as kv_clear's).
+  virtual ReplayPass replay_pass(const ReplayRequest& request) = 0;
 
   // Checkpoint of everything above, including the sampler's state. Atomic on
   // disk; load throws and leaves the running state unchanged on a missing or
@@ -347,6 +353,7 @@ class Controller final : public ControlPlane {
   std::vector<PartitionKeys> kv_list(const std::string* partition_id,
                                      const std::map<std::string, ListingVersion>& known) const;
   std::vector<int64_t> kv_clear(const std::string& partition_id, std::span<const std::string> keys) override;
+  ReplayPass replay_pass(const ReplayRequest& request) override;
   void save(const std::string& path) const override;
   void load(const std::string& path) override;
   void report_timing(const std::string& task_name, std::span<const TimingRecord> records) override;

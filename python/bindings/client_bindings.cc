@@ -52,6 +52,7 @@ void bind_client(nb::module_ m) {
       .def_rw("low_watermark", &StorageOptions::low_watermark, nb::arg().none())
       .def_rw("wait_timeout", &StorageOptions::wait_timeout)
       .def("check", &check_storage_options, "Raises ValueError naming an option that is out of range.");
+  bind_replay(m);
   bind_native_client(m);
 }
 

@@ -708,6 +708,32 @@ class Client:
         partition = check_name(partition_id, "partition_id")
         self._connected().kv_clear(partition, names)
 
+    def replay_pass(self, partition_id: str, global_steps: int, batch_size: int, *, step: str = "sample",
+                    mode: str = "async", max_off_policy_threshold: Optional[int] = None,
+                    max_off_policy_strategy: str = "drop", group_filter_tag: Optional[str] = None,
+                    evict: bool = True, refill_failed_groups: bool = False, max_inflight_prompts: int = 0,
+                    gen_batch_size: int = 1, cursor: Optional[_seqflow.client.ReplayCursor] = None,
+                    wait: float = 0.0) -> _seqflow.client.ReplayPass:
+        """One pass of verl's replay-buffer loop in the engine, over the
+        partition's prompt keys ``{uid}`` (tags is_prompt, status,
+        global_steps) and trajectory keys ``{uid}_...``: evicts stale
+        (async ``drop``), filtered (``group_filter_tag``: a finished group
+        whose trajectories share one value of that tag) and failed groups as
+        verl's matrix says, tells how many prompts to refill, holds sampling
+        while an in-flight prompt is at the threshold (``wait``) and, with
+        ``step="sample"``, selects the ``batch_size`` oldest sampleable
+        prompts, clears their prompt keys and answers their trajectory keys
+        with tags. ``step="evict"`` stops before selecting, ``"count"``
+        only counts. Pass the answer's ``cursor`` to the next pass of the
+        same sample(). After a pass with nothing to do it waits up to
+        ``wait`` seconds (at most 50 ms through a client: see docs) before
+        answering. See docs/replay.md."""
+        wait_ms = round(1000 * check_seconds(wait, "wait", allow_zero=True))
+        return self._connected().replay_pass(
+            partition_id, global_steps, batch_size, step, mode, max_off_policy_threshold, max_off_policy_strategy,
+            group_filter_tag, evict, refill_failed_groups, max_inflight_prompts, gen_batch_size,
+            _seqflow.client.ReplayCursor() if cursor is None else cursor, wait_ms)
+
 
     # The calls in a worker thread, for asyncio (one line each, so that type checkers see every one).
     async_put = async_twin(put)
@@ -732,6 +758,7 @@ class Client:
     async_kv_keys = async_twin(kv_keys)
     async_kv_list = async_twin(kv_list)
     async_kv_clear = async_twin(kv_clear)
+    async_replay_pass = async_twin(replay_pass)
     async_save_checkpoint = async_twin(save_checkpoint)
     async_load_checkpoint = async_twin(load_checkpoint)
     async_report_timing = async_twin(report_timing)

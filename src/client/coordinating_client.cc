@@ -9,6 +9,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <thread>
 #include <unordered_set>
 
 #include "client/call_deadline.h"
@@ -526,6 +527,26 @@ BatchMeta CoordinatingClient::kv_meta(const std::string& partition_id, std::span
 void CoordinatingClient::kv_clear(const std::string& partition_id, std::span<const std::string> keys) {
   std::unique_lock lock(mutex_);
   drop_released(control_->kv_clear(partition_id, keys));
+}
+
+ReplayPass CoordinatingClient::replay_pass(const ReplayRequest& request) {
+  // A pass releases samples, so it runs as a clear runs (no put of this
+  // client in flight), and never waits while it holds them off: the puts it
+  // would wait for may be this client's. After an idle pass it sleeps
+  // briefly instead, unlocked.
+  ReplayRequest pass_now = request;
+  pass_now.wait_ms = 0;
+  ReplayPass pass;
+  {
+    std::unique_lock lock(mutex_);
+    pass = control_->replay_pass(pass_now);
+    drop_released(pass.released);
+  }
+  const bool idle = request.step != ReplayStep::kCount && pass.refill == 0 && !pass.ready;
+  if (idle && request.wait_ms > 0) {
+    std::this_thread::sleep_for(std::min(kReplayIdleWait, std::chrono::milliseconds(request.wait_ms)));
+  }
+  return pass;
 }
 
 void CoordinatingClient::save_checkpoint(const std::string& directory, const Value& user_metadata) {

@@ -70,6 +70,9 @@ class CoordinatingClient final : public Client {
                    const std::vector<Column>& columns) override;
   BatchMeta kv_meta(const std::string& partition_id, std::span<const std::string> keys) override;
   void kv_clear(const std::string& partition_id, std::span<const std::string> keys) override;
+  // The longest replay_pass sleeps after an idle pass (of its wait_ms).
+  static constexpr std::chrono::milliseconds kReplayIdleWait{50};
+  ReplayPass replay_pass(const ReplayRequest& request) override;
 
   void save_checkpoint(const std::string& directory, const Value& user_metadata) override;
   Value load_checkpoint(const std::string& directory) override;

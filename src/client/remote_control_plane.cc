@@ -255,6 +255,10 @@ std::vector<int64_t> RemoteControlPlane::kv_clear(const std::string& partition_i
       call(control::kKvClear, control::encode_keys_request({partition_id, strings_of(keys)})), control::kKvClear);
 }
 
+ReplayPass RemoteControlPlane::replay_pass(const ReplayRequest& request) {
+  return control::decode_replay_pass_reply(call(control::kReplayPass, control::encode_replay_pass_request(request)));
+}
+
 void RemoteControlPlane::save(const std::string& path) const {
   control::decode_empty_reply(call(control::kSave, control::encode_path_request(path)), control::kSave);
 }

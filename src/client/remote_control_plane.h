@@ -54,6 +54,8 @@ class RemoteControlPlane final : public ControlPlane {
                                    std::span<const int64_t> global_indexes) const override;
   std::vector<PartitionKeys> kv_list(const std::string* partition_id) const override;
   std::vector<int64_t> kv_clear(const std::string& partition_id, std::span<const std::string> keys) override;
+  // The service never waits in a pass (it holds inserts while it releases).
+  ReplayPass replay_pass(const ReplayRequest& request) override;
   void save(const std::string& path) const override;
   void load(const std::string& path) override;
 

@@ -4,6 +4,7 @@
 
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -13,6 +14,7 @@
 
 #include "core/control_data.h"
 #include "core/fetch_leases.h"
+#include "core/replay_groups.h"
 #include "core/task_workloads.h"
 #include "seqflow/controller.h"
 #include "seqflow/sampler.h"
@@ -35,6 +37,8 @@ struct Controller::State {
   // Not under `mutex`: reports take their own lock, fetches read a snapshot.
   core::TaskWorkloads task_workloads;
   core::FetchLeases leases;
+  // Per partition: replay_pass's DAPO classification of finished groups.
+  std::map<std::string, core::GroupFilterCache> group_filters;
 
   // Under `mutex`: the samples (of these generations; empty: any) become
   // unconsumed by the task again, each before the next consumed one in

@@ -385,6 +385,7 @@ void ControllerService::register_handlers() {
   table.on_worker(control::kReclaimUnproduced, &ControllerService::reclaim_unproduced);
   table.on_worker(control::kClearPartition, &ControllerService::clear_partition);
   table.on_worker(control::kKvClear, &ControllerService::kv_clear);
+  table.on_worker(control::kReplayPass, &ControllerService::replay_pass);
   table.on_io_thread(control::kForgetPartitionIfEmpty, &ControllerService::forget_partition_if_empty);
   table.on_io_thread(control::kResetConsumption, &ControllerService::reset_consumption);
   table.on_worker(control::kEndLeases, &ControllerService::end_leases);  // a release gives back: may walk long queues
@@ -509,6 +510,22 @@ transport::Frames ControllerService::kv_clear(transport::Frames& args) {
   const control::KeysRequest request = control::decode_keys_request(args, control::kKvClear);
   return released_reply(std::string(control::kKvClear) + " in partition '" + request.partition_id + "'",
                         [&] { return controller_->kv_clear(request.partition_id, request.keys); });
+}
+
+transport::Frames ControllerService::replay_pass(transport::Frames& args) {
+  ReplayRequest request = control::decode_replay_pass_request(args);
+  // The pass releases under the reuse gate, which holds inserts: it never
+  // waits there (RemoteControlPlane waits between idle passes instead).
+  request.wait_ms = 0;
+  const std::string what = std::string(control::kReplayPass) + " in partition '" + request.partition_id + "'";
+  ReplayPass pass;
+  pass.released = release_and_drop(
+      [&] {
+        pass = controller_->replay_pass(request);
+        return pass.released;
+      },
+      &what);
+  return control::encode_replay_pass_reply(pass);
 }
 
 transport::Frames ControllerService::forget_partition_if_empty(const transport::Frames& args) {

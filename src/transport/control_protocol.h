@@ -57,6 +57,7 @@ inline constexpr std::string_view kLoadStorage = "load_storage";
 inline constexpr std::string_view kRegisterStorage = "register_storage";
 inline constexpr std::string_view kStorageUnits = "storage_units";
 inline constexpr std::string_view kHello = "hello";
+inline constexpr std::string_view kReplayPass = "replay_pass";
 
 // seqflow::kWireProtocolVersion: what hello and register_storage carry.
 inline constexpr int64_t kProtocolVersion = kWireProtocolVersion;
@@ -93,7 +94,8 @@ inline constexpr std::array kOps{kInsert,
                                  kLoadStorage,
                                  kRegisterStorage,
                                  kStorageUnits,
-                                 kHello};
+                                 kHello,
+                                 kReplayPass};
 
 // A reply that carries nothing (an empty map); its decoder checks that.
 Frames encode_empty_reply();
@@ -343,5 +345,12 @@ int64_t decode_hello(const Frames& message, std::string_view what);
 // The error a peer of another protocol version gets: `peer` names it and
 // its version (nullopt: it predates versions); `here` is who refuses it.
 std::string protocol_mismatch(const std::string& here, const std::string& peer, std::optional<int64_t> version);
+
+// replay_pass: the ReplayRequest (its options and cursor as nested maps),
+// and the ReplayPass (replay_protocol.cc).
+Frames encode_replay_pass_request(const ReplayRequest& request);
+ReplayRequest decode_replay_pass_request(const Frames& request);
+Frames encode_replay_pass_reply(const ReplayPass& pass);
+ReplayPass decode_replay_pass_reply(const Frames& reply);
 
 }  // namespace seqflow::transport::control

@@ -152,6 +152,30 @@ const std::vector<ProtocolDecoder>& protocol_decoders() {
        }},
       {"end_leases reply", [](Frames& f, size_t, size_t) { control::decode_end_leases_reply(f); },
        [] { return control::encode_end_leases_reply(3); }},
+      {"replay_pass request", [](Frames& f, size_t, size_t) { control::decode_replay_pass_request(f); },
+       [] {
+         ReplayRequest request{"train", 7, 2, ReplayStep::kSample, {}, {}, 50};
+         request.options.mode = ReplayMode::kSync;
+         request.options.max_off_policy_threshold = 2;
+         request.options.group_filter_tag = "reward";
+         request.options.max_inflight_prompts = 4;
+         request.cursor.refill_credit = 2;
+         request.cursor.evictions.filtered_values = {{1.0, 2}};
+         return control::encode_replay_pass_request(request);
+       }},
+      {"replay_pass reply", [](Frames& f, size_t, size_t) { control::decode_replay_pass_reply(f); },
+       [] {
+         ReplayPass pass;
+         pass.ready = true;
+         pass.sampleable = 1;
+         pass.selected_uids = {"u"};
+         pass.keys = {"u_0_0"};
+         pass.tags = {Value{{"reward", 1.0}}};
+         pass.cursor.evictions.stale = 1;
+         pass.cursor.evictions.stale_span_sum = pass.cursor.evictions.stale_span_max = 3;
+         pass.released = {4, 9};
+         return control::encode_replay_pass_reply(pass);
+       }},
       {"task request", [](Frames& f, size_t, size_t) { control::decode_task_request(f, control::kAllConsumed); },
        [] {
          return control::encode_task_request({"t", "train"});

@@ -13,6 +13,7 @@ void bind_pack(nanobind::module_ m);
 void bind_client(nanobind::module_ m);
 // NativeClient, into the client submodule.
 void bind_native_client(nanobind::module_ m);
+void bind_replay(nanobind::module_ m);
 // DTYPES, the names of the element types the engine stores.
 void bind_dtype_names(nanobind::module_ m);
 void bind_limits(nanobind::module_ m);

@@ -57,6 +57,8 @@ __all__ = [
     "prepare_dynamic_batch",
     "restore_dynamic_batch",
     "get_group_balanced_partitions",
+    "ReplayBuffer",
+    "ReplayBufferAsync",
 ]
 
 # seqflow.balance's "verl" workload is the same model: 24576 * L + L * L.
@@ -546,3 +548,6 @@ def prepare_dynamic_batch(
         non_tensors = {key: value[rows] for key, value in data.non_tensor_batch.items()}
         out.append(type(data).from_dict(dict(micro_batch), non_tensors, meta_info=copy.deepcopy(data.meta_info)))
     return out, batch_idx_list
+
+# verl.trainer.ppo.v1.replay_buffer's classes, on the engine (verl_replay_buffer.py).
+from seqflow.compat.verl_replay_buffer import ReplayBuffer, ReplayBufferAsync  # noqa: E402,F401

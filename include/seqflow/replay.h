@@ -1,0 +1,114 @@
+// Replay selection: the loop verl 0.9.1's V1 ReplayBuffer runs in Python by
+// polling kv_list, as one pass over the controller's own keys and tags.
+//
+// Keys follow verl's layout: a prompt key `{uid}` tagged {"is_prompt": true,
+// "status": "pending" | "running" | "finished" | "failure", "global_steps":
+// N}, and its trajectories `{uid}_{session}_{index}` (a key's uid is the text
+// before its first '_'). A group is terminal when its prompt is finished or
+// failure. One pass classifies the prompts, evicts the groups verl's matrix
+// evicts (the prompt key and its trajectory keys), says how many new prompts
+// to ask for, applies the `wait` gate and, when enough terminal groups are
+// sampleable, selects the oldest prompts (by global_steps; ties in the
+// prompt keys' arrival order) and clears their prompt keys.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "seqflow/value.h"
+
+namespace seqflow {
+
+// verl's trainer modes: sync (on-policy: staleness is a no-op) or async.
+enum class ReplayMode { kSync, kAsync };
+ReplayMode parse_replay_mode(std::string_view name);  // "sync", "async"
+
+// What to do with groups older than max_off_policy_threshold (async only):
+// evict them when they finish, or hold sampling while one is in flight.
+enum class StalenessStrategy { kDrop, kWait };
+StalenessStrategy parse_staleness_strategy(std::string_view name);  // "drop", "wait"
+
+// What a call does.
+enum class ReplayStep {
+  kCount,  // sampleable groups now; evicts nothing (verl's get_sampleable_count)
+  kEvict,  // one eviction pass and the gate; selects nothing (wait_for_sampleable)
+  kSample  // one eviction pass, then a selection when enough groups are sampleable
+};
+ReplayStep parse_replay_step(std::string_view name);  // "count", "evict", "sample"
+
+struct ReplayOptions {
+  ReplayMode mode = ReplayMode::kAsync;
+  // Most model versions a group may span (global_steps - its step + 1);
+  // nullopt: no staleness control. Above 0.
+  std::optional<int64_t> max_off_policy_threshold;
+  StalenessStrategy strategy = StalenessStrategy::kDrop;
+  // DAPO: a finished group whose trajectories all carry the same value of
+  // this tag (more than one trajectory) is evicted. Nullopt: no filter.
+  std::optional<std::string> group_filter_tag;
+  // False (verl's "val" partition): no eviction at all; every terminal
+  // group is sampleable.
+  bool evict = true;
+  // Sync: failed groups without any trajectory are evicted and refilled.
+  bool refill_failed_groups = false;
+  // Sync DAPO: most prompts pending or running at once (verl's
+  // max_inflight_gen_batches x train_batch_size), and the granularity of a
+  // refill (gen_batch_size).
+  int64_t max_inflight_prompts = 0;
+  int64_t gen_batch_size = 1;
+};
+
+// Evictions counted over the passes of one sample() (verl's metrics).
+struct ReplayEvictions {
+  int64_t stale = 0;
+  int64_t stale_span_sum = 0;  // of the stale groups' spans (global_steps - step + 1)
+  int64_t stale_span_max = 0;
+  int64_t stale_span_min = 0;
+  int64_t filtered = 0;
+  std::vector<std::pair<double, int64_t>> filtered_values;  // the value a filtered group shared -> groups
+  int64_t failed = 0;
+  int64_t surplus = 0;  // sync DAPO: sampleable groups beyond the batch, discarded
+
+  void add(const ReplayEvictions& other);
+  // verl's metric names under `prefix` ("training", "validation"); only
+  // those with evictions, as verl's sample() returns them. The filtered
+  // values (verl's "_dapo_filtered_reward_counts") are filtered_values.
+  std::vector<std::pair<std::string, double>> metrics(const std::string& prefix) const;
+};
+
+// What one sample() carries from pass to pass.
+struct ReplayCursor {
+  int64_t refill_credit = 0;  // sync DAPO: prompts owed, not yet asked for
+  bool draining = false;      // sync DAPO: enough groups; waiting for the in-flight ones
+  ReplayEvictions evictions;  // so far
+};
+
+struct ReplayRequest {
+  std::string partition_id;
+  int64_t global_steps = 0;
+  int64_t batch_size = 0;  // kEvict: the target count; kCount: unused
+  ReplayStep step = ReplayStep::kSample;
+  ReplayOptions options;
+  ReplayCursor cursor;
+  // After a pass with nothing to do (no refill, nothing ready), wait up to
+  // this long for a change of the controller's state before answering.
+  int64_t wait_ms = 0;
+};
+
+struct ReplayPass {
+  int64_t refill = 0;  // prompts to ask refill_fn for now (then pass again at once)
+  bool ready = false;  // kEvict: enough sampleable; kSample: selected
+  int64_t sampleable = 0;
+  std::vector<std::string> sampleable_uids;  // kEvict when ready: the sampleable prompts
+  std::vector<std::string> selected_uids;    // kSample: oldest first
+  // kSample: the selected groups' trajectory keys, in arrival order, with their tags.
+  std::vector<std::string> keys;
+  std::vector<Value> tags;
+  ReplayCursor cursor;            // the request's, advanced by this pass
+  std::vector<int64_t> released;  // global indexes released, for the storage to drop
+};
+
+}  // namespace seqflow

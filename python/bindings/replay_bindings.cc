@@ -1,0 +1,46 @@
+// _seqflow.client's replay selection types: the cursor one sample() carries
+// from pass to pass, and a pass's answer (seqflow/replay.h).
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "bindings/json_conversion.h"
+#include "bindings/submodules.h"
+#include "seqflow/replay.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace seqflow::bindings {
+
+void bind_replay(nb::module_ m) {
+  nb::class_<ReplayCursor>(m, "ReplayCursor",
+                           "What one replay sample() carries from pass to pass: the refill credit and draining of "
+                           "sync DAPO, and the evictions so far.")
+      .def(nb::init<>())
+      .def_ro("refill_credit", &ReplayCursor::refill_credit)
+      .def_ro("draining", &ReplayCursor::draining)
+      .def(
+          "metrics",
+          [](const ReplayCursor& cursor, const std::string& prefix) { return cursor.evictions.metrics(prefix); },
+          "prefix"_a, "verl's eviction metrics so far, named under prefix ('training', 'validation').")
+      .def_prop_ro(
+          "filtered_values", [](const ReplayCursor& cursor) { return cursor.evictions.filtered_values; },
+          "(value, groups): how many filtered groups shared each value (verl's _dapo_filtered_reward_counts).");
+  nb::class_<ReplayPass>(m, "ReplayPass", "One replay pass's answer (Client.replay_pass).")
+      .def_ro("refill", &ReplayPass::refill)
+      .def_ro("ready", &ReplayPass::ready)
+      .def_ro("sampleable", &ReplayPass::sampleable)
+      .def_ro("sampleable_uids", &ReplayPass::sampleable_uids)
+      .def_ro("selected_uids", &ReplayPass::selected_uids)
+      .def_ro("keys", &ReplayPass::keys)
+      .def_prop_ro("tags",
+                   [](const ReplayPass& pass) {
+                     nb::list tags;
+                     for (const Value& tag : pass.tags) tags.append(from_value(tag));
+                     return tags;
+                   })
+      .def_ro("cursor", &ReplayPass::cursor);
+}
+
+}  // namespace seqflow::bindings

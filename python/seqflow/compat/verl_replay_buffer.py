@@ -1,0 +1,159 @@
+"""verl 0.9.1's V1 replay buffer (``verl.trainer.ppo.v1.replay_buffer``) on
+seqflow's engine.
+
+    from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer, ReplayBufferAsync
+
+becomes
+
+    from seqflow.compat.verl import ReplayBuffer, ReplayBufferAsync
+
+with verl's constructors and ``sample(global_steps, partition_id,
+batch_size) -> (KVBatchMeta, metrics)``, ``get_sampleable_count`` and
+``wait_for_sampleable``. verl's loop lists every key of the partition every
+``poll_interval`` (2 s) and decides in Python; here each pass is one call
+into the controller (``Client.replay_pass``), which reads its own keys and
+tags under its lock, evicts and selects there, and says how many prompts to
+ask ``refill_fn`` for. Between passes with nothing to do the drop-in waits
+at most 50 ms (or poll_interval when shorter), not poll_interval.
+
+What differs, on purpose:
+- DAPO filtering reads a trajectory TAG, not data: ``filter_groups_metric``
+  names the tag (``group_filter_tag=`` overrides it), so a trajectory must
+  carry its reward (``"reward"``) or metric in its tag; verl reads
+  ``rm_scores`` (summed) or ``extra_fields.reward_extra_info``. Finished
+  groups missing it raise ValueError (verl: RuntimeError).
+- Prompts of the same ``global_steps`` are served in their keys' arrival
+  order (verl: a set's hash order, which varies between processes).
+- A sync pass that would select groups with no trajectory raises before it
+  discards the surplus (verl discards it, then raises).
+- Bad options raise ValueError naming the parameter and the value (verl:
+  AssertionError for the threshold and the strategy).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+from seqflow._checks import check_choice
+from seqflow.batch_meta import KVBatchMeta
+from seqflow.client import Client
+
+_MAX_WAIT = 0.05  # seconds between idle passes (the client sleeps at most this; see Client.replay_pass)
+DAPO_FILTERED_REWARD_COUNTS_KEY = "_dapo_filtered_reward_counts"
+
+
+def _default_client() -> Client:
+    from seqflow.compat.transfer_queue import interface
+
+    return interface._seqflow()
+
+
+class ReplayBuffer:
+    """verl's sync ReplayBuffer: on-policy sampling; DAPO evicts k and
+    refills 2k within max_inflight_gen_batches x train_batch_size prompts in
+    flight; failed groups stay sampleable unless sync_refill_failed_groups."""
+
+    _MODE = "sync"
+
+    def __init__(self, trainer_mode: str, trainer_config: Any, max_off_policy_threshold: Optional[int],
+                 max_off_policy_strategy: str, sampler_kwargs: Any, poll_interval: float = 2.0,
+                 refill_fn: Optional[Callable[[int], Any]] = None, filter_groups_metric: Optional[str] = None,
+                 train_batch_size: Optional[int] = None, gen_batch_size: Optional[int] = None,
+                 max_inflight_gen_batches: int = 1, sync_refill_failed_groups: bool = False, *,
+                 group_filter_tag: Optional[str] = None, client: Optional[Client] = None):
+        if max_off_policy_threshold is not None and (
+                not isinstance(max_off_policy_threshold, int) or isinstance(max_off_policy_threshold, bool)
+                or max_off_policy_threshold <= 0):
+            raise ValueError(f"max_off_policy_threshold must be an integer greater than 0, or None to disable "
+                             f"off-policy version control, got {max_off_policy_threshold!r}")
+        check_choice(max_off_policy_strategy, "max_off_policy_strategy", ("drop", "wait"))
+        if filter_groups_metric is not None and refill_fn is None:
+            raise ValueError("Group filtering (filter_groups_metric) requires refill_fn to replace evicted groups")
+        if sync_refill_failed_groups and refill_fn is None:
+            raise ValueError("sync_refill_failed_groups requires refill_fn to replace failed groups")
+        self.trainer_mode = trainer_mode
+        self.trainer_config = trainer_config
+        self.max_off_policy_threshold = max_off_policy_threshold
+        self.max_off_policy_strategy = max_off_policy_strategy
+        self.sampler_kwargs = sampler_kwargs
+        self.poll_interval = poll_interval
+        self.refill_fn = refill_fn
+        self.filter_groups_metric = filter_groups_metric
+        self.group_filter_tag = group_filter_tag if group_filter_tag is not None else filter_groups_metric
+        self.train_batch_size = train_batch_size
+        self.gen_batch_size = gen_batch_size
+        self.max_inflight_gen_batches = max_inflight_gen_batches
+        self.sync_refill_failed_groups = sync_refill_failed_groups
+        self._client = client
+        self._validate_mode_config()
+
+    def _validate_mode_config(self) -> None:
+        if self.filter_groups_metric is not None:
+            if (not isinstance(self.max_inflight_gen_batches, int) or isinstance(self.max_inflight_gen_batches, bool)
+                    or self.max_inflight_gen_batches <= 0):
+                raise ValueError(f"max_inflight_gen_batches must be a positive integer, "
+                                 f"got {self.max_inflight_gen_batches!r}")
+            if not isinstance(self.train_batch_size, int) or self.train_batch_size <= 0:
+                raise ValueError(f"train_batch_size must be a positive integer with filter_groups_metric, "
+                                 f"got {self.train_batch_size!r}")
+        if self.sync_refill_failed_groups and self.gen_batch_size != 1:
+            raise ValueError(f"sync_refill_failed_groups requires gen_batch_size=1, got {self.gen_batch_size!r}")
+
+    def _pass(self, partition_id: str, global_steps: int, batch_size: int, step: str, cursor: Any) -> Any:
+        sync_filtering = self._MODE == "sync" and self.group_filter_tag is not None
+        client = self._client if self._client is not None else _default_client()
+        return client.replay_pass(
+            partition_id, global_steps, batch_size, step=step, mode=self._MODE,
+            max_off_policy_threshold=self.max_off_policy_threshold,
+            max_off_policy_strategy=self.max_off_policy_strategy, group_filter_tag=self.group_filter_tag,
+            evict=partition_id != "val", refill_failed_groups=self._MODE == "sync" and self.sync_refill_failed_groups,
+            max_inflight_prompts=self.max_inflight_gen_batches * self.train_batch_size if sync_filtering else 0,
+            gen_batch_size=self.gen_batch_size or 1, cursor=cursor, wait=min(self.poll_interval, _MAX_WAIT))
+
+    def _passes(self, partition_id: str, global_steps: int, batch_size: int, step: str) -> Any:
+        """Passes until one is ready, asking refill_fn for what each says."""
+        cursor = None
+        while True:
+            answer = self._pass(partition_id, global_steps, batch_size, step, cursor)
+            cursor = answer.cursor
+            if answer.refill > 0 and self.refill_fn is not None:
+                self.refill_fn(answer.refill)
+            if answer.ready:
+                return answer
+
+    @staticmethod
+    def _metrics(partition_id: str, cursor: Any) -> dict:
+        prefix = "training" if partition_id == "train" else "validation"
+        metrics: dict[str, Any] = {name: int(value) if name.endswith("_samples") else value
+                                   for name, value in cursor.metrics(prefix)}
+        if cursor.filtered_values:
+            metrics[DAPO_FILTERED_REWARD_COUNTS_KEY] = dict(cursor.filtered_values)
+        return metrics
+
+    def sample(self, global_steps: int, partition_id: str, batch_size: int) -> tuple[KVBatchMeta, dict]:
+        """The batch_size oldest sampleable groups' trajectories (their prompt
+        keys cleared) and verl's eviction metrics."""
+        answer = self._passes(partition_id, global_steps, batch_size, "sample")
+        return (KVBatchMeta(keys=list(answer.keys), tags=answer.tags, partition_id=partition_id),
+                self._metrics(partition_id, answer.cursor))
+
+
+class ReplayBufferAsync(ReplayBuffer):
+    """verl's ReplayBufferAsync: stale (drop), filtered and failed groups
+    evicted and refilled k; ``wait`` holds sampling while an in-flight
+    prompt is at the threshold."""
+
+    _MODE = "async"
+
+    def _validate_mode_config(self) -> None:
+        pass
+
+    def get_sampleable_count(self, global_steps: int, partition_id: str) -> int:
+        """Terminal groups eligible for sampling now (nothing evicted)."""
+        return self._pass(partition_id, global_steps, 0, "count", None).sampleable
+
+    def wait_for_sampleable(self, global_steps: int, partition_id: str, target_count: int) -> tuple[set[str], dict]:
+        """Passes (evicting and refilling) until target_count groups are
+        sampleable; the sampleable uids and the eviction metrics."""
+        answer = self._passes(partition_id, global_steps, target_count, "evict")
+        return set(answer.sampleable_uids), self._metrics(partition_id, answer.cursor)

@@ -1,0 +1,45 @@
+// ReplayEvictions: what the passes of one sample() evicted, and verl's
+// metric names for it.
+#include <algorithm>
+
+#include "seqflow/replay.h"
+
+namespace seqflow {
+
+void ReplayEvictions::add(const ReplayEvictions& other) {
+  if (other.stale > 0) {
+    stale_span_max = stale > 0 ? std::max(stale_span_max, other.stale_span_max) : other.stale_span_max;
+    stale_span_min = stale > 0 ? std::min(stale_span_min, other.stale_span_min) : other.stale_span_min;
+    stale += other.stale;
+    stale_span_sum += other.stale_span_sum;
+  }
+  filtered += other.filtered;
+  for (const auto& [value, groups] : other.filtered_values) {
+    auto same = std::find_if(filtered_values.begin(), filtered_values.end(),
+                             [value = value](const auto& entry) { return entry.first == value; });
+    if (same == filtered_values.end()) {
+      filtered_values.emplace_back(value, groups);
+    } else {
+      same->second += groups;
+    }
+  }
+  failed += other.failed;
+  surplus += other.surplus;
+}
+
+std::vector<std::pair<std::string, double>> ReplayEvictions::metrics(const std::string& prefix) const {
+  std::vector<std::pair<std::string, double>> named;
+  auto name = [&](const char* metric, double value) { named.emplace_back(prefix + "/" + metric, value); };
+  if (stale > 0) {
+    name("off_policy/evicted_samples", static_cast<double>(stale));
+    name("off_policy/evicted_samples_staleness/mean", static_cast<double>(stale_span_sum) / static_cast<double>(stale));
+    name("off_policy/evicted_samples_staleness/max", static_cast<double>(stale_span_max));
+    name("off_policy/evicted_samples_staleness/min", static_cast<double>(stale_span_min));
+  }
+  if (filtered > 0) name("filter_groups/evicted_samples", static_cast<double>(filtered));
+  if (failed > 0) name("rollout_failure/evicted_samples", static_cast<double>(failed));
+  if (surplus > 0) name("filter_groups/discarded_surplus_samples", static_cast<double>(surplus));
+  return named;
+}
+
+}  // namespace seqflow

@@ -1,0 +1,71 @@
+// Replay selection's names and the checks of a request, before the lock.
+#include <string>
+
+#include "core/name_rule.h"
+#include "core/replay_selection.h"
+#include "seqflow/error.h"
+#include "seqflow/replay.h"
+
+namespace seqflow {
+
+ReplayMode parse_replay_mode(std::string_view name) {
+  if (name == "sync") return ReplayMode::kSync;
+  if (name == "async") return ReplayMode::kAsync;
+  throw_invalid("mode must be 'sync' or 'async', got '" + std::string(name) + "'");
+}
+
+StalenessStrategy parse_staleness_strategy(std::string_view name) {
+  if (name == "drop") return StalenessStrategy::kDrop;
+  if (name == "wait") return StalenessStrategy::kWait;
+  throw_invalid("max_off_policy_strategy must be 'drop' or 'wait', got '" + std::string(name) + "'");
+}
+
+ReplayStep parse_replay_step(std::string_view name) {
+  if (name == "count") return ReplayStep::kCount;
+  if (name == "evict") return ReplayStep::kEvict;
+  if (name == "sample") return ReplayStep::kSample;
+  throw_invalid("step must be 'count', 'evict' or 'sample', got '" + std::string(name) + "'");
+}
+
+namespace core {
+namespace {
+
+void check_at_least(int64_t value, int64_t least, const std::string& parameter, const std::string& why = "") {
+  if (value < least) {
+    throw_invalid(parameter + " = " + std::to_string(value) + " must be >= " + std::to_string(least) + why);
+  }
+}
+
+}  // namespace
+
+void check_replay_request(const ReplayRequest& request) {
+  check_name(request.partition_id, "partition_id");
+  const ReplayOptions& options = request.options;
+  check_at_least(request.batch_size, request.step == ReplayStep::kSample ? 1 : 0, "batch_size");
+  if (options.max_off_policy_threshold) {
+    check_at_least(*options.max_off_policy_threshold, 1, "max_off_policy_threshold", " (None: no staleness control)");
+  }
+  if (options.group_filter_tag) check_name(*options.group_filter_tag, "group_filter_tag");
+  check_at_least(options.gen_batch_size, 1, "gen_batch_size");
+  check_at_least(options.max_inflight_prompts, 0, "max_inflight_prompts");
+  check_at_least(request.cursor.refill_credit, 0, "refill_credit");
+  check_at_least(request.wait_ms, 0, "wait_ms");
+  if (request.wait_ms > kMaxReplayWaitMs) {
+    throw_invalid("wait_ms = " + std::to_string(request.wait_ms) + " must be <= " + std::to_string(kMaxReplayWaitMs));
+  }
+  if (options.mode != ReplayMode::kSync) return;
+  if (request.step == ReplayStep::kEvict) {
+    throw_invalid("step 'evict' (wait_for_sampleable) is for mode 'async'; sync sampling evicts as it samples");
+  }
+  if (options.group_filter_tag && options.max_inflight_prompts == 0) {
+    throw_invalid("max_inflight_prompts = 0 must be >= 1 with group_filter_tag '" + *options.group_filter_tag +
+                  "' in mode 'sync' (refills are bounded by the prompts in flight)");
+  }
+  if (options.refill_failed_groups && options.gen_batch_size != 1) {
+    throw_invalid("gen_batch_size = " + std::to_string(options.gen_batch_size) +
+                  " must be 1 with refill_failed_groups (a failed group is refilled one prompt at a time)");
+  }
+}
+
+}  // namespace core
+}  // namespace seqflow

@@ -1,0 +1,36 @@
+// One pass of verl 0.9.1's V1 ReplayBuffer loop, decided over a partition's
+// groups (scan_replay_groups) without changing anything: which groups to
+// evict and why, how many prompts to refill, whether sampling is held, and
+// which prompts to select. Controller::replay_pass applies the plan.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/replay_groups.h"
+#include "seqflow/replay.h"
+
+namespace seqflow::core {
+
+// The longest a pass waits for a change (ReplayRequest::wait_ms): a minute.
+inline constexpr int64_t kMaxReplayWaitMs = 60000;
+
+// Throws kInvalidArgument naming the parameter and the value.
+void check_replay_request(const ReplayRequest& request);
+
+struct ReplayPlan {
+  std::vector<std::string> evicted;   // groups cleared whole (prompt and trajectories)
+  std::vector<std::string> selected;  // prompts cleared, their trajectories answered; oldest first
+  std::vector<std::string> sampleable;
+  int64_t refill = 0;
+  bool ready = false;
+  ReplayCursor cursor;
+};
+
+// `filtered`: GroupFilterCache::filtered's answer (empty without a filter
+// or with eviction off).
+ReplayPlan plan_replay_pass(const ReplayRequest& request, const ReplayGroups& groups,
+                            const std::vector<std::pair<std::string, double>>& filtered);
+
+}  // namespace seqflow::core

@@ -1,0 +1,165 @@
+// The controller's replay_pass op (seqflow/replay.h): the request with its
+// options and cursor as nested maps, the pass's answer back.
+#include "transport/control_protocol.h"
+
+#include "transport/wire_codec.h"
+
+namespace seqflow::transport::control {
+
+using wire::header_message;
+using wire::reply_name;
+using wire::request_name;
+
+namespace {
+
+const char* mode_name(ReplayMode mode) { return mode == ReplayMode::kSync ? "sync" : "async"; }
+const char* strategy_name(StalenessStrategy strategy) { return strategy == StalenessStrategy::kDrop ? "drop" : "wait"; }
+const char* step_name(ReplayStep step) {
+  switch (step) {
+    case ReplayStep::kCount:
+      return "count";
+    case ReplayStep::kEvict:
+      return "evict";
+    case ReplayStep::kSample:
+      break;
+  }
+  return "sample";
+}
+
+void write_options(MsgpackWriter& out, const ReplayOptions& options) {
+  MsgpackMapWriter map;
+  map.set("mode").string(mode_name(options.mode));
+  if (options.max_off_policy_threshold) map.set("max_off_policy_threshold").integer(*options.max_off_policy_threshold);
+  map.set("strategy").string(strategy_name(options.strategy));
+  if (options.group_filter_tag) map.set("group_filter_tag").string(*options.group_filter_tag);
+  map.set("evict").boolean(options.evict);
+  map.set("refill_failed_groups").boolean(options.refill_failed_groups);
+  map.set("max_inflight_prompts").integer(options.max_inflight_prompts);
+  map.set("gen_batch_size").integer(options.gen_batch_size);
+  map.write(out);
+}
+
+ReplayOptions read_options(const EncodedMap& request) {
+  const EncodedMap map = request.map("options", request.what() + " options",
+                                     {"mode", "max_off_policy_threshold", "strategy", "group_filter_tag", "evict",
+                                      "refill_failed_groups", "max_inflight_prompts", "gen_batch_size"});
+  ReplayOptions options;
+  options.mode = parse_replay_mode(map.text("mode"));
+  if (map.has("max_off_policy_threshold")) options.max_off_policy_threshold = map.integer("max_off_policy_threshold");
+  options.strategy = parse_staleness_strategy(map.text("strategy"));
+  if (map.has("group_filter_tag")) options.group_filter_tag = map.text("group_filter_tag");
+  options.evict = map.boolean("evict");
+  options.refill_failed_groups = map.boolean("refill_failed_groups");
+  options.max_inflight_prompts = map.integer("max_inflight_prompts");
+  options.gen_batch_size = map.integer("gen_batch_size");
+  return options;
+}
+
+void write_cursor(MsgpackWriter& out, const ReplayCursor& cursor) {
+  const ReplayEvictions& evictions = cursor.evictions;
+  std::vector<double> values;
+  std::vector<int64_t> groups;
+  for (const auto& [value, count] : evictions.filtered_values) {
+    values.push_back(value);
+    groups.push_back(count);
+  }
+  MsgpackMapWriter map;
+  map.set("refill_credit").integer(cursor.refill_credit);
+  map.set("draining").boolean(cursor.draining);
+  map.set("stale").integer(evictions.stale);
+  map.set("stale_span_sum").integer(evictions.stale_span_sum);
+  map.set("stale_span_max").integer(evictions.stale_span_max);
+  map.set("stale_span_min").integer(evictions.stale_span_min);
+  map.set("filtered").integer(evictions.filtered);
+  map.set("filtered_values").numbers(std::span<const double>(values));
+  map.set("filtered_groups").numbers(std::span<const int64_t>(groups));
+  map.set("failed").integer(evictions.failed);
+  map.set("surplus").integer(evictions.surplus);
+  map.write(out);
+}
+
+ReplayCursor read_cursor(const EncodedMap& message) {
+  const EncodedMap map =
+      message.map("cursor", message.what() + " cursor",
+                  {"refill_credit", "draining", "stale", "stale_span_sum", "stale_span_max", "stale_span_min",
+                   "filtered", "filtered_values", "filtered_groups", "failed", "surplus"});
+  ReplayCursor cursor;
+  cursor.refill_credit = map.integer("refill_credit");
+  cursor.draining = map.boolean("draining");
+  ReplayEvictions& evictions = cursor.evictions;
+  evictions.stale = map.integer("stale");
+  evictions.stale_span_sum = map.integer("stale_span_sum");
+  evictions.stale_span_max = map.integer("stale_span_max");
+  evictions.stale_span_min = map.integer("stale_span_min");
+  evictions.filtered = map.integer("filtered");
+  const auto values = map.numbers<double>("filtered_values");
+  const auto groups = map.numbers<int64_t>("filtered_groups");
+  if (values.size() != groups.size()) map.fail("filtered_groups", "must hold one count per filtered value");
+  for (size_t i = 0; i < values.size(); ++i) evictions.filtered_values.emplace_back(values[i], groups[i]);
+  evictions.failed = map.integer("failed");
+  evictions.surplus = map.integer("surplus");
+  return cursor;
+}
+
+}  // namespace
+
+Frames encode_replay_pass_request(const ReplayRequest& request) {
+  MsgpackMapWriter header;
+  header.set("partition_id").string(request.partition_id);
+  header.set("global_steps").integer(request.global_steps);
+  header.set("batch_size").integer(request.batch_size);
+  header.set("step").string(step_name(request.step));
+  write_options(header.set("options"), request.options);
+  write_cursor(header.set("cursor"), request.cursor);
+  header.set("wait_ms").integer(request.wait_ms);
+  return header_message(header);
+}
+
+ReplayRequest decode_replay_pass_request(const Frames& request) {
+  const EncodedMap header =
+      wire::read_header(request, 0, request_name(kReplayPass),
+                        {"partition_id", "global_steps", "batch_size", "step", "options", "cursor", "wait_ms"});
+  ReplayRequest decoded;
+  decoded.partition_id = header.text("partition_id");
+  decoded.global_steps = header.integer("global_steps");
+  decoded.batch_size = header.integer("batch_size");
+  decoded.step = parse_replay_step(header.text("step"));
+  decoded.options = read_options(header);
+  decoded.cursor = read_cursor(header);
+  decoded.wait_ms = header.integer("wait_ms");
+  return decoded;
+}
+
+Frames encode_replay_pass_reply(const ReplayPass& pass) {
+  MsgpackMapWriter header;
+  header.set("refill").integer(pass.refill);
+  header.set("ready").boolean(pass.ready);
+  header.set("sampleable").integer(pass.sampleable);
+  header.set("sampleable_uids").strings(pass.sampleable_uids);
+  header.set("selected_uids").strings(pass.selected_uids);
+  header.set("keys").strings(pass.keys);
+  wire::write_objects(header.set("tags"), pass.tags);
+  write_cursor(header.set("cursor"), pass.cursor);
+  header.set("released").numbers(std::span<const int64_t>(pass.released));
+  return header_message(header);
+}
+
+ReplayPass decode_replay_pass_reply(const Frames& reply) {
+  const EncodedMap header = wire::read_header(
+      reply, 0, reply_name(kReplayPass),
+      {"refill", "ready", "sampleable", "sampleable_uids", "selected_uids", "keys", "tags", "cursor", "released"});
+  ReplayPass pass;
+  pass.refill = header.integer("refill");
+  pass.ready = header.boolean("ready");
+  pass.sampleable = header.integer("sampleable");
+  pass.sampleable_uids = header.texts("sampleable_uids");
+  pass.selected_uids = header.texts("selected_uids");
+  pass.keys = header.texts("keys");
+  pass.tags = header.objects("tags");
+  if (pass.tags.size() != pass.keys.size()) header.fail("tags", "must hold one tag per key");
+  pass.cursor = read_cursor(header);
+  pass.released = header.numbers<int64_t>("released");
+  return pass;
+}
+
+}  // namespace seqflow::transport::control

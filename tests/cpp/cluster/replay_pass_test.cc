@@ -1,0 +1,81 @@
+// Client::replay_pass embedded and over the wire (real controller and
+// storage services on loopback): the same passes, the released groups'
+// data dropped from storage, the cursor carried across calls, bad options
+// refused by name.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "client_test_support.h"
+#include "error_matchers.h"
+#include "remote_cluster.h"
+#include "seqflow/client.h"
+#include "seqflow/replay.h"
+#include "storage_test_support.h"
+
+namespace seqflow::test {
+namespace {
+
+class ReplayPassModes : public ClientModes {};
+
+INSTANTIATE_TEST_SUITE_P(Modes, ReplayPassModes, ::testing::Values(Mode{"Embedded", 0}, Mode{"RemoteTwoUnits", 2}),
+                         mode_name);
+
+// A prompt key and two trajectories holding data and a "reward" tag.
+void group(Client& client, const std::string& uid, const char* status, int64_t step, double first, double second) {
+  client.kv_put("train", std::vector<std::string>{uid},
+                std::vector<Value>{Value{{"is_prompt", true}, {"status", status}, {"global_steps", step}}}, {});
+  client.kv_put("train", std::vector<std::string>{uid + "_0_0", uid + "_1_0"},
+                std::vector<Value>{Value{{"reward", first}}, Value{{"reward", second}}},
+                {int64_column("tokens", {step, step})});
+}
+
+ReplayRequest async_request(int64_t global_steps, int64_t batch_size) {
+  ReplayRequest request;
+  request.partition_id = "train";
+  request.global_steps = global_steps;
+  request.batch_size = batch_size;
+  request.options.max_off_policy_threshold = 2;
+  request.options.group_filter_tag = "reward";
+  return request;
+}
+
+TEST_P(ReplayPassModes, EvictsAndDropsTheDataThenSelectsWithTheCursorCarried) {
+  auto client = make_client();
+  group(*client, "stale", "finished", 1, 0.0, 1.0);
+  group(*client, "same", "finished", 5, 1.0, 1.0);
+  group(*client, "kept", "finished", 5, 0.0, 1.0);
+  ASSERT_EQ(client->storage_stats().samples, 6u);  // trajectories hold data; prompt keys do not
+
+  ReplayRequest request = async_request(5, 1);
+  const ReplayPass evicted = client->replay_pass(request);
+  EXPECT_EQ(evicted.refill, 2);
+  EXPECT_EQ(evicted.cursor.evictions.stale, 1);
+  EXPECT_EQ(evicted.cursor.evictions.filtered_values, (std::vector<std::pair<double, int64_t>>{{1.0, 1}}));
+  EXPECT_EQ(client->storage_stats().samples, 2u);  // the evicted groups' data went with their keys
+
+  request.cursor = evicted.cursor;
+  const ReplayPass selected = client->replay_pass(request);
+  ASSERT_TRUE(selected.ready);
+  EXPECT_EQ(selected.selected_uids, std::vector<std::string>{"kept"});
+  EXPECT_EQ(selected.keys, (std::vector<std::string>{"kept_0_0", "kept_1_0"}));
+  EXPECT_EQ(selected.tags[1], (Value{{"reward", 1.0}}));
+  EXPECT_EQ(selected.cursor.evictions.metrics("training"), evicted.cursor.evictions.metrics("training"));
+  EXPECT_EQ(client->storage_stats().samples, 2u);  // the selected trajectories stay to be read
+}
+
+TEST_P(ReplayPassModes, AnIdlePassWaitsBrieflyAndBadOptionsAreRefusedByName) {
+  auto client = make_client();
+  group(*client, "busy", "running", 5, 0.0, 1.0);
+  ReplayRequest request = async_request(5, 1);
+  request.wait_ms = 20;
+  const auto started = std::chrono::steady_clock::now();
+  EXPECT_FALSE(client->replay_pass(request).ready);
+  EXPECT_GE(std::chrono::steady_clock::now() - started, std::chrono::milliseconds(20));
+  request.options.gen_batch_size = 0;
+  EXPECT_TRUE(throws_invalid([&] { client->replay_pass(request); }, {"gen_batch_size = 0"}));
+}
+
+}  // namespace
+}  // namespace seqflow::test
