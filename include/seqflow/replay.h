@@ -80,6 +80,11 @@ struct ReplayEvictions {
 };
 
 // What one sample() carries from pass to pass.
+// The bound of every step and count a replay pass reads from a request or a
+// tag (2^53: exact in the double of verl's metrics), so that spans and sums
+// cannot overflow.
+inline constexpr int64_t kMaxReplayCount = int64_t{1} << 53;
+
 struct ReplayCursor {
   int64_t refill_credit = 0;  // sync DAPO: prompts owed, not yet asked for
   bool draining = false;      // sync DAPO: enough groups; waiting for the in-flight ones

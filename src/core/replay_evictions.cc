@@ -2,6 +2,7 @@
 // metric names for it.
 #include <algorithm>
 
+#include "common/checked_math.h"
 #include "seqflow/replay.h"
 
 namespace seqflow {
@@ -11,7 +12,7 @@ void ReplayEvictions::add(const ReplayEvictions& other) {
     stale_span_max = stale > 0 ? std::max(stale_span_max, other.stale_span_max) : other.stale_span_max;
     stale_span_min = stale > 0 ? std::min(stale_span_min, other.stale_span_min) : other.stale_span_min;
     stale += other.stale;
-    stale_span_sum += other.stale_span_sum;
+    stale_span_sum = checked_add(stale_span_sum, other.stale_span_sum).value_or(INT64_MAX);
   }
   filtered += other.filtered;
   for (const auto& [value, groups] : other.filtered_values) {

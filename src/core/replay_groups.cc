@@ -45,9 +45,10 @@ ReplayGroups scan_replay_groups(const PartitionState& partition) {
       continue;
     }
     const Value* steps = tag.find("global_steps");
-    if (steps == nullptr || !steps->is_integer()) {
+    if (steps == nullptr || !steps->is_integer() || steps->as_int() < -kMaxReplayCount ||
+        steps->as_int() > kMaxReplayCount) {
       throw_invalid("prompt key '" + *key + "' has tag global_steps " + (steps ? steps->dump() : "(none)") +
-                    "; expected an integer");
+                    "; expected an integer of at most 2^53 in magnitude");
     }
     groups.prompts.push_back({*key, slot, parse_status(tag.find("status"), *key), steps->as_int()});
   }

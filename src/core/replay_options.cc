@@ -34,6 +34,24 @@ void check_at_least(int64_t value, int64_t least, const std::string& parameter, 
   if (value < least) {
     throw_invalid(parameter + " = " + std::to_string(value) + " must be >= " + std::to_string(least) + why);
   }
+  if (value > kMaxReplayCount) {
+    throw_invalid(parameter + " = " + std::to_string(value) + " must be <= 2^53 (" + std::to_string(kMaxReplayCount) +
+                  ")");
+  }
+}
+
+// A peer sends the cursor back each pass: every count in it bounded, so that the sums stay exact.
+void check_evictions(const ReplayEvictions& evictions) {
+  check_at_least(evictions.stale, 0, "cursor.evictions.stale");
+  check_at_least(evictions.stale_span_sum, 0, "cursor.evictions.stale_span_sum");
+  check_at_least(evictions.stale_span_max, 0, "cursor.evictions.stale_span_max");
+  check_at_least(evictions.stale_span_min, 0, "cursor.evictions.stale_span_min");
+  check_at_least(evictions.filtered, 0, "cursor.evictions.filtered");
+  check_at_least(evictions.failed, 0, "cursor.evictions.failed");
+  check_at_least(evictions.surplus, 0, "cursor.evictions.surplus");
+  for (const auto& [value, groups] : evictions.filtered_values) {
+    check_at_least(groups, 0, "cursor.evictions.filtered_values groups");
+  }
 }
 
 }  // namespace
@@ -49,6 +67,8 @@ void check_replay_request(const ReplayRequest& request) {
   check_at_least(options.gen_batch_size, 1, "gen_batch_size");
   check_at_least(options.max_inflight_prompts, 0, "max_inflight_prompts");
   check_at_least(request.cursor.refill_credit, 0, "refill_credit");
+  check_evictions(request.cursor.evictions);
+  check_at_least(request.global_steps, -kMaxReplayCount, "global_steps");
   check_at_least(request.wait_ms, 0, "wait_ms");
   if (request.wait_ms > kMaxReplayWaitMs) {
     throw_invalid("wait_ms = " + std::to_string(request.wait_ms) + " must be <= " + std::to_string(kMaxReplayWaitMs));

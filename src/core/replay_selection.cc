@@ -6,6 +6,7 @@
 //          trajectory are evicted and refilled k).
 //   async: stale (drop), DAPO-filtered and failed groups evicted, refilled k;
 //          `wait` holds sampling while an in-flight prompt is at the threshold.
+#include "common/checked_math.h"
 #include "core/replay_selection.h"
 
 #include <algorithm>
@@ -58,7 +59,8 @@ ReplayEvictions count_evictions(const ReplayRequest& request, const ReplayGroups
     const int64_t span = span_of(prompt, request.global_steps);
     counted.stale_span_max = counted.stale > 0 ? std::max(counted.stale_span_max, span) : span;
     counted.stale_span_min = counted.stale > 0 ? std::min(counted.stale_span_min, span) : span;
-    counted.stale_span_sum += span;
+    // Saturates: spans are bounded (kMaxReplayCount), their sum over many groups need not be.
+    counted.stale_span_sum = checked_add(counted.stale_span_sum, span).value_or(INT64_MAX);
     ++counted.stale;
   }
   ReplayEvictions values;

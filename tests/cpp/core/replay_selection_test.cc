@@ -267,5 +267,29 @@ TEST(ReplaySelection, BadOptionsAndBadPromptTagsAreRefusedByName) {
                              {"prompt key 'p'", "\"done\""}));
 }
 
+// A peer sends the steps and the cursor: values whose spans or sums could
+// overflow are refused, naming them, before anything changes; so is a
+// prompt tag out of range.
+TEST(ReplaySelection, StepsAndCountsOutOfRangeAreRefused) {
+  Controller controller;
+  group(controller, "u1", "finished", 1, {0.0, 1.0});
+  const std::set<std::string> before = keys_of(controller);
+  ReplayRequest huge_steps = request(ReplayMode::kAsync, kMaxReplayCount + 1, 1);
+  EXPECT_TRUE(throws_invalid([&] { controller.replay_pass(huge_steps); }, {"global_steps", "2^53"}));
+  ReplayRequest low_steps = request(ReplayMode::kAsync, -kMaxReplayCount - 1, 1);
+  EXPECT_TRUE(throws_invalid([&] { controller.replay_pass(low_steps); }, {"global_steps", ">="}));
+  ReplayRequest hostile_cursor = request(ReplayMode::kAsync, 1, 1);
+  hostile_cursor.cursor.evictions.stale_span_sum = INT64_MAX;
+  EXPECT_TRUE(throws_invalid([&] { controller.replay_pass(hostile_cursor); }, {"cursor.evictions.stale_span_sum"}));
+  hostile_cursor.cursor.evictions.stale_span_sum = 0;
+  hostile_cursor.cursor.evictions.failed = -1;
+  EXPECT_TRUE(throws_invalid([&] { controller.replay_pass(hostile_cursor); }, {"cursor.evictions.failed"}));
+  prompt(controller, "u2", "finished", kMaxReplayCount + 1);
+  EXPECT_TRUE(throws_invalid([&] { controller.replay_pass(request(ReplayMode::kAsync, 1, 1)); },
+                             {"prompt key 'u2'", "global_steps", "2^53"}));
+  EXPECT_EQ(keys_of(controller).count("u1"), 1u) << "a refused pass changed nothing";
+  EXPECT_TRUE(before.count("u1"));
+}
+
 }  // namespace
 }  // namespace seqflow
