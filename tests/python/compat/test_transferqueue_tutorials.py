@@ -10,7 +10,7 @@ TransferQueue (run once per wheel in the reference venv and cached) after
 normalisation:
 
 - everything: ANSI colours; Ray's worker prefix `(name pid=N, ip=A)` becomes
-  `(name)`, and worker lines are compared as a sorted list apart from the
+  `(name)` (a bare prefix, Ray's flush of a worker's line in two pieces, goes), and worker lines are compared as a sorted list apart from the
   driver's, which stay in order (the interleaving is scheduling); logging
   timestamps; Ray's messages about itself (`(raylet) ...`); the keys of
   flat dicts sorted (seqflow returns metadata dicts, tags and custom_meta,
@@ -82,7 +82,7 @@ SCRIPTS = [
 ]
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
-RAY_PREFIX = re.compile(r"^\((\w+) pid=\d+(?:, ip=[\d.]+)?\) ")
+RAY_PREFIX = re.compile(r"^\((\w+) pid=\d+(?:, ip=[\d.]+)?\)(?: |$)")
 TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} - ")
 RAY_OWN = re.compile(r"^\((raylet|gcs_server|autoscaler\S*)\) ")  # Ray's messages about itself
 OWN_LOGGER = re.compile(r" - \w+ - (MAIN|__main__) - ")  # the scripts' get_logger("MAIN") / get_logger(__name__)
@@ -107,6 +107,8 @@ def normalized(script: Script, stdout: str, stderr: str) -> dict[str, list[str]]
             continue
         worker = RAY_PREFIX.match(line)
         if worker:
+            if not line[worker.end():]:
+                continue  # a bare prefix: Ray flushed a worker's line in two pieces, or an empty one
             line = f"({worker.group(1)}) " + line[worker.end():]
         if any(re.search(pattern, line) for pattern, _why in script.dropped):
             continue
@@ -195,7 +197,7 @@ def test_normalisation_keeps_what_is_deterministic_and_only_that():
     script = Script("x.py", ((r"(Got: )\[[\d, ]*\]", r"\1[N...]", "random"),), ((r"poll", "timing"),))
     stdout = ("\x1b[36m(worker pid=12, ip=10.0.0.1)\x1b[0m b {'z': 1, 'a': 2}\nGot: [3, 1]\npolled 3 times\n"
               "(raylet) WARNING: 8 PYTHON worker processes have been started\n"
-              "(worker pid=13) a\n\nend\n")
+              "(worker pid=13) a\n\x1b[36m(worker pid=13)\x1b[0m \n\nend\n")
     stderr = "2026-12-05 13:59:56,948 - INFO - MAIN - logged\nRay's own line\n"
     assert normalized(script, stdout, stderr) == {
         "driver": ["Got: [N...]", "", "end", "INFO - MAIN - logged"],
