@@ -9,6 +9,7 @@
 #include "client/remote_control_plane.h"
 #include "server/controller_service.h"
 #include "server/storage_service.h"
+#include "transport/control_protocol.h"
 #include "transport/wire_codec.h"
 #include "seqflow/client.h"
 #include "storage_test_support.h"
@@ -86,6 +87,47 @@ TEST(ControllerService, RefusesBadInsertBudgets) {
   raw_insert(*pool, Tree{{"partition_id", "p"}, {"count", 2}, {"budget_ms", 5000}});
   EXPECT_EQ(control.insert("p", 2).size(), 2u);  // the client sends its budget
   EXPECT_EQ(control.production_status({}, "p").value().global_indexes.size(), 6u);
+}
+
+// A peer's end_leases with other values: a bad lease id or counts are
+// refused naming the field; another fetch's lease id, or another task, ends
+// nothing; only the holder's own lease ends its samples.
+TEST(ControllerService, EndLeasesFromAPeerEndsOnlyTheLeaseItNames) {
+  server::ControllerService service({});
+  service.start();
+  auto pool = pool_of(service);
+  RemoteControlPlane plane(pool, 5s);
+  const BatchMeta inserted = plane.insert("p", 2);
+  plane.mark_produced("p", inserted.global_indexes, inserted.generations, {{"x", FieldSchema{}}}, {});
+  MetaRequest leased;
+  leased.fields = {"x"};
+  leased.batch_size = 2;
+  leased.partition_id = "p";
+  leased.task_name = "t";
+  leased.polling = true;
+  leased.lease = 1h;
+  const BatchMeta held = plane.get_meta(leased);
+  ASSERT_NE(held.lease, 0u);
+  const auto end = [&](Tree lease, std::string task, Tree generations) {
+    return transport::control::decode_end_leases_reply(
+        pool->call("end_leases", message_of(Tree{{"partition_id", "p"},
+                                                 {"indexes", Tree::numbers(held.global_indexes)},
+                                                 {"generations", std::move(generations)},
+                                                 {"task_name", std::move(task)},
+                                                 {"release", true},
+                                                 {"lease", std::move(lease)}})));
+  };
+  const Tree generations = Tree::numbers(held.generations);
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { end(Tree(-3), "t", generations); },
+                           {"end_leases request field 'lease'", "must be positive"}));
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { end(Tree("x"), "t", generations); },
+                           {"end_leases request field 'lease'"}));
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                           [&] { end(Tree(static_cast<int64_t>(held.lease)), "t", Tree::numbers<uint64_t>({1})); },
+                           {"generations"}));
+  EXPECT_EQ(end(Tree(static_cast<int64_t>(held.lease + 1)), "t", generations), 0u) << "another fetch's lease";
+  EXPECT_EQ(end(Tree(static_cast<int64_t>(held.lease)), "u", generations), 0u) << "another task's";
+  EXPECT_EQ(end(Tree(static_cast<int64_t>(held.lease)), "t", generations), 2u);
 }
 
 // A clear holds the reuse gate while it drops released data on the storage
