@@ -50,13 +50,14 @@ std::optional<std::string> text_problem(nb::handle text, Py_ssize_t limit) {
   return std::nullopt;
 }
 
-// An exact int within int64 (the common case, without a call into Python).
-std::optional<int64_t> exact_int(PyObject* value) {
-  if (!PyLong_CheckExact(value)) return std::nullopt;
+// An exact int within int64 (the common case, without a call into Python),
+// into `out`. Inlined, with no optional: a list's loop calls it per element,
+// and an optional returned through memory stalled each call on its flag byte.
+inline bool exact_int(PyObject* value, int64_t& out) {
+  if (!PyLong_CheckExact(value)) return false;
   int overflow = 0;
-  const long long number = PyLong_AsLongLongAndOverflow(value, &overflow);
-  if (overflow != 0) return std::nullopt;
-  return number;
+  out = PyLong_AsLongLongAndOverflow(value, &overflow);
+  return overflow == 0;
 }
 
 // An element of a sequence of lengths as numpy's conversion takes it
@@ -112,8 +113,8 @@ std::vector<int64_t> integers_argument(nb::handle values, std::string_view name)
   }
   std::vector<int64_t> out;
   for (nb::handle value : nb::borrow<nb::iterator>(items)) {
-    std::optional<int64_t> number = exact_int(value.ptr());
-    if (!number) number = whole_number(value);
+    int64_t exact = 0;
+    std::optional<int64_t> number = exact_int(value.ptr(), exact) ? std::optional<int64_t>(exact) : whole_number(value);
     // The element's name is built for an error only.
     out.push_back(number ? *number
                          : integer_argument(value, std::string(name) + "[" + std::to_string(out.size()) + "]"));
@@ -131,9 +132,7 @@ bool int_list(nb::handle value, std::vector<int64_t>& out) noexcept {
     return false;
   }
   for (Py_ssize_t i = 0; i < size; ++i) {
-    const std::optional<int64_t> number = exact_int(PyList_GET_ITEM(value.ptr(), i));
-    if (!number) return false;
-    out[static_cast<size_t>(i)] = *number;
+    if (!exact_int(PyList_GET_ITEM(value.ptr(), i), out[static_cast<size_t>(i)])) return false;
   }
   return true;
 }

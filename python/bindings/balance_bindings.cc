@@ -194,19 +194,22 @@ void bind_balance(nb::module_ m) {
 
   // verl's two functions take negative lengths as verl does (they sort them),
   // as an int64 array or (the lists users pass, without numpy) an IntList.
+  // The list overload comes first: nanobind tries overloads in order, and
+  // the array's caster given a list tries numpy's conversion of it first
+  // (more than the balancing of a few thousand lengths costs).
   const auto verl_function = [&m](const char* name, auto function, const char* doc) {
-    m.def(
-        name,
-        [function](const Int64Input& seqlens, int64_t k_partitions, bool equal_size) {
-          GilReleased release;
-          return function(as_span(seqlens), k_partitions, equal_size);
-        },
-        "seqlen_list"_a, "k_partitions"_a, "equal_size"_a, doc);
     m.def(
         name,
         [function](const IntList& seqlens, int64_t k_partitions, bool equal_size) {
           GilReleased release;
           return function(seqlens.values, k_partitions, equal_size);
+        },
+        "seqlen_list"_a, "k_partitions"_a, "equal_size"_a, doc);
+    m.def(
+        name,
+        [function](const Int64Input& seqlens, int64_t k_partitions, bool equal_size) {
+          GilReleased release;
+          return function(as_span(seqlens), k_partitions, equal_size);
         },
         "seqlen_list"_a, "k_partitions"_a, "equal_size"_a, doc);
   };
