@@ -46,8 +46,10 @@ struct ReplayOptions {
   // nullopt: no staleness control. Above 0.
   std::optional<int64_t> max_off_policy_threshold;
   StalenessStrategy strategy = StalenessStrategy::kDrop;
-  // DAPO: a finished group whose trajectories all carry the same value of
-  // this tag (more than one trajectory) is evicted. Nullopt: no filter.
+  // DAPO: a finished group whose trajectories (more than one) all carry
+  // the same value is evicted, as verl tests it (numpy's std of the values
+  // is 0). The values are read from this tag of each trajectory, or
+  // supplied by the client (group_filter_supplied).
   std::optional<std::string> group_filter_tag;
   // False (verl's "val" partition): no eviction at all; every terminal
   // group is sampleable.
@@ -59,6 +61,14 @@ struct ReplayOptions {
   // refill (gen_batch_size).
   int64_t max_inflight_prompts = 0;
   int64_t gen_batch_size = 1;
+  // DAPO values supplied by the client (ReplayRequest::group_values; verl
+  // reads them from the trajectories' data), not a tag: a pass meeting
+  // newly finished groups without values answers their trajectory keys
+  // (ReplayPass::unclassified_keys) and changes nothing. Not with
+  // group_filter_tag.
+  bool group_filter_supplied = false;
+
+  bool group_filtering() const { return group_filter_tag.has_value() || group_filter_supplied; }
 };
 
 // Evictions counted over the passes of one sample() (verl's metrics).
@@ -101,6 +111,9 @@ struct ReplayRequest {
   // After a pass with nothing to do (no refill, nothing ready), wait up to
   // this long for a change of the controller's state before answering.
   int64_t wait_ms = 0;
+  // group_filter_supplied: the DAPO values of groups a pass answered as
+  // unclassified, one per trajectory, by prompt uid.
+  std::vector<std::pair<std::string, std::vector<double>>> group_values;
 };
 
 struct ReplayPass {
@@ -114,6 +127,10 @@ struct ReplayPass {
   std::vector<Value> tags;
   ReplayCursor cursor;            // the request's, advanced by this pass
   std::vector<int64_t> released;  // global indexes released, for the storage to drop
+  // group_filter_supplied: the trajectory keys of finished groups with no
+  // values yet; when not empty the pass did nothing else (pass again with
+  // their group_values).
+  std::vector<std::string> unclassified_keys;
 };
 
 }  // namespace seqflow

@@ -40,7 +40,10 @@ void bind_replay(nb::module_ m) {
                      for (const Value& tag : pass.tags) tags.append(from_value(tag));
                      return tags;
                    })
-      .def_ro("cursor", &ReplayPass::cursor);
+      .def_ro("cursor", &ReplayPass::cursor)
+      .def_ro("unclassified_keys", &ReplayPass::unclassified_keys,
+              "group_filter_supplied: the trajectory keys of finished groups the pass needs values for "
+              "(it did nothing else).");
 }
 
 }  // namespace seqflow::bindings

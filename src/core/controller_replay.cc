@@ -57,13 +57,18 @@ ReplayPass Controller::replay_pass(const ReplayRequest& request) {
   std::unique_lock lock(state_->mutex);
   PartitionState* partition = state_->data.find(request.partition_id);
   const ReplayGroups groups = partition != nullptr ? core::scan_replay_groups(*partition) : ReplayGroups{};
-  std::vector<std::pair<std::string, double>> filtered;
-  if (partition != nullptr && options.evict && options.group_filter_tag) {
-    filtered = state_->group_filters[request.partition_id].filtered(*partition, groups, *options.group_filter_tag);
+  core::GroupFilterAnswer filter;
+  if (partition != nullptr && options.evict && options.group_filtering()) {
+    filter = state_->group_filters[request.partition_id].filtered(*partition, groups, options, request.group_values);
   }
-  const core::ReplayPlan plan = core::plan_replay_pass(request, groups, filtered);
-
   ReplayPass pass;
+  if (!filter.unclassified_keys.empty()) {  // nothing else until the client supplies their values
+    pass.unclassified_keys = std::move(filter.unclassified_keys);
+    pass.cursor = request.cursor;
+    return pass;
+  }
+  const core::ReplayPlan plan = core::plan_replay_pass(request, groups, filter.filtered);
+
   pass.refill = plan.refill;
   pass.ready = plan.ready;
   pass.sampleable = static_cast<int64_t>(plan.sampleable.size());

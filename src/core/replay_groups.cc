@@ -2,6 +2,8 @@
 #include "core/replay_groups.h"
 
 #include <algorithm>
+#include <array>
+#include <span>
 #include <string_view>
 #include <unordered_set>
 
@@ -31,6 +33,60 @@ bool is_prompt(const Value& tag) {
   return !flag->empty();  // Python's truth of a string or container
 }
 
+// numpy's sum of a contiguous float64 array (pairwise: plain below 8 values,
+// 8 accumulators up to 128, halves above), bit for bit, so that a mean is
+// numpy's.
+double numpy_sum(std::span<const double> values) {
+  const size_t n = values.size();
+  if (n < 8) {
+    double sum = 0.0;
+    for (double value : values) sum += value;
+    return sum;
+  }
+  if (n <= 128) {
+    std::array<double, 8> lanes{};
+    std::copy_n(values.begin(), 8, lanes.begin());
+    size_t i = 8;
+    for (; i < n - n % 8; i += 8) {
+      for (size_t lane = 0; lane < 8; ++lane) lanes[lane] += values[i + lane];
+    }
+    double sum = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+    for (; i < n; ++i) sum += values[i];
+    return sum;
+  }
+  size_t half = n / 2;
+  half -= half % 8;
+  return numpy_sum(values.first(half)) + numpy_sum(values.subspan(half));
+}
+
+// verl's test `len(values) > 1 and np.std(values) == 0.0`, computed as numpy
+// computes it (the mean of the squared deviations from the mean): the value
+// the group shares, or nullopt.
+std::optional<double> shared_value(const std::vector<double>& values) {
+  if (values.size() < 2) return std::nullopt;
+  const auto count = static_cast<double>(values.size());
+  const double mean = numpy_sum(values) / count;
+  std::vector<double> squares;
+  squares.reserve(values.size());
+  for (double value : values) squares.push_back((value - mean) * (value - mean));
+  if (!(numpy_sum(squares) / count == 0.0)) return std::nullopt;
+  return values.front();
+}
+
+// Each trajectory's number under `tag`, or nullopt when one lacks it.
+std::optional<std::vector<double>> tag_values(const PartitionState& partition,
+                                              const std::vector<ReplayTrajectory>& trajectories,
+                                              const std::string& tag) {
+  std::vector<double> values;
+  for (const ReplayTrajectory& trajectory : trajectories) {
+    const Value meta = decode_meta(partition.meta_bytes(trajectory.slot));
+    const Value* value = meta.find(tag);
+    if (value == nullptr || !value->is_number()) return std::nullopt;
+    values.push_back(value->as_double());
+  }
+  return values;
+}
+
 }  // namespace
 
 ReplayGroups scan_replay_groups(const PartitionState& partition) {
@@ -55,12 +111,13 @@ ReplayGroups scan_replay_groups(const PartitionState& partition) {
   return groups;
 }
 
-std::vector<std::pair<std::string, double>> GroupFilterCache::filtered(const PartitionState& partition,
-                                                                       const ReplayGroups& groups,
-                                                                       const std::string& tag) {
-  if (tag != tag_ || partition.number() != partition_number_) {
+GroupFilterAnswer GroupFilterCache::filtered(const PartitionState& partition, const ReplayGroups& groups,
+                                             const ReplayOptions& options,
+                                             const std::vector<std::pair<std::string, std::vector<double>>>& supplied) {
+  const std::string source = options.group_filter_tag.value_or("");
+  if (source != source_ || partition.number() != partition_number_) {
     classification_.clear();
-    tag_ = tag;
+    source_ = source;
     partition_number_ = partition.number();
   }
   std::unordered_set<std::string_view> finished;
@@ -68,45 +125,50 @@ std::vector<std::pair<std::string, double>> GroupFilterCache::filtered(const Par
     if (prompt.status == PromptStatus::kFinished) finished.insert(prompt.uid);
   }
   std::erase_if(classification_, [&](const auto& entry) { return finished.count(entry.first) == 0; });
+  std::unordered_map<std::string_view, const std::vector<double>*> supplied_values;
+  for (const auto& [uid, values] : supplied) supplied_values[uid] = &values;
 
+  GroupFilterAnswer answer;
   std::vector<std::string> missing;
   for (const ReplayPrompt& prompt : groups.prompts) {
     if (prompt.status != PromptStatus::kFinished || classification_.count(prompt.uid) > 0) continue;
-    std::vector<double> values;
-    bool complete = false;
-    if (auto found = groups.trajectories.find(prompt.uid); found != groups.trajectories.end()) {
-      complete = true;
-      for (const ReplayTrajectory& trajectory : found->second) {
-        const Value meta = decode_meta(partition.meta_bytes(trajectory.slot));
-        const Value* value = meta.find(tag);
-        if (value == nullptr || !value->is_number()) {
-          complete = false;
-          break;
-        }
-        values.push_back(value->as_double());
-      }
-    }
-    if (!complete) {
+    const auto found = groups.trajectories.find(prompt.uid);
+    if (found == groups.trajectories.end()) {
       missing.push_back(prompt.uid);
       continue;
     }
-    const bool same = values.size() > 1 &&
-                      std::all_of(values.begin(), values.end(), [&](double value) { return value == values.front(); });
-    classification_[prompt.uid] = same ? std::optional<double>(values.front()) : std::nullopt;
+    std::optional<std::vector<double>> values;
+    if (source.empty()) {
+      if (auto given = supplied_values.find(prompt.uid); given != supplied_values.end()) values = *given->second;
+      if (!values) {
+        for (const ReplayTrajectory& trajectory : found->second) {
+          answer.unclassified_keys.push_back(*partition.key_of(trajectory.slot));
+        }
+        continue;
+      }
+    } else if (!(values = tag_values(partition, found->second, source))) {
+      missing.push_back(prompt.uid);
+      continue;
+    }
+    classification_[prompt.uid] = shared_value(*values);
   }
   if (!missing.empty()) {
     std::sort(missing.begin(), missing.end());
     std::string names;
     for (size_t i = 0; i < std::min<size_t>(missing.size(), 5); ++i) names += (i ? ", '" : "'") + missing[i] + "'";
-    throw_invalid("finished groups are missing the group filter tag '" + tag +
-                  "' (a number on every trajectory): " + names);
+    throw_invalid("finished groups are missing " +
+                  (source.empty() ? std::string("trajectories (the group filter's values come from them)")
+                                  : "the group filter tag '" + source + "' (a number on every trajectory)") +
+                  ": " + names);
   }
-  std::vector<std::pair<std::string, double>> out;
+  if (!answer.unclassified_keys.empty()) return answer;
   for (const ReplayPrompt& prompt : groups.prompts) {
     if (prompt.status != PromptStatus::kFinished) continue;
-    if (const std::optional<double>& value = classification_.at(prompt.uid)) out.emplace_back(prompt.uid, *value);
+    if (const std::optional<double>& value = classification_.at(prompt.uid)) {
+      answer.filtered.emplace_back(prompt.uid, *value);
+    }
   }
-  return out;
+  return answer;
 }
 
 }  // namespace seqflow::core

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/partition_state.h"
+#include "seqflow/replay.h"
 
 namespace seqflow::core {
 
@@ -38,23 +39,33 @@ struct ReplayGroups {
 // one of verl's four or whose global_steps is not an integer.
 ReplayGroups scan_replay_groups(const PartitionState& partition);
 
-// DAPO classification of finished groups: a group whose trajectories (more
-// than one) all carry the same number under the filter tag is filtered. A
-// group is classified the first time a pass sees it finished and the result
-// kept while it stays finished (a finished group no longer changes).
+// What a pass's group filter found: the filtered groups with the value each
+// shared, in the prompts' arrival order, and (values supplied by the
+// client) the trajectory keys of finished groups it has no values for yet.
+struct GroupFilterAnswer {
+  std::vector<std::pair<std::string, double>> filtered;
+  std::vector<std::string> unclassified_keys;
+};
+
+// DAPO classification of finished groups, as verl 0.9.1 computes it: a group
+// of more than one trajectory whose values have numpy's standard deviation
+// 0.0 is filtered. The values are a tag of each trajectory
+// (options.group_filter_tag) or supplied by the client per group
+// (options.group_filter_supplied, `supplied`). A group is classified the
+// first time a pass sees it finished with its values, and the result kept
+// while it stays finished (a finished group no longer changes).
 class GroupFilterCache {
  public:
-  // The filtered groups among `groups`' finished prompts, with the value
-  // each shared, in the prompts' arrival order. Throws kInvalidArgument
-  // (naming up to five uids, sorted) when a newly finished group has a
-  // trajectory without a number under `tag`, or no trajectory.
-  std::vector<std::pair<std::string, double>> filtered(const PartitionState& partition, const ReplayGroups& groups,
-                                                       const std::string& tag);
+  // Throws kInvalidArgument (naming up to five uids, sorted) when a newly
+  // finished group has no trajectory, or (tag) a trajectory without a
+  // number under the tag.
+  GroupFilterAnswer filtered(const PartitionState& partition, const ReplayGroups& groups, const ReplayOptions& options,
+                             const std::vector<std::pair<std::string, std::vector<double>>>& supplied);
   void forget(const std::string& uid) { classification_.erase(uid); }
 
  private:
   uint32_t partition_number_ = 0;
-  std::string tag_;
+  std::string source_;                                                     // the tag, or empty for supplied values
   std::unordered_map<std::string, std::optional<double>> classification_;  // nullopt: kept
 };
 

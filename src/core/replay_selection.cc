@@ -88,7 +88,7 @@ std::vector<std::string> oldest_first(const ReplayGroups& groups, const std::vec
 void plan_sync(const ReplayRequest& request, const ReplayGroups& groups, const EvictionReasons& reasons,
                int64_t inflight, ReplayPlan& plan) {
   const ReplayOptions& options = request.options;
-  const bool filtering = options.evict && options.group_filter_tag.has_value();
+  const bool filtering = options.evict && options.group_filtering();
   const auto failed = static_cast<int64_t>(reasons.failed.size());
   const bool has_enough = static_cast<int64_t>(plan.sampleable.size()) >= request.batch_size;
   if (!filtering && failed > 0 && !has_enough) {

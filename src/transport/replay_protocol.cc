@@ -32,6 +32,7 @@ void write_options(MsgpackWriter& out, const ReplayOptions& options) {
   if (options.max_off_policy_threshold) map.set("max_off_policy_threshold").integer(*options.max_off_policy_threshold);
   map.set("strategy").string(strategy_name(options.strategy));
   if (options.group_filter_tag) map.set("group_filter_tag").string(*options.group_filter_tag);
+  if (options.group_filter_supplied) map.set("group_filter_supplied").boolean(true);
   map.set("evict").boolean(options.evict);
   map.set("refill_failed_groups").boolean(options.refill_failed_groups);
   map.set("max_inflight_prompts").integer(options.max_inflight_prompts);
@@ -40,14 +41,16 @@ void write_options(MsgpackWriter& out, const ReplayOptions& options) {
 }
 
 ReplayOptions read_options(const EncodedMap& request) {
-  const EncodedMap map = request.map("options", request.what() + " options",
-                                     {"mode", "max_off_policy_threshold", "strategy", "group_filter_tag", "evict",
-                                      "refill_failed_groups", "max_inflight_prompts", "gen_batch_size"});
+  const EncodedMap map =
+      request.map("options", request.what() + " options",
+                  {"mode", "max_off_policy_threshold", "strategy", "group_filter_tag", "group_filter_supplied", "evict",
+                   "refill_failed_groups", "max_inflight_prompts", "gen_batch_size"});
   ReplayOptions options;
   options.mode = parse_replay_mode(map.text("mode"));
   if (map.has("max_off_policy_threshold")) options.max_off_policy_threshold = map.integer("max_off_policy_threshold");
   options.strategy = parse_staleness_strategy(map.text("strategy"));
   if (map.has("group_filter_tag")) options.group_filter_tag = map.text("group_filter_tag");
+  options.group_filter_supplied = map.has("group_filter_supplied") && map.boolean("group_filter_supplied");
   options.evict = map.boolean("evict");
   options.refill_failed_groups = map.boolean("refill_failed_groups");
   options.max_inflight_prompts = map.integer("max_inflight_prompts");
@@ -101,6 +104,43 @@ ReplayCursor read_cursor(const EncodedMap& message) {
   return cursor;
 }
 
+// group_values as three flat arrays: the uids, each one's count of values, the values.
+void write_group_values(MsgpackMapWriter& header,
+                        const std::vector<std::pair<std::string, std::vector<double>>>& group_values) {
+  std::vector<std::string> uids;
+  std::vector<int64_t> counts;
+  std::vector<double> values;
+  for (const auto& [uid, group] : group_values) {
+    uids.push_back(uid);
+    counts.push_back(static_cast<int64_t>(group.size()));
+    values.insert(values.end(), group.begin(), group.end());
+  }
+  header.set("group_value_uids").strings(uids);
+  header.set("group_value_counts").numbers(std::span<const int64_t>(counts));
+  header.set("group_values").numbers(std::span<const double>(values));
+}
+
+std::vector<std::pair<std::string, std::vector<double>>> read_group_values(const EncodedMap& header) {
+  if (!header.has("group_value_uids")) return {};
+  const std::vector<std::string> uids = header.texts("group_value_uids");
+  const auto counts = header.numbers<int64_t>("group_value_counts");
+  const auto values = header.numbers<double>("group_values");
+  if (counts.size() != uids.size()) header.fail("group_value_counts", "must hold one count per uid");
+  std::vector<std::pair<std::string, std::vector<double>>> groups;
+  size_t next = 0;
+  for (size_t i = 0; i < uids.size(); ++i) {
+    if (counts[i] < 0 || static_cast<uint64_t>(counts[i]) > values.size() - next) {
+      header.fail("group_value_counts", "must count the group_values, each at least 0");
+    }
+    const auto end = next + static_cast<size_t>(counts[i]);
+    groups.emplace_back(uids[i], std::vector<double>(values.begin() + static_cast<ptrdiff_t>(next),
+                                                     values.begin() + static_cast<ptrdiff_t>(end)));
+    next = end;
+  }
+  if (next != values.size()) header.fail("group_values", "holds more values than group_value_counts count");
+  return groups;
+}
+
 }  // namespace
 
 Frames encode_replay_pass_request(const ReplayRequest& request) {
@@ -112,13 +152,15 @@ Frames encode_replay_pass_request(const ReplayRequest& request) {
   write_options(header.set("options"), request.options);
   write_cursor(header.set("cursor"), request.cursor);
   header.set("wait_ms").integer(request.wait_ms);
+  if (!request.group_values.empty()) write_group_values(header, request.group_values);
   return header_message(header);
 }
 
 ReplayRequest decode_replay_pass_request(const Frames& request) {
   const EncodedMap header =
       wire::read_header(request, 0, request_name(kReplayPass),
-                        {"partition_id", "global_steps", "batch_size", "step", "options", "cursor", "wait_ms"});
+                        {"partition_id", "global_steps", "batch_size", "step", "options", "cursor", "wait_ms",
+                         "group_value_uids", "group_value_counts", "group_values"});
   ReplayRequest decoded;
   decoded.partition_id = header.text("partition_id");
   decoded.global_steps = header.integer("global_steps");
@@ -127,6 +169,7 @@ ReplayRequest decode_replay_pass_request(const Frames& request) {
   decoded.options = read_options(header);
   decoded.cursor = read_cursor(header);
   decoded.wait_ms = header.integer("wait_ms");
+  decoded.group_values = read_group_values(header);
   return decoded;
 }
 
@@ -141,13 +184,14 @@ Frames encode_replay_pass_reply(const ReplayPass& pass) {
   wire::write_objects(header.set("tags"), pass.tags);
   write_cursor(header.set("cursor"), pass.cursor);
   header.set("released").numbers(std::span<const int64_t>(pass.released));
+  if (!pass.unclassified_keys.empty()) header.set("unclassified_keys").strings(pass.unclassified_keys);
   return header_message(header);
 }
 
 ReplayPass decode_replay_pass_reply(const Frames& reply) {
-  const EncodedMap header = wire::read_header(
-      reply, 0, reply_name(kReplayPass),
-      {"refill", "ready", "sampleable", "sampleable_uids", "selected_uids", "keys", "tags", "cursor", "released"});
+  const EncodedMap header = wire::read_header(reply, 0, reply_name(kReplayPass),
+                                              {"refill", "ready", "sampleable", "sampleable_uids", "selected_uids",
+                                               "keys", "tags", "cursor", "released", "unclassified_keys"});
   ReplayPass pass;
   pass.refill = header.integer("refill");
   pass.ready = header.boolean("ready");
@@ -159,6 +203,7 @@ ReplayPass decode_replay_pass_reply(const Frames& reply) {
   if (pass.tags.size() != pass.keys.size()) header.fail("tags", "must hold one tag per key");
   pass.cursor = read_cursor(header);
   pass.released = header.numbers<int64_t>("released");
+  if (header.has("unclassified_keys")) pass.unclassified_keys = header.texts("unclassified_keys");
   return pass;
 }
 

@@ -27,8 +27,9 @@ PARTITION = "train"
 
 class Script:
     """Puts verl's keys: prompt {uid} (is_prompt, status, global_steps) and
-    trajectories {uid}_{s}_0 with the reward as data (rm_scores, what verl
-    reads) and as a tag (what seqflow's filter reads)."""
+    trajectories {uid}_{s}_0 with the reward as data only, as verl's agent
+    loop writes them: rm_scores (the reward on one token) and extra_fields
+    (reward_extra_info with the reward as "acc"); their tags carry no reward."""
 
     def __init__(self, tq, refill_rewards=()):
         self.tq = tq
@@ -43,10 +44,13 @@ class Script:
         import torch
         from tensordict import TensorDict
 
+        from tensordict import NonTensorData, NonTensorStack
+
         keys = [f"{uid}_{s}_0" for s in range(len(rewards))]
         scores = torch.tensor([[r, 0.0] for r in rewards], dtype=torch.float32)
-        self.tq.kv_batch_put(keys, PARTITION, fields=TensorDict({"rm_scores": scores}, batch_size=len(rewards)),
-                             tags=[{"reward": r, "session": s} for s, r in enumerate(rewards)])
+        extra = NonTensorStack(*[NonTensorData({"reward_extra_info": {"acc": r}}) for r in rewards])
+        fields = TensorDict({"rm_scores": scores, "extra_fields": extra}, batch_size=len(rewards))
+        self.tq.kv_batch_put(keys, PARTITION, fields=fields, tags=[{"session": s} for s in range(len(rewards))])
 
     def group(self, uid, status, step, rewards=(0.0, 1.0)):
         self.prompt(uid, status, step)
@@ -100,6 +104,20 @@ def async_drop(tq, implementation):
     return {"first": first, "second": second}
 
 
+def async_dapo_extra_info(tq, implementation):
+    """DAPO on reward_extra_info["acc"], rewards that are not 0 or 1: three
+    0.1s are not one value for verl (numpy's std of them is 1.4e-17), two
+    0.5s are; a group of one is never filtered."""
+    script = Script(tq, refill_rewards=[(0.25, 0.25), (0.2, 0.7)])
+    for uid, step, rewards in [("tenths", 1, (0.1, 0.1, 0.1)), ("halves", 2, (0.5, 0.5)), ("mixed", 3, (0.2, 0.7)),
+                               ("single", 4, (0.4,)), ("sevenths", 5, (0.7, 0.7, 0.7))]:
+        script.group(uid, "finished", step, rewards)
+    buffer = _buffer(implementation, "async", script, filter_groups_metric="acc")
+    first = _sampled(script, buffer, 6, 4)
+    second = _sampled(script, buffer, 7, 1)
+    return {"first": first, "second": second}
+
+
 def async_count_and_wait(tq, implementation):
     script = Script(tq)
     script.group("a", "finished", 1)
@@ -135,8 +153,8 @@ def async_wait_gate(tq, implementation):
 
 def sync_dapo(tq, implementation):
     # refilled groups: two filtered again, two with signal
-    script = Script(tq, refill_rewards=[(1.0, 1.0), (0.0, 1.0), (0.0, 1.0), (0.0, 0.0)])
-    for uid, step, rewards in [("ok1", 1, (0.0, 1.0)), ("ok2", 2, (1.0, 0.0)), ("same1", 1, (1.0, 1.0)),
+    script = Script(tq, refill_rewards=[(0.3, 0.3), (0.0, 1.0), (0.0, 0.6), (0.0, 0.0)])
+    for uid, step, rewards in [("ok1", 1, (0.0, 1.0)), ("ok2", 2, (0.9, 0.1)), ("same1", 1, (0.7, 0.7, 0.7)),
                                ("same2", 2, (0.0, 0.0))]:
         script.group(uid, "finished", step, rewards)
     buffer = _buffer(implementation, "sync", script, filter_groups_metric="reward", train_batch_size=2,
@@ -203,7 +221,7 @@ def _same(verl, seqflow, where="result"):
         assert verl == seqflow, f"{where}: {verl!r} != {seqflow!r}"
 
 
-SCENARIOS = ["async_drop", "async_count_and_wait", "async_wait_gate", "sync_dapo", "sync_failed", "sync_plain"]
+SCENARIOS = ["async_drop", "async_dapo_extra_info", "async_count_and_wait", "async_wait_gate", "sync_dapo", "sync_failed", "sync_plain"]
 
 
 @pytest.mark.parametrize("mode", ["embedded", "local"])
@@ -217,6 +235,10 @@ def test_seqflow_drop_in_matches_verl(name, mode):
         assert metrics["training/off_policy/evicted_samples"] == 2
         assert metrics["training/filter_groups/evicted_samples"] >= 2
         assert metrics["training/rollout_failure/evicted_samples"] == 1
+    if name == "async_dapo_extra_info":  # filtered: the two 0.5s; served: three 0.1s, three 0.7s (std > 0)
+        first, second = result["verl"]["first"], result["verl"]["second"]
+        assert "0.5" in first["metrics"]["_dapo_filtered_reward_counts"]
+        assert {"tenths_0_0", "sevenths_0_0"} <= set(first["keys"] + second["keys"])
     if name == "sync_dapo":
         assert result["verl"]["metrics"]["training/filter_groups/discarded_surplus_samples"] >= 1
         assert result["verl"]["refills"]

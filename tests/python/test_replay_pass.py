@@ -5,6 +5,10 @@ against the drop-ins: test_compat_verl_replay_buffer.py.)"""
 
 from __future__ import annotations
 
+import math
+import random
+
+import numpy as np
 import pytest
 
 import seqflow
@@ -32,6 +36,9 @@ def client():
     ({"gen_batch_size": -2}, "gen_batch_size = -2"),
     ({"wait": -1.0}, "wait must be a finite number of seconds"),
     ({"group_filter_tag": ""}, "group_filter_tag"),
+    ({"group_values": {"a": [1.0]}}, "group_values for 1 groups need group_filter_supplied = true"),
+    ({"group_filter_tag": "r", "group_filter_supplied": True}, "from a tag or from the client, not both"),
+    ({"group_filter_supplied": True, "group_values": {"": [1.0]}}, "group_values uid"),
 ])
 def test_bad_options_are_refused_by_name(client, options, named):
     with pytest.raises(ValueError, match=named.replace("(", r"\(").replace(")", r"\)")):
@@ -54,6 +61,37 @@ def test_a_pass_evicts_then_selects_and_names_its_metrics(client):
         "training/filter_groups/evicted_samples": 1.0}
     assert second.cursor.filtered_values == [(1.0, 1)]
     assert sorted(client.kv_list("train")["train"]) == ["new_0_0", "new_1_0"]
+
+
+def _values_of_every_kind(rng):
+    """Groups of DAPO values where exact equality and verl's np.std == 0 can disagree."""
+    groups = [[0.1] * 3, [0.5] * 2, [0.7] * 3, [1e-200, 2e-200], [math.nan] * 2, [math.inf] * 2, [0.4], [0.2, 0.7],
+              [1.0] * 130, [0.1] * 129 + [0.1 + 1e-17]]
+    for _ in range(40):
+        value = rng.choice([rng.random(), round(rng.random(), 1), 1 / rng.randint(1, 9)])
+        groups.append([value] * rng.randint(1, 20) + ([] if rng.random() < 0.7 else [rng.random()]))
+    return groups
+
+
+def test_supplied_values_are_filtered_as_verl_does_with_numpy(client):
+    groups = _values_of_every_kind(random.Random(7))
+    for i, values in enumerate(groups):
+        client.kv_put(f"g{i}", "train", tag={"is_prompt": True, "status": "finished", "global_steps": 1})
+        client.kv_batch_put([f"g{i}_{s}_0" for s in range(len(values))], "train", tags=[{}] * len(values))
+    listed = client.kv_list("train")
+
+    asked = client.replay_pass("train", 1, 1, step="count", group_filter_supplied=True)
+    assert sorted(asked.unclassified_keys) == sorted(key for key in listed["train"] if "_" in key)
+    assert (asked.sampleable, client.kv_list("train")) == (0, listed)  # nothing else happened
+
+    supplied = {f"g{i}": values for i, values in enumerate(groups)}
+    passed = client.replay_pass("train", 1, 1, step="evict", group_filter_supplied=True, group_values=supplied)
+    with np.errstate(invalid="ignore"):  # inf - inf: numpy's std is nan, as verl computes it
+        filtered = {f"g{i}" for i, values in enumerate(groups) if len(values) > 1 and float(np.std(values)) == 0.0}
+    assert {"g1", "g3"} <= filtered and not {"g0", "g2", "g4", "g5"} & filtered  # the cases it is about
+    left = {key for key in client.kv_list("train")["train"] if "_" not in key}
+    assert left == set(supplied) - filtered
+    assert passed.unclassified_keys == [] and passed.refill == len(filtered)
 
 
 def test_the_drop_ins_refuse_verls_bad_constructor_arguments_by_name(client):

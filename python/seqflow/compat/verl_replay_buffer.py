@@ -16,12 +16,14 @@ tags under its lock, evicts and selects there, and says how many prompts to
 ask ``refill_fn`` for. Between passes with nothing to do the drop-in waits
 at most 50 ms (or poll_interval when shorter), not poll_interval.
 
+DAPO filtering (``filter_groups_metric``) reads what verl reads, once per
+newly finished group: ``rm_scores`` summed per trajectory for ``"reward"``,
+``extra_fields["reward_extra_info"][metric]`` otherwise; the controller
+tells which groups are new and decides as verl does (numpy's std of the
+group's values is 0). ``group_filter_tag=`` reads a trajectory tag instead
+(for rollouts that tag their reward), with no data read.
+
 What differs, on purpose:
-- DAPO filtering reads a trajectory TAG, not data: ``filter_groups_metric``
-  names the tag (``group_filter_tag=`` overrides it), so a trajectory must
-  carry its reward (``"reward"``) or metric in its tag; verl reads
-  ``rm_scores`` (summed) or ``extra_fields.reward_extra_info``. Finished
-  groups missing it raise ValueError (verl: RuntimeError).
 - Prompts of the same ``global_steps`` are served in their keys' arrival
   order (verl: a set's hash order, which varies between processes).
 - A sync pass that would select groups with no trajectory raises before it
@@ -32,6 +34,7 @@ What differs, on purpose:
 
 from __future__ import annotations
 
+from collections import defaultdict
 from typing import Any, Callable, Optional
 
 from seqflow._checks import check_choice
@@ -40,6 +43,7 @@ from seqflow.client import Client
 
 _MAX_WAIT = 0.05  # seconds between idle passes (the client sleeps at most this; see Client.replay_pass)
 DAPO_FILTERED_REWARD_COUNTS_KEY = "_dapo_filtered_reward_counts"
+_CANONICAL_REWARD_METRIC = "reward"  # verl's FILTER_GROUPS_REWARD_METRIC: read rm_scores, not reward_extra_info
 
 
 def _default_client() -> Client:
@@ -79,7 +83,7 @@ class ReplayBuffer:
         self.poll_interval = poll_interval
         self.refill_fn = refill_fn
         self.filter_groups_metric = filter_groups_metric
-        self.group_filter_tag = group_filter_tag if group_filter_tag is not None else filter_groups_metric
+        self.group_filter_tag = group_filter_tag
         self.train_batch_size = train_batch_size
         self.gen_batch_size = gen_batch_size
         self.max_inflight_gen_batches = max_inflight_gen_batches
@@ -88,27 +92,59 @@ class ReplayBuffer:
         self._validate_mode_config()
 
     def _validate_mode_config(self) -> None:
-        if self.filter_groups_metric is not None:
+        if self.filter_groups_metric is not None or self.group_filter_tag is not None:
             if (not isinstance(self.max_inflight_gen_batches, int) or isinstance(self.max_inflight_gen_batches, bool)
                     or self.max_inflight_gen_batches <= 0):
                 raise ValueError(f"max_inflight_gen_batches must be a positive integer, "
                                  f"got {self.max_inflight_gen_batches!r}")
             if not isinstance(self.train_batch_size, int) or self.train_batch_size <= 0:
-                raise ValueError(f"train_batch_size must be a positive integer with filter_groups_metric, "
+                raise ValueError(f"train_batch_size must be a positive integer with group filtering, "
                                  f"got {self.train_batch_size!r}")
         if self.sync_refill_failed_groups and self.gen_batch_size != 1:
             raise ValueError(f"sync_refill_failed_groups requires gen_batch_size=1, got {self.gen_batch_size!r}")
 
     def _pass(self, partition_id: str, global_steps: int, batch_size: int, step: str, cursor: Any) -> Any:
-        sync_filtering = self._MODE == "sync" and self.group_filter_tag is not None
+        """One pass; first, the DAPO values of the groups that finished since the last one."""
+        filtering = self.group_filter_tag is not None or self.filter_groups_metric is not None
+        supplied = self.group_filter_tag is None and self.filter_groups_metric is not None
+        sync_filtering = self._MODE == "sync" and filtering
         client = self._client if self._client is not None else _default_client()
-        return client.replay_pass(
-            partition_id, global_steps, batch_size, step=step, mode=self._MODE,
-            max_off_policy_threshold=self.max_off_policy_threshold,
-            max_off_policy_strategy=self.max_off_policy_strategy, group_filter_tag=self.group_filter_tag,
-            evict=partition_id != "val", refill_failed_groups=self._MODE == "sync" and self.sync_refill_failed_groups,
-            max_inflight_prompts=self.max_inflight_gen_batches * self.train_batch_size if sync_filtering else 0,
-            gen_batch_size=self.gen_batch_size or 1, cursor=cursor, wait=min(self.poll_interval, _MAX_WAIT))
+        group_values: dict[str, list[float]] = {}
+        while True:
+            answer = client.replay_pass(
+                partition_id, global_steps, batch_size, step=step, mode=self._MODE,
+                max_off_policy_threshold=self.max_off_policy_threshold,
+                max_off_policy_strategy=self.max_off_policy_strategy, group_filter_tag=self.group_filter_tag,
+                evict=partition_id != "val",
+                refill_failed_groups=self._MODE == "sync" and self.sync_refill_failed_groups,
+                max_inflight_prompts=self.max_inflight_gen_batches * self.train_batch_size if sync_filtering else 0,
+                gen_batch_size=self.gen_batch_size or 1, group_filter_supplied=supplied, group_values=group_values,
+                cursor=cursor, wait=min(self.poll_interval, _MAX_WAIT))
+            if not answer.unclassified_keys:
+                return answer
+            group_values = self._group_values(client, partition_id, list(answer.unclassified_keys))
+
+    def _group_values(self, client: Client, partition_id: str, keys: list[str]) -> dict[str, list[float]]:
+        """verl's DAPO metric of each trajectory (verl's _dapo_filtered_keys reads the same), by uid."""
+        metric = self.filter_groups_metric
+        field = "rm_scores" if metric == _CANONICAL_REWARD_METRIC else "extra_fields"
+        data = client.kv_batch_get(keys, partition_id, select_fields=[field])
+        values: dict[str, list[float]] = defaultdict(list)
+        missing = set()
+        for key, value in zip(keys, list(data[field]), strict=True):
+            uid = key.split("_")[0]
+            if field == "rm_scores":
+                values[uid].append(float(value.sum().item()))
+                continue
+            extra_fields = getattr(value, "data", value)
+            reward_extra_info = extra_fields.get("reward_extra_info", {}) if isinstance(extra_fields, dict) else {}
+            if metric in reward_extra_info:
+                values[uid].append(float(reward_extra_info[metric]))
+            else:
+                missing.add(uid)
+        if missing:
+            raise RuntimeError(f"Finished groups are missing DAPO metric {metric!r}: {sorted(missing)[:5]}")
+        return values
 
     def _passes(self, partition_id: str, global_steps: int, batch_size: int, step: str) -> Any:
         """Passes until one is ready, asking refill_fn for what each says."""

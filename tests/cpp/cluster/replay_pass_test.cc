@@ -4,6 +4,7 @@
 // refused by name.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,37 @@ TEST_P(ReplayPassModes, EvictsAndDropsTheDataThenSelectsWithTheCursorCarried) {
   EXPECT_EQ(selected.tags[1], (Value{{"reward", 1.0}}));
   EXPECT_EQ(selected.cursor.evictions.metrics("training"), evicted.cursor.evictions.metrics("training"));
   EXPECT_EQ(client->storage_stats().samples, 2u);  // the selected trajectories stay to be read
+}
+
+TEST_P(ReplayPassModes, SuppliedGroupValuesAreAskedForOnceThenFilteredAsVerlDoes) {
+  auto client = make_client();
+  group(*client, "same", "finished", 5, 0.0, 1.0);  // the tags' rewards are not what the filter reads here
+  group(*client, "kept", "finished", 5, 1.0, 1.0);
+  ReplayRequest request = async_request(5, 1);
+  request.options.group_filter_tag.reset();
+  request.options.group_filter_supplied = true;
+
+  const ReplayPass asked = client->replay_pass(request);
+  std::vector<std::string> unclassified = asked.unclassified_keys;
+  std::sort(unclassified.begin(), unclassified.end());
+  EXPECT_EQ(unclassified, (std::vector<std::string>{"kept_0_0", "kept_1_0", "same_0_0", "same_1_0"}));
+  EXPECT_EQ(asked.refill, 0);
+  EXPECT_FALSE(asked.ready);
+  EXPECT_EQ(client->storage_stats().samples, 4u);  // nothing evicted before the values come
+
+  request.group_values = {{"same", {0.5, 0.5}}, {"kept", {0.25, 0.75}}};
+  const ReplayPass filtered = client->replay_pass(request);
+  EXPECT_TRUE(filtered.unclassified_keys.empty());
+  EXPECT_EQ(filtered.refill, 1);
+  EXPECT_EQ(filtered.cursor.evictions.filtered_values, (std::vector<std::pair<double, int64_t>>{{0.5, 1}}));
+  EXPECT_EQ(client->storage_stats().samples, 2u);
+
+  request.group_values.clear();
+  request.cursor = filtered.cursor;
+  const ReplayPass selected = client->replay_pass(request);  // "kept" stays classified: no values asked again
+  EXPECT_TRUE(selected.unclassified_keys.empty());
+  ASSERT_TRUE(selected.ready);
+  EXPECT_EQ(selected.selected_uids, std::vector<std::string>{"kept"});
 }
 
 TEST_P(ReplayPassModes, AnIdlePassWaitsBrieflyAndBadOptionsAreRefusedByName) {

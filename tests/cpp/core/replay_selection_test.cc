@@ -162,21 +162,26 @@ TEST(ReplaySelection, TheWaitGateHoldsSamplingWhileAnInFlightPromptIsAtTheThresh
   EXPECT_EQ(pass.selected_uids, std::vector<std::string>{"slow"});  // oldest first, not dropped
 }
 
-TEST(ReplaySelection, AGroupFilterEvictsGroupsWhoseTagIsTheSameInEveryTrajectory) {
+TEST(ReplaySelection, AGroupFilterEvictsGroupsWhoseTagHasNumpysStdZeroAsVerlTestsIt) {
   Controller controller;
   group(controller, "same", "finished", 1, {1.0, 1.0});
   group(controller, "zeros", "finished", 1, {0.0, 0.0, 0.0});
   group(controller, "mixed", "finished", 1, {0.0, 1.0});
   group(controller, "single", "finished", 1, {1.0});
+  // Equal, but numpy's std of three 0.1s is 1.4e-17 (their mean is not 0.1): verl keeps the group.
+  group(controller, "tenths", "finished", 1, {0.1, 0.1, 0.1});
+  // Not equal, but their deviations square to 0: numpy's std is 0, verl filters the group.
+  group(controller, "tiny", "finished", 1, {1e-200, 2e-200});
   ReplayRequest asked = request(ReplayMode::kAsync, 1, 1);
   asked.options.group_filter_tag = "reward";
   const ReplayPass pass = controller.replay_pass(asked);
-  EXPECT_EQ(pass.refill, 2);
-  EXPECT_EQ(pass.cursor.evictions.filtered, 2);
-  EXPECT_EQ(pass.cursor.evictions.filtered_values, (std::vector<std::pair<double, int64_t>>{{1.0, 1}, {0.0, 1}}));
+  EXPECT_EQ(pass.refill, 3);
+  EXPECT_EQ(pass.cursor.evictions.filtered, 3);
+  EXPECT_EQ(pass.cursor.evictions.filtered_values,
+            (std::vector<std::pair<double, int64_t>>{{1.0, 1}, {0.0, 1}, {1e-200, 1}}));
   const std::set<std::string> left = keys_of(controller);
-  EXPECT_EQ(left.count("same") + left.count("zeros_2_0"), 0u);
-  EXPECT_EQ(left.count("mixed") + left.count("single"), 2u);
+  EXPECT_EQ(left.count("same") + left.count("zeros_2_0") + left.count("tiny"), 0u);
+  EXPECT_EQ(left.count("mixed") + left.count("single") + left.count("tenths"), 3u);
 }
 
 TEST(ReplaySelection, AFinishedGroupIsClassifiedOnceAndTheCountStepEvictsNothing) {
