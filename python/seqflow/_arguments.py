@@ -5,6 +5,7 @@ and the value (a ValueError, as the engine's own checks raise)."""
 
 from __future__ import annotations
 
+import atexit
 from typing import Any, Optional, Union
 
 import numpy as np
@@ -22,6 +23,9 @@ UINT64_MAX = 2**64 - 1
 # Workloads by name, parsed once (a Workload is immutable): most calls name the default, "tokens".
 _PARSED: dict[str, Workload] = {}
 _MAX_PARSED = 64
+# Emptied before the interpreter tears modules down: a Workload still cached when nanobind's
+# module goes (its order among modules varies, torch imported or not) is reported as leaked.
+atexit.register(_PARSED.clear)
 
 
 def int64_argument(value: Any, name: str, low: int = INT64_MIN, high: int = INT64_MAX) -> int:

@@ -24,3 +24,15 @@ def test_collected_parameters_do_not_outlive_the_extension():
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
     assert "nanobind: leaked" not in output, output
+
+
+
+def test_workloads_parsed_by_name_do_not_outlive_the_extension():
+    # Balancing by a workload's name caches the parsed Workload in a module dict (seqflow._arguments),
+    # which a pytest run's teardown left alive past the extension's.
+    child = "import sys, torch, pytest; sys.exit(pytest.main(sys.argv[1:]))"  # as in the full run
+    result = subprocess.run([sys.executable, "-c", child, "-q", "-p", "no:cacheprovider", "-k", "workload",
+                             str(HERE / "test_balance.py")], capture_output=True, text=True, timeout=300)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert "nanobind: leaked" not in output, output
