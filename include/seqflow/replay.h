@@ -49,7 +49,7 @@ struct ReplayOptions {
   // DAPO: a finished group whose trajectories (more than one) all carry
   // the same value is evicted, as verl tests it (numpy's std of the values
   // is 0). The values are read from this tag of each trajectory, or
-  // supplied by the client (group_filter_supplied).
+  // supplied by the client (group_filter_metric).
   std::optional<std::string> group_filter_tag;
   // False (verl's "val" partition): no eviction at all; every terminal
   // group is sampleable.
@@ -61,14 +61,15 @@ struct ReplayOptions {
   // refill (gen_batch_size).
   int64_t max_inflight_prompts = 0;
   int64_t gen_batch_size = 1;
-  // DAPO values supplied by the client (ReplayRequest::group_values; verl
-  // reads them from the trajectories' data), not a tag: a pass meeting
-  // newly finished groups without values answers their trajectory keys
-  // (ReplayPass::unclassified_keys) and changes nothing. Not with
-  // group_filter_tag.
-  bool group_filter_supplied = false;
+  // DAPO on the values of this metric, supplied by the client
+  // (ReplayRequest::group_values; verl reads them from the trajectories'
+  // data), not a tag: a pass answers the trajectory keys of newly finished
+  // groups it has no values for (ReplayPass::unclassified_keys) and treats
+  // those groups as still in flight until a pass brings their values. Not
+  // with group_filter_tag.
+  std::optional<std::string> group_filter_metric;
 
-  bool group_filtering() const { return group_filter_tag.has_value() || group_filter_supplied; }
+  bool group_filtering() const { return group_filter_tag.has_value() || group_filter_metric.has_value(); }
 };
 
 // Evictions counted over the passes of one sample() (verl's metrics).
@@ -111,7 +112,7 @@ struct ReplayRequest {
   // After a pass with nothing to do (no refill, nothing ready), wait up to
   // this long for a change of the controller's state before answering.
   int64_t wait_ms = 0;
-  // group_filter_supplied: the DAPO values of groups a pass answered as
+  // group_filter_metric: the DAPO values of groups a pass answered as
   // unclassified, one per trajectory, by prompt uid.
   std::vector<std::pair<std::string, std::vector<double>>> group_values;
 };
@@ -127,9 +128,9 @@ struct ReplayPass {
   std::vector<Value> tags;
   ReplayCursor cursor;            // the request's, advanced by this pass
   std::vector<int64_t> released;  // global indexes released, for the storage to drop
-  // group_filter_supplied: the trajectory keys of finished groups with no
-  // values yet; when not empty the pass did nothing else (pass again with
-  // their group_values).
+  // group_filter_metric: the trajectory keys of finished groups with no
+  // values yet (held in flight by this pass; pass again with their
+  // group_values).
   std::vector<std::string> unclassified_keys;
 };
 

@@ -439,7 +439,8 @@ void bind_native_client(nb::module_ m) {
       [](const NativeClient& self, const std::string& partition, int64_t global_steps, int64_t batch_size,
          const std::string& step, const std::string& mode, std::optional<int64_t> max_off_policy_threshold,
          const std::string& strategy, std::optional<std::string> group_filter_tag, bool evict,
-         bool refill_failed_groups, int64_t max_inflight_prompts, int64_t gen_batch_size, bool group_filter_supplied,
+         bool refill_failed_groups, int64_t max_inflight_prompts, int64_t gen_batch_size,
+         std::optional<std::string> group_filter_metric,
          std::vector<std::pair<std::string, std::vector<double>>> group_values, const ReplayCursor& cursor,
          int64_t wait_ms) {
         ReplayRequest request{partition,
@@ -448,7 +449,7 @@ void bind_native_client(nb::module_ m) {
                               parse_replay_step(step),
                               {parse_replay_mode(mode), max_off_policy_threshold, parse_staleness_strategy(strategy),
                                std::move(group_filter_tag), evict, refill_failed_groups, max_inflight_prompts,
-                               gen_batch_size, group_filter_supplied},
+                               gen_batch_size, std::move(group_filter_metric)},
                               cursor,
                               wait_ms,
                               std::move(group_values)};
@@ -457,7 +458,7 @@ void bind_native_client(nb::module_ m) {
       },
       "partition_id"_a, "global_steps"_a, "batch_size"_a, "step"_a, "mode"_a, "max_off_policy_threshold"_a.none(),
       "strategy"_a, "group_filter_tag"_a.none(), "evict"_a, "refill_failed_groups"_a, "max_inflight_prompts"_a,
-      "gen_batch_size"_a, "group_filter_supplied"_a, "group_values"_a, "cursor"_a, "wait_ms"_a);
+      "gen_batch_size"_a, "group_filter_metric"_a.none(), "group_values"_a, "cursor"_a, "wait_ms"_a);
 }
 
 }  // namespace seqflow::bindings

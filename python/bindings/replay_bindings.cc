@@ -42,8 +42,8 @@ void bind_replay(nb::module_ m) {
                    })
       .def_ro("cursor", &ReplayPass::cursor)
       .def_ro("unclassified_keys", &ReplayPass::unclassified_keys,
-              "group_filter_supplied: the trajectory keys of finished groups the pass needs values for "
-              "(it did nothing else).");
+              "group_filter_metric: the trajectory keys of finished groups the pass needs values for "
+              "(held in flight until a pass brings them).");
 }
 
 }  // namespace seqflow::bindings

@@ -712,7 +712,7 @@ class Client:
                     mode: str = "async", max_off_policy_threshold: Optional[int] = None,
                     max_off_policy_strategy: str = "drop", group_filter_tag: Optional[str] = None,
                     evict: bool = True, refill_failed_groups: bool = False, max_inflight_prompts: int = 0,
-                    gen_batch_size: int = 1, group_filter_supplied: bool = False,
+                    gen_batch_size: int = 1, group_filter_metric: Optional[str] = None,
                     group_values: Optional[Mapping[str, Sequence[float]]] = None,
                     cursor: Optional[_seqflow.client.ReplayCursor] = None,
                     wait: float = 0.0) -> _seqflow.client.ReplayPass:
@@ -727,17 +727,17 @@ class Client:
         prompts, clears their prompt keys and answers their trajectory keys
         with tags. ``step="evict"`` stops before selecting, ``"count"``
         only counts. Pass the answer's ``cursor`` to the next pass of the
-        same sample(). ``group_filter_supplied=True`` filters on values the
-        caller supplies instead of a tag: a pass that meets finished groups
-        without values answers their trajectory keys (``unclassified_keys``)
-        and does nothing else; pass again with ``group_values`` ({uid: one
-        value per trajectory}). After a pass with nothing to do it waits up to
+        same sample(). ``group_filter_metric`` filters on that metric's values,
+        supplied by the caller instead of read from a tag: a pass answers the
+        trajectory keys of finished groups it has no values for
+        (``unclassified_keys``) and holds those groups in flight until a pass
+        brings their ``group_values`` ({uid: one value per trajectory}). After a pass with nothing to do it waits up to
         ``wait`` seconds (at most 50 ms through a client: see docs) before
         answering. See docs/replay.md."""
         wait_ms = round(1000 * check_seconds(wait, "wait", allow_zero=True))
         return self._connected().replay_pass(
             partition_id, global_steps, batch_size, step, mode, max_off_policy_threshold, max_off_policy_strategy,
-            group_filter_tag, evict, refill_failed_groups, max_inflight_prompts, gen_batch_size, group_filter_supplied,
+            group_filter_tag, evict, refill_failed_groups, max_inflight_prompts, gen_batch_size, group_filter_metric,
             [] if group_values is None else [(uid, list(values)) for uid, values in group_values.items()],
             _seqflow.client.ReplayCursor() if cursor is None else cursor, wait_ms)
 

@@ -542,7 +542,9 @@ ReplayPass CoordinatingClient::replay_pass(const ReplayRequest& request) {
     pass = control_->replay_pass(pass_now);
     drop_released(pass.released);
   }
-  const bool idle = request.step != ReplayStep::kCount && pass.refill == 0 && !pass.ready;
+  // A pass that asked for DAPO values is not idle: the caller passes again with them at once.
+  const bool idle =
+      request.step != ReplayStep::kCount && pass.refill == 0 && !pass.ready && pass.unclassified_keys.empty();
   if (idle && request.wait_ms > 0) {
     std::this_thread::sleep_for(std::min(kReplayIdleWait, std::chrono::milliseconds(request.wait_ms)));
   }

@@ -4,6 +4,7 @@
 // selected prompt keys are released as kv_clear releases them.
 #include <algorithm>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/controller_state.h"
 #include "core/custom_meta.h"
@@ -56,17 +57,19 @@ ReplayPass Controller::replay_pass(const ReplayRequest& request) {
   const ReplayOptions& options = request.options;
   std::unique_lock lock(state_->mutex);
   PartitionState* partition = state_->data.find(request.partition_id);
-  const ReplayGroups groups = partition != nullptr ? core::scan_replay_groups(*partition) : ReplayGroups{};
+  ReplayGroups groups = partition != nullptr ? core::scan_replay_groups(*partition) : ReplayGroups{};
   core::GroupFilterAnswer filter;
   if (partition != nullptr && options.evict && options.group_filtering()) {
     filter = state_->group_filters[request.partition_id].filtered(*partition, groups, options, request.group_values);
   }
-  ReplayPass pass;
-  if (!filter.unclassified_keys.empty()) {  // nothing else until the client supplies their values
-    pass.unclassified_keys = std::move(filter.unclassified_keys);
-    pass.cursor = request.cursor;
-    return pass;
+  // Finished groups without their values yet stay in flight for this pass: no pass waits on the
+  // values of groups that finish while the client reads the last ones.
+  const std::unordered_set<std::string> unclassified(filter.unclassified_uids.begin(), filter.unclassified_uids.end());
+  for (core::ReplayPrompt& prompt : groups.prompts) {
+    if (unclassified.count(prompt.uid) > 0) prompt.status = core::PromptStatus::kRunning;
   }
+  ReplayPass pass;
+  pass.unclassified_keys = std::move(filter.unclassified_keys);
   const core::ReplayPlan plan = core::plan_replay_pass(request, groups, filter.filtered);
 
   pass.refill = plan.refill;
@@ -96,7 +99,8 @@ ReplayPass Controller::replay_pass(const ReplayRequest& request) {
     }
     state_->notify_changed(&request.partition_id);
   }
-  const bool idle = request.step != ReplayStep::kCount && pass.refill == 0 && !pass.ready;
+  const bool idle =
+      request.step != ReplayStep::kCount && pass.refill == 0 && !pass.ready && pass.unclassified_keys.empty();
   if (idle && request.wait_ms > 0) state_->changed.wait_for(lock, std::chrono::milliseconds(request.wait_ms));
   return pass;
 }

@@ -114,7 +114,8 @@ ReplayGroups scan_replay_groups(const PartitionState& partition) {
 GroupFilterAnswer GroupFilterCache::filtered(const PartitionState& partition, const ReplayGroups& groups,
                                              const ReplayOptions& options,
                                              const std::vector<std::pair<std::string, std::vector<double>>>& supplied) {
-  const std::string source = options.group_filter_tag.value_or("");
+  const bool from_tag = options.group_filter_tag.has_value();
+  const std::string source = from_tag ? "tag:" + *options.group_filter_tag : "metric:" + *options.group_filter_metric;
   if (source != source_ || partition.number() != partition_number_) {
     classification_.clear();
     source_ = source;
@@ -138,15 +139,17 @@ GroupFilterAnswer GroupFilterCache::filtered(const PartitionState& partition, co
       continue;
     }
     std::optional<std::vector<double>> values;
-    if (source.empty()) {
-      if (auto given = supplied_values.find(prompt.uid); given != supplied_values.end()) values = *given->second;
-      if (!values) {
+    if (!from_tag) {
+      const auto given = supplied_values.find(prompt.uid);
+      if (given != supplied_values.end() && given->second->size() == found->second.size()) values = *given->second;
+      if (!values) {  // none yet, or not one per trajectory (one arrived since): asked for again
+        answer.unclassified_uids.push_back(prompt.uid);
         for (const ReplayTrajectory& trajectory : found->second) {
           answer.unclassified_keys.push_back(*partition.key_of(trajectory.slot));
         }
         continue;
       }
-    } else if (!(values = tag_values(partition, found->second, source))) {
+    } else if (!(values = tag_values(partition, found->second, *options.group_filter_tag))) {
       missing.push_back(prompt.uid);
       continue;
     }
@@ -157,14 +160,16 @@ GroupFilterAnswer GroupFilterCache::filtered(const PartitionState& partition, co
     std::string names;
     for (size_t i = 0; i < std::min<size_t>(missing.size(), 5); ++i) names += (i ? ", '" : "'") + missing[i] + "'";
     throw_invalid("finished groups are missing " +
-                  (source.empty() ? std::string("trajectories (the group filter's values come from them)")
-                                  : "the group filter tag '" + source + "' (a number on every trajectory)") +
+                  (from_tag ? "the group filter tag '" + *options.group_filter_tag + "' (a number on every trajectory)"
+                            : "trajectories (the values of group_filter_metric '" + *options.group_filter_metric +
+                                  "' come from them)") +
                   ": " + names);
   }
-  if (!answer.unclassified_keys.empty()) return answer;
   for (const ReplayPrompt& prompt : groups.prompts) {
     if (prompt.status != PromptStatus::kFinished) continue;
-    if (const std::optional<double>& value = classification_.at(prompt.uid)) {
+    const auto classified = classification_.find(prompt.uid);
+    if (classified == classification_.end()) continue;  // unclassified
+    if (const std::optional<double>& value = classified->second) {
       answer.filtered.emplace_back(prompt.uid, *value);
     }
   }

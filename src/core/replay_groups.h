@@ -41,9 +41,11 @@ ReplayGroups scan_replay_groups(const PartitionState& partition);
 
 // What a pass's group filter found: the filtered groups with the value each
 // shared, in the prompts' arrival order, and (values supplied by the
-// client) the trajectory keys of finished groups it has no values for yet.
+// client) the finished groups it has no values for yet, with their
+// trajectory keys.
 struct GroupFilterAnswer {
   std::vector<std::pair<std::string, double>> filtered;
+  std::vector<std::string> unclassified_uids;
   std::vector<std::string> unclassified_keys;
 };
 
@@ -51,9 +53,10 @@ struct GroupFilterAnswer {
 // of more than one trajectory whose values have numpy's standard deviation
 // 0.0 is filtered. The values are a tag of each trajectory
 // (options.group_filter_tag) or supplied by the client per group
-// (options.group_filter_supplied, `supplied`). A group is classified the
-// first time a pass sees it finished with its values, and the result kept
-// while it stays finished (a finished group no longer changes).
+// (options.group_filter_metric, `supplied`: one value per trajectory, or
+// the group is asked for again). A group is classified the first time a
+// pass sees it finished with its values, and the result kept while it
+// stays finished (a finished group no longer changes).
 class GroupFilterCache {
  public:
   // Throws kInvalidArgument (naming up to five uids, sorted) when a newly
@@ -65,7 +68,7 @@ class GroupFilterCache {
 
  private:
   uint32_t partition_number_ = 0;
-  std::string source_;                                                     // the tag, or empty for supplied values
+  std::string source_;  // "tag:" and the tag, or "metric:" and the metric
   std::unordered_map<std::string, std::optional<double>> classification_;  // nullopt: kept
 };
 

@@ -64,13 +64,14 @@ void check_replay_request(const ReplayRequest& request) {
     check_at_least(*options.max_off_policy_threshold, 1, "max_off_policy_threshold", " (None: no staleness control)");
   }
   if (options.group_filter_tag) check_name(*options.group_filter_tag, "group_filter_tag");
-  if (options.group_filter_tag && options.group_filter_supplied) {
-    throw_invalid("group_filter_tag '" + *options.group_filter_tag +
-                  "' and group_filter_supplied = true: the DAPO values come from a tag or from the client, not both");
+  if (options.group_filter_metric) check_name(*options.group_filter_metric, "group_filter_metric");
+  if (options.group_filter_tag && options.group_filter_metric) {
+    throw_invalid("group_filter_tag '" + *options.group_filter_tag + "' and group_filter_metric '" +
+                  *options.group_filter_metric + "': the DAPO values come from a tag or from the client, not both");
   }
-  if (!options.group_filter_supplied && !request.group_values.empty()) {
+  if (!options.group_filter_metric && !request.group_values.empty()) {
     throw_invalid("group_values for " + std::to_string(request.group_values.size()) +
-                  " groups need group_filter_supplied = true");
+                  " groups need group_filter_metric (the metric they are values of)");
   }
   for (const auto& [uid, values] : request.group_values) check_name(uid, "group_values uid");
   check_at_least(options.gen_batch_size, 1, "gen_batch_size");
@@ -89,7 +90,7 @@ void check_replay_request(const ReplayRequest& request) {
   if (options.group_filtering() && options.max_inflight_prompts == 0) {
     throw_invalid("max_inflight_prompts = 0 must be >= 1 with a group filter (" +
                   (options.group_filter_tag ? "group_filter_tag '" + *options.group_filter_tag + "'"
-                                            : std::string("group_filter_supplied")) +
+                                            : "group_filter_metric '" + *options.group_filter_metric + "'") +
                   ") in mode 'sync' (refills are bounded by the prompts in flight)");
   }
   if (options.refill_failed_groups && options.gen_batch_size != 1) {

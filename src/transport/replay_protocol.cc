@@ -32,7 +32,7 @@ void write_options(MsgpackWriter& out, const ReplayOptions& options) {
   if (options.max_off_policy_threshold) map.set("max_off_policy_threshold").integer(*options.max_off_policy_threshold);
   map.set("strategy").string(strategy_name(options.strategy));
   if (options.group_filter_tag) map.set("group_filter_tag").string(*options.group_filter_tag);
-  if (options.group_filter_supplied) map.set("group_filter_supplied").boolean(true);
+  if (options.group_filter_metric) map.set("group_filter_metric").string(*options.group_filter_metric);
   map.set("evict").boolean(options.evict);
   map.set("refill_failed_groups").boolean(options.refill_failed_groups);
   map.set("max_inflight_prompts").integer(options.max_inflight_prompts);
@@ -43,14 +43,14 @@ void write_options(MsgpackWriter& out, const ReplayOptions& options) {
 ReplayOptions read_options(const EncodedMap& request) {
   const EncodedMap map =
       request.map("options", request.what() + " options",
-                  {"mode", "max_off_policy_threshold", "strategy", "group_filter_tag", "group_filter_supplied", "evict",
+                  {"mode", "max_off_policy_threshold", "strategy", "group_filter_tag", "group_filter_metric", "evict",
                    "refill_failed_groups", "max_inflight_prompts", "gen_batch_size"});
   ReplayOptions options;
   options.mode = parse_replay_mode(map.text("mode"));
   if (map.has("max_off_policy_threshold")) options.max_off_policy_threshold = map.integer("max_off_policy_threshold");
   options.strategy = parse_staleness_strategy(map.text("strategy"));
   if (map.has("group_filter_tag")) options.group_filter_tag = map.text("group_filter_tag");
-  options.group_filter_supplied = map.has("group_filter_supplied") && map.boolean("group_filter_supplied");
+  if (map.has("group_filter_metric")) options.group_filter_metric = map.text("group_filter_metric");
   options.evict = map.boolean("evict");
   options.refill_failed_groups = map.boolean("refill_failed_groups");
   options.max_inflight_prompts = map.integer("max_inflight_prompts");
@@ -121,23 +121,31 @@ void write_group_values(MsgpackMapWriter& header,
 }
 
 std::vector<std::pair<std::string, std::vector<double>>> read_group_values(const EncodedMap& header) {
-  if (!header.has("group_value_uids")) return {};
+  const bool any = header.has("group_value_uids") || header.has("group_value_counts") || header.has("group_values");
+  if (!any) return {};
   const std::vector<std::string> uids = header.texts("group_value_uids");
   const auto counts = header.numbers<int64_t>("group_value_counts");
   const auto values = header.numbers<double>("group_values");
-  if (counts.size() != uids.size()) header.fail("group_value_counts", "must hold one count per uid");
+  if (counts.size() != uids.size()) {
+    header.fail("group_value_counts", "must hold one count per uid: " + std::to_string(counts.size()) + " counts for " +
+                                          std::to_string(uids.size()) + " uids");
+  }
   std::vector<std::pair<std::string, std::vector<double>>> groups;
   size_t next = 0;
   for (size_t i = 0; i < uids.size(); ++i) {
     if (counts[i] < 0 || static_cast<uint64_t>(counts[i]) > values.size() - next) {
-      header.fail("group_value_counts", "must count the group_values, each at least 0");
+      header.fail("group_value_counts", "counts " + std::to_string(counts[i]) + " values for uid '" + uids[i] +
+                                            "', where " + std::to_string(values.size() - next) + " are left");
     }
     const auto end = next + static_cast<size_t>(counts[i]);
     groups.emplace_back(uids[i], std::vector<double>(values.begin() + static_cast<ptrdiff_t>(next),
                                                      values.begin() + static_cast<ptrdiff_t>(end)));
     next = end;
   }
-  if (next != values.size()) header.fail("group_values", "holds more values than group_value_counts count");
+  if (next != values.size()) {
+    header.fail("group_values",
+                "holds " + std::to_string(values.size()) + " values, the counts " + std::to_string(next));
+  }
   return groups;
 }
 

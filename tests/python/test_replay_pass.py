@@ -5,8 +5,10 @@ against the drop-ins: test_compat_verl_replay_buffer.py.)"""
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
+import threading
 
 import numpy as np
 import pytest
@@ -36,9 +38,10 @@ def client():
     ({"gen_batch_size": -2}, "gen_batch_size = -2"),
     ({"wait": -1.0}, "wait must be a finite number of seconds"),
     ({"group_filter_tag": ""}, "group_filter_tag"),
-    ({"group_values": {"a": [1.0]}}, "group_values for 1 groups need group_filter_supplied = true"),
-    ({"group_filter_tag": "r", "group_filter_supplied": True}, "from a tag or from the client, not both"),
-    ({"group_filter_supplied": True, "group_values": {"": [1.0]}}, "group_values uid"),
+    ({"group_values": {"a": [1.0]}}, "group_values for 1 groups need group_filter_metric"),
+    ({"group_filter_tag": "r", "group_filter_metric": "acc"}, "from a tag or from the client, not both"),
+    ({"group_filter_metric": "acc", "group_values": {"": [1.0]}}, "group_values uid"),
+    ({"group_filter_metric": ""}, "group_filter_metric"),
 ])
 def test_bad_options_are_refused_by_name(client, options, named):
     with pytest.raises(ValueError, match=named.replace("(", r"\(").replace(")", r"\)")):
@@ -66,7 +69,8 @@ def test_a_pass_evicts_then_selects_and_names_its_metrics(client):
 def _values_of_every_kind(rng):
     """Groups of DAPO values where exact equality and verl's np.std == 0 can disagree."""
     groups = [[0.1] * 3, [0.5] * 2, [0.7] * 3, [1e-200, 2e-200], [math.nan] * 2, [math.inf] * 2, [0.4], [0.2, 0.7],
-              [1.0] * 130, [0.1] * 129 + [0.1 + 1e-17]]
+              [1.0] * 130, [0.1] * 129 + [0.1 + 1e-17],
+              [0.07918017704168812] * 196]  # numpy (halves above 128 values): std 0; a plain sum: not
     for _ in range(40):
         value = rng.choice([rng.random(), round(rng.random(), 1), 1 / rng.randint(1, 9)])
         groups.append([value] * rng.randint(1, 20) + ([] if rng.random() < 0.7 else [rng.random()]))
@@ -80,18 +84,19 @@ def test_supplied_values_are_filtered_as_verl_does_with_numpy(client):
         client.kv_batch_put([f"g{i}_{s}_0" for s in range(len(values))], "train", tags=[{}] * len(values))
     listed = client.kv_list("train")
 
-    asked = client.replay_pass("train", 1, 1, step="count", group_filter_supplied=True)
+    asked = client.replay_pass("train", 1, 1, step="count", group_filter_metric="acc")
     assert sorted(asked.unclassified_keys) == sorted(key for key in listed["train"] if "_" in key)
-    assert (asked.sampleable, client.kv_list("train")) == (0, listed)  # nothing else happened
+    assert (asked.sampleable, client.kv_list("train")) == (0, listed)  # held in flight until their values come
 
     supplied = {f"g{i}": values for i, values in enumerate(groups)}
-    passed = client.replay_pass("train", 1, 1, step="evict", group_filter_supplied=True, group_values=supplied)
+    supplied["g7"] = [0.2]  # not one value per trajectory: asked for again, not classified
+    passed = client.replay_pass("train", 1, 1, step="evict", group_filter_metric="acc", group_values=supplied)
     with np.errstate(invalid="ignore"):  # inf - inf: numpy's std is nan, as verl computes it
         filtered = {f"g{i}" for i, values in enumerate(groups) if len(values) > 1 and float(np.std(values)) == 0.0}
-    assert {"g1", "g3"} <= filtered and not {"g0", "g2", "g4", "g5"} & filtered  # the cases it is about
+    assert {"g1", "g3", "g10"} <= filtered and not {"g0", "g2", "g4", "g5"} & filtered  # the cases it is about
     left = {key for key in client.kv_list("train")["train"] if "_" not in key}
     assert left == set(supplied) - filtered
-    assert passed.unclassified_keys == [] and passed.refill == len(filtered)
+    assert passed.unclassified_keys == ["g7_0_0", "g7_1_0"] and passed.refill == len(filtered)
 
 
 def test_the_drop_ins_refuse_verls_bad_constructor_arguments_by_name(client):
@@ -124,3 +129,29 @@ def test_the_async_drop_in_counts_waits_and_samples_on_a_given_client(client):
     batch, metrics = buffer.sample(3, "train", 1)
     assert (batch.keys, batch.partition_id, metrics) == (["a_0_0", "a_1_0"], "train", {})
     assert "a" not in client.kv_list("train")["train"]  # its prompt key cleared, its trajectories kept
+
+
+def test_a_sample_returns_while_groups_keep_finishing(client):
+    """Groups without their DAPO values yet are held in flight, not the whole pass: sample() returns while a
+    worker finishes a group every few milliseconds (each values round trip used to meet new ones and start over)."""
+    stop = threading.Event()
+
+    def finish_groups():
+        for i in itertools.count():
+            if stop.wait(0.005):
+                return
+            client.kv_batch_put([f"w{i}_0_0", f"w{i}_1_0"], "train",
+                                fields={"rm_scores": np.array([[0.0], [1.0]], np.float32)})
+            client.kv_put(f"w{i}", "train", tag={"is_prompt": True, "status": "finished", "global_steps": 1})
+
+    worker = threading.Thread(target=finish_groups)
+    worker.start()
+    sampled = []
+    buffer = ReplayBufferAsync("async", {}, None, "drop", {}, poll_interval=0.01, refill_fn=lambda count: None,
+                               filter_groups_metric="reward", client=client)
+    sampler = threading.Thread(target=lambda: sampled.append(buffer.sample(1, "train", 4)))
+    sampler.start()
+    sampler.join(timeout=60)
+    stop.set()
+    worker.join(timeout=60)
+    assert not sampler.is_alive() and len(sampled[0][0].keys) == 8

@@ -89,6 +89,7 @@ class ReplayBuffer:
         self.max_inflight_gen_batches = max_inflight_gen_batches
         self.sync_refill_failed_groups = sync_refill_failed_groups
         self._client = client
+        self._group_values_owed: dict[str, dict[str, list[float]]] = {}  # by partition: for the next pass
         self._validate_mode_config()
 
     def _validate_mode_config(self) -> None:
@@ -104,28 +105,42 @@ class ReplayBuffer:
             raise ValueError(f"sync_refill_failed_groups requires gen_batch_size=1, got {self.gen_batch_size!r}")
 
     def _pass(self, partition_id: str, global_steps: int, batch_size: int, step: str, cursor: Any) -> Any:
-        """One pass; first, the DAPO values of the groups that finished since the last one."""
+        """One pass. With filter_groups_metric, a count first names the groups finished since the last
+        pass, whose values are read and carried by the pass (verl classifies every finished group of its
+        listing before it evicts or selects); groups that finish in between are held in flight by the
+        pass, and their values carried by the next."""
         filtering = self.group_filter_tag is not None or self.filter_groups_metric is not None
-        supplied = self.group_filter_tag is None and self.filter_groups_metric is not None
+        metric = self.filter_groups_metric if self.group_filter_tag is None else None
         sync_filtering = self._MODE == "sync" and filtering
         client = self._client if self._client is not None else _default_client()
-        group_values: dict[str, list[float]] = {}
-        while True:
-            answer = client.replay_pass(
-                partition_id, global_steps, batch_size, step=step, mode=self._MODE,
+
+        def replay_pass(pass_step: str, pass_batch_size: int, group_values: dict[str, list[float]]) -> Any:
+            return client.replay_pass(
+                partition_id, global_steps, pass_batch_size, step=pass_step, mode=self._MODE,
                 max_off_policy_threshold=self.max_off_policy_threshold,
                 max_off_policy_strategy=self.max_off_policy_strategy, group_filter_tag=self.group_filter_tag,
                 evict=partition_id != "val",
                 refill_failed_groups=self._MODE == "sync" and self.sync_refill_failed_groups,
                 max_inflight_prompts=self.max_inflight_gen_batches * self.train_batch_size if sync_filtering else 0,
-                gen_batch_size=self.gen_batch_size or 1, group_filter_supplied=supplied, group_values=group_values,
+                gen_batch_size=self.gen_batch_size or 1, group_filter_metric=metric, group_values=group_values,
                 cursor=cursor, wait=min(self.poll_interval, _MAX_WAIT))
-            if not answer.unclassified_keys:
-                return answer
-            group_values = self._group_values(client, partition_id, list(answer.unclassified_keys))
+
+        values = self._group_values_owed.pop(partition_id, {})
+        if metric is not None and partition_id != "val":
+            probe = replay_pass("count", 0, values)
+            if step == "count" and not probe.unclassified_keys:
+                return probe
+            values = self._group_values(client, partition_id, list(probe.unclassified_keys))
+        answer = replay_pass(step, batch_size, values)
+        if answer.unclassified_keys:
+            self._group_values_owed[partition_id] = self._group_values(client, partition_id,
+                                                                       list(answer.unclassified_keys))
+        return answer
 
     def _group_values(self, client: Client, partition_id: str, keys: list[str]) -> dict[str, list[float]]:
         """verl's DAPO metric of each trajectory (verl's _dapo_filtered_keys reads the same), by uid."""
+        if not keys:
+            return {}
         metric = self.filter_groups_metric
         field = "rm_scores" if metric == _CANONICAL_REWARD_METRIC else "extra_fields"
         data = client.kv_batch_get(keys, partition_id, select_fields=[field])

@@ -72,7 +72,7 @@ TEST_P(ReplayPassModes, SuppliedGroupValuesAreAskedForOnceThenFilteredAsVerlDoes
   group(*client, "kept", "finished", 5, 1.0, 1.0);
   ReplayRequest request = async_request(5, 1);
   request.options.group_filter_tag.reset();
-  request.options.group_filter_supplied = true;
+  request.options.group_filter_metric = "reward";
 
   const ReplayPass asked = client->replay_pass(request);
   std::vector<std::string> unclassified = asked.unclassified_keys;

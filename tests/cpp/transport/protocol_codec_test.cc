@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -104,6 +105,62 @@ TEST(ControlProtocol, RepliesAreCheckedAgainstWhatWasAsked) {
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
                            [] { control::decode_kv_keys_reply(control::encode_kv_keys_reply({"a"}), 2); },
                            {"kv_keys reply", "1 keys for 2"}));
+}
+
+// A replay_pass request carrying DAPO values, its three arrays as a peer may send them.
+Tree replay_request_with_values(std::vector<std::string> uids, std::vector<int64_t> counts,
+                                std::vector<double> values) {
+  const Tree options{{"mode", "async"},
+                     {"strategy", "drop"},
+                     {"group_filter_metric", "reward"},
+                     {"evict", true},
+                     {"refill_failed_groups", false},
+                     {"max_inflight_prompts", 0},
+                     {"gen_batch_size", 1}};
+  const Tree cursor{{"refill_credit", 0},
+                    {"draining", false},
+                    {"stale", 0},
+                    {"stale_span_sum", 0},
+                    {"stale_span_max", 0},
+                    {"stale_span_min", 0},
+                    {"filtered", 0},
+                    {"filtered_values", Tree::numbers(std::vector<double>{})},
+                    {"filtered_groups", Tree::numbers(std::vector<int64_t>{})},
+                    {"failed", 0},
+                    {"surplus", 0}};
+  return Tree{{"partition_id", "train"},
+              {"global_steps", 1},
+              {"batch_size", 1},
+              {"step", "sample"},
+              {"options", options},
+              {"cursor", cursor},
+              {"wait_ms", 0},
+              {"group_value_uids", Tree::strings(uids)},
+              {"group_value_counts", Tree::numbers(counts)},
+              {"group_values", Tree::numbers(values)}};
+}
+
+TEST(ControlProtocol, ReplayGroupValuesComeBackAndCountsThatDoNotAddUpAreRefusedNamingTheUid) {
+  ReplayRequest request;
+  request.partition_id = "train";
+  request.batch_size = 1;
+  request.options.group_filter_metric = "acc";
+  request.group_values = {{"a", {0.5, 0.5}}, {"b", {}}, {"c", {1.0}}};
+  const ReplayRequest back = control::decode_replay_pass_request(control::encode_replay_pass_request(request));
+  EXPECT_EQ(back.options.group_filter_metric, std::optional<std::string>("acc"));
+  EXPECT_EQ(back.group_values, request.group_values);
+
+  const auto refused = [](std::vector<std::string> uids, std::vector<int64_t> counts, std::vector<double> values,
+                          const std::vector<std::string>& named) {
+    return throws_error(
+        ErrorCode::kInvalidArgument,
+        [&] { control::decode_replay_pass_request(message_of(replay_request_with_values(uids, counts, values))); },
+        named);
+  };
+  EXPECT_TRUE(refused({"a"}, {-1}, {}, {"group_value_counts", "-1", "'a'"}));
+  EXPECT_TRUE(refused({"a", "b"}, {1, 2}, {0.5, 0.5}, {"group_value_counts", "2", "'b'", "1 are left"}));
+  EXPECT_TRUE(refused({"a"}, {1}, {0.5, 0.5}, {"group_values", "holds 2"}));
+  EXPECT_TRUE(refused({"a", "b"}, {1}, {0.5}, {"group_value_counts", "1 counts for 2 uids"}));
 }
 
 TEST(StorageProtocol, AdminRequestsKeepTheirToken) {
