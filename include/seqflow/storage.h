@@ -210,6 +210,8 @@ class StorageUnit final : public DataPlane {
   // on every try. Either way its place is kept until its next try; the put
   // itself decides, all or nothing.
   Room room_for(const RetriedPut& put);
+  // `put` gave up (its client's deadline): its place goes to those behind it.
+  void leave_line(const RetriedPut& put);
   CapacityStats capacity_stats() const;
   // Bytes (values and bookkeeping) and samples held per partition; empty
   // unless a per-partition limit is set (only then are they counted).

@@ -253,48 +253,69 @@ void ShardedStorage::wait_for_room(const SampleKeys& samples, std::map<size_t, s
   const Clock::time_point deadline =
       CallDeadline::of_request(units_[full.begin()->first]->acquire()->options().timeout);
   std::chrono::milliseconds backoff = kFirstBackoff;
-  for (;;) {
-    const Clock::time_point now = Clock::now();
-    if (now >= deadline) {
-      const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - started);
-      throw_invalid(full.begin()->second + "; the put waited " + std::to_string(waited.count()) +
-                    " ms for room (its timeout)");
-    }
-    const std::function<void()> wait = [&] {
-      std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - now));
-    };
-    if (samples.around_wait != nullptr) {
-      (*samples.around_wait)(wait);  // the caller's locks are released meanwhile
-    } else {
-      wait();
-    }
-    backoff = std::min(backoff * 2, kMaxBackoff);
-    if (Clock::now() >= deadline) continue;
-    FanOut probe(units_);
-    for (const auto& [unit, message] : full) {
-      probe.send(unit, storage_protocol::kRoom, storage_protocol::encode_room_request(retried_as(unit)));
-    }
-    FanOut retry(units_);
-    bool retrying = false;
-    for (auto& [unit, frames] : probe.receive_all()) {
-      StorageUnit::Room room = storage_protocol::decode_room_reply(frames);
-      if (room.placed && room.full) {
-        full[unit] = std::move(*room.full);
-        continue;
+  try {
+    for (;;) {
+      const Clock::time_point now = Clock::now();
+      if (now >= deadline) {
+        const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - started);
+        throw_invalid(full.begin()->second + "; the put waited " + std::to_string(waited.count()) +
+                      " ms for room (its timeout)");
       }
-      retry.send(unit, storage_protocol::kPut, request(unit));
-      retrying = true;
-    }
-    if (!retrying) continue;
-    for (auto& [unit, frames] : retry.receive_all()) {
-      storage_protocol::PutReply reply = storage_protocol::decode_put_reply(frames);
-      if (reply.full) {
-        full[unit] = std::move(*reply.full);
+      const std::function<void()> wait = [&] {
+        std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - now));
+      };
+      if (samples.around_wait != nullptr) {
+        (*samples.around_wait)(wait);  // the caller's locks are released meanwhile
       } else {
-        full.erase(unit);
+        wait();
       }
+      backoff = std::min(backoff * 2, kMaxBackoff);
+      if (Clock::now() >= deadline) continue;
+      FanOut probe(units_);
+      for (const auto& [unit, message] : full) {
+        probe.send(unit, storage_protocol::kRoom, storage_protocol::encode_room_request({retried_as(unit), false}));
+      }
+      FanOut retry(units_);
+      bool retrying = false;
+      for (auto& [unit, frames] : probe.receive_all()) {
+        StorageUnit::Room room = storage_protocol::decode_room_reply(frames);
+        if (room.placed && room.full) {
+          full[unit] = std::move(*room.full);
+          continue;
+        }
+        retry.send(unit, storage_protocol::kPut, request(unit));
+        retrying = true;
+      }
+      if (!retrying) continue;
+      for (auto& [unit, frames] : retry.receive_all()) {
+        storage_protocol::PutReply reply = storage_protocol::decode_put_reply(frames);
+        if (reply.full) {
+          full[unit] = std::move(*reply.full);
+        } else {
+          full.erase(unit);
+        }
+      }
+      if (full.empty()) return;
     }
-    if (full.empty()) return;
+  } catch (...) {
+    leave_lines(full, retried_as);
+    throw;
+  }
+}
+
+// Best effort, briefly: the put failed already.
+void ShardedStorage::leave_lines(const std::map<size_t, std::string>& full,
+                                 const std::function<StorageUnit::RetriedPut(size_t)>& retried_as) const {
+  constexpr std::chrono::milliseconds kLeaveBudget{200};
+  const CallDeadline scope(CallDeadline::Clock::now() + kLeaveBudget);
+  try {
+    FanOut fan_out(units_);
+    for (const auto& [unit, message] : full) {
+      fan_out.send(unit, storage_protocol::kRoom, storage_protocol::encode_room_request({retried_as(unit), true}));
+    }
+    fan_out.receive_each();
+  } catch (const Error&) {
+    // A unit that does not hear it lets the place lapse (StorageUnit::kRetriedPutPlace).
   }
 }
 

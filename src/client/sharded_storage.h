@@ -61,6 +61,10 @@ class ShardedStorage final : public DataPlane {
   void wait_for_room(const SampleKeys& samples, std::map<size_t, std::string>& full,
                      const std::function<StorageUnit::RetriedPut(size_t)>& retried_as,
                      const std::function<transport::Frames(size_t)>& request) const;
+  // A put that gave up tells the units in `full` to give its places in
+  // line to the puts behind it.
+  void leave_lines(const std::map<size_t, std::string>& full,
+                   const std::function<StorageUnit::RetriedPut(size_t)>& retried_as) const;
   // commit and discard: op to every unit holding some of the samples.
   void settle_version(std::string_view op, const SampleKeys& samples, std::span<const std::string> fields);
   // Writes the index of a storage checkpoint from the units' fingerprints

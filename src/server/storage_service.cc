@@ -142,9 +142,14 @@ transport::Frames StorageService::put(transport::Frames& args) {
   return storage_protocol::encode_put_reply({std::nullopt, storage_->try_put(request.samples.keys(), columns)});
 }
 
-// A waiting put's client asks before it sends the values again.
+// A waiting put's client asks before it sends the values again, or says it gave up.
 transport::Frames StorageService::room(transport::Frames& args) {
-  return storage_protocol::encode_room_reply(storage_->room_for(storage_protocol::decode_room_request(args)));
+  const storage_protocol::RoomRequest request = storage_protocol::decode_room_request(args);
+  if (request.leave) {
+    storage_->leave_line(request.put);
+    return storage_protocol::encode_room_reply({});
+  }
+  return storage_protocol::encode_room_reply(storage_->room_for(request.put));
 }
 
 transport::Frames StorageService::get(transport::Frames& args) {

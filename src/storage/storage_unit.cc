@@ -514,6 +514,15 @@ StorageUnit::Room StorageUnit::room_for(const RetriedPut& put) {
   return room;
 }
 
+void StorageUnit::leave_line(const RetriedPut& put) {
+  std::unique_lock lock(state_->mutex);
+  const auto retried = state_->retrying.find(put);
+  if (retried == state_->retrying.end()) return;
+  state_->leave(retried->second);
+  lock.unlock();
+  state_->room_made.notify_all();
+}
+
 std::vector<std::vector<SampleView>> StorageUnit::get(const SampleKeys& samples,
                                                       std::span<const std::string> fields) const {
   check_keys(samples, false);

@@ -78,20 +78,22 @@ PutReply decode_put_reply(const Frames& reply) {
   return {optional_text(header, "local_copy_refused"), optional_text(header, "full")};
 }
 
-Frames encode_room_request(const StorageUnit::RetriedPut& put) {
+Frames encode_room_request(const RoomRequest& request) {
   MsgpackMapWriter header;
-  header.set("first_index").integer(put.first_index);
-  header.set("first_generation").unsigned_integer(put.first_generation);
-  header.set("write_version").unsigned_integer(put.write_version);
-  header.set("samples").unsigned_integer(put.samples);
+  header.set("first_index").integer(request.put.first_index);
+  header.set("first_generation").unsigned_integer(request.put.first_generation);
+  header.set("write_version").unsigned_integer(request.put.write_version);
+  header.set("samples").unsigned_integer(request.put.samples);
+  if (request.leave) header.set("leave").boolean(true);
   return header_message(header);
 }
 
-StorageUnit::RetriedPut decode_room_request(const Frames& request) {
+RoomRequest decode_room_request(const Frames& request) {
   const EncodedMap header = wire::read_header(request, 0, request_name(kRoom),
-                                              {"first_index", "first_generation", "write_version", "samples"});
-  return {header.integer("first_index"), header.unsigned_integer("first_generation"),
-          header.unsigned_integer("write_version"), header.unsigned_integer("samples")};
+                                              {"first_index", "first_generation", "write_version", "samples", "leave"});
+  return {{header.integer("first_index"), header.unsigned_integer("first_generation"),
+           header.unsigned_integer("write_version"), header.unsigned_integer("samples")},
+          header.has("leave") && header.boolean("leave")};
 }
 
 Frames encode_room_reply(const StorageUnit::Room& room) {

@@ -72,9 +72,14 @@ Frames encode_put_reply(const PutReply& reply);
 PutReply decode_put_reply(const Frames& reply);
 
 // room: before a put answered "full" is sent again, whether it fits now
-// (StorageUnit::room_for), asked without its values.
-Frames encode_room_request(const StorageUnit::RetriedPut& put);
-StorageUnit::RetriedPut decode_room_request(const Frames& request);
+// (StorageUnit::room_for), asked without its values; or, with `leave`, that
+// the put gave up (StorageUnit::leave_line).
+struct RoomRequest {
+  StorageUnit::RetriedPut put;
+  bool leave = false;
+};
+Frames encode_room_request(const RoomRequest& request);
+RoomRequest decode_room_request(const Frames& request);
 Frames encode_room_reply(const StorageUnit::Room& room);
 StorageUnit::Room decode_room_reply(const Frames& reply);
 

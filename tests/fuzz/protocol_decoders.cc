@@ -304,7 +304,7 @@ const std::vector<ProtocolDecoder>& protocol_decoders() {
        }},
       {"room request", [](Frames& f, size_t, size_t) { storage_protocol::decode_room_request(f); },
        [] {
-         return storage_protocol::encode_room_request({-7, uint64_t{1} << 63, 12, 3});
+         return storage_protocol::encode_room_request({{-7, uint64_t{1} << 63, 12, 3}, true});
        }},
       {"room reply", [](Frames& f, size_t, size_t) { storage_protocol::decode_room_reply(f); },
        [] {

@@ -145,7 +145,8 @@ def test_a_waiting_put_resumes_with_seqflow_serve_processes(clusters):  # noqa: 
                                      "metrics": "127.0.0.1:0"})
     c = cluster.client(polling_mode=True, timeout=PATIENCE)
     try:
-        check_a_waiting_put_resumes_when_a_clear_makes_room(c, unit_full_answers(cluster.units[0].metrics_url))
+        answers = unit_full_answers(cluster.units[0].metrics_url + "/metrics")
+        check_a_waiting_put_resumes_when_a_clear_makes_room(c, answers)
     finally:
         c.close()
 

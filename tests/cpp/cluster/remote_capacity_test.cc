@@ -77,6 +77,8 @@ TEST(RemoteCapacity, AWaitingPutRaisesAtItsBudgetAndLeavesNothing) {
                            {"storage full: max_samples is 2", "the put waited", "its timeout"}));
   EXPECT_EQ(values_in(*client, "p", "reader", 2), (std::set<int64_t>{0, 1}));
   EXPECT_EQ(cluster.unit(0).storage().stats().samples, 2u);
+  // It gave its place in line up as it gave up, not a lapse later.
+  EXPECT_EQ(cluster.unit(0).storage().capacity_stats().waiting_puts, 0u);
 }
 
 // A client whose data lives on one storage unit, embedded or remote (one
