@@ -71,6 +71,7 @@ TEST(RemoteCapacity, AWaitingPutLandsOnceAfterAClearMadeRoomOnEveryUnit) {
 
 TEST(RemoteCapacity, AWaitingPutRaisesAtItsBudgetAndLeavesNothing) {
   RemoteCluster cluster(1, waiting_storage(2));
+  cluster.client(kPatience);  // once the unit has registered: the short budget below is the put's alone
   auto client = cluster.client(std::chrono::milliseconds(400));
   client->put_new("p", {int64_column("x", {0, 1})}, {});
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { client->put_new("p", {int64_column("x", {9})}, {}); },
