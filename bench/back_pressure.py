@@ -3,9 +3,10 @@ at --limit samples with when_full="wait", embedded and remote (in-process
 services, one unit). The producer puts batches as fast as --speedup times the
 consumer's pace; the consumer fetches, reads and clears. Reported per mode:
 samples produced and consumed, the most the storage held (sampled after each
-consumer step), puts that waited (remote: the unit's "full" answers), the
-process's peak resident memory growth, and whether every sample was read
-exactly once.
+consumer step), puts that waited (remote: the unit's "full" answers), bytes
+the unit received per byte it stored (remote: a waiting put asks whether it
+fits before it sends its values again, so this stays near 1), the process's
+peak resident memory growth, and whether every sample was read exactly once.
 
     python bench/back_pressure.py --seconds 20 --limit 1000 --batch 50 --speedup 4
 """
@@ -28,6 +29,11 @@ LOCAL = "tcp://127.0.0.1:0"
 def rss_mib() -> float:
     with open("/proc/self/status") as status:
         return int(re.search(r"VmRSS:\s+(\d+)", status.read()).group(1)) / 1024
+
+
+def metric(text: str, name: str) -> float:
+    """An unlabelled metric's value in a /metrics page."""
+    return float(re.search(rf"^{name} (\S+)$", text, re.M).group(1))
 
 
 def run(mode: str, seconds: float, limit: int, batch: int, speedup: float, values: int) -> dict:
@@ -81,11 +87,13 @@ def run(mode: str, seconds: float, limit: int, batch: int, speedup: float, value
     while rest.size:
         seen = np.concatenate([seen, np.asarray(client.get_data(rest)["id"]).reshape(-1)])
         rest = client.get_meta(["id"], 1, "p", task_name="train", polling=True)
-    waited = "-"
+    waited = sent_per_stored = "-"
     if services:
         with urllib.request.urlopen(f"http://127.0.0.1:{services[0].metrics_port}/metrics", timeout=10) as reply:
-            match = re.search(r"^seqflow_storage_puts_waited_total (\S+)$", reply.read().decode(), re.M)
-            waited = str(int(float(match.group(1))))
+            text = reply.read().decode()
+        waited = str(int(metric(text, "seqflow_storage_puts_waited_total")))
+        stored_bytes = produced[0] * (values * 4 + 8)  # "x" float32 and "id" int64 per sample
+        sent_per_stored = f"{metric(text, 'seqflow_storage_put_bytes_total') / max(stored_bytes, 1):.3f}"
     client.close()
     for service in services:
         service.stop()
@@ -94,7 +102,8 @@ def run(mode: str, seconds: float, limit: int, batch: int, speedup: float, value
     ids = np.sort(seen)
     exactly_once = len(ids) == produced[0] and bool(np.array_equal(ids, np.arange(produced[0])))
     return {"mode": mode, "produced": produced[0], "consumed": len(seen), "peak_held": peak_held,
-            "waited": waited, "rss_growth_mib": peak_rss - base_rss, "exactly_once": exactly_once}
+            "waited": waited, "sent_per_stored": sent_per_stored, "rss_growth_mib": peak_rss - base_rss,
+            "exactly_once": exactly_once}
 
 
 def main() -> None:
@@ -107,12 +116,13 @@ def main() -> None:
     args = parser.parse_args()
     print(f"limit {args.limit} samples, batches of {args.batch}, {args.values * 4} B per sample, producer "
           f"{args.speedup}x the consumer's pace, {args.seconds} s per mode")
-    print("| mode | produced | consumed | peak held | puts waited | RSS growth MiB | exactly once |")
-    print("|---|---|---|---|---|---|---|")
+    print("| mode | produced | consumed | peak held | puts waited | bytes received per stored | RSS growth MiB "
+          "| exactly once |")
+    print("|---|---|---|---|---|---|---|---|")
     for mode in ("embedded", "remote"):
         r = run(mode, args.seconds, args.limit, args.batch, args.speedup, args.values)
         print(f"| {r['mode']} | {r['produced']} | {r['consumed']} | {r['peak_held']} | {r['waited']} | "
-              f"{r['rss_growth_mib']:.1f} | {r['exactly_once']} |")
+              f"{r['sent_per_stored']} | {r['rss_growth_mib']:.1f} | {r['exactly_once']} |")
 
 
 if __name__ == "__main__":

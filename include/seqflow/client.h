@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -66,6 +67,9 @@ class Client {
   virtual Value load_checkpoint(const std::string& directory) = 0;
 
   virtual StorageStats storage_stats() const = 0;
+  // What capacity did to puts (embedded: the storage unit in this process);
+  // nullopt remote, where each unit's metrics report it.
+  virtual std::optional<CapacityStats> capacity_stats() const = 0;
 };
 
 // ControlPlane::end_leases for the samples of a fetched batch (each run of

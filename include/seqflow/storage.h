@@ -51,6 +51,9 @@ struct CapacityStats {
   uint64_t waiting_puts = 0;  // puts waiting for room now (kWait in this process)
   uint64_t puts_waited = 0;   // puts that found no room and waited (or, from a service, were told to)
   uint64_t puts_refused = 0;  // puts that failed "storage full" (at once, or at their deadline)
+  // "No room" answers to puts that wait: each check of a waiting put (after
+  // each wake-up), or each try of a service's client.
+  uint64_t full_answers = 0;
 };
 
 // What a storage unit counts per sample and per stored value (field) beside
@@ -182,8 +185,33 @@ class StorageUnit final : public DataPlane {
   // put() that never waits, for a storage service (whose waiting puts must
   // hold no thread): where put() would wait (kWait), it stores nothing and
   // returns why the put does not fit ("storage full: ..."); otherwise as
-  // put() (stored: nullopt; a put that can never fit throws).
+  // put() (stored: nullopt; a put that can never fit throws). A put
+  // answered so keeps its place in line (waiting puts are served in order)
+  // while its client tries it again (the same samples of the same write)
+  // within kRetriedPutPlace; at most kMaxRetriedPuts hold a place.
   std::optional<std::string> try_put(const SampleKeys& samples, const std::vector<Column>& columns);
+  static constexpr std::chrono::milliseconds kRetriedPutPlace{1000};
+  static constexpr size_t kMaxRetriedPuts = 4096;
+  // A put try_put answered "full", named without its values: its first
+  // sample and generation, its write version and its number of samples.
+  struct RetriedPut {
+    int64_t first_index = 0;
+    uint64_t first_generation = 0;
+    uint64_t write_version = 0;
+    uint64_t samples = 0;
+    auto operator<=>(const RetriedPut&) const = default;
+  };
+  struct Room {
+    bool placed = false;              // false: the put holds no place in line (lapsed, or never answered "full")
+    std::optional<std::string> full;  // placed: why it does not fit yet, or nullopt: it fits
+  };
+  // Whether `put` fits now, from the room it asked for at its last try:
+  // its client sends the values only then (or when it holds no place), not
+  // on every try. Either way its place is kept until its next try; the put
+  // itself decides, all or nothing.
+  Room room_for(const RetriedPut& put);
+  // `put` gave up (its client's deadline): its place goes to those behind it.
+  void leave_line(const RetriedPut& put);
   CapacityStats capacity_stats() const;
   // Bytes (values and bookkeeping) and samples held per partition; empty
   // unless a per-partition limit is set (only then are they counted).

@@ -368,6 +368,12 @@ void bind_native_client(nb::module_ m) {
     std::shared_ptr<Client> client = self.connected();
     return stats_to_python(without_gil([&] { return client->storage_stats(); }));
   });
+  cls.def("capacity_stats", [](const NativeClient& self) -> std::optional<nb::dict> {
+    std::shared_ptr<Client> client = self.connected();
+    const std::optional<CapacityStats> stats = client->capacity_stats();
+    if (!stats) return std::nullopt;
+    return capacity_stats_to_python(*stats);
+  });
   cls.def(
       "report_timings",
       [](const NativeClient& self, const std::string& task, const std::vector<Int64Input>& lengths,

@@ -557,6 +557,12 @@ class Client:
         per sample and value, an estimate; max_bytes bounds bytes + overhead_bytes)."""
         return self._connected().storage_stats()
 
+    def capacity_stats(self) -> dict[str, int] | None:
+        """What the storage's capacity did to puts, embedded: {"waiting_puts": ..., "puts_waited": ...,
+        "puts_refused": ..., "full_answers": ...} ("no room" answers to waiting puts: each check after a
+        wake-up). None remote, where each unit's metrics report them (docs/streaming.md)."""
+        return self._connected().capacity_stats()
+
     # ---- timings --------------------------------------------------------------
 
     def report_timing(self, task_name: str, lengths: Any, seconds: float) -> None:

@@ -189,7 +189,7 @@ BatchMeta CoordinatingClient::put_new(const std::string& partition_id, const std
   BatchMeta meta = control_->insert(partition_id, static_cast<int64_t>(n), &partition_is_new);
   std::optional<Error> lost_reply;  // mark_produced sent, its answer lost: it may have committed
   try {
-    const AroundWait around_wait = unlocked_while_waiting(lock);
+    const AroundWait around_wait = unlocked_while_waiting(lock, meta);
     SampleKeys keys = keys_of(meta);
     keys.around_wait = &around_wait;
     data_->put(keys, columns);
@@ -250,12 +250,49 @@ BatchMeta CoordinatingClient::put_existing(const BatchMeta& meta, const std::vec
   return write_existing(meta, columns, custom_meta, lock);
 }
 
-CoordinatingClient::AroundWait CoordinatingClient::unlocked_while_waiting(std::shared_lock<Mutex>& lock) {
-  return [&lock](const std::function<void()>& wait) {
+CoordinatingClient::AroundWait CoordinatingClient::unlocked_while_waiting(std::shared_lock<Mutex>& lock,
+                                                                          const BatchMeta& samples) {
+  return [this, &lock, &samples](const std::function<void()>& wait) {
+    const Interruptions before = interruptions_;
     lock.unlock();
     wait();
     lock.lock();
+    check_still_owned(before, samples);
   };
+}
+
+// A waiting put holds no lock of this client: storing after a load would
+// write into the restored state, and after a clear of its own samples into
+// freed indexes that nothing would ever release.
+void CoordinatingClient::check_still_owned(const Interruptions& before, const BatchMeta& samples) {
+  if (interruptions_.checkpoints_loaded != before.checkpoints_loaded) {
+    throw Error(ErrorCode::kStaleSample,
+                "a checkpoint was loaded while the put waited for room, replacing the samples it was given; "
+                "nothing was stored, put again");
+  }
+  if (interruptions_.clears == before.clears) return;
+  // Clears are what make room: only a clear of one of the put's own samples ends it.
+  std::map<std::string, std::vector<size_t>> positions;
+  for (size_t i = 0; i < samples.size(); ++i) positions[samples.partition_ids[i]].push_back(i);
+  try {
+    for (const auto& [partition_id, at] : positions) {
+      std::vector<int64_t> indexes;
+      std::vector<uint64_t> generations;
+      for (size_t i : at) {
+        indexes.push_back(samples.global_indexes[i]);
+        if (!samples.generations.empty()) generations.push_back(samples.generations[i]);
+      }
+      const SampleProduction production = control_->sample_production(partition_id, indexes, generations, {});
+      for (size_t k = 0; k < indexes.size(); ++k) {
+        if (!production.exists[k])
+          throw_sample_gone(partition_id, indexes[k], generations.empty() ? 0 : generations[k]);
+      }
+    }
+  } catch (const Error& error) {
+    if (error.code() != ErrorCode::kStaleSample) throw;
+    throw Error(ErrorCode::kStaleSample, std::string("a clear released the put's samples while it waited for room: ") +
+                                             error.what() + "; nothing was stored");
+  }
 }
 
 BatchMeta CoordinatingClient::write_existing(const BatchMeta& meta, const std::vector<Column>& columns,
@@ -311,7 +348,7 @@ BatchMeta CoordinatingClient::write_existing(const BatchMeta& meta, const std::v
   SampleKeys keys = keys_of(target);
   keys.write_version = write_version;
   keys.read_versions = nullptr;
-  const AroundWait around_wait = unlocked_while_waiting(lock);
+  const AroundWait around_wait = unlocked_while_waiting(lock, target);
   keys.around_wait = &around_wait;
   std::vector<int64_t> committed;  // positions of the partitions whose samples the controller committed
   // What readers see now, by position: the committed versions, and the tags
@@ -460,11 +497,13 @@ std::optional<size_t> CoordinatingClient::release_unproduced(const std::string& 
 void CoordinatingClient::clear_samples(const std::string& partition_id, std::span<const int64_t> global_indexes,
                                        std::span<const uint64_t> generations) {
   std::unique_lock lock(mutex_);
+  ++interruptions_.clears;
   drop_released(control_->clear_samples(partition_id, global_indexes, generations));
 }
 
 void CoordinatingClient::clear_partition(const std::string& partition_id) {
   std::unique_lock lock(mutex_);
+  ++interruptions_.clears;
   drop_released(control_->clear_partition(partition_id));
 }
 
@@ -526,6 +565,7 @@ BatchMeta CoordinatingClient::kv_meta(const std::string& partition_id, std::span
 
 void CoordinatingClient::kv_clear(const std::string& partition_id, std::span<const std::string> keys) {
   std::unique_lock lock(mutex_);
+  ++interruptions_.clears;
   drop_released(control_->kv_clear(partition_id, keys));
 }
 
@@ -539,6 +579,7 @@ ReplayPass CoordinatingClient::replay_pass(const ReplayRequest& request) {
   ReplayPass pass;
   {
     std::unique_lock lock(mutex_);
+    ++interruptions_.clears;
     pass = control_->replay_pass(pass_now);
     drop_released(pass.released);
   }
@@ -581,7 +622,14 @@ Value CoordinatingClient::load_checkpoint(const std::string& directory) {
     control_->load(backup.string());
     throw;
   }
+  ++interruptions_.checkpoints_loaded;
   return user_metadata;
+}
+
+std::optional<CapacityStats> CoordinatingClient::capacity_stats() const {
+  const auto* unit = dynamic_cast<const StorageUnit*>(data_.get());
+  if (unit == nullptr) return std::nullopt;  // remote: the units' metrics
+  return unit->capacity_stats();
 }
 
 std::shared_ptr<Client> make_embedded_client(ControllerOptions controller_options, StorageOptions storage_options) {

@@ -78,6 +78,7 @@ class CoordinatingClient final : public Client {
   Value load_checkpoint(const std::string& directory) override;
 
   StorageStats storage_stats() const override { return data_->stats(); }
+  std::optional<CapacityStats> capacity_stats() const override;
 
  private:
   class PutDeadline;
@@ -86,10 +87,18 @@ class CoordinatingClient final : public Client {
   // put_existing without taking the lock (kv_put holds it already: `lock`).
   BatchMeta write_existing(const BatchMeta& meta, const std::vector<Column>& columns,
                            std::span<const Value> custom_meta, std::shared_lock<Mutex>& lock);
-  // SampleKeys::around_wait of a put holding `lock`: released while the put
-  // waits for room, so that this client's clears can make it.
+  // SampleKeys::around_wait of a put of `samples` holding `lock`: released
+  // while the put waits for room, so that this client's clears can make it.
+  // Taken back, it ends the put (kStaleSample, nothing stored) if meanwhile
+  // a checkpoint was loaded or a clear released one of `samples`.
   using AroundWait = std::function<void(const std::function<void()>&)>;
-  static AroundWait unlocked_while_waiting(std::shared_lock<Mutex>& lock);
+  AroundWait unlocked_while_waiting(std::shared_lock<Mutex>& lock, const BatchMeta& samples);
+  // What ran under the exclusive lock; a waiting put compares before and after.
+  struct Interruptions {
+    uint64_t checkpoints_loaded = 0;
+    uint64_t clears = 0;  // clears and replay passes: they release samples
+  };
+  void check_still_owned(const Interruptions& before, const BatchMeta& samples);
   // Tells the units holding `samples` that `write_version` of `fields` is
   // committed (they drop older versions) or refused (they drop it), with
   // the version's write tags (remote). Best effort: readers name only
@@ -117,6 +126,7 @@ class CoordinatingClient final : public Client {
   SaveParts save_parts_;
   // Shared: puts and reads. Exclusive: clears, checkpoints.
   mutable Mutex mutex_;
+  Interruptions interruptions_;  // written under the exclusive lock, read under either
 };
 
 }  // namespace seqflow

@@ -225,50 +225,97 @@ void ShardedStorage::put(const SampleKeys& samples, const std::vector<Column>& c
       if (reply.full) full[unit] = std::move(*reply.full);
     }
   }
-  if (!full.empty()) wait_for_room(samples, full, with_bytes);
+  if (!full.empty()) {
+    const auto retried_as = [&](size_t u) {
+      const size_t first = shards[u].positions.front();
+      return StorageUnit::RetriedPut{samples.global_indexes[first], samples.generations[first], samples.write_version,
+                                     shards[u].positions.size()};
+    };
+    wait_for_room(samples, full, retried_as, with_bytes);
+  }
 }
 
 // The units told the put to wait until clears make room: it asks them again,
 // backing off from 1 ms to 100 ms, until they stored it or the put's
 // deadline (its call's, CallDeadline, or else one unit timeout) passed.
-// Each try stores all or nothing on its unit, so retries never duplicate.
+// Each try first asks whether the put fits now (room, without its values)
+// and sends the values only then; each put stores all or nothing on its
+// unit, so retries never duplicate.
 void ShardedStorage::wait_for_room(const SampleKeys& samples, std::map<size_t, std::string>& full,
+                                   const std::function<StorageUnit::RetriedPut(size_t)>& retried_as,
                                    const std::function<Frames(size_t)>& request) const {
   constexpr std::chrono::milliseconds kFirstBackoff{1};
   constexpr std::chrono::milliseconds kMaxBackoff{100};
+  // Retries come often enough that the unit keeps the put's place in line.
+  static_assert(kMaxBackoff * 5 <= StorageUnit::kRetriedPutPlace);
   using Clock = CallDeadline::Clock;
   const Clock::time_point started = Clock::now();
   const Clock::time_point deadline =
       CallDeadline::of_request(units_[full.begin()->first]->acquire()->options().timeout);
   std::chrono::milliseconds backoff = kFirstBackoff;
-  for (;;) {
-    const Clock::time_point now = Clock::now();
-    if (now >= deadline) {
-      const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - started);
-      throw_invalid(full.begin()->second + "; the put waited " + std::to_string(waited.count()) +
-                    " ms for room (its timeout)");
-    }
-    const std::function<void()> wait = [&] {
-      std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - now));
-    };
-    if (samples.around_wait != nullptr) {
-      (*samples.around_wait)(wait);  // the caller's locks are released meanwhile
-    } else {
-      wait();
-    }
-    backoff = std::min(backoff * 2, kMaxBackoff);
-    if (Clock::now() >= deadline) continue;
-    FanOut retry(units_);
-    for (const auto& [unit, message] : full) retry.send(unit, storage_protocol::kPut, request(unit));
-    for (auto& [unit, frames] : retry.receive_all()) {
-      storage_protocol::PutReply reply = storage_protocol::decode_put_reply(frames);
-      if (reply.full) {
-        full[unit] = std::move(*reply.full);
-      } else {
-        full.erase(unit);
+  try {
+    for (;;) {
+      const Clock::time_point now = Clock::now();
+      if (now >= deadline) {
+        const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - started);
+        throw_invalid(full.begin()->second + "; the put waited " + std::to_string(waited.count()) +
+                      " ms for room (its timeout)");
       }
+      const std::function<void()> wait = [&] {
+        std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - now));
+      };
+      if (samples.around_wait != nullptr) {
+        (*samples.around_wait)(wait);  // the caller's locks are released meanwhile
+      } else {
+        wait();
+      }
+      backoff = std::min(backoff * 2, kMaxBackoff);
+      if (Clock::now() >= deadline) continue;
+      FanOut probe(units_);
+      for (const auto& [unit, message] : full) {
+        probe.send(unit, storage_protocol::kRoom, storage_protocol::encode_room_request({retried_as(unit), false}));
+      }
+      FanOut retry(units_);
+      bool retrying = false;
+      for (auto& [unit, frames] : probe.receive_all()) {
+        StorageUnit::Room room = storage_protocol::decode_room_reply(frames);
+        if (room.placed && room.full) {
+          full[unit] = std::move(*room.full);
+          continue;
+        }
+        retry.send(unit, storage_protocol::kPut, request(unit));
+        retrying = true;
+      }
+      if (!retrying) continue;
+      for (auto& [unit, frames] : retry.receive_all()) {
+        storage_protocol::PutReply reply = storage_protocol::decode_put_reply(frames);
+        if (reply.full) {
+          full[unit] = std::move(*reply.full);
+        } else {
+          full.erase(unit);
+        }
+      }
+      if (full.empty()) return;
     }
-    if (full.empty()) return;
+  } catch (...) {
+    leave_lines(full, retried_as);
+    throw;
+  }
+}
+
+// Best effort, briefly: the put failed already.
+void ShardedStorage::leave_lines(const std::map<size_t, std::string>& full,
+                                 const std::function<StorageUnit::RetriedPut(size_t)>& retried_as) const {
+  constexpr std::chrono::milliseconds kLeaveBudget{200};
+  const CallDeadline scope(CallDeadline::Clock::now() + kLeaveBudget);
+  try {
+    FanOut fan_out(units_);
+    for (const auto& [unit, message] : full) {
+      fan_out.send(unit, storage_protocol::kRoom, storage_protocol::encode_room_request({retried_as(unit), true}));
+    }
+    fan_out.receive_each();
+  } catch (const Error&) {
+    // A unit that does not hear it lets the place lapse (StorageUnit::kRetriedPutPlace).
   }
 }
 

@@ -46,7 +46,7 @@ void append_capacity_metrics(const StorageUnit& storage, std::string& out) {
 
   const CapacityStats puts = storage.capacity_stats();
   append_metric_family(out, "seqflow_storage_waiting_puts", "gauge",
-                       "Puts waiting in the unit for room now (a service's puts wait in their clients instead)");
+                       "Puts waiting for room now (a service's: those answered 'full' whose place in line it keeps)");
   append_metric_sample(out, "seqflow_storage_waiting_puts", "", static_cast<double>(puts.waiting_puts));
   append_metric_family(out, "seqflow_storage_puts_waited_total", "counter",
                        "Puts that found no room and waited (a service counts each 'full' answer its clients retry)");
@@ -56,6 +56,9 @@ void append_capacity_metrics(const StorageUnit& storage, std::string& out) {
       "Puts that failed 'storage full', at once or at their deadline (a service's waiting puts give up "
       "in their clients: not counted here)");
   append_metric_sample(out, "seqflow_storage_puts_refused_total", "", static_cast<double>(puts.puts_refused));
+  append_metric_family(out, "seqflow_storage_full_answers_total", "counter",
+                       "'No room' answers to puts that wait: each check of a waiting put, each try of a client");
+  append_metric_sample(out, "seqflow_storage_full_answers_total", "", static_cast<double>(puts.full_answers));
 }
 
 }  // namespace seqflow::server

@@ -70,6 +70,9 @@ StorageService::StorageService(StorageServiceOptions options)
   };
   local_put_bytes_ = local_copy_bytes("put");
   local_get_bytes_ = local_copy_bytes("get");
+  put_bytes_ = &service_.metrics().counter(
+      "seqflow_storage_put_bytes_total",
+      "Values' bytes of the puts received, over TCP or from same-host memory (a retried put counts each try)");
   register_handlers();
   std::weak_ptr<StorageUnit> weak = storage_;
   service_.metrics().add_collector([this, weak](std::string& out) {
@@ -108,6 +111,7 @@ void StorageService::register_handlers() {
   table.on_worker(storage_protocol::kStats, &StorageService::stats);
   table.on_worker(storage_protocol::kSave, &StorageService::save);
   table.on_worker(storage_protocol::kLoad, &StorageService::load);
+  table.on_worker(storage_protocol::kRoom, &StorageService::room);
 }
 
 transport::Frames StorageService::put(transport::Frames& args) {
@@ -130,11 +134,22 @@ transport::Frames StorageService::put(transport::Frames& args) {
     args.resize(1);
     std::move(data.begin(), data.end(), std::back_inserter(args));
   }
+  put_bytes_->increment(static_cast<double>(transport::local_copy::data_bytes(args, 1)));
   const auto columns = transport::wire::take_columns(request.columns, args, 1, request.samples.global_indexes.size(),
                                                      request_name(storage_protocol::kPut));
   // A put that waits for room holds no worker: the unit answers "full" and
   // its client retries within its own budget.
   return storage_protocol::encode_put_reply({std::nullopt, storage_->try_put(request.samples.keys(), columns)});
+}
+
+// A waiting put's client asks before it sends the values again, or says it gave up.
+transport::Frames StorageService::room(transport::Frames& args) {
+  const storage_protocol::RoomRequest request = storage_protocol::decode_room_request(args);
+  if (request.leave) {
+    storage_->leave_line(request.put);
+    return storage_protocol::encode_room_reply({});
+  }
+  return storage_protocol::encode_room_reply(storage_->room_for(request.put));
 }
 
 transport::Frames StorageService::get(transport::Frames& args) {

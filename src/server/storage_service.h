@@ -87,6 +87,7 @@ class StorageService {
   transport::Frames stats(transport::Frames& args);
   transport::Frames save(transport::Frames& args);
   transport::Frames load(transport::Frames& args);
+  transport::Frames room(transport::Frames& args);
   // A commit's or discard's request (`op`), once its write tag is checked.
   transport::storage_protocol::SettleRequest settle_request(transport::Frames& args, std::string_view op) const;
 
@@ -107,6 +108,7 @@ class StorageService {
   Service service_;
   Counter* local_put_bytes_ = nullptr;  // bytes copied from same-host clients' memory
   Counter* local_get_bytes_ = nullptr;  // bytes left for same-host clients to copy
+  Counter* put_bytes_ = nullptr;        // values' bytes of every put received (sent or copied)
   std::thread heartbeat_;
   std::mutex heartbeat_mutex_;
   std::condition_variable heartbeat_stop_;

@@ -52,8 +52,9 @@ StorageCapacity::StorageCapacity(const StorageOptions& options)
 }
 
 std::optional<Refusal> StorageCapacity::check(std::string_view limit_name, const std::string* partition, uint64_t limit,
-                                              bool& filled, uint64_t used, uint64_t released, uint64_t requested,
-                                              std::string_view unit, std::string_view requester) const {
+                                              bool& filled, uint64_t used, uint64_t released, uint64_t reserved,
+                                              uint64_t requested, std::string_view unit,
+                                              std::string_view requester) const {
   if (limit == 0 || requested == 0) return std::nullopt;
   const uint64_t kept = used > released ? used - released : 0;
   const uint64_t high = at_watermark(limit, options_.high_watermark);
@@ -61,7 +62,7 @@ std::optional<Refusal> StorageCapacity::check(std::string_view limit_name, const
   const bool never_fits = requested > high;
   const bool closed = !never_fits && filled && kept > low;
   const uint64_t free = kept < high ? high - kept : 0;
-  if (!never_fits && !closed && requested <= free) {
+  if (!never_fits && !closed && reserved <= free && requested <= free - reserved) {
     filled = false;
     return std::nullopt;
   }
@@ -83,25 +84,38 @@ std::optional<Refusal> StorageCapacity::check(std::string_view limit_name, const
                        " " + std::string(unit),
                    false};
   }
-  filled = low < high;  // without hysteresis, room is simply what is free
+  // Room only reserved for earlier waiting puts is not full: no hysteresis then.
+  filled = low < high && kept + requested > high;  // without hysteresis, room is simply what is free
   const std::string watermark =
       high == limit ? std::string()
                     : " (high watermark " + fraction_text(options_.high_watermark) + ": " + std::to_string(high) + ")";
+  const std::string held_back =
+      reserved == 0 ? std::string() : " and earlier waiting puts need " + std::to_string(reserved) + " first";
   return Refusal{limit_text + watermark + "; " + std::string(requester) + " needs " + std::to_string(requested) + " " +
-                     std::string(unit) + ", " + std::to_string(free) + " are free",
+                     std::string(unit) + ", " + std::to_string(free) + " are free" + held_back,
                  false};
 }
 
+void Reserved::add(const UsageChange& total, const PartitionChanges& changes) {
+  const auto grow = [](Usage& usage, const UsageChange& change) {
+    usage.samples += change.in.samples > change.out.samples ? change.in.samples - change.out.samples : 0;
+    usage.bytes += change.in.bytes > change.out.bytes ? change.in.bytes - change.out.bytes : 0;
+  };
+  grow(unit, total);
+  for (const auto& [partition, change] : changes) grow(partitions[partition], change);
+}
+
 std::optional<Refusal> StorageCapacity::refusal(const Usage& held, const UsageChange& total,
-                                                const PartitionChanges& partitions, std::string_view requester) {
+                                                const PartitionChanges& partitions, const Reserved& reserved,
+                                                std::string_view requester) {
   static constexpr std::string_view kBytes = "bytes (values and their bookkeeping)";
   static constexpr std::string_view kSamples = "new samples";
   if (auto refused = check("max_bytes", nullptr, options_.max_bytes, unit_.bytes_filled, held.bytes, total.out.bytes,
-                           total.in.bytes, kBytes, requester)) {
+                           reserved.unit.bytes, total.in.bytes, kBytes, requester)) {
     return refused;
   }
   if (auto refused = check("max_samples", nullptr, options_.max_samples, unit_.samples_filled, held.samples,
-                           total.out.samples, total.in.samples, kSamples, requester)) {
+                           total.out.samples, reserved.unit.samples, total.in.samples, kSamples, requester)) {
     return refused;
   }
   for (const auto& [partition, change] : partitions) {
@@ -110,14 +124,16 @@ std::optional<Refusal> StorageCapacity::refusal(const Usage& held, const UsageCh
     const auto known = partitions_.find(partition);
     Scope fresh;
     Scope& scope = known == partitions_.end() ? fresh : known->second;
+    const auto held_for = reserved.partitions.find(partition);
+    const Usage ahead = held_for == reserved.partitions.end() ? Usage{} : held_for->second;
     if (auto refused =
             check("max_bytes_per_partition", &partition, options_.max_bytes_per_partition, scope.bytes_filled,
-                  scope.usage.bytes, change.out.bytes, change.in.bytes, kBytes, requester)) {
+                  scope.usage.bytes, change.out.bytes, ahead.bytes, change.in.bytes, kBytes, requester)) {
       return refused;
     }
     if (auto refused =
             check("max_samples_per_partition", &partition, options_.max_samples_per_partition, scope.samples_filled,
-                  scope.usage.samples, change.out.samples, change.in.samples, kSamples, requester)) {
+                  scope.usage.samples, change.out.samples, ahead.samples, change.in.samples, kSamples, requester)) {
       return refused;
     }
   }
@@ -147,11 +163,33 @@ void StorageCapacity::release(const std::string& partition, const Usage& freed) 
   if (usage.samples == 0 && usage.bytes == 0) partitions_.erase(scope);  // a drained partition starts open again
 }
 
-void StorageCapacity::reset(std::unordered_map<std::string, Usage> partitions) {
+void StorageCapacity::clear() noexcept {
   unit_ = {};
   partitions_.clear();
-  if (!per_partition_) return;
-  for (auto& [partition, usage] : partitions) partitions_[partition].usage = usage;
+}
+
+StorageCapacity StorageCapacity::of_content(const StorageOptions& options,
+                                            const std::unordered_map<std::string, Usage>& partitions) {
+  StorageCapacity out(options);
+  if (!out.per_partition_) return out;
+  for (const auto& [partition, usage] : partitions) out.partitions_[partition].usage = usage;
+  return out;
+}
+
+void StorageCapacity::check_partitions(const std::unordered_map<std::string, Usage>& partitions,
+                                       std::string_view requester) const {
+  const auto check_one = [&](std::string_view limit_name, uint64_t limit, const std::string& partition, uint64_t needed,
+                             std::string_view unit) {
+    if (limit == 0 || needed <= limit) return;
+    throw_invalid("storage full: " + std::string(limit_name) + " is " + std::to_string(limit) + " for partition '" +
+                  partition + "'; " + std::string(requester) + " holds " + std::to_string(needed) + " " +
+                  std::string(unit) + " of it; nothing was loaded");
+  };
+  for (const auto& [partition, usage] : partitions) {
+    check_one("max_bytes_per_partition", options_.max_bytes_per_partition, partition, usage.bytes,
+              "bytes (values and their bookkeeping)");
+    check_one("max_samples_per_partition", options_.max_samples_per_partition, partition, usage.samples, "samples");
+  }
 }
 
 std::vector<StorageUnit::PartitionUsage> StorageCapacity::partition_usage() const {

@@ -31,6 +31,16 @@ struct UsageChange {
 // A put's change per partition (only counted with a per-partition limit).
 using PartitionChanges = std::map<std::string, UsageChange, std::less<>>;
 
+// Room taken by the puts that wait for it ahead of a put (FIFO): what they
+// add, in the unit and per partition (with a per-partition limit).
+struct Reserved {
+  Usage unit;
+  std::map<std::string, Usage, std::less<>> partitions;
+
+  // Adds a waiting put's change (what it adds beyond what it releases).
+  void add(const UsageChange& total, const PartitionChanges& partitions);
+};
+
 // Why a put does not fit, and whether waiting can help.
 struct Refusal {
   std::string message;  // "storage full: ..."
@@ -44,17 +54,25 @@ class StorageCapacity {
   bool counts_partitions() const { return per_partition_; }
 
   // nullopt: a put changing the unit's usage `held` by `total`, and its
-  // partitions' by `partitions`, fits. Otherwise why not; a limit it finds
-  // full stops admitting puts until its usage falls to the low watermark.
+  // partitions' by `partitions`, fits beside the room `reserved` for the
+  // puts waiting ahead of it. Otherwise why not; a limit it finds full stops
+  // admitting puts until its usage falls to the low watermark.
   std::optional<Refusal> refusal(const Usage& held, const UsageChange& total, const PartitionChanges& partitions,
-                                 std::string_view requester);
+                                 const Reserved& reserved, std::string_view requester);
   // Counts a stored put's change per partition. May throw (a new
   // partition's entry) only before it changes anything.
   void add(const PartitionChanges& partitions);
   // Counts what a clear, commit or discard released.
   void release(const std::string& partition, const Usage& freed);
-  // Replaces the counts (load, clear_all) and the hysteresis.
-  void reset(std::unordered_map<std::string, Usage> partitions);
+  // Drops the counts and the hysteresis (clear_all). Allocates nothing.
+  void clear() noexcept;
+  // The capacity of `options` counting `partitions` (a load's), hysteresis
+  // open: made before the load's swap, which then only moves it in.
+  static StorageCapacity of_content(const StorageOptions& options,
+                                    const std::unordered_map<std::string, Usage>& partitions);
+  // Throws kInvalidArgument naming the limit and the partition when one of
+  // `partitions` (a load's whole content) holds more than a per-partition limit.
+  void check_partitions(const std::unordered_map<std::string, Usage>& partitions, std::string_view requester) const;
 
   std::vector<StorageUnit::PartitionUsage> partition_usage() const;
 
@@ -66,8 +84,8 @@ class StorageCapacity {
   };
   // One limit (0: none) of one scope: `partition`'s, or (null) the unit's.
   std::optional<Refusal> check(std::string_view limit_name, const std::string* partition, uint64_t limit, bool& filled,
-                               uint64_t used, uint64_t released, uint64_t requested, std::string_view unit,
-                               std::string_view requester) const;
+                               uint64_t used, uint64_t released, uint64_t reserved, uint64_t requested,
+                               std::string_view unit, std::string_view requester) const;
 
   StorageOptions options_;
   double low_watermark_;

@@ -158,6 +158,12 @@ std::vector<const std::vector<uint64_t>*> read_versions_of(const SampleKeys& sam
                                         "' (committed: " + committed + ")");
 }
 
+using Clock = std::chrono::steady_clock;
+// A service's put and its retries: the same samples (their first one and
+// their number) of the same write. A peer that names another's only shares
+// that put's place in line; it never reaches its data.
+using RetryKey = StorageUnit::RetriedPut;
+
 }  // namespace
 
 struct StorageUnit::State {
@@ -169,7 +175,82 @@ struct StorageUnit::State {
   StorageStats stats;
   storage::StorageCapacity capacity;
   std::condition_variable_any room_made;  // waiting puts (WhenFull::kWait): notified when values are dropped
-  CapacityStats capacity_stats;
+  CapacityStats capacity_stats;           // but waiting_puts: waiters.size()
+  // Puts waiting for room, by arrival (their tickets), each with what it
+  // asked for at its last check. A put counts the room of those ahead of it
+  // as taken, so that later puts (small ones too) never take the room an
+  // earlier one waits for: waiters are served in order where they compete.
+  struct Waiter {
+    storage::Reserved asked;
+    storage::UsageChange total;  // its change at its last check (asked: what it adds)
+    storage::PartitionChanges partitions;
+    // A service's put, which its client retries (try_put): its retries'
+    // key, and when its place lapses if no retry came.
+    std::optional<RetryKey> retried_as;
+    Clock::time_point lapses{};
+  };
+  std::map<uint64_t, Waiter> waiters;
+  std::map<RetryKey, uint64_t> retrying;  // tickets of the waiters a service's client retries
+  uint64_t next_ticket = 0;
+
+  // The room taken by the waiters ahead of `ticket` (none: of every waiter).
+  storage::Reserved reserved_ahead_of(std::optional<uint64_t> ticket) const {
+    storage::Reserved ahead;
+    for (auto waiter = waiters.begin(); waiter != waiters.end() && (!ticket || waiter->first < *ticket); ++waiter) {
+      const storage::Reserved& asked = waiter->second.asked;
+      ahead.unit.samples += asked.unit.samples;
+      ahead.unit.bytes += asked.unit.bytes;
+      for (const auto& [partition, usage] : asked.partitions) {
+        storage::Usage& sum = ahead.partitions[partition];
+        sum.samples += usage.samples;
+        sum.bytes += usage.bytes;
+      }
+    }
+    return ahead;
+  }
+
+  // Drops the places of retried puts whose client stopped asking (gone,
+  // or past its budget). Whether any went: room for the others.
+  bool drop_lapsed(Clock::time_point now) {
+    bool dropped = false;
+    for (auto waiter = waiters.begin(); waiter != waiters.end();) {
+      if (!waiter->second.retried_as || waiter->second.lapses > now) {
+        ++waiter;
+        continue;
+      }
+      retrying.erase(*waiter->second.retried_as);
+      waiter = waiters.erase(waiter);
+      dropped = true;
+    }
+    return dropped;
+  }
+
+  // A service's put answered "full" keeps (or takes) its place in line
+  // until its client's next try, which a client that waits sends within
+  // kRetriedPutPlace; at most kMaxRetriedPuts hold one.
+  void keep_place_of_retried_put(std::optional<uint64_t>& ticket, const RetryKey& key,
+                                 const storage::UsageChange& total, const storage::PartitionChanges& partitions,
+                                 Clock::time_point now) {
+    if (!ticket) {
+      if (retrying.size() >= StorageUnit::kMaxRetriedPuts) return;
+      ticket = next_ticket++;
+      retrying.emplace(key, *ticket);
+    }
+    Waiter& waiter = waiters[*ticket];
+    waiter.asked = {};
+    waiter.asked.add(total, partitions);
+    waiter.total = total;
+    waiter.partitions = partitions;
+    waiter.retried_as = key;
+    waiter.lapses = now + StorageUnit::kRetriedPutPlace;
+  }
+
+  void leave(uint64_t ticket) {
+    const auto waiter = waiters.find(ticket);
+    if (waiter == waiters.end()) return;
+    if (waiter->second.retried_as) retrying.erase(*waiter->second.retried_as);
+    waiters.erase(waiter);
+  }
 };
 
 namespace {
@@ -265,7 +346,9 @@ const StorageOptions& StorageUnit::options() const { return state_->options; }
 
 CapacityStats StorageUnit::capacity_stats() const {
   std::shared_lock lock(state_->mutex);
-  return state_->capacity_stats;
+  CapacityStats out = state_->capacity_stats;
+  out.waiting_puts = state_->waiters.size();
+  return out;
 }
 
 std::vector<StorageUnit::PartitionUsage> StorageUnit::partition_usage() const {
@@ -304,47 +387,73 @@ std::optional<std::string> StorageUnit::store(const SampleKeys& samples, const s
 
   const auto started = std::chrono::steady_clock::now();
   const auto deadline = started + state_->options.wait_timeout;
-  bool waited = false;
+  const RetryKey retry_key{global_indexes[0], samples.generations[0], samples.write_version, global_indexes.size()};
   std::unique_lock lock(state_->mutex);
-  PutChange change;
-  for (;;) {
-    change = change_of_put(state_->values, staged, state_->capacity.counts_partitions());
-    const std::optional<storage::Refusal> refusal =
-        state_->capacity.refusal({state_->values.size(), state_->stats.bytes + state_->stats.overhead_bytes},
-                                 change.total, change.partitions, "the put");
-    if (!refusal) break;
-    const bool waits = state_->options.when_full == WhenFull::kWait && !refusal->never_fits;
-    if (waits && !wait) {  // a service's put: its client waits and retries
-      ++state_->capacity_stats.puts_waited;
-      return refusal->message;
-    }
-    if (waits && !waited) ++state_->capacity_stats.puts_waited;
-    if (!waits || std::chrono::steady_clock::now() >= deadline) {
-      ++state_->capacity_stats.puts_refused;
-      if (!waited) throw_invalid(refusal->message);
-      const auto waited_ms =
-          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
-      throw_invalid(refusal->message + "; the put waited " + std::to_string(waited_ms.count()) +
-                    " ms for room (wait_timeout " + std::to_string(state_->options.wait_timeout.count()) + " ms)");
-    }
-    waited = true;
-    ++state_->capacity_stats.waiting_puts;
-    // Unlocked meanwhile; clears, commits and discards notify. The caller's
-    // locks (around_wait) are taken again only after this unit's is released.
-    const std::function<void()> wait = [&] {
-      state_->room_made.wait_until(lock, deadline);
-      lock.unlock();
-    };
-    if (samples.around_wait != nullptr) {
-      (*samples.around_wait)(wait);
-    } else {
-      wait();
-    }
-    lock.lock();
-    --state_->capacity_stats.waiting_puts;
+  if (state_->drop_lapsed(started)) state_->room_made.notify_all();
+  // While the put waits: its place among the waiters. A service's put that
+  // was answered "full" before has its place still (its client retries it).
+  std::optional<uint64_t> ticket;
+  if (!wait) {
+    const auto retried = state_->retrying.find(retry_key);
+    if (retried != state_->retrying.end()) ticket = retried->second;
   }
-  state_->capacity.add(change.partitions);
-  state_->values.reserve(state_->values.size() + change.total.in.samples);  // the last step that may throw
+  PutChange change;
+  try {
+    for (;;) {
+      change = change_of_put(state_->values, staged, state_->capacity.counts_partitions());
+      const std::optional<storage::Refusal> refusal =
+          state_->capacity.refusal({state_->values.size(), state_->stats.bytes + state_->stats.overhead_bytes},
+                                   change.total, change.partitions, state_->reserved_ahead_of(ticket), "the put");
+      if (!refusal) break;
+      const bool waits = state_->options.when_full == WhenFull::kWait && !refusal->never_fits;
+      if (waits) ++state_->capacity_stats.full_answers;
+      if (waits && !wait) {  // a service's put: its client waits and retries
+        ++state_->capacity_stats.puts_waited;
+        state_->keep_place_of_retried_put(ticket, retry_key, change.total, change.partitions, started);
+        return refusal->message;
+      }
+      if (!waits || std::chrono::steady_clock::now() >= deadline) {
+        ++state_->capacity_stats.puts_refused;
+        if (!wait || !ticket) throw_invalid(refusal->message);  // it did not wait here
+        const auto waited_ms =
+            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+        throw_invalid(refusal->message + "; the put waited " + std::to_string(waited_ms.count()) +
+                      " ms for room (wait_timeout " + std::to_string(state_->options.wait_timeout.count()) + " ms)");
+      }
+      if (!ticket) {
+        ++state_->capacity_stats.puts_waited;
+        ticket = state_->next_ticket++;
+      }
+      state_->waiters[*ticket].asked = {};
+      state_->waiters[*ticket].asked.add(change.total, change.partitions);
+      // Unlocked meanwhile; clears, commits, discards and waiters that leave
+      // notify. The caller's locks (around_wait) are taken again only after
+      // this unit's is released.
+      const std::function<void()> wait_for_room = [&] {
+        state_->room_made.wait_until(lock, deadline);
+        lock.unlock();
+      };
+      if (samples.around_wait != nullptr) {
+        (*samples.around_wait)(wait_for_room);
+      } else {
+        wait_for_room();
+      }
+      lock.lock();
+    }
+    // The last steps that may throw, before anything changes: the values'
+    // buckets, then (it changes nothing when it throws) a new partition's count.
+    state_->values.reserve(state_->values.size() + change.total.in.samples);
+    state_->capacity.add(change.partitions);
+  } catch (...) {
+    if (ticket) {
+      if (!lock.owns_lock()) lock.lock();
+      state_->leave(*ticket);
+      lock.unlock();
+      state_->room_made.notify_all();  // the room it held is free for the waiters behind it
+    }
+    throw;
+  }
+  if (ticket) state_->leave(*ticket);  // stored: the room it held is its own now
 
   for (auto it = staged.begin(); it != staged.end();) {
     auto stored = state_->values.find(it->first);
@@ -378,6 +487,40 @@ std::optional<std::string> StorageUnit::store(const SampleKeys& samples, const s
   lock.unlock();
   // `staged` now holds the dropped views; their buffers may be freed here, unlocked.
   return std::nullopt;
+}
+
+StorageUnit::Room StorageUnit::room_for(const RetriedPut& put) {
+  const auto now = Clock::now();
+  std::unique_lock lock(state_->mutex);
+  const bool lapsed = state_->drop_lapsed(now);
+  const auto retried = state_->retrying.find(put);
+  Room room;
+  if (retried != state_->retrying.end()) {
+    const uint64_t ticket = retried->second;
+    State::Waiter& waiter = state_->waiters.at(ticket);
+    std::optional<storage::Refusal> refusal =
+        state_->capacity.refusal({state_->values.size(), state_->stats.bytes + state_->stats.overhead_bytes},
+                                 waiter.total, waiter.partitions, state_->reserved_ahead_of(ticket), "the put");
+    waiter.lapses = now + kRetriedPutPlace;  // its client is still there
+    room.placed = true;
+    if (refusal && !refusal->never_fits) {  // one that never fits: the put itself raises
+      ++state_->capacity_stats.full_answers;
+      ++state_->capacity_stats.puts_waited;
+      room.full = std::move(refusal->message);
+    }
+  }
+  lock.unlock();
+  if (lapsed) state_->room_made.notify_all();
+  return room;
+}
+
+void StorageUnit::leave_line(const RetriedPut& put) {
+  std::unique_lock lock(state_->mutex);
+  const auto retried = state_->retrying.find(put);
+  if (retried == state_->retrying.end()) return;
+  state_->leave(retried->second);
+  lock.unlock();
+  state_->room_made.notify_all();
 }
 
 std::vector<std::vector<SampleView>> StorageUnit::get(const SampleKeys& samples,
@@ -536,7 +679,7 @@ void StorageUnit::clear_all() {
   std::unique_lock lock(state_->mutex);
   dropped.swap(state_->values);
   state_->stats = {};
-  state_->capacity.reset({});
+  state_->capacity.clear();
   lock.unlock();
   state_->room_made.notify_all();
 }
@@ -606,11 +749,14 @@ void StorageUnit::load(const std::string& path) {
   check_room("max_bytes", state_->options.max_bytes, 0, stats.bytes + stats.overhead_bytes,
              "bytes (values and their bookkeeping)", requester);
   check_room("max_samples", state_->options.max_samples, 0, stats.samples, "samples", requester);
+  // Every allocation before the lock: under it the content and its counts only move in.
+  storage::StorageCapacity capacity = storage::StorageCapacity::of_content(state_->options, partitions);
+  capacity.check_partitions(partitions, requester);
 
   std::unique_lock lock(state_->mutex);
   state_->values.swap(loaded);
   state_->stats = stats;
-  state_->capacity.reset(std::move(partitions));
+  state_->capacity = std::move(capacity);
   lock.unlock();
   state_->room_made.notify_all();
   // `loaded` now holds the old content; it is released here, unlocked.

@@ -78,6 +78,36 @@ PutReply decode_put_reply(const Frames& reply) {
   return {optional_text(header, "local_copy_refused"), optional_text(header, "full")};
 }
 
+Frames encode_room_request(const RoomRequest& request) {
+  MsgpackMapWriter header;
+  header.set("first_index").integer(request.put.first_index);
+  header.set("first_generation").unsigned_integer(request.put.first_generation);
+  header.set("write_version").unsigned_integer(request.put.write_version);
+  header.set("samples").unsigned_integer(request.put.samples);
+  if (request.leave) header.set("leave").boolean(true);
+  return header_message(header);
+}
+
+RoomRequest decode_room_request(const Frames& request) {
+  const EncodedMap header = wire::read_header(request, 0, request_name(kRoom),
+                                              {"first_index", "first_generation", "write_version", "samples", "leave"});
+  return {{header.integer("first_index"), header.unsigned_integer("first_generation"),
+           header.unsigned_integer("write_version"), header.unsigned_integer("samples")},
+          header.has("leave") && header.boolean("leave")};
+}
+
+Frames encode_room_reply(const StorageUnit::Room& room) {
+  MsgpackMapWriter header;
+  header.set("placed").boolean(room.placed);
+  if (room.full) header.set("full").string(*room.full);
+  return header_message(header);
+}
+
+StorageUnit::Room decode_room_reply(const Frames& reply) {
+  const EncodedMap header = wire::read_header(reply, 0, reply_name(kRoom), {"placed", "full"});
+  return {header.boolean("placed"), optional_text(header, "full")};
+}
+
 Frames encode_get_request(const SampleKeys& samples, std::span<const size_t> positions,
                           const std::vector<std::string>& fields, std::span<const uint8_t> local_copy) {
   MsgpackMapWriter header = keys_header(samples, positions);

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "seqflow/storage.h"
 #include "transport/frames.h"
 #include "transport/wire_codec.h"
 
@@ -30,10 +31,11 @@ inline constexpr std::string_view kClear = "clear";
 inline constexpr std::string_view kStats = "stats";
 inline constexpr std::string_view kSave = "save";
 inline constexpr std::string_view kLoad = "load";
+inline constexpr std::string_view kRoom = "room";
 
 // Every op above: a storage service registers exactly these.
-inline constexpr std::array kOps{kPut,     kGet,   kCommit, kDiscard, kLocalCopySession,
-                                 kRelease, kClear, kStats,  kSave,    kLoad};
+inline constexpr std::array kOps{kPut,   kGet,  kCommit, kDiscard, kLocalCopySession, kRelease, kClear,
+                                 kStats, kSave, kLoad,   kRoom};
 
 // A reply that carries nothing (an empty map); its decoder checks that.
 Frames encode_empty_reply();
@@ -68,6 +70,18 @@ struct PutReply {
 };
 Frames encode_put_reply(const PutReply& reply);
 PutReply decode_put_reply(const Frames& reply);
+
+// room: before a put answered "full" is sent again, whether it fits now
+// (StorageUnit::room_for), asked without its values; or, with `leave`, that
+// the put gave up (StorageUnit::leave_line).
+struct RoomRequest {
+  StorageUnit::RetriedPut put;
+  bool leave = false;
+};
+Frames encode_room_request(const RoomRequest& request);
+RoomRequest decode_room_request(const Frames& request);
+Frames encode_room_reply(const StorageUnit::Room& room);
+StorageUnit::Room decode_room_reply(const Frames& reply);
 
 // get: the samples' `fields`; `local_copy` (a session id) asks a same-host
 // unit to leave the values in its memory for the client to copy. A

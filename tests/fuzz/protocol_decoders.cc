@@ -302,6 +302,14 @@ const std::vector<ProtocolDecoder>& protocol_decoders() {
        [] {
          return storage_protocol::encode_put_reply({"no session", std::nullopt});
        }},
+      {"room request", [](Frames& f, size_t, size_t) { storage_protocol::decode_room_request(f); },
+       [] {
+         return storage_protocol::encode_room_request({{-7, uint64_t{1} << 63, 12, 3}, true});
+       }},
+      {"room reply", [](Frames& f, size_t, size_t) { storage_protocol::decode_room_reply(f); },
+       [] {
+         return storage_protocol::encode_room_reply({true, "storage full: max_samples is 4"});
+       }},
       {"get request", [](Frames& f, size_t, size_t) { storage_protocol::decode_get_request(f); },
        [] {
          const std::vector<uint8_t> session(16, 7);

@@ -5,8 +5,11 @@ and `seqflow serve` processes); every wait has a deadline."""
 
 from __future__ import annotations
 
+import re
 import threading
+import time
 import urllib.request
+from typing import Callable
 
 import numpy as np
 import pytest
@@ -16,26 +19,56 @@ from remote_services import LOCAL, clusters, client_mode  # noqa: F401
 from seqflow import Client
 
 PATIENCE = 30.0  # every wait's deadline in these tests
-HELD_BACK = 0.3  # how long a waiting put is watched to stay waiting (a bug would return at once)
+
+
+def metric(url: str, name: str) -> float:
+    """The value of an unlabelled metric at a metrics endpoint."""
+    with urllib.request.urlopen(url, timeout=PATIENCE) as reply:
+        match = re.search(rf"^{name} (\S+)$", reply.read().decode(), re.M)
+    assert match, f"{url} reports no {name}"
+    return float(match.group(1))
+
+
+def unit_full_answers(metrics_url: str) -> Callable[[], float]:
+    """The "no room" answers a storage unit gave waiting puts so far, read from its metrics."""
+    return lambda: metric(metrics_url, "seqflow_storage_full_answers_total")
+
+
+def embedded_full_answers(c: Client) -> Callable[[], float]:
+    return lambda: c.capacity_stats()["full_answers"]
+
+
+class Maker:
+    """make(timeout=PATIENCE, **capacity): a client whose storage (one in-process unit when remote) has
+    `capacity` (seqflow.Client's capacity arguments); full_answers(client): its storage's "no room"
+    answers to waiting puts so far."""
+
+    def __init__(self, client_mode: str, clusters):  # noqa: F811
+        self.client_mode, self.clusters = client_mode, clusters
+        self.made: list[Client] = []
+        self.answers: dict[int, Callable[[], float]] = {}
+
+    def __call__(self, *, timeout: float = PATIENCE, **capacity) -> Client:
+        if self.client_mode == "embedded":
+            client = Client(polling_mode=True, timeout=timeout, **capacity)
+            self.answers[id(client)] = embedded_full_answers(client)
+        else:
+            cluster = self.clusters(1, controller_args={"polling_mode": True},
+                                    storage_args={**capacity, "metrics": "127.0.0.1:0"})
+            client = cluster.client(polling_mode=True, timeout=timeout)
+            self.answers[id(client)] = unit_full_answers(f"http://127.0.0.1:{cluster.units[0].metrics_port}/metrics")
+        self.made.append(client)
+        return client
+
+    def full_answers(self, client: Client) -> Callable[[], float]:
+        return self.answers[id(client)]
 
 
 @pytest.fixture
 def make_client(client_mode, clusters):  # noqa: F811
-    """make_client(timeout=PATIENCE, **capacity): a client whose storage (one in-process unit when
-    remote) has `capacity` (seqflow.Client's capacity arguments)."""
-    made: list[Client] = []
-
-    def make(*, timeout: float = PATIENCE, **capacity) -> Client:
-        if client_mode == "embedded":
-            client = Client(polling_mode=True, timeout=timeout, **capacity)
-        else:
-            cluster = clusters(1, controller_args={"polling_mode": True}, storage_args=capacity)
-            client = cluster.client(polling_mode=True, timeout=timeout)
-        made.append(client)
-        return client
-
-    yield make
-    for client in made:
+    maker = Maker(client_mode, clusters)
+    yield maker
+    for client in maker.made:
         client.close()
 
 
@@ -62,6 +95,15 @@ class PutThread(threading.Thread):
             raise self.error
         return self.meta
 
+    def until_told_no_room(self, full_answers: Callable[[], float], before: float = 0) -> None:
+        """Waits (deadline PATIENCE) until the storage told a waiting put "no room" more than `before`
+        times in all: this put waits now (with one put waiting, it is this one)."""
+        deadline = time.monotonic() + PATIENCE
+        while full_answers() <= before:
+            assert self.is_alive(), f"the put returned without waiting: {self.error!r}"
+            assert time.monotonic() < deadline, f"the put was not told to wait within {PATIENCE} s"
+            time.sleep(0.001)
+
 
 def values_of(c: Client, partition_id: str, count: int) -> list[int]:
     """The x of `count` ready samples of the partition, fetched once by a fresh task, which then finds
@@ -81,12 +123,11 @@ def clear_some(c: Client, partition_id: str, count: int) -> None:
     c.clear_samples(meta)
 
 
-def check_a_waiting_put_resumes_when_a_clear_makes_room(c: Client) -> None:
+def check_a_waiting_put_resumes_when_a_clear_makes_room(c: Client, full_answers: Callable[[], float]) -> None:
     """c's storage holds 4 samples and waits when full."""
     c.put({"x": np.arange(4)}, partition_id="p")
     put = PutThread(c, {"x": np.arange(100, 102)}, "p")
-    put.join(HELD_BACK)
-    assert put.is_alive(), f"the put did not wait: {put.error!r}"
+    put.until_told_no_room(full_answers)
     clear_some(c, "p", 2)  # the same client: the waiting put holds none of its locks
     meta = put.join_put()
     assert meta.size == 2
@@ -94,15 +135,18 @@ def check_a_waiting_put_resumes_when_a_clear_makes_room(c: Client) -> None:
 
 
 def test_a_waiting_put_resumes_when_a_clear_makes_room_and_lands_once(make_client):
-    check_a_waiting_put_resumes_when_a_clear_makes_room(make_client(max_samples=4, when_full="wait"))
+    c = make_client(max_samples=4, when_full="wait")
+    check_a_waiting_put_resumes_when_a_clear_makes_room(c, make_client.full_answers(c))
 
 
 def test_a_waiting_put_resumes_with_seqflow_serve_processes(clusters):  # noqa: F811
     cluster = clusters(1, processes=True, controller_args={"polling_mode": True},
-                       storage_args={"max_samples": 4, "when_full": "wait", "low_watermark": 1})
+                       storage_args={"max_samples": 4, "when_full": "wait", "low_watermark": 1,
+                                     "metrics": "127.0.0.1:0"})
     c = cluster.client(polling_mode=True, timeout=PATIENCE)
     try:
-        check_a_waiting_put_resumes_when_a_clear_makes_room(c)
+        answers = unit_full_answers(cluster.units[0].metrics_url + "/metrics")
+        check_a_waiting_put_resumes_when_a_clear_makes_room(c, answers)
     finally:
         c.close()
 
@@ -140,8 +184,7 @@ def test_per_partition_wait_resumes_when_its_partition_is_cleared(make_client):
     c = make_client(max_samples_per_partition=2, when_full="wait")
     c.put({"x": np.arange(2)}, partition_id="a")
     put = PutThread(c, {"x": np.arange(7, 8)}, "a")
-    put.join(HELD_BACK)
-    assert put.is_alive(), f"the put did not wait: {put.error!r}"
+    put.until_told_no_room(make_client.full_answers(c))
     c.put({"x": np.arange(10, 12)}, partition_id="b")  # another partition is not held up
     clear_some(c, "a", 1)
     put.join_put()
@@ -229,8 +272,7 @@ def test_storage_metrics_report_limits_usage_and_waiting_puts(clusters):  # noqa
     try:
         c.put({"x": np.arange(2)}, partition_id="p")
         put = PutThread(c, {"x": np.arange(5, 6)}, "p")
-        put.join(HELD_BACK)
-        assert put.is_alive(), f"the put did not wait: {put.error!r}"
+        put.until_told_no_room(unit_full_answers(f"http://127.0.0.1:{unit.metrics_port}/metrics"))
         clear_some(c, "p", 1)
         put.join_put()
         with urllib.request.urlopen(f"http://127.0.0.1:{unit.metrics_port}/metrics", timeout=PATIENCE) as reply:
@@ -249,4 +291,5 @@ def test_storage_metrics_report_limits_usage_and_waiting_puts(clusters):  # noqa
     assert lines["seqflow_storage_samples"] == 2
     assert lines["seqflow_storage_puts_waited_total"] >= 1  # each "full" answer its client retried
     assert lines["seqflow_storage_puts_refused_total"] == 0
+    assert lines["seqflow_storage_full_answers_total"] >= 1
     assert lines["seqflow_storage_waiting_puts"] == 0

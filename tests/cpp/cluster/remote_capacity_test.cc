@@ -10,10 +10,12 @@
 #include <thread>
 #include <vector>
 
+#include "client/coordinating_client.h"
 #include "client_test_support.h"
 #include "controller_test_support.h"
 #include "remote_cluster.h"
 #include "seqflow/client.h"
+#include "seqflow/controller.h"
 #include "storage_test_support.h"
 
 namespace seqflow::test {
@@ -63,36 +65,162 @@ TEST(RemoteCapacity, AWaitingPutLandsOnceAfterAClearMadeRoomOnEveryUnit) {
   EXPECT_EQ(values_in(*client, "p", "reader", 4), (std::set<int64_t>{2, 3, 4, 5}));
   for (size_t u = 0; u < cluster.unit_count(); ++u) {
     EXPECT_EQ(cluster.unit(u).storage().stats().samples, 2u);
-    EXPECT_EQ(cluster.unit(u).storage().capacity_stats().waiting_puts, 0u);  // the client waited, not the unit
+    EXPECT_EQ(cluster.unit(u).storage().capacity_stats().waiting_puts, 0u);  // none holds a place now
   }
 }
 
 TEST(RemoteCapacity, AWaitingPutRaisesAtItsBudgetAndLeavesNothing) {
   RemoteCluster cluster(1, waiting_storage(2));
+  cluster.client(kPatience);  // once the unit has registered: the short budget below is the put's alone
   auto client = cluster.client(std::chrono::milliseconds(400));
   client->put_new("p", {int64_column("x", {0, 1})}, {});
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { client->put_new("p", {int64_column("x", {9})}, {}); },
                            {"storage full: max_samples is 2", "the put waited", "its timeout"}));
   EXPECT_EQ(values_in(*client, "p", "reader", 2), (std::set<int64_t>{0, 1}));
   EXPECT_EQ(cluster.unit(0).storage().stats().samples, 2u);
+  // It gave its place in line up as it gave up, not a lapse later.
+  EXPECT_EQ(cluster.unit(0).storage().capacity_stats().waiting_puts, 0u);
+}
+
+// A client whose data lives on one storage unit, embedded or remote (one
+// in-process service), and that unit.
+struct OnOneUnit {
+  const char* mode;
+  std::shared_ptr<RemoteCluster> cluster;  // remote
+  std::shared_ptr<StorageUnit> embedded;
+  std::shared_ptr<Client> client;
+
+  const StorageUnit& unit() const { return embedded ? *embedded : cluster->unit(0).storage(); }
+  // Waits (deadline kPatience) until the unit has told waiting puts "no room" `answers` times.
+  bool until_full_answers(uint64_t answers) const {
+    const auto deadline = Clock::now() + kPatience;
+    while (unit().capacity_stats().full_answers < answers) {
+      if (Clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return true;
+  }
+};
+
+std::vector<OnOneUnit> both_modes(uint64_t max_samples) {
+  StorageOptions options = waiting_storage(max_samples);
+  options.wait_timeout = kPatience;
+  auto cluster = std::make_shared<RemoteCluster>(1, options);
+  auto unit = std::make_shared<StorageUnit>(options);
+  auto embedded = std::make_shared<CoordinatingClient>(std::make_shared<Controller>(ControllerOptions{}), unit,
+                                                       ReleasedData::kDroppedByClient);
+  return {{"remote", cluster, nullptr, cluster->client(kPatience)}, {"embedded", nullptr, unit, embedded}};
 }
 
 // A put waits without the client's lock: the clear that makes room may come
 // from the same client (one client shared by a producer and a consumer thread).
 TEST(RemoteCapacity, TheSameClientsClearMakesRoomInEitherMode) {
-  RemoteCluster cluster(1, waiting_storage(2));
-  StorageOptions embedded_storage = waiting_storage(2);
-  embedded_storage.wait_timeout = kPatience;
-  for (const auto& client : {cluster.client(kPatience), make_embedded_client({}, embedded_storage)}) {
-    const BatchMeta first = client->put_new("p", {int64_column("x", {0, 1})}, {});
-    auto waiting = std::async(std::launch::async, [&] { return client->put_new("p", {int64_column("x", {7})}, {}); });
-    // A put that did not wait would be done long before this.
-    EXPECT_EQ(waiting.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout);
-    client->clear_samples("p", std::vector<int64_t>{first.global_indexes[0]}, {});
+  for (const OnOneUnit& on : both_modes(2)) {
+    SCOPED_TRACE(on.mode);
+    Client& client = *on.client;
+    const BatchMeta first = client.put_new("p", {int64_column("x", {0, 1})}, {});
+    auto waiting = std::async(std::launch::async, [&] { return client.put_new("p", {int64_column("x", {7})}, {}); });
+    ASSERT_TRUE(on.until_full_answers(1));
+    client.clear_samples("p", std::vector<int64_t>{first.global_indexes[0]}, {});
     ASSERT_EQ(waiting.wait_for(kPatience), std::future_status::ready);
     EXPECT_EQ(waiting.get().size(), 1u);
-    EXPECT_EQ(values_in(*client, "p", "reader", 2), (std::set<int64_t>{1, 7}));
+    EXPECT_EQ(values_in(client, "p", "reader", 2), (std::set<int64_t>{1, 7}));
   }
+}
+
+// While a put waits, the client's other calls run. A clear of the put's own
+// samples (here: of its whole partition) ends it storing nothing, instead
+// of leaving its bytes under freed indexes.
+TEST(RemoteCapacity, AClearOfTheWaitingPutsOwnSamplesEndsItStoringNothing) {
+  for (const OnOneUnit& on : both_modes(2)) {
+    SCOPED_TRACE(on.mode);
+    Client& client = *on.client;
+    client.put_new("p", {int64_column("x", {0, 1})}, {});
+    auto waiting = std::async(std::launch::async, [&] { return client.put_new("p", {int64_column("x", {7})}, {}); });
+    ASSERT_TRUE(on.until_full_answers(1));
+    client.clear_partition("p");  // also releases the samples the waiting put was given
+    ASSERT_EQ(waiting.wait_for(kPatience), std::future_status::ready);
+    EXPECT_TRUE(throws_error(ErrorCode::kStaleSample, [&] { waiting.get(); },
+                             {"a clear released the put's samples while it waited for room", "nothing was stored"}));
+    EXPECT_EQ(on.unit().stats().samples, 0u);
+  }
+}
+
+// A checkpoint loaded while a put waits replaces the samples it was given:
+// the put ends storing nothing, and the loaded content is all there is.
+TEST(RemoteCapacity, ACheckpointLoadedDuringTheWaitEndsThePutStoringNothing) {
+  for (const OnOneUnit& on : both_modes(2)) {
+    SCOPED_TRACE(on.mode);
+    Client& client = *on.client;
+    TempDir dir;
+    const std::string checkpoint = dir.file("checkpoint");
+    client.put_new("p", {int64_column("x", {0})}, {});
+    client.save_checkpoint(checkpoint, Value::object());
+    client.put_new("p", {int64_column("x", {1})}, {});
+    auto waiting = std::async(std::launch::async, [&] { return client.put_new("p", {int64_column("x", {7})}, {}); });
+    ASSERT_TRUE(on.until_full_answers(1));
+    client.load_checkpoint(checkpoint);  // one sample: room for the put, but not its samples
+    ASSERT_EQ(waiting.wait_for(kPatience), std::future_status::ready);
+    EXPECT_TRUE(throws_error(ErrorCode::kStaleSample, [&] { waiting.get(); },
+                             {"a checkpoint was loaded while the put waited for room", "nothing was stored"}));
+    EXPECT_EQ(on.unit().stats().samples, 1u);
+    EXPECT_EQ(values_in(client, "p", "reader", 1), (std::set<int64_t>{0}));
+  }
+}
+
+// A waiting put asks its unit whether it fits (without its values) before
+// it sends them again: however often it asks, its values cross twice.
+TEST(RemoteCapacity, AWaitingPutSendsItsValuesOnlyWhenTheyFit) {
+  RemoteCluster cluster(1, waiting_storage(2));
+  auto client = cluster.client(kPatience, /*local_copy=*/false);
+  const auto received = [&] {
+    return cluster.unit(0).metrics().counter("seqflow_storage_put_bytes_total", "").value();
+  };
+  const BatchMeta first = client->put_new("p", {int64_column("x", {0, 1})}, {});
+  const double first_bytes = received();
+  ASSERT_GT(first_bytes, 0.0);
+  auto waiting = std::async(std::launch::async, [&] { return client->put_new("p", {int64_column("x", {7})}, {}); });
+  // Asked again and again: a first "full" answer, then probes.
+  ASSERT_TRUE(until_told_to_wait(cluster, 5));
+  EXPECT_EQ(received(), first_bytes * 1.5);  // its one try so far: one sample's bytes
+  client->clear_samples("p", std::vector<int64_t>{first.global_indexes[0]}, {});
+  ASSERT_EQ(waiting.wait_for(kPatience), std::future_status::ready);
+  EXPECT_EQ(waiting.get().size(), 1u);
+  EXPECT_EQ(received(), first_bytes * 2);  // and the try that fit
+  EXPECT_EQ(values_in(*client, "p", "reader", 2), (std::set<int64_t>{1, 7}));
+}
+
+// Another client's small puts queue behind a big waiting put instead of
+// taking the room it waits for, each clear after another.
+TEST(RemoteCapacity, ABigWaitingPutIsNotStarvedByAnotherClientsSmallOnes) {
+  RemoteCluster cluster(1, waiting_storage(4));
+  auto consumer = cluster.client(kPatience);
+  auto big_producer = cluster.client(kPatience);
+  auto small_producer = cluster.client(kPatience);
+  const BatchMeta first = consumer->put_new("p", {int64_column("x", {0, 1, 2, 3})}, {});
+  auto big = std::async(std::launch::async, [&] {
+    return big_producer->put_new("q", {int64_column("x", {10, 11, 12})}, {});
+  });
+  ASSERT_TRUE(until_told_to_wait(cluster, 1));
+  consumer->clear_samples("p", std::vector<int64_t>{first.global_indexes[0]}, {});  // room for one
+  auto small =
+      std::async(std::launch::async, [&] { return small_producer->put_new("q", {int64_column("x", {20})}, {}); });
+  // The small put is answered "full" too, and holds a place behind the big one.
+  const auto deadline = Clock::now() + kPatience;
+  while (cluster.unit(0).storage().capacity_stats().waiting_puts < 2 &&
+         small.wait_for(std::chrono::milliseconds(1)) != std::future_status::ready) {
+    ASSERT_LT(Clock::now(), deadline);
+  }
+  EXPECT_NE(small.wait_for(std::chrono::milliseconds(0)), std::future_status::ready)
+      << "the small put took the room the big one waits for";
+  const std::vector<int64_t> more(first.global_indexes.begin() + 1, first.global_indexes.begin() + 3);
+  consumer->clear_samples("p", more, {});  // room for the big put
+  ASSERT_EQ(big.wait_for(kPatience), std::future_status::ready);
+  EXPECT_EQ(big.get().size(), 3u);
+  consumer->clear_samples("p", std::vector<int64_t>{first.global_indexes[3]}, {});
+  ASSERT_EQ(small.wait_for(kPatience), std::future_status::ready);
+  EXPECT_EQ(small.get().size(), 1u);
+  EXPECT_EQ(values_in(*consumer, "q", "reader", 4), (std::set<int64_t>{10, 11, 12, 20}));
 }
 
 TEST(RemoteCapacity, OtherCallsAreServedWhilePutsWait) {
@@ -109,7 +237,12 @@ TEST(RemoteCapacity, OtherCallsAreServedWhilePutsWait) {
       return producer.put_new("q", {int64_column("x", {100 + i})}, {});
     }));
   }
-  ASSERT_TRUE(until_told_to_wait(cluster, kWaiting));
+  // Each holds its place in line on the unit.
+  const auto deadline_waiting = Clock::now() + kPatience;
+  while (cluster.unit(0).storage().capacity_stats().waiting_puts < static_cast<uint64_t>(kWaiting)) {
+    ASSERT_LT(Clock::now(), deadline_waiting);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   EXPECT_EQ(values_in(*client, "p", "reader", 1), (std::set<int64_t>{0}));  // reads go on
   // Each clear makes room for one waiting put; the consumer clears what lands.
   std::set<int64_t> landed;

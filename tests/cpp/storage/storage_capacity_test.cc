@@ -4,7 +4,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "seqflow/error.h"
@@ -138,6 +140,49 @@ TEST(StorageCapacity, TryPutAnswersFullInsteadOfWaiting) {
   EXPECT_EQ(unit.get(samples_of(more), std::vector<std::string>{"x"}).size(), 1u);
 }
 
+std::optional<std::string> try_put(StorageUnit& unit, int64_t begin, int64_t end) {
+  const std::vector<int64_t> gis = range(begin, end);
+  return unit.try_put(samples_of(gis), {values(gis.size())});
+}
+
+// A service's waiting puts are served in order too: a put answered "full"
+// holds its place while its client retries, so that a smaller later put
+// does not take the room it waits for.
+TEST(StorageCapacity, ARetriedPutKeepsItsPlaceInLine) {
+  StorageUnit unit({.max_samples = 4, .when_full = WhenFull::kWait});
+  ASSERT_FALSE(try_put(unit, 0, 4).has_value());
+  ASSERT_TRUE(try_put(unit, 10, 13).has_value());  // the big put: 3 samples
+  unit.clear(range(0, 1));                         // room for one
+  const std::optional<std::string> small = try_put(unit, 20, 21);
+  ASSERT_TRUE(small.has_value()) << "the small put took the room the big one waits for";
+  EXPECT_NE(small->find("1 are free and earlier waiting puts need 3 first"), std::string::npos) << *small;
+  unit.clear(range(1, 3));  // room for the big put
+  EXPECT_FALSE(try_put(unit, 10, 13).has_value());
+  EXPECT_TRUE(try_put(unit, 20, 21).has_value());  // 4 held
+  unit.clear(range(3, 4));
+  EXPECT_FALSE(try_put(unit, 20, 21).has_value());
+  EXPECT_EQ(unit.stats().samples, 4u);
+  EXPECT_EQ(unit.capacity_stats().waiting_puts, 0u);
+}
+
+// A client that stops asking (gone, or past its budget) loses its place:
+// the puts behind it get the room.
+TEST(StorageCapacity, APlaceInLineLapsesWhenItsClientStopsAsking) {
+  StorageUnit unit({.max_samples = 2, .when_full = WhenFull::kWait});
+  ASSERT_FALSE(try_put(unit, 0, 2).has_value());
+  ASSERT_TRUE(try_put(unit, 10, 12).has_value());  // never asked again
+  unit.clear(range(0, 1));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  bool landed = false;
+  while (!landed && std::chrono::steady_clock::now() < deadline) {
+    landed = !try_put(unit, 20, 21).has_value();
+    if (!landed) std::this_thread::sleep_for(std::chrono::milliseconds(10));  // as a client backs off
+  }
+  EXPECT_TRUE(landed);
+  EXPECT_EQ(unit.stats().samples, 2u);
+  EXPECT_EQ(unit.capacity_stats().waiting_puts, 0u);
+}
+
 TEST(StorageCapacity, TryPutInRaiseModeRaisesAsPut) {
   StorageUnit unit({.max_samples = 1});
   const std::vector<int64_t> gis = range(0, 2);
@@ -155,6 +200,49 @@ TEST(StorageCapacity, WaitModeWithoutRoomRaisesAtItsTimeoutSayingItWaited) {
   EXPECT_EQ(stats.puts_waited, 1u);
   EXPECT_EQ(stats.puts_refused, 1u);
   EXPECT_EQ(stats.waiting_puts, 0u);
+}
+
+// A checkpoint replaces the content, so each of its partitions must fit
+// its limit as a whole; one that does not loads nothing.
+TEST(StorageCapacity, ALoadChecksEachPartitionsLimitAndLoadsNothingPastIt) {
+  TempDir dir;
+  const std::string path = dir.file("checkpoint");
+  StorageUnit source;
+  put(source, 0, 2, "a");
+  put(source, 2, 5, "b");
+  source.save(path);
+  struct Case {
+    StorageOptions options;
+    std::vector<std::string> fragments;
+  };
+  StorageUnit measured({.max_bytes_per_partition = uint64_t{1} << 40});
+  measured.load(path);
+  uint64_t b_bytes = 0;
+  for (const auto& usage : measured.partition_usage()) {
+    if (usage.partition == "b") b_bytes = usage.bytes;
+  }
+  ASSERT_GT(b_bytes, 0u);
+  const Case cases[] = {
+      {{.max_samples_per_partition = 2}, {"max_samples_per_partition is 2 for partition 'b'", "holds 3 samples"}},
+      {{.max_bytes_per_partition = b_bytes - 1},
+       {"max_bytes_per_partition is " + std::to_string(b_bytes - 1) + " for partition 'b'",
+        "holds " + std::to_string(b_bytes) + " bytes"}},
+  };
+  for (const Case& c : cases) {
+    StorageUnit unit(c.options);
+    put(unit, 7, 8, "c");
+    std::vector<std::string> fragments = c.fragments;
+    fragments.insert(fragments.begin(), {"storage full", path, "nothing was loaded"});
+    EXPECT_TRUE(throws_error(
+        ErrorCode::kInvalidArgument, [&] { unit.load(path); }, fragments));
+    EXPECT_EQ(unit.stats().samples, 1u);  // as it was
+    const auto usage = unit.partition_usage();
+    ASSERT_EQ(usage.size(), 1u);
+    EXPECT_EQ(usage[0].partition, "c");
+  }
+  StorageUnit fits({.max_samples_per_partition = 3});
+  fits.load(path);
+  EXPECT_EQ(fits.stats().samples, 5u);
 }
 
 TEST(StorageCapacity, BadOptionsNameTheOptionAndValue) {

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <future>
 #include <string>
 #include <thread>
@@ -32,14 +33,23 @@ std::vector<Column> columns_of(std::span<const int64_t> gis) {
   return {object_column("x", objects)};
 }
 
-// Waits (deadline kPatience) until `unit` has `waiting` puts waiting.
-bool until_waiting(const StorageUnit& unit, uint64_t waiting) {
+// Waits (deadline kPatience) until `done()`.
+bool until(const std::function<bool()>& done) {
   const auto deadline = Clock::now() + kPatience;
-  while (unit.capacity_stats().waiting_puts != waiting) {
+  while (!done()) {
     if (Clock::now() > deadline) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   return true;
+}
+
+// Waits (deadline kPatience) until `unit` has `waiting` puts waiting.
+bool until_waiting(const StorageUnit& unit, uint64_t waiting) {
+  return until([&] { return unit.capacity_stats().waiting_puts == waiting; });
+}
+
+bool is_ready(const std::future<void>& put) {
+  return put.wait_for(std::chrono::milliseconds(0)) == std::future_status::ready;
 }
 
 TEST(StorageCapacityWait, APutWaitsUntilAClearMakesRoomAndLandsOnce) {
@@ -76,14 +86,54 @@ TEST(StorageCapacityWait, WaitingPutsResumeAtTheLowWatermark) {
   const std::vector<int64_t> more = range(10, 12);
   auto waiting = std::async(std::launch::async, [&] { unit.put(samples_of(more), columns_of(more)); });
   ASSERT_TRUE(until_waiting(unit, 1));
-  unit.clear(range(0, 3));  // 7 held: room for 2, but below high, not yet at low
-  ASSERT_TRUE(until_waiting(unit, 1));
-  EXPECT_EQ(waiting.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout);
+  const uint64_t answered = unit.capacity_stats().full_answers;
+  unit.clear(range(0, 3));  // 7 held: room for 2, but above the low watermark
+  // The clear wakes the put, which checks again: it must find the limit
+  // still closed (a new "no room" answer) and go on waiting.
+  ASSERT_TRUE(until([&] { return unit.capacity_stats().full_answers > answered || is_ready(waiting); }));
+  EXPECT_FALSE(is_ready(waiting)) << "the put resumed above the low watermark";
   EXPECT_EQ(unit.stats().samples, 7u);
   unit.clear(range(3, 5));  // 5 held: the low watermark
   ASSERT_EQ(waiting.wait_for(kPatience), std::future_status::ready);
   waiting.get();
   EXPECT_EQ(unit.stats().samples, 7u);
+}
+
+// Waiting puts are served in order: a small put that arrives while a big
+// one waits queues behind it instead of taking the room it waits for.
+TEST(StorageCapacityWait, ABigWaitingPutIsNotStarvedBySmallOnes) {
+  StorageUnit unit({.max_samples = 4, .when_full = WhenFull::kWait, .wait_timeout = kPatience});
+  const std::vector<int64_t> full = range(0, 4);
+  unit.put(samples_of(full), columns_of(full));
+  const std::vector<int64_t> big = range(10, 13);
+  auto big_put = std::async(std::launch::async, [&] { unit.put(samples_of(big), columns_of(big)); });
+  ASSERT_TRUE(until_waiting(unit, 1));
+  // Each clear frees the room of one sample, and a small put arrives for it.
+  std::vector<std::future<void>> small_puts;
+  for (int64_t k = 0; k < 2; ++k) {
+    unit.clear(range(k, k + 1));
+    small_puts.push_back(std::async(std::launch::async, [&unit, k] {
+      const std::vector<int64_t> one = range(20 + k, 21 + k);
+      unit.put(samples_of(one), columns_of(one));
+    }));
+    const uint64_t waiting = static_cast<uint64_t>(k) + 2;
+    ASSERT_TRUE(until([&] { return unit.capacity_stats().waiting_puts == waiting || is_ready(small_puts.back()); }));
+    EXPECT_FALSE(is_ready(small_puts.back())) << "small put " << k << " took the room the big one waits for";
+  }
+  EXPECT_EQ(unit.stats().samples, 2u);
+  unit.clear(range(2, 3));  // room for the big put, first in line
+  ASSERT_EQ(big_put.wait_for(kPatience), std::future_status::ready);
+  big_put.get();
+  EXPECT_TRUE(until_waiting(unit, 2));  // the small ones wait on: 4 held
+  unit.clear(std::vector<int64_t>{3, 10});
+  for (auto& small_put : small_puts) {
+    ASSERT_EQ(small_put.wait_for(kPatience), std::future_status::ready);
+    small_put.get();
+  }
+  const std::vector<int64_t> held = {11, 12, 20, 21};
+  const auto rows = unit.get(samples_of(held), std::vector<std::string>{"x"});
+  for (size_t i = 0; i < held.size(); ++i) EXPECT_EQ(text_of(rows[i][0]), "value " + std::to_string(held[i]));
+  EXPECT_EQ(unit.stats().samples, 4u);
 }
 
 TEST(StorageCapacityWait, ManyWaitingProducersLoseAndDuplicateNothing) {

@@ -1,4 +1,4 @@
-// operator new for the core tests: malloc, failing once on the thread that
+// operator new for the tests that add it (core, storage): malloc, failing once on the thread that
 // armed a FailNthAllocation (failing_allocations.h). Every form is replaced
 // (plain, array, nothrow, aligned), so that no allocation of this executable
 // goes through the sanitizer's operator new and back through this delete.

@@ -2,7 +2,8 @@
 // std::bad_alloc) while a FailNthAllocation lives: an operation run with n =
 // 1, 2, 3, ... until it completes has run out of memory at each of its
 // allocations in turn. failing_allocations.cc replaces operator new for the
-// core tests' executable; unarmed, it is malloc.
+// executables that add it (CMakeLists.txt: the core and storage tests);
+// unarmed, it is malloc.
 #pragma once
 
 #include <cstddef>
