@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "controller_test_support.h"
 #include "error_matchers.h"
 #include "remote_cluster.h"
 #include "remote_service_test_support.h"
@@ -25,12 +26,7 @@ using namespace std::chrono_literals;
 namespace control = transport::control;
 
 WatchRequest watching(uint64_t cursor, std::chrono::milliseconds wait, WatchFilter filter = {}) {
-  WatchRequest request;
-  request.partition_id = "p";
-  request.cursor = cursor;
-  request.filter = std::move(filter);
-  request.wait = wait;
-  return request;
+  return watch_request("p", cursor, wait, std::move(filter));
 }
 
 bool waiters_become(server::ControllerService& service, double count) {

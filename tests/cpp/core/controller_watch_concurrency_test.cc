@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "controller_test_support.h"
 #include "seqflow/controller.h"
 #include "seqflow/watch.h"
 
@@ -16,12 +17,7 @@ namespace {
 using namespace std::chrono_literals;
 
 WatchRequest waiting(uint64_t cursor, std::chrono::milliseconds wait, WatchFilter filter = {}) {
-  WatchRequest request;
-  request.partition_id = "p";
-  request.cursor = cursor;
-  request.filter = std::move(filter);
-  request.wait = wait;
-  return request;
+  return test::watch_request("p", cursor, wait, std::move(filter));
 }
 
 TEST(ControllerWatchWait, AWaitingWatchReturnsWhenATagChanges) {

@@ -18,10 +18,7 @@ namespace seqflow::test {
 namespace {
 
 WatchRequest watching(const std::string& partition, uint64_t cursor = 0, WatchFilter filter = {}) {
-  WatchRequest request;
-  request.partition_id = partition;
-  request.cursor = cursor;
-  request.filter = std::move(filter);
+  WatchRequest request = watch_request(partition, cursor, std::chrono::milliseconds(0), std::move(filter));
   request.max_changes = kMaxWatchChanges;
   return request;
 }
