@@ -21,6 +21,7 @@
 #include "seqflow/sampler.h"
 #include "seqflow/tensor.h"
 #include "seqflow/value.h"
+#include "seqflow/watch.h"
 
 namespace seqflow {
 
@@ -277,6 +278,13 @@ class ControlPlane {
   // naming them. Released samples' indexes are in the answer, for the
   // storage to drop (as kv_clear's).
   virtual ReplayPass replay_pass(const ReplayRequest& request) = 0;
+  // The changes of the partition's samples since request.cursor that pass
+  // request.filter (seqflow/watch.h), oldest first; waits up to
+  // request.wait while there are none. A cursor of 0 starts watching (the
+  // partition need not exist yet): the answer holds only the cursor.
+  // Costs the changes since the cursor, not the partition's keys. Bad
+  // arguments throw kInvalidArgument naming them.
+  virtual WatchBatch watch(const WatchRequest& request) = 0;
 
   // Checkpoint of everything above, including the sampler's state. Atomic on
   // disk; load throws and leaves the running state unchanged on a missing or
@@ -354,6 +362,7 @@ class Controller final : public ControlPlane {
                                      const std::map<std::string, ListingVersion>& known) const;
   std::vector<int64_t> kv_clear(const std::string& partition_id, std::span<const std::string> keys) override;
   ReplayPass replay_pass(const ReplayRequest& request) override;
+  WatchBatch watch(const WatchRequest& request) override;
   void save(const std::string& path) const override;
   void load(const std::string& path) override;
   void report_timing(const std::string& task_name, std::span<const TimingRecord> records) override;

@@ -53,6 +53,7 @@ void bind_client(nb::module_ m) {
       .def_rw("wait_timeout", &StorageOptions::wait_timeout)
       .def("check", &check_storage_options, "Raises ValueError naming an option that is out of range.");
   bind_replay(m);
+  bind_watch(m);
   bind_native_client(m);
 }
 

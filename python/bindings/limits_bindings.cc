@@ -4,6 +4,7 @@
 
 #include "bindings/submodules.h"
 #include "seqflow/limits.h"
+#include "seqflow/watch.h"
 
 namespace nb = nanobind;
 
@@ -16,6 +17,8 @@ void bind_limits(nb::module_ m) {
   m.attr("MAX_RANK") = kMaxRank;
   m.attr("MAX_GLOBAL_INDEX") = kMaxGlobalIndex;
   m.attr("WIRE_PROTOCOL_VERSION") = kWireProtocolVersion;
+  m.attr("MAX_WATCH_CHANGES") = kMaxWatchChanges;
+  m.attr("MAX_WATCH_WAIT_MS") = kMaxWatchWait.count();
 }
 
 }  // namespace seqflow::bindings

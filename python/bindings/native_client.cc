@@ -465,6 +465,17 @@ void bind_native_client(nb::module_ m) {
       "partition_id"_a, "global_steps"_a, "batch_size"_a, "step"_a, "mode"_a, "max_off_policy_threshold"_a.none(),
       "strategy"_a, "group_filter_tag"_a.none(), "evict"_a, "refill_failed_groups"_a, "max_inflight_prompts"_a,
       "gen_batch_size"_a, "group_filter_metric"_a.none(), "group_values"_a, "cursor"_a, "wait_ms"_a);
+  cls.def(
+      "watch",
+      [](const NativeClient& self, const std::string& partition, const std::string& key_prefix,
+         const std::string& tag_field, uint64_t cursor, int64_t max_changes, int64_t wait_ms) {
+        const WatchRequest request{
+            partition, {key_prefix, tag_field}, cursor, max_changes, std::chrono::milliseconds(wait_ms)};
+        std::shared_ptr<Client> client = self.connected();
+        return without_gil([&] { return client->control().watch(request); });
+      },
+      "partition_id"_a, "key_prefix"_a, "tag_field"_a, "cursor"_a, "max_changes"_a, "wait_ms"_a,
+      "The partition's changes since `cursor` (0: start watching), waiting up to wait_ms for one.");
 }
 
 }  // namespace seqflow::bindings

@@ -14,11 +14,11 @@ import os
 import threading
 import weakref
 from collections.abc import Mapping
-from typing import Any, Iterable, Optional, Sequence, Union
+from typing import Any, AsyncIterator, Iterable, Iterator, Optional, Sequence, Union
 
 import numpy as np
 
-from seqflow import _columns, _convert, _seqflow
+from seqflow import _columns, _convert, _seqflow, _watch
 from seqflow._async import async_twin
 from seqflow._capacity import capacity_of_settings, storage_options
 from seqflow._checks import (
@@ -746,6 +746,27 @@ class Client:
             group_filter_tag, evict, refill_failed_groups, max_inflight_prompts, gen_batch_size, group_filter_metric,
             [] if group_values is None else [(uid, list(values)) for uid, values in group_values.items()],
             _seqflow.client.ReplayCursor() if cursor is None else cursor, wait_ms)
+
+    def watch(self, partition_id: str, *, key_prefix: Optional[str] = None, tag_field: Optional[str] = None,
+              timeout: Optional[float] = None, max_changes: int = 1024) -> Iterator[_seqflow.client.Change]:
+        """The partition's changes from now on, pushed, not polled: each a
+        Change (kind 'inserted', 'produced', 'tagged', 'cleared' or
+        'partition_cleared'; global_index, key, tag), oldest first. Only
+        those of keys starting with ``key_prefix`` and (``tag_field``)
+        whose new tag holds that field, filtered in the controller. An idle
+        watch costs nothing per idle key. A change of kind 'resync' says
+        changes were missed (the watcher fell more than 65,536 changes
+        behind, or a checkpoint was loaded): re-read with kv_list. The
+        iterator ends when the client closes (within a second) or, with a
+        ``timeout``, when no change came for that many seconds. Watching
+        starts here: changes after this call returns are never missed."""
+        return _watch.changes(_watch.Watch(self, partition_id, key_prefix, tag_field, timeout, max_changes))
+
+    def awatch(self, partition_id: str, *, key_prefix: Optional[str] = None, tag_field: Optional[str] = None,
+               timeout: Optional[float] = None, max_changes: int = 1024) -> AsyncIterator[_seqflow.client.Change]:
+        """watch() as an async iterator: each wait runs in a worker thread
+        (the engine releases the GIL), so the event loop keeps going."""
+        return _watch.async_changes(_watch.Watch(self, partition_id, key_prefix, tag_field, timeout, max_changes))
 
 
     # The calls in a worker thread, for asyncio (one line each, so that type checkers see every one).

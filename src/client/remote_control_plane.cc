@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "client/call_deadline.h"
+#include "core/change_log.h"
 #include "core/custom_meta.h"
 #include "seqflow/error.h"
 #include "seqflow/limits.h"
@@ -257,6 +258,12 @@ std::vector<int64_t> RemoteControlPlane::kv_clear(const std::string& partition_i
 
 ReplayPass RemoteControlPlane::replay_pass(const ReplayRequest& request) {
   return control::decode_replay_pass_reply(call(control::kReplayPass, control::encode_replay_pass_request(request)));
+}
+
+WatchBatch RemoteControlPlane::watch(const WatchRequest& request) {
+  core::check_watch_request(request);  // named here as an embedded controller names it, before any call
+  return control::decode_watch_reply(
+      call(control::kWatch, control::encode_watch_request(request), CallDeadline::of_request(request.wait + timeout_)));
 }
 
 void RemoteControlPlane::save(const std::string& path) const {

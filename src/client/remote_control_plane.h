@@ -56,6 +56,9 @@ class RemoteControlPlane final : public ControlPlane {
   std::vector<int64_t> kv_clear(const std::string& partition_id, std::span<const std::string> keys) override;
   // The service never waits in a pass (it holds inserts while it releases).
   ReplayPass replay_pass(const ReplayRequest& request) override;
+  // Waits at the controller (a waiter there, no thread): the call's deadline
+  // is request.wait plus the client's timeout.
+  WatchBatch watch(const WatchRequest& request) override;
   void save(const std::string& path) const override;
   void load(const std::string& path) override;
 

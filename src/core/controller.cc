@@ -161,6 +161,7 @@ BatchMeta Controller::insert(const std::string& partition_id, int64_t count, boo
   BatchMeta inserted = core::collect_batch(state_->data, partition, added.slots, std::span<const std::string>{});
   undo.commit();
   if (created) *created = undo.made_partition();
+  state_->change_logs.record(partition_id, partition, ChangeKind::kInserted, added.slots, false);
   state_->notify_changed(&partition_id);
   return inserted;
 }
@@ -195,6 +196,7 @@ CommittedWrite Controller::mark_produced(const std::string& partition_id, std::s
                                  ? CommittedWrite{}
                                  : predicted_commit(partition, slots, fields, !custom_meta.empty(), write_version);
   publish_write(partition, slots, schemas, std::move(metas), write_version);
+  state_->change_logs.record(partition_id, partition, ChangeKind::kProduced, slots, !custom_meta.empty());
   state_->notify_changed(&partition_id);
   return committed;
 }
@@ -237,6 +239,7 @@ void Controller::set_custom_meta(const std::string& partition_id, std::span<cons
   stored.reserve(metas.size());
   for (auto& [slot, meta] : metas) stored.emplace_back(slot, partition->stored(std::move(meta)));
   for (auto& [slot, meta] : stored) partition->swap_meta(slot, meta);
+  state_->change_logs.record(partition_id, *partition, ChangeKind::kTagged, slots, true);
   // A new group_id can complete a group.
   state_->notify_changed(&partition_id);
 }
@@ -256,7 +259,10 @@ std::vector<int64_t> Controller::clear_samples(const std::string& partition_id, 
     const uint64_t generation = generations.empty() ? 0 : generations[i];
     if (auto slot = state_->data.named_slot(*partition, global_indexes[i], generation)) slots.push_back(*slot);
   }
+  auto cleared = state_->change_logs.describe(partition_id, *partition, ChangeKind::kCleared, slots, false,
+                                              core::ChangeLogs::Clock::now());
   std::vector<int64_t> released = state_->data.remove_samples(*partition, std::move(slots));
+  state_->change_logs.append(partition_id, std::move(cleared));
   state_->leases.forget_samples(partition_id, released);
   state_->notify_changed(&partition_id);
   return released;
@@ -292,7 +298,10 @@ std::vector<int64_t> Controller::reclaim_unproduced(const std::string& partition
     slots.push_back(*slot);
   }
   if (slots.empty()) return {};
+  auto cleared = state_->change_logs.describe(partition_id, *partition, ChangeKind::kCleared, slots, false,
+                                              core::ChangeLogs::Clock::now());
   std::vector<int64_t> released = state_->data.remove_samples(*partition, std::move(slots));
+  state_->change_logs.append(partition_id, std::move(cleared));
   state_->leases.forget_samples(partition_id, released);
   state_->notify_changed(&partition_id);
   return released;
@@ -309,6 +318,7 @@ std::vector<int64_t> Controller::clear_partition(const std::string& partition_id
     // Its entries stay: the samples are gone, and a later sample at one of
     // their indexes has another generation, which no lease of theirs matches.
   }
+  state_->change_logs.record_partition_cleared(partition_id);
   state_->notify_changed(&partition_id);
   return released;
 }

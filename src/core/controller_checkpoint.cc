@@ -116,7 +116,8 @@ void Controller::load_checkpoint(const std::string& path, bool take_incarnation)
     // Running on (not starting): the storage units hold this incarnation's data.
     if (!take_incarnation) fresh.set_incarnation(state_->data.incarnation());
     state_->data = std::move(fresh);
-    state_->leases.clear();  // the loaded consumption is the checkpoint's
+    state_->leases.clear();            // the loaded consumption is the checkpoint's
+    state_->change_logs.forget_all();  // what was watched changed wholesale: watchers resync
     state_->notify_changed(nullptr);
   }
   // Outside the controller's lock: the replaced models' refit threads join here.

@@ -120,9 +120,11 @@ BatchMeta Controller::kv_resolve(const std::string& partition_id, std::span<cons
   if (!fresh.empty()) core::check_sample_count(static_cast<int64_t>(fresh.size()), "new keys");
   core::InsertUndo undo(state_->data, partition_id);
   PartitionState& partition = state_->data.find_or_create(partition_id);
+  std::vector<uint32_t> fresh_slots;
   if (!fresh.empty()) {
     const core::NewSamples& added = undo.added(state_->data.add_samples(partition, static_cast<int64_t>(fresh.size())));
     for (size_t i = 0; i < fresh.size(); ++i) partition.set_key(fresh[i], added.slots[i]);
+    fresh_slots = added.slots;
   }
   for (auto& [key, meta] : fresh_meta) partition.set_meta(*partition.key_slot(key), std::move(meta));
   known_meta.apply(partition);  // undone unless the call completes (out of memory building the answer, say)
@@ -133,6 +135,8 @@ BatchMeta Controller::kv_resolve(const std::string& partition_id, std::span<cons
   }
   undo.commit();
   known_meta.commit();
+  state_->change_logs.record(partition_id, partition, ChangeKind::kInserted, fresh_slots, true);
+  state_->change_logs.record(partition_id, partition, ChangeKind::kTagged, known_slots, true);
   state_->notify_changed(&partition_id);
   return resolved;
 }
@@ -222,7 +226,10 @@ std::vector<int64_t> Controller::kv_clear(const std::string& partition_id, std::
   for (const std::string& key : keys) {
     if (auto slot = partition->key_slot(key)) slots.push_back(*slot);
   }
+  auto cleared = state_->change_logs.describe(partition_id, *partition, ChangeKind::kCleared, slots, false,
+                                              core::ChangeLogs::Clock::now());
   std::vector<int64_t> released = state_->data.remove_samples(*partition, std::move(slots));
+  state_->change_logs.append(partition_id, std::move(cleared));
   state_->leases.forget_samples(partition_id, released);
   state_->notify_changed(&partition_id);
   return released;

@@ -91,7 +91,10 @@ ReplayPass Controller::replay_pass(const ReplayRequest& request) {
   }
   const std::vector<uint32_t> slots = slots_to_release(groups, plan);
   if (!slots.empty()) {
+    auto cleared = state_->change_logs.describe(request.partition_id, *partition, ChangeKind::kCleared, slots, false,
+                                                core::ChangeLogs::Clock::now());
     pass.released = state_->data.remove_samples(*partition, slots);
+    state_->change_logs.append(request.partition_id, std::move(cleared));
     state_->leases.forget_samples(request.partition_id, pass.released);
     if (auto cache = state_->group_filters.find(request.partition_id); cache != state_->group_filters.end()) {
       for (const std::string& uid : plan.evicted) cache->second.forget(uid);

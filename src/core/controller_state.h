@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/change_log.h"
 #include "core/control_data.h"
 #include "core/fetch_leases.h"
 #include "core/replay_groups.h"
@@ -37,6 +38,8 @@ struct Controller::State {
   // Not under `mutex`: reports take their own lock, fetches read a snapshot.
   core::TaskWorkloads task_workloads;
   core::FetchLeases leases;
+  // Under `mutex`: the changes of watched partitions (Controller::watch).
+  core::ChangeLogs change_logs;
   // Per partition: replay_pass's DAPO classification of finished groups.
   std::map<std::string, core::GroupFilterCache> group_filters;
 

@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 
+#include "core/change_log.h"
 #include "durable/checkpoint_directory.h"
 #include "transport/connection.h"
 #include "transport/control_protocol.h"
@@ -14,6 +15,7 @@
 #include "transport/storage_routing.h"
 #include "transport/write_tag.h"
 #include "seqflow/error.h"
+#include "server/controller_waits.h"
 #include "server/handler_table.h"
 #include "server/owed_drops.h"
 #include "server/workload_metrics.h"
@@ -45,22 +47,19 @@ std::chrono::steady_clock::time_point lease_expiry(std::chrono::milliseconds ins
   return received + *budget + kInsertLeaseGrace;
 }
 
-// A blocking fetch waits no longer than its client does, less a margin for
-// the reply's way back: a batch handed out after the client gave up would be
-// consumed and received by nobody. kTimeout when no time is left.
-std::chrono::steady_clock::time_point wait_deadline(const MetaRequest& request) {
+// A blocking fetch (or watch) waits no longer than its client does, less a
+// margin for the reply's way back: a batch handed out after the client gave
+// up would be consumed and received by nobody. kTimeout, with `refusal`,
+// when no time is left.
+std::chrono::steady_clock::time_point wait_deadline(std::chrono::milliseconds timeout, const char* refusal) {
   constexpr auto kLongestWait = std::chrono::hours(24 * 365);
   const auto now = std::chrono::steady_clock::now();
-  auto deadline = now + std::min<std::chrono::milliseconds>(request.timeout, kLongestWait);
+  auto deadline = now + std::min<std::chrono::milliseconds>(timeout, kLongestWait);
   const auto client_deadline = request_deadline();
   if (!client_deadline) return deadline;
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*client_deadline - now);
   const auto margin = std::min(left / 10, std::chrono::milliseconds(500));
-  if (left - margin <= std::chrono::milliseconds(0)) {
-    throw Error(ErrorCode::kTimeout,
-                "get_meta not run: its client's deadline passed before it could start; nothing "
-                "was consumed");
-  }
+  if (left - margin <= std::chrono::milliseconds(0)) throw Error(ErrorCode::kTimeout, refusal);
   return std::min(deadline, now + (left - margin));
 }
 
@@ -330,7 +329,7 @@ ControllerService::ControllerService(ControllerServiceOptions options)
       "seqflow_storage_owed_drops", "Released samples' data a storage unit owes a drop of, until it registers again");
   units_->drop_failures = &service_.metrics().counter(
       "seqflow_storage_drop_failures_total", "Released samples whose data a storage unit did not confirm dropping");
-  waiters_ = std::make_unique<FetchWaiters>(*controller_);
+  waiters_ = std::make_unique<DeferredWaiters>(*controller_);
   fetch_lease_expiry_ = std::make_unique<LeaseExpiry>(*controller_);
   Counter& reclaimed = service_.metrics().counter(
       "seqflow_insert_samples_reclaimed_total",
@@ -386,6 +385,7 @@ void ControllerService::register_handlers() {
   table.on_worker(control::kClearPartition, &ControllerService::clear_partition);
   table.on_worker(control::kKvClear, &ControllerService::kv_clear);
   table.on_worker(control::kReplayPass, &ControllerService::replay_pass);
+  table.io_then_worker(control::kWatch, &ControllerService::watch);  // answers or waits: never goes to a worker
   table.on_io_thread(control::kForgetPartitionIfEmpty, &ControllerService::forget_partition_if_empty);
   table.on_io_thread(control::kResetConsumption, &ControllerService::reset_consumption);
   table.on_worker(control::kEndLeases, &ControllerService::end_leases);  // a release gives back: may walk long queues
@@ -448,7 +448,7 @@ transport::Frames ControllerService::mark_produced(const transport::Frames& args
 
 // On the I/O thread: a fetch with enough ready, a poll, an insert while no
 // clear holds the reuse gate. A fetch that must wait becomes a waiter
-// (FetchWaiters), holding no thread; an insert behind a clear goes to a
+// (DeferredWaiters), holding no thread; an insert behind a clear goes to a
 // worker, which waits for the gate. A reply that reaches nobody gives its
 // samples back.
 std::optional<transport::Frames> ControllerService::get_meta(const transport::Frames& args, bool may_wait) {
@@ -463,15 +463,38 @@ std::optional<transport::Frames> ControllerService::get_meta(const transport::Fr
   } else {
     meta = controller_->try_get_meta(request, &returnable);
     if (!meta) {
-      const auto deadline = wait_deadline(request);
+      const auto deadline =
+          wait_deadline(request.timeout,
+                        "get_meta not run: its client's deadline passed before it could start; nothing was consumed");
       const zmq::message_t& encoded = args.at(0);
-      waiters_->wait(request, std::string(static_cast<const char*>(encoded.data()), encoded.size()), deadline);
+      waiters_->wait(request.partition_id, fetch_wait(*controller_, request),
+                     std::string(static_cast<const char*>(encoded.data()), encoded.size()), deadline);
       return std::nullopt;
     }
   }
   if (request.lease.count() != 0 && meta->size() != 0) fetch_lease_expiry_->poke();
   on_undelivered(giving_back(*controller_, request, *meta, returnable));
   return control::encode_batch_reply(*meta);
+}
+
+// On the I/O thread: answered at once when there are changes (or a resync,
+// or nothing to wait for), else a waiter (DeferredWaiters) holding no thread.
+std::optional<transport::Frames> ControllerService::watch(const transport::Frames& args, bool /*may_wait*/) {
+  WatchRequest request = control::decode_watch_request(args);
+  core::check_watch_request(request);
+  const std::chrono::milliseconds wait = request.wait;
+  request.wait = std::chrono::milliseconds(0);
+  const WatchBatch batch = controller_->watch(request);
+  if (!batch.changes.empty() || batch.resync || request.cursor == 0 || wait.count() == 0) {
+    return control::encode_watch_reply(batch);
+  }
+  request.cursor = batch.cursor;
+  const auto deadline = wait_deadline(wait, "watch not run: its client's deadline passed before it could start");
+  const transport::Frames identity = control::encode_watch_request(request);
+  const zmq::message_t& encoded = identity.at(0);
+  waiters_->wait(request.partition_id, watch_wait(*controller_, request),
+                 std::string(static_cast<const char*>(encoded.data()), encoded.size()), deadline);
+  return std::nullopt;
 }
 
 transport::Frames ControllerService::set_custom_meta(const transport::Frames& args) {

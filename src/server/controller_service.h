@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "server/checkpoint_root.h"
-#include "server/fetch_waiters.h"
+#include "server/deferred_waiters.h"
 #include "server/insert_leases.h"
 #include "server/lease_expiry.h"
 #include "server/service.h"
@@ -25,7 +25,7 @@ namespace seqflow::server {
 
 // The controller's default worker cap (ServiceOptions says 64): inserts
 // waiting behind a clear's reuse gate hold a worker each, and jobs run
-// hundreds of ranks. Blocking fetches hold none (FetchWaiters).
+// hundreds of ranks. Blocking fetches and watches hold none (DeferredWaiters).
 inline constexpr size_t kControllerDefaultMaxWorkers = 256;
 
 // More samples than this in one insert request are refused: a typo must not
@@ -86,6 +86,7 @@ class ControllerService {
   transport::Frames clear_partition(transport::Frames& args);
   transport::Frames kv_clear(transport::Frames& args);
   transport::Frames replay_pass(transport::Frames& args);
+  std::optional<transport::Frames> watch(const transport::Frames& args, bool may_wait);
   transport::Frames forget_partition_if_empty(const transport::Frames& args);
   transport::Frames reset_consumption(const transport::Frames& args);
   transport::Frames end_leases(transport::Frames& args);
@@ -132,7 +133,7 @@ class ControllerService {
   std::shared_mutex reuse_gate_;
   Service service_;
   // After service_: its waiters' replies go through it, so it goes first.
-  std::unique_ptr<FetchWaiters> waiters_;
+  std::unique_ptr<DeferredWaiters> waiters_;
   std::unique_ptr<InsertLeases> leases_;
   // Gives back what expired fetch leases held; goes before the waiters it tells.
   std::unique_ptr<LeaseExpiry> fetch_lease_expiry_;

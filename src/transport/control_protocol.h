@@ -58,6 +58,7 @@ inline constexpr std::string_view kRegisterStorage = "register_storage";
 inline constexpr std::string_view kStorageUnits = "storage_units";
 inline constexpr std::string_view kHello = "hello";
 inline constexpr std::string_view kReplayPass = "replay_pass";
+inline constexpr std::string_view kWatch = "watch";
 
 // seqflow::kWireProtocolVersion: what hello and register_storage carry.
 inline constexpr int64_t kProtocolVersion = kWireProtocolVersion;
@@ -95,7 +96,8 @@ inline constexpr std::array kOps{kInsert,
                                  kRegisterStorage,
                                  kStorageUnits,
                                  kHello,
-                                 kReplayPass};
+                                 kReplayPass,
+                                 kWatch};
 
 // A reply that carries nothing (an empty map); its decoder checks that.
 Frames encode_empty_reply();
@@ -352,5 +354,12 @@ Frames encode_replay_pass_request(const ReplayRequest& request);
 ReplayRequest decode_replay_pass_request(const Frames& request);
 Frames encode_replay_pass_reply(const ReplayPass& pass);
 ReplayPass decode_replay_pass_reply(const Frames& reply);
+
+// watch: the WatchRequest, and the WatchBatch (watch_protocol.cc). The reply
+// decoder refuses more than kMaxWatchChanges changes and unknown kinds.
+Frames encode_watch_request(const WatchRequest& request);
+WatchRequest decode_watch_request(const Frames& request);
+Frames encode_watch_reply(const WatchBatch& batch);
+WatchBatch decode_watch_reply(const Frames& reply);
 
 }  // namespace seqflow::transport::control

@@ -176,6 +176,22 @@ const std::vector<ProtocolDecoder>& protocol_decoders() {
          pass.released = {4, 9};
          return control::encode_replay_pass_reply(pass);
        }},
+      {"watch request", [](Frames& f, size_t, size_t) { control::decode_watch_request(f); },
+       [] {
+         return control::encode_watch_request({"train", {"u1", "status"}, 42, 16, std::chrono::milliseconds(500)});
+       }},
+      {"watch reply", [](Frames& f, size_t, size_t) { control::decode_watch_reply(f); },
+       [] {
+         WatchBatch batch;
+         batch.changes = {{ChangeKind::kInserted, 4, "u1", Value{{"status", "running"}}},
+                          {ChangeKind::kProduced, 9, std::nullopt, std::nullopt},
+                          {ChangeKind::kTagged, 4, "u1", Value{{"status", "finished"}}},
+                          {ChangeKind::kCleared, 1, "u2", std::nullopt},
+                          {ChangeKind::kPartitionCleared, -1, std::nullopt, std::nullopt},
+                          {ChangeKind::kResync, -1, std::nullopt, std::nullopt}};
+         batch.cursor = 77;
+         return control::encode_watch_reply(batch);
+       }},
       {"task request", [](Frames& f, size_t, size_t) { control::decode_task_request(f, control::kAllConsumed); },
        [] {
          return control::encode_task_request({"t", "train"});

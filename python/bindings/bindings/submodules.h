@@ -14,6 +14,8 @@ void bind_client(nanobind::module_ m);
 // NativeClient, into the client submodule.
 void bind_native_client(nanobind::module_ m);
 void bind_replay(nanobind::module_ m);
+// Change and WatchBatch, into the client submodule.
+void bind_watch(nanobind::module_ m);
 // DTYPES, the names of the element types the engine stores.
 void bind_dtype_names(nanobind::module_ m);
 void bind_limits(nanobind::module_ m);

@@ -14,7 +14,8 @@ batch_size) -> (KVBatchMeta, metrics)``, ``get_sampleable_count`` and
 into the controller (``Client.replay_pass``), which reads its own keys and
 tags under its lock, evicts and selects there, and says how many prompts to
 ask ``refill_fn`` for. Between passes with nothing to do the drop-in waits
-at most 50 ms (or poll_interval when shorter), not poll_interval.
+for the partition's next change (``Client.watch``, pushed by the
+controller), at most poll_interval, instead of sleeping.
 
 DAPO filtering (``filter_groups_metric``) reads what verl reads, once per
 newly finished group: ``rm_scores`` summed per trajectory for ``"reward"``,
@@ -38,10 +39,10 @@ from collections import defaultdict
 from typing import Any, Callable, Optional
 
 from seqflow._checks import check_choice
+from seqflow._watch import Watch
 from seqflow.batch_meta import KVBatchMeta
 from seqflow.client import Client
 
-_MAX_WAIT = 0.05  # seconds between idle passes (the client sleeps at most this; see Client.replay_pass)
 DAPO_FILTERED_REWARD_COUNTS_KEY = "_dapo_filtered_reward_counts"
 _CANONICAL_REWARD_METRIC = "reward"  # verl's FILTER_GROUPS_REWARD_METRIC: read rm_scores, not reward_extra_info
 
@@ -104,6 +105,9 @@ class ReplayBuffer:
         if self.sync_refill_failed_groups and self.gen_batch_size != 1:
             raise ValueError(f"sync_refill_failed_groups requires gen_batch_size=1, got {self.gen_batch_size!r}")
 
+    def _client_now(self) -> Client:
+        return self._client if self._client is not None else _default_client()
+
     def _pass(self, partition_id: str, global_steps: int, batch_size: int, step: str, cursor: Any) -> Any:
         """One pass. With filter_groups_metric, a count first names the groups finished since the last
         pass, whose values are read and carried by the pass (verl classifies every finished group of its
@@ -112,7 +116,7 @@ class ReplayBuffer:
         filtering = self.group_filter_tag is not None or self.filter_groups_metric is not None
         metric = self.filter_groups_metric if self.group_filter_tag is None else None
         sync_filtering = self._MODE == "sync" and filtering
-        client = self._client if self._client is not None else _default_client()
+        client = self._client_now()
 
         def replay_pass(pass_step: str, pass_batch_size: int, group_values: dict[str, list[float]]) -> Any:
             return client.replay_pass(
@@ -123,7 +127,7 @@ class ReplayBuffer:
                 refill_failed_groups=self._MODE == "sync" and self.sync_refill_failed_groups,
                 max_inflight_prompts=self.max_inflight_gen_batches * self.train_batch_size if sync_filtering else 0,
                 gen_batch_size=self.gen_batch_size or 1, group_filter_metric=metric, group_values=group_values,
-                cursor=cursor, wait=min(self.poll_interval, _MAX_WAIT))
+                cursor=cursor)
 
         values = self._group_values_owed.pop(partition_id, {})
         if metric is not None and partition_id != "val":
@@ -162,7 +166,10 @@ class ReplayBuffer:
         return values
 
     def _passes(self, partition_id: str, global_steps: int, batch_size: int, step: str) -> Any:
-        """Passes until one is ready, asking refill_fn for what each says."""
+        """Passes until one is ready, asking refill_fn for what each says;
+        after a pass with nothing to do, waits for the partition's next
+        change (watched from before the first pass: none is missed)."""
+        changes = Watch(self._client_now(), partition_id, None, None, None, 1024)
         cursor = None
         while True:
             answer = self._pass(partition_id, global_steps, batch_size, step, cursor)
@@ -171,6 +178,8 @@ class ReplayBuffer:
                 self.refill_fn(answer.refill)
             if answer.ready:
                 return answer
+            if answer.refill == 0:
+                changes.next_changes(self.poll_interval)
 
     @staticmethod
     def _metrics(partition_id: str, cursor: Any) -> dict:

@@ -1,5 +1,5 @@
 // Blocking fetches of the controller service wait without a thread each
-// (server::FetchWaiters): hundreds of them hold no worker, other calls
+// (server::DeferredWaiters): hundreds of them hold no worker, other calls
 // proceed meanwhile, each is answered exactly once when data comes, and one
 // whose client went away is dropped and consumes nothing.
 #include <gtest/gtest.h>

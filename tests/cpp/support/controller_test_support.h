@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -58,6 +59,18 @@ inline std::vector<int64_t> put(Controller& controller, const std::string& parti
 }
 
 // total_lengths per sample, as custom_meta.
+// A watch of `partition` from `cursor` (0: start), waiting up to `wait`.
+inline WatchRequest watch_request(const std::string& partition, uint64_t cursor,
+                                  std::chrono::milliseconds wait = std::chrono::milliseconds(0),
+                                  WatchFilter filter = {}) {
+  WatchRequest request;
+  request.partition_id = partition;
+  request.cursor = cursor;
+  request.filter = std::move(filter);
+  request.wait = wait;
+  return request;
+}
+
 inline std::vector<Value> lengths_meta(const std::vector<int64_t>& lengths) {
   std::vector<Value> out;
   for (int64_t length : lengths) out.push_back({{"total_lengths", length}});

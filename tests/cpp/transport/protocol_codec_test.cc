@@ -200,5 +200,45 @@ TEST(StorageProtocol, StatsMustNotBeNegative) {
       {"stats reply", "samples"}));
 }
 
+TEST(ControlProtocol, WatchRequestsAndAnswersComeBackWhole) {
+  const WatchRequest request{"p", {"u1", "status"}, 42, 16, std::chrono::milliseconds(500)};
+  const WatchRequest back = control::decode_watch_request(control::encode_watch_request(request));
+  EXPECT_EQ(back.partition_id, request.partition_id);
+  EXPECT_EQ(back.filter, request.filter);
+  EXPECT_EQ(back.cursor, request.cursor);
+  EXPECT_EQ(back.max_changes, request.max_changes);
+  EXPECT_EQ(back.wait, request.wait);
+  WatchBatch batch;
+  batch.changes = {{ChangeKind::kInserted, 4, "u1", Value{{"status", "running"}}},
+                   {ChangeKind::kProduced, 9, std::nullopt, std::nullopt},
+                   {ChangeKind::kPartitionCleared, -1, std::nullopt, std::nullopt}};
+  batch.cursor = uint64_t{1} << 63;
+  batch.resync = false;
+  EXPECT_EQ(control::decode_watch_reply(control::encode_watch_reply(batch)), batch);
+}
+
+TEST(ControlProtocol, AWatchAnswerWithUnknownKindsOrUnevenColumnsIsRefused) {
+  const auto answer = [](Tree kinds, const std::vector<int64_t>& indexes) {
+    return message_of(Tree{{"kinds", std::move(kinds)},
+                           {"global_indexes", Tree::numbers(indexes)},
+                           {"keys", Tree::strings({"k"})},
+                           {"tags", Tree::array({Tree()})},
+                           {"cursor", uint64_t{1}},
+                           {"resync", false}});
+  };
+  EXPECT_NO_THROW(control::decode_watch_reply(answer(Tree::strings({"tagged"}), {3})));
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                           [&] { control::decode_watch_reply(answer(Tree::strings({"renamed"}), {3})); },
+                           {"watch reply", "kinds", "renamed"}));
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                           [&] {
+                             control::decode_watch_reply(answer(Tree::strings({"tagged"}), {3, 4}));
+                           },
+                           {"watch reply", "global_indexes"}));
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                           [&] { control::decode_watch_reply(answer(Tree::strings({"tagged"}), {-2})); },
+                           {"watch reply", "global_indexes", "-2"}));
+}
+
 }  // namespace
 }  // namespace seqflow::test

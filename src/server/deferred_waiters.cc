@@ -1,29 +1,19 @@
-#include "server/fetch_waiters.h"
+#include "server/deferred_waiters.h"
 
 #include <new>
-
+#include <string_view>
 #include <unordered_set>
 
-#include "seqflow/error.h"
-#include "transport/wire_codec.h"
-
 namespace seqflow::server {
-std::function<void()> giving_back(Controller& controller, const MetaRequest& request, const BatchMeta& meta,
-                                  bool returnable) {
-  if (!returnable || request.mode != MetaMode::kFetch || meta.size() == 0) return nullptr;
-  return [&controller, partition = request.partition_id, task = request.task_name, indexes = meta.global_indexes,
-          generations = meta.generations,
-          lease = meta.lease] { controller.give_back(partition, task, indexes, generations, lease); };
-}
 
-FetchWaiters::FetchWaiters(Controller& controller) : controller_(controller) {
+DeferredWaiters::DeferredWaiters(Controller& controller) : controller_(controller) {
   controller_.on_change([this](const std::string* partition_id) { changed(partition_id); });
-  thread_ = std::thread(&FetchWaiters::run, this);
+  thread_ = std::thread(&DeferredWaiters::run, this);
 }
 
-FetchWaiters::~FetchWaiters() { stop(); }
+DeferredWaiters::~DeferredWaiters() { stop(); }
 
-void FetchWaiters::stop() {
+void DeferredWaiters::stop() {
   {
     std::lock_guard lock(mutex_);
     if (stopping_) return;
@@ -42,7 +32,8 @@ void FetchWaiters::stop() {
   // `left` goes here, unlocked: its DeferredReplies take the service's lock.
 }
 
-void FetchWaiters::wait(MetaRequest request, std::string identity, Clock::time_point deadline) {
+void DeferredWaiters::wait(const std::string& partition_id, std::unique_ptr<Wait> wait, std::string identity,
+                           Clock::time_point deadline) {
   uint64_t id = 0;
   {
     std::lock_guard lock(mutex_);
@@ -51,11 +42,10 @@ void FetchWaiters::wait(MetaRequest request, std::string identity, Clock::time_p
   // drop() comes from the I/O thread, as this call does: never before the
   // waiter below is registered.
   DeferredReply reply = defer_reply([this, id] { drop(id); });
-  const std::string partition_id = request.partition_id;
   std::lock_guard lock(mutex_);
   if (stopping_) return;  // the reply is dropped: the service is stopping
   waiters_.emplace(
-      id, Waiter{std::make_shared<const MetaRequest>(std::move(request)),
+      id, Waiter{partition_id, std::shared_ptr<Wait>(std::move(wait)),
                  std::make_shared<const std::string>(std::move(identity)), Clock::now(), deadline, std::move(reply)});
   by_partition_[partition_id].insert(id);
   deadlines_.emplace(deadline, id);
@@ -63,7 +53,7 @@ void FetchWaiters::wait(MetaRequest request, std::string identity, Clock::time_p
   wake_.notify_all();
 }
 
-void FetchWaiters::changed(const std::string* partition_id) {
+void DeferredWaiters::changed(const std::string* partition_id) {
   {
     std::lock_guard lock(mutex_);
     if (waiters_.empty()) return;
@@ -83,7 +73,7 @@ void FetchWaiters::changed(const std::string* partition_id) {
   wake_.notify_all();
 }
 
-void FetchWaiters::drop(uint64_t id) {
+void DeferredWaiters::drop(uint64_t id) {
   std::optional<Waiter> dropped;
   {
     std::lock_guard lock(mutex_);
@@ -92,19 +82,19 @@ void FetchWaiters::drop(uint64_t id) {
   // Destroyed here, unlocked: its DeferredReply takes the service's lock.
 }
 
-std::optional<FetchWaiters::Waiter> FetchWaiters::take_locked(uint64_t id) {
+std::optional<DeferredWaiters::Waiter> DeferredWaiters::take_locked(uint64_t id) {
   const auto found = waiters_.find(id);
   if (found == waiters_.end()) return std::nullopt;
   Waiter waiter = std::move(found->second);
   waiters_.erase(found);
   deadlines_.erase({waiter.deadline, id});
-  const auto partition = by_partition_.find(waiter.request->partition_id);
+  const auto partition = by_partition_.find(waiter.partition_id);
   partition->second.erase(id);
   if (partition->second.empty()) by_partition_.erase(partition);
   return waiter;
 }
 
-std::vector<FetchWaiters::Attempt> FetchWaiters::take_round(std::vector<std::pair<uint64_t, Waiter>>& expired) {
+std::vector<DeferredWaiters::Attempt> DeferredWaiters::take_round(std::vector<std::pair<uint64_t, Waiter>>& expired) {
   const auto now = Clock::now();
   while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
     const uint64_t id = deadlines_.begin()->second;
@@ -129,12 +119,12 @@ std::vector<FetchWaiters::Attempt> FetchWaiters::take_round(std::vector<std::pai
   round.reserve(ids.size());
   for (uint64_t id : ids) {
     const Waiter& waiter = waiters_.at(id);
-    round.push_back(Attempt{id, waiter.request, waiter.identity});
+    round.push_back(Attempt{id, waiter.wait, waiter.identity});
   }
   return round;
 }
 
-void FetchWaiters::run() {
+void DeferredWaiters::run() {
   std::unique_lock lock(mutex_);
   while (true) {
     const auto due = [this] {
@@ -159,17 +149,16 @@ void FetchWaiters::run() {
     std::unordered_set<std::string_view> not_ready;
     for (const Attempt& attempt : round) {
       if (not_ready.count(*attempt.identity) > 0) continue;
-      std::optional<BatchMeta> meta;
-      std::optional<Error> error;
-      bool returnable = false;
+      std::optional<Answer> answer;
       try {
-        meta = controller_.try_get_meta(*attempt.request, &returnable);
+        answer = attempt.wait->attempt();
       } catch (const Error& failure) {
-        error = failure;
+        answer = Answer{{}, failure, nullptr};
       } catch (const std::exception& failure) {
-        error = Error(ErrorCode::kInternal, std::string("get_meta failed: ") + failure.what());
+        answer =
+            Answer{{}, Error(ErrorCode::kInternal, std::string("waiting request failed: ") + failure.what()), nullptr};
       }
-      if (!meta && !error) {
+      if (!answer) {
         not_ready.insert(*attempt.identity);
         continue;
       }
@@ -178,36 +167,35 @@ void FetchWaiters::run() {
         std::lock_guard hold(mutex_);
         waiter = take_locked(attempt.id);
       }
-      if (error) {
-        if (waiter) waiter->reply.fail(error->code(), error->what());
-        continue;
-      }
       if (waiter) {
-        answer(*waiter, std::move(*meta), returnable);
-      } else if (auto undo = giving_back(controller_, *attempt.request, *meta, returnable)) {
-        undo();  // dropped meanwhile (its client is gone): nobody takes the batch
+        send(*waiter, std::move(*answer));
+      } else if (answer->undelivered) {
+        answer->undelivered();  // dropped meanwhile (its client is gone): nobody takes the answer
       }
     }
     lock.lock();
   }
 }
 
-void FetchWaiters::answer(Waiter& waiter, BatchMeta meta, bool returnable) {
-  std::function<void()> undo = giving_back(controller_, *waiter.request, meta, returnable);
-  waiter.reply.send(transport::wire::header_message(transport::wire::batch_meta_frame(meta)), std::move(undo));
+void DeferredWaiters::send(Waiter& waiter, Answer answer) {
+  if (answer.error) {
+    waiter.reply.fail(answer.error->code(), answer.error->what());
+  } else {
+    waiter.reply.send(std::move(answer.reply), std::move(answer.undelivered));
+  }
 }
 
-void FetchWaiters::finish_at_deadline(Waiter& waiter) {
+void DeferredWaiters::finish_at_deadline(Waiter& waiter) {
   const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - waiter.since);
+  Answer answer;
   try {
-    bool returnable = false;
-    BatchMeta meta = controller_.get_meta_at_deadline(*waiter.request, waited, &returnable);
-    answer(waiter, std::move(meta), returnable);
+    answer = waiter.wait->at_deadline(waited);
   } catch (const Error& error) {
-    waiter.reply.fail(error.code(), error.what());
+    answer.error = error;
   } catch (const std::exception& error) {
-    waiter.reply.fail(ErrorCode::kInternal, std::string("get_meta failed: ") + error.what());
+    answer.error = Error(ErrorCode::kInternal, std::string("waiting request failed: ") + error.what());
   }
+  send(waiter, std::move(answer));
 }
 
 }  // namespace seqflow::server
