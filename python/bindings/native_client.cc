@@ -440,7 +440,7 @@ void bind_native_client(nb::module_ m) {
          const std::string& step, const std::string& mode, std::optional<int64_t> max_off_policy_threshold,
          const std::string& strategy, std::optional<std::string> group_filter_tag, bool evict,
          bool refill_failed_groups, int64_t max_inflight_prompts, int64_t gen_batch_size, const ReplayCursor& cursor,
-         int64_t wait_ms) {
+         int64_t wait_ms, uint64_t pass_id, int64_t lease_ms) {
         ReplayRequest request{
             partition,
             global_steps,
@@ -449,13 +449,22 @@ void bind_native_client(nb::module_ m) {
             {parse_replay_mode(mode), max_off_policy_threshold, parse_staleness_strategy(strategy),
              std::move(group_filter_tag), evict, refill_failed_groups, max_inflight_prompts, gen_batch_size},
             cursor,
-            wait_ms};
+            wait_ms,
+            pass_id,
+            lease_ms};
         std::shared_ptr<Client> client = self.connected();
         return without_gil([&] { return client->replay_pass(request); });
       },
       "partition_id"_a, "global_steps"_a, "batch_size"_a, "step"_a, "mode"_a, "max_off_policy_threshold"_a.none(),
       "strategy"_a, "group_filter_tag"_a.none(), "evict"_a, "refill_failed_groups"_a, "max_inflight_prompts"_a,
-      "gen_batch_size"_a, "cursor"_a, "wait_ms"_a);
+      "gen_batch_size"_a, "cursor"_a, "wait_ms"_a, "pass_id"_a, "lease_ms"_a);
+  cls.def(
+      "ack_replay_pass",
+      [](const NativeClient& self, const std::string& partition, uint64_t pass_id) {
+        std::shared_ptr<Client> client = self.connected();
+        return without_gil([&] { return client->ack_replay_pass(partition, pass_id); });
+      },
+      "partition_id"_a, "pass_id"_a);
 }
 
 }  // namespace seqflow::bindings

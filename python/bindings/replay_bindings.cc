@@ -40,7 +40,8 @@ void bind_replay(nb::module_ m) {
                      for (const Value& tag : pass.tags) tags.append(from_value(tag));
                      return tags;
                    })
-      .def_ro("cursor", &ReplayPass::cursor);
+      .def_ro("cursor", &ReplayPass::cursor)
+      .def_ro("kept", &ReplayPass::kept, "Kept under its pass_id until acknowledged (Client.ack_replay_pass).");
 }
 
 }  // namespace seqflow::bindings

@@ -259,6 +259,11 @@ ReplayPass RemoteControlPlane::replay_pass(const ReplayRequest& request) {
   return control::decode_replay_pass_reply(call(control::kReplayPass, control::encode_replay_pass_request(request)));
 }
 
+ReplayAck RemoteControlPlane::ack_replay_pass(const std::string& partition_id, uint64_t pass_id) {
+  return control::decode_ack_replay_pass_reply(
+      call(control::kAckReplayPass, control::encode_ack_replay_pass_request({partition_id, pass_id})));
+}
+
 void RemoteControlPlane::save(const std::string& path) const {
   control::decode_empty_reply(call(control::kSave, control::encode_path_request(path)), control::kSave);
 }

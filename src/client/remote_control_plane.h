@@ -56,6 +56,7 @@ class RemoteControlPlane final : public ControlPlane {
   std::vector<int64_t> kv_clear(const std::string& partition_id, std::span<const std::string> keys) override;
   // The service never waits in a pass (it holds inserts while it releases).
   ReplayPass replay_pass(const ReplayRequest& request) override;
+  ReplayAck ack_replay_pass(const std::string& partition_id, uint64_t pass_id) override;
   void save(const std::string& path) const override;
   void load(const std::string& path) override;
 

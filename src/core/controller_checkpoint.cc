@@ -117,6 +117,8 @@ void Controller::load_checkpoint(const std::string& path, bool take_incarnation)
     if (!take_incarnation) fresh.set_incarnation(state_->data.incarnation());
     state_->data = std::move(fresh);
     state_->leases.clear();  // the loaded consumption is the checkpoint's
+    state_->replay_leases.clear();
+    state_->replay_tags.clear();
     state_->notify_changed(nullptr);
   }
   // Outside the controller's lock: the replaced models' refit threads join here.

@@ -33,26 +33,64 @@ bool is_prompt(const Value& tag) {
 
 }  // namespace
 
-ReplayGroups scan_replay_groups(const PartitionState& partition) {
-  ReplayGroups groups;
-  size_t arrival = 0;
-  for (uint32_t slot = partition.first(); slot != kNoSlot; slot = partition.next(slot), ++arrival) {
+const std::vector<ReplayTrajectory>* ReplayGroups::trajectories(std::string_view uid) const {
+  if (!trajectories_) {
+    trajectories_.emplace();
+    if (partition_ != nullptr) {
+      size_t arrival = 0;
+      for (uint32_t slot = partition_->first(); slot != kNoSlot; slot = partition_->next(slot), ++arrival) {
+        const std::string* key = partition_->key_of(slot);
+        if (key == nullptr || tags_->prompt(slot)) continue;  // held prompts too: never a trajectory
+        (*trajectories_)[std::string_view(*key).substr(0, key->find('_'))].push_back({slot, arrival});
+      }
+    }
+  }
+  const auto found = trajectories_->find(uid);
+  return found == trajectories_->end() ? nullptr : &found->second;
+}
+
+ReplayGroups ReplayTagCache::scan(const PartitionState& partition, const std::function<bool(uint32_t slot)>& held) {
+  if (partition.number() != partition_number_ || (walked_ && walked_->epoch != partition.listing_version().epoch)) {
+    slots_.clear();  // another partition: its slots' changes count anew
+    walked_.reset();
+    partition_number_ = partition.number();
+  }
+  if (walked_ != partition.listing_version()) walk(partition);
+  std::vector<ReplayPrompt> prompts;
+  prompts.reserve(prompt_slots_.size());
+  for (uint32_t slot : prompt_slots_) {
+    if (held && held(slot)) continue;
+    const SlotTag& tag = slots_[slot];
+    prompts.push_back({*partition.key_of(slot), slot, tag.status, tag.global_steps});
+  }
+  return ReplayGroups(partition, *this, std::move(prompts));
+}
+
+void ReplayTagCache::walk(const PartitionState& partition) {
+  std::vector<uint32_t> prompt_slots;
+  for (uint32_t slot = partition.first(); slot != kNoSlot; slot = partition.next(slot)) {
     const std::string* key = partition.key_of(slot);
     if (key == nullptr) continue;
-    const Value tag = decode_meta(partition.meta_bytes(slot));
-    if (!is_prompt(tag)) {
-      groups.trajectories[key->substr(0, key->find('_'))].push_back({slot, arrival});
-      continue;
+    if (slot >= slots_.size()) slots_.resize(slot + 1);
+    SlotTag& cached = slots_[slot];
+    if (cached.change != partition.keyed_change(slot)) {
+      const Value tag = decode_meta(partition.meta_bytes(slot));
+      SlotTag parsed{partition.keyed_change(slot), Kind::kTrajectory, PromptStatus::kPending, 0};
+      if (is_prompt(tag)) {
+        const Value* steps = tag.find("global_steps");
+        if (steps == nullptr || !steps->is_integer() || steps->as_int() < -kMaxReplayCount ||
+            steps->as_int() > kMaxReplayCount) {
+          throw_invalid("prompt key '" + *key + "' has tag global_steps " + (steps ? steps->dump() : "(none)") +
+                        "; expected an integer of at most 2^53 in magnitude");
+        }
+        parsed = {parsed.change, Kind::kPrompt, parse_status(tag.find("status"), *key), steps->as_int()};
+      }
+      cached = parsed;
     }
-    const Value* steps = tag.find("global_steps");
-    if (steps == nullptr || !steps->is_integer() || steps->as_int() < -kMaxReplayCount ||
-        steps->as_int() > kMaxReplayCount) {
-      throw_invalid("prompt key '" + *key + "' has tag global_steps " + (steps ? steps->dump() : "(none)") +
-                    "; expected an integer of at most 2^53 in magnitude");
-    }
-    groups.prompts.push_back({*key, slot, parse_status(tag.find("status"), *key), steps->as_int()});
+    if (cached.kind == Kind::kPrompt) prompt_slots.push_back(slot);
   }
-  return groups;
+  prompt_slots_ = std::move(prompt_slots);
+  walked_ = partition.listing_version();
 }
 
 std::vector<std::pair<std::string, double>> GroupFilterCache::filtered(const PartitionState& partition,
@@ -64,19 +102,20 @@ std::vector<std::pair<std::string, double>> GroupFilterCache::filtered(const Par
     partition_number_ = partition.number();
   }
   std::unordered_set<std::string_view> finished;
-  for (const ReplayPrompt& prompt : groups.prompts) {
+  for (const ReplayPrompt& prompt : groups.prompts()) {
     if (prompt.status == PromptStatus::kFinished) finished.insert(prompt.uid);
   }
   std::erase_if(classification_, [&](const auto& entry) { return finished.count(entry.first) == 0; });
 
   std::vector<std::string> missing;
-  for (const ReplayPrompt& prompt : groups.prompts) {
-    if (prompt.status != PromptStatus::kFinished || classification_.count(prompt.uid) > 0) continue;
+  for (const ReplayPrompt& prompt : groups.prompts()) {
+    const std::string uid(prompt.uid);
+    if (prompt.status != PromptStatus::kFinished || classification_.count(uid) > 0) continue;
     std::vector<double> values;
     bool complete = false;
-    if (auto found = groups.trajectories.find(prompt.uid); found != groups.trajectories.end()) {
+    if (const std::vector<ReplayTrajectory>* found = groups.trajectories(prompt.uid)) {
       complete = true;
-      for (const ReplayTrajectory& trajectory : found->second) {
+      for (const ReplayTrajectory& trajectory : *found) {
         const Value meta = decode_meta(partition.meta_bytes(trajectory.slot));
         const Value* value = meta.find(tag);
         if (value == nullptr || !value->is_number()) {
@@ -87,12 +126,12 @@ std::vector<std::pair<std::string, double>> GroupFilterCache::filtered(const Par
       }
     }
     if (!complete) {
-      missing.push_back(prompt.uid);
+      missing.push_back(uid);
       continue;
     }
     const bool same = values.size() > 1 &&
                       std::all_of(values.begin(), values.end(), [&](double value) { return value == values.front(); });
-    classification_[prompt.uid] = same ? std::optional<double>(values.front()) : std::nullopt;
+    classification_[uid] = same ? std::optional<double>(values.front()) : std::nullopt;
   }
   if (!missing.empty()) {
     std::sort(missing.begin(), missing.end());
@@ -102,9 +141,10 @@ std::vector<std::pair<std::string, double>> GroupFilterCache::filtered(const Par
                   "' (a number on every trajectory): " + names);
   }
   std::vector<std::pair<std::string, double>> out;
-  for (const ReplayPrompt& prompt : groups.prompts) {
+  for (const ReplayPrompt& prompt : groups.prompts()) {
     if (prompt.status != PromptStatus::kFinished) continue;
-    if (const std::optional<double>& value = classification_.at(prompt.uid)) out.emplace_back(prompt.uid, *value);
+    const std::string uid(prompt.uid);
+    if (const std::optional<double>& value = classification_.at(uid)) out.emplace_back(uid, *value);
   }
   return out;
 }

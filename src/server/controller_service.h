@@ -86,6 +86,7 @@ class ControllerService {
   transport::Frames clear_partition(transport::Frames& args);
   transport::Frames kv_clear(transport::Frames& args);
   transport::Frames replay_pass(transport::Frames& args);
+  transport::Frames ack_replay_pass(transport::Frames& args);
   transport::Frames forget_partition_if_empty(const transport::Frames& args);
   transport::Frames reset_consumption(const transport::Frames& args);
   transport::Frames end_leases(transport::Frames& args);
