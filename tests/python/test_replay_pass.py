@@ -32,6 +32,8 @@ def client():
     ({"gen_batch_size": -2}, "gen_batch_size = -2"),
     ({"wait": -1.0}, "wait must be a finite number of seconds"),
     ({"group_filter_tag": ""}, "group_filter_tag"),
+    ({"pass_id": 0}, "pass_id must be >= 1, got 0"),
+    ({"pass_id": 5, "lease": 0.0}, "lease must be a finite number of seconds > 0"),
 ])
 def test_bad_options_are_refused_by_name(client, options, named):
     with pytest.raises(ValueError, match=named.replace("(", r"\(").replace(")", r"\)")):
@@ -86,3 +88,21 @@ def test_the_async_drop_in_counts_waits_and_samples_on_a_given_client(client):
     batch, metrics = buffer.sample(3, "train", 1)
     assert (batch.keys, batch.partition_id, metrics) == (["a_0_0", "a_1_0"], "train", {})
     assert "a" not in client.kv_list("train")["train"]  # its prompt key cleared, its trajectories kept
+
+
+def test_a_pass_with_an_id_is_answered_again_and_held_until_acknowledged(client):
+    _group(client, "a", "finished", 1)
+    _group(client, "b", "finished", 2)
+    first = client.replay_pass("train", 3, 1, pass_id=7)
+    assert first.kept and first.selected_uids == ["a"]
+    again = client.replay_pass("train", 3, 1, pass_id=7)  # as a retry whose first reply was lost
+    assert (again.selected_uids, again.keys, again.tags) == (first.selected_uids, first.keys, first.tags)
+    assert client.replay_pass("train", 3, 1, step="count").sampleable == 1  # a is held, b sampleable
+    assert "a" in client.kv_list("train")["train"]
+    assert client.ack_replay_pass("train", 7) and client.ack_replay_pass("train", 7)
+    assert "a" not in client.kv_list("train")["train"]
+    assert not client.ack_replay_pass("train", 8)
+    with pytest.raises(ValueError, match="pass_id = 7 .* was acknowledged"):
+        client.replay_pass("train", 3, 1, pass_id=7)
+    with pytest.raises(ValueError, match="pass_id must be >= 1"):
+        client.ack_replay_pass("train", -1)

@@ -16,6 +16,14 @@ tags under its lock, evicts and selects there, and says how many prompts to
 ask ``refill_fn`` for. Between passes with nothing to do the drop-in waits
 at most 50 ms (or poll_interval when shorter), not poll_interval.
 
+Exactly once: each pass carries its own pass id. A pass whose reply is lost
+(TimeoutError, ConnectionError: the client timed out, the connection broke)
+is sent again with the same id and gets the answer the controller kept (the
+same groups, refill and metrics), and the drop-in acknowledges every kept
+pass, which clears the selected prompt keys. A trainer that dies before the
+acknowledgement leaves its selection held until the pass's lease (60 s)
+ends; then those groups are sampleable again.
+
 What differs, on purpose:
 - DAPO filtering reads a trajectory TAG, not data: ``filter_groups_metric``
   names the tag (``group_filter_tag=`` overrides it), so a trajectory must
@@ -32,14 +40,36 @@ What differs, on purpose:
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+import secrets
+import time
+from functools import partial
+from typing import Any, Callable, Optional, TypeVar
 
 from seqflow._checks import check_choice
 from seqflow.batch_meta import KVBatchMeta
 from seqflow.client import Client
 
 _MAX_WAIT = 0.05  # seconds between idle passes (the client sleeps at most this; see Client.replay_pass)
+_PASS_LEASE = 60.0  # seconds the controller keeps a pass's answer for a retry and holds its selection unacknowledged
+_RETRY_WINDOW = _PASS_LEASE / 2  # a lost reply is asked for again while its pass is surely still kept
+_RETRY_PAUSE = (0.05, 1.0)  # seconds between retries: first, most (doubling)
+_Answer = TypeVar("_Answer")
 DAPO_FILTERED_REWARD_COUNTS_KEY = "_dapo_filtered_reward_counts"
+
+
+def _retried(call: Callable[[], _Answer]) -> _Answer:
+    """call() again while its reply is lost (TimeoutError, ConnectionError),
+    within _RETRY_WINDOW; a kept pass answers a retry as it answered first."""
+    deadline = time.monotonic() + _RETRY_WINDOW
+    pause = _RETRY_PAUSE[0]
+    while True:
+        try:
+            return call()
+        except (TimeoutError, ConnectionError):
+            if time.monotonic() + pause >= deadline:
+                raise
+            time.sleep(pause)  # a broken connection fails at once: do not spin on it
+            pause = min(2 * pause, _RETRY_PAUSE[1])
 
 
 def _default_client() -> Client:
@@ -99,23 +129,33 @@ class ReplayBuffer:
         if self.sync_refill_failed_groups and self.gen_batch_size != 1:
             raise ValueError(f"sync_refill_failed_groups requires gen_batch_size=1, got {self.gen_batch_size!r}")
 
-    def _pass(self, partition_id: str, global_steps: int, batch_size: int, step: str, cursor: Any) -> Any:
+    def _client_or_default(self) -> Client:
+        return self._client if self._client is not None else _default_client()
+
+    def _pass(self, partition_id: str, global_steps: int, batch_size: int, step: str, cursor: Any,
+              pass_id: Optional[int] = None) -> Any:
         sync_filtering = self._MODE == "sync" and self.group_filter_tag is not None
-        client = self._client if self._client is not None else _default_client()
-        return client.replay_pass(
+        return self._client_or_default().replay_pass(
             partition_id, global_steps, batch_size, step=step, mode=self._MODE,
             max_off_policy_threshold=self.max_off_policy_threshold,
             max_off_policy_strategy=self.max_off_policy_strategy, group_filter_tag=self.group_filter_tag,
             evict=partition_id != "val", refill_failed_groups=self._MODE == "sync" and self.sync_refill_failed_groups,
             max_inflight_prompts=self.max_inflight_gen_batches * self.train_batch_size if sync_filtering else 0,
-            gen_batch_size=self.gen_batch_size or 1, cursor=cursor, wait=min(self.poll_interval, _MAX_WAIT))
+            gen_batch_size=self.gen_batch_size or 1, cursor=cursor, wait=min(self.poll_interval, _MAX_WAIT),
+            pass_id=pass_id, lease=_PASS_LEASE)
 
     def _passes(self, partition_id: str, global_steps: int, batch_size: int, step: str) -> Any:
-        """Passes until one is ready, asking refill_fn for what each says."""
+        """Passes until one is ready, asking refill_fn for what each says;
+        each exactly once (see the module's docstring)."""
         cursor = None
         while True:
-            answer = self._pass(partition_id, global_steps, batch_size, step, cursor)
+            pass_id = secrets.randbits(63) or 1
+            answer = _retried(partial(self._pass, partition_id, global_steps, batch_size, step, cursor, pass_id))
             cursor = answer.cursor
+            acknowledge = partial(self._client_or_default().ack_replay_pass, partition_id, pass_id)
+            if answer.kept and not _retried(acknowledge):
+                if answer.selected_uids:
+                    continue  # its lease ended first: the groups went back, to be selected again
             if answer.refill > 0 and self.refill_fn is not None:
                 self.refill_fn(answer.refill)
             if answer.ready:
