@@ -36,14 +36,20 @@ bool is_prompt(const Value& tag) {
 const std::vector<ReplayTrajectory>* ReplayGroups::trajectories(std::string_view uid) const {
   if (!trajectories_) {
     trajectories_.emplace();
-    if (partition_ != nullptr) {
-      size_t arrival = 0;
-      for (uint32_t slot = partition_->first(); slot != kNoSlot; slot = partition_->next(slot), ++arrival) {
-        const std::string* key = partition_->key_of(slot);
-        if (key == nullptr || tags_->prompt(slot)) continue;  // held prompts too: never a trajectory
-        (*trajectories_)[std::string_view(*key).substr(0, key->find('_'))].push_back({slot, arrival});
+    for (const ReplayPrompt& prompt : prompts_) {
+      if (prompt.status == PromptStatus::kFinished || prompt.status == PromptStatus::kFailure) {
+        trajectories_->try_emplace(prompt.uid);
       }
     }
+    size_t arrival = 0;
+    for (uint32_t slot = partition_ ? partition_->first() : kNoSlot; slot != kNoSlot;
+         slot = partition_->next(slot), ++arrival) {
+      const std::string* key = partition_->key_of(slot);
+      if (key == nullptr || tags_->prompt(slot)) continue;  // held prompts too: never a trajectory
+      const auto group = trajectories_->find(std::string_view(*key).substr(0, key->find('_')));
+      if (group != trajectories_->end()) group->second.push_back({slot, arrival});
+    }
+    std::erase_if(*trajectories_, [](const auto& group) { return group.second.empty(); });
   }
   const auto found = trajectories_->find(uid);
   return found == trajectories_->end() ? nullptr : &found->second;

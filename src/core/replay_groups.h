@@ -34,8 +34,9 @@ struct ReplayTrajectory {
 class ReplayTagCache;
 
 // One pass's view of a partition's groups: its prompts in arrival order, and
-// their trajectories, found on first use (one walk over the samples) so that
-// a pass that needs none (idle, count) does not walk them.
+// the trajectories of its terminal ones (the only groups a pass evicts,
+// classifies or selects), found on first use (one walk over the samples) so
+// that a pass that needs none (idle, count) does not walk them.
 class ReplayGroups {
  public:
   ReplayGroups() = default;  // no partition: no groups
@@ -43,7 +44,8 @@ class ReplayGroups {
       : partition_(&partition), tags_(&tags), prompts_(std::move(prompts)) {}
 
   const std::vector<ReplayPrompt>& prompts() const { return prompts_; }
-  // The uid's trajectories in arrival order; null when it has none.
+  // The trajectories of a terminal prompt's uid, in arrival order; null when
+  // it has none (or the uid is no terminal prompt's).
   const std::vector<ReplayTrajectory>* trajectories(std::string_view uid) const;
 
  private:
