@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/replay_leases.h"
+#include "controller_test_support.h"
 #include "error_matchers.h"
 #include "seqflow/controller.h"
 #include "seqflow/replay.h"
@@ -38,14 +39,7 @@ ReplayRequest kept_request(uint64_t pass_id, int64_t batch_size, int64_t lease_m
   return request;
 }
 
-std::set<std::string> keys_of(const Controller& controller) {
-  std::set<std::string> keys;
-  const std::string partition = "train";
-  for (const PartitionKeys& listed : controller.kv_list(&partition)) {
-    for (size_t i = 0; i < listed.size(); ++i) keys.emplace(listed.key(i));
-  }
-  return keys;
-}
+std::set<std::string> keys_of(const Controller& controller) { return test::listed_keys(controller, "train"); }
 
 TEST(ReplayLeases, ALostAnswerIsAnsweredAgainAndTheSelectionIsHeldUntilAcknowledged) {
   Controller controller;

@@ -14,6 +14,7 @@
 #include <iterator>
 #include <initializer_list>
 #include <map>
+#include <set>
 #include <span>
 #include <utility>
 #include <string>
@@ -58,6 +59,15 @@ inline std::vector<int64_t> put(Controller& controller, const std::string& parti
 }
 
 // total_lengths per sample, as custom_meta.
+// The keys of the partition, sorted.
+inline std::set<std::string> listed_keys(const Controller& controller, const std::string& partition) {
+  std::set<std::string> keys;
+  for (const PartitionKeys& listed : controller.kv_list(&partition)) {
+    for (size_t i = 0; i < listed.size(); ++i) keys.emplace(listed.key(i));
+  }
+  return keys;
+}
+
 inline std::vector<Value> lengths_meta(const std::vector<int64_t>& lengths) {
   std::vector<Value> out;
   for (int64_t length : lengths) out.push_back({{"total_lengths", length}});
