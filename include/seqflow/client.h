@@ -56,6 +56,9 @@ class Client {
   virtual void kv_clear(const std::string& partition_id, std::span<const std::string> keys) = 0;
   // ControlPlane::replay_pass, the released samples dropped in both planes (as kv_clear's).
   virtual ReplayPass replay_pass(const ReplayRequest& request) = 0;
+  // ControlPlane::ack_replay_pass, the released prompt keys dropped in both
+  // planes; whether the pass was still kept.
+  virtual bool ack_replay_pass(const std::string& partition_id, uint64_t pass_id) = 0;
 
   // Controller, samplers and storage, as one atomic directory, with the
   // caller's `user_metadata` (a JSON object) in its metadata.json, which

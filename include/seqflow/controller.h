@@ -285,6 +285,9 @@ class ControlPlane {
   // Costs the changes since the cursor, not the partition's keys. Bad
   // arguments throw kInvalidArgument naming them.
   virtual WatchBatch watch(const WatchRequest& request) = 0;
+  // Ends a pass kept under `pass_id` (ReplayPass::kept): its selected prompt
+  // keys are cleared. Acknowledging again answers true and clears nothing.
+  virtual ReplayAck ack_replay_pass(const std::string& partition_id, uint64_t pass_id) = 0;
 
   // Checkpoint of everything above, including the sampler's state. Atomic on
   // disk; load throws and leaves the running state unchanged on a missing or
@@ -363,6 +366,7 @@ class Controller final : public ControlPlane {
   std::vector<int64_t> kv_clear(const std::string& partition_id, std::span<const std::string> keys) override;
   ReplayPass replay_pass(const ReplayRequest& request) override;
   WatchBatch watch(const WatchRequest& request) override;
+  ReplayAck ack_replay_pass(const std::string& partition_id, uint64_t pass_id) override;
   void save(const std::string& path) const override;
   void load(const std::string& path) override;
   void report_timing(const std::string& task_name, std::span<const TimingRecord> records) override;

@@ -10,6 +10,13 @@
 // to ask for, applies the `wait` gate and, when enough terminal groups are
 // sampleable, selects the oldest prompts (by global_steps; ties in the
 // prompt keys' arrival order) and clears their prompt keys.
+//
+// Exactly once: a pass with a pass_id (chosen by the caller) that changes
+// anything is kept under that id for its lease. A retry with the same id
+// gets the kept answer (same groups, refill and cursor) instead of a new
+// pass; its selected prompt keys are held, not cleared (no later pass
+// selects them) until ack_replay_pass clears them. Unacknowledged when the
+// lease ends (the caller died), the held groups are sampleable again.
 #pragma once
 
 #include <cstdint>
@@ -115,6 +122,11 @@ struct ReplayRequest {
   // group_filter_metric: the DAPO values of groups a pass answered as
   // unclassified, one per trajectory, by prompt uid.
   std::vector<std::pair<std::string, std::vector<double>>> group_values;
+  // Nonzero: the caller's id of this pass (see above), kept for lease_ms
+  // (1 .. kMaxLease) when the pass changes anything. 0: applied at once,
+  // the selected prompt keys cleared before the answer leaves.
+  uint64_t pass_id = 0;
+  int64_t lease_ms = 0;
 };
 
 struct ReplayPass {
@@ -132,6 +144,16 @@ struct ReplayPass {
   // values yet (held in flight by this pass; pass again with their
   // group_values).
   std::vector<std::string> unclassified_keys;
+  // Kept under the request's pass_id: acknowledge it (ack_replay_pass).
+  bool kept = false;
+};
+
+// ack_replay_pass's answer: whether the pass was still kept (false: its
+// lease ended first, and its selected groups went back to be sampled again),
+// and the prompt keys' global indexes released, for the storage to drop.
+struct ReplayAck {
+  bool acknowledged = false;
+  std::vector<int64_t> released;
 };
 
 }  // namespace seqflow

@@ -448,7 +448,7 @@ void bind_native_client(nb::module_ m) {
          bool refill_failed_groups, int64_t max_inflight_prompts, int64_t gen_batch_size,
          std::optional<std::string> group_filter_metric,
          std::vector<std::pair<std::string, std::vector<double>>> group_values, const ReplayCursor& cursor,
-         int64_t wait_ms) {
+         int64_t wait_ms, uint64_t pass_id, int64_t lease_ms) {
         ReplayRequest request{partition,
                               global_steps,
                               batch_size,
@@ -458,13 +458,16 @@ void bind_native_client(nb::module_ m) {
                                gen_batch_size, std::move(group_filter_metric)},
                               cursor,
                               wait_ms,
-                              std::move(group_values)};
+                              std::move(group_values),
+                              pass_id,
+                              lease_ms};
         std::shared_ptr<Client> client = self.connected();
         return without_gil([&] { return client->replay_pass(request); });
       },
       "partition_id"_a, "global_steps"_a, "batch_size"_a, "step"_a, "mode"_a, "max_off_policy_threshold"_a.none(),
       "strategy"_a, "group_filter_tag"_a.none(), "evict"_a, "refill_failed_groups"_a, "max_inflight_prompts"_a,
-      "gen_batch_size"_a, "group_filter_metric"_a.none(), "group_values"_a, "cursor"_a, "wait_ms"_a);
+      "gen_batch_size"_a, "group_filter_metric"_a.none(), "group_values"_a, "cursor"_a, "wait_ms"_a, "pass_id"_a,
+      "lease_ms"_a);
   cls.def(
       "watch",
       [](const NativeClient& self, const std::string& partition, const std::string& key_prefix,
@@ -476,6 +479,13 @@ void bind_native_client(nb::module_ m) {
       },
       "partition_id"_a, "key_prefix"_a, "tag_field"_a, "cursor"_a, "max_changes"_a, "wait_ms"_a,
       "The partition's changes since `cursor` (0: start watching), waiting up to wait_ms for one.");
+  cls.def(
+      "ack_replay_pass",
+      [](const NativeClient& self, const std::string& partition, uint64_t pass_id) {
+        std::shared_ptr<Client> client = self.connected();
+        return without_gil([&] { return client->ack_replay_pass(partition, pass_id); });
+      },
+      "partition_id"_a, "pass_id"_a);
 }
 
 }  // namespace seqflow::bindings

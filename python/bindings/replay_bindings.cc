@@ -43,7 +43,8 @@ void bind_replay(nb::module_ m) {
       .def_ro("cursor", &ReplayPass::cursor)
       .def_ro("unclassified_keys", &ReplayPass::unclassified_keys,
               "group_filter_metric: the trajectory keys of finished groups the pass needs values for "
-              "(held in flight until a pass brings them).");
+              "(held in flight until a pass brings them).")
+      .def_ro("kept", &ReplayPass::kept, "Kept under its pass_id until acknowledged (Client.ack_replay_pass).");
 }
 
 }  // namespace seqflow::bindings

@@ -721,7 +721,8 @@ class Client:
                     gen_batch_size: int = 1, group_filter_metric: Optional[str] = None,
                     group_values: Optional[Mapping[str, Sequence[float]]] = None,
                     cursor: Optional[_seqflow.client.ReplayCursor] = None,
-                    wait: float = 0.0) -> _seqflow.client.ReplayPass:
+                    wait: float = 0.0, pass_id: Optional[int] = None,
+                    lease: float = 60.0) -> _seqflow.client.ReplayPass:
         """One pass of verl's replay-buffer loop in the engine, over the
         partition's prompt keys ``{uid}`` (tags is_prompt, status,
         global_steps) and trajectory keys ``{uid}_...``: evicts stale
@@ -739,13 +740,35 @@ class Client:
         (``unclassified_keys``) and holds those groups in flight until a pass
         brings their ``group_values`` ({uid: one value per trajectory}). After a pass with nothing to do it waits up to
         ``wait`` seconds (at most 50 ms through a client: see docs) before
-        answering. See docs/replay.md."""
+        answering.
+
+        Exactly once: with ``pass_id`` (a positive integer, new for each
+        pass) a pass that changes anything is kept for ``lease`` seconds
+        (answer.kept): the same call again (its reply lost) gets the same
+        answer, and its selected prompt keys are held, not cleared, until
+        ack_replay_pass; unacknowledged when the lease ends, their groups are
+        sampleable again. See docs/replay.md."""
         wait_ms = round(1000 * check_seconds(wait, "wait", allow_zero=True))
+        kept_id, lease_ms = 0, 0
+        if pass_id is not None:
+            kept_id = check_count(pass_id, "pass_id", minimum=1)
+            lease_ms = max(1, round(1000 * check_seconds(lease, "lease")))
         return self._connected().replay_pass(
             partition_id, global_steps, batch_size, step, mode, max_off_policy_threshold, max_off_policy_strategy,
             group_filter_tag, evict, refill_failed_groups, max_inflight_prompts, gen_batch_size, group_filter_metric,
             [] if group_values is None else [(uid, list(values)) for uid, values in group_values.items()],
-            _seqflow.client.ReplayCursor() if cursor is None else cursor, wait_ms)
+            _seqflow.client.ReplayCursor() if cursor is None else cursor, wait_ms, kept_id, lease_ms)
+
+    def ack_replay_pass(self, partition_id: str, pass_id: int) -> bool:
+        """Acknowledges a kept replay pass (replay_pass(pass_id=...) whose
+        answer.kept): its selected prompt keys are cleared. False when its
+        lease ended first: its groups went back and may be sampled again, so
+        the caller must not use its answer's selection. Acknowledging again
+        answers True."""
+        partition = check_name(partition_id, "partition_id")
+        kept_id = check_count(pass_id, "pass_id", minimum=1)
+        acknowledged: bool = self._connected().ack_replay_pass(partition, kept_id)
+        return acknowledged
 
     def watch(self, partition_id: str, *, key_prefix: Optional[str] = None, tag_field: Optional[str] = None,
               timeout: Optional[float] = None, max_changes: int = 1024) -> Iterator[_seqflow.client.Change]:
@@ -793,6 +816,7 @@ class Client:
     async_kv_list = async_twin(kv_list)
     async_kv_clear = async_twin(kv_clear)
     async_replay_pass = async_twin(replay_pass)
+    async_ack_replay_pass = async_twin(ack_replay_pass)
     async_save_checkpoint = async_twin(save_checkpoint)
     async_load_checkpoint = async_twin(load_checkpoint)
     async_report_timing = async_twin(report_timing)

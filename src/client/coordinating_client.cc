@@ -577,7 +577,9 @@ ReplayPass CoordinatingClient::replay_pass(const ReplayRequest& request) {
   ReplayRequest pass_now = request;
   pass_now.wait_ms = 0;
   ReplayPass pass;
-  {
+  if (request.step == ReplayStep::kCount) {  // releases nothing: no clear lock
+    pass = control_->replay_pass(pass_now);
+  } else {
     std::unique_lock lock(mutex_);
     ++interruptions_.clears;
     pass = control_->replay_pass(pass_now);
@@ -590,6 +592,13 @@ ReplayPass CoordinatingClient::replay_pass(const ReplayRequest& request) {
     std::this_thread::sleep_for(std::min(kReplayIdleWait, std::chrono::milliseconds(request.wait_ms)));
   }
   return pass;
+}
+
+bool CoordinatingClient::ack_replay_pass(const std::string& partition_id, uint64_t pass_id) {
+  std::unique_lock lock(mutex_);  // releases as a clear does
+  const ReplayAck ack = control_->ack_replay_pass(partition_id, pass_id);
+  drop_released(ack.released);
+  return ack.acknowledged;
 }
 
 void CoordinatingClient::save_checkpoint(const std::string& directory, const Value& user_metadata) {

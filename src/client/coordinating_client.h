@@ -73,6 +73,7 @@ class CoordinatingClient final : public Client {
   // The longest replay_pass sleeps after an idle pass (of its wait_ms).
   static constexpr std::chrono::milliseconds kReplayIdleWait{50};
   ReplayPass replay_pass(const ReplayRequest& request) override;
+  bool ack_replay_pass(const std::string& partition_id, uint64_t pass_id) override;
 
   void save_checkpoint(const std::string& directory, const Value& user_metadata) override;
   Value load_checkpoint(const std::string& directory) override;

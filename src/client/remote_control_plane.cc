@@ -266,6 +266,11 @@ WatchBatch RemoteControlPlane::watch(const WatchRequest& request) {
       call(control::kWatch, control::encode_watch_request(request), CallDeadline::of_request(request.wait + timeout_)));
 }
 
+ReplayAck RemoteControlPlane::ack_replay_pass(const std::string& partition_id, uint64_t pass_id) {
+  return control::decode_ack_replay_pass_reply(
+      call(control::kAckReplayPass, control::encode_ack_replay_pass_request({partition_id, pass_id})));
+}
+
 void RemoteControlPlane::save(const std::string& path) const {
   control::decode_empty_reply(call(control::kSave, control::encode_path_request(path)), control::kSave);
 }

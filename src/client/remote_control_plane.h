@@ -59,6 +59,7 @@ class RemoteControlPlane final : public ControlPlane {
   // Waits at the controller (a waiter there, no thread): the call's deadline
   // is request.wait plus the client's timeout.
   WatchBatch watch(const WatchRequest& request) override;
+  ReplayAck ack_replay_pass(const std::string& partition_id, uint64_t pass_id) override;
   void save(const std::string& path) const override;
   void load(const std::string& path) override;
 

@@ -1,13 +1,17 @@
 // Controller::replay_pass: one pass of verl's replay-buffer loop on the
 // controller's own keys and tags, under its lock (no listing crosses a
 // boundary), applied whole: evicted groups, discarded surplus and the
-// selected prompt keys are released as kv_clear releases them.
+// selected prompt keys are released as kv_clear releases them; or, for a
+// pass with a pass_id, kept (core/replay_leases.h) with its selected prompt
+// keys held until ack_replay_pass.
 #include <algorithm>
+#include <functional>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "core/controller_state.h"
 #include "core/custom_meta.h"
+#include "core/name_rule.h"
+#include "core/replay_leases.h"
 #include "core/replay_selection.h"
 #include "seqflow/controller.h"
 #include "seqflow/error.h"
@@ -20,11 +24,11 @@ using core::ReplayGroups;
 
 // The selected groups' trajectories, in arrival order, with their tags.
 void answer_selected(const PartitionState& partition, const ReplayGroups& groups,
-                     const std::vector<std::string>& selected, ReplayPass& pass) {
+                     const std::vector<std::string_view>& selected, ReplayPass& pass) {
   std::vector<core::ReplayTrajectory> trajectories;
-  for (const std::string& uid : selected) {
-    if (auto found = groups.trajectories.find(uid); found != groups.trajectories.end()) {
-      trajectories.insert(trajectories.end(), found->second.begin(), found->second.end());
+  for (std::string_view uid : selected) {
+    if (const std::vector<core::ReplayTrajectory>* found = groups.trajectories(uid)) {
+      trajectories.insert(trajectories.end(), found->begin(), found->end());
     }
   }
   std::sort(trajectories.begin(), trajectories.end(),
@@ -35,20 +39,57 @@ void answer_selected(const PartitionState& partition, const ReplayGroups& groups
   }
 }
 
-// The slots of the evicted groups (prompt and trajectories) and of the selected prompts.
-std::vector<uint32_t> slots_to_release(const ReplayGroups& groups, const core::ReplayPlan& plan) {
-  std::unordered_map<std::string_view, uint32_t> prompt_slot;
-  for (const core::ReplayPrompt& prompt : groups.prompts) prompt_slot.emplace(prompt.uid, prompt.slot);
-  std::vector<uint32_t> slots;
-  for (const std::string& uid : plan.evicted) {
-    slots.push_back(prompt_slot.at(uid));
-    if (auto found = groups.trajectories.find(uid); found != groups.trajectories.end()) {
-      for (const core::ReplayTrajectory& trajectory : found->second) slots.push_back(trajectory.slot);
-    }
-  }
-  for (const std::string& uid : plan.selected) slots.push_back(prompt_slot.at(uid));
+std::unordered_map<std::string_view, uint32_t> prompt_slots(const ReplayGroups& groups) {
+  std::unordered_map<std::string_view, uint32_t> slots;
+  for (const core::ReplayPrompt& prompt : groups.prompts()) slots.emplace(prompt.uid, prompt.slot);
   return slots;
 }
+
+// The slots of the evicted groups (prompt and trajectories) and, unless
+// they are held, of the selected prompts.
+std::vector<uint32_t> slots_to_release(const ReplayGroups& groups, const core::ReplayPlan& plan, bool hold_selected) {
+  if (plan.evicted.empty() && (hold_selected || plan.selected.empty())) return {};
+  const std::unordered_map<std::string_view, uint32_t> prompt_slot = prompt_slots(groups);
+  std::vector<uint32_t> slots;
+  for (std::string_view uid : plan.evicted) {
+    slots.push_back(prompt_slot.at(uid));
+    if (const std::vector<core::ReplayTrajectory>* found = groups.trajectories(uid)) {
+      for (const core::ReplayTrajectory& trajectory : *found) slots.push_back(trajectory.slot);
+    }
+  }
+  if (!hold_selected) {
+    for (std::string_view uid : plan.selected) slots.push_back(prompt_slot.at(uid));
+  }
+  return slots;
+}
+
+// The prompt samples a kept pass holds.
+std::vector<core::ReplayLeases::Prompt> held_prompts(const core::ControlData& data, const PartitionState& partition,
+                                                     const ReplayGroups& groups,
+                                                     const std::vector<std::string_view>& selected) {
+  const std::unordered_map<std::string_view, uint32_t> prompt_slot = prompt_slots(groups);
+  std::vector<core::ReplayLeases::Prompt> held;
+  for (std::string_view uid : selected) {
+    const int64_t index = partition.global_index(prompt_slot.at(uid));
+    held.push_back({index, data.generation(index)});
+  }
+  return held;
+}
+
+// A pass sent again under a kept pass's id: the kept answer, for the same pass only.
+ReplayPass answer_again(const core::ReplayLeases::Kept& kept, const ReplayRequest& request) {
+  if (kept.acknowledged || kept.step != request.step || kept.global_steps != request.global_steps ||
+      kept.batch_size != request.batch_size) {
+    throw_invalid(
+        "pass_id = " + std::to_string(request.pass_id) + " names a pass kept in partition '" + request.partition_id +
+        "' that " +
+        (kept.acknowledged ? std::string("was acknowledged") : "had another step, global_steps or batch_size") +
+        "; a new pass needs a new pass_id");
+  }
+  return kept.answer;
+}
+
+std::vector<std::string> strings_of(const std::vector<std::string_view>& views) { return {views.begin(), views.end()}; }
 
 }  // namespace
 
@@ -56,18 +97,30 @@ ReplayPass Controller::replay_pass(const ReplayRequest& request) {
   core::check_replay_request(request);
   const ReplayOptions& options = request.options;
   std::unique_lock lock(state_->mutex);
+  core::ReplayLeases& kept_passes = state_->replay_leases;
+  kept_passes.expire(core::ReplayLeases::Clock::now());
+  if (request.pass_id != 0) {
+    if (const core::ReplayLeases::Kept* kept = kept_passes.find(request.partition_id, request.pass_id)) {
+      return answer_again(*kept, request);
+    }
+  }
   PartitionState* partition = state_->data.find(request.partition_id);
-  ReplayGroups groups = partition != nullptr ? core::scan_replay_groups(*partition) : ReplayGroups{};
+  std::function<bool(uint32_t)> held;
+  if (const core::ReplayLeases::Held* prompts = kept_passes.held(request.partition_id); prompts && partition) {
+    held = [&, prompts](uint32_t slot) {
+      const auto found = prompts->find(partition->global_index(slot));
+      return found != prompts->end() && found->second == state_->data.generation(found->first);
+    };
+  }
+  ReplayGroups groups =
+      partition != nullptr ? state_->replay_tags[request.partition_id].scan(*partition, held) : ReplayGroups{};
   core::GroupFilterAnswer filter;
   if (partition != nullptr && options.evict && options.group_filtering()) {
     filter = state_->group_filters[request.partition_id].filtered(*partition, groups, options, request.group_values);
   }
   // Finished groups without their values yet stay in flight for this pass: no pass waits on the
   // values of groups that finish while the client reads the last ones.
-  const std::unordered_set<std::string> unclassified(filter.unclassified_uids.begin(), filter.unclassified_uids.end());
-  for (core::ReplayPrompt& prompt : groups.prompts) {
-    if (unclassified.count(prompt.uid) > 0) prompt.status = core::PromptStatus::kRunning;
-  }
+  groups.hold_in_flight(filter.unclassified_uids);
   ReplayPass pass;
   pass.unclassified_keys = std::move(filter.unclassified_keys);
   const core::ReplayPlan plan = core::plan_replay_pass(request, groups, filter.filtered);
@@ -76,7 +129,7 @@ ReplayPass Controller::replay_pass(const ReplayRequest& request) {
   pass.ready = plan.ready;
   pass.sampleable = static_cast<int64_t>(plan.sampleable.size());
   pass.cursor = plan.cursor;
-  if (request.step == ReplayStep::kEvict && plan.ready) pass.sampleable_uids = plan.sampleable;
+  if (request.step == ReplayStep::kEvict && plan.ready) pass.sampleable_uids = strings_of(plan.sampleable);
   if (partition != nullptr && !plan.selected.empty()) {
     answer_selected(*partition, groups, plan.selected, pass);
     if (options.mode == ReplayMode::kSync && options.evict && pass.keys.empty()) {
@@ -87,25 +140,68 @@ ReplayPass Controller::replay_pass(const ReplayRequest& request) {
                                                                  "(verl: sync_refill_failed_groups) "
                                                                  "to replace failed groups."));
     }
-    pass.selected_uids = plan.selected;
+    pass.selected_uids = strings_of(plan.selected);
   }
-  const std::vector<uint32_t> slots = slots_to_release(groups, plan);
+  const bool keep = request.pass_id != 0;
+  const std::vector<uint32_t> slots = slots_to_release(groups, plan, keep);
+  const bool changes = !slots.empty() || !plan.selected.empty();
+  core::ReplayLeases::Kept kept;
+  if (keep && changes) {
+    kept_passes.check_room();  // before anything changes
+    kept = {request.step, request.global_steps, request.batch_size, pass, {}, {}, false};
+    kept.answer.kept = true;
+    if (!plan.selected.empty()) kept.held = held_prompts(state_->data, *partition, groups, plan.selected);
+    kept.expiry = core::ReplayLeases::Clock::now() + std::chrono::milliseconds(request.lease_ms);
+  }
   if (!slots.empty()) {
     auto cleared = state_->change_logs.describe(request.partition_id, *partition, ChangeKind::kCleared, slots, false,
                                                 core::ChangeLogs::Clock::now());
+    // First: the uids are views of the keys released below.
+    if (auto cache = state_->group_filters.find(request.partition_id); cache != state_->group_filters.end()) {
+      for (std::string_view uid : plan.evicted) cache->second.forget(uid);
+      for (std::string_view uid : plan.selected) cache->second.forget(uid);
+    }
     pass.released = state_->data.remove_samples(*partition, slots);
     state_->change_logs.append(request.partition_id, std::move(cleared));
     state_->leases.forget_samples(request.partition_id, pass.released);
-    if (auto cache = state_->group_filters.find(request.partition_id); cache != state_->group_filters.end()) {
-      for (const std::string& uid : plan.evicted) cache->second.forget(uid);
-      for (const std::string& uid : plan.selected) cache->second.forget(uid);
-    }
     state_->notify_changed(&request.partition_id);
+  }
+  if (keep && changes) {
+    kept_passes.keep(request.partition_id, request.pass_id, std::move(kept));
+    pass.kept = true;
   }
   const bool idle =
       request.step != ReplayStep::kCount && pass.refill == 0 && !pass.ready && pass.unclassified_keys.empty();
   if (idle && request.wait_ms > 0) state_->changed.wait_for(lock, std::chrono::milliseconds(request.wait_ms));
   return pass;
+}
+
+ReplayAck Controller::ack_replay_pass(const std::string& partition_id, uint64_t pass_id) {
+  core::check_name(partition_id, "partition_id");
+  if (pass_id == 0) throw_invalid("pass_id = 0 names no pass: a kept pass has the nonzero id it was sent with");
+  std::lock_guard lock(state_->mutex);
+  core::ReplayLeases& kept_passes = state_->replay_leases;
+  kept_passes.expire(core::ReplayLeases::Clock::now());
+  const std::optional<std::vector<core::ReplayLeases::Prompt>> held = kept_passes.acknowledge(partition_id, pass_id);
+  ReplayAck ack;
+  if (!held) return ack;  // its lease ended first: its groups went back
+  ack.acknowledged = true;
+  PartitionState* partition = state_->data.find(partition_id);
+  if (partition == nullptr || held->empty()) return ack;
+  std::vector<uint32_t> slots;
+  for (const core::ReplayLeases::Prompt& prompt : *held) {
+    // Skipped when cleared meanwhile (and its index perhaps reused).
+    const auto slot = state_->data.slot_of(*partition, prompt.global_index);
+    if (slot && state_->data.generation(prompt.global_index) == prompt.generation) slots.push_back(*slot);
+  }
+  if (slots.empty()) return ack;
+  auto cleared = state_->change_logs.describe(partition_id, *partition, ChangeKind::kCleared, slots, false,
+                                              core::ChangeLogs::Clock::now());
+  ack.released = state_->data.remove_samples(*partition, std::move(slots));
+  state_->change_logs.append(partition_id, std::move(cleared));
+  state_->leases.forget_samples(partition_id, ack.released);
+  state_->notify_changed(&partition_id);
+  return ack;
 }
 
 }  // namespace seqflow

@@ -23,6 +23,7 @@ void PartitionState::reserve_samples(size_t count) {
   amortized_reserve(produced_, slots * stride_);
   amortized_reserve(meta_, slots);
   amortized_reserve(key_, slots);
+  amortized_reserve(keyed_change_, slots);
   amortized_reserve(length_, slots);
   amortized_reserve(group_, slots);
   amortized_reserve(put_id_, slots);
@@ -50,6 +51,7 @@ uint32_t PartitionState::add_sample(int64_t global_index, uint32_t put_id, uint3
     produced_.resize(produced_.size() + stride_, 0);
     meta_.emplace_back();
     key_.emplace_back();
+    keyed_change_.push_back(0);
     length_.push_back(kNoLength);
     group_.push_back(0);
     put_id_.push_back(put_id);
@@ -63,7 +65,7 @@ uint32_t PartitionState::add_sample(int64_t global_index, uint32_t put_id, uint3
 void PartitionState::remove_sample(uint32_t slot) {
   for (auto& [name, queue] : tasks_) queue.remove(slot);
   if (!key_[slot].empty()) {
-    ++listing_version_.changes;
+    keyed_change_[slot] = ++listing_version_.changes;
     key_slot_.erase(key_[slot]);
     key_[slot].clear();
     key_[slot].shrink_to_fit();
@@ -231,7 +233,7 @@ PartitionState::StoredMeta PartitionState::stored(EncodedMeta meta) {
 }
 
 void PartitionState::swap_meta(uint32_t slot, StoredMeta& meta) noexcept {
-  if (!key_[slot].empty()) ++listing_version_.changes;
+  if (!key_[slot].empty()) keyed_change_[slot] = ++listing_version_.changes;
   std::swap(meta_[slot], meta.bytes);
   std::swap(length_[slot], meta.length);
   std::swap(group_[slot], meta.group);
@@ -275,7 +277,7 @@ const std::string* PartitionState::key_of(uint32_t slot) const { return key_[slo
 
 void PartitionState::set_key(const std::string& key, uint32_t slot) {
   if (!key_[slot].empty()) key_slot_.erase(key_[slot]);
-  ++listing_version_.changes;
+  keyed_change_[slot] = ++listing_version_.changes;
   key_slot_[key] = slot;
   key_[slot] = key;
 }

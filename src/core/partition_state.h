@@ -136,6 +136,9 @@ class PartitionState {
   // Changes with every key made or removed and every keyed sample's
   // custom_meta set (what kv_list shows).
   const ListingVersion& listing_version() const { return listing_version_; }
+  // The listing change that last touched the slot's key or its tag (0:
+  // none yet), so that a reader that parsed a tag knows when to parse it again.
+  uint64_t keyed_change(uint32_t slot) const { return keyed_change_[slot]; }
 
  private:
   std::string name_;
@@ -171,6 +174,7 @@ class PartitionState {
   // arrays in arrival order, not a tree.
   std::unordered_map<std::string, uint32_t> key_slot_;
   std::vector<std::string> key_;
+  std::vector<uint64_t> keyed_change_;  // per slot
   ListingVersion listing_version_;
 };
 

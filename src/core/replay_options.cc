@@ -3,6 +3,7 @@
 
 #include "core/name_rule.h"
 #include "core/replay_selection.h"
+#include "seqflow/controller.h"
 #include "seqflow/error.h"
 #include "seqflow/replay.h"
 
@@ -82,6 +83,15 @@ void check_replay_request(const ReplayRequest& request) {
   check_at_least(request.wait_ms, 0, "wait_ms");
   if (request.wait_ms > kMaxReplayWaitMs) {
     throw_invalid("wait_ms = " + std::to_string(request.wait_ms) + " must be <= " + std::to_string(kMaxReplayWaitMs));
+  }
+  if (request.pass_id != 0) {
+    check_at_least(request.lease_ms, 1, "lease_ms", " (a pass with a pass_id is kept for its lease)");
+    if (request.lease_ms > kMaxLease.count()) {
+      throw_invalid("lease_ms = " + std::to_string(request.lease_ms) +
+                    " must be <= " + std::to_string(kMaxLease.count()) + " (a week)");
+    }
+  } else if (request.lease_ms != 0) {
+    throw_invalid("lease_ms = " + std::to_string(request.lease_ms) + " needs a pass_id (0: nothing is kept)");
   }
   if (options.mode != ReplayMode::kSync) return;
   if (request.step == ReplayStep::kEvict) {

@@ -25,8 +25,8 @@ int64_t span_of(const ReplayPrompt& prompt, int64_t global_steps) { return globa
 // The groups a pass evicts, each reason counted as verl counts it (a group
 // may have several reasons; it is evicted and refilled once).
 struct EvictionReasons {
-  std::unordered_set<std::string> stale, filtered, failed;
-  bool any(const std::string& uid) const { return stale.count(uid) + filtered.count(uid) + failed.count(uid) > 0; }
+  std::unordered_set<std::string_view> stale, filtered, failed;
+  bool any(std::string_view uid) const { return stale.count(uid) + filtered.count(uid) + failed.count(uid) > 0; }
 };
 
 EvictionReasons eviction_reasons(const ReplayRequest& request, const ReplayGroups& groups,
@@ -37,13 +37,13 @@ EvictionReasons eviction_reasons(const ReplayRequest& request, const ReplayGroup
   for (const auto& [uid, value] : filtered) reasons.filtered.insert(uid);
   const bool async = options.mode == ReplayMode::kAsync;
   const bool drop_stale = async && options.max_off_policy_threshold && options.strategy == StalenessStrategy::kDrop;
-  for (const ReplayPrompt& prompt : groups.prompts) {
+  for (const ReplayPrompt& prompt : groups.prompts()) {
     if (drop_stale && prompt.status == PromptStatus::kFinished &&
         span_of(prompt, request.global_steps) > *options.max_off_policy_threshold) {
       reasons.stale.insert(prompt.uid);
     }
     if (prompt.status != PromptStatus::kFailure) continue;
-    if (async || (options.refill_failed_groups && groups.trajectories.count(prompt.uid) == 0)) {
+    if (async || (options.refill_failed_groups && groups.trajectories(prompt.uid) == nullptr)) {
       reasons.failed.insert(prompt.uid);
     }
   }
@@ -54,7 +54,7 @@ ReplayEvictions count_evictions(const ReplayRequest& request, const ReplayGroups
                                 const EvictionReasons& reasons,
                                 const std::vector<std::pair<std::string, double>>& filtered) {
   ReplayEvictions counted;
-  for (const ReplayPrompt& prompt : groups.prompts) {
+  for (const ReplayPrompt& prompt : groups.prompts()) {
     if (reasons.stale.count(prompt.uid) == 0) continue;
     const int64_t span = span_of(prompt, request.global_steps);
     counted.stale_span_max = counted.stale > 0 ? std::max(counted.stale_span_max, span) : span;
@@ -73,13 +73,13 @@ ReplayEvictions count_evictions(const ReplayRequest& request, const ReplayGroups
 
 // Oldest step first; equal steps in the prompts' arrival order (verl sorts a
 // set stably, so its ties follow the set's hash order).
-std::vector<std::string> oldest_first(const ReplayGroups& groups, const std::vector<std::string>& sampleable,
-                                      int64_t batch_size) {
+std::vector<std::string_view> oldest_first(const ReplayGroups& groups, const std::vector<std::string_view>& sampleable,
+                                           int64_t batch_size) {
   std::unordered_map<std::string_view, int64_t> steps;
-  for (const ReplayPrompt& prompt : groups.prompts) steps.emplace(prompt.uid, prompt.global_steps);
-  std::vector<std::string> ordered = sampleable;
+  for (const ReplayPrompt& prompt : groups.prompts()) steps.emplace(prompt.uid, prompt.global_steps);
+  std::vector<std::string_view> ordered = sampleable;
   std::stable_sort(ordered.begin(), ordered.end(),
-                   [&](const std::string& a, const std::string& b) { return steps.at(a) < steps.at(b); });
+                   [&](std::string_view a, std::string_view b) { return steps.at(a) < steps.at(b); });
   ordered.resize(std::min(ordered.size(), static_cast<size_t>(batch_size)));
   return ordered;
 }
@@ -118,8 +118,8 @@ void plan_sync(const ReplayRequest& request, const ReplayGroups& groups, const E
   plan.ready = true;
   if (!filtering) return;
   // Sync stays bufferless: what was sampleable beyond the batch is discarded.
-  const std::unordered_set<std::string> chosen(plan.selected.begin(), plan.selected.end());
-  for (const std::string& uid : plan.sampleable) {
+  const std::unordered_set<std::string_view> chosen(plan.selected.begin(), plan.selected.end());
+  for (std::string_view uid : plan.sampleable) {
     if (chosen.count(uid) == 0) plan.evicted.push_back(uid);
   }
   cursor.evictions.surplus += static_cast<int64_t>(plan.sampleable.size() - plan.selected.size());
@@ -133,7 +133,7 @@ void plan_async(const ReplayRequest& request, const ReplayGroups& groups, Replay
   }
   const ReplayOptions& options = request.options;
   if (options.max_off_policy_threshold && options.strategy == StalenessStrategy::kWait) {
-    for (const ReplayPrompt& prompt : groups.prompts) {
+    for (const ReplayPrompt& prompt : groups.prompts()) {
       if (!terminal(prompt) && span_of(prompt, request.global_steps) >= *options.max_off_policy_threshold) return;
     }
   }
@@ -150,7 +150,7 @@ ReplayPlan plan_replay_pass(const ReplayRequest& request, const ReplayGroups& gr
   plan.cursor = request.cursor;
   const EvictionReasons reasons = eviction_reasons(request, groups, filtered);
   int64_t inflight = 0;
-  for (const ReplayPrompt& prompt : groups.prompts) {
+  for (const ReplayPrompt& prompt : groups.prompts()) {
     if (!terminal(prompt)) {
       ++inflight;
     } else if (!reasons.any(prompt.uid)) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -19,10 +20,12 @@ inline constexpr int64_t kMaxReplayWaitMs = 60000;
 // Throws kInvalidArgument naming the parameter and the value.
 void check_replay_request(const ReplayRequest& request);
 
+// Uids as views of the partition's keys: valid while the pass holds the
+// controller's lock and until it releases them.
 struct ReplayPlan {
-  std::vector<std::string> evicted;   // groups cleared whole (prompt and trajectories)
-  std::vector<std::string> selected;  // prompts cleared, their trajectories answered; oldest first
-  std::vector<std::string> sampleable;
+  std::vector<std::string_view> evicted;   // groups cleared whole (prompt and trajectories)
+  std::vector<std::string_view> selected;  // prompts cleared (or held), their trajectories answered; oldest first
+  std::vector<std::string_view> sampleable;
   int64_t refill = 0;
   bool ready = false;
   ReplayCursor cursor;

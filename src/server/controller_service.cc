@@ -386,6 +386,7 @@ void ControllerService::register_handlers() {
   table.on_worker(control::kKvClear, &ControllerService::kv_clear);
   table.on_worker(control::kReplayPass, &ControllerService::replay_pass);
   table.io_then_worker(control::kWatch, &ControllerService::watch);  // answers or waits: never goes to a worker
+  table.on_worker(control::kAckReplayPass, &ControllerService::ack_replay_pass);
   table.on_io_thread(control::kForgetPartitionIfEmpty, &ControllerService::forget_partition_if_empty);
   table.on_io_thread(control::kResetConsumption, &ControllerService::reset_consumption);
   table.on_worker(control::kEndLeases, &ControllerService::end_leases);  // a release gives back: may walk long queues
@@ -540,6 +541,8 @@ transport::Frames ControllerService::replay_pass(transport::Frames& args) {
   // The pass releases under the reuse gate, which holds inserts: it never
   // waits there (RemoteControlPlane waits between idle passes instead).
   request.wait_ms = 0;
+  // A count releases nothing: it needs no gate.
+  if (request.step == ReplayStep::kCount) return control::encode_replay_pass_reply(controller_->replay_pass(request));
   const std::string what = std::string(control::kReplayPass) + " in partition '" + request.partition_id + "'";
   ReplayPass pass;
   pass.released = release_and_drop(
@@ -549,6 +552,19 @@ transport::Frames ControllerService::replay_pass(transport::Frames& args) {
       },
       &what);
   return control::encode_replay_pass_reply(pass);
+}
+
+transport::Frames ControllerService::ack_replay_pass(transport::Frames& args) {
+  const control::AckReplayPassRequest request = control::decode_ack_replay_pass_request(args);
+  const std::string what = std::string(control::kAckReplayPass) + " in partition '" + request.partition_id + "'";
+  ReplayAck ack;
+  ack.released = release_and_drop(
+      [&] {
+        ack = controller_->ack_replay_pass(request.partition_id, request.pass_id);
+        return ack.released;
+      },
+      &what);
+  return control::encode_ack_replay_pass_reply(ack);
 }
 
 transport::Frames ControllerService::forget_partition_if_empty(const transport::Frames& args) {

@@ -87,6 +87,7 @@ class ControllerService {
   transport::Frames kv_clear(transport::Frames& args);
   transport::Frames replay_pass(transport::Frames& args);
   std::optional<transport::Frames> watch(const transport::Frames& args, bool may_wait);
+  transport::Frames ack_replay_pass(transport::Frames& args);
   transport::Frames forget_partition_if_empty(const transport::Frames& args);
   transport::Frames reset_consumption(const transport::Frames& args);
   transport::Frames end_leases(transport::Frames& args);

@@ -59,6 +59,7 @@ inline constexpr std::string_view kStorageUnits = "storage_units";
 inline constexpr std::string_view kHello = "hello";
 inline constexpr std::string_view kReplayPass = "replay_pass";
 inline constexpr std::string_view kWatch = "watch";
+inline constexpr std::string_view kAckReplayPass = "ack_replay_pass";
 
 // seqflow::kWireProtocolVersion: what hello and register_storage carry.
 inline constexpr int64_t kProtocolVersion = kWireProtocolVersion;
@@ -97,7 +98,8 @@ inline constexpr std::array kOps{kInsert,
                                  kStorageUnits,
                                  kHello,
                                  kReplayPass,
-                                 kWatch};
+                                 kWatch,
+                                 kAckReplayPass};
 
 // A reply that carries nothing (an empty map); its decoder checks that.
 Frames encode_empty_reply();
@@ -354,6 +356,15 @@ Frames encode_replay_pass_request(const ReplayRequest& request);
 ReplayRequest decode_replay_pass_request(const Frames& request);
 Frames encode_replay_pass_reply(const ReplayPass& pass);
 ReplayPass decode_replay_pass_reply(const Frames& reply);
+// ack_replay_pass: the partition and the pass's id; the ReplayAck back.
+struct AckReplayPassRequest {
+  std::string partition_id;
+  uint64_t pass_id = 0;
+};
+Frames encode_ack_replay_pass_request(const AckReplayPassRequest& request);
+AckReplayPassRequest decode_ack_replay_pass_request(const Frames& request);
+Frames encode_ack_replay_pass_reply(const ReplayAck& ack);
+ReplayAck decode_ack_replay_pass_reply(const Frames& reply);
 
 // watch: the WatchRequest, and the WatchBatch (watch_protocol.cc). The reply
 // decoder refuses more than kMaxWatchChanges changes and unknown kinds.

@@ -1,5 +1,6 @@
 // The controller's replay_pass op (seqflow/replay.h): the request with its
-// options and cursor as nested maps, the pass's answer back.
+// options and cursor as nested maps, the pass's answer back; and
+// ack_replay_pass. A pass without a pass_id is written as before pass ids.
 #include "transport/control_protocol.h"
 
 #include "transport/wire_codec.h"
@@ -161,6 +162,10 @@ Frames encode_replay_pass_request(const ReplayRequest& request) {
   write_cursor(header.set("cursor"), request.cursor);
   header.set("wait_ms").integer(request.wait_ms);
   if (!request.group_values.empty()) write_group_values(header, request.group_values);
+  if (request.pass_id != 0) {
+    header.set("pass_id").unsigned_integer(request.pass_id);
+    header.set("lease_ms").integer(request.lease_ms);
+  }
   return header_message(header);
 }
 
@@ -168,7 +173,7 @@ ReplayRequest decode_replay_pass_request(const Frames& request) {
   const EncodedMap header =
       wire::read_header(request, 0, request_name(kReplayPass),
                         {"partition_id", "global_steps", "batch_size", "step", "options", "cursor", "wait_ms",
-                         "group_value_uids", "group_value_counts", "group_values"});
+                         "group_value_uids", "group_value_counts", "group_values", "pass_id", "lease_ms"});
   ReplayRequest decoded;
   decoded.partition_id = header.text("partition_id");
   decoded.global_steps = header.integer("global_steps");
@@ -178,6 +183,11 @@ ReplayRequest decode_replay_pass_request(const Frames& request) {
   decoded.cursor = read_cursor(header);
   decoded.wait_ms = header.integer("wait_ms");
   decoded.group_values = read_group_values(header);
+  if (header.has("pass_id")) {
+    decoded.pass_id = header.unsigned_integer("pass_id");
+    if (decoded.pass_id == 0) header.fail("pass_id", "must be positive (leave it out for no pass id)");
+    decoded.lease_ms = header.integer("lease_ms");
+  }
   return decoded;
 }
 
@@ -193,13 +203,14 @@ Frames encode_replay_pass_reply(const ReplayPass& pass) {
   write_cursor(header.set("cursor"), pass.cursor);
   header.set("released").numbers(std::span<const int64_t>(pass.released));
   if (!pass.unclassified_keys.empty()) header.set("unclassified_keys").strings(pass.unclassified_keys);
+  if (pass.kept) header.set("kept").boolean(true);
   return header_message(header);
 }
 
 ReplayPass decode_replay_pass_reply(const Frames& reply) {
   const EncodedMap header = wire::read_header(reply, 0, reply_name(kReplayPass),
                                               {"refill", "ready", "sampleable", "sampleable_uids", "selected_uids",
-                                               "keys", "tags", "cursor", "released", "unclassified_keys"});
+                                               "keys", "tags", "cursor", "released", "unclassified_keys", "kept"});
   ReplayPass pass;
   pass.refill = header.integer("refill");
   pass.ready = header.boolean("ready");
@@ -212,7 +223,32 @@ ReplayPass decode_replay_pass_reply(const Frames& reply) {
   pass.cursor = read_cursor(header);
   pass.released = header.numbers<int64_t>("released");
   if (header.has("unclassified_keys")) pass.unclassified_keys = header.texts("unclassified_keys");
+  pass.kept = header.has("kept") && header.boolean("kept");
   return pass;
+}
+
+Frames encode_ack_replay_pass_request(const AckReplayPassRequest& request) {
+  MsgpackMapWriter header;
+  header.set("partition_id").string(request.partition_id);
+  header.set("pass_id").unsigned_integer(request.pass_id);
+  return header_message(header);
+}
+
+AckReplayPassRequest decode_ack_replay_pass_request(const Frames& request) {
+  const EncodedMap header = wire::read_header(request, 0, request_name(kAckReplayPass), {"partition_id", "pass_id"});
+  return {header.text("partition_id"), header.unsigned_integer("pass_id")};
+}
+
+Frames encode_ack_replay_pass_reply(const ReplayAck& ack) {
+  MsgpackMapWriter header;
+  header.set("acknowledged").boolean(ack.acknowledged);
+  header.set("released").numbers(std::span<const int64_t>(ack.released));
+  return header_message(header);
+}
+
+ReplayAck decode_ack_replay_pass_reply(const Frames& reply) {
+  const EncodedMap header = wire::read_header(reply, 0, reply_name(kAckReplayPass), {"acknowledged", "released"});
+  return {header.boolean("acknowledged"), header.numbers<int64_t>("released")};
 }
 
 }  // namespace seqflow::transport::control

@@ -192,6 +192,31 @@ const std::vector<ProtocolDecoder>& protocol_decoders() {
          batch.cursor = 77;
          return control::encode_watch_reply(batch);
        }},
+      {"replay_pass request with a pass id", [](Frames& f, size_t, size_t) { control::decode_replay_pass_request(f); },
+       [] {
+         ReplayRequest request{"train", 7, 2, ReplayStep::kSample, {}, {}, 0};
+         request.pass_id = uint64_t{1} << 62;
+         request.lease_ms = 60000;
+         return control::encode_replay_pass_request(request);
+       }},
+      {"replay_pass reply kept", [](Frames& f, size_t, size_t) { control::decode_replay_pass_reply(f); },
+       [] {
+         ReplayPass pass;
+         pass.ready = true;
+         pass.selected_uids = {"u"};
+         pass.keys = {"u_0_0"};
+         pass.tags = {Value{{"reward", 1.0}}};
+         pass.kept = true;
+         return control::encode_replay_pass_reply(pass);
+       }},
+      {"ack_replay_pass request", [](Frames& f, size_t, size_t) { control::decode_ack_replay_pass_request(f); },
+       [] {
+         return control::encode_ack_replay_pass_request({"train", 42});
+       }},
+      {"ack_replay_pass reply", [](Frames& f, size_t, size_t) { control::decode_ack_replay_pass_reply(f); },
+       [] {
+         return control::encode_ack_replay_pass_reply({true, {4, 9}});
+       }},
       {"task request", [](Frames& f, size_t, size_t) { control::decode_task_request(f, control::kAllConsumed); },
        [] {
          return control::encode_task_request({"t", "train"});

@@ -42,6 +42,8 @@ def client():
     ({"group_filter_tag": "r", "group_filter_metric": "acc"}, "from a tag or from the client, not both"),
     ({"group_filter_metric": "acc", "group_values": {"": [1.0]}}, "group_values uid"),
     ({"group_filter_metric": ""}, "group_filter_metric"),
+    ({"pass_id": 0}, "pass_id must be >= 1, got 0"),
+    ({"pass_id": 5, "lease": 0.0}, "lease must be a finite number of seconds > 0"),
 ])
 def test_bad_options_are_refused_by_name(client, options, named):
     with pytest.raises(ValueError, match=named.replace("(", r"\(").replace(")", r"\)")):
@@ -155,3 +157,21 @@ def test_a_sample_returns_while_groups_keep_finishing(client):
     stop.set()
     worker.join(timeout=60)
     assert not sampler.is_alive() and len(sampled[0][0].keys) == 8
+
+
+def test_a_pass_with_an_id_is_answered_again_and_held_until_acknowledged(client):
+    _group(client, "a", "finished", 1)
+    _group(client, "b", "finished", 2)
+    first = client.replay_pass("train", 3, 1, pass_id=7)
+    assert first.kept and first.selected_uids == ["a"]
+    again = client.replay_pass("train", 3, 1, pass_id=7)  # as a retry whose first reply was lost
+    assert (again.selected_uids, again.keys, again.tags) == (first.selected_uids, first.keys, first.tags)
+    assert client.replay_pass("train", 3, 1, step="count").sampleable == 1  # a is held, b sampleable
+    assert "a" in client.kv_list("train")["train"]
+    assert client.ack_replay_pass("train", 7) and client.ack_replay_pass("train", 7)
+    assert "a" not in client.kv_list("train")["train"]
+    assert not client.ack_replay_pass("train", 8)
+    with pytest.raises(ValueError, match="pass_id = 7 .* was acknowledged"):
+        client.replay_pass("train", 3, 1, pass_id=7)
+    with pytest.raises(ValueError, match="pass_id must be >= 1"):
+        client.ack_replay_pass("train", -1)

@@ -24,6 +24,14 @@ tells which groups are new and decides as verl does (numpy's std of the
 group's values is 0). ``group_filter_tag=`` reads a trajectory tag instead
 (for rollouts that tag their reward), with no data read.
 
+Exactly once: each pass carries its own pass id. A pass whose reply is lost
+(TimeoutError, ConnectionError: the client timed out, the connection broke)
+is sent again with the same id and gets the answer the controller kept (the
+same groups, refill and metrics), and the drop-in acknowledges every kept
+pass, which clears the selected prompt keys. A trainer that dies before the
+acknowledgement leaves its selection held until the pass's lease (60 s)
+ends; then those groups are sampleable again.
+
 What differs, on purpose:
 - Prompts of the same ``global_steps`` are served in their keys' arrival
   order (verl: a set's hash order, which varies between processes).
@@ -35,16 +43,38 @@ What differs, on purpose:
 
 from __future__ import annotations
 
+import secrets
+import time
 from collections import defaultdict
-from typing import Any, Callable, Optional
+from functools import partial
+from typing import Any, Callable, Optional, TypeVar
 
 from seqflow._checks import check_choice
 from seqflow._watch import Watch
 from seqflow.batch_meta import KVBatchMeta
 from seqflow.client import Client
 
+_PASS_LEASE = 60.0  # seconds the controller keeps a pass's answer for a retry and holds its selection unacknowledged
+_RETRY_WINDOW = _PASS_LEASE / 2  # a lost reply is asked for again while its pass is surely still kept
+_RETRY_PAUSE = (0.05, 1.0)  # seconds between retries: first, most (doubling)
+_Answer = TypeVar("_Answer")
 DAPO_FILTERED_REWARD_COUNTS_KEY = "_dapo_filtered_reward_counts"
 _CANONICAL_REWARD_METRIC = "reward"  # verl's FILTER_GROUPS_REWARD_METRIC: read rm_scores, not reward_extra_info
+
+
+def _retried(call: Callable[[], _Answer]) -> _Answer:
+    """call() again while its reply is lost (TimeoutError, ConnectionError),
+    within _RETRY_WINDOW; a kept pass answers a retry as it answered first."""
+    deadline = time.monotonic() + _RETRY_WINDOW
+    pause = _RETRY_PAUSE[0]
+    while True:
+        try:
+            return call()
+        except (TimeoutError, ConnectionError):
+            if time.monotonic() + pause >= deadline:
+                raise
+            time.sleep(pause)  # a broken connection fails at once: do not spin on it
+            pause = min(2 * pause, _RETRY_PAUSE[1])
 
 
 def _default_client() -> Client:
@@ -108,7 +138,8 @@ class ReplayBuffer:
     def _client_now(self) -> Client:
         return self._client if self._client is not None else _default_client()
 
-    def _pass(self, partition_id: str, global_steps: int, batch_size: int, step: str, cursor: Any) -> Any:
+    def _pass(self, partition_id: str, global_steps: int, batch_size: int, step: str, cursor: Any,
+              pass_id: Optional[int] = None) -> Any:
         """One pass. With filter_groups_metric, a count first names the groups finished since the last
         pass, whose values are read and carried by the pass (verl classifies every finished group of its
         listing before it evicts or selects); groups that finish in between are held in flight by the
@@ -118,7 +149,8 @@ class ReplayBuffer:
         sync_filtering = self._MODE == "sync" and filtering
         client = self._client_now()
 
-        def replay_pass(pass_step: str, pass_batch_size: int, group_values: dict[str, list[float]]) -> Any:
+        def replay_pass(pass_step: str, pass_batch_size: int, group_values: dict[str, list[float]],
+                        kept_id: Optional[int] = None) -> Any:
             return client.replay_pass(
                 partition_id, global_steps, pass_batch_size, step=pass_step, mode=self._MODE,
                 max_off_policy_threshold=self.max_off_policy_threshold,
@@ -127,7 +159,7 @@ class ReplayBuffer:
                 refill_failed_groups=self._MODE == "sync" and self.sync_refill_failed_groups,
                 max_inflight_prompts=self.max_inflight_gen_batches * self.train_batch_size if sync_filtering else 0,
                 gen_batch_size=self.gen_batch_size or 1, group_filter_metric=metric, group_values=group_values,
-                cursor=cursor)
+                cursor=cursor, pass_id=kept_id, lease=_PASS_LEASE)
 
         values = self._group_values_owed.pop(partition_id, {})
         if metric is not None and partition_id != "val":
@@ -135,7 +167,7 @@ class ReplayBuffer:
             if step == "count" and not probe.unclassified_keys:
                 return probe
             values = self._group_values(client, partition_id, list(probe.unclassified_keys))
-        answer = replay_pass(step, batch_size, values)
+        answer = replay_pass(step, batch_size, values, pass_id)
         if answer.unclassified_keys:
             self._group_values_owed[partition_id] = self._group_values(client, partition_id,
                                                                        list(answer.unclassified_keys))
@@ -166,19 +198,25 @@ class ReplayBuffer:
         return values
 
     def _passes(self, partition_id: str, global_steps: int, batch_size: int, step: str) -> Any:
-        """Passes until one is ready, asking refill_fn for what each says;
-        after a pass with nothing to do, waits for the partition's next
-        change (watched from before the first pass: none is missed)."""
+        """Passes until one is ready, asking refill_fn for what each says,
+        each exactly once (see the module's docstring); after a pass with
+        nothing to do, waits for the partition's next change (watched from
+        before the first pass: none is missed)."""
         changes = Watch(self._client_now(), partition_id, None, None, None, 1024)
         cursor = None
         while True:
-            answer = self._pass(partition_id, global_steps, batch_size, step, cursor)
+            pass_id = secrets.randbits(63) or 1
+            answer = _retried(partial(self._pass, partition_id, global_steps, batch_size, step, cursor, pass_id))
             cursor = answer.cursor
+            acknowledge = partial(self._client_now().ack_replay_pass, partition_id, pass_id)
+            if answer.kept and not _retried(acknowledge):
+                if answer.selected_uids:
+                    continue  # its lease ended first: the groups went back, to be selected again
             if answer.refill > 0 and self.refill_fn is not None:
                 self.refill_fn(answer.refill)
             if answer.ready:
                 return answer
-            if answer.refill == 0:
+            if answer.refill == 0 and not answer.unclassified_keys:  # owed DAPO values go with the next pass
                 changes.next_changes(self.poll_interval)
 
     @staticmethod

@@ -1,7 +1,8 @@
 // Client::replay_pass embedded and over the wire (real controller and
 // storage services on loopback): the same passes, the released groups'
 // data dropped from storage, the cursor carried across calls, bad options
-// refused by name.
+// refused by name; a kept pass (pass_id) answered again, its prompt's data
+// dropped when it is acknowledged.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -107,6 +108,27 @@ TEST_P(ReplayPassModes, AnIdlePassWaitsBrieflyAndBadOptionsAreRefusedByName) {
   EXPECT_GE(std::chrono::steady_clock::now() - started, std::chrono::milliseconds(20));
   request.options.gen_batch_size = 0;
   EXPECT_TRUE(throws_invalid([&] { client->replay_pass(request); }, {"gen_batch_size = 0"}));
+}
+
+TEST_P(ReplayPassModes, AKeptPassIsAnsweredAgainAndItsAcknowledgementDropsThePromptData) {
+  auto client = make_client();
+  group(*client, "done", "finished", 5, 0.0, 1.0);
+  client->kv_put("train", std::vector<std::string>{"done"}, {}, {int64_column("prompt", {5})});
+  ASSERT_EQ(client->storage_stats().samples, 3u);
+  ReplayRequest request = async_request(5, 1);
+  request.pass_id = 41;
+  request.lease_ms = 60000;
+  const ReplayPass first = client->replay_pass(request);
+  ASSERT_TRUE(first.kept);
+  EXPECT_EQ(first.selected_uids, std::vector<std::string>{"done"});
+  EXPECT_EQ(client->storage_stats().samples, 3u);  // held: the prompt's data stays until acknowledged
+  const ReplayPass again = client->replay_pass(request);
+  EXPECT_EQ(again.keys, first.keys);
+  EXPECT_EQ(again.tags, first.tags);
+  EXPECT_TRUE(client->ack_replay_pass("train", 41));
+  EXPECT_EQ(client->storage_stats().samples, 2u);
+  EXPECT_TRUE(client->ack_replay_pass("train", 41));
+  EXPECT_FALSE(client->ack_replay_pass("train", 42));
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "controller_test_support.h"
 #include "error_matchers.h"
 #include "seqflow/controller.h"
 #include "seqflow/replay.h"
@@ -47,14 +48,7 @@ ReplayRequest request(ReplayMode mode, int64_t global_steps, int64_t batch_size)
   return made;
 }
 
-std::set<std::string> keys_of(const Controller& controller) {
-  std::set<std::string> keys;
-  const std::string partition = "train";
-  for (const PartitionKeys& listed : controller.kv_list(&partition)) {
-    for (size_t i = 0; i < listed.size(); ++i) keys.emplace(listed.key(i));
-  }
-  return keys;
-}
+std::set<std::string> keys_of(const Controller& controller) { return test::listed_keys(controller, "train"); }
 
 TEST(ReplaySelection, SelectsTheOldestTerminalGroupsAndClearsOnlyTheirPromptKeys) {
   Controller controller;

@@ -15,6 +15,7 @@
 #include <iterator>
 #include <initializer_list>
 #include <map>
+#include <set>
 #include <span>
 #include <utility>
 #include <string>
@@ -69,6 +70,15 @@ inline WatchRequest watch_request(const std::string& partition, uint64_t cursor,
   request.filter = std::move(filter);
   request.wait = wait;
   return request;
+}
+
+// The keys of the partition, sorted.
+inline std::set<std::string> listed_keys(const Controller& controller, const std::string& partition) {
+  std::set<std::string> keys;
+  for (const PartitionKeys& listed : controller.kv_list(&partition)) {
+    for (size_t i = 0; i < listed.size(); ++i) keys.emplace(listed.key(i));
+  }
+  return keys;
 }
 
 inline std::vector<Value> lengths_meta(const std::vector<int64_t>& lengths) {

@@ -1,0 +1,82 @@
+#include "core/replay_leases.h"
+
+#include "seqflow/error.h"
+
+namespace seqflow::core {
+
+const ReplayLeases::Kept* ReplayLeases::find(const std::string& partition_id, uint64_t pass_id) const {
+  const auto found = kept_.find({partition_id, pass_id});
+  return found == kept_.end() ? nullptr : &found->second;
+}
+
+void ReplayLeases::check_room() const {
+  const size_t unacknowledged = kept_.size() - acknowledged_;
+  if (unacknowledged >= kMaxKeptReplayPasses) {
+    throw_invalid("pass_id: " + std::to_string(unacknowledged) + " replay passes are kept unacknowledged, at most " +
+                  std::to_string(kMaxKeptReplayPasses) +
+                  "; acknowledge them (ack_replay_pass) or wait for their leases to end");
+  }
+  if (acknowledged_ >= kMaxAcknowledgedReplayPasses) {
+    throw_invalid("pass_id: " + std::to_string(acknowledged_) + " acknowledged replay passes are kept, at most " +
+                  std::to_string(kMaxAcknowledgedReplayPasses) + "; wait for their leases to end (shorter leases)");
+  }
+}
+
+void ReplayLeases::keep(const std::string& partition_id, uint64_t pass_id, Kept kept) {
+  if (!kept.held.empty()) {
+    Held& held = held_[partition_id];
+    for (const Prompt& prompt : kept.held) held[prompt.global_index] = prompt.generation;
+  }
+  kept_.insert_or_assign({partition_id, pass_id}, std::move(kept));
+}
+
+const ReplayLeases::Held* ReplayLeases::held(const std::string& partition_id) const {
+  const auto found = held_.find(partition_id);
+  return found == held_.end() ? nullptr : &found->second;
+}
+
+std::optional<std::vector<ReplayLeases::Prompt>> ReplayLeases::acknowledge(const std::string& partition_id,
+                                                                           uint64_t pass_id) {
+  const auto found = kept_.find({partition_id, pass_id});
+  if (found == kept_.end()) return std::nullopt;
+  Kept& kept = found->second;
+  if (kept.acknowledged) return std::vector<Prompt>{};
+  std::vector<Prompt> prompts = std::move(kept.held);
+  kept.held.clear();
+  kept.answer = {};  // only the acknowledgement is kept, until the lease ends, for an acknowledgement sent again
+  kept.acknowledged = true;
+  ++acknowledged_;
+  release(partition_id, prompts);
+  return prompts;
+}
+
+void ReplayLeases::expire(Clock::time_point now) {
+  for (auto kept = kept_.begin(); kept != kept_.end();) {
+    if (kept->second.expiry > now) {
+      ++kept;
+      continue;
+    }
+    release(kept->first.first, kept->second.held);
+    if (kept->second.acknowledged) --acknowledged_;
+    kept = kept_.erase(kept);
+  }
+}
+
+void ReplayLeases::clear() {
+  kept_.clear();
+  acknowledged_ = 0;
+  held_.clear();
+}
+
+void ReplayLeases::release(const std::string& partition_id, const std::vector<Prompt>& prompts) {
+  if (prompts.empty()) return;
+  const auto held = held_.find(partition_id);
+  if (held == held_.end()) return;
+  for (const Prompt& prompt : prompts) {
+    const auto entry = held->second.find(prompt.global_index);
+    if (entry != held->second.end() && entry->second == prompt.generation) held->second.erase(entry);
+  }
+  if (held->second.empty()) held_.erase(held);
+}
+
+}  // namespace seqflow::core

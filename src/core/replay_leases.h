@@ -1,0 +1,76 @@
+// Replay passes kept under their caller's pass id (seqflow/replay.h): a
+// retry gets the kept answer instead of a new pass, and a pass's selected
+// prompts are held (no pass selects them) until the pass is acknowledged,
+// which clears them, or its lease ends, which makes them sampleable again.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "seqflow/replay.h"
+
+namespace seqflow::core {
+
+// The most passes kept at once, over all partitions, unacknowledged (each
+// holds its answer) and acknowledged (each only its id, until its lease ends,
+// for an acknowledgement sent again): passing cannot grow the controller's
+// memory past them; beyond either a pass that would be kept is refused until
+// one is acknowledged or its lease ends.
+inline constexpr size_t kMaxKeptReplayPasses = 1024;
+inline constexpr size_t kMaxAcknowledgedReplayPasses = 64 * 1024;
+
+class ReplayLeases {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // A held prompt key's sample.
+  struct Prompt {
+    int64_t global_index = 0;
+    uint64_t generation = 0;
+  };
+  struct Kept {
+    // What was asked, so that an id sent again with another pass is refused.
+    ReplayStep step = ReplayStep::kSample;
+    int64_t global_steps = 0;
+    int64_t batch_size = 0;
+    ReplayPass answer;         // released empty: the first answer's caller dropped them
+    std::vector<Prompt> held;  // the selected prompts, until acknowledged
+    Clock::time_point expiry;
+    bool acknowledged = false;  // then held is empty and the answer dropped
+  };
+  // Per partition: held prompts, index -> generation.
+  using Held = std::unordered_map<int64_t, uint64_t>;
+
+  // The pass kept under the id in the partition, or null.
+  const Kept* find(const std::string& partition_id, uint64_t pass_id) const;
+  // Throws kInvalidArgument when kMaxKeptReplayPasses passes are kept
+  // unacknowledged, or kMaxAcknowledgedReplayPasses acknowledged.
+  void check_room() const;
+  // Keeps the pass (check_room first) and holds its prompts.
+  void keep(const std::string& partition_id, uint64_t pass_id, Kept kept);
+  // The partition's held prompts; null when none is.
+  const Held* held(const std::string& partition_id) const;
+  // Marks the pass acknowledged and returns the prompts it held (empty when
+  // acknowledged before); nullopt when no pass is kept under the id.
+  std::optional<std::vector<Prompt>> acknowledge(const std::string& partition_id, uint64_t pass_id);
+  // Ends the passes whose lease ended by `now`; what they held is sampleable again.
+  void expire(Clock::time_point now);
+  // The state was replaced (a checkpoint loaded). A cleared partition needs
+  // nothing: a held prompt is named by its generation, which no later sample has.
+  void clear();
+
+ private:
+  void release(const std::string& partition_id, const std::vector<Prompt>& prompts);
+
+  std::map<std::pair<std::string, uint64_t>, Kept> kept_;
+  size_t acknowledged_ = 0;  // of kept_
+  std::map<std::string, Held> held_;
+};
+
+}  // namespace seqflow::core
