@@ -154,7 +154,7 @@ const std::vector<ProtocolDecoder>& protocol_decoders() {
        [] { return control::encode_end_leases_reply(3); }},
       {"replay_pass request", [](Frames& f, size_t, size_t) { control::decode_replay_pass_request(f); },
        [] {
-         ReplayRequest request{"train", 7, 2, ReplayStep::kSample, {}, {}, 50};
+         ReplayRequest request{"train", 7, 2, ReplayStep::kSample, {}, {}, 50, {}, 0, 0};
          request.options.mode = ReplayMode::kSync;
          request.options.max_off_policy_threshold = 2;
          request.options.group_filter_tag = "reward";
@@ -192,9 +192,22 @@ const std::vector<ProtocolDecoder>& protocol_decoders() {
          batch.cursor = 77;
          return control::encode_watch_reply(batch);
        }},
+      {"replay_pass request with group values",
+       [](Frames& f, size_t, size_t) { control::decode_replay_pass_request(f); },
+       [] {
+         ReplayRequest request{"train", 7, 2, ReplayStep::kSample, {}, {}, 0, {{"u", {0.5, 0.5}}, {"v", {}}}, 0, 0};
+         request.options.group_filter_metric = "reward";
+         return control::encode_replay_pass_request(request);
+       }},
+      {"replay_pass reply asking for values", [](Frames& f, size_t, size_t) { control::decode_replay_pass_reply(f); },
+       [] {
+         ReplayPass pass;
+         pass.unclassified_keys = {"u_0_0", "u_1_0"};
+         return control::encode_replay_pass_reply(pass);
+       }},
       {"replay_pass request with a pass id", [](Frames& f, size_t, size_t) { control::decode_replay_pass_request(f); },
        [] {
-         ReplayRequest request{"train", 7, 2, ReplayStep::kSample, {}, {}, 0};
+         ReplayRequest request{"train", 7, 2, ReplayStep::kSample, {}, {}, 0, {}, 0, 0};
          request.pass_id = uint64_t{1} << 62;
          request.lease_ms = 60000;
          return control::encode_replay_pass_request(request);
