@@ -87,7 +87,8 @@ def test_a_sample_whose_reply_is_lost_yields_the_same_groups_once(relayed):
         _group(client, uid, step)
     buffer = _buffer(client)
     cuts = relay.cuts()
-    relay.command(op="cut", route="controller", how="reset", direction="down", pass_bytes=None, pass_chunks=0)
+    # The first reply down is the drop-in's watch starting; the next, its pass's, is cut.
+    relay.command(op="cut", route="controller", how="reset", direction="down", pass_bytes=None, pass_chunks=1)
     batch, _ = buffer.sample(3, "train", 1)  # its first reply is cut; the pass is sent again
     assert relay.cuts() == cuts + 1, "the relay did not cut the reply"
     assert batch.keys == ["a_0_0", "a_1_0"], "the retry got another pass's groups"

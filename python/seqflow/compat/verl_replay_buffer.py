@@ -202,7 +202,7 @@ class ReplayBuffer:
         each exactly once (see the module's docstring); after a pass with
         nothing to do, waits for the partition's next change (watched from
         before the first pass: none is missed)."""
-        changes = Watch(self._client_now(), partition_id, None, None, None, 1024)
+        changes = _retried(partial(Watch, self._client_now(), partition_id, None, None, None, 1024))
         cursor = None
         while True:
             pass_id = secrets.randbits(63) or 1
@@ -217,7 +217,7 @@ class ReplayBuffer:
             if answer.ready:
                 return answer
             if answer.refill == 0 and not answer.unclassified_keys:  # owed DAPO values go with the next pass
-                changes.next_changes(self.poll_interval)
+                _retried(partial(changes.next_changes, self.poll_interval))  # its cursor stays: nothing missed
 
     @staticmethod
     def _metrics(partition_id: str, cursor: Any) -> dict:
