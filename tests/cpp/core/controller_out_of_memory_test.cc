@@ -56,19 +56,9 @@ size_t fail_each_allocation(const std::function<void(Controller&, const Filled&)
     Controller controller;
     const Filled filled = fill(controller);
     const std::string before = snapshot(controller);
-    bool failed = false;
-    bool fired = false;
-    {
-      const test::FailNthAllocation failing(nth);
-      try {
-        call(controller, filled);
-      } catch (const std::bad_alloc&) {
-        failed = true;
-      }
-      fired = failing.fired();
-    }
-    if (!fired) return raised;
-    if (!failed) continue;
+    const auto attempt = test::with_nth_allocation_failing(nth, [&] { call(controller, filled); });
+    if (!attempt.fired) return raised;
+    if (!attempt.raised) continue;
     ++raised;
     EXPECT_EQ(snapshot(controller), before) << "allocation " << nth << " failed and left a change";
     if (::testing::Test::HasFailure()) return raised;

@@ -79,19 +79,9 @@ size_t fail_each_allocation(const std::function<void(StorageUnit&)>& make,
     StorageUnit unit(counted());
     make(unit);
     const std::string before = snapshot(unit);
-    bool failed = false;
-    bool fired = false;
-    {
-      const FailNthAllocation failing(nth);
-      try {
-        call(unit);
-      } catch (const std::bad_alloc&) {
-        failed = true;
-      }
-      fired = failing.fired();
-    }
-    if (!fired) return raised;
-    if (!failed) continue;
+    const auto attempt = with_nth_allocation_failing(nth, [&] { call(unit); });
+    if (!attempt.fired) return raised;
+    if (!attempt.raised) continue;
     ++raised;
     EXPECT_EQ(snapshot(unit), before) << "allocation " << nth << " failed and left a change";
     if (::testing::Test::HasFailure()) return raised;

@@ -41,6 +41,18 @@ FailNthAllocation::~FailNthAllocation() { countdown = 0; }
 
 bool FailNthAllocation::fired() const { return failed; }
 
+FailedAllocationTry with_nth_allocation_failing(size_t nth, const std::function<void()>& call) {
+  FailedAllocationTry attempt;
+  const FailNthAllocation failing(nth);
+  try {
+    call();
+  } catch (const std::bad_alloc&) {
+    attempt.raised = true;
+  }
+  attempt.fired = failing.fired();
+  return attempt;
+}
+
 }  // namespace seqflow::test
 
 void* operator new(std::size_t size) { return allocate(size, 0); }

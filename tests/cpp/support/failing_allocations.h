@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 
 namespace seqflow::test {
 
@@ -20,5 +21,14 @@ class FailNthAllocation {
   // Whether the n-th allocation came (and failed).
   bool fired() const;
 };
+
+// One try of an operation with its n-th allocation failing: whether the
+// n-th allocation came, and whether std::bad_alloc reached the caller (an
+// operation may survive a failed allocation).
+struct FailedAllocationTry {
+  bool fired = false;
+  bool raised = false;
+};
+FailedAllocationTry with_nth_allocation_failing(size_t nth, const std::function<void()>& call);
 
 }  // namespace seqflow::test
