@@ -191,6 +191,10 @@ class StorageUnit final : public DataPlane {
   // within kRetriedPutPlace; at most kMaxRetriedPuts hold a place.
   std::optional<std::string> try_put(const SampleKeys& samples, const std::vector<Column>& columns);
   static constexpr std::chrono::milliseconds kRetriedPutPlace{1000};
+  // The longest a retried put keeps one place (from its first "full"
+  // answer): a peer that keeps asking but never fits holds the line no
+  // longer; its put, retried still, goes to the back.
+  static constexpr std::chrono::minutes kMostRetriedPutPlace{10};
   static constexpr size_t kMaxRetriedPuts = 4096;
   // A put try_put answered "full", named without its values: its first
   // sample and generation, its write version and its number of samples.

@@ -53,6 +53,11 @@ struct WatchFilter {
 // How many changes a partition's log keeps: a watcher further behind is
 // told to resync (WatchBatch::resync), never silently skipped.
 inline constexpr size_t kWatchLogCapacity = 65536;
+// And at most this many bytes of keys and tags per log (older changes go
+// first, their watchers resync), and this many watched partitions: a peer
+// that watches made-up partitions is refused past it.
+inline constexpr size_t kWatchLogBytes = size_t{64} << 20;
+inline constexpr size_t kMaxWatchedPartitions = 4096;
 // The most changes one watch call may ask for.
 inline constexpr int64_t kMaxWatchChanges = 65536;
 // The longest one watch call may wait for a change.

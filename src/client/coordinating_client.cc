@@ -595,7 +595,8 @@ ReplayPass CoordinatingClient::replay_pass(const ReplayRequest& request) {
 }
 
 bool CoordinatingClient::ack_replay_pass(const std::string& partition_id, uint64_t pass_id) {
-  std::unique_lock lock(mutex_);  // releases as a clear does
+  std::unique_lock lock(mutex_);  // releases as a clear does: a waiting put checks its samples again
+  ++interruptions_.clears;
   const ReplayAck ack = control_->ack_replay_pass(partition_id, pass_id);
   drop_released(ack.released);
   return ack.acknowledged;

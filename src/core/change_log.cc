@@ -65,6 +65,14 @@ void check_watch_request(const WatchRequest& request) {
   }
 }
 
+namespace {
+
+size_t logged_bytes(const ChangeLogs::Logged& logged) {
+  return sizeof(logged) + (logged.key ? logged.key->size() : 0) + (logged.tag ? logged.tag->size() : 0);
+}
+
+}  // namespace
+
 bool ChangeLogs::watched(const std::string& partition_id, Clock::time_point now) {
   if (logs_.empty()) return false;
   const auto found = logs_.find(partition_id);
@@ -100,11 +108,13 @@ void ChangeLogs::append(const std::string& partition_id, std::vector<Logged> cha
   try {
     for (Logged& logged : changes) {
       logged.sequence = next_sequence_++;
-      if (log.entries.size() == capacity_) {
+      log.bytes += logged_bytes(logged);
+      log.entries.push_back(std::move(logged));
+      while (log.entries.size() > capacity_ || (log.bytes > kWatchLogBytes && log.entries.size() > 1)) {
+        log.bytes -= logged_bytes(log.entries.front());
         log.oldest_cursor = log.entries.front().sequence + 1;
         log.entries.pop_front();
       }
-      log.entries.push_back(std::move(logged));
     }
   } catch (const std::bad_alloc&) {
     lose(log);
@@ -133,8 +143,20 @@ void ChangeLogs::record_partition_cleared(const std::string& partition_id) noexc
   }
 }
 
+ChangeLogs::Log& ChangeLogs::start_log(const std::string& partition_id, Clock::time_point now) {
+  if (logs_.size() >= kMaxWatchedPartitions) {
+    std::erase_if(logs_, [&](const auto& entry) { return now - entry.second.last_read > kWatchIdleLimit; });
+  }
+  if (logs_.size() >= kMaxWatchedPartitions) {
+    throw_invalid("partition_id '" + partition_id + "': " + std::to_string(logs_.size()) +
+                  " partitions are watched, at most " + std::to_string(kMaxWatchedPartitions));
+  }
+  return logs_.emplace(partition_id, Log{{}, next_sequence_, now, 0}).first->second;
+}
+
 void ChangeLogs::lose(Log& log) noexcept {
   log.entries.clear();
+  log.bytes = 0;
   log.oldest_cursor = ++next_sequence_;
 }
 
@@ -150,7 +172,7 @@ WatchBatch ChangeLogs::read(const WatchRequest& request, Clock::time_point now) 
     found = logs_.end();
   }
   if (found == logs_.end()) {
-    logs_.emplace(request.partition_id, Log{{}, next_sequence_, now});
+    start_log(request.partition_id, now);
     batch.cursor = next_sequence_;
     if (request.cursor != 0) mark_resync(batch);
     return batch;

@@ -66,7 +66,11 @@ class ChangeLogs {
     std::deque<Logged> entries;  // ascending sequence, at most capacity_
     uint64_t oldest_cursor = 0;  // the smallest cursor it answers
     Clock::time_point last_read;
+    size_t bytes = 0;  // of the entries' keys and tags, at most kWatchLogBytes
   };
+  // A log for a partition not watched yet: idle logs go first; past
+  // kMaxWatchedPartitions, kInvalidArgument naming the limit.
+  Log& start_log(const std::string& partition_id, Clock::time_point now);
   // Out of memory: what the log held is gone; older cursors resync.
   void lose(Log& log) noexcept;
 

@@ -1,5 +1,7 @@
 #include "core/replay_leases.h"
 
+#include <algorithm>
+
 #include "seqflow/error.h"
 
 namespace seqflow::core {
@@ -45,6 +47,7 @@ std::optional<std::vector<ReplayLeases::Prompt>> ReplayLeases::acknowledge(const
   kept.held.clear();
   kept.answer = {};  // only the acknowledgement is kept, until the lease ends, for an acknowledgement sent again
   kept.acknowledged = true;
+  kept.expiry = std::min(kept.expiry, Clock::now() + kAcknowledgedReplayPassKept);
   ++acknowledged_;
   release(partition_id, prompts);
   return prompts;

@@ -24,6 +24,9 @@ namespace seqflow::core {
 // one is acknowledged or its lease ends.
 inline constexpr size_t kMaxKeptReplayPasses = 1024;
 inline constexpr size_t kMaxAcknowledgedReplayPasses = 64 * 1024;
+// How long an acknowledged pass's id stays (at most its lease), for an
+// acknowledgement sent again after a lost reply.
+inline constexpr std::chrono::minutes kAcknowledgedReplayPassKept{10};
 
 class ReplayLeases {
  public:

@@ -86,9 +86,9 @@ void check_replay_request(const ReplayRequest& request) {
   }
   if (request.pass_id != 0) {
     check_at_least(request.lease_ms, 1, "lease_ms", " (a pass with a pass_id is kept for its lease)");
-    if (request.lease_ms > kMaxLease.count()) {
+    if (request.lease_ms > kMaxReplayLeaseMs) {
       throw_invalid("lease_ms = " + std::to_string(request.lease_ms) +
-                    " must be <= " + std::to_string(kMaxLease.count()) + " (a week)");
+                    " must be <= " + std::to_string(kMaxReplayLeaseMs) + " (an hour)");
     }
   } else if (request.lease_ms != 0) {
     throw_invalid("lease_ms = " + std::to_string(request.lease_ms) + " needs a pass_id (0: nothing is kept)");

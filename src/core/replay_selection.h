@@ -16,6 +16,9 @@ namespace seqflow::core {
 
 // The longest a pass waits for a change (ReplayRequest::wait_ms): a minute.
 inline constexpr int64_t kMaxReplayWaitMs = 60000;
+// The longest lease of a kept replay pass (an hour): a peer that never
+// acknowledges holds its passes' room at most this long.
+inline constexpr int64_t kMaxReplayLeaseMs = 3600 * 1000;
 
 // Throws kInvalidArgument naming the parameter and the value.
 void check_replay_request(const ReplayRequest& request);

@@ -188,6 +188,7 @@ struct StorageUnit::State {
     // key, and when its place lapses if no retry came.
     std::optional<RetryKey> retried_as;
     Clock::time_point lapses{};
+    Clock::time_point ends{};  // lapses no later than this (StorageUnit::kMostRetriedPutPlace)
   };
   std::map<uint64_t, Waiter> waiters;
   std::map<RetryKey, uint64_t> retrying;  // tickets of the waiters a service's client retries
@@ -231,18 +232,20 @@ struct StorageUnit::State {
   void keep_place_of_retried_put(std::optional<uint64_t>& ticket, const RetryKey& key,
                                  const storage::UsageChange& total, const storage::PartitionChanges& partitions,
                                  Clock::time_point now) {
-    if (!ticket) {
+    const bool new_place = !ticket;
+    if (new_place) {
       if (retrying.size() >= StorageUnit::kMaxRetriedPuts) return;
       ticket = next_ticket++;
       retrying.emplace(key, *ticket);
     }
     Waiter& waiter = waiters[*ticket];
+    if (new_place) waiter.ends = now + StorageUnit::kMostRetriedPutPlace;
     waiter.asked = {};
     waiter.asked.add(total, partitions);
     waiter.total = total;
     waiter.partitions = partitions;
     waiter.retried_as = key;
-    waiter.lapses = now + StorageUnit::kRetriedPutPlace;
+    waiter.lapses = std::min(now + StorageUnit::kRetriedPutPlace, waiter.ends);
   }
 
   void leave(uint64_t ticket) {
@@ -501,7 +504,7 @@ StorageUnit::Room StorageUnit::room_for(const RetriedPut& put) {
     std::optional<storage::Refusal> refusal =
         state_->capacity.refusal({state_->values.size(), state_->stats.bytes + state_->stats.overhead_bytes},
                                  waiter.total, waiter.partitions, state_->reserved_ahead_of(ticket), "the put");
-    waiter.lapses = now + kRetriedPutPlace;  // its client is still there
+    waiter.lapses = std::min(now + kRetriedPutPlace, waiter.ends);  // its client is still there
     room.placed = true;
     if (refusal && !refusal->never_fits) {  // one that never fits: the put itself raises
       ++state_->capacity_stats.full_answers;

@@ -54,24 +54,32 @@ from seqflow._watch import Watch
 from seqflow.batch_meta import KVBatchMeta
 from seqflow.client import Client
 
-_PASS_LEASE = 60.0  # seconds the controller keeps a pass's answer for a retry and holds its selection unacknowledged
-_RETRY_WINDOW = _PASS_LEASE / 2  # a lost reply is asked for again while its pass is surely still kept
+# Seconds the controller keeps a pass's answer for a retry and holds its selection unacknowledged: at least
+# this, and three of the client's timeouts, so that a reply lost after a whole timeout is still asked for again.
+_PASS_LEASE = 60.0
+_MOST_PASS_LEASE = 3600.0  # the controller's bound (an hour)
 _RETRY_PAUSE = (0.05, 1.0)  # seconds between retries: first, most (doubling)
 _Answer = TypeVar("_Answer")
 DAPO_FILTERED_REWARD_COUNTS_KEY = "_dapo_filtered_reward_counts"
 _CANONICAL_REWARD_METRIC = "reward"  # verl's FILTER_GROUPS_REWARD_METRIC: read rm_scores, not reward_extra_info
 
 
-def _retried(call: Callable[[], _Answer]) -> _Answer:
-    """call() again while its reply is lost (TimeoutError, ConnectionError),
-    within _RETRY_WINDOW; a kept pass answers a retry as it answered first."""
-    deadline = time.monotonic() + _RETRY_WINDOW
+def _pass_lease(client: Client) -> float:
+    return min(max(_PASS_LEASE, 3 * client.timeout), _MOST_PASS_LEASE)
+
+
+def _retried(call: Callable[[], _Answer], client: Client) -> _Answer:
+    """call() again while its reply is lost (TimeoutError, ConnectionError)
+    and a retry, answered within the client's timeout, still finds the pass
+    kept (its lease runs from the controller's first answer, after this
+    starts); a kept pass answers a retry as it answered first."""
+    deadline = time.monotonic() + _pass_lease(client)
     pause = _RETRY_PAUSE[0]
     while True:
         try:
             return call()
         except (TimeoutError, ConnectionError):
-            if time.monotonic() + pause >= deadline:
+            if time.monotonic() + pause + client.timeout >= deadline:
                 raise
             time.sleep(pause)  # a broken connection fails at once: do not spin on it
             pause = min(2 * pause, _RETRY_PAUSE[1])
@@ -159,7 +167,7 @@ class ReplayBuffer:
                 refill_failed_groups=self._MODE == "sync" and self.sync_refill_failed_groups,
                 max_inflight_prompts=self.max_inflight_gen_batches * self.train_batch_size if sync_filtering else 0,
                 gen_batch_size=self.gen_batch_size or 1, group_filter_metric=metric, group_values=group_values,
-                cursor=cursor, pass_id=kept_id, lease=_PASS_LEASE)
+                cursor=cursor, pass_id=kept_id, lease=_pass_lease(client))
 
         values = self._group_values_owed.pop(partition_id, {})
         if metric is not None and partition_id != "val":
@@ -202,14 +210,16 @@ class ReplayBuffer:
         each exactly once (see the module's docstring); after a pass with
         nothing to do, waits for the partition's next change (watched from
         before the first pass: none is missed)."""
-        changes = _retried(partial(Watch, self._client_now(), partition_id, None, None, None, 1024))
+        client = self._client_now()
+        changes = _retried(partial(Watch, client, partition_id, None, None, None, 1024), client)
         cursor = None
         while True:
             pass_id = secrets.randbits(63) or 1
-            answer = _retried(partial(self._pass, partition_id, global_steps, batch_size, step, cursor, pass_id))
+            one_pass = partial(self._pass, partition_id, global_steps, batch_size, step, cursor, pass_id)
+            answer = _retried(one_pass, client)
             cursor = answer.cursor
             acknowledge = partial(self._client_now().ack_replay_pass, partition_id, pass_id)
-            if answer.kept and not _retried(acknowledge):
+            if answer.kept and not _retried(acknowledge, client):
                 if answer.selected_uids:
                     continue  # its lease ended first: the groups went back, to be selected again
             if answer.refill > 0 and self.refill_fn is not None:
@@ -217,7 +227,7 @@ class ReplayBuffer:
             if answer.ready:
                 return answer
             if answer.refill == 0 and not answer.unclassified_keys:  # owed DAPO values go with the next pass
-                _retried(partial(changes.next_changes, self.poll_interval))  # its cursor stays: nothing missed
+                _retried(partial(changes.next_changes, self.poll_interval), client)  # its cursor stays: nothing missed
 
     @staticmethod
     def _metrics(partition_id: str, cursor: Any) -> dict:

@@ -128,6 +128,30 @@ TEST(ControllerWatch, AWatcherFallenOutOfTheBoundedLogIsToldToResync) {
   EXPECT_EQ(whole.changes.size(), kWatchLogCapacity);
 }
 
+TEST(ControllerWatch, ALogKeepsAtMostItsBytesOfTagsAndFewerChanges) {
+  Controller controller;
+  const uint64_t cursor = start(controller, "p");
+  const std::string big(256 * 1024, 'x');
+  const size_t tagged = kWatchLogBytes / big.size() + 8;  // more than the log keeps of such tags
+  std::vector<std::string> keys;
+  for (size_t i = 0; i < tagged; ++i) keys.push_back("k" + std::to_string(i));
+  for (const std::string& key : keys) {
+    controller.kv_resolve("p", std::vector<std::string>{key}, std::vector<Value>{Value{{"blob", big}}});
+  }
+  EXPECT_TRUE(controller.watch(watching("p", cursor)).resync);  // the oldest went: that watcher resyncs
+  const WatchBatch kept = controller.watch(watching("p", cursor + tagged - 8));
+  EXPECT_FALSE(kept.resync);
+  EXPECT_EQ(kept.changes.size(), 8u);
+}
+
+TEST(ControllerWatch, WatchesOfMadeUpPartitionsStopAtTheLimitNamingIt) {
+  Controller controller;
+  for (size_t i = 0; i < kMaxWatchedPartitions; ++i) start(controller, "made_up_" + std::to_string(i));
+  EXPECT_TRUE(throws_invalid([&] { controller.watch(watching("one_more")); },
+                             {"partition_id 'one_more'", "at most " + std::to_string(kMaxWatchedPartitions)}));
+  EXPECT_EQ(controller.watch(watching("made_up_0")).changes.size(), 0u);  // the watched ones go on
+}
+
 TEST(ControllerWatch, TheFilterKeepsKeysWithThePrefixAndTagsWithTheField) {
   Controller controller;
   const uint64_t by_prefix = start(controller, "p");

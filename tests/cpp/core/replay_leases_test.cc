@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/replay_leases.h"
+#include "core/replay_selection.h"
 #include "controller_test_support.h"
 #include "error_matchers.h"
 #include "seqflow/controller.h"
@@ -122,8 +123,8 @@ TEST(ReplayLeases, BadPassIdsAndLeasesAreRefusedByName) {
   group(controller, "a", "finished", 1);
   EXPECT_TRUE(throws_invalid([&] { controller.replay_pass(kept_request(7, 1, 0)); }, {"lease_ms = 0"}));
   EXPECT_TRUE(throws_invalid([&] { controller.replay_pass(kept_request(0, 1, 5)); }, {"lease_ms = 5", "pass_id"}));
-  EXPECT_TRUE(throws_invalid([&] { controller.replay_pass(kept_request(7, 1, kMaxLease.count() + 1)); },
-                             {"lease_ms", "a week"}));
+  EXPECT_TRUE(throws_invalid([&] { controller.replay_pass(kept_request(7, 1, core::kMaxReplayLeaseMs + 1)); },
+                             {"lease_ms", "an hour"}));
   ASSERT_TRUE(controller.replay_pass(kept_request(7, 1)).kept);
   EXPECT_TRUE(throws_invalid([&] { controller.replay_pass(kept_request(7, 2)); },
                              {"pass_id = 7", "another step, global_steps or batch_size"}));
