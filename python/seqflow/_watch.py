@@ -7,14 +7,20 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, AsyncIterator, Iterator, Optional
+from typing import Any, AsyncIterator, Iterator, Optional, Protocol
 
 from seqflow._checks import check_count, check_name, check_seconds
 from seqflow._seqflow import client as _native_client
 from seqflow._seqflow import limits
 
-if TYPE_CHECKING:
-    from seqflow.client import Client
+
+class WatchedClient(Protocol):
+    """What a watch needs of a seqflow.Client (named so, not imported: the client imports this module)."""
+
+    _native: Any
+
+    def _connected(self) -> Any: ...
+
 
 # The longest one engine call waits: a closed client ends its iterators
 # within this, and an iterator's timeout is checked at least this often.
@@ -25,7 +31,7 @@ class Watch:
     """One watch's arguments and cursor; started (its cursor taken) when
     made, so that no change after Client.watch() returns is missed."""
 
-    def __init__(self, client: Client, partition_id: str, key_prefix: Optional[str], tag_field: Optional[str],
+    def __init__(self, client: WatchedClient, partition_id: str, key_prefix: Optional[str], tag_field: Optional[str],
                  timeout: Optional[float], max_changes: int) -> None:
         self._client = client
         self._partition = check_name(partition_id, "partition_id")
