@@ -24,6 +24,7 @@
 #include "transport/frame_leases.h"
 #include "transport/local_copy_session.h"
 #include "transport/storage_protocol.h"
+#include "eventually.h"
 #include "remote_cluster.h"
 #include "local_copy_test_support.h"
 #include "sample_keys_support.h"
@@ -356,16 +357,6 @@ TEST(LocalCopyService, AGetThatFailsOnOneUnitGivesTheOtherUnitsLeasesBack) {
         0.0);
     EXPECT_NE(cluster.unit(u).metrics().render().find("seqflow_storage_leases 0"), std::string::npos) << u;
   }
-}
-
-// Waits up to 10 s for `condition`.
-bool eventually(const std::function<bool()>& condition) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return true;
 }
 
 // What the unit reads for a request signed with `key` under `sequence`

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "eventually.h"
 #include "remote_cluster.h"
 #include "remote_service_test_support.h"
 #include "service_test_support.h"
@@ -78,7 +79,15 @@ TEST(RemoteServiceDeadlines, AFetchWhoseClientGaveUpConsumesNothingThatArrivesLa
         impatient.call("get_meta", transport::wire::header_message(transport::wire::meta_request_frame(waiting)));
       },
       {}));
-  std::this_thread::sleep_for(100ms);  // past that client's deadline
+  // The controller counts its deadline from when the request arrived, so on a
+  // slow machine it may still wait a moment after the client gave up: put only
+  // once it has answered the abandoned fetch (with a timeout), which a
+  // controller that waited the asked-for 20 s would not do in time.
+  const auto abandoned_fetches_answered = [&] {
+    return cluster.controller().metrics().counter("seqflow_request_errors_total", "", {{"op", "get_meta"}}).value();
+  };
+  ASSERT_TRUE(eventually([&] { return abandoned_fetches_answered() >= 1.0; }, 5s))
+      << "the controller still waits on behalf of a client that gave up";
   client->put_new("p", {int64_column("x", {7, 8})}, ids(7, 2));
   MetaRequest next = fetch(2, "p", "train");
   next.polling = false;

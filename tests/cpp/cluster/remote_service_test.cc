@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "controller_test_support.h"
+#include "eventually.h"
 #include "transport/connection.h"
 #include "transport/control_protocol.h"
 #include "transport/wire_codec.h"
@@ -337,16 +338,6 @@ TEST(RemoteServiceFailures, PutToAStoppedUnitTimesOutLeavesNothingReadyAndWorksA
   const BatchMeta meta = client->get_meta(fetch(6, "p", "train"));
   ASSERT_EQ(meta.size(), values.size());
   EXPECT_EQ(values_of(*client, meta), ids_of(meta)) << "each sample carries its own value";
-}
-
-// True once `condition` holds, false if it does not within `limit`.
-bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds limit) {
-  const auto deadline = Clock::now() + limit;
-  while (!condition()) {
-    if (Clock::now() > deadline) return false;
-    std::this_thread::sleep_for(10ms);
-  }
-  return true;
 }
 
 double restarts_seen(RemoteCluster& cluster) {
