@@ -8,6 +8,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/huge_page_buffers.h"
 #include "common/json_text.h"
 #include "server/checkpoint_root.h"
 #include "server/service_settings.h"
@@ -358,9 +359,11 @@ int run_serve(std::span<const std::string> args) {
     (args.empty() ? std::cerr : std::cout) << help_text(kServeSpec);
     return args.empty() ? 2 : 0;
   }
-  if (args[0] == "controller") return serve_controller(args.subspan(1));
-  if (args[0] == "storage") return serve_storage(args.subspan(1));
-  throw_invalid("ROLE must be controller or storage, got '" + args[0] + "'");
+  if (args[0] != "controller" && args[0] != "storage") {
+    throw_invalid("ROLE must be controller or storage, got '" + args[0] + "'");
+  }
+  rerun_with_huge_page_buffers();
+  return args[0] == "controller" ? serve_controller(args.subspan(1)) : serve_storage(args.subspan(1));
 }
 
 }  // namespace seqflow::cli

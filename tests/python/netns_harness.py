@@ -213,8 +213,10 @@ class HostsApart:
         """Where unit `unit` serves its metrics (start_services(metrics=True)), seen from any namespace."""
         return f"http://{host_address(unit_role(unit))}:{METRICS_PORT}/metrics"
 
-    def agent(self, role: str) -> "Agent":
-        agent = Agent(self.namespace(role), self.logs / f"agent-{role}-{len(self.agents)}.log")
+    def agent(self, role: str, environment: Optional[dict[str, str]] = None) -> "Agent":
+        """A Python process in the role's namespace, with this process's
+        environment plus `environment`."""
+        agent = Agent(self.namespace(role), self.logs / f"agent-{role}-{len(self.agents)}.log", environment)
         self.agents.append(agent)
         return agent
 
@@ -416,13 +418,13 @@ class Agent:
     """A Python process in `namespace` that runs one function at a time:
     start(f, **kwargs) sends it, PendingCall.outcome(timeout) collects it."""
 
-    def __init__(self, namespace: str, log: Path):
+    def __init__(self, namespace: str, log: Path, environment: Optional[dict[str, str]] = None):
         self.namespace, self.log = namespace, log
         self.pending: Optional[PendingCall] = None
         with open(log, "wb") as stderr:
             self.process = subprocess.Popen(["ip", "netns", "exec", namespace, sys.executable, "-u", __file__,
                                              "agent"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
-                                            env={**os.environ, AGENT_ENVIRONMENT: namespace})
+                                            env={**os.environ, **(environment or {}), AGENT_ENVIRONMENT: namespace})
         self.lines = LineReader(self.process, f"the agent in {namespace}", log)
         try:
             self.lines.read(STARTUP_TIMEOUT)

@@ -48,11 +48,13 @@ class ServeProcess:
     constructor returns: its first stdout line names the endpoint."""
 
     def __init__(self, role: str, *args: str, startup_timeout: float = 20.0, wrapper: tuple[str, ...] = (),
-                 cwd: Optional[Path] = None):
-        """wrapper: a command that runs the service, e.g. ("unshare", "--pid", "--fork"); cwd: its directory."""
+                 cwd: Optional[Path] = None, environment: Optional[dict[str, str]] = None):
+        """wrapper: a command that runs the service, e.g. ("unshare", "--pid", "--fork"); cwd: its directory;
+        environment: variables set for it on top of this process's."""
         command = require_seqflow_command()
         self.process = subprocess.Popen([*wrapper, command, "serve", role, *args], stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, cwd=cwd)
+                                        stderr=subprocess.PIPE, cwd=cwd,
+                                        env=None if environment is None else {**os.environ, **environment})
         self.line = self._first_line(startup_timeout)
         words = self.line.split()
         if words[:4] != ["seqflow", role, "serving", "on"]:
