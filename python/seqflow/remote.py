@@ -72,6 +72,9 @@ def _import_ray():
 # Detached actors live in this Ray namespace, so that every job of the
 # cluster finds them by name, not only the job that started them.
 RAY_NAMESPACE = "seqflow"
+# What `seqflow serve` adds to GLIBC_TUNABLES for itself (src/cli/huge_page_buffers.cc): large
+# received messages on transparent huge pages.
+HUGE_PAGE_TUNABLES = "glibc.malloc.hugetlb=1"
 
 
 def _controller_name(name: str) -> str:
@@ -170,6 +173,16 @@ def _service_settings(config) -> tuple[dict, dict]:
     return controller, storage
 
 
+def _with_huge_page_buffers(options: dict[str, Any]) -> dict[str, Any]:
+    """options whose runtime_env starts the actor's process with glibc's
+    hugetlb tunable, as `seqflow serve` gives itself (docs/deployment.md,
+    "Memory"); a GLIBC_TUNABLES the caller's options name is kept."""
+    runtime_env = dict(options.get("runtime_env") or {})
+    env_vars = dict(runtime_env.get("env_vars") or {})
+    env_vars.setdefault("GLIBC_TUNABLES", HUGE_PAGE_TUNABLES)
+    return {**options, "runtime_env": {**runtime_env, "env_vars": env_vars}}
+
+
 def start_ray_services(name: str = "seqflow", *, config=None, num_storage_units: int = 1,
                        actor_options: Optional[dict[str, Any]] = None,
                        metrics_port: Optional[int] = None) -> RayServices:
@@ -177,7 +190,9 @@ def start_ray_services(name: str = "seqflow", *, config=None, num_storage_units:
     named NAME.controller and NAME.storage.I in the Ray namespace "seqflow",
     spread over the nodes; actors of these names that run already are reused.
     actor_options override the ray actor options (default: num_cpus=0,
-    SPREAD, detached). metrics_port: the controller serves Prometheus
+    SPREAD, detached; the actors' processes start with
+    GLIBC_TUNABLES=glibc.malloc.hugetlb=1 unless its runtime_env names
+    GLIBC_TUNABLES). metrics_port: the controller serves Prometheus
     metrics on its node's address at this port (0: any free port)."""
     ray = _import_ray()
     units = check_count(num_storage_units, "num_storage_units", minimum=1)
@@ -185,8 +200,9 @@ def start_ray_services(name: str = "seqflow", *, config=None, num_storage_units:
     controller_settings["storage_units"] = units
     if metrics_port is not None:
         controller_settings["metrics_port"] = check_count(metrics_port, "metrics_port", maximum=65535)
-    options = dict(lifetime="detached", namespace=RAY_NAMESPACE, scheduling_strategy="SPREAD", num_cpus=0,
-                   get_if_exists=True, **(actor_options or {}))
+    options = _with_huge_page_buffers(dict(lifetime="detached", namespace=RAY_NAMESPACE,
+                                           scheduling_strategy="SPREAD", num_cpus=0, get_if_exists=True,
+                                           **(actor_options or {})))
     actor_class = ray.remote(_ServiceActor)
     token = uuid.uuid4().hex
     controller = actor_class.options(name=_controller_name(name), **options).remote(

@@ -114,3 +114,22 @@ def test_bad_service_settings_are_refused_before_any_actor_starts(name, config, 
     with pytest.raises(error, match=message):
         start_ray_services(name, config=config, num_storage_units=1)
     assert not actor_exists(f"{name}.controller")
+
+
+def _environment_of_actor(actor_name: str) -> dict[str, str]:
+    actor = ray.get_actor(actor_name, namespace=RAY_NAMESPACE)
+    return ray.get(actor.__ray_call__.remote(lambda self: dict(os.environ)), timeout=60)
+
+
+def test_service_actors_start_with_huge_page_buffers_and_keep_the_jobs_environment(name):
+    seqflow.init(backend="ray", name=name, num_storage_units=1)
+    for actor_name in (f"{name}.controller", f"{name}.storage.0"):
+        environment = _environment_of_actor(actor_name)
+        assert environment.get("GLIBC_TUNABLES") == "glibc.malloc.hugetlb=1", actor_name
+        assert "PYTHONPATH" in environment, f"{actor_name} lost the job's runtime_env"
+
+
+def test_a_callers_glibc_tunables_for_the_actors_is_kept(name):
+    chosen = {"runtime_env": {"env_vars": {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=0"}}}
+    start_ray_services(name, num_storage_units=1, actor_options=chosen)
+    assert _environment_of_actor(f"{name}.storage.0").get("GLIBC_TUNABLES") == "glibc.malloc.hugetlb=0"
