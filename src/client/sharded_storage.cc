@@ -135,6 +135,12 @@ size_t bytes_at(const std::vector<Column>& columns, std::span<const size_t> posi
   return total;
 }
 
+// Whether `error` is a service's answer to an operation it does not know.
+bool unknown_operation(const Error& error, std::string_view op) {
+  return error.code() == ErrorCode::kNotFound &&
+         std::string_view(error.what()).starts_with("unknown operation '" + std::string(op) + "'");
+}
+
 }  // namespace
 
 ShardedStorage::ShardedStorage(std::vector<std::shared_ptr<transport::ConnectionPool>> units,
@@ -277,14 +283,27 @@ void ShardedStorage::wait_for_room(const SampleKeys& samples, std::map<size_t, s
       }
       FanOut retry(units_);
       bool retrying = false;
-      for (auto& [unit, frames] : probe.receive_all()) {
-        StorageUnit::Room room = storage_protocol::decode_room_reply(frames);
-        if (room.placed && room.full) {
-          full[unit] = std::move(*room.full);
+      std::optional<Error> failure;
+      for (auto& [unit, frames, error] : probe.receive_each()) {
+        // A unit that predates `room` answers "unknown operation": the put
+        // is sent again with its values, as to every unit before `room`.
+        if (error && !unknown_operation(*error, storage_protocol::kRoom)) {
+          if (!failure) failure = std::move(error);
           continue;
+        }
+        if (!error) {
+          StorageUnit::Room room = storage_protocol::decode_room_reply(frames);
+          if (room.placed && room.full) {
+            full[unit] = std::move(*room.full);
+            continue;
+          }
         }
         retry.send(unit, storage_protocol::kPut, request(unit));
         retrying = true;
+      }
+      if (failure) {
+        retry.receive_each();  // the puts sent meanwhile are answered before the error goes up
+        throw *failure;
       }
       if (!retrying) continue;
       for (auto& [unit, frames] : retry.receive_all()) {

@@ -11,12 +11,17 @@
 #include <vector>
 
 #include "client/coordinating_client.h"
+#include "client/sharded_storage.h"
 #include "client_test_support.h"
 #include "controller_test_support.h"
 #include "remote_cluster.h"
 #include "seqflow/client.h"
 #include "seqflow/controller.h"
+#include "server/service.h"
 #include "storage_test_support.h"
+#include "transport/connection.h"
+#include "transport/storage_protocol.h"
+#include "transport/wire_codec.h"
 
 namespace seqflow::test {
 namespace {
@@ -221,6 +226,106 @@ TEST(RemoteCapacity, ABigWaitingPutIsNotStarvedByAnotherClientsSmallOnes) {
   ASSERT_EQ(small.wait_for(kPatience), std::future_status::ready);
   EXPECT_EQ(small.get().size(), 1u);
   EXPECT_EQ(values_in(*consumer, "q", "reader", 4), (std::set<int64_t>{10, 11, 12, 20}));
+}
+
+// A peer that speaks the wire asks `room` for made-up puts and for every
+// identity around another client's waiting put, and tells them all to leave
+// the line: the unit stores and frees nothing for it, and the waiting put
+// still lands once, with its own value, when room is made.
+TEST(RemoteCapacity, AHostilePeersRoomCallsStoreAndFreeNothing) {
+  RemoteCluster cluster(1, waiting_storage(2));
+  auto client = cluster.client(kPatience);
+  const BatchMeta first = client->put_new("p", {int64_column("x", {0, 1})}, {});
+  auto waiting = std::async(std::launch::async, [&] { return client->put_new("p", {int64_column("x", {7})}, {}); });
+  ASSERT_TRUE(until_told_to_wait(cluster, 1));
+  StorageUnit& storage = cluster.unit(0).storage();
+  const StorageStats before = storage.stats();
+  zmq::context_t context;
+  transport::Connection peer(context, cluster.unit(0).endpoint(),
+                             transport::ConnectionOptions{.timeout = std::chrono::seconds(10), .security = {}});
+  const auto ask = [&](const StorageUnit::RetriedPut& put, bool leave) {
+    return transport::storage_protocol::decode_room_reply(
+        peer.call(transport::storage_protocol::kRoom, transport::storage_protocol::encode_room_request({put, leave})));
+  };
+  // Made up: no such put holds a place.
+  for (const StorageUnit::RetriedPut& made_up :
+       {StorageUnit::RetriedPut{1000, 1, 0, 1}, StorageUnit::RetriedPut{-1, 0, 0, 1},
+        StorageUnit::RetriedPut{2, 999999, 7, 1u << 30}}) {
+    EXPECT_FALSE(ask(made_up, false).placed);
+  }
+  // Every identity the waiting put (the next index and one of the next
+  // generations, one sample) may have.
+  bool found_it = false;
+  const uint64_t last_generation = first.generations.back();
+  for (uint64_t generation = last_generation + 1; generation <= last_generation + 4; ++generation) {
+    for (uint64_t version = 0; version <= 2; ++version) {
+      const StorageUnit::RetriedPut guess{first.global_indexes.back() + 1, generation, version, 1};
+      if (ask(guess, false).placed) {
+        found_it = true;
+        EXPECT_TRUE(ask(guess, true).full == std::nullopt);  // told to leave
+      }
+    }
+  }
+  EXPECT_TRUE(found_it) << "no guess named the waiting put: the test did not reach another client's put";
+  const StorageStats after = storage.stats();
+  EXPECT_EQ(after.samples, before.samples);
+  EXPECT_EQ(after.bytes, before.bytes);
+  EXPECT_NE(waiting.wait_for(std::chrono::milliseconds(0)), std::future_status::ready) << "the put landed without room";
+  client->clear_samples("p", std::vector<int64_t>{first.global_indexes[0]}, {});
+  ASSERT_EQ(waiting.wait_for(kPatience), std::future_status::ready);
+  EXPECT_EQ(waiting.get().size(), 1u);
+  EXPECT_EQ(values_in(*client, "p", "reader", 2), (std::set<int64_t>{1, 7}));
+}
+
+// A storage unit as it was before the `room` operation: puts only, each
+// stored all or nothing or answered "full" (when_full = wait).
+class UnitWithoutRoom {
+ public:
+  explicit UnitWithoutRoom(uint64_t max_samples) : storage_(waiting_storage(max_samples)), service_({}) {
+    service_.handle(transport::storage_protocol::kPut, [this](transport::Frames& args) {
+      const auto request = transport::storage_protocol::decode_put_request(args);
+      const auto columns =
+          transport::wire::take_columns(request.columns, args, 1, request.samples.global_indexes.size(), "put");
+      return transport::storage_protocol::encode_put_reply(
+          {std::nullopt, storage_.try_put(request.samples.keys(), columns)});
+    });
+    service_.start();
+  }
+  StorageUnit& storage() { return storage_; }
+  std::string endpoint() const { return service_.endpoint(); }
+
+ private:
+  StorageUnit storage_;
+  server::Service service_;
+};
+
+// A waiting put meets a unit that answers `room` with "unknown operation":
+// it sends its values again, as to every unit before `room`, and lands once.
+TEST(RemoteCapacity, AWaitingPutResendsItsValuesToAUnitThatPredatesRoom) {
+  UnitWithoutRoom unit(1);
+  auto context = std::make_shared<zmq::context_t>();
+  const transport::ConnectionOptions options{.timeout = kPatience, .security = {}};
+  auto pool = std::make_shared<transport::ConnectionPool>(context, unit.endpoint(), options);
+  ShardedStorage storage({pool}, pool, /*local_copy=*/false);
+  const PartitionIdList partitions(1, "p");
+  const int64_t first_index[] = {0}, second_index[] = {1};
+  const uint64_t generations[] = {1};
+  storage.put(SampleKeys{first_index, partitions, generations}, {int64_column("x", {5})});
+  auto waiting = std::async(std::launch::async, [&] {
+    storage.put(SampleKeys{second_index, partitions, generations}, {int64_column("x", {6})});
+  });
+  const auto deadline = Clock::now() + kPatience;
+  while (unit.storage().capacity_stats().full_answers < 3) {  // its first try, and tries after "unknown operation"
+    ASSERT_LT(Clock::now(), deadline) << "the put stopped asking";
+    ASSERT_NE(waiting.wait_for(std::chrono::milliseconds(1)), std::future_status::ready) << "it landed without room";
+  }
+  unit.storage().clear(first_index);
+  ASSERT_EQ(waiting.wait_for(kPatience), std::future_status::ready);
+  waiting.get();  // rethrows a failure
+  const std::string fields[] = {"x"};
+  const auto rows = unit.storage().get(SampleKeys{second_index, partitions, generations}, fields);
+  EXPECT_EQ(int64_of(rows.at(0).at(0)), 6);
+  EXPECT_EQ(unit.storage().stats().samples, 1u);
 }
 
 TEST(RemoteCapacity, OtherCallsAreServedWhilePutsWait) {
