@@ -75,6 +75,16 @@ struct ReplayOptions {
   // those groups as still in flight until a pass brings their values. Not
   // with group_filter_tag.
   std::optional<std::string> group_filter_metric;
+  // Per-DP-rank balance of the selected trajectories, as verl's trainer
+  // balances a sampled batch (_balance_batch): 0 (off: arrival order) or
+  // the number of ranks. Each trajectory's `balance_length_tag` (verl's
+  // "seq_len") is its length; their costs under `balance_workload` (a
+  // Workload::parse spec; verl's FLOP model by default) are split with
+  // verl's get_seqlen_balanced_partitions (equal counts per rank), and the
+  // keys come rank by rank. The trajectories must be a multiple of the ranks.
+  int64_t balance_ranks = 0;
+  std::string balance_length_tag = "seq_len";
+  std::string balance_workload = "verl";
 
   bool group_filtering() const { return group_filter_tag.has_value() || group_filter_metric.has_value(); }
 };
@@ -146,6 +156,12 @@ struct ReplayPass {
   std::vector<std::string> unclassified_keys;
   // Kept under the request's pass_id: acknowledge it (ack_replay_pass).
   bool kept = false;
+  // balance_ranks: each rank's trajectory count (keys and tags come rank by
+  // rank) and sum of lengths; and the length sums of as many equal chunks
+  // of the arrival order (what verl logs as the imbalance before balancing).
+  std::vector<int64_t> rank_sizes;
+  std::vector<int64_t> rank_lengths;
+  std::vector<int64_t> arrival_rank_lengths;
 };
 
 // ack_replay_pass's answer: whether the pass was still kept (false: its

@@ -44,7 +44,12 @@ void bind_replay(nb::module_ m) {
       .def_ro("unclassified_keys", &ReplayPass::unclassified_keys,
               "group_filter_metric: the trajectory keys of finished groups the pass needs values for "
               "(held in flight until a pass brings them).")
-      .def_ro("kept", &ReplayPass::kept, "Kept under its pass_id until acknowledged (Client.ack_replay_pass).");
+      .def_ro("kept", &ReplayPass::kept, "Kept under its pass_id until acknowledged (Client.ack_replay_pass).")
+      .def_ro("rank_sizes", &ReplayPass::rank_sizes,
+              "balance_ranks: each rank's trajectory count; keys and tags come rank by rank.")
+      .def_ro("rank_lengths", &ReplayPass::rank_lengths, "balance_ranks: each rank's sum of lengths.")
+      .def_ro("arrival_rank_lengths", &ReplayPass::arrival_rank_lengths,
+              "balance_ranks: the length sums of as many equal chunks of the arrival order (before balancing).");
 }
 
 }  // namespace seqflow::bindings

@@ -722,7 +722,8 @@ class Client:
                     group_values: Optional[Mapping[str, Sequence[float]]] = None,
                     cursor: Optional[_seqflow.client.ReplayCursor] = None,
                     wait: float = 0.0, pass_id: Optional[int] = None,
-                    lease: float = 60.0) -> _seqflow.client.ReplayPass:
+                    lease: float = 60.0, balance_ranks: int = 0, balance_length_tag: str = "seq_len",
+                    balance_workload: str = "verl") -> _seqflow.client.ReplayPass:
         """One pass of verl's replay-buffer loop in the engine, over the
         partition's prompt keys ``{uid}`` (tags is_prompt, status,
         global_steps) and trajectory keys ``{uid}_...``: evicts stale
@@ -747,7 +748,14 @@ class Client:
         (answer.kept): the same call again (its reply lost) gets the same
         answer, and its selected prompt keys are held, not cleared, until
         ack_replay_pass; unacknowledged when the lease ends, their groups are
-        sampleable again. See docs/replay.md."""
+        sampleable again. See docs/replay.md.
+
+        ``balance_ranks`` (0: off) balances the selected trajectories over
+        that many DP ranks as verl's trainer does after sampling
+        (_balance_batch: verl's get_seqlen_balanced_partitions of the
+        ``balance_workload`` costs of each trajectory's ``balance_length_tag``,
+        equal counts per rank): keys and tags come rank by rank, and the answer
+        says ``rank_sizes``, ``rank_lengths`` and ``arrival_rank_lengths``."""
         wait_ms = round(1000 * check_seconds(wait, "wait", allow_zero=True))
         kept_id, lease_ms = 0, 0
         if pass_id is not None:
@@ -757,7 +765,9 @@ class Client:
             partition_id, global_steps, batch_size, step, mode, max_off_policy_threshold, max_off_policy_strategy,
             group_filter_tag, evict, refill_failed_groups, max_inflight_prompts, gen_batch_size, group_filter_metric,
             [] if group_values is None else [(uid, list(values)) for uid, values in group_values.items()],
-            _seqflow.client.ReplayCursor() if cursor is None else cursor, wait_ms, kept_id, lease_ms)
+            _seqflow.client.ReplayCursor() if cursor is None else cursor, wait_ms, kept_id, lease_ms,
+            check_count(balance_ranks, "balance_ranks", minimum=0), check_name(balance_length_tag, "balance_length_tag"),
+            check_instance(balance_workload, "balance_workload", str, "a str"))
 
     def ack_replay_pass(self, partition_id: str, pass_id: int) -> bool:
         """Acknowledges a kept replay pass (replay_pass(pass_id=...) whose

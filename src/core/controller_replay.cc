@@ -11,6 +11,7 @@
 #include "core/controller_state.h"
 #include "core/custom_meta.h"
 #include "core/name_rule.h"
+#include "core/replay_balance.h"
 #include "core/replay_leases.h"
 #include "core/replay_selection.h"
 #include "seqflow/controller.h"
@@ -140,6 +141,7 @@ ReplayPass Controller::replay_pass(const ReplayRequest& request) {
                                                                  "(verl: sync_refill_failed_groups) "
                                                                  "to replace failed groups."));
     }
+    if (options.balance_ranks > 0) core::balance_selected(options, pass);  // before anything changes
     pass.selected_uids = strings_of(plan.selected);
   }
   const bool keep = request.pass_id != 0;

@@ -2,6 +2,7 @@
 #include <string>
 
 #include "core/name_rule.h"
+#include "core/replay_balance.h"
 #include "core/replay_selection.h"
 #include "seqflow/controller.h"
 #include "seqflow/error.h"
@@ -92,6 +93,15 @@ void check_replay_request(const ReplayRequest& request) {
     }
   } else if (request.lease_ms != 0) {
     throw_invalid("lease_ms = " + std::to_string(request.lease_ms) + " needs a pass_id (0: nothing is kept)");
+  }
+  check_at_least(options.balance_ranks, 0, "balance_ranks", " (0: no per-rank balance)");
+  if (options.balance_ranks > kMaxReplayBalanceRanks) {
+    throw_invalid("balance_ranks = " + std::to_string(options.balance_ranks) +
+                  " must be <= " + std::to_string(kMaxReplayBalanceRanks));
+  }
+  if (options.balance_ranks > 0) {
+    check_name(options.balance_length_tag, "balance_length_tag");
+    replay_balance_workload(options.balance_workload);
   }
   if (options.mode != ReplayMode::kSync) return;
   if (request.step == ReplayStep::kEvict) {

@@ -38,14 +38,19 @@ void write_options(MsgpackWriter& out, const ReplayOptions& options) {
   map.set("refill_failed_groups").boolean(options.refill_failed_groups);
   map.set("max_inflight_prompts").integer(options.max_inflight_prompts);
   map.set("gen_batch_size").integer(options.gen_batch_size);
+  if (options.balance_ranks != 0) {  // else written as before per-rank balance
+    map.set("balance_ranks").integer(options.balance_ranks);
+    map.set("balance_length_tag").string(options.balance_length_tag);
+    map.set("balance_workload").string(options.balance_workload);
+  }
   map.write(out);
 }
 
 ReplayOptions read_options(const EncodedMap& request) {
-  const EncodedMap map =
-      request.map("options", request.what() + " options",
-                  {"mode", "max_off_policy_threshold", "strategy", "group_filter_tag", "group_filter_metric", "evict",
-                   "refill_failed_groups", "max_inflight_prompts", "gen_batch_size"});
+  const EncodedMap map = request.map("options", request.what() + " options",
+                                     {"mode", "max_off_policy_threshold", "strategy", "group_filter_tag",
+                                      "group_filter_metric", "evict", "refill_failed_groups", "max_inflight_prompts",
+                                      "gen_batch_size", "balance_ranks", "balance_length_tag", "balance_workload"});
   ReplayOptions options;
   options.mode = parse_replay_mode(map.text("mode"));
   if (map.has("max_off_policy_threshold")) options.max_off_policy_threshold = map.integer("max_off_policy_threshold");
@@ -56,6 +61,11 @@ ReplayOptions read_options(const EncodedMap& request) {
   options.refill_failed_groups = map.boolean("refill_failed_groups");
   options.max_inflight_prompts = map.integer("max_inflight_prompts");
   options.gen_batch_size = map.integer("gen_batch_size");
+  if (map.has("balance_ranks")) {
+    options.balance_ranks = map.integer("balance_ranks");
+    options.balance_length_tag = map.text("balance_length_tag");
+    options.balance_workload = map.text("balance_workload");
+  }
   return options;
 }
 
@@ -204,13 +214,19 @@ Frames encode_replay_pass_reply(const ReplayPass& pass) {
   header.set("released").numbers(std::span<const int64_t>(pass.released));
   if (!pass.unclassified_keys.empty()) header.set("unclassified_keys").strings(pass.unclassified_keys);
   if (pass.kept) header.set("kept").boolean(true);
+  if (!pass.rank_sizes.empty()) {
+    header.set("rank_sizes").numbers(std::span<const int64_t>(pass.rank_sizes));
+    header.set("rank_lengths").numbers(std::span<const int64_t>(pass.rank_lengths));
+    header.set("arrival_rank_lengths").numbers(std::span<const int64_t>(pass.arrival_rank_lengths));
+  }
   return header_message(header);
 }
 
 ReplayPass decode_replay_pass_reply(const Frames& reply) {
-  const EncodedMap header = wire::read_header(reply, 0, reply_name(kReplayPass),
-                                              {"refill", "ready", "sampleable", "sampleable_uids", "selected_uids",
-                                               "keys", "tags", "cursor", "released", "unclassified_keys", "kept"});
+  const EncodedMap header = wire::read_header(
+      reply, 0, reply_name(kReplayPass),
+      {"refill", "ready", "sampleable", "sampleable_uids", "selected_uids", "keys", "tags", "cursor", "released",
+       "unclassified_keys", "kept", "rank_sizes", "rank_lengths", "arrival_rank_lengths"});
   ReplayPass pass;
   pass.refill = header.integer("refill");
   pass.ready = header.boolean("ready");
@@ -224,6 +240,24 @@ ReplayPass decode_replay_pass_reply(const Frames& reply) {
   pass.released = header.numbers<int64_t>("released");
   if (header.has("unclassified_keys")) pass.unclassified_keys = header.texts("unclassified_keys");
   pass.kept = header.has("kept") && header.boolean("kept");
+  if (header.has("rank_sizes")) {
+    pass.rank_sizes = header.numbers<int64_t>("rank_sizes");
+    pass.rank_lengths = header.numbers<int64_t>("rank_lengths");
+    pass.arrival_rank_lengths = header.numbers<int64_t>("arrival_rank_lengths");
+    int64_t placed = 0;
+    for (int64_t size : pass.rank_sizes) {
+      if (size < 0 || size > static_cast<int64_t>(pass.keys.size()) - placed) {
+        header.fail("rank_sizes", "must count the keys, rank by rank");
+      }
+      placed += size;
+    }
+    if (placed != static_cast<int64_t>(pass.keys.size()))
+      header.fail("rank_sizes", "must count the keys, rank by rank");
+    if (pass.rank_lengths.size() != pass.rank_sizes.size() ||
+        pass.arrival_rank_lengths.size() != pass.rank_sizes.size()) {
+      header.fail("rank_lengths", "and arrival_rank_lengths must hold one sum per rank");
+    }
+  }
   return pass;
 }
 

@@ -54,6 +54,16 @@ Column seed_column() {
 }
 
 // The data frames of a get reply of seed_column() for kIndexes.
+// A sample pass of 2 groups at global step 7 in partition "train".
+ReplayRequest seed_replay_request(int64_t wait_ms) {
+  ReplayRequest request;
+  request.partition_id = "train";
+  request.global_steps = 7;
+  request.batch_size = 2;
+  request.wait_ms = wait_ms;
+  return request;
+}
+
 Frames seed_get_reply() {
   StorageUnit storage;
   const TestSamples samples = samples_of(kIndexes);
@@ -154,7 +164,7 @@ const std::vector<ProtocolDecoder>& protocol_decoders() {
        [] { return control::encode_end_leases_reply(3); }},
       {"replay_pass request", [](Frames& f, size_t, size_t) { control::decode_replay_pass_request(f); },
        [] {
-         ReplayRequest request{"train", 7, 2, ReplayStep::kSample, {}, {}, 50, {}, 0, 0};
+         ReplayRequest request = seed_replay_request(50);
          request.options.mode = ReplayMode::kSync;
          request.options.max_off_policy_threshold = 2;
          request.options.group_filter_tag = "reward";
@@ -195,7 +205,8 @@ const std::vector<ProtocolDecoder>& protocol_decoders() {
       {"replay_pass request with group values",
        [](Frames& f, size_t, size_t) { control::decode_replay_pass_request(f); },
        [] {
-         ReplayRequest request{"train", 7, 2, ReplayStep::kSample, {}, {}, 0, {{"u", {0.5, 0.5}}, {"v", {}}}, 0, 0};
+         ReplayRequest request = seed_replay_request(0);
+         request.group_values = {{"u", {0.5, 0.5}}, {"v", {}}};
          request.options.group_filter_metric = "reward";
          return control::encode_replay_pass_request(request);
        }},
@@ -205,9 +216,28 @@ const std::vector<ProtocolDecoder>& protocol_decoders() {
          pass.unclassified_keys = {"u_0_0", "u_1_0"};
          return control::encode_replay_pass_reply(pass);
        }},
+      {"replay_pass request balanced over ranks",
+       [](Frames& f, size_t, size_t) { control::decode_replay_pass_request(f); },
+       [] {
+         ReplayRequest request = seed_replay_request(0);
+         request.options.balance_ranks = 4;
+         request.options.balance_workload = "quadratic(1,2)";
+         return control::encode_replay_pass_request(request);
+       }},
+      {"replay_pass reply balanced over ranks", [](Frames& f, size_t, size_t) { control::decode_replay_pass_reply(f); },
+       [] {
+         ReplayPass pass;
+         pass.ready = true;
+         pass.keys = {"u_1_0", "u_0_0"};
+         pass.tags = {Value{{"seq_len", 9}}, Value{{"seq_len", 3}}};
+         pass.rank_sizes = {1, 1};
+         pass.rank_lengths = {9, 3};
+         pass.arrival_rank_lengths = {3, 9};
+         return control::encode_replay_pass_reply(pass);
+       }},
       {"replay_pass request with a pass id", [](Frames& f, size_t, size_t) { control::decode_replay_pass_request(f); },
        [] {
-         ReplayRequest request{"train", 7, 2, ReplayStep::kSample, {}, {}, 0, {}, 0, 0};
+         ReplayRequest request = seed_replay_request(0);
          request.pass_id = uint64_t{1} << 62;
          request.lease_ms = 60000;
          return control::encode_replay_pass_request(request);

@@ -32,6 +32,14 @@ pass, which clears the selected prompt keys. A trainer that dies before the
 acknowledgement leaves its selection held until the pass's lease (60 s)
 ends; then those groups are sampleable again.
 
+Per-rank balance (``balance_dp_size=``, a seqflow option): ``sample()``
+answers its trajectories ordered rank by rank over that many DP ranks, as
+verl's trainer reorders a sampled batch (``_balance_batch``: verl's
+get_seqlen_balanced_partitions of verl's workload of each trajectory's
+``seq_len`` tag, equal counts), balanced in the engine, with verl's
+``global_seqlen/*`` metrics; the trajectories must be a multiple of the
+ranks (verl pads the batch instead).
+
 What differs, on purpose:
 - Prompts of the same ``global_steps`` are served in their keys' arrival
   order (verl: a set's hash order, which varies between processes).
@@ -49,7 +57,7 @@ from collections import defaultdict
 from functools import partial
 from typing import Any, Callable, Optional, TypeVar
 
-from seqflow._checks import check_choice
+from seqflow._checks import check_choice, check_count, check_name
 from seqflow._watch import Watch
 from seqflow.batch_meta import KVBatchMeta
 from seqflow.client import Client
@@ -103,7 +111,8 @@ class ReplayBuffer:
                  refill_fn: Optional[Callable[[int], Any]] = None, filter_groups_metric: Optional[str] = None,
                  train_batch_size: Optional[int] = None, gen_batch_size: Optional[int] = None,
                  max_inflight_gen_batches: int = 1, sync_refill_failed_groups: bool = False, *,
-                 group_filter_tag: Optional[str] = None, client: Optional[Client] = None):
+                 group_filter_tag: Optional[str] = None, client: Optional[Client] = None,
+                 balance_dp_size: Optional[int] = None, balance_length_tag: str = "seq_len"):
         if max_off_policy_threshold is not None and (
                 not isinstance(max_off_policy_threshold, int) or isinstance(max_off_policy_threshold, bool)
                 or max_off_policy_threshold <= 0):
@@ -127,6 +136,9 @@ class ReplayBuffer:
         self.gen_batch_size = gen_batch_size
         self.max_inflight_gen_batches = max_inflight_gen_batches
         self.sync_refill_failed_groups = sync_refill_failed_groups
+        self.balance_dp_size = None if balance_dp_size is None else check_count(balance_dp_size, "balance_dp_size",
+                                                                                minimum=1)
+        self.balance_length_tag = check_name(balance_length_tag, "balance_length_tag")
         self._client = client
         self._group_values_owed: dict[str, dict[str, list[float]]] = {}  # by partition: for the next pass
         self._validate_mode_config()
@@ -167,7 +179,9 @@ class ReplayBuffer:
                 refill_failed_groups=self._MODE == "sync" and self.sync_refill_failed_groups,
                 max_inflight_prompts=self.max_inflight_gen_batches * self.train_batch_size if sync_filtering else 0,
                 gen_batch_size=self.gen_batch_size or 1, group_filter_metric=metric, group_values=group_values,
-                cursor=cursor, pass_id=kept_id, lease=_pass_lease(client))
+                cursor=cursor, pass_id=kept_id, lease=_pass_lease(client),
+                balance_ranks=(self.balance_dp_size or 0) if pass_step == "sample" else 0,
+                balance_length_tag=self.balance_length_tag)
 
         values = self._group_values_owed.pop(partition_id, {})
         if metric is not None and partition_id != "val":
@@ -242,8 +256,19 @@ class ReplayBuffer:
         """The batch_size oldest sampleable groups' trajectories (their prompt
         keys cleared) and verl's eviction metrics."""
         answer = self._passes(partition_id, global_steps, batch_size, "sample")
-        return (KVBatchMeta(keys=list(answer.keys), tags=answer.tags, partition_id=partition_id),
-                self._metrics(partition_id, answer.cursor))
+        metrics = self._metrics(partition_id, answer.cursor)
+        if answer.rank_sizes:
+            metrics.update(_seqlen_balance_metrics(answer))
+        return KVBatchMeta(keys=list(answer.keys), tags=answer.tags, partition_id=partition_id), metrics
+
+
+def _seqlen_balance_metrics(answer: Any, prefix: str = "global_seqlen") -> dict[str, Any]:
+    """verl's log_seqlen_unbalance names, from the pass's per-rank sums (the
+    batch was balanced in the engine, as verl's trainer balances it)."""
+    before, after = list(answer.arrival_rank_lengths), list(answer.rank_lengths)
+    return {f"{prefix}/min": min(before), f"{prefix}/max": max(before), f"{prefix}/minmax_diff": max(before) - min(before),
+            f"{prefix}/balanced_min": min(after), f"{prefix}/balanced_max": max(after),
+            f"{prefix}/mean": sum(before) / len(before)}
 
 
 class ReplayBufferAsync(ReplayBuffer):
