@@ -311,7 +311,7 @@ def main(argv=None) -> int:
                     verdicts.append((medians[way] / link, f"{names[way]} {direction} at {link:g} Gbit/s"))
     print(f"\nTCP's payload ceiling on these links: {PAYLOAD_PER_FRAME:.3f} of the rate (1448 of 1514 bytes a frame)")
     print("seqflow: a client process as started by default; seqflow hugetlb: one started with "
-          f"GLIBC_TUNABLES={HUGE_PAGES['GLIBC_TUNABLES']} (docs/remote.md); the units set it for themselves")
+          f"GLIBC_TUNABLES={HUGE_PAGES['GLIBC_TUNABLES']} (docs/deployment.md, 'Memory'); the units set it for themselves")
     for ratio, what in verdicts:
         print(f"{'PASS' if ratio >= TARGET else 'FAIL'} {what}: {ratio:.3f}x the link (target >= {TARGET})")
     return 0

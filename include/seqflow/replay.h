@@ -81,7 +81,8 @@ struct ReplayOptions {
   // "seq_len") is its length; their costs under `balance_workload` (a
   // Workload::parse spec; verl's FLOP model by default) are split with
   // verl's get_seqlen_balanced_partitions (equal counts per rank), and the
-  // keys come rank by rank. The trajectories must be a multiple of the ranks.
+  // keys come rank by rank. Trajectories that are not a multiple of the
+  // ranks are answered in arrival order, with no rank fields.
   int64_t balance_ranks = 0;
   std::string balance_length_tag = "seq_len";
   std::string balance_workload = "verl";

@@ -173,14 +173,26 @@ def _service_settings(config) -> tuple[dict, dict]:
     return controller, storage
 
 
-def _with_huge_page_buffers(options: dict[str, Any]) -> dict[str, Any]:
+def _with_huge_page_buffers(options: dict[str, Any], job_env_vars: dict[str, str]) -> dict[str, Any]:
     """options whose runtime_env starts the actor's process with glibc's
     hugetlb tunable, as `seqflow serve` gives itself (docs/deployment.md,
-    "Memory"); a GLIBC_TUNABLES the caller's options name is kept."""
+    "Memory"), added to the GLIBC_TUNABLES the actor would have had (its
+    options', else the job's runtime_env's, else this process's), which an
+    actor's env_vars would otherwise replace; kept as it is when it sets
+    glibc.malloc.hugetlb already."""
     runtime_env = dict(options.get("runtime_env") or {})
     env_vars = dict(runtime_env.get("env_vars") or {})
-    env_vars.setdefault("GLIBC_TUNABLES", HUGE_PAGE_TUNABLES)
+    tunables = env_vars.get("GLIBC_TUNABLES", job_env_vars.get("GLIBC_TUNABLES", os.environ.get("GLIBC_TUNABLES", "")))
+    if "glibc.malloc.hugetlb" not in tunables:
+        tunables = f"{tunables}:{HUGE_PAGE_TUNABLES}" if tunables else HUGE_PAGE_TUNABLES
+    env_vars["GLIBC_TUNABLES"] = tunables
     return {**options, "runtime_env": {**runtime_env, "env_vars": env_vars}}
+
+
+def _job_env_vars(ray: Any) -> dict[str, str]:
+    """The env_vars of this job's runtime_env (ray.init(runtime_env=...))."""
+    runtime_env = ray.get_runtime_context().runtime_env or {}
+    return dict(runtime_env.get("env_vars") or {})
 
 
 def start_ray_services(name: str = "seqflow", *, config=None, num_storage_units: int = 1,
@@ -191,8 +203,8 @@ def start_ray_services(name: str = "seqflow", *, config=None, num_storage_units:
     spread over the nodes; actors of these names that run already are reused.
     actor_options override the ray actor options (default: num_cpus=0,
     SPREAD, detached; the actors' processes start with
-    GLIBC_TUNABLES=glibc.malloc.hugetlb=1 unless its runtime_env names
-    GLIBC_TUNABLES). metrics_port: the controller serves Prometheus
+    glibc.malloc.hugetlb=1 added to GLIBC_TUNABLES unless it sets that
+    tunable already). metrics_port: the controller serves Prometheus
     metrics on its node's address at this port (0: any free port)."""
     ray = _import_ray()
     units = check_count(num_storage_units, "num_storage_units", minimum=1)
@@ -202,7 +214,7 @@ def start_ray_services(name: str = "seqflow", *, config=None, num_storage_units:
         controller_settings["metrics_port"] = check_count(metrics_port, "metrics_port", maximum=65535)
     options = _with_huge_page_buffers(dict(lifetime="detached", namespace=RAY_NAMESPACE,
                                            scheduling_strategy="SPREAD", num_cpus=0, get_if_exists=True,
-                                           **(actor_options or {})))
+                                           **(actor_options or {})), _job_env_vars(ray))
     actor_class = ray.remote(_ServiceActor)
     token = uuid.uuid4().hex
     controller = actor_class.options(name=_controller_name(name), **options).remote(

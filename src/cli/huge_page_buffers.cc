@@ -6,6 +6,7 @@
 // tunables only at start, hence the exec.
 #include "cli/huge_page_buffers.h"
 
+#include <sys/auxv.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -23,6 +24,9 @@ namespace {
 
 constexpr const char* kTunables = "GLIBC_TUNABLES";
 constexpr const char* kHugeTlb = "glibc.malloc.hugetlb";
+// Set across the exec: the restarted process never execs again, whatever
+// glibc left of GLIBC_TUNABLES (it strips tunables in secure mode).
+constexpr const char* kRestarted = "SEQFLOW_SERVE_RESTARTED";
 
 bool transparent_huge_pages_off() {
   std::ifstream setting("/sys/kernel/mm/transparent_hugepage/enabled");
@@ -49,19 +53,27 @@ std::vector<std::string> own_arguments() {
 
 void rerun_with_huge_page_buffers() {
 #ifdef __GLIBC__
+  if (std::getenv(kRestarted) != nullptr) {
+    unsetenv(kRestarted);  // not inherited by anything this process starts
+    return;
+  }
+  // Secure mode (setuid, setgid or file capabilities): glibc ignores the
+  // tunable there, so restarting would change nothing.
+  if (getauxval(AT_SECURE) != 0) return;
   const char* tunables = std::getenv(kTunables);
   const std::string current = tunables == nullptr ? "" : tunables;
   if (current.find(kHugeTlb) != std::string::npos || transparent_huge_pages_off()) return;
   std::vector<std::string> arguments = own_arguments();
   if (arguments.empty()) return;
   const std::string wanted = (current.empty() ? "" : current + ":") + kHugeTlb + "=1";
-  if (setenv(kTunables, wanted.c_str(), 1) != 0) return;
+  if (setenv(kTunables, wanted.c_str(), 1) != 0 || setenv(kRestarted, "1", 1) != 0) return;
   std::vector<char*> argv;
   for (std::string& argument : arguments) argv.push_back(argument.data());
   argv.push_back(nullptr);
   execv("/proc/self/exe", argv.data());
   // Still here: serve without; GLIBC_TUNABLES goes back to what it was.
   const int error = errno;
+  unsetenv(kRestarted);
   if (tunables == nullptr) {
     unsetenv(kTunables);
   } else {

@@ -5,6 +5,7 @@
 #include <functional>
 #include <iterator>
 #include <map>
+#include <set>
 #include <optional>
 #include <thread>
 
@@ -259,6 +260,7 @@ void ShardedStorage::wait_for_room(const SampleKeys& samples, std::map<size_t, s
   const Clock::time_point deadline =
       CallDeadline::of_request(units_[full.begin()->first]->acquire()->options().timeout);
   std::chrono::milliseconds backoff = kFirstBackoff;
+  std::set<size_t> units_without_room;  // they answered `room` with "unknown operation"
   try {
     for (;;) {
       const Clock::time_point now = Clock::now();
@@ -278,19 +280,26 @@ void ShardedStorage::wait_for_room(const SampleKeys& samples, std::map<size_t, s
       backoff = std::min(backoff * 2, kMaxBackoff);
       if (Clock::now() >= deadline) continue;
       FanOut probe(units_);
-      for (const auto& [unit, message] : full) {
-        probe.send(unit, storage_protocol::kRoom, storage_protocol::encode_room_request({retried_as(unit), false}));
-      }
       FanOut retry(units_);
       bool retrying = false;
+      for (const auto& [unit, message] : full) {
+        if (units_without_room.contains(unit)) {
+          retry.send(unit, storage_protocol::kPut, request(unit));
+          retrying = true;
+        } else {
+          probe.send(unit, storage_protocol::kRoom, storage_protocol::encode_room_request({retried_as(unit), false}));
+        }
+      }
       std::optional<Error> failure;
       for (auto& [unit, frames, error] : probe.receive_each()) {
         // A unit that predates `room` answers "unknown operation": the put
-        // is sent again with its values, as to every unit before `room`.
+        // is sent again with its values, as to every unit before `room`,
+        // and that unit is not asked again.
         if (error && !unknown_operation(*error, storage_protocol::kRoom)) {
           if (!failure) failure = std::move(error);
           continue;
         }
+        if (error) units_without_room.insert(unit);
         if (!error) {
           StorageUnit::Room room = storage_protocol::decode_room_reply(frames);
           if (room.placed && room.full) {

@@ -49,16 +49,23 @@ Workload replay_balance_workload(const std::string& spec) {
 void balance_selected(const ReplayOptions& options, ReplayPass& pass) {
   const int64_t ranks = options.balance_ranks;
   const size_t count = pass.keys.size();
-  if (count == 0) return;  // groups without trajectories: nothing to place
-  if (count % static_cast<size_t>(ranks) != 0) {
-    throw_invalid("balance_ranks = " + std::to_string(ranks) +
-                  " needs the selected trajectories to be a multiple of it, "
-                  "got " +
-                  std::to_string(count) + " (verl pads its batch instead; select whole multiples)");
-  }
+  // Not a multiple of the ranks (a failed group short of trajectories):
+  // served in arrival order, as the trainer would get it without balance
+  // (verl pads such a batch with copies before it balances); refusing would
+  // refuse the same oldest groups on every pass.
+  if (count == 0 || count % static_cast<size_t>(ranks) != 0) return;
   const std::vector<int64_t> lengths = lengths_of(pass, options.balance_length_tag);
-  const std::vector<int64_t> costs =
-      replay_balance_workload(options.balance_workload).costs(lengths, "balance_length_tag values");
+  const Workload workload = replay_balance_workload(options.balance_workload);
+  std::vector<int64_t> costs;
+  costs.reserve(count);
+  for (size_t i = 0; i < count; ++i) {
+    try {
+      costs.push_back(workload.cost(lengths[i]));
+    } catch (const Error& error) {
+      throw_invalid("balance_length_tag '" + options.balance_length_tag + "' of trajectory '" + pass.keys[i] +
+                    "' = " + std::to_string(lengths[i]) + ": " + error.what());
+    }
+  }
   const std::vector<std::vector<int64_t>> parts = balance::get_seqlen_balanced_partitions(costs, ranks, true);
   std::vector<std::string> keys;
   std::vector<Value> tags;

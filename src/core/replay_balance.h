@@ -17,10 +17,11 @@ inline constexpr int64_t kMaxReplayBalanceRanks = int64_t{1} << 20;
 Workload replay_balance_workload(const std::string& spec);
 
 // Reorders pass.keys and pass.tags rank by rank and fills the pass's
-// rank_sizes, rank_lengths and arrival_rank_lengths. Throws
+// rank_sizes, rank_lengths and arrival_rank_lengths; leaves a pass whose
+// trajectories are not a multiple of the ranks as it is. Throws
 // kInvalidArgument, changing nothing, when a trajectory's length tag is
-// missing or not a non-negative integer (naming the key and the tag) or the
-// trajectories are not a multiple of the ranks.
+// missing or not a non-negative integer, or its cost overflows (naming the
+// key and the tag).
 void balance_selected(const ReplayOptions& options, ReplayPass& pass);
 
 }  // namespace seqflow::core

@@ -133,3 +133,22 @@ def test_a_callers_glibc_tunables_for_the_actors_is_kept(name):
     chosen = {"runtime_env": {"env_vars": {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=0"}}}
     start_ray_services(name, num_storage_units=1, actor_options=chosen)
     assert _environment_of_actor(f"{name}.storage.0").get("GLIBC_TUNABLES") == "glibc.malloc.hugetlb=0"
+
+
+def test_other_tunables_of_the_actor_the_job_or_this_process_are_kept_beside_huge_pages(monkeypatch):
+    from seqflow.remote import _with_huge_page_buffers
+
+    def tunables(options, job):
+        return _with_huge_page_buffers(options, job)["runtime_env"]["env_vars"]["GLIBC_TUNABLES"]
+
+    actor = {"runtime_env": {"env_vars": {"GLIBC_TUNABLES": "glibc.malloc.tcache_count=7"}}}
+    assert tunables(actor, {"GLIBC_TUNABLES": "glibc.malloc.arena_max=2"}) == \
+        "glibc.malloc.tcache_count=7:glibc.malloc.hugetlb=1"
+    assert tunables({}, {"GLIBC_TUNABLES": "glibc.malloc.arena_max=2"}) == \
+        "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1"
+    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.arena_max=4")
+    assert tunables({}, {}) == "glibc.malloc.arena_max=4:glibc.malloc.hugetlb=1"
+    monkeypatch.delenv("GLIBC_TUNABLES")
+    assert tunables({}, {}) == "glibc.malloc.hugetlb=1"
+    assert tunables({"runtime_env": {"env_vars": {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=0"}}}, {}) == \
+        "glibc.malloc.hugetlb=0"

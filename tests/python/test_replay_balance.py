@@ -106,7 +106,6 @@ def test_the_drop_in_serves_a_balanced_batch_with_verls_metrics():
     ({"balance_ranks": -1}, "balance_ranks"),
     ({"balance_ranks": 2, "balance_workload": "online"}, "balance_workload 'online'"),
     ({"balance_ranks": 2, "balance_length_tag": ""}, "balance_length_tag"),
-    ({"balance_ranks": 3}, "balance_ranks = 3 needs the selected trajectories to be a multiple of it, got 8"),
 ])
 def test_bad_balance_options_are_refused_by_name_and_change_nothing(options, named):
     client = seqflow.Client()
@@ -123,3 +122,19 @@ def test_bad_balance_options_are_refused_by_name_and_change_nothing(options, nam
 def test_the_drop_in_refuses_a_bad_dp_size():
     with pytest.raises(ValueError, match="balance_dp_size"):
         ReplayBufferAsync("async", None, None, "drop", {}, client=None, balance_dp_size=0)
+
+
+def test_a_batch_off_the_ranks_is_served_in_arrival_order():
+    client = seqflow.Client()
+    try:
+        _fill(client, 2, 3, random.Random(5))
+        plain = seqflow.Client()
+        try:
+            _fill(plain, 2, 3, random.Random(5))
+            arrival = list(plain.replay_pass("train", 2, 2).keys)
+        finally:
+            plain.close()
+        answer = client.replay_pass("train", 2, 2, balance_ranks=4)  # 6 trajectories
+        assert list(answer.keys) == arrival and list(answer.rank_sizes) == []
+    finally:
+        client.close()

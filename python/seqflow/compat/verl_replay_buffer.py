@@ -37,8 +37,8 @@ answers its trajectories ordered rank by rank over that many DP ranks, as
 verl's trainer reorders a sampled batch (``_balance_batch``: verl's
 get_seqlen_balanced_partitions of verl's workload of each trajectory's
 ``seq_len`` tag, equal counts), balanced in the engine, with verl's
-``global_seqlen/*`` metrics; the trajectories must be a multiple of the
-ranks (verl pads the batch instead).
+``global_seqlen/*`` metrics; a batch whose trajectories are not a multiple
+of the ranks comes in arrival order, without those metrics (verl pads it).
 
 What differs, on purpose:
 - Prompts of the same ``global_steps`` are served in their keys' arrival

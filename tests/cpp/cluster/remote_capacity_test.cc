@@ -3,6 +3,7 @@
 // until a clear made room, within its put's budget; what it put reads back once.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <set>
@@ -283,6 +284,7 @@ class UnitWithoutRoom {
  public:
   explicit UnitWithoutRoom(uint64_t max_samples) : storage_(waiting_storage(max_samples)), service_({}) {
     service_.handle(transport::storage_protocol::kPut, [this](transport::Frames& args) {
+      ++puts_;
       const auto request = transport::storage_protocol::decode_put_request(args);
       const auto columns =
           transport::wire::take_columns(request.columns, args, 1, request.samples.global_indexes.size(), "put");
@@ -293,8 +295,14 @@ class UnitWithoutRoom {
   }
   StorageUnit& storage() { return storage_; }
   std::string endpoint() const { return service_.endpoint(); }
+  int64_t puts() const { return puts_; }
+  // Requests it refused as an operation it does not know (`room`).
+  double unknown_operations() {
+    return service_.metrics().counter("seqflow_rejected_requests_total", "", {{"reason", "unknown_op"}}).value();
+  }
 
  private:
+  std::atomic<int64_t> puts_{0};
   StorageUnit storage_;
   server::Service service_;
 };
@@ -326,6 +334,10 @@ TEST(RemoteCapacity, AWaitingPutResendsItsValuesToAUnitThatPredatesRoom) {
   const auto rows = unit.storage().get(SampleKeys{second_index, partitions, generations}, fields);
   EXPECT_EQ(int64_of(rows.at(0).at(0)), 6);
   EXPECT_EQ(unit.storage().stats().samples, 1u);
+  // Asked `room` once: a unit that does not know it is not asked again.
+  EXPECT_EQ(unit.unknown_operations(), 1.0);
+  // Every put after the first was answered "full" but the one that landed.
+  EXPECT_EQ(unit.puts(), 1 + static_cast<int64_t>(unit.storage().capacity_stats().full_answers) + 1);
 }
 
 TEST(RemoteCapacity, OtherCallsAreServedWhilePutsWait) {

@@ -91,16 +91,29 @@ TEST(ReplayBalance, OffKeepsTheArrivalOrderAndSaysNothingOfRanks) {
   EXPECT_TRUE(pass.rank_sizes.empty() && pass.rank_lengths.empty() && pass.arrival_rank_lengths.empty());
 }
 
-TEST(ReplayBalance, AMissingOrBadLengthOrACountOffTheRanksIsRefusedChangingNothing) {
+TEST(ReplayBalance, ACountOffTheRanksIsServedInArrivalOrder) {
+  Controller controller;
+  skewed(controller);
+  const ReplayPass pass = controller.replay_pass(balanced(4, 3));  // 16 trajectories, 3 ranks
+  ASSERT_TRUE(pass.ready);
+  EXPECT_EQ(lengths_in(pass),
+            (std::vector<int64_t>{4000, 3900, 3800, 3700, 3600, 3500, 100, 90, 80, 70, 60, 50, 40, 30, 20, 10}));
+  EXPECT_TRUE(pass.rank_sizes.empty());
+}
+
+TEST(ReplayBalance, AMissingBadOrOverflowingLengthIsRefusedChangingNothing) {
   Controller controller;
   skewed(controller);
   const std::set<std::string> before = test::listed_keys(controller, "train");
-  EXPECT_TRUE(throws_invalid([&] { controller.replay_pass(balanced(4, 3)); }, {"balance_ranks = 3", "16"}));
   ReplayRequest other_tag = balanced(4, 4);
   other_tag.options.balance_length_tag = "response_len";
   EXPECT_TRUE(throws_invalid([&] { controller.replay_pass(other_tag); }, {"response_len", "a_0_0", "no such tag"}));
   controller.kv_resolve("train", std::vector<std::string>{"d_3_0"}, std::vector<Value>{Value{{"seq_len", -1}}});
   EXPECT_TRUE(throws_invalid([&] { controller.replay_pass(balanced(4, 4)); }, {"seq_len", "d_3_0", "-1"}));
+  // verl's workload of 2^40 tokens overflows int64.
+  controller.kv_resolve("train", std::vector<std::string>{"d_3_0"},
+                        std::vector<Value>{Value{{"seq_len", int64_t{1} << 40}}});
+  EXPECT_TRUE(throws_invalid([&] { controller.replay_pass(balanced(4, 4)); }, {"seq_len", "d_3_0", "1099511627776"}));
   EXPECT_EQ(test::listed_keys(controller, "train"), before) << "a refused pass released keys";
 }
 
