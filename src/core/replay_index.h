@@ -36,8 +36,8 @@ class ReplayIndex {
   enum class Kind : uint8_t { kNone, kTrajectory, kPrompt };
   using Group = std::pair<const std::string, std::vector<uint32_t>>;  // uid, its trajectory slots
   struct SlotEntry {
-    uint64_t change = 0;   // the keyed_change indexed; 0: none
-    uint64_t arrival = 0;  // rank among the partition's keyed samples
+    uint64_t change = 0;     // the keyed_change indexed; 0: none
+    uint64_t arrival = 0;    // rank among the partition's keyed samples
     Group* group = nullptr;  // a trajectory's
     int64_t global_steps = 0;
     Kind kind = Kind::kNone;
@@ -58,7 +58,7 @@ class ReplayIndex {
   std::vector<SlotEntry> slots_;
   std::unordered_map<std::string, std::vector<uint32_t>> groups_;
   std::set<std::pair<uint64_t, uint32_t>> terminal_;  // (arrival, slot) of finished and failure prompts
-  std::map<int64_t, int64_t> in_flight_steps_;         // global_steps -> pending and running prompts
+  std::map<int64_t, int64_t> in_flight_steps_;        // global_steps -> pending and running prompts
   int64_t in_flight_ = 0;
 };
 
