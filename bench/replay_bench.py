@@ -20,7 +20,9 @@ FINISHED groups finished, at each row's key count, and times:
 Each timing repeats; p50 and p99 in ms. The first row is timed again at the
 end: the spread between its two readings is the run's noise floor. The
 issue's target is the sample pass (controller CPU per step) within 1.2x from
-the smallest to the largest row.
+the smallest to the largest row; the last lines give that ratio for every
+column. RSS per stored key: what filling the partition added, and what the
+first replay pass added (its index over the keys).
 
     .venv/bin/python bench/replay_bench.py [--keys 10000,100000,1000000] [--repeat 200]
 """
@@ -28,6 +30,7 @@ the smallest to the largest row.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -67,6 +70,12 @@ def fill(client, keys: int) -> list[str]:
     return finished
 
 
+def rss_bytes() -> int:
+    """This process's resident memory (the embedded controller's included)."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
 def timed(call, repeat: int) -> np.ndarray:
     times = np.empty(repeat)
     for i in range(repeat):
@@ -79,7 +88,11 @@ def timed(call, repeat: int) -> np.ndarray:
 def row(keys: int, repeat: int) -> dict:
     client = seqflow.Client()
     try:
+        empty = rss_bytes()
         finished = fill(client, keys)
+        filled = rss_bytes()
+        client.replay_pass("train", 4, 0, step="count")  # the first pass reads every key once
+        indexed = rss_bytes()
         count = timed(lambda: client.replay_pass("train", 4, 0, step="count"), repeat)
         idle = timed(lambda: client.replay_pass("train", 4, FINISHED + 1), repeat)
         changed = np.empty(repeat)
@@ -98,8 +111,9 @@ def row(keys: int, repeat: int) -> dict:
             client.kv_batch_put(list(answer.selected_uids), "train",  # put back: the next pass finds them again
                                 tags=[{"is_prompt": True, "status": "finished", "global_steps": 0}] * BATCH)
         listing = timed(lambda: client.kv_list("train"), max(3, repeat // 20))
-        return {"keys": keys // (GROUP + 1) * (GROUP + 1), "count": count, "idle": idle,
-                "changed": changed, "sample": sample, "kv_list": listing}
+        stored = keys // (GROUP + 1) * (GROUP + 1)
+        return {"keys": stored, "count": count, "idle": idle, "changed": changed, "sample": sample,
+                "kv_list": listing, "rss_stored": (filled - empty) / stored, "rss_replay": (indexed - filled) / stored}
     finally:
         client.close()
 
@@ -120,20 +134,22 @@ def main() -> None:
     rows = [row(keys, args.repeat) for keys in sizes]
     again = row(sizes[0], args.repeat)
     columns = ("count", "idle", "changed", "sample", "kv_list")
-    print("| stored keys | " + " | ".join(f"{c} ms p50 / p99" for c in columns) + " | kv_list / sample (p50) |")
-    print("|" + "---|" * (len(columns) + 2))
+    print("| stored keys | " + " | ".join(f"{c} ms p50 / p99" for c in columns) +
+          " | kv_list / sample (p50) | RSS B/key: stored, replay's first pass |")
+    print("|" + "---|" * (len(columns) + 3))
     for measured in rows:
         cells = [f"{pct(measured[c], 50):.3f} / {pct(measured[c], 99):.3f}" for c in columns]
         ratio = pct(measured["kv_list"], 50) / pct(measured["sample"], 50)
-        print(f"| {measured['keys']:,} | " + " | ".join(cells) + f" | {ratio:.0f}x |")
+        print(f"| {measured['keys']:,} | " + " | ".join(cells) + f" | {ratio:.0f}x | "
+              f"{measured['rss_stored']:.0f}, {measured['rss_replay']:.0f} |")
     print("\nnoise floor (the first row timed again at the end), p50 ms, first - again:")
     for c in columns:
         print(f"  {c}: {pct(rows[0][c], 50):.3f} - {pct(again[c], 50):.3f}")
-    for c in ("count", "idle", "sample"):
+    print(f"\np50 at {rows[-1]['keys']:,} keys / at {rows[0]['keys']:,} (target for sample <= {TARGET_RATIO}x):")
+    for c in columns:
         ratio = pct(rows[-1][c], 50) / pct(rows[0][c], 50)
-        verdict = "holds" if ratio <= TARGET_RATIO else "does not hold"
-        print(f"{c}: p50 at {rows[-1]['keys']:,} keys / at {rows[0]['keys']:,} = {ratio:.2f}x "
-              f"(target <= {TARGET_RATIO}x: {verdict})")
+        verdict = f" (target {'holds' if ratio <= TARGET_RATIO else 'does not hold'})" if c == "sample" else ""
+        print(f"  {c}: {ratio:.2f}x{verdict}")
 
 
 if __name__ == "__main__":

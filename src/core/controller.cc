@@ -312,7 +312,7 @@ std::vector<int64_t> Controller::clear_partition(const std::string& partition_id
   if (state_->data.find(partition_id) == nullptr) return {};
   std::vector<int64_t> released = state_->data.erase(partition_id);
   state_->sampler->clear(partition_id, nullptr);
-  state_->replay_tags.erase(partition_id);  // its parsed tags: a slot per sample
+  state_->replay_indexes.erase(partition_id);  // its index: a slot per sample
   try {
     state_->leases.forget(partition_id, nullptr);
   } catch (const std::bad_alloc&) {

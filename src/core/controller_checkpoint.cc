@@ -119,7 +119,7 @@ void Controller::load_checkpoint(const std::string& path, bool take_incarnation)
     state_->leases.clear();            // the loaded consumption is the checkpoint's
     state_->change_logs.forget_all();  // what was watched changed wholesale: watchers resync
     state_->replay_leases.clear();
-    state_->replay_tags.clear();
+    state_->replay_indexes.clear();
     state_->notify_changed(nullptr);
   }
   // Outside the controller's lock: the replaced models' refit threads join here.

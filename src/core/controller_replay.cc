@@ -5,13 +5,15 @@
 // pass with a pass_id, kept (core/replay_leases.h) with its selected prompt
 // keys held until ack_replay_pass.
 #include <algorithm>
-#include <functional>
+#include <optional>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/controller_state.h"
 #include "core/custom_meta.h"
 #include "core/name_rule.h"
 #include "core/replay_balance.h"
+#include "core/replay_index.h"
 #include "core/replay_leases.h"
 #include "core/replay_selection.h"
 #include "seqflow/controller.h"
@@ -28,9 +30,8 @@ void answer_selected(const PartitionState& partition, const ReplayGroups& groups
                      const std::vector<std::string_view>& selected, ReplayPass& pass) {
   std::vector<core::ReplayTrajectory> trajectories;
   for (std::string_view uid : selected) {
-    if (const std::vector<core::ReplayTrajectory>* found = groups.trajectories(uid)) {
-      trajectories.insert(trajectories.end(), found->begin(), found->end());
-    }
+    const std::vector<core::ReplayTrajectory> found = groups.trajectories(uid);
+    trajectories.insert(trajectories.end(), found.begin(), found.end());
   }
   std::sort(trajectories.begin(), trajectories.end(),
             [](const auto& a, const auto& b) { return a.arrival < b.arrival; });
@@ -42,7 +43,7 @@ void answer_selected(const PartitionState& partition, const ReplayGroups& groups
 
 std::unordered_map<std::string_view, uint32_t> prompt_slots(const ReplayGroups& groups) {
   std::unordered_map<std::string_view, uint32_t> slots;
-  for (const core::ReplayPrompt& prompt : groups.prompts()) slots.emplace(prompt.uid, prompt.slot);
+  for (const core::ReplayPrompt& prompt : groups.terminal()) slots.emplace(prompt.uid, prompt.slot);
   return slots;
 }
 
@@ -54,9 +55,7 @@ std::vector<uint32_t> slots_to_release(const ReplayGroups& groups, const core::R
   std::vector<uint32_t> slots;
   for (std::string_view uid : plan.evicted) {
     slots.push_back(prompt_slot.at(uid));
-    if (const std::vector<core::ReplayTrajectory>* found = groups.trajectories(uid)) {
-      for (const core::ReplayTrajectory& trajectory : *found) slots.push_back(trajectory.slot);
-    }
+    for (const core::ReplayTrajectory& trajectory : groups.trajectories(uid)) slots.push_back(trajectory.slot);
   }
   if (!hold_selected) {
     for (std::string_view uid : plan.selected) slots.push_back(prompt_slot.at(uid));
@@ -75,6 +74,20 @@ std::vector<core::ReplayLeases::Prompt> held_prompts(const core::ControlData& da
     held.push_back({index, data.generation(index)});
   }
   return held;
+}
+
+// The slots of the prompts the partition's kept passes hold (those not
+// cleared meanwhile, nor their index reused).
+std::unordered_set<uint32_t> held_slots(const core::ControlData& data, const PartitionState& partition,
+                                        const core::ReplayLeases& kept_passes) {
+  std::unordered_set<uint32_t> slots;
+  if (const core::ReplayLeases::Held* prompts = kept_passes.held(partition.name())) {
+    for (const auto& [index, generation] : *prompts) {
+      const std::optional<uint32_t> slot = data.slot_of(partition, index);
+      if (slot && data.generation(index) == generation) slots.insert(*slot);
+    }
+  }
+  return slots;
 }
 
 // A pass sent again under a kept pass's id: the kept answer, for the same pass only.
@@ -106,15 +119,9 @@ ReplayPass Controller::replay_pass(const ReplayRequest& request) {
     }
   }
   PartitionState* partition = state_->data.find(request.partition_id);
-  std::function<bool(uint32_t)> held;
-  if (const core::ReplayLeases::Held* prompts = kept_passes.held(request.partition_id); prompts && partition) {
-    held = [&, prompts](uint32_t slot) {
-      const auto found = prompts->find(partition->global_index(slot));
-      return found != prompts->end() && found->second == state_->data.generation(found->first);
-    };
-  }
-  ReplayGroups groups =
-      partition != nullptr ? state_->replay_tags[request.partition_id].scan(*partition, held) : ReplayGroups{};
+  ReplayGroups groups = partition != nullptr ? state_->replay_indexes[request.partition_id].groups(
+                                                   *partition, held_slots(state_->data, *partition, kept_passes))
+                                             : ReplayGroups{};
   core::GroupFilterAnswer filter;
   if (partition != nullptr && options.evict && options.group_filtering()) {
     filter = state_->group_filters[request.partition_id].filtered(*partition, groups, options, request.group_values);

@@ -16,6 +16,7 @@
 #include "core/control_data.h"
 #include "core/fetch_leases.h"
 #include "core/replay_groups.h"
+#include "core/replay_index.h"
 #include "core/replay_leases.h"
 #include "core/task_workloads.h"
 #include "seqflow/controller.h"
@@ -41,8 +42,8 @@ struct Controller::State {
   core::FetchLeases leases;
   // Under `mutex`: the changes of watched partitions (Controller::watch).
   core::ChangeLogs change_logs;
-  // Per partition: replay_pass's parsed tags, and its DAPO classification of finished groups.
-  std::map<std::string, core::ReplayTagCache> replay_tags;
+  // Per partition: replay_pass's index of keys and tags, and its DAPO classification of finished groups.
+  std::map<std::string, core::ReplayIndex> replay_indexes;
   std::map<std::string, core::GroupFilterCache> group_filters;
   // replay_pass's passes kept under a pass_id, and the prompts they hold.
   core::ReplayLeases replay_leases;

@@ -1,5 +1,7 @@
 #include "core/partition_state.h"
 
+#include <algorithm>
+#include <new>
 #include <random>
 
 #include "common/amortized_reserve.h"
@@ -66,6 +68,7 @@ void PartitionState::remove_sample(uint32_t slot) {
   for (auto& [name, queue] : tasks_) queue.remove(slot);
   if (!key_[slot].empty()) {
     keyed_change_[slot] = ++listing_version_.changes;
+    record_keyed(slot, KeyedChange::kUnkeyed);
     key_slot_.erase(key_[slot]);
     key_[slot].clear();
     key_[slot].shrink_to_fit();
@@ -233,7 +236,10 @@ PartitionState::StoredMeta PartitionState::stored(EncodedMeta meta) {
 }
 
 void PartitionState::swap_meta(uint32_t slot, StoredMeta& meta) noexcept {
-  if (!key_[slot].empty()) keyed_change_[slot] = ++listing_version_.changes;
+  if (!key_[slot].empty()) {
+    keyed_change_[slot] = ++listing_version_.changes;
+    record_keyed(slot, KeyedChange::kTagged);
+  }
   std::swap(meta_[slot], meta.bytes);
   std::swap(length_[slot], meta.length);
   std::swap(group_[slot], meta.group);
@@ -276,10 +282,38 @@ std::optional<uint32_t> PartitionState::key_slot(const std::string& key) const {
 const std::string* PartitionState::key_of(uint32_t slot) const { return key_[slot].empty() ? nullptr : &key_[slot]; }
 
 void PartitionState::set_key(const std::string& key, uint32_t slot) {
-  if (!key_[slot].empty()) key_slot_.erase(key_[slot]);
+  const bool fresh = key_[slot].empty();
+  if (!fresh) key_slot_.erase(key_[slot]);
   keyed_change_[slot] = ++listing_version_.changes;
+  record_keyed(slot, fresh ? KeyedChange::kKeyed : KeyedChange::kTagged);
   key_slot_[key] = slot;
   key_[slot] = key;
+}
+
+std::optional<std::vector<PartitionState::KeyedEvent>> PartitionState::take_keyed_changes() {
+  const bool overflow = keyed_overflow_;
+  keyed_overflow_ = false;
+  std::vector<KeyedEvent> events;
+  events.swap(keyed_events_);
+  if (overflow) return std::nullopt;
+  return events;
+}
+
+void PartitionState::record_keyed(uint32_t slot, KeyedChange change) noexcept {
+  if (!recording_keyed_ || keyed_overflow_) return;
+  // More changes than samples: walking them all again costs less than keeping them.
+  constexpr size_t kAlwaysKept = 4096;
+  if (keyed_events_.size() >= std::max(kAlwaysKept, live_.size())) {
+    keyed_overflow_ = true;
+  } else {
+    try {
+      keyed_events_.push_back({slot, change});
+      return;
+    } catch (const std::bad_alloc&) {
+      keyed_overflow_ = true;
+    }
+  }
+  std::vector<KeyedEvent>().swap(keyed_events_);
 }
 
 }  // namespace seqflow::core

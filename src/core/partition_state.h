@@ -140,7 +140,27 @@ class PartitionState {
   // none yet), so that a reader that parsed a tag knows when to parse it again.
   uint64_t keyed_change(uint32_t slot) const { return keyed_change_[slot]; }
 
+  // --- keyed changes, in order, for one reader (the replay index) ---
+  enum class KeyedChange : uint8_t {
+    kKeyed,    // a fresh sample got its key: the newest keyed sample
+    kTagged,   // a keyed sample's tag (or key) changed
+    kUnkeyed,  // a keyed sample went away
+  };
+  struct KeyedEvent {
+    uint32_t slot = 0;
+    KeyedChange change = KeyedChange::kTagged;
+  };
+  // From now on the partition records its keyed changes, so that its reader
+  // catches up by them instead of walking every sample.
+  void record_keyed_changes() noexcept { recording_keyed_ = true; }
+  // The changes since the last take; nullopt when they outgrew the
+  // partition's size (or memory), so that the reader walks again instead.
+  std::optional<std::vector<KeyedEvent>> take_keyed_changes();
+
  private:
+  // Cannot fail: a change it cannot record makes the reader walk again.
+  void record_keyed(uint32_t slot, KeyedChange change) noexcept;
+
   std::string name_;
   uint32_t number_;
   uint32_t next_put_id_ = 0;
@@ -176,6 +196,9 @@ class PartitionState {
   std::vector<std::string> key_;
   std::vector<uint64_t> keyed_change_;  // per slot
   ListingVersion listing_version_;
+  bool recording_keyed_ = false;
+  bool keyed_overflow_ = false;  // changes were dropped since the last take
+  std::vector<KeyedEvent> keyed_events_;
 };
 
 }  // namespace seqflow::core

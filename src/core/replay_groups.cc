@@ -1,4 +1,4 @@
-// Reading verl's prompt and trajectory keys from a partition's tags.
+// A pass's groups, and the DAPO classification of its finished ones.
 #include "core/replay_groups.h"
 
 #include <algorithm>
@@ -8,30 +8,11 @@
 #include <unordered_set>
 
 #include "core/custom_meta.h"
+#include "core/replay_index.h"
 #include "seqflow/error.h"
 
 namespace seqflow::core {
 namespace {
-
-PromptStatus parse_status(const Value* status, const std::string& key) {
-  if (status != nullptr && status->is_string()) {
-    const std::string& name = status->as_string();
-    if (name == "pending") return PromptStatus::kPending;
-    if (name == "running") return PromptStatus::kRunning;
-    if (name == "finished") return PromptStatus::kFinished;
-    if (name == "failure") return PromptStatus::kFailure;
-  }
-  throw_invalid("prompt key '" + key + "' has tag status " + (status ? status->dump() : std::string("(none)")) +
-                "; expected 'pending', 'running', 'finished' or 'failure'");
-}
-
-bool is_prompt(const Value& tag) {
-  const Value* flag = tag.find("is_prompt");
-  if (flag == nullptr || flag->is_null()) return false;
-  if (flag->is_bool()) return flag->as_bool();
-  if (flag->is_number()) return flag->as_double() != 0.0;
-  return !flag->empty();  // Python's truth of a string or container
-}
 
 // numpy's sum of a contiguous float64 array (pairwise: plain below 8 values,
 // 8 accumulators up to 128, halves above), bit for bit, so that a mean is
@@ -89,78 +70,19 @@ std::optional<std::vector<double>> tag_values(const PartitionState& partition,
 
 }  // namespace
 
-const std::vector<ReplayTrajectory>* ReplayGroups::trajectories(std::string_view uid) const {
-  if (!trajectories_) {
-    trajectories_.emplace();
-    for (const ReplayPrompt& prompt : prompts_) {
-      if (prompt.status == PromptStatus::kFinished || prompt.status == PromptStatus::kFailure) {
-        trajectories_->try_emplace(prompt.uid);
-      }
-    }
-    size_t arrival = 0;
-    for (uint32_t slot = partition_ ? partition_->first() : kNoSlot; slot != kNoSlot;
-         slot = partition_->next(slot), ++arrival) {
-      const std::string* key = partition_->key_of(slot);
-      if (key == nullptr || tags_->prompt(slot)) continue;  // held prompts too: never a trajectory
-      const auto group = trajectories_->find(std::string_view(*key).substr(0, key->find('_')));
-      if (group != trajectories_->end()) group->second.push_back({slot, arrival});
-    }
-    std::erase_if(*trajectories_, [](const auto& group) { return group.second.empty(); });
-  }
-  const auto found = trajectories_->find(uid);
-  return found == trajectories_->end() ? nullptr : &found->second;
-}
-
-ReplayGroups ReplayTagCache::scan(const PartitionState& partition, const std::function<bool(uint32_t slot)>& held) {
-  if (partition.number() != partition_number_ || (walked_ && walked_->epoch != partition.listing_version().epoch)) {
-    slots_.clear();  // another partition: its slots' changes count anew
-    walked_.reset();
-    partition_number_ = partition.number();
-  }
-  if (walked_ != partition.listing_version()) walk(partition);
-  std::vector<ReplayPrompt> prompts;
-  prompts.reserve(prompt_slots_.size());
-  for (uint32_t slot : prompt_slots_) {
-    if (held && held(slot)) continue;
-    const SlotTag& tag = slots_[slot];
-    prompts.push_back({*partition.key_of(slot), slot, tag.status, tag.global_steps});
-  }
-  return ReplayGroups(partition, *this, std::move(prompts));
-}
-
-void ReplayTagCache::walk(const PartitionState& partition) {
-  std::vector<uint32_t> prompt_slots;
-  for (uint32_t slot = partition.first(); slot != kNoSlot; slot = partition.next(slot)) {
-    const std::string* key = partition.key_of(slot);
-    if (key == nullptr) continue;
-    if (slot >= slots_.size()) slots_.resize(slot + 1);
-    SlotTag& cached = slots_[slot];
-    if (cached.change != partition.keyed_change(slot)) {
-      const Value tag = decode_meta(partition.meta_bytes(slot));
-      SlotTag parsed{partition.keyed_change(slot), Kind::kTrajectory, PromptStatus::kPending, 0};
-      if (is_prompt(tag)) {
-        const Value* steps = tag.find("global_steps");
-        if (steps == nullptr || !steps->is_integer() || steps->as_int() < -kMaxReplayCount ||
-            steps->as_int() > kMaxReplayCount) {
-          throw_invalid("prompt key '" + *key + "' has tag global_steps " + (steps ? steps->dump() : "(none)") +
-                        "; expected an integer of at most 2^53 in magnitude");
-        }
-        parsed = {parsed.change, Kind::kPrompt, parse_status(tag.find("status"), *key), steps->as_int()};
-      }
-      cached = parsed;
-    }
-    if (cached.kind == Kind::kPrompt) prompt_slots.push_back(slot);
-  }
-  prompt_slots_ = std::move(prompt_slots);
-  walked_ = partition.listing_version();
+std::vector<ReplayTrajectory> ReplayGroups::trajectories(std::string_view uid) const {
+  return index_ != nullptr ? index_->trajectories(uid) : std::vector<ReplayTrajectory>{};
 }
 
 void ReplayGroups::hold_in_flight(const std::vector<std::string>& uids) {
   if (uids.empty()) return;
   const std::unordered_set<std::string_view> held(uids.begin(), uids.end());
-  for (ReplayPrompt& prompt : prompts_) {
-    if (held.count(prompt.uid) > 0) prompt.status = PromptStatus::kRunning;
-  }
+  std::erase_if(terminal_, [&](const ReplayPrompt& prompt) {
+    if (prompt.status != PromptStatus::kFinished || held.count(prompt.uid) == 0) return false;
+    ++in_flight_;
+    oldest_in_flight_ = std::min(oldest_in_flight_.value_or(prompt.global_steps), prompt.global_steps);
+    return true;
+  });
 }
 
 GroupFilterAnswer GroupFilterCache::filtered(const PartitionState& partition, const ReplayGroups& groups,
@@ -174,7 +96,7 @@ GroupFilterAnswer GroupFilterCache::filtered(const PartitionState& partition, co
     partition_number_ = partition.number();
   }
   std::unordered_set<std::string_view> finished;
-  for (const ReplayPrompt& prompt : groups.prompts()) {
+  for (const ReplayPrompt& prompt : groups.terminal()) {
     if (prompt.status == PromptStatus::kFinished) finished.insert(prompt.uid);
   }
   std::erase_if(classification_, [&](const auto& entry) { return finished.count(entry.first) == 0; });
@@ -183,26 +105,26 @@ GroupFilterAnswer GroupFilterCache::filtered(const PartitionState& partition, co
 
   GroupFilterAnswer answer;
   std::vector<std::string> missing;
-  for (const ReplayPrompt& prompt : groups.prompts()) {
+  for (const ReplayPrompt& prompt : groups.terminal()) {
     const std::string uid(prompt.uid);
     if (prompt.status != PromptStatus::kFinished || classification_.count(uid) > 0) continue;
-    const std::vector<ReplayTrajectory>* found = groups.trajectories(prompt.uid);
-    if (found == nullptr) {
+    const std::vector<ReplayTrajectory> found = groups.trajectories(prompt.uid);
+    if (found.empty()) {
       missing.push_back(uid);
       continue;
     }
     std::optional<std::vector<double>> values;
     if (!from_tag) {
       const auto given = supplied_values.find(uid);
-      if (given != supplied_values.end() && given->second->size() == found->size()) values = *given->second;
+      if (given != supplied_values.end() && given->second->size() == found.size()) values = *given->second;
       if (!values) {  // none yet, or not one per trajectory (one arrived since): asked for again
         answer.unclassified_uids.push_back(uid);
-        for (const ReplayTrajectory& trajectory : *found) {
+        for (const ReplayTrajectory& trajectory : found) {
           answer.unclassified_keys.push_back(*partition.key_of(trajectory.slot));
         }
         continue;
       }
-    } else if (!(values = tag_values(partition, *found, *options.group_filter_tag))) {
+    } else if (!(values = tag_values(partition, found, *options.group_filter_tag))) {
       missing.push_back(uid);
       continue;
     }
@@ -218,7 +140,7 @@ GroupFilterAnswer GroupFilterCache::filtered(const PartitionState& partition, co
                                   "' come from them)") +
                   ": " + names);
   }
-  for (const ReplayPrompt& prompt : groups.prompts()) {
+  for (const ReplayPrompt& prompt : groups.terminal()) {
     if (prompt.status != PromptStatus::kFinished) continue;
     const auto classified = classification_.find(std::string(prompt.uid));
     if (classified == classification_.end()) continue;  // unclassified

@@ -1,12 +1,11 @@
-// A partition's GRPO groups as verl's V1 trainer keys them: prompt keys
-// `{uid}` (tag is_prompt) with their status and step, and trajectory keys
-// whose uid is the text before their first '_'. Read under the controller's
-// lock from the keys' tags, each tag parsed once per change of it; and the
-// DAPO classification of finished groups, computed once per group.
+// A pass's view of a partition's GRPO groups as verl's V1 trainer keys them
+// (prompt keys `{uid}` tagged is_prompt with their status and step, and
+// trajectory keys whose uid is the text before their first '_'), read under
+// the controller's lock from its ReplayIndex; and the DAPO classification of
+// finished groups, computed once per group.
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -29,64 +28,37 @@ struct ReplayPrompt {
 
 struct ReplayTrajectory {
   uint32_t slot = 0;
-  size_t arrival = 0;  // rank among the partition's samples, for answers in arrival order
+  uint64_t arrival = 0;  // rank among the partition's keyed samples, for answers in arrival order
 };
 
-class ReplayTagCache;
+class ReplayIndex;
 
-// One pass's view of a partition's groups: its prompts in arrival order, and
-// the trajectories of its terminal ones (the only groups a pass evicts,
-// classifies or selects), found on first use (one walk over the samples) so
-// that a pass that needs none (idle, count) does not walk them.
+// One pass's view of a partition's groups: its terminal prompts (finished
+// or failure: the only groups a pass evicts, classifies or selects) in
+// arrival order, how many prompts are in flight (pending or running), and
+// the trajectories of a uid, read from the partition's ReplayIndex.
 class ReplayGroups {
  public:
   ReplayGroups() = default;  // no partition: no groups
-  ReplayGroups(const PartitionState& partition, const ReplayTagCache& tags, std::vector<ReplayPrompt> prompts)
-      : partition_(&partition), tags_(&tags), prompts_(std::move(prompts)) {}
+  ReplayGroups(const ReplayIndex& index, std::vector<ReplayPrompt> terminal, int64_t in_flight,
+               std::optional<int64_t> oldest_in_flight)
+      : index_(&index), terminal_(std::move(terminal)), in_flight_(in_flight), oldest_in_flight_(oldest_in_flight) {}
 
-  const std::vector<ReplayPrompt>& prompts() const { return prompts_; }
+  const std::vector<ReplayPrompt>& terminal() const { return terminal_; }
+  int64_t in_flight() const { return in_flight_; }
+  // The smallest global_steps of a prompt in flight; nullopt: none is.
+  std::optional<int64_t> oldest_in_flight() const { return oldest_in_flight_; }
   // For this pass, these finished prompts count as running (their group
   // filter values are not in yet).
   void hold_in_flight(const std::vector<std::string>& uids);
-  // The trajectories of a terminal prompt's uid, in arrival order; null when
-  // it has none (or the uid is no terminal prompt's).
-  const std::vector<ReplayTrajectory>* trajectories(std::string_view uid) const;
+  // The trajectories of a uid, in arrival order; empty when it has none.
+  std::vector<ReplayTrajectory> trajectories(std::string_view uid) const;
 
  private:
-  const PartitionState* partition_ = nullptr;
-  const ReplayTagCache* tags_ = nullptr;
-  std::vector<ReplayPrompt> prompts_;
-  mutable std::optional<std::unordered_map<std::string_view, std::vector<ReplayTrajectory>>> trajectories_;
-};
-
-// Per partition: each keyed sample's tag as replay reads it, parsed again only
-// when it changed (PartitionState::keyed_change), and the prompts in arrival
-// order, walked again only when the partition's keys or tags changed (its
-// listing version): a pass over an unchanged partition decodes nothing.
-class ReplayTagCache {
- public:
-  // Throws kInvalidArgument naming the key for a prompt whose status is not
-  // one of verl's four or whose global_steps is not an integer. Prompts for
-  // which `held` (when set) is true are left out: a kept pass holds them.
-  ReplayGroups scan(const PartitionState& partition, const std::function<bool(uint32_t slot)>& held);
-  // Whether the keyed slot holds a prompt key (held or not), as of the last scan.
-  bool prompt(uint32_t slot) const { return slot < slots_.size() && slots_[slot].kind == Kind::kPrompt; }
-
- private:
-  enum class Kind : uint8_t { kTrajectory, kPrompt };
-  struct SlotTag {
-    uint64_t change = 0;  // the keyed_change parsed; 0: none
-    Kind kind = Kind::kTrajectory;
-    PromptStatus status = PromptStatus::kPending;
-    int64_t global_steps = 0;
-  };
-  // The walk over every sample when the listing changed.
-  void walk(const PartitionState& partition);
-
-  uint32_t partition_number_ = 0;
-  std::optional<ListingVersion> walked_;  // the listing the prompts below are of
-  std::vector<SlotTag> slots_;
-  std::vector<uint32_t> prompt_slots_;  // in arrival order
+  const ReplayIndex* index_ = nullptr;
+  std::vector<ReplayPrompt> terminal_;
+  int64_t in_flight_ = 0;
+  std::optional<int64_t> oldest_in_flight_;
 };
 
 // What a pass's group filter found: the filtered groups with the value each

@@ -29,7 +29,15 @@ void ReplayLeases::keep(const std::string& partition_id, uint64_t pass_id, Kept 
     Held& held = held_[partition_id];
     for (const Prompt& prompt : kept.held) held[prompt.global_index] = prompt.generation;
   }
-  kept_.insert_or_assign({partition_id, pass_id}, std::move(kept));
+  Id id{partition_id, pass_id};
+  if (const auto old = kept_.find(id); old != kept_.end()) by_expiry_.erase({old->second.expiry, id});
+  const auto expiry = by_expiry_.emplace(kept.expiry, id).first;
+  try {
+    kept_.insert_or_assign(std::move(id), std::move(kept));
+  } catch (...) {
+    by_expiry_.erase(expiry);
+    throw;
+  }
 }
 
 const ReplayLeases::Held* ReplayLeases::held(const std::string& partition_id) const {
@@ -47,26 +55,28 @@ std::optional<std::vector<ReplayLeases::Prompt>> ReplayLeases::acknowledge(const
   kept.held.clear();
   kept.answer = {};  // only the acknowledgement is kept, until the lease ends, for an acknowledgement sent again
   kept.acknowledged = true;
+  auto expiry = by_expiry_.extract({kept.expiry, found->first});  // moved, not allocated again
   kept.expiry = std::min(kept.expiry, Clock::now() + kAcknowledgedReplayPassKept);
+  expiry.value().first = kept.expiry;
+  by_expiry_.insert(std::move(expiry));
   ++acknowledged_;
   release(partition_id, prompts);
   return prompts;
 }
 
 void ReplayLeases::expire(Clock::time_point now) {
-  for (auto kept = kept_.begin(); kept != kept_.end();) {
-    if (kept->second.expiry > now) {
-      ++kept;
-      continue;
-    }
+  while (!by_expiry_.empty() && by_expiry_.begin()->first <= now) {
+    const auto kept = kept_.find(by_expiry_.begin()->second);
     release(kept->first.first, kept->second.held);
     if (kept->second.acknowledged) --acknowledged_;
-    kept = kept_.erase(kept);
+    kept_.erase(kept);
+    by_expiry_.erase(by_expiry_.begin());
   }
 }
 
 void ReplayLeases::clear() {
   kept_.clear();
+  by_expiry_.clear();
   acknowledged_ = 0;
   held_.clear();
 }

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -71,7 +72,10 @@ class ReplayLeases {
  private:
   void release(const std::string& partition_id, const std::vector<Prompt>& prompts);
 
-  std::map<std::pair<std::string, uint64_t>, Kept> kept_;
+  using Id = std::pair<std::string, uint64_t>;  // partition, pass id
+  std::map<Id, Kept> kept_;
+  // kept_ by lease end, so that expiring costs the ended passes, not the kept ones.
+  std::set<std::pair<Clock::time_point, Id>> by_expiry_;
   size_t acknowledged_ = 0;  // of kept_
   std::map<std::string, Held> held_;
 };

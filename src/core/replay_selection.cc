@@ -16,10 +16,6 @@
 namespace seqflow::core {
 namespace {
 
-bool terminal(const ReplayPrompt& prompt) {
-  return prompt.status == PromptStatus::kFinished || prompt.status == PromptStatus::kFailure;
-}
-
 int64_t span_of(const ReplayPrompt& prompt, int64_t global_steps) { return global_steps - prompt.global_steps + 1; }
 
 // The groups a pass evicts, each reason counted as verl counts it (a group
@@ -37,13 +33,13 @@ EvictionReasons eviction_reasons(const ReplayRequest& request, const ReplayGroup
   for (const auto& [uid, value] : filtered) reasons.filtered.insert(uid);
   const bool async = options.mode == ReplayMode::kAsync;
   const bool drop_stale = async && options.max_off_policy_threshold && options.strategy == StalenessStrategy::kDrop;
-  for (const ReplayPrompt& prompt : groups.prompts()) {
+  for (const ReplayPrompt& prompt : groups.terminal()) {
     if (drop_stale && prompt.status == PromptStatus::kFinished &&
         span_of(prompt, request.global_steps) > *options.max_off_policy_threshold) {
       reasons.stale.insert(prompt.uid);
     }
     if (prompt.status != PromptStatus::kFailure) continue;
-    if (async || (options.refill_failed_groups && groups.trajectories(prompt.uid) == nullptr)) {
+    if (async || (options.refill_failed_groups && groups.trajectories(prompt.uid).empty())) {
       reasons.failed.insert(prompt.uid);
     }
   }
@@ -54,7 +50,7 @@ ReplayEvictions count_evictions(const ReplayRequest& request, const ReplayGroups
                                 const EvictionReasons& reasons,
                                 const std::vector<std::pair<std::string, double>>& filtered) {
   ReplayEvictions counted;
-  for (const ReplayPrompt& prompt : groups.prompts()) {
+  for (const ReplayPrompt& prompt : groups.terminal()) {
     if (reasons.stale.count(prompt.uid) == 0) continue;
     const int64_t span = span_of(prompt, request.global_steps);
     counted.stale_span_max = counted.stale > 0 ? std::max(counted.stale_span_max, span) : span;
@@ -76,7 +72,7 @@ ReplayEvictions count_evictions(const ReplayRequest& request, const ReplayGroups
 std::vector<std::string_view> oldest_first(const ReplayGroups& groups, const std::vector<std::string_view>& sampleable,
                                            int64_t batch_size) {
   std::unordered_map<std::string_view, int64_t> steps;
-  for (const ReplayPrompt& prompt : groups.prompts()) steps.emplace(prompt.uid, prompt.global_steps);
+  for (const ReplayPrompt& prompt : groups.terminal()) steps.emplace(prompt.uid, prompt.global_steps);
   std::vector<std::string_view> ordered = sampleable;
   std::stable_sort(ordered.begin(), ordered.end(),
                    [&](std::string_view a, std::string_view b) { return steps.at(a) < steps.at(b); });
@@ -133,9 +129,8 @@ void plan_async(const ReplayRequest& request, const ReplayGroups& groups, Replay
   }
   const ReplayOptions& options = request.options;
   if (options.max_off_policy_threshold && options.strategy == StalenessStrategy::kWait) {
-    for (const ReplayPrompt& prompt : groups.prompts()) {
-      if (!terminal(prompt) && span_of(prompt, request.global_steps) >= *options.max_off_policy_threshold) return;
-    }
+    const std::optional<int64_t> oldest = groups.oldest_in_flight();
+    if (oldest && request.global_steps - *oldest + 1 >= *options.max_off_policy_threshold) return;
   }
   if (static_cast<int64_t>(plan.sampleable.size()) < request.batch_size) return;
   plan.ready = true;
@@ -149,11 +144,9 @@ ReplayPlan plan_replay_pass(const ReplayRequest& request, const ReplayGroups& gr
   ReplayPlan plan;
   plan.cursor = request.cursor;
   const EvictionReasons reasons = eviction_reasons(request, groups, filtered);
-  int64_t inflight = 0;
-  for (const ReplayPrompt& prompt : groups.prompts()) {
-    if (!terminal(prompt)) {
-      ++inflight;
-    } else if (!reasons.any(prompt.uid)) {
+  const int64_t inflight = groups.in_flight();
+  for (const ReplayPrompt& prompt : groups.terminal()) {
+    if (!reasons.any(prompt.uid)) {
       plan.sampleable.push_back(prompt.uid);
     } else if (request.step != ReplayStep::kCount) {
       plan.evicted.push_back(prompt.uid);

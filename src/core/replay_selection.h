@@ -1,5 +1,5 @@
 // One pass of verl 0.9.1's V1 ReplayBuffer loop, decided over a partition's
-// groups (scan_replay_groups) without changing anything: which groups to
+// groups (ReplayIndex::groups) without changing anything: which groups to
 // evict and why, how many prompts to refill, whether sampling is held, and
 // which prompts to select. Controller::replay_pass applies the plan.
 #pragma once

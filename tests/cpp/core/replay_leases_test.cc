@@ -132,6 +132,35 @@ TEST(ReplayLeases, BadPassIdsAndLeasesAreRefusedByName) {
   EXPECT_TRUE(throws_invalid([&] { controller.ack_replay_pass("", 7); }, {"partition_id"}));
 }
 
+// Passes end in the order of their leases, an acknowledged one at the
+// earlier of its lease and kAcknowledgedReplayPassKept, and only those that
+// ended: what an unacknowledged one held is sampleable again.
+TEST(ReplayLeases, PassesEndByTheirLeasesAcknowledgedOrNot) {
+  using Clock = core::ReplayLeases::Clock;
+  const Clock::time_point now = Clock::now();
+  core::ReplayLeases leases;
+  auto kept = [&](std::chrono::minutes lease, int64_t held_index) {
+    core::ReplayLeases::Kept made;
+    made.expiry = now + lease;
+    made.held = {{held_index, 1}};
+    return made;
+  };
+  leases.keep("p", 1, kept(std::chrono::minutes(30), 10));  // acknowledged below: ends at 10 min
+  leases.keep("p", 2, kept(std::chrono::minutes(5), 20));
+  leases.keep("p", 3, kept(std::chrono::minutes(20), 30));
+  ASSERT_TRUE(leases.acknowledge("p", 1).has_value());
+  leases.expire(now + std::chrono::minutes(6));
+  EXPECT_EQ(leases.find("p", 2), nullptr);
+  ASSERT_NE(leases.held("p"), nullptr);
+  EXPECT_EQ(leases.held("p")->count(20), 0u);
+  EXPECT_EQ(leases.held("p")->count(30), 1u);
+  leases.expire(now + core::kAcknowledgedReplayPassKept + std::chrono::seconds(1));
+  EXPECT_EQ(leases.find("p", 1), nullptr);
+  EXPECT_NE(leases.find("p", 3), nullptr);
+  leases.expire(now + std::chrono::minutes(21));
+  EXPECT_EQ(leases.find("p", 3), nullptr);
+}
+
 TEST(ReplayLeases, KeptPassesAreBoundedAndAHeldPromptClearedMeanwhileIsSkipped) {
   Controller controller;
   for (size_t i = 0; i <= core::kMaxKeptReplayPasses; ++i) {

@@ -1,0 +1,184 @@
+// Keeping a partition's replay index up to date by its keyed changes.
+#include "core/replay_index.h"
+
+#include <algorithm>
+
+#include "core/custom_meta.h"
+#include "core/scan_counter.h"
+#include "seqflow/error.h"
+
+namespace seqflow::core {
+namespace {
+
+PromptStatus parse_status(const Value* status, const std::string& key) {
+  if (status != nullptr && status->is_string()) {
+    const std::string& name = status->as_string();
+    if (name == "pending") return PromptStatus::kPending;
+    if (name == "running") return PromptStatus::kRunning;
+    if (name == "finished") return PromptStatus::kFinished;
+    if (name == "failure") return PromptStatus::kFailure;
+  }
+  throw_invalid("prompt key '" + key + "' has tag status " + (status ? status->dump() : std::string("(none)")) +
+                "; expected 'pending', 'running', 'finished' or 'failure'");
+}
+
+bool is_prompt(const Value& tag) {
+  const Value* flag = tag.find("is_prompt");
+  if (flag == nullptr || flag->is_null()) return false;
+  if (flag->is_bool()) return flag->as_bool();
+  if (flag->is_number()) return flag->as_double() != 0.0;
+  return !flag->empty();  // Python's truth of a string or container
+}
+
+bool terminal(PromptStatus status) { return status == PromptStatus::kFinished || status == PromptStatus::kFailure; }
+
+}  // namespace
+
+ReplayGroups ReplayIndex::groups(PartitionState& partition, const std::unordered_set<uint32_t>& held) {
+  partition.record_keyed_changes();
+  const std::optional<std::vector<PartitionState::KeyedEvent>> events = partition.take_keyed_changes();
+  const bool same = built_ && partition.number() == partition_number_ && partition.listing_version().epoch == epoch_;
+  try {
+    if (same && events) {
+      catch_up(partition, *events);
+    } else {
+      rebuild(partition);
+    }
+  } catch (...) {
+    built_ = false;  // half caught up: walked again next time
+    throw;
+  }
+  std::vector<ReplayPrompt> prompts;
+  prompts.reserve(terminal_.size());
+  for (const auto& [arrival, slot] : terminal_) {
+    if (held.count(slot) > 0) continue;
+    const SlotEntry& prompt = slots_[slot];
+    prompts.push_back({*partition.key_of(slot), slot, prompt.status, prompt.global_steps});
+  }
+  int64_t in_flight = in_flight_;
+  std::map<int64_t, int64_t> held_in_flight;  // global_steps -> held prompts in flight
+  for (uint32_t slot : held) {
+    if (slot < slots_.size() && slots_[slot].kind == Kind::kPrompt && !terminal(slots_[slot].status)) {
+      --in_flight;
+      ++held_in_flight[slots_[slot].global_steps];
+    }
+  }
+  std::optional<int64_t> oldest;
+  for (const auto& [steps, count] : in_flight_steps_) {
+    const auto found = held_in_flight.find(steps);
+    if (count > (found == held_in_flight.end() ? 0 : found->second)) {
+      oldest = steps;
+      break;
+    }
+  }
+  return ReplayGroups(*this, std::move(prompts), in_flight, oldest);
+}
+
+std::vector<ReplayTrajectory> ReplayIndex::trajectories(std::string_view uid) const {
+  const auto found = groups_.find(std::string(uid));
+  if (found == groups_.end()) return {};
+  std::vector<ReplayTrajectory> out;
+  out.reserve(found->second.size());
+  for (uint32_t slot : found->second) out.push_back({slot, slots_[slot].arrival});
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.arrival < b.arrival; });
+  return out;
+}
+
+void ReplayIndex::rebuild(PartitionState& partition) {
+  built_ = false;
+  slots_.clear();
+  groups_.clear();
+  terminal_.clear();
+  in_flight_steps_.clear();
+  in_flight_ = 0;
+  next_arrival_ = 0;
+  partition_number_ = partition.number();
+  epoch_ = partition.listing_version().epoch;
+  for (uint32_t slot = partition.first(); slot != kNoSlot; slot = partition.next(slot)) {
+    ++detail::replay_index_visits;
+    if (partition.key_of(slot) == nullptr) continue;
+    entry(slot).arrival = ++next_arrival_;
+    index(partition, slot);
+  }
+  built_ = true;
+}
+
+void ReplayIndex::catch_up(const PartitionState& partition, const std::vector<PartitionState::KeyedEvent>& events) {
+  using Change = PartitionState::KeyedChange;
+  std::vector<uint32_t> changed;
+  for (const auto& [slot, change] : events) {
+    ++detail::replay_index_visits;
+    if (change == Change::kUnkeyed) {
+      unindex(slot);
+      entry(slot) = {};
+    } else if (change == Change::kKeyed) {
+      unindex(slot);
+      entry(slot).arrival = ++next_arrival_;  // a fresh sample is the partition's newest
+      changed.push_back(slot);
+    } else {
+      changed.push_back(slot);
+    }
+  }
+  for (uint32_t slot : changed) {
+    // Once per slot, however often it changed.
+    if (partition.key_of(slot) == nullptr || entry(slot).change == partition.keyed_change(slot)) continue;
+    unindex(slot);
+    index(partition, slot);
+  }
+}
+
+void ReplayIndex::index(const PartitionState& partition, uint32_t slot) {
+  const std::string& key = *partition.key_of(slot);
+  const Value tag = decode_meta(partition.meta_bytes(slot));
+  SlotEntry& filed = entry(slot);
+  if (is_prompt(tag)) {
+    const Value* steps = tag.find("global_steps");
+    if (steps == nullptr || !steps->is_integer() || steps->as_int() < -kMaxReplayCount ||
+        steps->as_int() > kMaxReplayCount) {
+      throw_invalid("prompt key '" + key + "' has tag global_steps " + (steps ? steps->dump() : "(none)") +
+                    "; expected an integer of at most 2^53 in magnitude");
+    }
+    const PromptStatus status = parse_status(tag.find("status"), key);
+    if (terminal(status)) {
+      terminal_.emplace(filed.arrival, slot);
+    } else {
+      ++in_flight_steps_[steps->as_int()];
+      ++in_flight_;
+    }
+    filed.kind = Kind::kPrompt;
+    filed.status = status;
+    filed.global_steps = steps->as_int();
+  } else {
+    Group& group = *groups_.try_emplace(key.substr(0, key.find('_'))).first;
+    group.second.push_back(slot);
+    filed.kind = Kind::kTrajectory;
+    filed.group = &group;
+  }
+  filed.change = partition.keyed_change(slot);
+}
+
+void ReplayIndex::unindex(uint32_t slot) {
+  if (slot >= slots_.size()) return;
+  SlotEntry& filed = slots_[slot];
+  if (filed.kind == Kind::kPrompt && terminal(filed.status)) {
+    terminal_.erase({filed.arrival, slot});
+  } else if (filed.kind == Kind::kPrompt) {
+    const auto steps = in_flight_steps_.find(filed.global_steps);
+    if (--steps->second == 0) in_flight_steps_.erase(steps);
+    --in_flight_;
+  } else if (filed.kind == Kind::kTrajectory) {
+    std::vector<uint32_t>& members = filed.group->second;
+    members.erase(std::find(members.begin(), members.end(), slot));
+    if (members.empty()) groups_.erase(groups_.find(filed.group->first));
+  }
+  filed.kind = Kind::kNone;
+  filed.group = nullptr;
+  filed.change = 0;
+}
+
+ReplayIndex::SlotEntry& ReplayIndex::entry(uint32_t slot) {
+  if (slot >= slots_.size()) slots_.resize(static_cast<size_t>(slot) + 1);
+  return slots_[slot];
+}
+
+}  // namespace seqflow::core

@@ -1,0 +1,65 @@
+// Per partition, what replay passes read, kept up to date by the
+// partition's keyed changes (PartitionState::take_keyed_changes) rather than
+// by walking its samples: each keyed sample's tag as replay reads it (parsed
+// once per change of it), the trajectory slots of each uid, the terminal
+// prompts in arrival order and the prompts in flight counted by
+// global_steps. A pass costs the changed keys and the terminal prompts, not
+// the stored keys; a walk over every sample happens once, and again only
+// when the changes outgrew the partition (or it is another partition).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "core/partition_state.h"
+#include "core/replay_groups.h"
+
+namespace seqflow::core {
+
+class ReplayIndex {
+ public:
+  // Catches up with the partition, then answers. Throws kInvalidArgument
+  // naming the key for a prompt whose status is not one of verl's four or
+  // whose global_steps is not an integer (and catches up again next time).
+  // Prompts in `held` (slots a kept pass holds) are left out.
+  ReplayGroups groups(PartitionState& partition, const std::unordered_set<uint32_t>& held);
+  // A uid's trajectory slots with their arrival ranks, in arrival order.
+  std::vector<ReplayTrajectory> trajectories(std::string_view uid) const;
+
+ private:
+  enum class Kind : uint8_t { kNone, kTrajectory, kPrompt };
+  using Group = std::pair<const std::string, std::vector<uint32_t>>;  // uid, its trajectory slots
+  struct SlotEntry {
+    uint64_t change = 0;     // the keyed_change indexed; 0: none
+    uint64_t arrival = 0;    // rank among the partition's keyed samples
+    Group* group = nullptr;  // a trajectory's
+    int64_t global_steps = 0;
+    Kind kind = Kind::kNone;
+    PromptStatus status = PromptStatus::kPending;
+  };
+
+  void rebuild(PartitionState& partition);
+  void catch_up(const PartitionState& partition, const std::vector<PartitionState::KeyedEvent>& events);
+  // Parses the slot's tag and files the slot; throws for a bad prompt tag.
+  void index(const PartitionState& partition, uint32_t slot);
+  void unindex(uint32_t slot);
+  SlotEntry& entry(uint32_t slot);
+
+  bool built_ = false;
+  uint32_t partition_number_ = 0;
+  uint64_t epoch_ = 0;
+  uint64_t next_arrival_ = 0;
+  std::vector<SlotEntry> slots_;
+  std::unordered_map<std::string, std::vector<uint32_t>> groups_;
+  std::set<std::pair<uint64_t, uint32_t>> terminal_;  // (arrival, slot) of finished and failure prompts
+  std::map<int64_t, int64_t> in_flight_steps_;        // global_steps -> pending and running prompts
+  int64_t in_flight_ = 0;
+};
+
+}  // namespace seqflow::core
