@@ -76,7 +76,7 @@ TEST(PolicyVersions, APeersBadVersionOrFrameIsRefusedNamingIt) {
         set_raw(Tree{{"version", "7"}});
       },
       ErrorCode::kInvalidArgument, {"field 'version'", "must be an integer"}));
-  EXPECT_TRUE(throws_code([&] { set_raw(Tree{}); }, ErrorCode::kInvalidArgument, {"'version'"}));
+  EXPECT_TRUE(throws_code([&] { set_raw(Tree::map()); }, ErrorCode::kInvalidArgument, {"'version'"}));
   EXPECT_TRUE(throws_code(
       [&] {
         set_raw(Tree{{"version", 1}, {"extra", 1}});
