@@ -672,10 +672,9 @@ transport::Frames ControllerService::policy_version(const transport::Frames& arg
 
 transport::Frames ControllerService::policy_versions(const transport::Frames& args) {
   const control::PolicyVersionsRequest request = control::decode_policy_versions_request(args);
-  if (request.keys)
-    return control::encode_policy_versions_reply(controller_->kv_policy_versions(request.partition_id, *request.keys));
   return control::encode_policy_versions_reply(
-      controller_->policy_versions(request.partition_id, *request.global_indexes));
+      request.keys ? controller_->kv_policy_versions(request.partition_id, *request.keys)
+                   : controller_->policy_versions(request.partition_id, *request.global_indexes));
 }
 
 transport::Frames ControllerService::kv_list(const transport::Frames& args) {
