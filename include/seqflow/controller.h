@@ -110,6 +110,16 @@ struct ProductionStatus {
   }
 };
 
+// ControlPlane::policy_versions's answer, one per sample asked, in order: the
+// policy version current when the sample was inserted (start), and when a
+// put last left it with every field of its partition produced (finish;
+// kUnfinished until then).
+struct PolicyVersions {
+  static constexpr int64_t kUnfinished = -1;
+  std::vector<int64_t> start;
+  std::vector<int64_t> finish;
+};
+
 // How far a partition has come: for the metrics endpoint.
 struct PartitionProgress {
   std::string partition_id;
@@ -289,6 +299,22 @@ class ControlPlane {
   // keys are cleared. Acknowledging again answers true and clears nothing.
   virtual ReplayAck ack_replay_pass(const std::string& partition_id, uint64_t pass_id) = 0;
 
+  // The trainer's policy version, 0 until set: samples inserted from now on
+  // start at it, and puts that complete a sample finish it at it. It never
+  // goes back: a smaller one (or one outside [0, kMaxPolicyVersion]) throws
+  // kInvalidArgument naming `version`, changing nothing; the same one is
+  // accepted (a trainer that retries).
+  virtual void set_policy_version(int64_t version) = 0;
+  virtual int64_t policy_version() const = 0;
+  // The samples' policy versions (PolicyVersions). A global index that is
+  // no live sample of the partition, or a partition that does not exist,
+  // throws kNotFound naming it.
+  virtual PolicyVersions policy_versions(const std::string& partition_id,
+                                         std::span<const int64_t> global_indexes) const = 0;
+  // The same of keyed samples; an unknown key throws kNotFound naming it.
+  virtual PolicyVersions kv_policy_versions(const std::string& partition_id,
+                                            std::span<const std::string> keys) const = 0;
+
   // Checkpoint of everything above, including the sampler's state. Atomic on
   // disk; load throws and leaves the running state unchanged on a missing or
   // corrupt file.
@@ -367,6 +393,11 @@ class Controller final : public ControlPlane {
   ReplayPass replay_pass(const ReplayRequest& request) override;
   WatchBatch watch(const WatchRequest& request) override;
   ReplayAck ack_replay_pass(const std::string& partition_id, uint64_t pass_id) override;
+  void set_policy_version(int64_t version) override;
+  int64_t policy_version() const override;
+  PolicyVersions policy_versions(const std::string& partition_id,
+                                 std::span<const int64_t> global_indexes) const override;
+  PolicyVersions kv_policy_versions(const std::string& partition_id, std::span<const std::string> keys) const override;
   void save(const std::string& path) const override;
   void load(const std::string& path) override;
   void report_timing(const std::string& task_name, std::span<const TimingRecord> records) override;

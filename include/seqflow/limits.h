@@ -25,6 +25,10 @@ inline constexpr size_t kMaxNameBytes = 1024;
 // larger (or negative) one in a request is bad input, refused whole.
 inline constexpr int64_t kMaxGlobalIndex = (int64_t{1} << 40) - 1;
 
+// The highest policy version a trainer may set (Controller::set_policy_version):
+// exact as a double, so the metrics gauge shows it as set.
+inline constexpr int64_t kMaxPolicyVersion = (int64_t{1} << 53) - 1;
+
 // Dimensions of a stored tensor.
 inline constexpr size_t kMaxRank = 64;
 

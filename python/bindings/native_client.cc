@@ -38,6 +38,7 @@ namespace seqflow::bindings {
 namespace {
 
 using BoolArray = nb::ndarray<nb::numpy, bool>;
+using Int64Array = nb::ndarray<nb::numpy, int64_t, nb::ndim<1>>;
 using IndexFlags = std::pair<std::optional<nb::ndarray<nb::numpy, int64_t, nb::ndim<1>>>, std::optional<BoolArray>>;
 
 // f() without the GIL (an engine call); its result is made before the GIL comes back.
@@ -277,6 +278,11 @@ IndexFlags consumption_status(const NativeClient& self, const std::string& task,
   return {to_numpy(std::move(indexes)), bool_array(std::move(flags), {n})};
 }
 
+// (start, finish): two int64 arrays, one entry per sample asked.
+std::pair<Int64Array, Int64Array> versions_to_numpy(PolicyVersions versions) {
+  return {to_numpy(std::move(versions.start)), to_numpy(std::move(versions.finish))};
+}
+
 IndexFlags production_status(const NativeClient& self, const std::vector<std::string>& fields,
                              const std::string& partition) {
   std::shared_ptr<Client> client = self.connected();
@@ -425,6 +431,32 @@ void bind_native_client(nb::module_ m) {
         return without_gil([&] { return client->control().kv_keys(partition, as_span(indexes)); });
       },
       "partition_id"_a, "global_indexes"_a);
+  cls.def(
+      "set_policy_version",
+      [](const NativeClient& self, int64_t version) {
+        std::shared_ptr<Client> client = self.connected();
+        without_gil([&] { client->control().set_policy_version(version); });
+      },
+      "version"_a);
+  cls.def("policy_version", [](const NativeClient& self) {
+    std::shared_ptr<Client> client = self.connected();
+    return without_gil([&] { return client->control().policy_version(); });
+  });
+  cls.def(
+      "policy_versions",
+      [](const NativeClient& self, const std::string& partition, const Int64Input& indexes) {
+        std::shared_ptr<Client> client = self.connected();
+        return versions_to_numpy(
+            without_gil([&] { return client->control().policy_versions(partition, as_span(indexes)); }));
+      },
+      "partition_id"_a, "global_indexes"_a);
+  cls.def(
+      "kv_policy_versions",
+      [](const NativeClient& self, const std::string& partition, const std::vector<std::string>& keys) {
+        std::shared_ptr<Client> client = self.connected();
+        return versions_to_numpy(without_gil([&] { return client->control().kv_policy_versions(partition, keys); }));
+      },
+      "partition_id"_a, "keys"_a);
   cls.def(
       "kv_list",
       [](const NativeClient& self, const std::optional<std::string>& partition) {

@@ -700,6 +700,33 @@ class Client:
         partition = check_name(partition_id, "partition_id")
         return self._connected().kv_keys(partition, indexes)
 
+    def set_policy_version(self, version: int) -> None:
+        """Sets the trainer's current policy version (0 until set): samples
+        inserted from now on start at it, puts that complete a sample finish
+        it at it. It never goes back: a smaller version raises ValueError
+        naming both."""
+        self._connected().set_policy_version(check_int64(version, "version"))
+
+    def policy_version(self) -> int:
+        """The trainer's current policy version (set_policy_version)."""
+        return self._connected().policy_version()
+
+    def policy_versions(self, partition_id: str, global_indexes: Union[int, Iterable[int], None] = None, *,
+                        keys: Union[str, Iterable[str], None] = None) -> tuple[np.ndarray, np.ndarray]:
+        """(start, finish) int64 arrays, one entry per sample named by
+        `global_indexes` or (keyed samples) by `keys`, exactly one of them:
+        the policy version current when the sample was inserted, and when a
+        put last left it with every field of its partition produced (-1
+        until then). One controller call. A sample not in the partition, or
+        an unknown key, raises KeyError naming it."""
+        partition = check_name(partition_id, "partition_id")
+        if (global_indexes is None) == (keys is None):
+            raise ValueError("policy_versions takes global_indexes or keys, exactly one of them")
+        native = self._connected()
+        if keys is not None:
+            return native.kv_policy_versions(partition, check_names(keys, "keys"))
+        return native.policy_versions(partition, check_int64_list(global_indexes, "global_indexes"))
+
     def kv_list(self, partition_id: Optional[str] = None) -> dict[str, dict[str, Any]]:
         """{partition_id: {key: tag}} for one partition or (None) for every
         partition, those without keys included (with {}). A partition that

@@ -219,6 +219,31 @@ std::vector<std::string> RemoteControlPlane::kv_keys(const std::string& partitio
       global_indexes.size());
 }
 
+void RemoteControlPlane::set_policy_version(int64_t version) {
+  control::decode_empty_reply(call(control::kSetPolicyVersion, control::encode_policy_version(version)),
+                              control::kSetPolicyVersion);
+}
+
+int64_t RemoteControlPlane::policy_version() const {
+  return control::decode_policy_version(call(control::kPolicyVersion, control::encode_bare_request()),
+                                        transport::wire::reply_name(control::kPolicyVersion));
+}
+
+PolicyVersions RemoteControlPlane::policy_versions(const std::string& partition_id,
+                                                   std::span<const int64_t> global_indexes) const {
+  control::PolicyVersionsRequest request{
+      partition_id, std::vector<int64_t>(global_indexes.begin(), global_indexes.end()), std::nullopt};
+  return control::decode_policy_versions_reply(
+      call(control::kPolicyVersions, control::encode_policy_versions_request(request)), global_indexes.size());
+}
+
+PolicyVersions RemoteControlPlane::kv_policy_versions(const std::string& partition_id,
+                                                      std::span<const std::string> keys) const {
+  control::PolicyVersionsRequest request{partition_id, std::nullopt, strings_of(keys)};
+  return control::decode_policy_versions_reply(
+      call(control::kPolicyVersions, control::encode_policy_versions_request(request)), keys.size());
+}
+
 std::vector<PartitionKeys> RemoteControlPlane::kv_list(const std::string* partition_id) const {
   std::lock_guard lock(listings_mutex_);
   std::map<std::string, ListingVersion> known;

@@ -60,6 +60,11 @@ class RemoteControlPlane final : public ControlPlane {
   // is request.wait plus the client's timeout.
   WatchBatch watch(const WatchRequest& request) override;
   ReplayAck ack_replay_pass(const std::string& partition_id, uint64_t pass_id) override;
+  void set_policy_version(int64_t version) override;
+  int64_t policy_version() const override;
+  PolicyVersions policy_versions(const std::string& partition_id,
+                                 std::span<const int64_t> global_indexes) const override;
+  PolicyVersions kv_policy_versions(const std::string& partition_id, std::span<const std::string> keys) const override;
   void save(const std::string& path) const override;
   void load(const std::string& path) override;
 

@@ -46,6 +46,12 @@ void check_sample_count(int64_t count, const char* parameter) {
   }
 }
 
+void check_policy_version(int64_t version) {
+  if (version < 0 || version > kMaxPolicyVersion) {
+    throw_invalid("version must be in [0, " + std::to_string(kMaxPolicyVersion) + "], got " + std::to_string(version));
+  }
+}
+
 PartitionState* ControlData::find(const std::string& name) {
   auto it = partitions_.find(name);
   return it == partitions_.end() ? nullptr : it->second.get();
@@ -160,7 +166,8 @@ NewSamples ControlData::add_samples(PartitionState& partition, int64_t count) {
   out.global_indexes = indexes_.allocate(count);
   const uint32_t put_id = partition.new_put_id();
   for (size_t i = 0; i < out.global_indexes.size(); ++i) {
-    const uint32_t slot = partition.add_sample(out.global_indexes[i], put_id, static_cast<uint32_t>(i));
+    const uint32_t slot =
+        partition.add_sample(out.global_indexes[i], put_id, static_cast<uint32_t>(i), policy_version_);
     indexes_.bind(out.global_indexes[i], Location{partition.number(), slot});
     out.slots.push_back(slot);
   }
@@ -194,7 +201,7 @@ bool ControlData::restore_sample(PartitionState& partition, int64_t global_index
     indexes_.set_next_generation(*generation + 1);
   }
   partition.note_put_id(put_id);
-  *slot = partition.add_sample(global_index, put_id, put_pos);
+  *slot = partition.add_sample(global_index, put_id, put_pos, 0);  // the caller restores its versions
   return indexes_.claim(global_index, Location{partition.number(), *slot}, *generation);
 }
 

@@ -74,6 +74,11 @@ class ControlData {
   bool restore_sample(PartitionState& partition, int64_t global_index, std::optional<uint64_t> generation,
                       uint32_t put_id, uint32_t put_pos, uint32_t* slot);
 
+  // The trainer's current policy version (Controller::set_policy_version):
+  // new samples start at it, and a put that completes one finishes it there.
+  int64_t policy_version() const { return policy_version_; }
+  void set_policy_version(int64_t version) { policy_version_ = version; }
+
   const IndexAllocator& indexes() const { return indexes_; }
   void set_next_generation(uint64_t next) { indexes_.set_next_generation(next); }
   // A write version (seqflow/field_versions.h): drawn from the generation
@@ -88,6 +93,7 @@ class ControlData {
  private:
   IndexAllocator indexes_;
   uint64_t incarnation_;
+  int64_t policy_version_ = 0;
   std::map<std::string, std::unique_ptr<PartitionState>> partitions_;
   uint32_t next_partition_number_ = 0;
 };
@@ -97,6 +103,10 @@ void check_generations(std::span<const int64_t> global_indexes, std::span<const 
 // Throws kInvalidArgument naming `parameter`, the position and the value of
 // the first index outside [0, kMaxGlobalIndex].
 void check_global_indexes(std::span<const int64_t> global_indexes, const char* parameter);
+
+// Throws kInvalidArgument naming `version` unless 0 <= version <=
+// kMaxPolicyVersion.
+void check_policy_version(int64_t version);
 
 // Throws kInvalidArgument unless 0 < count <= the most one call may add.
 void check_sample_count(int64_t count, const char* parameter);

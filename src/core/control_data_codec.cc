@@ -108,6 +108,20 @@ void write_partition(MsgpackWriter& out, const ControlData& data, const Partitio
   }
   if (!tags_versioned) meta_versions.clear();
   write_integers(map.set("meta_versions"), meta_versions);
+  // Policy versions, per sample in the order above: left out while every
+  // sample has the defaults, as checkpoints from before them load.
+  std::vector<int64_t> starts, finishes;
+  bool any_versions = false;
+  for (uint32_t slot = partition.first(); slot != kNoSlot; slot = partition.next(slot)) {
+    const SampleVersions& versions = partition.versions(slot);
+    starts.push_back(versions.start);
+    finishes.push_back(versions.finish);
+    any_versions = any_versions || versions.start != 0 || versions.finish != SampleVersions::kUnfinished;
+  }
+  if (any_versions) {
+    write_integers(map.set("start_versions"), starts);
+    write_integers(map.set("finish_versions"), finishes);
+  }
   map.set("name").string(partition.name());
   map.set("words_per_sample").unsigned_integer(partition.words_per_sample());
   write_integers(map.set("global_indexes"), indexes);
@@ -207,6 +221,22 @@ void read_partition(ControlData& data, const EncodedMap& encoded, uint64_t next_
   if (!meta_versions.empty() && meta_versions.size() != n) {
     throw_invalid(context + "sample columns differ in length");
   }
+  // Checkpoints written before policy versions have none: 0 and unfinished.
+  std::vector<int64_t> starts, finishes;
+  if (encoded.has("start_versions") || encoded.has("finish_versions")) {
+    starts = integers_at<int64_t>(encoded, "start_versions");
+    finishes = integers_at<int64_t>(encoded, "finish_versions");
+    if (starts.size() != n || finishes.size() != n) throw_invalid(context + "sample columns differ in length");
+  }
+  const int64_t policy_version = data.policy_version();
+  for (size_t i = 0; i < starts.size(); ++i) {
+    if (starts[i] < 0 || starts[i] > policy_version || finishes[i] < SampleVersions::kUnfinished ||
+        finishes[i] > policy_version) {
+      throw_invalid(context + "global index " + std::to_string(indexes[i]) + " has policy versions " +
+                    std::to_string(starts[i]) + " to " + std::to_string(finishes[i]) + ", beyond policy_version " +
+                    std::to_string(policy_version));
+    }
+  }
   std::vector<uint64_t> bits(words);
   for (size_t i = 0; i < n; ++i) {
     uint32_t slot = 0;
@@ -226,6 +256,7 @@ void read_partition(ControlData& data, const EncodedMap& encoded, uint64_t next_
     partition.set_produced_words(slot, bits);
     for (const auto& [id, versions] : field_versions) partition.set_field_version(slot, id, versions[i]);
     if (!meta_versions.empty()) partition.set_meta_version(slot, meta_versions[i]);
+    if (!starts.empty()) partition.set_versions(slot, SampleVersions{starts[i], finishes[i]});
     const MsgpackReader::Token meta = MsgpackReader(metas[i], kMaxDecodeNesting).next(encoded.depth() + 2);
     if (meta.kind != Kind::kBinary) encoded.fail("custom_meta", "must be an array of binaries");
     if (!meta.bytes.empty()) {
@@ -277,6 +308,7 @@ void write_control_data(MsgpackMapWriter& checkpoint, const ControlData& data, c
   for (const PartitionState* partition : partitions) write_partition(list, data, *partition, leases);
   checkpoint.set("next_generation").unsigned_integer(data.indexes().next_generation());
   checkpoint.set("incarnation").unsigned_integer(data.incarnation());
+  if (data.policy_version() != 0) checkpoint.set("policy_version").integer(data.policy_version());
 }
 
 ControlData read_control_data(const EncodedMap& checkpoint) {
@@ -296,12 +328,17 @@ ControlData read_control_data(const EncodedMap& checkpoint) {
     if (incarnation == 0) throw_invalid("incarnation must not be 0");
     data.set_incarnation(incarnation);
   }
+  if (checkpoint.has("policy_version")) {  // none before policy versions: 0
+    const int64_t version = checkpoint.integer("policy_version");
+    check_policy_version(version);
+    data.set_policy_version(version);
+  }
   const std::vector<std::string_view> partitions = checkpoint.elements("partitions", "must be an array of partitions");
   for (size_t p = 0; p < partitions.size(); ++p) {
     const EncodedMap partition = EncodedMap::skipping_unknown(
         partitions[p], checkpoint.depth() + 2, "partition " + std::to_string(p),
         {"name", "fields", "words_per_sample", "global_indexes", "generations", "put_ids", "put_pos", "produced",
-         "custom_meta", "tasks", "keys", "field_versions", "meta_versions"});
+         "custom_meta", "tasks", "keys", "field_versions", "meta_versions", "start_versions", "finish_versions"});
     read_partition(data, partition, next_generation);
   }
   return data;

@@ -74,10 +74,12 @@ CommittedWrite predicted_commit(const core::PartitionState& partition, std::span
 // that a sample's tags and values come from one write. Whole or not at all:
 // everything that can fail (the field table, the landing decisions, the
 // versions' and the tags' storage) comes before the first change a reader
-// could see, and is put back if it fails.
+// could see, and is put back if it fails. A sample the write leaves with
+// every field produced finishes at `policy_version`.
 void publish_write(core::PartitionState& partition, std::span<const uint32_t> slots,
                    const std::vector<std::pair<const std::string*, FieldSchema>>& schemas,
-                   std::vector<std::pair<uint32_t, core::EncodedMeta>> metas, uint64_t write_version) {
+                   std::vector<std::pair<uint32_t, core::EncodedMeta>> metas, uint64_t write_version,
+                   int64_t policy_version) {
   const bool table_changes = std::any_of(schemas.begin(), schemas.end(), [&](const auto& entry) {
     const std::optional<uint32_t> id = partition.field_id(*entry.first);
     return !id || !(partition.schema(*id) == entry.second);
@@ -135,6 +137,9 @@ void publish_write(core::PartitionState& partition, std::span<const uint32_t> sl
       partition.set_produced(slots[i], field_ids[j]);
       partition.set_field_version(slots[i], field_ids[j], write_version);
     }
+  }
+  for (uint32_t slot : landed) {
+    if (partition.has_every_field(slot)) partition.set_finish_version(slot, policy_version);
   }
   for (auto& [slot, meta] : stored) {
     partition.swap_meta(slot, meta);
@@ -195,7 +200,7 @@ CommittedWrite Controller::mark_produced(const std::string& partition_id, std::s
   CommittedWrite committed = write_version == 0
                                  ? CommittedWrite{}
                                  : predicted_commit(partition, slots, fields, !custom_meta.empty(), write_version);
-  publish_write(partition, slots, schemas, std::move(metas), write_version);
+  publish_write(partition, slots, schemas, std::move(metas), write_version, state_->data.policy_version());
   state_->change_logs.record(partition_id, partition, ChangeKind::kProduced, slots, !custom_meta.empty());
   state_->notify_changed(&partition_id);
   return committed;

@@ -21,7 +21,8 @@ constexpr const char* kFormat = "seqflow.controller";
 // 2: generations, the generation counter and the incarnation. 3: each task's
 // workload model ("task_workloads"). 4: write versions of overwritten fields
 // and tags. Older ones still load (without task models before 3; every value
-// its first write before 4).
+// its first write before 4). Policy versions are optional keys of any
+// version (absent: 0, and samples started at 0, unfinished).
 constexpr int kVersion = 4;
 constexpr int kOldestVersion = 1;
 // A controller that comes back from a checkpoint cannot know how far its
@@ -76,9 +77,9 @@ void Controller::load_checkpoint(const std::string& path, bool take_incarnation)
   try {
     check_msgpack_map(payload, kMaxDecodeNesting);
     // Keys this build does not read are passed over, as earlier builds did.
-    const auto encoded = EncodedMap::skipping_unknown(
-        payload, 0, "controller checkpoint",
-        {"format", "version", "partitions", "next_generation", "incarnation", "sampler", "task_workloads"});
+    const auto encoded = EncodedMap::skipping_unknown(payload, 0, "controller checkpoint",
+                                                      {"format", "version", "partitions", "next_generation",
+                                                       "incarnation", "sampler", "task_workloads", "policy_version"});
     if (encoded.text("format") != kFormat) throw_invalid("format is not " + std::string(kFormat));
     const int64_t version = encoded.integer("version");
     if (version < kOldestVersion || version > kVersion) {

@@ -30,11 +30,12 @@ void PartitionState::reserve_samples(size_t count) {
   amortized_reserve(group_, slots);
   amortized_reserve(put_id_, slots);
   amortized_reserve(put_pos_, slots);
+  amortized_reserve(versions_, slots);
   live_.reserve_slots(slots);
   for (auto& [name, queue] : tasks_) queue.reserve_slots(slots);
 }
 
-uint32_t PartitionState::add_sample(int64_t global_index, uint32_t put_id, uint32_t put_pos) {
+uint32_t PartitionState::add_sample(int64_t global_index, uint32_t put_id, uint32_t put_pos, int64_t start_version) {
   uint32_t slot;
   if (!free_slots_.empty()) {
     slot = free_slots_.back();
@@ -47,6 +48,7 @@ uint32_t PartitionState::add_sample(int64_t global_index, uint32_t put_id, uint3
     group_[slot] = 0;
     put_id_[slot] = put_id;
     put_pos_[slot] = put_pos;
+    versions_[slot] = SampleVersions{start_version, SampleVersions::kUnfinished};
   } else {
     slot = static_cast<uint32_t>(global_index_.size());
     global_index_.push_back(global_index);
@@ -58,6 +60,7 @@ uint32_t PartitionState::add_sample(int64_t global_index, uint32_t put_id, uint3
     group_.push_back(0);
     put_id_.push_back(put_id);
     put_pos_.push_back(put_pos);
+    versions_.push_back(SampleVersions{start_version, SampleVersions::kUnfinished});
   }
   live_.push_back(slot);
   for (auto& [name, queue] : tasks_) queue.append(slot);
@@ -200,6 +203,17 @@ bool PartitionState::has_all(uint32_t slot, const FieldMask& mask) const {
   const uint64_t* bits = produced_.data() + slot * stride_;
   for (size_t w = 0; w < mask.size(); ++w) {
     if ((bits[w] & mask[w]) != mask[w]) return false;
+  }
+  return true;
+}
+
+bool PartitionState::has_every_field(uint32_t slot) const noexcept {
+  const uint64_t* bits = produced_.data() + slot * stride_;
+  const size_t fields = field_names_.size();
+  for (size_t w = 0; w < stride_; ++w) {
+    const size_t in_word = std::min<size_t>(64, fields > w * 64 ? fields - w * 64 : 0);
+    const uint64_t all = in_word == 64 ? ~uint64_t{0} : (uint64_t{1} << in_word) - 1;
+    if ((bits[w] & all) != all) return false;
   }
   return true;
 }

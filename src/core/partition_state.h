@@ -24,6 +24,15 @@ namespace seqflow::core {
 // Which fields, as bits over the field table (one word per 64 fields).
 using FieldMask = std::vector<uint64_t>;
 
+// The policy versions of one sample (Controller::set_policy_version): the
+// current one when it was inserted, and when a put last left it with every
+// field of its partition produced (kUnfinished until then).
+struct SampleVersions {
+  static constexpr int64_t kUnfinished = -1;
+  int64_t start = 0;
+  int64_t finish = kUnfinished;
+};
+
 class PartitionState {
  public:
   static constexpr int64_t kNoLength = INT64_MIN;  // a sample without total_lengths
@@ -41,8 +50,9 @@ class PartitionState {
   void note_put_id(uint32_t id) { next_put_id_ = std::max(next_put_id_, id + 1); }
   // Makes room for `count` more samples, so that adding them cannot fail.
   void reserve_samples(size_t count);
-  // A new live sample: the newest, unconsumed by every task.
-  uint32_t add_sample(int64_t global_index, uint32_t put_id, uint32_t put_pos);
+  // A new live sample: the newest, unconsumed by every task, started at
+  // policy version `start_version`, unfinished.
+  uint32_t add_sample(int64_t global_index, uint32_t put_id, uint32_t put_pos, int64_t start_version);
   // Forgets the sample everywhere (arrival order, tasks, key) and frees the slot.
   void remove_sample(uint32_t slot);
   // Makes room to free `count` more slots, so that removing them cannot fail.
@@ -75,6 +85,8 @@ class PartitionState {
   // Nullopt when a field is unknown here: then no sample has them all.
   std::optional<FieldMask> mask(std::span<const std::string> fields) const;
   bool has_all(uint32_t slot, const FieldMask& mask) const;
+  // Every field of the partition's table produced (allocates nothing).
+  bool has_every_field(uint32_t slot) const noexcept;
   // Raw bits of one sample, for checkpoints: words_per_sample() words.
   std::span<const uint64_t> produced_words(uint32_t slot) const;
   void set_produced_words(uint32_t slot, std::span<const uint64_t> words);
@@ -98,6 +110,11 @@ class PartitionState {
   bool field_has_versions(uint32_t field) const {
     return field < field_versions_.size() && !field_versions_[field].empty();
   }
+
+  // --- policy versions ---
+  const SampleVersions& versions(uint32_t slot) const { return versions_[slot]; }
+  void set_finish_version(uint32_t slot, int64_t version) noexcept { versions_[slot].finish = version; }
+  void set_versions(uint32_t slot, SampleVersions versions) noexcept { versions_[slot] = versions; }
 
   // --- custom metadata ---
   const std::string& meta_bytes(uint32_t slot) const { return meta_[slot]; }
@@ -173,6 +190,7 @@ class PartitionState {
   std::vector<int64_t> length_;     // total_lengths or kNoLength
   std::vector<uint32_t> group_;     // interned group_id + 1; 0: none
   std::vector<uint32_t> put_id_, put_pos_;
+  std::vector<SampleVersions> versions_;
   std::vector<uint32_t> free_slots_;
   // Per field id, per slot; empty until a versioned write of the field (the
   // common path pays nothing). meta_version_ likewise per slot.

@@ -411,6 +411,9 @@ void ControllerService::register_handlers() {
   table.services_only_on_worker(control::kRegisterStorage, &ControllerService::register_storage);
   table.on_io_thread(control::kStorageUnits, &ControllerService::storage_units);
   table.on_io_thread(control::kHello, &ControllerService::hello);
+  table.on_io_thread(control::kSetPolicyVersion, &ControllerService::set_policy_version);
+  table.on_io_thread(control::kPolicyVersion, &ControllerService::policy_version);
+  table.on_io_thread(control::kPolicyVersions, &ControllerService::policy_versions);
 }
 
 std::optional<transport::Frames> ControllerService::insert(const transport::Frames& args, bool may_wait) {
@@ -657,6 +660,23 @@ transport::Frames ControllerService::kv_keys(const transport::Frames& args) {
   return control::encode_kv_keys_reply(controller_->kv_keys(request.partition_id, request.global_indexes));
 }
 
+transport::Frames ControllerService::set_policy_version(const transport::Frames& args) {
+  controller_->set_policy_version(control::decode_policy_version(args, request_name(control::kSetPolicyVersion)));
+  return control::encode_empty_reply();
+}
+
+transport::Frames ControllerService::policy_version(const transport::Frames& args) {
+  control::decode_bare_request(args, control::kPolicyVersion);
+  return control::encode_policy_version(controller_->policy_version());
+}
+
+transport::Frames ControllerService::policy_versions(const transport::Frames& args) {
+  const control::PolicyVersionsRequest request = control::decode_policy_versions_request(args);
+  return control::encode_policy_versions_reply(
+      request.keys ? controller_->kv_policy_versions(request.partition_id, *request.keys)
+                   : controller_->policy_versions(request.partition_id, *request.global_indexes));
+}
+
 transport::Frames ControllerService::kv_list(const transport::Frames& args) {
   const control::KvListRequest request = control::decode_kv_list_request(args);
   return control::encode_kv_list_reply(
@@ -800,6 +820,8 @@ void ControllerService::add_metrics_collector() {
     per_task("seqflow_partition_leased", "Consumed samples the task holds under a fetch lease not yet ended",
              &PartitionProgress::leased);
     render_task_workloads(controller->task_workloads(), out);
+    out += "# HELP seqflow_policy_version The trainer's current policy version\n# TYPE seqflow_policy_version gauge\n";
+    out += "seqflow_policy_version " + std::to_string(controller->policy_version()) + "\n";
     std::lock_guard lock(units->mutex);
     out +=
         "# HELP seqflow_storage_units Storage units registered, and expected\n"

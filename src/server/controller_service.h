@@ -112,6 +112,9 @@ class ControllerService {
   transport::Frames register_storage(transport::Frames& args);
   transport::Frames storage_units(const transport::Frames& args);
   transport::Frames hello(const transport::Frames& args);
+  transport::Frames set_policy_version(const transport::Frames& args);
+  transport::Frames policy_version(const transport::Frames& args);
+  transport::Frames policy_versions(const transport::Frames& args);
 
   // A clear's reply: release_and_drop's released indexes; `what` names the request.
   transport::Frames released_reply(const std::string& what, const std::function<std::vector<int64_t>()>& release);

@@ -60,6 +60,9 @@ inline constexpr std::string_view kHello = "hello";
 inline constexpr std::string_view kReplayPass = "replay_pass";
 inline constexpr std::string_view kWatch = "watch";
 inline constexpr std::string_view kAckReplayPass = "ack_replay_pass";
+inline constexpr std::string_view kSetPolicyVersion = "set_policy_version";
+inline constexpr std::string_view kPolicyVersion = "policy_version";
+inline constexpr std::string_view kPolicyVersions = "policy_versions";
 
 // seqflow::kWireProtocolVersion: what hello and register_storage carry.
 inline constexpr int64_t kProtocolVersion = kWireProtocolVersion;
@@ -99,7 +102,10 @@ inline constexpr std::array kOps{kInsert,
                                  kHello,
                                  kReplayPass,
                                  kWatch,
-                                 kAckReplayPass};
+                                 kAckReplayPass,
+                                 kSetPolicyVersion,
+                                 kPolicyVersion,
+                                 kPolicyVersions};
 
 // A reply that carries nothing (an empty map); its decoder checks that.
 Frames encode_empty_reply();
@@ -372,5 +378,21 @@ Frames encode_watch_request(const WatchRequest& request);
 WatchRequest decode_watch_request(const Frames& request);
 Frames encode_watch_reply(const WatchBatch& batch);
 WatchBatch decode_watch_reply(const Frames& reply);
+
+// set_policy_version's request and policy_version's reply: {"version"}
+// (policy_version_protocol.cc); the controller checks the value.
+Frames encode_policy_version(int64_t version);
+int64_t decode_policy_version(const Frames& message, std::string_view what);
+// policy_versions: samples named by global index or (kv) by key, exactly one.
+struct PolicyVersionsRequest {
+  std::string partition_id;
+  std::optional<std::vector<int64_t>> global_indexes;
+  std::optional<std::vector<std::string>> keys;
+};
+Frames encode_policy_versions_request(const PolicyVersionsRequest& request);
+PolicyVersionsRequest decode_policy_versions_request(const Frames& request);
+// The decoder checks there is one start and one finish per sample asked.
+Frames encode_policy_versions_reply(const PolicyVersions& versions);
+PolicyVersions decode_policy_versions_reply(const Frames& reply, size_t samples);
 
 }  // namespace seqflow::transport::control

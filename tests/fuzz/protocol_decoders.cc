@@ -312,6 +312,21 @@ const std::vector<ProtocolDecoder>& protocol_decoders() {
          return control::encode_kv_keys_reply({"a", "b", "c"});
        },
        3},
+      {"policy_version message", [](Frames& f, size_t, size_t) { control::decode_policy_version(f, "message"); },
+       [] { return control::encode_policy_version(12); }},
+      {"policy_versions request", [](Frames& f, size_t, size_t) { control::decode_policy_versions_request(f); },
+       [] {
+         return control::encode_policy_versions_request({"train", kIndexes, std::nullopt});
+       }},
+      {"policy_versions request by keys", [](Frames& f, size_t, size_t) { control::decode_policy_versions_request(f); },
+       [] {
+         return control::encode_policy_versions_request({"train", std::nullopt, std::vector<std::string>{"a", "b"}});
+       }},
+      {"policy_versions reply", [](Frames& f, size_t rows, size_t) { control::decode_policy_versions_reply(f, rows); },
+       [] {
+         return control::encode_policy_versions_reply({{0, 2, 5}, {-1, 3, 5}});
+       },
+       3},
       {"kv_list request", [](Frames& f, size_t, size_t) { control::decode_kv_list_request(f); },
        [] {
          return control::encode_kv_list_request({"train", {{"train", ListingVersion{3, 4}}}});

@@ -226,6 +226,12 @@ CALLS = [
     ("kv_keys_nested", TypeError, "global_indexes[0] must be an integer, got [0]", lambda c: c.kv_keys([[0]], "kv")),
     ("kv_keys_none", TypeError, "global_indexes must be an integer or a list of integers, got None",
      lambda c: c.kv_keys(None, "kv")),
+    ("policy_version_2_63", ValueError, "version must be <= 9223372036854775807, got 9223372036854775808",
+     lambda c: c.set_policy_version(2**63)),
+    ("policy_version_float", TypeError, "version must be an integer, got 1.5", lambda c: c.set_policy_version(1.5)),
+    ("policy_version_bool", TypeError, "version must be an integer, got True", lambda c: c.set_policy_version(True)),
+    ("policy_versions_both", ValueError, "policy_versions takes global_indexes or keys, exactly one of them",
+     lambda c: c.policy_versions("kv", [0], keys=["a"])),
     ("field_beyond_64_bits", ValueError, "field 'big' holds numbers that fit no 64-bit dtype",
      lambda c: c.put({"big": [1, 2**64]}, partition_id="p")),
     # ---- bools and choices

@@ -3,43 +3,18 @@
 // in this process and through the controller service.
 #include <gtest/gtest.h>
 
-#include <chrono>
-#include <functional>
-#include <memory>
 #include <string>
 #include <vector>
 
-#include "client/remote_control_plane.h"
-#include "server/controller_service.h"
+#include "both_modes.h"
 #include "seqflow/controller.h"
 #include "test_support.h"
 
 namespace seqflow::test {
 namespace {
 
-using namespace std::chrono_literals;
 using Keys = std::vector<std::string>;
 using Indexes = std::vector<int64_t>;
-
-// Runs `check` on an embedded controller and on a remote one.
-void in_both_modes(const std::function<void(ControlPlane&)>& check) {
-  {
-    SCOPED_TRACE("embedded");
-    Controller controller;
-    check(controller);
-  }
-  {
-    SCOPED_TRACE("remote");
-    server::ControllerService service({});
-    service.start();
-    transport::ConnectionOptions options;
-    options.timeout = 5s;
-    RemoteControlPlane control(
-        std::make_shared<transport::ConnectionPool>(std::make_shared<zmq::context_t>(1), service.endpoint(), options),
-        5s);
-    check(control);
-  }
-}
 
 TEST(ControllerKvLookup, FindLeavesOutUnknownKeysAndPartitions) {
   in_both_modes([](ControlPlane& control) {
