@@ -288,6 +288,11 @@ class ControlPlane {
   // Ends a pass kept under `pass_id` (ReplayPass::kept): its selected prompt
   // keys are cleared. Acknowledging again answers true and clears nothing.
   virtual ReplayAck ack_replay_pass(const std::string& partition_id, uint64_t pass_id) = 0;
+  // verl's trainer on resume, under the lock: the partition's prompt keys
+  // whose tag status is pending or running are tagged pending at
+  // `global_steps` (merged, as kv_put merges tags), and their trajectory keys
+  // `{uid}_...` released. A partition that does not exist re-issues nothing.
+  virtual ReissuedPrompts reissue_inflight_prompts(const std::string& partition_id, int64_t global_steps) = 0;
 
   // Checkpoint of everything above, including the sampler's state. Atomic on
   // disk; load throws and leaves the running state unchanged on a missing or
@@ -367,6 +372,7 @@ class Controller final : public ControlPlane {
   ReplayPass replay_pass(const ReplayRequest& request) override;
   WatchBatch watch(const WatchRequest& request) override;
   ReplayAck ack_replay_pass(const std::string& partition_id, uint64_t pass_id) override;
+  ReissuedPrompts reissue_inflight_prompts(const std::string& partition_id, int64_t global_steps) override;
   void save(const std::string& path) const override;
   void load(const std::string& path) override;
   void report_timing(const std::string& task_name, std::span<const TimingRecord> records) override;

@@ -60,6 +60,7 @@ class RemoteControlPlane final : public ControlPlane {
   // is request.wait plus the client's timeout.
   WatchBatch watch(const WatchRequest& request) override;
   ReplayAck ack_replay_pass(const std::string& partition_id, uint64_t pass_id) override;
+  ReissuedPrompts reissue_inflight_prompts(const std::string& partition_id, int64_t global_steps) override;
   void save(const std::string& path) const override;
   void load(const std::string& path) override;
 

@@ -25,14 +25,6 @@ PromptStatus parse_status(const Value* status, const std::string& key) {
                 "; expected 'pending', 'running', 'finished' or 'failure'");
 }
 
-bool is_prompt(const Value& tag) {
-  const Value* flag = tag.find("is_prompt");
-  if (flag == nullptr || flag->is_null()) return false;
-  if (flag->is_bool()) return flag->as_bool();
-  if (flag->is_number()) return flag->as_double() != 0.0;
-  return !flag->empty();  // Python's truth of a string or container
-}
-
 // numpy's sum of a contiguous float64 array (pairwise: plain below 8 values,
 // 8 accumulators up to 128, halves above), bit for bit, so that a mean is
 // numpy's.
@@ -89,6 +81,14 @@ std::optional<std::vector<double>> tag_values(const PartitionState& partition,
 
 }  // namespace
 
+bool is_prompt_tag(const Value& tag) {
+  const Value* flag = tag.find("is_prompt");
+  if (flag == nullptr || flag->is_null()) return false;
+  if (flag->is_bool()) return flag->as_bool();
+  if (flag->is_number()) return flag->as_double() != 0.0;
+  return !flag->empty();  // Python's truth of a string or container
+}
+
 const std::vector<ReplayTrajectory>* ReplayGroups::trajectories(std::string_view uid) const {
   if (!trajectories_) {
     trajectories_.emplace();
@@ -102,7 +102,7 @@ const std::vector<ReplayTrajectory>* ReplayGroups::trajectories(std::string_view
          slot = partition_->next(slot), ++arrival) {
       const std::string* key = partition_->key_of(slot);
       if (key == nullptr || tags_->prompt(slot)) continue;  // held prompts too: never a trajectory
-      const auto group = trajectories_->find(std::string_view(*key).substr(0, key->find('_')));
+      const auto group = trajectories_->find(uid_of(*key));
       if (group != trajectories_->end()) group->second.push_back({slot, arrival});
     }
     std::erase_if(*trajectories_, [](const auto& group) { return group.second.empty(); });
@@ -138,7 +138,7 @@ void ReplayTagCache::walk(const PartitionState& partition) {
     if (cached.change != partition.keyed_change(slot)) {
       const Value tag = decode_meta(partition.meta_bytes(slot));
       SlotTag parsed{partition.keyed_change(slot), Kind::kTrajectory, PromptStatus::kPending, 0};
-      if (is_prompt(tag)) {
+      if (is_prompt_tag(tag)) {
         const Value* steps = tag.find("global_steps");
         if (steps == nullptr || !steps->is_integer() || steps->as_int() < -kMaxReplayCount ||
             steps->as_int() > kMaxReplayCount) {

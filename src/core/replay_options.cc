@@ -109,5 +109,10 @@ void check_replay_request(const ReplayRequest& request) {
   }
 }
 
+void check_reissue_request(const std::string& partition_id, int64_t global_steps) {
+  check_name(partition_id, "partition_id");
+  check_at_least(global_steps, -kMaxReplayCount, "global_steps");
+}
+
 }  // namespace core
 }  // namespace seqflow

@@ -1,6 +1,6 @@
 // The controller's replay_pass op (seqflow/replay.h): the request with its
 // options and cursor as nested maps, the pass's answer back; and
-// ack_replay_pass. A pass without a pass_id is written as before pass ids.
+// ack_replay_pass and reissue_inflight_prompts. A pass without a pass_id is written as before pass ids.
 #include "transport/control_protocol.h"
 
 #include "transport/wire_codec.h"
@@ -249,6 +249,35 @@ Frames encode_ack_replay_pass_reply(const ReplayAck& ack) {
 ReplayAck decode_ack_replay_pass_reply(const Frames& reply) {
   const EncodedMap header = wire::read_header(reply, 0, reply_name(kAckReplayPass), {"acknowledged", "released"});
   return {header.boolean("acknowledged"), header.numbers<int64_t>("released")};
+}
+
+Frames encode_reissue_request(const ReissueRequest& request) {
+  MsgpackMapWriter header;
+  header.set("partition_id").string(request.partition_id);
+  header.set("global_steps").integer(request.global_steps);
+  return header_message(header);
+}
+
+ReissueRequest decode_reissue_request(const Frames& request) {
+  const EncodedMap header =
+      wire::read_header(request, 0, request_name(kReissueInflightPrompts), {"partition_id", "global_steps"});
+  return {header.text("partition_id"), header.integer("global_steps")};
+}
+
+Frames encode_reissue_reply(const ReissuedPrompts& reissued) {
+  MsgpackMapWriter header;
+  header.set("keys").strings(reissued.keys);
+  header.set("released").numbers(std::span<const int64_t>(reissued.released));
+  return header_message(header);
+}
+
+ReissuedPrompts decode_reissue_reply(const Frames& reply) {
+  const EncodedMap header = wire::read_header(reply, 0, reply_name(kReissueInflightPrompts), {"keys", "released"});
+  ReissuedPrompts reissued;
+  reissued.keys = header.texts("keys");
+  reissued.released = header.numbers<int64_t>("released");
+  reissued.cleared_trajectories = static_cast<int64_t>(reissued.released.size());
+  return reissued;
 }
 
 }  // namespace seqflow::transport::control

@@ -2,7 +2,8 @@
 // storage services on loopback): the same passes, the released groups'
 // data dropped from storage, the cursor carried across calls, bad options
 // refused by name; a kept pass (pass_id) answered again, its prompt's data
-// dropped when it is acknowledged.
+// dropped when it is acknowledged; reissue_inflight_prompts re-tagging the
+// prompts in flight and dropping their trajectories' data.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -129,6 +130,27 @@ TEST_P(ReplayPassModes, AKeptPassIsAnsweredAgainAndItsAcknowledgementDropsThePro
   EXPECT_EQ(client->storage_stats().samples, 2u);
   EXPECT_TRUE(client->ack_replay_pass("train", 41));
   EXPECT_FALSE(client->ack_replay_pass("train", 42));
+}
+
+TEST_P(ReplayPassModes, ReissuingDropsTheInFlightTrajectoriesDataAndAnswersThePromptKeys) {
+  auto client = make_client();
+  group(*client, "late", "running", 4, 0.0, 1.0);
+  group(*client, "done", "finished", 4, 0.0, 1.0);
+  ASSERT_EQ(client->storage_stats().samples, 4u);
+  const ReissuedPrompts reissued = client->reissue_inflight_prompts("train", 7);
+  EXPECT_EQ(reissued.keys, std::vector<std::string>{"late"});
+  EXPECT_EQ(reissued.cleared_trajectories, 2);
+  EXPECT_EQ(client->storage_stats().samples, 2u);  // "done"'s trajectories only
+  const std::string partition = "train";
+  for (const PartitionKeys& listed : client->control().kv_list(&partition)) {
+    for (size_t i = 0; i < listed.size(); ++i) {
+      if (listed.key(i) == "late") {
+        EXPECT_EQ(listed.tag(i), (Value{{"is_prompt", true}, {"status", "pending"}, {"global_steps", 7}}));
+      }
+    }
+  }
+  EXPECT_TRUE(client->reissue_inflight_prompts("elsewhere", 7).keys.empty());
+  EXPECT_TRUE(throws_invalid([&] { client->reissue_inflight_prompts("", 7); }, {"partition_id"}));
 }
 
 }  // namespace
