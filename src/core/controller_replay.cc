@@ -78,6 +78,12 @@ std::vector<core::ReplayLeases::Prompt> held_prompts(const core::ControlData& da
 
 // A pass sent again under a kept pass's id: the kept answer, for the same pass only.
 ReplayPass answer_again(const core::ReplayLeases::Kept& kept, const ReplayRequest& request) {
+  if (kept.restored && !kept.acknowledged) {
+    throw_invalid("pass_id = " + std::to_string(request.pass_id) + " names a pass kept in partition '" +
+                  request.partition_id +
+                  "' before the controller was restored from a checkpoint, which keeps its held prompts but not its "
+                  "answer; acknowledge it (ack_replay_pass) or let its lease end, and pass with a new pass_id");
+  }
   if (kept.acknowledged || kept.step != request.step || kept.global_steps != request.global_steps ||
       kept.batch_size != request.batch_size) {
     throw_invalid(
@@ -148,7 +154,7 @@ ReplayPass Controller::replay_pass(const ReplayRequest& request) {
   core::ReplayLeases::Kept kept;
   if (keep && changes) {
     kept_passes.check_room();  // before anything changes
-    kept = {request.step, request.global_steps, request.batch_size, pass, {}, {}, false};
+    kept = {request.step, request.global_steps, request.batch_size, pass, {}, {}, false, false};
     kept.answer.kept = true;
     if (!plan.selected.empty()) kept.held = held_prompts(state_->data, *partition, groups, plan.selected);
     kept.expiry = core::ReplayLeases::Clock::now() + std::chrono::milliseconds(request.lease_ms);

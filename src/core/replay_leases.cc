@@ -32,6 +32,11 @@ void ReplayLeases::keep(const std::string& partition_id, uint64_t pass_id, Kept 
   kept_.insert_or_assign({partition_id, pass_id}, std::move(kept));
 }
 
+void ReplayLeases::restore(const std::string& partition_id, uint64_t pass_id, Kept kept) {
+  if (kept.acknowledged) ++acknowledged_;
+  keep(partition_id, pass_id, std::move(kept));
+}
+
 const ReplayLeases::Held* ReplayLeases::held(const std::string& partition_id) const {
   const auto found = held_.find(partition_id);
   return found == held_.end() ? nullptr : &found->second;
@@ -63,12 +68,6 @@ void ReplayLeases::expire(Clock::time_point now) {
     if (kept->second.acknowledged) --acknowledged_;
     kept = kept_.erase(kept);
   }
-}
-
-void ReplayLeases::clear() {
-  kept_.clear();
-  acknowledged_ = 0;
-  held_.clear();
 }
 
 void ReplayLeases::release(const std::string& partition_id, const std::vector<Prompt>& prompts) {
