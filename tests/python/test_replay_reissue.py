@@ -124,7 +124,8 @@ def run_both(mode: str) -> dict:
             (batch,) = trainer.generated
             results[implementation] = {
                 "count": count, "listed": tq.kv_list("train")["train"],
-                "prompts": batch["prompt"].tolist(), "global_steps": batch["global_steps"]}
+                "prompts": [row.tolist() for row in batch["prompt"].unbind()],
+                "global_steps": batch["global_steps"]}
         finally:
             tq.close()
     return results
