@@ -344,8 +344,9 @@ class Controller final : public ControlPlane {
                     std::span<const int64_t> global_indexes, std::span<const uint64_t> generations, bool release,
                     uint64_t lease) override;
   // Gives back the samples of the leases that expired by now (get_meta and
-  // end_leases do it too, before they look). Returns the earliest expiry of
-  // the leases still held, for a caller that wakes up then (a service).
+  // end_leases do it too, before they look), and the prompts of kept replay
+  // passes whose lease ended (watchers are told). Returns the earliest
+  // expiry of either still held, for a caller that wakes up then (a service).
   std::optional<std::chrono::steady_clock::time_point> expire_leases();
   std::optional<std::vector<std::pair<int64_t, bool>>> consumption_status(
       const std::string& task_name, const std::string& partition_id) const override;

@@ -46,6 +46,7 @@ enum class ReplayStep {
   kSample  // one eviction pass, then a selection when enough groups are sampleable
 };
 ReplayStep parse_replay_step(std::string_view name);  // "count", "evict", "sample"
+const char* replay_step_name(ReplayStep step);
 
 struct ReplayOptions {
   ReplayMode mode = ReplayMode::kAsync;

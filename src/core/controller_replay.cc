@@ -104,7 +104,7 @@ ReplayPass Controller::replay_pass(const ReplayRequest& request) {
   const ReplayOptions& options = request.options;
   std::unique_lock lock(state_->mutex);
   core::ReplayLeases& kept_passes = state_->replay_leases;
-  kept_passes.expire(core::ReplayLeases::Clock::now());
+  state_->expire_replay_passes();
   if (request.pass_id != 0) {
     if (const core::ReplayLeases::Kept* kept = kept_passes.find(request.partition_id, request.pass_id)) {
       return answer_again(*kept, request);
@@ -187,7 +187,7 @@ ReplayAck Controller::ack_replay_pass(const std::string& partition_id, uint64_t 
   if (pass_id == 0) throw_invalid("pass_id = 0 names no pass: a kept pass has the nonzero id it was sent with");
   std::lock_guard lock(state_->mutex);
   core::ReplayLeases& kept_passes = state_->replay_leases;
-  kept_passes.expire(core::ReplayLeases::Clock::now());
+  state_->expire_replay_passes();
   const std::optional<std::vector<core::ReplayLeases::Prompt>> held = kept_passes.acknowledge(partition_id, pass_id);
   ReplayAck ack;
   if (!held) return ack;  // its lease ended first: its groups went back

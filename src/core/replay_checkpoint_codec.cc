@@ -18,18 +18,6 @@ namespace {
 constexpr std::string_view kKey = "replay_groups";
 constexpr std::string_view kPassesKey = "replay_passes";
 
-const char* step_name(ReplayStep step) {
-  switch (step) {
-    case ReplayStep::kCount:
-      return "count";
-    case ReplayStep::kEvict:
-      return "evict";
-    case ReplayStep::kSample:
-      break;
-  }
-  return "sample";
-}
-
 }  // namespace
 
 void write_replay_groups(MsgpackMapWriter& checkpoint, const ControlData& data,
@@ -126,7 +114,7 @@ void write_replay_passes(MsgpackMapWriter& checkpoint, const ReplayLeases& lease
     MsgpackMapWriter map;
     map.set("partition").string(id.first);
     map.set("pass_id").unsigned_integer(id.second);
-    map.set("step").string(step_name(kept.step));
+    map.set("step").string(replay_step_name(kept.step));
     map.set("global_steps").integer(kept.global_steps);
     map.set("batch_size").integer(kept.batch_size);
     map.set("remaining_ms").integer(std::clamp<int64_t>(remaining, 0, kMaxReplayLeaseMs));

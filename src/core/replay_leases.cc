@@ -58,16 +58,27 @@ std::optional<std::vector<ReplayLeases::Prompt>> ReplayLeases::acknowledge(const
   return prompts;
 }
 
-void ReplayLeases::expire(Clock::time_point now) {
+std::vector<std::pair<std::string, std::vector<ReplayLeases::Prompt>>> ReplayLeases::expire(Clock::time_point now) {
+  std::vector<std::pair<std::string, std::vector<Prompt>>> released;
   for (auto kept = kept_.begin(); kept != kept_.end();) {
     if (kept->second.expiry > now) {
       ++kept;
       continue;
     }
     release(kept->first.first, kept->second.held);
+    if (!kept->second.held.empty()) released.emplace_back(kept->first.first, std::move(kept->second.held));
     if (kept->second.acknowledged) --acknowledged_;
     kept = kept_.erase(kept);
   }
+  return released;
+}
+
+std::optional<ReplayLeases::Clock::time_point> ReplayLeases::next_expiry() const {
+  std::optional<Clock::time_point> next;
+  for (const auto& [id, kept] : kept_) {
+    if (!next || kept.expiry < *next) next = kept.expiry;
+  }
+  return next;
 }
 
 void ReplayLeases::release(const std::string& partition_id, const std::vector<Prompt>& prompts) {

@@ -64,8 +64,11 @@ class ReplayLeases {
   // Marks the pass acknowledged and returns the prompts it held (empty when
   // acknowledged before); nullopt when no pass is kept under the id.
   std::optional<std::vector<Prompt>> acknowledge(const std::string& partition_id, uint64_t pass_id);
-  // Ends the passes whose lease ended by `now`; what they held is sampleable again.
-  void expire(Clock::time_point now);
+  // Ends the passes whose lease ended by `now`; what they held is sampleable
+  // again, and returned per partition.
+  std::vector<std::pair<std::string, std::vector<Prompt>>> expire(Clock::time_point now);
+  // When the next kept pass's lease ends; nullopt when none is kept.
+  std::optional<Clock::time_point> next_expiry() const;
   // Every kept pass, for a checkpoint.
   const KeptPasses& kept() const { return kept_; }
   // A pass read from a checkpoint: kept (past the room check: the checkpoint's

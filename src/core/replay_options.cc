@@ -28,6 +28,18 @@ ReplayStep parse_replay_step(std::string_view name) {
   throw_invalid("step must be 'count', 'evict' or 'sample', got '" + std::string(name) + "'");
 }
 
+const char* replay_step_name(ReplayStep step) {
+  switch (step) {
+    case ReplayStep::kCount:
+      return "count";
+    case ReplayStep::kEvict:
+      return "evict";
+    case ReplayStep::kSample:
+      break;
+  }
+  return "sample";
+}
+
 namespace core {
 namespace {
 

@@ -15,17 +15,6 @@ namespace {
 
 const char* mode_name(ReplayMode mode) { return mode == ReplayMode::kSync ? "sync" : "async"; }
 const char* strategy_name(StalenessStrategy strategy) { return strategy == StalenessStrategy::kDrop ? "drop" : "wait"; }
-const char* step_name(ReplayStep step) {
-  switch (step) {
-    case ReplayStep::kCount:
-      return "count";
-    case ReplayStep::kEvict:
-      return "evict";
-    case ReplayStep::kSample:
-      break;
-  }
-  return "sample";
-}
 
 void write_options(MsgpackWriter& out, const ReplayOptions& options) {
   MsgpackMapWriter map;
@@ -157,7 +146,7 @@ Frames encode_replay_pass_request(const ReplayRequest& request) {
   header.set("partition_id").string(request.partition_id);
   header.set("global_steps").integer(request.global_steps);
   header.set("batch_size").integer(request.batch_size);
-  header.set("step").string(step_name(request.step));
+  header.set("step").string(replay_step_name(request.step));
   write_options(header.set("options"), request.options);
   write_cursor(header.set("cursor"), request.cursor);
   header.set("wait_ms").integer(request.wait_ms);

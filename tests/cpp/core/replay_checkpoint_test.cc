@@ -48,6 +48,17 @@ void classify(Controller& controller) {
   EXPECT_TRUE(counted.unclassified_keys.empty());
 }
 
+// A load of `good` with the first entry under `key` given `value` as its `member` throws naming `named`.
+::testing::AssertionResult refused_load(const std::string& path, const test::Tree& good, const char* key,
+                                        const char* member, test::Tree value,
+                                        std::initializer_list<std::string_view> named) {
+  test::Tree bad = good;
+  bad[key][0][member] = std::move(value);
+  test::write_checkpoint_payload(path, bad.bytes());
+  Controller controller;
+  return test::throws_invalid([&] { controller.load(path); }, named);
+}
+
 TEST(ReplayCheckpoint, ARestoredControllerKnowsTheClassificationAndPassesAsTheSavedOne) {
   Controller saved;
   classify(saved);
@@ -89,11 +100,7 @@ TEST(ReplayCheckpoint, ABadEntryIsRefusedByNameAndChangesNothing) {
   const test::Tree good = test::Tree::read(test::read_checkpoint_payload(file.path()));
   ASSERT_TRUE(good.contains("replay_groups"));
   const auto refused = [&](const char* member, test::Tree value, std::initializer_list<std::string_view> named) {
-    test::Tree bad = good;
-    bad["replay_groups"][0][member] = std::move(value);
-    test::write_checkpoint_payload(file.path(), bad.bytes());
-    Controller controller;
-    return test::throws_invalid([&] { controller.load(file.path()); }, named);
+    return refused_load(file.path(), good, "replay_groups", member, std::move(value), named);
   };
   EXPECT_TRUE(refused("partition", "gone", {"replay_groups 0", "partition", "'gone'"}));
   EXPECT_TRUE(refused("source", "reward", {"source", "'reward'"}));
@@ -169,11 +176,7 @@ TEST(ReplayCheckpoint, ABadKeptPassIsRefusedByName) {
   const test::Tree good = test::Tree::read(test::read_checkpoint_payload(file.path()));
   ASSERT_TRUE(good.contains("replay_passes"));
   const auto refused = [&](const char* member, test::Tree value, std::initializer_list<std::string_view> named) {
-    test::Tree bad = good;
-    bad["replay_passes"][0][member] = std::move(value);
-    test::write_checkpoint_payload(file.path(), bad.bytes());
-    Controller controller;
-    return test::throws_invalid([&] { controller.load(file.path()); }, named);
+    return refused_load(file.path(), good, "replay_passes", member, std::move(value), named);
   };
   EXPECT_TRUE(refused("pass_id", 0, {"replay_passes 0", "pass_id", "positive"}));
   EXPECT_TRUE(refused("remaining_ms", -1, {"remaining_ms", "= -1"}));
