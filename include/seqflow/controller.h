@@ -298,6 +298,11 @@ class ControlPlane {
   // Ends a pass kept under `pass_id` (ReplayPass::kept): its selected prompt
   // keys are cleared. Acknowledging again answers true and clears nothing.
   virtual ReplayAck ack_replay_pass(const std::string& partition_id, uint64_t pass_id) = 0;
+  // verl's trainer on resume, under the lock: the partition's prompt keys
+  // whose tag status is pending or running are tagged pending at
+  // `global_steps` (merged, as kv_put merges tags), and their trajectory keys
+  // `{uid}_...` released. A partition that does not exist re-issues nothing.
+  virtual ReissuedPrompts reissue_inflight_prompts(const std::string& partition_id, int64_t global_steps) = 0;
 
   // The trainer's policy version, 0 until set: samples inserted from now on
   // start at it, and puts that complete a sample finish it at it. It never
@@ -365,8 +370,9 @@ class Controller final : public ControlPlane {
                     std::span<const int64_t> global_indexes, std::span<const uint64_t> generations, bool release,
                     uint64_t lease) override;
   // Gives back the samples of the leases that expired by now (get_meta and
-  // end_leases do it too, before they look). Returns the earliest expiry of
-  // the leases still held, for a caller that wakes up then (a service).
+  // end_leases do it too, before they look), and the prompts of kept replay
+  // passes whose lease ended (watchers are told). Returns the earliest
+  // expiry of either still held, for a caller that wakes up then (a service).
   std::optional<std::chrono::steady_clock::time_point> expire_leases();
   std::optional<std::vector<std::pair<int64_t, bool>>> consumption_status(
       const std::string& task_name, const std::string& partition_id) const override;
@@ -398,6 +404,7 @@ class Controller final : public ControlPlane {
   PolicyVersions policy_versions(const std::string& partition_id,
                                  std::span<const int64_t> global_indexes) const override;
   PolicyVersions kv_policy_versions(const std::string& partition_id, std::span<const std::string> keys) const override;
+  ReissuedPrompts reissue_inflight_prompts(const std::string& partition_id, int64_t global_steps) override;
   void save(const std::string& path) const override;
   void load(const std::string& path) override;
   void report_timing(const std::string& task_name, std::span<const TimingRecord> records) override;

@@ -46,6 +46,7 @@ enum class ReplayStep {
   kSample  // one eviction pass, then a selection when enough groups are sampleable
 };
 ReplayStep parse_replay_step(std::string_view name);  // "count", "evict", "sample"
+const char* replay_step_name(ReplayStep step);
 
 struct ReplayOptions {
   ReplayMode mode = ReplayMode::kAsync;
@@ -171,6 +172,16 @@ struct ReplayPass {
 struct ReplayAck {
   bool acknowledged = false;
   std::vector<int64_t> released;
+};
+
+// reissue_inflight_prompts's answer: what verl's trainer re-issues when it
+// resumes (trainer_base.py _reissue_inflight_prompts), done in one call.
+struct ReissuedPrompts {
+  // The prompt keys that were pending or running, in arrival order, tagged
+  // {"is_prompt": true, "status": "pending", "global_steps": the step} now.
+  std::vector<std::string> keys;
+  int64_t cleared_trajectories = 0;  // their trajectory keys, released
+  std::vector<int64_t> released;     // those trajectories' global indexes, for the storage to drop
 };
 
 }  // namespace seqflow

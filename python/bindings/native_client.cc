@@ -520,6 +520,13 @@ void bind_native_client(nb::module_ m) {
         return without_gil([&] { return client->ack_replay_pass(partition, pass_id); });
       },
       "partition_id"_a, "pass_id"_a);
+  cls.def(
+      "reissue_inflight_prompts",
+      [](const NativeClient& self, const std::string& partition, int64_t global_steps) {
+        std::shared_ptr<Client> client = self.connected();
+        return without_gil([&] { return client->reissue_inflight_prompts(partition, global_steps); });
+      },
+      "partition_id"_a, "global_steps"_a);
 }
 
 }  // namespace seqflow::bindings

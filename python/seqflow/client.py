@@ -807,6 +807,19 @@ class Client:
         acknowledged: bool = self._connected().ack_replay_pass(partition, kept_id)
         return acknowledged
 
+    def reissue_inflight_prompts(self, partition_id: str, global_steps: int) -> _seqflow.client.ReissuedPrompts:
+        """What verl's trainer does when it resumes, in one call under the
+        controller's lock: every prompt key (tag is_prompt) whose status is
+        'pending' or 'running' is tagged ``{"is_prompt": True, "status":
+        "pending", "global_steps": global_steps}`` (merged into its tag) and
+        its trajectory keys ``{uid}_...`` are cleared. Answers the re-issued
+        prompt keys in arrival order and the count of cleared trajectories;
+        nothing is listed across the boundary. See docs/replay.md."""
+        partition = check_name(partition_id, "partition_id")
+        steps = check_int64(global_steps, "global_steps")
+        reissued: _seqflow.client.ReissuedPrompts = self._connected().reissue_inflight_prompts(partition, steps)
+        return reissued
+
     def watch(self, partition_id: str, *, key_prefix: Optional[str] = None, tag_field: Optional[str] = None,
               timeout: Optional[float] = None, max_changes: int = 1024) -> Iterator[_seqflow.client.Change]:
         """The partition's changes from now on, pushed, not polled: each a
@@ -854,6 +867,7 @@ class Client:
     async_kv_clear = async_twin(kv_clear)
     async_replay_pass = async_twin(replay_pass)
     async_ack_replay_pass = async_twin(ack_replay_pass)
+    async_reissue_inflight_prompts = async_twin(reissue_inflight_prompts)
     async_save_checkpoint = async_twin(save_checkpoint)
     async_load_checkpoint = async_twin(load_checkpoint)
     async_report_timing = async_twin(report_timing)

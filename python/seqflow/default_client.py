@@ -114,6 +114,7 @@ kv_list = _on_default_client(Client.kv_list)
 kv_clear = _on_default_client(Client.kv_clear)
 replay_pass = _on_default_client(Client.replay_pass)
 ack_replay_pass = _on_default_client(Client.ack_replay_pass)
+reissue_inflight_prompts = _on_default_client(Client.reissue_inflight_prompts)
 save_checkpoint = _on_default_client(Client.save_checkpoint)
 load_checkpoint = _on_default_client(Client.load_checkpoint)
 report_timing = _on_default_client(Client.report_timing)
@@ -144,6 +145,7 @@ async_kv_list = async_twin(kv_list)
 async_kv_clear = async_twin(kv_clear)
 async_replay_pass = async_twin(replay_pass)
 async_ack_replay_pass = async_twin(ack_replay_pass)
+async_reissue_inflight_prompts = async_twin(reissue_inflight_prompts)
 async_save_checkpoint = async_twin(save_checkpoint)
 async_load_checkpoint = async_twin(load_checkpoint)
 async_report_timing = async_twin(report_timing)
@@ -154,15 +156,16 @@ __all__ = [
     "close", "get_client", "init", "put", "get_meta", "get_data", "set_custom_meta", "clear_partition", "clear_samples",
     "reset_consumption", "ack", "release", "get_consumption_status", "check_consumption_status", "get_production_status",
     "check_production_status", "get_partition_list", "kv_put", "kv_batch_put", "kv_batch_get", "kv_batch_get_by_meta",
-    "kv_meta", "kv_keys", "kv_list", "kv_clear", "replay_pass", "ack_replay_pass", "save_checkpoint", "load_checkpoint",
-    "report_timing",
+    "kv_meta", "kv_keys", "kv_list", "kv_clear", "replay_pass", "ack_replay_pass", "reissue_inflight_prompts",
+    "save_checkpoint", "load_checkpoint", "report_timing",
     "report_timings", "task_workload", "async_put", "async_get_meta", "async_get_data", "async_set_custom_meta",
     "async_clear_partition", "async_clear_samples", "async_reset_consumption", "async_ack", "async_release",
     "async_get_consumption_status",
     "async_check_consumption_status", "async_get_production_status", "async_check_production_status",
     "async_get_partition_list", "async_kv_put", "async_kv_batch_put", "async_kv_batch_get",
     "async_kv_batch_get_by_meta", "async_kv_meta", "async_kv_keys", "async_kv_list", "async_kv_clear",
-    "async_replay_pass", "async_ack_replay_pass", "async_save_checkpoint", "async_load_checkpoint",
+    "async_replay_pass", "async_ack_replay_pass", "async_reissue_inflight_prompts", "async_save_checkpoint",
+    "async_load_checkpoint",
     "async_report_timing",
     "async_report_timings", "async_task_workload",
 ]

@@ -602,6 +602,14 @@ bool CoordinatingClient::ack_replay_pass(const std::string& partition_id, uint64
   return ack.acknowledged;
 }
 
+ReissuedPrompts CoordinatingClient::reissue_inflight_prompts(const std::string& partition_id, int64_t global_steps) {
+  std::unique_lock lock(mutex_);  // releases as a clear does
+  ++interruptions_.clears;
+  ReissuedPrompts reissued = control_->reissue_inflight_prompts(partition_id, global_steps);
+  drop_released(reissued.released);
+  return reissued;
+}
+
 void CoordinatingClient::save_checkpoint(const std::string& directory, const Value& user_metadata) {
   std::unique_lock lock(mutex_);
   durable::write_checkpoint_directory(directory, user_metadata, [this](const durable::CheckpointFiles& files) {

@@ -10,6 +10,7 @@
 #include "core/controller_checkpoint_format.h"
 #include "core/controller_state.h"
 #include "core/custom_meta.h"
+#include "core/replay_checkpoint_codec.h"
 #include "core/task_workloads_codec.h"
 #include "seqflow/controller.h"
 #include "seqflow/error.h"
@@ -22,7 +23,9 @@ constexpr const char* kFormat = "seqflow.controller";
 // workload model ("task_workloads"). 4: write versions of overwritten fields
 // and tags. Older ones still load (without task models before 3; every value
 // its first write before 4). Policy versions are optional keys of any
-// version (absent: 0, and samples started at 0, unfinished).
+// version (absent: 0, and samples started at 0, unfinished). "replay_groups"
+// and "replay_passes" (the DAPO classification, the kept replay passes) are
+// optional: left out when there is none, passed over by earlier builds.
 constexpr int kVersion = 4;
 constexpr int kOldestVersion = 1;
 // A controller that comes back from a checkpoint cannot know how far its
@@ -44,6 +47,8 @@ void Controller::save(const std::string& path) const {
   {
     std::lock_guard lock(state_->mutex);
     core::write_control_data(checkpoint, state_->data, state_->leases);
+    core::write_replay_groups(checkpoint, state_->data, state_->group_filters);
+    core::write_replay_passes(checkpoint, state_->replay_leases, core::ReplayLeases::Clock::now());
     MsgpackMapWriter sampler;
     sampler.set("name").string(state_->sampler->name());
     sampler.set("state").value(state_->sampler->state());
@@ -74,18 +79,23 @@ void Controller::load_checkpoint(const std::string& path, bool take_incarnation)
   std::string sampler_name;
   Value sampler_state;
   core::TaskWorkloads::Models task_workloads;
+  std::map<std::string, core::GroupFilterCache> group_filters;
+  core::ReplayLeases replay_passes;
   try {
     check_msgpack_map(payload, kMaxDecodeNesting);
     // Keys this build does not read are passed over, as earlier builds did.
-    const auto encoded = EncodedMap::skipping_unknown(payload, 0, "controller checkpoint",
-                                                      {"format", "version", "partitions", "next_generation",
-                                                       "incarnation", "sampler", "task_workloads", "policy_version"});
+    const auto encoded = EncodedMap::skipping_unknown(
+        payload, 0, "controller checkpoint",
+        {"format", "version", "partitions", "next_generation", "incarnation", "sampler", "task_workloads",
+         "policy_version", "replay_groups", "replay_passes"});
     if (encoded.text("format") != kFormat) throw_invalid("format is not " + std::string(kFormat));
     const int64_t version = encoded.integer("version");
     if (version < kOldestVersion || version > kVersion) {
       throw_invalid("version " + std::to_string(version) + " is not supported");
     }
     fresh = core::read_control_data(encoded);
+    group_filters = core::read_replay_groups(encoded, fresh);
+    core::read_replay_passes(encoded, fresh, core::ReplayLeases::Clock::now(), replay_passes);
     const auto sampler =
         EncodedMap::skipping_unknown(encoded.value("sampler"), 1, "controller checkpoint sampler", {"name", "state"});
     sampler_name = sampler.text("name");
@@ -117,10 +127,11 @@ void Controller::load_checkpoint(const std::string& path, bool take_incarnation)
     // Running on (not starting): the storage units hold this incarnation's data.
     if (!take_incarnation) fresh.set_incarnation(state_->data.incarnation());
     state_->data = std::move(fresh);
-    state_->leases.clear();            // the loaded consumption is the checkpoint's
-    state_->change_logs.forget_all();  // what was watched changed wholesale: watchers resync
-    state_->replay_leases.clear();
+    state_->leases.clear();                            // the loaded consumption is the checkpoint's
+    state_->change_logs.forget_all();                  // what was watched changed wholesale: watchers resync
+    state_->replay_leases = std::move(replay_passes);  // their held prompts are named by the checkpoint's generations
     state_->replay_indexes.clear();
+    state_->group_filters = std::move(group_filters);  // none when the checkpoint has none
     state_->notify_changed(nullptr);
   }
   // Outside the controller's lock: the replaced models' refit threads join here.

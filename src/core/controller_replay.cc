@@ -92,6 +92,12 @@ std::unordered_set<uint32_t> held_slots(const core::ControlData& data, const Par
 
 // A pass sent again under a kept pass's id: the kept answer, for the same pass only.
 ReplayPass answer_again(const core::ReplayLeases::Kept& kept, const ReplayRequest& request) {
+  if (kept.restored && !kept.acknowledged) {
+    throw_invalid("pass_id = " + std::to_string(request.pass_id) + " names a pass kept in partition '" +
+                  request.partition_id +
+                  "' before the controller was restored from a checkpoint, which keeps its held prompts but not its "
+                  "answer; acknowledge it (ack_replay_pass) or let its lease end, and pass with a new pass_id");
+  }
   if (kept.acknowledged || kept.step != request.step || kept.global_steps != request.global_steps ||
       kept.batch_size != request.batch_size) {
     throw_invalid(
@@ -112,7 +118,7 @@ ReplayPass Controller::replay_pass(const ReplayRequest& request) {
   const ReplayOptions& options = request.options;
   std::unique_lock lock(state_->mutex);
   core::ReplayLeases& kept_passes = state_->replay_leases;
-  kept_passes.expire(core::ReplayLeases::Clock::now());
+  state_->expire_replay_passes();
   if (request.pass_id != 0) {
     if (const core::ReplayLeases::Kept* kept = kept_passes.find(request.partition_id, request.pass_id)) {
       return answer_again(*kept, request);
@@ -157,7 +163,7 @@ ReplayPass Controller::replay_pass(const ReplayRequest& request) {
   core::ReplayLeases::Kept kept;
   if (keep && changes) {
     kept_passes.check_room();  // before anything changes
-    kept = {request.step, request.global_steps, request.batch_size, pass, {}, {}, false};
+    kept = {request.step, request.global_steps, request.batch_size, pass, {}, {}, false, false};
     kept.answer.kept = true;
     if (!plan.selected.empty()) kept.held = held_prompts(state_->data, *partition, groups, plan.selected);
     kept.expiry = core::ReplayLeases::Clock::now() + std::chrono::milliseconds(request.lease_ms);
@@ -190,7 +196,7 @@ ReplayAck Controller::ack_replay_pass(const std::string& partition_id, uint64_t 
   if (pass_id == 0) throw_invalid("pass_id = 0 names no pass: a kept pass has the nonzero id it was sent with");
   std::lock_guard lock(state_->mutex);
   core::ReplayLeases& kept_passes = state_->replay_leases;
-  kept_passes.expire(core::ReplayLeases::Clock::now());
+  state_->expire_replay_passes();
   const std::optional<std::vector<core::ReplayLeases::Prompt>> held = kept_passes.acknowledge(partition_id, pass_id);
   ReplayAck ack;
   if (!held) return ack;  // its lease ended first: its groups went back

@@ -56,6 +56,10 @@ struct Controller::State {
                    std::span<const uint64_t> generations);
   // Under `mutex`: gives back what the leases expired by now held.
   void expire_leases();
+  // Under `mutex`: ends the kept replay passes whose lease ended; their held
+  // prompts are logged as tagged (their tags unchanged) for watchers, who
+  // learn that those groups are sampleable again, and the waiters told.
+  void expire_replay_passes();
 
   // Under `mutex`: wakes blocked fetches and tells the listener, for one
   // partition or (null) any.

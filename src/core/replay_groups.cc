@@ -70,6 +70,14 @@ std::optional<std::vector<double>> tag_values(const PartitionState& partition,
 
 }  // namespace
 
+bool is_prompt_tag(const Value& tag) {
+  const Value* flag = tag.find("is_prompt");
+  if (flag == nullptr || flag->is_null()) return false;
+  if (flag->is_bool()) return flag->as_bool();
+  if (flag->is_number()) return flag->as_double() != 0.0;
+  return !flag->empty();  // Python's truth of a string or container
+}
+
 std::vector<ReplayTrajectory> ReplayGroups::trajectories(std::string_view uid) const {
   return index_ != nullptr ? index_->trajectories(uid) : std::vector<ReplayTrajectory>{};
 }

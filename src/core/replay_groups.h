@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/partition_state.h"
@@ -18,6 +19,11 @@
 namespace seqflow::core {
 
 enum class PromptStatus { kPending, kRunning, kFinished, kFailure };
+
+// verl's `tag.get("is_prompt", False)`, with Python's truth of the value.
+bool is_prompt_tag(const Value& tag);
+// verl's `key.split("_", 1)[0]`: a trajectory key's group.
+inline std::string_view uid_of(std::string_view key) { return key.substr(0, key.find('_')); }
 
 struct ReplayPrompt {
   std::string_view uid;  // the partition's key: valid while the pass holds the controller's lock
@@ -81,6 +87,13 @@ struct GroupFilterAnswer {
 // stays finished (a finished group no longer changes).
 class GroupFilterCache {
  public:
+  using Classification = std::unordered_map<std::string, std::optional<double>>;  // uid -> value; nullopt: kept
+
+  GroupFilterCache() = default;
+  // Restored from a checkpoint, for the partition numbered `partition_number`.
+  GroupFilterCache(uint32_t partition_number, std::string source, Classification classification)
+      : partition_number_(partition_number), source_(std::move(source)), classification_(std::move(classification)) {}
+
   // Throws kInvalidArgument (naming up to five uids, sorted) when a newly
   // finished group has no trajectory, or (tag) a trajectory without a
   // number under the tag.
@@ -88,10 +101,15 @@ class GroupFilterCache {
                              const std::vector<std::pair<std::string, std::vector<double>>>& supplied);
   void forget(std::string_view uid) { classification_.erase(std::string(uid)); }
 
+  // What a checkpoint keeps.
+  uint32_t partition_number() const { return partition_number_; }
+  const std::string& source() const { return source_; }
+  const Classification& classification() const { return classification_; }
+
  private:
   uint32_t partition_number_ = 0;
   std::string source_;  // "tag:" and the tag, or "metric:" and the metric
-  std::unordered_map<std::string, std::optional<double>> classification_;  // nullopt: kept
+  Classification classification_;
 };
 
 }  // namespace seqflow::core

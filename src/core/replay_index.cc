@@ -22,14 +22,6 @@ PromptStatus parse_status(const Value* status, const std::string& key) {
                 "; expected 'pending', 'running', 'finished' or 'failure'");
 }
 
-bool is_prompt(const Value& tag) {
-  const Value* flag = tag.find("is_prompt");
-  if (flag == nullptr || flag->is_null()) return false;
-  if (flag->is_bool()) return flag->as_bool();
-  if (flag->is_number()) return flag->as_double() != 0.0;
-  return !flag->empty();  // Python's truth of a string or container
-}
-
 bool terminal(PromptStatus status) { return status == PromptStatus::kFinished || status == PromptStatus::kFailure; }
 
 }  // namespace
@@ -131,7 +123,7 @@ void ReplayIndex::index(const PartitionState& partition, uint32_t slot) {
   const std::string& key = *partition.key_of(slot);
   const Value tag = decode_meta(partition.meta_bytes(slot));
   SlotEntry& filed = entry(slot);
-  if (is_prompt(tag)) {
+  if (is_prompt_tag(tag)) {
     const Value* steps = tag.find("global_steps");
     if (steps == nullptr || !steps->is_integer() || steps->as_int() < -kMaxReplayCount ||
         steps->as_int() > kMaxReplayCount) {
@@ -149,7 +141,7 @@ void ReplayIndex::index(const PartitionState& partition, uint32_t slot) {
     filed.status = status;
     filed.global_steps = steps->as_int();
   } else {
-    Group& group = *groups_.try_emplace(key.substr(0, key.find('_'))).first;
+    Group& group = *groups_.try_emplace(uid_of(key)).first;
     group.second.push_back(slot);
     filed.kind = Kind::kTrajectory;
     filed.group = &group;

@@ -40,6 +40,11 @@ void ReplayLeases::keep(const std::string& partition_id, uint64_t pass_id, Kept 
   }
 }
 
+void ReplayLeases::restore(const std::string& partition_id, uint64_t pass_id, Kept kept) {
+  if (kept.acknowledged) ++acknowledged_;
+  keep(partition_id, pass_id, std::move(kept));
+}
+
 const ReplayLeases::Held* ReplayLeases::held(const std::string& partition_id) const {
   const auto found = held_.find(partition_id);
   return found == held_.end() ? nullptr : &found->second;
@@ -64,21 +69,22 @@ std::optional<std::vector<ReplayLeases::Prompt>> ReplayLeases::acknowledge(const
   return prompts;
 }
 
-void ReplayLeases::expire(Clock::time_point now) {
+std::vector<std::pair<std::string, std::vector<ReplayLeases::Prompt>>> ReplayLeases::expire(Clock::time_point now) {
+  std::vector<std::pair<std::string, std::vector<Prompt>>> released;
   while (!by_expiry_.empty() && by_expiry_.begin()->first <= now) {
     const auto kept = kept_.find(by_expiry_.begin()->second);
     release(kept->first.first, kept->second.held);
+    if (!kept->second.held.empty()) released.emplace_back(kept->first.first, std::move(kept->second.held));
     if (kept->second.acknowledged) --acknowledged_;
     kept_.erase(kept);
     by_expiry_.erase(by_expiry_.begin());
   }
+  return released;
 }
 
-void ReplayLeases::clear() {
-  kept_.clear();
-  by_expiry_.clear();
-  acknowledged_ = 0;
-  held_.clear();
+std::optional<ReplayLeases::Clock::time_point> ReplayLeases::next_expiry() const {
+  if (by_expiry_.empty()) return std::nullopt;
+  return by_expiry_.begin()->first;
 }
 
 void ReplayLeases::release(const std::string& partition_id, const std::vector<Prompt>& prompts) {

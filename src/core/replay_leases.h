@@ -47,7 +47,9 @@ class ReplayLeases {
     std::vector<Prompt> held;  // the selected prompts, until acknowledged
     Clock::time_point expiry;
     bool acknowledged = false;  // then held is empty and the answer dropped
+    bool restored = false;      // from a checkpoint, which keeps no answer: a retry is refused
   };
+  using KeptPasses = std::map<std::pair<std::string, uint64_t>, Kept>;  // by partition and pass id
   // Per partition: held prompts, index -> generation.
   using Held = std::unordered_map<int64_t, uint64_t>;
 
@@ -63,17 +65,22 @@ class ReplayLeases {
   // Marks the pass acknowledged and returns the prompts it held (empty when
   // acknowledged before); nullopt when no pass is kept under the id.
   std::optional<std::vector<Prompt>> acknowledge(const std::string& partition_id, uint64_t pass_id);
-  // Ends the passes whose lease ended by `now`; what they held is sampleable again.
-  void expire(Clock::time_point now);
-  // The state was replaced (a checkpoint loaded). A cleared partition needs
-  // nothing: a held prompt is named by its generation, which no later sample has.
-  void clear();
+  // Ends the passes whose lease ended by `now`; what they held is sampleable
+  // again, and returned per partition.
+  std::vector<std::pair<std::string, std::vector<Prompt>>> expire(Clock::time_point now);
+  // When the next kept pass's lease ends; nullopt when none is kept.
+  std::optional<Clock::time_point> next_expiry() const;
+  // Every kept pass, for a checkpoint.
+  const KeptPasses& kept() const { return kept_; }
+  // A pass read from a checkpoint: kept (past the room check: the checkpoint's
+  // reader bounds them) and its prompts held.
+  void restore(const std::string& partition_id, uint64_t pass_id, Kept kept);
 
  private:
   void release(const std::string& partition_id, const std::vector<Prompt>& prompts);
 
-  using Id = std::pair<std::string, uint64_t>;  // partition, pass id
-  std::map<Id, Kept> kept_;
+  using Id = KeptPasses::key_type;  // partition, pass id
+  KeptPasses kept_;
   // kept_ by lease end, so that expiring costs the ended passes, not the kept ones.
   std::set<std::pair<Clock::time_point, Id>> by_expiry_;
   size_t acknowledged_ = 0;  // of kept_

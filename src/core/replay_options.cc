@@ -29,6 +29,18 @@ ReplayStep parse_replay_step(std::string_view name) {
   throw_invalid("step must be 'count', 'evict' or 'sample', got '" + std::string(name) + "'");
 }
 
+const char* replay_step_name(ReplayStep step) {
+  switch (step) {
+    case ReplayStep::kCount:
+      return "count";
+    case ReplayStep::kEvict:
+      return "evict";
+    case ReplayStep::kSample:
+      break;
+  }
+  return "sample";
+}
+
 namespace core {
 namespace {
 
@@ -117,6 +129,11 @@ void check_replay_request(const ReplayRequest& request) {
     throw_invalid("gen_batch_size = " + std::to_string(options.gen_batch_size) +
                   " must be 1 with refill_failed_groups (a failed group is refilled one prompt at a time)");
   }
+}
+
+void check_reissue_request(const std::string& partition_id, int64_t global_steps) {
+  check_name(partition_id, "partition_id");
+  check_at_least(global_steps, -kMaxReplayCount, "global_steps");
 }
 
 }  // namespace core

@@ -22,6 +22,8 @@ inline constexpr int64_t kMaxReplayLeaseMs = 3600 * 1000;
 
 // Throws kInvalidArgument naming the parameter and the value.
 void check_replay_request(const ReplayRequest& request);
+// reissue_inflight_prompts's arguments, before the lock: kInvalidArgument naming the bad one.
+void check_reissue_request(const std::string& partition_id, int64_t global_steps);
 
 // Uids as views of the partition's keys: valid while the pass holds the
 // controller's lock and until it releases them.

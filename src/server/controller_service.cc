@@ -387,6 +387,7 @@ void ControllerService::register_handlers() {
   table.on_worker(control::kReplayPass, &ControllerService::replay_pass);
   table.io_then_worker(control::kWatch, &ControllerService::watch);  // answers or waits: never goes to a worker
   table.on_worker(control::kAckReplayPass, &ControllerService::ack_replay_pass);
+  table.on_worker(control::kReissueInflightPrompts, &ControllerService::reissue_inflight_prompts);
   table.on_io_thread(control::kForgetPartitionIfEmpty, &ControllerService::forget_partition_if_empty);
   table.on_io_thread(control::kResetConsumption, &ControllerService::reset_consumption);
   table.on_worker(control::kEndLeases, &ControllerService::end_leases);  // a release gives back: may walk long queues
@@ -568,6 +569,20 @@ transport::Frames ControllerService::ack_replay_pass(transport::Frames& args) {
       },
       &what);
   return control::encode_ack_replay_pass_reply(ack);
+}
+
+transport::Frames ControllerService::reissue_inflight_prompts(transport::Frames& args) {
+  const control::ReissueRequest request = control::decode_reissue_request(args);
+  const std::string what =
+      std::string(control::kReissueInflightPrompts) + " in partition '" + request.partition_id + "'";
+  ReissuedPrompts reissued;
+  reissued.released = release_and_drop(
+      [&] {
+        reissued = controller_->reissue_inflight_prompts(request.partition_id, request.global_steps);
+        return reissued.released;
+      },
+      &what);
+  return control::encode_reissue_reply(reissued);
 }
 
 transport::Frames ControllerService::forget_partition_if_empty(const transport::Frames& args) {

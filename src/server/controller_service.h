@@ -88,6 +88,7 @@ class ControllerService {
   transport::Frames replay_pass(transport::Frames& args);
   std::optional<transport::Frames> watch(const transport::Frames& args, bool may_wait);
   transport::Frames ack_replay_pass(transport::Frames& args);
+  transport::Frames reissue_inflight_prompts(transport::Frames& args);
   transport::Frames forget_partition_if_empty(const transport::Frames& args);
   transport::Frames reset_consumption(const transport::Frames& args);
   transport::Frames end_leases(transport::Frames& args);

@@ -63,6 +63,7 @@ inline constexpr std::string_view kAckReplayPass = "ack_replay_pass";
 inline constexpr std::string_view kSetPolicyVersion = "set_policy_version";
 inline constexpr std::string_view kPolicyVersion = "policy_version";
 inline constexpr std::string_view kPolicyVersions = "policy_versions";
+inline constexpr std::string_view kReissueInflightPrompts = "reissue_inflight_prompts";
 
 // seqflow::kWireProtocolVersion: what hello and register_storage carry.
 inline constexpr int64_t kProtocolVersion = kWireProtocolVersion;
@@ -105,7 +106,8 @@ inline constexpr std::array kOps{kInsert,
                                  kAckReplayPass,
                                  kSetPolicyVersion,
                                  kPolicyVersion,
-                                 kPolicyVersions};
+                                 kPolicyVersions,
+kReissueInflightPrompts};
 
 // A reply that carries nothing (an empty map); its decoder checks that.
 Frames encode_empty_reply();
@@ -371,6 +373,16 @@ Frames encode_ack_replay_pass_request(const AckReplayPassRequest& request);
 AckReplayPassRequest decode_ack_replay_pass_request(const Frames& request);
 Frames encode_ack_replay_pass_reply(const ReplayAck& ack);
 ReplayAck decode_ack_replay_pass_reply(const Frames& reply);
+// reissue_inflight_prompts: the partition and the resumed step; the
+// ReissuedPrompts back (cleared_trajectories: its released indexes' count).
+struct ReissueRequest {
+  std::string partition_id;
+  int64_t global_steps = 0;
+};
+Frames encode_reissue_request(const ReissueRequest& request);
+ReissueRequest decode_reissue_request(const Frames& request);
+Frames encode_reissue_reply(const ReissuedPrompts& reissued);
+ReissuedPrompts decode_reissue_reply(const Frames& reply);
 
 // watch: the WatchRequest, and the WatchBatch (watch_protocol.cc). The reply
 // decoder refuses more than kMaxWatchChanges changes and unknown kinds.

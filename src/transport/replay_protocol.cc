@@ -1,6 +1,6 @@
 // The controller's replay_pass op (seqflow/replay.h): the request with its
 // options and cursor as nested maps, the pass's answer back; and
-// ack_replay_pass. A pass without a pass_id is written as before pass ids.
+// ack_replay_pass and reissue_inflight_prompts. A pass without a pass_id is written as before pass ids.
 #include "transport/control_protocol.h"
 
 #include "transport/wire_codec.h"
@@ -15,17 +15,6 @@ namespace {
 
 const char* mode_name(ReplayMode mode) { return mode == ReplayMode::kSync ? "sync" : "async"; }
 const char* strategy_name(StalenessStrategy strategy) { return strategy == StalenessStrategy::kDrop ? "drop" : "wait"; }
-const char* step_name(ReplayStep step) {
-  switch (step) {
-    case ReplayStep::kCount:
-      return "count";
-    case ReplayStep::kEvict:
-      return "evict";
-    case ReplayStep::kSample:
-      break;
-  }
-  return "sample";
-}
 
 void write_options(MsgpackWriter& out, const ReplayOptions& options) {
   MsgpackMapWriter map;
@@ -167,7 +156,7 @@ Frames encode_replay_pass_request(const ReplayRequest& request) {
   header.set("partition_id").string(request.partition_id);
   header.set("global_steps").integer(request.global_steps);
   header.set("batch_size").integer(request.batch_size);
-  header.set("step").string(step_name(request.step));
+  header.set("step").string(replay_step_name(request.step));
   write_options(header.set("options"), request.options);
   write_cursor(header.set("cursor"), request.cursor);
   header.set("wait_ms").integer(request.wait_ms);
@@ -283,6 +272,35 @@ Frames encode_ack_replay_pass_reply(const ReplayAck& ack) {
 ReplayAck decode_ack_replay_pass_reply(const Frames& reply) {
   const EncodedMap header = wire::read_header(reply, 0, reply_name(kAckReplayPass), {"acknowledged", "released"});
   return {header.boolean("acknowledged"), header.numbers<int64_t>("released")};
+}
+
+Frames encode_reissue_request(const ReissueRequest& request) {
+  MsgpackMapWriter header;
+  header.set("partition_id").string(request.partition_id);
+  header.set("global_steps").integer(request.global_steps);
+  return header_message(header);
+}
+
+ReissueRequest decode_reissue_request(const Frames& request) {
+  const EncodedMap header =
+      wire::read_header(request, 0, request_name(kReissueInflightPrompts), {"partition_id", "global_steps"});
+  return {header.text("partition_id"), header.integer("global_steps")};
+}
+
+Frames encode_reissue_reply(const ReissuedPrompts& reissued) {
+  MsgpackMapWriter header;
+  header.set("keys").strings(reissued.keys);
+  header.set("released").numbers(std::span<const int64_t>(reissued.released));
+  return header_message(header);
+}
+
+ReissuedPrompts decode_reissue_reply(const Frames& reply) {
+  const EncodedMap header = wire::read_header(reply, 0, reply_name(kReissueInflightPrompts), {"keys", "released"});
+  ReissuedPrompts reissued;
+  reissued.keys = header.texts("keys");
+  reissued.released = header.numbers<int64_t>("released");
+  reissued.cleared_trajectories = static_cast<int64_t>(reissued.released.size());
+  return reissued;
 }
 
 }  // namespace seqflow::transport::control

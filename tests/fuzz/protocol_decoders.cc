@@ -260,6 +260,14 @@ const std::vector<ProtocolDecoder>& protocol_decoders() {
        [] {
          return control::encode_ack_replay_pass_reply({true, {4, 9}});
        }},
+      {"reissue_inflight_prompts request", [](Frames& f, size_t, size_t) { control::decode_reissue_request(f); },
+       [] {
+         return control::encode_reissue_request({"train", 12});
+       }},
+      {"reissue_inflight_prompts reply", [](Frames& f, size_t, size_t) { control::decode_reissue_reply(f); },
+       [] {
+         return control::encode_reissue_reply({{"u", "v"}, 3, {4, 9, 11}});
+       }},
       {"task request", [](Frames& f, size_t, size_t) { control::decode_task_request(f, control::kAllConsumed); },
        [] {
          return control::encode_task_request({"t", "train"});

@@ -42,7 +42,7 @@ EXPORTED_BEFORE = {
             "get_consumption_status", "check_consumption_status", "get_production_status",
             "check_production_status", "get_partition_list", "kv_put", "kv_batch_put", "kv_batch_get",
             "kv_batch_get_by_meta", "kv_meta", "kv_keys", "kv_list", "kv_clear", "replay_pass", "ack_replay_pass",
-            "save_checkpoint",
+            "reissue_inflight_prompts", "save_checkpoint",
             "load_checkpoint", "report_timing", "report_timings", "task_workload")),
     ],
     # Private, but used beyond the package (seqflow.compat, tests): once re-exports of C++ submodules, now Python.

@@ -59,6 +59,7 @@ __all__ = [
     "get_group_balanced_partitions",
     "ReplayBuffer",
     "ReplayBufferAsync",
+    "reissue_inflight_prompts",
 ]
 
 # seqflow.balance's "verl" workload is the same model: 24576 * L + L * L.
@@ -551,3 +552,5 @@ def prepare_dynamic_batch(
 
 # verl.trainer.ppo.v1.replay_buffer's classes, on the engine (verl_replay_buffer.py).
 from seqflow.compat.verl_replay_buffer import ReplayBuffer, ReplayBufferAsync  # noqa: E402,F401
+# verl.trainer.ppo.v1.trainer_base's _reissue_inflight_prompts, in one controller call (verl_trainer.py).
+from seqflow.compat.verl_trainer import reissue_inflight_prompts  # noqa: E402,F401

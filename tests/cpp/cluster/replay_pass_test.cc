@@ -2,10 +2,13 @@
 // storage services on loopback): the same passes, the released groups'
 // data dropped from storage, the cursor carried across calls, bad options
 // refused by name; a kept pass (pass_id) answered again, its prompt's data
-// dropped when it is acknowledged.
+// dropped when it is acknowledged, a watcher told when its lease ends;
+// reissue_inflight_prompts re-tagging the prompts in flight and dropping
+// their trajectories' data.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -14,6 +17,7 @@
 #include "remote_cluster.h"
 #include "seqflow/client.h"
 #include "seqflow/replay.h"
+#include "seqflow/watch.h"
 #include "storage_test_support.h"
 
 namespace seqflow::test {
@@ -129,6 +133,51 @@ TEST_P(ReplayPassModes, AKeptPassIsAnsweredAgainAndItsAcknowledgementDropsThePro
   EXPECT_EQ(client->storage_stats().samples, 2u);
   EXPECT_TRUE(client->ack_replay_pass("train", 41));
   EXPECT_FALSE(client->ack_replay_pass("train", 42));
+}
+
+// Remote: the service's lease expiry thread ends the lease; embedded: the watch itself. No other call comes in.
+TEST_P(ReplayPassModes, AWatcherIsToldWhenAnUnacknowledgedKeptPassGivesItsGroupBack) {
+  auto client = make_client();
+  group(*client, "done", "finished", 5, 0.0, 1.0);
+  WatchRequest watch;
+  watch.partition_id = "train";
+  watch.cursor = client->control().watch(watch).cursor;
+  ReplayRequest request = async_request(5, 1);
+  request.pass_id = 43;
+  request.lease_ms = 200;
+  ASSERT_TRUE(client->replay_pass(request).kept);
+  watch.wait = std::chrono::seconds(5);
+  std::vector<Change> changes;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (changes.empty() && std::chrono::steady_clock::now() < deadline) {
+    const WatchBatch batch = client->control().watch(watch);
+    changes = batch.changes;
+    watch.cursor = batch.cursor;
+  }
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0].kind, ChangeKind::kTagged);
+  EXPECT_EQ(changes[0].key, "done");
+}
+
+TEST_P(ReplayPassModes, ReissuingDropsTheInFlightTrajectoriesDataAndAnswersThePromptKeys) {
+  auto client = make_client();
+  group(*client, "late", "running", 4, 0.0, 1.0);
+  group(*client, "done", "finished", 4, 0.0, 1.0);
+  ASSERT_EQ(client->storage_stats().samples, 4u);
+  const ReissuedPrompts reissued = client->reissue_inflight_prompts("train", 7);
+  EXPECT_EQ(reissued.keys, std::vector<std::string>{"late"});
+  EXPECT_EQ(reissued.cleared_trajectories, 2);
+  EXPECT_EQ(client->storage_stats().samples, 2u);  // "done"'s trajectories only
+  const std::string partition = "train";
+  for (const PartitionKeys& listed : client->control().kv_list(&partition)) {
+    for (size_t i = 0; i < listed.size(); ++i) {
+      if (listed.key(i) == "late") {
+        EXPECT_EQ(listed.tag(i), (Value{{"is_prompt", true}, {"status", "pending"}, {"global_steps", 7}}));
+      }
+    }
+  }
+  EXPECT_TRUE(client->reissue_inflight_prompts("elsewhere", 7).keys.empty());
+  EXPECT_TRUE(throws_invalid([&] { client->reissue_inflight_prompts("", 7); }, {"partition_id"}));
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
 // Controller::replay_pass with a pass_id, exactly once: a pass whose answer
 // was lost is answered again as it was (the same groups, refill and cursor),
 // its selected prompts are held, not cleared, until ack_replay_pass, and an
-// unacknowledged selection is sampleable again when its lease ends. Nothing
-// is served twice to callers that acknowledge.
+// unacknowledged selection is sampleable again when its lease ends, which
+// watchers are told. Nothing is served twice to callers that acknowledge.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -93,6 +93,27 @@ TEST(ReplayLeases, AnUnacknowledgedSelectionIsSampleableAgainWhenItsLeaseEnds) {
   EXPECT_EQ(taken.selected_uids, std::vector<std::string>{"a"});
   EXPECT_TRUE(controller.ack_replay_pass("train", 8).acknowledged);
   EXPECT_EQ(keys_of(controller), (std::set<std::string>{"a_0_0", "a_1_0"}));
+}
+
+// No call comes in: the watch itself notices the lease's end and tells it.
+TEST(ReplayLeases, AWatcherIsToldWhenAnUnacknowledgedSelectionComesBack) {
+  Controller controller;
+  group(controller, "a", "finished", 1);
+  const WatchBatch start = controller.watch(test::watch_request("train", 0));
+  ASSERT_EQ(controller.replay_pass(kept_request(7, 1, 200)).selected_uids, std::vector<std::string>{"a"});
+  uint64_t cursor = start.cursor;
+  std::vector<Change> changes;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (changes.empty() && std::chrono::steady_clock::now() < deadline) {
+    const WatchBatch batch = controller.watch(test::watch_request("train", cursor, std::chrono::seconds(10)));
+    changes = batch.changes;
+    cursor = batch.cursor;
+  }
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0].kind, ChangeKind::kTagged);
+  EXPECT_EQ(changes[0].key, "a");
+  EXPECT_EQ(changes[0].tag, (Value{{"is_prompt", true}, {"status", "finished"}, {"global_steps", 1}}));
+  EXPECT_FALSE(controller.ack_replay_pass("train", 7).acknowledged);  // it went back
 }
 
 TEST(ReplayLeases, ARefillIsAnsweredOnceAndAPassThatChangesNothingIsNotKept) {
