@@ -1,8 +1,7 @@
 """The balancing engine: split weighted items into k parts of near-equal load.
 
-`partition` is seqflow's own API; `karmarkar_karp`,
-`get_seqlen_balanced_partitions`, `greedy_partition` and
-`get_group_balanced_partitions` reproduce verl's / TransferQueue's functions
+`partition` is seqflow's own API; `karmarkar_karp` and
+`get_seqlen_balanced_partitions` reproduce verl's / TransferQueue's functions
 of the same names exactly, for drop-in use. Partition and Workload are the C++
 objects (include/seqflow/balance.h, workload.h).
 
@@ -36,8 +35,6 @@ __all__ = [
     "partition",
     "karmarkar_karp",
     "get_seqlen_balanced_partitions",
-    "greedy_partition",
-    "get_group_balanced_partitions",
 ]
 
 
@@ -72,20 +69,6 @@ def get_seqlen_balanced_partitions(seqlen_list: IntArrayLike, k_partitions: int,
                                    equal_size: bool) -> list[list[int]]:
     """verl's get_seqlen_balanced_partitions: as karmarkar_karp, each part sorted."""
     return _verl_call(_native.get_seqlen_balanced_partitions, seqlen_list, k_partitions, equal_size)
-
-
-def greedy_partition(seqlen_list: IntArrayLike, k_partitions: int, equal_size: bool) -> list[list[int]]:
-    """verl's greedy_partition: each item in turn onto the part with the smallest sum (the lowest on ties)."""
-    return _verl_call(_native.greedy_partition, seqlen_list, k_partitions, equal_size)
-
-
-def get_group_balanced_partitions(seqlen_list: IntArrayLike, uid_list: IntArrayLike,
-                                  k_partitions: int) -> list[list[int]]:
-    """verl's get_group_balanced_partitions with integer uids: k parts of item indexes (each sorted), a uid's
-    items in one part, as many uids in every part, balanced by verl's workload summed per uid."""
-    return _native.get_group_balanced_partitions(as_int64_array(seqlen_list, "seqlen_list", allow_negative=True),
-                                                 as_int64_array(uid_list, "uid_list", allow_negative=True),
-                                                 int64_argument(k_partitions, "k_partitions"))
 
 
 def _verl_call(function: Callable[..., list[list[int]]], seqlen_list: IntArrayLike, k_partitions: int, equal_size: bool) -> list[list[int]]:

@@ -41,6 +41,7 @@ from torch import distributed as dist
 
 from seqflow import balance, pack
 from seqflow._arrays import as_int64_array
+from seqflow._seqflow import balance as _native_balance
 from seqflow._seqflow import pack as _native_pack
 
 __all__ = [
@@ -156,7 +157,7 @@ def greedy_partition(seqlen_list: list[int], k_partitions: int, equal_size: bool
     values = _int_list(seqlen_list, "seqlen_list")
     k = _integer(k_partitions, "k_partitions", minimum=1)
     with _as_verl_error():
-        return balance.greedy_partition(values, k, bool(equal_size))
+        return _native_balance.greedy_partition(values, k, bool(equal_size))
 
 
 def get_group_balanced_partitions(seqlen_list: list[int], uid_list: list, k_partitions: int) -> list[list[int]]:
@@ -179,7 +180,7 @@ def get_group_balanced_partitions(seqlen_list: list[int], uid_list: list, k_part
             raise VerlArgumentError(f"uid_list[{index}] = {uid!r} is not hashable") from None
     k = _integer(k_partitions, "k_partitions", minimum=1)
     with _as_verl_error():
-        return balance.get_group_balanced_partitions(lengths, numbers, k)
+        return _native_balance.get_group_balanced_partitions(lengths, numbers, k)
 
 
 def log_seqlen_unbalance(seqlen_list: list[int], partitions: list[list[int]], prefix):
