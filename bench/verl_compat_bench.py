@@ -80,7 +80,8 @@ def median_seconds(call, module, calls: int) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--baseline", default="HEAD~2", help="the git revision of compat/verl.py to compare with")
+    parser.add_argument("--baseline", default="65ade4d",
+                        help="the git revision of compat/verl.py to compare with (default: the last that planned in Python)")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--calls", type=int, default=200, help="calls per row and round")
     args = parser.parse_args()

@@ -1,11 +1,12 @@
 // verl's greedy_partition, reproduced exactly: Python's unbounded sums become
-// checked int64 sums, and k_partitions is bounded.
+// checked int64 sums.
 #include <algorithm>
 #include <functional>
 #include <queue>
 #include <string>
 #include <utility>
 
+#include "balance/verl_arguments.h"
 #include "common/checked_math.h"
 #include "seqflow/balance.h"
 #include "seqflow/error.h"
@@ -13,10 +14,6 @@
 namespace seqflow::balance {
 
 namespace {
-
-// Parts beyond the item count stay empty; this many at most, so that a huge
-// k_partitions is an error, not an allocation.
-constexpr int64_t kMaxPartitions = int64_t{1} << 20;
 
 int64_t checked_sum(int64_t a, int64_t b, size_t index) {
   auto sum = checked_add(a, b);
@@ -30,15 +27,7 @@ std::vector<std::vector<int64_t>> greedy_partition(std::span<const int64_t> seql
                                                    bool equal_size) {
   const auto n = static_cast<int64_t>(seqlens.size());
   if (k_partitions < 1) throw_invalid("k_partitions must be >= 1, got " + std::to_string(k_partitions));
-  if (k_partitions > std::max(n, kMaxPartitions)) {
-    throw_invalid("k_partitions (" + std::to_string(k_partitions) + ") exceeds both len(seqlen_list) (" +
-                  std::to_string(n) + ") and " + std::to_string(kMaxPartitions) +
-                  ": the parts beyond the items would all be empty");
-  }
-  if (equal_size && n % k_partitions != 0) {
-    throw_invalid("equal_size=True needs len(seqlen_list) (" + std::to_string(n) +
-                  ") to be a multiple of k_partitions (" + std::to_string(k_partitions) + ")");
-  }
+  detail::check_partition_count(n, k_partitions, equal_size);
   int64_t bias = 0;
   if (equal_size) {
     for (size_t i = 0; i < seqlens.size(); ++i) bias = checked_sum(bias, seqlens[i], i);
