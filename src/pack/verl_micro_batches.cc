@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "common/checked_math.h"
 #include "pack/bin_packing.h"
@@ -152,9 +153,10 @@ Parts in_verl_order(Parts parts, const Groups& groups) {
   return out;
 }
 
-// The plan at `count`: `split` (verl's, if it fit), else the planner's halved.
+// The plan at `count`: `split` (verl's, if it fit), else the planner's plan
+// halved (`planned`, or planned again when not at hand).
 Parts finish(const Groups& groups, const VerlMicroBatchOptions& options, const VerlMicroBatchNeeds& agreed,
-             int64_t count, std::optional<Parts> split) {
+             int64_t count, std::optional<Parts> split, std::optional<Parts> planned) {
   if (count > agreed.groups) {
     throw_invalid(std::to_string(count) +
                   " micro-batches are needed (min_num_micro_batch, num_batches_divided_by and the other data-parallel "
@@ -164,8 +166,8 @@ Parts finish(const Groups& groups, const VerlMicroBatchOptions& options, const V
   if (!split) split = verl_split(groups, options, count);
   // verl's split at a count above the planner's practically always fits; the
   // planner's plan, halved as needed, fits whatever the input.
-  Parts parts = split ? std::move(*split)
-                      : detail::halve_to_count(planner_parts(groups, options.max_token_len), count, groups.costs);
+  if (!split && !planned) planned = planner_parts(groups, options.max_token_len);
+  Parts parts = split ? std::move(*split) : detail::halve_to_count(std::move(*planned), count, groups.costs);
   for (auto& part : parts) std::sort(part.begin(), part.end());
   if (options.balance_order) parts = in_verl_order(std::move(parts), groups);
   const int64_t size = options.force_group_size;
@@ -180,8 +182,12 @@ Parts finish(const Groups& groups, const VerlMicroBatchOptions& options, const V
   return parts;
 }
 
-VerlMicroBatchNeeds needs_of(const Groups& groups, const VerlMicroBatchOptions& options) {
+// This rank's needs, and the planner's plan they count (none when a group
+// exceeds the cap).
+std::pair<VerlMicroBatchNeeds, std::optional<Parts>> needs_of(const Groups& groups,
+                                                              const VerlMicroBatchOptions& options) {
   VerlMicroBatchNeeds needs;
+  std::optional<Parts> planned;
   needs.groups = static_cast<int64_t>(groups.tokens.size());
   int64_t total = 0;
   for (int64_t tokens : groups.tokens) total += tokens;  // checked in groups_of
@@ -189,15 +195,16 @@ VerlMicroBatchNeeds needs_of(const Groups& groups, const VerlMicroBatchOptions& 
       std::max({std::min(needs.groups, detail::ceil_div(total, options.max_token_len)), options.min_count, int64_t{1}});
   needs.longest = *std::max_element(groups.tokens.begin(), groups.tokens.end());
   if (needs.longest <= options.max_token_len) {
-    needs.planned = static_cast<int64_t>(planner_parts(groups, options.max_token_len).size());
+    planned = planner_parts(groups, options.max_token_len);
+    needs.planned = static_cast<int64_t>(planned->size());
   }
-  return needs;
+  return {needs, std::move(planned)};
 }
 
 }  // namespace
 
 VerlMicroBatchNeeds verl_micro_batch_needs(std::span<const int64_t> lengths, const VerlMicroBatchOptions& options) {
-  return needs_of(groups_of(lengths, options), options);
+  return needs_of(groups_of(lengths, options), options).first;
 }
 
 std::vector<int64_t> verl_split_fits(std::span<const int64_t> lengths, const VerlMicroBatchOptions& options,
@@ -230,14 +237,14 @@ Parts verl_micro_batches(std::span<const int64_t> lengths, const VerlMicroBatchO
       throw_invalid("agreed_fits[" + std::to_string(j) + "] = 1, but verl's split into " + std::to_string(count) +
                     " micro-batches breaks max_token_len on this rank");
     }
-    return finish(groups, options, agreed, count, std::move(split));
+    return finish(groups, options, agreed, count, std::move(split), std::nullopt);
   }
-  return finish(groups, options, agreed, candidates.end, std::nullopt);
+  return finish(groups, options, agreed, candidates.end, std::nullopt, std::nullopt);
 }
 
 Parts verl_micro_batches(std::span<const int64_t> lengths, const VerlMicroBatchOptions& options) {
   const Groups groups = groups_of(lengths, options);
-  const VerlMicroBatchNeeds needs = needs_of(groups, options);
+  auto [needs, planned] = needs_of(groups, options);
   const Candidates candidates = candidates_of(groups, options, needs);
   // Every count is split, as verl_split_fits does for ranks that agree: a
   // split that fails fails alone and synchronised alike.
@@ -250,7 +257,7 @@ Parts verl_micro_batches(std::span<const int64_t> lengths, const VerlMicroBatchO
       chosen_split = std::move(split);
     }
   }
-  return finish(groups, options, needs, chosen.value_or(candidates.end), std::move(chosen_split));
+  return finish(groups, options, needs, chosen.value_or(candidates.end), std::move(chosen_split), std::move(planned));
 }
 
 }  // namespace seqflow::pack
