@@ -67,5 +67,19 @@ std::vector<std::vector<int64_t>> karmarkar_karp(std::span<const int64_t> seqlen
                                                  bool equal_size);
 std::vector<std::vector<int64_t>> get_seqlen_balanced_partitions(std::span<const int64_t> seqlens, int64_t k_partitions,
                                                                  bool equal_size);
+// verl's greedy_partition: items in the given order, each onto the part with
+// the smallest sum so far (the lowest such part on ties). equal_size adds
+// sum + 1 to every item, so that counts even out first, and needs the item
+// count to be a multiple of k_partitions. An empty seqlen_list gives k empty parts.
+std::vector<std::vector<int64_t>> greedy_partition(std::span<const int64_t> seqlens, int64_t k_partitions,
+                                                   bool equal_size);
+// verl's get_group_balanced_partitions: k parts of item indexes (each
+// sorted), the items of one uid always in one part, the same number of uids
+// in every part, balanced by verl's workload (24576 * L + L * L) summed per
+// uid. uids are numbered by first appearance, so that the parts are verl's
+// when every uid's items are adjacent (verl's assumption); a uid whose items
+// are not adjacent stays whole (verl would split it).
+std::vector<std::vector<int64_t>> get_group_balanced_partitions(std::span<const int64_t> seqlens,
+                                                                std::span<const int64_t> uids, int64_t k_partitions);
 
 }  // namespace seqflow::balance

@@ -200,6 +200,60 @@ MicroBatchPlan micro_batches(std::span<const int64_t> lengths, int64_t max_token
 MicroBatchPlan micro_batches_per_rank(std::span<const std::span<const int64_t>> lengths_per_rank, int64_t max_token_len,
                                       const MicroBatchOptions& options);
 
+// ---- verl's rearrange_micro_batches ---------------------------------------
+// The plan behind seqflow.compat.verl.rearrange_micro_batches (verl 0.9.1):
+// micro-batches of at most max_token_len tokens, at least min_count and
+// ceil(tokens / cap) of them, a multiple of count_multiple, never more than
+// verl needs; verl's own Karmarkar-Karp split (get_seqlen_balanced_partitions
+// of the workloads) wherever it fits the cap at the count chosen.
+//
+// Data-parallel ranks that must agree on the count take three steps and
+// combine each step's result over the ranks (an all-reduce) before the next:
+//   needs = verl_micro_batch_needs(...)       combine: max of lower, longest,
+//                                             planned; min of groups
+//   fits = verl_split_fits(..., needs)        combine: min of each entry
+//   verl_micro_batches(..., needs, fits)      the rank's plan
+// A rank alone calls verl_micro_batches(lengths, options) once.
+struct VerlMicroBatchOptions {
+  int64_t max_token_len = 0;
+  int64_t force_group_size = 1;  // runs of this many consecutive samples stay in one micro-batch
+  int64_t min_count = 0;         // min_num_micro_batch
+  int64_t count_multiple = 1;    // num_batches_divided_by
+  bool balance_order = true;     // use_dynamic_bsz_balance: heaviest in the middle, lightest at both ends
+};
+
+struct VerlMicroBatchNeeds {
+  int64_t lower = 0;    // the fewest verl tries: max(min(groups, ceil(tokens / cap)), min_count, 1)
+  int64_t longest = 0;  // tokens of the longest group
+  int64_t planned = 0;  // micro-batches seqflow's planner needs (0 when longest > max_token_len)
+  int64_t groups = 0;   // groups to fill micro-batches with
+};
+
+// Throws (kInvalidArgument, naming the parameter) on no lengths, a negative
+// length, a length count that is not a multiple of force_group_size.
+VerlMicroBatchNeeds verl_micro_batch_needs(std::span<const int64_t> lengths, const VerlMicroBatchOptions& options);
+
+// For each count verl tries before the planner's (agreed.lower rounded up to
+// count_multiple, then every count_multiple-th below agreed.planned rounded
+// likewise): 1 if verl's split at that count fits the cap here, else 0.
+// Throws when agreed.longest exceeds max_token_len (on every rank alike).
+std::vector<int64_t> verl_split_fits(std::span<const int64_t> lengths, const VerlMicroBatchOptions& options,
+                                     const VerlMicroBatchNeeds& agreed);
+
+// The row indexes of each micro-batch, each ascending, in the order asked:
+// the lowest count whose entry of agreed_fits is 1, verl's split at it; else
+// the planner's count, verl's split if it fits, else the planner's plan with
+// its costliest micro-batches halved. Throws when that count exceeds
+// agreed.groups. The agreed values are checked against this rank's own.
+std::vector<std::vector<int64_t>> verl_micro_batches(std::span<const int64_t> lengths,
+                                                     const VerlMicroBatchOptions& options,
+                                                     const VerlMicroBatchNeeds& agreed,
+                                                     std::span<const int64_t> agreed_fits);
+
+// One rank alone: the three steps without combining.
+std::vector<std::vector<int64_t>> verl_micro_batches(std::span<const int64_t> lengths,
+                                                     const VerlMicroBatchOptions& options);
+
 // Sample indexes in micro-batch order: those of `rank`, or of all ranks, rank
 // by rank, when rank is nullopt (rank must be in 0..ranks-1).
 std::vector<int64_t> micro_batch_order(const MicroBatchPlan& plan, std::optional<int64_t> rank);

@@ -217,6 +217,16 @@ void bind_balance(nb::module_ m) {
                 "verl's karmarkar_karp: k lists of item indexes, in verl's exact order.");
   verl_function("get_seqlen_balanced_partitions", &balance::get_seqlen_balanced_partitions,
                 "verl's get_seqlen_balanced_partitions: as karmarkar_karp, each part sorted.");
+  verl_function("greedy_partition", &balance::greedy_partition,
+                "verl's greedy_partition: each item in turn onto the lightest part (the lowest on ties).");
+  m.def(
+      "get_group_balanced_partitions",
+      [](const Int64Input& seqlens, const Int64Input& uids, int64_t k_partitions) {
+        GilReleased release;
+        return balance::get_group_balanced_partitions(as_span(seqlens), as_span(uids), k_partitions);
+      },
+      "seqlen_list"_a, "uid_list"_a, "k_partitions"_a,
+      "verl's get_group_balanced_partitions over integer uids: each uid whole, as many uids per part.");
 }
 
 }  // namespace seqflow::bindings

@@ -532,6 +532,55 @@ void bind_pack(nb::module_ m) {
       "ranks"_a, "max_token_len"_a, "dp_size"_a, "same_count_across_ranks"_a, "count_multiple"_a, "workload"_a,
       "order"_a, "seqflow.pack.micro_batches of one sequence per rank, already placed, its arguments converted.");
 
+  // seqflow.compat.verl's rearrange_micro_batches: needs (lower, longest,
+  // planned, groups) and fits are combined over data-parallel ranks in Python.
+  using VerlNeeds = std::tuple<int64_t, int64_t, int64_t, int64_t>;
+  const auto verl_options = [](int64_t max_token_len, int64_t force_group_size, int64_t min_count,
+                               int64_t count_multiple, bool balance_order) {
+    return pack::VerlMicroBatchOptions{max_token_len, force_group_size, min_count, count_multiple, balance_order};
+  };
+  const auto agreed_needs = [](const VerlNeeds& needs) {
+    const auto& [lower, longest, planned, groups] = needs;
+    return pack::VerlMicroBatchNeeds{lower, longest, planned, groups};
+  };
+  m.def(
+      "verl_micro_batch_needs",
+      [verl_options](const Int64Input& lengths, int64_t max_token_len, int64_t force_group_size, int64_t min_count,
+                     int64_t count_multiple) {
+        GilReleased release;
+        auto needs = pack::verl_micro_batch_needs(
+            as_span(lengths), verl_options(max_token_len, force_group_size, min_count, count_multiple, false));
+        return VerlNeeds{needs.lower, needs.longest, needs.planned, needs.groups};
+      },
+      "lengths"_a, "max_token_len"_a, "force_group_size"_a, "min_count"_a, "count_multiple"_a,
+      "This rank's (lower, longest, planned, groups) for verl's rearrange_micro_batches.");
+  m.def(
+      "verl_split_fits",
+      [verl_options, agreed_needs](const Int64Input& lengths, int64_t max_token_len, int64_t force_group_size,
+                                   int64_t min_count, int64_t count_multiple, const VerlNeeds& agreed) {
+        GilReleased release;
+        return pack::verl_split_fits(as_span(lengths),
+                                     verl_options(max_token_len, force_group_size, min_count, count_multiple, false),
+                                     agreed_needs(agreed));
+      },
+      "lengths"_a, "max_token_len"_a, "force_group_size"_a, "min_count"_a, "count_multiple"_a, "agreed"_a,
+      "1 or 0 per count tried below the planner's: whether verl's split fits this rank.");
+  m.def(
+      "verl_micro_batches",
+      [verl_options, agreed_needs](const Int64Input& lengths, int64_t max_token_len, int64_t force_group_size,
+                                   int64_t min_count, int64_t count_multiple, bool balance_order,
+                                   const std::optional<VerlNeeds>& agreed, const std::optional<Int64Input>& fits) {
+        const auto options = verl_options(max_token_len, force_group_size, min_count, count_multiple, balance_order);
+        if (agreed.has_value() != fits.has_value()) throw_invalid("agreed and agreed_fits go together");
+        GilReleased release;
+        if (!agreed) return pack::verl_micro_batches(as_span(lengths), options);
+        return pack::verl_micro_batches(as_span(lengths), options, agreed_needs(*agreed), as_span(*fits));
+      },
+      "lengths"_a, "max_token_len"_a, "force_group_size"_a, "min_count"_a, "count_multiple"_a, "balance_order"_a,
+      "agreed"_a.none(), "agreed_fits"_a.none(),
+      "Row indexes per micro-batch of verl's rearrange_micro_batches; agreed and agreed_fits\n"
+      "combined over ranks, or None for a rank alone.");
+
   m.def("materialize", &materialize, "plan"_a, "token_ids"_a, "token_offsets"_a.none(), "labels"_a.none(),
         "label_offsets"_a.none(), "rank"_a.none(), "step"_a.none(), "pad_id"_a, "ignore_index"_a, "convert"_a.none(),
         "seqflow.pack.materialize with its arguments converted: the token ids (and labels) as one int64 array\n"

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "balance/largest_differencing.h"
+#include "balance/verl_arguments.h"
 #include "balance/value_order.h"
 #include "common/checked_math.h"
 #include "seqflow/balance.h"
@@ -12,10 +13,6 @@
 namespace seqflow::balance {
 
 namespace {
-
-// Parts beyond the item count come out empty, as in verl; this many at most,
-// so that a huge k_partitions is an error, not an allocation.
-constexpr int64_t kMaxPartitions = int64_t{1} << 20;
 
 void check_magnitude(std::span<const int64_t> seqlens) {
   int64_t total = 0;
@@ -30,6 +27,19 @@ void check_magnitude(std::span<const int64_t> seqlens) {
 
 }  // namespace
 
+void detail::check_partition_count(int64_t items, int64_t k_partitions, bool equal_size) {
+  constexpr int64_t kMaxPartitions = int64_t{1} << 20;
+  if (k_partitions > std::max(items, kMaxPartitions)) {
+    throw_invalid("k_partitions (" + std::to_string(k_partitions) + ") exceeds both len(seqlen_list) (" +
+                  std::to_string(items) + ") and " + std::to_string(kMaxPartitions) +
+                  ": the parts beyond the items would all be empty");
+  }
+  if (equal_size && items % k_partitions != 0) {
+    throw_invalid("equal_size=True needs len(seqlen_list) (" + std::to_string(items) +
+                  ") to be a multiple of k_partitions (" + std::to_string(k_partitions) + ")");
+  }
+}
+
 std::vector<std::vector<int64_t>> karmarkar_karp(std::span<const int64_t> seqlens, int64_t k_partitions,
                                                  bool equal_size) {
   const auto n = static_cast<int64_t>(seqlens.size());
@@ -37,15 +47,7 @@ std::vector<std::vector<int64_t>> karmarkar_karp(std::span<const int64_t> seqlen
     throw_invalid("k_partitions must be positive, got " + std::to_string(k_partitions));
   }
   if (n == 0) throw_invalid("seqlen_list must not be empty");
-  if (k_partitions > std::max(n, kMaxPartitions)) {
-    throw_invalid("k_partitions (" + std::to_string(k_partitions) + ") exceeds both len(seqlen_list) (" +
-                  std::to_string(n) + ") and " + std::to_string(kMaxPartitions) +
-                  ": the parts beyond the items would all be empty");
-  }
-  if (equal_size && n % k_partitions != 0) {
-    throw_invalid("equal_size=True needs len(seqlen_list) (" + std::to_string(n) +
-                  ") to be a multiple of k_partitions (" + std::to_string(k_partitions) + ")");
-  }
+  detail::check_partition_count(n, k_partitions, equal_size);
   check_magnitude(seqlens);
   auto start = equal_size ? detail::DifferencingStart::kSortedChunks : detail::DifferencingStart::kOneItemPerState;
   auto ascending = detail::order_by_value(seqlens, detail::Direction::kAscending);

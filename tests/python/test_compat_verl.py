@@ -6,7 +6,6 @@ micro-batches than verl's, and the same exception types on bad input."""
 
 from __future__ import annotations
 
-import copy
 import importlib.metadata
 import os
 import queue
@@ -483,21 +482,6 @@ def test_micro_batch_bad_input_matches_verls_exception_types():
         compat.rearrange_micro_batches(TensorDict({"input_ids": torch.zeros(2, 4)}, batch_size=[2]), 64)
     with pytest.raises(VerlArgumentError, match="DataProto"):
         compat.prepare_dynamic_batch(batch, 64)
-
-
-def test_a_plan_is_halved_to_a_higher_count_without_breaking_the_cap():
-    """The fallback where verl's split at the agreed count breaks the cap:
-    the planner's plan, empty micro-batches dropped, the costliest halved."""
-    tokens = np.array([50, 50, 30, 30, 20, 10, 5])
-    costs = np.asarray(compat.calculate_workload(tokens))
-    plan = [[0, 4, 6], [], [1, 2, 3, 5]]
-    for count in range(2, 8):
-        parts = compat._split_to(copy.deepcopy(plan), count, costs)
-        assert len(parts) == count and all(parts)
-        assert sorted(i for part in parts for i in part) == list(range(7))
-        assert max(int(tokens[part].sum()) for part in parts) <= 130
-    # the costliest (120 tokens) is halved first, evenly: 50 + 10 and 30 + 30
-    assert compat._split_to(copy.deepcopy(plan), 3, costs) == [[0, 4, 6], [1, 5], [2, 3]]
 
 
 def test_a_batch_of_empty_sequences_is_one_micro_batch():

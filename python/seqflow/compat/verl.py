@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import heapq
 from itertools import chain
 
 import numpy as np
@@ -42,6 +41,8 @@ from torch import distributed as dist
 
 from seqflow import balance, pack
 from seqflow._arrays import as_int64_array
+from seqflow._seqflow import balance as _native_balance
+from seqflow._seqflow import pack as _native_pack
 
 __all__ = [
     "VerlArgumentError",
@@ -156,25 +157,8 @@ def greedy_partition(seqlen_list: list[int], k_partitions: int, equal_size: bool
     and needs len(seqlen_list) to be a multiple of k_partitions."""
     values = _int_list(seqlen_list, "seqlen_list")
     k = _integer(k_partitions, "k_partitions", minimum=1)
-    if equal_size:
-        _require(
-            len(values) % k == 0,
-            f"equal_size=True needs len(seqlen_list) ({len(values)}) to be a multiple of k_partitions ({k})",
-        )
-    bias = sum(values) + 1 if equal_size else 0
-    parts = [[] for _ in range(k)]
-    lightest = [(0, part) for part in range(k)]  # (sum, part): a heap, ties to the lower part
-    for index, value in enumerate(values):
-        total, part = lightest[0]
-        parts[part].append(index)
-        heapq.heapreplace(lightest, (total + value + bias, part))
-    if equal_size:
-        counts = [len(part) for part in parts]
-        _require(
-            min(counts) == max(counts),
-            f"equal_size=True could not even out part sizes {counts} (seqlen_list has negative values)",
-        )
-    return parts
+    with _as_verl_error():
+        return _native_balance.greedy_partition(values, k, bool(equal_size))
 
 
 def get_group_balanced_partitions(seqlen_list: list[int], uid_list: list, k_partitions: int) -> list[list[int]]:
@@ -183,34 +167,21 @@ def get_group_balanced_partitions(seqlen_list: list[int], uid_list: list, k_part
     groups in every part, balanced by calculate_workload. Groups are numbered
     by first appearance; verl's result exactly when every uid's samples are
     adjacent (verl's assumption), and uids stay whole when they are not."""
-    lengths = _int_list(seqlen_list, "seqlen_list")
+    with _as_verl_error():
+        lengths = as_int64_array(seqlen_list, "seqlen_list", allow_negative=True)
     if isinstance(uid_list, (torch.Tensor, np.ndarray)):
         uid_list = uid_list.tolist()
-    uids = list(uid_list)
-    _require(
-        len(lengths) == len(uids),
-        f"seqlen_list and uid_list must have the same length, got {len(lengths)} and {len(uids)}",
-    )
-    k = _integer(k_partitions, "k_partitions", minimum=1)
-    group_of: dict = {}
-    members: list[list[int]] = []
-    for index, uid in enumerate(uids):
+    # The engine groups integers: each distinct uid (any hashable) becomes one.
+    number_of: dict = {}
+    numbers = np.empty(len(uid_list), dtype=np.int64)
+    for index, uid in enumerate(uid_list):
         try:
-            group = group_of.setdefault(uid, len(members))
+            numbers[index] = number_of.setdefault(uid, len(number_of))
         except TypeError:
             raise VerlArgumentError(f"uid_list[{index}] = {uid!r} is not hashable") from None
-        if group == len(members):
-            members.append([])
-        members[group].append(index)
-    _require(
-        len(members) >= k,
-        f"uid_list has {len(members)} distinct uids, fewer than k_partitions ({k}); "
-        "use fewer partitions or a larger batch",
-    )
-    costs = calculate_workload(lengths)
-    group_costs = [sum(costs[index] for index in group) for group in members]
-    parts = get_seqlen_balanced_partitions(group_costs, k, equal_size=True)
-    return [sorted(chain.from_iterable(members[group] for group in part)) for part in parts]
+    k = _integer(k_partitions, "k_partitions", minimum=1)
+    with _as_verl_error():
+        return _native_balance.get_group_balanced_partitions(lengths, numbers, k)
 
 
 def log_seqlen_unbalance(seqlen_list: list[int], partitions: list[list[int]], prefix):
@@ -364,99 +335,22 @@ def _all_reduce(values: list[int], op, group) -> list[int]:
     return tensor.cpu().tolist()
 
 
-def _fits(parts: list[list[int]], tokens: np.ndarray, cap: int) -> bool:
-    return all(int(tokens[part].sum()) <= cap for part in parts)
-
-
-def _split_to(parts: list[list[int]], count: int, costs: np.ndarray) -> list[list[int]]:
-    """`count` non-empty parts from `parts` (count <= items): empty parts
-    dropped, then the costliest part of two or more items halved, balanced,
-    until there are enough. Halving never adds tokens to a part."""
-    parts = [part for part in parts if part]
-    while len(parts) < count:
-        splittable = [p for p in range(len(parts)) if len(parts[p]) > 1]
-        widest = max(splittable, key=lambda p: (int(costs[parts[p]].sum()), -p))
-        items = parts[widest]
-        halves = balance.get_seqlen_balanced_partitions(costs[items], 2, False)
-        parts[widest : widest + 1] = [[items[i] for i in half] for half in halves]
-    return parts
-
-
-def _verl_order(parts: list[list[int]], costs: np.ndarray) -> list[list[int]]:
-    """verl's use_dynamic_bsz_balance order: by (workload, first index),
-    heaviest first, then the heaviest in the middle and the lightest at both
-    ends (shorter pipeline warm-up and cool-down)."""
-    ranked = sorted(parts, key=lambda part: (int(costs[part].sum()), part[0]), reverse=True)
-    return ranked[0::2][::-1] + ranked[1::2]
-
-
-def _plan_micro_batches(
-    group_tokens: np.ndarray,
-    group_costs: np.ndarray,
-    cap: int,
-    *,
-    min_count: int,
-    step: int,
-    sync_group,
-) -> list[list[int]]:
-    """Groups per micro-batch: the fewest micro-batches under the cap, at
-    least min_count and ceil(tokens / cap), a multiple of `step`, the same on
-    every rank of sync_group (two or three collectives, whatever the count).
-
-    verl tries its Karmarkar-Karp split at the lowest such count, then one
-    step more, and so on, until the split fits the cap on every rank. Here
-    seqflow's micro-batch planner first finds a count that fits on each rank;
-    only the counts below the highest of those are tried with verl's split.
-    The count is thus never above verl's, and where verl's split fits at it,
-    the plan is verl's.
-    """
-    groups = len(group_tokens)
-    total = int(group_tokens.sum())
-    lower = max(min(groups, ceildiv(total, cap)), min_count, 1)
-    longest = int(group_tokens.max())
-    planned = []
-    if longest <= cap:  # otherwise every rank raises below, after agreeing on it
-        planned = pack.micro_batches(group_tokens, cap, workload="verl", order="none").batches[0]
-    planned_count = len(planned)
-    fewest_groups = groups
-    if sync_group is not None:
-        lower, longest, neg_groups, planned_count = _all_reduce(
-            [lower, longest, -groups, planned_count], dist.ReduceOp.MAX, sync_group
-        )
-        fewest_groups = -neg_groups
-    if longest > cap:
-        raise ValueError(
-            f"max_token_len ({cap}) is below a sample (or force_group_size group) of {longest} tokens, "
-            "which cannot be split; raise max_token_len"
-        )
-    lower = roundup_divisible(lower, step)
-    first_planned = lower if planned_count <= lower else lower + roundup_divisible(planned_count - lower, step)
-
-    def verl_split(count: int):
-        if count > groups:
-            return None
-        parts = balance.get_seqlen_balanced_partitions(group_costs, count, False)
-        return parts if _fits(parts, group_tokens, cap) else None
-
-    candidates = list(range(lower, first_planned, step))
-    verl_splits = [verl_split(count) for count in candidates]
-    fits = [int(parts is not None) for parts in verl_splits]
-    if sync_group is not None and fits:
+def _plan_micro_batches(lengths: np.ndarray, cap: int, group_size: int, min_count: int, step: int,
+                        balance_order: bool, sync_group) -> list[list[int]]:
+    """Row indexes per micro-batch, planned by the engine (pack.h's
+    verl_micro_batches), the count the same on every rank of sync_group: the
+    ranks combine what each needs, then which of verl's splits fit, in two
+    all-reduces between the engine's steps."""
+    options = (lengths, cap, group_size, min_count, step)
+    if sync_group is None:
+        return _native_pack.verl_micro_batches(*options, balance_order, None, None)
+    lower, longest, planned, groups = _native_pack.verl_micro_batch_needs(*options)
+    lower, longest, planned, neg_groups = _all_reduce([lower, longest, planned, -groups], dist.ReduceOp.MAX, sync_group)
+    agreed = (lower, longest, planned, -neg_groups)
+    fits = _native_pack.verl_split_fits(*options, agreed)
+    if fits:
         fits = _all_reduce(fits, dist.ReduceOp.MIN, sync_group)
-    chosen = next((j for j, fit in enumerate(fits) if fit), None)
-    count = candidates[chosen] if chosen is not None else first_planned
-    if count > fewest_groups:
-        raise ValueError(
-            f"{count} micro-batches are needed (min_num_micro_batch, num_batches_divided_by and the "
-            f"other data-parallel ranks agree on it), but a rank has only {fewest_groups} samples "
-            "(force_group_size groups) to fill them"
-        )
-    if chosen is not None:
-        return verl_splits[chosen]
-    parts = verl_split(count)
-    # verl's split at a count above the planner's practically always fits;
-    # the planner's plan, halved as needed, fits whatever the input.
-    return parts if parts is not None else _split_to(planned, count, group_costs)
+    return _native_pack.verl_micro_batches(*options, balance_order, agreed, np.asarray(fits, dtype=np.int64))
 
 
 def rearrange_micro_batches(
@@ -499,22 +393,10 @@ def rearrange_micro_batches(
         lengths.size % group_size == 0,
         f"batch size {lengths.size} must be a multiple of force_group_size ({group_size})",
     )
-    costs = calculate_workload(lengths)
-    group_tokens = lengths.reshape(-1, group_size).sum(axis=1)
-    group_costs = costs.reshape(-1, group_size).sum(axis=1)
     synced = same_micro_num_in_dp and dp_group is not None and dist.is_available() and dist.is_initialized()
-    parts = _plan_micro_batches(
-        group_tokens,
-        group_costs,
-        cap,
-        min_count=min_count,
-        step=step,
-        sync_group=dp_group if synced else None,
+    batch_idx_list = _plan_micro_batches(
+        lengths, cap, group_size, min_count, step, bool(use_dynamic_bsz_balance), dp_group if synced else None
     )
-    parts = [sorted(part) for part in parts]
-    if use_dynamic_bsz_balance:
-        parts = _verl_order(parts, group_costs)
-    batch_idx_list = [[group * group_size + offset for group in part for offset in range(group_size)] for part in parts]
     return [_select_tensordict(batch, rows) for rows in batch_idx_list], batch_idx_list
 
 
