@@ -84,10 +84,10 @@ void Controller::load_checkpoint(const std::string& path, bool take_incarnation)
   try {
     check_msgpack_map(payload, kMaxDecodeNesting);
     // Keys this build does not read are passed over, as earlier builds did.
-    const auto encoded = EncodedMap::skipping_unknown(
-        payload, 0, "controller checkpoint",
-        {"format", "version", "partitions", "next_generation", "incarnation", "sampler", "task_workloads",
-         "policy_version", "replay_groups", "replay_passes"});
+    const auto encoded =
+        EncodedMap::skipping_unknown(payload, 0, "controller checkpoint",
+                                     {"format", "version", "partitions", "next_generation", "incarnation", "sampler",
+                                      "task_workloads", "policy_version", "replay_groups", "replay_passes"});
     if (encoded.text("format") != kFormat) throw_invalid("format is not " + std::string(kFormat));
     const int64_t version = encoded.integer("version");
     if (version < kOldestVersion || version > kVersion) {

@@ -141,7 +141,7 @@ void ReplayIndex::index(const PartitionState& partition, uint32_t slot) {
     filed.status = status;
     filed.global_steps = steps->as_int();
   } else {
-    Group& group = *groups_.try_emplace(uid_of(key)).first;
+    Group& group = *groups_.try_emplace(std::string(uid_of(key))).first;
     group.second.push_back(slot);
     filed.kind = Kind::kTrajectory;
     filed.group = &group;

@@ -107,7 +107,7 @@ inline constexpr std::array kOps{kInsert,
                                  kSetPolicyVersion,
                                  kPolicyVersion,
                                  kPolicyVersions,
-kReissueInflightPrompts};
+                                 kReissueInflightPrompts};
 
 // A reply that carries nothing (an empty map); its decoder checks that.
 Frames encode_empty_reply();
