@@ -48,7 +48,7 @@ void Controller::save(const std::string& path) const {
     std::lock_guard lock(state_->mutex);
     core::write_control_data(checkpoint, state_->data, state_->leases);
     core::write_replay_groups(checkpoint, state_->data, state_->group_filters);
-    core::write_replay_passes(checkpoint, state_->replay_leases, core::ReplayLeases::Clock::now());
+    core::write_replay_passes(checkpoint, state_->data, state_->replay_leases, core::ReplayLeases::Clock::now());
     MsgpackMapWriter sampler;
     sampler.set("name").string(state_->sampler->name());
     sampler.set("state").value(state_->sampler->state());

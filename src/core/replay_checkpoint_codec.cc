@@ -2,6 +2,7 @@
 #include "core/replay_checkpoint_codec.h"
 
 #include <algorithm>
+#include <set>
 #include <chrono>
 #include <cmath>
 #include <span>
@@ -41,6 +42,7 @@ void write_replay_groups(MsgpackMapWriter& checkpoint, const ControlData& data,
     std::vector<std::string> filtered;
     std::vector<double> values;
     for (const auto& [uid, value] : groups) {
+      if (!partition->key_slot(uid)) continue;  // its prompt key was cleared since: nothing to classify
       if (value) {
         filtered.push_back(uid);
         values.push_back(*value);
@@ -67,9 +69,9 @@ std::map<std::string, GroupFilterCache> read_replay_groups(const EncodedMap& che
         EncodedMap::skipping_unknown(entries[e], checkpoint.depth() + 2, std::string(kKey) + " " + std::to_string(e),
                                      {"partition", "source", "kept", "filtered", "filtered_values"});
     const std::string partition_id = map.text("partition");
-    const PartitionState* partition = data.find(partition_id);
-    if (partition == nullptr) map.fail("partition", "names partition '" + partition_id + "', which it does not hold");
+    check_name(partition_id, std::string(kKey) + " partition");
     if (filters.count(partition_id)) map.fail("partition", "names partition '" + partition_id + "' again");
+    const PartitionState* partition = data.find(partition_id);
     std::string source = map.text("source");
     if (!source.starts_with("tag:") && !source.starts_with("metric:")) {
       map.fail("source", "must be 'tag:' or 'metric:' and a name, got '" + source + "'");
@@ -78,27 +80,50 @@ std::map<std::string, GroupFilterCache> read_replay_groups(const EncodedMap& che
     const std::vector<std::string> filtered = map.texts("filtered");
     const auto values = map.numbers<double>("filtered_values");
     if (values.size() != filtered.size()) map.fail("filtered_values", "must hold one value per filtered group");
-    if (kept.size() + filtered.size() > partition->key_count()) {
-      map.fail("kept", "and filtered name more groups than partition '" + partition_id + "' has keys");
-    }
     GroupFilterCache::Classification classification;
+    std::set<std::string_view> named;
+    // A group whose prompt key the partition no longer holds (cleared after
+    // it was classified, by a build that wrote it anyway) is left out: the
+    // classification is of groups that exist.
     auto add = [&](const std::string& uid, std::optional<double> value) {
       check_name(uid, std::string(kKey) + " uid");
-      if (!classification.emplace(uid, value).second) {
+      if (!named.insert(uid).second) {
         map.fail(value ? "filtered" : "kept", "names group '" + uid + "' a second time (kept and filtered)");
       }
+      if (partition != nullptr && partition->key_slot(uid)) classification.emplace(uid, value);
     };
     for (const std::string& uid : kept) add(uid, std::nullopt);
     for (size_t i = 0; i < filtered.size(); ++i) {
       if (!std::isfinite(values[i])) map.fail("filtered_values", "must be finite numbers");
       add(filtered[i], values[i]);
     }
+    if (partition == nullptr || classification.empty()) continue;
     filters.emplace(partition_id, GroupFilterCache(partition->number(), std::move(source), std::move(classification)));
   }
   return filters;
 }
 
-void write_replay_passes(MsgpackMapWriter& checkpoint, const ReplayLeases& leases,
+namespace {
+
+// The prompts of `held` that the partition still holds, with the generation
+// they were held at (a cleared prompt's index may hold another sample now).
+std::vector<ReplayLeases::Prompt> resolved(const ControlData& data, const std::string& partition_id,
+                                           const std::vector<ReplayLeases::Prompt>& held) {
+  std::vector<ReplayLeases::Prompt> out;
+  const PartitionState* partition = data.find(partition_id);
+  if (partition == nullptr) return out;
+  for (const ReplayLeases::Prompt& prompt : held) {
+    if (prompt.global_index >= 0 && data.slot_of(*partition, prompt.global_index) &&
+        data.generation(prompt.global_index) == prompt.generation) {
+      out.push_back(prompt);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+void write_replay_passes(MsgpackMapWriter& checkpoint, const ControlData& data, const ReplayLeases& leases,
                          ReplayLeases::Clock::time_point now) {
   if (leases.kept().empty()) return;
   MsgpackWriter& list = checkpoint.set(kPassesKey);
@@ -106,7 +131,7 @@ void write_replay_passes(MsgpackMapWriter& checkpoint, const ReplayLeases& lease
   for (const auto& [id, kept] : leases.kept()) {
     std::vector<int64_t> indexes;
     std::vector<uint64_t> generations;
-    for (const ReplayLeases::Prompt& prompt : kept.held) {
+    for (const ReplayLeases::Prompt& prompt : resolved(data, id.first, kept.held)) {
       indexes.push_back(prompt.global_index);
       generations.push_back(prompt.generation);
     }
@@ -157,14 +182,11 @@ void read_replay_passes(const EncodedMap& checkpoint, const ControlData& data, R
     const auto indexes = map.numbers<int64_t>("held_indexes");
     const auto generations = map.numbers<uint64_t>("held_generations");
     if (generations.size() != indexes.size()) map.fail("held_generations", "must hold one per held index");
-    if (!indexes.empty()) {
-      if (kept.acknowledged) map.fail("held_indexes", "must be empty for an acknowledged pass");
-      const PartitionState* partition = data.find(partition_id);
-      if (partition == nullptr) map.fail("partition", "names partition '" + partition_id + "', which it does not hold");
-      if (indexes.size() > partition->key_count())
-        map.fail("held_indexes", "holds more prompts than the partition has keys");
-    }
-    for (size_t i = 0; i < indexes.size(); ++i) kept.held.push_back({indexes[i], generations[i]});
+    if (!indexes.empty() && kept.acknowledged) map.fail("held_indexes", "must be empty for an acknowledged pass");
+    std::vector<ReplayLeases::Prompt> held;
+    for (size_t i = 0; i < indexes.size(); ++i) held.push_back({indexes[i], generations[i]});
+    // Prompts cleared before the save (a build that wrote them anyway) are not held.
+    kept.held = resolved(data, partition_id, held);
     if (!kept.acknowledged && ++unacknowledged > kMaxKeptReplayPasses) {
       map.fail("acknowledged", "is false for more passes than a controller keeps unacknowledged");
     }

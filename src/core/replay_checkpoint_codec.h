@@ -25,20 +25,23 @@ void write_replay_groups(MsgpackMapWriter& checkpoint, const ControlData& data,
                          const std::map<std::string, GroupFilterCache>& filters);
 
 // The caches for the partitions of `data` (the checkpoint's, just read); none
-// when the checkpoint has no replay state. Throws kInvalidArgument naming
-// what is wrong: an unknown partition, a source that is neither a tag nor a
-// metric, a bad or repeated uid, more groups than the partition has keys,
-// values that are not one finite number per filtered group.
+// when the checkpoint has no replay state. Groups whose prompt key `data`
+// does not hold (and partitions it lacks) are left out. Throws
+// kInvalidArgument naming what is wrong: a source that is neither a tag nor
+// a metric, a bad or repeated uid or partition, values that are not one
+// finite number per filtered group.
 std::map<std::string, GroupFilterCache> read_replay_groups(const EncodedMap& checkpoint, const ControlData& data);
 
-// The kept passes, each with its lease's remaining time from `now`.
-void write_replay_passes(MsgpackMapWriter& checkpoint, const ReplayLeases& leases, ReplayLeases::Clock::time_point now);
+// The kept passes, each with its lease's remaining time from `now` and the
+// held prompts `data` still holds.
+void write_replay_passes(MsgpackMapWriter& checkpoint, const ControlData& data, const ReplayLeases& leases,
+                         ReplayLeases::Clock::time_point now);
 
 // Into `leases` (empty), each lease ending its remaining time after `now`.
 // Throws kInvalidArgument naming what is wrong: more passes than a
 // controller keeps, a pass_id of 0 or named twice, a remaining lease outside
-// [0, an hour], held prompts of a partition `data` lacks or more than its
-// keys, an acknowledged pass that holds prompts.
+// [0, an hour], an acknowledged pass that holds prompts. Held prompts that
+// `data` does not hold (at their generation) are left out.
 void read_replay_passes(const EncodedMap& checkpoint, const ControlData& data, ReplayLeases::Clock::time_point now,
                         ReplayLeases& leases);
 

@@ -555,6 +555,7 @@ transport::Frames ControllerService::replay_pass(transport::Frames& args) {
         return pass.released;
       },
       &what);
+  if (pass.kept) fetch_lease_expiry_->poke();  // its lease's end is told to watchers in time
   return control::encode_replay_pass_reply(pass);
 }
 

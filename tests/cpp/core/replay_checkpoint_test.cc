@@ -102,11 +102,41 @@ TEST(ReplayCheckpoint, ABadEntryIsRefusedByNameAndChangesNothing) {
   const auto refused = [&](const char* member, test::Tree value, std::initializer_list<std::string_view> named) {
     return refused_load(file.path(), good, "replay_groups", member, std::move(value), named);
   };
-  EXPECT_TRUE(refused("partition", "gone", {"replay_groups 0", "partition", "'gone'"}));
   EXPECT_TRUE(refused("source", "reward", {"source", "'reward'"}));
   EXPECT_TRUE(refused("filtered_values", test::Tree::numbers(std::vector<double>{}), {"filtered_values", "one value"}));
   EXPECT_TRUE(refused("kept", test::Tree::strings({"same"}), {"'same' a second time"}));
-  EXPECT_TRUE(refused("kept", test::Tree::strings({"a", "b", "c", "d", "e", "f"}), {"more groups than"}));
+  EXPECT_TRUE(refused("partition", "", {"partition"}));
+}
+
+// A group cleared after it was classified is not saved, and one a
+// checkpoint names but does not hold (or of a partition it lacks) is left
+// out on load: the checkpoint still loads.
+TEST(ReplayCheckpoint, GroupsClearedBeforeTheSaveAreLeftOutAndTheCheckpointLoads) {
+  Controller saved;
+  classify(saved);
+  const std::string same_keys[] = {"same", "same_0_0", "same_1_0"};
+  saved.kv_clear("train", same_keys);
+  test::TempFile file("replay");
+  saved.save(file.path());
+  test::Tree written = test::Tree::read(test::read_checkpoint_payload(file.path()));
+  ASSERT_TRUE(written.contains("replay_groups"));
+  EXPECT_FALSE(written["replay_groups"][0].contains("filtered") && written["replay_groups"][0]["filtered"].size() > 0)
+      << "the cleared group 'same' was saved";
+  Controller restored;
+  restored.load(file.path());
+  EXPECT_TRUE(restored.replay_pass(dapo_request(ReplayStep::kCount)).unclassified_keys.empty());
+
+  test::Tree elsewhere = written;  // written by a build that saved what it no longer held
+  elsewhere["replay_groups"][0]["kept"] = test::Tree::strings({"mixed", "gone"});
+  test::write_checkpoint_payload(file.path(), elsewhere.bytes());
+  Controller loaded;
+  loaded.load(file.path());
+  EXPECT_TRUE(loaded.replay_pass(dapo_request(ReplayStep::kCount)).unclassified_keys.empty());
+  elsewhere["replay_groups"][0]["partition"] = "val";
+  test::write_checkpoint_payload(file.path(), elsewhere.bytes());
+  Controller without;
+  without.load(file.path());
+  EXPECT_EQ(without.replay_pass(dapo_request(ReplayStep::kCount)).unclassified_keys.size(), 2u);
 }
 
 constexpr int64_t kMinute = 60000;
@@ -181,11 +211,37 @@ TEST(ReplayCheckpoint, ABadKeptPassIsRefusedByName) {
   EXPECT_TRUE(refused("pass_id", 0, {"replay_passes 0", "pass_id", "positive"}));
   EXPECT_TRUE(refused("remaining_ms", -1, {"remaining_ms", "= -1"}));
   EXPECT_TRUE(refused("remaining_ms", int64_t{2} * 3600 * 1000, {"remaining_ms", "= 7200000"}));
-  EXPECT_TRUE(refused("partition", "gone", {"partition", "'gone'"}));
   EXPECT_TRUE(refused("acknowledged", true, {"held_indexes", "acknowledged"}));
   EXPECT_TRUE(
       refused("held_generations", test::Tree::numbers(std::vector<uint64_t>{}), {"held_generations", "one per"}));
   EXPECT_TRUE(refused("step", "peek", {"step", "'peek'"}));
+}
+
+// A pass whose held prompts were cleared (the partition too) before the save
+// is saved holding nothing, and loads: its acknowledgement releases nothing.
+TEST(ReplayCheckpoint, APassWhosePromptsWereClearedBeforeTheSaveLoadsHoldingNothing) {
+  Controller saved;
+  group(saved, "a", 1);
+  group(saved, "b", 2);
+  ASSERT_EQ(saved.replay_pass(kept_request(7, kMinute)).selected_uids, std::vector<std::string>{"a"});
+  saved.clear_partition("train");
+  group(saved, "c", 3);  // the partition anew, its indexes perhaps reused
+  test::TempFile file("passes");
+  saved.save(file.path());
+  Controller restored;
+  restored.load(file.path());
+  EXPECT_EQ(sampleable(restored), 1);  // "c"
+  const ReplayAck ack = restored.ack_replay_pass("train", 7);
+  EXPECT_TRUE(ack.acknowledged);
+  EXPECT_TRUE(ack.released.empty());
+  EXPECT_TRUE(test::listed_keys(restored, "train").count("c"));
+
+  ASSERT_TRUE(saved.replay_pass(kept_request(8, kMinute)).kept);  // holds "c"
+  saved.clear_partition("train");                                 // and no partition is left
+  saved.save(file.path());
+  Controller emptied;
+  emptied.load(file.path());
+  EXPECT_TRUE(emptied.ack_replay_pass("train", 8).acknowledged);
 }
 
 }  // namespace
