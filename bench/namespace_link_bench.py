@@ -4,16 +4,16 @@ raw transfers over the same link.
 The client, the controller and one storage unit run in their own network
 namespaces (tests/python/netns_harness.py: veth links through a bridge); the
 unit's link is limited with a token bucket (tc tbf, both directions) to each
-rate in turn. Each repetition moves the same bytes four ways, taking turns:
+rate in turn. Each repetition moves the same bytes three ways, taking turns:
 a seqflow put (one call of --mib MiB, one field), a seqflow get of as many
 (get_meta + get_data), and a raw ZeroMQ (pyzmq DEALER/ROUTER) and a raw TCP
 (sockets) transfer of the same bytes between the same two namespaces, each
-way; and the same seqflow put and get from a second client process started
-with GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (the setting `seqflow serve` gives
-itself): a receiver's ZeroMQ maps a large message afresh, and with 4 KiB
-pages faulting it in costs a get about 0.05x of a 10 Gbit/s link. A first
-repetition warms every path and is not counted. The issue's target: seqflow
-moves data at >= 0.9x the emulated link. Needs root.
+way. Every seqflow process keeps ZeroMQ's large messages in its block cache
+(src/transport/zmq_message_memory.h): a receiver's ZeroMQ would otherwise
+map each afresh and fault it in 4 KiB at a time, which held a get at 0.86x
+of a 10 Gbit/s link on a 2-core VM. A first repetition warms every path and
+is not counted. The issue's target: seqflow moves data at >= 0.9x the
+emulated link. Needs root.
 
     .venv/bin/python bench/namespace_link_bench.py [--rates none,10gbit,1gbit] [--repeats 7] [--mib 64]
 
@@ -214,37 +214,30 @@ def tcp_server(state: dict, host: str, nbytes: int) -> int:
 
 # ---- the run ------------------------------------------------------------------
 
-HUGE_PAGES = {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}
-TUNED = "seqflow, client hugetlb"
-WAYS = [(way, direction) for direction in ("put", "get") for way in ("seqflow", TUNED, "raw ZeroMQ", "raw TCP")]
+WAYS = [(way, direction) for direction in ("put", "get") for way in ("seqflow", "raw ZeroMQ", "raw TCP")]
 
 
-def measure(client, tuned_client, servers: list, nbytes: int, repeats: int) -> dict:
+def measure(client, servers: list, nbytes: int, repeats: int) -> dict:
     """{(way, direction): [seconds per repetition]} at the link's current rate;
-    tuned_client: a second client agent (HUGE_PAGES); servers: two agents in
-    the unit's namespace, for the raw peers."""
+    servers: two agents in the unit's namespace, for the raw peers."""
     zmq_peer, tcp_peer = servers
     running = [zmq_peer.start(zmq_server, host=host_address("unit0"), nbytes=nbytes),
                tcp_peer.start(tcp_server, host=host_address("unit0"), nbytes=nbytes)]
     client.call(raw_connect, 30, unit_host=host_address("unit0"), nbytes=nbytes)
     client.call(seqflow_fill, CALL_TIMEOUT, partition="get")
-    tuned_client.call(seqflow_fill, CALL_TIMEOUT, partition="get-tuned")
     calls = {("seqflow", "put"): (seqflow_put, {"partition": "put"}),
              ("seqflow", "get"): (seqflow_get, {"partition": "get"}),
-             (TUNED, "put"): (seqflow_put, {"partition": "put-tuned"}),
-             (TUNED, "get"): (seqflow_get, {"partition": "get-tuned"}),
              ("raw ZeroMQ", "put"): (zmq_transfer, {"op": "put"}), ("raw ZeroMQ", "get"): (zmq_transfer, {"op": "get"}),
              ("raw TCP", "put"): (tcp_transfer, {"op": "put"}), ("raw TCP", "get"): (tcp_transfer, {"op": "get"})}
     seconds = {way: [] for way in WAYS}
     for repetition in range(repeats + 1):  # the first warms every path
         for way in WAYS:
             function, kwargs = calls[way]
-            taken = (tuned_client if way[0] == TUNED else client).call(function, CALL_TIMEOUT, **kwargs)
+            taken = client.call(function, CALL_TIMEOUT, **kwargs)
             if repetition:
                 seconds[way].append(taken)
     client.call(raw_stop, 30)
     client.call(seqflow_clear, 30, partition="get")
-    tuned_client.call(seqflow_clear, 30, partition="get-tuned")
     for server in running:
         assert server.result(30) == 2 * (repeats + 1), "a raw peer served another number of requests"
     return seconds
@@ -268,13 +261,12 @@ def main(argv=None) -> int:
     try:
         with HostsApart(units=1) as hosts:
             address = hosts.start_services()
-            client, tuned_client = hosts.agent("client"), hosts.agent("client", HUGE_PAGES)
-            for agent in (client, tuned_client):
-                agent.call(seqflow_connect, 60, address=address, nbytes=nbytes)
+            client = hosts.agent("client")
+            client.call(seqflow_connect, 60, address=address, nbytes=nbytes)
             servers = [hosts.agent("unit0"), hosts.agent("unit0")]
             for rate in rates:
                 hosts.rate_limit("unit0", rate)
-                results.append((rate, measure(client, tuned_client, servers, nbytes, args.repeats)))
+                results.append((rate, measure(client, servers, nbytes, args.repeats)))
                 if rate is not None:
                     hosts.rate_limit("unit0", None)
     except NamespacesUnavailable as reason:
@@ -284,8 +276,8 @@ def main(argv=None) -> int:
     print(f"\n== {args.mib} MiB per call, one storage unit; client, controller and unit in their own network "
           f"namespaces; the unit's link limited by tbf; Gbit/s of payload, median of {args.repeats} "
           f"(min-max); spread = (max-min)/median\n")
-    shown = ("seqflow", TUNED, "raw ZeroMQ", "raw TCP")
-    names = {"seqflow": "seqflow", TUNED: "seqflow hugetlb", "raw ZeroMQ": "ZeroMQ", "raw TCP": "TCP"}
+    shown = ("seqflow", "raw ZeroMQ", "raw TCP")
+    names = {"seqflow": "seqflow", "raw ZeroMQ": "ZeroMQ", "raw TCP": "TCP"}
     header = (f"{'link':>10}  {'dir':>3}  " + "  ".join(f"{names[way]:>19}" for way in shown) + "  " +
               "  ".join(f"{names[way] + '/link':>15}" for way in shown) + f"  {'seqflow/ZeroMQ':>14}  "
               f"{'spread (same order)':>23}")
@@ -307,11 +299,8 @@ def main(argv=None) -> int:
                   f"  {medians['seqflow'] / medians['raw ZeroMQ']:14.2f}  "
                   f"{'/'.join(f'{s:.0%}' for s in spreads):>23}")
             if link:
-                for way in ("seqflow", TUNED):
-                    verdicts.append((medians[way] / link, f"{names[way]} {direction} at {link:g} Gbit/s"))
+                verdicts.append((medians["seqflow"] / link, f"seqflow {direction} at {link:g} Gbit/s"))
     print(f"\nTCP's payload ceiling on these links: {PAYLOAD_PER_FRAME:.3f} of the rate (1448 of 1514 bytes a frame)")
-    print("seqflow: a client process as started by default; seqflow hugetlb: one started with "
-          f"GLIBC_TUNABLES={HUGE_PAGES['GLIBC_TUNABLES']} (docs/deployment.md, 'Memory'); the units set it for themselves")
     for ratio, what in verdicts:
         print(f"{'PASS' if ratio >= TARGET else 'FAIL'} {what}: {ratio:.3f}x the link (target >= {TARGET})")
     return 0

@@ -15,6 +15,9 @@ FINISHED groups finished, at each row's key count, and times:
 - sample: a sampling pass of BATCH groups with a pass id and its
   acknowledgement, after the previous one's prompts were put back (what one
   training step costs the controller);
+- sample versions: the same with staleness by policy version on
+  (max_staleness_versions, strategy wait: the gate reads the oldest start
+  version in flight; nothing is stale, so both select alike);
 - kv_list: one kv_list of the partition (what verl's buffer does per poll).
 
 Each timing repeats; p50 and p99 in ms. The first row is timed again at the
@@ -37,8 +40,6 @@ from pathlib import Path
 
 import numpy as np
 
-import seqflow
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run_header import run_header  # noqa: E402
 
@@ -49,15 +50,16 @@ TARGET_RATIO = 1.2
 PUT_CHUNK = 50_000  # keys per kv_batch_put while filling
 
 
-def fill(client, keys: int) -> list[str]:
-    """The partition with `keys` keys in verl's layout; the finished prompts' uids."""
+def fill(client, keys: int, finished_groups: int = FINISHED) -> list[str]:
+    """The partition with `keys` keys in verl's layout, the first `finished_groups` groups finished; their uids.
+    `client`: a seqflow client or the transfer_queue module (the same kv_batch_put)."""
     groups = keys // (GROUP + 1)
     names: list[str] = []
     tags: list[dict] = []
     finished = []
     for g in range(groups):
         uid = f"u{g:07d}"
-        done = g < FINISHED
+        done = g < finished_groups
         if done:
             finished.append(uid)
         names.append(uid)
@@ -85,7 +87,23 @@ def timed(call, repeat: int) -> np.ndarray:
     return times
 
 
+def sampling(client, repeat: int, first_id: int, **options) -> np.ndarray:
+    """Sampling passes of BATCH groups with a pass id and their acknowledgements, each batch put back after."""
+    times = np.empty(repeat)
+    for i in range(repeat):
+        start = time.perf_counter()
+        answer = client.replay_pass("train", 4, BATCH, pass_id=first_id + i, **options)
+        client.ack_replay_pass("train", first_id + i)
+        times[i] = (time.perf_counter() - start) * 1000
+        assert answer.ready and len(answer.selected_uids) == BATCH
+        client.kv_batch_put(list(answer.selected_uids), "train",  # put back: the next pass finds them again
+                            tags=[{"is_prompt": True, "status": "finished", "global_steps": 0}] * BATCH)
+    return times
+
+
 def row(keys: int, repeat: int) -> dict:
+    import seqflow
+
     client = seqflow.Client()
     try:
         empty = rss_bytes()
@@ -101,19 +119,14 @@ def row(keys: int, repeat: int) -> dict:
             start = time.perf_counter()
             client.replay_pass("train", 4, 0, step="count")
             changed[i] = (time.perf_counter() - start) * 1000
-        sample = np.empty(repeat)
-        for i in range(repeat):
-            start = time.perf_counter()
-            answer = client.replay_pass("train", 4, BATCH, pass_id=i + 1)
-            client.ack_replay_pass("train", i + 1)
-            sample[i] = (time.perf_counter() - start) * 1000
-            assert answer.ready and len(answer.selected_uids) == BATCH
-            client.kv_batch_put(list(answer.selected_uids), "train",  # put back: the next pass finds them again
-                                tags=[{"is_prompt": True, "status": "finished", "global_steps": 0}] * BATCH)
+        sample = sampling(client, repeat, 1)
+        sample_versions = sampling(client, repeat, repeat + 1, max_staleness_versions=1,
+                                   max_off_policy_strategy="wait")
         listing = timed(lambda: client.kv_list("train"), max(3, repeat // 20))
         stored = keys // (GROUP + 1) * (GROUP + 1)
         return {"keys": stored, "count": count, "idle": idle, "changed": changed, "sample": sample,
-                "kv_list": listing, "rss_stored": (filled - empty) / stored, "rss_replay": (indexed - filled) / stored}
+                "sample versions": sample_versions, "kv_list": listing,
+                "rss_stored": (filled - empty) / stored, "rss_replay": (indexed - filled) / stored}
     finally:
         client.close()
 
@@ -128,12 +141,14 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=200)
     args = parser.parse_args()
     sizes = [int(k) for k in args.keys.split(",")]
+    import seqflow  # here: fill() also runs where seqflow is not installed (TransferQueue's venv)
+
     print("\n".join(run_header(seqflow)))
     print(f"\ngroups of {GROUP} trajectories + 1 prompt key; {FINISHED} finished, the rest in flight; "
           f"sample selects {BATCH} (pass id + ack); {args.repeat} repeats (kv_list: {max(3, args.repeat // 20)})\n")
     rows = [row(keys, args.repeat) for keys in sizes]
     again = row(sizes[0], args.repeat)
-    columns = ("count", "idle", "changed", "sample", "kv_list")
+    columns = ("count", "idle", "changed", "sample", "sample versions", "kv_list")
     print("| stored keys | " + " | ".join(f"{c} ms p50 / p99" for c in columns) +
           " | kv_list / sample (p50) | RSS B/key: stored, replay's first pass |")
     print("|" + "---|" * (len(columns) + 3))

@@ -43,6 +43,7 @@ inline constexpr std::chrono::milliseconds kMaxInsertBudget = std::chrono::hours
 // it; the controller refuses any other, so peers of two seqflow versions
 // fail at once, naming both, instead of on the first message that changed
 // between them. Raised with every change of a message.
-inline constexpr int64_t kWireProtocolVersion = 1;
+// 2: waiting puts' tickets (a put's "full" answer carries one, `room` needs it).
+inline constexpr int64_t kWireProtocolVersion = 2;
 
 }  // namespace seqflow

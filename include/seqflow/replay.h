@@ -34,8 +34,9 @@ namespace seqflow {
 enum class ReplayMode { kSync, kAsync };
 ReplayMode parse_replay_mode(std::string_view name);  // "sync", "async"
 
-// What to do with groups older than max_off_policy_threshold (async only):
-// evict them when they finish, or hold sampling while one is in flight.
+// What to do with groups older than max_off_policy_threshold or
+// max_staleness_versions (async only): evict them when they finish, or hold
+// sampling while one is in flight.
 enum class StalenessStrategy { kDrop, kWait };
 StalenessStrategy parse_staleness_strategy(std::string_view name);  // "drop", "wait"
 
@@ -53,6 +54,13 @@ struct ReplayOptions {
   // Most model versions a group may span (global_steps - its step + 1);
   // nullopt: no staleness control. Above 0.
   std::optional<int64_t> max_off_policy_threshold;
+  // Most policy versions a group may lag (async only): a group whose
+  // trajectories started generating at policy version `start` (the
+  // smallest start version among them; a group without one has not
+  // started) is stale when the controller's policy version - start exceeds
+  // this. nullopt: off. At least 0. A group is stale if this or
+  // max_off_policy_threshold says so; `strategy` governs both.
+  std::optional<int64_t> max_staleness_versions;
   StalenessStrategy strategy = StalenessStrategy::kDrop;
   // DAPO: a finished group whose trajectories (more than one) all carry
   // the same value is evicted, as verl tests it (numpy's std of the values
@@ -101,11 +109,16 @@ struct ReplayEvictions {
   std::vector<std::pair<double, int64_t>> filtered_values;  // the value a filtered group shared -> groups
   int64_t failed = 0;
   int64_t surplus = 0;  // sync DAPO: sampleable groups beyond the batch, discarded
+  // Groups evicted as stale by policy version (max_staleness_versions),
+  // and the most versions one lagged (policy version - its start).
+  int64_t stale_versions = 0;
+  int64_t stale_versions_age_max = 0;
 
   void add(const ReplayEvictions& other);
   // verl's metric names under `prefix` ("training", "validation"); only
-  // those with evictions, as verl's sample() returns them. The filtered
-  // values (verl's "_dapo_filtered_reward_counts") are filtered_values.
+  // those with evictions, as verl's sample() returns them, and seqflow's
+  // own for stale_versions when there are any. The filtered values (verl's
+  // "_dapo_filtered_reward_counts") are filtered_values.
   std::vector<std::pair<std::string, double>> metrics(const std::string& prefix) const;
 };
 

@@ -1,6 +1,7 @@
 // The data plane: a column store keyed by (global index, field).
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -40,19 +41,26 @@ struct StorageOptions {
   // room. A storage service answers a put that does not fit at once, and
   // the remote client retries within its put's own budget instead.
   std::chrono::milliseconds wait_timeout{30000};
+  // kWait in a storage service: the most puts answered "full" that keep a
+  // place in line at once (StorageUnit::try_put); a put beyond them is
+  // answered "full" with no place, and its client resends it. >= 1.
+  size_t max_waiting_puts = 4096;
 };
 
 // Throws kInvalidArgument naming the option and its value when one is out
-// of range (watermarks, wait_timeout).
+// of range (watermarks, wait_timeout, max_waiting_puts).
 void check_storage_options(const StorageOptions& options);
 
 // What capacity did to puts so far (metrics).
 struct CapacityStats {
   uint64_t waiting_puts = 0;  // puts waiting for room now (kWait in this process)
-  uint64_t puts_waited = 0;   // puts that found no room and waited (or, from a service, were told to)
+  // Puts that found no room and took a place in line to wait (a service's:
+  // each place given, which its client's retries then keep).
+  uint64_t puts_waited = 0;
   uint64_t puts_refused = 0;  // puts that failed "storage full" (at once, or at their deadline)
   // "No room" answers to puts that wait: each check of a waiting put (after
-  // each wake-up), or each try of a service's client.
+  // each wake-up), or each "full" a service sent its client (to a try or a
+  // room request; also to a put given no place, max_waiting_puts holding one).
   uint64_t full_answers = 0;
 };
 
@@ -182,20 +190,31 @@ class StorageUnit final : public DataPlane {
   void save(const std::string& path) const override;
   void load(const std::string& path) override;
 
+  // A waiting put's ticket: a random secret the unit hands its client with
+  // the "full" answer. Only a caller that holds it keeps the put's place
+  // in line, asks for it or gives it up: the put's samples, which a peer
+  // can guess, are not enough.
+  using Ticket = std::array<uint8_t, 16>;
+  struct Full {
+    std::string message;           // why the put does not fit ("storage full: ...")
+    std::optional<Ticket> ticket;  // nullopt: it holds no place (max_waiting_puts do)
+  };
   // put() that never waits, for a storage service (whose waiting puts must
   // hold no thread): where put() would wait (kWait), it stores nothing and
-  // returns why the put does not fit ("storage full: ..."); otherwise as
-  // put() (stored: nullopt; a put that can never fit throws). A put
-  // answered so keeps its place in line (waiting puts are served in order)
-  // while its client tries it again (the same samples of the same write)
-  // within kRetriedPutPlace; at most kMaxRetriedPuts hold a place.
-  std::optional<std::string> try_put(const SampleKeys& samples, const std::vector<Column>& columns);
+  // answers why the put does not fit; otherwise as put() (stored: nullopt;
+  // a put that can never fit throws). A put answered so keeps its place in
+  // line (waiting puts are served in order) while its client tries it again
+  // (the same samples of the same write, with the answer's `ticket`)
+  // within kRetriedPutPlace; at most max_waiting_puts hold a place. A put
+  // without a valid ticket takes a new place, behind those there, even
+  // when another put of the same samples holds one.
+  std::optional<Full> try_put(const SampleKeys& samples, const std::vector<Column>& columns,
+                              const std::optional<Ticket>& ticket = std::nullopt);
   static constexpr std::chrono::milliseconds kRetriedPutPlace{1000};
   // The longest a retried put keeps one place (from its first "full"
   // answer): a peer that keeps asking but never fits holds the line no
   // longer; its put, retried still, goes to the back.
   static constexpr std::chrono::minutes kMostRetriedPutPlace{10};
-  static constexpr size_t kMaxRetriedPuts = 4096;
   // A put try_put answered "full", named without its values: its first
   // sample and generation, its write version and its number of samples.
   struct RetriedPut {
@@ -206,16 +225,18 @@ class StorageUnit final : public DataPlane {
     auto operator<=>(const RetriedPut&) const = default;
   };
   struct Room {
-    bool placed = false;              // false: the put holds no place in line (lapsed, or never answered "full")
-    std::optional<std::string> full;  // placed: why it does not fit yet, or nullopt: it fits
+    bool placed = false;                    // false: no waiting put of these samples holds this ticket
+    std::optional<std::string> full;        // placed: why it does not fit yet, or nullopt: it fits
+    std::optional<std::string> not_placed;  // !placed: why (its place lapsed, or the ticket is not its)
   };
   // Whether `put` fits now, from the room it asked for at its last try:
   // its client sends the values only then (or when it holds no place), not
   // on every try. Either way its place is kept until its next try; the put
-  // itself decides, all or nothing.
-  Room room_for(const RetriedPut& put);
-  // `put` gave up (its client's deadline): its place goes to those behind it.
-  void leave_line(const RetriedPut& put);
+  // itself decides, all or nothing. A wrong ticket changes nothing.
+  Room room_for(const RetriedPut& put, const Ticket& ticket);
+  // `put` gave up (its client's deadline): its place goes to those behind
+  // it. placed: it held one; a wrong ticket changes nothing.
+  Room leave_line(const RetriedPut& put, const Ticket& ticket);
   CapacityStats capacity_stats() const;
   // Bytes (values and bookkeeping) and samples held per partition; empty
   // unless a per-partition limit is set (only then are they counted).
@@ -232,8 +253,10 @@ class StorageUnit final : public DataPlane {
  private:
   struct State;  // the values, their lock and counts (src/storage/storage_unit.cc)
   enum class Settle { kCommit, kDiscard };
-  // put() and try_put(): waits for room only with `wait`.
-  std::optional<std::string> store(const SampleKeys& samples, const std::vector<Column>& columns, bool wait);
+  // put() and try_put(): waits for room only with `wait`; `ticket`: a
+  // retried put's (try_put).
+  std::optional<Full> store(const SampleKeys& samples, const std::vector<Column>& columns, bool wait,
+                            const std::optional<Ticket>& ticket);
   // commit and discard: one walk over the samples' stored fields.
   void settle_version(const SampleKeys& samples, std::span<const std::string> fields, Settle settle);
   std::unique_ptr<State> state_;

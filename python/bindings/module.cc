@@ -7,6 +7,7 @@
 #include "bindings/arguments.h"
 #include "bindings/submodules.h"
 #include "seqflow/error.h"
+#include "transport/zmq_message_memory.h"
 
 namespace nb = nanobind;
 
@@ -14,6 +15,8 @@ NB_MODULE(_seqflow, m) {
   // Imported here, while the module loads on one thread: the bindings' function-local statics that look numpy's
   // types up then find it in sys.modules and run no Python code under their initialisation guard.
   nb::module_::import_("numpy");
+  // Before any ZeroMQ thread exists: libzmq's large messages then come from the block cache.
+  seqflow::transport::keep_large_zmq_messages_in_block_cache();
   // A KeyError, so that callers that caught KeyError for a cleared sample
   // still catch it; seqflow re-exports it as seqflow.StaleSampleError.
   static PyObject* stale_sample_error =

@@ -750,7 +750,8 @@ class Client:
                     cursor: Optional[_seqflow.client.ReplayCursor] = None,
                     wait: float = 0.0, pass_id: Optional[int] = None,
                     lease: float = 60.0, balance_ranks: int = 0, balance_length_tag: str = "seq_len",
-                    balance_workload: str = "verl") -> _seqflow.client.ReplayPass:
+                    balance_workload: str = "verl",
+                    max_staleness_versions: Optional[int] = None) -> _seqflow.client.ReplayPass:
         """One pass of verl's replay-buffer loop in the engine, over the
         partition's prompt keys ``{uid}`` (tags is_prompt, status,
         global_steps) and trajectory keys ``{uid}_...``: evicts stale
@@ -782,7 +783,16 @@ class Client:
         (_balance_batch: verl's get_seqlen_balanced_partitions of the
         ``balance_workload`` costs of each trajectory's ``balance_length_tag``,
         equal counts per rank): keys and tags come rank by rank, and the answer
-        says ``rank_sizes``, ``rank_lengths`` and ``arrival_rank_lengths``."""
+        says ``rank_sizes``, ``rank_lengths`` and ``arrival_rank_lengths``.
+
+        ``max_staleness_versions`` (async; None: off) is staleness by policy
+        version (set_policy_version): a group whose trajectories started at
+        policy version ``start`` (the smallest among them) is stale when the
+        current version - ``start`` exceeds it; ``max_off_policy_strategy``
+        drops it when it finishes (counted in the cursor's metrics as
+        ``off_policy/version_evicted_samples``) or holds sampling while it is
+        in flight. With ``max_off_policy_threshold`` too, either makes a group
+        stale."""
         wait_ms = round(1000 * check_seconds(wait, "wait", allow_zero=True))
         kept_id, lease_ms = 0, 0
         if pass_id is not None:
@@ -794,7 +804,7 @@ class Client:
             [] if group_values is None else [(uid, list(values)) for uid, values in group_values.items()],
             _seqflow.client.ReplayCursor() if cursor is None else cursor, wait_ms, kept_id, lease_ms,
             check_count(balance_ranks, "balance_ranks", minimum=0), check_name(balance_length_tag, "balance_length_tag"),
-            check_instance(balance_workload, "balance_workload", str, "a str"))
+            check_instance(balance_workload, "balance_workload", str, "a str"), max_staleness_versions)
 
     def ack_replay_pass(self, partition_id: str, pass_id: int) -> bool:
         """Acknowledges a kept replay pass (replay_pass(pass_id=...) whose

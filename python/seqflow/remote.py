@@ -72,9 +72,6 @@ def _import_ray():
 # Detached actors live in this Ray namespace, so that every job of the
 # cluster finds them by name, not only the job that started them.
 RAY_NAMESPACE = "seqflow"
-# What `seqflow serve` adds to GLIBC_TUNABLES for itself (src/cli/huge_page_buffers.cc): large
-# received messages on transparent huge pages.
-HUGE_PAGE_TUNABLES = "glibc.malloc.hugetlb=1"
 
 
 def _controller_name(name: str) -> str:
@@ -173,28 +170,6 @@ def _service_settings(config) -> tuple[dict, dict]:
     return controller, storage
 
 
-def _with_huge_page_buffers(options: dict[str, Any], job_env_vars: dict[str, str]) -> dict[str, Any]:
-    """options whose runtime_env starts the actor's process with glibc's
-    hugetlb tunable, as `seqflow serve` gives itself (docs/deployment.md,
-    "Memory"), added to the GLIBC_TUNABLES the actor would have had (its
-    options', else the job's runtime_env's, else this process's), which an
-    actor's env_vars would otherwise replace; kept as it is when it sets
-    glibc.malloc.hugetlb already."""
-    runtime_env = dict(options.get("runtime_env") or {})
-    env_vars = dict(runtime_env.get("env_vars") or {})
-    tunables = env_vars.get("GLIBC_TUNABLES", job_env_vars.get("GLIBC_TUNABLES", os.environ.get("GLIBC_TUNABLES", "")))
-    if "glibc.malloc.hugetlb" not in tunables:
-        tunables = f"{tunables}:{HUGE_PAGE_TUNABLES}" if tunables else HUGE_PAGE_TUNABLES
-    env_vars["GLIBC_TUNABLES"] = tunables
-    return {**options, "runtime_env": {**runtime_env, "env_vars": env_vars}}
-
-
-def _job_env_vars(ray: Any) -> dict[str, str]:
-    """The env_vars of this job's runtime_env (ray.init(runtime_env=...))."""
-    runtime_env = ray.get_runtime_context().runtime_env or {}
-    return dict(runtime_env.get("env_vars") or {})
-
-
 def start_ray_services(name: str = "seqflow", *, config=None, num_storage_units: int = 1,
                        actor_options: Optional[dict[str, Any]] = None,
                        metrics_port: Optional[int] = None) -> RayServices:
@@ -202,9 +177,7 @@ def start_ray_services(name: str = "seqflow", *, config=None, num_storage_units:
     named NAME.controller and NAME.storage.I in the Ray namespace "seqflow",
     spread over the nodes; actors of these names that run already are reused.
     actor_options override the ray actor options (default: num_cpus=0,
-    SPREAD, detached; the actors' processes start with
-    glibc.malloc.hugetlb=1 added to GLIBC_TUNABLES unless it sets that
-    tunable already). metrics_port: the controller serves Prometheus
+    SPREAD, detached). metrics_port: the controller serves Prometheus
     metrics on its node's address at this port (0: any free port)."""
     ray = _import_ray()
     units = check_count(num_storage_units, "num_storage_units", minimum=1)
@@ -212,9 +185,8 @@ def start_ray_services(name: str = "seqflow", *, config=None, num_storage_units:
     controller_settings["storage_units"] = units
     if metrics_port is not None:
         controller_settings["metrics_port"] = check_count(metrics_port, "metrics_port", maximum=65535)
-    options = _with_huge_page_buffers(dict(lifetime="detached", namespace=RAY_NAMESPACE,
-                                           scheduling_strategy="SPREAD", num_cpus=0, get_if_exists=True,
-                                           **(actor_options or {})), _job_env_vars(ray))
+    options = dict(lifetime="detached", namespace=RAY_NAMESPACE, scheduling_strategy="SPREAD", num_cpus=0,
+                   get_if_exists=True, **(actor_options or {}))
     actor_class = ray.remote(_ServiceActor)
     token = uuid.uuid4().hex
     controller = actor_class.options(name=_controller_name(name), **options).remote(

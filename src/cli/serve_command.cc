@@ -8,7 +8,6 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "cli/huge_page_buffers.h"
 #include "common/json_text.h"
 #include "server/checkpoint_root.h"
 #include "server/service_settings.h"
@@ -362,7 +361,6 @@ int run_serve(std::span<const std::string> args) {
   if (args[0] != "controller" && args[0] != "storage") {
     throw_invalid("ROLE must be controller or storage, got '" + args[0] + "'");
   }
-  rerun_with_huge_page_buffers();
   return args[0] == "controller" ? serve_controller(args.subspan(1)) : serve_storage(args.subspan(1));
 }
 

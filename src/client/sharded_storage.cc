@@ -5,7 +5,6 @@
 #include <functional>
 #include <iterator>
 #include <map>
-#include <set>
 #include <optional>
 #include <thread>
 
@@ -136,12 +135,6 @@ size_t bytes_at(const std::vector<Column>& columns, std::span<const size_t> posi
   return total;
 }
 
-// Whether `error` is a service's answer to an operation it does not know.
-bool unknown_operation(const Error& error, std::string_view op) {
-  return error.code() == ErrorCode::kNotFound &&
-         std::string_view(error.what()).starts_with("unknown operation '" + std::string(op) + "'");
-}
-
 }  // namespace
 
 ShardedStorage::ShardedStorage(std::vector<std::shared_ptr<transport::ConnectionPool>> units,
@@ -185,10 +178,10 @@ void ShardedStorage::put(const SampleKeys& samples, const std::vector<Column>& c
   const auto positions_of = [&](size_t u) {
     return units_.size() == 1 ? std::span<const size_t>() : std::span<const size_t>(shards[u].positions);
   };
-  const auto with_bytes = [&](size_t u) {
+  const auto with_bytes = [&](size_t u, const std::optional<StorageUnit::Ticket>& ticket) {
     Frames data;
     const std::string entries = transport::wire::append_columns(columns, positions_of(u), data);
-    return storage_protocol::encode_put_request(samples, shards[u].positions, entries, std::move(data));
+    return storage_protocol::encode_put_request(samples, shards[u].positions, entries, std::move(data), ticket);
   };
   FanOut fan_out(units_);
   for (size_t u = 0; u < shards.size(); ++u) {
@@ -206,30 +199,30 @@ void ShardedStorage::put(const SampleKeys& samples, const std::vector<Column>& c
                        samples, shards[u].positions, entries,
                        transport::local_copy::seal(transport::local_copy::describe(pieces), *session)));
     } else {
-      fan_out.send(u, storage_protocol::kPut, with_bytes(u));
+      fan_out.send(u, storage_protocol::kPut, with_bytes(u, std::nullopt));
     }
   }
   // A unit that refused the session (it restarted since, or cannot read this
   // process) gets the bytes now; the next put opens a new session. A unit
   // without room (it waits for room: WhenFull::kWait) stored nothing.
-  std::map<size_t, std::string> full;  // unit -> its "storage full" answer
+  std::map<size_t, StorageUnit::Full> full;  // unit -> its "storage full" answer and ticket
   FanOut resend(units_);
   bool resending = false;
   for (auto& [unit, frames] : fan_out.receive_all()) {
     storage_protocol::PutReply reply = storage_protocol::decode_put_reply(frames);
-    if (reply.full) full[unit] = std::move(*reply.full);
+    if (reply.full) full[unit] = {std::move(*reply.full), reply.ticket};
     if (!reply.local_copy_refused) continue;
     {
       std::lock_guard lock(sessions_mutex_);
       sessions_[unit].reset();
     }
-    resend.send(unit, storage_protocol::kPut, with_bytes(unit));
+    resend.send(unit, storage_protocol::kPut, with_bytes(unit, std::nullopt));
     resending = true;
   }
   if (resending) {
     for (auto& [unit, frames] : resend.receive_all()) {
       storage_protocol::PutReply reply = storage_protocol::decode_put_reply(frames);
-      if (reply.full) full[unit] = std::move(*reply.full);
+      if (reply.full) full[unit] = {std::move(*reply.full), reply.ticket};
     }
   }
   if (!full.empty()) {
@@ -245,12 +238,14 @@ void ShardedStorage::put(const SampleKeys& samples, const std::vector<Column>& c
 // The units told the put to wait until clears make room: it asks them again,
 // backing off from 1 ms to 100 ms, until they stored it or the put's
 // deadline (its call's, CallDeadline, or else one unit timeout) passed.
-// Each try first asks whether the put fits now (room, without its values)
-// and sends the values only then; each put stores all or nothing on its
-// unit, so retries never duplicate.
-void ShardedStorage::wait_for_room(const SampleKeys& samples, std::map<size_t, std::string>& full,
+// Each try first asks whether the put fits now (room, with its ticket and
+// without its values) and sends the values only then; each put stores all
+// or nothing on its unit, so retries never duplicate. A unit whose answer
+// carried no ticket (it keeps the put no place: max_waiting_puts hold one)
+// is sent the values on every try.
+void ShardedStorage::wait_for_room(const SampleKeys& samples, std::map<size_t, StorageUnit::Full>& full,
                                    const std::function<StorageUnit::RetriedPut(size_t)>& retried_as,
-                                   const std::function<Frames(size_t)>& request) const {
+                                   const PutRequest& request) const {
   constexpr std::chrono::milliseconds kFirstBackoff{1};
   constexpr std::chrono::milliseconds kMaxBackoff{100};
   // Retries come often enough that the unit keeps the put's place in line.
@@ -260,13 +255,12 @@ void ShardedStorage::wait_for_room(const SampleKeys& samples, std::map<size_t, s
   const Clock::time_point deadline =
       CallDeadline::of_request(units_[full.begin()->first]->acquire()->options().timeout);
   std::chrono::milliseconds backoff = kFirstBackoff;
-  std::set<size_t> units_without_room;  // they answered `room` with "unknown operation"
   try {
     for (;;) {
       const Clock::time_point now = Clock::now();
       if (now >= deadline) {
         const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - started);
-        throw_invalid(full.begin()->second + "; the put waited " + std::to_string(waited.count()) +
+        throw_invalid(full.begin()->second.message + "; the put waited " + std::to_string(waited.count()) +
                       " ms for room (its timeout)");
       }
       const std::function<void()> wait = [&] {
@@ -281,48 +275,44 @@ void ShardedStorage::wait_for_room(const SampleKeys& samples, std::map<size_t, s
       if (Clock::now() >= deadline) continue;
       FanOut probe(units_);
       FanOut retry(units_);
-      bool retrying = false;
-      for (const auto& [unit, message] : full) {
-        if (units_without_room.contains(unit)) {
-          retry.send(unit, storage_protocol::kPut, request(unit));
-          retrying = true;
+      for (const auto& [unit, answer] : full) {
+        if (answer.ticket) {
+          probe.send(unit, storage_protocol::kRoom,
+                     storage_protocol::encode_room_request({retried_as(unit), *answer.ticket, false}));
         } else {
-          probe.send(unit, storage_protocol::kRoom, storage_protocol::encode_room_request({retried_as(unit), false}));
+          retry.send(unit, storage_protocol::kPut, request(unit, std::nullopt));
         }
       }
       std::optional<Error> failure;
       for (auto& [unit, frames, error] : probe.receive_each()) {
-        // A unit that predates `room` answers "unknown operation": the put
-        // is sent again with its values, as to every unit before `room`,
-        // and that unit is not asked again.
-        if (error && !unknown_operation(*error, storage_protocol::kRoom)) {
+        if (error) {
           if (!failure) failure = std::move(error);
           continue;
         }
-        if (error) units_without_room.insert(unit);
-        if (!error) {
-          StorageUnit::Room room = storage_protocol::decode_room_reply(frames);
-          if (room.placed && room.full) {
-            full[unit] = std::move(*room.full);
-            continue;
-          }
+        StorageUnit::Room room = storage_protocol::decode_room_reply(frames);
+        if (room.placed && room.full) {
+          full[unit].message = std::move(*room.full);
+          continue;
         }
-        retry.send(unit, storage_protocol::kPut, request(unit));
-        retrying = true;
+        // It fits, or its place lapsed: the put itself decides (and, full,
+        // takes a new place with a new ticket).
+        retry.send(unit, storage_protocol::kPut, request(unit, full[unit].ticket));
       }
-      if (failure) {
-        retry.receive_each();  // the puts sent meanwhile are answered before the error goes up
-        throw *failure;
-      }
-      if (!retrying) continue;
-      for (auto& [unit, frames] : retry.receive_all()) {
+      // Every put's answer is taken in before an error goes up: one that
+      // carries a new ticket is the one leave_lines must name.
+      for (auto& [unit, frames, error] : retry.receive_each()) {
+        if (error) {
+          if (!failure) failure = std::move(error);
+          continue;
+        }
         storage_protocol::PutReply reply = storage_protocol::decode_put_reply(frames);
         if (reply.full) {
-          full[unit] = std::move(*reply.full);
+          full[unit] = {std::move(*reply.full), reply.ticket};
         } else {
           full.erase(unit);
         }
       }
+      if (failure) throw *failure;
       if (full.empty()) return;
     }
   } catch (...) {
@@ -332,14 +322,16 @@ void ShardedStorage::wait_for_room(const SampleKeys& samples, std::map<size_t, s
 }
 
 // Best effort, briefly: the put failed already.
-void ShardedStorage::leave_lines(const std::map<size_t, std::string>& full,
+void ShardedStorage::leave_lines(const std::map<size_t, StorageUnit::Full>& full,
                                  const std::function<StorageUnit::RetriedPut(size_t)>& retried_as) const {
   constexpr std::chrono::milliseconds kLeaveBudget{200};
   const CallDeadline scope(CallDeadline::Clock::now() + kLeaveBudget);
   try {
     FanOut fan_out(units_);
-    for (const auto& [unit, message] : full) {
-      fan_out.send(unit, storage_protocol::kRoom, storage_protocol::encode_room_request({retried_as(unit), true}));
+    for (const auto& [unit, answer] : full) {
+      if (!answer.ticket) continue;  // it holds no place there
+      fan_out.send(unit, storage_protocol::kRoom,
+                   storage_protocol::encode_room_request({retried_as(unit), *answer.ticket, true}));
     }
     fan_out.receive_each();
   } catch (const Error&) {

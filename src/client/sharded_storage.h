@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -53,17 +54,18 @@ class ShardedStorage final : public DataPlane {
   void load(const std::string& path) override;
 
  private:
-  // put: asks the units in `full` (unit -> its "storage full" answer) again,
-  // whether the put (`retried_as(unit)`) fits, and sends `request(unit)`
-  // once it does, until they stored their share or the put's deadline
-  // passed (then kInvalidArgument, the last answer, saying it waited).
-  // Each pause goes through samples.around_wait.
-  void wait_for_room(const SampleKeys& samples, std::map<size_t, std::string>& full,
-                     const std::function<StorageUnit::RetriedPut(size_t)>& retried_as,
-                     const std::function<transport::Frames(size_t)>& request) const;
+  // Unit u's share of a put, with the ticket of its place in line there.
+  using PutRequest = std::function<transport::Frames(size_t, const std::optional<StorageUnit::Ticket>&)>;
+  // put: asks the units in `full` (unit -> its "storage full" answer and
+  // ticket) again whether the put (`retried_as(unit)`) fits, and sends
+  // `request` once it does, until they stored their share or the put's
+  // deadline passed (then kInvalidArgument, the last answer, saying it
+  // waited). Each pause goes through samples.around_wait.
+  void wait_for_room(const SampleKeys& samples, std::map<size_t, StorageUnit::Full>& full,
+                     const std::function<StorageUnit::RetriedPut(size_t)>& retried_as, const PutRequest& request) const;
   // A put that gave up tells the units in `full` to give its places in
   // line to the puts behind it.
-  void leave_lines(const std::map<size_t, std::string>& full,
+  void leave_lines(const std::map<size_t, StorageUnit::Full>& full,
                    const std::function<StorageUnit::RetriedPut(size_t)>& retried_as) const;
   // commit and discard: op to every unit holding some of the samples.
   void settle_version(std::string_view op, const SampleKeys& samples, std::span<const std::string> fields);

@@ -63,6 +63,8 @@ BlockCache::~BlockCache() {
 }
 
 std::byte* BlockCache::acquire(size_t size, size_t* capacity) {
+  // Rounding up must not wrap to a tiny block: ZeroMQ asks for sizes a peer wrote on the wire.
+  if (size > SIZE_MAX - kAlignment + 1) throw std::bad_alloc();
   const size_t rounded = (size + kAlignment - 1) / kAlignment * kAlignment;
   {
     std::lock_guard lock(state_->mutex);

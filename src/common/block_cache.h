@@ -33,7 +33,8 @@ class BlockCache {
 
   // A block of at least `size` bytes: a cached one when one fits (at most a
   // quarter larger than `size` rounded up to whole 2 MiB pages), else a new
-  // one. `*capacity` is set to its size.
+  // one. `*capacity` is set to its size. Throws std::bad_alloc when there is
+  // no such block (a size too large to round up included).
   std::byte* acquire(size_t size, size_t* capacity);
   // Keeps the block for reuse, or frees it when it exceeds the limit.
   void release(std::byte* block, size_t capacity);

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/controller_state.h"
+#include "core/name_rule.h"
 #include "seqflow/error.h"
 
 namespace seqflow {
@@ -41,6 +42,7 @@ int64_t Controller::policy_version() const {
 
 PolicyVersions Controller::policy_versions(const std::string& partition_id,
                                            std::span<const int64_t> global_indexes) const {
+  core::check_name(partition_id, "partition_id");  // named as the other calls name it, not echoed as is
   std::lock_guard lock(state_->mutex);
   const core::PartitionState& partition = state_->data.require(partition_id);
   PolicyVersions out = reserved(global_indexes.size());
@@ -57,6 +59,8 @@ PolicyVersions Controller::policy_versions(const std::string& partition_id,
 
 PolicyVersions Controller::kv_policy_versions(const std::string& partition_id,
                                               std::span<const std::string> keys) const {
+  core::check_name(partition_id, "partition_id");
+  for (size_t i = 0; i < keys.size(); ++i) core::check_name(keys[i], "keys[" + std::to_string(i) + "]");
   std::lock_guard lock(state_->mutex);
   const core::PartitionState& partition = state_->data.require(partition_id);
   PolicyVersions out = reserved(keys.size());

@@ -137,7 +137,7 @@ ReplayPass Controller::replay_pass(const ReplayRequest& request) {
   groups.hold_in_flight(filter.unclassified_uids);
   ReplayPass pass;
   pass.unclassified_keys = std::move(filter.unclassified_keys);
-  const core::ReplayPlan plan = core::plan_replay_pass(request, groups, filter.filtered);
+  const core::ReplayPlan plan = core::plan_replay_pass(request, groups, filter.filtered, state_->data.policy_version());
 
   pass.refill = plan.refill;
   pass.ready = plan.ready;

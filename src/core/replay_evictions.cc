@@ -26,6 +26,10 @@ void ReplayEvictions::add(const ReplayEvictions& other) {
   }
   failed += other.failed;
   surplus += other.surplus;
+  if (other.stale_versions > 0) {
+    stale_versions_age_max = std::max(stale_versions > 0 ? stale_versions_age_max : 0, other.stale_versions_age_max);
+    stale_versions += other.stale_versions;
+  }
 }
 
 std::vector<std::pair<std::string, double>> ReplayEvictions::metrics(const std::string& prefix) const {
@@ -40,6 +44,10 @@ std::vector<std::pair<std::string, double>> ReplayEvictions::metrics(const std::
   if (filtered > 0) name("filter_groups/evicted_samples", static_cast<double>(filtered));
   if (failed > 0) name("rollout_failure/evicted_samples", static_cast<double>(failed));
   if (surplus > 0) name("filter_groups/discarded_surplus_samples", static_cast<double>(surplus));
+  if (stale_versions > 0) {  // seqflow's: verl has no policy versions
+    name("off_policy/version_evicted_samples", static_cast<double>(stale_versions));
+    name("off_policy/version_evicted_samples_age/max", static_cast<double>(stale_versions_age_max));
+  }
   return named;
 }
 

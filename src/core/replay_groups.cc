@@ -89,6 +89,9 @@ void ReplayGroups::hold_in_flight(const std::vector<std::string>& uids) {
     if (prompt.status != PromptStatus::kFinished || held.count(prompt.uid) == 0) return false;
     ++in_flight_;
     oldest_in_flight_ = std::min(oldest_in_flight_.value_or(prompt.global_steps), prompt.global_steps);
+    if (const std::optional<int64_t> start = prompt.start_version) {
+      oldest_in_flight_start_ = std::min(oldest_in_flight_start_.value_or(*start), *start);
+    }
     return true;
   });
 }

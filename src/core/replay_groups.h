@@ -30,6 +30,9 @@ struct ReplayPrompt {
   uint32_t slot = 0;
   PromptStatus status = PromptStatus::kPending;
   int64_t global_steps = 0;
+  // The group's start version: the smallest start policy version of its
+  // trajectories (generation started then); nullopt: none yet (not started).
+  std::optional<int64_t> start_version;
 };
 
 struct ReplayTrajectory {
@@ -41,19 +44,26 @@ class ReplayIndex;
 
 // One pass's view of a partition's groups: its terminal prompts (finished
 // or failure: the only groups a pass evicts, classifies or selects) in
-// arrival order, how many prompts are in flight (pending or running), and
-// the trajectories of a uid, read from the partition's ReplayIndex.
+// arrival order, how many prompts are in flight (pending or running), the
+// oldest of those by global_steps and by start version, and the
+// trajectories of a uid, read from the partition's ReplayIndex.
 class ReplayGroups {
  public:
   ReplayGroups() = default;  // no partition: no groups
   ReplayGroups(const ReplayIndex& index, std::vector<ReplayPrompt> terminal, int64_t in_flight,
-               std::optional<int64_t> oldest_in_flight)
-      : index_(&index), terminal_(std::move(terminal)), in_flight_(in_flight), oldest_in_flight_(oldest_in_flight) {}
+               std::optional<int64_t> oldest_in_flight, std::optional<int64_t> oldest_in_flight_start)
+      : index_(&index),
+        terminal_(std::move(terminal)),
+        in_flight_(in_flight),
+        oldest_in_flight_(oldest_in_flight),
+        oldest_in_flight_start_(oldest_in_flight_start) {}
 
   const std::vector<ReplayPrompt>& terminal() const { return terminal_; }
   int64_t in_flight() const { return in_flight_; }
   // The smallest global_steps of a prompt in flight; nullopt: none is.
   std::optional<int64_t> oldest_in_flight() const { return oldest_in_flight_; }
+  // The smallest start version of a group in flight with a trajectory; nullopt: none is.
+  std::optional<int64_t> oldest_in_flight_start() const { return oldest_in_flight_start_; }
   // For this pass, these finished prompts count as running (their group
   // filter values are not in yet).
   void hold_in_flight(const std::vector<std::string>& uids);
@@ -65,6 +75,7 @@ class ReplayGroups {
   std::vector<ReplayPrompt> terminal_;
   int64_t in_flight_ = 0;
   std::optional<int64_t> oldest_in_flight_;
+  std::optional<int64_t> oldest_in_flight_start_;
 };
 
 // What a pass's group filter found: the filtered groups with the value each

@@ -2,6 +2,7 @@
 #include "core/replay_index.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "core/custom_meta.h"
 #include "core/scan_counter.h"
@@ -24,6 +25,16 @@ PromptStatus parse_status(const Value* status, const std::string& key) {
 
 bool terminal(PromptStatus status) { return status == PromptStatus::kFinished || status == PromptStatus::kFailure; }
 
+// The smallest value counted more often than `held` counts it; nullopt: none.
+std::optional<int64_t> smallest_unheld(const std::map<int64_t, int64_t>& counts,
+                                       const std::map<int64_t, int64_t>& held) {
+  for (const auto& [value, count] : counts) {
+    const auto found = held.find(value);
+    if (count > (found == held.end() ? 0 : found->second)) return value;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 ReplayGroups ReplayIndex::groups(PartitionState& partition, const std::unordered_set<uint32_t>& held) {
@@ -45,33 +56,29 @@ ReplayGroups ReplayIndex::groups(PartitionState& partition, const std::unordered
   for (const auto& [arrival, slot] : terminal_) {
     if (held.count(slot) > 0) continue;
     const SlotEntry& prompt = slots_[slot];
-    prompts.push_back({*partition.key_of(slot), slot, prompt.status, prompt.global_steps});
+    prompts.push_back(
+        {*partition.key_of(slot), slot, prompt.status, prompt.global_steps, prompt.group->second.start_version});
   }
   int64_t in_flight = in_flight_;
-  std::map<int64_t, int64_t> held_in_flight;  // global_steps -> held prompts in flight
+  std::map<int64_t, int64_t> held_steps;   // global_steps -> held prompts in flight
+  std::map<int64_t, int64_t> held_starts;  // start version -> those with a trajectory
   for (uint32_t slot : held) {
     if (slot < slots_.size() && slots_[slot].kind == Kind::kPrompt && !terminal(slots_[slot].status)) {
       --in_flight;
-      ++held_in_flight[slots_[slot].global_steps];
+      ++held_steps[slots_[slot].global_steps];
+      if (const auto start = slots_[slot].group->second.start_version) ++held_starts[*start];
     }
   }
-  std::optional<int64_t> oldest;
-  for (const auto& [steps, count] : in_flight_steps_) {
-    const auto found = held_in_flight.find(steps);
-    if (count > (found == held_in_flight.end() ? 0 : found->second)) {
-      oldest = steps;
-      break;
-    }
-  }
-  return ReplayGroups(*this, std::move(prompts), in_flight, oldest);
+  return ReplayGroups(*this, std::move(prompts), in_flight, smallest_unheld(in_flight_steps_, held_steps),
+                      smallest_unheld(in_flight_starts_, held_starts));
 }
 
 std::vector<ReplayTrajectory> ReplayIndex::trajectories(std::string_view uid) const {
   const auto found = groups_.find(std::string(uid));
   if (found == groups_.end()) return {};
   std::vector<ReplayTrajectory> out;
-  out.reserve(found->second.size());
-  for (uint32_t slot : found->second) out.push_back({slot, slots_[slot].arrival});
+  out.reserve(found->second.trajectories.size());
+  for (uint32_t slot : found->second.trajectories) out.push_back({slot, slots_[slot].arrival});
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.arrival < b.arrival; });
   return out;
 }
@@ -82,6 +89,7 @@ void ReplayIndex::rebuild(PartitionState& partition) {
   groups_.clear();
   terminal_.clear();
   in_flight_steps_.clear();
+  in_flight_starts_.clear();
   in_flight_ = 0;
   next_arrival_ = 0;
   partition_number_ = partition.number();
@@ -131,20 +139,30 @@ void ReplayIndex::index(const PartitionState& partition, uint32_t slot) {
                     "; expected an integer of at most 2^53 in magnitude");
     }
     const PromptStatus status = parse_status(tag.find("status"), key);
+    Group& group = *groups_.try_emplace(key).first;
     if (terminal(status)) {
       terminal_.emplace(filed.arrival, slot);
     } else {
       ++in_flight_steps_[steps->as_int()];
       ++in_flight_;
     }
+    group.second.has_prompt = true;
+    group.second.prompt_in_flight = !terminal(status);
+    count_in_flight_start(group, +1);
     filed.kind = Kind::kPrompt;
     filed.status = status;
     filed.global_steps = steps->as_int();
+    filed.group = &group;
   } else {
     Group& group = *groups_.try_emplace(std::string(uid_of(key))).first;
-    group.second.push_back(slot);
+    const int64_t start = partition.versions(slot).start;
+    count_in_flight_start(group, -1);
+    group.second.trajectories.push_back(slot);
+    group.second.start_version = std::min(group.second.start_version.value_or(start), start);
+    count_in_flight_start(group, +1);
     filed.kind = Kind::kTrajectory;
     filed.group = &group;
+    filed.start_version = start;
   }
   filed.change = partition.keyed_change(slot);
 }
@@ -152,20 +170,45 @@ void ReplayIndex::index(const PartitionState& partition, uint32_t slot) {
 void ReplayIndex::unindex(uint32_t slot) {
   if (slot >= slots_.size()) return;
   SlotEntry& filed = slots_[slot];
+  if (filed.kind == Kind::kNone) return;
+  Group& group = *filed.group;
+  count_in_flight_start(group, -1);
   if (filed.kind == Kind::kPrompt && terminal(filed.status)) {
     terminal_.erase({filed.arrival, slot});
   } else if (filed.kind == Kind::kPrompt) {
     const auto steps = in_flight_steps_.find(filed.global_steps);
     if (--steps->second == 0) in_flight_steps_.erase(steps);
     --in_flight_;
-  } else if (filed.kind == Kind::kTrajectory) {
-    std::vector<uint32_t>& members = filed.group->second;
-    members.erase(std::find(members.begin(), members.end(), slot));
-    if (members.empty()) groups_.erase(groups_.find(filed.group->first));
   }
+  if (filed.kind == Kind::kPrompt) {
+    group.second.has_prompt = false;
+    group.second.prompt_in_flight = false;
+  } else {
+    std::vector<uint32_t>& members = group.second.trajectories;
+    members.erase(std::find(members.begin(), members.end(), slot));
+    group.second.start_version.reset();
+    for (uint32_t member : members) {
+      const int64_t start = slots_[member].start_version;
+      group.second.start_version = std::min(group.second.start_version.value_or(start), start);
+    }
+    count_in_flight_start(group, +1);
+  }
+  erase_if_unused(group);
   filed.kind = Kind::kNone;
   filed.group = nullptr;
   filed.change = 0;
+}
+
+void ReplayIndex::count_in_flight_start(const Group& group, int sign) {
+  const GroupEntry& entry = group.second;
+  if (!entry.prompt_in_flight || !entry.start_version) return;
+  const auto counted = in_flight_starts_.try_emplace(*entry.start_version, 0).first;
+  if ((counted->second += sign) == 0) in_flight_starts_.erase(counted);
+}
+
+void ReplayIndex::erase_if_unused(Group& group) {
+  if (!group.second.has_prompt && group.second.trajectories.empty())
+    groups_.erase(groups_.find(group.first));  // not by the key: it lives in the node
 }
 
 ReplayIndex::SlotEntry& ReplayIndex::entry(uint32_t slot) {

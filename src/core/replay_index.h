@@ -2,14 +2,16 @@
 // partition's keyed changes (PartitionState::take_keyed_changes) rather than
 // by walking its samples: each keyed sample's tag as replay reads it (parsed
 // once per change of it), the trajectory slots of each uid, the terminal
-// prompts in arrival order and the prompts in flight counted by
-// global_steps. A pass costs the changed keys and the terminal prompts, not
+// prompts in arrival order, the prompts in flight counted by global_steps
+// and, of those whose group has a trajectory, by the group's start version
+// (the smallest start policy version of its trajectories). A pass costs the changed keys and the terminal prompts, not
 // the stored keys; a walk over every sample happens once, and again only
 // when the changes outgrew the partition (or it is another partition).
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -34,12 +36,19 @@ class ReplayIndex {
 
  private:
   enum class Kind : uint8_t { kNone, kTrajectory, kPrompt };
-  using Group = std::pair<const std::string, std::vector<uint32_t>>;  // uid, its trajectory slots
+  struct GroupEntry {
+    std::vector<uint32_t> trajectories;
+    std::optional<int64_t> start_version;  // the smallest of its trajectories'; nullopt: none yet
+    bool has_prompt = false;
+    bool prompt_in_flight = false;
+  };
+  using Group = std::pair<const std::string, GroupEntry>;  // by uid
   struct SlotEntry {
     uint64_t change = 0;     // the keyed_change indexed; 0: none
     uint64_t arrival = 0;    // rank among the partition's keyed samples
-    Group* group = nullptr;  // a trajectory's
+    Group* group = nullptr;  // a trajectory's, or a prompt's own (its key is its uid)
     int64_t global_steps = 0;
+    int64_t start_version = 0;  // a trajectory's (a sample's start version never changes while it is keyed)
     Kind kind = Kind::kNone;
     PromptStatus status = PromptStatus::kPending;
   };
@@ -50,15 +59,20 @@ class ReplayIndex {
   void index(const PartitionState& partition, uint32_t slot);
   void unindex(uint32_t slot);
   SlotEntry& entry(uint32_t slot);
+  // Adds (+1) or withdraws (-1) the group's count in in_flight_starts_, before and after it changes.
+  void count_in_flight_start(const Group& group, int sign);
+  // Erases the group once neither a prompt nor a trajectory refers to it.
+  void erase_if_unused(Group& group);
 
   bool built_ = false;
   uint32_t partition_number_ = 0;
   uint64_t epoch_ = 0;
   uint64_t next_arrival_ = 0;
   std::vector<SlotEntry> slots_;
-  std::unordered_map<std::string, std::vector<uint32_t>> groups_;
+  std::unordered_map<std::string, GroupEntry> groups_;
   std::set<std::pair<uint64_t, uint32_t>> terminal_;  // (arrival, slot) of finished and failure prompts
   std::map<int64_t, int64_t> in_flight_steps_;        // global_steps -> pending and running prompts
+  std::map<int64_t, int64_t> in_flight_starts_;       // start version -> those prompts with a trajectory
   int64_t in_flight_ = 0;
 };
 

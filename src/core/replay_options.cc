@@ -63,6 +63,8 @@ void check_evictions(const ReplayEvictions& evictions) {
   check_at_least(evictions.filtered, 0, "cursor.evictions.filtered");
   check_at_least(evictions.failed, 0, "cursor.evictions.failed");
   check_at_least(evictions.surplus, 0, "cursor.evictions.surplus");
+  check_at_least(evictions.stale_versions, 0, "cursor.evictions.stale_versions");
+  check_at_least(evictions.stale_versions_age_max, 0, "cursor.evictions.stale_versions_age_max");
   for (const auto& [value, groups] : evictions.filtered_values) {
     check_at_least(groups, 0, "cursor.evictions.filtered_values groups");
   }
@@ -76,6 +78,9 @@ void check_replay_request(const ReplayRequest& request) {
   check_at_least(request.batch_size, request.step == ReplayStep::kSample ? 1 : 0, "batch_size");
   if (options.max_off_policy_threshold) {
     check_at_least(*options.max_off_policy_threshold, 1, "max_off_policy_threshold", " (None: no staleness control)");
+  }
+  if (options.max_staleness_versions) {
+    check_at_least(*options.max_staleness_versions, 0, "max_staleness_versions", " (None: no staleness control)");
   }
   if (options.group_filter_tag) check_name(*options.group_filter_tag, "group_filter_tag");
   if (options.group_filter_metric) check_name(*options.group_filter_metric, "group_filter_metric");
@@ -116,6 +121,10 @@ void check_replay_request(const ReplayRequest& request) {
     replay_balance_workload(options.balance_workload);
   }
   if (options.mode != ReplayMode::kSync) return;
+  if (options.max_staleness_versions) {
+    throw_invalid("max_staleness_versions = " + std::to_string(*options.max_staleness_versions) +
+                  " is for mode 'async'; sync is on-policy (no staleness control)");
+  }
   if (request.step == ReplayStep::kEvict) {
     throw_invalid("step 'evict' (wait_for_sampleable) is for mode 'async'; sync sampling evicts as it samples");
   }

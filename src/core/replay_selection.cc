@@ -6,10 +6,14 @@
 //          trajectory are evicted and refilled k).
 //   async: stale (drop), DAPO-filtered and failed groups evicted, refilled k;
 //          `wait` holds sampling while an in-flight prompt is at the threshold.
+// And seqflow's staleness by policy version (async): a group whose start
+// version lags the current one by more than max_staleness_versions is
+// stale, dropped or waited for as a stale group by global_steps.
 #include "common/checked_math.h"
 #include "core/replay_selection.h"
 
 #include <algorithm>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -18,25 +22,36 @@ namespace {
 
 int64_t span_of(const ReplayPrompt& prompt, int64_t global_steps) { return global_steps - prompt.global_steps + 1; }
 
+// Whether a group that started at `start` lags the current policy version too far.
+bool stale_by_version(const ReplayOptions& options, std::optional<int64_t> start, int64_t policy_version) {
+  return options.max_staleness_versions && start && policy_version - *start > *options.max_staleness_versions;
+}
+
 // The groups a pass evicts, each reason counted as verl counts it (a group
 // may have several reasons; it is evicted and refilled once).
 struct EvictionReasons {
-  std::unordered_set<std::string_view> stale, filtered, failed;
-  bool any(std::string_view uid) const { return stale.count(uid) + filtered.count(uid) + failed.count(uid) > 0; }
+  std::unordered_set<std::string_view> stale, stale_versions, filtered, failed;
+  bool any(std::string_view uid) const {
+    return stale.count(uid) + stale_versions.count(uid) + filtered.count(uid) + failed.count(uid) > 0;
+  }
 };
 
 EvictionReasons eviction_reasons(const ReplayRequest& request, const ReplayGroups& groups,
-                                 const std::vector<std::pair<std::string, double>>& filtered) {
+                                 const std::vector<std::pair<std::string, double>>& filtered, int64_t policy_version) {
   EvictionReasons reasons;
   const ReplayOptions& options = request.options;
   if (!options.evict) return reasons;
   for (const auto& [uid, value] : filtered) reasons.filtered.insert(uid);
   const bool async = options.mode == ReplayMode::kAsync;
-  const bool drop_stale = async && options.max_off_policy_threshold && options.strategy == StalenessStrategy::kDrop;
+  const bool drop_stale = async && options.strategy == StalenessStrategy::kDrop;
   for (const ReplayPrompt& prompt : groups.terminal()) {
-    if (drop_stale && prompt.status == PromptStatus::kFinished &&
+    const bool finished = prompt.status == PromptStatus::kFinished;
+    if (drop_stale && finished && options.max_off_policy_threshold &&
         span_of(prompt, request.global_steps) > *options.max_off_policy_threshold) {
       reasons.stale.insert(prompt.uid);
+    }
+    if (drop_stale && finished && stale_by_version(options, prompt.start_version, policy_version)) {
+      reasons.stale_versions.insert(prompt.uid);
     }
     if (prompt.status != PromptStatus::kFailure) continue;
     if (async || (options.refill_failed_groups && groups.trajectories(prompt.uid).empty())) {
@@ -48,9 +63,13 @@ EvictionReasons eviction_reasons(const ReplayRequest& request, const ReplayGroup
 
 ReplayEvictions count_evictions(const ReplayRequest& request, const ReplayGroups& groups,
                                 const EvictionReasons& reasons,
-                                const std::vector<std::pair<std::string, double>>& filtered) {
+                                const std::vector<std::pair<std::string, double>>& filtered, int64_t policy_version) {
   ReplayEvictions counted;
   for (const ReplayPrompt& prompt : groups.terminal()) {
+    if (reasons.stale_versions.count(prompt.uid) > 0) {
+      counted.stale_versions_age_max = std::max(counted.stale_versions_age_max, policy_version - *prompt.start_version);
+      ++counted.stale_versions;
+    }
     if (reasons.stale.count(prompt.uid) == 0) continue;
     const int64_t span = span_of(prompt, request.global_steps);
     counted.stale_span_max = counted.stale > 0 ? std::max(counted.stale_span_max, span) : span;
@@ -122,15 +141,19 @@ void plan_sync(const ReplayRequest& request, const ReplayGroups& groups, const E
 }
 
 // verl's ReplayBufferAsync.wait_for_sampleable (and sample), one iteration after its evictions.
-void plan_async(const ReplayRequest& request, const ReplayGroups& groups, ReplayPlan& plan) {
+void plan_async(const ReplayRequest& request, const ReplayGroups& groups, int64_t policy_version, ReplayPlan& plan) {
   if (!plan.evicted.empty()) {
     plan.refill = static_cast<int64_t>(plan.evicted.size());
     return;
   }
   const ReplayOptions& options = request.options;
-  if (options.max_off_policy_threshold && options.strategy == StalenessStrategy::kWait) {
+  if (options.strategy == StalenessStrategy::kWait) {
     const std::optional<int64_t> oldest = groups.oldest_in_flight();
-    if (oldest && request.global_steps - *oldest + 1 >= *options.max_off_policy_threshold) return;
+    if (options.max_off_policy_threshold && oldest &&
+        request.global_steps - *oldest + 1 >= *options.max_off_policy_threshold) {
+      return;
+    }
+    if (stale_by_version(options, groups.oldest_in_flight_start(), policy_version)) return;
   }
   if (static_cast<int64_t>(plan.sampleable.size()) < request.batch_size) return;
   plan.ready = true;
@@ -140,10 +163,10 @@ void plan_async(const ReplayRequest& request, const ReplayGroups& groups, Replay
 }  // namespace
 
 ReplayPlan plan_replay_pass(const ReplayRequest& request, const ReplayGroups& groups,
-                            const std::vector<std::pair<std::string, double>>& filtered) {
+                            const std::vector<std::pair<std::string, double>>& filtered, int64_t policy_version) {
   ReplayPlan plan;
   plan.cursor = request.cursor;
-  const EvictionReasons reasons = eviction_reasons(request, groups, filtered);
+  const EvictionReasons reasons = eviction_reasons(request, groups, filtered, policy_version);
   const int64_t inflight = groups.in_flight();
   for (const ReplayPrompt& prompt : groups.terminal()) {
     if (!reasons.any(prompt.uid)) {
@@ -153,11 +176,11 @@ ReplayPlan plan_replay_pass(const ReplayRequest& request, const ReplayGroups& gr
     }
   }
   if (request.step == ReplayStep::kCount) return plan;
-  plan.cursor.evictions.add(count_evictions(request, groups, reasons, filtered));
+  plan.cursor.evictions.add(count_evictions(request, groups, reasons, filtered, policy_version));
   if (request.options.mode == ReplayMode::kSync) {
     plan_sync(request, groups, reasons, inflight, plan);
   } else {
-    plan_async(request, groups, plan);
+    plan_async(request, groups, policy_version, plan);
   }
   return plan;
 }

@@ -37,8 +37,8 @@ struct ReplayPlan {
 };
 
 // `filtered`: GroupFilterCache::filtered's answer (empty without a filter
-// or with eviction off).
+// or with eviction off); `policy_version`: the controller's current one.
 ReplayPlan plan_replay_pass(const ReplayRequest& request, const ReplayGroups& groups,
-                            const std::vector<std::pair<std::string, double>>& filtered);
+                            const std::vector<std::pair<std::string, double>>& filtered, int64_t policy_version);
 
 }  // namespace seqflow::core

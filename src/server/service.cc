@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "transport/envelope.h"
+#include "transport/zmq_message_memory.h"
 #include "seqflow/error.h"
 
 namespace seqflow::server {
@@ -218,6 +219,7 @@ void DeferredReply::fail(ErrorCode code, const std::string& message) {
 }
 
 Service::Service(ServiceOptions options) : options_(std::move(options)) {
+  transport::keep_large_zmq_messages_in_block_cache();  // a large put lands in reused, huge-page memory
   if (options_.max_workers == 0) throw_invalid("ServiceOptions.max_workers must be >= 1, got 0");
   if (options_.min_workers > options_.max_workers) {
     throw_invalid("ServiceOptions.min_workers (" + std::to_string(options_.min_workers) +

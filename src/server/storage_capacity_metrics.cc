@@ -49,15 +49,16 @@ void append_capacity_metrics(const StorageUnit& storage, std::string& out) {
                        "Puts waiting for room now (a service's: those answered 'full' whose place in line it keeps)");
   append_metric_sample(out, "seqflow_storage_waiting_puts", "", static_cast<double>(puts.waiting_puts));
   append_metric_family(out, "seqflow_storage_puts_waited_total", "counter",
-                       "Puts that found no room and waited (a service counts each 'full' answer its clients retry)");
+                       "Puts that found no room and took a place in line to wait (a service: each place it gave)");
   append_metric_sample(out, "seqflow_storage_puts_waited_total", "", static_cast<double>(puts.puts_waited));
   append_metric_family(
       out, "seqflow_storage_puts_refused_total", "counter",
       "Puts that failed 'storage full', at once or at their deadline (a service's waiting puts give up "
       "in their clients: not counted here)");
   append_metric_sample(out, "seqflow_storage_puts_refused_total", "", static_cast<double>(puts.puts_refused));
-  append_metric_family(out, "seqflow_storage_full_answers_total", "counter",
-                       "'No room' answers to puts that wait: each check of a waiting put, each try of a client");
+  append_metric_family(
+      out, "seqflow_storage_full_answers_total", "counter",
+      "'No room' answers to puts that wait: each check of a waiting put, each 'full' sent to a client");
   append_metric_sample(out, "seqflow_storage_full_answers_total", "", static_cast<double>(puts.full_answers));
 }
 

@@ -125,7 +125,7 @@ transport::Frames StorageService::put(transport::Frames& args) {
       return storage_protocol::encode_put_reply(
           {"no open local-copy session of this unit signed these ranges (or the unit may not read its client): "
            "send the bytes",
-           std::nullopt});
+           std::nullopt, std::nullopt});
     }
     transport::Frames data = transport::local_copy::read(
         *client, *request.local_frames, request_name(storage_protocol::kPut) + " local_frames",
@@ -139,17 +139,16 @@ transport::Frames StorageService::put(transport::Frames& args) {
                                                      request_name(storage_protocol::kPut));
   // A put that waits for room holds no worker: the unit answers "full" and
   // its client retries within its own budget.
-  return storage_protocol::encode_put_reply({std::nullopt, storage_->try_put(request.samples.keys(), columns)});
+  std::optional<StorageUnit::Full> full = storage_->try_put(request.samples.keys(), columns, request.ticket);
+  if (!full) return storage_protocol::encode_put_reply({});
+  return storage_protocol::encode_put_reply({std::nullopt, std::move(full->message), full->ticket});
 }
 
 // A waiting put's client asks before it sends the values again, or says it gave up.
 transport::Frames StorageService::room(transport::Frames& args) {
   const storage_protocol::RoomRequest request = storage_protocol::decode_room_request(args);
-  if (request.leave) {
-    storage_->leave_line(request.put);
-    return storage_protocol::encode_room_reply({});
-  }
-  return storage_protocol::encode_room_reply(storage_->room_for(request.put));
+  return storage_protocol::encode_room_reply(request.leave ? storage_->leave_line(request.put, request.ticket)
+                                                           : storage_->room_for(request.put, request.ticket));
 }
 
 transport::Frames StorageService::get(transport::Frames& args) {

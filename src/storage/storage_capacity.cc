@@ -40,6 +40,7 @@ void check_storage_options(const StorageOptions& options) {
   if (options.wait_timeout.count() < 0) {
     throw_invalid("wait_timeout must be >= 0 ms, got " + std::to_string(options.wait_timeout.count()));
   }
+  if (options.max_waiting_puts == 0) throw_invalid("max_waiting_puts must be >= 1, got 0");
 }
 
 namespace storage {

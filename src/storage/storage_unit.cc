@@ -11,6 +11,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "common/constant_time.h"
+#include "common/random_id.h"
 #include "common/stale_sample.h"
 #include "seqflow/error.h"
 #include "storage/checkpoint.h"
@@ -160,9 +162,22 @@ std::vector<const std::vector<uint64_t>*> read_versions_of(const SampleKeys& sam
 
 using Clock = std::chrono::steady_clock;
 // A service's put and its retries: the same samples (their first one and
-// their number) of the same write. A peer that names another's only shares
-// that put's place in line; it never reaches its data.
+// their number) of the same write. It finds the waiting put; its ticket,
+// which a peer cannot guess as it can the samples, proves the caller's.
 using RetryKey = StorageUnit::RetriedPut;
+using Ticket = StorageUnit::Ticket;
+
+bool same_ticket(const Ticket& given, const Ticket& held) {
+  const auto text = [](const Ticket& ticket) {
+    return std::string_view(reinterpret_cast<const char*>(ticket.data()), ticket.size());
+  };
+  return equal_in_constant_time(text(given), text(held));
+}
+
+// One answer whether no put waits under those samples or another holds
+// them: a guesser learns nothing of which.
+constexpr std::string_view kNoSuchTicket =
+    "no waiting put of these samples holds this ticket (its place lapsed, or the ticket is not its)";
 
 }  // namespace
 
@@ -176,7 +191,7 @@ struct StorageUnit::State {
   storage::StorageCapacity capacity;
   std::condition_variable_any room_made;  // waiting puts (WhenFull::kWait): notified when values are dropped
   CapacityStats capacity_stats;           // but waiting_puts: waiters.size()
-  // Puts waiting for room, by arrival (their tickets), each with what it
+  // Puts waiting for room, by arrival (their places), each with what it
   // asked for at its last check. A put counts the room of those ahead of it
   // as taken, so that later puts (small ones too) never take the room an
   // earlier one waits for: waiters are served in order where they compete.
@@ -185,19 +200,41 @@ struct StorageUnit::State {
     storage::UsageChange total;  // its change at its last check (asked: what it adds)
     storage::PartitionChanges partitions;
     // A service's put, which its client retries (try_put): its retries'
-    // key, and when its place lapses if no retry came.
+    // key and ticket, and when its place lapses if no retry came.
     std::optional<RetryKey> retried_as;
+    Ticket ticket{};
     Clock::time_point lapses{};
     Clock::time_point ends{};  // lapses no later than this (StorageUnit::kMostRetriedPutPlace)
   };
   std::map<uint64_t, Waiter> waiters;
-  std::map<RetryKey, uint64_t> retrying;  // tickets of the waiters a service's client retries
-  uint64_t next_ticket = 0;
+  // Places of the waiters a service's client retries, by their key: puts
+  // of the same samples (a peer can guess them) each hold a place and
+  // ticket of their own, so one that came first cannot deny another one.
+  std::multimap<RetryKey, uint64_t> retrying;
+  uint64_t next_place = 0;
 
-  // The room taken by the waiters ahead of `ticket` (none: of every waiter).
-  storage::Reserved reserved_ahead_of(std::optional<uint64_t> ticket) const {
+  // The place of the retried put named `key` whose client holds `ticket`.
+  std::optional<uint64_t> place_of(const RetryKey& key, const Ticket& ticket) const {
+    const auto [first, last] = retrying.equal_range(key);
+    for (auto retried = first; retried != last; ++retried) {
+      if (same_ticket(ticket, waiters.at(retried->second).ticket)) return retried->second;
+    }
+    return std::nullopt;
+  }
+
+  void forget_retried(const RetryKey& key, uint64_t place) {
+    const auto [first, last] = retrying.equal_range(key);
+    for (auto retried = first; retried != last; ++retried) {
+      if (retried->second != place) continue;
+      retrying.erase(retried);
+      return;
+    }
+  }
+
+  // The room taken by the waiters ahead of `place` (none: of every waiter).
+  storage::Reserved reserved_ahead_of(std::optional<uint64_t> place) const {
     storage::Reserved ahead;
-    for (auto waiter = waiters.begin(); waiter != waiters.end() && (!ticket || waiter->first < *ticket); ++waiter) {
+    for (auto waiter = waiters.begin(); waiter != waiters.end() && (!place || waiter->first < *place); ++waiter) {
       const storage::Reserved& asked = waiter->second.asked;
       ahead.unit.samples += asked.unit.samples;
       ahead.unit.bytes += asked.unit.bytes;
@@ -219,7 +256,7 @@ struct StorageUnit::State {
         ++waiter;
         continue;
       }
-      retrying.erase(*waiter->second.retried_as);
+      forget_retried(*waiter->second.retried_as, waiter->first);
       waiter = waiters.erase(waiter);
       dropped = true;
     }
@@ -228,30 +265,36 @@ struct StorageUnit::State {
 
   // A service's put answered "full" keeps (or takes) its place in line
   // until its client's next try, which a client that waits sends within
-  // kRetriedPutPlace; at most kMaxRetriedPuts hold one.
-  void keep_place_of_retried_put(std::optional<uint64_t>& ticket, const RetryKey& key,
-                                 const storage::UsageChange& total, const storage::PartitionChanges& partitions,
-                                 Clock::time_point now) {
-    const bool new_place = !ticket;
+  // kRetriedPutPlace; at most max_waiting_puts hold one. Its ticket (none:
+  // no place for it).
+  std::optional<Ticket> keep_place_of_retried_put(std::optional<uint64_t>& place, const RetryKey& key,
+                                                  const storage::UsageChange& total,
+                                                  const storage::PartitionChanges& partitions, Clock::time_point now) {
+    const bool new_place = !place;
     if (new_place) {
-      if (retrying.size() >= StorageUnit::kMaxRetriedPuts) return;
-      ticket = next_ticket++;
-      retrying.emplace(key, *ticket);
+      if (retrying.size() >= options.max_waiting_puts) return std::nullopt;
+      place = next_place++;
+      retrying.emplace(key, *place);
+      ++capacity_stats.puts_waited;  // a put takes its place in line
     }
-    Waiter& waiter = waiters[*ticket];
-    if (new_place) waiter.ends = now + StorageUnit::kMostRetriedPutPlace;
+    Waiter& waiter = waiters[*place];
+    if (new_place) {
+      waiter.ends = now + StorageUnit::kMostRetriedPutPlace;
+      waiter.ticket = random_bytes<sizeof(Ticket)>();
+    }
     waiter.asked = {};
     waiter.asked.add(total, partitions);
     waiter.total = total;
     waiter.partitions = partitions;
     waiter.retried_as = key;
     waiter.lapses = std::min(now + StorageUnit::kRetriedPutPlace, waiter.ends);
+    return waiter.ticket;
   }
 
-  void leave(uint64_t ticket) {
-    const auto waiter = waiters.find(ticket);
+  void leave(uint64_t place) {
+    const auto waiter = waiters.find(place);
     if (waiter == waiters.end()) return;
-    if (waiter->second.retried_as) retrying.erase(*waiter->second.retried_as);
+    if (waiter->second.retried_as) forget_retried(*waiter->second.retried_as, place);
     waiters.erase(waiter);
   }
 };
@@ -361,14 +404,17 @@ std::vector<StorageUnit::PartitionUsage> StorageUnit::partition_usage() const {
 
 StorageUnit::~StorageUnit() = default;
 
-void StorageUnit::put(const SampleKeys& samples, const std::vector<Column>& columns) { store(samples, columns, true); }
-
-std::optional<std::string> StorageUnit::try_put(const SampleKeys& samples, const std::vector<Column>& columns) {
-  return store(samples, columns, false);
+void StorageUnit::put(const SampleKeys& samples, const std::vector<Column>& columns) {
+  store(samples, columns, true, std::nullopt);
 }
 
-std::optional<std::string> StorageUnit::store(const SampleKeys& samples, const std::vector<Column>& columns,
-                                              bool wait) {
+std::optional<StorageUnit::Full> StorageUnit::try_put(const SampleKeys& samples, const std::vector<Column>& columns,
+                                                      const std::optional<Ticket>& ticket) {
+  return store(samples, columns, false, ticket);
+}
+
+std::optional<StorageUnit::Full> StorageUnit::store(const SampleKeys& samples, const std::vector<Column>& columns,
+                                                    bool wait, const std::optional<Ticket>& retry_ticket) {
   const std::span<const int64_t> global_indexes = samples.global_indexes;
   check_keys(samples, true);
   check_indexes(global_indexes);
@@ -394,41 +440,38 @@ std::optional<std::string> StorageUnit::store(const SampleKeys& samples, const s
   std::unique_lock lock(state_->mutex);
   if (state_->drop_lapsed(started)) state_->room_made.notify_all();
   // While the put waits: its place among the waiters. A service's put that
-  // was answered "full" before has its place still (its client retries it).
-  std::optional<uint64_t> ticket;
-  if (!wait) {
-    const auto retried = state_->retrying.find(retry_key);
-    if (retried != state_->retrying.end()) ticket = retried->second;
-  }
+  // was answered "full" before has its place still (its client retries it
+  // with the ticket it was given).
+  std::optional<uint64_t> place;
+  if (!wait && retry_ticket) place = state_->place_of(retry_key, *retry_ticket);
   PutChange change;
   try {
     for (;;) {
       change = change_of_put(state_->values, staged, state_->capacity.counts_partitions());
       const std::optional<storage::Refusal> refusal =
           state_->capacity.refusal({state_->values.size(), state_->stats.bytes + state_->stats.overhead_bytes},
-                                   change.total, change.partitions, state_->reserved_ahead_of(ticket), "the put");
+                                   change.total, change.partitions, state_->reserved_ahead_of(place), "the put");
       if (!refusal) break;
       const bool waits = state_->options.when_full == WhenFull::kWait && !refusal->never_fits;
       if (waits) ++state_->capacity_stats.full_answers;
       if (waits && !wait) {  // a service's put: its client waits and retries
-        ++state_->capacity_stats.puts_waited;
-        state_->keep_place_of_retried_put(ticket, retry_key, change.total, change.partitions, started);
-        return refusal->message;
+        return Full{refusal->message,
+                    state_->keep_place_of_retried_put(place, retry_key, change.total, change.partitions, started)};
       }
       if (!waits || std::chrono::steady_clock::now() >= deadline) {
         ++state_->capacity_stats.puts_refused;
-        if (!wait || !ticket) throw_invalid(refusal->message);  // it did not wait here
+        if (!wait || !place) throw_invalid(refusal->message);  // it did not wait here
         const auto waited_ms =
             std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
         throw_invalid(refusal->message + "; the put waited " + std::to_string(waited_ms.count()) +
                       " ms for room (wait_timeout " + std::to_string(state_->options.wait_timeout.count()) + " ms)");
       }
-      if (!ticket) {
+      if (!place) {
         ++state_->capacity_stats.puts_waited;
-        ticket = state_->next_ticket++;
+        place = state_->next_place++;
       }
-      state_->waiters[*ticket].asked = {};
-      state_->waiters[*ticket].asked.add(change.total, change.partitions);
+      state_->waiters[*place].asked = {};
+      state_->waiters[*place].asked.add(change.total, change.partitions);
       // Unlocked meanwhile; clears, commits, discards and waiters that leave
       // notify. The caller's locks (around_wait) are taken again only after
       // this unit's is released.
@@ -448,15 +491,15 @@ std::optional<std::string> StorageUnit::store(const SampleKeys& samples, const s
     state_->values.reserve(state_->values.size() + change.total.in.samples);
     state_->capacity.add(change.partitions);
   } catch (...) {
-    if (ticket) {
+    if (place) {
       if (!lock.owns_lock()) lock.lock();
-      state_->leave(*ticket);
+      state_->leave(*place);
       lock.unlock();
       state_->room_made.notify_all();  // the room it held is free for the waiters behind it
     }
     throw;
   }
-  if (ticket) state_->leave(*ticket);  // stored: the room it held is its own now
+  if (place) state_->leave(*place);  // stored: the room it held is its own now
 
   for (auto it = staged.begin(); it != staged.end();) {
     auto stored = state_->values.find(it->first);
@@ -492,23 +535,22 @@ std::optional<std::string> StorageUnit::store(const SampleKeys& samples, const s
   return std::nullopt;
 }
 
-StorageUnit::Room StorageUnit::room_for(const RetriedPut& put) {
+StorageUnit::Room StorageUnit::room_for(const RetriedPut& put, const Ticket& ticket) {
   const auto now = Clock::now();
   std::unique_lock lock(state_->mutex);
   const bool lapsed = state_->drop_lapsed(now);
-  const auto retried = state_->retrying.find(put);
+  const std::optional<uint64_t> place = state_->place_of(put, ticket);
   Room room;
-  if (retried != state_->retrying.end()) {
-    const uint64_t ticket = retried->second;
-    State::Waiter& waiter = state_->waiters.at(ticket);
+  if (!place) room.not_placed = kNoSuchTicket;
+  if (place) {
+    State::Waiter& waiter = state_->waiters.at(*place);
     std::optional<storage::Refusal> refusal =
         state_->capacity.refusal({state_->values.size(), state_->stats.bytes + state_->stats.overhead_bytes},
-                                 waiter.total, waiter.partitions, state_->reserved_ahead_of(ticket), "the put");
+                                 waiter.total, waiter.partitions, state_->reserved_ahead_of(place), "the put");
     waiter.lapses = std::min(now + kRetriedPutPlace, waiter.ends);  // its client is still there
     room.placed = true;
     if (refusal && !refusal->never_fits) {  // one that never fits: the put itself raises
       ++state_->capacity_stats.full_answers;
-      ++state_->capacity_stats.puts_waited;
       room.full = std::move(refusal->message);
     }
   }
@@ -517,13 +559,14 @@ StorageUnit::Room StorageUnit::room_for(const RetriedPut& put) {
   return room;
 }
 
-void StorageUnit::leave_line(const RetriedPut& put) {
+StorageUnit::Room StorageUnit::leave_line(const RetriedPut& put, const Ticket& ticket) {
   std::unique_lock lock(state_->mutex);
-  const auto retried = state_->retrying.find(put);
-  if (retried == state_->retrying.end()) return;
-  state_->leave(retried->second);
+  const std::optional<uint64_t> place = state_->place_of(put, ticket);
+  if (!place) return {false, std::nullopt, std::string(kNoSuchTicket)};
+  state_->leave(*place);
   lock.unlock();
   state_->room_made.notify_all();
+  return {true, std::nullopt, std::nullopt};
 }
 
 std::vector<std::vector<SampleView>> StorageUnit::get(const SampleKeys& samples,

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "transport/envelope.h"
+#include "transport/zmq_message_memory.h"
 #include "seqflow/error.h"
 
 namespace seqflow::transport {
@@ -77,6 +78,12 @@ void count_one(std::atomic<uint64_t>& counter) {
   counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
 }
 
+// libzmq's allocations are redirected before its first socket starts its threads (see zmq_message_memory.h).
+zmq::socket_t dealer_socket(zmq::context_t& context) {
+  keep_large_zmq_messages_in_block_cache();  // a large reply lands in reused, huge-page memory
+  return zmq::socket_t(context, zmq::socket_type::dealer);
+}
+
 }  // namespace
 
 unsigned busy_poll_spinner_limit() {
@@ -93,7 +100,7 @@ void check_busy_poll(std::chrono::microseconds busy_poll, std::string_view what)
 }
 
 Connection::Connection(zmq::context_t& context, std::string endpoint, ConnectionOptions options)
-    : endpoint_(std::move(endpoint)), options_(std::move(options)), socket_(context, zmq::socket_type::dealer) {
+    : endpoint_(std::move(endpoint)), options_(std::move(options)), socket_(dealer_socket(context)) {
   if (options_.timeout.count() <= 0) {
     throw_invalid("ConnectionOptions.timeout must be > 0 ms, got " + std::to_string(options_.timeout.count()));
   }

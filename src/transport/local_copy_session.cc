@@ -12,11 +12,11 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
-#include <random>
 #include <thread>
 #include <vector>
 
 #include "common/constant_time.h"
+#include "common/random_id.h"
 #include "seqflow/error.h"
 #include "transport/unix_socket.h"
 
@@ -28,27 +28,11 @@ using Token = std::array<uint8_t, 16>;
 // 16 bytes at a fixed address of this process: the other side of a session
 // copies them to learn whether it may copy from this process at all.
 const Token& own_token() {
-  static const Token token = [] {
-    std::random_device device;
-    Token out;
-    for (size_t i = 0; i < out.size(); i += 4) {
-      const uint32_t word = device();
-      std::memcpy(out.data() + i, &word, 4);
-    }
-    return out;
-  }();
+  static const Token token = random_bytes<sizeof(Token)>();
   return token;
 }
 
-SessionId random_id() {
-  SessionId id;
-  std::random_device device;
-  for (size_t i = 0; i < id.size(); i += 4) {
-    const uint32_t word = device();
-    std::memcpy(id.data() + i, &word, 4);
-  }
-  return id;
-}
+SessionId random_id() { return random_bytes<sizeof(SessionId)>(); }
 
 // [address (8 bytes, little endian), token (16)]
 constexpr size_t kTokenMessageBytes = 8 + sizeof(Token);

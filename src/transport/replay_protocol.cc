@@ -20,6 +20,7 @@ void write_options(MsgpackWriter& out, const ReplayOptions& options) {
   MsgpackMapWriter map;
   map.set("mode").string(mode_name(options.mode));
   if (options.max_off_policy_threshold) map.set("max_off_policy_threshold").integer(*options.max_off_policy_threshold);
+  if (options.max_staleness_versions) map.set("max_staleness_versions").integer(*options.max_staleness_versions);
   map.set("strategy").string(strategy_name(options.strategy));
   if (options.group_filter_tag) map.set("group_filter_tag").string(*options.group_filter_tag);
   if (options.group_filter_metric) map.set("group_filter_metric").string(*options.group_filter_metric);
@@ -36,13 +37,15 @@ void write_options(MsgpackWriter& out, const ReplayOptions& options) {
 }
 
 ReplayOptions read_options(const EncodedMap& request) {
-  const EncodedMap map = request.map("options", request.what() + " options",
-                                     {"mode", "max_off_policy_threshold", "strategy", "group_filter_tag",
-                                      "group_filter_metric", "evict", "refill_failed_groups", "max_inflight_prompts",
-                                      "gen_batch_size", "balance_ranks", "balance_length_tag", "balance_workload"});
+  const EncodedMap map =
+      request.map("options", request.what() + " options",
+                  {"mode", "max_off_policy_threshold", "max_staleness_versions", "strategy", "group_filter_tag",
+                   "group_filter_metric", "evict", "refill_failed_groups", "max_inflight_prompts", "gen_batch_size",
+                   "balance_ranks", "balance_length_tag", "balance_workload"});
   ReplayOptions options;
   options.mode = parse_replay_mode(map.text("mode"));
   if (map.has("max_off_policy_threshold")) options.max_off_policy_threshold = map.integer("max_off_policy_threshold");
+  if (map.has("max_staleness_versions")) options.max_staleness_versions = map.integer("max_staleness_versions");
   options.strategy = parse_staleness_strategy(map.text("strategy"));
   if (map.has("group_filter_tag")) options.group_filter_tag = map.text("group_filter_tag");
   if (map.has("group_filter_metric")) options.group_filter_metric = map.text("group_filter_metric");
@@ -78,14 +81,18 @@ void write_cursor(MsgpackWriter& out, const ReplayCursor& cursor) {
   map.set("filtered_groups").numbers(std::span<const int64_t>(groups));
   map.set("failed").integer(evictions.failed);
   map.set("surplus").integer(evictions.surplus);
+  if (evictions.stale_versions != 0) {  // else written as before policy versions
+    map.set("stale_versions").integer(evictions.stale_versions);
+    map.set("stale_versions_age_max").integer(evictions.stale_versions_age_max);
+  }
   map.write(out);
 }
 
 ReplayCursor read_cursor(const EncodedMap& message) {
-  const EncodedMap map =
-      message.map("cursor", message.what() + " cursor",
-                  {"refill_credit", "draining", "stale", "stale_span_sum", "stale_span_max", "stale_span_min",
-                   "filtered", "filtered_values", "filtered_groups", "failed", "surplus"});
+  const EncodedMap map = message.map(
+      "cursor", message.what() + " cursor",
+      {"refill_credit", "draining", "stale", "stale_span_sum", "stale_span_max", "stale_span_min", "filtered",
+       "filtered_values", "filtered_groups", "failed", "surplus", "stale_versions", "stale_versions_age_max"});
   ReplayCursor cursor;
   cursor.refill_credit = map.integer("refill_credit");
   cursor.draining = map.boolean("draining");
@@ -101,6 +108,10 @@ ReplayCursor read_cursor(const EncodedMap& message) {
   for (size_t i = 0; i < values.size(); ++i) evictions.filtered_values.emplace_back(values[i], groups[i]);
   evictions.failed = map.integer("failed");
   evictions.surplus = map.integer("surplus");
+  if (map.has("stale_versions")) {
+    evictions.stale_versions = map.integer("stale_versions");
+    evictions.stale_versions_age_max = map.integer("stale_versions_age_max");
+  }
   return cursor;
 }
 

@@ -1,6 +1,7 @@
 #include "transport/storage_protocol.h"
 
 #include <bit>
+#include <cstring>
 #include <iterator>
 
 #include "seqflow/error.h"
@@ -29,6 +30,24 @@ std::optional<std::string> optional_entry(const EncodedMap& header, std::string_
   return header.has(key) ? std::optional(std::string(header.value(key))) : std::nullopt;
 }
 
+void add_ticket(MsgpackMapWriter& header, const StorageUnit::Ticket& ticket) {
+  header.set("ticket").binary(std::as_bytes(std::span(ticket)));
+}
+
+StorageUnit::Ticket ticket_of(const EncodedMap& header) {
+  const std::string_view bytes = header.binary("ticket");
+  StorageUnit::Ticket ticket;
+  if (bytes.size() != ticket.size()) {
+    header.fail("ticket", "must be " + std::to_string(ticket.size()) + " bytes, got " + std::to_string(bytes.size()));
+  }
+  std::memcpy(ticket.data(), bytes.data(), ticket.size());
+  return ticket;
+}
+
+std::optional<StorageUnit::Ticket> optional_ticket(const EncodedMap& header) {
+  return header.has("ticket") ? std::optional(ticket_of(header)) : std::nullopt;
+}
+
 uint64_t count(const EncodedMap& header, std::string_view key) {
   const int64_t value = header.integer(key);
   if (value < 0) header.fail(key, "must not be negative");
@@ -42,9 +61,10 @@ Frames encode_empty_reply() { return wire::empty_message(); }
 void decode_empty_reply(const Frames& reply, std::string_view op) { wire::read_empty_message(reply, reply_name(op)); }
 
 Frames encode_put_request(const SampleKeys& samples, std::span<const size_t> positions, std::string_view columns,
-                          Frames data) {
+                          Frames data, const std::optional<StorageUnit::Ticket>& ticket) {
   MsgpackMapWriter header = keys_header(samples, positions);
   header.set("columns").encoded(columns);
+  if (ticket) add_ticket(header, *ticket);
   Frames request = header_message(header);
   std::move(data.begin(), data.end(), std::back_inserter(request));
   return request;
@@ -61,8 +81,9 @@ Frames encode_local_put_request(const SampleKeys& samples, std::span<const size_
 PutRequest decode_put_request(const Frames& request) {
   const EncodedMap header = wire::read_header(
       request, 0, request_name(kPut),
-      {"indexes", "partitions", "partition_ends", "generations", "write_version", "columns", "local_frames"});
-  return {wire::read_sample_keys(header), std::string(header.value("columns")), optional_entry(header, "local_frames")};
+      {"indexes", "partitions", "partition_ends", "generations", "write_version", "columns", "local_frames", "ticket"});
+  return {wire::read_sample_keys(header), std::string(header.value("columns")), optional_entry(header, "local_frames"),
+          optional_ticket(header)};
 }
 
 Frames encode_put_reply(const PutReply& reply) {
@@ -70,12 +91,13 @@ Frames encode_put_reply(const PutReply& reply) {
   MsgpackMapWriter header;
   if (reply.local_copy_refused) header.set("local_copy_refused").string(*reply.local_copy_refused);
   if (reply.full) header.set("full").string(*reply.full);
+  if (reply.ticket) add_ticket(header, *reply.ticket);
   return header_message(header);
 }
 
 PutReply decode_put_reply(const Frames& reply) {
-  const EncodedMap header = wire::read_header(reply, 0, reply_name(kPut), {"local_copy_refused", "full"});
-  return {optional_text(header, "local_copy_refused"), optional_text(header, "full")};
+  const EncodedMap header = wire::read_header(reply, 0, reply_name(kPut), {"local_copy_refused", "full", "ticket"});
+  return {optional_text(header, "local_copy_refused"), optional_text(header, "full"), optional_ticket(header)};
 }
 
 Frames encode_room_request(const RoomRequest& request) {
@@ -84,15 +106,18 @@ Frames encode_room_request(const RoomRequest& request) {
   header.set("first_generation").unsigned_integer(request.put.first_generation);
   header.set("write_version").unsigned_integer(request.put.write_version);
   header.set("samples").unsigned_integer(request.put.samples);
+  add_ticket(header, request.ticket);
   if (request.leave) header.set("leave").boolean(true);
   return header_message(header);
 }
 
 RoomRequest decode_room_request(const Frames& request) {
-  const EncodedMap header = wire::read_header(request, 0, request_name(kRoom),
-                                              {"first_index", "first_generation", "write_version", "samples", "leave"});
+  const EncodedMap header =
+      wire::read_header(request, 0, request_name(kRoom),
+                        {"first_index", "first_generation", "write_version", "samples", "ticket", "leave"});
   return {{header.integer("first_index"), header.unsigned_integer("first_generation"),
            header.unsigned_integer("write_version"), header.unsigned_integer("samples")},
+          ticket_of(header),
           header.has("leave") && header.boolean("leave")};
 }
 
@@ -100,12 +125,13 @@ Frames encode_room_reply(const StorageUnit::Room& room) {
   MsgpackMapWriter header;
   header.set("placed").boolean(room.placed);
   if (room.full) header.set("full").string(*room.full);
+  if (room.not_placed) header.set("not_placed").string(*room.not_placed);
   return header_message(header);
 }
 
 StorageUnit::Room decode_room_reply(const Frames& reply) {
-  const EncodedMap header = wire::read_header(reply, 0, reply_name(kRoom), {"placed", "full"});
-  return {header.boolean("placed"), optional_text(header, "full")};
+  const EncodedMap header = wire::read_header(reply, 0, reply_name(kRoom), {"placed", "full", "not_placed"});
+  return {header.boolean("placed"), optional_text(header, "full"), optional_text(header, "not_placed")};
 }
 
 Frames encode_get_request(const SampleKeys& samples, std::span<const size_t> positions,

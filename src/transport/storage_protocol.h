@@ -46,8 +46,9 @@ void decode_empty_reply(const Frames& reply, std::string_view op);
 // wire::append_columns) or, for a same-host unit, left in the client's
 // memory: `local_frames` (local_copy::seal) says where, and `columns`
 // comes from wire::describe_columns. Both are encoded values (wire_codec.h).
+// A put answered "full" is sent again with the answer's ticket.
 Frames encode_put_request(const SampleKeys& samples, std::span<const size_t> positions, std::string_view columns,
-                          Frames data);
+                          Frames data, const std::optional<StorageUnit::Ticket>& ticket = std::nullopt);
 Frames encode_local_put_request(const SampleKeys& samples, std::span<const size_t> positions, std::string_view columns,
                                 std::string_view local_frames);
 // The frames after the header stay in `request` (wire::take_columns reads
@@ -56,6 +57,7 @@ struct PutRequest {
   wire::SampleKeyColumns samples;
   std::string columns;
   std::optional<std::string> local_frames;
+  std::optional<StorageUnit::Ticket> ticket;
 };
 PutRequest decode_put_request(const Frames& request);
 // Empty (stored), or what kept the unit from storing the put: nothing of
@@ -65,17 +67,21 @@ struct PutReply {
   std::optional<std::string> local_copy_refused;
   // The unit's limits leave no room now and it waits for room
   // (WhenFull::kWait), without a thread: the client retries until its put's
-  // deadline ("storage full: ...").
+  // deadline ("storage full: ..."), with the put's place's ticket (none:
+  // it holds no place, max_waiting_puts holding one).
   std::optional<std::string> full;
+  std::optional<StorageUnit::Ticket> ticket;
 };
 Frames encode_put_reply(const PutReply& reply);
 PutReply decode_put_reply(const Frames& reply);
 
 // room: before a put answered "full" is sent again, whether it fits now
 // (StorageUnit::room_for), asked without its values; or, with `leave`, that
-// the put gave up (StorageUnit::leave_line).
+// the put gave up (StorageUnit::leave_line). Only with the put's ticket
+// (a required key): the reply of a wrong one is not placed, saying why.
 struct RoomRequest {
   StorageUnit::RetriedPut put;
+  StorageUnit::Ticket ticket{};
   bool leave = false;
 };
 Frames encode_room_request(const RoomRequest& request);

@@ -19,6 +19,8 @@ using transport::Frames;
 
 const std::vector<int64_t> kIndexes = {4, 1, 9};
 const std::vector<size_t> kAll = {0, 1, 2};
+// A waiting put's ticket (storage_protocol.h).
+constexpr StorageUnit::Ticket kTicket = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
 
 BatchMeta seed_meta() {
   BatchMeta meta;
@@ -252,6 +254,24 @@ const std::vector<ProtocolDecoder>& protocol_decoders() {
          pass.kept = true;
          return control::encode_replay_pass_reply(pass);
        }},
+      {"replay_pass request with a version staleness",
+       [](Frames& f, size_t, size_t) { control::decode_replay_pass_request(f); },
+       [] {
+         ReplayRequest request = seed_replay_request(0);
+         request.options.max_staleness_versions = 2;
+         request.options.strategy = StalenessStrategy::kWait;
+         return control::encode_replay_pass_request(request);
+       }},
+      {"replay_pass reply with version evictions",
+       [](Frames& f, size_t, size_t) { control::decode_replay_pass_reply(f); },
+       [] {
+         ReplayPass pass;
+         pass.refill = 2;
+         pass.cursor.evictions.stale_versions = 2;
+         pass.cursor.evictions.stale_versions_age_max = 5;
+         pass.released = {4, 9, 11};
+         return control::encode_replay_pass_reply(pass);
+       }},
       {"ack_replay_pass request", [](Frames& f, size_t, size_t) { control::decode_ack_replay_pass_request(f); },
        [] {
          return control::encode_ack_replay_pass_request({"train", 42});
@@ -405,17 +425,36 @@ const std::vector<ProtocolDecoder>& protocol_decoders() {
          const std::string entries = wire::append_columns({seed_column()}, {}, data);
          return storage_protocol::encode_put_request(samples_of(kIndexes), kAll, entries, std::move(data));
        }},
+      {"retried put request",
+       [](Frames& f, size_t, size_t) {
+         const storage_protocol::PutRequest request = storage_protocol::decode_put_request(f);
+         Frames taken = copies(f);
+         wire::take_columns(request.columns, taken, 1, request.samples.global_indexes.size(), "put request");
+       },
+       [] {
+         Frames data;
+         const std::string entries = wire::append_columns({seed_column()}, {}, data);
+         return storage_protocol::encode_put_request(samples_of(kIndexes), kAll, entries, std::move(data), kTicket);
+       }},
       {"put reply", [](Frames& f, size_t, size_t) { storage_protocol::decode_put_reply(f); },
        [] {
-         return storage_protocol::encode_put_reply({"no session", std::nullopt});
+         return storage_protocol::encode_put_reply({"no session", std::nullopt, std::nullopt});
+       }},
+      {"full put reply", [](Frames& f, size_t, size_t) { storage_protocol::decode_put_reply(f); },
+       [] {
+         return storage_protocol::encode_put_reply({std::nullopt, "storage full: max_samples is 4", kTicket});
        }},
       {"room request", [](Frames& f, size_t, size_t) { storage_protocol::decode_room_request(f); },
        [] {
-         return storage_protocol::encode_room_request({{-7, uint64_t{1} << 63, 12, 3}, true});
+         return storage_protocol::encode_room_request({{-7, uint64_t{1} << 63, 12, 3}, kTicket, true});
        }},
       {"room reply", [](Frames& f, size_t, size_t) { storage_protocol::decode_room_reply(f); },
        [] {
-         return storage_protocol::encode_room_reply({true, "storage full: max_samples is 4"});
+         return storage_protocol::encode_room_reply({true, "storage full: max_samples is 4", std::nullopt});
+       }},
+      {"unplaced room reply", [](Frames& f, size_t, size_t) { storage_protocol::decode_room_reply(f); },
+       [] {
+         return storage_protocol::encode_room_reply({false, std::nullopt, "no waiting put holds this ticket"});
        }},
       {"get request", [](Frames& f, size_t, size_t) { storage_protocol::decode_get_request(f); },
        [] {

@@ -40,6 +40,17 @@ get_seqlen_balanced_partitions of verl's workload of each trajectory's
 ``global_seqlen/*`` metrics; a batch whose trajectories are not a multiple
 of the ranks comes in arrival order, without those metrics (verl pads it).
 
+Staleness by policy version (``max_staleness_versions=``, a seqflow option,
+async only): as NeMo-RL's max_trajectory_age_steps, TRL's max_staleness and
+AReaL's max_head_offpolicyness, a group whose trajectories started at
+policy version ``start`` (``Client.set_policy_version``; the smallest start
+among them) is stale when the current version - ``start`` exceeds it;
+``max_off_policy_strategy`` drops it when it finishes or holds sampling
+while it is in flight, as for verl's global_steps threshold (either makes a
+group stale). Its evictions are reported as
+``{prefix}/off_policy/version_evicted_samples`` and
+``{prefix}/off_policy/version_evicted_samples_age/max``, only when nonzero.
+
 What differs, on purpose:
 - Prompts of the same ``global_steps`` are served in their keys' arrival
   order (verl: a set's hash order, which varies between processes).
@@ -112,7 +123,8 @@ class ReplayBuffer:
                  train_batch_size: Optional[int] = None, gen_batch_size: Optional[int] = None,
                  max_inflight_gen_batches: int = 1, sync_refill_failed_groups: bool = False, *,
                  group_filter_tag: Optional[str] = None, client: Optional[Client] = None,
-                 balance_dp_size: Optional[int] = None, balance_length_tag: str = "seq_len"):
+                 balance_dp_size: Optional[int] = None, balance_length_tag: str = "seq_len",
+                 max_staleness_versions: Optional[int] = None):
         if max_off_policy_threshold is not None and (
                 not isinstance(max_off_policy_threshold, int) or isinstance(max_off_policy_threshold, bool)
                 or max_off_policy_threshold <= 0):
@@ -139,6 +151,7 @@ class ReplayBuffer:
         self.balance_dp_size = None if balance_dp_size is None else check_count(balance_dp_size, "balance_dp_size",
                                                                                 minimum=1)
         self.balance_length_tag = check_name(balance_length_tag, "balance_length_tag")
+        self.max_staleness_versions = max_staleness_versions  # checked by the engine, which names it
         self._client = client
         self._group_values_owed: dict[str, dict[str, list[float]]] = {}  # by partition: for the next pass
         self._validate_mode_config()
@@ -181,7 +194,7 @@ class ReplayBuffer:
                 gen_batch_size=self.gen_batch_size or 1, group_filter_metric=metric, group_values=group_values,
                 cursor=cursor, pass_id=kept_id, lease=_pass_lease(client),
                 balance_ranks=(self.balance_dp_size or 0) if pass_step == "sample" else 0,
-                balance_length_tag=self.balance_length_tag)
+                balance_length_tag=self.balance_length_tag, max_staleness_versions=self.max_staleness_versions)
 
         values = self._group_values_owed.pop(partition_id, {})
         if metric is not None and partition_id != "val":

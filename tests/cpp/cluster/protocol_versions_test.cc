@@ -86,6 +86,22 @@ TEST(ProtocolVersions, AServiceThatIsNoControllerSaysSo) {
                           {"unknown operation 'hello'", "this service handles: echo"}));
 }
 
+// Wire protocol 1 had no waiting puts' tickets: its decoders reject the
+// "full" reply's ticket and its `room` requests lack one, so its peers
+// are refused at hello and at registration, not on their first waiting put.
+TEST(ProtocolVersions, PeersFromBeforeWaitingPutTicketsAreRefused) {
+  constexpr int64_t kBeforeTickets = 1;
+  LoneController controller;
+  EXPECT_TRUE(throws_code([&] { controller.connection.call("hello", control::encode_hello(kBeforeTickets)); },
+                          ErrorCode::kInvalidArgument,
+                          {kOurs, "the client speaks wire protocol " + std::to_string(kBeforeTickets)}));
+  const Tree registration{
+      {"endpoint", "tcp://127.0.0.1:2"}, {"instance", 7}, {"admin_token", "a"}, {"protocol", kBeforeTickets}};
+  EXPECT_TRUE(throws_code([&] { controller.connection.call("register_storage", message_of(registration)); },
+                          ErrorCode::kInvalidArgument,
+                          {"speaks wire protocol " + std::to_string(kBeforeTickets), kOurs}));
+}
+
 TEST(ProtocolVersions, PeersOfOneVersionConnect) {
   RemoteCluster cluster(1);
   auto client = cluster.client(5s);

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -39,7 +40,7 @@ bool until_told_to_wait(RemoteCluster& cluster, uint64_t answers) {
   const auto deadline = Clock::now() + kPatience;
   for (;;) {
     uint64_t told = 0;
-    for (size_t u = 0; u < cluster.unit_count(); ++u) told += cluster.unit(u).storage().capacity_stats().puts_waited;
+    for (size_t u = 0; u < cluster.unit_count(); ++u) told += cluster.unit(u).storage().capacity_stats().full_answers;
     if (told >= answers) return true;
     if (Clock::now() > deadline) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -230,76 +231,207 @@ TEST(RemoteCapacity, ABigWaitingPutIsNotStarvedByAnotherClientsSmallOnes) {
 }
 
 // A peer that speaks the wire asks `room` for made-up puts and for every
-// identity around another client's waiting put, and tells them all to leave
-// the line: the unit stores and frees nothing for it, and the waiting put
-// still lands once, with its own value, when room is made.
-TEST(RemoteCapacity, AHostilePeersRoomCallsStoreAndFreeNothing) {
+// identity around another client's waiting put, without its ticket, and
+// tells them all to leave the line: the unit stores, frees and moves
+// nothing for it. The put it aimed at keeps its place ahead of a later
+// one: it lands first, once, with its own value, when room is made.
+TEST(RemoteCapacity, AHostilePeerWithoutTheTicketNeitherStoresNorFreesNorMovesAWaitingPut) {
   RemoteCluster cluster(1, waiting_storage(2));
-  auto client = cluster.client(kPatience);
-  const BatchMeta first = client->put_new("p", {int64_column("x", {0, 1})}, {});
-  auto waiting = std::async(std::launch::async, [&] { return client->put_new("p", {int64_column("x", {7})}, {}); });
+  auto consumer = cluster.client(kPatience);
+  auto first_producer = cluster.client(kPatience);
+  auto later_producer = cluster.client(kPatience);
+  const BatchMeta first = consumer->put_new("p", {int64_column("x", {0, 1})}, {});
+  auto aimed_at =
+      std::async(std::launch::async, [&] { return first_producer->put_new("p", {int64_column("x", {7})}, {}); });
   ASSERT_TRUE(until_told_to_wait(cluster, 1));
+  auto later =
+      std::async(std::launch::async, [&] { return later_producer->put_new("p", {int64_column("x", {8})}, {}); });
   StorageUnit& storage = cluster.unit(0).storage();
+  const auto deadline = Clock::now() + kPatience;
+  while (storage.capacity_stats().waiting_puts < 2) {
+    ASSERT_LT(Clock::now(), deadline) << "the later put holds no place";
+    ASSERT_NE(later.wait_for(std::chrono::milliseconds(1)), std::future_status::ready) << "it landed without room";
+  }
   const StorageStats before = storage.stats();
   zmq::context_t context;
   transport::Connection peer(context, cluster.unit(0).endpoint(),
                              transport::ConnectionOptions{.timeout = std::chrono::seconds(10), .security = {}});
-  const auto ask = [&](const StorageUnit::RetriedPut& put, bool leave) {
-    return transport::storage_protocol::decode_room_reply(
-        peer.call(transport::storage_protocol::kRoom, transport::storage_protocol::encode_room_request({put, leave})));
+  namespace protocol = transport::storage_protocol;
+  // Tickets a peer may try: none it was given.
+  StorageUnit::Ticket ones;
+  ones.fill(0xff);
+  const StorageUnit::Ticket guesses[] = {StorageUnit::Ticket{}, ones};
+  const auto ask = [&](const StorageUnit::RetriedPut& put, const StorageUnit::Ticket& ticket, bool leave) {
+    return protocol::decode_room_reply(peer.call(protocol::kRoom, protocol::encode_room_request({put, ticket, leave})));
+  };
+  const auto refused = [](const StorageUnit::Room& room) {
+    return !room.placed && !room.full && room.not_placed && room.not_placed->find("ticket") != std::string::npos;
   };
   // Made up: no such put holds a place.
   for (const StorageUnit::RetriedPut& made_up :
        {StorageUnit::RetriedPut{1000, 1, 0, 1}, StorageUnit::RetriedPut{-1, 0, 0, 1},
         StorageUnit::RetriedPut{2, 999999, 7, 1u << 30}}) {
-    EXPECT_FALSE(ask(made_up, false).placed);
+    EXPECT_TRUE(refused(ask(made_up, guesses[0], false)));
   }
-  // Every identity the waiting put (the next index and one of the next
-  // generations, one sample) may have.
-  bool found_it = false;
+  // Every identity the first waiting put (the next index and one of the
+  // next generations, one sample) may have, asked and told to leave.
   const uint64_t last_generation = first.generations.back();
   for (uint64_t generation = last_generation + 1; generation <= last_generation + 4; ++generation) {
     for (uint64_t version = 0; version <= 2; ++version) {
-      const StorageUnit::RetriedPut guess{first.global_indexes.back() + 1, generation, version, 1};
-      if (ask(guess, false).placed) {
-        found_it = true;
-        EXPECT_TRUE(ask(guess, true).full == std::nullopt);  // told to leave
+      for (const StorageUnit::Ticket& ticket : guesses) {
+        const StorageUnit::RetriedPut guess{first.global_indexes.back() + 1, generation, version, 1};
+        EXPECT_TRUE(refused(ask(guess, ticket, false)));
+        EXPECT_TRUE(refused(ask(guess, ticket, true)));
       }
     }
   }
-  EXPECT_TRUE(found_it) << "no guess named the waiting put: the test did not reach another client's put";
+  EXPECT_EQ(storage.capacity_stats().waiting_puts, 2u);
   const StorageStats after = storage.stats();
   EXPECT_EQ(after.samples, before.samples);
   EXPECT_EQ(after.bytes, before.bytes);
-  EXPECT_NE(waiting.wait_for(std::chrono::milliseconds(0)), std::future_status::ready) << "the put landed without room";
-  client->clear_samples("p", std::vector<int64_t>{first.global_indexes[0]}, {});
-  ASSERT_EQ(waiting.wait_for(kPatience), std::future_status::ready);
-  EXPECT_EQ(waiting.get().size(), 1u);
-  EXPECT_EQ(values_in(*client, "p", "reader", 2), (std::set<int64_t>{1, 7}));
+  EXPECT_NE(aimed_at.wait_for(std::chrono::milliseconds(0)), std::future_status::ready) << "it landed without room";
+  consumer->clear_samples("p", std::vector<int64_t>{first.global_indexes[0]}, {});  // room for one
+  const auto landed = [](std::future<BatchMeta>& put) {
+    return put.wait_for(std::chrono::milliseconds(1)) == std::future_status::ready;
+  };
+  while (!landed(aimed_at) && !landed(later)) ASSERT_LT(Clock::now(), deadline) << "neither put landed";
+  EXPECT_TRUE(landed(aimed_at)) << "the put aimed at lost its place: the later one went first";
+  EXPECT_FALSE(landed(later));
+  consumer->clear_samples("p", std::vector<int64_t>{first.global_indexes[1]}, {});
+  ASSERT_EQ(aimed_at.wait_for(kPatience), std::future_status::ready);
+  ASSERT_EQ(later.wait_for(kPatience), std::future_status::ready);
+  EXPECT_EQ(aimed_at.get().size(), 1u);
+  EXPECT_EQ(later.get().size(), 1u);
+  EXPECT_EQ(values_in(*consumer, "p", "reader", 2), (std::set<int64_t>{7, 8}));
 }
 
-// A storage unit as it was before the `room` operation: puts only, each
-// stored all or nothing or answered "full" (when_full = wait).
-class UnitWithoutRoom {
+// A peer that guesses a put's samples and sends them first, over the
+// wire, takes a place of its own and denies the put none: the put keeps
+// its place in arrival order, lands once and before a later put, and sends
+// its values only on its first try and on the one that fits.
+TEST(RemoteCapacity, APeerThatSendsAPutsSamplesFirstDoesNotTakeItsPlace) {
+  RemoteCluster cluster(1, waiting_storage(1));
+  StorageUnit& unit = cluster.unit(0).storage();
+  auto context = std::make_shared<zmq::context_t>();
+  const transport::ConnectionOptions options{.timeout = kPatience, .security = {}};
+  auto pool = std::make_shared<transport::ConnectionPool>(context, cluster.unit(0).endpoint(), options);
+  ShardedStorage storage({pool}, pool, /*local_copy=*/false);
+  const PartitionIdList partitions(1, "p");
+  // Once every unit registered: a unit's registration clears what it held before.
+  ASSERT_NE(cluster.client(kPatience), nullptr);
+  const BatchMeta inserted = cluster.controller().controller().insert("p", 3);
+  const int64_t held[] = {inserted.global_indexes[0]}, aimed_at[] = {inserted.global_indexes[1]},
+                later_index[] = {inserted.global_indexes[2]};
+  const auto keys = [&](const int64_t(&index)[1]) {
+    const size_t i = &index[0] == &held[0] ? 0 : &index[0] == &aimed_at[0] ? 1 : 2;
+    return SampleKeys{index, partitions, std::span<const uint64_t>(&inserted.generations[i], 1)};
+  };
+  const auto put = [&](const int64_t(&index)[1], int64_t value) {
+    storage.put(keys(index), {int64_column("x", {value})});
+  };
+  const auto received = [&] {
+    return cluster.unit(0).metrics().counter("seqflow_storage_put_bytes_total", "").value();
+  };
+  put(held, 5);
+  const double one_value = received();
+  ASSERT_GT(one_value, 0.0);
+
+  namespace protocol = transport::storage_protocol;
+  transport::Connection squatter(*context, cluster.unit(0).endpoint(), options);
+  transport::Frames data;
+  const std::string entries = transport::wire::append_columns({int64_column("x", {66})}, {}, data);
+  const size_t positions[] = {0};
+  const protocol::PutReply squatted = protocol::decode_put_reply(
+      squatter.call(protocol::kPut, protocol::encode_put_request(keys(aimed_at), positions, entries, std::move(data))));
+  ASSERT_TRUE(squatted.full.has_value() && squatted.ticket.has_value());
+  const StorageUnit::RetriedPut squatted_put{aimed_at[0], inserted.generations[1], 0, 1};
+  // The squatter asks with its ticket, as a client that waits: its place does not lapse.
+  const auto squatter_stays = [&] {
+    return protocol::decode_room_reply(
+               squatter.call(protocol::kRoom, protocol::encode_room_request({squatted_put, *squatted.ticket, false})))
+        .placed;
+  };
+
+  auto honest = std::async(std::launch::async, [&] { put(aimed_at, 6); });
+  const auto deadline = Clock::now() + kPatience;
+  // (The squatter's room probes count as full answers too: the put's own place is what is waited for.)
+  while (unit.capacity_stats().waiting_puts < 2) {
+    ASSERT_LT(Clock::now(), deadline) << "the put of the squatter's samples holds no place";
+    ASSERT_TRUE(squatter_stays());
+  }
+  auto later = std::async(std::launch::async, [&] { put(later_index, 7); });
+  while (unit.capacity_stats().waiting_puts < 3) {
+    ASSERT_LT(Clock::now(), deadline) << "the later put holds no place, or the put aimed at none";
+    ASSERT_TRUE(squatter_stays());
+  }
+  ASSERT_TRUE(protocol::decode_room_reply(
+                  squatter.call(protocol::kRoom, protocol::encode_room_request({squatted_put, *squatted.ticket, true})))
+                  .placed);
+
+  unit.clear(held);  // room for one
+  const auto landed = [](std::future<void>& put) {
+    return put.wait_for(std::chrono::milliseconds(1)) == std::future_status::ready;
+  };
+  while (!landed(honest) && !landed(later)) ASSERT_LT(Clock::now(), deadline) << "neither put landed";
+  ASSERT_TRUE(landed(honest)) << "the later put went first";
+  EXPECT_FALSE(landed(later));
+  honest.get();
+  const std::string fields[] = {"x"};
+  EXPECT_EQ(int64_of(unit.get(keys(aimed_at), fields).at(0).at(0)), 6);
+  unit.clear(aimed_at);
+  ASSERT_EQ(later.wait_for(kPatience), std::future_status::ready);
+  later.get();
+  EXPECT_EQ(int64_of(unit.get(keys(later_index), fields).at(0).at(0)), 7);
+  EXPECT_EQ(unit.stats().samples, 1u);
+  // Values sent: the first put, the squatter's, and two tries of each waiting put.
+  EXPECT_EQ(received(), one_value * 6);
+}
+
+// A room request must name the put's ticket, of its size: otherwise the
+// unit answers an error naming the key, and changes nothing.
+TEST(RemoteCapacity, ARoomWithoutATicketIsAnErrorNamingIt) {
+  RemoteCluster cluster(1, waiting_storage(2));
+  zmq::context_t context;
+  transport::Connection peer(context, cluster.unit(0).endpoint(),
+                             transport::ConnectionOptions{.timeout = std::chrono::seconds(10), .security = {}});
+  const auto room_with = [&](const std::optional<std::string>& ticket) {
+    MsgpackMapWriter header;
+    header.set("first_index").integer(0);
+    header.set("first_generation").unsigned_integer(1);
+    header.set("write_version").unsigned_integer(0);
+    header.set("samples").unsigned_integer(1);
+    if (ticket) header.set("ticket").binary(std::as_bytes(std::span(*ticket)));
+    peer.call(transport::storage_protocol::kRoom, transport::wire::header_message(header));
+  };
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { room_with(std::nullopt); }, {"room", "'ticket'"}));
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { room_with(std::string(15, 'x')); },
+                           {"'ticket'", "must be 16 bytes, got 15"}));
+}
+
+// A storage unit whose places in line are all held (max_waiting_puts): it
+// answers a put that does not fit "full" without a ticket, and keeps it
+// no place.
+class UnitWithoutPlaces {
  public:
-  explicit UnitWithoutRoom(uint64_t max_samples) : storage_(waiting_storage(max_samples)), service_({}) {
+  explicit UnitWithoutPlaces(uint64_t max_samples) : storage_({.max_samples = max_samples}), service_({}) {
     service_.handle(transport::storage_protocol::kPut, [this](transport::Frames& args) {
       ++puts_;
       const auto request = transport::storage_protocol::decode_put_request(args);
       const auto columns =
           transport::wire::take_columns(request.columns, args, 1, request.samples.global_indexes.size(), "put");
-      return transport::storage_protocol::encode_put_reply(
-          {std::nullopt, storage_.try_put(request.samples.keys(), columns)});
+      try {
+        storage_.put(request.samples.keys(), columns);
+      } catch (const Error& e) {
+        if (!std::string_view(e.what()).starts_with("storage full")) throw;
+        return transport::storage_protocol::encode_put_reply({std::nullopt, e.what(), std::nullopt});
+      }
+      return transport::storage_protocol::encode_put_reply({});
     });
     service_.start();
   }
   StorageUnit& storage() { return storage_; }
   std::string endpoint() const { return service_.endpoint(); }
   int64_t puts() const { return puts_; }
-  // Requests it refused as an operation it does not know (`room`).
-  double unknown_operations() {
-    return service_.metrics().counter("seqflow_rejected_requests_total", "", {{"reason", "unknown_op"}}).value();
-  }
 
  private:
   std::atomic<int64_t> puts_{0};
@@ -307,10 +439,11 @@ class UnitWithoutRoom {
   server::Service service_;
 };
 
-// A waiting put meets a unit that answers `room` with "unknown operation":
-// it sends its values again, as to every unit before `room`, and lands once.
-TEST(RemoteCapacity, AWaitingPutResendsItsValuesToAUnitThatPredatesRoom) {
-  UnitWithoutRoom unit(1);
+// A waiting put answered "full" without a ticket holds no place to ask
+// `room` about (the unit serves no `room` here): it sends its values
+// again on every try, and lands once.
+TEST(RemoteCapacity, AWaitingPutWithoutAPlaceResendsItsValuesOnEveryTry) {
+  UnitWithoutPlaces unit(1);
   auto context = std::make_shared<zmq::context_t>();
   const transport::ConnectionOptions options{.timeout = kPatience, .security = {}};
   auto pool = std::make_shared<transport::ConnectionPool>(context, unit.endpoint(), options);
@@ -323,21 +456,88 @@ TEST(RemoteCapacity, AWaitingPutResendsItsValuesToAUnitThatPredatesRoom) {
     storage.put(SampleKeys{second_index, partitions, generations}, {int64_column("x", {6})});
   });
   const auto deadline = Clock::now() + kPatience;
-  while (unit.storage().capacity_stats().full_answers < 3) {  // its first try, and tries after "unknown operation"
+  while (unit.puts() < 4) {  // the first put, and three tries of the waiting one
     ASSERT_LT(Clock::now(), deadline) << "the put stopped asking";
     ASSERT_NE(waiting.wait_for(std::chrono::milliseconds(1)), std::future_status::ready) << "it landed without room";
   }
   unit.storage().clear(first_index);
   ASSERT_EQ(waiting.wait_for(kPatience), std::future_status::ready);
-  waiting.get();  // rethrows a failure
+  waiting.get();  // rethrows a failure (a `room` request would be one: an unknown operation)
   const std::string fields[] = {"x"};
   const auto rows = unit.storage().get(SampleKeys{second_index, partitions, generations}, fields);
   EXPECT_EQ(int64_of(rows.at(0).at(0)), 6);
   EXPECT_EQ(unit.storage().stats().samples, 1u);
-  // Asked `room` once: a unit that does not know it is not asked again.
-  EXPECT_EQ(unit.unknown_operations(), 1.0);
-  // Every put after the first was answered "full" but the one that landed.
-  EXPECT_EQ(unit.puts(), 1 + static_cast<int64_t>(unit.storage().capacity_stats().full_answers) + 1);
+}
+
+// A unit that answers each put "full" with a new ticket (1, 2, ...: each
+// try takes a new place, as when its last one lapsed) and each room request
+// "not placed"; one of them fails where it is told to. It records the
+// tickets of the puts that leave its line.
+class UnitOfLapsingPlaces {
+ public:
+  enum class Fails { kNever, kRoom, kRetriedPut };
+  explicit UnitOfLapsingPlaces(Fails fails) : service_({}) {
+    namespace protocol = transport::storage_protocol;
+    service_.handle(protocol::kPut, [this, fails](transport::Frames&) {
+      std::lock_guard lock(mutex_);
+      if (fails == Fails::kRetriedPut && tickets_given_ > 0) throw_invalid("the unit failed the retried put");
+      StorageUnit::Ticket ticket{};
+      ticket[0] = ++tickets_given_;
+      return protocol::encode_put_reply({std::nullopt, "storage full: no room", ticket});
+    });
+    service_.handle(protocol::kRoom, [this, fails](transport::Frames& args) {
+      const protocol::RoomRequest request = protocol::decode_room_request(args);
+      std::lock_guard lock(mutex_);
+      if (request.leave) {
+        left_.push_back(request.ticket[0]);
+        return protocol::encode_room_reply({true, std::nullopt, std::nullopt});
+      }
+      if (fails == Fails::kRoom) throw_invalid("the unit failed room");
+      return protocol::encode_room_reply({false, std::nullopt, std::string("its place lapsed")});
+    });
+    service_.start();
+  }
+  std::string endpoint() const { return service_.endpoint(); }
+  // The tickets (by their first byte) of the puts that left the line.
+  std::vector<uint8_t> left() {
+    std::lock_guard lock(mutex_);
+    return left_;
+  }
+
+ private:
+  std::mutex mutex_;
+  uint8_t tickets_given_ = 0;
+  std::vector<uint8_t> left_;
+  server::Service service_;
+};
+
+// A put whose try on one unit fails gives up and leaves its places on the
+// others with their newest tickets: a place taken by a try of the same
+// round (its ticket in a reply that came with the failure) too.
+TEST(RemoteCapacity, APutThatFailsLeavesEachLineWithItsNewestTicket) {
+  for (const auto fails : {UnitOfLapsingPlaces::Fails::kRoom, UnitOfLapsingPlaces::Fails::kRetriedPut}) {
+    SCOPED_TRACE(fails == UnitOfLapsingPlaces::Fails::kRoom ? "room fails" : "the retried put fails");
+    UnitOfLapsingPlaces lapsing(UnitOfLapsingPlaces::Fails::kNever);
+    UnitOfLapsingPlaces failing(fails);
+    auto context = std::make_shared<zmq::context_t>();
+    const transport::ConnectionOptions options{.timeout = kPatience, .security = {}};
+    std::vector<std::shared_ptr<transport::ConnectionPool>> pools;
+    for (const std::string& endpoint : {lapsing.endpoint(), failing.endpoint()}) {
+      pools.push_back(std::make_shared<transport::ConnectionPool>(context, endpoint, options));
+    }
+    ShardedStorage storage(pools, pools[0], /*local_copy=*/false);
+    const PartitionIdList partitions(2, "p");
+    const int64_t indexes[] = {0, 1};  // one on each unit
+    const uint64_t generations[] = {1, 1};
+    EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                             [&] {
+                               storage.put(SampleKeys{indexes, partitions, generations}, {int64_column("x", {5, 6})});
+                             },
+                             {"the unit failed"}));
+    // Its first place lapsed and the retry of the same round took the second.
+    EXPECT_EQ(lapsing.left(), std::vector<uint8_t>{2});
+    EXPECT_EQ(failing.left(), std::vector<uint8_t>{1});
+  }
 }
 
 TEST(RemoteCapacity, OtherCallsAreServedWhilePutsWait) {

@@ -102,6 +102,31 @@ TEST_P(ReplayPassModes, SuppliedGroupValuesAreAskedForOnceThenFilteredAsVerlDoes
   EXPECT_EQ(selected.selected_uids, std::vector<std::string>{"kept"});
 }
 
+// The request's max_staleness_versions and the cursor's version evictions
+// cross the wire; the evicted group's data is dropped.
+TEST_P(ReplayPassModes, StaleGroupsByPolicyVersionAreDroppedWithTheirDataAndCounted) {
+  auto client = make_client();
+  group(*client, "stale", "finished", 5, 0.0, 1.0);  // starts at policy version 0
+  const int64_t max_staleness = 1;
+  const int64_t current = max_staleness + 1;
+  client->control().set_policy_version(current);
+  group(*client, "fresh", "finished", 5, 0.0, 1.0);
+  ReplayRequest request = async_request(5, 1);
+  request.options.max_off_policy_threshold.reset();
+  request.options.max_staleness_versions = max_staleness;
+  const ReplayPass evicted = client->replay_pass(request);
+  EXPECT_EQ(evicted.refill, 1);
+  EXPECT_EQ(evicted.cursor.evictions.stale_versions, 1);
+  EXPECT_EQ(evicted.cursor.evictions.stale_versions_age_max, current);
+  EXPECT_EQ(client->storage_stats().samples, 2u);  // only fresh's trajectories hold data now
+  request.cursor = evicted.cursor;
+  const ReplayPass selected = client->replay_pass(request);
+  EXPECT_EQ(selected.selected_uids, std::vector<std::string>{"fresh"});
+  EXPECT_EQ(selected.cursor.evictions.stale_versions, 1);
+  request.options.max_staleness_versions = -1;
+  EXPECT_TRUE(throws_invalid([&] { client->replay_pass(request); }, {"max_staleness_versions = -1"}));
+}
+
 TEST_P(ReplayPassModes, AnIdlePassWaitsBrieflyAndBadOptionsAreRefusedByName) {
   auto client = make_client();
   group(*client, "busy", "running", 5, 0.0, 1.0);

@@ -6,7 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstring>
+#include <new>
 #include <set>
 #include <vector>
 
@@ -69,6 +71,14 @@ TEST(BlockCache, StaysUnderItsLimitDroppingTheBlocksFreedLongestAgo) {
   std::byte* too_big = cache.acquire(12 * kMiB, &capacity);
   cache.release(too_big, capacity);  // larger than the limit: freed, the others stay
   EXPECT_EQ(cache.cached_bytes(), 8 * kMiB);
+}
+
+TEST(BlockCache, ASizeTooLargeToRoundUpThrowsBadAllocInsteadOfATinyBlock) {
+  BlockCache cache(64 * kMiB);
+  size_t capacity = 0;
+  EXPECT_THROW(cache.acquire(SIZE_MAX, &capacity), std::bad_alloc);
+  EXPECT_THROW(cache.acquire(SIZE_MAX - BlockCache::kAlignment + 2, &capacity), std::bad_alloc);
+  EXPECT_EQ(capacity, 0u);
 }
 
 TEST(BlockCache, AZeroLimitCachesNothing) {

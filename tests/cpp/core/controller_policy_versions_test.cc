@@ -108,6 +108,16 @@ TEST(ControllerPolicyVersions, UnknownSamplesKeysAndPartitionsAreNamed) {
   EXPECT_TRUE(controller.policy_versions("p", Indexes{}).start.empty());
 }
 
+TEST(ControllerPolicyVersions, BadPartitionIdsAndKeysAreRefusedByTheNameRule) {
+  Controller controller;
+  controller.kv_resolve("p", Keys{"a"}, {});
+  const std::string not_utf8 = std::string("p") + '\xff';
+  EXPECT_TRUE(throws_invalid([&] { controller.policy_versions("", Indexes{0}); }, {"partition_id"}));
+  EXPECT_TRUE(throws_invalid([&] { controller.policy_versions(not_utf8, Indexes{0}); }, {"partition_id"}));
+  EXPECT_TRUE(throws_invalid([&] { controller.kv_policy_versions(not_utf8, Keys{"a"}); }, {"partition_id"}));
+  EXPECT_TRUE(throws_invalid([&] { controller.kv_policy_versions("p", Keys{"a", ""}); }, {"keys[1]"}));
+}
+
 // Two samples of "p" (one finished at 2, one unfinished) and a key of "q"
 // started at 3, with the current version 4.
 void populate(Controller& controller) {

@@ -69,7 +69,7 @@ class RandomReplayChanges {
 
   // One random change of the partition's keys and tags; what it was.
   std::string change(Controller& controller, const std::string& checkpoint) {
-    switch (pick(12)) {
+    switch (pick(13)) {
       case 0:
       case 1:
       case 2: {  // a new group: its prompt and some trajectories, in one call or apart
@@ -117,6 +117,9 @@ class RandomReplayChanges {
         controller.save(checkpoint);
         controller.load(checkpoint);
         return "load";
+      case 12:  // the trainer moves on: groups age by policy version
+        controller.set_policy_version(controller.policy_version() + 1);
+        return "policy version";
       default: {  // more tag changes than the partition keeps: the index walks again
         const std::string uid = some_uid();
         for (int i = 0; i < 5000; ++i) put(controller, uid + "_burst", Value{{"reward", i % 2}});
@@ -133,6 +136,7 @@ class RandomReplayChanges {
     made.step = static_cast<ReplayStep>(pick(3));
     made.options.mode = pick(2) == 0 ? ReplayMode::kSync : ReplayMode::kAsync;
     if (pick(2) == 0) made.options.max_off_policy_threshold = 1 + pick(4);
+    if (made.options.mode == ReplayMode::kAsync && pick(2) == 0) made.options.max_staleness_versions = pick(3);
     made.options.strategy = pick(2) == 0 ? StalenessStrategy::kDrop : StalenessStrategy::kWait;
     if (pick(3) == 0) made.options.group_filter_tag = "reward";
     made.options.evict = pick(4) != 0;

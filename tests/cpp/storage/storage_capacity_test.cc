@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <thread>
@@ -11,6 +12,7 @@
 
 #include "seqflow/error.h"
 #include "seqflow/storage.h"
+#include "error_matchers.h"
 #include "sample_keys_support.h"
 #include "storage_test_support.h"
 
@@ -130,19 +132,44 @@ TEST(StorageCapacity, TryPutAnswersFullInsteadOfWaiting) {
   const std::vector<int64_t> first = range(0, 2);
   EXPECT_FALSE(unit.try_put(samples_of(first), {values(2)}).has_value());
   const std::vector<int64_t> more = range(2, 3);
-  const std::optional<std::string> full = unit.try_put(samples_of(more), {values(1)});
+  const std::optional<StorageUnit::Full> full = unit.try_put(samples_of(more), {values(1)});
   ASSERT_TRUE(full.has_value());
-  EXPECT_NE(full->find("storage full: max_samples is 2"), std::string::npos) << *full;
+  EXPECT_NE(full->message.find("storage full: max_samples is 2"), std::string::npos) << full->message;
+  EXPECT_TRUE(full->ticket.has_value());
   EXPECT_EQ(unit.stats().samples, 2u);
   EXPECT_EQ(unit.capacity_stats().puts_waited, 1u);
   unit.clear(range(0, 1));
-  EXPECT_FALSE(unit.try_put(samples_of(more), {values(1)}).has_value());
+  EXPECT_FALSE(unit.try_put(samples_of(more), {values(1)}, full->ticket).has_value());  // retried with its ticket
   EXPECT_EQ(unit.get(samples_of(more), std::vector<std::string>{"x"}).size(), 1u);
 }
 
-std::optional<std::string> try_put(StorageUnit& unit, int64_t begin, int64_t end) {
-  const std::vector<int64_t> gis = range(begin, end);
-  return unit.try_put(samples_of(gis), {values(gis.size())});
+// A storage service's clients: each put (by its first index) is retried
+// with the ticket of its last "full" answer.
+class RetryingClients {
+ public:
+  explicit RetryingClients(StorageUnit& unit) : unit_(unit) {}
+  // The put of samples [begin, end), answered "full" or stored (nullopt).
+  std::optional<std::string> try_put(int64_t begin, int64_t end) {
+    const std::vector<int64_t> gis = range(begin, end);
+    const auto held = tickets_.find(begin);
+    std::optional<StorageUnit::Full> full = unit_.try_put(
+        samples_of(gis), {values(gis.size())}, held == tickets_.end() ? std::nullopt : std::optional(held->second));
+    tickets_.erase(begin);
+    if (!full) return std::nullopt;
+    if (full->ticket) tickets_[begin] = *full->ticket;
+    return full->message;
+  }
+  const StorageUnit::Ticket& ticket(int64_t begin) const { return tickets_.at(begin); }
+
+ private:
+  StorageUnit& unit_;
+  std::map<int64_t, StorageUnit::Ticket> tickets_;
+};
+
+// RetryingClients' put of samples [begin, end), named without its values.
+StorageUnit::RetriedPut retried_put(int64_t begin, int64_t end) {
+  const TestSamples samples = samples_of(range(begin, end));
+  return {begin, samples.generations.front(), SampleKeys(samples).write_version, samples.global_indexes.size()};
 }
 
 // A service's waiting puts are served in order too: a put answered "full"
@@ -150,17 +177,19 @@ std::optional<std::string> try_put(StorageUnit& unit, int64_t begin, int64_t end
 // does not take the room it waits for.
 TEST(StorageCapacity, ARetriedPutKeepsItsPlaceInLine) {
   StorageUnit unit({.max_samples = 4, .when_full = WhenFull::kWait});
-  ASSERT_FALSE(try_put(unit, 0, 4).has_value());
-  ASSERT_TRUE(try_put(unit, 10, 13).has_value());  // the big put: 3 samples
-  unit.clear(range(0, 1));                         // room for one
-  const std::optional<std::string> small = try_put(unit, 20, 21);
+  RetryingClients clients(unit);
+  const auto try_put = [&](int64_t begin, int64_t end) { return clients.try_put(begin, end); };
+  ASSERT_FALSE(try_put(0, 4).has_value());
+  ASSERT_TRUE(try_put(10, 13).has_value());  // the big put: 3 samples
+  unit.clear(range(0, 1));                   // room for one
+  const std::optional<std::string> small = try_put(20, 21);
   ASSERT_TRUE(small.has_value()) << "the small put took the room the big one waits for";
   EXPECT_NE(small->find("1 are free and earlier waiting puts need 3 first"), std::string::npos) << *small;
   unit.clear(range(1, 3));  // room for the big put
-  EXPECT_FALSE(try_put(unit, 10, 13).has_value());
-  EXPECT_TRUE(try_put(unit, 20, 21).has_value());  // 4 held
+  EXPECT_FALSE(try_put(10, 13).has_value());
+  EXPECT_TRUE(try_put(20, 21).has_value());  // 4 held
   unit.clear(range(3, 4));
-  EXPECT_FALSE(try_put(unit, 20, 21).has_value());
+  EXPECT_FALSE(try_put(20, 21).has_value());
   EXPECT_EQ(unit.stats().samples, 4u);
   EXPECT_EQ(unit.capacity_stats().waiting_puts, 0u);
 }
@@ -169,18 +198,104 @@ TEST(StorageCapacity, ARetriedPutKeepsItsPlaceInLine) {
 // the puts behind it get the room.
 TEST(StorageCapacity, APlaceInLineLapsesWhenItsClientStopsAsking) {
   StorageUnit unit({.max_samples = 2, .when_full = WhenFull::kWait});
-  ASSERT_FALSE(try_put(unit, 0, 2).has_value());
-  ASSERT_TRUE(try_put(unit, 10, 12).has_value());  // never asked again
+  RetryingClients clients(unit);
+  const auto try_put = [&](int64_t begin, int64_t end) { return clients.try_put(begin, end); };
+  ASSERT_FALSE(try_put(0, 2).has_value());
+  ASSERT_TRUE(try_put(10, 12).has_value());  // never asked again
   unit.clear(range(0, 1));
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   bool landed = false;
   while (!landed && std::chrono::steady_clock::now() < deadline) {
-    landed = !try_put(unit, 20, 21).has_value();
+    landed = !try_put(20, 21).has_value();
     if (!landed) std::this_thread::sleep_for(std::chrono::milliseconds(10));  // as a client backs off
   }
   EXPECT_TRUE(landed);
   EXPECT_EQ(unit.stats().samples, 2u);
   EXPECT_EQ(unit.capacity_stats().waiting_puts, 0u);
+}
+
+// The samples of a waiting put can be guessed, its ticket cannot: a caller
+// without it neither takes the put's place (a put of the same samples
+// queues behind it) nor asks for it nor makes it leave.
+TEST(StorageCapacity, OnlyTheTicketsHolderUsesAWaitingPutsPlace) {
+  StorageUnit unit({.max_samples = 3, .when_full = WhenFull::kWait});
+  RetryingClients honest(unit);
+  RetryingClients guesser(unit);
+  ASSERT_FALSE(honest.try_put(0, 3).has_value());
+  ASSERT_TRUE(honest.try_put(10, 12).has_value());  // waits, first in line: 2 samples
+  ASSERT_TRUE(honest.try_put(20, 21).has_value());  // waits behind it
+  StorageUnit::Ticket wrong = honest.ticket(10);
+  wrong[0] ^= 1;
+  for (const StorageUnit::Ticket& ticket : {wrong, honest.ticket(20)}) {
+    const StorageUnit::Room asked = unit.room_for(retried_put(10, 12), ticket);
+    EXPECT_FALSE(asked.placed);
+    ASSERT_TRUE(asked.not_placed.has_value());
+    EXPECT_NE(asked.not_placed->find("holds this ticket"), std::string::npos) << *asked.not_placed;
+    EXPECT_FALSE(unit.leave_line(retried_put(10, 12), ticket).placed);
+  }
+  EXPECT_EQ(unit.capacity_stats().waiting_puts, 2u);
+  unit.clear(range(0, 2));  // room for the first
+  // The same samples without the ticket: a place of its own, behind both.
+  EXPECT_TRUE(guesser.try_put(10, 12).has_value()) << "a put of the same samples took the first one's place";
+  EXPECT_TRUE(honest.try_put(20, 21).has_value()) << "the put behind took the room the first one waits for";
+  const StorageUnit::Room first = unit.room_for(retried_put(10, 12), honest.ticket(10));
+  EXPECT_TRUE(first.placed);
+  EXPECT_FALSE(first.full.has_value()) << *first.full;
+  EXPECT_FALSE(honest.try_put(10, 12).has_value());
+  EXPECT_EQ(unit.stats().samples, 3u);
+  EXPECT_EQ(unit.capacity_stats().waiting_puts, 2u);  // the put of 20 and the guesser's
+  EXPECT_TRUE(unit.leave_line(retried_put(20, 21), honest.ticket(20)).placed);
+  EXPECT_TRUE(unit.leave_line(retried_put(10, 12), guesser.ticket(10)).placed);
+  EXPECT_EQ(unit.capacity_stats().waiting_puts, 0u);
+}
+
+// A peer that guesses a put's samples and sends them first cannot deny the
+// put a place: each holds one of its own, in arrival order, so the put
+// still goes before a later one.
+TEST(StorageCapacity, APutWhoseSamplesAnotherWaitingPutNamesHoldsAPlaceOfItsOwn) {
+  StorageUnit unit({.max_samples = 2, .when_full = WhenFull::kWait});
+  RetryingClients squatter(unit);
+  RetryingClients honest(unit);
+  RetryingClients later(unit);
+  ASSERT_FALSE(honest.try_put(0, 2).has_value());
+  ASSERT_TRUE(squatter.try_put(10, 11).has_value());
+  const std::optional<StorageUnit::Full> answer = unit.try_put(samples_of(range(10, 11)), {values(1)});
+  ASSERT_TRUE(answer.has_value());
+  ASSERT_TRUE(answer->ticket.has_value()) << "the put of samples another one named holds no place";
+  ASSERT_TRUE(later.try_put(20, 21).has_value());
+  EXPECT_EQ(unit.capacity_stats().waiting_puts, 3u);
+  unit.clear(range(0, 2));  // room for the squatter's place and the next
+  EXPECT_FALSE(unit.try_put(samples_of(range(10, 11)), {values(1)}, answer->ticket).has_value());
+  EXPECT_TRUE(later.try_put(20, 21).has_value()) << "the later put took the room of the one before it";
+  EXPECT_EQ(unit.stats().samples, 1u);
+}
+
+// puts_waited counts the places given, once per put; full_answers every
+// "full" sent, to a retry or room request too, and to a put given no place.
+TEST(StorageCapacity, PutsWaitedCountsPlacesAndFullAnswersEveryFull) {
+  constexpr size_t kPlaces = 64;  // few: each try walks the places, and a slow run must not let them lapse
+  StorageUnit unit({.max_samples = 1, .when_full = WhenFull::kWait, .max_waiting_puts = kPlaces});
+  RetryingClients clients(unit);
+  ASSERT_FALSE(clients.try_put(0, 1).has_value());
+  const int64_t first = 10;
+  for (int64_t gi = first; gi < first + static_cast<int64_t>(kPlaces); ++gi) {
+    ASSERT_TRUE(clients.try_put(gi, gi + 1).has_value());
+  }
+  const int64_t beyond = first + static_cast<int64_t>(kPlaces);
+  const std::optional<StorageUnit::Full> unplaced = unit.try_put(samples_of(range(beyond, beyond + 1)), {values(1)});
+  ASSERT_TRUE(unplaced.has_value());
+  EXPECT_FALSE(unplaced->ticket.has_value()) << "more than max_waiting_puts hold a place";
+  ASSERT_TRUE(clients.try_put(first, first + 1).has_value());  // retried with its ticket: the same place
+  ASSERT_TRUE(unit.room_for(retried_put(first, first + 1), clients.ticket(first)).full.has_value());
+  const CapacityStats stats = unit.capacity_stats();
+  EXPECT_EQ(stats.puts_waited, kPlaces);
+  EXPECT_EQ(stats.full_answers, kPlaces + 3);
+  EXPECT_EQ(stats.waiting_puts, kPlaces);
+}
+
+TEST(StorageCapacity, MaxWaitingPutsMustBeAtLeastOne) {
+  EXPECT_TRUE(throws_invalid([] { StorageUnit unit({.when_full = WhenFull::kWait, .max_waiting_puts = 0}); },
+                             {"max_waiting_puts", "got 0"}));
 }
 
 TEST(StorageCapacity, TryPutInRaiseModeRaisesAsPut) {
