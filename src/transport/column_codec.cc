@@ -92,6 +92,14 @@ void append_column(MsgpackWriter& out, const Column& column, std::span<const siz
   }
 }
 
+// A received frame kept as a stored value. Small ones are copied: ZeroMQ
+// receives them into a shared 8 KiB batch buffer, which a kept frame would
+// hold whole (a peer's one-byte values then cost far more than their count).
+std::shared_ptr<const Buffer> stored_buffer_of(zmq::message_t&& frame) {
+  if (frame.size() < kReceiveBatchBytes) return Buffer::copy_of(as_bytes(frame));
+  return buffer_of(std::move(frame));
+}
+
 // All samples of the columns when `positions` is empty.
 std::span<const size_t> positions_or_all(const std::vector<Column>& columns, std::span<const size_t> positions,
                                          std::vector<size_t>& all) {
@@ -155,7 +163,7 @@ std::vector<Column> take_columns(std::string_view entries, Frames& frames, size_
       entry.fail("shapes", "must hold one shape or one per sample");
     }
     column.offsets.assign(offsets.begin(), offsets.end());
-    column.buffer = buffer_of(std::move(frames[first + c]));
+    column.buffer = stored_buffer_of(std::move(frames[first + c]));
     column.validate();  // offsets and shapes against the frame's bytes
     columns.push_back(std::move(column));
   }

@@ -22,6 +22,10 @@ using Frames = std::vector<zmq::message_t>;
 // reference counting, which is slower than a memcpy of a few hundred bytes.
 inline constexpr size_t kZeroCopyMinBytes = 1024;
 
+// ZeroMQ's receive batch (ZMQ_IN_BATCH_SIZE's default): smaller messages
+// are received into a shared buffer of this size, larger ones into their own.
+inline constexpr size_t kReceiveBatchBytes = 8192;
+
 // A frame over buffer->data[offset, offset + size). From kZeroCopyMinBytes
 // on, the frame points into the buffer and keeps it alive until ZeroMQ has
 // sent it; smaller ranges are copied. Throws kInvalidArgument when the range

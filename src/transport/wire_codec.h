@@ -140,7 +140,8 @@ std::string describe_columns(const std::vector<Column>& columns, std::span<const
 // How many columns the encoded entries name (0 when they are no array).
 size_t column_count(std::string_view entries);
 // The columns of a put: the encoded entries plus frames from `frames[first]`
-// on, taken over without copying. Each holds `samples` samples.
+// on, taken over without copying (but for frames under kReceiveBatchBytes,
+// copied so that they hold no receive buffer). Each holds `samples` samples.
 std::vector<Column> take_columns(std::string_view entries, Frames& frames, size_t first, size_t samples,
                                  std::string_view what);
 

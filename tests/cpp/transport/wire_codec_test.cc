@@ -341,8 +341,8 @@ bool points_into(const void* data, const Buffer& buffer) {
 }
 
 TEST(WireCodecColumns, AllSamplesTravelAsOneFramePerColumnPointingIntoItsBuffer) {
-  const std::vector<Column> columns = {float_samples("fixed", {300, 300, 300, 300}),
-                                       float_samples("nested", {500, 260, 1, 700}),
+  const std::vector<Column> columns = {float_samples("fixed", {3000, 3000, 3000, 3000}),
+                                       float_samples("nested", {5000, 2600, 1, 7000}),
                                        object_column("text", {"ab", "", "cde", "f"})};
   std::vector<const void*> frame_data;
   const std::vector<Column> got = send_columns(columns, {}, frame_data);
@@ -354,8 +354,8 @@ TEST(WireCodecColumns, AllSamplesTravelAsOneFramePerColumnPointingIntoItsBuffer)
     ASSERT_EQ(got[c].sample_count(), columns[c].sample_count());
     for (size_t i = 0; i < columns[c].sample_count(); ++i) expect_same_sample(got[c], i, columns[c], i);
   }
-  // Received: a column owns its frame's bytes, no copy (small frames keep
-  // their bytes inside the message, which moves).
+  // Received: a column owns its frame's bytes, no copy (a frame under
+  // transport::kReceiveBatchBytes is copied: WireCodecColumns.SmallFramesAreCopiedWhenReceived).
   for (size_t c : {0, 1}) EXPECT_EQ(static_cast<const void*>(got[c].buffer->data), frame_data[c]) << c;
   // Sent: large columns point into the caller's buffer; a column below
   // transport::kZeroCopyMinBytes is copied.
@@ -389,6 +389,22 @@ TEST(WireCodecColumns, NonContiguousSubsetIsAPackedCopy) {
   EXPECT_EQ(got[0].buffer->size, packed);
   ASSERT_EQ(got[0].sample_count(), positions.size());
   for (size_t i = 0; i < positions.size(); ++i) expect_same_sample(got[0], i, column, positions[i]);
+}
+
+// A frame ZeroMQ received into its shared receive batch would keep the whole
+// batch alive as a stored value; small ones are copied out.
+TEST(WireCodecColumns, SmallFramesAreCopiedWhenReceived) {
+  const Column small = float_samples("small", {100, 100});
+  const Column large = float_samples("large", {transport::kReceiveBatchBytes / sizeof(float), 1});
+  std::vector<const void*> frame_data;
+  const std::vector<Column> got = send_columns({small, large}, {}, frame_data);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_NE(static_cast<const void*>(got[0].buffer->data), frame_data[0]);
+  EXPECT_EQ(static_cast<const void*>(got[1].buffer->data), frame_data[1]);
+  for (size_t i = 0; i < 2; ++i) {
+    expect_same_sample(got[0], i, small, i);
+    expect_same_sample(got[1], i, large, i);
+  }
 }
 
 SampleView view_into(const std::shared_ptr<const Buffer>& buffer, size_t offset, size_t floats) {
