@@ -206,33 +206,51 @@ void ShardedStorage::put(const SampleKeys& samples, const std::vector<Column>& c
   // process) gets the bytes now; the next put opens a new session. A unit
   // without room (it waits for room: WhenFull::kWait) stored nothing.
   std::map<size_t, StorageUnit::Full> full;  // unit -> its "storage full" answer and ticket
-  FanOut resend(units_);
-  bool resending = false;
-  for (auto& [unit, frames] : fan_out.receive_all()) {
-    storage_protocol::PutReply reply = storage_protocol::decode_put_reply(frames);
-    if (reply.full) full[unit] = {std::move(*reply.full), reply.ticket};
-    if (!reply.local_copy_refused) continue;
-    {
-      std::lock_guard lock(sessions_mutex_);
-      sessions_[unit].reset();
+  const auto retried_as = [&](size_t u) {
+    const size_t first = shards[u].positions.front();
+    return StorageUnit::RetriedPut{samples.global_indexes[first], samples.generations[first], samples.write_version,
+                                   shards[u].positions.size()};
+  };
+  // Every answer is taken in before an error goes up: a "full" one that came
+  // with the failure holds a place in its unit's line, which the put leaves.
+  std::optional<Error> failure;
+  std::vector<size_t> refused;  // units that did not read this process's memory
+  const auto take_answers = [&](FanOut& answers) {
+    for (auto& [unit, frames, error] : answers.receive_each()) {
+      if (error) {
+        if (!failure) failure = std::move(error);
+        continue;
+      }
+      try {
+        storage_protocol::PutReply reply = storage_protocol::decode_put_reply(frames);
+        if (reply.full) full[unit] = {std::move(*reply.full), reply.ticket};
+        if (reply.local_copy_refused) refused.push_back(unit);
+      } catch (const Error& e) {
+        if (!failure) failure = e;
+      }
     }
-    resend.send(unit, storage_protocol::kPut, with_bytes(unit, std::nullopt));
-    resending = true;
-  }
-  if (resending) {
-    for (auto& [unit, frames] : resend.receive_all()) {
-      storage_protocol::PutReply reply = storage_protocol::decode_put_reply(frames);
-      if (reply.full) full[unit] = {std::move(*reply.full), reply.ticket};
+  };
+  take_answers(fan_out);
+  if (!failure && !refused.empty()) {
+    FanOut resend(units_);
+    try {
+      for (const size_t unit : refused) {
+        {
+          std::lock_guard lock(sessions_mutex_);
+          sessions_[unit].reset();
+        }
+        resend.send(unit, storage_protocol::kPut, with_bytes(unit, std::nullopt));
+      }
+    } catch (const Error& e) {
+      failure = e;  // the resends already sent are answered below
     }
+    take_answers(resend);
   }
-  if (!full.empty()) {
-    const auto retried_as = [&](size_t u) {
-      const size_t first = shards[u].positions.front();
-      return StorageUnit::RetriedPut{samples.global_indexes[first], samples.generations[first], samples.write_version,
-                                     shards[u].positions.size()};
-    };
-    wait_for_room(samples, full, retried_as, with_bytes);
+  if (failure) {
+    leave_lines(full, retried_as);
+    throw *failure;
   }
+  if (!full.empty()) wait_for_room(samples, full, retried_as, with_bytes);
 }
 
 // The units told the put to wait until clears make room: it asks them again,

@@ -475,12 +475,13 @@ TEST(RemoteCapacity, AWaitingPutWithoutAPlaceResendsItsValuesOnEveryTry) {
 // tickets of the puts that leave its line.
 class UnitOfLapsingPlaces {
  public:
-  enum class Fails { kNever, kRoom, kRetriedPut };
+  enum class Fails { kNever, kRoom, kRetriedPut, kFirstPut };
   explicit UnitOfLapsingPlaces(Fails fails) : service_({}) {
     namespace protocol = transport::storage_protocol;
     service_.handle(protocol::kPut, [this, fails](transport::Frames&) {
       std::lock_guard lock(mutex_);
       if (fails == Fails::kRetriedPut && tickets_given_ > 0) throw_invalid("the unit failed the retried put");
+      if (fails == Fails::kFirstPut) throw_invalid("the unit failed the first put");
       StorageUnit::Ticket ticket{};
       ticket[0] = ++tickets_given_;
       return protocol::encode_put_reply({std::nullopt, "storage full: no room", ticket});
@@ -538,6 +539,30 @@ TEST(RemoteCapacity, APutThatFailsLeavesEachLineWithItsNewestTicket) {
     EXPECT_EQ(lapsing.left(), std::vector<uint8_t>{2});
     EXPECT_EQ(failing.left(), std::vector<uint8_t>{1});
   }
+}
+
+// A put whose first try fails on one unit while another answers "full"
+// leaves that unit's line at once: its place does not hold room until it lapses.
+TEST(RemoteCapacity, APutWhoseFirstTryFailsLeavesTheLinesItsOtherAnswersJoined) {
+  UnitOfLapsingPlaces full(UnitOfLapsingPlaces::Fails::kNever);
+  UnitOfLapsingPlaces failing(UnitOfLapsingPlaces::Fails::kFirstPut);
+  auto context = std::make_shared<zmq::context_t>();
+  const transport::ConnectionOptions options{.timeout = kPatience, .security = {}};
+  std::vector<std::shared_ptr<transport::ConnectionPool>> pools;
+  for (const std::string& endpoint : {full.endpoint(), failing.endpoint()}) {
+    pools.push_back(std::make_shared<transport::ConnectionPool>(context, endpoint, options));
+  }
+  ShardedStorage storage(pools, pools[0], /*local_copy=*/false);
+  const PartitionIdList partitions(2, "p");
+  const int64_t indexes[] = {0, 1};  // one on each unit
+  const uint64_t generations[] = {1, 1};
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                           [&] {
+                             storage.put(SampleKeys{indexes, partitions, generations}, {int64_column("x", {5, 6})});
+                           },
+                           {"the unit failed the first put"}));
+  EXPECT_EQ(full.left(), std::vector<uint8_t>{1}) << "the ticket of its one answer";
+  EXPECT_TRUE(failing.left().empty());
 }
 
 TEST(RemoteCapacity, OtherCallsAreServedWhilePutsWait) {
