@@ -95,6 +95,15 @@ struct ReplayOptions {
   int64_t balance_ranks = 0;
   std::string balance_length_tag = "seq_len";
   std::string balance_workload = "verl";
+  // The lifecycle of each member (beyond verl's layout, where the prompt's
+  // status is the group's): every trajectory's tag "status" is "pending",
+  // "running", "finished", "failed" (or verl's "failure") or "aborted"; one
+  // without it counts as finished. A group is terminal when its prompt is
+  // and no member is pending or running (until then it is in flight); its
+  // failed and aborted members are never served nor read by the group
+  // filter, and are released with their group; a finished prompt whose
+  // members all failed or were aborted is a failed group.
+  bool member_status = false;
 
   bool group_filtering() const { return group_filter_tag.has_value() || group_filter_metric.has_value(); }
 };

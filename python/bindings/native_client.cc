@@ -481,7 +481,7 @@ void bind_native_client(nb::module_ m) {
          std::optional<std::string> group_filter_metric,
          std::vector<std::pair<std::string, std::vector<double>>> group_values, const ReplayCursor& cursor,
          int64_t wait_ms, uint64_t pass_id, int64_t lease_ms, int64_t balance_ranks, std::string balance_length_tag,
-         std::string balance_workload, std::optional<int64_t> max_staleness_versions) {
+         std::string balance_workload, std::optional<int64_t> max_staleness_versions, bool member_status) {
         ReplayRequest request{
             partition,
             global_steps,
@@ -490,7 +490,7 @@ void bind_native_client(nb::module_ m) {
             {parse_replay_mode(mode), max_off_policy_threshold, max_staleness_versions,
              parse_staleness_strategy(strategy), std::move(group_filter_tag), evict, refill_failed_groups,
              max_inflight_prompts, gen_batch_size, std::move(group_filter_metric), balance_ranks,
-             std::move(balance_length_tag), std::move(balance_workload)},
+             std::move(balance_length_tag), std::move(balance_workload), member_status},
             cursor,
             wait_ms,
             std::move(group_values),
@@ -502,7 +502,8 @@ void bind_native_client(nb::module_ m) {
       "partition_id"_a, "global_steps"_a, "batch_size"_a, "step"_a, "mode"_a, "max_off_policy_threshold"_a.none(),
       "strategy"_a, "group_filter_tag"_a.none(), "evict"_a, "refill_failed_groups"_a, "max_inflight_prompts"_a,
       "gen_batch_size"_a, "group_filter_metric"_a.none(), "group_values"_a, "cursor"_a, "wait_ms"_a, "pass_id"_a,
-      "lease_ms"_a, "balance_ranks"_a, "balance_length_tag"_a, "balance_workload"_a, "max_staleness_versions"_a.none());
+      "lease_ms"_a, "balance_ranks"_a, "balance_length_tag"_a, "balance_workload"_a, "max_staleness_versions"_a.none(),
+      "member_status"_a);
   cls.def(
       "watch",
       [](const NativeClient& self, const std::string& partition, const std::string& key_prefix,

@@ -751,7 +751,8 @@ class Client:
                     wait: float = 0.0, pass_id: Optional[int] = None,
                     lease: float = 60.0, balance_ranks: int = 0, balance_length_tag: str = "seq_len",
                     balance_workload: str = "verl",
-                    max_staleness_versions: Optional[int] = None) -> _seqflow.client.ReplayPass:
+                    max_staleness_versions: Optional[int] = None,
+                    member_status: bool = False) -> _seqflow.client.ReplayPass:
         """One pass of verl's replay-buffer loop in the engine, over the
         partition's prompt keys ``{uid}`` (tags is_prompt, status,
         global_steps) and trajectory keys ``{uid}_...``: evicts stale
@@ -792,7 +793,15 @@ class Client:
         drops it when it finishes (counted in the cursor's metrics as
         ``off_policy/version_evicted_samples``) or holds sampling while it is
         in flight. With ``max_off_policy_threshold`` too, either makes a group
-        stale."""
+        stale.
+
+        ``member_status`` follows each member's lifecycle too: a trajectory's
+        tag ``status`` is "pending", "running", "finished", "failed" (or
+        "failure") or "aborted" (absent: finished); a group is terminal when
+        its prompt is and none of its trajectories is pending or running. Failed
+        and aborted trajectories are never answered nor filtered on, and are
+        cleared with their group; a finished prompt whose trajectories all
+        failed or were aborted is a failed group."""
         wait_ms = round(1000 * check_seconds(wait, "wait", allow_zero=True))
         kept_id, lease_ms = 0, 0
         if pass_id is not None:
@@ -804,7 +813,8 @@ class Client:
             [] if group_values is None else [(uid, list(values)) for uid, values in group_values.items()],
             _seqflow.client.ReplayCursor() if cursor is None else cursor, wait_ms, kept_id, lease_ms,
             check_count(balance_ranks, "balance_ranks", minimum=0), check_name(balance_length_tag, "balance_length_tag"),
-            check_instance(balance_workload, "balance_workload", str, "a str"), max_staleness_versions)
+            check_instance(balance_workload, "balance_workload", str, "a str"), max_staleness_versions,
+            check_instance(member_status, "member_status", bool, "a bool"))
 
     def ack_replay_pass(self, partition_id: str, pass_id: int) -> bool:
         """Acknowledges a kept replay pass (replay_pass(pass_id=...) whose

@@ -25,12 +25,12 @@ namespace {
 using core::PartitionState;
 using core::ReplayGroups;
 
-// The selected groups' trajectories, in arrival order, with their tags.
+// The selected groups' served trajectories, in arrival order, with their tags.
 void answer_selected(const PartitionState& partition, const ReplayGroups& groups,
-                     const std::vector<std::string_view>& selected, ReplayPass& pass) {
+                     const std::vector<std::string_view>& selected, bool member_status, ReplayPass& pass) {
   std::vector<core::ReplayTrajectory> trajectories;
   for (std::string_view uid : selected) {
-    const std::vector<core::ReplayTrajectory> found = groups.trajectories(uid);
+    const std::vector<core::ReplayTrajectory> found = groups.served_trajectories(uid, member_status);
     trajectories.insert(trajectories.end(), found.begin(), found.end());
   }
   std::sort(trajectories.begin(), trajectories.end(),
@@ -47,18 +47,24 @@ std::unordered_map<std::string_view, uint32_t> prompt_slots(const ReplayGroups& 
   return slots;
 }
 
-// The slots of the evicted groups (prompt and trajectories) and, unless
+// The slots of the evicted groups (prompt and trajectories), of the
+// selected groups' failed and aborted members (member_status) and, unless
 // they are held, of the selected prompts.
-std::vector<uint32_t> slots_to_release(const ReplayGroups& groups, const core::ReplayPlan& plan, bool hold_selected) {
-  if (plan.evicted.empty() && (hold_selected || plan.selected.empty())) return {};
+std::vector<uint32_t> slots_to_release(const ReplayGroups& groups, const core::ReplayPlan& plan, bool hold_selected,
+                                       bool member_status) {
+  if (plan.evicted.empty() && plan.selected.empty()) return {};
   const std::unordered_map<std::string_view, uint32_t> prompt_slot = prompt_slots(groups);
   std::vector<uint32_t> slots;
   for (std::string_view uid : plan.evicted) {
     slots.push_back(prompt_slot.at(uid));
     for (const core::ReplayTrajectory& trajectory : groups.trajectories(uid)) slots.push_back(trajectory.slot);
   }
-  if (!hold_selected) {
-    for (std::string_view uid : plan.selected) slots.push_back(prompt_slot.at(uid));
+  for (std::string_view uid : plan.selected) {
+    if (!hold_selected) slots.push_back(prompt_slot.at(uid));
+    if (!member_status) continue;
+    for (const core::ReplayTrajectory& trajectory : groups.trajectories(uid)) {
+      if (trajectory.status == core::MemberStatus::kLeftOut) slots.push_back(trajectory.slot);
+    }
   }
   return slots;
 }
@@ -128,6 +134,7 @@ ReplayPass Controller::replay_pass(const ReplayRequest& request) {
   ReplayGroups groups = partition != nullptr ? state_->replay_indexes[request.partition_id].groups(
                                                    *partition, held_slots(state_->data, *partition, kept_passes))
                                              : ReplayGroups{};
+  if (partition != nullptr && options.member_status) groups.apply_member_status(*partition);
   core::GroupFilterAnswer filter;
   if (partition != nullptr && options.evict && options.group_filtering()) {
     filter = state_->group_filters[request.partition_id].filtered(*partition, groups, options, request.group_values);
@@ -145,7 +152,7 @@ ReplayPass Controller::replay_pass(const ReplayRequest& request) {
   pass.cursor = plan.cursor;
   if (request.step == ReplayStep::kEvict && plan.ready) pass.sampleable_uids = strings_of(plan.sampleable);
   if (partition != nullptr && !plan.selected.empty()) {
-    answer_selected(*partition, groups, plan.selected, pass);
+    answer_selected(*partition, groups, plan.selected, options.member_status, pass);
     if (options.mode == ReplayMode::kSync && options.evict && pass.keys.empty()) {
       throw Error(ErrorCode::kInternal,
                   "Sync replay buffer selected terminal groups with no materializable trajectories." +
@@ -158,7 +165,7 @@ ReplayPass Controller::replay_pass(const ReplayRequest& request) {
     pass.selected_uids = strings_of(plan.selected);
   }
   const bool keep = request.pass_id != 0;
-  const std::vector<uint32_t> slots = slots_to_release(groups, plan, keep);
+  const std::vector<uint32_t> slots = slots_to_release(groups, plan, keep, options.member_status);
   const bool changes = !slots.empty() || !plan.selected.empty();
   core::ReplayLeases::Kept kept;
   if (keep && changes) {

@@ -82,11 +82,16 @@ std::vector<ReplayTrajectory> ReplayGroups::trajectories(std::string_view uid) c
   return index_ != nullptr ? index_->trajectories(uid) : std::vector<ReplayTrajectory>{};
 }
 
-void ReplayGroups::hold_in_flight(const std::vector<std::string>& uids) {
-  if (uids.empty()) return;
-  const std::unordered_set<std::string_view> held(uids.begin(), uids.end());
+std::vector<ReplayTrajectory> ReplayGroups::served_trajectories(std::string_view uid, bool member_status) const {
+  std::vector<ReplayTrajectory> found = trajectories(uid);
+  if (member_status) std::erase_if(found, [](const auto& t) { return t.status == MemberStatus::kLeftOut; });
+  return found;
+}
+
+template <typename Predicate>
+void ReplayGroups::move_in_flight(Predicate in_flight) {
   std::erase_if(terminal_, [&](const ReplayPrompt& prompt) {
-    if (prompt.status != PromptStatus::kFinished || held.count(prompt.uid) == 0) return false;
+    if (!in_flight(prompt)) return false;
     ++in_flight_;
     oldest_in_flight_ = std::min(oldest_in_flight_.value_or(prompt.global_steps), prompt.global_steps);
     if (const std::optional<int64_t> start = prompt.start_version) {
@@ -94,6 +99,38 @@ void ReplayGroups::hold_in_flight(const std::vector<std::string>& uids) {
     }
     return true;
   });
+}
+
+void ReplayGroups::hold_in_flight(const std::vector<std::string>& uids) {
+  if (uids.empty()) return;
+  const std::unordered_set<std::string_view> held(uids.begin(), uids.end());
+  move_in_flight([&](const ReplayPrompt& prompt) {
+    return prompt.status == PromptStatus::kFinished && held.count(prompt.uid) > 0;
+  });
+}
+
+void ReplayGroups::apply_member_status(const PartitionState& partition) {
+  std::vector<std::string> unknown;
+  for (ReplayPrompt& prompt : terminal_) {
+    if (prompt.members_unknown > 0) {
+      for (const ReplayTrajectory& trajectory : trajectories(prompt.uid)) {
+        if (trajectory.status == MemberStatus::kUnknown) unknown.push_back(*partition.key_of(trajectory.slot));
+      }
+    }
+    if (prompt.status == PromptStatus::kFinished && prompt.members > 0 && prompt.members_left_out == prompt.members) {
+      prompt.status = PromptStatus::kFailure;
+    }
+  }
+  if (!unknown.empty()) {
+    std::sort(unknown.begin(), unknown.end());
+    std::string names;
+    for (size_t i = 0; i < std::min<size_t>(unknown.size(), 5); ++i) names += (i ? ", '" : "'") + unknown[i] + "'";
+    throw_invalid(
+        "with member_status, every trajectory's tag status is 'pending', 'running', 'finished', 'failed' "
+        "(or 'failure') or 'aborted', or absent (finished); not so for " +
+        names);
+  }
+  move_in_flight([](const ReplayPrompt& prompt) { return prompt.members_in_flight > 0; });
 }
 
 GroupFilterAnswer GroupFilterCache::filtered(const PartitionState& partition, const ReplayGroups& groups,
@@ -119,7 +156,7 @@ GroupFilterAnswer GroupFilterCache::filtered(const PartitionState& partition, co
   for (const ReplayPrompt& prompt : groups.terminal()) {
     const std::string uid(prompt.uid);
     if (prompt.status != PromptStatus::kFinished || classification_.count(uid) > 0) continue;
-    const std::vector<ReplayTrajectory> found = groups.trajectories(prompt.uid);
+    const std::vector<ReplayTrajectory> found = groups.served_trajectories(prompt.uid, options.member_status);
     if (found.empty()) {
       missing.push_back(uid);
       continue;

@@ -19,6 +19,9 @@
 namespace seqflow::core {
 
 enum class PromptStatus { kPending, kRunning, kFinished, kFailure };
+// A trajectory's "status" tag (ReplayOptions::member_status): kUnknown for
+// a value that is none of the five names.
+enum class MemberStatus { kInFlight, kFinished, kLeftOut, kUnknown };
 
 // verl's `tag.get("is_prompt", False)`, with Python's truth of the value.
 bool is_prompt_tag(const Value& tag);
@@ -33,11 +36,17 @@ struct ReplayPrompt {
   // The group's start version: the smallest start policy version of its
   // trajectories (generation started then); nullopt: none yet (not started).
   std::optional<int64_t> start_version;
+  // Its trajectories by MemberStatus.
+  int64_t members = 0;
+  int64_t members_in_flight = 0;
+  int64_t members_left_out = 0;
+  int64_t members_unknown = 0;
 };
 
 struct ReplayTrajectory {
   uint32_t slot = 0;
   uint64_t arrival = 0;  // rank among the partition's keyed samples, for answers in arrival order
+  MemberStatus status = MemberStatus::kFinished;
 };
 
 class ReplayIndex;
@@ -67,10 +76,21 @@ class ReplayGroups {
   // For this pass, these finished prompts count as running (their group
   // filter values are not in yet).
   void hold_in_flight(const std::vector<std::string>& uids);
+  // ReplayOptions::member_status: terminal prompts with a member pending or
+  // running count as in flight, finished ones whose members all failed or
+  // were aborted as failed. Throws kInvalidArgument naming a trajectory key
+  // (up to five, sorted) whose status is none of the five names.
+  void apply_member_status(const PartitionState& partition);
   // The trajectories of a uid, in arrival order; empty when it has none.
   std::vector<ReplayTrajectory> trajectories(std::string_view uid) const;
+  // As trajectories(), less the failed and aborted ones when `member_status`.
+  std::vector<ReplayTrajectory> served_trajectories(std::string_view uid, bool member_status) const;
 
  private:
+  // Moves the terminal prompts `in_flight` says are in flight to the in-flight counts.
+  template <typename Predicate>
+  void move_in_flight(Predicate in_flight);
+
   const ReplayIndex* index_ = nullptr;
   std::vector<ReplayPrompt> terminal_;
   int64_t in_flight_ = 0;

@@ -25,6 +25,17 @@ PromptStatus parse_status(const Value* status, const std::string& key) {
 
 bool terminal(PromptStatus status) { return status == PromptStatus::kFinished || status == PromptStatus::kFailure; }
 
+// A trajectory's tag status (read only with ReplayOptions::member_status); absent: finished.
+MemberStatus parse_member_status(const Value* status) {
+  if (status == nullptr) return MemberStatus::kFinished;
+  if (!status->is_string()) return MemberStatus::kUnknown;
+  const std::string& name = status->as_string();
+  if (name == "pending" || name == "running") return MemberStatus::kInFlight;
+  if (name == "finished") return MemberStatus::kFinished;
+  if (name == "failed" || name == "failure" || name == "aborted") return MemberStatus::kLeftOut;
+  return MemberStatus::kUnknown;
+}
+
 // The smallest value counted more often than `held` counts it; nullopt: none.
 std::optional<int64_t> smallest_unheld(const std::map<int64_t, int64_t>& counts,
                                        const std::map<int64_t, int64_t>& held) {
@@ -56,8 +67,10 @@ ReplayGroups ReplayIndex::groups(PartitionState& partition, const std::unordered
   for (const auto& [arrival, slot] : terminal_) {
     if (held.count(slot) > 0) continue;
     const SlotEntry& prompt = slots_[slot];
-    prompts.push_back(
-        {*partition.key_of(slot), slot, prompt.status, prompt.global_steps, prompt.group->second.start_version});
+    const GroupEntry& group = prompt.group->second;
+    prompts.push_back({*partition.key_of(slot), slot, prompt.status, prompt.global_steps, group.start_version,
+                       static_cast<int64_t>(group.trajectories.size()), group.members_in_flight, group.members_left_out,
+                       group.members_unknown});
   }
   int64_t in_flight = in_flight_;
   std::map<int64_t, int64_t> held_steps;   // global_steps -> held prompts in flight
@@ -78,7 +91,8 @@ std::vector<ReplayTrajectory> ReplayIndex::trajectories(std::string_view uid) co
   if (found == groups_.end()) return {};
   std::vector<ReplayTrajectory> out;
   out.reserve(found->second.trajectories.size());
-  for (uint32_t slot : found->second.trajectories) out.push_back({slot, slots_[slot].arrival});
+  for (uint32_t slot : found->second.trajectories)
+    out.push_back({slot, slots_[slot].arrival, slots_[slot].member_status});
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.arrival < b.arrival; });
   return out;
 }
@@ -160,6 +174,8 @@ void ReplayIndex::index(const PartitionState& partition, uint32_t slot) {
     group.second.trajectories.push_back(slot);
     group.second.start_version = std::min(group.second.start_version.value_or(start), start);
     count_in_flight_start(group, +1);
+    filed.member_status = parse_member_status(tag.find("status"));
+    count_member(group.second, filed.member_status, +1);
     filed.kind = Kind::kTrajectory;
     filed.group = &group;
     filed.start_version = start;
@@ -186,6 +202,7 @@ void ReplayIndex::unindex(uint32_t slot) {
   } else {
     std::vector<uint32_t>& members = group.second.trajectories;
     members.erase(std::find(members.begin(), members.end(), slot));
+    count_member(group.second, filed.member_status, -1);
     group.second.start_version.reset();
     for (uint32_t member : members) {
       const int64_t start = slots_[member].start_version;
@@ -195,8 +212,15 @@ void ReplayIndex::unindex(uint32_t slot) {
   }
   erase_if_unused(group);
   filed.kind = Kind::kNone;
+  filed.member_status = MemberStatus::kFinished;
   filed.group = nullptr;
   filed.change = 0;
+}
+
+void ReplayIndex::count_member(GroupEntry& group, MemberStatus status, int sign) {
+  if (status == MemberStatus::kInFlight) group.members_in_flight += sign;
+  if (status == MemberStatus::kLeftOut) group.members_left_out += sign;
+  if (status == MemberStatus::kUnknown) group.members_unknown += sign;
 }
 
 void ReplayIndex::count_in_flight_start(const Group& group, int sign) {

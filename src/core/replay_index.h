@@ -41,6 +41,10 @@ class ReplayIndex {
     std::optional<int64_t> start_version;  // the smallest of its trajectories'; nullopt: none yet
     bool has_prompt = false;
     bool prompt_in_flight = false;
+    // Its trajectories by MemberStatus other than kFinished.
+    int64_t members_in_flight = 0;
+    int64_t members_left_out = 0;
+    int64_t members_unknown = 0;
   };
   using Group = std::pair<const std::string, GroupEntry>;  // by uid
   struct SlotEntry {
@@ -51,6 +55,7 @@ class ReplayIndex {
     int64_t start_version = 0;  // a trajectory's (a sample's start version never changes while it is keyed)
     Kind kind = Kind::kNone;
     PromptStatus status = PromptStatus::kPending;
+    MemberStatus member_status = MemberStatus::kFinished;  // a trajectory's
   };
 
   void rebuild(PartitionState& partition);
@@ -59,6 +64,8 @@ class ReplayIndex {
   void index(const PartitionState& partition, uint32_t slot);
   void unindex(uint32_t slot);
   SlotEntry& entry(uint32_t slot);
+  // Adds (+1) or withdraws (-1) a trajectory's status in its group's member counts.
+  static void count_member(GroupEntry& group, MemberStatus status, int sign);
   // Adds (+1) or withdraws (-1) the group's count in in_flight_starts_, before and after it changes.
   void count_in_flight_start(const Group& group, int sign);
   // Erases the group once neither a prompt nor a trajectory refers to it.

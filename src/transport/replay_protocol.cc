@@ -33,6 +33,7 @@ void write_options(MsgpackWriter& out, const ReplayOptions& options) {
     map.set("balance_length_tag").string(options.balance_length_tag);
     map.set("balance_workload").string(options.balance_workload);
   }
+  if (options.member_status) map.set("member_status").boolean(true);  // else written as before member statuses
   map.write(out);
 }
 
@@ -41,7 +42,7 @@ ReplayOptions read_options(const EncodedMap& request) {
       request.map("options", request.what() + " options",
                   {"mode", "max_off_policy_threshold", "max_staleness_versions", "strategy", "group_filter_tag",
                    "group_filter_metric", "evict", "refill_failed_groups", "max_inflight_prompts", "gen_batch_size",
-                   "balance_ranks", "balance_length_tag", "balance_workload"});
+                   "balance_ranks", "balance_length_tag", "balance_workload", "member_status"});
   ReplayOptions options;
   options.mode = parse_replay_mode(map.text("mode"));
   if (map.has("max_off_policy_threshold")) options.max_off_policy_threshold = map.integer("max_off_policy_threshold");
@@ -58,6 +59,7 @@ ReplayOptions read_options(const EncodedMap& request) {
     options.balance_length_tag = map.text("balance_length_tag");
     options.balance_workload = map.text("balance_workload");
   }
+  if (map.has("member_status")) options.member_status = map.boolean("member_status");
   return options;
 }
 

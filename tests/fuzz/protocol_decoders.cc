@@ -262,6 +262,13 @@ const std::vector<ProtocolDecoder>& protocol_decoders() {
          request.options.strategy = StalenessStrategy::kWait;
          return control::encode_replay_pass_request(request);
        }},
+      {"replay_pass request with member statuses",
+       [](Frames& f, size_t, size_t) { control::decode_replay_pass_request(f); },
+       [] {
+         ReplayRequest request = seed_replay_request(0);
+         request.options.member_status = true;
+         return control::encode_replay_pass_request(request);
+       }},
       {"replay_pass reply with version evictions",
        [](Frames& f, size_t, size_t) { control::decode_replay_pass_reply(f); },
        [] {

@@ -1,0 +1,171 @@
+// Controller::replay_pass with ReplayOptions::member_status: each
+// trajectory's own "status" tag takes part in its group's lifecycle. A group
+// is terminal when its prompt is and no member is pending or running; failed
+// and aborted members are never served nor filtered on and are released
+// with their group; a finished prompt whose members all failed or were
+// aborted is a failed group.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "controller_test_support.h"
+#include "error_matchers.h"
+#include "seqflow/controller.h"
+#include "seqflow/replay.h"
+
+namespace seqflow {
+namespace {
+
+using test::throws_invalid;
+
+void prompt(Controller& controller, const std::string& uid, const char* status, int64_t step) {
+  controller.kv_resolve("train", std::vector<std::string>{uid},
+                        std::vector<Value>{Value{{"is_prompt", true}, {"status", status}, {"global_steps", step}}});
+}
+
+// Trajectory `index` of the group with its status tag (none when null) and reward.
+void trajectory(Controller& controller, const std::string& uid, int index, const char* status, double reward = 1.0) {
+  Value tag{{"reward", reward}};
+  if (status != nullptr) tag = Value{{"reward", reward}, {"status", status}};
+  controller.kv_resolve("train", std::vector<std::string>{uid + "_" + std::to_string(index) + "_0"},
+                        std::vector<Value>{tag});
+}
+
+ReplayRequest request(int64_t batch_size, bool member_status) {
+  ReplayRequest made;
+  made.partition_id = "train";
+  made.global_steps = 1;
+  made.batch_size = batch_size;
+  made.options.member_status = member_status;
+  return made;
+}
+
+std::set<std::string> keys_of(const Controller& controller) { return test::listed_keys(controller, "train"); }
+
+TEST(ReplayMemberStatus, AGroupWithAMemberRunningWaitsForItAsAGroupInFlight) {
+  Controller controller;
+  prompt(controller, "a", "finished", 1);
+  trajectory(controller, "a", 0, "finished");
+  trajectory(controller, "a", 1, "running");
+  prompt(controller, "b", "finished", 1);
+  trajectory(controller, "b", 0, nullptr);  // no status: finished
+
+  // verl's layout: the prompt's status is the group's.
+  const auto sampleable = [&](bool member_status) {
+    ReplayRequest counted = request(2, member_status);
+    counted.step = ReplayStep::kCount;
+    return controller.replay_pass(counted).sampleable;
+  };
+  EXPECT_EQ(sampleable(false), 2);
+  EXPECT_EQ(sampleable(true), 1);
+  const ReplayPass waiting = controller.replay_pass(request(2, true));
+  EXPECT_FALSE(waiting.ready);
+  EXPECT_EQ(waiting.sampleable, 1);
+  EXPECT_EQ(keys_of(controller).size(), 5u) << "nothing evicted, nothing released";
+
+  trajectory(controller, "a", 1, "finished");
+  const ReplayPass served = controller.replay_pass(request(2, true));
+  ASSERT_TRUE(served.ready);
+  EXPECT_EQ(served.selected_uids, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(served.keys, (std::vector<std::string>{"a_0_0", "a_1_0", "b_0_0"}));
+}
+
+TEST(ReplayMemberStatus, FailedAndAbortedMembersAreLeftOutAndReleasedWithTheirGroup) {
+  Controller controller;
+  prompt(controller, "a", "finished", 1);
+  trajectory(controller, "a", 0, "finished");
+  trajectory(controller, "a", 1, "aborted");
+  trajectory(controller, "a", 2, "failed");
+  trajectory(controller, "a", 3, "failure");  // verl's spelling
+
+  const ReplayPass served = controller.replay_pass(request(1, true));
+  ASSERT_TRUE(served.ready);
+  EXPECT_EQ(served.keys, std::vector<std::string>{"a_0_0"});
+  ASSERT_EQ(served.tags.size(), 1u);
+  EXPECT_EQ(served.released.size(), 4u) << "the prompt key and the three left-out members";
+  EXPECT_EQ(keys_of(controller), std::set<std::string>{"a_0_0"}) << "the served member stays for the trainer";
+}
+
+TEST(ReplayMemberStatus, AKeptPassReleasesItsLeftOutMembersAndAnswersAgainWithoutThem) {
+  Controller controller;
+  prompt(controller, "a", "finished", 1);
+  trajectory(controller, "a", 0, "finished");
+  trajectory(controller, "a", 1, "aborted");
+  ReplayRequest kept = request(1, true);
+  kept.pass_id = 7;
+  kept.lease_ms = 60000;
+  const ReplayPass first = controller.replay_pass(kept);
+  ASSERT_TRUE(first.kept);
+  EXPECT_EQ(first.keys, std::vector<std::string>{"a_0_0"});
+  EXPECT_EQ(keys_of(controller), (std::set<std::string>{"a", "a_0_0"})) << "the prompt key is held";
+  const ReplayPass again = controller.replay_pass(kept);
+  EXPECT_EQ(again.keys, first.keys);
+  EXPECT_TRUE(controller.ack_replay_pass("train", 7).acknowledged);
+  EXPECT_EQ(keys_of(controller), std::set<std::string>{"a_0_0"});
+}
+
+TEST(ReplayMemberStatus, AFinishedPromptWhoseMembersAllFailedIsAFailedGroup) {
+  Controller controller;
+  prompt(controller, "a", "finished", 1);
+  trajectory(controller, "a", 0, "failed");
+  trajectory(controller, "a", 1, "aborted");
+  prompt(controller, "b", "finished", 1);
+  trajectory(controller, "b", 0, "finished");
+
+  const ReplayPass evicted = controller.replay_pass(request(1, true));  // async: failed groups evicted, refilled
+  EXPECT_FALSE(evicted.ready);
+  EXPECT_EQ(evicted.refill, 1);
+  EXPECT_EQ(evicted.cursor.evictions.failed, 1);
+  EXPECT_EQ(keys_of(controller), (std::set<std::string>{"b", "b_0_0"}));
+  ReplayRequest next = request(1, true);
+  next.cursor = evicted.cursor;
+  EXPECT_EQ(controller.replay_pass(next).selected_uids, std::vector<std::string>{"b"});
+}
+
+TEST(ReplayMemberStatus, AGroupWithAMemberInFlightHoldsTheWaitGate) {
+  Controller controller;
+  prompt(controller, "old", "finished", 0);
+  trajectory(controller, "old", 0, "pending");
+  prompt(controller, "new", "finished", 5);
+  trajectory(controller, "new", 0, "finished");
+  const auto gated = [&](bool member_status) {
+    ReplayRequest asked = request(1, member_status);
+    asked.global_steps = 5;
+    asked.options.max_off_policy_threshold = 2;
+    asked.options.strategy = StalenessStrategy::kWait;
+    asked.step = ReplayStep::kEvict;
+    return !controller.replay_pass(asked).ready;
+  };
+  EXPECT_FALSE(gated(false)) << "verl's layout: both groups are terminal";
+  EXPECT_TRUE(gated(true)) << "the old group is in flight at the threshold";
+}
+
+TEST(ReplayMemberStatus, TheGroupFilterReadsOnlyFinishedMembers) {
+  const auto filtered = [](bool member_status) {
+    Controller controller;
+    prompt(controller, "a", "finished", 1);
+    trajectory(controller, "a", 0, "finished", 1.0);
+    trajectory(controller, "a", 1, "finished", 1.0);
+    trajectory(controller, "a", 2, "aborted", 0.0);
+    ReplayRequest asked = request(1, member_status);
+    asked.options.group_filter_tag = "reward";
+    return controller.replay_pass(asked).cursor.evictions.filtered;
+  };
+  EXPECT_EQ(filtered(false), 0) << "rewards 1, 1, 0 differ";
+  EXPECT_EQ(filtered(true), 1) << "the finished members' rewards are all 1";
+}
+
+TEST(ReplayMemberStatus, AStatusThatIsNoneOfTheFiveIsAnErrorNamingItsKey) {
+  Controller controller;
+  prompt(controller, "a", "finished", 1);
+  trajectory(controller, "a", 0, "done");
+  trajectory(controller, "a", 1, "finished");
+  EXPECT_TRUE(throws_invalid([&] { controller.replay_pass(request(1, true)); },
+                             {"member_status", "'a_0_0'", "'pending', 'running', 'finished', 'failed'"}));
+  EXPECT_TRUE(controller.replay_pass(request(1, false)).ready) << "read only with member_status";
+}
+
+}  // namespace
+}  // namespace seqflow
