@@ -183,25 +183,6 @@ void ShardedStorage::put(const SampleKeys& samples, const std::vector<Column>& c
     const std::string entries = transport::wire::append_columns(columns, positions_of(u), data);
     return storage_protocol::encode_put_request(samples, shards[u].positions, entries, std::move(data), ticket);
   };
-  FanOut fan_out(units_);
-  for (size_t u = 0; u < shards.size(); ++u) {
-    if (shards[u].global_indexes.empty()) continue;
-    const auto session = local_copy_[u] && bytes_at(columns, positions_of(u)) >= transport::local_copy::kMinBytes
-                             ? session_for(u)
-                             : nullptr;
-    if (session && session->unit_reads_us()) {
-      // The unit assembles each column's frame from the samples where they
-      // lie in the columns, which stay valid until it has replied.
-      std::vector<std::vector<std::span<const std::byte>>> pieces;
-      const std::string entries = transport::wire::describe_columns(columns, positions_of(u), pieces);
-      fan_out.send(u, storage_protocol::kPut,
-                   storage_protocol::encode_local_put_request(
-                       samples, shards[u].positions, entries,
-                       transport::local_copy::seal(transport::local_copy::describe(pieces), *session)));
-    } else {
-      fan_out.send(u, storage_protocol::kPut, with_bytes(u, std::nullopt));
-    }
-  }
   // A unit that refused the session (it restarted since, or cannot read this
   // process) gets the bytes now; the next put opens a new session. A unit
   // without room (it waits for room: WhenFull::kWait) stored nothing.
@@ -230,17 +211,38 @@ void ShardedStorage::put(const SampleKeys& samples, const std::vector<Column>& c
       }
     }
   };
+  FanOut fan_out(units_);
+  try {
+    for (size_t u = 0; u < shards.size(); ++u) {
+      if (shards[u].global_indexes.empty()) continue;
+      const auto session = local_copy_[u] && bytes_at(columns, positions_of(u)) >= transport::local_copy::kMinBytes
+                               ? session_for(u)
+                               : nullptr;
+      if (session && session->unit_reads_us()) {
+        // The unit assembles each column's frame from the samples where they
+        // lie in the columns, which stay valid until it has replied.
+        std::vector<std::vector<std::span<const std::byte>>> pieces;
+        const std::string entries = transport::wire::describe_columns(columns, positions_of(u), pieces);
+        fan_out.send(u, storage_protocol::kPut,
+                     storage_protocol::encode_local_put_request(
+                         samples, shards[u].positions, entries,
+                         transport::local_copy::seal(transport::local_copy::describe(pieces), *session)));
+      } else {
+        fan_out.send(u, storage_protocol::kPut, with_bytes(u, std::nullopt));
+      }
+    }
+  } catch (const Error& e) {
+    failure = e;  // the units sent to already are answered below: their memory reads end first
+  }
   take_answers(fan_out);
+  {
+    std::lock_guard lock(sessions_mutex_);
+    for (const size_t unit : refused) sessions_[unit].reset();
+  }
   if (!failure && !refused.empty()) {
     FanOut resend(units_);
     try {
-      for (const size_t unit : refused) {
-        {
-          std::lock_guard lock(sessions_mutex_);
-          sessions_[unit].reset();
-        }
-        resend.send(unit, storage_protocol::kPut, with_bytes(unit, std::nullopt));
-      }
+      for (const size_t unit : refused) resend.send(unit, storage_protocol::kPut, with_bytes(unit, std::nullopt));
     } catch (const Error& e) {
       failure = e;  // the resends already sent are answered below
     }
@@ -301,33 +303,37 @@ void ShardedStorage::wait_for_room(const SampleKeys& samples, std::map<size_t, S
           retry.send(unit, storage_protocol::kPut, request(unit, std::nullopt));
         }
       }
+      // A unit's error (or malformed answer) fails the put once every
+      // answer is in; no values are sent after it.
       std::optional<Error> failure;
       for (auto& [unit, frames, error] : probe.receive_each()) {
-        if (error) {
-          if (!failure) failure = std::move(error);
-          continue;
+        try {
+          if (error) throw *error;
+          StorageUnit::Room room = storage_protocol::decode_room_reply(frames);
+          if (room.placed && room.full) {
+            full[unit].message = std::move(*room.full);
+            continue;
+          }
+          // It fits, or its place lapsed: the put itself decides (and, full,
+          // takes a new place with a new ticket).
+          if (!failure) retry.send(unit, storage_protocol::kPut, request(unit, full[unit].ticket));
+        } catch (const Error& e) {
+          if (!failure) failure = e;
         }
-        StorageUnit::Room room = storage_protocol::decode_room_reply(frames);
-        if (room.placed && room.full) {
-          full[unit].message = std::move(*room.full);
-          continue;
-        }
-        // It fits, or its place lapsed: the put itself decides (and, full,
-        // takes a new place with a new ticket).
-        retry.send(unit, storage_protocol::kPut, request(unit, full[unit].ticket));
       }
       // Every put's answer is taken in before an error goes up: one that
       // carries a new ticket is the one leave_lines must name.
       for (auto& [unit, frames, error] : retry.receive_each()) {
-        if (error) {
-          if (!failure) failure = std::move(error);
-          continue;
-        }
-        storage_protocol::PutReply reply = storage_protocol::decode_put_reply(frames);
-        if (reply.full) {
-          full[unit] = {std::move(*reply.full), reply.ticket};
-        } else {
-          full.erase(unit);
+        try {
+          if (error) throw *error;
+          storage_protocol::PutReply reply = storage_protocol::decode_put_reply(frames);
+          if (reply.full) {
+            full[unit] = {std::move(*reply.full), reply.ticket};
+          } else {
+            full.erase(unit);
+          }
+        } catch (const Error& e) {
+          if (!failure) failure = e;
         }
       }
       if (failure) throw *failure;

@@ -137,9 +137,12 @@ GroupFilterAnswer GroupFilterCache::filtered(const PartitionState& partition, co
                                              const ReplayOptions& options,
                                              const std::vector<std::pair<std::string, std::vector<double>>>& supplied) {
   const bool from_tag = options.group_filter_tag.has_value();
-  const std::string source = from_tag ? "tag:" + *options.group_filter_tag : "metric:" + *options.group_filter_metric;
+  const std::string source =
+      (from_tag ? "tag:" + *options.group_filter_tag : "metric:" + *options.group_filter_metric) +
+      (options.member_status ? "+members" : "");
   if (source != source_ || partition.number() != partition_number_) {
     classification_.clear();
+    member_stamps_.clear();
     source_ = source;
     partition_number_ = partition.number();
   }
@@ -148,6 +151,16 @@ GroupFilterAnswer GroupFilterCache::filtered(const PartitionState& partition, co
     if (prompt.status == PromptStatus::kFinished) finished.insert(prompt.uid);
   }
   std::erase_if(classification_, [&](const auto& entry) { return finished.count(entry.first) == 0; });
+  std::erase_if(member_stamps_, [&](const auto& entry) { return finished.count(entry.first) == 0; });
+  if (options.member_status) {
+    for (const ReplayPrompt& prompt : groups.terminal()) {
+      const auto stamp = member_stamps_.find(std::string(prompt.uid));
+      if (stamp != member_stamps_.end() && stamp->second != prompt.member_stamp) {
+        classification_.erase(stamp->first);  // its members changed: classified again
+        member_stamps_.erase(stamp);
+      }
+    }
+  }
   std::unordered_map<std::string_view, const std::vector<double>*> supplied_values;
   for (const auto& [uid, values] : supplied) supplied_values[uid] = &values;
 
@@ -177,6 +190,7 @@ GroupFilterAnswer GroupFilterCache::filtered(const PartitionState& partition, co
       continue;
     }
     classification_[uid] = shared_value(*values);
+    if (options.member_status) member_stamps_[uid] = prompt.member_stamp;
   }
   if (!missing.empty()) {
     std::sort(missing.begin(), missing.end());

@@ -41,6 +41,8 @@ struct ReplayPrompt {
   int64_t members_in_flight = 0;
   int64_t members_left_out = 0;
   int64_t members_unknown = 0;
+  // Differs from an earlier pass's whenever a member was filed or unfiled since.
+  uint64_t member_stamp = 0;
 };
 
 struct ReplayTrajectory {
@@ -115,7 +117,8 @@ struct GroupFilterAnswer {
 // (options.group_filter_metric, `supplied`: one value per trajectory, or
 // the group is asked for again). A group is classified the first time a
 // pass sees it finished with its values, and the result kept while it
-// stays finished (a finished group no longer changes).
+// stays finished (a finished group no longer changes; with member_status,
+// while its members do not change either).
 class GroupFilterCache {
  public:
   using Classification = std::unordered_map<std::string, std::optional<double>>;  // uid -> value; nullopt: kept
@@ -130,7 +133,10 @@ class GroupFilterCache {
   // number under the tag.
   GroupFilterAnswer filtered(const PartitionState& partition, const ReplayGroups& groups, const ReplayOptions& options,
                              const std::vector<std::pair<std::string, std::vector<double>>>& supplied);
-  void forget(std::string_view uid) { classification_.erase(std::string(uid)); }
+  void forget(std::string_view uid) {
+    classification_.erase(std::string(uid));
+    member_stamps_.erase(std::string(uid));
+  }
 
   // What a checkpoint keeps.
   uint32_t partition_number() const { return partition_number_; }
@@ -139,8 +145,12 @@ class GroupFilterCache {
 
  private:
   uint32_t partition_number_ = 0;
-  std::string source_;  // "tag:" and the tag, or "metric:" and the metric
+  std::string source_;  // "tag:" and the tag, or "metric:" and the metric; "+members" with member_status
   Classification classification_;
+  // member_status: each classified group's ReplayPrompt::member_stamp then;
+  // a group whose members changed since is classified again. Not in
+  // checkpoints: a restored classification stands until its members change.
+  std::unordered_map<std::string, uint64_t> member_stamps_;
 };
 
 }  // namespace seqflow::core

@@ -70,7 +70,7 @@ ReplayGroups ReplayIndex::groups(PartitionState& partition, const std::unordered
     const GroupEntry& group = prompt.group->second;
     prompts.push_back({*partition.key_of(slot), slot, prompt.status, prompt.global_steps, group.start_version,
                        static_cast<int64_t>(group.trajectories.size()), group.members_in_flight, group.members_left_out,
-                       group.members_unknown});
+                       group.members_unknown, group.member_stamp});
   }
   int64_t in_flight = in_flight_;
   std::map<int64_t, int64_t> held_steps;   // global_steps -> held prompts in flight
@@ -176,6 +176,7 @@ void ReplayIndex::index(const PartitionState& partition, uint32_t slot) {
     count_in_flight_start(group, +1);
     filed.member_status = parse_member_status(tag.find("status"));
     count_member(group.second, filed.member_status, +1);
+    group.second.member_stamp = ++last_member_stamp_;
     filed.kind = Kind::kTrajectory;
     filed.group = &group;
     filed.start_version = start;
@@ -203,6 +204,7 @@ void ReplayIndex::unindex(uint32_t slot) {
     std::vector<uint32_t>& members = group.second.trajectories;
     members.erase(std::find(members.begin(), members.end(), slot));
     count_member(group.second, filed.member_status, -1);
+    group.second.member_stamp = ++last_member_stamp_;
     group.second.start_version.reset();
     for (uint32_t member : members) {
       const int64_t start = slots_[member].start_version;

@@ -45,6 +45,7 @@ class ReplayIndex {
     int64_t members_in_flight = 0;
     int64_t members_left_out = 0;
     int64_t members_unknown = 0;
+    uint64_t member_stamp = 0;  // changed (to a value never used before) whenever a member is filed or unfiled
   };
   using Group = std::pair<const std::string, GroupEntry>;  // by uid
   struct SlotEntry {
@@ -81,6 +82,7 @@ class ReplayIndex {
   std::map<int64_t, int64_t> in_flight_steps_;        // global_steps -> pending and running prompts
   std::map<int64_t, int64_t> in_flight_starts_;       // start version -> those prompts with a trajectory
   int64_t in_flight_ = 0;
+  uint64_t last_member_stamp_ = 0;  // across rebuilds too: a stamp is never reused
 };
 
 }  // namespace seqflow::core

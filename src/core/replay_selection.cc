@@ -54,7 +54,8 @@ EvictionReasons eviction_reasons(const ReplayRequest& request, const ReplayGroup
       reasons.stale_versions.insert(prompt.uid);
     }
     if (prompt.status != PromptStatus::kFailure) continue;
-    if (async || (options.refill_failed_groups && groups.trajectories(prompt.uid).empty())) {
+    if (async ||
+        (options.refill_failed_groups && groups.served_trajectories(prompt.uid, options.member_status).empty())) {
       reasons.failed.insert(prompt.uid);
     }
   }

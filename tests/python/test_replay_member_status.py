@@ -2,7 +2,8 @@
 tag takes part in its group's lifecycle. A group waits while a member is
 pending or running; failed and aborted members are left out of the answer and
 cleared with their group; a group whose members all failed is
-a failed group. Embedded and remote run the same tests."""
+a failed group; verl's drop-in takes the same option. Embedded and remote
+run the same tests."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 
 from remote_services import client_in_each_mode, client_mode, clusters, make_client  # noqa: F401 (fixtures)
+from seqflow.compat.verl import ReplayBufferAsync
 
 
 @pytest.fixture
@@ -61,3 +63,15 @@ def test_a_status_none_of_the_five_names_its_key_and_member_status_must_be_a_boo
         client.replay_pass("train", 1, 1, member_status=True)
     with pytest.raises(TypeError, match="member_status"):
         client.replay_pass("train", 1, 1, member_status="yes")
+
+
+def test_verls_drop_in_takes_member_status_and_serves_the_group_once_its_members_are_done(client):
+    _prompt(client, "a")
+    keys = _members(client, "a", ["finished", "running", "aborted"])
+    buffer = ReplayBufferAsync("async", {}, None, "drop", {}, poll_interval=0.01, client=client, member_status=True)
+    assert buffer.get_sampleable_count(1, "train") == 0
+    client.kv_put(keys[1], "train", tag={"reward": 1.0, "status": "finished"})
+    batch, metrics = buffer.sample(1, "train", 1)
+    assert (batch.keys, metrics) == (keys[:2], {})
+    with pytest.raises(TypeError, match="member_status"):
+        ReplayBufferAsync("async", {}, None, "drop", {}, client=client, member_status=1)

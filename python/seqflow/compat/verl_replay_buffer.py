@@ -51,6 +51,13 @@ group stale). Its evictions are reported as
 ``{prefix}/off_policy/version_evicted_samples`` and
 ``{prefix}/off_policy/version_evicted_samples_age/max``, only when nonzero.
 
+Each member's lifecycle (``member_status=True``, a seqflow option): every
+trajectory's own tag ``status`` takes part (pending / running / finished /
+failed / aborted; absent: finished); a group is sampleable once no member is
+pending or running, its failed and aborted trajectories are left out of the
+batch and cleared, and a group whose trajectories all failed is a failed
+group. See docs/replay.md.
+
 What differs, on purpose:
 - Prompts of the same ``global_steps`` are served in their keys' arrival
   order (verl: a set's hash order, which varies between processes).
@@ -68,7 +75,7 @@ from collections import defaultdict
 from functools import partial
 from typing import Any, Callable, Optional, TypeVar
 
-from seqflow._checks import check_choice, check_count, check_name
+from seqflow._checks import check_choice, check_count, check_instance, check_name
 from seqflow._watch import Watch
 from seqflow.batch_meta import KVBatchMeta
 from seqflow.client import Client
@@ -124,7 +131,7 @@ class ReplayBuffer:
                  max_inflight_gen_batches: int = 1, sync_refill_failed_groups: bool = False, *,
                  group_filter_tag: Optional[str] = None, client: Optional[Client] = None,
                  balance_dp_size: Optional[int] = None, balance_length_tag: str = "seq_len",
-                 max_staleness_versions: Optional[int] = None):
+                 max_staleness_versions: Optional[int] = None, member_status: bool = False):
         if max_off_policy_threshold is not None and (
                 not isinstance(max_off_policy_threshold, int) or isinstance(max_off_policy_threshold, bool)
                 or max_off_policy_threshold <= 0):
@@ -152,6 +159,7 @@ class ReplayBuffer:
                                                                                 minimum=1)
         self.balance_length_tag = check_name(balance_length_tag, "balance_length_tag")
         self.max_staleness_versions = max_staleness_versions  # checked by the engine, which names it
+        self.member_status = check_instance(member_status, "member_status", bool, "a bool")
         self._client = client
         self._group_values_owed: dict[str, dict[str, list[float]]] = {}  # by partition: for the next pass
         self._validate_mode_config()
@@ -194,7 +202,8 @@ class ReplayBuffer:
                 gen_batch_size=self.gen_batch_size or 1, group_filter_metric=metric, group_values=group_values,
                 cursor=cursor, pass_id=kept_id, lease=_pass_lease(client),
                 balance_ranks=(self.balance_dp_size or 0) if pass_step == "sample" else 0,
-                balance_length_tag=self.balance_length_tag, max_staleness_versions=self.max_staleness_versions)
+                balance_length_tag=self.balance_length_tag, max_staleness_versions=self.max_staleness_versions,
+                member_status=self.member_status)
 
         values = self._group_values_owed.pop(partition_id, {})
         if metric is not None and partition_id != "val":

@@ -512,6 +512,27 @@ class UnitOfLapsingPlaces {
   server::Service service_;
 };
 
+// A put of one sample to each of the two units (a data plane over them, in
+// this order) that raises kInvalidArgument with `error`.
+::testing::AssertionResult put_to_both_fails(UnitOfLapsingPlaces& first, UnitOfLapsingPlaces& second,
+                                             const std::string& error) {
+  auto context = std::make_shared<zmq::context_t>();
+  const transport::ConnectionOptions options{.timeout = kPatience, .security = {}};
+  std::vector<std::shared_ptr<transport::ConnectionPool>> pools;
+  for (const std::string& endpoint : {first.endpoint(), second.endpoint()}) {
+    pools.push_back(std::make_shared<transport::ConnectionPool>(context, endpoint, options));
+  }
+  ShardedStorage storage(pools, pools[0], /*local_copy=*/false);
+  const PartitionIdList partitions(2, "p");
+  const int64_t indexes[] = {0, 1};  // one on each unit
+  const uint64_t generations[] = {1, 1};
+  return throws_error(ErrorCode::kInvalidArgument,
+                      [&] {
+                        storage.put(SampleKeys{indexes, partitions, generations}, {int64_column("x", {5, 6})});
+                      },
+                      {error});
+}
+
 // A put whose try on one unit fails gives up and leaves its places on the
 // others with their newest tickets: a place taken by a try of the same
 // round (its ticket in a reply that came with the failure) too.
@@ -520,21 +541,7 @@ TEST(RemoteCapacity, APutThatFailsLeavesEachLineWithItsNewestTicket) {
     SCOPED_TRACE(fails == UnitOfLapsingPlaces::Fails::kRoom ? "room fails" : "the retried put fails");
     UnitOfLapsingPlaces lapsing(UnitOfLapsingPlaces::Fails::kNever);
     UnitOfLapsingPlaces failing(fails);
-    auto context = std::make_shared<zmq::context_t>();
-    const transport::ConnectionOptions options{.timeout = kPatience, .security = {}};
-    std::vector<std::shared_ptr<transport::ConnectionPool>> pools;
-    for (const std::string& endpoint : {lapsing.endpoint(), failing.endpoint()}) {
-      pools.push_back(std::make_shared<transport::ConnectionPool>(context, endpoint, options));
-    }
-    ShardedStorage storage(pools, pools[0], /*local_copy=*/false);
-    const PartitionIdList partitions(2, "p");
-    const int64_t indexes[] = {0, 1};  // one on each unit
-    const uint64_t generations[] = {1, 1};
-    EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
-                             [&] {
-                               storage.put(SampleKeys{indexes, partitions, generations}, {int64_column("x", {5, 6})});
-                             },
-                             {"the unit failed"}));
+    EXPECT_TRUE(put_to_both_fails(lapsing, failing, "the unit failed"));
     // Its first place lapsed and the retry of the same round took the second.
     EXPECT_EQ(lapsing.left(), std::vector<uint8_t>{2});
     EXPECT_EQ(failing.left(), std::vector<uint8_t>{1});
@@ -546,21 +553,7 @@ TEST(RemoteCapacity, APutThatFailsLeavesEachLineWithItsNewestTicket) {
 TEST(RemoteCapacity, APutWhoseFirstTryFailsLeavesTheLinesItsOtherAnswersJoined) {
   UnitOfLapsingPlaces full(UnitOfLapsingPlaces::Fails::kNever);
   UnitOfLapsingPlaces failing(UnitOfLapsingPlaces::Fails::kFirstPut);
-  auto context = std::make_shared<zmq::context_t>();
-  const transport::ConnectionOptions options{.timeout = kPatience, .security = {}};
-  std::vector<std::shared_ptr<transport::ConnectionPool>> pools;
-  for (const std::string& endpoint : {full.endpoint(), failing.endpoint()}) {
-    pools.push_back(std::make_shared<transport::ConnectionPool>(context, endpoint, options));
-  }
-  ShardedStorage storage(pools, pools[0], /*local_copy=*/false);
-  const PartitionIdList partitions(2, "p");
-  const int64_t indexes[] = {0, 1};  // one on each unit
-  const uint64_t generations[] = {1, 1};
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
-                           [&] {
-                             storage.put(SampleKeys{indexes, partitions, generations}, {int64_column("x", {5, 6})});
-                           },
-                           {"the unit failed the first put"}));
+  EXPECT_TRUE(put_to_both_fails(full, failing, "the unit failed the first put"));
   EXPECT_EQ(full.left(), std::vector<uint8_t>{1}) << "the ticket of its one answer";
   EXPECT_TRUE(failing.left().empty());
 }

@@ -18,12 +18,9 @@
 namespace seqflow {
 namespace {
 
-using test::throws_invalid;
+using test::replay_prompt;
 
-void prompt(Controller& controller, const std::string& uid, const char* status, int64_t step) {
-  controller.kv_resolve("train", std::vector<std::string>{uid},
-                        std::vector<Value>{Value{{"is_prompt", true}, {"status", status}, {"global_steps", step}}});
-}
+using test::throws_invalid;
 
 // Trajectory `index` of the group with its status tag (none when null) and reward.
 void trajectory(Controller& controller, const std::string& uid, int index, const char* status, double reward = 1.0) {
@@ -42,14 +39,29 @@ ReplayRequest request(int64_t batch_size, bool member_status) {
   return made;
 }
 
+// Group "a", finished: members with rewards 1 and 1 (finished) and 0 (`last_status`).
+void rewarded_group(Controller& controller, const char* last_status) {
+  replay_prompt(controller, "a", "finished", 1);
+  trajectory(controller, "a", 0, "finished", 1.0);
+  trajectory(controller, "a", 1, "finished", 1.0);
+  trajectory(controller, "a", 2, last_status, 0.0);
+}
+
+// A pass filtering groups on their trajectories' "reward" tag (DAPO).
+ReplayRequest filter_request(bool member_status) {
+  ReplayRequest made = request(1, member_status);
+  made.options.group_filter_tag = "reward";
+  return made;
+}
+
 std::set<std::string> keys_of(const Controller& controller) { return test::listed_keys(controller, "train"); }
 
 TEST(ReplayMemberStatus, AGroupWithAMemberRunningWaitsForItAsAGroupInFlight) {
   Controller controller;
-  prompt(controller, "a", "finished", 1);
+  replay_prompt(controller, "a", "finished", 1);
   trajectory(controller, "a", 0, "finished");
   trajectory(controller, "a", 1, "running");
-  prompt(controller, "b", "finished", 1);
+  replay_prompt(controller, "b", "finished", 1);
   trajectory(controller, "b", 0, nullptr);  // no status: finished
 
   // verl's layout: the prompt's status is the group's.
@@ -74,7 +86,7 @@ TEST(ReplayMemberStatus, AGroupWithAMemberRunningWaitsForItAsAGroupInFlight) {
 
 TEST(ReplayMemberStatus, FailedAndAbortedMembersAreLeftOutAndReleasedWithTheirGroup) {
   Controller controller;
-  prompt(controller, "a", "finished", 1);
+  replay_prompt(controller, "a", "finished", 1);
   trajectory(controller, "a", 0, "finished");
   trajectory(controller, "a", 1, "aborted");
   trajectory(controller, "a", 2, "failed");
@@ -90,7 +102,7 @@ TEST(ReplayMemberStatus, FailedAndAbortedMembersAreLeftOutAndReleasedWithTheirGr
 
 TEST(ReplayMemberStatus, AKeptPassReleasesItsLeftOutMembersAndAnswersAgainWithoutThem) {
   Controller controller;
-  prompt(controller, "a", "finished", 1);
+  replay_prompt(controller, "a", "finished", 1);
   trajectory(controller, "a", 0, "finished");
   trajectory(controller, "a", 1, "aborted");
   ReplayRequest kept = request(1, true);
@@ -108,10 +120,10 @@ TEST(ReplayMemberStatus, AKeptPassReleasesItsLeftOutMembersAndAnswersAgainWithou
 
 TEST(ReplayMemberStatus, AFinishedPromptWhoseMembersAllFailedIsAFailedGroup) {
   Controller controller;
-  prompt(controller, "a", "finished", 1);
+  replay_prompt(controller, "a", "finished", 1);
   trajectory(controller, "a", 0, "failed");
   trajectory(controller, "a", 1, "aborted");
-  prompt(controller, "b", "finished", 1);
+  replay_prompt(controller, "b", "finished", 1);
   trajectory(controller, "b", 0, "finished");
 
   const ReplayPass evicted = controller.replay_pass(request(1, true));  // async: failed groups evicted, refilled
@@ -126,9 +138,9 @@ TEST(ReplayMemberStatus, AFinishedPromptWhoseMembersAllFailedIsAFailedGroup) {
 
 TEST(ReplayMemberStatus, AGroupWithAMemberInFlightHoldsTheWaitGate) {
   Controller controller;
-  prompt(controller, "old", "finished", 0);
+  replay_prompt(controller, "old", "finished", 0);
   trajectory(controller, "old", 0, "pending");
-  prompt(controller, "new", "finished", 5);
+  replay_prompt(controller, "new", "finished", 5);
   trajectory(controller, "new", 0, "finished");
   const auto gated = [&](bool member_status) {
     ReplayRequest asked = request(1, member_status);
@@ -145,21 +157,47 @@ TEST(ReplayMemberStatus, AGroupWithAMemberInFlightHoldsTheWaitGate) {
 TEST(ReplayMemberStatus, TheGroupFilterReadsOnlyFinishedMembers) {
   const auto filtered = [](bool member_status) {
     Controller controller;
-    prompt(controller, "a", "finished", 1);
-    trajectory(controller, "a", 0, "finished", 1.0);
-    trajectory(controller, "a", 1, "finished", 1.0);
-    trajectory(controller, "a", 2, "aborted", 0.0);
-    ReplayRequest asked = request(1, member_status);
-    asked.options.group_filter_tag = "reward";
-    return controller.replay_pass(asked).cursor.evictions.filtered;
+    rewarded_group(controller, "aborted");
+    return controller.replay_pass(filter_request(member_status)).cursor.evictions.filtered;
   };
   EXPECT_EQ(filtered(false), 0) << "rewards 1, 1, 0 differ";
   EXPECT_EQ(filtered(true), 1) << "the finished members' rewards are all 1";
 }
 
+TEST(ReplayMemberStatus, SyncRefillsAGroupWhoseMembersAllFailedInsteadOfSelectingIt) {
+  Controller controller;
+  replay_prompt(controller, "a", "finished", 1);
+  trajectory(controller, "a", 0, "failed");
+  replay_prompt(controller, "b", "finished", 1);
+  trajectory(controller, "b", 0, "finished");
+  ReplayRequest sync = request(2, true);
+  sync.options.mode = ReplayMode::kSync;
+  sync.options.refill_failed_groups = true;
+  const ReplayPass refilled = controller.replay_pass(sync);
+  EXPECT_FALSE(refilled.ready);
+  EXPECT_EQ(refilled.refill, 1);
+  EXPECT_EQ(refilled.cursor.evictions.failed, 1);
+  EXPECT_EQ(keys_of(controller), (std::set<std::string>{"b", "b_0_0"}));
+}
+
+// A classification is of the members it read: one left out since (or one
+// added) makes the group classified again.
+TEST(ReplayMemberStatus, AGroupWhoseMembersChangedAfterItWasClassifiedIsClassifiedAgain) {
+  Controller controller;
+  rewarded_group(controller, "finished");
+  const ReplayRequest asked = filter_request(true);
+  ReplayRequest counted = asked;
+  counted.step = ReplayStep::kCount;
+  EXPECT_EQ(controller.replay_pass(counted).sampleable, 1) << "rewards 1, 1, 0: kept";
+  trajectory(controller, "a", 2, "aborted", 0.0);
+  const ReplayPass filtered = controller.replay_pass(asked);
+  EXPECT_FALSE(filtered.ready);
+  EXPECT_EQ(filtered.cursor.evictions.filtered, 1) << "the finished members' rewards are now all 1";
+}
+
 TEST(ReplayMemberStatus, AStatusThatIsNoneOfTheFiveIsAnErrorNamingItsKey) {
   Controller controller;
-  prompt(controller, "a", "finished", 1);
+  replay_prompt(controller, "a", "finished", 1);
   trajectory(controller, "a", 0, "done");
   trajectory(controller, "a", 1, "finished");
   EXPECT_TRUE(throws_invalid([&] { controller.replay_pass(request(1, true)); },

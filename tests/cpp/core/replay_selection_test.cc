@@ -14,13 +14,10 @@
 namespace seqflow {
 namespace {
 
+using test::replay_prompt;
+
 using test::throws_code;
 using test::throws_invalid;
-
-void prompt(Controller& controller, const std::string& uid, const char* status, int64_t step) {
-  controller.kv_resolve("train", std::vector<std::string>{uid},
-                        std::vector<Value>{Value{{"is_prompt", true}, {"status", status}, {"global_steps", step}}});
-}
 
 // A group of trajectories {uid}_s_0 whose tag "reward" takes `rewards`.
 void trajectories(Controller& controller, const std::string& uid, const std::vector<double>& rewards) {
@@ -35,7 +32,7 @@ void trajectories(Controller& controller, const std::string& uid, const std::vec
 
 void group(Controller& controller, const std::string& uid, const char* status, int64_t step,
            const std::vector<double>& rewards = {0.0, 1.0}) {
-  prompt(controller, uid, status, step);
+  replay_prompt(controller, uid, status, step);
   trajectories(controller, uid, rewards);
 }
 
@@ -104,7 +101,7 @@ TEST(ReplaySelection, AsyncDropEvictsStaleFinishedGroupsCountsThemAndRefillsThem
 TEST(ReplaySelection, SyncKeepsFailedGroupsSampleableByDefault) {
   Controller controller;
   group(controller, "ok", "finished", 1);
-  prompt(controller, "failed", "failure", 0);  // no trajectory at all: padded downstream
+  replay_prompt(controller, "failed", "failure", 0);  // no trajectory at all: padded downstream
   const ReplayPass pass = controller.replay_pass(request(ReplayMode::kSync, 2, 2));
   EXPECT_EQ(pass.selected_uids, (std::vector<std::string>{"failed", "ok"}));
   EXPECT_EQ(pass.cursor.evictions.failed, 0);
@@ -113,7 +110,7 @@ TEST(ReplaySelection, SyncKeepsFailedGroupsSampleableByDefault) {
 TEST(ReplaySelection, SyncRefillFailedGroupsEvictsThoseWithoutTrajectoriesAndAsksForThem) {
   Controller controller;
   group(controller, "ok", "finished", 1);
-  prompt(controller, "failed", "failure", 0);
+  replay_prompt(controller, "failed", "failure", 0);
   ReplayRequest asked = request(ReplayMode::kSync, 2, 2);
   asked.options.refill_failed_groups = true;
   const ReplayPass pass = controller.replay_pass(asked);
@@ -136,7 +133,7 @@ TEST(ReplaySelection, AsyncFailedGroupsAreEvictedAndRefilled) {
 
 TEST(ReplaySelection, SyncSelectionWithoutAnyTrajectoryIsAnErrorAndChangesNothing) {
   Controller controller;
-  prompt(controller, "failed", "failure", 0);
+  replay_prompt(controller, "failed", "failure", 0);
   EXPECT_TRUE(throws_code([&] { controller.replay_pass(request(ReplayMode::kSync, 1, 1)); }, ErrorCode::kInternal,
                           {"no materializable trajectories", "refill_failed_groups"}));
   EXPECT_EQ(keys_of(controller).count("failed"), 1u);
@@ -145,12 +142,12 @@ TEST(ReplaySelection, SyncSelectionWithoutAnyTrajectoryIsAnErrorAndChangesNothin
 TEST(ReplaySelection, TheWaitGateHoldsSamplingWhileAnInFlightPromptIsAtTheThreshold) {
   Controller controller;
   group(controller, "done", "finished", 5);
-  prompt(controller, "slow", "running", 3);
+  replay_prompt(controller, "slow", "running", 3);
   ReplayRequest asked = request(ReplayMode::kAsync, 5, 1);
   asked.options.max_off_policy_threshold = 3;
   asked.options.strategy = StalenessStrategy::kWait;
   EXPECT_FALSE(controller.replay_pass(asked).ready);  // span 3 >= 3
-  prompt(controller, "slow", "finished", 3);
+  replay_prompt(controller, "slow", "finished", 3);
   trajectories(controller, "slow", {0.0, 1.0});
   const ReplayPass pass = controller.replay_pass(asked);
   EXPECT_EQ(pass.selected_uids, std::vector<std::string>{"slow"});  // oldest first, not dropped
@@ -187,16 +184,16 @@ TEST(ReplaySelection, AFinishedGroupIsClassifiedOnceAndTheCountStepEvictsNothing
   EXPECT_EQ(controller.replay_pass(counted).sampleable, 1);
   trajectories(controller, "g", {1.0, 1.0});  // a finished group does not change; if it did, its class stays
   EXPECT_EQ(controller.replay_pass(counted).sampleable, 1);
-  prompt(controller, "g", "running", 1);  // no longer finished: forgotten, classified again when it finishes
+  replay_prompt(controller, "g", "running", 1);  // no longer finished: forgotten, classified again when it finishes
   EXPECT_EQ(controller.replay_pass(counted).sampleable, 0);
-  prompt(controller, "g", "finished", 1);
+  replay_prompt(controller, "g", "finished", 1);
   EXPECT_EQ(controller.replay_pass(counted).sampleable, 0);
   EXPECT_EQ(keys_of(controller).count("g"), 1u);  // counting evicted nothing
 }
 
 TEST(ReplaySelection, AFinishedGroupWithoutTheFilterTagIsAnErrorNamingIt) {
   Controller controller;
-  prompt(controller, "g", "finished", 1);
+  replay_prompt(controller, "g", "finished", 1);
   controller.kv_resolve("train", std::vector<std::string>{"g_0_0"}, std::vector<Value>{Value{{"score", 1}}});
   ReplayRequest asked = request(ReplayMode::kAsync, 1, 1);
   asked.options.group_filter_tag = "reward";
@@ -207,7 +204,7 @@ TEST(ReplaySelection, SyncFilteringRefillsTwiceTheEvictionsWithinTheInFlightBoun
   Controller controller;
   group(controller, "same", "finished", 1, {1.0, 1.0});
   group(controller, "ok", "finished", 1);
-  prompt(controller, "busy", "running", 1);
+  replay_prompt(controller, "busy", "running", 1);
   ReplayRequest asked = request(ReplayMode::kSync, 1, 2);
   asked.options.group_filter_tag = "reward";
   asked.options.max_inflight_prompts = 2;
@@ -283,7 +280,7 @@ TEST(ReplaySelection, StepsAndCountsOutOfRangeAreRefused) {
   hostile_cursor.cursor.evictions.stale_span_sum = 0;
   hostile_cursor.cursor.evictions.failed = -1;
   EXPECT_TRUE(throws_invalid([&] { controller.replay_pass(hostile_cursor); }, {"cursor.evictions.failed"}));
-  prompt(controller, "u2", "finished", kMaxReplayCount + 1);
+  replay_prompt(controller, "u2", "finished", kMaxReplayCount + 1);
   EXPECT_TRUE(throws_invalid([&] { controller.replay_pass(request(ReplayMode::kAsync, 1, 1)); },
                              {"prompt key 'u2'", "global_steps", "2^53"}));
   EXPECT_EQ(keys_of(controller).count("u1"), 1u) << "a refused pass changed nothing";

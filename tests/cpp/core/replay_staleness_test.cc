@@ -17,12 +17,9 @@
 namespace seqflow {
 namespace {
 
-using test::throws_invalid;
+using test::replay_prompt;
 
-void prompt(Controller& controller, const std::string& uid, const char* status, int64_t step) {
-  controller.kv_resolve("train", std::vector<std::string>{uid},
-                        std::vector<Value>{Value{{"is_prompt", true}, {"status", status}, {"global_steps", step}}});
-}
+using test::throws_invalid;
 
 // A trajectory of the group, inserted at the controller's current policy version.
 void trajectory(Controller& controller, const std::string& uid, int index) {
@@ -46,9 +43,9 @@ TEST(ReplayStaleness, DropEvictsAGroupByItsOldestTrajectoryNotByItsPromptKey) {
   Controller controller;
   const int64_t max_staleness = 2;
   const int64_t old_start = 0;
-  prompt(controller, "stale", "running", 1);
-  prompt(controller, "fresh", "running", 1);  // its prompt key starts at old_start too
-  trajectory(controller, "stale", 0);         // starts at old_start
+  replay_prompt(controller, "stale", "running", 1);
+  replay_prompt(controller, "fresh", "running", 1);  // its prompt key starts at old_start too
+  trajectory(controller, "stale", 0);                // starts at old_start
   const int64_t fresh_start = 3;
   controller.set_policy_version(fresh_start);
   trajectory(controller, "stale", 1);
@@ -56,8 +53,8 @@ TEST(ReplayStaleness, DropEvictsAGroupByItsOldestTrajectoryNotByItsPromptKey) {
   trajectory(controller, "fresh", 1);
   const int64_t current = fresh_start + max_staleness;  // fresh lags exactly max_staleness: not stale
   controller.set_policy_version(current);
-  prompt(controller, "stale", "finished", 1);
-  prompt(controller, "fresh", "finished", 1);
+  replay_prompt(controller, "stale", "finished", 1);
+  replay_prompt(controller, "fresh", "finished", 1);
 
   ReplayRequest asked = async_request(1, max_staleness, StalenessStrategy::kDrop);
   asked.options.max_off_policy_threshold = 100;  // both controls on: global_steps finds nothing stale
@@ -87,10 +84,10 @@ TEST(ReplayStaleness, AGroupLaggingExactlyTheBoundIsNotStaleOneVersionMoreIs) {
     SCOPED_TRACE("lag " + std::to_string(lag));
     Controller controller;
     const int64_t max_staleness = 0;
-    prompt(controller, "g", "running", 1);
+    replay_prompt(controller, "g", "running", 1);
     trajectory(controller, "g", 0);
     controller.set_policy_version(lag);
-    prompt(controller, "g", "finished", 1);
+    replay_prompt(controller, "g", "finished", 1);
     const ReplayPass pass = controller.replay_pass(async_request(1, max_staleness, StalenessStrategy::kDrop));
     const bool stale = lag > max_staleness;
     EXPECT_EQ(pass.cursor.evictions.stale_versions, stale ? 1 : 0);
@@ -102,7 +99,7 @@ TEST(ReplayStaleness, AGroupLaggingExactlyTheBoundIsNotStaleOneVersionMoreIs) {
 // one left (the index keeps it by its changes).
 TEST(ReplayStaleness, AGroupsStartVersionFollowsTheTrajectoriesItStillHas) {
   Controller controller;
-  prompt(controller, "g", "running", 1);
+  replay_prompt(controller, "g", "running", 1);
   trajectory(controller, "g", 0);
   const int64_t later_start = 2;
   controller.set_policy_version(later_start);
@@ -121,11 +118,11 @@ TEST(ReplayStaleness, AGroupsStartVersionFollowsTheTrajectoriesItStillHas) {
 TEST(ReplayStaleness, WaitHoldsSamplingWhileAStaleGroupIsInFlightThenReleasesWhenItFinishes) {
   Controller controller;
   const int64_t max_staleness = 1;
-  prompt(controller, "slow", "running", 0);
+  replay_prompt(controller, "slow", "running", 0);
   trajectory(controller, "slow", 0);
-  prompt(controller, "unstarted", "pending", 0);  // no trajectory: not started, never stale
+  replay_prompt(controller, "unstarted", "pending", 0);  // no trajectory: not started, never stale
   controller.set_policy_version(max_staleness + 1);
-  prompt(controller, "done", "finished", 1);
+  replay_prompt(controller, "done", "finished", 1);
   trajectory(controller, "done", 0);
   trajectory(controller, "done", 1);
 
@@ -134,7 +131,7 @@ TEST(ReplayStaleness, WaitHoldsSamplingWhileAStaleGroupIsInFlightThenReleasesWhe
   EXPECT_FALSE(held.ready);
   EXPECT_EQ(held.refill, 0);
   EXPECT_EQ(held.cursor.evictions.stale_versions, 0);  // waited for, not dropped
-  prompt(controller, "slow", "finished", 0);
+  replay_prompt(controller, "slow", "finished", 0);
   const ReplayPass released = controller.replay_pass(asked);
   EXPECT_EQ(released.selected_uids, std::vector<std::string>{"slow"});  // oldest first, not dropped
 }

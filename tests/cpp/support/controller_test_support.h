@@ -72,6 +72,12 @@ inline WatchRequest watch_request(const std::string& partition, uint64_t cursor,
   return request;
 }
 
+// A prompt key of partition "train" in verl's layout (the replay tests).
+inline void replay_prompt(Controller& controller, const std::string& uid, const char* status, int64_t step) {
+  controller.kv_resolve("train", std::vector<std::string>{uid},
+                        std::vector<Value>{Value{{"is_prompt", true}, {"status", status}, {"global_steps", step}}});
+}
+
 // The keys of the partition, sorted.
 inline std::set<std::string> listed_keys(const Controller& controller, const std::string& partition) {
   std::set<std::string> keys;
