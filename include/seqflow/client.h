@@ -60,7 +60,8 @@ class Client {
   // planes; whether the pass was still kept.
   virtual bool ack_replay_pass(const std::string& partition_id, uint64_t pass_id) = 0;
   // ControlPlane::reissue_inflight_prompts, the cleared trajectories dropped in both planes.
-  virtual ReissuedPrompts reissue_inflight_prompts(const std::string& partition_id, int64_t global_steps) = 0;
+  virtual ReissuedPrompts reissue_inflight_prompts(const std::string& partition_id, int64_t global_steps,
+                                                   bool member_status) = 0;
 
   // Controller, samplers and storage, as one atomic directory, with the
   // caller's `user_metadata` (a JSON object) in its metadata.json, which

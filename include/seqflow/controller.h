@@ -302,7 +302,12 @@ class ControlPlane {
   // whose tag status is pending or running are tagged pending at
   // `global_steps` (merged, as kv_put merges tags), and their trajectory keys
   // `{uid}_...` released. A partition that does not exist re-issues nothing.
-  virtual ReissuedPrompts reissue_inflight_prompts(const std::string& partition_id, int64_t global_steps) = 0;
+  // `member_status` (ReplayOptions::member_status): also a finished or
+  // failure prompt one of whose trajectories is tagged pending or running
+  // (its generation died with the run); a trajectory status that is none of
+  // the five names throws kInvalidArgument naming its key, changing nothing.
+  virtual ReissuedPrompts reissue_inflight_prompts(const std::string& partition_id, int64_t global_steps,
+                                                   bool member_status) = 0;
 
   // The trainer's policy version, 0 until set: samples inserted from now on
   // start at it, and puts that complete a sample finish it at it. It never
@@ -404,7 +409,8 @@ class Controller final : public ControlPlane {
   PolicyVersions policy_versions(const std::string& partition_id,
                                  std::span<const int64_t> global_indexes) const override;
   PolicyVersions kv_policy_versions(const std::string& partition_id, std::span<const std::string> keys) const override;
-  ReissuedPrompts reissue_inflight_prompts(const std::string& partition_id, int64_t global_steps) override;
+  ReissuedPrompts reissue_inflight_prompts(const std::string& partition_id, int64_t global_steps,
+                                           bool member_status) override;
   void save(const std::string& path) const override;
   void load(const std::string& path) override;
   void report_timing(const std::string& task_name, std::span<const TimingRecord> records) override;

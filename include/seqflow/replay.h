@@ -122,11 +122,14 @@ struct ReplayEvictions {
   // and the most versions one lagged (policy version - its start).
   int64_t stale_versions = 0;
   int64_t stale_versions_age_max = 0;
+  // member_status: the failed and aborted trajectories of the groups the
+  // passes evicted or selected (released, never served).
+  int64_t left_out_members = 0;
 
   void add(const ReplayEvictions& other);
   // verl's metric names under `prefix` ("training", "validation"); only
   // those with evictions, as verl's sample() returns them, and seqflow's
-  // own for stale_versions when there are any. The filtered values (verl's
+  // own for stale_versions and left_out_members when there are any. The filtered values (verl's
   // "_dapo_filtered_reward_counts") are filtered_values.
   std::vector<std::pair<std::string, double>> metrics(const std::string& prefix) const;
 };

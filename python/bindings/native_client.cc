@@ -524,11 +524,11 @@ void bind_native_client(nb::module_ m) {
       "partition_id"_a, "pass_id"_a);
   cls.def(
       "reissue_inflight_prompts",
-      [](const NativeClient& self, const std::string& partition, int64_t global_steps) {
+      [](const NativeClient& self, const std::string& partition, int64_t global_steps, bool member_status) {
         std::shared_ptr<Client> client = self.connected();
-        return without_gil([&] { return client->reissue_inflight_prompts(partition, global_steps); });
+        return without_gil([&] { return client->reissue_inflight_prompts(partition, global_steps, member_status); });
       },
-      "partition_id"_a, "global_steps"_a);
+      "partition_id"_a, "global_steps"_a, "member_status"_a);
 }
 
 }  // namespace seqflow::bindings

@@ -800,8 +800,9 @@ class Client:
         "failure") or "aborted" (absent: finished); a group is terminal when
         its prompt is and none of its trajectories is pending or running. Failed
         and aborted trajectories are never answered nor filtered on, and are
-        cleared with their group; a finished prompt whose trajectories all
-        failed or were aborted is a failed group."""
+        cleared with their group (counted: the cursor's metric
+        ``rollout_failure/left_out_trajectories``); a finished prompt whose
+        trajectories all failed or were aborted is a failed group."""
         wait_ms = round(1000 * check_seconds(wait, "wait", allow_zero=True))
         kept_id, lease_ms = 0, 0
         if pass_id is not None:
@@ -827,17 +828,25 @@ class Client:
         acknowledged: bool = self._connected().ack_replay_pass(partition, kept_id)
         return acknowledged
 
-    def reissue_inflight_prompts(self, partition_id: str, global_steps: int) -> _seqflow.client.ReissuedPrompts:
+    def reissue_inflight_prompts(self, partition_id: str, global_steps: int, *,
+                                 member_status: bool = False) -> _seqflow.client.ReissuedPrompts:
         """What verl's trainer does when it resumes, in one call under the
         controller's lock: every prompt key (tag is_prompt) whose status is
         'pending' or 'running' is tagged ``{"is_prompt": True, "status":
         "pending", "global_steps": global_steps}`` (merged into its tag) and
         its trajectory keys ``{uid}_...`` are cleared. Answers the re-issued
         prompt keys in arrival order and the count of cleared trajectories;
-        nothing is listed across the boundary. See docs/replay.md."""
+        nothing is listed across the boundary.
+
+        ``member_status`` (as ``replay_pass``'s): a 'finished' or 'failure'
+        prompt one of whose trajectories is tagged 'pending' or 'running' is
+        re-issued too, whole (its generation died with the run; left alone
+        it would stay in flight). See docs/replay.md."""
         partition = check_name(partition_id, "partition_id")
         steps = check_int64(global_steps, "global_steps")
-        reissued: _seqflow.client.ReissuedPrompts = self._connected().reissue_inflight_prompts(partition, steps)
+        members = check_instance(member_status, "member_status", bool, "a bool")
+        reissued: _seqflow.client.ReissuedPrompts = self._connected().reissue_inflight_prompts(partition, steps,
+                                                                                               members)
         return reissued
 
     def watch(self, partition_id: str, *, key_prefix: Optional[str] = None, tag_field: Optional[str] = None,

@@ -602,10 +602,11 @@ bool CoordinatingClient::ack_replay_pass(const std::string& partition_id, uint64
   return ack.acknowledged;
 }
 
-ReissuedPrompts CoordinatingClient::reissue_inflight_prompts(const std::string& partition_id, int64_t global_steps) {
+ReissuedPrompts CoordinatingClient::reissue_inflight_prompts(const std::string& partition_id, int64_t global_steps,
+                                                             bool member_status) {
   std::unique_lock lock(mutex_);  // releases as a clear does
   ++interruptions_.clears;
-  ReissuedPrompts reissued = control_->reissue_inflight_prompts(partition_id, global_steps);
+  ReissuedPrompts reissued = control_->reissue_inflight_prompts(partition_id, global_steps, member_status);
   drop_released(reissued.released);
   return reissued;
 }

@@ -74,7 +74,8 @@ class CoordinatingClient final : public Client {
   static constexpr std::chrono::milliseconds kReplayIdleWait{50};
   ReplayPass replay_pass(const ReplayRequest& request) override;
   bool ack_replay_pass(const std::string& partition_id, uint64_t pass_id) override;
-  ReissuedPrompts reissue_inflight_prompts(const std::string& partition_id, int64_t global_steps) override;
+  ReissuedPrompts reissue_inflight_prompts(const std::string& partition_id, int64_t global_steps,
+                                           bool member_status) override;
 
   void save_checkpoint(const std::string& directory, const Value& user_metadata) override;
   Value load_checkpoint(const std::string& directory) override;

@@ -296,9 +296,10 @@ ReplayAck RemoteControlPlane::ack_replay_pass(const std::string& partition_id, u
       call(control::kAckReplayPass, control::encode_ack_replay_pass_request({partition_id, pass_id})));
 }
 
-ReissuedPrompts RemoteControlPlane::reissue_inflight_prompts(const std::string& partition_id, int64_t global_steps) {
-  return control::decode_reissue_reply(
-      call(control::kReissueInflightPrompts, control::encode_reissue_request({partition_id, global_steps})));
+ReissuedPrompts RemoteControlPlane::reissue_inflight_prompts(const std::string& partition_id, int64_t global_steps,
+                                                             bool member_status) {
+  return control::decode_reissue_reply(call(
+      control::kReissueInflightPrompts, control::encode_reissue_request({partition_id, global_steps, member_status})));
 }
 
 void RemoteControlPlane::save(const std::string& path) const {

@@ -65,7 +65,8 @@ class RemoteControlPlane final : public ControlPlane {
   PolicyVersions policy_versions(const std::string& partition_id,
                                  std::span<const int64_t> global_indexes) const override;
   PolicyVersions kv_policy_versions(const std::string& partition_id, std::span<const std::string> keys) const override;
-  ReissuedPrompts reissue_inflight_prompts(const std::string& partition_id, int64_t global_steps) override;
+  ReissuedPrompts reissue_inflight_prompts(const std::string& partition_id, int64_t global_steps,
+                                           bool member_status) override;
   void save(const std::string& path) const override;
   void load(const std::string& path) override;
 

@@ -3,7 +3,9 @@
 // own keys and tags under its lock, whole: the prompts in flight are tagged
 // pending at the resumed step and their old trajectories released, with no
 // listing across a boundary and no pass in between.
+#include <optional>
 #include <string_view>
+#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -20,35 +22,65 @@ namespace {
 
 using core::PartitionState;
 
-bool in_flight(const Value& tag) {
-  if (!core::is_prompt_tag(tag)) return false;
+std::optional<std::string_view> prompt_status(const Value& tag) {
   const Value* status = tag.find("status");
-  return status != nullptr && status->is_string() &&
-         (status->as_string() == "pending" || status->as_string() == "running");
+  if (status == nullptr || !status->is_string()) return std::nullopt;
+  return std::string_view(status->as_string());
 }
+
+bool in_flight(std::string_view status) { return status == "pending" || status == "running"; }
+bool terminal(std::string_view status) { return status == "finished" || status == "failure"; }
 
 }  // namespace
 
-ReissuedPrompts Controller::reissue_inflight_prompts(const std::string& partition_id, int64_t global_steps) {
+ReissuedPrompts Controller::reissue_inflight_prompts(const std::string& partition_id, int64_t global_steps,
+                                                     bool member_status) {
   core::check_reissue_request(partition_id, global_steps);
   const Value pending{{"is_prompt", true}, {"status", "pending"}, {"global_steps", global_steps}};
   std::lock_guard lock(state_->mutex);
   PartitionState* partition = state_->data.find(partition_id);
   ReissuedPrompts reissued;
   if (partition == nullptr) return reissued;
-  // One walk: which keys are prompts in flight, and which are not prompts (trajectories, as verl reads them).
-  std::vector<uint32_t> prompt_slots;
+  // One walk: which keys are prompts in flight (with member_status, also
+  // terminal prompts, kept if a member turns out to be in flight), and which
+  // are not prompts (trajectories, as verl reads them).
+  std::vector<std::pair<uint32_t, bool>> prompt_candidates;  // slot, in flight by its own status
   std::vector<uint32_t> other_slots;
+  std::unordered_set<std::string_view> members_in_flight;
+  std::unordered_map<std::string_view, std::vector<std::string>> unknown_members;
   for (uint32_t slot = partition->first(); slot != core::kNoSlot; slot = partition->next(slot)) {
     const std::string* key = partition->key_of(slot);
     if (key == nullptr) continue;
     const Value tag = core::decode_meta(partition->meta_bytes(slot));
-    if (in_flight(tag)) {
-      prompt_slots.push_back(slot);
-    } else if (!core::is_prompt_tag(tag)) {
-      other_slots.push_back(slot);
+    if (core::is_prompt_tag(tag)) {
+      const std::optional<std::string_view> status = prompt_status(tag);
+      if (status && in_flight(*status)) {
+        prompt_candidates.emplace_back(slot, true);
+      } else if (member_status && status && terminal(*status)) {
+        prompt_candidates.emplace_back(slot, false);
+      }
+      continue;
     }
+    other_slots.push_back(slot);
+    if (!member_status) continue;
+    const core::MemberStatus member = core::member_status_of(tag);
+    if (member == core::MemberStatus::kInFlight) members_in_flight.insert(core::uid_of(*key));
+    if (member == core::MemberStatus::kUnknown) unknown_members[core::uid_of(*key)].push_back(*key);
   }
+  // A terminal prompt is re-issued when a member of its group is still in flight.
+  std::vector<uint32_t> prompt_slots;
+  std::vector<std::string> unknown;
+  for (const auto& [slot, own] : prompt_candidates) {
+    const std::string_view uid = *partition->key_of(slot);
+    if (!own) {
+      if (const auto found = unknown_members.find(uid); found != unknown_members.end()) {
+        unknown.insert(unknown.end(), found->second.begin(), found->second.end());
+      }
+      if (!members_in_flight.count(uid)) continue;
+    }
+    prompt_slots.push_back(slot);
+  }
+  if (!unknown.empty()) core::throw_unknown_member_statuses(std::move(unknown));
   if (prompt_slots.empty()) return reissued;
   std::unordered_set<std::string_view> uids;
   for (uint32_t slot : prompt_slots) {

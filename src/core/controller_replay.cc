@@ -69,6 +69,17 @@ std::vector<uint32_t> slots_to_release(const ReplayGroups& groups, const core::R
   return slots;
 }
 
+// The failed and aborted members of the groups a plan evicts or selects.
+int64_t left_out_members(const ReplayGroups& groups, const core::ReplayPlan& plan) {
+  std::unordered_set<std::string_view> released(plan.evicted.begin(), plan.evicted.end());
+  released.insert(plan.selected.begin(), plan.selected.end());
+  int64_t count = 0;
+  for (const core::ReplayPrompt& prompt : groups.terminal()) {
+    if (released.count(prompt.uid) > 0) count += prompt.members_left_out;
+  }
+  return count;
+}
+
 // The prompt samples a kept pass holds.
 std::vector<core::ReplayLeases::Prompt> held_prompts(const core::ControlData& data, const PartitionState& partition,
                                                      const ReplayGroups& groups,
@@ -150,6 +161,7 @@ ReplayPass Controller::replay_pass(const ReplayRequest& request) {
   pass.ready = plan.ready;
   pass.sampleable = static_cast<int64_t>(plan.sampleable.size());
   pass.cursor = plan.cursor;
+  if (options.member_status) pass.cursor.evictions.left_out_members += left_out_members(groups, plan);
   if (request.step == ReplayStep::kEvict && plan.ready) pass.sampleable_uids = strings_of(plan.sampleable);
   if (partition != nullptr && !plan.selected.empty()) {
     answer_selected(*partition, groups, plan.selected, options.member_status, pass);

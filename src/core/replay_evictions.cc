@@ -30,6 +30,7 @@ void ReplayEvictions::add(const ReplayEvictions& other) {
     stale_versions_age_max = std::max(stale_versions > 0 ? stale_versions_age_max : 0, other.stale_versions_age_max);
     stale_versions += other.stale_versions;
   }
+  left_out_members += other.left_out_members;
 }
 
 std::vector<std::pair<std::string, double>> ReplayEvictions::metrics(const std::string& prefix) const {
@@ -47,6 +48,9 @@ std::vector<std::pair<std::string, double>> ReplayEvictions::metrics(const std::
   if (stale_versions > 0) {  // seqflow's: verl has no policy versions
     name("off_policy/version_evicted_samples", static_cast<double>(stale_versions));
     name("off_policy/version_evicted_samples_age/max", static_cast<double>(stale_versions_age_max));
+  }
+  if (left_out_members > 0) {  // seqflow's: verl has no member statuses
+    name("rollout_failure/left_out_trajectories", static_cast<double>(left_out_members));
   }
   return named;
 }

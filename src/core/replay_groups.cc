@@ -78,6 +78,27 @@ bool is_prompt_tag(const Value& tag) {
   return !flag->empty();  // Python's truth of a string or container
 }
 
+MemberStatus member_status_of(const Value& tag) {
+  const Value* status = tag.find("status");
+  if (status == nullptr) return MemberStatus::kFinished;
+  if (!status->is_string()) return MemberStatus::kUnknown;
+  const std::string& name = status->as_string();
+  if (name == "pending" || name == "running") return MemberStatus::kInFlight;
+  if (name == "finished") return MemberStatus::kFinished;
+  if (name == "failed" || name == "failure" || name == "aborted") return MemberStatus::kLeftOut;
+  return MemberStatus::kUnknown;
+}
+
+void throw_unknown_member_statuses(std::vector<std::string> keys) {
+  std::sort(keys.begin(), keys.end());
+  std::string names;
+  for (size_t i = 0; i < std::min<size_t>(keys.size(), 5); ++i) names += (i ? ", '" : "'") + keys[i] + "'";
+  throw_invalid(
+      "with member_status, every trajectory's tag status is 'pending', 'running', 'finished', 'failed' "
+      "(or 'failure') or 'aborted', or absent (finished); not so for " +
+      names);
+}
+
 std::vector<ReplayTrajectory> ReplayGroups::trajectories(std::string_view uid) const {
   return index_ != nullptr ? index_->trajectories(uid) : std::vector<ReplayTrajectory>{};
 }
@@ -121,15 +142,7 @@ void ReplayGroups::apply_member_status(const PartitionState& partition) {
       prompt.status = PromptStatus::kFailure;
     }
   }
-  if (!unknown.empty()) {
-    std::sort(unknown.begin(), unknown.end());
-    std::string names;
-    for (size_t i = 0; i < std::min<size_t>(unknown.size(), 5); ++i) names += (i ? ", '" : "'") + unknown[i] + "'";
-    throw_invalid(
-        "with member_status, every trajectory's tag status is 'pending', 'running', 'finished', 'failed' "
-        "(or 'failure') or 'aborted', or absent (finished); not so for " +
-        names);
-  }
+  if (!unknown.empty()) throw_unknown_member_statuses(std::move(unknown));
   move_in_flight([](const ReplayPrompt& prompt) { return prompt.members_in_flight > 0; });
 }
 

@@ -25,6 +25,11 @@ enum class MemberStatus { kInFlight, kFinished, kLeftOut, kUnknown };
 
 // verl's `tag.get("is_prompt", False)`, with Python's truth of the value.
 bool is_prompt_tag(const Value& tag);
+// A trajectory's tag status (read only with ReplayOptions::member_status); absent: finished.
+MemberStatus member_status_of(const Value& tag);
+// Throws kInvalidArgument naming up to five of `keys` (sorted): trajectories
+// whose status is none of the five names.
+[[noreturn]] void throw_unknown_member_statuses(std::vector<std::string> keys);
 // verl's `key.split("_", 1)[0]`: a trajectory key's group.
 inline std::string_view uid_of(std::string_view key) { return key.substr(0, key.find('_')); }
 

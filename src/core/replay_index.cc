@@ -25,17 +25,6 @@ PromptStatus parse_status(const Value* status, const std::string& key) {
 
 bool terminal(PromptStatus status) { return status == PromptStatus::kFinished || status == PromptStatus::kFailure; }
 
-// A trajectory's tag status (read only with ReplayOptions::member_status); absent: finished.
-MemberStatus parse_member_status(const Value* status) {
-  if (status == nullptr) return MemberStatus::kFinished;
-  if (!status->is_string()) return MemberStatus::kUnknown;
-  const std::string& name = status->as_string();
-  if (name == "pending" || name == "running") return MemberStatus::kInFlight;
-  if (name == "finished") return MemberStatus::kFinished;
-  if (name == "failed" || name == "failure" || name == "aborted") return MemberStatus::kLeftOut;
-  return MemberStatus::kUnknown;
-}
-
 // The smallest value counted more often than `held` counts it; nullopt: none.
 std::optional<int64_t> smallest_unheld(const std::map<int64_t, int64_t>& counts,
                                        const std::map<int64_t, int64_t>& held) {
@@ -174,7 +163,7 @@ void ReplayIndex::index(const PartitionState& partition, uint32_t slot) {
     group.second.trajectories.push_back(slot);
     group.second.start_version = std::min(group.second.start_version.value_or(start), start);
     count_in_flight_start(group, +1);
-    filed.member_status = parse_member_status(tag.find("status"));
+    filed.member_status = member_status_of(tag);
     count_member(group.second, filed.member_status, +1);
     group.second.member_stamp = ++last_member_stamp_;
     filed.kind = Kind::kTrajectory;

@@ -65,6 +65,7 @@ void check_evictions(const ReplayEvictions& evictions) {
   check_at_least(evictions.surplus, 0, "cursor.evictions.surplus");
   check_at_least(evictions.stale_versions, 0, "cursor.evictions.stale_versions");
   check_at_least(evictions.stale_versions_age_max, 0, "cursor.evictions.stale_versions_age_max");
+  check_at_least(evictions.left_out_members, 0, "cursor.evictions.left_out_members");
   for (const auto& [value, groups] : evictions.filtered_values) {
     check_at_least(groups, 0, "cursor.evictions.filtered_values groups");
   }

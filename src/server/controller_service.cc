@@ -579,7 +579,8 @@ transport::Frames ControllerService::reissue_inflight_prompts(transport::Frames&
   ReissuedPrompts reissued;
   reissued.released = release_and_drop(
       [&] {
-        reissued = controller_->reissue_inflight_prompts(request.partition_id, request.global_steps);
+        reissued =
+            controller_->reissue_inflight_prompts(request.partition_id, request.global_steps, request.member_status);
         return reissued.released;
       },
       &what);

@@ -378,6 +378,7 @@ ReplayAck decode_ack_replay_pass_reply(const Frames& reply);
 struct ReissueRequest {
   std::string partition_id;
   int64_t global_steps = 0;
+  bool member_status = false;  // written only when set (as before member statuses otherwise)
 };
 Frames encode_reissue_request(const ReissueRequest& request);
 ReissueRequest decode_reissue_request(const Frames& request);

@@ -87,14 +87,17 @@ void write_cursor(MsgpackWriter& out, const ReplayCursor& cursor) {
     map.set("stale_versions").integer(evictions.stale_versions);
     map.set("stale_versions_age_max").integer(evictions.stale_versions_age_max);
   }
+  if (evictions.left_out_members != 0) {  // else written as before member statuses
+    map.set("left_out_members").integer(evictions.left_out_members);
+  }
   map.write(out);
 }
 
 ReplayCursor read_cursor(const EncodedMap& message) {
-  const EncodedMap map = message.map(
-      "cursor", message.what() + " cursor",
-      {"refill_credit", "draining", "stale", "stale_span_sum", "stale_span_max", "stale_span_min", "filtered",
-       "filtered_values", "filtered_groups", "failed", "surplus", "stale_versions", "stale_versions_age_max"});
+  const EncodedMap map = message.map("cursor", message.what() + " cursor",
+                                     {"refill_credit", "draining", "stale", "stale_span_sum", "stale_span_max",
+                                      "stale_span_min", "filtered", "filtered_values", "filtered_groups", "failed",
+                                      "surplus", "stale_versions", "stale_versions_age_max", "left_out_members"});
   ReplayCursor cursor;
   cursor.refill_credit = map.integer("refill_credit");
   cursor.draining = map.boolean("draining");
@@ -114,6 +117,7 @@ ReplayCursor read_cursor(const EncodedMap& message) {
     evictions.stale_versions = map.integer("stale_versions");
     evictions.stale_versions_age_max = map.integer("stale_versions_age_max");
   }
+  if (map.has("left_out_members")) evictions.left_out_members = map.integer("left_out_members");
   return cursor;
 }
 
@@ -291,13 +295,15 @@ Frames encode_reissue_request(const ReissueRequest& request) {
   MsgpackMapWriter header;
   header.set("partition_id").string(request.partition_id);
   header.set("global_steps").integer(request.global_steps);
+  if (request.member_status) header.set("member_status").boolean(true);
   return header_message(header);
 }
 
 ReissueRequest decode_reissue_request(const Frames& request) {
-  const EncodedMap header =
-      wire::read_header(request, 0, request_name(kReissueInflightPrompts), {"partition_id", "global_steps"});
-  return {header.text("partition_id"), header.integer("global_steps")};
+  const EncodedMap header = wire::read_header(request, 0, request_name(kReissueInflightPrompts),
+                                              {"partition_id", "global_steps", "member_status"});
+  return {header.text("partition_id"), header.integer("global_steps"),
+          header.has("member_status") && header.boolean("member_status")};
 }
 
 Frames encode_reissue_reply(const ReissuedPrompts& reissued) {

@@ -279,6 +279,14 @@ const std::vector<ProtocolDecoder>& protocol_decoders() {
          pass.released = {4, 9, 11};
          return control::encode_replay_pass_reply(pass);
        }},
+      {"replay_pass reply with left-out members",
+       [](Frames& f, size_t, size_t) { control::decode_replay_pass_reply(f); },
+       [] {
+         ReplayPass pass;
+         pass.cursor.evictions.left_out_members = 3;
+         pass.released = {4, 9, 11};
+         return control::encode_replay_pass_reply(pass);
+       }},
       {"ack_replay_pass request", [](Frames& f, size_t, size_t) { control::decode_ack_replay_pass_request(f); },
        [] {
          return control::encode_ack_replay_pass_request({"train", 42});
@@ -290,6 +298,11 @@ const std::vector<ProtocolDecoder>& protocol_decoders() {
       {"reissue_inflight_prompts request", [](Frames& f, size_t, size_t) { control::decode_reissue_request(f); },
        [] {
          return control::encode_reissue_request({"train", 12});
+       }},
+      {"reissue_inflight_prompts request with member statuses",
+       [](Frames& f, size_t, size_t) { control::decode_reissue_request(f); },
+       [] {
+         return control::encode_reissue_request({"train", 12, true});
        }},
       {"reissue_inflight_prompts reply", [](Frames& f, size_t, size_t) { control::decode_reissue_reply(f); },
        [] {

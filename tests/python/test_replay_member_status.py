@@ -52,7 +52,9 @@ def test_a_finished_group_whose_members_all_failed_is_evicted_as_failed(client):
     _members(client, "a", ["failed", "aborted"])
     evicted = client.replay_pass("train", 1, 1, member_status=True)
     assert evicted.refill == 1
-    assert dict(evicted.cursor.metrics("training"))["training/rollout_failure/evicted_samples"] == 1.0
+    metrics = dict(evicted.cursor.metrics("training"))
+    assert metrics["training/rollout_failure/evicted_samples"] == 1.0
+    assert metrics["training/rollout_failure/left_out_trajectories"] == 2.0
     assert client.kv_list("train").get("train", {}) == {}
 
 
@@ -72,6 +74,7 @@ def test_verls_drop_in_takes_member_status_and_serves_the_group_once_its_members
     assert buffer.get_sampleable_count(1, "train") == 0
     client.kv_put(keys[1], "train", tag={"reward": 1.0, "status": "finished"})
     batch, metrics = buffer.sample(1, "train", 1)
-    assert (batch.keys, metrics) == (keys[:2], {})
+    # seqflow's own metric: the aborted member, released with its served group
+    assert (batch.keys, metrics) == (keys[:2], {"training/rollout_failure/left_out_trajectories": 1.0})
     with pytest.raises(TypeError, match="member_status"):
         ReplayBufferAsync("async", {}, None, "drop", {}, client=client, member_status=1)

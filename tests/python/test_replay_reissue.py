@@ -59,6 +59,34 @@ def test_an_empty_or_missing_partition_reissues_nothing(client):
     assert (list(reissued.keys), reissued.cleared_trajectories) == ([], 0)
 
 
+def test_with_member_status_a_finished_prompt_whose_members_still_ran_is_reissued_whole(client):
+    _prompt(client, "partial", "finished", 2)
+    client.kv_batch_put(["partial_0_0", "partial_1_0"], "train", fields={"tokens": np.arange(2)},
+                        tags=[{"status": "finished"}, {"status": "running"}])
+    _prompt(client, "done", "finished", 2)
+    client.kv_batch_put(["done_0_0", "done_1_0"], "train", fields={"tokens": np.arange(2)},
+                        tags=[{"status": "finished"}, {"status": "aborted"}])
+    assert list(client.reissue_inflight_prompts("train", 5).keys) == []  # verl's layout: the prompts' status only
+
+    reissued = client.reissue_inflight_prompts("train", 5, member_status=True)
+    assert (list(reissued.keys), reissued.cleared_trajectories) == (["partial"], 2)
+    listed = client.kv_list("train")["train"]
+    assert sorted(listed) == ["done", "done_0_0", "done_1_0", "partial"]
+    assert listed["partial"] == {"is_prompt": True, "status": "pending", "global_steps": 5}
+    with pytest.raises(KeyError):  # their data went with the keys
+        client.kv_batch_get(["partial_0_0"], "train")
+
+
+def test_with_member_status_an_unknown_member_status_is_refused_by_key(client):
+    _prompt(client, "done", "finished", 2)
+    client.kv_put("done_0_0", "train", tag={"status": "paused"})
+    with pytest.raises(ValueError, match="member_status.*'done_0_0'"):
+        client.reissue_inflight_prompts("train", 5, member_status=True)
+    with pytest.raises(TypeError, match="member_status"):
+        client.reissue_inflight_prompts("train", 5, member_status="yes")
+    assert client.kv_list("train")["train"]["done_0_0"] == {"status": "paused"}
+
+
 @pytest.mark.parametrize("arguments, named", [
     (("", 1), "partition_id"),
     (("train", 2 ** 60), "global_steps = 1152921504606846976"),

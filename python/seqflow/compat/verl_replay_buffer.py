@@ -55,8 +55,9 @@ Each member's lifecycle (``member_status=True``, a seqflow option): every
 trajectory's own tag ``status`` takes part (pending / running / finished /
 failed / aborted; absent: finished); a group is sampleable once no member is
 pending or running, its failed and aborted trajectories are left out of the
-batch and cleared, and a group whose trajectories all failed is a failed
-group. See docs/replay.md.
+batch and cleared (reported as
+``{prefix}/rollout_failure/left_out_trajectories``, only when nonzero), and
+a group whose trajectories all failed is a failed group. See docs/replay.md.
 
 What differs, on purpose:
 - Prompts of the same ``global_steps`` are served in their keys' arrival

@@ -34,16 +34,19 @@ def _default_client() -> Client:
     return interface._seqflow()
 
 
-def reissue_inflight_prompts(trainer: Any, partition_id: str = "train") -> int:
+def reissue_inflight_prompts(trainer: Any, partition_id: str = "train", *, member_status: bool = False) -> int:
     """verl's ``_reissue_inflight_prompts`` for ``trainer`` (its trainer_mode,
     global_steps and agent_loop_manager), on TransferQueue's client
-    (``transfer_queue.init()``, seqflow's compat layer)."""
+    (``transfer_queue.init()``, seqflow's compat layer). ``member_status``:
+    as the ReplayBuffer's (a finished prompt whose members were still
+    generating is re-issued too)."""
     if trainer.trainer_mode == "sync":
         return 0
     from transfer_queue import kv_batch_get
     from verl.utils import tensordict_utils as tu
 
-    reissued = _default_client().reissue_inflight_prompts(partition_id, trainer.global_steps)
+    reissued = _default_client().reissue_inflight_prompts(partition_id, trainer.global_steps,
+                                                           member_status=member_status)
     if not reissued.keys:
         return 0
     batch = kv_batch_get(keys=list(reissued.keys), partition_id=partition_id)

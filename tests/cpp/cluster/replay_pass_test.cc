@@ -189,7 +189,7 @@ TEST_P(ReplayPassModes, ReissuingDropsTheInFlightTrajectoriesDataAndAnswersThePr
   group(*client, "late", "running", 4, 0.0, 1.0);
   group(*client, "done", "finished", 4, 0.0, 1.0);
   ASSERT_EQ(client->storage_stats().samples, 4u);
-  const ReissuedPrompts reissued = client->reissue_inflight_prompts("train", 7);
+  const ReissuedPrompts reissued = client->reissue_inflight_prompts("train", 7, false);
   EXPECT_EQ(reissued.keys, std::vector<std::string>{"late"});
   EXPECT_EQ(reissued.cleared_trajectories, 2);
   EXPECT_EQ(client->storage_stats().samples, 2u);  // "done"'s trajectories only
@@ -201,8 +201,37 @@ TEST_P(ReplayPassModes, ReissuingDropsTheInFlightTrajectoriesDataAndAnswersThePr
       }
     }
   }
-  EXPECT_TRUE(client->reissue_inflight_prompts("elsewhere", 7).keys.empty());
-  EXPECT_TRUE(throws_invalid([&] { client->reissue_inflight_prompts("", 7); }, {"partition_id"}));
+  EXPECT_TRUE(client->reissue_inflight_prompts("elsewhere", 7, false).keys.empty());
+  EXPECT_TRUE(throws_invalid([&] { client->reissue_inflight_prompts("", 7, false); }, {"partition_id"}));
+}
+
+TEST_P(ReplayPassModes, ReissuingWithMemberStatusDropsTheDataOfGroupsWhoseMembersStillRan) {
+  auto client = make_client();
+  group(*client, "partial", "finished", 4, 0.0, 1.0);
+  group(*client, "done", "finished", 4, 0.0, 1.0);
+  client->kv_put("train", std::vector<std::string>{"partial_1_0"}, std::vector<Value>{Value{{"status", "running"}}},
+                 {});
+  ASSERT_EQ(client->storage_stats().samples, 4u);
+  EXPECT_TRUE(client->reissue_inflight_prompts("train", 7, false).keys.empty());  // verl's layout: both finished
+  const ReissuedPrompts reissued = client->reissue_inflight_prompts("train", 7, true);
+  EXPECT_EQ(reissued.keys, std::vector<std::string>{"partial"});
+  EXPECT_EQ(reissued.cleared_trajectories, 2);
+  EXPECT_EQ(client->storage_stats().samples, 2u);  // "done"'s trajectories only
+}
+
+TEST_P(ReplayPassModes, AServedGroupsAbortedMemberIsReleasedAndCountedInTheCursor) {
+  auto client = make_client();
+  group(*client, "a", "finished", 1, 0.0, 1.0);
+  client->kv_put("train", std::vector<std::string>{"a_1_0"}, std::vector<Value>{Value{{"status", "aborted"}}}, {});
+  ReplayRequest request;
+  request.partition_id = "train";
+  request.global_steps = 1;
+  request.batch_size = 1;
+  request.options.member_status = true;
+  const ReplayPass pass = client->replay_pass(request);
+  EXPECT_EQ(pass.keys, std::vector<std::string>{"a_0_0"});
+  EXPECT_EQ(pass.cursor.evictions.left_out_members, 1);
+  EXPECT_EQ(client->storage_stats().samples, 1u);  // the aborted member's data went with it
 }
 
 }  // namespace

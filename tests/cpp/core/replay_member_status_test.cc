@@ -6,7 +6,9 @@
 // aborted is a failed group.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -98,6 +100,11 @@ TEST(ReplayMemberStatus, FailedAndAbortedMembersAreLeftOutAndReleasedWithTheirGr
   ASSERT_EQ(served.tags.size(), 1u);
   EXPECT_EQ(served.released.size(), 4u) << "the prompt key and the three left-out members";
   EXPECT_EQ(keys_of(controller), std::set<std::string>{"a_0_0"}) << "the served member stays for the trainer";
+  EXPECT_EQ(served.cursor.evictions.left_out_members, 3);
+  const auto metrics = served.cursor.evictions.metrics("training");
+  EXPECT_NE(std::find(metrics.begin(), metrics.end(),
+                      std::pair<std::string, double>{"training/rollout_failure/left_out_trajectories", 3.0}),
+            metrics.end());
 }
 
 TEST(ReplayMemberStatus, AKeptPassReleasesItsLeftOutMembersAndAnswersAgainWithoutThem) {
@@ -114,6 +121,7 @@ TEST(ReplayMemberStatus, AKeptPassReleasesItsLeftOutMembersAndAnswersAgainWithou
   EXPECT_EQ(keys_of(controller), (std::set<std::string>{"a", "a_0_0"})) << "the prompt key is held";
   const ReplayPass again = controller.replay_pass(kept);
   EXPECT_EQ(again.keys, first.keys);
+  EXPECT_EQ(again.cursor.evictions.left_out_members, 1) << "counted once, by the pass that released it";
   EXPECT_TRUE(controller.ack_replay_pass("train", 7).acknowledged);
   EXPECT_EQ(keys_of(controller), std::set<std::string>{"a_0_0"});
 }
@@ -130,10 +138,24 @@ TEST(ReplayMemberStatus, AFinishedPromptWhoseMembersAllFailedIsAFailedGroup) {
   EXPECT_FALSE(evicted.ready);
   EXPECT_EQ(evicted.refill, 1);
   EXPECT_EQ(evicted.cursor.evictions.failed, 1);
+  EXPECT_EQ(evicted.cursor.evictions.left_out_members, 2);
   EXPECT_EQ(keys_of(controller), (std::set<std::string>{"b", "b_0_0"}));
   ReplayRequest next = request(1, true);
   next.cursor = evicted.cursor;
   EXPECT_EQ(controller.replay_pass(next).selected_uids, std::vector<std::string>{"b"});
+}
+
+TEST(ReplayMemberStatus, WithoutTheOptionNoMemberIsCountedLeftOut) {
+  Controller controller;
+  replay_prompt(controller, "a", "finished", 1);
+  trajectory(controller, "a", 0, "finished");
+  trajectory(controller, "a", 1, "failed");
+  const ReplayPass served = controller.replay_pass(request(1, false));
+  EXPECT_EQ(served.keys, (std::vector<std::string>{"a_0_0", "a_1_0"}));  // verl's layout: every trajectory
+  EXPECT_EQ(served.cursor.evictions.left_out_members, 0);
+  for (const auto& [name, value] : served.cursor.evictions.metrics("training")) {
+    EXPECT_EQ(name.find("left_out"), std::string::npos) << name;
+  }
 }
 
 TEST(ReplayMemberStatus, AGroupWithAMemberInFlightHoldsTheWaitGate) {
@@ -193,6 +215,13 @@ TEST(ReplayMemberStatus, AGroupWhoseMembersChangedAfterItWasClassifiedIsClassifi
   const ReplayPass filtered = controller.replay_pass(asked);
   EXPECT_FALSE(filtered.ready);
   EXPECT_EQ(filtered.cursor.evictions.filtered, 1) << "the finished members' rewards are now all 1";
+}
+
+TEST(ReplayMemberStatus, ANegativeLeftOutCountInTheCursorIsRefusedByName) {
+  Controller controller;
+  ReplayRequest asked = request(1, true);
+  asked.cursor.evictions.left_out_members = -1;
+  EXPECT_TRUE(throws_invalid([&] { controller.replay_pass(asked); }, {"cursor.evictions.left_out_members = -1"}));
 }
 
 TEST(ReplayMemberStatus, AStatusThatIsNoneOfTheFiveIsAnErrorNamingItsKey) {

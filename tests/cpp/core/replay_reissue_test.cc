@@ -1,7 +1,8 @@
 // Controller::reissue_inflight_prompts, verl's trainer resuming: the prompts
 // whose status is pending or running are tagged pending at the resumed step
 // (merged into their tags), and only their trajectories are released; keys
-// outside verl's layout, finished and failed groups stay as they were.
+// outside verl's layout, finished and failed groups stay as they were (with
+// member_status, but for those whose members were still generating).
 #include <gtest/gtest.h>
 
 #include <map>
@@ -52,7 +53,7 @@ TEST(ReplayReissue, InFlightPromptsArePendingAtTheStepAndOnlyTheirTrajectoriesGo
   put(controller, "loose", Value{{"status", "running"}});
   std::map<std::string, Value> before = listed_tags(controller);
 
-  const ReissuedPrompts reissued = controller.reissue_inflight_prompts("train", 9);
+  const ReissuedPrompts reissued = controller.reissue_inflight_prompts("train", 9, false);
   EXPECT_EQ(reissued.keys, (std::vector<std::string>{"running", "pending"}));  // arrival order
   EXPECT_EQ(reissued.cleared_trajectories, 3);
   EXPECT_EQ(reissued.released.size(), 3u);
@@ -66,13 +67,13 @@ TEST(ReplayReissue, InFlightPromptsArePendingAtTheStepAndOnlyTheirTrajectoriesGo
 
 TEST(ReplayReissue, APartitionWithNothingInFlightOrNoneAtAllIsLeftAlone) {
   Controller controller;
-  EXPECT_TRUE(controller.reissue_inflight_prompts("train", 1).keys.empty());  // no partition
+  EXPECT_TRUE(controller.reissue_inflight_prompts("train", 1, false).keys.empty());  // no partition
   controller.kv_resolve("train", {}, {});
-  EXPECT_TRUE(controller.reissue_inflight_prompts("train", 1).keys.empty());  // no keys
+  EXPECT_TRUE(controller.reissue_inflight_prompts("train", 1, false).keys.empty());  // no keys
   put(controller, "done", prompt_tag("finished", 2));
   put(controller, "done_0_0", Value::object());
   const std::map<std::string, Value> before = listed_tags(controller);
-  const ReissuedPrompts reissued = controller.reissue_inflight_prompts("train", 1);
+  const ReissuedPrompts reissued = controller.reissue_inflight_prompts("train", 1, false);
   EXPECT_TRUE(reissued.keys.empty());
   EXPECT_EQ(reissued.cleared_trajectories, 0);
   EXPECT_EQ(listed_tags(controller), before);
@@ -84,7 +85,7 @@ TEST(ReplayReissue, TheReissuedGroupsAreInFlightForTheNextPass) {
   put(controller, "late_0_0", Value::object());
   put(controller, "ready", prompt_tag("finished", 1));
   put(controller, "ready_0_0", Value::object());
-  ASSERT_EQ(controller.reissue_inflight_prompts("train", 5).keys, std::vector<std::string>{"late"});
+  ASSERT_EQ(controller.reissue_inflight_prompts("train", 5, false).keys, std::vector<std::string>{"late"});
   ReplayRequest request;
   request.partition_id = "train";
   request.global_steps = 5;
@@ -98,7 +99,7 @@ TEST(ReplayReissue, WatchersSeeTheTrajectoriesClearedAndThePromptsTagged) {
   put(controller, "late", prompt_tag("running", 1));
   put(controller, "late_0_0", Value::object());
   const WatchBatch start = controller.watch(test::watch_request("train", 0));
-  controller.reissue_inflight_prompts("train", 5);
+  controller.reissue_inflight_prompts("train", 5, false);
   const WatchBatch changes = controller.watch(test::watch_request("train", start.cursor));
   ASSERT_EQ(changes.changes.size(), 2u);
   EXPECT_EQ(changes.changes[0].kind, ChangeKind::kCleared);
@@ -108,10 +109,70 @@ TEST(ReplayReissue, WatchersSeeTheTrajectoriesClearedAndThePromptsTagged) {
   EXPECT_EQ(changes.changes[1].tag, prompt_tag("pending", 5));
 }
 
+// A run that died while some members were still generating: their prompts
+// were already tagged finished (or failure), so verl's layout leaves them.
+void put_groups_with_members_in_flight(Controller& controller) {
+  put(controller, "partial", prompt_tag("finished", 2));
+  put(controller, "partial_0_0", Value{{"status", "finished"}});
+  put(controller, "partial_1_0", Value{{"status", "running"}});
+  put(controller, "done", prompt_tag("finished", 2));
+  put(controller, "done_0_0", Value{{"status", "finished"}});
+  put(controller, "done_1_0", Value{{"status", "failed"}});
+  put(controller, "abandoned", prompt_tag("failure", 1));
+  put(controller, "abandoned_0_0", Value{{"status", "pending"}});
+  put(controller, "running", prompt_tag("running", 3));
+  put(controller, "running_0_0", Value{{"status", "finished"}});
+  put(controller, "plain", prompt_tag("finished", 1));
+  put(controller, "plain_0_0", Value::object());  // no status: finished
+}
+
+TEST(ReplayReissue, WithMemberStatusATerminalPromptWhoseMembersStillRunIsReissuedWhole) {
+  Controller controller;
+  put_groups_with_members_in_flight(controller);
+  const std::map<std::string, Value> before = listed_tags(controller);
+
+  const ReissuedPrompts reissued = controller.reissue_inflight_prompts("train", 9, true);
+  EXPECT_EQ(reissued.keys, (std::vector<std::string>{"partial", "abandoned", "running"}));  // arrival order
+  EXPECT_EQ(reissued.cleared_trajectories, 4);
+  EXPECT_EQ(reissued.released.size(), 4u);
+  std::map<std::string, Value> want = before;
+  for (const char* gone : {"partial_0_0", "partial_1_0", "abandoned_0_0", "running_0_0"}) want.erase(gone);
+  for (const char* again : {"partial", "abandoned", "running"}) want[again] = prompt_tag("pending", 9);
+  EXPECT_EQ(listed_tags(controller), want);
+
+  // What is left is served: "done" (less its failed member) and "plain"; nothing stays in flight forever.
+  ReplayRequest request;
+  request.partition_id = "train";
+  request.global_steps = 9;
+  request.batch_size = 2;
+  request.options.member_status = true;
+  const ReplayPass pass = controller.replay_pass(request);
+  EXPECT_EQ(pass.selected_uids, (std::vector<std::string>{"plain", "done"}));  // oldest step first
+  EXPECT_EQ(pass.keys, (std::vector<std::string>{"done_0_0", "plain_0_0"}));
+}
+
+TEST(ReplayReissue, WithoutMemberStatusOnlyThePromptsStatusCounts) {
+  Controller controller;
+  put_groups_with_members_in_flight(controller);
+  const ReissuedPrompts reissued = controller.reissue_inflight_prompts("train", 9, false);
+  EXPECT_EQ(reissued.keys, std::vector<std::string>{"running"});
+  EXPECT_EQ(reissued.cleared_trajectories, 1);
+}
+
+TEST(ReplayReissue, WithMemberStatusAnUnknownMemberStatusIsRefusedByKeyChangingNothing) {
+  Controller controller;
+  put_groups_with_members_in_flight(controller);
+  put(controller, "done_2_0", Value{{"status", "paused"}});
+  const std::map<std::string, Value> before = listed_tags(controller);
+  EXPECT_TRUE(
+      throws_invalid([&] { controller.reissue_inflight_prompts("train", 9, true); }, {"member_status", "'done_2_0'"}));
+  EXPECT_EQ(listed_tags(controller), before);
+}
+
 TEST(ReplayReissue, BadArgumentsAreRefusedByName) {
   Controller controller;
-  EXPECT_TRUE(throws_invalid([&] { controller.reissue_inflight_prompts("", 1); }, {"partition_id"}));
-  EXPECT_TRUE(throws_invalid([&] { controller.reissue_inflight_prompts("train", int64_t{1} << 60); },
+  EXPECT_TRUE(throws_invalid([&] { controller.reissue_inflight_prompts("", 1, false); }, {"partition_id"}));
+  EXPECT_TRUE(throws_invalid([&] { controller.reissue_inflight_prompts("train", int64_t{1} << 60, false); },
                              {"global_steps = 1152921504606846976"}));
 }
 
