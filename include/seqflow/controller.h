@@ -304,8 +304,9 @@ class ControlPlane {
   // `{uid}_...` released. A partition that does not exist re-issues nothing.
   // `member_status` (ReplayOptions::member_status): also a finished or
   // failure prompt one of whose trajectories is tagged pending or running
-  // (its generation died with the run); a trajectory status that is none of
-  // the five names throws kInvalidArgument naming its key, changing nothing.
+  // (its generation died with the run), unless a kept pass holds it; a
+  // trajectory status that is none of the five names, in such a prompt's
+  // group, throws kInvalidArgument naming its key, changing nothing.
   virtual ReissuedPrompts reissue_inflight_prompts(const std::string& partition_id, int64_t global_steps,
                                                    bool member_status) = 0;
 

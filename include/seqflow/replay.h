@@ -202,7 +202,8 @@ struct ReplayAck {
 // reissue_inflight_prompts's answer: what verl's trainer re-issues when it
 // resumes (trainer_base.py _reissue_inflight_prompts), done in one call.
 struct ReissuedPrompts {
-  // The prompt keys that were pending or running, in arrival order, tagged
+  // The prompt keys that were pending or running (with member_status, also
+  // terminal ones whose members were in flight), in arrival order, tagged
   // {"is_prompt": true, "status": "pending", "global_steps": the step} now.
   std::vector<std::string> keys;
   int64_t cleared_trajectories = 0;  // their trajectory keys, released

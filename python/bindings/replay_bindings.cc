@@ -50,8 +50,10 @@ void bind_replay(nb::module_ m) {
       .def_ro("rank_lengths", &ReplayPass::rank_lengths, "balance_ranks: each rank's sum of lengths.")
       .def_ro("arrival_rank_lengths", &ReplayPass::arrival_rank_lengths,
               "balance_ranks: the length sums of as many equal chunks of the arrival order (before balancing).");
-  nb::class_<ReissuedPrompts>(m, "ReissuedPrompts",
-                              "Client.reissue_inflight_prompts's answer: the prompts in flight, tagged pending again.")
+  nb::class_<ReissuedPrompts>(
+      m, "ReissuedPrompts",
+      "Client.reissue_inflight_prompts's answer: the prompts in flight (with member_status, also "
+      "terminal ones whose members were in flight), tagged pending again.")
       .def_ro("keys", &ReissuedPrompts::keys, "The prompt keys re-issued, in arrival order.")
       .def_ro("cleared_trajectories", &ReissuedPrompts::cleared_trajectories,
               "How many of their trajectory keys were cleared.");

@@ -2,6 +2,8 @@
 // or released) and giving back what expired ones held; and the end of kept
 // replay passes' leases, told to watchers.
 #include <algorithm>
+#include <optional>
+#include <unordered_set>
 
 #include "core/controller_state.h"
 #include "seqflow/controller.h"
@@ -51,6 +53,17 @@ void Controller::State::expire_replay_passes() {
     change_logs.record(partition_id, *partition, ChangeKind::kTagged, slots, true);
     notify_changed(&partition_id);
   }
+}
+
+std::unordered_set<uint32_t> Controller::State::held_replay_slots(const core::PartitionState& partition) const {
+  std::unordered_set<uint32_t> slots;
+  if (const core::ReplayLeases::Held* prompts = replay_leases.held(partition.name())) {
+    for (const auto& [index, generation] : *prompts) {
+      const std::optional<uint32_t> slot = data.slot_of(partition, index);
+      if (slot && data.generation(index) == generation) slots.insert(*slot);
+    }
+  }
+  return slots;
 }
 
 }  // namespace seqflow

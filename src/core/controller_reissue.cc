@@ -38,6 +38,7 @@ ReissuedPrompts Controller::reissue_inflight_prompts(const std::string& partitio
   core::check_reissue_request(partition_id, global_steps);
   const Value pending{{"is_prompt", true}, {"status", "pending"}, {"global_steps", global_steps}};
   std::lock_guard lock(state_->mutex);
+  state_->expire_replay_passes();
   PartitionState* partition = state_->data.find(partition_id);
   ReissuedPrompts reissued;
   if (partition == nullptr) return reissued;
@@ -67,7 +68,10 @@ ReissuedPrompts Controller::reissue_inflight_prompts(const std::string& partitio
     if (member == core::MemberStatus::kInFlight) members_in_flight.insert(core::uid_of(*key));
     if (member == core::MemberStatus::kUnknown) unknown_members[core::uid_of(*key)].push_back(*key);
   }
-  // A terminal prompt is re-issued when a member of its group is still in flight.
+  // A terminal prompt is re-issued when a member of its group is still in
+  // flight, unless a kept pass holds it (selected: its trainer has the group).
+  const std::unordered_set<uint32_t> held =
+      member_status ? state_->held_replay_slots(*partition) : std::unordered_set<uint32_t>{};
   std::vector<uint32_t> prompt_slots;
   std::vector<std::string> unknown;
   for (const auto& [slot, own] : prompt_candidates) {
@@ -76,7 +80,7 @@ ReissuedPrompts Controller::reissue_inflight_prompts(const std::string& partitio
       if (const auto found = unknown_members.find(uid); found != unknown_members.end()) {
         unknown.insert(unknown.end(), found->second.begin(), found->second.end());
       }
-      if (!members_in_flight.count(uid)) continue;
+      if (!members_in_flight.count(uid) || held.count(slot) > 0) continue;
     }
     prompt_slots.push_back(slot);
   }

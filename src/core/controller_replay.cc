@@ -93,20 +93,6 @@ std::vector<core::ReplayLeases::Prompt> held_prompts(const core::ControlData& da
   return held;
 }
 
-// The slots of the prompts the partition's kept passes hold (those not
-// cleared meanwhile, nor their index reused).
-std::unordered_set<uint32_t> held_slots(const core::ControlData& data, const PartitionState& partition,
-                                        const core::ReplayLeases& kept_passes) {
-  std::unordered_set<uint32_t> slots;
-  if (const core::ReplayLeases::Held* prompts = kept_passes.held(partition.name())) {
-    for (const auto& [index, generation] : *prompts) {
-      const std::optional<uint32_t> slot = data.slot_of(partition, index);
-      if (slot && data.generation(index) == generation) slots.insert(*slot);
-    }
-  }
-  return slots;
-}
-
 // A pass sent again under a kept pass's id: the kept answer, for the same pass only.
 ReplayPass answer_again(const core::ReplayLeases::Kept& kept, const ReplayRequest& request) {
   if (kept.restored && !kept.acknowledged) {
@@ -143,7 +129,7 @@ ReplayPass Controller::replay_pass(const ReplayRequest& request) {
   }
   PartitionState* partition = state_->data.find(request.partition_id);
   ReplayGroups groups = partition != nullptr ? state_->replay_indexes[request.partition_id].groups(
-                                                   *partition, held_slots(state_->data, *partition, kept_passes))
+                                                   *partition, state_->held_replay_slots(*partition))
                                              : ReplayGroups{};
   if (partition != nullptr && options.member_status) groups.apply_member_status(*partition);
   core::GroupFilterAnswer filter;

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -60,6 +61,9 @@ struct Controller::State {
   // prompts are logged as tagged (their tags unchanged) for watchers, who
   // learn that those groups are sampleable again, and the waiters told.
   void expire_replay_passes();
+  // Under `mutex`: the slots of the prompts the partition's kept passes hold
+  // (those not cleared meanwhile, nor their index reused).
+  std::unordered_set<uint32_t> held_replay_slots(const core::PartitionState& partition) const;
 
   // Under `mutex`: wakes blocked fetches and tells the listener, for one
   // partition or (null) any.

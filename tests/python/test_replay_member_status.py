@@ -75,6 +75,7 @@ def test_verls_drop_in_takes_member_status_and_serves_the_group_once_its_members
     client.kv_put(keys[1], "train", tag={"reward": 1.0, "status": "finished"})
     batch, metrics = buffer.sample(1, "train", 1)
     # seqflow's own metric: the aborted member, released with its served group
-    assert (batch.keys, metrics) == (keys[:2], {"training/rollout_failure/left_out_trajectories": 1.0})
+    assert (batch.keys, metrics) == (keys[:2], {"training/rollout_failure/left_out_trajectories": 1})
+    assert type(metrics["training/rollout_failure/left_out_trajectories"]) is int  # a count, as verl's are
     with pytest.raises(TypeError, match="member_status"):
         ReplayBufferAsync("async", {}, None, "drop", {}, client=client, member_status=1)

@@ -269,7 +269,7 @@ class ReplayBuffer:
     @staticmethod
     def _metrics(partition_id: str, cursor: Any) -> dict:
         prefix = "training" if partition_id == "train" else "validation"
-        metrics: dict[str, Any] = {name: int(value) if name.endswith("_samples") else value
+        metrics: dict[str, Any] = {name: int(value) if name.endswith(("_samples", "_trajectories")) else value
                                    for name, value in cursor.metrics(prefix)}
         if cursor.filtered_values:
             metrics[DAPO_FILTERED_REWARD_COUNTS_KEY] = dict(cursor.filtered_values)

@@ -16,6 +16,11 @@ step) goes to ``trainer.agent_loop_manager.generate_sequences``. verl lists
 every key of the partition to find them; here the controller finds, re-tags
 and clears them in one call (``Client.reissue_inflight_prompts``), under its
 lock, so nothing in between sees half of it.
+
+A ReplayBuffer made with ``member_status=True`` resumes with
+``reissue_inflight_prompts(trainer, member_status=True)``: a finished prompt
+whose members were still generating is re-issued too (verl's layout would
+leave its group in flight forever).
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -167,6 +168,35 @@ TEST(ReplayReissue, WithMemberStatusAnUnknownMemberStatusIsRefusedByKeyChangingN
   EXPECT_TRUE(
       throws_invalid([&] { controller.reissue_inflight_prompts("train", 9, true); }, {"member_status", "'done_2_0'"}));
   EXPECT_EQ(listed_tags(controller), before);
+}
+
+TEST(ReplayReissue, WithMemberStatusAPromptAKeptPassHoldsIsNotReissued) {
+  Controller controller;
+  put(controller, "a", prompt_tag("finished", 1));
+  put(controller, "a_0_0", Value{{"status", "finished"}});
+  ReplayRequest kept;
+  kept.partition_id = "train";
+  kept.global_steps = 1;
+  kept.batch_size = 1;
+  kept.options.member_status = true;
+  kept.pass_id = 7;
+  kept.lease_ms = 60000;
+  ASSERT_EQ(controller.replay_pass(kept).keys, std::vector<std::string>{"a_0_0"});  // the trainer has the group
+  put(controller, "a_1_0", Value{{"status", "running"}});                           // a member added late
+
+  EXPECT_TRUE(controller.reissue_inflight_prompts("train", 2, true).keys.empty());
+  EXPECT_EQ(test::listed_keys(controller, "train"), (std::set<std::string>{"a", "a_0_0", "a_1_0"}));
+  EXPECT_TRUE(controller.ack_replay_pass("train", 7).acknowledged);
+  EXPECT_EQ(test::listed_keys(controller, "train"), (std::set<std::string>{"a_0_0", "a_1_0"}));
+}
+
+TEST(ReplayReissue, WithMemberStatusAnUnknownStatusInAGroupInFlightIsClearedWithIt) {
+  Controller controller;
+  put(controller, "late", prompt_tag("running", 1));
+  put(controller, "late_0_0", Value{{"status", "paused"}});
+  const ReissuedPrompts reissued = controller.reissue_inflight_prompts("train", 2, true);
+  EXPECT_EQ(reissued.keys, std::vector<std::string>{"late"});
+  EXPECT_EQ(reissued.cleared_trajectories, 1);
 }
 
 TEST(ReplayReissue, BadArgumentsAreRefusedByName) {
