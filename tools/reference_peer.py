@@ -17,6 +17,7 @@ Both live under $SEQFLOW_REFERENCE_CACHE (default ~/.cache/seqflow-reference).
 from __future__ import annotations
 
 import ast
+import contextlib
 import fcntl
 import glob
 import os
@@ -56,12 +57,15 @@ def wheel_path() -> str:
     wheels = sorted(glob.glob(pattern))
     if wheels:
         return wheels[-1]
-    os.makedirs(CACHE_DIR, exist_ok=True)
-    done = subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-         "-d", CACHE_DIR, f"transferqueue=={VERSION}"],
-        capture_output=True, text=True, timeout=DOWNLOAD_TIMEOUT,
-    )
+    with _cache_lock("download"):  # another process may be downloading: wait for it
+        wheels = sorted(glob.glob(pattern))
+        if wheels:
+            return wheels[-1]
+        done = subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+             "-d", CACHE_DIR, f"transferqueue=={VERSION}"],
+            capture_output=True, text=True, timeout=DOWNLOAD_TIMEOUT,
+        )
     wheels = sorted(glob.glob(pattern))
     if done.returncode != 0 or not wheels:
         raise ReferenceUnavailable(f"pip download transferqueue=={VERSION} failed: {done.stderr.strip()[-400:]}")
@@ -93,12 +97,19 @@ def transferqueue_python() -> str:
     python = os.path.join(VENV_DIR, "bin", "python")
     if _venv_marked_complete():
         return python
-    os.makedirs(CACHE_DIR, exist_ok=True)
-    with open(os.path.join(CACHE_DIR, "tq-venv.lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be installing: wait for it
+    with _cache_lock("tq-venv"):  # another process may be installing: wait for it
         if not _venv_marked_complete():
             _make_venv(python)
     return python
+
+
+@contextlib.contextmanager
+def _cache_lock(name: str):
+    """An exclusive lock on CACHE_DIR/<name>.lock, held across processes until the block ends."""
+    os.makedirs(CACHE_DIR, exist_ok=True)
+    with open(os.path.join(CACHE_DIR, f"{name}.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def _venv_marked_complete() -> bool:
