@@ -165,13 +165,14 @@ ReplayPass Controller::replay_pass(const ReplayRequest& request) {
   const bool keep = request.pass_id != 0;
   const std::vector<uint32_t> slots = slots_to_release(groups, plan, keep, options.member_status);
   const bool changes = !slots.empty() || !plan.selected.empty();
-  core::ReplayLeases::Kept kept;
+  std::optional<core::ReplayLeases::Staged> staged;  // before anything changes: a pass is kept whole or not at all
   if (keep && changes) {
-    kept_passes.check_room();  // before anything changes
-    kept = {request.step, request.global_steps, request.batch_size, pass, {}, {}, false, false};
+    kept_passes.check_room();
+    core::ReplayLeases::Kept kept{request.step, request.global_steps, request.batch_size, pass, {}, {}, false, false};
     kept.answer.kept = true;
     if (!plan.selected.empty()) kept.held = held_prompts(state_->data, *partition, groups, plan.selected);
     kept.expiry = core::ReplayLeases::Clock::now() + std::chrono::milliseconds(request.lease_ms);
+    staged = kept_passes.stage(request.partition_id, request.pass_id, std::move(kept));
   }
   if (!slots.empty()) {
     auto cleared = state_->change_logs.describe(request.partition_id, *partition, ChangeKind::kCleared, slots, false,
@@ -186,8 +187,8 @@ ReplayPass Controller::replay_pass(const ReplayRequest& request) {
     state_->leases.forget_samples(request.partition_id, pass.released);
     state_->notify_changed(&request.partition_id);
   }
-  if (keep && changes) {
-    kept_passes.keep(request.partition_id, request.pass_id, std::move(kept));
+  if (staged) {
+    kept_passes.keep(std::move(*staged));
     pass.kept = true;
   }
   const bool idle =

@@ -24,25 +24,50 @@ void ReplayLeases::check_room() const {
   }
 }
 
-void ReplayLeases::keep(const std::string& partition_id, uint64_t pass_id, Kept kept) {
-  if (!kept.held.empty()) {
-    Held& held = held_[partition_id];
-    for (const Prompt& prompt : kept.held) held[prompt.global_index] = prompt.generation;
-  }
+ReplayLeases::Staged ReplayLeases::stage(const std::string& partition_id, uint64_t pass_id, Kept kept) {
   Id id{partition_id, pass_id};
-  if (const auto old = kept_.find(id); old != kept_.end()) by_expiry_.erase({old->second.expiry, id});
-  const auto expiry = by_expiry_.emplace(kept.expiry, id).first;
-  try {
-    kept_.insert_or_assign(std::move(id), std::move(kept));
-  } catch (...) {
-    by_expiry_.erase(expiry);
-    throw;
+  if (kept_.count(id) != 0) {
+    throw Error(ErrorCode::kInternal, "replay pass " + std::to_string(pass_id) + " of partition '" + partition_id +
+                                          "' is kept already: it is answered again, not kept twice");
   }
+  // Each node is made in a map of its own and taken out of it, to be linked
+  // into the leases' maps without allocating.
+  Staged staged;
+  Held held;
+  held.reserve(kept.held.size());
+  for (const Prompt& prompt : kept.held) held.insert_or_assign(prompt.global_index, prompt.generation);
+  if (!held.empty()) {
+    if (const auto found = held_.find(partition_id); found != held_.end()) {
+      found->second.reserve(found->second.size() + held.size());  // capacity only: no prompt held yet
+      staged.more_held_ = std::move(held);
+    } else {
+      HeldByPartition node;
+      staged.new_held_ = node.extract(node.emplace(partition_id, std::move(held)).first);
+    }
+  }
+  ExpiryIndex expiry;
+  staged.expiry_ = expiry.extract(expiry.emplace(kept.expiry, id).first);
+  KeptPasses pass;
+  staged.pass_ = pass.extract(pass.emplace(std::move(id), std::move(kept)).first);
+  return staged;
+}
+
+void ReplayLeases::keep(Staged staged) noexcept {
+  if (staged.new_held_) {
+    held_.insert(std::move(staged.new_held_));
+  } else if (!staged.more_held_.empty()) {
+    Held& held = held_.find(staged.pass_.key().first)->second;
+    held.merge(staged.more_held_);  // within the reserved room: no rehash
+    for (const auto& [index, generation] : staged.more_held_) held.find(index)->second = generation;  // held before
+  }
+  by_expiry_.insert(std::move(staged.expiry_));
+  kept_.insert(std::move(staged.pass_));
 }
 
 void ReplayLeases::restore(const std::string& partition_id, uint64_t pass_id, Kept kept) {
-  if (kept.acknowledged) ++acknowledged_;
-  keep(partition_id, pass_id, std::move(kept));
+  const bool acknowledged = kept.acknowledged;
+  keep(stage(partition_id, pass_id, std::move(kept)));
+  if (acknowledged) ++acknowledged_;
 }
 
 const ReplayLeases::Held* ReplayLeases::held(const std::string& partition_id) const {

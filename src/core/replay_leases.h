@@ -53,13 +53,31 @@ class ReplayLeases {
   // Per partition: held prompts, index -> generation.
   using Held = std::unordered_map<int64_t, uint64_t>;
 
+  using Id = KeptPasses::key_type;  // partition, pass id
+  using ExpiryIndex = std::set<std::pair<Clock::time_point, Id>>;
+  using HeldByPartition = std::map<std::string, Held>;
+
+  // A pass ready to be kept: what keeping it allocates is allocated, so that
+  // a caller stages it before changing anything else and keeps it after.
+  class Staged {
+    friend class ReplayLeases;
+    KeptPasses::node_type pass_;
+    ExpiryIndex::node_type expiry_;
+    HeldByPartition::node_type new_held_;  // the prompts of a partition that holds none yet
+    Held more_held_;                       // else, for the partition's held prompts (room reserved)
+  };
+
   // The pass kept under the id in the partition, or null.
   const Kept* find(const std::string& partition_id, uint64_t pass_id) const;
   // Throws kInvalidArgument when kMaxKeptReplayPasses passes are kept
   // unacknowledged, or kMaxAcknowledgedReplayPasses acknowledged.
   void check_room() const;
-  // Keeps the pass (check_room first) and holds its prompts.
-  void keep(const std::string& partition_id, uint64_t pass_id, Kept kept);
+  // Stages a pass under an id no pass is kept under (the caller checks
+  // check_room first); nothing is kept until keep(). Nothing else may change
+  // these leases between the two.
+  Staged stage(const std::string& partition_id, uint64_t pass_id, Kept kept);
+  // Keeps the staged pass and holds its prompts; allocates nothing.
+  void keep(Staged staged) noexcept;
   // The partition's held prompts; null when none is.
   const Held* held(const std::string& partition_id) const;
   // Marks the pass acknowledged and returns the prompts it held (empty when
@@ -79,12 +97,11 @@ class ReplayLeases {
  private:
   void release(const std::string& partition_id, const std::vector<Prompt>& prompts);
 
-  using Id = KeptPasses::key_type;  // partition, pass id
   KeptPasses kept_;
   // kept_ by lease end, so that expiring costs the ended passes, not the kept ones.
-  std::set<std::pair<Clock::time_point, Id>> by_expiry_;
+  ExpiryIndex by_expiry_;
   size_t acknowledged_ = 0;  // of kept_
-  std::map<std::string, Held> held_;
+  HeldByPartition held_;
 };
 
 }  // namespace seqflow::core

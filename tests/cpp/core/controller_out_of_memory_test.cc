@@ -14,6 +14,7 @@
 #include "controller_test_support.h"
 #include "failing_allocations.h"
 #include "seqflow/controller.h"
+#include "seqflow/replay.h"
 #include "seqflow/sampler.h"
 
 namespace seqflow {
@@ -45,24 +46,34 @@ Filled fill(Controller& controller) {
   return {keyed, controller.insert("p", 2), write_version};
 }
 
-// Runs `call` on a filled controller with its n-th allocation failing, for
-// n = 1, 2, ... until it allocates fewer times than n; every call that
-// raised must have left the state as it was (one may also survive a failed
-// allocation: amortized_reserve falls back to the exact size). Returns the
-// number of calls that raised.
-size_t fail_each_allocation(const std::function<void(Controller&, const Filled&)>& call) {
+// Runs `call` on a controller `setup` prepared, with its n-th allocation
+// failing, for n = 1, 2, ... until it allocates fewer times than n; every
+// call that raised must have left the state as it was (one may also survive
+// a failed allocation: amortized_reserve falls back to the exact size), and
+// `after` then runs on it. Returns the number of calls that raised.
+size_t fail_each_allocation_of(
+    const std::function<void(Controller&)>& setup, const std::function<void(Controller&)>& call,
+    const std::function<void(Controller&)>& after = [](Controller&) {}) {
   size_t raised = 0;
   for (size_t nth = 1;; ++nth) {
     Controller controller;
-    const Filled filled = fill(controller);
+    setup(controller);
     const std::string before = snapshot(controller);
-    const auto attempt = test::with_nth_allocation_failing(nth, [&] { call(controller, filled); });
+    const auto attempt = test::with_nth_allocation_failing(nth, [&] { call(controller); });
     if (!attempt.fired) return raised;
     if (!attempt.raised) continue;
     ++raised;
     EXPECT_EQ(snapshot(controller), before) << "allocation " << nth << " failed and left a change";
+    after(controller);
     if (::testing::Test::HasFailure()) return raised;
   }
+}
+
+// fail_each_allocation_of on the controller fill() prepares.
+size_t fail_each_allocation(const std::function<void(Controller&, const Filled&)>& call) {
+  Filled filled;
+  return fail_each_allocation_of([&](Controller& controller) { filled = fill(controller); },
+                                 [&](Controller& controller) { call(controller, filled); });
 }
 
 TEST(ControllerOutOfMemory, KvResolveOfKnownAndNewKeysChangesNothing) {
@@ -226,6 +237,42 @@ TEST(ControllerOutOfMemory, ClearsChangeNothing) {
             }),
             0u);
   EXPECT_GT(fail_each_allocation([](Controller& controller, const Filled&) { controller.clear_partition("p"); }), 0u);
+}
+
+// A kept replay pass that fails keeps nothing and changes nothing (the stale
+// group not evicted), so that its retry, under the same pass id, is a whole
+// pass, and the next pass selects the other groups whole.
+TEST(ControllerOutOfMemory, AKeptReplayPassChangesNothing) {
+  const auto three_groups = [](Controller& controller) {
+    for (const auto& [uid, step] : {std::pair{"stale", 1}, std::pair{"a", 2}, std::pair{"b", 3}}) {
+      const std::string prompt = uid;
+      controller.kv_resolve(
+          "train", std::vector<std::string>{prompt, prompt + "_0_0", prompt + "_1_0"},
+          std::vector<Value>{Value{{"is_prompt", true}, {"status", "finished"}, {"global_steps", step}},
+                             Value{{"reward", 0.0}}, Value{{"reward", 1.0}}});
+    }
+  };
+  ReplayRequest request;
+  request.partition_id = "train";
+  request.global_steps = 3;
+  request.batch_size = 2;
+  request.pass_id = 7;
+  request.lease_ms = 60000;
+  request.options.max_off_policy_threshold = 2;  // "stale" spans 3 steps
+  const size_t raised = fail_each_allocation_of(
+      three_groups, [&](Controller& controller) { controller.replay_pass(request); },
+      [&](Controller& controller) {
+        const ReplayPass retry = controller.replay_pass(request);
+        EXPECT_TRUE(retry.kept);
+        EXPECT_EQ(retry.cursor.evictions.stale, 1);
+        EXPECT_EQ(retry.refill, 1);  // async: an evicting pass asks for a prompt in its place
+        ReplayRequest next = request;
+        next.pass_id = 8;
+        const ReplayPass selecting = controller.replay_pass(next);
+        EXPECT_EQ(selecting.selected_uids, (std::vector<std::string>{"a", "b"}));
+        EXPECT_EQ(selecting.keys.size(), 4u) << "the trajectories of both groups";
+      });
+  EXPECT_GT(raised, 10u) << "the pass allocates more than that: the sweep did not reach it";
 }
 
 }  // namespace

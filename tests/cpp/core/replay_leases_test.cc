@@ -166,9 +166,9 @@ TEST(ReplayLeases, PassesEndByTheirLeasesAcknowledgedOrNot) {
     made.held = {{held_index, 1}};
     return made;
   };
-  leases.keep("p", 1, kept(std::chrono::minutes(30), 10));  // acknowledged below: ends at 10 min
-  leases.keep("p", 2, kept(std::chrono::minutes(5), 20));
-  leases.keep("p", 3, kept(std::chrono::minutes(20), 30));
+  leases.keep(leases.stage("p", 1, kept(std::chrono::minutes(30), 10)));  // acknowledged below: ends at 10 min
+  leases.keep(leases.stage("p", 2, kept(std::chrono::minutes(5), 20)));
+  leases.keep(leases.stage("p", 3, kept(std::chrono::minutes(20), 30)));
   ASSERT_TRUE(leases.acknowledge("p", 1).has_value());
   leases.expire(now + std::chrono::minutes(6));
   EXPECT_EQ(leases.find("p", 2), nullptr);
@@ -180,6 +180,36 @@ TEST(ReplayLeases, PassesEndByTheirLeasesAcknowledgedOrNot) {
   EXPECT_NE(leases.find("p", 3), nullptr);
   leases.expire(now + std::chrono::minutes(21));
   EXPECT_EQ(leases.find("p", 3), nullptr);
+}
+
+// A staged pass is nothing until kept: dropped, it leaves no pass and no held
+// prompt; kept, it holds its prompts beside those held before (a prompt held
+// again takes the newer generation); an id kept already is not staged again.
+TEST(ReplayLeases, AStagedPassIsKeptWholeOrNotAtAll) {
+  using Clock = core::ReplayLeases::Clock;
+  core::ReplayLeases leases;
+  auto kept = [](std::vector<core::ReplayLeases::Prompt> held) {
+    core::ReplayLeases::Kept made;
+    made.expiry = Clock::now() + std::chrono::minutes(1);
+    made.held = std::move(held);
+    return made;
+  };
+  { const core::ReplayLeases::Staged dropped = leases.stage("p", 1, kept({{10, 1}})); }
+  EXPECT_EQ(leases.find("p", 1), nullptr);
+  EXPECT_EQ(leases.held("p"), nullptr);
+  EXPECT_FALSE(leases.next_expiry().has_value());
+
+  leases.keep(leases.stage("p", 1, kept({{10, 1}, {11, 1}})));
+  core::ReplayLeases::Staged second = leases.stage("p", 2, kept({{11, 2}, {12, 1}}));
+  EXPECT_EQ(leases.find("p", 2), nullptr);
+  EXPECT_EQ(leases.held("p")->size(), 2u);
+  leases.keep(std::move(second));
+  ASSERT_NE(leases.find("p", 2), nullptr);
+  EXPECT_EQ(*leases.held("p"), (core::ReplayLeases::Held{{10, 1}, {11, 2}, {12, 1}}));
+  EXPECT_TRUE(test::throws_code([&] { leases.stage("p", 2, kept({})); }, ErrorCode::kInternal,
+                                {"replay pass 2", "kept already"}));
+  leases.expire(Clock::now() + std::chrono::minutes(2));
+  EXPECT_EQ(leases.held("p"), nullptr);
 }
 
 TEST(ReplayLeases, KeptPassesAreBoundedAndAHeldPromptClearedMeanwhileIsSkipped) {
