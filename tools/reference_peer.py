@@ -24,6 +24,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import zipfile
 
 VERSION = "0.1.11"
@@ -61,11 +62,16 @@ def wheel_path() -> str:
         wheels = sorted(glob.glob(pattern))
         if wheels:
             return wheels[-1]
-        done = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-             "-d", CACHE_DIR, f"transferqueue=={VERSION}"],
-            capture_output=True, text=True, timeout=DOWNLOAD_TIMEOUT,
-        )
+        # Downloaded beside the cache and moved in whole: a reader that globs
+        # without the lock never opens a half-written wheel.
+        with tempfile.TemporaryDirectory(dir=CACHE_DIR) as staging:
+            done = subprocess.run(
+                [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+                 "-d", staging, f"transferqueue=={VERSION}"],
+                capture_output=True, text=True, timeout=DOWNLOAD_TIMEOUT,
+            )
+            for wheel in glob.glob(os.path.join(staging, f"transferqueue-{VERSION}-*.whl")):
+                os.replace(wheel, os.path.join(CACHE_DIR, os.path.basename(wheel)))
     wheels = sorted(glob.glob(pattern))
     if done.returncode != 0 or not wheels:
         raise ReferenceUnavailable(f"pip download transferqueue=={VERSION} failed: {done.stderr.strip()[-400:]}")

@@ -1,6 +1,7 @@
 #include "core/replay_leases.h"
 
 #include <algorithm>
+#include <cassert>
 
 #include "seqflow/error.h"
 
@@ -54,9 +55,12 @@ ReplayLeases::Staged ReplayLeases::stage(const std::string& partition_id, uint64
 
 void ReplayLeases::keep(Staged staged) noexcept {
   if (staged.new_held_) {
-    held_.insert(std::move(staged.new_held_));
+    [[maybe_unused]] const bool inserted = held_.insert(std::move(staged.new_held_)).inserted;
+    assert(inserted && "the partition held no prompt when the pass was staged");
   } else if (!staged.more_held_.empty()) {
-    Held& held = held_.find(staged.pass_.key().first)->second;
+    const auto found = held_.find(staged.pass_.key().first);
+    assert(found != held_.end() && "the partition held prompts when the pass was staged");
+    Held& held = found->second;
     held.merge(staged.more_held_);  // within the reserved room: no rehash
     for (const auto& [index, generation] : staged.more_held_) held.find(index)->second = generation;  // held before
   }

@@ -22,7 +22,7 @@ import pytest
 import seqflow
 from netns_harness import HostsApart, NamespacesUnavailable, host_address
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = [pytest.mark.timeout(90), pytest.mark.alone]
 
 ROWS, WIDTH = 64, 16384  # int32 rows of 64 KiB: 4 MiB a put, 2 MiB for each of two units
 PAYLOAD_BYTES = ROWS * WIDTH * 4

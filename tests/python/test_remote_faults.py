@@ -23,6 +23,8 @@ from remote_cluster import process_cluster  # noqa: F401 (fixture)
 from required import require
 from support import wait_until
 
+pytestmark = pytest.mark.alone  # deadlines on wall-clock time: no other test file runs meanwhile
+
 # Short, so that a dead peer shows quickly; every failing call must return
 # within its timeout plus this margin (2 shared cores, other tests running).
 CALL_TIMEOUT = 2.0

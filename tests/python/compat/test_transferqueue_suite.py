@@ -22,6 +22,8 @@ import pytest
 import transferqueue_suite as suite
 from transferqueue_suite import Comparison, Outcome, Scope, SideResult
 
+pytestmark = pytest.mark.alone  # deadlines on wall-clock time: no other test file runs meanwhile
+
 
 def test_transferqueue_tests_that_pass_on_transferqueue_pass_on_seqflow(capsys):
     scope = Scope.load()
