@@ -203,22 +203,30 @@ ReplayAck Controller::ack_replay_pass(const std::string& partition_id, uint64_t 
   std::lock_guard lock(state_->mutex);
   core::ReplayLeases& kept_passes = state_->replay_leases;
   state_->expire_replay_passes();
-  const std::optional<std::vector<core::ReplayLeases::Prompt>> held = kept_passes.acknowledge(partition_id, pass_id);
+  const core::ReplayLeases::Kept* kept = kept_passes.find(partition_id, pass_id);
   ReplayAck ack;
-  if (!held) return ack;  // its lease ended first: its groups went back
+  if (kept == nullptr) return ack;  // its lease ended first: its groups went back
   ack.acknowledged = true;
+  // The held prompts are cleared before the pass is acknowledged, which
+  // allocates nothing: a clear that fails leaves the pass held, for the
+  // acknowledgement sent again, and no prompt sampleable twice.
   PartitionState* partition = state_->data.find(partition_id);
-  if (partition == nullptr || held->empty()) return ack;
   std::vector<uint32_t> slots;
-  for (const core::ReplayLeases::Prompt& prompt : *held) {
-    // Skipped when cleared meanwhile (and its index perhaps reused).
-    const auto slot = state_->data.slot_of(*partition, prompt.global_index);
-    if (slot && state_->data.generation(prompt.global_index) == prompt.generation) slots.push_back(*slot);
+  if (partition != nullptr) {
+    for (const core::ReplayLeases::Prompt& prompt : kept->held) {
+      // Skipped when cleared meanwhile (and its index perhaps reused).
+      const auto slot = state_->data.slot_of(*partition, prompt.global_index);
+      if (slot && state_->data.generation(prompt.global_index) == prompt.generation) slots.push_back(*slot);
+    }
   }
-  if (slots.empty()) return ack;
+  if (slots.empty()) {
+    kept_passes.acknowledge(partition_id, pass_id);
+    return ack;
+  }
   auto cleared = state_->change_logs.describe(partition_id, *partition, ChangeKind::kCleared, slots, false,
                                               core::ChangeLogs::Clock::now());
   ack.released = state_->data.remove_samples(*partition, std::move(slots));
+  kept_passes.acknowledge(partition_id, pass_id);
   state_->change_logs.append(partition_id, std::move(cleared));
   state_->leases.forget_samples(partition_id, ack.released);
   state_->notify_changed(&partition_id);

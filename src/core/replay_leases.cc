@@ -79,13 +79,12 @@ const ReplayLeases::Held* ReplayLeases::held(const std::string& partition_id) co
   return found == held_.end() ? nullptr : &found->second;
 }
 
-std::optional<std::vector<ReplayLeases::Prompt>> ReplayLeases::acknowledge(const std::string& partition_id,
-                                                                           uint64_t pass_id) {
+bool ReplayLeases::acknowledge(const std::string& partition_id, uint64_t pass_id) noexcept {
   const auto found = kept_.find({partition_id, pass_id});
-  if (found == kept_.end()) return std::nullopt;
+  if (found == kept_.end()) return false;
   Kept& kept = found->second;
-  if (kept.acknowledged) return std::vector<Prompt>{};
-  std::vector<Prompt> prompts = std::move(kept.held);
+  if (kept.acknowledged) return true;
+  const std::vector<Prompt> prompts = std::move(kept.held);
   kept.held.clear();
   kept.answer = {};  // only the acknowledgement is kept, until the lease ends, for an acknowledgement sent again
   kept.acknowledged = true;
@@ -95,7 +94,7 @@ std::optional<std::vector<ReplayLeases::Prompt>> ReplayLeases::acknowledge(const
   by_expiry_.insert(std::move(expiry));
   ++acknowledged_;
   release(partition_id, prompts);
-  return prompts;
+  return true;
 }
 
 std::vector<std::pair<std::string, std::vector<ReplayLeases::Prompt>>> ReplayLeases::expire(Clock::time_point now) {

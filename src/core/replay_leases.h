@@ -80,9 +80,10 @@ class ReplayLeases {
   void keep(Staged staged) noexcept;
   // The partition's held prompts; null when none is.
   const Held* held(const std::string& partition_id) const;
-  // Marks the pass acknowledged and returns the prompts it held (empty when
-  // acknowledged before); nullopt when no pass is kept under the id.
-  std::optional<std::vector<Prompt>> acknowledge(const std::string& partition_id, uint64_t pass_id);
+  // Marks the pass acknowledged and releases the prompts it held (none when
+  // acknowledged before); false when no pass is kept under the id.
+  // Allocates nothing.
+  bool acknowledge(const std::string& partition_id, uint64_t pass_id) noexcept;
   // Ends the passes whose lease ended by `now`; what they held is sampleable
   // again, and returned per partition.
   std::vector<std::pair<std::string, std::vector<Prompt>>> expire(Clock::time_point now);

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <functional>
 #include <new>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -48,22 +49,23 @@ Filled fill(Controller& controller) {
 
 // Runs `call` on a controller `setup` prepared, with its n-th allocation
 // failing, for n = 1, 2, ... until it allocates fewer times than n; every
-// call that raised must have left the state as it was (one may also survive
-// a failed allocation: amortized_reserve falls back to the exact size), and
-// `after` then runs on it. Returns the number of calls that raised.
+// call that raised must have left the `state` as it was (one may also
+// survive a failed allocation: amortized_reserve falls back to the exact
+// size), and `after` then runs on it. Returns the number of calls that raised.
 size_t fail_each_allocation_of(
     const std::function<void(Controller&)>& setup, const std::function<void(Controller&)>& call,
-    const std::function<void(Controller&)>& after = [](Controller&) {}) {
+    const std::function<void(Controller&)>& after = [](Controller&) {},
+    const std::function<std::string(const Controller&)>& state = snapshot) {
   size_t raised = 0;
   for (size_t nth = 1;; ++nth) {
     Controller controller;
     setup(controller);
-    const std::string before = snapshot(controller);
+    const std::string before = state(controller);
     const auto attempt = test::with_nth_allocation_failing(nth, [&] { call(controller); });
     if (!attempt.fired) return raised;
     if (!attempt.raised) continue;
     ++raised;
-    EXPECT_EQ(snapshot(controller), before) << "allocation " << nth << " failed and left a change";
+    EXPECT_EQ(state(controller), before) << "allocation " << nth << " failed and left a change";
     after(controller);
     if (::testing::Test::HasFailure()) return raised;
   }
@@ -239,40 +241,76 @@ TEST(ControllerOutOfMemory, ClearsChangeNothing) {
   EXPECT_GT(fail_each_allocation([](Controller& controller, const Filled&) { controller.clear_partition("p"); }), 0u);
 }
 
-// A kept replay pass that fails keeps nothing and changes nothing (the stale
-// group not evicted), so that its retry, under the same pass id, is a whole
-// pass, and the next pass selects the other groups whole.
-TEST(ControllerOutOfMemory, AKeptReplayPassChangesNothing) {
-  const auto three_groups = [](Controller& controller) {
-    for (const auto& [uid, step] : {std::pair{"stale", 1}, std::pair{"a", 2}, std::pair{"b", 3}}) {
-      const std::string prompt = uid;
-      controller.kv_resolve(
-          "train", std::vector<std::string>{prompt, prompt + "_0_0", prompt + "_1_0"},
-          std::vector<Value>{Value{{"is_prompt", true}, {"status", "finished"}, {"global_steps", step}},
-                             Value{{"reward", 0.0}}, Value{{"reward", 1.0}}});
-    }
-  };
+// Finished groups of partition "train" in verl's layout, by uid and step:
+// a prompt key and two trajectories each.
+void finished_groups(Controller& controller, const std::vector<std::pair<std::string, int64_t>>& groups) {
+  for (const auto& [uid, step] : groups) {
+    controller.kv_resolve("train", std::vector<std::string>{uid, uid + "_0_0", uid + "_1_0"},
+                          std::vector<Value>{Value{{"is_prompt", true}, {"status", "finished"}, {"global_steps", step}},
+                                             Value{{"reward", 0.0}}, Value{{"reward", 1.0}}});
+  }
+}
+
+ReplayRequest kept_replay_pass(uint64_t pass_id) {
   ReplayRequest request;
   request.partition_id = "train";
   request.global_steps = 3;
   request.batch_size = 2;
-  request.pass_id = 7;
+  request.pass_id = pass_id;
   request.lease_ms = 60000;
+  return request;
+}
+
+// A kept replay pass that fails keeps nothing and changes nothing (the stale
+// group not evicted), so that its retry, under the same pass id, is a whole
+// pass, and the next pass selects the other groups whole.
+TEST(ControllerOutOfMemory, AKeptReplayPassChangesNothing) {
+  ReplayRequest request = kept_replay_pass(7);
   request.options.max_off_policy_threshold = 2;  // "stale" spans 3 steps
   const size_t raised = fail_each_allocation_of(
-      three_groups, [&](Controller& controller) { controller.replay_pass(request); },
+      [](Controller& controller) {
+        finished_groups(controller, {{"stale", 1}, {"a", 2}, {"b", 3}});
+      },
+      [&](Controller& controller) { controller.replay_pass(request); },
       [&](Controller& controller) {
         const ReplayPass retry = controller.replay_pass(request);
         EXPECT_TRUE(retry.kept);
         EXPECT_EQ(retry.cursor.evictions.stale, 1);
         EXPECT_EQ(retry.refill, 1);  // async: an evicting pass asks for a prompt in its place
-        ReplayRequest next = request;
-        next.pass_id = 8;
-        const ReplayPass selecting = controller.replay_pass(next);
+        const ReplayPass selecting = controller.replay_pass(kept_replay_pass(8));
         EXPECT_EQ(selecting.selected_uids, (std::vector<std::string>{"a", "b"}));
         EXPECT_EQ(selecting.keys.size(), 4u) << "the trajectories of both groups";
       });
   EXPECT_GT(raised, 10u) << "the pass allocates more than that: the sweep did not reach it";
+}
+
+// An acknowledgement that fails acknowledges nothing: the pass still holds
+// its groups (none sampleable again), and the acknowledgement sent again
+// clears them. (The state compared is the keys: a snapshot holds the kept
+// pass's remaining lease, which time changes.)
+TEST(ControllerOutOfMemory, AFailedAcknowledgementLeavesThePassHeld) {
+  const size_t raised = fail_each_allocation_of(
+      [](Controller& controller) {
+        finished_groups(controller, {{"a", 2}, {"b", 3}});
+        ASSERT_EQ(controller.replay_pass(kept_replay_pass(7)).selected_uids.size(), 2u);
+      },
+      [](Controller& controller) { controller.ack_replay_pass("train", 7); },
+      [](Controller& controller) {
+        ReplayRequest count = kept_replay_pass(0);
+        count.step = ReplayStep::kCount;
+        count.lease_ms = 0;
+        EXPECT_EQ(controller.replay_pass(count).sampleable, 0) << "a held group came back";
+        const ReplayAck again = controller.ack_replay_pass("train", 7);
+        EXPECT_TRUE(again.acknowledged);
+        EXPECT_EQ(again.released.size(), 2u) << "the two prompt keys";
+        EXPECT_EQ(test::listed_keys(controller, "train"), (std::set<std::string>{"a_0_0", "a_1_0", "b_0_0", "b_1_0"}));
+      },
+      [](const Controller& controller) {
+        std::string keys;
+        for (const std::string& key : test::listed_keys(controller, "train")) keys += key + " ";
+        return keys;
+      });
+  EXPECT_GT(raised, 0u) << "the acknowledgement allocates: the sweep did not reach it";
 }
 
 }  // namespace
