@@ -203,7 +203,7 @@ ReplayAck Controller::ack_replay_pass(const std::string& partition_id, uint64_t 
   std::lock_guard lock(state_->mutex);
   core::ReplayLeases& kept_passes = state_->replay_leases;
   state_->expire_replay_passes();
-  const core::ReplayLeases::Kept* kept = kept_passes.find(partition_id, pass_id);
+  core::ReplayLeases::Kept* kept = kept_passes.find(partition_id, pass_id);
   ReplayAck ack;
   if (kept == nullptr) return ack;  // its lease ended first: its groups went back
   ack.acknowledged = true;
@@ -220,13 +220,13 @@ ReplayAck Controller::ack_replay_pass(const std::string& partition_id, uint64_t 
     }
   }
   if (slots.empty()) {
-    kept_passes.acknowledge(partition_id, pass_id);
+    kept_passes.acknowledge(*kept);
     return ack;
   }
   auto cleared = state_->change_logs.describe(partition_id, *partition, ChangeKind::kCleared, slots, false,
                                               core::ChangeLogs::Clock::now());
   ack.released = state_->data.remove_samples(*partition, std::move(slots));
-  kept_passes.acknowledge(partition_id, pass_id);
+  kept_passes.acknowledge(*kept);
   state_->change_logs.append(partition_id, std::move(cleared));
   state_->leases.forget_samples(partition_id, ack.released);
   state_->notify_changed(&partition_id);

@@ -12,6 +12,11 @@ const ReplayLeases::Kept* ReplayLeases::find(const std::string& partition_id, ui
   return found == kept_.end() ? nullptr : &found->second;
 }
 
+ReplayLeases::Kept* ReplayLeases::find(const std::string& partition_id, uint64_t pass_id) {
+  const auto found = kept_.find({partition_id, pass_id});
+  return found == kept_.end() ? nullptr : &found->second;
+}
+
 void ReplayLeases::check_room() const {
   const size_t unacknowledged = kept_.size() - acknowledged_;
   if (unacknowledged >= kMaxKeptReplayPasses) {
@@ -64,8 +69,8 @@ void ReplayLeases::keep(Staged staged) noexcept {
     held.merge(staged.more_held_);  // within the reserved room: no rehash
     for (const auto& [index, generation] : staged.more_held_) held.find(index)->second = generation;  // held before
   }
-  by_expiry_.insert(std::move(staged.expiry_));
-  kept_.insert(std::move(staged.pass_));
+  const auto expiry_entry = by_expiry_.insert(std::move(staged.expiry_)).position;
+  kept_.insert(std::move(staged.pass_)).position->second.expiry_entry = expiry_entry;
 }
 
 void ReplayLeases::restore(const std::string& partition_id, uint64_t pass_id, Kept kept) {
@@ -79,22 +84,18 @@ const ReplayLeases::Held* ReplayLeases::held(const std::string& partition_id) co
   return found == held_.end() ? nullptr : &found->second;
 }
 
-bool ReplayLeases::acknowledge(const std::string& partition_id, uint64_t pass_id) noexcept {
-  const auto found = kept_.find({partition_id, pass_id});
-  if (found == kept_.end()) return false;
-  Kept& kept = found->second;
-  if (kept.acknowledged) return true;
+void ReplayLeases::acknowledge(Kept& kept) noexcept {
+  if (kept.acknowledged) return;
   const std::vector<Prompt> prompts = std::move(kept.held);
   kept.held.clear();
   kept.answer = {};  // only the acknowledgement is kept, until the lease ends, for an acknowledgement sent again
   kept.acknowledged = true;
-  auto expiry = by_expiry_.extract({kept.expiry, found->first});  // moved, not allocated again
+  auto expiry = by_expiry_.extract(kept.expiry_entry);  // moved by its position: no key is built
   kept.expiry = std::min(kept.expiry, Clock::now() + kAcknowledgedReplayPassKept);
   expiry.value().first = kept.expiry;
-  by_expiry_.insert(std::move(expiry));
+  kept.expiry_entry = by_expiry_.insert(std::move(expiry)).position;
   ++acknowledged_;
-  release(partition_id, prompts);
-  return true;
+  release(kept.expiry_entry->second.first, prompts);
 }
 
 std::vector<std::pair<std::string, std::vector<ReplayLeases::Prompt>>> ReplayLeases::expire(Clock::time_point now) {

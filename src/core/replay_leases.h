@@ -38,6 +38,8 @@ class ReplayLeases {
     int64_t global_index = 0;
     uint64_t generation = 0;
   };
+  using Id = std::pair<std::string, uint64_t>;  // partition, pass id
+  using ExpiryIndex = std::set<std::pair<Clock::time_point, Id>>;
   struct Kept {
     // What was asked, so that an id sent again with another pass is refused.
     ReplayStep step = ReplayStep::kSample;
@@ -46,15 +48,14 @@ class ReplayLeases {
     ReplayPass answer;         // released empty: the first answer's caller dropped them
     std::vector<Prompt> held;  // the selected prompts, until acknowledged
     Clock::time_point expiry;
-    bool acknowledged = false;  // then held is empty and the answer dropped
-    bool restored = false;      // from a checkpoint, which keeps no answer: a retry is refused
+    bool acknowledged = false;             // then held is empty and the answer dropped
+    bool restored = false;                 // from a checkpoint, which keeps no answer: a retry is refused
+    ExpiryIndex::iterator expiry_entry{};  // once kept: its entry of the leases' expiry index
   };
-  using KeptPasses = std::map<std::pair<std::string, uint64_t>, Kept>;  // by partition and pass id
+  using KeptPasses = std::map<Id, Kept>;  // by partition and pass id
   // Per partition: held prompts, index -> generation.
   using Held = std::unordered_map<int64_t, uint64_t>;
 
-  using Id = KeptPasses::key_type;  // partition, pass id
-  using ExpiryIndex = std::set<std::pair<Clock::time_point, Id>>;
   using HeldByPartition = std::map<std::string, Held>;
 
   // A pass ready to be kept: what keeping it allocates is allocated, so that
@@ -69,6 +70,7 @@ class ReplayLeases {
 
   // The pass kept under the id in the partition, or null.
   const Kept* find(const std::string& partition_id, uint64_t pass_id) const;
+  Kept* find(const std::string& partition_id, uint64_t pass_id);
   // Throws kInvalidArgument when kMaxKeptReplayPasses passes are kept
   // unacknowledged, or kMaxAcknowledgedReplayPasses acknowledged.
   void check_room() const;
@@ -80,10 +82,10 @@ class ReplayLeases {
   void keep(Staged staged) noexcept;
   // The partition's held prompts; null when none is.
   const Held* held(const std::string& partition_id) const;
-  // Marks the pass acknowledged and releases the prompts it held (none when
-  // acknowledged before); false when no pass is kept under the id.
-  // Allocates nothing.
-  bool acknowledge(const std::string& partition_id, uint64_t pass_id) noexcept;
+  // Marks the kept pass (found by find()) acknowledged and releases the
+  // prompts it held (none when acknowledged before). Allocates nothing: a
+  // caller finds the pass, does what may fail, then acknowledges it.
+  void acknowledge(Kept& kept) noexcept;
   // Ends the passes whose lease ended by `now`; what they held is sampleable
   // again, and returned per partition.
   std::vector<std::pair<std::string, std::vector<Prompt>>> expire(Clock::time_point now);

@@ -241,11 +241,15 @@ TEST(ControllerOutOfMemory, ClearsChangeNothing) {
   EXPECT_GT(fail_each_allocation([](Controller& controller, const Filled&) { controller.clear_partition("p"); }), 0u);
 }
 
-// Finished groups of partition "train" in verl's layout, by uid and step:
-// a prompt key and two trajectories each.
+// The replay tests' partition: longer than a short string, so that a copy
+// of its name allocates (and fails in the sweep).
+const std::string kReplayPartition = "replay_partition_past_short_strings";
+
+// Finished groups of kReplayPartition in verl's layout, by uid and step: a
+// prompt key and two trajectories each.
 void finished_groups(Controller& controller, const std::vector<std::pair<std::string, int64_t>>& groups) {
   for (const auto& [uid, step] : groups) {
-    controller.kv_resolve("train", std::vector<std::string>{uid, uid + "_0_0", uid + "_1_0"},
+    controller.kv_resolve(kReplayPartition, std::vector<std::string>{uid, uid + "_0_0", uid + "_1_0"},
                           std::vector<Value>{Value{{"is_prompt", true}, {"status", "finished"}, {"global_steps", step}},
                                              Value{{"reward", 0.0}}, Value{{"reward", 1.0}}});
   }
@@ -253,7 +257,7 @@ void finished_groups(Controller& controller, const std::vector<std::pair<std::st
 
 ReplayRequest kept_replay_pass(uint64_t pass_id) {
   ReplayRequest request;
-  request.partition_id = "train";
+  request.partition_id = kReplayPartition;
   request.global_steps = 3;
   request.batch_size = 2;
   request.pass_id = pass_id;
@@ -294,20 +298,21 @@ TEST(ControllerOutOfMemory, AFailedAcknowledgementLeavesThePassHeld) {
         finished_groups(controller, {{"a", 2}, {"b", 3}});
         ASSERT_EQ(controller.replay_pass(kept_replay_pass(7)).selected_uids.size(), 2u);
       },
-      [](Controller& controller) { controller.ack_replay_pass("train", 7); },
+      [](Controller& controller) { controller.ack_replay_pass(kReplayPartition, 7); },
       [](Controller& controller) {
         ReplayRequest count = kept_replay_pass(0);
         count.step = ReplayStep::kCount;
         count.lease_ms = 0;
         EXPECT_EQ(controller.replay_pass(count).sampleable, 0) << "a held group came back";
-        const ReplayAck again = controller.ack_replay_pass("train", 7);
+        const ReplayAck again = controller.ack_replay_pass(kReplayPartition, 7);
         EXPECT_TRUE(again.acknowledged);
         EXPECT_EQ(again.released.size(), 2u) << "the two prompt keys";
-        EXPECT_EQ(test::listed_keys(controller, "train"), (std::set<std::string>{"a_0_0", "a_1_0", "b_0_0", "b_1_0"}));
+        EXPECT_EQ(test::listed_keys(controller, kReplayPartition),
+                  (std::set<std::string>{"a_0_0", "a_1_0", "b_0_0", "b_1_0"}));
       },
       [](const Controller& controller) {
         std::string keys;
-        for (const std::string& key : test::listed_keys(controller, "train")) keys += key + " ";
+        for (const std::string& key : test::listed_keys(controller, kReplayPartition)) keys += key + " ";
         return keys;
       });
   EXPECT_GT(raised, 0u) << "the acknowledgement allocates: the sweep did not reach it";

@@ -169,7 +169,9 @@ TEST(ReplayLeases, PassesEndByTheirLeasesAcknowledgedOrNot) {
   leases.keep(leases.stage("p", 1, kept(std::chrono::minutes(30), 10)));  // acknowledged below: ends at 10 min
   leases.keep(leases.stage("p", 2, kept(std::chrono::minutes(5), 20)));
   leases.keep(leases.stage("p", 3, kept(std::chrono::minutes(20), 30)));
-  ASSERT_TRUE(leases.acknowledge("p", 1));
+  core::ReplayLeases::Kept* first = leases.find("p", 1);
+  ASSERT_NE(first, nullptr);
+  leases.acknowledge(*first);
   leases.expire(now + std::chrono::minutes(6));
   EXPECT_EQ(leases.find("p", 2), nullptr);
   ASSERT_NE(leases.held("p"), nullptr);
