@@ -443,7 +443,8 @@ class Controller final : public ControlPlane {
   // change that may let a waiting fetch proceed: samples added, produced,
   // given back or cleared, consumption reset, a checkpoint loaded. It runs
   // under the controller's lock and must not call the controller; set it
-  // before other threads use the controller.
+  // before other threads use the controller. It must not throw: told after
+  // the change is made, the op has succeeded, so an exception terminates.
   void on_change(std::function<void(const std::string* partition_id)> listener);
 
   // Walks every sample under the lock: for scrapes, not for hot paths.

@@ -12,11 +12,14 @@ from seqflow import _seqflow
 from seqflow._checks import check_choice, check_count, check_number, check_seconds
 from seqflow._config import WHEN_FULL
 
-__all__ = ["CAPACITY_KEYS", "capacity_of_settings", "storage_options"]
+__all__ = ["CAPACITY_KEYS", "capacity_of_settings", "storage_options", "unit_share"]
 
 # The storage.* config keys that set capacity, by their argument's name.
 CAPACITY_KEYS = ("max_bytes", "max_samples", "max_bytes_per_partition", "max_samples_per_partition", "when_full",
                  "high_watermark", "low_watermark")
+
+# The limits that add up over a cluster's units (the watermarks and when_full do not).
+SUMMED_LIMITS = ("max_bytes", "max_samples", "max_bytes_per_partition", "max_samples_per_partition")
 
 
 def storage_options(*, max_bytes: Any = 0, max_samples: Any = 0, max_bytes_per_partition: Any = 0,
@@ -41,3 +44,13 @@ def storage_options(*, max_bytes: Any = 0, max_samples: Any = 0, max_bytes_per_p
 def capacity_of_settings(settings: dict[str, Any]) -> dict[str, Any]:
     """storage_options' arguments that a config (read_config's settings) sets."""
     return {key: settings[f"storage.{key}"] for key in CAPACITY_KEYS if f"storage.{key}" in settings}
+
+
+def unit_share(settings: dict[str, Any], units: int) -> dict[str, Any]:
+    """One storage unit's settings when the config's limits (storage.*) bound
+    the whole cluster, as they bound an embedded client: each limit divided
+    by `units`, rounded up (0, no limit, stays 0), like TransferQueue's
+    total_storage_size. Sample i lives on unit i % units, so samples spread
+    evenly over the units, and bytes too while values are of about one size.
+    Other settings pass unchanged."""
+    return {key: -(-value // units) if key in SUMMED_LIMITS else value for key, value in settings.items()}

@@ -31,7 +31,7 @@ import uuid
 from typing import Any, Optional
 
 from seqflow import _seqflow
-from seqflow._capacity import capacity_of_settings
+from seqflow._capacity import capacity_of_settings, unit_share
 from seqflow._checks import check_count
 from seqflow._config import read_config
 from seqflow._serve import ServiceHandle, keygen, read_key_file, serve_controller, serve_storage
@@ -178,11 +178,14 @@ def start_ray_services(name: str = "seqflow", *, config=None, num_storage_units:
     spread over the nodes; actors of these names that run already are reused.
     actor_options override the ray actor options (default: num_cpus=0,
     SPREAD, detached). metrics_port: the controller serves Prometheus
-    metrics on its node's address at this port (0: any free port)."""
+    metrics on its node's address at this port (0: any free port). The
+    config's storage limits bound the whole cluster: each unit takes its
+    share (seqflow._capacity.unit_share)."""
     ray = _import_ray()
     units = check_count(num_storage_units, "num_storage_units", minimum=1)
     controller_settings, storage_settings = _service_settings(config or {})
     controller_settings["storage_units"] = units
+    storage_settings = unit_share(storage_settings, units)  # the config's limits are the cluster's
     if metrics_port is not None:
         controller_settings["metrics_port"] = check_count(metrics_port, "metrics_port", maximum=65535)
     options = dict(lifetime="detached", namespace=RAY_NAMESPACE, scheduling_strategy="SPREAD", num_cpus=0,

@@ -66,8 +66,9 @@ struct Controller::State {
   std::unordered_set<uint32_t> held_replay_slots(const core::PartitionState& partition) const;
 
   // Under `mutex`: wakes blocked fetches and tells the listener, for one
-  // partition or (null) any.
-  void notify_changed(const std::string* partition_id) {
+  // partition or (null) any. Called once a change is made: a listener's
+  // exception has no caller to fail (the op stands), so it terminates.
+  void notify_changed(const std::string* partition_id) noexcept {
     changed.notify_all();
     if (change_listener) change_listener(partition_id);
   }

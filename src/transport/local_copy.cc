@@ -6,12 +6,11 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
-#include <system_error>
-#include <thread>
 #include <vector>
 
 #include "seqflow/error.h"
 #include "common/aligned_buffer.h"
+#include "common/split_copy.h"
 
 namespace seqflow::transport::local_copy {
 namespace {
@@ -95,56 +94,11 @@ int read_process(pid_t pid, std::vector<iovec> local, std::vector<iovec> remote)
   return 0;
 }
 
-// Large copies are split between threads: the kernel pins the peer's pages
-// a few at a time under its memory-map lock, so one thread moves ~5 GB/s
-// out of 4 KiB pages, less than memory can.
+// Large copies are split between threads (common/split_copy.h): the kernel
+// pins the peer's pages a few at a time under its memory-map lock, so one
+// thread moves ~5 GB/s out of 4 KiB pages, less than memory can.
 constexpr size_t kBytesPerThread = size_t{32} << 20;
 constexpr size_t kMaxThreads = 4;
-
-int read_process_split(pid_t pid, const std::vector<iovec>& local, const std::vector<iovec>& remote) {
-  size_t total = 0;
-  for (const iovec& entry : local) total += entry.iov_len;
-  const size_t threads = std::min(
-      {total / kBytesPerThread, kMaxThreads, static_cast<size_t>(std::max(1u, std::thread::hardware_concurrency()))});
-  if (threads <= 1) return read_process(pid, local, remote);
-  // Parts of about equal bytes; an entry on a boundary is cut in two.
-  const size_t share = (total + threads - 1) / threads;
-  std::vector<std::vector<iovec>> local_parts(threads), remote_parts(threads);
-  size_t part = 0, filled = 0;
-  for (size_t i = 0; i < local.size(); ++i) {
-    auto* to = static_cast<std::byte*>(local[i].iov_base);
-    auto* from = static_cast<std::byte*>(remote[i].iov_base);
-    for (size_t left = local[i].iov_len; left > 0;) {
-      const size_t take = part + 1 == threads ? left : std::min(left, share - filled);
-      local_parts[part].push_back({to, take});
-      remote_parts[part].push_back({from, take});
-      to += take;
-      from += take;
-      left -= take;
-      filled += take;
-      if (filled == share && part + 1 < threads) {
-        ++part;
-        filled = 0;
-      }
-    }
-  }
-  std::vector<int> errors(threads, 0);
-  std::vector<std::thread> helpers;
-  for (size_t t = 1; t < threads; ++t) {
-    const auto run = [&, t] { errors[t] = read_process(pid, local_parts[t], remote_parts[t]); };
-    try {
-      helpers.emplace_back(run);
-    } catch (const std::system_error&) {
-      run();  // no thread to be had: this one does the part
-    }
-  }
-  errors[0] = read_process(pid, local_parts[0], remote_parts[0]);
-  for (std::thread& helper : helpers) helper.join();
-  for (const int error : errors) {
-    if (error != 0) return error;
-  }
-  return 0;
-}
 
 }  // namespace
 
@@ -290,7 +244,10 @@ void read_pieces(pid_t peer, std::span<const Piece> pieces, std::string_view wha
     local.push_back({piece.to, piece.size});
     remote.push_back({const_cast<std::byte*>(piece.from), piece.size});
   }
-  if (const int error = read_process_split(peer, local, remote); error != 0) {
+  const auto read_part = [peer](const std::vector<iovec>& to, const std::vector<iovec>& from) {
+    return read_process(peer, to, from);
+  };
+  if (const int error = copy_split(local, remote, kBytesPerThread, kMaxThreads, read_part); error != 0) {
     throw_invalid(std::string(what) + ": the described frames cannot be read from process " + std::to_string(peer) +
                   ": " + std::strerror(error));
   }

@@ -114,3 +114,20 @@ def test_bad_service_settings_are_refused_before_any_actor_starts(name, config, 
     with pytest.raises(error, match=message):
         start_ray_services(name, config=config, num_storage_units=1)
     assert not actor_exists(f"{name}.controller")
+
+
+@pytest.mark.parametrize("backend", ["embedded", "ray"])
+def test_the_configs_storage_limit_bounds_the_whole_job_on_either_backend(name, backend):
+    # Ray's two units take 3 samples each (the limit divided by the units, rounded up),
+    # and samples alternate between them: the job holds 6, not 10.
+    on_ray = backend == "ray"
+    client = seqflow.init({"storage": {"max_samples": 5}},
+                          **({"backend": "ray", "name": name, "num_storage_units": 2} if on_ray else {}))
+    fitted = 0
+    with pytest.raises(ValueError, match=f"storage full: max_samples is {3 if on_ray else 5}"):
+        for _ in range(10):
+            client.put({"x": np.array([fitted])}, partition_id="p")
+            fitted += 1
+    assert fitted == (6 if on_ray else 5)
+    meta = client.get_meta(["x"], 10, "p", mode="force_fetch")
+    assert sorted(client.get_data(meta, format="numpy")["x"].tolist()) == list(range(fitted))

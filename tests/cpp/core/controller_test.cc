@@ -7,6 +7,7 @@
 #include <chrono>
 #include <optional>
 #include <set>
+#include <stdexcept>
 
 #include "controller_test_support.h"
 #include "core/scan_counter.h"
@@ -76,6 +77,20 @@ TEST(ControllerTest, FetchHandsEachSampleOncePerTask) {
   EXPECT_TRUE(controller.all_consumed("actor", "p"));
   EXPECT_TRUE(controller.all_consumed("ref", "p"));
   EXPECT_FALSE(controller.all_consumed("critic", "p"));
+}
+
+// The listener is told after the change is made: an op never reports a
+// failure for a change that stands (say, a replay pass's released samples
+// lost with its reply), so a listener that throws ends the process.
+TEST(ControllerDeathTest, AListenerThatThrowsTerminatesInsteadOfFailingADoneChange) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        Controller controller;
+        controller.on_change([](const std::string*) { throw std::runtime_error("listener failed"); });
+        put(controller, "p", 2, {"x"});
+      },
+      "terminate called after throwing(.|\n)*listener failed");
 }
 
 // A fetched batch that reached nobody goes back to the task, in arrival

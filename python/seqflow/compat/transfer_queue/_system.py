@@ -234,7 +234,7 @@ def _start_ray(ray, conf) -> System:
     settings = {"controller": {"sampler": configured if builtin and isinstance(configured, (str, type)) else sampler,
                                "polling_mode": bool(config_get(conf, "controller.polling_mode", False)),
                                "timing_alignment": _timing_alignment(conf)},
-                "storage": {"max_samples": per_unit}}
+                "storage": {"max_samples": per_unit * units}}  # each unit takes per_unit (unit_share)
     services = start_ray_services(SERVICES_NAME, config=settings, num_storage_units=units, metrics_port=port)
     owned = [services.stop] if services.owned else []
     with _stopped_on_failure(owned):
