@@ -18,8 +18,10 @@ __all__ = ["CAPACITY_KEYS", "capacity_of_settings", "storage_options", "unit_sha
 CAPACITY_KEYS = ("max_bytes", "max_samples", "max_bytes_per_partition", "max_samples_per_partition", "when_full",
                  "high_watermark", "low_watermark")
 
-# The limits that add up over a cluster's units (the watermarks and when_full do not).
-SUMMED_LIMITS = ("max_bytes", "max_samples", "max_bytes_per_partition", "max_samples_per_partition")
+# The limits that add up over a cluster's units. Not the per-partition ones:
+# global indexes are shared by every partition, so one partition's samples
+# can all lie on one unit (single-sample puts to two partitions in turn).
+SUMMED_LIMITS = ("max_bytes", "max_samples")
 
 
 def storage_options(*, max_bytes: Any = 0, max_samples: Any = 0, max_bytes_per_partition: Any = 0,
@@ -47,10 +49,11 @@ def capacity_of_settings(settings: dict[str, Any]) -> dict[str, Any]:
 
 
 def unit_share(settings: dict[str, Any], units: int) -> dict[str, Any]:
-    """One storage unit's settings when the config's limits (storage.*) bound
-    the whole cluster, as they bound an embedded client: each limit divided
-    by `units`, rounded up (0, no limit, stays 0), like TransferQueue's
-    total_storage_size. Sample i lives on unit i % units, so samples spread
-    evenly over the units, and bytes too while values are of about one size.
-    Other settings pass unchanged."""
+    """One storage unit's settings when the config's total limits
+    (storage.max_samples, storage.max_bytes) bound the whole cluster, as they
+    bound an embedded client: each divided by `units`, rounded up (0, no
+    limit, stays 0), like TransferQueue's total_storage_size. Sample i lives
+    on unit i % units and the smallest free index is reused first, so the
+    units fill about evenly (bytes too while values are of about one size).
+    Other settings, the per-partition limits among them, pass unchanged."""
     return {key: -(-value // units) if key in SUMMED_LIMITS else value for key, value in settings.items()}

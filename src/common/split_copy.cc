@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
-#include <system_error>
+#include <exception>
 #include <thread>
 
 namespace seqflow {
@@ -34,18 +34,30 @@ int copy_split(const std::vector<iovec>& to, const std::vector<iovec>& from, siz
       }
     }
   }
+  // A part's exception is taken to this thread: it leaves once every helper is joined.
   std::vector<int> results(threads, 0);
+  std::vector<std::exception_ptr> failures(threads);
   std::vector<std::thread> helpers;
-  for (size_t t = 1; t < threads; ++t) {
-    const auto run = [&, t] { results[t] = copy(to_parts[t], from_parts[t]); };
+  helpers.reserve(threads - 1);
+  const auto run = [&](size_t t) {
     try {
-      helpers.emplace_back(run);
-    } catch (const std::system_error&) {
-      run();
+      results[t] = copy(to_parts[t], from_parts[t]);
+    } catch (...) {
+      failures[t] = std::current_exception();
+    }
+  };
+  for (size_t t = 1; t < threads; ++t) {
+    try {
+      helpers.emplace_back(run, t);
+    } catch (...) {
+      run(t);  // no thread to be had (or no memory for one): this one does the part
     }
   }
-  results[0] = copy(to_parts[0], from_parts[0]);
+  run(0);
   for (std::thread& helper : helpers) helper.join();
+  for (const std::exception_ptr& failure : failures) {
+    if (failure) std::rethrow_exception(failure);
+  }
   for (const int result : results) {
     if (result != 0) return result;
   }

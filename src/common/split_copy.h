@@ -18,7 +18,8 @@ using CopyPart = std::function<int(const std::vector<iovec>& to, const std::vect
 // on a boundary cut in two) when there are at least 2 * bytes_per_thread:
 // one part per thread, at most max_threads and the cores, this thread taking
 // the first. Without a thread to be had, this one runs that part too.
-// Returns the first nonzero result of a part, or 0.
+// Returns the first nonzero result of a part, or 0; an exception of a part
+// is rethrown here once every part has ended.
 int copy_split(const std::vector<iovec>& to, const std::vector<iovec>& from, size_t bytes_per_thread,
                size_t max_threads, const CopyPart& copy);
 

@@ -17,6 +17,7 @@ import pytest
 import seqflow
 from remote_services import LOCAL, clusters, client_mode  # noqa: F401
 from seqflow import Client
+from seqflow._capacity import unit_share
 
 PATIENCE = 30.0  # every wait's deadline in these tests
 
@@ -293,3 +294,12 @@ def test_storage_metrics_report_limits_usage_and_waiting_puts(clusters):  # noqa
     assert lines["seqflow_storage_puts_refused_total"] == 0
     assert lines["seqflow_storage_full_answers_total"] >= 1
     assert lines["seqflow_storage_waiting_puts"] == 0
+
+
+def test_a_units_share_divides_the_total_limits_only():
+    # Per-partition limits stay whole on each unit: one partition's samples may all lie on one unit.
+    settings = {"max_samples": 5, "max_bytes": 0, "max_samples_per_partition": 3, "max_bytes_per_partition": 7,
+                "when_full": "wait", "high_watermark": 0.9, "checkpoint_root": "/tmp/x"}
+    share = unit_share(settings, 2)
+    assert share == {**settings, "max_samples": 3}  # 5 / 2 rounded up; 0 (no limit) stays 0
+    assert unit_share(settings, 1) == settings

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstddef>
 #include <mutex>
+#include <new>
 #include <set>
 #include <thread>
 #include <vector>
@@ -101,6 +102,25 @@ TEST(SplitCopyConcurrency, APartsErrorIsReturned) {
   };
   EXPECT_EQ(copy_split(pairs.to, pairs.from, pairs.source.size() / 8, 2, copy), EFAULT);
   EXPECT_EQ(calls.load(), std::min<size_t>(2, cores()));
+}
+
+TEST(SplitCopyConcurrency, APartsExceptionIsRethrownOnceEveryPartEnded) {
+  Pairs pairs(400);
+  std::atomic<size_t> ended{0};
+  const auto copy = [&](const std::vector<iovec>& to, const std::vector<iovec>& from) {
+    const auto* last = static_cast<const std::byte*>(pairs.to.back().iov_base);
+    for (const iovec& entry : to) {
+      if (entry.iov_base == last) {
+        ++ended;
+        throw std::bad_alloc();
+      }
+    }
+    const int result = copy_in_memory(to, from);
+    ++ended;
+    return result;
+  };
+  EXPECT_THROW(copy_split(pairs.to, pairs.from, pairs.source.size() / 8, 2, copy), std::bad_alloc);
+  EXPECT_EQ(ended.load(), std::min<size_t>(2, cores()));  // no part still running
 }
 
 TEST(SplitCopyConcurrency, NothingToCopyIsOnePart) {

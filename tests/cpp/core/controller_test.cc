@@ -90,7 +90,7 @@ TEST(ControllerDeathTest, AListenerThatThrowsTerminatesInsteadOfFailingADoneChan
         controller.on_change([](const std::string*) { throw std::runtime_error("listener failed"); });
         put(controller, "p", 2, {"x"});
       },
-      "terminate called after throwing(.|\n)*listener failed");
+      "listener failed");
 }
 
 // A fetched batch that reached nobody goes back to the task, in arrival
