@@ -44,8 +44,13 @@ def storage_options(*, max_bytes: Any = 0, max_samples: Any = 0, max_bytes_per_p
 
 
 def capacity_of_settings(settings: dict[str, Any]) -> dict[str, Any]:
-    """storage_options' arguments that a config (read_config's settings) sets."""
-    return {key: settings[f"storage.{key}"] for key in CAPACITY_KEYS if f"storage.{key}" in settings}
+    """storage_options' arguments that a config (read_config's settings) sets:
+    TransferQueue's backend.SimpleStorage.total_storage_size is max_samples
+    unless storage.max_samples is set."""
+    capacity = {key: settings[f"storage.{key}"] for key in CAPACITY_KEYS if f"storage.{key}" in settings}
+    if "backend.SimpleStorage.total_storage_size" in settings:
+        capacity.setdefault("max_samples", settings["backend.SimpleStorage.total_storage_size"])
+    return capacity
 
 
 def unit_share(settings: dict[str, Any], units: int) -> dict[str, Any]:

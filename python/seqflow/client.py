@@ -281,7 +281,6 @@ class Client:
         if "controller.address" in settings:
             return cls._connect(RemoteConfig.from_config(config))
         capacity = capacity_of_settings(settings)
-        capacity.setdefault("max_samples", settings.get("backend.SimpleStorage.total_storage_size", 0))
         return cls(settings.get("controller.sampler"),
                    polling_mode=settings.get("controller.polling_mode", False),
                    timeout=_config_timeout(settings), sampler_args=settings.get("controller.sampler_args"),

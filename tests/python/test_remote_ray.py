@@ -116,12 +116,15 @@ def test_bad_service_settings_are_refused_before_any_actor_starts(name, config, 
     assert not actor_exists(f"{name}.controller")
 
 
+@pytest.mark.parametrize("config", [{"storage": {"max_samples": 5}},
+                                    {"backend": {"SimpleStorage": {"total_storage_size": 5}}}],
+                         ids=["storage.max_samples", "transferqueue_total_storage_size"])
 @pytest.mark.parametrize("backend", ["embedded", "ray"])
-def test_the_configs_storage_limit_bounds_the_whole_job_on_either_backend(name, backend):
+def test_the_configs_storage_limit_bounds_the_whole_job_on_either_backend(name, backend, config):
     # Ray's two units take 3 samples each (the limit divided by the units, rounded up),
     # and samples alternate between them: the job holds 6, not 10.
     on_ray = backend == "ray"
-    client = seqflow.init({"storage": {"max_samples": 5}},
+    client = seqflow.init(config,
                           **({"backend": "ray", "name": name, "num_storage_units": 2} if on_ray else {}))
     fitted = 0
     with pytest.raises(ValueError, match=f"storage full: max_samples is {3 if on_ray else 5}"):
