@@ -135,7 +135,7 @@ def _make_venv(python: str) -> None:
         shutil.rmtree(VENV_DIR, ignore_errors=True)
         steps.append([sys.executable, "-m", "venv", VENV_DIR])
     # pip completes a venv whose earlier install was interrupted and is quick on a complete one.
-    steps.append([python, "-m", "pip", "install", "--no-compile", *VENV_PACKAGES])  # modules compile on import
+    steps.append([python, "-m", "pip", "install", *VENV_PACKAGES])
     try:
         with open(log_path, "w") as log:
             for step in steps:

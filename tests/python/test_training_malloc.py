@@ -27,8 +27,10 @@ PAGE_BYTES = 4096
 BUFFER_BYTES = 24 * 1024 * 1024  # over glibc's default mmap threshold, under the kept one
 
 # In a fresh process with the mode given: allocates and frees BUFFER_BYTES
-# through torch; prints the bytes that were mapped for it and the bytes the
-# heap kept free after it (glibc's mallinfo2).
+# through torch; prints the bytes that were mapped for it and the bytes its
+# free added to the heap's free bytes (glibc's mallinfo2). Counted from the
+# allocation, not from before it: the allocation may first use up free bytes
+# the heap held already (its top), which the free then gives back as well.
 ONE_BUFFER = f"""
 import ctypes, sys, torch
 sys.path.insert(0, {str(BENCH)!r})
@@ -45,7 +47,7 @@ buffer = torch.ones({BUFFER_BYTES} // 4)
 during = libc.mallinfo2()
 del buffer
 after = libc.mallinfo2()
-print(during.hblkhd - before.hblkhd, after.fordblks - before.fordblks)
+print(during.hblkhd - before.hblkhd, after.fordblks - during.fordblks)
 """
 
 # In a fresh process with the mode given: trains a 1,024-token micro-batch of

@@ -201,7 +201,7 @@ for compiler in gcc g++ c++ cc; do
 done
 [ ! -e /usr/include/zmq.h ] || { echo "zmq.h is visible" >&2; exit 3; }
 "$BASE_PYTHON" -m venv "$VENV"
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-compile "$WHEEL$EXTRAS_SPEC" $EXTRA_PACKAGES
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check "$WHEEL$EXTRAS_SPEC" $EXTRA_PACKAGES
 for lib in $HIDE_LIBS; do
   for file in "$LIB_DIR/$lib".so*; do
     [ -e "$file" ] && mount --bind /dev/null "$(readlink -f "$file")"
