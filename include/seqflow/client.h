@@ -88,7 +88,7 @@ std::shared_ptr<Client> make_embedded_client(ControllerOptions controller_option
 
 // Remote mode: the controller service at `controller_endpoint` (e.g.
 // tcp://10.0.0.1:5555) names the storage units; sample gi lives on unit
-// gi % N. Every call fails with kTimeout after `timeout` without a reply.
+// (gi / kPlacementBlock) % N (seqflow/limits.h). Every call fails with kTimeout after `timeout` without a reply.
 // A put (put_new, put_existing, kv_put) has one deadline, `timeout` from its
 // start, for all its requests and its rollback; the rollback gets at least a
 // quarter of `timeout` (at most 1 s), so a failed put returns within 1.25x

@@ -44,6 +44,15 @@ inline constexpr std::chrono::milliseconds kMaxInsertBudget = std::chrono::hours
 // fail at once, naming both, instead of on the first message that changed
 // between them. Raised with every change of a message.
 // 2: waiting puts' tickets (a put's "full" answer carries one, `room` needs it).
-inline constexpr int64_t kWireProtocolVersion = 2;
+// 3: samples placed in blocks (kPlacementBlock), puts in segments, a unit's
+//    load names every part.
+inline constexpr int64_t kWireProtocolVersion = 3;
+
+// Remote mode places global indexes on the storage units in blocks of this
+// many consecutive ones, block b on unit b % N (N units): a put's samples on
+// one unit lie in runs, sent as frames of their own instead of packed into
+// one (a copy), and the units hold a job's samples evenly to within a block.
+// 16 rows of 32 KiB (a long response's 8,192 float32) make 512 KiB frames.
+inline constexpr size_t kPlacementBlock = 16;
 
 }  // namespace seqflow

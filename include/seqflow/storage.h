@@ -112,7 +112,7 @@ struct SampleKeys {
 };
 
 // The data plane's calls, served by a StorageUnit in this process or by
-// storage services (remote mode, sample gi on unit gi % N). Thread-safe.
+// storage services (remote mode, sample gi on unit (gi / kPlacementBlock) % N). Thread-safe.
 // Writes are all-or-nothing: a put that fails (capacity, bad column) changes
 // nothing.
 class DataPlane {
@@ -189,6 +189,16 @@ class StorageUnit final : public DataPlane {
   StorageStats stats() const override;
   void save(const std::string& path) const override;
   void load(const std::string& path) override;
+  // load() of one storage service's part of a remote checkpoint: `parts`
+  // (every unit's, its own among them at `path`) and which global indexes
+  // this unit holds (remote mode's placement). A part saved since samples
+  // are placed in blocks holds only its unit's: only `path` is read, and a
+  // sample placed elsewhere (a part saved by another number of units)
+  // throws. An older part held gi % N: the unit picks its samples out of
+  // every part, copying them out of the others' files. Without
+  // `placed_here`, as load(path).
+  void load_part(const std::string& path, std::span<const std::string> parts,
+                 const std::function<bool(int64_t)>& placed_here);
 
   // A waiting put's ticket: a random secret the unit hands its client with
   // the "full" answer. Only a caller that holds it keeps the put's place
@@ -210,6 +220,13 @@ class StorageUnit final : public DataPlane {
   // when another put of the same samples holds one.
   std::optional<Full> try_put(const SampleKeys& samples, const std::vector<Column>& columns,
                               const std::optional<Ticket>& ticket = std::nullopt);
+  // try_put() of values in segments of consecutive samples, stored as one
+  // put: segment k holds the samples after those of segments 0..k-1, each
+  // field of them in one Column, and every segment names the same fields in
+  // the same order (a storage service's put whose client sent runs of
+  // samples as frames of their own, without packing them into one).
+  std::optional<Full> try_put_segments(const SampleKeys& samples, std::span<const std::vector<Column>> segments,
+                                       const std::optional<Ticket>& ticket = std::nullopt);
   static constexpr std::chrono::milliseconds kRetriedPutPlace{1000};
   // The longest a retried put keeps one place (from its first "full"
   // answer): a peer that keeps asking but never fits holds the line no
@@ -255,7 +272,7 @@ class StorageUnit final : public DataPlane {
   enum class Settle { kCommit, kDiscard };
   // put() and try_put(): waits for room only with `wait`; `ticket`: a
   // retried put's (try_put).
-  std::optional<Full> store(const SampleKeys& samples, const std::vector<Column>& columns, bool wait,
+  std::optional<Full> store(const SampleKeys& samples, std::span<const std::vector<Column>> segments, bool wait,
                             const std::optional<Ticket>& ticket);
   // commit and discard: one walk over the samples' stored fields.
   void settle_version(const SampleKeys& samples, std::span<const std::string> fields, Settle settle);

@@ -17,6 +17,7 @@ void bind_limits(nb::module_ m) {
   m.attr("MAX_RANK") = kMaxRank;
   m.attr("MAX_GLOBAL_INDEX") = kMaxGlobalIndex;
   m.attr("WIRE_PROTOCOL_VERSION") = kWireProtocolVersion;
+  m.attr("PLACEMENT_BLOCK") = kPlacementBlock;
   m.attr("MAX_WATCH_CHANGES") = kMaxWatchChanges;
   m.attr("MAX_WATCH_WAIT_MS") = kMaxWatchWait.count();
 }

@@ -57,8 +57,11 @@ def unit_share(settings: dict[str, Any], units: int) -> dict[str, Any]:
     """One storage unit's settings when the config's total limits
     (storage.max_samples, storage.max_bytes) bound the whole cluster, as they
     bound an embedded client: each divided by `units`, rounded up (0, no
-    limit, stays 0), like TransferQueue's total_storage_size. Sample i lives
-    on unit i % units and the smallest free index is reused first, so the
-    units fill about evenly (bytes too while values are of about one size).
-    Other settings, the per-partition limits among them, pass unchanged."""
+    limit, stays 0), like TransferQueue's total_storage_size. Samples are
+    placed in blocks (seqflow._seqflow.limits.PLACEMENT_BLOCK consecutive
+    global indexes, block b on unit b % units) and the smallest free index is
+    reused first, so the units fill evenly to within a block (bytes too while
+    values are of about one size): a job may be refused up to a block short
+    of the total, never above it. Other settings, the per-partition limits
+    among them, pass unchanged."""
     return {key: -(-value // units) if key in SUMMED_LIMITS else value for key, value in settings.items()}

@@ -180,8 +180,10 @@ void ShardedStorage::put(const SampleKeys& samples, const std::vector<Column>& c
   };
   const auto with_bytes = [&](size_t u, const std::optional<StorageUnit::Ticket>& ticket) {
     Frames data;
-    const std::string entries = transport::wire::append_columns(columns, positions_of(u), data);
-    return storage_protocol::encode_put_request(samples, shards[u].positions, entries, std::move(data), ticket);
+    const transport::wire::ColumnSegments segments =
+        transport::wire::append_column_segments(columns, positions_of(u), data);
+    return storage_protocol::encode_put_request(samples, shards[u].positions, segments.entries, std::move(data), ticket,
+                                                segments.samples);
   };
   // A unit that refused the session (it restarted since, or cannot read this
   // process) gets the bytes now; the next put opens a new session. A unit

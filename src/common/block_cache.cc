@@ -3,6 +3,8 @@
 #include <pthread.h>
 #include <sys/mman.h>
 
+#include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
@@ -27,9 +29,16 @@ struct BlockCache::State {
 
 namespace {
 
-constexpr std::align_val_t kAlign{BlockCache::kAlignment};
+std::align_val_t block_alignment(size_t capacity) { return std::align_val_t{BlockCache::alignment_of(capacity)}; }
 
 }  // namespace
+
+size_t BlockCache::capacity_for(size_t size) {
+  // Rounding up must not wrap to a tiny block: ZeroMQ asks for sizes a peer wrote on the wire.
+  if (size > SIZE_MAX - kAlignment + 1) throw std::bad_alloc();
+  const size_t step = size >= kAlignment ? kAlignment : std::max(kPageAlignment, std::bit_floor(size) / 8);
+  return (size + step - 1) / step * step;
+}
 
 size_t BlockCache::limit_from(const char* mib_text) {
   constexpr size_t kDefaultMiB = 2048;
@@ -59,13 +68,11 @@ BlockCache& BlockCache::instance() {
 BlockCache::BlockCache(size_t limit_bytes) : state_(std::make_unique<State>()), limit_(limit_bytes) {}
 
 BlockCache::~BlockCache() {
-  for (const State::Block& block : state_->by_age) ::operator delete(block.data, kAlign);
+  for (const State::Block& block : state_->by_age) ::operator delete(block.data, block_alignment(block.capacity));
 }
 
 std::byte* BlockCache::acquire(size_t size, size_t* capacity) {
-  // Rounding up must not wrap to a tiny block: ZeroMQ asks for sizes a peer wrote on the wire.
-  if (size > SIZE_MAX - kAlignment + 1) throw std::bad_alloc();
-  const size_t rounded = (size + kAlignment - 1) / kAlignment * kAlignment;
+  const size_t rounded = capacity_for(size);
   {
     std::lock_guard lock(state_->mutex);
     const auto it = state_->by_capacity.lower_bound(rounded);
@@ -78,14 +85,14 @@ std::byte* BlockCache::acquire(size_t size, size_t* capacity) {
       return block.data;
     }
   }
-  auto* data = static_cast<std::byte*>(::operator new(rounded, kAlign));
-  madvise(data, rounded, MADV_HUGEPAGE);  // a hint: failure only costs speed
+  auto* data = static_cast<std::byte*>(::operator new(rounded, block_alignment(rounded)));
+  if (rounded >= kAlignment) madvise(data, rounded, MADV_HUGEPAGE);  // a hint: failure only costs speed
   *capacity = rounded;
   return data;
 }
 
 void BlockCache::release(std::byte* data, size_t capacity) {
-  std::vector<std::byte*> dropped;
+  std::vector<State::Block> dropped;
   {
     std::lock_guard lock(state_->mutex);
     if (capacity <= limit_) {
@@ -100,15 +107,15 @@ void BlockCache::release(std::byte* data, size_t capacity) {
         }
         state_->by_age.pop_front();
         state_->bytes -= oldest.capacity;
-        dropped.push_back(oldest.data);
+        dropped.push_back(oldest);
       }
       state_->by_capacity.emplace(capacity, state_->by_age.insert(state_->by_age.end(), {data, capacity}));
       state_->bytes += capacity;
       data = nullptr;
     }
   }
-  if (data != nullptr) dropped.push_back(data);
-  for (std::byte* block : dropped) ::operator delete(block, kAlign);
+  if (data != nullptr) dropped.push_back({data, capacity});
+  for (const State::Block& block : dropped) ::operator delete(block.data, block_alignment(block.capacity));
 }
 
 size_t BlockCache::cached_bytes() const {

@@ -5,8 +5,10 @@
 // step, so a put, a get or a gather usually finds a block of the size it
 // needs among those the last step freed, already faulted in.
 //
-// Blocks are 2 MiB-aligned and asked to be backed by huge pages, which cuts
-// the page faults of filling them ~500x. The cache holds at most
+// Blocks of 2 MiB and more are 2 MiB-aligned and asked to be backed by huge
+// pages, which cuts the page faults of filling them ~500x; smaller ones
+// (the frames of a put's runs of samples, say) are page-aligned and sized to
+// an eighth of their power of two. The cache holds at most
 // SEQFLOW_BLOCK_CACHE_MB MiB (environment, read once; default 2048; 0: off)
 // and drops the blocks freed longest ago first. Thread-safe and fork-safe.
 #pragma once
@@ -18,7 +20,16 @@ namespace seqflow {
 
 class BlockCache {
  public:
-  static constexpr size_t kAlignment = size_t{2} << 20;
+  static constexpr size_t kAlignment = size_t{2} << 20;      // of blocks of kAlignment bytes and more
+  static constexpr size_t kPageAlignment = size_t{4} << 10;  // of smaller ones
+
+  // The capacity of a block for `size` bytes: whole 2 MiB pages from 2 MiB
+  // on; below, `size` rounded up to an eighth of its power of two (whole
+  // pages at least), which wastes at most an eighth. Throws std::bad_alloc
+  // on a size too large to round up.
+  static size_t capacity_for(size_t size);
+  // Where a block of `capacity` bytes is aligned.
+  static size_t alignment_of(size_t capacity) { return capacity >= kAlignment ? kAlignment : kPageAlignment; }
 
   // The process's cache, with the limit from the environment.
   static BlockCache& instance();
@@ -32,9 +43,8 @@ class BlockCache {
   BlockCache& operator=(const BlockCache&) = delete;
 
   // A block of at least `size` bytes: a cached one when one fits (at most a
-  // quarter larger than `size` rounded up to whole 2 MiB pages), else a new
-  // one. `*capacity` is set to its size. Throws std::bad_alloc when there is
-  // no such block (a size too large to round up included).
+  // quarter larger than capacity_for(size)), else a new one. `*capacity` is set to its size. Throws std::bad_alloc when
+  // there is no such block (a size too large to round up included).
   std::byte* acquire(size_t size, size_t* capacity);
   // Keeps the block for reuse, or frees it when it exceeds the limit.
   void release(std::byte* block, size_t capacity);

@@ -91,7 +91,7 @@ struct ControllerService::Units {
   using Clock = std::chrono::steady_clock;
 
   std::mutex mutex;
-  std::vector<std::string> endpoints;  // sorted: the unit of gi is endpoints[gi % N]
+  std::vector<std::string> endpoints;  // sorted: the unit of gi is endpoints[transport::unit_of(gi, N)]
   std::map<std::string, std::shared_ptr<transport::ConnectionPool>> pools;
   std::map<std::string, Clock::time_point> last_seen;
   // The instance id each unit last registered with (units that send one).
@@ -131,8 +131,8 @@ struct ControllerService::Units {
 
   // A unit's registration (every heartbeat): the first one joins it, up to
   // the expected count. A unit that comes back with another instance id
-  // restarted empty: every sample routed to it (gi % N, N units in endpoint
-  // order) lost its data, so the controller forgets their production until
+  // restarted empty: every sample routed to it (transport::unit_of, N units in
+  // endpoint order) lost its data, so the controller forgets their production until
   // they are put again. Under the units' lock (then the controller's; nothing
   // takes them the other way round), so that joins and restarts are seen in
   // one order; not under the reuse gate, which a clear may hold for long.
@@ -172,13 +172,14 @@ struct ControllerService::Units {
         restarts->increment();
       }
     }
-    // Before every unit has registered, gi % N has no unit yet.
+    // Before every unit has registered, a sample has no unit yet.
     if (restarted.empty() || endpoints.size() != expected) return;
-    const auto units = static_cast<int64_t>(expected);
+    const size_t units = expected;
     for (const std::string& unit : restarted) {
       const auto place =
-          static_cast<int64_t>(std::lower_bound(endpoints.begin(), endpoints.end(), unit) - endpoints.begin());
-      controller.forget_production(nullptr, [place, units](int64_t gi) { return gi % units == place; });
+          static_cast<size_t>(std::lower_bound(endpoints.begin(), endpoints.end(), unit) - endpoints.begin());
+      controller.forget_production(nullptr,
+                                   [place, units](int64_t gi) { return transport::unit_of(gi, units) == place; });
     }
     restarted.clear();
   }
@@ -759,8 +760,10 @@ transport::Frames ControllerService::load_storage(transport::Frames& args) {
       units, storage_protocol::kLoad,
       [&](size_t u, const std::string& admin_token) {
         const auto fingerprint = request.fingerprints.empty() ? std::nullopt : std::optional(request.fingerprints[u]);
+        std::vector<std::string> parts;
+        for (size_t part = 0; part < units.size(); ++part) parts.push_back(storage_unit_file(request.path, part));
         return storage_protocol::encode_load_request(
-            {storage_unit_file(request.path, u), fingerprint, request.check_only, admin_token});
+            {storage_unit_file(request.path, u), fingerprint, request.check_only, admin_token, u, units.size(), parts});
       },
       options_.storage_timeout);
   return control::encode_empty_reply();

@@ -10,6 +10,7 @@
 #include "transport/local_copy.h"
 #include "transport/local_copy_session.h"
 #include "transport/storage_protocol.h"
+#include "transport/storage_routing.h"
 #include "transport/wire_codec.h"
 #include "transport/write_tag.h"
 #include "seqflow/error.h"
@@ -135,11 +136,12 @@ transport::Frames StorageService::put(transport::Frames& args) {
     std::move(data.begin(), data.end(), std::back_inserter(args));
   }
   put_bytes_->increment(static_cast<double>(transport::local_copy::data_bytes(args, 1)));
-  const auto columns = transport::wire::take_columns(request.columns, args, 1, request.samples.global_indexes.size(),
-                                                     request_name(storage_protocol::kPut));
+  const auto segments = transport::wire::take_column_segments(request.columns, args, 1, request.segment_samples,
+                                                              request.samples.global_indexes.size(),
+                                                              request_name(storage_protocol::kPut));
   // A put that waits for room holds no worker: the unit answers "full" and
   // its client retries within its own budget.
-  std::optional<StorageUnit::Full> full = storage_->try_put(request.samples.keys(), columns, request.ticket);
+  std::optional<StorageUnit::Full> full = storage_->try_put_segments(request.samples.keys(), segments, request.ticket);
   if (!full) return storage_protocol::encode_put_reply({});
   return storage_protocol::encode_put_reply({std::nullopt, std::move(full->message), full->ticket});
 }
@@ -240,7 +242,19 @@ transport::Frames StorageService::load(transport::Frames& args) {
                     std::to_string(*request.fingerprint) + ")");
     }
   }
-  if (!request.check_only) storage_->load(path);
+  if (request.check_only) return storage_protocol::encode_empty_reply();
+  if (request.parts.empty()) {
+    storage_->load(path);
+    return storage_protocol::encode_empty_reply();
+  }
+  std::vector<std::string> parts;
+  parts.reserve(request.parts.size());
+  for (const std::string& part : request.parts) {
+    parts.push_back(checkpoint_root_.resolve(part, request_name(storage_protocol::kLoad)));
+  }
+  storage_->load_part(path, parts, [unit = request.unit, units = request.units](int64_t global_index) {
+    return transport::unit_of(global_index, units) == unit;
+  });
   return storage_protocol::encode_empty_reply();
 }
 

@@ -17,7 +17,8 @@ namespace {
 static_assert(std::endian::native == std::endian::little,
               "checkpoints are written in host order; a big-endian host needs byte swapping");
 
-constexpr uint32_t kVersion = 3;
+constexpr uint32_t kVersion = 4;
+constexpr uint32_t kVersionBeforeBlockPlacement = 3;
 constexpr uint32_t kVersionWithoutWriteVersions = 2;
 constexpr uint32_t kVersionWithoutOwners = 1;
 constexpr durable::FileKind kStorageCheckpoint{"SEQFSTOR", "storage checkpoint", kVersion, kVersionWithoutOwners};
@@ -84,7 +85,7 @@ class Decoder {
         end_(file.body_end),
         offset_(durable::kFrameHeaderSize),
         with_owners_(file.version >= kVersionWithoutWriteVersions),
-        with_write_versions_(file.version >= kVersion) {}
+        with_write_versions_(file.version > kVersionWithoutWriteVersions) {}
 
   std::vector<StoredValue> decode() {
     const auto records = take<uint64_t>("the record count");
@@ -215,9 +216,11 @@ void write_checkpoint(const std::string& path, std::span<const StoredValue> valu
   out.finish();
 }
 
-std::vector<StoredValue> read_checkpoint(const std::string& path) {
-  return durable::read_framed_file(path, kStorageCheckpoint,
-                                   [&](const durable::FramedFile& file) { return Decoder(path, file).decode(); });
+std::vector<StoredValue> read_checkpoint(const std::string& path, bool* placed_in_blocks) {
+  return durable::read_framed_file(path, kStorageCheckpoint, [&](const durable::FramedFile& file) {
+    if (placed_in_blocks != nullptr) *placed_in_blocks = file.version > kVersionBeforeBlockPlacement;
+    return Decoder(path, file).decode();
+  });
 }
 
 }  // namespace seqflow

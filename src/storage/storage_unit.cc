@@ -91,6 +91,34 @@ void check_columns(size_t samples, const std::vector<Column>& columns) {
   }
 }
 
+// One segment holds all `samples`; several hold them in turn, each naming
+// the fields of the first in its order.
+void check_segments(size_t samples, std::span<const std::vector<Column>> segments) {
+  if (segments.empty()) throw_invalid("a put in segments needs at least one segment");
+  if (segments.size() == 1) return check_columns(samples, segments.front());
+  size_t covered = 0;
+  for (size_t k = 0; k < segments.size(); ++k) {
+    const std::vector<Column>& columns = segments[k];
+    if (columns.size() != segments.front().size() || columns.empty()) {
+      throw_invalid("put segment " + std::to_string(k) + " holds " + std::to_string(columns.size()) +
+                    " columns; segment 0 holds " + std::to_string(segments.front().size()) +
+                    " (every segment names the same fields, at least one)");
+    }
+    check_columns(columns.front().sample_count(), columns);
+    for (size_t c = 0; c < columns.size(); ++c) {
+      if (columns[c].field != segments.front()[c].field) {
+        throw_invalid("put segment " + std::to_string(k) + " column " + std::to_string(c) + " is field \"" +
+                      columns[c].field + "\"; segment 0's is \"" + segments.front()[c].field + "\"");
+      }
+    }
+    covered += columns.front().sample_count();
+  }
+  if (covered != samples) {
+    throw_invalid("the put's " + std::to_string(segments.size()) + " segments hold " + std::to_string(covered) +
+                  " samples; the put has " + std::to_string(samples) + " global indexes");
+  }
+}
+
 }  // namespace
 
 namespace {
@@ -405,32 +433,42 @@ std::vector<StorageUnit::PartitionUsage> StorageUnit::partition_usage() const {
 StorageUnit::~StorageUnit() = default;
 
 void StorageUnit::put(const SampleKeys& samples, const std::vector<Column>& columns) {
-  store(samples, columns, true, std::nullopt);
+  store(samples, std::span(&columns, 1), true, std::nullopt);
 }
 
 std::optional<StorageUnit::Full> StorageUnit::try_put(const SampleKeys& samples, const std::vector<Column>& columns,
                                                       const std::optional<Ticket>& ticket) {
-  return store(samples, columns, false, ticket);
+  return store(samples, std::span(&columns, 1), false, ticket);
 }
 
-std::optional<StorageUnit::Full> StorageUnit::store(const SampleKeys& samples, const std::vector<Column>& columns,
-                                                    bool wait, const std::optional<Ticket>& retry_ticket) {
+std::optional<StorageUnit::Full> StorageUnit::try_put_segments(const SampleKeys& samples,
+                                                               std::span<const std::vector<Column>> segments,
+                                                               const std::optional<Ticket>& ticket) {
+  return store(samples, segments, false, ticket);
+}
+
+std::optional<StorageUnit::Full> StorageUnit::store(const SampleKeys& samples,
+                                                    std::span<const std::vector<Column>> segments, bool wait,
+                                                    const std::optional<Ticket>& retry_ticket) {
   const std::span<const int64_t> global_indexes = samples.global_indexes;
   check_keys(samples, true);
   check_indexes(global_indexes);
-  check_columns(global_indexes.size(), columns);
-  if (columns.empty() || global_indexes.empty()) return std::nullopt;
+  check_segments(global_indexes.size(), segments);
+  if (segments.front().empty() || global_indexes.empty()) return std::nullopt;
 
   // Every allocation happens here, before the lock: under it, values only
   // move between node-based maps, which cannot throw, so a put lands whole.
   Values staged;
   staged.reserve(global_indexes.size());
-  for (size_t i = 0; i < global_indexes.size(); ++i) {
-    StoredSample& sample = staged[global_indexes[i]];
-    sample.generation = samples.generations[i];
-    sample.partition = samples.partitions[i];
-    for (const Column& column : columns) {
-      sample.fields.emplace(column.field, VersionedValue(samples.write_version, column.sample(i)));
+  size_t i = 0;
+  for (const std::vector<Column>& columns : segments) {
+    for (size_t j = 0; j < columns.front().sample_count(); ++j, ++i) {
+      StoredSample& sample = staged[global_indexes[i]];
+      sample.generation = samples.generations[i];
+      sample.partition = samples.partitions[i];
+      for (const Column& column : columns) {
+        sample.fields.emplace(column.field, VersionedValue(samples.write_version, column.sample(j)));
+      }
     }
   }
 
@@ -757,8 +795,34 @@ void StorageUnit::save(const std::string& path) const {
   write_checkpoint(path, snapshot);
 }
 
-void StorageUnit::load(const std::string& path) {
-  std::vector<StoredValue> records = read_checkpoint(path);
+void StorageUnit::load(const std::string& path) { load_part(path, std::span(&path, 1), {}); }
+
+void StorageUnit::load_part(const std::string& path, std::span<const std::string> parts,
+                            const std::function<bool(int64_t)>& placed_here) {
+  bool placed_in_blocks = false;
+  std::vector<StoredValue> records = read_checkpoint(path, &placed_in_blocks);
+  if (placed_here && placed_in_blocks) {
+    for (const StoredValue& record : records) {
+      if (!placed_here(record.global_index)) {
+        throw_invalid("checkpoint \"" + path + "\" holds global index " + std::to_string(record.global_index) +
+                      ", which another storage unit holds now: it was saved by another number of units (load it "
+                      "with as many as saved it)");
+      }
+    }
+  } else if (placed_here) {
+    std::vector<StoredValue> mine;
+    for (const std::string& part : parts) {
+      std::vector<StoredValue> read = part == path ? std::move(records) : read_checkpoint(part);
+      for (StoredValue& record : read) {
+        if (!placed_here(record.global_index)) continue;
+        // A copy: a view would keep the whole of a file that is mostly other units' samples.
+        record.view.buffer = Buffer::copy_of(record.view.bytes());
+        record.view.offset = 0;
+        mine.push_back(std::move(record));
+      }
+    }
+    records = std::move(mine);
+  }
   Values loaded;
   StorageStats stats;
   const auto corrupt = [&path](int64_t gi, const std::string& problem) {

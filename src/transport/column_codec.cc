@@ -4,6 +4,7 @@
 #include "common/aligned_buffer.h"
 #include "common/split_copy.h"
 #include "storage/value_check.h"
+#include "transport/storage_routing.h"
 #include "transport/wire_codec.h"
 
 namespace seqflow::transport::wire {
@@ -123,49 +124,49 @@ std::span<const size_t> positions_or_all(const std::vector<Column>& columns, std
   return all;
 }
 
-}  // namespace
+// Splits ascending `positions` as append_column_segments says.
+std::vector<std::span<const size_t>> segments_of(const std::vector<Column>& columns,
+                                                 std::span<const size_t> positions) {
+  std::vector<std::span<const size_t>> segments;
+  const auto packed_since = [&](size_t begin, size_t end) {
+    if (begin < end) segments.push_back(positions.subspan(begin, end - begin));
+  };
+  size_t small_from = 0;  // where the runs not yet in a segment begin
+  for (const auto& [begin, end] : consecutive_runs(positions)) {
+    size_t bytes = 0;
+    for (const Column& column : columns) {
+      bytes += column.offsets[positions[end - 1] + 1] - column.offsets[positions[begin]];
+    }
+    if (columns.empty() || bytes / columns.size() < kMinRunFrameBytes) continue;
+    packed_since(small_from, begin);
+    segments.push_back(positions.subspan(begin, end - begin));
+    small_from = end;
+  }
+  packed_since(small_from, positions.size());
+  return segments;
+}
 
-std::string append_columns(const std::vector<Column>& columns, std::span<const size_t> positions, Frames& frames) {
-  std::vector<size_t> all;
-  positions = positions_or_all(columns, positions, all);
+// The entries and frames of `segments`: the packs of all of them are split
+// between threads (common/split_copy.h) when large, since the packs of a
+// put's first unit are all its send waits for.
+std::string append_segments(const std::vector<Column>& columns, std::span<const std::span<const size_t>> segments,
+                            Frames& frames) {
   MsgpackWriter out;
-  out.array(columns.size());
+  out.array(columns.size() * segments.size());
   std::vector<FrameSource> sources;
-  sources.reserve(columns.size());
+  sources.reserve(columns.size() * segments.size());
   std::vector<iovec> to, from;
-  for (const Column& column : columns) sources.push_back(plan_column(out, column, positions, to, from));
-  // The packs of a put's first unit are all its send waits for: they are
-  // split between threads (common/split_copy.h) when large.
+  for (const std::span<const size_t> segment : segments) {
+    for (const Column& column : columns) sources.push_back(plan_column(out, column, segment, to, from));
+  }
   (void)copy_split(to, from, kPackBytesPerThread, kPackMaxThreads, copy_in_memory);
   for (FrameSource& source : sources) frames.push_back(frame_of(std::move(source.buffer), source.offset, source.size));
   return std::move(out).take();
 }
 
-std::string describe_columns(const std::vector<Column>& columns, std::span<const size_t> positions,
-                             std::vector<std::vector<std::span<const std::byte>>>& pieces) {
-  std::vector<size_t> all;
-  positions = positions_or_all(columns, positions, all);
-  MsgpackWriter out;
-  out.array(columns.size());
-  for (const Column& column : columns) {
-    pieces.emplace_back();
-    write_column_entry(out, column, positions, pieces.back());
-  }
-  return std::move(out).take();
-}
-
-size_t column_count(std::string_view entries) {
-  const std::optional<std::vector<std::string_view>> items = array_elements(entries, kValueDepth);
-  return items ? items->size() : 0;
-}
-
-std::vector<Column> take_columns(std::string_view entries, Frames& frames, size_t first, size_t samples,
+// The columns of one segment: `items` are their entries, their frames from `frames[first]` on.
+std::vector<Column> take_segment(std::span<const std::string_view> items, Frames& frames, size_t first, size_t samples,
                                  std::string_view what) {
-  const std::vector<std::string_view> items = array_items(entries, std::string(what) + " columns must be an array");
-  if (frames.size() != first + items.size()) {
-    throw_invalid(std::string(what) + " names " + std::to_string(items.size()) + " columns but carries " +
-                  std::to_string(frames.size() > first ? frames.size() - first : 0) + " data frames");
-  }
   std::vector<Column> columns;
   columns.reserve(items.size());
   for (size_t c = 0; c < items.size(); ++c) {
@@ -189,6 +190,93 @@ std::vector<Column> take_columns(std::string_view entries, Frames& frames, size_
     columns.push_back(std::move(column));
   }
   return columns;
+}
+
+}  // namespace
+
+std::string append_columns(const std::vector<Column>& columns, std::span<const size_t> positions, Frames& frames) {
+  std::vector<size_t> all;
+  const std::span<const size_t> segment = positions_or_all(columns, positions, all);
+  return append_segments(columns, std::span(&segment, 1), frames);
+}
+
+ColumnSegments append_column_segments(const std::vector<Column>& columns, std::span<const size_t> positions,
+                                      Frames& frames) {
+  std::vector<size_t> all;
+  positions = positions_or_all(columns, positions, all);
+  const std::vector<std::span<const size_t>> segments = segments_of(columns, positions);
+  if (segments.size() <= 1) return {append_columns(columns, positions, frames), {}};
+  ColumnSegments out{append_segments(columns, segments, frames), {}};
+  out.samples.reserve(segments.size());
+  for (const std::span<const size_t> segment : segments) out.samples.push_back(segment.size());
+  return out;
+}
+
+std::string describe_columns(const std::vector<Column>& columns, std::span<const size_t> positions,
+                             std::vector<std::vector<std::span<const std::byte>>>& pieces) {
+  std::vector<size_t> all;
+  positions = positions_or_all(columns, positions, all);
+  MsgpackWriter out;
+  out.array(columns.size());
+  for (const Column& column : columns) {
+    pieces.emplace_back();
+    write_column_entry(out, column, positions, pieces.back());
+  }
+  return std::move(out).take();
+}
+
+size_t column_count(std::string_view entries) {
+  const std::optional<std::vector<std::string_view>> items = array_elements(entries, kValueDepth);
+  return items ? items->size() : 0;
+}
+
+std::vector<Column> take_columns(std::string_view entries, Frames& frames, size_t first, size_t samples,
+                                 std::string_view what) {
+  return std::move(take_column_segments(entries, frames, first, {}, samples, what).front());
+}
+
+std::vector<std::vector<Column>> take_column_segments(std::string_view entries, Frames& frames, size_t first,
+                                                      std::span<const uint64_t> segment_samples, size_t samples,
+                                                      std::string_view what) {
+  const std::vector<std::string_view> items = array_items(entries, std::string(what) + " columns must be an array");
+  if (frames.size() != first + items.size()) {
+    throw_invalid(std::string(what) + " names " + std::to_string(items.size()) + " columns but carries " +
+                  std::to_string(frames.size() > first ? frames.size() - first : 0) + " data frames");
+  }
+  const uint64_t whole = samples;
+  if (segment_samples.empty()) {
+    segment_samples = std::span(&whole, 1);
+  } else {
+    uint64_t total = 0;
+    bool counts_fit = true;
+    for (const uint64_t count : segment_samples) {
+      counts_fit = counts_fit && count > 0 && count <= samples - total;
+      if (counts_fit) total += count;
+    }
+    if (!counts_fit || total != samples) {
+      throw_invalid(std::string(what) + " segment_samples must be positive counts that add up to its " +
+                    std::to_string(samples) + " samples");
+    }
+  }
+  if (items.size() % segment_samples.size() != 0) {
+    throw_invalid(std::string(what) + " names " + std::to_string(items.size()) + " columns for " +
+                  std::to_string(segment_samples.size()) + " segments: each segment must name the same columns");
+  }
+  const size_t per_segment = items.size() / segment_samples.size();
+  std::vector<std::vector<Column>> segments;
+  segments.reserve(segment_samples.size());
+  for (size_t k = 0; k < segment_samples.size(); ++k) {
+    segments.push_back(take_segment(std::span(items).subspan(k * per_segment, per_segment), frames,
+                                    first + k * per_segment, segment_samples[k], what));
+    for (size_t c = 0; c < per_segment; ++c) {
+      if (segments[k][c].field != segments[0][c].field) {
+        throw_invalid(std::string(what) + " segment " + std::to_string(k) + " column " + std::to_string(c) +
+                      " is field \"" + segments[k][c].field + "\"; segment 0's is \"" + segments[0][c].field +
+                      "\": each segment must name the same columns in the same order");
+      }
+    }
+  }
+  return segments;
 }
 
 std::string append_views(const std::vector<std::vector<SampleView>>& rows, size_t fields, Frames& frames) {

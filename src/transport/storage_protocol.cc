@@ -61,9 +61,11 @@ Frames encode_empty_reply() { return wire::empty_message(); }
 void decode_empty_reply(const Frames& reply, std::string_view op) { wire::read_empty_message(reply, reply_name(op)); }
 
 Frames encode_put_request(const SampleKeys& samples, std::span<const size_t> positions, std::string_view columns,
-                          Frames data, const std::optional<StorageUnit::Ticket>& ticket) {
+                          Frames data, const std::optional<StorageUnit::Ticket>& ticket,
+                          std::span<const uint64_t> segment_samples) {
   MsgpackMapWriter header = keys_header(samples, positions);
   header.set("columns").encoded(columns);
+  if (!segment_samples.empty()) header.set("segment_samples").numbers(segment_samples);
   if (ticket) add_ticket(header, *ticket);
   Frames request = header_message(header);
   std::move(data.begin(), data.end(), std::back_inserter(request));
@@ -79,11 +81,20 @@ Frames encode_local_put_request(const SampleKeys& samples, std::span<const size_
 }
 
 PutRequest decode_put_request(const Frames& request) {
-  const EncodedMap header = wire::read_header(
-      request, 0, request_name(kPut),
-      {"indexes", "partitions", "partition_ends", "generations", "write_version", "columns", "local_frames", "ticket"});
-  return {wire::read_sample_keys(header), std::string(header.value("columns")), optional_entry(header, "local_frames"),
-          optional_ticket(header)};
+  const EncodedMap header =
+      wire::read_header(request, 0, request_name(kPut),
+                        {"indexes", "partitions", "partition_ends", "generations", "write_version", "columns",
+                         "segment_samples", "local_frames", "ticket"});
+  PutRequest put{wire::read_sample_keys(header),
+                 std::string(header.value("columns")),
+                 {},
+                 optional_entry(header, "local_frames"),
+                 optional_ticket(header)};
+  if (header.has("segment_samples")) {
+    put.segment_samples = header.numbers<uint64_t>("segment_samples");
+    if (put.local_frames) header.fail("segment_samples", "must be absent with local_frames (one segment)");
+  }
+  return put;
 }
 
 Frames encode_put_reply(const PutReply& reply) {
@@ -287,15 +298,37 @@ Frames encode_load_request(const LoadRequest& request) {
   if (request.fingerprint) header.set("fingerprint").unsigned_integer(*request.fingerprint);
   if (request.check_only) header.set("check_only").boolean(true);
   if (request.admin_token) header.set("admin_token").string(*request.admin_token);
+  if (!request.parts.empty()) {
+    header.set("unit").unsigned_integer(request.unit);
+    header.set("units").unsigned_integer(request.units);
+    header.set("parts").strings(request.parts);
+  }
   return header_message(header);
 }
 
 LoadRequest decode_load_request(const Frames& request) {
-  const EncodedMap header =
-      wire::read_header(request, 0, request_name(kLoad), {"path", "fingerprint", "check_only", "admin_token"});
-  LoadRequest out{header.text("path"), std::nullopt, header.has("check_only") && header.boolean("check_only"),
-                  optional_text(header, "admin_token")};
+  const EncodedMap header = wire::read_header(
+      request, 0, request_name(kLoad), {"path", "fingerprint", "check_only", "admin_token", "unit", "units", "parts"});
+  LoadRequest out{header.text("path"),
+                  std::nullopt,
+                  header.has("check_only") && header.boolean("check_only"),
+                  optional_text(header, "admin_token"),
+                  0,
+                  1,
+                  {}};
   if (header.has("fingerprint")) out.fingerprint = header.unsigned_integer("fingerprint");
+  if (header.has("parts")) {
+    out.unit = header.unsigned_integer("unit");
+    out.units = header.unsigned_integer("units");
+    out.parts = header.texts("parts");
+    if (out.parts.size() != out.units) {
+      header.fail("parts", "must name one part per unit (" + std::to_string(out.units) + "), got " +
+                               std::to_string(out.parts.size()));
+    }
+    if (out.unit >= out.units || out.parts[out.unit] != out.path) {
+      header.fail("unit", "must be below units and name the part at path");
+    }
+  }
   return out;
 }
 

@@ -46,16 +46,20 @@ void decode_empty_reply(const Frames& reply, std::string_view op);
 // wire::append_columns) or, for a same-host unit, left in the client's
 // memory: `local_frames` (local_copy::seal) says where, and `columns`
 // comes from wire::describe_columns. Both are encoded values (wire_codec.h).
-// A put answered "full" is sent again with the answer's ticket.
+// A put answered "full" is sent again with the answer's ticket. Frames sent
+// in segments (wire::append_column_segments) name each segment's samples in
+// `segment_samples` (`segment_samples`, absent for one segment).
 Frames encode_put_request(const SampleKeys& samples, std::span<const size_t> positions, std::string_view columns,
-                          Frames data, const std::optional<StorageUnit::Ticket>& ticket = std::nullopt);
+                          Frames data, const std::optional<StorageUnit::Ticket>& ticket = std::nullopt,
+                          std::span<const uint64_t> segment_samples = {});
 Frames encode_local_put_request(const SampleKeys& samples, std::span<const size_t> positions, std::string_view columns,
                                 std::string_view local_frames);
-// The frames after the header stay in `request` (wire::take_columns reads
-// them from frame 1 on); the encoded values are copies, which outlive it.
+// The frames after the header stay in `request` (wire::take_column_segments
+// reads them from frame 1 on); the encoded values are copies, which outlive it.
 struct PutRequest {
   wire::SampleKeyColumns samples;
   std::string columns;
+  std::vector<uint64_t> segment_samples;  // empty: one segment (always so with local_frames)
   std::optional<std::string> local_frames;
   std::optional<StorageUnit::Ticket> ticket;
 };
@@ -166,6 +170,12 @@ struct LoadRequest {
   std::optional<uint64_t> fingerprint;
   bool check_only = false;
   std::optional<std::string> admin_token;
+  // Where the unit stands (unit `unit` of `units`, storage_routing.h) and
+  // every unit's part of the checkpoint in unit order, `path` at `unit`
+  // (StorageUnit::load_part); empty: only `path`, as saved.
+  uint64_t unit = 0;
+  uint64_t units = 1;
+  std::vector<std::string> parts;
 };
 Frames encode_load_request(const LoadRequest& request);
 LoadRequest decode_load_request(const Frames& request);

@@ -131,6 +131,20 @@ std::vector<std::pair<int64_t, bool>> read_status(const EncodedMap& status);
 // frame points into the column's buffer when those samples lie back to back
 // there, else it holds a packed copy of them.
 std::string append_columns(const std::vector<Column>& columns, std::span<const size_t> positions, Frames& frames);
+// A put's columns in segments of consecutive samples: the entries of every
+// segment's columns (segment after segment, each as append_columns writes
+// them) and each segment's number of samples (empty: one segment).
+struct ColumnSegments {
+  std::string entries;
+  std::vector<uint64_t> samples;
+};
+// As append_columns, in segments that spare the packed copy: a run of
+// consecutive positions whose frames average kMinRunFrameBytes or more is a
+// segment of its own, its frames pointing into the columns' buffers; the
+// shorter runs between such runs are packed together into one segment.
+inline constexpr size_t kMinRunFrameBytes = size_t{64} << 10;
+ColumnSegments append_column_segments(const std::vector<Column>& columns, std::span<const size_t> positions,
+                                      Frames& frames);
 // As append_columns, without frames: column c's frame would be its
 // samples' bytes back to back, and pieces[c] (appended) says where each
 // sample's bytes lie, for a reader that copies them out of this process
@@ -144,6 +158,12 @@ size_t column_count(std::string_view entries);
 // copied so that they hold no receive buffer). Each holds `samples` samples.
 std::vector<Column> take_columns(std::string_view entries, Frames& frames, size_t first, size_t samples,
                                  std::string_view what);
+// As take_columns, for a put in segments (append_column_segments): segment k
+// holds segment_samples[k] samples (one segment of all `samples` when
+// empty), each naming the same fields in the same order.
+std::vector<std::vector<Column>> take_column_segments(std::string_view entries, Frames& frames, size_t first,
+                                                      std::span<const uint64_t> segment_samples, size_t samples,
+                                                      std::string_view what);
 
 // Stored values (rows of views, one per requested field) as an encoded
 // array plus frames appended to `frames`: views that lie back to back in

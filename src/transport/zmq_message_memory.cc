@@ -45,8 +45,8 @@ Blocks& blocks() {
 
 // The block's capacity, taken out of the table; 0 when the cache did not hand it out.
 size_t take_block(const void* pointer) {
-  // Blocks are 2 MiB-aligned; the C library's pointers (16 bytes past a chunk header) almost never are.
-  if (pointer == nullptr || reinterpret_cast<uintptr_t>(pointer) % BlockCache::kAlignment != 0) return 0;
+  // Blocks are page-aligned; the C library's pointers (16 bytes past a chunk header) almost never are.
+  if (pointer == nullptr || reinterpret_cast<uintptr_t>(pointer) % BlockCache::kPageAlignment != 0) return 0;
   Blocks& state = blocks();
   std::lock_guard lock(state.mutex);
   const auto it = state.capacity.find(pointer);
@@ -106,7 +106,7 @@ void* reallocate(void* pointer, size_t size) {
 }
 
 bool from_block_cache(const void* pointer) {
-  if (pointer == nullptr || reinterpret_cast<uintptr_t>(pointer) % BlockCache::kAlignment != 0) return false;
+  if (pointer == nullptr || reinterpret_cast<uintptr_t>(pointer) % BlockCache::kPageAlignment != 0) return false;
   Blocks& state = blocks();
   std::lock_guard lock(state.mutex);
   return state.capacity.contains(pointer);

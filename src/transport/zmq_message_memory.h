@@ -21,7 +21,9 @@
 
 namespace seqflow::transport {
 
-inline constexpr size_t kLargeMessageBytes = size_t{8} << 20;
+// From here on the C library would map, or soon unmap, a message's memory:
+// a put's runs of samples are frames of 64 KiB to a few MiB.
+inline constexpr size_t kLargeMessageBytes = size_t{64} << 10;
 
 // Redirects libzmq's allocations once per process (later calls only return
 // the first result); thread-safe. False, with nothing changed, where libzmq

@@ -45,6 +45,14 @@ MetaRequest seed_meta_request() {
 }
 
 // Field "x": one int64 per sample of kIndexes, its global index.
+// A storage unit's reading of a put request: its header, then its columns in segments.
+void take_put_request(Frames& f, size_t, size_t) {
+  const storage_protocol::PutRequest request = storage_protocol::decode_put_request(f);
+  Frames taken = copies(f);  // take_column_segments takes the data frames over
+  wire::take_column_segments(request.columns, taken, 1, request.segment_samples, request.samples.global_indexes.size(),
+                             "put request");
+}
+
 Column seed_column() {
   Column column;
   column.field = "x";
@@ -434,23 +442,25 @@ const std::vector<ProtocolDecoder>& protocol_decoders() {
       {"control empty reply", [](Frames& f, size_t, size_t) { control::decode_empty_reply(f, control::kSave); },
        [] { return control::encode_empty_reply(); }},
       // The storage units' protocol.
-      {"put request",
-       [](Frames& f, size_t, size_t) {
-         const storage_protocol::PutRequest request = storage_protocol::decode_put_request(f);
-         Frames taken = copies(f);  // take_columns takes the data frames over
-         wire::take_columns(request.columns, taken, 1, request.samples.global_indexes.size(), "put request");
-       },
+      {"put request", take_put_request,
        [] {
          Frames data;
          const std::string entries = wire::append_columns({seed_column()}, {}, data);
          return storage_protocol::encode_put_request(samples_of(kIndexes), kAll, entries, std::move(data));
        }},
-      {"retried put request",
-       [](Frames& f, size_t, size_t) {
-         const storage_protocol::PutRequest request = storage_protocol::decode_put_request(f);
-         Frames taken = copies(f);
-         wire::take_columns(request.columns, taken, 1, request.samples.global_indexes.size(), "put request");
-       },
+      {"put request in segments", take_put_request,
+       [] {
+         // Sample 0, then samples 1 and 2: one entry and one frame per segment.
+         Frames data;
+         std::string entries = "\x92";  // an array of the two segments' entries
+         for (const std::vector<size_t>& positions : {std::vector<size_t>{0}, std::vector<size_t>{1, 2}}) {
+           entries += array_elements(wire::append_columns({seed_column()}, positions, data), wire::kValueDepth)->at(0);
+         }
+         const uint64_t segment_samples[] = {1, 2};
+         return storage_protocol::encode_put_request(samples_of(kIndexes), kAll, entries, std::move(data), std::nullopt,
+                                                     segment_samples);
+       }},
+      {"retried put request", take_put_request,
        [] {
          Frames data;
          const std::string entries = wire::append_columns({seed_column()}, {}, data);
@@ -522,7 +532,12 @@ const std::vector<ProtocolDecoder>& protocol_decoders() {
        [] { return storage_protocol::encode_save_reply(uint64_t{1} << 63); }},
       {"load request", [](Frames& f, size_t, size_t) { storage_protocol::decode_load_request(f); },
        [] {
-         return storage_protocol::encode_load_request({"ckpt/storage.unit0", 5, true, "token"});
+         return storage_protocol::encode_load_request({"ckpt/storage.unit0", 5, true, "token", 0, 1, {}});
+       }},
+      {"load request of one part", [](Frames& f, size_t, size_t) { storage_protocol::decode_load_request(f); },
+       [] {
+         return storage_protocol::encode_load_request(
+             {"ckpt/storage.unit1", 5, false, "token", 1, 2, {"ckpt/storage.unit0", "ckpt/storage.unit1"}});
        }},
       {"storage empty reply",
        [](Frames& f, size_t, size_t) { storage_protocol::decode_empty_reply(f, storage_protocol::kCommit); },

@@ -22,6 +22,7 @@
 #include "service_test_support.h"
 #include "seqflow/client.h"
 #include "storage_test_support.h"
+#include "transport/storage_routing.h"
 
 namespace seqflow::test {
 namespace {
@@ -163,9 +164,9 @@ TEST_P(ClientModes, DtypeConflictRollsBackTheInsert) {
 }
 
 TEST_P(ClientModes, FullStorageLeavesNoSampleAndNoNewPartition) {
-  // Two samples per storage unit fill every unit.
-  auto client = make_client(StorageOptions{0, 2});
-  std::vector<int64_t> values(2 * units());
+  // A block of samples per storage unit (global indexes 0, 1, ...) fills every unit.
+  auto client = make_client(StorageOptions{0, transport::kPlacementBlock});
+  std::vector<int64_t> values(transport::kPlacementBlock * units());
   client->put_new("a", {int64_column("x", values)}, {});
   EXPECT_TRUE(
       throws_error(ErrorCode::kInvalidArgument, [&] { client->put_new("b", {int64_column("x", {3})}, {}); }, {}));
@@ -195,7 +196,7 @@ TEST_P(RemoteModes, PutToADeadStorageUnitFailsWithinItsTimeout) {
   const std::string dead = cluster.unit(0).endpoint();
   cluster.stop_unit(0);
 
-  std::vector<int64_t> values(units());  // one sample per unit
+  std::vector<int64_t> values(transport::kPlacementBlock * units());  // a block on each unit
   EXPECT_TRUE(throws_error(ErrorCode::kTimeout, [&] { client->put_new("p", {int64_column("x", values)}, {}); },
                            {"'put'", dead}));
   EXPECT_EQ(cluster.drop_failures(), 0.0) << "the put came back only after the controller gave up the dead unit";

@@ -23,6 +23,7 @@
 #include "storage_test_support.h"
 #include "transport/connection.h"
 #include "transport/storage_protocol.h"
+#include "transport/storage_routing.h"
 #include "transport/wire_codec.h"
 
 namespace seqflow::test {
@@ -57,21 +58,34 @@ std::set<int64_t> values_in(Client& client, const std::string& partition, const 
   return out;
 }
 
+// Values first, first + 1, ... (`count` of them).
+std::vector<int64_t> values_from(int64_t first, int64_t count) {
+  std::vector<int64_t> values(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) values[static_cast<size_t>(i)] = first + i;
+  return values;
+}
+
 TEST(RemoteCapacity, AWaitingPutLandsOnceAfterAClearMadeRoomOnEveryUnit) {
-  RemoteCluster cluster(2, waiting_storage(2));
+  constexpr int64_t kBlock = transport::kPlacementBlock;  // a block per unit fills it
+  RemoteCluster cluster(2, waiting_storage(kBlock));
   auto client = cluster.client(kPatience);
-  const BatchMeta first = client->put_new("p", {int64_column("x", {0, 1, 2, 3})}, {});  // two per unit
-  auto waiting = std::async(std::launch::async, [&] { return client->put_new("p", {int64_column("x", {4, 5})}, {}); });
+  // Global indexes 0 to 2 blocks: a block on each unit.
+  const BatchMeta first = client->put_new("p", {int64_column("x", values_from(0, 2 * kBlock))}, {});
+  // A block on unit 0 and one sample on unit 1: it waits for both.
+  auto waiting = std::async(std::launch::async, [&] {
+    return client->put_new("p", {int64_column("x", values_from(2 * kBlock, kBlock + 1))}, {});
+  });
   ASSERT_TRUE(until_told_to_wait(cluster, 1));
   EXPECT_EQ(waiting.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout);
-  // One sample off each unit (global indexes 0 and 1: gi % 2).
-  const std::vector<int64_t> cleared(first.global_indexes.begin(), first.global_indexes.begin() + 2);
+  // Room for it on each unit: unit 0's block and the first sample of unit 1's.
+  const std::vector<int64_t> cleared(first.global_indexes.begin(), first.global_indexes.begin() + kBlock + 1);
   client->clear_samples("p", cleared, {});
   ASSERT_EQ(waiting.wait_for(kPatience), std::future_status::ready);
-  EXPECT_EQ(waiting.get().size(), 2u);
-  EXPECT_EQ(values_in(*client, "p", "reader", 4), (std::set<int64_t>{2, 3, 4, 5}));
+  EXPECT_EQ(waiting.get().size(), static_cast<size_t>(kBlock + 1));
+  const std::vector<int64_t> kept = values_from(kBlock + 1, 2 * kBlock);
+  EXPECT_EQ(values_in(*client, "p", "reader", 2 * kBlock), std::set<int64_t>(kept.begin(), kept.end()));
   for (size_t u = 0; u < cluster.unit_count(); ++u) {
-    EXPECT_EQ(cluster.unit(u).storage().stats().samples, 2u);
+    EXPECT_EQ(cluster.unit(u).storage().stats().samples, static_cast<uint64_t>(kBlock));
     EXPECT_EQ(cluster.unit(u).storage().capacity_stats().waiting_puts, 0u);  // none holds a place now
   }
 }
@@ -524,7 +538,7 @@ class UnitOfLapsingPlaces {
   }
   ShardedStorage storage(pools, pools[0], /*local_copy=*/false);
   const PartitionIdList partitions(2, "p");
-  const int64_t indexes[] = {0, 1};  // one on each unit
+  const int64_t indexes[] = {0, transport::kPlacementBlock};  // one on each unit
   const uint64_t generations[] = {1, 1};
   return throws_error(ErrorCode::kInvalidArgument,
                       [&] {

@@ -7,6 +7,8 @@
 // while another works: remote_service_concurrency_test.cc.
 #include <gtest/gtest.h>
 
+#include <numeric>
+
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
@@ -27,6 +29,7 @@
 #include "remote_service_test_support.h"
 #include "storage_test_support.h"
 #include "wire_test_support.h"
+#include "transport/storage_routing.h"
 
 namespace seqflow::test {
 namespace {
@@ -313,10 +316,13 @@ TEST(RemoteServiceFailures, PutToAStoppedUnitTimesOutLeavesNothingReadyAndWorksA
   constexpr auto kTimeout = 2000ms;
   auto client = cluster.client(kTimeout);
   client->put_new("other", {int64_column("x", {1, 2, 3, 4})}, ids(1, 4));
-  const std::vector<int64_t> values = {10, 11, 12, 13, 14, 15};
+  // Samples on both units (placed in blocks of kPlacementBlock global indexes).
+  std::vector<int64_t> values(2 * transport::kPlacementBlock);
+  std::iota(values.begin(), values.end(), 10);
 
   cluster.stop_unit(1);
-  EXPECT_TRUE(throws_error(ErrorCode::kTimeout, [&] { client->put_new("p", {int64_column("x", values)}, ids(10, 6)); },
+  EXPECT_TRUE(throws_error(ErrorCode::kTimeout,
+                           [&] { client->put_new("p", {int64_column("x", values)}, ids(10, values.size())); },
                            {"'put'", cluster.unit(1).endpoint()}));
   // The rollback ended within the put: its clear came back once the
   // controller gave up the dead unit's drop (after storage_timeout).
@@ -333,9 +339,9 @@ TEST(RemoteServiceFailures, PutToAStoppedUnitTimesOutLeavesNothingReadyAndWorksA
   EXPECT_EQ(client->control().insert("third", 2).size(), 2u);
 
   cluster.restart_unit(1);
-  const BatchMeta put = client->put_new("p", {int64_column("x", values)}, ids(10, 6));
+  const BatchMeta put = client->put_new("p", {int64_column("x", values)}, ids(10, values.size()));
   ASSERT_EQ(put.size(), values.size());
-  const BatchMeta meta = client->get_meta(fetch(6, "p", "train"));
+  const BatchMeta meta = client->get_meta(fetch(values.size(), "p", "train"));
   ASSERT_EQ(meta.size(), values.size());
   EXPECT_EQ(values_of(*client, meta), ids_of(meta)) << "each sample carries its own value";
 }
@@ -348,7 +354,7 @@ double restarts_seen(RemoteCluster& cluster) {
 std::vector<int64_t> on_unit(const BatchMeta& meta, int64_t unit, int64_t units) {
   std::vector<int64_t> out;
   for (int64_t index : meta.global_indexes) {
-    if (index % units == unit) out.push_back(index);
+    if (transport::unit_of(index, static_cast<size_t>(units)) == static_cast<size_t>(unit)) out.push_back(index);
   }
   return out;
 }
@@ -369,16 +375,23 @@ std::vector<int64_t> sorted_indexes(const BatchMeta& meta) {
 }
 
 TEST(RemoteServiceFailures, SamplesOfAUnitRestartedEmptyAreNotServedUntilTheyArePutAgain) {
+  constexpr int64_t kBlock = transport::kPlacementBlock;
+  const auto counting = [](int64_t first, int64_t count) {
+    std::vector<int64_t> values(static_cast<size_t>(count));
+    std::iota(values.begin(), values.end(), first);
+    return values;
+  };
   RemoteCluster cluster(2);
   auto client = cluster.client();
-  const BatchMeta put = client->put_new("p", {int64_column("x", {10, 11, 12, 13, 14, 15, 16, 17})}, ids(10, 8));
-  const BatchMeta other = client->put_new("other", {int64_column("x", {20, 21, 22, 23})}, ids(20, 4));
-  ASSERT_EQ(put.global_indexes, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7}));
+  // Global indexes: "other" block 0 (unit 0), "p" blocks 1 (unit 1) and 2 (unit 0).
+  const BatchMeta other = client->put_new("other", {int64_column("x", counting(100, kBlock))}, ids(100, kBlock));
+  const BatchMeta put = client->put_new("p", {int64_column("x", counting(10, 2 * kBlock))}, ids(10, 2 * kBlock));
+  ASSERT_EQ(put.global_indexes, counting(kBlock, 2 * kBlock));
   const BatchMeta early = client->get_meta(fetch(2, "p", "train"));
-  ASSERT_EQ(early.global_indexes, (std::vector<int64_t>{0, 1}));
+  ASSERT_EQ(early.global_indexes, counting(kBlock, 2));
 
-  // The unit of the odd indexes (second in endpoint order) comes back empty
-  // on its endpoint: a new instance.
+  // The unit of block 1 (second in endpoint order) comes back empty on its
+  // endpoint: a new instance.
   const size_t victim = cluster.unit(0).endpoint() < cluster.unit(1).endpoint() ? 1 : 0;
   const uint64_t old_instance = cluster.unit(victim).instance_id();
   cluster.stop_unit(victim);
@@ -388,12 +401,13 @@ TEST(RemoteServiceFailures, SamplesOfAUnitRestartedEmptyAreNotServedUntilTheyAre
 
   // Its samples, in every partition, are not produced; unit 0's are.
   const auto lost = on_unit(put, 1, 2);
+  EXPECT_EQ(lost, counting(kBlock, kBlock));
   EXPECT_EQ(produced(*client, "p"), on_unit(put, 0, 2));
   EXPECT_EQ(produced(*client, "other"), on_unit(other, 0, 2));
-  // Not served: 2, 4 and 6 are the only ready samples train did not consume.
-  EXPECT_EQ(client->get_meta(fetch(4, "p", "train")).size(), 0u);
-  const BatchMeta before = client->get_meta(fetch(3, "p", "train"));
-  EXPECT_EQ(sorted_indexes(before), (std::vector<int64_t>{2, 4, 6}));
+  // Not served: block 2 holds the only ready samples train did not consume.
+  EXPECT_EQ(client->get_meta(fetch(kBlock + 1, "p", "train")).size(), 0u);
+  const BatchMeta before = client->get_meta(fetch(kBlock, "p", "train"));
+  EXPECT_EQ(sorted_indexes(before), counting(2 * kBlock, kBlock));
   EXPECT_EQ(values_of(*client, before), ids_of(before)) << "unit 0 kept its data";
   EXPECT_EQ(client->get_meta(fetch(1, "p", "train")).size(), 0u);
   MetaRequest everything = fetch(0, "p", "");
@@ -408,7 +422,7 @@ TEST(RemoteServiceFailures, SamplesOfAUnitRestartedEmptyAreNotServedUntilTheyAre
   EXPECT_EQ(forced_produced, on_unit(put, 0, 2));
 
   // The producer puts the lost samples again (new values): served with the
-  // new data, except sample 1, which train consumed before the restart.
+  // new data, except the two train consumed before the restart.
   BatchMeta again;
   again.global_indexes = lost;
   again.partition_ids = PartitionIdList(lost.size(), "p");
@@ -416,12 +430,12 @@ TEST(RemoteServiceFailures, SamplesOfAUnitRestartedEmptyAreNotServedUntilTheyAre
   for (int64_t index : lost) new_values.push_back(1000 + index);
   client->put_existing(again, {int64_column("x", new_values)}, {});
   EXPECT_EQ(produced(*client, "p"), put.global_indexes);
-  const BatchMeta after = client->get_meta(fetch(3, "p", "train"));
-  EXPECT_EQ(sorted_indexes(after), (std::vector<int64_t>{3, 5, 7}));
+  const BatchMeta after = client->get_meta(fetch(kBlock - 2, "p", "train"));
+  EXPECT_EQ(sorted_indexes(after), counting(kBlock + 2, kBlock - 2));
   std::vector<int64_t> expected;
   for (int64_t index : after.global_indexes) expected.push_back(1000 + index);
   EXPECT_EQ(values_of(*client, after), expected);
-  EXPECT_EQ(client->get_meta(fetch(1, "p", "train")).size(), 0u) << "sample 1 is not served twice";
+  EXPECT_EQ(client->get_meta(fetch(1, "p", "train")).size(), 0u) << "the consumed two are not served twice";
   EXPECT_TRUE(client->control().all_consumed("train", "p"));
 
   // Heartbeats of the same instance forget nothing.
@@ -444,16 +458,23 @@ TEST(RemoteServiceFailures, ARestartBeforeEveryUnitRegisteredIsAppliedOnceTheRou
                                                               {"protocol", transport::control::kProtocolVersion}}));
   };
   Controller& core = service.controller();
-  const std::vector<int64_t> indexes = core.insert("p", 4).global_indexes;
+  constexpr int64_t kBlock = transport::kPlacementBlock;
+  const std::vector<int64_t> indexes = core.insert("p", 2 * kBlock).global_indexes;  // a block on each unit
   core.mark_produced("p", indexes, {}, {{"x", FieldSchema{DType::kInt64, {1}}}}, {});
   const std::string x[] = {"x"};
   const auto status = [&] { return test::produced_all(core, x, "p"); };
   using Status = std::vector<std::pair<int64_t, bool>>;
+  // Each sample produced or not as its unit's (block 0: unit 0, block 1: unit 1).
+  const auto per_unit = [&](bool unit_0, bool unit_1) {
+    Status out;
+    for (const int64_t gi : indexes) out.emplace_back(gi, gi < kBlock ? unit_0 : unit_1);
+    return out;
+  };
 
   register_unit("tcp://127.0.0.1:2", 7);
   register_unit("tcp://127.0.0.1:2", 7);
   register_unit("tcp://127.0.0.1:2", -8);  // restarted: unit 0 or 1 is not known yet
-  EXPECT_EQ(status(), (Status{{0, true}, {1, true}, {2, true}, {3, true}}));
+  EXPECT_EQ(status(), per_unit(true, true));
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { register_unit("tcp://127.0.0.1:1", "new"); },
                            {"register_storage request field 'instance'", "integer"}));
   // Without an instance id (a unit before instance ids): never a restart.
@@ -461,14 +482,14 @@ TEST(RemoteServiceFailures, ARestartBeforeEveryUnitRegisteredIsAppliedOnceTheRou
                                                             {"admin_token", "t"},
                                                             {"protocol", transport::control::kProtocolVersion}}));
   // Both registered: tcp://127.0.0.1:2 is unit 1 of 2.
-  EXPECT_EQ(status(), (Status{{0, true}, {1, false}, {2, true}, {3, false}}));
+  EXPECT_EQ(status(), per_unit(true, false));
   EXPECT_EQ(service.metrics().counter("seqflow_storage_restarts_total", "").value(), 1);
   core.mark_produced("p", indexes, {}, {{"x", FieldSchema{DType::kInt64, {1}}}}, {});
   register_unit("tcp://127.0.0.1:2", -8);
   register_unit("tcp://127.0.0.1:1", 3);
-  EXPECT_EQ(status(), (Status{{0, true}, {1, true}, {2, true}, {3, true}})) << "a first id is no restart";
+  EXPECT_EQ(status(), per_unit(true, true)) << "a first id is no restart";
   register_unit("tcp://127.0.0.1:1", 4);
-  EXPECT_EQ(status(), (Status{{0, false}, {1, true}, {2, false}, {3, true}}));
+  EXPECT_EQ(status(), per_unit(false, true));
   EXPECT_EQ(service.metrics().counter("seqflow_storage_restarts_total", "").value(), 2);
 }
 

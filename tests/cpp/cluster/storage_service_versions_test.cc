@@ -22,6 +22,7 @@
 #include "storage_test_support.h"
 #include "transport/connection.h"
 #include "transport/wire_codec.h"
+#include "transport/storage_routing.h"
 #include "wire_test_support.h"
 
 namespace seqflow::test {
@@ -203,7 +204,9 @@ TEST_P(ShardedStorageVersions, EachUnitStagesReadsAndCommitsItsSamples) {
   // 8 samples of 64 KiB: each unit's share is large enough for same-host copy.
   constexpr size_t kSamples = 8;
   constexpr size_t kWidth = 16384;
-  const std::vector<int64_t> gis = {0, 1, 2, 3, 4, 5, 6, 7};
+  // The first four on unit 0, the others on unit 1 (placed in blocks).
+  constexpr int64_t kBlock = transport::kPlacementBlock;
+  const std::vector<int64_t> gis = {0, 1, 2, 3, kBlock, kBlock + 1, kBlock + 2, kBlock + 3};
   const TestSamples samples = samples_of(gis);
   storage_->put(samples, {float_column("a", kSamples, kWidth, 0)});
   SampleKeys staged = samples;
@@ -226,12 +229,12 @@ TEST_P(ShardedStorageVersions, EachUnitStagesReadsAndCommitsItsSamples) {
     new_values.push_back(0.5f + static_cast<float>(i * kWidth));
   }
   EXPECT_EQ(firsts(samples), old_values);
-  // Each unit reads its samples' versions: the odd samples (unit 1) at 7.
-  const FieldVersions odd_at_seven = {{"a", {0, 7, 0, 7, 0, 7, 0, 7}}};
+  // Each unit reads its samples' versions: unit 1's at 7.
+  const FieldVersions unit_1_at_seven = {{"a", {0, 0, 0, 0, 7, 7, 7, 7}}};
   SampleKeys reading = samples;
-  reading.read_versions = &odd_at_seven;
+  reading.read_versions = &unit_1_at_seven;
   std::vector<float> mixed = old_values;
-  for (size_t i = 1; i < kSamples; i += 2) mixed[i] = new_values[i];
+  for (size_t i = kSamples / 2; i < kSamples; ++i) mixed[i] = new_values[i];
   EXPECT_EQ(firsts(reading), mixed);
 
   const std::string fields[] = {"a"};

@@ -35,6 +35,33 @@ TEST(BlockCache, AFreedBlockServesTheNextRequestOfItsSize) {
   cache.release(block, again);
 }
 
+TEST(BlockCache, BlocksUnder2MiBArePageAlignedAndWasteAtMostAnEighth) {
+  EXPECT_EQ(BlockCache::capacity_for(1), 4096u);                      // a page at least
+  EXPECT_EQ(BlockCache::capacity_for(300 << 10), size_t{320} << 10);  // eighths of 256 KiB
+  EXPECT_EQ(BlockCache::capacity_for(512 << 10), size_t{512} << 10);
+  EXPECT_EQ(BlockCache::capacity_for((512 << 10) + 1), size_t{576} << 10);
+  EXPECT_EQ(BlockCache::capacity_for(2 * kMiB - 1), 2 * kMiB);
+  EXPECT_EQ(BlockCache::capacity_for(2 * kMiB + 1), 4 * kMiB);  // whole 2 MiB pages from 2 MiB on
+  for (size_t size = 1; size < 4 * kMiB; size = size * 3 / 2 + 1) {
+    const size_t capacity = BlockCache::capacity_for(size);
+    EXPECT_GE(capacity, size);
+    if (size >= 32 << 10 && size < 2 * kMiB) {
+      EXPECT_LE(capacity - size, size / 8) << size;
+    }
+  }
+  BlockCache cache(64 * kMiB);
+  size_t capacity = 0;
+  std::byte* block = cache.acquire(300 << 10, &capacity);
+  EXPECT_EQ(capacity, size_t{320} << 10);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(block) % BlockCache::kPageAlignment, 0u);
+  std::memset(block, 7, capacity);
+  cache.release(block, capacity);
+  size_t again = 0;
+  EXPECT_EQ(cache.acquire(290 << 10, &again), block) << "a request of its size class finds it";
+  cache.release(block, again);
+  EXPECT_EQ(cache.cached_bytes(), size_t{320} << 10);
+}
+
 TEST(BlockCache, ABlockMoreThanAQuarterLargerIsNotHandedOut) {
   BlockCache cache(64 * kMiB);
   size_t capacity = 0;

@@ -2,11 +2,14 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "durable/checksum.h"
+#include "durable/framed_file.h"
 #include "seqflow/error.h"
 #include "seqflow/storage.h"
 #include "sample_keys_support.h"
@@ -448,6 +451,51 @@ class StorageCheckpoint : public ::testing::Test {
   std::vector<Column> written_;
 };
 
+// Unit 0 of 2 (blocks of kPlacementBlock indexes; a storage service's rule).
+bool on_unit_0_of_2(int64_t global_index) { return global_index / 16 % 2 == 0; }
+
+// A part saved in blocks holds only its unit's samples: one of another unit
+// means it was saved by another number of units.
+TEST_F(StorageCheckpoint, APartHoldingAnotherUnitsSampleIsRefused) {
+  const std::string path = save_filled();  // global indexes 0, 3, 17 (unit 1 of 2) and 1000
+  StorageUnit unit;
+  keep(unit);
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
+                           [&] { unit.load_part(path, std::span(&path, 1), on_unit_0_of_2); },
+                           {"holds global index 17", "another number of units"}));
+  expect_kept(unit);
+  unit.load_part(path, std::span(&path, 1), [](int64_t) { return true; });  // the only unit
+  expect_filled(unit);
+}
+
+// A part saved before blocks (format version 3) held gi % N: the unit picks
+// its samples out of every part.
+TEST_F(StorageCheckpoint, PartsSavedBeforeBlocksArePickedOverForTheUnitsSamples) {
+  // The file at `path` as version 3 wrote it: the same bytes, another version and checksum.
+  const auto as_version_3 = [&](const std::string& path) {
+    std::vector<char> bytes = read(path);
+    bytes[8] = 3;
+    durable::Checksum checksum;
+    checksum.update(std::as_bytes(std::span(bytes.data(), bytes.size() - durable::kFrameTrailerSize)));
+    const uint64_t sum = checksum.value();
+    std::memcpy(bytes.data() + bytes.size() - durable::kFrameTrailerSize, &sum, sizeof sum);
+    const std::string out = path + ".v3";
+    std::ofstream(out, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    return out;
+  };
+  StorageUnit other_source;
+  other_source.put(samples_of(indexes({5, 20})), {object_column("text", {"five", "twenty"})});
+  other_source.save(dir_.file("other.ckpt"));
+  const std::vector<std::string> parts = {as_version_3(save_filled()), as_version_3(dir_.file("other.ckpt"))};
+  StorageUnit unit;
+  unit.load_part(parts[0], parts, on_unit_0_of_2);
+  const std::vector<std::string> text = {"text"};
+  EXPECT_EQ(text_of(unit.get(samples_of(indexes({5})), text)[0][0]), "five");
+  EXPECT_EQ(text_of(unit.get(samples_of(indexes({1000})), text)[0][0]), "only one field");
+  EXPECT_EQ(unit.stats().samples, 4u) << "0, 3, 1000 and 5; not 17 nor 20";
+  EXPECT_TRUE(throws_error(ErrorCode::kStaleSample, [&] { unit.get(samples_of(indexes({17})), text); }, {"17"}));
+}
+
 TEST_F(StorageCheckpoint, RoundTripKeepsEveryValue) {
   StorageUnit source;
   fill(source);
@@ -528,7 +576,7 @@ TEST_F(StorageCheckpoint, CorruptionMessagesSayWhat) {
     return [&unit, path = write_variant(corrupt)] { unit.load(path); };
   };
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, load_with(0, 'X'), {"bad magic"}));
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, load_with(8, 4), {"version 4"}));
+  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, load_with(8, 5), {"version 5"}));
   // Record 0's dtype byte: header (24) + global index, nbytes, field size, rank (24).
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, load_with(24 + 24, 77), {"record 0", "unknown dtype code 77"}));
   // The last payload byte: structure intact, only the checksum notices.

@@ -169,10 +169,20 @@ TEST(StorageProtocol, AdminRequestsKeepTheirToken) {
   EXPECT_EQ(clear.indexes, (std::vector<int64_t>{4, 9}));
   EXPECT_EQ(clear.generations, (std::vector<uint64_t>{1, 2}));
   EXPECT_EQ(clear.admin_token, "t");
-  const storage_protocol::LoadRequest load =
-      storage_protocol::decode_load_request(storage_protocol::encode_load_request({"f", 7, true, std::nullopt}));
+  const storage_protocol::LoadRequest load = storage_protocol::decode_load_request(
+      storage_protocol::encode_load_request({"f", 7, true, std::nullopt, 1, 2, {"e", "f"}}));
   EXPECT_EQ(load.fingerprint, 7u);
   EXPECT_TRUE(load.check_only);
+  EXPECT_EQ(load.unit, 1u);
+  EXPECT_EQ(load.units, 2u);
+  EXPECT_EQ(load.parts, (std::vector<std::string>{"e", "f"}));
+  for (const storage_protocol::LoadRequest& wrong :
+       {storage_protocol::LoadRequest{"f", 7, true, std::nullopt, 0, 2, {"e", "f"}},
+        storage_protocol::LoadRequest{"f", 7, true, std::nullopt, 2, 2, {"e", "f"}},
+        storage_protocol::LoadRequest{"f", 7, true, std::nullopt, 1, 3, {"e", "f"}}}) {
+    EXPECT_THROW(storage_protocol::decode_load_request(storage_protocol::encode_load_request(wrong)), Error)
+        << "a part list that does not place the unit's own part at its unit";
+  }
   EXPECT_FALSE(load.admin_token);
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
                            [] {

@@ -22,7 +22,7 @@ using zmq_message_memory::release;
 // The block a message's bytes lie in: libzmq keeps a small header before them.
 const void* block_of(const zmq::message_t& message) {
   const auto data = reinterpret_cast<uintptr_t>(message.data());
-  return reinterpret_cast<const void*>(data - data % BlockCache::kAlignment);
+  return reinterpret_cast<const void*>(data - data % BlockCache::kPageAlignment);
 }
 
 void fill(zmq::message_t& message) {
@@ -59,7 +59,7 @@ TEST_F(LibzmqAllocations, ALargeMessageLivesInACacheBlockThatTheNextOneReuses) {
 TEST_F(LibzmqAllocations, SmallMessagesStayWithTheCLibrary) {
   const size_t cached = BlockCache::instance().cached_bytes();
   {
-    zmq::message_t message(64 * 1024);
+    zmq::message_t message(kLargeMessageBytes - 4096);
     EXPECT_FALSE(from_block_cache(block_of(message)));
   }
   EXPECT_EQ(BlockCache::instance().cached_bytes(), cached);
