@@ -76,7 +76,9 @@ std::byte* BlockCache::acquire(size_t size, size_t* capacity) {
   {
     std::lock_guard lock(state_->mutex);
     const auto it = state_->by_capacity.lower_bound(rounded);
-    if (it != state_->by_capacity.end() && it->first - rounded <= rounded / 4) {
+    // Under 2 MiB only a block of the size class: a kept message's block is then at most an eighth larger.
+    const size_t slack = rounded < kAlignment ? 0 : rounded / 4;
+    if (it != state_->by_capacity.end() && it->first - rounded <= slack) {
       const State::Block block = *it->second;
       state_->by_age.erase(it->second);
       state_->by_capacity.erase(it);

@@ -42,8 +42,9 @@ class BlockCache {
   BlockCache(const BlockCache&) = delete;
   BlockCache& operator=(const BlockCache&) = delete;
 
-  // A block of at least `size` bytes: a cached one when one fits (at most a
-  // quarter larger than capacity_for(size)), else a new one. `*capacity` is set to its size. Throws std::bad_alloc when
+  // A block of at least `size` bytes: a cached one when one fits (of
+  // capacity_for(size) under 2 MiB, else at most a quarter larger), else a
+  // new one. `*capacity` is set to its size. Throws std::bad_alloc when
   // there is no such block (a size too large to round up included).
   std::byte* acquire(size_t size, size_t* capacity);
   // Keeps the block for reuse, or frees it when it exceeds the limit.

@@ -3,8 +3,8 @@
 // then faults it in 4 KiB at a time while the bytes arrive. On a 2-core VM
 // that cost a 64 MiB get 16,385 page faults and held it to 0.86x of a
 // 10 Gbit/s link. With this, libzmq's allocations of kLargeMessageBytes and
-// more come from the BlockCache instead: huge pages, and blocks reused from
-// one message to the next, already faulted in.
+// more come from the BlockCache instead: blocks reused from one message to
+// the next, already faulted in (huge pages from 2 MiB on).
 //
 // It works by pointing libzmq's own imports of malloc, free and realloc
 // (their relocation slots in the loaded library, as UCX's memory hooks do)

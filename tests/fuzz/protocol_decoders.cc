@@ -44,7 +44,6 @@ MetaRequest seed_meta_request() {
   return request;
 }
 
-// Field "x": one int64 per sample of kIndexes, its global index.
 // A storage unit's reading of a put request: its header, then its columns in segments.
 void take_put_request(Frames& f, size_t, size_t) {
   const storage_protocol::PutRequest request = storage_protocol::decode_put_request(f);
@@ -53,6 +52,7 @@ void take_put_request(Frames& f, size_t, size_t) {
                              "put request");
 }
 
+// Field "x": one int64 per sample of kIndexes, its global index.
 Column seed_column() {
   Column column;
   column.field = "x";

@@ -39,7 +39,7 @@ class ProcessCluster:
         return ServeProcess("storage", "--controller", self.address, "--bind", bind)
 
     def units_by_endpoint(self) -> list[ServeProcess]:
-        """The units in routing order: sample gi lives on unit gi % N."""
+        """The units in routing order: sample gi lives on unit (gi // 16) % N (support.unit_of)."""
         return sorted(self.units, key=lambda unit: unit.endpoint)
 
     def client(self, timeout: float) -> seqflow.Client:
@@ -54,7 +54,7 @@ class ProcessCluster:
 
     def restart_unit(self, unit: ServeProcess) -> ServeProcess:
         """A fresh (empty) unit bound to the dead one's endpoint, so that the
-        routing gi % N is unchanged; it registers with the controller itself."""
+        routing is unchanged; it registers with the controller itself."""
         replacement = self._start_unit(unit.endpoint)
         self.units[self.units.index(unit)] = replacement
         return replacement

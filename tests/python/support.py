@@ -23,3 +23,11 @@ def wait_until(predicate: Callable[[], bool], timeout: float, what: str, poll: f
         if time.monotonic() > deadline:
             raise AssertionError(f"not within {timeout} s: {what}")
         time.sleep(poll)
+
+
+def unit_of(global_index: int, units: int) -> int:
+    """The storage unit of a sample in remote mode: global indexes are placed in blocks of
+    limits.PLACEMENT_BLOCK consecutive ones, block b on unit b % units (units in endpoint order)."""
+    from seqflow import _seqflow
+
+    return global_index // _seqflow.limits.PLACEMENT_BLOCK % units

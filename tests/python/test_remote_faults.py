@@ -21,7 +21,7 @@ import seqflow
 
 from remote_cluster import process_cluster  # noqa: F401 (fixture)
 from required import require
-from support import wait_until
+from support import unit_of, wait_until
 
 pytestmark = pytest.mark.alone  # deadlines on wall-clock time: no other test file runs meanwhile
 
@@ -30,6 +30,7 @@ pytestmark = pytest.mark.alone  # deadlines on wall-clock time: no other test fi
 CALL_TIMEOUT = 2.0
 MARGIN = 3.0
 PUT_SIZE = 8  # samples per put
+OTHER_SIZE = 32  # two blocks of global indexes: samples on both units
 FETCH_SIZE = 4  # samples per get_meta; PUT_SIZE is a multiple of it, so nothing is left over
 
 
@@ -177,8 +178,8 @@ class Pipeline:
 def test_killed_storage_unit_fails_calls_in_time_and_the_pipeline_resumes_on_restart(process_cluster):
     cluster = process_cluster(2)
     observer = cluster.client(timeout=20.0)  # the test's own view; waits out the restarts
-    other_put = put_ids(observer, "other", range(1000, 1000 + PUT_SIZE))
-    assert {index % 2 for index in other_put.global_indexes} == {0, 1}  # data on both units
+    other_put = put_ids(observer, "other", range(1000, 1000 + OTHER_SIZE))
+    assert {unit_of(index, 2) for index in other_put.global_indexes} == {0, 1}  # data on both units
     after_restart = 12 * PUT_SIZE
 
     with Pipeline(cluster, consumers=2, after_restart=after_restart) as pipeline:
@@ -206,8 +207,8 @@ def test_killed_storage_unit_fails_calls_in_time_and_the_pipeline_resumes_on_res
         # The controller serves the other partition: metadata, status, fetch.
         _, error, _ = timed(lambda: (short.check_production_status(["x"], "other"), short.get_partition_list()))
         assert error is None, repr(error)  # within the calls' own timeout, or they would have raised
-        fetched = short.get_meta(["x"], PUT_SIZE, "other", task_name="eval")
-        assert sorted(ids_of(fetched)) == list(range(1000, 1000 + PUT_SIZE))
+        fetched = short.get_meta(["x"], OTHER_SIZE, "other", task_name="eval")
+        assert sorted(ids_of(fetched)) == list(range(1000, 1000 + OTHER_SIZE))
         assert short.check_consumption_status("eval", "other")
 
         # Production status holds exactly the puts that succeeded: nothing of
@@ -221,17 +222,17 @@ def test_killed_storage_unit_fails_calls_in_time_and_the_pipeline_resumes_on_res
 
         cluster.restart_unit(victim)
         # The new unit registers with a new instance id: the controller takes
-        # every sample routed to it (gi % 2 == 0), in every partition,
+        # every sample routed to it (unit 0's blocks), in every partition,
         # consumed or not, for not produced, as its data is gone.
         everything = observer.get_meta([], 0, "train", mode="force_fetch")  # produced or not
         on_victim = [position for position, index in enumerate(everything.global_indexes)
-                     if index % 2 == 0]
+                     if unit_of(index, 2) == 0]
         lost = everything.select_samples(on_victim)
         lost_indexes = set(lost.global_indexes)
         wait_until(lambda: not produced_indexes(observer, "train") & lost_indexes, 30,
                    "the restarted unit's samples are no longer produced")
         assert produced_indexes(observer, "train") == set(everything.global_indexes) - lost_indexes
-        assert produced_indexes(observer, "other") == {i for i in other_put.global_indexes if i % 2}
+        assert produced_indexes(observer, "other") == {i for i in other_put.global_indexes if unit_of(i, 2) == 1}
         # Not consumed yet (for train): not served until they are put again.
         unserved = lost_indexes - consumed_indexes(observer, "train", "train")
         unserved_ids = {ids_of(lost)[k] for k, index in enumerate(lost.global_indexes)

@@ -60,6 +60,12 @@ TEST(BlockCache, BlocksUnder2MiBArePageAlignedAndWasteAtMostAnEighth) {
   EXPECT_EQ(cache.acquire(290 << 10, &again), block) << "a request of its size class finds it";
   cache.release(block, again);
   EXPECT_EQ(cache.cached_bytes(), size_t{320} << 10);
+  // A smaller class does not take it: a kept message's block stays within an eighth of its size.
+  size_t smaller = 0;
+  std::byte* other = cache.acquire(256 << 10, &smaller);
+  EXPECT_NE(other, block);
+  EXPECT_EQ(smaller, size_t{256} << 10);
+  cache.release(other, smaller);
 }
 
 TEST(BlockCache, ABlockMoreThanAQuarterLargerIsNotHandedOut) {
