@@ -62,7 +62,7 @@ def unit_share(settings: dict[str, Any], units: int) -> dict[str, Any]:
     global indexes, block b on unit b % units) and the smallest free index is
     reused first, so the units fill evenly to within a block (bytes too while
     values are of about one size): a job may be refused up to a block per
-    unit short of the total (all of a job of fewer than units x 16 samples
+    unit short of the total (all of a job of fewer than units x 64 samples
     fills the first units first), never above it. Other settings, the
     per-partition limits among them, pass unchanged."""
     return {key: -(-value // units) if key in SUMMED_LIMITS else value for key, value in settings.items()}

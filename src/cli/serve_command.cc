@@ -111,7 +111,7 @@ constexpr CommandSpec kControllerSpec{
     "serve controller [--bind ADDR] [--storage-units N] [options]",
     "Run the control plane (partitions, production and consumption, samplers) as a\n"
     "service. Clients reach it at ADDR; it names the storage units to them (sample\n"
-    "gi lives on unit (gi / 16) % N, units ordered by endpoint).",
+    "gi lives on unit (gi / 64) % N, units ordered by endpoint).",
     kControllerOptions,
     kCurveNotes,
     "seqflow serve controller --bind tcp://10.0.0.1:5555 --storage-units 4 --sampler seqlen_balanced "

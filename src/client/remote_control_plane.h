@@ -70,7 +70,7 @@ class RemoteControlPlane final : public ControlPlane {
   void save(const std::string& path) const override;
   void load(const std::string& path) override;
 
-  // The storage units' endpoints (ordered: sample gi on unit (gi / 16) % N) once all
+  // The storage units' endpoints (ordered: sample gi on unit (gi / 64) % N) once all
   // the controller expects have registered; kTimeout if they do not in time.
   // Refuses (kInvalidArgument, naming both versions) a controller that
   // speaks another wire protocol than this client (control::kProtocolVersion).

@@ -1,5 +1,5 @@
 // The data plane of remote mode: storage services reached over ZeroMQ,
-// sample gi on unit (gi / 16) % N (transport/storage_routing.h). A put, get or commit fans out to the units at once
+// sample gi on unit (gi / 64) % N (transport/storage_routing.h). A put, get or commit fans out to the units at once
 // (one request each, all sent before any reply is awaited). With local_copy on, units on this host move data through
 // memory instead of TCP, within a session opened with each unit (transport/local_copy_session.h); a unit that cannot is
 // sent the bytes from then on.

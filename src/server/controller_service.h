@@ -1,5 +1,5 @@
 // The controller as a service: a Controller behind a Service, the registry of
-// the storage units (sample gi lives on unit (gi / 16) % N, units ordered by
+// the storage units (sample gi lives on unit (gi / 64) % N, units ordered by
 // endpoint so that a restart in any order keeps the mapping), and the drop of
 // released samples' data on those units before their indexes can be reused.
 #pragma once

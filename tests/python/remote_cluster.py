@@ -39,7 +39,7 @@ class ProcessCluster:
         return ServeProcess("storage", "--controller", self.address, "--bind", bind)
 
     def units_by_endpoint(self) -> list[ServeProcess]:
-        """The units in routing order: sample gi lives on unit (gi // 16) % N (support.unit_of)."""
+        """The units in routing order: sample gi lives on unit (gi // 64) % N (support.unit_of)."""
         return sorted(self.units, key=lambda unit: unit.endpoint)
 
     def client(self, timeout: float) -> seqflow.Client:

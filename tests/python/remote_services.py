@@ -124,7 +124,7 @@ class Cluster:
             raise
 
     def units_by_endpoint(self):
-        """The units in routing order: sample gi lives on unit (gi // 16) % N (support.unit_of)."""
+        """The units in routing order: sample gi lives on unit (gi // 64) % N (support.unit_of)."""
         return sorted(self.units, key=lambda unit: unit.endpoint)
 
     def client(self, **kwargs) -> seqflow.Client:

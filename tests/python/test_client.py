@@ -466,10 +466,10 @@ def test_missing_or_corrupt_checkpoint_leaves_state_unchanged(client, make_clien
 
 
 def test_files_of_two_saves_never_load_together(client, tmp_path):
-    # 40 samples: remote, every unit holds some (blocks of 16 global indexes), so each file differs.
+    # 100 samples: remote, every unit holds some (blocks of 64 global indexes), so each file differs.
     for name, first, score in [("earlier", 0, 1), ("later", 100, 2)]:
         client.clear_partition("q")
-        client.put({"y": np.arange(first, first + 40)}, partition_id="q", custom_meta=[{"score": score}] * 40)
+        client.put({"y": np.arange(first, first + 100)}, partition_id="q", custom_meta=[{"score": score}] * 100)
         client.save_checkpoint(tmp_path / name, metadata={"step": score})
     client.clear_partition("q")
     client.put({"x": np.arange(3)}, partition_id="p")
@@ -484,9 +484,9 @@ def test_files_of_two_saves_never_load_together(client, tmp_path):
             client.load_checkpoint(mixed)
         assert snapshot(client) == before, file
     assert client.load_checkpoint(tmp_path / "later") == {"step": 2}
-    meta = client.get_meta(["y"], 40, "q", task_name="t")
-    assert [m["score"] for m in meta.custom_meta] == [2] * 40
-    assert sorted(client.get_data(meta, format="numpy")["y"].tolist()) == list(range(100, 140))
+    meta = client.get_meta(["y"], 100, "q", task_name="t")
+    assert [m["score"] for m in meta.custom_meta] == [2] * 100
+    assert sorted(client.get_data(meta, format="numpy")["y"].tolist()) == list(range(100, 200))
 
 
 # ---- bad input ----------------------------------------------------------------------

@@ -36,20 +36,20 @@ def test_samples_live_on_their_blocks_unit(clusters, units):
     cluster = clusters(units)
     client = cluster.client()
     ordered = cluster.units_by_endpoint()
-    x = np.arange(120, dtype=np.int64).reshape(40, 3)
-    meta = client.put({"x": x, "s": [f"s{i}" for i in range(40)]}, partition_id="p")
+    x = np.arange(480, dtype=np.int64).reshape(160, 3)
+    meta = client.put({"x": x, "s": [f"s{i}" for i in range(160)]}, partition_id="p")
     indexes = meta.global_indexes
-    assert indexes == list(range(40))
+    assert indexes == list(range(160))
     assert [u.stats()["samples"] for u in ordered] == expected_counts(indexes, units)
     assert units == 1 or sorted(expected_counts(indexes, units))[-2] > 0  # more than one unit holds samples
-    assert client.stats()["samples"] == 40
+    assert client.stats()["samples"] == 160
 
-    got = client.get_meta(["x", "s"], 40, "p", task_name="t")
+    got = client.get_meta(["x", "s"], 160, "p", task_name="t")
     data = client.get_data(got, format="numpy")
     np.testing.assert_array_equal(data["x"], x[got.global_indexes])
     assert data["s"] == [f"s{i}" for i in got.global_indexes]
 
-    cleared = [1, 2, 3, 7, 20, 35]
+    cleared = [1, 2, 3, 7, 70, 135]
     client.clear_samples(meta.select_samples(cleared))
     left = [gi for gi in indexes if gi not in cleared]
     assert [u.stats()["samples"] for u in ordered] == expected_counts(left, units)

@@ -30,7 +30,7 @@ pytestmark = pytest.mark.alone  # deadlines on wall-clock time: no other test fi
 CALL_TIMEOUT = 2.0
 MARGIN = 3.0
 PUT_SIZE = 8  # samples per put
-OTHER_SIZE = 32  # two blocks of global indexes: samples on both units
+OTHER_SIZE = 128  # two blocks of global indexes: samples on both units
 FETCH_SIZE = 4  # samples per get_meta; PUT_SIZE is a multiple of it, so nothing is left over
 
 

@@ -67,11 +67,11 @@ def test_services_as_actors_shared_by_another_process(name):
     assert client.remote_config.address.startswith("tcp://")
     for actor in (f"{name}.controller", f"{name}.storage.0", f"{name}.storage.1"):
         assert actor_exists(actor), actor
-    client.put({"x": np.arange(20)}, partition_id="p")
+    client.put({"x": np.arange(80)}, partition_id="p")
     units = [ray.get_actor(f"{name}.storage.{i}", namespace=RAY_NAMESPACE) for i in range(2)]
-    units.sort(key=lambda unit: ray.get(unit.endpoint.remote()))  # routing order: blocks of 16 indexes in turn
-    assert [ray.get(unit.stats.remote())["samples"] for unit in units] == [16, 4]
-    assert ray.get(read_in_another_process.remote(name, "p", 20), timeout=120) == list(range(20))
+    units.sort(key=lambda unit: ray.get(unit.endpoint.remote()))  # routing order: blocks of 64 indexes in turn
+    assert [ray.get(unit.stats.remote())["samples"] for unit in units] == [64, 16]
+    assert ray.get(read_in_another_process.remote(name, "p", 80), timeout=120) == list(range(80))
     assert client.check_consumption_status("remote-reader", "p")
     assert actor_exists(f"{name}.controller")  # the reader's close() left them running
 

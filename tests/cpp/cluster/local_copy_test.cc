@@ -30,6 +30,7 @@
 #include "sample_keys_support.h"
 #include "storage_test_support.h"
 #include "wire_test_support.h"
+#include "transport/storage_routing.h"
 
 namespace seqflow::test {
 namespace {
@@ -347,7 +348,8 @@ TEST_P(LocalCopyCluster, AGetWhoseLeaseRanOutIsATimeoutNotTornData) {
 TEST(LocalCopyService, AGetThatFailsOnOneUnitGivesTheOtherUnitsLeasesBack) {
   RemoteCluster cluster(3);
   auto client = cluster.client(std::chrono::seconds(2));
-  const BatchMeta meta = client->put_new("p", {wide_column("a", 96, 8192)}, {});
+  // A block of samples on each unit.
+  const BatchMeta meta = client->put_new("p", {wide_column("a", 3 * transport::kPlacementBlock, 8192)}, {});
   cluster.stop_unit(2);
   const std::vector<std::string> fields{"a"};
   EXPECT_TRUE(throws_error(ErrorCode::kTimeout, [&] { client->get_data(meta, fields); }, {}));

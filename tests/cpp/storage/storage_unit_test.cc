@@ -451,7 +451,7 @@ class StorageCheckpoint : public ::testing::Test {
   std::vector<Column> written_;
 };
 
-// Unit 0 of 2 (blocks of kPlacementBlock indexes; a storage service's rule).
+// Unit 0 of 2 under a placement of the test's own: blocks of 16 global indexes in turn.
 bool on_unit_0_of_2(int64_t global_index) { return global_index / 16 % 2 == 0; }
 
 // A part saved in blocks holds only its unit's samples: one of another unit

@@ -78,7 +78,7 @@ TEST(PlacementInBlocks, RunsOfConsecutivePositions) {
 }
 
 // Unit 0's shard of a put of 4 blocks to 2 units: its 2 blocks, as frames of
-// their own (a block of 4 KiB rows is 64 KiB per column), read back intact.
+// their own (a block of 4 KiB rows is 64 KiB or more per column), read back intact.
 TEST(PutSegments, ARunOfLargeRowsIsASegmentWhoseFramesPointIntoTheColumns) {
   const std::vector<Column> columns = {rows_column("a", 4 * kBlock, 512), rows_column("b", 4 * kBlock, 512)};
   std::vector<int64_t> indexes(4 * kBlock);
