@@ -223,6 +223,35 @@ TEST(RemoteServiceMalformed, StorageAnswersBadPutsAndKeepsServing) {
        spoiled_put([](Tree& header, Frames&) { header["columns"] = 1; }),
        ErrorCode::kInvalidArgument,
        {"put request columns must be an array"}},
+      {"segments that do not add up",
+       "put",
+       spoiled_put([](Tree& header, Frames&) {
+         header["segment_samples"] = Tree::numbers(std::span<const uint64_t>(std::vector<uint64_t>{1, 2}));
+       }),
+       ErrorCode::kInvalidArgument,
+       {"segment_samples must be positive counts that add up to its 2 samples"}},
+      {"an empty segment",
+       "put",
+       spoiled_put([](Tree& header, Frames&) {
+         header["segment_samples"] = Tree::numbers(std::span<const uint64_t>(std::vector<uint64_t>{2, 0}));
+       }),
+       ErrorCode::kInvalidArgument,
+       {"segment_samples must be positive counts"}},
+      {"more segments than columns",
+       "put",
+       spoiled_put([](Tree& header, Frames&) {
+         header["segment_samples"] = Tree::numbers(std::span<const uint64_t>(std::vector<uint64_t>{1, 1}));
+       }),
+       ErrorCode::kInvalidArgument,
+       {"names 1 columns for 2 segments"}},
+      {"segments with local frames",
+       "put",
+       spoiled_put([](Tree& header, Frames&) {
+         header["segment_samples"] = Tree::numbers(std::span<const uint64_t>(std::vector<uint64_t>{2}));
+         header["local_frames"] = Tree::map();
+       }),
+       ErrorCode::kInvalidArgument,
+       {"segment_samples", "must be absent with local_frames"}},
       {"get of a missing sample",
        "get",
        [] {

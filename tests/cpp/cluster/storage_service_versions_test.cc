@@ -253,6 +253,22 @@ TEST_P(ShardedStorageVersions, EachUnitStagesReadsAndCommitsItsSamples) {
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { storage_->commit(samples, fields); }, {"write_version"}));
 }
 
+// Three blocks of 32 KiB rows: unit 0 holds blocks 0 and 2, two runs that
+// travel as segments of their own over TCP; every value reads back in place.
+TEST_P(ShardedStorageVersions, APutOfRunsOnEachUnitReadsBackWhole) {
+  constexpr size_t kSamples = 3 * transport::kPlacementBlock;
+  constexpr size_t kWidth = 8192;
+  std::vector<int64_t> gis(kSamples);
+  std::iota(gis.begin(), gis.end(), 0);
+  const TestSamples samples = samples_of(gis);
+  storage_->put(samples, {float_column("a", kSamples, kWidth, 0)});
+  std::vector<float> expected;
+  for (size_t i = 0; i < kSamples; ++i) expected.push_back(static_cast<float>(i * kWidth));
+  EXPECT_EQ(firsts(samples), expected);
+  EXPECT_EQ(units_[0]->storage().stats().samples, 2 * transport::kPlacementBlock);
+  EXPECT_EQ(units_[1]->storage().stats().samples, transport::kPlacementBlock);
+}
+
 INSTANTIATE_TEST_SUITE_P(Transfers, ShardedStorageVersions, ::testing::Values(false, true),
                          [](const ::testing::TestParamInfo<bool>& info) { return info.param ? "LocalCopy" : "Tcp"; });
 
