@@ -24,7 +24,10 @@ from netns_harness import HostsApart, NamespacesUnavailable, host_address
 
 pytestmark = [pytest.mark.timeout(90), pytest.mark.alone]
 
-ROWS, WIDTH = 64, 16384  # int32 rows of 64 KiB: 4 MiB a put, 2 MiB for each of two units
+# Two placement blocks a put, so that each of two units gets one block: 4 MiB
+# of int32 rows a put, 2 MiB a unit.
+ROWS = 2 * seqflow._seqflow.limits.PLACEMENT_BLOCK
+WIDTH = 4 * 1024 * 1024 // (ROWS * 4)
 PAYLOAD_BYTES = ROWS * WIDTH * 4
 FAULT_TIMEOUT = 2.0  # the clients' timeout in the fault tests: short, so that a lost reply shows quickly
 # A put and its rollback share one deadline, the rollback getting at least a
