@@ -34,9 +34,13 @@ std::align_val_t block_alignment(size_t capacity) { return std::align_val_t{Bloc
 }  // namespace
 
 size_t BlockCache::capacity_for(size_t size) {
+  // Eighths, not whole 2 MiB pages, from 2 MiB on too: ZeroMQ asks for a
+  // message's size plus its header, and whole pages made the block of every
+  // 2 MiB frame (a put's block of samples) 4 MiB. Its tail past the last
+  // whole huge page gets small pages.
+  const size_t step = std::max(kPageAlignment, std::bit_floor(size) / 8);
   // Rounding up must not wrap to a tiny block: ZeroMQ asks for sizes a peer wrote on the wire.
-  if (size > SIZE_MAX - kAlignment + 1) throw std::bad_alloc();
-  const size_t step = size >= kAlignment ? kAlignment : std::max(kPageAlignment, std::bit_floor(size) / 8);
+  if (size > SIZE_MAX - step + 1) throw std::bad_alloc();
   return (size + step - 1) / step * step;
 }
 

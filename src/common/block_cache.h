@@ -5,10 +5,10 @@
 // step, so a put, a get or a gather usually finds a block of the size it
 // needs among those the last step freed, already faulted in.
 //
-// Blocks of 2 MiB and more are 2 MiB-aligned and asked to be backed by huge
-// pages, which cuts the page faults of filling them ~500x; smaller ones
-// (the frames of a put's runs of samples, say) are page-aligned and sized to
-// an eighth of their power of two. The cache holds at most
+// Every block is sized to an eighth of its power of two. Blocks of 2 MiB and
+// more are 2 MiB-aligned and asked to be backed by huge pages, which cuts
+// the page faults of filling them ~500x; smaller ones (the frames of a
+// put's short runs of samples, say) are page-aligned. The cache holds at most
 // SEQFLOW_BLOCK_CACHE_MB MiB (environment, read once; default 2048; 0: off)
 // and drops the blocks freed longest ago first. Thread-safe and fork-safe.
 #pragma once
@@ -23,10 +23,9 @@ class BlockCache {
   static constexpr size_t kAlignment = size_t{2} << 20;      // of blocks of kAlignment bytes and more
   static constexpr size_t kPageAlignment = size_t{4} << 10;  // of smaller ones
 
-  // The capacity of a block for `size` bytes: whole 2 MiB pages from 2 MiB
-  // on; below, `size` rounded up to an eighth of its power of two (whole
-  // pages at least), which wastes at most an eighth. Throws std::bad_alloc
-  // on a size too large to round up.
+  // The capacity of a block for `size` bytes: `size` rounded up to an
+  // eighth of its power of two (whole pages at least), which wastes at most
+  // an eighth. Throws std::bad_alloc on a size too large to round up.
   static size_t capacity_for(size_t size);
   // Where a block of `capacity` bytes is aligned.
   static size_t alignment_of(size_t capacity) { return capacity >= kAlignment ? kAlignment : kPageAlignment; }

@@ -6,7 +6,7 @@
 
 namespace seqflow::test {
 
-// Blocks are whole 2 MiB pages; sizes in the tests are in MiB.
+// Sizes in the tests are in MiB.
 inline constexpr size_t kMiB = size_t{1} << 20;
 
 }  // namespace seqflow::test
