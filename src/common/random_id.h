@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <string>
 
 namespace seqflow {
 
@@ -26,6 +27,19 @@ std::array<uint8_t, Bytes> random_bytes() {
     std::memcpy(out.data() + i, &word, 4);
   }
   return out;
+}
+
+// A secret a guesser must not find: `Bytes` random bytes as 2 x `Bytes` hex
+// digits (a storage unit's admin token, 16; the metrics token, 32).
+template <size_t Bytes>
+std::string random_hex_token() {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string token;
+  for (const uint8_t byte : random_bytes<Bytes>()) {
+    token += kHex[byte >> 4];
+    token += kHex[byte & 0xF];
+  }
+  return token;
 }
 
 }  // namespace seqflow

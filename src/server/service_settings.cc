@@ -12,11 +12,11 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
-#include <random>
 
 #include <zmq.hpp>
 
 #include "seqflow/error.h"
+#include "common/random_id.h"
 
 namespace seqflow::server {
 
@@ -31,18 +31,6 @@ ServerCurve curve_of(const ServingSettings& settings) {
     return read_cluster_curve(settings.curve_keys_dir);
   }
   return read_server_curve(settings.curve_secret_file, settings.curve_client_files);
-}
-
-std::string random_token() {
-  std::random_device device;
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string token;
-  for (int i = 0; i < 32; ++i) {
-    const unsigned byte = device() & 0xFF;
-    token += kHex[byte >> 4];
-    token += kHex[byte & 0xF];
-  }
-  return token;
 }
 
 void check_client_name(const std::string& name) {
@@ -305,7 +293,7 @@ std::vector<std::string> write_cluster_directory(const std::string& directory,
   std::vector<std::string> written;
   if (!keep_cluster) {
     transport::write_key_files((dir / "cluster").string(), transport::generate_curve_keys());
-    transport::write_key_file((dir / "metrics.token").string(), random_token() + "\n", 0600, "metrics token");
+    transport::write_key_file((dir / "metrics.token").string(), random_hex_token<32>() + "\n", 0600, "metrics token");
     written.insert(written.end(),
                    {(dir / "cluster.key").string(), (dir / "cluster.pub").string(), (dir / "metrics.token").string()});
   }

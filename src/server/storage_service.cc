@@ -25,15 +25,6 @@ namespace {
 namespace storage_protocol = transport::storage_protocol;
 using transport::wire::request_name;
 
-std::string random_token() {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string token;
-  for (int half = 0; half < 2; ++half) {
-    for (uint64_t bits = random_u64(), i = 0; i < 16; ++i, bits >>= 4) token += kDigits[bits & 15];
-  }
-  return token;
-}
-
 }  // namespace
 
 void StorageService::check_write_tag(std::optional<uint64_t> write_tag, std::string_view op, uint64_t version) const {
@@ -56,7 +47,7 @@ StorageService::StorageService(StorageServiceOptions options)
     : options_(std::move(options)),
       checkpoint_root_(options_.checkpoint_root),
       instance_id_(random_u64()),
-      admin_token_(random_token()),
+      admin_token_(random_hex_token<16>()),
       storage_(std::make_shared<StorageUnit>(options_.storage)),
       leases_(options_.lease_lifetime),
       sessions_(std::make_unique<transport::local_copy::SessionListener>()),

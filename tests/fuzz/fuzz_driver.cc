@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "fuzz_random.h"
 #include "fuzz_target.h"
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
@@ -38,7 +39,6 @@
 namespace {
 
 using Input = std::vector<uint8_t>;
-using Rng = std::mt19937_64;
 
 constexpr size_t kMaxInputBytes = 64 * 1024;
 constexpr size_t kMaxStackedMutations = 8;
@@ -93,8 +93,6 @@ bool run_one(const Input& input) {
   g_current = nullptr;
   return true;
 }
-
-size_t below(Rng& rng, size_t n) { return n == 0 ? 0 : static_cast<size_t>(rng() % n); }
 
 // MessagePack type bytes and values at the edges of what decoders check.
 constexpr uint8_t kInterestingBytes[] = {0x00, 0x01, 0x7f, 0x80, 0x8f, 0x90, 0x9f, 0xa0, 0xbf, 0xc0, 0xc1, 0xc2, 0xc3,

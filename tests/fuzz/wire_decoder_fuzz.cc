@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "common/msgpack_reader.h"
+#include "fuzz_random.h"
 #include "fuzz_target.h"
 #include "protocol_decoders.h"
 #include "transport/envelope.h"
@@ -401,10 +402,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 }
 
 namespace {
-
-using Rng = std::mt19937_64;
-
-size_t below(Rng& rng, size_t n) { return n == 0 ? 0 : static_cast<size_t>(rng() % n); }
 
 // Values at the edges of what the decoders check: sizes, counts, offsets,
 // dtype names and codes, modes.

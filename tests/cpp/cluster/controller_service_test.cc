@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "client/remote_control_plane.h"
+#include "controller_pool.h"
 #include "server/controller_service.h"
 #include "server/storage_service.h"
 #include "transport/control_protocol.h"
@@ -19,12 +20,6 @@ namespace seqflow::test {
 namespace {
 
 using namespace std::chrono_literals;
-
-std::shared_ptr<transport::ConnectionPool> pool_of(const server::ControllerService& service) {
-  transport::ConnectionOptions options;
-  options.timeout = 5s;
-  return std::make_shared<transport::ConnectionPool>(std::make_shared<zmq::context_t>(1), service.endpoint(), options);
-}
 
 std::unique_ptr<server::StorageService> storage_unit(const server::ControllerService& controller) {
   server::StorageServiceOptions options;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "both_modes.h"
+#include "controller_pool.h"
 #include "server/controller_service.h"
 #include "seqflow/controller.h"
 #include "seqflow/limits.h"
@@ -46,12 +47,6 @@ TEST(PolicyVersions, SetReadAndQueriedInBothModes) {
     EXPECT_TRUE(throws_code([&] { control.kv_policy_versions("q", Keys{"nope"}); }, ErrorCode::kNotFound, {"'nope'"}));
     EXPECT_EQ(control.policy_version(), 5);
   });
-}
-
-std::shared_ptr<transport::ConnectionPool> pool_of(const server::ControllerService& service) {
-  transport::ConnectionOptions options;
-  options.timeout = 5s;
-  return std::make_shared<transport::ConnectionPool>(std::make_shared<zmq::context_t>(1), service.endpoint(), options);
 }
 
 TEST(PolicyVersions, APeersBadVersionOrFrameIsRefusedNamingIt) {

@@ -120,7 +120,7 @@ TEST(ControllerPolicyVersions, BadPartitionIdsAndKeysAreRefusedByTheNameRule) {
 
 // Two samples of "p" (one finished at 2, one unfinished) and a key of "q"
 // started at 3, with the current version 4.
-void populate(Controller& controller) {
+void populate_versions(Controller& controller) {
   controller.set_policy_version(1);
   const Indexes inserted = controller.insert("p", 2).global_indexes;
   controller.set_policy_version(2);
@@ -133,7 +133,7 @@ void populate(Controller& controller) {
 TEST(ControllerPolicyVersions, ACheckpointKeepsThemAll) {
   const TempFile checkpoint("policy_versions");
   Controller original;
-  populate(original);
+  populate_versions(original);
   original.save(checkpoint.path());
   Controller restored;
   restored.load(checkpoint.path());
@@ -158,7 +158,7 @@ TEST(ControllerPolicyVersions, ACheckpointFromBeforeThemLoadsAsZeroAndUnfinished
 TEST(ControllerPolicyVersions, ACheckpointWithVersionsBeyondItsCurrentOneIsRefused) {
   const TempFile checkpoint("policy_versions_bad");
   Controller original;
-  populate(original);
+  populate_versions(original);
   original.save(checkpoint.path());
   const test::Tree saved = test::Tree::read(test::read_checkpoint_payload(checkpoint.path()));
 

@@ -139,9 +139,8 @@ TEST(ReplayCheckpoint, GroupsClearedBeforeTheSaveAreLeftOutAndTheCheckpointLoads
   EXPECT_EQ(without.replay_pass(dapo_request(ReplayStep::kCount)).unclassified_keys.size(), 2u);
 }
 
-constexpr int64_t kMinute = 60000;
-
-ReplayRequest kept_request(uint64_t pass_id, int64_t lease_ms) {
+// A kept pass of one group.
+ReplayRequest kept_one(uint64_t pass_id, int64_t lease_ms) {
   ReplayRequest request;
   request.partition_id = "train";
   request.global_steps = 4;
@@ -152,7 +151,7 @@ ReplayRequest kept_request(uint64_t pass_id, int64_t lease_ms) {
 }
 
 int64_t sampleable(Controller& controller) {
-  ReplayRequest count = kept_request(0, 0);
+  ReplayRequest count = kept_one(0, 0);
   count.step = ReplayStep::kCount;
   return controller.replay_pass(count).sampleable;
 }
@@ -162,8 +161,8 @@ TEST(ReplayCheckpoint, AKeptPassStillHoldsItsPromptAndItsAcknowledgementClearsIt
   group(saved, "a", 1);
   group(saved, "b", 2);
   group(saved, "c", 3);
-  ASSERT_EQ(saved.replay_pass(kept_request(7, kMinute)).selected_uids, std::vector<std::string>{"a"});
-  ASSERT_EQ(saved.replay_pass(kept_request(9, kMinute)).selected_uids, std::vector<std::string>{"b"});
+  ASSERT_EQ(saved.replay_pass(kept_one(7, test::kMinuteMs)).selected_uids, std::vector<std::string>{"a"});
+  ASSERT_EQ(saved.replay_pass(kept_one(9, test::kMinuteMs)).selected_uids, std::vector<std::string>{"b"});
   ASSERT_TRUE(saved.ack_replay_pass("train", 9).acknowledged);
   test::TempFile file("passes");
   saved.save(file.path());
@@ -171,7 +170,7 @@ TEST(ReplayCheckpoint, AKeptPassStillHoldsItsPromptAndItsAcknowledgementClearsIt
   restored.load(file.path());
 
   EXPECT_EQ(sampleable(restored), 1);  // "c": "a" is held still, "b" cleared
-  EXPECT_TRUE(test::throws_invalid([&] { restored.replay_pass(kept_request(7, kMinute)); },
+  EXPECT_TRUE(test::throws_invalid([&] { restored.replay_pass(kept_one(7, test::kMinuteMs)); },
                                    {"pass_id = 7", "restored from a checkpoint"}));
   const ReplayAck ack = restored.ack_replay_pass("train", 7);
   EXPECT_TRUE(ack.acknowledged);
@@ -187,7 +186,7 @@ TEST(ReplayCheckpoint, AnUnacknowledgedPassGivesItsGroupsBackWhenItsLeaseEnds) {
   Controller saved;
   group(saved, "a", 1);
   group(saved, "b", 2);
-  ASSERT_TRUE(saved.replay_pass(kept_request(7, 300)).kept);
+  ASSERT_TRUE(saved.replay_pass(kept_one(7, 300)).kept);
   test::TempFile file("passes");
   saved.save(file.path());
   Controller restored;
@@ -200,7 +199,7 @@ TEST(ReplayCheckpoint, AnUnacknowledgedPassGivesItsGroupsBackWhenItsLeaseEnds) {
 TEST(ReplayCheckpoint, ABadKeptPassIsRefusedByName) {
   Controller saved;
   group(saved, "a", 1);
-  ASSERT_TRUE(saved.replay_pass(kept_request(7, kMinute)).kept);
+  ASSERT_TRUE(saved.replay_pass(kept_one(7, test::kMinuteMs)).kept);
   test::TempFile file("passes");
   saved.save(file.path());
   const test::Tree good = test::Tree::read(test::read_checkpoint_payload(file.path()));
@@ -223,7 +222,7 @@ TEST(ReplayCheckpoint, APassWhosePromptsWereClearedBeforeTheSaveLoadsHoldingNoth
   Controller saved;
   group(saved, "a", 1);
   group(saved, "b", 2);
-  ASSERT_EQ(saved.replay_pass(kept_request(7, kMinute)).selected_uids, std::vector<std::string>{"a"});
+  ASSERT_EQ(saved.replay_pass(kept_one(7, test::kMinuteMs)).selected_uids, std::vector<std::string>{"a"});
   saved.clear_partition("train");
   group(saved, "c", 3);  // the partition anew, its indexes perhaps reused
   test::TempFile file("passes");
@@ -236,8 +235,8 @@ TEST(ReplayCheckpoint, APassWhosePromptsWereClearedBeforeTheSaveLoadsHoldingNoth
   EXPECT_TRUE(ack.released.empty());
   EXPECT_TRUE(test::listed_keys(restored, "train").count("c"));
 
-  ASSERT_TRUE(saved.replay_pass(kept_request(8, kMinute)).kept);  // holds "c"
-  saved.clear_partition("train");                                 // and no partition is left
+  ASSERT_TRUE(saved.replay_pass(kept_one(8, test::kMinuteMs)).kept);  // holds "c"
+  saved.clear_partition("train");                                     // and no partition is left
   saved.save(file.path());
   Controller emptied;
   emptied.load(file.path());

@@ -22,15 +22,13 @@ namespace {
 
 using test::throws_invalid;
 
-constexpr int64_t kMinute = 60000;
-
 void group(Controller& controller, const std::string& uid, const char* status, int64_t step) {
   controller.kv_resolve("train", std::vector<std::string>{uid, uid + "_0_0", uid + "_1_0"},
                         std::vector<Value>{Value{{"is_prompt", true}, {"status", status}, {"global_steps", step}},
                                            Value{{"reward", 0.0}}, Value{{"reward", 1.0}}});
 }
 
-ReplayRequest kept_request(uint64_t pass_id, int64_t batch_size, int64_t lease_ms = kMinute) {
+ReplayRequest kept_request(uint64_t pass_id, int64_t batch_size, int64_t lease_ms = test::kMinuteMs) {
   ReplayRequest request;
   request.partition_id = "train";
   request.global_steps = 3;
@@ -40,8 +38,6 @@ ReplayRequest kept_request(uint64_t pass_id, int64_t batch_size, int64_t lease_m
   return request;
 }
 
-std::set<std::string> keys_of(const Controller& controller) { return test::listed_keys(controller, "train"); }
-
 TEST(ReplayLeases, ALostAnswerIsAnsweredAgainAndTheSelectionIsHeldUntilAcknowledged) {
   Controller controller;
   group(controller, "a", "finished", 1);
@@ -50,7 +46,7 @@ TEST(ReplayLeases, ALostAnswerIsAnsweredAgainAndTheSelectionIsHeldUntilAcknowled
   ASSERT_TRUE(first.ready && first.kept);
   EXPECT_EQ(first.selected_uids, std::vector<std::string>{"a"});
   EXPECT_TRUE(first.released.empty());  // the prompt key is held, not cleared
-  EXPECT_TRUE(keys_of(controller).count("a"));
+  EXPECT_TRUE(test::replay_keys(controller).count("a"));
 
   // The answer was lost: the same pass again gets the same answer, not b.
   const ReplayPass again = controller.replay_pass(kept_request(7, 1));
@@ -70,7 +66,7 @@ TEST(ReplayLeases, ALostAnswerIsAnsweredAgainAndTheSelectionIsHeldUntilAcknowled
   const ReplayAck ack = controller.ack_replay_pass("train", 7);
   EXPECT_TRUE(ack.acknowledged);
   EXPECT_EQ(ack.released.size(), 1u);  // the prompt key
-  EXPECT_EQ(keys_of(controller), (std::set<std::string>{"a_0_0", "a_1_0", "b", "b_0_0", "b_1_0"}));
+  EXPECT_EQ(test::replay_keys(controller), (std::set<std::string>{"a_0_0", "a_1_0", "b", "b_0_0", "b_1_0"}));
   const ReplayAck repeated = controller.ack_replay_pass("train", 7);  // its reply lost, sent again
   EXPECT_TRUE(repeated.acknowledged);
   EXPECT_TRUE(repeated.released.empty());
@@ -92,7 +88,7 @@ TEST(ReplayLeases, AnUnacknowledgedSelectionIsSampleableAgainWhenItsLeaseEnds) {
   const ReplayPass taken = controller.replay_pass(kept_request(8, 1));
   EXPECT_EQ(taken.selected_uids, std::vector<std::string>{"a"});
   EXPECT_TRUE(controller.ack_replay_pass("train", 8).acknowledged);
-  EXPECT_EQ(keys_of(controller), (std::set<std::string>{"a_0_0", "a_1_0"}));
+  EXPECT_EQ(test::replay_keys(controller), (std::set<std::string>{"a_0_0", "a_1_0"}));
 }
 
 // No call comes in: the watch itself notices the lease's end and tells it.

@@ -56,8 +56,6 @@ ReplayRequest filter_request(bool member_status) {
   return made;
 }
 
-std::set<std::string> keys_of(const Controller& controller) { return test::listed_keys(controller, "train"); }
-
 TEST(ReplayMemberStatus, AGroupWithAMemberRunningWaitsForItAsAGroupInFlight) {
   Controller controller;
   replay_prompt(controller, "a", "finished", 1);
@@ -77,7 +75,7 @@ TEST(ReplayMemberStatus, AGroupWithAMemberRunningWaitsForItAsAGroupInFlight) {
   const ReplayPass waiting = controller.replay_pass(request(2, true));
   EXPECT_FALSE(waiting.ready);
   EXPECT_EQ(waiting.sampleable, 1);
-  EXPECT_EQ(keys_of(controller).size(), 5u) << "nothing evicted, nothing released";
+  EXPECT_EQ(test::replay_keys(controller).size(), 5u) << "nothing evicted, nothing released";
 
   trajectory(controller, "a", 1, "finished");
   const ReplayPass served = controller.replay_pass(request(2, true));
@@ -99,7 +97,7 @@ TEST(ReplayMemberStatus, FailedAndAbortedMembersAreLeftOutAndReleasedWithTheirGr
   EXPECT_EQ(served.keys, std::vector<std::string>{"a_0_0"});
   ASSERT_EQ(served.tags.size(), 1u);
   EXPECT_EQ(served.released.size(), 4u) << "the prompt key and the three left-out members";
-  EXPECT_EQ(keys_of(controller), std::set<std::string>{"a_0_0"}) << "the served member stays for the trainer";
+  EXPECT_EQ(test::replay_keys(controller), std::set<std::string>{"a_0_0"}) << "the served member stays for the trainer";
   EXPECT_EQ(served.cursor.evictions.left_out_members, 3);
   const auto metrics = served.cursor.evictions.metrics("training");
   EXPECT_NE(std::find(metrics.begin(), metrics.end(),
@@ -118,12 +116,12 @@ TEST(ReplayMemberStatus, AKeptPassReleasesItsLeftOutMembersAndAnswersAgainWithou
   const ReplayPass first = controller.replay_pass(kept);
   ASSERT_TRUE(first.kept);
   EXPECT_EQ(first.keys, std::vector<std::string>{"a_0_0"});
-  EXPECT_EQ(keys_of(controller), (std::set<std::string>{"a", "a_0_0"})) << "the prompt key is held";
+  EXPECT_EQ(test::replay_keys(controller), (std::set<std::string>{"a", "a_0_0"})) << "the prompt key is held";
   const ReplayPass again = controller.replay_pass(kept);
   EXPECT_EQ(again.keys, first.keys);
   EXPECT_EQ(again.cursor.evictions.left_out_members, 1) << "counted once, by the pass that released it";
   EXPECT_TRUE(controller.ack_replay_pass("train", 7).acknowledged);
-  EXPECT_EQ(keys_of(controller), std::set<std::string>{"a_0_0"});
+  EXPECT_EQ(test::replay_keys(controller), std::set<std::string>{"a_0_0"});
 }
 
 TEST(ReplayMemberStatus, AFinishedPromptWhoseMembersAllFailedIsAFailedGroup) {
@@ -139,7 +137,7 @@ TEST(ReplayMemberStatus, AFinishedPromptWhoseMembersAllFailedIsAFailedGroup) {
   EXPECT_EQ(evicted.refill, 1);
   EXPECT_EQ(evicted.cursor.evictions.failed, 1);
   EXPECT_EQ(evicted.cursor.evictions.left_out_members, 2);
-  EXPECT_EQ(keys_of(controller), (std::set<std::string>{"b", "b_0_0"}));
+  EXPECT_EQ(test::replay_keys(controller), (std::set<std::string>{"b", "b_0_0"}));
   ReplayRequest next = request(1, true);
   next.cursor = evicted.cursor;
   EXPECT_EQ(controller.replay_pass(next).selected_uids, std::vector<std::string>{"b"});
@@ -199,7 +197,7 @@ TEST(ReplayMemberStatus, SyncRefillsAGroupWhoseMembersAllFailedInsteadOfSelectin
   EXPECT_FALSE(refilled.ready);
   EXPECT_EQ(refilled.refill, 1);
   EXPECT_EQ(refilled.cursor.evictions.failed, 1);
-  EXPECT_EQ(keys_of(controller), (std::set<std::string>{"b", "b_0_0"}));
+  EXPECT_EQ(test::replay_keys(controller), (std::set<std::string>{"b", "b_0_0"}));
 }
 
 // A classification is of the members it read: one left out since (or one

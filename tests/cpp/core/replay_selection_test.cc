@@ -45,8 +45,6 @@ ReplayRequest request(ReplayMode mode, int64_t global_steps, int64_t batch_size)
   return made;
 }
 
-std::set<std::string> keys_of(const Controller& controller) { return test::listed_keys(controller, "train"); }
-
 TEST(ReplaySelection, SelectsTheOldestTerminalGroupsAndClearsOnlyTheirPromptKeys) {
   Controller controller;
   group(controller, "c", "finished", 3);
@@ -60,7 +58,7 @@ TEST(ReplaySelection, SelectsTheOldestTerminalGroupsAndClearsOnlyTheirPromptKeys
   EXPECT_EQ(pass.keys, (std::vector<std::string>{"a_0_0", "a_1_0", "b_0_0", "b_1_0"}));
   EXPECT_EQ(pass.tags[1].at("reward").as_double(), 1.0);
   EXPECT_EQ(pass.released.size(), 2u);
-  const std::set<std::string> left = keys_of(controller);
+  const std::set<std::string> left = test::replay_keys(controller);
   EXPECT_EQ(left.count("a") + left.count("b"), 0u);
   EXPECT_EQ(left.count("a_0_0") + left.count("c") + left.count("r"), 3u);
   EXPECT_EQ(pass.refill, 0);
@@ -91,7 +89,7 @@ TEST(ReplaySelection, AsyncDropEvictsStaleFinishedGroupsCountsThemAndRefillsThem
   const auto metrics = evicted.metrics("training");
   ASSERT_EQ(metrics.size(), 4u);
   EXPECT_EQ(metrics[1], (std::pair<std::string, double>{"training/off_policy/evicted_samples_staleness/mean", 10.5}));
-  EXPECT_EQ(keys_of(controller).count("old_0_0"), 0u);  // the whole group went
+  EXPECT_EQ(test::replay_keys(controller).count("old_0_0"), 0u);  // the whole group went
   asked.cursor = first.cursor;
   const ReplayPass second = controller.replay_pass(asked);
   EXPECT_EQ(second.selected_uids, std::vector<std::string>{"fresh"});
@@ -117,7 +115,7 @@ TEST(ReplaySelection, SyncRefillFailedGroupsEvictsThoseWithoutTrajectoriesAndAsk
   EXPECT_EQ(pass.refill, 1);
   EXPECT_FALSE(pass.ready);
   EXPECT_EQ(pass.cursor.evictions.failed, 1);
-  EXPECT_EQ(keys_of(controller).count("failed"), 0u);
+  EXPECT_EQ(test::replay_keys(controller).count("failed"), 0u);
 }
 
 TEST(ReplaySelection, AsyncFailedGroupsAreEvictedAndRefilled) {
@@ -128,7 +126,7 @@ TEST(ReplaySelection, AsyncFailedGroupsAreEvictedAndRefilled) {
   EXPECT_EQ(pass.refill, 1);
   EXPECT_EQ(pass.cursor.evictions.metrics("training"),
             (std::vector<std::pair<std::string, double>>{{"training/rollout_failure/evicted_samples", 1.0}}));
-  EXPECT_EQ(keys_of(controller).count("failed_0_0"), 0u);
+  EXPECT_EQ(test::replay_keys(controller).count("failed_0_0"), 0u);
 }
 
 TEST(ReplaySelection, SyncSelectionWithoutAnyTrajectoryIsAnErrorAndChangesNothing) {
@@ -136,7 +134,7 @@ TEST(ReplaySelection, SyncSelectionWithoutAnyTrajectoryIsAnErrorAndChangesNothin
   replay_prompt(controller, "failed", "failure", 0);
   EXPECT_TRUE(throws_code([&] { controller.replay_pass(request(ReplayMode::kSync, 1, 1)); }, ErrorCode::kInternal,
                           {"no materializable trajectories", "refill_failed_groups"}));
-  EXPECT_EQ(keys_of(controller).count("failed"), 1u);
+  EXPECT_EQ(test::replay_keys(controller).count("failed"), 1u);
 }
 
 TEST(ReplaySelection, TheWaitGateHoldsSamplingWhileAnInFlightPromptIsAtTheThreshold) {
@@ -170,7 +168,7 @@ TEST(ReplaySelection, AGroupFilterEvictsGroupsWhoseTagHasNumpysStdZeroAsVerlTest
   EXPECT_EQ(pass.cursor.evictions.filtered, 3);
   EXPECT_EQ(pass.cursor.evictions.filtered_values,
             (std::vector<std::pair<double, int64_t>>{{1.0, 1}, {0.0, 1}, {1e-200, 1}}));
-  const std::set<std::string> left = keys_of(controller);
+  const std::set<std::string> left = test::replay_keys(controller);
   EXPECT_EQ(left.count("same") + left.count("zeros_2_0") + left.count("tiny"), 0u);
   EXPECT_EQ(left.count("mixed") + left.count("single") + left.count("tenths"), 3u);
 }
@@ -188,7 +186,7 @@ TEST(ReplaySelection, AFinishedGroupIsClassifiedOnceAndTheCountStepEvictsNothing
   EXPECT_EQ(controller.replay_pass(counted).sampleable, 0);
   replay_prompt(controller, "g", "finished", 1);
   EXPECT_EQ(controller.replay_pass(counted).sampleable, 0);
-  EXPECT_EQ(keys_of(controller).count("g"), 1u);  // counting evicted nothing
+  EXPECT_EQ(test::replay_keys(controller).count("g"), 1u);  // counting evicted nothing
 }
 
 TEST(ReplaySelection, AFinishedGroupWithoutTheFilterTagIsAnErrorNamingIt) {
@@ -223,7 +221,7 @@ TEST(ReplaySelection, SyncFilteringRefillsTwiceTheEvictionsWithinTheInFlightBoun
   ASSERT_TRUE(third.ready);
   EXPECT_EQ(third.selected_uids, (std::vector<std::string>{"ok", "busy"}));
   EXPECT_EQ(third.cursor.evictions.surplus, 1);  // "new" discarded, with its trajectories
-  EXPECT_EQ(keys_of(controller).count("new_0_0"), 0u);
+  EXPECT_EQ(test::replay_keys(controller).count("new_0_0"), 0u);
 }
 
 TEST(ReplaySelection, WithEvictionOffEveryTerminalGroupIsSampleable) {
@@ -269,7 +267,7 @@ TEST(ReplaySelection, BadOptionsAndBadPromptTagsAreRefusedByName) {
 TEST(ReplaySelection, StepsAndCountsOutOfRangeAreRefused) {
   Controller controller;
   group(controller, "u1", "finished", 1, {0.0, 1.0});
-  const std::set<std::string> before = keys_of(controller);
+  const std::set<std::string> before = test::replay_keys(controller);
   ReplayRequest huge_steps = request(ReplayMode::kAsync, kMaxReplayCount + 1, 1);
   EXPECT_TRUE(throws_invalid([&] { controller.replay_pass(huge_steps); }, {"global_steps", "2^53"}));
   ReplayRequest low_steps = request(ReplayMode::kAsync, -kMaxReplayCount - 1, 1);
@@ -283,7 +281,7 @@ TEST(ReplaySelection, StepsAndCountsOutOfRangeAreRefused) {
   replay_prompt(controller, "u2", "finished", kMaxReplayCount + 1);
   EXPECT_TRUE(throws_invalid([&] { controller.replay_pass(request(ReplayMode::kAsync, 1, 1)); },
                              {"prompt key 'u2'", "global_steps", "2^53"}));
-  EXPECT_EQ(keys_of(controller).count("u1"), 1u) << "a refused pass changed nothing";
+  EXPECT_EQ(test::replay_keys(controller).count("u1"), 1u) << "a refused pass changed nothing";
   EXPECT_TRUE(before.count("u1"));
 }
 

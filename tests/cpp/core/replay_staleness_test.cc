@@ -37,8 +37,6 @@ ReplayRequest async_request(int64_t batch_size, int64_t max_staleness_versions, 
   return made;
 }
 
-std::set<std::string> keys_of(const Controller& controller) { return test::listed_keys(controller, "train"); }
-
 TEST(ReplayStaleness, DropEvictsAGroupByItsOldestTrajectoryNotByItsPromptKey) {
   Controller controller;
   const int64_t max_staleness = 2;
@@ -65,7 +63,7 @@ TEST(ReplayStaleness, DropEvictsAGroupByItsOldestTrajectoryNotByItsPromptKey) {
   EXPECT_EQ(evicted.stale_versions, 1);
   EXPECT_EQ(evicted.stale_versions_age_max, current - old_start);
   EXPECT_EQ(evicted.stale, 0);
-  const std::set<std::string> left = keys_of(controller);
+  const std::set<std::string> left = test::replay_keys(controller);
   EXPECT_EQ(left.count("stale") + left.count("stale_0_0") + left.count("stale_1_0"), 0u);  // the whole group
   const auto metrics = evicted.metrics("training");
   ASSERT_EQ(metrics.size(), 2u);  // verl's global_steps metrics only with their evictions

@@ -19,16 +19,10 @@
 namespace seqflow::test {
 namespace {
 
-std::vector<int64_t> range(int64_t begin, int64_t end) {
-  std::vector<int64_t> out;
-  for (int64_t gi = begin; gi < end; ++gi) out.push_back(gi);
-  return out;
-}
-
 Column values(size_t samples) { return object_column("x", std::vector<std::string>(samples, "v")); }
 
 void put(StorageUnit& unit, int64_t begin, int64_t end, const std::string& partition = kTestPartition) {
-  const std::vector<int64_t> gis = range(begin, end);
+  const std::vector<int64_t> gis = index_range(begin, end);
   unit.put(samples_of(gis, 1, partition), {values(gis.size())});
 }
 
@@ -46,7 +40,7 @@ TEST(StorageCapacity, PerPartitionSampleLimitCountsEachPartitionApart) {
   EXPECT_TRUE(put_refused(unit, 6, 7, "a",
                           {"max_samples_per_partition is 3 for partition 'a'", "needs 1 new samples", "0 are free"}));
   EXPECT_EQ(unit.stats().samples, 6u);
-  unit.clear(range(0, 2));
+  unit.clear(index_range(0, 2));
   put(unit, 6, 8, "a");
   const auto usage = unit.partition_usage();
   ASSERT_EQ(usage.size(), 2u);
@@ -56,12 +50,13 @@ TEST(StorageCapacity, PerPartitionSampleLimitCountsEachPartitionApart) {
 TEST(StorageCapacity, PerPartitionByteLimitReleasesWhatAnOverwriteReplaces) {
   constexpr uint64_t kOne = kSampleOverheadBytes + kValueOverheadBytes;
   StorageUnit unit({.max_bytes_per_partition = 2 * kOne + 10});
-  unit.put(samples_of(range(0, 2), 1, "a"), {object_column("x", {"aaaa", "bb"})});
+  unit.put(samples_of(index_range(0, 2), 1, "a"), {object_column("x", {"aaaa", "bb"})});
   EXPECT_TRUE(put_refused(unit, 2, 3, "a", {"max_bytes_per_partition", "for partition 'a'"}));
-  EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument,
-                           [&] { unit.put(samples_of(range(0, 1), 1, "a"), {object_column("x", {"123456789"})}); },
-                           {"max_bytes_per_partition", "needs 9 bytes", "8 are free"}));
-  unit.put(samples_of(range(0, 1), 1, "a"), {object_column("x", {"12345678"})});
+  EXPECT_TRUE(
+      throws_error(ErrorCode::kInvalidArgument,
+                   [&] { unit.put(samples_of(index_range(0, 1), 1, "a"), {object_column("x", {"123456789"})}); },
+                   {"max_bytes_per_partition", "needs 9 bytes", "8 are free"}));
+  unit.put(samples_of(index_range(0, 1), 1, "a"), {object_column("x", {"12345678"})});
   ASSERT_EQ(unit.partition_usage().size(), 1u);
   EXPECT_EQ(unit.partition_usage()[0].bytes, 2 * kOne + 10);
   EXPECT_EQ(unit.partition_usage()[0].bytes, unit.stats().bytes + unit.stats().overhead_bytes);
@@ -70,7 +65,7 @@ TEST(StorageCapacity, PerPartitionByteLimitReleasesWhatAnOverwriteReplaces) {
 TEST(StorageCapacity, PartitionUsageFollowsCommitsDiscardsAndClears) {
   StorageUnit unit({.max_samples_per_partition = 10});
   put(unit, 0, 4, "a");
-  TestSamples staged = samples_of(range(0, 2), 1, "a");
+  TestSamples staged = samples_of(index_range(0, 2), 1, "a");
   SampleKeys keys = staged;
   keys.write_version = 7;
   unit.put(keys, {object_column("x", {"new", "new"})});
@@ -84,7 +79,7 @@ TEST(StorageCapacity, PartitionUsageFollowsCommitsDiscardsAndClears) {
   unit.discard(keys, fields);
   EXPECT_EQ(unit.partition_usage()[0].bytes, total());
   EXPECT_EQ(unit.partition_usage()[0].samples, 4u);
-  unit.clear(range(0, 4));
+  unit.clear(index_range(0, 4));
   EXPECT_TRUE(unit.partition_usage().empty());
 }
 
@@ -99,10 +94,10 @@ TEST(StorageCapacity, LowWatermarkHoldsPutsUntilUsageFallsToIt) {
   StorageUnit unit({.max_samples = 10, .high_watermark = 0.8, .low_watermark = 0.5});
   put(unit, 0, 8);
   EXPECT_TRUE(put_refused(unit, 8, 9, kTestPartition, {"high watermark 0.8"}));
-  unit.clear(range(0, 2));  // 6 held: room for 2, but the limit filled and waits for 5
+  unit.clear(index_range(0, 2));  // 6 held: room for 2, but the limit filled and waits for 5
   EXPECT_TRUE(put_refused(unit, 8, 9, kTestPartition,
                           {"filled up", "low watermark 0.5 (5)", "usage is 6", "needs 1 new samples"}));
-  unit.clear(range(2, 3));  // 5 held: open again
+  unit.clear(index_range(2, 3));  // 5 held: open again
   put(unit, 8, 11);
   EXPECT_EQ(unit.stats().samples, 8u);
 }
@@ -112,9 +107,9 @@ TEST(StorageCapacity, HysteresisAppliesPerPartition) {
   put(unit, 0, 4, "a");
   EXPECT_TRUE(put_refused(unit, 4, 5, "a", {"for partition 'a'"}));
   put(unit, 10, 12, "b");  // b never filled
-  unit.clear(range(0, 1));
+  unit.clear(index_range(0, 1));
   EXPECT_TRUE(put_refused(unit, 4, 5, "a", {"for partition 'a'", "filled up", "usage is 3"}));
-  unit.clear(range(1, 2));
+  unit.clear(index_range(1, 2));
   put(unit, 4, 6, "a");
 }
 
@@ -129,16 +124,16 @@ TEST(StorageCapacity, APutLargerThanTheLimitNeverWaits) {
 
 TEST(StorageCapacity, TryPutAnswersFullInsteadOfWaiting) {
   StorageUnit unit({.max_samples = 2, .when_full = WhenFull::kWait});
-  const std::vector<int64_t> first = range(0, 2);
+  const std::vector<int64_t> first = index_range(0, 2);
   EXPECT_FALSE(unit.try_put(samples_of(first), {values(2)}).has_value());
-  const std::vector<int64_t> more = range(2, 3);
+  const std::vector<int64_t> more = index_range(2, 3);
   const std::optional<StorageUnit::Full> full = unit.try_put(samples_of(more), {values(1)});
   ASSERT_TRUE(full.has_value());
   EXPECT_NE(full->message.find("storage full: max_samples is 2"), std::string::npos) << full->message;
   EXPECT_TRUE(full->ticket.has_value());
   EXPECT_EQ(unit.stats().samples, 2u);
   EXPECT_EQ(unit.capacity_stats().puts_waited, 1u);
-  unit.clear(range(0, 1));
+  unit.clear(index_range(0, 1));
   EXPECT_FALSE(unit.try_put(samples_of(more), {values(1)}, full->ticket).has_value());  // retried with its ticket
   EXPECT_EQ(unit.get(samples_of(more), std::vector<std::string>{"x"}).size(), 1u);
 }
@@ -150,7 +145,7 @@ class RetryingClients {
   explicit RetryingClients(StorageUnit& unit) : unit_(unit) {}
   // The put of samples [begin, end), answered "full" or stored (nullopt).
   std::optional<std::string> try_put(int64_t begin, int64_t end) {
-    const std::vector<int64_t> gis = range(begin, end);
+    const std::vector<int64_t> gis = index_range(begin, end);
     const auto held = tickets_.find(begin);
     std::optional<StorageUnit::Full> full = unit_.try_put(
         samples_of(gis), {values(gis.size())}, held == tickets_.end() ? std::nullopt : std::optional(held->second));
@@ -168,7 +163,7 @@ class RetryingClients {
 
 // RetryingClients' put of samples [begin, end), named without its values.
 StorageUnit::RetriedPut retried_put(int64_t begin, int64_t end) {
-  const TestSamples samples = samples_of(range(begin, end));
+  const TestSamples samples = samples_of(index_range(begin, end));
   return {begin, samples.generations.front(), SampleKeys(samples).write_version, samples.global_indexes.size()};
 }
 
@@ -181,14 +176,14 @@ TEST(StorageCapacity, ARetriedPutKeepsItsPlaceInLine) {
   const auto try_put = [&](int64_t begin, int64_t end) { return clients.try_put(begin, end); };
   ASSERT_FALSE(try_put(0, 4).has_value());
   ASSERT_TRUE(try_put(10, 13).has_value());  // the big put: 3 samples
-  unit.clear(range(0, 1));                   // room for one
+  unit.clear(index_range(0, 1));             // room for one
   const std::optional<std::string> small = try_put(20, 21);
   ASSERT_TRUE(small.has_value()) << "the small put took the room the big one waits for";
   EXPECT_NE(small->find("1 are free and earlier waiting puts need 3 first"), std::string::npos) << *small;
-  unit.clear(range(1, 3));  // room for the big put
+  unit.clear(index_range(1, 3));  // room for the big put
   EXPECT_FALSE(try_put(10, 13).has_value());
   EXPECT_TRUE(try_put(20, 21).has_value());  // 4 held
-  unit.clear(range(3, 4));
+  unit.clear(index_range(3, 4));
   EXPECT_FALSE(try_put(20, 21).has_value());
   EXPECT_EQ(unit.stats().samples, 4u);
   EXPECT_EQ(unit.capacity_stats().waiting_puts, 0u);
@@ -202,7 +197,7 @@ TEST(StorageCapacity, APlaceInLineLapsesWhenItsClientStopsAsking) {
   const auto try_put = [&](int64_t begin, int64_t end) { return clients.try_put(begin, end); };
   ASSERT_FALSE(try_put(0, 2).has_value());
   ASSERT_TRUE(try_put(10, 12).has_value());  // never asked again
-  unit.clear(range(0, 1));
+  unit.clear(index_range(0, 1));
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   bool landed = false;
   while (!landed && std::chrono::steady_clock::now() < deadline) {
@@ -234,7 +229,7 @@ TEST(StorageCapacity, OnlyTheTicketsHolderUsesAWaitingPutsPlace) {
     EXPECT_FALSE(unit.leave_line(retried_put(10, 12), ticket).placed);
   }
   EXPECT_EQ(unit.capacity_stats().waiting_puts, 2u);
-  unit.clear(range(0, 2));  // room for the first
+  unit.clear(index_range(0, 2));  // room for the first
   // The same samples without the ticket: a place of its own, behind both.
   EXPECT_TRUE(guesser.try_put(10, 12).has_value()) << "a put of the same samples took the first one's place";
   EXPECT_TRUE(honest.try_put(20, 21).has_value()) << "the put behind took the room the first one waits for";
@@ -259,13 +254,13 @@ TEST(StorageCapacity, APutWhoseSamplesAnotherWaitingPutNamesHoldsAPlaceOfItsOwn)
   RetryingClients later(unit);
   ASSERT_FALSE(honest.try_put(0, 2).has_value());
   ASSERT_TRUE(squatter.try_put(10, 11).has_value());
-  const std::optional<StorageUnit::Full> answer = unit.try_put(samples_of(range(10, 11)), {values(1)});
+  const std::optional<StorageUnit::Full> answer = unit.try_put(samples_of(index_range(10, 11)), {values(1)});
   ASSERT_TRUE(answer.has_value());
   ASSERT_TRUE(answer->ticket.has_value()) << "the put of samples another one named holds no place";
   ASSERT_TRUE(later.try_put(20, 21).has_value());
   EXPECT_EQ(unit.capacity_stats().waiting_puts, 3u);
-  unit.clear(range(0, 2));  // room for the squatter's place and the next
-  EXPECT_FALSE(unit.try_put(samples_of(range(10, 11)), {values(1)}, answer->ticket).has_value());
+  unit.clear(index_range(0, 2));  // room for the squatter's place and the next
+  EXPECT_FALSE(unit.try_put(samples_of(index_range(10, 11)), {values(1)}, answer->ticket).has_value());
   EXPECT_TRUE(later.try_put(20, 21).has_value()) << "the later put took the room of the one before it";
   EXPECT_EQ(unit.stats().samples, 1u);
 }
@@ -282,7 +277,8 @@ TEST(StorageCapacity, PutsWaitedCountsPlacesAndFullAnswersEveryFull) {
     ASSERT_TRUE(clients.try_put(gi, gi + 1).has_value());
   }
   const int64_t beyond = first + static_cast<int64_t>(kPlaces);
-  const std::optional<StorageUnit::Full> unplaced = unit.try_put(samples_of(range(beyond, beyond + 1)), {values(1)});
+  const std::optional<StorageUnit::Full> unplaced =
+      unit.try_put(samples_of(index_range(beyond, beyond + 1)), {values(1)});
   ASSERT_TRUE(unplaced.has_value());
   EXPECT_FALSE(unplaced->ticket.has_value()) << "more than max_waiting_puts hold a place";
   ASSERT_TRUE(clients.try_put(first, first + 1).has_value());  // retried with its ticket: the same place
@@ -300,7 +296,7 @@ TEST(StorageCapacity, MaxWaitingPutsMustBeAtLeastOne) {
 
 TEST(StorageCapacity, TryPutInRaiseModeRaisesAsPut) {
   StorageUnit unit({.max_samples = 1});
-  const std::vector<int64_t> gis = range(0, 2);
+  const std::vector<int64_t> gis = index_range(0, 2);
   EXPECT_TRUE(throws_error(ErrorCode::kInvalidArgument, [&] { unit.try_put(samples_of(gis), {values(2)}); },
                            {"storage full: max_samples is 1"}));
   EXPECT_EQ(unit.capacity_stats().puts_refused, 1u);

@@ -21,12 +21,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr auto kPatience = std::chrono::seconds(30);  // every wait's deadline here
 
-std::vector<int64_t> range(int64_t begin, int64_t end) {
-  std::vector<int64_t> out;
-  for (int64_t gi = begin; gi < end; ++gi) out.push_back(gi);
-  return out;
-}
-
 std::vector<Column> columns_of(std::span<const int64_t> gis) {
   std::vector<std::string> objects;
   for (const int64_t gi : gis) objects.push_back("value " + std::to_string(gi));
@@ -54,15 +48,15 @@ bool is_ready(const std::future<void>& put) {
 
 TEST(StorageCapacityWait, APutWaitsUntilAClearMakesRoomAndLandsOnce) {
   StorageUnit unit({.max_samples = 4, .when_full = WhenFull::kWait, .wait_timeout = kPatience});
-  const std::vector<int64_t> first = range(0, 4);
+  const std::vector<int64_t> first = index_range(0, 4);
   unit.put(samples_of(first), columns_of(first));
-  const std::vector<int64_t> more = range(4, 6);
+  const std::vector<int64_t> more = index_range(4, 6);
   auto waiting = std::async(std::launch::async, [&] { unit.put(samples_of(more), columns_of(more)); });
   ASSERT_TRUE(until_waiting(unit, 1));
   // Reads go on while the put waits: it holds no lock.
   EXPECT_EQ(unit.get(samples_of(first), std::vector<std::string>{"x"}).size(), 4u);
   EXPECT_EQ(unit.stats().samples, 4u);
-  unit.clear(range(0, 2));
+  unit.clear(index_range(0, 2));
   ASSERT_EQ(waiting.wait_for(kPatience), std::future_status::ready);
   waiting.get();  // rethrows a failure
   EXPECT_EQ(unit.stats().samples, 4u);
@@ -81,19 +75,19 @@ TEST(StorageCapacityWait, WaitingPutsResumeAtTheLowWatermark) {
                     .high_watermark = 1.0,
                     .low_watermark = 0.5,
                     .wait_timeout = kPatience});
-  const std::vector<int64_t> full = range(0, 10);
+  const std::vector<int64_t> full = index_range(0, 10);
   unit.put(samples_of(full), columns_of(full));
-  const std::vector<int64_t> more = range(10, 12);
+  const std::vector<int64_t> more = index_range(10, 12);
   auto waiting = std::async(std::launch::async, [&] { unit.put(samples_of(more), columns_of(more)); });
   ASSERT_TRUE(until_waiting(unit, 1));
   const uint64_t answered = unit.capacity_stats().full_answers;
-  unit.clear(range(0, 3));  // 7 held: room for 2, but above the low watermark
+  unit.clear(index_range(0, 3));  // 7 held: room for 2, but above the low watermark
   // The clear wakes the put, which checks again: it must find the limit
   // still closed (a new "no room" answer) and go on waiting.
   ASSERT_TRUE(until([&] { return unit.capacity_stats().full_answers > answered || is_ready(waiting); }));
   EXPECT_FALSE(is_ready(waiting)) << "the put resumed above the low watermark";
   EXPECT_EQ(unit.stats().samples, 7u);
-  unit.clear(range(3, 5));  // 5 held: the low watermark
+  unit.clear(index_range(3, 5));  // 5 held: the low watermark
   ASSERT_EQ(waiting.wait_for(kPatience), std::future_status::ready);
   waiting.get();
   EXPECT_EQ(unit.stats().samples, 7u);
@@ -103,17 +97,17 @@ TEST(StorageCapacityWait, WaitingPutsResumeAtTheLowWatermark) {
 // one waits queues behind it instead of taking the room it waits for.
 TEST(StorageCapacityWait, ABigWaitingPutIsNotStarvedBySmallOnes) {
   StorageUnit unit({.max_samples = 4, .when_full = WhenFull::kWait, .wait_timeout = kPatience});
-  const std::vector<int64_t> full = range(0, 4);
+  const std::vector<int64_t> full = index_range(0, 4);
   unit.put(samples_of(full), columns_of(full));
-  const std::vector<int64_t> big = range(10, 13);
+  const std::vector<int64_t> big = index_range(10, 13);
   auto big_put = std::async(std::launch::async, [&] { unit.put(samples_of(big), columns_of(big)); });
   ASSERT_TRUE(until_waiting(unit, 1));
   // Each clear frees the room of one sample, and a small put arrives for it.
   std::vector<std::future<void>> small_puts;
   for (int64_t k = 0; k < 2; ++k) {
-    unit.clear(range(k, k + 1));
+    unit.clear(index_range(k, k + 1));
     small_puts.push_back(std::async(std::launch::async, [&unit, k] {
-      const std::vector<int64_t> one = range(20 + k, 21 + k);
+      const std::vector<int64_t> one = index_range(20 + k, 21 + k);
       unit.put(samples_of(one), columns_of(one));
     }));
     const uint64_t waiting = static_cast<uint64_t>(k) + 2;
@@ -121,7 +115,7 @@ TEST(StorageCapacityWait, ABigWaitingPutIsNotStarvedBySmallOnes) {
     EXPECT_FALSE(is_ready(small_puts.back())) << "small put " << k << " took the room the big one waits for";
   }
   EXPECT_EQ(unit.stats().samples, 2u);
-  unit.clear(range(2, 3));  // room for the big put, first in line
+  unit.clear(index_range(2, 3));  // room for the big put, first in line
   ASSERT_EQ(big_put.wait_for(kPatience), std::future_status::ready);
   big_put.get();
   EXPECT_TRUE(until_waiting(unit, 2));  // the small ones wait on: 4 held
@@ -145,7 +139,7 @@ TEST(StorageCapacityWait, ManyWaitingProducersLoseAndDuplicateNothing) {
   for (int p = 0; p < kProducers; ++p) {
     producers.push_back(std::async(std::launch::async, [&unit, p] {
       for (int64_t i = 0; i < kPuts; ++i) {
-        const std::vector<int64_t> gis = range((p * kPuts + i) * kBatch, (p * kPuts + i + 1) * kBatch);
+        const std::vector<int64_t> gis = index_range((p * kPuts + i) * kBatch, (p * kPuts + i + 1) * kBatch);
         unit.put(samples_of(gis), columns_of(gis));
       }
     }));

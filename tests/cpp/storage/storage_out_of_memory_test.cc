@@ -20,14 +20,9 @@ namespace {
 
 constexpr int64_t kHeld = 40;  // global indexes 0 .. kHeld - 1 may hold values
 
-std::vector<int64_t> range(int64_t begin, int64_t end) {
-  std::vector<int64_t> out;
-  for (int64_t gi = begin; gi < end; ++gi) out.push_back(gi);
-  return out;
-}
-
-void put(StorageUnit& unit, int64_t begin, int64_t end, const std::string& partition) {
-  const std::vector<int64_t> gis = range(begin, end);
+// Each sample's value names its global index.
+void put_numbered(StorageUnit& unit, int64_t begin, int64_t end, const std::string& partition) {
+  const std::vector<int64_t> gis = index_range(begin, end);
   std::vector<std::string> objects;
   for (const int64_t gi : gis) objects.push_back("value " + std::to_string(gi));
   unit.put(samples_of(gis, 1, partition), {object_column("x", objects)});
@@ -40,7 +35,7 @@ StorageOptions counted() { return {.max_samples_per_partition = 1000}; }
 // per-partition counts.
 std::string snapshot(const StorageUnit& unit) {
   std::string out;
-  for (const int64_t gi : range(0, kHeld)) {
+  for (const int64_t gi : index_range(0, kHeld)) {
     const int64_t one[] = {gi};
     for (const char* partition : {"p", "q", "a", "b"}) {
       try {
@@ -88,15 +83,15 @@ size_t fail_each_allocation(const std::function<void(StorageUnit&)>& make,
   }
 }
 
-void hold_one(StorageUnit& unit) { put(unit, 0, 1, "p"); }
+void hold_one(StorageUnit& unit) { put_numbered(unit, 0, 1, "p"); }
 
 // Enough new samples that the unit's index grows (a rehash) under its lock.
 TEST(StorageOutOfMemory, APutOfManySamplesChangesNothing) {
-  EXPECT_GT(fail_each_allocation(hold_one, [](StorageUnit& unit) { put(unit, 1, 31, "p"); }), 5u);
+  EXPECT_GT(fail_each_allocation(hold_one, [](StorageUnit& unit) { put_numbered(unit, 1, 31, "p"); }), 5u);
 }
 
 TEST(StorageOutOfMemory, APutIntoANewPartitionChangesNothing) {
-  EXPECT_GT(fail_each_allocation(hold_one, [](StorageUnit& unit) { put(unit, 1, 3, "q"); }), 2u);
+  EXPECT_GT(fail_each_allocation(hold_one, [](StorageUnit& unit) { put_numbered(unit, 1, 3, "q"); }), 2u);
 }
 
 TEST(StorageOutOfMemory, ALoadChangesNothing) {
@@ -104,8 +99,8 @@ TEST(StorageOutOfMemory, ALoadChangesNothing) {
   const std::string path = dir.file("checkpoint");
   {
     StorageUnit source;
-    put(source, 10, 12, "a");
-    put(source, 12, 15, "b");
+    put_numbered(source, 10, 12, "a");
+    put_numbered(source, 12, 15, "b");
     source.save(path);
   }
   EXPECT_GT(fail_each_allocation(hold_one, [&](StorageUnit& unit) { unit.load(path); }), 5u);

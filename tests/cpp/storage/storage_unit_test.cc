@@ -18,8 +18,6 @@
 namespace seqflow::test {
 namespace {
 
-const std::vector<std::string> kFieldX = {"x"};
-
 std::vector<int64_t> indexes(std::initializer_list<int64_t> values) { return values; }
 
 // Each dtype's samples as raw bytes: a fixed {2, 3} shape, values 0..5 + sample.

@@ -22,7 +22,6 @@
 namespace seqflow::test {
 namespace {
 
-const std::vector<std::string> kFieldX = {"x"};
 const std::vector<int64_t> kTwo = {0, 1};
 
 SampleKeys writing(const TestSamples& samples, uint64_t version) {

@@ -87,6 +87,12 @@ inline std::set<std::string> listed_keys(const Controller& controller, const std
   return keys;
 }
 
+// The keys of partition "train", where the replay tests keep their groups.
+inline std::set<std::string> replay_keys(const Controller& controller) { return listed_keys(controller, "train"); }
+
+// A replay lease long enough not to run out during a test.
+inline constexpr int64_t kMinuteMs = 60000;
+
 inline std::vector<Value> lengths_meta(const std::vector<int64_t>& lengths) {
   std::vector<Value> out;
   for (int64_t length : lengths) out.push_back({{"total_lengths", length}});

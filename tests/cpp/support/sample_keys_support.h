@@ -21,6 +21,13 @@ struct TestSamples {
   operator SampleKeys() const { return {global_indexes, partitions, generations}; }  // NOLINT: implicit on purpose
 };
 
+// The global indexes begin .. end - 1.
+inline std::vector<int64_t> index_range(int64_t begin, int64_t end) {
+  std::vector<int64_t> out;
+  for (int64_t gi = begin; gi < end; ++gi) out.push_back(gi);
+  return out;
+}
+
 inline TestSamples samples_of(std::span<const int64_t> global_indexes, uint64_t generation = 1,
                               const std::string& partition = kTestPartition) {
   return {{global_indexes.begin(), global_indexes.end()},

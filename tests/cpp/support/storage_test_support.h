@@ -66,6 +66,9 @@ inline int64_t int64_of(const SampleView& view) {
   return v;
 }
 
+// The field list of a get of field "x", the one object_column("x", ...) puts.
+inline const std::vector<std::string> kFieldX = {"x"};
+
 inline Column object_column(std::string field, const std::vector<std::string>& objects) {
   std::vector<Shape> shapes;
   std::vector<Bytes> samples;
