@@ -15,6 +15,7 @@ Build an older commit's bench in a worktree, e.g.:
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import statistics
 import subprocess
@@ -44,7 +45,11 @@ def medians_of(output: str) -> dict[tuple[str, str], dict[str, float]]:
 
 def run(binary: str, quick: bool) -> dict:
     command = [binary, "--only", "throughput"] + (["--quick"] if quick else [])
-    done = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
+    # Both sides at the cache size the bench sets itself since 2026-12-07 (an
+    # older build would run at the 2 GiB default, where the large rows fault
+    # fresh memory in): the same setting for A and B.
+    env = {**os.environ, "SEQFLOW_BLOCK_CACHE_MB": os.environ.get("SEQFLOW_BLOCK_CACHE_MB", "8192")}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False, env=env)
     if done.returncode not in (0, 1):  # 1: a target of the bench's own missed; the table is there
         raise SystemExit(f"{binary} failed ({done.returncode}):\n{done.stderr}")
     return medians_of(done.stdout)

@@ -57,6 +57,7 @@
 #include "remote_cluster.h"
 #include "seqflow/client.h"
 #include "common/aligned_buffer.h"
+#include "common/block_cache.h"
 
 namespace {
 
@@ -555,9 +556,9 @@ int main(int argc, char** argv) {
   const auto start = Clock::now();
   setenv("SEQFLOW_BLOCK_CACHE_MB", "8192", /*overwrite=*/0);  // before the cache's first use reads it
   std::printf(
-      "seqflow remote benchmark%s: loopback TCP, services in this process, %u hardware threads, block cache %s "
+      "seqflow remote benchmark%s: loopback TCP, services in this process, %u hardware threads, block cache %zu "
       "MiB\n",
-      quick ? " (quick)" : "", std::thread::hardware_concurrency(), std::getenv("SEQFLOW_BLOCK_CACHE_MB"));
+      quick ? " (quick)" : "", std::thread::hardware_concurrency(), BlockCache::instance().limit() >> 20);
 
   std::vector<ThroughputRow> throughput;
   if (runs("throughput")) {

@@ -84,5 +84,6 @@ function(seqflow_public_header_check target)
     list(APPEND sources "${source}")
   endforeach()
   add_library(${target} OBJECT EXCLUDE_FROM_ALL ${sources})
+  set_target_properties(${target} PROPERTIES UNITY_BUILD OFF)  # each header compiled alone, in every build
   target_include_directories(${target} PRIVATE "${PROJECT_SOURCE_DIR}/include")
 endfunction()

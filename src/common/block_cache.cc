@@ -34,11 +34,11 @@ std::align_val_t block_alignment(size_t capacity) { return std::align_val_t{Bloc
 }  // namespace
 
 size_t BlockCache::capacity_for(size_t size) {
-  // Eighths, not whole 2 MiB pages, from 2 MiB on too: ZeroMQ asks for a
-  // message's size plus its header, and whole pages made the block of every
-  // 2 MiB frame (a put's block of samples) 4 MiB. Its tail past the last
-  // whole huge page gets small pages.
-  const size_t step = std::max(kPageAlignment, std::bit_floor(size) / 8);
+  // Eighths from 2 MiB on too, up to whole 2 MiB pages from 16 MiB on:
+  // ZeroMQ asks for a message's size plus its header, and whole pages made
+  // the block of every 2 MiB frame (a put's block of samples) 4 MiB. A
+  // block's tail past its last whole huge page gets small pages.
+  const size_t step = std::clamp(std::bit_floor(size) / 8, kPageAlignment, kAlignment);
   // Rounding up must not wrap to a tiny block: ZeroMQ asks for sizes a peer wrote on the wire.
   if (size > SIZE_MAX - step + 1) throw std::bad_alloc();
   return (size + step - 1) / step * step;

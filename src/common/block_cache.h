@@ -5,12 +5,15 @@
 // step, so a put, a get or a gather usually finds a block of the size it
 // needs among those the last step freed, already faulted in.
 //
-// Every block is sized to an eighth of its power of two. Blocks of 2 MiB and
-// more are 2 MiB-aligned and asked to be backed by huge pages, which cuts
-// the page faults of filling them ~500x; smaller ones (the frames of a
-// put's short runs of samples, say) are page-aligned. The cache holds at most
-// SEQFLOW_BLOCK_CACHE_MB MiB (environment, read once; default 2048; 0: off)
-// and drops the blocks freed longest ago first. Thread-safe and fork-safe.
+// Every block is sized to an eighth of its power of two, whole 2 MiB pages
+// at most. Blocks of 2 MiB and more are 2 MiB-aligned and asked to be
+// backed by huge pages, which cuts the page faults of filling them ~500x;
+// smaller ones (the frames of a put's short runs of samples, say) are
+// page-aligned. A freed block serves a later request of its size class
+// (under 2 MiB) or of up to a quarter less (from 2 MiB on). The cache holds
+// at most SEQFLOW_BLOCK_CACHE_MB MiB (environment, read once; default 2048;
+// 0: off) and drops the blocks freed longest ago first. Thread-safe and
+// fork-safe.
 #pragma once
 
 #include <cstddef>
@@ -24,8 +27,9 @@ class BlockCache {
   static constexpr size_t kPageAlignment = size_t{4} << 10;  // of smaller ones
 
   // The capacity of a block for `size` bytes: `size` rounded up to an
-  // eighth of its power of two (whole pages at least), which wastes at most
-  // an eighth. Throws std::bad_alloc on a size too large to round up.
+  // eighth of its power of two (whole pages at least, whole 2 MiB pages at
+  // most), which wastes at most an eighth. Throws std::bad_alloc on a size
+  // too large to round up.
   static size_t capacity_for(size_t size);
   // Where a block of `capacity` bytes is aligned.
   static size_t alignment_of(size_t capacity) { return capacity >= kAlignment ? kAlignment : kPageAlignment; }

@@ -43,7 +43,8 @@ TEST(BlockCache, BlocksWasteAtMostAnEighthAndThoseUnder2MiBArePageAligned) {
   EXPECT_EQ(BlockCache::capacity_for(2 * kMiB - 1), 2 * kMiB);
   // ZeroMQ's block for a 2 MiB frame: the frame and its header, an eighth more, not two huge pages.
   EXPECT_EQ(BlockCache::capacity_for(2 * kMiB + 64), 2 * kMiB + (256 << 10));
-  EXPECT_EQ(BlockCache::capacity_for(16 * kMiB + 1), 18 * kMiB);  // from 16 MiB on, whole huge pages
+  EXPECT_EQ(BlockCache::capacity_for(16 * kMiB + 1), 18 * kMiB);   // from 16 MiB on, whole huge pages
+  EXPECT_EQ(BlockCache::capacity_for(64 * kMiB + 64), 66 * kMiB);  // not an eighth of 64 MiB more
   for (size_t size = 1; size < 256 * kMiB; size = size * 3 / 2 + 1) {
     const size_t capacity = BlockCache::capacity_for(size);
     EXPECT_GE(capacity, size);
