@@ -69,11 +69,13 @@ TEST(InsertLeases, SamplesADeadProducerLeftUnproducedAreReclaimedAndTheirStorage
 
 TEST(InsertLeases, APutThatCompletesIsNeverReclaimed) {
   server::ControllerServiceOptions options;
-  options.insert_lease = 200ms;
+  // Long enough for a put's first call under ThreadSanitizer on a busy
+  // machine (a lease of 200 ms once ran out during one and reclaimed it).
+  options.insert_lease = 1500ms;
   RemoteCluster cluster(1, {}, options);
   auto client = cluster.client();
   for (int64_t round = 0; round < 20; ++round) client->put_new("p", {int64_column("x", {round})}, ids(round, 1));
-  std::this_thread::sleep_for(600ms);  // past every lease: none is left to expire
+  std::this_thread::sleep_for(2s);  // past every lease: none is left to expire
   EXPECT_EQ(reclaimed(cluster.controller()), 0.0);
   MetaRequest all = fetch(20, "p", "train");
   EXPECT_EQ(client->get_meta(all).size(), 20u);
